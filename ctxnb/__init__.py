@@ -1,0 +1,115 @@
+"""ctxnb: the layer between an LLM coding agent and a workspace.
+
+It decides what the agent may touch, remembers every version of what it has seen,
+assembles what is in its context window at each turn, and records why every change to
+the code was made.
+
+Example:
+    >>> import tempfile, pathlib, ctxnb
+    >>> root = pathlib.Path(tempfile.mkdtemp())
+    >>> _ = (root / "app.py").write_text("print('hello')\\n")
+    >>> ws = ctxnb.Workspace.open(root)
+    >>> ws.index().created
+    1
+
+The public names are imported lazily, so ``import ctxnb`` is cheap and the command
+line hook path never loads pandas or pyarrow.
+"""
+
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING, Any
+
+from .errors import (
+    ConfigError,
+    CorruptStoreError,
+    CtxnbError,
+    MissingDependencyError,
+    NotFoundError,
+    PatchConflict,
+    PatchError,
+    PolicyError,
+    ResolverError,
+    StaleFileError,
+    StoreError,
+)
+from .hashing import content_hash, identity_hash, source_hash, stable_stringify
+
+__version__ = "0.1.0"
+
+# name -> module that defines it; resolved on first attribute access.
+_LAZY: dict[str, str] = {
+    "ChatObject": "ctxnb.model",
+    "CtxnbConfig": "ctxnb.config",
+    "FileObject": "ctxnb.model",
+    "FilesystemResolver": "ctxnb.resolver",
+    "FilesystemSource": "ctxnb.model",
+    "IndexReport": "ctxnb.indexer",
+    "IndexResult": "ctxnb.indexer",
+    "MountMapping": "ctxnb.resolver",
+    "ObjectStore": "ctxnb.store",
+    "SessionObject": "ctxnb.model",
+    "SystemPromptObject": "ctxnb.model",
+    "ToolCallObject": "ctxnb.model",
+    "TxRecord": "ctxnb.store",
+    "Version": "ctxnb.store",
+    "Workspace": "ctxnb.workspace",
+    "default_filesystem_id": "ctxnb.resolver",
+    "doc_path": "ctxnb.resolver",
+    "index_deletion": "ctxnb.indexer",
+    "index_file": "ctxnb.indexer",
+    "index_tree": "ctxnb.indexer",
+    "load_config": "ctxnb.config",
+}
+
+__all__ = sorted(
+    [
+        "ConfigError",
+        "CorruptStoreError",
+        "CtxnbError",
+        "MissingDependencyError",
+        "NotFoundError",
+        "PatchConflict",
+        "PatchError",
+        "PolicyError",
+        "ResolverError",
+        "StaleFileError",
+        "StoreError",
+        "__version__",
+        "content_hash",
+        "identity_hash",
+        "source_hash",
+        "stable_stringify",
+        *_LAZY,
+    ]
+)
+
+
+def __getattr__(name: str) -> Any:
+    module = _LAZY.get(name)
+    if module is None:
+        raise AttributeError(f"module 'ctxnb' has no attribute {name!r}")
+    value = getattr(importlib.import_module(module), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return __all__
+
+
+if TYPE_CHECKING:  # pragma: no cover - for type checkers and IDEs only
+    from .config import CtxnbConfig, load_config
+    from .indexer import IndexReport, IndexResult, index_deletion, index_file, index_tree
+    from .model import (
+        ChatObject,
+        FileObject,
+        FilesystemSource,
+        SessionObject,
+        SystemPromptObject,
+        ToolCallObject,
+    )
+    from .resolver import FilesystemResolver, MountMapping, default_filesystem_id, doc_path
+    from .store import ObjectStore, TxRecord, Version
+    from .workspace import Workspace

@@ -1,0 +1,222 @@
+"""Workspace configuration: ``ctxnb.toml`` or ``[tool.ctxnb]`` in ``pyproject.toml``.
+
+Every setting has a default, so no file is needed. A file with an unknown key or a
+bad value is a :class:`~ctxnb.errors.ConfigError` that names the file, the key and
+what is allowed.
+
+Example ``ctxnb.toml``::
+
+    profile = "local"
+
+    [index]
+    ignore = ["*.log", "build/"]
+
+    [policy]
+    deny = [".git/", ".env*", "**/*.pem", "**/id_*", ".ctxnb/", "secrets/"]
+
+    [[mounts]]
+    agent_prefix = "/workspace"
+    canonical_prefix = "/home/me/proj"
+
+Settings are resolved in one order everywhere: an explicit argument, then an
+environment variable (``CTXNB_PROFILE``), then the config file, then the default.
+"""
+
+from __future__ import annotations
+
+import os
+import tomllib
+from pathlib import Path
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+from .errors import ConfigError
+
+__all__ = [
+    "CONFIG_FILE",
+    "CtxnbConfig",
+    "GovernanceConfig",
+    "IndexConfig",
+    "MountConfig",
+    "PolicyConfig",
+    "Profile",
+    "load_config",
+]
+
+CONFIG_FILE = "ctxnb.toml"
+
+DEFAULT_DENY: list[str] = [".git/", ".env*", "**/*.pem", "**/id_*", ".ctxnb/"]
+
+
+class _Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class MountConfig(_Strict):
+    """A mount mapping: what the agent sees at ``agent_prefix`` lives at ``canonical_prefix``."""
+
+    agent_prefix: str
+    canonical_prefix: str
+    filesystem_id: str | None = Field(
+        default=None, description="defaults to this machine's filesystem id"
+    )
+
+
+class IndexConfig(_Strict):
+    """What ``index_tree`` walks: extra ignore patterns (gitignore syntax) and limits."""
+
+    ignore: list[str] = Field(default_factory=list)
+    max_file_bytes: int = Field(default=20 * 1024 * 1024, gt=0)
+    use_gitignore: bool = True
+    batch_size: int = Field(default=2000, gt=0)
+
+
+class PolicyConfig(_Strict):
+    """Path policy of the file tools: allow and deny globs (gitignore syntax)."""
+
+    allow: list[str] | None = None
+    deny: list[str] = Field(default_factory=lambda: list(DEFAULT_DENY))
+    max_path_bytes: int = Field(default=4096, gt=0)
+
+
+class Profile(_Strict):
+    """How much one read may return to the model."""
+
+    max_read_chars: int = Field(gt=0)
+    excerpt_lines: int = Field(gt=0)
+    summary_tokens: int = Field(gt=0)
+
+
+DEFAULT_PROFILES: dict[str, Profile] = {
+    # A small local model: a read returns at most ~4k tokens.
+    "local": Profile(max_read_chars=16_000, excerpt_lines=60, summary_tokens=400),
+    # A large cloud model: a read returns at most ~25k tokens.
+    "cloud": Profile(max_read_chars=100_000, excerpt_lines=200, summary_tokens=1500),
+}
+
+
+class GovernanceConfig(_Strict):
+    """Settings of the hook engine."""
+
+    unknown_command: Literal["SAFE", "DESTRUCTIVE"] = "DESTRUCTIVE"
+    safe_commands: list[str] = Field(default_factory=list)
+    quality_commands: list[str] = Field(default_factory=list)
+    breaker_threshold: int = Field(default=3, gt=0)
+    command_timeout: float = Field(default=120.0, gt=0)
+    model_id: str | None = None
+
+
+class CtxnbConfig(_Strict):
+    """All settings of one workspace."""
+
+    profile: str = "cloud"
+    profiles: dict[str, Profile] = Field(default_factory=lambda: dict(DEFAULT_PROFILES))
+    mounts: list[MountConfig] = Field(default_factory=list)
+    index: IndexConfig = Field(default_factory=IndexConfig)
+    policy: PolicyConfig = Field(default_factory=PolicyConfig)
+    governance: GovernanceConfig = Field(default_factory=GovernanceConfig)
+    source: str | None = Field(default=None, description="the file the settings came from")
+
+    def active_profile(self, name: str | None = None) -> Profile:
+        """The profile named explicitly, else by ``CTXNB_PROFILE``, else by the file."""
+        chosen = name or os.environ.get("CTXNB_PROFILE") or self.profile
+        try:
+            return self.profiles[chosen]
+        except KeyError:
+            raise ConfigError(
+                f"unknown profile {chosen!r}; known profiles: {', '.join(sorted(self.profiles))}"
+                " (define more under [profiles.NAME] in ctxnb.toml)"
+            ) from None
+
+
+def _format_validation(where: str, err: ValidationError) -> str:
+    lines = [f"invalid ctxnb settings in {where}:"]
+    for e in err.errors():
+        key = ".".join(str(p) for p in e["loc"]) or "(top level)"
+        if e["type"] == "extra_forbidden":
+            parent = e["loc"][:-1]
+            allowed = _allowed_keys(parent)
+            lines.append(f"  unknown key {key!r}; allowed here: {', '.join(allowed) or '(none)'}")
+        else:
+            lines.append(f"  {key}: {e['msg']} (got {e.get('input')!r})")
+    return "\n".join(lines)
+
+
+def _allowed_keys(loc: tuple[Any, ...]) -> list[str]:
+    model: Any = CtxnbConfig
+    for part in loc:
+        if isinstance(part, int) or model is None:
+            continue
+        field = model.model_fields.get(str(part)) if hasattr(model, "model_fields") else None
+        if field is None:
+            return []
+        ann = field.annotation
+        args = getattr(ann, "__args__", ())
+        model = next(
+            (a for a in (ann, *args) if isinstance(a, type) and issubclass(a, BaseModel)), None
+        )
+    if model is None:
+        return []
+    return sorted(k for k in model.model_fields if k != "source")
+
+
+def _merge_profiles(data: dict[str, Any]) -> dict[str, Any]:
+    # User profiles add to (or override) the built-in ones instead of replacing all of them.
+    if "profiles" in data and isinstance(data["profiles"], dict):
+        merged: dict[str, Any] = {k: v.model_dump() for k, v in DEFAULT_PROFILES.items()}
+        merged.update(data["profiles"])
+        data = {**data, "profiles": merged}
+    return data
+
+
+def load_config(root: str | os.PathLike[str]) -> CtxnbConfig:
+    """Load the settings of the workspace at ``root``.
+
+    ``ctxnb.toml`` wins over ``[tool.ctxnb]`` in ``pyproject.toml``; with neither,
+    every default applies.
+
+    Raises:
+        ConfigError: naming the file, the key and what is allowed.
+
+    Example:
+        >>> import tempfile
+        >>> load_config(tempfile.mkdtemp()).profile
+        'cloud'
+    """
+    root = Path(root)
+    toml_path = root / CONFIG_FILE
+    data: dict[str, Any] | None = None
+    where = ""
+    if toml_path.is_file():
+        where = str(toml_path)
+        data = _read_toml(toml_path)
+    else:
+        pyproject = root / "pyproject.toml"
+        if pyproject.is_file():
+            section = _read_toml(pyproject).get("tool", {}).get("ctxnb")
+            if section is not None:
+                where = f"{pyproject} [tool.ctxnb]"
+                data = section
+    if data is None:
+        return CtxnbConfig()
+    if not isinstance(data, dict):
+        raise ConfigError(f"{where}: expected a table of settings")
+    try:
+        cfg = CtxnbConfig.model_validate({**_merge_profiles(data), "source": where})
+    except ValidationError as e:
+        raise ConfigError(_format_validation(where, e)) from None
+    if cfg.profile not in cfg.profiles:
+        raise ConfigError(
+            f"{where}: profile {cfg.profile!r} is not defined; "
+            f"known profiles: {', '.join(sorted(cfg.profiles))}"
+        )
+    return cfg
+
+
+def _read_toml(path: Path) -> dict[str, Any]:
+    try:
+        with path.open("rb") as f:
+            return tomllib.load(f)
+    except tomllib.TOMLDecodeError as e:
+        raise ConfigError(f"{path} is not valid TOML: {e}; fix the syntax at that line") from None

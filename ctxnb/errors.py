@@ -1,0 +1,168 @@
+"""The exceptions ctxnb raises.
+
+Every error ctxnb raises on purpose derives from one root, so callers can catch
+``CtxnbError`` and know the message says what went wrong and how to fix it::
+
+    CtxnbError
+    ├── ConfigError          a bad ctxnb.toml / [tool.ctxnb] key or value
+    ├── StoreError           the object store cannot do what was asked
+    │   └── CorruptStoreError    a file in .ctxnb/ is damaged or foreign
+    ├── NotFoundError        no object, version or file by that name
+    ├── ResolverError        a path cannot be resolved or is malformed
+    ├── PolicyError          a governed tool call was refused (structured)
+    │   └── StaleFileError       the caller's hash is not the file's hash now
+    ├── PatchError           a patch is malformed
+    │   └── PatchConflict        a patch no longer applies to the file
+    ├── MissingDependencyError   an optional extra is not installed
+    └── CycleError           a new edge would close a cycle in a relation graph
+
+``PolicyError`` carries the machine-readable refusal that agents receive:
+``{error_code, message, recoverable, required_action}``.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+__all__ = [
+    "ConfigError",
+    "CorruptStoreError",
+    "CtxnbError",
+    "CycleError",
+    "MissingDependencyError",
+    "NotFoundError",
+    "PatchConflict",
+    "PatchError",
+    "PolicyError",
+    "ResolverError",
+    "StaleFileError",
+    "StoreError",
+]
+
+
+class CtxnbError(Exception):
+    """Root of every error ctxnb raises on purpose."""
+
+
+class ConfigError(CtxnbError):
+    """A configuration file or option has an unknown key or a bad value."""
+
+
+class StoreError(CtxnbError):
+    """The object store cannot carry out an operation."""
+
+
+class CorruptStoreError(StoreError):
+    """A file in the store directory is damaged, truncated or not ctxnb's.
+
+    Attributes:
+        path: the offending file.
+    """
+
+    def __init__(self, message: str, *, path: str | None = None) -> None:
+        super().__init__(message)
+        self.path = path
+
+
+class NotFoundError(CtxnbError, KeyError):
+    """No object, version or file matches what was asked for."""
+
+    def __str__(self) -> str:  # KeyError quotes its message; we do not want that
+        return str(self.args[0]) if self.args else ""
+
+
+class ResolverError(CtxnbError, ValueError):
+    """A path cannot be resolved (malformed, NUL byte, not absolute where required)."""
+
+
+class PolicyError(CtxnbError):
+    """A tool call was refused by a policy.
+
+    The structured form (``to_dict()``) is what agents receive instead of a traceback.
+
+    Attributes:
+        error_code: a stable upper-case code such as ``PATH_DENIED`` or ``STALE_FILE``.
+        recoverable: whether the agent can fix the call and retry.
+        required_action: what the agent (or a human) must do next.
+    """
+
+    def __init__(
+        self,
+        error_code: str,
+        message: str,
+        *,
+        recoverable: bool = True,
+        required_action: str = "",
+        details: dict[str, Any] | None = None,
+    ) -> None:
+        super().__init__(message)
+        self.error_code = error_code
+        self.message = message
+        self.recoverable = recoverable
+        self.required_action = required_action
+        self.details = details or {}
+
+    def to_dict(self) -> dict[str, Any]:
+        """The refusal as the machine-readable object agents receive."""
+        out: dict[str, Any] = {
+            "error_code": self.error_code,
+            "message": self.message,
+            "recoverable": self.recoverable,
+            "required_action": self.required_action,
+        }
+        if self.details:
+            out["details"] = self.details
+        return out
+
+
+class StaleFileError(PolicyError):
+    """The hash the caller computed its edit from is not the file's current hash."""
+
+    def __init__(self, message: str, *, expected: str | None = None, actual: str | None = None):
+        super().__init__(
+            "STALE_FILE",
+            message,
+            recoverable=True,
+            required_action="Read the file again and recompute the edit from its current content.",
+            details={"expected_sha256": expected, "actual_sha256": actual},
+        )
+
+
+class PatchError(CtxnbError, ValueError):
+    """A patch or edit list is malformed (bad hunk header, overlapping ranges, ...)."""
+
+
+class PatchConflict(PatchError):
+    """A patch no longer applies: its context does not match the file.
+
+    Attributes:
+        failed_hunks: the hunks that failed, each a dict with its header and reason.
+    """
+
+    def __init__(self, message: str, *, failed_hunks: list[dict[str, Any]] | None = None):
+        super().__init__(message)
+        self.failed_hunks = failed_hunks or []
+
+
+class MissingDependencyError(CtxnbError, ImportError):
+    """An optional dependency is missing; the message names the extra to install."""
+
+    @classmethod
+    def for_extra(cls, module: str, extra: str) -> MissingDependencyError:
+        return cls(
+            f"{module!r} is not installed; it is needed for this feature. "
+            f"Install it with: pip install 'ctxnb[{extra}]'"
+        )
+
+
+class CycleError(CtxnbError, ValueError):
+    """Adding an edge would close a cycle in a graph that must stay acyclic.
+
+    Attributes:
+        cycle: the node ids along the cycle, first and last equal
+            (``["a", "b", "c", "a"]`` for ``a → b → c → a``).
+    """
+
+    def __init__(self, message: str, *, cycle: list[str] | None = None) -> None:
+        super().__init__(message)
+        self.cycle = cycle or []

@@ -1,0 +1,68 @@
+"""Shared fixtures: a clean environment per test, the sample workspace, shared data."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parent.parent
+SHARED_DATA = REPO.parent / "shared" / "data"
+
+# Tests that make real git commits need an identity on a fresh CI machine.
+_GIT_ENV = {
+    "GIT_AUTHOR_NAME": "ctxnb tests",
+    "GIT_AUTHOR_EMAIL": "tests@ctxnb.invalid",
+    "GIT_COMMITTER_NAME": "ctxnb tests",
+    "GIT_COMMITTER_EMAIL": "tests@ctxnb.invalid",
+    "GIT_CONFIG_NOSYSTEM": "1",
+}
+
+
+@pytest.fixture(autouse=True)
+def clean_environ(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
+    """Restore the environment and working directory after every test."""
+    cwd = os.getcwd()
+    saved = dict(os.environ)
+    for k, v in _GIT_ENV.items():
+        monkeypatch.setenv(k, v)
+    yield
+    os.chdir(cwd)
+    os.environ.clear()
+    os.environ.update(saved)
+
+
+@pytest.fixture
+def shared_data() -> Path:
+    """``../shared/data`` (present in CI and in development checkouts)."""
+    if not SHARED_DATA.is_dir():
+        pytest.fail(f"shared test data not found at {SHARED_DATA}")
+    return SHARED_DATA
+
+
+@pytest.fixture
+def sample_ws(tmp_path: Path) -> Path:
+    """A fresh copy of the sample workspace."""
+    dest = tmp_path / "tinyinv"
+    shutil.copytree(REPO / "data" / "sample_workspace", dest)
+    return dest
+
+
+def git(cwd: Path, *args: str) -> str:
+    """Run git in ``cwd`` and return its stdout."""
+    return subprocess.run(
+        ["git", *args], cwd=cwd, check=True, capture_output=True, text=True
+    ).stdout.strip()
+
+
+@pytest.fixture
+def git_repo(sample_ws: Path) -> Path:
+    """The sample workspace as a real git repository with one commit."""
+    git(sample_ws, "init", "-q", "-b", "main")
+    git(sample_ws, "add", "-A")
+    git(sample_ws, "commit", "-q", "-m", "initial")
+    return sample_ws

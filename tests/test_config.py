@@ -1,0 +1,60 @@
+import pytest
+
+from ctxnb.config import load_config
+from ctxnb.errors import ConfigError
+
+
+def test_defaults_without_file(tmp_path):
+    cfg = load_config(tmp_path)
+    assert cfg.profile == "cloud"
+    assert ".git/" in cfg.policy.deny
+    assert cfg.active_profile().max_read_chars > cfg.active_profile("local").max_read_chars
+
+
+def test_ctxnb_toml(tmp_path):
+    (tmp_path / "ctxnb.toml").write_text(
+        'profile = "local"\n[index]\nignore = ["*.log"]\n'
+        '[[mounts]]\nagent_prefix = "/workspace"\ncanonical_prefix = "/home/me/p"\n'
+        "[profiles.tiny]\nmax_read_chars = 100\nexcerpt_lines = 5\nsummary_tokens = 20\n"
+    )
+    cfg = load_config(tmp_path)
+    assert cfg.profile == "local"
+    assert cfg.index.ignore == ["*.log"]
+    assert cfg.mounts[0].agent_prefix == "/workspace"
+    assert set(cfg.profiles) == {"local", "cloud", "tiny"}
+
+
+def test_pyproject_section(tmp_path):
+    (tmp_path / "pyproject.toml").write_text('[tool.ctxnb]\nprofile = "local"\n')
+    assert load_config(tmp_path).profile == "local"
+
+
+def test_unknown_key_names_file_key_and_allowed(tmp_path):
+    (tmp_path / "ctxnb.toml").write_text("[index]\nignor = []\n")
+    with pytest.raises(ConfigError) as e:
+        load_config(tmp_path)
+    msg = str(e.value)
+    assert "ctxnb.toml" in msg and "index.ignor" in msg and "ignore" in msg
+
+
+def test_bad_value(tmp_path):
+    (tmp_path / "ctxnb.toml").write_text("[index]\nmax_file_bytes = -3\n")
+    with pytest.raises(ConfigError, match="max_file_bytes"):
+        load_config(tmp_path)
+
+
+def test_bad_toml_and_unknown_profile(tmp_path, monkeypatch):
+    (tmp_path / "ctxnb.toml").write_text("profile = \n")
+    with pytest.raises(ConfigError, match="not valid TOML"):
+        load_config(tmp_path)
+    (tmp_path / "ctxnb.toml").write_text('profile = "huge"\n')
+    with pytest.raises(ConfigError, match="huge"):
+        load_config(tmp_path)
+
+
+def test_env_overrides_file_profile(tmp_path, monkeypatch):
+    (tmp_path / "ctxnb.toml").write_text('profile = "cloud"\n')
+    monkeypatch.setenv("CTXNB_PROFILE", "local")
+    cfg = load_config(tmp_path)
+    assert cfg.active_profile() == cfg.profiles["local"]
+    assert cfg.active_profile("cloud") == cfg.profiles["cloud"]

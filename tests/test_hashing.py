@@ -1,0 +1,95 @@
+import json
+from pathlib import Path
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from ctxnb.hashing import content_hash, identity_hash, source_hash, stable_stringify
+
+
+def _vectors(shared_data: Path) -> dict:
+    return json.loads((shared_data / "hash_vectors.json").read_text(encoding="utf-8"))
+
+
+def test_stable_stringify_vectors(shared_data):
+    vectors = _vectors(shared_data)["stable_stringify"]
+    assert vectors
+    for v in vectors:
+        assert stable_stringify(v["value"]) == v["expected"]
+        # byte for byte: the UTF-8 encoding is what gets hashed
+        assert stable_stringify(v["value"]).encode() == v["expected"].encode()
+
+
+def test_identity_hash_vectors(shared_data):
+    vectors = _vectors(shared_data)["identity_hash"]
+    assert vectors
+    for v in vectors:
+        assert identity_hash(v["type"], v["source"]) == v["expected"]
+
+
+def test_source_hash_vectors(shared_data):
+    vectors = _vectors(shared_data)["source_hash"]
+    assert vectors
+    for v in vectors:
+        assert source_hash(bytes.fromhex(v["bytes_hex"])) == v["expected"]
+
+
+def test_content_hash_vectors(shared_data):
+    vectors = _vectors(shared_data)["content_hash"]
+    assert vectors
+    for v in vectors:
+        payload = dict(v["payload"])
+        before = dict(payload)
+        assert content_hash(payload) == v["expected"]
+        assert payload == before, "content_hash must work on a copy"
+
+
+def test_content_hash_ignores_hash_fields_and_covers_new_fields():
+    base = {"content": "x", "file_type": "text", "char_count": 1}
+    h = content_hash(base)
+    assert content_hash({**base, "source_hash": "a", "content_hash": "b"}) == h
+    assert content_hash({**base, "new_field": 1}) != h
+
+
+def test_source_hash_refuses_text():
+    with pytest.raises(TypeError, match="raw bytes"):
+        source_hash("text")  # type: ignore[arg-type]
+
+
+def test_identity_differs_by_filesystem():
+    a = {"type": "filesystem", "filesystemId": "a", "path": "/p"}
+    b = {"type": "filesystem", "filesystemId": "b", "path": "/p"}
+    assert identity_hash("file", a) != identity_hash("file", b)
+    assert identity_hash("file", a) == identity_hash("file", dict(a))
+
+
+json_values = st.recursive(
+    st.none()
+    | st.booleans()
+    | st.integers(min_value=-(2**53), max_value=2**53)
+    | st.floats(allow_nan=False, allow_infinity=False)
+    | st.text(),
+    lambda children: (
+        st.lists(children, max_size=5) | st.dictionaries(st.text(max_size=8), children, max_size=5)
+    ),
+    max_leaves=20,
+)
+
+
+@given(json_values)
+def test_stable_stringify_round_trips(value):
+    assert json.loads(stable_stringify(value)) == value
+
+
+@given(st.dictionaries(st.text(max_size=8), json_values, max_size=8))
+def test_stable_stringify_key_order_independent(d):
+    reordered = dict(reversed(list(d.items())))
+    assert stable_stringify(d) == stable_stringify(reordered)
+    assert content_hash(d) == content_hash(reordered)
+
+
+@given(json_values)
+def test_stable_stringify_has_no_insignificant_whitespace(value):
+    s = stable_stringify(value)
+    assert s == json.dumps(json.loads(s), sort_keys=True, separators=(",", ":"), ensure_ascii=False)
