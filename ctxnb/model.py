@@ -209,6 +209,8 @@ class SessionObject(CtxObject):
         "metadata_pool",
         "active_set",
         "pinned_set",
+        "turn",
+        "assembly",
         "content_hash",
     )
     type: Literal["session"] = "session"
@@ -219,6 +221,10 @@ class SessionObject(CtxObject):
     metadata_pool: list[str] = Field(default_factory=list)
     active_set: list[str] = Field(default_factory=list)
     pinned_set: list[str] = Field(default_factory=list)
+    turn: int = 0
+    # What the last assembly put in front of the model (strategy, items and the
+    # transaction they were read at), so that context_at(turn) can rebuild it exactly.
+    assembly: dict[str, Any] | None = None
     content_hash: str | None = None
 
 

@@ -1,0 +1,187 @@
+"""The ``ctxnb`` command line: a thin layer over the library.
+
+Every command parses its arguments, calls the library and turns a
+:class:`~ctxnb.errors.CtxnbError` into a one-line message and exit code 1. Imports
+are done inside each command so that fast paths (the Claude Code hook) do not pay for
+pandas and pyarrow.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+from collections.abc import Callable, Sequence
+from typing import Any
+
+__all__ = ["build_parser", "main"]
+
+Handler = Callable[[argparse.Namespace], int]
+_COMMANDS: dict[str, tuple[Callable[[argparse.ArgumentParser], None], Handler]] = {}
+
+
+def command(name: str, help: str) -> Callable[[Handler], Handler]:
+    """Register a sub-command; its docstring's first paragraph is its description."""
+
+    def deco(fn: Handler) -> Handler:
+        def configure(p: argparse.ArgumentParser) -> None:
+            for args, kwargs in getattr(fn, "_ctxnb_args", []):
+                p.add_argument(*args, **kwargs)
+
+        _COMMANDS[name] = (configure, fn)
+        fn._ctxnb_help = help  # type: ignore[attr-defined]
+        return fn
+
+    return deco
+
+
+def arg(*args: Any, **kwargs: Any) -> Callable[[Handler], Handler]:
+    def deco(fn: Handler) -> Handler:
+        lst = getattr(fn, "_ctxnb_args", [])
+        fn._ctxnb_args = [(args, kwargs), *lst]  # type: ignore[attr-defined]
+        return fn
+
+    return deco
+
+
+def _out(text: str) -> None:
+    sys.stdout.write(text if text.endswith("\n") else text + "\n")
+
+
+def _workspace(path: str | None):  # type: ignore[no-untyped-def]
+    from .workspace import Workspace
+
+    return Workspace.open(path or os.getcwd())
+
+
+@command("index", help="index a workspace and print what changed")
+@arg("path", nargs="?", default=None, help="workspace directory (default: current)")
+@arg("--json", action="store_true", help="print the report as JSON")
+@arg("--no-progress", action="store_true", help="never show a progress bar")
+def _cmd_index(ns: argparse.Namespace) -> int:
+    with _workspace(ns.path) as ws:
+        report = ws.index(progress=False if ns.no_progress else None)
+    if ns.json:
+        _out(json.dumps({"root": report.root, **report.counts(), "files": report.files}))
+    else:
+        _out(str(report))
+        for rel, action in sorted(report.changed_paths.items()):
+            _out(f"  {action:<8} {rel}")
+    return 0
+
+
+@command("history", help="list the stored versions of one file")
+@arg("file", help="path of the file, relative to the workspace or absolute")
+@arg("-w", "--workspace", default=None, help="workspace directory (default: current)")
+def _cmd_history(ns: argparse.Namespace) -> int:
+    from .indexer import is_deleted
+
+    with _workspace(ns.workspace) as ws:
+        path = ns.file
+        if os.path.isabs(path) or os.path.exists(path):
+            path = os.path.relpath(os.path.abspath(path), ws.root)
+        versions = ws.history(path)
+        if not versions:
+            from .errors import NotFoundError
+
+            raise NotFoundError(f"{ns.file!r} has no stored versions; run `ctxnb index` first")
+        _out(f"{'tx':>6}  {'tx time (UTC)':<26} {'action':<8} {'source hash':<16} {'chars':>8}")
+        prev = None
+        for v in versions:
+            d = v.doc
+            if is_deleted(d):
+                action = "deleted"
+            elif prev is None:
+                action = "created"
+            else:
+                action = "updated"
+            shash = (d.get("source_hash") or "-")[:16]
+            _out(
+                f"{v.tx_id:>6}  {v.tx_time.isoformat(timespec='milliseconds'):<26} "
+                f"{action:<8} {shash:<16} {d.get('char_count', 0):>8}"
+            )
+            prev = d
+    return 0
+
+
+@command("show", help="print the latest version of an object as JSON")
+@arg("id", help="object id (a file's identity hash, or a toolcall/session id)")
+@arg("-w", "--workspace", default=None, help="workspace directory (default: current)")
+@arg("--as-of", type=int, default=None, help="the version current at this transaction id")
+def _cmd_show(ns: argparse.Namespace) -> int:
+    from .errors import NotFoundError
+
+    with _workspace(ns.workspace) as ws:
+        doc = ws.store.as_of(ns.id, ns.as_of) if ns.as_of else ws.store.get(ns.id)
+    if doc is None:
+        raise NotFoundError(f"no object with id {ns.id!r} in this workspace's store")
+    _out(json.dumps(doc, indent=2, ensure_ascii=False, default=str))
+    return 0
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """The argument parser of the ``ctxnb`` command (used for the CLI reference too)."""
+    from . import __version__
+
+    parser = argparse.ArgumentParser(
+        prog="ctxnb",
+        description="ctxnb: govern, version and assemble what an LLM coding agent sees.",
+    )
+    parser.add_argument("--version", action="version", version=f"ctxnb {__version__}")
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND")
+    for name, (configure, fn) in sorted(_COMMANDS.items()):
+        p = sub.add_parser(name, help=fn._ctxnb_help, description=fn._ctxnb_help)  # type: ignore[attr-defined]
+        configure(p)
+        p.set_defaults(_handler=fn)
+    return parser
+
+
+# Commands defined in other modules register themselves on import. Only the module a
+# command needs is imported, so `ctxnb hook pre-tool-use` starts fast.
+_PLUGIN_MODULES: dict[str, str] = {
+    "hook": "ctxnb.govern.cli",
+    "init-governance": "ctxnb.govern.cli",
+    "mcp": "ctxnb.integrations.cli",
+    "replay": "ctxnb.replay.cli",
+}
+
+
+def _load_plugins(argv: Sequence[str]) -> None:
+    first = next((a for a in argv if not a.startswith("-")), None)
+    wanted = (
+        [_PLUGIN_MODULES[first]]
+        if first in _PLUGIN_MODULES
+        else sorted(set(_PLUGIN_MODULES.values()))
+    )
+    for mod in wanted:
+        try:
+            __import__(mod)
+        except ModuleNotFoundError as e:
+            if e.name != mod:
+                raise
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Run the CLI; returns the exit code (0 ok, 1 a ctxnb error, 2 a usage error)."""
+    from .errors import CtxnbError
+
+    args = list(argv) if argv is not None else sys.argv[1:]
+    _load_plugins(args)
+    parser = build_parser()
+    ns = parser.parse_args(args)
+    handler = getattr(ns, "_handler", None)
+    if handler is None:
+        parser.print_help()
+        return 2
+    try:
+        return int(handler(ns) or 0)
+    except CtxnbError as e:
+        sys.stderr.write(f"ctxnb {ns.command}: error: {e}\n")
+        return 1
+    except BrokenPipeError:  # e.g. `ctxnb history x | head`
+        return 0
+
+
+if __name__ == "__main__":  # pragma: no cover
+    raise SystemExit(main())

@@ -1,0 +1,119 @@
+"""Walking a workspace tree with ``.gitignore``-style ignores.
+
+``.git/`` and ``.ctxnb/`` are always skipped. ``.gitignore`` files apply to their own
+directory and below (as in git); ``.ctxnbignore`` files work the same way and apply
+even when ``use_gitignore`` is off. Symlinks are not followed: a link is neither a
+file nor a directory of the workspace as far as the walk is concerned.
+
+Example:
+    >>> import tempfile, pathlib
+    >>> root = pathlib.Path(tempfile.mkdtemp())
+    >>> _ = (root / ".gitignore").write_text("*.log\\n")
+    >>> _ = (root / "a.py").write_text("x = 1\\n")
+    >>> _ = (root / "b.log").write_text("noise\\n")
+    >>> [rel for rel, _ in iter_tree(root)]
+    ['.gitignore', 'a.py']
+"""
+
+from __future__ import annotations
+
+import os
+import stat as stat_mod
+from collections.abc import Iterator, Sequence
+from pathlib import Path
+
+import pathspec
+
+__all__ = ["ALWAYS_SKIP", "IgnoreMatcher", "iter_tree"]
+
+ALWAYS_SKIP = frozenset({".git", ".ctxnb"})
+
+
+class IgnoreMatcher:
+    """Gitignore semantics for one directory level: patterns relative to ``base``."""
+
+    __slots__ = ("base", "spec")
+
+    def __init__(self, base: str, lines: Sequence[str]) -> None:
+        self.base = base  # posix path relative to the root, "" for the root
+        self.spec = pathspec.GitIgnoreSpec.from_lines(lines)
+
+    def state(self, rel: str, is_dir: bool) -> bool | None:
+        """True: ignored; False: re-included by a negation; None: no pattern matched."""
+        sub = rel[len(self.base) + 1 :] if self.base else rel
+        if is_dir:
+            sub += "/"
+        res = self.spec.check_file(sub)
+        return res.include
+
+
+def _read_ignore_file(path: Path) -> list[str] | None:
+    try:
+        return path.read_text(encoding="utf-8", errors="replace").splitlines()
+    except (FileNotFoundError, NotADirectoryError, IsADirectoryError, PermissionError):
+        return None
+
+
+def iter_tree(
+    root: str | os.PathLike[str],
+    *,
+    extra_ignores: Sequence[str] = (),
+    use_gitignore: bool = True,
+) -> Iterator[tuple[str, os.stat_result]]:
+    """Yield ``(relative posix path, lstat)`` of every regular file not ignored, sorted.
+
+    Args:
+        root: the workspace root.
+        extra_ignores: more gitignore-style patterns relative to the root.
+        use_gitignore: honour ``.gitignore`` files (``.ctxnbignore`` always counts).
+    """
+    root = Path(root)
+    base_matchers: list[IgnoreMatcher] = []
+    if extra_ignores:
+        base_matchers.append(IgnoreMatcher("", list(extra_ignores)))
+    yield from _walk(root, "", base_matchers, use_gitignore)
+
+
+def _ignored(matchers: list[IgnoreMatcher], rel: str, is_dir: bool) -> bool:
+    # Later (deeper) files win, as in git: the last matching pattern decides.
+    verdict: bool | None = None
+    for m in matchers:
+        s = m.state(rel, is_dir)
+        if s is not None:
+            verdict = s
+    return bool(verdict)
+
+
+def _walk(
+    root: Path, rel_dir: str, matchers: list[IgnoreMatcher], use_gitignore: bool
+) -> Iterator[tuple[str, os.stat_result]]:
+    directory = root / rel_dir if rel_dir else root
+    local: list[str] = []
+    names = (".gitignore", ".ctxnbignore") if use_gitignore else (".ctxnbignore",)
+    for name in names:
+        lines = _read_ignore_file(directory / name)
+        if lines:
+            local.extend(lines)
+    if local:
+        matchers = [*matchers, IgnoreMatcher(rel_dir, local)]
+    try:
+        with os.scandir(directory) as it:
+            entries = sorted(it, key=lambda e: e.name)
+    except (PermissionError, FileNotFoundError, NotADirectoryError):
+        return
+    for entry in entries:
+        if entry.name in ALWAYS_SKIP:
+            continue
+        rel = f"{rel_dir}/{entry.name}" if rel_dir else entry.name
+        try:
+            st = entry.stat(follow_symlinks=False)
+        except OSError:
+            continue
+        if stat_mod.S_ISDIR(st.st_mode):
+            if matchers and _ignored(matchers, rel, True):
+                continue
+            yield from _walk(root, rel, matchers, use_gitignore)
+        elif stat_mod.S_ISREG(st.st_mode):
+            if matchers and _ignored(matchers, rel, False):
+                continue
+            yield rel, st

@@ -1,0 +1,45 @@
+"""Replay recorded agent trajectories through ctxnb under context strategies.
+
+This package holds the neutral trajectory format (:mod:`ctxnb.replay.model`) and the
+converters from real agents' logs into it (mini-swe-agent, SWE-agent, Claude Code).
+
+Example:
+    >>> from ctxnb.replay import load
+    >>> traj = load("data/trajectories/django__django-13670.traj.json")  # doctest: +SKIP
+    >>> traj.stats()  # doctest: +SKIP
+    {'steps': 22, 'reads': 5, ...}
+"""
+
+from __future__ import annotations
+
+from .claude_code import from_claude_code
+from .converters import KNOWN_FORMATS, load, sniff_format
+from .mini_swe_agent import from_mini_swe_agent
+from .model import (
+    FORMAT_NAME,
+    FORMAT_VERSION,
+    Action,
+    FileTouch,
+    Step,
+    Trajectory,
+    TrajectoryFormatError,
+    Usage,
+)
+from .swe_agent import from_swe_agent
+
+__all__ = [
+    "FORMAT_NAME",
+    "FORMAT_VERSION",
+    "KNOWN_FORMATS",
+    "Action",
+    "FileTouch",
+    "Step",
+    "Trajectory",
+    "TrajectoryFormatError",
+    "Usage",
+    "from_claude_code",
+    "from_mini_swe_agent",
+    "from_swe_agent",
+    "load",
+    "sniff_format",
+]

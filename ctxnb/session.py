@@ -1,0 +1,935 @@
+"""Sessions: what an agent has seen, what is active, and what the model sees (DESIGN §6).
+
+A session keeps four sets of object ids:
+
+- ``session_index``: every object the session ever touched (append-only);
+- ``metadata_pool``: objects whose one-line metadata the model sees;
+- ``active_set``: objects whose full content is in the prompt;
+- ``pinned_set``: objects no strategy may evict.
+
+Files and tool calls are content objects and live in those sets. The chat and the
+system prompt are infrastructure objects: stored and versioned, referenced from the
+session document, rendered in fixed places, and never in the sets.
+
+Example:
+    >>> import tempfile, pathlib
+    >>> from ctxnb import Workspace
+    >>> root = pathlib.Path(tempfile.mkdtemp())
+    >>> _ = (root / "a.py").write_text("x = 1\\n")
+    >>> ws = Workspace.open(root)
+    >>> s = ws.session("demo", system_prompt="You are a careful engineer.")
+    >>> fid = s.add_path("a.py")
+    >>> _ = s.add_turn("user", "What is x?")
+    >>> ctx = s.assemble()
+    >>> [sec.name for sec in ctx.sections]
+    ['system', 'metadata', 'active', 'chat']
+    >>> s.context_at(1).hash == ctx.hash
+    True
+"""
+
+from __future__ import annotations
+
+import html
+import os
+import threading
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from .context import Context, ContextItem, Section, render_block
+from .errors import NotFoundError
+from .hashing import content_hash, sha256_hex, source_hash, stable_stringify
+from .indexer import build_file_doc, is_deleted
+from .model import INFRA_TYPES, new_id
+from .strategies import ContextStrategy, Item, KeepAll, Selection, StrategyInput, strategy_spec
+from .tokens import TokenCounter, resolve_token_counter
+
+if TYPE_CHECKING:
+    from .store import TxRecord
+    from .watch import Watcher
+    from .workspace import Workspace
+
+__all__ = ["MetaEntry", "ResumeReport", "Session", "open_session"]
+
+
+@dataclass
+class MetaEntry:
+    """The one-line metadata of an object, as the model sees it in the pool."""
+
+    id: str
+    type: str
+    path: str | None = None
+    file_type: str | None = None
+    char_count: int = 0
+    tool: str | None = None
+    status: str | None = None
+    args_display: str | None = None
+    deleted: bool = False
+    orphaned: bool = False
+
+    def line(self, *, active: bool, pinned: bool) -> str:
+        if self.type == "file":
+            head = f"- file {self.path} ({self.file_type}, {self.char_count} chars)"
+        elif self.type == "toolcall":
+            head = f"- toolcall {self.args_display or self.tool} [{self.status}]"
+        else:
+            head = f"- {self.type} {self.id}"
+        flags = [
+            f
+            for f, on in (
+                ("active", active),
+                ("pinned", pinned),
+                ("deleted", self.deleted),
+                ("orphaned", self.orphaned),
+            )
+            if on
+        ]
+        return head + (f" [{', '.join(flags)}]" if flags else "")
+
+
+@dataclass
+class ResumeReport:
+    """What resuming a session found."""
+
+    objects: int = 0
+    unchanged: int = 0
+    updated: list[str] = field(default_factory=list)
+    deleted: list[str] = field(default_factory=list)
+    orphaned: list[str] = field(default_factory=list)
+    hashed: int = 0
+    watching: int = 0
+
+
+class Session:
+    """One agent session over a workspace. Create or resume with ``ws.session(id)``."""
+
+    def __init__(
+        self,
+        workspace: Workspace,
+        session_id: str,
+        *,
+        token_counter: TokenCounter | Callable[[str], int] | str | None = None,
+    ) -> None:
+        self.workspace = workspace
+        self.store = workspace.store
+        self.session_id = session_id
+        self.token_counter = resolve_token_counter(token_counter)
+        self._lock = threading.RLock()
+        self.session_index: list[str] = []
+        self.metadata_pool: list[str] = []
+        self._active: dict[str, None] = {}
+        self._pinned: dict[str, None] = {}
+        self._index_set: set[str] = set()
+        self._pool_set: set[str] = set()
+        self._docs: dict[str, dict[str, Any]] = {}
+        self._meta: dict[str, MetaEntry] = {}
+        self._last_used: dict[str, int] = {}
+        self._seq: dict[str, int] = {}
+        self._tick = 0
+        self.turn = 0
+        self._turns: list[dict[str, Any]] = []
+        self._toolcall_refs: list[str] = []
+        self.chat_id = new_id()
+        self.system_prompt_id: str | None = None
+        self._system_prompt = ""
+        self._sp_dirty = False
+        self._render_cache: dict[tuple[Any, ...], tuple[str, int, str]] = {}
+        self._watcher: Watcher | None = None
+        self._listeners: list[Callable[[str, str], None]] = []
+        self.last_resume: ResumeReport | None = None
+
+    # -- sets -----------------------------------------------------------------------------
+    @property
+    def active_set(self) -> list[str]:
+        return list(self._active)
+
+    @property
+    def pinned_set(self) -> list[str]:
+        return list(self._pinned)
+
+    @property
+    def system_prompt(self) -> str:
+        return self._system_prompt
+
+    def set_system_prompt(self, text: str) -> None:
+        """Replace the system prompt (a new version is stored at the next save)."""
+        with self._lock:
+            if text != self._system_prompt or self.system_prompt_id is None:
+                self._system_prompt = text
+                self.system_prompt_id = self.system_prompt_id or new_id()
+                self._sp_dirty = True
+
+    def _touch(self, oid: str) -> None:
+        self._tick += 1
+        self._last_used[oid] = self._tick
+
+    def _admit(self, doc: dict[str, Any]) -> str:
+        oid = doc["xt/id"]
+        if doc.get("type") in INFRA_TYPES:
+            raise ValueError(
+                f"{doc.get('type')} objects are infrastructure: they are referenced from the "
+                "session, never added to its index, pool or sets"
+            )
+        self._docs[oid] = doc
+        self._meta[oid] = self._meta_for(
+            doc, orphaned=self._meta.get(oid, MetaEntry(oid, "")).orphaned
+        )
+        if oid not in self._index_set:
+            self._index_set.add(oid)
+            self.session_index.append(oid)
+        if oid not in self._pool_set:
+            self._pool_set.add(oid)
+            self.metadata_pool.append(oid)
+        return oid
+
+    def _require(self, oid: str) -> None:
+        if oid not in self._index_set:
+            raise NotFoundError(
+                f"object {oid!r} is not in session {self.session_id!r}; add it first "
+                "(add_path, add or record_toolcall)"
+            )
+
+    def add(self, oid: str, *, activate: bool = True) -> str:
+        """Add a stored object (by id) to the session's index and pool, and activate it."""
+        with self._lock:
+            doc = self.store.get(oid)
+            if doc is None:
+                raise NotFoundError(f"no stored object with id {oid!r}")
+            self._admit(doc)
+            if activate:
+                self.activate(oid)
+            return oid
+
+    def add_path(self, path: str | os.PathLike[str], *, activate: bool = True) -> str:
+        """Index the file at ``path`` (workspace-relative or absolute) and add it."""
+        from .indexer import index_deletion, index_file
+
+        src = self.workspace.source_for(path)
+        try:
+            data = Path(src.path).read_bytes()
+        except FileNotFoundError:
+            res = index_deletion(self.store, src)
+            if self.store.get(res.object_id) is None:
+                raise NotFoundError(f"{os.fspath(path)!r} does not exist") from None
+        else:
+            res = index_file(self.store, src, data)
+        return self.add(res.object_id, activate=activate)
+
+    def activate(self, oid: str) -> None:
+        """Put an object's full content in the prompt (and mark it used now)."""
+        with self._lock:
+            self._require(oid)
+            if oid not in self._active:
+                self._active[oid] = None
+                self._seq.setdefault(oid, self._tick + 1)
+            self._touch(oid)
+            if oid not in self._pool_set:
+                self._pool_set.add(oid)
+                self.metadata_pool.append(oid)
+
+    def deactivate(self, oid: str) -> None:
+        """Take an object's content out of the prompt; it stays in the index and the pool."""
+        with self._lock:
+            self._require(oid)
+            self._active.pop(oid, None)
+            self._seq.pop(oid, None)
+
+    def pin(self, oid: str) -> None:
+        """Keep an object in the prompt whatever the strategy (activates it)."""
+        with self._lock:
+            self.activate(oid)
+            self._pinned[oid] = None
+
+    def unpin(self, oid: str) -> None:
+        with self._lock:
+            self._require(oid)
+            self._pinned.pop(oid, None)
+
+    def touch(self, oid: str) -> None:
+        """Mark an object as used now (recency strategies keep recent items)."""
+        with self._lock:
+            self._require(oid)
+            self._touch(oid)
+
+    def refresh(self, oid: str) -> dict[str, Any] | None:
+        """Reload an object's latest version from the store into the session."""
+        with self._lock:
+            doc = self.store.get(oid)
+            if doc is not None and oid in self._index_set:
+                self._docs[oid] = doc
+                self._meta[oid] = self._meta_for(doc, orphaned=False)
+            return doc
+
+    def get(self, oid: str) -> dict[str, Any]:
+        """The session's copy of an object (its latest known version)."""
+        self._require(oid)
+        return self._docs[oid]
+
+    def metadata(self, oid: str) -> MetaEntry:
+        self._require(oid)
+        return self._meta[oid]
+
+    def find(self, path: str | os.PathLike[str]) -> str | None:
+        """The id of a file in this session by path, or None."""
+        oid = self.workspace.object_id(path)
+        return oid if oid in self._index_set else None
+
+    # -- tool calls and chat ----------------------------------------------------------------
+    def record_toolcall(
+        self,
+        tool: str,
+        args: dict[str, Any],
+        content: str | None,
+        status: str = "ok",
+        file_refs: Sequence[str] = (),
+        *,
+        activate: bool = True,
+    ) -> str:
+        """Store a tool call and its output as a content object of this session."""
+        with self._lock:
+            tid = new_id()
+            shown = ", ".join(f"{k}={_short(v)}" for k, v in args.items())
+            doc: dict[str, Any] = {
+                "xt/id": tid,
+                "type": "toolcall",
+                "source": None,
+                "identity_hash": None,
+                "content": content,
+                "tool": tool,
+                "args": dict(args),
+                "args_display": f"{tool}({shown})",
+                "status": status,
+                "chat_ref": self.chat_id,
+                "file_refs": list(file_refs),
+            }
+            doc["content_hash"] = content_hash(_payload(doc))
+            self.store.put([doc])
+            self._admit(doc)
+            self._toolcall_refs.append(tid)
+            if activate:
+                self.activate(tid)
+            for ref in file_refs:
+                if ref in self._index_set:
+                    self._touch(ref)
+            return tid
+
+    def add_turn(self, role: str, content: str) -> int:
+        """Append a chat turn; returns the new turn count."""
+        if role not in ("user", "assistant", "system", "tool"):
+            raise ValueError(f"unknown chat role {role!r}; use user, assistant, system or tool")
+        with self._lock:
+            self._turns.append({"role": role, "content": content})
+            self.turn = len(self._turns)
+            return self.turn
+
+    @property
+    def turns(self) -> list[dict[str, Any]]:
+        return list(self._turns)
+
+    # -- documents ----------------------------------------------------------------------------
+    def _chat_doc(self) -> dict[str, Any]:
+        doc: dict[str, Any] = {
+            "xt/id": self.chat_id,
+            "type": "chat",
+            "source": None,
+            "identity_hash": None,
+            "turns": list(self._turns),
+            "turn_count": len(self._turns),
+            "toolcall_refs": list(self._toolcall_refs),
+            "session_ref": self.session_id,
+        }
+        doc["content_hash"] = content_hash(_payload(doc))
+        return doc
+
+    def _session_doc(self, assembly: dict[str, Any] | None) -> dict[str, Any]:
+        doc: dict[str, Any] = {
+            "xt/id": self.session_id,
+            "type": "session",
+            "source": None,
+            "identity_hash": None,
+            "session_id": self.session_id,
+            "chat_ref": self.chat_id,
+            "system_prompt_ref": self.system_prompt_id,
+            "session_index": list(self.session_index),
+            "metadata_pool": list(self.metadata_pool),
+            "active_set": list(self._active),
+            "pinned_set": list(self._pinned),
+            "turn": self.turn,
+            "assembly": assembly,
+        }
+        doc["content_hash"] = content_hash(_payload(doc))
+        return doc
+
+    def save(self, *, assembly: dict[str, Any] | None = None) -> TxRecord:
+        """Store the session (and its chat and system prompt) in one transaction."""
+        with self._lock:
+            docs = [self._chat_doc(), self._session_doc(assembly)]
+            if self._sp_dirty and self.system_prompt_id:
+                sp = {
+                    "xt/id": self.system_prompt_id,
+                    "type": "system_prompt",
+                    "source": None,
+                    "identity_hash": None,
+                    "content": self._system_prompt,
+                }
+                sp["content_hash"] = content_hash(_payload(sp))
+                docs.append(sp)
+                self._sp_dirty = False
+            return self.store.put(docs)
+
+    # -- metadata ----------------------------------------------------------------------------
+    def _meta_for(self, doc: dict[str, Any], *, orphaned: bool) -> MetaEntry:
+        t = doc.get("type", "")
+        if t == "file":
+            src = doc.get("source") or {}
+            path = self.workspace.resolver.reverse_resolve(
+                src.get("path", ""), src.get("filesystemId")
+            )
+            return MetaEntry(
+                doc["xt/id"],
+                "file",
+                path=path,
+                file_type=doc.get("file_type"),
+                char_count=int(doc.get("char_count") or 0),
+                deleted=is_deleted(doc),
+                orphaned=orphaned,
+            )
+        if t == "toolcall":
+            return MetaEntry(
+                doc["xt/id"],
+                "toolcall",
+                tool=doc.get("tool"),
+                status=doc.get("status"),
+                args_display=doc.get("args_display"),
+                char_count=len(doc.get("content") or ""),
+            )
+        return MetaEntry(doc["xt/id"], t, char_count=len(str(doc.get("content") or "")))
+
+    def metadata_frame(self) -> Any:
+        """The metadata pool as a pandas DataFrame (one row per object)."""
+        import pandas as pd
+
+        rows = []
+        for oid in self.metadata_pool:
+            m = self._meta[oid]
+            rows.append(
+                {
+                    "id": oid,
+                    "type": m.type,
+                    "path": m.path,
+                    "file_type": m.file_type,
+                    "char_count": m.char_count,
+                    "tool": m.tool,
+                    "status": m.status,
+                    "active": oid in self._active,
+                    "pinned": oid in self._pinned,
+                    "deleted": m.deleted,
+                    "orphaned": m.orphaned,
+                }
+            )
+        return pd.DataFrame(rows)
+
+    # -- assembly ------------------------------------------------------------------------------
+    def _render_item(
+        self,
+        oid: str,
+        doc: dict[str, Any],
+        *,
+        masked: bool,
+        truncate: int | None,
+        meta: MetaEntry | None = None,
+    ) -> tuple[str, int, str, bool]:
+        meta = meta or self._meta[oid]
+        # The rendered block depends on the content and on the metadata shown in its header.
+        key = (oid, doc.get("content_hash"), masked, truncate, meta.path, meta.args_display)
+        hit = self._render_cache.get(key)
+        content = doc.get("content")
+        truncated = False
+        if hit is None:
+            if content is None:
+                body = "(deleted)" if meta.deleted else "(binary file: no text content)"
+            else:
+                body = content
+            if masked:
+                body = (
+                    f"[output of {meta.args_display or meta.tool} elided: "
+                    f"{len(content or '')} chars; call the tool again to see it]"
+                )
+            elif truncate is not None and len(body) > truncate:
+                cut = body[:truncate]
+                rest_lines = body[truncate:].count("\n")
+                body = (
+                    f"{cut}\n[… truncated: {len(body) - truncate} more chars, about "
+                    f"{rest_lines} more lines; read them by line range]"
+                )
+            attrs: dict[str, Any] = {"id": oid, "type": meta.type}
+            if meta.type == "file":
+                attrs["path"] = meta.path
+            elif meta.type == "toolcall":
+                attrs["call"] = meta.args_display
+            text = render_block("item", body, attrs)
+            hit = (text, self.token_counter.count(text), sha256_hex(text))
+            if len(self._render_cache) > 50_000:
+                self._render_cache.clear()
+            self._render_cache[key] = hit
+        truncated = truncate is not None and content is not None and len(content) > truncate
+        return (*hit, truncated)
+
+    def _candidates(self) -> tuple[Item, ...]:
+        items = []
+        for oid in self._active:
+            doc = self._docs[oid]
+            meta = self._meta[oid]
+            _, tokens, _, _ = self._render_item(oid, doc, masked=False, truncate=None)
+            items.append(
+                Item(
+                    id=oid,
+                    type=meta.type,
+                    tokens=tokens,
+                    last_used=self._last_used.get(oid, 0),
+                    pinned=oid in self._pinned,
+                    path=meta.path,
+                    tool=meta.tool,
+                    char_count=meta.char_count,
+                    seq=self._seq.get(oid, 0),
+                )
+            )
+        items.sort(key=lambda i: i.last_used)
+        return tuple(items)
+
+    def assemble(
+        self,
+        strategy: ContextStrategy | None = None,
+        budget: int | None = None,
+        *,
+        record: bool = True,
+    ) -> Context:
+        """Assemble the context under a strategy and a token budget.
+
+        The budget covers the whole context: the system prompt, metadata and chat are
+        counted first and the rest is what the strategy may spend on content. After
+        the strategy, the least recently used unpinned items are evicted until the
+        content fits. Pinned items always stay (``over_budget`` tells when they alone
+        do not fit).
+
+        Args:
+            strategy: a context strategy; :class:`~ctxnb.strategies.KeepAll` by default.
+            budget: total tokens, or None for no limit.
+            record: store what was assembled so that :meth:`context_at` can rebuild it.
+        """
+        strategy = strategy or KeepAll()
+        with self._lock:
+            cands = self._candidates()
+            system = self._system_section(self._system_prompt)
+            chat = self._chat_section(self._turns)
+            # Metadata depends on the final active set; estimate with every candidate
+            # active (an upper bound on flags) so the content budget is never overdrawn.
+            meta_upper = self._metadata_section({i.id for i in cands}, {i.id for i in cands})
+            fixed = system.tokens + chat.tokens + meta_upper.tokens
+            content_budget = None if budget is None else max(0, budget - fixed)
+            sel = strategy.select(StrategyInput(items=cands, budget=content_budget, turn=self.turn))
+            sel = self._enforce_budget(sel, cands, content_budget)
+            tx = self.store.latest_tx()
+            assembly = {
+                "turn": self.turn,
+                "strategy": strategy_spec(strategy),
+                "budget": budget,
+                "active": sel.active,
+                "masked": sel.masked,
+                "truncate": sel.truncate,
+                "evicted": sel.evicted,
+                "orphaned": sorted(o for o in self.metadata_pool if self._meta[o].orphaned),
+                "tx_id": tx.tx_id if tx else 0,
+            }
+            ctx = self._build(assembly, self._docs, self._meta, self._system_prompt, self._turns)
+            if record:
+                assembly["hash"] = ctx.hash
+                self.save(assembly=assembly)
+            return ctx
+
+    def _enforce_budget(
+        self, sel: Selection, cands: tuple[Item, ...], budget: int | None
+    ) -> Selection:
+        known = {i.id: i for i in cands}
+        active = [a for a in sel.active if a in known]
+        evicted = [e for e in sel.evicted if e in known]
+        evicted += [i.id for i in cands if i.id not in active and i.id not in evicted]
+        if budget is None:
+            return Selection(active, list(sel.masked), dict(sel.truncate), evicted)
+
+        def cost(oid: str) -> int:
+            doc = self._docs[oid]
+            return self._render_item(
+                oid, doc, masked=oid in sel.masked, truncate=sel.truncate.get(oid)
+            )[1]
+
+        total = sum(cost(a) for a in active)
+        if total > budget:
+            for item in sorted((known[a] for a in active), key=lambda i: i.last_used):
+                if total <= budget:
+                    break
+                if item.pinned:
+                    continue
+                active.remove(item.id)
+                evicted.append(item.id)
+                total -= cost(item.id)
+        return Selection(
+            active,
+            [m for m in sel.masked if m in active],
+            {k: v for k, v in sel.truncate.items() if k in active},
+            evicted,
+        )
+
+    def _system_section(self, text: str) -> Section:
+        return Section(
+            "system", text, self.token_counter.count(text) if text else 0, (), sha256_hex(text)
+        )
+
+    def _chat_section(self, turns: Sequence[dict[str, Any]]) -> Section:
+        text = "".join(f"### {t['role']}\n{t['content']}\n" for t in turns)
+        return Section(
+            "chat", text, self.token_counter.count(text) if text else 0, (), sha256_hex(text)
+        )
+
+    def _metadata_section(
+        self,
+        active: set[str],
+        pinned: set[str],
+        meta: dict[str, MetaEntry] | None = None,
+        pool: Sequence[str] | None = None,
+    ) -> Section:
+        meta = meta if meta is not None else self._meta
+        pool = pool if pool is not None else self.metadata_pool
+        lines = [meta[o].line(active=o in active, pinned=o in pinned) for o in pool if o in meta]
+        text = ("Objects in this session:\n" + "\n".join(lines) + "\n") if lines else ""
+        return Section(
+            "metadata", text, self.token_counter.count(text) if text else 0, (), sha256_hex(text)
+        )
+
+    def _build(
+        self,
+        assembly: dict[str, Any],
+        docs: dict[str, dict[str, Any]],
+        meta: dict[str, MetaEntry],
+        system_prompt: str,
+        turns: Sequence[dict[str, Any]],
+        pool: Sequence[str] | None = None,
+        pinned: Iterable[str] | None = None,
+    ) -> Context:
+        pinned_set = set(pinned if pinned is not None else self._pinned)
+        masked = set(assembly["masked"])
+        truncate = {k: int(v) for k, v in assembly["truncate"].items()}
+        items = []
+        for oid in assembly["active"]:
+            doc = docs[oid]
+            text, tokens, h, truncated = self._render_item(
+                oid, doc, masked=oid in masked, truncate=truncate.get(oid), meta=meta[oid]
+            )
+            items.append(
+                ContextItem(
+                    id=oid,
+                    type=meta[oid].type,
+                    label=meta[oid].path or meta[oid].args_display or oid,
+                    tokens=tokens,
+                    text=text,
+                    hash=h,
+                    masked=oid in masked,
+                    truncated=truncated,
+                    pinned=oid in pinned_set,
+                )
+            )
+        active_text = "".join(it.text for it in items)
+        active = Section("active", active_text, sum(it.tokens for it in items), tuple(items), "")
+        sections = (
+            self._system_section(system_prompt),
+            self._metadata_section(set(assembly["active"]), pinned_set, meta, pool),
+            active,
+            self._chat_section(turns),
+        )
+        ctx = Context(
+            sections=sections,
+            turn=assembly["turn"],
+            strategy=assembly["strategy"],
+            budget=assembly["budget"],
+            evicted=tuple(assembly["evicted"]),
+            over_budget=(
+                assembly["budget"] is not None
+                and sum(s.tokens for s in sections) > assembly["budget"]
+            ),
+            chat=tuple(turns),
+        )
+        object.__setattr__(ctx, "hash", Context.compute_hash(sections))
+        return ctx
+
+    # -- the past -------------------------------------------------------------------------------
+    def context_at(self, turn: int) -> Context:
+        """Rebuild, from the store's history alone, the context the model saw at ``turn``.
+
+        Uses the last assembly recorded at that turn; files that changed since are read
+        as they were then.
+
+        Raises:
+            NotFoundError: when no context was assembled (with ``record=True``) at that turn.
+        """
+        versions = self.store.history(self.session_id)
+        chosen = None
+        for v in versions:
+            a = v.doc.get("assembly")
+            if a and a.get("turn") == turn:
+                chosen = v
+        if chosen is None:
+            turns = sorted({v.doc["assembly"]["turn"] for v in versions if v.doc.get("assembly")})
+            raise NotFoundError(
+                f"no context was recorded at turn {turn} of session {self.session_id!r}; "
+                f"recorded turns: {turns or 'none'}"
+            )
+        sdoc = chosen.doc
+        assembly = sdoc["assembly"]
+        tx = assembly["tx_id"]
+        pool = sdoc["metadata_pool"]
+        ids = set(pool) | set(assembly["active"])
+        docs = {}
+        for oid in ids:
+            d = self.store.as_of(oid, tx) if tx else None
+            if d is not None:
+                docs[oid] = d
+        orphaned = set(assembly.get("orphaned", []))
+        meta = {oid: self._meta_for(d, orphaned=oid in orphaned) for oid, d in docs.items()}
+        chat = self.store.as_of(sdoc["chat_ref"], chosen.tx_id) if sdoc.get("chat_ref") else None
+        turns = (chat or {}).get("turns", [])[:turn]
+        sp_ref = sdoc.get("system_prompt_ref")
+        sp = self.store.as_of(sp_ref, chosen.tx_id) if sp_ref else None
+        ctx = self._build(
+            assembly, docs, meta, (sp or {}).get("content", ""), turns, pool, sdoc["pinned_set"]
+        )
+        return ctx
+
+    # -- resume ---------------------------------------------------------------------------------
+    def _restore(self, sdoc: dict[str, Any]) -> None:
+        self.session_index = list(sdoc.get("session_index") or [])
+        self._index_set = set(self.session_index)
+        self.metadata_pool = list(sdoc.get("metadata_pool") or [])
+        self._pool_set = set(self.metadata_pool)
+        self._active = dict.fromkeys(sdoc.get("active_set") or [])
+        self._pinned = dict.fromkeys(sdoc.get("pinned_set") or [])
+        for i, oid in enumerate(self._active):
+            self._seq[oid] = i + 1
+            self._last_used[oid] = i + 1
+        self._tick = len(self._active)
+        self.chat_id = sdoc.get("chat_ref") or self.chat_id
+        self.system_prompt_id = sdoc.get("system_prompt_ref")
+        ids = [*self.session_index]
+        extra = [x for x in (self.chat_id, self.system_prompt_id) if x]
+        docs = self.store.get_many([*ids, *extra])
+        chat = docs.get(self.chat_id) or {}
+        self._turns = list(chat.get("turns") or [])
+        self.turn = len(self._turns)
+        self._toolcall_refs = list(chat.get("toolcall_refs") or [])
+        if self.system_prompt_id and self.system_prompt_id in docs:
+            self._system_prompt = docs[self.system_prompt_id].get("content") or ""
+        for oid in ids:
+            d = docs.get(oid)
+            if d is None:  # stored elsewhere or lost: keep the id, show it as orphaned
+                d = {"xt/id": oid, "type": "file", "source": None, "content": None}
+            self._docs[oid] = d
+            self._meta[oid] = self._meta_for(
+                d, orphaned=d.get("source") is None and d["type"] == "file"
+            )
+
+    def _accessible_root(self, src: dict[str, Any]) -> str | None:
+        fs = src.get("filesystemId")
+        path = src.get("path") or ""
+        res = self.workspace.resolver
+        if fs == res.default_filesystem_id():
+            best = None
+            for m in res.mounts:
+                if m.filesystem_id == fs and (
+                    path == m.canonical_prefix
+                    or path.startswith(m.canonical_prefix.rstrip("/") + "/")
+                ):
+                    if best is None or len(m.canonical_prefix) > len(best):
+                        best = m.canonical_prefix
+            if best:
+                return best
+            root = str(self.workspace.root)
+            return root if path.startswith(root + "/") else "/"
+        for m in res.mounts:
+            if m.filesystem_id == fs and (
+                path == m.canonical_prefix or path.startswith(m.canonical_prefix.rstrip("/") + "/")
+            ):
+                return m.canonical_prefix
+        return None
+
+    def _reconcile(self) -> ResumeReport:
+        from .indexer import StatCache
+
+        report = ResumeReport(objects=len(self.session_index))
+        cache = StatCache.for_workspace(self.workspace)
+        new_docs: list[dict[str, Any]] = []
+        for oid in self.session_index:
+            doc = self._docs[oid]
+            src = doc.get("source")
+            if doc.get("type") != "file" or not src:
+                continue
+            root = self._accessible_root(src)
+            if root is None or not os.path.isdir(root):
+                self._meta[oid].orphaned = True
+                report.orphaned.append(oid)
+                continue
+            self._meta[oid].orphaned = False
+            path = src["path"]
+            try:
+                st = os.lstat(path)
+            except FileNotFoundError:
+                st = None
+            if st is None:
+                if not is_deleted(doc):
+                    new_docs.append(build_file_doc(src, None, doc.get("file_type")))
+                    report.deleted.append(oid)
+                else:
+                    report.unchanged += 1
+                continue
+            cached = cache.lookup(path, st)
+            if cached is not None and cached == doc.get("source_hash"):
+                report.unchanged += 1
+                continue
+            try:
+                data = Path(path).read_bytes()
+            except OSError:
+                self._meta[oid].orphaned = True
+                report.orphaned.append(oid)
+                continue
+            report.hashed += 1
+            h = source_hash(data)
+            cache.record(path, st, h)
+            if h == doc.get("source_hash"):
+                report.unchanged += 1
+                continue
+            new_docs.append(build_file_doc(src, data, None))
+            report.updated.append(oid)
+        if new_docs:
+            self.store.put(new_docs)
+            for d in new_docs:
+                self._docs[d["xt/id"]] = d
+                self._meta[d["xt/id"]] = self._meta_for(d, orphaned=False)
+        cache.save(self.store)
+        return report
+
+    # -- watching ------------------------------------------------------------------------------
+    def on_change(self, callback: Callable[[str, str], None]) -> None:
+        """Call ``callback(object_id, action)`` when the watcher records a change."""
+        self._listeners.append(callback)
+
+    def _notify(self, oid: str, action: str) -> None:
+        for cb in list(self._listeners):
+            cb(oid, action)
+
+    def watchable_paths(self) -> list[str]:
+        """Canonical paths of the session's files the host can watch."""
+        out = []
+        for oid in self.session_index:
+            d = self._docs.get(oid) or {}
+            src = d.get("source")
+            if d.get("type") != "file" or not src or self._meta[oid].orphaned:
+                continue
+            agent_path = self._meta[oid].path or src["path"]
+            # A path no mount covers is container-internal when the agent runs behind
+            # mounts; with no mounts at all the agent runs on the host.
+            if (
+                src.get("filesystemId") == self.workspace.resolver.default_filesystem_id()
+                and self.workspace.resolver.is_watchable(agent_path)
+            ):
+                out.append(src["path"])
+        return out
+
+    def watch(self, **kwargs: Any) -> Watcher:
+        """Start (or return) the background watcher of this session's files."""
+        from .watch import Watcher
+
+        if self._watcher is None or not self._watcher.running:
+            self._watcher = Watcher(self, **kwargs)
+            self._watcher.start()
+        return self._watcher
+
+    def close(self) -> None:
+        """Stop the watcher and save."""
+        if self._watcher is not None:
+            self._watcher.stop()
+            self._watcher = None
+        self.save()
+
+    def __enter__(self) -> Session:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    # -- display --------------------------------------------------------------------------------
+    def __repr__(self) -> str:
+        return (
+            f"<Session {self.session_id!r} index={len(self.session_index)} "
+            f"pool={len(self.metadata_pool)} active={len(self._active)} "
+            f"pinned={len(self._pinned)} turns={self.turn}>"
+        )
+
+    def _repr_html_(self) -> str:
+        rows = []
+        for oid in self.metadata_pool[:50]:
+            m = self._meta[oid]
+            state = "pinned" if oid in self._pinned else ("active" if oid in self._active else "")
+            flags = " ".join(
+                f for f, on in (("deleted", m.deleted), ("orphaned", m.orphaned)) if on
+            )
+            rows.append(
+                f"<tr><td>{m.type}</td><td>{html.escape(m.path or m.args_display or oid)}</td>"
+                f"<td>{m.char_count}</td><td>{state}</td><td>{flags}</td></tr>"
+            )
+        more = (
+            f"<p>… {len(self.metadata_pool) - 50} more</p>" if len(self.metadata_pool) > 50 else ""
+        )
+        return (
+            f"<div><b>Session</b> {html.escape(self.session_id)}: "
+            f"{len(self.session_index)} objects, {len(self._active)} active, "
+            f"{len(self._pinned)} pinned, {self.turn} turns"
+            "<table><tr><th>type</th><th>object</th><th>chars</th><th>state</th><th></th></tr>"
+            f"{''.join(rows)}</table>{more}</div>"
+        )
+
+
+def _payload(doc: dict[str, Any]) -> dict[str, Any]:
+    return {k: v for k, v in doc.items() if k not in ("xt/id", "type", "source", "identity_hash")}
+
+
+def _short(v: Any, limit: int = 60) -> str:
+    s = v if isinstance(v, str) else stable_stringify(v)
+    return s if len(s) <= limit else s[: limit - 1] + "…"
+
+
+def open_session(
+    workspace: Workspace,
+    session_id: str | None = None,
+    *,
+    system_prompt: str | None = None,
+    token_counter: TokenCounter | Callable[[str], int] | str | None = None,
+    watch: bool = False,
+) -> Session:
+    """Create a session, or resume the stored one with that id (see ``Workspace.session``)."""
+    sid = session_id or new_id()
+    s = Session(workspace, sid, token_counter=token_counter)
+    sdoc = workspace.store.get(sid)
+    if sdoc is not None:
+        if sdoc.get("type") != "session":
+            raise NotFoundError(f"object {sid!r} is a {sdoc.get('type')}, not a session")
+        s._restore(sdoc)
+        s.last_resume = s._reconcile()
+        if system_prompt is not None and system_prompt != s.system_prompt:
+            s.set_system_prompt(system_prompt)
+    else:
+        s.set_system_prompt(system_prompt or "")
+    s.save()
+    if watch:
+        s.watch()
+        if s.last_resume is not None:
+            s.last_resume.watching = len(s.watchable_paths())
+    return s

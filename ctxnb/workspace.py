@@ -1,0 +1,189 @@
+"""A workspace: one directory tree, its settings, its resolver and its object store.
+
+Example:
+    >>> import tempfile, pathlib
+    >>> root = pathlib.Path(tempfile.mkdtemp())
+    >>> _ = (root / "main.py").write_text("print('hi')\\n")
+    >>> ws = Workspace.open(root)
+    >>> ws.index().created
+    1
+    >>> [v.doc["content"] for v in ws.history("main.py")]
+    ["print('hi')\\n"]
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Sequence
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from .config import CtxnbConfig, load_config
+from .errors import NotFoundError, ResolverError
+from .hashing import identity_hash
+from .model import FilesystemSource
+from .resolver import FilesystemResolver, MountMapping, default_filesystem_id, normalize_path
+from .store import ObjectStore, Version
+
+if TYPE_CHECKING:
+    from .indexer import IndexReport
+    from .session import Session
+
+__all__ = ["Workspace"]
+
+
+class Workspace:
+    """A directory tree that ctxnb indexes, versions and governs.
+
+    Use :meth:`open` rather than the constructor.
+
+    Attributes:
+        root: the absolute, symlink-free path of the tree.
+        config: the settings from ``ctxnb.toml`` / ``[tool.ctxnb]`` (defaults otherwise).
+        resolver: agent paths to sources and back.
+        store: the versioned object store in ``<root>/.ctxnb/store``.
+    """
+
+    def __init__(
+        self,
+        root: Path,
+        *,
+        config: CtxnbConfig,
+        resolver: FilesystemResolver,
+        store: ObjectStore,
+    ) -> None:
+        self.root = root
+        self.config = config
+        self.resolver = resolver
+        self.store = store
+
+    @classmethod
+    def open(
+        cls,
+        path: str | os.PathLike[str],
+        *,
+        mounts: Sequence[MountMapping] | None = None,
+        config: CtxnbConfig | None = None,
+        store: ObjectStore | None = None,
+    ) -> Workspace:
+        """Open (and on first use, create ``.ctxnb/`` in) the workspace at ``path``.
+
+        Args:
+            path: the workspace directory; it must exist.
+            mounts: the agent's mount mappings; added to those of the config file.
+            config: settings to use instead of reading ``ctxnb.toml``.
+            store: an object store to use instead of ``<root>/.ctxnb/store``.
+
+        Raises:
+            NotFoundError: when the directory does not exist.
+            ConfigError: when its settings are invalid.
+        """
+        p = Path(path).expanduser()
+        if not p.is_dir():
+            raise NotFoundError(
+                f"workspace directory {str(p)!r} does not exist; create it or pass another path"
+            )
+        root = p.resolve()
+        cfg = config if config is not None else load_config(root)
+        fs = default_filesystem_id()
+        all_mounts = [
+            MountMapping(m.agent_prefix, m.canonical_prefix, m.filesystem_id or fs)
+            for m in cfg.mounts
+        ]
+        all_mounts.extend(mounts or ())
+        resolver = FilesystemResolver(fs, all_mounts)
+        st = store if store is not None else ObjectStore.for_workspace(root)
+        return cls(root, config=cfg, resolver=resolver, store=st)
+
+    # -- paths ------------------------------------------------------------------------
+    def abspath(self, path: str | os.PathLike[str]) -> str:
+        """The canonical absolute path of a workspace-relative or absolute path."""
+        s = os.fspath(path)
+        if not s:
+            raise ResolverError("empty path")
+        full = s if s.startswith("/") else f"{self.root}/{s}"
+        return normalize_path(full)
+
+    def relpath(self, canonical_path: str) -> str:
+        """The workspace-relative posix path of a canonical path (or it unchanged if outside)."""
+        root = str(self.root)
+        if canonical_path.startswith(root + "/"):
+            return canonical_path[len(root) + 1 :]
+        return canonical_path
+
+    def source_for(self, path: str | os.PathLike[str]) -> FilesystemSource:
+        """The source of a workspace file, by relative or absolute host path."""
+        return FilesystemSource(
+            filesystem_id=self.resolver.default_filesystem_id(), path=self.abspath(path)
+        )
+
+    def object_id(self, path: str | os.PathLike[str]) -> str:
+        """The object id of the file at ``path`` (whether or not it is stored yet)."""
+        return identity_hash("file", self.source_for(path).to_dict())
+
+    # -- indexing and history -----------------------------------------------------------
+    def index(self, *, progress: bool | None = None) -> IndexReport:
+        """Index the whole tree (see :func:`ctxnb.indexer.index_tree`)."""
+        from .indexer import index_tree
+
+        return index_tree(self, progress=progress)
+
+    def get(self, path: str | os.PathLike[str]) -> dict[str, Any]:
+        """The latest stored version of a file.
+
+        Raises:
+            NotFoundError: when the file was never indexed.
+        """
+        doc = self.store.get(self.object_id(path))
+        if doc is None:
+            raise NotFoundError(
+                f"{os.fspath(path)!r} has no stored version; run ws.index() or `ctxnb index`"
+            )
+        return doc
+
+    def history(self, path: str | os.PathLike[str]) -> list[Version]:
+        """Every stored version of a file, oldest first."""
+        return self.store.history(self.object_id(path))
+
+    # -- sessions ---------------------------------------------------------------------------
+    def session(
+        self,
+        session_id: str | None = None,
+        *,
+        system_prompt: str | None = None,
+        token_counter: Any = None,
+        watch: bool = False,
+    ) -> Session:
+        """Create a session, or resume the stored one with this id.
+
+        Resuming restores the sets, re-indexes every accessible file of the session
+        (changed: a new version; gone: a deletion version; not reachable: orphaned)
+        and, with ``watch=True``, watches the session's files for changes.
+
+        Args:
+            session_id: the id; a new UUID when omitted.
+            system_prompt: the system prompt (a new version when it differs on resume).
+            token_counter: a :class:`~ctxnb.tokens.TokenCounter`, a callable or a name.
+            watch: start the background file watcher.
+        """
+        from .session import open_session
+
+        return open_session(
+            self,
+            session_id,
+            system_prompt=system_prompt,
+            token_counter=token_counter,
+            watch=watch,
+        )
+
+    def close(self) -> None:
+        self.store.close()
+
+    def __enter__(self) -> Workspace:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def __repr__(self) -> str:
+        return f"<Workspace {str(self.root)!r}>"

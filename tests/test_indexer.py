@@ -1,0 +1,163 @@
+import os
+import time
+
+import pytest
+
+from ctxnb import Workspace
+from ctxnb.hashing import identity_hash, source_hash
+from ctxnb.indexer import (
+    build_file_doc,
+    detect_file_type,
+    index_deletion,
+    index_file,
+    is_deleted,
+)
+from ctxnb.model import FilesystemSource
+from ctxnb.store import ObjectStore
+
+
+@pytest.fixture
+def store(tmp_path):
+    return ObjectStore(tmp_path / "store")
+
+
+def src(path="/ws/a.py", fs="fs1"):
+    return FilesystemSource(filesystem_id=fs, path=path)
+
+
+def test_same_source_same_id(store):
+    a = index_file(store, src(), b"x = 1\n")
+    b = index_file(store, src(), b"x = 1\n")
+    assert a.object_id == b.object_id == identity_hash("file", src().to_dict())
+
+
+def test_other_filesystem_other_object(store):
+    a = index_file(store, src(fs="fs1"), b"x\n")
+    b = index_file(store, src(fs="fs2"), b"x\n")
+    assert a.object_id != b.object_id
+    assert a.action == b.action == "created"
+    assert len(store.ids("file")) == 2
+
+
+def test_created_unchanged_updated_deleted(store):
+    s = src()
+    assert index_file(store, s, b"v1\n").action == "created"
+    tx_before = store.latest_tx()
+    res = index_file(store, s, b"v1\n")
+    assert res.action == "unchanged" and res.tx_id is None
+    assert store.latest_tx() == tx_before, "unchanged must not write"
+    assert index_file(store, s, b"v2\n").action == "updated"
+    d = index_deletion(store, s)
+    assert d.action == "deleted"
+    hist = store.history(d.object_id)
+    assert [v.doc["content"] for v in hist] == ["v1\n", "v2\n", None]
+    last = hist[-1].doc
+    assert last["char_count"] == 0 and is_deleted(last)
+    # deleting again writes nothing
+    assert index_deletion(store, s).action == "unchanged"
+    # and the file can come back
+    assert index_file(store, s, b"v3\n").action == "updated"
+
+
+def test_as_of_returns_version_current_at_tx(store):
+    s = src()
+    r1 = index_file(store, s, b"one\n")
+    r2 = index_file(store, s, b"two\n")
+    assert store.as_of(r1.object_id, r1.tx_id)["content"] == "one\n"
+    assert store.as_of(r1.object_id, r2.tx_id)["content"] == "two\n"
+
+
+def test_binary_and_invalid_utf8(store):
+    for data in (b"\x89PNG\r\n\x1a\n\x00\x00", b"caf\xe9\n"):
+        doc = build_file_doc(src("/ws/x.bin"), data)
+        assert doc["content"] is None and doc["file_type"] == "binary"
+        assert doc["source_hash"] == source_hash(data)
+        assert doc["content_hash"]
+    doc = build_file_doc(src("/ws/t.md"), "h\u00e9llo\r\n".encode())
+    assert doc["content"] == "h\u00e9llo\r\n" and doc["char_count"] == 7
+
+
+def test_file_types():
+    assert detect_file_type("/a/b.py") == "python"
+    assert detect_file_type("README.md") == "markdown"
+    assert detect_file_type("Makefile") == "makefile"
+    assert detect_file_type("noext") == "text"
+
+
+def test_index_tree_counts_and_ignores(sample_ws):
+    (sample_ws / "debug.log").write_text("ignored by .gitignore\n")
+    (sample_ws / ".ctxnbignore").write_text("config/\n")
+    (sample_ws / ".git").mkdir()
+    (sample_ws / ".git" / "HEAD").write_text("ref: refs/heads/main\n")
+    ws = Workspace.open(sample_ws)
+    rep = ws.index(progress=False)
+    indexed = set(rep.changed_paths)
+    assert "debug.log" not in indexed
+    assert "config/settings.toml" not in indexed
+    assert not any(p.startswith((".git/", ".ctxnb/")) for p in indexed)
+    assert "inventory/models.py" in indexed and "AGENTS.md" in indexed
+    assert rep.created == len(indexed) and rep.updated == rep.deleted == 0
+    assert len(rep.transactions) == 1
+
+
+def test_reindex_unchanged_hashes_nothing(sample_ws):
+    ws = Workspace.open(sample_ws)
+    first = ws.index(progress=False)
+    # make the files old enough not to be "racily clean"
+    old = time.time() - 60
+    for p in sample_ws.rglob("*"):
+        if p.is_file() and ".ctxnb" not in p.parts:
+            os.utime(p, (old, old))
+    ws.index(progress=False)  # re-hashes once after the utime (ctime changed)
+    again = ws.index(progress=False)
+    assert again.unchanged == first.created
+    assert again.hashed == 0 and again.transactions == []
+
+
+def test_reindex_detects_same_size_edit_within_racy_window(sample_ws):
+    ws = Workspace.open(sample_ws)
+    ws.index(progress=False)
+    p = sample_ws / "config" / "settings.toml"
+    st = p.stat()
+    p.write_text(p.read_text().replace("EUR", "USD"))  # same size
+    os.utime(p, ns=(st.st_atime_ns, st.st_mtime_ns))  # and the same mtime
+    rep = ws.index(progress=False)
+    assert rep.changed_paths == {"config/settings.toml": "updated"}
+
+
+def test_index_tree_update_and_delete(sample_ws):
+    ws = Workspace.open(sample_ws)
+    ws.index(progress=False)
+    (sample_ws / "README.md").write_text("# changed\n")
+    (sample_ws / "web" / "app.js").unlink()
+    (sample_ws / "NEW.txt").write_text("new\n")
+    rep = ws.index(progress=False)
+    assert rep.changed_paths == {
+        "README.md": "updated",
+        "web/app.js": "deleted",
+        "NEW.txt": "created",
+    }
+    assert is_deleted(ws.get("web/app.js"))
+
+
+def test_index_tree_without_stat_cache_still_finds_deletions(sample_ws):
+    ws = Workspace.open(sample_ws)
+    ws.index(progress=False)
+    (sample_ws / ".ctxnb" / "statcache.json").unlink()
+    (sample_ws / "db" / "schema.sql").unlink()
+    rep = ws.index(progress=False)
+    assert rep.changed_paths == {"db/schema.sql": "deleted"}
+
+
+def test_large_files_are_skipped(sample_ws):
+    (sample_ws / "ctxnb.toml").write_text("[index]\nmax_file_bytes = 100\n")
+    ws = Workspace.open(sample_ws)
+    rep = ws.index(progress=False)
+    assert rep.skipped >= 1
+    assert "inventory/models.py" not in rep.changed_paths
+
+
+def test_progress_bar_shows_on_request(sample_ws, capsys):
+    ws = Workspace.open(sample_ws)
+    ws.index(progress=True)
+    assert "ctxnb index" in capsys.readouterr().err

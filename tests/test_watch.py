@@ -1,0 +1,105 @@
+import time
+
+import pytest
+from watchfiles import Change
+
+from ctxnb import Workspace
+from ctxnb.watch import Watcher
+
+
+def wait_for(pred, timeout=10.0):
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if pred():
+            return True
+        time.sleep(0.01)
+    return False
+
+
+@pytest.fixture
+def session(sample_ws):
+    return Workspace.open(sample_ws).session("w")
+
+
+def test_scripted_edit_and_delete(session, sample_ws):
+    a = session.add_path("inventory/models.py")
+    b = session.add_path("README.md")
+    (sample_ws / "inventory" / "models.py").write_text("# new\n")
+    (sample_ws / "README.md").unlink()
+    seen = []
+    session.on_change(lambda oid, action: seen.append((oid, action)))
+    events = [
+        {(Change.modified, str(sample_ws / "inventory" / "models.py"))},
+        {(Change.deleted, str(sample_ws / "README.md"))},
+        {(Change.modified, str(sample_ws / "untracked.txt"))},
+    ]
+    with Watcher(session, backend=lambda dirs, stop: iter(events)) as w:
+        w.join(10)
+    assert session.get(a)["content"] == "# new\n"
+    assert session.metadata(b).deleted
+    assert seen == [(a, "updated"), (b, "deleted")]
+    assert [v.doc["content"] is None for v in session.store.history(b)] == [False, True]
+
+
+def test_scripted_error_keeps_watching(session, sample_ws):
+    a = session.add_path("web/app.js")
+    (sample_ws / "web" / "app.js").write_text("// v2\n")
+    errors = []
+    calls = {"n": 0}
+    real_refresh = session.refresh
+
+    def flaky(oid):
+        calls["n"] += 1
+        if calls["n"] == 1:
+            raise RuntimeError("boom")
+        return real_refresh(oid)
+
+    session.refresh = flaky
+    events = [{(Change.modified, str(sample_ws / "web" / "app.js"))}] * 1
+    (sample_ws / "web" / "app.js").write_text("// v3\n")
+    w = Watcher(
+        session,
+        backend=lambda d, s: iter(
+            events + [{(Change.modified, str(sample_ws / "web" / "app.js"))}]
+        ),
+        on_error=errors.append,
+    )
+    (sample_ws / "web" / "app.js").write_text("// v3\n")
+    w.start()
+    w.join(10)
+    assert len(errors) == 1 and "boom" in str(errors[0])
+    _ = a
+
+
+def test_real_watcher_sees_edit_and_delete(session, sample_ws):
+    a = session.add_path("inventory/report.py")
+    b = session.add_path("db/schema.sql")
+    w = session.watch()
+    try:
+        assert wait_for(lambda: w.running and w._dirs)
+        time.sleep(0.2)  # let the OS watch settle
+        (sample_ws / "inventory" / "report.py").write_text("# changed on disk\n")
+        assert wait_for(lambda: session.get(a)["content"] == "# changed on disk\n")
+        (sample_ws / "db" / "schema.sql").unlink()
+        assert wait_for(lambda: session.metadata(b).deleted)
+    finally:
+        session.close()
+    assert not w.running
+
+
+def test_container_internal_paths_are_not_watched(sample_ws):
+    from ctxnb.resolver import MountMapping, default_filesystem_id
+
+    ws = Workspace.open(
+        sample_ws,
+        mounts=[
+            MountMapping(
+                "/workspace/inventory", str(sample_ws / "inventory"), default_filesystem_id()
+            )
+        ],
+    )
+    s = ws.session("cw")
+    s.add_path("inventory/models.py")
+    s.add_path("README.md")  # not under the mount: container-internal from the agent's view
+    paths = s.watchable_paths()
+    assert paths == [str(sample_ws / "inventory" / "models.py")]
