@@ -20,7 +20,6 @@ from __future__ import annotations
 import os
 import stat as stat_mod
 from collections.abc import Iterator, Sequence
-from pathlib import Path
 
 import pathspec
 
@@ -47,9 +46,10 @@ class IgnoreMatcher:
         return res.include
 
 
-def _read_ignore_file(path: Path) -> list[str] | None:
+def _read_ignore_file(path: str) -> list[str] | None:
     try:
-        return path.read_text(encoding="utf-8", errors="replace").splitlines()
+        with open(path, encoding="utf-8", errors="replace") as f:
+            return f.read().splitlines()
     except (FileNotFoundError, NotADirectoryError, IsADirectoryError, PermissionError):
         return None
 
@@ -67,7 +67,7 @@ def iter_tree(
         extra_ignores: more gitignore-style patterns relative to the root.
         use_gitignore: honour ``.gitignore`` files (``.ctxnbignore`` always counts).
     """
-    root = Path(root)
+    root = os.fspath(root)
     base_matchers: list[IgnoreMatcher] = []
     if extra_ignores:
         base_matchers.append(IgnoreMatcher("", list(extra_ignores)))
@@ -85,22 +85,24 @@ def _ignored(matchers: list[IgnoreMatcher], rel: str, is_dir: bool) -> bool:
 
 
 def _walk(
-    root: Path, rel_dir: str, matchers: list[IgnoreMatcher], use_gitignore: bool
+    root: str, rel_dir: str, matchers: list[IgnoreMatcher], use_gitignore: bool
 ) -> Iterator[tuple[str, os.stat_result]]:
-    directory = root / rel_dir if rel_dir else root
-    local: list[str] = []
-    names = (".gitignore", ".ctxnbignore") if use_gitignore else (".ctxnbignore",)
-    for name in names:
-        lines = _read_ignore_file(directory / name)
-        if lines:
-            local.extend(lines)
-    if local:
-        matchers = [*matchers, IgnoreMatcher(rel_dir, local)]
+    directory = f"{root}/{rel_dir}" if rel_dir else root
     try:
         with os.scandir(directory) as it:
             entries = sorted(it, key=lambda e: e.name)
     except (PermissionError, FileNotFoundError, NotADirectoryError):
         return
+    local: list[str] = []
+    names = (".gitignore", ".ctxnbignore") if use_gitignore else (".ctxnbignore",)
+    present = {e.name for e in entries if e.name in names}
+    for name in names:
+        if name in present:
+            lines = _read_ignore_file(f"{directory}/{name}")
+            if lines:
+                local.extend(lines)
+    if local:
+        matchers = [*matchers, IgnoreMatcher(rel_dir, local)]
     for entry in entries:
         if entry.name in ALWAYS_SKIP:
             continue

@@ -240,6 +240,7 @@ class StatCache:
         self.path = path
         self.fs_id = fs_id
         self.entries = entries
+        self.dirty = False
 
     @classmethod
     def for_workspace(cls, workspace: Workspace) -> StatCache:
@@ -275,11 +276,17 @@ class StatCache:
         self, path: str, st: os.stat_result, shash: str | None, now_ns: int | None = None
     ) -> None:
         self.entries[path] = [*_stat_key(st), shash, now_ns or time.time_ns()]
+        self.dirty = True
 
     def forget(self, path: str) -> None:
-        self.entries.pop(path, None)
+        if self.entries.pop(path, None) is not None:
+            self.dirty = True
 
     def save(self, store: ObjectStore) -> None:
+        """Write the cache if anything changed (atomically: temp file + rename)."""
+        if not self.dirty:
+            return
+        self.dirty = False
         tip = store.latest_tx()
         self.path.parent.mkdir(parents=True, exist_ok=True)
         tmp = self.path.with_name(f".{self.path.name}.{os.getpid()}.tmp")
@@ -311,7 +318,7 @@ def index_tree(
     workspace: Workspace,
     *,
     progress: bool | None = None,
-    batch_bytes: int = 32 * 1024 * 1024,
+    batch_bytes: int = 8 * 1024 * 1024,
 ) -> IndexReport:
     """Index every file of a workspace that is not ignored; write deletions for gone files.
 
