@@ -135,9 +135,34 @@ class Session:
         self._system_prompt = ""
         self._sp_dirty = False
         self._render_cache: dict[tuple[Any, ...], tuple[str, int, str]] = {}
+        # Metadata lines, kept in pool order and recomputed only for ids whose metadata
+        # or flags changed, so assembling a 10,000-object pool stays cheap.
+        self._lines: list[str] = []
+        self._line_tokens: list[int] = []
+        self._line_pos: dict[str, int] = {}
+        self._line_dirty: set[str] = set()
+        self._pool_text: tuple[str, int, str] | None = None
+        self._orphaned: set[str] = set()
         self._watcher: Watcher | None = None
         self._listeners: list[Callable[[str, str], None]] = []
         self.last_resume: ResumeReport | None = None
+
+    def _set_meta(self, oid: str, entry: MetaEntry) -> None:
+        self._meta[oid] = entry
+        if entry.orphaned:
+            self._orphaned.add(oid)
+        else:
+            self._orphaned.discard(oid)
+        self._dirty(oid)
+
+    def _set_orphaned(self, oid: str, value: bool) -> None:
+        m = self._meta[oid]
+        if m.orphaned != value:
+            self._set_meta(oid, MetaEntry(**{**vars(m), "orphaned": value}))
+
+    def _dirty(self, oid: str) -> None:
+        self._line_dirty.add(oid)
+        self._pool_text = None
 
     # -- sets -----------------------------------------------------------------------------
     @property
@@ -172,8 +197,8 @@ class Session:
                 "session, never added to its index, pool or sets"
             )
         self._docs[oid] = doc
-        self._meta[oid] = self._meta_for(
-            doc, orphaned=self._meta.get(oid, MetaEntry(oid, "")).orphaned
+        self._set_meta(
+            oid, self._meta_for(doc, orphaned=self._meta.get(oid, MetaEntry(oid, "")).orphaned)
         )
         if oid not in self._index_set:
             self._index_set.add(oid)
@@ -223,6 +248,7 @@ class Session:
             if oid not in self._active:
                 self._active[oid] = None
                 self._seq.setdefault(oid, self._tick + 1)
+                self._dirty(oid)
             self._touch(oid)
             if oid not in self._pool_set:
                 self._pool_set.add(oid)
@@ -234,17 +260,20 @@ class Session:
             self._require(oid)
             self._active.pop(oid, None)
             self._seq.pop(oid, None)
+            self._dirty(oid)
 
     def pin(self, oid: str) -> None:
         """Keep an object in the prompt whatever the strategy (activates it)."""
         with self._lock:
             self.activate(oid)
             self._pinned[oid] = None
+            self._dirty(oid)
 
     def unpin(self, oid: str) -> None:
         with self._lock:
             self._require(oid)
             self._pinned.pop(oid, None)
+            self._dirty(oid)
 
     def touch(self, oid: str) -> None:
         """Mark an object as used now (recency strategies keep recent items)."""
@@ -258,7 +287,7 @@ class Session:
             doc = self.store.get(oid)
             if doc is not None and oid in self._index_set:
                 self._docs[oid] = doc
-                self._meta[oid] = self._meta_for(doc, orphaned=False)
+                self._set_meta(oid, self._meta_for(doc, orphaned=False))
             return doc
 
     def get(self, oid: str) -> dict[str, Any]:
@@ -525,7 +554,9 @@ class Session:
             chat = self._chat_section(self._turns)
             # Metadata depends on the final active set; estimate with every candidate
             # active (an upper bound on flags) so the content budget is never overdrawn.
-            meta_upper = self._metadata_section({i.id for i in cands}, {i.id for i in cands})
+            # Every candidate is active in the live metadata section: an upper bound on
+            # the final section, so the content budget is never overdrawn.
+            meta_upper = self._current_metadata_section()
             fixed = system.tokens + chat.tokens + meta_upper.tokens
             content_budget = None if budget is None else max(0, budget - fixed)
             sel = strategy.select(StrategyInput(items=cands, budget=content_budget, turn=self.turn))
@@ -539,10 +570,19 @@ class Session:
                 "masked": sel.masked,
                 "truncate": sel.truncate,
                 "evicted": sel.evicted,
-                "orphaned": sorted(o for o in self.metadata_pool if self._meta[o].orphaned),
+                "orphaned": sorted(self._orphaned),
                 "tx_id": tx.tx_id if tx else 0,
             }
-            ctx = self._build(assembly, self._docs, self._meta, self._system_prompt, self._turns)
+            evicted = set(sel.evicted)
+            meta_section = self._current_metadata_section(o for o in self._active if o in evicted)
+            ctx = self._build(
+                assembly,
+                self._docs,
+                self._meta,
+                self._system_prompt,
+                self._turns,
+                meta_section=meta_section,
+            )
             if record:
                 assembly["hash"] = ctx.hash
                 self.save(assembly=assembly)
@@ -552,9 +592,11 @@ class Session:
         self, sel: Selection, cands: tuple[Item, ...], budget: int | None
     ) -> Selection:
         known = {i.id: i for i in cands}
-        active = [a for a in sel.active if a in known]
-        evicted = [e for e in sel.evicted if e in known]
-        evicted += [i.id for i in cands if i.id not in active and i.id not in evicted]
+        active = [a for a in dict.fromkeys(sel.active) if a in known]
+        chosen = set(active)
+        evicted = [e for e in dict.fromkeys(sel.evicted) if e in known and e not in chosen]
+        gone = chosen | set(evicted)
+        evicted += [i.id for i in cands if i.id not in gone]
         if budget is None:
             return Selection(active, list(sel.masked), dict(sel.truncate), evicted)
 
@@ -574,10 +616,11 @@ class Session:
                 active.remove(item.id)
                 evicted.append(item.id)
                 total -= cost(item.id)
+        kept = set(active)
         return Selection(
             active,
-            [m for m in sel.masked if m in active],
-            {k: v for k, v in sel.truncate.items() if k in active},
+            [m for m in sel.masked if m in kept],
+            {k: v for k, v in sel.truncate.items() if k in kept},
             evicted,
         )
 
@@ -592,20 +635,65 @@ class Session:
             "chat", text, self.token_counter.count(text) if text else 0, (), sha256_hex(text)
         )
 
+    _META_HEADER = "Objects in this session:\n"
+
+    def _pool_lines(self) -> tuple[list[str], list[int]]:
+        """Metadata lines of the pool with the session's own flags, updated incrementally."""
+        for oid in self.metadata_pool[len(self._lines) :]:
+            self._line_pos[oid] = len(self._lines)
+            self._lines.append("")
+            self._line_tokens.append(0)
+            self._line_dirty.add(oid)
+        for oid in self._line_dirty:
+            pos = self._line_pos.get(oid)
+            if pos is None or oid not in self._meta:
+                continue
+            line = self._meta[oid].line(active=oid in self._active, pinned=oid in self._pinned)
+            self._lines[pos] = line + "\n"
+            self._line_tokens[pos] = self.token_counter.count(line) + 1
+        self._line_dirty.clear()
+        return self._lines, self._line_tokens
+
+    def _current_metadata_section(self, not_active: Iterable[str] = ()) -> Section:
+        """The metadata section for the live session; ``not_active`` lines lose their flag."""
+        lines, tokens = self._pool_lines()
+        if not lines:
+            return Section("metadata", "", 0, (), sha256_hex(""))
+        overrides = [o for o in not_active if o in self._line_pos]
+        if not overrides and self._pool_text is not None:
+            text, total, h = self._pool_text
+            return Section("metadata", text, total, (), h)
+        header_tokens = self.token_counter.count(self._META_HEADER)
+        total = header_tokens + sum(tokens)
+        if overrides:
+            lines = list(lines)
+            for oid in overrides:
+                pos = self._line_pos[oid]
+                line = self._meta[oid].line(active=False, pinned=oid in self._pinned)
+                total += self.token_counter.count(line) + 1 - tokens[pos]
+                lines[pos] = line + "\n"
+        text = self._META_HEADER + "".join(lines)
+        sec = Section("metadata", text, total, (), sha256_hex(text))
+        if not overrides:
+            self._pool_text = (text, total, sec.hash)
+        return sec
+
     def _metadata_section(
         self,
         active: set[str],
         pinned: set[str],
-        meta: dict[str, MetaEntry] | None = None,
-        pool: Sequence[str] | None = None,
+        meta: dict[str, MetaEntry],
+        pool: Sequence[str],
     ) -> Section:
-        meta = meta if meta is not None else self._meta
-        pool = pool if pool is not None else self.metadata_pool
+        """The metadata section for any state (used to rebuild past contexts)."""
         lines = [meta[o].line(active=o in active, pinned=o in pinned) for o in pool if o in meta]
-        text = ("Objects in this session:\n" + "\n".join(lines) + "\n") if lines else ""
-        return Section(
-            "metadata", text, self.token_counter.count(text) if text else 0, (), sha256_hex(text)
+        if not lines:
+            return Section("metadata", "", 0, (), sha256_hex(""))
+        total = self.token_counter.count(self._META_HEADER) + sum(
+            self.token_counter.count(line) + 1 for line in lines
         )
+        text = self._META_HEADER + "".join(line + "\n" for line in lines)
+        return Section("metadata", text, total, (), sha256_hex(text))
 
     def _build(
         self,
@@ -616,6 +704,7 @@ class Session:
         turns: Sequence[dict[str, Any]],
         pool: Sequence[str] | None = None,
         pinned: Iterable[str] | None = None,
+        meta_section: Section | None = None,
     ) -> Context:
         pinned_set = set(pinned if pinned is not None else self._pinned)
         masked = set(assembly["masked"])
@@ -643,7 +732,10 @@ class Session:
         active = Section("active", active_text, sum(it.tokens for it in items), tuple(items), "")
         sections = (
             self._system_section(system_prompt),
-            self._metadata_section(set(assembly["active"]), pinned_set, meta, pool),
+            meta_section
+            or self._metadata_section(
+                set(assembly["active"]), pinned_set, meta, pool if pool is not None else []
+            ),
             active,
             self._chat_section(turns),
         )
@@ -733,8 +825,8 @@ class Session:
             if d is None:  # stored elsewhere or lost: keep the id, show it as orphaned
                 d = {"xt/id": oid, "type": "file", "source": None, "content": None}
             self._docs[oid] = d
-            self._meta[oid] = self._meta_for(
-                d, orphaned=d.get("source") is None and d["type"] == "file"
+            self._set_meta(
+                oid, self._meta_for(d, orphaned=d.get("source") is None and d["type"] == "file")
             )
 
     def _accessible_root(self, src: dict[str, Any]) -> str | None:
@@ -774,10 +866,10 @@ class Session:
                 continue
             root = self._accessible_root(src)
             if root is None or not os.path.isdir(root):
-                self._meta[oid].orphaned = True
+                self._set_orphaned(oid, True)
                 report.orphaned.append(oid)
                 continue
-            self._meta[oid].orphaned = False
+            self._set_orphaned(oid, False)
             path = src["path"]
             try:
                 st = os.lstat(path)
@@ -797,7 +889,7 @@ class Session:
             try:
                 data = Path(path).read_bytes()
             except OSError:
-                self._meta[oid].orphaned = True
+                self._set_orphaned(oid, True)
                 report.orphaned.append(oid)
                 continue
             report.hashed += 1
@@ -812,7 +904,7 @@ class Session:
             self.store.put(new_docs)
             for d in new_docs:
                 self._docs[d["xt/id"]] = d
-                self._meta[d["xt/id"]] = self._meta_for(d, orphaned=False)
+                self._set_meta(d["xt/id"], self._meta_for(d, orphaned=False))
         cache.save(self.store)
         return report
 

@@ -1,0 +1,215 @@
+"""Human approval of destructive acts.
+
+A destructive tool call waits for a human decision through an :class:`Approver`.
+ctxnb ships three:
+
+- :class:`CallbackApprover`: a function decides (scripts, tests, policies in code);
+- :class:`TerminalApprover`: asks on the terminal (the CLI);
+- :class:`QueueApprover`: keeps pending requests for a UI to decide (the notebook
+  ``ApprovalPanel``, an MCP client's elicitation); the waiting call blocks on an event
+  in its own thread while the UI stays responsive.
+
+Every decision carries who decided and when; the hook engine writes it to the trace.
+
+Example:
+    >>> ap = CallbackApprover(lambda req: req.tool != "run_command", by="policy-bot")
+    >>> d = ap.request(ApprovalRequest.new("run_command", {"cmd": "rm -rf build"}, "deletes"))
+    >>> (d.approved, d.by)
+    (False, 'policy-bot')
+"""
+
+from __future__ import annotations
+
+import sys
+import threading
+import uuid
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from typing import Any, Protocol, runtime_checkable
+
+__all__ = [
+    "ApprovalRequest",
+    "Approver",
+    "CallbackApprover",
+    "Decision",
+    "DenyAllApprover",
+    "QueueApprover",
+    "TerminalApprover",
+]
+
+
+def _now() -> datetime:
+    return datetime.now(UTC)
+
+
+@dataclass(frozen=True)
+class ApprovalRequest:
+    """A destructive act waiting for a decision."""
+
+    id: str
+    tool: str
+    args: dict[str, Any]
+    reason: str
+    risk: str = "DESTRUCTIVE"
+    intent_id: str | None = None
+    caller: str | None = None
+    session_id: str | None = None
+    created_at: datetime = field(default_factory=_now)
+
+    @classmethod
+    def new(cls, tool: str, args: dict[str, Any], reason: str, **kw: Any) -> ApprovalRequest:
+        return cls(id=uuid.uuid4().hex[:12], tool=tool, args=dict(args), reason=reason, **kw)
+
+    def summary(self) -> str:
+        shown = args_summary(self.args)
+        return f"{self.tool}({shown}): {self.reason}"
+
+
+def args_summary(args: dict[str, Any], limit: int = 120) -> str:
+    text = ", ".join(f"{k}={v!r}" for k, v in args.items())
+    return text if len(text) <= limit else text[: limit - 1] + "…"
+
+
+@dataclass(frozen=True)
+class Decision:
+    """A human's (or a policy's) answer to an :class:`ApprovalRequest`."""
+
+    approved: bool
+    by: str
+    at: datetime = field(default_factory=_now)
+    note: str = ""
+    request_id: str | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "approved": self.approved,
+            "by": self.by,
+            "at": self.at.isoformat(),
+            "note": self.note,
+            "request_id": self.request_id,
+        }
+
+
+@runtime_checkable
+class Approver(Protocol):
+    """Decides on destructive acts. ``request`` blocks until there is a decision."""
+
+    def request(self, req: ApprovalRequest) -> Decision: ...
+
+
+class CallbackApprover:
+    """A function decides: ``fn(request) -> bool`` (or a :class:`Decision`)."""
+
+    def __init__(self, fn: Callable[[ApprovalRequest], bool | Decision], *, by: str = "callback"):
+        self.fn = fn
+        self.by = by
+
+    def request(self, req: ApprovalRequest) -> Decision:
+        out = self.fn(req)
+        if isinstance(out, Decision):
+            return out
+        return Decision(approved=bool(out), by=self.by, request_id=req.id)
+
+
+class DenyAllApprover:
+    """Refuses everything (the default when no human is available)."""
+
+    def request(self, req: ApprovalRequest) -> Decision:
+        return Decision(False, by="no-approver", note="no approver configured", request_id=req.id)
+
+
+class TerminalApprover:
+    """Asks on the terminal; refuses when there is no terminal to ask on."""
+
+    def __init__(self, *, by: str | None = None, stdin: Any = None, stdout: Any = None) -> None:
+        import getpass
+
+        self.by = by or getpass.getuser()
+        self.stdin = stdin or sys.stdin
+        self.stdout = stdout or sys.stderr
+
+    def request(self, req: ApprovalRequest) -> Decision:
+        if not getattr(self.stdin, "isatty", lambda: False)() and self.stdin is sys.stdin:
+            return Decision(
+                False, by="no-terminal", note="no terminal to ask on", request_id=req.id
+            )
+        self.stdout.write(f"\nctxnb: approve destructive act?\n  {req.summary()}\n[y/N] ")
+        self.stdout.flush()
+        answer = (self.stdin.readline() or "").strip().lower()
+        return Decision(answer in ("y", "yes"), by=self.by, request_id=req.id)
+
+
+class QueueApprover:
+    """Pending requests wait here until a UI calls :meth:`decide`.
+
+    ``request`` blocks the calling thread (an agent's worker thread) until a decision
+    arrives or ``timeout`` passes (then it is refused). Listeners registered with
+    :meth:`on_change` are called whenever the pending list changes, so a view can
+    redraw.
+
+    Example:
+        >>> import threading
+        >>> q = QueueApprover(timeout=5)
+        >>> req = ApprovalRequest.new("run_command", {"cmd": "git clean -fdx"}, "deletes files")
+        >>> t = threading.Timer(0.05, lambda: q.decide(q.pending()[0].id, True, by="ana"))
+        >>> t.start()
+        >>> q.request(req).by
+        'ana'
+    """
+
+    def __init__(self, *, timeout: float | None = 300.0) -> None:
+        self.timeout = timeout
+        self._lock = threading.Lock()
+        self._pending: dict[str, tuple[ApprovalRequest, threading.Event]] = {}
+        self._decisions: dict[str, Decision] = {}
+        self._listeners: list[Callable[[], None]] = []
+        self.history: list[tuple[ApprovalRequest, Decision]] = []
+
+    def pending(self) -> list[ApprovalRequest]:
+        with self._lock:
+            return [r for r, _ in self._pending.values()]
+
+    def on_change(self, fn: Callable[[], None]) -> None:
+        self._listeners.append(fn)
+
+    def _changed(self) -> None:
+        for fn in list(self._listeners):
+            try:
+                fn()
+            except Exception:  # a broken view must not break the agent
+                pass
+
+    def submit(self, req: ApprovalRequest) -> threading.Event:
+        """Queue a request without waiting; returns the event set on decision."""
+        ev = threading.Event()
+        with self._lock:
+            self._pending[req.id] = (req, ev)
+        self._changed()
+        return ev
+
+    def result(self, request_id: str) -> Decision | None:
+        return self._decisions.get(request_id)
+
+    def request(self, req: ApprovalRequest) -> Decision:
+        ev = self.submit(req)
+        if not ev.wait(self.timeout):
+            self.decide(req.id, False, by="timeout", note=f"no decision within {self.timeout}s")
+        return self._decisions[req.id]
+
+    def decide(self, request_id: str, approved: bool, *, by: str, note: str = "") -> Decision:
+        """Record a decision for a pending request and wake the waiting call.
+
+        Raises:
+            KeyError: when no request with that id is pending.
+        """
+        with self._lock:
+            if request_id not in self._pending:
+                raise KeyError(f"no pending approval request {request_id!r}")
+            req, ev = self._pending.pop(request_id)
+            d = Decision(approved, by=by, note=note, request_id=request_id)
+            self._decisions[request_id] = d
+            self.history.append((req, d))
+        ev.set()
+        self._changed()
+        return d
