@@ -94,9 +94,8 @@ def main() -> None:
         print(f"git init && git add -A   median {mg * 1000:8.1f} ms")
         print(f"  ratio {mc / mg:.2f}x  (target <= 0.5x)")
         print(f"peak RSS of indexing     {max(peaks):8.1f} MB  (target <= 300 MB)")
-        print(
-            f"re-index, nothing changed median {mw * 1000:7.1f} ms  (files hashed: {r['hashed_warm']})"
-        )
+        hashed = r["hashed_warm"]
+        print(f"re-index, nothing changed median {mw * 1000:7.1f} ms  (files hashed: {hashed})")
         print(f"git status --porcelain   median {ms * 1000:8.1f} ms")
         print(f"  ratio {mw / ms:.2f}x  (target <= 3x)")
     finally:

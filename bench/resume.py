@@ -1,0 +1,70 @@
+"""Resume a session that holds every file of the standard library corpus.
+
+Nothing changed since the session was saved: resume (restore the sets, batch-fetch the
+objects, rebuild metadata, re-check every file) vs ``git status --porcelain`` on the
+same tree, in the same run. Target: ≤ 3x git status.
+
+Usage: python bench/resume.py
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from _corpus import copy_corpus  # noqa: E402
+
+from ctxnb import Workspace  # noqa: E402
+
+
+def main() -> None:
+    base = Path(tempfile.mkdtemp(prefix="ctxnb-bench-resume-"))
+    try:
+        root = copy_corpus(base / "stdlib")
+        env = {**os.environ, "GIT_AUTHOR_NAME": "b", "GIT_AUTHOR_EMAIL": "b@b",
+               "GIT_COMMITTER_NAME": "b", "GIT_COMMITTER_EMAIL": "b@b"}  # fmt: skip
+        subprocess.run(["git", "init", "-q"], cwd=root, check=True, env=env)
+        subprocess.run(["git", "add", "-A"], cwd=root, check=True, env=env)
+        (root / ".git" / "info" / "exclude").write_text(".ctxnb/\n")
+        time.sleep(2.1)  # past the racy-clean window, as a real tree is
+
+        ws = Workspace.open(root)
+        rep = ws.index(progress=False)
+        s = ws.session("bench-resume")
+        for rel in sorted(rep.changed_paths):
+            s.add(ws.object_id(rel), activate=False)
+        s.save()
+        n = len(s.session_index)
+        ws.session("bench-resume")  # records the stat cache for every file
+
+        times, hashed = [], []
+        for _ in range(7):
+            t = time.perf_counter()
+            r = ws.session("bench-resume")
+            times.append(time.perf_counter() - t)
+            hashed.append(r.last_resume.hashed)
+            assert not r.last_resume.updated and not r.last_resume.deleted
+        git = []
+        for _ in range(7):
+            t = time.perf_counter()
+            subprocess.run(["git", "status", "--porcelain"], cwd=root, check=True,
+                           capture_output=True, env=env)  # fmt: skip
+            git.append(time.perf_counter() - t)
+        mr, mg = statistics.median(times), statistics.median(git)
+        print(f"session with {n} files, nothing changed (files re-hashed: {max(hashed)})")
+        print(f"resume                 median {mr * 1000:8.1f} ms")
+        print(f"git status --porcelain median {mg * 1000:8.1f} ms")
+        print(f"  ratio {mr / mg:.2f}x  (target <= 3x)")
+    finally:
+        shutil.rmtree(base, ignore_errors=True)
+
+
+if __name__ == "__main__":
+    main()
