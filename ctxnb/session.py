@@ -146,6 +146,7 @@ class Session:
         self._watcher: Watcher | None = None
         self._listeners: list[Callable[[str, str], None]] = []
         self.last_resume: ResumeReport | None = None
+        self._pending: list[dict[str, Any]] = []
 
     def _set_meta(self, oid: str, entry: MetaEntry) -> None:
         self._meta[oid] = entry
@@ -333,7 +334,9 @@ class Session:
                 "file_refs": list(file_refs),
             }
             doc["content_hash"] = content_hash(_payload(doc))
-            self.store.put([doc])
+            # Tool calls are written in batches (at save, assemble or flush) so that a
+            # tool call costs no store commit of its own.
+            self._pending.append(doc)
             self._admit(doc)
             self._toolcall_refs.append(tid)
             if activate:
@@ -390,10 +393,18 @@ class Session:
         doc["content_hash"] = content_hash(_payload(doc))
         return doc
 
+    def flush(self) -> None:
+        """Write the tool calls recorded since the last write (one transaction)."""
+        with self._lock:
+            if self._pending:
+                self.store.put(self._pending)
+                self._pending = []
+
     def save(self, *, assembly: dict[str, Any] | None = None) -> TxRecord:
         """Store the session (and its chat and system prompt) in one transaction."""
         with self._lock:
-            docs = [self._chat_doc(), self._session_doc(assembly)]
+            docs = [*self._pending, self._chat_doc(), self._session_doc(assembly)]
+            self._pending = []
             if self._sp_dirty and self.system_prompt_id:
                 sp = {
                     "xt/id": self.system_prompt_id,
@@ -549,6 +560,8 @@ class Session:
         """
         strategy = strategy or KeepAll()
         with self._lock:
+            if record:
+                self.flush()  # context_at reads items as of the assembly's transaction
             cands = self._candidates()
             system = self._system_section(self._system_prompt)
             chat = self._chat_section(self._turns)

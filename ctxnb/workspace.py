@@ -28,6 +28,7 @@ from .store import ObjectStore, Version
 if TYPE_CHECKING:
     from .indexer import IndexReport
     from .session import Session
+    from .tools.filetools import FileTools
 
 __all__ = ["Workspace"]
 
@@ -175,6 +176,32 @@ class Workspace:
             token_counter=token_counter,
             watch=watch,
         )
+
+    def tools(
+        self,
+        session: Session,
+        *,
+        caller: str = "agent",
+        profile: str | None = None,
+        **kwargs: Any,
+    ) -> FileTools:
+        """The file tools of ``session``, governed when the workspace has ``.orchestration/``.
+
+        Args:
+            session: the session that records every call.
+            caller: who calls (an agent name), for the audit log and the trace.
+            profile: ``local`` or ``cloud`` (or one from ``ctxnb.toml``).
+            **kwargs: passed on to :class:`~ctxnb.tools.filetools.FileTools` (``policy``,
+                ``summarizer``, ``approver`` for governed workspaces …).
+        """
+        from .tools.filetools import FileTools
+
+        if (self.root / ".orchestration").is_dir():
+            from .govern.engine import governed_tools
+
+            return governed_tools(self, session, caller=caller, profile=profile, **kwargs)
+        kwargs.pop("approver", None)
+        return FileTools(self, session, caller=caller, profile=profile, **kwargs)
 
     def close(self) -> None:
         self.store.close()

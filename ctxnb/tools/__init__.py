@@ -1,0 +1,1 @@
+"""Governed file tools: the tools an agent calls, behind a path policy."""

@@ -1,0 +1,102 @@
+"""The audit log: one JSON line per tool call in ``.ctxnb/audit.jsonl``.
+
+Each record has ``ts`` (ISO 8601 UTC), ``caller``, ``session_id``, ``tool``, ``args``,
+``duration_ms``, ``success``, ``error_code``, ``before_sha256`` and ``after_sha256``.
+The log is append-only: each record is written with one ``write`` on a descriptor
+opened with ``O_APPEND``, so concurrent writers never interleave inside a line and a
+crash loses at most the last, partial line, which the reader skips and counts.
+
+Example:
+    >>> import tempfile, pathlib
+    >>> log = AuditLog(pathlib.Path(tempfile.mkdtemp()) / "audit.jsonl")
+    >>> log.append({"tool": "read_file", "success": True})
+    >>> [r["tool"] for r in log.records()]
+    ['read_file']
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import threading
+from collections.abc import Iterator
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+__all__ = ["AuditLog"]
+
+
+class AuditLog:
+    """Append-only JSON-lines audit log.
+
+    Args:
+        path: the log file (created with its parent directory on first append).
+        fsync: fsync after every record (durable across power loss, slower); a killed
+            process loses nothing either way, since each record is one ``write``.
+    """
+
+    def __init__(self, path: str | os.PathLike[str], *, fsync: bool = False) -> None:
+        self.path = Path(path)
+        self.fsync = fsync
+        self.skipped_lines = 0
+        self._fd: int | None = None
+        self._lock = threading.Lock()
+
+    def _open(self) -> int:
+        if self._fd is None:
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+            self._fd = os.open(
+                self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_CLOEXEC, 0o644
+            )
+        return self._fd
+
+    def append(self, record: dict[str, Any]) -> None:
+        """Append one record (``ts`` is added when missing)."""
+        rec = record if "ts" in record else {"ts": datetime.now(UTC).isoformat(), **record}
+        line = (json.dumps(rec, ensure_ascii=False, default=str) + "\n").encode("utf-8")
+        with self._lock:
+            fd = self._open()
+            os.write(fd, line)
+            if self.fsync:
+                os.fsync(fd)
+
+    def records(self) -> Iterator[dict[str, Any]]:
+        """Every whole record, oldest first; a cut last line is skipped and counted."""
+        self.skipped_lines = 0
+        try:
+            f = self.path.open("rb")
+        except FileNotFoundError:
+            return
+        with f:
+            for raw in f:
+                if not raw.endswith(b"\n"):
+                    self.skipped_lines += 1  # a partial last line from a crash
+                    continue
+                try:
+                    yield json.loads(raw)
+                except ValueError:
+                    self.skipped_lines += 1
+
+    def frame(self) -> Any:
+        """The log as a pandas DataFrame (``attrs["skipped_lines"]`` says what was skipped)."""
+        import pandas as pd
+
+        rows = list(self.records())
+        df = pd.DataFrame(rows)
+        if "ts" in df:
+            df["ts"] = pd.to_datetime(df["ts"], utc=True, format="ISO8601")
+        df.attrs["skipped_lines"] = self.skipped_lines
+        return df
+
+    def close(self) -> None:
+        with self._lock:
+            if self._fd is not None:
+                os.close(self._fd)
+                self._fd = None
+
+    def __del__(self) -> None:  # pragma: no cover - best effort
+        try:
+            self.close()
+        except Exception:
+            pass

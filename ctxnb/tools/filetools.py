@@ -1,0 +1,981 @@
+"""The file tools an agent calls: safe by construction, recorded, audited.
+
+Every call goes through one path: the path policy (race-free access below the
+workspace root), the hook engine when the workspace is governed, the tool itself,
+then the records: a toolcall object in the session, a new version of every file it
+touched, and a line in ``.ctxnb/audit.jsonl``.
+
+Source precedence (the docPath rules): an *active* copy that a client registered with
+:meth:`FileTools.set_active_copy` beats the stored or on-disk copy for reads and as the
+base of :meth:`FileTools.write_patch`; a retrieval snippet (``rag-snippet``) is never a
+base for an edit; every edit carries the SHA-256 of the copy it was computed from and
+is refused with ``STALE_FILE`` when that is not the authoritative copy's hash now.
+
+Example:
+    >>> import tempfile, pathlib
+    >>> from ctxnb import Workspace
+    >>> root = pathlib.Path(tempfile.mkdtemp())
+    >>> _ = (root / "app.py").write_text("x = 1\\n")
+    >>> ws = Workspace.open(root)
+    >>> tools = ws.tools(ws.session("demo"), caller="docs")
+    >>> r = tools.read_file("app.py")
+    >>> tools.write_file("app.py", "x = 2\\n", expected_sha256=r.sha256).success
+    True
+    >>> tools.dispatch("read_file", {"path": ".env"})["error_code"]
+    'PATH_DENIED'
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from typing import TYPE_CHECKING, Any, Literal, Protocol
+
+from pydantic import BaseModel, ValidationError
+
+from ..errors import (
+    CtxnbError,
+    NotFoundError,
+    PatchConflict,
+    PatchError,
+    PolicyError,
+    StaleFileError,
+)
+from ..hashing import sha256_hex
+from ..indexer import build_file_doc, decode_bytes, is_deleted
+from ..resolver import doc_path as make_doc_path
+from .audit import AuditLog
+from .patching import LineEdit, apply_line_edits, apply_unified_diff, unified_diff
+from .pathpolicy import PathPolicy, SafePath
+from .redact import redact
+from .results import DiffResult, PatchResult, ReadResult, VersionInfo
+from .schemas import TOOL_INFO, ToolInfo, tool_schemas
+from .summarize import OutlineSummarizer, Summarizer
+
+if TYPE_CHECKING:
+    from ..session import Session
+    from ..workspace import Workspace
+
+__all__ = ["FileTools", "ToolCall", "ToolHooks"]
+
+REDACTION_MARK = "[REDACTED:"
+
+
+@dataclass
+class ToolCall:
+    """One tool call as the hook engine sees it, before and after it runs."""
+
+    tool: str
+    args: dict[str, Any]
+    caller: str
+    session_id: str
+    info: ToolInfo | None = None
+    paths: list[str] = field(default_factory=list)
+    before_sha256: str | None = None
+    after_sha256: str | None = None
+    old_text: str | None = None
+    new_text: str | None = None
+    started: float = field(default_factory=time.perf_counter)
+    context: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def mutating(self) -> bool:
+        return bool(self.info and self.info.mutating)
+
+
+class ToolHooks(Protocol):
+    """What the hook engine provides to the tools (see :mod:`ctxnb.govern.engine`)."""
+
+    def before(self, call: ToolCall) -> None: ...
+
+    def after(self, call: ToolCall, result: Any) -> list[dict[str, Any]]: ...
+
+
+_TAG_RULES: list[tuple[str, Callable[[str], bool]]] = [
+    ("test", lambda p: "/tests/" in f"/{p}" or p.rsplit("/", 1)[-1].startswith("test_")),
+    ("doc", lambda p: p.endswith((".md", ".rst", ".txt")) or p.startswith("docs/")),
+    (
+        "config",
+        lambda p: (
+            p.endswith((".toml", ".yaml", ".yml", ".ini", ".cfg", ".json", ".env"))
+            or p.rsplit("/", 1)[-1].startswith(".")
+        ),
+    ),
+    (
+        "code",
+        lambda p: p.endswith(
+            (".py", ".js", ".ts", ".tsx", ".go", ".rs", ".c", ".h", ".cpp", ".java", ".sh", ".sql")
+        ),
+    ),
+]
+
+
+class FileTools:
+    """The governed file tools of one session. Create with ``ws.tools(session)``.
+
+    Args:
+        workspace: the workspace whose files the tools touch.
+        session: the session that records every call.
+        caller: who is calling (an agent name, ``mcp``, ``claude-code`` …), for the audit.
+        policy: the path policy; built from the workspace's ``[policy]`` settings.
+        profile: ``local`` or ``cloud`` (or one from the config): caps what one read
+            returns.
+        summarizer: outlines large files (no LLM by default; pass your own).
+        hooks: the hook engine of a governed workspace.
+        audit: the audit log (``.ctxnb/audit.jsonl`` by default).
+        tag_rules: extra ``(tag, predicate(rel_path))`` rules for :meth:`registry`.
+    """
+
+    def __init__(
+        self,
+        workspace: Workspace,
+        session: Session,
+        *,
+        caller: str = "agent",
+        policy: PathPolicy | None = None,
+        profile: str | None = None,
+        summarizer: Summarizer | None = None,
+        hooks: ToolHooks | None = None,
+        audit: AuditLog | None = None,
+        tag_rules: Sequence[tuple[str, Callable[[str], bool]]] = (),
+    ) -> None:
+        self.workspace = workspace
+        self.session = session
+        self.caller = caller
+        cfg = workspace.config
+        self.policy = policy or PathPolicy(
+            [workspace.root],
+            allow=cfg.policy.allow,
+            deny=cfg.policy.deny,
+            max_path_bytes=cfg.policy.max_path_bytes,
+        )
+        self.profile = cfg.active_profile(profile)
+        self.summarizer: Summarizer = summarizer or OutlineSummarizer()
+        self.hooks = hooks
+        self.audit_log = audit or AuditLog(workspace.root / ".ctxnb" / "audit.jsonl")
+        self.tag_rules = [*tag_rules, *_TAG_RULES]
+        self._read_hashes: dict[str, str] = {}
+        self._active: dict[str, tuple[str, str]] = {}
+        self._versions: dict[str, int] = {}
+        self._extra_tools: dict[str, tuple[ToolInfo, Callable[..., Any]]] = {}
+
+    # -- source precedence ----------------------------------------------------------------
+    def set_active_copy(
+        self,
+        doc_path: str,
+        content: str,
+        *,
+        source: Literal["active", "rag-snippet"] = "active",
+    ) -> str:
+        """Register the client-side copy of a file (e.g. an unsaved editor buffer).
+
+        An ``active`` copy beats the disk for reads and is the base of ``write_patch``.
+        A ``rag-snippet`` is remembered only to refuse it as an edit base.
+
+        Returns:
+            The SHA-256 of the copy.
+        """
+        key = make_doc_path(doc_path)
+        self._active[key] = (content, source)
+        return sha256_hex(content.encode("utf-8"))
+
+    def clear_active_copy(self, doc_path: str) -> None:
+        self._active.pop(make_doc_path(doc_path), None)
+
+    def active_file_sha256(self, doc_path: str) -> str:
+        """SHA-256 of the authoritative copy: the active copy if any, else the file on disk."""
+        key = make_doc_path(doc_path)
+        active = self._active.get(key)
+        if active is not None and active[1] == "active":
+            return sha256_hex(active[0].encode("utf-8"))
+        return sha256_hex(self.policy.read_bytes(self._rel_for_doc_path(doc_path)))
+
+    def _rel_for_doc_path(self, doc_path: str) -> str:
+        # docPath keys are lowercase; find the real file they name.
+        key = make_doc_path(doc_path)
+        try:
+            sp = self.policy.check(doc_path)
+            if make_doc_path(sp.rel) == key:
+                return sp.rel
+        except PolicyError:
+            raise
+        for sp in self.policy.iter_files():
+            if make_doc_path(sp.rel) == key:
+                return sp.rel
+        return doc_path
+
+    # -- the one path every call takes ---------------------------------------------------------
+    def _run(self, tool: str, args: dict[str, Any], fn: Callable[[ToolCall], Any]) -> Any:
+        info = TOOL_INFO.get(tool) or (self._extra_tools.get(tool, (None, None))[0])
+        call = ToolCall(tool, dict(args), self.caller, self.session.session_id, info=info)
+        error: CtxnbError | None = None
+        result: Any = None
+        try:
+            if self.hooks is not None:
+                self.hooks.before(call)
+            result = fn(call)
+            if self.hooks is not None:
+                feedback = self.hooks.after(call, result)
+                if feedback and isinstance(result, PatchResult):
+                    result.feedback = feedback
+            return result
+        except CtxnbError as e:
+            error = e
+            raise
+        finally:
+            self._record(call, result, error)
+
+    def _record(self, call: ToolCall, result: Any, error: CtxnbError | None) -> None:
+        duration = (time.perf_counter() - call.started) * 1000
+        code = _error_code(error) if error else None
+        if isinstance(result, PatchResult) and not result.success:
+            code = code or ("PATCH_CONFLICT" if result.conflict else "WRITE_FAILED")
+        success = error is None and not (isinstance(result, PatchResult) and not result.success)
+        self.audit_log.append(
+            {
+                "ts": datetime.now(UTC).isoformat(),
+                "caller": call.caller,
+                "session_id": call.session_id,
+                "tool": call.tool,
+                "args": _audit_args(call.args),
+                "duration_ms": round(duration, 3),
+                "success": success,
+                "error_code": code,
+                "before_sha256": call.before_sha256,
+                "after_sha256": call.after_sha256,
+                "intent_id": call.context.get("intent_id"),
+            }
+        )
+        file_refs = [self.workspace.object_id(p) for p in call.paths]
+        content = _toolcall_content(result, error)
+        self.session.record_toolcall(
+            call.tool,
+            _audit_args(call.args),
+            content,
+            status="ok" if success else "fail",
+            file_refs=[f for f in file_refs if f in self.session._index_set],
+            activate=call.tool not in ("read_file", "read_lines", "get_excerpt"),
+        )
+
+    # -- helpers ------------------------------------------------------------------------------
+    def _index_bytes(self, rel: str, data: bytes | None) -> tuple[str, str | None]:
+        """Store the file's current bytes (a new version only when they changed)."""
+        src = self.workspace.source_for(rel)
+        doc = build_file_doc(src.to_dict(), data)
+        oid = doc["xt/id"]
+        old = self.session.store.get(oid)
+        if (
+            old is not None
+            and old.get("source_hash") == doc["source_hash"]
+            and not (data is None and not is_deleted(old))
+        ):
+            tx = self._versions.get(oid)
+            if tx is None:
+                hist = self.session.store.history(oid)
+                tx = hist[-1].tx_id if hist else None
+        else:
+            tx = self.session.store.put([doc]).tx_id
+        if tx is not None:
+            self._versions[oid] = tx
+        if oid in self.session._index_set:
+            self.session.refresh(oid)
+        else:
+            self.session.add(oid, activate=False)
+        return oid, (f"{oid}@{tx}" if tx is not None else None)
+
+    def _authoritative(self, rel: str) -> tuple[bytes | None, str]:
+        """(bytes, source) of the copy edits must be based on; bytes None if no file."""
+        active = self._active.get(make_doc_path(rel))
+        if active is not None and active[1] == "active":
+            return active[0].encode("utf-8"), "active"
+        try:
+            return self.policy.read_bytes(rel), "disk"
+        except NotFoundError:
+            return None, "disk"
+
+    def _check_lock(self, rel: str, current: bytes | None, expected: str | None, tool: str) -> None:
+        key = make_doc_path(rel)
+        snippet = self._active.get(key)
+        if snippet is not None and snippet[1] == "rag-snippet" and expected is not None:
+            if expected == sha256_hex(snippet[0].encode("utf-8")):
+                raise PolicyError(
+                    "SNIPPET_NOT_EDIT_BASE",
+                    f"{rel}: the hash given is that of a retrieval snippet, which is never a "
+                    "base for an edit",
+                    required_action="Read the whole file with read_file and edit that copy.",
+                )
+        if current is None:
+            if expected is not None:
+                raise StaleFileError(
+                    f"{rel} does not exist any more, but the edit was computed from a copy "
+                    f"with sha256 {expected[:12]}…",
+                    expected=expected,
+                    actual=None,
+                )
+            return
+        actual = sha256_hex(current)
+        wanted = expected or self._read_hashes.get(key)
+        if wanted is None:
+            raise PolicyError(
+                "READ_BEFORE_WRITE",
+                f"{tool} on {rel}: the file exists and this session has not read it, so the "
+                "edit cannot be checked against its current content",
+                required_action=f"Call read_file on {rel!r} first (or pass expected_sha256).",
+            )
+        if wanted != actual:
+            raise StaleFileError(
+                f"{rel} changed since it was read: the edit was computed from sha256 "
+                f"{wanted[:12]}…, the file is now {actual[:12]}…; nothing was written",
+                expected=wanted,
+                actual=actual,
+            )
+
+    def _write(
+        self,
+        call: ToolCall,
+        rel: str,
+        old: bytes | None,
+        new_text: str,
+        *,
+        mode: Literal["truncate", "append", "create"] = "truncate",
+    ) -> PatchResult:
+        old_text = decode_bytes(old) if old is not None else ""
+        if REDACTION_MARK in new_text and REDACTION_MARK not in (old_text or ""):
+            raise PolicyError(
+                "REDACTED_CONTENT",
+                f"the new content of {rel} contains a redaction marker ({REDACTION_MARK}…]); "
+                "it was computed from redacted text and would overwrite a secret",
+                required_action="Edit only the lines around the secret (write_patch or "
+                "apply_patch) and leave the redacted lines out of the edit.",
+            )
+        call.old_text, call.new_text = old_text, new_text
+        call.before_sha256 = sha256_hex(old) if old is not None else None
+        data = new_text.encode("utf-8")
+        try:
+            self.policy.write_bytes_atomic(
+                rel, data, mode="create" if mode == "create" else "truncate"
+            )
+        except FileExistsError:
+            raise PolicyError(
+                "FILE_EXISTS",
+                f"{rel} already exists; mode='create' only makes new files",
+                required_action="Read it and use mode='truncate' with expected_sha256.",
+            ) from None
+        call.after_sha256 = sha256_hex(data)
+        key = make_doc_path(rel)
+        self._read_hashes[key] = call.after_sha256
+        if key in self._active and self._active[key][1] == "active":
+            self._active[key] = (new_text, "active")
+        oid, version = self._index_bytes(rel, data)
+        self.session.activate(oid)
+        diff = redact(
+            unified_diff(old_text or "", new_text, fromfile=f"a/{rel}", tofile=f"b/{rel}")
+        ).text
+        return PatchResult(
+            success=True,
+            message=f"wrote {len(data)} bytes to {rel}",
+            path=rel,
+            diff=diff,
+            version_id=version,
+            sha256=call.after_sha256,
+        )
+
+    def _shape(
+        self, rel: str, text: str, start: int, end: int | None
+    ) -> tuple[str, int, int, bool, str]:
+        """Cap what one read returns; large files become excerpt + outline + how to read more."""
+        lines = text.splitlines(keepends=True)
+        total = len(lines)
+        stop = total if end is None else min(end, total)
+        chosen = "".join(lines[start - 1 : stop])
+        limit = self.profile.max_read_chars
+        if len(chosen) <= limit:
+            return chosen, start, stop, False, ""
+        keep = max(1, min(self.profile.excerpt_lines, stop - start + 1))
+        excerpt_lines = lines[start - 1 : start - 1 + keep]
+        excerpt = "".join(excerpt_lines)
+        if len(excerpt) > limit:
+            excerpt = excerpt[:limit]
+        shown_end = start + len(excerpt_lines) - 1
+        summary = self.summarizer(rel, text, self.profile.summary_tokens)
+        note = (
+            f"{rel} has {total} lines ({len(text)} chars), more than one read returns "
+            f"({limit} chars). Shown: lines {start}-{shown_end}, then an outline. Read more "
+            f"with read_lines(path={rel!r}, start={shown_end + 1}, end=…)."
+        )
+        body = f"{excerpt}\n[… excerpt ends at line {shown_end} of {total} …]\n\n{summary}\n"
+        return body, start, shown_end, True, note
+
+    # -- tools ----------------------------------------------------------------------------------
+    def list_files(self, globs: list[str] | None = None) -> list[str]:
+        """Workspace files the policy allows, optionally filtered by gitignore-style globs."""
+
+        def run(call: ToolCall) -> list[str]:
+            return [sp.rel for sp in self.policy.iter_files(globs)]
+
+        return self._run("list_files", {"globs": globs}, run)
+
+    def glob(self, pattern: str) -> list[str]:
+        """Files whose workspace-relative path matches a glob (``**`` crosses directories)."""
+        from .search import glob_files
+
+        def run(call: ToolCall) -> list[str]:
+            return [
+                p for p in glob_files(self.workspace.root, pattern) if self.policy.is_allowed(p)
+            ]
+
+        return self._run("glob", {"pattern": pattern}, run)
+
+    def _read(
+        self, call: ToolCall, path: str, start: int = 1, end: int | None = None
+    ) -> ReadResult:
+        sp = self.policy.check(path)
+        rel = sp.rel
+        call.paths = [rel]
+        data = self.policy.read_bytes(sp)
+        disk_sha = sha256_hex(data)
+        _, version = self._index_bytes(rel, data)
+        key = make_doc_path(rel)
+        active = self._active.get(key)
+        source = "disk"
+        sha = disk_sha
+        text = decode_bytes(data)
+        if active is not None and active[1] == "active":
+            text, source = active[0], "active"
+            sha = sha256_hex(text.encode("utf-8"))
+        self._read_hashes[key] = sha
+        call.before_sha256 = sha
+        oid = self.workspace.object_id(rel)
+        self.session.activate(oid)
+        if text is None:
+            return ReadResult(
+                path=rel, doc_path=key, content=None, sha256=sha, version_id=version,
+                source=source, binary=True, total_chars=len(data),
+                note=f"{rel} is a binary file ({len(data)} bytes); it has no text to show",
+            )  # fmt: skip
+        total_lines = text.count("\n") + (0 if text.endswith("\n") or not text else 1)
+        if start > max(total_lines, 1):
+            raise PolicyError(
+                "BAD_RANGE",
+                f"{rel} has {total_lines} lines; line {start} does not exist",
+                required_action=f"Ask for lines between 1 and {total_lines}.",
+            )
+        shown, first, last, truncated, note = self._shape(rel, text, start, end)
+        red = redact(shown)
+        if red.count:
+            note = (note + " " if note else "") + (
+                f"{red.count} secret(s) were replaced by [REDACTED:…] markers; the file on "
+                "disk is unchanged. Do not copy the markers into an edit."
+            )
+        return ReadResult(
+            path=rel, doc_path=key, content=red.text, sha256=sha, version_id=version,
+            source=source, start_line=first, end_line=last, total_lines=total_lines,
+            total_chars=len(text), truncated=truncated, redactions=red.count, note=note,
+        )  # fmt: skip
+
+    def read_file(self, path: str) -> ReadResult:
+        """Read a file: text (shaped and redacted), sha256 of its exact bytes, version id."""
+        return self._run("read_file", {"path": path}, lambda call: self._read(call, path))
+
+    def read_lines(self, path: str, start: int, end: int) -> ReadResult:
+        """Read lines ``start``..``end`` (1-based, inclusive)."""
+        if start < 1 or end < start:
+            raise PolicyError(
+                "BAD_RANGE",
+                f"bad line range {start}-{end}: start must be >= 1 and end >= start",
+                required_action="Pass 1 <= start <= end.",
+            )
+        return self._run(
+            "read_lines",
+            {"path": path, "start": start, "end": end},
+            lambda call: self._read(call, path, start, end),
+        )
+
+    def get_excerpt(self, path: str, max_lines: int = 80) -> ReadResult:
+        """The first ``max_lines`` lines of a file and how big it is."""
+        return self._run(
+            "get_excerpt",
+            {"path": path, "max_lines": max_lines},
+            lambda call: self._read(call, path, 1, max_lines),
+        )
+
+    def write_file(
+        self,
+        path: str,
+        content: str,
+        mode: Literal["truncate", "append", "create"] = "truncate",
+        expected_sha256: str | None = None,
+    ) -> PatchResult:
+        """Write a file atomically (temp file + rename in the same directory, mode kept).
+
+        Args:
+            path: workspace-relative path.
+            content: the text.
+            mode: ``truncate`` replaces, ``append`` adds at the end, ``create`` makes a
+                new file only.
+            expected_sha256: the hash of the file as last read; when omitted, the hash
+                this session last read is used (an unread existing file is refused).
+        """
+        if mode not in ("truncate", "append", "create"):
+            raise PolicyError(
+                "INVALID_ARGUMENTS",
+                f"unknown write mode {mode!r}",
+                required_action="Use mode 'truncate', 'append' or 'create'.",
+            )
+
+        def run(call: ToolCall) -> PatchResult:
+            sp = self.policy.check(path, for_write=True)
+            rel = sp.rel
+            call.paths = [rel]
+            current, _ = self._authoritative(rel)
+            if mode == "create":
+                if current is not None:
+                    raise PolicyError(
+                        "FILE_EXISTS",
+                        f"{rel} already exists; mode='create' only makes new files",
+                        required_action="Read it and use mode='truncate' with expected_sha256.",
+                    )
+                return self._write(call, rel, None, content, mode="create")
+            self._check_lock(rel, current, expected_sha256, "write_file")
+            old_text = decode_bytes(current) if current is not None else ""
+            if old_text is None:
+                raise PolicyError(
+                    "BINARY_FILE",
+                    f"{rel} is binary; the file tools write text only",
+                    recoverable=False,
+                    required_action="Leave binary files to other tools.",
+                )
+            new_text = old_text + content if mode == "append" else content
+            return self._write(call, rel, current, new_text)
+
+        return self._run(
+            "write_file",
+            {"path": path, "content": content, "mode": mode, "expected_sha256": expected_sha256},
+            run,
+        )
+
+    def apply_patch(
+        self, path: str, unified_diff: str, expected_sha256: str | None = None
+    ) -> PatchResult:
+        """Apply a unified diff. A hunk whose context no longer matches is a conflict.
+
+        On conflict nothing is written and the result has ``conflict=True`` and the
+        failed hunks. A malformed patch raises :class:`~ctxnb.errors.PatchError`.
+        """
+
+        def run(call: ToolCall) -> PatchResult:
+            sp = self.policy.check(path, for_write=True)
+            rel = sp.rel
+            call.paths = [rel]
+            current, _ = self._authoritative(rel)
+            if current is None:
+                raise NotFoundError(f"{rel} does not exist; create it with write_file")
+            self._check_lock(rel, current, expected_sha256, "apply_patch")
+            old_text = decode_bytes(current)
+            if old_text is None:
+                raise PolicyError("BINARY_FILE", f"{rel} is binary", recoverable=False)
+            try:
+                new_text = apply_unified_diff(old_text, unified_diff)
+            except PatchConflict as e:
+                return PatchResult(
+                    success=False,
+                    message=str(e),
+                    path=rel,
+                    conflict=True,
+                    failed_hunks=e.failed_hunks,
+                    sha256=sha256_hex(current),
+                )
+            return self._write(call, rel, current, new_text)
+
+        return self._run(
+            "apply_patch",
+            {"path": path, "unified_diff": unified_diff, "expected_sha256": expected_sha256},
+            run,
+        )
+
+    def write_patch(
+        self,
+        doc_path: str,
+        original_sha256: str,
+        edits: Sequence[LineEdit | dict[str, Any]],
+    ) -> PatchResult:
+        """Replace line ranges of a file (the line-level patch of the docPath rules).
+
+        The edits are computed from the copy whose hash is ``original_sha256``: the
+        active copy when one is registered, else the file on disk.
+        """
+        parsed = [e if isinstance(e, LineEdit) else LineEdit.model_validate(e) for e in edits]
+
+        def run(call: ToolCall) -> PatchResult:
+            rel = self._rel_for_doc_path(doc_path)
+            sp = self.policy.check(rel, for_write=True)
+            rel = sp.rel
+            call.paths = [rel]
+            current, _ = self._authoritative(rel)
+            if current is None:
+                raise NotFoundError(f"{rel} does not exist")
+            self._check_lock(rel, current, original_sha256, "write_patch")
+            old_text = decode_bytes(current)
+            if old_text is None:
+                raise PolicyError("BINARY_FILE", f"{rel} is binary", recoverable=False)
+            try:
+                new_text = apply_line_edits(old_text, parsed)
+            except PatchConflict as e:
+                return PatchResult(
+                    success=False,
+                    message=str(e),
+                    path=rel,
+                    conflict=True,
+                    failed_hunks=e.failed_hunks,
+                    sha256=sha256_hex(current),
+                )
+            return self._write(call, rel, current, new_text)
+
+        return self._run(
+            "write_patch",
+            {
+                "doc_path": doc_path,
+                "original_sha256": original_sha256,
+                "edits": [e.model_dump() for e in parsed],
+            },
+            run,
+        )
+
+    def _version_doc(self, oid: str, version: str) -> tuple[dict[str, Any], int]:
+        tx_text = version.rsplit("@", 1)[-1]
+        try:
+            tx = int(tx_text)
+        except ValueError:
+            raise PolicyError(
+                "INVALID_ARGUMENTS",
+                f"bad version id {version!r}; use one from get_file_history (`<id>@<tx>`)",
+            ) from None
+        doc = self.session.store.as_of(oid, tx)
+        if doc is None:
+            raise NotFoundError(f"no version {version!r} of this file")
+        return doc, tx
+
+    def get_diff(
+        self, path: str, version1: str | None = None, version2: str | None = None
+    ) -> DiffResult:
+        """Diff two stored versions, or the file on disk against its latest stored version."""
+
+        def run(call: ToolCall) -> DiffResult:
+            sp = self.policy.check(path)
+            rel = sp.rel
+            call.paths = [rel]
+            oid = self.workspace.object_id(rel)
+            hist = self.session.store.history(oid)
+            if not hist:
+                raise NotFoundError(f"{rel} has no stored versions; read it first")
+            if version1 is None and version2 is None:
+                latest = hist[-1]
+                a_text = latest.doc.get("content") or ""
+                a_name = latest.version_id
+                try:
+                    b_text = decode_bytes(self.policy.read_bytes(rel)) or ""
+                except NotFoundError:
+                    b_text = ""
+                b_name = "working tree"
+            else:
+                if version1 is not None:
+                    a_doc, _ = self._version_doc(oid, version1)
+                else:
+                    a_doc = hist[0].doc
+                a_text, a_name = a_doc.get("content") or "", version1 or hist[0].version_id
+                if version2 is not None:
+                    b_doc, _ = self._version_doc(oid, version2)
+                else:
+                    b_doc = hist[-1].doc
+                b_text, b_name = b_doc.get("content") or "", version2 or hist[-1].version_id
+            diff = unified_diff(
+                a_text, b_text, fromfile=f"{rel}@{a_name}", tofile=f"{rel}@{b_name}"
+            )
+            diff = redact(diff).text
+            added = sum(
+                1 for ln in diff.splitlines() if ln.startswith("+") and not ln.startswith("+++")
+            )
+            removed = sum(
+                1 for ln in diff.splitlines() if ln.startswith("-") and not ln.startswith("---")
+            )
+            return DiffResult(
+                path=rel, from_version=a_name, to_version=b_name, diff=diff, added=added,
+                removed=removed,
+            )  # fmt: skip
+
+        return self._run(
+            "get_diff", {"path": path, "version1": version1, "version2": version2}, run
+        )
+
+    def get_file_history(self, path: str) -> list[VersionInfo]:
+        """The stored versions of a file, oldest first."""
+
+        def run(call: ToolCall) -> list[VersionInfo]:
+            sp = self.policy.check(path)
+            call.paths = [sp.rel]
+            out = []
+            prev = None
+            for v in self.session.store.history(self.workspace.object_id(sp.rel)):
+                d = v.doc
+                action = "deleted" if is_deleted(d) else ("created" if prev is None else "updated")
+                out.append(
+                    VersionInfo(
+                        version_id=v.version_id, tx_id=v.tx_id, tx_time=v.tx_time.isoformat(),
+                        action=action, source_hash=d.get("source_hash"),
+                        char_count=int(d.get("char_count") or 0),
+                    )
+                )  # fmt: skip
+                prev = d
+            return out
+
+        return self._run("get_file_history", {"path": path}, run)
+
+    def summarize_file(self, path: str, max_tokens: int | None = None) -> str:
+        """An outline of a file (no LLM) within ``max_tokens``."""
+
+        def run(call: ToolCall) -> str:
+            sp = self.policy.check(path)
+            call.paths = [sp.rel]
+            data = self.policy.read_bytes(sp)
+            self._index_bytes(sp.rel, data)
+            text = decode_bytes(data)
+            if text is None:
+                return f"{sp.rel}: binary file, {len(data)} bytes"
+            budget = max_tokens or self.profile.summary_tokens
+            return redact(self.summarizer(sp.rel, text, budget)).text
+
+        return self._run("summarize_file", {"path": path, "max_tokens": max_tokens}, run)
+
+    def search(
+        self, pattern: str, globs: list[str] | None = None, regex: bool = True
+    ) -> list[dict[str, Any]]:
+        """Grep-like search (ripgrep when installed); denied files are never searched."""
+        from .search import search as do_search
+
+        def run(call: ToolCall) -> list[dict[str, Any]]:
+            hits = do_search(
+                self.workspace.root,
+                pattern,
+                globs=globs,
+                regex=regex,
+                exclude=lambda rel: not self.policy.is_allowed(rel),
+            )
+            return [
+                {"path": m.path, "line_number": m.line_number, "line": redact(m.line).text}
+                for m in hits
+            ]
+
+        return self._run("search", {"pattern": pattern, "globs": globs, "regex": regex}, run)
+
+    # -- registry, audit, schemas, dispatch -----------------------------------------------------
+    def registry(self) -> Any:
+        """Every allowed file: path, size, hash, mtime, version, tags, sensitivity (DataFrame)."""
+        import pandas as pd
+
+        from .redact import has_secrets
+
+        rows = []
+        store = self.session.store
+        for sp in self.policy.iter_files():
+            rel = sp.rel
+            st = self.policy.stat(sp)
+            oid = self.workspace.object_id(rel)
+            doc = store.get(oid)
+            hist_tx = self._versions.get(oid)
+            if doc is not None and hist_tx is None:
+                h = store.history(oid)
+                hist_tx = h[-1].tx_id if h else None
+            tags = [tag for tag, rule in self.tag_rules if rule(rel)]
+            content = doc.get("content") if doc else None
+            rows.append(
+                {
+                    "path": rel,
+                    "doc_path": make_doc_path(rel),
+                    "size": st.st_size,
+                    "sha256": doc.get("source_hash") if doc else None,
+                    "mtime": datetime.fromtimestamp(st.st_mtime, UTC),
+                    "version_id": f"{oid}@{hist_tx}" if hist_tx else None,
+                    "tags": tags,
+                    "may_contain_secrets": bool(content and has_secrets(content)),
+                    "binary": bool(doc and doc.get("file_type") == "binary"),
+                }
+            )
+        return pd.DataFrame(rows)
+
+    def audit(self) -> Any:
+        """The audit log as a DataFrame (a cut last line is skipped; see ``attrs``)."""
+        return self.audit_log.frame()
+
+    def register_tool(self, info: ToolInfo, fn: Callable[..., Any]) -> None:
+        """Add a tool to :meth:`dispatch` and :meth:`tool_schemas` (e.g. governance tools)."""
+        self._extra_tools[info.name] = (info, fn)
+
+    def tool_names(self) -> list[str]:
+        return [*TOOL_INFO, *self._extra_tools]
+
+    def tool_schemas(
+        self, format: Literal["openai", "anthropic", "mcp"] = "openai"
+    ) -> list[dict[str, Any]]:
+        """JSON tool definitions of every tool, for ``openai``, ``anthropic`` or ``mcp``."""
+        tools = {**TOOL_INFO, **{k: v[0] for k, v in self._extra_tools.items()}}
+        return tool_schemas(format, tools=tools)
+
+    def dispatch(self, name: str, args: dict[str, Any] | None = None) -> dict[str, Any]:
+        """Validate and run one tool call; return its result or a structured error.
+
+        Returns:
+            ``{"ok": True, "result": …}``, or ``{"ok": False, "error_code", "message",
+            "recoverable", "required_action"}`` (never a traceback).
+        """
+        args = dict(args or {})
+        extra = self._extra_tools.get(name)
+        info = TOOL_INFO.get(name) or (extra[0] if extra else None)
+        if info is None:
+            return _error(
+                "UNKNOWN_TOOL",
+                f"no tool named {name!r}",
+                required_action=f"Use one of: {', '.join(self.tool_names())}.",
+            )
+        try:
+            parsed = info.args.model_validate(args)
+        except ValidationError as e:
+            problems = "; ".join(
+                f"{'.'.join(str(p) for p in err['loc']) or '(arguments)'}: {err['msg']}"
+                for err in e.errors()
+            )
+            return _error(
+                "INVALID_ARGUMENTS",
+                f"{name}: {problems}",
+                required_action="Fix the arguments to match the tool's JSON schema.",
+            )
+        kwargs = (
+            parsed.model_dump()
+            if name != "write_patch"
+            else {
+                "doc_path": parsed.doc_path,  # type: ignore[attr-defined]
+                "original_sha256": parsed.original_sha256,  # type: ignore[attr-defined]
+                "edits": parsed.edits,  # type: ignore[attr-defined]
+            }
+        )
+        fn = extra[1] if extra else getattr(self, name)
+        try:
+            result = fn(**kwargs)
+        except PatchConflict as e:
+            return _error("PATCH_CONFLICT", str(e), details={"failed_hunks": e.failed_hunks})
+        except PatchError as e:
+            return _error(
+                "INVALID_PATCH", str(e), required_action="Send a well-formed unified diff."
+            )
+        except PolicyError as e:
+            return {"ok": False, **e.to_dict()}
+        except NotFoundError as e:
+            return _error(
+                "NOT_FOUND", str(e), required_action="Check the path with list_files or glob."
+            )
+        except CtxnbError as e:
+            return _error(type(e).__name__.upper(), str(e))
+        except Exception as e:  # never a traceback to the agent
+            return _error(
+                "INTERNAL_ERROR", f"{type(e).__name__}: {e}", recoverable=False,
+                required_action="Report this to the ctxnb maintainers of this workspace.",
+            )  # fmt: skip
+        out = _jsonable(result)
+        if isinstance(result, PatchResult) and not result.success:
+            return {
+                "ok": False,
+                "error_code": "PATCH_CONFLICT" if result.conflict else "WRITE_FAILED",
+                "message": result.message,
+                "recoverable": True,
+                "required_action": "Read the file again and recompute the patch.",
+                "details": {"failed_hunks": result.failed_hunks},
+            }
+        return {"ok": True, "result": out}
+
+    def __repr__(self) -> str:
+        gov = " governed" if self.hooks is not None else ""
+        return f"<FileTools{gov} session={self.session.session_id!r} caller={self.caller!r}>"
+
+
+def _error(
+    code: str,
+    message: str,
+    *,
+    recoverable: bool = True,
+    required_action: str = "",
+    details: dict[str, Any] | None = None,
+) -> dict[str, Any]:
+    out: dict[str, Any] = {
+        "ok": False,
+        "error_code": code,
+        "message": message,
+        "recoverable": recoverable,
+        "required_action": required_action,
+    }
+    if details:
+        out["details"] = details
+    return out
+
+
+def _error_code(e: CtxnbError) -> str:
+    if isinstance(e, PolicyError):
+        return e.error_code
+    if isinstance(e, PatchConflict):
+        return "PATCH_CONFLICT"
+    if isinstance(e, PatchError):
+        return "INVALID_PATCH"
+    if isinstance(e, NotFoundError):
+        return "NOT_FOUND"
+    return type(e).__name__.upper()
+
+
+def _jsonable(v: Any) -> Any:
+    if isinstance(v, BaseModel):
+        return v.model_dump(mode="json")
+    if isinstance(v, list):
+        return [_jsonable(x) for x in v]
+    if isinstance(v, tuple) and hasattr(v, "_asdict"):
+        return dict(v._asdict())
+    return v
+
+
+def _audit_args(args: dict[str, Any]) -> dict[str, Any]:
+    """Arguments as recorded: long texts are cut (the file versions keep the content)."""
+    out: dict[str, Any] = {}
+    for k, v in args.items():
+        if isinstance(v, str) and len(v) > 500:
+            out[k] = v[:200] + f"… [{len(v)} chars]"
+        elif isinstance(v, SafePath):
+            out[k] = v.rel
+        else:
+            out[k] = v
+    return out
+
+
+def _toolcall_content(result: Any, error: CtxnbError | None) -> str:
+    if error is not None:
+        code = _error_code(error)
+        return f"error {code}: {error}"
+    if isinstance(result, ReadResult):
+        # The file object carries the content; the tool call says what was seen.
+        return (
+            f"read {result.path} lines {result.start_line}-{result.end_line} of "
+            f"{result.total_lines} (sha256 {result.sha256[:12]}, {result.version_id})"
+        )
+    if isinstance(result, PatchResult):
+        return result.message if not result.diff else f"{result.message}\n{result.diff}"
+    if isinstance(result, DiffResult):
+        return result.diff
+    if isinstance(result, list):
+        lines = []
+        for item in result[:200]:
+            if isinstance(item, dict) and "line_number" in item:
+                lines.append(f"{item['path']}:{item['line_number']}: {item['line']}")
+            elif isinstance(item, BaseModel):
+                lines.append(str(item.model_dump(mode="json")))
+            else:
+                lines.append(str(item))
+        more = f"\n… {len(result) - 200} more" if len(result) > 200 else ""
+        return "\n".join(lines) + more
+    return str(result)

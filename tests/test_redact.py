@@ -1,0 +1,218 @@
+"""Tests for ctxnb.tools.redact: a corpus of secrets and of look-alikes."""
+
+from __future__ import annotations
+
+import doctest
+import random
+import string
+
+import pytest
+
+from ctxnb.tools import redact as redact_module
+from ctxnb.tools.redact import RULES, has_secrets, redact, shannon_entropy
+
+
+def fake(n: int, seed: int, alphabet: str = string.ascii_letters + string.digits) -> str:
+    """Invented random-looking characters (seeded, so the corpus is fixed)."""
+    rng = random.Random(seed)
+    return "".join(rng.choice(alphabet) for _ in range(n))
+
+
+# Random-looking but invented values; none is a live credential.
+GH = "ghp_" + fake(36, 1)
+GHO = "gho_" + fake(36, 2)
+GHS = "ghs_" + fake(36, 3)
+GH_FINE = "github_pat_" + fake(22, 4) + "_" + fake(59, 5)
+GOOGLE = "AIza" + fake(35, 6, string.ascii_letters + string.digits + "_-")
+PRIVATE_KEY = (
+    "-----BEGIN RSA PRIVATE KEY-----\n"
+    "MIIEpAIBAAKCAQEA3Tz2mr7SZiAMfQyuvBjM9Oi6Z7rMQk3Jf2EXAMPLEkeyDATA\n"
+    "x8Qv2Lr9Zk1Wm4Np7Bc3Yd6Hf0Gs5Jt8Ku2Ev9Rw1Xa4Sb7Tc0Ud3Ve6Wf9Xg2Yh\n"
+    "-----END RSA PRIVATE KEY-----"
+)
+JWT = (
+    "eyJhbGciOiJIUzI1NiIsInR5cCI6IkpXVCJ9."
+    "eyJzdWIiOiIxMjM0NTY3ODkwIiwibmFtZSI6IkpvaG4gRG9lIiwiaWF0IjoxNTE2MjM5MDIyfQ."
+    "SflKxwRJSMeKKF2QT4fwpMeJf36POk6yJV_adQssw5c"
+)
+
+# (rule, text, secret): the secret must be gone and everything else kept.
+TRUE_POSITIVES = [
+    ("aws-access-key-id", "AWS_ACCESS_KEY_ID=AKIAZ7Q2MXK4TR6W3PLN", "AKIAZ7Q2MXK4TR6W3PLN"),
+    ("aws-access-key-id", "key: ASIAQ3XJ5TN2R7WK4LMP", "ASIAQ3XJ5TN2R7WK4LMP"),
+    # AWS's documented sample key has the exact shape of a live one: redacted on purpose.
+    ("aws-access-key-id", "id = AKIAIOSFODNN7EXAMPLE", "AKIAIOSFODNN7EXAMPLE"),
+    (
+        "aws-secret-access-key",
+        'aws_secret_access_key = "wJalrXUtnFEMI/K7MDENG/bPxRfiCYEXAMPLEKEY"',
+        "wJalrXUtnFEMI/K7MDENG/bPxRfiCYEXAMPLEKEY",
+    ),
+    ("github-token", f"export GITHUB_TOKEN={GH}", GH),
+    ("github-token", f"headers = {{'Authorization': 'token {GHO}'}}", GHO),
+    ("github-token", GHS, GHS),
+    ("github-token", f"url: https://x:{GH_FINE}@github.com/o/r", GH_FINE),
+    (
+        "slack-token",
+        "SLACK_BOT_TOKEN=xoxb-2944836105-4902748219377-Zq8LkW3pRt5VnX7yBc2Md9Hf",
+        "xoxb-2944836105-4902748219377-Zq8LkW3pRt5VnX7yBc2Md9Hf",
+    ),
+    (
+        "slack-webhook",
+        "hook = 'https://hooks.slack.com/services/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J'",
+        "T0A1B2C3D/B4E5F6G7H/Qw8Er9Ty0Ui1Op2As3Df4Gh5J",
+    ),
+    (
+        "stripe-key",
+        "stripe.api_key = 'sk_live_4eC39HqLyjWDarjtT1zdp7dc'",
+        "sk_live_4eC39HqLyjWDarjtT1zdp7dc",
+    ),
+    ("stripe-key", "RK=rk_test_51HxQ2mK8zLp4Vn7Rt2Yb", "rk_test_51HxQ2mK8zLp4Vn7Rt2Yb"),
+    ("google-api-key", f'"key": "{GOOGLE}"', GOOGLE),
+    ("jwt", f"Authorization: Bearer {JWT}", JWT),
+    ("url-credentials", "DATABASE_URL=postgres://app:Pq7xZ2rLk9@db:5432/app", "Pq7xZ2rLk9"),
+    ("generic-secret", 'password = "Tr0ub4dor&3-horse!"', "Tr0ub4dor&3-horse!"),
+    ("generic-secret", "api_key: 9f8e7D6c5B4a3f2e1d0c9b8a", "9f8e7D6c5B4a3f2e1d0c9b8a"),
+    (
+        "generic-secret",
+        "SECRET_KEY=django-insecure-8f$k2!qz9@x#w1",
+        "django-insecure-8f$k2!qz9@x#w1",
+    ),
+    ("generic-secret", '{"client_secret": "Qm9XkLp2Zr8Wv4Tn6Yb1"}', "Qm9XkLp2Zr8Wv4Tn6Yb1"),
+    ("generic-secret", 'DB_PASSWORD: str = "hV7#mQ2$pL9!wX4z"', "hV7#mQ2$pL9!wX4z"),
+    ("generic-secret", "auth_token := 'Zq1Xw2Ce3Vr4Bt5Ny6Mu7'", "Zq1Xw2Ce3Vr4Bt5Ny6Mu7"),
+]
+
+
+@pytest.mark.parametrize(("rule", "text", "secret"), TRUE_POSITIVES)
+def test_true_positive(rule: str, text: str, secret: str) -> None:
+    result = redact(text)
+    assert secret not in result.text
+    assert result.text == text.replace(secret, f"[REDACTED:{rule}]")
+    assert [f.rule for f in result.findings] == [rule]
+    (finding,) = result.findings
+    assert text[finding.start : finding.end] == secret
+    assert has_secrets(text)
+
+
+def test_every_rule_has_a_true_positive() -> None:
+    assert {rule.name for rule in RULES} == {rule for rule, _, _ in TRUE_POSITIVES} | {
+        "private-key"
+    }
+
+
+FALSE_POSITIVES = [
+    "Fixed in commit 4196919fb12cc4aa8ec0159a746c1e03b4ffa89c, see the changelog.",
+    "sha = 'e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855'",
+    "request_id = '123e4567-e89b-12d3-a456-426614174000'",
+    "Each session has an id like 9b2f0c1e-7d4a-4e8b-a1c3-5f6e7d8c9b0a.",
+    'password = ""',
+    "password = ''",
+    'password = os.environ["DB_PASSWORD"]',
+    "token = get_token(user)",
+    "api_key = settings.STRIPE_API_KEY",
+    "secret = self.secret",
+    "color: #ff00ff; background: #a1b2c3;",
+    "encoded = 'aGVsbG8gd29ybGQ='  # base64 of 'hello world'",
+    "token = 'aGVsbG8='",
+    "GITHUB_TOKEN=<your-token-here>",
+    "api_key: ${API_KEY}",
+    "password: {{ vault_password }}",
+    'SECRET_KEY = "changeme-in-production"',
+    "token: xxxxxxxxxxxxxxxxxxxxxxxx",
+    "ghp_xxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxx",
+    "SLACK_TOKEN=xoxb-your-token-here-please",
+    "password_reset_timeout = 3600",
+    "token_type = 'bearer'",
+    'if password == user_password: return "ok"',
+    "The password must contain at least 12 characters.",
+    "publishable = 'pk_live_4eC39HqLyjWDarjtT1zdp7dc'",
+    "pip install --index-url https://pypi.org/simple/ requests",
+    "-----BEGIN RSA PRIVATE KEY-----\n...\n-----END RSA PRIVATE KEY-----",
+    "def check(password: str) -> bool:",
+    "max_tokens: int = 4096",
+]
+
+
+@pytest.mark.parametrize("text", FALSE_POSITIVES)
+def test_false_positive_is_kept(text: str) -> None:
+    result = redact(text)
+    assert result.text == text, result.findings
+    assert result.count == 0
+    assert not has_secrets(text)
+
+
+def test_private_key_block_keeps_markers_and_line_numbers() -> None:
+    text = f"config:\n{PRIVATE_KEY}\nafter: 1\n"
+    result = redact(text)
+    assert result.text == (
+        "config:\n-----BEGIN RSA PRIVATE KEY-----\n[REDACTED:private-key]\n\n"
+        "-----END RSA PRIVATE KEY-----\nafter: 1\n"
+    )
+    assert result.text.count("\n") == text.count("\n")
+    (finding,) = result.findings
+    assert finding.rule == "private-key" and finding.line == 3
+
+
+def test_cut_off_private_key_is_redacted_to_end_of_text() -> None:
+    excerpt = "\n".join(PRIVATE_KEY.splitlines()[:2])
+    result = redact(excerpt)
+    assert result.text == "-----BEGIN RSA PRIVATE KEY-----\n[REDACTED:private-key]"
+
+
+def test_openssh_and_pgp_blocks() -> None:
+    body = "b3BlbnNzaC1rZXktdjEAAAAABG5vbmUAAAAEbm9uZQAAAAAAAAABAAAAMwAAAAtzc2gtZW"
+    for kind in ("OPENSSH PRIVATE KEY", "PGP PRIVATE KEY BLOCK", "PRIVATE KEY"):
+        text = f"-----BEGIN {kind}-----\n{body}\n-----END {kind}-----\n"
+        assert body not in redact(text).text
+
+
+def test_several_secrets_line_numbers_and_order() -> None:
+    text = f"a = 1\nGITHUB_TOKEN={GH}\n\nkey=AKIAZ7Q2MXK4TR6W3PLN and {JWT}\n"
+    result = redact(text)
+    assert [(f.rule, f.line) for f in result.findings] == [
+        ("github-token", 2),
+        ("aws-access-key-id", 4),
+        ("jwt", 4),
+    ]
+    assert result.count == 3
+    starts = [f.start for f in result.findings]
+    assert starts == sorted(starts)
+
+
+def test_specific_rule_wins_over_generic() -> None:
+    result = redact(f'token = "{GH}"')
+    assert result.text == 'token = "[REDACTED:github-token]"'
+
+
+def test_redaction_is_idempotent() -> None:
+    text = "\n".join(t for _, t, _ in TRUE_POSITIVES) + "\n" + PRIVATE_KEY
+    once = redact(text)
+    assert once.count == len(TRUE_POSITIVES) + 1
+    twice = redact(once.text)
+    assert twice.text == once.text
+    assert twice.count == 0
+
+
+def test_crlf_text() -> None:
+    result = redact(f"x\r\nGITHUB_TOKEN={GH}\r\ny\r\n")
+    assert result.text == "x\r\nGITHUB_TOKEN=[REDACTED:github-token]\r\ny\r\n"
+    assert result.findings[0].line == 2
+
+
+def test_entropy() -> None:
+    assert shannon_entropy("") == 0.0
+    assert shannon_entropy("ab") == 1.0
+    assert shannon_entropy("Qm9XkLp2Zr8Wv4Tn6Yb1") > 4.0
+
+
+def test_large_text_is_fast_enough_to_not_hang() -> None:
+    # Pathological-looking input for the assignment rule; must finish promptly
+    # (pytest-timeout would flag a catastrophic backtrack).
+    text = ("password_" * 2000 + "\n") * 20 + "token=" + "a-" * 5000
+    assert redact(text).count == 0
+
+
+def test_docstring_examples_run() -> None:
+    result = doctest.testmod(redact_module)
+    assert result.attempted > 0
+    assert result.failed == 0
