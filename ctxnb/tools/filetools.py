@@ -195,12 +195,13 @@ class FileTools:
     def _rel_for_doc_path(self, doc_path: str) -> str:
         # docPath keys are lowercase; find the real file they name.
         key = make_doc_path(doc_path)
-        try:
-            sp = self.policy.check(doc_path)
-            if make_doc_path(sp.rel) == key:
+        sp = self.policy.check(doc_path)
+        if make_doc_path(sp.rel) == key:
+            try:
+                self.policy.stat(sp)
                 return sp.rel
-        except PolicyError:
-            raise
+            except NotFoundError:
+                pass
         for sp in self.policy.iter_files():
             if make_doc_path(sp.rel) == key:
                 return sp.rel

@@ -1,0 +1,69 @@
+"""Governance: intents, command risk, command running, mutation classes, the trace ledger.
+
+Importing this package is cheap (a hook process imports it on every tool call): each
+name below is loaded from its module on first use.
+
+Example:
+    >>> from ctxnb.govern import classify_command
+    >>> classify_command("git status").level
+    'SAFE'
+"""
+
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from .commands import CommandResult, run_command
+    from .intents import Intent, IntentFile, init_governance, intent_context, load_intents
+    from .ledger import TraceLedger, build_trace_record, validate_record
+    from .mutation import classify_mutation, touched_symbols
+    from .risk import RiskAssessment, classify_command
+
+_EXPORTS = {
+    "CommandResult": "commands",
+    "Intent": "intents",
+    "IntentFile": "intents",
+    "RiskAssessment": "risk",
+    "TraceLedger": "ledger",
+    "build_trace_record": "ledger",
+    "classify_command": "risk",
+    "classify_mutation": "mutation",
+    "init_governance": "intents",
+    "intent_context": "intents",
+    "load_intents": "intents",
+    "run_command": "commands",
+    "touched_symbols": "mutation",
+    "validate_record": "ledger",
+}
+
+__all__ = [
+    "CommandResult",
+    "Intent",
+    "IntentFile",
+    "RiskAssessment",
+    "TraceLedger",
+    "build_trace_record",
+    "classify_command",
+    "classify_mutation",
+    "init_governance",
+    "intent_context",
+    "load_intents",
+    "run_command",
+    "touched_symbols",
+    "validate_record",
+]
+
+
+def __getattr__(name: str) -> Any:
+    module = _EXPORTS.get(name)
+    if module is None:
+        raise AttributeError(f"module 'ctxnb.govern' has no attribute {name!r}")
+    value = getattr(importlib.import_module(f".{module}", __name__), name)
+    globals()[name] = value  # later look-ups skip this function
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted([*globals(), *_EXPORTS])

@@ -1,0 +1,696 @@
+"""The Agent Trace ledger: ``.orchestration/agent_trace.jsonl``.
+
+Every governed write appends one record, valid against the Agent Trace 0.1.0 schema
+shipped in ``ctxnb/data/agent-trace-0.1.0.schema.json``. The file is append-only and
+never rewritten: a record is written with a single ``write`` on a descriptor opened
+with ``O_APPEND`` (under an advisory ``flock`` shared by ctxnb writers) and then
+fsynced, so concurrent writers never interleave and a crash can at worst leave a cut
+last line, which readers skip and report in ``TraceLedger.skipped_lines``.
+
+A record made by :func:`build_trace_record` looks like::
+
+    {"version": "0.1.0", "id": "<uuid4>", "timestamp": "2025-01-01T12:00:00.000Z",
+     "vcs": {"type": "git", "revision": "<HEAD sha>"},
+     "tool": {"name": "ctxnb", "version": "0.1.0"},
+     "files": [{"path": "src/app.py", "conversations": [{
+         "contributor": {"type": "ai", "model_id": "anthropic/claude-sonnet-4"},
+         "ranges": [{"start_line": 3, "end_line": 5, "content_hash": "sha256:<hex>"}],
+         "related": [{"type": "intent", "url": "urn:ctxnb:intent:INT-001"},
+                     {"type": "session", "url": "urn:ctxnb:session:s-1"}]}]}],
+     "metadata": {"intent_id": "INT-001", "session_id": "s-1", "tool": "write_file",
+                  "mutation_class": "INTENT_EVOLUTION"}}
+
+``content_hash`` is position-independent: ``"sha256:"`` followed by the SHA-256 of the
+range's text after normalization (``\\r\\n`` and ``\\r`` become ``\\n``, trailing
+whitespace is stripped from every line, lines are joined with ``\\n``), so the same code
+moved elsewhere, or re-saved with other line endings, keeps its hash.
+
+``jsonschema`` is imported only when a record is validated, so importing this module
+stays cheap for hook processes.
+
+Example:
+    >>> import tempfile, pathlib
+    >>> ledger = TraceLedger(pathlib.Path(tempfile.mkdtemp()) / "agent_trace.jsonl")
+    >>> rec = build_trace_record(file_path="a.py", ranges=[(1, 1)], new_text="x = 1\\n",
+    ...                          intent_id="INT-1", session_id=None, model_id=None,
+    ...                          repo_root=None)
+    >>> ledger.append(rec)
+    >>> [r["files"][0]["path"] for r in ledger.records(intent_id="INT-1")]
+    ['a.py']
+"""
+
+from __future__ import annotations
+
+import functools
+import hashlib
+import json
+import os
+import re
+import subprocess
+import uuid
+from collections import deque
+from collections.abc import Callable, Iterator, Mapping
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from pathlib import Path, PurePosixPath
+from typing import Any, Literal
+from urllib.parse import quote, unquote
+
+from ..errors import StoreError
+
+try:
+    import fcntl
+except ImportError:  # pragma: no cover - Windows: O_APPEND alone keeps lines whole
+    fcntl = None  # type: ignore[assignment]
+
+__all__ = [
+    "AGENT_TRACE_VERSION",
+    "SCHEMA_RESOURCE",
+    "ContributorType",
+    "SkippedLine",
+    "TraceLedger",
+    "build_trace_record",
+    "check_record",
+    "git_head_revision",
+    "load_schema",
+    "normalized_content_hash",
+    "record_intent_id",
+    "validate_record",
+]
+
+AGENT_TRACE_VERSION = "0.1.0"
+SCHEMA_RESOURCE = "data/agent-trace-0.1.0.schema.json"
+INTENT_URN_PREFIX = "urn:ctxnb:intent:"
+SESSION_URN_PREFIX = "urn:ctxnb:session:"
+
+ContributorType = Literal["ai", "human", "mixed", "unknown"]
+
+# Keys build_trace_record owns in ``metadata``; extra_metadata may not override them.
+_RESERVED_METADATA = ("intent_id", "session_id", "tool", "mutation_class")
+
+
+def normalized_content_hash(text: str) -> str:
+    """``"sha256:<hex>"`` of text normalized for position-independent tracking.
+
+    Line endings become ``\\n`` and trailing whitespace is stripped from every line.
+
+    Example:
+        >>> normalized_content_hash("a = 1  \\r\\nb = 2\\r\\n") == normalized_content_hash(
+        ...     "a = 1\\nb = 2")
+        True
+    """
+    lines = text.replace("\r\n", "\n").replace("\r", "\n").split("\n")
+    if lines and lines[-1] == "":
+        lines.pop()  # a final newline ends the last line; it is not an extra empty line
+    norm = "\n".join(line.rstrip() for line in lines)
+    return "sha256:" + hashlib.sha256(norm.encode("utf-8")).hexdigest()
+
+
+def build_trace_record(
+    *,
+    file_path: str,
+    ranges: list[tuple[int, int]],
+    new_text: str,
+    intent_id: str,
+    session_id: str | None,
+    contributor_type: ContributorType = "ai",
+    model_id: str | None,
+    repo_root: Path | None,
+    tool: str | None = None,
+    mutation_class: str | None = None,
+    extra_metadata: Mapping[str, Any] | None = None,
+    clock: Callable[[], datetime] | None = None,
+) -> dict[str, Any]:
+    """One Agent Trace 0.1.0 record for a change to one file.
+
+    Args:
+        file_path: the file, relative to ``repo_root`` (or absolute inside it).
+            Stored relative to the git repository root when ``repo_root`` lies in a
+            repository, else relative to ``repo_root``.
+        ranges: 1-based inclusive ``(start_line, end_line)`` spans of ``new_text``
+            that the change produced.
+        new_text: the file's content after the change.
+        intent_id: the intent the change was made under.
+        session_id: the ctxnb session, if any.
+        contributor_type: who wrote the ranges.
+        model_id: the model, in models.dev form (``anthropic/claude-sonnet-4``).
+        repo_root: the workspace root; ``vcs`` is filled from its git ``HEAD`` and
+            left out when it is None, not in a repository or the repository has no
+            commit yet.
+        tool: the tool call that made the change (``write_file``, ``apply_patch``).
+        mutation_class: ``AST_REFACTOR`` or ``INTENT_EVOLUTION``.
+        extra_metadata: more keys for ``metadata``; may not reuse ctxnb's keys.
+        clock: returns the current time (timezone-aware; naive means UTC).
+
+    Raises:
+        ValueError: a range is outside ``new_text`` or reversed, the path leaves
+            ``repo_root``, or ``extra_metadata`` reuses a reserved key.
+
+    Example:
+        >>> from datetime import datetime, UTC
+        >>> rec = build_trace_record(
+        ...     file_path="src/a.py", ranges=[(1, 2)], new_text="a = 1\\nb = 2\\n",
+        ...     intent_id="INT-1", session_id="s1", model_id="anthropic/claude-sonnet-4",
+        ...     repo_root=None, clock=lambda: datetime(2025, 1, 2, 3, 4, 5, tzinfo=UTC))
+        >>> rec["timestamp"], rec["files"][0]["conversations"][0]["related"][0]["url"]
+        ('2025-01-02T03:04:05.000Z', 'urn:ctxnb:intent:INT-1')
+    """
+    now = (clock or (lambda: datetime.now(UTC)))()
+    if now.tzinfo is None:
+        now = now.replace(tzinfo=UTC)
+    timestamp = now.astimezone(UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")
+
+    lines = new_text.replace("\r\n", "\n").replace("\r", "\n").split("\n")
+    if lines and lines[-1] == "":
+        lines.pop()
+    out_ranges = []
+    for start, end in ranges:
+        if not (1 <= start <= end <= len(lines)):
+            raise ValueError(
+                f"range ({start}, {end}) is not a 1-based inclusive span of the new text "
+                f"({len(lines)} lines)"
+            )
+        out_ranges.append(
+            {
+                "start_line": start,
+                "end_line": end,
+                "content_hash": normalized_content_hash("\n".join(lines[start - 1 : end])),
+            }
+        )
+
+    contributor: dict[str, Any] = {"type": contributor_type}
+    if model_id:
+        contributor["model_id"] = model_id
+    related = [{"type": "intent", "url": INTENT_URN_PREFIX + quote(intent_id, safe="")}]
+    if session_id:
+        related.append({"type": "session", "url": SESSION_URN_PREFIX + quote(session_id, safe="")})
+
+    rel_path = file_path.replace("\\", "/")
+    revision = None
+    if repo_root is not None:
+        repo_root = Path(repo_root)
+        rel_path, git_root = _relative_path(file_path, repo_root)
+        revision = git_head_revision(git_root) if git_root is not None else None
+
+    metadata: dict[str, Any] = {"intent_id": intent_id}
+    if session_id:
+        metadata["session_id"] = session_id
+    if tool:
+        metadata["tool"] = tool
+    if mutation_class:
+        metadata["mutation_class"] = mutation_class
+    for key, value in (extra_metadata or {}).items():
+        if key in _RESERVED_METADATA:
+            raise ValueError(f"extra_metadata may not set {key!r}; pass it as an argument")
+        metadata[key] = value
+
+    from .. import __version__  # here: ctxnb/__init__ may import this module
+
+    record: dict[str, Any] = {
+        "version": AGENT_TRACE_VERSION,
+        "id": str(uuid.uuid4()),
+        "timestamp": timestamp,
+    }
+    if revision:
+        record["vcs"] = {"type": "git", "revision": revision}
+    record["tool"] = {"name": "ctxnb", "version": __version__}
+    record["files"] = [
+        {
+            "path": rel_path,
+            "conversations": [
+                {"contributor": contributor, "ranges": out_ranges, "related": related}
+            ],
+        }
+    ]
+    record["metadata"] = metadata
+    return record
+
+
+def _relative_path(file_path: str, repo_root: Path) -> tuple[str, Path | None]:
+    """The path relative to the git root (or to repo_root outside git), and the git root."""
+    root = repo_root.resolve()
+    candidate = Path(file_path)
+    full = candidate if candidate.is_absolute() else root / candidate
+    full = Path(os.path.normpath(full))
+    git_root = _find_git_root(root)
+    base = git_root or root
+    try:
+        rel = full.relative_to(base)
+    except ValueError:
+        raise ValueError(f"{file_path!r} is outside the repository root {base}") from None
+    if str(rel) == ".":
+        raise ValueError(f"{file_path!r} names the repository root, not a file")
+    return PurePosixPath(*rel.parts).as_posix(), git_root
+
+
+def _find_git_root(start: Path) -> Path | None:
+    for directory in (start, *start.parents):
+        if (directory / ".git").exists():
+            return directory
+    return None
+
+
+_SHA_RE = re.compile(r"^[0-9a-f]{40}([0-9a-f]{24})?$")
+
+
+def git_head_revision(repo_root: str | Path) -> str | None:
+    """The commit sha ``HEAD`` points at, or None (no repository, or no commit yet).
+
+    Reads ``.git/HEAD`` and the ref files directly, which costs a few file reads;
+    falls back to ``git rev-parse HEAD`` for layouts it does not know.
+
+    Example:
+        >>> import tempfile
+        >>> git_head_revision(tempfile.mkdtemp()) is None
+        True
+    """
+    root = _find_git_root(Path(repo_root).resolve())
+    if root is None:
+        return None
+    try:
+        sha = _read_head(root / ".git")
+    except (OSError, ValueError):
+        sha = _rev_parse_head(root)
+    return sha
+
+
+def _read_head(dot_git: Path) -> str | None:
+    """Resolve HEAD by reading files; raises ValueError for layouts it cannot follow."""
+    if dot_git.is_file():  # a worktree or submodule: "gitdir: <path>"
+        content = dot_git.read_text(encoding="utf-8").strip()
+        if not content.startswith("gitdir:"):
+            raise ValueError("unknown .git file")
+        git_dir = (dot_git.parent / content.removeprefix("gitdir:").strip()).resolve()
+    else:
+        git_dir = dot_git
+    common = git_dir
+    if (git_dir / "commondir").is_file():
+        common = (git_dir / (git_dir / "commondir").read_text().strip()).resolve()
+    head = (git_dir / "HEAD").read_text(encoding="utf-8").strip()
+    for _ in range(5):  # symbolic refs may chain; git itself caps the depth
+        if _SHA_RE.match(head):
+            return head
+        if not head.startswith("ref:"):
+            raise ValueError("unknown HEAD format")
+        ref = head.removeprefix("ref:").strip()
+        for base in (git_dir, common):
+            ref_file = base / ref
+            if ref_file.is_file():
+                head = ref_file.read_text(encoding="utf-8").strip()
+                break
+        else:
+            packed = _packed_ref(common / "packed-refs", ref)
+            if packed is None:
+                return None  # an unborn branch: the repository has no commit yet
+            head = packed
+    raise ValueError("symbolic ref chain too long")
+
+
+def _packed_ref(packed_refs: Path, ref: str) -> str | None:
+    try:
+        text = packed_refs.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        return None
+    for line in text.splitlines():
+        if line.startswith(("#", "^")):
+            continue
+        sha, _, name = line.partition(" ")
+        if name == ref:
+            return sha
+    return None
+
+
+def _rev_parse_head(root: Path) -> str | None:
+    try:
+        proc = subprocess.run(
+            ["git", "rev-parse", "--verify", "-q", "HEAD"],
+            cwd=root,
+            capture_output=True,
+            text=True,
+            timeout=10,
+        )
+    except (OSError, subprocess.SubprocessError):
+        return None
+    sha = proc.stdout.strip()
+    return sha if proc.returncode == 0 and _SHA_RE.match(sha) else None
+
+
+def record_intent_id(record: Mapping[str, Any]) -> str | None:
+    """The intent a record was made under: ``metadata.intent_id``, else the first
+    ``urn:ctxnb:intent:`` URL in a conversation's ``related`` list.
+
+    Example:
+        >>> record_intent_id({"metadata": {"intent_id": "INT-7"}})
+        'INT-7'
+    """
+    meta = record.get("metadata")
+    if isinstance(meta, Mapping) and isinstance(meta.get("intent_id"), str):
+        return meta["intent_id"]
+    for f in record.get("files") or []:
+        for conv in f.get("conversations") or []:
+            for rel in conv.get("related") or []:
+                url = rel.get("url", "")
+                if isinstance(url, str) and url.startswith(INTENT_URN_PREFIX):
+                    return unquote(url.removeprefix(INTENT_URN_PREFIX))
+    return None
+
+
+def load_schema() -> dict[str, Any]:
+    """The Agent Trace 0.1.0 JSON Schema shipped with ctxnb."""
+    from importlib.resources import files
+
+    return json.loads(files("ctxnb").joinpath(SCHEMA_RESOURCE).read_text(encoding="utf-8"))
+
+
+@functools.cache
+def _validator() -> Any:
+    import jsonschema  # lazy: a second of import time the hook path should not pay
+
+    checker = jsonschema.FormatChecker()
+
+    # jsonschema checks "date-time" and "uri" only when optional packages are
+    # installed; these stand-ins keep the check on without them.
+    @checker.checks("date-time", raises=ValueError)
+    def _date_time(value: object) -> bool:
+        if not isinstance(value, str):
+            return True
+        if not re.match(
+            r"^\d{4}-\d{2}-\d{2}[Tt]\d{2}:\d{2}:\d{2}(\.\d+)?([Zz]|[+-]\d{2}:\d{2})$", value
+        ):
+            return False
+        datetime.fromisoformat(value.replace("z", "Z").replace("t", "T"))
+        return True
+
+    @checker.checks("uri")
+    def _uri(value: object) -> bool:
+        return not isinstance(value, str) or bool(
+            re.match(r"^[A-Za-z][A-Za-z0-9+.-]*:[^\s]+$", value)
+        )
+
+    schema = load_schema()
+    cls = jsonschema.validators.validator_for(schema)
+    cls.check_schema(schema)
+    return cls(schema, format_checker=checker)
+
+
+def validate_record(record: Mapping[str, Any]) -> None:
+    """Check a record against the Agent Trace 0.1.0 JSON Schema, formats included.
+
+    Runs the shipped schema with ``jsonschema`` (imported on first use, which can take
+    seconds when optional format packages are installed); :func:`check_record` gives
+    the same verdict without it.
+
+    Raises:
+        StoreError: the record is not valid; the message lists every problem with
+            its JSON path.
+
+    Example:
+        >>> validate_record({"version": "0.1.0"})
+        Traceback (most recent call last):
+        ...
+        ctxnb.errors.StoreError: not a valid Agent Trace 0.1.0 record: $: 'id' is a required...
+    """
+    errors = sorted(_validator().iter_errors(record), key=lambda e: list(e.absolute_path))
+    if errors:
+        problems = "; ".join(f"{e.json_path}: {e.message}" for e in errors)
+        raise StoreError(f"not a valid Agent Trace 0.1.0 record: {problems}")
+
+
+_UUID_RE = re.compile(
+    r"^[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}$"
+)
+_VERSION_RE = re.compile(r"^[0-9]+\.[0-9]+\.[0-9]+$")
+_DATE_TIME_RE = re.compile(
+    r"^\d{4}-\d{2}-\d{2}[Tt]\d{2}:\d{2}:\d{2}(\.\d+)?([Zz]|[+-]\d{2}:\d{2})$"
+)
+_URI_RE = re.compile(r"^[A-Za-z][A-Za-z0-9+.-]*:[^\s]+$")
+_CONTRIBUTOR_TYPES = ("human", "ai", "mixed", "unknown")
+_VCS_TYPES = ("git", "jj", "hg", "svn")
+
+
+def check_record(record: Any) -> list[str]:
+    """Problems that make a record invalid Agent Trace 0.1.0; empty when it is valid.
+
+    The same rules as the JSON Schema (required keys, types, enums, ``uuid``,
+    ``date-time`` and ``uri`` formats, line minimums), written out in Python so that
+    checking costs microseconds and no ``jsonschema`` import: with some optional
+    packages installed, importing ``jsonschema`` takes seconds, too slow for a hook
+    process that appends one record. The tests hold it to the schema;
+    :func:`validate_record` runs the schema itself.
+
+    Example:
+        >>> for problem in check_record({"version": "1", "id": "x", "files": []}):
+        ...     print(problem)
+        $: 'timestamp' is required
+        $.version: '1' is not a version like 0.1.0
+        $.id: 'x' is not a UUID
+    """
+    problems: list[str] = []
+
+    def bad(path: str, msg: str) -> None:
+        problems.append(f"{path}: {msg}")
+
+    def is_str(value: Any, path: str) -> bool:
+        if not isinstance(value, str):
+            bad(path, f"{value!r} is not a string")
+            return False
+        return True
+
+    def contributor(value: Any, path: str) -> None:
+        if not isinstance(value, dict):
+            return bad(path, "is not an object")
+        if "type" not in value:
+            bad(path, "'type' is required")
+        elif value["type"] not in _CONTRIBUTOR_TYPES:
+            bad(f"{path}.type", f"{value['type']!r} is not one of {list(_CONTRIBUTOR_TYPES)}")
+        if "model_id" in value and is_str(value["model_id"], f"{path}.model_id"):
+            if len(value["model_id"]) > 250:
+                bad(f"{path}.model_id", "is longer than 250 characters")
+
+    def uri(value: Any, path: str) -> None:
+        if is_str(value, path) and not _URI_RE.match(value):
+            bad(path, f"{value!r} is not a URI")
+
+    if not isinstance(record, dict):
+        return ["$: a record is a JSON object"]
+    for key in ("version", "id", "timestamp", "files"):
+        if key not in record:
+            bad("$", f"{key!r} is required")
+    if "version" in record and is_str(record["version"], "$.version"):
+        if not _VERSION_RE.match(record["version"]):
+            bad("$.version", f"{record['version']!r} is not a version like 0.1.0")
+    if "id" in record and is_str(record["id"], "$.id") and not _UUID_RE.match(record["id"]):
+        bad("$.id", f"{record['id']!r} is not a UUID")
+    if "timestamp" in record and is_str(record["timestamp"], "$.timestamp"):
+        stamp = record["timestamp"]
+        try:
+            ok = bool(_DATE_TIME_RE.match(stamp)) and bool(
+                datetime.fromisoformat(stamp.replace("z", "Z").replace("t", "T"))
+            )
+        except ValueError:
+            ok = False
+        if not ok:
+            bad("$.timestamp", f"{stamp!r} is not an RFC 3339 date-time")
+    if "vcs" in record:
+        vcs = record["vcs"]
+        if not isinstance(vcs, dict):
+            bad("$.vcs", "is not an object")
+        else:
+            if vcs.get("type") not in _VCS_TYPES:
+                bad("$.vcs.type", f"{vcs.get('type')!r} is not one of {list(_VCS_TYPES)}")
+            if "revision" not in vcs:
+                bad("$.vcs", "'revision' is required")
+            else:
+                is_str(vcs["revision"], "$.vcs.revision")
+    if "tool" in record:
+        tool = record["tool"]
+        if not isinstance(tool, dict):
+            bad("$.tool", "is not an object")
+        else:
+            for key in ("name", "version"):
+                if key in tool:
+                    is_str(tool[key], f"$.tool.{key}")
+    if "metadata" in record and not isinstance(record["metadata"], dict):
+        bad("$.metadata", "is not an object")
+    files = record.get("files", [])
+    if not isinstance(files, list):
+        bad("$.files", "is not an array")
+        files = []
+    for i, f in enumerate(files):
+        fp = f"$.files[{i}]"
+        if not isinstance(f, dict):
+            bad(fp, "is not an object")
+            continue
+        if "path" not in f:
+            bad(fp, "'path' is required")
+        else:
+            is_str(f["path"], f"{fp}.path")
+        convs = f.get("conversations")
+        if not isinstance(convs, list):
+            bad(fp, "'conversations' is required and must be an array")
+            continue
+        for j, conv in enumerate(convs):
+            cp = f"{fp}.conversations[{j}]"
+            if not isinstance(conv, dict):
+                bad(cp, "is not an object")
+                continue
+            if "url" in conv:
+                uri(conv["url"], f"{cp}.url")
+            if "contributor" in conv:
+                contributor(conv["contributor"], f"{cp}.contributor")
+            ranges = conv.get("ranges")
+            if not isinstance(ranges, list):
+                bad(cp, "'ranges' is required and must be an array")
+                ranges = []
+            for k, r in enumerate(ranges):
+                rp = f"{cp}.ranges[{k}]"
+                if not isinstance(r, dict):
+                    bad(rp, "is not an object")
+                    continue
+                for key in ("start_line", "end_line"):
+                    value = r.get(key)
+                    if key not in r:
+                        bad(rp, f"{key!r} is required")
+                    elif isinstance(value, bool) or not isinstance(value, int) or value < 1:
+                        bad(f"{rp}.{key}", f"{value!r} is not an integer >= 1")
+                if "content_hash" in r:
+                    is_str(r["content_hash"], f"{rp}.content_hash")
+                if "contributor" in r:
+                    contributor(r["contributor"], f"{rp}.contributor")
+            related = conv.get("related", [])
+            if not isinstance(related, list):
+                bad(f"{cp}.related", "is not an array")
+                related = []
+            for k, rel in enumerate(related):
+                lp = f"{cp}.related[{k}]"
+                if not isinstance(rel, dict) or "type" not in rel or "url" not in rel:
+                    bad(lp, "must be an object with 'type' and 'url'")
+                    continue
+                is_str(rel["type"], f"{lp}.type")
+                uri(rel["url"], f"{lp}.url")
+    return problems
+
+
+@dataclass(frozen=True)
+class SkippedLine:
+    """A ledger line that could not be read.
+
+    Attributes:
+        lineno: 1-based line number in the file.
+        reason: why it was skipped.
+        preview: the start of the line, for a human to look at.
+    """
+
+    lineno: int
+    reason: str
+    preview: str
+
+
+class TraceLedger:
+    """The append-only ``agent_trace.jsonl`` file.
+
+    Reading never fails on a damaged line: a line cut by a crash, or otherwise not a
+    JSON object, is skipped and listed in :attr:`skipped_lines` for the last read.
+
+    Example:
+        >>> import tempfile, pathlib
+        >>> ledger = TraceLedger(pathlib.Path(tempfile.mkdtemp()) / "agent_trace.jsonl")
+        >>> for n in (1, 2, 3):
+        ...     ledger.append(build_trace_record(
+        ...         file_path=f"f{n}.py", ranges=[], new_text="", intent_id="I",
+        ...         session_id=None, model_id=None, repo_root=None))
+        >>> [r["files"][0]["path"] for r in ledger.tail(2)]
+        ['f2.py', 'f3.py']
+    """
+
+    def __init__(self, path: str | Path, *, validate: bool = True) -> None:
+        self.path = Path(path)
+        self.validate = validate
+        self.skipped_lines: list[SkippedLine] = []
+
+    def __repr__(self) -> str:
+        return f"TraceLedger({str(self.path)!r})"
+
+    def append(self, record: Mapping[str, Any]) -> None:
+        """Validate a record and append it as one line, durably.
+
+        Raises:
+            StoreError: the record is not valid (nothing is written).
+        """
+        if self.validate:
+            problems = check_record(record)
+            if problems:
+                raise StoreError(f"not a valid Agent Trace 0.1.0 record: {'; '.join(problems)}")
+        line = json.dumps(record, ensure_ascii=False, separators=(",", ":"), allow_nan=False)
+        data = line.encode("utf-8") + b"\n"
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        fd = os.open(self.path, os.O_RDWR | os.O_APPEND | os.O_CREAT, 0o644)
+        try:
+            if fcntl is not None:
+                # Writers of one ledger take turns so that the check below sees whole
+                # lines; the lock dies with its process, so a crash cannot leave it held.
+                fcntl.flock(fd, fcntl.LOCK_EX)
+            size = os.fstat(fd).st_size
+            # A crash mid-write may have left a line without its newline; start ours on
+            # a fresh line so the cut line cannot swallow it.
+            if size and os.pread(fd, 1, size - 1) != b"\n":
+                data = b"\n" + data
+            written = os.write(fd, data)
+            while written < len(data):  # only on a full disk or a signal; finish the line
+                written += os.write(fd, data[written:])
+            os.fsync(fd)
+        finally:
+            os.close(fd)  # also releases the lock
+
+    def records(
+        self, intent_id: str | None = None, file: str | None = None
+    ) -> Iterator[dict[str, Any]]:
+        """Every readable record, oldest first, optionally filtered.
+
+        Args:
+            intent_id: only records made under this intent.
+            file: only records that touch this path (relative, as stored).
+        """
+        self.skipped_lines = []
+        skipped = self.skipped_lines
+        want_file = file.replace("\\", "/").removeprefix("./") if file else None
+        try:
+            fh = open(self.path, "rb")
+        except FileNotFoundError:
+            return
+        with fh:
+            for lineno, raw in enumerate(fh, start=1):
+                if not raw.strip():
+                    continue
+                complete = raw.endswith(b"\n")
+                try:
+                    record = json.loads(raw)
+                except ValueError:
+                    reason = (
+                        "cut line (no newline at end of file)"
+                        if not complete
+                        else ("not valid JSON")
+                    )
+                    skipped.append(SkippedLine(lineno, reason, _preview(raw)))
+                    continue
+                if not isinstance(record, dict):
+                    skipped.append(SkippedLine(lineno, "not a JSON object", _preview(raw)))
+                    continue
+                if intent_id is not None and record_intent_id(record) != intent_id:
+                    continue
+                if want_file is not None and not any(
+                    f.get("path") == want_file for f in record.get("files") or []
+                ):
+                    continue
+                yield record
+
+    def tail(self, n: int = 10) -> list[dict[str, Any]]:
+        """The last ``n`` readable records, oldest first."""
+        if n <= 0:
+            return []
+        return list(deque(self.records(), maxlen=n))
+
+
+def _preview(raw: bytes, width: int = 80) -> str:
+    text = raw.decode("utf-8", errors="replace").rstrip("\n")
+    return text if len(text) <= width else text[:width] + "…"

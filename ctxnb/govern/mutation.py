@@ -1,0 +1,297 @@
+"""Mutation classes: did a write change what the code means, or only how it looks?
+
+After every governed write the trace record gets a mutation class:
+
+- ``AST_REFACTOR``: the code is the same up to formatting, comments and renames of
+  local variables. For Python the two syntax trees are compared (``ast.dump`` without
+  positions); before comparing, the local variables of every function (names it
+  assigns that are not parameters, ``global`` or ``nonlocal``) are renamed to
+  canonical names in order of first appearance, so renaming a local is a refactor.
+  Parameters, attributes, module- and class-level names are the code's interface and
+  are compared as written. Docstrings are content: changing one is an evolution.
+  JSON, YAML and TOML files compare by their parsed values. Other languages compare
+  by tokens, with comments removed for the common comment syntaxes of the file's
+  extension and whitespace between tokens ignored (strings are kept whole).
+- ``INTENT_EVOLUTION``: anything else, including text that does not parse.
+
+:func:`touched_symbols` names the Python functions, classes and methods whose source
+changed, for the intent map.
+
+Example:
+    >>> classify_mutation("a.py", "def f(x):\\n    y = x + 1\\n    return y\\n",
+    ...                   "def f(x):  # add one\\n    total = x+1\\n    return total\\n")
+    'AST_REFACTOR'
+    >>> classify_mutation("a.py", "def f(x):\\n    return x\\n", "def f(x):\\n    return -x\\n")
+    'INTENT_EVOLUTION'
+    >>> touched_symbols("a.py", "def f():\\n    pass\\n", "def f():\\n    return 1\\n")
+    ['f']
+"""
+
+from __future__ import annotations
+
+import ast
+import json
+import re
+from collections.abc import Iterator
+from pathlib import PurePath
+from typing import Literal
+
+import yaml
+
+__all__ = ["MutationClass", "classify_mutation", "touched_symbols"]
+
+MutationClass = Literal["AST_REFACTOR", "INTENT_EVOLUTION"]
+
+_PY = {".py", ".pyi", ".pyw"}
+_C_LIKE = set(
+    ".c .h .cc .cpp .cxx .hpp .hh .cs .java .js .jsx .mjs .cjs .ts .tsx .go .rs .swift .kt "
+    ".kts .scala .dart .php .css .scss .less .groovy .gradle .proto .zig .v .sol".split()
+)
+_HASH = set(
+    ".sh .bash .zsh .fish .rb .pl .pm .r .ps1 .cfg .conf .ini .mk .cmake .tf .hcl .nix "
+    ".dockerfile .gitignore .env .properties .jl .ex .exs .cr .coffee".split()
+)
+_DASH = {".sql", ".lua", ".hs", ".elm", ".ada", ".adb", ".ads"}
+_MARKUP = {".html", ".htm", ".xml", ".svg", ".xhtml", ".vue", ".svelte"}
+_HASH_NAMES = {"Makefile", "makefile", "GNUmakefile", "Dockerfile", "Containerfile", "Gemfile"}
+
+_STRING = r'"(?:\\.|[^"\\\n])*"|\'(?:\\.|[^\'\\\n])*\'|`(?:\\.|[^`\\])*`'
+_WORD = r"[A-Za-z0-9_$.]+|\S"
+
+
+def classify_mutation(path: str, old: str, new: str) -> MutationClass:
+    """``AST_REFACTOR`` when ``new`` means what ``old`` meant, else ``INTENT_EVOLUTION``.
+
+    Args:
+        path: the file's path; its extension picks the comparison.
+        old: the content before the write (empty for a new file).
+        new: the content after the write.
+
+    Example:
+        >>> classify_mutation("app.js", "let a = 1; // one", "let a=1;")
+        'AST_REFACTOR'
+        >>> classify_mutation("conf.yaml", "a: 1\\nb: [1, 2]\\n", "b:\\n  - 1\\n  - 2\\na: 1\\n")
+        'AST_REFACTOR'
+    """
+    if old == new:
+        return "AST_REFACTOR"
+    p = PurePath(path)
+    ext = p.suffix.lower()
+    try:
+        if ext in _PY:
+            same = _python_shape(old) == _python_shape(new)
+        elif ext == ".json":
+            same = json.loads(old) == json.loads(new)
+        elif ext in (".yaml", ".yml"):
+            same = list(yaml.safe_load_all(old)) == list(yaml.safe_load_all(new))
+        elif ext == ".toml":
+            import tomllib
+
+            same = tomllib.loads(old) == tomllib.loads(new)
+        else:
+            same = _tokens(p, old) == _tokens(p, new)
+    except (SyntaxError, ValueError, RecursionError, yaml.YAMLError):
+        return "INTENT_EVOLUTION"  # what does not parse cannot be shown to be unchanged
+    return "AST_REFACTOR" if same else "INTENT_EVOLUTION"
+
+
+# --------------------------------------------------------------------------- Python
+
+
+def _python_shape(source: str) -> str:
+    tree = ast.parse(source)
+    _LocalRenamer().visit(tree)
+    return ast.dump(tree, annotate_fields=True, include_attributes=False)
+
+
+class _LocalRenamer(ast.NodeTransformer):
+    """Renames each function's local variables to ``_ctxnb_<function>_<n>``."""
+
+    def __init__(self) -> None:
+        self.counter = 0
+        self.mapping: dict[str, str] = {}
+
+    def _function(self, node: ast.FunctionDef | ast.AsyncFunctionDef | ast.Lambda) -> ast.AST:
+        outer = self.mapping
+        index = self.counter
+        self.counter += 1
+        params = {a.arg for a in _all_args(node.args)}
+        body = node.body if isinstance(node.body, list) else [node.body]
+        declared: set[str] = set()
+        globals_: set[str] = set()
+        locals_in_order: list[str] = []
+        for stmt in body:
+            for sub in _walk_scope(ast.Module(body=[stmt], type_ignores=[])):
+                if isinstance(sub, ast.Global | ast.Nonlocal):
+                    declared.update(sub.names)
+                    if isinstance(sub, ast.Global):
+                        globals_.update(sub.names)
+                elif isinstance(sub, ast.Name) and isinstance(sub.ctx, ast.Store | ast.Del):
+                    locals_in_order.append(sub.id)
+                elif isinstance(sub, ast.ExceptHandler) and sub.name:
+                    locals_in_order.append(sub.name)
+        inner = dict(outer)
+        for name in (p for p in params if p in inner):
+            del inner[name]  # a parameter shadows an outer local of the same name
+        n = 0
+        for name in dict.fromkeys(locals_in_order):
+            if name not in params and name not in declared:
+                inner[name] = f"_ctxnb_{index}_{n}"
+                n += 1
+        # Names declared nonlocal keep the enclosing function's canonical name; names
+        # declared global are the module's and keep their own.
+        for name in globals_:
+            inner.pop(name, None)
+        self.mapping = inner
+        try:
+            if isinstance(node, ast.Lambda):
+                node.body = self.visit(node.body)
+            else:
+                node.decorator_list = [self.visit(d) for d in node.decorator_list]
+                node.body = [self.visit(s) for s in node.body]
+                if node.returns is not None:
+                    node.returns = self.visit(node.returns)
+        finally:
+            self.mapping = outer
+        # Defaults are evaluated in the enclosing scope.
+        node.args = self.visit(node.args)
+        return node
+
+    visit_FunctionDef = _function
+    visit_AsyncFunctionDef = _function
+    visit_Lambda = _function
+
+    def visit_ClassDef(self, node: ast.ClassDef) -> ast.AST:
+        outer = self.mapping
+        self.generic_visit(node)  # class bodies see enclosing locals by name
+        self.mapping = outer
+        return node
+
+    def visit_Name(self, node: ast.Name) -> ast.AST:
+        node.id = self.mapping.get(node.id, node.id)
+        return node
+
+    def visit_ExceptHandler(self, node: ast.ExceptHandler) -> ast.AST:
+        if node.name:
+            node.name = self.mapping.get(node.name, node.name)
+        self.generic_visit(node)
+        return node
+
+    def visit_Nonlocal(self, node: ast.Nonlocal) -> ast.AST:
+        node.names = [self.mapping.get(n, n) for n in node.names]
+        return node
+
+    def visit_arguments(self, node: ast.arguments) -> ast.AST:
+        # Only defaults and annotations are expressions here; parameter names stay.
+        node.defaults = [self.visit(d) for d in node.defaults]
+        node.kw_defaults = [self.visit(d) if d is not None else None for d in node.kw_defaults]
+        for a in _all_args(node):
+            if a.annotation is not None:
+                a.annotation = self.visit(a.annotation)
+        return node
+
+
+def _all_args(args: ast.arguments) -> list[ast.arg]:
+    out = [*args.posonlyargs, *args.args, *args.kwonlyargs]
+    if args.vararg:
+        out.append(args.vararg)
+    if args.kwarg:
+        out.append(args.kwarg)
+    return out
+
+
+def _walk_scope(node: ast.AST) -> Iterator[ast.AST]:
+    """Walk a statement without entering nested function, lambda or class bodies."""
+    yield node
+    for child in ast.iter_child_nodes(node):
+        if isinstance(child, ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef):
+            yield ast.Name(id=child.name, ctx=ast.Store())  # the def binds its name
+            continue
+        if isinstance(child, ast.Lambda):
+            continue
+        yield from _walk_scope(child)
+
+
+def touched_symbols(path: str, old: str, new: str) -> list[str]:
+    """Python functions, classes and methods whose source differs between two versions.
+
+    Methods are named ``Class.method``; a class itself is listed when its header,
+    decorators or class-level statements changed. Added and removed symbols count.
+    Returns ``[]`` for other languages and when either version does not parse.
+
+    Example:
+        >>> old = "class A:\\n    def f(self):\\n        return 1\\n\\ndef g():\\n    pass\\n"
+        >>> new = "class A:\\n    def f(self):\\n        return 2\\n\\ndef h():\\n    pass\\n"
+        >>> touched_symbols("m.py", old, new)
+        ['A.f', 'h', 'g']
+    """
+    if PurePath(path).suffix.lower() not in _PY:
+        return []
+    try:
+        before = _symbols(old)
+        after = _symbols(new)
+    except (SyntaxError, ValueError, RecursionError):
+        return []
+    out = [name for name, text in after.items() if before.get(name) != text]
+    out += [name for name in before if name not in after]
+    return out
+
+
+def _symbols(source: str) -> dict[str, str]:
+    """Symbol name → its source text (classes without their methods), in file order."""
+    tree = ast.parse(source)
+    lines = source.splitlines()
+    out: dict[str, str] = {}
+
+    def segment(node: ast.AST) -> list[str]:
+        first = min([node.lineno] + [d.lineno for d in getattr(node, "decorator_list", [])])
+        return [line.rstrip() for line in lines[first - 1 : node.end_lineno]]
+
+    def visit(body: list[ast.stmt], prefix: str) -> None:
+        for node in body:
+            if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef):
+                out[prefix + node.name] = "\n".join(segment(node))
+            elif isinstance(node, ast.ClassDef):
+                name = prefix + node.name
+                text = segment(node)
+                start = min([node.lineno] + [d.lineno for d in node.decorator_list])
+                kept = list(text)
+                # Blank out nested defs so a method change does not touch the class.
+                for child in node.body:
+                    if isinstance(child, ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef):
+                        c_start = min([child.lineno] + [d.lineno for d in child.decorator_list])
+                        for i in range(c_start - start, (child.end_lineno or 0) - start + 1):
+                            kept[i] = ""
+                out[name] = "\n".join(k for k in kept if k.strip())
+                visit(node.body, name + ".")
+
+    visit(tree.body, "")
+    return out
+
+
+# --------------------------------------------------------------------------- tokens
+
+
+def _tokens(path: PurePath, text: str) -> list[str]:
+    ext = path.suffix.lower()
+    comments: list[str] = []
+    if ext in _C_LIKE:
+        comments = [r"//[^\n]*", r"/\*.*?\*/"]
+        if ext == ".php":
+            comments.append(r"#[^\n]*")
+        if ext == ".css":
+            comments = [r"/\*.*?\*/"]
+    elif ext in _HASH or path.name in _HASH_NAMES:
+        comments = [r"#[^\n]*"]
+    elif ext in _DASH:
+        comments = [r"--[^\n]*"] + ([r"\{-.*?-\}"] if ext in (".hs", ".elm") else [])
+    elif ext in _MARKUP:
+        comments = [r"<!--.*?-->"]
+    strings = _STRING if ext not in _MARKUP else r'"[^"]*"|\'[^\']*\''
+    pattern = "|".join([*(f"(?P<c{i}>{c})" for i, c in enumerate(comments)), strings, _WORD])
+    out: list[str] = []
+    for m in re.finditer(pattern, text, re.S):
+        if m.lastgroup and m.lastgroup.startswith("c"):
+            continue
+        out.append(m.group(0))
+    return out

@@ -1,0 +1,1086 @@
+"""Command risk: is a shell command SAFE to run unattended, or DESTRUCTIVE?
+
+The hook engine asks :func:`classify_command` before a ``run_command`` tool call runs;
+a DESTRUCTIVE command waits for a human decision. The classifier reads the command the
+way a POSIX shell would: quotes, escapes, ``|``, ``&&``, ``||``, ``;``, ``&``, newlines,
+subshells, redirections (``>``, ``>>``, ``&>``, ``2>``, here-documents), command
+substitution (``$(…)`` and backticks) and process substitution (``<(…)``). Shell
+operators inside quotes are plain text (``grep ">" f`` does not redirect), which is why
+ctxnb tokenizes with its own small scanner instead of :mod:`shlex`, which cannot tell a
+quoted ``>`` from an operator.
+
+Each simple command is unwrapped (``sudo``, ``doas``, ``env VAR=x``, ``nohup``, ``time``,
+``nice``, ``timeout N``, ``stdbuf``, ``command``, ``exec``, ``xargs``), scripts given to
+``sh -c``/``bash -c`` are classified recursively, and the innermost command is judged:
+
+- DESTRUCTIVE: deleting or moving files (``rm``, ``rmdir``, ``mv``, ``shred``, ``dd``,
+  ``truncate``, ``unlink``, ``mkfs``…), history-losing git (``push --force``,
+  ``reset --hard``, ``clean``, ``checkout -- <paths>``, ``restore``, ``branch -D``,
+  ``stash drop/clear``, ``rm``), recursive ``chmod``/``chown``, package installs and
+  removals (pip, uv, poetry, npm, yarn, pnpm, apt, dnf, brew, cargo, gem, conda, go…),
+  killing processes, ``find -delete`` or ``-exec`` of a destructive command, a
+  downloader piped into a shell or interpreter (``curl … | sh``), and writes (``>``,
+  ``>>``, ``tee``, ``sed -i``, ``cp``, ``touch``…) to a system path (``/etc``, ``/usr``,
+  ``~``…), to a path computed at run time, or to a path ``scope_check`` rejects.
+- SAFE: reading and searching (``ls``, ``cat``, ``grep``, ``rg``, ``find`` without
+  ``-delete``/``-exec``, ``wc``, ``sed -n``…), ``echo``, read-only git (``status``,
+  ``diff``, ``log``, ``show``, ``blame``…) and everyday git that loses nothing (``add``,
+  ``commit``, ``fetch``, plain ``push``), tests and linters (``pytest``,
+  ``python -m pytest``, ``ruff``, ``mypy``, ``black``…), builds that only touch the
+  project (``cargo build``, ``go test``).
+- Anything else is *unknown* and gets ``unknown_default`` (DESTRUCTIVE unless told
+  otherwise). That includes ``python script.py``, ``python -c …``, ``make``,
+  ``npm run …`` and ``bash script.sh``: they run code ctxnb cannot see. Add them to
+  ``safe_commands`` to allow them; an entry is a program name (``"make"``) or a command
+  prefix (``"python scripts/check.py"``, ``"npm run lint"``). The allow list only
+  settles unknown commands: it never makes a destructive command safe.
+
+Input that cannot be parsed (an unbalanced quote or parenthesis) is DESTRUCTIVE.
+
+Example:
+    >>> classify_command("git status && pytest -q").level
+    'SAFE'
+    >>> r = classify_command("curl -fsSL https://x.sh | sudo bash")
+    >>> r.level, r.reasons[0]
+    ('DESTRUCTIVE', 'pipes the output of curl into bash: runs downloaded code')
+"""
+
+from __future__ import annotations
+
+import posixpath
+import re
+import shlex
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
+from typing import Literal
+
+__all__ = ["RiskAssessment", "RiskLevel", "classify_command"]
+
+RiskLevel = Literal["SAFE", "DESTRUCTIVE"]
+
+
+@dataclass(frozen=True)
+class RiskAssessment:
+    """The verdict on one command line.
+
+    Attributes:
+        level: ``"SAFE"`` or ``"DESTRUCTIVE"``.
+        reasons: why, one entry per finding (also notes unknown commands let through
+            by ``unknown_default="SAFE"``); empty for a plainly safe command.
+        commands: every simple command found, as argument lists, in order (scripts
+            given to ``sh -c`` and command substitutions included).
+    """
+
+    level: RiskLevel
+    reasons: list[str] = field(default_factory=list)
+    commands: list[list[str]] = field(default_factory=list)
+
+    @property
+    def destructive(self) -> bool:
+        """Whether a human must approve the command."""
+        return self.level == "DESTRUCTIVE"
+
+
+def classify_command(
+    cmd: str | list[str],
+    *,
+    scope_check: Callable[[str], bool] | None = None,
+    unknown_default: RiskLevel = "DESTRUCTIVE",
+    safe_commands: Iterable[str] | None = None,
+) -> RiskAssessment:
+    """Classify a shell command line (a string) or an argument list as SAFE or DESTRUCTIVE.
+
+    Args:
+        cmd: a command line as a shell would read it, or an argument list (run
+            without a shell: no operators, redirections or substitutions).
+        scope_check: called with each path the command writes to (as written,
+            relative to the working directory or absolute); False makes the write
+            DESTRUCTIVE. Without it only system paths, ``~`` and paths computed at
+            run time are refused.
+        unknown_default: the level of commands ctxnb has no rule for.
+        safe_commands: extra program names or command prefixes that are SAFE when
+            ctxnb has no rule for them.
+
+    Example:
+        >>> in_docs = lambda p: p.startswith("docs/")
+        >>> classify_command("echo hi > notes.txt", scope_check=in_docs).reasons
+        ["writes (>) to 'notes.txt', outside the intent's scope"]
+        >>> classify_command("python tools/gen.py").level
+        'DESTRUCTIVE'
+        >>> classify_command("python tools/gen.py", safe_commands={"python tools/gen.py"}).level
+        'SAFE'
+    """
+    if unknown_default not in ("SAFE", "DESTRUCTIVE"):
+        raise ValueError(
+            f"unknown_default must be 'SAFE' or 'DESTRUCTIVE', not {unknown_default!r}"
+        )
+    analyzer = _Analyzer(scope_check, unknown_default, safe_commands or ())
+    if isinstance(cmd, str):
+        analyzer.script(cmd, depth=0)
+    else:
+        argv = [str(a) for a in cmd]
+        if argv:
+            analyzer.commands.append(argv)
+            analyzer.argv(argv, depth=0)
+    reasons = list(dict.fromkeys(analyzer.reasons))
+    level: RiskLevel = "DESTRUCTIVE" if analyzer.destructive else "SAFE"
+    return RiskAssessment(level=level, reasons=reasons, commands=analyzer.commands)
+
+
+# --------------------------------------------------------------------------- tokenizer
+
+
+def _w(words: str) -> list[str]:
+    """A word list written as one string, to keep the long tables below readable."""
+    return words.split()
+
+
+class _ParseError(ValueError):
+    pass
+
+
+@dataclass
+class _Tok:
+    kind: Literal["word", "op"]
+    text: str
+
+
+_OPS = sorted(
+    _w("&& || ;; |& &>> &> >> >| >& <& <<< <<- << <> | & ; < > ( )"),
+    key=len,
+    reverse=True,
+)
+_OP_CHARS = frozenset("|&;<>()")
+_SEPARATORS = frozenset({";", "&&", "||", "&", ";;", "(", ")", "\n"})
+_PIPES = frozenset({"|", "|&"})
+_WRITE_REDIRS = frozenset({">", ">>", ">|", "&>", "&>>", "<>", ">&"})
+_READ_REDIRS = frozenset({"<", "<&", "<<", "<<-", "<<<"})
+_MAX_DEPTH = 8
+
+
+def _match_paren(s: str, open_idx: int) -> int:
+    """Index of the ``)`` closing the ``(`` at ``open_idx``, skipping quoted text."""
+    depth = 0
+    i = open_idx
+    while i < len(s):
+        c = s[i]
+        if c == "\\":
+            i += 2
+            continue
+        if c == "'":
+            j = s.find("'", i + 1)
+            if j < 0:
+                raise _ParseError("unbalanced single quote")
+            i = j + 1
+            continue
+        if c == '"':
+            i = _skip_double(s, i + 1)
+            continue
+        if c == "(":
+            depth += 1
+        elif c == ")":
+            depth -= 1
+            if depth == 0:
+                return i
+        i += 1
+    raise _ParseError("unbalanced parenthesis")
+
+
+def _skip_double(s: str, i: int) -> int:
+    """Index just after the ``"`` closing a double-quoted string that starts at ``i``."""
+    while i < len(s):
+        c = s[i]
+        if c == "\\":
+            i += 2
+        elif c == '"':
+            return i + 1
+        elif s.startswith("$(", i):
+            i = _match_paren(s, i + 1) + 1
+        else:
+            i += 1
+    raise _ParseError("unbalanced double quote")
+
+
+def _backtick_end(s: str, i: int) -> int:
+    while i < len(s):
+        if s[i] == "\\":
+            i += 2
+        elif s[i] == "`":
+            return i
+        else:
+            i += 1
+    raise _ParseError("unbalanced backtick")
+
+
+def _tokenize(s: str) -> tuple[list[_Tok], list[str]]:
+    """Split a command line into words and operators; also return substituted scripts."""
+    toks: list[_Tok] = []
+    substs: list[str] = []
+    word: list[str] = []
+    in_word = False
+    quoted = False
+    heredoc_next: bool | None = None  # set after << / <<-: the next word is a delimiter
+    heredocs: list[tuple[str, bool]] = []
+
+    def flush() -> None:
+        nonlocal word, in_word, quoted, heredoc_next
+        if in_word:
+            text = "".join(word)
+            toks.append(_Tok("word", text))
+            if heredoc_next is not None:
+                heredocs.append((text, heredoc_next))
+                heredoc_next = None
+        word, in_word, quoted = [], False, False
+
+    def substitution(start: int, end: int, inner: str) -> None:
+        nonlocal in_word
+        substs.append(inner)
+        word.append(s[start:end])
+        in_word = True
+
+    i, n = 0, len(s)
+    while i < n:
+        c = s[i]
+        if c == "\\":
+            if i + 1 < n and s[i + 1] == "\n":  # line continuation
+                i += 2
+                continue
+            word.append(s[i + 1] if i + 1 < n else "\\")
+            in_word = True
+            i += 2
+            continue
+        if c == "'":
+            j = s.find("'", i + 1)
+            if j < 0:
+                raise _ParseError("unbalanced single quote")
+            word.append(s[i + 1 : j])
+            in_word = quoted = True
+            i = j + 1
+            continue
+        if c == '"':
+            i = _read_double(s, i + 1, word, substs)
+            in_word = quoted = True
+            continue
+        if s.startswith("$((", i):  # arithmetic, not a command
+            j = _match_paren(s, i + 1)
+            word.append(s[i : j + 1])
+            in_word = True
+            i = j + 1
+            continue
+        if s.startswith("$(", i):
+            j = _match_paren(s, i + 1)
+            substitution(i, j + 1, s[i + 2 : j])
+            i = j + 1
+            continue
+        if c == "`":
+            j = _backtick_end(s, i + 1)
+            substitution(i, j + 1, s[i + 1 : j].replace("\\`", "`"))
+            i = j + 1
+            continue
+        if c in " \t":
+            flush()
+            i += 1
+            continue
+        if c == "\n":
+            flush()
+            toks.append(_Tok("op", "\n"))
+            i += 1
+            while heredocs:  # here-document bodies follow the line that opened them
+                delim, strip_tabs = heredocs.pop(0)
+                while i < n:
+                    end = s.find("\n", i)
+                    line = s[i:] if end < 0 else s[i:end]
+                    i = n if end < 0 else end + 1
+                    if (line.lstrip("\t") if strip_tabs else line) == delim:
+                        break
+            continue
+        if c == "#" and not in_word:
+            end = s.find("\n", i)
+            i = n if end < 0 else end
+            continue
+        if c in _OP_CHARS:
+            if c in "<>" and s.startswith("(", i + 1) and not in_word:
+                j = _match_paren(s, i + 1)  # process substitution <(…) / >(…)
+                substitution(i, j + 1, s[i + 2 : j])
+                i = j + 1
+                continue
+            if c in "<>" and in_word and not quoted and "".join(word).isdigit():
+                word, in_word = [], False  # "2>" : the digits name a descriptor
+            flush()
+            op = next(o for o in _OPS if s.startswith(o, i))
+            toks.append(_Tok("op", op))
+            if op in ("<<", "<<-"):
+                heredoc_next = op == "<<-"
+            i += len(op)
+            continue
+        word.append(c)
+        in_word = True
+        i += 1
+    flush()
+    return toks, substs
+
+
+def _read_double(s: str, i: int, word: list[str], substs: list[str]) -> int:
+    while i < len(s):
+        c = s[i]
+        if c == "\\" and i + 1 < len(s):
+            nxt = s[i + 1]
+            if nxt in '$`"\\':
+                word.append(nxt)
+            elif nxt != "\n":
+                word.append(c + nxt)
+            i += 2
+        elif c == '"':
+            return i + 1
+        elif s.startswith("$((", i):
+            j = _match_paren(s, i + 1)
+            word.append(s[i : j + 1])
+            i = j + 1
+        elif s.startswith("$(", i):
+            j = _match_paren(s, i + 1)
+            substs.append(s[i + 2 : j])
+            word.append(s[i : j + 1])
+            i = j + 1
+        elif c == "`":
+            j = _backtick_end(s, i + 1)
+            substs.append(s[i + 1 : j].replace("\\`", "`"))
+            word.append(s[i : j + 1])
+            i = j + 1
+        else:
+            word.append(c)
+            i += 1
+    raise _ParseError("unbalanced double quote")
+
+
+@dataclass
+class _Simple:
+    argv: list[str] = field(default_factory=list)
+    writes: list[tuple[str, str]] = field(default_factory=list)  # (operator, target)
+
+
+def _parse(toks: list[_Tok]) -> list[list[_Simple]]:
+    """Group tokens into pipelines of simple commands."""
+    pipelines: list[list[_Simple]] = []
+    pipeline: list[_Simple] = []
+    simple = _Simple()
+    pending: str | None = None
+    for tok in toks:
+        if pending is not None:
+            if tok.kind != "word":
+                raise _ParseError(f"redirection {pending!r} has no target")
+            if pending in _WRITE_REDIRS and not (
+                pending == ">&" and (tok.text.isdigit() or tok.text == "-")
+            ):
+                simple.writes.append((pending, tok.text))
+            pending = None
+            continue
+        if tok.kind == "word":
+            simple.argv.append(tok.text)
+        elif tok.text in _WRITE_REDIRS or tok.text in _READ_REDIRS:
+            pending = tok.text
+        elif tok.text in _PIPES:
+            pipeline.append(simple)
+            simple = _Simple()
+        else:  # a separator
+            pipeline.append(simple)
+            pipelines.append(pipeline)
+            pipeline, simple = [], _Simple()
+    if pending is not None:
+        raise _ParseError(f"redirection {pending!r} has no target")
+    pipeline.append(simple)
+    pipelines.append(pipeline)
+    return [
+        [s for s in p if s.argv or s.writes]
+        for p in pipelines
+        if any(s.argv or s.writes for s in p)
+    ]
+
+
+# --------------------------------------------------------------------------- rules
+
+_ASSIGN_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*=")
+_PYTHON_RE = re.compile(r"^(python|pypy)(\d+(\.\d+)*)?$|^py$")
+
+_SHELLS = frozenset({"sh", "bash", "zsh", "dash", "ksh", "mksh", "fish", "csh", "tcsh", "ash"})
+_INTERPRETERS = _SHELLS | {"perl", "ruby", "node", "php", "lua", "deno", "bun", "Rscript"}
+_DOWNLOADERS = frozenset({"curl", "wget", "fetch", "aria2c", "http", "https", "xh"})
+_DOWNLOADER_RE = re.compile(r"(^|[\s(`|;&])(curl|wget|fetch|aria2c)\s")
+
+_READ_ONLY = frozenset(
+    """ls ll la dir cat tac head tail less more grep egrep fgrep rg ag ack wc echo printf
+    pwd whoami id groups date cal uname hostname which whereis type file stat du df tree
+    diff cmp comm cut tr nl column fold fmt paste join expand unexpand rev jq basename
+    dirname realpath readlink printenv true false test [ [[ sleep seq md5sum sha1sum
+    sha256sum sha512sum shasum cksum b2sum base64 xxd od hexdump strings ps pgrep free
+    uptime history cd pushd popd export unset set alias help man info locale tty nproc
+    getconf lsof lsblk whatis apropos dig nslookup host ping wait jobs sha224sum sha384sum
+    awk gawk mawk zcat zgrep bzcat xzcat""".split()
+)
+# Tests, linters and formatters: they read the project and may rewrite files in it.
+_DEV_TOOLS = frozenset(
+    """pytest py.test ruff mypy pyright pylint flake8 pyflakes pycodestyle pydocstyle black
+    isort bandit vulture radon coverage tsc eslint prettier shellcheck hadolint yamllint
+    markdownlint codespell""".split()
+)
+_SAFE_PY_MODULES = frozenset(
+    """pytest unittest doctest mypy ruff pyflakes pylint flake8 black isort py_compile
+    compileall json.tool timeit pydoc tabnanny coverage site sysconfig platform this
+    pycodestyle pydocstyle tokenize dis ast""".split()
+)
+_ALWAYS_DESTRUCTIVE = {
+    "rm": "deletes files",
+    "rmdir": "deletes directories",
+    "unlink": "deletes a file",
+    "shred": "overwrites and deletes files",
+    "mv": "moves or renames files (the target is overwritten)",
+    "dd": "writes raw data to files or devices",
+    "truncate": "truncates files",
+    "mkfs": "formats a file system",
+    "mkswap": "formats a swap area",
+    "fdisk": "changes partition tables",
+    "sfdisk": "changes partition tables",
+    "parted": "changes partition tables",
+    "wipefs": "erases file system signatures",
+    "killall": "kills processes by name",
+    "pkill": "kills processes by name",
+    "reboot": "reboots the machine",
+    "shutdown": "shuts the machine down",
+    "halt": "halts the machine",
+    "poweroff": "powers the machine off",
+    "crontab": "changes scheduled jobs",
+}
+_SYSTEM_PREFIXES = tuple(
+    _w("""/etc /usr /bin /sbin /lib /lib32 /lib64 /libx32 /boot /dev /proc /sys /var /opt
+    /root /srv /snap /System /Library /Applications /private /home /Users""")
+)
+_TEMP_PREFIXES = ("/tmp", "/var/tmp", "/private/tmp", "/dev/shm")
+_HARMLESS_TARGETS = frozenset({"/dev/null", "/dev/stdout", "/dev/stderr", "/dev/tty", "-"})
+
+# Package managers: subcommand → destructive reason; SAFE subcommands; others unknown.
+_PKG_INSTALL = frozenset(
+    _w("""install i add uninstall remove rm un r erase purge update up upgrade reinstall
+    downgrade dist-upgrade full-upgrade autoremove ci link unlink tap untap global dlx
+    create sync inject get require del refresh self publish unpublish cleanup""")
+)
+_PKG_SAFE = frozenset(
+    _w("""list ls ll show info search view freeze check help --version -v -V --help -h
+    outdated why policy depends config doctor deps env audit test t build vet fmt clippy
+    doc tree metadata inspect version query -Q""")
+)
+_PACKAGE_MANAGERS = frozenset(
+    _w("""pip pip3 pipx npm yarn pnpm bun apt apt-get aptitude dnf yum zypper apk snap flatpak
+    brew port cargo gem conda mamba micromamba go poetry composer pdm hatch rye nix-env""")
+)
+
+
+def _basename(word: str) -> str:
+    return word.rsplit("/", 1)[-1]
+
+
+def _unwrap(argv: list[str]) -> list[str]:
+    """Strip wrappers (``sudo``, ``env``, ``nohup``, ``timeout 5`` …) and assignments."""
+    for _ in range(16):
+        while argv and _ASSIGN_RE.match(argv[0]):
+            argv = argv[1:]
+        if not argv:
+            return argv
+        name = _basename(argv[0])
+        rest = argv[1:]
+        if name in ("sudo", "doas"):
+            inner = _skip_options(
+                rest,
+                set(_w("-u -g -C -D -h -p -r -t -U -T --user --group --chdir --prompt")),
+            )
+            if not inner:
+                return argv  # judged as sudo itself
+            argv = inner
+        elif name == "env":
+            inner = _skip_options(rest, {"-u", "--unset", "-C", "--chdir", "-S", "--split-string"})
+            while inner and _ASSIGN_RE.match(inner[0]):
+                inner = inner[1:]
+            if not inner:
+                return ["env"]
+            argv = inner
+        elif name in ("nohup", "builtin", "caffeinate", "chronic"):
+            argv = rest
+        elif name == "command":
+            if rest[:1] and rest[0] in ("-v", "-V"):
+                return ["type"]  # a lookup, not a run
+            argv = _skip_options(rest, set())
+        elif name == "exec":
+            argv = _skip_options(rest, {"-a"})
+        elif name == "time":
+            argv = _skip_options(rest, {"-f", "--format", "-o", "--output"})
+        elif name in ("nice", "ionice", "stdbuf", "chrt", "taskset"):
+            argv = _skip_options(
+                rest, {"-n", "--adjustment", "-c", "--class", "-i", "-o", "-e", "-p"}
+            )
+            if name in ("chrt", "taskset") and argv:
+                argv = argv[1:]  # their first operand is a priority or mask
+        elif name == "timeout":
+            inner = _skip_options(rest, {"-s", "--signal", "-k", "--kill-after"})
+            argv = inner[1:]  # the first operand is the duration
+        elif name == "watch":
+            argv = _skip_options(rest, {"-n", "--interval", "-d"})
+        elif name == "xargs":
+            inner = _skip_options(
+                rest,
+                set(
+                    _w("-I -i -L -l -n -P -s -d -E -e -a --arg-file --delimiter --max-args")
+                    + ["--max-procs", "--replace"]
+                ),
+            )
+            return inner or ["echo"]  # xargs without a command runs echo
+        else:
+            return argv
+    return argv
+
+
+def _skip_options(args: list[str], takes_value: set[str]) -> list[str]:
+    """Drop leading options (and the values of those in ``takes_value``)."""
+    i = 0
+    while i < len(args):
+        a = args[i]
+        if a == "--":
+            return args[i + 1 :]
+        if not a.startswith("-") or a == "-":
+            break
+        if a in takes_value or (len(a) == 2 and a in takes_value):
+            i += 2
+            continue
+        i += 1
+    return args[i:]
+
+
+def _reads_stdin(argv: list[str]) -> bool:
+    """Whether an interpreter command runs code read from standard input."""
+    if not argv:
+        return False
+    name = _basename(argv[0])
+    if not (name in _INTERPRETERS or _PYTHON_RE.match(name)):
+        return False
+    # Options that take the code from the command line instead of standard input.
+    code_flags = "c" if name in _SHELLS else ("cm" if _PYTHON_RE.match(name) else "e")
+    for a in argv[1:]:
+        if a in ("-s", "-"):
+            return True
+        if a.startswith("-") and not a.startswith("--"):
+            if any(flag in a[1:] for flag in code_flags):
+                return False
+            continue
+        if a.startswith("--"):
+            continue
+        return False  # a script file
+    return True
+
+
+class _Analyzer:
+    def __init__(
+        self,
+        scope_check: Callable[[str], bool] | None,
+        unknown_default: RiskLevel,
+        safe_commands: Iterable[str],
+    ) -> None:
+        self.scope_check = scope_check
+        self.unknown_default = unknown_default
+        self.allow = [shlex.split(entry) for entry in safe_commands if entry.strip()]
+        self.destructive = False
+        self.reasons: list[str] = []
+        self.commands: list[list[str]] = []
+
+    def flag(self, reason: str) -> None:
+        self.destructive = True
+        self.reasons.append(reason)
+
+    def unknown(self, argv: list[str], why: str = "") -> None:
+        for entry in self.allow:
+            if len(argv) >= len(entry) and argv[: len(entry)] == entry:
+                return
+            if (
+                argv
+                and entry
+                and _basename(argv[0]) == entry[0]
+                and argv[1 : len(entry)] == entry[1:]
+            ):
+                return
+        text = shlex.join(argv)
+        what = f"{text!r}" + (f" ({why})" if why else "")
+        if self.unknown_default == "DESTRUCTIVE":
+            self.flag(f"no rule for {what}; unknown commands count as DESTRUCTIVE")
+        else:
+            self.reasons.append(f"no rule for {what}; let through by unknown_default='SAFE'")
+
+    # -- structure
+
+    def script(self, text: str, depth: int) -> None:
+        if depth > _MAX_DEPTH:
+            self.flag("commands nested too deeply to check")
+            return
+        try:
+            toks, substs = _tokenize(text)
+            pipelines = _parse(toks)
+        except _ParseError as exc:
+            self.flag(f"cannot parse the command line: {exc}")
+            return
+        for inner in substs:
+            self.script(inner, depth + 1)
+        for pipeline in pipelines:
+            self.pipeline(pipeline, depth)
+
+    def pipeline(self, simples: list[_Simple], depth: int) -> None:
+        seen_downloader = None
+        for simple in simples:
+            if simple.argv:
+                self.commands.append(list(simple.argv))
+            for op, target in simple.writes:
+                self.write(target, f"writes ({op})")
+            if not simple.argv:
+                continue
+            inner = _unwrap(simple.argv)
+            name = _basename(inner[0]) if inner else ""
+            if seen_downloader and _reads_stdin(inner):
+                self.flag(
+                    f"pipes the output of {seen_downloader} into {name}: runs downloaded code"
+                )
+            self.argv(simple.argv, depth)
+            if name in _DOWNLOADERS:
+                seen_downloader = name
+
+    # -- one command
+
+    def argv(self, argv: list[str], depth: int) -> None:
+        if depth > _MAX_DEPTH:
+            self.flag("commands nested too deeply to check")
+            return
+        inner = _unwrap(argv)
+        if not inner:
+            return  # only assignments
+        cmd = inner[0]
+        if "$" in cmd or "`" in cmd:
+            self.flag(f"runs a command whose name is computed at run time ({cmd!r})")
+            return
+        name = _basename(cmd)
+        args = inner[1:]
+        if name in _ALWAYS_DESTRUCTIVE or name.startswith("mkfs."):
+            self.flag(f"{name}: {_ALWAYS_DESTRUCTIVE.get(name, 'formats a file system')}")
+        elif name in ("sudo", "doas"):
+            if any(a in ("-s", "-i", "--shell", "--login") for a in args):
+                self.flag(f"{name} opens a root shell")
+        elif name == "kill":
+            if not any(a in ("-l", "-L", "--list") for a in args):
+                self.flag("kill: sends a signal that stops processes")
+        elif name in _SHELLS:
+            self.shell(inner, depth)
+        elif _PYTHON_RE.match(name):
+            self.python(inner, depth)
+        elif name in _INTERPRETERS:
+            self.interpreter(inner)
+        elif name == "git":
+            self.git(args)
+        elif name == "find":
+            self.find(args, depth)
+        elif name == "sed":
+            self.sed(args)
+        elif name in ("tee",):
+            for target in _positionals(args):
+                self.write(target, "writes (tee)")
+        elif name in ("touch", "mkdir", "cp", "ln", "install", "rsync", "scp"):
+            self.copyish(name, args)
+        elif name in ("chmod", "chown", "chgrp", "setfacl", "chattr"):
+            if any(
+                a in ("-R", "--recursive")
+                or (a.startswith("-") and not a.startswith("--") and "R" in a)
+                for a in args
+            ):
+                self.flag(f"{name} -R: changes permissions of a whole tree")
+            else:
+                for target in _positionals(args)[1:]:
+                    self.write(target, f"changes permissions ({name}) of")
+        elif name in ("curl", "wget"):
+            self.downloader(name, args)
+        elif name == "uniq":
+            for target in _positionals(args, {"-f", "-s", "-w"})[1:2]:
+                self.write(target, "writes (uniq)")
+        elif name in ("sort",):
+            for i, a in enumerate(args):
+                if a == "-o" and i + 1 < len(args):
+                    self.write(args[i + 1], "writes (sort -o)")
+                elif a.startswith("--output="):
+                    self.write(a.split("=", 1)[1], "writes (sort -o)")
+        elif name == "systemctl":
+            sub = _positionals(args)[:1]
+            if sub and sub[0] not in tuple(
+                _w("status show list-units list-unit-files is-active is-enabled is-failed cat")
+            ):
+                self.flag(f"systemctl {sub[0]}: changes system services")
+        elif name in ("dpkg", "rpm"):
+            if any(
+                a in tuple(_w("-i --install -r --remove -P --purge -e -U --erase --upgrade"))
+                for a in args
+            ):
+                self.flag(f"{name}: installs or removes packages")
+        elif name == "pacman":
+            opts = [a for a in args if a.startswith("-") and not a.startswith("--")]
+            if any(
+                o[1:2] in ("R", "U") or (o[1:2] == "S" and not set(o[2:]) & {"s", "i"})
+                for o in opts
+            ):
+                self.flag("pacman: installs or removes packages")
+        elif name == "uv":
+            self.uv(args, depth)
+        elif name in _PACKAGE_MANAGERS:
+            self.package_manager(name, args)
+        elif name in _READ_ONLY or name in _DEV_TOOLS:
+            if name in ("awk", "gawk") and "inplace" in " ".join(args):
+                self.flag(f"{name} -i inplace: edits files in place")
+        elif name in tuple(
+            _w("[ [[ { } ! if then else elif fi do done while until esac for select function")
+        ):
+            # Shell grammar words: the words after them are commands of their own
+            # (a loop header's list is data and checked no further).
+            if name not in ("for", "select", "[", "[[", "function") and args:
+                self.argv(args, depth + 1)
+        else:
+            self.unknown(inner)
+
+    # -- command families
+
+    def write(self, target: str, what: str) -> None:
+        if target in _HARMLESS_TARGETS or target.startswith("/dev/fd/"):
+            return
+        if any(ch in target for ch in "$`"):
+            self.flag(f"{what} to {target!r}, a path computed at run time")
+            return
+        if target.startswith("~"):
+            self.flag(f"{what} to {target!r}, in the home directory")
+            return
+        norm = posixpath.normpath(target)
+        if norm.startswith("/"):
+            if any(norm == p or norm.startswith(p + "/") for p in _TEMP_PREFIXES):
+                return  # scratch space belongs to no intent; writing there loses nothing
+            if norm == "/" or any(norm == p or norm.startswith(p + "/") for p in _SYSTEM_PREFIXES):
+                self.flag(f"{what} to {target!r}, a system path")
+                return
+        elif norm == ".." or norm.startswith("../"):
+            self.flag(f"{what} to {target!r}, outside the working directory")
+            return
+        if self.scope_check is not None and not self.scope_check(target):
+            self.flag(f"{what} to {target!r}, outside the intent's scope")
+
+    def shell(self, argv: list[str], depth: int) -> None:
+        name = _basename(argv[0])
+        args = argv[1:]
+        for i, a in enumerate(args):
+            if a.startswith("-") and not a.startswith("--") and "c" in a[1:]:
+                script = _positionals(args[i + 1 :])[:1]
+                if not script:
+                    self.flag(f"{name} -c without a script")
+                elif _DOWNLOADER_RE.search(" " + script[0]):
+                    self.flag(f"{name} -c runs downloaded code")
+                    self.script(script[0], depth + 1)
+                else:
+                    self.script(script[0], depth + 1)
+                return
+            if not a.startswith(("-", "+")):
+                break
+        if any(_DOWNLOADER_RE.search(" " + a) for a in args):
+            self.flag(f"{name} runs downloaded code")
+            return
+        if _reads_stdin(argv):
+            self.unknown(argv, "a shell reading commands from its input")
+        else:
+            self.unknown(argv, "runs a script ctxnb cannot see")
+
+    def interpreter(self, argv: list[str]) -> None:
+        name = _basename(argv[0])
+        if any(_DOWNLOADER_RE.search(" " + a) for a in argv[1:]):
+            self.flag(f"{name} runs downloaded code")
+        elif argv[1:] and argv[1] in ("--version", "-v", "-V", "--help", "-h"):
+            return
+        else:
+            self.unknown(argv, "runs code ctxnb cannot see")
+
+    def python(self, argv: list[str], depth: int) -> None:
+        args = argv[1:]
+        i = 0
+        while i < len(args):
+            a = args[i]
+            if a in ("--version", "-V", "-VV", "--help", "-h"):
+                return
+            if a in ("-W", "-X", "--check-hash-based-pycs"):
+                i += 2
+                continue
+            if a == "-c" or (a.startswith("-") and not a.startswith("--") and a.endswith("c")):
+                if any(_DOWNLOADER_RE.search(" " + x) for x in args[i + 1 :]):
+                    self.flag("python -c runs downloaded code")
+                else:
+                    self.unknown(argv, "inline code")
+                return
+            if a == "-m" or (a.startswith("-m") and len(a) > 2):
+                module = a[2:] if len(a) > 2 else (args[i + 1] if i + 1 < len(args) else "")
+                rest = args[i + 1 :] if len(a) > 2 else args[i + 2 :]
+                if module == "pip":
+                    self.package_manager("pip", rest)
+                elif module == "venv":
+                    for target in _positionals(rest):
+                        self.write(target, "creates a virtual environment")
+                elif module in _SAFE_PY_MODULES:
+                    return
+                else:
+                    self.unknown(argv, "runs a module ctxnb has no rule for")
+                return
+            if a.startswith("-") and a != "-":
+                i += 1
+                continue
+            break
+        self.unknown(argv, "runs Python code ctxnb cannot see")
+
+    def git(self, args: list[str]) -> None:
+        args = list(args)
+        while args and args[0].startswith("-"):  # global options: -C dir, -c k=v, --no-pager
+            if args[0] in ("-C", "-c", "--git-dir", "--work-tree", "--namespace") and len(args) > 1:
+                args = args[2:]
+            else:
+                args = args[1:]
+        if not args:
+            return
+        sub, rest = args[0], args[1:]
+        flags = set(rest)
+        short = "".join(a[1:] for a in rest if a.startswith("-") and not a.startswith("--"))
+        reason = None
+        if sub == "push":
+            if (
+                flags & {"--force", "--force-with-lease", "--mirror", "--delete", "--prune"}
+                or "f" in short
+                or "d" in short
+                or any(a.startswith(("--force-with-lease=", "--force-if-includes")) for a in rest)
+                or any(a.startswith(("+", ":")) for a in _positionals(rest))
+            ):
+                reason = "git push --force/--delete rewrites or deletes remote history"
+        elif sub == "reset":
+            if "--hard" in flags or "--merge" in flags or "--keep" in flags:
+                reason = "git reset --hard discards uncommitted changes"
+        elif sub == "clean":
+            if not (flags & {"-n", "--dry-run"} or "n" in short):
+                reason = "git clean deletes untracked files"
+        elif sub == "checkout":
+            if (
+                "--" in rest
+                or "." in rest
+                or flags & {"-f", "--force", "--ours", "--theirs"}
+                or "f" in short
+            ):
+                reason = "git checkout -- <paths> discards uncommitted changes"
+        elif sub == "restore":
+            staged_only = ("--staged" in flags or "S" in short) and not (
+                "--worktree" in flags or "W" in short
+            )
+            if not staged_only:
+                reason = "git restore discards uncommitted changes"
+        elif sub == "switch":
+            if flags & {"--discard-changes", "-f", "--force"}:
+                reason = "git switch --discard-changes discards uncommitted changes"
+        elif sub == "branch":
+            force = "--force" in flags or "f" in short
+            if (
+                "D" in short
+                or (("d" in short or "--delete" in flags) and force)
+                or "M" in short
+                or "C" in short
+            ):
+                reason = "git branch -D deletes a branch that may not be merged"
+        elif sub == "stash":
+            if rest[:1] and rest[0] in ("drop", "clear"):
+                reason = f"git stash {rest[0]} can lose stashed changes"
+        elif sub == "rm":
+            if not (flags & {"--cached", "-n", "--dry-run"}):
+                reason = "git rm deletes files"
+        elif sub == "mv":
+            reason = "git mv moves files"
+        elif sub in ("filter-branch", "filter-repo", "replace"):
+            reason = f"git {sub} rewrites history"
+        elif sub == "reflog" and rest[:1] in (["expire"], ["delete"]):
+            reason = "git reflog expire/delete drops recovery points"
+        elif sub == "gc" and any(a.startswith("--prune") for a in rest):
+            reason = "git gc --prune deletes unreachable objects"
+        elif sub == "update-ref" and "-d" in flags:
+            reason = "git update-ref -d deletes a ref"
+        elif sub == "worktree" and rest[:1] == ["remove"]:
+            reason = "git worktree remove deletes a working tree"
+        elif sub == "tag" and flags & {"-d", "--delete", "-f", "--force"}:
+            reason = "git tag -d/-f deletes or moves a tag"
+        elif sub in tuple(
+            _w("""status diff log show blame annotate shortlog describe rev-parse rev-list ls-files
+    ls-tree ls-remote cat-file grep reflog remote branch tag fetch add commit stash push
+    pull switch merge-base name-rev show-ref for-each-ref whatchanged help version
+    count-objects check-ignore var notes config init clone difftool range-diff cherry
+    format-patch""")
+        ):
+            if sub == "config" and not (
+                flags & {"--get", "--list", "-l", "--get-all", "--get-regexp", "--show-origin"}
+            ):
+                self.unknown(["git", *args], "changes git configuration")
+            return
+        else:
+            self.unknown(["git", *args])
+            return
+        if reason:
+            self.flag(reason)
+
+    def find(self, args: list[str], depth: int) -> None:
+        i = 0
+        while i < len(args):
+            a = args[i]
+            if a == "-delete":
+                self.flag("find -delete deletes files")
+            elif a in ("-exec", "-execdir", "-ok", "-okdir"):
+                j = i + 1
+                while j < len(args) and args[j] not in (";", "+"):
+                    j += 1
+                inner = args[i + 1 : j]
+                if inner:
+                    self.argv(inner, depth + 1)
+                i = j
+            elif a in ("-fprint", "-fprint0", "-fls", "-fprintf") and i + 1 < len(args):
+                self.write(args[i + 1], f"writes (find {a})")
+            i += 1
+
+    def sed(self, args: list[str]) -> None:
+        in_place = False
+        script_given = False
+        positionals: list[str] = []
+        i = 0
+        while i < len(args):
+            a = args[i]
+            if a in ("-e", "--expression", "-f", "--file"):
+                script_given = True
+                i += 2
+                continue
+            if a.startswith(("--expression=", "--file=")):
+                script_given = True
+            elif a.startswith("--in-place"):
+                in_place = True
+            elif a.startswith("-") and not a.startswith("--") and a != "-":
+                body = a[1:]
+                if "i" in body.split("e", 1)[0].split("f", 1)[0]:
+                    in_place = True
+                if body.endswith(("e", "f")):
+                    script_given = True
+                    i += 2
+                    continue
+            elif not a.startswith("-"):
+                positionals.append(a)
+            i += 1
+        if not in_place:
+            return
+        files = positionals if script_given else positionals[1:]
+        for target in files:
+            self.write(target, "edits in place (sed -i)")
+
+    def copyish(self, name: str, args: list[str]) -> None:
+        if name == "rsync" and any(
+            a.startswith("--delete") or a == "--remove-source-files" for a in args
+        ):
+            self.flag("rsync --delete deletes files at the destination")
+        targets: list[str] = []
+        for i, a in enumerate(args):
+            if a in ("-t", "--target-directory") and i + 1 < len(args):
+                targets.append(args[i + 1])
+            elif a.startswith("--target-directory="):
+                targets.append(a.split("=", 1)[1])
+        pos = _positionals(
+            args, {"-t", "--target-directory", "-m", "--mode", "-o", "-g", "-S", "--suffix", "-e"}
+        )
+        if name in ("touch", "mkdir"):
+            targets.extend(pos)
+        elif not targets and pos:
+            targets.append(pos[-1])
+        for target in targets:
+            if ":" in target and name in ("rsync", "scp") and not target.startswith("/"):
+                self.flag(f"{name}: copies to another machine ({target!r})")
+            else:
+                self.write(target, f"writes ({name})")
+
+    def downloader(self, name: str, args: list[str]) -> None:
+        out_flags = {"curl": ("-o", "--output"), "wget": ("-O", "--output-document")}[name]
+        for i, a in enumerate(args):
+            if a in out_flags and i + 1 < len(args):
+                self.write(args[i + 1], f"downloads ({name})")
+            elif a.startswith(out_flags[1] + "="):
+                self.write(a.split("=", 1)[1], f"downloads ({name})")
+            elif a.startswith(out_flags[0]) and len(a) > 2 and not a.startswith("--"):
+                self.write(a[2:], f"downloads ({name})")
+            elif name == "wget" and a in ("-P", "--directory-prefix") and i + 1 < len(args):
+                self.write(args[i + 1], "downloads (wget)")
+
+    def uv(self, args: list[str], depth: int) -> None:
+        pos = _positionals(args)
+        if not pos:
+            return
+        if pos[0] == "pip":
+            self.package_manager("pip", pos[1:])
+        elif pos[0] == "run":
+            inner = _skip_options(
+                args[args.index("run") + 1 :], {"--with", "--python", "-p", "--package", "--extra"}
+            )
+            if inner:
+                self.argv(inner, depth + 1)
+        elif pos[0] in ("add", "remove", "sync", "tool", "python", "self", "venv"):
+            if pos[0] == "tool" and pos[1:2] in (["list"], ["dir"]):
+                return
+            self.flag(f"uv {pos[0]}: installs or removes packages")
+        elif pos[0] in ("--version", "version", "tree", "help", "lock"):
+            return
+        else:
+            self.unknown(["uv", *args])
+
+    def package_manager(self, name: str, args: list[str]) -> None:
+        pos = _positionals(args)
+        if name == "yarn" and not pos:
+            self.flag("yarn: installs packages")
+            return
+        sub = pos[0] if pos else (args[0] if args else "")
+        if sub == "env" and name in ("conda", "mamba", "micromamba") and len(pos) > 1:
+            sub = pos[1]  # "conda env remove": the verb is the second word
+        if name in ("pip", "pip3") or name.startswith("pip"):
+            if sub in ("install", "uninstall", "download", "wheel"):
+                self.flag(f"{name} {sub}: installs or removes packages")
+            elif sub in _PKG_SAFE or sub in ("", "cache"):
+                return
+            else:
+                self.unknown([name, *args])
+            return
+        if name == "pipx" and sub == "run":
+            self.flag("pipx run: downloads and runs a package")
+            return
+        if name in ("npm", "pnpm", "yarn", "bun") and sub in ("run", "run-script", "exec", "x"):
+            self.unknown([name, *args], "runs a project script")
+            return
+        if name == "brew" and sub in tuple(
+            _w("list ls info search config doctor deps outdated --version")
+        ):
+            return
+        if sub in _PKG_INSTALL or (name == "brew" and sub not in _PKG_SAFE):
+            self.flag(f"{name} {sub}: installs or removes packages")
+        elif sub in _PKG_SAFE:
+            return
+        else:
+            self.unknown([name, *args])
+
+
+def _positionals(args: list[str], takes_value: set[str] | None = None) -> list[str]:
+    """Operands of a command: words that are not options (or option values)."""
+    out: list[str] = []
+    takes_value = takes_value or set()
+    i = 0
+    while i < len(args):
+        a = args[i]
+        if a == "--":
+            out.extend(args[i + 1 :])
+            break
+        if a.startswith("-") and a != "-":
+            i += 2 if a in takes_value else 1
+            continue
+        out.append(a)
+        i += 1
+    return out
