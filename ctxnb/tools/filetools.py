@@ -356,7 +356,10 @@ class FileTools:
         data = new_text.encode("utf-8")
         try:
             self.policy.write_bytes_atomic(
-                rel, data, mode="create" if mode == "create" else "truncate"
+                rel,
+                data,
+                mode="create" if mode == "create" else "truncate",
+                make_parents=old is None,
             )
         except FileExistsError:
             raise PolicyError(
