@@ -1,0 +1,490 @@
+"""Row format of the object store: documents ⇄ Arrow rows, Parquet and doc-cache files.
+
+Private to :mod:`ctxnb.store`; the layout is described for outside readers in
+``docs/store-format.md``.
+
+A document is stored in one wide row. Known fields get a typed column; a value whose
+type does not fit its column (say ``char_count="12"``) and every unknown key go to the
+``extra`` JSON column, so any JSON-shaped document round-trips. ``null_fields`` lists
+the typed keys that were present with the value ``None``; a typed column that is null
+and not listed there means the key was absent.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+from collections.abc import Iterable, Mapping, Sequence
+from typing import Any
+
+import pyarrow as pa
+import pyarrow.compute as pc
+import pyarrow.parquet as pq
+
+from .errors import CorruptStoreError, StoreError
+
+FORMAT_NAME = "ctxnb-store"
+FORMAT_VERSION = 1
+META_KEY = b"ctxnb.store.format"
+
+ID_KEY = "xt/id"
+_INT64_MIN, _INT64_MAX = -(2**63), 2**63 - 1
+
+# Typed payload columns, by kind. The union covers the five object types of model.py.
+STR_FIELDS: tuple[str, ...] = (
+    "content",
+    "file_type",
+    "source_hash",
+    "content_hash",
+    "tool",
+    "args_display",
+    "status",
+    "chat_ref",
+    "session_ref",
+    "session_id",
+    "system_prompt_ref",
+)
+INT_FIELDS: tuple[str, ...] = ("char_count", "turn_count")
+JSON_FIELDS: tuple[str, ...] = ("args", "turns")
+LIST_FIELDS: tuple[str, ...] = (
+    "file_refs",
+    "toolcall_refs",
+    "session_index",
+    "metadata_pool",
+    "active_set",
+    "pinned_set",
+)
+PAYLOAD_COLUMNS: tuple[str, ...] = (
+    "content",
+    "file_type",
+    "char_count",
+    "source_hash",
+    "content_hash",
+    "tool",
+    "args",
+    "args_display",
+    "status",
+    "chat_ref",
+    "file_refs",
+    "turns",
+    "turn_count",
+    "toolcall_refs",
+    "session_ref",
+    "session_id",
+    "system_prompt_ref",
+    "session_index",
+    "metadata_pool",
+    "active_set",
+    "pinned_set",
+)
+# Keys that have a typed home; anything else lands in ``extra``.
+TYPED_KEYS: frozenset[str] = frozenset(
+    {ID_KEY, "type", "source", "identity_hash", *PAYLOAD_COLUMNS}
+)
+_STR_SET = frozenset(STR_FIELDS)
+_INT_SET = frozenset(INT_FIELDS)
+_JSON_SET = frozenset(JSON_FIELDS)
+_LIST_SET = frozenset(LIST_FIELDS)
+_SOURCE_KEYS = ("type", "filesystemId", "path")
+
+ENVELOPE_COLUMNS: tuple[str, ...] = (
+    "xt_id",
+    "type",
+    "source_type",
+    "source_filesystem_id",
+    "source_path",
+    "identity_hash",
+    "tx_id",
+    "tx_time",
+)
+# Statistics help outside readers prune row groups by id, type, path and tx; content
+# statistics would only bloat the footer.
+STATS_COLUMNS: list[str] = list(ENVELOPE_COLUMNS)
+
+
+def _payload_type(name: str) -> pa.DataType:
+    if name in _INT_SET:
+        return pa.int64()
+    if name in _LIST_SET:
+        return pa.list_(pa.string())
+    if name in ("content", "args", "turns"):
+        return pa.large_string()  # may be large; avoids the 2 GiB per-array offset limit
+    return pa.string()
+
+
+SCHEMA: pa.Schema = pa.schema(
+    [
+        pa.field("xt_id", pa.string(), nullable=False),
+        pa.field("type", pa.string(), nullable=False),
+        pa.field("source_type", pa.string()),
+        pa.field("source_filesystem_id", pa.string()),
+        pa.field("source_path", pa.string()),
+        pa.field("identity_hash", pa.string()),
+        *(pa.field(name, _payload_type(name)) for name in PAYLOAD_COLUMNS),
+        pa.field("extra", pa.large_string()),
+        pa.field("null_fields", pa.list_(pa.string())),
+        pa.field("tx_id", pa.int64(), nullable=False),
+        pa.field("tx_time", pa.timestamp("us", tz="UTC"), nullable=False),
+    ],
+    metadata={META_KEY: str(FORMAT_VERSION).encode()},
+)
+DATA_COLUMNS: tuple[str, ...] = tuple(n for n in SCHEMA.names if n not in ("tx_id", "tx_time"))
+
+# The doc cache kept next to each snapshot: one JSON document per row, same row order.
+DOCS_SCHEMA: pa.Schema = pa.schema(
+    [
+        pa.field("xt_id", pa.string(), nullable=False),
+        pa.field("tx_id", pa.int64(), nullable=False),
+        pa.field("type", pa.string(), nullable=False),
+        pa.field("doc", pa.large_binary(), nullable=False),
+    ],
+    metadata={META_KEY: str(FORMAT_VERSION).encode()},
+)
+
+
+def dumps(value: Any) -> str:
+    """JSON for stored values: compact, key order kept, NaN refused."""
+    return json.dumps(value, ensure_ascii=False, separators=(",", ":"), allow_nan=False)
+
+
+def check_json(value: Any, where: str) -> None:
+    """Refuse what JSON cannot carry back unchanged (non-str keys, NaN, sets, bytes ...)."""
+    t = type(value)
+    if value is None or t is str or t is bool or t is int:
+        return
+    if t is float:
+        if not math.isfinite(value):
+            raise StoreError(f"{where}: {value!r} cannot be stored; use None or a finite number")
+        return
+    if t is list or t is tuple:
+        for i, item in enumerate(value):
+            check_json(item, f"{where}[{i}]")
+        return
+    if t is dict:
+        for k, v in value.items():
+            if type(k) is not str:
+                raise StoreError(f"{where}: key {k!r} is not a string; document keys must be str")
+            check_json(v, f"{where}.{k}")
+        return
+    raise StoreError(
+        f"{where}: value of type {t.__name__} is not JSON-shaped; "
+        "use str, int, float, bool, None, list or dict"
+    )
+
+
+def _is_source(v: Any) -> bool:
+    return type(v) is dict and len(v) == 3 and all(type(v.get(k)) is str for k in _SOURCE_KEYS)
+
+
+def _is_str_list(v: Any) -> bool:
+    return (type(v) is list or type(v) is tuple) and all(type(x) is str for x in v)
+
+
+def validate(doc: Any, index: int) -> str:
+    """Check one document for ``put`` and return its id."""
+    if not isinstance(doc, Mapping):
+        raise StoreError(f"document #{index} is a {type(doc).__name__}, not a dict")
+    doc_id = doc.get(ID_KEY)
+    if type(doc_id) is not str or not doc_id:
+        raise StoreError(
+            f"document #{index} has no string 'xt/id' (got {doc_id!r}); every document "
+            "needs one, e.g. ctxnb.model.new_id()"
+        )
+    if type(doc.get("type")) is not str:
+        raise StoreError(f"document {doc_id!r} has no string 'type' (got {doc.get('type')!r})")
+    for k, v in doc.items():
+        if type(k) is not str:
+            raise StoreError(f"document {doc_id!r}: key {k!r} is not a string")
+        check_json(v, f"document {doc_id!r} key {k!r}")
+    return doc_id
+
+
+def encode(docs: Sequence[Mapping[str, Any]]) -> dict[str, list[Any]]:
+    """Documents (already validated) to column lists, without the tx columns."""
+    cols: dict[str, list[Any]] = {name: [] for name in DATA_COLUMNS}
+    for doc in docs:
+        extra: dict[str, Any] = {}
+        nulls: list[str] = []
+        cols["xt_id"].append(doc[ID_KEY])
+        cols["type"].append(doc["type"])
+        src = doc.get("source", _ABSENT)
+        if src is not _ABSENT and src is not None and not _is_source(src):
+            extra["source"] = src
+        if _is_source(src):
+            cols["source_type"].append(src["type"])
+            cols["source_filesystem_id"].append(src["filesystemId"])
+            cols["source_path"].append(src["path"])
+        else:
+            if src is None:
+                nulls.append("source")
+            cols["source_type"].append(None)
+            cols["source_filesystem_id"].append(None)
+            cols["source_path"].append(None)
+        for name in ("identity_hash", *PAYLOAD_COLUMNS):
+            v = doc.get(name, _ABSENT)
+            out: Any = None
+            if v is _ABSENT:
+                pass
+            elif v is None:
+                nulls.append(name)
+            elif name in _JSON_SET:
+                out = dumps(v)
+            elif name in _LIST_SET:
+                if _is_str_list(v):
+                    out = list(v)
+                else:
+                    extra[name] = v
+            elif name in _INT_SET:
+                if type(v) is int and _INT64_MIN <= v <= _INT64_MAX:
+                    out = v
+                else:
+                    extra[name] = v
+            elif type(v) is str:  # str fields and identity_hash
+                out = v
+            else:
+                extra[name] = v
+            cols[name].append(out)
+        for k, v in doc.items():
+            if k not in TYPED_KEYS:
+                extra[k] = v
+        cols["extra"].append(dumps(extra) if extra else None)
+        cols["null_fields"].append(nulls or None)
+    return cols
+
+
+class _Absent:
+    __slots__ = ()
+
+
+_ABSENT: Any = _Absent()
+
+
+DATA_SCHEMA: pa.Schema = pa.schema([SCHEMA.field(n) for n in DATA_COLUMNS])
+
+
+def to_table(cols: dict[str, list[Any]]) -> pa.Table:
+    """Column lists as an Arrow table of the data columns (no tx columns yet)."""
+    arrays = []
+    for field in DATA_SCHEMA:
+        try:
+            arrays.append(pa.array(cols[field.name], field.type))
+        except (pa.ArrowException, UnicodeError) as exc:
+            raise StoreError(f"cannot store column {field.name!r}: {exc}") from exc
+    return pa.Table.from_arrays(arrays, schema=DATA_SCHEMA)
+
+
+def with_tx(table: pa.Table, tx_id: int, tx_time: Any) -> pa.Table:
+    """``table`` with its tx columns filled in, in :data:`SCHEMA`."""
+    n = table.num_rows
+    table = table.append_column(SCHEMA.field("tx_id"), pa.array([tx_id] * n, pa.int64()))
+    table = table.append_column(
+        SCHEMA.field("tx_time"), pa.array([tx_time] * n, SCHEMA.field("tx_time").type)
+    )
+    return table.replace_schema_metadata(SCHEMA.metadata)
+
+
+def decode(table: pa.Table) -> list[dict[str, Any]]:
+    """Rows of a store table back to documents, exactly as they were put."""
+    names = set(table.column_names)
+    lists = {n: table.column(n).to_pylist() for n in DATA_COLUMNS if n in names}
+    n = table.num_rows
+    empty: list[Any] = [None] * n
+    ids, types = lists["xt_id"], lists["type"]
+    s_type = lists.get("source_type", empty)
+    s_fs = lists.get("source_filesystem_id", empty)
+    s_path = lists.get("source_path", empty)
+    extras = lists.get("extra", empty)
+    nulls_col = lists.get("null_fields", empty)
+    fields = [
+        (name, lists.get(name, empty), name in _JSON_SET)
+        for name in ("identity_hash", *PAYLOAD_COLUMNS)
+    ]
+    out: list[dict[str, Any]] = []
+    for i in range(n):
+        nulls = nulls_col[i] or ()
+        doc: dict[str, Any] = {ID_KEY: ids[i], "type": types[i]}
+        if s_type[i] is not None:
+            doc["source"] = {"type": s_type[i], "filesystemId": s_fs[i], "path": s_path[i]}
+        elif "source" in nulls:
+            doc["source"] = None
+        for name, col, is_json in fields:
+            v = col[i]
+            if v is not None:
+                doc[name] = json.loads(v) if is_json else v
+            elif name in nulls:
+                doc[name] = None
+        if extras[i] is not None:
+            doc.update(json.loads(extras[i]))
+        out.append(doc)
+    return out
+
+
+# --- files -------------------------------------------------------------------------
+
+
+def fsync_dir(path: str | os.PathLike[str]) -> None:
+    """Make a rename or unlink in ``path`` durable."""
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def write_parquet(table: pa.Table, tmp: str, final: str, *, row_group_size: int = 65536) -> int:
+    """Write ``table`` to ``tmp``, fsync, rename to ``final``; returns the file size."""
+    try:
+        pq.write_table(
+            table,
+            tmp,
+            compression="zstd",
+            write_statistics=STATS_COLUMNS,
+            write_page_checksum=True,
+            row_group_size=row_group_size,
+        )
+        _fsync_file(tmp)
+        os.replace(tmp, final)
+    except BaseException:
+        _unlink_quiet(tmp)
+        raise
+    return os.path.getsize(final)
+
+
+def read_parquet(path: str, *, columns: Iterable[str] | None = None) -> pa.Table:
+    """Read a store Parquet file, refusing foreign or damaged ones with a clear error."""
+    try:
+        pf = pq.ParquetFile(path, page_checksum_verification=True)
+        meta = pf.schema_arrow.metadata or {}
+        if META_KEY not in meta:
+            raise CorruptStoreError(
+                f"{path} is a Parquet file but not one ctxnb wrote (no {META_KEY.decode()} "
+                "key); move it out of the store directory",
+                path=path,
+            )
+        return pf.read(columns=list(columns) if columns is not None else None)
+    except FileNotFoundError:
+        raise
+    except CorruptStoreError:
+        raise
+    except (OSError, pa.ArrowException) as exc:
+        raise CorruptStoreError(
+            f"{path} cannot be read as Parquet ({exc}); the file is damaged. Restore it "
+            "from a backup of the store directory",
+            path=path,
+        ) from exc
+
+
+def write_docs(table: pa.Table, tmp: str, final: str) -> int:
+    """Write the doc cache (Arrow IPC file, uncompressed so it can be memory-mapped)."""
+    try:
+        with pa.OSFile(tmp, "wb") as sink, pa.ipc.new_file(sink, DOCS_SCHEMA) as writer:
+            writer.write_table(table.combine_chunks(), max_chunksize=max(table.num_rows, 1))
+        _fsync_file(tmp)
+        os.replace(tmp, final)
+    except BaseException:
+        _unlink_quiet(tmp)
+        raise
+    return os.path.getsize(final)
+
+
+class DocsFile:
+    """A memory-mapped doc cache: rows sorted by (xt_id, tx_id), one JSON doc each.
+
+    Lookups go through plain memoryviews, which is what makes ``get`` and ``history``
+    fast without holding a Python object per version.
+    """
+
+    __slots__ = ("path", "_mm", "_batch", "index", "starts", "txs", "offsets", "data", "rows")
+
+    def __init__(self, path: str, expected_rows: int) -> None:
+        self.path = path
+        try:
+            self._mm = pa.memory_map(path, "r")
+            reader = pa.ipc.open_file(self._mm)
+            if not reader.schema.equals(DOCS_SCHEMA, check_metadata=False):
+                raise CorruptStoreError(f"{path} has an unexpected schema", path=path)
+            batches = [reader.get_batch(i) for i in range(reader.num_record_batches)]
+        except CorruptStoreError:
+            raise
+        except (OSError, pa.ArrowException) as exc:
+            raise CorruptStoreError(f"{path} cannot be read ({exc})", path=path) from exc
+        if len(batches) == 1:
+            batch = batches[0]
+        elif not batches:
+            batch = pa.RecordBatch.from_pylist([], schema=DOCS_SCHEMA)
+        else:
+            raise CorruptStoreError(f"{path} has {len(batches)} batches, expected 1", path=path)
+        if batch.num_rows != expected_rows:
+            raise CorruptStoreError(
+                f"{path} has {batch.num_rows} rows, the transaction log says {expected_rows}",
+                path=path,
+            )
+        self._batch = batch
+        self.rows = batch.num_rows
+        ids = batch.column(0)
+        if self.rows:
+            change = pc.not_equal(ids.slice(1), ids.slice(0, self.rows - 1))
+            bounds = pc.add(pc.indices_nonzero(change), 1).to_pylist()
+            uniq = pc.take(ids, pa.array([0, *bounds], pa.int64())).to_pylist()
+            self.starts: list[int] = [0, *bounds, self.rows]
+            self.index: dict[str, int] = dict(zip(uniq, range(len(uniq)), strict=True))
+        else:
+            self.starts, self.index = [0], {}
+        self.txs = _values_view(batch.column(1), "q")
+        doc = batch.column(3)
+        bufs = doc.buffers()
+        if doc.offset != 0:
+            raise CorruptStoreError(f"{path}: unexpected array offset", path=path)
+        self.offsets = memoryview(bufs[1]).cast("B").cast("q")  # type: ignore[arg-type]
+        self.data = memoryview(bufs[2]) if bufs[2] is not None else memoryview(b"")  # type: ignore[arg-type]
+
+    @property
+    def table(self) -> pa.Table:
+        return pa.Table.from_batches([self._batch])
+
+    def blob(self, row: int) -> memoryview:
+        return self.data[self.offsets[row] : self.offsets[row + 1]]
+
+    def latest_rows(self) -> list[int]:
+        return [s - 1 for s in self.starts[1:]]
+
+    def close(self) -> None:
+        for view in (self.txs, self.offsets, self.data):
+            view.release()
+        self._batch = None  # type: ignore[assignment]
+        self._mm.close()
+
+
+def _values_view(arr: pa.Array, fmt: str) -> memoryview:
+    buf = arr.buffers()[1]
+    start = arr.offset
+    view = memoryview(buf).cast("B").cast(fmt)  # type: ignore[arg-type]
+    return view[start : start + len(arr)]
+
+
+def docs_table(ids: list[str], txs: list[int], types: list[str], blobs: list[bytes]) -> pa.Table:
+    return pa.Table.from_arrays(
+        [
+            pa.array(ids, pa.string()),
+            pa.array(txs, pa.int64()),
+            pa.array(types, pa.string()),
+            pa.array(blobs, pa.large_binary()),
+        ],
+        schema=DOCS_SCHEMA,
+    )
+
+
+def _fsync_file(path: str) -> None:
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def _unlink_quiet(path: str) -> None:
+    try:
+        os.unlink(path)
+    except FileNotFoundError:
+        pass

@@ -1,0 +1,1011 @@
+"""The versioned object store: every version of every object, in plain Parquet.
+
+``ObjectStore`` mirrors XTDB's document API (DESIGN §4): ``put`` is one atomic
+transaction, ``get`` reads the latest version, ``history`` and ``as_of`` read the past,
+and ``scan`` returns typed columns as a pandas DataFrame or an Arrow table.
+
+On disk (see ``docs/store-format.md``) a store is a directory of append-only Parquet
+segments, one per transaction, compacted now and then into a snapshot, plus a small
+transaction log whose fsynced line is the commit point. Writers in several processes
+take turns under a file lock; readers never lock and notice other processes' commits
+by a ``stat`` of the log.
+
+Example:
+    >>> import tempfile
+    >>> with ObjectStore(tempfile.mkdtemp()) as store:
+    ...     tx = store.put([{"xt/id": "a", "type": "note", "text": "hello"}])
+    ...     _ = store.put([{"xt/id": "a", "type": "note", "text": "hello again"}])
+    ...     store.get("a")["text"], store.as_of("a", tx)["text"], len(store.history("a"))
+    ('hello again', 'hello', 2)
+"""
+
+from __future__ import annotations
+
+import bisect
+import fcntl
+import json
+import logging
+import os
+import secrets
+import threading
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from pathlib import Path
+from types import TracebackType
+from typing import Any, Literal
+
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from . import _storefmt as fmt
+from . import _storelog as tlog
+from .errors import CorruptStoreError, StoreError
+from .model import OBJECT_TYPES, model_for_type
+
+__all__ = ["CompactReport", "ObjectStore", "TxRecord", "Version"]
+
+log = logging.getLogger("ctxnb.store")
+
+MARKER = "ctxnb-store.json"
+TXLOG = "txlog"
+WRITER_LOCK = "writer.lock"
+COMPACT_LOCK = "compact.lock"
+SEGMENTS = "segments"
+SNAPSHOTS = "snapshots"
+_KNOWN_TOP = frozenset({MARKER, TXLOG, WRITER_LOCK, COMPACT_LOCK, SEGMENTS, SNAPSHOTS})
+_RETRIES = 8
+
+
+@dataclass(frozen=True)
+class TxRecord:
+    """A committed transaction.
+
+    Attributes:
+        tx_id: 1, 2, 3, ... in commit order, never reused.
+        tx_time: commit time, UTC, timezone-aware; never earlier than the previous tx's.
+        count: number of documents written (after removing repeated ids).
+    """
+
+    tx_id: int
+    tx_time: datetime
+    count: int
+
+
+@dataclass(frozen=True)
+class Version:
+    """One version of a document, as returned by :meth:`ObjectStore.history`."""
+
+    doc: dict[str, Any]
+    tx_id: int
+    tx_time: datetime
+
+    @property
+    def version_id(self) -> str:
+        """``"<xt/id>@<tx_id>"``, unique per version."""
+        return f"{self.doc[fmt.ID_KEY]}@{self.tx_id}"
+
+
+@dataclass(frozen=True)
+class CompactReport:
+    """What :meth:`ObjectStore.compact` did.
+
+    Attributes:
+        upto_tx: the snapshot now holds every version up to this tx (None: empty store).
+        segments_merged: segment files folded into the snapshot (0: nothing to do).
+        versions: rows in the new snapshot.
+        snapshot: path of the snapshot Parquet file, or None.
+        bytes_before: size of the data files that were replaced.
+        bytes_after: size of the new snapshot files.
+    """
+
+    upto_tx: int | None
+    segments_merged: int
+    versions: int
+    snapshot: str | None
+    bytes_before: int
+    bytes_after: int
+
+
+class _Snapshot:
+    """The current snapshot: its log entry and its memory-mapped doc cache."""
+
+    __slots__ = ("entry", "docs")
+
+    def __init__(self, entry: tlog.CompactEntry, docs: fmt.DocsFile) -> None:
+        self.entry = entry
+        self.docs = docs
+
+
+def _default_clock() -> datetime:
+    return datetime.now(UTC)
+
+
+class ObjectStore:
+    """A versioned document store in a directory of Parquet files.
+
+    Documents are JSON-shaped dicts with a string ``"xt/id"`` and a string ``"type"``.
+    ``get`` returns a dict equal to the one that was put: same keys, same values, a key
+    set to ``None`` stays ``None`` and an absent key stays absent. Tuples come back as
+    lists (as with JSON); the order of keys is not kept.
+
+    Args:
+        path: the store directory, e.g. ``<workspace>/.ctxnb/store``.
+        create: create the directory if it does not exist (else raise StoreError).
+        clock: returns the current time as an aware datetime; tx times come from it.
+
+    Raises:
+        StoreError: no store at ``path`` and ``create`` is false.
+        CorruptStoreError: a file in the directory is damaged or foreign (``.path``
+            names it).
+
+    Example:
+        >>> import tempfile
+        >>> store = ObjectStore(tempfile.mkdtemp())
+        >>> store.put([{"xt/id": "f1", "type": "file", "content": None, "char_count": 0}])
+        TxRecord(tx_id=1, ...)
+        >>> store.get("f1")
+        {'xt/id': 'f1', 'type': 'file', 'content': None, 'char_count': 0}
+        >>> store.close()
+    """
+
+    def __init__(
+        self,
+        path: str | os.PathLike[str],
+        *,
+        create: bool = True,
+        clock: Callable[[], datetime] | None = None,
+    ) -> None:
+        self.path = Path(path)
+        self._dir = str(self.path)
+        self._clock = clock or _default_clock
+        self._mu = threading.RLock()
+        self._closed = False
+        self._log_path = os.path.join(self._dir, TXLOG)
+        self._log_offset = 0  # end of the last complete line we applied
+        self._log_lines = 0
+        self._seen_size = -1
+        self._seen_ino = -1
+        self._txs: list[TxRecord] = []
+        self._tx_times: list[datetime] = []
+        self._segments: dict[int, tlog.TxEntry] = {}  # live segments: tx > snapshot upto
+        self._snap: _Snapshot | None = None
+        # Versions newer than the snapshot: id -> [(tx_id, json bytes, type)], oldest first.
+        self._overlay: dict[str, list[tuple[int, bytes, str]]] = {}
+        self._log_fd: int | None = None
+        self._writer_fd: int | None = None
+        self._cleaned = False
+        self._open(create)
+
+    @classmethod
+    def for_workspace(cls, workspace_root: str | os.PathLike[str], **kwargs: Any) -> ObjectStore:
+        """The store of a workspace, at ``<root>/.ctxnb/store`` (created if missing).
+
+        Example:
+            >>> import tempfile
+            >>> ObjectStore.for_workspace(tempfile.mkdtemp()).path.parts[-2:]
+            ('.ctxnb', 'store')
+        """
+        return cls(Path(workspace_root) / ".ctxnb" / "store", **kwargs)
+
+    # --- opening ----------------------------------------------------------------------
+
+    def _open(self, create: bool) -> None:
+        marker = os.path.join(self._dir, MARKER)
+        if not os.path.isdir(self._dir):
+            if os.path.exists(self._dir):
+                raise StoreError(f"{self._dir} exists and is not a directory; pass a store path")
+            if not create:
+                raise StoreError(
+                    f"no ctxnb store at {self._dir}; create one with ObjectStore(path) "
+                    "(create=True is the default)"
+                )
+            os.makedirs(self._dir, exist_ok=True)
+        if not os.path.exists(marker):
+            entries = [e for e in os.listdir(self._dir) if not e.startswith(tlog.TMP_PREFIX)]
+            if entries:
+                first = os.path.join(self._dir, sorted(entries)[0])
+                raise CorruptStoreError(
+                    f"{self._dir} is not a ctxnb store: it has files (e.g. {first}) but no "
+                    f"{MARKER}; point ObjectStore at an empty or ctxnb-made directory",
+                    path=first,
+                )
+            if not create:
+                raise StoreError(f"no ctxnb store at {self._dir} (no {MARKER})")
+            self._init_dir(marker)
+        self._check_marker(marker)
+        for sub in (SEGMENTS, SNAPSHOTS):
+            os.makedirs(os.path.join(self._dir, sub), exist_ok=True)
+        if not os.path.exists(self._log_path):
+            if self._has_data_files():
+                raise CorruptStoreError(
+                    f"{self._log_path} is missing but the store has data files; without "
+                    "the log no transaction can be trusted. Restore it from a backup",
+                    path=self._log_path,
+                )
+            os.close(os.open(self._log_path, os.O_WRONLY | os.O_CREAT, 0o644))
+        self._check_layout()
+        self._refresh(force=True)
+
+    def _init_dir(self, marker: str) -> None:
+        body = json.dumps({"format": fmt.FORMAT_NAME, "version": fmt.FORMAT_VERSION}) + "\n"
+        tmp = os.path.join(self._dir, f"{tlog.TMP_PREFIX}{secrets.token_hex(4)}-{MARKER}")
+        with open(tmp, "w", encoding="utf-8") as f:
+            f.write(body)
+            f.flush()
+            os.fsync(f.fileno())
+        for sub in (SEGMENTS, SNAPSHOTS):
+            os.makedirs(os.path.join(self._dir, sub), exist_ok=True)
+        os.close(os.open(self._log_path, os.O_WRONLY | os.O_CREAT, 0o644))
+        os.replace(tmp, marker)  # last: a directory with a marker is a complete store
+        fmt.fsync_dir(self._dir)
+
+    def _check_marker(self, marker: str) -> None:
+        try:
+            with open(marker, encoding="utf-8") as f:
+                info = json.load(f)
+            name, version = info["format"], info["version"]
+        except (OSError, ValueError, KeyError, TypeError) as exc:
+            raise CorruptStoreError(
+                f"{marker} is not a ctxnb store marker ({exc}); restore it or move the "
+                "directory aside",
+                path=marker,
+            ) from exc
+        if name != fmt.FORMAT_NAME:
+            raise CorruptStoreError(f"{marker} names format {name!r}, not ctxnb's", path=marker)
+        if type(version) is not int or version > fmt.FORMAT_VERSION:
+            raise StoreError(
+                f"{self._dir} uses store format {version!r}; this ctxnb reads up to "
+                f"{fmt.FORMAT_VERSION}. Upgrade ctxnb: pip install -U ctxnb"
+            )
+
+    def _has_data_files(self) -> bool:
+        return any(
+            not e.startswith(tlog.TMP_PREFIX)
+            for sub in (SEGMENTS, SNAPSHOTS)
+            for e in os.listdir(os.path.join(self._dir, sub))
+        )
+
+    def _check_layout(self) -> None:
+        """Refuse foreign files: they are either damage or someone else's data."""
+        foreign: list[str] = []
+        for e in os.listdir(self._dir):
+            if e not in _KNOWN_TOP and not e.startswith(tlog.TMP_PREFIX):
+                foreign.append(os.path.join(self._dir, e))
+        for sub, patterns in (
+            (SEGMENTS, (tlog.SEG_RE,)),
+            (SNAPSHOTS, (tlog.SNAP_RE, tlog.DOCS_RE)),
+        ):
+            folder = os.path.join(self._dir, sub)
+            for e in os.listdir(folder):
+                if e.startswith(tlog.TMP_PREFIX) or any(p.fullmatch(e) for p in patterns):
+                    continue
+                foreign.append(os.path.join(folder, e))
+        if foreign:
+            raise CorruptStoreError(
+                f"{foreign[0]} is not a file ctxnb writes in a store directory"
+                + (f" (and {len(foreign) - 1} more)" if len(foreign) > 1 else "")
+                + "; move it out of the store directory",
+                path=foreign[0],
+            )
+
+    # --- reading the log --------------------------------------------------------------
+
+    def _refresh(self, *, force: bool = False) -> None:
+        """Apply log lines other processes appended since we last looked.
+
+        The fast path is one ``stat``; it is what keeps ``get`` cheap.
+        """
+        try:
+            st = os.stat(self._log_path)
+        except FileNotFoundError as exc:
+            raise CorruptStoreError(
+                f"{self._log_path} has disappeared; restore the store directory from a backup",
+                path=self._log_path,
+            ) from exc
+        if (
+            not force
+            and st.st_size == self._seen_size
+            and st.st_ino == self._seen_ino
+            and self._seen_size == self._log_offset
+        ):
+            return
+        if self._seen_ino not in (-1, st.st_ino):
+            raise CorruptStoreError(
+                f"{self._log_path} was replaced by another file while the store was open; "
+                "the log is append-only. Reopen the store",
+                path=self._log_path,
+            )
+        missing: FileNotFoundError | None = None
+        for _ in range(_RETRIES):
+            with open(self._log_path, "rb") as f:
+                size = os.fstat(f.fileno()).st_size
+                if size < self._log_offset:
+                    raise CorruptStoreError(
+                        f"{self._log_path} shrank below committed data ({size} < "
+                        f"{self._log_offset} bytes); restore it from a backup",
+                        path=self._log_path,
+                    )
+                f.seek(self._log_offset)
+                data = f.read(size - self._log_offset)
+            end = data.rfind(b"\n") + 1
+            entries = tlog.parse(
+                data[:end],
+                log_path=self._log_path,
+                first_line=self._log_lines,
+                next_tx=len(self._txs) + 1,
+            )
+            try:
+                self._apply(entries, self._log_offset + end, data.count(b"\n", 0, end))
+            except FileNotFoundError as exc:
+                # A compaction removed a segment between our reading the log and the
+                # file; the log now says which snapshot holds it. Read on and retry.
+                missing = exc
+                continue
+            self._seen_size = self._log_offset + (len(data) - end)
+            self._seen_ino = st.st_ino
+            return
+        path = getattr(missing, "filename", None) or "?"
+        raise CorruptStoreError(
+            f"{path} is named by the committed log {self._log_path} but is missing; "
+            "committed data has been removed by hand. Restore it from a backup",
+            path=str(path),
+        )
+
+    def _apply(self, entries: list[tlog.Entry], new_offset: int, nlines: int) -> None:
+        """Load what the new log entries add, then switch state in one step."""
+        if not entries:
+            self._log_offset, self._log_lines = new_offset, self._log_lines + nlines
+            return
+        last_compact = None
+        for e in entries:
+            if isinstance(e, tlog.CompactEntry):
+                last_compact = e
+        snap = self._snap
+        new_snap: _Snapshot | None = None
+        upto = snap.entry.upto if snap else 0
+        if last_compact is not None:
+            new_snap = _Snapshot(last_compact, self._open_docs(last_compact))
+            upto = last_compact.upto
+        new_txs = [e for e in entries if isinstance(e, tlog.TxEntry)]
+        loaded: list[tuple[tlog.TxEntry, list[dict[str, Any]]]] = []
+        try:
+            for e in new_txs:
+                if e.tx > upto and e.file is not None:
+                    loaded.append((e, self._read_segment(e)))
+        except BaseException:
+            if new_snap is not None:
+                new_snap.docs.close()
+            raise
+        # Commit the new state; nothing below can fail on I/O.
+        for e in new_txs:
+            t = tlog.from_us(e.time_us)
+            self._txs.append(TxRecord(e.tx, t, e.count))
+            self._tx_times.append(t)
+        if new_snap is not None:
+            old, self._snap = self._snap, new_snap
+            if old is not None:
+                old.docs.close()
+            self._segments = {tx: s for tx, s in self._segments.items() if tx > upto}
+            for key in list(self._overlay):
+                kept = [v for v in self._overlay[key] if v[0] > upto]
+                if kept:
+                    self._overlay[key] = kept
+                else:
+                    del self._overlay[key]
+        for e, docs in loaded:
+            self._segments[e.tx] = e
+            self._add_overlay(e.tx, docs)
+        self._log_offset, self._log_lines = new_offset, self._log_lines + nlines
+
+    def _add_overlay(self, tx: int, docs: list[dict[str, Any]]) -> None:
+        overlay = self._overlay
+        for doc in docs:
+            item = (tx, fmt.dumps(doc).encode(), doc["type"])
+            versions = overlay.get(doc[fmt.ID_KEY])
+            if versions is None:
+                overlay[doc[fmt.ID_KEY]] = [item]
+            else:
+                versions.append(item)
+
+    def _abs(self, rel: str) -> str:
+        return os.path.join(self._dir, rel)
+
+    def _read_segment(self, e: tlog.TxEntry) -> list[dict[str, Any]]:
+        assert e.file is not None
+        path = self._abs(e.file)
+        size = os.path.getsize(path)  # FileNotFoundError: handled by _refresh
+        if size != e.size:
+            raise CorruptStoreError(
+                f"{path} is {size} bytes but was committed with {e.size}; the file is "
+                "damaged. Restore it from a backup",
+                path=path,
+            )
+        table = fmt.read_parquet(path)
+        if table.num_rows != e.count:
+            raise CorruptStoreError(
+                f"{path} has {table.num_rows} rows but tx {e.tx} committed {e.count}",
+                path=path,
+            )
+        return fmt.decode(table)
+
+    def _open_docs(self, e: tlog.CompactEntry) -> fmt.DocsFile:
+        parquet = self._abs(e.file)
+        size = os.path.getsize(parquet)
+        if size != e.size:
+            raise CorruptStoreError(
+                f"{parquet} is {size} bytes but was committed with {e.size}; the snapshot "
+                "is damaged. Restore it from a backup",
+                path=parquet,
+            )
+        docs_path = self._abs(e.docs)
+        try:
+            if os.path.getsize(docs_path) != e.docs_size:
+                raise CorruptStoreError(f"{docs_path} has the wrong size", path=docs_path)
+            return fmt.DocsFile(docs_path, e.rows)
+        except (CorruptStoreError, FileNotFoundError) as exc:
+            if not os.path.exists(parquet):
+                raise
+            # The doc cache is derived from the snapshot Parquet: rebuild it.
+            log.warning("rebuilding the doc cache %s from %s (%s)", docs_path, parquet, exc)
+            table = fmt.read_parquet(parquet)
+            docs = fmt.decode(table)
+            cache = fmt.docs_table(
+                [d[fmt.ID_KEY] for d in docs],
+                table.column("tx_id").to_pylist(),
+                [d["type"] for d in docs],
+                [fmt.dumps(d).encode() for d in docs],
+            )
+            tmp = self._tmp_name(SNAPSHOTS, os.path.basename(docs_path))
+            fmt.write_docs(cache, tmp, docs_path)
+            return fmt.DocsFile(docs_path, e.rows)
+
+    def _tmp_name(self, sub: str, name: str) -> str:
+        return os.path.join(self._dir, sub, f"{tlog.TMP_PREFIX}{secrets.token_hex(4)}-{name}")
+
+    # --- writing ----------------------------------------------------------------------
+
+    def _lock(self, name: str, fd: int | None) -> int:
+        if fd is None:
+            fd = os.open(os.path.join(self._dir, name), os.O_RDWR | os.O_CREAT, 0o644)
+        fcntl.flock(fd, fcntl.LOCK_EX)
+        return fd
+
+    def _now(self) -> datetime:
+        now = self._clock()
+        if not isinstance(now, datetime) or now.tzinfo is None:
+            raise StoreError(
+                f"the store's clock returned {now!r}; it must return an aware datetime, "
+                "e.g. datetime.now(timezone.utc)"
+            )
+        now = now.astimezone(UTC)
+        # Tx times never go backwards, so as_of(time) has one answer even if the
+        # wall clock steps back.
+        if self._tx_times and now < self._tx_times[-1]:
+            now = self._tx_times[-1]
+        return now
+
+    def put(self, docs: Iterable[Mapping[str, Any]]) -> TxRecord:
+        """Write documents as one atomic transaction.
+
+        Every document needs a string ``"xt/id"`` and a string ``"type"``; values must
+        be JSON-shaped. If an id appears more than once, the last document wins. An
+        empty ``docs`` commits an empty transaction (count 0).
+
+        Returns:
+            The committed transaction. Once ``put`` returns, the transaction survives a
+            crash of this process or of the machine.
+
+        Raises:
+            StoreError: a document is not storable (the message names it and the key).
+
+        Example:
+            >>> import tempfile
+            >>> store = ObjectStore(tempfile.mkdtemp())
+            >>> tx = store.put([{"xt/id": "a", "type": "note"}, {"xt/id": "b", "type": "note"}])
+            >>> tx.tx_id, tx.count
+            (1, 2)
+        """
+        self._check_open()
+        batch: dict[str, Mapping[str, Any]] = {}
+        for i, doc in enumerate(docs):
+            batch[fmt.validate(doc, i)] = doc
+        data: pa.Table | None = None
+        decoded: list[dict[str, Any]] = []
+        if batch:
+            cols = fmt.encode(list(batch.values()))
+            data = fmt.to_table(cols)
+            decoded = fmt.decode(data)  # exactly what readers will get back
+        with self._mu:
+            self._check_open()
+            self._writer_fd = self._lock(WRITER_LOCK, self._writer_fd)
+            try:
+                self._refresh(force=True)
+                self._truncate_torn_tail()
+                if not self._cleaned:
+                    self._cleanup_segments()
+                    self._cleaned = True
+                tx_id = len(self._txs) + 1
+                now = self._now()
+                entry = tlog.TxEntry(tx_id, tlog.to_us(now), len(batch), None, 0)
+                if data is not None:
+                    name = f"seg-{tx_id:012d}-{secrets.token_hex(4)}.parquet"
+                    final = os.path.join(self._dir, SEGMENTS, name)
+                    table = fmt.with_tx(data, tx_id, now)
+                    size = fmt.write_parquet(table, self._tmp_name(SEGMENTS, name), final)
+                    fmt.fsync_dir(os.path.join(self._dir, SEGMENTS))
+                    entry = tlog.TxEntry(
+                        tx_id, entry.time_us, len(batch), f"{SEGMENTS}/{name}", size
+                    )
+                self._append_log(tlog.tx_line(entry))
+            except OSError as exc:
+                raise StoreError(f"cannot commit to {self._dir}: {exc}") from exc
+            finally:
+                fcntl.flock(self._writer_fd, fcntl.LOCK_UN)
+            if data is not None:
+                self._segments[tx_id] = entry
+                self._add_overlay(tx_id, decoded)
+            record = TxRecord(tx_id, tlog.from_us(entry.time_us), len(batch))
+            self._txs.append(record)
+            self._tx_times.append(record.tx_time)
+            return record
+
+    def _append_log(self, line: bytes) -> None:
+        """Append one line as the commit point; on failure leave the log as it was."""
+        if self._log_fd is None:
+            self._log_fd = os.open(self._log_path, os.O_WRONLY | os.O_APPEND)
+        try:
+            tlog.append(self._log_fd, line)
+        except BaseException:
+            os.truncate(self._log_path, self._log_offset)
+            raise
+        self._log_offset += len(line)
+        self._log_lines += 1
+        self._seen_size = self._log_offset
+
+    def _truncate_torn_tail(self) -> None:
+        # Bytes after the last newline are a line a crashed writer never finished: it was
+        # never acknowledged, so it is dropped before the next line goes in.
+        if os.path.getsize(self._log_path) > self._log_offset:
+            log.info("dropping an unfinished last line from %s", self._log_path)
+            os.truncate(self._log_path, self._log_offset)
+            self._seen_size = self._log_offset
+
+    def _cleanup_segments(self) -> None:
+        """Remove segment files the log does not reference (needs the writer lock)."""
+        live = {os.path.basename(e.file) for e in self._segments.values() if e.file}
+        folder = os.path.join(self._dir, SEGMENTS)
+        removed = 0
+        for name in os.listdir(folder):
+            if name not in live:
+                _unlink(os.path.join(folder, name))
+                removed += 1
+        if removed:
+            fmt.fsync_dir(folder)
+
+    # --- compaction -------------------------------------------------------------------
+
+    def compact(self) -> CompactReport:
+        """Merge all segments and the old snapshot into one snapshot, keeping every version.
+
+        Readers keep working meanwhile and never see a half-done compaction: the new
+        snapshot takes over with one log line. Writers are held up only for that line.
+
+        Example:
+            >>> import tempfile
+            >>> store = ObjectStore(tempfile.mkdtemp())
+            >>> _ = store.put([{"xt/id": "a", "type": "note", "v": 1}])
+            >>> _ = store.put([{"xt/id": "a", "type": "note", "v": 2}])
+            >>> report = store.compact()
+            >>> report.segments_merged, report.versions, len(store.history("a"))
+            (2, 2, 2)
+        """
+        with self._mu:
+            self._check_open()
+            fd = self._lock(COMPACT_LOCK, None)
+            try:
+                return self._compact_locked()
+            finally:
+                fcntl.flock(fd, fcntl.LOCK_UN)
+                os.close(fd)
+
+    def _compact_locked(self) -> CompactReport:
+        self._refresh()
+        snap = self._snap
+        segs = [self._segments[tx] for tx in sorted(self._segments)]
+        if not segs:
+            self._cleanup_snapshots()
+            return CompactReport(
+                snap.entry.upto if snap else (len(self._txs) or None),
+                0,
+                snap.entry.rows if snap else 0,
+                self._abs(snap.entry.file) if snap else None,
+                0,
+                0,
+            )
+        upto = len(self._txs)
+        replaced = [s.file for s in segs if s.file]
+        tables = []
+        if snap is not None:
+            replaced += [snap.entry.file, snap.entry.docs]
+            tables.append(fmt.read_parquet(self._abs(snap.entry.file)))
+        tables += [fmt.read_parquet(self._abs(s.file)) for s in segs if s.file]
+        bytes_before = sum(os.path.getsize(self._abs(f)) for f in replaced)
+        keys = [("xt_id", "ascending"), ("tx_id", "ascending")]
+        merged = pa.concat_tables(tables)
+        merged = merged.take(pc.sort_indices(merged, sort_keys=keys))
+        ids, txs, types, blobs = [], [], [], []
+        for key, versions in self._overlay.items():
+            for tx, blob, typ in versions:
+                ids.append(key)
+                txs.append(tx)
+                types.append(typ)
+                blobs.append(blob)
+        cache_parts = [fmt.docs_table(ids, txs, types, blobs)]
+        if snap is not None:
+            cache_parts.insert(0, snap.docs.table)
+        cache = pa.concat_tables(cache_parts)
+        cache = cache.take(pc.sort_indices(cache, sort_keys=keys))
+        if not (
+            cache.column("xt_id").equals(merged.column("xt_id"))
+            and cache.column("tx_id").equals(merged.column("tx_id"))
+        ):
+            raise StoreError(
+                f"compaction of {self._dir} stopped: the in-memory view does not match the "
+                "Parquet files. Nothing was changed; reopen the store and retry"
+            )
+        token = secrets.token_hex(4)
+        name = f"snap-{upto:012d}-{token}"
+        folder = os.path.join(self._dir, SNAPSHOTS)
+        size = fmt.write_parquet(
+            merged, self._tmp_name(SNAPSHOTS, name), os.path.join(folder, name + ".parquet")
+        )
+        docs_size = fmt.write_docs(
+            cache, self._tmp_name(SNAPSHOTS, name), os.path.join(folder, name + ".docs.arrow")
+        )
+        fmt.fsync_dir(folder)
+        entry = tlog.CompactEntry(
+            upto=upto,
+            file=f"{SNAPSHOTS}/{name}.parquet",
+            size=size,
+            docs=f"{SNAPSHOTS}/{name}.docs.arrow",
+            docs_size=docs_size,
+            rows=merged.num_rows,
+            replaces=tuple(replaced),
+        )
+        self._writer_fd = self._lock(WRITER_LOCK, self._writer_fd)
+        try:
+            self._refresh(force=True)
+            self._truncate_torn_tail()
+            self._append_log(tlog.compact_line(entry))
+            self._apply([entry], self._log_offset, 0)
+        finally:
+            fcntl.flock(self._writer_fd, fcntl.LOCK_UN)
+        self._seen_size = self._log_offset
+        for rel in replaced:
+            _unlink(self._abs(rel))
+        self._cleanup_snapshots()
+        fmt.fsync_dir(os.path.join(self._dir, SEGMENTS))
+        return CompactReport(
+            upto, len(segs), merged.num_rows, self._abs(entry.file), bytes_before, size + docs_size
+        )
+
+    def _cleanup_snapshots(self) -> None:
+        """Remove snapshot files no longer current (needs the compaction lock)."""
+        snap = self._snap
+        live = (
+            {os.path.basename(snap.entry.file), os.path.basename(snap.entry.docs)}
+            if snap
+            else set()
+        )
+        folder = os.path.join(self._dir, SNAPSHOTS)
+        for name in os.listdir(folder):
+            if name not in live:
+                _unlink(os.path.join(folder, name))
+        fmt.fsync_dir(folder)
+
+    # --- reads ------------------------------------------------------------------------
+
+    def get(self, id: str) -> dict[str, Any] | None:
+        """The latest version of a document, or None if the store has never seen ``id``.
+
+        Example:
+            >>> import tempfile
+            >>> store = ObjectStore(tempfile.mkdtemp())
+            >>> _ = store.put([{"xt/id": "a", "type": "note", "tags": ["x"]}])
+            >>> store.get("a"), store.get("nope")
+            ({'xt/id': 'a', 'type': 'note', 'tags': ['x']}, None)
+        """
+        with self._mu:
+            self._check_open()
+            self._refresh()
+            versions = self._overlay.get(id)
+            if versions is not None:
+                return json.loads(versions[-1][1])
+            snap = self._snap
+            if snap is not None:
+                k = snap.docs.index.get(id)
+                if k is not None:
+                    return json.loads(bytes(snap.docs.blob(snap.docs.starts[k + 1] - 1)))
+            return None
+
+    def get_many(self, ids: Iterable[str]) -> dict[str, dict[str, Any]]:
+        """The latest versions of several documents; ids the store lacks are left out.
+
+        Example:
+            >>> import tempfile
+            >>> store = ObjectStore(tempfile.mkdtemp())
+            >>> _ = store.put([{"xt/id": "a", "type": "note"}])
+            >>> list(store.get_many(["a", "b"]))
+            ['a']
+        """
+        with self._mu:
+            self._check_open()
+            self._refresh()
+            overlay, out = self._overlay, {}
+            snap = self._snap.docs if self._snap else None
+            loads = json.loads
+            for key in ids:
+                if key in out:
+                    continue
+                versions = overlay.get(key)
+                if versions is not None:
+                    out[key] = loads(versions[-1][1])
+                elif snap is not None:
+                    k = snap.index.get(key)
+                    if k is not None:
+                        out[key] = loads(bytes(snap.blob(snap.starts[k + 1] - 1)))
+            return out
+
+    def history(self, id: str) -> list[Version]:
+        """Every version of a document, oldest first (empty if the id is unknown).
+
+        Example:
+            >>> import tempfile
+            >>> store = ObjectStore(tempfile.mkdtemp())
+            >>> _ = store.put([{"xt/id": "a", "type": "note", "v": 1}])
+            >>> _ = store.put([{"xt/id": "a", "type": "note", "v": 2}])
+            >>> [(v.tx_id, v.doc["v"], v.version_id) for v in store.history("a")]
+            [(1, 1, 'a@1'), (2, 2, 'a@2')]
+        """
+        with self._mu:
+            self._check_open()
+            self._refresh()
+            times, out = self._tx_times, []
+            snap = self._snap.docs if self._snap else None
+            if snap is not None:
+                k = snap.index.get(id)
+                if k is not None:
+                    txs, blob = snap.txs, snap.blob
+                    for row in range(snap.starts[k], snap.starts[k + 1]):
+                        tx = txs[row]
+                        out.append(Version(json.loads(bytes(blob(row))), tx, times[tx - 1]))
+            for tx, data, _ in self._overlay.get(id, ()):
+                out.append(Version(json.loads(data), tx, times[tx - 1]))
+            return out
+
+    def as_of(self, id: str, tx: int | datetime | TxRecord) -> dict[str, Any] | None:
+        """The version of ``id`` that was current at a transaction or time.
+
+        Args:
+            id: the document id.
+            tx: a tx id, a TxRecord, or an aware datetime (the latest transaction
+                committed at or before it counts).
+
+        Returns:
+            The document, or None if it did not exist yet.
+
+        Example:
+            >>> import tempfile
+            >>> store = ObjectStore(tempfile.mkdtemp())
+            >>> first = store.put([{"xt/id": "a", "type": "note", "v": 1}])
+            >>> _ = store.put([{"xt/id": "a", "type": "note", "v": 2}])
+            >>> store.as_of("a", first)["v"], store.as_of("a", first.tx_time)["v"]
+            (1, 1)
+        """
+        with self._mu:
+            self._check_open()
+            self._refresh()
+            limit = self._resolve_tx(tx)
+            if limit is None:
+                return None
+            for v_tx, data, _ in reversed(self._overlay.get(id, ())):
+                if v_tx <= limit:
+                    return json.loads(data)
+            snap = self._snap.docs if self._snap else None
+            if snap is not None:
+                k = snap.index.get(id)
+                if k is not None:
+                    txs = snap.txs
+                    for row in range(snap.starts[k + 1] - 1, snap.starts[k] - 1, -1):
+                        if txs[row] <= limit:
+                            return json.loads(bytes(snap.blob(row)))
+            return None
+
+    def _resolve_tx(self, tx: int | datetime | TxRecord | None) -> int | None:
+        """A tx reference to a tx id (None: before the first transaction)."""
+        if isinstance(tx, TxRecord):
+            return tx.tx_id
+        if isinstance(tx, datetime):
+            if tx.tzinfo is None:
+                raise ValueError(
+                    f"as_of needs a timezone-aware datetime, got {tx!r}; "
+                    "e.g. datetime.now(timezone.utc)"
+                )
+            n = bisect.bisect_right(self._tx_times, tx.astimezone(UTC))
+            return n or None
+        if isinstance(tx, int) and not isinstance(tx, bool):
+            return tx if tx >= 1 else None
+        raise TypeError(f"expected a tx id, a TxRecord or a datetime, got {tx!r}")
+
+    def ids(self, type: str | None = None) -> list[str]:
+        """The ids of all documents (optionally of one type, by latest version), sorted.
+
+        Example:
+            >>> import tempfile
+            >>> store = ObjectStore(tempfile.mkdtemp())
+            >>> _ = store.put([{"xt/id": "b", "type": "file"}, {"xt/id": "a", "type": "chat"}])
+            >>> store.ids(), store.ids("file")
+            (['a', 'b'], ['b'])
+        """
+        with self._mu:
+            self._check_open()
+            self._refresh()
+            out: set[str] = set()
+            snap = self._snap.docs if self._snap else None
+            if snap is not None:
+                if type is None:
+                    out.update(snap.index)
+                else:
+                    latest = pa.array(snap.latest_rows(), pa.int64())
+                    batch_types = snap.table.column("type").take(latest)
+                    mask = pc.equal(batch_types, type)
+                    ids = snap.table.column("xt_id").take(latest).filter(mask)
+                    out.update(ids.to_pylist())
+            for key, versions in self._overlay.items():
+                if type is None or versions[-1][2] == type:
+                    out.add(key)
+                else:
+                    out.discard(key)
+            return sorted(out)
+
+    def latest_tx(self) -> TxRecord | None:
+        """The last committed transaction, or None for an empty store."""
+        with self._mu:
+            self._check_open()
+            self._refresh()
+            return self._txs[-1] if self._txs else None
+
+    def transactions(self) -> list[TxRecord]:
+        """Every committed transaction, oldest first."""
+        with self._mu:
+            self._check_open()
+            self._refresh()
+            return list(self._txs)
+
+    def scan(
+        self,
+        type: str | None = None,
+        *,
+        as_of: int | datetime | TxRecord | None = None,
+        all_versions: bool = False,
+        columns: Iterable[str] | None = None,
+        format: Literal["pandas", "arrow"] = "pandas",
+    ) -> Any:
+        """Documents as a table with one typed column per field.
+
+        Args:
+            type: only documents of this type (judged by the version returned).
+            as_of: read as of this tx id, TxRecord or aware datetime.
+            all_versions: every version instead of the latest of each document.
+            columns: column names to return (see ``docs/store-format.md``). By default
+                the envelope, the type's own fields (all fields without ``type``),
+                ``extra``, ``tx_id`` and ``tx_time``.
+            format: ``"pandas"`` for a DataFrame, ``"arrow"`` for a ``pyarrow.Table``.
+
+        Rows are sorted by ``xt_id``, then ``tx_id``. ``args`` and ``turns`` hold JSON
+        text, ``extra`` a JSON object of all other keys.
+
+        Example:
+            >>> import tempfile
+            >>> store = ObjectStore(tempfile.mkdtemp())
+            >>> _ = store.put([{"xt/id": "f", "type": "file", "content": "hi", "char_count": 2}])
+            >>> store.scan("file")[["xt_id", "content", "char_count"]].to_dict("records")
+            [{'xt_id': 'f', 'content': 'hi', 'char_count': 2}]
+        """
+        if format not in ("pandas", "arrow"):
+            raise ValueError(f"format must be 'pandas' or 'arrow', not {format!r}")
+        wanted = self._scan_columns(type, columns)
+        with self._mu:
+            self._check_open()
+            for _ in range(_RETRIES):
+                self._refresh()
+                limit = self._resolve_tx(as_of) if as_of is not None else None
+                files = [self._abs(self._snap.entry.file)] if self._snap else []
+                files += [self._abs(s.file) for _, s in sorted(self._segments.items()) if s.file]
+                if as_of is not None and limit is None:
+                    files = []
+                read = sorted(set(wanted) | {"xt_id", "tx_id", "type"}, key=fmt.SCHEMA.names.index)
+                try:
+                    tables = [fmt.read_parquet(f, columns=read) for f in files]
+                except FileNotFoundError:
+                    continue  # a compaction replaced the files; the log says with what
+                break
+            else:
+                raise StoreError(f"could not read {self._dir}: files kept changing; retry")
+        schema = pa.schema([fmt.SCHEMA.field(n) for n in read])
+        table = pa.concat_tables(tables) if tables else schema.empty_table()
+        if limit is not None:
+            table = table.filter(pc.less_equal(table.column("tx_id"), limit))
+        keys = [("xt_id", "ascending"), ("tx_id", "ascending")]
+        table = table.take(pc.sort_indices(table, sort_keys=keys))
+        if not all_versions and table.num_rows:
+            ids = table.column("xt_id")
+            n = table.num_rows
+            last = pc.indices_nonzero(pc.not_equal(ids.slice(1), ids.slice(0, n - 1)))
+            table = table.take(pa.concat_arrays([last.cast(pa.int64()), pa.array([n - 1])]))
+        if type is not None:
+            table = table.filter(pc.equal(table.column("type"), type))
+        table = table.select(wanted)
+        return table if format == "arrow" else table.to_pandas()
+
+    @staticmethod
+    def _scan_columns(type: str | None, columns: Iterable[str] | None) -> list[str]:
+        if columns is not None:
+            wanted = list(columns)
+            unknown = [c for c in wanted if c not in fmt.SCHEMA.names]
+            if unknown:
+                raise ValueError(
+                    f"unknown column(s) {unknown}; store columns are {fmt.SCHEMA.names}"
+                )
+            return wanted
+        envelope = [c for c in fmt.ENVELOPE_COLUMNS if c not in ("tx_id", "tx_time")]
+        if type in OBJECT_TYPES:
+            own = model_for_type(type).PAYLOAD_FIELDS  # type: ignore[arg-type]
+            payload = [c for c in fmt.PAYLOAD_COLUMNS if c in own]
+        else:
+            payload = list(fmt.PAYLOAD_COLUMNS)
+        return [*envelope, *payload, "extra", "tx_id", "tx_time"]
+
+    # --- lifecycle --------------------------------------------------------------------
+
+    def _check_open(self) -> None:
+        if self._closed:
+            raise StoreError(f"the store at {self._dir} is closed; open it again")
+
+    def close(self) -> None:
+        """Release files and memory maps. Safe to call twice."""
+        with self._mu:
+            if self._closed:
+                return
+            self._closed = True
+            for fd in (self._log_fd, self._writer_fd):
+                if fd is not None:
+                    os.close(fd)
+            self._log_fd = self._writer_fd = None
+            if self._snap is not None:
+                self._snap.docs.close()
+                self._snap = None
+            self._overlay = {}
+
+    def __enter__(self) -> ObjectStore:
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self.close()
+
+    def __repr__(self) -> str:
+        state = "closed" if self._closed else f"latest_tx={len(self._txs)}"
+        return f"ObjectStore({self._dir!r}, {state})"
+
+
+def _unlink(path: str) -> None:
+    try:
+        os.unlink(path)
+    except FileNotFoundError:
+        pass

@@ -1,0 +1,626 @@
+"""Tests of the object store on real Parquet files and real processes."""
+
+from __future__ import annotations
+
+import doctest
+import json
+import os
+import subprocess
+import sys
+import time
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+from typing import Any
+
+import duckdb
+import pandas as pd
+import pyarrow.dataset as pads
+import pyarrow.parquet as pq
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+import ctxnb.store
+from ctxnb.errors import CorruptStoreError, StoreError
+from ctxnb.model import (
+    ChatObject,
+    FileObject,
+    FilesystemSource,
+    SessionObject,
+    SystemPromptObject,
+    ToolCallObject,
+)
+from ctxnb.store import ObjectStore, TxRecord, Version
+
+WORKER = Path(__file__).with_name("store_worker.py")
+
+
+class StepClock:
+    """A clock that moves one second per call (the part under test is the store)."""
+
+    def __init__(self, start: datetime | None = None) -> None:
+        self.now = start or datetime(2025, 1, 1, tzinfo=UTC)
+
+    def __call__(self) -> datetime:
+        self.now += timedelta(seconds=1)
+        return self.now
+
+
+@pytest.fixture
+def store(tmp_path: Path) -> ObjectStore:
+    s = ObjectStore(tmp_path / "store", clock=StepClock())
+    yield s
+    s.close()
+
+
+def model_docs() -> list[dict[str, Any]]:
+    src = FilesystemSource(filesystem_id="fs1", path="/ws/a.py")
+    file = FileObject.new(src, content="x = 1\n", file_type="python", data=b"x = 1\n")
+    deleted = FileObject.new(
+        FilesystemSource(filesystem_id="fs1", path="/ws/gone.py"),
+        content=None,
+        file_type="python",
+        data=None,
+    )
+    tool = ToolCallObject(
+        id="tc1",
+        tool="read_file",
+        args={"path": "/ws/a.py", "range": [1, 3], "opts": {"x": None}},
+        args_display="read_file a.py",
+        file_refs=[file.id],
+        content="x = 1",
+    )
+    chat = ChatObject(
+        id="chat1",
+        turns=[{"role": "user", "content": "hi"}, {"role": "assistant", "content": "hello"}],
+        turn_count=2,
+        toolcall_refs=["tc1"],
+    )
+    session = SessionObject(
+        id="s1",
+        session_id="sess-1",
+        chat_ref="chat1",
+        session_index=[file.id, "tc1"],
+        active_set=[file.id],
+        pinned_set=[],
+    )
+    prompt = SystemPromptObject(id="sp1", content="be brief")
+    return [o.to_doc() for o in (file, deleted, tool, chat, session, prompt)]
+
+
+# --- round trips ------------------------------------------------------------------------
+
+
+def test_model_documents_round_trip_and_load_back(store: ObjectStore) -> None:
+    docs = model_docs()
+    store.put(docs)
+    for doc in docs:
+        assert store.get(doc["xt/id"]) == doc
+    reopened = ObjectStore(store.path)
+    assert all(reopened.get(d["xt/id"]) == d for d in docs)
+    assert isinstance(FileObject.from_doc(reopened.get(docs[0]["xt/id"])), FileObject)
+    reopened.close()
+
+
+def test_absent_and_none_are_kept_apart(store: ObjectStore) -> None:
+    store.put(
+        [
+            {"xt/id": "none", "type": "file", "content": None, "source": None, "file_refs": None},
+            {"xt/id": "absent", "type": "file"},
+        ]
+    )
+    assert store.get("none") == {
+        "xt/id": "none",
+        "type": "file",
+        "content": None,
+        "source": None,
+        "file_refs": None,
+    }
+    assert store.get("absent") == {"xt/id": "absent", "type": "file"}
+
+
+def test_values_that_do_not_fit_their_column_and_unknown_types_round_trip(
+    store: ObjectStore,
+) -> None:
+    odd = {
+        "xt/id": "odd",
+        "type": "file",
+        "char_count": "12",  # not an int
+        "turn_count": True,  # bool is not an int here
+        "file_refs": ["a", 1],  # not all strings
+        "content": 3.5,
+        "source": {"type": "filesystem", "path": "/p"},  # no filesystemId
+        "status": ["ok"],
+        "args": "just a string",
+        "huge": 2**80,
+        "tx_id": "a field named like a column",
+    }
+    relations = {
+        "xt/id": "rel-1",
+        "type": "relations",
+        "edges": [["a", "b"], ["b", "c", {"w": 0.5}]],
+        "meta": {"nested": {"deeper": [None, True, -0.0, 1e300]}},
+        "unicode": "naïve ☃ \U0001f600",
+    }
+    store.put([odd, relations])
+    assert store.get("odd") == odd
+    assert store.get("rel-1") == relations
+    got = store.get("odd")
+    assert {k: type(v) for k, v in got.items()} == {k: type(v) for k, v in odd.items()}
+
+
+def test_tuples_come_back_as_lists(store: ObjectStore) -> None:
+    store.put([{"xt/id": "t", "type": "x", "file_refs": ("a", "b"), "pair": (1, 2)}])
+    assert store.get("t") == {"xt/id": "t", "type": "x", "file_refs": ["a", "b"], "pair": [1, 2]}
+
+
+json_values = st.recursive(
+    st.none()
+    | st.booleans()
+    | st.integers(min_value=-(2**70), max_value=2**70)
+    | st.floats(allow_nan=False, allow_infinity=False)
+    | st.text(st.characters(blacklist_categories=("Cs",))),
+    lambda inner: (
+        st.lists(inner, max_size=4) | st.dictionaries(st.text(max_size=6), inner, max_size=4)
+    ),
+    max_leaves=12,
+)
+field_names = st.sampled_from(
+    ["content", "char_count", "args", "turns", "file_refs", "source", "identity_hash"]
+    + ["status", "active_set", "turn_count", "extra", "null_fields", "other", "xt_id"]
+)
+
+
+@st.composite
+def documents(draw: st.DrawFn) -> dict[str, Any]:
+    doc: dict[str, Any] = {
+        "xt/id": draw(st.text(min_size=1, max_size=8)),
+        "type": draw(st.sampled_from(["file", "toolcall", "chat", "session", "relations"])),
+    }
+    for name in draw(st.lists(field_names, max_size=6, unique=True)):
+        if name in ("file_refs", "active_set") and draw(st.booleans()):
+            doc[name] = draw(st.lists(st.text(max_size=5), max_size=3))
+        elif name == "source" and draw(st.booleans()):
+            doc[name] = {"type": "filesystem", "filesystemId": "fs", "path": draw(st.text())}
+        else:
+            doc[name] = draw(json_values)
+    return doc
+
+
+@settings(max_examples=80, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(docs=st.lists(documents(), min_size=1, max_size=5))
+def test_property_any_json_document_round_trips(tmp_path_factory, docs) -> None:
+    path = tmp_path_factory.mktemp("prop")
+    with ObjectStore(path) as store:
+        store.put(docs)
+        expected = {d["xt/id"]: d for d in docs}  # the last of a repeated id wins
+        assert store.get_many(expected) == expected
+        store.compact()
+        assert {i: store.get(i) for i in expected} == expected
+    with ObjectStore(path) as reopened:
+        assert reopened.get_many(expected) == expected
+
+
+# --- transactions -----------------------------------------------------------------------
+
+
+def test_put_returns_tx_records_and_repeated_ids_last_wins(store: ObjectStore) -> None:
+    tx = store.put([{"xt/id": "a", "type": "n", "v": 1}, {"xt/id": "a", "type": "n", "v": 2}])
+    assert isinstance(tx, TxRecord)
+    assert (tx.tx_id, tx.count) == (1, 1)
+    assert tx.tx_time.tzinfo is not None and tx.tx_time.utcoffset() == timedelta(0)
+    assert store.get("a")["v"] == 2
+    assert len(store.history("a")) == 1
+    empty = store.put([])
+    assert (empty.tx_id, empty.count) == (2, 0)
+    assert store.transactions() == [tx, empty]
+    assert store.latest_tx() == empty
+
+
+@pytest.mark.parametrize(
+    ("doc", "needle"),
+    [
+        ({"type": "n"}, "xt/id"),
+        ({"xt/id": 5, "type": "n"}, "xt/id"),
+        ({"xt/id": "a"}, "'type'"),
+        ({"xt/id": "a", "type": "n", "x": float("nan")}, "'x'"),
+        ({"xt/id": "a", "type": "n", "x": {1: "int key"}}, "not a string"),
+        ({"xt/id": "a", "type": "n", "x": {1, 2}}, "set"),
+        ({"xt/id": "a", "type": "n", "content": "\udc80"}, "content"),
+    ],
+)
+def test_bad_documents_are_refused_and_nothing_is_committed(
+    store: ObjectStore, doc: dict, needle: str
+) -> None:
+    store.put([{"xt/id": "ok", "type": "n"}])
+    with pytest.raises(StoreError, match=needle):
+        store.put([{"xt/id": "fine", "type": "n"}, doc])
+    assert len(store.transactions()) == 1
+    assert store.get("fine") is None
+
+
+def test_history_and_as_of_by_tx_time_and_record(store: ObjectStore) -> None:
+    t1 = store.put([{"xt/id": "a", "type": "n", "v": 1}])
+    t2 = store.put([{"xt/id": "b", "type": "n"}])
+    t3 = store.put([{"xt/id": "a", "type": "n", "v": 3}])
+    hist = store.history("a")
+    assert [(v.tx_id, v.tx_time, v.doc["v"]) for v in hist] == [
+        (1, t1.tx_time, 1),
+        (3, t3.tx_time, 3),
+    ]
+    assert isinstance(hist[0], Version) and hist[1].version_id == "a@3"
+    assert store.as_of("a", 1)["v"] == 1
+    assert store.as_of("a", t2)["v"] == 1
+    assert store.as_of("a", 3)["v"] == 3
+    assert store.as_of("a", 99)["v"] == 3
+    assert store.as_of("a", 0) is None
+    assert store.as_of("b", t1) is None
+    assert store.as_of("a", t2.tx_time + timedelta(milliseconds=500))["v"] == 1
+    assert store.as_of("a", t3.tx_time)["v"] == 3
+    assert store.as_of("a", t1.tx_time - timedelta(seconds=1)) is None
+    with pytest.raises(ValueError, match="timezone-aware"):
+        store.as_of("a", datetime(2025, 1, 1))
+    assert store.history("missing") == [] and store.get("missing") is None
+
+
+def test_tx_times_never_go_backwards(tmp_path: Path) -> None:
+    times = iter(
+        [datetime(2025, 1, 2, tzinfo=UTC), datetime(2025, 1, 1, tzinfo=UTC)]
+    )  # the wall clock steps back
+    with ObjectStore(tmp_path, clock=lambda: next(times)) as store:
+        a = store.put([{"xt/id": "a", "type": "n"}])
+        b = store.put([{"xt/id": "b", "type": "n"}])
+    assert b.tx_time == a.tx_time
+
+
+def test_naive_clock_is_refused(tmp_path: Path) -> None:
+    with ObjectStore(tmp_path, clock=lambda: datetime(2025, 1, 1)) as store:
+        with pytest.raises(StoreError, match="aware"):
+            store.put([{"xt/id": "a", "type": "n"}])
+
+
+# --- compaction -------------------------------------------------------------------------
+
+
+def _answers(store: ObjectStore, ids: list[str]) -> Any:
+    txs = store.transactions()
+    return (
+        [store.get(i) for i in ids],
+        [[(v.tx_id, v.tx_time, v.doc) for v in store.history(i)] for i in ids],
+        [[store.as_of(i, t) for t in txs] for i in ids],
+        [[store.as_of(i, t.tx_time) for t in txs] for i in ids],
+        store.ids(),
+        store.ids("file"),
+        txs,
+        store.scan(all_versions=True, format="arrow").to_pylist(),
+        store.scan("file", as_of=2, format="arrow").to_pylist(),
+    )
+
+
+def test_compaction_keeps_every_version_and_every_answer(store: ObjectStore) -> None:
+    for k in range(6):
+        docs = [{"xt/id": f"f{i}", "type": "file", "content": f"v{k}"} for i in range(k % 3 + 1)]
+        docs.append({"xt/id": f"t{k}", "type": "toolcall", "tool": "x", "args": {"k": k}})
+        store.put(docs)
+    ids = store.ids()
+    before = _answers(store, ids)
+    report = store.compact()
+    assert (report.upto_tx, report.segments_merged, report.versions) == (6, 6, 18)
+    assert _answers(store, ids) == before
+    assert list((store.path / "segments").iterdir()) == []
+    # more writes, then a second compaction that folds the old snapshot in
+    store.put([{"xt/id": "f0", "type": "file", "content": "v6"}])
+    before = _answers(store, ids)
+    again = store.compact()
+    assert (again.upto_tx, again.segments_merged, again.versions) == (7, 1, 19)
+    assert _answers(store, ids) == before
+    with ObjectStore(store.path) as reopened:
+        assert _answers(reopened, ids) == before
+    assert len(list((store.path / "snapshots").iterdir())) == 2  # parquet + doc cache
+    assert store.compact().segments_merged == 0
+
+
+def test_other_process_sees_commits_and_compactions(store: ObjectStore) -> None:
+    store.put([{"xt/id": "a", "type": "n", "v": 1}])
+    reader = ObjectStore(store.path)
+    assert reader.get("a")["v"] == 1
+    store.put([{"xt/id": "a", "type": "n", "v": 2}])
+    assert reader.get("a")["v"] == 2
+    store.compact()
+    store.put([{"xt/id": "a", "type": "n", "v": 3}])
+    assert [v.doc["v"] for v in reader.history("a")] == [1, 2, 3]
+    assert reader.scan("n", columns=["xt_id", "tx_id"], format="arrow").num_rows == 1
+    reader.close()
+
+
+# --- scan and outside readers -----------------------------------------------------------
+
+
+def test_scan_typed_columns(store: ObjectStore) -> None:
+    docs = model_docs()
+    store.put(docs)
+    store.put([{**docs[0], "content": "x = 2\n", "char_count": 6}])
+    files = store.scan("file")
+    assert list(files.columns) == [
+        "xt_id",
+        "type",
+        "source_type",
+        "source_filesystem_id",
+        "source_path",
+        "identity_hash",
+        "content",
+        "file_type",
+        "char_count",
+        "source_hash",
+        "content_hash",
+        "extra",
+        "tx_id",
+        "tx_time",
+    ]
+    assert len(files) == 2 and str(files["char_count"].dtype) == "int64"
+    assert set(files["content"].dropna()) == {"x = 2\n"}
+    assert str(files["tx_time"].dtype) == "datetime64[us, UTC]"
+    assert len(store.scan("file", all_versions=True)) == 3
+    assert set(store.scan("file", as_of=1)["content"].dropna()) == {"x = 1\n"}
+    tools = store.scan("toolcall", format="arrow")
+    assert tools.column("file_refs").to_pylist() == [[docs[0]["xt/id"]]]
+    assert json.loads(tools.column("args")[0].as_py()) == docs[2]["args"]
+    assert len(store.scan()) == 6
+    assert list(store.scan(columns=["xt_id", "null_fields"]).columns) == ["xt_id", "null_fields"]
+    with pytest.raises(ValueError, match="unknown column"):
+        store.scan(columns=["nope"])
+
+
+def test_empty_store_scans_and_reads(store: ObjectStore) -> None:
+    assert store.scan().empty and store.scan(format="arrow").num_rows == 0
+    assert store.ids() == [] and store.latest_tx() is None and store.transactions() == []
+    report = store.compact()
+    assert (report.upto_tx, report.segments_merged, report.snapshot) == (None, 0, None)
+
+
+@pytest.mark.parametrize("compacted", [False, True])
+def test_files_are_plain_parquet_for_outside_readers(store: ObjectStore, compacted: bool) -> None:
+    store.put(model_docs())
+    store.put([{"xt/id": "tc1", "type": "toolcall", "tool": "read_file", "status": "fail"}])
+    if compacted:
+        store.compact()
+    files = sorted(str(p) for p in store.path.rglob("*.parquet"))
+    assert len(files) == (1 if compacted else 2)
+    frame = pd.concat([pd.read_parquet(f) for f in files])
+    assert len(frame) == 7
+    assert sorted(frame.loc[frame["xt_id"] == "tc1", "status"]) == ["fail", "ok"]
+    table = pads.dataset(files, format="parquet").to_table(filter=pads.field("type") == "chat")
+    assert table.column("turn_count").to_pylist() == [2]
+    con = duckdb.connect()
+    rows = con.execute(
+        "SELECT xt_id, max(tx_id) FROM read_parquet(?) WHERE type = 'toolcall' GROUP BY xt_id",
+        [files],
+    ).fetchall()
+    assert rows == [("tc1", 2)]
+    paths = con.execute(
+        "SELECT source_path FROM read_parquet(?) WHERE source_path IS NOT NULL ORDER BY 1",
+        [files],
+    ).fetchall()
+    assert paths == [("/ws/a.py",), ("/ws/gone.py",)]
+    con.close()
+    meta = pq.ParquetFile(files[0]).metadata
+    stats = {
+        meta.schema.column(i).path: meta.row_group(0).column(i).is_stats_set
+        for i in range(meta.num_columns)
+    }
+    assert stats["xt_id"] and stats["tx_id"] and stats["type"]
+    assert not stats["content"] and not stats["extra"]
+
+
+# --- damage and foreign files -----------------------------------------------------------
+
+
+def _segments(store: ObjectStore) -> list[Path]:
+    return sorted((store.path / "segments").iterdir())
+
+
+def test_foreign_file_is_named(store: ObjectStore) -> None:
+    store.put([{"xt/id": "a", "type": "n"}])
+    (store.path / "notes.txt").write_text("mine")
+    with pytest.raises(CorruptStoreError) as err:
+        ObjectStore(store.path)
+    assert err.value.path == str(store.path / "notes.txt")
+    assert "notes.txt" in str(err.value) and "move it out" in str(err.value)
+    (store.path / "notes.txt").unlink()
+    stray = store.path / "segments" / "data.parquet"
+    pq.write_table(
+        pd.DataFrame({"x": [1]}).pipe(lambda f: __import__("pyarrow").Table.from_pandas(f)), stray
+    )
+    with pytest.raises(CorruptStoreError) as err:
+        ObjectStore(store.path)
+    assert err.value.path == str(stray)
+
+
+def test_directory_with_other_files_is_not_taken_over(tmp_path: Path) -> None:
+    (tmp_path / "report.csv").write_text("a,b\n")
+    with pytest.raises(CorruptStoreError, match="not a ctxnb store") as err:
+        ObjectStore(tmp_path)
+    assert err.value.path == str(tmp_path / "report.csv")
+    with pytest.raises(StoreError, match="no ctxnb store"):
+        ObjectStore(tmp_path / "missing", create=False)
+
+
+@pytest.mark.parametrize("damage", ["truncate", "garbage", "delete"])
+def test_damaged_committed_segment_is_named(store: ObjectStore, damage: str) -> None:
+    store.put([{"xt/id": "a", "type": "n", "text": "x" * 1000}])
+    store.put([{"xt/id": "b", "type": "n"}])
+    seg = _segments(store)[0]
+    data = seg.read_bytes()
+    if damage == "truncate":
+        seg.write_bytes(data[: len(data) // 2])
+    elif damage == "garbage":
+        seg.write_bytes(data[:100] + bytes(len(data) - 200) + data[-100:])
+    else:
+        seg.unlink()
+    with pytest.raises(CorruptStoreError) as err:
+        ObjectStore(store.path)
+    assert err.value.path == str(seg)
+    assert seg.name in str(err.value)
+
+
+def test_damaged_log_line_is_named_not_skipped(store: ObjectStore) -> None:
+    for k in range(3):
+        store.put([{"xt/id": f"a{k}", "type": "n"}])
+    log = store.path / "txlog"
+    lines = log.read_bytes().split(b"\n")
+    lines[1] = lines[1][:20] + b"#" + lines[1][21:]
+    log.write_bytes(b"\n".join(lines))
+    with pytest.raises(CorruptStoreError, match="line 2") as err:
+        ObjectStore(store.path)
+    assert err.value.path == str(log)
+
+
+def test_torn_last_line_and_unlogged_segment_are_invisible_then_cleaned(
+    store: ObjectStore,
+) -> None:
+    store.put([{"xt/id": "a", "type": "n", "v": 1}])
+    seg = _segments(store)[0]
+    log = store.path / "txlog"
+    committed = log.read_bytes()
+    # What a writer killed mid-commit leaves: a renamed segment and half a log line.
+    orphan = store.path / "segments" / "seg-000000000002-0123abcd.parquet"
+    orphan.write_bytes(seg.read_bytes())
+    tmp = store.path / "segments" / ".tmp-deadbeef-seg-000000000002-0123abcd.parquet"
+    tmp.write_bytes(b"PAR1 half")
+    with log.open("ab") as f:
+        f.write(b'{"op":"tx","tx":2,"t":17356')
+    reader = ObjectStore(store.path)
+    assert [t.tx_id for t in reader.transactions()] == [1]
+    assert reader.get("a")["v"] == 1
+    tx = reader.put([{"xt/id": "a", "type": "n", "v": 2}])
+    assert tx.tx_id == 2
+    assert not orphan.exists() and not tmp.exists()
+    assert log.read_bytes().startswith(committed) and log.read_bytes().count(b"\n") == 2
+    assert store.get("a")["v"] == 2
+    reader.close()
+
+
+def test_damaged_doc_cache_is_rebuilt_from_parquet(store: ObjectStore, caplog) -> None:
+    store.put(model_docs())
+    store.put([{"xt/id": "tc1", "type": "toolcall", "tool": "t", "status": "fail"}])
+    store.compact()
+    ids = store.ids()
+    before = _answers(store, ids)
+    cache = next((store.path / "snapshots").glob("*.docs.arrow"))
+    cache.write_bytes(b"\0" * cache.stat().st_size)
+    with ObjectStore(store.path) as reopened:
+        assert _answers(reopened, ids) == before
+    assert "rebuilding the doc cache" in caplog.text
+
+
+def test_damaged_snapshot_parquet_is_named(store: ObjectStore) -> None:
+    store.put(model_docs())
+    store.compact()
+    snap = next((store.path / "snapshots").glob("*.parquet"))
+    snap.write_bytes(snap.read_bytes()[:-10])
+    with pytest.raises(CorruptStoreError) as err:
+        ObjectStore(store.path)
+    assert err.value.path == str(snap)
+
+
+# --- processes --------------------------------------------------------------------------
+
+
+def test_concurrent_writer_processes_lose_nothing(tmp_path: Path) -> None:
+    store_dir, go = tmp_path / "store", tmp_path / "go"
+    ObjectStore(store_dir).close()
+    n, names = 25, ["w0", "w1", "w2"]
+    procs = [
+        subprocess.Popen(
+            [sys.executable, str(WORKER), "writer", str(store_dir), name, str(n), str(go)],
+            stdout=subprocess.PIPE,
+            text=True,
+        )
+        for name in names
+    ]
+    for p in procs:
+        assert p.stdout is not None and p.stdout.readline() == "ready\n"
+    go.touch()
+    store = ObjectStore(store_dir)
+    compacted = 0
+    while any(p.poll() is None for p in procs):
+        # Read and compact while they write; every visible tx must be whole.
+        latest = store.latest_tx()
+        if latest is not None:
+            rows = store.scan(as_of=latest, all_versions=True, columns=["tx_id"], format="arrow")
+            assert rows.num_rows == sum(t.count for t in store.transactions()[: latest.tx_id])
+        if compacted < 3:
+            store.compact()
+            compacted += 1
+        time.sleep(0.01)
+    reported: dict[str, list[int]] = {}
+    for name, p in zip(names, procs, strict=True):
+        out, _ = p.communicate(timeout=60)
+        assert p.returncode == 0
+        reported[name] = [json.loads(line)["tx"] for line in out.splitlines()]
+    all_txs = sorted(tx for txs in reported.values() for tx in txs)
+    assert all_txs == list(range(1, 3 * n + 1))  # every tx kept, ids unique and dense
+    assert [t.tx_id for t in store.transactions()] == all_txs
+    for name in names:
+        assert [v.tx_id for v in store.history(f"{name}-latest")] == reported[name]
+        for i in range(n):
+            for j in range(3):
+                doc = store.get(f"{name}-{i}-{j}")
+                assert doc == {
+                    "xt/id": f"{name}-{i}-{j}",
+                    "type": "note",
+                    "writer": name,
+                    "i": i,
+                    "j": j,
+                }
+    store.close()
+
+
+# --- surface ----------------------------------------------------------------------------
+
+
+def test_for_workspace_repr_and_close(tmp_path: Path) -> None:
+    store = ObjectStore.for_workspace(tmp_path)
+    assert store.path == tmp_path / ".ctxnb" / "store"
+    store.put([{"xt/id": "a", "type": "n"}])
+    assert repr(store) == f"ObjectStore({str(store.path)!r}, latest_tx=1)"
+    store.close()
+    store.close()
+    assert "closed" in repr(store)
+    with pytest.raises(StoreError, match="closed"):
+        store.get("a")
+    with ObjectStore.for_workspace(tmp_path, create=False) as again:
+        assert again.get("a") == {"xt/id": "a", "type": "n"}
+
+
+def test_docstring_examples_run() -> None:
+    result = doctest.testmod(ctxnb.store, optionflags=doctest.ELLIPSIS)
+    assert result.attempted > 20 and result.failed == 0
+
+
+def test_store_files_are_created_with_expected_layout(store: ObjectStore) -> None:
+    store.put([{"xt/id": "a", "type": "n"}])
+    names = sorted(os.listdir(store.path))
+    assert names == ["ctxnb-store.json", "segments", "snapshots", "txlog", "writer.lock"]
+    marker = json.loads((store.path / "ctxnb-store.json").read_text())
+    assert marker == {"format": "ctxnb-store", "version": 1}
+
+
+def test_format_doc_snippets_read_a_real_store(store: ObjectStore) -> None:
+    """The outside-reader examples in docs/store-format.md work on a real store."""
+    store.put([{"xt/id": "a", "type": "file", "content": "1"}, {"xt/id": "b", "type": "file"}])
+    store.put([{"xt/id": "a", "type": "file", "content": "2"}])
+    store.compact()
+    store.put([{"xt/id": "a", "type": "file", "content": "3"}])
+    text = (Path(__file__).parents[1] / "docs" / "store-format.md").read_text()
+    py_blocks = [b.split("```")[0] for b in text.split("```python\n")[1:]]
+    glob_pattern = repr(str(store.path) + "/**/*.parquet")
+    ns: dict[str, Any] = {}
+    exec(py_blocks[0].replace('".ctxnb/store/**/*.parquet"', glob_pattern), ns)
+    assert dict(zip(ns["latest"]["xt_id"], ns["latest"]["content"], strict=True))["a"] == "3"
+    exec(py_blocks[1], ns)
+    live = ns["live_files"](str(store.path))
+    assert sorted(live) == sorted(str(p) for p in store.path.rglob("*.parquet"))
+    sql = text.split("```sql\n")[1].split("```")[0]
+    sql = sql.replace(".ctxnb/store", str(store.path)).replace("SELECT *", "SELECT xt_id, content")
+    assert sorted(duckdb.sql(sql).fetchall()) == [("a", "3"), ("b", None)]
