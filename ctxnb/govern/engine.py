@@ -1,0 +1,744 @@
+"""The hook engine: every governed tool call passes ordered pre and post policies.
+
+When a workspace has ``.orchestration/``, ``ws.tools(session)`` returns file tools
+wired to a :class:`HookEngine`. Before a call, the pre policies run in order and the
+first that refuses stops it with a machine-readable error::
+
+    circuit breaker → path policy → intent presence → intent validity → scope
+    → risk → approval → optimistic lock
+
+After a successful call the post policies run: the mutation class, the Agent Trace
+record, the intent map, and the quality loop (configured commands whose failures come
+back as structured feedback). The audit line is written by the tools for every call.
+
+Policies are small classes in two lists, ``engine.pre`` and ``engine.post``; add,
+remove or reorder them::
+
+    class NoFridayDeploys:
+        name = "no-friday-deploys"
+
+        def check(self, call, engine):
+            if call.tool == "run_command" and "deploy" in call.args.get("cmd", ""):
+                raise PolicyError("POLICY_REFUSED", "no deploys today", required_action="Wait.")
+
+    engine.pre.insert(0, NoFridayDeploys())
+
+Example:
+    >>> import tempfile, pathlib
+    >>> from ctxnb import Workspace
+    >>> from ctxnb.govern import init_governance
+    >>> root = pathlib.Path(tempfile.mkdtemp())
+    >>> _ = (root / "app.py").write_text("x = 1\\n")
+    >>> _ = init_governance(root)
+    >>> ws = Workspace.open(root)
+    >>> tools = ws.tools(ws.session("s"), caller="docs")
+    >>> tools.dispatch("write_file", {"path": "app.py", "content": "x = 2\\n"})["message"]
+    'You must cite a valid active Intent ID before mutating tools.'
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+from collections.abc import Callable
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Protocol
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from ..errors import NotFoundError, PolicyError, StaleFileError
+from ..hashing import sha256_hex
+from ..resolver import doc_path as make_doc_path
+from ..tools.filetools import FileTools, ToolCall
+from ..tools.redact import redact
+from ..tools.schemas import ToolInfo
+from .approval import ApprovalRequest, Approver, Decision
+from .intents import Intent, IntentFile, intent_context, load_intents
+from .ledger import TraceLedger, build_trace_record
+
+if TYPE_CHECKING:
+    from ..session import Session
+    from ..workspace import Workspace
+
+__all__ = [
+    "NO_INTENT_MESSAGE",
+    "HookEngine",
+    "PostPolicy",
+    "PrePolicy",
+    "governed_tools",
+]
+
+NO_INTENT_MESSAGE = "You must cite a valid active Intent ID before mutating tools."
+_PATH_ARGS = ("path", "doc_path")
+
+
+class PrePolicy(Protocol):
+    """Runs before a call; raises :class:`~ctxnb.errors.PolicyError` to refuse it."""
+
+    name: str
+
+    def check(self, call: ToolCall, engine: HookEngine) -> None: ...
+
+
+class PostPolicy(Protocol):
+    """Runs after a successful call; may return feedback items for the result."""
+
+    name: str
+
+    def run(self, call: ToolCall, result: Any, engine: HookEngine) -> list[dict[str, Any]]: ...
+
+
+# -- pre policies ------------------------------------------------------------------------------
+class CircuitBreaker:
+    """After ``threshold`` consecutive failures of one tool, refuse it until reset."""
+
+    name = "circuit-breaker"
+
+    def check(self, call: ToolCall, engine: HookEngine) -> None:
+        n = engine.failures.get(call.tool, 0)
+        if n >= engine.breaker_threshold:
+            raise PolicyError(
+                "CIRCUIT_OPEN",
+                f"{call.tool} failed {n} times in a row; the circuit breaker is open",
+                recoverable=False,
+                required_action="A human must look at the failures and reset the breaker "
+                "(engine.reset_breaker()).",
+            )
+
+
+class PathPolicyCheck:
+    """Every path argument passes the workspace path policy."""
+
+    name = "path-policy"
+
+    def check(self, call: ToolCall, engine: HookEngine) -> None:
+        for key in _PATH_ARGS:
+            value = call.args.get(key)
+            if isinstance(value, str):
+                engine.tools.policy.check(value, for_write=call.mutating)
+
+
+class IntentPresence:
+    """A mutating call needs a prior ``select_active_intent``."""
+
+    name = "intent-presence"
+
+    def check(self, call: ToolCall, engine: HookEngine) -> None:
+        if engine.needs_intent(call) and engine.active_intent_id is None:
+            raise PolicyError(
+                "NO_ACTIVE_INTENT",
+                NO_INTENT_MESSAGE,
+                required_action="Call select_active_intent(intent_id) with one of: "
+                + (", ".join(i.id for i in engine.intents().active()) or "(no active intents)"),
+            )
+
+
+class IntentValidity:
+    """The selected intent must still exist and be active."""
+
+    name = "intent-validity"
+
+    def check(self, call: ToolCall, engine: HookEngine) -> None:
+        if engine.needs_intent(call) and engine.active_intent_id is not None:
+            intent = engine.intents().get(engine.active_intent_id)  # raises INVALID_INTENT
+            call.context["intent_id"] = intent.id
+
+
+class Scope:
+    """The target of a file mutation must lie in the intent's owned scope."""
+
+    name = "scope"
+
+    def check(self, call: ToolCall, engine: HookEngine) -> None:
+        if not call.mutating or call.tool == "run_command":
+            return
+        intent = engine.current_intent()
+        if intent is None:
+            return
+        for key in _PATH_ARGS:
+            value = call.args.get(key)
+            if not isinstance(value, str):
+                continue
+            rel = engine.tools.policy.check(value, for_write=True).rel
+            if not intent.in_scope(rel):
+                raise PolicyError(
+                    "SCOPE_VIOLATION",
+                    f"{rel} is outside the scope of intent {intent.id} "
+                    f"({', '.join(intent.owned_scope) or 'no files'})",
+                    recoverable=True,
+                    required_action="Select an intent whose owned_scope covers this file, "
+                    "or ask a human to widen the scope in .orchestration/active_intents.yaml.",
+                    details={
+                        "path": rel,
+                        "intent_id": intent.id,
+                        "owned_scope": intent.owned_scope,
+                    },
+                )
+
+
+class Risk:
+    """Classify commands as SAFE or DESTRUCTIVE (file tools are SAFE: they keep versions)."""
+
+    name = "risk"
+
+    def check(self, call: ToolCall, engine: HookEngine) -> None:
+        call.context["risk"] = engine.risk_of(call)
+
+
+class Approval:
+    """A DESTRUCTIVE act waits for a human decision; a refusal stops it."""
+
+    name = "approval"
+
+    def check(self, call: ToolCall, engine: HookEngine) -> None:
+        risk = call.context.get("risk") or engine.risk_of(call)
+        if risk["level"] != "DESTRUCTIVE":
+            return
+        reason = "; ".join(risk["reasons"]) or "destructive"
+        if engine.approver is None:
+            raise PolicyError(
+                "DESTRUCTIVE_NEEDS_APPROVAL",
+                f"{call.tool} is destructive ({reason}) and no human approver is connected",
+                recoverable=True,
+                required_action="Ask a human to run it, or connect an approver "
+                "(notebook ApprovalPanel, terminal, or MCP elicitation).",
+                details={"reasons": risk["reasons"]},
+            )
+        req = ApprovalRequest.new(
+            call.tool,
+            call.args,
+            reason,
+            intent_id=engine.active_intent_id,
+            caller=call.caller,
+            session_id=call.session_id,
+        )
+        decision = engine.approver.request(req)
+        call.context["approval"] = decision.to_dict()
+        engine.decisions.append((req, decision))
+        if not decision.approved:
+            engine.record_lesson(
+                f"{call.tool}({_short_args(call.args)}) was refused by {decision.by}"
+                + (f": {decision.note}" if decision.note else "")
+            )
+            engine.trace_decision(call, req, decision)
+            raise PolicyError(
+                "APPROVAL_REJECTED",
+                f"{decision.by} rejected {call.tool}: {reason}"
+                + (f" ({decision.note})" if decision.note else ""),
+                recoverable=True,
+                required_action="Do not retry the same act; find a non-destructive way or "
+                "ask the human what they want instead.",
+                details={"decision": decision.to_dict()},
+            )
+
+
+class OptimisticLock:
+    """The hash the agent read must equal the file's hash now, else ``STALE_FILE``."""
+
+    name = "optimistic-lock"
+
+    def check(self, call: ToolCall, engine: HookEngine) -> None:
+        if call.tool not in ("write_file", "apply_patch", "write_patch"):
+            return
+        if call.tool == "write_file" and call.args.get("mode") == "create":
+            return
+        path = call.args.get("path") or call.args.get("doc_path")
+        if not isinstance(path, str):
+            return
+        tools = engine.tools
+        try:
+            rel = tools._rel_for_doc_path(path) if call.tool == "write_patch" else path
+            current, _ = tools._authoritative(tools.policy.check(rel).rel)
+        except NotFoundError:
+            return
+        if current is None:
+            return
+        expected = call.args.get("expected_sha256") or call.args.get("original_sha256")
+        expected = expected or tools._read_hashes.get(make_doc_path(rel))
+        actual = sha256_hex(current)
+        if expected is not None and expected != actual:
+            raise StaleFileError(
+                f"{rel} changed since it was read (expected sha256 {expected[:12]}…, now "
+                f"{actual[:12]}…); nothing was written",
+                expected=expected,
+                actual=actual,
+            )
+
+
+# -- post policies ------------------------------------------------------------------------------
+class MutationClassPolicy:
+    name = "mutation-class"
+
+    def run(self, call: ToolCall, result: Any, engine: HookEngine) -> list[dict[str, Any]]:
+        engine.mutation_class(call)
+        return []
+
+
+class TracePolicy:
+    """Append one Agent Trace record per successful file mutation."""
+
+    name = "trace"
+
+    def run(self, call: ToolCall, result: Any, engine: HookEngine) -> list[dict[str, Any]]:
+        if call.new_text is None or not call.paths:
+            if call.tool == "run_command" and call.context.get("approval"):
+                engine.trace_command(call)
+            return []
+        from ..tools.patching import changed_line_ranges
+
+        rel = call.paths[0]
+        ranges = changed_line_ranges(call.old_text or "", call.new_text)
+        meta: dict[str, Any] = {"caller": call.caller}
+        if call.context.get("approval"):
+            meta["approval"] = call.context["approval"]
+        record = build_trace_record(
+            file_path=rel,
+            ranges=ranges,
+            new_text=call.new_text,
+            intent_id=call.context.get("intent_id") or engine.active_intent_id or "unknown",
+            session_id=call.session_id,
+            contributor_type=engine.contributor_type,
+            model_id=engine.model_id,
+            repo_root=engine.root,
+            tool=call.tool,
+            mutation_class=engine.mutation_class(call),
+            extra_metadata=meta,
+        )
+        engine.ledger.append(record)
+        call.context["trace_id"] = record["id"]
+        return []
+
+
+class IntentMapPolicy:
+    """On ``INTENT_EVOLUTION``, list the touched files and symbols under the intent."""
+
+    name = "intent-map"
+
+    def run(self, call: ToolCall, result: Any, engine: HookEngine) -> list[dict[str, Any]]:
+        if call.new_text is None or not call.paths:
+            return []
+        if engine.mutation_class(call) != "INTENT_EVOLUTION":
+            return []
+        from .mutation import touched_symbols
+
+        intent = engine.current_intent()
+        if intent is None:
+            return []
+        symbols = touched_symbols(call.paths[0], call.old_text or "", call.new_text)
+        engine.update_intent_map(intent, call.paths[0], symbols)
+        return []
+
+
+class QualityLoop:
+    """Run the configured quality commands; failures become structured feedback."""
+
+    name = "quality-loop"
+
+    def run(self, call: ToolCall, result: Any, engine: HookEngine) -> list[dict[str, Any]]:
+        if call.new_text is None or not engine.quality_commands:
+            return []
+        from .commands import run_command
+
+        feedback = []
+        for cmd in engine.quality_commands:
+            res = run_command(cmd, cwd=engine.root, timeout=engine.command_timeout, shell=True)
+            if res.returncode != 0:
+                out = (res.stdout + res.stderr)[-2000:]
+                feedback.append(
+                    {
+                        "kind": "quality",
+                        "command": cmd,
+                        "returncode": res.returncode,
+                        "output": redact(out).text,
+                    }
+                )
+        if feedback:
+            call.context["quality_failed"] = True
+            engine.record_lesson(
+                f"after {call.tool} on {', '.join(call.paths)}: "
+                + "; ".join(f"`{f['command']}` failed ({f['returncode']})" for f in feedback)
+            )
+        return feedback
+
+
+# -- the engine ------------------------------------------------------------------------------------
+class RunCommandArgs(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    cmd: str = Field(description="The command line (no shell unless shell=true).")
+    cwd: str | None = Field(default=None, description="Working directory, relative to the root.")
+    timeout: float | None = Field(default=None, gt=0, le=3600, description="Seconds.")
+    shell: bool = Field(default=False, description="Run through /bin/sh (pipes, redirections).")
+
+
+class SelectIntentArgs(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    intent_id: str = Field(description="The id of an active intent in active_intents.yaml.")
+
+
+class HookEngine:
+    """Ordered pre and post policies around the file tools of one session.
+
+    Args:
+        workspace: a governed workspace (one with ``.orchestration/``).
+        approver: decides destructive acts; None refuses them with
+            ``DESTRUCTIVE_NEEDS_APPROVAL``.
+        model_id: recorded as the contributor's model in the trace.
+        contributor_type: ``ai`` (default), ``human``, ``mixed`` or ``unknown``.
+        clock: returns the current time (a seam for tests).
+    """
+
+    def __init__(
+        self,
+        workspace: Workspace,
+        *,
+        approver: Approver | None = None,
+        model_id: str | None = None,
+        contributor_type: str = "ai",
+        clock: Callable[[], datetime] | None = None,
+    ) -> None:
+        gov = workspace.config.governance
+        self.workspace = workspace
+        self.root = Path(workspace.root)
+        self.dir = self.root / ".orchestration"
+        self.approver = approver
+        self.model_id = model_id or gov.model_id
+        self.contributor_type = contributor_type
+        self.clock = clock or (lambda: datetime.now(UTC))
+        self.unknown_command = gov.unknown_command
+        self.safe_commands = set(gov.safe_commands)
+        self.quality_commands = list(gov.quality_commands)
+        self.breaker_threshold = gov.breaker_threshold
+        self.command_timeout = gov.command_timeout
+        self.ledger = TraceLedger(self.dir / "agent_trace.jsonl")
+        self.pre: list[PrePolicy] = [
+            CircuitBreaker(),
+            PathPolicyCheck(),
+            IntentPresence(),
+            IntentValidity(),
+            Scope(),
+            Risk(),
+            Approval(),
+            OptimisticLock(),
+        ]
+        self.post: list[PostPolicy] = [
+            MutationClassPolicy(),
+            TracePolicy(),
+            IntentMapPolicy(),
+            QualityLoop(),
+        ]
+        self.active_intent_id: str | None = None
+        self.failures: dict[str, int] = {}
+        self.decisions: list[tuple[ApprovalRequest, Decision]] = []
+        self._intents: IntentFile | None = None
+        self._intents_mtime: float | None = None
+        self._lock = threading.Lock()
+        self.tools: FileTools  # set by governed_tools()
+
+    # -- intents -------------------------------------------------------------------------------
+    def intents(self) -> IntentFile:
+        """The intents, reloaded when ``active_intents.yaml`` changes."""
+        path = self.dir / "active_intents.yaml"
+        try:
+            mtime = path.stat().st_mtime_ns
+        except FileNotFoundError:
+            return IntentFile()
+        if self._intents is None or mtime != self._intents_mtime:
+            self._intents = load_intents(path)
+            self._intents_mtime = mtime
+        return self._intents
+
+    def current_intent(self) -> Intent | None:
+        if self.active_intent_id is None:
+            return None
+        return self.intents().find(self.active_intent_id)
+
+    def select_active_intent(self, intent_id: str) -> str:
+        """The handshake: make ``intent_id`` the active intent; returns its context block.
+
+        Raises:
+            PolicyError: ``INVALID_INTENT`` for an unknown or inactive intent.
+        """
+        intent = self.intents().get(intent_id)
+        self.active_intent_id = intent.id
+        recent = list(self.ledger.records(intent_id=intent.id))[-10:]
+        return intent_context(intent, recent)
+
+    # -- classification --------------------------------------------------------------------------
+    def needs_intent(self, call: ToolCall) -> bool:
+        if call.tool == "run_command":
+            return self.risk_of(call)["level"] != "SAFE"
+        return call.mutating
+
+    def risk_of(self, call: ToolCall) -> dict[str, Any]:
+        cached = call.context.get("_risk")
+        if cached is not None:
+            return cached
+        if call.tool != "run_command":
+            out: dict[str, Any] = {"level": "SAFE", "reasons": []}
+        else:
+            from .risk import classify_command
+
+            intent = self.current_intent()
+            scope = (lambda p: intent.in_scope(_scope_rel(p, self.root))) if intent else None
+            r = classify_command(
+                str(call.args.get("cmd", "")),
+                scope_check=scope,
+                unknown_default=self.unknown_command,
+                safe_commands=self.safe_commands,
+            )
+            out = {"level": r.level, "reasons": list(r.reasons)}
+        call.context["_risk"] = out
+        return out
+
+    def mutation_class(self, call: ToolCall) -> str | None:
+        if "mutation_class" in call.context:
+            return call.context["mutation_class"]
+        if call.new_text is None or not call.paths:
+            return None
+        from .mutation import classify_mutation
+
+        mc = classify_mutation(call.paths[0], call.old_text or "", call.new_text)
+        call.context["mutation_class"] = mc
+        return mc
+
+    # -- the hooks the tools call ---------------------------------------------------------------
+    def before(self, call: ToolCall) -> None:
+        if self.active_intent_id is not None:
+            call.context["intent_id"] = self.active_intent_id
+        try:
+            for policy in self.pre:
+                policy.check(call, self)
+        except PolicyError as e:
+            if e.error_code != "CIRCUIT_OPEN":
+                self._count(call.tool, failed=True)
+            raise
+
+    def after(self, call: ToolCall, result: Any) -> list[dict[str, Any]]:
+        from ..tools.results import PatchResult
+
+        if isinstance(result, PatchResult) and not result.success:
+            self._count(call.tool, failed=True)
+            return []
+        feedback: list[dict[str, Any]] = []
+        for policy in self.post:
+            feedback.extend(policy.run(call, result, self) or [])
+        self._count(call.tool, failed=bool(call.context.get("quality_failed")))
+        return feedback
+
+    def _count(self, tool: str, *, failed: bool) -> None:
+        with self._lock:
+            self.failures[tool] = self.failures.get(tool, 0) + 1 if failed else 0
+
+    def reset_breaker(self, tool: str | None = None) -> None:
+        """Close the circuit breaker of one tool (or of all)."""
+        with self._lock:
+            if tool is None:
+                self.failures.clear()
+            else:
+                self.failures.pop(tool, None)
+
+    # -- records ---------------------------------------------------------------
+    def record_lesson(self, text: str) -> None:
+        """Append a dated lesson to ``.orchestration/AGENT.md``."""
+        line = f"- {self.clock():%Y-%m-%d %H:%M} {text}\n".encode()
+        fd = os.open(self.dir / "AGENT.md", os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+        try:
+            os.write(fd, line)
+        finally:
+            os.close(fd)
+
+    def trace_decision(self, call: ToolCall, req: ApprovalRequest, decision: Decision) -> None:
+        """Record a human decision on a destructive act in the trace (no file changed)."""
+        self._trace_no_files(call, {"approval": decision.to_dict(), "request": req.summary()})
+
+    def trace_command(self, call: ToolCall) -> None:
+        self._trace_no_files(call, {"approval": call.context.get("approval")})
+
+    def _trace_no_files(self, call: ToolCall, meta: dict[str, Any]) -> None:
+        import uuid
+
+        from .ledger import git_head_revision
+
+        record: dict[str, Any] = {
+            "version": "0.1.0",
+            "id": str(uuid.uuid4()),
+            "timestamp": self.clock().isoformat(),
+            "files": [],
+            "tool": {"name": "ctxnb", "version": _version()},
+            "metadata": {
+                "ctxnb": {
+                    "intent_id": self.active_intent_id,
+                    "session_id": call.session_id,
+                    "tool": call.tool,
+                    "args": _short_args(call.args),
+                    "caller": call.caller,
+                    **meta,
+                }
+            },
+        }
+        rev = git_head_revision(self.root)
+        if rev:
+            record["vcs"] = {"type": "git", "revision": rev}
+        self.ledger.append(record)
+
+    def update_intent_map(self, intent: Intent, path: str, symbols: list[str]) -> None:
+        """Add ``path`` (and its touched symbols) under the intent in ``intent_map.md``."""
+        with self._lock:
+            map_path = self.dir / "intent_map.md"
+            entries = _read_intent_map(map_path)
+            per = entries.setdefault(intent.id, {"name": intent.name, "files": {}})
+            per["name"] = intent.name
+            known = per["files"].setdefault(path, [])
+            for s in symbols:
+                if s not in known:
+                    known.append(s)
+            _write_intent_map(map_path, entries)
+
+    # -- extra tools ---------------------------------------------------------------
+    def run_command_tool(
+        self,
+        cmd: str,
+        cwd: str | None = None,
+        timeout: float | None = None,
+        shell: bool = False,
+    ) -> dict[str, Any]:
+        """Run a command in the workspace (after the pre policies); output is redacted."""
+        from .commands import run_command
+
+        def run(call: ToolCall) -> dict[str, Any]:
+            workdir = self.root
+            if cwd:
+                sp = self.tools.policy.check(cwd)
+                workdir = sp.abs
+                if not workdir.is_dir():
+                    raise NotFoundError(f"working directory {cwd!r} does not exist")
+            res = run_command(
+                cmd,
+                cwd=workdir,
+                timeout=timeout or self.command_timeout,
+                shell=shell,
+                redact=lambda s: redact(s).text,
+            )
+            return res.to_dict()
+
+        return self.tools._run(
+            "run_command", {"cmd": cmd, "cwd": cwd, "timeout": timeout, "shell": shell}, run
+        )
+
+    def select_intent_tool(self, intent_id: str) -> str:
+        return self.tools._run(
+            "select_active_intent",
+            {"intent_id": intent_id},
+            lambda call: self.select_active_intent(intent_id),
+        )
+
+    def __repr__(self) -> str:
+        return f"<HookEngine {self.root} intent={self.active_intent_id!r}>"
+
+
+def _scope_rel(path: str, root: Path) -> str:
+    p = path
+    if os.path.isabs(p):
+        try:
+            return os.path.relpath(p, root)
+        except ValueError:
+            return p
+    return p[2:] if p.startswith("./") else p
+
+
+def _short_args(args: dict[str, Any]) -> str:
+    text = ", ".join(f"{k}={v!r}" for k, v in args.items() if v is not None)
+    return text if len(text) <= 200 else text[:199] + "…"
+
+
+def _version() -> str:
+    from .. import __version__
+
+    return __version__
+
+
+def _read_intent_map(path: Path) -> dict[str, dict[str, Any]]:
+    """Parse the sections ctxnb writes: ``## ID — name`` then ``- `path`: sym, sym``."""
+    out: dict[str, dict[str, Any]] = {}
+    try:
+        text = path.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        return out
+    current: dict[str, Any] | None = None
+    for line in text.splitlines():
+        if line.startswith("## "):
+            head = line[3:]
+            iid, _, name = head.partition(" — ")
+            current = out.setdefault(iid.strip(), {"name": name.strip(), "files": {}})
+        elif current is not None and line.startswith("- `"):
+            path_part, _, syms = line[3:].partition("`")
+            syms = syms.lstrip(":").strip()
+            current["files"][path_part] = [s.strip() for s in syms.split(",") if s.strip()]
+    return out
+
+
+def _write_intent_map(path: Path, entries: dict[str, dict[str, Any]]) -> None:
+    lines = [
+        "# Intent map",
+        "",
+        "Which files and symbols each intent has changed (kept up to date by ctxnb).",
+        "",
+    ]
+    for iid in sorted(entries):
+        e = entries[iid]
+        lines.append(f"## {iid} — {e['name']}")
+        lines.append("")
+        for f in sorted(e["files"]):
+            syms = ", ".join(e["files"][f])
+            lines.append(f"- `{f}`" + (f": {syms}" if syms else ""))
+        lines.append("")
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    tmp.write_text("\n".join(lines), encoding="utf-8")
+    os.replace(tmp, path)
+
+
+def governed_tools(
+    workspace: Workspace,
+    session: Session,
+    *,
+    caller: str = "agent",
+    profile: str | None = None,
+    approver: Approver | None = None,
+    model_id: str | None = None,
+    **kwargs: Any,
+) -> FileTools:
+    """File tools of ``session`` wired to a new :class:`HookEngine` (``tools.hooks``).
+
+    ``select_active_intent`` and ``run_command`` become tools of ``dispatch`` too.
+    """
+    engine = HookEngine(workspace, approver=approver, model_id=model_id)
+    tools = FileTools(workspace, session, caller=caller, profile=profile, hooks=engine, **kwargs)
+    engine.tools = tools
+    tools.register_tool(
+        ToolInfo(
+            name="select_active_intent",
+            description="Declare the intent you are working under before any mutating tool. "
+            "Returns the intent's scope, constraints and acceptance criteria.",
+            args=SelectIntentArgs,
+            mutating=False,
+            idempotent=True,
+        ),
+        engine.select_intent_tool,
+    )
+    tools.register_tool(
+        ToolInfo(
+            name="run_command",
+            description="Run a command in the workspace (no shell unless shell=true). "
+            "Destructive commands wait for a human's approval.",
+            args=RunCommandArgs,
+            mutating=True,
+            idempotent=False,
+            destructive=True,
+        ),
+        engine.run_command_tool,
+    )
+    tools.engine = engine  # type: ignore[attr-defined]
+    return tools
