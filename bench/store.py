@@ -204,11 +204,17 @@ def main(argv: list[str] | None = None) -> None:
         t_sql += time.perf_counter() - t1
         n_tx += 1
     t0 = time.perf_counter()
-    report = store.compact()
+    store.compact()
     t_compact = time.perf_counter() - t0
     store.close()
     print(f"  build: {n_tx} puts {t_put:.1f} s (sqlite inserts {t_sql:.1f} s), ", end="")
-    print(f"compact {t_compact:.1f} s, snapshot {report.bytes_after / 1e6:.0f} MB on disk")
+    print(f"compact {t_compact:.1f} s")
+    parquet = sum(p.stat().st_size for p in store_dir.rglob("*.parquet"))
+    cache = sum(p.stat().st_size for p in store_dir.rglob("*.docs.arrow"))
+    print(
+        f"  on disk: Parquet {parquet / 1e6:.0f} MB + doc cache {cache / 1e6:.0f} MB; "
+        f"sqlite {db_path.stat().st_size / 1e6:.0f} MB"
+    )
 
     rng = random.Random(a.seed + 1)
     ids = [f"obj-{rng.randrange(a.objects):07d}" for _ in range(a.samples)]
@@ -225,13 +231,16 @@ def main(argv: list[str] | None = None) -> None:
         rows = cur.execute("SELECT tx, doc FROM versions WHERE id = ? ORDER BY tx", (i,))
         return [(json.loads(doc), tx) for tx, doc in rows]
 
-    def sql_get_many(batch: list[str]) -> dict[str, dict]:
+    def sql_get_many_in(batch: list[str]) -> dict[str, dict]:
         marks = ",".join("?" * len(batch))
         # sqlite returns the bare column of the row that holds MAX(tx).
         rows = cur.execute(
             f"SELECT id, doc, MAX(tx) FROM versions WHERE id IN ({marks}) GROUP BY id", batch
         )
         return {i: json.loads(doc) for i, doc, _ in rows}
+
+    def sql_get_many_loop(batch: list[str]) -> dict[str, dict]:
+        return {i: sql_get(i) for i in batch}
 
     assert store.get(ids[0]) == sql_get(ids[0])  # same rows on both sides
     assert [v.doc for v in store.history(ids[0])] == [d for d, _ in sql_history(ids[0])]
@@ -260,7 +269,11 @@ def main(argv: list[str] | None = None) -> None:
         (
             "get_many(1000)",
             statistics.median(per_item(store.get_many, many)),
-            statistics.median(per_item(sql_get_many, many)),
+            # the faster of two ways to ask sqlite, so the baseline is not a straw man
+            min(
+                statistics.median(per_item(sql_get_many_in, many)),
+                statistics.median(per_item(sql_get_many_loop, many)),
+            ),
             2,
         )
     )

@@ -137,11 +137,11 @@ def test_write_patch_line_edits_and_overlap(tools, sample_ws):
         },
     )
     assert bad["ok"] is False and bad["error_code"] == "INVALID_PATCH"
+    edit = {"start_line": 1, "end_line": 1, "expected_original_lines": ["x"], "new_lines": []}
     stale = tools.dispatch(
         "write_patch",
-        {"doc_path": "docs/testing.md", "original_sha256": "0" * 64,
-         "edits": [{"start_line": 1, "end_line": 1, "expected_original_lines": ["x"], "new_lines": []}]},
-    )  # fmt: skip
+        {"doc_path": "docs/testing.md", "original_sha256": "0" * 64, "edits": [edit]},
+    )
     assert stale["error_code"] == "STALE_FILE"
 
 

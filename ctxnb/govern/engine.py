@@ -70,6 +70,17 @@ __all__ = [
 ]
 
 NO_INTENT_MESSAGE = "You must cite a valid active Intent ID before mutating tools."
+_NOT_FAILURES = frozenset(
+    {
+        "CIRCUIT_OPEN",
+        "STALE_FILE",
+        "NO_ACTIVE_INTENT",
+        "INVALID_INTENT",
+        "READ_BEFORE_WRITE",
+        "DESTRUCTIVE_NEEDS_APPROVAL",
+        "APPROVAL_REJECTED",
+    }
+)
 _PATH_ARGS = ("path", "doc_path")
 
 
@@ -512,7 +523,9 @@ class HookEngine:
             for policy in self.pre:
                 policy.check(call, self)
         except PolicyError as e:
-            if e.error_code != "CIRCUIT_OPEN":
+            # Refusals that are the normal course of governed work (a lost race, a
+            # missing handshake, a human saying no) do not trip the breaker.
+            if e.error_code not in _NOT_FAILURES:
                 self._count(call.tool, failed=True)
             raise
 
@@ -569,14 +582,12 @@ class HookEngine:
             "files": [],
             "tool": {"name": "ctxnb", "version": _version()},
             "metadata": {
-                "ctxnb": {
-                    "intent_id": self.active_intent_id,
-                    "session_id": call.session_id,
-                    "tool": call.tool,
-                    "args": _short_args(call.args),
-                    "caller": call.caller,
-                    **meta,
-                }
+                "intent_id": self.active_intent_id or "unknown",
+                "session_id": call.session_id,
+                "tool": call.tool,
+                "args": _short_args(call.args),
+                "caller": call.caller,
+                **meta,
             },
         }
         rev = git_head_revision(self.root)

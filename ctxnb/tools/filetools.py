@@ -27,8 +27,11 @@ Example:
 
 from __future__ import annotations
 
+import contextlib
+import fcntl
+import os
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any, Literal, Protocol
@@ -261,6 +264,23 @@ class FileTools:
         )
 
     # -- helpers ------------------------------------------------------------------------------
+    @contextlib.contextmanager
+    def _locked(self, rel: str) -> Iterator[None]:
+        """Hold the file's write lock: compare-and-swap across threads and processes.
+
+        The hash check and the write happen under one ``flock`` on a lock file in
+        ``.ctxnb/locks/``, so two writers that read the same version cannot both win.
+        """
+        lock_dir = self.workspace.root / ".ctxnb" / "locks"
+        lock_dir.mkdir(parents=True, exist_ok=True)
+        name = sha256_hex(make_doc_path(rel))[:32] + ".lock"
+        fd = os.open(lock_dir / name, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o644)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX)
+            yield
+        finally:
+            os.close(fd)
+
     def _index_bytes(self, rel: str, data: bytes | None) -> tuple[str, str | None]:
         """Store the file's current bytes (a new version only when they changed)."""
         src = self.workspace.source_for(rel)
@@ -533,6 +553,10 @@ class FileTools:
             sp = self.policy.check(path, for_write=True)
             rel = sp.rel
             call.paths = [rel]
+            with self._locked(rel):
+                return write_locked(call, rel)
+
+        def write_locked(call: ToolCall, rel: str) -> PatchResult:
             current, _ = self._authoritative(rel)
             if mode == "create":
                 if current is not None:
@@ -573,6 +597,10 @@ class FileTools:
             sp = self.policy.check(path, for_write=True)
             rel = sp.rel
             call.paths = [rel]
+            with self._locked(rel):
+                return patch_locked(call, rel)
+
+        def patch_locked(call: ToolCall, rel: str) -> PatchResult:
             current, _ = self._authoritative(rel)
             if current is None:
                 raise NotFoundError(f"{rel} does not exist; create it with write_file")
@@ -617,6 +645,10 @@ class FileTools:
             sp = self.policy.check(rel, for_write=True)
             rel = sp.rel
             call.paths = [rel]
+            with self._locked(rel):
+                return lines_locked(call, rel)
+
+        def lines_locked(call: ToolCall, rel: str) -> PatchResult:
             current, _ = self._authoritative(rel)
             if current is None:
                 raise NotFoundError(f"{rel} does not exist")

@@ -1,0 +1,293 @@
+"""Summaries, plots and side-by-side contexts for replay experiments.
+
+:func:`summarize` turns a replay frame into one row per strategy: how many tokens the
+model would have read (in total and at the peak), what that costs under your price
+table, and how much information was lost (re-reads and stale reads), each also
+relative to the keep-all baseline. :func:`plot_tokens_per_step` and
+:func:`plot_cost_vs_loss` draw the two pictures that matter, and :func:`compare_at`
+gives the two contexts two strategies assembled at one step, for a closer look.
+
+Example:
+    >>> import pandas as pd
+    >>> df = pd.DataFrame({
+    ...     "trajectory": ["t"] * 4, "strategy": ["keep-all", "keep-all", "m", "m"],
+    ...     "step": [0, 1, 0, 1], "total_tokens": [100, 300, 100, 150],
+    ...     "re_reads": [0, 0, 0, 1], "stale_reads": [0, 1, 0, 0]})
+    >>> s = summarize(df, prices={"input_per_mtok": 1.25})
+    >>> float(s.loc["m", "tokens_rel"])
+    0.625
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable, Mapping
+from typing import TYPE_CHECKING, Any
+
+from ..context import Context
+from ..strategies import ContextStrategy
+from ..tokens import TokenCounter
+from .model import Trajectory
+
+if TYPE_CHECKING:
+    import pandas as pd
+    from matplotlib.axes import Axes
+
+__all__ = [
+    "compare_at",
+    "diff_contexts",
+    "plot_cost_vs_loss",
+    "plot_tokens_per_step",
+    "summarize",
+]
+
+_PRICE_KEYS = ("input_per_mtok",)
+
+
+def summarize(
+    df: pd.DataFrame,
+    prices: Mapping[str, float] | None = None,
+    *,
+    baseline: str = "keep-all",
+) -> pd.DataFrame:
+    """One row per strategy: tokens, cost and information lost, also relative to a baseline.
+
+    Each step of a replay is one model call, so ``total_tokens`` summed over steps is
+    the input the model would have read over the runs.
+
+    Args:
+        df: a replay frame (:func:`~ctxnb.replay.replay.replay` or
+            :func:`~ctxnb.replay.experiment.run_experiment`).
+        prices: ``{"input_per_mtok": dollars per million input tokens}``; adds a
+            ``cost`` column. Output tokens do not depend on the context strategy in a
+            replay, so they are not priced.
+        baseline: the strategy the ``*_rel`` columns divide by.
+
+    Returns:
+        Indexed by strategy (in the frame's order): ``runs``, ``steps``,
+        ``total_tokens``, ``peak_tokens`` (largest context), ``mean_tokens``,
+        ``re_reads``, ``stale_reads``, ``cost`` (with prices), and ``tokens_rel``,
+        ``peak_rel``, ``re_reads_rel``, ``stale_reads_rel``, ``cost_rel``: each value
+        divided by the baseline's (NaN where the baseline's is 0, or without a baseline).
+
+    Raises:
+        ValueError: ``prices`` has an unknown key.
+
+    Example:
+        >>> summarize(df, prices={"input_per_mtok": 1.25})  # doctest: +SKIP
+    """
+    import numpy as np
+    import pandas as pd
+
+    if prices is not None:
+        unknown = sorted(set(prices) - set(_PRICE_KEYS))
+        if unknown:
+            raise ValueError(
+                f"unknown price keys {unknown}; pass {{'input_per_mtok': dollars per million "
+                "input tokens}}"
+            )
+    order = list(dict.fromkeys(df["strategy"].astype(str)))
+    g = df.groupby(df["strategy"].astype(str), sort=False)
+    out = pd.DataFrame(
+        {
+            "runs": g["trajectory"].nunique(),
+            "steps": g.size(),
+            "total_tokens": g["total_tokens"].sum(),
+            "peak_tokens": g["total_tokens"].max(),
+            "mean_tokens": g["total_tokens"].mean().round(1),
+            "re_reads": g["re_reads"].sum(),
+            "stale_reads": g["stale_reads"].sum(),
+        }
+    ).reindex(order)
+    out.index.name = "strategy"
+    if prices is not None and "input_per_mtok" in prices:
+        out["cost"] = out["total_tokens"] * float(prices["input_per_mtok"]) / 1e6
+    pairs = [
+        ("total_tokens", "tokens_rel"),
+        ("peak_tokens", "peak_rel"),
+        ("re_reads", "re_reads_rel"),
+        ("stale_reads", "stale_reads_rel"),
+    ]
+    if "cost" in out:
+        pairs.append(("cost", "cost_rel"))
+    for col, rel in pairs:
+        if baseline in out.index and out.loc[baseline, col]:
+            out[rel] = out[col] / float(out.loc[baseline, col])
+        else:
+            out[rel] = np.nan
+    return out
+
+
+def plot_tokens_per_step(
+    df: pd.DataFrame, trajectory: str | None = None, ax: Axes | None = None
+) -> Axes:
+    """Context size per step, one line per strategy.
+
+    For one run, the recorded prompt size (when known) is drawn dashed for reference.
+    Without ``trajectory`` the median over runs at each step is drawn.
+
+    Args:
+        df: a replay frame.
+        trajectory: a run id from the ``trajectory`` column, or None for all runs.
+        ax: the Axes to draw on; a new figure when None.
+
+    Returns:
+        The Axes.
+
+    Example:
+        >>> ax = plot_tokens_per_step(df, "django__django-13670")  # doctest: +SKIP
+    """
+    import matplotlib.pyplot as plt
+
+    if ax is None:
+        _, ax = plt.subplots(figsize=(7, 4))
+    rows = df if trajectory is None else df[df["trajectory"] == trajectory]
+    if rows.empty:
+        raise ValueError(
+            f"no rows for trajectory {trajectory!r}; known: "
+            f"{sorted(df['trajectory'].astype(str).unique())[:10]}"
+        )
+    for strategy, g in rows.groupby(rows["strategy"].astype(str), sort=False):
+        series = g.groupby("step")["total_tokens"].median()
+        ax.plot(series.index, series.to_numpy(), label=str(strategy))
+    rec = rows.dropna(subset=["prompt_tokens"])
+    if not rec.empty:
+        first = rec[rec["strategy"] == rec["strategy"].iloc[0]]
+        series = first.groupby("step")["prompt_tokens"].median().astype(float)
+        ax.plot(series.index, series.to_numpy(), "k--", linewidth=1, label="recorded prompt")
+    ax.set_xlabel("step")
+    ax.set_ylabel("context tokens" + ("" if trajectory else " (median over runs)"))
+    ax.set_title(trajectory or f"{rows['trajectory'].nunique()} runs")
+    ax.legend(fontsize="small")
+    return ax
+
+
+def plot_cost_vs_loss(summary: pd.DataFrame, ax: Axes | None = None) -> Axes:
+    """Each strategy as a point: tokens relative to the baseline against information lost.
+
+    Args:
+        summary: a frame from :func:`summarize`.
+        ax: the Axes to draw on; a new figure when None.
+
+    Returns:
+        The Axes. The x axis is ``tokens_rel`` (cost relative to keep-all when prices
+        are flat per token); the y axis is re-reads plus stale reads.
+
+    Example:
+        >>> ax = plot_cost_vs_loss(summarize(df))  # doctest: +SKIP
+    """
+    import matplotlib.pyplot as plt
+
+    if ax is None:
+        _, ax = plt.subplots(figsize=(6, 4))
+    x = summary["tokens_rel"].to_numpy(dtype=float)
+    y = (summary["re_reads"] + summary["stale_reads"]).to_numpy(dtype=float)
+    ax.scatter(x, y)
+    for label, xi, yi in zip(summary.index, x, y, strict=True):
+        ax.annotate(str(label), (xi, yi), textcoords="offset points", xytext=(4, 4), fontsize=8)
+    ax.set_xlabel("tokens relative to keep-all")
+    ax.set_ylabel("re-reads + stale reads")
+    ax.set_title("cost vs. information lost")
+    return ax
+
+
+def compare_at(
+    trajectory: Trajectory | str | os.PathLike[str],
+    strategy_a: ContextStrategy,
+    strategy_b: ContextStrategy,
+    step: int,
+    *,
+    budget: int | None = None,
+    token_counter: TokenCounter | Callable[[str], int] | str | None = None,
+    files: str = "active",
+) -> tuple[Context, Context]:
+    """The contexts two strategies give the model at one step of a run.
+
+    Replays the run up to ``step`` (the context the agent chose that step's action in)
+    and assembles it under both strategies. Show them with ``ContextView.compare(a, b)``
+    in a notebook, or list what differs with :func:`diff_contexts`.
+
+    Args:
+        trajectory: a run, or a path :func:`ctxnb.replay.load` reads.
+        strategy_a: the first strategy.
+        strategy_b: the second.
+        step: the step index (0-based).
+        budget: total token budget, or None.
+        token_counter: as for :func:`~ctxnb.replay.replay.replay`.
+        files: as for :func:`~ctxnb.replay.replay.replay`.
+
+    Raises:
+        IndexError: the run has no such step.
+
+    Example:
+        >>> from ctxnb.strategies import KeepAll, ObservationMasking
+        >>> a, b = compare_at("data/trajectories/django__django-13670.traj.json",
+        ...                   KeepAll(), ObservationMasking(3), step=10)  # doctest: +SKIP
+        >>> diff_contexts(a, b)["changed"]  # doctest: +SKIP
+    """
+    from .replay import replay_contexts
+
+    if not isinstance(trajectory, Trajectory):
+        from .converters import load
+
+        trajectory = load(trajectory)
+    if not 0 <= step < len(trajectory.steps):
+        raise IndexError(
+            f"step {step} is out of range: {trajectory.id!r} has steps 0-"
+            f"{len(trajectory.steps) - 1}"
+        )
+    found: list[Context] = []
+    for s, _, ctx, _ in replay_contexts(
+        trajectory,
+        [_Labelled(strategy_a, "a"), _Labelled(strategy_b, "b")],
+        budget=budget,
+        token_counter=token_counter,
+        stop_after=step,
+        files=files,  # type: ignore[arg-type]
+    ):
+        if s.index == step:
+            found.append(ctx)
+    return found[0], found[1]
+
+
+class _Labelled:
+    """A strategy under another label, so that two equal strategies can be compared."""
+
+    def __init__(self, inner: ContextStrategy, label: str) -> None:
+        self.inner = inner
+        self.name = inner.name
+        self.label = label
+
+    def select(self, inp: Any) -> Any:
+        return self.inner.select(inp)
+
+    def __getattr__(self, key: str) -> Any:
+        # Settings of the wrapped strategy (recorded in the context's strategy spec).
+        return getattr(self.__dict__["inner"], key)
+
+
+def diff_contexts(a: Context, b: Context) -> dict[str, list[str]]:
+    """Which content items differ between two contexts.
+
+    Returns:
+        ``entered``: ids in ``b`` but not in ``a``; ``left``: ids in ``a`` but not in
+        ``b``; ``changed``: ids in both that render differently (masked, truncated,
+        or another version). Each list keeps context order.
+
+    Example:
+        >>> from ctxnb.context import Context, ContextItem, Section
+        >>> def ctx(*items):
+        ...     return Context(sections=(Section("active", "", 0, tuple(items)),),
+        ...                    turn=0, strategy={}, budget=None)
+        >>> x = ContextItem("x", "file", "x", 1, "", "h1")
+        >>> y = ContextItem("y", "file", "y", 1, "", "h")
+        >>> diff_contexts(ctx(x, y), ctx(ContextItem("x", "file", "x", 1, "", "h2")))
+        {'entered': [], 'left': ['y'], 'changed': ['x']}
+    """
+    ia = {it.id: it for it in a.items}
+    ib = {it.id: it for it in b.items}
+    return {
+        "entered": [i for i in ib if i not in ia],
+        "left": [i for i in ia if i not in ib],
+        "changed": [i for i in ia if i in ib and ia[i].hash != ib[i].hash],
+    }

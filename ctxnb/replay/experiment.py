@@ -1,0 +1,310 @@
+"""Run a grid of context strategies over many recorded runs, in parallel.
+
+:func:`run_experiment` replays every trajectory once (see :func:`ctxnb.replay.replay.replay`)
+and assembles the context under every strategy at every step. Trajectories are spread
+over any :class:`concurrent.futures.Executor`; by default a local process pool with
+one worker per CPU. The result is one tidy pandas frame and, if asked, a Parquet
+dataset partitioned hive-style by strategy (``out/strategy=keep-all/part-0.parquet``)
+that DuckDB, Polars or Spark read without ctxnb::
+
+    SELECT strategy, sum(total_tokens) FROM read_parquet('out/**/*.parquet',
+        hive_partitioning = true) GROUP BY strategy
+
+**Strategies cross process boundaries by pickling.** Strategies from
+:mod:`ctxnb.strategies`, and any class defined at module level in an importable module,
+pickle fine. A class defined in a notebook cell does not reach a process pool's
+workers: either put it in a ``.py`` module next to the notebook and import it, or pass
+``executor=ThreadPoolExecutor()`` (threads share the notebook's objects; the replay
+is CPU-bound, so expect about one core's speed). A Dask (``client.get_executor()``) or
+Ray executor works unchanged, with the same pickling rule.
+
+Example:
+    >>> from concurrent.futures import ThreadPoolExecutor
+    >>> from ctxnb.strategies import KeepAll, ObservationMasking
+    >>> df = run_experiment(["data/trajectories"], [KeepAll(), ObservationMasking(5)],
+    ...                     executor=ThreadPoolExecutor(2))  # doctest: +SKIP
+    >>> df.groupby("strategy")["total_tokens"].sum()  # doctest: +SKIP
+"""
+
+from __future__ import annotations
+
+import multiprocessing
+import os
+import sys
+from collections.abc import Callable, Iterable, Sequence
+from concurrent.futures import Executor, Future, ProcessPoolExecutor, as_completed
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from ..strategies import (
+    ContextStrategy,
+    FileViewLimits,
+    KeepAll,
+    MetadataOnly,
+    ObservationMasking,
+    RecencyWindow,
+    TokenBudgetLRU,
+)
+from ..tokens import TokenCounter
+from .model import Trajectory
+from .replay import FileMode, default_strategies, replay, strategy_labels
+
+if TYPE_CHECKING:
+    import pandas as pd
+
+__all__ = [
+    "STRATEGY_SPECS",
+    "expand_paths",
+    "parse_strategy",
+    "run_experiment",
+    "write_parquet",
+]
+
+#: Strategy names :func:`parse_strategy` knows, with the meaning of their settings.
+STRATEGY_SPECS: dict[str, str] = {
+    "keep-all": "keep-all",
+    "observation-masking": "observation-masking[:KEEP_LAST] (default 5)",
+    "recency-window": "recency-window[:N] (default 10)",
+    "token-budget-lru": "token-budget-lru[:TOKENS] (default: the run's --budget)",
+    "file-view-limits": "file-view-limits[:MAX_OPEN[,CHAR_LIMIT]] (default 5,20000)",
+    "metadata-only": "metadata-only",
+}
+
+_TRAJ_SUFFIXES = (".json", ".jsonl", ".traj")
+
+
+def parse_strategy(spec: str) -> ContextStrategy:
+    """A built-in strategy from a short text such as ``observation-masking:5``.
+
+    Args:
+        spec: a name from :data:`STRATEGY_SPECS`, optionally followed by ``:`` and its
+            settings, comma-separated.
+
+    Raises:
+        ValueError: unknown name or bad settings (the message lists what is allowed).
+
+    Example:
+        >>> parse_strategy("observation-masking:3")
+        ObservationMasking(keep_last=3)
+        >>> parse_strategy("file-view-limits:2,5000")
+        FileViewLimits(2, 5000)
+    """
+    name, _, rest = spec.strip().partition(":")
+    try:
+        nums = [int(x) for x in rest.split(",")] if rest else []
+    except ValueError:
+        raise ValueError(
+            f"strategy {spec!r}: settings after ':' must be integers; "
+            f"use {STRATEGY_SPECS.get(name, 'one of ' + ', '.join(STRATEGY_SPECS))}"
+        ) from None
+    makers: dict[str, tuple[Callable[..., ContextStrategy], int]] = {
+        "keep-all": (KeepAll, 0),
+        "observation-masking": (ObservationMasking, 1),
+        "recency-window": (lambda n=10: RecencyWindow(n), 1),
+        "token-budget-lru": (TokenBudgetLRU, 1),
+        "file-view-limits": (FileViewLimits, 2),
+        "metadata-only": (MetadataOnly, 0),
+    }
+    if name not in makers:
+        raise ValueError(f"unknown strategy {name!r}; known: {', '.join(STRATEGY_SPECS.values())}")
+    make, max_args = makers[name]
+    if len(nums) > max_args:
+        raise ValueError(
+            f"strategy {spec!r} takes at most {max_args} settings: {STRATEGY_SPECS[name]}"
+        )
+    return make(*nums)
+
+
+def expand_paths(items: Iterable[str | os.PathLike[str] | Trajectory]) -> list[Path | Trajectory]:
+    """Trajectories and files as given; a directory stands for the runs inside it.
+
+    Files in a directory are taken in name order when their suffix is ``.json``,
+    ``.jsonl`` or ``.traj`` and their content is a known trajectory format (so a
+    ``README.md`` or a ``results_summary.json`` next to the runs is skipped).
+
+    Example:
+        >>> len(expand_paths(["data/trajectories"])) >= 1  # doctest: +SKIP
+        True
+    """
+    from .converters import sniff_format
+    from .model import TrajectoryFormatError
+
+    out: list[Path | Trajectory] = []
+    for item in items:
+        if isinstance(item, Trajectory):
+            out.append(item)
+            continue
+        p = Path(item)
+        if p.is_dir():
+            for f in sorted(p.iterdir()):
+                if f.is_file() and f.name.endswith(_TRAJ_SUFFIXES):
+                    try:
+                        sniff_format(f)
+                    except TrajectoryFormatError:
+                        continue
+                    out.append(f)
+        else:
+            out.append(p)
+    return out
+
+
+def _replay_one(
+    item: Path | Trajectory,
+    strategies: Sequence[ContextStrategy],
+    budget: int | None,
+    token_counter: TokenCounter | Callable[[str], int] | str | None,
+    files: FileMode,
+) -> pd.DataFrame:
+    # Module level, so that process pools can pickle it.
+    return replay(item, strategies, budget, token_counter, files=files)
+
+
+def _want_progress(progress: bool | None) -> bool:
+    if progress is not None:
+        return progress
+    return "ipykernel" in sys.modules or sys.stderr.isatty()
+
+
+def _size(item: Path | Trajectory) -> int:
+    if isinstance(item, Trajectory):
+        return len(item.steps) * 4096
+    try:
+        return item.stat().st_size
+    except OSError:
+        return 0
+
+
+def run_experiment(
+    trajectories: Iterable[str | os.PathLike[str] | Trajectory],
+    strategies: Sequence[ContextStrategy] | None = None,
+    *,
+    budget: int | None = None,
+    token_counter: TokenCounter | Callable[[str], int] | str | None = None,
+    executor: Executor | None = None,
+    out_dir: str | os.PathLike[str] | None = None,
+    progress: bool | None = None,
+    files: FileMode = "active",
+) -> pd.DataFrame:
+    """Replay many runs under many strategies, in parallel, into one tidy frame.
+
+    Args:
+        trajectories: paths of trajectory files, directories of them, or
+            :class:`~ctxnb.replay.model.Trajectory` objects.
+        strategies: context strategies (picklable, see the module docs);
+            :func:`~ctxnb.replay.replay.default_strategies` when None.
+        budget: total token budget per context, or None for no limit.
+        token_counter: a counter, a name such as ``"heuristic"``, or None for the
+            default; it must pickle too when a process pool is used.
+        executor: where to run; a local ``ProcessPoolExecutor`` with
+            ``os.cpu_count()`` workers when None (shut down afterwards). An executor
+            you pass is left running.
+        out_dir: if given, the frame is also written there as Parquet, partitioned
+            hive-style by strategy (:func:`write_parquet`).
+        progress: show a progress bar; None shows one in notebooks and terminals.
+        files: ``"active"`` or ``"pool"`` (see :func:`~ctxnb.replay.replay.replay_contexts`).
+
+    Returns:
+        The rows of every run, in the order the runs were given (then step, then
+        strategy), with the columns of :data:`~ctxnb.replay.replay.COLUMNS`.
+
+    Raises:
+        TrajectoryFormatError: a file is not a trajectory ctxnb can read.
+        NotFoundError: nothing to replay.
+        ValueError: two strategies share a label.
+
+    Example:
+        >>> from concurrent.futures import ThreadPoolExecutor
+        >>> from ctxnb.strategies import KeepAll, ObservationMasking
+        >>> df = run_experiment(["data/trajectories"], [KeepAll(), ObservationMasking()],
+        ...                     executor=ThreadPoolExecutor(2), out_dir="results",
+        ...                     progress=False)  # doctest: +SKIP
+    """
+    import pandas as pd
+
+    from .replay import COLUMNS, _frame
+
+    items = expand_paths(trajectories)
+    if not items:
+        from ..errors import NotFoundError
+
+        raise NotFoundError(
+            "no trajectories to replay: pass trajectory files, directories holding "
+            f"them ({', '.join(_TRAJ_SUFFIXES)}), or Trajectory objects"
+        )
+    strategies = list(strategies) if strategies is not None else default_strategies()
+    strategy_labels(strategies)  # fail fast, before any work is sent out
+    own = executor is None
+    if executor is None:
+        # Spawned, not forked: a fork of a process whose Arrow or BLAS threads are
+        # running can deadlock, and spawn behaves the same on every platform.
+        executor = ProcessPoolExecutor(
+            max_workers=max(1, min(os.cpu_count() or 1, len(items))),
+            mp_context=multiprocessing.get_context("spawn"),
+        )
+    results: dict[int, pd.DataFrame] = {}
+    bar = None
+    try:
+        # Longest runs first, so that no worker is left with a long one at the end.
+        order = sorted(range(len(items)), key=lambda i: -_size(items[i]))
+        futures: dict[Future[pd.DataFrame], int] = {
+            executor.submit(_replay_one, items[i], strategies, budget, token_counter, files): i
+            for i in order
+        }
+        if _want_progress(progress) and futures:
+            from tqdm.auto import tqdm
+
+            bar = tqdm(total=len(futures), desc="replay", unit="run")
+        try:
+            for fut in as_completed(futures):
+                results[futures[fut]] = fut.result()
+                if bar is not None:
+                    bar.update(1)
+        except BaseException:
+            for fut in futures:
+                fut.cancel()
+            raise
+    finally:
+        if bar is not None:
+            bar.close()
+        if own:
+            executor.shutdown(wait=True, cancel_futures=True)
+    frames = [results[i] for i in range(len(items))]
+    df = pd.concat(frames, ignore_index=True) if frames else _frame(pd, [])
+    df = df[list(COLUMNS)]
+    if out_dir is not None:
+        write_parquet(df, out_dir)
+    return df
+
+
+def write_parquet(df: pd.DataFrame, out_dir: str | os.PathLike[str]) -> Path:
+    """Write a replay frame as Parquet, partitioned hive-style by strategy.
+
+    Files already under ``out_dir`` for the strategies in ``df`` are replaced; other
+    strategies' partitions are left alone, so runs can add strategies one at a time.
+
+    Returns:
+        The directory.
+
+    Example:
+        >>> write_parquet(df, "results")  # doctest: +SKIP
+        PosixPath('results')
+        >>> import duckdb  # doctest: +SKIP
+        >>> duckdb.sql("SELECT strategy, count(*) FROM read_parquet('results/**/*.parquet', "
+        ...            "hive_partitioning = true) GROUP BY 1")  # doctest: +SKIP
+    """
+    import pyarrow as pa
+    import pyarrow.dataset as ds
+
+    out = Path(out_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    table = pa.Table.from_pandas(df, preserve_index=False)
+    ds.write_dataset(
+        table,
+        out,
+        format="parquet",
+        partitioning=["strategy"],
+        partitioning_flavor="hive",
+        existing_data_behavior="delete_matching",
+        basename_template="part-{i}.parquet",
+    )
+    return out

@@ -1,0 +1,627 @@
+"""Replay a recorded agent run through a ctxnb session, under several context strategies.
+
+:func:`replay` feeds a :class:`~ctxnb.replay.model.Trajectory` step by step into a fresh
+:class:`~ctxnb.session.Session` and, before each step, assembles the context every
+strategy would have given the model at that point. The run is replayed once; each
+strategy chooses among the same candidates, so comparing strategies costs one assembly
+per strategy per step and nothing more.
+
+How a run becomes ctxnb objects:
+
+- **chat**: the task is the first user turn; each step's thought and action, as the
+  agent wrote them, form one assistant turn (a user message in the middle of a session
+  is a user turn). Strategies never drop chat turns.
+- **tool calls**: every tool call is a ``toolcall`` object whose content is the
+  observation exactly as the agent saw it and whose ``file_refs`` name the files it
+  touched. Observation masking and recency strategies act on these.
+- **files**: each file the run touched is a ``file`` object on a synthetic filesystem,
+  ``replay:<trajectory id>``, keyed by the path the agent used (the files do not exist
+  on this machine). The object holds the *best-known content* of the file: a whole-file
+  read, write or create replaces it; a line-range read splices the lines it showed into
+  what is known, and lines never seen appear as a one-line gap marker; an edit whose
+  result the converter computed is a new version; an edit whose result is unknown
+  gives a version that says so (the agent did not know it either); a deletion is a
+  deletion version. A range read therefore updates the file object *and* records a
+  tool call with the observation.
+
+Step ``i`` of the frame is the context the model saw when it chose step ``i``'s action:
+it is assembled after steps ``0 … i-1`` were fed in, which is also when the provider
+measured the step's ``prompt_tokens``.
+
+Two signs of lost information are counted per row:
+
+- ``re_reads``: files the step reads that the run had seen before, but whose content
+  the strategy had dropped from the context the step was chosen in: neither the file
+  object nor any tool call that showed the file is there in full.
+- ``stale_reads``: tool calls in the context, in full, that show a file as it was
+  before the agent later changed it.
+
+Example:
+    >>> from ctxnb.replay import Trajectory, Step, Action, FileTouch
+    >>> from ctxnb.strategies import KeepAll, MetadataOnly
+    >>> t = Trajectory(id="demo", source_format="ctxnb", task="Fix a.py", steps=[
+    ...     Step(index=0, action=Action(tool="read", args={"path": "a.py"}),
+    ...          observation="x = 1\\n",
+    ...          files=[FileTouch(path="a.py", op="read", content="x = 1\\n")]),
+    ...     Step(index=1, action=Action(tool="read", args={"path": "a.py"}),
+    ...          observation="x = 1\\n",
+    ...          files=[FileTouch(path="a.py", op="read", content="x = 1\\n")]),
+    ... ])
+    >>> df = replay(t, [KeepAll(), MetadataOnly()])
+    >>> df.groupby("strategy")["re_reads"].sum().to_dict()
+    {'keep-all': 0, 'metadata-only': 1}
+"""
+
+from __future__ import annotations
+
+import os
+import posixpath
+import tempfile
+import uuid
+from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Literal
+
+from ..context import Context
+from ..hashing import content_hash, stable_stringify
+from ..indexer import build_file_doc
+from ..model import FilesystemSource
+from ..strategies import (
+    ContextStrategy,
+    FileViewLimits,
+    KeepAll,
+    MetadataOnly,
+    ObservationMasking,
+    RecencyWindow,
+    TokenBudgetLRU,
+    strategy_spec,
+)
+from ..tokens import HeuristicTokenCounter, TokenCounter, _raw_estimate, resolve_token_counter
+from .model import FileTouch, Step, Trajectory
+
+if TYPE_CHECKING:
+    import pandas as pd
+
+    from ..session import Session
+
+__all__ = [
+    "COLUMNS",
+    "default_strategies",
+    "replay",
+    "replay_contexts",
+    "strategy_labels",
+]
+
+#: Columns of the frame :func:`replay` returns, in order.
+COLUMNS: tuple[str, ...] = (
+    "trajectory",
+    "source_format",
+    "strategy",
+    "step",
+    "tool",
+    "tokens_system",
+    "tokens_metadata",
+    "tokens_active",
+    "tokens_chat",
+    "total_tokens",
+    "items_active",
+    "items_masked",
+    "items_truncated",
+    "items_evicted",
+    "re_reads",
+    "stale_reads",
+    "prompt_tokens",
+    "budget",
+    "over_budget",
+    "context_hash",
+)
+
+FileMode = Literal["active", "pool"]
+
+# A fixed namespace so that tool call ids, and so context hashes, are the same in every
+# run and every process.
+_ID_NAMESPACE = uuid.UUID("6f1f0c0e-3a57-5c2b-9a41-7c7e0b7d2f10")
+
+
+def default_strategies() -> list[ContextStrategy]:
+    """The six strategies of the standard experiment grid.
+
+    Keep-all (the baseline), observation masking of all but the last 5 tool outputs,
+    a recency window of 10 items, a 32k-token LRU, Letta-style file views (5 open
+    files of at most 20,000 characters) and metadata only.
+
+    Example:
+        >>> [s.name for s in default_strategies()][:2]
+        ['keep-all', 'observation-masking']
+    """
+    return [
+        KeepAll(),
+        ObservationMasking(5),
+        RecencyWindow(10),
+        TokenBudgetLRU(32_000),
+        FileViewLimits(5, 20_000),
+        MetadataOnly(),
+    ]
+
+
+def strategy_labels(strategies: Sequence[ContextStrategy]) -> list[str]:
+    """The label of each strategy in a frame's ``strategy`` column.
+
+    A strategy's ``label`` attribute wins; otherwise its ``name``. When two strategies
+    share a name, their settings are appended (``observation-masking:3``) so that every
+    row can be told apart.
+
+    Raises:
+        ValueError: two strategies still end up with the same label.
+
+    Example:
+        >>> strategy_labels([ObservationMasking(3), ObservationMasking(10), KeepAll()])
+        ['observation-masking:3', 'observation-masking:10', 'keep-all']
+    """
+    base = [str(getattr(s, "label", None) or s.name) for s in strategies]
+    out = []
+    for s, b in zip(strategies, base, strict=True):
+        if base.count(b) > 1 and not getattr(s, "label", None):
+            params = strategy_spec(s)["params"]
+            assert isinstance(params, dict)
+            b = f"{b}:{','.join(str(v) for v in params.values())}" if params else b
+        out.append(b)
+    dupes = sorted({x for x in out if out.count(x) > 1})
+    if dupes:
+        raise ValueError(
+            f"strategies {dupes} appear more than once with the same settings; give each "
+            "a distinct `label` attribute or drop the duplicate"
+        )
+    return out
+
+
+class _StepMemo:
+    """A token counter that remembers counts within one step and counts the chat
+    incrementally.
+
+    Each assembly counts the chat and system sections again; at one step they are the
+    same text for every strategy, so each is counted once. The chat only grows, so with
+    the heuristic counter the text already counted at the previous step is not counted
+    again: its features end at a line break, where the heuristic is additive, so the
+    result equals a direct count (up to float rounding in the last bit).
+    """
+
+    _INCREMENTAL_MIN = 4096
+
+    def __init__(self, base: TokenCounter) -> None:
+        self.base = base
+        self.name = base.name
+        self._memo: dict[str, int] = {}
+        self._scale = base.scale if type(base) is HeuristicTokenCounter else None
+        self._prefix: tuple[str, float] | None = None
+
+    def count(self, text: str) -> int:
+        n = self._memo.get(text)
+        if n is None:
+            if self._scale is not None and len(text) >= self._INCREMENTAL_MIN:
+                n = self._count_incremental(text, self._scale)
+            else:
+                n = self.base.count(text)
+            self._memo[text] = n
+        return n
+
+    def _count_incremental(self, text: str, scale: float) -> int:
+        p = self._prefix
+        if p is not None and text.startswith(p[0]):
+            raw = p[1] + _raw_estimate(text[len(p[0]) :])
+        else:
+            raw = _raw_estimate(text)
+        if text.endswith("\n"):
+            self._prefix = (text, raw)
+        return max(1, int(scale * raw + 0.5))
+
+    def new_step(self) -> None:
+        self._memo.clear()
+
+
+@dataclass
+class _Known:
+    """The best-known content of one file."""
+
+    full: str | None = None
+    lines: dict[int, str] = field(default_factory=dict)
+    note: str | None = None
+    deleted: bool = False
+
+    def render(self) -> str:
+        if self.full is not None:
+            return self.full
+        if not self.lines:
+            return self.note or ""
+        out: list[str] = []
+        prev = 0
+        for n in sorted(self.lines):
+            if n > prev + 1:
+                out.append(f"[… lines {prev + 1}-{n - 1} not seen …]\n")
+            line = self.lines[n]
+            out.append(line if line.endswith("\n") else line + "\n")
+            prev = n
+        return "".join(out)
+
+    def read(self, touch: FileTouch) -> bool:
+        """Take in what a read showed; False when it showed nothing usable."""
+        if touch.content is None:
+            return False
+        self.deleted = False
+        if touch.start_line is None:
+            self.full, self.lines, self.note = touch.content, {}, None
+            return True
+        new = touch.content.splitlines(keepends=True)
+        start = touch.start_line
+        if self.full is not None:
+            # Splice the range in: the observation is the truth about those lines, even
+            # when the file changed in a way the replay could not follow.
+            old = self.full.splitlines(keepends=True)
+            end = start - 1 + len(new)
+            if len(old) < start - 1:
+                old += ["\n"] * (start - 1 - len(old))
+            if new and not new[-1].endswith("\n") and end < len(old):
+                new[-1] += "\n"
+            self.full = "".join(old[: start - 1] + new + old[end:])
+        else:
+            self.note = None
+            for k, line in enumerate(new):
+                self.lines[start + k] = line
+        return True
+
+    def write(self, touch: FileTouch, step: int) -> None:
+        self.deleted = False
+        if touch.content is not None:
+            self.full, self.lines, self.note = touch.content, {}, None
+            return
+        if (
+            touch.op == "edit"
+            and self.full is not None
+            and touch.old_text
+            and touch.new_text is not None
+            and touch.old_text in self.full
+        ):
+            self.full = self.full.replace(touch.old_text, touch.new_text, 1)
+            return
+        self.full, self.lines = None, {}
+        self.note = (
+            f"[{touch.path} was changed at step {step}; its new content has not been seen]\n"
+        )
+
+
+class _Replayer:
+    """One trajectory fed into one session; assembles under any strategy at any point."""
+
+    def __init__(
+        self, traj: Trajectory, counter: TokenCounter, root: str, files: FileMode = "active"
+    ) -> None:
+        from ..store import ObjectStore
+        from ..workspace import Workspace
+
+        self.traj = traj
+        self.files_active = files == "active"
+        self.fs_id = f"replay:{traj.id}"
+        self.memo = _StepMemo(counter)
+        self.store = ObjectStore(Path(root) / "store")
+        ws = Workspace.open(root, store=self.store)
+        self.session: Session = ws.session(
+            "replay", system_prompt=traj.system_prompt or "", token_counter=self.memo
+        )
+        if traj.task:
+            self.session.add_turn("user", traj.task)
+        self.known: dict[str, _Known] = {}
+        self.file_ids: dict[str, str] = {}
+        self.written: dict[str, str | None] = {}  # oid -> last source hash written
+        self.version: dict[str, int] = {}  # path -> changes by the agent so far
+        self.seen: set[str] = set()
+        self.admitted: set[str] = set()  # file ids in the session
+        self.refs_by_path: dict[str, list[str]] = {}
+        self.shown: dict[str, dict[str, int]] = {}  # read toolcall -> {path: version}
+
+    def close(self) -> None:
+        self.store.close()
+
+    # -- feeding ---------------------------------------------------------------------------
+    def feed(self, step: Step) -> None:
+        s = self.session
+        tool = step.action.tool
+        text = _turn_text(step)
+        if tool == "user":
+            if text:
+                s.add_turn("user", text)
+        elif text:
+            s.add_turn("assistant", text)
+        docs: list[dict[str, Any]] = []
+        touched: list[str] = []
+        shown: dict[str, int] = {}
+        for touch in step.files:
+            path = _norm(touch.path)
+            known = self.known.setdefault(path, _Known())
+            if touch.op == "read":
+                self.seen.add(path)
+                shown[path] = self.version.get(path, 0)
+                if not known.read(touch):
+                    if path not in touched:
+                        touched.append(path)
+                    continue
+            else:
+                self.version[path] = self.version.get(path, 0) + 1
+                self.seen.add(path)
+                if touch.op == "delete":
+                    known.deleted, known.full, known.lines, known.note = True, None, {}, None
+                else:
+                    known.write(touch, step.index)
+            doc = self._file_doc(path, known)
+            if doc is not None:
+                docs = [d for d in docs if d["xt/id"] != doc["xt/id"]] + [doc]
+            if path not in touched:
+                touched.append(path)
+        tid = None
+        if tool not in ("reply", "user", "compact"):
+            tid = str(uuid.uuid5(_ID_NAMESPACE, f"{self.traj.id}\x00{step.index}"))
+            docs.append(self._toolcall_doc(tid, step, touched))
+        if not docs:
+            return
+        self.store.put(docs)
+        for d in docs:
+            oid = d["xt/id"]
+            if d["type"] == "file":
+                if oid in self.admitted:
+                    s.refresh(oid)
+                    if self.files_active:
+                        s.activate(oid)
+                else:
+                    s.add(oid, activate=self.files_active)
+                    self.admitted.add(oid)
+        for path in touched:
+            oid = self._file_id(path)
+            if oid in self.admitted:
+                s.touch(oid)
+        if tid is not None:
+            s.add(tid)
+            for path in touched:
+                self.refs_by_path.setdefault(path, []).append(tid)
+            if shown:
+                self.shown[tid] = shown
+
+    def _file_id(self, path: str) -> str:
+        oid = self.file_ids.get(path)
+        if oid is None:
+            doc = build_file_doc(self._source(path), b"")
+            oid = self.file_ids[path] = doc["xt/id"]
+        return oid
+
+    def _source(self, path: str) -> FilesystemSource:
+        return FilesystemSource(filesystem_id=self.fs_id, path=path)
+
+    def _file_doc(self, path: str, known: _Known) -> dict[str, Any] | None:
+        src = self._source(path)
+        if known.deleted:
+            doc = build_file_doc(src, None)
+        else:
+            doc = build_file_doc(src, known.render().encode("utf-8", "surrogatepass"))
+        oid = doc["xt/id"]
+        self.file_ids[path] = oid
+        if oid in self.written and self.written[oid] == doc.get("source_hash"):
+            return None  # unchanged: no new version
+        self.written[oid] = doc.get("source_hash")
+        return doc
+
+    def _toolcall_doc(self, tid: str, step: Step, touched: list[str]) -> dict[str, Any]:
+        # Built here rather than with Session.record_toolcall so that the id is derived
+        # from the run and the step: equal inputs then give equal context hashes.
+        args = dict(step.action.args)
+        shown = ", ".join(f"{k}={_short(v)}" for k, v in args.items())
+        doc: dict[str, Any] = {
+            "xt/id": tid,
+            "type": "toolcall",
+            "source": None,
+            "identity_hash": None,
+            "content": step.observation or "",
+            "tool": step.action.tool,
+            "args": args,
+            "args_display": f"{step.action.tool}({shown})",
+            "status": "ok" if step.parsed else "fail",
+            "chat_ref": self.session.chat_id,
+            "file_refs": [self._file_id(p) for p in touched],
+        }
+        payload = {
+            k: v for k, v in doc.items() if k not in ("xt/id", "type", "source", "identity_hash")
+        }
+        doc["content_hash"] = content_hash(payload)
+        return doc
+
+    # -- measuring -------------------------------------------------------------------------
+    def losses(self, ctx: Context, step: Step) -> tuple[int, int]:
+        """(re_reads, stale_reads) of ``step`` chosen in context ``ctx``."""
+        full = {it.id for it in ctx.items if not it.masked}
+        re_reads = 0
+        counted: set[str] = set()
+        for touch in step.files:
+            path = _norm(touch.path)
+            if touch.op != "read" or path in counted or path not in self.seen:
+                continue
+            counted.add(path)
+            fid = self.file_ids.get(path)
+            if fid in full and not self.known[path].deleted:
+                continue
+            if any(t in full for t in self.refs_by_path.get(path, ())):
+                continue
+            re_reads += 1
+        stale = sum(
+            1
+            for tid, shown in self.shown.items()
+            if tid in full and any(self.version.get(p, 0) > v for p, v in shown.items())
+        )
+        return re_reads, stale
+
+
+def _fast_tmp() -> str | None:
+    # A replay's store is scratch: on a RAM-backed directory its commits cost no disk
+    # flushes. Fall back to the ordinary temp directory elsewhere.
+    shm = "/dev/shm"
+    return shm if os.path.isdir(shm) and os.access(shm, os.W_OK | os.X_OK) else None
+
+
+def _short(v: Any, limit: int = 60) -> str:
+    # As Session.record_toolcall shows arguments in the metadata line.
+    s = v if isinstance(v, str) else stable_stringify(v)
+    return s if len(s) <= limit else s[: limit - 1] + "…"
+
+
+def _norm(path: str) -> str:
+    return posixpath.normpath(path) if path else path
+
+
+def _turn_text(step: Step) -> str:
+    raw = step.action.raw or ""
+    thought = step.thought or ""
+    if not raw and step.action.tool not in ("reply", "user", "compact"):
+        raw = f"{step.action.tool}({', '.join(f'{k}={v}' for k, v in step.action.args.items())})"
+    if thought and thought in raw:
+        return raw
+    return "\n\n".join(x for x in (thought, raw) if x)
+
+
+def _row(
+    traj: Trajectory, label: str, step: Step, ctx: Context, losses: tuple[int, int]
+) -> dict[str, Any]:
+    by = ctx.tokens_by_section()
+    items = ctx.items
+    masked = sum(1 for it in items if it.masked)
+    usage = step.usage
+    return {
+        "trajectory": traj.id,
+        "source_format": traj.source_format,
+        "strategy": label,
+        "step": step.index,
+        "tool": step.action.tool,
+        "tokens_system": by.get("system", 0),
+        "tokens_metadata": by.get("metadata", 0),
+        "tokens_active": by.get("active", 0),
+        "tokens_chat": by.get("chat", 0),
+        "total_tokens": ctx.total_tokens,
+        "items_active": len(items) - masked,
+        "items_masked": masked,
+        "items_truncated": sum(1 for it in items if it.truncated),
+        "items_evicted": len(ctx.evicted),
+        "re_reads": losses[0],
+        "stale_reads": losses[1],
+        "prompt_tokens": usage.prompt_tokens if usage is not None else None,
+        "budget": ctx.budget,
+        "over_budget": ctx.over_budget,
+        "context_hash": ctx.hash,
+    }
+
+
+def replay_contexts(
+    trajectory: Trajectory,
+    strategies: Sequence[ContextStrategy],
+    *,
+    budget: int | None = None,
+    token_counter: TokenCounter | Callable[[str], int] | str | None = None,
+    stop_after: int | None = None,
+    files: FileMode = "active",
+) -> Iterator[tuple[Step, str, Context, tuple[int, int]]]:
+    """Replay a run and yield, step by step, the context under each strategy.
+
+    This is the engine under :func:`replay`; use it to look at the contexts themselves.
+
+    Args:
+        trajectory: the run.
+        strategies: context strategies (see :mod:`ctxnb.strategies`).
+        budget: total token budget per context, or None for no limit.
+        token_counter: a counter, a name such as ``"heuristic"``, or None for the default.
+        stop_after: stop once this step's contexts have been yielded.
+        files: ``"active"``: file objects are content the strategies manage (the
+            default); ``"pool"``: they are versioned and listed in the metadata pool
+            but never shown in full, so the context holds what a shell-only agent saw
+            (tool outputs only); the fidelity check uses this.
+
+    Yields:
+        ``(step, strategy label, context, (re_reads, stale_reads))``.
+
+    Example:
+        >>> from ctxnb.replay import Trajectory, Step, Action
+        >>> t = Trajectory(id="t", source_format="ctxnb",
+        ...                steps=[Step(index=0, action=Action(tool="submit"))])
+        >>> [(s.index, label) for s, label, _, _ in replay_contexts(t, [KeepAll()])]
+        [(0, 'keep-all')]
+    """
+    labels = strategy_labels(strategies)
+    counter = resolve_token_counter(token_counter)
+    with tempfile.TemporaryDirectory(prefix="ctxnb-replay-", dir=_fast_tmp()) as root:
+        if files not in ("active", "pool"):
+            raise ValueError(f"files must be 'active' or 'pool', got {files!r}")
+        r = _Replayer(trajectory, counter, root, files)
+        try:
+            for step in trajectory.steps:
+                r.memo.new_step()
+                for label, strategy in zip(labels, strategies, strict=True):
+                    ctx = r.session.assemble(strategy, budget, record=False)
+                    yield step, label, ctx, r.losses(ctx, step)
+                if stop_after is not None and step.index >= stop_after:
+                    return
+                r.feed(step)
+        finally:
+            r.close()
+
+
+def replay(
+    trajectory: Trajectory | str | Path,
+    strategies: Sequence[ContextStrategy] | None = None,
+    budget: int | None = None,
+    token_counter: TokenCounter | Callable[[str], int] | str | None = None,
+    *,
+    files: FileMode = "active",
+) -> pd.DataFrame:
+    """Replay a recorded run and measure the context every strategy gives at every step.
+
+    Args:
+        trajectory: a :class:`~ctxnb.replay.model.Trajectory`, or a path that
+            :func:`ctxnb.replay.load` reads.
+        strategies: the strategies to compare; :func:`default_strategies` when None.
+        budget: total token budget per context, or None for no limit.
+        token_counter: a counter, a name such as ``"heuristic"``, or None for the default.
+        files: ``"active"`` or ``"pool"``; see :func:`replay_contexts`.
+
+    Returns:
+        A tidy frame with one row per (trajectory, strategy, step) and the columns of
+        :data:`COLUMNS`. The same inputs give the same frame, context hashes included.
+
+    Example:
+        >>> from ctxnb.replay import load
+        >>> from ctxnb.strategies import KeepAll, ObservationMasking
+        >>> t = load("data/trajectories/django__django-13670.traj.json")  # doctest: +SKIP
+        >>> df = replay(t, [KeepAll(), ObservationMasking(5)])  # doctest: +SKIP
+        >>> df.groupby("strategy")["total_tokens"].sum()  # doctest: +SKIP
+    """
+    import pandas as pd
+
+    if not isinstance(trajectory, Trajectory):
+        from .converters import load
+
+        trajectory = load(trajectory)
+    strategies = list(strategies) if strategies is not None else default_strategies()
+    rows = [
+        _row(trajectory, label, step, ctx, losses)
+        for step, label, ctx, losses in replay_contexts(
+            trajectory, strategies, budget=budget, token_counter=token_counter, files=files
+        )
+    ]
+    return _frame(pd, rows)
+
+
+def _frame(pd: Any, rows: list[dict[str, Any]]) -> pd.DataFrame:
+    df = pd.DataFrame(rows, columns=list(COLUMNS))
+    ints = [c for c in COLUMNS if c.startswith(("tokens_", "items_")) or c in ("step",)]
+    ints += ["total_tokens", "re_reads", "stale_reads"]
+    for c in ints:
+        df[c] = df[c].astype("int64")
+    for c in ("prompt_tokens", "budget"):
+        df[c] = df[c].astype("Int64")
+    df["over_budget"] = df["over_budget"].astype(bool)
+    for c in ("trajectory", "source_format", "strategy", "tool", "context_hash"):
+        df[c] = df[c].astype("string")
+    return df
