@@ -242,6 +242,44 @@ class Session:
             res = index_file(self.store, src, data)
         return self.add(res.object_id, activate=activate)
 
+    def add_paths(
+        self, paths: Iterable[str | os.PathLike[str]], *, activate: bool = True
+    ) -> list[str]:
+        """Index several files in one transaction and add them; returns their ids."""
+        with self._lock:
+            docs, ids = [], []
+            for p in paths:
+                src = self.workspace.source_for(p)
+                try:
+                    data: bytes | None = Path(src.path).read_bytes()
+                except FileNotFoundError:
+                    data = None
+                doc = build_file_doc(src.to_dict(), data)
+                old = self.store.get(doc["xt/id"])
+                if data is None and old is None:
+                    raise NotFoundError(f"{os.fspath(p)!r} does not exist")
+                if old is None or old.get("source_hash") != doc["source_hash"]:
+                    docs.append(doc)
+                ids.append(doc["xt/id"])
+            if docs:
+                self.store.put(docs)
+            found = self.store.get_many(ids)
+            for oid in ids:
+                self._admit(found[oid])
+                if activate:
+                    self.activate(oid)
+            return ids
+
+    def rules_status(self) -> Any:
+        """The rules files in context and why they were loaded (a DataFrame).
+
+        See :mod:`ctxnb.rules`: a ``RulesTracker`` attached to this session records each
+        load with its tier, trigger and reason.
+        """
+        from .rules import rules_status
+
+        return rules_status(self)
+
     def activate(self, oid: str) -> None:
         """Put an object's full content in the prompt (and mark it used now)."""
         with self._lock:
@@ -294,7 +332,7 @@ class Session:
     def get(self, oid: str) -> dict[str, Any]:
         """The session's copy of an object (its latest known version)."""
         self._require(oid)
-        return self._docs[oid]
+        return self._doc(oid)
 
     def metadata(self, oid: str) -> MetaEntry:
         self._require(oid)
@@ -315,10 +353,22 @@ class Session:
         file_refs: Sequence[str] = (),
         *,
         activate: bool = True,
+        id: str | None = None,
     ) -> str:
-        """Store a tool call and its output as a content object of this session."""
+        """Store a tool call and its output as a content object of this session.
+
+        Args:
+            tool: the tool's name.
+            args: its arguments.
+            content: what it returned (None: no output).
+            status: ``ok`` or ``fail``.
+            file_refs: ids of the files it touched.
+            activate: put its output in the prompt.
+            id: a deterministic id (replays use one so their contexts hash the same);
+                a fresh UUID by default.
+        """
         with self._lock:
-            tid = new_id()
+            tid = id or new_id()
             shown = ", ".join(f"{k}={_short(v)}" for k, v in args.items())
             doc: dict[str, Any] = {
                 "xt/id": tid,
@@ -488,7 +538,12 @@ class Session:
         truncated = False
         if hit is None:
             if content is None:
-                body = "(deleted)" if meta.deleted else "(binary file: no text content)"
+                if meta.type == "toolcall":
+                    body = "(no output)"
+                elif meta.deleted:
+                    body = "(deleted)"
+                else:
+                    body = "(binary file: no text content)"
             else:
                 body = content
             if masked:
@@ -519,7 +574,7 @@ class Session:
     def _candidates(self) -> tuple[Item, ...]:
         items = []
         for oid in self._active:
-            doc = self._docs[oid]
+            doc = self._doc(oid)
             meta = self._meta[oid]
             _, tokens, _, _ = self._render_item(oid, doc, masked=False, truncate=None)
             items.append(
@@ -826,7 +881,12 @@ class Session:
         self.system_prompt_id = sdoc.get("system_prompt_ref")
         ids = [*self.session_index]
         extra = [x for x in (self.chat_id, self.system_prompt_id) if x]
-        docs = self.store.get_many([*ids, *extra])
+        # Full documents (with content) only for what the prompt shows; the other files
+        # come from the store's typed columns without their content, which is loaded
+        # when they are activated. Resuming a session of thousands of files stays cheap.
+        light = self._light_file_docs(set(ids) - set(self._active))
+        docs = self.store.get_many([i for i in [*ids, *extra] if i not in light])
+        docs.update(light)
         chat = docs.get(self.chat_id) or {}
         self._turns = list(chat.get("turns") or [])
         self.turn = len(self._turns)
@@ -841,6 +901,58 @@ class Session:
             self._set_meta(
                 oid, self._meta_for(d, orphaned=d.get("source") is None and d["type"] == "file")
             )
+
+    _LIGHT_COLUMNS = (
+        "xt_id",
+        "source_type",
+        "source_filesystem_id",
+        "source_path",
+        "identity_hash",
+        "file_type",
+        "char_count",
+        "source_hash",
+        "content_hash",
+    )
+
+    def _light_file_docs(self, ids: set[str]) -> dict[str, dict[str, Any]]:
+        if not ids or self.store.latest_tx() is None:
+            return {}
+        cols = self.store.scan("file", columns=self._LIGHT_COLUMNS, format="arrow").to_pydict()
+        out: dict[str, dict[str, Any]] = {}
+        names = list(cols)
+        for values in zip(*(cols[n] for n in names), strict=True):
+            row = dict(zip(names, values, strict=True))
+            oid = row["xt_id"]
+            if oid not in ids:
+                continue
+            src = None
+            if row["source_path"] is not None:
+                src = {
+                    "type": row["source_type"] or "filesystem",
+                    "filesystemId": row["source_filesystem_id"],
+                    "path": row["source_path"],
+                }
+            out[oid] = {
+                "xt/id": oid,
+                "type": "file",
+                "source": src,
+                "identity_hash": row["identity_hash"],
+                "file_type": row["file_type"],
+                "char_count": row["char_count"] or 0,
+                "source_hash": row["source_hash"],
+                "content_hash": row["content_hash"],
+                _LIGHT: True,
+            }
+        return out
+
+    def _doc(self, oid: str) -> dict[str, Any]:
+        """The session's copy of an object, loading its content if it was left out."""
+        doc = self._docs[oid]
+        if doc.get(_LIGHT):
+            full = self.store.get(oid)
+            if full is not None:
+                self._docs[oid] = doc = full
+        return doc
 
     def _accessible_root(self, src: dict[str, Any]) -> str | None:
         fs = src.get("filesystemId")
@@ -872,13 +984,16 @@ class Session:
         report = ResumeReport(objects=len(self.session_index))
         cache = StatCache.for_workspace(self.workspace)
         new_docs: list[dict[str, Any]] = []
+        roots_ok: dict[str, bool] = {}
         for oid in self.session_index:
             doc = self._docs[oid]
             src = doc.get("source")
             if doc.get("type") != "file" or not src:
                 continue
             root = self._accessible_root(src)
-            if root is None or not os.path.isdir(root):
+            if root is not None and root not in roots_ok:
+                roots_ok[root] = os.path.isdir(root)
+            if root is None or not roots_ok[root]:
                 self._set_orphaned(oid, True)
                 report.orphaned.append(oid)
                 continue
@@ -1002,6 +1117,9 @@ class Session:
         )
 
 
+_LIGHT = "__ctxnb_light__"
+
+
 def _payload(doc: dict[str, Any]) -> dict[str, Any]:
     return {k: v for k, v in doc.items() if k not in ("xt/id", "type", "source", "identity_hash")}
 
@@ -1030,9 +1148,10 @@ def open_session(
         s.last_resume = s._reconcile()
         if system_prompt is not None and system_prompt != s.system_prompt:
             s.set_system_prompt(system_prompt)
+            s.save()
     else:
         s.set_system_prompt(system_prompt or "")
-    s.save()
+        s.save()
     if watch:
         s.watch()
         if s.last_resume is not None:
