@@ -1,0 +1,1 @@
+"""Integrations for real agents: the MCP server."""

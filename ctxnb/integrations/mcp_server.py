@@ -1,0 +1,860 @@
+"""An MCP server over a ctxnb workspace: governed file tools, context and trace for any agent.
+
+Every tool an MCP client calls goes through :meth:`FileTools.dispatch
+<ctxnb.tools.filetools.FileTools.dispatch>`, the same path (and, in a governed
+workspace, the same hook engine) as the Python API. What the server offers:
+
+* **tools**: every file tool (``read_file``, ``write_file``, ``apply_patch`` …), the
+  governance tools of a governed workspace (``select_active_intent``,
+  ``run_command``) and the session tools ``activate``, ``deactivate``, ``pin`` and
+  ``unpin`` (by path or object id), each with its JSON schema and MCP annotations.
+  A refusal comes back as a tool error (``isError: true``) whose text is the
+  structured error object ``{error_code, message, recoverable, required_action}``,
+  also sent as ``structuredContent``. An unknown tool or arguments that do not match
+  the schema are protocol errors (JSON-RPC ``-32602``).
+* **resources**: ``ctxnb://context`` (the assembled context, keep-all),
+  ``ctxnb://metadata-pool`` (JSON), ``ctxnb://history/{path}`` (one file's stored
+  versions, JSON) and ``ctxnb://trace/tail`` (the last 50 trace records, JSON).
+* **prompts**: ``intent-handshake``, which tells the agent to select an intent first
+  and lists the active intents.
+
+A destructive act (e.g. ``run_command("rm -rf build")``) asks the human through MCP
+elicitation when the client supports it, and is refused with
+``DESTRUCTIVE_NEEDS_APPROVAL`` otherwise.
+
+Example:
+    >>> import tempfile, pathlib
+    >>> root = pathlib.Path(tempfile.mkdtemp())
+    >>> _ = (root / "app.py").write_text("x = 1\\n")
+    >>> backend = McpBackend(root, session_id="doc")
+    >>> "read_file" in [t.name for t in backend.list_tools()]
+    True
+    >>> backend.call_tool("read_file", {"path": "app.py"}).is_error
+    False
+    >>> backend.call_tool("read_file", {"path": ".env"}).structured_content["error_code"]
+    'PATH_DENIED'
+    >>> backend.close()
+
+Serve it with ``ctxnb mcp serve /path/to/workspace`` (stdio) or
+``ctxnb mcp serve /path/to/workspace --http 8765`` (streamable HTTP on 127.0.0.1).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hmac
+import ipaddress
+import json
+import os
+import re
+import socket
+import threading
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+from urllib.parse import quote, unquote
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from ..errors import ConfigError, MissingDependencyError, NotFoundError, PolicyError
+from ..govern.approval import ApprovalRequest, Approver, Decision
+from ..tools.schemas import ToolInfo
+
+try:
+    import anyio
+    import anyio.from_thread
+    import anyio.to_thread
+    import mcp_types as types
+    from mcp.server.lowlevel import Server
+    from mcp.server.transport_security import TransportSecuritySettings
+    from mcp.shared.exceptions import MCPError
+except ImportError as e:  # pragma: no cover - depends on the environment
+    raise MissingDependencyError(
+        "the MCP server needs the official MCP SDK; install it with `pip install 'ctxnb[mcp]'`"
+    ) from e
+
+if TYPE_CHECKING:
+    from mcp.server.context import ServerRequestContext
+
+    from ..session import Session
+    from ..tools.filetools import FileTools
+    from ..workspace import Workspace
+
+__all__ = [
+    "DenyDestructiveApprover",
+    "ElicitationApprover",
+    "McpBackend",
+    "build_server",
+    "check_bind",
+    "history_uri",
+    "http_app",
+    "is_loopback",
+    "serve_http",
+    "serve_stdio",
+]
+
+SERVER_NAME = "ctxnb"
+TRACE_TAIL = 50
+TOKEN_ENV = "CTXNB_MCP_TOKEN"
+
+URI_CONTEXT = "ctxnb://context"
+URI_METADATA = "ctxnb://metadata-pool"
+URI_TRACE = "ctxnb://trace/tail"
+URI_HISTORY_PREFIX = "ctxnb://history/"
+URI_HISTORY_TEMPLATE = URI_HISTORY_PREFIX + "{path}"
+
+PROMPT_HANDSHAKE = "intent-handshake"
+
+# Errors found before a tool runs: the request itself is malformed, so they are
+# protocol errors rather than tool results.
+_PROTOCOL_ERROR_CODES = frozenset({"UNKNOWN_TOOL", "INVALID_ARGUMENTS"})
+_OBJECT_ID = re.compile(r"^[0-9a-f]{64}$")
+
+
+# -- approval -------------------------------------------------------------------------------
+
+
+def _needs_approval(req: ApprovalRequest, why: str) -> PolicyError:
+    return PolicyError(
+        "DESTRUCTIVE_NEEDS_APPROVAL",
+        f"{req.summary()} is destructive and needs a human's approval; {why}",
+        recoverable=False,
+        required_action=(
+            "Ask the user to run it themselves, or connect with an MCP client that "
+            "supports elicitation so that the user can approve it."
+        ),
+        details={"tool": req.tool, "request_id": req.id},
+    )
+
+
+class DenyDestructiveApprover:
+    """Refuses every destructive act with ``DESTRUCTIVE_NEEDS_APPROVAL``.
+
+    Used when no human can be asked (the MCP client does not support elicitation).
+
+    Example:
+        >>> ap = DenyDestructiveApprover()
+        >>> try:
+        ...     ap.request(ApprovalRequest.new("run_command", {"cmd": "rm -rf /"}, "deletes"))
+        ... except PolicyError as e:
+        ...     print(e.error_code)
+        DESTRUCTIVE_NEEDS_APPROVAL
+    """
+
+    def request(self, req: ApprovalRequest) -> Decision:
+        raise _needs_approval(req, "no approver is available on this connection")
+
+
+class ElicitationApprover:
+    """Asks the MCP client's user through elicitation whether a destructive act may run.
+
+    Tool calls run in worker threads (see :class:`McpBackend`), so :meth:`request`
+    may block: it hands the question to the server's event loop with
+    :func:`anyio.from_thread.run` and waits for the answer there, while the loop keeps
+    serving other messages (among them the elicitation's response). The request
+    context of the call being served is bound to the worker thread with
+    :meth:`bound`; without one, or when the client did not declare the elicitation
+    capability, the act is refused with ``DESTRUCTIVE_NEEDS_APPROVAL``.
+
+    Args:
+        timeout: seconds to wait for the user; no answer in time is a refusal.
+        fallback: the approver used when elicitation is not possible.
+    """
+
+    def __init__(self, *, timeout: float = 300.0, fallback: Approver | None = None) -> None:
+        self.timeout = timeout
+        self.fallback: Approver = fallback or DenyDestructiveApprover()
+        self._local = threading.local()
+
+    @contextlib.contextmanager
+    def bound(self, ctx: ServerRequestContext[Any] | None) -> Iterator[None]:
+        """Bind the request being served to this thread for the duration of a call."""
+        previous = getattr(self._local, "ctx", None)
+        self._local.ctx = ctx
+        try:
+            yield
+        finally:
+            self._local.ctx = previous
+
+    @staticmethod
+    def supported(ctx: ServerRequestContext[Any] | None) -> bool:
+        """Whether the client behind ``ctx`` can be asked (declared elicitation)."""
+        if ctx is None or not ctx.session.can_send_request:
+            return False  # e.g. a stateless HTTP request: no channel back to the client
+        caps = ctx.session.client_capabilities
+        return bool(caps is not None and caps.elicitation is not None)
+
+    def request(self, req: ApprovalRequest) -> Decision:
+        ctx = getattr(self._local, "ctx", None)
+        if not self.supported(ctx):
+            return self.fallback.request(req)
+        assert ctx is not None
+        try:
+            result = anyio.from_thread.run(self._ask, ctx, req)
+        except RuntimeError:  # not called from one of the server's worker threads
+            return self.fallback.request(req)
+        except MCPError as e:
+            return Decision(
+                False, by="mcp-client", note=f"elicitation failed: {e}", request_id=req.id
+            )
+        if result is None:
+            return Decision(
+                False, by="timeout", note=f"no answer within {self.timeout:g}s", request_id=req.id
+            )
+        approved = result.action == "accept" and bool((result.content or {}).get("approve"))
+        note = (
+            result.action if result.action != "accept" else ("approved" if approved else "denied")
+        )
+        return Decision(approved, by="mcp-client-user", note=note, request_id=req.id)
+
+    async def _ask(
+        self, ctx: ServerRequestContext[Any], req: ApprovalRequest
+    ) -> types.ElicitResult | None:
+        schema = {
+            "type": "object",
+            "properties": {
+                "approve": {
+                    "type": "boolean",
+                    "title": "Approve",
+                    "description": "Run this destructive act?",
+                    "default": False,
+                }
+            },
+            "required": ["approve"],
+        }
+        message = f"ctxnb: approve a destructive act?\n{req.summary()}"
+        if req.intent_id:
+            message += f"\n(intent {req.intent_id})"
+        with anyio.move_on_after(self.timeout):
+            return await ctx.session.elicit_form(message, schema, related_request_id=ctx.request_id)
+        return None
+
+
+# -- the session tools ------------------------------------------------------------------------
+
+
+class _TargetArgs(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    target: str = Field(
+        min_length=1,
+        description="A workspace-relative file path, or an object id from the metadata pool.",
+    )
+
+
+_SESSION_TOOLS: dict[str, str] = {
+    "activate": "Put an object's full content into the context (by path or object id). "
+    "A file not yet in the session is read first.",
+    "deactivate": "Take an object's content out of the context; it stays in the metadata pool.",
+    "pin": "Keep an object in the context whatever the context strategy (activates it).",
+    "unpin": "Let the context strategy evict an object again.",
+}
+
+
+# -- the backend ------------------------------------------------------------------------------
+
+
+class McpBackend:
+    """The workspace, session and tools behind an MCP server, with synchronous handlers.
+
+    :func:`build_server` wraps one of these in an MCP ``Server``; tests and embedders
+    may call the handlers directly. Calls are serialized: the session and the store
+    see one tool call at a time, as with the Python API.
+
+    Args:
+        workspace_root: the workspace directory.
+        session_id: the session to resume or create (a new id when omitted).
+        caller: the caller name written to the audit log and the trace.
+        approver: decides destructive acts; by default an :class:`ElicitationApprover`.
+        system_prompt: the session's system prompt, if any.
+        elicitation_timeout: seconds to wait for a user's approval.
+
+    Example:
+        >>> import tempfile, pathlib
+        >>> root = pathlib.Path(tempfile.mkdtemp())
+        >>> _ = (root / "notes.md").write_text("# Notes\\n")
+        >>> with McpBackend(root) as backend:
+        ...     _ = backend.call_tool("activate", {"target": "notes.md"})
+        ...     "# Notes" in backend.read_resource(URI_CONTEXT)
+        True
+    """
+
+    def __init__(
+        self,
+        workspace_root: str | os.PathLike[str],
+        *,
+        session_id: str | None = None,
+        caller: str = "mcp",
+        approver: Approver | None = None,
+        system_prompt: str | None = None,
+        elicitation_timeout: float = 300.0,
+    ) -> None:
+        from ..workspace import Workspace
+
+        self.workspace: Workspace = Workspace.open(workspace_root)
+        try:
+            self.session: Session = self.workspace.session(session_id, system_prompt=system_prompt)
+            self.approver: Approver = approver or ElicitationApprover(timeout=elicitation_timeout)
+            self.tools: FileTools = self.workspace.tools(
+                self.session, caller=caller, approver=self.approver
+            )
+        except BaseException:
+            self.workspace.close()
+            raise
+        self._lock = threading.RLock()
+        for name, description in _SESSION_TOOLS.items():
+            self.tools.register_tool(
+                ToolInfo(name=name, description=description, args=_TargetArgs),
+                self._session_tool(name),
+            )
+
+    # -- lifecycle ------------------------------------------------------------------------
+    @property
+    def governed(self) -> bool:
+        return (self.workspace.root / ".orchestration").is_dir()
+
+    def close(self) -> None:
+        """Save the session and close the workspace."""
+        with self._lock:
+            try:
+                self.session.save()
+            finally:
+                self.session.close()
+                self.workspace.close()
+
+    def __enter__(self) -> McpBackend:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    @contextlib.contextmanager
+    def _call(self, ctx: ServerRequestContext[Any] | None) -> Iterator[None]:
+        bind = getattr(self.approver, "bound", None)
+        with self._lock, bind(ctx) if bind is not None else contextlib.nullcontext():
+            yield
+
+    # -- tools ------------------------------------------------------------------------------
+    def _resolve_target(self, target: str) -> str:
+        if _OBJECT_ID.match(target) and target in self.session._index_set:
+            return target
+        oid = self.session.find(target)
+        if oid is not None:
+            return oid
+        # Not in the session yet: read it through the governed tools (path policy,
+        # hooks, records), which adds it to the session; never read the disk here.
+        out = self.tools.dispatch("read_file", {"path": target})
+        if not out["ok"]:
+            raise PolicyError(
+                out["error_code"],
+                out["message"],
+                recoverable=out.get("recoverable", True),
+                required_action=out.get("required_action", ""),
+                details=out.get("details"),
+            )
+        oid = self.session.find(out["result"]["path"])
+        if oid is None:
+            raise NotFoundError(f"{target!r} is neither a file of this workspace nor an object id")
+        return oid
+
+    def _session_tool(self, name: str) -> Callable[..., dict[str, Any]]:
+        def run(target: str) -> dict[str, Any]:
+            oid = self._resolve_target(target)
+            getattr(self.session, name)(oid)
+            meta = self.session.metadata(oid)
+            return {
+                "id": oid,
+                "path": meta.path,
+                "active": oid in self.session.active_set,
+                "pinned": oid in self.session.pinned_set,
+            }
+
+        return run
+
+    def list_tools(self) -> list[types.Tool]:
+        """Every tool with its input schema and annotations."""
+        out = []
+        with self._lock:
+            schemas = self.tools.tool_schemas("mcp")
+        for spec in schemas:
+            ann = dict(spec.get("annotations") or {})
+            if spec["name"] in _SESSION_TOOLS:
+                # They change what the model sees, not the workspace: not read-only,
+                # never destructive, and repeating one changes nothing more.
+                ann.update(readOnlyHint=False, destructiveHint=False, idempotentHint=True)
+            schema = dict(spec["inputSchema"])
+            schema.setdefault("type", "object")
+            out.append(
+                types.Tool(
+                    name=spec["name"],
+                    description=spec.get("description"),
+                    input_schema=schema,
+                    annotations=types.ToolAnnotations(
+                        read_only_hint=ann.get("readOnlyHint"),
+                        destructive_hint=ann.get("destructiveHint"),
+                        idempotent_hint=ann.get("idempotentHint"),
+                        open_world_hint=spec["name"] == "run_command",
+                    ),
+                )
+            )
+        return out
+
+    def call_tool(
+        self,
+        name: str,
+        arguments: dict[str, Any] | None,
+        ctx: ServerRequestContext[Any] | None = None,
+    ) -> types.CallToolResult:
+        """Run one tool call through ``dispatch``; blocking (run it in a worker thread).
+
+        Raises:
+            MCPError: ``INVALID_PARAMS`` for an unknown tool or arguments that do not
+                match the tool's schema.
+        """
+        with self._call(ctx):
+            out = self.tools.dispatch(name, arguments or {})
+        if out.get("ok"):
+            result = out.get("result")
+            text = result if isinstance(result, str) else _dumps(result)
+            return types.CallToolResult(
+                content=[types.TextContent(type="text", text=text)],
+                structured_content={"result": result},
+            )
+        error = {k: v for k, v in out.items() if k != "ok"}
+        if error.get("error_code") in _PROTOCOL_ERROR_CODES:
+            raise MCPError(types.INVALID_PARAMS, str(error.get("message")), data=error)
+        return types.CallToolResult(
+            content=[types.TextContent(type="text", text=_dumps(error))],
+            structured_content=error,
+            is_error=True,
+        )
+
+    # -- resources ------------------------------------------------------------------------
+    def list_resources(self) -> list[types.Resource]:
+        return [
+            types.Resource(
+                name="context",
+                uri=URI_CONTEXT,
+                description="The session's assembled context (keep-all strategy), as the "
+                "model sees it.",
+                mime_type="text/plain",
+            ),
+            types.Resource(
+                name="metadata-pool",
+                uri=URI_METADATA,
+                description="One row per object the model knows about: path, type, size, "
+                "active, pinned.",
+                mime_type="application/json",
+            ),
+            types.Resource(
+                name="trace-tail",
+                uri=URI_TRACE,
+                description=f"The last {TRACE_TAIL} records of .orchestration/agent_trace.jsonl "
+                "(empty when the workspace is not governed).",
+                mime_type="application/json",
+            ),
+        ]
+
+    def list_resource_templates(self) -> list[types.ResourceTemplate]:
+        return [
+            types.ResourceTemplate(
+                name="file-history",
+                uri_template=URI_HISTORY_TEMPLATE,
+                description="The stored versions of one file (workspace-relative path), "
+                "oldest first.",
+                mime_type="application/json",
+            )
+        ]
+
+    def read_resource(self, uri: str) -> str:
+        """The text of one resource; blocking.
+
+        Raises:
+            MCPError: ``INVALID_PARAMS`` for an unknown URI or a refused history read.
+        """
+        with self._lock:
+            if uri == URI_CONTEXT:
+                return self.session.assemble(record=False).to_text()
+            if uri == URI_METADATA:
+                frame = self.session.metadata_frame()
+                return _dumps(json.loads(frame.to_json(orient="records")))
+            if uri == URI_TRACE:
+                return _dumps(self.trace_tail())
+            if uri.startswith(URI_HISTORY_PREFIX):
+                path = unquote(uri[len(URI_HISTORY_PREFIX) :])
+                out = self.tools.dispatch("get_file_history", {"path": path})
+                if not out.get("ok"):
+                    error = {k: v for k, v in out.items() if k != "ok"}
+                    raise MCPError(types.INVALID_PARAMS, str(error.get("message")), data=error)
+                return _dumps(out["result"])
+        raise MCPError(
+            types.INVALID_PARAMS,
+            f"unknown resource {uri!r}; use {URI_CONTEXT}, {URI_METADATA}, {URI_TRACE} or "
+            f"{URI_HISTORY_TEMPLATE}",
+        )
+
+    def trace_tail(self, n: int = TRACE_TAIL) -> list[dict[str, Any]]:
+        """The last ``n`` trace records; empty when the workspace is not governed."""
+        path = self.workspace.root / ".orchestration" / "agent_trace.jsonl"
+        if not path.is_file():
+            return []
+        from ..govern.ledger import TraceLedger
+
+        return TraceLedger(path).tail(n)
+
+    # -- prompts ------------------------------------------------------------------------
+    def list_prompts(self) -> list[types.Prompt]:
+        return [
+            types.Prompt(
+                name=PROMPT_HANDSHAKE,
+                description="Start governed work: select an intent before changing files.",
+                arguments=[
+                    types.PromptArgument(
+                        name="intent_id",
+                        description="The intent to work under (one of the active intents).",
+                        required=False,
+                    )
+                ],
+            )
+        ]
+
+    def handshake_text(self, intent_id: str | None = None) -> str:
+        """The text of the ``intent-handshake`` prompt."""
+        lines = []
+        if intent_id:
+            lines.append(
+                "Before anything else, call the tool select_active_intent with "
+                f'intent_id="{intent_id}".'
+            )
+        else:
+            lines.append(
+                "Before anything else, call the tool select_active_intent with the id of the "
+                "intent your task belongs to."
+            )
+        lines += [
+            "It returns an <intent_context> block: the intent's owned scope, constraints and "
+            "acceptance criteria. Change only files inside that scope; a change outside it is "
+            "refused with SCOPE_VIOLATION, and a change without a selected intent with "
+            "NO_ACTIVE_INTENT.",
+            "Read a file before you edit it and pass the sha256 from the read as "
+            "expected_sha256, so that a stale edit is refused rather than applied.",
+        ]
+        path = self.workspace.root / ".orchestration" / "active_intents.yaml"
+        if path.is_file():
+            from ..govern.intents import load_intents
+
+            try:
+                intents = load_intents(path).active()
+            except Exception as e:  # a broken file must not hide the rest of the prompt
+                lines.append(f"(active_intents.yaml could not be read: {e})")
+            else:
+                if intents:
+                    lines.append("Active intents:")
+                    for it in intents:
+                        scope = ", ".join(it.owned_scope) or "(nothing)"
+                        lines.append(f"- {it.id}: {it.name} (owns {scope})")
+                else:
+                    lines.append("There are no active intents; ask the user to add one.")
+        else:
+            lines.append("This workspace is not governed: no intent is needed to change files.")
+        return "\n".join(lines)
+
+    def get_prompt(self, name: str, arguments: dict[str, str] | None) -> types.GetPromptResult:
+        if name != PROMPT_HANDSHAKE:
+            raise MCPError(
+                types.INVALID_PARAMS, f"unknown prompt {name!r}; use {PROMPT_HANDSHAKE!r}"
+            )
+        text = self.handshake_text((arguments or {}).get("intent_id"))
+        return types.GetPromptResult(
+            description="Select an intent before changing files.",
+            messages=[
+                types.PromptMessage(role="user", content=types.TextContent(type="text", text=text))
+            ],
+        )
+
+
+def _dumps(value: Any) -> str:
+    return json.dumps(value, ensure_ascii=False, default=str)
+
+
+# -- the MCP server ------------------------------------------------------------------------
+
+
+def build_server(
+    workspace_root: str | os.PathLike[str],
+    *,
+    session_id: str | None = None,
+    caller: str = "mcp",
+    approver: Approver | None = None,
+    elicitation_timeout: float = 300.0,
+) -> Server[Any]:
+    """An MCP server (the SDK's low-level ``Server``) over one workspace.
+
+    Blocking work (tool calls, reads of the store) runs in worker threads, so the
+    event loop keeps serving while a destructive call waits for a human's approval.
+    The backend is reachable as ``server.ctxnb_backend`` (close it when done).
+
+    Args:
+        workspace_root: the workspace directory.
+        session_id: the session to resume or create (a new id when omitted).
+        caller: the caller name for the audit log and the trace.
+        approver: decides destructive acts; by default MCP elicitation when the client
+            supports it, else a refusal with ``DESTRUCTIVE_NEEDS_APPROVAL``.
+        elicitation_timeout: seconds to wait for the user's answer.
+
+    Example:
+        >>> import anyio, tempfile
+        >>> from mcp.server.stdio import stdio_server
+        >>> server = build_server(tempfile.mkdtemp())
+        >>> async def main():
+        ...     async with stdio_server() as (read, write):
+        ...         await server.run(read, write, server.create_initialization_options())
+        >>> # anyio.run(main)  # serves on stdin/stdout until the client hangs up
+        >>> server.ctxnb_backend.close()
+    """
+    backend = McpBackend(
+        workspace_root,
+        session_id=session_id,
+        caller=caller,
+        approver=approver,
+        elicitation_timeout=elicitation_timeout,
+    )
+
+    async def on_list_tools(
+        ctx: ServerRequestContext[Any], params: types.PaginatedRequestParams | None
+    ) -> types.ListToolsResult:
+        return types.ListToolsResult(tools=await anyio.to_thread.run_sync(backend.list_tools))
+
+    async def on_call_tool(
+        ctx: ServerRequestContext[Any], params: types.CallToolRequestParams
+    ) -> types.CallToolResult:
+        return await anyio.to_thread.run_sync(
+            backend.call_tool, params.name, dict(params.arguments or {}), ctx
+        )
+
+    async def on_list_resources(
+        ctx: ServerRequestContext[Any], params: types.PaginatedRequestParams | None
+    ) -> types.ListResourcesResult:
+        return types.ListResourcesResult(resources=backend.list_resources())
+
+    async def on_list_resource_templates(
+        ctx: ServerRequestContext[Any], params: types.PaginatedRequestParams | None
+    ) -> types.ListResourceTemplatesResult:
+        return types.ListResourceTemplatesResult(
+            resource_templates=backend.list_resource_templates()
+        )
+
+    async def on_read_resource(
+        ctx: ServerRequestContext[Any], params: types.ReadResourceRequestParams
+    ) -> types.ReadResourceResult:
+        uri = str(params.uri)
+        text = await anyio.to_thread.run_sync(backend.read_resource, uri)
+        mime = "text/plain" if uri == URI_CONTEXT else "application/json"
+        return types.ReadResourceResult(
+            contents=[types.TextResourceContents(uri=uri, mime_type=mime, text=text)]
+        )
+
+    async def on_list_prompts(
+        ctx: ServerRequestContext[Any], params: types.PaginatedRequestParams | None
+    ) -> types.ListPromptsResult:
+        return types.ListPromptsResult(prompts=backend.list_prompts())
+
+    async def on_get_prompt(
+        ctx: ServerRequestContext[Any], params: types.GetPromptRequestParams
+    ) -> types.GetPromptResult:
+        return await anyio.to_thread.run_sync(backend.get_prompt, params.name, params.arguments)
+
+    from .. import __version__
+
+    server: Server[Any] = Server(
+        SERVER_NAME,
+        version=__version__,
+        instructions=(
+            "ctxnb governs this workspace's files. In a governed workspace, call "
+            "select_active_intent before changing files (see the intent-handshake prompt). "
+            "Refusals are structured: read error_code and required_action."
+        ),
+        on_list_tools=on_list_tools,
+        on_call_tool=on_call_tool,
+        on_list_resources=on_list_resources,
+        on_list_resource_templates=on_list_resource_templates,
+        on_read_resource=on_read_resource,
+        on_list_prompts=on_list_prompts,
+        on_get_prompt=on_get_prompt,
+    )
+    server.ctxnb_backend = backend  # type: ignore[attr-defined]
+    return server
+
+
+# -- transports ------------------------------------------------------------------------------
+
+
+def is_loopback(host: str) -> bool:
+    """Whether ``host`` names the loopback interface only.
+
+    Example:
+        >>> is_loopback("127.0.0.1"), is_loopback("localhost"), is_loopback("0.0.0.0")
+        (True, True, False)
+    """
+    if host.lower() == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host.strip("[]")).is_loopback
+    except ValueError:
+        return False
+
+
+def resolve_token(token: str | None) -> str | None:
+    """The bearer token: the explicit argument, else ``$CTXNB_MCP_TOKEN``, else None."""
+    if token:
+        return token
+    return os.environ.get(TOKEN_ENV) or None
+
+
+def _host_header(host: str, port: int) -> str:
+    return f"[{host}]:{port}" if ":" in host and not host.startswith("[") else f"{host}:{port}"
+
+
+def transport_security(
+    host: str, port: int, *, extra_hosts: tuple[str, ...] = ()
+) -> TransportSecuritySettings:
+    """DNS-rebinding protection: only ``Host``/``Origin`` values naming the bound address."""
+    names = [host]
+    if is_loopback(host):
+        names += ["127.0.0.1", "localhost", "::1"]
+    elif host in ("0.0.0.0", "::"):
+        names += ["127.0.0.1", "localhost", socket.gethostname(), socket.getfqdn()]
+    names += list(extra_hosts)
+    hosts = list(dict.fromkeys(_host_header(n, port) for n in names))
+    origins = [f"{scheme}://{h}" for h in hosts for scheme in ("http", "https")]
+    return TransportSecuritySettings(
+        enable_dns_rebinding_protection=True, allowed_hosts=hosts, allowed_origins=origins
+    )
+
+
+class BearerTokenMiddleware:
+    """ASGI middleware: every HTTP request must carry ``Authorization: Bearer <token>``."""
+
+    def __init__(self, app: Any, token: str) -> None:
+        self.app = app
+        self._token = token.encode("utf-8")
+
+    async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
+        if scope["type"] == "http":
+            headers = dict(scope.get("headers") or [])
+            auth = headers.get(b"authorization", b"")
+            scheme, _, given = auth.partition(b" ")
+            if scheme.lower() != b"bearer" or not hmac.compare_digest(given.strip(), self._token):
+                body = b'{"error":"unauthorized","message":"send Authorization: Bearer <token>"}'
+                await send(
+                    {
+                        "type": "http.response.start",
+                        "status": 401,
+                        "headers": [
+                            (b"content-type", b"application/json"),
+                            (b"www-authenticate", b'Bearer realm="ctxnb"'),
+                        ],
+                    }
+                )
+                await send({"type": "http.response.body", "body": body})
+                return
+        await self.app(scope, receive, send)
+
+
+def check_bind(host: str, token: str | None) -> str | None:
+    """The token to require (see :func:`resolve_token`); refuses an unprotected wide bind.
+
+    Raises:
+        ConfigError: when ``host`` is not loopback and there is no token.
+    """
+    token = resolve_token(token)
+    if not is_loopback(host) and not token:
+        raise ConfigError(
+            f"refusing to serve MCP on {host!r} without a bearer token: anyone who can reach "
+            f"that address could read and change the workspace. Pass --token or set "
+            f"{TOKEN_ENV}, or bind 127.0.0.1"
+        )
+    return token
+
+
+def http_app(
+    server: Server[Any],
+    *,
+    host: str = "127.0.0.1",
+    port: int,
+    token: str | None = None,
+    extra_hosts: tuple[str, ...] = (),
+) -> Any:
+    """The ASGI app of the streamable HTTP transport (endpoint ``/mcp``).
+
+    Raises:
+        ConfigError: when ``host`` is not loopback and there is no token.
+    """
+    token = check_bind(host, token)
+    app = server.streamable_http_app(
+        host=host, transport_security=transport_security(host, port, extra_hosts=extra_hosts)
+    )
+    return BearerTokenMiddleware(app, token) if token else app
+
+
+def serve_stdio(
+    workspace_root: str | os.PathLike[str], *, session_id: str | None = None, caller: str = "mcp"
+) -> None:
+    """Serve the workspace over stdio until the client closes stdin.
+
+    Example:
+        >>> # in a terminal, or as the command an MCP client starts:
+        >>> # serve_stdio("/path/to/workspace")
+    """
+    server = build_server(workspace_root, session_id=session_id, caller=caller)
+    from mcp.server.stdio import stdio_server
+
+    async def main() -> None:
+        async with stdio_server() as (read, write):
+            await server.run(read, write, server.create_initialization_options())
+
+    try:
+        anyio.run(main)
+    finally:
+        server.ctxnb_backend.close()  # type: ignore[attr-defined]
+
+
+def serve_http(
+    workspace_root: str | os.PathLike[str],
+    *,
+    port: int,
+    host: str = "127.0.0.1",
+    token: str | None = None,
+    session_id: str | None = None,
+    caller: str = "mcp",
+    extra_hosts: tuple[str, ...] = (),
+) -> None:
+    """Serve the workspace over streamable HTTP at ``http://HOST:PORT/mcp``.
+
+    Binds 127.0.0.1 unless told otherwise; a non-loopback host needs a bearer token
+    (``token`` or ``$CTXNB_MCP_TOKEN``).
+
+    Raises:
+        ConfigError: a non-loopback host without a token (checked before anything
+            is opened or bound).
+    """
+    check_bind(host, token)
+    import uvicorn
+
+    server = build_server(workspace_root, session_id=session_id, caller=caller)
+    try:
+        app = http_app(server, host=host, port=port, token=token, extra_hosts=extra_hosts)
+        config = uvicorn.Config(app, host=host, port=port, log_level="warning", lifespan="on")
+        uvicorn.Server(config).run()
+    finally:
+        server.ctxnb_backend.close()  # type: ignore[attr-defined]
+
+
+def history_uri(path: str | Path) -> str:
+    """The ``ctxnb://history/…`` URI of a workspace-relative path.
+
+    Example:
+        >>> history_uri("inventory/models.py")
+        'ctxnb://history/inventory/models.py'
+    """
+    return URI_HISTORY_PREFIX + quote(str(path).replace(os.sep, "/"), safe="/")

@@ -1,0 +1,721 @@
+"""The MCP server: real clients over stdio and streamable HTTP, and the backend in-process.
+
+Subprocess tests start ``python -m ctxnb mcp serve`` and talk to it with the MCP SDK's
+own ``ClientSession``; every wait is bounded and every server process is stopped.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import selectors
+import socket
+import subprocess
+import sys
+import time
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
+from contextlib import asynccontextmanager
+from pathlib import Path
+from typing import Any, TypeVar
+
+import pytest
+
+pytest.importorskip("mcp")
+
+import anyio  # noqa: E402
+import httpx2  # noqa: E402
+import mcp_types as types  # noqa: E402
+from mcp.client.session import ClientSession  # noqa: E402
+from mcp.client.stdio import StdioServerParameters, get_default_environment, stdio_client  # noqa: E402
+from mcp.client.streamable_http import streamable_http_client  # noqa: E402
+from mcp.shared.exceptions import MCPError  # noqa: E402
+
+from ctxnb.cli import main as cli_main  # noqa: E402
+from ctxnb.errors import ConfigError  # noqa: E402
+from ctxnb.govern import init_governance  # noqa: E402
+from ctxnb.integrations.mcp_server import (  # noqa: E402
+    URI_CONTEXT,
+    URI_METADATA,
+    URI_TRACE,
+    BearerTokenMiddleware,
+    McpBackend,
+    check_bind,
+    history_uri,
+    is_loopback,
+    transport_security,
+)
+from ctxnb.samples import copy_sample_workspace  # noqa: E402
+
+REPO = Path(__file__).resolve().parent.parent
+T = TypeVar("T")
+TIMEOUT = 60.0
+
+INTENTS = """\
+active_intents:
+  - id: INT-INV
+    name: Inventory maintenance
+    status: active
+    owned_scope:
+      - inventory/**
+    constraints:
+      - Keep the public API of inventory/models.py
+  - id: INT-OLD
+    name: Finished work
+    status: done
+    owned_scope:
+      - docs/**
+"""
+
+
+# -- fixtures and helpers --------------------------------------------------------------------
+
+
+@pytest.fixture
+def plain_ws(tmp_path: Path) -> Path:
+    return copy_sample_workspace(tmp_path, name="plain")
+
+
+@pytest.fixture
+def gov_ws(tmp_path: Path) -> Path:
+    ws = copy_sample_workspace(tmp_path, name="governed")
+    init_governance(ws)
+    (ws / ".orchestration" / "active_intents.yaml").write_text(INTENTS, encoding="utf-8")
+    return ws
+
+
+def run_async(fn: Callable[[], Awaitable[T]], timeout: float = TIMEOUT) -> T:
+    """Run an async test body with a hard deadline."""
+
+    async def main() -> T:
+        with anyio.fail_after(timeout):
+            return await fn()
+
+    return anyio.run(main)
+
+
+def _server_env() -> dict[str, str]:
+    env = get_default_environment()
+    env["PYTHONPATH"] = str(REPO)
+    return env
+
+
+@asynccontextmanager
+async def stdio_session(
+    ws: Path, errlog_path: Path, **client_kw: Any
+) -> AsyncIterator[ClientSession]:
+    params = StdioServerParameters(
+        command=sys.executable,
+        args=["-m", "ctxnb", "mcp", "serve", str(ws), "--session", "mcp-test"],
+        env=_server_env(),
+        cwd=str(ws),
+    )
+    with open(errlog_path, "w", encoding="utf-8") as errlog:
+        async with stdio_client(params, errlog=errlog) as (read, write):
+            async with ClientSession(read, write, read_timeout_seconds=30, **client_kw) as s:
+                await s.initialize()
+                yield s
+
+
+def _free_port() -> int:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def _stop(proc: subprocess.Popen[Any]) -> None:
+    if proc.poll() is None:
+        proc.terminate()
+        try:
+            proc.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait(timeout=10)
+
+
+@pytest.fixture
+def http_server(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[dict[str, Any]]:
+    """``ctxnb mcp serve WS --http PORT`` in a subprocess; params: (workspace, extra args)."""
+    ws, extra = request.param if hasattr(request, "param") else (None, [])
+    ws = ws or copy_sample_workspace(tmp_path)
+    port = _free_port()
+    log = tmp_path / "server.log"
+    with open(log, "w", encoding="utf-8") as errlog:
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "ctxnb", "mcp", "serve", str(ws), "--http", str(port), *extra],
+            env={**os.environ, "PYTHONPATH": str(REPO)},
+            stdin=subprocess.DEVNULL,
+            stdout=errlog,
+            stderr=errlog,
+        )
+    try:
+        deadline = time.monotonic() + 30
+        while True:
+            if proc.poll() is not None:
+                pytest.fail(f"server exited with {proc.returncode}: {log.read_text()}")
+            try:
+                with socket.create_connection(("127.0.0.1", port), timeout=1):
+                    break
+            except OSError:
+                if time.monotonic() > deadline:
+                    pytest.fail(f"server did not listen on {port} in 30s: {log.read_text()}")
+                time.sleep(0.1)
+        yield {"url": f"http://127.0.0.1:{port}/mcp", "port": port, "ws": ws, "log": log}
+    finally:
+        _stop(proc)
+
+
+def _text(result: types.CallToolResult) -> str:
+    block = result.content[0]
+    assert isinstance(block, types.TextContent)
+    return block.text
+
+
+def _resource_text(result: types.ReadResourceResult) -> str:
+    block = result.contents[0]
+    assert isinstance(block, types.TextResourceContents)
+    return block.text
+
+
+# -- in-process: the backend -----------------------------------------------------------------
+
+
+def test_tools_have_schemas_and_annotations(plain_ws: Path) -> None:
+    with McpBackend(plain_ws, session_id="t") as b:
+        tools = {t.name: t for t in b.list_tools()}
+        assert {"read_file", "write_file", "activate", "deactivate", "pin", "unpin"} <= set(tools)
+        assert "select_active_intent" not in tools  # ungoverned: no governance tools
+        read, write, pin = tools["read_file"], tools["write_file"], tools["pin"]
+        assert read.input_schema["type"] == "object"
+        assert read.input_schema["required"] == ["path"]
+        assert read.annotations is not None and read.annotations.read_only_hint is True
+        assert write.annotations is not None and write.annotations.read_only_hint is False
+        assert write.annotations.idempotent_hint is False
+        assert pin.annotations is not None and pin.annotations.read_only_hint is False
+        assert pin.annotations.destructive_hint is False
+        assert pin.input_schema["required"] == ["target"]
+
+
+def test_refusal_is_tool_error_with_structured_content(plain_ws: Path) -> None:
+    (plain_ws / ".env").write_text("SECRET=1\n")
+    with McpBackend(plain_ws) as b:
+        res = b.call_tool("read_file", {"path": ".env"})
+        assert res.is_error is True
+        assert res.structured_content["error_code"] == "PATH_DENIED"
+        assert json.loads(_text(res)) == res.structured_content
+        assert {"message", "recoverable", "required_action"} <= set(res.structured_content)
+
+
+def test_unknown_tool_and_bad_arguments_are_protocol_errors(plain_ws: Path) -> None:
+    with McpBackend(plain_ws) as b:
+        with pytest.raises(MCPError) as e1:
+            b.call_tool("no_such_tool", {})
+        assert e1.value.code == types.INVALID_PARAMS
+        assert e1.value.data["error_code"] == "UNKNOWN_TOOL"
+        with pytest.raises(MCPError) as e2:
+            b.call_tool("read_lines", {"path": "README.md", "start": "one", "end": 2})
+        assert e2.value.code == types.INVALID_PARAMS
+        assert "start" in e2.value.message
+
+
+def test_session_tools_by_path_and_id(plain_ws: Path) -> None:
+    with McpBackend(plain_ws) as b:
+        res = b.call_tool("pin", {"target": "inventory/models.py"})
+        assert not res.is_error
+        info = res.structured_content["result"]
+        assert info["active"] and info["pinned"]
+        assert "class " in b.read_resource(URI_CONTEXT)  # models.py content is in context
+        res = b.call_tool("unpin", {"target": info["id"]})
+        assert res.structured_content["result"]["pinned"] is False
+        res = b.call_tool("deactivate", {"target": info["id"]})
+        assert res.structured_content["result"]["active"] is False
+        pool = json.loads(b.read_resource(URI_METADATA))
+        row = next(r for r in pool if r["id"] == info["id"])
+        assert row["active"] is False and row["path"].endswith("inventory/models.py")
+        missing = b.call_tool("activate", {"target": "nope/missing.py"})
+        assert missing.is_error and missing.structured_content["error_code"] == "NOT_FOUND"
+
+
+def test_activate_goes_through_the_path_policy(plain_ws: Path) -> None:
+    (plain_ws / ".env").write_text("TOKEN=abc\n")
+    with McpBackend(plain_ws) as b:
+        res = b.call_tool("activate", {"target": ".env"})
+        assert res.is_error and res.structured_content["error_code"] == "PATH_DENIED"
+        assert "abc" not in b.read_resource(URI_CONTEXT)
+
+
+def test_history_resource_and_trace_when_ungoverned(plain_ws: Path) -> None:
+    with McpBackend(plain_ws) as b:
+        first = b.call_tool("read_file", {"path": "README.md"}).structured_content["result"]
+        b.call_tool(
+            "write_file",
+            {"path": "README.md", "content": "# changed\n", "expected_sha256": first["sha256"]},
+        )
+        versions = json.loads(b.read_resource(history_uri("README.md")))
+        assert [v["action"] for v in versions] == ["created", "updated"]
+        assert json.loads(b.read_resource(URI_TRACE)) == []
+        with pytest.raises(MCPError) as e:
+            b.read_resource("ctxnb://nope")
+        assert e.value.code == types.INVALID_PARAMS
+
+
+def test_handshake_prompt_lists_active_intents(gov_ws: Path, plain_ws: Path) -> None:
+    with McpBackend(gov_ws) as b:
+        text = b.get_prompt("intent-handshake", {"intent_id": "INT-INV"}).messages[0].content
+        assert isinstance(text, types.TextContent)
+        assert 'select_active_intent with intent_id="INT-INV"' in text.text
+        assert "INT-INV: Inventory maintenance (owns inventory/**)" in text.text
+        assert "INT-OLD" not in text.text  # done, not active
+        with pytest.raises(MCPError):
+            b.get_prompt("other", None)
+    with McpBackend(plain_ws) as b:
+        assert "not governed" in b.handshake_text()
+
+
+def test_governed_refusals_and_trace_in_process(gov_ws: Path) -> None:
+    with McpBackend(gov_ws) as b:
+        sha = b.call_tool("read_file", {"path": "inventory/models.py"}).structured_content[
+            "result"
+        ]["sha256"]
+        args = {"path": "inventory/models.py", "content": "X = 1\n", "expected_sha256": sha}
+        res = b.call_tool("write_file", args)
+        assert res.structured_content["error_code"] == "NO_ACTIVE_INTENT"
+        assert "<intent_context>" in _text(
+            b.call_tool("select_active_intent", {"intent_id": "INT-INV"})
+        )
+        res = b.call_tool("write_file", {"path": "README.md", "content": "x\n"})
+        assert res.structured_content["error_code"] == "SCOPE_VIOLATION"
+        assert not b.call_tool("write_file", args).is_error
+        trace = json.loads(b.read_resource(URI_TRACE))
+        assert trace[-1]["files"][0]["path"] == "inventory/models.py"
+        # No client to ask: destructive commands are refused and nothing is deleted.
+        res = b.call_tool("run_command", {"cmd": "rm inventory/report.py"})
+        assert res.structured_content["error_code"] == "DESTRUCTIVE_NEEDS_APPROVAL"
+        assert (gov_ws / "inventory" / "report.py").exists()
+
+
+def test_bind_rules() -> None:
+    assert is_loopback("127.0.0.1") and is_loopback("::1") and is_loopback("localhost")
+    assert not is_loopback("0.0.0.0") and not is_loopback("192.168.1.4")
+    assert not is_loopback("example.com")
+    with pytest.raises(ConfigError, match="CTXNB_MCP_TOKEN"):
+        check_bind("0.0.0.0", None)
+    assert check_bind("0.0.0.0", "s3cret") == "s3cret"
+    os.environ["CTXNB_MCP_TOKEN"] = "from-env"
+    assert check_bind("0.0.0.0", None) == "from-env"
+    assert check_bind("127.0.0.1", None) == "from-env"
+    sec = transport_security("127.0.0.1", 8765)
+    assert sec.enable_dns_rebinding_protection
+    assert "127.0.0.1:8765" in sec.allowed_hosts and "localhost:8765" in sec.allowed_hosts
+    assert all(h.endswith(":8765") for h in sec.allowed_hosts)
+    assert "http://localhost:8765" in sec.allowed_origins
+
+
+def test_bearer_middleware() -> None:
+    calls: list[str] = []
+
+    async def app(scope: Any, receive: Any, send: Any) -> None:
+        calls.append(scope["path"])
+        await send({"type": "http.response.start", "status": 200, "headers": []})
+        await send({"type": "http.response.body", "body": b"ok"})
+
+    mw = BearerTokenMiddleware(app, "tok")
+
+    async def status(headers: list[tuple[bytes, bytes]]) -> int:
+        sent: list[dict[str, Any]] = []
+
+        async def send(msg: dict[str, Any]) -> None:
+            sent.append(msg)
+
+        async def receive() -> dict[str, Any]:
+            return {"type": "http.request", "body": b""}
+
+        await mw({"type": "http", "path": "/mcp", "headers": headers}, receive, send)
+        return int(sent[0]["status"])
+
+    assert run_async(lambda: status([])) == 401
+    assert run_async(lambda: status([(b"authorization", b"Bearer nope")])) == 401
+    assert run_async(lambda: status([(b"authorization", b"Basic tok")])) == 401
+    assert run_async(lambda: status([(b"authorization", b"Bearer tok")])) == 200
+    assert calls == ["/mcp"]
+
+
+def test_cli_refuses_wide_bind_without_token(
+    plain_ws: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    os.environ.pop("CTXNB_MCP_TOKEN", None)
+    code = cli_main(["mcp", "serve", str(plain_ws), "--http", "8765", "--host", "0.0.0.0"])
+    assert code == 1
+    assert "bearer token" in capsys.readouterr().err
+    assert not (plain_ws / ".ctxnb").exists()  # refused before opening the workspace
+    assert cli_main(["mcp", "serve", str(plain_ws), "--token", "x"]) == 1  # token needs --http
+    capsys.readouterr()
+    assert cli_main(["mcp", "serve", str(plain_ws / "missing")]) == 1
+    assert "does not exist" in capsys.readouterr().err
+
+
+# -- stdio: a real client against a server subprocess -------------------------------------------
+
+
+@pytest.mark.slow
+def test_stdio_lists_reads_and_serves_context(plain_ws: Path, tmp_path: Path) -> None:
+    async def body() -> None:
+        async with stdio_session(plain_ws, tmp_path / "err.log") as s:
+            tools = (await s.list_tools()).tools
+            names = {t.name for t in tools}
+            assert {"read_file", "apply_patch", "activate", "pin"} <= names
+            read = next(t for t in tools if t.name == "read_file")
+            assert read.annotations is not None and read.annotations.read_only_hint is True
+            uris = {r.uri for r in (await s.list_resources()).resources}
+            assert uris == {URI_CONTEXT, URI_METADATA, URI_TRACE}
+            templates = (await s.list_resource_templates()).resource_templates
+            assert [t.uri_template for t in templates] == ["ctxnb://history/{path}"]
+            prompts = (await s.list_prompts()).prompts
+            assert [p.name for p in prompts] == ["intent-handshake"]
+
+            res = await s.call_tool("read_file", {"path": "inventory/models.py"})
+            assert not res.is_error
+            assert res.structured_content["result"]["path"] == "inventory/models.py"
+            on_disk = (plain_ws / "inventory" / "models.py").read_text()
+            assert res.structured_content["result"]["content"] == on_disk
+
+            await s.call_tool("activate", {"target": "docs/style.md"})
+            ctx = _resource_text(await s.read_resource(URI_CONTEXT))
+            assert (plain_ws / "docs" / "style.md").read_text().splitlines()[0] in ctx
+            hist = json.loads(
+                _resource_text(await s.read_resource(history_uri("inventory/models.py")))
+            )
+            assert hist and hist[0]["action"] == "created"
+
+    run_async(body)
+    # The server saved its session when the client hung up: it resumes with the pin.
+    from ctxnb import Workspace
+
+    with Workspace.open(plain_ws) as ws:
+        session = ws.session("mcp-test")
+        oid = session.find("docs/style.md")
+        assert oid is not None and oid in session.active_set
+
+
+@pytest.mark.slow
+def test_stdio_protocol_errors_keep_the_server_serving(plain_ws: Path, tmp_path: Path) -> None:
+    async def body() -> None:
+        async with stdio_session(plain_ws, tmp_path / "err.log") as s:
+            with pytest.raises(MCPError) as e:
+                await s.call_tool("no_such_tool", {})
+            assert e.value.code == types.INVALID_PARAMS
+            with pytest.raises(MCPError) as e:
+                await s.call_tool("read_lines", {"path": "README.md", "start": [], "end": "x"})
+            assert e.value.code == types.INVALID_PARAMS
+            res = await s.call_tool("read_file", {"path": "README.md"})
+            assert not res.is_error
+
+    run_async(body)
+
+
+@pytest.mark.slow
+def test_stdio_raw_malformed_jsonrpc(plain_ws: Path, tmp_path: Path) -> None:
+    """Garbage and bad requests on the wire get errors (or are dropped); serving goes on."""
+    with open(tmp_path / "err.log", "wb") as errlog:
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "ctxnb", "mcp", "serve", str(plain_ws)],
+            env={**os.environ, "PYTHONPATH": str(REPO)},
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=errlog,
+        )
+    assert proc.stdin is not None and proc.stdout is not None
+    sel = selectors.DefaultSelector()
+    sel.register(proc.stdout, selectors.EVENT_READ)
+    buf = b""
+
+    def send(raw: str) -> None:
+        assert proc.stdin is not None
+        proc.stdin.write(raw.encode() + b"\n")
+        proc.stdin.flush()
+
+    def reply(request_id: int, timeout: float = 30) -> dict[str, Any]:
+        nonlocal buf
+        deadline = time.monotonic() + timeout
+        while True:
+            while b"\n" in buf:
+                line, buf = buf.split(b"\n", 1)
+                msg = json.loads(line)
+                if msg.get("id") == request_id:
+                    return msg
+            left = deadline - time.monotonic()
+            if left <= 0 or not sel.select(left):
+                raise AssertionError(f"no reply to request {request_id} within {timeout}s")
+            chunk = os.read(proc.stdout.fileno(), 65536)  # type: ignore[union-attr]
+            if not chunk:
+                raise AssertionError(f"server closed stdout: {(tmp_path / 'err.log').read_text()}")
+            buf += chunk
+
+    try:
+        init = {
+            "protocolVersion": "2025-06-18",
+            "capabilities": {},
+            "clientInfo": {"name": "raw", "version": "0"},
+        }
+        send(json.dumps({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": init}))
+        assert reply(1)["result"]["serverInfo"]["name"] == "ctxnb"
+        send(json.dumps({"jsonrpc": "2.0", "method": "notifications/initialized"}))
+        send("{this is not json")
+        send('{"jsonrpc": "2.0", "id": 2, "method": "tools/call", "params": {"name": 7}}')
+        err = reply(2)
+        assert err["error"]["code"] == types.INVALID_PARAMS
+        send(json.dumps({"jsonrpc": "2.0", "id": 3, "method": "no/such/method"}))
+        assert reply(3)["error"]["code"] == types.METHOD_NOT_FOUND
+        call = {"name": "read_file", "arguments": {"path": "README.md"}}
+        send(json.dumps({"jsonrpc": "2.0", "id": 4, "method": "tools/call", "params": call}))
+        ok = reply(4)["result"]
+        assert ok["isError"] is False
+        assert ok["structuredContent"]["result"]["path"] == "README.md"
+    finally:
+        sel.close()
+        proc.stdin.close()
+        _stop(proc)
+        proc.stdout.close()
+
+
+@pytest.mark.slow
+def test_stdio_governed_handshake_write_and_trace(gov_ws: Path, tmp_path: Path) -> None:
+    async def body() -> None:
+        async with stdio_session(gov_ws, tmp_path / "err.log") as s:
+            names = {t.name for t in (await s.list_tools()).tools}
+            assert {"select_active_intent", "run_command"} <= names
+            prompt = await s.get_prompt("intent-handshake", {"intent_id": "INT-INV"})
+            block = prompt.messages[0].content
+            assert isinstance(block, types.TextContent) and "INT-INV" in block.text
+
+            read = await s.call_tool("read_file", {"path": "inventory/models.py"})
+            sha = read.structured_content["result"]["sha256"]
+            new = read.structured_content["result"]["content"] + "\n# checked\n"
+            args = {"path": "inventory/models.py", "content": new, "expected_sha256": sha}
+
+            refused = await s.call_tool("write_file", args)
+            assert refused.is_error
+            assert refused.structured_content["error_code"] == "NO_ACTIVE_INTENT"
+            assert json.loads(_text(refused))["error_code"] == "NO_ACTIVE_INTENT"
+
+            hs = await s.call_tool("select_active_intent", {"intent_id": "INT-INV"})
+            assert not hs.is_error and "<intent_context>" in _text(hs)
+
+            out = await s.call_tool("write_file", {"path": "README.md", "content": "x\n"})
+            assert out.is_error and out.structured_content["error_code"] == "SCOPE_VIOLATION"
+
+            before = json.loads(_resource_text(await s.read_resource(URI_TRACE)))
+            wrote = await s.call_tool("write_file", args)
+            assert not wrote.is_error, _text(wrote)
+            after = json.loads(_resource_text(await s.read_resource(URI_TRACE)))
+            assert len(after) == len(before) + 1
+            assert after[-1]["files"][0]["path"] == "inventory/models.py"
+            assert (gov_ws / "inventory" / "models.py").read_text() == new
+
+            ctx = _resource_text(await s.read_resource(URI_CONTEXT))
+            assert "# checked" in ctx
+
+    run_async(body)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("approve", [True, False])
+def test_stdio_destructive_command_asks_by_elicitation(
+    gov_ws: Path, tmp_path: Path, approve: bool
+) -> None:
+    asked: list[str] = []
+
+    async def on_elicit(context: Any, params: types.ElicitRequestParams) -> types.ElicitResult:
+        asked.append(params.message)
+        return types.ElicitResult(action="accept", content={"approve": approve})
+
+    target = gov_ws / "inventory" / "report.py"
+
+    async def body() -> types.CallToolResult:
+        async with stdio_session(gov_ws, tmp_path / "err.log", elicitation_callback=on_elicit) as s:
+            await s.call_tool("select_active_intent", {"intent_id": "INT-INV"})
+            return await s.call_tool("run_command", {"cmd": "rm inventory/report.py"})
+
+    res = run_async(body)
+    assert len(asked) == 1 and "rm inventory/report.py" in asked[0]
+    if approve:
+        assert not res.is_error, _text(res)
+        assert not target.exists()
+    else:
+        assert res.is_error and res.structured_content["error_code"] == "APPROVAL_REJECTED"
+        assert target.exists()
+
+
+@pytest.mark.slow
+def test_stdio_destructive_command_without_elicitation_is_refused(
+    gov_ws: Path, tmp_path: Path
+) -> None:
+    async def body() -> types.CallToolResult:
+        async with stdio_session(gov_ws, tmp_path / "err.log") as s:
+            await s.call_tool("select_active_intent", {"intent_id": "INT-INV"})
+            return await s.call_tool("run_command", {"cmd": "rm inventory/report.py"})
+
+    res = run_async(body)
+    assert res.is_error
+    assert res.structured_content["error_code"] == "DESTRUCTIVE_NEEDS_APPROVAL"
+    assert (gov_ws / "inventory" / "report.py").exists()
+
+
+# -- streamable HTTP ----------------------------------------------------------------------------
+
+
+@pytest.mark.slow
+def test_http_client_round_trip(http_server: dict[str, Any]) -> None:
+    async def body() -> None:
+        async with streamable_http_client(http_server["url"]) as (read, write):
+            async with ClientSession(read, write, read_timeout_seconds=30) as s:
+                await s.initialize()
+                names = {t.name for t in (await s.list_tools()).tools}
+                assert "read_file" in names and "pin" in names
+                res = await s.call_tool("read_file", {"path": "README.md"})
+                assert not res.is_error
+                assert res.structured_content["result"]["path"] == "README.md"
+                bad = await s.call_tool("read_file", {"path": "../outside"})
+                assert bad.is_error and bad.structured_content["error_code"]
+                pool = json.loads(_resource_text(await s.read_resource(URI_METADATA)))
+                assert any(r["path"].endswith("README.md") for r in pool)
+
+    run_async(body)
+
+
+def _initialize_body() -> dict[str, Any]:
+    return {
+        "jsonrpc": "2.0",
+        "id": 1,
+        "method": "initialize",
+        "params": {
+            "protocolVersion": "2025-06-18",
+            "capabilities": {},
+            "clientInfo": {"name": "raw", "version": "0"},
+        },
+    }
+
+
+_HEADERS = {"content-type": "application/json", "accept": "application/json, text/event-stream"}
+
+
+@pytest.mark.slow
+def test_http_refuses_foreign_host_and_origin(http_server: dict[str, Any]) -> None:
+    url, port = http_server["url"], http_server["port"]
+    with httpx2.Client(timeout=10) as c:
+        ok = c.post(url, json=_initialize_body(), headers=_HEADERS)
+        assert ok.status_code == 200
+        evil_host = c.post(
+            url, json=_initialize_body(), headers={**_HEADERS, "host": f"evil.example:{port}"}
+        )
+        assert 400 <= evil_host.status_code < 500
+        evil_origin = c.post(
+            url, json=_initialize_body(), headers={**_HEADERS, "origin": "http://evil.example"}
+        )
+        assert 400 <= evil_origin.status_code < 500
+        good_origin = c.post(
+            url,
+            json=_initialize_body(),
+            headers={**_HEADERS, "origin": f"http://localhost:{port}"},
+        )
+        assert good_origin.status_code == 200
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("http_server", [(None, ["--token", "s3cret-token"])], indirect=True)
+def test_http_token_is_required_when_given(http_server: dict[str, Any]) -> None:
+    url = http_server["url"]
+    with httpx2.Client(timeout=10) as c:
+        assert c.post(url, json=_initialize_body(), headers=_HEADERS).status_code == 401
+        wrong = {**_HEADERS, "authorization": "Bearer wrong"}
+        assert c.post(url, json=_initialize_body(), headers=wrong).status_code == 401
+
+    async def body() -> None:
+        client = httpx2.AsyncClient(headers={"Authorization": "Bearer s3cret-token"}, timeout=30)
+        async with client, streamable_http_client(url, http_client=client) as (read, write):
+            async with ClientSession(read, write, read_timeout_seconds=30) as s:
+                await s.initialize()
+                res = await s.call_tool("glob", {"pattern": "inventory/*.py"})
+                assert "inventory/models.py" in _text(res)
+
+    run_async(body)
+
+
+@pytest.mark.slow
+def test_http_wide_bind_without_token_refuses_to_start(plain_ws: Path, tmp_path: Path) -> None:
+    env = {k: v for k, v in os.environ.items() if k != "CTXNB_MCP_TOKEN"}
+    env["PYTHONPATH"] = str(REPO)
+    proc = subprocess.run(
+        [sys.executable, "-m", "ctxnb", "mcp", "serve", str(plain_ws), "--http",
+         str(_free_port()), "--host", "0.0.0.0"],
+        env=env, capture_output=True, text=True, timeout=60, stdin=subprocess.DEVNULL,
+    )  # fmt: skip
+    assert proc.returncode == 1
+    assert "without a bearer token" in proc.stderr
+
+
+# -- docs/integrations.md: its examples run ----------------------------------------------------
+
+DOC = REPO / "docs" / "integrations.md"
+
+
+def _blocks(lang: str) -> list[str]:
+    import re
+
+    return re.findall(rf"```{lang}\n(.*?)```", DOC.read_text(encoding="utf-8"), re.S)
+
+
+def _run_example(code: str, tmp_path: Path) -> subprocess.CompletedProcess[str]:
+    script = tmp_path / "example.py"
+    script.write_text(code, encoding="utf-8")
+    bin_dir = str(Path(sys.executable).parent)  # where the `ctxnb` command is installed
+    env = {**os.environ, "PYTHONPATH": str(REPO), "PATH": bin_dir + os.pathsep + os.environ["PATH"]}
+    return subprocess.run(
+        [sys.executable, str(script)],
+        env=env, capture_output=True, text=True, timeout=120, stdin=subprocess.DEVNULL,
+    )  # fmt: skip
+
+
+def test_doc_json_snippets_are_valid() -> None:
+    snippets = [json.loads(b) for b in _blocks("json")]
+    servers = [s["mcpServers"]["ctxnb"] for s in snippets if "mcpServers" in s]
+    assert len(servers) == 3
+    assert servers[0]["args"][:2] == ["mcp", "serve"]
+    assert any(s.get("url", "").endswith("/mcp") for s in servers)
+
+
+def test_doc_tool_discovery_example() -> None:
+    code = next(b for b in _blocks("python") if "ToolIndex" in b)
+    namespace: dict[str, Any] = {}
+    exec(compile(code, str(DOC), "exec"), namespace)  # noqa: S102 - our own docs
+    assert namespace["schemas"][0]["name"] == "ctxnb__apply_patch"
+
+
+@pytest.mark.slow
+def test_doc_python_stdio_client_example(plain_ws: Path, tmp_path: Path) -> None:
+    code = next(b for b in _blocks("python") if "stdio_client" in b)
+    proc = _run_example(code.replace("/path/to/ws", str(plain_ws)), tmp_path)
+    assert proc.returncode == 0, proc.stderr
+    assert "'read_file'" in proc.stdout and "objects in the pool" in proc.stdout
+    sha = __import__("hashlib").sha256((plain_ws / "README.md").read_bytes()).hexdigest()
+    assert sha in proc.stdout
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("http_server", [(None, ["--token", "the token"])], indirect=True)
+def test_doc_python_http_client_example(http_server: dict[str, Any], tmp_path: Path) -> None:
+    code = next(b for b in _blocks("python") if "streamable_http_client" in b)
+    code = code.replace("http://127.0.0.1:8765/mcp", http_server["url"])
+    proc = _run_example(code, tmp_path)
+    assert proc.returncode == 0, proc.stderr
+    assert "inventory/models.py" in proc.stdout
+
+
+def test_doctests() -> None:
+    import doctest
+
+    import ctxnb.integrations.cli as cli_mod
+    import ctxnb.integrations.mcp_server as server_mod
+
+    for mod in (server_mod, cli_mod):
+        result = doctest.testmod(mod, optionflags=doctest.ELLIPSIS)
+        assert result.attempted > 0 and result.failed == 0, mod.__name__
