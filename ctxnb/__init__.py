@@ -25,6 +25,7 @@ from .errors import (
     ConfigError,
     CorruptStoreError,
     CtxnbError,
+    CycleError,
     MissingDependencyError,
     NotFoundError,
     PatchConflict,
@@ -40,6 +41,39 @@ __version__ = "0.1.0"
 
 # name -> module that defines it; resolved on first attribute access.
 _LAZY: dict[str, str] = {
+    "AllRules": "ctxnb.rules",
+    "ApprovalRequest": "ctxnb.govern.approval",
+    "CallbackApprover": "ctxnb.govern.approval",
+    "Context": "ctxnb.context",
+    "ContextItem": "ctxnb.context",
+    "ContextStrategy": "ctxnb.strategies",
+    "Decision": "ctxnb.govern.approval",
+    "FileTools": "ctxnb.tools.filetools",
+    "FileViewLimits": "ctxnb.strategies",
+    "HeuristicTokenCounter": "ctxnb.tokens",
+    "HookEngine": "ctxnb.govern.engine",
+    "KeepAll": "ctxnb.strategies",
+    "MetadataOnly": "ctxnb.strategies",
+    "ObservationMasking": "ctxnb.strategies",
+    "PatchResult": "ctxnb.tools.results",
+    "PathPolicy": "ctxnb.tools.pathpolicy",
+    "QueueApprover": "ctxnb.govern.approval",
+    "ReadResult": "ctxnb.tools.results",
+    "RecencyWindow": "ctxnb.strategies",
+    "RelationStore": "ctxnb.relations",
+    "RulesIndex": "ctxnb.rules",
+    "RulesTiered": "ctxnb.rules",
+    "RulesTracker": "ctxnb.rules",
+    "Selection": "ctxnb.strategies",
+    "Session": "ctxnb.session",
+    "StrategyInput": "ctxnb.strategies",
+    "TokenBudgetLRU": "ctxnb.strategies",
+    "TokenCounter": "ctxnb.tokens",
+    "TraceLedger": "ctxnb.govern.ledger",
+    "Watcher": "ctxnb.watch",
+    "copy_sample_workspace": "ctxnb.samples",
+    "extract_markdown_links": "ctxnb.markdown_links",
+    "init_governance": "ctxnb.govern.intents",
     "ChatObject": "ctxnb.model",
     "CtxnbConfig": "ctxnb.config",
     "FileObject": "ctxnb.model",
@@ -67,6 +101,7 @@ __all__ = sorted(
     [
         "ConfigError",
         "CorruptStoreError",
+        "CycleError",
         "CtxnbError",
         "MissingDependencyError",
         "NotFoundError",
@@ -101,7 +136,13 @@ def __dir__() -> list[str]:
 
 if TYPE_CHECKING:  # pragma: no cover - for type checkers and IDEs only
     from .config import CtxnbConfig, load_config
+    from .context import Context, ContextItem
+    from .govern.approval import ApprovalRequest, CallbackApprover, Decision, QueueApprover
+    from .govern.engine import HookEngine
+    from .govern.intents import init_governance
+    from .govern.ledger import TraceLedger
     from .indexer import IndexReport, IndexResult, index_deletion, index_file, index_tree
+    from .markdown_links import extract_markdown_links
     from .model import (
         ChatObject,
         FileObject,
@@ -110,6 +151,26 @@ if TYPE_CHECKING:  # pragma: no cover - for type checkers and IDEs only
         SystemPromptObject,
         ToolCallObject,
     )
+    from .relations import RelationStore
     from .resolver import FilesystemResolver, MountMapping, default_filesystem_id, doc_path
+    from .rules import AllRules, RulesIndex, RulesTiered, RulesTracker
+    from .samples import copy_sample_workspace
+    from .session import Session
     from .store import ObjectStore, TxRecord, Version
+    from .strategies import (
+        ContextStrategy,
+        FileViewLimits,
+        KeepAll,
+        MetadataOnly,
+        ObservationMasking,
+        RecencyWindow,
+        Selection,
+        StrategyInput,
+        TokenBudgetLRU,
+    )
+    from .tokens import HeuristicTokenCounter, TokenCounter
+    from .tools.filetools import FileTools
+    from .tools.pathpolicy import PathPolicy
+    from .tools.results import PatchResult, ReadResult
+    from .watch import Watcher
     from .workspace import Workspace

@@ -27,19 +27,49 @@ from .model import (
 )
 from .swe_agent import from_swe_agent
 
-__all__ = [
-    "FORMAT_NAME",
-    "FORMAT_VERSION",
-    "KNOWN_FORMATS",
-    "Action",
-    "FileTouch",
-    "Step",
-    "Trajectory",
-    "TrajectoryFormatError",
-    "Usage",
-    "from_claude_code",
-    "from_mini_swe_agent",
-    "from_swe_agent",
-    "load",
-    "sniff_format",
-]
+# The replay machinery (sessions, pandas) loads on first use, so that reading a
+# trajectory stays cheap.
+_LAZY = {
+    "FidelityReport": "fidelity",
+    "check_fidelity": "fidelity",
+    "compare_at": "analysis",
+    "default_strategies": "replay",
+    "diff_contexts": "analysis",
+    "parse_strategy": "experiment",
+    "plot_cost_vs_loss": "analysis",
+    "plot_tokens_per_step": "analysis",
+    "replay": "replay",
+    "replay_contexts": "replay",
+    "run_experiment": "experiment",
+    "summarize": "analysis",
+}
+
+
+def __getattr__(name: str) -> object:
+    module = _LAZY.get(name)
+    if module is None:
+        raise AttributeError(f"module 'ctxnb.replay' has no attribute {name!r}")
+    import importlib
+
+    return getattr(importlib.import_module(f"{__name__}.{module}"), name)
+
+
+__all__ = sorted(
+    [
+        "FORMAT_NAME",
+        "FORMAT_VERSION",
+        "KNOWN_FORMATS",
+        "Action",
+        "FileTouch",
+        "Step",
+        "Trajectory",
+        "TrajectoryFormatError",
+        "Usage",
+        "from_claude_code",
+        "from_mini_swe_agent",
+        "from_swe_agent",
+        "load",
+        "sniff_format",
+        *_LAZY,
+    ]
+)
