@@ -1,49 +1,185 @@
-"""``make demo``: ctxnb end to end on the sample workspace.
+"""``make demo``: a scripted agent session over the sample workspace.
 
 Run with ``python -m ctxnb.demo``. It works on a temporary copy of the sample
-workspace, so it can run any number of times.
+workspace (a small inventory tracker), so it can run any number of times:
+
+1. index the workspace and show what the store holds;
+2. govern it: ``.orchestration/`` with one intent;
+3. a scripted agent reads, is refused once, declares its intent, edits, runs the tests;
+4. the context the model would see, under two strategies;
+5. the Agent Trace ledger, summarized, and the edited file's history.
 """
 
 from __future__ import annotations
 
+import json
+import shutil
+import subprocess
 import sys
 import tempfile
 from pathlib import Path
+from typing import Any
 
 from .samples import copy_sample_workspace
+from .strategies import KeepAll, ObservationMasking
 from .workspace import Workspace
+
+INTENTS = """\
+active_intents:
+  - id: INT-001
+    name: Raise the default reorder level
+    status: active
+    owned_scope: ["inventory/**", "tests/**"]
+    constraints:
+      - Money stays in integer cents
+    acceptance_criteria:
+      - python -m pytest -q passes
+"""
+
+SYSTEM_PROMPT = "You are a careful coding agent working on tinyinv. Cite an intent before editing."
 
 
 def _h(title: str) -> None:
-    print(f"\n=== {title} " + "=" * max(0, 70 - len(title)))
+    print(f"\n=== {title} " + "=" * max(0, 72 - len(title)))
+
+
+def _git(root: Path, *args: str) -> bool:
+    if shutil.which("git") is None:
+        return False
+    env_args = ["-c", "user.name=ctxnb demo", "-c", "user.email=demo@ctxnb.invalid"]
+    proc = subprocess.run(["git", *env_args, *args], cwd=root, capture_output=True)
+    return proc.returncode == 0
+
+
+def _call(tools: Any, name: str, args: dict[str, Any]) -> dict[str, Any]:
+    shown = ", ".join(f"{k}={v!r}" if len(repr(v)) < 50 else f"{k}=…" for k, v in args.items())
+    out = tools.dispatch(name, args)
+    if out["ok"]:
+        res = out["result"]
+        if isinstance(res, dict) and "sha256" in res and "content" in res:
+            brief = f"{res.get('total_lines')} lines, sha256 {res['sha256'][:12]}…"
+        elif isinstance(res, dict) and "success" in res:
+            brief = res["message"]
+        elif isinstance(res, dict) and "returncode" in res:
+            tail = (res["stdout"].strip().splitlines() or [""])[-1]
+            brief = f"exit {res['returncode']}: {tail}"
+        elif isinstance(res, str):
+            brief = res.splitlines()[0] + f" … ({len(res.splitlines())} lines)"
+        else:
+            brief = str(res)[:80]
+        print(f"  ✓ {name}({shown})\n      {brief}")
+    else:
+        print(f"  ✗ {name}({shown})\n      REFUSED {out['error_code']}: {out['message']}")
+        print(f"      required action: {out['required_action']}")
+    return out
 
 
 def run(base: Path) -> None:
     root = copy_sample_workspace(base)
-    ws = Workspace.open(root)
-    print(f"sample workspace: {root}")
+    has_git = (
+        _git(root, "init", "-q")
+        and _git(root, "add", "-A")
+        and _git(root, "commit", "-q", "-m", "tinyinv 0.3.0")
+    )
+    print(f"sample workspace: {root}" + (" (a git repository)" if has_git else ""))
 
     _h("1. index the workspace")
+    ws = Workspace.open(root)
     report = ws.index(progress=False)
     print(report)
 
-    _h("2. change a file, re-index")
-    target = root / "inventory" / "models.py"
-    text = target.read_text()
-    target.write_text(text.replace("reorder_level: int = 5", "reorder_level: int = 10"))
-    (root / "scripts" / "seed.sh").unlink()
-    report = ws.index(progress=False)
-    print(report)
-    for rel, action in sorted(report.changed_paths.items()):
-        print(f"  {action:<8} {rel}")
+    _h("2. govern it")
+    from .govern import init_governance
 
-    _h("3. history of inventory/models.py")
+    created = init_governance(root)
+    (root / ".orchestration" / "active_intents.yaml").write_text(INTENTS)
+    print("created " + ", ".join(str(p.relative_to(root)) for p in created))
+    print("intent INT-001 owns inventory/** and tests/**")
+
+    _h("3. a scripted agent session")
+    session = ws.session("demo-agent", system_prompt=SYSTEM_PROMPT)
+    tools = ws.tools(session, caller="scripted-agent", model_id="example/scripted-agent")
+    session.add_turn("user", "Raise the default reorder level of items from 5 to 10.")
+    _call(tools, "read_file", {"path": "AGENTS.md"})
+    read = _call(tools, "read_file", {"path": "inventory/models.py"})
+    text = read["result"]["content"]
+    new_text = text.replace("reorder_level: int = 5", "reorder_level: int = 10")
+    _call(tools, "write_file", {"path": "inventory/models.py", "content": new_text})
+    session.add_turn("assistant", "I must declare my intent first: INT-001.")
+    _call(tools, "select_active_intent", {"intent_id": "INT-001"})
+    _call(
+        tools,
+        "write_file",
+        {
+            "path": "inventory/models.py",
+            "content": new_text,
+            "expected_sha256": read["result"]["sha256"],
+        },
+    )
+    test = _call(tools, "read_file", {"path": "tests/test_models.py"})
+    test_text = test["result"]["content"]
+    extra = (
+        "\n\ndef test_default_reorder_level_is_ten():\n"
+        '    assert Item("A", "a", 1).reorder_level == 10\n'
+    )
+    _call(
+        tools,
+        "write_file",
+        {
+            "path": "tests/test_models.py",
+            "content": test_text + extra,
+            "expected_sha256": test["result"]["sha256"],
+        },
+    )
+    _call(tools, "run_command", {"cmd": f"{sys.executable} -m pytest -q -p no:cacheprovider"})
+    session.add_turn("assistant", "Done: the default reorder level is 10 and the tests pass.")
+
+    _h("4. the context under two strategies (budget 3,000 tokens)")
+    full = session.assemble(strategy=KeepAll(), budget=3000)
+    masked = session.assemble(strategy=ObservationMasking(keep_last=1), budget=3000)
+    for ctx in (full, masked):
+        parts = ", ".join(f"{k} {v}" for k, v in ctx.tokens_by_section().items())
+        n_masked = sum(it.masked for it in ctx.items)
+        print(
+            f"  {ctx.strategy['name']:<20} {ctx.total_tokens:>5} tokens ({parts}); "
+            f"{len(ctx.items)} items, {n_masked} masked, {len(ctx.evicted)} evicted"
+        )
+    before = {it.id: it for it in full.items}
+    for it in masked.items:
+        if it.masked and it.id in before:
+            print(f"  masked: {it.label[:60]} ({before[it.id].tokens} → {it.tokens} tokens)")
+
+    _h("5. the Agent Trace ledger")
+    ledger_path = root / ".orchestration" / "agent_trace.jsonl"
+    records = [json.loads(line) for line in ledger_path.read_text().splitlines() if line]
+    for rec in records:
+        meta = rec.get("metadata", {})
+        for f in rec["files"]:
+            ranges = [
+                (r["start_line"], r["end_line"]) for c in f["conversations"] for r in c["ranges"]
+            ]
+            rev = rec.get("vcs", {}).get("revision", "-")[:10]
+            print(
+                f"  {meta.get('intent_id')}  {f['path']:<22} lines {ranges}  "
+                f"{meta.get('mutation_class')}  rev {rev}"
+            )
+    print(f"  {len(records)} records; intent map:")
+    for line in (root / ".orchestration" / "intent_map.md").read_text().splitlines():
+        if line.startswith(("## ", "- ")):
+            print(f"    {line}")
+    audit = tools.audit()
+    print(
+        f"  audit log: {len(audit)} calls, {int((~audit['success']).sum())} refused, "
+        f"median {audit['duration_ms'].median():.2f} ms"
+    )
+
+    _h("6. history of inventory/models.py")
     for v in ws.history("inventory/models.py"):
         d = v.doc
         print(
-            f"  tx {v.tx_id:>3}  {v.tx_time:%H:%M:%S.%f}  "
-            f"source {d['source_hash'][:12]}  {d['char_count']} chars"
+            f"  {v.version_id[:12]}…@{v.tx_id:<3} {d['char_count']:>5} chars  {v.tx_time:%H:%M:%S}"
         )
+    session.close()
     ws.close()
 
 

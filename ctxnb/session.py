@@ -547,10 +547,8 @@ class Session:
             else:
                 body = content
             if masked:
-                body = (
-                    f"[output of {meta.args_display or meta.tool} elided: "
-                    f"{len(content or '')} chars; call the tool again to see it]"
-                )
+                # The block header already names the call; the placeholder stays short.
+                body = f"[output elided: {len(content or '')} chars; call {meta.tool} again]"
             elif truncate is not None and len(body) > truncate:
                 cut = body[:truncate]
                 rest_lines = body[truncate:].count("\n")
