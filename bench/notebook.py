@@ -58,7 +58,8 @@ def make_record(i: int, rnd: random.Random) -> dict[str, Any]:
         "id": str(uuid.UUID(int=rnd.getrandbits(128), version=4)),
         "timestamp": f"2025-{1 + i % 12:02d}-{1 + i % 28:02d}T{i % 24:02d}:{i % 60:02d}:"
         f"{(i * 7) % 60:02d}.{i % 1000:03d}Z",
-        "vcs": {"type": "git", "revision": f"{rnd.getrandbits(160):040x}"},
+        # A commit every hundred agent writes.
+        "vcs": {"type": "git", "revision": f"{i // 100:040x}"},
         "tool": {"name": "ctxnb", "version": "0.1.0"},
         "files": [
             {
@@ -124,8 +125,10 @@ def main() -> None:
     t0 = time.perf_counter()
     write_ledger(jsonl, args.records)
     size_mb = jsonl.stat().st_size / 1e6
-    print(f"ledger: {args.records:,} records, {size_mb:,.0f} MB (generated in "
-          f"{time.perf_counter() - t0:.1f} s)")
+    print(
+        f"ledger: {args.records:,} records, {size_mb:,.0f} MB (generated in "
+        f"{time.perf_counter() - t0:.1f} s)"
+    )
 
     t_load, df = best_of(lambda: load_trace(jsonl), 2)
     print(f"load_trace(jsonl):            {t_load:7.2f} s  ({len(df):,} rows, flattened)")
@@ -141,8 +144,10 @@ def main() -> None:
 
     trace_to_parquet(jsonl, parquet)
     t_pq, df = best_of(lambda: load_trace(parquet), 3)
-    print(f"load_trace(parquet):          {t_pq:7.2f} s  ({parquet.stat().st_size / 1e6:,.0f} MB)"
-          f"  (target <= 1 s) {'OK' if t_pq <= 1 else 'MISSED'}")
+    print(
+        f"load_trace(parquet):          {t_pq:7.2f} s  ({parquet.stat().st_size / 1e6:,.0f} MB)"
+        f"  (target <= 1 s) {'OK' if t_pq <= 1 else 'MISSED'}"
+    )
 
     from ctxnb.widgets import TraceView
 
@@ -161,9 +166,11 @@ def main() -> None:
         t, payload = best_of(first_render, 1)
         runs.append(t)
     t_view = statistics.median(runs)
-    print(f"TraceView({len(records):,} records, {len(view_df):,} rows) first render: "
-          f"{t_view * 1000:6.0f} ms median of 5 ({payload:,} chars)  (target <= 300 ms) "
-          f"{'OK' if t_view <= 0.3 else 'MISSED'}")
+    print(
+        f"TraceView({len(records):,} records, {len(view_df):,} rows) first render: "
+        f"{t_view * 1000:6.0f} ms median of 5 ({payload:,} chars)  (target <= 300 ms) "
+        f"{'OK' if t_view <= 0.3 else 'MISSED'}"
+    )
     tmp.cleanup()
 
 
