@@ -147,6 +147,9 @@ _PLUGIN_MODULES: dict[str, str] = {
 }
 
 
+_FAST_HOOK_EVENTS = frozenset({"pre-tool-use", "post-tool-use", "user-prompt-submit"})
+
+
 def _load_plugins(argv: Sequence[str]) -> None:
     first = next((a for a in argv if not a.startswith("-")), None)
     wanted = (
@@ -167,6 +170,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     from .errors import CtxnbError
 
     args = list(argv) if argv is not None else sys.argv[1:]
+    if len(args) == 2 and args[0] == "hook" and args[1] in _FAST_HOOK_EVENTS:
+        # Claude Code starts this on every tool call: skip building the parser.
+        from .govern.cli import _run_event
+
+        return _run_event(args[1])
     _load_plugins(args)
     parser = build_parser()
     ns = parser.parse_args(args)

@@ -445,6 +445,7 @@ class HookEngine:
         self.decisions: list[tuple[ApprovalRequest, Decision]] = []
         self._intents: IntentFile | None = None
         self._intents_mtime: float | None = None
+        self._intent_map_cache: tuple[int | None, dict[str, dict[str, Any]]] | None = None
         self._lock = threading.Lock()
         self.tools: FileTools  # set by governed_tools()
 
@@ -599,14 +600,27 @@ class HookEngine:
         """Add ``path`` (and its touched symbols) under the intent in ``intent_map.md``."""
         with self._lock:
             map_path = self.dir / "intent_map.md"
-            entries = _read_intent_map(map_path)
+            try:
+                stamp = map_path.stat().st_mtime_ns
+            except FileNotFoundError:
+                stamp = None
+            cached = self._intent_map_cache
+            if cached is not None and cached[0] == stamp:
+                entries = cached[1]
+            else:
+                entries = _read_intent_map(map_path)
             per = entries.setdefault(intent.id, {"name": intent.name, "files": {}})
+            changed = per["name"] != intent.name or path not in per["files"]
             per["name"] = intent.name
             known = per["files"].setdefault(path, [])
-            for s in symbols:
-                if s not in known:
-                    known.append(s)
-            _write_intent_map(map_path, entries)
+            for sym in symbols:
+                if sym not in known:
+                    known.append(sym)
+                    changed = True
+            if changed:  # the map only grows; an edit that adds nothing leaves it alone
+                _write_intent_map(map_path, entries)
+                stamp = map_path.stat().st_mtime_ns
+            self._intent_map_cache = (stamp, entries)
 
     # -- extra tools ---------------------------------------------------------------
     def run_command_tool(

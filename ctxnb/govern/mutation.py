@@ -30,6 +30,7 @@ Example:
 from __future__ import annotations
 
 import ast
+import functools
 import json
 import re
 from collections.abc import Iterator
@@ -98,7 +99,9 @@ def classify_mutation(path: str, old: str, new: str) -> MutationClass:
 # --------------------------------------------------------------------------- Python
 
 
+@functools.lru_cache(maxsize=64)
 def _python_shape(source: str) -> str:
+    # Cached: the new text of one write is the old text of the next.
     tree = ast.parse(source)
     _LocalRenamer().visit(tree)
     return ast.dump(tree, annotate_fields=True, include_attributes=False)

@@ -1,5 +1,8 @@
 """Governed file tools: the tools an agent calls, behind a path policy.
 
+Names are loaded from their modules on first use, so ``ctxnb.tools.pathpolicy`` alone
+(what the Claude Code hook needs) does not pull in pydantic or pandas.
+
 Example:
     >>> from ctxnb.tools import tool_schemas
     >>> sorted(t["name"] for t in tool_schemas("anthropic"))[:3]
@@ -8,22 +11,41 @@ Example:
 
 from __future__ import annotations
 
-from .filetools import FileTools, ToolCall
-from .pathpolicy import DEFAULT_DENY, PathPolicy, SafePath
-from .results import DiffResult, PatchResult, ReadResult, VersionInfo
-from .schemas import TOOL_INFO, ToolInfo, tool_schemas
+import importlib
+from typing import TYPE_CHECKING, Any
 
-__all__ = [
-    "DEFAULT_DENY",
-    "DiffResult",
-    "FileTools",
-    "PatchResult",
-    "PathPolicy",
-    "ReadResult",
-    "SafePath",
-    "TOOL_INFO",
-    "ToolCall",
-    "ToolInfo",
-    "VersionInfo",
-    "tool_schemas",
-]
+if TYPE_CHECKING:
+    from .filetools import FileTools, ToolCall
+    from .pathpolicy import DEFAULT_DENY, PathPolicy, SafePath
+    from .results import DiffResult, PatchResult, ReadResult, VersionInfo
+    from .schemas import TOOL_INFO, ToolInfo, tool_schemas
+
+_EXPORTS = {
+    "DEFAULT_DENY": "pathpolicy",
+    "DiffResult": "results",
+    "FileTools": "filetools",
+    "PatchResult": "results",
+    "PathPolicy": "pathpolicy",
+    "ReadResult": "results",
+    "SafePath": "pathpolicy",
+    "TOOL_INFO": "schemas",
+    "ToolCall": "filetools",
+    "ToolInfo": "schemas",
+    "VersionInfo": "results",
+    "tool_schemas": "schemas",
+}
+
+__all__ = sorted(_EXPORTS)
+
+
+def __getattr__(name: str) -> Any:
+    module = _EXPORTS.get(name)
+    if module is None:
+        raise AttributeError(f"module 'ctxnb.tools' has no attribute {name!r}")
+    value = getattr(importlib.import_module(f"{__name__}.{module}"), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return __all__

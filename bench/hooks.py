@@ -1,0 +1,264 @@
+"""Benchmark the cost of governance around a write, in-process and as a hook process.
+
+(a) In-process, on a governed copy of the sample workspace:
+
+- ``write_file`` through the governed file tools (the HookEngine's pre and post
+  policies, the Agent Trace append with its fsync, the audit line, the store version)
+  against a bare ``write`` + ``fsync`` of the same bytes; the overhead's median, and
+  where its time goes (each part timed on its own);
+- the Claude Code hook handlers in-process (``pre-tool-use`` then ``post-tool-use``
+  with the trace append) around the same bare write.
+
+(b) ``ctxnb hook pre-tool-use`` as a process, through the installed console script and
+through ``python -m ctxnb``, against ``python -c pass``: median wall time and ratio.
+The payload is an Edit in scope of the session's intent, so every policy runs.
+Bytecode is written once before timing, as an installed package has it.
+
+Targets: (a) overhead median <= 1 ms; (b) ratio <= 2.5x and median <= 120 ms.
+
+Run with::
+
+    python bench/hooks.py [--writes 200] [--runs 30]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from collections import defaultdict
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from ctxnb import Workspace
+from ctxnb.govern import init_governance
+from ctxnb.govern.claude_hooks import handle_event
+from ctxnb.samples import copy_sample_workspace
+
+INTENTS = """\
+active_intents:
+  - id: INT-001
+    name: Inventory work
+    owned_scope: ["inventory/**"]
+"""
+TARGET_OVERHEAD_MS = 1.0
+TARGET_RATIO = 2.5
+TARGET_PROCESS_MS = 120.0
+
+
+def _ms(seconds: list[float]) -> float:
+    return statistics.median(seconds) * 1000
+
+
+def _content(i: int) -> str:
+    return "".join(f"value_{n} = {i * 100 + n}\n" for n in range(20))
+
+
+def _bare_write(path: Path, data: bytes) -> None:
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+    try:
+        os.write(fd, data)
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+class _Timer:
+    """Wraps methods to add up the time spent in each (per write, later)."""
+
+    def __init__(self) -> None:
+        self.spent: dict[str, list[float]] = defaultdict(list)
+
+    def wrap(self, obj: Any, attr: str, label: str) -> None:
+        fn = getattr(obj, attr)
+        spent = self.spent[label]
+
+        def timed(*args: Any, **kwargs: Any) -> Any:
+            start = time.perf_counter()
+            try:
+                return fn(*args, **kwargs)
+            finally:
+                spent.append(time.perf_counter() - start)
+
+        setattr(obj, attr, timed)
+
+
+def bench_in_process(root: Path, writes: int) -> None:
+    ws = Workspace.open(root)
+    tools = ws.tools(ws.session("bench"), caller="bench")
+    engine = tools.engine  # type: ignore[attr-defined]
+    engine.select_active_intent("INT-001")
+    target = "inventory/bench_target.py"
+    bare_path = root / "inventory" / "bench_bare.py"
+
+    timer = _Timer()
+    timer.wrap(engine, "before", "pre policies (engine.before)")
+    for policy in engine.post:
+        timer.wrap(policy, "run", f"post: {policy.name}")
+    timer.wrap(engine.ledger, "append", "  of which trace append + fsync")
+    timer.wrap(tools.audit_log, "append", "audit line (.ctxnb/audit.jsonl)")
+    timer.wrap(tools, "_index_bytes", "store version (_index_bytes)")
+    timer.wrap(tools.session, "record_toolcall", "session.record_toolcall")
+    timer.wrap(tools.policy, "write_bytes_atomic", "atomic write (temp+fsync+rename)")
+
+    tools.write_file(target, _content(-1))  # the first write creates the file
+    for spent in timer.spent.values():
+        spent.clear()
+    governed: list[float] = []
+    bare: list[float] = []
+    for i in range(writes):
+        text = _content(i)
+        start = time.perf_counter()
+        result = tools.write_file(target, text)
+        governed.append(time.perf_counter() - start)
+        assert result.success, result.message
+        start = time.perf_counter()
+        _bare_write(bare_path, text.encode())
+        bare.append(time.perf_counter() - start)
+    ws.close()
+
+    overhead = _ms(governed) - _ms(bare)
+    verdict = "meets" if overhead <= TARGET_OVERHEAD_MS else "misses"
+    print("(a) governed write_file vs bare write+fsync, in-process")
+    print(f"    writes: {writes}")
+    print(f"    governed write_file median: {_ms(governed):8.3f} ms")
+    print(f"    bare write+fsync median:    {_ms(bare):8.3f} ms")
+    print(
+        f"    overhead median:            {overhead:8.3f} ms "
+        f"({verdict} the {TARGET_OVERHEAD_MS} ms target)"
+    )
+    print("    where the time goes (median per write):")
+    for label, spent in sorted(timer.spent.items(), key=lambda kv: -_ms(kv[1] or [0.0])):
+        if spent:
+            print(f"      {label:<40} {_ms(spent):8.3f} ms")
+
+
+def bench_hook_handlers(root: Path, writes: int) -> None:
+    target = root / "inventory" / "bench_hooked.py"
+    session = "bench-hooks"
+    handle_event(
+        "user-prompt-submit",
+        {"session_id": session, "cwd": str(root), "prompt": "work under INT-001"},
+    )
+    pre: list[float] = []
+    post: list[float] = []
+    bare: list[float] = []
+    for i in range(writes):
+        text = _content(i)
+        base = {"session_id": session, "cwd": str(root), "tool_name": "Write"}
+        tool_input = {"file_path": str(target), "content": text}
+        start = time.perf_counter()
+        answer = handle_event("pre-tool-use", {**base, "tool_input": tool_input})
+        pre.append(time.perf_counter() - start)
+        assert answer.stdout == "", answer.stdout
+        start = time.perf_counter()
+        _bare_write(target, text.encode())
+        bare.append(time.perf_counter() - start)
+        patch = [{"oldStart": 1, "oldLines": 20, "newStart": 1, "newLines": 20}]
+        start = time.perf_counter()
+        answer = handle_event(
+            "post-tool-use",
+            {**base, "tool_input": tool_input, "tool_response": {"structuredPatch": patch}},
+        )
+        post.append(time.perf_counter() - start)
+        assert answer.exit_code == 0 and answer.stdout == "", answer
+    total = [a + b for a, b in zip(pre, post, strict=True)]
+    print("(a') Claude Code hook handlers in-process around the same bare write")
+    print(f"    pre-tool-use median:        {_ms(pre):8.3f} ms")
+    print(f"    post-tool-use median:       {_ms(post):8.3f} ms (trace record + append + fsync)")
+    print(f"    pre+post overhead median:   {_ms(total):8.3f} ms")
+    print(f"    bare write+fsync median:    {_ms(bare):8.3f} ms")
+
+
+def _time_process(argv: list[str], stdin: bytes, runs: int, env: dict[str, str]) -> list[float]:
+    out = []
+    for _ in range(runs):
+        start = time.perf_counter()
+        proc = subprocess.run(argv, input=stdin, capture_output=True, env=env, check=False)
+        out.append(time.perf_counter() - start)
+        if proc.returncode != 0 or proc.stdout:
+            raise SystemExit(f"{argv} answered {proc.returncode}: {proc.stdout!r} {proc.stderr!r}")
+    return out
+
+
+def bench_process(root: Path, runs: int) -> None:
+    session = "bench-process"
+    handle_event(
+        "user-prompt-submit",
+        {"session_id": session, "cwd": str(root), "prompt": "work under INT-001"},
+    )
+    payload = {
+        "session_id": session,
+        "cwd": str(root),
+        "hook_event_name": "PreToolUse",
+        "tool_name": "Edit",
+        "tool_input": {
+            "file_path": str(root / "inventory" / "models.py"),
+            "old_string": "a",
+            "new_string": "b",
+        },
+    }
+    stdin = json.dumps(payload).encode()
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"}
+    script = Path(sys.executable).parent / "ctxnb"
+    commands: list[tuple[str, list[str]]] = [("python -c pass", [sys.executable, "-c", "pass"])]
+    if script.exists():
+        commands.append(("ctxnb hook pre-tool-use", [str(script), "hook", "pre-tool-use"]))
+    else:
+        print(f"    (no console script at {script}; install ctxnb to time it)")
+    commands.append(
+        (
+            "python -m ctxnb hook pre-tool-use",
+            [sys.executable, "-m", "ctxnb", "hook", "pre-tool-use"],
+        )
+    )
+    for _, argv in commands:  # writes bytecode and warms the caches
+        _time_process(argv, stdin, 2, env)
+    results: dict[str, list[float]] = {label: [] for label, _ in commands}
+    for _ in range(runs):  # interleaved, so load on the machine hits every command alike
+        for label, argv in commands:
+            results[label].extend(_time_process(argv, stdin, 1, env))
+    base = _ms(results["python -c pass"])
+    print("(b) hook process start-up (Edit in scope: path policy, intent, scope)")
+    print(f"    runs: {runs} each, interleaved")
+    print(f"    {'python -c pass':<36} {base:8.1f} ms")
+    for label, _ in commands[1:]:
+        median = _ms(results[label])
+        ratio = median / base
+        ok = ratio <= TARGET_RATIO and median <= TARGET_PROCESS_MS
+        print(
+            f"    {label:<36} {median:8.1f} ms  {ratio:4.2f}x  "
+            f"({'meets' if ok else 'misses'} <= {TARGET_RATIO}x and <= {TARGET_PROCESS_MS:.0f} ms)"
+        )
+
+
+def _governed_copy(tmp: str) -> Path:
+    root = copy_sample_workspace(tmp)
+    init_governance(root)
+    (root / ".orchestration" / "active_intents.yaml").write_text(INTENTS)
+    return root
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--writes", type=int, default=200, help="writes per in-process figure")
+    parser.add_argument("--runs", type=int, default=30, help="processes per command")
+    args = parser.parse_args(argv)
+    steps: list[Callable[[Path], None]] = [
+        lambda root: bench_in_process(root, args.writes),
+        lambda root: bench_hook_handlers(root, args.writes),
+        lambda root: bench_process(root, args.runs),
+    ]
+    for step in steps:
+        with tempfile.TemporaryDirectory() as tmp:
+            step(_governed_copy(tmp))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,1036 @@
+"""Claude Code hooks: ctxnb's governance for Claude Code's own tools.
+
+Claude Code runs a command on each hook event and passes the event as JSON on stdin.
+``ctxnb hook pre-tool-use``, ``ctxnb hook post-tool-use`` and
+``ctxnb hook user-prompt-submit`` answer those events with the same policies the
+:class:`~ctxnb.govern.engine.HookEngine` applies to ctxnb's file tools:
+
+======================================  ==============================================
+Claude Code tool                        ctxnb policies (first refusal wins)
+======================================  ==============================================
+Read, Glob, Grep                        path policy on ``file_path`` / ``path``
+Write, Edit, MultiEdit, NotebookEdit    path policy → intent presence → intent
+                                        validity → scope
+Bash                                    command risk: DESTRUCTIVE asks the human
+anything else                           no decision
+======================================  ==============================================
+
+The workspace is the nearest directory at or above the payload's ``cwd`` that holds
+``.orchestration/``. Without one, only the path policy applies (rooted at ``cwd``).
+Absolute paths in payloads are made workspace-relative; a path outside the workspace
+is denied.
+
+ctxnb only ever narrows what Claude Code may do: a call that passes every policy gets
+*no decision* (exit 0, no output), so Claude Code's own permission rules still apply.
+A refusal is ``permissionDecision: "deny"``; a destructive command is ``"ask"``, so the
+human decides. The reason's first line is the policy's message (for a missing intent,
+exactly :data:`~ctxnb.govern.engine.NO_INTENT_MESSAGE`), the next line what to do.
+
+A Claude Code session selects its intent by naming it in a prompt ("Refactor the
+parser under INT-001"; ``user-prompt-submit`` records it) or with
+``ctxnb hook select-intent INT-001 --session <session_id>``. The selection lives in
+``.ctxnb/hook-state/<session_id>.json``, which the default path policy keeps out of the
+agent's reach. After each Write, Edit or MultiEdit, ``post-tool-use`` appends an Agent
+Trace record to ``.orchestration/agent_trace.jsonl``.
+
+Hooks run on every tool call, so this module imports nothing heavy: no pandas, no
+pyarrow, no pydantic, no jsonschema. The validated forms of ``active_intents.yaml`` and
+of the ctxnb settings are cached as JSON in ``.ctxnb/hook-state/cache/``, keyed by the
+source file's modification time and size; only a changed file is validated again with
+the full loaders.
+
+Example:
+    >>> import json, pathlib, tempfile
+    >>> root = pathlib.Path(tempfile.mkdtemp())
+    >>> payload = {"session_id": "s1", "cwd": str(root), "hook_event_name": "PreToolUse",
+    ...            "tool_name": "Read", "tool_input": {"file_path": str(root / ".env")}}
+    >>> result = run_hook("pre-tool-use", json.dumps(payload))
+    >>> result.exit_code, json.loads(result.stdout)["hookSpecificOutput"]["permissionDecision"]
+    (0, 'deny')
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import posixpath
+import re
+from collections.abc import Callable, Mapping
+from pathlib import Path
+from types import ModuleType
+from typing import TYPE_CHECKING, Any
+
+from ..errors import ConfigError, CtxnbError, PolicyError
+
+if TYPE_CHECKING:
+    from ..tools.pathpolicy import PathPolicy
+
+__all__ = [
+    "EVENTS",
+    "MAX_OUTPUT_CHARS",
+    "HookResult",
+    "find_workspace",
+    "handle_event",
+    "install_settings",
+    "run_hook",
+    "select_intent",
+]
+
+EVENTS = ("pre-tool-use", "post-tool-use", "user-prompt-submit")
+"""The Claude Code events ``ctxnb hook`` answers."""
+
+MAX_OUTPUT_CHARS = 10_000
+"""Claude Code caps strings in a hook's output at this many characters."""
+
+NO_INTENT_MESSAGE = "You must cite a valid active Intent ID before mutating tools."
+# Kept equal to ctxnb.govern.engine.NO_INTENT_MESSAGE (a test checks); importing the
+# engine would load pydantic on every tool call.
+
+READ_TOOLS = frozenset({"Read", "Glob", "Grep"})
+WRITE_TOOLS = frozenset({"Write", "Edit", "MultiEdit", "NotebookEdit"})
+TRACED_TOOLS = frozenset({"Write", "Edit", "MultiEdit"})
+
+# The defaults of ctxnb.config (a test keeps them equal) for workspaces without settings.
+_DEFAULT_SETTINGS: dict[str, Any] = {
+    "deny": [".git/", ".env*", "**/*.pem", "**/id_*", ".ctxnb/"],
+    "allow": None,
+    "max_path_bytes": 4096,
+    "unknown_command": "DESTRUCTIVE",
+    "safe_commands": [],
+    "model_id": None,
+}
+_STATE_DIR = (".ctxnb", "hook-state")
+_ORCHESTRATION = ".orchestration"
+_MAX_TRACE_READ = 20 * 1024 * 1024
+_SAFE_SESSION_ID = re.compile(r"[A-Za-z0-9_-][A-Za-z0-9._-]{0,127}")
+_PATTERN_RULES = ("traversal", "outside-roots", "home-tilde")
+
+
+class HookResult:
+    """What a hook process prints and how it exits.
+
+    Attributes:
+        exit_code: 0 answered (see ``stdout``), 1 an error (``stderr`` says which;
+            Claude Code carries on), 2 a block (``stderr`` is the reason).
+        stdout: the JSON answer, or empty for "no decision".
+        stderr: a one-line message for the human.
+    """
+
+    # A plain class: creating dataclasses costs milliseconds at import, on every call.
+    __slots__ = ("exit_code", "stderr", "stdout")
+
+    def __init__(self, exit_code: int = 0, stdout: str = "", stderr: str = "") -> None:
+        self.exit_code = exit_code
+        self.stdout = stdout
+        self.stderr = stderr
+
+    def __repr__(self) -> str:
+        return f"HookResult({self.exit_code}, {self.stdout!r}, {self.stderr!r})"
+
+    @property
+    def answer(self) -> dict[str, Any]:
+        """``stdout`` parsed, or ``{}`` when there is no answer."""
+        return json.loads(self.stdout) if self.stdout.strip() else {}
+
+    @property
+    def decision(self) -> str | None:
+        """The PreToolUse ``permissionDecision``, if any."""
+        return self.answer.get("hookSpecificOutput", {}).get("permissionDecision")
+
+
+# -- entry points ------------------------------------------------------------------------------
+def run_hook(event: str, stdin_text: str, *, env: Mapping[str, str] | None = None) -> HookResult:
+    """Answer one Claude Code hook event given its stdin text.
+
+    Malformed input is exit code 1 with a message on stderr (an error, not a block:
+    Claude Code goes on and shows the message to the user).
+
+    Args:
+        event: one of :data:`EVENTS`.
+        stdin_text: the JSON payload Claude Code wrote to the hook's stdin.
+        env: environment variables (``CTXNB_MODEL_ID``); ``os.environ`` by default.
+
+    Example:
+        >>> result = run_hook("pre-tool-use", "not json")
+        >>> result.exit_code, result.stderr.split(" (")[0]
+        (1, 'ctxnb hook pre-tool-use: error: stdin is not JSON')
+    """
+    try:
+        payload = json.loads(stdin_text)
+    except ValueError as e:
+        msg = getattr(e, "msg", str(e))
+        where = f" at line {e.lineno}, column {e.colno}" if hasattr(e, "lineno") else ""
+        return _error(
+            event,
+            f"stdin is not JSON ({msg}{where}); Claude Code passes the hook payload as a "
+            "JSON object on stdin",
+        )
+    if not isinstance(payload, dict):
+        return _error(event, f"stdin must be a JSON object, not {type(payload).__name__}")
+    try:
+        return handle_event(event, payload, env=env)
+    except PayloadError as e:
+        return _error(event, str(e))
+
+
+def handle_event(
+    event: str, payload: Mapping[str, Any], *, env: Mapping[str, str] | None = None
+) -> HookResult:
+    """Answer one Claude Code hook event given its parsed payload.
+
+    Args:
+        event: ``pre-tool-use``, ``post-tool-use`` or ``user-prompt-submit``.
+        payload: the event's JSON object.
+        env: environment variables; ``os.environ`` by default.
+
+    Raises:
+        PayloadError: a required field is missing or has the wrong type.
+
+    Example:
+        >>> import pathlib, tempfile
+        >>> root = str(pathlib.Path(tempfile.mkdtemp()))
+        >>> handle_event("pre-tool-use", {"cwd": root, "tool_name": "Bash",
+        ...                               "tool_input": {"command": "ls"}}).stdout
+        ''
+    """
+    handlers: dict[str, Callable[[_Context], HookResult]] = {
+        "pre-tool-use": _pre_tool_use,
+        "post-tool-use": _post_tool_use,
+        "user-prompt-submit": _user_prompt_submit,
+    }
+    handler = handlers.get(event)
+    if handler is None:
+        raise PayloadError(f"unknown event {event!r}; one of: {', '.join(EVENTS)}")
+    return handler(_Context(payload, os.environ if env is None else env))
+
+
+class PayloadError(CtxnbError, ValueError):
+    """A hook payload lacks a field ctxnb needs, or a field has the wrong type."""
+
+
+def _error(event: str, message: str) -> HookResult:
+    return HookResult(1, "", f"ctxnb hook {event}: error: {_cap(message)}\n")
+
+
+def _pathpolicy_module() -> ModuleType:
+    """``ctxnb.tools.pathpolicy`` (the ``ctxnb.tools`` package imports lazily, so this
+    loads neither pydantic nor pandas)."""
+    import importlib
+
+    return importlib.import_module("ctxnb.tools.pathpolicy")
+
+
+# -- the workspace ---------------------------------------------------------------------------------
+def find_workspace(cwd: str | os.PathLike[str]) -> tuple[Path, bool]:
+    """The workspace of a hook call and whether it is governed.
+
+    Walks up from ``cwd`` to the first directory holding ``.orchestration/``; without
+    one, the workspace is ``cwd`` itself and it is not governed.
+
+    Example:
+        >>> import pathlib, tempfile
+        >>> root = pathlib.Path(tempfile.mkdtemp())
+        >>> (root / ".orchestration").mkdir(); (root / "src").mkdir()
+        >>> find_workspace(root / "src") == (root, True)
+        True
+    """
+    start = Path(os.path.abspath(os.fspath(cwd)))
+    for d in (start, *start.parents):
+        if (d / _ORCHESTRATION).is_dir():
+            return d, True
+    return start, False
+
+
+class _Context:
+    """One hook call: the payload, its workspace, and what is loaded on demand."""
+
+    def __init__(self, payload: Mapping[str, Any], env: Mapping[str, str]) -> None:
+        self.payload = payload
+        self.env = env
+        cwd = payload.get("cwd")
+        if not isinstance(cwd, str) or not os.path.isabs(cwd):
+            raise PayloadError(f"'cwd' must be an absolute path, got {cwd!r}")
+        if not os.path.isdir(cwd):
+            raise PayloadError(f"'cwd' {cwd!r} is not an existing directory")
+        self.cwd = cwd
+        self.root, self.governed = find_workspace(cwd)
+        self.state_dir = self.root.joinpath(*_STATE_DIR)
+        sid = payload.get("session_id")
+        self.session_id: str | None = sid if isinstance(sid, str) and sid else None
+        self._settings: dict[str, Any] | None = None
+        self._policy: PathPolicy | None = None
+        self._intents: dict[str, _LightIntent] | None = None
+
+    def str_field(self, key: str) -> str:
+        value = self.payload.get(key)
+        if not isinstance(value, str) or not value:
+            raise PayloadError(f"the payload needs a non-empty string {key!r}, got {value!r}")
+        return value
+
+    def tool_input(self) -> Mapping[str, Any]:
+        value = self.payload.get("tool_input")
+        if value is None:
+            return {}
+        if not isinstance(value, Mapping):
+            raise PayloadError(f"'tool_input' must be an object, got {type(value).__name__}")
+        return value
+
+    @property
+    def settings(self) -> dict[str, Any]:
+        if self._settings is None:
+            self._settings = _load_settings(self.root, self.state_dir if self.governed else None)
+        return self._settings
+
+    @property
+    def policy(self) -> PathPolicy:
+        if self._policy is None:
+            s = self.settings
+            self._policy = _pathpolicy_module().PathPolicy(
+                [self.root], allow=s["allow"], deny=s["deny"], max_path_bytes=s["max_path_bytes"]
+            )
+        return self._policy
+
+    def intents(self) -> dict[str, _LightIntent]:
+        if self._intents is None:
+            self._intents = _load_intents(self.root, self.state_dir)
+        return self._intents
+
+    def abs_path(self, path: str) -> str:
+        """Paths in payloads are absolute; a relative one is relative to ``cwd``."""
+        return path if os.path.isabs(path) else os.path.join(self.cwd, path)
+
+    def session_intent(self) -> str | None:
+        if self.session_id is None:
+            return None
+        return read_session_intent(self.state_dir, self.session_id)
+
+
+# -- settings and intents, cached -------------------------------------------------------------
+def _file_key(path: Path) -> list[Any] | None:
+    try:
+        st = path.stat()
+    except OSError:
+        return None
+    return [str(path), st.st_mtime_ns, st.st_size, st.st_ino]
+
+
+def _read_cache(path: Path, key: list[Any]) -> Any:
+    try:
+        with open(path, encoding="utf-8") as fh:
+            cached = json.load(fh)
+    except (OSError, ValueError):
+        return None
+    if isinstance(cached, dict) and cached.get("key") == key:
+        return cached.get("value")
+    return None
+
+
+def _write_json_atomic(path: Path, data: Any) -> None:
+    """Write JSON via a unique temporary file and a rename: readers see old or new."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.{os.urandom(4).hex()}.tmp")
+    try:
+        with open(tmp, "w", encoding="utf-8") as fh:
+            json.dump(data, fh, ensure_ascii=False, indent=1)
+            fh.flush()
+            os.fsync(fh.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        tmp.unlink(missing_ok=True)
+        raise
+
+
+def _load_settings(root: Path, state_dir: Path | None) -> dict[str, Any]:
+    """The settings a hook needs, from ctxnb.toml or [tool.ctxnb], validated on change."""
+    toml_path = root / "ctxnb.toml"
+    source = toml_path if toml_path.is_file() else root / "pyproject.toml"
+    key = _file_key(source)
+    if key is None:
+        return dict(_DEFAULT_SETTINGS)
+    cache = state_dir / "cache" / "settings.json" if state_dir is not None else None
+    if cache is not None:
+        cached = _read_cache(cache, key)
+        if isinstance(cached, dict):
+            return cached
+    value = _settings_from_file(root, source)
+    if cache is not None:
+        _write_json_atomic(cache, {"key": key, "value": value})
+    return value
+
+
+def _settings_from_file(root: Path, source: Path) -> dict[str, Any]:
+    if source.name == "pyproject.toml":
+        import tomllib
+
+        try:
+            with source.open("rb") as fh:
+                has_section = "ctxnb" in tomllib.load(fh).get("tool", {})
+        except tomllib.TOMLDecodeError:
+            has_section = True  # let load_config name the error
+        if not has_section:
+            return dict(_DEFAULT_SETTINGS)
+    from ..config import load_config  # validates every key; only when the file changed
+
+    cfg = load_config(root)
+    return {
+        "deny": list(cfg.policy.deny),
+        "allow": None if cfg.policy.allow is None else list(cfg.policy.allow),
+        "max_path_bytes": cfg.policy.max_path_bytes,
+        "unknown_command": cfg.governance.unknown_command,
+        "safe_commands": list(cfg.governance.safe_commands),
+        "model_id": cfg.governance.model_id,
+    }
+
+
+class _LightIntent:
+    """An intent as the hooks need it, without the validating model behind it."""
+
+    def __init__(
+        self,
+        id: str,
+        name: str,
+        status: str,
+        owned_scope: list[str] | None = None,
+        constraints: list[str] | None = None,
+        acceptance_criteria: list[str] | None = None,
+    ) -> None:
+        self.id = id
+        self.name = name
+        self.status = status
+        self.owned_scope = list(owned_scope or [])
+        self.constraints = list(constraints or [])
+        self.acceptance_criteria = list(acceptance_criteria or [])
+        self._spec: Any = None
+
+    @property
+    def is_active(self) -> bool:
+        return self.status == "active"
+
+    def in_scope(self, rel_path: str) -> bool:
+        """Same rules as :meth:`ctxnb.govern.intents.Intent.in_scope` (a test checks)."""
+        text = rel_path.replace("\\", "/")
+        if not text or text.startswith("/"):
+            return False
+        norm = posixpath.normpath(text)
+        if norm in ("..", ".") or norm.startswith("../"):
+            return False
+        if self._spec is None:
+            import pathspec
+
+            self._spec = pathspec.GitIgnoreSpec.from_lines(self.owned_scope)
+        return bool(self._spec.match_file(norm))
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "id": self.id,
+            "name": self.name,
+            "status": self.status,
+            "owned_scope": list(self.owned_scope),
+            "constraints": list(self.constraints),
+            "acceptance_criteria": list(self.acceptance_criteria),
+        }
+
+
+def _load_intents(root: Path, state_dir: Path) -> dict[str, _LightIntent]:
+    """The intents by id, in file order; validated by ``load_intents`` when the file changed.
+
+    Raises:
+        ConfigError: the intents file is missing or invalid (the message names the line).
+    """
+    path = root / _ORCHESTRATION / "active_intents.yaml"
+    key = _file_key(path)
+    if key is None:
+        raise ConfigError(
+            f"{path}: no intents file. Create one with `ctxnb init-governance {root}`."
+        )
+    cache = state_dir / "cache" / "intents.json"
+    items = _read_cache(cache, key)
+    if not isinstance(items, list):
+        from .intents import load_intents  # pydantic: paid once per change of the file
+
+        items = [
+            {
+                "id": i.id,
+                "name": i.name,
+                "status": i.status,
+                "owned_scope": list(i.owned_scope),
+                "constraints": list(i.constraints),
+                "acceptance_criteria": list(i.acceptance_criteria),
+            }
+            for i in load_intents(path).active_intents
+        ]
+        _write_json_atomic(cache, {"key": key, "value": items})
+    return {d["id"]: _LightIntent(**d) for d in items}
+
+
+def _check_intent(intents: Mapping[str, _LightIntent], intent_id: str, where: Path) -> _LightIntent:
+    """The active intent ``intent_id``; the messages match ``IntentFile.get``."""
+    intent = intents.get(intent_id)
+    active = [i.id for i in intents.values() if i.is_active]
+    shown = ", ".join(active) or "(none)"
+    details = {"intent_id": intent_id, "known_ids": list(intents), "active_ids": active}
+    if intent is None:
+        raise PolicyError(
+            "INVALID_INTENT",
+            f"No intent {intent_id!r} in {where}. Active intents: {shown}.",
+            required_action="Name one of the active intent ids in your next prompt.",
+            details=details,
+        )
+    if not intent.is_active:
+        raise PolicyError(
+            "INVALID_INTENT",
+            f"Intent {intent_id!r} is {intent.status}, not active. Active intents: {shown}.",
+            required_action="Select an active intent, or ask a human to set this intent's "
+            "status to active.",
+            details={**details, "status": intent.status},
+        )
+    return intent
+
+
+# -- session state ---------------------------------------------------------------------------
+def _session_file(state_dir: Path, session_id: str) -> Path:
+    # Session ids are UUIDs in practice; anything else is hashed into a safe file name.
+    if _SAFE_SESSION_ID.fullmatch(session_id):
+        name = session_id
+    else:
+        name = "sid-" + hashlib.sha256(session_id.encode("utf-8")).hexdigest()[:32]
+    return state_dir / f"{name}.json"
+
+
+def read_session_intent(state_dir: Path, session_id: str) -> str | None:
+    """The intent id recorded for a Claude Code session, or None."""
+    try:
+        with open(_session_file(state_dir, session_id), encoding="utf-8") as fh:
+            data = json.load(fh)
+    except (OSError, ValueError):
+        return None
+    value = data.get("intent_id") if isinstance(data, dict) else None
+    return value if isinstance(value, str) and value else None
+
+
+def write_session_intent(state_dir: Path, session_id: str, intent_id: str, *, source: str) -> Path:
+    """Record ``intent_id`` as the active intent of a session (atomically)."""
+    from datetime import UTC, datetime
+
+    path = _session_file(state_dir, session_id)
+    _write_json_atomic(
+        path,
+        {
+            "session_id": session_id,
+            "intent_id": intent_id,
+            "source": source,
+            "selected_at": datetime.now(UTC).isoformat(timespec="seconds"),
+        },
+    )
+    return path
+
+
+def select_intent(root: str | os.PathLike[str], intent_id: str, session_id: str) -> str:
+    """Make ``intent_id`` the active intent of a Claude Code session; returns its context.
+
+    Args:
+        root: the workspace, or any directory inside it.
+        intent_id: an active intent of ``.orchestration/active_intents.yaml``.
+        session_id: Claude Code's ``session_id``.
+
+    Raises:
+        ConfigError: the workspace is not governed or its intents file is invalid.
+        PolicyError: ``INVALID_INTENT``.
+
+    Example:
+        >>> import pathlib, tempfile
+        >>> from ctxnb.govern import init_governance
+        >>> root = pathlib.Path(tempfile.mkdtemp())
+        >>> _ = init_governance(root)
+        >>> _ = (root / ".orchestration" / "active_intents.yaml").write_text(
+        ...     "active_intents:\\n  - id: INT-1\\n    name: Docs\\n    owned_scope: [docs/**]\\n")
+        >>> select_intent(root, "INT-1", "s1").splitlines()[1]
+        'id: INT-1'
+    """
+    ws, governed = find_workspace(root)
+    if not governed:
+        raise ConfigError(
+            f"{ws} is not governed (no {_ORCHESTRATION}/ here or above); "
+            f"run `ctxnb init-governance {ws}` first"
+        )
+    state_dir = ws.joinpath(*_STATE_DIR)
+    intents = _load_intents(ws, state_dir)
+    intent = _check_intent(intents, intent_id, ws / _ORCHESTRATION / "active_intents.yaml")
+    write_session_intent(state_dir, session_id, intent.id, source="select-intent")
+    return _intent_context(ws, intent)
+
+
+def _intent_context(root: Path, intent: _LightIntent) -> str:
+    from .intents import Intent, intent_context  # only when an intent is selected
+    from .ledger import TraceLedger
+
+    ledger = TraceLedger(root / _ORCHESTRATION / "agent_trace.jsonl")
+    recent = list(ledger.records(intent_id=intent.id))[-10:]
+    return intent_context(Intent(**intent.to_dict()), recent)
+
+
+# -- answers ----------------------------------------------------------------------------------
+def _cap(text: str) -> str:
+    if len(text) <= MAX_OUTPUT_CHARS:
+        return text
+    return text[: MAX_OUTPUT_CHARS - 1] + "…"
+
+
+def _answer(data: dict[str, Any]) -> HookResult:
+    return HookResult(0, json.dumps(data, ensure_ascii=False) + "\n", "")
+
+
+def _pre_answer(decision: str, reason: str) -> HookResult:
+    return _answer(
+        {
+            "hookSpecificOutput": {
+                "hookEventName": "PreToolUse",
+                "permissionDecision": decision,
+                "permissionDecisionReason": _cap(reason),
+            }
+        }
+    )
+
+
+def _context_answer(event_name: str, text: str) -> HookResult:
+    return _answer(
+        {"hookSpecificOutput": {"hookEventName": event_name, "additionalContext": _cap(text)}}
+    )
+
+
+def _refusal(e: PolicyError) -> str:
+    # First line: the policy's own message (deterministic); second: what to do.
+    return f"{e.message}\n{e.required_action}" if e.required_action else e.message
+
+
+# -- PreToolUse ----------------------------------------------------------------------------
+def _pre_tool_use(ctx: _Context) -> HookResult:
+    tool = ctx.str_field("tool_name")
+    tool_input = ctx.tool_input()
+    try:
+        if tool in READ_TOOLS:
+            _check_read(ctx, tool, tool_input)
+        elif tool in WRITE_TOOLS:
+            _check_write(ctx, tool, tool_input)
+        elif tool == "Bash" and ctx.governed:
+            return _check_bash(ctx, tool_input)
+    except PolicyError as e:
+        return _pre_answer("deny", _refusal(e))
+    except ConfigError as e:
+        # Fail closed: a policy that cannot be loaded cannot let the call through.
+        return _pre_answer(
+            "deny",
+            f"ctxnb cannot check this call: {e}\nAsk a human to fix the ctxnb settings or "
+            "the intents file.",
+        )
+    return HookResult()
+
+
+def _path_arg(tool_input: Mapping[str, Any], *keys: str) -> str | None:
+    for key in keys:
+        value = tool_input.get(key)
+        if value is None:
+            continue
+        if not isinstance(value, str):
+            raise PayloadError(f"tool_input.{key} must be a string, got {type(value).__name__}")
+        if value:
+            return value
+    return None
+
+
+def _check_read(ctx: _Context, tool: str, tool_input: Mapping[str, Any]) -> None:
+    if tool == "Read":
+        path = _path_arg(tool_input, "file_path")
+        if path is None:
+            raise PayloadError("a Read call needs tool_input.file_path")
+        ctx.policy.check(ctx.abs_path(path))
+        return
+    # Glob and Grep search a directory (the workspace root when no path is given).
+    path = _path_arg(tool_input, "path")
+    base = ctx.abs_path(path) if path else ctx.cwd
+    sp = ctx.policy.check(base)
+    # A search pattern that itself names a denied file (``.env*``, ``../x``) is refused;
+    # other rules (a backslash in a regex…) do not apply to patterns.
+    pattern = _path_arg(tool_input, "glob" if tool == "Grep" else "pattern")
+    if pattern:
+        candidate = pattern if os.path.isabs(pattern) else posixpath.join(str(sp.abs), pattern)
+        try:
+            ctx.policy.check(candidate)
+        except PolicyError as e:
+            rule = str(e.details.get("rule", ""))
+            if rule.startswith("deny:") or rule in _PATTERN_RULES:
+                raise
+
+
+def _check_write(ctx: _Context, tool: str, tool_input: Mapping[str, Any]) -> None:
+    path = _path_arg(tool_input, "file_path", "notebook_path")
+    if path is None:
+        raise PayloadError(f"a {tool} call needs tool_input.file_path")
+    rel = ctx.policy.check(ctx.abs_path(path), for_write=True).rel
+    if not ctx.governed:
+        return
+    intents = ctx.intents()
+    intent_id = ctx.session_intent()
+    if intent_id is None:
+        active = ", ".join(i.id for i in intents.values() if i.is_active)
+        raise PolicyError(
+            "NO_ACTIVE_INTENT",
+            NO_INTENT_MESSAGE,
+            required_action="Ask the user which intent this work is under (they name it in "
+            "a prompt, e.g. 'under INT-001'), or run `ctxnb hook select-intent ID --session "
+            f"{ctx.session_id or '<session_id>'}`. Active intents: {active or '(none)'}.",
+        )
+    intent = _check_intent(intents, intent_id, ctx.root / _ORCHESTRATION / "active_intents.yaml")
+    if not intent.in_scope(rel):
+        raise PolicyError(
+            "SCOPE_VIOLATION",
+            f"{rel} is outside the scope of intent {intent.id} "
+            f"({', '.join(intent.owned_scope) or 'no files'})",
+            required_action="Select an intent whose owned_scope covers this file, "
+            "or ask a human to widen the scope in .orchestration/active_intents.yaml.",
+            details={"path": rel, "intent_id": intent.id, "owned_scope": intent.owned_scope},
+        )
+
+
+def _check_bash(ctx: _Context, tool_input: Mapping[str, Any]) -> HookResult:
+    command = tool_input.get("command")
+    if not isinstance(command, str):
+        raise PayloadError("a Bash call needs tool_input.command (a string)")
+    if not command.strip():
+        return HookResult()
+    from .risk import classify_command
+
+    intent: _LightIntent | None = None
+    intent_id = ctx.session_intent()
+    if intent_id is not None:
+        try:
+            intent = _check_intent(ctx.intents(), intent_id, ctx.root)
+        except (PolicyError, ConfigError):
+            intent = None
+    scope = None
+    if intent is not None:
+        selected = intent
+
+        def scope(p: str) -> bool:
+            # The command runs in cwd; scope globs are relative to the workspace root.
+            full = os.path.normpath(os.path.join(ctx.cwd, os.path.expanduser(p)))
+            return selected.in_scope(os.path.relpath(full, ctx.root))
+
+    s = ctx.settings
+    risk = classify_command(
+        command,
+        scope_check=scope,
+        unknown_default=s["unknown_command"],
+        safe_commands=s["safe_commands"],
+    )
+    if risk.level == "SAFE":
+        return HookResult()
+    lines = [f"ctxnb: this command is destructive: {'; '.join(risk.reasons) or 'destructive'}."]
+    lines.append(
+        f"Intent: {intent.id} ({intent.name})."
+        if intent is not None
+        else "No active intent is selected for this session."
+    )
+    return _pre_answer("ask", "\n".join(lines))
+
+
+# -- PostToolUse ------------------------------------------------------------------------------
+def _post_tool_use(ctx: _Context) -> HookResult:
+    tool = ctx.str_field("tool_name")
+    if tool not in TRACED_TOOLS or not ctx.governed:
+        return HookResult()
+    tool_input = ctx.tool_input()
+    response = ctx.payload.get("tool_response")
+    response = response if isinstance(response, Mapping) else {}
+    if response.get("success") is False:
+        return HookResult()
+    path = _path_arg(tool_input, "file_path") or _path_arg(response, "filePath")
+    if path is None:
+        raise PayloadError(f"a {tool} call needs tool_input.file_path")
+    try:
+        sp = ctx.policy.check(ctx.abs_path(path))
+        data = ctx.policy.read_bytes(sp, max_bytes=_MAX_TRACE_READ)
+    except CtxnbError:
+        return HookResult()  # outside the workspace, denied or gone: nothing to trace
+    new_text = data.decode("utf-8", errors="replace")
+    ranges = _clamp(_ranges(tool, tool_input, response, new_text), new_text)
+
+    intent: _LightIntent | None = None
+    intent_id = ctx.session_intent()
+    notes: list[str] = []
+    try:
+        intents = ctx.intents()
+        if intent_id is not None:
+            intent = _check_intent(intents, intent_id, ctx.root)
+    except (PolicyError, ConfigError) as e:
+        notes.append(f"ctxnb: the intent of this change could not be checked: {e}")
+
+    from .ledger import TraceLedger, build_trace_record
+
+    meta: dict[str, Any] = {"caller": "claude-code"}
+    for key in ("tool_use_id", "transcript_path"):
+        if isinstance(ctx.payload.get(key), str):
+            meta[key] = ctx.payload[key]
+    try:
+        record = build_trace_record(
+            file_path=sp.rel,
+            ranges=ranges,
+            new_text=new_text,
+            intent_id=intent_id or "unknown",
+            session_id=ctx.session_id,
+            contributor_type="ai",
+            model_id=ctx.env.get("CTXNB_MODEL_ID") or ctx.settings["model_id"],
+            repo_root=ctx.root,
+            tool=tool,
+            extra_metadata=meta,
+        )
+        TraceLedger(ctx.root / _ORCHESTRATION / "agent_trace.jsonl").append(record)
+    except (CtxnbError, ValueError, OSError) as e:
+        return _error("post-tool-use", f"could not append the Agent Trace record: {e}")
+
+    if intent is not None and not intent.in_scope(sp.rel):
+        return _answer(
+            {
+                "decision": "block",
+                "reason": _cap(
+                    f"{sp.rel} was changed but is outside the scope of intent {intent.id} "
+                    f"({', '.join(intent.owned_scope) or 'no files'}). Revert the change, or "
+                    "ask the user to widen the scope in .orchestration/active_intents.yaml."
+                ),
+            }
+        )
+    if intent_id is None:
+        notes.append(
+            f"ctxnb: {sp.rel} was changed with no active intent; the trace records it under "
+            "'unknown'. Ask the user which intent this work belongs to."
+        )
+    if notes:
+        return _context_answer("PostToolUse", "\n".join(notes))
+    return HookResult()
+
+
+def _ranges(
+    tool: str, tool_input: Mapping[str, Any], response: Mapping[str, Any], new_text: str
+) -> list[tuple[int, int]]:
+    """Changed line ranges of the file now: from Claude Code's patch, else from a diff."""
+    patch = response.get("structuredPatch")
+    if isinstance(patch, list) and patch:
+        return _ranges_from_patch(patch)
+    old = response.get("originalFile")
+    if not isinstance(old, str):
+        old = _reverse_edits(tool, tool_input, new_text)
+    if not old:
+        n = _line_count(new_text)
+        return [(1, n)] if n else []
+    if old == new_text:
+        return []
+    from ..tools.patching import changed_line_ranges  # pydantic; only without a patch
+
+    return changed_line_ranges(old, new_text)
+
+
+def _ranges_from_patch(patch: list[Any]) -> list[tuple[int, int]]:
+    out: list[tuple[int, int]] = []
+
+    def add(start: int, end: int) -> None:
+        if out and out[-1][1] >= start - 1:
+            out[-1] = (out[-1][0], max(out[-1][1], end))
+        else:
+            out.append((start, end))
+
+    for hunk in patch:
+        if not isinstance(hunk, Mapping):
+            continue
+        start = hunk.get("newStart")
+        count = hunk.get("newLines")
+        if not isinstance(start, int) or not isinstance(count, int):
+            continue
+        lines = hunk.get("lines")
+        if isinstance(lines, list) and all(isinstance(x, str) for x in lines):
+            # Only the added lines are the change; context lines only move the counter.
+            n = start
+            for line in lines:
+                if line.startswith("+"):
+                    add(n, n)
+                    n += 1
+                elif line.startswith(" "):
+                    n += 1
+        elif count > 0:
+            add(start, start + count - 1)
+    return out
+
+
+def _reverse_edits(tool: str, tool_input: Mapping[str, Any], new_text: str) -> str | None:
+    """The file before an Edit/MultiEdit, by undoing the edits; None when unsure."""
+    if tool == "Edit":
+        edits: Any = [tool_input]
+    elif tool == "MultiEdit":
+        edits = tool_input.get("edits")
+    else:
+        return None
+    if not isinstance(edits, list):
+        return None
+    text = new_text
+    for edit in reversed(edits):
+        if not isinstance(edit, Mapping):
+            return None
+        old_s, new_s = edit.get("old_string"), edit.get("new_string")
+        if not isinstance(old_s, str) or not isinstance(new_s, str) or not new_s:
+            return None
+        if new_s not in text:
+            return None
+        text = text.replace(new_s, old_s, -1 if edit.get("replace_all") else 1)
+    return text
+
+
+def _line_count(text: str) -> int:
+    lines = text.replace("\r\n", "\n").replace("\r", "\n").split("\n")
+    if lines and lines[-1] == "":
+        lines.pop()
+    return len(lines)
+
+
+def _clamp(ranges: list[tuple[int, int]], text: str) -> list[tuple[int, int]]:
+    # The file may have changed again since the tool ran; keep only spans that exist.
+    n = _line_count(text)
+    return [(s, min(e, n)) for s, e in ranges if 1 <= s <= n and s <= e]
+
+
+# -- UserPromptSubmit ---------------------------------------------------------------------------
+def _user_prompt_submit(ctx: _Context) -> HookResult:
+    if not ctx.governed:
+        return HookResult()
+    prompt = ctx.payload.get("prompt")
+    if not isinstance(prompt, str):
+        raise PayloadError("a UserPromptSubmit payload needs 'prompt' (a string)")
+    intents = ctx.intents()
+    mentioned = _mentioned_ids(prompt, intents)
+    if not mentioned:
+        return HookResult()
+    active = [i for i in mentioned if intents[i].is_active]
+    current = ctx.session_intent()
+    if len(active) == 1:
+        intent = intents[active[0]]
+        if ctx.session_id is None:
+            raise PayloadError("a UserPromptSubmit payload needs 'session_id'")
+        write_session_intent(ctx.state_dir, ctx.session_id, intent.id, source="prompt")
+        head = f"ctxnb: {intent.id} is now the active intent of this session."
+        return _context_answer("UserPromptSubmit", head + "\n" + _intent_context(ctx.root, intent))
+    if active:
+        kept = f"the active intent stays {current}" if current else "no intent is selected"
+        return _context_answer(
+            "UserPromptSubmit",
+            f"ctxnb: the prompt names several active intents ({', '.join(active)}); {kept}. "
+            "Ask the user which one this work is under.",
+        )
+    inactive = ", ".join(f"{i} ({intents[i].status})" for i in mentioned)
+    return _context_answer(
+        "UserPromptSubmit",
+        f"ctxnb: the prompt names intents that are not active: {inactive}; "
+        "mutating tools stay refused under them.",
+    )
+
+
+def _mentioned_ids(prompt: str, intents: Mapping[str, _LightIntent]) -> list[str]:
+    """Known intent ids named in the prompt as whole words, in order of first mention."""
+    found: list[tuple[int, str]] = []
+    for iid in intents:
+        m = re.search(rf"(?<![\w-]){re.escape(iid)}(?![\w-])", prompt)
+        if m:
+            found.append((m.start(), iid))
+    return [iid for _, iid in sorted(found)]
+
+
+# -- installation -----------------------------------------------------------------------------
+_INSTALL_EVENTS: tuple[tuple[str, str | None, str], ...] = (
+    ("PreToolUse", "Read|Glob|Grep|Write|Edit|MultiEdit|NotebookEdit|Bash", "pre-tool-use"),
+    ("PostToolUse", "Write|Edit|MultiEdit", "post-tool-use"),
+    ("UserPromptSubmit", None, "user-prompt-submit"),
+)
+
+
+def install_settings(
+    project: str | os.PathLike[str], *, command: str = "ctxnb"
+) -> tuple[Path, bool]:
+    """Add ctxnb's hooks to ``<project>/.claude/settings.json``.
+
+    Other settings and other hooks are kept. Earlier ctxnb hook entries (any command
+    ending in ``hook pre-tool-use`` and so on) are replaced, so running this again
+    changes nothing.
+
+    Args:
+        project: the project directory Claude Code runs in.
+        command: how the hooks run ctxnb (``ctxnb``, or e.g. ``/path/to/python -m ctxnb``).
+
+    Returns:
+        The settings file and whether it changed.
+
+    Raises:
+        ConfigError: the existing file is not a JSON object or its ``hooks`` are malformed.
+
+    Example:
+        >>> import json, pathlib, tempfile
+        >>> proj = pathlib.Path(tempfile.mkdtemp())
+        >>> install_settings(proj)[1], install_settings(proj)[1]
+        (True, False)
+        >>> sorted(json.loads((proj / ".claude" / "settings.json").read_text())["hooks"])
+        ['PostToolUse', 'PreToolUse', 'UserPromptSubmit']
+    """
+    path = Path(project) / ".claude" / "settings.json"
+    try:
+        before = path.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        before = None
+    settings: Any = {}
+    if before is not None and before.strip():
+        try:
+            settings = json.loads(before)
+        except ValueError as e:
+            raise ConfigError(
+                f"{path} is not valid JSON ({e}); fix it, then run `ctxnb hook install` again"
+            ) from None
+    if not isinstance(settings, dict):
+        raise ConfigError(f"{path} must hold a JSON object, not {type(settings).__name__}")
+    hooks = settings.setdefault("hooks", {})
+    if not isinstance(hooks, dict):
+        raise ConfigError(f"{path}: 'hooks' must be an object mapping event names to lists")
+    for event, matcher, sub in _INSTALL_EVENTS:
+        groups = hooks.setdefault(event, [])
+        if not isinstance(groups, list):
+            raise ConfigError(f"{path}: hooks.{event} must be a list")
+        kept = []
+        for group in groups:
+            if isinstance(group, dict) and isinstance(group.get("hooks"), list):
+                rest = [h for h in group["hooks"] if not _is_ctxnb_hook(h, sub)]
+                if not rest:
+                    continue
+                group = {**group, "hooks": rest}
+            kept.append(group)
+        ours: dict[str, Any] = {"hooks": [{"type": "command", "command": f"{command} hook {sub}"}]}
+        if matcher is not None:
+            ours = {"matcher": matcher, **ours}
+        hooks[event] = [*kept, ours]
+    after = json.dumps(settings, indent=2, ensure_ascii=False) + "\n"
+    if after == before:
+        return path, False
+    _write_text_atomic(path, after)
+    return path, True
+
+
+def _is_ctxnb_hook(hook: Any, sub: str) -> bool:
+    if not isinstance(hook, dict) or not isinstance(hook.get("command"), str):
+        return False
+    words = hook["command"].split()
+    return words[-2:] == ["hook", sub] and any("ctxnb" in w for w in words[:-2])
+
+
+def _write_text_atomic(path: Path, text: str) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    try:
+        tmp.write_text(text, encoding="utf-8")
+        os.replace(tmp, path)
+    except BaseException:
+        tmp.unlink(missing_ok=True)
+        raise
