@@ -74,6 +74,7 @@ _LAZY: dict[str, str] = {
     "copy_sample_workspace": "ctxnb.samples",
     "extract_markdown_links": "ctxnb.markdown_links",
     "init_governance": "ctxnb.govern.intents",
+    "load_trace": "ctxnb.analysis",
     "ChatObject": "ctxnb.model",
     "CtxnbConfig": "ctxnb.config",
     "FileObject": "ctxnb.model",
@@ -135,6 +136,7 @@ def __dir__() -> list[str]:
 
 
 if TYPE_CHECKING:  # pragma: no cover - for type checkers and IDEs only
+    from .analysis import load_trace
     from .config import CtxnbConfig, load_config
     from .context import Context, ContextItem
     from .govern.approval import ApprovalRequest, CallbackApprover, Decision, QueueApprover

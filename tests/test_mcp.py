@@ -661,7 +661,7 @@ DOC = REPO / "docs" / "integrations.md"
 def _blocks(lang: str) -> list[str]:
     import re
 
-    return re.findall(rf"```{lang}\n(.*?)```", DOC.read_text(encoding="utf-8"), re.S)
+    return re.findall(rf"```{lang}[^\n]*\n(.*?)```", DOC.read_text(encoding="utf-8"), re.S)
 
 
 def _run_example(code: str, tmp_path: Path) -> subprocess.CompletedProcess[str]:

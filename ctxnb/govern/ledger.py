@@ -608,6 +608,11 @@ class TraceLedger:
         self.validate = validate
         self.skipped_lines: list[SkippedLine] = []
 
+    def _repr_html_(self) -> str:
+        from ..widgets.static import ledger_html
+
+        return ledger_html(self)
+
     def __repr__(self) -> str:
         return f"TraceLedger({str(self.path)!r})"
 

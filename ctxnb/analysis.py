@@ -1,0 +1,813 @@
+"""pandas frames and ready plots over ctxnb's traces, audit log, store and contexts.
+
+The Agent Trace ledger (``.orchestration/agent_trace.jsonl``) nests records → files →
+conversations → ranges. :func:`load_trace` flattens it to one row per range, the shape
+pandas is good at::
+
+    record_id  timestamp  vcs_type  revision  file  conversation_index
+    contributor_type  model_id  intent_id  session_id  start_line  end_line  lines
+    content_hash  tool  mutation_class
+
+Reading is done by Arrow's multi-threaded JSON reader with an explicit schema, and the
+flattening by Arrow list kernels, so a ledger of a million records loads in seconds
+(``pandas.read_json(lines=True)`` takes many times longer and does not flatten).
+:func:`trace_to_parquet` writes the flattened table to Parquet, which loads in well
+under a second.
+
+Example:
+    >>> import tempfile, pathlib
+    >>> from ctxnb.govern.ledger import TraceLedger, build_trace_record
+    >>> path = pathlib.Path(tempfile.mkdtemp()) / "agent_trace.jsonl"
+    >>> ledger = TraceLedger(path)
+    >>> ledger.append(build_trace_record(
+    ...     file_path="app.py", ranges=[(1, 2)], new_text="a = 1\\nb = 2\\n",
+    ...     intent_id="INT-1", session_id="s1", model_id="anthropic/claude-sonnet-4",
+    ...     repo_root=None, tool="write_file"))
+    >>> df = load_trace(path)
+    >>> df[["file", "intent_id", "session_id", "lines", "tool"]].values.tolist()
+    [['app.py', 'INT-1', 's1', 2, 'write_file']]
+"""
+
+from __future__ import annotations
+
+import difflib
+import json
+import os
+from collections.abc import Iterable, Mapping, Sequence
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+from urllib.parse import unquote
+
+import numpy as np
+import pandas as pd
+import pyarrow as pa
+import pyarrow.compute as pc
+
+if TYPE_CHECKING:
+    from matplotlib.axes import Axes
+
+    from .context import Context
+    from .govern.ledger import TraceLedger
+    from .store import ObjectStore
+    from .workspace import Workspace
+
+__all__ = [
+    "TRACE_COLUMNS",
+    "audit",
+    "context_diff",
+    "contexts_frame",
+    "load_trace",
+    "plot_context_composition",
+    "plot_mutations_per_intent",
+    "plot_tokens_per_turn",
+    "scan",
+    "trace_to_parquet",
+]
+
+TRACE_COLUMNS = (
+    "record_id",
+    "timestamp",
+    "vcs_type",
+    "revision",
+    "file",
+    "conversation_index",
+    "contributor_type",
+    "model_id",
+    "intent_id",
+    "session_id",
+    "start_line",
+    "end_line",
+    "lines",
+    "content_hash",
+    "tool",
+    "mutation_class",
+)
+
+INTENT_URN = "urn:ctxnb:intent:"
+SESSION_URN = "urn:ctxnb:session:"
+SECTIONS = ("system", "metadata", "active", "chat")
+
+# Columns with few distinct values become categoricals: less memory, faster filters.
+_CATEGORICAL = (
+    "vcs_type",
+    "revision",
+    "file",
+    "contributor_type",
+    "model_id",
+    "intent_id",
+    "session_id",
+    "tool",
+    "mutation_class",
+)
+
+_CONTRIBUTOR = pa.struct([("type", pa.string()), ("model_id", pa.string())])
+_RANGE = pa.struct(
+    [
+        ("start_line", pa.int64()),
+        ("end_line", pa.int64()),
+        ("content_hash", pa.string()),
+        ("contributor", _CONTRIBUTOR),
+    ]
+)
+_CONVERSATION = pa.struct(
+    [
+        ("url", pa.string()),
+        ("contributor", _CONTRIBUTOR),
+        ("ranges", pa.list_(_RANGE)),
+        ("related", pa.list_(pa.struct([("type", pa.string()), ("url", pa.string())]))),
+    ]
+)
+_FILE = pa.struct([("path", pa.string()), ("conversations", pa.list_(_CONVERSATION))])
+# The part of the Agent Trace 0.1.0 schema that analysis reads; other keys are ignored.
+RECORD_SCHEMA = pa.schema(
+    [
+        ("id", pa.string()),
+        ("timestamp", pa.string()),
+        ("vcs", pa.struct([("type", pa.string()), ("revision", pa.string())])),
+        ("files", pa.list_(_FILE)),
+        (
+            "metadata",
+            pa.struct(
+                [
+                    ("intent_id", pa.string()),
+                    ("session_id", pa.string()),
+                    ("tool", pa.string()),
+                    ("mutation_class", pa.string()),
+                ]
+            ),
+        ),
+    ]
+)
+
+
+# -- reading JSONL -------------------------------------------------------------------------
+def _split_cut_tail(data: bytes) -> tuple[bytes, int]:
+    """Drop a last line a crash cut short (no newline and not valid JSON)."""
+    end = data.rfind(b"\n") + 1
+    tail = data[end:]
+    if not tail.strip():
+        return data, 0
+    try:
+        json.loads(tail)
+    except ValueError:
+        return data[:end], 1
+    return data + b"\n", 0
+
+
+def _records_table_fast(data: bytes) -> pa.Table:
+    import pyarrow.json as pj
+
+    opts = pj.ParseOptions(explicit_schema=RECORD_SCHEMA, unexpected_field_behavior="ignore")
+    # Big blocks: fewer chunks to stitch; Arrow still parses them on every core.
+    read = pj.ReadOptions(block_size=1 << 24)
+    return pj.read_json(pa.py_buffer(data), read_options=read, parse_options=opts)
+
+
+def _str(x: Any) -> str | None:
+    if x is None or isinstance(x, (dict, list)):
+        return None
+    return x if isinstance(x, str) else json.dumps(x)
+
+
+def _int(x: Any) -> int | None:
+    return x if isinstance(x, int) and not isinstance(x, bool) else None
+
+
+def _contrib(x: Any) -> dict[str, Any] | None:
+    if not isinstance(x, Mapping):
+        return None
+    return {"type": _str(x.get("type")), "model_id": _str(x.get("model_id"))}
+
+
+def _coerce(rec: Mapping[str, Any]) -> dict[str, Any]:
+    """A record reduced to :data:`RECORD_SCHEMA`, dropping values of the wrong shape."""
+
+    def lst(x: Any) -> list[Any]:
+        return [v for v in x if isinstance(v, Mapping)] if isinstance(x, list) else []
+
+    vcs = rec.get("vcs")
+    meta = rec.get("metadata")
+    return {
+        "id": _str(rec.get("id")),
+        "timestamp": _str(rec.get("timestamp")),
+        "vcs": (
+            {"type": _str(vcs.get("type")), "revision": _str(vcs.get("revision"))}
+            if isinstance(vcs, Mapping)
+            else None
+        ),
+        "files": [
+            {
+                "path": _str(f.get("path")),
+                "conversations": [
+                    {
+                        "url": _str(c.get("url")),
+                        "contributor": _contrib(c.get("contributor")),
+                        "ranges": [
+                            {
+                                "start_line": _int(r.get("start_line")),
+                                "end_line": _int(r.get("end_line")),
+                                "content_hash": _str(r.get("content_hash")),
+                                "contributor": _contrib(r.get("contributor")),
+                            }
+                            for r in lst(c.get("ranges"))
+                        ],
+                        "related": [
+                            {"type": _str(x.get("type")), "url": _str(x.get("url"))}
+                            for x in lst(c.get("related"))
+                        ],
+                    }
+                    for c in lst(f.get("conversations"))
+                ],
+            }
+            for f in lst(rec.get("files"))
+        ],
+        "metadata": (
+            {k: _str(meta.get(k)) for k in ("intent_id", "session_id", "tool", "mutation_class")}
+            if isinstance(meta, Mapping)
+            else None
+        ),
+    }
+
+
+def _records_table_slow(data: bytes) -> tuple[pa.Table, int]:
+    """Line by line: skips lines that are not JSON objects, coerces odd field shapes."""
+    rows, skipped = [], 0
+    for raw in data.split(b"\n"):
+        if not raw.strip():
+            continue
+        try:
+            rec = json.loads(raw)
+        except ValueError:
+            skipped += 1
+            continue
+        if not isinstance(rec, dict):
+            skipped += 1
+            continue
+        rows.append(_coerce(rec))
+    return pa.Table.from_pylist(rows, schema=RECORD_SCHEMA), skipped
+
+
+def _read_records(data: bytes) -> tuple[pa.Table, int]:
+    data, skipped = _split_cut_tail(data)
+    if not data.strip():
+        return RECORD_SCHEMA.empty_table(), skipped
+    try:
+        return _records_table_fast(data), skipped
+    except (pa.ArrowInvalid, pa.ArrowTypeError):
+        # A damaged line in the middle or a field of an unexpected type: the slow path
+        # reads what it can instead of failing the whole ledger.
+        table, more = _records_table_slow(data)
+        return table, skipped + more
+
+
+# -- flattening ------------------------------------------------------------------------------
+def _explode(lists: pa.Array) -> tuple[np.ndarray, pa.Array, np.ndarray]:
+    """One output row per list element, and one (null) row for an empty or null list.
+
+    Returns the parent row of every output row, the element (null for the stand-in
+    rows) and each element's position within its list.
+    """
+    if isinstance(lists, pa.ChunkedArray):
+        lists = lists.combine_chunks()
+    n = len(lists)
+    lengths = pc.fill_null(pc.list_value_length(lists), 0).to_numpy(zero_copy_only=False)
+    eff = np.maximum(lengths, 1)
+    parent = np.repeat(np.arange(n, dtype=np.int64), eff)
+    first = np.cumsum(eff) - eff
+    pos = np.arange(len(parent), dtype=np.int64) - np.repeat(first, eff)
+    starts = np.asarray(lists.offsets)[:n].astype(np.int64)
+    child = np.repeat(starts, eff) + pos
+    empty = np.repeat(lengths == 0, eff)
+    if not empty.any():
+        # No empty lists: the elements are one contiguous run of the child array, and a
+        # zero-copy slice avoids a deep copy of every nested level below.
+        first_child = int(starts[0]) if n else 0
+        return parent, lists.values.slice(first_child, len(parent)), pos
+    values = lists.values.take(pa.array(child, mask=empty))
+    return parent, values, pos
+
+
+def _column(table: pa.Table, name: str) -> pa.Array:
+    col = table.column(name)
+    return col.chunk(0) if col.num_chunks == 1 else col.combine_chunks()
+
+
+def _field(struct: pa.Array, name: str) -> pa.Array:
+    return pc.struct_field(struct, name)
+
+
+def _first_urn(related: pa.Array, prefix: str) -> pa.Array:
+    """Per conversation, the id of its first ``related`` URL with this prefix (or null)."""
+    if isinstance(related, pa.ChunkedArray):
+        related = related.combine_chunks()
+    n = len(related)
+    if n == 0 or related.null_count == n:
+        return pa.nulls(n, pa.string())
+    parents = pc.list_parent_indices(related).to_numpy()
+    urls = _field(related.flatten(), "url")
+    hit = pc.fill_null(pc.starts_with(urls, prefix), False).to_numpy(zero_copy_only=False)
+    if not hit.any():
+        return pa.nulls(n, pa.string())
+    hit_rows = np.flatnonzero(hit)
+    conv, first = np.unique(parents[hit_rows], return_index=True)
+    ids = pc.utf8_slice_codeunits(urls.take(pa.array(hit_rows[first])), len(prefix))
+    if pc.any(pc.match_substring(ids, "%")).as_py():
+        # URNs carry ids percent-encoded; decode each distinct id once.
+        enc = ids.dictionary_encode()
+        decoded = pa.array([unquote(x) for x in enc.dictionary.to_pylist()], pa.string())
+        ids = decoded.take(enc.indices)
+    where = np.full(n, -1, dtype=np.int64)
+    where[conv] = np.arange(len(conv))
+    return ids.take(pa.array(where, mask=where < 0))
+
+
+def _timestamps(ts: pa.Array) -> pa.Array:
+    try:
+        return pc.cast(ts, pa.timestamp("us", tz="UTC"))
+    except (pa.ArrowInvalid, pa.ArrowNotImplementedError):
+        # Naive or unusual timestamps: pandas' ISO 8601 parser, naive read as UTC.
+        parsed = pd.to_datetime(
+            pd.Series(ts.to_pylist(), dtype=object), utc=True, format="ISO8601", errors="coerce"
+        )
+        return pa.array(parsed.dt.as_unit("us"), pa.timestamp("us", tz="UTC"))
+
+
+def _flatten(records: pa.Table) -> pa.Table:
+    """Records → one row per (file, conversation, range); see :data:`TRACE_COLUMNS`."""
+    rec = records.combine_chunks()
+    rec_parent, files, _ = _explode(_column(rec, "files"))
+    file_parent, convs, conv_pos = _explode(_field(files, "conversations"))
+    conv_parent, ranges, _ = _explode(_field(convs, "ranges"))
+
+    # Row r of the result → its conversation, file and record rows.
+    conv_of_row = conv_parent
+    file_of_row = file_parent[conv_of_row]
+    rec_of_row = rec_parent[file_of_row]
+    take_rec = pa.array(rec_of_row)
+
+    def rec_col(*path: str) -> pa.Array:
+        arr = _column(rec, path[0])
+        for name in path[1:]:
+            arr = _field(arr, name)
+        return arr
+
+    conv_contrib = _field(convs, "contributor").take(pa.array(conv_of_row))
+    range_contrib = _field(ranges, "contributor")
+    # A range's own contributor replaces the conversation's as a whole (type and model).
+    has_own = pc.is_valid(range_contrib)
+    contrib_type = pc.if_else(has_own, _field(range_contrib, "type"), _field(conv_contrib, "type"))
+    model_id = pc.if_else(
+        has_own, _field(range_contrib, "model_id"), _field(conv_contrib, "model_id")
+    )
+
+    related = _field(convs, "related")
+    meta_intent = rec_col("metadata", "intent_id")
+    meta_session = rec_col("metadata", "session_id")
+    take_conv = pa.array(conv_of_row)
+    # The conversation's own related URN is the most specific; metadata fills the gaps.
+    intent = pc.coalesce(
+        _first_urn(related, INTENT_URN).take(take_conv), meta_intent.take(take_rec)
+    )
+    session = pc.coalesce(
+        _first_urn(related, SESSION_URN).take(take_conv), meta_session.take(take_rec)
+    )
+    start = _field(ranges, "start_line")
+    end = _field(ranges, "end_line")
+    lines = pc.add(pc.subtract(end, start), 1)
+    return pa.table(
+        {
+            "record_id": rec_col("id").take(take_rec),
+            "timestamp": _timestamps(rec_col("timestamp")).take(take_rec),
+            "vcs_type": rec_col("vcs", "type").take(take_rec),
+            "revision": rec_col("vcs", "revision").take(take_rec),
+            "file": _field(files, "path").take(pa.array(file_of_row)),
+            "conversation_index": pa.array(conv_pos[conv_of_row]).cast(pa.int32()),
+            "contributor_type": contrib_type,
+            "model_id": model_id,
+            "intent_id": intent,
+            "session_id": session,
+            "start_line": start,
+            "end_line": end,
+            "lines": lines,
+            "content_hash": _field(ranges, "content_hash"),
+            "tool": rec_col("metadata", "tool").take(take_rec),
+            "mutation_class": rec_col("metadata", "mutation_class").take(take_rec),
+        }
+    )
+
+
+def _encode(table: pa.Table) -> pa.Table:
+    for name in _CATEGORICAL:
+        i = table.schema.get_field_index(name)
+        enc = pc.dictionary_encode(table.column(name)).combine_chunks()
+        # Mostly distinct values gain nothing from a dictionary and cost a slow categorical.
+        if len(enc.dictionary) <= max(1000, table.num_rows // 4):
+            table = table.set_column(i, name, enc)
+    return table
+
+
+def _to_pandas(table: pa.Table) -> pd.DataFrame:
+    df = table.to_pandas(
+        # Nullable integers keep "no range" apart from line 0.
+        types_mapper={pa.int64(): pd.Int64Dtype(), pa.int32(): pd.Int32Dtype()}.get,
+    )
+    return df
+
+
+def _trace_table(path: Path) -> tuple[pa.Table, int]:
+    if path.suffix == ".parquet":
+        import pyarrow.parquet as pq
+
+        return pq.read_table(path), 0
+    try:
+        data = path.read_bytes()
+    except FileNotFoundError:
+        raise FileNotFoundError(
+            f"no trace ledger at {str(path)!r}; a governed workspace keeps it in "
+            ".orchestration/agent_trace.jsonl"
+        ) from None
+    records, skipped = _read_records(data)
+    return _encode(_flatten(records)), skipped
+
+
+def _ledger_path(source: str | os.PathLike[str] | TraceLedger | Workspace) -> Path:
+    if hasattr(source, "root") and not isinstance(source, (str, os.PathLike)):
+        return Path(source.root) / ".orchestration" / "agent_trace.jsonl"
+    if hasattr(source, "path") and not isinstance(source, (str, os.PathLike)):
+        return Path(source.path)
+    p = Path(source)  # type: ignore[arg-type]
+    return p / ".orchestration" / "agent_trace.jsonl" if p.is_dir() else p
+
+
+def load_trace(
+    source: str | os.PathLike[str] | TraceLedger | Workspace,
+) -> pd.DataFrame:
+    """The trace ledger as a DataFrame with one row per attributed range.
+
+    Every field shape the Agent Trace 0.1.0 schema allows is handled: a record
+    without ``vcs`` or ``metadata``, a range with its own contributor (it overrides the
+    conversation's type and model), a conversation with no ranges or a file with no
+    conversations (one row with null lines). ``intent_id`` and ``session_id`` come from
+    the conversation's ``related`` URNs (``urn:ctxnb:intent:<id>``,
+    ``urn:ctxnb:session:<id>``), else from the record's ``metadata``; ``tool`` and
+    ``mutation_class`` from ``metadata``.
+
+    A line cut by a crash (or any line that is not a JSON object) is skipped; the count
+    is in ``df.attrs["skipped_lines"]``.
+
+    Args:
+        source: a ``.jsonl`` ledger, a ``.parquet`` file made by
+            :func:`trace_to_parquet`, a :class:`~ctxnb.govern.ledger.TraceLedger`, a
+            workspace or its directory.
+
+    Returns:
+        A DataFrame with the columns of :data:`TRACE_COLUMNS`; ``timestamp`` is
+        ``datetime64[us, UTC]``, repetitive text columns are categoricals and line
+        numbers nullable integers.
+
+    Example:
+        >>> import tempfile, pathlib
+        >>> p = pathlib.Path(tempfile.mkdtemp()) / "t.jsonl"
+        >>> _ = p.write_text('{"version":"0.1.0","id":"r1","timestamp":"2025-01-01T00:00:00Z",'
+        ...                  '"files":[{"path":"a.py","conversations":[{"ranges":[]}]}]}\\n'
+        ...                  '{"version":"0.1.0","id":"r2","tim')
+        >>> df = load_trace(p)
+        >>> (len(df), df.attrs["skipped_lines"], bool(df["start_line"].isna().all()))
+        (1, 1, True)
+    """
+    table, skipped = _trace_table(_ledger_path(source))
+    df = _to_pandas(table)
+    df.attrs["skipped_lines"] = skipped
+    return df
+
+
+def trace_to_parquet(
+    jsonl: str | os.PathLike[str] | TraceLedger | Workspace,
+    parquet: str | os.PathLike[str],
+) -> int:
+    """Flatten a ledger once and write it to Parquet; returns the lines skipped.
+
+    ``load_trace`` on the Parquet file then takes a fraction of a second even for a
+    million records, and pandas, DuckDB or Polars read it without ctxnb.
+
+    Example:
+        >>> import tempfile, pathlib
+        >>> d = pathlib.Path(tempfile.mkdtemp())
+        >>> _ = (d / "t.jsonl").write_text('{"version":"0.1.0","id":"r1",'
+        ...     '"timestamp":"2025-01-01T00:00:00Z","files":[]}\\n')
+        >>> trace_to_parquet(d / "t.jsonl", d / "t.parquet")
+        0
+        >>> load_trace(d / "t.parquet")["record_id"].tolist()
+        ['r1']
+    """
+    import pyarrow.parquet as pq
+
+    table, skipped = _trace_table(_ledger_path(jsonl))
+    out = Path(parquet)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    tmp = out.with_name(out.name + ".tmp")
+    # LZ4 decodes fastest; unique text columns skip Parquet's dictionary pages, which
+    # would only be abandoned half-way and slow the read.
+    unique = {"record_id", "content_hash"}
+    pq.write_table(
+        table,
+        tmp,
+        compression="lz4",
+        use_dictionary=[c for c in table.column_names if c not in unique],
+    )
+    os.replace(tmp, out)  # readers never see a half-written file
+    return skipped
+
+
+# -- audit log and store ----------------------------------------------------------------------
+AUDIT_COLUMNS = (
+    "ts",
+    "caller",
+    "session_id",
+    "tool",
+    "args",
+    "duration_ms",
+    "success",
+    "error_code",
+    "before_sha256",
+    "after_sha256",
+)
+
+
+def audit(source: str | os.PathLike[str] | Workspace) -> pd.DataFrame:
+    """The audit log (``.ctxnb/audit.jsonl``) as a DataFrame, one row per tool call.
+
+    ``ts`` is parsed to UTC datetimes, ``args`` stays a dict per row. A line cut by a
+    crash is skipped and counted in ``df.attrs["skipped_lines"]``.
+
+    Args:
+        source: the log file, a workspace, or a workspace directory.
+
+    Example:
+        >>> import tempfile, pathlib
+        >>> d = pathlib.Path(tempfile.mkdtemp())
+        >>> _ = (d / "audit.jsonl").write_text(
+        ...     '{"ts":"2025-01-01T00:00:00Z","tool":"read_file","success":true}\\n{"ts":')
+        >>> df = audit(d / "audit.jsonl")
+        >>> (df["tool"].tolist(), df.attrs["skipped_lines"])
+        (['read_file'], 1)
+    """
+    if hasattr(source, "root") and not isinstance(source, (str, os.PathLike)):
+        path = Path(source.root) / ".ctxnb" / "audit.jsonl"
+    else:
+        path = Path(source)  # type: ignore[arg-type]
+        if path.is_dir():
+            path = path / ".ctxnb" / "audit.jsonl"
+    rows, skipped = [], 0
+    try:
+        data = path.read_bytes()
+    except FileNotFoundError:
+        data = b""
+    for raw in data.split(b"\n"):
+        if not raw.strip():
+            continue
+        try:
+            rec = json.loads(raw)
+        except ValueError:
+            skipped += 1
+            continue
+        if isinstance(rec, dict):
+            rows.append(rec)
+        else:
+            skipped += 1
+    extra = sorted({k for r in rows for k in r} - set(AUDIT_COLUMNS))
+    df = pd.DataFrame(rows, columns=[*AUDIT_COLUMNS, *extra])
+    df["ts"] = pd.to_datetime(df["ts"], utc=True, format="ISO8601", errors="coerce")
+    df.attrs["skipped_lines"] = skipped
+    return df
+
+
+def scan(store: ObjectStore | Workspace, type: str | None = None, **kwargs: Any) -> pd.DataFrame:
+    """The store's objects of one type as a DataFrame (see ``ObjectStore.scan``).
+
+    Example:
+        >>> import tempfile, pathlib
+        >>> from ctxnb import Workspace
+        >>> root = pathlib.Path(tempfile.mkdtemp())
+        >>> _ = (root / "a.py").write_text("x = 1\\n")
+        >>> ws = Workspace.open(root)
+        >>> _ = ws.index()
+        >>> scan(ws, "file")["char_count"].tolist()
+        [6]
+    """
+    st = getattr(store, "store", store)
+    return st.scan(type, format="pandas", **kwargs)
+
+
+# -- contexts -----------------------------------------------------------------------------------
+def context_diff(a: Context, b: Context) -> dict[str, list[str]]:
+    """What changed from context ``a`` to context ``b``, by item id.
+
+    ``entered``: items in ``b`` only (in ``b``'s order); ``left``: items in ``a`` only
+    (in ``a``'s order); ``changed``: items in both whose rendered text differs (item
+    hash), in ``b``'s order.
+
+    Example:
+        >>> from ctxnb.context import Context, ContextItem, Section
+        >>> def ctx(*items):
+        ...     its = tuple(ContextItem(i, "file", i, 1, t, t) for i, t in items)
+        ...     return Context((Section("active", "", len(its), its),), 0, {}, None)
+        >>> context_diff(ctx(("a", "1"), ("b", "1")), ctx(("b", "2"), ("c", "1")))
+        {'entered': ['c'], 'left': ['a'], 'changed': ['b']}
+    """
+    ha = {it.id: it.hash for it in a.items}
+    hb = {it.id: it.hash for it in b.items}
+    return {
+        "entered": [i for i in hb if i not in ha],
+        "left": [i for i in ha if i not in hb],
+        "changed": [i for i in hb if i in ha and ha[i] != hb[i]],
+    }
+
+
+def item_text_diff(a: Context, b: Context, item_id: str, *, context_lines: int = 3) -> str:
+    """A unified diff of one item's rendered text between two contexts ('' if absent)."""
+    ta = next((it.text for it in a.items if it.id == item_id), "")
+    tb = next((it.text for it in b.items if it.id == item_id), "")
+    return "".join(
+        difflib.unified_diff(
+            ta.splitlines(keepends=True),
+            tb.splitlines(keepends=True),
+            fromfile="a",
+            tofile="b",
+            n=context_lines,
+        )
+    )
+
+
+def contexts_frame(contexts: Iterable[Context], *, labels: Sequence[str] | None = None) -> Any:
+    """Tokens per section (and per item type) of each context, one row per context.
+
+    Columns: ``label``, ``turn``, ``strategy``, ``system``, ``metadata``, ``active``,
+    ``chat``, ``total``, ``budget``, ``files``, ``toolcalls``, ``items``.
+
+    Example:
+        >>> from ctxnb.context import Context, Section
+        >>> c = Context((Section("system", "hi", 2), Section("chat", "x", 1)), 1, {"name": "k"},
+        ...             None)
+        >>> contexts_frame([c])[["turn", "system", "chat", "total"]].values.tolist()
+        [[1, 2, 1, 3]]
+    """
+    rows = []
+    for n, c in enumerate(contexts):
+        by = c.tokens_by_section()
+        items = c.items if any(s.name == "active" for s in c.sections) else []
+        rows.append(
+            {
+                "label": labels[n] if labels is not None else f"turn {c.turn}",
+                "turn": c.turn,
+                "strategy": (c.strategy or {}).get("name"),
+                **{s: by.get(s, 0) for s in SECTIONS},
+                "total": c.total_tokens,
+                "budget": c.budget,
+                "files": sum(it.tokens for it in items if it.type == "file"),
+                "toolcalls": sum(it.tokens for it in items if it.type == "toolcall"),
+                "items": len(items),
+            }
+        )
+    return pd.DataFrame(rows)
+
+
+_SECTION_COLORS = {
+    "system": "#6c8ebf",
+    "metadata": "#d6b656",
+    "active": "#82b366",
+    "chat": "#b85450",
+    "files": "#82b366",
+    "toolcalls": "#9673a6",
+}
+
+
+def _frame(contexts_or_frame: Any, labels: Sequence[str] | None = None) -> pd.DataFrame:
+    if isinstance(contexts_or_frame, pd.DataFrame):
+        return contexts_or_frame
+    return contexts_frame(list(contexts_or_frame), labels=labels)
+
+
+def _axes(ax: Axes | None) -> Axes:
+    if ax is not None:
+        return ax
+    import matplotlib.pyplot as plt
+
+    _, new = plt.subplots(figsize=(7, 3.5))
+    return new
+
+
+def plot_tokens_per_turn(
+    contexts_or_frame: Iterable[Context] | pd.DataFrame,
+    *,
+    labels: Sequence[str] | None = None,
+    ax: Axes | None = None,
+) -> Axes:
+    """Stacked bars: tokens of each section, one bar per context.
+
+    Args:
+        contexts_or_frame: contexts, or a frame from :func:`contexts_frame`.
+        labels: bar labels (default ``turn N``; pass strategy names to compare them).
+        ax: draw into these axes (default: a new figure).
+
+    Example:
+        >>> import matplotlib
+        >>> matplotlib.use("Agg")
+        >>> from ctxnb.context import Context, Section
+        >>> c = Context((Section("system", "hi", 2), Section("chat", "x", 1)), 1, {}, None)
+        >>> len(plot_tokens_per_turn([c, c]).patches)
+        8
+    """
+    df = _frame(contexts_or_frame, labels)
+    ax = _axes(ax)
+    x = np.arange(len(df))
+    bottom = np.zeros(len(df))
+    for s in SECTIONS:
+        vals = df[s].to_numpy(dtype=float) if s in df else np.zeros(len(df))
+        ax.bar(x, vals, bottom=bottom, label=s, color=_SECTION_COLORS[s])
+        bottom += vals
+    if "budget" in df and df["budget"].notna().any():
+        ax.scatter(x, df["budget"], marker="_", s=400, color="black", label="budget", zorder=3)
+    ax.set_xticks(x, [str(v) for v in df["label"]] if "label" in df else [str(v) for v in x])
+    ax.set_ylabel("tokens")
+    ax.set_title("Tokens per context, by section")
+    ax.legend(loc="upper left", fontsize="small")
+    return ax
+
+
+def plot_context_composition(
+    contexts: Iterable[Context] | pd.DataFrame,
+    *,
+    normalize: bool = True,
+    labels: Sequence[str] | None = None,
+    ax: Axes | None = None,
+) -> Axes:
+    """How the context is made up over time: system, metadata, files, tool calls, chat.
+
+    Args:
+        contexts: contexts in time order (or a frame from :func:`contexts_frame`).
+        normalize: shares of the total (default) instead of token counts.
+        labels: x tick labels.
+        ax: draw into these axes (default: a new figure).
+
+    Example:
+        >>> import matplotlib
+        >>> matplotlib.use("Agg")
+        >>> from ctxnb.context import Context, Section
+        >>> c = Context((Section("system", "hi", 2), Section("chat", "x", 1)), 1, {}, None)
+        >>> plot_context_composition([c, c]).get_ylabel()
+        'share of tokens'
+    """
+    df = _frame(contexts, labels)
+    ax = _axes(ax)
+    parts = ["system", "metadata", "files", "toolcalls", "chat"]
+    vals = np.vstack([df[p].to_numpy(dtype=float) for p in parts])
+    if normalize:
+        vals = vals / np.maximum(vals.sum(axis=0), 1)
+    x = np.arange(len(df))
+    ax.stackplot(x, vals, labels=parts, colors=[_SECTION_COLORS[p] for p in parts], alpha=0.85)
+    ax.set_xticks(x, [str(v) for v in df["label"]])
+    ax.set_ylabel("share of tokens" if normalize else "tokens")
+    ax.set_title("Context composition over time")
+    ax.legend(loc="upper left", fontsize="small")
+    return ax
+
+
+def plot_mutations_per_intent(trace_df: pd.DataFrame, *, ax: Axes | None = None) -> Axes:
+    """Horizontal bars: trace records per intent, stacked by mutation class.
+
+    Args:
+        trace_df: a frame from :func:`load_trace`.
+        ax: draw into these axes (default: a new figure).
+
+    Example:
+        >>> import matplotlib
+        >>> matplotlib.use("Agg")
+        >>> df = pd.DataFrame({"record_id": ["a", "b", "b"], "intent_id": ["I1", "I2", "I2"],
+        ...                    "mutation_class": ["AST_REFACTOR", None, None]})
+        >>> [t.get_text() for t in plot_mutations_per_intent(df).get_yticklabels()]
+        ['I1', 'I2']
+    """
+    ax = _axes(ax)
+    df = trace_df[["record_id", "intent_id", "mutation_class"]].astype(object)
+    df = df.fillna({"intent_id": "(none)", "mutation_class": "(unclassified)"})
+    counts = (
+        df.drop_duplicates("record_id")
+        .groupby(["intent_id", "mutation_class"])
+        .size()
+        .unstack(fill_value=0)
+        .sort_index()
+    )
+    y = np.arange(len(counts))
+    left = np.zeros(len(counts))
+    palette = {"AST_REFACTOR": "#82b366", "INTENT_EVOLUTION": "#6c8ebf"}
+    for cls in counts.columns:
+        vals = counts[cls].to_numpy(dtype=float)
+        ax.barh(y, vals, left=left, label=str(cls), color=palette.get(str(cls), "#bbbbbb"))
+        left += vals
+    ax.set_yticks(y, [str(i) for i in counts.index])
+    ax.set_xlabel("trace records")
+    ax.set_title("Mutations per intent")
+    if len(counts.columns):
+        ax.legend(loc="lower right", fontsize="small")
+    return ax

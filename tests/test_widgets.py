@@ -1,0 +1,349 @@
+"""ctxnb.widgets: each view's state after user actions, and its static HTML."""
+
+from __future__ import annotations
+
+import doctest
+import importlib
+import json
+import threading
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+import pytest
+
+from ctxnb import Workspace
+from ctxnb.analysis import load_trace
+from ctxnb.govern.approval import ApprovalRequest, QueueApprover
+from ctxnb.govern.ledger import TraceLedger, build_trace_record
+from ctxnb.strategies import KeepAll, RecencyWindow
+from ctxnb.widgets import (
+    ApprovalPanel,
+    ContextView,
+    HistoryView,
+    SessionView,
+    TraceView,
+    ledger_html,
+    run_in_background,
+)
+
+
+@pytest.fixture
+def ws(sample_ws: Path) -> Workspace:
+    return Workspace.open(sample_ws)
+
+
+# -- SessionView -----------------------------------------------------------------------------
+def test_session_view_buttons_change_the_session(ws: Workspace) -> None:
+    s = ws.session("v", system_prompt="sp")
+    a = s.add_path("AGENTS.md", activate=False)
+    b = s.add_path("inventory/models.py", activate=False)
+    view = SessionView(s)
+    assert [v for _, v in view.select.options] == [a, b]
+    view.select.value = (a, b)
+    view.activate_button.click()
+    assert s.active_set == [a, b]
+    assert all(label.startswith("●") for label, _ in view.select.options)
+    view.select.value = (a,)
+    view.deactivate_button.click()
+    assert s.active_set == [b]
+    view.select.value = (a,)
+    view.pin_button.click()
+    assert s.pinned_set == [a] and a in s.active_set
+    assert "pinned" in dict((v, k) for k, v in view.select.options)[a]
+    view.unpin_button.click()
+    assert s.pinned_set == []
+    assert "1 active" not in view.summary.value and "2 active" in view.summary.value
+
+
+def test_session_view_without_selection_and_on_error(ws: Workspace) -> None:
+    s = ws.session("v")
+    s.add_path("AGENTS.md", activate=False)
+    view = SessionView(s)
+    assert view.activate() == []
+    assert "select" in view.status.value
+    assert view.activate(["not-an-id"]) == []
+    assert "not-an-id" in view.status.value
+    assert s.active_set == []
+
+
+def test_session_view_updates_live_from_a_background_thread(ws: Workspace) -> None:
+    s = ws.session("v")
+    a = s.add_path("AGENTS.md")
+    view = SessionView(s)
+    (ws.root / "AGENTS.md").write_text("# changed\n")
+    s.add_path("AGENTS.md")  # re-index, as the watcher does before it notifies
+
+    t = threading.Thread(target=s._notify, args=(a, "updated"))
+    t.start()
+    t.join(5)
+    assert [action for _, action, _ in view.changes] == ["updated"]
+    assert view.changes[0][2].endswith("AGENTS.md")
+    assert "What changed" in view.changes_html.value and "updated" in view.changes_html.value
+    label = view.select.options[0][0]
+    assert "(10 chars)" in label  # "# changed\n" is the new content
+
+
+def test_session_view_repr_html(ws: Workspace) -> None:
+    s = ws.session("v")
+    s.add_path("AGENTS.md")
+    html = SessionView(s)._repr_html_()
+    assert "AGENTS.md" in html and "<table" in html
+
+
+# -- ContextView -----------------------------------------------------------------------------
+def test_context_view_sections_items_and_text(ws: Workspace) -> None:
+    s = ws.session("c", system_prompt="You are careful.")
+    a = s.add_path("AGENTS.md")
+    s.add_turn("user", "hi")
+    ctx = s.assemble(budget=100_000)
+    view = ContextView(ctx)
+    assert [n for n, _ in view.sections] == ["system", "metadata", "active", "chat"]
+    assert sum(t for _, t in view.sections) == ctx.total_tokens
+    assert "budget 100,000" in view.bar.value
+    keys = [v for _, v in view.picker.options]
+    assert keys == [
+        "section:system",
+        "section:metadata",
+        "section:active",
+        f"item:{a}",
+        "section:chat",
+    ]
+    assert "You are careful." in view.text.value
+    view.picker.value = f"item:{a}"
+    assert "AGENTS.md" in view.text.value and "&lt;&lt;&lt;ctxnb:item" in view.text.value
+    assert str(ctx.items[0].tokens) in view.table.value
+    assert "AGENTS.md" in view._repr_html_()
+
+
+def test_compare_two_turns_lists_exactly_what_entered_left_and_changed(ws: Workspace) -> None:
+    s = ws.session("d")
+    a = s.add_path("AGENTS.md")
+    b = s.add_path("inventory/models.py")
+    c = s.add_path("README.md", activate=False)
+    s.add_turn("user", "one")
+    ctx1 = s.assemble()
+    (ws.root / "inventory" / "models.py").write_text("# rewritten\n")
+    s.add_path("inventory/models.py")  # re-index: a new version of b
+    s.deactivate(a)
+    s.activate(c)
+    s.add_turn("user", "two")
+    ctx2 = s.assemble()
+    view = ContextView.compare(ctx1, ctx2, labels=("turn 1", "turn 2"))
+    assert view.diff == {"entered": [c], "left": [a], "changed": [b]}
+    keys = [v for _, v in view.picker.options]
+    assert keys[:3] == [f"item:{b}", f"item:{c}", f"item:{a}"]
+    assert "section:chat" in keys and "section:metadata" in keys
+    # The first choice is shown: b's diff has the new content.
+    assert "+# rewritten" in view.diff_html.value
+    assert "turn 1" in view.summary.value and "1 entered" in view.summary.value
+    assert "-one" not in view.text_diff("section:chat") and "+### user" in view.text_diff(
+        "section:chat"
+    )
+
+
+def test_compare_two_strategies_at_the_same_turn(ws: Workspace) -> None:
+    s = ws.session("e")
+    ids = [s.add_path(p) for p in ("AGENTS.md", "README.md", "inventory/models.py")]
+    keep = s.assemble(KeepAll(), record=False)
+    recent = s.assemble(RecencyWindow(1), record=False)
+    view = ContextView.compare(keep, recent)
+    assert view.diff == {"entered": [], "left": ids[:2], "changed": []}
+    same = ContextView.compare(keep, keep)
+    assert same.diff == {"entered": [], "left": [], "changed": []}
+    assert "same items" in same.diff_html.value
+    assert "2 left" in view._repr_html_()
+
+
+# -- TraceView ---------------------------------------------------------------------------------
+def _trace_frame(tmp_path: Path, n: int = 130) -> pd.DataFrame:
+    ledger = TraceLedger(tmp_path / "agent_trace.jsonl", validate=False)
+    from datetime import UTC, datetime, timedelta
+
+    t0 = datetime(2025, 1, 1, tzinfo=UTC)
+    for i in range(n):
+        ledger.append(
+            build_trace_record(
+                file_path=f"src/m{i % 7}.py",
+                ranges=[(1, 2), (4, 4)] if i % 3 == 0 else [(1, 1)],
+                new_text="a\nb\nc\nd\n",
+                intent_id=f"INT-{i % 4}",
+                session_id=f"s{i % 2}",
+                contributor_type="human" if i % 5 == 0 else "ai",
+                model_id=None if i % 5 == 0 else "anthropic/claude-sonnet-4",
+                repo_root=None,
+                tool="write_file",
+                mutation_class="AST_REFACTOR" if i % 2 else "INTENT_EVOLUTION",
+                clock=lambda i=i: t0 + timedelta(hours=i),
+            )
+        )
+    return load_trace(ledger)
+
+
+def test_trace_view_filters_match_pandas(tmp_path: Path) -> None:
+    df = _trace_frame(tmp_path)
+    view = TraceView(df)
+    assert len(view.filtered) == len(df)
+    assert view.page.max == -(-len(df) // 50) - 1
+    view.filter(intent="INT-2", file="m3", contributor="ai")
+    expected = df[
+        (df.intent_id == "INT-2")
+        & df.file.astype(str).str.contains("m3", regex=False)
+        & (df.contributor_type == "ai")
+    ]
+    assert sorted(view.filtered.index) == sorted(expected.index)
+    assert len(expected) > 0
+    view.filter(intent="", file="", contributor="", since="2025-01-02", until="2025-01-03T12:00")
+    lo, hi = pd.Timestamp("2025-01-02", tz="UTC"), pd.Timestamp("2025-01-03T12:00", tz="UTC")
+    expected = df[(df.timestamp >= lo) & (df.timestamp <= hi)]
+    assert (
+        sorted(view.filtered.index) == sorted(expected.index) and expected.record_id.nunique() == 37
+    )
+    # One widget per page, not per row: the table is one HTML payload.
+    assert view.table.value.count("<tr data-row=") == min(50, len(expected))
+
+
+def test_trace_view_sort_pages_and_detail(tmp_path: Path) -> None:
+    df = _trace_frame(tmp_path)
+    view = TraceView(df)
+    ts = view.filtered["timestamp"]
+    assert ts.is_monotonic_decreasing
+    view.filter(sort_by="file", descending=False)
+    files = view.filtered["file"].astype(str).tolist()
+    assert files == sorted(files)
+    view.next_button.click()
+    assert view.page.value == 1
+    assert view.page_frame.index.tolist() == view.filtered.index[50:100].tolist()
+    assert "rows 51–100" in view.status.value
+    view.select_row(3)
+    row = view.filtered.iloc[53]
+    assert view.selected is not None and view.selected.name == row.name
+    assert str(row["record_id"]) in view.detail.value
+    view.prev_button.click()
+    view.prev_button.click()  # stays on the first page
+    assert view.page.value == 0 and view.detail.value == ""
+
+
+def test_trace_view_bad_date_and_sources(tmp_path: Path) -> None:
+    df = _trace_frame(tmp_path, n=5)
+    view = TraceView(TraceLedger(tmp_path / "agent_trace.jsonl"))
+    assert len(view.filtered) == len(df)
+    view.since.value = "not a date"
+    assert "color:#b00" in view.status.value
+    assert len(view.filtered) == len(df)  # the last good filter stays
+    assert "TraceView" in view._repr_html_() and view._repr_html_().count("<tr data-row") == len(df)
+
+
+# -- HistoryView ----------------------------------------------------------------------------
+def test_history_view_diff_between_any_two(ws: Workspace) -> None:
+    p = ws.root / "notes.txt"
+    for text in ("one\n", "one\ntwo\n", "zero\none\ntwo\n"):
+        p.write_text(text)
+        ws.index(progress=False)
+    view = HistoryView(ws, "notes.txt", context=0)
+    assert len(view.versions) == 3
+    assert (view.from_version.value, view.to_version.value) == (1, 2)
+    assert [ln for ln in view.diff_text.splitlines() if ln[:1] in "+-"][2:] == ["+zero"]
+    view.from_version.value = 0
+    changed = [ln for ln in view.diff_text.splitlines() if ln[:1] in "+-"][2:]
+    assert changed == ["+zero", "+two"]
+    assert "+two" in view.output.value
+    p.unlink()
+    ws.index(progress=False)
+    deleted = HistoryView(ws, "notes.txt")
+    assert "deleted" in deleted.to_version.options[-1][0]
+    assert "-zero" in deleted.diff_text
+    assert "notes.txt" in deleted._repr_html_()
+
+
+def test_history_view_unknown_file(ws: Workspace) -> None:
+    from ctxnb.errors import NotFoundError
+
+    with pytest.raises(NotFoundError, match="ws.index"):
+        HistoryView(ws, "nope.txt")
+
+
+# -- ApprovalPanel --------------------------------------------------------------------------------
+def test_approval_panel_decision_reaches_the_waiting_call() -> None:
+    q = QueueApprover(timeout=30)
+    panel = ApprovalPanel(q, by="ana")
+    assert panel.approve_button.disabled
+    req = ApprovalRequest.new(
+        "run_command", {"cmd": "rm -rf build"}, "deletes files", intent_id="INT-1"
+    )
+    fut = run_in_background(q.request, req)
+    assert panel.wait_for_pending(timeout=10)
+    assert panel.requests.value == req.id and not panel.approve_button.disabled
+    assert "rm -rf build" in panel.detail.value and "INT-1" in panel.detail.value
+    assert not fut.done()  # blocked until a human decides
+    panel.note.value = "looked fine"
+    panel.approve_button.click()
+    d = fut.result(timeout=10)
+    assert (d.approved, d.by, d.note) == (True, "ana", "looked fine")
+    assert panel.status.value == "approved by ana"
+    assert panel.requests.options == () and panel.approve_button.disabled
+    assert "approved" in panel.history_html.value
+
+
+def test_approval_panel_reject_and_engine_like_source() -> None:
+    class Engine:
+        approver = QueueApprover(timeout=30)
+
+    panel = ApprovalPanel(Engine(), by="bo")
+    f1 = run_in_background(Engine.approver.request, ApprovalRequest.new("a", {}, "r1"))
+    f2 = run_in_background(Engine.approver.request, ApprovalRequest.new("b", {}, "r2"))
+    assert panel.wait_for_pending(2, timeout=10)
+    second = panel.requests.options[1][1]
+    panel.requests.value = second
+    panel.reject_button.click()
+    rejected = f1 if f1.done() else f2
+    assert rejected.result(timeout=5).approved is False
+    assert panel.status.value == "rejected by bo"
+    assert len(panel.requests.options) == 1
+    assert "Approvals" in panel._repr_html_() and "rejected" in panel._repr_html_()
+    assert panel.approve(second) is None and "no longer pending" in panel.status.value
+    panel.approve()
+    assert (f1 if rejected is f2 else f2).result(timeout=5).approved is True
+
+
+def test_approval_panel_needs_a_queue_approver() -> None:
+    with pytest.raises(TypeError, match="QueueApprover"):
+        ApprovalPanel(object())
+
+
+def test_run_in_background_carries_exceptions() -> None:
+    def boom() -> None:
+        raise ValueError("nope")
+
+    with pytest.raises(ValueError, match="nope"):
+        run_in_background(boom).result(timeout=5)
+
+
+# -- static HTML ---------------------------------------------------------------------------------
+def test_ledger_html_reads_only_the_tail(tmp_path: Path) -> None:
+    ledger = TraceLedger(tmp_path / "agent_trace.jsonl", validate=False)
+    rec = build_trace_record(
+        file_path="a.py",
+        ranges=[(1, 1)],
+        new_text="x\n",
+        intent_id="INT-9",
+        session_id=None,
+        model_id=None,
+        repo_root=None,
+    )
+    line = json.dumps(rec) + "\n"
+    ledger.path.write_text(line * 5000 + '{"cut')
+    html = ledger_html(ledger, n=20)
+    assert html.count("<tr data-row") == 20 and "INT-9" in html
+    assert len(html) < 20_000
+    assert "no records" in ledger_html(tmp_path / "missing.jsonl")
+
+
+@pytest.mark.parametrize(
+    "module",
+    ["", ".static", ".session_view", ".context_view", ".trace_view", ".history_view", ".approval"],
+)
+def test_doctests(module: str) -> None:
+    mod: Any = importlib.import_module(f"ctxnb.widgets{module}")
+    result = doctest.testmod(mod, optionflags=doctest.ELLIPSIS)
+    assert result.failed == 0 and result.attempted > 0
