@@ -869,10 +869,14 @@ class FileTools:
         extra = self._extra_tools.get(name)
         info = TOOL_INFO.get(name) or (extra[0] if extra else None)
         if info is None:
-            return _error(
-                "UNKNOWN_TOOL",
-                f"no tool named {name!r}",
-                required_action=f"Use one of: {', '.join(self.tool_names())}.",
+            return self._refuse_early(
+                name,
+                args,
+                _error(
+                    "UNKNOWN_TOOL",
+                    f"no tool named {name!r}",
+                    required_action=f"Use one of: {', '.join(self.tool_names())}.",
+                ),
             )
         try:
             parsed = info.args.model_validate(args)
@@ -881,10 +885,14 @@ class FileTools:
                 f"{'.'.join(str(p) for p in err['loc']) or '(arguments)'}: {err['msg']}"
                 for err in e.errors()
             )
-            return _error(
-                "INVALID_ARGUMENTS",
-                f"{name}: {problems}",
-                required_action="Fix the arguments to match the tool's JSON schema.",
+            return self._refuse_early(
+                name,
+                args,
+                _error(
+                    "INVALID_ARGUMENTS",
+                    f"{name}: {problems}",
+                    required_action="Fix the arguments to match the tool's JSON schema.",
+                ),
             )
         kwargs = (
             parsed.model_dump()
@@ -901,9 +909,13 @@ class FileTools:
         except PatchConflict as e:
             return _error("PATCH_CONFLICT", str(e), details={"failed_hunks": e.failed_hunks})
         except PatchError as e:
-            return _error(
-                "INVALID_PATCH", str(e), required_action="Send a well-formed unified diff."
+            action = (
+                "Merge overlapping edits or give each its own line range; line numbers refer "
+                "to the file as you read it."
+                if name == "write_patch"
+                else "Send a well-formed unified diff (hunks with @@ -a,b +c,d @@ headers)."
             )
+            return _error("INVALID_PATCH", str(e), required_action=action)
         except PolicyError as e:
             return {"ok": False, **e.to_dict()}
         except NotFoundError as e:
@@ -928,6 +940,25 @@ class FileTools:
                 "details": {"failed_hunks": result.failed_hunks},
             }
         return {"ok": True, "result": out}
+
+    def _refuse_early(self, name: str, args: dict[str, Any], err: dict[str, Any]) -> dict[str, Any]:
+        """Audit a call refused before it could run (unknown tool, bad arguments)."""
+        self.audit_log.append(
+            {
+                "ts": datetime.now(UTC).isoformat(),
+                "caller": self.caller,
+                "session_id": self.session.session_id,
+                "tool": name,
+                "args": _audit_args(args),
+                "duration_ms": 0.0,
+                "success": False,
+                "error_code": err["error_code"],
+                "before_sha256": None,
+                "after_sha256": None,
+                "intent_id": None,
+            }
+        )
+        return err
 
     def __repr__(self) -> str:
         gov = " governed" if self.hooks is not None else ""
