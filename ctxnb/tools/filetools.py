@@ -584,32 +584,27 @@ class FileTools:
             run,
         )
 
-    def apply_patch(
-        self, path: str, unified_diff: str, expected_sha256: str | None = None
+    def _patch(
+        self,
+        call: ToolCall,
+        rel: str,
+        expected: str | None,
+        transform: Callable[[str], str],
     ) -> PatchResult:
-        """Apply a unified diff. A hunk whose context no longer matches is a conflict.
-
-        On conflict nothing is written and the result has ``conflict=True`` and the
-        failed hunks. A malformed patch raises :class:`~ctxnb.errors.PatchError`.
-        """
-
-        def run(call: ToolCall) -> PatchResult:
-            sp = self.policy.check(path, for_write=True)
-            rel = sp.rel
-            call.paths = [rel]
-            with self._locked(rel):
-                return patch_locked(call, rel)
-
-        def patch_locked(call: ToolCall, rel: str) -> PatchResult:
+        """Check, transform and write one file under its lock; a conflict writes nothing."""
+        sp = self.policy.check(rel, for_write=True)
+        rel = sp.rel
+        call.paths = [rel]
+        with self._locked(rel):
             current, _ = self._authoritative(rel)
             if current is None:
                 raise NotFoundError(f"{rel} does not exist; create it with write_file")
-            self._check_lock(rel, current, expected_sha256, "apply_patch")
+            self._check_lock(rel, current, expected, call.tool)
             old_text = decode_bytes(current)
             if old_text is None:
                 raise PolicyError("BINARY_FILE", f"{rel} is binary", recoverable=False)
             try:
-                new_text = apply_unified_diff(old_text, unified_diff)
+                new_text = transform(old_text)
             except PatchConflict as e:
                 return PatchResult(
                     success=False,
@@ -621,10 +616,20 @@ class FileTools:
                 )
             return self._write(call, rel, current, new_text)
 
+    def apply_patch(
+        self, path: str, unified_diff: str, expected_sha256: str | None = None
+    ) -> PatchResult:
+        """Apply a unified diff. A hunk whose context no longer matches is a conflict.
+
+        On conflict nothing is written and the result has ``conflict=True`` and the
+        failed hunks. A malformed patch raises :class:`~ctxnb.errors.PatchError`.
+        """
         return self._run(
             "apply_patch",
             {"path": path, "unified_diff": unified_diff, "expected_sha256": expected_sha256},
-            run,
+            lambda call: self._patch(
+                call, path, expected_sha256, lambda old: apply_unified_diff(old, unified_diff)
+            ),
         )
 
     def write_patch(
@@ -639,36 +644,6 @@ class FileTools:
         active copy when one is registered, else the file on disk.
         """
         parsed = [e if isinstance(e, LineEdit) else LineEdit.model_validate(e) for e in edits]
-
-        def run(call: ToolCall) -> PatchResult:
-            rel = self._rel_for_doc_path(doc_path)
-            sp = self.policy.check(rel, for_write=True)
-            rel = sp.rel
-            call.paths = [rel]
-            with self._locked(rel):
-                return lines_locked(call, rel)
-
-        def lines_locked(call: ToolCall, rel: str) -> PatchResult:
-            current, _ = self._authoritative(rel)
-            if current is None:
-                raise NotFoundError(f"{rel} does not exist")
-            self._check_lock(rel, current, original_sha256, "write_patch")
-            old_text = decode_bytes(current)
-            if old_text is None:
-                raise PolicyError("BINARY_FILE", f"{rel} is binary", recoverable=False)
-            try:
-                new_text = apply_line_edits(old_text, parsed)
-            except PatchConflict as e:
-                return PatchResult(
-                    success=False,
-                    message=str(e),
-                    path=rel,
-                    conflict=True,
-                    failed_hunks=e.failed_hunks,
-                    sha256=sha256_hex(current),
-                )
-            return self._write(call, rel, current, new_text)
-
         return self._run(
             "write_patch",
             {
@@ -676,7 +651,12 @@ class FileTools:
                 "original_sha256": original_sha256,
                 "edits": [e.model_dump() for e in parsed],
             },
-            run,
+            lambda call: self._patch(
+                call,
+                self._rel_for_doc_path(doc_path),
+                original_sha256,
+                lambda old: apply_line_edits(old, parsed),
+            ),
         )
 
     def _version_doc(self, oid: str, version: str) -> tuple[dict[str, Any], int]:
