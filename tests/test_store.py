@@ -616,7 +616,9 @@ def test_format_doc_snippets_read_a_real_store(store: ObjectStore) -> None:
     py_blocks = [b.split("```")[0] for b in text.split("```python\n")[1:]]
     glob_pattern = repr(str(store.path) + "/**/*.parquet")
     ns: dict[str, Any] = {}
-    exec(py_blocks[0].replace('".ctxnb/store/**/*.parquet"', glob_pattern), ns)
+    code = py_blocks[0].replace('f"{root}/.ctxnb/store/**/*.parquet"', glob_pattern)
+    assert glob_pattern in code, "the pandas example in docs/store-format.md changed shape"
+    exec(code, ns)
     assert dict(zip(ns["latest"]["xt_id"], ns["latest"]["content"], strict=True))["a"] == "3"
     exec(py_blocks[1], ns)
     live = ns["live_files"](str(store.path))
