@@ -70,6 +70,9 @@ class IndexConfig(_Strict):
     max_file_bytes: int = Field(default=20 * 1024 * 1024, gt=0)
     use_gitignore: bool = True
     batch_size: int = Field(default=2000, gt=0)
+    compact_after: int = Field(
+        default=32, ge=0, description="compact the store when more transactions wait"
+    )
 
 
 class PolicyConfig(_Strict):

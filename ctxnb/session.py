@@ -891,14 +891,17 @@ class Session:
         self._toolcall_refs = list(chat.get("toolcall_refs") or [])
         if self.system_prompt_id and self.system_prompt_id in docs:
             self._system_prompt = docs[self.system_prompt_id].get("content") or ""
+        meta_for, all_docs, all_meta = self._meta_for, self._docs, self._meta
         for oid in ids:
             d = docs.get(oid)
             if d is None:  # stored elsewhere or lost: keep the id, show it as orphaned
                 d = {"xt/id": oid, "type": "file", "source": None, "content": None}
-            self._docs[oid] = d
-            self._set_meta(
-                oid, self._meta_for(d, orphaned=d.get("source") is None and d["type"] == "file")
-            )
+            all_docs[oid] = d
+            all_meta[oid] = meta_for(d, orphaned=d.get("source") is None and d["type"] == "file")
+        # One pass instead of _set_meta per object: a resume touches every object.
+        self._orphaned = {oid for oid in ids if all_meta[oid].orphaned}
+        self._line_dirty.update(ids)
+        self._pool_text = None
 
     _LIGHT_COLUMNS = (
         "xt_id",
@@ -983,19 +986,31 @@ class Session:
         cache = StatCache.for_workspace(self.workspace)
         new_docs: list[dict[str, Any]] = []
         roots_ok: dict[str, bool] = {}
+        resolver = self.workspace.resolver
+        local_fs = resolver.default_filesystem_id()
+        ws_root = str(self.workspace.root)
+        ws_prefix = ws_root + "/"
+        no_mounts = not resolver.mounts
         for oid in self.session_index:
             doc = self._docs[oid]
             src = doc.get("source")
             if doc.get("type") != "file" or not src:
                 continue
-            root = self._accessible_root(src)
+            if no_mounts:  # the common case, without the general lookup
+                if src.get("filesystemId") != local_fs:
+                    root = None
+                else:
+                    root = ws_root if src["path"].startswith(ws_prefix) else "/"
+            else:
+                root = self._accessible_root(src)
             if root is not None and root not in roots_ok:
                 roots_ok[root] = os.path.isdir(root)
             if root is None or not roots_ok[root]:
                 self._set_orphaned(oid, True)
                 report.orphaned.append(oid)
                 continue
-            self._set_orphaned(oid, False)
+            if oid in self._orphaned:
+                self._set_orphaned(oid, False)
             path = src["path"]
             try:
                 st = os.lstat(path)

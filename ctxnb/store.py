@@ -999,6 +999,34 @@ class ObjectStore:
     ) -> None:
         self.close()
 
+    def pending_segments(self) -> int:
+        """How many transactions are not compacted into the snapshot yet.
+
+        Scans and opening read every one of them; :meth:`maybe_compact` keeps the
+        number bounded.
+        """
+        with self._mu:
+            self._check_open()
+            self._refresh()
+            return len(self._segments)
+
+    def maybe_compact(self, threshold: int = 64) -> CompactReport | None:
+        """Compact when more than ``threshold`` transactions wait; otherwise do nothing.
+
+        Example:
+            >>> import tempfile
+            >>> store = ObjectStore(tempfile.mkdtemp())
+            >>> for i in range(3):
+            ...     _ = store.put([{"xt/id": "a", "type": "note", "v": i}])
+            >>> store.maybe_compact(threshold=2).versions
+            3
+            >>> store.pending_segments(), store.maybe_compact(threshold=2)
+            (0, None)
+        """
+        if self.pending_segments() <= threshold:
+            return None
+        return self.compact()
+
     def __repr__(self) -> str:
         state = "closed" if self._closed else f"latest_tx={len(self._txs)}"
         return f"ObjectStore({self._dir!r}, {state})"

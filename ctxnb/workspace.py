@@ -127,7 +127,11 @@ class Workspace:
         """Index the whole tree (see :func:`ctxnb.indexer.index_tree`)."""
         from .indexer import index_tree
 
-        return index_tree(self, progress=progress)
+        report = index_tree(self, progress=progress)
+        # Every scan and every open reads each transaction not yet compacted; indexing
+        # is the natural moment to fold them into the snapshot.
+        self.store.maybe_compact(self.config.index.compact_after)
+        return report
 
     def get(self, path: str | os.PathLike[str]) -> dict[str, Any]:
         """The latest stored version of a file.
