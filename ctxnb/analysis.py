@@ -229,8 +229,8 @@ def _coerce(rec: Mapping[str, Any]) -> dict[str, Any]:
     }
 
 
-def _records_table_slow(data: bytes) -> tuple[pa.Table, int]:
-    """Line by line: skips lines that are not JSON objects, coerces odd field shapes."""
+def _json_objects(data: bytes) -> tuple[list[dict[str, Any]], int]:
+    """The JSON objects of a JSON-lines text, and how many lines were not one."""
     rows, skipped = [], 0
     for raw in data.split(b"\n"):
         if not raw.strip():
@@ -240,11 +240,17 @@ def _records_table_slow(data: bytes) -> tuple[pa.Table, int]:
         except ValueError:
             skipped += 1
             continue
-        if not isinstance(rec, dict):
+        if isinstance(rec, dict):
+            rows.append(rec)
+        else:
             skipped += 1
-            continue
-        rows.append(_coerce(rec))
-    return pa.Table.from_pylist(rows, schema=RECORD_SCHEMA), skipped
+    return rows, skipped
+
+
+def _records_table_slow(data: bytes) -> tuple[pa.Table, int]:
+    """Line by line: skips lines that are not JSON objects, coerces odd field shapes."""
+    rows, skipped = _json_objects(data)
+    return pa.Table.from_pylist([_coerce(r) for r in rows], schema=RECORD_SCHEMA), skipped
 
 
 def _read_records(data: bytes) -> tuple[pa.Table, int]:
@@ -558,23 +564,11 @@ def audit(source: str | os.PathLike[str] | Workspace) -> pd.DataFrame:
         path = Path(source)  # type: ignore[arg-type]
         if path.is_dir():
             path = path / ".ctxnb" / "audit.jsonl"
-    rows, skipped = [], 0
     try:
         data = path.read_bytes()
     except FileNotFoundError:
         data = b""
-    for raw in data.split(b"\n"):
-        if not raw.strip():
-            continue
-        try:
-            rec = json.loads(raw)
-        except ValueError:
-            skipped += 1
-            continue
-        if isinstance(rec, dict):
-            rows.append(rec)
-        else:
-            skipped += 1
+    rows, skipped = _json_objects(data)
     extra = sorted({k for r in rows for k in r} - set(AUDIT_COLUMNS))
     df = pd.DataFrame(rows, columns=[*AUDIT_COLUMNS, *extra])
     df["ts"] = pd.to_datetime(df["ts"], utc=True, format="ISO8601", errors="coerce")
