@@ -107,6 +107,14 @@ def bench_in_process(root: Path, writes: int) -> None:
     timer.wrap(tools.session, "record_toolcall", "session.record_toolcall")
     timer.wrap(tools.policy, "write_bytes_atomic", "atomic write (temp+fsync+rename)")
 
+    from ctxnb.tools.filetools import FileTools
+
+    # The same write without the hook engine: the difference is what the policies cost.
+    plain = FileTools(ws, ws.session("bench-plain"), caller="bench")
+    plain_target = "inventory/bench_plain.py"
+    plain.write_file(plain_target, _content(-1), mode="create")
+    ungoverned: list[float] = []
+
     tools.write_file(target, _content(-1))  # the first write creates the file
     for spent in timer.spent.values():
         spent.clear()
@@ -121,6 +129,9 @@ def bench_in_process(root: Path, writes: int) -> None:
         start = time.perf_counter()
         _bare_write(bare_path, text.encode())
         bare.append(time.perf_counter() - start)
+        start = time.perf_counter()
+        assert plain.write_file(plain_target, text).success
+        ungoverned.append(time.perf_counter() - start)
     ws.close()
 
     overhead = _ms(governed) - _ms(bare)
@@ -132,6 +143,13 @@ def bench_in_process(root: Path, writes: int) -> None:
     print(
         f"    overhead median:            {overhead:8.3f} ms "
         f"({verdict} the {TARGET_OVERHEAD_MS} ms target)"
+    )
+    policies = _ms(governed) - _ms(ungoverned)
+    print(f"    ungoverned write_file median:  {_ms(ungoverned):8.3f} ms (same tools, no engine)")
+    print(
+        f"    pre+post policies alone:       {policies:8.3f} ms "
+        f"({'meets' if policies <= TARGET_OVERHEAD_MS else 'misses'} the "
+        f"{TARGET_OVERHEAD_MS} ms target)"
     )
     print("    where the time goes (median per write):")
     for label, spent in sorted(timer.spent.items(), key=lambda kv: -_ms(kv[1] or [0.0])):

@@ -411,3 +411,29 @@ def test_docstring_examples() -> None:
     result = doctest.testmod(ledger_mod, optionflags=doctest.ELLIPSIS)
     assert result.attempted > 5
     assert result.failed == 0
+
+
+def test_head_revision_cache_follows_new_commits(tmp_path):
+    from ctxnb.govern.ledger import git_head_revision
+
+    def git(*args):
+        return subprocess.run(
+            ["git", *args], cwd=tmp_path, check=True, capture_output=True, text=True
+        ).stdout.strip()
+
+    git("init", "-q", "-b", "main")
+    (tmp_path / "a.txt").write_text("1\n")
+    git("add", "-A")
+    git("commit", "-q", "-m", "one")
+    first = git_head_revision(tmp_path)
+    assert first == git("rev-parse", "HEAD")
+    assert git_head_revision(tmp_path) == first  # served from the cache
+    (tmp_path / "a.txt").write_text("2\n")
+    git("commit", "-q", "-am", "two")
+    assert git_head_revision(tmp_path) == git("rev-parse", "HEAD") != first
+    git("pack-refs", "--all")
+    assert git_head_revision(tmp_path) == git("rev-parse", "HEAD")
+    git("checkout", "-q", "-b", "other")
+    (tmp_path / "a.txt").write_text("3\n")
+    git("commit", "-q", "-am", "three")
+    assert git_head_revision(tmp_path) == git("rev-parse", "HEAD")

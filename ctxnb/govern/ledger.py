@@ -267,15 +267,40 @@ def git_head_revision(repo_root: str | Path) -> str | None:
     root = _find_git_root(Path(repo_root).resolve())
     if root is None:
         return None
+    # Every trace record needs the revision: remember it, and trust the memory while
+    # the files it was read from (HEAD, the ref, packed-refs) have not changed.
+    cached = _HEAD_CACHE.get(root)
+    if cached is not None and all(_stat_key(p) == key for p, key in cached[0]):
+        return cached[1]
+    seen: list[Path] = []
     try:
-        sha = _read_head(root / ".git")
+        sha = _read_head(root / ".git", seen)
     except (OSError, ValueError):
-        sha = _rev_parse_head(root)
+        return _rev_parse_head(root)
+    _HEAD_CACHE[root] = (tuple((p, _stat_key(p)) for p in seen), sha)
     return sha
 
 
-def _read_head(dot_git: Path) -> str | None:
-    """Resolve HEAD by reading files; raises ValueError for layouts it cannot follow."""
+_HEAD_CACHE: dict[
+    Path, tuple[tuple[tuple[Path, tuple[int, int, int] | None], ...], str | None]
+] = {}
+
+
+def _stat_key(path: Path) -> tuple[int, int, int] | None:
+    try:
+        st = os.stat(path)
+    except OSError:
+        return None
+    return (st.st_mtime_ns, st.st_size, st.st_ino)
+
+
+def _read_head(dot_git: Path, seen: list[Path] | None = None) -> str | None:
+    """Resolve HEAD by reading files; raises ValueError for layouts it cannot follow.
+
+    Every file looked at (found or not) is added to ``seen``.
+    """
+    seen = seen if seen is not None else []
+    seen.append(dot_git)
     if dot_git.is_file():  # a worktree or submodule: "gitdir: <path>"
         content = dot_git.read_text(encoding="utf-8").strip()
         if not content.startswith("gitdir:"):
@@ -284,8 +309,10 @@ def _read_head(dot_git: Path) -> str | None:
     else:
         git_dir = dot_git
     common = git_dir
+    seen.append(git_dir / "commondir")
     if (git_dir / "commondir").is_file():
         common = (git_dir / (git_dir / "commondir").read_text().strip()).resolve()
+    seen.append(git_dir / "HEAD")
     head = (git_dir / "HEAD").read_text(encoding="utf-8").strip()
     for _ in range(5):  # symbolic refs may chain; git itself caps the depth
         if _SHA_RE.match(head):
@@ -295,10 +322,12 @@ def _read_head(dot_git: Path) -> str | None:
         ref = head.removeprefix("ref:").strip()
         for base in (git_dir, common):
             ref_file = base / ref
+            seen.append(ref_file)
             if ref_file.is_file():
                 head = ref_file.read_text(encoding="utf-8").strip()
                 break
         else:
+            seen.append(common / "packed-refs")
             packed = _packed_ref(common / "packed-refs", ref)
             if packed is None:
                 return None  # an unborn branch: the repository has no commit yet

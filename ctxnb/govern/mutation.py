@@ -80,7 +80,9 @@ def classify_mutation(path: str, old: str, new: str) -> MutationClass:
     ext = p.suffix.lower()
     try:
         if ext in _PY:
-            same = _python_shape(old) == _python_shape(new)
+            # Renaming never changes the kinds of nodes in order: when they differ the
+            # answer is known without the (slower) renaming comparison.
+            same = _node_kinds(old) == _node_kinds(new) and _python_shape(old) == _python_shape(new)
         elif ext == ".json":
             same = json.loads(old) == json.loads(new)
         elif ext in (".yaml", ".yml"):
@@ -97,6 +99,19 @@ def classify_mutation(path: str, old: str, new: str) -> MutationClass:
 
 
 # --------------------------------------------------------------------------- Python
+
+
+@functools.lru_cache(maxsize=64)
+def _node_kinds(source: str) -> tuple[object, ...]:
+    # Node kinds, constants and attribute names: what renaming local variables leaves alone.
+    out: list[object] = []
+    for n in ast.walk(ast.parse(source)):
+        out.append(type(n).__name__)
+        if isinstance(n, ast.Constant):
+            out.append(repr(n.value))
+        elif isinstance(n, ast.Attribute):
+            out.append(n.attr)
+    return tuple(out)
 
 
 @functools.lru_cache(maxsize=64)
@@ -240,7 +255,9 @@ def touched_symbols(path: str, old: str, new: str) -> list[str]:
     return out
 
 
+@functools.lru_cache(maxsize=64)
 def _symbols(source: str) -> dict[str, str]:
+    # Cached like _python_shape (callers only read the result).
     """Symbol name → its source text (classes without their methods), in file order."""
     tree = ast.parse(source)
     lines = source.splitlines()

@@ -296,6 +296,7 @@ class PathPolicy:
         # Denial is case-insensitive: a second spec of lower-cased patterns is matched
         # against lower-cased paths (case-insensitive filesystems would open .GIT as .git).
         self._deny_spec_lower, _ = _build_spec([p.lower() for p in self._deny_lines], "deny")
+        self._deny_cache: dict[tuple[str, ...], str | None] = {}
         self._allow_spec: pathspec.GitIgnoreSpec | None = None
         self._allow_lines: list[str] = []
         if allow is not None:
@@ -697,6 +698,17 @@ class PathPolicy:
     def _denied_by(self, parts: tuple[str, ...]) -> str | None:
         if not parts or not self._deny_lines:
             return None
+        # The answer depends on the names only (the globs never change), and one tool
+        # call checks the same path several times: remember recent answers.
+        cache = self._deny_cache
+        if parts in cache:
+            return cache[parts]
+        if len(cache) > 4096:
+            cache.clear()
+        cache[parts] = found = self._denied_by_uncached(parts)
+        return found
+
+    def _denied_by_uncached(self, parts: tuple[str, ...]) -> str | None:
         hit = self._match_prefixes(self._deny_spec, parts)
         if hit is not None:
             return self._deny_lines[hit]
