@@ -347,3 +347,20 @@ def test_doctests(module: str) -> None:
     mod: Any = importlib.import_module(f"ctxnb.widgets{module}")
     result = doctest.testmod(mod, optionflags=doctest.ELLIPSIS)
     assert result.failed == 0 and result.attempted > 0
+
+
+def test_session_view_shows_why_rules_were_loaded(tmp_path):
+    from ctxnb import Workspace, copy_sample_workspace
+    from ctxnb.rules import RulesTracker
+    from ctxnb.widgets import SessionView
+
+    ws = Workspace.open(copy_sample_workspace(tmp_path))
+    session = ws.session("rules-view")
+    view = SessionView(session)
+    assert view.rules_html.value == ""  # no tracker: nothing to show
+    tracker = RulesTracker(session)
+    tracker.on_tool_call("read_file", {"path": "inventory/models.py"})
+    view.refresh()
+    html = view.rules_html.value
+    assert "inventory/AGENTS.md" in html and "touched inventory/models.py" in html
+    assert "always" in html

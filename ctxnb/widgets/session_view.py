@@ -67,6 +67,7 @@ class SessionView(widgets.VBox):
         self.detail = widgets.HTML()
         self.status = widgets.HTML()
         self.changes_html = widgets.HTML()
+        self.rules_html = widgets.HTML()
         self.select.observe(lambda _: self._show_detail(), names="value")
         buttons = widgets.HBox(
             [self.activate_button, self.deactivate_button, self.pin_button, self.unpin_button]
@@ -78,6 +79,7 @@ class SessionView(widgets.VBox):
                 buttons,
                 self.status,
                 self.detail,
+                self.rules_html,
                 self.changes_html,
             ],
             **kwargs,
@@ -168,7 +170,27 @@ class SessionView(widgets.VBox):
                 f"{len(pinned)} pinned, {s.turn} turns{more}"
             )
             self._show_detail()
+            self._show_rules()
             self._show_changes()
+
+    def _show_rules(self) -> None:
+        """The rules files in context and why they were loaded (when rules are tracked)."""
+        from ..rules import tracker_for
+
+        tracker = tracker_for(self.session)
+        if tracker is None:
+            self.rules_html.value = ""
+            return
+        rows = tracker.status().head(50)
+        body = "".join(
+            f"<tr><td>{esc(r.path)}</td><td>{esc(r.tier)}</td><td>{esc(r.reason)}</td></tr>"
+            for r in rows.itertuples()
+        )
+        self.rules_html.value = (
+            "<details open><summary><b>Rules in context</b> "
+            f"({len(rows)})</summary><table><tr><th>file</th><th>tier</th><th>why</th></tr>"
+            f"{body}</table></details>"
+        )
 
     def _show_detail(self) -> None:
         sel = self.select.value
