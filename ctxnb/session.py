@@ -882,7 +882,7 @@ class Session:
         # Full documents (with content) only for what the prompt shows; the other files
         # come from the store's typed columns without their content, which is loaded
         # when they are activated. Resuming a session of thousands of files stays cheap.
-        light = self._light_file_docs(set(ids) - set(self._active))
+        light, light_meta = self._light_file_docs(set(ids) - set(self._active))
         docs = self.store.get_many([i for i in [*ids, *extra] if i not in light])
         docs.update(light)
         chat = docs.get(self.chat_id) or {}
@@ -897,7 +897,10 @@ class Session:
             if d is None:  # stored elsewhere or lost: keep the id, show it as orphaned
                 d = {"xt/id": oid, "type": "file", "source": None, "content": None}
             all_docs[oid] = d
-            all_meta[oid] = meta_for(d, orphaned=d.get("source") is None and d["type"] == "file")
+            m = light_meta.get(oid)
+            all_meta[oid] = m or meta_for(
+                d, orphaned=d.get("source") is None and d["type"] == "file"
+            )
         # One pass instead of _set_meta per object: a resume touches every object.
         self._orphaned = {oid for oid in ids if all_meta[oid].orphaned}
         self._line_dirty.update(ids)
@@ -915,36 +918,45 @@ class Session:
         "content_hash",
     )
 
-    def _light_file_docs(self, ids: set[str]) -> dict[str, dict[str, Any]]:
+    def _light_file_docs(
+        self, ids: set[str]
+    ) -> tuple[dict[str, dict[str, Any]], dict[str, MetaEntry]]:
+        """Files without their content, and their metadata, from the typed columns."""
         if not ids or self.store.latest_tx() is None:
-            return {}
+            return {}, {}
         cols = self.store.scan("file", columns=self._LIGHT_COLUMNS, format="arrow").to_pydict()
-        out: dict[str, dict[str, Any]] = {}
-        names = list(cols)
-        for values in zip(*(cols[n] for n in names), strict=True):
-            row = dict(zip(names, values, strict=True))
-            oid = row["xt_id"]
+        docs: dict[str, dict[str, Any]] = {}
+        metas: dict[str, MetaEntry] = {}
+        reverse = self.workspace.resolver.reverse_resolve
+        for oid, stype, fs, path, ih, ftype, chars, shash, chash in zip(
+            *(cols[n] for n in self._LIGHT_COLUMNS), strict=True
+        ):
             if oid not in ids:
                 continue
             src = None
-            if row["source_path"] is not None:
-                src = {
-                    "type": row["source_type"] or "filesystem",
-                    "filesystemId": row["source_filesystem_id"],
-                    "path": row["source_path"],
-                }
-            out[oid] = {
+            if path is not None:
+                src = {"type": stype or "filesystem", "filesystemId": fs, "path": path}
+            docs[oid] = {
                 "xt/id": oid,
                 "type": "file",
                 "source": src,
-                "identity_hash": row["identity_hash"],
-                "file_type": row["file_type"],
-                "char_count": row["char_count"] or 0,
-                "source_hash": row["source_hash"],
-                "content_hash": row["content_hash"],
+                "identity_hash": ih,
+                "file_type": ftype,
+                "char_count": chars or 0,
+                "source_hash": shash,
+                "content_hash": chash,
                 _LIGHT: True,
             }
-        return out
+            metas[oid] = MetaEntry(
+                oid,
+                "file",
+                path=reverse(path or "", fs),
+                file_type=ftype,
+                char_count=chars or 0,
+                deleted=shash is None,
+                orphaned=src is None,
+            )
+        return docs, metas
 
     def _doc(self, oid: str) -> dict[str, Any]:
         """The session's copy of an object, loading its content if it was left out."""
