@@ -69,6 +69,15 @@ def _free_port() -> int:
         return int(s.getsockname()[1])
 
 
+def _complete_json(path: Path) -> bool:
+    """True once ``path`` holds a whole JSON document (the kernel may still be writing)."""
+    try:
+        json.loads(path.read_text())
+    except (FileNotFoundError, ValueError):
+        return False
+    return True
+
+
 def _wait_until(pred: Any, timeout: float, what: str, interval: float = 0.25) -> Any:
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
@@ -160,7 +169,11 @@ def test_approve_and_pick_a_trace_row_in_chromium(tmp_path: Path) -> None:
 
             approve.click()
             decision_file = out / "decision.json"
-            _wait_until(decision_file.exists, DECISION_S, "the decision to reach the kernel")
+            _wait_until(
+                lambda: _complete_json(decision_file),
+                DECISION_S,
+                "the decision to reach the kernel",
+            )
             decision = json.loads(decision_file.read_text())
             assert decision["approved"] is True and decision["by"] == "browser-user"
             status = page.locator(".ctxnb-approval-status")
