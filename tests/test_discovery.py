@@ -8,6 +8,7 @@ from collections.abc import Sequence
 from typing import Any
 
 import pytest
+from _needs import needs
 
 from ctxnb.discovery import (
     Embedder,
@@ -240,7 +241,7 @@ HAS_MINILM = all(
 )
 
 
-@pytest.mark.skipif(not HAS_MINILM, reason="the optional ctxnb[embeddings] extra is not installed")
+@needs(HAS_MINILM, "the ctxnb[embeddings] extra")
 def test_fused_ranking_with_minilm(monkeypatch: pytest.MonkeyPatch) -> None:
     # monkeypatch restores the offline switches the loader sets for the process
     monkeypatch.setenv("HF_HUB_OFFLINE", "1")

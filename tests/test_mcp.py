@@ -19,8 +19,9 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 import pytest
+from _needs import has_module, require
 
-pytest.importorskip("mcp")
+require(has_module("mcp"), "the mcp SDK (ctxnb[mcp])")
 
 import anyio  # noqa: E402
 import httpx2  # noqa: E402

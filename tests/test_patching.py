@@ -8,6 +8,7 @@ import subprocess
 from pathlib import Path
 
 import pytest
+from _needs import needs
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from pydantic import ValidationError
@@ -209,7 +210,7 @@ def test_form_feed_and_unicode_separators_are_content() -> None:
     assert apply_unified_diff(original, diff) == new
 
 
-@pytest.mark.skipif(shutil.which("patch") is None, reason="GNU patch not installed")
+@needs(shutil.which("patch") is not None, "GNU patch")
 def test_our_diffs_apply_with_gnu_patch(tmp_path: Path) -> None:
     old = TEN + "tail"
     new = TEN.replace("line3\n", "three\n").replace("line9\n", "") + "TAIL\n"

@@ -7,6 +7,7 @@ from pathlib import Path
 
 import pandas as pd
 import pytest
+from _needs import has_module, require
 
 from ctxnb.replay import Action, FileTouch, Step, Trajectory, load
 from ctxnb.replay.analysis import (
@@ -194,7 +195,9 @@ class KeepNewestTwo:
 
 
 def _duck(out: Path) -> pd.DataFrame:
-    duckdb = pytest.importorskip("duckdb")
+    require(has_module("duckdb"), "duckdb (the dev extra)")
+    import duckdb
+
     return duckdb.sql(
         f"SELECT strategy, count(*) AS n, sum(total_tokens) AS tokens "
         f"FROM read_parquet('{out}/**/*.parquet', hive_partitioning = true) "

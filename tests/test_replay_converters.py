@@ -6,6 +6,7 @@ import json
 from pathlib import Path
 
 import pytest
+from _needs import needs
 
 from ctxnb.errors import CtxnbError
 from ctxnb.replay import (
@@ -31,7 +32,7 @@ SWE = DATA / "replay__marshmallow-code__marshmallow-1867__default.traj"
 CLAUDE = DATA / "tool_heavy.jsonl"
 CLAUDE_FULL = SHARED / "claude-code" / "258c7280-ae70-4798-800f-63464d01a85d.jsonl"
 
-needs_shared = pytest.mark.skipif(not SHARED.is_dir(), reason="shared trajectories not present")
+needs_shared = needs(SHARED.is_dir(), "the shared trajectories (../shared/data)")
 
 # Measured on the 50 shared runs: 82 of 1987 steps are unparsed, all of them responses
 # mini-swe-agent itself rejected (not exactly one bash block); the worst run has 9 of 31.

