@@ -12,6 +12,7 @@ Example:
 
 from __future__ import annotations
 
+from .._lazy import lazy_exports
 from .claude_code import from_claude_code
 from .converters import KNOWN_FORMATS, load, sniff_format
 from .mini_swe_agent import from_mini_swe_agent
@@ -45,15 +46,6 @@ _LAZY = {
 }
 
 
-def __getattr__(name: str) -> object:
-    module = _LAZY.get(name)
-    if module is None:
-        raise AttributeError(f"module 'ctxnb.replay' has no attribute {name!r}")
-    import importlib
-
-    return getattr(importlib.import_module(f"{__name__}.{module}"), name)
-
-
 __all__ = sorted(
     [
         "FORMAT_NAME",
@@ -73,3 +65,5 @@ __all__ = sorted(
         *_LAZY,
     ]
 )
+
+__getattr__, __dir__ = lazy_exports(__name__, _LAZY, globals(), __all__)

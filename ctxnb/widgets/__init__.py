@@ -30,8 +30,9 @@ Example:
 
 from __future__ import annotations
 
-import importlib
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
+
+from .._lazy import lazy_exports
 
 _LAZY = {
     "ApprovalPanel": "ctxnb.widgets.approval",
@@ -47,17 +48,7 @@ _LAZY = {
 __all__ = sorted(_LAZY)
 
 
-def __getattr__(name: str) -> Any:
-    module = _LAZY.get(name)
-    if module is None:
-        raise AttributeError(f"module 'ctxnb.widgets' has no attribute {name!r}")
-    value = getattr(importlib.import_module(module), name)
-    globals()[name] = value
-    return value
-
-
-def __dir__() -> list[str]:
-    return __all__
+__getattr__, __dir__ = lazy_exports(__name__, _LAZY, globals(), __all__)
 
 
 if TYPE_CHECKING:  # pragma: no cover - for type checkers and IDEs only
