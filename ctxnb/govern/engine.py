@@ -47,9 +47,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from ..errors import NotFoundError, PolicyError, StaleFileError
-from ..hashing import sha256_hex
-from ..resolver import doc_path as make_doc_path
+from ..errors import NotFoundError, PolicyError
 from ..tools.filetools import FileTools, ToolCall
 from ..tools.redact import redact
 from ..tools.schemas import ToolInfo
@@ -245,7 +243,13 @@ class Approval:
 
 
 class OptimisticLock:
-    """The hash the agent read must equal the file's hash now, else ``STALE_FILE``."""
+    """The hash the agent read must equal the file's hash now, else ``STALE_FILE``.
+
+    The comparison itself runs inside the tool, under the file's write lock, where it is
+    atomic with the write (``FileTools._check_lock``); comparing here as well would read
+    and hash the file twice and still race. This policy refuses early what can never
+    pass: an edit of an existing file with no base hash at all (``READ_BEFORE_WRITE``).
+    """
 
     name = "optimistic-lock"
 
@@ -258,23 +262,13 @@ class OptimisticLock:
         if not isinstance(path, str):
             return
         tools = engine.tools
+        rel = tools._rel_for_doc_path(path) if call.tool == "write_patch" else path
         try:
-            rel = tools._rel_for_doc_path(path) if call.tool == "write_patch" else path
-            current, _ = tools._authoritative(tools.policy.check(rel).rel)
+            tools.policy.stat(rel)
         except NotFoundError:
-            return
-        if current is None:
-            return
+            return  # a new file: nothing to be stale against
         expected = call.args.get("expected_sha256") or call.args.get("original_sha256")
-        expected = expected or tools._read_hashes.get(make_doc_path(rel))
-        actual = sha256_hex(current)
-        if expected is not None and expected != actual:
-            raise StaleFileError(
-                f"{rel} changed since it was read (expected sha256 {expected[:12]}…, now "
-                f"{actual[:12]}…); nothing was written",
-                expected=expected,
-                actual=actual,
-            )
+        tools._lock_base(rel, expected, call.tool)
 
 
 # -- post policies ------------------------------------------------------------------------------

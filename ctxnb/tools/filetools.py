@@ -237,20 +237,15 @@ class FileTools:
         if isinstance(result, PatchResult) and not result.success:
             code = code or ("PATCH_CONFLICT" if result.conflict else "WRITE_FAILED")
         success = error is None and not (isinstance(result, PatchResult) and not result.success)
-        self.audit_log.append(
-            {
-                "ts": datetime.now(UTC).isoformat(),
-                "caller": call.caller,
-                "session_id": call.session_id,
-                "tool": call.tool,
-                "args": _audit_args(call.args),
-                "duration_ms": round(duration, 3),
-                "success": success,
-                "error_code": code,
-                "before_sha256": call.before_sha256,
-                "after_sha256": call.after_sha256,
-                "intent_id": call.context.get("intent_id"),
-            }
+        self._audit(
+            call.tool,
+            call.args,
+            duration_ms=duration,
+            success=success,
+            error_code=code,
+            before=call.before_sha256,
+            after=call.after_sha256,
+            intent_id=call.context.get("intent_id"),
         )
         file_refs = [self.workspace.object_id(p) for p in call.paths]
         content = _toolcall_content(result, error)
@@ -316,6 +311,22 @@ class FileTools:
         except NotFoundError:
             return None, "disk"
 
+    def _lock_base(self, rel: str, expected: str | None, tool: str) -> str:
+        """The hash an edit of an existing file is based on: the caller's, else the last read.
+
+        Raises:
+            PolicyError: ``READ_BEFORE_WRITE`` when there is neither.
+        """
+        wanted = expected or self._read_hashes.get(make_doc_path(rel))
+        if wanted is None:
+            raise PolicyError(
+                "READ_BEFORE_WRITE",
+                f"{tool} on {rel}: the file exists and this session has not read it, so the "
+                "edit cannot be checked against its current content",
+                required_action=f"Call read_file on {rel!r} first (or pass expected_sha256).",
+            )
+        return wanted
+
     def _check_lock(self, rel: str, current: bytes | None, expected: str | None, tool: str) -> None:
         key = make_doc_path(rel)
         snippet = self._active.get(key)
@@ -337,14 +348,7 @@ class FileTools:
                 )
             return
         actual = sha256_hex(current)
-        wanted = expected or self._read_hashes.get(key)
-        if wanted is None:
-            raise PolicyError(
-                "READ_BEFORE_WRITE",
-                f"{tool} on {rel}: the file exists and this session has not read it, so the "
-                "edit cannot be checked against its current content",
-                required_action=f"Call read_file on {rel!r} first (or pass expected_sha256).",
-            )
+        wanted = self._lock_base(rel, expected, tool)
         if wanted != actual:
             raise StaleFileError(
                 f"{rel} changed since it was read: the edit was computed from sha256 "
@@ -923,22 +927,37 @@ class FileTools:
 
     def _refuse_early(self, name: str, args: dict[str, Any], err: dict[str, Any]) -> dict[str, Any]:
         """Audit a call refused before it could run (unknown tool, bad arguments)."""
+        self._audit(name, args, duration_ms=0.0, success=False, error_code=err["error_code"])
+        return err
+
+    def _audit(
+        self,
+        tool: str,
+        args: dict[str, Any],
+        *,
+        duration_ms: float,
+        success: bool,
+        error_code: str | None,
+        before: str | None = None,
+        after: str | None = None,
+        intent_id: str | None = None,
+    ) -> None:
+        """The one audit line of a call (see :mod:`ctxnb.tools.audit` for the fields)."""
         self.audit_log.append(
             {
                 "ts": datetime.now(UTC).isoformat(),
                 "caller": self.caller,
                 "session_id": self.session.session_id,
-                "tool": name,
+                "tool": tool,
                 "args": _audit_args(args),
-                "duration_ms": 0.0,
-                "success": False,
-                "error_code": err["error_code"],
-                "before_sha256": None,
-                "after_sha256": None,
-                "intent_id": None,
+                "duration_ms": round(duration_ms, 3),
+                "success": success,
+                "error_code": error_code,
+                "before_sha256": before,
+                "after_sha256": after,
+                "intent_id": intent_id,
             }
         )
-        return err
 
     def __repr__(self) -> str:
         gov = " governed" if self.hooks is not None else ""
