@@ -51,7 +51,7 @@ from ..errors import NotFoundError, PolicyError
 from ..tools.filetools import FileTools, ToolCall
 from ..tools.redact import redact
 from ..tools.schemas import ToolInfo
-from .approval import ApprovalRequest, Approver, Decision
+from .approval import ApprovalRequest, Approver, Decision, args_summary
 from .intents import Intent, IntentFile, intent_context, load_intents
 from .ledger import TraceLedger, build_trace_record
 
@@ -227,7 +227,7 @@ class Approval:
         engine.decisions.append((req, decision))
         if not decision.approved:
             engine.record_lesson(
-                f"{call.tool}({_short_args(call.args)}) was refused by {decision.by}"
+                f"{call.tool}({args_summary(call.args)}) was refused by {decision.by}"
                 + (f": {decision.note}" if decision.note else "")
             )
             engine.trace_decision(call, req, decision)
@@ -566,29 +566,19 @@ class HookEngine:
         self._trace_no_files(call, {"approval": call.context.get("approval")})
 
     def _trace_no_files(self, call: ToolCall, meta: dict[str, Any]) -> None:
-        import uuid
+        from .ledger import build_event_record
 
-        from .ledger import git_head_revision
-
-        record: dict[str, Any] = {
-            "version": "0.1.0",
-            "id": str(uuid.uuid4()),
-            "timestamp": self.clock().isoformat(),
-            "files": [],
-            "tool": {"name": "ctxnb", "version": _version()},
-            "metadata": {
-                "intent_id": self.active_intent_id or "unknown",
-                "session_id": call.session_id,
-                "tool": call.tool,
-                "args": _short_args(call.args),
-                "caller": call.caller,
-                **meta,
-            },
+        metadata = {
+            "intent_id": self.active_intent_id or "unknown",
+            "session_id": call.session_id,
+            "tool": call.tool,
+            "args": args_summary(call.args),
+            "caller": call.caller,
+            **meta,
         }
-        rev = git_head_revision(self.root)
-        if rev:
-            record["vcs"] = {"type": "git", "revision": rev}
-        self.ledger.append(record)
+        self.ledger.append(
+            build_event_record(metadata=metadata, repo_root=self.root, clock=self.clock)
+        )
 
     def update_intent_map(self, intent: Intent, path: str, symbols: list[str]) -> None:
         """Add ``path`` (and its touched symbols) under the intent in ``intent_map.md``."""
@@ -666,17 +656,6 @@ def _scope_rel(path: str, root: Path) -> str:
         except ValueError:
             return p
     return p[2:] if p.startswith("./") else p
-
-
-def _short_args(args: dict[str, Any]) -> str:
-    text = ", ".join(f"{k}={v!r}" for k, v in args.items() if v is not None)
-    return text if len(text) <= 200 else text[:199] + "…"
-
-
-def _version() -> str:
-    from .. import __version__
-
-    return __version__
 
 
 def _read_intent_map(path: Path) -> dict[str, dict[str, Any]]:

@@ -69,6 +69,7 @@ __all__ = [
     "ContributorType",
     "SkippedLine",
     "TraceLedger",
+    "build_event_record",
     "build_trace_record",
     "check_record",
     "git_head_revision",
@@ -155,10 +156,7 @@ def build_trace_record(
         >>> rec["timestamp"], rec["files"][0]["conversations"][0]["related"][0]["url"]
         ('2025-01-02T03:04:05.000Z', 'urn:ctxnb:intent:INT-1')
     """
-    now = (clock or (lambda: datetime.now(UTC)))()
-    if now.tzinfo is None:
-        now = now.replace(tzinfo=UTC)
-    timestamp = now.astimezone(UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")
+    timestamp = _timestamp(clock)
 
     lines = new_text.replace("\r\n", "\n").replace("\r", "\n").split("\n")
     if lines and lines[-1] == "":
@@ -204,6 +202,48 @@ def build_trace_record(
             raise ValueError(f"extra_metadata may not set {key!r}; pass it as an argument")
         metadata[key] = value
 
+    record = _envelope(timestamp, revision)
+    record["files"] = [
+        {
+            "path": rel_path,
+            "conversations": [
+                {"contributor": contributor, "ranges": out_ranges, "related": related}
+            ],
+        }
+    ]
+    record["metadata"] = metadata
+    return record
+
+
+def build_event_record(
+    *,
+    metadata: Mapping[str, Any],
+    repo_root: Path | None,
+    clock: Callable[[], datetime] | None = None,
+) -> dict[str, Any]:
+    """An Agent Trace record that changed no file (``files: []``), e.g. a human decision.
+
+    Example:
+        >>> rec = build_event_record(metadata={"intent_id": "INT-1"}, repo_root=None)
+        >>> rec["files"], rec["metadata"]["intent_id"], check_record(rec)
+        ([], 'INT-1', [])
+    """
+    revision = git_head_revision(repo_root) if repo_root is not None else None
+    record = _envelope(_timestamp(clock), revision)
+    record["files"] = []
+    record["metadata"] = dict(metadata)
+    return record
+
+
+def _timestamp(clock: Callable[[], datetime] | None) -> str:
+    now = (clock or (lambda: datetime.now(UTC)))()
+    if now.tzinfo is None:
+        now = now.replace(tzinfo=UTC)
+    return now.astimezone(UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")
+
+
+def _envelope(timestamp: str, revision: str | None) -> dict[str, Any]:
+    """The fields every record has: version, id, time, vcs (when known), tool."""
     from .. import __version__  # here: ctxnb/__init__ may import this module
 
     record: dict[str, Any] = {
@@ -214,15 +254,6 @@ def build_trace_record(
     if revision:
         record["vcs"] = {"type": "git", "revision": revision}
     record["tool"] = {"name": "ctxnb", "version": __version__}
-    record["files"] = [
-        {
-            "path": rel_path,
-            "conversations": [
-                {"contributor": contributor, "ranges": out_ranges, "related": related}
-            ],
-        }
-    ]
-    record["metadata"] = metadata
     return record
 
 
