@@ -172,7 +172,17 @@ class HeuristicTokenCounter:
         """Estimated number of tokens in ``text``."""
         if not text:
             return 0
-        return max(1, int(self.scale * _raw_estimate(text) + 0.5))
+        return self.from_raw(_raw_estimate(text))
+
+    @staticmethod
+    def raw(text: str) -> float:
+        """The unscaled estimate of ``text``: additive over texts split at line breaks,
+        so a growing text (a chat) can be counted incrementally."""
+        return _raw_estimate(text)
+
+    def from_raw(self, raw: float) -> int:
+        """The count for a raw estimate (see :meth:`raw`)."""
+        return max(1, int(self.scale * raw + 0.5))
 
     def count_many(self, texts: Iterable[str]) -> list[int]:
         """Counts for many texts at once, one per text, in order.

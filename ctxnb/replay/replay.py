@@ -64,7 +64,6 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
 from ..context import Context
-from ..hashing import content_hash, stable_stringify
 from ..indexer import build_file_doc
 from ..model import FilesystemSource
 from ..strategies import (
@@ -77,7 +76,7 @@ from ..strategies import (
     TokenBudgetLRU,
     strategy_spec,
 )
-from ..tokens import HeuristicTokenCounter, TokenCounter, _raw_estimate, resolve_token_counter
+from ..tokens import HeuristicTokenCounter, TokenCounter, resolve_token_counter
 from .model import FileTouch, Step, Trajectory
 
 if TYPE_CHECKING:
@@ -193,28 +192,28 @@ class _StepMemo:
         self.base = base
         self.name = base.name
         self._memo: dict[str, int] = {}
-        self._scale = base.scale if type(base) is HeuristicTokenCounter else None
+        self._heuristic = base if type(base) is HeuristicTokenCounter else None
         self._prefix: tuple[str, float] | None = None
 
     def count(self, text: str) -> int:
         n = self._memo.get(text)
         if n is None:
-            if self._scale is not None and len(text) >= self._INCREMENTAL_MIN:
-                n = self._count_incremental(text, self._scale)
+            if self._heuristic is not None and len(text) >= self._INCREMENTAL_MIN:
+                n = self._count_incremental(text, self._heuristic)
             else:
                 n = self.base.count(text)
             self._memo[text] = n
         return n
 
-    def _count_incremental(self, text: str, scale: float) -> int:
+    def _count_incremental(self, text: str, counter: HeuristicTokenCounter) -> int:
         p = self._prefix
         if p is not None and text.startswith(p[0]):
-            raw = p[1] + _raw_estimate(text[len(p[0]) :])
+            raw = p[1] + counter.raw(text[len(p[0]) :])
         else:
-            raw = _raw_estimate(text)
+            raw = counter.raw(text)
         if text.endswith("\n"):
             self._prefix = (text, raw)
-        return max(1, int(scale * raw + 0.5))
+        return counter.from_raw(raw)
 
     def new_step(self) -> None:
         self._memo.clear()
@@ -357,13 +356,8 @@ class _Replayer:
                 docs = [d for d in docs if d["xt/id"] != doc["xt/id"]] + [doc]
             if path not in touched:
                 touched.append(path)
-        tid = None
-        if tool not in ("reply", "user", "compact"):
-            tid = str(uuid.uuid5(_ID_NAMESPACE, f"{self.traj.id}\x00{step.index}"))
-            docs.append(self._toolcall_doc(tid, step, touched))
-        if not docs:
-            return
-        self.store.put(docs)
+        if docs:
+            self.store.put(docs)
         for d in docs:
             oid = d["xt/id"]
             if d["type"] == "file":
@@ -378,8 +372,16 @@ class _Replayer:
             oid = self._file_id(path)
             if oid in self.admitted:
                 s.touch(oid)
-        if tid is not None:
-            s.add(tid)
+        if tool not in ("reply", "user", "compact"):
+            # The id comes from the run and the step: equal inputs give equal contexts.
+            tid = s.record_toolcall(
+                step.action.tool,
+                dict(step.action.args),
+                step.observation or "",
+                status="ok" if step.parsed else "fail",
+                file_refs=[self._file_id(p) for p in touched],
+                id=str(uuid.uuid5(_ID_NAMESPACE, f"{self.traj.id}\x00{step.index}")),
+            )
             for path in touched:
                 self.refs_by_path.setdefault(path, []).append(tid)
             if shown:
@@ -406,30 +408,6 @@ class _Replayer:
         if oid in self.written and self.written[oid] == doc.get("source_hash"):
             return None  # unchanged: no new version
         self.written[oid] = doc.get("source_hash")
-        return doc
-
-    def _toolcall_doc(self, tid: str, step: Step, touched: list[str]) -> dict[str, Any]:
-        # Built here rather than with Session.record_toolcall so that the id is derived
-        # from the run and the step: equal inputs then give equal context hashes.
-        args = dict(step.action.args)
-        shown = ", ".join(f"{k}={_short(v)}" for k, v in args.items())
-        doc: dict[str, Any] = {
-            "xt/id": tid,
-            "type": "toolcall",
-            "source": None,
-            "identity_hash": None,
-            "content": step.observation or "",
-            "tool": step.action.tool,
-            "args": args,
-            "args_display": f"{step.action.tool}({shown})",
-            "status": "ok" if step.parsed else "fail",
-            "chat_ref": self.session.chat_id,
-            "file_refs": [self._file_id(p) for p in touched],
-        }
-        payload = {
-            k: v for k, v in doc.items() if k not in ("xt/id", "type", "source", "identity_hash")
-        }
-        doc["content_hash"] = content_hash(payload)
         return doc
 
     # -- measuring -------------------------------------------------------------------------
@@ -462,12 +440,6 @@ def _fast_tmp() -> str | None:
     # flushes. Fall back to the ordinary temp directory elsewhere.
     shm = "/dev/shm"
     return shm if os.path.isdir(shm) and os.access(shm, os.W_OK | os.X_OK) else None
-
-
-def _short(v: Any, limit: int = 60) -> str:
-    # As Session.record_toolcall shows arguments in the metadata line.
-    s = v if isinstance(v, str) else stable_stringify(v)
-    return s if len(s) <= limit else s[: limit - 1] + "…"
 
 
 def _norm(path: str) -> str:
