@@ -166,7 +166,7 @@ class FilesystemResolver:
     def reverse_resolve(self, canonical_path: str, filesystem_id: str | None = None) -> str:
         """The agent-visible path of a canonical path (itself when no mount covers it)."""
         if not self._mounts:  # the common case on a host: nothing to translate
-            return canonical_path if "//" not in canonical_path else normalize_path(canonical_path)
+            return normalize_path(canonical_path)
         fs = filesystem_id or self._default_fs
         path = normalize_path(canonical_path)
         for m in self._by_canonical:

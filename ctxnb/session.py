@@ -42,6 +42,7 @@ from .errors import NotFoundError
 from .hashing import content_hash, sha256_hex, source_hash, stable_stringify
 from .indexer import build_file_doc, is_deleted
 from .model import INFRA_TYPES, new_id
+from .resolver import _within
 from .strategies import ContextStrategy, Item, KeepAll, Selection, StrategyInput, strategy_spec
 from .tokens import TokenCounter, resolve_token_counter
 
@@ -968,28 +969,24 @@ class Session:
         return doc
 
     def _accessible_root(self, src: dict[str, Any]) -> str | None:
-        fs = src.get("filesystemId")
-        path = src.get("path") or ""
+        """The directory whose presence says a file's filesystem is reachable, or None.
+
+        The longest mount covering the path; for host paths no mount covers, the
+        workspace root (or ``/``); None for another filesystem no mount reaches.
+        """
+        fs, path = src.get("filesystemId"), src.get("path") or ""
         res = self.workspace.resolver
-        if fs == res.default_filesystem_id():
-            best = None
-            for m in res.mounts:
-                if m.filesystem_id == fs and (
-                    path == m.canonical_prefix
-                    or path.startswith(m.canonical_prefix.rstrip("/") + "/")
-                ):
-                    if best is None or len(m.canonical_prefix) > len(best):
-                        best = m.canonical_prefix
-            if best:
-                return best
-            root = str(self.workspace.root)
-            return root if path.startswith(root + "/") else "/"
-        for m in res.mounts:
-            if m.filesystem_id == fs and (
-                path == m.canonical_prefix or path.startswith(m.canonical_prefix.rstrip("/") + "/")
-            ):
-                return m.canonical_prefix
-        return None
+        covering = [
+            m.canonical_prefix
+            for m in res.mounts
+            if m.filesystem_id == fs and _within(path, m.canonical_prefix) is not None
+        ]
+        if covering:
+            return max(covering, key=len)
+        if fs != res.default_filesystem_id():
+            return None
+        root = str(self.workspace.root)
+        return root if path.startswith(root + "/") else "/"
 
     def _reconcile(self) -> ResumeReport:
         from .indexer import StatCache
@@ -998,23 +995,12 @@ class Session:
         cache = StatCache.for_workspace(self.workspace)
         new_docs: list[dict[str, Any]] = []
         roots_ok: dict[str, bool] = {}
-        resolver = self.workspace.resolver
-        local_fs = resolver.default_filesystem_id()
-        ws_root = str(self.workspace.root)
-        ws_prefix = ws_root + "/"
-        no_mounts = not resolver.mounts
         for oid in self.session_index:
             doc = self._docs[oid]
             src = doc.get("source")
             if doc.get("type") != "file" or not src:
                 continue
-            if no_mounts:  # the common case, without the general lookup
-                if src.get("filesystemId") != local_fs:
-                    root = None
-                else:
-                    root = ws_root if src["path"].startswith(ws_prefix) else "/"
-            else:
-                root = self._accessible_root(src)
+            root = self._accessible_root(src)
             if root is not None and root not in roots_ok:
                 roots_ok[root] = os.path.isdir(root)
             if root is None or not roots_ok[root]:
