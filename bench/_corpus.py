@@ -6,6 +6,7 @@ About 2,450 files and 100 MB of real code on every machine (``site-packages`` an
 
 from __future__ import annotations
 
+import os
 import shutil
 import sysconfig
 import tempfile
@@ -30,3 +31,14 @@ def corpus_stats(root: Path) -> tuple[int, int]:
     """(files, bytes) under root."""
     files = [p for p in root.rglob("*") if p.is_file() and not p.is_symlink()]
     return len(files), sum(p.stat().st_size for p in files)
+
+
+def git_env() -> dict[str, str]:
+    """The environment for git in benchmarks: an identity, so commits work anywhere."""
+    who = {"GIT_AUTHOR_NAME": "bench", "GIT_AUTHOR_EMAIL": "bench@ctxnb.invalid"}
+    return {
+        **os.environ,
+        **who,
+        "GIT_COMMITTER_NAME": "bench",
+        "GIT_COMMITTER_EMAIL": "bench@ctxnb.invalid",
+    }

@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import shutil
 import statistics
 import subprocess
@@ -22,7 +21,7 @@ import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from _corpus import copy_corpus, corpus_stats  # noqa: E402
+from _corpus import copy_corpus, corpus_stats, git_env  # noqa: E402
 
 CHILD = r"""
 import json, resource, sys, time
@@ -60,8 +59,7 @@ def main() -> None:
         # Let the copy's timestamps age past the racy-clean window, as a real tree's are.
         time.sleep(2.5)
         cold, gitadd, peaks, warm, gitstatus = [], [], [], [], []
-        env = {**os.environ, "GIT_AUTHOR_NAME": "b", "GIT_AUTHOR_EMAIL": "b@b",
-               "GIT_COMMITTER_NAME": "b", "GIT_COMMITTER_EMAIL": "b@b"}  # fmt: skip
+        env = git_env()
         for i in range(args.repeat):
             g = base / f"git{i}"
             shutil.copytree(src, g, symlinks=True)

@@ -9,7 +9,6 @@ Usage: python bench/resume.py
 
 from __future__ import annotations
 
-import os
 import shutil
 import statistics
 import subprocess
@@ -19,7 +18,7 @@ import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from _corpus import copy_corpus  # noqa: E402
+from _corpus import copy_corpus, git_env  # noqa: E402
 
 from ctxnb import Workspace  # noqa: E402
 
@@ -28,8 +27,7 @@ def main() -> None:
     base = Path(tempfile.mkdtemp(prefix="ctxnb-bench-resume-"))
     try:
         root = copy_corpus(base / "stdlib")
-        env = {**os.environ, "GIT_AUTHOR_NAME": "b", "GIT_AUTHOR_EMAIL": "b@b",
-               "GIT_COMMITTER_NAME": "b", "GIT_COMMITTER_EMAIL": "b@b"}  # fmt: skip
+        env = git_env()
         subprocess.run(["git", "init", "-q"], cwd=root, check=True, env=env)
         subprocess.run(["git", "add", "-A"], cwd=root, check=True, env=env)
         (root / ".git" / "info" / "exclude").write_text(".ctxnb/\n")
