@@ -15,7 +15,7 @@ from __future__ import annotations
 import json
 import math
 import os
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any
 
 import pyarrow as pa
@@ -332,23 +332,35 @@ def fsync_dir(path: str | os.PathLike[str]) -> None:
         os.close(fd)
 
 
-def write_parquet(table: pa.Table, tmp: str, final: str, *, row_group_size: int = 65536) -> int:
-    """Write ``table`` to ``tmp``, fsync, rename to ``final``; returns the file size."""
+def _publish(tmp: str, final: str, write: Callable[[str], None]) -> int:
+    """Write ``tmp`` with ``write``, fsync it, rename it to ``final``; returns the size.
+
+    A failure anywhere removes ``tmp``: readers only ever see whole files.
+    """
     try:
-        pq.write_table(
-            table,
-            tmp,
-            compression="zstd",
-            write_statistics=STATS_COLUMNS,
-            write_page_checksum=True,
-            row_group_size=row_group_size,
-        )
+        write(tmp)
         _fsync_file(tmp)
         os.replace(tmp, final)
     except BaseException:
         _unlink_quiet(tmp)
         raise
     return os.path.getsize(final)
+
+
+def write_parquet(table: pa.Table, tmp: str, final: str, *, row_group_size: int = 65536) -> int:
+    """Write ``table`` to ``tmp``, fsync, rename to ``final``; returns the file size."""
+    return _publish(
+        tmp,
+        final,
+        lambda path: pq.write_table(
+            table,
+            path,
+            compression="zstd",
+            write_statistics=STATS_COLUMNS,
+            write_page_checksum=True,
+            row_group_size=row_group_size,
+        ),
+    )
 
 
 def read_parquet(path: str, *, columns: Iterable[str] | None = None) -> pa.Table:
@@ -377,15 +389,12 @@ def read_parquet(path: str, *, columns: Iterable[str] | None = None) -> pa.Table
 
 def write_docs(table: pa.Table, tmp: str, final: str) -> int:
     """Write the doc cache (Arrow IPC file, uncompressed so it can be memory-mapped)."""
-    try:
-        with pa.OSFile(tmp, "wb") as sink, pa.ipc.new_file(sink, DOCS_SCHEMA) as writer:
+
+    def write(path: str) -> None:
+        with pa.OSFile(path, "wb") as sink, pa.ipc.new_file(sink, DOCS_SCHEMA) as writer:
             writer.write_table(table.combine_chunks(), max_chunksize=max(table.num_rows, 1))
-        _fsync_file(tmp)
-        os.replace(tmp, final)
-    except BaseException:
-        _unlink_quiet(tmp)
-        raise
-    return os.path.getsize(final)
+
+    return _publish(tmp, final, write)
 
 
 class DocsFile:
