@@ -128,7 +128,6 @@ class Session:
         self._last_used: dict[str, int] = {}
         self._seq: dict[str, int] = {}
         self._tick = 0
-        self.turn = 0
         self._turns: list[dict[str, Any]] = []
         self._toolcall_refs: list[str] = []
         self.chat_id = new_id()
@@ -403,8 +402,12 @@ class Session:
             raise ValueError(f"unknown chat role {role!r}; use user, assistant, system or tool")
         with self._lock:
             self._turns.append({"role": role, "content": content})
-            self.turn = len(self._turns)
-            return self.turn
+            return len(self._turns)
+
+    @property
+    def turn(self) -> int:
+        """The number of chat turns so far."""
+        return len(self._turns)
 
     @property
     def turns(self) -> list[dict[str, Any]]:
@@ -888,7 +891,6 @@ class Session:
         docs.update(light)
         chat = docs.get(self.chat_id) or {}
         self._turns = list(chat.get("turns") or [])
-        self.turn = len(self._turns)
         self._toolcall_refs = list(chat.get("toolcall_refs") or [])
         if self.system_prompt_id and self.system_prompt_id in docs:
             self._system_prompt = docs[self.system_prompt_id].get("content") or ""
