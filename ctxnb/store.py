@@ -757,6 +757,31 @@ class ObjectStore:
                         out[key] = loads(bytes(snap.blob(snap.starts[k + 1] - 1)))
             return out
 
+    def latest_tx_of(self, id: str) -> int | None:
+        """The transaction of the latest version of ``id`` (None if unknown), without
+        decoding any document.
+
+        Example:
+            >>> import tempfile
+            >>> store = ObjectStore(tempfile.mkdtemp())
+            >>> _ = store.put([{"xt/id": "a", "type": "note"}])
+            >>> _ = store.put([{"xt/id": "b", "type": "note"}])
+            >>> store.latest_tx_of("a"), store.latest_tx_of("b"), store.latest_tx_of("c")
+            (1, 2, None)
+        """
+        with self._mu:
+            self._check_open()
+            self._refresh()
+            versions = self._overlay.get(id)
+            if versions:
+                return versions[-1][0]
+            snap = self._snap.docs if self._snap else None
+            if snap is not None:
+                k = snap.index.get(id)
+                if k is not None:
+                    return int(snap.txs[snap.starts[k + 1] - 1])
+            return None
+
     def history(self, id: str) -> list[Version]:
         """Every version of a document, oldest first (empty if the id is unknown).
 

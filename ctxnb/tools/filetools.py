@@ -46,7 +46,7 @@ from ..errors import (
     PolicyError,
     StaleFileError,
 )
-from ..hashing import sha256_hex
+from ..hashing import sha256_hex, source_hash
 from ..indexer import build_file_doc, decode_bytes, is_deleted
 from ..resolver import doc_path as make_doc_path
 from .audit import AuditLog
@@ -161,7 +161,6 @@ class FileTools:
         self.tag_rules = [*tag_rules, *_TAG_RULES]
         self._read_hashes: dict[str, str] = {}
         self._active: dict[str, tuple[str, str]] = {}
-        self._versions: dict[str, int] = {}
         self._extra_tools: dict[str, tuple[ToolInfo, Callable[..., Any]]] = {}
 
     # -- source precedence ----------------------------------------------------------------
@@ -278,23 +277,19 @@ class FileTools:
 
     def _index_bytes(self, rel: str, data: bytes | None) -> tuple[str, str | None]:
         """Store the file's current bytes (a new version only when they changed)."""
+        store = self.session.store
         src = self.workspace.source_for(rel)
-        doc = build_file_doc(src.to_dict(), data)
-        oid = doc["xt/id"]
-        old = self.session.store.get(oid)
-        if (
-            old is not None
-            and old.get("source_hash") == doc["source_hash"]
-            and not (data is None and not is_deleted(old))
-        ):
-            tx = self._versions.get(oid)
-            if tx is None:
-                hist = self.session.store.history(oid)
-                tx = hist[-1].tx_id if hist else None
+        oid = self.workspace.object_id(rel)
+        old = store.get(oid)
+        shash = source_hash(data) if data is not None else None
+        unchanged = old is not None and (
+            is_deleted(old) if data is None else old.get("source_hash") == shash
+        )
+        # Building a document hashes its whole text: only do it for a new version.
+        if unchanged:
+            tx = store.latest_tx_of(oid)
         else:
-            tx = self.session.store.put([doc]).tx_id
-        if tx is not None:
-            self._versions[oid] = tx
+            tx = store.put([build_file_doc(src.to_dict(), data)]).tx_id
         if oid in self.session._index_set:
             self.session.refresh(oid)
         else:
@@ -803,10 +798,7 @@ class FileTools:
             st = self.policy.stat(sp)
             oid = self.workspace.object_id(rel)
             doc = store.get(oid)
-            hist_tx = self._versions.get(oid)
-            if doc is not None and hist_tx is None:
-                h = store.history(oid)
-                hist_tx = h[-1].tx_id if h else None
+            hist_tx = store.latest_tx_of(oid)
             tags = [tag for tag, rule in self.tag_rules if rule(rel)]
             content = doc.get("content") if doc else None
             rows.append(
