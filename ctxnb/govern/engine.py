@@ -125,7 +125,8 @@ class PathPolicyCheck:
         for key in _PATH_ARGS:
             value = call.args.get(key)
             if isinstance(value, str):
-                engine.tools.policy.check(value, for_write=call.mutating)
+                sp = engine.tools.policy.check(value, for_write=call.mutating)
+                call.context.setdefault("rel_paths", {})[key] = sp.rel  # for the scope check
 
 
 class IntentPresence:
@@ -169,7 +170,9 @@ class Scope:
             value = call.args.get(key)
             if not isinstance(value, str):
                 continue
-            rel = engine.tools.policy.check(value, for_write=True).rel
+            rel = call.context.get("rel_paths", {}).get(key)
+            if rel is None:  # the path policy was taken out of engine.pre
+                rel = engine.tools.policy.check(value, for_write=True).rel
             if not intent.in_scope(rel):
                 raise PolicyError(
                     "SCOPE_VIOLATION",
