@@ -37,13 +37,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from .context import Context, ContextItem, Section, render_block
+from .context import Assembler, AssemblyState, Context, MetaEntry, context_at, meta_for
 from .errors import NotFoundError
-from .hashing import content_hash, sha256_hex, source_hash, stable_stringify
+from .hashing import content_hash, source_hash, stable_stringify
 from .indexer import build_file_doc, is_deleted
 from .model import INFRA_TYPES, new_id
 from .resolver import _within
-from .strategies import ContextStrategy, Item, KeepAll, Selection, StrategyInput, strategy_spec
+from .strategies import ContextStrategy, KeepAll
 from .tokens import TokenCounter, resolve_token_counter
 
 if TYPE_CHECKING:
@@ -52,41 +52,6 @@ if TYPE_CHECKING:
     from .workspace import Workspace
 
 __all__ = ["MetaEntry", "ResumeReport", "Session", "open_session"]
-
-
-@dataclass
-class MetaEntry:
-    """The one-line metadata of an object, as the model sees it in the pool."""
-
-    id: str
-    type: str
-    path: str | None = None
-    file_type: str | None = None
-    char_count: int = 0
-    tool: str | None = None
-    status: str | None = None
-    args_display: str | None = None
-    deleted: bool = False
-    orphaned: bool = False
-
-    def line(self, *, active: bool, pinned: bool) -> str:
-        if self.type == "file":
-            head = f"- file {self.path} ({self.file_type}, {self.char_count} chars)"
-        elif self.type == "toolcall":
-            head = f"- toolcall {self.args_display or self.tool} [{self.status}]"
-        else:
-            head = f"- {self.type} {self.id}"
-        flags = [
-            f
-            for f, on in (
-                ("active", active),
-                ("pinned", pinned),
-                ("deleted", self.deleted),
-                ("orphaned", self.orphaned),
-            )
-            if on
-        ]
-        return head + (f" [{', '.join(flags)}]" if flags else "")
 
 
 @dataclass
@@ -134,14 +99,8 @@ class Session:
         self.system_prompt_id: str | None = None
         self._system_prompt = ""
         self._sp_dirty = False
-        self._render_cache: dict[tuple[Any, ...], tuple[str, int, str]] = {}
-        # Metadata lines, kept in pool order and recomputed only for ids whose metadata
-        # or flags changed, so assembling a 10,000-object pool stays cheap.
-        self._lines: list[str] = []
-        self._line_tokens: list[int] = []
-        self._line_pos: dict[str, int] = {}
-        self._line_dirty: set[str] = set()
-        self._pool_text: tuple[str, int, str] | None = None
+        # Rendering and its caches live in ctxnb.context; the session tells it what changed.
+        self._assembler = Assembler(self.token_counter)
         self._orphaned: set[str] = set()
         self._watcher: Watcher | None = None
         self._listeners: list[Callable[[str, str], None]] = []
@@ -162,8 +121,7 @@ class Session:
             self._set_meta(oid, MetaEntry(**{**vars(m), "orphaned": value}))
 
     def _dirty(self, oid: str) -> None:
-        self._line_dirty.add(oid)
-        self._pool_text = None
+        self._assembler.mark(oid)
 
     # -- sets -----------------------------------------------------------------------------
     @property
@@ -474,31 +432,9 @@ class Session:
 
     # -- metadata ----------------------------------------------------------------------------
     def _meta_for(self, doc: dict[str, Any], *, orphaned: bool) -> MetaEntry:
-        t = doc.get("type", "")
-        if t == "file":
-            src = doc.get("source") or {}
-            path = self.workspace.resolver.reverse_resolve(
-                src.get("path", ""), src.get("filesystemId")
-            )
-            return MetaEntry(
-                doc["xt/id"],
-                "file",
-                path=path,
-                file_type=doc.get("file_type"),
-                char_count=int(doc.get("char_count") or 0),
-                deleted=is_deleted(doc),
-                orphaned=orphaned,
-            )
-        if t == "toolcall":
-            return MetaEntry(
-                doc["xt/id"],
-                "toolcall",
-                tool=doc.get("tool"),
-                status=doc.get("status"),
-                args_display=doc.get("args_display"),
-                char_count=len(doc.get("content") or ""),
-            )
-        return MetaEntry(doc["xt/id"], t, char_count=len(str(doc.get("content") or "")))
+        return meta_for(
+            doc, orphaned=orphaned, reverse_resolve=self.workspace.resolver.reverse_resolve
+        )
 
     def metadata_frame(self) -> Any:
         """The metadata pool as a pandas DataFrame (one row per object)."""
@@ -524,76 +460,20 @@ class Session:
             )
         return pd.DataFrame(rows)
 
-    # -- assembly ------------------------------------------------------------------------------
-    def _render_item(
-        self,
-        oid: str,
-        doc: dict[str, Any],
-        *,
-        masked: bool,
-        truncate: int | None,
-        meta: MetaEntry | None = None,
-    ) -> tuple[str, int, str, bool]:
-        meta = meta or self._meta[oid]
-        # The rendered block depends on the content and on the metadata shown in its header.
-        key = (oid, doc.get("content_hash"), masked, truncate, meta.path, meta.args_display)
-        hit = self._render_cache.get(key)
-        content = doc.get("content")
-        truncated = False
-        if hit is None:
-            if content is None:
-                if meta.type == "toolcall":
-                    body = "(no output)"
-                elif meta.deleted:
-                    body = "(deleted)"
-                else:
-                    body = "(binary file: no text content)"
-            else:
-                body = content
-            if masked:
-                # The block header already names the call; the placeholder stays short.
-                body = f"[output elided: {len(content or '')} chars; call {meta.tool} again]"
-            elif truncate is not None and len(body) > truncate:
-                cut = body[:truncate]
-                rest_lines = body[truncate:].count("\n")
-                body = (
-                    f"{cut}\n[… truncated: {len(body) - truncate} more chars, about "
-                    f"{rest_lines} more lines; read them by line range]"
-                )
-            attrs: dict[str, Any] = {"id": oid, "type": meta.type}
-            if meta.type == "file":
-                attrs["path"] = meta.path
-            elif meta.type == "toolcall":
-                attrs["call"] = meta.args_display
-            text = render_block("item", body, attrs)
-            hit = (text, self.token_counter.count(text), sha256_hex(text))
-            if len(self._render_cache) > 50_000:
-                self._render_cache.clear()
-            self._render_cache[key] = hit
-        truncated = truncate is not None and content is not None and len(content) > truncate
-        return (*hit, truncated)
-
-    def _candidates(self) -> tuple[Item, ...]:
-        items = []
-        for oid in self._active:
-            doc = self._doc(oid)
-            meta = self._meta[oid]
-            _, tokens, _, _ = self._render_item(oid, doc, masked=False, truncate=None)
-            items.append(
-                Item(
-                    id=oid,
-                    type=meta.type,
-                    tokens=tokens,
-                    last_used=self._last_used.get(oid, 0),
-                    pinned=oid in self._pinned,
-                    path=meta.path,
-                    tool=meta.tool,
-                    char_count=meta.char_count,
-                    seq=self._seq.get(oid, 0),
-                )
-            )
-        items.sort(key=lambda i: i.last_used)
-        return tuple(items)
+    # -- assembly (ctxnb.context does the work) ------------------------------------------------
+    def _assembly_state(self) -> AssemblyState:
+        return AssemblyState(
+            active=self._active,
+            pinned=self._pinned,
+            pool=self.metadata_pool,
+            meta=self._meta,
+            doc=self._doc,
+            last_used=self._last_used,
+            seq=self._seq,
+            orphaned=self._orphaned,
+            system_prompt=self._system_prompt,
+            turns=self._turns,
+        )
 
     def assemble(
         self,
@@ -608,264 +488,44 @@ class Session:
         counted first and the rest is what the strategy may spend on content. After
         the strategy, the least recently used unpinned items are evicted until the
         content fits. Pinned items always stay (``over_budget`` tells when they alone
-        do not fit).
+        do not fit). See :class:`ctxnb.context.Assembler`.
 
         Args:
             strategy: a context strategy; :class:`~ctxnb.strategies.KeepAll` by default.
             budget: total tokens, or None for no limit.
             record: store what was assembled so that :meth:`context_at` can rebuild it.
         """
-        strategy = strategy or KeepAll()
         with self._lock:
             if record:
                 self.flush()  # context_at reads items as of the assembly's transaction
-            cands = self._candidates()
-            system = self._system_section(self._system_prompt)
-            chat = self._chat_section(self._turns)
-            # Metadata depends on the final active set; estimate with every candidate
-            # active (an upper bound on flags) so the content budget is never overdrawn.
-            # Every candidate is active in the live metadata section: an upper bound on
-            # the final section, so the content budget is never overdrawn.
-            meta_upper = self._current_metadata_section()
-            fixed = system.tokens + chat.tokens + meta_upper.tokens
-            content_budget = None if budget is None else max(0, budget - fixed)
-            sel = strategy.select(StrategyInput(items=cands, budget=content_budget, turn=self.turn))
-            sel = self._enforce_budget(sel, cands, content_budget)
             tx = self.store.latest_tx()
-            assembly = {
-                "turn": self.turn,
-                "strategy": strategy_spec(strategy),
-                "budget": budget,
-                "active": sel.active,
-                "masked": sel.masked,
-                "truncate": sel.truncate,
-                "evicted": sel.evicted,
-                "orphaned": sorted(self._orphaned),
-                "tx_id": tx.tx_id if tx else 0,
-            }
-            evicted = set(sel.evicted)
-            meta_section = self._current_metadata_section(o for o in self._active if o in evicted)
-            ctx = self._build(
-                assembly,
-                self._docs,
-                self._meta,
-                self._system_prompt,
-                self._turns,
-                meta_section=meta_section,
+            ctx, assembly = self._assembler.assemble(
+                self._assembly_state(),
+                strategy or KeepAll(),
+                budget,
+                tx_id=tx.tx_id if tx else 0,
             )
             if record:
                 assembly["hash"] = ctx.hash
                 self.save(assembly=assembly)
             return ctx
 
-    def _enforce_budget(
-        self, sel: Selection, cands: tuple[Item, ...], budget: int | None
-    ) -> Selection:
-        known = {i.id: i for i in cands}
-        active = [a for a in dict.fromkeys(sel.active) if a in known]
-        chosen = set(active)
-        evicted = [e for e in dict.fromkeys(sel.evicted) if e in known and e not in chosen]
-        gone = chosen | set(evicted)
-        evicted += [i.id for i in cands if i.id not in gone]
-        if budget is None:
-            return Selection(active, list(sel.masked), dict(sel.truncate), evicted)
-
-        def cost(oid: str) -> int:
-            doc = self._docs[oid]
-            return self._render_item(
-                oid, doc, masked=oid in sel.masked, truncate=sel.truncate.get(oid)
-            )[1]
-
-        total = sum(cost(a) for a in active)
-        if total > budget:
-            for item in sorted((known[a] for a in active), key=lambda i: i.last_used):
-                if total <= budget:
-                    break
-                if item.pinned:
-                    continue
-                active.remove(item.id)
-                evicted.append(item.id)
-                total -= cost(item.id)
-        kept = set(active)
-        return Selection(
-            active,
-            [m for m in sel.masked if m in kept],
-            {k: v for k, v in sel.truncate.items() if k in kept},
-            evicted,
-        )
-
-    def _system_section(self, text: str) -> Section:
-        return Section(
-            "system", text, self.token_counter.count(text) if text else 0, (), sha256_hex(text)
-        )
-
-    def _chat_section(self, turns: Sequence[dict[str, Any]]) -> Section:
-        text = "".join(f"### {t['role']}\n{t['content']}\n" for t in turns)
-        return Section(
-            "chat", text, self.token_counter.count(text) if text else 0, (), sha256_hex(text)
-        )
-
-    _META_HEADER = "Objects in this session:\n"
-
-    def _pool_lines(self) -> tuple[list[str], list[int]]:
-        """Metadata lines of the pool with the session's own flags, updated incrementally."""
-        for oid in self.metadata_pool[len(self._lines) :]:
-            self._line_pos[oid] = len(self._lines)
-            self._lines.append("")
-            self._line_tokens.append(0)
-            self._line_dirty.add(oid)
-        for oid in self._line_dirty:
-            pos = self._line_pos.get(oid)
-            if pos is None or oid not in self._meta:
-                continue
-            line = self._meta[oid].line(active=oid in self._active, pinned=oid in self._pinned)
-            self._lines[pos] = line + "\n"
-            self._line_tokens[pos] = self.token_counter.count(line) + 1
-        self._line_dirty.clear()
-        return self._lines, self._line_tokens
-
-    def _current_metadata_section(self, not_active: Iterable[str] = ()) -> Section:
-        """The metadata section for the live session; ``not_active`` lines lose their flag."""
-        lines, tokens = self._pool_lines()
-        if not lines:
-            return Section("metadata", "", 0, (), sha256_hex(""))
-        overrides = [o for o in not_active if o in self._line_pos]
-        if not overrides and self._pool_text is not None:
-            text, total, h = self._pool_text
-            return Section("metadata", text, total, (), h)
-        header_tokens = self.token_counter.count(self._META_HEADER)
-        total = header_tokens + sum(tokens)
-        if overrides:
-            lines = list(lines)
-            for oid in overrides:
-                pos = self._line_pos[oid]
-                line = self._meta[oid].line(active=False, pinned=oid in self._pinned)
-                total += self.token_counter.count(line) + 1 - tokens[pos]
-                lines[pos] = line + "\n"
-        text = self._META_HEADER + "".join(lines)
-        sec = Section("metadata", text, total, (), sha256_hex(text))
-        if not overrides:
-            self._pool_text = (text, total, sec.hash)
-        return sec
-
-    def _metadata_section(
-        self,
-        active: set[str],
-        pinned: set[str],
-        meta: dict[str, MetaEntry],
-        pool: Sequence[str],
-    ) -> Section:
-        """The metadata section for any state (used to rebuild past contexts)."""
-        lines = [meta[o].line(active=o in active, pinned=o in pinned) for o in pool if o in meta]
-        if not lines:
-            return Section("metadata", "", 0, (), sha256_hex(""))
-        total = self.token_counter.count(self._META_HEADER) + sum(
-            self.token_counter.count(line) + 1 for line in lines
-        )
-        text = self._META_HEADER + "".join(line + "\n" for line in lines)
-        return Section("metadata", text, total, (), sha256_hex(text))
-
-    def _build(
-        self,
-        assembly: dict[str, Any],
-        docs: dict[str, dict[str, Any]],
-        meta: dict[str, MetaEntry],
-        system_prompt: str,
-        turns: Sequence[dict[str, Any]],
-        pool: Sequence[str] | None = None,
-        pinned: Iterable[str] | None = None,
-        meta_section: Section | None = None,
-    ) -> Context:
-        pinned_set = set(pinned if pinned is not None else self._pinned)
-        masked = set(assembly["masked"])
-        truncate = {k: int(v) for k, v in assembly["truncate"].items()}
-        items = []
-        for oid in assembly["active"]:
-            doc = docs[oid]
-            text, tokens, h, truncated = self._render_item(
-                oid, doc, masked=oid in masked, truncate=truncate.get(oid), meta=meta[oid]
-            )
-            items.append(
-                ContextItem(
-                    id=oid,
-                    type=meta[oid].type,
-                    label=meta[oid].path or meta[oid].args_display or oid,
-                    tokens=tokens,
-                    text=text,
-                    hash=h,
-                    masked=oid in masked,
-                    truncated=truncated,
-                    pinned=oid in pinned_set,
-                )
-            )
-        active_text = "".join(it.text for it in items)
-        active = Section("active", active_text, sum(it.tokens for it in items), tuple(items), "")
-        sections = (
-            self._system_section(system_prompt),
-            meta_section
-            or self._metadata_section(
-                set(assembly["active"]), pinned_set, meta, pool if pool is not None else []
-            ),
-            active,
-            self._chat_section(turns),
-        )
-        ctx = Context(
-            sections=sections,
-            turn=assembly["turn"],
-            strategy=assembly["strategy"],
-            budget=assembly["budget"],
-            evicted=tuple(assembly["evicted"]),
-            over_budget=(
-                assembly["budget"] is not None
-                and sum(s.tokens for s in sections) > assembly["budget"]
-            ),
-            chat=tuple(turns),
-        )
-        object.__setattr__(ctx, "hash", Context.compute_hash(sections))
-        return ctx
-
     # -- the past -------------------------------------------------------------------------------
     def context_at(self, turn: int) -> Context:
         """Rebuild, from the store's history alone, the context the model saw at ``turn``.
 
-        Uses the last assembly recorded at that turn; files that changed since are read
-        as they were then.
+        See :func:`ctxnb.context.context_at`.
 
         Raises:
             NotFoundError: when no context was assembled (with ``record=True``) at that turn.
         """
-        versions = self.store.history(self.session_id)
-        chosen = None
-        for v in versions:
-            a = v.doc.get("assembly")
-            if a and a.get("turn") == turn:
-                chosen = v
-        if chosen is None:
-            turns = sorted({v.doc["assembly"]["turn"] for v in versions if v.doc.get("assembly")})
-            raise NotFoundError(
-                f"no context was recorded at turn {turn} of session {self.session_id!r}; "
-                f"recorded turns: {turns or 'none'}"
-            )
-        sdoc = chosen.doc
-        assembly = sdoc["assembly"]
-        tx = assembly["tx_id"]
-        pool = sdoc["metadata_pool"]
-        ids = set(pool) | set(assembly["active"])
-        docs = {}
-        for oid in ids:
-            d = self.store.as_of(oid, tx) if tx else None
-            if d is not None:
-                docs[oid] = d
-        orphaned = set(assembly.get("orphaned", []))
-        meta = {oid: self._meta_for(d, orphaned=oid in orphaned) for oid, d in docs.items()}
-        chat = self.store.as_of(sdoc["chat_ref"], chosen.tx_id) if sdoc.get("chat_ref") else None
-        turns = (chat or {}).get("turns", [])[:turn]
-        sp_ref = sdoc.get("system_prompt_ref")
-        sp = self.store.as_of(sp_ref, chosen.tx_id) if sp_ref else None
-        ctx = self._build(
-            assembly, docs, meta, (sp or {}).get("content", ""), turns, pool, sdoc["pinned_set"]
+        return context_at(
+            self.store,
+            self.session_id,
+            turn,
+            assembler=self._assembler,
+            reverse_resolve=self.workspace.resolver.reverse_resolve,
         )
-        return ctx
 
     # -- resume ---------------------------------------------------------------------------------
     def _restore(self, sdoc: dict[str, Any]) -> None:
@@ -906,8 +566,7 @@ class Session:
             )
         # One pass instead of _set_meta per object: a resume touches every object.
         self._orphaned = {oid for oid in ids if all_meta[oid].orphaned}
-        self._line_dirty.update(ids)
-        self._pool_text = None
+        self._assembler.mark_many(ids)
 
     _LIGHT_COLUMNS = (
         "xt_id",

@@ -1,0 +1,503 @@
+"""Assembly: from a session's state to the :class:`Context` the model sees (DESIGN §6).
+
+The session owns its sets and documents; this module owns how they become a context:
+the metadata lines, the rendered item blocks, the strategy and the budget, and the
+rebuilding of a past context from the store's history. Nothing here imports the
+session: it passes an :class:`AssemblyState` (references to its own dictionaries, no
+copies) and gets back the context and the assembly record it stores.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from ..errors import NotFoundError
+from ..hashing import sha256_hex
+from ..indexer import is_deleted
+from ..strategies import ContextStrategy, Item, Selection, StrategyInput, strategy_spec
+from ..tokens import TokenCounter
+from ._framing import render_block
+from ._model import Context, ContextItem, Section
+
+if TYPE_CHECKING:
+    from ..store import ObjectStore
+
+__all__ = ["AssemblyState", "Assembler", "MetaEntry", "context_at", "meta_for"]
+
+META_HEADER = "Objects in this session:\n"
+
+
+@dataclass
+class MetaEntry:
+    """The one-line metadata of an object, as the model sees it in the pool."""
+
+    id: str
+    type: str
+    path: str | None = None
+    file_type: str | None = None
+    char_count: int = 0
+    tool: str | None = None
+    status: str | None = None
+    args_display: str | None = None
+    deleted: bool = False
+    orphaned: bool = False
+
+    def line(self, *, active: bool, pinned: bool) -> str:
+        if self.type == "file":
+            head = f"- file {self.path} ({self.file_type}, {self.char_count} chars)"
+        elif self.type == "toolcall":
+            head = f"- toolcall {self.args_display or self.tool} [{self.status}]"
+        else:
+            head = f"- {self.type} {self.id}"
+        flags = [
+            f
+            for f, on in (
+                ("active", active),
+                ("pinned", pinned),
+                ("deleted", self.deleted),
+                ("orphaned", self.orphaned),
+            )
+            if on
+        ]
+        return head + (f" [{', '.join(flags)}]" if flags else "")
+
+
+def meta_for(
+    doc: Mapping[str, Any],
+    *,
+    orphaned: bool,
+    reverse_resolve: Callable[[str, str | None], str],
+) -> MetaEntry:
+    """The metadata entry of a stored document; file paths shown as the agent sees them."""
+    t = doc.get("type", "")
+    if t == "file":
+        src = doc.get("source") or {}
+        return MetaEntry(
+            doc["xt/id"],
+            "file",
+            path=reverse_resolve(src.get("path", ""), src.get("filesystemId")),
+            file_type=doc.get("file_type"),
+            char_count=int(doc.get("char_count") or 0),
+            deleted=is_deleted(dict(doc)),
+            orphaned=orphaned,
+        )
+    if t == "toolcall":
+        return MetaEntry(
+            doc["xt/id"],
+            "toolcall",
+            tool=doc.get("tool"),
+            status=doc.get("status"),
+            args_display=doc.get("args_display"),
+            char_count=len(doc.get("content") or ""),
+        )
+    return MetaEntry(doc["xt/id"], t, char_count=len(str(doc.get("content") or "")))
+
+
+@dataclass
+class AssemblyState:
+    """The live state of a session that assembly reads (references, not copies).
+
+    Attributes:
+        active: active ids in activation order.
+        pinned: pinned ids.
+        pool: the metadata pool in order.
+        meta: metadata per id.
+        doc: the session's full document of an id (loads content when needed).
+        last_used: recency tick per id.
+        seq: when each active id entered the active set.
+        orphaned: ids whose filesystem is not reachable.
+        system_prompt: the system prompt's text.
+        turns: the chat turns so far.
+    """
+
+    active: Mapping[str, None]
+    pinned: Mapping[str, None]
+    pool: Sequence[str]
+    meta: Mapping[str, MetaEntry]
+    doc: Callable[[str], dict[str, Any]]
+    last_used: Mapping[str, int]
+    seq: Mapping[str, int]
+    orphaned: Iterable[str]
+    system_prompt: str
+    turns: Sequence[dict[str, Any]]
+
+
+class Assembler:
+    """Renders items and sections with caches that make re-assembling cheap.
+
+    One per session. The render cache is keyed by content hash and the header's
+    metadata; the metadata lines are kept in pool order and recomputed only for ids
+    marked with :meth:`mark`, so assembling a 10,000-object pool stays cheap.
+    """
+
+    def __init__(self, token_counter: TokenCounter) -> None:
+        self.token_counter = token_counter
+        self._render_cache: dict[tuple[Any, ...], tuple[str, int, str]] = {}
+        self._lines: list[str] = []
+        self._line_tokens: list[int] = []
+        self._line_pos: dict[str, int] = {}
+        self._line_dirty: set[str] = set()
+        self._pool_text: tuple[str, int, str] | None = None
+
+    def mark(self, oid: str) -> None:
+        """The metadata line of ``oid`` (its entry or its flags) changed."""
+        self._line_dirty.add(oid)
+        self._pool_text = None
+
+    def mark_many(self, ids: Iterable[str]) -> None:
+        self._line_dirty.update(ids)
+        self._pool_text = None
+
+    # -- items ----------------------------------------------------------------------------
+    def render_item(
+        self,
+        oid: str,
+        doc: Mapping[str, Any],
+        meta: MetaEntry,
+        *,
+        masked: bool,
+        truncate: int | None,
+    ) -> tuple[str, int, str, bool]:
+        """(block text, tokens, hash, truncated) of one item."""
+        # The rendered block depends on the content and on the metadata shown in its header.
+        key = (oid, doc.get("content_hash"), masked, truncate, meta.path, meta.args_display)
+        hit = self._render_cache.get(key)
+        content = doc.get("content")
+        if hit is None:
+            if content is None:
+                if meta.type == "toolcall":
+                    body = "(no output)"
+                elif meta.deleted:
+                    body = "(deleted)"
+                else:
+                    body = "(binary file: no text content)"
+            else:
+                body = content
+            if masked:
+                # The block header already names the call; the placeholder stays short.
+                body = f"[output elided: {len(content or '')} chars; call {meta.tool} again]"
+            elif truncate is not None and len(body) > truncate:
+                cut = body[:truncate]
+                rest_lines = body[truncate:].count("\n")
+                body = (
+                    f"{cut}\n[… truncated: {len(body) - truncate} more chars, about "
+                    f"{rest_lines} more lines; read them by line range]"
+                )
+            attrs: dict[str, Any] = {"id": oid, "type": meta.type}
+            if meta.type == "file":
+                attrs["path"] = meta.path
+            elif meta.type == "toolcall":
+                attrs["call"] = meta.args_display
+            text = render_block("item", body, attrs)
+            hit = (text, self.token_counter.count(text), sha256_hex(text))
+            if len(self._render_cache) > 50_000:
+                self._render_cache.clear()
+            self._render_cache[key] = hit
+        truncated = truncate is not None and content is not None and len(content) > truncate
+        return (*hit, truncated)
+
+    def candidates(self, state: AssemblyState) -> tuple[Item, ...]:
+        """The active items as a strategy sees them, oldest use first."""
+        items = []
+        for oid in state.active:
+            meta = state.meta[oid]
+            _, tokens, _, _ = self.render_item(
+                oid, state.doc(oid), meta, masked=False, truncate=None
+            )
+            items.append(
+                Item(
+                    id=oid,
+                    type=meta.type,
+                    tokens=tokens,
+                    last_used=state.last_used.get(oid, 0),
+                    pinned=oid in state.pinned,
+                    path=meta.path,
+                    tool=meta.tool,
+                    char_count=meta.char_count,
+                    seq=state.seq.get(oid, 0),
+                )
+            )
+        items.sort(key=lambda i: i.last_used)
+        return tuple(items)
+
+    # -- the live context ---------------------------------------------------------------------
+    def assemble(
+        self,
+        state: AssemblyState,
+        strategy: ContextStrategy,
+        budget: int | None,
+        *,
+        tx_id: int,
+    ) -> tuple[Context, dict[str, Any]]:
+        """The context of the live state, and the assembly record that rebuilds it.
+
+        ``tx_id`` is the store's latest transaction: :func:`context_at` reads every item
+        as of it.
+        """
+        turn = len(state.turns)
+        cands = self.candidates(state)
+        system = self.system_section(state.system_prompt)
+        chat = self.chat_section(state.turns)
+        # Every candidate is active in the live metadata section: an upper bound on
+        # the final section, so the content budget is never overdrawn.
+        meta_upper = self.live_metadata_section(state)
+        fixed = system.tokens + chat.tokens + meta_upper.tokens
+        content_budget = None if budget is None else max(0, budget - fixed)
+        sel = strategy.select(StrategyInput(items=cands, budget=content_budget, turn=turn))
+        sel = self.enforce_budget(sel, cands, content_budget, state)
+        assembly: dict[str, Any] = {
+            "turn": turn,
+            "strategy": strategy_spec(strategy),
+            "budget": budget,
+            "active": sel.active,
+            "masked": sel.masked,
+            "truncate": sel.truncate,
+            "evicted": sel.evicted,
+            "orphaned": sorted(state.orphaned),
+            "tx_id": tx_id,
+        }
+        evicted = set(sel.evicted)
+        meta_section = self.live_metadata_section(state, (o for o in state.active if o in evicted))
+        docs = {oid: state.doc(oid) for oid in sel.active}
+        ctx = self.build(
+            assembly,
+            docs,
+            state.meta,
+            state.system_prompt,
+            state.turns,
+            pinned=state.pinned,
+            meta_section=meta_section,
+        )
+        return ctx, assembly
+
+    def enforce_budget(
+        self,
+        sel: Selection,
+        cands: tuple[Item, ...],
+        budget: int | None,
+        state: AssemblyState,
+    ) -> Selection:
+        """Drop unknown ids, evict what the strategy left out, then fit the budget (LRU)."""
+        known = {i.id: i for i in cands}
+        active = [a for a in dict.fromkeys(sel.active) if a in known]
+        chosen = set(active)
+        evicted = [e for e in dict.fromkeys(sel.evicted) if e in known and e not in chosen]
+        gone = chosen | set(evicted)
+        evicted += [i.id for i in cands if i.id not in gone]
+        if budget is None:
+            return Selection(active, list(sel.masked), dict(sel.truncate), evicted)
+
+        def cost(oid: str) -> int:
+            return self.render_item(
+                oid,
+                state.doc(oid),
+                state.meta[oid],
+                masked=oid in sel.masked,
+                truncate=sel.truncate.get(oid),
+            )[1]
+
+        total = sum(cost(a) for a in active)
+        if total > budget:
+            for item in sorted((known[a] for a in active), key=lambda i: i.last_used):
+                if total <= budget:
+                    break
+                if item.pinned:
+                    continue
+                active.remove(item.id)
+                evicted.append(item.id)
+                total -= cost(item.id)
+        kept = set(active)
+        return Selection(
+            active,
+            [m for m in sel.masked if m in kept],
+            {k: v for k, v in sel.truncate.items() if k in kept},
+            evicted,
+        )
+
+    # -- sections -------------------------------------------------------------------------------
+    def system_section(self, text: str) -> Section:
+        return Section(
+            "system", text, self.token_counter.count(text) if text else 0, (), sha256_hex(text)
+        )
+
+    def chat_section(self, turns: Sequence[dict[str, Any]]) -> Section:
+        text = "".join(f"### {t['role']}\n{t['content']}\n" for t in turns)
+        return Section(
+            "chat", text, self.token_counter.count(text) if text else 0, (), sha256_hex(text)
+        )
+
+    def _pool_lines(self, state: AssemblyState) -> tuple[list[str], list[int]]:
+        """Metadata lines of the pool with the session's own flags, updated incrementally."""
+        for oid in state.pool[len(self._lines) :]:
+            self._line_pos[oid] = len(self._lines)
+            self._lines.append("")
+            self._line_tokens.append(0)
+            self._line_dirty.add(oid)
+        for oid in self._line_dirty:
+            pos = self._line_pos.get(oid)
+            if pos is None or oid not in state.meta:
+                continue
+            line = state.meta[oid].line(active=oid in state.active, pinned=oid in state.pinned)
+            self._lines[pos] = line + "\n"
+            self._line_tokens[pos] = self.token_counter.count(line) + 1
+        self._line_dirty.clear()
+        return self._lines, self._line_tokens
+
+    def live_metadata_section(
+        self, state: AssemblyState, not_active: Iterable[str] = ()
+    ) -> Section:
+        """The metadata section of the live state; ``not_active`` lines lose their flag."""
+        lines, tokens = self._pool_lines(state)
+        if not lines:
+            return Section("metadata", "", 0, (), sha256_hex(""))
+        overrides = [o for o in not_active if o in self._line_pos]
+        if not overrides and self._pool_text is not None:
+            text, total, h = self._pool_text
+            return Section("metadata", text, total, (), h)
+        header_tokens = self.token_counter.count(META_HEADER)
+        total = header_tokens + sum(tokens)
+        if overrides:
+            lines = list(lines)
+            for oid in overrides:
+                pos = self._line_pos[oid]
+                line = state.meta[oid].line(active=False, pinned=oid in state.pinned)
+                total += self.token_counter.count(line) + 1 - tokens[pos]
+                lines[pos] = line + "\n"
+        text = META_HEADER + "".join(lines)
+        sec = Section("metadata", text, total, (), sha256_hex(text))
+        if not overrides:
+            self._pool_text = (text, total, sec.hash)
+        return sec
+
+    def metadata_section(
+        self,
+        active: set[str],
+        pinned: set[str],
+        meta: Mapping[str, MetaEntry],
+        pool: Sequence[str],
+    ) -> Section:
+        """The metadata section for any state (used to rebuild past contexts)."""
+        lines = [meta[o].line(active=o in active, pinned=o in pinned) for o in pool if o in meta]
+        if not lines:
+            return Section("metadata", "", 0, (), sha256_hex(""))
+        total = self.token_counter.count(META_HEADER) + sum(
+            self.token_counter.count(line) + 1 for line in lines
+        )
+        text = META_HEADER + "".join(line + "\n" for line in lines)
+        return Section("metadata", text, total, (), sha256_hex(text))
+
+    def build(
+        self,
+        assembly: Mapping[str, Any],
+        docs: Mapping[str, Mapping[str, Any]],
+        meta: Mapping[str, MetaEntry],
+        system_prompt: str,
+        turns: Sequence[dict[str, Any]],
+        *,
+        pinned: Iterable[str],
+        pool: Sequence[str] = (),
+        meta_section: Section | None = None,
+    ) -> Context:
+        """The context an assembly record describes, from the documents it names."""
+        pinned_set = set(pinned)
+        masked = set(assembly["masked"])
+        truncate = {k: int(v) for k, v in assembly["truncate"].items()}
+        items = []
+        for oid in assembly["active"]:
+            text, tokens, h, truncated = self.render_item(
+                oid, docs[oid], meta[oid], masked=oid in masked, truncate=truncate.get(oid)
+            )
+            items.append(
+                ContextItem(
+                    id=oid,
+                    type=meta[oid].type,
+                    label=meta[oid].path or meta[oid].args_display or oid,
+                    tokens=tokens,
+                    text=text,
+                    hash=h,
+                    masked=oid in masked,
+                    truncated=truncated,
+                    pinned=oid in pinned_set,
+                )
+            )
+        active_text = "".join(it.text for it in items)
+        active = Section("active", active_text, sum(it.tokens for it in items), tuple(items), "")
+        sections = (
+            self.system_section(system_prompt),
+            meta_section or self.metadata_section(set(assembly["active"]), pinned_set, meta, pool),
+            active,
+            self.chat_section(turns),
+        )
+        ctx = Context(
+            sections=sections,
+            turn=assembly["turn"],
+            strategy=assembly["strategy"],
+            budget=assembly["budget"],
+            evicted=tuple(assembly["evicted"]),
+            over_budget=(
+                assembly["budget"] is not None
+                and sum(s.tokens for s in sections) > assembly["budget"]
+            ),
+            chat=tuple(turns),
+        )
+        object.__setattr__(ctx, "hash", Context.compute_hash(sections))
+        return ctx
+
+
+def context_at(
+    store: ObjectStore,
+    session_id: str,
+    turn: int,
+    *,
+    assembler: Assembler,
+    reverse_resolve: Callable[[str, str | None], str],
+) -> Context:
+    """Rebuild, from the store's history alone, the context the model saw at ``turn``.
+
+    Uses the last assembly recorded at that turn; files that changed since are read
+    as they were then.
+
+    Raises:
+        NotFoundError: when no context was assembled (with ``record=True``) at that turn.
+    """
+    versions = store.history(session_id)
+    chosen = None
+    for v in versions:
+        a = v.doc.get("assembly")
+        if a and a.get("turn") == turn:
+            chosen = v
+    if chosen is None:
+        turns = sorted({v.doc["assembly"]["turn"] for v in versions if v.doc.get("assembly")})
+        raise NotFoundError(
+            f"no context was recorded at turn {turn} of session {session_id!r}; "
+            f"recorded turns: {turns or 'none'}"
+        )
+    sdoc = chosen.doc
+    assembly = sdoc["assembly"]
+    tx = assembly["tx_id"]
+    pool = sdoc["metadata_pool"]
+    docs = {}
+    for oid in set(pool) | set(assembly["active"]):
+        d = store.as_of(oid, tx) if tx else None
+        if d is not None:
+            docs[oid] = d
+    orphaned = set(assembly.get("orphaned", []))
+    meta = {
+        oid: meta_for(d, orphaned=oid in orphaned, reverse_resolve=reverse_resolve)
+        for oid, d in docs.items()
+    }
+    chat = store.as_of(sdoc["chat_ref"], chosen.tx_id) if sdoc.get("chat_ref") else None
+    turns = (chat or {}).get("turns", [])[:turn]
+    sp_ref = sdoc.get("system_prompt_ref")
+    sp = store.as_of(sp_ref, chosen.tx_id) if sp_ref else None
+    return assembler.build(
+        assembly,
+        docs,
+        meta,
+        (sp or {}).get("content", ""),
+        turns,
+        pinned=sdoc["pinned_set"],
+        pool=pool,
+    )
