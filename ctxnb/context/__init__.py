@@ -25,7 +25,7 @@ Example:
 from __future__ import annotations
 
 from ._assembly import Assembler, AssemblyState, MetaEntry, context_at, meta_for
-from ._framing import delimiter_nonce, render_block
+from ._framing import delimiter_nonce, inline, render_block
 from ._model import Context, ContextItem, Section
 
 __all__ = [
@@ -37,6 +37,7 @@ __all__ = [
     "Section",
     "context_at",
     "delimiter_nonce",
+    "inline",
     "meta_for",
     "render_block",
 ]

@@ -18,7 +18,7 @@ from ..hashing import sha256_hex
 from ..indexer import is_deleted
 from ..strategies import ContextStrategy, Item, Selection, StrategyInput, strategy_spec
 from ..tokens import TokenCounter
-from ._framing import render_block
+from ._framing import inline, render_block
 from ._model import Context, ContextItem, Section
 
 if TYPE_CHECKING:
@@ -61,7 +61,8 @@ class MetaEntry:
             )
             if on
         ]
-        return head + (f" [{', '.join(flags)}]" if flags else "")
+        # Paths and arguments come from the agent or the disk: one line, whatever they hold.
+        return inline(head) + (f" [{', '.join(flags)}]" if flags else "")
 
 
 def meta_for(
@@ -413,7 +414,7 @@ class Assembler:
                 ContextItem(
                     id=oid,
                     type=meta[oid].type,
-                    label=meta[oid].path or meta[oid].args_display or oid,
+                    label=inline(meta[oid].path or meta[oid].args_display or oid),
                     tokens=tokens,
                     text=text,
                     hash=h,
