@@ -1,6 +1,6 @@
 """Replay all 50 real mini-swe-agent runs under six context strategies; print the figures.
 
-Data: ``../shared/data/trajectories/mini-swe-agent`` relative to the repository (50
+Data: ``tests/data/trajectories/mini-swe-agent`` (vendored; 50
 SWE-bench Verified runs of mini-swe-agent with Gemini 3 Pro; each step records the
 provider's ``prompt_tokens``).
 
@@ -33,7 +33,7 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
-DEFAULT_DATA = REPO.parent / "shared" / "data" / "trajectories" / "mini-swe-agent"
+DEFAULT_DATA = REPO / "tests" / "data" / "trajectories" / "mini-swe-agent"
 
 
 def _mb(kb: int) -> float:

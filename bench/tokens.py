@@ -1,7 +1,7 @@
 """Measure ctxnb's heuristic token counter against prompt sizes real model APIs recorded.
 
 Reads the 50 mini-swe-agent trajectories (Gemini 3 Pro) in
-``../shared/data/trajectories/mini-swe-agent`` relative to the repository. Each assistant
+``tests/data/trajectories/mini-swe-agent`` (vendored). Each assistant
 message carries ``extra.response.usage.prompt_tokens``: the size of the prompt of that
 call, i.e. of every message before it. Between two calls the prompt grows by the messages
 in between, so each call gives one *increment* (new messages → recorded growth).
@@ -38,7 +38,7 @@ sys.path.insert(0, str(REPO))
 
 from ctxnb.tokens import GEMINI_SCALE, HeuristicTokenCounter  # noqa: E402
 
-DEFAULT_DATA = REPO.parent / "shared" / "data" / "trajectories" / "mini-swe-agent"
+DEFAULT_DATA = REPO / "tests" / "data" / "trajectories" / "mini-swe-agent"
 
 
 @dataclass

@@ -1,4 +1,4 @@
-"""Shared fixtures: a clean environment per test, the sample workspace, shared data."""
+"""Shared fixtures: a clean environment per test, the sample workspace, vendored test data."""
 
 from __future__ import annotations
 
@@ -9,9 +9,9 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from _data import TEST_DATA
 
 REPO = Path(__file__).resolve().parent.parent
-SHARED_DATA = REPO.parent / "shared" / "data"
 
 # Tests that make real git commits need an identity on a fresh CI machine.
 _GIT_ENV = {
@@ -37,11 +37,9 @@ def clean_environ(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
 
 
 @pytest.fixture
-def shared_data() -> Path:
-    """``../shared/data`` (present in CI and in development checkouts)."""
-    if not SHARED_DATA.is_dir():
-        pytest.fail(f"shared test data not found at {SHARED_DATA}")
-    return SHARED_DATA
+def test_data() -> Path:
+    """The vendored fixtures in ``tests/data``."""
+    return TEST_DATA
 
 
 @pytest.fixture

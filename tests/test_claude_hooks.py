@@ -56,14 +56,14 @@ def ws(tmp_path: Path) -> Path:
 
 
 @pytest.fixture
-def payloads(shared_data: Path) -> Callable[..., dict[str, Any]]:
+def payloads(test_data: Path) -> Callable[..., dict[str, Any]]:
     """Load an example payload with its paths moved into a workspace.
 
     ``src/app.py`` of the examples becomes ``inventory/models.py`` (in scope of INT-001).
     """
 
     def load(name: str, root: Path, **tool_input: Any) -> dict[str, Any]:
-        text = (shared_data / "claude-code-hooks" / f"{name}.json").read_text()
+        text = (test_data / "claude-code-hooks" / f"{name}.json").read_text()
         text = text.replace(f"{PAYLOAD_PROJECT}/src/app.py", f"{root}/inventory/models.py")
         text = text.replace(PAYLOAD_PROJECT, str(root))
         data = json.loads(text)
@@ -118,16 +118,13 @@ def _trace(root: Path) -> list[dict[str, Any]]:
 
 
 @pytest.fixture
-def trace_schema(shared_data: Path) -> dict[str, Any]:
-    return json.loads((shared_data / "agent-trace-0.1.0.schema.json").read_text())
+def trace_schema(test_data: Path) -> dict[str, Any]:
+    return json.loads((test_data / "agent-trace-0.1.0.schema.json").read_text())
 
 
 # -- every example payload ----------------------------------------------------------------------
 EXAMPLES = sorted(
-    p.stem
-    for p in (Path(__file__).resolve().parents[2] / "shared" / "data" / "claude-code-hooks").glob(
-        "*.json"
-    )
+    p.stem for p in (Path(__file__).resolve().parent / "data" / "claude-code-hooks").glob("*.json")
 )
 
 

@@ -43,8 +43,8 @@ def gov(git_repo: Path) -> Path:
 
 
 @pytest.fixture
-def schema(shared_data: Path) -> dict:
-    return json.loads((shared_data / "agent-trace-0.1.0.schema.json").read_text())
+def schema(test_data: Path) -> dict:
+    return json.loads((test_data / "agent-trace-0.1.0.schema.json").read_text())
 
 
 def tools_for(root: Path, sid: str = "agent-1", **kw):

@@ -2,18 +2,23 @@ import json
 from pathlib import Path
 
 import pytest
+from _data import data_dirs
 from hypothesis import given
 from hypothesis import strategies as st
 
 from ctxnb.hashing import content_hash, identity_hash, source_hash, stable_stringify
 
+# The vendored vectors always; ../shared/data's as extra cases when it is beside the checkout.
+by_data_dir = pytest.mark.parametrize("data_dir", data_dirs(), ids=lambda p: p.parent.name)
 
-def _vectors(shared_data: Path) -> dict:
-    return json.loads((shared_data / "hash_vectors.json").read_text(encoding="utf-8"))
+
+def _vectors(data_dir: Path) -> dict:
+    return json.loads((data_dir / "hash_vectors.json").read_text(encoding="utf-8"))
 
 
-def test_stable_stringify_vectors(shared_data):
-    vectors = _vectors(shared_data)["stable_stringify"]
+@by_data_dir
+def test_stable_stringify_vectors(data_dir: Path) -> None:
+    vectors = _vectors(data_dir)["stable_stringify"]
     assert vectors
     for v in vectors:
         assert stable_stringify(v["value"]) == v["expected"]
@@ -21,22 +26,25 @@ def test_stable_stringify_vectors(shared_data):
         assert stable_stringify(v["value"]).encode() == v["expected"].encode()
 
 
-def test_identity_hash_vectors(shared_data):
-    vectors = _vectors(shared_data)["identity_hash"]
+@by_data_dir
+def test_identity_hash_vectors(data_dir: Path) -> None:
+    vectors = _vectors(data_dir)["identity_hash"]
     assert vectors
     for v in vectors:
         assert identity_hash(v["type"], v["source"]) == v["expected"]
 
 
-def test_source_hash_vectors(shared_data):
-    vectors = _vectors(shared_data)["source_hash"]
+@by_data_dir
+def test_source_hash_vectors(data_dir: Path) -> None:
+    vectors = _vectors(data_dir)["source_hash"]
     assert vectors
     for v in vectors:
         assert source_hash(bytes.fromhex(v["bytes_hex"])) == v["expected"]
 
 
-def test_content_hash_vectors(shared_data):
-    vectors = _vectors(shared_data)["content_hash"]
+@by_data_dir
+def test_content_hash_vectors(data_dir: Path) -> None:
+    vectors = _vectors(data_dir)["content_hash"]
     assert vectors
     for v in vectors:
         payload = dict(v["payload"])

@@ -6,7 +6,7 @@ import json
 from pathlib import Path
 
 import pytest
-from _needs import needs
+from _data import TEST_DATA, trajectory_files
 
 from ctxnb.errors import CtxnbError
 from ctxnb.replay import (
@@ -25,16 +25,14 @@ from ctxnb.replay._shell import FileMemory, parse_command
 
 ROOT = Path(__file__).resolve().parents[1]
 DATA = ROOT / "data" / "trajectories"
-SHARED = ROOT.parent / "shared" / "data" / "trajectories"
+VENDORED = TEST_DATA / "trajectories"
 
 MINI = DATA / "django__django-13670.traj.json"
 SWE = DATA / "replay__marshmallow-code__marshmallow-1867__default.traj"
 CLAUDE = DATA / "tool_heavy.jsonl"
-CLAUDE_FULL = SHARED / "claude-code" / "258c7280-ae70-4798-800f-63464d01a85d.jsonl"
+CLAUDE_FULL = VENDORED / "claude-code" / "258c7280-ae70-4798-800f-63464d01a85d.jsonl"
 
-needs_shared = needs(SHARED.is_dir(), "the shared trajectories (../shared/data)")
-
-# Measured on the 50 shared runs: 82 of 1987 steps are unparsed, all of them responses
+# Measured on the 50 vendored runs: 82 of 1987 steps are unparsed, all of them responses
 # mini-swe-agent itself rejected (not exactly one bash block); the worst run has 9 of 31.
 MAX_UNPARSED_RATIO = 0.30
 MAX_UNPARSED_TOTAL_RATIO = 0.05
@@ -108,9 +106,8 @@ def test_mini_swe_agent_counts_and_known_steps() -> None:
     assert t.steps[-1].observation.startswith("diff --git a/django/utils/dateformat.py")
 
 
-@needs_shared
-def test_every_shared_mini_swe_agent_run_converts() -> None:
-    files = sorted((SHARED / "mini-swe-agent").glob("*.traj.json"))
+def test_every_vendored_mini_swe_agent_run_converts() -> None:
+    files = sorted((VENDORED / "mini-swe-agent").glob("*.traj.json"))
     assert len(files) == 50
     total_steps = total_unparsed = total_reads = 0
     for f in files:
@@ -221,7 +218,6 @@ def test_claude_code_small_fixture() -> None:
     assert t.steps[0].usage.prompt_tokens == 25801
 
 
-@needs_shared
 def test_claude_code_full_session_with_compaction() -> None:
     t = load(CLAUDE_FULL)
     s = t.stats()
@@ -256,9 +252,10 @@ def test_claude_code_full_session_with_compaction() -> None:
     assert first_edit.files[0].content is not None  # computed from toolUseResult.originalFile
 
 
-@needs_shared
-def test_all_shared_claude_code_files_convert() -> None:
-    for f in sorted((SHARED / "claude-code").glob("*.jsonl")):
+def test_all_claude_code_files_convert() -> None:
+    files = trajectory_files("claude-code", "*.jsonl")
+    assert len(files) >= 3
+    for f in files:
         t = load(f)
         assert t.stats()["unparsed"] == 0, f
         assert t.steps, f
@@ -307,9 +304,10 @@ def test_swe_agent_demo_known_steps() -> None:
     )
 
 
-@needs_shared
-def test_all_shared_swe_agent_files_convert() -> None:
-    for f in sorted((SHARED / "swe-agent").glob("*.traj")):
+def test_all_swe_agent_files_convert() -> None:
+    files = trajectory_files("swe-agent", "*.traj")
+    assert len(files) >= 9
+    for f in files:
         t = load(f)
         s = t.stats()
         assert s["unparsed"] == 0, f

@@ -7,6 +7,7 @@ import statistics
 from pathlib import Path
 
 import pytest
+from _data import TEST_DATA
 from _needs import has_module, require
 
 from ctxnb.errors import ConfigError, CtxnbError, MissingDependencyError
@@ -20,7 +21,7 @@ from ctxnb.tokens import (
     resolve_token_counter,
 )
 
-TRAJ_DIR = Path(__file__).resolve().parents[1].parent / "shared/data/trajectories/mini-swe-agent"
+TRAJ_DIR = TEST_DATA / "trajectories" / "mini-swe-agent"
 CODE = '''def parse_config(path: str) -> dict:
     """Read the HTMLParser settings."""
     with open(path) as fh:
@@ -177,7 +178,6 @@ def _step_counts(path: Path, counter: HeuristicTokenCounter) -> tuple[list[int],
 )
 def test_calibration_against_recorded_prompt_tokens(name: str) -> None:
     path = TRAJ_DIR / name
-    require(path.exists(), f"shared trajectory data at {TRAJ_DIR}")
     ours, recorded = _step_counts(path, default_token_counter())
     assert len(ours) >= 10
     assert statistics.correlation(ours, recorded) >= 0.99

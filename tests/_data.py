@@ -1,0 +1,32 @@
+"""Where the tests' fixtures live.
+
+Everything a test needs is vendored in ``tests/data`` (sources and licences in its
+README), so ``make test`` passes in a fresh clone on its own. The project's development
+checkouts also keep a ``shared/data`` folder beside the repository; when it is there,
+tests run their checks over it as extra cases. Nothing may depend on it.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parent.parent
+TEST_DATA = REPO / "tests" / "data"
+SHARED_DATA = REPO.parent / "shared" / "data"
+
+
+def data_dirs() -> list[Path]:
+    """The vendored test data, then ``../shared/data`` when it exists (extra cases only)."""
+    return [TEST_DATA, *([SHARED_DATA] if SHARED_DATA.is_dir() else [])]
+
+
+def trajectory_files(kind: str, pattern: str) -> list[Path]:
+    """Trajectory files of one source format: the vendored ones, plus shared extras.
+
+    A file present in both places is listed once (by name, the vendored copy).
+    """
+    seen: dict[str, Path] = {}
+    for d in data_dirs():
+        for p in sorted((d / "trajectories" / kind).glob(pattern)):
+            seen.setdefault(p.name, p)
+    return list(seen.values())
