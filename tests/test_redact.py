@@ -4,9 +4,11 @@ from __future__ import annotations
 
 import doctest
 import random
+import re
 import string
 
 import pytest
+from _secret_corpus import LOOKALIKES, SECRETS, Case
 
 from ctxnb.tools import redact as redact_module
 from ctxnb.tools.redact import RULES, has_secrets, redact, shannon_entropy
@@ -94,10 +96,57 @@ def test_true_positive(rule: str, text: str, secret: str) -> None:
     assert has_secrets(text)
 
 
+KEY_KINDS = [c for c in SECRETS if c.kind.startswith("pem-")]
+
+
 def test_every_rule_has_a_true_positive() -> None:
-    assert {rule.name for rule in RULES} == {rule for rule, _, _ in TRUE_POSITIVES} | {
-        "private-key"
-    }
+    found = {f.rule for case in SECRETS for f in redact(case.text).findings}
+    found |= {f.rule for case in KEY_KINDS for f in redact(case.text.split("\n", 1)[1]).findings}
+    assert {rule.name for rule in RULES} == found | {rule for rule, _, _ in TRUE_POSITIVES}
+
+
+def test_corpus_is_large_and_varied() -> None:
+    assert len(SECRETS) >= 60 and len({c.kind for c in SECRETS}) >= 25
+    assert len(LOOKALIKES) >= 30
+
+
+def test_corpus_recall_and_false_redactions() -> None:
+    """Recall >= 95% on the corpus and at most 3 look-alikes touched (the targets)."""
+    leaked = [c.kind for c in SECRETS if any(s in redact(c.text).text for s in c.secrets)]
+    touched = [c.kind for c in LOOKALIKES if redact(c.text).text != c.text]
+    recall = 1 - len(leaked) / len(SECRETS)
+    assert recall >= 0.95, leaked
+    assert len(touched) <= 3, touched
+
+
+@pytest.mark.parametrize("case", SECRETS, ids=lambda c: f"{c.kind}:{c.name}")
+def test_corpus_secret_is_gone_and_the_rest_kept(case: Case) -> None:
+    out = redact(case.text).text
+    assert not [s for s in case.secrets if s in out]
+    if any("\\n" in s for s in case.secrets):
+        return  # a JSON-escaped key: the escapes around the body go with it
+    # Only the secrets changed (each became one marker, its line breaks kept after it).
+    expected = case.text
+    for s in case.secrets:
+        expected = expected.replace(s, "\x00" + "\n" * s.count("\n"))
+    assert re.sub(r"\[REDACTED:[\w-]+\]", "\x00", out) == expected
+
+
+@pytest.mark.parametrize("case", LOOKALIKES, ids=lambda c: f"{c.kind}:{c.name}")
+def test_corpus_lookalike_is_kept(case: Case) -> None:
+    assert redact(case.text).text == case.text
+
+
+@pytest.mark.parametrize("case", KEY_KINDS, ids=lambda c: c.kind)
+def test_key_body_cut_from_its_header_is_redacted(case: Case) -> None:
+    """A slice of a key file that starts below the BEGIN line (as read_lines or a
+    command's output may show it) still loses every body line."""
+    lines = case.text.splitlines(keepends=True)
+    for first in range(1, 4):
+        piece = "".join(lines[first:])
+        out = redact(piece).text
+        body_lines = case.secrets[0].split("\n")
+        assert not [ln for ln in body_lines if len(ln) >= 20 and ln in out], (first, out)
 
 
 FALSE_POSITIVES = [

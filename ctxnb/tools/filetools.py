@@ -52,6 +52,7 @@ from ..resolver import doc_path as make_doc_path
 from .audit import AuditLog
 from .patching import LineEdit, apply_line_edits, apply_unified_diff, unified_diff
 from .pathpolicy import PathPolicy, SafePath
+from .redact import MARK as REDACTION_MARK
 from .redact import redact
 from .results import DiffResult, PatchResult, ReadResult, VersionInfo
 from .schemas import TOOL_INFO, ToolInfo, tool_schemas
@@ -62,8 +63,6 @@ if TYPE_CHECKING:
     from ..workspace import Workspace
 
 __all__ = ["FileTools", "ToolCall", "ToolHooks"]
-
-REDACTION_MARK = "[REDACTED:"
 
 
 @dataclass
