@@ -32,6 +32,7 @@ from .swe_agent import from_swe_agent
 # trajectory stays cheap.
 _LAZY = {
     "FidelityReport": "fidelity",
+    "FidelityWarning": "fidelity",
     "check_fidelity": "fidelity",
     "compare_at": "analysis",
     "default_strategies": "replay",

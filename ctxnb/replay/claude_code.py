@@ -10,7 +10,9 @@ Each line is a record with ``type`` (``user``, ``assistant``, ``system``, ``prog
   a child of its own tool call), so records off the path are kept when they are a tool
   call of an assistant message on the path (same ``message.id``) or the result of a
   kept tool call. Abandoned branches (a rewound prompt) are dropped. Records are then
-  taken in file order.
+  taken in file order. When a boundary's ``logicalParentUuid`` names a record the file
+  does not hold, the path continues from the last main-line message record before the
+  boundary, and ``metadata["notes"]`` says so.
 - **Sidechains and subagents.** Records with ``isSidechain: true`` and subagent
   ``progress`` records are not steps of this run: the ``Task`` call that started the
   subagent is one step whose observation is the subagent's answer. Their number is in
@@ -83,7 +85,8 @@ def from_claude_code(
         >>> t.steps[0].usage.prompt_tokens
         105
     """
-    main = _main_line(records)
+    notes: list[str] = []
+    main = _main_line(records, notes)
     conv = _Converter()
     for rec in main:
         try:
@@ -121,6 +124,7 @@ def from_claude_code(
                 and r["data"].get("type") == "agent_progress"
             ),
             "skipped_lines": skipped_lines or None,
+            "notes": notes or None,
         }.items()
         if v is not None
     }
@@ -149,7 +153,9 @@ def _blocks(rec: dict[str, Any], kind: str) -> list[dict[str, Any]]:
     return [b for b in c if isinstance(b, dict) and b.get("type") == kind]
 
 
-def _main_line(records: list[dict[str, Any]]) -> list[dict[str, Any]]:
+def _main_line(
+    records: list[dict[str, Any]], notes: list[str] | None = None
+) -> list[dict[str, Any]]:
     by_uuid = {r["uuid"]: r for r in records if isinstance(r.get("uuid"), str)}
     msgs = [
         r
@@ -160,12 +166,25 @@ def _main_line(records: list[dict[str, Any]]) -> list[dict[str, Any]]:
     ]
     if not msgs:
         return []
+    position = {id(r): i for i, r in enumerate(records)}
     on_path: set[str] = set()
     u: str | None = msgs[-1]["uuid"]
     while u and u not in on_path and u in by_uuid:
         on_path.add(u)
         r = by_uuid[u]
         u = r.get("parentUuid") or r.get("logicalParentUuid")
+        if u and u not in by_uuid and r.get("subtype") == "compact_boundary":
+            # The boundary names a record the file does not hold (the transcript was
+            # trimmed or rotated): carry on from the last main-line message before it.
+            at = position[id(r)]
+            before = [m for m in msgs if position[id(m)] < at]
+            if notes is not None:
+                notes.append(
+                    f"compact_boundary {r['uuid']} names logicalParentUuid {u}, which is "
+                    "not in the transcript; the main line continues from the last message "
+                    f"record before the boundary ({before[-1]['uuid'] if before else 'none'})"
+                )
+            u = before[-1]["uuid"] if before else None
     message_ids = {
         r["message"].get("id")
         for r in records

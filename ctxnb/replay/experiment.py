@@ -31,11 +31,12 @@ from __future__ import annotations
 import multiprocessing
 import os
 import sys
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from concurrent.futures import Executor, Future, ProcessPoolExecutor, as_completed
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
+from ..prices import PriceTable, resolve_prices
 from ..strategies import (
     ContextStrategy,
     FileViewLimits,
@@ -47,7 +48,7 @@ from ..strategies import (
 )
 from ..tokens import TokenCounter
 from .model import Trajectory
-from .replay import FileMode, default_strategies, replay, strategy_labels
+from .replay import FileMode, HiddenPrompt, default_strategies, replay, strategy_labels
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -153,10 +154,10 @@ def _replay_one(
     strategies: Sequence[ContextStrategy],
     budget: int | None,
     token_counter: TokenCounter | Callable[[str], int] | str | None,
-    files: FileMode,
+    options: dict[str, Any],
 ) -> pd.DataFrame:
     # Module level, so that process pools can pickle it.
-    return replay(item, strategies, budget, token_counter, files=files)
+    return replay(item, strategies, budget, token_counter, **options)
 
 
 def _want_progress(progress: bool | None) -> bool:
@@ -184,6 +185,9 @@ def run_experiment(
     out_dir: str | os.PathLike[str] | None = None,
     progress: bool | None = None,
     files: FileMode = "active",
+    hidden_prompt_tokens: HiddenPrompt = None,
+    model: str | None = None,
+    prices: PriceTable | Mapping[str, Any] | str | os.PathLike[str] | None = None,
 ) -> pd.DataFrame:
     """Replay many runs under many strategies, in parallel, into one tidy frame.
 
@@ -202,6 +206,10 @@ def run_experiment(
             hive-style by strategy (:func:`write_parquet`).
         progress: show a progress bar; None shows one in notebooks and terminals.
         files: ``"active"`` or ``"pool"`` (see :func:`~ctxnb.replay.replay.replay_contexts`).
+        hidden_prompt_tokens: the agent's unrecorded prompt size, a number, ``"auto"``
+            or None (see :func:`~ctxnb.replay.replay.replay`).
+        model: the model whose prices apply; each run's own model when None.
+        prices: the price table (see :func:`~ctxnb.prices.resolve_prices`).
 
     Returns:
         The rows of every run, in the order the runs were given (then step, then
@@ -221,7 +229,7 @@ def run_experiment(
     """
     import pandas as pd
 
-    from .replay import COLUMNS, _frame
+    from .frame import COLUMNS, frame
 
     items = expand_paths(trajectories)
     if not items:
@@ -233,6 +241,15 @@ def run_experiment(
         )
     strategies = list(strategies) if strategies is not None else default_strategies()
     strategy_labels(strategies)  # fail fast, before any work is sent out
+    table = resolve_prices(prices)
+    if model:
+        table.get(model)  # an unknown model fails here, not in every worker
+    options: dict[str, Any] = {
+        "files": files,
+        "hidden_prompt_tokens": hidden_prompt_tokens,
+        "model": model,
+        "prices": table,
+    }
     own = executor is None
     if executor is None:
         # Spawned, not forked: a fork of a process whose Arrow or BLAS threads are
@@ -247,7 +264,7 @@ def run_experiment(
         # Longest runs first, so that no worker is left with a long one at the end.
         order = sorted(range(len(items)), key=lambda i: -_size(items[i]))
         futures: dict[Future[pd.DataFrame], int] = {
-            executor.submit(_replay_one, items[i], strategies, budget, token_counter, files): i
+            executor.submit(_replay_one, items[i], strategies, budget, token_counter, options): i
             for i in order
         }
         if _want_progress(progress) and futures:
@@ -269,7 +286,7 @@ def run_experiment(
         if own:
             executor.shutdown(wait=True, cancel_futures=True)
     frames = [results[i] for i in range(len(items))]
-    df = pd.concat(frames, ignore_index=True) if frames else _frame(pd, [])
+    df = pd.concat(frames, ignore_index=True) if frames else frame([])
     df = df[list(COLUMNS)]
     if out_dir is not None:
         write_parquet(df, out_dir)

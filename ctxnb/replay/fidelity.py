@@ -13,6 +13,13 @@ saw them twice). What still differs is small and steady: the instructions around
 task in the first user message (not kept by the converter), ctxnb's item delimiters and
 metadata lines, and the tokenizer (a calibrated heuristic, not Gemini's own).
 
+A run whose context is compacted (Claude Code's ``compact_boundary``) is replayed in
+segments: the context restarts from the summary, as the agent's did. Each segment's
+median ratio is compared with the whole check's; a segment off by more than
+``drift_tolerance`` (25% by default) is listed in ``FidelityReport.drifting`` and
+raises a :class:`FidelityWarning`, so a replay that has lost track of what the agent
+saw (a missed compaction, a prompt the run does not record) cannot pass unnoticed.
+
 The report gives the Pearson correlation of the two series, the median of
 ``ctxnb / recorded`` as measured (raw), and the same after calibrating: a least-squares
 fit ``recorded ≈ scale × ctxnb + intercept`` on the data (the intercept absorbs the
@@ -28,6 +35,7 @@ Example:
 from __future__ import annotations
 
 import os
+import warnings
 from collections.abc import Callable, Iterable
 from concurrent.futures import Executor, ThreadPoolExecutor
 from dataclasses import dataclass, field
@@ -36,11 +44,16 @@ from typing import TYPE_CHECKING, Any
 from ..strategies import KeepAll
 from ..tokens import TokenCounter
 from .model import Trajectory
+from .replay import HiddenPrompt
 
 if TYPE_CHECKING:
     import pandas as pd
 
-__all__ = ["FidelityReport", "check_fidelity", "fidelity_from_frame"]
+__all__ = ["FidelityReport", "FidelityWarning", "check_fidelity", "fidelity_from_frame"]
+
+
+class FidelityWarning(UserWarning):
+    """A segment of a replayed run does not track its recorded prompt sizes."""
 
 
 @dataclass(frozen=True)
@@ -60,8 +73,12 @@ class FidelityReport:
         median_abs_error_calibrated: median of ``|calibrated / recorded - 1|``.
         scale_only: slope of the fit through the origin, ``recorded ≈ scale_only × ctxnb``.
         median_ratio_scale_only: median of ``scale_only × ctxnb / recorded``.
-        points: one row per step: ``trajectory``, ``step``, ``ctxnb_tokens``,
-            ``prompt_tokens``.
+        points: one row per step: ``trajectory``, ``segment``, ``step``,
+            ``ctxnb_tokens``, ``prompt_tokens``.
+        segments: one row per (``trajectory``, ``segment``): ``steps`` and
+            ``median_ratio`` (ctxnb / recorded).
+        drifting: ``(trajectory, segment, median_ratio)`` of the segments whose median
+            ratio is off the overall median by more than the tolerance.
     """
 
     trajectories: int
@@ -76,10 +93,12 @@ class FidelityReport:
     scale_only: float
     median_ratio_scale_only: float
     points: Any = field(repr=False, compare=False)
+    segments: Any = field(default=None, repr=False, compare=False)
+    drifting: tuple[tuple[str, int, float], ...] = ()
 
     def as_dict(self) -> dict[str, float | int]:
-        """The figures, without the points."""
-        return {k: v for k, v in vars(self).items() if k != "points"}
+        """The figures, without the points, segments and drifting segments."""
+        return {k: v for k, v in vars(self).items() if k not in ("points", "segments", "drifting")}
 
     def __str__(self) -> str:
         return (
@@ -90,19 +109,37 @@ class FidelityReport:
             f"(recorded ≈ {self.scale:.3f} × ctxnb + {self.intercept:.0f}; "
             f"median abs error {100 * self.median_abs_error_calibrated:.1f}%), "
             f"{self.median_ratio_scale_only:.3f} with scale only ({self.scale_only:.3f})"
+            + (
+                f"; {len(self.drifting)} segment(s) DRIFT: {_drift_text(self)}"
+                if self.drifting
+                else ""
+            )
         )
 
 
-def fidelity_from_frame(df: pd.DataFrame, *, strategy: str = "keep-all") -> FidelityReport:
+def _drift_text(report: FidelityReport) -> str:
+    return ", ".join(f"{t} segment {s} at {r:.2f}" for t, s, r in report.drifting[:5]) + (
+        ", ..." if len(report.drifting) > 5 else ""
+    )
+
+
+def fidelity_from_frame(
+    df: pd.DataFrame, *, strategy: str = "keep-all", drift_tolerance: float = 0.25
+) -> FidelityReport:
     """The fidelity figures of a replay frame's rows for one strategy.
 
     Args:
         df: a frame from :func:`~ctxnb.replay.replay.replay` or
             :func:`~ctxnb.replay.experiment.run_experiment`.
         strategy: the strategy label whose rows to compare (keep-all: nothing dropped).
+        drift_tolerance: how far (relative) a segment's median ratio may be from the
+            overall median before it is reported as drifting.
 
     Raises:
         ValueError: fewer than three steps with recorded prompt tokens.
+
+    Warns:
+        FidelityWarning: a segment drifts (see :attr:`FidelityReport.drifting`).
 
     Example:
         >>> report = fidelity_from_frame(df)  # doctest: +SKIP
@@ -119,7 +156,9 @@ def fidelity_from_frame(df: pd.DataFrame, *, strategy: str = "keep-all") -> Fide
             f"found {len(rows)}. Replay runs that record usage (mini-swe-agent does) "
             "under KeepAll."
         )
-    points = rows[["trajectory", "step", "total_tokens", "prompt_tokens"]].rename(
+    if "segment" not in rows.columns:  # a frame written before segments existed
+        rows = rows.assign(segment=0)
+    points = rows[["trajectory", "segment", "step", "total_tokens", "prompt_tokens"]].rename(
         columns={"total_tokens": "ctxnb_tokens"}
     )
     points = points.reset_index(drop=True)
@@ -134,12 +173,24 @@ def fidelity_from_frame(df: pd.DataFrame, *, strategy: str = "keep-all") -> Fide
     scale, intercept = (float(v) for v in np.polyfit(x, y, 1))
     calibrated = scale * x + intercept
     scale_only = float((x @ y) / (x @ x))
-    return FidelityReport(
+    overall = float(np.median(x / y))
+    seg = (
+        points.assign(ratio=x / y)
+        .groupby(["trajectory", "segment"], sort=True)["ratio"]
+        .agg(steps="size", median_ratio="median")
+        .reset_index()
+    )
+    drifting = tuple(
+        (str(r.trajectory), int(r.segment), float(r.median_ratio))
+        for r in seg.itertuples()
+        if abs(r.median_ratio / overall - 1) > drift_tolerance
+    )
+    report = FidelityReport(
         trajectories=int(points["trajectory"].nunique()),
         steps=len(points),
         pearson=pearson,
         pearson_per_run_median=float(np.median(per_run)) if per_run else float("nan"),
-        median_ratio_raw=float(np.median(x / y)),
+        median_ratio_raw=overall,
         scale=scale,
         intercept=intercept,
         median_ratio_calibrated=float(np.median(calibrated / y)),
@@ -147,7 +198,19 @@ def fidelity_from_frame(df: pd.DataFrame, *, strategy: str = "keep-all") -> Fide
         scale_only=scale_only,
         median_ratio_scale_only=float(np.median(scale_only * x / y)),
         points=points,
+        segments=seg,
+        drifting=drifting,
     )
+    if drifting:
+        warnings.warn(
+            f"replayed context sizes drift from the recorded ones in {len(drifting)} "
+            f"segment(s) (overall median ctxnb/recorded {overall:.2f}): "
+            f"{_drift_text(report)}. A compaction the replay missed or a prompt the run "
+            "does not record (try hidden_prompt_tokens='auto') are the usual causes.",
+            FidelityWarning,
+            stacklevel=2,
+        )
+    return report
 
 
 def check_fidelity(
@@ -156,6 +219,8 @@ def check_fidelity(
     token_counter: TokenCounter | Callable[[str], int] | str | None = None,
     executor: Executor | None = None,
     progress: bool | None = False,
+    hidden_prompt_tokens: HiddenPrompt = None,
+    drift_tolerance: float = 0.25,
 ) -> FidelityReport:
     """Replay runs under KeepAll and compare each step with its recorded prompt size.
 
@@ -166,6 +231,12 @@ def check_fidelity(
         executor: where to replay; in this process when None (pass a process pool to
             check many runs faster).
         progress: show a progress bar (None: in notebooks and terminals).
+        hidden_prompt_tokens: the agent's unrecorded prompt size (a number, ``"auto"``
+            or None; see :func:`~ctxnb.replay.replay.replay`).
+        drift_tolerance: see :func:`fidelity_from_frame`.
+
+    Warns:
+        FidelityWarning: a segment of a run drifts from the others.
 
     Example:
         >>> print(check_fidelity(["data/trajectories"]))  # doctest: +SKIP
@@ -183,8 +254,9 @@ def check_fidelity(
             executor=pool,
             progress=progress,
             files="pool",
+            hidden_prompt_tokens=hidden_prompt_tokens,
         )
     finally:
         if own:
             pool.shutdown()
-    return fidelity_from_frame(df)
+    return fidelity_from_frame(df, drift_tolerance=drift_tolerance)

@@ -58,7 +58,7 @@ import os
 import posixpath
 import tempfile
 import uuid
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
@@ -66,6 +66,7 @@ from typing import TYPE_CHECKING, Any, Literal
 from ..context import Context
 from ..indexer import build_file_doc
 from ..model import FilesystemSource
+from ..prices import PriceTable, resolve_prices
 from ..strategies import (
     ContextStrategy,
     FileViewLimits,
@@ -77,6 +78,7 @@ from ..strategies import (
     strategy_spec,
 )
 from ..tokens import HeuristicTokenCounter, TokenCounter, resolve_token_counter
+from .frame import COLUMNS, PromptTracker, StepMeasure, frame, row
 from .model import FileTouch, Step, Trajectory
 
 if TYPE_CHECKING:
@@ -92,31 +94,9 @@ __all__ = [
     "strategy_labels",
 ]
 
-#: Columns of the frame :func:`replay` returns, in order.
-COLUMNS: tuple[str, ...] = (
-    "trajectory",
-    "source_format",
-    "strategy",
-    "step",
-    "tool",
-    "tokens_system",
-    "tokens_metadata",
-    "tokens_active",
-    "tokens_chat",
-    "total_tokens",
-    "items_active",
-    "items_masked",
-    "items_truncated",
-    "items_evicted",
-    "re_reads",
-    "stale_reads",
-    "prompt_tokens",
-    "budget",
-    "over_budget",
-    "context_hash",
-)
 
 FileMode = Literal["active", "pool"]
+HiddenPrompt = int | Literal["auto"] | None
 
 # A fixed namespace so that tool call ids, and so context hashes, are the same in every
 # run and every process.
@@ -303,12 +283,9 @@ class _Replayer:
         self.fs_id = f"replay:{traj.id}"
         self.memo = _StepMemo(counter)
         self.store = ObjectStore(Path(root) / "store")
-        ws = Workspace.open(root, store=self.store)
-        self.session: Session = ws.session(
-            "replay", system_prompt=traj.system_prompt or "", token_counter=self.memo
-        )
-        if traj.task:
-            self.session.add_turn("user", traj.task)
+        self.workspace = Workspace.open(root, store=self.store)
+        self.segment = 0
+        self.session: Session = self._new_session(traj.task)
         self.known: dict[str, _Known] = {}
         self.file_ids: dict[str, str] = {}
         self.written: dict[str, str | None] = {}  # oid -> last source hash written
@@ -321,8 +298,34 @@ class _Replayer:
     def close(self) -> None:
         self.store.close()
 
+    def _new_session(self, first_turn: str | None) -> Session:
+        s = self.workspace.session(
+            f"replay-{self.segment}" if self.segment else "replay",
+            system_prompt=self.traj.system_prompt or "",
+            token_counter=self.memo,
+        )
+        if first_turn:
+            s.add_turn("user", first_turn)
+        return s
+
+    def compact(self, summary: str | None) -> None:
+        """Start the context again from a compaction's summary, as the agent did.
+
+        The files stay in the store (their versions and what the run has seen), but
+        the new context holds nothing of the old one but the summary: items come back
+        only when the agent touches them again.
+        """
+        self.segment += 1
+        self.session = self._new_session(summary)
+        self.admitted.clear()
+        self.refs_by_path.clear()
+        self.shown.clear()
+
     # -- feeding ---------------------------------------------------------------------------
     def feed(self, step: Step) -> None:
+        if step.compaction:
+            self.compact(step.observation)
+            return
         s = self.session
         tool = step.action.tool
         text = _turn_text(step)
@@ -456,37 +459,6 @@ def _turn_text(step: Step) -> str:
     return "\n\n".join(x for x in (thought, raw) if x)
 
 
-def _row(
-    traj: Trajectory, label: str, step: Step, ctx: Context, losses: tuple[int, int]
-) -> dict[str, Any]:
-    by = ctx.tokens_by_section()
-    items = ctx.items
-    masked = sum(1 for it in items if it.masked)
-    usage = step.usage
-    return {
-        "trajectory": traj.id,
-        "source_format": traj.source_format,
-        "strategy": label,
-        "step": step.index,
-        "tool": step.action.tool,
-        "tokens_system": by.get("system", 0),
-        "tokens_metadata": by.get("metadata", 0),
-        "tokens_active": by.get("active", 0),
-        "tokens_chat": by.get("chat", 0),
-        "total_tokens": ctx.total_tokens,
-        "items_active": len(items) - masked,
-        "items_masked": masked,
-        "items_truncated": sum(1 for it in items if it.truncated),
-        "items_evicted": len(ctx.evicted),
-        "re_reads": losses[0],
-        "stale_reads": losses[1],
-        "prompt_tokens": usage.prompt_tokens if usage is not None else None,
-        "budget": ctx.budget,
-        "over_budget": ctx.over_budget,
-        "context_hash": ctx.hash,
-    }
-
-
 def replay_contexts(
     trajectory: Trajectory,
     strategies: Sequence[ContextStrategy],
@@ -499,6 +471,8 @@ def replay_contexts(
     """Replay a run and yield, step by step, the context under each strategy.
 
     This is the engine under :func:`replay`; use it to look at the contexts themselves.
+    A compaction in the run (``Step.compaction``) starts the context again from its
+    summary, as the agent did.
 
     Args:
         trajectory: the run.
@@ -521,18 +495,58 @@ def replay_contexts(
         >>> [(s.index, label) for s, label, _, _ in replay_contexts(t, [KeepAll()])]
         [(0, 'keep-all')]
     """
+    for step, label, ctx, losses, _ in _replay_measured(
+        trajectory,
+        strategies,
+        budget=budget,
+        token_counter=token_counter,
+        stop_after=stop_after,
+        files=files,
+    ):
+        yield step, label, ctx, losses
+
+
+def _replay_measured(
+    trajectory: Trajectory,
+    strategies: Sequence[ContextStrategy],
+    *,
+    budget: int | None = None,
+    token_counter: TokenCounter | Callable[[str], int] | str | None = None,
+    stop_after: int | None = None,
+    files: FileMode = "active",
+    hidden_prompt_tokens: HiddenPrompt = None,
+) -> Iterator[tuple[Step, str, Context, tuple[int, int], StepMeasure]]:
     labels = strategy_labels(strategies)
     counter = resolve_token_counter(token_counter)
+    if files not in ("active", "pool"):
+        raise ValueError(f"files must be 'active' or 'pool', got {files!r}")
+    if not (
+        hidden_prompt_tokens is None
+        or hidden_prompt_tokens == "auto"
+        or (isinstance(hidden_prompt_tokens, int) and hidden_prompt_tokens >= 0)
+    ):
+        raise ValueError(
+            "hidden_prompt_tokens must be None, 'auto' or a number of tokens >= 0, "
+            f"got {hidden_prompt_tokens!r}"
+        )
+    hidden = hidden_prompt_tokens if isinstance(hidden_prompt_tokens, int) else 0
+    estimate = hidden_prompt_tokens == "auto"
+    tracker = PromptTracker()
     with tempfile.TemporaryDirectory(prefix="ctxnb-replay-", dir=_fast_tmp()) as root:
-        if files not in ("active", "pool"):
-            raise ValueError(f"files must be 'active' or 'pool', got {files!r}")
         r = _Replayer(trajectory, counter, root, files)
         try:
             for step in trajectory.steps:
                 r.memo.new_step()
+                recorded = step.usage.prompt_tokens if step.usage is not None else None
+                if estimate and recorded:
+                    # What the provider counted beyond everything the run recorded is
+                    # the agent's own prompt (instructions, tool definitions).
+                    seen = r.session.assemble(KeepAll(), None, record=False).total_tokens
+                    hidden, estimate = max(0, recorded - seen), False
                 for label, strategy in zip(labels, strategies, strict=True):
                     ctx = r.session.assemble(strategy, budget, record=False)
-                    yield step, label, ctx, r.losses(ctx, step)
+                    measure = StepMeasure(r.segment, hidden, tracker.shared(label, ctx, hidden))
+                    yield step, label, ctx, r.losses(ctx, step), measure
                 if stop_after is not None and step.index >= stop_after:
                     return
                 r.feed(step)
@@ -547,6 +561,9 @@ def replay(
     token_counter: TokenCounter | Callable[[str], int] | str | None = None,
     *,
     files: FileMode = "active",
+    hidden_prompt_tokens: HiddenPrompt = None,
+    model: str | None = None,
+    prices: PriceTable | Mapping[str, Any] | str | os.PathLike[str] | None = None,
 ) -> pd.DataFrame:
     """Replay a recorded run and measure the context every strategy gives at every step.
 
@@ -557,10 +574,22 @@ def replay(
         budget: total token budget per context, or None for no limit.
         token_counter: a counter, a name such as ``"heuristic"``, or None for the default.
         files: ``"active"`` or ``"pool"``; see :func:`replay_contexts`.
+        hidden_prompt_tokens: the size of the agent's own prompt that the run does not
+            record (Claude Code's instructions and tool definitions): a number of tokens,
+            ``"auto"`` (estimated at the first step with recorded usage, as the recorded
+            prompt size less everything the replay sees there), or None (nothing added).
+            It is counted in ``total_tokens`` and ``tokens_hidden``.
+        model: the model whose prices apply; the run's own model when None.
+        prices: a :class:`~ctxnb.prices.PriceTable`, a mapping or a JSON file
+            (see :func:`~ctxnb.prices.resolve_prices`); the shipped table when None.
 
     Returns:
         A tidy frame with one row per (trajectory, strategy, step) and the columns of
-        :data:`COLUMNS`. The same inputs give the same frame, context hashes included.
+        :data:`COLUMNS` (see :mod:`ctxnb.replay.frame` for the cache and cost columns).
+        The same inputs give the same frame, context hashes included.
+
+    Raises:
+        NotFoundError: ``model`` is given and the price table does not know it.
 
     Example:
         >>> from ctxnb.replay import load
@@ -569,31 +598,23 @@ def replay(
         >>> df = replay(t, [KeepAll(), ObservationMasking(5)])  # doctest: +SKIP
         >>> df.groupby("strategy")["total_tokens"].sum()  # doctest: +SKIP
     """
-    import pandas as pd
 
     if not isinstance(trajectory, Trajectory):
         from .converters import load
 
         trajectory = load(trajectory)
     strategies = list(strategies) if strategies is not None else default_strategies()
+    table = resolve_prices(prices)
+    price = table.get(model) if model else table.find(trajectory.metadata.get("model"))
     rows = [
-        _row(trajectory, label, step, ctx, losses)
-        for step, label, ctx, losses in replay_contexts(
-            trajectory, strategies, budget=budget, token_counter=token_counter, files=files
+        row(trajectory, label, step, ctx, losses, measure, price)
+        for step, label, ctx, losses, measure in _replay_measured(
+            trajectory,
+            strategies,
+            budget=budget,
+            token_counter=token_counter,
+            files=files,
+            hidden_prompt_tokens=hidden_prompt_tokens,
         )
     ]
-    return _frame(pd, rows)
-
-
-def _frame(pd: Any, rows: list[dict[str, Any]]) -> pd.DataFrame:
-    df = pd.DataFrame(rows, columns=list(COLUMNS))
-    ints = [c for c in COLUMNS if c.startswith(("tokens_", "items_")) or c in ("step",)]
-    ints += ["total_tokens", "re_reads", "stale_reads"]
-    for c in ints:
-        df[c] = df[c].astype("int64")
-    for c in ("prompt_tokens", "budget"):
-        df[c] = df[c].astype("Int64")
-    df["over_budget"] = df["over_budget"].astype(bool)
-    for c in ("trajectory", "source_format", "strategy", "tool", "context_hash"):
-        df[c] = df[c].astype("string")
-    return df
+    return frame(rows)

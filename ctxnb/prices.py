@@ -1,0 +1,220 @@
+"""What model calls cost, as providers bill them: input, cache writes, cache reads, output.
+
+Providers bill a prompt in up to three parts: tokens read from the prompt cache (about
+a tenth of the input price), tokens written to it (Anthropic charges 1.25× input for a
+5-minute write; OpenAI and Gemini cache implicitly at the input price) and the rest at
+the input price; output is billed apart. A flat per-token price cannot tell a strategy
+that keeps the prompt's prefix stable from one that rewrites it every step, so ctxnb
+prices every step both ways.
+
+The table shipped with ctxnb (``ctxnb/data/prices.json``) is dated and names its
+source; prices change, so pass your own wherever ctxnb takes ``prices=`` (a
+:class:`PriceTable`, a mapping of model to prices, or the path of a JSON file in the
+same shape), or set ``CTXNB_PRICES`` to such a file.
+
+Example:
+    >>> table = PriceTable.default()
+    >>> p = table.get("anthropic/claude-sonnet-4-5")
+    >>> (p.input, p.cache_read, p.output)
+    (3.0, 0.3, 15.0)
+    >>> round(p.cost(new=1_000_000, output=100_000), 2)   # cache writes at 1.25× input
+    5.25
+    >>> round(p.cost(new=1_000_000, output=100_000, caching=False), 2)
+    4.5
+    >>> mine = table.with_prices({"my-model": {"input": 1, "cache_write": 1,
+    ...                                        "cache_read": 0.1, "output": 2}})
+    >>> mine.get("my-model").cost(cache_read=1_000_000)
+    0.1
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Mapping
+from dataclasses import dataclass, field, replace
+from importlib.resources import files
+from pathlib import Path
+from typing import Any
+
+from .errors import ConfigError, NotFoundError
+
+__all__ = ["ModelPrice", "PriceTable", "resolve_prices"]
+
+_PER = 1_000_000
+# Routing prefixes (litellm, OpenRouter, mini-swe-agent's model names) that do not change
+# the price of the model behind them.
+_PREFIXES = ("anthropic/", "openai/", "google/", "gemini/", "vertex_ai/", "openrouter/")
+
+
+@dataclass(frozen=True)
+class ModelPrice:
+    """One model's prices, in USD per million tokens.
+
+    Attributes:
+        model: the model's name in the table.
+        input: uncached prompt tokens.
+        cache_write: prompt tokens written to the cache.
+        cache_read: prompt tokens read from the cache.
+        output: completion tokens.
+        source: where the prices come from.
+        as_of: the date they were taken.
+    """
+
+    model: str
+    input: float
+    cache_write: float
+    cache_read: float
+    output: float
+    source: str = ""
+    as_of: str = ""
+
+    def cost(
+        self, *, cache_read: int = 0, new: int = 0, output: int = 0, caching: bool = True
+    ) -> float:
+        """Dollars for one call.
+
+        Args:
+            cache_read: prompt tokens the provider can read from its cache.
+            new: the other prompt tokens (written to the cache when caching).
+            output: completion tokens.
+            caching: False bills every prompt token at the input price.
+        """
+        if not caching:
+            return ((cache_read + new) * self.input + output * self.output) / _PER
+        return (cache_read * self.cache_read + new * self.cache_write + output * self.output) / _PER
+
+
+@dataclass(frozen=True)
+class PriceTable:
+    """Prices per model, with the date and source of the table.
+
+    Use :meth:`default` for the table shipped with ctxnb and :meth:`with_prices` to
+    add or override models.
+    """
+
+    models: Mapping[str, ModelPrice] = field(default_factory=dict)
+    as_of: str = ""
+    source: str = ""
+
+    @classmethod
+    def default(cls) -> PriceTable:
+        """The table shipped with ctxnb (``ctxnb/data/prices.json``)."""
+        text = files("ctxnb").joinpath("data/prices.json").read_text(encoding="utf-8")
+        return cls.from_dict(json.loads(text), where="ctxnb/data/prices.json")
+
+    @classmethod
+    def from_file(cls, path: str | os.PathLike[str]) -> PriceTable:
+        """A table from a JSON file shaped like ``ctxnb/data/prices.json``.
+
+        Raises:
+            ConfigError: the file cannot be read or a model lacks a price.
+        """
+        try:
+            data = json.loads(Path(path).read_text(encoding="utf-8"))
+        except (OSError, json.JSONDecodeError) as exc:
+            raise ConfigError(
+                f"cannot read the price table {path}: {exc}. Give a JSON file shaped like "
+                'ctxnb/data/prices.json: {"as_of": ..., "source": ..., "models": {"name": '
+                '{"input": ..., "cache_write": ..., "cache_read": ..., "output": ...}}}'
+            ) from None
+        return cls.from_dict(data, where=str(path))
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any], *, where: str = "prices") -> PriceTable:
+        """A table from ``{"as_of", "source", "models": {name: {input, ...}}}``."""
+        if not isinstance(data, Mapping) or not isinstance(data.get("models"), Mapping):
+            raise ConfigError(f'{where}: a price table needs a "models" mapping')
+        as_of, source = str(data.get("as_of", "")), str(data.get("source", ""))
+        return cls(
+            {
+                name: _price(name, p, where=where, as_of=as_of, source=source)
+                for name, p in data["models"].items()
+            },
+            as_of=as_of,
+            source=source,
+        )
+
+    def with_prices(self, prices: Mapping[str, ModelPrice | Mapping[str, Any]]) -> PriceTable:
+        """A copy with these models added or replaced (prices in USD per million)."""
+        models = dict(self.models)
+        for name, p in prices.items():
+            models[name] = (
+                replace(p, model=name)
+                if isinstance(p, ModelPrice)
+                else _price(name, p, where="with_prices", as_of="", source="user")
+            )
+        return PriceTable(models, as_of=self.as_of, source=self.source)
+
+    def find(self, model: str | None) -> ModelPrice | None:
+        """The prices of ``model`` (routing prefixes such as ``anthropic/`` ignored), or None."""
+        if not model:
+            return None
+        if model in self.models:
+            return self.models[model]
+        name = model
+        while True:
+            for prefix in _PREFIXES:
+                if name.startswith(prefix):
+                    name = name[len(prefix) :]
+                    break
+            else:
+                break
+        return self.models.get(name)
+
+    def get(self, model: str) -> ModelPrice:
+        """The prices of ``model``.
+
+        Raises:
+            NotFoundError: the table has no such model (the message lists those it has).
+        """
+        p = self.find(model)
+        if p is None:
+            raise NotFoundError(
+                f"no price for model {model!r}; known: {', '.join(sorted(self.models))}. "
+                "Add it with PriceTable.default().with_prices({name: {'input': ..., "
+                "'cache_write': ..., 'cache_read': ..., 'output': ...}}) (USD per million)."
+            )
+        return p
+
+    def __repr__(self) -> str:
+        return f"PriceTable({len(self.models)} models, as_of={self.as_of!r})"
+
+
+def _price(name: str, p: Mapping[str, Any], *, where: str, as_of: str, source: str) -> ModelPrice:
+    keys = ("input", "cache_write", "cache_read", "output")
+    if not isinstance(p, Mapping):
+        raise ConfigError(f"{where}: the prices of {name!r} must be a mapping of {keys}")
+    missing = [k for k in keys if not isinstance(p.get(k), int | float) or p[k] < 0]
+    if missing:
+        raise ConfigError(
+            f"{where}: model {name!r} needs non-negative numbers for {missing} "
+            "(USD per million tokens)"
+        )
+    return ModelPrice(name, *(float(p[k]) for k in keys), source=source, as_of=as_of)
+
+
+def resolve_prices(
+    prices: PriceTable | Mapping[str, Any] | str | os.PathLike[str] | None,
+) -> PriceTable:
+    """One resolver for the ``prices=`` option.
+
+    An explicit table wins; a whole table as a mapping (with ``"models"``) is used as
+    it is; a mapping of model to prices overrides the shipped table;
+    a path is read as a JSON table; None reads ``CTXNB_PRICES`` (a path) or falls back
+    to the shipped table.
+
+    Example:
+        >>> resolve_prices(None).as_of >= "2026-01-01"
+        True
+    """
+    if isinstance(prices, PriceTable):
+        return prices
+    if isinstance(prices, Mapping):
+        if "models" in prices:
+            return PriceTable.from_dict(prices)
+        return PriceTable.default().with_prices(prices)
+    if prices is not None:
+        return PriceTable.from_file(prices)
+    env = os.environ.get("CTXNB_PRICES")
+    return PriceTable.from_file(env) if env else PriceTable.default()
