@@ -496,12 +496,7 @@ def replay_contexts(
         [(0, 'keep-all')]
     """
     for step, label, ctx, losses, _ in _replay_measured(
-        trajectory,
-        strategies,
-        budget=budget,
-        token_counter=token_counter,
-        stop_after=stop_after,
-        files=files,
+        trajectory, strategies, budget, token_counter, stop_after, files, None
     ):
         yield step, label, ctx, losses
 
@@ -509,12 +504,11 @@ def replay_contexts(
 def _replay_measured(
     trajectory: Trajectory,
     strategies: Sequence[ContextStrategy],
-    *,
-    budget: int | None = None,
-    token_counter: TokenCounter | Callable[[str], int] | str | None = None,
-    stop_after: int | None = None,
-    files: FileMode = "active",
-    hidden_prompt_tokens: HiddenPrompt = None,
+    budget: int | None,
+    token_counter: TokenCounter | Callable[[str], int] | str | None,
+    stop_after: int | None,
+    files: FileMode,
+    hidden_prompt_tokens: HiddenPrompt,
 ) -> Iterator[tuple[Step, str, Context, tuple[int, int], StepMeasure]]:
     labels = strategy_labels(strategies)
     counter = resolve_token_counter(token_counter)
@@ -609,12 +603,7 @@ def replay(
     rows = [
         row(trajectory, label, step, ctx, losses, measure, price)
         for step, label, ctx, losses, measure in _replay_measured(
-            trajectory,
-            strategies,
-            budget=budget,
-            token_counter=token_counter,
-            files=files,
-            hidden_prompt_tokens=hidden_prompt_tokens,
+            trajectory, strategies, budget, token_counter, None, files, hidden_prompt_tokens
         )
     ]
     return frame(rows)
