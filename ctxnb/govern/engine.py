@@ -82,6 +82,14 @@ _NOT_FAILURES = frozenset(
 _PATH_ARGS = ("path", "doc_path")
 
 
+def _path_values(call: ToolCall) -> list[tuple[str, str]]:
+    """Every path a call names: its path arguments and the extra targets the tool found
+    (a rename diff's destination), each under a key for ``rel_paths``."""
+    out = [(key, v) for key in _PATH_ARGS if isinstance(v := call.args.get(key), str)]
+    out += [(f"target:{k}", v) for k, v in enumerate(call.context.get("targets", ()))]
+    return out
+
+
 class PrePolicy(Protocol):
     """Runs before a call; raises :class:`~ctxnb.errors.PolicyError` to refuse it."""
 
@@ -122,11 +130,9 @@ class PathPolicyCheck:
     name = "path-policy"
 
     def check(self, call: ToolCall, engine: HookEngine) -> None:
-        for key in _PATH_ARGS:
-            value = call.args.get(key)
-            if isinstance(value, str):
-                sp = engine.tools.policy.check(value, for_write=call.mutating)
-                call.context.setdefault("rel_paths", {})[key] = sp.rel  # for the scope check
+        for key, value in _path_values(call):
+            sp = engine.tools.policy.check(value, for_write=call.mutating)
+            call.context.setdefault("rel_paths", {})[key] = sp.rel  # for the scope check
 
 
 class IntentPresence:
@@ -166,10 +172,7 @@ class Scope:
         intent = engine.current_intent()
         if intent is None:
             return
-        for key in _PATH_ARGS:
-            value = call.args.get(key)
-            if not isinstance(value, str):
-                continue
+        for key, value in _path_values(call):
             rel = call.context.get("rel_paths", {}).get(key)
             if rel is None:  # the path policy was taken out of engine.pre
                 rel = engine.tools.policy.check(value, for_write=True).rel

@@ -50,7 +50,14 @@ from ..hashing import sha256_hex, source_hash
 from ..indexer import build_file_doc, decode_bytes, is_deleted
 from ..resolver import doc_path as make_doc_path
 from .audit import AuditLog
-from .patching import LineEdit, apply_line_edits, apply_unified_diff, unified_diff
+from .patching import (
+    FilePatch,
+    LineEdit,
+    apply_file_patch,
+    apply_line_edits,
+    parse_patch,
+    unified_diff,
+)
 from .pathpolicy import PathPolicy, SafePath
 from .redact import MARK as REDACTION_MARK
 from .redact import redact
@@ -209,9 +216,18 @@ class FileTools:
         return doc_path
 
     # -- the one path every call takes ---------------------------------------------------------
-    def _run(self, tool: str, args: dict[str, Any], fn: Callable[[ToolCall], Any]) -> Any:
+    def _run(
+        self,
+        tool: str,
+        args: dict[str, Any],
+        fn: Callable[[ToolCall], Any],
+        *,
+        targets: Sequence[str] = (),
+    ) -> Any:
         info = TOOL_INFO.get(tool) or (self._extra_tools.get(tool, (None, None))[0])
         call = ToolCall(tool, dict(args), self.caller, self.session.session_id, info=info)
+        if targets:  # more paths the call writes (a rename's destination): governed too
+            call.context["targets"] = list(targets)
         error: CtxnbError | None = None
         result: Any = None
         try:
@@ -588,11 +604,18 @@ class FileTools:
         rel: str,
         expected: str | None,
         transform: Callable[[str], str],
+        *,
+        delete: bool = False,
+        move_to: str | None = None,
     ) -> PatchResult:
-        """Check, transform and write one file under its lock; a conflict writes nothing."""
+        """Check, transform and write one file under its lock; a conflict writes nothing.
+
+        With ``delete`` the transform must empty the file, which is then deleted; with
+        ``move_to`` the result is written there and the file deleted (a rename).
+        """
         sp = self.policy.check(rel, for_write=True)
         rel = sp.rel
-        call.paths = [rel]
+        call.paths = [rel] if move_to is None else [move_to, rel]
         with self._locked(rel):
             current, _ = self._authoritative(rel)
             if current is None:
@@ -612,22 +635,106 @@ class FileTools:
                     failed_hunks=e.failed_hunks,
                     sha256=sha256_hex(current),
                 )
-            return self._write(call, rel, current, new_text)
+            if delete:
+                return self._delete(call, rel, current, old_text)
+            if move_to is None:
+                return self._write(call, rel, current, new_text)
+            result = self._write(call, move_to, None, new_text, mode="create")
+            self._delete(call, rel, current, old_text)
+            call.new_text = new_text  # the trace records the new file against the old text
+            call.after_sha256 = result.sha256
+            result.message = f"renamed {rel} to {move_to}; " + result.message
+            return result
 
     def apply_patch(
         self, path: str, unified_diff: str, expected_sha256: str | None = None
     ) -> PatchResult:
-        """Apply a unified diff. A hunk whose context no longer matches is a conflict.
+        """Apply a one-file unified diff as ``git apply`` would, to the byte.
+
+        A modification patches ``path``. A diff from ``/dev/null`` creates ``path``
+        (which must not exist); a diff to ``/dev/null`` deletes it, after checking that
+        its hunks remove the whole file (a versioned, traced deletion, never an empty
+        file); a rename diff (``rename from``/``rename to``) patches ``path`` and moves
+        it to the new name, which must not exist and must pass the same path rules and
+        intent scope. A diff that covers several files is refused.
 
         On conflict nothing is written and the result has ``conflict=True`` and the
         failed hunks. A malformed patch raises :class:`~ctxnb.errors.PatchError`.
         """
+        # Parsed before the call so a rename's destination is governed like ``path``; a
+        # malformed diff is raised inside the call so that it is recorded and audited.
+        fp: FilePatch | None = None
+        problem: PatchError | None = None
+        try:
+            files = parse_patch(unified_diff)
+            if len(files) > 1:
+                names = ", ".join(repr(f.path) for f in files)
+                raise PatchError(
+                    f"the diff covers {len(files)} files ({names}); apply_patch takes one "
+                    "file's diff per call: split it at its 'diff --git' lines"
+                )
+            fp = files[0]
+        except PatchError as e:
+            problem = e
+
+        def run(call: ToolCall) -> PatchResult:
+            if fp is None:
+                assert problem is not None
+                raise problem
+            return self._apply_file_patch(call, path, fp, expected_sha256)
+
+        rename_to = fp.new_path if fp is not None and fp.kind == "rename" else None
         return self._run(
             "apply_patch",
             {"path": path, "unified_diff": unified_diff, "expected_sha256": expected_sha256},
-            lambda call: self._patch(
-                call, path, expected_sha256, lambda old: apply_unified_diff(old, unified_diff)
-            ),
+            run,
+            targets=[rename_to] if rename_to else (),
+        )
+
+    def _apply_file_patch(
+        self, call: ToolCall, path: str, fp: FilePatch, expected: str | None
+    ) -> PatchResult:
+        rel = self.policy.check(path, for_write=True).rel
+        named = fp.new_path if fp.kind == "create" else fp.old_path
+        if named is not None and fp.kind != "modify" and named != rel:
+            raise PatchError(
+                f"the diff {'creates' if fp.kind == 'create' else fp.kind + 's'} {named!r} "
+                f"but path is {rel!r}; pass path={named!r}"
+            )
+        if fp.kind == "modify":
+            return self._patch(call, rel, expected, lambda old: _patched(old, fp))
+        if fp.kind == "create":
+            call.paths = [rel]
+            with self._locked(rel):
+                current, _ = self._authoritative(rel)
+                if current is not None:
+                    return _conflict(rel, current, f"the diff creates {rel}, which exists")
+                return self._write(call, rel, None, _patched("", fp), mode="create")
+        if fp.kind == "delete":
+            return self._patch(call, rel, expected, lambda old: _patched(old, fp), delete=True)
+        dest = self.policy.check(fp.new_path or "", for_write=True).rel
+        with self._locked(dest):
+            if self._authoritative(dest)[0] is not None:
+                return _conflict(rel, None, f"the rename target {dest} exists")
+            result = self._patch(call, rel, expected, lambda old: _patched(old, fp), move_to=dest)
+        return result
+
+    def _delete(self, call: ToolCall, rel: str, old: bytes, old_text: str) -> PatchResult:
+        """Delete a file: a deletion version in the store, a trace of what was removed."""
+        call.old_text, call.new_text = old_text, ""
+        call.before_sha256 = sha256_hex(old)
+        self.policy.delete(rel)
+        key = make_doc_path(rel)
+        self._read_hashes.pop(key, None)
+        self._active.pop(key, None)
+        _, version = self._index_bytes(rel, None)
+        diff = redact(unified_diff(old_text, "", fromfile=f"a/{rel}", tofile="/dev/null")).text
+        return PatchResult(
+            success=True,
+            message=f"deleted {rel} ({len(old)} bytes)",
+            path=rel,
+            diff=diff,
+            version_id=version,
         )
 
     def write_patch(
@@ -973,6 +1080,21 @@ def _error(
     if details:
         out["details"] = details
     return out
+
+
+def _patched(old: str, fp: FilePatch) -> str:
+    """The text a patch leaves; a deletion leaves ``""`` (checked by apply_file_patch)."""
+    return apply_file_patch(None if fp.created else old, fp) or ""
+
+
+def _conflict(rel: str, current: bytes | None, message: str) -> PatchResult:
+    return PatchResult(
+        success=False,
+        message=f"{message}; nothing was written",
+        path=rel,
+        conflict=True,
+        sha256=sha256_hex(current) if current is not None else None,
+    )
 
 
 def _error_code(e: CtxnbError) -> str:

@@ -6,23 +6,35 @@ module never sees a path.
 
 Two edit forms are supported:
 
-* **Unified diffs** (``parse_unified_diff``, ``apply_unified_diff``): the format of
-  ``diff -u`` and ``git diff`` for a single file. Application is strict: each hunk
-  may be found at a shifted offset (as GNU ``patch`` does) but its context and removed
-  lines must match exactly unless ``fuzz`` is raised.
+* **Unified diffs** (``parse_patch``, ``apply_file_patch``, ``apply_unified_diff``):
+  the format of ``diff -u`` and ``git diff``. Application follows ``git apply``: each
+  hunk may be found at a shifted offset (as GNU ``patch`` and git do) but its context
+  and removed lines must match exactly, byte for byte, unless ``fuzz`` is raised.
 * **Line edits** (``LineEdit``, ``apply_line_edits``): replace lines ``start_line`` to
   ``end_line`` (1-based, inclusive) after checking that they still read
   ``expected_original_lines``. All line numbers in one call refer to the original text.
 
-Lines are split on ``\\n`` and ``\\r\\n`` only (never on form feeds or Unicode line
-separators, which are content). The newline style of each untouched line is kept;
-new lines take the file's dominant style, and whether the file ended with a newline
-is preserved unless a diff says otherwise with ``\\ No newline at end of file``.
+Line endings in a diff follow git. A diff line ends at ``\\n``; a ``\\r`` before it is
+part of the line, so the diff of a CRLF file carries its CRs, and every line the patch
+adds keeps exactly the ending the diff gives it (``\\r\\n``, ``\\n``, or none when
+``\\ No newline at end of file`` follows). A line-ending conversion is a diff like any
+other. Two leniencies, both for diffs that ``git apply`` would refuse, so they never
+change a result git produces:
+
+* a diff whose every line ends in ``\\r\\n`` (headers included) went through a CRLF
+  channel: one ``\\r`` is taken off each line before it is read;
+* when the hunks do not match byte for byte, they are matched once more ignoring line
+  terminators (a diff written from a view that hides CRs, or that forgets a final
+  newline): then untouched lines keep their endings, added lines take the file's
+  dominant one, and a missing final newline is kept unless a marker says otherwise.
+
+Line edits split on ``\\n`` and ``\\r\\n`` only (never on form feeds or Unicode line
+separators, which are content); new lines take the file's dominant style.
 
 Example:
     >>> from ctxnb.tools.patching import apply_unified_diff, unified_diff
-    >>> old = "a\\nb\\nc\\n"
-    >>> new = "a\\nB\\nc\\n"
+    >>> old = "a\\r\\nb\\r\\nc\\n"
+    >>> new = "a\\r\\nb\\r\\nC\\n"
     >>> apply_unified_diff(old, unified_diff(old, new)) == new
     True
 """
@@ -40,24 +52,29 @@ from pydantic import BaseModel, ConfigDict, Field, model_validator
 from ctxnb.errors import PatchConflict, PatchError
 
 __all__ = [
+    "FilePatch",
     "Hunk",
     "LineEdit",
+    "apply_file_patch",
     "apply_line_edits",
     "apply_unified_diff",
     "changed_line_ranges",
     "diff_stats",
+    "parse_patch",
     "parse_unified_diff",
     "unified_diff",
 ]
 
 NO_NEWLINE_MARKER = "\\ No newline at end of file"
+DEV_NULL = "/dev/null"
 
 _HUNK_HEADER = re.compile(r"^@@ -(\d+)(?:,(\d+))? \+(\d+)(?:,(\d+))? @@(.*)$")
 _LINE_SPLIT = re.compile(r"\r\n|\n")
+_GIT_HEADER = re.compile(r'^diff --git ("(?:[^"\\]|\\.)*"|\S+) ("(?:[^"\\]|\\.)*"|\S+)$')
 
-# Lines git writes between "diff --git" and the "---" header; they carry no content.
+# Lines git writes between "diff --git" and the "---" header (see git-diff(1),
+# "extended header lines").
 _GIT_EXTENDED_HEADERS = (
-    "diff ",
     "index ",
     "old mode ",
     "new mode ",
@@ -69,6 +86,8 @@ _GIT_EXTENDED_HEADERS = (
     "rename to ",
     "copy from ",
     "copy to ",
+    "Binary files ",
+    "GIT binary patch",
 )
 
 HunkTag = Literal[" ", "-", "+"]
@@ -143,7 +162,8 @@ class Hunk:
         old_count: number of old lines the hunk covers (context + removed).
         new_start: first line in the new text.
         new_count: number of new lines (context + added).
-        lines: the body as ``(tag, text)`` pairs, tag one of ``" "``, ``"-"``, ``"+"``.
+        lines: the body as ``(tag, text)`` pairs, tag one of ``" "``, ``"-"``, ``"+"``;
+            the text has no ``\\n`` but keeps a ``\\r`` that ends it (a CRLF line).
         header: the ``@@ … @@`` line as written.
         old_missing_newline: the old text's last line (in this hunk) had no newline.
         new_missing_newline: the new text's last line (in this hunk) has no newline.
@@ -178,19 +198,126 @@ class Hunk:
     def removed(self) -> int:
         return sum(1 for tag, _ in self.lines if tag == "-")
 
+    def raw_lines(self) -> list[tuple[HunkTag, str]]:
+        """The body with each line's exact terminator: ``\\n``, or none before a marker."""
+        last_old = max((k for k, (t, _) in enumerate(self.lines) if t != "+"), default=-1)
+        last_new = max((k for k, (t, _) in enumerate(self.lines) if t != "-"), default=-1)
+        out: list[tuple[HunkTag, str]] = []
+        for k, (tag, text) in enumerate(self.lines):
+            cut = (k == last_old and self.old_missing_newline and tag != "+") or (
+                k == last_new and self.new_missing_newline and tag != "-"
+            )
+            out.append((tag, text if cut else text + "\n"))
+        return out
+
+
+@dataclass(frozen=True)
+class FilePatch:
+    """One file's part of a unified diff, with what git's headers say about the file.
+
+    Attributes:
+        old_path: the path before (``a/`` prefix removed), ``None`` when the diff
+            creates the file or names no file.
+        new_path: the path after (``b/`` prefix removed), ``None`` when the diff
+            deletes the file or names no file.
+        hunks: the hunks, in order (none for a pure rename or an empty file).
+        created: the file does not exist before (``--- /dev/null``, ``new file mode``).
+        deleted: the file does not exist after (``+++ /dev/null``, ``deleted file mode``).
+
+    Example:
+        >>> (fp,) = parse_patch("--- a/x.py\\n+++ /dev/null\\n@@ -1 +0,0 @@\\n-x = 1\\n")
+        >>> fp.kind, fp.old_path, fp.new_path
+        ('delete', 'x.py', None)
+    """
+
+    old_path: str | None
+    new_path: str | None
+    hunks: tuple[Hunk, ...]
+    created: bool = False
+    deleted: bool = False
+
+    @property
+    def kind(self) -> Literal["modify", "create", "delete", "rename"]:
+        """What applying the patch does to the file."""
+        if self.created:
+            return "create"
+        if self.deleted:
+            return "delete"
+        if self.old_path and self.new_path and self.old_path != self.new_path:
+            return "rename"
+        return "modify"
+
+    @property
+    def path(self) -> str | None:
+        """The path the patch applies to: the new path, else the old one."""
+        return self.new_path or self.old_path
+
 
 @dataclass
 class _FileDiff:
     old_name: str | None = None
     new_name: str | None = None
     hunks: list[Hunk] = field(default_factory=list)
+    git: bool = False
+    has_names: bool = False
+    created: bool = False
+    deleted: bool = False
+    renamed: bool = False
+    line_number: int = 0
+
+    def finish(self) -> FilePatch:
+        return FilePatch(
+            old_path=None if self.created else self.old_name,
+            new_path=None if self.deleted else self.new_name,
+            hunks=tuple(self.hunks),
+            created=self.created,
+            deleted=self.deleted,
+        )
 
 
-def _parse(text: str) -> list[_FileDiff]:
+_ESCAPES = {"n": "\n", "t": "\t", '"': '"', "\\": "\\", "a": "\a", "b": "\b", "f": "\f"}
+_ESCAPES |= {"r": "\r", "v": "\v"}
+
+
+def _unquote(name: str) -> str:
+    """A path as git writes it: C-quoted (with octal UTF-8 bytes) when unusual."""
+    if not (len(name) >= 2 and name[0] == '"' and name[-1] == '"'):
+        return name
+    body, out, i = name[1:-1], bytearray(), 0
+    while i < len(body):
+        c = body[i]
+        if c == "\\" and i + 1 < len(body):
+            nxt = body[i + 1]
+            if nxt in "01234567":
+                out.append(int(body[i + 1 : i + 4], 8) & 0xFF)
+                i += 4
+                continue
+            out += _ESCAPES.get(nxt, nxt).encode()
+            i += 2
+            continue
+        out += c.encode()
+        i += 1
+    return out.decode("utf-8", "surrogateescape")
+
+
+def _path_name(raw: str, prefix: str, strip: bool) -> str | None:
+    name = _unquote(raw)
+    if name == DEV_NULL:
+        return None
+    if strip and name.startswith(prefix):
+        return name[len(prefix) :]
+    return name
+
+
+def _parse(text: str) -> list[FilePatch]:
     """Parse a unified diff that may cover several files."""
     raw = text.split("\n")
     if raw and raw[-1] == "":
         raw.pop()  # the final newline of the diff does not open an empty line
+    if raw and all(line.endswith("\r") for line in raw):
+        # Every line, headers included, ends in CRLF: the diff crossed a channel that
+        # converts line endings (git never writes a CR on its own header lines).
+        raw = [line[:-1] for line in raw]
     files: list[_FileDiff] = []
     current: _FileDiff | None = None
     i = 0
@@ -203,19 +330,40 @@ def _parse(text: str) -> list[_FileDiff]:
     while i < n:
         line = line_at(i)
         lineno = i + 1
+        if line.startswith("diff --git "):
+            m = _GIT_HEADER.match(line)
+            current = _FileDiff(git=True, line_number=lineno)
+            if m is not None:
+                current.old_name = _path_name(m.group(1), "a/", True)
+                current.new_name = _path_name(m.group(2), "b/", True)
+            files.append(current)
+            i += 1
+            continue
         if line.startswith("--- "):
             if i + 1 >= n or not line_at(i + 1).startswith("+++ "):
                 raise PatchError(
                     f"line {lineno}: a '---' file header must be followed by a '+++' header; "
                     f"found {_show(line_at(i + 1)) if i + 1 < n else 'end of diff'}"
                 )
-            current = _FileDiff(_header_name(line[4:]), _header_name(line_at(i + 1)[4:]))
-            files.append(current)
+            if current is None or current.hunks or current.has_names:
+                current = _FileDiff(line_number=lineno)
+                files.append(current)
+            old_raw, new_raw = _header_name(line[4:]), _header_name(line_at(i + 1)[4:])
+            # git writes a/ and b/ prefixes; so do most tools that name both sides so.
+            strip = current.git or all(
+                name == DEV_NULL or name.startswith(prefix)
+                for name, prefix in ((_unquote(old_raw), "a/"), (_unquote(new_raw), "b/"))
+            )
+            current.old_name = _path_name(old_raw, "a/", strip)
+            current.new_name = _path_name(new_raw, "b/", strip)
+            current.has_names = True
+            current.created = current.created or current.old_name is None
+            current.deleted = current.deleted or current.new_name is None
             i += 2
             continue
         if line.startswith("@@"):
             if current is None:
-                current = _FileDiff()
+                current = _FileDiff(line_number=lineno)
                 files.append(current)
             hunk, i = _parse_hunk(raw, i, line_at)
             if current.hunks:
@@ -233,6 +381,10 @@ def _parse(text: str) -> list[_FileDiff]:
             i += 1
             continue
         if (current is None or not current.hunks) and line.startswith(_GIT_EXTENDED_HEADERS):
+            if current is None:
+                current = _FileDiff(line_number=lineno)
+                files.append(current)
+            _extended_header(current, line, lineno)
             i += 1
             continue
         if line.startswith(("+++ ", "-", "+", " ")) and current is not None and current.hunks:
@@ -247,17 +399,45 @@ def _parse(text: str) -> list[_FileDiff]:
             f"line {lineno}: unexpected {_show(line)}; expected a '---'/'+++' file header "
             "or an '@@ -start,count +start,count @@' hunk header"
         )
-    if not files or not any(f.hunks for f in files):
+    if not files or not any(f.hunks or f.git for f in files):
         raise PatchError(
             "the diff contains no hunks; expected at least one "
             "'@@ -start,count +start,count @@' hunk"
         )
     for f in files:
-        if not f.hunks:
+        # git writes no hunk for a pure rename, a mode change or an empty file.
+        if not f.hunks and not f.git:
             raise PatchError(
                 f"file header '--- {f.old_name}' has no hunks; expected an '@@' hunk header"
             )
-    return files
+        if f.created and f.deleted:
+            raise PatchError(
+                f"line {f.line_number}: both file headers are {DEV_NULL}; name the file on "
+                "at least one side"
+            )
+    return [f.finish() for f in files]
+
+
+def _extended_header(current: _FileDiff, line: str, lineno: int) -> None:
+    if line.startswith(("Binary files ", "GIT binary patch")):
+        raise PatchError(
+            f"line {lineno}: {_show(line)}: binary patches are not supported; diff text files only"
+        )
+    if line.startswith(("copy from ", "copy to ")):
+        raise PatchError(
+            f"line {lineno}: copy diffs are not supported; give the new file as a diff "
+            f"from {DEV_NULL}"
+        )
+    if line.startswith("new file mode "):
+        current.created = True
+    elif line.startswith("deleted file mode "):
+        current.deleted = True
+    elif line.startswith("rename from "):
+        current.old_name = _unquote(line[len("rename from ") :])
+        current.renamed = True
+    elif line.startswith("rename to "):
+        current.new_name = _unquote(line[len("rename to ") :])
+        current.renamed = True
 
 
 def _parse_hunk(raw: list[str], i: int, line_at: Any) -> tuple[Hunk, int]:
@@ -283,13 +463,13 @@ def _parse_hunk(raw: list[str], i: int, line_at: Any) -> tuple[Hunk, int]:
     i += 1
     n = len(raw)
     while i < n and (old_seen < old_count or new_seen < new_count):
-        line = line_at(i)
+        line = raw[i]  # the CR before the newline is part of the line
         tag = line[:1]
-        if tag in (" ", "-", "+") or line == "":
+        if tag in (" ", "-", "+") or line in ("", "\r"):
             # An empty line stands for an empty context line: some tools strip the
             # trailing space of context lines.
-            t: HunkTag = " " if line == "" else tag  # type: ignore[assignment]
-            text = line[1:]
+            t: HunkTag = " " if line in ("", "\r") else tag  # type: ignore[assignment]
+            text = line if line == "\r" else line[1:]
             if t in (" ", "-"):
                 old_seen += 1
             if t in (" ", "+"):
@@ -310,7 +490,7 @@ def _parse_hunk(raw: list[str], i: int, line_at: Any) -> tuple[Hunk, int]:
             raise PatchError(
                 f"line {i + 1}: hunk {header!r} (line {header_line}) ends early: expected "
                 f"{old_count - old_seen} more old and {new_count - new_seen} more new lines "
-                f"(lines starting with ' ', '-' or '+'), found {_show(line)}"
+                f"(lines starting with ' ', '-' or '+'), found {_show(line_at(i))}"
             )
         # A marker applies to the line just before it.
         if i < n and line_at(i).startswith("\\"):
@@ -349,6 +529,32 @@ def _show(line: str, limit: int = 60) -> str:
     return repr(line if len(line) <= limit else line[:limit] + "…")
 
 
+def parse_patch(text: str) -> list[FilePatch]:
+    """Parse a unified diff (one file or several) into one :class:`FilePatch` per file.
+
+    Reads ``diff -u`` output and ``git diff`` output with its extended headers: new and
+    deleted files (``/dev/null``, ``new file mode``, ``deleted file mode``), renames
+    (``rename from``/``rename to``, with or without hunks), C-quoted paths, and
+    ``\\ No newline at end of file`` markers.
+
+    Args:
+        text: the diff.
+
+    Returns:
+        The files, in the order the diff gives them.
+
+    Raises:
+        PatchError: the diff is malformed, binary, or a copy; the message names the
+            line number and what was expected there.
+
+    Example:
+        >>> patch = "diff --git a/x b/y\\nsimilarity index 100%\\nrename from x\\nrename to y\\n"
+        >>> [(f.kind, f.old_path, f.new_path) for f in parse_patch(patch)]
+        [('rename', 'x', 'y')]
+    """
+    return _parse(text)
+
+
 def parse_unified_diff(text: str) -> list[Hunk]:
     """Parse a single-file unified diff into hunks.
 
@@ -372,13 +578,16 @@ def parse_unified_diff(text: str) -> list[Hunk]:
         >>> hunks[0].old_lines, hunks[0].new_lines
         (['a', 'b'], ['a', 'B'])
     """
-    files = _parse(text)
+    return list(_single(_parse(text)).hunks)
+
+
+def _single(files: list[FilePatch]) -> FilePatch:
     if len(files) > 1:
-        names = ", ".join(repr(f.new_name or f.old_name) for f in files)
+        names = ", ".join(repr(f.path) for f in files)
         raise PatchError(
             f"the diff covers {len(files)} files ({names}); apply one file's diff at a time"
         )
-    return files[0].hunks
+    return files[0]
 
 
 # --------------------------------------------------------------------------- apply
@@ -398,42 +607,20 @@ def _find(lines: list[str], expected: list[str], pos: int, lo: int) -> int | Non
     return None
 
 
-def apply_unified_diff(original: str, diff: str, *, fuzz: int = 0) -> str:
-    """Apply a single-file unified diff to a text, all hunks or nothing.
+# A placement: where the hunk's (fuzz-trimmed) old lines start, how many, and how many
+# outer context lines fuzz trimmed at each end.
+_Placement = tuple[int, int, int, int]
 
-    Each hunk is looked for at the line its header names, shifted by the offset at
-    which the previous hunk was found; if its context and removed lines are not there,
-    the nearest position where they match is used (as GNU ``patch`` does). With
-    ``fuzz=n`` up to ``n`` leading and trailing context lines may be ignored.
 
-    Args:
-        original: the current text of the file.
-        diff: a unified diff for that one file.
-        fuzz: how many outer context lines may be ignored per hunk (0: none).
-
-    Returns:
-        The patched text, with the original's newline style.
-
-    Raises:
-        PatchError: the diff is malformed.
-        PatchConflict: one or more hunks do not match; ``failed_hunks`` lists each as
-            ``{"hunk", "header", "reason", "expected", "found"}``. Nothing is applied.
-
-    Example:
-        >>> apply_unified_diff("x\\ny\\n", "@@ -2 +2 @@\\n-y\\n+z\\n")
-        'x\\nz\\n'
-    """
-    if fuzz < 0:
-        raise ValueError(f"fuzz must be >= 0, got {fuzz}")
-    hunks = parse_unified_diff(diff)
-    src = _Text.split(original)
-    lines = src.lines
-    placements: list[tuple[int, int, Hunk, int, int]] = []  # pos, length, hunk, lead, trail
+def _place(
+    lines: list[str], hunks: Sequence[Hunk], olds: Sequence[list[str]], fuzz: int
+) -> list[_Placement]:
+    """Find every hunk in ``lines`` (comparing with ``olds``), all or nothing."""
+    placements: list[_Placement] = []
     failures: list[dict[str, Any]] = []
     offset = 0
     lo = 0
-    for index, hunk in enumerate(hunks):
-        old = hunk.old_lines
+    for index, (hunk, old) in enumerate(zip(hunks, olds, strict=True)):
         want = (hunk.old_start if hunk.old_count == 0 else hunk.old_start - 1) + offset
         lead_ctx = _count_leading(hunk.lines)
         trail_ctx = _count_leading(reversed(hunk.lines)) if len(old) > lead_ctx else 0
@@ -463,7 +650,7 @@ def apply_unified_diff(original: str, diff: str, *, fuzz: int = 0) -> str:
             )
             continue
         cut_lead, cut_trail = used
-        placements.append((found_at, len(old) - cut_lead - cut_trail, hunk, cut_lead, cut_trail))
+        placements.append((found_at, len(old) - cut_lead - cut_trail, cut_lead, cut_trail))
         offset = found_at - cut_lead - (want - offset)
         lo = found_at + len(old) - cut_lead - cut_trail
     if failures:
@@ -473,15 +660,59 @@ def apply_unified_diff(original: str, diff: str, *, fuzz: int = 0) -> str:
             + ". Read the file again and recompute the diff from its current content.",
             failed_hunks=failures,
         )
+    return placements
+
+
+def _raw_split(text: str) -> list[str]:
+    """Lines with their terminators, split at ``\\n`` only (git's notion of a line)."""
+    parts = text.split("\n")
+    out = [p + "\n" for p in parts[:-1]]
+    if parts[-1]:
+        out.append(parts[-1])
+    return out
+
+
+def _apply_exact(original: str, hunks: Sequence[Hunk], fuzz: int) -> str:
+    """git's application: lines compared and written with their exact terminators."""
+    lines = _raw_split(original)
+    bodies = [h.raw_lines() for h in hunks]
+    olds = [[r for tag, r in body if tag != "+"] for body in bodies]
+    placements = _place(lines, hunks, olds, fuzz)
+    out: list[str] = []
+    cursor = 0
+    for (pos, length, cut_lead, cut_trail), body in zip(placements, bodies, strict=True):
+        out.extend(lines[cursor:pos])
+        k = pos
+        for tag, r in body[cut_lead : len(body) - cut_trail]:
+            if tag == " ":
+                out.append(lines[k])
+                k += 1
+            elif tag == "-":
+                k += 1
+            else:
+                out.append(r)
+        cursor = pos + length
+    out.extend(lines[cursor:])
+    return "".join(out)
+
+
+def _strip_cr(text: str) -> str:
+    return text[:-1] if text.endswith("\r") else text
+
+
+def _apply_lenient(original: str, hunks: Sequence[Hunk], fuzz: int) -> str:
+    """Match ignoring terminators; added lines take the file's dominant ending."""
+    src = _Text.split(original)
+    lines = src.lines
+    olds = [[_strip_cr(t) for t in h.old_lines] for h in hunks]
+    placements = _place(lines, hunks, olds, fuzz)
     out_lines: list[str] = []
     out_terms: list[str | None] = []
     ends = src.ends_with_newline
     cursor = 0
-    for pos, length, hunk, cut_lead, cut_trail in placements:
+    for (pos, length, cut_lead, cut_trail), hunk in zip(placements, hunks, strict=True):
         out_lines.extend(lines[cursor:pos])
         out_terms.extend(src.terms[cursor:pos])
-        # Context lines keep the file's own terminators; added lines take the
-        # dominant style.
         # Fuzz trims outer context only, so the body slice is plain.
         body = hunk.lines[cut_lead : len(hunk.lines) - cut_trail]
         k = pos
@@ -493,7 +724,7 @@ def apply_unified_diff(original: str, diff: str, *, fuzz: int = 0) -> str:
             elif tag == "-":
                 k += 1
             else:
-                out_lines.append(text)
+                out_lines.append(_strip_cr(text))
                 out_terms.append(None)
         cursor = pos + length
         if cursor == len(lines) and cut_trail == 0:
@@ -504,6 +735,105 @@ def apply_unified_diff(original: str, diff: str, *, fuzz: int = 0) -> str:
     out_lines.extend(lines[cursor:])
     out_terms.extend(src.terms[cursor:])
     return src.join(out_lines, out_terms, ends)
+
+
+def _apply_hunks(original: str, hunks: Sequence[Hunk], fuzz: int) -> str:
+    if fuzz < 0:
+        raise ValueError(f"fuzz must be >= 0, got {fuzz}")
+    try:
+        return _apply_exact(original, hunks, fuzz)
+    except PatchConflict:
+        # Report what the lenient pass found: its lines are the ones a reader sees.
+        return _apply_lenient(original, hunks, fuzz)
+
+
+def apply_file_patch(original: str | None, patch: FilePatch, *, fuzz: int = 0) -> str | None:
+    """Apply one file's patch; ``None`` in or out means "no such file".
+
+    A creation needs no file (``original`` None) and returns the new text; a deletion
+    must remove the whole text and returns ``None``; a rename or a modification
+    returns the patched text (the caller moves the file for a rename).
+
+    Args:
+        original: the file's current text, ``None`` when it does not exist.
+        patch: one :class:`FilePatch` from :func:`parse_patch`.
+        fuzz: how many outer context lines may be ignored per hunk.
+
+    Returns:
+        The new text, or ``None`` when the patch deletes the file.
+
+    Raises:
+        PatchConflict: a hunk does not apply, the file to create exists, the file to
+            patch does not, or a deletion would leave text behind. Nothing is applied.
+
+    Example:
+        >>> (fp,) = parse_patch("--- a/x\\n+++ /dev/null\\n@@ -1 +0,0 @@\\n-gone\\n")
+        >>> apply_file_patch("gone\\n", fp) is None
+        True
+    """
+    name = patch.path or "the file"
+    if patch.created:
+        if original is not None:
+            raise PatchConflict(
+                f"the diff creates {name}, which already exists; read it and diff "
+                "against its content instead",
+                failed_hunks=[],
+            )
+        return _apply_hunks("", patch.hunks, fuzz)
+    if original is None:
+        raise PatchConflict(
+            f"the diff changes {name}, which does not exist; give a diff from {DEV_NULL} "
+            "to create it",
+            failed_hunks=[],
+        )
+    new = _apply_hunks(original, patch.hunks, fuzz)
+    if patch.deleted:
+        if new != "":
+            left = len(_raw_split(new))
+            raise PatchConflict(
+                f"the diff deletes {name} but its hunks leave {left} line(s) of it; read "
+                "the file again and recompute the diff",
+                failed_hunks=[],
+            )
+        return None
+    return new
+
+
+def apply_unified_diff(original: str, diff: str, *, fuzz: int = 0) -> str:
+    """Apply a single-file unified diff to a text, all hunks or nothing.
+
+    Each hunk is looked for at the line its header names, shifted by the offset at
+    which the previous hunk was found; if its context and removed lines are not there,
+    the nearest position where they match is used (as GNU ``patch`` and ``git apply``
+    do). Lines compare with their exact terminators, so the bytes match ``git apply``;
+    see the module docs for the leniency when they only match ignoring terminators.
+    With ``fuzz=n`` up to ``n`` leading and trailing context lines may be ignored.
+
+    Args:
+        original: the current text of the file.
+        diff: a unified diff for that one file.
+        fuzz: how many outer context lines may be ignored per hunk (0: none).
+
+    Returns:
+        The patched text.
+
+    Raises:
+        PatchError: the diff is malformed, covers several files, or deletes the file
+            (a text cannot express that; use :func:`apply_file_patch`).
+        PatchConflict: one or more hunks do not match; ``failed_hunks`` lists each as
+            ``{"hunk", "header", "reason", "expected", "found"}``. Nothing is applied.
+
+    Example:
+        >>> apply_unified_diff("x\\r\\ny\\r\\n", "@@ -2 +2 @@\\n-y\\r\\n+z\\n")
+        'x\\r\\nz\\n'
+    """
+    patch = _single(_parse(diff))
+    if patch.deleted:
+        raise PatchError(
+            f"the diff deletes {patch.path or 'the file'} (+++ {DEV_NULL}); a text cannot "
+            "be deleted: apply it with apply_file_patch or FileTools.apply_patch"
+        )
+    return _apply_hunks(original, patch.hunks, fuzz)
 
 
 def _count_leading(body: Iterable[tuple[HunkTag, str]]) -> int:
@@ -676,17 +1006,17 @@ def apply_line_edits(original: str, edits: Sequence[LineEdit]) -> str:
 
 
 def _diff_lines(text: str) -> list[str]:
-    # Normalize terminators to "\n": the diff says what changed, the writer keeps the
-    # file's newline style.
-    src = _Text.split(text)
-    return [line + ("\n" if term else "") for line, term in zip(src.lines, src.terms, strict=True)]
+    # git's lines: split at "\n" only, so a CR stays in the line it ends.
+    return _raw_split(text)
 
 
 def unified_diff(a: str, b: str, *, fromfile: str = "a", tofile: str = "b", n: int = 3) -> str:
     """A unified diff from ``a`` to ``b`` that ``apply_unified_diff`` accepts.
 
-    A missing final newline is marked with ``\\ No newline at end of file``. Changes of
-    newline style alone (``\\n`` vs ``\\r\\n``) are not shown.
+    Lines are git's (split at ``\\n``, a CR kept in its line), so a change of line
+    ending shows as a changed line, as in ``git diff``, and the diff carries each
+    line's exact ending. A missing final newline is marked with
+    ``\\ No newline at end of file``.
 
     Args:
         a: the old text.
