@@ -1,4 +1,4 @@
-"""Build data/git/pywinauto-eol.bundle: real line-ending history for the patch tests.
+"""Build tests/data/git/pywinauto-eol.bundle: real line-ending history for the patch tests.
 
 The source is pywinauto (https://github.com/pywinauto/pywinauto, BSD 3-clause), whose
 history mixes CRLF, LF and mixed-ending files. The bundle keeps a chosen set of small
@@ -7,7 +7,7 @@ one original commit left them, so the diff between two consecutive bundle commit
 that original commit's diff for those files (modifications, additions, deletions,
 renames, line-ending conversions). Run:
 
-    python scripts/make_eol_fixture.py /path/to/pywinauto/clone data/git/pywinauto-eol.bundle
+    python scripts/make_eol_fixture.py /path/to/pywinauto/clone tests/data/git/pywinauto-eol.bundle
 """
 
 from __future__ import annotations

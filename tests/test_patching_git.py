@@ -1,7 +1,7 @@
 """Patches against git itself: real history replayed, and the line-ending cases.
 
-The replay takes every commit of ``data/git/pywinauto-eol.bundle`` (real pywinauto
-history with CRLF, LF and mixed-ending files; see ``data/git/README.md``), asks git
+The replay takes every commit of ``tests/data/git/pywinauto-eol.bundle`` (real
+pywinauto history with CRLF, LF and mixed-ending files; see its README), asks git
 for the commit's diff, applies each file's part with ``apply_file_patch`` and
 compares the result with the bytes git has for the file after the commit.
 """
@@ -24,7 +24,7 @@ from ctxnb.tools.patching import (
     unified_diff,
 )
 
-BUNDLE = Path(__file__).resolve().parent.parent / "data" / "git" / "pywinauto-eol.bundle"
+BUNDLE = Path(__file__).resolve().parent / "data" / "git" / "pywinauto-eol.bundle"
 
 
 def _git(cwd: Path, *args: str, data: bytes | None = None) -> bytes:
