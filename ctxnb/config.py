@@ -18,6 +18,16 @@ Example ``ctxnb.toml``::
     agent_prefix = "/workspace"
     canonical_prefix = "/home/me/proj"
 
+    [mcp.servers.github]                # outside MCP servers (ctxnb.integrations.mcp_registry)
+    url = "http://127.0.0.1:8931/mcp"
+    bearer_token_env = "GITHUB_MCP_TOKEN"
+
+    [skills]
+    root = "skills"
+
+    [adapters.mcp]
+    expose_registry = true              # ctxnb's MCP server re-exposes them, governed
+
 Settings are resolved in one order everywhere: an explicit argument, then an
 environment variable (``CTXNB_PROFILE``), then the config file, then the default.
 """
@@ -29,18 +39,23 @@ import tomllib
 from pathlib import Path
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from .errors import ConfigError
 
 __all__ = [
     "CONFIG_FILE",
+    "AdaptersConfig",
     "CtxnbConfig",
     "GovernanceConfig",
     "IndexConfig",
+    "McpConfig",
+    "McpServerConfig",
     "MountConfig",
     "PolicyConfig",
     "Profile",
+    "RulesConfig",
+    "SkillsConfig",
     "load_config",
 ]
 
@@ -110,6 +125,88 @@ class GovernanceConfig(_Strict):
     model_id: str | None = None
 
 
+class McpServerConfig(_Strict):
+    """One outside MCP server: a command over stdio, or a URL over streamable HTTP.
+
+    A bearer token is never written in the file: ``bearer_token_env`` names the
+    environment variable that holds it.
+    """
+
+    command: str | None = Field(default=None, description="stdio: the program to start")
+    args: list[str] = Field(default_factory=list)
+    env: dict[str, str] = Field(default_factory=dict)
+    cwd: str | None = None
+    url: str | None = Field(default=None, description="streamable HTTP endpoint")
+    headers: dict[str, str] = Field(default_factory=dict)
+    bearer_token_env: str | None = None
+    timeout: float = Field(default=30.0, gt=0)
+    enabled: bool = True
+    read_only_tools: list[str] = Field(
+        default_factory=list,
+        description="tool-name globs to treat as read-only whatever their annotations say",
+    )
+
+    @model_validator(mode="after")
+    def _one_transport(self) -> McpServerConfig:
+        if (self.command is None) == (self.url is None):
+            raise ValueError(
+                "give exactly one of 'command' (a stdio server) or 'url' (an HTTP server)"
+            )
+        return self
+
+
+class McpConfig(_Strict):
+    """Outside MCP servers that ctxnb connects to (``[mcp.servers.NAME]``)."""
+
+    servers: dict[str, McpServerConfig] = Field(default_factory=dict)
+
+    @field_validator("servers")
+    @classmethod
+    def _names(cls, v: dict[str, McpServerConfig]) -> dict[str, McpServerConfig]:
+        for name in v:
+            if not name or "__" in name or not name.replace("-", "_").isidentifier():
+                raise ValueError(
+                    f"server name {name!r} must be a simple identifier without '__' (it "
+                    "prefixes the server's tool names, e.g. 'github__create_issue')"
+                )
+        return v
+
+
+class SkillsConfig(_Strict):
+    """Where SKILL.md skills live, relative to the workspace root."""
+
+    root: str = "skills"
+
+
+class RulesConfig(_Strict):
+    """Where AGENTS.md rules discovery starts, relative to the workspace root."""
+
+    root: str = "."
+
+
+class ClaudeCodeAdapterConfig(_Strict):
+    """The Claude Code hook adapter."""
+
+    enabled: bool = True
+
+
+class McpAdapterConfig(_Strict):
+    """ctxnb's own MCP server."""
+
+    enabled: bool = True
+    expose_registry: bool = Field(
+        default=False,
+        description="re-expose the tools of [mcp.servers] through ctxnb's server, governed",
+    )
+
+
+class AdaptersConfig(_Strict):
+    """The integrations that put ctxnb between an agent and the workspace."""
+
+    claude_code: ClaudeCodeAdapterConfig = Field(default_factory=ClaudeCodeAdapterConfig)
+    mcp: McpAdapterConfig = Field(default_factory=McpAdapterConfig)
+
+
 class CtxnbConfig(_Strict):
     """All settings of one workspace."""
 
@@ -119,6 +216,10 @@ class CtxnbConfig(_Strict):
     index: IndexConfig = Field(default_factory=IndexConfig)
     policy: PolicyConfig = Field(default_factory=PolicyConfig)
     governance: GovernanceConfig = Field(default_factory=GovernanceConfig)
+    mcp: McpConfig = Field(default_factory=McpConfig)
+    skills: SkillsConfig = Field(default_factory=SkillsConfig)
+    rules: RulesConfig = Field(default_factory=RulesConfig)
+    adapters: AdaptersConfig = Field(default_factory=AdaptersConfig)
     source: str | None = Field(default=None, description="the file the settings came from")
 
     def active_profile(self, name: str | None = None) -> Profile:
@@ -148,14 +249,19 @@ def _format_validation(where: str, err: ValidationError) -> str:
 
 def _allowed_keys(loc: tuple[Any, ...]) -> list[str]:
     model: Any = CtxnbConfig
+    keyed = False  # the last field was a dict: the next part is a key the user chose
     for part in loc:
         if isinstance(part, int) or model is None:
+            continue
+        if keyed:
+            keyed = False
             continue
         field = model.model_fields.get(str(part)) if hasattr(model, "model_fields") else None
         if field is None:
             return []
         ann = field.annotation
         args = getattr(ann, "__args__", ())
+        keyed = getattr(ann, "__origin__", None) is dict
         model = next(
             (a for a in (ann, *args) if isinstance(a, type) and issubclass(a, BaseModel)), None
         )

@@ -58,3 +58,52 @@ def test_env_overrides_file_profile(tmp_path, monkeypatch):
     cfg = load_config(tmp_path)
     assert cfg.active_profile() == cfg.profiles["local"]
     assert cfg.active_profile("cloud") == cfg.profiles["cloud"]
+
+
+def test_seed_sections_are_accepted(tmp_path):
+    (tmp_path / "ctxnb.toml").write_text(
+        """
+[mcp.servers.files]
+command = "python"
+args = ["-m", "ctxnb", "mcp", "serve", "."]
+read_only_tools = ["read_*"]
+
+[mcp.servers.docs]
+url = "http://127.0.0.1:8931/mcp"
+bearer_token_env = "DOCS_TOKEN"
+
+[skills]
+root = "agent-skills"
+
+[rules]
+root = "src"
+
+[adapters.mcp]
+expose_registry = true
+"""
+    )
+    cfg = load_config(tmp_path)
+    assert set(cfg.mcp.servers) == {"files", "docs"}
+    assert cfg.mcp.servers["files"].command == "python"
+    assert cfg.mcp.servers["docs"].bearer_token_env == "DOCS_TOKEN"
+    assert cfg.skills.root == "agent-skills" and cfg.rules.root == "src"
+    assert cfg.adapters.mcp.expose_registry and cfg.adapters.claude_code.enabled
+
+
+def test_seed_sections_have_precise_errors(tmp_path):
+    cfg_file = tmp_path / "ctxnb.toml"
+    cfg_file.write_text('[mcp.servers.docs]\nurl = "http://x/mcp"\ntoken = "inline"\n')
+    with pytest.raises(ConfigError) as e:
+        load_config(tmp_path)
+    msg = str(e.value)
+    assert str(cfg_file) in msg and "'mcp.servers.docs.token'" in msg
+    assert "bearer_token_env" in msg  # what is allowed there
+    cfg_file.write_text('[mcp.servers.both]\ncommand = "x"\nurl = "http://x/mcp"\n')
+    with pytest.raises(ConfigError, match="exactly one of 'command'"):
+        load_config(tmp_path)
+    cfg_file.write_text('[mcp.servers.a__b]\ncommand = "x"\n')
+    with pytest.raises(ConfigError, match="without '__'"):
+        load_config(tmp_path)
+    cfg_file.write_text("[adapters.cursor]\nenabled = true\n")
+    with pytest.raises(ConfigError, match="allowed here: claude_code, mcp"):
+        load_config(tmp_path)
