@@ -1,0 +1,303 @@
+"""git's ignore patterns, compiled to regular expressions with git's exact semantics.
+
+This follows git's ``dir.c`` (how a ``.gitignore`` line becomes a pattern and which
+pattern decides) and ``wildmatch.c`` (how a pattern matches a path), byte for byte:
+paths are matched as UTF-8 bytes, so ``?`` is one byte as in git. Every line git
+accepts compiles; a line git can never match (``foo\\``, a lone ``!``, ``[z-a]``, an
+unclosed ``[``) compiles to a pattern that matches nothing, as in git.
+
+Example:
+    >>> p = parse_line("!/src/**/*.py", base="")
+    >>> p is not None and p.negative and p.matches("src/a/b.py", is_dir=False)
+    True
+    >>> parse_line("foo\\\\", base="").matches("foo", is_dir=False)
+    False
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+__all__ = ["Pattern", "PatternSet", "compile_glob", "parse_line", "parse_lines"]
+
+_NEVER = re.compile(rb"(?!)")
+_GLOB_SPECIAL = b"*?[\\"
+
+
+def _ascii(pred: object) -> frozenset[int]:
+    return frozenset(c for c in range(128) if pred(chr(c)))  # type: ignore[operator]
+
+
+_SPACE = frozenset(b" \t\n\r")  # git's own isspace (sane_ctype): no \v, no \f
+_CLASSES: dict[bytes, frozenset[int]] = {
+    b"alnum": _ascii(str.isalnum),
+    b"alpha": _ascii(str.isalpha),
+    b"blank": frozenset(b" \t"),
+    b"cntrl": frozenset([*range(32), 127]),
+    b"digit": _ascii(str.isdigit),
+    b"graph": frozenset(range(33, 127)),
+    b"lower": _ascii(str.islower),
+    b"print": frozenset(range(32, 127)),
+    b"punct": frozenset(c for c in range(33, 127) if not chr(c).isalnum()),
+    b"space": _SPACE,
+    b"upper": _ascii(str.isupper),
+    b"xdigit": frozenset(b"0123456789abcdefABCDEF"),
+}
+
+
+class _Malformed(Exception):
+    """The pattern can never match (git's WM_ABORT_ALL on every attempt)."""
+
+
+def _bracket(p: bytes, i: int) -> tuple[str, int]:
+    """Translate the bracket expression starting after ``[`` at ``i``; return (regex, end)."""
+    n = len(p)
+    negated = False
+    if i < n and p[i] in b"!^":
+        negated = True
+        i += 1
+    chars: set[int] = set()
+    prev = 0
+    first = True
+    while True:
+        if i >= n:
+            raise _Malformed
+        c = p[i]
+        if c == ord("]") and not first:
+            break
+        first = False
+        if c == ord("\\"):
+            i += 1
+            if i >= n:
+                raise _Malformed
+            c = p[i]
+            chars.add(c)
+        elif c == ord("-") and prev and i + 1 < n and p[i + 1] != ord("]"):
+            i += 1
+            hi = p[i]
+            if hi == ord("\\"):
+                i += 1
+                if i >= n:
+                    raise _Malformed
+                hi = p[i]
+            chars.update(range(prev, hi + 1))  # empty when reversed, as in git
+            c = 0
+        elif c == ord("[") and i + 1 < n and p[i + 1] == ord(":"):
+            end = p.find(b"]", i + 2)
+            if end < 0:
+                raise _Malformed
+            if end - 1 < i + 2 or p[end - 1] != ord(":"):
+                chars.add(c)  # no ":]": a plain "[" in the set
+            else:
+                name = p[i + 2 : end - 1]
+                if name not in _CLASSES:
+                    raise _Malformed
+                chars.update(_CLASSES[name])
+                i = end
+                c = 0
+        else:
+            chars.add(c)
+        prev = c
+        i += 1
+    if negated:
+        chars = set(range(1, 256)) - chars
+    chars.discard(ord("/"))  # WM_PATHNAME: a bracket never matches a slash
+    if not chars:
+        return "(?!)", i + 1
+    return "[" + "".join(f"\\x{c:02x}" for c in sorted(chars)) + "]", i + 1
+
+
+def compile_glob(pattern: bytes) -> re.Pattern[bytes]:
+    """A regex matching exactly what ``wildmatch(pattern, text, WM_PATHNAME)`` matches.
+
+    Example:
+        >>> bool(compile_glob(b"a/**/b").fullmatch(b"a/x/y/b"))
+        True
+    """
+    out: list[str] = []
+    i, n = 0, len(pattern)
+    try:
+        while i < n:
+            c = pattern[i]
+            if c == ord("\\"):
+                if i + 1 >= n:
+                    raise _Malformed  # a trailing backslash never matches in git
+                out.append(f"\\x{pattern[i + 1]:02x}")
+                i += 2
+            elif c == ord("?"):
+                out.append("[^/]")
+                i += 1
+            elif c == ord("["):
+                regex, i = _bracket(pattern, i + 1)
+                out.append(regex)
+            elif c == ord("*"):
+                j = i
+                while j < n and pattern[j] == ord("*"):
+                    j += 1
+                double = j - i >= 2
+                at_start = i == 0 or pattern[i - 1] == ord("/")
+                if double and at_start and j < n and pattern[j] == ord("/"):
+                    out.append("(?:.*/)?")  # "**/": zero or more directories
+                    i = j + 1
+                elif double and at_start and (j == n or pattern[j : j + 2] == b"\\/"):
+                    out.append(".*")
+                    i = j
+                else:
+                    out.append("[^/]*")
+                    i = j
+            else:
+                out.append(f"\\x{c:02x}")
+                i += 1
+    except _Malformed:
+        return _NEVER
+    return re.compile("".join(out).encode("ascii"), re.DOTALL)
+
+
+@dataclass(frozen=True)
+class Pattern:
+    """One ``.gitignore`` line, ready to match paths relative to the workspace root.
+
+    Attributes:
+        text: the line as written (trailing spaces trimmed as git does).
+        base: the directory of the ignore file, relative to the root ("" for the root).
+        negative: a ``!`` line (re-includes).
+        dir_only: the line ends in ``/``: it matches directories only.
+        basename: the line has no other ``/``: it matches the last path component at
+            any depth below ``base``.
+    """
+
+    text: str
+    base: str
+    negative: bool
+    dir_only: bool
+    basename: bool
+    regex: re.Pattern[bytes]
+
+    def matches(self, rel: str, *, is_dir: bool) -> bool:
+        """Whether the pattern matches ``rel`` (a path relative to the workspace root)."""
+        if self.dir_only and not is_dir:
+            return False
+        if self.base:
+            if not rel.startswith(self.base) or rel[len(self.base) : len(self.base) + 1] != "/":
+                return False
+            rel = rel[len(self.base) + 1 :]
+        target = rel.rsplit("/", 1)[-1] if self.basename else rel
+        return self.regex.fullmatch(target.encode("utf-8", "surrogateescape")) is not None
+
+
+def _trim_trailing_spaces(line: str) -> str:
+    # git's trim_trailing_spaces: unescaped trailing spaces (not tabs) go.
+    last_space = None
+    i = 0
+    while i < len(line):
+        c = line[i]
+        if c == " ":
+            if last_space is None:
+                last_space = i
+        elif c == "\\":
+            i += 1
+            if i >= len(line):
+                return line
+            last_space = None
+        else:
+            last_space = None
+        i += 1
+    return line if last_space is None else line[:last_space]
+
+
+def parse_line(line: str, *, base: str) -> Pattern | None:
+    """One ignore-file line as git reads it, or None for a blank or comment line.
+
+    Args:
+        line: the line, without its ``\\n`` (a ``\\r`` before it is dropped here).
+        base: the directory of the ignore file, relative to the root, ``""`` for the root.
+    """
+    if line.endswith("\r"):
+        line = line[:-1]
+    if not line or line.startswith("#"):
+        return None
+    text = _trim_trailing_spaces(line)
+    p = text
+    negative = p.startswith("!")
+    if negative:
+        p = p[1:]
+    dir_only = p.endswith("/")
+    if dir_only:
+        p = p[:-1]
+    basename = "/" not in p
+    if p.startswith("/"):
+        p = p[1:]  # anchored to the ignore file's directory
+    raw = p.encode("utf-8", "surrogateescape")
+    regex = compile_glob(raw) if raw else _NEVER
+    return Pattern(text, base, negative, dir_only, basename, regex)
+
+
+def parse_lines(lines: list[str], *, base: str) -> list[Pattern]:
+    """Every pattern of an ignore file's lines (blank lines and comments dropped)."""
+    if lines and lines[0].startswith("\ufeff"):
+        lines = [lines[0][1:], *lines[1:]]  # git skips a UTF-8 byte-order mark
+    out = []
+    for line in lines:
+        pat = parse_line(line, base=base)
+        if pat is not None:
+            out.append(pat)
+    return out
+
+
+class PatternSet:
+    """The patterns of one ignore file, deciding as git does with few regex calls.
+
+    The patterns are grouped by kind (basename or path, any entry or directories only)
+    into one alternation per kind, last pattern first: the first alternative that
+    matches is then the last matching line of that kind, and the latest line over the
+    kinds decides.
+
+    Example:
+        >>> ps = PatternSet(parse_lines(["*.log", "!keep.log"], base=""))
+        >>> ps.decide("a/x.log", is_dir=False), ps.decide("keep.log", is_dir=False)
+        (True, False)
+    """
+
+    __slots__ = ("_groups", "base", "patterns")
+
+    def __init__(self, patterns: list[Pattern]) -> None:
+        self.patterns = patterns
+        bases = {p.base for p in patterns}
+        self.base = bases.pop() if len(bases) == 1 else ""
+        if bases:
+            raise ValueError("a PatternSet holds the patterns of one ignore file (one base)")
+        # (basename?, dir_only?, regex, pattern index of each group)
+        self._groups: list[tuple[bool, bool, re.Pattern[bytes], list[int]]] = []
+        for basename in (True, False):
+            for dir_only in (False, True):
+                picked = [
+                    k
+                    for k in range(len(patterns) - 1, -1, -1)
+                    if patterns[k].basename is basename
+                    and patterns[k].dir_only is dir_only
+                    and patterns[k].regex is not _NEVER
+                ]
+                if picked:
+                    alt = b"|".join(b"(" + patterns[k].regex.pattern + b")" for k in picked)
+                    regex = re.compile(alt, re.DOTALL)
+                    self._groups.append((basename, dir_only, regex, picked))
+
+    def decide(self, rel: str, *, is_dir: bool) -> bool | None:
+        """True: ignored; False: re-included by a ``!`` line; None: no line matched."""
+        if self.base:
+            if not rel.startswith(self.base) or rel[len(self.base) : len(self.base) + 1] != "/":
+                return None
+            rel = rel[len(self.base) + 1 :]
+        path = rel.encode("utf-8", "surrogateescape")
+        name = path.rsplit(b"/", 1)[-1]
+        best = -1
+        for basename, dir_only, regex, picked in self._groups:
+            if dir_only and not is_dir:
+                continue
+            m = regex.fullmatch(name if basename else path)
+            if m is not None and m.lastindex is not None:
+                best = max(best, picked[m.lastindex - 1])
+        if best < 0:
+            return None
+        return not self.patterns[best].negative
