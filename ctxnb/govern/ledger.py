@@ -91,20 +91,29 @@ _RESERVED_METADATA = ("intent_id", "session_id", "tool", "mutation_class")
 
 
 def normalized_content_hash(text: str) -> str:
-    """``"sha256:<hex>"`` of text normalized for position-independent tracking.
+    """``"sha256:<hex>"`` of a range's text, normalized for position-independent tracking.
 
-    Line endings become ``\\n`` and trailing whitespace is stripped from every line.
+    The steps of ``docs/agent-trace-mapping.md``: ``\\r\\n`` and a lone ``\\r``
+    become ``\\n``; trailing spaces and tabs are stripped from every line; the lines are
+    joined with ``\\n``. One final newline ends the last line rather than adding an
+    empty one, so ``"a\\n"`` and ``"a"`` hash alike while ``"a\\n\\n"`` (a range
+    whose last line is blank) does not.
 
     Example:
         >>> normalized_content_hash("a = 1  \\r\\nb = 2\\r\\n") == normalized_content_hash(
         ...     "a = 1\\nb = 2")
         True
     """
-    lines = text.replace("\r\n", "\n").replace("\r", "\n").split("\n")
-    if lines and lines[-1] == "":
-        lines.pop()  # a final newline ends the last line; it is not an extra empty line
-    norm = "\n".join(line.rstrip() for line in lines)
+    text = text.replace("\r\n", "\n").replace("\r", "\n")
+    if text.endswith("\n"):
+        text = text[:-1]  # a final newline ends the last line; it is not an extra empty line
+    norm = "\n".join(line.rstrip(" \t") for line in text.split("\n"))
     return "sha256:" + hashlib.sha256(norm.encode("utf-8")).hexdigest()
+
+
+# Lines as the ranges count them (ctxnb.tools.patching.changed_line_ranges): a line ends
+# at "\n" or "\r\n"; a lone "\r" stays inside its line.
+_LINE_END = re.compile(r"\r?\n")
 
 
 def build_trace_record(
@@ -158,7 +167,7 @@ def build_trace_record(
     """
     timestamp = _timestamp(clock)
 
-    lines = new_text.replace("\r\n", "\n").replace("\r", "\n").split("\n")
+    lines = _LINE_END.split(new_text)
     if lines and lines[-1] == "":
         lines.pop()
     out_ranges = []
@@ -172,7 +181,10 @@ def build_trace_record(
             {
                 "start_line": start,
                 "end_line": end,
-                "content_hash": normalized_content_hash("\n".join(lines[start - 1 : end])),
+                # Each line with its newline: a range ending in a blank line keeps it.
+                "content_hash": normalized_content_hash(
+                    "".join(line + "\n" for line in lines[start - 1 : end])
+                ),
             }
         )
 
