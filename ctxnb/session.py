@@ -45,6 +45,7 @@ from .model import INFRA_TYPES, new_id
 from .resolver import _within
 from .strategies import ContextStrategy, KeepAll
 from .tokens import TokenCounter, resolve_token_counter
+from .tools.redact import redact_data, redact_text
 
 if TYPE_CHECKING:
     from .store import TxRecord
@@ -327,6 +328,10 @@ class Session:
         """
         with self._lock:
             tid = id or new_id()
+            # A tool call's record is what the model and the logs see: its output and its
+            # arguments are redacted (whole, before the display form cuts them).
+            args = redact_data(dict(args))
+            content = None if content is None else redact_text(content)
             shown = ", ".join(f"{k}={_short(v)}" for k, v in args.items())
             doc: dict[str, Any] = {
                 "xt/id": tid,

@@ -18,6 +18,7 @@ from ..hashing import sha256_hex
 from ..indexer import is_deleted
 from ..strategies import ContextStrategy, Item, Selection, StrategyInput, strategy_spec
 from ..tokens import TokenCounter
+from ..tools.redact import redact_text
 from ._framing import inline, render_block
 from ._model import Context, ContextItem, Section
 
@@ -90,7 +91,9 @@ def meta_for(
             "toolcall",
             tool=doc.get("tool"),
             status=doc.get("status"),
-            args_display=doc.get("args_display"),
+            # Stored calls predating redaction, or recorded by other writers, are
+            # shown redacted too.
+            args_display=redact_text(doc.get("args_display") or "") or None,
             char_count=len(doc.get("content") or ""),
         )
     return MetaEntry(doc["xt/id"], t, char_count=len(str(doc.get("content") or "")))
@@ -175,7 +178,9 @@ class Assembler:
                 else:
                     body = "(binary file: no text content)"
             else:
-                body = content
+                # The whole content is redacted before it is cut, so that a secret
+                # straddling the cut (or a key body below its header) is still found.
+                body = redact_text(content)
             if masked:
                 # The block header already names the call; the placeholder stays short.
                 body = f"[output elided: {len(content or '')} chars; call {meta.tool} again]"
@@ -319,12 +324,13 @@ class Assembler:
 
     # -- sections -------------------------------------------------------------------------------
     def system_section(self, text: str) -> Section:
+        text = redact_text(text)
         return Section(
             "system", text, self.token_counter.count(text) if text else 0, (), sha256_hex(text)
         )
 
     def chat_section(self, turns: Sequence[dict[str, Any]]) -> Section:
-        text = "".join(f"### {t['role']}\n{t['content']}\n" for t in turns)
+        text = "".join(f"### {t['role']}\n{redact_text(t['content'])}\n" for t in turns)
         return Section(
             "chat", text, self.token_counter.count(text) if text else 0, (), sha256_hex(text)
         )
@@ -441,7 +447,8 @@ class Assembler:
                 assembly["budget"] is not None
                 and sum(s.tokens for s in sections) > assembly["budget"]
             ),
-            chat=tuple(turns),
+            # to_messages() sends the turns themselves: redacted like the chat section.
+            chat=tuple({**t, "content": redact_text(t["content"])} for t in turns),
         )
         object.__setattr__(ctx, "hash", Context.compute_hash(sections))
         return ctx

@@ -57,6 +57,7 @@ from typing import Any, Literal
 from urllib.parse import quote, unquote
 
 from ..errors import StoreError
+from ..tools.redact import redact_data
 
 try:
     import fcntl
@@ -698,7 +699,11 @@ class TraceLedger:
             problems = check_record(record)
             if problems:
                 raise StoreError(f"not a valid Agent Trace 0.1.0 record: {'; '.join(problems)}")
-        line = json.dumps(record, ensure_ascii=False, separators=(",", ":"), allow_nan=False)
+        # The trace is a log others read (and the MCP trace resource shows to a model):
+        # a secret in a record's free text (an intent name, a command's output) is redacted.
+        line = json.dumps(
+            redact_data(record), ensure_ascii=False, separators=(",", ":"), allow_nan=False
+        )
         data = line.encode("utf-8") + b"\n"
         self.path.parent.mkdir(parents=True, exist_ok=True)
         fd = os.open(self.path, os.O_RDWR | os.O_APPEND | os.O_CREAT, 0o644)

@@ -58,6 +58,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from ..errors import ConfigError, MissingDependencyError, NotFoundError, PolicyError
 from ..govern.approval import ApprovalRequest, Approver, Decision
+from ..tools.redact import redact_data, redact_text
 from ..tools.schemas import ToolInfo
 
 try:
@@ -412,7 +413,9 @@ class McpBackend:
                 match the tool's schema.
         """
         with self._call(ctx):
-            out = self.tools.dispatch(name, arguments or {})
+            # Tool results are redacted by the tools; this pass also covers messages,
+            # conflict details and tools registered by others, at the server's one exit.
+            out = redact_data(self.tools.dispatch(name, arguments or {}))
         if out.get("ok"):
             result = out.get("result")
             text = result if isinstance(result, str) else _dumps(result)
@@ -467,11 +470,14 @@ class McpBackend:
         ]
 
     def read_resource(self, uri: str) -> str:
-        """The text of one resource; blocking.
+        """The text of one resource (redacted); blocking.
 
         Raises:
             MCPError: ``INVALID_PARAMS`` for an unknown URI or a refused history read.
         """
+        return redact_text(self._resource_text(uri))
+
+    def _resource_text(self, uri: str) -> str:
         with self._lock:
             if uri == URI_CONTEXT:
                 return self.session.assemble(record=False).to_text()
@@ -564,7 +570,7 @@ class McpBackend:
             raise MCPError(
                 types.INVALID_PARAMS, f"unknown prompt {name!r}; use {PROMPT_HANDSHAKE!r}"
             )
-        text = self.handshake_text((arguments or {}).get("intent_id"))
+        text = redact_text(self.handshake_text((arguments or {}).get("intent_id")))
         return types.GetPromptResult(
             description="Select an intent before changing files.",
             messages=[

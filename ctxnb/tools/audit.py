@@ -24,6 +24,8 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+from .redact import redact_data
+
 __all__ = ["AuditLog"]
 
 
@@ -54,6 +56,9 @@ class AuditLog:
     def append(self, record: dict[str, Any]) -> None:
         """Append one record (``ts`` is added when missing)."""
         rec = record if "ts" in record else {"ts": datetime.now(UTC).isoformat(), **record}
+        # Every caller's arguments (a write's content, a command line) are redacted here,
+        # at the one door to the log.
+        rec = redact_data(rec)
         line = (json.dumps(rec, ensure_ascii=False, default=str) + "\n").encode("utf-8")
         with self._lock:
             fd = self._open()

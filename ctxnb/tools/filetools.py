@@ -30,6 +30,7 @@ from __future__ import annotations
 import contextlib
 import fcntl
 import os
+import re
 import time
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
@@ -60,7 +61,7 @@ from .patching import (
 )
 from .pathpolicy import PathPolicy, SafePath
 from .redact import MARK as REDACTION_MARK
-from .redact import redact
+from .redact import redact, redact_data, redact_text
 from .results import DiffResult, PatchResult, ReadResult, VersionInfo
 from .schemas import TOOL_INFO, ToolInfo, tool_schemas
 from .summarize import OutlineSummarizer, Summarizer
@@ -70,6 +71,9 @@ if TYPE_CHECKING:
     from ..workspace import Workspace
 
 __all__ = ["FileTools", "ToolCall", "ToolHooks"]
+
+# A line that may belong to a PEM or OpenSSH key body (base64 only).
+_KEY_BODY_LINE = re.compile(r"[A-Za-z0-9+/=]{16,}\r?$")
 
 
 @dataclass
@@ -408,9 +412,14 @@ class FileTools:
             self._active[key] = (new_text, "active")
         oid, version = self._index_bytes(rel, data)
         self.session.activate(oid)
-        diff = redact(
-            unified_diff(old_text or "", new_text, fromfile=f"a/{rel}", tofile=f"b/{rel}")
-        ).text
+        # A diff of the redacted texts (same lines, same numbers): a hunk that shows only
+        # part of a key block is redacted as the whole file would be.
+        diff = unified_diff(
+            redact_text(old_text or ""),
+            redact_text(new_text),
+            fromfile=f"a/{rel}",
+            tofile=f"b/{rel}",
+        )
         return PatchResult(
             success=True,
             message=f"wrote {len(data)} bytes to {rel}",
@@ -500,17 +509,24 @@ class FileTools:
                 f"{rel} has {total_lines} lines; line {start} does not exist",
                 required_action=f"Ask for lines between 1 and {total_lines}.",
             )
-        shown, first, last, truncated, note = self._shape(rel, text, start, end)
-        red = redact(shown)
-        if red.count:
+        # The whole file is redacted, then cut: a range that starts below a key's BEGIN
+        # line still loses the key's body (redaction keeps line numbers).
+        red = redact(text)
+        shown, first, last, truncated, note = self._shape(rel, red.text, start, end)
+        count = sum(
+            1
+            for f in red.findings
+            if f.line <= last and f.line + text.count("\n", f.start, f.end) >= first
+        )
+        if count:
             note = (note + " " if note else "") + (
-                f"{red.count} secret(s) were replaced by [REDACTED:…] markers; the file on "
+                f"{count} secret(s) were replaced by [REDACTED:…] markers; the file on "
                 "disk is unchanged. Do not copy the markers into an edit."
             )
         return ReadResult(
-            path=rel, doc_path=key, content=red.text, sha256=sha, version_id=version,
+            path=rel, doc_path=key, content=shown, sha256=sha, version_id=version,
             source=source, start_line=first, end_line=last, total_lines=total_lines,
-            total_chars=len(text), truncated=truncated, redactions=red.count, note=note,
+            total_chars=len(text), truncated=truncated, redactions=count, note=note,
         )  # fmt: skip
 
     def read_file(self, path: str) -> ReadResult:
@@ -812,9 +828,11 @@ class FileTools:
                     b_doc = hist[-1].doc
                 b_text, b_name = b_doc.get("content") or "", version2 or hist[-1].version_id
             diff = unified_diff(
-                a_text, b_text, fromfile=f"{rel}@{a_name}", tofile=f"{rel}@{b_name}"
+                redact_text(a_text),
+                redact_text(b_text),
+                fromfile=f"{rel}@{a_name}",
+                tofile=f"{rel}@{b_name}",
             )
-            diff = redact(diff).text
             added = sum(
                 1 for ln in diff.splitlines() if ln.startswith("+") and not ln.startswith("+++")
             )
@@ -865,7 +883,7 @@ class FileTools:
             if text is None:
                 return f"{sp.rel}: binary file, {len(data)} bytes"
             budget = max_tokens or self.profile.summary_tokens
-            return redact(self.summarizer(sp.rel, text, budget)).text
+            return self.summarizer(sp.rel, redact_text(text), budget)
 
         return self._run("summarize_file", {"path": path, "max_tokens": max_tokens}, run)
 
@@ -883,12 +901,37 @@ class FileTools:
                 regex=regex,
                 exclude=lambda rel: not self.policy.is_allowed(rel),
             )
+            lines = self._hit_lines(hits)
             return [
-                {"path": m.path, "line_number": m.line_number, "line": redact(m.line).text}
-                for m in hits
+                {"path": m.path, "line_number": m.line_number, "line": line}
+                for m, line in zip(hits, lines, strict=True)
             ]
 
         return self._run("search", {"pattern": pattern, "globs": globs, "regex": regex}, run)
+
+    def _hit_lines(self, hits: list[Any]) -> list[str]:
+        """The hits' lines, redacted. Only a private key spans lines: a line that could be
+        part of a key body is redacted as part of its whole file (where the key's header
+        or its neighbours make it recognisable); any other line on its own."""
+        files: dict[str, tuple[list[str], list[str]]] = {}
+        out = []
+        for hit in hits:
+            if not _KEY_BODY_LINE.match(hit.line):
+                out.append(redact_text(hit.line))
+                continue
+            if hit.path not in files:
+                try:
+                    text = decode_bytes(self.policy.read_bytes(hit.path)) or ""
+                except CtxnbError:
+                    text = ""
+                files[hit.path] = (text.split("\n"), redact_text(text).split("\n"))
+            raw, red = files[hit.path]
+            n = hit.line_number - 1
+            if 0 <= n < len(raw) and raw[n].rstrip("\r") == hit.line.rstrip("\r"):
+                out.append(red[n].rstrip("\r"))
+            else:  # the file moved on since the search: all of the line, to be safe
+                out.append("[REDACTED:private-key-body]")
+        return out
 
     # -- registry, audit, schemas, dispatch -----------------------------------------------------
     def registry(self) -> Any:
@@ -1013,14 +1056,12 @@ class FileTools:
             )  # fmt: skip
         out = _jsonable(result)
         if isinstance(result, PatchResult) and not result.success:
-            return {
-                "ok": False,
-                "error_code": "PATCH_CONFLICT" if result.conflict else "WRITE_FAILED",
-                "message": result.message,
-                "recoverable": True,
-                "required_action": "Read the file again and recompute the patch.",
-                "details": {"failed_hunks": result.failed_hunks},
-            }
+            return _error(
+                "PATCH_CONFLICT" if result.conflict else "WRITE_FAILED",
+                result.message,
+                required_action="Read the file again and recompute the patch.",
+                details={"failed_hunks": result.failed_hunks},
+            )
         return {"ok": True, "result": out}
 
     def _refuse_early(self, name: str, args: dict[str, Any], err: dict[str, Any]) -> dict[str, Any]:
@@ -1070,15 +1111,16 @@ def _error(
     required_action: str = "",
     details: dict[str, Any] | None = None,
 ) -> dict[str, Any]:
+    # Messages and details quote the file (a conflict's expected and found lines).
     out: dict[str, Any] = {
         "ok": False,
         "error_code": code,
-        "message": message,
+        "message": redact_text(message),
         "recoverable": recoverable,
         "required_action": required_action,
     }
     if details:
-        out["details"] = details
+        out["details"] = redact_data(details)
     return out
 
 
@@ -1124,7 +1166,8 @@ def _audit_args(args: dict[str, Any]) -> dict[str, Any]:
     out: dict[str, Any] = {}
     for k, v in args.items():
         if isinstance(v, str) and len(v) > 500:
-            out[k] = v[:200] + f"… [{len(v)} chars]"
+            # Redacted whole, then cut: a secret cut in half is no longer recognisable.
+            out[k] = redact_text(v)[:200] + f"… [{len(v)} chars]"
         elif isinstance(v, SafePath):
             out[k] = v.rel
         else:

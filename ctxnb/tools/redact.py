@@ -703,7 +703,8 @@ def redact_text(text: str) -> str:
 def redact_data(value: Any) -> Any:
     """Redact every string inside JSON-like data (dicts, lists, tuples), keys included.
 
-    Returns a new structure; numbers, booleans and None come back as they are.
+    Returns a new structure; numbers, booleans and None come back as they are. A list of
+    single-line strings is redacted as the lines of one text.
 
     Example:
         >>> token = "ghp_" + "k3Vq9ZrT1xWm7Lp2Nc8Yb4Hd6Fs0Gj5Qe2Ua"
@@ -715,6 +716,12 @@ def redact_data(value: Any) -> Any:
     if isinstance(value, dict):
         return {redact_data(k): redact_data(v) for k, v in value.items()}
     if isinstance(value, list):
+        if len(value) > 1 and all(isinstance(v, str) and "\n" not in v for v in value):
+            # A list of lines (a conflict's expected and found lines) is redacted as the
+            # text it forms: a key body is only recognisable from several lines together.
+            out = redact("\n".join(value)).text.split("\n")
+            if len(out) == len(value):
+                return out
         return [redact_data(v) for v in value]
     if isinstance(value, tuple):
         return tuple(redact_data(v) for v in value)

@@ -17,6 +17,7 @@ from concurrent.futures import Future
 from typing import Any, TypeVar
 
 from ..govern.approval import ApprovalRequest, Decision, QueueApprover
+from ..tools.redact import redact_data
 from ._ipw import widgets
 from .static import esc, html_table
 
@@ -206,7 +207,7 @@ class ApprovalPanel(widgets.VBox):
             return
         rows = [
             ("tool", req.tool),
-            ("args", json.dumps(req.args, indent=1, default=str)[:2000]),
+            ("args", json.dumps(redact_data(req.args), indent=1, default=str)[:2000]),
             ("reason", req.reason),
             ("risk", req.risk),
             ("intent", req.intent_id),

@@ -7,6 +7,7 @@ import os
 from typing import TYPE_CHECKING, Any
 
 from ..errors import NotFoundError
+from ..tools.redact import redact_text
 from ._ipw import widgets
 from .static import diff_html, esc, html_table
 
@@ -18,8 +19,9 @@ __all__ = ["HistoryView"]
 
 
 def _text(v: Version) -> str:
+    """A version's text, redacted whole (so that its diffs are redacted as files)."""
     content = v.doc.get("content")
-    return content if isinstance(content, str) else ""
+    return redact_text(content) if isinstance(content, str) else ""
 
 
 def _label(n: int, v: Version) -> str:

@@ -2,7 +2,8 @@
 
 Nothing here imports ipywidgets, so the reprs work in any environment. Every function
 bounds its output (rows, characters), because a repr must stay cheap whatever the size
-of the object behind it.
+of the object behind it. Every text a view shows passes ``esc``, ``pre`` or
+``diff_html``, which redact it (:mod:`ctxnb.tools.redact`) before escaping it.
 
 Example:
     >>> html_table([{"a": 1, "b": "<x>"}], ["a", "b"]).split("<tbody>")[1]
@@ -17,6 +18,8 @@ import os
 from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
+
+from ..tools.redact import redact_text
 
 if TYPE_CHECKING:
     from ..govern.ledger import TraceLedger
@@ -52,7 +55,7 @@ def esc(value: Any) -> str:
     except (TypeError, ValueError):
         if str(value) == "<NA>":
             return ""
-    return html.escape(str(value))
+    return html.escape(redact_text(str(value)))
 
 
 def html_table(
@@ -94,6 +97,7 @@ def html_table(
 
 def pre(text: str, *, limit: int = MAX_TEXT) -> str:
     """Text in a scrollable ``<pre>``, cut at ``limit`` characters with a note."""
+    text = redact_text(text)  # whole, before the cut
     cut = ""
     if len(text) > limit:
         cut = f"\n[… {len(text) - limit:,} more characters not shown]"
@@ -108,6 +112,7 @@ def diff_html(diff: str, *, limit: int = MAX_TEXT) -> str:
     """A unified diff with added lines green and removed lines red."""
     if not diff:
         return "<p><i>no differences</i></p>"
+    diff = redact_text(diff)
     cut = len(diff) > limit
     lines = []
     for line in diff[:limit].splitlines():

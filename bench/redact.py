@@ -1,0 +1,156 @@
+"""Redaction: recall, false redactions and throughput, against detect-secrets in the same run.
+
+1. Writes the secret corpus of ``tests/_secret_corpus.py`` (generated secrets of many
+   kinds, one file each, and look-alikes) to a temp dir and scans every file with
+   ctxnb's ``redact`` and with detect-secrets' default plugins and filters
+   (``SecretsCollection.scan_file``).
+   - ctxnb catches a case when no secret of it is left in the redacted text.
+   - detect-secrets catches a case when it reports a finding on a line of each secret
+     (line-level, as it reports; generous to it: a line flag hides the whole line), or
+     for a key block on its BEGIN line.
+   - A look-alike is a false redaction when anything in it is redacted (ctxnb) or
+     reported (detect-secrets).
+2. Throughput in MB/s on the standard library corpus (``bench/_corpus.py``): ctxnb on
+   every text file, and both tools on the same first ``--ds-mb`` megabytes (detect-secrets
+   is slow), each reading the files itself.
+
+Run: ``python bench/redact.py [--ds-mb 8]``. Needs ``detect-secrets`` (a dev dependency).
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO))
+sys.path.insert(0, str(REPO / "tests"))
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from _corpus import stdlib_dir  # noqa: E402
+from _secret_corpus import LOOKALIKES, SECRETS, Case, write_corpus  # noqa: E402
+
+from ctxnb.tools.redact import redact  # noqa: E402
+
+
+def detect_secrets_lines(path: Path) -> set[int]:
+    from detect_secrets import SecretsCollection
+    from detect_secrets.settings import default_settings
+
+    found = SecretsCollection()
+    with default_settings():
+        found.scan_file(str(path))
+    return {s.line_number for ss in found.data.values() for s in ss}
+
+
+def secret_lines(case: Case) -> list[set[int]]:
+    """For each secret, the 1-based lines it covers in the case's text (and, for a key
+    body, its BEGIN line above, which is where detect-secrets reports a key)."""
+    out = []
+    for s in case.secrets:
+        start = case.text.index(s)
+        first = case.text.count("\n", 0, start) + 1
+        lead = 1 if "\n" in s else 0
+        out.append(set(range(first - lead, first + s.count("\n") + 1)))
+    return out
+
+
+def accuracy() -> None:
+    with tempfile.TemporaryDirectory() as tmp:
+        written = write_corpus(Path(tmp))
+        ours_missed, ds_missed, ours_false, ds_false = [], [], [], []
+        for path, case in written:
+            text = path.read_text(encoding="utf-8")
+            red = redact(text).text
+            ds = detect_secrets_lines(path)
+            if case.secrets:
+                if any(s in red for s in case.secrets):
+                    ours_missed.append(case.kind)
+                if not all(lines & ds for lines in secret_lines(case)):
+                    ds_missed.append(case.kind)
+            else:
+                if red != text:
+                    ours_false.append(case.kind)
+                if ds:
+                    ds_false.append(case.kind)
+    n, m = len(SECRETS), len(LOOKALIKES)
+    kinds = len({c.kind for c in SECRETS})
+    print(f"corpus: {n} secrets of {kinds} kinds, {m} look-alikes")
+    for name, missed, false in (
+        ("ctxnb redact", ours_missed, ours_false),
+        ("detect-secrets", ds_missed, ds_false),
+    ):
+        print(
+            f"  {name:15s} recall {100 * (n - len(missed)) / n:5.1f}% "
+            f"({n - len(missed)}/{n}), false redactions {len(false)}/{m}"
+        )
+        print(f"    missed: {sorted(set(missed)) or '-'}")
+        print(f"    false:  {sorted(set(false)) or '-'}")
+
+
+def stdlib_files() -> list[Path]:
+    files = []
+    for p in sorted(stdlib_dir().rglob("*")):
+        if "site-packages" in p.parts or "__pycache__" in p.parts or not p.is_file():
+            continue
+        if p.suffix in (".py", ".txt", ".rst", ".cfg", ".toml", ".json", ".pem", ".html"):
+            files.append(p)
+    return files
+
+
+def time_ours(files: list[Path]) -> tuple[float, int, int]:
+    size = findings = 0
+    t0 = time.perf_counter()
+    for p in files:
+        data = p.read_bytes()
+        size += len(data)
+        findings += redact(data.decode("utf-8", "replace")).count
+    return time.perf_counter() - t0, size, findings
+
+
+def time_ds(files: list[Path]) -> tuple[float, int, int]:
+    from detect_secrets import SecretsCollection
+    from detect_secrets.settings import default_settings
+
+    size = 0
+    found = SecretsCollection()
+    t0 = time.perf_counter()
+    with default_settings():
+        for p in files:
+            size += p.stat().st_size
+            found.scan_file(str(p))
+    return time.perf_counter() - t0, size, sum(len(v) for v in found.data.values())
+
+
+def throughput(ds_mb: float) -> None:
+    files = stdlib_files()
+    sub, total = [], 0
+    for p in files:
+        if total >= ds_mb * 1e6:
+            break
+        sub.append(p)
+        total += p.stat().st_size
+    dt, size, hits = time_ours(files)
+    print(f"throughput on the standard library ({len(files)} files, {size / 1e6:.1f} MB):")
+    print(f"  ctxnb redact    {size / 1e6 / dt:7.2f} MB/s ({hits} findings)")
+    ours, size, hits = time_ours(sub)
+    ds, ds_size, ds_hits = time_ds(sub)
+    print(f"  same first {size / 1e6:.1f} MB ({len(sub)} files):")
+    print(f"  ctxnb redact    {size / 1e6 / ours:7.2f} MB/s ({hits} findings)")
+    print(f"  detect-secrets  {ds_size / 1e6 / ds:7.2f} MB/s ({ds_hits} findings)")
+    print(f"  ratio ctxnb / detect-secrets: {ds / ours:.1f}x")
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--ds-mb", type=float, default=8.0, help="MB both tools scan for the ratio")
+    args = ap.parse_args()
+    accuracy()
+    throughput(args.ds_mb)
+
+
+if __name__ == "__main__":
+    main()
