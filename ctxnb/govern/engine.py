@@ -295,6 +295,8 @@ class TracePolicy:
         if call.new_text is None or not call.paths:
             if call.tool == "run_command" and call.context.get("approval"):
                 engine.trace_command(call)
+            elif call.info is not None and call.info.external and call.mutating:
+                engine.trace_command(call)  # a change outside the workspace, still traced
             return []
         from ..tools.patching import changed_line_ranges
 
@@ -488,8 +490,17 @@ class HookEngine:
         cached = call.context.get("_risk")
         if cached is not None:
             return cached
-        if call.tool != "run_command":
-            out: dict[str, Any] = {"level": "SAFE", "reasons": []}
+        if call.info is not None and call.info.external:
+            # An outside server's tool: nothing of ours can undo it, so its own
+            # destructiveHint decides whether a human is asked.
+            reasons = [f"{call.tool} declares side effects that may destroy"]
+            out: dict[str, Any] = (
+                {"level": "DESTRUCTIVE", "reasons": reasons}
+                if call.info.destructive
+                else {"level": "SAFE", "reasons": []}
+            )
+        elif call.tool != "run_command":
+            out = {"level": "SAFE", "reasons": []}
         else:
             from .risk import classify_command
 

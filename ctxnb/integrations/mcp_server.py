@@ -80,6 +80,7 @@ if TYPE_CHECKING:
     from ..session import Session
     from ..tools.filetools import FileTools
     from ..workspace import Workspace
+    from .mcp_registry import McpRegistry
 
 __all__ = [
     "DenyDestructiveApprover",
@@ -308,6 +309,18 @@ class McpBackend:
                 ToolInfo(name=name, description=description, args=_TargetArgs),
                 self._session_tool(name),
             )
+        self.registry: McpRegistry | None = None
+        cfg = self.workspace.config
+        if cfg.adapters.mcp.expose_registry and cfg.mcp.servers:
+            # A governed proxy: the outside servers' tools, through the same tools path.
+            from .mcp_registry import McpRegistry
+
+            try:
+                self.registry = McpRegistry(cfg.mcp.servers, root=self.workspace.root).connect()
+                self.registry.attach(self.tools)
+            except BaseException:
+                self.close()
+                raise
 
     # -- lifecycle ------------------------------------------------------------------------
     @property
@@ -315,8 +328,10 @@ class McpBackend:
         return (self.workspace.root / ".orchestration").is_dir()
 
     def close(self) -> None:
-        """Save the session and close the workspace."""
+        """Save the session, disconnect outside servers and close the workspace."""
         with self._lock:
+            if getattr(self, "registry", None) is not None:
+                self.registry.close()  # type: ignore[union-attr]
             try:
                 self.session.save()
             finally:

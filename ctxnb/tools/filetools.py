@@ -969,8 +969,21 @@ class FileTools:
         """The audit log as a DataFrame (a cut last line is skipped; see ``attrs``)."""
         return self.audit_log.frame()
 
-    def register_tool(self, info: ToolInfo, fn: Callable[..., Any]) -> None:
-        """Add a tool to :meth:`dispatch` and :meth:`tool_schemas` (e.g. governance tools)."""
+    def register_tool(
+        self, info: ToolInfo, fn: Callable[..., Any], *, governed: bool = False
+    ) -> None:
+        """Add a tool to :meth:`dispatch` and :meth:`tool_schemas` (e.g. governance tools).
+
+        With ``governed=True`` each call of ``fn`` runs inside the hooks like a file tool's
+        (policies before, trace after, audit line and tool call either way); otherwise
+        ``fn`` is expected to do that itself.
+        """
+        if governed:
+            inner = fn
+
+            def fn(**kwargs: Any) -> Any:
+                return self._run(info.name, kwargs, lambda call: inner(**kwargs))
+
         self._extra_tools[info.name] = (info, fn)
 
     def tool_names(self) -> list[str]:

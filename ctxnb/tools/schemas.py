@@ -107,6 +107,9 @@ class ToolInfo(BaseModel):
     mutating: bool = False
     idempotent: bool = True
     destructive: bool = False
+    #: served by another MCP server through the registry; the engine then judges risk by
+    #: ``destructive`` (a file tool is never destructive there: its versions undo it).
+    external: bool = False
 
 
 TOOL_INFO: dict[str, ToolInfo] = {

@@ -1,0 +1,575 @@
+"""Use other MCP servers: one client per configured server and one registry of what they offer.
+
+:class:`McpRegistry` connects to each server of ``[mcp.servers]`` in ``ctxnb.toml``
+(stdio or streamable HTTP, a bearer token from an environment variable), lists every
+page of their tools, resources and prompts, and makes them searchable by words and by
+meaning (:meth:`McpRegistry.search`, :meth:`McpRegistry.discover_relevant`) with the
+shared embedder of :mod:`ctxnb.embedding`. Tool names are qualified by their server
+(``docs__search``) so that two servers never collide.
+
+Calls go through the registry. :meth:`McpRegistry.attach` puts every outside tool into a
+:class:`~ctxnb.tools.filetools.FileTools`, so that a call passes the same governance as
+ctxnb's own tools: in a governed workspace a tool with side effects needs the intent
+handshake, a destructive one a human's approval, and every call is audited and traced.
+ctxnb's own MCP server re-exposes them that way when ``[adapters.mcp] expose_registry``
+is set (a governed proxy).
+
+The clients run on an event loop of their own, in a background thread, so the registry is
+used synchronously from a script or a notebook cell (whose own loop is already running).
+
+Example ``ctxnb.toml``::
+
+    [mcp.servers.docs]
+    command = "python"
+    args = ["docs_server.py"]
+
+    [mcp.servers.github]
+    url = "http://127.0.0.1:8931/mcp"
+    bearer_token_env = "GITHUB_MCP_TOKEN"
+"""
+
+from __future__ import annotations
+
+import contextlib
+import fnmatch
+import json
+import os
+import threading
+from collections.abc import AsyncIterator, Callable, Iterator, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Literal
+
+from pydantic import BaseModel, ConfigDict, model_validator
+
+from ..config import McpServerConfig, load_config
+from ..embedding import DEFAULT, HybridIndex
+from ..errors import ConfigError, CtxnbError, MissingDependencyError, NotFoundError
+from ..tools.schemas import ToolInfo
+
+try:
+    import anyio
+    import anyio.from_thread
+    import httpx2
+    import mcp_types as types
+    from mcp.client.session import ClientSession
+    from mcp.client.stdio import StdioServerParameters, get_default_environment, stdio_client
+    from mcp.client.streamable_http import streamable_http_client
+except ImportError as e:  # pragma: no cover - depends on the environment
+    raise MissingDependencyError(
+        "the MCP registry needs the official MCP SDK; install it with `pip install 'ctxnb[mcp]'`"
+    ) from e
+
+if TYPE_CHECKING:
+    from ..govern.intents import Intent
+    from ..tools.filetools import FileTools
+
+__all__ = [
+    "McpRegistry",
+    "RegisteredPrompt",
+    "RegisteredResource",
+    "RegisteredTool",
+    "RegistryHit",
+    "ToolCallResult",
+]
+
+SEPARATOR = "__"
+Kind = Literal["tool", "resource", "prompt"]
+RequestHook = Callable[[str, str, dict[str, Any]], None]
+ResponseHook = Callable[[str, str, Any], None]
+
+
+class RegistryError(CtxnbError):
+    """An outside MCP server could not be reached or answered with a protocol error."""
+
+
+# -- what the registry holds ------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class RegisteredTool:
+    """A tool of an outside server.
+
+    Attributes:
+        server: the server's name in ``[mcp.servers]``. name: the tool's own name.
+        qualified: ``server__name``, unique in the registry.
+        read_only: it declares no side effects (``readOnlyHint``, or the server's
+            ``read_only_tools`` globs). destructive: MCP's ``destructiveHint``, which
+            defaults to true for a tool that is not read-only.
+    """
+
+    server: str
+    name: str
+    description: str
+    input_schema: Mapping[str, Any]
+    read_only: bool
+    destructive: bool
+
+    @property
+    def qualified(self) -> str:
+        return f"{self.server}{SEPARATOR}{self.name}"
+
+
+@dataclass(frozen=True)
+class RegisteredResource:
+    """A resource of an outside server (``qualified`` is ``server__uri``)."""
+
+    server: str
+    uri: str
+    name: str
+    description: str
+    mime_type: str | None
+
+    @property
+    def qualified(self) -> str:
+        return f"{self.server}{SEPARATOR}{self.uri}"
+
+
+@dataclass(frozen=True)
+class RegisteredPrompt:
+    """A prompt of an outside server (``qualified`` is ``server__name``)."""
+
+    server: str
+    name: str
+    description: str
+    arguments: tuple[str, ...]
+
+    @property
+    def qualified(self) -> str:
+        return f"{self.server}{SEPARATOR}{self.name}"
+
+
+@dataclass(frozen=True)
+class RegistryHit:
+    """One search result: what it is, how well it matched, and the entry itself."""
+
+    kind: Kind
+    qualified: str
+    score: float
+    entry: RegisteredTool | RegisteredResource | RegisteredPrompt = field(repr=False)
+
+
+@dataclass(frozen=True)
+class ToolCallResult:
+    """What an outside tool returned: its text, its structured content, whether it failed."""
+
+    text: str
+    structured: dict[str, Any] | None
+    is_error: bool
+
+    def to_dict(self) -> dict[str, Any]:
+        out: dict[str, Any] = {"text": self.text, "is_error": self.is_error}
+        if self.structured is not None:
+            out["structured"] = self.structured
+        return out
+
+
+def _text_of(content: Any) -> str:
+    parts = []
+    for c in content or []:
+        text = getattr(c, "text", None)
+        if isinstance(text, str):
+            parts.append(text)
+        else:
+            parts.append(f"[{getattr(c, 'type', 'content')} content]")
+    return "\n".join(parts)
+
+
+# -- the registry ------------------------------------------------------------------------------
+
+
+class McpRegistry:
+    """Clients of the configured MCP servers and one registry of their tools, resources, prompts.
+
+    Args:
+        servers: ``{name: McpServerConfig}`` (``load_config(root).mcp.servers``).
+        root: the directory relative ``cwd`` settings of stdio servers start from.
+        embedder: for :meth:`search` (the shared embedder by default; ``None`` for BM25).
+        on_request: called as ``on_request(server, method, params)`` before each request.
+        on_response: called as ``on_response(server, method, result)`` after each answer.
+
+    Raises:
+        ConfigError: a server's bearer token variable is unset.
+
+    Use it as a context manager (or call :meth:`connect` and :meth:`close`).
+    """
+
+    def __init__(
+        self,
+        servers: Mapping[str, McpServerConfig],
+        *,
+        root: str | os.PathLike[str] = ".",
+        embedder: Any = DEFAULT,
+        on_request: RequestHook | None = None,
+        on_response: ResponseHook | None = None,
+    ) -> None:
+        self.servers = {n: s for n, s in servers.items() if s.enabled}
+        self.root = Path(root)
+        self._embedder = embedder
+        self.on_request = on_request
+        self.on_response = on_response
+        self.tools: dict[str, RegisteredTool] = {}
+        self.resources: dict[str, RegisteredResource] = {}
+        self.prompts: dict[str, RegisteredPrompt] = {}
+        self._index: HybridIndex | None = None
+        self._sessions: dict[str, ClientSession] = {}
+        self._stack = contextlib.ExitStack()
+        self._portal: anyio.from_thread.BlockingPortal | None = None
+        self._lock = threading.Lock()
+        for name, cfg in self.servers.items():
+            if cfg.bearer_token_env and not os.environ.get(cfg.bearer_token_env):
+                raise ConfigError(
+                    f"MCP server {name!r} takes its bearer token from ${cfg.bearer_token_env}, "
+                    "which is not set; export it before connecting"
+                )
+
+    @classmethod
+    def from_workspace(cls, root: str | os.PathLike[str], **kwargs: Any) -> McpRegistry:
+        """The registry of the servers in ``root``'s ``ctxnb.toml`` (not yet connected).
+
+        Example:
+            >>> import tempfile
+            >>> McpRegistry.from_workspace(tempfile.mkdtemp()).servers
+            {}
+        """
+        return cls(load_config(root).mcp.servers, root=root, **kwargs)
+
+    def __repr__(self) -> str:
+        state = "connected" if self._portal is not None else "not connected"
+        return (
+            f"McpRegistry({len(self.servers)} servers, {len(self.tools)} tools, "
+            f"{len(self.resources)} resources, {len(self.prompts)} prompts; {state})"
+        )
+
+    # -- connections ----------------------------------------------------------------------
+
+    def __enter__(self) -> McpRegistry:
+        return self.connect()
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def connect(self) -> McpRegistry:
+        """Connect to every server and list every page of what each offers."""
+        if self._portal is not None:
+            return self
+        try:
+            self._portal = self._stack.enter_context(anyio.from_thread.start_blocking_portal())
+            for name, cfg in self.servers.items():
+                session = self._stack.enter_context(
+                    self._portal.wrap_async_context_manager(self._open(name, cfg))
+                )
+                self._sessions[name] = session
+                self._portal.call(self._load, name, session, cfg)
+        except BaseException as exc:
+            self.close()
+            if isinstance(exc, CtxnbError):
+                raise
+            raise RegistryError(
+                f"could not connect to the MCP servers ({type(exc).__name__}: {exc}); check "
+                "[mcp.servers] in ctxnb.toml and that each server starts on its own"
+            ) from exc
+        self._index = None
+        return self
+
+    def close(self) -> None:
+        """Disconnect every server (stdio servers are stopped)."""
+        with contextlib.suppress(Exception):
+            self._stack.close()
+        self._stack = contextlib.ExitStack()
+        self._sessions.clear()
+        self._portal = None
+
+    @contextlib.asynccontextmanager
+    async def _open(self, name: str, cfg: McpServerConfig) -> AsyncIterator[ClientSession]:
+        if cfg.command is not None:
+            env = {**get_default_environment(), **cfg.env}
+            cwd = self.root / cfg.cwd if cfg.cwd else self.root
+            params = StdioServerParameters(
+                command=cfg.command, args=list(cfg.args), env=env, cwd=str(cwd)
+            )
+            with open(os.devnull, "w") as errlog:
+                async with stdio_client(params, errlog=errlog) as (read, write):
+                    async with ClientSession(
+                        read, write, read_timeout_seconds=cfg.timeout
+                    ) as session:
+                        await session.initialize()
+                        yield session
+        else:
+            assert cfg.url is not None
+            headers = dict(cfg.headers)
+            if cfg.bearer_token_env:
+                headers["Authorization"] = f"Bearer {os.environ[cfg.bearer_token_env]}"
+            client = httpx2.AsyncClient(headers=headers, timeout=cfg.timeout)
+            async with client, streamable_http_client(cfg.url, http_client=client) as (r, w):
+                async with ClientSession(r, w, read_timeout_seconds=cfg.timeout) as session:
+                    await session.initialize()
+                    yield session
+
+    async def _request(self, server: str, method: str, params: dict[str, Any], send: Any) -> Any:
+        if self.on_request is not None:
+            self.on_request(server, method, params)
+        result = await send()
+        if self.on_response is not None:
+            self.on_response(server, method, result)
+        return result
+
+    async def _pages(self, server: str, method: str, fetch: Any, attr: str) -> list[Any]:
+        items: list[Any] = []
+        cursor: str | None = None
+        seen: set[str] = set()
+        while True:
+            page_params = types.PaginatedRequestParams(cursor=cursor) if cursor else None
+            res = await self._request(
+                server, method, {"cursor": cursor}, lambda p=page_params: fetch(params=p)
+            )
+            items.extend(getattr(res, attr) or [])
+            cursor = res.next_cursor
+            if not cursor or cursor in seen:  # a server repeating a cursor must not loop us
+                return items
+            seen.add(cursor)
+
+    async def _load(self, name: str, session: ClientSession, cfg: McpServerConfig) -> None:
+        caps = session.server_capabilities if hasattr(session, "server_capabilities") else None
+        tools = await self._pages(name, "tools/list", session.list_tools, "tools")
+        for t in tools:
+            ann = t.annotations
+            read_only = bool(ann and ann.read_only_hint) or any(
+                fnmatch.fnmatchcase(t.name, g) for g in cfg.read_only_tools
+            )
+            hint = ann.destructive_hint if ann is not None else None
+            reg = RegisteredTool(
+                server=name,
+                name=t.name,
+                description=t.description or "",
+                input_schema=dict(t.input_schema or {}),
+                read_only=read_only,
+                # MCP's default: a tool that is not read-only may destroy (destructiveHint).
+                destructive=(not read_only) and (hint is None or bool(hint)),
+            )
+            self.tools[reg.qualified] = reg
+        if caps is None or getattr(caps, "resources", True):
+            with contextlib.suppress(Exception):  # a server without resources says so
+                for r in await self._pages(
+                    name, "resources/list", session.list_resources, "resources"
+                ):
+                    res = RegisteredResource(
+                        name, str(r.uri), r.name or "", r.description or "", r.mime_type
+                    )
+                    self.resources[res.qualified] = res
+        if caps is None or getattr(caps, "prompts", True):
+            with contextlib.suppress(Exception):
+                for p in await self._pages(name, "prompts/list", session.list_prompts, "prompts"):
+                    args = tuple(a.name for a in (p.arguments or []))
+                    pr = RegisteredPrompt(name, p.name, p.description or "", args)
+                    self.prompts[pr.qualified] = pr
+
+    def _require(self) -> anyio.from_thread.BlockingPortal:
+        if self._portal is None:
+            raise RegistryError(
+                "the MCP registry is not connected; use `with McpRegistry(...) as registry:` "
+                "or call registry.connect()"
+            )
+        return self._portal
+
+    # -- search ------------------------------------------------------------------------------
+
+    def _entries(self) -> dict[str, tuple[Kind, Any]]:
+        out: dict[str, tuple[Kind, Any]] = {}
+        for q, t in self.tools.items():
+            out[f"tool:{q}"] = ("tool", t)
+        for q, r in self.resources.items():
+            out[f"resource:{q}"] = ("resource", r)
+        for q, p in self.prompts.items():
+            out[f"prompt:{q}"] = ("prompt", p)
+        return out
+
+    @staticmethod
+    def _text(kind: Kind, e: Any) -> str:
+        if kind == "tool":
+            props = " ".join(
+                f"{k} {v.get('description', '')}" if isinstance(v, dict) else str(k)
+                for k, v in (e.input_schema.get("properties") or {}).items()
+            )
+            return f"{e.name} {e.description} {props}"
+        if kind == "resource":
+            return f"{e.name} {e.uri} {e.description}"
+        return f"{e.name} {e.description} {' '.join(e.arguments)}"
+
+    def search(self, query: str, k: int = 5, *, kind: Kind | None = None) -> list[RegistryHit]:
+        """Tools, resources and prompts ranked against ``query`` (words and meaning fused).
+
+        Args:
+            query: a task or a question.
+            k: how many results.
+            kind: only ``"tool"``, ``"resource"`` or ``"prompt"`` entries.
+        """
+        entries = self._entries()
+        with self._lock:
+            if self._index is None or len(self._index) != len(entries):
+                self._index = HybridIndex(
+                    {key: self._text(kd, e) for key, (kd, e) in entries.items()},
+                    embedder=self._embedder,
+                )
+            index = self._index
+        hits = index.search(query, k=len(entries) if kind else k)
+        out = []
+        for h in hits:
+            kd, e = entries[h.id]
+            if kind is None or kd == kind:
+                out.append(RegistryHit(kd, e.qualified, h.score, e))
+        return out[:k]
+
+    def discover_relevant(self, intent: Intent | str, k: int = 5) -> list[RegistryHit]:
+        """What the registry offers for an intent (its name, constraints and criteria)."""
+        if isinstance(intent, str):
+            query = intent
+        else:
+            query = " ".join([intent.name, *intent.constraints, *intent.acceptance_criteria])
+        return self.search(query, k=k)
+
+    # -- calls -------------------------------------------------------------------------------
+
+    def _split(self, qualified: str) -> tuple[str, str]:
+        if qualified not in self.tools:
+            known = ", ".join(sorted(self.tools)) or "(none)"
+            raise NotFoundError(f"no registered MCP tool {qualified!r}; known: {known}")
+        t = self.tools[qualified]
+        return t.server, t.name
+
+    def call_tool(self, qualified: str, arguments: dict[str, Any] | None = None) -> ToolCallResult:
+        """Call an outside tool as it is, without governance (see :meth:`attach` for that).
+
+        Raises:
+            NotFoundError: no such tool. RegistryError: the server failed to answer.
+        """
+        portal = self._require()
+        server, name = self._split(qualified)
+        session = self._sessions[server]
+        args = dict(arguments or {})
+
+        async def call() -> Any:
+            return await self._request(
+                server,
+                "tools/call",
+                {"name": name, "arguments": args},
+                lambda: session.call_tool(name, args),
+            )
+
+        try:
+            res = portal.call(call)
+        except CtxnbError:
+            raise
+        except Exception as exc:
+            raise RegistryError(f"{qualified} failed on server {server!r}: {exc}") from exc
+        structured = getattr(res, "structured_content", None)
+        return ToolCallResult(_text_of(res.content), structured, bool(res.is_error))
+
+    def read_resource(self, qualified: str) -> str:
+        """The text of an outside resource (``server__uri``)."""
+        portal = self._require()
+        if qualified not in self.resources:
+            raise NotFoundError(f"no registered MCP resource {qualified!r}")
+        r = self.resources[qualified]
+        session = self._sessions[r.server]
+
+        async def read() -> Any:
+            return await self._request(
+                r.server, "resources/read", {"uri": r.uri}, lambda: session.read_resource(r.uri)
+            )
+
+        res = portal.call(read)
+        return "\n".join(getattr(c, "text", "") or "" for c in res.contents)
+
+    def get_prompt(self, qualified: str, arguments: dict[str, str] | None = None) -> list[dict]:
+        """The messages of an outside prompt, as ``{"role", "content"}`` dicts."""
+        portal = self._require()
+        if qualified not in self.prompts:
+            raise NotFoundError(f"no registered MCP prompt {qualified!r}")
+        p = self.prompts[qualified]
+        session = self._sessions[p.server]
+        args = dict(arguments or {})
+
+        async def get() -> Any:
+            return await self._request(
+                p.server,
+                "prompts/get",
+                {"name": p.name, "arguments": args},
+                lambda: session.get_prompt(p.name, args),
+            )
+
+        res = portal.call(get)
+        return [{"role": m.role, "content": _text_of([m.content])} for m in res.messages]
+
+    # -- governance --------------------------------------------------------------------------
+
+    def tool_info(self, qualified: str) -> ToolInfo:
+        """The :class:`~ctxnb.tools.schemas.ToolInfo` under which governance sees a tool."""
+        t = self.tools[qualified]
+        return ToolInfo(
+            name=t.qualified,
+            description=f"[{t.server}] {t.description}".strip(),
+            args=_schema_model(t.qualified, t.input_schema),
+            mutating=not t.read_only,
+            idempotent=t.read_only,
+            destructive=t.destructive,
+            external=True,
+        )
+
+    def attach(self, tools: FileTools) -> list[str]:
+        """Offer every outside tool through ``tools``, governed like ctxnb's own.
+
+        Each call then goes through ``tools.dispatch``: the path of every engine (intent,
+        approval for destructive tools, audit line, tool call in the session, trace
+        record) before this registry forwards it. Returns the qualified names added.
+        """
+        self._require()
+        added = []
+        for q in self.tools:
+
+            def run(_q: str = q, **kwargs: Any) -> dict[str, Any]:
+                result = self.call_tool(_q, kwargs)
+                if result.is_error:
+                    raise RegistryError(f"{_q} reported an error: {result.text[:500]}")
+                return result.to_dict()
+
+            tools.register_tool(self.tool_info(q), run, governed=True)
+            added.append(q)
+        return added
+
+
+def _schema_model(name: str, schema: Mapping[str, Any]) -> type[BaseModel]:
+    """A pydantic model that validates with the tool's own JSON schema and reports it."""
+    import jsonschema
+
+    frozen = json.loads(json.dumps(dict(schema) or {"type": "object"}))
+    frozen.setdefault("type", "object")
+    validator = jsonschema.Draft202012Validator(frozen)
+
+    class Args(BaseModel):
+        model_config = ConfigDict(extra="allow", title=name)
+
+        @classmethod
+        def model_json_schema(cls, *args: Any, **kwargs: Any) -> dict[str, Any]:
+            return json.loads(json.dumps(frozen))
+
+        @model_validator(mode="after")
+        def _valid(self) -> Args:
+            data = dict(self.__pydantic_extra__ or {})
+            errors = sorted(validator.iter_errors(data), key=lambda e: [str(p) for p in e.path])
+            if errors:
+                first = errors[0]
+                where = ".".join(str(p) for p in first.path) or "(arguments)"
+                raise ValueError(f"{where}: {first.message}")
+            return self
+
+    Args.__name__ = Args.__qualname__ = f"{name}_args"
+    return Args
+
+
+@contextlib.contextmanager
+def connected(root: str | os.PathLike[str], **kwargs: Any) -> Iterator[McpRegistry]:
+    """``with connected(root) as registry:`` — the workspace's registry, connected."""
+    registry = McpRegistry.from_workspace(root, **kwargs)
+    with registry:
+        yield registry
