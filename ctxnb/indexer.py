@@ -27,6 +27,7 @@ from __future__ import annotations
 import html
 import json
 import os
+import stat as stat_mod
 import sys
 import time
 from collections.abc import Iterable, Mapping
@@ -236,10 +237,11 @@ class StatCache:
     re-hashing, never a wrong answer (a cache newer than the store is ignored).
     """
 
-    def __init__(self, path: Path, fs_id: str, entries: dict[str, list[Any]]) -> None:
+    def __init__(self, path: Path, fs_id: str, entries: dict[str, list[Any]], tx: int = 0) -> None:
         self.path = path
         self.fs_id = fs_id
         self.entries = entries
+        self.tx = tx  # the store's tip when the cache was saved
         self.dirty = False
 
     @classmethod
@@ -247,23 +249,27 @@ class StatCache:
         fs_id = workspace.resolver.default_filesystem_id()
         path = Path(workspace.root) / ".ctxnb" / "statcache.json"
         latest = workspace.store.latest_tx()
-        return cls(path, fs_id, cls._load(path, fs_id, latest.tx_id if latest else 0))
+        entries, tx = cls._load(path, fs_id, latest.tx_id if latest else 0)
+        return cls(path, fs_id, entries, tx)
 
     @staticmethod
-    def _load(path: Path, fs_id: str, latest_tx: int) -> dict[str, list[Any]]:
+    def _load(path: Path, fs_id: str, latest_tx: int) -> tuple[dict[str, list[Any]], int]:
         try:
             raw = json.loads(path.read_text())
         except (OSError, ValueError):
-            return {}
+            return {}, 0
         if (
             not isinstance(raw, dict)
             or raw.get("version") != _CACHE_VERSION
             or raw.get("filesystem_id") != fs_id
             or raw.get("tx", 0) > latest_tx  # the store is older than the cache
         ):
-            return {}
+            return {}, 0
         entries = raw.get("entries")
-        return entries if isinstance(entries, dict) else {}
+        if not isinstance(entries, dict):
+            return {}, 0
+        tx = raw.get("tx", 0)
+        return entries, tx if isinstance(tx, int) else 0
 
     def lookup(self, path: str, st: os.stat_result) -> str | None:
         """The source hash recorded for ``path`` if its stat is unchanged and not racy."""
@@ -352,8 +358,14 @@ def index_tree(
 
     entries = list(iter_tree(ws_root, extra_ignores=cfg.ignore, use_gitignore=cfg.use_gitignore))
     known_paths = {p[len(prefix) :] for p in cache.entries if p.startswith(prefix)}
-    if not known_paths:
-        known_paths = _stored_paths(store, fs_id, root_str)
+    tip = store.latest_tx()
+    if not known_paths or (tip is not None and tip.tx_id > cache.tx):
+        # Files stored since the cache was saved (a tool wrote them, the watcher saw
+        # them) are known too, so that their deletion on disk is noticed.
+        known_paths |= _stored_paths(
+            store, fs_id, root_str, since_tx=cache.tx if known_paths else 0
+        )
+        cache.dirty = True  # saved with the new tip: the next run need not look again
 
     bar = None
     if _want_progress(progress, len(entries)):
@@ -415,7 +427,7 @@ def index_tree(
             if len(pending) >= cfg.batch_size or pending_bytes >= batch_bytes:
                 flush()
         flush()
-        gone = sorted(known_paths - seen)
+        gone = _gone(ws_root, known_paths - seen, cache, prefix, now_ns)
         if gone:
             deletions = _deletions(store, [source_of(rel) for rel in gone])
             if deletions:
@@ -446,26 +458,48 @@ def _deletions(store: ObjectStore, sources: Iterable[dict[str, str]]) -> list[di
     return out
 
 
-def _stored_paths(store: ObjectStore, fs_id: str, root: str) -> set[str]:
-    """Relative paths of live file objects under ``root`` (when there is no stat cache)."""
+def _gone(
+    root: Path, candidates: set[str], cache: StatCache, prefix: str, now_ns: int
+) -> list[str]:
+    """The known paths that are no longer files on disk.
+
+    A path the walk did not list may still be a file: an ignored one, or one under an
+    ignored directory. It is not deleted (its last version stays), and it stays in the
+    cache so that its removal later is noticed; otherwise it would flip between deleted
+    and live each time a tool read it and the tree was indexed again.
+    """
+    out = []
+    for rel in sorted(candidates):
+        try:
+            st = os.lstat(root / rel)
+        except OSError:
+            out.append(rel)
+            continue
+        if not stat_mod.S_ISREG(st.st_mode):
+            out.append(rel)  # replaced by a directory, a link or a device
+        elif prefix + rel not in cache.entries:
+            cache.record(prefix + rel, st, None, now_ns)  # known, never looked up
+    return out
+
+
+def _stored_paths(store: ObjectStore, fs_id: str, root: str, *, since_tx: int = 0) -> set[str]:
+    """Relative paths of live file objects under ``root`` whose latest version is newer
+    than ``since_tx`` (all of them by default)."""
     if store.latest_tx() is None:
         return set()
+    # A deletion version has no source hash; every live one (binary too) has one.
     df = store.scan(
         "file",
-        columns=["source_filesystem_id", "source_path", "content", "source_hash"],
+        columns=["source_filesystem_id", "source_path", "source_hash", "tx_id"],
         format="arrow",
     ).to_pydict()
     out: set[str] = set()
     prefix = root + "/"
-    for fs, path, content, shash in zip(
-        df["source_filesystem_id"],
-        df["source_path"],
-        df["content"],
-        df["source_hash"],
-        strict=True,
+    for fs, path, shash, tx in zip(
+        df["source_filesystem_id"], df["source_path"], df["source_hash"], df["tx_id"], strict=True
     ):
-        if fs != fs_id or not path:
+        if fs != fs_id or not path or tx <= since_tx:
             continue
-        if path.startswith(prefix) and not (content is None and shash is None):
+        if path.startswith(prefix) and shash is not None:
             out.add(path[len(prefix) :])
     return out

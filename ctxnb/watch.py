@@ -112,12 +112,21 @@ class Watcher:
         self._thread.start()
         return self
 
+    @staticmethod
+    def _dirs_of(tracked: dict[str, str]) -> list[str]:
+        return sorted({os.path.dirname(p) for p in tracked if os.path.isdir(os.path.dirname(p))})
+
     def _run(self) -> None:
+        watched: set[str] | None = None
         while not self._stop.is_set():
             tracked = self._tracked()
-            dirs = sorted(
-                {os.path.dirname(p) for p in tracked if os.path.isdir(os.path.dirname(p))}
-            )
+            dirs = self._dirs_of(tracked)
+            if watched is not None and set(dirs) - watched:
+                # A directory that appeared (or a file the session gained there) since
+                # the last start: whatever was written before watching began is caught up.
+                fresh = set(dirs) - watched
+                self._handle({(None, p) for p in tracked if os.path.dirname(p) in fresh}, tracked)
+            watched = set(dirs)
             self._dirs = dirs
             if not dirs:
                 if self._stop.wait(0.2):
@@ -129,11 +138,10 @@ class Watcher:
                     return
                 if changes:
                     self._handle(changes, tracked)
-                    tracked = self._tracked()
-                new_dirs = sorted(
-                    {os.path.dirname(p) for p in tracked if os.path.isdir(os.path.dirname(p))}
-                )
-                if new_dirs != dirs:  # the session gained files elsewhere: watch those too
+                # Every batch, and every empty batch on timeout: the session may have
+                # gained files, possibly in directories created after the start.
+                tracked = self._tracked()
+                if self._dirs_of(tracked) != dirs:
                     restart = True
                     break
             if not restart:

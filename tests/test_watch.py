@@ -103,3 +103,45 @@ def test_container_internal_paths_are_not_watched(sample_ws):
     s.add_path("README.md")  # not under the mount: container-internal from the agent's view
     paths = s.watchable_paths()
     assert paths == [str(sample_ws / "inventory" / "models.py")]
+
+
+def test_scripted_new_directory_is_followed_and_caught_up(session, sample_ws):
+    # The session gains a file in a directory made after the watcher started; what was
+    # written there before the watcher got to it is stored when it does.
+    session.add_path("README.md")
+    calls = []
+
+    def backend(dirs, stop):
+        calls.append(list(dirs))
+        if len(calls) == 1:
+            (sample_ws / "later").mkdir()
+            (sample_ws / "later" / "n.py").write_text("x = 1\n")
+            calls.append(session.add_path("later/n.py"))
+            (sample_ws / "later" / "n.py").write_text("x = 2\n")  # before it is watched
+            return iter([set()])  # a timeout batch: no change seen
+        return iter([])
+
+    with Watcher(session, backend=backend) as w:
+        w.join(10)
+    oid = calls[1]
+    assert str(sample_ws / "later") in calls[2]
+    assert session.get(oid)["content"] == "x = 2\n"
+
+
+def test_real_watcher_follows_directories_created_after_start(session, sample_ws):
+    session.add_path("README.md")
+    with session.watch(debounce_ms=20, step_ms=5) as w:
+        (sample_ws / "newdir").mkdir()
+        (sample_ws / "newdir" / "n.py").write_text("x = 1\n")
+        oid = session.add_path("newdir/n.py")
+        assert wait_for(lambda: str(sample_ws / "newdir") in w._dirs)
+        (sample_ws / "newdir" / "n.py").write_text("x = 2\n")
+        assert wait_for(lambda: session.get(oid)["content"] == "x = 2\n")
+        # A directory removed and made again is followed too.
+        (sample_ws / "newdir" / "n.py").unlink()
+        (sample_ws / "newdir").rmdir()
+        assert wait_for(lambda: session.metadata(oid).deleted)
+        (sample_ws / "newdir").mkdir()
+        (sample_ws / "newdir" / "n.py").write_text("x = 3\n")
+        assert wait_for(lambda: session.get(oid)["content"] == "x = 3\n")
+    assert not w.errors
