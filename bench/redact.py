@@ -33,7 +33,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _corpus import stdlib_dir  # noqa: E402
 from _secret_corpus import LOOKALIKES, SECRETS, Case, write_corpus  # noqa: E402
 
-from ctxnb.tools.redact import redact  # noqa: E402
+from ctxnb.redaction import redact  # noqa: E402
 
 
 def detect_secrets_lines(path: Path) -> set[int]:

@@ -42,10 +42,10 @@ from .errors import NotFoundError
 from .hashing import content_hash, source_hash, stable_stringify
 from .indexer import build_file_doc, is_deleted
 from .model import INFRA_TYPES, new_id
+from .redaction import redact_data, redact_text
 from .resolver import _within
 from .strategies import ContextStrategy, KeepAll
 from .tokens import TokenCounter, resolve_token_counter
-from .tools.redact import redact_data, redact_text
 
 if TYPE_CHECKING:
     from .store import TxRecord

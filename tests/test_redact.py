@@ -1,4 +1,4 @@
-"""Tests for ctxnb.tools.redact: a corpus of secrets and of look-alikes."""
+"""Tests for ctxnb.redaction: a corpus of secrets and of look-alikes."""
 
 from __future__ import annotations
 
@@ -10,8 +10,8 @@ import string
 import pytest
 from _secret_corpus import LOOKALIKES, SECRETS, Case
 
-from ctxnb.tools import redact as redact_module
-from ctxnb.tools.redact import RULES, has_secrets, redact, shannon_entropy
+from ctxnb import redaction as redact_module
+from ctxnb.redaction import RULES, has_secrets, redact, shannon_entropy
 
 
 def fake(n: int, seed: int, alphabet: str = string.ascii_letters + string.digits) -> str:

@@ -16,9 +16,9 @@ from typing import TYPE_CHECKING, Any
 from ..errors import NotFoundError
 from ..hashing import sha256_hex
 from ..indexer import is_deleted
+from ..redaction import redact_text
 from ..strategies import ContextStrategy, Item, Selection, StrategyInput, strategy_spec
 from ..tokens import TokenCounter
-from ..tools.redact import redact_text
 from ._framing import inline, render_block
 from ._model import Context, ContextItem, Section
 

@@ -48,8 +48,8 @@ from typing import TYPE_CHECKING, Any, Protocol
 from pydantic import BaseModel, ConfigDict, Field
 
 from ..errors import NotFoundError, PolicyError
+from ..redaction import redact
 from ..tools.filetools import FileTools, ToolCall
-from ..tools.redact import redact
 from ..tools.schemas import ToolInfo
 from .approval import ApprovalRequest, Approver, Decision, args_summary
 from .intents import Intent, IntentFile, intent_context, load_intents

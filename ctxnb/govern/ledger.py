@@ -57,7 +57,7 @@ from typing import Any, Literal
 from urllib.parse import quote, unquote
 
 from ..errors import StoreError
-from ..tools.redact import redact_data
+from ..redaction import redact_data
 
 try:
     import fcntl

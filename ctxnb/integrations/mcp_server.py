@@ -58,7 +58,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from ..errors import ConfigError, MissingDependencyError, NotFoundError, PolicyError
 from ..govern.approval import ApprovalRequest, Approver, Decision
-from ..tools.redact import redact_data, redact_text
+from ..redaction import redact_data, redact_text
 from ..tools.schemas import ToolInfo
 
 try:

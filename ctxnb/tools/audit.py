@@ -24,7 +24,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from .redact import redact_data
+from ..redaction import redact_data
 
 __all__ = ["AuditLog"]
 

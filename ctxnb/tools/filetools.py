@@ -49,6 +49,8 @@ from ..errors import (
 )
 from ..hashing import sha256_hex, source_hash
 from ..indexer import build_file_doc, decode_bytes, is_deleted
+from ..redaction import MARK as REDACTION_MARK
+from ..redaction import redact, redact_data, redact_text
 from ..resolver import doc_path as make_doc_path
 from .audit import AuditLog
 from .patching import (
@@ -60,8 +62,6 @@ from .patching import (
     unified_diff,
 )
 from .pathpolicy import PathPolicy, SafePath
-from .redact import MARK as REDACTION_MARK
-from .redact import redact, redact_data, redact_text
 from .results import DiffResult, PatchResult, ReadResult, VersionInfo
 from .schemas import TOOL_INFO, ToolInfo, tool_schemas
 from .summarize import OutlineSummarizer, Summarizer
@@ -938,7 +938,7 @@ class FileTools:
         """Every allowed file: path, size, hash, mtime, version, tags, sensitivity (DataFrame)."""
         import pandas as pd
 
-        from .redact import has_secrets
+        from ..redaction import has_secrets
 
         rows = []
         store = self.session.store

@@ -50,6 +50,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from ctxnb.errors import PatchConflict, PatchError
+from ctxnb.redaction import redact_text
 
 __all__ = [
     "FilePatch",
@@ -526,6 +527,8 @@ def _header_name(rest: str) -> str:
 
 
 def _show(line: str, limit: int = 60) -> str:
+    # Redacted whole, then cut: a secret cut in half is no longer recognisable.
+    line = redact_text(line)
     return repr(line if len(line) <= limit else line[:limit] + "…")
 
 

@@ -7,7 +7,7 @@ import os
 from typing import TYPE_CHECKING, Any
 
 from ..errors import NotFoundError
-from ..tools.redact import redact_text
+from ..redaction import redact_text
 from ._ipw import widgets
 from .static import diff_html, esc, html_table
 

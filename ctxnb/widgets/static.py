@@ -3,7 +3,7 @@
 Nothing here imports ipywidgets, so the reprs work in any environment. Every function
 bounds its output (rows, characters), because a repr must stay cheap whatever the size
 of the object behind it. Every text a view shows passes ``esc``, ``pre`` or
-``diff_html``, which redact it (:mod:`ctxnb.tools.redact`) before escaping it.
+``diff_html``, which redact it (:mod:`ctxnb.redaction`) before escaping it.
 
 Example:
     >>> html_table([{"a": 1, "b": "<x>"}], ["a", "b"]).split("<tbody>")[1]
@@ -19,7 +19,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from ..tools.redact import redact_text
+from ..redaction import redact_text
 
 if TYPE_CHECKING:
     from ..govern.ledger import TraceLedger

@@ -85,7 +85,7 @@ import math
 import re
 import string
 from collections import Counter
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Any
 
@@ -175,8 +175,15 @@ class _Rule:
     # Match only within the lines that hold a keyword (the assignment rules, whose
     # keywords are common words in code).
     line_scoped: bool = False
+    # Match only at the start of each identifier that holds a keyword (``pattern.match``
+    # there), instead of searching every line that holds one.
+    anchored: bool = False
+    # For a line-scoped rule: only lines holding this (lowercase) text can match.
+    line_must: str = ""
     # Scan "\n" + text (so a pattern anchored on a line break also matches at the start).
     after_newline: bool = False
+    # The match must not follow a letter, digit or "_" (see _b).
+    word_start: bool = False
 
 
 _PLACEHOLDER = re.compile(
@@ -267,11 +274,8 @@ def _is_code_name(value: str) -> bool:
 
 
 def _pair_ok(m: re.Match[str]) -> bool:
-    for suffix in ("", "2", "3"):
-        if m.group("secret" + suffix) is not None:
-            ok, password = _name_ok(m.group("key" + suffix))
-            return ok and _looks_random(m.group("secret" + suffix), password=password)
-    return False
+    ok, password = _name_ok(m.group("key"))
+    return ok and _looks_random(m.group("secret"), password=password)
 
 
 def _token_ok(tail_group: str) -> Callable[[re.Match[str]], bool]:
@@ -324,12 +328,18 @@ def _auth_ok(m: re.Match[str]) -> bool:
 
 
 def _b(prefix: str) -> str:
-    """A token that starts at a word boundary (no letter, digit or ``_`` before it)."""
-    return rf"(?<![A-Za-z0-9_]){prefix}"
+    """A token pattern; that it starts at a word boundary is checked in code (the rule's
+    ``word_start``): a leading lookbehind would stop the regex engine from skipping ahead
+    to the token's literal prefix, and cost ten times the scan."""
+    return prefix
 
 
 _T = r"(?![A-Za-z0-9_-])"  # a token's end: no token character follows
+# Words a secret-like name holds; the assignment rules look only where one occurs.
+_NAME_WORDS = ("pass", "pwd", "secret", "token", "key", "auth", "credential")
+_NAME_IDENT = re.compile(r"[\w.-]*(?:" + "|".join(_NAME_WORDS) + r")[\w.-]*")
 _ASSIGN_VALUE = r"(?:(?P<quote>[\"'`])(?P<secret>[^\"'`\r\n]*)(?P=quote)|(?P<bare>[^\s\"'`,;]+))"
+_STRIPE = r"(?P<secret>{}(?P<tail>[A-Za-z0-9]{{10,99}}))(?![A-Za-z0-9])"
 _ARMOUR = r"-{{4,5}} ?{0}[ A-Z0-9_-]{{0,100}}PRIVATE KEY(?: BLOCK)? ?-{{4,5}}"
 
 # Order matters: earlier rules win where matches overlap, so the specific vendor
@@ -340,7 +350,7 @@ RULES: tuple[_Rule, ...] = (
         re.compile(
             _ARMOUR.format("BEGIN") + r"(?P<secret>[\s\S]*?)(?:" + _ARMOUR.format("END") + r"|\Z)"
         ),
-        keywords=("private key",),
+        keywords=("PRIVATE KEY",),
         accept=_private_key_ok,
         strip_whitespace=True,
     ),
@@ -362,8 +372,8 @@ RULES: tuple[_Rule, ...] = (
             _b(r"(?P<secret>(?:A3T[A-Z0-9]|AKIA|ASIA|ABIA|ACCA)(?P<tail>[A-Z0-9]{16}))")
             + r"(?![A-Za-z0-9])"
         ),
-        keywords=("akia", "asia", "abia", "acca", "a3t"),
         accept=_token_ok("tail"),
+        word_start=True,
     ),
     _Rule(
         "aws-secret-access-key",
@@ -383,22 +393,22 @@ RULES: tuple[_Rule, ...] = (
             )
             + r"(?![A-Za-z0-9_])"
         ),
-        keywords=("ghp_", "gho_", "ghu_", "ghs_", "ghr_", "github_pat_"),
         accept=lambda m: _token_ok("tail" if m.group("tail") else "tail2")(m),
+        word_start=True,
     ),
     _Rule(
         "gitlab-token",
         re.compile(_b(r"(?P<secret>glpat-(?P<tail>[A-Za-z0-9_-]{20,}))") + _T),
-        keywords=("glpat-",),
         accept=_token_ok("tail"),
+        word_start=True,
     ),
     _Rule(
         "anthropic-key",
         re.compile(
             _b(r"(?P<secret>sk-ant-(?:api|admin|oat|sid)\d\d-(?P<tail>[A-Za-z0-9_-]{20,}))") + _T
         ),
-        keywords=("sk-ant-",),
         accept=_token_ok("tail"),
+        word_start=True,
     ),
     _Rule(
         "openai-key",
@@ -409,11 +419,11 @@ RULES: tuple[_Rule, ...] = (
             )
             + _T
         ),
-        keywords=("sk-",),
         accept=lambda m: (
             _token_ok("tail" if m.group("tail") else "tail2")(m)
             and _char_classes(m.group("tail") or m.group("tail2")) >= 2
         ),
+        word_start=True,
     ),
     _Rule(
         "slack-token",
@@ -424,81 +434,91 @@ RULES: tuple[_Rule, ...] = (
             )
             + r"(?![0-9A-Za-z])"
         ),
-        keywords=("xox", "xapp-"),
         accept=_slack_ok,
+        word_start=True,
     ),
     _Rule(
         "slack-webhook",
         re.compile(
             r"hooks\.slack\.com/(?:services|workflows|triggers)/(?P<secret>[A-Za-z0-9_/+-]{20,})"
         ),
-        keywords=("hooks.slack.com",),
         accept=_token_ok("secret"),
     ),
     _Rule(
         "stripe-key",
-        re.compile(
-            _b(r"(?P<secret>(?:(?:sk|rk)_(?:test|live|prod)_|whsec_)(?P<tail>[A-Za-z0-9]{10,99}))")
-            + r"(?![A-Za-z0-9])"
-        ),
-        keywords=("sk_", "rk_", "whsec_"),
+        # One rule per literal prefix: a pattern starting "[sr]k_|whsec_" is scanned
+        # character by character; a literal prefix is skipped to directly.
+        re.compile(_STRIPE.format("sk_(?:test|live|prod)_")),
         accept=_token_ok("tail"),
+        word_start=True,
+    ),
+    _Rule(
+        "stripe-key",
+        re.compile(_STRIPE.format("rk_(?:test|live|prod)_")),
+        accept=_token_ok("tail"),
+        word_start=True,
+    ),
+    _Rule(
+        "stripe-key",
+        re.compile(_STRIPE.format("whsec_")),
+        accept=_token_ok("tail"),
+        word_start=True,
     ),
     _Rule(
         "sendgrid-key",
         re.compile(_b(r"(?P<secret>SG\.(?P<tail>[A-Za-z0-9_-]{22}\.[A-Za-z0-9_-]{43}))") + _T),
-        keywords=("sg.",),
         accept=_token_ok("tail"),
+        word_start=True,
     ),
     _Rule(
         "huggingface-token",
         re.compile(_b(r"(?P<secret>hf_(?P<tail>[A-Za-z0-9]{30,40}))") + r"(?![A-Za-z0-9_])"),
-        keywords=("hf_",),
         accept=_mixed_token_ok,
+        word_start=True,
     ),
     _Rule(
         "npm-token",
         re.compile(_b(r"(?P<secret>npm_(?P<tail>[A-Za-z0-9]{36}))") + r"(?![A-Za-z0-9_])"),
-        keywords=("npm_",),
         accept=_token_ok("tail"),
+        word_start=True,
     ),
     _Rule(
         "pypi-token",
         re.compile(_b(r"(?P<secret>pypi-AgEIcHlwaS5vcmc(?P<tail>[A-Za-z0-9_-]{40,}))") + _T),
-        keywords=("pypi-",),
         accept=_token_ok("tail"),
+        word_start=True,
     ),
     _Rule(
         "digitalocean-token",
         re.compile(_b(r"(?P<secret>do[opr]_v1_(?P<tail>[a-f0-9]{64}))") + r"(?![A-Za-z0-9])"),
-        keywords=("_v1_",),
         accept=_token_ok("tail"),
+        word_start=True,
     ),
     _Rule(
         "shopify-token",
         re.compile(_b(r"(?P<secret>shp(?:at|ss|ca|pa)_(?P<tail>[a-fA-F0-9]{32}))") + _T),
-        keywords=("shpat_", "shpss_", "shpca_", "shppa_"),
         accept=_token_ok("tail"),
+        word_start=True,
     ),
     _Rule(
         "telegram-bot-token",
         re.compile(r"(?<![0-9])(?P<secret>[0-9]{8,10}:AA(?P<tail>[A-Za-z0-9_-]{33}))" + _T),
-        keywords=(":aa",),
+        keywords=(":AA",),
         accept=_token_ok("tail"),
     ),
     _Rule(
         "google-api-key",
         re.compile(_b(r"(?P<secret>AIza(?P<tail>[0-9A-Za-z_-]{35}))") + _T),
-        keywords=("aiza",),
         accept=_token_ok("tail"),
+        word_start=True,
     ),
     _Rule(
         "azure-key",
         re.compile(
-            r"(?i:AccountKey|SharedAccessKey|SharedAccessSignature)="
+            r"(?:AccountKey|SharedAccessKey|SharedAccessSignature)="
             r"(?P<secret>[A-Za-z0-9+/%&=:.-]{20,}?)(?=;|\"|'|\s|$)"
         ),
-        keywords=("accountkey=", "sharedaccesskey=", "sharedaccesssignature="),
+        keywords=("AccountKey=", "SharedAccess"),
         accept=_token_ok("secret"),
     ),
     _Rule(
@@ -510,7 +530,7 @@ RULES: tuple[_Rule, ...] = (
             )
             + r"(?![A-Za-z0-9_-])"
         ),
-        keywords=("eyj",),
+        word_start=True,
     ),
     _Rule(
         "http-authorization",
@@ -524,7 +544,6 @@ RULES: tuple[_Rule, ...] = (
     _Rule(
         "url-credentials",
         re.compile(r"://[^/\s:@'\"]*:(?P<secret>[^/\s:@'\"]+)@"),
-        keywords=("://",),
         accept=_url_ok,
     ),
     _Rule(
@@ -532,73 +551,127 @@ RULES: tuple[_Rule, ...] = (
         re.compile(
             # The whole name is matched and checked in _generic_ok: matching the
             # secret word inside the pattern backtracks badly on long identifiers.
-            r"(?<![\w.-])(?P<key>[\w.-]{1,80})(?![\w.-])[\"']?"
+            r"(?P<key>[\w.-]{1,80})(?![\w.-])[\"']?"
             r"(?:\s*:\s*[A-Za-z_][\w.\[\]| ]*?)?"  # an optional type annotation
             r"\s*(?:=>|:=|=(?!=)|:)[ \t]*" + _ASSIGN_VALUE,
         ),
-        keywords=("pass", "pwd", "secret", "token", "key", "auth", "credential"),
+        keywords=_NAME_WORDS,
         groups=("secret", "bare"),
         accept=_generic_ok,
-        line_scoped=True,
+        anchored=True,
     ),
     _Rule(
-        # <password>…</password>, <add key="DbPassword" value="…"/>, .netrc's
-        # "password …" and "--password …".
+        # <password>…</password>
         "generic-secret",
-        re.compile(
-            r"<(?P<key>[\w:.-]{1,80})>(?P<secret>[^<\s]+)</[\w:.-]{1,80}>"
-            r"|(?i:key|name)\s*=\s*[\"'](?P<key2>[^\"']{1,80})[\"']\s+(?i:value)\s*=\s*"
-            r"[\"'](?P<secret2>[^\"'\s]+)[\"']"
-            r"|(?:^|\s)(?P<key3>-{0,2}pass(?:word|wd)?)[ \t]+(?P<secret3>[^\s\"'`]+)[ \t]*$",
-            re.MULTILINE,
-        ),
-        keywords=("pass", "pwd", "secret", "token", "key", "auth", "credential"),
-        groups=("secret", "secret2", "secret3"),
+        re.compile(r"<(?P<key>[\w:.-]{1,80})>(?P<secret>[^<\s]+)</[\w:.-]{1,80}>"),
+        keywords=_NAME_WORDS,
         accept=_pair_ok,
         line_scoped=True,
+        line_must="</",
+    ),
+    _Rule(
+        # <add key="DbPassword" value="…"/>
+        "generic-secret",
+        re.compile(
+            r"(?i:key|name)\s*=\s*[\"'](?P<key>[^\"']{1,80})[\"']\s+(?i:value)\s*=\s*"
+            r"[\"'](?P<secret>[^\"'\s]+)[\"']"
+        ),
+        keywords=_NAME_WORDS,
+        accept=_pair_ok,
+        line_scoped=True,
+        line_must="value",
+    ),
+    _Rule(
+        # .netrc's "password …", "--password …"
+        "generic-secret",
+        re.compile(r"(?:^|\s)(?P<key>-{0,2}pass(?:word|wd)?)[ \t]+(?P<secret>[^\s\"'`]+)[ \t]*$"),
+        keywords=("pass",),
+        accept=_pair_ok,
+        line_scoped=True,
+        line_must="pass",
     ),
 )
 
 
-_LINE_KEYWORDS = tuple(sorted({k for r in RULES if r.line_scoped for k in r.keywords}))
+class _Scan:
+    """One text being scanned, with what several rules share computed once, on demand."""
+
+    def __init__(self, text: str) -> None:
+        self.text = text
+        self._lowered: str | None = None
+        self._lines: list[tuple[int, int]] | None = None
+        self._has: dict[str, bool] = {}
+
+    @property
+    def lowered(self) -> str:
+        # Offsets in the lowered text must be offsets in the text: str.lower() may change
+        # the length of non-ASCII text ("İ" becomes two characters), so only ASCII is
+        # lowered.
+        if self._lowered is None:
+            t = self.text
+            self._lowered = t.lower() if t.isascii() else t.translate(_ASCII_LOWER)
+        return self._lowered
+
+    def has(self, keyword: str) -> bool:
+        hit = self._has.get(keyword)
+        if hit is None:
+            hit = self._has[keyword] = keyword in (self.lowered if keyword.islower() else self.text)
+        return hit
+
+    def lines(self) -> list[tuple[int, int]]:
+        """The (start, end) spans of the lines holding a name word, in order."""
+        if self._lines is None:
+            text, lowered, spans = self.text, self.lowered, set()
+            for kw in _NAME_WORDS:
+                i = lowered.find(kw)
+                while i >= 0:
+                    start = text.rfind("\n", 0, i) + 1
+                    end = text.find("\n", i)
+                    end = len(text) if end < 0 else end
+                    spans.add((start, end))
+                    i = lowered.find(kw, end)
+            self._lines = sorted(spans)
+        return self._lines
 
 
-def _keyword_lines(text: str, lowered: str, keywords: tuple[str, ...]) -> list[tuple[int, int]]:
-    """The (start, end) spans of the lines holding a keyword, in order, merged."""
-    spans: set[tuple[int, int]] = set()
-    for kw in keywords:
-        i = lowered.find(kw)
-        while i >= 0:
-            start = text.rfind("\n", 0, i) + 1
-            end = text.find("\n", i)
-            end = len(text) if end < 0 else end
-            spans.add((start, end))
-            i = lowered.find(kw, end)
-    return sorted(spans)
+_ASCII_LOWER = str.maketrans(string.ascii_uppercase, string.ascii_lowercase)
+_WORD = frozenset(string.ascii_letters + string.digits + "_")
 
 
-def _matches(rule: _Rule, text: str, lines: list[tuple[int, int]]) -> list[re.Match[str]]:
-    if not rule.line_scoped:
-        return list(rule.pattern.finditer(text))
-    out = []
-    for start, end in lines:
-        pos = start
-        # A rejected assignment must not swallow the next one on the line (in
-        # ``c = Client(api_key="…")`` the first match is ``c = Client(api_key=``), so
-        # the search resumes just after the rejected match's name, not after its value.
-        while pos < end:
-            m = rule.pattern.search(text, pos, end)
-            if m is None:
-                break
-            out.append(m)
-            pos = m.end() if rule.accept is None or rule.accept(m) else m.start() + 1
-    return out
+def _matches(rule: _Rule, scan: _Scan) -> Iterator[re.Match[str]]:
+    text = scan.text
+    if rule.anchored:
+        # Each identifier holding a name word is tried as an assignment's name, so a
+        # rejected assignment never swallows the next one on its line (in
+        # ``c = Client(api_key="…")``, ``c = Client(api_key=`` is not a match to skip).
+        lowered = scan.lowered
+        for start, end in scan.lines():
+            for ident in _NAME_IDENT.finditer(lowered, start, end):
+                m = rule.pattern.match(text, ident.start(), end)
+                if m is not None:
+                    yield m
+        return
+    if rule.line_scoped:
+        lowered, must = scan.lowered, rule.line_must
+        for start, end in scan.lines():
+            if lowered.find(must, start, end) >= 0:
+                # $ must see the line's end: search the line, not up to ``end``.
+                yield from rule.pattern.finditer(text[:end] if end < len(text) else text, start)
+        return
+    if rule.after_newline:
+        yield from rule.pattern.finditer("\n" + text)
+        return
+    for m in rule.pattern.finditer(text):
+        if rule.word_start and m.start() and text[m.start() - 1] in _WORD:
+            continue
+        yield m
 
 
-def _candidates(rule: _Rule, text: str, lines: list[tuple[int, int]]) -> list[tuple[int, int]]:
+def _candidates(rule: _Rule, scan: _Scan) -> list[tuple[int, int]]:
     spans: list[tuple[int, int]] = []
+    text = scan.text
     shift = 1 if rule.after_newline else 0
-    for m in _matches(rule, "\n" + text if shift else text, lines):
+    for m in _matches(rule, scan):
         if rule.accept is not None and not rule.accept(m):
             continue
         group = next(g for g in rule.groups if m.group(g) is not None)
@@ -613,21 +686,13 @@ def _candidates(rule: _Rule, text: str, lines: list[tuple[int, int]]) -> list[tu
     return spans
 
 
-_ASCII_LOWER = str.maketrans(string.ascii_uppercase, string.ascii_lowercase)
-
-
 def _find(text: str) -> list[tuple[int, int, str]]:
-    # Offsets in the lowered text must be offsets in the text: str.lower() may change
-    # the length of non-ASCII text ("İ" becomes two characters), so only ASCII is lowered.
-    lowered = text.lower() if text.isascii() else text.translate(_ASCII_LOWER)
-    lines: list[tuple[int, int]] | None = None
+    scan = _Scan(text)
     taken: list[tuple[int, int, str]] = []
     for rule in RULES:
-        if rule.keywords and not any(k in lowered for k in rule.keywords):
+        if rule.keywords and not any(scan.has(k) for k in rule.keywords):
             continue
-        if rule.line_scoped and lines is None:
-            lines = _keyword_lines(text, lowered, _LINE_KEYWORDS)
-        for start, end in _candidates(rule, text, lines or []):
+        for start, end in _candidates(rule, scan):
             if any(start < t_end and t_start < end for t_start, t_end, _ in taken):
                 continue
             taken.append((start, end, rule.name))
