@@ -202,7 +202,9 @@ def test_refusal_is_tool_error_with_structured_content(plain_ws: Path) -> None:
         res = b.call_tool("read_file", {"path": ".env"})
         assert res.is_error is True
         assert res.structured_content["error_code"] == "PATH_DENIED"
-        assert json.loads(_text(res)) == res.structured_content
+        # the model reads the refusal as text; programs read the JSON
+        assert _text(res).startswith("REFUSED PATH_DENIED: ")
+        assert f"Required action: {res.structured_content['required_action']}" in _text(res)
         assert {"message", "recoverable", "required_action"} <= set(res.structured_content)
 
 
@@ -496,7 +498,7 @@ def test_stdio_governed_handshake_write_and_trace(gov_ws: Path, tmp_path: Path) 
             refused = await s.call_tool("write_file", args)
             assert refused.is_error
             assert refused.structured_content["error_code"] == "NO_ACTIVE_INTENT"
-            assert json.loads(_text(refused))["error_code"] == "NO_ACTIVE_INTENT"
+            assert _text(refused).startswith("REFUSED NO_ACTIVE_INTENT: ")
 
             hs = await s.call_tool("select_active_intent", {"intent_id": "INT-INV"})
             assert not hs.is_error and "<intent_context>" in _text(hs)
@@ -720,3 +722,28 @@ def test_doctests() -> None:
     for mod in (server_mod, cli_mod):
         result = doctest.testmod(mod, optionflags=doctest.ELLIPSIS)
         assert result.attempted > 0 and result.failed == 0, mod.__name__
+
+
+def test_read_file_text_is_written_for_a_model(plain_ws: Path) -> None:
+    body = "".join(f'    line_{i} = "value {i}"  # a comment with "quotes"\n' for i in range(20))
+    (plain_ws / "inventory" / "sample.py").write_text("def f():\n" + body)
+    with McpBackend(plain_ws) as b:
+        res = b.call_tool("read_file", {"path": "inventory/sample.py"})
+        result = res.structured_content["result"]
+        header, rest = _text(res).split("\n", 1)
+        # one header line, then the file exactly as it is (no escaped newlines or quotes)
+        assert header.startswith("inventory/sample.py · lines 1-21 of 21 · sha256 ")
+        assert result["sha256"] in header and result["version_id"] not in _text(res)
+        assert rest == result["content"]
+        assert len(_text(res)) < len(json.dumps(result)) * 0.85
+        listed = b.call_tool("glob", {"pattern": "inventory/*.py"})
+        assert "inventory/sample.py\n" in _text(listed) and "[" not in _text(listed)
+
+
+def test_model_text_doctests() -> None:
+    import doctest
+
+    from ctxnb.integrations import model_text
+
+    result = doctest.testmod(model_text)
+    assert result.attempted >= 2 and result.failed == 0

@@ -60,6 +60,7 @@ from ..errors import ConfigError, MissingDependencyError, NotFoundError, PolicyE
 from ..govern.approval import ApprovalRequest, Approver, Decision
 from ..redaction import redact_data, redact_text
 from ..tools.schemas import ToolInfo
+from .model_text import error_text, tool_text
 
 try:
     import anyio
@@ -433,7 +434,8 @@ class McpBackend:
             out = redact_data(self.tools.dispatch(name, arguments or {}))
         if out.get("ok"):
             result = out.get("result")
-            text = result if isinstance(result, str) else _dumps(result)
+            # The model reads the text; programs read the full JSON in structuredContent.
+            text = tool_text(name, result)
             return types.CallToolResult(
                 content=[types.TextContent(type="text", text=text)],
                 structured_content={"result": result},
@@ -442,7 +444,7 @@ class McpBackend:
         if error.get("error_code") in _PROTOCOL_ERROR_CODES:
             raise MCPError(types.INVALID_PARAMS, str(error.get("message")), data=error)
         return types.CallToolResult(
-            content=[types.TextContent(type="text", text=_dumps(error))],
+            content=[types.TextContent(type="text", text=error_text(error))],
             structured_content=error,
             is_error=True,
         )
