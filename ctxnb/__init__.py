@@ -32,6 +32,7 @@ from .errors import (
     PatchError,
     PolicyError,
     ResolverError,
+    SelectionError,
     StaleFileError,
     StoreError,
 )
@@ -112,6 +113,7 @@ __all__ = sorted(
         "PatchError",
         "PolicyError",
         "ResolverError",
+        "SelectionError",
         "StaleFileError",
         "StoreError",
         "__version__",

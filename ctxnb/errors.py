@@ -14,6 +14,7 @@ Every error ctxnb raises on purpose derives from one root, so callers can catch
     ├── PatchError           a patch is malformed
     │   └── PatchConflict        a patch no longer applies to the file
     ├── MissingDependencyError   an optional extra is not installed
+    ├── SelectionError       a context strategy returned an inconsistent Selection
     └── CycleError           a new edge would close a cycle in a relation graph
 
 ``PolicyError`` carries the machine-readable refusal that agents receive:
@@ -35,6 +36,7 @@ __all__ = [
     "PatchError",
     "PolicyError",
     "ResolverError",
+    "SelectionError",
     "StaleFileError",
     "StoreError",
 ]
@@ -69,6 +71,18 @@ class NotFoundError(CtxnbError, KeyError):
 
     def __str__(self) -> str:  # KeyError quotes its message; we do not want that
         return str(self.args[0]) if self.args else ""
+
+
+class SelectionError(CtxnbError, ValueError):
+    """A context strategy's :class:`~ctxnb.strategies.Selection` contradicts itself or its input.
+
+    Attributes:
+        strategy: the strategy's name, when known.
+    """
+
+    def __init__(self, message: str, *, strategy: str | None = None) -> None:
+        super().__init__(message)
+        self.strategy = strategy
 
 
 class ResolverError(CtxnbError, ValueError):

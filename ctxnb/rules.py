@@ -1278,6 +1278,7 @@ class RulesTiered:
             masked=[m for m in sub.masked if m in kept],
             truncate={k: v for k, v in sub.truncate.items() if k in kept},
             evicted=evicted,
+            replace={k: v for k, v in sub.replace.items() if k in kept},
         )
 
     def __repr__(self) -> str:

@@ -2,11 +2,12 @@
 
 A strategy is a plain object with a ``name`` and a ``select(inp)`` method. It gets
 the session's candidate items (the active set plus the pinned set, oldest use first,
-each with its token count) and the token budget left for content, and returns a
-:class:`Selection`: the ids to show in full, the ids to show as a one-line
-placeholder (masked), per-item character caps, and what it left out. Pinned items
-always stay; the assembler enforces the budget after the strategy, so a strategy can
-be simple.
+each with its token count and, read-only, its content) and the token budget left for
+content, and returns a :class:`Selection`: the ids to show in full, the ids to show as
+a one-line placeholder (masked), per-item character caps, texts shown in place of an
+item's content (a summary, say), and what it left out. Pinned items always stay; the
+assembler checks the selection (:meth:`Selection.validate`) and enforces the budget
+after the strategy, so a strategy can be simple.
 
 Writing your own takes a few lines in a notebook cell::
 
@@ -32,11 +33,14 @@ Example:
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Protocol, runtime_checkable
 
+from .errors import SelectionError
+
 __all__ = [
+    "BlockMasking",
     "ContextStrategy",
     "FileViewLimits",
     "Item",
@@ -46,6 +50,7 @@ __all__ = [
     "RecencyWindow",
     "Selection",
     "StrategyInput",
+    "Summarize",
     "TokenBudgetLRU",
     "strategy_spec",
 ]
@@ -65,6 +70,9 @@ class Item:
         tool: the tool of a toolcall.
         char_count: characters of its content.
         seq: when it first entered the active set (render order).
+        content: the item's text (None: no text content). Strings are immutable, so a
+            strategy can read it but not change what the session holds; to show
+            something else, put it in :attr:`Selection.replace`.
     """
 
     id: str
@@ -76,6 +84,7 @@ class Item:
     tool: str | None = None
     char_count: int = 0
     seq: int = 0
+    content: str | None = field(default=None, repr=False, compare=False)
 
 
 @dataclass(frozen=True)
@@ -106,12 +115,15 @@ class Selection:
         masked: ids shown as a one-line placeholder (their output was elided).
         truncate: id -> at most this many characters of its content.
         evicted: candidates left out.
+        replace: id -> the text shown instead of its content (a summary, say). The
+            stored object is unchanged; ``context_at`` shows the same text again.
     """
 
     active: list[str]
     masked: list[str] = field(default_factory=list)
     truncate: dict[str, int] = field(default_factory=dict)
     evicted: list[str] = field(default_factory=list)
+    replace: dict[str, str] = field(default_factory=dict)
 
     @classmethod
     def keep(cls, inp: StrategyInput, ids: Iterable[str], **kw: object) -> Selection:
@@ -122,6 +134,65 @@ class Selection:
             evicted=[i.id for i in inp.items if i.id not in keep],
             **kw,  # type: ignore[arg-type]
         )
+
+    def validate(self, items: Sequence[Item], *, strategy: str | None = None) -> None:
+        """Check the selection against the candidates it was made from.
+
+        Raises:
+            SelectionError: an id that is not a candidate; an id both kept and evicted;
+                a masked, truncated or replaced id that is not kept; an id both masked
+                and truncated or replaced; a truncation that is not a whole number of
+                characters >= 0; a replacement that is not text.
+
+        Example:
+            >>> inp = StrategyInput(items=(Item("a", "toolcall"),), budget=None, turn=1)
+            >>> Selection(active=["a"], masked=["b"]).validate(inp.items)
+            Traceback (most recent call last):
+            ...
+            ctxnb.errors.SelectionError: masked names ids that are not candidates: ['b']; ...
+        """
+        who = f"strategy {strategy!r}: " if strategy else ""
+
+        def fail(msg: str) -> None:
+            raise SelectionError(who + msg, strategy=strategy)
+
+        known = {i.id for i in items}
+        kept = set(self.active)
+        named = {
+            "active": self.active,
+            "masked": self.masked,
+            "truncate": list(self.truncate),
+            "evicted": self.evicted,
+            "replace": list(self.replace),
+        }
+        for part, ids in named.items():
+            unknown = [i for i in ids if i not in known]
+            if unknown:
+                fail(
+                    f"{part} names ids that are not candidates: {unknown[:5]}; choose among "
+                    "StrategyInput.items"
+                )
+        both = kept & set(self.evicted)
+        if both:
+            fail(f"ids both kept (active) and evicted: {sorted(both)[:5]}")
+        for part in ("masked", "truncate", "replace"):
+            outside = [i for i in named[part] if i not in kept]
+            if outside:
+                fail(
+                    f"{part} names ids outside the kept set: {outside[:5]}; an item must be "
+                    "in Selection.active to be shown masked, truncated or replaced"
+                )
+        masked = set(self.masked)
+        for part in ("truncate", "replace"):
+            clash = sorted(masked & set(named[part]))
+            if clash:
+                fail(f"ids both masked and in {part}: {clash[:5]}; choose one")
+        for oid, n in self.truncate.items():
+            if isinstance(n, bool) or not isinstance(n, int) or n < 0:
+                fail(f"truncate[{oid!r}] = {n!r}: a truncation is a number of characters >= 0")
+        for oid, text in self.replace.items():
+            if not isinstance(text, str):
+                fail(f"replace[{oid!r}] is {type(text).__name__}: a replacement is text")
 
 
 @runtime_checkable
@@ -225,6 +296,137 @@ class ObservationMasking:
 
     def __repr__(self) -> str:
         return f"ObservationMasking(keep_last={self.keep_last})"
+
+
+class BlockMasking:
+    """Observation masking that keeps the prompt's prefix stable, for prompt caching.
+
+    Sliding masking (:class:`ObservationMasking`) masks one more output at every step,
+    so the prompt changes near its start every step and a provider's prefix cache
+    serves almost nothing. This strategy masks in blocks: it waits until ``block``
+    outputs beyond the last ``keep_last`` have piled up and masks them all at once.
+    Between two such steps the prompt only grows at its end (a cache hit for all but
+    the new part); a block costs one cache miss every ``block`` tool calls. Between
+    ``keep_last`` and ``keep_last + block - 1`` outputs stay whole.
+
+    Example:
+        >>> items = tuple(Item(f"t{n}", "toolcall", seq=n) for n in range(14))
+        >>> s = BlockMasking(keep_last=3, block=5)
+        >>> len(s.select(StrategyInput(items[:12], None, 12)).masked)   # 9 old, one block
+        5
+        >>> len(s.select(StrategyInput(items[:14], None, 14)).masked)   # 11 old, two blocks
+        10
+    """
+
+    name = "block-masking"
+
+    def __init__(self, keep_last: int = 5, block: int = 10) -> None:
+        if keep_last < 0 or block < 1:
+            raise ValueError(
+                f"BlockMasking needs keep_last >= 0 and block >= 1, got {keep_last}, {block}"
+            )
+        self.keep_last = keep_last
+        self.block = block
+
+    def select(self, inp: StrategyInput) -> Selection:
+        old = _older(inp, ("toolcall",), self.keep_last, self.block)
+        return Selection(active=[i.id for i in inp.items], masked=[i.id for i in old])
+
+    def __repr__(self) -> str:
+        return f"BlockMasking(keep_last={self.keep_last}, block={self.block})"
+
+
+def _older(inp: StrategyInput, types: Iterable[str], keep_last: int, block: int) -> list[Item]:
+    """Unpinned items of ``types`` beyond the last ``keep_last``, whole blocks of ``block``."""
+    kinds = set(types)
+    items = sorted((i for i in inp.items if i.type in kinds and not i.pinned), key=lambda i: i.seq)
+    old = max(0, len(items) - keep_last)
+    return items[: old - old % block]
+
+
+class Summarize:
+    """Older items are shown as a summary; the last ``keep_last`` stay whole.
+
+    The summary comes from a pluggable summarizer, anything with the
+    :class:`~ctxnb.tools.summarize.Summarizer` signature ``(label, text, max_tokens) ->
+    str``: by default ctxnb's extractive :class:`~ctxnb.tools.summarize.OutlineSummarizer`
+    (a code outline, or the first and last lines of other text), no model involved;
+    :class:`ctxnb.llm.LiteLLMSummarizer` asks a model through litellm and counts its
+    tokens and dollars. Each item is summarized once (summaries are kept per content),
+    so a summary never changes from one step to the next. Items already no larger than
+    a summary stay whole. Like :class:`BlockMasking`, ``block`` > 1 summarizes in
+    blocks so that the prompt's prefix stays stable for prompt caching.
+
+    Args:
+        keep_last: the most recent items of ``types`` kept whole.
+        summarizer: the summarizer; the extractive outline when None.
+        max_tokens: the budget of one summary.
+        block: summarize older items in blocks of this many.
+        types: the item types summarized (tool outputs by default; add ``"file"``).
+
+    Example:
+        >>> items = tuple(Item(f"t{n}", "toolcall", tokens=900, seq=n, tool="bash",
+        ...                    content="".join(f"line {k}\\n" for k in range(300)))
+        ...               for n in range(3))
+        >>> sel = Summarize(keep_last=1, max_tokens=40).select(StrategyInput(items, None, 3))
+        >>> sorted(sel.replace)
+        ['t0', 't1']
+        >>> print(sel.replace["t0"].splitlines()[0])
+        bash: text, 300 lines
+    """
+
+    name = "summarize"
+
+    def __init__(
+        self,
+        keep_last: int = 5,
+        *,
+        summarizer: Callable[[str, str, int], str] | None = None,
+        max_tokens: int = 200,
+        block: int = 1,
+        types: Sequence[str] = ("toolcall",),
+    ) -> None:
+        if keep_last < 0 or block < 1 or max_tokens < 1:
+            raise ValueError(
+                "Summarize needs keep_last >= 0, block >= 1 and max_tokens >= 1, got "
+                f"{keep_last}, {block}, {max_tokens}"
+            )
+        from .tools.summarize import OutlineSummarizer
+
+        self.keep_last = keep_last
+        self.max_tokens = max_tokens
+        self.block = block
+        self.types = tuple(types)
+        self.summarizer = summarizer or OutlineSummarizer()
+        self._cache: dict[tuple[str, str], str] = {}
+
+    def select(self, inp: StrategyInput) -> Selection:
+        replace = {}
+        for item in _older(inp, self.types, self.keep_last, self.block):
+            if item.content is None or item.tokens <= self.max_tokens:
+                continue
+            key = (item.id, item.content)
+            summary = self._cache.get(key)
+            if summary is None:
+                label = item.path or item.tool or item.id
+                summary = self._cache[key] = self.summarizer(label, item.content, self.max_tokens)
+            replace[item.id] = summary
+        return Selection(active=[i.id for i in inp.items], replace=replace)
+
+    def take_usage(self) -> tuple[int, float]:
+        """(tokens, dollars) the summarizer spent since the last call, when it counts them."""
+        take = getattr(self.summarizer, "take_usage", None)
+        return take() if callable(take) else (0, 0.0)
+
+    def __getstate__(self) -> dict[str, object]:
+        # Summaries are a cache: a copy sent to another process starts without them.
+        return {**vars(self), "_cache": {}}
+
+    def __repr__(self) -> str:
+        return (
+            f"Summarize(keep_last={self.keep_last}, max_tokens={self.max_tokens}, "
+            f"block={self.block}, summarizer={self.summarizer!r})"
+        )
 
 
 class MetadataOnly:

@@ -209,9 +209,8 @@ class Assembler:
         items = []
         for oid in state.active:
             meta = state.meta[oid]
-            _, tokens, _, _ = self.render_item(
-                oid, state.doc(oid), meta, masked=False, truncate=None
-            )
+            doc = state.doc(oid)
+            _, tokens, _, _ = self.render_item(oid, doc, meta, masked=False, truncate=None)
             items.append(
                 Item(
                     id=oid,
@@ -223,6 +222,7 @@ class Assembler:
                     tool=meta.tool,
                     char_count=meta.char_count,
                     seq=state.seq.get(oid, 0),
+                    content=doc.get("content"),
                 )
             )
         items.sort(key=lambda i: i.last_used)
@@ -252,6 +252,7 @@ class Assembler:
         fixed = system.tokens + chat.tokens + meta_upper.tokens
         content_budget = None if budget is None else max(0, budget - fixed)
         sel = strategy.select(StrategyInput(items=cands, budget=content_budget, turn=turn))
+        sel.validate(cands, strategy=getattr(strategy, "name", None))
         sel = self.enforce_budget(sel, cands, content_budget, state)
         assembly: dict[str, Any] = {
             "turn": turn,
@@ -261,6 +262,7 @@ class Assembler:
             "masked": sel.masked,
             "truncate": sel.truncate,
             "evicted": sel.evicted,
+            "replace": sel.replace,
             "orphaned": sorted(state.orphaned),
             "tx_id": tx_id,
         }
@@ -293,12 +295,12 @@ class Assembler:
         gone = chosen | set(evicted)
         evicted += [i.id for i in cands if i.id not in gone]
         if budget is None:
-            return Selection(active, list(sel.masked), dict(sel.truncate), evicted)
+            return Selection(active, list(sel.masked), dict(sel.truncate), evicted, sel.replace)
 
         def cost(oid: str) -> int:
             return self.render_item(
                 oid,
-                state.doc(oid),
+                replaced(state.doc(oid), sel.replace.get(oid)),
                 state.meta[oid],
                 masked=oid in sel.masked,
                 truncate=sel.truncate.get(oid),
@@ -320,6 +322,7 @@ class Assembler:
             [m for m in sel.masked if m in kept],
             {k: v for k, v in sel.truncate.items() if k in kept},
             evicted,
+            {k: v for k, v in sel.replace.items() if k in kept},
         )
 
     # -- sections -------------------------------------------------------------------------------
@@ -411,10 +414,12 @@ class Assembler:
         pinned_set = set(pinned)
         masked = set(assembly["masked"])
         truncate = {k: int(v) for k, v in assembly["truncate"].items()}
+        replace = assembly.get("replace") or {}
         items = []
         for oid in assembly["active"]:
+            doc = replaced(docs[oid], replace.get(oid))
             text, tokens, h, truncated = self.render_item(
-                oid, docs[oid], meta[oid], masked=oid in masked, truncate=truncate.get(oid)
+                oid, doc, meta[oid], masked=oid in masked, truncate=truncate.get(oid)
             )
             items.append(
                 ContextItem(
@@ -452,6 +457,13 @@ class Assembler:
         )
         object.__setattr__(ctx, "hash", Context.compute_hash(sections))
         return ctx
+
+
+def replaced(doc: Mapping[str, Any], text: str | None) -> Mapping[str, Any]:
+    """``doc`` as a strategy's replacement shows it (the stored object is unchanged)."""
+    if text is None:
+        return doc
+    return {**doc, "content": text, "content_hash": "replaced:" + sha256_hex(text)}
 
 
 def context_at(

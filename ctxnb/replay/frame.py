@@ -6,7 +6,9 @@ shares with the prompt the same strategy gave at the previous step (providers ca
 prefixes, so anything after the first change is billed as new), and ``new_tokens``
 the rest. ``cost_usd`` prices a step as the provider bills it with caching (cache
 reads, cache writes for the new tokens, and the recorded output tokens);
-``cost_usd_uncached`` prices every prompt token at the input price. Prices come from a
+``cost_usd_uncached`` prices every prompt token at the input price. A strategy that
+calls a model itself (an LLM summarizer) reports what that cost in
+``strategy_tokens`` and ``strategy_cost_usd``, apart from the agent's own calls. Prices come from a
 :class:`~ctxnb.prices.PriceTable`; a model the table does not know gives NaN dollars.
 """
 
@@ -53,6 +55,8 @@ COLUMNS: tuple[str, ...] = (
     "completion_tokens",
     "cost_usd",
     "cost_usd_uncached",
+    "strategy_tokens",
+    "strategy_cost_usd",
 )
 
 
@@ -66,11 +70,15 @@ class StepMeasure:
             (part of ``total_tokens``; see ``hidden_prompt_tokens``).
         cache_read: tokens the prompt shares with the previous prompt of the same
             strategy, the hidden prompt included.
+        strategy_tokens: tokens the strategy spent on its own model calls.
+        strategy_cost: the dollars of those calls.
     """
 
     segment: int
     hidden: int
     cache_read: int
+    strategy_tokens: int = 0
+    strategy_cost: float = 0.0
 
 
 def _common_prefix(a: str, b: str) -> int:
@@ -165,6 +173,8 @@ def row(
         "cost_usd_uncached": nan
         if price is None
         else price.cost(cache_read=cache_read, new=total - cache_read, output=out, caching=False),
+        "strategy_tokens": measure.strategy_tokens,
+        "strategy_cost_usd": measure.strategy_cost,
     }
 
 
@@ -175,12 +185,12 @@ def frame(rows: list[dict[str, Any]]) -> pd.DataFrame:
     df = pd.DataFrame(rows, columns=list(COLUMNS))
     ints = [c for c in COLUMNS if c.startswith(("tokens_", "items_")) or c in ("step",)]
     ints += ["total_tokens", "re_reads", "stale_reads", "segment"]
-    ints += ["cache_read_tokens", "new_tokens"]
+    ints += ["cache_read_tokens", "new_tokens", "strategy_tokens"]
     for c in ints:
         df[c] = df[c].astype("int64")
     for c in ("prompt_tokens", "budget", "completion_tokens"):
         df[c] = df[c].astype("Int64")
-    for c in ("cost_usd", "cost_usd_uncached"):
+    for c in ("cost_usd", "cost_usd_uncached", "strategy_cost_usd"):
         df[c] = df[c].astype("float64")
     df["over_budget"] = df["over_budget"].astype(bool)
     for c in ("trajectory", "source_format", "strategy", "tool", "context_hash"):

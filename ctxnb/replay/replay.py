@@ -539,7 +539,10 @@ def _replay_measured(
                     hidden, estimate = max(0, recorded - seen), False
                 for label, strategy in zip(labels, strategies, strict=True):
                     ctx = r.session.assemble(strategy, budget, record=False)
-                    measure = StepMeasure(r.segment, hidden, tracker.shared(label, ctx, hidden))
+                    take = getattr(strategy, "take_usage", None)
+                    spent = take() if callable(take) else (0, 0.0)
+                    shared = tracker.shared(label, ctx, hidden)
+                    measure = StepMeasure(r.segment, hidden, shared, *spent)
                     yield step, label, ctx, r.losses(ctx, step), measure
                 if stop_after is not None and step.index >= stop_after:
                     return

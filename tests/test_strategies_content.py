@@ -1,0 +1,209 @@
+"""Strategies that read content and replace it; Selection validation; cache-aware masking."""
+
+from __future__ import annotations
+
+import pickle
+from pathlib import Path
+
+import pytest
+
+from ctxnb import SelectionError, Workspace
+from ctxnb.replay import load
+from ctxnb.replay.replay import replay
+from ctxnb.strategies import (
+    BlockMasking,
+    Item,
+    KeepAll,
+    ObservationMasking,
+    Selection,
+    StrategyInput,
+    Summarize,
+)
+from ctxnb.tools.summarize import OutlineSummarizer
+
+DJANGO = (
+    Path(__file__).resolve().parent.parent
+    / "data"
+    / "trajectories"
+    / "django__django-13670.traj.json"
+)
+
+
+@pytest.fixture
+def session(sample_ws):
+    ws = Workspace.open(sample_ws)
+    s = ws.session("content", system_prompt="You are careful.")
+    s.add_path("README.md")
+    for i in range(6):
+        s.record_toolcall(
+            "run_command", {"cmd": f"seq {i}"}, "".join(f"row {k}\n" for k in range(200))
+        )
+    s.add_turn("user", "Look at the rows.")
+    return s
+
+
+class Fixed:
+    """A strategy returning a fixed selection (built from the candidates it is given)."""
+
+    name = "fixed"
+
+    def __init__(self, build):
+        self.build = build
+
+    def select(self, inp):
+        return self.build(inp)
+
+
+def _calls(inp):
+    return [i.id for i in inp.items if i.type == "toolcall"]
+
+
+@pytest.mark.parametrize(
+    ("build", "message"),
+    [
+        (
+            lambda inp: Selection(active=[i.id for i in inp.items], truncate={_calls(inp)[0]: -1}),
+            "number of characters >= 0",
+        ),
+        (
+            lambda inp: Selection(
+                active=[i.id for i in inp.items], truncate={_calls(inp)[0]: True}
+            ),
+            "number of characters >= 0",
+        ),
+        (
+            lambda inp: Selection(active=_calls(inp)[1:], masked=_calls(inp)[:1]),
+            "outside the kept set",
+        ),
+        (
+            lambda inp: Selection(active=_calls(inp)[1:], truncate={_calls(inp)[0]: 10}),
+            "outside the kept set",
+        ),
+        (
+            lambda inp: Selection(active=_calls(inp)[1:], replace={_calls(inp)[0]: "x"}),
+            "outside the kept set",
+        ),
+        (lambda inp: Selection(active=_calls(inp), evicted=_calls(inp)[:1]), "both kept"),
+        (lambda inp: Selection(active=["no-such-id"]), "not candidates"),
+        (
+            lambda inp: Selection(
+                active=_calls(inp), masked=_calls(inp)[:1], replace={_calls(inp)[0]: "s"}
+            ),
+            "both masked",
+        ),
+        (
+            lambda inp: Selection(active=_calls(inp), replace={_calls(inp)[0]: 42}),
+            "a replacement is text",
+        ),
+    ],
+)
+def test_an_inconsistent_selection_is_an_error(session, build, message):
+    before = session.active_set
+    with pytest.raises(SelectionError, match=message) as exc:
+        session.assemble(strategy=Fixed(build), record=False)
+    assert exc.value.strategy == "fixed"
+    assert session.active_set == before  # nothing lost
+
+
+def test_strategies_see_content_read_only(session):
+    seen = {}
+
+    def build(inp):
+        seen.update({i.id: i.content for i in inp.items})
+        return Selection(active=[i.id for i in inp.items])
+
+    session.assemble(strategy=Fixed(build), record=False)
+    readme = session.find("README.md")
+    assert seen[readme] == session.get(readme)["content"]
+    assert all(v.startswith("row 0\n") for k, v in seen.items() if k != readme)
+    item = Item("a", "file", content="x" * 10_000)
+    assert "xxxx" not in repr(item)  # cheap reprs: content is not shown
+    with pytest.raises(AttributeError):
+        item.content = "y"  # type: ignore[misc]
+
+
+def test_replacements_are_shown_and_rebuilt_by_context_at(session):
+    calls = [i for i in session.active_set if session.metadata(i).type == "toolcall"]
+
+    def build(inp):
+        return Selection(active=[i.id for i in inp.items], replace={calls[0]: "SUMMARY: 200 rows"})
+
+    ctx = session.assemble(strategy=Fixed(build))
+    item = next(it for it in ctx.items if it.id == calls[0])
+    assert "SUMMARY: 200 rows" in item.text and "row 150" not in item.text
+    assert item.tokens < next(it for it in ctx.items if it.id == calls[1]).tokens
+    # The stored object is unchanged; the past context shows the replacement again.
+    assert session.get(calls[0])["content"].startswith("row 0")
+    assert session.context_at(ctx.turn).hash == ctx.hash
+    # The budget is measured on what is shown: a replaced item fits where the whole does not.
+    fixed = ctx.total_tokens - sum(it.tokens for it in ctx.items)
+    tight = fixed + item.tokens + 5
+    only = lambda inp: Selection(active=[calls[0]], replace={calls[0]: "SUMMARY: 200 rows"})  # noqa: E731
+    assert [
+        it.id for it in session.assemble(strategy=Fixed(only), budget=tight, record=False).items
+    ] == [calls[0]]
+
+
+def test_summarize_replaces_old_outputs_with_the_default_extractive_summary(session):
+    ctx = session.assemble(strategy=Summarize(keep_last=2, max_tokens=60), record=False)
+    calls = [it for it in ctx.items if it.type == "toolcall"]
+    assert len(calls) == 6
+    short, whole = calls[:4], calls[4:]
+    assert all("lines omitted" in it.text for it in short)
+    assert all("row 150" in it.text for it in whole)
+    expected = OutlineSummarizer()("run_command", "".join(f"row {k}\n" for k in range(200)), 60)
+    assert expected in short[0].text
+    keep = session.assemble(strategy=KeepAll(), record=False)
+    assert ctx.total_tokens < keep.total_tokens / 2
+
+
+class CountingSummarizer:
+    def __init__(self):
+        self.calls = 0
+
+    def __call__(self, label, text, max_tokens):
+        self.calls += 1
+        return f"{label}: {len(text.splitlines())} lines"
+
+    def take_usage(self):
+        return (self.calls * 100, self.calls * 0.001)
+
+
+def test_each_item_is_summarized_once_and_the_cost_is_reported():
+    t = load(DJANGO)
+    summ = CountingSummarizer()
+    df = replay(t, [KeepAll(), Summarize(keep_last=3, summarizer=summ, max_tokens=50)])
+    s = df[df["strategy"] == "summarize"]
+    k = df[df["strategy"] == "keep-all"]
+    big_outputs = summ.calls
+    assert 0 < big_outputs < len(t.steps)  # not once per step: summaries are kept
+    assert s["total_tokens"].sum() < k["total_tokens"].sum()
+    assert (k["strategy_tokens"] == 0).all()
+    # take_usage reports cumulative totals here, so the rows grow with the calls.
+    assert s["strategy_tokens"].max() == big_outputs * 100
+    assert s["strategy_cost_usd"].max() == pytest.approx(big_outputs * 0.001)
+    # A pickled copy (a worker process) starts with no cached summaries.
+    clone = pickle.loads(pickle.dumps(Summarize(summarizer=OutlineSummarizer())))
+    assert clone._cache == {}
+
+
+def test_block_masking_masks_in_blocks():
+    items = tuple(Item(f"t{n}", "toolcall", seq=n) for n in range(40))
+    counts = [
+        len(BlockMasking(keep_last=5, block=10).select(StrategyInput(items[:n], None, n)).masked)
+        for n in range(40)
+    ]
+    assert counts[:15] == [0] * 15 and counts[15:25] == [10] * 10 and counts[25:35] == [20] * 10
+    sliding = [
+        len(ObservationMasking(5).select(StrategyInput(items[:n], None, n)).masked)
+        for n in range(40)
+    ]
+    # Never more masked than sliding masking; equal to it at each block boundary.
+    assert all(b <= s for b, s in zip(counts, sliding, strict=True))
+    assert counts[15] == sliding[15] and counts[25] == sliding[25]
+    assert BlockMasking(5, 1).select(StrategyInput(items, None, 40)).masked == (
+        ObservationMasking(5).select(StrategyInput(items, None, 40)).masked
+    )
+    with pytest.raises(ValueError, match="block >= 1"):
+        BlockMasking(5, 0)
+
