@@ -10,13 +10,14 @@ that DuckDB, Polars or Spark read without ctxnb::
     SELECT strategy, sum(total_tokens) FROM read_parquet('out/**/*.parquet',
         hive_partitioning = true) GROUP BY strategy
 
-**Strategies cross process boundaries by pickling.** Strategies from
-:mod:`ctxnb.strategies`, and any class defined at module level in an importable module,
-pickle fine. A class defined in a notebook cell does not reach a process pool's
-workers: either put it in a ``.py`` module next to the notebook and import it, or pass
-``executor=ThreadPoolExecutor()`` (threads share the notebook's objects; the replay
-is CPU-bound, so expect about one core's speed). A Dask (``client.get_executor()``) or
-Ray executor works unchanged, with the same pickling rule.
+**Strategies cross process boundaries by value.** The strategies and the token counter
+are serialized with cloudpickle, so a strategy class defined in a notebook cell or in
+a script's ``__main__`` reaches the worker processes as it is. Any
+:class:`concurrent.futures.Executor` works (threads, processes, Ray's), and so does a
+``dask.distributed`` :class:`~distributed.Client` (a ``LocalCluster`` or a real
+cluster): pass the client itself as ``executor``. The Parquet written is the same
+whichever runs the work. A worker that dies (out of memory, killed) is reported as an
+:class:`ExperimentError` naming the run, not as a bare ``BrokenProcessPool``.
 
 Example:
     >>> from concurrent.futures import ThreadPoolExecutor
@@ -30,20 +31,26 @@ from __future__ import annotations
 
 import multiprocessing
 import os
+import pickle
 import sys
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from concurrent.futures import Executor, Future, ProcessPoolExecutor, as_completed
+from concurrent.futures import BrokenExecutor, Executor, Future, ProcessPoolExecutor, as_completed
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+import cloudpickle
+
+from ..errors import CtxnbError
 from ..prices import PriceTable, resolve_prices
 from ..strategies import (
+    BlockMasking,
     ContextStrategy,
     FileViewLimits,
     KeepAll,
     MetadataOnly,
     ObservationMasking,
     RecencyWindow,
+    Summarize,
     TokenBudgetLRU,
 )
 from ..tokens import TokenCounter
@@ -55,6 +62,7 @@ if TYPE_CHECKING:
 
 __all__ = [
     "STRATEGY_SPECS",
+    "ExperimentError",
     "expand_paths",
     "parse_strategy",
     "run_experiment",
@@ -65,6 +73,8 @@ __all__ = [
 STRATEGY_SPECS: dict[str, str] = {
     "keep-all": "keep-all",
     "observation-masking": "observation-masking[:KEEP_LAST] (default 5)",
+    "block-masking": "block-masking[:KEEP_LAST[,BLOCK]] (default 5,10)",
+    "summarize": "summarize[:KEEP_LAST[,MAX_TOKENS]] (default 5,200; extractive summaries)",
     "recency-window": "recency-window[:N] (default 10)",
     "token-budget-lru": "token-budget-lru[:TOKENS] (default: the run's --budget)",
     "file-view-limits": "file-view-limits[:MAX_OPEN[,CHAR_LIMIT]] (default 5,20000)",
@@ -101,6 +111,8 @@ def parse_strategy(spec: str) -> ContextStrategy:
     makers: dict[str, tuple[Callable[..., ContextStrategy], int]] = {
         "keep-all": (KeepAll, 0),
         "observation-masking": (ObservationMasking, 1),
+        "block-masking": (BlockMasking, 2),
+        "summarize": (lambda k=5, m=200: Summarize(k, max_tokens=m), 2),
         "recency-window": (lambda n=10: RecencyWindow(n), 1),
         "token-budget-lru": (TokenBudgetLRU, 1),
         "file-view-limits": (FileViewLimits, 2),
@@ -149,15 +161,44 @@ def expand_paths(items: Iterable[str | os.PathLike[str] | Trajectory]) -> list[P
     return out
 
 
+class ExperimentError(CtxnbError, RuntimeError):
+    """A worker could not replay a run (it died, or could not be reached).
+
+    Attributes:
+        run: the run it was replaying.
+    """
+
+    def __init__(self, message: str, *, run: str | None = None) -> None:
+        super().__init__(message)
+        self.run = run
+
+
 def _replay_one(
-    item: Path | Trajectory,
-    strategies: Sequence[ContextStrategy],
-    budget: int | None,
-    token_counter: TokenCounter | Callable[[str], int] | str | None,
-    options: dict[str, Any],
+    item: Path | Trajectory, setup: bytes, budget: int | None, options: dict[str, Any]
 ) -> pd.DataFrame:
-    # Module level, so that process pools can pickle it.
+    # Module level, so that every executor can import it; the strategies and counter
+    # come by value (cloudpickle) so that classes defined in __main__ arrive too.
+    strategies, token_counter = pickle.loads(setup)
     return replay(item, strategies, budget, token_counter, **options)
+
+
+def _executor(executor: Any) -> Executor:
+    """A concurrent.futures executor for what the caller passed (a dask Client too)."""
+    if isinstance(executor, Executor):
+        return executor
+    get = getattr(executor, "get_executor", None)
+    if callable(get):  # dask.distributed.Client
+        ex = get(pure=False)
+        if isinstance(ex, Executor):
+            return ex
+    raise TypeError(
+        f"executor must be a concurrent.futures.Executor or a dask.distributed.Client, "
+        f"got {type(executor).__name__}"
+    )
+
+
+def _name(item: Path | Trajectory) -> str:
+    return item.id if isinstance(item, Trajectory) else str(item)
 
 
 def _want_progress(progress: bool | None) -> bool:
@@ -199,9 +240,10 @@ def run_experiment(
         budget: total token budget per context, or None for no limit.
         token_counter: a counter, a name such as ``"heuristic"``, or None for the
             default; it must pickle too when a process pool is used.
-        executor: where to run; a local ``ProcessPoolExecutor`` with
-            ``os.cpu_count()`` workers when None (shut down afterwards). An executor
-            you pass is left running.
+        executor: where to run: any :class:`concurrent.futures.Executor` or a
+            ``dask.distributed.Client``; a local ``ProcessPoolExecutor`` with
+            ``os.cpu_count()`` workers when None (shut down afterwards). An executor or
+            client you pass is left running.
         out_dir: if given, the frame is also written there as Parquet, partitioned
             hive-style by strategy (:func:`write_parquet`).
         progress: show a progress bar; None shows one in notebooks and terminals.
@@ -219,6 +261,7 @@ def run_experiment(
         TrajectoryFormatError: a file is not a trajectory ctxnb can read.
         NotFoundError: nothing to replay.
         ValueError: two strategies share a label.
+        ExperimentError: a worker process died.
 
     Example:
         >>> from concurrent.futures import ThreadPoolExecutor
@@ -250,6 +293,7 @@ def run_experiment(
         "model": model,
         "prices": table,
     }
+    setup = cloudpickle.dumps((strategies, token_counter))
     own = executor is None
     if executor is None:
         # Spawned, not forked: a fork of a process whose Arrow or BLAS threads are
@@ -258,14 +302,15 @@ def run_experiment(
             max_workers=max(1, min(os.cpu_count() or 1, len(items))),
             mp_context=multiprocessing.get_context("spawn"),
         )
+    else:
+        executor = _executor(executor)
     results: dict[int, pd.DataFrame] = {}
     bar = None
     try:
         # Longest runs first, so that no worker is left with a long one at the end.
         order = sorted(range(len(items)), key=lambda i: -_size(items[i]))
         futures: dict[Future[pd.DataFrame], int] = {
-            executor.submit(_replay_one, items[i], strategies, budget, token_counter, options): i
-            for i in order
+            executor.submit(_replay_one, items[i], setup, budget, options): i for i in order
         }
         if _want_progress(progress) and futures:
             from tqdm.auto import tqdm
@@ -273,7 +318,17 @@ def run_experiment(
             bar = tqdm(total=len(futures), desc="replay", unit="run")
         try:
             for fut in as_completed(futures):
-                results[futures[fut]] = fut.result()
+                try:
+                    results[futures[fut]] = fut.result()
+                except BrokenExecutor as exc:
+                    run = _name(items[futures[fut]])
+                    raise ExperimentError(
+                        f"a worker died while replaying {run} ({type(exc).__name__}: {exc}). "
+                        "Usual causes: it ran out of memory (pass fewer workers, e.g. "
+                        "executor=ProcessPoolExecutor(1)), or it was killed. Replay that run "
+                        "alone with ctxnb.replay.replay() to see the error.",
+                        run=run,
+                    ) from exc
                 if bar is not None:
                     bar.update(1)
         except BaseException:
