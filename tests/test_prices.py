@@ -14,7 +14,7 @@ from hypothesis import strategies as st
 from ctxnb.errors import ConfigError, CtxnbError, NotFoundError
 from ctxnb.prices import ModelPrice, PriceTable, resolve_prices
 from ctxnb.replay import load
-from ctxnb.replay.frame import _common_prefix
+from ctxnb._text import common_prefix_len
 from ctxnb.replay.replay import replay
 from ctxnb.strategies import KeepAll, ObservationMasking
 
@@ -90,7 +90,7 @@ def test_common_prefix_matches_the_reference(a: str, b: str, shared: str) -> Non
     import os.path
 
     for x, y in ((a, b), (shared + a, shared + b), (a, a), (a, a + b)):
-        assert _common_prefix(x, y) == len(os.path.commonprefix([x, y]))
+        assert common_prefix_len(x, y) == len(os.path.commonprefix([x, y]))
 
 
 def test_replay_prices_every_step_as_billed() -> None:

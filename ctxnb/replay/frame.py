@@ -17,6 +17,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from .._text import common_prefix_len
 from ..context import Context
 from ..prices import ModelPrice
 from .model import Step, Trajectory
@@ -81,26 +82,6 @@ class StepMeasure:
     strategy_cost: float = 0.0
 
 
-def _common_prefix(a: str, b: str) -> int:
-    """Length of the common prefix of two strings (slice compares run in C)."""
-    n = min(len(a), len(b))
-    lo, step = 0, 1 << 15
-    while lo < n:
-        hi = min(n, lo + step)
-        if a[lo:hi] == b[lo:hi]:
-            lo = hi
-            continue
-        # The first difference is in [lo, hi): halve the window until it is found.
-        while hi - lo > 1:
-            mid = (lo + hi) // 2
-            if a[lo:mid] == b[lo:mid]:
-                lo = mid
-            else:
-                hi = mid
-        return lo
-    return lo
-
-
 class PromptTracker:
     """Tokens each strategy's prompt shares with its previous prompt.
 
@@ -118,7 +99,7 @@ class PromptTracker:
         self._prev[label] = text
         if prev is None or not text:
             return 0
-        common = _common_prefix(prev, text)
+        common = common_prefix_len(prev, text)
         return hidden + round(ctx.total_tokens * common / len(text))
 
 
