@@ -11,10 +11,10 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
+from ctxnb._text import common_prefix_len
 from ctxnb.errors import ConfigError, CtxnbError, NotFoundError
 from ctxnb.prices import ModelPrice, PriceTable, resolve_prices
 from ctxnb.replay import load
-from ctxnb._text import common_prefix_len
 from ctxnb.replay.replay import replay
 from ctxnb.strategies import KeepAll, ObservationMasking
 

@@ -209,4 +209,3 @@ def test_block_masking_masks_in_blocks():
     )
     with pytest.raises(ValueError, match="block >= 1"):
         BlockMasking(5, 0)
-

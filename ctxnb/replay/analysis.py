@@ -1,11 +1,19 @@
 """Summaries, plots and side-by-side contexts for replay experiments.
 
 :func:`summarize` turns a replay frame into one row per strategy: how many tokens the
-model would have read (in total and at the peak), what that costs under your price
-table, and how much information was lost (re-reads and stale reads), each also
-relative to the keep-all baseline. :func:`plot_tokens_per_step` and
-:func:`plot_cost_vs_loss` draw the two pictures that matter, and :func:`compare_at`
-gives the two contexts two strategies assembled at one step, for a closer look.
+model would have read (in total and at the peak), how much of that a prompt cache
+could serve, what it costs as providers bill it (with and without caching), and how
+much information was lost (re-reads and stale reads), each also relative to the
+keep-all baseline.
+
+A replay feeds the recorded actions back, so it measures what each strategy would have
+put in front of the model at each step, and what that costs; it cannot tell whether
+the model would still have solved the task with less in front of it (the actions would
+have differed). Solve rates need live runs: :func:`ctxnb.live.run_task`.
+
+:func:`plot_tokens_per_step` and :func:`plot_cost_vs_loss` draw the two pictures that
+matter, and :func:`compare_at` gives the two contexts two strategies assembled at one
+step, for a closer look.
 
 Example:
     >>> import pandas as pd
@@ -50,25 +58,32 @@ def summarize(
     *,
     baseline: str = "keep-all",
 ) -> pd.DataFrame:
-    """One row per strategy: tokens, cost and information lost, also relative to a baseline.
+    """One row per strategy: tokens, cache reuse, dollars and information lost.
 
     Each step of a replay is one model call, so ``total_tokens`` summed over steps is
-    the input the model would have read over the runs.
+    the input the model would have read over the runs. These are context measures: the
+    recorded actions are replayed, so nothing here says whether a strategy would still
+    solve the task (see :func:`ctxnb.live.run_task`).
 
     Args:
         df: a replay frame (:func:`~ctxnb.replay.replay.replay` or
             :func:`~ctxnb.replay.experiment.run_experiment`).
         prices: ``{"input_per_mtok": dollars per million input tokens}``; adds a
-            ``cost`` column. Output tokens do not depend on the context strategy in a
-            replay, so they are not priced.
+            ``cost`` column at one flat input price (no caching). The frame's own
+            ``cost_usd`` columns, priced per model with caching, are summed whatever
+            this says.
         baseline: the strategy the ``*_rel`` columns divide by.
 
     Returns:
         Indexed by strategy (in the frame's order): ``runs``, ``steps``,
         ``total_tokens``, ``peak_tokens`` (largest context), ``mean_tokens``,
-        ``re_reads``, ``stale_reads``, ``cost`` (with prices), and ``tokens_rel``,
-        ``peak_rel``, ``re_reads_rel``, ``stale_reads_rel``, ``cost_rel``: each value
-        divided by the baseline's (NaN where the baseline's is 0, or without a baseline).
+        ``re_reads``, ``stale_reads``, ``cost`` (with prices); when the frame has them,
+        ``cache_read_share`` (cache-readable tokens / all prompt tokens), ``cost_usd``
+        and ``cost_usd_uncached`` (dollars with and without prompt caching, the
+        strategy's own model calls included); and ``tokens_rel``, ``peak_rel``,
+        ``re_reads_rel``, ``stale_reads_rel``, ``cost_rel``, ``cost_usd_rel``: each
+        value divided by the baseline's (NaN where the baseline's is 0, or without a
+        baseline).
 
     Raises:
         ValueError: ``prices`` has an unknown key.
@@ -100,6 +115,12 @@ def summarize(
         }
     ).reindex(order)
     out.index.name = "strategy"
+    if {"cache_read_tokens", "cost_usd", "cost_usd_uncached"} <= set(df.columns):
+        out["cache_read_share"] = (g["cache_read_tokens"].sum() / g["total_tokens"].sum()).round(4)
+        own = g["strategy_cost_usd"].sum() if "strategy_cost_usd" in df.columns else 0.0
+        # min_count: a model without a price stays NaN instead of costing $0.
+        out["cost_usd"] = g["cost_usd"].sum(min_count=1) + own
+        out["cost_usd_uncached"] = g["cost_usd_uncached"].sum(min_count=1) + own
     if prices is not None and "input_per_mtok" in prices:
         out["cost"] = out["total_tokens"] * float(prices["input_per_mtok"]) / 1e6
     pairs = [
@@ -110,6 +131,8 @@ def summarize(
     ]
     if "cost" in out:
         pairs.append(("cost", "cost_rel"))
+    if "cost_usd" in out:
+        pairs.append(("cost_usd", "cost_usd_rel"))
     for col, rel in pairs:
         if baseline in out.index and out.loc[baseline, col]:
             out[rel] = out[col] / float(out.loc[baseline, col])

@@ -1,0 +1,415 @@
+"""Live runs: mini-swe-agent's agent loop with ctxnb's context and governed commands.
+
+ctxnb does not write an agent loop. :func:`run_task` runs mini-swe-agent's
+``DefaultAgent`` with two parts swapped for ctxnb's:
+
+- **the messages**: before every model call, the session is assembled under the
+  strategy and the model gets ``Context.to_messages("openai")`` -- not the agent's own
+  growing list. What the strategy masks, summarizes or drops is what the model misses.
+- **the environment**: every command goes through the workspace's governed
+  ``run_command`` tool (path policy, intent scope, risk and approval, the sandbox, the
+  trace), under an intent that owns the task's scope. Each call is recorded in the
+  session, which is how its output reaches the next context.
+
+The model is any litellm model (``model="anthropic/claude-sonnet-4-5"``, or
+``model="openai/<name>", api_base=...`` for an OpenAI-compatible server such as
+:class:`~ctxnb.live.ScriptedModelServer`). The result holds the run in ctxnb's neutral
+trajectory format (so the replay tools apply to it), whether the task's tests pass
+afterwards, and the tokens and dollars of every call.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import shutil
+from dataclasses import dataclass, field
+from importlib.resources import as_file, files
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from ..errors import ConfigError, MissingDependencyError
+from ..llm import CallUsage, call_usage, offline_environment
+from ..prices import resolve_prices
+from ..replay._shell import FileMemory, parse_command
+from ..replay.model import Action, Step, Trajectory, Usage
+from ..strategies import ContextStrategy, KeepAll
+
+if TYPE_CHECKING:
+    import pandas as pd
+
+    from ..govern.approval import Approver
+    from ..workspace import Workspace
+
+__all__ = ["LiveResult", "Task", "run_task", "sample_task"]
+
+SUBMIT = "COMPLETE_TASK_AND_SUBMIT_FINAL_OUTPUT"
+# mini-swe-agent reads its retry count from the environment at every model call.
+_RETRIES = "MSWEA_MODEL_RETRY_STOP_AFTER_ATTEMPT"
+SYSTEM_PROMPT = (
+    "You are a software engineer working in a repository. Act with the bash tool, one "
+    "command per call; commands run in the repository's root and are governed (some need "
+    "a human's approval). Read before you edit. When the task is done, run `echo "
+    f"{SUBMIT}` on its own."
+)
+
+
+@dataclass(frozen=True)
+class Task:
+    """What to do and how to tell that it is done.
+
+    Attributes:
+        prompt: the instruction the agent gets.
+        test: a shell command run in the workspace after the agent stops; the task is
+            solved when it exits 0.
+        id: a name for the run.
+        scope: globs the agent's intent owns (what its commands may change).
+    """
+
+    prompt: str
+    test: str
+    id: str = "task"
+    scope: tuple[str, ...] = ("**",)
+
+
+@dataclass
+class LiveResult:
+    """What a live run did and what it cost.
+
+    Attributes:
+        trajectory: the run in ctxnb's neutral format (replayable).
+        passed: whether the task's test command exited 0 afterwards.
+        test_output: what the test command printed.
+        exit_status: how the agent stopped (``Submitted``, ``LimitsExceeded``, ...).
+        calls: tokens and dollars of each model call, in order.
+    """
+
+    trajectory: Trajectory
+    passed: bool
+    test_output: str
+    exit_status: str
+    calls: list[CallUsage] = field(default_factory=list)
+
+    @property
+    def prompt_tokens(self) -> int:
+        return sum(c.prompt_tokens for c in self.calls)
+
+    @property
+    def cached_tokens(self) -> int:
+        return sum(c.cached_tokens for c in self.calls)
+
+    @property
+    def completion_tokens(self) -> int:
+        return sum(c.completion_tokens for c in self.calls)
+
+    @property
+    def cost_usd(self) -> float:
+        return math.fsum(c.cost_usd for c in self.calls)
+
+    @property
+    def cost_usd_uncached(self) -> float:
+        return math.fsum(c.cost_usd_uncached for c in self.calls)
+
+    def frame(self) -> pd.DataFrame:
+        """One row per model call: tokens and dollars."""
+        import pandas as pd
+
+        return pd.DataFrame([vars(c) for c in self.calls])
+
+    def __repr__(self) -> str:
+        return (
+            f"<LiveResult {self.trajectory.id} passed={self.passed} exit={self.exit_status} "
+            f"calls={len(self.calls)} prompt_tokens={self.prompt_tokens} "
+            f"cached={self.cached_tokens} cost=${self.cost_usd:.4f}>"
+        )
+
+
+def sample_task(dest: str | Path) -> Task:
+    """Copy the sample task (a two-file Python project whose test fails) to ``dest``.
+
+    Returns:
+        The task: fix ``add()`` so that ``python -m unittest -q`` passes.
+
+    Example:
+        >>> import tempfile
+        >>> task = sample_task(tempfile.mkdtemp())
+        >>> task.test
+        'python -m unittest -q'
+    """
+    dest = Path(dest)
+    base = files("ctxnb").joinpath("data/live")
+    with as_file(base.joinpath("sample_task")) as src:
+        shutil.copytree(src, dest, dirs_exist_ok=True)
+    spec = json.loads(base.joinpath("sample_task.json").read_text(encoding="utf-8"))
+    return Task(prompt=spec["prompt"], test=spec["test"], id=spec["id"])
+
+
+def sample_script() -> list[dict[str, Any]]:
+    """The recorded responses that solve the sample task (for ScriptedModelServer)."""
+    text = files("ctxnb").joinpath("data/live/sample_task_script.json").read_text("utf-8")
+    return list(json.loads(text))
+
+
+def _minisweagent() -> Any:
+    offline_environment()
+    try:
+        import minisweagent.agents.default as agents
+        import minisweagent.environments.local as local
+        import minisweagent.models.litellm_model as models
+    except ImportError:
+        raise MissingDependencyError(
+            "live runs need mini-swe-agent and litellm; install them with: "
+            "pip install 'ctxnb[live]'"
+        ) from None
+    return agents, local, models
+
+
+def _intent_file(root: Path, task: Task) -> str:
+    """Make sure an active intent owns the task's scope; return its id."""
+    import yaml
+
+    from ..govern.intents import init_governance, load_intents
+
+    init_governance(root)
+    path = root / ".orchestration" / "active_intents.yaml"
+    intent_id = f"LIVE-{task.id}"
+    current = load_intents(path)
+    if any(i.id == intent_id for i in current.active_intents):
+        return intent_id
+    data = yaml.safe_load(path.read_text(encoding="utf-8")) or {}
+    data.setdefault("active_intents", []).append(
+        {
+            "id": intent_id,
+            "name": f"Live run: {task.id}",
+            "status": "active",
+            "owned_scope": list(task.scope),
+            "acceptance_criteria": [f"`{task.test}` exits 0"],
+        }
+    )
+    path.write_text(yaml.safe_dump(data, sort_keys=False), encoding="utf-8")
+    return intent_id
+
+
+def run_task(
+    workspace: Workspace | str | Path,
+    task: Task,
+    *,
+    model: str,
+    strategy: ContextStrategy | None = None,
+    budget: int | None = None,
+    api_base: str | None = None,
+    api_key: str | None = None,
+    step_limit: int = 30,
+    command_timeout: float = 60,
+    approver: Approver | None = None,
+    prices: Any = None,
+    model_kwargs: dict[str, Any] | None = None,
+    session_id: str | None = None,
+    retries: int = 10,
+) -> LiveResult:
+    """Run an agent on a task, with ctxnb's context and governed commands, and test it.
+
+    Args:
+        workspace: the workspace (or its root) the agent works in; it is made governed
+            (``.orchestration/``) with an intent that owns ``task.scope``.
+        task: the instruction and the test command that decides success.
+        model: any litellm model name.
+        strategy: the context strategy the messages are assembled under (KeepAll).
+        budget: the token budget of each context, or None.
+        api_base: an OpenAI-compatible endpoint (a local server, a proxy).
+        api_key: the key, when not in the provider's environment variable.
+        step_limit: the most model calls.
+        command_timeout: seconds per command.
+        approver: who decides destructive commands (the workspace's default refuses).
+        prices: the price table (see :func:`~ctxnb.prices.resolve_prices`).
+        model_kwargs: passed on to ``litellm.completion``.
+        session_id: the session that records the run (a new one when None).
+        retries: attempts per model call before the run stops with the error
+            (mini-swe-agent backs off exponentially between them).
+
+    Returns:
+        A :class:`LiveResult`.
+
+    Example:
+        >>> from ctxnb.live import ScriptedModelServer, run_task, sample_task
+        >>> from ctxnb.live.run import sample_script
+        >>> task = sample_task(root)  # doctest: +SKIP
+        >>> with ScriptedModelServer(sample_script()) as server:  # doctest: +SKIP
+        ...     result = run_task(root, task, **server.model_args)
+        >>> result.passed  # doctest: +SKIP
+        True
+    """
+    from ..workspace import Workspace
+
+    agents, local, models = _minisweagent()
+    ws = workspace if isinstance(workspace, Workspace) else Workspace.open(workspace)
+    intent_id = _intent_file(ws.root, task)
+    table = resolve_prices(prices)
+    strategy = strategy or KeepAll()
+    session = ws.session(session_id, system_prompt=SYSTEM_PROMPT)
+    tools = ws.tools(session, caller="mini-swe-agent", approver=approver, model_id=model)
+    if tools.dispatch("select_active_intent", {"intent_id": intent_id}).get("ok") is not True:
+        raise ConfigError(f"the workspace refused intent {intent_id!r}; check its .orchestration/")
+    session.add_turn("user", task.prompt)
+    calls: list[CallUsage] = []
+    turns: list[dict[str, Any]] = []  # per model call: its text and the commands it ran
+
+    class ContextModel(models.LitellmModel):  # type: ignore[misc, name-defined]
+        def _prepare_messages_for_api(self, messages: list[dict[str, Any]]) -> Any:
+            # The agent's own history is ignored: the model sees the assembled context.
+            ctx = session.assemble(strategy, budget)
+            return ctx.to_messages("openai")
+
+        def query(self, messages: list[dict[str, Any]], **kwargs: Any) -> dict[str, Any]:
+            try:
+                message: dict[str, Any] = super().query(messages, **kwargs)
+            except Exception as exc:  # a format error was billed too
+                extra = (getattr(exc, "messages", None) or [{}])[0].get("extra", {})
+                self._count(extra.get("response"), None)
+                raise
+            self._count(message.get("extra", {}).get("response"), message.get("content"))
+            return message
+
+        def _count(self, response: Any, text: str | None) -> None:
+            usage = response.get("usage") if isinstance(response, dict) else None
+            calls.append(call_usage(usage or {}, self.config.model_name, table))
+            turns.append({"thought": text or None, "commands": []})
+
+    class GovernedEnvironment(local.LocalEnvironment):  # type: ignore[misc, name-defined]
+        def execute(
+            self, action: dict[str, Any], cwd: str = "", *, timeout: int | None = None
+        ) -> dict[str, Any]:
+            command = str(action.get("command", ""))
+            answer = tools.dispatch(
+                "run_command",
+                {"cmd": command, "shell": True, "timeout": timeout or command_timeout},
+            )
+            if answer.get("ok"):
+                res = answer["result"]
+                output = {
+                    "output": (res.get("stdout") or "") + (res.get("stderr") or ""),
+                    "returncode": res.get("returncode"),
+                    "exception_info": "",
+                }
+            else:
+                output = {
+                    "output": "",
+                    "returncode": -1,
+                    "exception_info": f"{answer.get('error_code')}: {answer.get('message')} "
+                    f"{answer.get('required_action') or ''}".strip(),
+                }
+            if turns:
+                turns[-1]["commands"].append((command, output))
+            self._check_finished(output)
+            return output
+
+    class RecordingAgent(agents.DefaultAgent):  # type: ignore[misc, name-defined]
+        def add_messages(self, *messages: dict[str, Any]) -> list[dict[str, Any]]:
+            for m in messages:
+                # The first two messages are the agent's own prompt; ctxnb has its own.
+                if len(self.messages) < 2 and m.get("role") in ("system", "user"):
+                    continue
+                if m.get("role") == "assistant" and m.get("content"):
+                    session.add_turn("assistant", str(m["content"]))
+                elif m.get("role") == "user" and m.get("content"):
+                    session.add_turn("user", str(m["content"]))  # a format error, say
+            return list(super().add_messages(*messages))
+
+    agent = RecordingAgent(
+        ContextModel(
+            model_name=model,
+            model_kwargs={
+                **({"api_base": api_base} if api_base else {}),
+                **({"api_key": api_key} if api_key else {}),
+                **(model_kwargs or {}),
+            },
+            cost_tracking="ignore_errors",  # ctxnb prices the calls itself
+        ),
+        GovernedEnvironment(cwd=str(ws.root), timeout=int(command_timeout)),
+        system_template=SYSTEM_PROMPT,
+        instance_template="{{task}}",
+        step_limit=step_limit,
+        cost_limit=0,
+    )
+    previous = os.environ.get(_RETRIES)
+    os.environ[_RETRIES] = str(max(1, retries))
+    try:
+        info = agent.run(task.prompt)
+    finally:
+        if previous is None:
+            os.environ.pop(_RETRIES, None)
+        else:
+            os.environ[_RETRIES] = previous
+    session.save()
+    from ..govern.commands import run_command
+
+    test = run_command(task.test, cwd=ws.root, shell=True, timeout=max(60.0, command_timeout))
+    passed = test.returncode == 0 and not test.timed_out
+    traj = Trajectory(
+        id=f"{task.id}@{session.session_id}",
+        source_format="ctxnb-live",
+        task=task.prompt,
+        system_prompt=SYSTEM_PROMPT,
+        steps=_steps(turns, calls),
+        metadata={
+            "model": model,
+            "strategy": getattr(strategy, "name", type(strategy).__name__),
+            "exit_status": info.get("exit_status", ""),
+            "passed": passed,
+            "session_id": session.session_id,
+        },
+    )
+    return LiveResult(
+        trajectory=traj,
+        passed=passed,
+        test_output=test.stdout + test.stderr,
+        exit_status=str(info.get("exit_status", "")),
+        calls=calls,
+    )
+
+
+def _steps(turns: list[dict[str, Any]], calls: list[CallUsage]) -> list[Step]:
+    """One step per command; a call's text and usage go to its first command."""
+    memory = FileMemory()
+    steps: list[Step] = []
+    for turn, call in zip(turns, calls, strict=True):
+        usage = Usage(prompt_tokens=call.prompt_tokens, completion_tokens=call.completion_tokens)
+        thought = turn["thought"]
+        if not turn["commands"]:
+            text = thought or ""
+            steps.append(
+                Step(
+                    index=len(steps),
+                    thought=thought,
+                    action=Action(tool="reply", raw=text),
+                    usage=usage,
+                )
+            )
+            continue
+        for k, (command, output) in enumerate(turn["commands"]):
+            text = str(output.get("output") or output.get("exception_info") or "")
+            first = {"thought": thought, "usage": usage} if k == 0 else {}
+            if command.strip() == f"echo {SUBMIT}":
+                steps.append(
+                    Step(
+                        index=len(steps),
+                        action=Action(tool="submit", raw=command),
+                        observation=text,
+                        **first,
+                    )
+                )
+                continue
+            parse = parse_command(command, text, memory)
+            steps.append(
+                Step(
+                    index=len(steps),
+                    action=Action(tool="bash", args={"command": command}, raw=command),
+                    observation=text,
+                    files=parse.files,
+                    parsed=parse.ok,
+                    note="; ".join(parse.notes) or None,
+                    **first,
+                )
+            )
+    return steps

@@ -1,0 +1,183 @@
+"""A scripted model behind a real OpenAI-compatible HTTP endpoint on 127.0.0.1.
+
+Tests, CI and tutorials drive live runs with it: the agent talks to it through
+litellm's real request path (HTTP, JSON, OpenAI's chat-completions shape), and it
+answers with recorded responses, one per request, in order. It reports usage the way
+a provider with prefix caching does: ``prompt_tokens`` counted from the messages it
+received, ``cached_tokens`` the part of them that repeats the previous request's
+prefix. Every request body is kept in :attr:`ScriptedModelServer.requests`, so a test
+can check what ctxnb sent.
+
+Example:
+    >>> import json, urllib.request
+    >>> with ScriptedModelServer([{"content": "hi", "commands": ["ls"]}]) as server:
+    ...     body = json.dumps({"model": "scripted", "messages": [
+    ...         {"role": "user", "content": "hello"}]}).encode()
+    ...     req = urllib.request.Request(server.url + "/chat/completions", body,
+    ...                                  {"Content-Type": "application/json"})
+    ...     reply = json.load(urllib.request.urlopen(req))
+    >>> msg = reply["choices"][0]["message"]
+    >>> msg["content"], json.loads(msg["tool_calls"][0]["function"]["arguments"])
+    ('hi', {'command': 'ls'})
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+import time
+from collections.abc import Sequence
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+from typing import Any
+
+from .._text import common_prefix_len
+from ..tokens import TokenCounter, resolve_token_counter
+
+__all__ = ["ScriptedModelServer", "load_script"]
+
+
+def load_script(path: str | Path) -> list[dict[str, Any]]:
+    """Recorded responses from a JSON file: a list of ``{"content", "commands"}``."""
+    data = json.loads(Path(path).read_text(encoding="utf-8"))
+    if not isinstance(data, list) or not all(isinstance(r, dict) for r in data):
+        raise ValueError(f"{path}: a script is a JSON list of responses (objects)")
+    return data
+
+
+class ScriptedModelServer:
+    """An OpenAI-compatible chat-completions server answering from a script.
+
+    Args:
+        responses: the answers in order; each is ``{"content": text or None,
+            "commands": [shell commands]}`` (each command becomes a ``bash`` tool call,
+            the shape mini-swe-agent's tool-calling model expects).
+        token_counter: counts the prompt and completion tokens it reports.
+
+    Use it as a context manager (or call :meth:`start` and :meth:`stop`); ``url`` is
+    the base URL to pass as ``api_base``, and :attr:`model_args` all a run needs
+    (``run_task(root, task, **server.model_args)``). After the script is used up, every
+    request gets a final answer that submits.
+    """
+
+    def __init__(
+        self,
+        responses: Sequence[dict[str, Any]],
+        *,
+        token_counter: TokenCounter | str | None = None,
+    ) -> None:
+        self.responses = list(responses)
+        self.counter = resolve_token_counter(token_counter)
+        self.requests: list[dict[str, Any]] = []
+        self._prev = ""
+        self._lock = threading.Lock()
+        self._server: ThreadingHTTPServer | None = None
+        self._thread: threading.Thread | None = None
+
+    @property
+    def url(self) -> str:
+        if self._server is None:
+            raise RuntimeError("the server is not running; use it as a context manager")
+        host, port = self._server.server_address[:2]
+        return f"http://{host}:{port}/v1"
+
+    @property
+    def model_args(self) -> dict[str, str]:
+        """``model``, ``api_base`` and ``api_key`` for :func:`~ctxnb.live.run_task`."""
+        return {"model": "openai/ctxnb-scripted", "api_base": self.url, "api_key": "unused"}
+
+    def start(self) -> ScriptedModelServer:
+        owner = self
+
+        class Handler(BaseHTTPRequestHandler):
+            def do_POST(self) -> None:  # noqa: N802 (http.server's naming)
+                length = int(self.headers.get("Content-Length") or 0)
+                try:
+                    body = json.loads(self.rfile.read(length) or b"{}")
+                except json.JSONDecodeError:
+                    self._send(400, {"error": {"message": "the body is not JSON"}})
+                    return
+                if not self.path.rstrip("/").endswith("/chat/completions"):
+                    self._send(404, {"error": {"message": f"no route {self.path}"}})
+                    return
+                self._send(200, owner._answer(body))
+
+            def _send(self, status: int, payload: dict[str, Any]) -> None:
+                data = json.dumps(payload).encode()
+                self.send_response(status)
+                self.send_header("Content-Type", "application/json")
+                self.send_header("Content-Length", str(len(data)))
+                self.end_headers()
+                self.wfile.write(data)
+
+            def log_message(self, format: str, *args: Any) -> None:
+                pass  # quiet: tests and notebooks do not want request logs
+
+        self._server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self._thread = threading.Thread(
+            target=self._server.serve_forever, name="ctxnb-scripted-model", daemon=True
+        )
+        self._thread.start()
+        return self
+
+    def stop(self) -> None:
+        if self._server is not None:
+            self._server.shutdown()
+            self._server.server_close()
+            self._server = None
+
+    def __enter__(self) -> ScriptedModelServer:
+        return self.start()
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+
+    def _answer(self, body: dict[str, Any]) -> dict[str, Any]:
+        with self._lock:
+            n = len(self.requests)
+            self.requests.append(body)
+            script = (
+                self.responses[n]
+                if n < len(self.responses)
+                else {
+                    "content": "Done.",
+                    "commands": ["echo COMPLETE_TASK_AND_SUBMIT_FINAL_OUTPUT"],
+                }
+            )
+            prompt_text = json.dumps(body.get("messages", []), ensure_ascii=False, sort_keys=True)
+            prompt = self.counter.count(prompt_text)
+            common = common_prefix_len(self._prev, prompt_text)
+            self._prev = prompt_text
+            cached = round(prompt * common / len(prompt_text)) if prompt_text else 0
+        calls = [
+            {
+                "id": f"call_{n}_{k}",
+                "type": "function",
+                "function": {"name": "bash", "arguments": json.dumps({"command": cmd})},
+            }
+            for k, cmd in enumerate(script.get("commands") or [])
+        ]
+        content = script.get("content")
+        completion = self.counter.count((content or "") + json.dumps(calls))
+        message: dict[str, Any] = {"role": "assistant", "content": content}
+        if calls:
+            message["tool_calls"] = calls
+        return {
+            "id": f"chatcmpl-scripted-{n}",
+            "object": "chat.completion",
+            "created": int(time.time()),
+            "model": str(body.get("model", "scripted")),
+            "choices": [
+                {
+                    "index": 0,
+                    "message": message,
+                    "finish_reason": "tool_calls" if calls else "stop",
+                }
+            ],
+            "usage": {
+                "prompt_tokens": prompt,
+                "completion_tokens": completion,
+                "total_tokens": prompt + completion,
+                "prompt_tokens_details": {"cached_tokens": cached},
+            },
+        }

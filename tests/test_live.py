@@ -1,0 +1,154 @@
+"""Live runs: mini-swe-agent + litellm against a scripted model on 127.0.0.1, on a real task."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import pytest
+from _needs import has_module, require
+
+from ctxnb.prices import PriceTable
+from ctxnb.strategies import KeepAll, MetadataOnly
+
+pytestmark = pytest.mark.slow
+
+
+@pytest.fixture(autouse=True)
+def _live_deps() -> None:
+    require(has_module("minisweagent") and has_module("litellm"), "mini-swe-agent and litellm")
+
+
+def _priced() -> PriceTable:
+    # The scripted model is billed as a real one so that dollars can be checked.
+    return PriceTable.default().with_prices(
+        {"ctxnb-scripted": PriceTable.default().get("gpt-5-mini")}
+    )
+
+
+def test_the_scripted_run_solves_the_sample_task_through_ctxnb(tmp_path: Path) -> None:
+    from ctxnb.live import ScriptedModelServer, run_task, sample_task
+    from ctxnb.live.run import SYSTEM_PROMPT, sample_script
+    from ctxnb.replay import Trajectory
+    from ctxnb.replay.replay import replay
+
+    task = sample_task(tmp_path)
+    fails = subprocess.run(task.test, shell=True, cwd=tmp_path, capture_output=True)
+    assert fails.returncode != 0  # the task starts broken; its tests decide success
+    with ScriptedModelServer(sample_script()) as server:
+        result = run_task(
+            tmp_path, task, strategy=KeepAll(), prices=_priced(), retries=1, **server.model_args
+        )
+    assert result.passed and result.exit_status == "Submitted"
+    assert "return a + b" in (tmp_path / "calc.py").read_text()
+    # Every model call went through litellm's HTTP path to the server, with ctxnb's messages.
+    assert len(server.requests) == len(result.calls) == 5
+    first, third = server.requests[0]["messages"], server.requests[2]["messages"]
+    assert SYSTEM_PROMPT in first[0]["content"] and first[-1]["content"] == task.prompt
+    assert "def add(a, b)" in json.dumps(third)  # the output of step 0, via the context
+    assert server.requests[0]["tools"][0]["function"]["name"] == "bash"
+    # Tokens and dollars are the provider's (here the server's) usage, priced per call.
+    assert result.prompt_tokens == sum(
+        json.loads(json.dumps(c)).get("prompt_tokens", 0) for c in [vars(x) for x in result.calls]
+    )
+    assert result.cached_tokens > 0
+    p = PriceTable.default().get("gpt-5-mini")
+    expected = sum(
+        (
+            c.cached_tokens * p.cache_read
+            + (c.prompt_tokens - c.cached_tokens) * p.cache_write
+            + c.completion_tokens * p.output
+        )
+        / 1e6
+        for c in result.calls
+    )
+    assert (
+        result.cost_usd == pytest.approx(expected)
+        and 0 < result.cost_usd < result.cost_usd_uncached
+    )
+    # The trajectory is ctxnb's neutral format: it round-trips and replays.
+    t = result.trajectory
+    assert [s.action.tool for s in t.steps] == ["bash", "bash", "bash", "bash", "submit"]
+    assert t.steps[2].files[0].path == "calc.py" and t.steps[2].files[0].op == "edit"
+    assert t.steps[0].thought.startswith("Let me look")
+    assert [s.usage.prompt_tokens for s in t.steps] == [c.prompt_tokens for c in result.calls]
+    t.to_jsonl(tmp_path / "run.jsonl")
+    assert Trajectory.from_jsonl(tmp_path / "run.jsonl") == t
+    df = replay(t, [KeepAll()])
+    assert df["prompt_tokens"].notna().all() and len(df) == 5
+    # Every command went through the governed tools, which recorded it in the session.
+    from ctxnb import Workspace
+
+    session = Workspace.open(tmp_path).session(t.metadata["session_id"])
+    calls = [session.get(i) for i in session.session_index]
+    ran = [c["args"]["cmd"] for c in calls if c.get("tool") == "run_command"]
+    assert ran == [s.action.raw for s in t.steps]
+
+
+def test_the_strategy_decides_what_the_model_sees(tmp_path: Path) -> None:
+    from ctxnb.live import ScriptedModelServer, run_task, sample_task
+    from ctxnb.live.run import sample_script
+
+    task = sample_task(tmp_path)
+    with ScriptedModelServer(sample_script()) as server:
+        result = run_task(tmp_path, task, strategy=MetadataOnly(), retries=1, **server.model_args)
+    assert result.passed  # scripted: the answers do not depend on what was sent
+    assert "def add(a, b)" not in json.dumps(server.requests[2]["messages"])
+    assert result.trajectory.metadata["strategy"] == "metadata-only"
+
+
+def test_a_run_that_does_not_fix_the_task_fails_and_refused_commands_are_shown(
+    tmp_path: Path,
+) -> None:
+    from ctxnb.live import ScriptedModelServer, run_task, sample_task
+
+    task = sample_task(tmp_path)
+    script = [
+        {"content": "Clean up first.", "commands": ["rm -rf test_calc.py"]},
+        {"content": "Give up.", "commands": ["echo COMPLETE_TASK_AND_SUBMIT_FINAL_OUTPUT"]},
+    ]
+    with ScriptedModelServer(script) as server:
+        result = run_task(tmp_path, task, retries=1, **server.model_args)
+    assert not result.passed and result.exit_status == "Submitted"
+    assert (tmp_path / "test_calc.py").exists()  # destructive: refused without an approver
+    refused = result.trajectory.steps[0]
+    assert "DESTRUCTIVE_NEEDS_APPROVAL" in refused.observation
+    assert "DESTRUCTIVE_NEEDS_APPROVAL" in json.dumps(server.requests[1]["messages"])
+    assert result.cost_usd != result.cost_usd  # NaN: the scripted model has no price
+
+
+def test_nothing_is_downloaded_when_litellm_and_mini_swe_agent_load(tmp_path: Path) -> None:
+    code = textwrap.dedent(
+        """
+        import json, os, sys
+        seen = []
+        def hook(event, args):
+            if event == "socket.connect":
+                seen.append(repr(args[1]))
+            elif event in ("urllib.Request", "http.client.connect"):
+                seen.append(event + " " + repr(args[:2]))
+        sys.addaudithook(hook)
+        import ctxnb.llm
+        litellm = ctxnb.llm.litellm_module()
+        import ctxnb.live.run
+        ctxnb.live.run._minisweagent()
+        print(json.dumps({"seen": seen, "env": os.environ.get("LITELLM_LOCAL_MODEL_COST_MAP"),
+                          "models": len(litellm.model_cost)}))
+        """
+    )
+    env = {
+        k: v for k, v in __import__("os").environ.items() if not k.startswith(("LITELLM", "MSWEA"))
+    }
+    env["HOME"] = str(tmp_path)  # no user config: mini-swe-agent writes its own under it
+    proc = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, env=env, timeout=300
+    )
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    out = json.loads(proc.stdout.strip().splitlines()[-1])
+    assert out["seen"] == []
+    assert out["env"] == "True"
+    assert out["models"] > 100  # the cost map came from the package itself
+    assert "mini-swe-agent" not in proc.stdout  # no banner
