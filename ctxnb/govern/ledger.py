@@ -57,7 +57,6 @@ from typing import Any, Literal
 from urllib.parse import quote, unquote
 
 from ..errors import StoreError
-from ..redaction import redact_data
 
 try:
     import fcntl
@@ -701,6 +700,9 @@ class TraceLedger:
                 raise StoreError(f"not a valid Agent Trace 0.1.0 record: {'; '.join(problems)}")
         # The trace is a log others read (and the MCP trace resource shows to a model):
         # a secret in a record's free text (an intent name, a command's output) is redacted.
+        # Imported here: compiling the rules costs the Claude Code hook process start-up.
+        from ..redaction import redact_data
+
         line = json.dumps(
             redact_data(record), ensure_ascii=False, separators=(",", ":"), allow_nan=False
         )
