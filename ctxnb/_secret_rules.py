@@ -14,7 +14,15 @@ from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass
 
-__all__ = ["NAME_IDENT", "NAME_WORDS", "RULES", "Rule", "shannon_entropy"]
+__all__ = [
+    "NAME_IDENT",
+    "NAME_WORDS",
+    "KEY_BODY_MIN",
+    "RULES",
+    "TRIGGER_WORDS",
+    "Rule",
+    "shannon_entropy",
+]
 
 #: Minimum length of a generic-secret value (a password may be shorter, see below).
 GENERIC_MIN_LENGTH = 12
@@ -470,3 +478,16 @@ RULES: tuple[Rule, ...] = (
         line_must="pass",
     ),
 )
+
+# Short text in which none of these occurs (lowered) can match no rule but the key-body
+# rule (which needs three 64-character lines): a few substring tests decide a search hit
+# or an argument at once, where the rules one by one would cost a regex call each.
+TRIGGER_WORDS = (
+    *NAME_WORDS,
+    *("ghp_", "gho_", "ghu_", "ghs_", "ghr_", "github_pat_", "glpat-", "sk-", "sk_", "rk_"),
+    *("whsec_", "xox", "xapp-", "hooks.slack.com", "sg.", "hf_", "npm_", "pypi-", "_v1_"),
+    *("shp", ":aa", "aiza", "akia", "asia", "abia", "acca", "a3t", "aws", "accountkey="),
+    *("sharedaccess", "eyj", "authorization", "://", "private key"),
+)
+#: The shortest text the key-body rule can match (three 64-character lines).
+KEY_BODY_MIN = 3 * 65

@@ -87,7 +87,15 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
 
-from ._secret_rules import NAME_IDENT, NAME_WORDS, RULES, Rule, shannon_entropy
+from ._secret_rules import (
+    KEY_BODY_MIN,
+    NAME_IDENT,
+    NAME_WORDS,
+    RULES,
+    TRIGGER_WORDS,
+    Rule,
+    shannon_entropy,
+)
 
 __all__ = [
     "RULES",
@@ -180,6 +188,8 @@ class _Scan:
         return self._lines
 
 
+# Below this length the trigger words are tested first (see TRIGGER_WORDS).
+_SHORT = 2048
 _ASCII_LOWER = str.maketrans(string.ascii_uppercase, string.ascii_lowercase)
 _WORD = frozenset(string.ascii_letters + string.digits + "_")
 
@@ -233,6 +243,10 @@ def _candidates(rule: Rule, scan: _Scan) -> list[tuple[int, int]]:
 
 
 def _find(text: str) -> list[tuple[int, int, str]]:
+    if len(text) < _SHORT and (len(text) < KEY_BODY_MIN or "\n" not in text):
+        lowered = text.lower()
+        if not any(w in lowered for w in TRIGGER_WORDS):
+            return []
     scan = _Scan(text)
     taken: list[tuple[int, int, str]] = []
     for rule in RULES:

@@ -9,9 +9,11 @@ import string
 
 import pytest
 from _secret_corpus import LOOKALIKES, SECRETS, Case
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from ctxnb import redaction as redact_module
-from ctxnb.redaction import RULES, has_secrets, redact, shannon_entropy
+from ctxnb.redaction import RULES, has_secrets, redact, redact_data, shannon_entropy
 
 
 def fake(n: int, seed: int, alphabet: str = string.ascii_letters + string.digits) -> str:
@@ -265,3 +267,46 @@ def test_docstring_examples_run() -> None:
     result = doctest.testmod(redact_module)
     assert result.attempted > 0
     assert result.failed == 0
+
+
+@given(
+    st.lists(
+        st.one_of(
+            st.sampled_from([c.text for c in SECRETS + LOOKALIKES]),
+            st.text(alphabet=st.characters(codec="utf-8"), max_size=80),
+        ),
+        max_size=6,
+    )
+)
+@settings(max_examples=300, deadline=None)
+def test_any_text_keeps_its_lines_and_redacting_twice_changes_nothing(parts: list[str]) -> None:
+    """Whatever the text (random Unicode around real cases), redaction keeps every line
+    break, finds nothing more in its own output, and removes every planted secret."""
+    text = "\n".join(parts)
+    once = redact(text)
+    assert once.text.count("\n") == text.count("\n")
+    assert redact(once.text).text == once.text
+    for case in SECRETS:
+        if case.text in parts:
+            assert not [s for s in case.secrets if s in once.text]
+    for f in once.findings:
+        assert 0 <= f.start < f.end <= len(text)
+        assert f.line == text.count("\n", 0, f.start) + 1
+
+
+def test_non_ascii_text_keeps_offsets() -> None:
+    """``str.lower`` lengthens some characters; keyword search must not shift offsets."""
+    token = SECRETS[0].secrets[0]
+    text = "İ" * 50 + "\nİstanbul_password = 'Zq1Xw2Ce3Vr4Bt5Ny6Mu7'\n" + f"GITHUB_TOKEN={token}\n"
+    out = redact(text).text
+    assert token not in out and "Zq1Xw2Ce3Vr4Bt5Ny6Mu7" not in out
+    assert out.startswith("İ" * 50 + "\nİstanbul_password = '[REDACTED:generic-secret]'")
+
+
+def test_redact_data_redacts_nested_values_and_line_lists() -> None:
+    body = next(c for c in SECRETS if c.kind == "pem-rsa").secrets[0].split("\n")
+    data = {"found": body[2:6], "args": {"content": SECRETS[0].text, "n": 1}, "t": (None,)}
+    out = redact_data(data)
+    assert out["args"]["n"] == 1 and out["t"] == (None,)
+    assert SECRETS[0].secrets[0] not in out["args"]["content"]
+    assert len(out["found"]) == 4 and not set(body) & set(out["found"])
