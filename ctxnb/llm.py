@@ -19,10 +19,13 @@ from __future__ import annotations
 
 import os
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from .errors import MissingDependencyError
 from .prices import PriceTable, resolve_prices
+
+if TYPE_CHECKING:
+    from .semcache import SemanticCache
 
 __all__ = ["CallUsage", "LiteLLMSummarizer", "call_usage", "litellm_module"]
 
@@ -122,6 +125,9 @@ class LiteLLMSummarizer:
         prices: the price table its calls are billed with (see
             :func:`~ctxnb.prices.resolve_prices`).
         instructions: the system prompt of each call.
+        cache: a :class:`~ctxnb.semcache.SemanticCache`; an output close enough in meaning
+            to one summarized before (same model and budget) reuses that summary instead
+            of calling the model. Its hits cost no tokens and no dollars.
         **completion_kwargs: passed on to ``litellm.completion``.
     """
 
@@ -136,9 +142,11 @@ class LiteLLMSummarizer:
             "Summarize this tool output for a coding agent that will not see it again. Keep "
             "file paths, line numbers, error messages and numbers exactly; drop repetition."
         ),
+        cache: SemanticCache | None = None,
         **completion_kwargs: Any,
     ) -> None:
         self.model = model
+        self.cache = cache
         self.api_base = api_base
         self.api_key = api_key
         self.prices = resolve_prices(prices)
@@ -149,6 +157,16 @@ class LiteLLMSummarizer:
         self._taken = 0
 
     def __call__(self, label: str, text: str, max_tokens: int) -> str:
+        if self.cache is None:
+            return self._complete(label, text, max_tokens)
+        summary, _hit = self.cache.get_or_call(
+            text,
+            lambda: self._complete(label, text, max_tokens),
+            model=f"{self.model}|{max_tokens}",
+        )
+        return str(summary)
+
+    def _complete(self, label: str, text: str, max_tokens: int) -> str:
         litellm = litellm_module()
         response = litellm.completion(
             model=self.model,

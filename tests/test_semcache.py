@@ -134,3 +134,30 @@ def test_minilm_hits_a_paraphrase_with_other_words() -> None:
     # near in topic, far in meaning: below the threshold
     assert cache.get("How do I run the linter?") is None
     assert cache.get("How do I bake sourdough bread?") is None
+
+
+def test_the_llm_summarizer_reuses_a_cached_summary(tmp_path: Path) -> None:
+    """Through litellm's real request path to a scripted model on 127.0.0.1."""
+    from _needs import require
+
+    require(has_module("litellm"), "litellm (ctxnb[live])")
+    from ctxnb.live import ScriptedModelServer
+    from ctxnb.llm import LiteLLMSummarizer
+
+    store = ObjectStore(tmp_path / "store")
+    cache = SemanticCache(embedder="lexical", threshold=0.9, store=store, namespace="summaries")
+    with ScriptedModelServer([{"content": "3 tests failed in test_models.py"}] * 3) as server:
+        args = server.model_args
+        summarize = LiteLLMSummarizer(
+            args["model"], api_base=args["api_base"], api_key=args["api_key"], cache=cache
+        )
+        out = "FAILED tests/test_models.py::test_restock - AssertionError\n" * 3
+        first = summarize("run_command", out, 100)
+        again = summarize("run_command", out.replace("AssertionError", "AssertionError "), 100)
+        other = summarize("run_command", "Cloning into 'repo'... done.", 100)
+        assert first == again == "3 tests failed in test_models.py"
+        assert other == "3 tests failed in test_models.py"  # the script's next answer
+        assert len(server.requests) == 2  # the second call was served by the cache
+    assert summarize.calls == 2
+    assert cache.stats()["hits"] == 1 and cache.stats()["misses"] == 2
+    assert len(store.ids(type="cache_entry")) == 2
