@@ -54,6 +54,7 @@ from pydantic import (
 
 from ..errors import ConfigError, PolicyError
 from .ledger import record_intent_id
+from .lessons import Lesson
 
 __all__ = [
     "INTENT_STATUSES",
@@ -447,13 +448,19 @@ def init_governance(root: str | Path) -> list[Path]:
 
 
 def intent_context(
-    intent: Intent, recent_records: Iterable[Mapping[str, Any]] = (), *, limit: int = 10
+    intent: Intent,
+    recent_records: Iterable[Mapping[str, Any]] = (),
+    *,
+    limit: int = 10,
+    lessons: Iterable[Lesson] = (),
 ) -> str:
     """The ``<intent_context>`` block returned to an agent that selects an intent.
 
     Lists the intent's id, name, status, scope, constraints and acceptance criteria,
     then up to ``limit`` of the most recent trace records made under this intent, one
-    line each. Text from the intent file is XML-escaped so it cannot close the block.
+    line each, and the lessons of ``AGENT.md`` that concern it (see
+    :func:`~ctxnb.govern.lessons.lessons_for`). Text from the intent file and the lessons
+    is XML-escaped so it cannot close the block.
 
     Example:
         >>> it = Intent(id="INT-1", name="Docs <v2>", owned_scope=["docs/**"])
@@ -467,6 +474,7 @@ def intent_context(
         constraints: (none)
         acceptance_criteria: (none)
         recent_trace: (none)
+        lessons: (none)
         </intent_context>
     """
     esc = html.escape
@@ -487,6 +495,7 @@ def intent_context(
         *block("constraints", intent.constraints),
         *block("acceptance_criteria", intent.acceptance_criteria),
         *block("recent_trace", trace_lines),
+        *block("lessons", [f"{x.when} {x.text}" for x in lessons]),
         "</intent_context>",
     ]
     return "\n".join(out)
