@@ -18,7 +18,7 @@ demo: $(STAMP)
 test: $(STAMP)
 	$(BIN)/ruff check --output-format concise .
 	$(BIN)/ruff format --check .
-	$(BIN)/pytest -p no:cacheprovider --nbval-lax --nbval-current-env notebooks/
+	$(BIN)/pytest -p no:cacheprovider --nbval --nbval-current-env --nbval-sanitize-with notebooks/sanitize.cfg notebooks/
 	$(BIN)/pytest -p no:cacheprovider
 
 lint: $(STAMP)

@@ -33,6 +33,7 @@ from __future__ import annotations
 import difflib
 import json
 import os
+import textwrap
 from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -42,6 +43,8 @@ import numpy as np
 import pandas as pd
 import pyarrow as pa
 import pyarrow.compute as pc
+
+from .plotting import SECTION_COLORS, SERIES_COLORS, new_axes, outside_legend, styled
 
 if TYPE_CHECKING:
     from matplotlib.axes import Axes
@@ -618,16 +621,36 @@ def context_diff(a: Context, b: Context) -> dict[str, list[str]]:
     }
 
 
-def item_text_diff(a: Context, b: Context, item_id: str, *, context_lines: int = 3) -> str:
-    """A unified diff of one item's rendered text between two contexts ('' if absent)."""
-    ta = next((it.text for it in a.items if it.id == item_id), "")
-    tb = next((it.text for it in b.items if it.id == item_id), "")
+def item_text_diff(
+    a: Context,
+    b: Context,
+    item_id: str,
+    *,
+    context_lines: int = 3,
+    labels: Sequence[str] = ("a", "b"),
+) -> str:
+    """A unified diff of one item's rendered text between two contexts ('' if absent).
+
+    The diff's file names are the item's label (its agent-visible path, or the tool
+    call) under each context's label, never the object id.
+
+    Example:
+        >>> from ctxnb.context import Context, ContextItem, Section
+        >>> def ctx(t):
+        ...     it = ContextItem("9f2c", "file", "src/app.py", 1, t, t)
+        ...     return Context((Section("active", "", 1, (it,)),), 0, {}, None)
+        >>> item_text_diff(ctx("x\\n"), ctx("y\\n"), "9f2c").splitlines()[:2]
+        ['--- a/src/app.py', '+++ b/src/app.py']
+    """
+    ia = next((it for it in a.items if it.id == item_id), None)
+    ib = next((it for it in b.items if it.id == item_id), None)
+    name = (ib or ia).label if (ib or ia) is not None else item_id  # type: ignore[union-attr]
     return "".join(
         difflib.unified_diff(
-            ta.splitlines(keepends=True),
-            tb.splitlines(keepends=True),
-            fromfile="a",
-            tofile="b",
+            (ia.text if ia else "").splitlines(keepends=True),
+            (ib.text if ib else "").splitlines(keepends=True),
+            fromfile=f"{labels[0]}/{name}",
+            tofile=f"{labels[1]}/{name}",
             n=context_lines,
         )
     )
@@ -666,31 +689,13 @@ def contexts_frame(contexts: Iterable[Context], *, labels: Sequence[str] | None 
     return pd.DataFrame(rows)
 
 
-_SECTION_COLORS = {
-    "system": "#6c8ebf",
-    "metadata": "#d6b656",
-    "active": "#82b366",
-    "chat": "#b85450",
-    "files": "#82b366",
-    "toolcalls": "#9673a6",
-}
-
-
 def _frame(contexts_or_frame: Any, labels: Sequence[str] | None = None) -> pd.DataFrame:
     if isinstance(contexts_or_frame, pd.DataFrame):
         return contexts_or_frame
     return contexts_frame(list(contexts_or_frame), labels=labels)
 
 
-def _axes(ax: Axes | None) -> Axes:
-    if ax is not None:
-        return ax
-    import matplotlib.pyplot as plt
-
-    _, new = plt.subplots(figsize=(7, 3.5))
-    return new
-
-
+@styled
 def plot_tokens_per_turn(
     contexts_or_frame: Iterable[Context] | pd.DataFrame,
     *,
@@ -713,22 +718,29 @@ def plot_tokens_per_turn(
         8
     """
     df = _frame(contexts_or_frame, labels)
-    ax = _axes(ax)
+    ax = new_axes(ax)
     x = np.arange(len(df))
     bottom = np.zeros(len(df))
     for s in SECTIONS:
         vals = df[s].to_numpy(dtype=float) if s in df else np.zeros(len(df))
-        ax.bar(x, vals, bottom=bottom, label=s, color=_SECTION_COLORS[s])
+        ax.bar(x, vals, bottom=bottom, label=s, color=SECTION_COLORS[s], width=0.7)
         bottom += vals
     if "budget" in df and df["budget"].notna().any():
         ax.scatter(x, df["budget"], marker="_", s=400, color="black", label="budget", zorder=3)
-    ax.set_xticks(x, [str(v) for v in df["label"]] if "label" in df else [str(v) for v in x])
+    ticks = [str(v) for v in df["label"]] if "label" in df else [str(v) for v in x]
+    # Long labels (strategy names) wrap at hyphens; if the bars are still too close for
+    # them, they stand upright. Either way neighbours never overlap.
+    ticks = [textwrap.fill(t, 12, break_on_hyphens=True) for t in ticks]
+    widest = max((len(line) for t in ticks for line in t.splitlines()), default=0)
+    upright = widest * len(ticks) > 70
+    ax.set_xticks(x, ticks, rotation=90 if upright else 0)
     ax.set_ylabel("tokens")
     ax.set_title("Tokens per context, by section")
-    ax.legend(loc="upper left", fontsize="small")
+    outside_legend(ax)
     return ax
 
 
+@styled
 def plot_context_composition(
     contexts: Iterable[Context] | pd.DataFrame,
     *,
@@ -753,20 +765,23 @@ def plot_context_composition(
         'share of tokens'
     """
     df = _frame(contexts, labels)
-    ax = _axes(ax)
+    ax = new_axes(ax)
     parts = ["system", "metadata", "files", "toolcalls", "chat"]
     vals = np.vstack([df[p].to_numpy(dtype=float) for p in parts])
     if normalize:
         vals = vals / np.maximum(vals.sum(axis=0), 1)
     x = np.arange(len(df))
-    ax.stackplot(x, vals, labels=parts, colors=[_SECTION_COLORS[p] for p in parts], alpha=0.85)
-    ax.set_xticks(x, [str(v) for v in df["label"]])
+    ax.stackplot(x, vals, labels=parts, colors=[SECTION_COLORS[p] for p in parts], alpha=0.85)
+    ticks = [str(v) for v in df["label"]]
+    step = max(1, -(-len(ticks) // 8))  # at most eight tick labels, so they never collide
+    ax.set_xticks(x[::step], ticks[::step])
     ax.set_ylabel("share of tokens" if normalize else "tokens")
     ax.set_title("Context composition over time")
-    ax.legend(loc="upper left", fontsize="small")
+    outside_legend(ax)
     return ax
 
 
+@styled
 def plot_mutations_per_intent(trace_df: pd.DataFrame, *, ax: Axes | None = None) -> Axes:
     """Horizontal bars: trace records per intent, stacked by mutation class.
 
@@ -782,7 +797,7 @@ def plot_mutations_per_intent(trace_df: pd.DataFrame, *, ax: Axes | None = None)
         >>> [t.get_text() for t in plot_mutations_per_intent(df).get_yticklabels()]
         ['I1', 'I2']
     """
-    ax = _axes(ax)
+    ax = new_axes(ax)
     df = trace_df[["record_id", "intent_id", "mutation_class"]].astype(object)
     df = df.fillna({"intent_id": "(none)", "mutation_class": "(unclassified)"})
     counts = (
@@ -794,14 +809,16 @@ def plot_mutations_per_intent(trace_df: pd.DataFrame, *, ax: Axes | None = None)
     )
     y = np.arange(len(counts))
     left = np.zeros(len(counts))
-    palette = {"AST_REFACTOR": "#82b366", "INTENT_EVOLUTION": "#6c8ebf"}
+    palette = {"AST_REFACTOR": SERIES_COLORS[2], "INTENT_EVOLUTION": SERIES_COLORS[0]}
     for cls in counts.columns:
         vals = counts[cls].to_numpy(dtype=float)
-        ax.barh(y, vals, left=left, label=str(cls), color=palette.get(str(cls), "#bbbbbb"))
+        color = palette.get(str(cls), "#bbbbbb")
+        ax.barh(y, vals, left=left, label=str(cls), color=color, height=0.6)
         left += vals
     ax.set_yticks(y, [str(i) for i in counts.index])
     ax.set_xlabel("trace records")
     ax.set_title("Mutations per intent")
-    if len(counts.columns):
-        ax.legend(loc="lower right", fontsize="small")
+    ax.grid(axis="y", visible=False)
+    ax.xaxis.get_major_locator().set_params(integer=True)
+    outside_legend(ax, title="mutation class")
     return ax

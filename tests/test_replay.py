@@ -281,7 +281,9 @@ def test_plots_return_axes(grid: pd.DataFrame) -> None:
     labels = [line.get_label() for line in ax.get_lines()]
     assert labels == ["keep-all", "observation-masking", "metadata-only", "recorded prompt"]
     ax2 = plot_cost_vs_loss(summarize(grid))
-    assert len(ax2.collections[0].get_offsets()) == 3
+    # one point per strategy, each its own legend entry
+    assert sum(len(c.get_offsets()) for c in ax2.collections) == 3
+    assert [t.get_text() for t in ax2.get_legend().get_texts()] == labels[:3]
     with pytest.raises(ValueError, match="no rows"):
         plot_tokens_per_step(grid, "nope")
     plt.close("all")

@@ -33,6 +33,7 @@ from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any
 
 from ..context import Context
+from ..plotting import line_style, marker_style, new_axes, outside_legend, styled
 from ..strategies import ContextStrategy
 from ..tokens import TokenCounter
 from .model import Trajectory
@@ -141,6 +142,7 @@ def summarize(
     return out
 
 
+@styled
 def plot_tokens_per_step(
     df: pd.DataFrame, trajectory: str | None = None, ax: Axes | None = None
 ) -> Axes:
@@ -160,31 +162,48 @@ def plot_tokens_per_step(
     Example:
         >>> ax = plot_tokens_per_step(df, "django__django-13670")  # doctest: +SKIP
     """
-    import matplotlib.pyplot as plt
-
-    if ax is None:
-        _, ax = plt.subplots(figsize=(7, 4))
+    ax = new_axes(ax, size=(7.5, 3.8))
     rows = df if trajectory is None else df[df["trajectory"] == trajectory]
     if rows.empty:
         raise ValueError(
             f"no rows for trajectory {trajectory!r}; known: "
             f"{sorted(df['trajectory'].astype(str).unique())[:10]}"
         )
-    for strategy, g in rows.groupby(rows["strategy"].astype(str), sort=False):
+    groups = rows.groupby(rows["strategy"].astype(str), sort=False)
+    for n, (strategy, g) in enumerate(groups):
         series = g.groupby("step")["total_tokens"].median()
-        ax.plot(series.index, series.to_numpy(), label=str(strategy))
+        # Earlier series draw wider and below, so a later one that coincides (a strategy
+        # that dropped nothing yet) leaves both visible.
+        width = 1.4 + 1.6 * (len(groups) - 1 - n) / max(1, len(groups) - 1)
+        ax.plot(
+            series.index,
+            series.to_numpy(),
+            label=str(strategy),
+            linewidth=width,
+            zorder=2 + n,
+            **line_style(n),
+        )
     rec = rows.dropna(subset=["prompt_tokens"])
     if not rec.empty:
         first = rec[rec["strategy"] == rec["strategy"].iloc[0]]
         series = first.groupby("step")["prompt_tokens"].median().astype(float)
-        ax.plot(series.index, series.to_numpy(), "k--", linewidth=1, label="recorded prompt")
+        ax.plot(
+            series.index,
+            series.to_numpy(),
+            color="#555555",
+            linestyle=(0, (2, 2)),
+            linewidth=1,
+            label="recorded prompt",
+            zorder=10,
+        )
     ax.set_xlabel("step")
     ax.set_ylabel("context tokens" + ("" if trajectory else " (median over runs)"))
     ax.set_title(trajectory or f"{rows['trajectory'].nunique()} runs")
-    ax.legend(fontsize="small")
+    outside_legend(ax)
     return ax
 
 
+@styled
 def plot_cost_vs_loss(summary: pd.DataFrame, ax: Axes | None = None) -> Axes:
     """Each strategy as a point: tokens relative to the baseline against information lost.
 
@@ -199,18 +218,18 @@ def plot_cost_vs_loss(summary: pd.DataFrame, ax: Axes | None = None) -> Axes:
     Example:
         >>> ax = plot_cost_vs_loss(summarize(df))  # doctest: +SKIP
     """
-    import matplotlib.pyplot as plt
-
-    if ax is None:
-        _, ax = plt.subplots(figsize=(6, 4))
+    ax = new_axes(ax, size=(6, 4))
     x = summary["tokens_rel"].to_numpy(dtype=float)
     y = (summary["re_reads"] + summary["stale_reads"]).to_numpy(dtype=float)
-    ax.scatter(x, y)
-    for label, xi, yi in zip(summary.index, x, y, strict=True):
-        ax.annotate(str(label), (xi, yi), textcoords="offset points", xytext=(4, 4), fontsize=8)
+    # One marker and legend entry per strategy: names in the legend never collide, even
+    # when two strategies land on the same point.
+    for n, (label, xi, yi) in enumerate(zip(summary.index, x, y, strict=True)):
+        ax.scatter([xi], [yi], label=str(label), s=46, zorder=3 + n, **marker_style(n))
     ax.set_xlabel("tokens relative to keep-all")
     ax.set_ylabel("re-reads + stale reads")
     ax.set_title("cost vs. information lost")
+    ax.margins(x=0.08, y=0.12)
+    outside_legend(ax)
     return ax
 
 

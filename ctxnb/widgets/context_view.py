@@ -162,6 +162,8 @@ class ContextDiffView(widgets.VBox):
 
     Attributes:
         diff: ``{"entered": [...], "left": [...], "changed": [...]}`` by item id.
+        paths: the same by item label: the agent-visible path of a file, the tool and
+            arguments of a tool call; what a reader wants to see.
     """
 
     def __init__(
@@ -170,6 +172,8 @@ class ContextDiffView(widgets.VBox):
         self.a, self.b = a, b
         self.labels = (str(labels[0]), str(labels[1]))
         self.diff = context_diff(a, b)
+        names = {it.id: it.label for it in (*a.items, *b.items)}
+        self.paths = {kind: [names[i] for i in ids] for kind, ids in self.diff.items()}
         self.summary = widgets.HTML(self._summary_html())
         options: list[tuple[str, str]] = []
         items_a = {it.id: it for it in a.items}
@@ -196,7 +200,7 @@ class ContextDiffView(widgets.VBox):
         """A unified diff of ``item:<id>`` or ``section:<name>`` from ``a`` to ``b``."""
         kind, _, name = key.partition(":")
         if kind == "item":
-            return item_text_diff(self.a, self.b, name)
+            return item_text_diff(self.a, self.b, name, labels=self.labels)
         ta = _section_text(self.a, name)
         tb = _section_text(self.b, name)
         return "".join(
@@ -253,11 +257,21 @@ class ContextDiffView(widgets.VBox):
             f"<b>Context diff</b> {la} (turn {self.a.turn}, {esc(_strategy_text(self.a))}) → "
             f"{lb} (turn {self.b.turn}, {esc(_strategy_text(self.b))}): {counts}"
         )
+        scale = max(self.a.total_tokens, self.b.total_tokens)
         bars = (
-            f"<div><small>{la}</small>"
-            + token_bar([(s.name, s.tokens) for s in self.a.sections], self.a.budget)
-            + f"<small>{lb}</small>"
-            + token_bar([(s.name, s.tokens) for s in self.b.sections], self.b.budget)
+            "<div>"
+            + token_bar(
+                [(s.name, s.tokens) for s in self.a.sections],
+                self.a.budget,
+                label=self.labels[0],
+                scale=scale,
+            )
+            + token_bar(
+                [(s.name, s.tokens) for s in self.b.sections],
+                self.b.budget,
+                label=self.labels[1],
+                scale=scale,
+            )
             + "</div>"
         )
         items = (
@@ -271,7 +285,7 @@ class ContextDiffView(widgets.VBox):
         return f"<div>{self._summary_html()}</div>"
 
     def __repr__(self) -> str:
-        return f"<ContextDiffView {self.diff}>"
+        return f"<ContextDiffView {self.paths}>"
 
 
 def _section_text(ctx: Context, name: str) -> str:

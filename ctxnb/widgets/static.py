@@ -19,12 +19,14 @@ from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from ..plotting import SECTION_COLORS
 from ..redaction import redact_text
 
 if TYPE_CHECKING:
     from ..govern.ledger import TraceLedger
 
 __all__ = [
+    "MONO",
     "SECTION_COLORS",
     "diff_html",
     "esc",
@@ -34,12 +36,15 @@ __all__ = [
     "token_bar",
 ]
 
-SECTION_COLORS = {
-    "system": "#6c8ebf",
-    "metadata": "#d6b656",
-    "active": "#82b366",
-    "chat": "#b85450",
-}
+#: Code and diffs: the notebook's code font, 12 px, and a line height for reading code.
+#: ipywidgets' HTML widget sets a 28 px line height and the UI font on its content, so
+#: every block of code says what it needs inline.
+MONO = (
+    "font-family:var(--jp-code-font-family,ui-monospace,'SFMono-Regular','DejaVu Sans Mono',"
+    "Menlo,Consolas,monospace);font-size:12px;line-height:1.45"
+)
+#: Tables and text in views: the same compact line height in every frontend.
+TEXT = "line-height:1.45;font-size:13px"
 
 MAX_TEXT = 20_000  # characters of text a view shows at once
 _TAIL_BYTES = 256 * 1024  # how far back ledger_html reads: bounded, whatever the file size
@@ -90,7 +95,7 @@ def html_table(
         body.append(f'<tr data-row="{n}"{style}>{cells}</tr>')
     more = f"<p><small>… {extra} more rows</small></p>" if extra else ""
     return (
-        f'<table class="ctxnb-table"><thead><tr>{head}</tr></thead>'
+        f'<table class="ctxnb-table" style="{TEXT}"><thead><tr>{head}</tr></thead>'
         f"<tbody>{''.join(body)}</tbody></table>{more}"
     )
 
@@ -103,8 +108,8 @@ def pre(text: str, *, limit: int = MAX_TEXT) -> str:
         cut = f"\n[… {len(text) - limit:,} more characters not shown]"
         text = text[:limit]
     return (
-        '<pre style="max-height:24em;overflow:auto;white-space:pre-wrap;font-size:12px;'
-        f'margin:0">{html.escape(text)}{html.escape(cut)}</pre>'
+        f'<pre class="ctxnb-code" style="max-height:24em;overflow:auto;white-space:pre-wrap;'
+        f'{MONO};margin:0">{html.escape(text)}{html.escape(cut)}</pre>'
     )
 
 
@@ -127,17 +132,35 @@ def diff_html(diff: str, *, limit: int = MAX_TEXT) -> str:
         lines.append(f"<span{style}>{html.escape(line)}</span>")
     note = f"\n[… {len(diff) - limit:,} more characters of diff]" if cut else ""
     return (
-        '<pre style="max-height:30em;overflow:auto;font-size:12px;margin:0">'
+        f'<pre class="ctxnb-diff" style="max-height:30em;overflow:auto;{MONO};margin:0">'
         + "\n".join(lines)
         + html.escape(note)
         + "</pre>"
     )
 
 
-def token_bar(sections: Sequence[tuple[str, int]], budget: int | None = None) -> str:
-    """A horizontal bar of tokens by section, scaled to the budget when there is one."""
+def token_bar(
+    sections: Sequence[tuple[str, int]],
+    budget: int | None = None,
+    *,
+    label: str | None = None,
+    scale: int | None = None,
+) -> str:
+    """A horizontal bar of tokens by section, scaled to the budget when there is one.
+
+    Args:
+        sections: ``(name, tokens)`` in drawing order.
+        budget: the token budget, drawn as the bar's full width.
+        label: a caption on its own line above the bar (two bars compared side by side).
+        scale: the token count of the full width, so several bars share one scale.
+
+    Example:
+        >>> html = token_bar([("system", 10), ("chat", 26)], label="masking")
+        >>> "chat 26</span></div>" in html and "masking" in html
+        True
+    """
     total = sum(t for _, t in sections)
-    scale = max(total, budget or 0, 1)
+    scale = max(total, budget or 0, scale or 0, 1)
     parts = "".join(
         f'<div title="{esc(name)}: {tokens:,} tokens" style="display:inline-block;height:14px;'
         f'width:{100 * tokens / scale:.2f}%;background:{SECTION_COLORS.get(name, "#999")}">'
@@ -146,16 +169,22 @@ def token_bar(sections: Sequence[tuple[str, int]], budget: int | None = None) ->
         if tokens
     )
     legend = " · ".join(
-        f'<span style="color:{SECTION_COLORS.get(n, "#999")}">■</span> {esc(n)} {t:,}'
+        f'<span style="white-space:nowrap"><span style="color:{SECTION_COLORS.get(n, "#999")}">'
+        f"■</span> {esc(n)} {t:,}</span>"
         for n, t in sections
     )
     over = budget is not None and total > budget
     budget_text = ""
     if budget is not None:
         budget_text = f" of budget {budget:,}" + (" (over budget)" if over else "")
+    caption = f'<div style="font-weight:600">{esc(label)}</div>' if label is not None else ""
+    # Each part is a block: a caption, the bar and the legend never run into each other
+    # or into the next bar's caption.
     return (
+        f'<div class="ctxnb-token-bar" style="{TEXT};margin:2px 0 6px 0">{caption}'
         '<div style="width:100%;border:1px solid #bbb;background:#f6f6f6;line-height:0">'
-        f"{parts}</div><small>{total:,} tokens{budget_text}: {legend}</small>"
+        f'{parts}</div><div style="font-size:12px">{total:,} tokens{budget_text}: '
+        f"{legend}</div></div>"
     )
 
 

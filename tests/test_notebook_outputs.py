@@ -1,0 +1,166 @@
+"""The tutorials store their outputs, and ``make test`` checks them.
+
+``make test`` runs nbval on ``notebooks/`` with ``notebooks/sanitize.cfg`` and the
+extra checks of ``notebooks/conftest.py``. These tests make sure that check has
+something to compare with (every plot cell stored a PNG, every widget cell a widget
+view) and that it really fails: a copy of a tutorial with a plot that no longer
+renders, and with an empty table, must fail nbval, cell by cell.
+"""
+
+from __future__ import annotations
+
+import ast
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import nbformat
+import pytest
+
+REPO = Path(__file__).resolve().parent.parent
+NOTEBOOKS = sorted((REPO / "notebooks").glob("*.ipynb"))
+WIDGET = "application/vnd.jupyter.widget-view+json"
+WIDGET_NAMES = ("View(", "Panel(", ".compare(")
+
+
+def _code(source: str) -> str:
+    # IPython magics are not Python.
+    return "\n".join("" if ln.startswith("%") else ln for ln in source.splitlines())
+
+
+def _ends_with_expression(source: str) -> bool:
+    body = ast.parse(_code(source)).body
+    return bool(body) and isinstance(body[-1], ast.Expr)
+
+
+def _draws(source: str) -> bool:
+    """The cell calls a ``plot_*`` function or ``plt.*``."""
+    for node in ast.walk(ast.parse(_code(source))):
+        if not isinstance(node, ast.Call):
+            continue
+        f = node.func
+        if isinstance(f, ast.Name) and f.id.startswith("plot_"):
+            return True
+        if isinstance(f, ast.Attribute) and (
+            f.attr.startswith("plot_") or (isinstance(f.value, ast.Name) and f.value.id == "plt")
+        ):
+            return True
+    return False
+
+
+def _widget_names(source: str, known: set[str]) -> bool:
+    """Record names bound to a widget in ``known``; True when the cell shows one."""
+    body = ast.parse(_code(source)).body
+    for node in body:
+        if isinstance(node, ast.Assign) and any(w in ast.unparse(node.value) for w in WIDGET_NAMES):
+            known.update(t.id for t in node.targets if isinstance(t, ast.Name))
+    if not body or not isinstance(body[-1], ast.Expr):
+        return False
+    last = body[-1].value
+    if isinstance(last, ast.Name):
+        return last.id in known
+    return isinstance(last, ast.Call) and any(w in ast.unparse(last) for w in WIDGET_NAMES)
+
+
+def _mimetypes(cell: nbformat.NotebookNode) -> set[str]:
+    return {k for o in cell.outputs for k in (o.get("data") or {})}
+
+
+def test_there_are_tutorials() -> None:
+    assert len(NOTEBOOKS) >= 5, NOTEBOOKS
+
+
+@pytest.mark.parametrize("path", NOTEBOOKS, ids=lambda p: p.name)
+def test_tutorial_stores_outputs_to_check(path: Path) -> None:
+    nb = nbformat.read(path, as_version=4)
+    problems: list[str] = []
+    widgets: set[str] = set()
+    for n, cell in enumerate(nb.cells):
+        if cell.cell_type != "code":
+            continue
+        where = f"{path.name} cell {n}"
+        kinds = _mimetypes(cell)
+        if any(o.output_type == "error" for o in cell.outputs):
+            problems.append(f"{where}: stores an error")
+        shows_something = _ends_with_expression(cell.source) or "plt.show()" in cell.source
+        if shows_something and not cell.outputs:
+            problems.append(f"{where}: shows a value but stores no output (run and save it)")
+        if _draws(cell.source) and not kinds & {"image/png", "image/svg+xml"}:
+            problems.append(f"{where}: draws a plot but stores no image ({sorted(kinds)})")
+        text = "".join(str((o.get("data") or {}).get("text/plain", "")) for o in cell.outputs)
+        if "<Figure size" in text and "image/png" not in kinds:
+            problems.append(f"{where}: a figure shown as text, not as an image")
+        if _widget_names(cell.source, widgets) and WIDGET not in kinds:
+            problems.append(f"{where}: shows a widget but stores no widget view")
+    assert not problems, "\n".join(problems)
+
+
+def test_plots_do_not_force_a_backend() -> None:
+    for path in NOTEBOOKS:
+        source = "\n".join(c.source for c in nbformat.read(path, as_version=4).cells)
+        assert "matplotlib.use(" not in source, f"{path.name} forces a matplotlib backend"
+
+
+def _nbval(folder: Path, notebook: Path) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "pytest",
+            "-p",
+            "no:cacheprovider",
+            "--nbval",
+            "--nbval-current-env",
+            "--nbval-sanitize-with",
+            str(folder / "sanitize.cfg"),
+            "-rf",
+            "-q",
+            str(notebook),
+        ],
+        cwd=folder,
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+
+
+@pytest.mark.slow
+def test_a_broken_plot_and_an_empty_table_fail_the_check(tmp_path: Path) -> None:
+    """Tutorial 04 with its plot broken the way it used to be (Agg forced, so the cell
+    shows ``<Figure size ...>`` text) and its first table emptied: nbval fails on
+    exactly those two cells and passes the rest."""
+    for name in ("conftest.py", "sanitize.cfg"):
+        shutil.copy(REPO / "notebooks" / name, tmp_path / name)
+    source = REPO / "notebooks" / "04-trace-analysis.ipynb"
+    nb = nbformat.read(source, as_version=4)
+    code = [c for c in nb.cells if c.cell_type == "code"]
+    plot = next(n for n, c in enumerate(code) if "plot_mutations_per_intent(df)" in c.source)
+    table = next(n for n, c in enumerate(code) if c.source.startswith("df = load_trace(ledger)"))
+    code[0].source = code[0].source.replace(
+        "%matplotlib inline\n", 'import matplotlib\n\nmatplotlib.use("Agg")\n'
+    )
+    assert "Agg" in code[0].source
+    code[plot].source = code[plot].source.replace(
+        "ax = plot_mutations_per_intent(df)", "ax = plot_mutations_per_intent(df)\nax.figure"
+    )
+    code[table].source = code[table].source.rstrip() + ".head(0)"
+    broken = tmp_path / "broken.ipynb"
+    nbformat.write(nb, broken)
+
+    run = _nbval(tmp_path, broken)
+    out = run.stdout + run.stderr
+    assert run.returncode == 1, out
+    failed = sorted(
+        int(line.split("::Cell ")[1].split()[0])
+        for line in out.splitlines()
+        if line.startswith("FAILED") and "::Cell " in line
+    )
+    assert failed == sorted([plot, table]), out
+    assert "image/png" in out  # the plot cell: the image is missing
+    assert "text/html" in out  # the table cell: the table differs
+
+    # The unchanged tutorial passes the same check in the same folder.
+    shutil.copy(source, tmp_path / "intact.ipynb")
+    intact = _nbval(tmp_path, tmp_path / "intact.ipynb")
+    assert intact.returncode == 0, intact.stdout + intact.stderr
