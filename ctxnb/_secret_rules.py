@@ -77,7 +77,8 @@ _PLACEHOLDER = re.compile(
     r"""(?ix)^(?:
         <[^>]*> | \$\{[^}]*\} | \$\([^)]*\) | \{\{[^}]*\}\} | \{[A-Za-z_][\w.]*\}
       | \$[A-Za-z_]\w* | %\([^)]*\)s | %s | \*+ | x{4,} | \.{3,} | \[REDACTED:[\w-]+\]
-      | none | null | nil | true | false | undefined | password | secret | token
+      | none | null | nil | true | false | undefined | password | secret | token | pass
+      | <.*
       | .*(?:your[_-]?|example|placeholder|changeme|change[_-]me|dummy|sample|xxxx
             |redacted|insert[_-]|replace[_-]?me|todo|fixme|secret[_-]?here
             |token[_-]?here|key[_-]?here).*
@@ -91,7 +92,7 @@ _SECRET_NAME = re.compile(
     r"|access[_.-]?key|auth[_.-]?key|private[_.-]?key|credentials?|^_?auth$"
     r"|(?:account|storage|signing|encryption|master|license|app)[_.-]?key$",
 )
-_PASSWORD_NAME = re.compile(r"passw(?:or)?d|passphrase|pwd|(?:^|[_.-])pass$|^_?auth$")
+_PASSWORD_NAME = re.compile(r"passw(?:or)?d|passphrase|pwd|(?:^|[_.-])pass$")
 # A name ending so says the value is about the secret, not the secret itself.
 _NOT_SECRET_NAME = re.compile(
     r"(?:path|url|uri|endpoint|host|field|label|name|names|length|len|file|filename|dir"
@@ -122,7 +123,17 @@ def _looks_random(value: str, *, password: bool) -> bool:
         return False
     if "://" in value or value.startswith(("/", "./", "~/", "../")):
         return False  # a URL or a path (URL credentials have their own rule)
-    if _char_classes(value) < 2:
+    classes = _char_classes(value)
+    if classes < 2:
+        return False
+    if (
+        password
+        and classes < 3
+        and len(value) < 16
+        and not (len(value) >= 10 and any(c.isdigit() for c in value))
+    ):
+        # A short password of letters and one symbol is a word ("anonymous@",
+        # "geheim$parole" in docs), not a generated one; hunter2hunter2 still counts.
         return False
     # Short values cannot reach a high entropy: ask for most characters to differ.
     floor = min(GENERIC_MIN_ENTROPY, math.log2(len(value)) - 0.6)
@@ -471,7 +482,10 @@ RULES: tuple[Rule, ...] = (
     Rule(
         # .netrc's "password …", "--password …"
         "generic-secret",
-        re.compile(r"(?:^|\s)(?P<key>-{0,2}pass(?:word|wd)?)[ \t]+(?P<secret>[^\s\"'`]+)[ \t]*$"),
+        re.compile(
+            r"(?:^|\s)(?P<key>-{0,2}passw(?:or)?d)[ \t]+(?P<secret>[^\s\"'`(),;]+)[ \t]*$",
+            re.MULTILINE,  # ^ at the start of each line searched
+        ),
         keywords=("pass",),
         accept=_pair_ok,
         line_scoped=True,

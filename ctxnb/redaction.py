@@ -211,8 +211,9 @@ def _matches(rule: Rule, scan: _Scan) -> Iterator[re.Match[str]]:
         lowered, must = scan.lowered, rule.line_must
         for start, end in scan.lines():
             if lowered.find(must, start, end) >= 0:
-                # $ must see the line's end: search the line, not up to ``end``.
-                yield from rule.pattern.finditer(text[:end] if end < len(text) else text, start)
+                # ``endpos`` ends the text there for the pattern, so ``$`` matches at the
+                # line's end without copying the text.
+                yield from rule.pattern.finditer(text, start, end)
         return
     if rule.after_newline:
         yield from rule.pattern.finditer("\n" + text)

@@ -310,3 +310,12 @@ def test_redact_data_redacts_nested_values_and_line_lists() -> None:
     assert out["args"]["n"] == 1 and out["t"] == (None,)
     assert SECRETS[0].secrets[0] not in out["args"]["content"]
     assert len(out["found"]) == 4 and not set(body) & set(out["found"])
+
+
+def test_many_keyword_lines_in_a_large_text() -> None:
+    # Each line holding a keyword is searched in place (no copy of the text per line);
+    # a quadratic pass would run into pytest-timeout on this 1.4 MB text.
+    text = ("api_key = 1\nx = 2\n" + "y = 3\n" * 9) * 20000 + "password ihPVvD4+0pl937\n"
+    out = redact(text)
+    assert [f.rule for f in out.findings] == ["generic-secret"]
+    assert out.text.endswith("password [REDACTED:generic-secret]\n")
