@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import doctest
 import os
+import sys
 from pathlib import Path
 
 import pytest
@@ -14,6 +15,7 @@ from ctxnb.tools import search as search_module
 from ctxnb.tools.search import (
     InvalidPatternError,
     Match,
+    find_ripgrep,
     glob_files,
     ripgrep_available,
     search,
@@ -46,6 +48,9 @@ FILES: dict[str, str | bytes] = {
     "bin/blob.bin": b"foo\x00binary\nfoo again\n",
     "bin/late.bin": b"foo early\n" + b"x" * 200_000 + b"\x00\n",
     "latin1.txt": "caf\xe9 foo\n".encode("latin-1"),
+    "win1252.txt": b"price \x80 5, caf\xe9\nodd \x81 byte\n",
+    "turkish.txt": "\u0130stanbul\n\u0131spanak\nIRMAK\nplain i\nKelvin \u212a\nlong \u017f\n",
+    "ctrl.txt": b"a\x1cb\nplain ab\n",
     "long.txt": "".join(f"row {i} {'foo' if i % 7 == 0 else 'bar'}\n" for i in range(1, 500)),
     "weird name with spaces.txt": "foo spaces\n",
     ".gitignore": "build/\n*.log\n!keep.log\n",
@@ -99,6 +104,29 @@ CASES: list[tuple[str, dict[str, object]]] = [
     ("foo", {"max_results": 5}),
     ("foo", {"exclude": lambda p: p.startswith("uni/")}),
     ("caf", {}),
+    # decoding: a file that is not UTF-8 is windows-1252
+    ("caf.", {}),
+    ("café", {}),
+    ("CAFÉ", {"case_sensitive": False}),
+    ("€", {}),
+    ("odd . byte", {}),
+    (r"\x81", {}),
+    # case folding: Python's, the same with either backend
+    ("i", {"case_sensitive": False}),
+    ("^i", {"case_sensitive": False}),
+    ("\u0131", {"case_sensitive": False}),
+    ("\u0130stanbul", {"case_sensitive": False}),
+    ("irmak", {"case_sensitive": False}),
+    ("k", {"case_sensitive": False}),
+    ("LONG S", {"case_sensitive": False}),
+    ("\u212a", {"case_sensitive": False}),
+    # controls where the engines' \s differ
+    (r"a\sb", {}),
+    (r"\S\s\S", {}),
+    ("(?i:i)stanbul", {}),
+    ("(?i)\u0131rmak", {}),
+    ("plain", {}),  # ASCII-only: ripgrep proposes only its own matches
+    (r"\bcaf", {}),
 ]
 
 
@@ -144,7 +172,7 @@ def test_match_fields_and_order(tree: Path, backend: str) -> None:
     noeol = [m for m in matches if m.path == "noeol.txt"]
     assert [(m.line_number, m.line) for m in noeol] == [(2, "foo at end")]
     latin = next(m for m in matches if m.path == "latin1.txt")
-    assert latin.line == "caf\ufffd foo"
+    assert latin.line == "caf\xe9 foo"  # not UTF-8: read as windows-1252
     uni = next(m for m in matches if m.path == "uni/ünï.txt")
     assert uni.line == "日本語のテキスト foo" and uni.column == 10
 
@@ -159,7 +187,7 @@ def test_python_backend_alone(tree: Path) -> None:
 
 
 def test_auto_without_ripgrep_uses_python(tree: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setenv("PATH", "")
+    monkeypatch.setenv("CTXNB_RG", "")  # "no ripgrep", whatever is installed
     assert not ripgrep_available()
     assert search(tree, "TODO", backend="auto") == search(tree, "TODO", backend="python")
     with pytest.raises(CtxnbError, match="backend='python'"):
@@ -243,3 +271,21 @@ def test_docstring_examples_run() -> None:
     result = doctest.testmod(search_module)
     assert result.attempted > 0
     assert result.failed == 0
+
+
+def test_the_ripgrep_wheel_is_found_without_path(monkeypatch: pytest.MonkeyPatch) -> None:
+    # A fresh install has rg from the 'ripgrep' wheel beside Python, not on PATH.
+    monkeypatch.setenv("PATH", "")
+    monkeypatch.delenv("CTXNB_RG", raising=False)
+    found = find_ripgrep()
+    assert found is not None and Path(found).parent == Path(sys.executable).parent
+
+
+def test_decoding_and_folding_are_defined(tree: Path) -> None:
+    for backend in ("python", "ripgrep"):
+        hits = search(tree, "caf.", backend=backend)  # type: ignore[arg-type]
+        assert ("latin1.txt", "caf\xe9 foo") in {(m.path, m.line) for m in hits}
+        euro = search(tree, "\u20ac", backend=backend)  # type: ignore[arg-type]
+        assert [(m.path, m.line) for m in euro] == [("win1252.txt", "price \u20ac 5, caf\xe9")]
+        dotted = search(tree, "i", case_sensitive=False, globs=["turkish.txt"], backend=backend)  # type: ignore[arg-type]
+        assert [m.line_number for m in dotted] == [1, 2, 3, 4, 5]  # İ, ı, I, i, Kelvin

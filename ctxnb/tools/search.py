@@ -1,9 +1,13 @@
-"""Grep-like search over a workspace, with ripgrep when it is installed.
+"""Grep-like search over a workspace, with ripgrep.
 
 ``search(root, pattern)`` returns every matching line below ``root``. Two backends
-give the same answer: ``"ripgrep"`` runs ``rg`` (fast; install ripgrep to use
-it) and ``"python"`` walks the tree itself. ``"auto"`` picks ripgrep when
-``shutil.which("rg")`` finds it. The rules both follow:
+give the same answer: ``"ripgrep"`` runs ``rg`` (fast; the ``ripgrep`` wheel is a
+dependency of ctxnb, so ``rg`` is installed next to Python) and ``"python"`` walks the
+tree itself. ``"auto"`` picks ripgrep when :func:`find_ripgrep` finds it. The answer
+is one by construction: ripgrep only proposes lines (every line it matches, plus
+every line holding a non-ASCII byte or a control character where the two regex
+engines differ), and Python's ``re`` decides each, with the decoding below. The
+rules both follow:
 
 * **Order**: by path, compared component by component (``a/b`` before ``a.txt``), then
   by line number. ``max_results`` keeps the first matches in that order.
@@ -15,8 +19,13 @@ it) and ``"python"`` walks the tree itself. ``"auto"`` picks ripgrep when
   repository). Nothing else is read: no ``.ignore``/``.rgignore``, no global git
   excludes, no ``.gitignore`` above ``root``. A ``glob`` never re-includes an ignored
   file.
-* **Binary files**: a file containing a NUL byte is skipped. Text is decoded as UTF-8;
-  invalid bytes become U+FFFD in the returned line.
+* **Binary files**: a file containing a NUL byte is skipped.
+* **Decoding**: a file that is valid UTF-8 is read as UTF-8; any other file is read as
+  windows-1252 (the WHATWG "latin1": every byte is a character, so a Latin-1 ``café``
+  is found by ``caf.`` and shown as ``café``).
+* **Case folding** (``case_sensitive=False``): Python's ``re.IGNORECASE`` on Unicode
+  text: simple lowercase mappings plus Python's equivalence sets, so ``i`` also
+  matches ``İ`` and ``ı``, ``s`` matches ``ſ``, ``k`` matches the Kelvin sign.
 * **Globs** (``globs``): gitignore-style globs matched against each file's path
   relative to ``root`` (``*`` and ``?`` stop at ``/``, ``**`` crosses directories,
   ``{a,b}`` alternatives, a glob without ``/`` matches the file name at any depth).
@@ -47,6 +56,8 @@ import os
 import re
 import shutil
 import subprocess
+import sys
+import sysconfig
 import tempfile
 import warnings
 from collections.abc import Callable, Iterable, Iterator, Sequence
@@ -61,6 +72,7 @@ from ctxnb.errors import CtxnbError, NotFoundError
 __all__ = [
     "InvalidPatternError",
     "Match",
+    "find_ripgrep",
     "glob_files",
     "ripgrep_available",
     "search",
@@ -94,9 +106,30 @@ class Match(NamedTuple):
     column: int = 1
 
 
+RG_ENV = "CTXNB_RG"
+
+
+def find_ripgrep() -> str | None:
+    """The ``rg`` to run: ``$CTXNB_RG`` if set (empty: none), else the ``ripgrep``
+    wheel's (installed beside the running Python), else the first on ``PATH``.
+
+    Example:
+        >>> find_ripgrep() is None or find_ripgrep().endswith("rg")
+        True
+    """
+    chosen = os.environ.get(RG_ENV)
+    if chosen is not None:
+        return chosen or None
+    for scripts in (sysconfig.get_path("scripts"), os.path.dirname(sys.executable)):
+        candidate = os.path.join(scripts, "rg")
+        if os.access(candidate, os.X_OK) and os.path.isfile(candidate):
+            return candidate
+    return shutil.which("rg")
+
+
 def ripgrep_available() -> bool:
-    """Whether the ``rg`` executable is on ``PATH``."""
-    return shutil.which("rg") is not None
+    """Whether :func:`find_ripgrep` finds an ``rg`` executable."""
+    return find_ripgrep() is not None
 
 
 # --------------------------------------------------------------------------- patterns
@@ -450,6 +483,57 @@ def _walk(
     yield from visit(root, "")
 
 
+# windows-1252 as WHATWG defines it: cp1252, with its five unassigned bytes read as the
+# C1 controls of the same value (so every byte is one character, as in Latin-1).
+_WIN1252 = {
+    0x80 + k: ch
+    for k, ch in enumerate(bytes(range(0x80, 0xA0)).decode("cp1252", errors="replace"))
+    if ch != "\ufffd"
+}
+
+
+def decode_text(data: bytes) -> str:
+    """A file's text as search reads it: UTF-8 if valid, else windows-1252.
+
+    Example:
+        >>> decode_text("café".encode()), decode_text("café".encode("latin-1"))
+        ('café', 'café')
+    """
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError:
+        return data.decode("latin-1").translate(_WIN1252)
+
+
+def _file_matches(
+    rel: str, text: str, compiled: re.Pattern[str], prefilter: re.Pattern[str] | None
+) -> list[Match]:
+    """The matching lines of one file's text, in line order."""
+    if prefilter is not None and prefilter.search(text) is None:
+        return []
+    lines = text.split("\n")
+    if lines[-1] == "":
+        lines.pop()  # the final newline ends the last line; it does not open one
+    out = []
+    for number, line in enumerate(lines, start=1):
+        m = compiled.search(line)
+        if m is not None:
+            shown = line[:-1] if line.endswith("\r") else line
+            out.append(Match(rel, number, shown, m.start() + 1))
+    return out
+
+
+def _read_text(path: Path) -> str | None:
+    """The file's text, or None when it cannot be read or is binary (a NUL byte)."""
+    try:
+        data = path.read_bytes()
+    except OSError:
+        return None
+    if b"\0" in data:
+        return None
+    return decode_text(data)
+
+
 def _search_python(
     root: Path,
     compiled: re.Pattern[str],
@@ -462,28 +546,77 @@ def _search_python(
     prefilter = re.compile(compiled.pattern, compiled.flags | re.MULTILINE)
     matches: list[Match] = []
     for rel, path in _walk(root, glob_filter, exclude):
-        try:
-            data = path.read_bytes()
-        except OSError:
+        text = _read_text(path)
+        if text is None:
             continue
-        if b"\0" in data:
-            continue
-        text = data.decode("utf-8", errors="replace")
-        if prefilter.search(text) is None:
-            continue
-        lines = text.split("\n")
-        if lines[-1] == "":
-            lines.pop()  # the final newline ends the last line; it does not open one
-        for number, line in enumerate(lines, start=1):
-            m = compiled.search(line)
-            if m is None:
-                continue
-            shown = line[:-1] if line.endswith("\r") else line
-            matches.append(Match(rel, number, shown, m.start() + 1))
-            if max_results is not None and len(matches) >= max_results:
-                # The walk is already in result order, so the first N are final.
-                return matches
+        matches.extend(_file_matches(rel, text, compiled, prefilter))
+        if max_results is not None and len(matches) >= max_results:
+            # The walk is already in result order, so the first N are final.
+            return matches[:max_results]
     return matches
+
+
+# Lines ripgrep must also propose, so that Python decides them: any non-ASCII byte
+# (invalid UTF-8, and Unicode case folding, which differ between the engines) and the
+# controls Python's \s matches but Rust's does not.
+_RG_ALSO = r"(?-u)[\x1c-\x1f\x80-\xff]"
+# Characters Python folds to an ASCII letter when ignoring case and Rust's regex does
+# not: with one of them, an ASCII-only line can match in Python alone.
+_FOLDS_TO_ASCII = frozenset("\u0130\u0131")
+# ASCII letters whose case-insensitive class in Python holds a non-ASCII character
+# (İ ı, ſ, the Kelvin sign).
+_FOLDS_FROM_ASCII = frozenset(map(ord, "iIsSkK"))
+
+
+def _ascii_only(compiled: re.Pattern[str]) -> bool:
+    """Whether every match of the pattern is ASCII text and depends on nothing else.
+
+    Then a line Python matches holds the same ASCII bytes whatever the decoding, and
+    ripgrep finds it with the pattern alone; otherwise ripgrep must also propose the
+    lines Python may read differently (``_RG_ALSO``).
+    """
+    try:
+        from re import _constants as c  # type: ignore[attr-defined]
+        from re import _parser as parser  # type: ignore[attr-defined]
+    except ImportError:  # pragma: no cover - other Python versions: take the safe path
+        return False
+
+    def char_ok(code: int, fold: bool) -> bool:
+        return code < 0x80 and not 0x1C <= code <= 0x1F and not (fold and code in _FOLDS_FROM_ASCII)
+
+    def ok(items: Any, fold: bool) -> bool:
+        for op, av in items:
+            if op is c.LITERAL:
+                if not char_ok(av, fold):
+                    return False
+            elif op is c.IN:
+                for item_op, item_av in av:
+                    if item_op is c.LITERAL and char_ok(item_av, fold):
+                        continue
+                    if item_op is c.RANGE and all(
+                        char_ok(k, fold) for k in range(item_av[0], item_av[1] + 1)
+                    ):
+                        continue
+                    return False  # a negated set, \w, \d, \s …
+            elif op is c.AT:
+                if av not in (c.AT_BEGINNING, c.AT_END):
+                    return False  # \b and \B look at a neighbour that may not be ASCII
+            elif op in (c.MAX_REPEAT, c.MIN_REPEAT):
+                if not ok(av[2], fold):
+                    return False
+            elif op is c.SUBPATTERN:
+                _group, add, remove, sub = av
+                inner = (fold or bool(add & re.IGNORECASE)) and not remove & re.IGNORECASE
+                if not ok(sub, inner):
+                    return False
+            elif op is c.BRANCH:
+                if not all(ok(branch, fold) for branch in av[1]):
+                    return False
+            else:
+                return False  # ".", a negated literal, anything else: not provably ASCII
+        return True
+
+    return ok(parser.parse(compiled.pattern, compiled.flags), bool(compiled.flags & re.IGNORECASE))
 
 
 def _search_ripgrep(
@@ -496,12 +629,14 @@ def _search_ripgrep(
     glob_filter: _GlobFilter,
     exclude: Callable[[str], bool] | None,
 ) -> list[Match]:
-    rg = shutil.which("rg")
+    rg = find_ripgrep()
     if rg is None:
         raise CtxnbError(
-            "ripgrep ('rg') is not installed; install it (e.g. 'apt-get install ripgrep' "
-            "or 'brew install ripgrep') or pass backend='python'"
+            "ripgrep ('rg') is not installed; reinstall ctxnb (its 'ripgrep' dependency "
+            f"ships rg), put rg on PATH or name it in ${RG_ENV}, or pass backend='python'"
         )
+    if _FOLDS_TO_ASCII & set(pattern):  # (an inline "(?i)" may turn folding on)
+        return _search_python(root, compiled, glob_filter, exclude, None)
     cmd = [
         rg,
         # Plain "path NUL line:column:text" records: parsing them is several times
@@ -525,13 +660,14 @@ def _search_ripgrep(
         "none",
         "--case-sensitive" if case_sensitive else "--ignore-case",
     ]
-    if not regex:
-        cmd.append("--fixed-strings")
     for glob in globs:
         cmd += ["--glob", glob]
     for name in sorted(ALWAYS_EXCLUDED):
         cmd += ["--glob", f"!{name}"]  # last, so no include glob can bring them back
-    cmd += ["--regexp", pattern, "--", "."]
+    cmd += ["--regexp", pattern if regex else re.escape(pattern)]
+    if not _ascii_only(compiled):
+        cmd += ["--regexp", _RG_ALSO]
+    cmd += ["--", "."]
     # Parse while rg is still searching; stderr goes to a file so that a flood of
     # warnings (unreadable files) cannot fill a pipe and stall rg.
     with (
@@ -539,7 +675,7 @@ def _search_ripgrep(
         subprocess.Popen(cmd, cwd=root, stdout=subprocess.PIPE, stderr=errors) as proc,
     ):
         assert proc.stdout is not None
-        by_file, binary = _parse_rg(proc.stdout, root, glob_filter, exclude)
+        by_file, binary, other = _parse_rg(proc.stdout, root, compiled, glob_filter, exclude)
         returncode = proc.wait()
         if returncode not in (0, 1) and not by_file:
             errors.seek(0)
@@ -547,24 +683,34 @@ def _search_ripgrep(
             raise CtxnbError(f"ripgrep failed (exit {returncode}): {message}; try backend='python'")
     for raw in binary:
         by_file.pop(os.fsdecode(raw).removeprefix("./"), None)
-    return _in_order(by_file)
+    for rel in other:  # not UTF-8: Python reads the whole file as windows-1252
+        text = _read_text(root / rel)
+        by_file[rel] = [] if text is None else _file_matches(rel, text, compiled, None)
+    return _in_order({rel: found for rel, found in by_file.items() if found})
 
 
 def _parse_rg(
     stream: Iterable[bytes],
     root: Path,
+    compiled: re.Pattern[str],
     glob_filter: _GlobFilter,
     exclude: Callable[[str], bool] | None,
-) -> tuple[dict[str, list[Match]], set[bytes]]:
-    """Read rg's ``path NUL line:column:text`` records, grouped by file."""
+) -> tuple[dict[str, list[Match]], set[bytes], set[str]]:
+    """Read rg's ``path NUL line:column:text`` records and let Python decide each line.
+
+    Returns the matches by file, the files rg found binary, and the files that are
+    not UTF-8 (searched again whole by the caller).
+    """
     ignores = _Ignores(root)
     by_file: dict[str, list[Match]] = {}
     binary: set[bytes] = set()
+    other: set[str] = set()
     current: bytes | None = None
     rel = ""
     ok = False
     bucket: list[Match] = []
     new_match = Match._make
+    search_line = compiled.search
     for line in stream:
         raw_path, nul, rest = line.partition(b"\0")
         if not nul:
@@ -579,17 +725,20 @@ def _parse_rg(
             rel = os.fsdecode(raw_path).removeprefix("./")
             ok = _rg_keep(rel, ignores, glob_filter, exclude)
             bucket = by_file.setdefault(rel, [])
-        if not ok:
+        if not ok or rel in other:
             continue
-        number, column, text = rest.split(b":", 2)
-        # Drop "\n", and the "\r" of "\r\n" (only one, as the Python backend does).
-        text = text[:-2] if text.endswith(b"\r\n") else text[:-1]
-        if text.isascii():
-            bucket.append(new_match((rel, int(number), text.decode("ascii"), int(column))))
-        else:
-            col = len(text[: int(column) - 1].decode("utf-8", errors="replace")) + 1
-            bucket.append(new_match((rel, int(number), text.decode("utf-8", "replace"), col)))
-    return by_file, binary
+        number, _column, raw = rest.split(b":", 2)
+        raw = raw[:-1] if raw.endswith(b"\n") else raw  # the "\r" of "\r\n" stays, as in Python
+        try:
+            text = raw.decode("ascii") if raw.isascii() else raw.decode("utf-8")
+        except UnicodeDecodeError:
+            other.add(rel)
+            continue
+        m = search_line(text)
+        if m is not None:
+            shown = text[:-1] if text.endswith("\r") else text
+            bucket.append(new_match((rel, int(number), shown, m.start() + 1)))
+    return by_file, binary, other
 
 
 def _in_order(by_file: dict[str, list[Match]]) -> list[Match]:
