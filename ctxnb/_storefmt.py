@@ -15,11 +15,11 @@ from __future__ import annotations
 import json
 import math
 import os
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
+from contextlib import contextmanager
 from typing import Any
 
 import pyarrow as pa
-import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from .errors import CorruptStoreError, StoreError
@@ -130,17 +130,6 @@ SCHEMA: pa.Schema = pa.schema(
     metadata={META_KEY: str(FORMAT_VERSION).encode()},
 )
 DATA_COLUMNS: tuple[str, ...] = tuple(n for n in SCHEMA.names if n not in ("tx_id", "tx_time"))
-
-# The doc cache kept next to each snapshot: one JSON document per row, same row order.
-DOCS_SCHEMA: pa.Schema = pa.schema(
-    [
-        pa.field("xt_id", pa.string(), nullable=False),
-        pa.field("tx_id", pa.int64(), nullable=False),
-        pa.field("type", pa.string(), nullable=False),
-        pa.field("doc", pa.large_binary(), nullable=False),
-    ],
-    metadata={META_KEY: str(FORMAT_VERSION).encode()},
-)
 
 
 def dumps(value: Any) -> str:
@@ -332,156 +321,79 @@ def fsync_dir(path: str | os.PathLike[str]) -> None:
         os.close(fd)
 
 
-def _publish(tmp: str, final: str, write: Callable[[str], None]) -> int:
-    """Write ``tmp`` with ``write``, fsync it, rename it to ``final``; returns the size.
+@contextmanager
+def publishing(tmp: str, final: str) -> Iterator[str]:
+    """Write ``tmp`` in the block; on success fsync it and rename it to ``final``.
 
     A failure anywhere removes ``tmp``: readers only ever see whole files.
     """
     try:
-        write(tmp)
+        yield tmp
         _fsync_file(tmp)
         os.replace(tmp, final)
     except BaseException:
         _unlink_quiet(tmp)
         raise
-    return os.path.getsize(final)
+
+
+def parquet_writer(path: str) -> pq.ParquetWriter:
+    """A writer of store Parquet (zstd, envelope statistics, page checksums)."""
+    return pq.ParquetWriter(
+        path,
+        SCHEMA,
+        compression="zstd",
+        write_statistics=STATS_COLUMNS,
+        write_page_checksum=True,
+    )
 
 
 def write_parquet(table: pa.Table, tmp: str, final: str, *, row_group_size: int = 65536) -> int:
     """Write ``table`` to ``tmp``, fsync, rename to ``final``; returns the file size."""
-    return _publish(
-        tmp,
-        final,
-        lambda path: pq.write_table(
-            table,
-            path,
-            compression="zstd",
-            write_statistics=STATS_COLUMNS,
-            write_page_checksum=True,
-            row_group_size=row_group_size,
-        ),
+    with publishing(tmp, final), parquet_writer(tmp) as writer:
+        writer.write_table(table, row_group_size=row_group_size)
+    return os.path.getsize(final)
+
+
+def _open_parquet(path: str) -> pq.ParquetFile:
+    pf = pq.ParquetFile(path, page_checksum_verification=True)
+    meta = pf.schema_arrow.metadata or {}
+    if META_KEY not in meta:
+        raise CorruptStoreError(
+            f"{path} is a Parquet file but not one ctxnb wrote (no {META_KEY.decode()} "
+            "key); move it out of the store directory",
+            path=path,
+        )
+    return pf
+
+
+def _damaged(path: str, exc: Exception) -> CorruptStoreError:
+    return CorruptStoreError(
+        f"{path} cannot be read as Parquet ({exc}); the file is damaged. Restore it "
+        "from a backup of the store directory",
+        path=path,
     )
 
 
 def read_parquet(path: str, *, columns: Iterable[str] | None = None) -> pa.Table:
     """Read a store Parquet file, refusing foreign or damaged ones with a clear error."""
     try:
-        pf = pq.ParquetFile(path, page_checksum_verification=True)
-        meta = pf.schema_arrow.metadata or {}
-        if META_KEY not in meta:
-            raise CorruptStoreError(
-                f"{path} is a Parquet file but not one ctxnb wrote (no {META_KEY.decode()} "
-                "key); move it out of the store directory",
-                path=path,
-            )
-        return pf.read(columns=list(columns) if columns is not None else None)
-    except FileNotFoundError:
-        raise
-    except CorruptStoreError:
+        return _open_parquet(path).read(columns=list(columns) if columns is not None else None)
+    except (FileNotFoundError, CorruptStoreError):
         raise
     except (OSError, pa.ArrowException) as exc:
-        raise CorruptStoreError(
-            f"{path} cannot be read as Parquet ({exc}); the file is damaged. Restore it "
-            "from a backup of the store directory",
-            path=path,
-        ) from exc
+        raise _damaged(path, exc) from exc
 
 
-def write_docs(table: pa.Table, tmp: str, final: str) -> int:
-    """Write the doc cache (Arrow IPC file, uncompressed so it can be memory-mapped)."""
-
-    def write(path: str) -> None:
-        with pa.OSFile(path, "wb") as sink, pa.ipc.new_file(sink, DOCS_SCHEMA) as writer:
-            writer.write_table(table.combine_chunks(), max_chunksize=max(table.num_rows, 1))
-
-    return _publish(tmp, final, write)
-
-
-class DocsFile:
-    """A memory-mapped doc cache: rows sorted by (xt_id, tx_id), one JSON doc each.
-
-    Lookups go through plain memoryviews, which is what makes ``get`` and ``history``
-    fast without holding a Python object per version.
-    """
-
-    __slots__ = ("path", "_mm", "_batch", "index", "starts", "txs", "offsets", "data", "rows")
-
-    def __init__(self, path: str, expected_rows: int) -> None:
-        self.path = path
-        try:
-            self._mm = pa.memory_map(path, "r")
-            reader = pa.ipc.open_file(self._mm)
-            if not reader.schema.equals(DOCS_SCHEMA, check_metadata=False):
-                raise CorruptStoreError(f"{path} has an unexpected schema", path=path)
-            batches = [reader.get_batch(i) for i in range(reader.num_record_batches)]
-        except CorruptStoreError:
-            raise
-        except (OSError, pa.ArrowException) as exc:
-            raise CorruptStoreError(f"{path} cannot be read ({exc})", path=path) from exc
-        if len(batches) == 1:
-            batch = batches[0]
-        elif not batches:
-            batch = pa.RecordBatch.from_pylist([], schema=DOCS_SCHEMA)
-        else:
-            raise CorruptStoreError(f"{path} has {len(batches)} batches, expected 1", path=path)
-        if batch.num_rows != expected_rows:
-            raise CorruptStoreError(
-                f"{path} has {batch.num_rows} rows, the transaction log says {expected_rows}",
-                path=path,
-            )
-        self._batch = batch
-        self.rows = batch.num_rows
-        ids = batch.column(0)
-        if self.rows:
-            change = pc.not_equal(ids.slice(1), ids.slice(0, self.rows - 1))
-            bounds = pc.add(pc.indices_nonzero(change), 1).to_pylist()
-            uniq = pc.take(ids, pa.array([0, *bounds], pa.int64())).to_pylist()
-            self.starts: list[int] = [0, *bounds, self.rows]
-            self.index: dict[str, int] = dict(zip(uniq, range(len(uniq)), strict=True))
-        else:
-            self.starts, self.index = [0], {}
-        self.txs = _values_view(batch.column(1), "q")
-        doc = batch.column(3)
-        bufs = doc.buffers()
-        if doc.offset != 0:
-            raise CorruptStoreError(f"{path}: unexpected array offset", path=path)
-        self.offsets = memoryview(bufs[1]).cast("B").cast("q")  # type: ignore[arg-type]
-        self.data = memoryview(bufs[2]) if bufs[2] is not None else memoryview(b"")  # type: ignore[arg-type]
-
-    @property
-    def table(self) -> pa.Table:
-        return pa.Table.from_batches([self._batch])
-
-    def blob(self, row: int) -> memoryview:
-        return self.data[self.offsets[row] : self.offsets[row + 1]]
-
-    def latest_rows(self) -> list[int]:
-        return [s - 1 for s in self.starts[1:]]
-
-    def close(self) -> None:
-        for view in (self.txs, self.offsets, self.data):
-            view.release()
-        self._batch = None  # type: ignore[assignment]
-        self._mm.close()
-
-
-def _values_view(arr: pa.Array, fmt: str) -> memoryview:
-    buf = arr.buffers()[1]
-    start = arr.offset
-    view = memoryview(buf).cast("B").cast(fmt)  # type: ignore[arg-type]
-    return view[start : start + len(arr)]
-
-
-def docs_table(ids: list[str], txs: list[int], types: list[str], blobs: list[bytes]) -> pa.Table:
-    return pa.Table.from_arrays(
-        [
-            pa.array(ids, pa.string()),
-            pa.array(txs, pa.int64()),
-            pa.array(types, pa.string()),
-            pa.array(blobs, pa.large_binary()),
-        ],
-        schema=DOCS_SCHEMA,
-    )
+def row_groups(path: str) -> Iterator[pa.Table]:
+    """A store Parquet file one row group at a time (what keeps compaction's memory flat)."""
+    try:
+        pf = _open_parquet(path)
+        for i in range(pf.num_row_groups):
+            yield pf.read_row_group(i).replace_schema_metadata(SCHEMA.metadata)
+    except (FileNotFoundError, CorruptStoreError):
+        raise
+    except (OSError, pa.ArrowException) as exc:
+        raise _damaged(path, exc) from exc
 
 
 def _fsync_file(path: str) -> None:

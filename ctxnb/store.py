@@ -26,6 +26,7 @@ import fcntl
 import json
 import logging
 import os
+import random
 import secrets
 import threading
 from collections.abc import Callable, Iterable, Mapping
@@ -38,6 +39,7 @@ from typing import Any, Literal
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from . import _storecache as cache
 from . import _storefmt as fmt
 from . import _storelog as tlog
 from .errors import CorruptStoreError, StoreError
@@ -112,7 +114,7 @@ class _Snapshot:
 
     __slots__ = ("entry", "docs")
 
-    def __init__(self, entry: tlog.CompactEntry, docs: fmt.DocsFile) -> None:
+    def __init__(self, entry: tlog.CompactEntry, docs: cache.DocsFile) -> None:
         self.entry = entry
         self.docs = docs
 
@@ -429,7 +431,7 @@ class ObjectStore:
             )
         return fmt.decode(table)
 
-    def _open_docs(self, e: tlog.CompactEntry) -> fmt.DocsFile:
+    def _open_docs(self, e: tlog.CompactEntry) -> cache.DocsFile:
         parquet = self._abs(e.file)
         size = os.path.getsize(parquet)
         if size != e.size:
@@ -442,23 +444,33 @@ class ObjectStore:
         try:
             if os.path.getsize(docs_path) != e.docs_size:
                 raise CorruptStoreError(f"{docs_path} has the wrong size", path=docs_path)
-            return fmt.DocsFile(docs_path, e.rows)
+            return cache.DocsFile(docs_path, e.rows)
         except (CorruptStoreError, FileNotFoundError) as exc:
             if not os.path.exists(parquet):
                 raise
             # The doc cache is derived from the snapshot Parquet: rebuild it.
             log.warning("rebuilding the doc cache %s from %s (%s)", docs_path, parquet, exc)
-            table = fmt.read_parquet(parquet)
-            docs = fmt.decode(table)
-            cache = fmt.docs_table(
-                [d[fmt.ID_KEY] for d in docs],
-                table.column("tx_id").to_pylist(),
-                [d["type"] for d in docs],
-                [fmt.dumps(d).encode() for d in docs],
-            )
-            tmp = self._tmp_name(SNAPSHOTS, os.path.basename(docs_path))
-            fmt.write_docs(cache, tmp, docs_path)
-            return fmt.DocsFile(docs_path, e.rows)
+            self._rebuild_docs(parquet, docs_path)
+            return cache.DocsFile(docs_path, e.rows)
+
+    def _rebuild_docs(self, parquet: str, docs_path: str) -> None:
+        """Write the doc cache of a snapshot from its Parquet, one row group at a time."""
+        groups = fmt.row_groups(parquet)
+        first = next(groups, None)
+        chunks = [] if first is None else [first]
+
+        def blobs(chunk: pa.Table) -> list[bytes]:
+            return [fmt.dumps(d).encode() for d in fmt.decode(chunk)]
+
+        tmp = self._tmp_name(SNAPSHOTS, os.path.basename(docs_path))
+        first_blobs = blobs(first) if first is not None else []
+        with (
+            fmt.publishing(tmp, docs_path),
+            cache.writing(tmp, cache.train_dict(first_blobs)) as writer,
+        ):
+            for chunk in [*chunks, *groups]:
+                data = first_blobs if chunk is first else blobs(chunk)
+                writer.write(*_cache_columns(chunk), data)
 
     def _tmp_name(self, sub: str, name: str) -> str:
         return os.path.join(self._dir, sub, f"{tlog.TMP_PREFIX}{secrets.token_hex(4)}-{name}")
@@ -625,44 +637,27 @@ class ObjectStore:
             )
         upto = len(self._txs)
         replaced = [s.file for s in segs if s.file]
-        tables = []
         if snap is not None:
             replaced += [snap.entry.file, snap.entry.docs]
-            tables.append(fmt.read_parquet(self._abs(snap.entry.file)))
-        tables += [fmt.read_parquet(self._abs(s.file)) for s in segs if s.file]
         bytes_before = sum(os.path.getsize(self._abs(f)) for f in replaced)
-        keys = [("xt_id", "ascending"), ("tx_id", "ascending")]
-        merged = pa.concat_tables(tables)
-        merged = merged.take(pc.sort_indices(merged, sort_keys=keys))
-        ids, txs, types, blobs = [], [], [], []
-        for key, versions in self._overlay.items():
-            for tx, blob, typ in versions:
-                ids.append(key)
-                txs.append(tx)
-                types.append(typ)
-                blobs.append(blob)
-        cache_parts = [fmt.docs_table(ids, txs, types, blobs)]
-        if snap is not None:
-            cache_parts.insert(0, snap.docs.table)
-        cache = pa.concat_tables(cache_parts)
-        cache = cache.take(pc.sort_indices(cache, sort_keys=keys))
-        if not (
-            cache.column("xt_id").equals(merged.column("xt_id"))
-            and cache.column("tx_id").equals(merged.column("tx_id"))
-        ):
-            raise StoreError(
-                f"compaction of {self._dir} stopped: the in-memory view does not match the "
-                "Parquet files. Nothing was changed; reopen the store and retry"
-            )
-        token = secrets.token_hex(4)
-        name = f"snap-{upto:012d}-{token}"
+        new, new_blobs = self._pending_versions(segs)
+        zdict = cache.train_dict(self._dict_samples(new_blobs))
+        name = f"snap-{upto:012d}-{secrets.token_hex(4)}"
         folder = os.path.join(self._dir, SNAPSHOTS)
-        size = fmt.write_parquet(
-            merged, self._tmp_name(SNAPSHOTS, name), os.path.join(folder, name + ".parquet")
+        final, docs_final = (
+            os.path.join(folder, name + ext) for ext in (".parquet", ".docs.arrow")
         )
-        docs_size = fmt.write_docs(
-            cache, self._tmp_name(SNAPSHOTS, name), os.path.join(folder, name + ".docs.arrow")
-        )
+        tmp, docs_tmp = self._tmp_name(SNAPSHOTS, name), self._tmp_name(SNAPSHOTS, name + "-docs")
+        with (
+            fmt.publishing(tmp, final),
+            fmt.parquet_writer(tmp) as pw,
+            fmt.publishing(docs_tmp, docs_final),
+            cache.writing(docs_tmp, zdict) as dw,
+        ):
+            sink = _MergeSink(pw, dw)
+            self._merge_snapshot(sink, new, new_blobs)
+            sink.finish()
+        size, docs_size = os.path.getsize(final), os.path.getsize(docs_final)
         fmt.fsync_dir(folder)
         entry = tlog.CompactEntry(
             upto=upto,
@@ -670,7 +665,7 @@ class ObjectStore:
             size=size,
             docs=f"{SNAPSHOTS}/{name}.docs.arrow",
             docs_size=docs_size,
-            rows=merged.num_rows,
+            rows=sink.rows,
             replaces=tuple(replaced),
         )
         self._writer_fd = self._lock(WRITER_LOCK, self._writer_fd)
@@ -687,8 +682,77 @@ class ObjectStore:
         self._cleanup_snapshots()
         fmt.fsync_dir(os.path.join(self._dir, SEGMENTS))
         return CompactReport(
-            upto, len(segs), merged.num_rows, self._abs(entry.file), bytes_before, size + docs_size
+            upto, len(segs), sink.rows, self._abs(entry.file), bytes_before, size + docs_size
         )
+
+    def _pending_versions(self, segs: list[tlog.TxEntry]) -> tuple[pa.Table, list[bytes]]:
+        """The versions newer than the snapshot, sorted by (id, tx), with their JSON."""
+        schema = fmt.SCHEMA
+        tables = [
+            fmt.read_parquet(self._abs(s.file)).replace_schema_metadata(schema.metadata)
+            for s in segs
+            if s.file
+        ]
+        new = pa.concat_tables(tables) if tables else schema.empty_table()
+        new = new.take(pc.sort_indices(new, sort_keys=_SORT_KEYS))
+        ids, txs, blobs = [], [], []
+        for key in sorted(self._overlay):
+            for tx, blob, _ in self._overlay[key]:
+                ids.append(key)
+                txs.append(tx)
+                blobs.append(blob)
+        if new.column("xt_id").to_pylist() != ids or new.column("tx_id").to_pylist() != txs:
+            raise StoreError(
+                f"compaction of {self._dir} stopped: the in-memory view does not match the "
+                "Parquet files. Nothing was changed; reopen the store and retry"
+            )
+        return new, blobs
+
+    def _dict_samples(self, new_blobs: list[bytes]) -> list[bytes]:
+        """Documents to train the new snapshot's zstd dictionary on: old and new alike."""
+        rng = random.Random(len(new_blobs))
+        picked = rng.sample(new_blobs, min(len(new_blobs), 2000))
+        docs = self._snap.docs if self._snap else None
+        if docs is not None and docs.rows:
+            picked += [docs.raw(rng.randrange(docs.rows)) for _ in range(min(docs.rows, 2000))]
+        return picked
+
+    def _merge_snapshot(self, sink: _MergeSink, new: pa.Table, new_blobs: list[bytes]) -> None:
+        """Stream the old snapshot row group by row group, folding in the new versions.
+
+        Both inputs are sorted by (id, tx) and every new version is later than every old
+        one, so new versions of ids below a row group's last id belong with that group.
+        """
+        new_ids = new.column("xt_id").to_pylist()
+        pos = row = 0
+        snap = self._snap
+        if snap is not None:
+            docs = snap.docs
+            old_ids, old_txs = docs.ids(), docs.tx_array()
+            for chunk in fmt.row_groups(self._abs(snap.entry.file)):
+                n = chunk.num_rows
+                if not n:
+                    continue
+                if not (
+                    chunk.column("xt_id").equals(pa.chunked_array([old_ids.slice(row, n)]))
+                    and chunk.column("tx_id").equals(pa.chunked_array([old_txs.slice(row, n)]))
+                ):
+                    raise CorruptStoreError(
+                        f"{docs.path} does not match its snapshot at row {row}; delete it "
+                        "and reopen the store to rebuild it",
+                        path=docs.path,
+                    )
+                end = bisect.bisect_left(new_ids, chunk.column("xt_id")[n - 1].as_py(), pos)
+                old = [docs.raw(r) for r in range(row, row + n)]
+                sink.add(chunk, old, new.slice(pos, end - pos), new_blobs[pos:end])
+                pos, row = end, row + n
+            if row != docs.rows:
+                raise CorruptStoreError(
+                    f"{self._abs(snap.entry.file)} has {row} rows, its doc cache "
+                    f"{docs.rows}; the snapshot is damaged. Restore it from a backup",
+                    path=self._abs(snap.entry.file),
+                )
+        sink.add(None, [], new.slice(pos), new_blobs[pos:])
 
     def _cleanup_snapshots(self) -> None:
         """Remove snapshot files no longer current (needs the compaction lock)."""
@@ -726,7 +790,7 @@ class ObjectStore:
             if snap is not None:
                 k = snap.docs.index.get(id)
                 if k is not None:
-                    return json.loads(bytes(snap.docs.blob(snap.docs.starts[k + 1] - 1)))
+                    return json.loads(snap.docs.raw(snap.docs.starts[k + 1] - 1))
             return None
 
     def get_many(self, ids: Iterable[str]) -> dict[str, dict[str, Any]]:
@@ -754,7 +818,7 @@ class ObjectStore:
                 elif snap is not None:
                     k = snap.index.get(key)
                     if k is not None:
-                        out[key] = loads(bytes(snap.blob(snap.starts[k + 1] - 1)))
+                        out[key] = loads(snap.raw(snap.starts[k + 1] - 1))
             return out
 
     def latest_tx_of(self, id: str) -> int | None:
@@ -801,10 +865,10 @@ class ObjectStore:
             if snap is not None:
                 k = snap.index.get(id)
                 if k is not None:
-                    txs, blob = snap.txs, snap.blob
+                    txs, raw = snap.txs, snap.raw
                     for row in range(snap.starts[k], snap.starts[k + 1]):
                         tx = txs[row]
-                        out.append(Version(json.loads(bytes(blob(row))), tx, times[tx - 1]))
+                        out.append(Version(json.loads(raw(row)), tx, times[tx - 1]))
             for tx, data, _ in self._overlay.get(id, ()):
                 out.append(Version(json.loads(data), tx, times[tx - 1]))
             return out
@@ -844,7 +908,7 @@ class ObjectStore:
                     txs = snap.txs
                     for row in range(snap.starts[k + 1] - 1, snap.starts[k] - 1, -1):
                         if txs[row] <= limit:
-                            return json.loads(bytes(snap.blob(row)))
+                            return json.loads(snap.raw(row))
             return None
 
     def _resolve_tx(self, tx: int | datetime | TxRecord | None) -> int | None:
@@ -883,9 +947,8 @@ class ObjectStore:
                     out.update(snap.index)
                 else:
                     latest = pa.array(snap.latest_rows(), pa.int64())
-                    batch_types = snap.table.column("type").take(latest)
-                    mask = pc.equal(batch_types, type)
-                    ids = snap.table.column("xt_id").take(latest).filter(mask)
+                    mask = pc.equal(snap.types().take(latest), type)
+                    ids = snap.ids().take(latest).filter(mask)
                     out.update(ids.to_pylist())
             for key, versions in self._overlay.items():
                 if type is None or versions[-1][2] == type:
@@ -1055,6 +1118,61 @@ class ObjectStore:
     def __repr__(self) -> str:
         state = "closed" if self._closed else f"latest_tx={len(self._txs)}"
         return f"ObjectStore({self._dir!r}, {state})"
+
+
+_SORT_KEYS = [("xt_id", "ascending"), ("tx_id", "ascending")]
+
+
+def _cache_columns(table: pa.Table) -> tuple[pa.Array, pa.Array, pa.Array]:
+    return tuple(  # type: ignore[return-value]
+        table.column(c).combine_chunks() for c in ("xt_id", "tx_id", "type")
+    )
+
+
+class _MergeSink:
+    """Collects merged rows and writes them in groups of exactly ``BATCH_ROWS``, so that
+    Parquet row group i and doc-cache batch i hold the same rows."""
+
+    def __init__(self, parquet: Any, docs: cache.DocsWriter) -> None:
+        self._pq, self._docs = parquet, docs
+        self._tables: list[pa.Table] = []
+        self._blobs: list[bytes] = []
+        self._n = 0
+        self.rows = 0
+
+    def add(
+        self, old: pa.Table | None, old_blobs: list[bytes], new: pa.Table, new_blobs: list[bytes]
+    ) -> None:
+        if old is not None and new.num_rows:
+            merged = pa.concat_tables([old, new])
+            order = pc.sort_indices(merged, sort_keys=_SORT_KEYS)
+            both = old_blobs + new_blobs
+            self._push(merged.take(order), [both[i] for i in order.to_pylist()])
+        elif old is not None:
+            self._push(old, old_blobs)
+        else:
+            self._push(new, new_blobs)
+
+    def _push(self, table: pa.Table, blobs: list[bytes]) -> None:
+        self._tables.append(table)
+        self._blobs += blobs
+        self._n += table.num_rows
+        while self._n >= cache.BATCH_ROWS:
+            self._flush(cache.BATCH_ROWS)
+
+    def _flush(self, n: int) -> None:
+        table = pa.concat_tables(self._tables) if len(self._tables) > 1 else self._tables[0]
+        head, rest = table.slice(0, n), table.slice(n)
+        self._pq.write_table(head, row_group_size=cache.BATCH_ROWS)
+        self._docs.write(*_cache_columns(head), self._blobs[:n])
+        self._tables = [rest] if rest.num_rows else []
+        self._blobs = self._blobs[n:]
+        self._n -= n
+        self.rows += n
+
+    def finish(self) -> None:
+        if self._n:
+            self._flush(self._n)
 
 
 def _unlink(path: str) -> None:

@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import base64
 import doctest
 import json
 import os
+import random
 import subprocess
 import sys
 import time
@@ -14,12 +16,15 @@ from typing import Any
 
 import duckdb
 import pandas as pd
+import pyarrow as pa
 import pyarrow.dataset as pads
 import pyarrow.parquet as pq
 import pytest
+import zstandard
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+import ctxnb._storecache
 import ctxnb.store
 from ctxnb.errors import CorruptStoreError, StoreError
 from ctxnb.model import (
@@ -318,6 +323,115 @@ def test_compaction_keeps_every_version_and_every_answer(store: ObjectStore) -> 
         assert _answers(reopened, ids) == before
     assert len(list((store.path / "snapshots").iterdir())) == 2  # parquet + doc cache
     assert store.compact().segments_merged == 0
+
+
+def test_streaming_compaction_merges_row_group_by_row_group(
+    store: ObjectStore, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Groups of 7 rows make every case of the merge happen with a few hundred versions:
+    # ids whose versions straddle groups, new versions of an id in the old snapshot's
+    # last group, ids that sort before, between and after the old ones.
+    monkeypatch.setattr(ctxnb._storecache, "BATCH_ROWS", 7)
+    rng = random.Random(3)
+    expected: dict[str, list[int]] = {}
+    for round_ in range(4):
+        for _ in range(5):
+            keys = rng.sample([f"k{n:03d}" for n in range(60)], rng.randint(1, 25))
+            tx = store.put([{"xt/id": k, "type": "n", "r": round_} for k in keys]).tx_id
+            for k in keys:
+                expected.setdefault(k, []).append(tx)
+        report = store.compact()
+        assert report.versions == sum(map(len, expected.values()))
+        snap = Path(report.snapshot)
+        groups = [
+            pq.ParquetFile(snap).metadata.row_group(i).num_rows
+            for i in range(pq.ParquetFile(snap).num_row_groups)
+        ]
+        assert groups[:-1] == [7] * (len(groups) - 1) and 0 < groups[-1] <= 7
+        with ObjectStore(store.path) as fresh:
+            assert {k: [v.tx_id for v in fresh.history(k)] for k in fresh.ids()} == expected
+        rows = pq.read_table(snap, columns=["xt_id", "tx_id"]).to_pylist()
+        assert rows == sorted(rows, key=lambda r: (r["xt_id"], r["tx_id"]))
+
+
+def test_doc_cache_is_compressed_and_readable_without_ctxnb(store: ObjectStore) -> None:
+    rng = random.Random(5)
+    words = "def return self import class value data path file read write index".split()
+    for t in range(6):
+        store.put(
+            [
+                {"xt/id": f"f{i}", "type": "file", "content": " ".join(rng.choices(words, k=80))}
+                for i in range(t * 150, t * 150 + 600)
+            ]
+        )
+    store.compact()
+    snapshots = store.path / "snapshots"
+    parquet = next(snapshots.glob("*.parquet")).stat().st_size
+    cache_file = next(snapshots.glob("*.docs.arrow"))
+    assert cache_file.stat().st_size <= 2 * parquet
+    # What docs/store-format.md tells an outside reader to do:
+    table = pa.ipc.open_file(pa.memory_map(str(cache_file))).read_all()
+    zdict = zstandard.ZstdCompressionDict(
+        base64.b64decode(table.schema.metadata[b"ctxnb.docs.zstd_dict"])
+    )
+    dctx = zstandard.ZstdDecompressor(dict_data=zdict)
+    rows = table.to_pylist()
+    assert {r["xt_id"] for r in rows} == set(store.ids())
+    for r in rows[::97]:
+        assert json.loads(dctx.decompress(r["doc_zstd"])) == store.as_of(r["xt_id"], r["tx_id"])
+
+
+def _write_layout1_cache(store_dir: Path) -> None:
+    """Replace the doc cache with what ctxnb wrote before layout 2 (plain JSON)."""
+    with ObjectStore(store_dir) as s:
+        rows = [
+            (k, v.tx_id, v.doc["type"], json.dumps(v.doc, separators=(",", ":")).encode())
+            for k in s.ids()
+            for v in s.history(k)
+        ]
+    schema = pa.schema(
+        [
+            pa.field("xt_id", pa.string(), nullable=False),
+            pa.field("tx_id", pa.int64(), nullable=False),
+            pa.field("type", pa.string(), nullable=False),
+            pa.field("doc", pa.large_binary(), nullable=False),
+        ],
+        metadata={b"ctxnb.store.format": b"1"},
+    )
+    table = pa.Table.from_arrays(
+        [pa.array(c, t.type) for c, t in zip(zip(*rows, strict=True), schema, strict=True)],
+        schema=schema,
+    )
+    cache_file = next((store_dir / "snapshots").glob("*.docs.arrow"))
+    with pa.OSFile(str(cache_file), "wb") as sink, pa.ipc.new_file(sink, schema) as w:
+        w.write_table(table)
+    log = store_dir / "txlog"
+    lines = []
+    for line in log.read_text().splitlines():
+        entry = json.loads(line)
+        if entry["op"] == "compact":
+            entry["docs_size"] = cache_file.stat().st_size
+        lines.append(json.dumps(entry, separators=(",", ":")))
+    log.write_text("\n".join(lines) + "\n")
+
+
+def test_store_with_a_layout1_doc_cache_opens_and_compacts(store: ObjectStore, caplog) -> None:
+    store.put(model_docs())
+    store.put([{"xt/id": "tc1", "type": "toolcall", "tool": "t", "status": "fail"}])
+    store.compact()
+    ids = store.ids()
+    before = _answers(store, ids)
+    store.close()
+    _write_layout1_cache(store.path)
+    with ObjectStore(store.path) as old:
+        assert _answers(old, ids) == before
+        old.put([{"xt/id": "tc1", "type": "toolcall", "tool": "t", "status": "ok"}])
+        old.compact()
+        cache_file = next((store.path / "snapshots").glob("*.docs.arrow"))
+        schema = pa.ipc.open_file(pa.memory_map(str(cache_file))).schema
+        assert "doc_zstd" in schema.names
+        assert old.get("tc1")["status"] == "ok" and len(old.history("tc1")) == 3
+    assert "rebuilding" not in caplog.text
 
 
 def test_other_process_sees_commits_and_compactions(store: ObjectStore) -> None:
