@@ -14,7 +14,8 @@ through ``python -m ctxnb``, against ``python -c pass``: median wall time and ra
 The payload is an Edit in scope of the session's intent, so every policy runs.
 Bytecode is written once before timing, as an installed package has it.
 
-Targets: (a) overhead median <= 1 ms; (b) ratio <= 2.5x and median <= 120 ms.
+Targets: (a) the whole governed write <= 5x the bare write + fsync, and the pre+post
+policies (governed minus ungoverned) <= 1 ms; (b) ratio <= 2x and median <= 120 ms.
 
 Run with::
 
@@ -48,7 +49,8 @@ active_intents:
     owned_scope: ["inventory/**"]
 """
 TARGET_OVERHEAD_MS = 1.0
-TARGET_RATIO = 2.5
+TARGET_WRITE_RATIO = 5.0
+TARGET_RATIO = 2.0
 TARGET_PROCESS_MS = 120.0
 
 
@@ -134,15 +136,15 @@ def bench_in_process(root: Path, writes: int) -> None:
         ungoverned.append(time.perf_counter() - start)
     ws.close()
 
-    overhead = _ms(governed) - _ms(bare)
-    verdict = "meets" if overhead <= TARGET_OVERHEAD_MS else "misses"
+    ratio = _ms(governed) / _ms(bare)
+    verdict = "meets" if ratio <= TARGET_WRITE_RATIO else "misses"
     print("(a) governed write_file vs bare write+fsync, in-process")
     print(f"    writes: {writes}")
     print(f"    governed write_file median: {_ms(governed):8.3f} ms")
     print(f"    bare write+fsync median:    {_ms(bare):8.3f} ms")
     print(
-        f"    overhead median:            {overhead:8.3f} ms "
-        f"({verdict} the {TARGET_OVERHEAD_MS} ms target)"
+        f"    ratio:                      {ratio:8.2f}x "
+        f"({verdict} <= {TARGET_WRITE_RATIO:.0f}x; overhead {_ms(governed) - _ms(bare):.3f} ms)"
     )
     policies = _ms(governed) - _ms(ungoverned)
     print(f"    ungoverned write_file median:  {_ms(ungoverned):8.3f} ms (same tools, no engine)")

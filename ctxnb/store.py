@@ -544,8 +544,7 @@ class ObjectStore:
                     name = f"seg-{tx_id:012d}-{secrets.token_hex(4)}.parquet"
                     final = os.path.join(self._dir, SEGMENTS, name)
                     table = fmt.with_tx(data, tx_id, now)
-                    size = fmt.write_parquet(table, self._tmp_name(SEGMENTS, name), final)
-                    fmt.fsync_dir(os.path.join(self._dir, SEGMENTS))
+                    size = fmt.write_segment(table, self._tmp_name(SEGMENTS, name), final)
                     entry = tlog.TxEntry(
                         tx_id, entry.time_us, len(batch), f"{SEGMENTS}/{name}", size
                     )
