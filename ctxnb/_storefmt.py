@@ -337,12 +337,36 @@ def publishing(tmp: str, final: str) -> Iterator[str]:
         raise
 
 
-def parquet_writer(path: str) -> pq.ParquetWriter:
-    """A writer of store Parquet (zstd, envelope statistics, page checksums)."""
+# Columns whose values repeat across rows; dictionary-encoding the others (content,
+# hashes) only costs time before the writer falls back to plain encoding.
+DICT_COLUMNS: list[str] = [
+    "xt_id",
+    "type",
+    "source_type",
+    "source_filesystem_id",
+    "source_path",
+    "identity_hash",
+    "file_type",
+    "tool",
+    "status",
+    "chat_ref",
+    "session_ref",
+    "session_id",
+    "system_prompt_ref",
+]
+
+
+def parquet_writer(path: str, *, compression: str = "zstd") -> pq.ParquetWriter:
+    """A writer of store Parquet (envelope statistics, page checksums).
+
+    Snapshots use zstd (small, kept); segments snappy, which writes about twice as
+    fast and every Parquet reader knows: a segment lives only until the next compaction.
+    """
     return pq.ParquetWriter(
         path,
         SCHEMA,
-        compression="zstd",
+        compression=compression,
+        use_dictionary=DICT_COLUMNS,
         write_statistics=STATS_COLUMNS,
         write_page_checksum=True,
     )
@@ -358,7 +382,7 @@ def write_segment(table: pa.Table, tmp: str, final: str) -> int:
     Returns the file size.
     """
     try:
-        with parquet_writer(tmp) as writer:
+        with parquet_writer(tmp, compression="snappy") as writer:
             writer.write_table(table)
         fd = os.open(tmp, os.O_RDONLY)
     except BaseException:

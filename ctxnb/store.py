@@ -172,8 +172,10 @@ class ObjectStore:
         self._tx_times: list[datetime] = []
         self._segments: dict[int, tlog.TxEntry] = {}  # live segments: tx > snapshot upto
         self._snap: _Snapshot | None = None
-        # Versions newer than the snapshot: id -> [(tx_id, json bytes, type)], oldest first.
-        self._overlay: dict[str, list[tuple[int, bytes, str]]] = {}
+        # Versions newer than the snapshot: id -> [(tx_id, row, type)], oldest first; the
+        # version is row ``row`` of ``self._pending[tx_id]``.
+        self._overlay: dict[str, list[tuple[int, int, str]]] = {}
+        self._pending: dict[int, _PendingSegment] = {}
         self._log_fd: int | None = None
         self._writer_fd: int | None = None
         self._cleaned = False
@@ -370,7 +372,7 @@ class ObjectStore:
             new_snap = _Snapshot(last_compact, self._open_docs(last_compact))
             upto = last_compact.upto
         new_txs = [e for e in entries if isinstance(e, tlog.TxEntry)]
-        loaded: list[tuple[tlog.TxEntry, list[dict[str, Any]]]] = []
+        loaded: list[tuple[tlog.TxEntry, pa.Table]] = []
         try:
             for e in new_txs:
                 if e.tx > upto and e.file is not None:
@@ -389,6 +391,7 @@ class ObjectStore:
             if old is not None:
                 old.docs.close()
             self._segments = {tx: s for tx, s in self._segments.items() if tx > upto}
+            self._pending = {tx: p for tx, p in self._pending.items() if tx > upto}
             for key in list(self._overlay):
                 kept = [v for v in self._overlay[key] if v[0] > upto]
                 if kept:
@@ -400,20 +403,26 @@ class ObjectStore:
             self._add_overlay(e.tx, docs)
         self._log_offset, self._log_lines = new_offset, self._log_lines + nlines
 
-    def _add_overlay(self, tx: int, docs: list[dict[str, Any]]) -> None:
+    def _add_overlay(self, tx: int, table: pa.Table) -> None:
+        self._pending[tx] = _PendingSegment(table)
         overlay = self._overlay
-        for doc in docs:
-            item = (tx, fmt.dumps(doc).encode(), doc["type"])
-            versions = overlay.get(doc[fmt.ID_KEY])
+        ids = table.column("xt_id").to_pylist()
+        types = table.column("type").to_pylist()
+        for row, (key, typ) in enumerate(zip(ids, types, strict=True)):
+            versions = overlay.get(key)
             if versions is None:
-                overlay[doc[fmt.ID_KEY]] = [item]
+                overlay[key] = [(tx, row, typ)]
             else:
-                versions.append(item)
+                versions.append((tx, row, typ))
+
+    def _json(self, tx: int, row: int) -> bytes:
+        """The JSON bytes of a version newer than the snapshot."""
+        return self._pending[tx].json(row)
 
     def _abs(self, rel: str) -> str:
         return os.path.join(self._dir, rel)
 
-    def _read_segment(self, e: tlog.TxEntry) -> list[dict[str, Any]]:
+    def _read_segment(self, e: tlog.TxEntry) -> pa.Table:
         assert e.file is not None
         path = self._abs(e.file)
         size = os.path.getsize(path)  # FileNotFoundError: handled by _refresh
@@ -429,7 +438,7 @@ class ObjectStore:
                 f"{path} has {table.num_rows} rows but tx {e.tx} committed {e.count}",
                 path=path,
             )
-        return fmt.decode(table)
+        return table
 
     def _open_docs(self, e: tlog.CompactEntry) -> cache.DocsFile:
         parquet = self._abs(e.file)
@@ -523,11 +532,8 @@ class ObjectStore:
         for i, doc in enumerate(docs):
             batch[fmt.validate(doc, i)] = doc
         data: pa.Table | None = None
-        decoded: list[dict[str, Any]] = []
         if batch:
-            cols = fmt.encode(list(batch.values()))
-            data = fmt.to_table(cols)
-            decoded = fmt.decode(data)  # exactly what readers will get back
+            data = fmt.to_table(fmt.encode(list(batch.values())))
         with self._mu:
             self._check_open()
             self._writer_fd = self._lock(WRITER_LOCK, self._writer_fd)
@@ -555,7 +561,7 @@ class ObjectStore:
                 fcntl.flock(self._writer_fd, fcntl.LOCK_UN)
             if data is not None:
                 self._segments[tx_id] = entry
-                self._add_overlay(tx_id, decoded)
+                self._add_overlay(tx_id, data)
             record = TxRecord(tx_id, tlog.from_us(entry.time_us), len(batch))
             self._txs.append(record)
             self._tx_times.append(record.tx_time)
@@ -696,10 +702,10 @@ class ObjectStore:
         new = new.take(pc.sort_indices(new, sort_keys=_SORT_KEYS))
         ids, txs, blobs = [], [], []
         for key in sorted(self._overlay):
-            for tx, blob, _ in self._overlay[key]:
+            for tx, row, _ in self._overlay[key]:
                 ids.append(key)
                 txs.append(tx)
-                blobs.append(blob)
+                blobs.append(self._json(tx, row))
         if new.column("xt_id").to_pylist() != ids or new.column("tx_id").to_pylist() != txs:
             raise StoreError(
                 f"compaction of {self._dir} stopped: the in-memory view does not match the "
@@ -784,7 +790,7 @@ class ObjectStore:
             self._refresh()
             versions = self._overlay.get(id)
             if versions is not None:
-                return json.loads(versions[-1][1])
+                return json.loads(self._json(*versions[-1][:2]))
             snap = self._snap
             if snap is not None:
                 k = snap.docs.index.get(id)
@@ -813,7 +819,7 @@ class ObjectStore:
                     continue
                 versions = overlay.get(key)
                 if versions is not None:
-                    out[key] = loads(versions[-1][1])
+                    out[key] = loads(self._json(*versions[-1][:2]))
                 elif snap is not None:
                     k = snap.index.get(key)
                     if k is not None:
@@ -868,8 +874,8 @@ class ObjectStore:
                     for row in range(snap.starts[k], snap.starts[k + 1]):
                         tx = txs[row]
                         out.append(Version(json.loads(raw(row)), tx, times[tx - 1]))
-            for tx, data, _ in self._overlay.get(id, ()):
-                out.append(Version(json.loads(data), tx, times[tx - 1]))
+            for tx, row, _ in self._overlay.get(id, ()):
+                out.append(Version(json.loads(self._json(tx, row)), tx, times[tx - 1]))
             return out
 
     def as_of(self, id: str, tx: int | datetime | TxRecord) -> dict[str, Any] | None:
@@ -897,9 +903,9 @@ class ObjectStore:
             limit = self._resolve_tx(tx)
             if limit is None:
                 return None
-            for v_tx, data, _ in reversed(self._overlay.get(id, ())):
+            for v_tx, row, _ in reversed(self._overlay.get(id, ())):
                 if v_tx <= limit:
-                    return json.loads(data)
+                    return json.loads(self._json(v_tx, row))
             snap = self._snap.docs if self._snap else None
             if snap is not None:
                 k = snap.index.get(id)
@@ -1074,6 +1080,7 @@ class ObjectStore:
                 self._snap.docs.close()
                 self._snap = None
             self._overlay = {}
+            self._pending = {}
 
     def __enter__(self) -> ObjectStore:
         return self
@@ -1126,6 +1133,27 @@ def _cache_columns(table: pa.Table) -> tuple[pa.Array, pa.Array, pa.Array]:
     return tuple(  # type: ignore[return-value]
         table.column(c).combine_chunks() for c in ("xt_id", "tx_id", "type")
     )
+
+
+class _PendingSegment:
+    """A segment's rows, turned into JSON documents on first read (or at compaction).
+
+    Writing and opening stay cheap: a tree index that nobody reads back before the
+    next compaction never pays for a JSON encoding of every file.
+    """
+
+    __slots__ = ("_table", "_json")
+
+    def __init__(self, table: pa.Table) -> None:
+        self._table: pa.Table | None = table
+        self._json: list[bytes] | None = None
+
+    def json(self, row: int) -> bytes:
+        if self._json is None:
+            assert self._table is not None
+            self._json = [fmt.dumps(d).encode() for d in fmt.decode(self._table)]
+            self._table = None
+        return self._json[row]
 
 
 class _MergeSink:
