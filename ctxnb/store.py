@@ -1018,6 +1018,8 @@ class ObjectStore:
                 files += [self._abs(s.file) for _, s in sorted(self._segments.items()) if s.file]
                 if as_of is not None and limit is None:
                     files = []
+                # A snapshot alone is already sorted by id, then tx.
+                presorted = self._snap is not None and len(files) == 1
                 read = sorted(set(wanted) | {"xt_id", "tx_id", "type"}, key=fmt.SCHEMA.names.index)
                 try:
                     tables = [fmt.read_parquet(f, columns=read) for f in files]
@@ -1030,8 +1032,8 @@ class ObjectStore:
         table = pa.concat_tables(tables) if tables else schema.empty_table()
         if limit is not None:
             table = table.filter(pc.less_equal(table.column("tx_id"), limit))
-        keys = [("xt_id", "ascending"), ("tx_id", "ascending")]
-        table = table.take(pc.sort_indices(table, sort_keys=keys))
+        if not presorted:
+            table = table.take(pc.sort_indices(table, sort_keys=_SORT_KEYS))
         if not all_versions and table.num_rows:
             ids = table.column("xt_id")
             n = table.num_rows
