@@ -98,7 +98,7 @@ _NOT_SECRET_NAME = re.compile(
     r"(?:path|url|uri|endpoint|host|field|label|name|names|length|len|file|filename|dir"
     r"|env|var|ttl|expiry|expires|expiration|type|prompt|regex|re|pattern|policy|min|max"
     r"|count|format|id|header|param|size|timeout|limit|prefix|suffix|style|class|mode"
-    r"|enabled|required|valid|hint|help|text|message|msg|error)$"
+    r"|enabled|required|valid|hint|help|text|message|msg|error|tokens)$"
 )
 
 
@@ -236,7 +236,9 @@ _T = r"(?![A-Za-z0-9_-])"  # a token's end: no token character follows
 # Words a secret-like name holds; the assignment rules look only where one occurs.
 NAME_WORDS = ("pass", "pwd", "secret", "token", "key", "auth", "credential")
 NAME_IDENT = re.compile(r"[\w.-]*(?:" + "|".join(NAME_WORDS) + r")[\w.-]*")
-_ASSIGN_VALUE = r"(?:(?P<quote>[\"'`])(?P<secret>[^\"'`\r\n]*)(?P=quote)|(?P<bare>[^\s\"'`,;]+))"
+# A bare value ends at a backslash too: in JSON-escaped text (logs, transcripts) "\n"
+# is two characters, and the next line must not join the value.
+_ASSIGN_VALUE = r"(?:(?P<quote>[\"'`])(?P<secret>[^\"'`\r\n]*)(?P=quote)|(?P<bare>[^\s\"'`,;\\]+))"
 _STRIPE = r"(?P<secret>{}(?P<tail>[A-Za-z0-9]{{10,99}}))(?![A-Za-z0-9])"
 _ARMOUR = r"-{{4,5}} ?{0}[ A-Z0-9_-]{{0,100}}PRIVATE KEY(?: BLOCK)? ?-{{4,5}}"
 

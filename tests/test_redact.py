@@ -319,3 +319,17 @@ def test_many_keyword_lines_in_a_large_text() -> None:
     out = redact(text)
     assert [f.rule for f in out.findings] == ["generic-secret"]
     assert out.text.endswith("password [REDACTED:generic-secret]\n")
+
+
+def test_real_agent_transcripts_have_nothing_redacted() -> None:
+    """14 MB of real agent transcripts (vendored, no credentials in them): code, diffs,
+    hashes, token counts and JSON-escaped tool output, nothing of which is a secret."""
+    from conftest import REPO
+
+    files = [p for p in (REPO / "tests" / "data" / "trajectories").rglob("*") if p.is_file()]
+    assert len(files) > 40
+    found = {
+        p.name: [f.rule for f in redact(p.read_text(encoding="utf-8", errors="replace")).findings]
+        for p in files
+    }
+    assert not {k: v for k, v in found.items() if v}
