@@ -23,6 +23,7 @@ from typing import TYPE_CHECKING, Any
 
 from .errors import MissingDependencyError
 from .prices import PriceTable, resolve_prices
+from .redaction import redact_text
 
 if TYPE_CHECKING:
     from .semcache import SemanticCache
@@ -157,6 +158,8 @@ class LiteLLMSummarizer:
         self._taken = 0
 
     def __call__(self, label: str, text: str, max_tokens: int) -> str:
+        # The output goes to a model: it leaves ctxnb redacted, like the context does.
+        text = redact_text(text)
         if self.cache is None:
             return self._complete(label, text, max_tokens)
         summary, _hit = self.cache.get_or_call(

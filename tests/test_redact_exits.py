@@ -258,3 +258,22 @@ def test_mcp_context_resource_and_tool_results_through_a_real_client(planted, tm
             assert not leaks(ctx)
 
     run_async(body)
+
+
+def test_the_llm_summarizer_sends_no_secret_to_its_model() -> None:
+    """A summarizing strategy sends tool output to a model: through litellm's real
+    request path to a scripted model on 127.0.0.1, the request holds no secret."""
+    from _needs import has_module, require
+
+    require(has_module("litellm"), "litellm (ctxnb[live])")
+    from ctxnb.live import ScriptedModelServer
+    from ctxnb.llm import LiteLLMSummarizer
+
+    with ScriptedModelServer([{"content": "deploy notes"}]) as server:
+        args = server.model_args
+        summarize = LiteLLMSummarizer(
+            args["model"], api_base=args["api_base"], api_key=args["api_key"]
+        )
+        assert summarize("run_command", "".join(c.text for c in SECRETS[:30]), 50)
+        sent = json.dumps(server.requests)
+    assert "[REDACTED:" in sent and not leaks(sent)
