@@ -152,3 +152,35 @@ def test_nothing_is_downloaded_when_litellm_and_mini_swe_agent_load(tmp_path: Pa
     assert out["env"] == "True"
     assert out["models"] > 100  # the cost map came from the package itself
     assert "mini-swe-agent" not in proc.stdout  # no banner
+
+
+def test_an_llm_summarizer_through_litellm_is_counted_in_replay_results() -> None:
+    from ctxnb.live import ScriptedModelServer
+    from ctxnb.llm import LiteLLMSummarizer
+    from ctxnb.replay import load
+    from ctxnb.replay.replay import replay
+    from ctxnb.strategies import Summarize
+
+    t = load(
+        Path(__file__).resolve().parent.parent
+        / "data"
+        / "trajectories"
+        / "django__django-13670.traj.json"
+    )
+    script = [{"content": f"SUMMARY-{n}: the output listed files and errors."} for n in range(200)]
+    with ScriptedModelServer(script) as server:
+        summarizer = LiteLLMSummarizer(
+            "openai/ctxnb-scripted", api_base=server.url, api_key="unused", prices=_priced()
+        )
+        df = replay(t, [KeepAll(), Summarize(keep_last=3, summarizer=summarizer, max_tokens=80)])
+    s = df[df["strategy"] == "summarize"]
+    assert summarizer.calls == len(server.requests) > 0
+    # Each request asked for one output's summary, within the budget.
+    body = server.requests[0]
+    assert body["max_tokens"] == 80 and "Output of" in body["messages"][1]["content"]
+    assert s["strategy_tokens"].sum() == sum(
+        u.prompt_tokens + u.completion_tokens for u in summarizer.usage
+    )
+    assert s["strategy_cost_usd"].sum() == pytest.approx(sum(u.cost_usd for u in summarizer.usage))
+    assert s["strategy_cost_usd"].sum() > 0
+    assert s["total_tokens"].sum() < df[df["strategy"] == "keep-all"]["total_tokens"].sum()
