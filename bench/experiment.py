@@ -24,6 +24,7 @@ Run: ``python bench/experiment.py [--data DIR] [--skip-pool]``.
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 import tempfile
 import time
@@ -34,6 +35,13 @@ REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
 DEFAULT_DATA = REPO / "tests" / "data" / "trajectories" / "mini-swe-agent"
+
+
+def _cpu() -> float:
+    import resource
+
+    r = resource.getrusage(resource.RUSAGE_SELF)
+    return r.ru_utime + r.ru_stime
 
 
 def main() -> int:
@@ -50,17 +58,20 @@ def main() -> int:
     ns = ap.parse_args()
     runs = expand_paths([ns.data])
     strategies = [*default_strategies(), BlockMasking(5, 10), Summarize(5)]
-    print(f"{len(runs)} runs × {len(strategies)} strategies")
+    print(f"{len(runs)} runs × {len(strategies)} strategies; load average {os.getloadavg()}")
 
     def key(df: pd.DataFrame) -> pd.DataFrame:
         return df.sort_values(["trajectory", "strategy", "step"]).reset_index(drop=True)
 
-    t0 = time.perf_counter()
+    t0, c0 = time.perf_counter(), time.process_time()
     with ThreadPoolExecutor(1) as ex:
         base = run_experiment(runs, strategies, executor=ex, progress=False)
-    one = time.perf_counter() - t0
+    one, one_cpu = time.perf_counter() - t0, time.process_time() - c0
     contexts = len(base)
-    print(f"one process (baseline): {one:.1f} s, {contexts} contexts, {contexts / one:,.0f}/s")
+    print(
+        f"one process (baseline): {one:.1f} s wall, {one_cpu:.1f} s CPU, {contexts} contexts, "
+        f"{contexts / one_cpu:,.0f} per CPU-second"
+    )
 
     from distributed import Client, LocalCluster
 
@@ -71,16 +82,20 @@ def main() -> int:
             ) as cluster,
             Client(cluster) as client,
         ):
+            before = client.run(_cpu)
             t0 = time.perf_counter()
             dist = run_experiment(runs, strategies, executor=client, out_dir=out, progress=False)
             cl = time.perf_counter() - t0
+            after = client.run(_cpu)
+            cl_cpu = sum(after[w] - before[w] for w in after)
         import pyarrow.dataset as ds
 
         parquet = ds.dataset(out, format="parquet", partitioning="hive").to_table().to_pandas()
     same = key(dist).equals(key(base))
     print(
-        f"dask LocalCluster, 2 worker processes: {cl:.1f} s ({one / cl:.2f}× the one-process "
-        f"speed; target ≤ 30 s); same frame: {same}; Parquet rows {len(parquet)}"
+        f"dask LocalCluster, 2 worker processes: {cl:.1f} s wall ({one / cl:.2f}× the "
+        f"one-process speed; target ≤ 30 s), {cl_cpu:.1f} s CPU in the workers; same frame: "
+        f"{same}; Parquet rows {len(parquet)}"
     )
     if not ns.skip_pool:
         t0 = time.perf_counter()

@@ -288,7 +288,7 @@ def redact(text: str) -> RedactionResult:
     """
     if len(text) > _CACHE_MIN:
         return _redact_cached(text)
-    return _redact(text)
+    return _redact_small(text)
 
 
 def _redact(text: str) -> RedactionResult:
@@ -314,6 +314,9 @@ def _redact(text: str) -> RedactionResult:
 # rebuilt each turn); large texts are remembered by value.
 _CACHE_MIN = 4096
 _redact_cached = functools.lru_cache(maxsize=32)(_redact)
+# Chat turns and labels are short and are redacted again at every assembly, under every
+# strategy of a replay: thousands of them are remembered (results are immutable).
+_redact_small = functools.lru_cache(maxsize=16384)(_redact)
 
 
 def redact_text(text: str) -> str:
