@@ -286,9 +286,12 @@ def redact(text: str) -> RedactionResult:
         >>> r.findings[0].line
         1
     """
-    if len(text) > _CACHE_MIN:
-        return _redact_cached(text)
-    return _redact_small(text)
+    n = len(text)
+    if n <= _SMALL:
+        return _redact_small(text)
+    if n <= _LARGE:
+        return _redact_large(text)
+    return _redact(text)
 
 
 def _redact(text: str) -> RedactionResult:
@@ -310,13 +313,14 @@ def _redact(text: str) -> RedactionResult:
     return RedactionResult("".join(out), tuple(findings))
 
 
-# The same file is often redacted again and again (read_lines of one file, a context
-# rebuilt each turn); large texts are remembered by value.
-_CACHE_MIN = 4096
-_redact_cached = functools.lru_cache(maxsize=32)(_redact)
-# Chat turns and labels are short and are redacted again at every assembly, under every
-# strategy of a replay: thousands of them are remembered (results are immutable).
+# The same text is redacted again and again (the chat turns and files of a context
+# rebuilt each turn, under every strategy of a replay; read_lines of one file; a table's
+# cells): results (immutable) are remembered by value, many small ones and a few large
+# ones (at most about 64 + 256 MB of text).
+_SMALL = 4096
+_LARGE = 8 * 1024 * 1024
 _redact_small = functools.lru_cache(maxsize=16384)(_redact)
+_redact_large = functools.lru_cache(maxsize=32)(_redact)
 
 
 def redact_text(text: str) -> str:
