@@ -93,6 +93,16 @@ class Session:
         self._meta: dict[str, MetaEntry] = {}
         self._last_used: dict[str, int] = {}
         self._seq: dict[str, int] = {}
+        # The number of chat turns when each active item entered: its place in the
+        # append-only layout of the context (ctxnb.context).
+        self._entered: dict[str, int] = {}
+        # Client-registered active copies (unsaved editor buffers): what the prompt shows
+        # instead of the stored content (DESIGN §3: active copy > stored > snippet).
+        self._overlays: dict[str, str] = {}
+        # The store transaction each active file was last checked against, and the
+        # store's latest transaction at the last check (see _sync_with_store).
+        self._seen_tx: dict[str, int] = {}
+        self._synced_tx: int | None = None
         self._tick = 0
         self._turns: list[dict[str, Any]] = []
         self._toolcall_refs: list[str] = []
@@ -149,6 +159,64 @@ class Session:
         self._tick += 1
         self._last_used[oid] = self._tick
 
+    def _install(self, oid: str, doc: dict[str, Any]) -> None:
+        """Take a new version of an object; an active item whose content changed re-enters."""
+        old = self._docs.get(oid)
+        self._docs[oid] = doc
+        if old is not None and _version(old) != _version(doc):
+            self._reenter(oid)
+
+    def _reenter(self, oid: str) -> None:
+        """An active item's content changed: it takes its place after everything so far.
+
+        The model reads the new content after what happened since the old one, as in a
+        transcript; everything before the item's old place stays a cacheable prefix.
+        """
+        if oid in self._active and oid not in self._overlays:
+            self._tick += 1
+            self._seq[oid] = self._tick
+            self._entered[oid] = self.turn
+
+    def set_active_copy(self, oid: str, text: str | None) -> None:
+        """Show a client's active copy of a file (e.g. an unsaved buffer) instead of its
+        stored content; ``None`` goes back to the stored content.
+
+        :meth:`ctxnb.tools.FileTools.set_active_copy` calls this; assembled contexts record
+        the copy so that :meth:`context_at` rebuilds it.
+        """
+        with self._lock:
+            self._require(oid)
+            if self._overlays.get(oid) == text:
+                return
+            if text is None:
+                self._overlays.pop(oid, None)
+            else:
+                self._overlays[oid] = text
+            if oid in self._active:
+                self._tick += 1
+                self._seq[oid] = self._tick
+                self._entered[oid] = self.turn
+            self._dirty(oid)
+
+    def _sync_with_store(self) -> None:
+        """Take every newer stored version of an active file (index, watcher, other
+        sessions and processes write them), so the prompt shows the workspace as it is."""
+        latest = self.store.latest_tx()
+        mark = latest.tx_id if latest else 0
+        if mark == self._synced_tx:
+            return
+        for oid in list(self._active):
+            if self._meta[oid].type == "toolcall":  # tool calls never change
+                continue
+            tx = self.store.latest_tx_of(oid)
+            if tx is None or tx == self._seen_tx.get(oid):
+                continue
+            self._seen_tx[oid] = tx
+            doc = self.store.get(oid)
+            if doc is not None and _version(doc) != _version(self._docs[oid]):
+                self.refresh(oid)
+        self._synced_tx = mark
+
     def _admit(self, doc: dict[str, Any]) -> str:
         oid = doc["xt/id"]
         if doc.get("type") in INFRA_TYPES:
@@ -156,7 +224,7 @@ class Session:
                 f"{doc.get('type')} objects are infrastructure: they are referenced from the "
                 "session, never added to its index, pool or sets"
             )
-        self._docs[oid] = doc
+        self._install(oid, doc)
         self._set_meta(
             oid, self._meta_for(doc, orphaned=self._meta.get(oid, MetaEntry(oid, "")).orphaned)
         )
@@ -246,6 +314,7 @@ class Session:
             if oid not in self._active:
                 self._active[oid] = None
                 self._seq.setdefault(oid, self._tick + 1)
+                self._entered.setdefault(oid, self.turn)
                 self._dirty(oid)
             self._touch(oid)
             if oid not in self._pool_set:
@@ -258,6 +327,7 @@ class Session:
             self._require(oid)
             self._active.pop(oid, None)
             self._seq.pop(oid, None)
+            self._entered.pop(oid, None)
             self._dirty(oid)
 
     def pin(self, oid: str) -> None:
@@ -284,7 +354,7 @@ class Session:
         with self._lock:
             doc = self.store.get(oid)
             if doc is not None and oid in self._index_set:
-                self._docs[oid] = doc
+                self._install(oid, doc)
                 self._set_meta(oid, self._meta_for(doc, orphaned=False))
             return doc
 
@@ -357,7 +427,22 @@ class Session:
             for ref in file_refs:
                 if ref in self._index_set:
                     self._touch(ref)
+            self._follow_rules(tool, args, file_refs)
             return tid
+
+    def _follow_rules(self, tool: str, args: dict[str, Any], file_refs: Sequence[str]) -> None:
+        """Tier 3: a tracker attached to this session loads the nested rules of every
+        subtree a tool call touched -- the paths in its arguments (a shell command's
+        included) and the files it was observed to change."""
+        tracker = getattr(self, "_rules_tracker", None)
+        if tracker is None:
+            return
+        touched = [self._meta[r].path for r in file_refs if r in self._meta]
+        paths = [p for p in touched if p]
+        if paths:
+            given = args.get("paths")
+            args = {**args, "paths": [*(given if isinstance(given, list) else []), *paths]}
+        tracker.on_tool_call(tool, args)
 
     def add_turn(self, role: str, content: str) -> int:
         """Append a chat turn; returns the new turn count."""
@@ -402,7 +487,8 @@ class Session:
             "system_prompt_ref": self.system_prompt_id,
             "session_index": list(self.session_index),
             "metadata_pool": list(self.metadata_pool),
-            "active_set": list(self._active),
+            # In reading order, so that a resumed session lays its context out the same way.
+            "active_set": sorted(self._active, key=lambda o: self._seq.get(o, 0)),
             "pinned_set": list(self._pinned),
             "turn": self.turn,
             "assembly": assembly,
@@ -475,10 +561,18 @@ class Session:
             doc=self._doc,
             last_used=self._last_used,
             seq=self._seq,
+            entered=self._entered,
             orphaned=self._orphaned,
             system_prompt=self._system_prompt,
             turns=self._turns,
+            head=self._head(),
+            overlays=self._overlays,
         )
+
+    def _head(self) -> list[str]:
+        """Rules files a tracker loaded, root to leaf: read right after the system prompt."""
+        tracker = getattr(self, "_rules_tracker", None)
+        return list(tracker.rule_ids()) if tracker is not None else []
 
     def assemble(
         self,
@@ -503,6 +597,7 @@ class Session:
         with self._lock:
             if record:
                 self.flush()  # context_at reads items as of the assembly's transaction
+            self._sync_with_store()
             tx = self.store.latest_tx()
             ctx, assembly = self._assembler.assemble(
                 self._assembly_state(),
@@ -540,9 +635,11 @@ class Session:
         self._pool_set = set(self.metadata_pool)
         self._active = dict.fromkeys(sdoc.get("active_set") or [])
         self._pinned = dict.fromkeys(sdoc.get("pinned_set") or [])
+        entered = (sdoc.get("assembly") or {}).get("entered") or {}
         for i, oid in enumerate(self._active):
             self._seq[oid] = i + 1
             self._last_used[oid] = i + 1
+            self._entered[oid] = int(entered.get(oid, 0))
         self._tick = len(self._active)
         self.chat_id = sdoc.get("chat_ref") or self.chat_id
         self.system_prompt_id = sdoc.get("system_prompt_ref")
@@ -708,7 +805,7 @@ class Session:
         if new_docs:
             self.store.put(new_docs)
             for d in new_docs:
-                self._docs[d["xt/id"]] = d
+                self._install(d["xt/id"], d)
                 self._set_meta(d["xt/id"], self._meta_for(d, orphaned=False))
         cache.save(self.store)
         return report
@@ -795,6 +892,12 @@ class Session:
 
 
 _LIGHT = "__ctxnb_light__"
+
+
+def _version(doc: dict[str, Any]) -> str:
+    """What tells two versions of an object apart: its content hash (or, for documents
+    stored without one, such as plans, the whole document)."""
+    return doc.get("content_hash") or stable_stringify(_payload(doc))
 
 
 def _payload(doc: dict[str, Any]) -> dict[str, Any]:

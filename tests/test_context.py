@@ -5,6 +5,7 @@ from __future__ import annotations
 import ast
 import doctest
 import importlib
+import json
 from pathlib import Path
 
 import pytest
@@ -106,11 +107,105 @@ def test_hostile_names_and_arguments_forge_no_line(tmp_path: Path) -> None:
 
 
 def _strings(value: object) -> list[str]:
-    """Every string inside a JSON-like value (message contents, tool call arguments)."""
+    """Every string inside a JSON-like value (message contents, tool call arguments).
+
+    Anthropic's ``tool_use.input`` is a JSON object the provider serializes: it is
+    checked as the JSON text the model reads.
+    """
     if isinstance(value, str):
         return [value]
     if isinstance(value, dict):
-        return [s for v in value.values() for s in _strings(v)]
+        return [
+            s for k, v in value.items() for s in (_strings(v) if k != "input" else [json.dumps(v)])
+        ]
     if isinstance(value, list | tuple):
         return [s for v in value for s in _strings(v)]
     return []
+
+
+def _agent_session(root: Path, steps: int) -> tuple[object, list[object]]:
+    """A session fed like an agent loop: each step a thought, a tool call, an assemble."""
+    for i in range(3):
+        (root / f"m{i}.py").write_text(f"def f{i}(x):\n    return x * {i}\n" * 20)
+    ws = Workspace.open(root)
+    s = ws.session("loop", system_prompt="You are a careful engineer.")
+    s.add_turn("user", "Fix the bug in m1.py.")
+    contexts = []
+    for i in range(steps):
+        s.add_turn("assistant", f"Step {i}: let me look.")
+        if i % 3 == 0:
+            s.add_path(f"m{i % 2}.py")
+        s.record_toolcall("run", {"cmd": f"grep -n f {i}"}, f"m1.py:{i}: def f1(x)\n" * 5)
+        contexts.append(s.assemble(record=False))
+    return s, contexts
+
+
+def test_keep_all_prompts_are_append_only(tmp_path: Path) -> None:
+    from ctxnb.context import prefix_reuse
+
+    _, contexts = _agent_session(tmp_path, 8)
+    for prev, cur in zip(contexts, contexts[1:], strict=False):
+        r = prefix_reuse(prev, cur)
+        # Everything but the volatile tail (the metadata pool) is read from the cache.
+        assert r.shared == prev.stable_tokens and r.total == cur.total_tokens
+        assert cur.to_text().startswith(prev.to_text()[: -len(prev.section("metadata").text)])
+        old, new = prev.to_messages("openai"), cur.to_messages("openai")
+        assert new[: len(old) - 1] == old[:-1]  # every message but the last, unchanged
+    first = prefix_reuse(None, contexts[0])
+    assert first.shared == 0 and first.new == contexts[0].total_tokens
+
+
+def test_masking_rewrites_the_prompt_and_reuse_says_so(tmp_path: Path) -> None:
+    from ctxnb.context import prefix_reuse
+
+    s, _ = _agent_session(tmp_path, 6)
+    a = s.assemble(ObservationMasking(keep_last=2), record=False)
+    s.record_toolcall("run", {"cmd": "ls"}, "m0.py m1.py m2.py\n")
+    b = s.assemble(ObservationMasking(keep_last=2), record=False)
+    r = prefix_reuse(a, b)
+    # The oldest unmasked call of ``a`` is masked in ``b``: the prefix ends there.
+    first_changed = next(
+        i for i, (x, y) in enumerate(zip(a.layout, b.layout, strict=False)) if x.hash != y.hash
+    )
+    assert r.shared == sum(seg.tokens for seg in b.layout[:first_changed]) < a.stable_tokens
+
+
+def test_transcripts_and_cache_breakpoints(tmp_path: Path) -> None:
+    s, contexts = _agent_session(tmp_path, 4)
+    ctx = contexts[-1]
+    msgs = ctx.to_messages("openai")
+    calls = [m for m in msgs if m["role"] == "assistant" and m.get("tool_calls")]
+    assert len(calls) == 4
+    for i, m in enumerate(msgs):
+        for call in m.get("tool_calls", ()):
+            reply = msgs[i + 1]  # the result follows its call
+            assert reply["role"] == "tool" and reply["tool_call_id"] == call["id"]
+            assert json.loads(call["function"]["arguments"])["cmd"].startswith("grep")
+    anth = ctx.to_messages("anthropic")
+    roles = [m["role"] for m in anth["messages"]]
+    assert roles[0] == "user" and all(a != b for a, b in zip(roles, roles[1:], strict=False))
+    marked = [b for b in anth["system"] if "cache_control" in b] + [
+        b for m in anth["messages"] for b in m["content"] if "cache_control" in b
+    ]
+    assert 1 <= len(marked) <= 4  # Anthropic allows four breakpoints
+    # The last breakpoint closes the stable part: only the metadata pool follows it.
+    last_msg = anth["messages"][-1]["content"]
+    assert last_msg[-1]["text"].startswith("Objects in this session")
+    assert "cache_control" in last_msg[-2] or "cache_control" in anth["messages"][-2]["content"][-1]
+    plain = ctx.to_messages("anthropic", cache=False)
+    assert "cache_control" not in json.dumps(plain)
+
+
+def test_framing_costs_at_most_15_tokens_an_item_and_20_masked(tmp_path: Path) -> None:
+    s, _ = _agent_session(tmp_path, 12)
+    counter = s.token_counter
+    ctx = s.assemble(ObservationMasking(keep_last=3), record=False)
+    masked = [it for it in ctx.items if it.masked]
+    whole = [it for it in ctx.items if not it.masked]
+    assert masked and whole
+    # Framing: the tokens an item costs beyond its label and its content.
+    for it in whole:
+        body = s.get(it.id)["content"]
+        assert it.tokens - counter.count(f"{it.label}\n{body}") <= 15
+    for it in masked:
+        assert it.tokens - counter.count(it.label) <= 20

@@ -4,8 +4,12 @@
   context, rendered as text, chat messages or HTML.
 - :class:`Assembler` and :func:`context_at`: from a session's state (or from the
   store's history) to a context.
-- :func:`render_block` and :func:`delimiter_nonce`: the framing that content cannot
-  forge.
+- :func:`render_block`, :func:`delimiter_nonce` and :func:`inline`: the framing that
+  content cannot forge.
+- :func:`to_messages`: a context as an OpenAI or Anthropic transcript, with cache
+  breakpoints.
+- :func:`prefix_reuse`: the tokens a prompt shares with the previous one (what a
+  provider's prefix cache serves) and the new ones.
 
 Sessions call into this package (``session.assemble()``, ``session.context_at(turn)``);
 this package never imports the session.
@@ -26,7 +30,9 @@ from __future__ import annotations
 
 from ._assembly import Assembler, AssemblyState, MetaEntry, context_at, meta_for
 from ._framing import delimiter_nonce, inline, render_block
-from ._model import Context, ContextItem, Section
+from ._messages import to_messages
+from ._model import Context, ContextItem, Section, Segment
+from ._reuse import PrefixReuse, prefix_reuse
 
 __all__ = [
     "Assembler",
@@ -34,10 +40,14 @@ __all__ = [
     "Context",
     "ContextItem",
     "MetaEntry",
+    "PrefixReuse",
     "Section",
+    "Segment",
     "context_at",
     "delimiter_nonce",
     "inline",
     "meta_for",
+    "prefix_reuse",
     "render_block",
+    "to_messages",
 ]

@@ -10,17 +10,19 @@ copies) and gets back the context and the assembly record it stores.
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from ..errors import NotFoundError
-from ..hashing import sha256_hex
+from ..errors import CtxnbError, NotFoundError
+from ..hashing import sha256_hex, stable_stringify
 from ..indexer import is_deleted
-from ..redaction import redact_text
+from ..redaction import redact_data, redact_text
+from ..relations import DOC_TYPE as RELATIONS_TYPE
+from ..relations import RelationStore
 from ..strategies import ContextStrategy, Item, Selection, StrategyInput, strategy_spec
 from ..tokens import TokenCounter
 from ._framing import inline, render_block
-from ._model import Context, ContextItem, Section
+from ._model import Context, ContextItem, Section, Segment
 
 if TYPE_CHECKING:
     from ..store import ObjectStore
@@ -28,6 +30,7 @@ if TYPE_CHECKING:
 __all__ = ["AssemblyState", "Assembler", "MetaEntry", "context_at", "meta_for"]
 
 META_HEADER = "Objects in this session:\n"
+_KINDS = {"toolcall": "tool", "relations": "plan"}  # an item block's tag word, by type
 
 
 @dataclass
@@ -111,9 +114,14 @@ class AssemblyState:
         doc: the session's full document of an id (loads content when needed).
         last_used: recency tick per id.
         seq: when each active id entered the active set.
+        entered: the number of chat turns when each active id entered (its place among
+            the turns).
         orphaned: ids whose filesystem is not reachable.
         system_prompt: the system prompt's text.
         turns: the chat turns so far.
+        head: ids read right after the system prompt, in this order (the rules files a
+            tracker loaded, root to leaf); pinned items follow them.
+        overlays: id -> a client's active copy of a file, shown instead of its content.
     """
 
     active: Mapping[str, None]
@@ -123,9 +131,29 @@ class AssemblyState:
     doc: Callable[[str], dict[str, Any]]
     last_used: Mapping[str, int]
     seq: Mapping[str, int]
+    entered: Mapping[str, int]
     orphaned: Iterable[str]
     system_prompt: str
     turns: Sequence[dict[str, Any]]
+    head: Sequence[str] = ()
+    overlays: Mapping[str, str] = field(default_factory=dict)
+
+
+def with_active_copy(doc: Mapping[str, Any], text: str) -> dict[str, Any]:
+    """``doc`` showing a client's active copy ``text`` instead of its stored content."""
+    return {
+        **doc,
+        "content": text,
+        "char_count": len(text),
+        "content_hash": sha256_hex("active-copy\x00" + text),
+    }
+
+
+def view_doc(state: AssemblyState, oid: str) -> dict[str, Any]:
+    """The document the prompt shows for ``oid``: its active copy when one is registered."""
+    doc = state.doc(oid)
+    text = state.overlays.get(oid)
+    return doc if text is None else with_active_copy(doc, text)
 
 
 class Assembler:
@@ -144,6 +172,7 @@ class Assembler:
         self._line_pos: dict[str, int] = {}
         self._line_dirty: set[str] = set()
         self._pool_text: tuple[str, int, str] | None = None
+        self._turn_cache: dict[tuple[str, str], tuple[str, int, str]] = {}
 
     def mark(self, oid: str) -> None:
         """The metadata line of ``oid`` (its entry or its flags) changed."""
@@ -166,11 +195,14 @@ class Assembler:
     ) -> tuple[str, int, str, bool]:
         """(block text, tokens, hash, truncated) of one item."""
         # The rendered block depends on the content and on the metadata shown in its header.
-        key = (oid, doc.get("content_hash"), masked, truncate, meta.path, meta.args_display)
+        version = doc.get("content_hash") or sha256_hex(stable_stringify(dict(doc)))
+        key = (oid, version, masked, truncate, meta.path, meta.args_display)
         hit = self._render_cache.get(key)
         content = doc.get("content")
         if hit is None:
-            if content is None:
+            if content is None and meta.type == RELATIONS_TYPE:
+                body = _plan_text(doc)
+            elif content is None:
                 if meta.type == "toolcall":
                     body = "(no output)"
                 elif meta.deleted:
@@ -182,8 +214,8 @@ class Assembler:
                 # straddling the cut (or a key body below its header) is still found.
                 body = redact_text(content)
             if masked:
-                # The block header already names the call; the placeholder stays short.
-                body = f"[output elided: {len(content or '')} chars; call {meta.tool} again]"
+                # The block's label already names the call; the placeholder stays short.
+                body = "[output elided]"
             elif truncate is not None and len(body) > truncate:
                 cut = body[:truncate]
                 rest_lines = body[truncate:].count("\n")
@@ -191,12 +223,8 @@ class Assembler:
                     f"{cut}\n[… truncated: {len(body) - truncate} more chars, about "
                     f"{rest_lines} more lines; read them by line range]"
                 )
-            attrs: dict[str, Any] = {"id": oid, "type": meta.type}
-            if meta.type == "file":
-                attrs["path"] = meta.path
-            elif meta.type == "toolcall":
-                attrs["call"] = meta.args_display
-            text = render_block("item", body, attrs)
+            kind, label = _KINDS.get(meta.type, meta.type), meta.path or meta.args_display or oid
+            text = render_block(kind, body, label)
             hit = (text, self.token_counter.count(text), sha256_hex(text))
             if len(self._render_cache) > 50_000:
                 self._render_cache.clear()
@@ -209,7 +237,7 @@ class Assembler:
         items = []
         for oid in state.active:
             meta = state.meta[oid]
-            doc = state.doc(oid)
+            doc = view_doc(state, oid)
             _, tokens, _, _ = self.render_item(oid, doc, meta, masked=False, truncate=None)
             items.append(
                 Item(
@@ -254,11 +282,25 @@ class Assembler:
         sel = strategy.select(StrategyInput(items=cands, budget=content_budget, turn=turn))
         sel.validate(cands, strategy=getattr(strategy, "name", None))
         sel = self.enforce_budget(sel, cands, content_budget, state)
+        # Reading order: pinned items first, then by entry (append-only), whatever order
+        # the strategy listed them in -- so consecutive prompts share their prefix.
+        rank = {oid: n for n, oid in enumerate(state.head)}
+
+        def place(oid: str) -> tuple[int, int]:
+            if oid in rank:
+                return (0, rank[oid])
+            return (1 if oid in state.pinned else 2, state.seq.get(oid, 0))
+
+        order = sorted(sel.active, key=place)
         assembly: dict[str, Any] = {
             "turn": turn,
             "strategy": strategy_spec(strategy),
             "budget": budget,
-            "active": sel.active,
+            "active": order,
+            "entered": {o: state.entered.get(o, 0) for o in order},
+            "head": [o for o in order if place(o)[0] < 2],
+            # Active copies live in no store version: the record keeps what was shown.
+            "overlays": {o: state.overlays[o] for o in order if o in state.overlays},
             "masked": sel.masked,
             "truncate": sel.truncate,
             "evicted": sel.evicted,
@@ -268,7 +310,7 @@ class Assembler:
         }
         evicted = set(sel.evicted)
         meta_section = self.live_metadata_section(state, (o for o in state.active if o in evicted))
-        docs = {oid: state.doc(oid) for oid in sel.active}
+        docs = {oid: view_doc(state, oid) for oid in order}
         ctx = self.build(
             assembly,
             docs,
@@ -290,6 +332,8 @@ class Assembler:
         """Drop unknown ids, evict what the strategy left out, then fit the budget (LRU)."""
         known = {i.id: i for i in cands}
         active = [a for a in dict.fromkeys(sel.active) if a in known]
+        # Pinned items stay whatever the strategy returned (it may have forgotten them).
+        active += [i.id for i in cands if i.pinned and i.id not in set(active)]
         chosen = set(active)
         evicted = [e for e in dict.fromkeys(sel.evicted) if e in known and e not in chosen]
         gone = chosen | set(evicted)
@@ -300,7 +344,7 @@ class Assembler:
         def cost(oid: str) -> int:
             return self.render_item(
                 oid,
-                replaced(state.doc(oid), sel.replace.get(oid)),
+                replaced(view_doc(state, oid), sel.replace.get(oid)),
                 state.meta[oid],
                 masked=oid in sel.masked,
                 truncate=sel.truncate.get(oid),
@@ -332,11 +376,22 @@ class Assembler:
             "system", text, self.token_counter.count(text) if text else 0, (), sha256_hex(text)
         )
 
-    def chat_section(self, turns: Sequence[dict[str, Any]]) -> Section:
-        text = "".join(f"### {t['role']}\n{redact_text(t['content'])}\n" for t in turns)
-        return Section(
-            "chat", text, self.token_counter.count(text) if text else 0, (), sha256_hex(text)
-        )
+    def turn_block(self, turn: Mapping[str, Any]) -> tuple[str, int, str]:
+        """(framed text, tokens, hash) of one chat turn; framed so it cannot forge another."""
+        key = (str(turn["role"]), str(turn["content"]))
+        hit = self._turn_cache.get(key)
+        if hit is None:
+            text = render_block(key[0], redact_text(key[1]))
+            hit = (text, self.token_counter.count(text), sha256_hex(text))
+            if len(self._turn_cache) > 50_000:
+                self._turn_cache.clear()
+            self._turn_cache[key] = hit
+        return hit
+
+    def chat_section(self, turns: Sequence[Mapping[str, Any]]) -> Section:
+        blocks = [self.turn_block(t) for t in turns]
+        text = "".join(b[0] for b in blocks)
+        return Section("chat", text, sum(b[1] for b in blocks), (), sha256_hex(text))
 
     def _pool_lines(self, state: AssemblyState) -> tuple[list[str], list[int]]:
         """Metadata lines of the pool with the session's own flags, updated incrementally."""
@@ -415,33 +470,42 @@ class Assembler:
         masked = set(assembly["masked"])
         truncate = {k: int(v) for k, v in assembly["truncate"].items()}
         replace = assembly.get("replace") or {}
+        entered = assembly.get("entered") or {}
         items = []
         for oid in assembly["active"]:
-            doc = replaced(docs[oid], replace.get(oid))
+            m, doc = meta[oid], replaced(docs[oid], replace.get(oid))
             text, tokens, h, truncated = self.render_item(
-                oid, doc, meta[oid], masked=oid in masked, truncate=truncate.get(oid)
+                oid, doc, m, masked=oid in masked, truncate=truncate.get(oid)
             )
             items.append(
                 ContextItem(
                     id=oid,
-                    type=meta[oid].type,
-                    label=inline(meta[oid].path or meta[oid].args_display or oid),
+                    type=m.type,
+                    label=inline(m.path or m.args_display or oid),
                     tokens=tokens,
                     text=text,
                     hash=h,
                     masked=oid in masked,
                     truncated=truncated,
                     pinned=oid in pinned_set,
+                    entered=int(entered.get(oid, 0)),
+                    tool=m.tool,
+                    args=(
+                        inline(stable_stringify(redact_data(dict(doc.get("args") or {}))))
+                        if m.type == "toolcall"
+                        else None
+                    ),
                 )
             )
         active_text = "".join(it.text for it in items)
         active = Section("active", active_text, sum(it.tokens for it in items), tuple(items), "")
-        sections = (
-            self.system_section(system_prompt),
-            meta_section or self.metadata_section(set(assembly["active"]), pinned_set, meta, pool),
-            active,
-            self.chat_section(turns),
+        system = self.system_section(system_prompt)
+        metadata = meta_section or self.metadata_section(
+            set(assembly["active"]), pinned_set, meta, pool
         )
+        sections = (system, metadata, active, self.chat_section(turns))
+        head = set(assembly.get("head") or ()) | pinned_set
+        layout = self.layout(system, items, turns, metadata, head=head)
         ctx = Context(
             sections=sections,
             turn=assembly["turn"],
@@ -454,9 +518,40 @@ class Assembler:
             ),
             # to_messages() sends the turns themselves: redacted like the chat section.
             chat=tuple({**t, "content": redact_text(t["content"])} for t in turns),
+            layout=layout,
         )
-        object.__setattr__(ctx, "hash", Context.compute_hash(sections))
+        object.__setattr__(ctx, "hash", Context.compute_hash(sections, layout))
         return ctx
+
+    def layout(
+        self,
+        system: Section,
+        items: Sequence[ContextItem],
+        turns: Sequence[Mapping[str, Any]],
+        metadata: Section,
+        *,
+        head: set[str],
+    ) -> tuple[Segment, ...]:
+        """The reading order: system, head items, items and turns by entry, metadata."""
+        text = system.text if not system.text or system.text.endswith("\n") else system.text + "\n"
+        out = [Segment("system", 0, text, system.tokens, system.hash, head=True)]
+        by_turn: dict[int, list[int]] = {}
+        for i, it in enumerate(items):
+            if it.id in head:
+                out.append(Segment("item", i, it.text, it.tokens, it.hash, head=True))
+            else:
+                by_turn.setdefault(min(max(it.entered, 0), len(turns)), []).append(i)
+        for k in range(len(turns) + 1):
+            for i in by_turn.get(k, ()):
+                it = items[i]
+                out.append(Segment("item", i, it.text, it.tokens, it.hash))
+            if k < len(turns):
+                t_text, t_tokens, t_hash = self.turn_block(turns[k])
+                out.append(Segment("turn", k, t_text, t_tokens, t_hash))
+        out.append(
+            Segment("metadata", 0, metadata.text, metadata.tokens, metadata.hash, stable=False)
+        )
+        return tuple(out)
 
 
 def replaced(doc: Mapping[str, Any], text: str | None) -> Mapping[str, Any]:
@@ -508,6 +603,9 @@ def context_at(
         oid: meta_for(d, orphaned=oid in orphaned, reverse_resolve=reverse_resolve)
         for oid, d in docs.items()
     }
+    for oid, text in (assembly.get("overlays") or {}).items():
+        if oid in docs:  # the metadata line, as live, describes the stored file
+            docs[oid] = with_active_copy(docs[oid], text)
     chat = store.as_of(sdoc["chat_ref"], chosen.tx_id) if sdoc.get("chat_ref") else None
     turns = (chat or {}).get("turns", [])[:turn]
     sp_ref = sdoc.get("system_prompt_ref")
@@ -521,3 +619,11 @@ def context_at(
         pinned=sdoc["pinned_set"],
         pool=pool,
     )
+
+
+def _plan_text(doc: Mapping[str, Any]) -> str:
+    """A relation store's plan as the indented task list the model reads."""
+    try:
+        return RelationStore.from_doc(dict(doc)).to_context()
+    except CtxnbError as exc:  # a malformed plan is shown as such, not hidden
+        return f"(unreadable plan: {exc})"

@@ -1,8 +1,12 @@
 """The assembled context: exactly what the model sees at one turn (DESIGN §6).
 
-Sections come in a fixed order: the system prompt, the metadata section (one line per
-object in the pool), the active content (each item in its own delimited block, see
-:mod:`ctxnb.context._framing`) and the chat.
+A context has four sections -- the system prompt, the metadata section (one line per
+object in the pool), the active content (each item in its own framed block, see
+:mod:`ctxnb.context._framing`) and the chat -- and a *layout*: the order in which the
+model reads them. The layout is cache-aware (see ``docs/context.md``): a stable prefix
+first (the system prompt, then pinned items such as rules), then the items and the
+chat turns in the order they entered, append-only, and last the volatile part (the
+metadata pool), so that consecutive prompts share the longest possible prefix.
 
 Example:
     >>> ctx = Context((Section("system", "Be brief.", 3),), 0, {"name": "keep-all"}, None)
@@ -18,14 +22,30 @@ import html
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-__all__ = ["Context", "ContextItem", "Section"]
+__all__ = ["Context", "ContextItem", "Section", "Segment"]
 
 SECTION_ORDER = ("system", "metadata", "active", "chat")
 
 
 @dataclass(frozen=True)
 class ContextItem:
-    """One object as it appears in the context."""
+    """One object as it appears in the context.
+
+    Attributes:
+        id: the object id.
+        type: ``file`` or ``toolcall``.
+        label: the path or the call, on one line.
+        tokens: tokens of its framed block.
+        text: its framed block.
+        hash: a digest of ``text``.
+        masked: its content was replaced by a placeholder.
+        truncated: its content was cut.
+        pinned: a strategy cannot leave it out.
+        version: the store transaction of the version shown, when known.
+        entered: the number of chat turns when it entered the context (its place).
+        tool: a tool call's tool.
+        args: a tool call's arguments as canonical JSON on one line.
+    """
 
     id: str
     type: str
@@ -37,11 +57,14 @@ class ContextItem:
     truncated: bool = False
     pinned: bool = False
     version: int | None = None
+    entered: int = 0
+    tool: str | None = None
+    args: str | None = None
 
 
 @dataclass(frozen=True)
 class Section:
-    """One section of the context, in order: system, metadata, active, chat."""
+    """One section of the context: system, metadata, active or chat."""
 
     name: str
     text: str
@@ -51,17 +74,44 @@ class Section:
 
 
 @dataclass(frozen=True)
+class Segment:
+    """One piece of the layout, in reading order.
+
+    Attributes:
+        kind: ``system``, ``item``, ``turn`` or ``metadata``.
+        index: the item's index in ``Context.items`` or the turn's in ``Context.chat``.
+        text: what the model reads.
+        tokens: its tokens.
+        hash: a digest of ``text`` (equal segments share a cached prefix).
+        stable: False for the volatile tail (metadata), which changes every step.
+        head: True for the system part: the system prompt, then pinned items and rules.
+    """
+
+    kind: Literal["system", "item", "turn", "metadata"]
+    index: int
+    text: str
+    tokens: int
+    hash: str
+    stable: bool = True
+    head: bool = False
+
+
+@dataclass(frozen=True)
 class Context:
     """What the model sees at one turn.
 
     Attributes:
-        sections: system, metadata, active and chat, in that order.
+        sections: system, metadata, active and chat (their texts and token counts).
         turn: the number of chat turns when it was assembled.
         strategy: the strategy's description (name, class, parameters).
         budget: the token budget it was assembled under (None: no limit).
         evicted: ids the strategy or the budget left out.
         over_budget: True when pinned items alone exceed the budget.
-        hash: a digest of every section and item; equal contexts have equal hashes.
+        chat: the chat turns (``role``, ``content``).
+        hash: a digest of every section, item and the layout; equal contexts have
+            equal hashes.
+        layout: the segments in reading order (empty for a context built by hand from
+            sections: it then reads section by section).
     """
 
     sections: tuple[Section, ...]
@@ -72,9 +122,10 @@ class Context:
     over_budget: bool = False
     chat: tuple[dict[str, Any], ...] = field(default=(), repr=False)
     hash: str = ""
+    layout: tuple[Segment, ...] = field(default=(), repr=False)
 
     @staticmethod
-    def compute_hash(sections: tuple[Section, ...]) -> str:
+    def compute_hash(sections: tuple[Section, ...], layout: tuple[Segment, ...] = ()) -> str:
         h = hashlib.sha256()
         for s in sections:
             h.update(s.name.encode())
@@ -83,6 +134,8 @@ class Context:
             for it in s.items:
                 h.update(it.hash.encode())
             h.update(b"\x01")
+        for seg in layout:
+            h.update(f"{seg.kind}:{seg.index}:{seg.hash}\x02".encode())
         return h.hexdigest()
 
     # -- views ---------------------------------------------------------------------------
@@ -94,12 +147,17 @@ class Context:
 
     @property
     def items(self) -> list[ContextItem]:
-        """The content items (active section) in order."""
+        """The content items (active section) in reading order."""
         return list(self.section("active").items)
 
     @property
     def total_tokens(self) -> int:
         return sum(s.tokens for s in self.sections)
+
+    @property
+    def stable_tokens(self) -> int:
+        """Tokens of the stable prefix: everything before the volatile tail."""
+        return sum(seg.tokens for seg in self.layout if seg.stable)
 
     def item_tokens(self) -> dict[str, int]:
         """Tokens per content item id."""
@@ -109,36 +167,38 @@ class Context:
         return {s.name: s.tokens for s in self.sections}
 
     def to_text(self) -> str:
-        """The whole context as one plain text."""
+        """The whole context as one plain text, in reading order."""
+        if self.layout:
+            return "".join(seg.text for seg in self.layout)
         parts = []
         for s in self.sections:
             if s.text:
                 parts.append(f"## {s.name}\n{s.text}")
         return "\n".join(parts)
 
-    def _system_text(self) -> str:
-        return "\n".join(
-            s.text for s in self.sections if s.name in ("system", "metadata", "active") and s.text
-        )
-
     def to_messages(
-        self, format: Literal["openai", "anthropic"] = "openai"
+        self,
+        format: Literal["openai", "anthropic"] = "openai",
+        *,
+        cache: bool = True,
     ) -> list[dict[str, Any]] | dict[str, Any]:
-        """Chat messages: OpenAI's list, or Anthropic's ``{"system", "messages"}``.
+        """The context as a chat transcript: OpenAI's message list or Anthropic's request.
 
-        The system prompt, the metadata section and the active content form the system
-        part; the chat turns follow as messages.
+        The system message holds the system prompt and the pinned items; then come the
+        chat turns, the assistant's tool calls and their results, and the files in the
+        order they entered; the metadata pool is the last user message. With
+        ``cache=True`` the Anthropic form marks the end of the system part and of the
+        stable transcript with ``cache_control`` breakpoints (OpenAI caches prefixes
+        without markers). See :func:`ctxnb.context.to_messages`.
+
+        Args:
+            format: ``"openai"`` (a list of messages) or ``"anthropic"``
+                (``{"system": [...], "messages": [...]}``).
+            cache: mark cache breakpoints where the provider supports them.
         """
-        turns = [
-            {"role": t["role"], "content": t["content"]}
-            for t in self.chat
-            if t.get("role") in ("user", "assistant")
-        ]
-        if format == "openai":
-            return [{"role": "system", "content": self._system_text()}, *turns]
-        if format == "anthropic":
-            return {"system": self._system_text(), "messages": turns}
-        raise ValueError(f"unknown message format {format!r}; use 'openai' or 'anthropic'")
+        from ._messages import to_messages
+
+        return to_messages(self, format, cache=cache)
 
     def __repr__(self) -> str:
         return (

@@ -64,7 +64,7 @@ from .patching import (
 from .pathpolicy import PathPolicy, SafePath
 from .results import DiffResult, PatchResult, ReadResult, VersionInfo
 from .schemas import TOOL_INFO, ToolInfo, tool_schemas
-from .summarize import OutlineSummarizer, Summarizer
+from .summarize import OutlineSummarizer, Summarizer, fit_tokens
 
 if TYPE_CHECKING:
     from ..session import Session
@@ -165,12 +165,19 @@ class FileTools:
             max_path_bytes=cfg.policy.max_path_bytes,
         )
         self.profile = cfg.active_profile(profile)
-        self.summarizer: Summarizer = summarizer or OutlineSummarizer()
+        # Summaries are measured with the session's token counter, the one that counts
+        # the context they enter.
+        self.summarizer: Summarizer = summarizer or OutlineSummarizer(
+            count_tokens=session.token_counter.count
+        )
         self.hooks = hooks
         self.audit_log = audit or AuditLog(workspace.root / ".ctxnb" / "audit.jsonl")
         self.tag_rules = [*tag_rules, *_TAG_RULES]
+        # Keyed by the real workspace-relative path (two files whose names differ only in
+        # case are two files, whatever their shared docPath key).
         self._read_hashes: dict[str, str] = {}
-        self._active: dict[str, tuple[str, str]] = {}
+        self._active: dict[str, str] = {}
+        self._snippets: dict[str, str] = {}
         self._extra_tools: dict[str, tuple[ToolInfo, Callable[..., Any]]] = {}
 
     # -- source precedence ----------------------------------------------------------------
@@ -183,41 +190,70 @@ class FileTools:
     ) -> str:
         """Register the client-side copy of a file (e.g. an unsaved editor buffer).
 
-        An ``active`` copy beats the disk for reads and is the base of ``write_patch``.
-        A ``rag-snippet`` is remembered only to refuse it as an edit base.
+        An ``active`` copy beats the disk for reads, is the base of ``write_patch`` and is
+        what the session's prompt shows for the file. A ``rag-snippet`` is remembered
+        only to refuse it as an edit base; it never displaces an active copy.
 
         Returns:
             The SHA-256 of the copy.
         """
-        key = make_doc_path(doc_path)
-        self._active[key] = (content, source)
+        rel = self._rel_for_doc_path(doc_path)
+        if source == "rag-snippet":
+            self._snippets[rel] = content
+        else:
+            self._active[rel] = content
+            self._show_active_copy(rel, content)
         return sha256_hex(content.encode("utf-8"))
 
     def clear_active_copy(self, doc_path: str) -> None:
-        self._active.pop(make_doc_path(doc_path), None)
+        rel = self._rel_for_doc_path(doc_path)
+        self._snippets.pop(rel, None)
+        if self._active.pop(rel, None) is not None:
+            self._show_active_copy(rel, None)
+
+    def _show_active_copy(self, rel: str, content: str | None) -> None:
+        """The session's prompt shows the active copy of a file it holds (or stops)."""
+        oid = self.workspace.object_id(rel)
+        if oid not in self.session._index_set and content is not None:
+            try:
+                self._index_bytes(rel, self.policy.read_bytes(rel))
+            except NotFoundError:
+                return  # a new, unsaved file: nothing on disk to hold it yet
+        if oid in self.session._index_set:
+            self.session.set_active_copy(oid, content)
 
     def active_file_sha256(self, doc_path: str) -> str:
         """SHA-256 of the authoritative copy: the active copy if any, else the file on disk."""
-        key = make_doc_path(doc_path)
-        active = self._active.get(key)
-        if active is not None and active[1] == "active":
-            return sha256_hex(active[0].encode("utf-8"))
-        return sha256_hex(self.policy.read_bytes(self._rel_for_doc_path(doc_path)))
+        rel = self._rel_for_doc_path(doc_path)
+        active = self._active.get(rel)
+        if active is not None:
+            return sha256_hex(active.encode("utf-8"))
+        return sha256_hex(self.policy.read_bytes(rel))
 
     def _rel_for_doc_path(self, doc_path: str) -> str:
-        # docPath keys are lowercase; find the real file they name.
+        """The real file a docPath names: the exact path when it exists, else the one file
+        whose lowercase key matches.
+
+        Raises:
+            PolicyError: ``AMBIGUOUS_DOC_PATH`` when several files share the key (``README.md``
+                and ``readme.md``) and none is named exactly.
+        """
         key = make_doc_path(doc_path)
         sp = self.policy.check(doc_path)
-        if make_doc_path(sp.rel) == key:
-            try:
-                self.policy.stat(sp)
-                return sp.rel
-            except NotFoundError:
-                pass
-        for sp in self.policy.iter_files():
-            if make_doc_path(sp.rel) == key:
-                return sp.rel
-        return doc_path
+        try:
+            self.policy.stat(sp)
+            return sp.rel
+        except NotFoundError:
+            pass
+        found = [f.rel for f in self.policy.iter_files() if make_doc_path(f.rel) == key]
+        if len(found) > 1:
+            raise PolicyError(
+                "AMBIGUOUS_DOC_PATH",
+                f"{doc_path!r} names {len(found)} files that differ only in case: "
+                f"{', '.join(sorted(found))}",
+                required_action="Use the file's exact path.",
+            )
+        return found[0] if found else sp.rel
 
     # -- the one path every call takes ---------------------------------------------------------
     def _run(
@@ -267,13 +303,16 @@ class FileTools:
         )
         file_refs = [self.workspace.object_id(p) for p in call.paths]
         content = _toolcall_content(result, error)
+        # A whole-file read shows the file object itself; a partial read (a line range, an
+        # excerpt, a capped read) shows only what was read, as this call's output.
+        reads = ("read_file", "read_lines", "get_excerpt")
         self.session.record_toolcall(
             call.tool,
             _audit_args(call.args),
             content,
             status="ok" if success else "fail",
             file_refs=[f for f in file_refs if f in self.session._index_set],
-            activate=call.tool not in ("read_file", "read_lines", "get_excerpt"),
+            activate=call.tool not in reads or _partial(result),
         )
 
     # -- helpers ------------------------------------------------------------------------------
@@ -317,9 +356,9 @@ class FileTools:
 
     def _authoritative(self, rel: str) -> tuple[bytes | None, str]:
         """(bytes, source) of the copy edits must be based on; bytes None if no file."""
-        active = self._active.get(make_doc_path(rel))
-        if active is not None and active[1] == "active":
-            return active[0].encode("utf-8"), "active"
+        active = self._active.get(rel)
+        if active is not None:
+            return active.encode("utf-8"), "active"
         try:
             return self.policy.read_bytes(rel), "disk"
         except NotFoundError:
@@ -331,7 +370,7 @@ class FileTools:
         Raises:
             PolicyError: ``READ_BEFORE_WRITE`` when there is neither.
         """
-        wanted = expected or self._read_hashes.get(make_doc_path(rel))
+        wanted = expected or self._read_hashes.get(rel)
         if wanted is None:
             raise PolicyError(
                 "READ_BEFORE_WRITE",
@@ -342,10 +381,12 @@ class FileTools:
         return wanted
 
     def _check_lock(self, rel: str, current: bytes | None, expected: str | None, tool: str) -> None:
-        key = make_doc_path(rel)
-        snippet = self._active.get(key)
-        if snippet is not None and snippet[1] == "rag-snippet" and expected is not None:
-            if expected == sha256_hex(snippet[0].encode("utf-8")):
+        snippet = self._snippets.get(rel)
+        if snippet is not None and expected is not None:
+            # A snippet equal to the whole authoritative copy is that copy: an edit based
+            # on it is based on the file.
+            whole = current is not None and expected == sha256_hex(current)
+            if expected == sha256_hex(snippet.encode("utf-8")) and not whole:
                 raise PolicyError(
                     "SNIPPET_NOT_EDIT_BASE",
                     f"{rel}: the hash given is that of a retrieval snippet, which is never a "
@@ -406,10 +447,10 @@ class FileTools:
                 required_action="Read it and use mode='truncate' with expected_sha256.",
             ) from None
         call.after_sha256 = sha256_hex(data)
-        key = make_doc_path(rel)
-        self._read_hashes[key] = call.after_sha256
-        if key in self._active and self._active[key][1] == "active":
-            self._active[key] = (new_text, "active")
+        self._read_hashes[rel] = call.after_sha256
+        if rel in self._active:
+            self._active[rel] = new_text
+            self._show_active_copy(rel, new_text)
         oid, version = self._index_bytes(rel, data)
         self.session.activate(oid)
         # A diff of the redacted texts (same lines, same numbers): a hunk that shows only
@@ -485,18 +526,18 @@ class FileTools:
         disk_sha = sha256_hex(data)
         _, version = self._index_bytes(rel, data)
         key = make_doc_path(rel)
-        active = self._active.get(key)
+        active = self._active.get(rel)
         source = "disk"
         sha = disk_sha
         text = decode_bytes(data)
-        if active is not None and active[1] == "active":
-            text, source = active[0], "active"
+        if active is not None:
+            text, source = active, "active"
             sha = sha256_hex(text.encode("utf-8"))
-        self._read_hashes[key] = sha
+        self._read_hashes[rel] = sha
         call.before_sha256 = sha
         oid = self.workspace.object_id(rel)
-        self.session.activate(oid)
         if text is None:
+            self.session.activate(oid)
             return ReadResult(
                 path=rel, doc_path=key, content=None, sha256=sha, version_id=version,
                 source=source, binary=True, total_chars=len(data),
@@ -513,6 +554,8 @@ class FileTools:
         # line still loses the key's body (redaction keeps line numbers).
         red = redact(text)
         shown, first, last, truncated, note = self._shape(rel, red.text, start, end)
+        if first == 1 and last >= total_lines and not truncated:
+            self.session.activate(oid)  # the whole file was read: it is in the context
         count = sum(
             1
             for f in red.findings
@@ -883,7 +926,9 @@ class FileTools:
             if text is None:
                 return f"{sp.rel}: binary file, {len(data)} bytes"
             budget = max_tokens or self.profile.summary_tokens
-            return self.summarizer(sp.rel, redact_text(text), budget)
+            summary = self.summarizer(sp.rel, redact_text(text), budget)
+            # Whatever summarizer is plugged in, the budget holds in the session's tokens.
+            return fit_tokens(summary, budget, self.session.token_counter.count)
 
         return self._run("summarize_file", {"path": path, "max_tokens": max_tokens}, run)
 
@@ -1188,16 +1233,28 @@ def _audit_args(args: dict[str, Any]) -> dict[str, Any]:
     return out
 
 
+def _partial(result: Any) -> bool:
+    """A read that showed less than the whole file."""
+    if not isinstance(result, ReadResult) or result.binary or result.content is None:
+        return False
+    return (
+        result.truncated
+        or (result.start_line or 1) > 1
+        or (result.end_line or 0) < (result.total_lines or 0)
+    )
+
+
 def _toolcall_content(result: Any, error: CtxnbError | None) -> str:
     if error is not None:
         code = _error_code(error)
         return f"error {code}: {error}"
     if isinstance(result, ReadResult):
-        # The file object carries the content; the tool call says what was seen.
-        return (
+        head = (
             f"read {result.path} lines {result.start_line}-{result.end_line} of "
             f"{result.total_lines} (sha256 {result.sha256[:12]}, {result.version_id})"
         )
+        # A whole file is shown by its file object; a partial read shows what was read.
+        return f"{head}\n{result.content}" if _partial(result) else head
     if isinstance(result, PatchResult):
         return result.message if not result.diff else f"{result.message}\n{result.diff}"
     if isinstance(result, DiffResult):

@@ -39,6 +39,7 @@ __all__ = [
     "OutlineSummarizer",
     "Summarizer",
     "default_count_tokens",
+    "fit_tokens",
     "outline",
 ]
 
@@ -156,11 +157,18 @@ def outline(
         last = candidate
         if count(candidate) <= max_tokens:
             return candidate
-    return _truncate_to_budget(last, max_tokens, count)
+    return fit_tokens(last, max_tokens, count)
 
 
-def _truncate_to_budget(text: str, max_tokens: int, count: TokenCounter) -> str:
-    """Cut ``text`` (normally just a header) until it fits; a last resort."""
+def fit_tokens(text: str, max_tokens: int, count: TokenCounter) -> str:
+    """The longest prefix of ``text`` (with ``…`` when cut) within ``max_tokens``.
+
+    The last resort of :func:`outline`, and the guard after any summarizer.
+
+    Example:
+        >>> fit_tokens("one two three four", 2, lambda t: len(t.split()))
+        'one two…'
+    """
     if count(text) <= max_tokens:
         return text
     lo, hi = 0, len(text)
