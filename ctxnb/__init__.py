@@ -47,6 +47,8 @@ _LAZY: dict[str, str] = {
     "CallbackApprover": "ctxnb.govern.approval",
     "Context": "ctxnb.context",
     "ContextItem": "ctxnb.context",
+    "PrefixReuse": "ctxnb.context",
+    "prefix_reuse": "ctxnb.context",
     "ContextStrategy": "ctxnb.strategies",
     "Decision": "ctxnb.govern.approval",
     "FileTools": "ctxnb.tools.filetools",
