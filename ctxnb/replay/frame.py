@@ -17,8 +17,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from .._text import common_prefix_len
-from ..context import Context
+from ..context import Context, prefix_reuse
 from ..prices import ModelPrice
 from .model import Step, Trajectory
 
@@ -85,22 +84,19 @@ class StepMeasure:
 class PromptTracker:
     """Tokens each strategy's prompt shares with its previous prompt.
 
-    The prompt is the context rendered as text, in its own order; the shared part is
-    its longest common prefix with the previous prompt, in tokens (the context's
-    tokens in proportion to the characters shared).
+    The shared part is measured by :func:`ctxnb.context.prefix_reuse`: the context's
+    segments in reading order, up to the first that changed.
     """
 
     def __init__(self) -> None:
-        self._prev: dict[str, str] = {}
+        self._prev: dict[str, Context] = {}
 
     def shared(self, label: str, ctx: Context, hidden: int) -> int:
-        text = ctx.to_text()
         prev = self._prev.get(label)
-        self._prev[label] = text
-        if prev is None or not text:
+        self._prev[label] = ctx
+        if prev is None or not ctx.total_tokens:
             return 0
-        common = common_prefix_len(prev, text)
-        return hidden + round(ctx.total_tokens * common / len(text))
+        return hidden + prefix_reuse(prev, ctx).shared
 
 
 def row(
