@@ -413,6 +413,53 @@ RULES: tuple[Rule, ...] = (
         word_start=True,
     ),
     Rule(
+        "google-oauth-secret",
+        re.compile(_b(r"(?P<secret>GOCSPX-(?P<tail>[A-Za-z0-9_-]{28}))") + _T),
+        accept=_token_ok("tail"),
+        word_start=True,
+    ),
+    Rule(
+        "vault-token",
+        re.compile(_b(r"(?P<secret>hv[sbr]\.(?P<tail>[A-Za-z0-9_-]{24,}))") + _T),
+        accept=_mixed_token_ok,
+        word_start=True,
+    ),
+    Rule(
+        "linear-api-key",
+        re.compile(_b(r"(?P<secret>lin_api_(?P<tail>[A-Za-z0-9]{40}))") + r"(?![A-Za-z0-9])"),
+        accept=_token_ok("tail"),
+        word_start=True,
+    ),
+    Rule(
+        "grafana-token",
+        re.compile(_b(r"(?P<secret>gl(?:sa|c)_(?P<tail>[A-Za-z0-9_=+/-]{32,}))") + _T),
+        accept=_token_ok("tail"),
+        word_start=True,
+    ),
+    Rule(
+        "postman-key",
+        re.compile(_b(r"(?P<secret>PMAK-(?P<tail>[a-f0-9]{24}-[a-f0-9]{34}))") + _T),
+        accept=_token_ok("tail"),
+        word_start=True,
+    ),
+    Rule(
+        "databricks-token",
+        re.compile(_b(r"(?P<secret>dapi(?P<tail>[a-f0-9]{32})(?:-\d)?)") + _T),
+        accept=_token_ok("tail"),
+        word_start=True,
+    ),
+    Rule(
+        "age-secret-key",
+        re.compile(r"(?P<secret>AGE-SECRET-KEY-1(?P<tail>[0-9A-Z]{58}))"),
+        accept=_token_ok("tail"),
+    ),
+    Rule(
+        "mailgun-key",
+        re.compile(_b(r"(?P<secret>key-(?P<tail>[0-9a-f]{32}))") + r"(?![A-Za-z0-9])"),
+        accept=_token_ok("tail"),
+        word_start=True,
+    ),
+    Rule(
         "azure-key",
         re.compile(
             r"(?:AccountKey|SharedAccessKey|SharedAccessSignature)="
@@ -503,7 +550,8 @@ TRIGGER_WORDS = (
     *("ghp_", "gho_", "ghu_", "ghs_", "ghr_", "github_pat_", "glpat-", "sk-", "sk_", "rk_"),
     *("whsec_", "xox", "xapp-", "hooks.slack.com", "sg.", "hf_", "npm_", "pypi-", "_v1_"),
     *("shp", ":aa", "aiza", "akia", "asia", "abia", "acca", "a3t", "aws", "accountkey="),
-    *("sharedaccess", "eyj", "authorization", "://", "private key"),
+    *("sharedaccess", "eyj", "authorization", "://", "private key", "gocspx-", "hvs."),
+    *("hvb.", "hvr.", "lin_api_", "glsa_", "glc_", "pmak-", "dapi", "age-secret-key-1"),
 )
 #: The shortest text the key-body rule can match (three 64-character lines).
 KEY_BODY_MIN = 3 * 65

@@ -39,6 +39,14 @@ Rules (the ``rule`` name of each finding):
 ``shopify-token``            ``shpat_``/``shpss_``/``shpca_``/``shppa_`` + 32 hex
 ``telegram-bot-token``       ``<bot id>:AA…`` (35 chars)
 ``google-api-key``           ``AIza`` + 35 chars
+``google-oauth-secret``      ``GOCSPX-`` + 28
+``vault-token``              HashiCorp Vault ``hvs.``/``hvb.``/``hvr.`` tokens
+``linear-api-key``           ``lin_api_`` + 40
+``grafana-token``            ``glsa_``/``glc_`` service-account and cloud tokens
+``postman-key``              ``PMAK-`` + 24 + ``-`` + 34 hex
+``databricks-token``         ``dapi`` + 32 hex
+``age-secret-key``           ``AGE-SECRET-KEY-1`` + 58
+``mailgun-key``              ``key-`` + 32 hex
 ``azure-key``                the value of ``AccountKey=``, ``SharedAccessKey=`` in a
                              connection string
 ``http-authorization``       the credentials after ``Authorization: Basic|Bearer|Token``

@@ -228,6 +228,26 @@ def secret_cases(seed: int = 12) -> list[Case]:
     add("digitalocean-token", "do.tf", f'provider "digitalocean" {{\n  token = "{v}"\n}}\n', v)
     v = SHPAT + g.s(32, LOWER_HEX)
     add("shopify-token", "shop.rb", f"ShopifyAPI::Session.new(token: '{v}')\n", v)
+    v = "GOC" + "SPX-" + g.s(28, URLSAFE)
+    add("google-oauth-secret", "client_secret.json", json.dumps({"web": {"client_secret": v}}), v)
+    v = "hv" + "s." + g.s(90, URLSAFE)
+    add("vault-token", "vault.sh", f"export VAULT_ADDR=https://vault:8200\nvault login {v}\n", v)
+    v = "lin" + "_api_" + g.s(40)
+    add(
+        "linear-api-key", "linear.ts", f"const linear = new LinearClient({{ apiKey: '{v}' }});\n", v
+    )
+    v = "gl" + "sa_" + g.s(32) + "_" + g.s(8, LOWER_HEX)
+    add("grafana-token", "grafana.ini", f"[auth]\nservice_account = {v}\n", v)
+    v = "PM" + "AK-" + g.s(24, LOWER_HEX) + "-" + g.s(34, LOWER_HEX)
+    add("postman-key", "newman.sh", f"newman run c.json --postman-api-key {v}\n", v)
+    v = "da" + "pi" + g.s(32, LOWER_HEX)
+    add(
+        "databricks-token", ".databrickscfg", f"[DEFAULT]\nhost = https://x.cloud\ntoken = {v}\n", v
+    )
+    v = "AGE-SECRET" + "-KEY-1" + g.s(58, string.ascii_uppercase + string.digits)
+    add("age-secret-key", "keys.txt", f"# created: 2024-01-01\n# public key: age1qyqs\n{v}\n", v)
+    v = "ke" + "y-" + g.s(32, LOWER_HEX)
+    add("mailgun-key", "mail.rb", f"Mailgun::Client.new('{v}')\n", v)
     v = g.digits(10) + ":AA" + g.s(33, URLSAFE)
     add("telegram-bot-token", "bot.env", f"TELEGRAM={v}\n", v)
 
