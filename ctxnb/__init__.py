@@ -32,6 +32,7 @@ from .errors import (
     PatchError,
     PolicyError,
     ResolverError,
+    SandboxError,
     SelectionError,
     StaleFileError,
     StoreError,
@@ -69,6 +70,7 @@ _LAZY: dict[str, str] = {
     "RulesIndex": "ctxnb.rules",
     "RulesTiered": "ctxnb.rules",
     "RulesTracker": "ctxnb.rules",
+    "Sandbox": "ctxnb.sandbox.runner",
     "Selection": "ctxnb.strategies",
     "Session": "ctxnb.session",
     "StrategyInput": "ctxnb.strategies",
@@ -115,6 +117,7 @@ __all__ = sorted(
         "PatchError",
         "PolicyError",
         "ResolverError",
+        "SandboxError",
         "SelectionError",
         "StaleFileError",
         "StoreError",
@@ -153,6 +156,7 @@ if TYPE_CHECKING:  # pragma: no cover - for type checkers and IDEs only
     from .resolver import FilesystemResolver, MountMapping, default_filesystem_id, doc_path
     from .rules import AllRules, RulesIndex, RulesTiered, RulesTracker
     from .samples import copy_sample_workspace
+    from .sandbox.runner import Sandbox
     from .session import Session
     from .store import ObjectStore, TxRecord, Version
     from .strategies import (

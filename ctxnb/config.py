@@ -56,6 +56,7 @@ __all__ = [
     "Profile",
     "RulesConfig",
     "SkillsConfig",
+    "SandboxConfig",
     "load_config",
 ]
 
@@ -205,6 +206,27 @@ class AdaptersConfig(_Strict):
 
     claude_code: ClaudeCodeAdapterConfig = Field(default_factory=ClaudeCodeAdapterConfig)
     mcp: McpAdapterConfig = Field(default_factory=McpAdapterConfig)
+class SandboxConfig(_Strict):
+    """How commands are confined (see :mod:`ctxnb.sandbox`).
+
+    ``backend = "none"`` runs commands unconfined: UNSAFE, for machines without
+    bubblewrap only (the intent gate, tracing and putting back still apply). The
+    shorthand ``sandbox = "none"`` at the top level means the same.
+    """
+
+    backend: Literal["bwrap", "none"] = "bwrap"
+    network: bool = Field(default=False, description="let commands reach the network")
+    env: list[str] = Field(default_factory=list, description="more variables passed through")
+    read_paths: list[str] = Field(default_factory=list, description="more read-only host paths")
+    max_memory_mb: int | None = Field(default=8192, gt=0)
+    max_file_mb: int | None = Field(default=1024, gt=0)
+    max_processes: int | None = Field(default=4096, gt=0)
+    max_open_files: int | None = Field(default=4096, gt=0)
+
+    @model_validator(mode="before")
+    @classmethod
+    def _shorthand(cls, data: Any) -> Any:
+        return {"backend": data} if isinstance(data, str) else data
 
 
 class CtxnbConfig(_Strict):
@@ -220,6 +242,7 @@ class CtxnbConfig(_Strict):
     skills: SkillsConfig = Field(default_factory=SkillsConfig)
     rules: RulesConfig = Field(default_factory=RulesConfig)
     adapters: AdaptersConfig = Field(default_factory=AdaptersConfig)
+    sandbox: SandboxConfig = Field(default_factory=SandboxConfig)
     source: str | None = Field(default=None, description="the file the settings came from")
 
     def active_profile(self, name: str | None = None) -> Profile:

@@ -10,7 +10,8 @@ Every error ctxnb raises on purpose derives from one root, so callers can catch
     ├── NotFoundError        no object, version or file by that name
     ├── ResolverError        a path cannot be resolved or is malformed
     ├── PolicyError          a governed tool call was refused (structured)
-    │   └── StaleFileError       the caller's hash is not the file's hash now
+    │   ├── StaleFileError       the caller's hash is not the file's hash now
+    │   └── SandboxError         a command cannot be confined (no bwrap, a bad scope)
     ├── PatchError           a patch is malformed
     │   └── PatchConflict        a patch no longer applies to the file
     ├── MissingDependencyError   an optional extra is not installed
@@ -36,6 +37,7 @@ __all__ = [
     "PatchError",
     "PolicyError",
     "ResolverError",
+    "SandboxError",
     "SelectionError",
     "StaleFileError",
     "StoreError",
@@ -166,6 +168,23 @@ class MissingDependencyError(CtxnbError, ImportError):
         return cls(
             f"{module!r} is not installed; it is needed for this feature. "
             f"Install it with: pip install 'ctxnb[{extra}]'"
+        )
+
+
+class SandboxError(PolicyError):
+    """A command cannot be run confined: bubblewrap is missing or the scope cannot be bound.
+
+    Its ``error_code`` is ``SANDBOX_UNAVAILABLE``; the message names the fix.
+    """
+
+    def __init__(self, message: str, *, required_action: str = "") -> None:
+        super().__init__(
+            "SANDBOX_UNAVAILABLE",
+            message,
+            recoverable=False,
+            required_action=required_action
+            or "A human must fix the sandbox set-up as the message says; commands cannot run "
+            "until then.",
         )
 
 

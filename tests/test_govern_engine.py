@@ -123,31 +123,31 @@ def test_every_mutation_appends_a_schema_valid_record(gov, schema):
 def test_destructive_command_needs_approval(gov):
     t = tools_for(gov)
     t.dispatch("select_active_intent", {"intent_id": "INT-001"})
-    (gov / "build").mkdir()
-    (gov / "build" / "out.txt").write_text("artifact\n")
-    out = t.dispatch("run_command", {"cmd": "rm -rf build"})
+    (gov / "inventory" / "build").mkdir()
+    (gov / "inventory" / "build" / "out.txt").write_text("artifact\n")
+    out = t.dispatch("run_command", {"cmd": "rm -rf inventory/build"})
     assert out["error_code"] == "DESTRUCTIVE_NEEDS_APPROVAL"
-    assert (gov / "build" / "out.txt").exists()
+    assert (gov / "inventory" / "build" / "out.txt").exists()
     safe = t.dispatch("run_command", {"cmd": "git status --porcelain"})
     assert safe["ok"] and safe["result"]["returncode"] == 0
 
 
 def test_destructive_command_reject_and_approve_paths(gov):
-    (gov / "build").mkdir()
-    (gov / "build" / "out.txt").write_text("artifact\n")
+    (gov / "inventory" / "build").mkdir()
+    (gov / "inventory" / "build" / "out.txt").write_text("artifact\n")
     no = tools_for(gov, approver=CallbackApprover(lambda req: False, by="reviewer-ana"))
     no.dispatch("select_active_intent", {"intent_id": "INT-001"})
-    out = no.dispatch("run_command", {"cmd": "rm -rf build"})
+    out = no.dispatch("run_command", {"cmd": "rm -rf inventory/build"})
     assert out["error_code"] == "APPROVAL_REJECTED"
     assert out["details"]["decision"]["by"] == "reviewer-ana"
-    assert (gov / "build" / "out.txt").exists()
+    assert (gov / "inventory" / "build" / "out.txt").exists()
 
     q = QueueApprover(timeout=10)
     yes = tools_for(gov, sid="agent-2", approver=q)
     yes.dispatch("select_active_intent", {"intent_id": "INT-001"})
     result: dict = {}
     worker = threading.Thread(
-        target=lambda: result.update(yes.dispatch("run_command", {"cmd": "rm -rf build"}))
+        target=lambda: result.update(yes.dispatch("run_command", {"cmd": "rm -rf inventory/build"}))
     )
     worker.start()
     for _ in range(500):
@@ -159,7 +159,7 @@ def test_destructive_command_reject_and_approve_paths(gov):
     q.decide(req.id, True, by="reviewer-bo")
     worker.join(10)
     assert result["ok"], result
-    assert not (gov / "build").exists()
+    assert not (gov / "inventory" / "build").exists()
     decisions = [r for r in ledger(gov) if not r["files"]]
     bys = [r["metadata"]["approval"]["by"] for r in decisions]
     assert bys == ["reviewer-ana", "reviewer-bo"]

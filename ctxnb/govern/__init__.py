@@ -1,4 +1,7 @@
-"""Governance: intents, command risk, command running, mutation classes, the trace ledger.
+"""Governance: intents, command risk, mutation classes, the trace ledger.
+
+Commands run confined by :mod:`ctxnb.sandbox` (``ctxnb.sandbox.run_command`` is the
+process runner; :mod:`ctxnb.govern.effects` governs what a command changed).
 
 Importing this package is cheap (a hook process imports it on every tool call): each
 name below is loaded from its module on first use.
@@ -16,14 +19,12 @@ from typing import TYPE_CHECKING
 from .._lazy import lazy_exports
 
 if TYPE_CHECKING:
-    from .commands import CommandResult, run_command
     from .intents import Intent, IntentFile, init_governance, intent_context, load_intents
     from .ledger import TraceLedger, build_trace_record, validate_record
     from .mutation import classify_mutation, touched_symbols
     from .risk import RiskAssessment, classify_command
 
 _EXPORTS = {
-    "CommandResult": "commands",
     "Intent": "intents",
     "IntentFile": "intents",
     "RiskAssessment": "risk",
@@ -34,13 +35,11 @@ _EXPORTS = {
     "init_governance": "intents",
     "intent_context": "intents",
     "load_intents": "intents",
-    "run_command": "commands",
     "touched_symbols": "mutation",
     "validate_record": "ledger",
 }
 
 __all__ = [
-    "CommandResult",
     "Intent",
     "IntentFile",
     "RiskAssessment",
@@ -51,7 +50,6 @@ __all__ = [
     "init_governance",
     "intent_context",
     "load_intents",
-    "run_command",
     "touched_symbols",
     "validate_record",
 ]

@@ -351,18 +351,19 @@ class QualityLoop:
     def run(self, call: ToolCall, result: Any, engine: HookEngine) -> list[dict[str, Any]]:
         if call.new_text is None or not engine.quality_commands:
             return []
-        from .commands import run_command
-
         feedback = []
         for cmd in engine.quality_commands:
-            res = run_command(cmd, cwd=engine.root, timeout=engine.command_timeout, shell=True)
-            if res.returncode != 0:
-                out = (res.stdout + res.stderr)[-2000:]
+            # Confined like any command; what it changes is traced or put back.
+            res = engine.run_sandboxed(
+                cmd, shell=True, session_id=call.session_id, caller="quality-loop", tool="quality"
+            )
+            if res["returncode"] != 0:
+                out = (res["stdout"] + res["stderr"])[-2000:]
                 feedback.append(
                     {
                         "kind": "quality",
                         "command": cmd,
-                        "returncode": res.returncode,
+                        "returncode": res["returncode"],
                         "output": redact(out).text,
                     }
                 )
@@ -449,6 +450,7 @@ class HookEngine:
         self._intents_mtime: float | None = None
         self._intent_map_cache: tuple[int | None, dict[str, dict[str, Any]]] | None = None
         self._lock = threading.Lock()
+        self._effects: Any = None
         self.tools: FileTools  # set by governed_tools()
 
     # -- intents -------------------------------------------------------------------------------
@@ -482,8 +484,8 @@ class HookEngine:
 
     # -- classification --------------------------------------------------------------------------
     def needs_intent(self, call: ToolCall) -> bool:
-        if call.tool == "run_command":
-            return self.risk_of(call)["level"] != "SAFE"
+        # run_command is mutating whatever its risk: its sandbox is writable only in
+        # the selected intent's scope, so without an intent there is nothing to run.
         return call.mutating
 
     def risk_of(self, call: ToolCall) -> dict[str, Any]:
@@ -631,8 +633,11 @@ class HookEngine:
         timeout: float | None = None,
         shell: bool = False,
     ) -> dict[str, Any]:
-        """Run a command in the workspace (after the pre policies); output is redacted."""
-        from .commands import run_command
+        """Run a command confined to the intent's scope (after the pre policies).
+
+        The output is redacted; what the command changed is stored and traced, or put
+        back when it lies outside the scope (``result["effects"]``).
+        """
 
         def run(call: ToolCall) -> dict[str, Any]:
             workdir = self.root
@@ -641,18 +646,85 @@ class HookEngine:
                 workdir = sp.abs
                 if not workdir.is_dir():
                     raise NotFoundError(f"working directory {cwd!r} does not exist")
-            res = run_command(
+            out = self.run_sandboxed(
                 cmd,
                 cwd=workdir,
                 timeout=timeout or self.command_timeout,
                 shell=shell,
-                redact=lambda s: redact(s).text,
+                session_id=call.session_id,
+                caller=call.caller,
             )
-            return res.to_dict()
+            call.context["effects"] = out["effects"]
+            return out
 
         return self.tools._run(
             "run_command", {"cmd": cmd, "cwd": cwd, "timeout": timeout, "shell": shell}, run
         )
+
+    def sandbox(self) -> Any:
+        """The :class:`~ctxnb.sandbox.Sandbox` for the selected intent (nothing writable
+        without one), configured by ``[sandbox]``."""
+        from ..sandbox import Sandbox, SandboxLimits
+
+        cfg = self.workspace.config.sandbox
+        intent = self.current_intent()
+        return Sandbox(
+            self.root,
+            owned_scope=intent.owned_scope if intent is not None else (),
+            in_scope=intent.in_scope if intent is not None else None,
+            deny=self.tools.policy.deny,
+            backend=cfg.backend,
+            network=cfg.network or bool(intent is not None and intent.network),
+            env_allow=cfg.env,
+            read_paths=cfg.read_paths,
+            limits=SandboxLimits(
+                max_memory_mb=cfg.max_memory_mb,
+                max_file_mb=cfg.max_file_mb,
+                max_processes=cfg.max_processes,
+                max_open_files=cfg.max_open_files,
+            ),
+        )
+
+    def run_sandboxed(
+        self,
+        cmd: str | list[str],
+        *,
+        cwd: Path | None = None,
+        timeout: float | None = None,
+        shell: bool = False,
+        session_id: str | None = None,
+        caller: str = "agent",
+        tool: str = "run_command",
+    ) -> dict[str, Any]:
+        """Run ``cmd`` in the sandbox and govern its effects (no pre policies: callers
+        run those). Returns the command result with ``effects`` and ``sandbox``."""
+        from .effects import CommandEffects
+
+        if self._effects is None:
+            self._effects = CommandEffects(self)
+        effects = self._effects
+        sb = self.sandbox()
+        sres = sb.run(
+            cmd,
+            cwd=cwd or self.root,
+            timeout=timeout or self.command_timeout,
+            shell=shell,
+            redact=lambda s: redact(s).text,
+            before_run=effects.sync,
+        )
+        text = cmd if isinstance(cmd, str) else " ".join(cmd)
+        report = effects.apply(
+            sres,
+            intent=self.current_intent(),
+            command=text,
+            session_id=session_id,
+            caller=caller,
+            tool=tool,
+        )
+        out = sres.result.to_dict()
+        out["effects"] = report.to_dict()
+        out["sandbox"] = sres.backend
+        return out
 
     def select_intent_tool(self, intent_id: str) -> str:
         return self.tools._run(

@@ -109,6 +109,9 @@ class Intent(BaseModel):
     owned_scope: list[_Glob] = Field(default_factory=list)
     constraints: list[str] = Field(default_factory=list)
     acceptance_criteria: list[str] = Field(default_factory=list)
+    network: bool = Field(
+        default=False, description="commands under this intent may reach the network"
+    )
 
     _spec: Any = PrivateAttr(default=None)
 

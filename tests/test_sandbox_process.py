@@ -10,9 +10,9 @@ from pathlib import Path
 
 import pytest
 
-import ctxnb.govern.commands as commands_mod
+import ctxnb.sandbox.process as commands_mod
 from ctxnb.errors import NotFoundError
-from ctxnb.govern.commands import CommandResult, run_command
+from ctxnb.sandbox.process import CommandResult, run_command
 
 
 def alive(pid: int) -> bool:

@@ -112,6 +112,7 @@ def run_command(
     env: Mapping[str, str] | None = None,
     redact: Callable[[str], str] | None = None,
     kill_grace: float = 2.0,
+    wrap: Callable[[list[str]], list[str]] | None = None,
 ) -> CommandResult:
     """Run a command with a timeout, capped output and no processes left behind.
 
@@ -127,6 +128,8 @@ def run_command(
         redact: applied to both output texts before they are returned (to hide
             secrets).
         kill_grace: seconds between SIGTERM and SIGKILL.
+        wrap: turns the command's argv into the argv to start (a sandbox that runs
+            it, see :class:`ctxnb.sandbox.Sandbox`).
 
     Raises:
         NotFoundError: ``cwd`` is not a directory.
@@ -156,6 +159,8 @@ def run_command(
         argv = [str(a) for a in cmd]
     if not argv:
         return CommandResult(2, "", "ctxnb: empty command\n")
+    if wrap is not None:
+        argv = wrap(argv)
 
     start = time.monotonic()
     try:

@@ -1,0 +1,451 @@
+"""What a sandboxed command may see and change: the plan, and the bubblewrap argv for it.
+
+A :class:`SandboxPlan` is computed from the workspace, the selected intent's
+``owned_scope`` and the deny list, before each command:
+
+* **read-only**: the system directories (``/usr``, ``/etc``, the libraries), the Python
+  environment ctxnb runs in (its ``bin`` first on ``PATH``), the paths the config adds
+  (``[sandbox] read_paths``), and the workspace itself. Nothing else of the host exists
+  in the sandbox: no home directory, no other repositories, a private empty ``/tmp``
+  that is also ``HOME``.
+* **writable**: the *directories* that hold the intent's scope (see
+  :func:`writable_dirs`). With no intent, nothing is writable.
+* **protected**: ``.git`` and ``.orchestration`` are bound read-only again on top of a
+  writable directory; ``.ctxnb`` (the store holds every version of every file) is hidden
+  behind an empty read-only directory.
+* **masked**: every existing path the deny list names (``.env*``, keys …) is covered:
+  a file by ``/dev/null`` (opening it fails), a directory by an empty read-only one.
+* **hard links**: a regular file in a writable directory with more than one link may
+  share its inode with a file outside the scope; writing it would change both. Such
+  files are bound read-only on their own (they cannot be written, renamed or removed).
+  New hard links cannot reach outside: ``link(2)`` does not cross mounts, and every
+  writable directory is its own mount.
+* **symlinks**: a writable directory must be a real directory of the workspace (no
+  symlink on the way), so the bind cannot point outside it; links the command creates
+  are resolved inside the sandbox, where outside paths are read-only or absent.
+
+Globs map to directories by their longest literal directory prefix: ``src/**/*.py``
+makes ``src/`` writable, ``docs/guide.md`` makes ``docs/`` writable, a glob with no
+``/`` (``*.py``, ``tests/``) matches at any depth and makes the whole workspace writable. What a
+command changes in a writable directory but outside the globs is put back afterwards
+(:mod:`ctxnb.sandbox.runner`), so the globs, not the directories, are the scope.
+
+Example:
+    >>> writable_dirs(["src/**/*.py", "docs/guide.md", "tests/**"])
+    ['docs', 'src', 'tests']
+    >>> writable_dirs(["*.py"])
+    ['']
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import shutil
+import stat as stat_mod
+import sys
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from ..errors import SandboxError
+
+__all__ = [
+    "ENV_ALLOW",
+    "PROTECTED",
+    "SandboxLimits",
+    "SandboxPlan",
+    "bwrap_argv",
+    "find_bwrap",
+    "plan_sandbox",
+    "writable_dirs",
+]
+
+PROTECTED = (".git", ".orchestration")
+"""Workspace directories a command may read but never change."""
+
+HIDDEN = (".ctxnb",)
+"""Workspace directories a command does not see at all (ctxnb's own state)."""
+
+ENV_ALLOW = (
+    "PATH",
+    "LANG",
+    "LANGUAGE",
+    "LC_ALL",
+    "LC_CTYPE",
+    "LC_MESSAGES",
+    "TERM",
+    "TZ",
+    "COLUMNS",
+    "LINES",
+    "NO_COLOR",
+    "FORCE_COLOR",
+)
+"""Environment variables passed through by default; every other one is dropped."""
+
+_SYSTEM_RO = ("/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32", "/etc", "/opt")
+# Files under /etc that hold credentials of the host, hidden even though /etc is readable.
+_ETC_MASK = ("/etc/shadow", "/etc/gshadow", "/etc/sudoers", "/etc/ssh", "/etc/ssl/private")
+_GLOB_CHARS = re.compile(r"[*?\[\\]")
+SANDBOX_HOME = "/tmp/home"
+
+
+@dataclass(frozen=True)
+class SandboxLimits:
+    """Resource limits of a sandboxed command (``prlimit``); None leaves one unset.
+
+    ``max_processes`` counts every process of the user on the machine (the kernel's
+    RLIMIT_NPROC) and does not apply to root.
+    """
+
+    max_memory_mb: int | None = 8192
+    max_file_mb: int | None = 1024
+    max_processes: int | None = 4096
+    max_open_files: int | None = 4096
+
+    def prlimit_args(self) -> list[str]:
+        out = []
+        if self.max_memory_mb is not None:
+            out.append(f"--as={self.max_memory_mb * 1024 * 1024}")
+        if self.max_file_mb is not None:
+            out.append(f"--fsize={self.max_file_mb * 1024 * 1024}")
+        if self.max_processes is not None:
+            out.append(f"--nproc={self.max_processes}")
+        if self.max_open_files is not None:
+            out.append(f"--nofile={self.max_open_files}")
+        out.append("--core=0")
+        return out
+
+
+@dataclass(frozen=True)
+class SandboxPlan:
+    """Everything the sandbox binds, masks and passes, for one command.
+
+    Attributes:
+        root: the workspace root (a real directory, symlinks resolved).
+        writable: workspace-relative directories bound writable (``""`` is the root).
+        masked_files: workspace-relative files covered by ``/dev/null``.
+        masked_dirs: workspace-relative directories covered by an empty directory.
+        pinned: regular files in writable directories bound read-only on their own
+            (files with several hard links).
+        read_paths: host paths bound read-only besides the system and the workspace.
+        network: whether the command shares the host's network.
+        env: the command's whole environment.
+        limits: resource limits.
+    """
+
+    root: Path
+    writable: tuple[str, ...] = ()
+    masked_files: tuple[str, ...] = ()
+    masked_dirs: tuple[str, ...] = ()
+    pinned: tuple[str, ...] = ()
+    read_paths: tuple[str, ...] = ()
+    network: bool = False
+    env: Mapping[str, str] = field(default_factory=dict)
+    limits: SandboxLimits = field(default_factory=SandboxLimits)
+
+
+def writable_dirs(
+    owned_scope: Sequence[str], root: str | os.PathLike[str] | None = None
+) -> list[str]:
+    """The workspace directories to bind writable for an intent's ``owned_scope`` globs.
+
+    Each glob gives its longest literal directory prefix; a glob without ``/`` (other
+    than a trailing one) matches at any depth and gives the root (``""``). Negations
+    (``!``) only narrow a scope and add nothing. With ``root``, a directory that does
+    not exist yet is replaced by its nearest existing parent. Nested results collapse
+    into their outermost directory.
+
+    Example:
+        >>> writable_dirs(["inventory/**", "tests/test_inventory.py", "/web/*.css"])
+        ['inventory', 'tests', 'web']
+    """
+    found: set[str] = set()
+    for raw in owned_scope:
+        glob = raw.strip()
+        if not glob or glob.startswith(("#", "!")):
+            continue
+        is_dir = glob.endswith("/")
+        glob = glob.strip("/")
+        if "/" not in glob:
+            # gitignore: no slash means any depth (except a literal top-level dir name
+            # given with a trailing slash, which still matches at any depth).
+            found.add("")
+            continue
+        parts = glob.split("/")
+        literal: list[str] = []
+        for i, part in enumerate(parts):
+            if _GLOB_CHARS.search(part) or part in ("", ".", ".."):
+                break
+            literal.append(part)
+            if i == len(parts) - 1 and not is_dir:
+                # The whole glob is literal and names a file (or a directory).
+                if root is None or not (Path(root) / "/".join(literal)).is_dir():
+                    literal.pop()
+        if ".." in parts:
+            continue  # never in scope (Intent.in_scope refuses climbing paths)
+        rel = "/".join(literal)
+        if root is not None:
+            while rel and not (Path(root) / rel).is_dir():
+                rel = rel.rpartition("/")[0]
+        found.add(rel)
+    if "" in found:
+        return [""]
+    out: list[str] = []
+    for rel in sorted(found):
+        if not any(rel.startswith(p + "/") for p in out):
+            out.append(rel)
+    return out
+
+
+def find_bwrap(path: str | None = None) -> str | None:
+    """The ``bwrap`` executable on ``path`` (default ``$PATH``), or None."""
+    return shutil.which("bwrap", path=path)
+
+
+def _deny_matcher(deny: Sequence[str]) -> Callable[[str, bool], bool]:
+    """Case-insensitive gitignore matching of workspace-relative paths against ``deny``."""
+    import pathspec
+
+    spec = pathspec.GitIgnoreSpec.from_lines([d.lower() for d in deny])
+
+    def denied(rel: str, is_dir: bool) -> bool:
+        low = rel.lower()
+        return bool(spec.match_file(low + "/" if is_dir else low))
+
+    return denied
+
+
+def _real_dir(root: Path, rel: str) -> Path:
+    """``root/rel`` as a real directory of the workspace, or a SandboxError."""
+    path = root / rel if rel else root
+    cur = root
+    for part in rel.split("/") if rel else []:
+        cur = cur / part
+        try:
+            st = os.lstat(cur)
+        except OSError:
+            raise SandboxError(f"the scope directory {rel!r} does not exist") from None
+        if stat_mod.S_ISLNK(st.st_mode):
+            raise SandboxError(
+                f"the scope directory {rel!r} goes through the symlink {cur}; a writable "
+                "bind must be a real directory of the workspace. Replace the link by a "
+                "directory, or name the link's target in owned_scope"
+            )
+        if not stat_mod.S_ISDIR(st.st_mode):
+            raise SandboxError(f"the scope directory {rel!r} is not a directory")
+    return path
+
+
+def plan_sandbox(
+    root: str | os.PathLike[str],
+    *,
+    owned_scope: Sequence[str] = (),
+    deny: Sequence[str] | None = None,
+    network: bool = False,
+    env: Mapping[str, str] | None = None,
+    env_allow: Sequence[str] = (),
+    read_paths: Sequence[str] = (),
+    limits: SandboxLimits | None = None,
+) -> SandboxPlan:
+    """The plan for one command in the workspace at ``root``.
+
+    Args:
+        root: the workspace root.
+        owned_scope: the selected intent's globs; empty means nothing is writable.
+        deny: the deny list (gitignore globs); None means the default deny list.
+        network: share the host's network.
+        env: the caller's environment (``os.environ`` by default); only
+            :data:`ENV_ALLOW` and ``env_allow`` names pass.
+        env_allow: more variable names to pass through.
+        read_paths: more host paths to bind read-only (tool chains, caches).
+        limits: resource limits (defaults of :class:`SandboxLimits`).
+
+    Raises:
+        SandboxError: a scope directory goes through a symlink.
+
+    Example:
+        >>> import tempfile, pathlib
+        >>> ws = pathlib.Path(tempfile.mkdtemp())
+        >>> (ws / "src").mkdir(); _ = (ws / ".env").write_text("K=v\\n")
+        >>> plan = plan_sandbox(ws, owned_scope=["src/**"], env={"PATH": "/usr/bin", "K": "v"})
+        >>> plan.writable, plan.masked_files, dict(plan.env)["PATH"], "K" in plan.env
+        (('src',), ('.env',), '/usr/bin', False)
+    """
+    root_path = Path(os.path.realpath(root))
+    if deny is None:
+        from ..tools.pathpolicy import DEFAULT_DENY  # the one deny list
+
+        deny = DEFAULT_DENY
+    writable = tuple(writable_dirs(owned_scope, root_path))
+    for rel in writable:
+        _real_dir(root_path, rel)
+    skip = {*PROTECTED, *HIDDEN}
+    masked_files, masked_dirs = _find_masked(root_path, _deny_matcher(deny), skip)
+    pinned = _find_pinned(root_path, writable, skip) if writable else ()
+    caller_env = os.environ if env is None else env
+    names = (*ENV_ALLOW, *env_allow)
+    passed = {k: caller_env[k] for k in names if k in caller_env}
+    passed.setdefault("PATH", "/usr/local/bin:/usr/bin:/bin")
+    venv_bin = os.path.join(sys.prefix, "bin")
+    if sys.prefix != sys.base_prefix and venv_bin not in passed["PATH"].split(":"):
+        # The Python environment ctxnb runs in is readable in the sandbox: its python,
+        # pytest … come first, as in an activated environment.
+        passed["PATH"] = f"{venv_bin}:{passed['PATH']}"
+    passed.update(
+        HOME=SANDBOX_HOME,
+        TMPDIR="/tmp",
+        # Byte code goes to the private /tmp, not into the scope (it would be a change).
+        PYTHONPYCACHEPREFIX="/tmp/pycache",
+        XDG_CACHE_HOME=SANDBOX_HOME + "/.cache",
+    )
+    return SandboxPlan(
+        root=root_path,
+        writable=writable,
+        masked_files=masked_files,
+        masked_dirs=masked_dirs,
+        pinned=pinned,
+        read_paths=tuple(read_paths),
+        network=network,
+        env=passed,
+        limits=limits or SandboxLimits(),
+    )
+
+
+def _find_masked(
+    root: Path, denied: Callable[[str, bool], bool], skip: set[str]
+) -> tuple[tuple[str, ...], tuple[str, ...]]:
+    files: list[str] = []
+    dirs: list[str] = []
+    stack = [""]
+    while stack:
+        rel_dir = stack.pop()
+        try:
+            it = os.scandir(root / rel_dir if rel_dir else root)
+        except OSError:
+            continue
+        with it:
+            for e in it:
+                if not rel_dir and e.name in skip:
+                    continue
+                rel = f"{rel_dir}/{e.name}" if rel_dir else e.name
+                try:
+                    is_dir = e.is_dir(follow_symlinks=False)
+                except OSError:
+                    continue
+                if denied(rel, is_dir):
+                    (dirs if is_dir else files).append(rel)
+                elif is_dir:
+                    stack.append(rel)
+    return tuple(sorted(files)), tuple(sorted(dirs))
+
+
+def _find_pinned(root: Path, writable: Sequence[str], skip: set[str]) -> tuple[str, ...]:
+    """Regular files with several hard links under the writable directories."""
+    out: list[str] = []
+    stack = list(writable)
+    while stack:
+        rel_dir = stack.pop()
+        try:
+            it = os.scandir(root / rel_dir if rel_dir else root)
+        except OSError:
+            continue
+        with it:
+            for e in it:
+                if not rel_dir and e.name in skip:
+                    continue
+                rel = f"{rel_dir}/{e.name}" if rel_dir else e.name
+                try:
+                    st = e.stat(follow_symlinks=False)
+                except OSError:
+                    continue
+                if stat_mod.S_ISDIR(st.st_mode):
+                    stack.append(rel)
+                elif stat_mod.S_ISREG(st.st_mode) and st.st_nlink > 1:
+                    out.append(rel)
+    return tuple(sorted(out))
+
+
+def _python_paths() -> list[str]:
+    """The Python environment ctxnb runs in, when it lives outside the system directories."""
+    out = []
+    for p in {sys.prefix, sys.base_prefix, os.path.dirname(os.path.realpath(sys.executable))}:
+        real = os.path.realpath(p)
+        if not any(real == s or real.startswith(s + "/") for s in _SYSTEM_RO):
+            out.append(real)
+    return sorted(out)
+
+
+def bwrap_argv(
+    plan: SandboxPlan, command: Sequence[str], *, cwd: str | os.PathLike[str], bwrap: str
+) -> list[str]:
+    """The full argv that runs ``command`` under ``plan`` with bubblewrap.
+
+    The order matters: later mounts cover earlier ones (workspace read-only, then the
+    writable directories, then the protected ones and the masks on top).
+    """
+    root = str(plan.root)
+    a = [bwrap]
+    for p in _SYSTEM_RO:
+        if os.path.islink(p):
+            a += ["--symlink", os.readlink(p), p]
+        elif os.path.isdir(p):
+            a += ["--ro-bind", p, p]
+    for p in _ETC_MASK:
+        if os.path.isdir(p) and not os.path.islink(p):
+            a += ["--tmpfs", p, "--remount-ro", p]
+        elif os.path.lexists(p):
+            a += ["--ro-bind", "/dev/null", p]
+    for p in (*_python_paths(), *plan.read_paths):
+        if os.path.exists(p):
+            a += ["--ro-bind", p, p]
+    a += ["--proc", "/proc", "--dev", "/dev", "--tmpfs", "/tmp", "--dir", SANDBOX_HOME]
+    a += ["--tmpfs", "/var/tmp", "--tmpfs", "/run"]
+    if plan.network and os.path.exists("/etc/resolv.conf"):
+        # resolv.conf is often a link into /run, which is private here.
+        real = os.path.realpath("/etc/resolv.conf")
+        if real.startswith("/run/"):
+            a += ["--ro-bind", real, real]
+    a += ["--ro-bind", root, root]
+    for rel in plan.writable:
+        p = f"{root}/{rel}" if rel else root
+        a += ["--bind", p, p]
+    for rel in plan.pinned:
+        p = f"{root}/{rel}"
+        a += ["--ro-bind", p, p]
+    for name in PROTECTED:
+        p = f"{root}/{name}"
+        if os.path.lexists(p) and not os.path.islink(p):
+            a += ["--ro-bind", p, p]
+    for name in HIDDEN:
+        p = f"{root}/{name}"
+        if os.path.isdir(p) and not os.path.islink(p):
+            a += ["--tmpfs", p, "--remount-ro", p]
+    for rel in plan.masked_dirs:
+        p = f"{root}/{rel}"
+        a += ["--tmpfs", p, "--remount-ro", p]
+    for rel in plan.masked_files:
+        a += ["--ro-bind", "/dev/null", f"{root}/{rel}"]
+    a += [
+        "--unshare-user",
+        "--disable-userns",  # no nested namespaces: they could remount what we made read-only
+        "--unshare-pid",
+        "--unshare-ipc",
+        "--unshare-uts",
+        "--unshare-cgroup-try",
+        "--cap-drop",
+        "ALL",  # root in the sandbox must not be able to remount or unmount anything
+        "--die-with-parent",
+        "--new-session",
+        "--clearenv",
+    ]
+    if not plan.network:
+        a.append("--unshare-net")
+    for k, v in sorted(plan.env.items()):
+        a += ["--setenv", k, v]
+    a += ["--chdir", os.fspath(cwd), "--"]
+    prlimit = shutil.which("prlimit") or "/usr/bin/prlimit"
+    limits = plan.limits.prlimit_args()
+    if limits and os.path.exists(prlimit):
+        a += [prlimit, *limits, "--"]
+    return [*a, *command]
