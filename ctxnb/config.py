@@ -55,8 +55,8 @@ __all__ = [
     "PolicyConfig",
     "Profile",
     "RulesConfig",
-    "SkillsConfig",
     "SandboxConfig",
+    "SkillsConfig",
     "load_config",
 ]
 
@@ -206,6 +206,8 @@ class AdaptersConfig(_Strict):
 
     claude_code: ClaudeCodeAdapterConfig = Field(default_factory=ClaudeCodeAdapterConfig)
     mcp: McpAdapterConfig = Field(default_factory=McpAdapterConfig)
+
+
 class SandboxConfig(_Strict):
     """How commands are confined (see :mod:`ctxnb.sandbox`).
 
