@@ -105,6 +105,37 @@ def _cmd_history(ns: argparse.Namespace) -> int:
     return 0
 
 
+@command(
+    "restore",
+    help="put a file back as it was in a stored version (default: before its last change)",
+)
+@arg("file", help="path of the file, relative to the workspace or absolute")
+@arg("--version", default=None, help="a version id (<id>@<tx>) or a tx id from `ctxnb history`")
+@arg("--intent", default=None, help="governed workspaces: record the restore under this intent")
+@arg("-w", "--workspace", default=None, help="workspace directory (default: current)")
+def _cmd_restore(ns: argparse.Namespace) -> int:
+    """A human's undo: governed like a write (path policy, trace record with contributor
+    ``human``), but not bound to an intent's scope unless ``--intent`` is given."""
+    with _workspace(ns.workspace) as ws:
+        path = ns.file
+        if os.path.isabs(path) or os.path.exists(path):
+            path = os.path.relpath(os.path.abspath(path), ws.root)
+        session = ws.session("cli-restore")
+        tools = ws.tools(session, caller="cli")
+        engine = getattr(tools, "engine", None)
+        if engine is not None:
+            engine.contributor_type = "human"
+            if ns.intent:
+                engine.select_active_intent(ns.intent)
+            else:
+                skip = {"intent-presence", "intent-validity", "scope"}
+                engine.pre = [p for p in engine.pre if p.name not in skip]
+        result = tools.restore_file(path, ns.version)
+        session.save()
+    _out(result.message)
+    return 0
+
+
 @command("show", help="print the latest version of an object as JSON")
 @arg("id", help="object id (a file's identity hash, or a toolcall/session id)")
 @arg("-w", "--workspace", default=None, help="workspace directory (default: current)")
@@ -144,6 +175,7 @@ _PLUGIN_MODULES: dict[str, str] = {
     "init-governance": "ctxnb.govern.cli",
     "mcp": "ctxnb.integrations.cli",
     "replay": "ctxnb.replay.cli",
+    "sandbox": "ctxnb.govern.cli",
 }
 
 
@@ -175,9 +207,16 @@ def main(argv: Sequence[str] | None = None) -> int:
         from .govern.cli import _run_event
 
         return _run_event(args[1])
+    passthrough: list[str] | None = None
+    if args[:1] == ["sandbox"] and "--" in args:
+        # Everything after `--` is the command to run, options and all.
+        cut = args.index("--")
+        args, passthrough = args[:cut], args[cut + 1 :]
     _load_plugins(args)
     parser = build_parser()
     ns = parser.parse_args(args)
+    if passthrough is not None:
+        ns.argv = passthrough
     handler = getattr(ns, "_handler", None)
     if handler is None:
         parser.print_help()

@@ -186,12 +186,15 @@ def test_governed_session(ws, payloads, run, trace_schema):
     assert result.decision == "deny"
     assert _reason(result).startswith("src/new.py is outside the scope of intent INT-001")
 
-    # A destructive command asks the human; a safe one gets no decision.
+    # Every command runs in the sandbox (updatedInput); a destructive one asks the human.
     result = run(payloads("pre-bash", ws))
     assert result.decision == "ask"
     assert "destructive" in _reason(result) and "rm" in _reason(result)
     result = run(payloads("pre-bash", ws, command="pytest -q"))
-    assert (result.exit_code, result.stdout) == (0, "")
+    assert result.decision == "allow"
+    wrapped = result.answer["hookSpecificOutput"]["updatedInput"]["command"]
+    assert "sandbox exec" in wrapped and "--intent INT-001" in wrapped
+    assert wrapped.endswith("-- bash -c 'pytest -q'")
 
     # After the edit: one schema-valid Agent Trace record.
     models = ws / "inventory" / "models.py"
@@ -460,6 +463,7 @@ def test_constants_match_the_engine_and_config():
         "unknown_command": cfg.governance.unknown_command,
         "safe_commands": cfg.governance.safe_commands,
         "model_id": cfg.governance.model_id,
+        "sandbox": cfg.sandbox.model_dump(),
     }
 
 

@@ -126,8 +126,8 @@ def check_ledger(root: Path, schema: dict) -> None:
 
 
 @pytest.fixture
-def schema(shared_data: Path) -> dict:
-    return json.loads((shared_data / "agent-trace-0.1.0.schema.json").read_text())
+def schema(test_data: Path) -> dict:
+    return json.loads((test_data / "agent-trace-0.1.0.schema.json").read_text())
 
 
 def tools_for(root: Path, approver=None, sid: str = "agent-1"):
@@ -455,3 +455,53 @@ def test_without_scope_nothing_is_writable(tmp_path):
     r = Sandbox(tmp_path).run("echo b > a.txt; mkdir d; ls", shell=True)
     assert r.result.stderr.count("Read-only file system") == 2 and r.changes == []
     assert (tmp_path / "a.txt").read_text() == "a\n" and "a.txt" in r.result.stdout
+
+
+def test_restore_file_takes_back_a_shell_edit_and_a_deletion(env, test_data):
+    t = tools_for(env.root, CallbackApprover(lambda req: True, by="test"))
+    assert t.dispatch("restore_file", {"path": "inventory/models.py"})["error_code"] == (
+        "NO_ACTIVE_INTENT"
+    )
+    t.dispatch("select_active_intent", {"intent_id": "INT-001"})
+    models = env.root / "inventory" / "models.py"
+    report = env.root / "inventory" / "report.py"
+    old_models, old_report = models.read_bytes(), report.read_bytes()
+    out = t.dispatch(
+        "run_command",
+        {"cmd": "echo zz9 > inventory/models.py; rm inventory/report.py", "shell": True},
+    )
+    assert out["ok"] and models.read_bytes() == b"zz9\n" and not report.exists()
+    back = t.dispatch("restore_file", {"path": "inventory/models.py"})
+    assert back["ok"], back
+    assert models.read_bytes() == old_models
+    assert t.dispatch("restore_file", {"path": "inventory/report.py"})["ok"]
+    assert report.read_bytes() == old_report
+    # The restore is a governed write: traced, and refused outside the scope.
+    records = (env.root / ".orchestration" / "agent_trace.jsonl").read_text().splitlines()
+    assert json.loads(records[-1])["metadata"]["tool"] == "restore_file"
+    check_ledger(env.root, json.loads((test_data / "agent-trace-0.1.0.schema.json").read_text()))
+    assert t.dispatch("restore_file", {"path": "README.md"})["error_code"] == "SCOPE_VIOLATION"
+    # An explicit version: the one the shell edit wrote.
+    versions = t.get_file_history("inventory/models.py")
+    zz9 = next(v for v in versions if v.char_count == 4)
+    assert t.dispatch("restore_file", {"path": "inventory/models.py", "version": zz9.version_id})[
+        "ok"
+    ]
+    assert models.read_bytes() == b"zz9\n"
+
+
+def test_cli_restore(env):
+    from ctxnb.cli import main
+
+    target = env.root / "inventory" / "store.py"
+    old = target.read_bytes()
+    t = tools_for(env.root, CallbackApprover(lambda req: True, by="test"))
+    t.dispatch("select_active_intent", {"intent_id": "INT-001"})
+    t.dispatch("run_command", {"cmd": "echo zz9 > inventory/store.py", "shell": True})
+    t.session.save()
+    assert main(["restore", "inventory/store.py", "-w", str(env.root)]) == 0
+    assert target.read_bytes() == old
+    last = json.loads(
+        (env.root / ".orchestration" / "agent_trace.jsonl").read_text().splitlines()[-1]
+    )
+    assert last["files"][0]["conversations"][0]["contributor"]["type"] == "human"

@@ -11,7 +11,10 @@ Claude Code tool                        ctxnb policies (first refusal wins)
 Read, Glob, Grep                        path policy on ``file_path`` / ``path``
 Write, Edit, MultiEdit, NotebookEdit    path policy → intent presence → intent
                                         validity → scope
-Bash                                    command risk: DESTRUCTIVE asks the human
+Bash (governed workspace)               rewritten to run in ctxnb's sandbox (``allow``
+                                        with ``updatedInput``): writable only in the
+                                        session intent's scope, nothing without one;
+                                        DESTRUCTIVE under an intent asks the human
 anything else                           no decision
 ======================================  ==============================================
 
@@ -22,6 +25,11 @@ is denied.
 
 ctxnb only ever narrows what Claude Code may do: a call that passes every policy gets
 *no decision* (exit 0, no output), so Claude Code's own permission rules still apply.
+Bash in a governed workspace is the exception: its command is replaced by
+``python -m ctxnb sandbox exec --workspace ROOT --session ID [--intent ID] -- bash -c
+'<original>'`` and allowed, because the sandbox, not a prompt, bounds what it can do;
+``sandbox exec`` stores and traces what the command changed (the post-tool-use hook has
+nothing left to do for Bash).
 A refusal is ``permissionDecision: "deny"``; a destructive command is ``"ask"``, so the
 human decides. The reason's first line is the policy's message (for a missing intent,
 exactly :data:`~ctxnb.govern.engine.NO_INTENT_MESSAGE`), the next line what to do.
@@ -99,6 +107,16 @@ _DEFAULT_SETTINGS: dict[str, Any] = {
     "unknown_command": "DESTRUCTIVE",
     "safe_commands": [],
     "model_id": None,
+    "sandbox": {
+        "backend": "bwrap",
+        "network": False,
+        "env": [],
+        "read_paths": [],
+        "max_memory_mb": 8192,
+        "max_file_mb": 1024,
+        "max_processes": 4096,
+        "max_open_files": 4096,
+    },
 }
 _STATE_DIR = (".ctxnb", "hook-state")
 _ORCHESTRATION = ".orchestration"
@@ -380,6 +398,7 @@ def _settings_from_file(root: Path, source: Path) -> dict[str, Any]:
         "unknown_command": cfg.governance.unknown_command,
         "safe_commands": list(cfg.governance.safe_commands),
         "model_id": cfg.governance.model_id,
+        "sandbox": cfg.sandbox.model_dump(),
     }
 
 
@@ -581,16 +600,17 @@ def _answer(data: dict[str, Any]) -> HookResult:
     return HookResult(0, json.dumps(data, ensure_ascii=False) + "\n", "")
 
 
-def _pre_answer(decision: str, reason: str) -> HookResult:
-    return _answer(
-        {
-            "hookSpecificOutput": {
-                "hookEventName": "PreToolUse",
-                "permissionDecision": decision,
-                "permissionDecisionReason": _cap(reason),
-            }
-        }
-    )
+def _pre_answer(
+    decision: str, reason: str, updated_input: Mapping[str, Any] | None = None
+) -> HookResult:
+    out: dict[str, Any] = {
+        "hookEventName": "PreToolUse",
+        "permissionDecision": decision,
+        "permissionDecisionReason": _cap(reason),
+    }
+    if updated_input is not None:
+        out["updatedInput"] = dict(updated_input)
+    return _answer({"hookSpecificOutput": out})
 
 
 def _context_answer(event_name: str, text: str) -> HookResult:
@@ -694,6 +714,9 @@ def _check_write(ctx: _Context, tool: str, tool_input: Mapping[str, Any]) -> Non
 
 
 def _check_bash(ctx: _Context, tool_input: Mapping[str, Any]) -> HookResult:
+    """Run the command in ctxnb's sandbox: ``allow`` with ``updatedInput`` (``ask`` when
+    the classifier calls it destructive under an intent), writable only in the scope of
+    the session's intent, nothing without one (see :mod:`ctxnb.sandbox`)."""
     command = tool_input.get("command")
     if not isinstance(command, str):
         raise PayloadError("a Bash call needs tool_input.command (a string)")
@@ -708,6 +731,20 @@ def _check_bash(ctx: _Context, tool_input: Mapping[str, Any]) -> HookResult:
             intent = _check_intent(ctx.intents(), intent_id, ctx.root)
         except (PolicyError, ConfigError):
             intent = None
+    s = ctx.settings
+    backend = s.get("sandbox", {}).get("backend", "bwrap")
+    if backend == "bwrap":
+        from ..sandbox.plan import find_bwrap
+
+        if find_bwrap(ctx.env.get("PATH")) is None:
+            from ..sandbox.runner import INSTALL_HINT
+
+            raise PolicyError(
+                "SANDBOX_UNAVAILABLE",
+                "ctxnb runs Bash commands in a bubblewrap sandbox, and bwrap is not "
+                f"installed: {INSTALL_HINT}.",
+                required_action="Ask the user to install bubblewrap.",
+            )
     scope = None
     if intent is not None:
         selected = intent
@@ -717,22 +754,31 @@ def _check_bash(ctx: _Context, tool_input: Mapping[str, Any]) -> HookResult:
             full = os.path.normpath(os.path.join(ctx.cwd, os.path.expanduser(p)))
             return selected.in_scope(os.path.relpath(full, ctx.root))
 
-    s = ctx.settings
     risk = classify_command(
         command,
         scope_check=scope,
         unknown_default=s["unknown_command"],
         safe_commands=s["safe_commands"],
     )
-    if risk.level == "SAFE":
-        return HookResult()
-    lines = [f"ctxnb: this command is destructive: {'; '.join(risk.reasons) or 'destructive'}."]
-    lines.append(
-        f"Intent: {intent.id} ({intent.name})."
+    import shlex
+    import sys
+
+    wrapper = [sys.executable, "-m", "ctxnb", "sandbox", "exec", "--workspace", str(ctx.root)]
+    if ctx.session_id is not None:
+        wrapper += ["--session", ctx.session_id]
+    if intent is not None:
+        wrapper += ["--intent", intent.id]
+    wrapped = shlex.join([*wrapper, "--", "bash", "-c", command])
+    updated = {**tool_input, "command": wrapped}
+    where = (
+        f"writable: the scope of {intent.id} ({', '.join(intent.owned_scope) or 'no files'})"
         if intent is not None
-        else "No active intent is selected for this session."
+        else "read-only: no intent is selected for this session"
     )
-    return _pre_answer("ask", "\n".join(lines))
+    if intent is not None and risk.level != "SAFE":
+        reason = f"ctxnb: this command is destructive: {'; '.join(risk.reasons) or 'destructive'}."
+        return _pre_answer("ask", f"{reason}\nIt runs in ctxnb's sandbox, {where}.", updated)
+    return _pre_answer("allow", f"ctxnb: runs in ctxnb's sandbox, {where}.", updated)
 
 
 # -- PostToolUse ------------------------------------------------------------------------------

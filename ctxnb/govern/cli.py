@@ -1,4 +1,4 @@
-"""The governance commands: ``ctxnb init-governance`` and ``ctxnb hook``.
+"""The governance commands: ``ctxnb init-governance``, ``ctxnb hook``, ``ctxnb sandbox``.
 
 ``ctxnb hook EVENT`` is what Claude Code runs on every tool call, so this module
 imports only the command-line framework; each command imports what it needs.
@@ -18,6 +18,7 @@ from __future__ import annotations
 import argparse
 import os
 import sys
+from typing import Any
 
 from ..cli import _out, arg, command
 
@@ -114,3 +115,104 @@ def _run_event(event: str) -> int:
     if result.stderr:
         sys.stderr.write(result.stderr)
     return result.exit_code
+
+
+@command(
+    "sandbox",
+    help="run a command in ctxnb's sandbox, storing and tracing what it changes "
+    "(the Claude Code hook rewrites Bash commands to this)",
+)
+@arg("action", choices=("exec",), help="exec: run ARGV confined")
+@arg("-w", "--workspace", default=None, help="the workspace (default: the current directory's)")
+@arg("--session", default=None, help="Claude Code's session_id (names the ctxnb session)")
+@arg(
+    "--intent",
+    default=None,
+    help="the intent whose scope is writable; without one nothing is writable",
+)
+@arg("--timeout", type=float, default=600.0, help="seconds before the command is stopped")
+@arg("argv", nargs="*", help="-- then the command and its arguments")
+def _cmd_sandbox(ns: argparse.Namespace) -> int:
+    """Exit status: the command's (128+N when signal N ended it), 1 when it cannot run."""
+    argv = list(ns.argv)
+    if not argv:
+        sys.stderr.write("ctxnb sandbox exec: error: usage: exec [options] -- COMMAND [ARG...]\n")
+        return 2
+    from .claude_hooks import (
+        _STATE_DIR,
+        _check_intent,
+        _load_intents,
+        _load_settings,
+        find_workspace,
+    )
+
+    root, governed = find_workspace(ns.workspace or os.getcwd())
+    cwd = os.getcwd()
+    if not (cwd == str(root) or cwd.startswith(str(root) + os.sep)):
+        cwd = str(root)
+    state_dir = root.joinpath(*_STATE_DIR)
+    settings = _load_settings(root, state_dir if governed else None)
+    if ns.intent is not None and governed:
+        intent = _check_intent(_load_intents(root, state_dir), ns.intent, root)
+        return _exec_governed(root, intent.id, argv, cwd, ns)
+    from ..sandbox import Sandbox, SandboxLimits
+    from ..tools.redact import redact
+
+    sb_cfg = dict(settings.get("sandbox") or {})
+    limits = {k: sb_cfg.pop(k) for k in list(sb_cfg) if k.startswith("max_")}
+    sb = Sandbox(
+        root,
+        deny=settings["deny"],
+        backend=sb_cfg.get("backend", "bwrap"),
+        network=bool(sb_cfg.get("network")),
+        env_allow=sb_cfg.get("env") or (),
+        read_paths=sb_cfg.get("read_paths") or (),
+        limits=SandboxLimits(**limits),
+    )
+    res = sb.run(argv, cwd=cwd, timeout=ns.timeout, redact=lambda s: redact(s).text).result
+    return _finish(res.stdout, res.stderr, res.returncode, res.timed_out, None)
+
+
+def _exec_governed(root: Any, intent_id: str, argv: list[str], cwd: str, ns: Any) -> int:
+    from pathlib import Path
+
+    from ..workspace import Workspace
+
+    sid = ns.session
+    with Workspace.open(root) as ws:
+        session = ws.session(f"claude-code-{sid}" if sid else None)
+        tools = ws.tools(session, caller="claude-code", model_id=os.environ.get("CTXNB_MODEL_ID"))
+        engine = tools.engine  # type: ignore[attr-defined]
+        engine.select_active_intent(intent_id)
+        out = engine.run_sandboxed(
+            argv,
+            cwd=Path(cwd),
+            timeout=ns.timeout,
+            session_id=sid,
+            caller="claude-code",
+            tool="Bash",
+        )
+        session.save()
+    return _finish(out["stdout"], out["stderr"], out["returncode"], out["timed_out"], out)
+
+
+def _finish(stdout: str, stderr: str, code: int, timed_out: bool, out: Any) -> int:
+    sys.stdout.write(stdout)
+    sys.stderr.write(stderr)
+    notes = []
+    if timed_out:
+        notes.append("ctxnb: the command was stopped at the timeout")
+    if out is not None:
+        eff = out["effects"]
+        if eff["changed"]:
+            paths = ", ".join(c["path"] for c in eff["changed"])
+            notes.append(f"ctxnb: stored and traced: {paths}")
+        if eff["reverted"]:
+            paths = ", ".join(c["path"] for c in eff["reverted"])
+            notes.append(f"ctxnb: put back (outside the intent's scope or denied): {paths}")
+        if eff["not_reverted"]:
+            paths = ", ".join(c["path"] for c in eff["not_reverted"])
+            notes.append(f"ctxnb: could not put back: {paths}")
+    if notes:
+        sys.stderr.write("\n".join(notes) + "\n")
+    return 128 - code if code < 0 else code

@@ -39,6 +39,7 @@ Example:
 from __future__ import annotations
 
 import os
+import shlex
 import threading
 from collections.abc import Callable
 from datetime import UTC, datetime
@@ -712,7 +713,7 @@ class HookEngine:
             redact=lambda s: redact(s).text,
             before_run=effects.sync,
         )
-        text = cmd if isinstance(cmd, str) else " ".join(cmd)
+        text = cmd if isinstance(cmd, str) else shlex.join(cmd)
         report = effects.apply(
             sres,
             intent=self.current_intent(),

@@ -891,6 +891,17 @@ class FileTools:
             "get_diff", {"path": path, "version1": version1, "version2": version2}, run
         )
 
+    def restore_file(self, path: str, version: str | None = None) -> PatchResult:
+        """Put a file back as it was in a stored version (a governed write; see
+        :mod:`ctxnb.tools.restore`). ``version`` defaults to the one before the last change."""
+        from .restore import restore_file
+
+        return self._run(
+            "restore_file",
+            {"path": path, "version": version},
+            lambda call: restore_file(self, call, path, version),
+        )
+
     def get_file_history(self, path: str) -> list[VersionInfo]:
         """The stored versions of a file, oldest first."""
 

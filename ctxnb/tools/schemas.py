@@ -96,6 +96,15 @@ class GlobArgs(_Args):
     pattern: str = Field(description="A glob such as 'src/**/*.py'.")
 
 
+class RestoreFileArgs(_Args):
+    path: str = Field(description="File path, relative to the workspace root.")
+    version: str | None = Field(
+        default=None,
+        description="a version_id from get_file_history; default: the version before the "
+        "last change",
+    )
+
+
 class ToolInfo(BaseModel):
     """What a tool is, for schemas and for the hook engine."""
 
@@ -157,6 +166,14 @@ TOOL_INFO: dict[str, ToolInfo] = {
             description="Replace line ranges of a file (docPath rules): each edit gives "
             "start_line, end_line, the expected original lines and the new lines.",
             args=WritePatchArgs,
+            mutating=True,
+            idempotent=False,
+        ),
+        ToolInfo(
+            name="restore_file",
+            description="Put a file back as it was in a stored version (default: before its "
+            "last change, whether a tool or a command made it). Deleted files come back.",
+            args=RestoreFileArgs,
             mutating=True,
             idempotent=False,
         ),

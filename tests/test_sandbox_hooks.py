@@ -1,0 +1,195 @@
+"""Claude Code's Bash through ctxnb's hook: the rewritten command is what runs.
+
+The pre-tool-use hook is fed real Bash tool inputs (tests/data/claude-code-bash) in
+Claude Code's payload envelope; the ``updatedInput.command`` it answers with is then
+executed as Claude Code executes a Bash command (``bash -c``, the caller's environment,
+the payload's ``cwd``), and the filesystem is checked afterwards.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import secrets
+import subprocess
+import sys
+from pathlib import Path
+
+import jsonschema
+import pytest
+from _needs import needs
+
+from ctxnb.govern import init_governance
+from ctxnb.govern.claude_hooks import run_hook, select_intent
+from ctxnb.sandbox.plan import find_bwrap
+
+pytestmark = needs(find_bwrap() is not None, "bubblewrap (bwrap)")
+
+DATA = Path(__file__).parent / "data"
+ORIGINAL_ROOT = "/home/USER/projects/spotter-worktrees/spotter-a0y"
+INTENTS = """\
+active_intents:
+  - id: INT-001
+    name: Inventory rules
+    status: active
+    owned_scope: ["inventory/**"]
+"""
+REPO = Path(__file__).resolve().parent.parent
+
+
+def real_inputs() -> list[dict]:
+    lines = (DATA / "claude-code-bash" / "bash_tool_inputs.jsonl").read_text().splitlines()
+    return [json.loads(x)["tool_input"] for x in lines]
+
+
+@pytest.fixture
+def ws(git_repo: Path, monkeypatch: pytest.MonkeyPatch) -> dict:
+    root = git_repo
+    secret = "sk" + "-" + secrets.token_hex(16)
+    (root / ".env").write_text(f"API_TOKEN={secret}\n")
+    (root / "src").mkdir()
+    (root / "src" / "app.py").write_text("print('app')\n")
+    for d in ("scripts", "priv/repo/migrations", "test/fixtures/transcripts"):
+        (root / d).mkdir(parents=True, exist_ok=True)
+    (root / "scripts" / "tail_wrapper.sh").write_text("#!/bin/sh\n")
+    (
+        root / "priv/repo/migrations/20260212165422_add_unique_index_messages_session_uuid.exs"
+    ).write_text("x\n")
+    (root / "test/fixtures/transcripts/subagent.jsonl").write_text('{"a": 1}\n')
+    subprocess.run(["git", "add", "-A"], cwd=root, check=True)
+    subprocess.run(["git", "commit", "-qm", "more"], cwd=root, check=True)
+    init_governance(root)
+    (root / ".orchestration" / "active_intents.yaml").write_text(INTENTS)
+    env_secret = "sk" + "-" + secrets.token_hex(16)
+    monkeypatch.setenv("CTXNB_TEST_CALLER_SECRET", env_secret)
+    return {"root": root, "secret": secret, "env_secret": env_secret}
+
+
+def payload(
+    root: Path, tool_input: dict, sid: str = "3f1c2a9e-0d6b-4c1e-9a57-2b8f7d1e4c21"
+) -> dict:
+    base = json.loads((DATA / "claude-code-hooks" / "pre-bash.json").read_text())
+    ti = dict(tool_input)
+    ti["command"] = ti["command"].replace(ORIGINAL_ROOT, str(root))
+    return {**base, "cwd": str(root), "session_id": sid, "tool_input": ti}
+
+
+def run_as_claude_code(root: Path, command: str) -> subprocess.CompletedProcess[str]:
+    """Execute a Bash command as Claude Code does: bash -c, in cwd, with its environment."""
+    env = dict(os.environ)
+    env["PYTHONPATH"] = str(REPO)  # ctxnb importable by the interpreter the hook names
+    return subprocess.run(
+        ["bash", "-c", command], cwd=root, env=env, capture_output=True, text=True, timeout=120
+    )
+
+
+def tree(root: Path) -> dict[str, str]:
+    out = {}
+    for dirpath, dirnames, filenames in os.walk(root):
+        rel = os.path.relpath(dirpath, root)
+        if rel == ".":
+            dirnames[:] = [d for d in dirnames if d != ".ctxnb"]  # ctxnb's own caches
+        for f in filenames:
+            p = os.path.join(dirpath, f)
+            if os.path.islink(p):
+                out[os.path.join(rel, f)] = "link"
+                continue
+            with open(p, "rb") as fh:
+                out[os.path.join(rel, f)] = (
+                    f"{os.lstat(p).st_mode:o}:" + hashlib.sha256(fh.read()).hexdigest()
+                )
+    return out
+
+
+HOSTILE = [
+    {"command": "echo zz9 > inventory/models.py; sed -i 's/a/b/' README.md", "description": "x"},
+    {"command": "cat .env; base64 .env; env | grep CTXNB", "description": "x"},
+    {"command": "rm -rf inventory web .orchestration; git checkout -b zz9", "description": "x"},
+    {"command": "python3 -c \"open('src/app.py','w').write('zz9')\"", "description": "x"},
+]
+
+
+def answer(root: Path, tool_input: dict) -> dict:
+    res = run_hook("pre-tool-use", json.dumps(payload(root, tool_input)))
+    assert res.exit_code == 0, res
+    out = res.answer["hookSpecificOutput"]
+    assert out["permissionDecision"] in ("allow", "ask")
+    assert out["updatedInput"]["description"] == tool_input.get("description")
+    return out
+
+
+@pytest.mark.parametrize("tool_input", real_inputs() + HOSTILE, ids=lambda t: t["command"][:40])
+def test_without_an_intent_bash_changes_nothing_and_reads_no_secret(ws, tool_input):
+    root = ws["root"]
+    before = tree(root)
+    out = answer(root, tool_input)
+    assert out["permissionDecision"] == "allow"
+    cmd = out["updatedInput"]["command"]
+    assert " sandbox exec " in cmd and "--intent" not in cmd
+    proc = run_as_claude_code(root, cmd)
+    assert tree(root) == before, proc.stderr
+    assert ws["secret"] not in proc.stdout + proc.stderr
+    assert ws["env_secret"] not in proc.stdout + proc.stderr
+
+
+def test_ls_and_git_status_still_work_without_an_intent(ws):
+    root = ws["root"]
+    out = answer(root, {"command": "ls src && git status --porcelain", "description": "List"})
+    proc = run_as_claude_code(root, out["updatedInput"]["command"])
+    assert proc.returncode == 0, proc.stderr
+    assert "app.py" in proc.stdout
+
+
+def test_cat_env_is_refused_in_the_sandbox(ws):
+    root = ws["root"]
+    out = answer(root, {"command": "cat .env", "description": "Show env"})
+    proc = run_as_claude_code(root, out["updatedInput"]["command"])
+    assert proc.returncode != 0 and ws["secret"] not in proc.stdout
+
+
+def test_with_an_intent_an_edit_in_scope_lands_and_is_traced(ws, test_data):
+    root = ws["root"]
+    sid = "3f1c2a9e-0d6b-4c1e-9a57-2b8f7d1e4c21"
+    select_intent(root, "INT-001", sid)
+    before = tree(root)
+    cmd = "printf 'LIMIT = 5\\n' >> inventory/models.py && echo zz9 >> README.md"
+    out = answer(root, {"command": cmd, "description": "Edit"})
+    assert "--intent INT-001" in out["updatedInput"]["command"]
+    proc = run_as_claude_code(root, out["updatedInput"]["command"])
+    assert "stored and traced: inventory/models.py" in proc.stderr, proc.stderr
+    after = tree(root)
+    changed = {k for k in after if after[k] != before.get(k)}
+    assert changed <= {
+        "inventory/models.py",
+        ".orchestration/agent_trace.jsonl",
+        ".orchestration/intent_map.md",
+    }
+    assert "inventory/models.py" in changed
+    assert (root / "inventory" / "models.py").read_text().endswith("LIMIT = 5\n")
+    schema = json.loads((test_data / "agent-trace-0.1.0.schema.json").read_text())
+    records = [
+        json.loads(x)
+        for x in (root / ".orchestration" / "agent_trace.jsonl").read_text().splitlines()
+    ]
+    [rec] = [r for r in records if r["files"]]
+    jsonschema.Draft202012Validator(schema).validate(rec)
+    assert rec["metadata"]["intent_id"] == "INT-001" and rec["metadata"]["tool"] == "Bash"
+    assert rec["metadata"]["caller"] == "claude-code"
+
+
+def test_destructive_under_an_intent_asks_the_human(ws):
+    root = ws["root"]
+    select_intent(root, "INT-001", "3f1c2a9e-0d6b-4c1e-9a57-2b8f7d1e4c21")
+    out = answer(root, {"command": "rm -rf inventory/build", "description": "Clean"})
+    assert out["permissionDecision"] == "ask"
+    assert "sandbox exec" in out["updatedInput"]["command"]
+
+
+def test_the_wrapped_command_keeps_quotes_and_heredocs(ws):
+    root = ws["root"]
+    original = "cat <<'EOF'\nit's \"quoted\" $HOME\nEOF"
+    out = answer(root, {"command": original, "description": "Quote"})
+    proc = run_as_claude_code(root, out["updatedInput"]["command"])
+    assert proc.stdout == 'it\'s "quoted" $HOME\n', proc.stderr
+    assert sys.executable in out["updatedInput"]["command"]
