@@ -5,9 +5,11 @@ workspace (a small inventory tracker), so it can run any number of times:
 
 1. index the workspace and show what the store holds;
 2. govern it: ``.orchestration/`` with one intent;
-3. a scripted agent reads, is refused once, declares its intent, edits, runs the tests;
+3. a scripted agent reads, is refused once, declares its intent, edits, runs the tests
+   and one shell command confined to the intent's scope;
 4. the context the model would see, under two strategies;
-5. the Agent Trace ledger, summarized, and the edited file's history.
+5. the Agent Trace ledger, summarized (with the confined command's record), and the
+   edited file's history.
 """
 
 from __future__ import annotations
@@ -132,6 +134,18 @@ def run(base: Path) -> None:
         },
     )
     _call(tools, "run_command", {"cmd": f"{sys.executable} -m pytest -q -p no:cacheprovider"})
+    print("  a shell command runs confined (bubblewrap): only INT-001's scope is writable,")
+    print("  .env is masked, no network, none of the caller's secret variables:")
+    confined = _call(
+        tools,
+        "run_command",
+        {"cmd": "printf '# reviewed\\n' >> inventory/report.py; cat .env", "shell": True},
+    )
+    if confined["ok"]:
+        res = confined["result"]
+        print(f"      stderr: {res['stderr'].strip()}")
+        for change in res["effects"]["changed"]:
+            print(f"      {change['kind']} {change['path']}: version {change['version'][-12:]}")
     session.add_turn("assistant", "Done: the default reorder level is 10 and the tests pass.")
 
     _h("4. the context under two strategies (budget 3,000 tokens)")
@@ -163,6 +177,11 @@ def run(base: Path) -> None:
                 f"  {meta.get('intent_id')}  {f['path']:<22} lines {ranges}  "
                 f"{meta.get('mutation_class')}  rev {rev}"
             )
+    shell = [r for r in records if r.get("metadata", {}).get("tool") == "run_command"]
+    if shell:
+        print("  the confined command's record:")
+        for line in json.dumps(shell[-1], indent=1).splitlines():
+            print(f"    {line}")
     print(f"  {len(records)} records; intent map:")
     for line in (root / ".orchestration" / "intent_map.md").read_text().splitlines():
         if line.startswith(("## ", "- ")):

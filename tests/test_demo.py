@@ -23,3 +23,7 @@ def test_demo_runs_the_scripted_session():
     assert "passed" in text  # the agent's test run
     assert "keep-all" in text and "observation-masking" in text
     assert "INT-001  inventory/models.py" in text
+    # One command confined to the intent's scope, and its trace record.
+    assert "cat: .env: Permission denied" in text
+    assert "modified inventory/report.py" in text
+    assert '"tool": "run_command"' in text and '"intent_id": "INT-001"' in text

@@ -137,6 +137,10 @@ def _stop(proc: subprocess.Popen[Any]) -> None:
 def http_server(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[dict[str, Any]]:
     """``ctxnb mcp serve WS --http PORT`` in a subprocess; params: (workspace, extra args)."""
     ws, extra = request.param if hasattr(request, "param") else (None, [])
+    if ws == "governed":
+        ws = copy_sample_workspace(tmp_path, name="governed")
+        init_governance(ws)
+        (ws / ".orchestration" / "active_intents.yaml").write_text(INTENTS, encoding="utf-8")
     ws = ws or copy_sample_workspace(tmp_path)
     port = _free_port()
     log = tmp_path / "server.log"
@@ -747,3 +751,46 @@ def test_model_text_doctests() -> None:
 
     result = doctest.testmod(model_text)
     assert result.attempted >= 2 and result.failed == 0
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("http_server", [("governed", [])], indirect=True)
+def test_http_intent_selection_belongs_to_one_client_session(http_server: dict[str, Any]) -> None:
+    """Client A's handshake does not let client B (another Mcp-Session-Id) mutate."""
+
+    async def body() -> None:
+        async with (
+            streamable_http_client(http_server["url"]) as (ra, wa),
+            streamable_http_client(http_server["url"]) as (rb, wb),
+            ClientSession(ra, wa, read_timeout_seconds=30) as a,
+            ClientSession(rb, wb, read_timeout_seconds=30) as b,
+        ):
+            await a.initialize()
+            await b.initialize()
+            hs = await a.call_tool("select_active_intent", {"intent_id": "INT-INV"})
+            assert not hs.is_error, _text(hs)
+            cmd = {"cmd": "ls inventory"}
+            refused = await b.call_tool("run_command", cmd)
+            assert refused.is_error
+            assert refused.structured_content["error_code"] == "NO_ACTIVE_INTENT"
+            ran = await a.call_tool("run_command", cmd)
+            assert not ran.is_error, _text(ran)
+            assert "models.py" in ran.structured_content["result"]["stdout"]
+
+    run_async(body)
+
+
+def test_backend_keeps_one_intent_per_client_session(gov_ws: Path) -> None:
+    class Ctx:  # what the SDK hands a handler: a session that knows its connection
+        def __init__(self) -> None:
+            self.session = type("Session", (), {})()
+            self.session._connection = type("Connection", (), {})()
+
+    one, two = Ctx(), Ctx()
+    with McpBackend(gov_ws) as b:
+        b.approver = None  # type: ignore[assignment]
+        assert not b.call_tool("select_active_intent", {"intent_id": "INT-INV"}, one).is_error
+        res = b.call_tool("write_file", {"path": "inventory/x.py", "content": "x\n"}, two)
+        assert res.structured_content["error_code"] == "NO_ACTIVE_INTENT"
+        res = b.call_tool("write_file", {"path": "inventory/x.py", "content": "x\n"}, one)
+        assert not res.is_error, _text(res)

@@ -249,8 +249,9 @@ def test_evasive_form_changes_nothing_outside_the_scope(env, schema, http_port, 
     text = json.dumps(out)
     assert env.env_secret not in text
     assert env.file_secret not in text
-    if approve:
-        assert out["ok"] or out["error_code"] != "APPROVAL_REJECTED", out
+    # Approved, every form runs (and fails or not inside the sandbox); rejected, a form
+    # either runs because the classifier calls it SAFE or is refused by the approver.
+    assert out["ok"] or (not approve and out["error_code"] == "APPROVAL_REJECTED"), out
     after = state(env)
     assert after == before
     assert len(_Recorder.hits) == hits, "the command reached the network"

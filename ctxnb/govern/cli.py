@@ -156,7 +156,7 @@ def _cmd_sandbox(ns: argparse.Namespace) -> int:
         intent = _check_intent(_load_intents(root, state_dir), ns.intent, root)
         return _exec_governed(root, intent.id, argv, cwd, ns)
     from ..sandbox import Sandbox, SandboxLimits
-    from ..tools.redact import redact
+    from ..redaction import redact
 
     sb_cfg = dict(settings.get("sandbox") or {})
     limits = {k: sb_cfg.pop(k) for k in list(sb_cfg) if k.startswith("max_")}

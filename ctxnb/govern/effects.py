@@ -232,7 +232,7 @@ class CommandEffects:
 
         ranges = changed_line_ranges(old_text, new_text) if new_text else []
         mclass = classify_mutation(rel, old_text, new_text)
-        from ..tools.redact import redact
+        from ..redaction import redact
 
         meta: dict[str, Any] = {"caller": caller, "command": redact(command).text, "change": kind}
         if version:

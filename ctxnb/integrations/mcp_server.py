@@ -49,6 +49,7 @@ import os
 import re
 import socket
 import threading
+import weakref
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -305,6 +306,9 @@ class McpBackend:
             self.workspace.close()
             raise
         self._lock = threading.RLock()
+        # client session (None for direct calls) -> its selected intent; weak keys, so a
+        # closed session is forgotten.
+        self._client_intents: Any = _ClientIntents()
         for name, description in _SESSION_TOOLS.items():
             self.tools.register_tool(
                 ToolInfo(name=name, description=description, args=_TargetArgs),
@@ -349,7 +353,19 @@ class McpBackend:
     def _call(self, ctx: ServerRequestContext[Any] | None) -> Iterator[None]:
         bind = getattr(self.approver, "bound", None)
         with self._lock, bind(ctx) if bind is not None else contextlib.nullcontext():
-            yield
+            engine = getattr(self.tools, "engine", None)
+            if engine is None:
+                yield
+                return
+            # The selected intent belongs to one client session (one connection over
+            # stdio, one Mcp-Session-Id over HTTP), never to the whole server: a second
+            # client must do its own handshake.
+            client = _client_of(ctx)
+            engine.active_intent_id = self._client_intents.get(client)
+            try:
+                yield
+            finally:
+                self._client_intents[client] = engine.active_intent_id
 
     # -- tools ------------------------------------------------------------------------------
     def _resolve_target(self, target: str) -> str:
@@ -594,6 +610,32 @@ class McpBackend:
                 types.PromptMessage(role="user", content=types.TextContent(type="text", text=text))
             ],
         )
+
+
+def _client_of(ctx: ServerRequestContext[Any] | None) -> Any:
+    """The object that lives as long as one client's connection (the SDK makes a new
+    ``ServerSession`` per request and keeps the connection in it)."""
+    if ctx is None:
+        return None
+    session = ctx.session
+    return getattr(session, "connection", None) or getattr(session, "_connection", session)
+
+
+class _ClientIntents:
+    """Intent ids per client session object, forgotten when the session is collected."""
+
+    def __init__(self) -> None:
+        self._weak: weakref.WeakKeyDictionary[Any, str | None] = weakref.WeakKeyDictionary()
+        self._direct: str | None = None
+
+    def get(self, client: Any) -> str | None:
+        return self._direct if client is None else self._weak.get(client)
+
+    def __setitem__(self, client: Any, intent_id: str | None) -> None:
+        if client is None:
+            self._direct = intent_id
+        else:
+            self._weak[client] = intent_id
 
 
 def _dumps(value: Any) -> str:
