@@ -155,8 +155,8 @@ def _cmd_sandbox(ns: argparse.Namespace) -> int:
     if ns.intent is not None and governed:
         intent = _check_intent(_load_intents(root, state_dir), ns.intent, root)
         return _exec_governed(root, intent.id, argv, cwd, ns)
-    from ..sandbox import Sandbox, SandboxLimits
     from ..redaction import redact
+    from ..sandbox import Sandbox, SandboxLimits
 
     sb_cfg = dict(settings.get("sandbox") or {})
     limits = {k: sb_cfg.pop(k) for k in list(sb_cfg) if k.startswith("max_")}

@@ -38,12 +38,29 @@ RACY_NS = 50_000_000
 
 @dataclass
 class Snapshot:
-    """Paths under ``dirs`` (workspace-relative) and their stat keys, taken at ``taken_ns``."""
+    """Paths under ``dirs`` (workspace-relative) and their stat keys, taken at ``taken_ns``.
+
+    Kept per directory (``tree[rel_dir][name]``), so that comparing two snapshots joins
+    names, not whole paths; :attr:`entries` is the flat view.
+    """
 
     root: Path
     dirs: tuple[str, ...]
-    entries: dict[str, StatKey] = field(default_factory=dict)
+    tree: dict[str, dict[str, StatKey]] = field(default_factory=dict)
     taken_ns: int = 0
+    _flat: dict[str, StatKey] | None = field(default=None, repr=False)
+
+    @property
+    def entries(self) -> dict[str, StatKey]:
+        """Workspace-relative path -> stat key, for every entry."""
+        if self._flat is None:
+            flat: dict[str, StatKey] = {}
+            for rel_dir, names in self.tree.items():
+                prefix = f"{rel_dir}/" if rel_dir else ""
+                for name, key in names.items():
+                    flat[prefix + name] = key
+            self._flat = flat
+        return self._flat
 
     def is_dir(self, rel: str) -> bool:
         key = self.entries.get(rel)
@@ -71,10 +88,6 @@ class FileChange:
     racy: bool = False
 
 
-def _key(st: os.stat_result) -> StatKey:
-    return (st.st_mode, st.st_size, st.st_mtime_ns, st.st_ctime_ns, st.st_ino)
-
-
 def take_snapshot(
     root: str | os.PathLike[str], dirs: Iterable[str], *, skip: Collection[str] = ()
 ) -> Snapshot:
@@ -87,7 +100,7 @@ def take_snapshot(
     """
     root_path = Path(root)
     snap = Snapshot(root_path, tuple(dirs), taken_ns=time.time_ns())
-    entries = snap.entries
+    tree = snap.tree
     base = os.fspath(root_path)
     stack = list(snap.dirs)
     while stack:
@@ -97,18 +110,22 @@ def take_snapshot(
         except OSError:
             continue
         prefix = f"{rel_dir}/" if rel_dir else ""
+        names: dict[str, StatKey] = {}
+        tree[rel_dir] = names
         with it:
             for e in it:
-                rel = prefix + e.name
-                if rel in skip:
+                name = e.name
+                if skip and prefix + name in skip:
                     continue
                 try:
                     st = e.stat(follow_symlinks=False)
                 except OSError:
                     continue
-                entries[rel] = _key(st)
-                if stat_mod.S_ISDIR(st.st_mode):
-                    stack.append(rel)
+                # This loop runs once per entry of the scope, twice per command.
+                mode = st.st_mode
+                names[name] = (mode, st.st_size, st.st_mtime_ns, st.st_ctime_ns, st.st_ino)
+                if mode & 0o170000 == 0o040000:  # a directory
+                    stack.append(prefix + name)
     return snap
 
 
@@ -120,23 +137,38 @@ def diff_snapshots(before: Snapshot, after: Snapshot) -> list[FileChange]:
     modification candidate.
     """
     out: list[FileChange] = []
-    b, a = before.entries, after.entries
     racy_after = before.taken_ns - RACY_NS
-    for rel, key in a.items():
-        old = b.get(rel)
-        is_dir = stat_mod.S_ISDIR(key[0])
-        if old is None:
-            out.append(FileChange(rel, "created", is_dir))
-        elif stat_mod.S_ISDIR(old[0]) != is_dir:
-            out.append(FileChange(rel, "modified", is_dir))
-        elif is_dir:
+    empty: dict[str, StatKey] = {}
+    for rel_dir, a in after.tree.items():
+        b = before.tree.get(rel_dir, empty)
+        prefix = f"{rel_dir}/" if rel_dir else ""
+        if a == b:
+            # Same names, same keys: only racy candidates can hide here.
+            for name, key in a.items():
+                if key[3] >= racy_after and not stat_mod.S_ISDIR(key[0]):
+                    out.append(FileChange(prefix + name, "modified", racy=True))
             continue
-        elif old != key:
-            out.append(FileChange(rel, "modified"))
-        elif key[3] >= racy_after:
-            out.append(FileChange(rel, "modified", racy=True))
-    for rel, key in b.items():
-        if rel not in a:
-            out.append(FileChange(rel, "deleted", stat_mod.S_ISDIR(key[0])))
+        for name, key in a.items():
+            old = b.get(name)
+            is_dir = stat_mod.S_ISDIR(key[0])
+            if old is None:
+                out.append(FileChange(prefix + name, "created", is_dir))
+            elif stat_mod.S_ISDIR(old[0]) != is_dir:
+                out.append(FileChange(prefix + name, "modified", is_dir))
+            elif is_dir:
+                continue
+            elif old != key:
+                out.append(FileChange(prefix + name, "modified"))
+            elif key[3] >= racy_after:
+                out.append(FileChange(prefix + name, "modified", racy=True))
+        for name, key in b.items():
+            if name not in a:
+                out.append(FileChange(prefix + name, "deleted", stat_mod.S_ISDIR(key[0])))
+    for rel_dir, b in before.tree.items():
+        if rel_dir in after.tree:
+            continue
+        prefix = f"{rel_dir}/" if rel_dir else ""
+        for name, key in b.items():  # a directory that is gone: all it held is deleted
+            out.append(FileChange(prefix + name, "deleted", stat_mod.S_ISDIR(key[0])))
     out.sort(key=lambda c: c.path)
     return out

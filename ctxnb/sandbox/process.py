@@ -203,6 +203,8 @@ def run_command(
                 if sel.get_map():
                     _stop_group(proc, kill_grace)
                 group_stopped, stopped_at = True, time.monotonic()
+                if not sel.get_map():
+                    break  # the output is complete: no need to wait on closed pipes
             wait = 0.2 if group_stopped else min(0.05, max(deadline - now, 0.001))
             for key, _ in sel.select(timeout=wait):
                 _read_into(sel, key)
