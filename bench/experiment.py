@@ -63,6 +63,18 @@ def main() -> int:
     def key(df: pd.DataFrame) -> pd.DataFrame:
         return df.sort_values(["trajectory", "strategy", "step"]).reset_index(drop=True)
 
+    def differences(a: pd.DataFrame, b: pd.DataFrame) -> str:
+        a, b = key(a), key(b)
+        cols = [c for c in a.columns if not a[c].equals(b[c])]
+        if not cols:
+            return "none (identical frames)"
+        c = cols[0]
+        bad = a[c].astype(str) != b[c].astype(str)
+        where = a.loc[bad, ["trajectory", "strategy", "step"]].head(2).values.tolist()
+        return f"columns {cols}; first at {where}: {a.loc[bad, c].head(2).tolist()} vs " + str(
+            b.loc[bad, c].head(2).tolist()
+        )
+
     t0, c0 = time.perf_counter(), time.process_time()
     with ThreadPoolExecutor(1) as ex:
         base = run_experiment(runs, strategies, executor=ex, progress=False)
@@ -78,7 +90,7 @@ def main() -> int:
     with tempfile.TemporaryDirectory() as out:
         with (
             LocalCluster(
-                n_workers=2, threads_per_worker=1, processes=True, dashboard_address=None
+                n_workers=2, threads_per_worker=1, processes=True, dashboard_address=":0"
             ) as cluster,
             Client(cluster) as client,
         ):
@@ -91,11 +103,11 @@ def main() -> int:
         import pyarrow.dataset as ds
 
         parquet = ds.dataset(out, format="parquet", partitioning="hive").to_table().to_pandas()
-    same = key(dist).equals(key(base))
+    same = differences(base, dist)
     print(
         f"dask LocalCluster, 2 worker processes: {cl:.1f} s wall ({one / cl:.2f}× the "
         f"one-process speed; target ≤ 30 s), {cl_cpu:.1f} s CPU in the workers; same frame: "
-        f"{same}; Parquet rows {len(parquet)}"
+        f"differences from one process: {same}; Parquet rows {len(parquet)}"
     )
     if not ns.skip_pool:
         t0 = time.perf_counter()
@@ -103,7 +115,7 @@ def main() -> int:
         pt = time.perf_counter() - t0
         print(
             f"default process pool (spawned, one worker per CPU): {pt:.1f} s "
-            f"({one / pt:.2f}×); same frame: {key(pool).equals(key(base))}"
+            f"({one / pt:.2f}×); differences: {differences(base, pool)}"
         )
 
     later = base[base["step"] > 0]

@@ -46,7 +46,7 @@ def test_a_dask_local_cluster_writes_the_same_parquet(
 
     with (
         LocalCluster(
-            n_workers=2, threads_per_worker=1, processes=True, dashboard_address=None
+            n_workers=2, threads_per_worker=1, processes=True, dashboard_address=":0"
         ) as cluster,
         Client(cluster) as client,
     ):
@@ -82,7 +82,7 @@ MAIN_SCRIPT = textwrap.dedent(
         if how == "dask":
             from distributed import Client, LocalCluster
             with LocalCluster(n_workers=2, threads_per_worker=1, processes=True,
-                              dashboard_address=None) as c, Client(c) as client:
+                              dashboard_address=":0") as c, Client(c) as client:
                 df = run_experiment(runs, [LastThreeCalls()], executor=client, out_dir=out,
                                     progress=False)
         else:

@@ -209,3 +209,45 @@ def test_block_masking_masks_in_blocks():
     )
     with pytest.raises(ValueError, match="block >= 1"):
         BlockMasking(5, 0)
+
+
+class CutOutputs:
+    name = "cut-outputs"
+
+    def select(self, inp):
+        calls = {i.id: 100 for i in inp.items if i.type == "toolcall"}
+        return Selection(active=[i.id for i in inp.items], truncate=calls)
+
+
+def test_truncated_items_are_not_in_full_for_the_loss_counts():
+    from ctxnb.replay import Action, FileTouch, Step, Trajectory
+
+    big = "".join(f"line {n}\n" for n in range(2000))
+
+    def step(i, op, content):
+        return Step(
+            index=i,
+            action=Action(tool="read" if op == "read" else "edit"),
+            observation=content if op == "read" else "",
+            files=[FileTouch(path="a.py", op=op, content=content)],
+        )
+
+    t = Trajectory(
+        id="trunc",
+        source_format="ctxnb",
+        task="t",
+        steps=[
+            step(0, "read", big),
+            step(1, "read", big),
+            step(2, "edit", big + "x\n"),
+            step(3, "read", big + "x\n"),
+        ],
+    )
+    df = replay(t, [KeepAll(), CutOutputs()], files="pool").set_index(["strategy", "step"])
+    # Keep-all shows step 0's output whole: no need to read again; after the edit, stale.
+    assert df.loc[("keep-all", 1), "re_reads"] == 0
+    assert df.loc[("keep-all", 3), "stale_reads"] >= 1
+    # Cut to 100 characters it is neither enough to skip reading again nor a stale read.
+    assert df.loc[("cut-outputs", 1), "items_truncated"] == 1
+    assert df.loc[("cut-outputs", 1), "re_reads"] == 1
+    assert df.loc[("cut-outputs", 3), "stale_reads"] == 0

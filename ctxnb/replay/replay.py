@@ -36,6 +36,8 @@ Two signs of lost information are counted per row:
 - ``stale_reads``: tool calls in the context, in full, that show a file as it was
   before the agent later changed it.
 
+Masked and truncated items are not "in full".
+
 Example:
     >>> from ctxnb.replay import Trajectory, Step, Action, FileTouch
     >>> from ctxnb.strategies import KeepAll, MetadataOnly
@@ -416,7 +418,9 @@ class _Replayer:
     # -- measuring -------------------------------------------------------------------------
     def losses(self, ctx: Context, step: Step) -> tuple[int, int]:
         """(re_reads, stale_reads) of ``step`` chosen in context ``ctx``."""
-        full = {it.id for it in ctx.items if not it.masked}
+        # A truncated item is not there in full: its file may need reading again, and
+        # what it shows of an old version is not counted as a stale read.
+        full = {it.id for it in ctx.items if not it.masked and not it.truncated}
         re_reads = 0
         counted: set[str] = set()
         for touch in step.files:
