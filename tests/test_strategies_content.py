@@ -251,3 +251,18 @@ def test_truncated_items_are_not_in_full_for_the_loss_counts():
     assert df.loc[("cut-outputs", 1), "items_truncated"] == 1
     assert df.loc[("cut-outputs", 1), "re_reads"] == 1
     assert df.loc[("cut-outputs", 3), "stale_reads"] == 0
+
+
+def test_under_prompt_caching_block_masking_beats_sliding_masking():
+    df = replay(load(DJANGO), [KeepAll(), ObservationMasking(5), BlockMasking(5, 10)])
+    later = df[df["step"] > 0]
+    g = later.groupby("strategy")
+    reuse = g["cache_read_tokens"].sum() / g["total_tokens"].sum()
+    assert reuse["block-masking"] > reuse["observation-masking"] + 0.2
+    assert reuse["keep-all"] >= reuse["block-masking"]
+    cost = df.groupby("strategy")[["cost_usd", "cost_usd_uncached"]].sum()
+    # Without caching, sliding masking is the cheapest of the three; with caching it is
+    # the dearest, dearer even than sending everything (the finding tutorial 06 shows).
+    assert cost["cost_usd_uncached"].idxmin() == "observation-masking"
+    assert cost["cost_usd"].idxmax() == "observation-masking"
+    assert cost.loc["block-masking", "cost_usd"] < cost.loc["observation-masking", "cost_usd"]
