@@ -62,7 +62,7 @@ _LAZY: dict[str, str] = {
     "ModelPrice": "ctxnb.prices",
     "PatchResult": "ctxnb.tools.results",
     "PriceTable": "ctxnb.prices",
-    "PathPolicy": "ctxnb.tools.pathpolicy",
+    "PathPolicy": "ctxnb.access.fdio",
     "QueueApprover": "ctxnb.govern.approval",
     "ReadResult": "ctxnb.tools.results",
     "RecencyWindow": "ctxnb.strategies",
@@ -135,6 +135,7 @@ __getattr__, __dir__ = lazy_exports(__name__, _LAZY, globals(), __all__)
 
 
 if TYPE_CHECKING:  # pragma: no cover - for type checkers and IDEs only
+    from .access.fdio import PathPolicy
     from .analysis import load_trace
     from .config import CtxnbConfig, load_config
     from .context import Context, ContextItem
@@ -172,7 +173,6 @@ if TYPE_CHECKING:  # pragma: no cover - for type checkers and IDEs only
     )
     from .tokens import HeuristicTokenCounter, TokenCounter
     from .tools.filetools import FileTools
-    from .tools.pathpolicy import PathPolicy
     from .tools.results import PatchResult, ReadResult
     from .watch import Watcher
     from .workspace import Workspace

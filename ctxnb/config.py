@@ -12,7 +12,7 @@ Example ``ctxnb.toml``::
     ignore = ["*.log", "build/"]
 
     [policy]
-    deny = [".git/", ".env*", "**/*.pem", "**/id_*", ".ctxnb/", "secrets/"]
+    deny = [".git", ".env*", "**/*.pem", "**/id_*", ".ctxnb/", "secrets/"]
 
     [[mounts]]
     agent_prefix = "/workspace"
@@ -41,6 +41,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
+from .access.rules import DEFAULT_DENY
 from .errors import ConfigError
 
 __all__ = [
@@ -61,8 +62,6 @@ __all__ = [
 ]
 
 CONFIG_FILE = "ctxnb.toml"
-
-DEFAULT_DENY: list[str] = [".git/", ".env*", "**/*.pem", "**/id_*", ".ctxnb/"]
 
 
 class _Strict(BaseModel):

@@ -1,10 +1,12 @@
 """Walking a workspace tree with ``.gitignore`` ignores, decided exactly as git decides.
 
-``.git/`` and ``.ctxnb/`` are always skipped. ``.gitignore`` files apply to their own
+``.git`` and ``.ctxnb`` are always skipped. ``.gitignore`` files apply to their own
 directory and below (as in git); ``.ctxnbignore`` files work the same way and apply
 even when ``use_gitignore`` is off (in one directory they come after the
-``.gitignore``, so they win). Symlinks are not followed: a link is neither a file nor a
-directory of the workspace as far as the walk is concerned.
+``.gitignore``, so they win). The walk is the access layer's
+(:meth:`ctxnb.access.PathPolicy.walk`, by descriptors): symlinks are not followed, a
+link is neither a file nor a directory of the workspace. :class:`TreeIgnores` brings
+these rules to any such walk (the indexer's, the rules discovery's).
 
 The rules are git's (see :mod:`ctxnb._wildmatch`): the last matching line decides, a
 deeper ignore file beats a shallower one, an ignored directory is not entered (so
@@ -25,14 +27,14 @@ Example:
 from __future__ import annotations
 
 import os
-import stat as stat_mod
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 
 from ._wildmatch import PatternSet, parse_lines
 
-__all__ = ["ALWAYS_SKIP", "IgnoreMatcher", "iter_tree"]
+__all__ = ["ALWAYS_SKIP", "IgnoreMatcher", "TreeIgnores", "iter_tree"]
 
-ALWAYS_SKIP = frozenset({".git", ".ctxnb"})
+ALWAYS_SKIP = (".git", ".ctxnb")
+"""Names never walked, at any depth (deny globs of the walk's path policy)."""
 
 
 class IgnoreMatcher:
@@ -49,13 +51,41 @@ class IgnoreMatcher:
         return self.patterns.decide(rel, is_dir=is_dir)
 
 
-def _read_ignore_file(path: str) -> list[str] | None:
-    try:
-        with open(path, "rb") as f:
-            # git splits at LF only; a CR before it is dropped line by line.
-            return f.read().decode("utf-8", "surrogateescape").split("\n")
-    except (FileNotFoundError, NotADirectoryError, IsADirectoryError, PermissionError):
-        return None
+def _ignore_lines(data: bytes) -> list[str]:
+    # git splits at LF only; a CR before it is dropped line by line.
+    return data.decode("utf-8", "surrogateescape").split("\n")
+
+
+class TreeIgnores:
+    """The ignore state of one walk: ``on_dir`` and ``skip`` for ``PathPolicy.walk``.
+
+    Args:
+        extra_ignores: more gitignore-style patterns relative to the root.
+        use_gitignore: honour ``.gitignore`` files (``.ctxnbignore`` always counts).
+    """
+
+    def __init__(self, extra_ignores: Sequence[str] = (), *, use_gitignore: bool = True) -> None:
+        base = [IgnoreMatcher("", list(extra_ignores))] if extra_ignores else []
+        self._names = (".gitignore", ".ctxnbignore") if use_gitignore else (".ctxnbignore",)
+        self._by_dir: dict[str, list[IgnoreMatcher]] = {"": base}
+        self._base = base
+
+    def on_dir(self, rel_dir: str, read: Callable[[str], bytes | None]) -> None:
+        """Entering ``rel_dir``: read its ignore files through ``read(name)``."""
+        parent = self._base
+        if rel_dir:
+            parent = self._by_dir.get(rel_dir.rpartition("/")[0], self._base)
+        local: list[str] = []
+        for name in self._names:
+            data = read(name)
+            if data:
+                local.extend(_ignore_lines(data))
+        self._by_dir[rel_dir] = [*parent, IgnoreMatcher(rel_dir, local)] if local else parent
+
+    def skip(self, rel: str, is_dir: bool) -> bool:
+        """Whether ``rel`` (in a directory already entered) is ignored."""
+        matchers = self._by_dir.get(rel.rpartition("/")[0], self._base)
+        return bool(matchers) and _ignored(matchers, rel, is_dir)
 
 
 def iter_tree(
@@ -71,11 +101,12 @@ def iter_tree(
         extra_ignores: more gitignore-style patterns relative to the root.
         use_gitignore: honour ``.gitignore`` files (``.ctxnbignore`` always counts).
     """
-    root = os.fspath(root)
-    base_matchers: list[IgnoreMatcher] = []
-    if extra_ignores:
-        base_matchers.append(IgnoreMatcher("", list(extra_ignores)))
-    yield from _walk(root, "", base_matchers, use_gitignore)
+    from .access.fdio import PathPolicy
+
+    ignores = TreeIgnores(extra_ignores, use_gitignore=use_gitignore)
+    policy = PathPolicy([root], deny=ALWAYS_SKIP)
+    for entry in policy.walk(skip=ignores.skip, on_dir=ignores.on_dir):
+        yield entry.safe.rel, entry.stat
 
 
 def _ignored(matchers: list[IgnoreMatcher], rel: str, is_dir: bool) -> bool:
@@ -86,40 +117,3 @@ def _ignored(matchers: list[IgnoreMatcher], rel: str, is_dir: bool) -> bool:
         if s is not None:
             verdict = s
     return bool(verdict)
-
-
-def _walk(
-    root: str, rel_dir: str, matchers: list[IgnoreMatcher], use_gitignore: bool
-) -> Iterator[tuple[str, os.stat_result]]:
-    directory = f"{root}/{rel_dir}" if rel_dir else root
-    try:
-        with os.scandir(directory) as it:
-            entries = sorted(it, key=lambda e: e.name)
-    except (PermissionError, FileNotFoundError, NotADirectoryError):
-        return
-    local: list[str] = []
-    names = (".gitignore", ".ctxnbignore") if use_gitignore else (".ctxnbignore",)
-    present = {e.name for e in entries if e.name in names}
-    for name in names:
-        if name in present:
-            lines = _read_ignore_file(f"{directory}/{name}")
-            if lines:
-                local.extend(lines)
-    if local:
-        matchers = [*matchers, IgnoreMatcher(rel_dir, local)]
-    for entry in entries:
-        if entry.name in ALWAYS_SKIP:
-            continue
-        rel = f"{rel_dir}/{entry.name}" if rel_dir else entry.name
-        try:
-            st = entry.stat(follow_symlinks=False)
-        except OSError:
-            continue
-        if stat_mod.S_ISDIR(st.st_mode):
-            if matchers and _ignored(matchers, rel, True):
-                continue
-            yield from _walk(root, rel, matchers, use_gitignore)
-        elif stat_mod.S_ISREG(st.st_mode):
-            if matchers and _ignored(matchers, rel, False):
-                continue
-            yield rel, st

@@ -62,15 +62,18 @@ import math
 import os
 import posixpath
 import re
+import stat as stat_mod
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from .errors import CtxnbError, NotFoundError
+from .access.door import own_roots
+from .access.fdio import PathPolicy
+from .errors import CtxnbError, NotFoundError, PolicyError
 from .govern.risk import classify_command
-from .ignore import iter_tree
+from .ignore import TreeIgnores
 from .markdown_links import MarkdownLink, extract_markdown_links
 from .skills import Skill, SkillSet, discover_skills
 from .strategies import ContextStrategy, Selection, StrategyInput
@@ -250,8 +253,10 @@ class RulesIndex:
         skills: SkillSet | None = None,
         names: Sequence[str] = RULES_FILE_NAMES,
         resolve: Callable[[str], str] | None = None,
+        policy: PathPolicy | None = None,
     ) -> None:
         self.root = Path(root)
+        self._policy = policy
         self._resolve = resolve
         self._root_prefix = str(self.root).rstrip("/") + "/"
         self.names = tuple(names)
@@ -268,6 +273,17 @@ class RulesIndex:
         self._sort()
         for skill in self.skills:
             self._add_skill(skill)
+
+    @property
+    def policy(self) -> PathPolicy:
+        """The path policy every read of rules files and link targets goes through."""
+        if self._policy is None:
+            self._policy = PathPolicy(own_roots(self.root))
+        return self._policy
+
+    @policy.setter
+    def policy(self, value: PathPolicy) -> None:
+        self._policy = value
 
     # -- building ---------------------------------------------------------------------
     @classmethod
@@ -308,20 +324,31 @@ class RulesIndex:
 
         found = discover_skills(root) if skills else None
         index = cls(root, skills=found, names=names, resolve=resolve)
+        if not isinstance(workspace, str | os.PathLike):
+            index.policy = workspace.policy
         wanted = frozenset(names)
-        for rel, _st in iter_tree(root, extra_ignores=ignores, use_gitignore=use_gitignore):
-            if posixpath.basename(rel) in wanted:
+        tree = TreeIgnores(ignores, use_gitignore=use_gitignore)
+        for entry in index.policy.walk(skip=tree.skip, on_dir=tree.on_dir):
+            rel = entry.safe.rel
+            if entry.safe.root == index.policy.roots[0] and posixpath.basename(rel) in wanted:
                 rf = index._read_rules_file(rel)
                 if rf is not None:
                     index._put(rf)
         index._sort()
         return index
 
-    def _read_rules_file(self, rel: str) -> RulesFile | None:
+    def _read(self, rel: str) -> bytes | None:
+        """A file's bytes through the path policy; None when refused or missing."""
         try:
-            text = (self.root / rel).read_bytes().decode("utf-8-sig", errors="replace")
-        except OSError:
+            return self.policy.read_bytes(str(self.root / rel))
+        except (PolicyError, NotFoundError, OSError):
             return None
+
+    def _read_rules_file(self, rel: str) -> RulesFile | None:
+        data = self._read(rel)
+        if data is None:
+            return None
+        text = data.decode("utf-8-sig", errors="replace")
         directory = posixpath.dirname(rel)
         scope = directory
         if posixpath.basename(directory) == ".claude":
@@ -339,7 +366,9 @@ class RulesIndex:
             if m.kind not in ("link", "import"):
                 continue
             target = _resolve_link(base, m.relative_path)
-            if target is None or target == source or not (self.root / target).is_file():
+            # Only a target the policy lets ctxnb read: a link to .env, to a symbolic
+            # link or out of the workspace is never offered, let alone loaded.
+            if target is None or target == source or not self._readable(target):
                 continue
             link = RuleLink(
                 source=source,
@@ -360,17 +389,20 @@ class RulesIndex:
             return self._headings[target]
         heading = None
         if target.lower().endswith(_MARKDOWN_EXTS):
-            try:
-                with open(self.root / target, "rb") as fh:
-                    head = fh.read(_HEADING_BYTES).decode("utf-8", errors="replace")
-            except OSError:
-                head = ""
+            data = self._read(target) or b""
+            head = data[:_HEADING_BYTES].decode("utf-8", errors="replace")
             for line in head.splitlines():
                 if line.startswith("#"):
                     heading = line.lstrip("#").strip() or None
                     break
         self._headings[target] = heading
         return heading
+
+    def _readable(self, rel: str) -> bool:
+        try:
+            return stat_mod.S_ISREG(self.policy.stat(str(self.root / rel)).st_mode)
+        except (PolicyError, NotFoundError, OSError):
+            return False
 
     def _put(self, rf: RulesFile) -> None:
         self._drop(rf.path)
@@ -874,8 +906,8 @@ class RulesTracker:
     def _add_skills(self) -> None:
         for skill in self.index.skills:
             try:
-                self.session.add_path(self.index.skill_path(skill.name), activate=False)
-            except NotFoundError:  # pragma: no cover - removed since discovery
+                self.session.add_path(self._abs(self.index.skill_path(skill.name)), activate=False)
+            except (NotFoundError, PolicyError):  # removed, or made a link, since discovery
                 continue
         catalog = "Skills you can ask for by name:\n" + "\n".join(
             f"- {s.name}: {' '.join(s.description.split())}" for s in self.index.skills
@@ -905,8 +937,10 @@ class RulesTracker:
         if rel in self._records:
             return []
         try:
-            oid = self.session.add_path(rel, activate=True)
-        except NotFoundError:
+            # Absolute, so that skills under .ctxnb/skills resolve to the skills root
+            # of the workspace's policy; a refused path (a link, .env) is never loaded.
+            oid = self.session.add_path(self._abs(rel), activate=True)
+        except (NotFoundError, PolicyError):
             return []
         if self.pin:
             self.session.pin(oid)
@@ -1126,8 +1160,8 @@ class RulesTracker:
             return
         active = record.id in self.session.active_set
         try:
-            self.session.add_path(rel, activate=active)
-        except NotFoundError:  # pragma: no cover - add_path stores a deletion version
+            self.session.add_path(self._abs(rel), activate=active)
+        except (NotFoundError, PolicyError):  # refused since it was loaded: keep the last
             pass
         self._stats[rel] = key
         record.updated_at = self._clock()

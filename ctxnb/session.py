@@ -31,16 +31,16 @@ from __future__ import annotations
 
 import html
 import os
+import stat as stat_mod
 import threading
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from .access.observe import StatCache, observe_bytes
 from .context import Assembler, AssemblyState, Context, MetaEntry, context_at, meta_for
-from .errors import NotFoundError
+from .errors import NotFoundError, PolicyError
 from .hashing import content_hash, source_hash, stable_stringify
-from .indexer import build_file_doc, is_deleted
 from .model import INFRA_TYPES, new_id
 from .redaction import redact_data, redact_text
 from .resolver import _within
@@ -255,41 +255,36 @@ class Session:
             return oid
 
     def add_path(self, path: str | os.PathLike[str], *, activate: bool = True) -> str:
-        """Index the file at ``path`` (workspace-relative or absolute) and add it."""
-        from .indexer import index_deletion, index_file
+        """Read the file at ``path`` (workspace-relative or absolute) and add it.
 
-        src = self.workspace.source_for(path)
-        try:
-            data = Path(src.path).read_bytes()
-        except FileNotFoundError:
-            res = index_deletion(self.store, src)
-            if self.store.get(res.object_id) is None:
-                raise NotFoundError(f"{os.fspath(path)!r} does not exist") from None
-        else:
-            res = index_file(self.store, src, data)
-        return self.add(res.object_id, activate=activate)
+        The file is read through the workspace's path policy: a denied path, a
+        symbolic link or a path outside the workspace is refused and never stored.
+
+        Raises:
+            PolicyError: ``PATH_DENIED``.
+            NotFoundError: no such file, and none was ever stored.
+        """
+        return self.add_paths([path], activate=activate)[0]
 
     def add_paths(
         self, paths: Iterable[str | os.PathLike[str]], *, activate: bool = True
     ) -> list[str]:
-        """Index several files in one transaction and add them; returns their ids."""
+        """Read several files (one transaction for those that changed) and add them.
+
+        Raises:
+            PolicyError: a path is refused; nothing is written or added then.
+            NotFoundError: a file does not exist and was never stored.
+        """
         with self._lock:
-            docs, ids = [], []
-            for p in paths:
-                src = self.workspace.source_for(p)
-                try:
-                    data: bytes | None = Path(src.path).read_bytes()
-                except FileNotFoundError:
-                    data = None
-                doc = build_file_doc(src.to_dict(), data)
-                old = self.store.get(doc["xt/id"])
-                if data is None and old is None:
+            listed = list(paths)
+            policy = self.workspace.policy
+            safe = [policy.check(p) for p in listed]
+            data = [self.workspace.read(sp) for sp in safe]
+            for p, sp, d in zip(listed, safe, data, strict=True):
+                if d is None and self.store.get(self.workspace.object_id(str(sp.abs))) is None:
                     raise NotFoundError(f"{os.fspath(p)!r} does not exist")
-                if old is None or old.get("source_hash") != doc["source_hash"]:
-                    docs.append(doc)
-                ids.append(doc["xt/id"])
-            if docs:
-                self.store.put(docs)
+            seen = self.workspace.observe(safe, data=data)
+            ids = [o.object_id for o in seen]
             found = self.store.get_many(ids)
             for oid in ids:
                 self._admit(found[oid])
@@ -752,11 +747,10 @@ class Session:
         return root if path.startswith(root + "/") else "/"
 
     def _reconcile(self) -> ResumeReport:
-        from .indexer import StatCache
-
         report = ResumeReport(objects=len(self.session_index))
-        cache = StatCache.for_workspace(self.workspace)
-        new_docs: list[dict[str, Any]] = []
+        ws = self.workspace
+        cache = StatCache.open(ws.root, ws.resolver.default_filesystem_id(), self.store)
+        items: list[tuple[dict[str, Any], bytes | None]] = []
         roots_ok: dict[str, bool] = {}
         for oid in self.session_index:
             doc = self._docs[oid]
@@ -770,43 +764,49 @@ class Session:
                 self._set_orphaned(oid, True)
                 report.orphaned.append(oid)
                 continue
-            if oid in self._orphaned:
-                self._set_orphaned(oid, False)
             path = src["path"]
             try:
-                st = os.lstat(path)
-            except FileNotFoundError:
+                # Through the policy: a file now behind a symbolic link, denied or
+                # outside every root is not read; it is orphaned (latest version kept).
+                st: os.stat_result | None = ws.policy.stat(path)
+                if st is not None and stat_mod.S_ISDIR(st.st_mode):
+                    st = None
+            except NotFoundError:
                 st = None
+            except PolicyError:
+                self._set_orphaned(oid, True)
+                report.orphaned.append(oid)
+                continue
+            if oid in self._orphaned:
+                self._set_orphaned(oid, False)
             if st is None:
-                if not is_deleted(doc):
-                    new_docs.append(build_file_doc(src, None, doc.get("file_type")))
-                    report.deleted.append(oid)
-                else:
-                    report.unchanged += 1
+                items.append((src, None))
                 continue
             cached = cache.lookup(path, st)
             if cached is not None and cached == doc.get("source_hash"):
                 report.unchanged += 1
                 continue
             try:
-                data = Path(path).read_bytes()
-            except OSError:
+                data = ws.read(path)
+            except (OSError, PolicyError):
                 self._set_orphaned(oid, True)
                 report.orphaned.append(oid)
                 continue
-            report.hashed += 1
-            h = source_hash(data)
-            cache.record(path, st, h)
-            if h == doc.get("source_hash"):
+            if data is not None:
+                report.hashed += 1
+                cache.record(path, st, source_hash(data))
+            items.append((src, data))
+        new_docs = []
+        for obs in observe_bytes(self.store, items):
+            if obs.action == "unchanged":
                 report.unchanged += 1
                 continue
-            new_docs.append(build_file_doc(src, data, None))
-            report.updated.append(oid)
-        if new_docs:
-            self.store.put(new_docs)
-            for d in new_docs:
-                self._install(d["xt/id"], d)
-                self._set_meta(d["xt/id"], self._meta_for(d, orphaned=False))
+            (report.deleted if obs.action == "deleted" else report.updated).append(obs.object_id)
+            if obs.doc is not None:
+                new_docs.append(obs.doc)
+        for d in new_docs:
+            self._install(d["xt/id"], d)
+            self._set_meta(d["xt/id"], self._meta_for(d, orphaned=False))
         cache.save(self.store)
         return report
 

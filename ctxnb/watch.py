@@ -31,10 +31,10 @@ from __future__ import annotations
 import os
 import threading
 from collections.abc import Callable, Iterable
-from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from .indexer import index_deletion, index_file
+from .access.observe import observe_bytes
+from .errors import PolicyError
 
 if TYPE_CHECKING:
     from .session import Session
@@ -155,15 +155,13 @@ class Watcher:
                 continue
             try:
                 src = s.get(oid)["source"]
-                from .model import FilesystemSource
-
-                source = FilesystemSource.model_validate(src)
                 try:
-                    data = Path(path).read_bytes()
-                except FileNotFoundError:
-                    res = index_deletion(s.store, source)
-                else:
-                    res = index_file(s.store, source, data)
+                    # Through the path policy: a file swapped for a link (or now
+                    # denied) is not read; its last version stays.
+                    data = s.workspace.read(path)
+                except PolicyError:
+                    continue
+                res = observe_bytes(s.store, [(src, data)])[0]
                 if res.action != "unchanged":
                     s.refresh(oid)
                     self.events += 1

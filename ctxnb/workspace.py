@@ -18,11 +18,10 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from .access.door import Access
 from .config import CtxnbConfig, load_config
-from .errors import NotFoundError, ResolverError
-from .hashing import identity_hash
-from .model import FilesystemSource
-from .resolver import FilesystemResolver, MountMapping, default_filesystem_id, normalize_path
+from .errors import NotFoundError
+from .resolver import FilesystemResolver, MountMapping, default_filesystem_id
 from .store import ObjectStore, Version
 
 if TYPE_CHECKING:
@@ -33,10 +32,11 @@ if TYPE_CHECKING:
 __all__ = ["Workspace"]
 
 
-class Workspace:
+class Workspace(Access):
     """A directory tree that ctxnb indexes, versions and governs.
 
-    Use :meth:`open` rather than the constructor.
+    Use :meth:`open` rather than the constructor. The paths, the policies and
+    :meth:`~ctxnb.access.door.Access.observe` come from :class:`~ctxnb.access.Access`.
 
     Attributes:
         root: the absolute, symlink-free path of the tree.
@@ -44,19 +44,6 @@ class Workspace:
         resolver: agent paths to sources and back.
         store: the versioned object store in ``<root>/.ctxnb/store``.
     """
-
-    def __init__(
-        self,
-        root: Path,
-        *,
-        config: CtxnbConfig,
-        resolver: FilesystemResolver,
-        store: ObjectStore,
-    ) -> None:
-        self.root = root
-        self.config = config
-        self.resolver = resolver
-        self.store = store
 
     @classmethod
     def open(
@@ -95,32 +82,6 @@ class Workspace:
         resolver = FilesystemResolver(fs, all_mounts)
         st = store if store is not None else ObjectStore.for_workspace(root)
         return cls(root, config=cfg, resolver=resolver, store=st)
-
-    # -- paths ------------------------------------------------------------------------
-    def abspath(self, path: str | os.PathLike[str]) -> str:
-        """The canonical absolute path of a workspace-relative or absolute path."""
-        s = os.fspath(path)
-        if not s:
-            raise ResolverError("empty path")
-        full = s if s.startswith("/") else f"{self.root}/{s}"
-        return normalize_path(full)
-
-    def relpath(self, canonical_path: str) -> str:
-        """The workspace-relative posix path of a canonical path (or it unchanged if outside)."""
-        root = str(self.root)
-        if canonical_path.startswith(root + "/"):
-            return canonical_path[len(root) + 1 :]
-        return canonical_path
-
-    def source_for(self, path: str | os.PathLike[str]) -> FilesystemSource:
-        """The source of a workspace file, by relative or absolute host path."""
-        return FilesystemSource(
-            filesystem_id=self.resolver.default_filesystem_id(), path=self.abspath(path)
-        )
-
-    def object_id(self, path: str | os.PathLike[str]) -> str:
-        """The object id of the file at ``path`` (whether or not it is stored yet)."""
-        return identity_hash("file", self.source_for(path).to_dict())
 
     # -- indexing and history -----------------------------------------------------------
     def index(self, *, progress: bool | None = None) -> IndexReport:

@@ -1,5 +1,6 @@
 import pytest
 
+from ctxnb.access import DEFAULT_DENY
 from ctxnb.config import load_config
 from ctxnb.errors import ConfigError
 
@@ -7,7 +8,7 @@ from ctxnb.errors import ConfigError
 def test_defaults_without_file(tmp_path):
     cfg = load_config(tmp_path)
     assert cfg.profile == "cloud"
-    assert ".git/" in cfg.policy.deny
+    assert tuple(cfg.policy.deny) == DEFAULT_DENY  # the one deny list of ctxnb.access
     assert cfg.active_profile().max_read_chars > cfg.active_profile("local").max_read_chars
 
 

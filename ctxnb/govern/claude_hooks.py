@@ -72,7 +72,7 @@ from typing import TYPE_CHECKING, Any
 from ..errors import ConfigError, CtxnbError, PolicyError
 
 if TYPE_CHECKING:
-    from ..tools.pathpolicy import PathPolicy
+    from ..access.fdio import PathPolicy
 
 __all__ = [
     "EVENTS",

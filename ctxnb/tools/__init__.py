@@ -1,6 +1,6 @@
 """Governed file tools: the tools an agent calls, behind a path policy.
 
-Names are loaded from their modules on first use, so ``ctxnb.tools.pathpolicy`` alone
+Names are loaded from their modules on first use, so ``ctxnb.access`` alone
 (what the Claude Code hook needs) does not pull in pydantic or pandas.
 
 Example:
@@ -16,19 +16,20 @@ from typing import TYPE_CHECKING
 from .._lazy import lazy_exports
 
 if TYPE_CHECKING:
+    from ..access.fdio import PathPolicy
+    from ..access.rules import DEFAULT_DENY, SafePath
     from .filetools import FileTools, ToolCall
-    from .pathpolicy import DEFAULT_DENY, PathPolicy, SafePath
     from .results import DiffResult, PatchResult, ReadResult, VersionInfo
     from .schemas import TOOL_INFO, ToolInfo, tool_schemas
 
 _EXPORTS = {
-    "DEFAULT_DENY": "pathpolicy",
+    "DEFAULT_DENY": "ctxnb.access.rules",
     "DiffResult": "results",
     "FileTools": "filetools",
     "PatchResult": "results",
-    "PathPolicy": "pathpolicy",
+    "PathPolicy": "ctxnb.access.fdio",
     "ReadResult": "results",
-    "SafePath": "pathpolicy",
+    "SafePath": "ctxnb.access.rules",
     "TOOL_INFO": "schemas",
     "ToolCall": "filetools",
     "ToolInfo": "schemas",

@@ -39,6 +39,8 @@ from typing import TYPE_CHECKING, Any, Literal, Protocol
 
 from pydantic import BaseModel, ValidationError
 
+from ..access.fdio import PathPolicy
+from ..access.rules import SafePath
 from ..errors import (
     CtxnbError,
     NotFoundError,
@@ -47,8 +49,8 @@ from ..errors import (
     PolicyError,
     StaleFileError,
 )
-from ..hashing import sha256_hex, source_hash
-from ..indexer import build_file_doc, decode_bytes, is_deleted
+from ..hashing import sha256_hex
+from ..indexer import decode_bytes, is_deleted
 from ..redaction import MARK as REDACTION_MARK
 from ..redaction import redact, redact_data, redact_text
 from ..resolver import doc_path as make_doc_path
@@ -61,7 +63,6 @@ from .patching import (
     parse_patch,
     unified_diff,
 )
-from .pathpolicy import PathPolicy, SafePath
 from .results import DiffResult, PatchResult, ReadResult, VersionInfo
 from .schemas import TOOL_INFO, ToolInfo, tool_schemas
 from .summarize import OutlineSummarizer, Summarizer, fit_tokens
@@ -139,6 +140,7 @@ class FileTools:
         hooks: the hook engine of a governed workspace.
         audit: the audit log (``.ctxnb/audit.jsonl`` by default).
         tag_rules: extra ``(tag, predicate(rel_path))`` rules for :meth:`registry`.
+        search_backend: ``auto`` (ripgrep when installed), ``ripgrep`` or ``python``.
     """
 
     def __init__(
@@ -153,17 +155,13 @@ class FileTools:
         hooks: ToolHooks | None = None,
         audit: AuditLog | None = None,
         tag_rules: Sequence[tuple[str, Callable[[str], bool]]] = (),
+        search_backend: Literal["auto", "ripgrep", "python"] = "auto",
     ) -> None:
         self.workspace = workspace
         self.session = session
         self.caller = caller
         cfg = workspace.config
-        self.policy = policy or PathPolicy(
-            [workspace.root],
-            allow=cfg.policy.allow,
-            deny=cfg.policy.deny,
-            max_path_bytes=cfg.policy.max_path_bytes,
-        )
+        self.policy = policy or workspace.agent_policy
         self.profile = cfg.active_profile(profile)
         # Summaries are measured with the session's token counter, the one that counts
         # the context they enter.
@@ -173,6 +171,7 @@ class FileTools:
         self.hooks = hooks
         self.audit_log = audit or AuditLog(workspace.root / ".ctxnb" / "audit.jsonl")
         self.tag_rules = [*tag_rules, *_TAG_RULES]
+        self.search_backend = search_backend
         # Keyed by the real workspace-relative path (two files whose names differ only in
         # case are two files, whatever their shared docPath key).
         self._read_hashes: dict[str, str] = {}
@@ -334,25 +333,16 @@ class FileTools:
             os.close(fd)
 
     def _index_bytes(self, rel: str, data: bytes | None) -> tuple[str, str | None]:
-        """Store the file's current bytes (a new version only when they changed)."""
-        store = self.session.store
-        src = self.workspace.source_for(rel)
-        oid = self.workspace.object_id(rel)
-        old = store.get(oid)
-        shash = source_hash(data) if data is not None else None
-        unchanged = old is not None and (
-            is_deleted(old) if data is None else old.get("source_hash") == shash
-        )
-        # Building a document hashes its whole text: only do it for a new version.
-        if unchanged:
-            tx = store.latest_tx_of(oid)
-        else:
-            tx = store.put([build_file_doc(src.to_dict(), data)]).tx_id
+        """Observe the file's current bytes (a new version only when they changed)."""
+        obs = self.workspace.observe([rel], data=[data])[0]
+        oid = obs.object_id
+        if obs.tx_id is None:  # gone, and never stored: nothing to add
+            return oid, None
         if oid in self.session._index_set:
             self.session.refresh(oid)
         else:
             self.session.add(oid, activate=False)
-        return oid, (f"{oid}@{tx}" if tx is not None else None)
+        return oid, obs.version_id
 
     def _authoritative(self, rel: str) -> tuple[bytes | None, str]:
         """(bytes, source) of the copy edits must be based on; bytes None if no file."""
@@ -950,12 +940,15 @@ class FileTools:
         from .search import search as do_search
 
         def run(call: ToolCall) -> list[dict[str, Any]]:
+            # Read through the policy: denied files, links and directories swapped
+            # for links during the search never contribute a byte.
             hits = do_search(
-                self.workspace.root,
+                self.policy.roots[0],
                 pattern,
                 globs=globs,
                 regex=regex,
-                exclude=lambda rel: not self.policy.is_allowed(rel),
+                backend=self.search_backend,
+                policy=self.policy,
             )
             lines = self._hit_lines(hits)
             return [

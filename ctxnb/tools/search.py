@@ -63,11 +63,14 @@ import warnings
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from functools import lru_cache
 from pathlib import Path
-from typing import Any, Literal, NamedTuple
+from typing import TYPE_CHECKING, Any, Literal, NamedTuple
 
 import pathspec
 
 from ctxnb.errors import CtxnbError, NotFoundError
+
+if TYPE_CHECKING:
+    from ctxnb.access.fdio import PathPolicy
 
 __all__ = [
     "InvalidPatternError",
@@ -394,6 +397,7 @@ def search(
     max_results: int | None = None,
     exclude: Callable[[str], bool] | None = None,
     backend: Backend = "auto",
+    policy: PathPolicy | None = None,
 ) -> list[Match]:
     """Find the lines matching ``pattern`` in the files below ``root``.
 
@@ -408,6 +412,11 @@ def search(
         exclude: called with each file's relative posix path; ``True`` skips the file
             (for example a path policy's deny rules).
         backend: ``"ripgrep"``, ``"python"`` or ``"auto"`` (ripgrep when installed).
+        policy: read only through this path policy (its first root must be ``root``):
+            the Python backend walks by descriptors, and ripgrep only nominates files,
+            which are then read race-free and matched again here, so every byte
+            returned comes from a file the policy accepts, even while directories are
+            swapped for symbolic links during the search.
 
     Returns:
         The matches, sorted by path (component-wise) then line number.
@@ -432,12 +441,25 @@ def search(
     if backend == "auto":
         backend = "ripgrep" if ripgrep_available() else "python"
     if backend == "ripgrep":
-        matches = _search_ripgrep(
-            root, pattern, compiled, regex, case_sensitive, globs or (), glob_filter, exclude
-        )
-    elif backend == "python":
-        matches = _search_python(root, compiled, glob_filter, exclude, max_results)
-    else:
+        try:
+            matches = _search_ripgrep(
+                root, pattern, compiled, regex, case_sensitive, globs or (), glob_filter, exclude
+            )
+        except CtxnbError:
+            if policy is None:
+                raise
+            # rg trips over a tree that changes while it runs; the descriptor walk does not.
+            backend = "python"
+        else:
+            if policy is not None:
+                matches = _confirm(policy, compiled, matches)
+    if backend == "python":
+        if policy is None:
+            matches = _search_python(root, compiled, glob_filter, exclude, max_results)
+        else:
+            files = _policy_walk(policy, root, glob_filter, exclude)
+            matches = _search_files(files, compiled, max_results)
+    elif backend != "ripgrep":
         raise ValueError(f"backend must be 'auto', 'ripgrep' or 'python', got {backend!r}")
     return matches if max_results is None else matches[:max_results]
 
@@ -543,10 +565,22 @@ def _search_python(
 ) -> list[Match]:
     # A whole-file search with MULTILINE finds every file that has a matching line
     # (and maybe a few more, which the per-line pass drops) far faster than line by line.
+    files = (
+        (rel, lambda path=path: _read_text(path)) for rel, path in _walk(root, glob_filter, exclude)
+    )
+    return _search_files(files, compiled, max_results)
+
+
+def _search_files(
+    files: Iterable[tuple[str, Callable[[], str | None]]],
+    compiled: re.Pattern[str],
+    max_results: int | None,
+) -> list[Match]:
+    """The matches in ``(rel, read text)`` pairs given in result order."""
     prefilter = re.compile(compiled.pattern, compiled.flags | re.MULTILINE)
     matches: list[Match] = []
-    for rel, path in _walk(root, glob_filter, exclude):
-        text = _read_text(path)
+    for rel, read in files:
+        text = read()
         if text is None:
             continue
         matches.extend(_file_matches(rel, text, compiled, prefilter))
@@ -554,6 +588,48 @@ def _search_python(
             # The walk is already in result order, so the first N are final.
             return matches[:max_results]
     return matches
+
+
+def _policy_text(read: Callable[[], bytes]) -> str | None:
+    """Text of a file read through a path policy; None when refused, gone or binary."""
+    try:
+        data = read()
+    except (OSError, CtxnbError):
+        return None  # gone, or refused by the policy (swapped for a link) since the walk
+    if b"\0" in data:
+        return None
+    return decode_text(data)
+
+
+def _policy_walk(
+    policy: PathPolicy,
+    root: Path,
+    glob_filter: _GlobFilter,
+    exclude: Callable[[str], bool] | None,
+) -> Iterator[tuple[str, Callable[[], str | None]]]:
+    """Searchable files by the policy's descriptor walk (its first root only)."""
+    ignores = _Ignores(root)
+
+    def skip(rel: str, is_dir: bool) -> bool:
+        if is_dir:
+            return ignores.ignored_here(rel, True) or not glob_filter.dir_ok(rel)
+        return (
+            ignores.ignored_here(rel, False)
+            or not glob_filter.file_ok(rel)
+            or (exclude is not None and exclude(rel))
+        )
+
+    first = policy.roots[0]
+    for entry in policy.walk(skip=skip):
+        if entry.safe.root == first:
+            yield entry.safe.rel, lambda read=entry.read: _policy_text(read)
+
+
+def _confirm(policy: PathPolicy, compiled: re.Pattern[str], matches: list[Match]) -> list[Match]:
+    """Match again on race-free reads of the files ripgrep nominated (in order)."""
+    paths = list(dict.fromkeys(m.path for m in matches))
+    files = ((rel, lambda rel=rel: _policy_text(lambda: policy.read_bytes(rel))) for rel in paths)
+    return _search_files(files, compiled, None)
 
 
 # Lines ripgrep must also propose, so that Python decides them: any non-ASCII byte

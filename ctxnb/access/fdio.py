@@ -1,10 +1,10 @@
-"""The path policy and the race-free file access layer under ctxnb's governed file tools.
+"""The race-free I/O half of the path policy: every open is a descriptor walk.
 
-Every path argument of every file tool goes through a :class:`PathPolicy`. It answers
-two questions: *may this path be touched at all* (workspace roots, allow and deny globs,
-no traversal, no symbolic links, no special files) and *how to touch it without a race*
-(every open walks the path one component at a time from an open descriptor of the root,
-never by name from the top).
+:class:`PathPolicy` adds file operations to :class:`~ctxnb.access.rules.PathRules`.
+It answers *how to touch a path without a race*: every open walks the path one
+component at a time from an open descriptor of the root, never by name from the top.
+Directory walks (:meth:`PathPolicy.walk`) work the same way, so the indexer and the
+search never follow a directory swapped for a symbolic link while they run.
 
 Example:
     >>> import pathlib, tempfile
@@ -17,40 +17,8 @@ Example:
     >>> policy.is_allowed(".env"), policy.is_allowed("../etc/passwd")
     (False, False)
 
-The rules, in the order they are applied (the first one that fails names itself in the
-``PolicyError``; its ``error_code`` is ``PATH_DENIED`` and ``details["rule"]`` is the
-rule's name):
+I/O rules (after the lexical ones of :mod:`ctxnb.access.rules`):
 
-* ``empty`` (also a blank name such as ``" /x"``), ``not-a-string``, ``nul-byte``,
-  ``control-char`` (C0/C1 controls and the bidirectional overrides used to disguise
-  names), ``unencodable``.
-* ``path-too-long`` (more than ``max_path_bytes`` bytes, 4096 by default) and
-  ``component-too-long`` (a name over 255 bytes).
-* ``backslash``: a backslash is refused outright, because agents send Windows paths
-  (``..\\..\\x``) and on POSIX the whole thing would be one odd file name.
-* ``home-tilde``: a leading ``~`` is refused, never expanded.
-* ``traversal``: any ``..`` component is refused, even ``a/../b``. Resolving ``..``
-  lexically disagrees with the kernel when ``a`` is a symbolic link, so ctxnb does not
-  try. ``.`` components and repeated slashes are dropped.
-* ``unicode-lookalike``: a path whose NFKC form has a different shape (``．．／x``
-  becomes ``../x``) is refused; deny globs are also matched against the NFKC form.
-* ``outside-roots``: a relative path is relative to the first root. An absolute path is
-  accepted only when it lies inside a root, compared whole component by component
-  against the root as configured or its real path, so ``/ws_evil`` never matches the
-  root ``/ws``. The path is then handled as the relative remainder.
-* ``reserved-name``: names starting with ``.ctxnb-tmp-`` belong to atomic writes.
-* ``deny:<glob>``: deny globs use gitignore ("gitwildmatch") semantics via
-  ``pathspec.GitIgnoreSpec``: a pattern without a slash matches at any depth, a trailing
-  slash matches directories only and everything inside them. Denial is matched
-  case-insensitively, and also after NFKC normalization and after stripping trailing
-  dots and spaces from names (what Windows and some network filesystems do), so
-  ``.GIT/config``, ``.ｅnv`` and ``.env.`` are all refused. Every ancestor directory is
-  matched too: nothing inside a denied directory can be re-included. Deny always wins
-  over allow. :data:`DEFAULT_DENY` covers ``.git`` (directory, and the ``.git`` file of
-  worktrees and submodules), ``.env*``, ``*.pem``, ``id_*`` and ``.ctxnb/``.
-* ``not-allowed``: when allow globs are given, a file must match one of them
-  (case-sensitively, gitignore semantics). Directories are not subject to allow globs;
-  :meth:`PathPolicy.iter_files` only yields allowed files.
 * ``symlink``: ctxnb follows no symbolic link below a root, not even one that stays
   inside it. Go's ``os.Root`` follows in-root links while resolution never leaves the
   root; ctxnb is stricter because an in-root link makes one file reachable under two
@@ -60,8 +28,6 @@ rule's name):
   block a reader forever; a device open can have side effects). ``not-a-regular-file``
   refuses a directory where a file is needed; ``trailing-slash`` a file named with a
   trailing ``/``.
-* Percent-encoded names are literal names: ``%2e%2e%2f`` is a file called
-  ``%2e%2e%2f`` inside the root, never decoded.
 
 Check and open do not race. :meth:`PathPolicy.check` is advice for early, clear
 messages; the file operations do not trust it. Each of them opens the root with
@@ -98,30 +64,16 @@ import os
 import secrets
 import stat as stat_mod
 import time
-import unicodedata
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
-from pathlib import Path
-from typing import Literal, NamedTuple, NoReturn
+from typing import Literal, NoReturn
 
-import pathspec
+from ..errors import NotFoundError, PolicyError
+from .rules import TEMP_PREFIX, PathRules, SafePath, _build_spec, _deny, _Parsed, _Root, _short
 
-from ..errors import ConfigError, NotFoundError, PolicyError
+__all__ = ["FileEntry", "PathPolicy"]
 
-__all__ = [
-    "DEFAULT_DENY",
-    "TEMP_PREFIX",
-    "PathPolicy",
-    "SafePath",
-]
-
-DEFAULT_DENY: tuple[str, ...] = (".git", ".env*", "**/*.pem", "**/id_*", ".ctxnb/")
-"""Deny globs used when ``deny`` is not given (gitignore semantics)."""
-
-TEMP_PREFIX = ".ctxnb-tmp-"
-"""Name prefix of the temporary files of atomic writes; such names are reserved."""
-
-NAME_MAX = 255  # bytes per name on every filesystem ctxnb targets (ext4, APFS, xfs, btrfs)
+WriteMode = Literal["truncate", "append", "create"]
 
 _CLOEXEC = getattr(os, "O_CLOEXEC", 0)
 _NOCTTY = getattr(os, "O_NOCTTY", 0)
@@ -132,196 +84,20 @@ _FILE_FLAGS = os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | _NOCTTY | _CLOEXEC
 _TEMP_FLAGS = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | _NOCTTY | _CLOEXEC
 _READ_CHUNK = 1 << 20
 
-# Characters that make a name look like something it is not: bidirectional overrides
-# and isolates (the "Trojan Source" family). C0/C1 controls are caught by category.
-_BIDI = frozenset("\u061c\u200e\u200f\u202a\u202b\u202c\u202d\u202e\u2066\u2067\u2068\u2069")
 
-WriteMode = Literal["truncate", "append", "create"]
-
-_REQUIRED_ACTION = {
-    "empty": "Pass a non-empty path relative to the workspace root.",
-    "not-a-string": "Pass the path as a str.",
-    "nul-byte": "Remove the NUL byte from the path.",
-    "control-char": "Remove control and bidirectional-override characters from the path.",
-    "unencodable": "Pass a path that can be encoded for the filesystem (no lone surrogates).",
-    "path-too-long": "Use a shorter path.",
-    "component-too-long": "Use names of at most 255 bytes.",
-    "backslash": "Use '/' as the separator; backslashes are not accepted.",
-    "home-tilde": "Use a path relative to the workspace root; '~' is not expanded.",
-    "traversal": "Use a path without '..' components, relative to the workspace root.",
-    "unicode-lookalike": "Use plain characters for '.', '/' and '~' in the path.",
-    "outside-roots": "Use a path inside one of the workspace roots.",
-    "reserved-name": "Pick another name; '.ctxnb-tmp-' names are reserved for atomic writes.",
-    "deny": "This path is protected by the deny list; work on another file.",
-    "not-allowed": "Use a path that matches the allow list.",
-    "symlink": "Use the path of the link's target inside the workspace; links are not followed.",
-    "special-file": "Only regular files and directories can be used.",
-    "not-a-regular-file": "Name a regular file, not a directory.",
-    "trailing-slash": "Remove the trailing '/': it names a directory.",
-}
-
-
-@dataclass(frozen=True)
-class SafePath:
-    """A path that passed the policy's checks, relative to one workspace root.
-
-    A ``SafePath`` is a validated *name*, not a capability: the file operations of
-    :class:`PathPolicy` accept it and validate it again. ``abs`` is for display and
-    logs; opening ``abs`` by name would give up the race-free walk.
-
-    Attributes:
-        rel: posix form relative to ``root``, normalized (no ``.``, no ``//``); ``"."``
-            for the root itself.
-        root: the root's real path.
-        abs: ``root / rel``.
-
-    Example:
-        >>> SafePath(rel="src/app.py", root=Path("/ws"), abs=Path("/ws/src/app.py")).rel
-        'src/app.py'
-    """
-
-    rel: str
-    root: Path
-    abs: Path
-
-    @property
-    def parts(self) -> tuple[str, ...]:
-        """The names from the root down; empty for the root itself."""
-        return () if self.rel == "." else tuple(self.rel.split("/"))
-
-
-class _Root(NamedTuple):
-    real: Path  # realpath at construction; what is opened
-    given: Path  # absolute but unresolved, so absolute paths spelled that way match
-
-
-class _Parsed(NamedTuple):
-    root: _Root
-    parts: tuple[str, ...]
-    dir_form: bool  # the caller wrote a trailing '/' (or '/.')
-    display: str  # the path as the caller gave it, for messages
-
-    @property
-    def safe(self) -> SafePath:
-        rel = "/".join(self.parts) or "."
-        abs_path = self.root.real.joinpath(*self.parts) if self.parts else self.root.real
-        return SafePath(rel=rel, root=self.root.real, abs=abs_path)
-
-
-def _short(text: str, limit: int = 120) -> str:
-    # Refusals go back to agents and into logs; a 5000-byte hostile path must not.
-    return text if len(text) <= limit else text[:limit] + f"...(+{len(text) - limit} chars)"
-
-
-def _deny(display: str, rule: str, why: str, **details: str) -> NoReturn:
-    base = rule.split(":", 1)[0]
-    raise PolicyError(
-        "PATH_DENIED",
-        f"Path {_short(display)!r} is refused: {why} (rule: {rule}).",
-        recoverable=True,
-        required_action=_REQUIRED_ACTION.get(base, "Use another path."),
-        details={"path": _short(display, 512), "rule": rule, **details},
-    )
-
-
-def _build_spec(patterns: Sequence[str], what: str) -> tuple[pathspec.GitIgnoreSpec, list[str]]:
-    if isinstance(patterns, str):
-        raise ConfigError(f"{what} must be a list of glob strings, not the string {patterns!r}")
-    lines = [p for p in patterns if p.strip() and not p.lstrip().startswith("#")]
-    try:
-        return pathspec.GitIgnoreSpec.from_lines(lines), lines
-    except (ValueError, TypeError) as exc:
-        raise ConfigError(f"Bad {what} glob in {lines!r}: {exc}") from exc
-
-
-def _fs_bytes(text: str, display: str) -> bytes:
-    try:
-        return os.fsencode(text)
-    except UnicodeEncodeError:
-        _deny(display, "unencodable", "it contains characters the filesystem cannot encode")
-
-
-class PathPolicy:
+class PathPolicy(PathRules):
     """Decides which paths a governed tool may touch, and touches them without races.
 
-    Args:
-        roots: the workspace roots (existing directories). Relative paths are relative
-            to the first one. Each root is resolved with ``os.path.realpath`` once, here.
-        allow: gitignore-style globs; when given, a file must match one of them.
-            ``None`` allows every file that is not denied.
-        deny: gitignore-style globs that are refused, matched case-insensitively;
-            ``None`` means :data:`DEFAULT_DENY`, ``[]`` denies nothing beyond the
-            built-in rules (traversal, symlinks, special files, reserved names).
-        max_path_bytes: the longest path accepted, in bytes of its filesystem encoding.
-
-    Raises:
-        ConfigError: no roots, a root that is not a directory, or a bad glob.
+    Takes the arguments of :class:`~ctxnb.access.rules.PathRules`.
 
     Example:
         >>> import pathlib, tempfile
+        >>> from ctxnb.access.rules import DEFAULT_DENY
         >>> ws = pathlib.Path(tempfile.mkdtemp())
         >>> policy = PathPolicy([ws], allow=["src/**/*.py"], deny=[*DEFAULT_DENY, "*.lock"])
         >>> policy.is_allowed("src/app.py"), policy.is_allowed("README.md")
         (True, False)
     """
-
-    def __init__(
-        self,
-        roots: Sequence[str | os.PathLike[str]],
-        *,
-        allow: Sequence[str] | None = None,
-        deny: Sequence[str] | None = DEFAULT_DENY,
-        max_path_bytes: int = 4096,
-    ) -> None:
-        if isinstance(roots, str | os.PathLike):
-            roots = [roots]
-        if not roots:
-            raise ConfigError("PathPolicy needs at least one workspace root directory.")
-        resolved: list[_Root] = []
-        for r in roots:
-            given = Path(os.path.abspath(os.fspath(r)))
-            real = Path(os.path.realpath(given))
-            if not real.is_dir():
-                raise ConfigError(
-                    f"Workspace root {os.fspath(r)!r} is not an existing directory; "
-                    "create it or pass another root."
-                )
-            resolved.append(_Root(real=real, given=given))
-        self._roots: tuple[_Root, ...] = tuple(resolved)
-        if max_path_bytes < 1:
-            raise ConfigError(f"max_path_bytes must be positive, got {max_path_bytes}")
-        self.max_path_bytes = max_path_bytes
-        deny_list = DEFAULT_DENY if deny is None else deny
-        self._deny_spec, self._deny_lines = _build_spec(deny_list, "deny")
-        # Denial is case-insensitive: a second spec of lower-cased patterns is matched
-        # against lower-cased paths (case-insensitive filesystems would open .GIT as .git).
-        self._deny_spec_lower, _ = _build_spec([p.lower() for p in self._deny_lines], "deny")
-        self._deny_cache: dict[tuple[str, ...], str | None] = {}
-        self._allow_spec: pathspec.GitIgnoreSpec | None = None
-        self._allow_lines: list[str] = []
-        if allow is not None:
-            self._allow_spec, self._allow_lines = _build_spec(allow, "allow")
-
-    # ------------------------------------------------------------------ public API
-
-    @property
-    def roots(self) -> tuple[Path, ...]:
-        """The real paths of the workspace roots, first one first."""
-        return tuple(r.real for r in self._roots)
-
-    @property
-    def deny(self) -> tuple[str, ...]:
-        """The deny globs in force."""
-        return tuple(self._deny_lines)
-
-    @property
-    def allow(self) -> tuple[str, ...] | None:
-        """The allow globs in force, or ``None`` when every non-denied file is allowed."""
-        return tuple(self._allow_lines) if self._allow_spec is not None else None
-
-    def __repr__(self) -> str:
-        roots = ", ".join(str(r.real) for r in self._roots)
-        return f"PathPolicy(roots=[{roots}], deny={len(self._deny_lines)} globs)"
 
     def check(
         self, path: str | os.PathLike[str] | SafePath, *, for_write: bool = False
@@ -561,8 +337,8 @@ class PathPolicy:
         """Yield every regular file under the roots that the policy accepts.
 
         Denied directories are not entered, symbolic links (to files or directories)
-        and special files are skipped, ``.ctxnb-tmp-*`` files are never yielded. Entries
-        are visited in sorted order, files of a directory before its subdirectories.
+        and special files are skipped, ``.ctxnb-tmp-*`` files are never yielded. Paths
+        come in order of their components (``a/b`` before ``a.txt``).
 
         Args:
             globs: gitignore-style patterns (case-sensitive) the relative path must
@@ -579,14 +355,53 @@ class PathPolicy:
             ['a.py', 'pkg/c.py']
         """
         spec = _build_spec(globs, "iter_files")[0] if globs is not None else None
+        for entry in self.walk():
+            if spec is None or spec.match_file(entry.safe.rel):
+                yield entry.safe
+
+    def walk(
+        self,
+        *,
+        skip: Callable[[str, bool], bool] | None = None,
+        on_dir: Callable[[str, Callable[[str], bytes | None]], None] | None = None,
+        on_refused: Callable[[str, str], None] | None = None,
+    ) -> Iterator[FileEntry]:
+        """Walk the roots by descriptors and yield every file the policy accepts.
+
+        Each directory is opened with ``O_NOFOLLOW`` relative to its parent's
+        descriptor, so a directory swapped for a symbolic link during the walk is never
+        entered; :meth:`FileEntry.read` opens the file relative to its directory's
+        descriptor in the same way. Order: by path components (``a/b`` before
+        ``a.txt``), roots in the order given.
+
+        Args:
+            skip: ``skip(rel, is_dir)`` true leaves an entry out (an ignore rule); a
+                skipped directory is not entered. Not called for refused entries.
+            on_dir: ``on_dir(rel_dir, read)`` is called on entering a directory
+                (``""`` for a root) before its entries are judged; ``read(name)``
+                returns the bytes of a regular file of that directory or None (for
+                ``.gitignore`` files).
+            on_refused: ``on_refused(rel, rule)`` for each entry the policy refuses
+                (a denied name, a symbolic link, a special file); a refused directory
+                is reported once and not entered.
+
+        Example:
+            >>> import pathlib, tempfile
+            >>> ws = pathlib.Path(tempfile.mkdtemp())
+            >>> _ = (ws / "a.txt").write_bytes(b"hi")
+            >>> _ = (ws / ".env").write_bytes(b"KEY=1")
+            >>> refused = []
+            >>> walk = PathPolicy([ws]).walk(on_refused=lambda rel, rule: refused.append(rel))
+            >>> [(e.safe.rel, e.read()) for e in walk], refused
+            ([('a.txt', b'hi')], ['.env'])
+        """
         for root in self._roots:
-            for _dir_fd, parts in self._walk(root, temps=False):
-                rel = "/".join(parts)
-                if self._allow_spec is not None and not self._allow_spec.match_file(rel):
-                    continue
-                if spec is not None and not spec.match_file(rel):
-                    continue
-                yield _Parsed(root, parts, False, rel).safe
+            probe = _Parsed(root, (), True, str(root.real))
+            fd = self._open_root(probe)
+            try:
+                yield from self._walk_dir(root, fd, (), skip, on_dir, on_refused, temps=False)
+            finally:
+                os.close(fd)
 
     def clean_temp_files(self, *, older_than: float = 3600.0) -> int:
         """Remove ``.ctxnb-tmp-*`` files left behind by writers that were killed.
@@ -605,151 +420,19 @@ class PathPolicy:
         removed = 0
         now = time.time()
         for root in self._roots:
-            for dir_fd, parts in self._walk(root, temps=True):
-                try:
-                    st = os.stat(parts[-1], dir_fd=dir_fd, follow_symlinks=False)
-                    if stat_mod.S_ISREG(st.st_mode) and now - st.st_mtime >= older_than:
-                        os.unlink(parts[-1], dir_fd=dir_fd)
+            fd = self._open_root(_Parsed(root, (), True, str(root.real)))
+            try:
+                for entry in self._walk_dir(root, fd, (), None, None, None, temps=True):
+                    if now - entry.stat.st_mtime < older_than:
+                        continue
+                    try:
+                        os.unlink(entry.safe.parts[-1], dir_fd=entry.dir_fd)
                         removed += 1
-                except FileNotFoundError:
-                    continue
+                    except FileNotFoundError:
+                        continue
+            finally:
+                os.close(fd)
         return removed
-
-    # ------------------------------------------------------------ lexical checks
-
-    def _parse(self, path: str | os.PathLike[str] | SafePath) -> _Parsed:
-        root: _Root | None = None
-        if isinstance(path, SafePath):
-            root = next((r for r in self._roots if r.real == path.root), None)
-            if root is None:
-                _deny(path.rel, "outside-roots", f"its root {path.root} is not a workspace root")
-            raw = path.rel
-            if raw.startswith("/"):
-                _deny(raw, "outside-roots", "a SafePath's rel must be relative")
-        else:
-            if isinstance(path, os.PathLike):
-                path = os.fspath(path)
-            if not isinstance(path, str):
-                _deny(repr(path), "not-a-string", f"a {type(path).__name__} is not a path string")
-            raw = path
-        display = raw
-        if not raw.strip():
-            _deny(display, "empty", "the path is empty")
-        if "\x00" in raw:
-            _deny(display, "nul-byte", "it contains a NUL byte")
-        encoded = _fs_bytes(raw, display)
-        if len(encoded) > self.max_path_bytes:
-            _deny(
-                display, "path-too-long", f"it is {len(encoded)} bytes, over {self.max_path_bytes}"
-            )
-        for ch in raw:
-            if ch in _BIDI or unicodedata.category(ch) == "Cc":
-                _deny(display, "control-char", f"it contains the control character {ch!r}")
-        if "\\" in raw:
-            _deny(display, "backslash", "it contains a backslash")
-        if raw.startswith("~"):
-            _deny(display, "home-tilde", "a leading '~' is not expanded")
-        raw_parts = raw.split("/")
-        if ".." in raw_parts:
-            _deny(display, "traversal", "it contains a '..' component")
-        nfkc = unicodedata.normalize("NFKC", raw)
-        if nfkc != raw:
-            nfkc_parts = nfkc.split("/")
-            if (
-                len(nfkc_parts) != len(raw_parts)
-                or "\\" in nfkc
-                or nfkc.startswith("~")
-                or any(
-                    n in (".", "..") and n != r for n, r in zip(nfkc_parts, raw_parts, strict=True)
-                )
-            ):
-                _deny(display, "unicode-lookalike", f"its NFKC form {nfkc!r} has another shape")
-        parts = tuple(c for c in raw_parts if c not in ("", "."))
-        if raw.startswith("/"):
-            best: tuple[_Root, int] | None = None
-            for r in self._roots:
-                for form in (r.given, r.real):
-                    rp = form.parts[1:]  # drop the leading '/'
-                    if parts[: len(rp)] == rp and (best is None or len(rp) > best[1]):
-                        best = (r, len(rp))
-            if best is None:
-                _deny(display, "outside-roots", "it is an absolute path outside every root")
-            root, parts = best[0], parts[best[1] :]
-        elif root is None:
-            root = self._roots[0]
-        dir_form = raw.endswith(("/", "/.")) or raw == "."
-        self._check_parts(parts, display)
-        return _Parsed(root, parts, dir_form, display)
-
-    def _check_parts(self, parts: tuple[str, ...], display: str) -> None:
-        for name in parts:
-            if not name.strip():
-                # Legal on POSIX, but a blank name is invisible in every listing.
-                _deny(display, "empty", "a name in it is blank")
-            size = len(_fs_bytes(name, display))
-            if size > NAME_MAX:
-                _deny(display, "component-too-long", f"a name is {size} bytes, over {NAME_MAX}")
-            if name.startswith(TEMP_PREFIX):
-                _deny(display, "reserved-name", f"{TEMP_PREFIX!r} names are reserved")
-        pattern = self._denied_by(parts)
-        if pattern is not None:
-            _deny(display, f"deny:{pattern}", f"it matches the deny glob {pattern!r}")
-
-    def _denied_by(self, parts: tuple[str, ...]) -> str | None:
-        if not parts or not self._deny_lines:
-            return None
-        # The answer depends on the names only (the globs never change), and one tool
-        # call checks the same path several times: remember recent answers.
-        cache = self._deny_cache
-        if parts in cache:
-            return cache[parts]
-        if len(cache) > 4096:
-            cache.clear()
-        cache[parts] = found = self._denied_by_uncached(parts)
-        return found
-
-    def _denied_by_uncached(self, parts: tuple[str, ...]) -> str | None:
-        hit = self._match_prefixes(self._deny_spec, parts)
-        if hit is not None:
-            return self._deny_lines[hit]
-        variants = {tuple(p.lower() for p in parts)}
-        variants.add(tuple(unicodedata.normalize("NFKC", p).lower() for p in parts))
-        variants.add(tuple((p.rstrip(" .") or p).lower() for p in parts))
-        for variant in sorted(variants):
-            hit = self._match_prefixes(self._deny_spec_lower, variant)
-            if hit is not None:
-                return self._deny_lines[hit]
-        return None
-
-    @staticmethod
-    def _match_prefixes(spec: pathspec.GitIgnoreSpec, parts: tuple[str, ...]) -> int | None:
-        # Each ancestor as a directory, then the path itself as file and as directory:
-        # the kind of an entry is not known here, and a denied directory denies its content.
-        candidates = ["/".join(parts[:i]) + "/" for i in range(1, len(parts))]
-        full = "/".join(parts)
-        candidates += [full, full + "/"]
-        for candidate in candidates:
-            result = spec.check_file(candidate)
-            if result.include and result.index is not None:
-                return result.index
-        return None
-
-    def _check_allow(self, p: _Parsed) -> None:
-        if self._allow_spec is None or not p.parts:
-            return
-        if not self._allow_spec.match_file("/".join(p.parts)):
-            _deny(
-                p.display,
-                "not-allowed",
-                f"it matches none of the allow globs {self._allow_lines!r}",
-            )
-
-    @staticmethod
-    def _require_file_name(p: _Parsed) -> None:
-        if not p.parts:
-            _deny(p.display, "not-a-regular-file", "it is the workspace root")
-        if p.dir_form:
-            _deny(p.display, "trailing-slash", "a path ending in '/' names a directory")
 
     # ------------------------------------------------------------ descriptor walk
 
@@ -851,15 +534,16 @@ class PathPolicy:
         if not stat_mod.S_ISREG(mode):
             _deny(p.display, "special-file", f"it is a {_kind(mode)}, not a regular file")
 
-    def _open_regular(self, parent: int, p: _Parsed) -> int:
+    @staticmethod
+    def _open_regular(parent: int, p: _Parsed) -> int:
         name = p.parts[-1]
         # lstat first so that a device node is never opened (opening one can act on
         # the device); the O_NOFOLLOW | O_NONBLOCK open plus fstat below is what makes
         # it safe if the entry is swapped in between.
-        st = self._lstat_at(parent, p)
+        st = PathPolicy._lstat_at(parent, p)
         if st is None:
             raise NotFoundError(f"No file {_short(p.display)!r} in {p.root.real}.")
-        self._require_plain(st, p, allow_dir=False)
+        PathPolicy._require_plain(st, p, allow_dir=False)
         try:
             fd = os.open(name, _FILE_FLAGS, dir_fd=parent)
         except FileNotFoundError:
@@ -966,67 +650,112 @@ class PathPolicy:
             details={"path": _short(p.display, 512)},
         )
 
-    def _walk(self, root: _Root, *, temps: bool) -> Iterator[tuple[int, tuple[str, ...]]]:
-        """Yield (directory descriptor, parts) for accepted files (or for temp files)."""
-        probe = _Parsed(root, (), True, str(root.real))
-        stack: list[tuple[int, tuple[str, ...]]] = [(self._open_root(probe), ())]
+    def _walk_dir(
+        self,
+        root: _Root,
+        fd: int,
+        prefix: tuple[str, ...],
+        skip: Callable[[str, bool], bool] | None,
+        on_dir: Callable[[str, Callable[[str], bytes | None]], None] | None,
+        on_refused: Callable[[str, str], None] | None,
+        *,
+        temps: bool,
+    ) -> Iterator[FileEntry]:
+        """Yield the accepted files below the open directory ``fd`` (not closed here)."""
+        if on_dir is not None:
+            on_dir("/".join(prefix), lambda name: _read_small(fd, name))
         try:
-            while stack:
-                fd, prefix = stack.pop()
-                try:
-                    with os.scandir(fd) as it:
-                        entries = sorted(it, key=lambda e: e.name)
-                    subdirs: list[str] = []
-                    for entry in entries:
-                        parts = (*prefix, entry.name)
-                        try:
-                            if entry.is_symlink():
-                                continue
-                            is_dir = entry.is_dir(follow_symlinks=False)
-                            is_file = entry.is_file(follow_symlinks=False)
-                        except OSError:
-                            continue  # vanished while we looked
-                        if is_file and entry.name.startswith(TEMP_PREFIX):
-                            if temps:
-                                yield fd, parts
-                            continue
-                        if not (is_dir or is_file) or not self._acceptable(root, parts):
-                            continue
-                        if is_dir:
-                            subdirs.append(entry.name)
-                        elif not temps:
-                            yield fd, parts
-                    for name in reversed(subdirs):
-                        try:
-                            nfd = os.open(name, _DIR_FLAGS, dir_fd=fd)
-                        except OSError:
-                            continue  # replaced by a link or removed since the scan
-                        stack.append((nfd, (*prefix, name)))
-                finally:
-                    os.close(fd)
-        finally:
-            for fd, _ in stack:
-                os.close(fd)
+            with os.scandir(fd) as it:
+                names = sorted(e.name for e in it)
+        except OSError:
+            return  # removed or unreadable since it was opened
+        for name in names:
+            parts = (*prefix, name)
+            rel = "/".join(parts)
+            st = _lstat_quiet(name, fd)
+            if st is None:
+                continue  # vanished while we looked
+            mode = st.st_mode
+            is_dir, is_file = stat_mod.S_ISDIR(mode), stat_mod.S_ISREG(mode)
+            if is_file and name.startswith(TEMP_PREFIX):
+                if temps:
+                    yield FileEntry(_Parsed(root, parts, False, rel).safe, st, fd)
+                continue
+            if temps:
+                if is_dir and self._refusal(parts) is None:
+                    yield from self._descend(root, fd, parts, None, None, None, temps=True)
+                continue
+            if not (is_dir or is_file):
+                if on_refused is not None:
+                    rule = "symlink" if stat_mod.S_ISLNK(mode) else "special-file"
+                    on_refused(rel, rule)
+                continue
+            rule = self._refusal(parts)
+            if rule is None and is_file and self._allow_spec is not None:
+                rule = None if self._allow_spec.match_file(rel) else "not-allowed"
+            if rule is not None:
+                if on_refused is not None:
+                    on_refused(rel, rule)
+                continue
+            if skip is not None and skip(rel, is_dir):
+                continue
+            if is_dir:
+                yield from self._descend(root, fd, parts, skip, on_dir, on_refused, temps=False)
+            else:
+                yield FileEntry(_Parsed(root, parts, False, rel).safe, st, fd)
 
-    def _acceptable(self, root: _Root, parts: tuple[str, ...]) -> bool:
-        display = "/".join(parts)
-        name = parts[-1]
+    def _descend(
+        self,
+        root: _Root,
+        fd: int,
+        parts: tuple[str, ...],
+        skip: Callable[[str, bool], bool] | None,
+        on_dir: Callable[[str, Callable[[str], bytes | None]], None] | None,
+        on_refused: Callable[[str, str], None] | None,
+        *,
+        temps: bool,
+    ) -> Iterator[FileEntry]:
         try:
-            # The same name rules _parse applies to a path string, for names found on disk.
-            for ch in name:
-                if ch in _BIDI or unicodedata.category(ch) == "Cc" or ch == "\\":
-                    return False
-            folded = unicodedata.normalize("NFKC", name)
-            if folded in (".", "..") or "/" in folded or "\\" in folded:
-                return False
-            if len(parts) == 1 and (name.startswith("~") or folded.startswith("~")):
-                return False
-            if len(_fs_bytes(display, display)) > self.max_path_bytes:
-                return False
-            self._check_parts(parts, display)
-        except PolicyError:
-            return False
-        return True
+            nfd = os.open(parts[-1], _DIR_FLAGS, dir_fd=fd)
+        except OSError:
+            # Replaced by a link (O_NOFOLLOW refuses it) or removed since the scan.
+            if on_refused is not None:
+                st = _lstat_quiet(parts[-1], fd)
+                if st is not None and stat_mod.S_ISLNK(st.st_mode):
+                    on_refused("/".join(parts), "symlink")
+            return
+        try:
+            yield from self._walk_dir(root, nfd, parts, skip, on_dir, on_refused, temps=temps)
+        finally:
+            os.close(nfd)
+
+
+@dataclass(frozen=True)
+class FileEntry:
+    """A file found by :meth:`PathPolicy.walk`: its name, its ``lstat`` and a way to read it.
+
+    ``read`` opens the name relative to its directory's descriptor (``O_NOFOLLOW``,
+    regular files only), so it is valid only while the walk stands at this entry.
+    """
+
+    safe: SafePath
+    stat: os.stat_result
+    dir_fd: int
+
+    def read(self, *, max_bytes: int | None = None) -> bytes:
+        """The file's bytes, read race-free through its directory's descriptor.
+
+        Raises:
+            PolicyError: ``PATH_DENIED`` when the name became a link or special file.
+            NotFoundError: the file is gone.
+        """
+        root = _Root(real=self.safe.root, given=self.safe.root)
+        p = _Parsed(root, self.safe.parts, False, self.safe.rel)
+        fd = PathPolicy._open_regular(self.dir_fd, p)
+        try:
+            return PathPolicy._read_fd(fd, p, max_bytes)
+        finally:
+            os.close(fd)
 
 
 def _too_large(p: _Parsed, size: int, limit: int) -> NoReturn:
@@ -1051,6 +780,22 @@ def _kind(mode: int) -> str:
     if stat_mod.S_ISDIR(mode):
         return "directory"
     return "special file"
+
+
+def _read_small(dir_fd: int, name: str, limit: int = 1 << 20) -> bytes | None:
+    """A small regular file of an open directory (an ignore file), or None."""
+    try:
+        fd = os.open(name, _FILE_FLAGS, dir_fd=dir_fd)
+    except OSError:
+        return None
+    try:
+        if not stat_mod.S_ISREG(os.fstat(fd).st_mode):
+            return None
+        return os.read(fd, limit)
+    except OSError:
+        return None
+    finally:
+        os.close(fd)
 
 
 def _lstat_quiet(name: str, dir_fd: int) -> os.stat_result | None:

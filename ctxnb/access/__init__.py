@@ -1,0 +1,41 @@
+"""The access layer: the one door through which workspace bytes reach ctxnb.
+
+* :mod:`ctxnb.access.rules`: which names may be touched (one :data:`DEFAULT_DENY`,
+  governance's files in :data:`GOVERNANCE`).
+* :mod:`ctxnb.access.fdio`: the race-free descriptor-walk I/O (:class:`PathPolicy`).
+* :mod:`ctxnb.access.observe`: "changed? write a version" (:func:`observe`), the only
+  way file bytes enter the store.
+
+Names load on first use, so the Claude Code hook can import the rules alone.
+
+Example:
+    >>> from ctxnb.access import DEFAULT_DENY
+    >>> ".git" in DEFAULT_DENY
+    True
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from .._lazy import lazy_exports
+
+if TYPE_CHECKING:
+    from .fdio import FileEntry, PathPolicy
+    from .observe import Observation, observe_bytes
+    from .rules import DEFAULT_DENY, GOVERNANCE, PathRules, SafePath
+
+_EXPORTS = {
+    "DEFAULT_DENY": "rules",
+    "FileEntry": "fdio",
+    "GOVERNANCE": "rules",
+    "Observation": "observe",
+    "PathPolicy": "fdio",
+    "PathRules": "rules",
+    "SafePath": "rules",
+    "observe_bytes": "observe",
+}
+
+__all__ = sorted(_EXPORTS)
+
+__getattr__, __dir__ = lazy_exports(__name__, _EXPORTS, globals(), __all__)

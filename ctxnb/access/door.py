@@ -1,0 +1,214 @@
+"""The workspace as its lower layers see it: one door to its files.
+
+:class:`Access` holds a workspace's root, settings, resolver and store, and the two path
+policies built from its settings: :attr:`Access.policy` for ctxnb's own reads (the
+indexer, sessions, resume, the watcher, the rules tracker, skills) and
+:attr:`Access.agent_policy` for every agent-facing tool, which also refuses
+governance's files (:data:`~ctxnb.access.rules.GOVERNANCE`). Every read goes through
+the race-free descriptor walk; every "changed? write a version" through
+:meth:`Access.observe` (:func:`~ctxnb.access.observe.observe_bytes`).
+
+:class:`~ctxnb.workspace.Workspace` is an :class:`Access` with the user-facing methods
+on top (index, sessions, tools); modules below it take an :class:`Access`, so nothing
+imports upward.
+
+Example:
+    >>> import pathlib, tempfile
+    >>> from ctxnb import Workspace
+    >>> root = pathlib.Path(tempfile.mkdtemp())
+    >>> _ = (root / "a.py").write_text("x = 1\\n")
+    >>> _ = (root / ".env").write_text("TOKEN=1\\n")
+    >>> ws = Workspace.open(root)
+    >>> [o.action for o in ws.observe(["a.py", "a.py"])]
+    ['created', 'unchanged']
+    >>> ws.observe([".env"])  # doctest: +ELLIPSIS
+    Traceback (most recent call last):
+    ...
+    ctxnb.errors.PolicyError: Path '.env' is refused: ... (rule: deny:.env*).
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterable, Sequence
+from functools import cached_property
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from ..errors import NotFoundError, ResolverError
+from ..hashing import identity_hash
+from ..model import FilesystemSource
+from ..resolver import FilesystemResolver, normalize_path
+from .fdio import PathPolicy
+from .observe import Observation, observe_bytes
+from .rules import GOVERNANCE, SafePath
+
+if TYPE_CHECKING:
+    from ..config import CtxnbConfig
+    from ..store import ObjectStore
+
+__all__ = ["Access", "own_roots"]
+
+PathArg = str | os.PathLike[str] | SafePath
+
+
+def own_roots(root: Path) -> list[Path]:
+    """The roots of ctxnb's own reads in a workspace: the root, and its skills folder.
+
+    Skills live under ``.ctxnb/`` (denied), and ctxnb loads them on purpose: their
+    folder is a root of its own, unless it or ``.ctxnb`` is a symbolic link.
+    """
+    roots = [root]
+    skills = root / ".ctxnb" / "skills"
+    if skills.is_dir() and not skills.is_symlink() and not skills.parent.is_symlink():
+        roots.append(skills)
+    return roots
+
+
+class Access:
+    """A workspace's root, settings, resolver, store and its one door to the files.
+
+    Args:
+        root: the absolute, symlink-free path of the tree.
+        config: the workspace's settings.
+        resolver: agent paths to sources and back.
+        store: the versioned object store.
+    """
+
+    def __init__(
+        self,
+        root: Path,
+        *,
+        config: CtxnbConfig,
+        resolver: FilesystemResolver,
+        store: ObjectStore,
+    ) -> None:
+        self.root = root
+        self.config = config
+        self.resolver = resolver
+        self.store = store
+
+    # -- the policies -------------------------------------------------------------------
+    @cached_property
+    def policy(self) -> PathPolicy:
+        """ctxnb's own reads: the deny globs of ``[policy]``; the root, skills, host mounts."""
+        roots = own_roots(self.root)
+        fs = self.resolver.default_filesystem_id()
+        for m in self.resolver.mounts:
+            prefix = Path(m.canonical_prefix)
+            if m.filesystem_id == fs and prefix.is_dir() and prefix not in roots:
+                roots.append(prefix)
+        cfg = self.config.policy
+        return PathPolicy(roots, deny=cfg.deny, max_path_bytes=cfg.max_path_bytes)
+
+    @cached_property
+    def agent_policy(self) -> PathPolicy:
+        """Every agent-facing tool: ``[policy]`` allow and deny, and governance's files."""
+        cfg = self.config.policy
+        return PathPolicy(
+            [self.root],
+            allow=cfg.allow,
+            deny=cfg.deny,
+            protect=self.governance_globs(),
+            max_path_bytes=cfg.max_path_bytes,
+        )
+
+    def governance_globs(self) -> tuple[str, ...]:
+        """:data:`GOVERNANCE`, plus ``pyproject.toml`` when it holds the settings."""
+        source = self.config.source or ""
+        extra = ("/pyproject.toml",) if source.endswith("[tool.ctxnb]") else ()
+        return (*GOVERNANCE, *extra)
+
+    # -- paths --------------------------------------------------------------------------
+    def abspath(self, path: str | os.PathLike[str]) -> str:
+        """The canonical absolute path of a workspace-relative or absolute path."""
+        s = os.fspath(path)
+        if not s:
+            raise ResolverError("empty path")
+        full = s if s.startswith("/") else f"{self.root}/{s}"
+        return normalize_path(full)
+
+    def relpath(self, canonical_path: str) -> str:
+        """The workspace-relative posix path of a canonical path (or it unchanged if outside)."""
+        root = str(self.root)
+        if canonical_path.startswith(root + "/"):
+            return canonical_path[len(root) + 1 :]
+        return canonical_path
+
+    def source_for(self, path: str | os.PathLike[str]) -> FilesystemSource:
+        """The source of a workspace file, by relative or absolute host path."""
+        return FilesystemSource(
+            filesystem_id=self.resolver.default_filesystem_id(), path=self.abspath(path)
+        )
+
+    def object_id(self, path: str | os.PathLike[str]) -> str:
+        """The object id of the file at ``path`` (whether or not it is stored yet)."""
+        return identity_hash("file", self.source_for(path).to_dict())
+
+    def host_path(self, agent_path: Any) -> Any:
+        """An agent's path with its mount prefix replaced by the host directory.
+
+        Only the prefix is rewritten, on whole components and without normalizing, so
+        ``..`` and the like stay for the path policy to refuse. Relative paths, paths
+        no mount covers and non-strings come back unchanged.
+
+        Example:
+            >>> import pathlib, tempfile
+            >>> from ctxnb import MountMapping, Workspace
+            >>> root = pathlib.Path(tempfile.mkdtemp()).resolve()
+            >>> ws = Workspace.open(root, mounts=[MountMapping("/workspace", str(root), "x")])
+            >>> ws.host_path("/workspace/src/a.py") == f"{root}/src/a.py"
+            True
+            >>> ws.host_path("src/a.py")
+            'src/a.py'
+        """
+        if not isinstance(agent_path, str) or not agent_path.startswith("/"):
+            return agent_path
+        for m in self.resolver.mounts:  # longest agent prefix first
+            prefix = m.agent_prefix.rstrip("/")
+            if agent_path == prefix or agent_path.startswith(prefix + "/"):
+                rest = agent_path[len(prefix) :]
+                return m.canonical_prefix.rstrip("/") + rest if rest else m.canonical_prefix
+        return agent_path
+
+    # -- reading and observing ----------------------------------------------------------
+    def read(self, path: PathArg, *, max_bytes: int | None = None) -> bytes | None:
+        """A file's bytes through :attr:`policy`, or None when there is no such file.
+
+        Raises:
+            PolicyError: the path is refused (denied, a symbolic link, outside the roots).
+        """
+        try:
+            return self.policy.read_bytes(path, max_bytes=max_bytes)
+        except NotFoundError:
+            return None
+
+    def observe(
+        self,
+        paths: Iterable[PathArg],
+        *,
+        data: Sequence[bytes | None] | None = None,
+    ) -> list[Observation]:
+        """Read files through :attr:`policy` and write a version of each one that changed.
+
+        Args:
+            paths: workspace-relative or absolute paths (or :class:`SafePath`).
+            data: the bytes the caller already read through a policy, one per path
+                (``None``: gone); when omitted, each file is read here.
+
+        Returns:
+            One :class:`~ctxnb.access.observe.Observation` per path; a file that is
+            gone and was never stored has action ``unchanged`` and ``tx_id`` None.
+
+        Raises:
+            PolicyError: a path is refused; nothing is written then.
+        """
+        items = []
+        listed = list(paths)
+        if data is not None and len(data) != len(listed):
+            raise ValueError("observe() needs one data item per path")
+        for i, path in enumerate(listed):
+            safe = self.policy.check(path)
+            raw = data[i] if data is not None else self.read(safe)
+            items.append((self.source_for(str(safe.abs)), raw))
+        return observe_bytes(self.store, items)

@@ -1,0 +1,332 @@
+"""Observe: "changed? write a version", the one way file bytes enter the store.
+
+Every caller that has read a file (the indexer, the file tools, a session adding a
+path, resume, the watcher, the rules tracker) hands the bytes to :func:`observe_bytes`.
+It compares their hash with the latest stored version and writes a version only when
+they changed (``created``/``updated``), a deletion version when the file is gone
+(``deleted``), and nothing otherwise (``unchanged``). Reading is done by the caller
+through the race-free :class:`~ctxnb.access.fdio.PathPolicy`, so a denied path never
+gets here.
+
+Example:
+    >>> import tempfile
+    >>> from ctxnb.store import ObjectStore
+    >>> from ctxnb.model import FilesystemSource
+    >>> store = ObjectStore(tempfile.mkdtemp())
+    >>> src = FilesystemSource(filesystem_id="fs", path="/ws/a.py")
+    >>> [o.action for o in observe_bytes(store, [(src, b"x = 1\\n")])]
+    ['created']
+    >>> [o.action for o in observe_bytes(store, [(src, b"x = 1\\n"), (src, None)])]
+    ['unchanged', 'deleted']
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import time
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Literal
+
+from ..hashing import content_hash, identity_hash, source_hash
+from ..model import FilesystemSource
+
+if TYPE_CHECKING:
+    from ..store import ObjectStore
+
+__all__ = [
+    "IndexResult",
+    "Observation",
+    "StatCache",
+    "build_file_doc",
+    "decode_bytes",
+    "detect_file_type",
+    "index_deletion",
+    "index_file",
+    "is_deleted",
+    "observe_bytes",
+]
+
+Action = Literal["created", "updated", "unchanged", "deleted"]
+
+_EXT_TYPES: dict[str, str] = {
+    ".py": "python", ".pyi": "python", ".ipynb": "notebook",
+    ".md": "markdown", ".markdown": "markdown", ".rst": "rst", ".txt": "text",
+    ".js": "javascript", ".mjs": "javascript", ".cjs": "javascript", ".jsx": "javascript",
+    ".ts": "typescript", ".tsx": "typescript", ".json": "json", ".jsonl": "jsonl",
+    ".yaml": "yaml", ".yml": "yaml", ".toml": "toml", ".ini": "ini", ".cfg": "ini",
+    ".rs": "rust", ".go": "go", ".c": "c", ".h": "c", ".cc": "cpp", ".cpp": "cpp",
+    ".hpp": "cpp", ".java": "java", ".kt": "kotlin", ".rb": "ruby", ".php": "php",
+    ".sh": "shell", ".bash": "shell", ".zsh": "shell", ".html": "html", ".htm": "html",
+    ".css": "css", ".scss": "css", ".sql": "sql", ".xml": "xml", ".csv": "csv",
+    ".swift": "swift", ".lua": "lua", ".r": "r", ".jl": "julia", ".cs": "csharp",
+}  # fmt: skip
+_NAME_TYPES = {"Makefile": "makefile", "Dockerfile": "dockerfile", "AGENTS.md": "markdown"}
+
+
+def detect_file_type(path: str) -> str:
+    """A coarse file type from the name: ``python``, ``markdown``, ``text`` …"""
+    name = path.rsplit("/", 1)[-1]
+    if name in _NAME_TYPES:
+        return _NAME_TYPES[name]
+    dot = name.rfind(".")
+    if dot > 0:
+        return _EXT_TYPES.get(name[dot:].lower(), "text")
+    return "text"
+
+
+def decode_bytes(data: bytes) -> str | None:
+    """UTF-8 text, or None for binary (invalid UTF-8 or a NUL byte)."""
+    if b"\x00" in data:
+        return None
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError:
+        return None
+
+
+def build_file_doc(
+    source: FilesystemSource | Mapping[str, Any],
+    data: bytes | None,
+    file_type: str | None = None,
+) -> dict[str, Any]:
+    """The file document for ``data`` at ``source`` (``data=None`` means deleted)."""
+    src = source.to_dict() if isinstance(source, FilesystemSource) else dict(source)
+    oid = identity_hash("file", src)
+    ftype = file_type or detect_file_type(src["path"])
+    if data is None:
+        text, shash = None, None
+    else:
+        text = decode_bytes(data)
+        shash = source_hash(data)
+        if text is None:
+            ftype = "binary"
+    payload: dict[str, Any] = {
+        "content": text,
+        "file_type": ftype,
+        "char_count": len(text) if text is not None else 0,
+        "source_hash": shash,
+    }
+    payload["content_hash"] = content_hash(payload)
+    return {"xt/id": oid, "type": "file", "source": src, "identity_hash": oid, **payload}
+
+
+def is_deleted(doc: Mapping[str, Any] | None) -> bool:
+    """True for a deletion version (null content and no source hash)."""
+    return doc is not None and doc.get("content") is None and doc.get("source_hash") is None
+
+
+@dataclass(frozen=True)
+class Observation:
+    """What observing one file did.
+
+    Attributes:
+        object_id: the file's object id.
+        action: ``created``, ``updated``, ``deleted`` or ``unchanged``.
+        tx_id: the transaction of the file's latest version now (None: never stored,
+            e.g. a file that is gone and was never seen).
+        doc: the version written, or None when nothing was written.
+        source_hash: the hash of the bytes observed (None: the file is gone).
+    """
+
+    object_id: str
+    action: Action
+    tx_id: int | None
+    doc: dict[str, Any] | None = None
+    source_hash: str | None = None
+
+    @property
+    def version_id(self) -> str | None:
+        """``<object id>@<tx>`` of the latest version, as the tools report it."""
+        return f"{self.object_id}@{self.tx_id}" if self.tx_id is not None else None
+
+
+Source = FilesystemSource | Mapping[str, Any]
+
+
+def observe_bytes(
+    store: ObjectStore,
+    items: Iterable[tuple[Source, bytes | None]],
+) -> list[Observation]:
+    """Changed? Write a version: one transaction for every file that changed.
+
+    Args:
+        store: the object store.
+        items: ``(source, bytes)`` pairs; ``None`` bytes mean the file is gone.
+
+    Returns:
+        One :class:`Observation` per item, in order.
+    """
+    pending: list[tuple[dict[str, Any], str, bytes | None, str | None]] = []
+    for source, data in items:
+        src = source.to_dict() if isinstance(source, FilesystemSource) else dict(source)
+        oid = identity_hash("file", src)
+        pending.append((src, oid, data, source_hash(data) if data is not None else None))
+    if not pending:
+        return []
+    old = store.get_many(list(dict.fromkeys(oid for _, oid, _, _ in pending)))
+    to_write: list[dict[str, Any]] = []
+    results: list[tuple[str, Action, dict[str, Any] | None, str | None]] = []
+    latest: dict[str, dict[str, Any]] = {}
+    for src, oid, data, shash in pending:
+        prev = latest.get(oid, old.get(oid))
+        if data is None:
+            if prev is None or is_deleted(prev):
+                results.append((oid, "unchanged", None, None))
+                continue
+            doc = build_file_doc(src, None, prev.get("file_type"))
+            action: Action = "deleted"
+        else:
+            # Comparing hashes first: building a document hashes its whole text.
+            if prev is not None and prev.get("source_hash") == shash:
+                results.append((oid, "unchanged", None, shash))
+                continue
+            doc = build_file_doc(src, data)
+            action = "created" if prev is None else "updated"
+        latest[oid] = doc
+        to_write.append(doc)
+        results.append((oid, action, doc, shash))
+    tx_new = store.put(to_write).tx_id if to_write else None
+    out = []
+    for oid, action, doc, shash in results:
+        if oid in latest:
+            tx: int | None = tx_new
+        else:
+            tx = store.latest_tx_of(oid) if oid in old else None
+        out.append(Observation(oid, action, tx, doc, shash))
+    return out
+
+
+@dataclass(frozen=True)
+class IndexResult:
+    """What indexing one file did."""
+
+    object_id: str
+    action: Action
+    tx_id: int | None = None
+
+
+def index_file(
+    store: ObjectStore,
+    source: FilesystemSource,
+    data: bytes,
+    file_type: str | None = None,
+) -> IndexResult:
+    """Index one file's bytes: ``created``, ``updated`` or ``unchanged`` (no write).
+
+    ``file_type`` overrides the type detected from the name (a change of type alone
+    is a new version).
+    """
+    if file_type is None:
+        obs = observe_bytes(store, [(source, data)])[0]
+        return IndexResult(obs.object_id, obs.action, obs.tx_id if obs.doc else None)
+    doc = build_file_doc(source, data, file_type)
+    old = store.get(doc["xt/id"])
+    if old is not None and (old.get("source_hash"), old.get("file_type")) == (
+        doc["source_hash"],
+        doc["file_type"],
+    ):
+        return IndexResult(doc["xt/id"], "unchanged")
+    tx = store.put([doc])
+    return IndexResult(doc["xt/id"], "created" if old is None else "updated", tx.tx_id)
+
+
+def index_deletion(store: ObjectStore, source: FilesystemSource) -> IndexResult:
+    """Write a deletion version (null content, char_count 0); nothing if already deleted."""
+    obs = observe_bytes(store, [(source, None)])[0]
+    return IndexResult(obs.object_id, obs.action, obs.tx_id if obs.doc else None)
+
+
+# -- the stat cache -----------------------------------------------------------------
+# Re-indexing an unchanged tree must not hash 100 MB. As git does, a file whose size,
+# mtime, ctime and inode are what they were when it was last hashed is taken as
+# unchanged -- unless its mtime was within RACY_NS of that moment, since a write in
+# the same timestamp tick would leave the stat unchanged ("racily clean" in git).
+RACY_NS = 2_000_000_000
+_CACHE_VERSION = 2
+
+
+def _stat_key(st: os.stat_result) -> list[int]:
+    return [st.st_size, st.st_mtime_ns, st.st_ctime_ns, st.st_ino]
+
+
+class StatCache:
+    """Canonical path -> (stat, source hash) of the last time the file was hashed.
+
+    Lives in ``.ctxnb/statcache.json``. It is only a cache: a lost or stale file costs
+    re-hashing, never a wrong answer (a cache newer than the store is ignored).
+    """
+
+    def __init__(self, path: Path, fs_id: str, entries: dict[str, list[Any]], tx: int = 0) -> None:
+        self.path = path
+        self.fs_id = fs_id
+        self.entries = entries
+        self.tx = tx  # the store's tip when the cache was saved
+        self.dirty = False
+
+    @classmethod
+    def open(cls, root: str | os.PathLike[str], fs_id: str, store: ObjectStore) -> StatCache:
+        """The cache of the workspace at ``root`` (empty when missing or stale)."""
+        path = Path(root) / ".ctxnb" / "statcache.json"
+        latest = store.latest_tx()
+        entries, tx = cls._load(path, fs_id, latest.tx_id if latest else 0)
+        return cls(path, fs_id, entries, tx)
+
+    @staticmethod
+    def _load(path: Path, fs_id: str, latest_tx: int) -> tuple[dict[str, list[Any]], int]:
+        try:
+            raw = json.loads(path.read_text())
+        except (OSError, ValueError):
+            return {}, 0
+        if (
+            not isinstance(raw, dict)
+            or raw.get("version") != _CACHE_VERSION
+            or raw.get("filesystem_id") != fs_id
+            or raw.get("tx", 0) > latest_tx  # the store is older than the cache
+        ):
+            return {}, 0
+        entries = raw.get("entries")
+        if not isinstance(entries, dict):
+            return {}, 0
+        tx = raw.get("tx", 0)
+        return entries, tx if isinstance(tx, int) else 0
+
+    def lookup(self, path: str, st: os.stat_result) -> str | None:
+        """The source hash recorded for ``path`` if its stat is unchanged and not racy."""
+        e = self.entries.get(path)
+        if e is None or e[:4] != _stat_key(st) or st.st_mtime_ns + RACY_NS >= e[5]:
+            return None
+        return e[4]
+
+    def record(
+        self, path: str, st: os.stat_result, shash: str | None, now_ns: int | None = None
+    ) -> None:
+        self.entries[path] = [*_stat_key(st), shash, now_ns or time.time_ns()]
+        self.dirty = True
+
+    def forget(self, path: str) -> None:
+        if self.entries.pop(path, None) is not None:
+            self.dirty = True
+
+    def save(self, store: ObjectStore) -> None:
+        """Write the cache if anything changed (atomically: temp file + rename)."""
+        if not self.dirty:
+            return
+        self.dirty = False
+        tip = store.latest_tx()
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        tmp = self.path.with_name(f".{self.path.name}.{os.getpid()}.tmp")
+        tmp.write_text(
+            json.dumps(
+                {
+                    "version": _CACHE_VERSION,
+                    "filesystem_id": self.fs_id,
+                    "tx": tip.tx_id if tip else 0,
+                    "entries": self.entries,
+                },
+                separators=(",", ":"),
+            )
+        )
+        os.replace(tmp, self.path)

@@ -1,0 +1,487 @@
+"""The path rules: which names a governed tool may touch (lexical, no I/O).
+
+Every path argument of every file tool, and every name the indexer, a session or the
+rules tracker meets on disk, is judged by one :class:`PathRules` (the I/O half,
+:class:`~ctxnb.access.fdio.PathPolicy`, adds the race-free descriptor walk).
+There is one deny list, :data:`DEFAULT_DENY`, and one list of governance's own files,
+:data:`GOVERNANCE`, that no agent tool may touch whatever its scope.
+
+Example:
+    >>> import pathlib, tempfile
+    >>> rules = PathRules([pathlib.Path(tempfile.mkdtemp())])
+    >>> rules.denied_by(".env"), rules.denied_by("src/app.py")
+    ('deny:.env*', None)
+
+The rules, in the order they are applied (the first one that fails names itself in the
+``PolicyError``; its ``error_code`` is ``PATH_DENIED`` and ``details["rule"]`` is the
+rule's name):
+
+* ``empty`` (also a blank name such as ``" /x"``), ``not-a-string``, ``nul-byte``,
+  ``control-char`` (C0/C1 controls and the bidirectional overrides used to disguise
+  names), ``unencodable``.
+* ``path-too-long`` (more than ``max_path_bytes`` bytes, 4096 by default) and
+  ``component-too-long`` (a name over 255 bytes).
+* ``backslash``: a backslash is refused outright, because agents send Windows paths
+  (``..\\..\\x``) and on POSIX the whole thing would be one odd file name.
+* ``home-tilde``: a leading ``~`` is refused, never expanded.
+* ``traversal``: any ``..`` component is refused, even ``a/../b``. Resolving ``..``
+  lexically disagrees with the kernel when ``a`` is a symbolic link, so ctxnb does not
+  try. ``.`` components and repeated slashes are dropped.
+* ``unicode-lookalike``: a path whose NFKC form has a different shape (``．．／x``
+  becomes ``../x``) is refused; deny globs are also matched against the NFKC form.
+* ``outside-roots``: a relative path is relative to the first root. An absolute path is
+  accepted only when it lies inside a root, compared whole component by component
+  against the root as configured or its real path, so ``/ws_evil`` never matches the
+  root ``/ws``. The path is then handled as the relative remainder.
+* ``reserved-name``: names starting with ``.ctxnb-tmp-`` belong to atomic writes.
+* ``deny:<glob>``: deny globs use gitignore ("gitwildmatch") semantics via
+  ``pathspec.GitIgnoreSpec``: a pattern without a slash matches at any depth, a trailing
+  slash matches directories only and everything inside them. Denial is matched
+  case-insensitively, and also after NFKC normalization and after stripping trailing
+  dots and spaces from names (what Windows and some network filesystems do), so
+  ``.GIT/config``, ``.ｅnv`` and ``.env.`` are all refused. Every ancestor directory is
+  matched too: nothing inside a denied directory can be re-included. Deny always wins
+  over allow. :data:`DEFAULT_DENY` covers ``.git`` (directory, and the ``.git`` file of
+  worktrees and submodules), ``.env*``, ``*.pem``, ``id_*`` and ``.ctxnb/``.
+* ``not-allowed``: when allow globs are given, a file must match one of them
+  (case-sensitively, gitignore semantics). Directories are not subject to allow globs;
+  :meth:`PathPolicy.iter_files` only yields allowed files.
+* ``symlink``: ctxnb follows no symbolic link below a root, not even one that stays
+  inside it. Go's ``os.Root`` follows in-root links while resolution never leaves the
+  root; ctxnb is stricter because an in-root link makes one file reachable under two
+  names, and ``ok -> .git`` would walk straight past the deny globs. The root itself is
+  resolved once, with ``os.path.realpath``, when the policy is made.
+* ``special-file``: FIFOs, sockets and device nodes are never opened (a FIFO would
+  block a reader forever; a device open can have side effects). ``not-a-regular-file``
+  refuses a directory where a file is needed; ``trailing-slash`` a file named with a
+  trailing ``/``.
+* Percent-encoded names are literal names: ``%2e%2e%2f`` is a file called
+  ``%2e%2e%2f`` inside the root, never decoded.
+* ``governance:<glob>``: a policy made for an agent (``protect=GOVERNANCE``) refuses
+  governance's own files (``.orchestration/``, ``.ctxnb/``, ``ctxnb.toml``) whatever
+  the deny and allow globs say.
+"""
+
+from __future__ import annotations
+
+import os
+import unicodedata
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import NamedTuple, NoReturn
+
+import pathspec
+
+from ..errors import ConfigError, PolicyError
+
+__all__ = [
+    "DEFAULT_DENY",
+    "GOVERNANCE",
+    "TEMP_PREFIX",
+    "PathRules",
+    "SafePath",
+]
+
+DEFAULT_DENY: tuple[str, ...] = (".git", ".env*", "**/*.pem", "**/id_*", ".ctxnb/")
+"""Deny globs used when ``deny`` is not given (gitignore semantics).
+
+``.git`` without a trailing slash matches the directory and the ``.git`` file of
+worktrees and submodules alike."""
+
+GOVERNANCE: tuple[str, ...] = (".orchestration/", ".ctxnb/", "/ctxnb.toml")
+"""Governance's own files: intents, trace, audit, store, hook state and the settings
+that name commands to run. Refused to every agent tool whatever the intent's scope."""
+
+TEMP_PREFIX = ".ctxnb-tmp-"
+"""Name prefix of the temporary files of atomic writes; such names are reserved."""
+
+NAME_MAX = 255  # bytes per name on every filesystem ctxnb targets (ext4, APFS, xfs, btrfs)
+
+# Characters that make a name look like something it is not: bidirectional overrides
+# and isolates (the "Trojan Source" family). C0/C1 controls are caught by category.
+_BIDI = frozenset("\u061c\u200e\u200f\u202a\u202b\u202c\u202d\u202e\u2066\u2067\u2068\u2069")
+
+_REQUIRED_ACTION = {
+    "empty": "Pass a non-empty path relative to the workspace root.",
+    "not-a-string": "Pass the path as a str.",
+    "nul-byte": "Remove the NUL byte from the path.",
+    "control-char": "Remove control and bidirectional-override characters from the path.",
+    "unencodable": "Pass a path that can be encoded for the filesystem (no lone surrogates).",
+    "path-too-long": "Use a shorter path.",
+    "component-too-long": "Use names of at most 255 bytes.",
+    "backslash": "Use '/' as the separator; backslashes are not accepted.",
+    "home-tilde": "Use a path relative to the workspace root; '~' is not expanded.",
+    "traversal": "Use a path without '..' components, relative to the workspace root.",
+    "unicode-lookalike": "Use plain characters for '.', '/' and '~' in the path.",
+    "outside-roots": "Use a path inside one of the workspace roots.",
+    "reserved-name": "Pick another name; '.ctxnb-tmp-' names are reserved for atomic writes.",
+    "deny": "This path is protected by the deny list; work on another file.",
+    "governance": "Governance's files are changed by governance only (select_active_intent, "
+    "the intents file edited by a human); work on another file.",
+    "not-allowed": "Use a path that matches the allow list.",
+    "symlink": "Use the path of the link's target inside the workspace; links are not followed.",
+    "special-file": "Only regular files and directories can be used.",
+    "not-a-regular-file": "Name a regular file, not a directory.",
+    "trailing-slash": "Remove the trailing '/': it names a directory.",
+}
+
+
+@dataclass(frozen=True)
+class SafePath:
+    """A path that passed the policy's checks, relative to one workspace root.
+
+    A ``SafePath`` is a validated *name*, not a capability: the file operations of
+    :class:`PathPolicy` accept it and validate it again. ``abs`` is for display and
+    logs; opening ``abs`` by name would give up the race-free walk.
+
+    Attributes:
+        rel: posix form relative to ``root``, normalized (no ``.``, no ``//``); ``"."``
+            for the root itself.
+        root: the root's real path.
+        abs: ``root / rel``.
+
+    Example:
+        >>> SafePath(rel="src/app.py", root=Path("/ws"), abs=Path("/ws/src/app.py")).rel
+        'src/app.py'
+    """
+
+    rel: str
+    root: Path
+    abs: Path
+
+    @property
+    def parts(self) -> tuple[str, ...]:
+        """The names from the root down; empty for the root itself."""
+        return () if self.rel == "." else tuple(self.rel.split("/"))
+
+
+class _Root(NamedTuple):
+    real: Path  # realpath at construction; what is opened
+    given: Path  # absolute but unresolved, so absolute paths spelled that way match
+
+
+class _Parsed(NamedTuple):
+    root: _Root
+    parts: tuple[str, ...]
+    dir_form: bool  # the caller wrote a trailing '/' (or '/.')
+    display: str  # the path as the caller gave it, for messages
+
+    @property
+    def safe(self) -> SafePath:
+        rel = "/".join(self.parts) or "."
+        abs_path = self.root.real.joinpath(*self.parts) if self.parts else self.root.real
+        return SafePath(rel=rel, root=self.root.real, abs=abs_path)
+
+
+def _short(text: str, limit: int = 120) -> str:
+    # Refusals go back to agents and into logs; a 5000-byte hostile path must not.
+    return text if len(text) <= limit else text[:limit] + f"...(+{len(text) - limit} chars)"
+
+
+def _deny(display: str, rule: str, why: str, **details: str) -> NoReturn:
+    base = rule.split(":", 1)[0]
+    raise PolicyError(
+        "PATH_DENIED",
+        f"Path {_short(display)!r} is refused: {why} (rule: {rule}).",
+        recoverable=True,
+        required_action=_REQUIRED_ACTION.get(base, "Use another path."),
+        details={"path": _short(display, 512), "rule": rule, **details},
+    )
+
+
+def _build_spec(patterns: Sequence[str], what: str) -> tuple[pathspec.GitIgnoreSpec, list[str]]:
+    if isinstance(patterns, str):
+        raise ConfigError(f"{what} must be a list of glob strings, not the string {patterns!r}")
+    lines = [p for p in patterns if p.strip() and not p.lstrip().startswith("#")]
+    try:
+        return pathspec.GitIgnoreSpec.from_lines(lines), lines
+    except (ValueError, TypeError) as exc:
+        raise ConfigError(f"Bad {what} glob in {lines!r}: {exc}") from exc
+
+
+def _fs_bytes(text: str, display: str) -> bytes:
+    try:
+        return os.fsencode(text)
+    except UnicodeEncodeError:
+        _deny(display, "unencodable", "it contains characters the filesystem cannot encode")
+
+
+class PathRules:
+    """Which paths may be touched: the lexical half of the path policy.
+
+    Args:
+        roots: the workspace roots (existing directories). Relative paths are relative
+            to the first one. Each root is resolved with ``os.path.realpath`` once, here.
+        allow: gitignore-style globs; when given, a file must match one of them.
+            ``None`` allows every file that is not denied.
+        deny: gitignore-style globs that are refused, matched case-insensitively;
+            ``None`` means :data:`DEFAULT_DENY`, ``[]`` denies nothing beyond the
+            built-in rules (traversal, symlinks, special files, reserved names).
+        protect: globs refused whatever ``deny`` and ``allow`` say (rule
+            ``governance:<glob>``); agent-facing policies pass :data:`GOVERNANCE`.
+        max_path_bytes: the longest path accepted, in bytes of its filesystem encoding.
+
+    Raises:
+        ConfigError: no roots, a root that is not a directory, or a bad glob.
+
+    Example:
+        >>> import pathlib, tempfile
+        >>> ws = pathlib.Path(tempfile.mkdtemp())
+        >>> rules = PathRules([ws], deny=[], protect=GOVERNANCE)
+        >>> rules.denied_by(".orchestration/active_intents.yaml")
+        'governance:.orchestration/'
+    """
+
+    def __init__(
+        self,
+        roots: Sequence[str | os.PathLike[str]],
+        *,
+        allow: Sequence[str] | None = None,
+        deny: Sequence[str] | None = DEFAULT_DENY,
+        protect: Sequence[str] = (),
+        max_path_bytes: int = 4096,
+    ) -> None:
+        if isinstance(roots, str | os.PathLike):
+            roots = [roots]
+        if not roots:
+            raise ConfigError("A path policy needs at least one workspace root directory.")
+        resolved: list[_Root] = []
+        for r in roots:
+            given = Path(os.path.abspath(os.fspath(r)))
+            real = Path(os.path.realpath(given))
+            if not real.is_dir():
+                raise ConfigError(
+                    f"Workspace root {os.fspath(r)!r} is not an existing directory; "
+                    "create it or pass another root."
+                )
+            resolved.append(_Root(real=real, given=given))
+        self._roots: tuple[_Root, ...] = tuple(resolved)
+        if max_path_bytes < 1:
+            raise ConfigError(f"max_path_bytes must be positive, got {max_path_bytes}")
+        self.max_path_bytes = max_path_bytes
+        deny_list = DEFAULT_DENY if deny is None else deny
+        _, self._deny_lines = _build_spec(deny_list, "deny")
+        _, self._protect_lines = _build_spec(protect, "protect")
+        # One spec for both lists, protected globs first: a hit's index says which rule.
+        guard = [*self._protect_lines, *self._deny_lines]
+        self._guard_rules = [
+            *(f"governance:{g}" for g in self._protect_lines),
+            *(f"deny:{g}" for g in self._deny_lines),
+        ]
+        self._deny_spec, _ = _build_spec(guard, "deny")
+        # Denial is case-insensitive: a second spec of lower-cased patterns is matched
+        # against lower-cased paths (case-insensitive filesystems would open .GIT as .git).
+        self._deny_spec_lower, _ = _build_spec([p.lower() for p in guard], "deny")
+        self._deny_cache: dict[tuple[str, ...], str | None] = {}
+        self._allow_spec: pathspec.GitIgnoreSpec | None = None
+        self._allow_lines: list[str] = []
+        if allow is not None:
+            self._allow_spec, self._allow_lines = _build_spec(allow, "allow")
+
+    # ------------------------------------------------------------------ public API
+
+    @property
+    def roots(self) -> tuple[Path, ...]:
+        """The real paths of the workspace roots, first one first."""
+        return tuple(r.real for r in self._roots)
+
+    @property
+    def deny(self) -> tuple[str, ...]:
+        """The deny globs in force."""
+        return tuple(self._deny_lines)
+
+    @property
+    def allow(self) -> tuple[str, ...] | None:
+        """The allow globs in force, or ``None`` when every non-denied file is allowed."""
+        return tuple(self._allow_lines) if self._allow_spec is not None else None
+
+    @property
+    def protect(self) -> tuple[str, ...]:
+        """The globs refused whatever ``deny`` and ``allow`` say (governance's files)."""
+        return tuple(self._protect_lines)
+
+    def __repr__(self) -> str:
+        roots = ", ".join(str(r.real) for r in self._roots)
+        return f"{type(self).__name__}(roots=[{roots}], deny={len(self._deny_lines)} globs)"
+
+    def denied_by(self, path: str | os.PathLike[str] | SafePath) -> str | None:
+        """The rule that refuses ``path`` by its name alone, or None.
+
+        Only the lexical rules (no look at the disk): ``deny:<glob>``,
+        ``governance:<glob>``, ``traversal``, ``not-allowed`` …
+
+        Example:
+            >>> import pathlib, tempfile
+            >>> rules = PathRules([pathlib.Path(tempfile.mkdtemp())])
+            >>> rules.denied_by(".GIT/config"), rules.denied_by("a/../b")
+            ('deny:.git', 'traversal')
+        """
+        try:
+            p = self._parse(path)
+            if p.parts and not p.dir_form:
+                self._check_allow(p)
+        except PolicyError as e:
+            return str(e.details.get("rule"))
+        return None
+
+    # ------------------------------------------------------------ lexical checks
+
+    def _parse(self, path: str | os.PathLike[str] | SafePath) -> _Parsed:
+        root: _Root | None = None
+        if isinstance(path, SafePath):
+            root = next((r for r in self._roots if r.real == path.root), None)
+            if root is None:
+                _deny(path.rel, "outside-roots", f"its root {path.root} is not a workspace root")
+            raw = path.rel
+            if raw.startswith("/"):
+                _deny(raw, "outside-roots", "a SafePath's rel must be relative")
+        else:
+            if isinstance(path, os.PathLike):
+                path = os.fspath(path)
+            if not isinstance(path, str):
+                _deny(repr(path), "not-a-string", f"a {type(path).__name__} is not a path string")
+            raw = path
+        display = raw
+        if not raw.strip():
+            _deny(display, "empty", "the path is empty")
+        if "\x00" in raw:
+            _deny(display, "nul-byte", "it contains a NUL byte")
+        encoded = _fs_bytes(raw, display)
+        if len(encoded) > self.max_path_bytes:
+            _deny(
+                display, "path-too-long", f"it is {len(encoded)} bytes, over {self.max_path_bytes}"
+            )
+        for ch in raw:
+            if ch in _BIDI or unicodedata.category(ch) == "Cc":
+                _deny(display, "control-char", f"it contains the control character {ch!r}")
+        if "\\" in raw:
+            _deny(display, "backslash", "it contains a backslash")
+        if raw.startswith("~"):
+            _deny(display, "home-tilde", "a leading '~' is not expanded")
+        raw_parts = raw.split("/")
+        if ".." in raw_parts:
+            _deny(display, "traversal", "it contains a '..' component")
+        nfkc = unicodedata.normalize("NFKC", raw)
+        if nfkc != raw:
+            nfkc_parts = nfkc.split("/")
+            if (
+                len(nfkc_parts) != len(raw_parts)
+                or "\\" in nfkc
+                or nfkc.startswith("~")
+                or any(
+                    n in (".", "..") and n != r for n, r in zip(nfkc_parts, raw_parts, strict=True)
+                )
+            ):
+                _deny(display, "unicode-lookalike", f"its NFKC form {nfkc!r} has another shape")
+        parts = tuple(c for c in raw_parts if c not in ("", "."))
+        if raw.startswith("/"):
+            best: tuple[_Root, int] | None = None
+            for r in self._roots:
+                for form in (r.given, r.real):
+                    rp = form.parts[1:]  # drop the leading '/'
+                    if parts[: len(rp)] == rp and (best is None or len(rp) > best[1]):
+                        best = (r, len(rp))
+            if best is None:
+                _deny(display, "outside-roots", "it is an absolute path outside every root")
+            root, parts = best[0], parts[best[1] :]
+        elif root is None:
+            root = self._roots[0]
+        dir_form = raw.endswith(("/", "/.")) or raw == "."
+        self._check_parts(parts, display)
+        return _Parsed(root, parts, dir_form, display)
+
+    def _check_parts(self, parts: tuple[str, ...], display: str) -> None:
+        for name in parts:
+            if not name.strip():
+                # Legal on POSIX, but a blank name is invisible in every listing.
+                _deny(display, "empty", "a name in it is blank")
+            size = len(_fs_bytes(name, display))
+            if size > NAME_MAX:
+                _deny(display, "component-too-long", f"a name is {size} bytes, over {NAME_MAX}")
+            if name.startswith(TEMP_PREFIX):
+                _deny(display, "reserved-name", f"{TEMP_PREFIX!r} names are reserved")
+        rule = self._denied_by(parts)
+        if rule is not None:
+            kind, _, glob = rule.partition(":")
+            what = "governance's own files" if kind == "governance" else "the deny glob"
+            _deny(display, rule, f"it matches {what} {glob!r}")
+
+    def _denied_by(self, parts: tuple[str, ...]) -> str | None:
+        if not parts or not self._guard_rules:
+            return None
+        # The answer depends on the names only (the globs never change), and one tool
+        # call checks the same path several times: remember recent answers.
+        cache = self._deny_cache
+        if parts in cache:
+            return cache[parts]
+        if len(cache) > 4096:
+            cache.clear()
+        cache[parts] = found = self._denied_by_uncached(parts)
+        return found
+
+    def _denied_by_uncached(self, parts: tuple[str, ...]) -> str | None:
+        hit = self._match_prefixes(self._deny_spec, parts)
+        if hit is not None:
+            return self._guard_rules[hit]
+        variants = {tuple(p.lower() for p in parts)}
+        variants.add(tuple(unicodedata.normalize("NFKC", p).lower() for p in parts))
+        variants.add(tuple((p.rstrip(" .") or p).lower() for p in parts))
+        for variant in sorted(variants):
+            hit = self._match_prefixes(self._deny_spec_lower, variant)
+            if hit is not None:
+                return self._guard_rules[hit]
+        return None
+
+    @staticmethod
+    def _match_prefixes(spec: pathspec.GitIgnoreSpec, parts: tuple[str, ...]) -> int | None:
+        # Each ancestor as a directory, then the path itself as file and as directory:
+        # the kind of an entry is not known here, and a denied directory denies its content.
+        candidates = ["/".join(parts[:i]) + "/" for i in range(1, len(parts))]
+        full = "/".join(parts)
+        candidates += [full, full + "/"]
+        for candidate in candidates:
+            result = spec.check_file(candidate)
+            if result.include and result.index is not None:
+                return result.index
+        return None
+
+    def _check_allow(self, p: _Parsed) -> None:
+        if self._allow_spec is None or not p.parts:
+            return
+        if not self._allow_spec.match_file("/".join(p.parts)):
+            _deny(
+                p.display,
+                "not-allowed",
+                f"it matches none of the allow globs {self._allow_lines!r}",
+            )
+
+    @staticmethod
+    def _require_file_name(p: _Parsed) -> None:
+        if not p.parts:
+            _deny(p.display, "not-a-regular-file", "it is the workspace root")
+        if p.dir_form:
+            _deny(p.display, "trailing-slash", "a path ending in '/' names a directory")
+
+    def _refusal(self, parts: tuple[str, ...]) -> str | None:
+        """The rule refusing a name found on disk (``parts`` from a root), or None."""
+        display = "/".join(parts)
+        name = parts[-1]
+        # The same name rules _parse applies to a path string, for names found on disk.
+        for ch in name:
+            if ch in _BIDI or unicodedata.category(ch) == "Cc":
+                return "control-char"
+            if ch == "\\":
+                return "backslash"
+        folded = unicodedata.normalize("NFKC", name)
+        if folded in (".", "..") or "/" in folded or "\\" in folded:
+            return "unicode-lookalike"
+        if len(parts) == 1 and (name.startswith("~") or folded.startswith("~")):
+            return "home-tilde"
+        try:
+            if len(_fs_bytes(display, display)) > self.max_path_bytes:
+                return "path-too-long"
+            self._check_parts(parts, display)
+        except PolicyError as e:
+            return str(e.details.get("rule"))
+        return None
