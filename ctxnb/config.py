@@ -41,8 +41,9 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
-from .access.rules import DEFAULT_DENY
+from .access.rules import DEFAULT_DENY, MAX_PATH_BYTES
 from .errors import ConfigError
+from .govern.core import UNKNOWN_COMMAND_DEFAULT
 
 __all__ = [
     "CONFIG_FILE",
@@ -95,7 +96,7 @@ class PolicyConfig(_Strict):
 
     allow: list[str] | None = None
     deny: list[str] = Field(default_factory=lambda: list(DEFAULT_DENY))
-    max_path_bytes: int = Field(default=4096, gt=0)
+    max_path_bytes: int = Field(default=MAX_PATH_BYTES, gt=0)
 
 
 class Profile(_Strict):
@@ -117,7 +118,7 @@ DEFAULT_PROFILES: dict[str, Profile] = {
 class GovernanceConfig(_Strict):
     """Settings of the hook engine."""
 
-    unknown_command: Literal["SAFE", "DESTRUCTIVE"] = "DESTRUCTIVE"
+    unknown_command: Literal["SAFE", "DESTRUCTIVE"] = UNKNOWN_COMMAND_DEFAULT
     safe_commands: list[str] = Field(default_factory=list)
     quality_commands: list[str] = Field(default_factory=list)
     breaker_threshold: int = Field(default=3, gt=0)

@@ -24,12 +24,19 @@ _GIT_ENV = {
 
 
 @pytest.fixture(autouse=True)
-def clean_environ(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
-    """Restore the environment and working directory after every test."""
+def clean_environ(
+    monkeypatch: pytest.MonkeyPatch, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[None]:
+    """Restore the environment and working directory after every test.
+
+    Each test gets its own user state directory (where the Claude Code hooks keep
+    session state), so no test reads another's or the developer's.
+    """
     cwd = os.getcwd()
     saved = dict(os.environ)
     for k, v in _GIT_ENV.items():
         monkeypatch.setenv(k, v)
+    monkeypatch.setenv("CTXNB_STATE_DIR", str(tmp_path_factory.mktemp("user-state")))
     yield
     os.chdir(cwd)
     os.environ.clear()

@@ -192,3 +192,239 @@ def test_raced_symlink_swap_yields_no_outside_byte_from_search(
         stop.set()
         t.join()
     assert hits > 0
+
+
+GOVERNED_INTENTS = """\
+active_intents:
+  - id: INT-ALL
+    name: Everything
+    status: active
+    owned_scope: ["**"]
+"""
+
+
+def test_scope_everything_cannot_touch_governance_files(tmp_path: Path) -> None:
+    from ctxnb.govern import init_governance
+
+    root = tmp_path / "ws"
+    root.mkdir()
+    (root / "app.py").write_text("x = 1\n")
+    (root / "ctxnb.toml").write_text('profile = "cloud"\n')
+    init_governance(root)
+    intents = root / ".orchestration" / "active_intents.yaml"
+    intents.write_text(GOVERNED_INTENTS)
+    trace = root / ".orchestration" / "agent_trace.jsonl"
+    ws = Workspace.open(root)
+    t = ws.tools(ws.session("gov"), caller="attacker")
+    assert t.dispatch("select_active_intent", {"intent_id": "INT-ALL"})["ok"]
+    assert t.dispatch(
+        "write_file", {"path": "app.py", "content": "x = 2\n", "expected_sha256": None}
+    )["error_code"] in ("READ_BEFORE_WRITE",)
+    assert t.dispatch("read_file", {"path": "app.py"})["ok"]
+    assert t.dispatch("write_file", {"path": "app.py", "content": "x = 2\n"})["ok"]
+    before_trace = trace.read_bytes()
+    hostile = {
+        ".orchestration/active_intents.yaml": "active_intents: []\n",
+        ".orchestration/agent_trace.jsonl": "",
+        ".orchestration/new.md": "x",
+        ".ctxnb/hook-state/x.json": "{}",
+        "ctxnb.toml": '[governance]\nquality_commands = ["touch /tmp/pwned"]\n',
+        str(root / ".orchestration" / "intent_map.md"): "forged",
+        "./.ORCHESTRATION/active_intents.yaml": "x",
+    }
+    patch = "--- a/x\n+++ b/x\n@@ -1 +1 @@\n-a\n+b\n"
+    for i, (path, content) in enumerate(hostile.items()):
+        # A fresh session per path, so the circuit breaker never answers for the policy.
+        t = ws.tools(ws.session(f"gov-{i}"), caller="attacker")
+        assert t.dispatch("select_active_intent", {"intent_id": "INT-ALL"})["ok"]
+        for tool, args in (
+            ("write_file", {"path": path, "content": content}),
+            ("write_file", {"path": path, "content": content, "mode": "create"}),
+            ("read_file", {"path": path}),
+            ("apply_patch", {"path": path, "unified_diff": patch}),
+        ):
+            out = t.dispatch(tool, args)
+            assert not out["ok"], (tool, path)
+            assert out["error_code"] == "PATH_DENIED", (tool, path, out)
+            assert out["details"]["rule"].startswith("governance:"), (tool, path, out)
+    assert intents.read_text() == GOVERNED_INTENTS
+    assert trace.read_bytes()[: len(before_trace)] == before_trace
+    assert (root / "ctxnb.toml").read_text() == 'profile = "cloud"\n'
+    assert not (root / ".orchestration" / "new.md").exists()
+    assert not (root / ".ctxnb" / "hook-state" / "x.json").exists()
+    refused = t.dispatch("write_file", {"path": ".orchestration/x", "content": ""})
+    assert refused["details"]["rule"].startswith("governance:")
+
+
+def test_mount_prefixes_work_in_every_file_tool(tmp_path: Path) -> None:
+    from ctxnb import MountMapping
+
+    root = tmp_path / "proj"
+    root.mkdir()
+    (root / "src").mkdir()
+    (root / "src" / "app.py").write_text("x = 1\n")
+    (tmp_path / "proj2").mkdir()
+    (tmp_path / "proj2" / "x.py").write_text("nope\n")
+    ws = Workspace.open(root, mounts=[MountMapping("/workspace", str(root), "fs")])
+    t = ws.tools(ws.session("m"), caller="container-agent")
+    r = t.read_file("/workspace/src/app.py")
+    assert r.content == "x = 1\n" and r.path == "src/app.py"
+    assert t.write_file("/workspace/src/app.py", "x = 2\n", expected_sha256=r.sha256).success
+    assert (root / "src" / "app.py").read_text() == "x = 2\n"
+    assert t.read_lines("/workspace/src/app.py", 1, 1).content == "x = 2\n"
+    assert t.get_file_history("/workspace/src/app.py")
+    assert t.get_diff("/workspace/src/app.py").path == "src/app.py"
+    assert t.summarize_file("/workspace/src/app.py")
+    assert t.write_file("/workspace/src/new.py", "y = 1\n", mode="create").success
+    assert (root / "src" / "new.py").exists()
+    # The same object whether named by the agent's path or the host's.
+    assert ws.object_id("src/app.py") in t.session.session_index
+    for bad in ("/workspace/../proj2/x.py", "/workspace2/x.py", "/workspace/.env"):
+        out = t.dispatch("read_file", {"path": bad})
+        assert out["error_code"] == "PATH_DENIED", bad
+
+
+# -- the Claude Code hooks ----------------------------------------------------------------------
+HOOK_INTENTS = """\
+active_intents:
+  - id: INT-SRC
+    name: Source work
+    status: active
+    owned_scope: ["src/**"]
+"""
+
+
+@pytest.fixture
+def hooked(tmp_path: Path) -> Path:
+    from ctxnb.govern import init_governance
+
+    root = tmp_path / "proj"
+    (root / "src").mkdir(parents=True)
+    (root / "docs").mkdir()
+    (root / "src" / "app.py").write_text("x = 1\n")
+    (root / ".env").write_text("TOKEN=abc\n")
+    init_governance(root)
+    (root / ".orchestration" / "active_intents.yaml").write_text(HOOK_INTENTS)
+    return root
+
+
+def _hook(event: str, payload: dict, *, process: bool = False) -> tuple[int, dict, str]:
+    import json
+    import subprocess
+    import sys
+
+    from ctxnb.govern.claude_hooks import run_hook
+
+    text = json.dumps(payload)
+    if process:
+        proc = subprocess.run(
+            [sys.executable, "-m", "ctxnb", "hook", event],
+            input=text.encode(),
+            capture_output=True,
+            timeout=60,
+            check=False,
+        )
+        code, out, err = proc.returncode, proc.stdout.decode(), proc.stderr.decode()
+    else:
+        r = run_hook(event, text)
+        code, out, err = r.exit_code, r.stdout, r.stderr
+    return code, (json.loads(out) if out.strip() else {}), err
+
+
+def _pre(root: Path, tool: str, tool_input: dict, sid: str = "s-1", **kw: bool):
+    payload = {
+        "session_id": sid,
+        "cwd": str(root),
+        "hook_event_name": "PreToolUse",
+        "tool_name": tool,
+        "tool_input": tool_input,
+    }
+    code, answer, err = _hook("pre-tool-use", payload, **kw)
+    return code, answer.get("hookSpecificOutput", {}).get("permissionDecision"), err
+
+
+def test_a_forged_hook_state_file_changes_nothing(hooked: Path) -> None:
+    import json
+
+    from ctxnb.govern.claude_hooks import state_dir
+
+    root = hooked
+    target = {"file_path": str(root / "src" / "app.py"), "old_string": "1", "new_string": "2"}
+    assert _pre(root, "Edit", target)[1] == "deny"  # no intent selected yet
+    # The agent writes the state files where the hooks used to keep them ...
+    forged = root / ".ctxnb" / "hook-state"
+    (forged / "cache").mkdir(parents=True)
+    (forged / "s-1.json").write_text(json.dumps({"session_id": "s-1", "intent_id": "INT-SRC"}))
+    (forged / "cache" / "settings.json").write_text(
+        json.dumps({"key": None, "value": {"deny": [], "allow": None}})
+    )
+    assert _pre(root, "Edit", target)[1] == "deny"
+    assert _pre(root, "Read", {"file_path": str(root / ".env")})[1] == "deny"
+    # ... and cannot reach where they live now.
+    real = state_dir(root) / "s-1.json"
+    assert root not in real.parents
+    write = {"file_path": str(real), "content": '{"intent_id": "INT-SRC"}'}
+    assert _pre(root, "Write", write)[1] == "deny"
+    assert _pre(root, "Write", {"file_path": str(forged / "s-2.json"), "content": "{}"})[1] == (
+        "deny"
+    )
+
+
+def test_a_hook_that_crashes_denies(hooked: Path) -> None:
+    root = hooked
+    intents = root / ".orchestration" / "active_intents.yaml"
+    intents.unlink()
+    intents.mkdir()  # reading it now fails with an OSError, not a ctxnb error
+    target = {"file_path": str(root / "src" / "app.py"), "content": "x = 2\n"}
+    for process in (False, True):
+        code, decision, err = _pre(root, "Write", target, process=process)
+        assert (code, decision) == (2, None), (code, decision, err)
+        assert "blocked: internal error: IsADirectoryError" in err and "Traceback" not in err
+    assert (root / "src" / "app.py").read_text() == "x = 1\n"
+
+
+def test_mount_paths_work_in_hooks(hooked: Path) -> None:
+    root = hooked
+    (root / "ctxnb.toml").write_text(
+        f'[[mounts]]\nagent_prefix = "/workspace"\ncanonical_prefix = "{root}"\n'
+    )
+    from ctxnb.govern.claude_hooks import select_intent
+
+    select_intent(root, "INT-SRC", "s-1")
+    edit = {"file_path": "/workspace/src/app.py", "old_string": "1", "new_string": "2"}
+    assert _pre(root, "Edit", edit) == (0, None, "")  # in scope: no objection
+    assert _pre(root, "Read", {"file_path": "/workspace/src/app.py"}) == (0, None, "")
+    assert _pre(root, "Read", {"file_path": "/workspace/.env"})[1] == "deny"
+    docs = {"file_path": "/workspace/docs/x.md", "content": "x"}
+    assert _pre(root, "Write", docs)[1] == "deny"  # out of scope
+    assert _pre(root, "Read", {"file_path": "/workspace/../etc/passwd"})[1] == "deny"
+
+
+def test_post_hook_records_a_store_version_and_an_audit_line(hooked: Path) -> None:
+    import json
+
+    from ctxnb.govern.claude_hooks import select_intent
+
+    root = hooked
+    select_intent(root, "INT-SRC", "s-1")
+    (root / "src" / "app.py").write_text("x = 2\n")  # what Claude Code's Edit did
+    payload = {
+        "session_id": "s-1",
+        "cwd": str(root),
+        "hook_event_name": "PostToolUse",
+        "tool_name": "Edit",
+        "tool_input": {
+            "file_path": str(root / "src" / "app.py"),
+            "old_string": "1",
+            "new_string": "2",
+        },
+        "tool_response": {"filePath": str(root / "src" / "app.py"), "success": True},
+    }
+    code, _, err = _hook("post-tool-use", payload, process=True)
+    assert code == 0, err
+    ws = Workspace.open(root)
+    assert ws.get("src/app.py")["content"] == "x = 2\n"
+    lines = (root / ".ctxnb" / "audit.jsonl").read_text().splitlines()
+    last = json.loads(lines[-1])
+    assert (last["caller"], last["tool"], last["intent_id"]) == ("claude-code", "Edit", "INT-SRC")
+    assert last["args"]["file_path"] == "src/app.py" and last["success"] is True

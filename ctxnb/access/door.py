@@ -41,7 +41,7 @@ from ..model import FilesystemSource
 from ..resolver import FilesystemResolver, normalize_path
 from .fdio import PathPolicy
 from .observe import Observation, observe_bytes
-from .rules import GOVERNANCE, SafePath
+from .rules import GOVERNANCE, SafePath, map_mount_prefix
 
 if TYPE_CHECKING:
     from ..config import CtxnbConfig
@@ -164,12 +164,9 @@ class Access:
         """
         if not isinstance(agent_path, str) or not agent_path.startswith("/"):
             return agent_path
-        for m in self.resolver.mounts:  # longest agent prefix first
-            prefix = m.agent_prefix.rstrip("/")
-            if agent_path == prefix or agent_path.startswith(prefix + "/"):
-                rest = agent_path[len(prefix) :]
-                return m.canonical_prefix.rstrip("/") + rest if rest else m.canonical_prefix
-        return agent_path
+        return map_mount_prefix(
+            agent_path, [(m.agent_prefix, m.canonical_prefix) for m in self.resolver.mounts]
+        )
 
     # -- reading and observing ----------------------------------------------------------
     def read(self, path: PathArg, *, max_bytes: int | None = None) -> bytes | None:

@@ -66,7 +66,7 @@ from __future__ import annotations
 
 import os
 import unicodedata
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import NamedTuple, NoReturn
@@ -78,9 +78,11 @@ from ..errors import ConfigError, PolicyError
 __all__ = [
     "DEFAULT_DENY",
     "GOVERNANCE",
+    "MAX_PATH_BYTES",
     "TEMP_PREFIX",
     "PathRules",
     "SafePath",
+    "map_mount_prefix",
 ]
 
 DEFAULT_DENY: tuple[str, ...] = (".git", ".env*", "**/*.pem", "**/id_*", ".ctxnb/")
@@ -92,6 +94,9 @@ worktrees and submodules alike."""
 GOVERNANCE: tuple[str, ...] = (".orchestration/", ".ctxnb/", "/ctxnb.toml")
 """Governance's own files: intents, trace, audit, store, hook state and the settings
 that name commands to run. Refused to every agent tool whatever the intent's scope."""
+
+MAX_PATH_BYTES = 4096
+"""The longest path accepted by default, in bytes of its filesystem encoding."""
 
 TEMP_PREFIX = ".ctxnb-tmp-"
 """Name prefix of the temporary files of atomic writes; such names are reserved."""
@@ -207,6 +212,28 @@ def _fs_bytes(text: str, display: str) -> bytes:
         _deny(display, "unencodable", "it contains characters the filesystem cannot encode")
 
 
+def map_mount_prefix(path: str, mounts: Iterable[tuple[str, str]]) -> str:
+    """An agent's absolute path with its mount prefix replaced by the host directory.
+
+    ``mounts`` are ``(agent_prefix, host_prefix)`` pairs; the longest agent prefix that
+    matches on whole components wins. Only the prefix is rewritten, without
+    normalizing, so ``..`` and the like stay for the path rules to refuse. A path no
+    mount covers comes back unchanged.
+
+    Example:
+        >>> map_mount_prefix("/workspace/src/a.py", [("/workspace", "/home/me/proj")])
+        '/home/me/proj/src/a.py'
+        >>> map_mount_prefix("/workspace2/x", [("/workspace", "/home/me/proj")])
+        '/workspace2/x'
+    """
+    for agent, host in sorted(mounts, key=lambda m: len(m[0]), reverse=True):
+        prefix = agent.rstrip("/")
+        if path == prefix or path.startswith(prefix + "/"):
+            rest = path[len(prefix) :]
+            return host.rstrip("/") + rest if rest else host
+    return path
+
+
 class PathRules:
     """Which paths may be touched: the lexical half of the path policy.
 
@@ -240,7 +267,7 @@ class PathRules:
         allow: Sequence[str] | None = None,
         deny: Sequence[str] | None = DEFAULT_DENY,
         protect: Sequence[str] = (),
-        max_path_bytes: int = 4096,
+        max_path_bytes: int = MAX_PATH_BYTES,
     ) -> None:
         if isinstance(roots, str | os.PathLike):
             roots = [roots]
@@ -263,11 +290,12 @@ class PathRules:
         deny_list = DEFAULT_DENY if deny is None else deny
         _, self._deny_lines = _build_spec(deny_list, "deny")
         _, self._protect_lines = _build_spec(protect, "protect")
-        # One spec for both lists, protected globs first: a hit's index says which rule.
-        guard = [*self._protect_lines, *self._deny_lines]
+        # One spec for both lists; the last matching glob answers (gitignore rules), so
+        # the protected globs come last and name their own rule.
+        guard = [*self._deny_lines, *self._protect_lines]
         self._guard_rules = [
-            *(f"governance:{g}" for g in self._protect_lines),
             *(f"deny:{g}" for g in self._deny_lines),
+            *(f"governance:{g}" for g in self._protect_lines),
         ]
         self._deny_spec, _ = _build_spec(guard, "deny")
         # Denial is case-insensitive: a second spec of lower-cased patterns is matched

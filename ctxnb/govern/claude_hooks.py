@@ -69,10 +69,19 @@ from pathlib import Path
 from types import ModuleType
 from typing import TYPE_CHECKING, Any
 
+from ..access.rules import DEFAULT_DENY, GOVERNANCE, MAX_PATH_BYTES, map_mount_prefix
 from ..errors import ConfigError, CtxnbError, PolicyError
+from .core import (
+    UNKNOWN_COMMAND_DEFAULT,
+    IntentLike,
+    IntentView,
+    check_mutation,
+    get_intent,
+)
 
 if TYPE_CHECKING:
     from ..access.fdio import PathPolicy
+    from ..access.rules import SafePath
 
 __all__ = [
     "EVENTS",
@@ -91,20 +100,17 @@ EVENTS = ("pre-tool-use", "post-tool-use", "user-prompt-submit")
 MAX_OUTPUT_CHARS = 10_000
 """Claude Code caps strings in a hook's output at this many characters."""
 
-NO_INTENT_MESSAGE = "You must cite a valid active Intent ID before mutating tools."
-# Kept equal to ctxnb.govern.engine.NO_INTENT_MESSAGE (a test checks); importing the
-# engine would load pydantic on every tool call.
 
 READ_TOOLS = frozenset({"Read", "Glob", "Grep"})
 WRITE_TOOLS = frozenset({"Write", "Edit", "MultiEdit", "NotebookEdit"})
 TRACED_TOOLS = frozenset({"Write", "Edit", "MultiEdit"})
 
-# The defaults of ctxnb.config (a test keeps them equal) for workspaces without settings.
+# The defaults of ctxnb.config for workspaces without settings, from the same constants.
 _DEFAULT_SETTINGS: dict[str, Any] = {
-    "deny": [".git/", ".env*", "**/*.pem", "**/id_*", ".ctxnb/"],
+    "deny": list(DEFAULT_DENY),
     "allow": None,
-    "max_path_bytes": 4096,
-    "unknown_command": "DESTRUCTIVE",
+    "max_path_bytes": MAX_PATH_BYTES,
+    "unknown_command": UNKNOWN_COMMAND_DEFAULT,
     "safe_commands": [],
     "model_id": None,
     "sandbox": {
@@ -118,7 +124,6 @@ _DEFAULT_SETTINGS: dict[str, Any] = {
         "max_open_files": 4096,
     },
 }
-_STATE_DIR = (".ctxnb", "hook-state")
 _ORCHESTRATION = ".orchestration"
 _MAX_TRACE_READ = 20 * 1024 * 1024
 _SAFE_SESSION_ID = re.compile(r"[A-Za-z0-9_-][A-Za-z0-9._-]{0,127}")
@@ -129,8 +134,9 @@ class HookResult:
     """What a hook process prints and how it exits.
 
     Attributes:
-        exit_code: 0 answered (see ``stdout``), 1 an error (``stderr`` says which;
-            Claude Code carries on), 2 a block (``stderr`` is the reason).
+        exit_code: 0 answered (see ``stdout``), 1 an error after the fact (``stderr``
+            says which), 2 a block (``stderr`` is the reason; every ``pre-tool-use``
+            error blocks).
         stdout: the JSON answer, or empty for "no decision".
         stderr: a one-line message for the human.
     """
@@ -161,18 +167,21 @@ class HookResult:
 def run_hook(event: str, stdin_text: str, *, env: Mapping[str, str] | None = None) -> HookResult:
     """Answer one Claude Code hook event given its stdin text.
 
-    Malformed input is exit code 1 with a message on stderr (an error, not a block:
-    Claude Code goes on and shows the message to the user).
+    Hooks fail closed: when ``pre-tool-use`` cannot decide (malformed input, an
+    unreadable settings file, any internal error) the call is blocked (exit code 2,
+    the reason on stderr, which Claude Code shows to the model). For the other events
+    an error is exit code 1 with a message on stderr; the tool has already run.
 
     Args:
         event: one of :data:`EVENTS`.
         stdin_text: the JSON payload Claude Code wrote to the hook's stdin.
-        env: environment variables (``CTXNB_MODEL_ID``); ``os.environ`` by default.
+        env: environment variables (``CTXNB_MODEL_ID``, ``CTXNB_STATE_DIR``);
+            ``os.environ`` by default.
 
     Example:
         >>> result = run_hook("pre-tool-use", "not json")
         >>> result.exit_code, result.stderr.split(" (")[0]
-        (1, 'ctxnb hook pre-tool-use: error: stdin is not JSON')
+        (2, 'ctxnb hook pre-tool-use: blocked: stdin is not JSON')
     """
     try:
         payload = json.loads(stdin_text)
@@ -190,6 +199,8 @@ def run_hook(event: str, stdin_text: str, *, env: Mapping[str, str] | None = Non
         return handle_event(event, payload, env=env)
     except PayloadError as e:
         return _error(event, str(e))
+    except Exception as e:  # fail closed: never let a call through unchecked
+        return _error(event, f"internal error: {type(e).__name__}: {e}")
 
 
 def handle_event(
@@ -228,15 +239,18 @@ class PayloadError(CtxnbError, ValueError):
 
 
 def _error(event: str, message: str) -> HookResult:
+    if event == "pre-tool-use":
+        # Exit 2 blocks the tool call; 1 would let it run unchecked.
+        return HookResult(2, "", f"ctxnb hook {event}: blocked: {_cap(message)}\n")
     return HookResult(1, "", f"ctxnb hook {event}: error: {_cap(message)}\n")
 
 
 def _pathpolicy_module() -> ModuleType:
-    """``ctxnb.tools.pathpolicy`` (the ``ctxnb.tools`` package imports lazily, so this
+    """``ctxnb.access.fdio`` (the ``ctxnb.access`` package imports lazily, so this
     loads neither pydantic nor pandas)."""
     import importlib
 
-    return importlib.import_module("ctxnb.tools.pathpolicy")
+    return importlib.import_module("ctxnb.access.fdio")
 
 
 # -- the workspace ---------------------------------------------------------------------------------
@@ -273,12 +287,18 @@ class _Context:
             raise PayloadError(f"'cwd' {cwd!r} is not an existing directory")
         self.cwd = cwd
         self.root, self.governed = find_workspace(cwd)
-        self.state_dir = self.root.joinpath(*_STATE_DIR)
+        self._state_dir: Path | None = None
         sid = payload.get("session_id")
         self.session_id: str | None = sid if isinstance(sid, str) and sid else None
         self._settings: dict[str, Any] | None = None
         self._policy: PathPolicy | None = None
-        self._intents: dict[str, _LightIntent] | None = None
+        self._intents: dict[str, IntentLike] | None = None
+
+    @property
+    def state_dir(self) -> Path:
+        if self._state_dir is None:
+            self._state_dir = state_dir(self.root, self.env)
+        return self._state_dir
 
     def str_field(self, key: str) -> str:
         value = self.payload.get(key)
@@ -305,23 +325,67 @@ class _Context:
         if self._policy is None:
             s = self.settings
             self._policy = _pathpolicy_module().PathPolicy(
-                [self.root], allow=s["allow"], deny=s["deny"], max_path_bytes=s["max_path_bytes"]
+                [self.root],
+                allow=s["allow"],
+                deny=s["deny"],
+                protect=s["protect"],
+                max_path_bytes=s["max_path_bytes"],
             )
         return self._policy
 
-    def intents(self) -> dict[str, _LightIntent]:
+    def intents(self) -> dict[str, IntentLike]:
         if self._intents is None:
             self._intents = _load_intents(self.root, self.state_dir)
         return self._intents
 
     def abs_path(self, path: str) -> str:
-        """Paths in payloads are absolute; a relative one is relative to ``cwd``."""
-        return path if os.path.isabs(path) else os.path.join(self.cwd, path)
+        """Paths in payloads are absolute (mount prefixes mapped to the host directory);
+        a relative one is relative to ``cwd``."""
+        if os.path.isabs(path):
+            return map_mount_prefix(path, self.settings["mounts"])
+        return os.path.join(self.cwd, path)
 
     def session_intent(self) -> str | None:
         if self.session_id is None:
             return None
         return read_session_intent(self.state_dir, self.session_id)
+
+
+# -- where the hooks keep their state ---------------------------------------------------------
+def state_dir(root: str | os.PathLike[str], env: Mapping[str, str] | None = None) -> Path:
+    """Where the hooks keep a workspace's session state and caches: outside the workspace.
+
+    ``$CTXNB_STATE_DIR``, else ``$XDG_STATE_HOME/ctxnb``, else ``~/.local/state/ctxnb``,
+    then ``hook-state/<hash of the workspace's real path>``. The agent's file tools only
+    reach the workspace, so it cannot select its own intent or replace the cached
+    settings by writing a file.
+
+    Raises:
+        ConfigError: the state directory would lie inside the workspace.
+
+    Example:
+        >>> import pathlib, tempfile
+        >>> root = pathlib.Path(tempfile.mkdtemp())
+        >>> d = state_dir(root, {"CTXNB_STATE_DIR": "/var/tmp/ctxnb-doc"})
+        >>> d.parent == pathlib.Path("/var/tmp/ctxnb-doc/hook-state"), root in d.parents
+        (True, False)
+    """
+    env = os.environ if env is None else env
+    base = env.get("CTXNB_STATE_DIR")
+    if not base:
+        xdg = env.get("XDG_STATE_HOME")
+        home = env.get("HOME") or os.path.expanduser("~")
+        base = os.path.join(xdg, "ctxnb") if xdg else os.path.join(home, ".local", "state", "ctxnb")
+    real_root = os.path.realpath(root)
+    key = hashlib.sha256(real_root.encode("utf-8", "surrogateescape")).hexdigest()[:24]
+    out = Path(os.path.realpath(base)) / "hook-state" / key
+    if os.path.commonpath([real_root, str(out)]) == real_root:
+        raise ConfigError(
+            f"the hook state directory {out} lies inside the workspace {real_root}, where the "
+            "agent could forge it; set CTXNB_STATE_DIR (or XDG_STATE_HOME) to a directory "
+            "outside the workspace"
+        )
+    return out
 
 
 # -- settings and intents, cached -------------------------------------------------------------
@@ -365,7 +429,7 @@ def _load_settings(root: Path, state_dir: Path | None) -> dict[str, Any]:
     source = toml_path if toml_path.is_file() else root / "pyproject.toml"
     key = _file_key(source)
     if key is None:
-        return dict(_DEFAULT_SETTINGS)
+        return {**_DEFAULT_SETTINGS, "protect": list(GOVERNANCE), "mounts": []}
     cache = state_dir / "cache" / "settings.json" if state_dir is not None else None
     if cache is not None:
         cached = _read_cache(cache, key)
@@ -387,11 +451,14 @@ def _settings_from_file(root: Path, source: Path) -> dict[str, Any]:
         except tomllib.TOMLDecodeError:
             has_section = True  # let load_config name the error
         if not has_section:
-            return dict(_DEFAULT_SETTINGS)
+            return {**_DEFAULT_SETTINGS, "protect": list(GOVERNANCE), "mounts": []}
     from ..config import load_config  # validates every key; only when the file changed
 
     cfg = load_config(root)
+    protect = [*GOVERNANCE, *(["/pyproject.toml"] if source.name == "pyproject.toml" else [])]
     return {
+        "protect": protect,
+        "mounts": [[m.agent_prefix, m.canonical_prefix] for m in cfg.mounts],
         "deny": list(cfg.policy.deny),
         "allow": None if cfg.policy.allow is None else list(cfg.policy.allow),
         "max_path_bytes": cfg.policy.max_path_bytes,
@@ -402,56 +469,7 @@ def _settings_from_file(root: Path, source: Path) -> dict[str, Any]:
     }
 
 
-class _LightIntent:
-    """An intent as the hooks need it, without the validating model behind it."""
-
-    def __init__(
-        self,
-        id: str,
-        name: str,
-        status: str,
-        owned_scope: list[str] | None = None,
-        constraints: list[str] | None = None,
-        acceptance_criteria: list[str] | None = None,
-    ) -> None:
-        self.id = id
-        self.name = name
-        self.status = status
-        self.owned_scope = list(owned_scope or [])
-        self.constraints = list(constraints or [])
-        self.acceptance_criteria = list(acceptance_criteria or [])
-        self._spec: Any = None
-
-    @property
-    def is_active(self) -> bool:
-        return self.status == "active"
-
-    def in_scope(self, rel_path: str) -> bool:
-        """Same rules as :meth:`ctxnb.govern.intents.Intent.in_scope` (a test checks)."""
-        text = rel_path.replace("\\", "/")
-        if not text or text.startswith("/"):
-            return False
-        norm = posixpath.normpath(text)
-        if norm in ("..", ".") or norm.startswith("../"):
-            return False
-        if self._spec is None:
-            import pathspec
-
-            self._spec = pathspec.GitIgnoreSpec.from_lines(self.owned_scope)
-        return bool(self._spec.match_file(norm))
-
-    def to_dict(self) -> dict[str, Any]:
-        return {
-            "id": self.id,
-            "name": self.name,
-            "status": self.status,
-            "owned_scope": list(self.owned_scope),
-            "constraints": list(self.constraints),
-            "acceptance_criteria": list(self.acceptance_criteria),
-        }
-
-
-def _load_intents(root: Path, state_dir: Path) -> dict[str, _LightIntent]:
+def _load_intents(root: Path, state_dir: Path) -> dict[str, IntentLike]:
     """The intents by id, in file order; validated by ``load_intents`` when the file changed.
 
     Raises:
@@ -480,31 +498,14 @@ def _load_intents(root: Path, state_dir: Path) -> dict[str, _LightIntent]:
             for i in load_intents(path).active_intents
         ]
         _write_json_atomic(cache, {"key": key, "value": items})
-    return {d["id"]: _LightIntent(**d) for d in items}
+    return {d["id"]: IntentView(**d) for d in items}
 
 
-def _check_intent(intents: Mapping[str, _LightIntent], intent_id: str, where: Path) -> _LightIntent:
-    """The active intent ``intent_id``; the messages match ``IntentFile.get``."""
-    intent = intents.get(intent_id)
-    active = [i.id for i in intents.values() if i.is_active]
-    shown = ", ".join(active) or "(none)"
-    details = {"intent_id": intent_id, "known_ids": list(intents), "active_ids": active}
-    if intent is None:
-        raise PolicyError(
-            "INVALID_INTENT",
-            f"No intent {intent_id!r} in {where}. Active intents: {shown}.",
-            required_action="Name one of the active intent ids in your next prompt.",
-            details=details,
-        )
-    if not intent.is_active:
-        raise PolicyError(
-            "INVALID_INTENT",
-            f"Intent {intent_id!r} is {intent.status}, not active. Active intents: {shown}.",
-            required_action="Select an active intent, or ask a human to set this intent's "
-            "status to active.",
-            details={**details, "status": intent.status},
-        )
-    return intent
+def _intents_file(root: Path) -> str:
+    return str(root / _ORCHESTRATION / "active_intents.yaml")
+
+
+_HOW_TO_SELECT = "Name one of the active intent ids in your next prompt."
 
 
 # -- session state ---------------------------------------------------------------------------
@@ -573,20 +574,21 @@ def select_intent(root: str | os.PathLike[str], intent_id: str, session_id: str)
             f"{ws} is not governed (no {_ORCHESTRATION}/ here or above); "
             f"run `ctxnb init-governance {ws}` first"
         )
-    state_dir = ws.joinpath(*_STATE_DIR)
-    intents = _load_intents(ws, state_dir)
-    intent = _check_intent(intents, intent_id, ws / _ORCHESTRATION / "active_intents.yaml")
-    write_session_intent(state_dir, session_id, intent.id, source="select-intent")
+    states = state_dir(ws, os.environ)
+    intents = _load_intents(ws, states)
+    intent = get_intent(intents, intent_id, where=_intents_file(ws), how_to_select=_HOW_TO_SELECT)
+    write_session_intent(states, session_id, intent.id, source="select-intent")
     return _intent_context(ws, intent)
 
 
-def _intent_context(root: Path, intent: _LightIntent) -> str:
+def _intent_context(root: Path, intent: IntentLike) -> str:
     from .intents import Intent, intent_context  # only when an intent is selected
     from .ledger import TraceLedger
 
     ledger = TraceLedger(root / _ORCHESTRATION / "agent_trace.jsonl")
     recent = list(ledger.records(intent_id=intent.id))[-10:]
-    return intent_context(Intent(**intent.to_dict()), recent)
+    fields = ("id", "name", "status", "owned_scope", "constraints", "acceptance_criteria")
+    return intent_context(Intent(**{k: getattr(intent, k) for k in fields}), recent)
 
 
 # -- answers ----------------------------------------------------------------------------------
@@ -636,6 +638,7 @@ def _pre_tool_use(ctx: _Context) -> HookResult:
         elif tool == "Bash" and ctx.governed:
             return _check_bash(ctx, tool_input)
     except PolicyError as e:
+        _audit_refusal(ctx, tool, tool_input, e.error_code)
         return _pre_answer("deny", _refusal(e))
     except ConfigError as e:
         # Fail closed: a policy that cannot be loaded cannot let the call through.
@@ -687,30 +690,17 @@ def _check_write(ctx: _Context, tool: str, tool_input: Mapping[str, Any]) -> Non
     path = _path_arg(tool_input, "file_path", "notebook_path")
     if path is None:
         raise PayloadError(f"a {tool} call needs tool_input.file_path")
-    rel = ctx.policy.check(ctx.abs_path(path), for_write=True).rel
-    if not ctx.governed:
-        return
-    intents = ctx.intents()
-    intent_id = ctx.session_intent()
-    if intent_id is None:
-        active = ", ".join(i.id for i in intents.values() if i.is_active)
-        raise PolicyError(
-            "NO_ACTIVE_INTENT",
-            NO_INTENT_MESSAGE,
-            required_action="Ask the user which intent this work is under (they name it in "
-            "a prompt, e.g. 'under INT-001'), or run `ctxnb hook select-intent ID --session "
-            f"{ctx.session_id or '<session_id>'}`. Active intents: {active or '(none)'}.",
-        )
-    intent = _check_intent(intents, intent_id, ctx.root / _ORCHESTRATION / "active_intents.yaml")
-    if not intent.in_scope(rel):
-        raise PolicyError(
-            "SCOPE_VIOLATION",
-            f"{rel} is outside the scope of intent {intent.id} "
-            f"({', '.join(intent.owned_scope) or 'no files'})",
-            required_action="Select an intent whose owned_scope covers this file, "
-            "or ask a human to widen the scope in .orchestration/active_intents.yaml.",
-            details={"path": rel, "intent_id": intent.id, "owned_scope": intent.owned_scope},
-        )
+    governed = ctx.governed
+    check_mutation(
+        ctx.policy,
+        ctx.abs_path(path),
+        intents=ctx.intents() if governed else None,
+        intent_id=ctx.session_intent(),
+        where=_intents_file(ctx.root),
+        how_to_select="Ask the user which intent this work is under (they name it in a "
+        "prompt, e.g. 'under INT-001'), or run `ctxnb hook select-intent ID --session "
+        f"{ctx.session_id or '<session_id>'}`.",
+    )
 
 
 def _check_bash(ctx: _Context, tool_input: Mapping[str, Any]) -> HookResult:
@@ -724,11 +714,11 @@ def _check_bash(ctx: _Context, tool_input: Mapping[str, Any]) -> HookResult:
         return HookResult()
     from .risk import classify_command
 
-    intent: _LightIntent | None = None
+    intent: IntentLike | None = None
     intent_id = ctx.session_intent()
     if intent_id is not None:
         try:
-            intent = _check_intent(ctx.intents(), intent_id, ctx.root)
+            intent = get_intent(ctx.intents(), intent_id, where=_intents_file(ctx.root))
         except (PolicyError, ConfigError):
             intent = None
     s = ctx.settings
@@ -802,13 +792,13 @@ def _post_tool_use(ctx: _Context) -> HookResult:
     new_text = data.decode("utf-8", errors="replace")
     ranges = _clamp(_ranges(tool, tool_input, response, new_text), new_text)
 
-    intent: _LightIntent | None = None
+    intent: IntentLike | None = None
     intent_id = ctx.session_intent()
     notes: list[str] = []
     try:
         intents = ctx.intents()
         if intent_id is not None:
-            intent = _check_intent(intents, intent_id, ctx.root)
+            intent = get_intent(intents, intent_id, where=_intents_file(ctx.root))
     except (PolicyError, ConfigError) as e:
         notes.append(f"ctxnb: the intent of this change could not be checked: {e}")
 
@@ -834,6 +824,10 @@ def _post_tool_use(ctx: _Context) -> HookResult:
         TraceLedger(ctx.root / _ORCHESTRATION / "agent_trace.jsonl").append(record)
     except (CtxnbError, ValueError, OSError) as e:
         return _error("post-tool-use", f"could not append the Agent Trace record: {e}")
+    try:
+        _record_change(ctx, tool, tool_input, response, sp, data, intent_id)
+    except (CtxnbError, ValueError, OSError) as e:
+        return _error("post-tool-use", f"could not store the new version: {e}")
 
     if intent is not None and not intent.in_scope(sp.rel):
         return _answer(
@@ -854,6 +848,62 @@ def _post_tool_use(ctx: _Context) -> HookResult:
     if notes:
         return _context_answer("PostToolUse", "\n".join(notes))
     return HookResult()
+
+
+def _record_change(
+    ctx: _Context,
+    tool: str,
+    tool_input: Mapping[str, Any],
+    response: Mapping[str, Any],
+    sp: SafePath,
+    data: bytes,
+    intent_id: str | None,
+) -> None:
+    """A store version of the file (through the access layer) and an audit line."""
+    from ..tools.audit import AuditLog, audit_record
+    from ..workspace import Workspace  # the store: paid after the edit, not before it
+
+    with Workspace.open(ctx.root) as ws:
+        ws.observe([str(sp.abs)], data=[data])
+    old = response.get("originalFile")
+    before = hashlib.sha256(old.encode("utf-8")).hexdigest() if isinstance(old, str) else None
+    AuditLog(ctx.root / ".ctxnb" / "audit.jsonl").append(
+        audit_record(
+            caller="claude-code",
+            session_id=ctx.session_id,
+            tool=tool,
+            args={"file_path": sp.rel, **{k: v for k, v in tool_input.items() if k != "file_path"}},
+            duration_ms=0.0,
+            success=True,
+            error_code=None,
+            before=before,
+            after=hashlib.sha256(data).hexdigest(),
+            intent_id=intent_id,
+        )
+    )
+
+
+def _audit_refusal(ctx: _Context, tool: str, tool_input: Mapping[str, Any], code: str) -> None:
+    """The audit line of a call the pre hook refused (only governed workspaces keep one)."""
+    if not ctx.governed:
+        return
+    from ..tools.audit import AuditLog, audit_record
+
+    try:
+        AuditLog(ctx.root / ".ctxnb" / "audit.jsonl").append(
+            audit_record(
+                caller="claude-code",
+                session_id=ctx.session_id,
+                tool=tool,
+                args=dict(tool_input),
+                duration_ms=0.0,
+                success=False,
+                error_code=code,
+                intent_id=ctx.session_intent(),
+            )
+        )
+    except OSError:
+        pass  # the refusal stands whether or not it could be logged
 
 
 def _ranges(
@@ -978,7 +1028,7 @@ def _user_prompt_submit(ctx: _Context) -> HookResult:
     )
 
 
-def _mentioned_ids(prompt: str, intents: Mapping[str, _LightIntent]) -> list[str]:
+def _mentioned_ids(prompt: str, intents: Mapping[str, IntentLike]) -> list[str]:
     """Known intent ids named in the prompt as whole words, in order of first mention."""
     found: list[tuple[int, str]] = []
     for iid in intents:

@@ -108,8 +108,10 @@ def _run_event(event: str) -> int:
         text = sys.stdin.buffer.read().decode("utf-8")
         result = run_hook(event, text)
     except Exception as e:  # a hook must never answer with a traceback
-        sys.stderr.write(f"ctxnb hook {event}: error: {type(e).__name__}: {e}\n")
-        return 1
+        # Fail closed: an error before a tool runs blocks it (exit 2), never lets it pass.
+        verdict = "blocked" if event == "pre-tool-use" else "error"
+        sys.stderr.write(f"ctxnb hook {event}: {verdict}: {type(e).__name__}: {e}\n")
+        return 2 if event == "pre-tool-use" else 1
     if result.stdout:
         sys.stdout.write(result.stdout)
     if result.stderr:

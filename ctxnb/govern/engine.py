@@ -53,6 +53,7 @@ from ..redaction import redact
 from ..tools.filetools import FileTools, ToolCall
 from ..tools.schemas import ToolInfo
 from .approval import ApprovalRequest, Approver, Decision, args_summary
+from .core import NO_INTENT_MESSAGE, check_scope, require_intent
 from .intents import Intent, IntentFile, intent_context, load_intents
 from .ledger import TraceLedger, build_trace_record
 
@@ -68,7 +69,6 @@ __all__ = [
     "governed_tools",
 ]
 
-NO_INTENT_MESSAGE = "You must cite a valid active Intent ID before mutating tools."
 _NOT_FAILURES = frozenset(
     {
         "CIRCUIT_OPEN",
@@ -132,7 +132,7 @@ class PathPolicyCheck:
 
     def check(self, call: ToolCall, engine: HookEngine) -> None:
         for key, value in _path_values(call):
-            sp = engine.tools.policy.check(value, for_write=call.mutating)
+            sp = engine.tools._check(value, for_write=call.mutating)
             call.context.setdefault("rel_paths", {})[key] = sp.rel  # for the scope check
 
 
@@ -143,11 +143,10 @@ class IntentPresence:
 
     def check(self, call: ToolCall, engine: HookEngine) -> None:
         if engine.needs_intent(call) and engine.active_intent_id is None:
-            raise PolicyError(
-                "NO_ACTIVE_INTENT",
-                NO_INTENT_MESSAGE,
-                required_action="Call select_active_intent(intent_id) with one of: "
-                + (", ".join(i.id for i in engine.intents().active()) or "(no active intents)"),
+            require_intent(
+                None,
+                [i.id for i in engine.intents().active()],
+                how_to_select="Call select_active_intent(intent_id) with one of them.",
             )
 
 
@@ -176,21 +175,8 @@ class Scope:
         for key, value in _path_values(call):
             rel = call.context.get("rel_paths", {}).get(key)
             if rel is None:  # the path policy was taken out of engine.pre
-                rel = engine.tools.policy.check(value, for_write=True).rel
-            if not intent.in_scope(rel):
-                raise PolicyError(
-                    "SCOPE_VIOLATION",
-                    f"{rel} is outside the scope of intent {intent.id} "
-                    f"({', '.join(intent.owned_scope) or 'no files'})",
-                    recoverable=True,
-                    required_action="Select an intent whose owned_scope covers this file, "
-                    "or ask a human to widen the scope in .orchestration/active_intents.yaml.",
-                    details={
-                        "path": rel,
-                        "intent_id": intent.id,
-                        "owned_scope": intent.owned_scope,
-                    },
-                )
+                rel = engine.tools._check(value, for_write=True).rel
+            check_scope(intent, rel)
 
 
 class Risk:

@@ -36,7 +36,6 @@ Example:
 from __future__ import annotations
 
 import html
-import posixpath
 from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Annotated, Any, Literal
@@ -52,7 +51,8 @@ from pydantic import (
     field_validator,
 )
 
-from ..errors import ConfigError, PolicyError
+from ..errors import ConfigError
+from .core import get_intent, in_scope
 from .ledger import record_intent_id
 from .lessons import Lesson
 
@@ -113,8 +113,6 @@ class Intent(BaseModel):
         default=False, description="commands under this intent may reach the network"
     )
 
-    _spec: Any = PrivateAttr(default=None)
-
     @property
     def is_active(self) -> bool:
         """Whether a tool call may act under this intent."""
@@ -123,22 +121,10 @@ class Intent(BaseModel):
     def in_scope(self, rel_path: str | Path) -> bool:
         """Whether a workspace-relative path is owned by this intent.
 
-        Globs follow ``.gitignore`` rules (``*`` stays within one directory, ``**``
-        crosses directories, a glob without ``/`` matches at any depth, ``dir/``
-        matches everything under ``dir``). Absolute paths and paths that climb out of
-        the workspace (``..``) are never in scope; an intent with no globs owns nothing.
+        The rule is :func:`ctxnb.govern.core.in_scope` (``.gitignore`` globs; absolute
+        paths and ``..`` are never in scope; no globs own nothing).
         """
-        text = str(rel_path).replace("\\", "/")
-        if not text or text.startswith("/"):
-            return False
-        norm = posixpath.normpath(text)
-        if norm == ".." or norm.startswith("../") or norm == ".":
-            return False
-        if self._spec is None:
-            import pathspec  # imported here: scope checks are rare next to model loads
-
-            self._spec = pathspec.GitIgnoreSpec.from_lines(self.owned_scope)
-        return bool(self._spec.match_file(norm))
+        return in_scope(self.owned_scope, str(rel_path))
 
 
 class IntentFile(BaseModel):
@@ -196,31 +182,11 @@ class IntentFile(BaseModel):
 
         Raises:
             PolicyError: ``INVALID_INTENT`` when no intent has this id or it is not
-                active; the message and ``details`` list the known and active ids.
+                active; the message and ``details`` list the known and active ids
+                (:func:`ctxnb.govern.core.get_intent`).
         """
-        intent = self.find(intent_id)
-        active_ids = [i.id for i in self.active()]
-        shown = ", ".join(active_ids) or "(none)"
-        details = {"intent_id": intent_id, "known_ids": self.ids, "active_ids": active_ids}
-        if intent is None:
-            raise PolicyError(
-                "INVALID_INTENT",
-                f"No intent {intent_id!r} in {self._where()}. Active intents: {shown}.",
-                recoverable=True,
-                required_action="Call select_active_intent with one of the active intent ids.",
-                details=details,
-            )
-        if not intent.is_active:
-            raise PolicyError(
-                "INVALID_INTENT",
-                f"Intent {intent_id!r} is {intent.status}, not active. Active intents: {shown}.",
-                recoverable=True,
-                required_action=(
-                    "Select an active intent, or ask a human to set this intent's status to active."
-                ),
-                details={**details, "status": intent.status},
-            )
-        return intent
+        by_id = {i.id: i for i in self.active_intents}
+        return get_intent(by_id, intent_id, where=self._where())  # type: ignore[return-value]
 
     def _where(self) -> str:
         return str(self._path) if self._path else "active_intents.yaml"

@@ -24,9 +24,9 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from ..redaction import redact_data
+from ..redaction import redact_data, redact_text
 
-__all__ = ["AuditLog"]
+__all__ = ["AuditLog", "audit_args", "audit_record"]
 
 
 class AuditLog:
@@ -105,3 +105,54 @@ class AuditLog:
             self.close()
         except Exception:
             pass
+
+
+def audit_args(args: dict[str, Any]) -> dict[str, Any]:
+    """Arguments as recorded: long texts are cut (the file versions keep the content)."""
+    out: dict[str, Any] = {}
+    for k, v in args.items():
+        if isinstance(v, str) and len(v) > 500:
+            # Redacted whole, then cut: a secret cut in half is no longer recognisable.
+            out[k] = redact_text(v)[:200] + f"… [{len(v)} chars]"
+        elif hasattr(v, "rel") and hasattr(v, "root"):  # a SafePath
+            out[k] = v.rel
+        else:
+            out[k] = v
+    return out
+
+
+def audit_record(
+    *,
+    caller: str,
+    session_id: str | None,
+    tool: str,
+    args: dict[str, Any],
+    duration_ms: float,
+    success: bool,
+    error_code: str | None,
+    before: str | None = None,
+    after: str | None = None,
+    intent_id: str | None = None,
+) -> dict[str, Any]:
+    """The one audit line of a tool call, whichever engine ran it.
+
+    Example:
+        >>> rec = audit_record(caller="claude-code", session_id="s", tool="Edit",
+        ...                    args={"file_path": "a.py"}, duration_ms=1.23456,
+        ...                    success=True, error_code=None)
+        >>> rec["tool"], rec["duration_ms"], rec["args"]
+        ('Edit', 1.235, {'file_path': 'a.py'})
+    """
+    return {
+        "ts": datetime.now(UTC).isoformat(),
+        "caller": caller,
+        "session_id": session_id,
+        "tool": tool,
+        "args": audit_args(args),
+        "duration_ms": round(duration_ms, 3),
+        "success": success,
+        "error_code": error_code,
+        "before_sha256": before,
+        "after_sha256": after,
+        "intent_id": intent_id,
+    }

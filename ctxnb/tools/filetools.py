@@ -54,7 +54,7 @@ from ..indexer import decode_bytes, is_deleted
 from ..redaction import MARK as REDACTION_MARK
 from ..redaction import redact, redact_data, redact_text
 from ..resolver import doc_path as make_doc_path
-from .audit import AuditLog
+from .audit import AuditLog, audit_args, audit_record
 from .patching import (
     FilePatch,
     LineEdit,
@@ -238,7 +238,7 @@ class FileTools:
                 and ``readme.md``) and none is named exactly.
         """
         key = make_doc_path(doc_path)
-        sp = self.policy.check(doc_path)
+        sp = self._check(doc_path)
         try:
             self.policy.stat(sp)
             return sp.rel
@@ -253,6 +253,10 @@ class FileTools:
                 required_action="Use the file's exact path.",
             )
         return found[0] if found else sp.rel
+
+    def _check(self, path: str | SafePath, *, for_write: bool = False) -> SafePath:
+        """The agent's path through the resolver (mount prefixes), then the policy."""
+        return self.policy.check(self.workspace.host_path(path), for_write=for_write)
 
     # -- the one path every call takes ---------------------------------------------------------
     def _run(
@@ -307,7 +311,7 @@ class FileTools:
         reads = ("read_file", "read_lines", "get_excerpt")
         self.session.record_toolcall(
             call.tool,
-            _audit_args(call.args),
+            audit_args(call.args),
             content,
             status="ok" if success else "fail",
             file_refs=[f for f in file_refs if f in self.session._index_set],
@@ -509,7 +513,7 @@ class FileTools:
     def _read(
         self, call: ToolCall, path: str, start: int = 1, end: int | None = None
     ) -> ReadResult:
-        sp = self.policy.check(path)
+        sp = self._check(path)
         rel = sp.rel
         call.paths = [rel]
         data = self.policy.read_bytes(sp)
@@ -613,7 +617,7 @@ class FileTools:
             )
 
         def run(call: ToolCall) -> PatchResult:
-            sp = self.policy.check(path, for_write=True)
+            sp = self._check(path, for_write=True)
             rel = sp.rel
             call.paths = [rel]
             with self._locked(rel):
@@ -662,7 +666,7 @@ class FileTools:
         With ``delete`` the transform must empty the file, which is then deleted; with
         ``move_to`` the result is written there and the file deleted (a rename).
         """
-        sp = self.policy.check(rel, for_write=True)
+        sp = self._check(rel, for_write=True)
         rel = sp.rel
         call.paths = [rel] if move_to is None else [move_to, rel]
         with self._locked(rel):
@@ -743,7 +747,7 @@ class FileTools:
     def _apply_file_patch(
         self, call: ToolCall, path: str, fp: FilePatch, expected: str | None
     ) -> PatchResult:
-        rel = self.policy.check(path, for_write=True).rel
+        rel = self._check(path, for_write=True).rel
         named = fp.new_path if fp.kind == "create" else fp.old_path
         if named is not None and fp.kind != "modify" and named != rel:
             raise PatchError(
@@ -761,7 +765,7 @@ class FileTools:
                 return self._write(call, rel, None, _patched("", fp), mode="create")
         if fp.kind == "delete":
             return self._patch(call, rel, expected, lambda old: _patched(old, fp), delete=True)
-        dest = self.policy.check(fp.new_path or "", for_write=True).rel
+        dest = self._check(fp.new_path or "", for_write=True).rel
         with self._locked(dest):
             if self._authoritative(dest)[0] is not None:
                 return _conflict(rel, None, f"the rename target {dest} exists")
@@ -833,7 +837,7 @@ class FileTools:
         """Diff two stored versions, or the file on disk against its latest stored version."""
 
         def run(call: ToolCall) -> DiffResult:
-            sp = self.policy.check(path)
+            sp = self._check(path)
             rel = sp.rel
             call.paths = [rel]
             oid = self.workspace.object_id(rel)
@@ -896,7 +900,7 @@ class FileTools:
         """The stored versions of a file, oldest first."""
 
         def run(call: ToolCall) -> list[VersionInfo]:
-            sp = self.policy.check(path)
+            sp = self._check(path)
             call.paths = [sp.rel]
             out = []
             prev = None
@@ -919,7 +923,7 @@ class FileTools:
         """An outline of a file (no LLM) within ``max_tokens``."""
 
         def run(call: ToolCall) -> str:
-            sp = self.policy.check(path)
+            sp = self._check(path)
             call.paths = [sp.rel]
             data = self.policy.read_bytes(sp)
             self._index_bytes(sp.rel, data)
@@ -1145,19 +1149,18 @@ class FileTools:
     ) -> None:
         """The one audit line of a call (see :mod:`ctxnb.tools.audit` for the fields)."""
         self.audit_log.append(
-            {
-                "ts": datetime.now(UTC).isoformat(),
-                "caller": self.caller,
-                "session_id": self.session.session_id,
-                "tool": tool,
-                "args": _audit_args(args),
-                "duration_ms": round(duration_ms, 3),
-                "success": success,
-                "error_code": error_code,
-                "before_sha256": before,
-                "after_sha256": after,
-                "intent_id": intent_id,
-            }
+            audit_record(
+                caller=self.caller,
+                session_id=self.session.session_id,
+                tool=tool,
+                args=args,
+                duration_ms=duration_ms,
+                success=success,
+                error_code=error_code,
+                before=before,
+                after=after,
+                intent_id=intent_id,
+            )
         )
 
     def __repr__(self) -> str:
@@ -1221,20 +1224,6 @@ def _jsonable(v: Any) -> Any:
     if isinstance(v, tuple) and hasattr(v, "_asdict"):
         return dict(v._asdict())
     return v
-
-
-def _audit_args(args: dict[str, Any]) -> dict[str, Any]:
-    """Arguments as recorded: long texts are cut (the file versions keep the content)."""
-    out: dict[str, Any] = {}
-    for k, v in args.items():
-        if isinstance(v, str) and len(v) > 500:
-            # Redacted whole, then cut: a secret cut in half is no longer recognisable.
-            out[k] = redact_text(v)[:200] + f"… [{len(v)} chars]"
-        elif isinstance(v, SafePath):
-            out[k] = v.rel
-        else:
-            out[k] = v
-    return out
 
 
 def _partial(result: Any) -> bool:
