@@ -21,6 +21,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from ._lazy import lazy_exports
+from ._version import __version__
 from .errors import (
     ConfigError,
     CorruptStoreError,
@@ -38,8 +39,6 @@ from .errors import (
     StoreError,
 )
 from .hashing import content_hash, identity_hash, source_hash, stable_stringify
-
-__version__ = "0.1.0"
 
 # name -> module that defines it; resolved on first attribute access.
 _LAZY: dict[str, str] = {
@@ -68,7 +67,7 @@ _LAZY: dict[str, str] = {
     "RecencyWindow": "ctxnb.strategies",
     "RelationStore": "ctxnb.relations",
     "RulesIndex": "ctxnb.rules",
-    "RulesTiered": "ctxnb.rules",
+    "RulesTiered": "ctxnb.strategies",
     "RulesTracker": "ctxnb.rules",
     "Sandbox": "ctxnb.sandbox.runner",
     "Selection": "ctxnb.strategies",
@@ -155,7 +154,7 @@ if TYPE_CHECKING:  # pragma: no cover - for type checkers and IDEs only
     )
     from .relations import RelationStore
     from .resolver import FilesystemResolver, MountMapping, default_filesystem_id, doc_path
-    from .rules import AllRules, RulesIndex, RulesTiered, RulesTracker
+    from .rules import AllRules, RulesIndex, RulesTracker
     from .samples import copy_sample_workspace
     from .sandbox.runner import Sandbox
     from .session import Session
@@ -167,6 +166,7 @@ if TYPE_CHECKING:  # pragma: no cover - for type checkers and IDEs only
         MetadataOnly,
         ObservationMasking,
         RecencyWindow,
+        RulesTiered,
         Selection,
         StrategyInput,
         TokenBudgetLRU,

@@ -153,7 +153,7 @@ def _cmd_show(ns: argparse.Namespace) -> int:
 
 def build_parser() -> argparse.ArgumentParser:
     """The argument parser of the ``ctxnb`` command (used for the CLI reference too)."""
-    from . import __version__
+    from ._version import __version__
 
     parser = argparse.ArgumentParser(
         prog="ctxnb",
@@ -204,9 +204,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = list(argv) if argv is not None else sys.argv[1:]
     if len(args) == 2 and args[0] == "hook" and args[1] in _FAST_HOOK_EVENTS:
         # Claude Code starts this on every tool call: skip building the parser.
-        from .govern.cli import _run_event
+        from .govern.claude_hooks import run_event
 
-        return _run_event(args[1])
+        return run_event(args[1])
     passthrough: list[str] | None = None
     if args[:1] == ["sandbox"] and "--" in args:
         # Everything after `--` is the command to run, options and all.

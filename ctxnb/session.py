@@ -48,9 +48,9 @@ from .strategies import ContextStrategy, KeepAll
 from .tokens import TokenCounter, resolve_token_counter
 
 if TYPE_CHECKING:
+    from .access.door import Access
     from .store import TxRecord
     from .watch import Watcher
-    from .workspace import Workspace
 
 __all__ = ["MetaEntry", "ResumeReport", "Session", "open_session"]
 
@@ -73,7 +73,7 @@ class Session:
 
     def __init__(
         self,
-        workspace: Workspace,
+        workspace: Access,
         session_id: str,
         *,
         token_counter: TokenCounter | Callable[[str], int] | str | None = None,
@@ -291,16 +291,6 @@ class Session:
                 if activate:
                     self.activate(oid)
             return ids
-
-    def rules_status(self) -> Any:
-        """The rules files in context and why they were loaded (a DataFrame).
-
-        See :mod:`ctxnb.rules`: a ``RulesTracker`` attached to this session records each
-        load with its tier, trigger and reason.
-        """
-        from .rules import rules_status
-
-        return rules_status(self)
 
     def activate(self, oid: str) -> None:
         """Put an object's full content in the prompt (and mark it used now)."""
@@ -910,7 +900,7 @@ def _short(v: Any, limit: int = 60) -> str:
 
 
 def open_session(
-    workspace: Workspace,
+    workspace: Access,
     session_id: str | None = None,
     *,
     system_prompt: str | None = None,

@@ -48,6 +48,8 @@ __all__ = [
     "MetadataOnly",
     "ObservationMasking",
     "RecencyWindow",
+    "RuleSource",
+    "RulesTiered",
     "Selection",
     "StrategyInput",
     "Summarize",
@@ -476,3 +478,81 @@ class FileViewLimits:
 
     def __repr__(self) -> str:
         return f"FileViewLimits({self.max_files_open}, {self.per_file_char_limit})"
+
+
+@runtime_checkable
+class RuleSource(Protocol):
+    """Where :class:`RulesTiered` gets the ids of the rules to keep (a ``RulesTracker``)."""
+
+    def rule_ids(self) -> list[str]: ...
+
+
+class RulesTiered:
+    """A strategy that keeps the tracked rules and lets a base strategy decide the rest.
+
+    The rules come first in the context, in :meth:`RulesTracker.rule_ids` order; the
+    base strategy sees only the other items and the budget left after the rules.
+    Because the assembler evicts the least recently used items when content overflows
+    the budget, and rules are usually the oldest, this strategy fits the rest into the
+    budget itself (counting each item at its full size, so masked or truncated items
+    may be evicted a little early). Rules that alone exceed the budget stay; the context reports
+    ``over_budget``.
+
+    Args:
+        base: the strategy for everything that is not a rule.
+        rules: a :class:`~ctxnb.rules.RulesTracker` (anything with ``rule_ids()``: its
+            loads are followed as they happen) or a fixed collection of object ids.
+
+    Example:
+        >>> from ctxnb.strategies import Item, MetadataOnly, StrategyInput
+        >>> inp = StrategyInput((Item("r", "file", 10, 1), Item("f", "file", 10, 2)), None, 1)
+        >>> RulesTiered(MetadataOnly(), {"r"}).select(inp).active
+        ['r']
+    """
+
+    name = "rules-tiered"
+
+    def __init__(self, base: ContextStrategy, rules: RuleSource | Iterable[str]) -> None:
+        self.base = base
+        self.base_name = base.name
+        self._rules: RuleSource | list[str] = (
+            rules if isinstance(rules, RuleSource) else list(rules)
+        )
+
+    def _rule_ids(self) -> list[str]:
+        if isinstance(self._rules, RuleSource):
+            return self._rules.rule_ids()
+        return self._rules
+
+    def select(self, inp: StrategyInput) -> Selection:
+        order = {oid: n for n, oid in enumerate(self._rule_ids())}
+        rules = sorted((i for i in inp.items if i.id in order), key=lambda i: order[i.id])
+        rest = tuple(i for i in inp.items if i.id not in order)
+        budget = inp.budget
+        if budget is not None:
+            budget = max(0, budget - sum(i.tokens for i in rules))
+        sub = self.base.select(StrategyInput(items=rest, budget=budget, turn=inp.turn))
+        known = {i.id: i for i in rest}
+        chosen = [a for a in sub.active if a in known]
+        evicted = [e for e in sub.evicted if e in known]
+        evicted += [i.id for i in rest if i.id not in chosen and i.id not in evicted]
+        if budget is not None:
+            total = sum(known[a].tokens for a in chosen)
+            for item in sorted((known[a] for a in chosen), key=lambda i: i.last_used):
+                if total <= budget:
+                    break
+                if not item.pinned:
+                    chosen.remove(item.id)
+                    evicted.append(item.id)
+                    total -= item.tokens
+        kept = set(chosen)
+        return Selection(
+            active=[i.id for i in rules] + chosen,
+            masked=[m for m in sub.masked if m in kept],
+            truncate={k: v for k, v in sub.truncate.items() if k in kept},
+            evicted=evicted,
+            replace={k: v for k, v in sub.replace.items() if k in kept},
+        )
+
+    def __repr__(self) -> str:
+        return f"RulesTiered({self.base!r})"

@@ -31,15 +31,35 @@ from __future__ import annotations
 import os
 import threading
 from collections.abc import Callable, Iterable
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 from .access.observe import observe_bytes
 from .errors import PolicyError
 
 if TYPE_CHECKING:
-    from .session import Session
+    from .access.door import Access
+    from .store import ObjectStore
 
 __all__ = ["Watcher"]
+
+
+class WatchedSession(Protocol):
+    """What the watcher needs of a session (a :class:`~ctxnb.session.Session`).
+
+    A protocol, so that this module does not import the session (which starts it).
+    """
+
+    workspace: Access
+    store: ObjectStore
+
+    def watchable_paths(self) -> list[str]: ...
+
+    def get(self, oid: str) -> dict[str, Any]: ...
+
+    def refresh(self, oid: str) -> dict[str, Any] | None: ...
+
+    def _notify(self, oid: str, action: str) -> None: ...
+
 
 Backend = Callable[[list[str], threading.Event], Iterable[set[tuple[Any, str]]]]
 
@@ -76,7 +96,7 @@ class Watcher:
 
     def __init__(
         self,
-        session: Session,
+        session: WatchedSession,
         *,
         debounce_ms: int = 50,
         step_ms: int = 10,

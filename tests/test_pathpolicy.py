@@ -1,4 +1,4 @@
-"""Tests for ctxnb.access (path rules and fdio): the hostile-path corpus, the race-free walk, atomic writes."""
+"""Tests for ctxnb.access: the hostile-path corpus, the race-free walk, atomic writes."""
 
 from __future__ import annotations
 

@@ -90,8 +90,10 @@ __all__ = [
     "find_workspace",
     "handle_event",
     "install_settings",
+    "run_event",
     "run_hook",
     "select_intent",
+    "state_dir",
 ]
 
 EVENTS = ("pre-tool-use", "post-tool-use", "user-prompt-submit")
@@ -201,6 +203,28 @@ def run_hook(event: str, stdin_text: str, *, env: Mapping[str, str] | None = Non
         return _error(event, str(e))
     except Exception as e:  # fail closed: never let a call through unchecked
         return _error(event, f"internal error: {type(e).__name__}: {e}")
+
+
+def run_event(event: str) -> int:
+    """``ctxnb hook EVENT``: read the payload on stdin, answer on stdout, return the exit code.
+
+    Fails closed: an error before a tool runs blocks it (exit 2), never lets it pass.
+    """
+    import sys
+
+    try:
+        text = sys.stdin.buffer.read().decode("utf-8")
+        result = run_hook(event, text)
+    except Exception as e:  # a hook must never answer with a traceback
+        # Fail closed: an error before a tool runs blocks it (exit 2), never lets it pass.
+        verdict = "blocked" if event == "pre-tool-use" else "error"
+        sys.stderr.write(f"ctxnb hook {event}: {verdict}: {type(e).__name__}: {e}\n")
+        return 2 if event == "pre-tool-use" else 1
+    if result.stdout:
+        sys.stdout.write(result.stdout)
+    if result.stderr:
+        sys.stderr.write(result.stderr)
+    return result.exit_code
 
 
 def handle_event(

@@ -85,7 +85,9 @@ def _cmd_init_governance(ns: argparse.Namespace) -> int:
 def _cmd_hook(ns: argparse.Namespace) -> int:
     """Exit codes: 0 answered, 1 an error (Claude Code carries on), 2 a usage error."""
     if ns.event in _HOOK_EVENTS:
-        return _run_event(ns.event)
+        from .claude_hooks import run_event
+
+        return run_event(ns.event)
     if ns.event == "select-intent":
         from .claude_hooks import select_intent
 
@@ -99,24 +101,6 @@ def _cmd_hook(ns: argparse.Namespace) -> int:
     path, changed = install_settings(ns.target or os.getcwd(), command=ns.hook_command)
     _out(f"{'updated' if changed else 'unchanged'} {path}")
     return 0
-
-
-def _run_event(event: str) -> int:
-    from .claude_hooks import run_hook
-
-    try:
-        text = sys.stdin.buffer.read().decode("utf-8")
-        result = run_hook(event, text)
-    except Exception as e:  # a hook must never answer with a traceback
-        # Fail closed: an error before a tool runs blocks it (exit 2), never lets it pass.
-        verdict = "blocked" if event == "pre-tool-use" else "error"
-        sys.stderr.write(f"ctxnb hook {event}: {verdict}: {type(e).__name__}: {e}\n")
-        return 2 if event == "pre-tool-use" else 1
-    if result.stdout:
-        sys.stdout.write(result.stdout)
-    if result.stderr:
-        sys.stderr.write(result.stderr)
-    return result.exit_code
 
 
 @command(

@@ -58,8 +58,8 @@ from .intents import Intent, IntentFile, intent_context, load_intents
 from .ledger import TraceLedger, build_trace_record
 
 if TYPE_CHECKING:
+    from ..access.door import Access
     from ..session import Session
-    from ..workspace import Workspace
 
 __all__ = [
     "NO_INTENT_MESSAGE",
@@ -393,7 +393,7 @@ class HookEngine:
 
     def __init__(
         self,
-        workspace: Workspace,
+        workspace: Access,
         *,
         approver: Approver | None = None,
         model_id: str | None = None,
@@ -775,7 +775,7 @@ def _write_intent_map(path: Path, entries: dict[str, dict[str, Any]]) -> None:
 
 
 def governed_tools(
-    workspace: Workspace,
+    workspace: Access,
     session: Session,
     *,
     caller: str = "agent",

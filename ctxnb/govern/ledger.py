@@ -65,14 +65,15 @@ except ImportError:  # pragma: no cover - Windows: O_APPEND alone keeps lines wh
 
 __all__ = [
     "AGENT_TRACE_VERSION",
-    "SCHEMA_RESOURCE",
     "ContributorType",
+    "SCHEMA_RESOURCE",
     "SkippedLine",
     "TraceLedger",
     "build_event_record",
     "build_trace_record",
     "check_record",
     "git_head_revision",
+    "ledger_html",
     "load_schema",
     "normalized_content_hash",
     "record_intent_id",
@@ -256,7 +257,7 @@ def _timestamp(clock: Callable[[], datetime] | None) -> str:
 
 def _envelope(timestamp: str, revision: str | None) -> dict[str, Any]:
     """The fields every record has: version, id, time, vcs (when known), tool."""
-    from .. import __version__  # here: ctxnb/__init__ may import this module
+    from .._version import __version__
 
     record: dict[str, Any] = {
         "version": AGENT_TRACE_VERSION,
@@ -681,8 +682,6 @@ class TraceLedger:
         self.skipped_lines: list[SkippedLine] = []
 
     def _repr_html_(self) -> str:
-        from ..widgets.static import ledger_html
-
         return ledger_html(self)
 
     def __repr__(self) -> str:
@@ -778,3 +777,74 @@ class TraceLedger:
 def _preview(raw: bytes, width: int = 80) -> str:
     text = raw.decode("utf-8", errors="replace").rstrip("\n")
     return text if len(text) <= width else text[:width] + "…"
+
+
+# -- HTML ------------------------------------------------------------------------------------
+_TAIL_BYTES = 256 * 1024  # how far back ledger_html reads: bounded, whatever the file size
+
+
+def _tail_lines(path: Path, max_bytes: int = _TAIL_BYTES) -> tuple[list[bytes], int]:
+    """The complete lines in the last ``max_bytes`` of a file, and the file size."""
+    try:
+        size = path.stat().st_size
+    except FileNotFoundError:
+        return [], 0
+    with open(path, "rb") as fh:
+        start = max(0, size - max_bytes)
+        fh.seek(start)
+        data = fh.read()
+    lines = data.split(b"\n")
+    if start > 0:
+        lines = lines[1:]  # the first line read is probably a partial one
+    return [ln for ln in lines if ln.strip()], size
+
+
+def ledger_html(ledger: TraceLedger | str | os.PathLike[str], *, n: int = 20) -> str:
+    """The last ``n`` records of a trace ledger as an HTML table.
+
+    Reads only the end of the file, so it stays fast on a ledger of any size.
+
+    Example:
+        >>> import tempfile, pathlib
+        >>> from ctxnb.govern.ledger import TraceLedger, build_trace_record
+        >>> ledger = TraceLedger(pathlib.Path(tempfile.mkdtemp()) / "agent_trace.jsonl")
+        >>> ledger.append(build_trace_record(file_path="a.py", ranges=[(1, 1)],
+        ...     new_text="x\\n", intent_id="INT-1", session_id=None, model_id=None,
+        ...     repo_root=None))
+        >>> "INT-1" in ledger_html(ledger)
+        True
+    """
+    from .._html import esc, html_table  # the redaction rules load only when shown
+
+    path = Path(getattr(ledger, "path", ledger))  # type: ignore[arg-type]
+    lines, size = _tail_lines(path)
+    rows: list[dict[str, Any]] = []
+    for raw in reversed(lines):  # newest first, until n readable records
+        if len(rows) >= n:
+            break
+        try:
+            rec = json.loads(raw)
+        except ValueError:
+            continue  # a cut last line; the analysis readers report it
+        if not isinstance(rec, dict):
+            continue
+        files = [f for f in rec.get("files") or [] if isinstance(f, dict)]
+        meta = rec.get("metadata") if isinstance(rec.get("metadata"), dict) else {}
+        rows.append(
+            {
+                "time": rec.get("timestamp"),
+                "intent": record_intent_id(rec),
+                "files": ", ".join(str(f.get("path")) for f in files[:3])
+                + (" …" if len(files) > 3 else ""),
+                "tool": meta.get("tool"),
+                "mutation": meta.get("mutation_class"),
+            }
+        )
+    rows.reverse()
+    head = (
+        f"<div><b>TraceLedger</b> {esc(str(path))} ({size:,} bytes)"
+        f"<br><small>last {len(rows)} records</small>"
+    )
+    if not rows:
+        return head + "<p><i>no records</i></p></div>"
+    return head + html_table(rows, ["time", "intent", "files", "tool", "mutation"]) + "</div>"

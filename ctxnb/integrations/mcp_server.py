@@ -729,7 +729,7 @@ def build_server(
     ) -> types.GetPromptResult:
         return await anyio.to_thread.run_sync(backend.get_prompt, params.name, params.arguments)
 
-    from .. import __version__
+    from .._version import __version__
 
     server: Server[Any] = Server(
         SERVER_NAME,

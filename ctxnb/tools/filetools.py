@@ -68,8 +68,8 @@ from .schemas import TOOL_INFO, ToolInfo, tool_schemas
 from .summarize import OutlineSummarizer, Summarizer, fit_tokens
 
 if TYPE_CHECKING:
+    from ..access.door import Access
     from ..session import Session
-    from ..workspace import Workspace
 
 __all__ = ["FileTools", "ToolCall", "ToolHooks"]
 
@@ -145,7 +145,7 @@ class FileTools:
 
     def __init__(
         self,
-        workspace: Workspace,
+        workspace: Access,
         session: Session,
         *,
         caller: str = "agent",

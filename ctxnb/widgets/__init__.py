@@ -41,7 +41,7 @@ _LAZY = {
     "HistoryView": "ctxnb.widgets.history_view",
     "SessionView": "ctxnb.widgets.session_view",
     "TraceView": "ctxnb.widgets.trace_view",
-    "ledger_html": "ctxnb.widgets.static",
+    "ledger_html": "ctxnb.govern.ledger",
     "run_in_background": "ctxnb.widgets.approval",
 }
 
@@ -52,11 +52,11 @@ __getattr__, __dir__ = lazy_exports(__name__, _LAZY, globals(), __all__)
 
 
 if TYPE_CHECKING:  # pragma: no cover - for type checkers and IDEs only
+    from ..govern.ledger import ledger_html as ledger_html
     from .approval import ApprovalPanel as ApprovalPanel
     from .approval import run_in_background as run_in_background
     from .context_view import ContextDiffView as ContextDiffView
     from .context_view import ContextView as ContextView
     from .history_view import HistoryView as HistoryView
     from .session_view import SessionView as SessionView
-    from .static import ledger_html as ledger_html
     from .trace_view import TraceView as TraceView

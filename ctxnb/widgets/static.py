@@ -13,17 +13,11 @@ Example:
 from __future__ import annotations
 
 import html
-import json
-import os
-from collections.abc import Iterable, Mapping, Sequence
-from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from collections.abc import Sequence
 
+from .._html import TEXT, esc, html_table
 from ..plotting import SECTION_COLORS
 from ..redaction import redact_text
-
-if TYPE_CHECKING:
-    from ..govern.ledger import TraceLedger
 
 __all__ = [
     "MONO",
@@ -31,7 +25,6 @@ __all__ = [
     "diff_html",
     "esc",
     "html_table",
-    "ledger_html",
     "pre",
     "token_bar",
 ]
@@ -43,61 +36,8 @@ MONO = (
     "font-family:var(--jp-code-font-family,ui-monospace,'SFMono-Regular','DejaVu Sans Mono',"
     "Menlo,Consolas,monospace);font-size:12px;line-height:1.45"
 )
-#: Tables and text in views: the same compact line height in every frontend.
-TEXT = "line-height:1.45;font-size:13px"
 
 MAX_TEXT = 20_000  # characters of text a view shows at once
-_TAIL_BYTES = 256 * 1024  # how far back ledger_html reads: bounded, whatever the file size
-
-
-def esc(value: Any) -> str:
-    """HTML-escaped text of a value ('' for None and missing values)."""
-    if value is None:
-        return ""
-    try:
-        if value != value:  # NaN, NaT and pd.NA-like values that are not equal to themselves
-            return ""
-    except (TypeError, ValueError):
-        if str(value) == "<NA>":
-            return ""
-    return html.escape(redact_text(str(value)))
-
-
-def html_table(
-    rows: Iterable[Mapping[str, Any]],
-    columns: Sequence[str],
-    *,
-    max_rows: int = 50,
-    highlight: int | None = None,
-    first_index: int | None = None,
-) -> str:
-    """A plain HTML table of at most ``max_rows`` rows.
-
-    Args:
-        rows: mappings from column name to value.
-        columns: the columns to show, in order.
-        max_rows: rows past this are counted, not shown.
-        highlight: the position (among shown rows) of a row to highlight.
-        first_index: when set, a leading ``#`` column numbers rows from this value.
-    """
-    head = "".join(f"<th>{esc(c)}</th>" for c in columns)
-    if first_index is not None:
-        head = "<th>#</th>" + head
-    body, extra = [], 0
-    for n, row in enumerate(rows):
-        if n >= max_rows:
-            extra += 1
-            continue
-        style = ' style="background:#fff3bf"' if n == highlight else ""
-        cells = "".join(f"<td>{esc(row.get(c))}</td>" for c in columns)
-        if first_index is not None:
-            cells = f"<td>{first_index + n}</td>" + cells
-        body.append(f'<tr data-row="{n}"{style}>{cells}</tr>')
-    more = f"<p><small>… {extra} more rows</small></p>" if extra else ""
-    return (
-        f'<table class="ctxnb-table" style="{TEXT}"><thead><tr>{head}</tr></thead>'
-        f"<tbody>{''.join(body)}</tbody></table>{more}"
-    )
 
 
 def pre(text: str, *, limit: int = MAX_TEXT) -> str:
@@ -186,70 +126,3 @@ def token_bar(
         f'{parts}</div><div style="font-size:12px">{total:,} tokens{budget_text}: '
         f"{legend}</div></div>"
     )
-
-
-def _tail_lines(path: Path, max_bytes: int = _TAIL_BYTES) -> tuple[list[bytes], int]:
-    """The complete lines in the last ``max_bytes`` of a file, and the file size."""
-    try:
-        size = path.stat().st_size
-    except FileNotFoundError:
-        return [], 0
-    with open(path, "rb") as fh:
-        start = max(0, size - max_bytes)
-        fh.seek(start)
-        data = fh.read()
-    lines = data.split(b"\n")
-    if start > 0:
-        lines = lines[1:]  # the first line read is probably a partial one
-    return [ln for ln in lines if ln.strip()], size
-
-
-def ledger_html(ledger: TraceLedger | str | os.PathLike[str], *, n: int = 20) -> str:
-    """The last ``n`` records of a trace ledger as an HTML table.
-
-    Reads only the end of the file, so it stays fast on a ledger of any size.
-
-    Example:
-        >>> import tempfile, pathlib
-        >>> from ctxnb.govern.ledger import TraceLedger, build_trace_record
-        >>> ledger = TraceLedger(pathlib.Path(tempfile.mkdtemp()) / "agent_trace.jsonl")
-        >>> ledger.append(build_trace_record(file_path="a.py", ranges=[(1, 1)],
-        ...     new_text="x\\n", intent_id="INT-1", session_id=None, model_id=None,
-        ...     repo_root=None))
-        >>> "INT-1" in ledger_html(ledger)
-        True
-    """
-    from ..govern.ledger import record_intent_id
-
-    path = Path(getattr(ledger, "path", ledger))  # type: ignore[arg-type]
-    lines, size = _tail_lines(path)
-    rows: list[dict[str, Any]] = []
-    for raw in reversed(lines):  # newest first, until n readable records
-        if len(rows) >= n:
-            break
-        try:
-            rec = json.loads(raw)
-        except ValueError:
-            continue  # a cut last line; the analysis readers report it
-        if not isinstance(rec, dict):
-            continue
-        files = [f for f in rec.get("files") or [] if isinstance(f, dict)]
-        meta = rec.get("metadata") if isinstance(rec.get("metadata"), dict) else {}
-        rows.append(
-            {
-                "time": rec.get("timestamp"),
-                "intent": record_intent_id(rec),
-                "files": ", ".join(str(f.get("path")) for f in files[:3])
-                + (" …" if len(files) > 3 else ""),
-                "tool": meta.get("tool"),
-                "mutation": meta.get("mutation_class"),
-            }
-        )
-    rows.reverse()
-    head = (
-        f"<div><b>TraceLedger</b> {esc(str(path))} ({size:,} bytes)"
-        f"<br><small>last {len(rows)} records</small>"
-    )
-    if not rows:
-        return head + "<p><i>no records</i></p></div>"
-    return head + html_table(rows, ["time", "intent", "files", "tool", "mutation"]) + "</div>"

@@ -1,0 +1,732 @@
+"""Rules discovery: the rules files of a workspace, their links, skills, and shell paths.
+
+:class:`RulesIndex` finds every ``AGENTS.md`` (and ``CLAUDE.md``) of a workspace,
+indexes the markdown links in them (and the skills) for BM25 matching, and finds the
+paths a shell command touches. Every read goes through the workspace's path policy:
+a link to ``.env``, to a symbolic link or out of the workspace is never offered.
+:mod:`ctxnb.rules.tracker` decides what to load into a session.
+
+Example:
+    >>> import tempfile
+    >>> RulesIndex.discover(tempfile.mkdtemp()).files
+    {}
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import posixpath
+import re
+import stat as stat_mod
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from ..access.door import own_roots
+from ..access.fdio import PathPolicy
+from ..errors import CtxnbError, NotFoundError, PolicyError
+from ..govern.risk import classify_command
+from ..ignore import TreeIgnores
+from ..markdown_links import MarkdownLink, extract_markdown_links
+from ..skills import Skill, SkillSet, discover_skills
+from ..textsearch import BM25Index
+
+if TYPE_CHECKING:
+    from ..access.door import Access
+
+__all__ = [
+    "DEFAULT_MIN_SCORE",
+    "RULES_FILE_NAMES",
+    "LinkHit",
+    "RuleLink",
+    "RulesFile",
+    "RulesIndex",
+    "SkillHit",
+]
+
+#: File names read as rules files, in the order they load within one directory.
+RULES_FILE_NAMES: tuple[str, ...] = ("AGENTS.md", "CLAUDE.md")
+#: Least match strength for a query to load a link target or a skill. Strength is the
+#: BM25 score divided by the score of one query word that occurs once in exactly one
+#: indexed text, so the threshold means the same with 2 links or 5,000: 1.0 asks for the
+#: equivalent of one such rare word; a word that many links share weighs less.
+DEFAULT_MIN_SCORE = 1.0
+
+_HEADING_BYTES = 4096
+_SKILL_ID = "\x00skill:"  # a prefix no link id (a path) can start with
+_MARKDOWN_EXTS = (".md", ".markdown", ".mdx")
+
+
+# --------------------------------------------------------------------------- index
+
+
+@dataclass(frozen=True)
+class RuleLink:
+    """A link (or ``@`` import) from a rules file or a ``SKILL.md`` to another file.
+
+    Attributes:
+        source: the workspace-relative path of the file that holds the link.
+        target: the workspace-relative path of the linked file.
+        text: the link text, whitespace collapsed.
+        line_number: 1-based line of the link in ``source``.
+        kind: ``"link"`` (loaded on a matching query) or ``"import"`` (loaded with
+            its source).
+        title: the link title, if any.
+        anchor: the fragment after ``#``, if any.
+        heading: the first markdown heading of the target, if it has one.
+        skill: the skill whose ``SKILL.md`` holds the link, or None for rules files.
+    """
+
+    source: str
+    target: str
+    text: str
+    line_number: int
+    kind: str = "link"
+    title: str | None = None
+    anchor: str | None = None
+    heading: str | None = None
+    skill: str | None = None
+
+    def search_text(self) -> str:
+        """What a query is matched against: text, title, target heading and file name."""
+        stem = posixpath.splitext(posixpath.basename(self.target))[0]
+        return " ".join(p for p in (self.text, self.title, self.heading, stem) if p)
+
+
+@dataclass(frozen=True)
+class RulesFile:
+    """One rules file found in the workspace.
+
+    Attributes:
+        path: its workspace-relative posix path (``"inventory/AGENTS.md"``).
+        scope: the directory it governs, ``""`` for the root. A rules file in a
+            ``.claude/`` folder governs that folder's parent.
+        links: the links it holds to existing files.
+        imports: its ``@path`` imports of existing files.
+    """
+
+    path: str
+    scope: str
+    links: tuple[RuleLink, ...] = ()
+    imports: tuple[RuleLink, ...] = ()
+
+    @property
+    def depth(self) -> int:
+        """0 for the root's rules, 1 for ``pkg/``, and so on."""
+        return 0 if not self.scope else self.scope.count("/") + 1
+
+    @property
+    def tier(self) -> int:
+        """1 for root rules (always loaded), 3 for nested ones (loaded on touch)."""
+        return 1 if not self.scope else 3
+
+
+@dataclass(frozen=True)
+class LinkHit:
+    """A link whose text matched a query.
+
+    Attributes:
+        link: the matched link.
+        score: its BM25 score.
+        strength: the score in units of one rare shared word (see
+            :data:`DEFAULT_MIN_SCORE`).
+        matched: the query terms it shares with the link's search text.
+    """
+
+    link: RuleLink
+    score: float
+    strength: float = 0.0
+    matched: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
+class SkillHit:
+    """A skill whose name or description matched a query (fields as in :class:`LinkHit`)."""
+
+    skill: Skill
+    score: float
+    strength: float = 0.0
+    matched: tuple[str, ...] = ()
+
+
+class RulesIndex:
+    """Every rules file of a workspace, their links, and the workspace's skills.
+
+    Build it with :meth:`discover`. Lookups are in-memory: :meth:`for_path` walks a
+    path's parent directories through a dict, :meth:`match` runs one BM25 query.
+
+    Attributes:
+        root: the workspace root.
+        files: rules files by workspace-relative path, root first then by depth.
+        skills: the skills found (empty when discovery of skills was off).
+
+    Example:
+        >>> import pathlib, tempfile
+        >>> root = pathlib.Path(tempfile.mkdtemp())
+        >>> (root / "a" / "b").mkdir(parents=True)
+        >>> for d in ("", "a", "a/b"):
+        ...     _ = (root / d / "AGENTS.md").write_text("rules\\n")
+        >>> index = RulesIndex.discover(root)
+        >>> index.for_path("a/b/c.py")
+        ['AGENTS.md', 'a/AGENTS.md', 'a/b/AGENTS.md']
+        >>> index.paths_in_command("cd a && sed -n '1,5p' b/c.py > ../out.txt")
+        ['a/b/c.py', 'out.txt']
+    """
+
+    def __init__(
+        self,
+        root: str | os.PathLike[str],
+        files: Iterable[RulesFile] = (),
+        *,
+        skills: SkillSet | None = None,
+        names: Sequence[str] = RULES_FILE_NAMES,
+        resolve: Callable[[str], str] | None = None,
+        policy: PathPolicy | None = None,
+    ) -> None:
+        self.root = Path(root)
+        self._policy = policy
+        self._resolve = resolve
+        self._root_prefix = str(self.root).rstrip("/") + "/"
+        self.names = tuple(names)
+        self.files: dict[str, RulesFile] = {}
+        self._by_dir: dict[str, tuple[str, ...]] = {}
+        self._links: dict[str, RuleLink] = {}
+        self._link_ids: dict[str, list[str]] = {}
+        self._bm25 = BM25Index()
+        self._headings: dict[str, str | None] = {}
+        self.skills = skills if skills is not None else SkillSet()
+        self._skill_paths: dict[str, str] = {}
+        for f in files:
+            self._put(f)
+        self._sort()
+        for skill in self.skills:
+            self._add_skill(skill)
+
+    @property
+    def policy(self) -> PathPolicy:
+        """The path policy every read of rules files and link targets goes through."""
+        if self._policy is None:
+            self._policy = PathPolicy(own_roots(self.root))
+        return self._policy
+
+    @policy.setter
+    def policy(self, value: PathPolicy) -> None:
+        self._policy = value
+
+    # -- building ---------------------------------------------------------------------
+    @classmethod
+    def discover(
+        cls,
+        workspace: Access | str | os.PathLike[str],
+        *,
+        names: Sequence[str] = RULES_FILE_NAMES,
+        skills: bool = True,
+    ) -> RulesIndex:
+        """Find every rules file (and skill) of a workspace.
+
+        ``.git/``, ``.ctxnb/`` and ignored paths are skipped; a :class:`Workspace`
+        brings its ``ignore`` and ``use_gitignore`` settings.
+
+        Args:
+            workspace: a :class:`~ctxnb.workspace.Workspace` or a root directory.
+            names: file names that are rules files.
+            skills: also load the skills in ``.ctxnb/skills`` and ``.claude/skills``.
+
+        Example:
+            >>> import tempfile
+            >>> RulesIndex.discover(tempfile.mkdtemp()).files
+            {}
+        """
+        resolve = None
+        if isinstance(workspace, str | os.PathLike):
+            root, ignores, use_gitignore = Path(workspace), (), True
+        else:
+            root = workspace.root
+            ignores = tuple(workspace.config.index.ignore)
+            use_gitignore = workspace.config.index.use_gitignore
+            resolver = workspace.resolver
+            if resolver.mounts:
+                # Agents behind mounts name files by their agent path (/workspace/x.py).
+                def resolve(path: str) -> str:
+                    return resolver.resolve(path).path
+
+        found = discover_skills(root) if skills else None
+        index = cls(root, skills=found, names=names, resolve=resolve)
+        if not isinstance(workspace, str | os.PathLike):
+            index.policy = workspace.policy
+        wanted = frozenset(names)
+        tree = TreeIgnores(ignores, use_gitignore=use_gitignore)
+        for entry in index.policy.walk(skip=tree.skip, on_dir=tree.on_dir):
+            rel = entry.safe.rel
+            if entry.safe.root == index.policy.roots[0] and posixpath.basename(rel) in wanted:
+                rf = index._read_rules_file(rel)
+                if rf is not None:
+                    index._put(rf)
+        index._sort()
+        return index
+
+    def _read(self, rel: str) -> bytes | None:
+        """A file's bytes through the path policy; None when refused or missing."""
+        try:
+            return self.policy.read_bytes(str(self.root / rel))
+        except (PolicyError, NotFoundError, OSError):
+            return None
+
+    def _read_rules_file(self, rel: str) -> RulesFile | None:
+        data = self._read(rel)
+        if data is None:
+            return None
+        text = data.decode("utf-8-sig", errors="replace")
+        directory = posixpath.dirname(rel)
+        scope = directory
+        if posixpath.basename(directory) == ".claude":
+            scope = posixpath.dirname(directory)
+        links, imports = self._links_of(rel, extract_markdown_links(text), None)
+        return RulesFile(rel, scope, tuple(links), tuple(imports))
+
+    def _links_of(
+        self, source: str, found: Iterable[MarkdownLink], skill: str | None
+    ) -> tuple[list[RuleLink], list[RuleLink]]:
+        base = posixpath.dirname(source)
+        links: list[RuleLink] = []
+        imports: list[RuleLink] = []
+        for m in found:
+            if m.kind not in ("link", "import"):
+                continue
+            target = _resolve_link(base, m.relative_path)
+            # Only a target the policy lets ctxnb read: a link to .env, to a symbolic
+            # link or out of the workspace is never offered, let alone loaded.
+            if target is None or target == source or not self._readable(target):
+                continue
+            link = RuleLink(
+                source=source,
+                target=target,
+                text=m.display_text,
+                line_number=m.line_number,
+                kind=m.kind,
+                title=m.title,
+                anchor=m.anchor,
+                heading=self._heading(target),
+                skill=skill,
+            )
+            (links if m.kind == "link" else imports).append(link)
+        return links, imports
+
+    def _heading(self, target: str) -> str | None:
+        if target in self._headings:
+            return self._headings[target]
+        heading = None
+        if target.lower().endswith(_MARKDOWN_EXTS):
+            data = self._read(target) or b""
+            head = data[:_HEADING_BYTES].decode("utf-8", errors="replace")
+            for line in head.splitlines():
+                if line.startswith("#"):
+                    heading = line.lstrip("#").strip() or None
+                    break
+        self._headings[target] = heading
+        return heading
+
+    def _readable(self, rel: str) -> bool:
+        try:
+            return stat_mod.S_ISREG(self.policy.stat(str(self.root / rel)).st_mode)
+        except (PolicyError, NotFoundError, OSError):
+            return False
+
+    def _put(self, rf: RulesFile) -> None:
+        self._drop(rf.path)
+        self.files[rf.path] = rf
+        self._by_dir[rf.scope] = (*self._by_dir.get(rf.scope, ()), rf.path)
+        self._index_links(rf.path, rf.links)
+
+    def _index_links(self, source: str, links: Iterable[RuleLink]) -> None:
+        ids = []
+        for n, link in enumerate(links):
+            lid = f"{source}#{n}"
+            self._links[lid] = link
+            self._bm25.add(lid, link.search_text())
+            ids.append(lid)
+        self._link_ids[source] = ids
+
+    def _drop(self, rel: str) -> None:
+        old = self.files.pop(rel, None)
+        if old is None:
+            return
+        rest = tuple(p for p in self._by_dir.get(old.scope, ()) if p != rel)
+        if rest:
+            self._by_dir[old.scope] = rest
+        else:
+            self._by_dir.pop(old.scope, None)
+        for lid in self._link_ids.pop(rel, []):
+            del self._links[lid]
+            self._bm25.remove(lid)
+
+    def _sort(self) -> None:
+        order = {n: i for i, n in enumerate(self.names)}
+
+        def key(p: str) -> tuple[int, str, int, str]:
+            f = self.files[p]
+            return (f.depth, f.scope, order.get(posixpath.basename(p), len(order)), p)
+
+        self.files = {p: self.files[p] for p in sorted(self.files, key=key)}
+        self._by_dir = {d: tuple(sorted(ps, key=key)) for d, ps in self._by_dir.items()}
+
+    def _add_skill(self, skill: Skill) -> None:
+        rel = self.relative(str(skill.path))
+        if rel is None:
+            return
+        self._skill_paths[rel] = skill.name
+        words = skill.name.replace("-", " ")
+        # One index for links and skills, so that rare words weigh the same in both.
+        self._bm25.add(_SKILL_ID + skill.name, f"{words} {skill.description}")
+        links, imports = self._links_of(rel, skill.references, skill.name)
+        self._index_links(rel, [*links, *imports])
+
+    def update(self, path: str) -> RulesFile | None:
+        """Re-read one rules file after it changed, appeared or went away.
+
+        Returns:
+            The file as now indexed, or None when it no longer exists.
+
+        Example:
+            >>> import pathlib, tempfile
+            >>> root = pathlib.Path(tempfile.mkdtemp())
+            >>> index = RulesIndex.discover(root)
+            >>> _ = (root / "AGENTS.md").write_text("rules\\n")
+            >>> index.update("AGENTS.md").tier
+            1
+        """
+        rel = self.relative(path)
+        if rel is None or posixpath.basename(rel) not in self.names:
+            return None
+        rf = self._read_rules_file(rel) if (self.root / rel).is_file() else None
+        if rf is None:
+            self._drop(rel)
+        else:
+            self._put(rf)
+        self._sort()
+        return rf
+
+    # -- lookups ----------------------------------------------------------------------
+    def tier1(self) -> list[str]:
+        """The root's rules files (loaded always), ``AGENTS.md`` before ``CLAUDE.md``."""
+        return list(self._by_dir.get("", ()))
+
+    def for_path(self, path: str) -> list[str]:
+        """The rules files that govern ``path``, root first, leaf last.
+
+        ``path`` is workspace-relative and normalised (as :meth:`relative` returns
+        it). A directory that has rules of its own counts as inside its own scope.
+        """
+        by_dir = self._by_dir
+        out = list(by_dir.get("", ()))
+        if len(by_dir) == len(out) > 0 or not path:
+            return out  # no nested rules at all: skip the walk
+        acc = ""
+        for part in path.split("/")[:-1]:
+            acc = f"{acc}/{part}" if acc else part
+            found = by_dir.get(acc)
+            if found:
+                out.extend(found)
+        found = by_dir.get(path)
+        if found:
+            out.extend(found)
+        return out
+
+    def links(self) -> list[RuleLink]:
+        """Every indexed link, in the order of their source files."""
+        return list(self._links.values())
+
+    def imports_of(self, source: str) -> list[RuleLink]:
+        """The ``@`` imports of a rules file or ``SKILL.md`` (loaded along with it)."""
+        rf = self.files.get(source)
+        if rf is not None:
+            return list(rf.imports)
+        links = (self._links[i] for i in self._link_ids.get(source, []))
+        return [link for link in links if link.kind == "import"]
+
+    def skill_for_path(self, path: str) -> str | None:
+        """The name of the skill whose ``SKILL.md`` is at ``path``, or None."""
+        return self._skill_paths.get(path)
+
+    def skill_path(self, name: str) -> str:
+        """The workspace-relative path of a skill's ``SKILL.md``.
+
+        Raises:
+            NotFoundError: no skill has that name.
+        """
+        skill = self.skills[name]
+        rel = self.relative(str(skill.path))
+        if rel is None:  # pragma: no cover - skills are discovered under the root
+            raise NotFoundError(f"skill {name!r} lives outside the workspace: {skill.path}")
+        return rel
+
+    def match(
+        self,
+        query: str,
+        k: int = 3,
+        *,
+        min_score: float = DEFAULT_MIN_SCORE,
+        eligible: Callable[[RuleLink], bool] | None = None,
+    ) -> list[LinkHit]:
+        """The links whose text matches ``query``, best first, one hit per target.
+
+        Args:
+            query: the task or the latest user turn.
+            k: at most this many hits.
+            min_score: least strength (see :data:`DEFAULT_MIN_SCORE`).
+            eligible: keep only links for which this returns true (applied before
+                the ``k`` cut, so ineligible links never crowd out eligible ones).
+
+        Example:
+            >>> index = RulesIndex(".", [RulesFile("AGENTS.md", "", (
+            ...     RuleLink("AGENTS.md", "docs/style.md", "Python style guide", 3),
+            ...     RuleLink("AGENTS.md", "docs/testing.md", "how we test", 4)))])
+            >>> [h.link.target for h in index.match("python style")]
+            ['docs/style.md']
+        """
+        unit = self._unit()
+        scores = self._bm25.scores(query)
+        ranked = sorted(scores.items(), key=lambda kv: (-kv[1], kv[0]))
+        hits: list[LinkHit] = []
+        seen: set[str] = set()
+        query_terms: set[str] | None = None
+        for lid, score in ranked:
+            if score < min_score * unit or len(hits) >= k:
+                break
+            link = self._links.get(lid)
+            if link is None or link.kind != "link" or link.target in seen:
+                continue
+            if eligible is not None and not eligible(link):
+                continue
+            seen.add(link.target)
+            if query_terms is None:
+                query_terms = set(self._bm25.tokenizer(query))
+            shared = query_terms & set(self._bm25.tokenizer(link.search_text()))
+            hits.append(LinkHit(link, score, score / unit, tuple(sorted(shared))))
+        return hits
+
+    def _unit(self) -> float:
+        # BM25 of a word with tf=1 in a text of average length, found in one text only.
+        n = len(self._bm25)
+        return math.log(1 + (n - 0.5) / 1.5) if n else 1.0
+
+    def match_skills(
+        self,
+        query: str,
+        k: int = 3,
+        *,
+        min_score: float = DEFAULT_MIN_SCORE,
+        eligible: Callable[[Skill], bool] | None = None,
+    ) -> list[SkillHit]:
+        """The skills whose name or description matches ``query``, best first."""
+        hits: list[SkillHit] = []
+        unit = self._unit()
+        scores = self._bm25.scores(query)
+        ranked = sorted(
+            ((sid, v) for sid, v in scores.items() if sid.startswith(_SKILL_ID)),
+            key=lambda kv: (-kv[1], kv[0]),
+        )
+        query_terms = set(self._bm25.tokenizer(query))
+        for sid, score in ranked:
+            if score < min_score * unit or len(hits) >= k:
+                break
+            name = sid[len(_SKILL_ID) :]
+            skill = self.skills[name]
+            if eligible is not None and not eligible(skill):
+                continue
+            text = f"{name.replace('-', ' ')} {skill.description}"
+            shared = query_terms & set(self._bm25.tokenizer(text))
+            hits.append(SkillHit(skill, score, score / unit, tuple(sorted(shared))))
+        return hits
+
+    # -- paths ------------------------------------------------------------------------
+    def relative(self, path: str, cwd: str = "") -> str | None:
+        """A path as the index keys it: workspace-relative, posix, normalised.
+
+        Relative paths are taken from ``cwd`` (itself workspace-relative); absolute
+        agent paths go through the workspace's mounts. Returns None for a path outside
+        the workspace.
+        """
+        if path.startswith("/"):
+            if not path.startswith(self._root_prefix) and self._resolve is not None:
+                try:
+                    path = self._resolve(path)
+                except CtxnbError:
+                    return None
+            if not path.startswith(self._root_prefix):
+                return "" if path.rstrip("/") == str(self.root) else None
+            path = path[len(self._root_prefix) :]
+        elif cwd:
+            path = f"{cwd}/{path}"
+        rel = posixpath.normpath(path)
+        if rel == ".":
+            return ""
+        if rel == ".." or rel.startswith("../"):
+            return None
+        return rel
+
+    def paths_in_command(self, cmd: str | Sequence[str], *, cwd: str = "") -> list[str]:
+        """The workspace files a shell command names, as workspace-relative paths.
+
+        Reads arguments that look like paths (a ``/`` or a file extension, or a
+        directory that has rules), redirection targets, files written by ``tee``,
+        ``cp``, ``sed -i`` and here-documents, and follows ``cd``. Patterns and
+        scripts given to ``sed``, ``grep``, ``awk`` and ``python -c`` are not paths.
+        It is a reader of common commands, not a shell: paths computed at run time
+        (``$VAR/x``, ``$(…)``) are not followed, and paths outside the workspace are
+        left out.
+
+        Example:
+            >>> RulesIndex(".").paths_in_command("grep -n 'a/b' src/x.py | head -3")
+            ['src/x.py']
+        """
+        writes: list[str] = []
+
+        def collect(target: str) -> bool:
+            writes.append(target)
+            return True
+
+        try:
+            found = classify_command(cmd, scope_check=collect, unknown_default="SAFE")
+        except (ValueError, TypeError):  # pragma: no cover - the classifier never raises
+            return []
+        out: dict[str, None] = {}
+        here = cwd
+        for argv in found.commands:
+            if len(argv) == 2 and argv[0] in ("cd", "pushd"):
+                moved = self.relative(argv[1], here) if _pathish_word(argv[1]) else None
+                here = moved if moved is not None else here
+                continue
+            for word in _path_words(argv):
+                self._keep(word, here, out)
+        for word in writes:
+            self._keep(word, here, out)
+        if isinstance(cmd, str):
+            for m in _REDIRECT.finditer(cmd):
+                self._keep(m.group(1), here, out)
+        return list(out)
+
+    def _keep(self, word: str, cwd: str, out: dict[str, None]) -> None:
+        if not _pathish_word(word):
+            return
+        rel = self.relative(word, cwd)
+        if rel is None or not rel:
+            return
+        if "/" in word or _EXTENSION.search(word) or rel in self._by_dir:
+            out.setdefault(rel, None)
+
+    def __repr__(self) -> str:
+        return (
+            f"RulesIndex({str(self.root)!r}, files={len(self.files)}, "
+            f"links={len(self._links)}, skills={len(self.skills)})"
+        )
+
+
+def _resolve_link(base: str, target: str) -> str | None:
+    if not target or target.startswith("~"):
+        return None
+    # A leading "/" is the workspace root, as on code hosts that render these files.
+    joined = target.lstrip("/") if target.startswith("/") else posixpath.join(base, target)
+    rel = posixpath.normpath(joined)
+    if rel in (".", "..") or rel.startswith("../"):
+        return None
+    return rel
+
+
+# --------------------------------------------------------------------------- shell words
+
+_EXTENSION = re.compile(r"\.[A-Za-z0-9_]{1,12}$")
+_NOT_PATH = re.compile(r"[\n$`'\"\\]|://|^-|^~|^\s|\s$")
+# Redirection targets, read off the raw text: the classifier leaves out reads (``<``)
+# and writes outside the working directory (``> ../x``), which still touch files.
+_REDIRECT = re.compile(r"(?:(?<![<\d])<(?![<(&])|>{1,2}\|?)\s*([^\s<>|&;()'\"]+)")
+# Programs whose first operand is a pattern or a script, unless given with -e/-f.
+_PATTERN_FIRST = frozenset(
+    {"sed", "grep", "egrep", "fgrep", "rg", "ag", "ack", "awk", "gawk", "mawk", "jq"}
+)
+# Options whose value is code or a pattern, not a file.
+_CODE_OPTIONS = frozenset({"-c", "-e", "--expression", "--regexp", "-m", "--eval"})
+
+
+def _pathish_word(word: str) -> bool:
+    return bool(word) and not _NOT_PATH.search(word)
+
+
+def _path_words(argv: list[str]) -> list[str]:
+    """The words of one simple command that may name files."""
+    prog = posixpath.basename(argv[0])
+    words = [argv[0]] if "/" in argv[0] else []
+    skip_pattern = prog in _PATTERN_FIRST
+    i = 1
+    while i < len(argv):
+        word = argv[i]
+        if word in _CODE_OPTIONS:
+            # sed -e / grep -e give the pattern explicitly: every operand is then a file
+            skip_pattern = skip_pattern and word not in ("-e", "--expression", "--regexp")
+            i += 2
+            continue
+        if word.startswith("-"):
+            if word.startswith("--") and "=" in word:
+                words.append(word.split("=", 1)[1])
+            elif word == "-f" and skip_pattern:
+                skip_pattern = False  # the script comes from a file named next
+            i += 1
+            continue
+        if skip_pattern:
+            skip_pattern = False
+        else:
+            words.append(word)
+        i += 1
+    return words
+
+
+_PATCH_FILE = re.compile(
+    r"^(?:\*\*\* (?:Add|Update|Delete) File: (.+?)|\*\*\* Move to: (.+?)"
+    r"|(?:---|\+\+\+) (?:[ab]/)?([^\t\n]+?))\s*$",
+    re.M,
+)
+_PATH_KEYS: tuple[str, ...] = (
+    "path",
+    "file_path",
+    "filepath",
+    "file",
+    "filename",
+    "target_file",
+    "notebook_path",
+    "dir_path",
+    "directory",
+    "source",
+    "destination",
+    "old_path",
+    "new_path",
+)
+_CWD_KEYS = ("cwd", "workdir", "working_directory")
+_ARG_KINDS: dict[str, str] = {
+    **dict.fromkeys(_PATH_KEYS, "path"),
+    **dict.fromkeys(("paths", "files", "file_paths"), "paths"),
+    **dict.fromkeys(("cmd", "command", "script"), "cmd"),
+    **dict.fromkeys(("patch", "input", "diff"), "patch"),
+}
+# For the quick pre-check of shell commands: words are split on whitespace, operators,
+# quotes' neighbours and "=" (so --out=x.py yields x.py).
+_QUICK_SPLIT = re.compile(r"[\s;|&<>()=`$]+")
+_CHANGES_DIR = re.compile(r"(?:^|[\s;&|(])(?:cd|pushd)(?:\s|$)")
+_QUOTED = re.compile(r"'[^']*'|\"(?:[^\"\\]|\\.)*\"")
+
+
+def _quoted_path_with_space(cmd: str) -> bool:
+    # The quick split would cut such a path in two and look in the wrong directory.
+    if "\\ " in cmd:
+        return True
+    return any("/" in q and any(c.isspace() for c in q) for q in _QUOTED.findall(cmd))
+
+
+def _patch_paths(text: str) -> list[str]:
+    out = []
+    for m in _PATCH_FILE.finditer(text):
+        p = m.group(1) or m.group(2) or m.group(3)
+        if p and p != "/dev/null":
+            out.append(p.strip())
+    return out

@@ -1,0 +1,96 @@
+"""The import graph of ctxnb has no cycle, counting every import (lazy and typing-only ones).
+
+A cycle means two modules each need the other, so neither can be understood or tested
+on its own; the layers (access → store/session → tools → governance → workspace, CLI and
+widgets on top) only ever import downward.
+"""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+import ctxnb
+
+PACKAGE = Path(ctxnb.__file__).parent
+
+
+def _modules() -> dict[str, Path]:
+    out = {}
+    for f in PACKAGE.rglob("*.py"):
+        parts = list(f.relative_to(PACKAGE.parent).with_suffix("").parts)
+        if parts[-1] == "__init__":
+            parts = parts[:-1]
+        out[".".join(parts)] = f
+    return out
+
+
+def import_graph() -> dict[str, set[str]]:
+    """Module -> the ctxnb modules it imports anywhere in its text."""
+    modules = _modules()
+    graph: dict[str, set[str]] = {}
+    for name, path in modules.items():
+        package = name.split(".") if path.name == "__init__.py" else name.split(".")[:-1]
+        deps: set[str] = set()
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.ImportFrom):
+                if node.level:
+                    base = package[: len(package) - node.level + 1]
+                    target = ".".join(base + ([node.module] if node.module else []))
+                else:
+                    target = node.module or ""
+                subs = [f"{target}.{a.name}" for a in node.names]
+                found = [s for s in subs if s in modules]
+                # `from . import x` imports the submodule x, not the package's other names.
+                deps.update(found if len(found) == len(subs) else [*found, target])
+            elif isinstance(node, ast.Import):
+                deps.update(a.name for a in node.names)
+        graph[name] = {d for d in deps if d in modules and d != name}
+    return graph
+
+
+def find_cycle(graph: dict[str, set[str]]) -> list[str] | None:
+    """One cycle as a path of modules (first == last), or None."""
+    state: dict[str, int] = {}
+    stack: list[str] = []
+
+    def visit(node: str) -> list[str] | None:
+        state[node] = 1
+        stack.append(node)
+        for nxt in sorted(graph[node]):
+            if state.get(nxt) == 1:
+                return [*stack[stack.index(nxt) :], nxt]
+            if nxt not in state:
+                found = visit(nxt)
+                if found:
+                    return found
+        stack.pop()
+        state[node] = 2
+        return None
+
+    for node in sorted(graph):
+        if node not in state:
+            found = visit(node)
+            if found:
+                return found
+    return None
+
+
+def test_the_checker_finds_a_cycle() -> None:
+    assert find_cycle({"a": {"b"}, "b": {"c"}, "c": {"a"}}) == ["a", "b", "c", "a"]
+    assert find_cycle({"a": {"b"}, "b": set()}) is None
+
+
+def test_the_graph_sees_lazy_and_typing_imports() -> None:
+    graph = import_graph()
+    assert "ctxnb.access.door" in graph["ctxnb.session"]  # a TYPE_CHECKING import
+    assert "ctxnb.govern.engine" in graph["ctxnb.workspace"]  # an import inside a method
+
+
+def test_no_import_cycle() -> None:
+    graph = import_graph()
+    # The package's own __init__ re-exports everything lazily; nothing may import it.
+    importers = sorted(m for m, deps in graph.items() if "ctxnb" in deps)
+    assert importers == [], f"modules importing the ctxnb package itself: {importers}"
+    cycle = find_cycle({m: d for m, d in graph.items() if m != "ctxnb"})
+    assert cycle is None, " -> ".join(cycle or [])
