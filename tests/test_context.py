@@ -12,7 +12,9 @@ import pytest
 
 import ctxnb.context as context_pkg
 from ctxnb import Workspace
+from ctxnb.access.observe import build_file_doc
 from ctxnb.context import context_at
+from ctxnb.errors import PolicyError
 from ctxnb.strategies import ObservationMasking
 
 CONTEXT_DIR = Path(context_pkg.__file__).parent
@@ -83,7 +85,14 @@ def test_hostile_names_and_arguments_forge_no_line(tmp_path: Path) -> None:
     s = ws.session("hostile", system_prompt="Be careful.")
     tools = ws.tools(s, caller="test")
     for name in names:
-        s.add_path(name)
+        try:
+            s.add_path(name)
+        except PolicyError:
+            # The access layer refuses control characters in names; a store written
+            # before that (or by another tool) may still hold such a path.
+            doc = build_file_doc(ws.source_for(name), b"harmless\n")
+            ws.store.put([doc])
+            s.add(doc["xt/id"])
         tools.dispatch("read_file", {"path": name})  # allowed or refused, the call is shown
         tools.dispatch("search", {"pattern": f"x{name}", "globs": [name]})
     s.record_toolcall(
