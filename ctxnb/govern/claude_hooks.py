@@ -32,18 +32,25 @@ Bash in a governed workspace is the exception: its command is replaced by
 nothing left to do for Bash).
 A refusal is ``permissionDecision: "deny"``; a destructive command is ``"ask"``, so the
 human decides. The reason's first line is the policy's message (for a missing intent,
-exactly :data:`~ctxnb.govern.engine.NO_INTENT_MESSAGE`), the next line what to do.
+exactly :data:`~ctxnb.govern.core.NO_INTENT_MESSAGE`), the next line what to do. The
+path, intent and scope checks are :mod:`ctxnb.govern.core`'s, the same the
+:class:`~ctxnb.govern.engine.HookEngine` applies; governance's own files
+(``.orchestration/``, ``.ctxnb/``, ``ctxnb.toml``) are refused whatever the intent.
+Paths under a mount prefix of ``[[mounts]]`` (``/workspace/...``) are mapped to the
+host directory first. Hooks fail closed: any error in ``pre-tool-use`` blocks the call
+(exit code 2, the reason on stderr).
 
 A Claude Code session selects its intent by naming it in a prompt ("Refactor the
 parser under INT-001"; ``user-prompt-submit`` records it) or with
 ``ctxnb hook select-intent INT-001 --session <session_id>``. The selection lives in
-``.ctxnb/hook-state/<session_id>.json``, which the default path policy keeps out of the
-agent's reach. After each Write, Edit or MultiEdit, ``post-tool-use`` appends an Agent
-Trace record to ``.orchestration/agent_trace.jsonl``.
+the user's state directory (:func:`state_dir`), outside the workspace, where the
+agent's file tools cannot write. After each Write, Edit or MultiEdit, ``post-tool-use``
+appends an Agent Trace record to ``.orchestration/agent_trace.jsonl``, stores the new
+version of the file (through :mod:`ctxnb.access`) and writes an audit line.
 
 Hooks run on every tool call, so this module imports nothing heavy: no pandas, no
 pyarrow, no pydantic, no jsonschema. The validated forms of ``active_intents.yaml`` and
-of the ctxnb settings are cached as JSON in ``.ctxnb/hook-state/cache/``, keyed by the
+of the ctxnb settings are cached as JSON in the state directory's ``cache/``, keyed by the
 source file's modification time and size; only a changed file is validated again with
 the full loaders.
 
@@ -658,7 +665,7 @@ def _pre_tool_use(ctx: _Context) -> HookResult:
         if tool in READ_TOOLS:
             _check_read(ctx, tool, tool_input)
         elif tool in WRITE_TOOLS:
-            _check_write(ctx, tool, tool_input)
+            _pre_write(ctx, tool, tool_input)
         elif tool == "Bash" and ctx.governed:
             return _check_bash(ctx, tool_input)
     except PolicyError as e:
@@ -710,7 +717,7 @@ def _check_read(ctx: _Context, tool: str, tool_input: Mapping[str, Any]) -> None
                 raise
 
 
-def _check_write(ctx: _Context, tool: str, tool_input: Mapping[str, Any]) -> None:
+def _pre_write(ctx: _Context, tool: str, tool_input: Mapping[str, Any]) -> None:
     path = _path_arg(tool_input, "file_path", "notebook_path")
     if path is None:
         raise PayloadError(f"a {tool} call needs tool_input.file_path")

@@ -125,21 +125,22 @@ def _cmd_sandbox(ns: argparse.Namespace) -> int:
         sys.stderr.write("ctxnb sandbox exec: error: usage: exec [options] -- COMMAND [ARG...]\n")
         return 2
     from .claude_hooks import (
-        _STATE_DIR,
-        _check_intent,
+        _intents_file,
         _load_intents,
         _load_settings,
         find_workspace,
+        state_dir,
     )
+    from .core import get_intent
 
     root, governed = find_workspace(ns.workspace or os.getcwd())
     cwd = os.getcwd()
     if not (cwd == str(root) or cwd.startswith(str(root) + os.sep)):
         cwd = str(root)
-    state_dir = root.joinpath(*_STATE_DIR)
-    settings = _load_settings(root, state_dir if governed else None)
+    states = state_dir(root)
+    settings = _load_settings(root, states if governed else None)
     if ns.intent is not None and governed:
-        intent = _check_intent(_load_intents(root, state_dir), ns.intent, root)
+        intent = get_intent(_load_intents(root, states), ns.intent, where=_intents_file(root))
         return _exec_governed(root, intent.id, argv, cwd, ns)
     from ..redaction import redact
     from ..sandbox import Sandbox, SandboxLimits

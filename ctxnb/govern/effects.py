@@ -26,7 +26,8 @@ import stat as stat_mod
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from ..indexer import build_file_doc, decode_bytes, is_deleted
+from ..access.observe import StatCache, decode_bytes, is_deleted, observe_bytes
+from ..errors import CtxnbError
 
 if TYPE_CHECKING:
     from ..sandbox.observe import Snapshot
@@ -99,8 +100,6 @@ class CommandEffects:
 
     def sync(self, snap: Snapshot) -> None:
         """Make the store hold the current bytes of every tracked file in ``snap``."""
-        from ..indexer import StatCache
-
         store = self.ws.store
         prefix = self.root + "/"
         todo: list[tuple[str, os.stat_result]] = []
@@ -114,30 +113,24 @@ class CommandEffects:
             except OSError:
                 continue
             if self._stat_cache is None:
-                self._stat_cache = StatCache.for_workspace(self.ws)
+                fs = self.ws.resolver.default_filesystem_id()
+                self._stat_cache = StatCache.open(self.ws.root, fs, store)
             if self._stat_cache.lookup(prefix + rel, st) is not None:
                 self._synced[rel] = key
                 continue
             todo.append((rel, st))
         if not todo:
             return
-        docs, stats = [], []
+        items, stats = [], []
         for rel, st in todo:
-            data = _read_nofollow(prefix + rel)
+            data = self._read(rel)
             if data is None:
-                continue
-            docs.append(build_file_doc(self.ws.source_for(rel).to_dict(), data))
+                continue  # gone, or refused by the path policy (denied files are never stored)
+            items.append((self.ws.source_for(rel), data))
             stats.append((rel, st))
-        old = store.get_many([d["xt/id"] for d in docs])
-        fresh = [
-            d
-            for d in docs
-            if (o := old.get(d["xt/id"])) is None or o.get("source_hash") != d["source_hash"]
-        ]
-        if fresh:
-            store.put(fresh)
-        for (rel, st), d in zip(stats, docs, strict=True):
-            self._stat_cache.record(prefix + rel, st, d["source_hash"])
+        # Changed? Write a version: the access layer's one decision, in one transaction.
+        for (rel, st), obs in zip(stats, observe_bytes(store, items), strict=True):
+            self._stat_cache.record(prefix + rel, st, obs.source_hash)
             self._synced[rel] = snap.entries[rel]
         self._stat_cache.save(store)
 
@@ -185,8 +178,16 @@ class CommandEffects:
             self._synced.pop(ch.path, None)
         return report
 
+    def _read(self, rel: str) -> bytes | None:
+        """A file's bytes through the workspace's path policy (descriptor walk, no
+        links); None when it is gone or refused."""
+        try:
+            return self.ws.read(rel)
+        except CtxnbError:
+            return None
+
     def _differs(self, rel: str) -> bool:
-        data = _read_nofollow(os.path.join(self.root, rel))
+        data = self._read(rel)
         old = self.ws.store.get(self.ws.object_id(rel))
         if old is None or data is None:
             return True
@@ -207,8 +208,7 @@ class CommandEffects:
         tool: str,
     ) -> None:
         engine = self.engine
-        path = os.path.join(self.root, rel)
-        data = None if kind == "deleted" else _read_nofollow(path)
+        data = None if kind == "deleted" else self._read(rel)
         if kind != "deleted" and data is None:
             return  # a symlink or special file: not a file version
         if self._ignored(rel):
@@ -301,23 +301,6 @@ class CommandEffects:
             )
             return
         report.reverted.append({"path": rel, "kind": kind, "reason": reason})
-
-
-def _read_nofollow(path: str) -> bytes | None:
-    """The bytes of a regular file, not following a final symlink; None otherwise."""
-    try:
-        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC | os.O_NONBLOCK)
-    except OSError:
-        return None
-    try:
-        if not stat_mod.S_ISREG(os.fstat(fd).st_mode):
-            return None
-        chunks = []
-        while chunk := os.read(fd, 1 << 20):
-            chunks.append(chunk)
-        return b"".join(chunks)
-    finally:
-        os.close(fd)
 
 
 def _stored_bytes(ws: Any, doc: dict[str, Any]) -> bytes | None:
