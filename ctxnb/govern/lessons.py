@@ -31,7 +31,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
-    from .intents import Intent
+    from .core import IntentLike
 
 __all__ = ["Lesson", "format_lesson", "lessons_for", "parse_lessons", "read_lessons"]
 
@@ -97,7 +97,7 @@ def read_lessons(path: str | Path) -> list[Lesson]:
         return []
 
 
-def lessons_for(intent: Intent, lessons: Sequence[Lesson], *, limit: int = 10) -> list[Lesson]:
+def lessons_for(intent: IntentLike, lessons: Sequence[Lesson], *, limit: int = 10) -> list[Lesson]:
     """The most recent ``limit`` lessons that concern ``intent``.
 
     A lesson concerns an intent when it was recorded under it, when one of its files is
