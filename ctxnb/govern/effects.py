@@ -24,18 +24,38 @@ from __future__ import annotations
 import os
 import stat as stat_mod
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Protocol
 
 from ..access.observe import StatCache, decode_bytes, is_deleted, observe_bytes
 from ..errors import CtxnbError
 
 if TYPE_CHECKING:
+    from ..access.door import Access
+    from ..govern.ledger import TraceLedger
     from ..sandbox.observe import Snapshot
     from ..sandbox.runner import SandboxResult
-    from .engine import HookEngine
+    from ..tools.filetools import FileTools
     from .intents import Intent
 
-__all__ = ["CommandEffects", "EffectsReport"]
+__all__ = ["CommandEffects", "EffectsReport", "GoverningEngine"]
+
+
+class GoverningEngine(Protocol):
+    """What the effects need of a :class:`~ctxnb.govern.engine.HookEngine`.
+
+    A protocol, so that this module does not import the engine (which starts it).
+    """
+
+    workspace: Access
+    root: Path
+    tools: FileTools
+    ledger: TraceLedger
+    contributor_type: str
+    model_id: str | None
+
+    def update_intent_map(self, intent: Intent, path: str, symbols: list[str]) -> None: ...
+
 
 _MAX_SYNC_BYTES = 20 * 1024 * 1024
 
@@ -73,7 +93,7 @@ class CommandEffects:
         engine: the hook engine (workspace, tools, ledger, intent map).
     """
 
-    def __init__(self, engine: HookEngine) -> None:
+    def __init__(self, engine: GoverningEngine) -> None:
         self.engine = engine
         self.ws = engine.workspace
         self.root = str(engine.root)
