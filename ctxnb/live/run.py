@@ -342,9 +342,11 @@ def run_task(
         else:
             os.environ[_RETRIES] = previous
     session.save()
-    from ..govern.commands import run_command
+    from ..sandbox import Sandbox
 
-    test = run_command(task.test, cwd=ws.root, shell=True, timeout=max(60.0, command_timeout))
+    # The harness's own test run is confined too, with nothing writable: the verdict
+    # cannot change the work it judges.
+    test = Sandbox(ws.root).run(task.test, shell=True, timeout=max(60.0, command_timeout)).result
     passed = test.returncode == 0 and not test.timed_out
     traj = Trajectory(
         id=f"{task.id}@{session.session_id}",
