@@ -8,7 +8,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from _needs import needs
+from _needs import needs, require
 
 from ctxnb.errors import CtxnbError, NotFoundError
 from ctxnb.tools import search as search_module
@@ -289,3 +289,34 @@ def test_decoding_and_folding_are_defined(tree: Path) -> None:
         assert [(m.path, m.line) for m in euro] == [("win1252.txt", "price \u20ac 5, caf\xe9")]
         dotted = search(tree, "i", case_sensitive=False, globs=["turkish.txt"], backend=backend)  # type: ignore[arg-type]
         assert [m.line_number for m in dotted] == [1, 2, 3, 4, 5]  # İ, ı, I, i, Kelvin
+
+
+@pytest.mark.parametrize(
+    "lines",
+    [
+        ["foo\\", "!", "[z-a]", "[", "*.log"],
+        ["*", "!*/", "!*.py"],
+        ["logs/**", "!logs/**/", "!logs/**/.gitkeep"],
+        ["d/**/"],
+        ["[a-c]*", "!a"],
+    ],
+    ids=["odd-lines", "keep-only-py", "keep-gitkeep", "dirs-below", "class-negation"],
+)
+@pytest.mark.parametrize("backend", ["python", pytest.param("ripgrep", marks=needs_rg)])
+def test_ignores_are_gits(tmp_path: Path, lines: list[str], backend: str) -> None:
+    import shutil
+    import subprocess
+
+    for rel in ["top.py", "src/a.py", "src/sub/b.py", "x.log", "logs/.gitkeep", "logs/a/.gitkeep",
+                "logs/a/b.log", "d/f.txt", "d/e/f.txt", "a/b/f.txt", "b.txt"]:  # fmt: skip
+        (tmp_path / rel).parent.mkdir(parents=True, exist_ok=True)
+        (tmp_path / rel).write_text("needle\n")
+    (tmp_path / ".gitignore").write_text("\n".join(lines) + "\n")
+    found = {m.path for m in search(tmp_path, "needle", backend=backend)}  # type: ignore[arg-type]
+    require(shutil.which("git") is not None, "git")
+    subprocess.run(["git", "init", "-q", str(tmp_path)], check=True)
+    out = subprocess.run(
+        ["git", "ls-files", "--others", "--exclude-standard"],
+        cwd=tmp_path, capture_output=True, text=True, check=True,
+    ).stdout.split()  # fmt: skip
+    assert found == {p for p in out if p != ".gitignore"}

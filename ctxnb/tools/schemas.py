@@ -156,7 +156,9 @@ TOOL_INFO: dict[str, ToolInfo] = {
         ToolInfo(
             name="apply_patch",
             description="Apply a unified diff to a file. Context that no longer matches is a "
-            "conflict: nothing is written and the failed hunks are returned.",
+            "conflict: nothing is written and the failed hunks are returned. A diff from "
+            "/dev/null creates the file, one to /dev/null deletes it, a rename diff moves it; "
+            "one file per call.",
             args=ApplyPatchArgs,
             mutating=True,
             idempotent=False,

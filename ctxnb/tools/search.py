@@ -65,9 +65,8 @@ from functools import lru_cache
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal, NamedTuple
 
-import pathspec
-
 from ctxnb.errors import CtxnbError, NotFoundError
+from ctxnb.ignore import IgnoreMatcher
 
 if TYPE_CHECKING:
     from ctxnb.access.fdio import PathPolicy
@@ -334,21 +333,21 @@ class _GlobFilter:
 
 
 class _Ignores:
-    """``.gitignore`` files below a root, read once per directory."""
+    """``.gitignore`` files below a root, read once per directory, decided as git does."""
 
     def __init__(self, root: Path) -> None:
         self.root = root
-        self._specs: dict[str, pathspec.GitIgnoreSpec | None] = {}
+        self._specs: dict[str, IgnoreMatcher | None] = {}
         self._dir_ignored: dict[str, bool] = {"": False}
 
-    def spec(self, dir_rel: str) -> pathspec.GitIgnoreSpec | None:
+    def spec(self, dir_rel: str) -> IgnoreMatcher | None:
         if dir_rel not in self._specs:
             path = self.root / dir_rel / ".gitignore" if dir_rel else self.root / ".gitignore"
             spec = None
             try:
                 if path.is_file() and not path.is_symlink():
-                    lines = path.read_text(encoding="utf-8", errors="replace").splitlines()
-                    spec = pathspec.GitIgnoreSpec.from_lines(lines)
+                    lines = path.read_bytes().decode("utf-8", "surrogateescape").split("\n")
+                    spec = IgnoreMatcher(dir_rel, lines)
             except OSError:
                 spec = None
             self._specs[dir_rel] = spec
@@ -361,8 +360,7 @@ class _Ignores:
             spec = self.spec("/".join(parts[:k]))
             if spec is None:
                 continue
-            sub = "/".join(parts[k:]) + ("/" if is_dir else "")
-            verdict = spec.check_file(sub).include
+            verdict = spec.state(rel, is_dir)
             if verdict is not None:
                 return verdict
         return False
