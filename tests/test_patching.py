@@ -14,7 +14,7 @@ from hypothesis import strategies as st
 from pydantic import ValidationError
 
 from ctxnb.errors import PatchConflict, PatchError
-from ctxnb.tools import patching
+from ctxnb.tools import diffparse, lineedits, patching
 from ctxnb.tools.patching import (
     LineEdit,
     apply_line_edits,
@@ -28,8 +28,9 @@ from ctxnb.tools.patching import (
 TEN = "".join(f"line{i}\n" for i in range(1, 11))
 
 
-def test_docstring_examples_run() -> None:
-    result = doctest.testmod(patching)
+@pytest.mark.parametrize("module", [patching, diffparse, lineedits], ids=lambda m: m.__name__)
+def test_docstring_examples_run(module: object) -> None:
+    result = doctest.testmod(module)  # type: ignore[arg-type]
     assert result.attempted > 0
     assert result.failed == 0
 

@@ -1,0 +1,83 @@
+"""Lines of a text with their terminators: the one splitting rule patches and edits share.
+
+Private to ``ctxnb.tools``: :mod:`ctxnb.tools.patching` and :mod:`ctxnb.tools.lineedits`
+use it.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from ctxnb.redaction import redact_text
+
+_LINE_SPLIT = re.compile(r"\r\n|\n")
+
+
+@dataclass
+class Text:
+    """A text split into line contents and their terminators."""
+
+    lines: list[str]
+    terms: list[str]
+    newline: str
+    ends_with_newline: bool
+
+    @classmethod
+    def split(cls, text: str) -> Text:
+        lines: list[str] = []
+        terms: list[str] = []
+        pos = 0
+        crlf = lf = 0
+        for m in _LINE_SPLIT.finditer(text):
+            lines.append(text[pos : m.start()])
+            terms.append(m.group())
+            if m.group() == "\r\n":
+                crlf += 1
+            else:
+                lf += 1
+            pos = m.end()
+        if pos < len(text):
+            lines.append(text[pos:])
+            terms.append("")
+        # An empty file counts as newline-terminated so that text added to it ends
+        # with a newline, as editors do.
+        ends = text == "" or bool(terms and terms[-1])
+        return cls(lines, terms, "\r\n" if crlf > lf else "\n", ends)
+
+    def join(self, lines: Sequence[str], terms: Sequence[str | None], ends: bool) -> str:
+        """Join lines; a ``None`` terminator means "new line, use the file's style"."""
+        if not lines:
+            return ""
+        out: list[str] = []
+        last = len(lines) - 1
+        for i, (line, term) in enumerate(zip(lines, terms, strict=True)):
+            t = term or self.newline
+            if i == last and not ends:
+                t = ""
+            out.append(line + t)
+        return "".join(out)
+
+
+def strip_terminator(line: str) -> str:
+    if line.endswith("\r\n"):
+        return line[:-2]
+    if line.endswith("\n"):
+        return line[:-1]
+    return line
+
+
+def raw_split(text: str) -> list[str]:
+    """Lines with their terminators, split at ``\\n`` only (git's notion of a line)."""
+    parts = text.split("\n")
+    out = [p + "\n" for p in parts[:-1]]
+    if parts[-1]:
+        out.append(parts[-1])
+    return out
+
+
+def show(line: str, limit: int = 60) -> str:
+    # Redacted whole, then cut: a secret cut in half is no longer recognisable.
+    line = redact_text(line)
+    return repr(line if len(line) <= limit else line[:limit] + "…")
