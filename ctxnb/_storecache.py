@@ -34,8 +34,10 @@ LAYOUT = 2
 LEVEL = 3
 BATCH_ROWS = 65536  # the snapshot's row-group size: batch i holds row group i's rows
 _DICT_SIZE = 32768
-_SAMPLES = 4000
-_SAMPLE_BYTES = 8 << 20
+# Training on 1,000 documents compresses as well as on 4,000 (measured) in a quarter of
+# the time.
+_SAMPLES = 1000
+_SAMPLE_BYTES = 2 << 20
 
 _FIELDS = [
     pa.field("xt_id", pa.string(), nullable=False),
@@ -58,10 +60,11 @@ def train_dict(samples: Sequence[bytes]) -> bytes:
         picked.append(bytes(s))
         total += len(s)
     # Below a few hundred documents a dictionary saves little and training may fail.
-    if len(picked) < 256 or total < 8 * _DICT_SIZE:
+    if len(picked) < 200 or total < 64 << 10:
         return b""
     try:
-        return zstandard.train_dictionary(_DICT_SIZE, picked, level=LEVEL).as_bytes()
+        size = min(_DICT_SIZE, total // 8)  # zstd's advice: samples ~100x the dictionary
+        return zstandard.train_dictionary(size, picked, level=LEVEL).as_bytes()
     except zstandard.ZstdError:
         return b""
 
@@ -89,14 +92,14 @@ class DocsWriter:
             meta[DICT_META] = base64.b64encode(zdict)
         self.schema = V2_SCHEMA.with_metadata(meta)
         self._writer = pa.ipc.new_file(sink, self.schema)
-        self._compress = compressor(zdict).compress
+        self.compress = compressor(zdict).compress
+        self.zdict = zdict
         self.rows = 0
 
-    def write(self, ids: pa.Array, txs: pa.Array, types: pa.Array, docs: list[bytes]) -> None:
-        """One batch: ``docs`` are the JSON bytes of the rows ``ids``/``txs``/``types``."""
-        compress = self._compress
-        frames = pa.array([compress(d) for d in docs], pa.large_binary())
-        batch = pa.RecordBatch.from_arrays([ids, txs, types, frames], schema=self.schema)
+    def write(self, ids: pa.Array, txs: pa.Array, types: pa.Array, frames: list[bytes]) -> None:
+        """One batch: ``frames`` are the rows' documents, each compressed by ``compress``."""
+        column = pa.array(frames, pa.large_binary())
+        batch = pa.RecordBatch.from_arrays([ids, txs, types, column], schema=self.schema)
         self._writer.write_batch(batch)
         self.rows += batch.num_rows
 
@@ -134,6 +137,7 @@ class DocsFile:
         "_data",
         "_decompress",
         "_tx_array",
+        "zdict",
     )
 
     def __init__(self, path: str, expected_rows: int) -> None:
@@ -146,8 +150,10 @@ class DocsFile:
         except (OSError, pa.ArrowException) as exc:
             raise CorruptStoreError(f"{path} cannot be read ({exc})", path=path) from exc
         meta = schema.metadata or {}
+        self.zdict: bytes | None = None  # None: layout 1, no frames to copy
         if schema.equals(V2_SCHEMA, check_metadata=False):
             raw_dict = base64.b64decode(meta[DICT_META]) if DICT_META in meta else b""
+            self.zdict = raw_dict
             try:
                 self._decompress: Any = zstandard.ZstdDecompressor(
                     dict_data=_zdict(raw_dict)
@@ -204,10 +210,14 @@ class DocsFile:
 
     def raw(self, row: int) -> bytes:
         """The JSON bytes of one row."""
+        return self._decompress(self.stored(row))  # type: ignore[no-any-return]
+
+    def stored(self, row: int) -> memoryview:
+        """One row's document as stored (a zstd frame in layout 2)."""
         b = bisect.bisect_right(self._first, row) - 1 if len(self._first) > 1 else 0
         offsets = self._offsets[b]
         r = row - self._first[b]
-        return self._decompress(self._data[b][offsets[r] : offsets[r + 1]])  # type: ignore[no-any-return]
+        return self._data[b][offsets[r] : offsets[r + 1]]
 
     def latest_rows(self) -> list[int]:
         return [s - 1 for s in self.starts[1:]]

@@ -479,7 +479,7 @@ class ObjectStore:
         ):
             for chunk in [*chunks, *groups]:
                 data = first_blobs if chunk is first else blobs(chunk)
-                writer.write(*_cache_columns(chunk), data)
+                writer.write(*_cache_columns(chunk), [writer.compress(b) for b in data])
 
     def _tmp_name(self, sub: str, name: str) -> str:
         return os.path.join(self._dir, sub, f"{tlog.TMP_PREFIX}{secrets.token_hex(4)}-{name}")
@@ -646,7 +646,12 @@ class ObjectStore:
             replaced += [snap.entry.file, snap.entry.docs]
         bytes_before = sum(os.path.getsize(self._abs(f)) for f in replaced)
         new, new_blobs = self._pending_versions(segs)
-        zdict = cache.train_dict(self._dict_samples(new_blobs))
+        old = snap.docs if snap is not None else None
+        if old is not None and old.zdict and old.rows >= len(new_blobs):
+            # Most rows are old: keep their dictionary and copy their frames as they are.
+            zdict = old.zdict
+        else:
+            zdict = cache.train_dict(self._dict_samples(new_blobs))
         name = f"snap-{upto:012d}-{secrets.token_hex(4)}"
         folder = os.path.join(self._dir, SNAPSHOTS)
         final, docs_final = (
@@ -659,7 +664,7 @@ class ObjectStore:
             fmt.publishing(docs_tmp, docs_final),
             cache.writing(docs_tmp, zdict) as dw,
         ):
-            sink = _MergeSink(pw, dw)
+            sink = _MergeSink(pw, dw, copy_frames=old is not None and old.zdict == zdict)
             self._merge_snapshot(sink, new, new_blobs)
             sink.finish()
         size, docs_size = os.path.getsize(final), os.path.getsize(docs_final)
@@ -716,10 +721,11 @@ class ObjectStore:
     def _dict_samples(self, new_blobs: list[bytes]) -> list[bytes]:
         """Documents to train the new snapshot's zstd dictionary on: old and new alike."""
         rng = random.Random(len(new_blobs))
-        picked = rng.sample(new_blobs, min(len(new_blobs), 2000))
         docs = self._snap.docs if self._snap else None
-        if docs is not None and docs.rows:
-            picked += [docs.raw(rng.randrange(docs.rows)) for _ in range(min(docs.rows, 2000))]
+        n_old = min(docs.rows, 500) if docs is not None else 0
+        picked = rng.sample(new_blobs, min(len(new_blobs), 1000 - n_old))
+        if docs is not None:
+            picked += [docs.raw(rng.randrange(docs.rows)) for _ in range(n_old)]
         return picked
 
     def _merge_snapshot(self, sink: _MergeSink, new: pa.Table, new_blobs: list[bytes]) -> None:
@@ -748,8 +754,7 @@ class ObjectStore:
                         path=docs.path,
                     )
                 end = bisect.bisect_left(new_ids, chunk.column("xt_id")[n - 1].as_py(), pos)
-                old = [docs.raw(r) for r in range(row, row + n)]
-                sink.add(chunk, old, new.slice(pos, end - pos), new_blobs[pos:end])
+                sink.add(chunk, docs, row, new.slice(pos, end - pos), new_blobs[pos:end])
                 pos, row = end, row + n
             if row != docs.rows:
                 raise CorruptStoreError(
@@ -757,7 +762,7 @@ class ObjectStore:
                     f"{docs.rows}; the snapshot is damaged. Restore it from a backup",
                     path=self._abs(snap.entry.file),
                 )
-        sink.add(None, [], new.slice(pos), new_blobs[pos:])
+        sink.add(None, None, 0, new.slice(pos), new_blobs[pos:])
 
     def _cleanup_snapshots(self) -> None:
         """Remove snapshot files no longer current (needs the compaction lock)."""
@@ -1162,16 +1167,33 @@ class _MergeSink:
     """Collects merged rows and writes them in groups of exactly ``BATCH_ROWS``, so that
     Parquet row group i and doc-cache batch i hold the same rows."""
 
-    def __init__(self, parquet: Any, docs: cache.DocsWriter) -> None:
+    def __init__(self, parquet: Any, docs: cache.DocsWriter, *, copy_frames: bool) -> None:
         self._pq, self._docs = parquet, docs
+        self._copy = copy_frames
         self._tables: list[pa.Table] = []
         self._blobs: list[bytes] = []
         self._n = 0
         self.rows = 0
 
     def add(
-        self, old: pa.Table | None, old_blobs: list[bytes], new: pa.Table, new_blobs: list[bytes]
+        self,
+        old: pa.Table | None,
+        old_docs: cache.DocsFile | None,
+        first_row: int,
+        new: pa.Table,
+        new_json: list[bytes],
     ) -> None:
+        """Rows of the old snapshot (``old``, from ``first_row`` of ``old_docs``) and new
+        versions (``new`` with their JSON), in any order between them."""
+        compress = self._docs.compress
+        old_blobs: list[bytes] = []
+        if old is not None and old_docs is not None:
+            rows = range(first_row, first_row + old.num_rows)
+            if self._copy:
+                old_blobs = [bytes(old_docs.stored(r)) for r in rows]
+            else:
+                old_blobs = [compress(old_docs.raw(r)) for r in rows]
+        new_blobs = [compress(b) for b in new_json]
         if old is not None and new.num_rows:
             merged = pa.concat_tables([old, new])
             order = pc.sort_indices(merged, sort_keys=_SORT_KEYS)

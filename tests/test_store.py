@@ -379,6 +379,23 @@ def test_doc_cache_is_compressed_and_readable_without_ctxnb(store: ObjectStore) 
     assert {r["xt_id"] for r in rows} == set(store.ids())
     for r in rows[::97]:
         assert json.loads(dctx.decompress(r["doc_zstd"])) == store.as_of(r["xt_id"], r["tx_id"])
+    # A small compaction on top keeps the dictionary and copies the old frames as they are.
+    ids = store.ids()
+    store.put(
+        [{"xt/id": "f7", "type": "file", "content": "changed"}, {"xt/id": "new", "type": "n"}]
+    )
+    before = _answers(store, ids + ["new"])
+    store.compact()
+    again = next(snapshots.glob("*.docs.arrow"))
+    assert again != cache_file
+    table2 = pa.ipc.open_file(pa.memory_map(str(again))).read_all()
+    assert (
+        table2.schema.metadata[b"ctxnb.docs.zstd_dict"]
+        == table.schema.metadata[b"ctxnb.docs.zstd_dict"]
+    )
+    assert table2.num_rows == table.num_rows + 2
+    with ObjectStore(store.path) as fresh:
+        assert _answers(fresh, ids + ["new"]) == before
 
 
 def _write_layout1_cache(store_dir: Path) -> None:
