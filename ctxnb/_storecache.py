@@ -96,9 +96,11 @@ class DocsWriter:
         self.zdict = zdict
         self.rows = 0
 
-    def write(self, ids: pa.Array, txs: pa.Array, types: pa.Array, frames: list[bytes]) -> None:
+    def write(
+        self, ids: pa.Array, txs: pa.Array, types: pa.Array, frames: pa.Array | list[bytes]
+    ) -> None:
         """One batch: ``frames`` are the rows' documents, each compressed by ``compress``."""
-        column = pa.array(frames, pa.large_binary())
+        column = frames if isinstance(frames, pa.Array) else pa.array(frames, pa.large_binary())
         batch = pa.RecordBatch.from_arrays([ids, txs, types, column], schema=self.schema)
         self._writer.write_batch(batch)
         self.rows += batch.num_rows
@@ -207,6 +209,10 @@ class DocsFile:
 
     def types(self) -> pa.Array:
         return _column(self._batches, 2, pa.string())
+
+    def decompressor(self) -> Any:
+        """Stored frame -> JSON bytes."""
+        return self._decompress
 
     def raw(self, row: int) -> bytes:
         """The JSON bytes of one row."""

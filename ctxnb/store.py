@@ -26,7 +26,6 @@ import fcntl
 import json
 import logging
 import os
-import random
 import secrets
 import threading
 from collections.abc import Callable, Iterable, Mapping
@@ -40,6 +39,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from . import _storecache as cache
+from . import _storecompact as compaction
 from . import _storefmt as fmt
 from . import _storelog as tlog
 from .errors import CorruptStoreError, StoreError
@@ -404,7 +404,7 @@ class ObjectStore:
         self._log_offset, self._log_lines = new_offset, self._log_lines + nlines
 
     def _add_overlay(self, tx: int, table: pa.Table) -> None:
-        self._pending[tx] = _PendingSegment(table)
+        self._pending[tx] = _PendingSegment(table.replace_schema_metadata(fmt.SCHEMA.metadata))
         overlay = self._overlay
         ids = table.column("xt_id").to_pylist()
         types = table.column("type").to_pylist()
@@ -561,7 +561,7 @@ class ObjectStore:
                 fcntl.flock(self._writer_fd, fcntl.LOCK_UN)
             if data is not None:
                 self._segments[tx_id] = entry
-                self._add_overlay(tx_id, data)
+                self._add_overlay(tx_id, table)
             record = TxRecord(tx_id, tlog.from_us(entry.time_us), len(batch))
             self._txs.append(record)
             self._tx_times.append(record.tx_time)
@@ -645,28 +645,26 @@ class ObjectStore:
         if snap is not None:
             replaced += [snap.entry.file, snap.entry.docs]
         bytes_before = sum(os.path.getsize(self._abs(f)) for f in replaced)
-        new, new_blobs = self._pending_versions(segs)
-        old = snap.docs if snap is not None else None
-        if old is not None and old.zdict and old.rows >= len(new_blobs):
-            # Most rows are old: keep their dictionary and copy their frames as they are.
-            zdict = old.zdict
-        else:
-            zdict = cache.train_dict(self._dict_samples(new_blobs))
+        pending = [self._pending[s.tx].table for s in segs if s.file]
+        new = pa.concat_tables(pending) if pending else fmt.SCHEMA.empty_table()
+        if new.num_rows != sum(s.count for s in segs):
+            raise StoreError(
+                f"compaction of {self._dir} stopped: the versions in memory do not match the "
+                "log. Nothing was changed; reopen the store and retry"
+            )
         name = f"snap-{upto:012d}-{secrets.token_hex(4)}"
         folder = os.path.join(self._dir, SNAPSHOTS)
-        final, docs_final = (
-            os.path.join(folder, name + ext) for ext in (".parquet", ".docs.arrow")
-        )
+        final = os.path.join(folder, name + ".parquet")
+        docs_final = os.path.join(folder, name + ".docs.arrow")
         tmp, docs_tmp = self._tmp_name(SNAPSHOTS, name), self._tmp_name(SNAPSHOTS, name + "-docs")
-        with (
-            fmt.publishing(tmp, final),
-            fmt.parquet_writer(tmp) as pw,
-            fmt.publishing(docs_tmp, docs_final),
-            cache.writing(docs_tmp, zdict) as dw,
-        ):
-            sink = _MergeSink(pw, dw, copy_frames=old is not None and old.zdict == zdict)
-            self._merge_snapshot(sink, new, new_blobs)
-            sink.finish()
+        with fmt.publishing(tmp, final), fmt.publishing(docs_tmp, docs_final):
+            rows = compaction.write_snapshot(
+                old_parquet=self._abs(snap.entry.file) if snap else None,
+                old_docs=snap.docs if snap else None,
+                new=new,
+                parquet_tmp=tmp,
+                docs_tmp=docs_tmp,
+            )
         size, docs_size = os.path.getsize(final), os.path.getsize(docs_final)
         fmt.fsync_dir(folder)
         entry = tlog.CompactEntry(
@@ -675,7 +673,7 @@ class ObjectStore:
             size=size,
             docs=f"{SNAPSHOTS}/{name}.docs.arrow",
             docs_size=docs_size,
-            rows=sink.rows,
+            rows=rows,
             replaces=tuple(replaced),
         )
         self._writer_fd = self._lock(WRITER_LOCK, self._writer_fd)
@@ -692,77 +690,8 @@ class ObjectStore:
         self._cleanup_snapshots()
         fmt.fsync_dir(os.path.join(self._dir, SEGMENTS))
         return CompactReport(
-            upto, len(segs), sink.rows, self._abs(entry.file), bytes_before, size + docs_size
+            upto, len(segs), rows, self._abs(entry.file), bytes_before, size + docs_size
         )
-
-    def _pending_versions(self, segs: list[tlog.TxEntry]) -> tuple[pa.Table, list[bytes]]:
-        """The versions newer than the snapshot, sorted by (id, tx), with their JSON."""
-        schema = fmt.SCHEMA
-        tables = [
-            fmt.read_parquet(self._abs(s.file)).replace_schema_metadata(schema.metadata)
-            for s in segs
-            if s.file
-        ]
-        new = pa.concat_tables(tables) if tables else schema.empty_table()
-        new = new.take(pc.sort_indices(new, sort_keys=_SORT_KEYS))
-        ids, txs, blobs = [], [], []
-        for key in sorted(self._overlay):
-            for tx, row, _ in self._overlay[key]:
-                ids.append(key)
-                txs.append(tx)
-                blobs.append(self._json(tx, row))
-        if new.column("xt_id").to_pylist() != ids or new.column("tx_id").to_pylist() != txs:
-            raise StoreError(
-                f"compaction of {self._dir} stopped: the in-memory view does not match the "
-                "Parquet files. Nothing was changed; reopen the store and retry"
-            )
-        return new, blobs
-
-    def _dict_samples(self, new_blobs: list[bytes]) -> list[bytes]:
-        """Documents to train the new snapshot's zstd dictionary on: old and new alike."""
-        rng = random.Random(len(new_blobs))
-        docs = self._snap.docs if self._snap else None
-        n_old = min(docs.rows, 500) if docs is not None else 0
-        picked = rng.sample(new_blobs, min(len(new_blobs), 1000 - n_old))
-        if docs is not None:
-            picked += [docs.raw(rng.randrange(docs.rows)) for _ in range(n_old)]
-        return picked
-
-    def _merge_snapshot(self, sink: _MergeSink, new: pa.Table, new_blobs: list[bytes]) -> None:
-        """Stream the old snapshot row group by row group, folding in the new versions.
-
-        Both inputs are sorted by (id, tx) and every new version is later than every old
-        one, so new versions of ids below a row group's last id belong with that group.
-        """
-        new_ids = new.column("xt_id").to_pylist()
-        pos = row = 0
-        snap = self._snap
-        if snap is not None:
-            docs = snap.docs
-            old_ids, old_txs = docs.ids(), docs.tx_array()
-            for chunk in fmt.row_groups(self._abs(snap.entry.file)):
-                n = chunk.num_rows
-                if not n:
-                    continue
-                if not (
-                    chunk.column("xt_id").equals(pa.chunked_array([old_ids.slice(row, n)]))
-                    and chunk.column("tx_id").equals(pa.chunked_array([old_txs.slice(row, n)]))
-                ):
-                    raise CorruptStoreError(
-                        f"{docs.path} does not match its snapshot at row {row}; delete it "
-                        "and reopen the store to rebuild it",
-                        path=docs.path,
-                    )
-                end = bisect.bisect_left(new_ids, chunk.column("xt_id")[n - 1].as_py(), pos)
-                sink.add(chunk, docs, row, new.slice(pos, end - pos), new_blobs[pos:end])
-                pos, row = end, row + n
-            if row != docs.rows:
-                raise CorruptStoreError(
-                    f"{self._abs(snap.entry.file)} has {row} rows, its doc cache "
-                    f"{docs.rows}; the snapshot is damaged. Restore it from a backup",
-                    path=self._abs(snap.entry.file),
-                )
-        sink.add(None, None, 0, new.slice(pos), new_blobs[pos:])
 
     def _cleanup_snapshots(self) -> None:
         """Remove snapshot files no longer current (needs the compaction lock)."""
@@ -1133,7 +1062,7 @@ class ObjectStore:
         return f"ObjectStore({self._dir!r}, {state})"
 
 
-_SORT_KEYS = [("xt_id", "ascending"), ("tx_id", "ascending")]
+_SORT_KEYS = compaction.SORT_KEYS
 
 
 def _cache_columns(table: pa.Table) -> tuple[pa.Array, pa.Array, pa.Array]:
@@ -1143,87 +1072,22 @@ def _cache_columns(table: pa.Table) -> tuple[pa.Array, pa.Array, pa.Array]:
 
 
 class _PendingSegment:
-    """A segment's rows, turned into JSON documents on first read (or at compaction).
+    """A committed segment's rows (with tx columns), and their JSON once first read.
 
     Writing and opening stay cheap: a tree index that nobody reads back before the
     next compaction never pays for a JSON encoding of every file.
     """
 
-    __slots__ = ("_table", "_json")
+    __slots__ = ("table", "_json")
 
     def __init__(self, table: pa.Table) -> None:
-        self._table: pa.Table | None = table
+        self.table = table
         self._json: list[bytes] | None = None
 
     def json(self, row: int) -> bytes:
         if self._json is None:
-            assert self._table is not None
-            self._json = [fmt.dumps(d).encode() for d in fmt.decode(self._table)]
-            self._table = None
+            self._json = [fmt.dumps(d).encode() for d in fmt.decode(self.table)]
         return self._json[row]
-
-
-class _MergeSink:
-    """Collects merged rows and writes them in groups of exactly ``BATCH_ROWS``, so that
-    Parquet row group i and doc-cache batch i hold the same rows."""
-
-    def __init__(self, parquet: Any, docs: cache.DocsWriter, *, copy_frames: bool) -> None:
-        self._pq, self._docs = parquet, docs
-        self._copy = copy_frames
-        self._tables: list[pa.Table] = []
-        self._blobs: list[bytes] = []
-        self._n = 0
-        self.rows = 0
-
-    def add(
-        self,
-        old: pa.Table | None,
-        old_docs: cache.DocsFile | None,
-        first_row: int,
-        new: pa.Table,
-        new_json: list[bytes],
-    ) -> None:
-        """Rows of the old snapshot (``old``, from ``first_row`` of ``old_docs``) and new
-        versions (``new`` with their JSON), in any order between them."""
-        compress = self._docs.compress
-        old_blobs: list[bytes] = []
-        if old is not None and old_docs is not None:
-            rows = range(first_row, first_row + old.num_rows)
-            if self._copy:
-                old_blobs = [bytes(old_docs.stored(r)) for r in rows]
-            else:
-                old_blobs = [compress(old_docs.raw(r)) for r in rows]
-        new_blobs = [compress(b) for b in new_json]
-        if old is not None and new.num_rows:
-            merged = pa.concat_tables([old, new])
-            order = pc.sort_indices(merged, sort_keys=_SORT_KEYS)
-            both = old_blobs + new_blobs
-            self._push(merged.take(order), [both[i] for i in order.to_pylist()])
-        elif old is not None:
-            self._push(old, old_blobs)
-        else:
-            self._push(new, new_blobs)
-
-    def _push(self, table: pa.Table, blobs: list[bytes]) -> None:
-        self._tables.append(table)
-        self._blobs += blobs
-        self._n += table.num_rows
-        while self._n >= cache.BATCH_ROWS:
-            self._flush(cache.BATCH_ROWS)
-
-    def _flush(self, n: int) -> None:
-        table = pa.concat_tables(self._tables) if len(self._tables) > 1 else self._tables[0]
-        head, rest = table.slice(0, n), table.slice(n)
-        self._pq.write_table(head, row_group_size=cache.BATCH_ROWS)
-        self._docs.write(*_cache_columns(head), self._blobs[:n])
-        self._tables = [rest] if rest.num_rows else []
-        self._blobs = self._blobs[n:]
-        self._n -= n
-        self.rows += n
-
-    def finish(self) -> None:
-        if self._n:
-            self._flush(self._n)
 
 
 def _unlink(path: str) -> None:
