@@ -23,6 +23,10 @@ from . import _storefmt as fmt
 from .errors import CorruptStoreError
 
 SORT_KEYS = [("xt_id", "ascending"), ("tx_id", "ascending")]
+# A row group (and its doc-cache batch) holds at most BATCH_ROWS rows and about this many
+# bytes of Arrow data: the bound on what a compaction holds, whatever the document size.
+GROUP_BYTES = 24 << 20
+_NEW_PIECE = 8192
 
 
 def write_snapshot(
@@ -61,7 +65,9 @@ def write_snapshot(
                     )
                 sink.add(chunk, frames, _new_rows(new, order, pos, end, dw))
                 pos = end
-        sink.add(None, None, _new_rows(new, order, pos, len(new_ids), dw))
+        for start in range(pos, len(new_ids), _NEW_PIECE):
+            end = min(start + _NEW_PIECE, len(new_ids))
+            sink.add(None, None, _new_rows(new, order, start, end, dw))
         sink.finish()
     return sink.rows
 
@@ -146,6 +152,7 @@ class _Sink:
         self._tables: list[pa.Table] = []
         self._frames: list[pa.Array] = []
         self._n = 0
+        self._bytes = 0
         self.rows = 0
 
     def add(
@@ -169,8 +176,10 @@ class _Sink:
         self._tables.append(table)
         self._frames.append(frames)
         self._n += table.num_rows
-        while self._n >= cache.BATCH_ROWS:
-            self._flush(cache.BATCH_ROWS)
+        self._bytes += table.nbytes + frames.nbytes
+        while self._n >= cache.BATCH_ROWS or (self._n > 1 and self._bytes >= GROUP_BYTES):
+            per_row = self._bytes / self._n
+            self._flush(max(1, min(cache.BATCH_ROWS, self._n, int(GROUP_BYTES / per_row))))
 
     def _flush(self, n: int) -> None:
         table = pa.concat_tables(self._tables) if len(self._tables) > 1 else self._tables[0]
@@ -184,8 +193,12 @@ class _Sink:
         rest, rest_frames = table.slice(n), frames.slice(n)
         self._tables = [rest] if rest.num_rows else []
         self._frames = [rest_frames.combine_chunks()] if rest.num_rows else []
+        self._bytes = sum(t.nbytes for t in self._tables) + sum(f.nbytes for f in self._frames)
         self._n -= n
         self.rows += n
+        # Hand freed row-group buffers back to the system, so that memory stays flat
+        # instead of growing to the allocator's high-water mark.
+        pa.default_memory_pool().release_unused()
 
     def finish(self) -> None:
         if self._n:

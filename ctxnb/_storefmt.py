@@ -453,7 +453,7 @@ def row_groups(path: str) -> Iterator[pa.Table]:
     try:
         pf = _open_parquet(path)
         for i in range(pf.num_row_groups):
-            yield pf.read_row_group(i).replace_schema_metadata(SCHEMA.metadata)
+            yield pf.read_row_group(i, use_threads=False).replace_schema_metadata(SCHEMA.metadata)
     except (FileNotFoundError, CorruptStoreError):
         raise
     except (OSError, pa.ArrowException) as exc:
