@@ -1,9 +1,11 @@
 """Index the Python standard library: ctxnb's index_tree vs git, in the same run.
 
 Prints the medians and the ratios:
-- cold ``index_tree`` vs ``git init && git add -A`` of the same copy (target ≤ 0.5x),
+- cold ``index_tree`` vs ``git init && git add -A`` of the same copy (target ≤ 0.25x),
   with the peak RSS of the indexing process (target ≤ 300 MB);
-- re-index with nothing changed (in-process) vs ``git status --porcelain`` (target ≤ 3x).
+- re-index with nothing changed (in-process) vs ``git status --porcelain`` (target ≤ 1.5x);
+- the ``compact()`` that would follow (not part of the cold figure: ``ws.index()``
+  compacts only once 32 transactions wait), so the deferred work is visible too.
 
 Usage: python bench/index.py [--repeat N]
 """
@@ -38,8 +40,11 @@ for _ in range(int(sys.argv[2])):
     again = ws.index(progress=False)
     warm.append(time.perf_counter() - t)
     assert again.created == again.updated == again.deleted == 0, again
-print(json.dumps({"cold": cold, "peak_mb": peak_mb, "warm": warm, "files": rep.files,
-                  "created": rep.created, "hashed_warm": again.hashed}))
+t = time.perf_counter()
+ws.store.compact()
+compact = time.perf_counter() - t
+print(json.dumps({"compact": compact, "cold": cold, "peak_mb": peak_mb, "warm": warm,
+                  "files": rep.files, "created": rep.created, "hashed_warm": again.hashed}))
 """
 
 
@@ -58,7 +63,7 @@ def main() -> None:
         print(f"corpus: {files} files, {size / 1e6:.0f} MB (stdlib of {sys.version.split()[0]})")
         # Let the copy's timestamps age past the racy-clean window, as a real tree's are.
         time.sleep(2.5)
-        cold, gitadd, peaks, warm, gitstatus = [], [], [], [], []
+        cold, gitadd, peaks, warm, gitstatus, compacts = [], [], [], [], [], []
         env = git_env()
         for i in range(args.repeat):
             g = base / f"git{i}"
@@ -83,6 +88,7 @@ def main() -> None:
             ).stdout  # fmt: skip
             r = json.loads(out)
             cold.append(r["cold"])
+            compacts.append(r["compact"])
             peaks.append(r["peak_mb"])
             warm.extend(r["warm"])
             shutil.rmtree(c)
@@ -90,12 +96,13 @@ def main() -> None:
         mw, ms = statistics.median(warm), statistics.median(gitstatus)
         print(f"cold index_tree          median {mc * 1000:8.1f} ms  ({r['created']} created)")
         print(f"git init && git add -A   median {mg * 1000:8.1f} ms")
-        print(f"  ratio {mc / mg:.2f}x  (target <= 0.5x)")
+        print(f"  ratio {mc / mg:.2f}x  (target <= 0.25x)")
+        print(f"then compact()           median {statistics.median(compacts) * 1000:8.1f} ms")
         print(f"peak RSS of indexing     {max(peaks):8.1f} MB  (target <= 300 MB)")
         hashed = r["hashed_warm"]
         print(f"re-index, nothing changed median {mw * 1000:7.1f} ms  (files hashed: {hashed})")
         print(f"git status --porcelain   median {ms * 1000:8.1f} ms")
-        print(f"  ratio {mw / ms:.2f}x  (target <= 3x)")
+        print(f"  ratio {mw / ms:.2f}x  (target <= 1.5x)")
     finally:
         shutil.rmtree(base, ignore_errors=True)
 

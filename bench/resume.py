@@ -2,7 +2,7 @@
 
 Nothing changed since the session was saved: resume (restore the sets, batch-fetch the
 objects, rebuild metadata, re-check every file) vs ``git status --porcelain`` on the
-same tree, in the same run. Target: ≤ 3x git status.
+same tree, in the same run. Target: ≤ 2x git status.
 
 Usage: python bench/resume.py
 """
@@ -69,7 +69,7 @@ def main() -> None:
         print(f"resume, {pending} uncompacted txs median {mu * 1000:8.1f} ms")
         print(f"resume, compacted store median {mr * 1000:8.1f} ms")
         print(f"git status --porcelain median {mg * 1000:8.1f} ms")
-        print(f"  ratio {mr / mg:.2f}x  (target <= 3x)")
+        print(f"  ratio {mr / mg:.2f}x  (target <= 2x)")
     finally:
         shutil.rmtree(base, ignore_errors=True)
 
