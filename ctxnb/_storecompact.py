@@ -25,7 +25,7 @@ from .errors import CorruptStoreError
 SORT_KEYS = [("xt_id", "ascending"), ("tx_id", "ascending")]
 # A row group (and its doc-cache batch) holds at most BATCH_ROWS rows and about this many
 # bytes of Arrow data: the bound on what a compaction holds, whatever the document size.
-GROUP_BYTES = 24 << 20
+GROUP_BYTES = 12 << 20
 _NEW_PIECE = 8192
 
 
@@ -177,9 +177,10 @@ class _Sink:
         self._frames.append(frames)
         self._n += table.num_rows
         self._bytes += table.nbytes + frames.nbytes
-        while self._n >= cache.BATCH_ROWS or (self._n > 1 and self._bytes >= GROUP_BYTES):
-            per_row = self._bytes / self._n
-            self._flush(max(1, min(cache.BATCH_ROWS, self._n, int(GROUP_BYTES / per_row))))
+        # Whole pushes go out together, so that nothing is left holding on to the
+        # buffers of a row group already written.
+        while self._n >= cache.BATCH_ROWS or self._bytes >= GROUP_BYTES:
+            self._flush(min(cache.BATCH_ROWS, self._n))
 
     def _flush(self, n: int) -> None:
         table = pa.concat_tables(self._tables) if len(self._tables) > 1 else self._tables[0]

@@ -401,6 +401,10 @@ class ObjectStore:
         for e, docs in loaded:
             self._segments[e.tx] = e
             self._add_overlay(e.tx, docs)
+        if len(loaded) > 1:
+            # Decoding many segments leaves freed buffers in Arrow's allocator; give them
+            # back, so that a store opened once does not keep its peak.
+            pa.default_memory_pool().release_unused()
         self._log_offset, self._log_lines = new_offset, self._log_lines + nlines
 
     def _add_overlay(self, tx: int, table: pa.Table) -> None:
