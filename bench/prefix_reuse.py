@@ -18,7 +18,7 @@ from pathlib import Path
 
 from ctxnb.context import Context, prefix_reuse
 from ctxnb.replay import load, replay_contexts
-from ctxnb.strategies import KeepAll, ObservationMasking
+from ctxnb.strategies import BlockMasking, KeepAll, ObservationMasking
 from ctxnb.tokens import default_token_counter
 
 DATA = Path(__file__).resolve().parent.parent / "data" / "trajectories"
@@ -37,18 +37,24 @@ def common_prefix(a: str, b: str) -> str:
 
 def main() -> None:
     counter = default_token_counter()
-    strategies = [KeepAll(), ObservationMasking(keep_last=5)]
-    ratios: dict[str, list[float]] = {"keep-all": [], "observation-masking(5)": []}
+    strategies = [KeepAll(), ObservationMasking(keep_last=5), BlockMasking(keep_last=5, block=10)]
+    names = ["keep-all", "observation-masking(5)", "block-masking(5, 10)"]
+    ratios: dict[str, list[float]] = {k: [] for k in names}
+    tokens: dict[str, list[int]] = {k: [0, 0] for k in names}  # shared, total
     flat: dict[str, list[float]] = {k: [] for k in ratios}
     framing: list[int] = []
     masked_cost: list[int] = []
     for path in RUNS:
         traj = load(path)
         prev: dict[str, Context] = {}
-        for _, label, ctx, _ in replay_contexts(traj, strategies, token_counter=counter):
-            key = "keep-all" if label == "keep-all" else "observation-masking(5)"
+        labels = iter(names * len(traj.steps))
+        for _, _, ctx, _ in replay_contexts(traj, strategies, token_counter=counter):
+            key = next(labels)  # contexts come strategy by strategy, in order, each step
             if key in prev and ctx.total_tokens:
-                ratios[key].append(prefix_reuse(prev[key], ctx).ratio)
+                reuse = prefix_reuse(prev[key], ctx)
+                ratios[key].append(reuse.ratio)
+                tokens[key][0] += reuse.shared
+                tokens[key][1] += reuse.total
                 old, new = flat_text(prev[key]), flat_text(ctx)
                 flat[key].append(counter.count(common_prefix(old, new)) / ctx.total_tokens)
             prev[key] = ctx
@@ -64,7 +70,7 @@ def main() -> None:
         r, f = ratios[key], flat[key]
         print(
             f"prefix reuse per step, {key:24s} median {statistics.median(r):6.1%}  "
-            f"mean {statistics.mean(r):6.1%}  min {min(r):6.1%}   "
+            f"mean {statistics.mean(r):6.1%}  all tokens {tokens[key][0] / tokens[key][1]:6.1%}   "
             f"(baseline flat layout: median {statistics.median(f):6.1%}, "
             f"mean {statistics.mean(f):6.1%})"
         )

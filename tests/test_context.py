@@ -218,3 +218,16 @@ def test_framing_costs_at_most_15_tokens_an_item_and_20_masked(tmp_path: Path) -
         assert it.tokens - counter.count(f"{it.label}\n{body}") <= 15
     for it in masked:
         assert it.tokens - counter.count(it.label) <= 20
+
+
+def test_anthropic_transcripts_open_with_the_user(tmp_path: Path) -> None:
+    s = Workspace.open(tmp_path).session("first-call")
+    s.record_toolcall("select_active_intent", {"intent_id": "I-1"}, "<intent_context/>")
+    s.add_turn("user", "Do the task.")
+    ctx = s.assemble(record=False)
+    anth = ctx.to_messages("anthropic")
+    assert [m["role"] for m in anth["messages"]] == ["user", "assistant", "user"]
+    assert anth["messages"][1]["content"][0]["type"] == "tool_use"
+    assert anth["messages"][2]["content"][0]["type"] == "tool_result"
+    openai = ctx.to_messages("openai")
+    assert [m["role"] for m in openai] == ["assistant", "tool", "user", "user"]

@@ -147,6 +147,10 @@ def _anthropic(system: str, body: list[tuple[str, Any]], *, cache: bool) -> dict
             last_stable = block
         else:
             add("user", {"type": "text", "text": payload})
+    if msgs and msgs[0]["role"] != "user":
+        # Anthropic wants the user to speak first; a session whose first entries are tool
+        # calls (an intent selected before the task) gets an explicit opening.
+        msgs.insert(0, {"role": "user", "content": [{"type": "text", "text": "(session start)"}]})
     if cache:
         # Two of the four breakpoints Anthropic allows: the end of the system part (shared
         # by every step) and the end of the stable transcript (shared with the next step).
