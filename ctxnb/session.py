@@ -475,6 +475,8 @@ class Session:
             # In reading order, so that a resumed session lays its context out the same way.
             "active_set": sorted(self._active, key=lambda o: self._seq.get(o, 0)),
             "pinned_set": list(self._pinned),
+            # Where each active item sits among the chat turns (the layout's order).
+            "entered": {o: self._entered.get(o, 0) for o in self._active},
             "turn": self.turn,
             "assembly": assembly,
         }
@@ -620,7 +622,7 @@ class Session:
         self._pool_set = set(self.metadata_pool)
         self._active = dict.fromkeys(sdoc.get("active_set") or [])
         self._pinned = dict.fromkeys(sdoc.get("pinned_set") or [])
-        entered = (sdoc.get("assembly") or {}).get("entered") or {}
+        entered = sdoc.get("entered") or (sdoc.get("assembly") or {}).get("entered") or {}
         for i, oid in enumerate(self._active):
             self._seq[oid] = i + 1
             self._last_used[oid] = i + 1

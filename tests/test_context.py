@@ -255,3 +255,13 @@ def test_turns_and_tool_outputs_cannot_close_their_blocks(tmp_path: Path) -> Non
         nonce = nonce.rstrip(">")
         assert len(nonce) > 2 and end == f"</{kind} {nonce}>"
         assert seg.text.count(f"{kind} {nonce}") == 2  # its own two tags, nothing inside
+
+
+def test_a_resumed_session_lays_its_context_out_the_same_way(tmp_path: Path) -> None:
+    s, _ = _agent_session(tmp_path, 5)
+    before = s.assemble(record=False)
+    s.close()  # saves without an assembly record
+    again = Workspace.open(tmp_path).session("loop")
+    after = again.assemble(record=False)
+    assert [seg.kind for seg in after.layout] == [seg.kind for seg in before.layout]
+    assert after.to_text() == before.to_text()
