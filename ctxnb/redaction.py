@@ -91,7 +91,7 @@ from __future__ import annotations
 import functools
 import re
 import string
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Any
 
@@ -110,6 +110,7 @@ __all__ = [
     "Finding",
     "RedactionResult",
     "has_secrets",
+    "line_redactor",
     "redact",
     "redact_data",
     "redact_text",
@@ -367,6 +368,47 @@ def redact_data(value: Any) -> Any:
     if isinstance(value, tuple):
         return tuple(redact_data(v) for v in value)
     return value
+
+
+def line_redactor(text: str) -> Callable[[Any], Any]:
+    """A function that redacts data quoting lines of ``text`` as ``text`` redacted whole.
+
+    A line of a key body is only recognisable next to its header or its neighbours; a
+    patch conflict, a search hit or a message that quotes one or two such lines of a
+    file passes through the function made from that file. Strings equal to a redacted
+    line (or holding one, or its first 60 characters as a message cuts it) get the
+    redacted line; everything else goes through :func:`redact_data`.
+
+    Example:
+        >>> body = ["QUJD" * 16] * 4
+        >>> scrub = line_redactor("\\n".join(["-----BEGIN EC PRIVATE " + "KEY-----", *body]))
+        >>> scrub({"found": [body[1], "x = 1"]})
+        {'found': ['[REDACTED:private-key]', 'x = 1']}
+    """
+    raw, red = text.split("\n"), redact(text).text.split("\n")
+    # A multi-line secret keeps its marker on its first line; the others become empty.
+    secret = {
+        a.rstrip("\r"): b.rstrip("\r") or f"{MARK}private-key]"
+        for a, b in zip(raw, red, strict=False)
+        if a != b and len(a.strip()) >= 8
+    }
+
+    def scrub(value: Any) -> Any:
+        if isinstance(value, str):
+            hit = secret.get(value.rstrip("\r\n"))
+            if hit is not None:
+                return hit
+            for a, b in secret.items():
+                if a[:60] in value:
+                    value = value.replace(a, b).replace(a[:60], b)
+            return redact_text(value)
+        if isinstance(value, dict):
+            return {k: scrub(v) for k, v in value.items()}
+        if isinstance(value, list | tuple):
+            return redact_data(type(value)(scrub(v) for v in value))
+        return value
+
+    return scrub if secret else redact_data
 
 
 def has_secrets(text: str) -> bool:

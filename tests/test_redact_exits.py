@@ -277,3 +277,31 @@ def test_the_llm_summarizer_sends_no_secret_to_its_model() -> None:
         assert summarize("run_command", "".join(c.text for c in SECRETS[:30]), 50)
         sent = json.dumps(server.requests)
     assert "[REDACTED:" in sent and not leaks(sent)
+
+
+@pytest.mark.parametrize("case", PEM_CASES, ids=lambda c: c.kind)
+def test_conflict_quoting_two_lines_of_a_key_body(sample_ws: Path, case: Case):
+    """A conflict whose hunk covers two body lines only (too few to recognise alone)."""
+    (sample_ws / "k.txt").write_text(case.text, encoding="utf-8")
+    ws = Workspace.open(sample_ws)
+    tools = ws.tools(ws.session("s"))
+    sha = tools.dispatch("read_file", {"path": "k.txt"})["result"]["sha256"]
+    edits = [
+        {"start_line": 4, "end_line": 5, "expected_original_lines": ["a", "b"], "new_lines": []}
+    ]
+    out = tools.dispatch(
+        "write_patch", {"doc_path": "k.txt", "original_sha256": sha, "edits": edits}
+    )
+    assert out["error_code"] == "PATCH_CONFLICT"
+    assert out["details"]["failed_hunks"][0]["found"] == ["[REDACTED:private-key]"] * 2
+    assert not leaks(json.dumps(out))
+    body = case.secrets[0].split("\n")
+    patch = f"--- a/k.txt\n+++ b/k.txt\n@@ -4,2 +4,1 @@\n {body[3]}\n-{body[1]}\n"
+    out = tools.dispatch("apply_patch", {"path": "k.txt", "unified_diff": patch})
+    assert out["error_code"] == "PATCH_CONFLICT", out
+    assert not leaks(json.dumps(out))
+    ctx = ws.session("s").assemble().to_text()
+    assert not leaks(ctx)
+    # The patch quotes two body lines: its arguments are redacted as the file is.
+    audit = (sample_ws / ".ctxnb" / "audit.jsonl").read_text(encoding="utf-8")
+    assert "apply_patch" in audit and not leaks(audit)

@@ -52,7 +52,7 @@ from ..errors import (
 from ..hashing import sha256_hex
 from ..indexer import decode_bytes, is_deleted
 from ..redaction import MARK as REDACTION_MARK
-from ..redaction import redact, redact_data, redact_text
+from ..redaction import line_redactor, redact, redact_data, redact_text
 from ..resolver import doc_path as make_doc_path
 from .audit import AuditLog, audit_args, audit_record
 from .patching import (
@@ -294,9 +294,11 @@ class FileTools:
         if isinstance(result, PatchResult) and not result.success:
             code = code or ("PATCH_CONFLICT" if result.conflict else "WRITE_FAILED")
         success = error is None and not (isinstance(result, PatchResult) and not result.success)
+        # A patch's arguments quote lines of its file: redacted as that file is (see _patch).
+        args = call.context.get("scrub", redact_data)(call.args)
         self._audit(
             call.tool,
-            call.args,
+            args,
             duration_ms=duration,
             success=success,
             error_code=code,
@@ -311,7 +313,7 @@ class FileTools:
         reads = ("read_file", "read_lines", "get_excerpt")
         self.session.record_toolcall(
             call.tool,
-            audit_args(call.args),
+            audit_args(args),
             content,
             status="ok" if success else "fail",
             file_refs=[f for f in file_refs if f in self.session._index_set],
@@ -677,15 +679,19 @@ class FileTools:
             old_text = decode_bytes(current)
             if old_text is None:
                 raise PolicyError("BINARY_FILE", f"{rel} is binary", recoverable=False)
+            # The patch and a conflict quote the file's lines (context, expected, found,
+            # the reason): they are redacted as the whole file is, so a key body line cut
+            # from its header is recognised, in the result, the context and the logs.
+            scrub = call.context["scrub"] = line_redactor(old_text)
             try:
                 new_text = transform(old_text)
             except PatchConflict as e:
                 return PatchResult(
                     success=False,
-                    message=str(e),
+                    message=scrub(str(e)),
                     path=rel,
                     conflict=True,
-                    failed_hunks=e.failed_hunks,
+                    failed_hunks=scrub(e.failed_hunks),
                     sha256=sha256_hex(current),
                 )
             if delete:
@@ -964,26 +970,21 @@ class FileTools:
 
     def _hit_lines(self, hits: list[Any]) -> list[str]:
         """The hits' lines, redacted. Only a private key spans lines: a line that could be
-        part of a key body is redacted as part of its whole file (where the key's header
+        part of a key body is redacted as its whole file would be (where the key's header
         or its neighbours make it recognisable); any other line on its own."""
-        files: dict[str, tuple[list[str], list[str]]] = {}
+        scrubbers: dict[str, Callable[[Any], Any]] = {}
         out = []
         for hit in hits:
             if not _KEY_BODY_LINE.match(hit.line):
                 out.append(redact_text(hit.line))
                 continue
-            if hit.path not in files:
+            if hit.path not in scrubbers:
                 try:
                     text = decode_bytes(self.policy.read_bytes(hit.path)) or ""
                 except CtxnbError:
                     text = ""
-                files[hit.path] = (text.split("\n"), redact_text(text).split("\n"))
-            raw, red = files[hit.path]
-            n = hit.line_number - 1
-            if 0 <= n < len(raw) and raw[n].rstrip("\r") == hit.line.rstrip("\r"):
-                out.append(red[n].rstrip("\r"))
-            else:  # the file moved on since the search: all of the line, to be safe
-                out.append("[REDACTED:private-key-body]")
+                scrubbers[hit.path] = line_redactor(text)
+            out.append(scrubbers[hit.path](hit.line))
         return out
 
     # -- registry, audit, schemas, dispatch -----------------------------------------------------
