@@ -193,3 +193,13 @@ def test_the_wrapped_command_keeps_quotes_and_heredocs(ws):
     proc = run_as_claude_code(root, out["updatedInput"]["command"])
     assert proc.stdout == 'it\'s "quoted" $HOME\n', proc.stderr
     assert sys.executable in out["updatedInput"]["command"]
+
+
+def test_documented_hook_settings_are_what_install_writes(tmp_path):
+    from ctxnb.govern.claude_hooks import install_settings
+
+    text = (REPO / "docs" / "integrations.md").read_text()
+    block = next(b for b in text.split("```json\n")[1:] if '"PreToolUse"' in b)
+    documented = json.loads(block.split("```")[0])
+    path, _ = install_settings(tmp_path)
+    assert json.loads(path.read_text()) == documented

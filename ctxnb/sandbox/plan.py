@@ -312,12 +312,15 @@ def plan_sandbox(
     )
 
 
-def _find_masked(
-    root: Path, denied: Callable[[str, bool], bool], skip: set[str]
-) -> tuple[tuple[str, ...], tuple[str, ...]]:
-    files: list[str] = []
-    dirs: list[str] = []
-    stack = [""]
+def _walk(
+    root: Path,
+    starts: Sequence[str],
+    skip: set[str],
+    visit: Callable[[str, os.DirEntry[str]], bool],
+) -> None:
+    """Call ``visit(rel, entry)`` for every entry under ``starts`` (symlinks not followed);
+    a directory is entered when ``visit`` returns True for it."""
+    stack = list(starts)
     while stack:
         rel_dir = stack.pop()
         try:
@@ -330,39 +333,40 @@ def _find_masked(
                     continue
                 rel = f"{rel_dir}/{e.name}" if rel_dir else e.name
                 try:
-                    is_dir = e.is_dir(follow_symlinks=False)
+                    if visit(rel, e) and e.is_dir(follow_symlinks=False):
+                        stack.append(rel)
                 except OSError:
                     continue
-                if denied(rel, is_dir):
-                    (dirs if is_dir else files).append(rel)
-                elif is_dir:
-                    stack.append(rel)
+
+
+def _find_masked(
+    root: Path, denied: Callable[[str, bool], bool], skip: set[str]
+) -> tuple[tuple[str, ...], tuple[str, ...]]:
+    files: list[str] = []
+    dirs: list[str] = []
+
+    def visit(rel: str, e: os.DirEntry[str]) -> bool:
+        is_dir = e.is_dir(follow_symlinks=False)
+        if denied(rel, is_dir):
+            (dirs if is_dir else files).append(rel)
+            return False
+        return is_dir
+
+    _walk(root, [""], skip, visit)
     return tuple(sorted(files)), tuple(sorted(dirs))
 
 
 def _find_pinned(root: Path, writable: Sequence[str], skip: set[str]) -> tuple[str, ...]:
     """Regular files with several hard links under the writable directories."""
     out: list[str] = []
-    stack = list(writable)
-    while stack:
-        rel_dir = stack.pop()
-        try:
-            it = os.scandir(root / rel_dir if rel_dir else root)
-        except OSError:
-            continue
-        with it:
-            for e in it:
-                if not rel_dir and e.name in skip:
-                    continue
-                rel = f"{rel_dir}/{e.name}" if rel_dir else e.name
-                try:
-                    st = e.stat(follow_symlinks=False)
-                except OSError:
-                    continue
-                if stat_mod.S_ISDIR(st.st_mode):
-                    stack.append(rel)
-                elif stat_mod.S_ISREG(st.st_mode) and st.st_nlink > 1:
-                    out.append(rel)
+
+    def visit(rel: str, e: os.DirEntry[str]) -> bool:
+        st = e.stat(follow_symlinks=False)
+        if stat_mod.S_ISREG(st.st_mode) and st.st_nlink > 1:
+            out.append(rel)
+        return stat_mod.S_ISDIR(st.st_mode)
+
+    _walk(root, writable, skip, visit)
     return tuple(sorted(out))
 
 
