@@ -506,3 +506,25 @@ def test_cli_restore(env):
         (env.root / ".orchestration" / "agent_trace.jsonl").read_text().splitlines()[-1]
     )
     assert last["files"][0]["conversations"][0]["contributor"]["type"] == "human"
+
+
+def test_the_quality_loop_runs_confined_and_its_changes_are_traced(env):
+    (env.root / "ctxnb.toml").write_text(
+        "[governance]\nquality_commands = "
+        "[\"printf '# formatted\\\\n' >> inventory/report.py; echo zz9 >> README.md\"]\n"
+    )
+    readme = (env.root / "README.md").read_bytes()
+    t = tools_for(env.root, CallbackApprover(lambda req: True, by="test"))
+    t.dispatch("select_active_intent", {"intent_id": "INT-001"})
+    r = t.read_file("inventory/models.py")
+    res = t.write_file("inventory/models.py", r.content + "# x\n", expected_sha256=r.sha256)
+    assert res.success
+    assert (env.root / "README.md").read_bytes() == readme  # outside the scope: read-only
+    assert (env.root / "inventory" / "report.py").read_text().endswith("# formatted\n")
+    records = [
+        json.loads(x)
+        for x in (env.root / ".orchestration" / "agent_trace.jsonl").read_text().splitlines()
+    ]
+    quality = [r for r in records if r["metadata"].get("tool") == "quality"]
+    assert [r["files"][0]["path"] for r in quality] == ["inventory/report.py"]
+    assert quality[0]["metadata"]["caller"] == "quality-loop"
