@@ -528,3 +528,16 @@ def test_the_quality_loop_runs_confined_and_its_changes_are_traced(env):
     quality = [r for r in records if r["metadata"].get("tool") == "quality"]
     assert [r["files"][0]["path"] for r in quality] == ["inventory/report.py"]
     assert quality[0]["metadata"]["caller"] == "quality-loop"
+
+
+def test_files_over_the_index_limit_are_kept_but_not_stored(env):
+    (env.root / "ctxnb.toml").write_text("[index]\nmax_file_bytes = 100\n")
+    t = tools_for(env.root, CallbackApprover(lambda req: True, by="test"))
+    t.dispatch("select_active_intent", {"intent_id": "INT-001"})
+    out = t.dispatch(
+        "run_command", {"cmd": "head -c 300 /dev/zero > inventory/blob.bin", "shell": True}
+    )
+    assert out["ok"], out
+    assert out["result"]["effects"]["untracked"] == ["inventory/blob.bin"]
+    assert (env.root / "inventory" / "blob.bin").stat().st_size == 300
+    assert t.workspace.store.get(t.workspace.object_id("inventory/blob.bin")) is None

@@ -57,9 +57,6 @@ class GoverningEngine(Protocol):
     def update_intent_map(self, intent: Intent, path: str, symbols: list[str]) -> None: ...
 
 
-_MAX_SYNC_BYTES = 20 * 1024 * 1024
-
-
 @dataclass
 class EffectsReport:
     """What happened to a command's changes.
@@ -69,7 +66,8 @@ class EffectsReport:
         reverted: out-of-scope or denied changes put back: ``{path, kind, reason}``.
         not_reverted: changes that could not be put back (no stored version):
             ``{path, kind, reason}``.
-        untracked: in-scope changes to ignored files (kept, not stored): paths.
+        untracked: in-scope changes to ignored files or files over ``[index]
+            max_file_bytes`` (kept, not stored): paths.
     """
 
     changed: list[dict[str, Any]] = field(default_factory=list)
@@ -100,6 +98,7 @@ class CommandEffects:
         self._synced: dict[str, tuple[int, ...]] = {}
         self._stat_cache: Any = None
         self._ignore: Any = None
+        self._max_bytes = self.ws.config.index.max_file_bytes
 
     # -- before ----------------------------------------------------------------------------
     def _ignored(self, rel: str) -> bool:
@@ -126,7 +125,7 @@ class CommandEffects:
         for rel, key in snap.entries.items():
             if not stat_mod.S_ISREG(key[0]) or self._synced.get(rel) == key:
                 continue
-            if key[1] > _MAX_SYNC_BYTES or self._ignored(rel):
+            if key[1] > self._max_bytes or self._ignored(rel):
                 continue
             try:
                 st = os.lstat(prefix + rel)
@@ -228,12 +227,13 @@ class CommandEffects:
         tool: str,
     ) -> None:
         engine = self.engine
+        path = os.path.join(self.root, rel)
+        if self._ignored(rel) or (kind != "deleted" and _size(path) > self._max_bytes):
+            report.untracked.append(rel)  # as the indexer: ignored and huge files are not stored
+            return
         data = None if kind == "deleted" else self._read(rel)
         if kind != "deleted" and data is None:
             return  # a symlink or special file: not a file version
-        if self._ignored(rel):
-            report.untracked.append(rel)
-            return
         oid = self.ws.object_id(rel)
         prev = self.ws.store.get(oid)
         old_text = "" if prev is None or is_deleted(prev) else (prev.get("content") or "")
@@ -321,6 +321,13 @@ class CommandEffects:
             )
             return
         report.reverted.append({"path": rel, "kind": kind, "reason": reason})
+
+
+def _size(path: str) -> int:
+    try:
+        return os.lstat(path).st_size
+    except OSError:
+        return 0
 
 
 def _stored_bytes(ws: Any, doc: dict[str, Any]) -> bytes | None:
