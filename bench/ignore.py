@@ -2,8 +2,9 @@
 
 The corpus is the standard library with a typical Python project's ``.gitignore`` at
 the root and small ones in a few packages. Prints the medians of:
-- ``iter_tree`` (ctxnb's own git-exact matcher);
-- the same walk deciding with pathspec's ``GitIgnoreSpec`` (the earlier matcher);
+- ``iter_tree`` (the access layer's walk with ctxnb's git-exact matcher);
+- a plain ``os.scandir`` walk deciding with ctxnb's matcher, and the same walk deciding
+  with pathspec's ``GitIgnoreSpec`` (the earlier matcher): the matchers compared alone;
 - ``git ls-files --others --exclude-standard`` (git deciding for the whole walk, the
   fastest way to ask git; a ``git check-ignore --stdin`` per walk also needs the walk);
 - ``git check-ignore --stdin`` fed every path of an unfiltered walk;
@@ -29,7 +30,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 import pathspec  # noqa: E402
 from _corpus import copy_corpus, corpus_stats, git_env  # noqa: E402
 
-from ctxnb.ignore import ALWAYS_SKIP, iter_tree  # noqa: E402
+from ctxnb.ignore import ALWAYS_SKIP, IgnoreMatcher, iter_tree  # noqa: E402
 
 ROOT_IGNORE = """\
 __pycache__/
@@ -92,29 +93,36 @@ NESTED = {
 }
 
 
-def _pathspec_walk(root: str) -> list[str]:
-    """The same walk, deciding with pathspec's GitIgnoreSpec (the baseline matcher)."""
+def _plain_walk(root: str, matcher: str) -> list[str]:
+    """A plain ``os.scandir`` walk deciding with ``"ctxnb"``'s matcher or ``"pathspec"``."""
     out: list[str] = []
 
-    def walk(rel_dir: str, levels: list[tuple[str, pathspec.GitIgnoreSpec]]) -> None:
+    def level(rel_dir: str, text: str) -> Callable[[str, bool], bool | None]:
+        if matcher == "ctxnb":
+            return IgnoreMatcher(rel_dir, text.split("\n")).state
+        spec = pathspec.GitIgnoreSpec.from_lines(text.split("\n"))
+
+        def state(rel: str, is_dir: bool) -> bool | None:
+            sub = rel[len(rel_dir) + 1 :] if rel_dir else rel
+            return spec.check_file(sub + "/" if is_dir else sub).include
+
+        return state
+
+    def walk(rel_dir: str, levels: list[Callable[[str, bool], bool | None]]) -> None:
         directory = os.path.join(root, rel_dir) if rel_dir else root
         entries = sorted(os.scandir(directory), key=lambda e: e.name)
         gi = os.path.join(directory, ".gitignore")
         if os.path.exists(gi):
             with open(gi) as f:
-                levels = [
-                    *levels,
-                    (rel_dir, pathspec.GitIgnoreSpec.from_lines(f.read().split("\n"))),
-                ]
+                levels = [*levels, level(rel_dir, f.read())]
         for e in entries:
             if e.name in ALWAYS_SKIP:
                 continue
             rel = f"{rel_dir}/{e.name}" if rel_dir else e.name
             is_dir = e.is_dir(follow_symlinks=False)
             verdict = None
-            for base, spec in levels:
-                sub = rel[len(base) + 1 :] if base else rel
-                res = spec.check_file(sub + "/" if is_dir else sub).include
+            for state in levels:
+                res = state(rel, is_dir)
                 if res is not None:
                     verdict = res
             if verdict:
@@ -167,14 +175,16 @@ def main() -> None:
             ).stdout  # fmt: skip
             return out.count(b"\0")
 
-        t_ours, ours = _median(lambda: [rel for rel, _ in iter_tree(root)], args.repeat)
-        t_spec, spec = _median(lambda: _pathspec_walk(str(root)), args.repeat)
+        t_tree, tree = _median(lambda: [rel for rel, _ in iter_tree(root)], args.repeat)
+        t_ours, ours = _median(lambda: _plain_walk(str(root), "ctxnb"), args.repeat)
+        t_spec, spec = _median(lambda: _plain_walk(str(root), "pathspec"), args.repeat)
         t_git, truth = _median(git_ls, args.repeat)
         t_check, _ = _median(check_ignore, args.repeat)
         agree = set(ours) == truth  # type: ignore[arg-type]
         spec_diff = len(set(spec) ^ truth)  # type: ignore[arg-type,operator]
         rows = [
-            ("iter_tree (ctxnb matcher)", t_ours, f"agrees with git: {agree}"),
+            ("iter_tree (access-layer walk)", t_tree, f"agrees with git: {set(tree) == truth}"),
+            ("walk + ctxnb matcher", t_ours, f"agrees with git: {agree}"),
             ("walk + pathspec GitIgnoreSpec", t_spec, f"files differing from git: {spec_diff}"),
             ("git ls-files -o --exclude-standard", t_git, "(baseline)"),
             ("walk + git check-ignore --stdin", t_check, ""),
@@ -182,7 +192,8 @@ def main() -> None:
         for label, t, note in rows:
             print(f"{label:36s} median {t * 1000:7.1f} ms  {note}")
         print(
-            f"  ratios to git ls-files: ctxnb {t_ours / t_git:.2f}x, "
+            f"  ratios to git ls-files: iter_tree {t_tree / t_git:.2f}x, ctxnb matcher "
+            f"{t_ours / t_git:.2f}x, "
             f"pathspec {t_spec / t_git:.2f}x, check-ignore {t_check / t_git:.2f}x"
         )
     finally:
