@@ -339,19 +339,10 @@ def publishing(tmp: str, final: str) -> Iterator[str]:
 
 # Columns whose values repeat across rows; dictionary-encoding the others (content,
 # hashes) only costs time before the writer falls back to plain encoding.
+_REPEATING = ("file_type", "tool", "status", "chat_ref", "session_ref", "session_id")
 DICT_COLUMNS: list[str] = [
-    "xt_id",
-    "type",
-    "source_type",
-    "source_filesystem_id",
-    "source_path",
-    "identity_hash",
-    "file_type",
-    "tool",
-    "status",
-    "chat_ref",
-    "session_ref",
-    "session_id",
+    *(c for c in ENVELOPE_COLUMNS if c not in ("tx_id", "tx_time")),
+    *_REPEATING,
     "system_prompt_ref",
 ]
 

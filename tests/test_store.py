@@ -398,6 +398,15 @@ def test_doc_cache_is_compressed_and_readable_without_ctxnb(store: ObjectStore) 
         assert _answers(fresh, ids + ["new"]) == before
 
 
+def _compacted_model_store(store: ObjectStore) -> tuple[list[str], Any]:
+    """Model documents and a tool call, compacted; their ids and every answer."""
+    store.put(model_docs())
+    store.put([{"xt/id": "tc1", "type": "toolcall", "tool": "t", "status": "fail"}])
+    store.compact()
+    ids = store.ids()
+    return ids, _answers(store, ids)
+
+
 def _write_layout1_cache(store_dir: Path) -> None:
     """Replace the doc cache with what ctxnb wrote before layout 2 (plain JSON)."""
     with ObjectStore(store_dir) as s:
@@ -433,11 +442,7 @@ def _write_layout1_cache(store_dir: Path) -> None:
 
 
 def test_store_with_a_layout1_doc_cache_opens_and_compacts(store: ObjectStore, caplog) -> None:
-    store.put(model_docs())
-    store.put([{"xt/id": "tc1", "type": "toolcall", "tool": "t", "status": "fail"}])
-    store.compact()
-    ids = store.ids()
-    before = _answers(store, ids)
+    ids, before = _compacted_model_store(store)
     store.close()
     _write_layout1_cache(store.path)
     with ObjectStore(store.path) as old:
@@ -632,11 +637,7 @@ def test_torn_last_line_and_unlogged_segment_are_invisible_then_cleaned(
 
 
 def test_damaged_doc_cache_is_rebuilt_from_parquet(store: ObjectStore, caplog) -> None:
-    store.put(model_docs())
-    store.put([{"xt/id": "tc1", "type": "toolcall", "tool": "t", "status": "fail"}])
-    store.compact()
-    ids = store.ids()
-    before = _answers(store, ids)
+    ids, before = _compacted_model_store(store)
     cache = next((store.path / "snapshots").glob("*.docs.arrow"))
     cache.write_bytes(b"\0" * cache.stat().st_size)
     with ObjectStore(store.path) as reopened:
