@@ -8,8 +8,13 @@ Measures, in one run on one machine:
 - ``load_trace`` of its Parquet copy made by ``trace_to_parquet`` (target: at most 1 s);
 - ``TraceView`` over 100,000 records: construct it and produce the first render
   payload, the HTML of its first page (target: at most 300 ms).
+- ``ReplayView`` over a generated 300-step run under two strategies: its first frame
+  (construct the view from the replay frame and item lists, and render header, per-step
+  bars and the first step; target at most 300 ms) and one step of the slider (the one
+  payload it sends; target at most 50 ms). The baseline is what a user had before:
+  ``ContextView.compare`` of the two contexts at one step, built from the contexts.
 
-Run: ``.venv/bin/python bench/notebook.py [--records N] [--keep DIR]``.
+Run: ``.venv/bin/python bench/notebook.py [--records N] [--keep DIR] [--replay-only]``.
 """
 
 from __future__ import annotations
@@ -110,12 +115,126 @@ def best_of(fn: Callable[[], Any], repeat: int) -> tuple[float, Any]:
     return min(times), out
 
 
+def make_run(steps: int, *, seed: int = 11) -> Any:
+    """A coding-agent run of ``steps`` steps: file reads, edits and shell outputs."""
+    from ctxnb.replay.model import Action, FileTouch, Step, Trajectory, Usage
+
+    rnd = random.Random(seed)
+    files = [f"src/pkg/mod{n}.py" for n in range(40)]
+    out = []
+    for i in range(steps):
+        path = rnd.choice(files)
+        body = "".join(
+            f"def f{i}_{k}(x):\n    return x * {k}\n" for k in range(rnd.randint(20, 60))
+        )
+        kind = i % 3
+        if kind == 0:
+            action = Action(tool="read", args={"path": path})
+            touch = [FileTouch(path=path, op="read", content=body)]
+            obs = body
+        elif kind == 1:
+            action = Action(tool="bash", args={"command": f"pytest -q tests/test_{i}.py"})
+            touch = []
+            obs = "".join(
+                f"tests/test_{i}.py::test_{k} PASSED\n" for k in range(rnd.randint(30, 90))
+            )
+        else:
+            action = Action(tool="write", args={"path": path})
+            touch = [FileTouch(path=path, op="write", content=body + "# edited\n")]
+            obs = f"wrote {path}"
+        out.append(
+            Step(
+                index=i,
+                thought=f"step {i}: look at {path}",
+                action=action,
+                observation=obs,
+                files=touch,
+                usage=Usage(prompt_tokens=None, completion_tokens=200),
+            )
+        )
+    return Trajectory(id=f"generated-{steps}", source_format="ctxnb", task="Fix it", steps=out)
+
+
+def bench_replay_view(steps: int) -> None:
+    from ctxnb.replay.replay import replay, replay_contexts
+    from ctxnb.strategies import KeepAll, ObservationMasking
+    from ctxnb.widgets import ContextView, ReplayView
+    from ctxnb.widgets.replay_view import item_states
+
+    run = make_run(steps)
+    strategies = [KeepAll(), ObservationMasking(10)]
+    t0 = time.perf_counter()
+    frame = replay(run, strategies)
+    names: dict[str, tuple[str, str]] = {}
+    items = {}
+    mid = steps // 2
+    contexts = {}
+    for step, label, ctx, _ in replay_contexts(run, strategies):
+        items[(label, step.index)] = item_states(ctx, names)
+        if step.index == mid:
+            contexts[label] = ctx
+    t_prepare = time.perf_counter() - t0
+    n_items = sum(len(v) for v in items.values())
+    print(
+        f"replay of {steps} steps x 2 strategies (the data, not the view): {t_prepare:.1f} s, "
+        f"{n_items:,} item states"
+    )
+
+    def first_frame() -> int:
+        view = ReplayView(frame, items=items)
+        return len(view.header.value) + len(view.chart.value) + len(view.detail.value)
+
+    first_frame()  # widget classes and imports warm up once
+    runs = [best_of(first_frame, 1) for _ in range(5)]
+    t_first = statistics.median(t for t, _ in runs)
+    payload = runs[0][1]
+    view = ReplayView(frame, items=items)
+    rnd = random.Random(3)
+    moves = []
+    for _ in range(60):
+        target = rnd.randrange(steps)
+        t = time.perf_counter()
+        view.show(target)
+        moves.append(time.perf_counter() - t)
+    t_step = statistics.median(moves)
+    worst = max(moves)
+
+    a, b = contexts["keep-all"], contexts["observation-masking"]
+
+    def baseline() -> int:
+        v = ContextView.compare(a, b, labels=("keep-all", "observation-masking"))
+        return len(v.summary.value)
+
+    baseline()
+    t_base = statistics.median(best_of(baseline, 1)[0] for _ in range(5))
+    print(
+        f"ReplayView({steps} steps) first frame: {t_first * 1000:6.1f} ms median of 5 "
+        f"({payload:,} chars)  (target <= 300 ms) {'OK' if t_first <= 0.3 else 'MISSED'}"
+    )
+    print(
+        f"ReplayView step move:             {t_step * 1000:6.1f} ms median of 60, worst "
+        f"{worst * 1000:.1f} ms ({len(view.detail.value):,} chars)  (target <= 50 ms) "
+        f"{'OK' if t_step <= 0.05 else 'MISSED'}"
+    )
+    print(
+        f"baseline ContextView.compare of the two contexts at step {mid}: "
+        f"{t_base * 1000:6.1f} ms; one ReplayView step is {t_base / t_step:.1f}x faster, "
+        f"its first frame (all {steps} steps) {t_base / t_first:.2f}x the baseline's time"
+    )
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--records", type=int, default=1_000_000)
     ap.add_argument("--view-records", type=int, default=100_000)
+    ap.add_argument("--replay-steps", type=int, default=300)
+    ap.add_argument("--replay-only", action="store_true", help="only the ReplayView figures")
     ap.add_argument("--keep", type=Path, default=None, help="write the files here and keep them")
     args = ap.parse_args()
+
+    bench_replay_view(args.replay_steps)
+    if args.replay_only:
+        return
 
     tmp = tempfile.TemporaryDirectory()
     work = args.keep or Path(tmp.name)

@@ -340,7 +340,17 @@ def test_ledger_html_reads_only_the_tail(tmp_path: Path) -> None:
 
 @pytest.mark.parametrize(
     "module",
-    ["", ".static", ".session_view", ".context_view", ".trace_view", ".history_view", ".approval"],
+    [
+        "",
+        ".static",
+        ".session_view",
+        ".context_view",
+        ".trace_view",
+        ".history_view",
+        ".approval",
+        ".replay_view",
+        ".experiment_view",
+    ],
 )
 def test_doctests(module: str) -> None:
     mod: Any = importlib.import_module(f"ctxnb.widgets{module}")
@@ -363,3 +373,161 @@ def test_session_view_shows_why_rules_were_loaded(tmp_path):
     html = view.rules_html.value
     assert "inventory/AGENTS.md" in html and "touched inventory/models.py" in html
     assert "always" in html
+
+
+# -- style ------------------------------------------------------------------------------------
+def test_code_and_diffs_are_monospace_with_a_reading_line_height(ws: Workspace) -> None:
+    from ctxnb.widgets.static import MONO, diff_html, pre, token_bar
+
+    assert "monospace" in MONO and "line-height:1.45" in MONO
+    assert MONO in pre("x = 1") and MONO in diff_html("--- a\n+++ b\n-x\n+y\n")
+    # Two captioned bars never run into each other: each caption is its own block.
+    two = token_bar([("chat", 26)], label="keep-all") + token_bar([("chat", 9)], label="masking")
+    assert "chat 26</span></div></div><div" in two
+
+
+def test_context_diff_names_paths_not_object_ids(ws: Workspace) -> None:
+    s = ws.session("paths")
+    a = s.add_path("inventory/models.py")
+    s.add_path("AGENTS.md")
+    before = s.assemble(KeepAll(), record=False)
+    s.deactivate(a)
+    after = s.assemble(KeepAll(), record=False)
+    view = ContextView.compare(before, after, labels=("before", "after"))
+    assert view.diff["left"] == [a]
+    [left] = view.paths["left"]
+    assert left.endswith("inventory/models.py") and a not in repr(view)
+    assert view.text_diff(f"item:{a}").splitlines()[0].endswith("inventory/models.py")
+
+
+# -- ReplayView --------------------------------------------------------------------------------
+RUN = (
+    Path(__file__).resolve().parent.parent
+    / "data"
+    / "trajectories"
+    / "django__django-13670.traj.json"
+)
+
+
+@pytest.fixture(scope="module")
+def replay_view() -> Any:
+    from ctxnb.strategies import ObservationMasking
+    from ctxnb.widgets import ReplayView
+
+    return ReplayView.from_trajectory(RUN, [KeepAll(), ObservationMasking(3), RecencyWindow(4)])
+
+
+def test_replay_view_item_states_match_the_replay_frame(replay_view: Any) -> None:
+    from ctxnb.replay.replay import replay
+    from ctxnb.strategies import ObservationMasking
+
+    frame = replay(RUN, [KeepAll(), ObservationMasking(3), RecencyWindow(4)])
+    assert replay_view.steps == sorted(frame["step"].unique().tolist())
+    for r in frame.itertuples():
+        states = [i.state for i in replay_view.items_at(r.strategy, r.step)]
+        assert states.count("masked") == r.items_masked, (r.strategy, r.step)
+        assert states.count("truncated") == r.items_truncated
+        assert states.count("evicted") == r.items_evicted
+        assert len(states) - states.count("evicted") == r.items_active + r.items_masked
+    # Evicted items are named by their path or tool call, never by an object id.
+    evicted = [
+        i.label
+        for (label, _), items in replay_view.items.items()
+        for i in items
+        if i.state == "evicted"
+    ]
+    assert evicted and not any(e.startswith("object ") for e in evicted)
+
+
+def test_replay_view_one_payload_per_step(replay_view: Any) -> None:
+    replay_view.left.value, replay_view.right.value = "keep-all", "observation-masking"
+    payloads: list[str] = []
+    replay_view.detail.observe(lambda ch: payloads.append(ch["new"]), names="value")
+    chart = replay_view.chart.value
+    replay_view.show(15)
+    assert len(payloads) == 1 and replay_view.chart.value == chart  # only the step payload
+    html = payloads[0]
+    assert "<b>step 15</b>" in html and html.count("masked</span>") > 3
+    assert "cache-readable" in html and "so far" in html  # the replay measured both
+    replay_view.show(16)
+    assert len(payloads) == 2 and payloads[1] != html
+    with pytest.raises(KeyError, match="step 999"):
+        replay_view.show(999)
+
+
+def test_replay_view_bars_cover_every_step(replay_view: Any) -> None:
+    import re
+
+    replay_view.left.value, replay_view.right.value = "keep-all", "recency-window"
+    chart = replay_view.chart.value
+    n = len(replay_view.steps)
+    assert chart.count("<svg") == 4  # sections and cache bars for each of the two
+    assert f'viewBox="0 0 {n} ' in chart
+    # one bar per step in the chat section (every context holds the task)
+    chat = re.findall(r'<path fill="#b85450" d="([^"]*)"', chart)
+    assert [d.count("M") for d in chat] == [n, n]
+    static = replay_view._repr_html_()
+    assert "<svg" in static and "step " in static
+
+
+def test_replay_view_from_a_frame_without_cache_columns() -> None:
+    from ctxnb.replay.replay import replay
+    from ctxnb.widgets import ReplayView
+
+    frame = replay(RUN, [KeepAll(), RecencyWindow(4)])
+    old = frame.drop(columns=["cache_read_tokens", "new_tokens", "cost_usd"])
+    view = ReplayView(old, step=10)
+    assert view.step == 10 and not view.has_cache
+    assert view.chart.value.count("<svg") == 2 and "cache-readable" not in view.chart.value
+    assert "from_trajectory" in view.detail.value  # says how to get the item lists
+    with pytest.raises(KeyError, match="not in the frame"):
+        ReplayView(frame, strategies=["keep-all", "nope"])
+    with pytest.raises(ValueError, match="empty"):
+        ReplayView(frame.iloc[:0])
+
+
+def test_replay_view_follows_a_live_session(ws: Workspace) -> None:
+    from ctxnb.strategies import ObservationMasking
+    from ctxnb.widgets import ReplayView
+
+    s = ws.session("live")
+    view = ReplayView.live(["keep-all", "masking"])
+    strategies = {"keep-all": KeepAll(), "masking": ObservationMasking(1)}
+    for n in range(4):
+        s.record_toolcall("run_tests", {"n": n}, "line\n" * 50)
+        view.add_step({k: s.assemble(v, record=False) for k, v in strategies.items()}, tool="t")
+    assert view.steps == [0, 1, 2, 3] and view.step == 3
+    states = [i.state for i in view.items_at("masking", 3)]
+    assert states.count("masked") == 3 and states.count("in full") == 1
+    assert view.series["keep-all"].cache_read[3] > 0  # the prompt grew at its end
+    assert "masked</span>" in view.detail.value
+
+
+# -- ExperimentView ----------------------------------------------------------------------------
+def test_experiment_view_table_and_plots() -> None:
+    import base64
+    import io
+    from concurrent.futures import ThreadPoolExecutor
+
+    from matplotlib.image import imread
+
+    from ctxnb.replay.experiment import run_experiment
+    from ctxnb.strategies import MetadataOnly
+    from ctxnb.widgets import ExperimentView
+
+    runs = sorted(RUN.parent.glob("*.traj.json"))[:2]
+    with ThreadPoolExecutor(1) as pool:
+        df = run_experiment(runs, [KeepAll(), MetadataOnly()], executor=pool, progress=False)
+    view = ExperimentView(df)
+    table = view.table.value
+    assert table.count("<tr><th style") == 2 and "keep-all (baseline)" in table
+    assert "<b>1.00×</b>" not in table  # metadata-only is the cheaper one: it is bold
+    for png in (view.tokens_plot.value, view.loss_plot.value):
+        pixels = imread(io.BytesIO(png), format="png")
+        assert pixels.std() > 0.01  # drawn, not blank
+    first = view.tokens_plot.value
+    view.run.value = view.run.options[1]
+    assert view.tokens_plot.value != first
+    html = view._repr_html_()
+    assert html.count("data:image/png;base64,") == 2
+    assert base64.b64decode(html.split("base64,")[1].split('"')[0])[:4] == b"\x89PNG"

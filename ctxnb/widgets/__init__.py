@@ -7,6 +7,11 @@
   changed between two contexts.
 - :class:`TraceView`: the trace ledger as a paged, filterable, sortable table.
 - :class:`HistoryView`: the versions of one file and a diff between any two.
+- :class:`ReplayView`: a replayed (or live) run step by step, two context strategies
+  side by side: per-step token bars, cache-readable and new tokens, and which items
+  were masked, truncated or evicted.
+- :class:`ExperimentView`: ``run_experiment`` results as a strategy × metric table with
+  its plots.
 - :class:`ApprovalPanel`: pending destructive acts with Approve and Reject buttons;
   :func:`run_in_background` runs the agent's call in a thread so the buttons stay live.
 
@@ -38,7 +43,9 @@ _LAZY = {
     "ApprovalPanel": "ctxnb.widgets.approval",
     "ContextDiffView": "ctxnb.widgets.context_view",
     "ContextView": "ctxnb.widgets.context_view",
+    "ExperimentView": "ctxnb.widgets.experiment_view",
     "HistoryView": "ctxnb.widgets.history_view",
+    "ReplayView": "ctxnb.widgets.replay_view",
     "SessionView": "ctxnb.widgets.session_view",
     "TraceView": "ctxnb.widgets.trace_view",
     "ledger_html": "ctxnb.govern.ledger",
@@ -57,6 +64,8 @@ if TYPE_CHECKING:  # pragma: no cover - for type checkers and IDEs only
     from .approval import run_in_background as run_in_background
     from .context_view import ContextDiffView as ContextDiffView
     from .context_view import ContextView as ContextView
+    from .experiment_view import ExperimentView as ExperimentView
     from .history_view import HistoryView as HistoryView
+    from .replay_view import ReplayView as ReplayView
     from .session_view import SessionView as SessionView
     from .trace_view import TraceView as TraceView

@@ -85,6 +85,7 @@ def token_bar(
     *,
     label: str | None = None,
     scale: int | None = None,
+    colors: Mapping[str, str] | None = None,
 ) -> str:
     """A horizontal bar of tokens by section, scaled to the budget when there is one.
 
@@ -93,6 +94,7 @@ def token_bar(
         budget: the token budget, drawn as the bar's full width.
         label: a caption on its own line above the bar (two bars compared side by side).
         scale: the token count of the full width, so several bars share one scale.
+        colors: a colour per part (default: the section colours).
 
     Example:
         >>> html = token_bar([("system", 10), ("chat", 26)], label="masking")
@@ -101,15 +103,16 @@ def token_bar(
     """
     total = sum(t for _, t in sections)
     scale = max(total, budget or 0, scale or 0, 1)
+    palette = SECTION_COLORS if colors is None else colors
     parts = "".join(
         f'<div title="{esc(name)}: {tokens:,} tokens" style="display:inline-block;height:14px;'
-        f'width:{100 * tokens / scale:.2f}%;background:{SECTION_COLORS.get(name, "#999")}">'
+        f'width:{100 * tokens / scale:.2f}%;background:{palette.get(name, "#999")}">'
         "</div>"
         for name, tokens in sections
         if tokens
     )
     legend = " · ".join(
-        f'<span style="white-space:nowrap"><span style="color:{SECTION_COLORS.get(n, "#999")}">'
+        f'<span style="white-space:nowrap"><span style="color:{palette.get(n, "#999")}">'
         f"■</span> {esc(n)} {t:,}</span>"
         for n, t in sections
     )
