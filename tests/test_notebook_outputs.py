@@ -9,7 +9,6 @@ renders, and with an empty table, must fail nbval, cell by cell.
 
 from __future__ import annotations
 
-import ast
 import shutil
 import subprocess
 import sys
@@ -17,50 +16,10 @@ from pathlib import Path
 
 import nbformat
 import pytest
+from _notebooks import WIDGET, draws, ends_with_expression, shows_widget
 
 REPO = Path(__file__).resolve().parent.parent
 NOTEBOOKS = sorted((REPO / "notebooks").glob("*.ipynb"))
-WIDGET = "application/vnd.jupyter.widget-view+json"
-WIDGET_NAMES = ("View(", "Panel(", ".compare(")
-
-
-def _code(source: str) -> str:
-    # IPython magics are not Python.
-    return "\n".join("" if ln.startswith("%") else ln for ln in source.splitlines())
-
-
-def _ends_with_expression(source: str) -> bool:
-    body = ast.parse(_code(source)).body
-    return bool(body) and isinstance(body[-1], ast.Expr)
-
-
-def _draws(source: str) -> bool:
-    """The cell calls a ``plot_*`` function or ``plt.*``."""
-    for node in ast.walk(ast.parse(_code(source))):
-        if not isinstance(node, ast.Call):
-            continue
-        f = node.func
-        if isinstance(f, ast.Name) and f.id.startswith("plot_"):
-            return True
-        if isinstance(f, ast.Attribute) and (
-            f.attr.startswith("plot_") or (isinstance(f.value, ast.Name) and f.value.id == "plt")
-        ):
-            return True
-    return False
-
-
-def _widget_names(source: str, known: set[str]) -> bool:
-    """Record names bound to a widget in ``known``; True when the cell shows one."""
-    body = ast.parse(_code(source)).body
-    for node in body:
-        if isinstance(node, ast.Assign) and any(w in ast.unparse(node.value) for w in WIDGET_NAMES):
-            known.update(t.id for t in node.targets if isinstance(t, ast.Name))
-    if not body or not isinstance(body[-1], ast.Expr):
-        return False
-    last = body[-1].value
-    if isinstance(last, ast.Name):
-        return last.id in known
-    return isinstance(last, ast.Call) and any(w in ast.unparse(last) for w in WIDGET_NAMES)
 
 
 def _mimetypes(cell: nbformat.NotebookNode) -> set[str]:
@@ -83,15 +42,15 @@ def test_tutorial_stores_outputs_to_check(path: Path) -> None:
         kinds = _mimetypes(cell)
         if any(o.output_type == "error" for o in cell.outputs):
             problems.append(f"{where}: stores an error")
-        shows_something = _ends_with_expression(cell.source) or "plt.show()" in cell.source
+        shows_something = ends_with_expression(cell.source) or "plt.show()" in cell.source
         if shows_something and not cell.outputs:
             problems.append(f"{where}: shows a value but stores no output (run and save it)")
-        if _draws(cell.source) and not kinds & {"image/png", "image/svg+xml"}:
+        if draws(cell.source) and not kinds & {"image/png", "image/svg+xml"}:
             problems.append(f"{where}: draws a plot but stores no image ({sorted(kinds)})")
         text = "".join(str((o.get("data") or {}).get("text/plain", "")) for o in cell.outputs)
         if "<Figure size" in text and "image/png" not in kinds:
             problems.append(f"{where}: a figure shown as text, not as an image")
-        if _widget_names(cell.source, widgets) and WIDGET not in kinds:
+        if shows_widget(cell.source, widgets) and WIDGET not in kinds:
             problems.append(f"{where}: shows a widget but stores no widget view")
     assert not problems, "\n".join(problems)
 
