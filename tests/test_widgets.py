@@ -449,8 +449,8 @@ def test_replay_view_one_payload_per_step(replay_view: Any) -> None:
     html = payloads[0]
     assert "<b>step 15</b>" in html and html.count("masked</span>") > 3
     assert "cache-readable" in html and "so far" in html  # the replay measured both
-    replay_view.show(16)
-    assert len(payloads) == 2 and payloads[1] != html
+    replay_view.next_button.click()
+    assert len(payloads) == 2 and payloads[1] != html and replay_view.step == 16
     with pytest.raises(KeyError, match="step 999"):
         replay_view.show(999)
 

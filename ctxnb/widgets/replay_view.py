@@ -171,7 +171,17 @@ class ReplayView(widgets.VBox):
         )
         self.slider.layout = widgets.Layout(width="60%")
         self.play = widgets.Play(value=0, min=0, max=last, interval=400)
-        widgets.jslink((self.play, "value"), (self.slider, "value"))
+        # The slider leads: a browser link copies its source to its target when the view
+        # appears, so the step chosen in Python stays the one shown.
+        widgets.jslink((self.slider, "value"), (self.play, "value"))
+        self.prev_button = widgets.Button(
+            description="◀", tooltip="previous step", layout=widgets.Layout(width="2.8em")
+        )
+        self.next_button = widgets.Button(
+            description="▶", tooltip="next step", layout=widgets.Layout(width="2.8em")
+        )
+        self.prev_button.on_click(lambda _: self._move(-1))
+        self.next_button.on_click(lambda _: self._move(1))
         self.header = widgets.HTML()
         self.chart = widgets.HTML()
         self.detail = widgets.HTML()
@@ -180,7 +190,9 @@ class ReplayView(widgets.VBox):
         self.slider.observe(lambda ch: self._render_step(), names="value")
         for dd in (self.left, self.right):
             dd.observe(lambda ch: self._render_all(), names="value")
-        controls = widgets.HBox([self.play, self.slider, self.left, self.right])
+        controls = widgets.HBox(
+            [self.prev_button, self.next_button, self.play, self.slider, self.left, self.right]
+        )
         super().__init__([self.header, controls, self.chart, self.detail], **kwargs)
         self.add_class("ctxnb-replay-view")
         if step is not None:
@@ -366,6 +378,10 @@ class ReplayView(widgets.VBox):
     def show(self, step: int) -> None:
         """Move to ``step`` (a step number of the run)."""
         self.slider.value = self._position(step)
+
+    def _move(self, by: int) -> None:
+        if self.steps:
+            self.slider.value = min(max(self.slider.value + by, 0), len(self.steps) - 1)
 
     def _position(self, step: int) -> int:
         try:
