@@ -13,7 +13,7 @@ Example:
 from __future__ import annotations
 
 import html
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 
 from .._html import TEXT, esc, html_table
 from ..plotting import SECTION_COLORS
