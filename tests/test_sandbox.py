@@ -541,3 +541,21 @@ def test_files_over_the_index_limit_are_kept_but_not_stored(env):
     assert out["result"]["effects"]["untracked"] == ["inventory/blob.bin"]
     assert (env.root / "inventory" / "blob.bin").stat().st_size == 300
     assert t.workspace.store.get(t.workspace.object_id("inventory/blob.bin")) is None
+
+
+@pytest.mark.parametrize(
+    "module",
+    [
+        "ctxnb.sandbox",
+        "ctxnb.sandbox.plan",
+        "ctxnb.sandbox.observe",
+        "ctxnb.sandbox.runner",
+        "ctxnb.tools.restore",
+    ],
+)
+def test_docstring_examples(module):
+    import doctest
+    import importlib
+
+    result = doctest.testmod(importlib.import_module(module), optionflags=doctest.ELLIPSIS)
+    assert result.attempted > 0 and result.failed == 0

@@ -23,7 +23,9 @@ Example:
 
 from __future__ import annotations
 
+import contextlib
 import os
+import tempfile
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -218,41 +220,33 @@ class Sandbox:
         if before_run is not None:
             before_run(before)
 
-        if exe is not None:
+        with contextlib.ExitStack() as stack:
+            env: Mapping[str, str] = plan.env
+            wrap: Callable[[list[str]], list[str]] | None = None
+            if exe is not None:
 
-            def wrap(argv: list[str]) -> list[str]:
-                # exec through sh: a missing program is 127 and a non-executable 126,
-                # as without the sandbox.
-                inner = argv if shell else ["/bin/sh", "-c", 'exec "$@"', "sh", *argv]
-                return bwrap_argv(plan, inner, cwd=workdir, bwrap=exe)
+                def wrap(argv: list[str]) -> list[str]:
+                    # exec through sh: a missing program is 127 and a non-executable
+                    # 126, as without the sandbox.
+                    inner = argv if shell else ["/bin/sh", "-c", 'exec "$@"', "sh", *argv]
+                    return bwrap_argv(plan, inner, cwd=workdir, bwrap=exe)
 
+            else:
+                # Unconfined: the private HOME and /tmp of the plan become a fresh
+                # directory of the host.
+                home = stack.enter_context(tempfile.TemporaryDirectory(prefix="ctxnb-home-"))
+                env = {**plan.env, "HOME": home, "TMPDIR": home}
+                env.update(XDG_CACHE_HOME=f"{home}/.cache", PYTHONPYCACHEPREFIX=f"{home}/pycache")
             result = run_command(
                 cmd,
                 cwd=workdir,
                 timeout=timeout,
                 shell=shell,
                 max_output_bytes=max_output_bytes,
-                env=plan.env,
+                env=env,
                 redact=redact,
                 wrap=wrap,
             )
-        else:
-            import tempfile
-
-            with tempfile.TemporaryDirectory(prefix="ctxnb-home-") as home:
-                # Unconfined: the private HOME and /tmp of the plan become a fresh
-                # directory of the host.
-                env = {**plan.env, "HOME": home, "TMPDIR": home}
-                env.update(XDG_CACHE_HOME=f"{home}/.cache", PYTHONPYCACHEPREFIX=f"{home}/pycache")
-                result = run_command(
-                    cmd,
-                    cwd=workdir,
-                    timeout=timeout,
-                    shell=shell,
-                    max_output_bytes=max_output_bytes,
-                    env=env,
-                    redact=redact,
-                )
         after = take_snapshot(self.root, observed, skip=skip)
         changes = diff_snapshots(before, after)
         return SandboxResult(result, changes, before, plan, self.backend)
