@@ -65,6 +65,7 @@ rule's name):
 from __future__ import annotations
 
 import os
+import re
 import unicodedata
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
@@ -105,6 +106,7 @@ NAME_MAX = 255  # bytes per name on every filesystem ctxnb targets (ext4, APFS, 
 
 # Characters that make a name look like something it is not: bidirectional overrides
 # and isolates (the "Trojan Source" family). C0/C1 controls are caught by category.
+_ASCII_CC = re.compile("[\x00-\x1f\x7f]")
 _BIDI = frozenset("\u061c\u200e\u200f\u202a\u202b\u202c\u202d\u202e\u2066\u2067\u2068\u2069")
 
 _REQUIRED_ACTION = {
@@ -380,7 +382,14 @@ class PathRules:
             _deny(
                 display, "path-too-long", f"it is {len(encoded)} bytes, over {self.max_path_bytes}"
             )
-        for ch in raw:
+        # An ASCII path's only control characters are C0 and DEL (category Cc), and it
+        # has no bidi marks; this skips a category lookup per character on every path.
+        ascii_only = raw.isascii()
+        if ascii_only:
+            m = _ASCII_CC.search(raw)
+            if m:
+                _deny(display, "control-char", f"it contains the control character {m[0]!r}")
+        for ch in () if ascii_only else raw:
             if ch in _BIDI or unicodedata.category(ch) == "Cc":
                 _deny(display, "control-char", f"it contains the control character {ch!r}")
         if "\\" in raw:
@@ -390,7 +399,7 @@ class PathRules:
         raw_parts = raw.split("/")
         if ".." in raw_parts:
             _deny(display, "traversal", "it contains a '..' component")
-        nfkc = unicodedata.normalize("NFKC", raw)
+        nfkc = raw if ascii_only else unicodedata.normalize("NFKC", raw)
         if nfkc != raw:
             nfkc_parts = nfkc.split("/")
             if (
