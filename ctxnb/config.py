@@ -97,6 +97,11 @@ class PolicyConfig(_Strict):
     allow: list[str] | None = None
     deny: list[str] = Field(default_factory=lambda: list(DEFAULT_DENY))
     max_path_bytes: int = Field(default=MAX_PATH_BYTES, gt=0)
+    sensitive: list[str] = Field(
+        default_factory=list,
+        description="globs of files whose reading or writing waits for a human's approval "
+        "(governed workspaces)",
+    )
 
 
 class Profile(_Strict):

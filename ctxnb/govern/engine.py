@@ -41,7 +41,7 @@ from __future__ import annotations
 import os
 import shlex
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
@@ -53,9 +53,11 @@ from ..redaction import redact
 from ..tools.filetools import FileTools, ToolCall
 from ..tools.schemas import ToolInfo
 from .approval import ApprovalRequest, Approver, Decision, args_summary
-from .core import NO_INTENT_MESSAGE, check_scope, require_intent
+from .breaker import BreakerState
+from .core import NO_INTENT_MESSAGE, check_scope, in_scope, require_intent
 from .intents import Intent, IntentFile, intent_context, load_intents
 from .ledger import TraceLedger, build_trace_record
+from .lessons import format_lesson, lessons_for, read_lessons
 
 if TYPE_CHECKING:
     from ..access.door import Access
@@ -114,7 +116,7 @@ class CircuitBreaker:
     name = "circuit-breaker"
 
     def check(self, call: ToolCall, engine: HookEngine) -> None:
-        n = engine.failures.get(call.tool, 0)
+        n = engine.breaker.get(call.tool)
         if n >= engine.breaker_threshold:
             raise PolicyError(
                 "CIRCUIT_OPEN",
@@ -179,6 +181,48 @@ class Scope:
             check_scope(intent, rel)
 
 
+class Sensitivity:
+    """Reading or writing a file marked sensitive (``[policy] sensitive``) waits for a human.
+
+    An approval holds for that file and that kind of access for the rest of the session.
+    """
+
+    name = "sensitivity"
+
+    def check(self, call: ToolCall, engine: HookEngine) -> None:
+        if not engine.sensitive:
+            return
+        mode = "write" if call.mutating else "read"
+        for key, value in _path_values(call):
+            rel = call.context.get("rel_paths", {}).get(key)
+            if rel is None:
+                rel = engine.tools._check(value, for_write=call.mutating).rel
+            if not in_scope(tuple(engine.sensitive), rel) or (rel, mode) in engine._sensitive_ok:
+                continue
+            reason = f"{rel} is marked sensitive; {mode} needs a human's approval"
+            if engine.approver is None:
+                raise PolicyError(
+                    "SENSITIVE_NEEDS_APPROVAL",
+                    f"{call.tool} would {mode} {rel}, which is marked sensitive, and no human "
+                    "approver is connected",
+                    recoverable=True,
+                    required_action="Ask a human, or connect an approver (notebook "
+                    "ApprovalPanel, terminal, or MCP elicitation).",
+                    details={"path": rel, "access": mode},
+                )
+            decision = engine.ask(call, reason)
+            if not decision.approved:
+                raise PolicyError(
+                    "APPROVAL_REJECTED",
+                    f"{decision.by} refused to let {call.tool} {mode} {rel}"
+                    + (f" ({decision.note})" if decision.note else ""),
+                    recoverable=True,
+                    required_action="Do not retry; work without this file or ask the human.",
+                    details={"decision": decision.to_dict(), "path": rel},
+                )
+            engine._sensitive_ok.add((rel, mode))
+
+
 class Risk:
     """Classify commands as SAFE or DESTRUCTIVE (file tools are SAFE: they keep versions)."""
 
@@ -207,23 +251,13 @@ class Approval:
                 "(notebook ApprovalPanel, terminal, or MCP elicitation).",
                 details={"reasons": risk["reasons"]},
             )
-        req = ApprovalRequest.new(
-            call.tool,
-            call.args,
-            reason,
-            intent_id=engine.active_intent_id,
-            caller=call.caller,
-            session_id=call.session_id,
-        )
-        decision = engine.approver.request(req)
-        call.context["approval"] = decision.to_dict()
-        engine.decisions.append((req, decision))
+        decision = engine.ask(call, reason)
         if not decision.approved:
             engine.record_lesson(
                 f"{call.tool}({args_summary(call.args)}) was refused by {decision.by}"
-                + (f": {decision.note}" if decision.note else "")
+                + (f": {decision.note}" if decision.note else ""),
+                paths=list(call.context.get("rel_paths", {}).values()),
             )
-            engine.trace_decision(call, req, decision)
             raise PolicyError(
                 "APPROVAL_REJECTED",
                 f"{decision.by} rejected {call.tool}: {reason}"
@@ -357,8 +391,9 @@ class QualityLoop:
         if feedback:
             call.context["quality_failed"] = True
             engine.record_lesson(
-                f"after {call.tool} on {', '.join(call.paths)}: "
-                + "; ".join(f"`{f['command']}` failed ({f['returncode']})" for f in feedback)
+                f"after {call.tool}: "
+                + "; ".join(f"`{f['command']}` failed ({f['returncode']})" for f in feedback),
+                paths=call.paths,
             )
         return feedback
 
@@ -420,6 +455,7 @@ class HookEngine:
             IntentPresence(),
             IntentValidity(),
             Scope(),
+            Sensitivity(),
             Risk(),
             Approval(),
             OptimisticLock(),
@@ -431,7 +467,10 @@ class HookEngine:
             QualityLoop(),
         ]
         self.active_intent_id: str | None = None
-        self.failures: dict[str, int] = {}
+        # Counts live on disk: a restarted kernel or a new hook process keeps them.
+        self.breaker = BreakerState(self.root / ".ctxnb" / "breaker.json")
+        self.sensitive = list(workspace.config.policy.sensitive)
+        self._sensitive_ok: set[tuple[str, str]] = set()
         self.decisions: list[tuple[ApprovalRequest, Decision]] = []
         self._intents: IntentFile | None = None
         self._intents_mtime: float | None = None
@@ -467,7 +506,8 @@ class HookEngine:
         intent = self.intents().get(intent_id)
         self.active_intent_id = intent.id
         recent = list(self.ledger.records(intent_id=intent.id))[-10:]
-        return intent_context(intent, recent)
+        lessons = lessons_for(intent, read_lessons(self.dir / "AGENT.md"))
+        return intent_context(intent, recent, lessons=lessons)
 
     # -- classification --------------------------------------------------------------------------
     def needs_intent(self, call: ToolCall) -> bool:
@@ -542,22 +582,47 @@ class HookEngine:
         self._count(call.tool, failed=bool(call.context.get("quality_failed")))
         return feedback
 
+    @property
+    def failures(self) -> dict[str, int]:
+        """Consecutive failures per tool (persisted in ``.ctxnb/breaker.json``)."""
+        return self.breaker.counts()
+
     def _count(self, tool: str, *, failed: bool) -> None:
-        with self._lock:
-            self.failures[tool] = self.failures.get(tool, 0) + 1 if failed else 0
+        self.breaker.record(tool, failed=failed)
 
     def reset_breaker(self, tool: str | None = None) -> None:
-        """Close the circuit breaker of one tool (or of all)."""
-        with self._lock:
-            if tool is None:
-                self.failures.clear()
-            else:
-                self.failures.pop(tool, None)
+        """Close the circuit breaker of one tool (or of all), for every process."""
+        self.breaker.reset(tool)
+
+    # -- human decisions -------------------------------------------------------
+    def ask(self, call: ToolCall, reason: str) -> Decision:
+        """Ask the approver about ``call``; the decision is kept, and a refusal traced and
+        recorded as a lesson by the caller's wording (see :class:`Approval`)."""
+        assert self.approver is not None
+        req = ApprovalRequest.new(
+            call.tool,
+            call.args,
+            reason,
+            intent_id=self.active_intent_id,
+            caller=call.caller,
+            session_id=call.session_id,
+        )
+        decision = self.approver.request(req)
+        call.context["approval"] = decision.to_dict()
+        self.decisions.append((req, decision))
+        if not decision.approved:
+            self.trace_decision(call, req, decision)
+        return decision
 
     # -- records ---------------------------------------------------------------
-    def record_lesson(self, text: str) -> None:
-        """Append a dated lesson to ``.orchestration/AGENT.md``."""
-        line = f"- {self.clock():%Y-%m-%d %H:%M} {text}\n".encode()
+    def record_lesson(self, text: str, *, paths: Sequence[str] = ()) -> None:
+        """Append a dated lesson to ``.orchestration/AGENT.md``, tagged with the active
+        intent and the files concerned, so that it comes back to whoever works there next
+        (see :mod:`ctxnb.govern.lessons`)."""
+        when = f"{self.clock():%Y-%m-%d %H:%M}"
+        line = (
+            format_lesson(when, text, intent_id=self.active_intent_id, paths=paths) + "\n"
+        ).encode()
         fd = os.open(self.dir / "AGENT.md", os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
         try:
             os.write(fd, line)
