@@ -43,6 +43,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 
 from .access.rules import DEFAULT_DENY, MAX_PATH_BYTES
 from .errors import ConfigError
+from .govern.breaker import DEFAULT_BREAKER_THRESHOLD
 from .govern.core import UNKNOWN_COMMAND_DEFAULT
 
 __all__ = [
@@ -126,7 +127,7 @@ class GovernanceConfig(_Strict):
     unknown_command: Literal["SAFE", "DESTRUCTIVE"] = UNKNOWN_COMMAND_DEFAULT
     safe_commands: list[str] = Field(default_factory=list)
     quality_commands: list[str] = Field(default_factory=list)
-    breaker_threshold: int = Field(default=3, gt=0)
+    breaker_threshold: int = Field(default=DEFAULT_BREAKER_THRESHOLD, gt=0)
     command_timeout: float = Field(default=120.0, gt=0)
     model_id: str | None = None
 

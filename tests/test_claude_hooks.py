@@ -474,3 +474,60 @@ def test_doctests():
     for mod in (hooks_mod, govern_cli_mod):
         result = doctest.testmod(mod, optionflags=doctest.ELLIPSIS)
         assert result.failed == 0 and result.attempted > 0, mod.__name__
+
+
+# -- what governance remembers, through the hooks ------------------------------------------------
+def test_failed_writes_open_the_breaker_for_every_later_hook_process(ws, payloads, run):
+    (ws / "ctxnb.toml").write_text("[governance]\nbreaker_threshold = 2\n")
+    main(["hook", "select-intent", "INT-001", "--session", "s-b", "-w", str(ws)])
+    for _ in range(2):
+        post = payloads("post-edit", ws)
+        post["session_id"] = "s-b"
+        post["tool_response"]["success"] = False
+        assert run(post).exit_code == 0
+    pre = payloads("pre-edit", ws)
+    pre["session_id"] = "s-b"
+    result = run(pre)
+    assert result.decision == "deny"
+    reason = result.answer["hookSpecificOutput"]["permissionDecisionReason"]
+    assert "circuit breaker is open" in reason and "ctxnb hook reset-breaker" in reason
+    # the notebook's engine sees the same open breaker
+    from ctxnb import Workspace
+
+    w = Workspace.open(ws)
+    tools = w.tools(w.session("nb"), caller="t")
+    assert tools.engine.failures == {"Edit": 2}
+    w.close()
+    assert main(["hook", "reset-breaker", "-w", str(ws)]) == 0  # a human closes it
+    assert run(pre).decision != "deny"
+
+
+def test_sensitive_files_make_claude_code_ask_its_user(ws, payloads, run):
+    (ws / "ctxnb.toml").write_text('[policy]\nsensitive = ["inventory/models.py"]\n')
+    main(["hook", "select-intent", "INT-001", "--session", "s-s", "-w", str(ws)])
+    read = payloads("pre-read", ws, file_path=str(ws / "inventory" / "models.py"))
+    read["session_id"] = "s-s"
+    result = run(read)
+    assert result.decision == "ask"
+    assert "marked sensitive" in result.answer["hookSpecificOutput"]["permissionDecisionReason"]
+    edit = payloads("pre-edit", ws)
+    edit["session_id"] = "s-s"
+    assert run(edit).decision == "ask"
+    other = payloads("pre-read", ws, file_path=str(ws / "inventory" / "store.py"))
+    assert run(other).decision is None  # not sensitive: Claude Code's own rules apply
+    denied = payloads("pre-read", ws, file_path=str(ws / ".env"))
+    (ws / ".env").write_text("X=1\n")
+    assert run(denied).decision == "deny"  # a denied file stays denied, never "ask"
+
+
+def test_a_prompt_selecting_an_intent_brings_its_lessons(ws, payloads, run):
+    from ctxnb.govern.lessons import format_lesson
+
+    with (ws / ".orchestration" / "AGENT.md").open("a") as f:
+        f.write(format_lesson("2026-11-20 10:00", "keep cents as int", intent_id="INT-001") + "\n")
+        f.write(format_lesson("2026-11-20 11:00", "docs are generated", paths=["docs/a.md"]) + "\n")
+    prompt = payloads("user-prompt-submit", ws)
+    prompt["prompt"] = "Work on the parser under INT-001"
+    context = run(prompt).answer["hookSpecificOutput"]["additionalContext"]
+    assert "lessons:\n  - 2026-11-20 10:00 keep cents as int" in context
+    assert "docs are generated" not in context

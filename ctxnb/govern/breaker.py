@@ -30,7 +30,11 @@ import threading
 from collections.abc import Iterator
 from pathlib import Path
 
-__all__ = ["BreakerState"]
+__all__ = ["DEFAULT_BREAKER_THRESHOLD", "BreakerState"]
+
+#: Consecutive failures of one tool after which it is refused (``[governance]
+#: breaker_threshold``).
+DEFAULT_BREAKER_THRESHOLD = 3
 
 
 class BreakerState:

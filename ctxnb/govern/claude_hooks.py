@@ -78,6 +78,7 @@ from typing import TYPE_CHECKING, Any
 
 from ..access.rules import DEFAULT_DENY, GOVERNANCE, MAX_PATH_BYTES, map_mount_prefix
 from ..errors import ConfigError, CtxnbError, PolicyError
+from .breaker import DEFAULT_BREAKER_THRESHOLD, BreakerState
 from .core import (
     UNKNOWN_COMMAND_DEFAULT,
     IntentLike,
@@ -122,6 +123,8 @@ _DEFAULT_SETTINGS: dict[str, Any] = {
     "unknown_command": UNKNOWN_COMMAND_DEFAULT,
     "safe_commands": [],
     "model_id": None,
+    "breaker_threshold": DEFAULT_BREAKER_THRESHOLD,
+    "sensitive": [],
     "sandbox": {
         "backend": "bwrap",
         "network": False,
@@ -496,6 +499,8 @@ def _settings_from_file(root: Path, source: Path) -> dict[str, Any]:
         "unknown_command": cfg.governance.unknown_command,
         "safe_commands": list(cfg.governance.safe_commands),
         "model_id": cfg.governance.model_id,
+        "breaker_threshold": cfg.governance.breaker_threshold,
+        "sensitive": list(cfg.policy.sensitive),
         "sandbox": cfg.sandbox.model_dump(),
     }
 
@@ -615,11 +620,14 @@ def select_intent(root: str | os.PathLike[str], intent_id: str, session_id: str)
 def _intent_context(root: Path, intent: IntentLike) -> str:
     from .intents import Intent, intent_context  # only when an intent is selected
     from .ledger import TraceLedger
+    from .lessons import lessons_for, read_lessons
 
     ledger = TraceLedger(root / _ORCHESTRATION / "agent_trace.jsonl")
     recent = list(ledger.records(intent_id=intent.id))[-10:]
+    lessons = lessons_for(intent, read_lessons(root / _ORCHESTRATION / "AGENT.md"))
     fields = ("id", "name", "status", "owned_scope", "constraints", "acceptance_criteria")
-    return intent_context(Intent(**{k: getattr(intent, k) for k in fields}), recent)
+    full = Intent(**{k: getattr(intent, k) for k in fields})
+    return intent_context(full, recent, lessons=lessons)
 
 
 # -- answers ----------------------------------------------------------------------------------
@@ -662,10 +670,14 @@ def _pre_tool_use(ctx: _Context) -> HookResult:
     tool = ctx.str_field("tool_name")
     tool_input = ctx.tool_input()
     try:
+        if ctx.governed and (tool in WRITE_TOOLS or tool == "Bash"):
+            _check_breaker(ctx, tool)
         if tool in READ_TOOLS:
             _check_read(ctx, tool, tool_input)
+            return _ask_if_sensitive(ctx, tool, tool_input, "read")
         elif tool in WRITE_TOOLS:
             _pre_write(ctx, tool, tool_input)
+            return _ask_if_sensitive(ctx, tool, tool_input, "write")
         elif tool == "Bash" and ctx.governed:
             return _check_bash(ctx, tool_input)
     except PolicyError as e:
@@ -679,6 +691,45 @@ def _pre_tool_use(ctx: _Context) -> HookResult:
             "the intents file.",
         )
     return HookResult()
+
+
+def _breaker(ctx: _Context) -> BreakerState:
+    # The engine's own file: one breaker for every way an agent reaches the workspace.
+    return BreakerState(ctx.root / ".ctxnb" / "breaker.json")
+
+
+def _check_breaker(ctx: _Context, tool: str) -> None:
+    n = _breaker(ctx).get(tool)
+    threshold = int(ctx.settings.get("breaker_threshold", DEFAULT_BREAKER_THRESHOLD))
+    if n >= threshold:
+        raise PolicyError(
+            "CIRCUIT_OPEN",
+            f"{tool} failed {n} times in a row; the circuit breaker is open",
+            recoverable=False,
+            required_action="A human must look at the failures and reset the breaker "
+            "(`ctxnb hook reset-breaker`, or engine.reset_breaker() in Python).",
+        )
+
+
+def _ask_if_sensitive(
+    ctx: _Context, tool: str, tool_input: Mapping[str, Any], mode: str
+) -> HookResult:
+    """Claude Code asks its user (``ask``) before a file marked sensitive is read or written."""
+    globs = ctx.settings.get("sensitive") or []
+    path = _path_arg(tool_input, "file_path", "notebook_path")
+    if not globs or not ctx.governed or path is None:
+        return HookResult()
+    try:
+        rel = ctx.policy.check(ctx.abs_path(path)).rel
+    except CtxnbError:
+        return HookResult()
+    from .core import in_scope
+
+    if not in_scope(tuple(globs), rel):
+        return HookResult()
+    return _pre_answer(
+        "ask", f"ctxnb: {rel} is marked sensitive; {tool} would {mode} it. Allow it?"
+    )
 
 
 def _path_arg(tool_input: Mapping[str, Any], *keys: str) -> str | None:
@@ -810,6 +861,7 @@ def _post_tool_use(ctx: _Context) -> HookResult:
     tool_input = ctx.tool_input()
     response = ctx.payload.get("tool_response")
     response = response if isinstance(response, Mapping) else {}
+    _breaker(ctx).record(tool, failed=response.get("success") is False)
     if response.get("success") is False:
         return HookResult()
     path = _path_arg(tool_input, "file_path") or _path_arg(response, "filePath")

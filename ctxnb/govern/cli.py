@@ -25,7 +25,7 @@ from ..cli import _out, arg, command
 __all__: list[str] = []
 
 _HOOK_EVENTS = ("pre-tool-use", "post-tool-use", "user-prompt-submit")
-_HOOK_CHOICES = (*_HOOK_EVENTS, "select-intent", "install")
+_HOOK_CHOICES = (*_HOOK_EVENTS, "select-intent", "reset-breaker", "install")
 
 
 @command("init-governance", help="create .orchestration/ (intents, trace, intent map, AGENT.md)")
@@ -61,20 +61,22 @@ def _cmd_init_governance(ns: argparse.Namespace) -> int:
     "event",
     choices=_HOOK_CHOICES,
     help="pre-tool-use | post-tool-use | user-prompt-submit (read Claude Code's JSON on "
-    "stdin); select-intent ID --session S; install [PATH]",
+    "stdin); select-intent ID --session S; reset-breaker [TOOL] (a human closes the "
+    "circuit breaker); install [PATH]",
 )
 @arg(
     "target",
     nargs="?",
     default=None,
-    help="select-intent: the intent id; install: the project directory (default: current)",
+    help="select-intent: the intent id; reset-breaker: the tool (default: all); install: the "
+    "project directory (default: current)",
 )
 @arg("--session", default=None, help="select-intent: Claude Code's session_id")
 @arg(
     "-w",
     "--workspace",
     default=None,
-    help="select-intent: the workspace (default: current directory)",
+    help="select-intent, reset-breaker: the workspace (default: current directory)",
 )
 @arg(
     "--command",
@@ -88,6 +90,15 @@ def _cmd_hook(ns: argparse.Namespace) -> int:
         from .claude_hooks import run_event
 
         return run_event(ns.event)
+    if ns.event == "reset-breaker":
+        from pathlib import Path
+
+        from .breaker import BreakerState
+
+        root = Path(ns.workspace or os.getcwd())
+        BreakerState(root / ".ctxnb" / "breaker.json").reset(ns.target)
+        _out(f"circuit breaker closed for {ns.target or 'every tool'} in {root}")
+        return 0
     if ns.event == "select-intent":
         from .claude_hooks import select_intent
 
