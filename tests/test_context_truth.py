@@ -208,3 +208,25 @@ def test_tier3_rules_load_when_any_tool_touches_the_subtree(root: Path) -> None:
     assert "Use tabs in pkg." in text and "No network in tools." in text
     assert "No frameworks." in text
     assert text.index("# root rules") < text.index("Use tabs in pkg.")
+
+
+def test_a_watcher_update_reaches_every_open_session(root: Path) -> None:
+    from watchfiles import Change
+
+    from ctxnb.watch import Watcher
+
+    ws = Workspace.open(root)
+    watched, other = ws.session("watched"), ws.session("other")
+    for s in (watched, other):
+        s.add_path("app.py")
+        s.add_turn("user", "look")
+        s.assemble()
+    (root / "app.py").write_text("def total(xs):\n    return len(xs)  # seen by the watcher\n")
+    events = [{(Change.modified, str(root / "app.py"))}]
+    with Watcher(watched, backend=lambda dirs, stop: iter(events)) as w:
+        w.join(10)
+    for s in (watched, other):  # only one session watches; both show the new content
+        s.add_turn("user", "again")
+        text = s.assemble().to_text()
+        assert "seen by the watcher" in text and "return sum(xs)" not in text
+        assert s.context_at(2).to_text() == text
