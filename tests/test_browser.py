@@ -228,6 +228,19 @@ _CODE_STYLE_JS = """
 """
 
 
+def _screenshot(page: Any, name: str) -> None:
+    """The whole notebook: Voilà and JupyterLab scroll inside an element, not the page, so
+    the viewport grows to the content's height first."""
+    height = page.evaluate(
+        "() => Math.max(...[...document.querySelectorAll('#rendered_cells, .jp-WindowedPanel-"
+        "outer, body')].map((e) => e.scrollHeight))"
+    )
+    size = page.viewport_size or {"width": 1280, "height": 1000}
+    page.set_viewport_size({"width": size["width"], "height": int(min(max(height, 600), 12000))})
+    page.screenshot(path=str(ARTIFACTS / f"{name}.png"), full_page=True)
+    page.set_viewport_size(size)
+
+
 def _check_rendered(page: Any, name: str, plots: int, widgets: int) -> dict[str, Any]:
     """Wait until the notebook's plots and widgets are drawn, then check them."""
 
@@ -245,7 +258,7 @@ def _check_rendered(page: Any, name: str, plots: int, widgets: int) -> dict[str,
         text = page.locator("body").inner_text()
         raise AssertionError(f"{exc}\n--- the page ends with:\n{text[-2000:]}") from None
     finally:
-        page.screenshot(path=str(ARTIFACTS / f"{name}.png"), full_page=True)
+        _screenshot(page, name)
     imgs = page.evaluate(_IMAGES_JS)
     views = page.evaluate(_WIDGETS_JS)
     blank = [i for i in imgs if i["width"] == 0 or i["colors"] < 3 or i["shown"] < 100]

@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING, Any
 
 from ..plotting import CACHE_COLORS, SECTION_COLORS
 from ._ipw import widgets
-from .static import TEXT, esc, token_bar
+from .static import MONO, TEXT, esc, token_bar
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -541,7 +541,7 @@ class ReplayView(widgets.VBox):
             was = before.get((it.label, it.type))
             change = "" if was == it.state else ("new" if was is None else f"was {was}")
             rows.append(
-                f"<tr><td>{_badge(it.state)}</td><td style='word-break:break-all'>"
+                f'<tr><td>{_badge(it.state)}</td><td style="word-break:break-all;{MONO}">'
                 f"{esc(it.label)}</td><td>{esc(it.type)}</td>"
                 f"<td style='text-align:right'>{it.tokens:,}</td>"
                 f"<td><small>{esc(change)}</small></td></tr>"
