@@ -180,9 +180,12 @@ class McpConfig(_Strict):
 
 
 class SkillsConfig(_Strict):
-    """Where SKILL.md skills live, relative to the workspace root."""
+    """Where SKILL.md skills live, relative to the workspace root.
 
-    root: str = "skills"
+    ``root`` is searched first, then ``.ctxnb/skills`` and ``.claude/skills``.
+    """
+
+    root: str | None = None
 
 
 class RulesConfig(_Strict):

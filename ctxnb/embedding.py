@@ -343,7 +343,10 @@ class HybridIndex:
         k1: float = 1.2,
         b: float = 0.75,
     ) -> None:
-        self.embedder = embedder_for(embedder)
+        # Resolved on first use: building an index must not load a model it may never need.
+        self._embedder_arg = embedder
+        self._embedder: Embedder | None = None
+        self._resolved = False
         self.rrf_k = rrf_k
         self._bm25 = BM25Index(k1=k1, b=b)
         self._texts: dict[str, str] = {}
@@ -353,6 +356,14 @@ class HybridIndex:
         for doc_id, text in pairs:
             self.add(doc_id, text)
 
+    @property
+    def embedder(self) -> Embedder | None:
+        """The embedder (resolved on first use), or ``None`` for BM25 alone."""
+        if not self._resolved:
+            self._embedder = embedder_for(self._embedder_arg)
+            self._resolved = True
+        return self._embedder
+
     def __len__(self) -> int:
         return len(self._texts)
 
@@ -360,6 +371,8 @@ class HybridIndex:
         return doc_id in self._texts
 
     def __repr__(self) -> str:
+        if not self._resolved:
+            return f"HybridIndex({len(self)} entries)"
         mode = f"BM25+{self.embedder.name}" if self.embedder is not None else "BM25"
         return f"HybridIndex({len(self)} entries, {mode})"
 

