@@ -42,10 +42,19 @@ from .hashing import content_hash, identity_hash, source_hash, stable_stringify
 
 # name -> module that defines it; resolved on first attribute access.
 _LAZY: dict[str, str] = {
+    "Access": "ctxnb.access.door",
     "AllRules": "ctxnb.rules",
+    "Approver": "ctxnb.govern.approval",
+    "DiffResult": "ctxnb.tools.results",
+    "Observation": "ctxnb.access.observe",
+    "ResumeReport": "ctxnb.session",
+    "VersionInfo": "ctxnb.tools.results",
     "ApprovalRequest": "ctxnb.govern.approval",
     "CallbackApprover": "ctxnb.govern.approval",
+    "CompactReport": "ctxnb.store",
     "Context": "ctxnb.context",
+    "MetaEntry": "ctxnb.context",
+    "Section": "ctxnb.context",
     "ContextItem": "ctxnb.context",
     "PrefixReuse": "ctxnb.context",
     "prefix_reuse": "ctxnb.context",
@@ -134,11 +143,19 @@ __getattr__, __dir__ = lazy_exports(__name__, _LAZY, globals(), __all__)
 
 
 if TYPE_CHECKING:  # pragma: no cover - for type checkers and IDEs only
+    from .access.door import Access
     from .access.fdio import PathPolicy
+    from .access.observe import Observation
     from .analysis import load_trace
     from .config import CtxnbConfig, load_config
-    from .context import Context, ContextItem
-    from .govern.approval import ApprovalRequest, CallbackApprover, Decision, QueueApprover
+    from .context import Context, ContextItem, MetaEntry, Section
+    from .govern.approval import (
+        ApprovalRequest,
+        Approver,
+        CallbackApprover,
+        Decision,
+        QueueApprover,
+    )
     from .govern.engine import HookEngine
     from .govern.intents import init_governance
     from .govern.ledger import TraceLedger
@@ -157,8 +174,8 @@ if TYPE_CHECKING:  # pragma: no cover - for type checkers and IDEs only
     from .rules import AllRules, RulesIndex, RulesTracker
     from .samples import copy_sample_workspace
     from .sandbox.runner import Sandbox
-    from .session import Session
-    from .store import ObjectStore, TxRecord, Version
+    from .session import ResumeReport, Session
+    from .store import CompactReport, ObjectStore, TxRecord, Version
     from .strategies import (
         ContextStrategy,
         FileViewLimits,
@@ -173,6 +190,6 @@ if TYPE_CHECKING:  # pragma: no cover - for type checkers and IDEs only
     )
     from .tokens import HeuristicTokenCounter, TokenCounter
     from .tools.filetools import FileTools
-    from .tools.results import PatchResult, ReadResult
+    from .tools.results import DiffResult, PatchResult, ReadResult, VersionInfo
     from .watch import Watcher
     from .workspace import Workspace
