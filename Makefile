@@ -18,6 +18,7 @@ demo: $(STAMP)
 test: $(STAMP)
 	$(BIN)/ruff check --output-format concise .
 	$(BIN)/ruff format --check .
+	$(BIN)/mypy ctxnb
 	$(BIN)/pytest -p no:cacheprovider --nbval --nbval-current-env --nbval-sanitize-with notebooks/sanitize.cfg notebooks/
 	$(BIN)/pytest -p no:cacheprovider
 

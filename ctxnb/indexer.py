@@ -165,6 +165,8 @@ def index_tree(
         return {"type": "filesystem", "filesystemId": fs_id, "path": f"{root_str}/{rel}"}
 
     def refused(rel: str, rule: str) -> None:
+        if rel == ".ctxnb":
+            return  # ctxnb's own store, not a file of the workspace
         report.denied += 1
         report.denied_paths.append((rel, rule))
 

@@ -25,6 +25,10 @@ from .resolver import FilesystemResolver, MountMapping, default_filesystem_id
 from .store import ObjectStore, Version
 
 if TYPE_CHECKING:
+    from collections.abc import Callable
+    from datetime import datetime
+
+    from .govern.approval import Approver
     from .indexer import IndexReport
     from .session import Session
     from .tools.filetools import FileTools
@@ -148,6 +152,8 @@ class Workspace(Access):
         *,
         caller: str = "agent",
         profile: str | None = None,
+        approver: Approver | None = None,
+        clock: Callable[[], datetime] | None = None,
         **kwargs: Any,
     ) -> FileTools:
         """The file tools of ``session``, governed when the workspace has ``.orchestration/``.
@@ -156,17 +162,40 @@ class Workspace(Access):
             session: the session that records every call.
             caller: who calls (an agent name), for the audit log and the trace.
             profile: ``local`` or ``cloud`` (or one from ``ctxnb.toml``).
+            approver: who decides destructive acts in a governed workspace (an
+                :class:`~ctxnb.govern.approval.Approver`: the notebook panel, a queue, a
+                callback); without one they are refused. Unused when not governed.
+            clock: returns the current time, timezone-aware (audit lines, trace records,
+                lessons); a seam for tests. ``datetime.now(UTC)`` by default.
             **kwargs: passed on to :class:`~ctxnb.tools.filetools.FileTools` (``policy``,
-                ``summarizer``, ``approver`` for governed workspaces …).
+                ``summarizer``, ``search_backend`` …) or, governed, to the engine
+                (``model_id``).
+
+        Example:
+            >>> import pathlib, tempfile
+            >>> from datetime import UTC, datetime
+            >>> ws = Workspace.open(tempfile.mkdtemp())
+            >>> fixed = lambda: datetime(2030, 1, 2, tzinfo=UTC)
+            >>> tools = ws.tools(ws.session("s"), caller="docs", clock=fixed)
+            >>> _ = tools.dispatch("list_files", {})
+            >>> tools.audit()["ts"].iloc[-1].isoformat()
+            '2030-01-02T00:00:00+00:00'
         """
         from .tools.filetools import FileTools
 
         if (self.root / ".orchestration").is_dir():
             from .govern.engine import governed_tools
 
-            return governed_tools(self, session, caller=caller, profile=profile, **kwargs)
-        kwargs.pop("approver", None)
-        return FileTools(self, session, caller=caller, profile=profile, **kwargs)
+            return governed_tools(
+                self,
+                session,
+                caller=caller,
+                profile=profile,
+                approver=approver,
+                clock=clock,
+                **kwargs,
+            )
+        return FileTools(self, session, caller=caller, profile=profile, clock=clock, **kwargs)
 
     def close(self) -> None:
         self.store.close()

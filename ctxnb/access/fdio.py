@@ -687,10 +687,9 @@ class PathPolicy(PathRules):
                 continue
             if not (is_dir or is_file):
                 if on_refused is not None:
-                    rule = "symlink" if stat_mod.S_ISLNK(mode) else "special-file"
-                    on_refused(rel, rule)
+                    on_refused(rel, "symlink" if stat_mod.S_ISLNK(mode) else "special-file")
                 continue
-            rule = self._refusal(parts)
+            rule: str | None = self._refusal(parts)
             if rule is None and is_file and self._allow_spec is not None:
                 rule = None if self._allow_spec.match_file(rel) else "not-allowed"
             if rule is not None:

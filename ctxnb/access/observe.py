@@ -171,7 +171,7 @@ def observe_bytes(
     results: list[tuple[str, Action, dict[str, Any] | None, str | None]] = []
     latest: dict[str, dict[str, Any]] = {}
     for src, oid, data, shash in pending:
-        prev = latest.get(oid, old.get(oid))
+        prev: dict[str, Any] | None = latest.get(oid, old.get(oid))
         if data is None:
             if prev is None or is_deleted(prev):
                 results.append((oid, "unchanged", None, None))
@@ -190,12 +190,12 @@ def observe_bytes(
         results.append((oid, action, doc, shash))
     tx_new = store.put(to_write).tx_id if to_write else None
     out = []
-    for oid, action, doc, shash in results:
+    for oid, action, written, shash in results:
         if oid in latest:
             tx: int | None = tx_new
         else:
             tx = store.latest_tx_of(oid) if oid in old else None
-        out.append(Observation(oid, action, tx, doc, shash))
+        out.append(Observation(oid, action, tx, written, shash))
     return out
 
 

@@ -199,7 +199,8 @@ def run_hook(event: str, stdin_text: str, *, env: Mapping[str, str] | None = Non
         payload = json.loads(stdin_text)
     except ValueError as e:
         msg = getattr(e, "msg", str(e))
-        where = f" at line {e.lineno}, column {e.colno}" if hasattr(e, "lineno") else ""
+        line, col = getattr(e, "lineno", None), getattr(e, "colno", None)
+        where = f" at line {line}, column {col}" if line is not None else ""
         return _error(
             event,
             f"stdin is not JSON ({msg}{where}); Claude Code passes the hook payload as a "

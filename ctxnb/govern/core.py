@@ -61,10 +61,17 @@ UNKNOWN_COMMAND_DEFAULT: Final = "DESTRUCTIVE"
 class IntentLike(Protocol):
     """What the core needs of an intent (:class:`IntentView` or the validated model)."""
 
-    id: str
-    name: str
-    status: str
-    owned_scope: list[str]
+    @property
+    def id(self) -> str: ...
+
+    @property
+    def name(self) -> str: ...
+
+    @property
+    def status(self) -> str: ...
+
+    @property
+    def owned_scope(self) -> list[str]: ...
 
     @property
     def is_active(self) -> bool: ...

@@ -32,7 +32,7 @@ from ..errors import CtxnbError
 
 if TYPE_CHECKING:
     from ..access.door import Access
-    from ..govern.ledger import TraceLedger
+    from ..govern.ledger import ContributorType, TraceLedger
     from ..sandbox.observe import Snapshot
     from ..sandbox.runner import SandboxResult
     from ..tools.filetools import FileTools
@@ -51,7 +51,7 @@ class GoverningEngine(Protocol):
     root: Path
     tools: FileTools
     ledger: TraceLedger
-    contributor_type: str
+    contributor_type: ContributorType
     model_id: str | None
 
     def update_intent_map(self, intent: Intent, path: str, symbols: list[str]) -> None: ...
@@ -186,6 +186,7 @@ class CommandEffects:
                         pass  # it holds in-scope files, or it could not be removed
                 continue
             if allowed:
+                assert intent is not None  # allowed implies an intent
                 self._keep(
                     ch.path, ch.kind, ch.racy, report, intent, command, session_id, caller, tool
                 )

@@ -56,7 +56,7 @@ from .approval import ApprovalRequest, Approver, Decision, args_summary
 from .breaker import BreakerState
 from .core import NO_INTENT_MESSAGE, check_scope, in_scope, require_intent
 from .intents import Intent, IntentFile, intent_context, load_intents
-from .ledger import TraceLedger, build_trace_record
+from .ledger import ContributorType, TraceLedger, build_trace_record
 from .lessons import format_lesson, lessons_for, read_lessons
 
 if TYPE_CHECKING:
@@ -432,7 +432,7 @@ class HookEngine:
         *,
         approver: Approver | None = None,
         model_id: str | None = None,
-        contributor_type: str = "ai",
+        contributor_type: ContributorType = "ai",
         clock: Callable[[], datetime] | None = None,
     ) -> None:
         gov = workspace.config.governance
@@ -847,14 +847,18 @@ def governed_tools(
     profile: str | None = None,
     approver: Approver | None = None,
     model_id: str | None = None,
+    clock: Callable[[], datetime] | None = None,
     **kwargs: Any,
 ) -> FileTools:
     """File tools of ``session`` wired to a new :class:`HookEngine` (``tools.hooks``).
 
-    ``select_active_intent`` and ``run_command`` become tools of ``dispatch`` too.
+    ``select_active_intent`` and ``run_command`` become tools of ``dispatch`` too. One
+    ``clock`` times the audit lines, the trace records and the lessons.
     """
-    engine = HookEngine(workspace, approver=approver, model_id=model_id)
-    tools = FileTools(workspace, session, caller=caller, profile=profile, hooks=engine, **kwargs)
+    engine = HookEngine(workspace, approver=approver, model_id=model_id, clock=clock)
+    tools = FileTools(
+        workspace, session, caller=caller, profile=profile, hooks=engine, clock=clock, **kwargs
+    )
     engine.tools = tools
     tools.register_tool(
         ToolInfo(

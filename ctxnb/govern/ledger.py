@@ -829,7 +829,7 @@ def ledger_html(ledger: TraceLedger | str | os.PathLike[str], *, n: int = 20) ->
         if not isinstance(rec, dict):
             continue
         files = [f for f in rec.get("files") or [] if isinstance(f, dict)]
-        meta = rec.get("metadata") if isinstance(rec.get("metadata"), dict) else {}
+        meta: dict[str, Any] = rec["metadata"] if isinstance(rec.get("metadata"), dict) else {}
         rows.append(
             {
                 "time": rec.get("timestamp"),

@@ -254,7 +254,8 @@ class RulesIndex:
         """
         resolve = None
         if isinstance(workspace, str | os.PathLike):
-            root, ignores, use_gitignore = Path(workspace), (), True
+            ignores: tuple[str, ...] = ()
+            root, use_gitignore = Path(workspace), True
         else:
             root = workspace.root
             ignores = tuple(workspace.config.index.ignore)
@@ -648,7 +649,8 @@ class RulesIndex:
             return True
 
         try:
-            found = classify_command(cmd, scope_check=collect, unknown_default="SAFE")
+            words = cmd if isinstance(cmd, str) else list(cmd)
+            found = classify_command(words, scope_check=collect, unknown_default="SAFE")
         except (ValueError, TypeError):  # pragma: no cover - the classifier never raises
             return []
         out: dict[str, None] = {}

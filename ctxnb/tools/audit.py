@@ -123,6 +123,7 @@ def audit_args(args: dict[str, Any]) -> dict[str, Any]:
 
 def audit_record(
     *,
+    ts: datetime | None = None,
     caller: str,
     session_id: str | None,
     tool: str,
@@ -144,7 +145,7 @@ def audit_record(
         ('Edit', 1.235, {'file_path': 'a.py'})
     """
     return {
-        "ts": datetime.now(UTC).isoformat(),
+        "ts": (ts or datetime.now(UTC)).isoformat(),
         "caller": caller,
         "session_id": session_id,
         "tool": tool,

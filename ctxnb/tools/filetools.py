@@ -141,6 +141,7 @@ class FileTools:
         audit: the audit log (``.ctxnb/audit.jsonl`` by default).
         tag_rules: extra ``(tag, predicate(rel_path))`` rules for :meth:`registry`.
         search_backend: ``auto`` (ripgrep when installed), ``ripgrep`` or ``python``.
+        clock: returns the current time, timezone-aware (the audit lines).
     """
 
     def __init__(
@@ -156,6 +157,7 @@ class FileTools:
         audit: AuditLog | None = None,
         tag_rules: Sequence[tuple[str, Callable[[str], bool]]] = (),
         search_backend: Literal["auto", "ripgrep", "python"] = "auto",
+        clock: Callable[[], datetime] | None = None,
     ) -> None:
         self.workspace = workspace
         self.session = session
@@ -172,6 +174,7 @@ class FileTools:
         self.audit_log = audit or AuditLog(workspace.root / ".ctxnb" / "audit.jsonl")
         self.tag_rules = [*tag_rules, *_TAG_RULES]
         self.search_backend = search_backend
+        self.clock = clock or (lambda: datetime.now(UTC))
         # Keyed by the real workspace-relative path (two files whose names differ only in
         # case are two files, whatever their shared docPath key).
         self._read_hashes: dict[str, str] = {}
@@ -1151,6 +1154,7 @@ class FileTools:
         """The one audit line of a call (see :mod:`ctxnb.tools.audit` for the fields)."""
         self.audit_log.append(
             audit_record(
+                ts=self.clock(),
                 caller=self.caller,
                 session_id=self.session.session_id,
                 tool=tool,

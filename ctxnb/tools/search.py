@@ -52,6 +52,7 @@ Example:
 
 from __future__ import annotations
 
+import functools
 import os
 import re
 import shutil
@@ -375,7 +376,7 @@ class _Ignores:
         return self.dir_ignored(rel.rpartition("/")[0]) or self.ignored_here(rel, False)
 
 
-def _check_root(root: Path) -> Path:
+def _check_root(root: Path | str) -> Path:
     root = Path(root)
     if not root.is_dir():
         raise NotFoundError(f"search root {str(root)!r} is not a directory; pass a folder")
@@ -620,7 +621,7 @@ def _policy_walk(
     first = policy.roots[0]
     for entry in policy.walk(skip=skip):
         if entry.safe.root == first:
-            yield entry.safe.rel, lambda read=entry.read: _policy_text(read)
+            yield entry.safe.rel, functools.partial(_policy_text, entry.read)
 
 
 def _confirm(policy: PathPolicy, compiled: re.Pattern[str], matches: list[Match]) -> list[Match]:
