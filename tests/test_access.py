@@ -234,7 +234,6 @@ def test_scope_everything_cannot_touch_governance_files(tmp_path: Path) -> None:
     }
     patch = "--- a/x\n+++ b/x\n@@ -1 +1 @@\n-a\n+b\n"
     for i, (path, content) in enumerate(hostile.items()):
-        # A fresh session per path, so the circuit breaker never answers for the policy.
         t = ws.tools(ws.session(f"gov-{i}"), caller="attacker")
         assert t.dispatch("select_active_intent", {"intent_id": "INT-ALL"})["ok"]
         for tool, args in (
@@ -243,6 +242,7 @@ def test_scope_everything_cannot_touch_governance_files(tmp_path: Path) -> None:
             ("read_file", {"path": path}),
             ("apply_patch", {"path": path, "unified_diff": patch}),
         ):
+            t.hooks.reset_breaker()  # so that the circuit breaker never answers for the policy
             out = t.dispatch(tool, args)
             assert not out["ok"], (tool, path)
             assert out["error_code"] == "PATH_DENIED", (tool, path, out)
