@@ -189,7 +189,8 @@ class SkillsConfig(_Strict):
 
 
 class RulesConfig(_Strict):
-    """Where AGENTS.md rules discovery starts, relative to the workspace root."""
+    """Where AGENTS.md rules discovery looks, relative to the workspace root: only rules
+    files in this subtree are found (``"."``, the default, is the whole workspace)."""
 
     root: str = "."
 

@@ -585,3 +585,12 @@ def test_with_the_embedder_hits_carry_their_similarity(ws_root: Path) -> None:
     assert hit.similarity is not None and hit.similarity > 0.45
     # an unrelated query loads nothing, by words or by meaning
     assert index.match("bake sourdough bread at home") == []
+
+
+def test_rules_root_limits_discovery_to_a_subtree(ws_root: Path) -> None:
+    (ws_root / "ctxnb.toml").write_text('[rules]\nroot = "inventory"\n')
+    index = RulesTracker(Workspace.open(ws_root).session("sub"), skills=False).index
+    assert index.files and all(p.startswith("inventory/") for p in index.files)
+    (ws_root / "ctxnb.toml").write_text('[rules]\nroot = "."\n')
+    everything = RulesTracker(Workspace.open(ws_root).session("all"), skills=False).index
+    assert "AGENTS.md" in everything.files and len(everything.files) > len(index.files)

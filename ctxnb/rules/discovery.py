@@ -275,9 +275,16 @@ class RulesIndex:
         if not isinstance(workspace, str | os.PathLike):
             index.policy = workspace.policy
         wanted = frozenset(names)
+        # [rules] root in ctxnb.toml limits discovery to one subtree ("." is everything).
+        under = ""
+        if not isinstance(workspace, str | os.PathLike):
+            under = posixpath.normpath(workspace.config.rules.root).strip("/")
+            under = "" if under == "." else under + "/"
         tree = TreeIgnores(ignores, use_gitignore=use_gitignore)
         for entry in index.policy.walk(skip=tree.skip, on_dir=tree.on_dir):
             rel = entry.safe.rel
+            if under and not rel.startswith(under):
+                continue
             if entry.safe.root == index.policy.roots[0] and posixpath.basename(rel) in wanted:
                 rf = index._read_rules_file(rel)
                 if rf is not None:
