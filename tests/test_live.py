@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import asyncio
 import json
 import subprocess
 import sys
 import textwrap
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -18,8 +20,18 @@ pytestmark = pytest.mark.slow
 
 
 @pytest.fixture(autouse=True)
-def _live_deps() -> None:
+def _live_deps() -> Iterator[None]:
     require(has_module("minisweagent") and has_module("litellm"), "mini-swe-agent and litellm")
+    # litellm.completion() sets up an event loop for its logging in the calling thread
+    # and never closes it; close the one a test left behind so that it is not reported
+    # as an unclosed resource at the end of the session.
+    policy = asyncio.get_event_loop_policy()
+    before = getattr(getattr(policy, "_local", None), "_loop", None)
+    yield
+    loop = getattr(getattr(policy, "_local", None), "_loop", None)
+    if loop is not None and loop is not before and not loop.is_running():
+        loop.close()
+        policy.set_event_loop(before)
 
 
 def _priced() -> PriceTable:
