@@ -428,3 +428,51 @@ def test_post_hook_records_a_store_version_and_an_audit_line(hooked: Path) -> No
     last = json.loads(lines[-1])
     assert (last["caller"], last["tool"], last["intent_id"]) == ("claude-code", "Edit", "INT-SRC")
     assert last["args"]["file_path"] == "src/app.py" and last["success"] is True
+
+
+def test_rules_links_to_denied_files_and_links_are_never_loaded(tree: tuple[Path, Path]) -> None:
+    from ctxnb.rules import RulesIndex, RulesTracker
+
+    root, outside = tree
+    (root / "docs").mkdir()
+    (root / "docs" / "style.md").write_text("# Style\nshort lines\n")
+    (root / "docs" / "secrets.md").symlink_to(outside / "loot.txt")
+    (root / "AGENTS.md").write_text(
+        "Read the [environment settings](.env), the [style guide](docs/style.md),\n"
+        "the [secret notes](docs/secrets.md) and the [outside](../outside/loot.txt).\n"
+    )
+    ws = Workspace.open(root)
+    s = ws.session("rules")
+    index = RulesIndex.discover(ws)
+    targets = {link.target for link in index.links()}
+    assert targets == {"docs/style.md"}
+    tracker = RulesTracker(s, index)
+    for query in ("environment settings", "secret notes", "outside", "style guide"):
+        tracker.on_query(query)
+    loaded = {r.path for r in tracker.records}
+    assert loaded == {"AGENTS.md", "docs/style.md"}
+    text = s.assemble().to_text()
+    assert "TOKEN=abc" not in text and SECRET not in text
+    assert "TOKEN=abc" not in _all_content(ws) and SECRET not in _all_content(ws)
+
+
+def test_the_watcher_does_not_follow_a_file_swapped_for_a_link(tree: tuple[Path, Path]) -> None:
+    root, outside = tree
+    ws = Workspace.open(root)
+    s = ws.session("watch")
+    oid = s.add_path("sub/notes.md")
+    target = root / "sub" / "notes.md"
+
+    def scripted(dirs: list[str], stop: threading.Event):  # the watchfiles events, replayed
+        target.unlink()
+        target.symlink_to(outside / "loot.txt")
+        yield {(2, str(target))}
+
+    from ctxnb.watch import Watcher
+
+    w = Watcher(s, backend=scripted)
+    w.start()
+    w.join(10)
+    assert w.errors == []
+    assert SECRET not in _all_content(ws)
+    assert s.get(oid)["content"] == "notes\n"  # the last version stays
