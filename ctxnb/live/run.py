@@ -119,7 +119,9 @@ class LiveResult:
 
     def __repr__(self) -> str:
         return (
-            f"<LiveResult {self.trajectory.id} passed={self.passed} exit={self.exit_status} "
+            # The task, not the run's session id: reprs stay comparable between runs.
+            f"<LiveResult {self.trajectory.id.split('@')[0]} passed={self.passed} "
+            f"exit={self.exit_status} "
             f"calls={len(self.calls)} prompt_tokens={self.prompt_tokens} "
             f"cached={self.cached_tokens} cost=${self.cost_usd:.4f}>"
         )
