@@ -559,3 +559,19 @@ def test_docstring_examples(module):
 
     result = doctest.testmod(importlib.import_module(module), optionflags=doctest.ELLIPSIS)
     assert result.attempted > 0 and result.failed == 0
+
+
+@needs(find_bwrap() is not None, "bubblewrap (bwrap)")
+def test_read_paths_under_tmp_are_not_hidden_by_the_private_tmp(env, tmp_path):
+    # A Python environment or a configured read path can live under /tmp (a CI checkout
+    # there, pytest's tmp_path): the sandbox's private /tmp must not cover it.
+    assert str(tmp_path).startswith("/tmp/")
+    shared = tmp_path / "shared-data"
+    shared.mkdir()
+    (shared / "table.csv").write_text("sku,qty\nA1,3\n")
+    (env.root / "ctxnb.toml").write_text(f'[sandbox]\nread_paths = ["{shared}"]\n')
+    t = tools_for(env.root, CallbackApprover(lambda req: True, by="test"))
+    t.dispatch("select_active_intent", {"intent_id": "INT-001"})
+    out = t.dispatch("run_command", {"cmd": f"cat {shared}/table.csv", "shell": True})
+    assert out["ok"], out
+    assert "A1,3" in out["result"]["stdout"]

@@ -400,11 +400,13 @@ def bwrap_argv(
             a += ["--tmpfs", p, "--remount-ro", p]
         elif os.path.lexists(p):
             a += ["--ro-bind", "/dev/null", p]
+    a += ["--proc", "/proc", "--dev", "/dev", "--tmpfs", "/tmp", "--dir", SANDBOX_HOME]
+    a += ["--tmpfs", "/var/tmp", "--tmpfs", "/run"]
+    # After the private /tmp: a Python environment (or a read path) that lives under /tmp,
+    # as in a CI checkout there, must not be hidden by it.
     for p in (*_python_paths(), *plan.read_paths):
         if os.path.exists(p):
             a += ["--ro-bind", p, p]
-    a += ["--proc", "/proc", "--dev", "/dev", "--tmpfs", "/tmp", "--dir", SANDBOX_HOME]
-    a += ["--tmpfs", "/var/tmp", "--tmpfs", "/run"]
     if plan.network and os.path.exists("/etc/resolv.conf"):
         # resolv.conf is often a link into /run, which is private here.
         real = os.path.realpath("/etc/resolv.conf")
