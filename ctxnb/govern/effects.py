@@ -230,7 +230,11 @@ class CommandEffects:
         engine = self.engine
         path = os.path.join(self.root, rel)
         if self._ignored(rel) or (kind != "deleted" and _size(path) > self._max_bytes):
-            report.untracked.append(rel)  # as the indexer: ignored and huge files are not stored
+            # As the indexer: ignored and huge files are not stored. A racy entry (a file
+            # written within the snapshot's clock tick) may not have changed at all, and
+            # with no stored version to compare against it is not reported.
+            if not racy:
+                report.untracked.append(rel)
             return
         data = None if kind == "deleted" else self._read(rel)
         if kind != "deleted" and data is None:
