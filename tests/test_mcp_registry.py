@@ -77,6 +77,8 @@ async def on_call_tool(ctx, params):
         f.write(json.dumps({"tool": params.name, "args": dict(params.arguments or {})}) + "\n")
     text = {"find_ticket": "T-1 login fails with 500", "open_ticket": "opened T-2"}.get(
         params.name, "closed 1 ticket")
+    if (params.arguments or {}).get("query") == "leak":
+        text = "T-9 deploy key: " + "gh" + "p_" + "Zx81Qw" * 6  # a generated token shape
     return types.CallToolResult(content=[types.TextContent(type="text", text=text)])
 
 async def on_list_resources(ctx, params):
@@ -229,10 +231,14 @@ def test_calls_through_the_registry_are_governed(
         # read-only: no intent needed
         ok = tools.dispatch("tickets__find_ticket", {"query": "login"})
         assert ok["ok"] and ok["result"]["text"].startswith("T-1")
+        # what an outside server returns is redacted before it reaches the agent
+        leaked = tools.dispatch("tickets__find_ticket", {"query": "leak"})
+        assert leaked["ok"] and "Zx81Qw" not in json.dumps(leaked)
+        assert "T-9 deploy key" in leaked["result"]["text"]
         # side effects before the handshake: refused, and the outside server saw nothing
         refused = tools.dispatch("tickets__open_ticket", {"title": "login 500"})
         assert refused["error_code"] == "NO_ACTIVE_INTENT"
-        assert [c["tool"] for c in calls_made(setup)] == ["find_ticket"]
+        assert [c["tool"] for c in calls_made(setup)] == ["find_ticket", "find_ticket"]
         # arguments are checked against the outside tool's own schema
         bad = tools.dispatch("tickets__open_ticket", {"title": 5})
         assert bad["error_code"] == "INVALID_ARGUMENTS" and "title" in bad["message"]
@@ -247,6 +253,7 @@ def test_calls_through_the_registry_are_governed(
         assert yes["ok"]
         assert asked == ["tickets__close_all_tickets"] * 2
         assert [c["tool"] for c in calls_made(setup)] == [
+            "find_ticket",
             "find_ticket",
             "open_ticket",
             "close_all_tickets",

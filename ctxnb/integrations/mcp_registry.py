@@ -45,6 +45,7 @@ from pydantic import BaseModel, ConfigDict, model_validator
 from ..config import McpServerConfig, load_config
 from ..embedding import DEFAULT, HybridIndex
 from ..errors import ConfigError, CtxnbError, MissingDependencyError, NotFoundError
+from ..redaction import redact_data, redact_text
 from ..tools.schemas import ToolInfo
 
 try:
@@ -529,9 +530,10 @@ class McpRegistry:
 
             def run(_q: str = q, **kwargs: Any) -> dict[str, Any]:
                 result = self.call_tool(_q, kwargs)
+                # What an outside server says goes toward the model: the one redaction pass.
                 if result.is_error:
-                    raise RegistryError(f"{_q} reported an error: {result.text[:500]}")
-                return result.to_dict()
+                    raise RegistryError(f"{_q} reported an error: {redact_text(result.text[:500])}")
+                return redact_data(result.to_dict())
 
             tools.register_tool(self.tool_info(q), run, governed=True)
             added.append(q)
