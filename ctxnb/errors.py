@@ -15,6 +15,7 @@ Every error ctxnb raises on purpose derives from one root, so callers can catch
     ├── PatchError           a patch is malformed
     │   └── PatchConflict        a patch no longer applies to the file
     ├── MissingDependencyError   an optional extra is not installed
+    ├── RegistryError        an outside MCP server could not be reached or failed a call
     ├── SelectionError       a context strategy returned an inconsistent Selection
     └── CycleError           a new edge would close a cycle in a relation graph
 
@@ -36,6 +37,7 @@ __all__ = [
     "PatchConflict",
     "PatchError",
     "PolicyError",
+    "RegistryError",
     "ResolverError",
     "SandboxError",
     "SelectionError",
@@ -169,6 +171,10 @@ class MissingDependencyError(CtxnbError, ImportError):
             f"{module!r} is not installed; it is needed for this feature. "
             f"Install it with: pip install 'ctxnb[{extra}]'"
         )
+
+
+class RegistryError(CtxnbError):
+    """An outside MCP server could not be reached, or a call through it failed."""
 
 
 class SandboxError(PolicyError):

@@ -44,7 +44,13 @@ from pydantic import BaseModel, ConfigDict, model_validator
 
 from ..config import McpServerConfig, load_config
 from ..embedding import DEFAULT, HybridIndex
-from ..errors import ConfigError, CtxnbError, MissingDependencyError, NotFoundError
+from ..errors import (
+    ConfigError,
+    CtxnbError,
+    MissingDependencyError,
+    NotFoundError,
+    RegistryError,
+)
 from ..redaction import redact_data, redact_text
 from ..tools.schemas import ToolInfo
 
@@ -78,10 +84,6 @@ SEPARATOR = "__"
 Kind = Literal["tool", "resource", "prompt"]
 RequestHook = Callable[[str, str, dict[str, Any]], None]
 ResponseHook = Callable[[str, str, Any], None]
-
-
-class RegistryError(CtxnbError):
-    """An outside MCP server could not be reached or answered with a protocol error."""
 
 
 # -- what the registry holds ------------------------------------------------------------------
