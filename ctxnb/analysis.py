@@ -30,7 +30,6 @@ Example:
 
 from __future__ import annotations
 
-import difflib
 import json
 import os
 import textwrap
@@ -44,6 +43,8 @@ import pandas as pd
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from ._jsonl import SkippedLine, iter_jsonl
+from .context import context_diff
 from .plotting import SECTION_COLORS, SERIES_COLORS, new_axes, outside_legend, styled
 
 if TYPE_CHECKING:
@@ -234,20 +235,9 @@ def _coerce(rec: Mapping[str, Any]) -> dict[str, Any]:
 
 def _json_objects(data: bytes) -> tuple[list[dict[str, Any]], int]:
     """The JSON objects of a JSON-lines text, and how many lines were not one."""
-    rows, skipped = [], 0
-    for raw in data.split(b"\n"):
-        if not raw.strip():
-            continue
-        try:
-            rec = json.loads(raw)
-        except ValueError:
-            skipped += 1
-            continue
-        if isinstance(rec, dict):
-            rows.append(rec)
-        else:
-            skipped += 1
-    return rows, skipped
+    skipped: list[SkippedLine] = []
+    rows = [rec for _, rec in iter_jsonl(data, skipped=skipped)]
+    return rows, len(skipped)
 
 
 def _records_table_slow(data: bytes) -> tuple[pa.Table, int]:
@@ -597,65 +587,6 @@ def scan(store: ObjectStore | Workspace, type: str | None = None, **kwargs: Any)
 
 
 # -- contexts -----------------------------------------------------------------------------------
-def context_diff(a: Context, b: Context) -> dict[str, list[str]]:
-    """What changed from context ``a`` to context ``b``, by item id.
-
-    ``entered``: items in ``b`` only (in ``b``'s order); ``left``: items in ``a`` only
-    (in ``a``'s order); ``changed``: items in both whose rendered text differs (item
-    hash), in ``b``'s order.
-
-    Example:
-        >>> from ctxnb.context import Context, ContextItem, Section
-        >>> def ctx(*items):
-        ...     its = tuple(ContextItem(i, "file", i, 1, t, t) for i, t in items)
-        ...     return Context((Section("active", "", len(its), its),), 0, {}, None)
-        >>> context_diff(ctx(("a", "1"), ("b", "1")), ctx(("b", "2"), ("c", "1")))
-        {'entered': ['c'], 'left': ['a'], 'changed': ['b']}
-    """
-    ha = {it.id: it.hash for it in a.items}
-    hb = {it.id: it.hash for it in b.items}
-    return {
-        "entered": [i for i in hb if i not in ha],
-        "left": [i for i in ha if i not in hb],
-        "changed": [i for i in hb if i in ha and ha[i] != hb[i]],
-    }
-
-
-def item_text_diff(
-    a: Context,
-    b: Context,
-    item_id: str,
-    *,
-    context_lines: int = 3,
-    labels: Sequence[str] = ("a", "b"),
-) -> str:
-    """A unified diff of one item's rendered text between two contexts ('' if absent).
-
-    The diff's file names are the item's label (its agent-visible path, or the tool
-    call) under each context's label, never the object id.
-
-    Example:
-        >>> from ctxnb.context import Context, ContextItem, Section
-        >>> def ctx(t):
-        ...     it = ContextItem("9f2c", "file", "src/app.py", 1, t, t)
-        ...     return Context((Section("active", "", 1, (it,)),), 0, {}, None)
-        >>> item_text_diff(ctx("x\\n"), ctx("y\\n"), "9f2c").splitlines()[:2]
-        ['--- a/src/app.py', '+++ b/src/app.py']
-    """
-    ia = next((it for it in a.items if it.id == item_id), None)
-    ib = next((it for it in b.items if it.id == item_id), None)
-    name = (ib or ia).label if (ib or ia) is not None else item_id  # type: ignore[union-attr]
-    return "".join(
-        difflib.unified_diff(
-            (ia.text if ia else "").splitlines(keepends=True),
-            (ib.text if ib else "").splitlines(keepends=True),
-            fromfile=f"{labels[0]}/{name}",
-            tofile=f"{labels[1]}/{name}",
-            n=context_lines,
-        )
-    )
-
-
 def contexts_frame(contexts: Iterable[Context], *, labels: Sequence[str] | None = None) -> Any:
     """Tokens per section (and per item type) of each context, one row per context.
 

@@ -22,6 +22,7 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
+from .govern.ledger import TraceLedger
 from .samples import copy_sample_workspace
 from .strategies import KeepAll, ObservationMasking
 from .workspace import Workspace
@@ -165,7 +166,7 @@ def run(base: Path) -> None:
 
     _h("5. the Agent Trace ledger")
     ledger_path = root / ".orchestration" / "agent_trace.jsonl"
-    records = [json.loads(line) for line in ledger_path.read_text().splitlines() if line]
+    records = list(TraceLedger(ledger_path).records())
     for rec in records:
         meta = rec.get("metadata", {})
         for f in rec["files"]:

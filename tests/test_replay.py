@@ -9,10 +9,10 @@ import pandas as pd
 import pytest
 from _needs import has_module, require
 
+from ctxnb.context import context_diff
 from ctxnb.replay import Action, FileTouch, Step, Trajectory, load
 from ctxnb.replay.analysis import (
     compare_at,
-    diff_contexts,
     plot_cost_vs_loss,
     plot_tokens_per_step,
     summarize,
@@ -292,14 +292,14 @@ def test_plots_return_axes(grid: pd.DataFrame) -> None:
 def test_compare_at_and_diff(django: Trajectory) -> None:
     a, b = compare_at(django, KeepAll(), ObservationMasking(2), step=12)
     assert a.strategy["name"] == "keep-all" and b.strategy["name"] == "observation-masking"
-    d = diff_contexts(a, b)
+    d = context_diff(a, b)
     assert d["changed"] and not d["entered"] and not d["left"]
     assert all(it.masked for it in b.items if it.id in d["changed"])
     # The same step of a full replay has the same context.
     row = replay(django, [KeepAll()]).set_index("step").loc[12]
     assert row["context_hash"] == a.hash
     same = compare_at(django, KeepAll(), KeepAll(), step=3)
-    assert diff_contexts(*same) == {"entered": [], "left": [], "changed": []}
+    assert context_diff(*same) == {"entered": [], "left": [], "changed": []}
     with pytest.raises(IndexError):
         compare_at(django, KeepAll(), KeepAll(), step=999)
 

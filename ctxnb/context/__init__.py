@@ -8,6 +8,8 @@
   content cannot forge.
 - :func:`to_messages`: a context as an OpenAI or Anthropic transcript, with cache
   breakpoints.
+- :func:`context_diff` and :func:`item_text_diff`: what changed between two contexts,
+  by item and inside one item's text.
 - :func:`prefix_reuse`: the tokens a prompt shares with the previous one (what a
   provider's prefix cache serves) and the new ones.
 
@@ -29,6 +31,7 @@ Example:
 from __future__ import annotations
 
 from ._assembly import Assembler, AssemblyState, MetaEntry, context_at, meta_for
+from ._diff import context_diff, item_text_diff
 from ._framing import delimiter_nonce, inline, render_block
 from ._messages import to_messages
 from ._model import Context, ContextItem, Section, Segment
@@ -44,8 +47,10 @@ __all__ = [
     "Section",
     "Segment",
     "context_at",
+    "context_diff",
     "delimiter_nonce",
     "inline",
+    "item_text_diff",
     "meta_for",
     "prefix_reuse",
     "render_block",

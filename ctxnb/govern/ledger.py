@@ -50,12 +50,12 @@ import subprocess
 import uuid
 from collections import deque
 from collections.abc import Callable, Iterator, Mapping
-from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path, PurePosixPath
 from typing import Any, Literal
 from urllib.parse import quote, unquote
 
+from .._jsonl import SkippedLine, iter_jsonl
 from ..errors import StoreError
 
 try:
@@ -644,21 +644,6 @@ def check_record(record: Any) -> list[str]:
     return problems
 
 
-@dataclass(frozen=True)
-class SkippedLine:
-    """A ledger line that could not be read.
-
-    Attributes:
-        lineno: 1-based line number in the file.
-        reason: why it was skipped.
-        preview: the start of the line, for a human to look at.
-    """
-
-    lineno: int
-    reason: str
-    preview: str
-
-
 class TraceLedger:
     """The append-only ``agent_trace.jsonl`` file.
 
@@ -735,30 +720,13 @@ class TraceLedger:
             file: only records that touch this path (relative, as stored).
         """
         self.skipped_lines = []
-        skipped = self.skipped_lines
         want_file = file.replace("\\", "/").removeprefix("./") if file else None
         try:
             fh = open(self.path, "rb")
         except FileNotFoundError:
             return
         with fh:
-            for lineno, raw in enumerate(fh, start=1):
-                if not raw.strip():
-                    continue
-                complete = raw.endswith(b"\n")
-                try:
-                    record = json.loads(raw)
-                except ValueError:
-                    reason = (
-                        "cut line (no newline at end of file)"
-                        if not complete
-                        else ("not valid JSON")
-                    )
-                    skipped.append(SkippedLine(lineno, reason, _preview(raw)))
-                    continue
-                if not isinstance(record, dict):
-                    skipped.append(SkippedLine(lineno, "not a JSON object", _preview(raw)))
-                    continue
+            for _, record in iter_jsonl(fh, skipped=self.skipped_lines):
                 if intent_id is not None and record_intent_id(record) != intent_id:
                     continue
                 if want_file is not None and not any(
@@ -772,11 +740,6 @@ class TraceLedger:
         if n <= 0:
             return []
         return list(deque(self.records(), maxlen=n))
-
-
-def _preview(raw: bytes, width: int = 80) -> str:
-    text = raw.decode("utf-8", errors="replace").rstrip("\n")
-    return text if len(text) <= width else text[:width] + "…"
 
 
 # -- HTML ------------------------------------------------------------------------------------
@@ -819,15 +782,11 @@ def ledger_html(ledger: TraceLedger | str | os.PathLike[str], *, n: int = 20) ->
     path = Path(getattr(ledger, "path", ledger))  # type: ignore[arg-type]
     lines, size = _tail_lines(path)
     rows: list[dict[str, Any]] = []
-    for raw in reversed(lines):  # newest first, until n readable records
+    # Newest first, until n readable records; a cut last line is the analysis readers'
+    # to report.
+    for _, rec in iter_jsonl(reversed(lines)):
         if len(rows) >= n:
             break
-        try:
-            rec = json.loads(raw)
-        except ValueError:
-            continue  # a cut last line; the analysis readers report it
-        if not isinstance(rec, dict):
-            continue
         files = [f for f in rec.get("files") or [] if isinstance(f, dict)]
         meta: dict[str, Any] = rec["metadata"] if isinstance(rec.get("metadata"), dict) else {}
         rows.append(

@@ -37,7 +37,6 @@ _LAZY = {
     "check_fidelity": "fidelity",
     "compare_at": "analysis",
     "default_strategies": "replay",
-    "diff_contexts": "analysis",
     "parse_strategy": "experiment",
     "plot_cost_vs_loss": "analysis",
     "plot_tokens_per_step": "analysis",

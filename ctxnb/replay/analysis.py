@@ -44,7 +44,6 @@ if TYPE_CHECKING:
 
 __all__ = [
     "compare_at",
-    "diff_contexts",
     "plot_cost_vs_loss",
     "plot_tokens_per_step",
     "summarize",
@@ -247,7 +246,7 @@ def compare_at(
 
     Replays the run up to ``step`` (the context the agent chose that step's action in)
     and assembles it under both strategies. Show them with ``ContextView.compare(a, b)``
-    in a notebook, or list what differs with :func:`diff_contexts`.
+    in a notebook, or list what differs with :func:`ctxnb.context.context_diff`.
 
     Args:
         trajectory: a run, or a path :func:`ctxnb.replay.load` reads.
@@ -265,7 +264,7 @@ def compare_at(
         >>> from ctxnb.strategies import KeepAll, ObservationMasking
         >>> a, b = compare_at("data/trajectories/django__django-13670.traj.json",
         ...                   KeepAll(), ObservationMasking(3), step=10)  # doctest: +SKIP
-        >>> diff_contexts(a, b)["changed"]  # doctest: +SKIP
+        >>> context_diff(a, b)["changed"]  # doctest: +SKIP
     """
     from .replay import replay_contexts
 
@@ -306,30 +305,3 @@ class _Labelled:
     def __getattr__(self, key: str) -> Any:
         # Settings of the wrapped strategy (recorded in the context's strategy spec).
         return getattr(self.__dict__["inner"], key)
-
-
-def diff_contexts(a: Context, b: Context) -> dict[str, list[str]]:
-    """Which content items differ between two contexts.
-
-    Returns:
-        ``entered``: ids in ``b`` but not in ``a``; ``left``: ids in ``a`` but not in
-        ``b``; ``changed``: ids in both that render differently (masked, truncated,
-        or another version). Each list keeps context order.
-
-    Example:
-        >>> from ctxnb.context import Context, ContextItem, Section
-        >>> def ctx(*items):
-        ...     return Context(sections=(Section("active", "", 0, tuple(items)),),
-        ...                    turn=0, strategy={}, budget=None)
-        >>> x = ContextItem("x", "file", "x", 1, "", "h1")
-        >>> y = ContextItem("y", "file", "y", 1, "", "h")
-        >>> diff_contexts(ctx(x, y), ctx(ContextItem("x", "file", "x", 1, "", "h2")))
-        {'entered': [], 'left': ['y'], 'changed': ['x']}
-    """
-    ia = {it.id: it for it in a.items}
-    ib = {it.id: it for it in b.items}
-    return {
-        "entered": [i for i in ib if i not in ia],
-        "left": [i for i in ia if i not in ib],
-        "changed": [i for i in ia if i in ib and ia[i].hash != ib[i].hash],
-    }

@@ -17,6 +17,7 @@ import json
 from pathlib import Path
 from typing import Any
 
+from .._jsonl import SkippedLine, iter_jsonl
 from .claude_code import from_claude_code
 from .mini_swe_agent import from_mini_swe_agent
 from .model import FORMAT_NAME, Trajectory, TrajectoryFormatError
@@ -126,16 +127,9 @@ def _read(path: Path) -> tuple[str, Any, int]:
                 path=where,
             )
     # JSONL: one record per line.
-    lines = text.splitlines()
-    records: list[Any] = []
-    bad: list[int] = []
-    for lineno, line in enumerate(lines, start=1):
-        if not line.strip():
-            continue
-        try:
-            records.append(json.loads(line))
-        except json.JSONDecodeError:
-            bad.append(lineno)
+    skipped: list[SkippedLine] = []
+    records = [rec for _, rec in iter_jsonl(text, skipped=skipped, objects=False)]
+    bad = [s.lineno for s in skipped]
     fmt = next((f for f in (_sniff_record(r) for r in records[:20]) if f), None)
     if fmt is None or (records and len(bad) > len(records)):
         if whole_error is not None and stripped[0] in "{[":
@@ -179,7 +173,7 @@ def load(path: str | Path) -> Trajectory:
     fmt, data, bad = _read(path)
     where = str(path)
     if fmt == "ctxnb-trajectory":
-        return Trajectory._from_lines(data.splitlines(), where)
+        return Trajectory._from_lines(data, where)
     if fmt == "mini-swe-agent-1":
         return from_mini_swe_agent(data, source_path=where)
     if fmt == "swe-agent":

@@ -48,6 +48,7 @@ Example:
 from __future__ import annotations
 
 import json
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any, Literal
 
@@ -60,6 +61,7 @@ from pydantic import (
     model_validator,
 )
 
+from .._jsonl import SkippedLine, iter_jsonl
 from ..errors import CtxnbError
 
 __all__ = [
@@ -294,24 +296,15 @@ class Trajectory(_Model):
             't'
         """
         path = Path(path)
-        with path.open(encoding="utf-8") as fh:
+        with path.open("rb") as fh:
             return cls._from_lines(fh, str(path))
 
     @classmethod
     def _from_lines(cls, lines: Any, where: str) -> Trajectory:
         header: dict[str, Any] | None = None
         steps: list[Step] = []
-        for lineno, line in enumerate(lines, start=1):
-            if not line.strip():
-                continue
-            try:
-                rec = json.loads(line)
-            except json.JSONDecodeError as exc:
-                raise TrajectoryFormatError(
-                    f"{where}: line {lineno} is not valid JSON ({exc.msg}); the file is "
-                    "damaged or truncated. Re-create it with Trajectory.to_jsonl().",
-                    path=where,
-                ) from None
+        bad: list[SkippedLine] = []
+        for lineno, rec in _strict(iter_jsonl(lines, skipped=bad, objects=False), bad, where):
             if header is None:
                 header = cls._check_header(rec, where)
                 continue
@@ -363,3 +356,23 @@ class Trajectory(_Model):
                     f"{where}: the header record has no string {key!r}.", path=where
                 )
         return rec
+
+
+def _strict(
+    records: Iterator[tuple[int, Any]], skipped: list[SkippedLine], where: str
+) -> Iterator[tuple[int, Any]]:
+    """The records, but a damaged line ends the read with an error that names it."""
+    for item in records:
+        _raise_skipped(skipped, where)
+        yield item
+    _raise_skipped(skipped, where)
+
+
+def _raise_skipped(skipped: list[SkippedLine], where: str) -> None:
+    if skipped:
+        s = skipped[0]
+        raise TrajectoryFormatError(
+            f"{where}: line {s.lineno} cannot be read ({s.reason}); the file is damaged or "
+            "truncated. Re-create it with Trajectory.to_jsonl().",
+            path=where,
+        )

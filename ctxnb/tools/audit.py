@@ -24,6 +24,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+from .._jsonl import SkippedLine, iter_jsonl
 from ..redaction import redact_data, redact_text
 
 __all__ = ["AuditLog", "audit_args", "audit_record"]
@@ -67,21 +68,18 @@ class AuditLog:
                 os.fsync(fd)
 
     def records(self) -> Iterator[dict[str, Any]]:
-        """Every whole record, oldest first; a cut last line is skipped and counted."""
+        """Every whole record, oldest first; a line a crash cut short is skipped and counted."""
         self.skipped_lines = 0
         try:
             f = self.path.open("rb")
         except FileNotFoundError:
             return
+        skipped: list[SkippedLine] = []
         with f:
-            for raw in f:
-                if not raw.endswith(b"\n"):
-                    self.skipped_lines += 1  # a partial last line from a crash
-                    continue
-                try:
-                    yield json.loads(raw)
-                except ValueError:
-                    self.skipped_lines += 1
+            for _, record in iter_jsonl(f, skipped=skipped):
+                self.skipped_lines = len(skipped)
+                yield record
+        self.skipped_lines = len(skipped)
 
     def frame(self) -> Any:
         """The log as a pandas DataFrame (``attrs["skipped_lines"]`` says what was skipped)."""

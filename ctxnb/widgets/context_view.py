@@ -6,7 +6,7 @@ import difflib
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
-from ..analysis import context_diff, item_text_diff
+from ..context import context_diff, item_text_diff
 from ._ipw import widgets
 from .static import diff_html, esc, html_table, pre, token_bar
 
