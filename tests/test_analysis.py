@@ -302,6 +302,6 @@ def test_plot_mutations_per_intent(tmp_path: Path) -> None:
 
 
 def test_doctests() -> None:
-    result = doctest.testmod(analysis_mod, optionflags=doctest.ELLIPSIS)
+    result = doctest.testmod(analysis_mod._trace, optionflags=doctest.ELLIPSIS)
     plt.close("all")
     assert result.failed == 0 and result.attempted > 5

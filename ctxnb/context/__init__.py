@@ -34,10 +34,11 @@ from ._assembly import Assembler, AssemblyState, MetaEntry, context_at, meta_for
 from ._diff import context_diff, item_text_diff
 from ._framing import delimiter_nonce, inline, render_block
 from ._messages import to_messages
-from ._model import Context, ContextItem, Section, Segment
+from ._model import SECTION_ORDER, Context, ContextItem, Section, Segment
 from ._reuse import PrefixReuse, prefix_reuse
 
 __all__ = [
+    "SECTION_ORDER",
     "Assembler",
     "AssemblyState",
     "Context",

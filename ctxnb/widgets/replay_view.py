@@ -17,6 +17,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+from ..context import SECTION_ORDER as SECTIONS
 from ..plotting import CACHE_COLORS, SECTION_COLORS
 from ._ipw import widgets
 from .static import MONO, TEXT, esc, token_bar
@@ -30,7 +31,6 @@ if TYPE_CHECKING:
 
 __all__ = ["ItemState", "ReplayView"]
 
-SECTIONS = ("system", "metadata", "active", "chat")
 MAX_ITEMS = 60  # item rows per strategy and step; the rest are counted
 STATE_COLORS = {
     "in full": "#2e7d32",
