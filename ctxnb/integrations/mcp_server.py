@@ -42,12 +42,9 @@ Serve it with ``ctxnb mcp serve /path/to/workspace`` (stdio) or
 from __future__ import annotations
 
 import contextlib
-import hmac
-import ipaddress
 import json
 import os
 import re
-import socket
 import threading
 import weakref
 from collections.abc import Callable, Iterator
@@ -57,10 +54,12 @@ from urllib.parse import quote, unquote
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from ..errors import ConfigError, MissingDependencyError, NotFoundError, PolicyError
-from ..govern.approval import ApprovalRequest, Approver, Decision
+from ..errors import MissingDependencyError, NotFoundError, PolicyError
+from ..govern.approval import Approver
 from ..redaction import redact_data, redact_text
 from ..tools.schemas import ToolInfo
+from .mcp_approval import DenyDestructiveApprover, ElicitationApprover
+from .mcp_http import BearerTokenMiddleware, check_bind, http_app, is_loopback, transport_security
 from .model_text import error_text, tool_text
 
 try:
@@ -69,7 +68,6 @@ try:
     import anyio.to_thread
     import mcp_types as types
     from mcp.server.lowlevel import Server
-    from mcp.server.transport_security import TransportSecuritySettings
     from mcp.shared.exceptions import MCPError
 except ImportError as e:  # pragma: no cover - depends on the environment
     raise MissingDependencyError(
@@ -85,6 +83,7 @@ if TYPE_CHECKING:
     from .mcp_registry import McpRegistry
 
 __all__ = [
+    "BearerTokenMiddleware",
     "DenyDestructiveApprover",
     "ElicitationApprover",
     "McpBackend",
@@ -95,11 +94,11 @@ __all__ = [
     "is_loopback",
     "serve_http",
     "serve_stdio",
+    "transport_security",
 ]
 
 SERVER_NAME = "ctxnb"
 TRACE_TAIL = 50
-TOKEN_ENV = "CTXNB_MCP_TOKEN"
 
 URI_CONTEXT = "ctxnb://context"
 URI_METADATA = "ctxnb://metadata-pool"
@@ -113,125 +112,6 @@ PROMPT_HANDSHAKE = "intent-handshake"
 # protocol errors rather than tool results.
 _PROTOCOL_ERROR_CODES = frozenset({"UNKNOWN_TOOL", "INVALID_ARGUMENTS"})
 _OBJECT_ID = re.compile(r"^[0-9a-f]{64}$")
-
-
-# -- approval -------------------------------------------------------------------------------
-
-
-def _needs_approval(req: ApprovalRequest, why: str) -> PolicyError:
-    return PolicyError(
-        "DESTRUCTIVE_NEEDS_APPROVAL",
-        f"{req.summary()} is destructive and needs a human's approval; {why}",
-        recoverable=False,
-        required_action=(
-            "Ask the user to run it themselves, or connect with an MCP client that "
-            "supports elicitation so that the user can approve it."
-        ),
-        details={"tool": req.tool, "request_id": req.id},
-    )
-
-
-class DenyDestructiveApprover:
-    """Refuses every destructive act with ``DESTRUCTIVE_NEEDS_APPROVAL``.
-
-    Used when no human can be asked (the MCP client does not support elicitation).
-
-    Example:
-        >>> ap = DenyDestructiveApprover()
-        >>> try:
-        ...     ap.request(ApprovalRequest.new("run_command", {"cmd": "rm -rf /"}, "deletes"))
-        ... except PolicyError as e:
-        ...     print(e.error_code)
-        DESTRUCTIVE_NEEDS_APPROVAL
-    """
-
-    def request(self, req: ApprovalRequest) -> Decision:
-        raise _needs_approval(req, "no approver is available on this connection")
-
-
-class ElicitationApprover:
-    """Asks the MCP client's user through elicitation whether a destructive act may run.
-
-    Tool calls run in worker threads (see :class:`McpBackend`), so :meth:`request`
-    may block: it hands the question to the server's event loop with
-    :func:`anyio.from_thread.run` and waits for the answer there, while the loop keeps
-    serving other messages (among them the elicitation's response). The request
-    context of the call being served is bound to the worker thread with
-    :meth:`bound`; without one, or when the client did not declare the elicitation
-    capability, the act is refused with ``DESTRUCTIVE_NEEDS_APPROVAL``.
-
-    Args:
-        timeout: seconds to wait for the user; no answer in time is a refusal.
-        fallback: the approver used when elicitation is not possible.
-    """
-
-    def __init__(self, *, timeout: float = 300.0, fallback: Approver | None = None) -> None:
-        self.timeout = timeout
-        self.fallback: Approver = fallback or DenyDestructiveApprover()
-        self._local = threading.local()
-
-    @contextlib.contextmanager
-    def bound(self, ctx: ServerRequestContext[Any] | None) -> Iterator[None]:
-        """Bind the request being served to this thread for the duration of a call."""
-        previous = getattr(self._local, "ctx", None)
-        self._local.ctx = ctx
-        try:
-            yield
-        finally:
-            self._local.ctx = previous
-
-    @staticmethod
-    def supported(ctx: ServerRequestContext[Any] | None) -> bool:
-        """Whether the client behind ``ctx`` can be asked (declared elicitation)."""
-        if ctx is None or not ctx.session.can_send_request:
-            return False  # e.g. a stateless HTTP request: no channel back to the client
-        caps = ctx.session.client_capabilities
-        return bool(caps is not None and caps.elicitation is not None)
-
-    def request(self, req: ApprovalRequest) -> Decision:
-        ctx = getattr(self._local, "ctx", None)
-        if not self.supported(ctx):
-            return self.fallback.request(req)
-        assert ctx is not None
-        try:
-            result = anyio.from_thread.run(self._ask, ctx, req)
-        except RuntimeError:  # not called from one of the server's worker threads
-            return self.fallback.request(req)
-        except MCPError as e:
-            return Decision(
-                False, by="mcp-client", note=f"elicitation failed: {e}", request_id=req.id
-            )
-        if result is None:
-            return Decision(
-                False, by="timeout", note=f"no answer within {self.timeout:g}s", request_id=req.id
-            )
-        approved = result.action == "accept" and bool((result.content or {}).get("approve"))
-        note = (
-            result.action if result.action != "accept" else ("approved" if approved else "denied")
-        )
-        return Decision(approved, by="mcp-client-user", note=note, request_id=req.id)
-
-    async def _ask(
-        self, ctx: ServerRequestContext[Any], req: ApprovalRequest
-    ) -> types.ElicitResult | None:
-        schema = {
-            "type": "object",
-            "properties": {
-                "approve": {
-                    "type": "boolean",
-                    "title": "Approve",
-                    "description": "Run this destructive act?",
-                    "default": False,
-                }
-            },
-            "required": ["approve"],
-        }
-        message = f"ctxnb: approve a destructive act?\n{req.summary()}"
-        if req.intent_id:
-            message += f"\n(intent {req.intent_id})"
-        with anyio.move_on_after(self.timeout):
-            return await ctx.session.elicit_form(message, schema, related_request_id=ctx.request_id)
-        return None
 
 
 # -- the session tools ------------------------------------------------------------------------
@@ -752,114 +632,6 @@ def build_server(
 
 
 # -- transports ------------------------------------------------------------------------------
-
-
-def is_loopback(host: str) -> bool:
-    """Whether ``host`` names the loopback interface only.
-
-    Example:
-        >>> is_loopback("127.0.0.1"), is_loopback("localhost"), is_loopback("0.0.0.0")
-        (True, True, False)
-    """
-    if host.lower() == "localhost":
-        return True
-    try:
-        return ipaddress.ip_address(host.strip("[]")).is_loopback
-    except ValueError:
-        return False
-
-
-def resolve_token(token: str | None) -> str | None:
-    """The bearer token: the explicit argument, else ``$CTXNB_MCP_TOKEN``, else None."""
-    if token:
-        return token
-    return os.environ.get(TOKEN_ENV) or None
-
-
-def _host_header(host: str, port: int) -> str:
-    return f"[{host}]:{port}" if ":" in host and not host.startswith("[") else f"{host}:{port}"
-
-
-def transport_security(
-    host: str, port: int, *, extra_hosts: tuple[str, ...] = ()
-) -> TransportSecuritySettings:
-    """DNS-rebinding protection: only ``Host``/``Origin`` values naming the bound address."""
-    names = [host]
-    if is_loopback(host):
-        names += ["127.0.0.1", "localhost", "::1"]
-    elif host in ("0.0.0.0", "::"):
-        names += ["127.0.0.1", "localhost", socket.gethostname(), socket.getfqdn()]
-    names += list(extra_hosts)
-    hosts = list(dict.fromkeys(_host_header(n, port) for n in names))
-    origins = [f"{scheme}://{h}" for h in hosts for scheme in ("http", "https")]
-    return TransportSecuritySettings(
-        enable_dns_rebinding_protection=True, allowed_hosts=hosts, allowed_origins=origins
-    )
-
-
-class BearerTokenMiddleware:
-    """ASGI middleware: every HTTP request must carry ``Authorization: Bearer <token>``."""
-
-    def __init__(self, app: Any, token: str) -> None:
-        self.app = app
-        self._token = token.encode("utf-8")
-
-    async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
-        if scope["type"] == "http":
-            headers = dict(scope.get("headers") or [])
-            auth = headers.get(b"authorization", b"")
-            scheme, _, given = auth.partition(b" ")
-            if scheme.lower() != b"bearer" or not hmac.compare_digest(given.strip(), self._token):
-                body = b'{"error":"unauthorized","message":"send Authorization: Bearer <token>"}'
-                await send(
-                    {
-                        "type": "http.response.start",
-                        "status": 401,
-                        "headers": [
-                            (b"content-type", b"application/json"),
-                            (b"www-authenticate", b'Bearer realm="ctxnb"'),
-                        ],
-                    }
-                )
-                await send({"type": "http.response.body", "body": body})
-                return
-        await self.app(scope, receive, send)
-
-
-def check_bind(host: str, token: str | None) -> str | None:
-    """The token to require (see :func:`resolve_token`); refuses an unprotected wide bind.
-
-    Raises:
-        ConfigError: when ``host`` is not loopback and there is no token.
-    """
-    token = resolve_token(token)
-    if not is_loopback(host) and not token:
-        raise ConfigError(
-            f"refusing to serve MCP on {host!r} without a bearer token: anyone who can reach "
-            f"that address could read and change the workspace. Pass --token or set "
-            f"{TOKEN_ENV}, or bind 127.0.0.1"
-        )
-    return token
-
-
-def http_app(
-    server: Server[Any],
-    *,
-    host: str = "127.0.0.1",
-    port: int,
-    token: str | None = None,
-    extra_hosts: tuple[str, ...] = (),
-) -> Any:
-    """The ASGI app of the streamable HTTP transport (endpoint ``/mcp``).
-
-    Raises:
-        ConfigError: when ``host`` is not loopback and there is no token.
-    """
-    token = check_bind(host, token)
-    app = server.streamable_http_app(
-        host=host, transport_security=transport_security(host, port, extra_hosts=extra_hosts)
-    )
-    return BearerTokenMiddleware(app, token) if token else app
 
 
 def serve_stdio(
