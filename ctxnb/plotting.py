@@ -109,7 +109,7 @@ def plot_style() -> Iterator[None]:
     """
     import matplotlib
 
-    with matplotlib.rc_context(_RC):
+    with matplotlib.rc_context(_RC):  # type: ignore[arg-type]  # keys are checked by matplotlib
         yield
 
 

@@ -191,7 +191,15 @@ def _price(name: str, p: Mapping[str, Any], *, where: str, as_of: str, source: s
             f"{where}: model {name!r} needs non-negative numbers for {missing} "
             "(USD per million tokens)"
         )
-    return ModelPrice(name, *(float(p[k]) for k in keys), source=source, as_of=as_of)
+    return ModelPrice(
+        name,
+        input=float(p["input"]),
+        cache_write=float(p["cache_write"]),
+        cache_read=float(p["cache_read"]),
+        output=float(p["output"]),
+        source=source,
+        as_of=as_of,
+    )
 
 
 def resolve_prices(

@@ -370,7 +370,7 @@ class CallableTokenCounter:
 
     def __init__(self, func: Callable[[str], int], *, name: str | None = None) -> None:
         self.func = func
-        self.name = name or getattr(func, "__name__", "callable")
+        self.name: str = name or str(getattr(func, "__name__", "callable"))
 
     def __repr__(self) -> str:
         return f"CallableTokenCounter({self.name!r})"

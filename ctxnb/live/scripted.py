@@ -79,7 +79,7 @@ class ScriptedModelServer:
         if self._server is None:
             raise RuntimeError("the server is not running; use it as a context manager")
         host, port = self._server.server_address[:2]
-        return f"http://{host}:{port}/v1"
+        return f"http://{host!s}:{port}/v1"
 
     @property
     def model_args(self) -> dict[str, str]:
@@ -158,7 +158,7 @@ class ScriptedModelServer:
             for k, cmd in enumerate(script.get("commands") or [])
         ]
         content = script.get("content")
-        completion = self.counter.count((content or "") + json.dumps(calls))
+        completion = self.counter.count(str(content or "") + json.dumps(calls))
         message: dict[str, Any] = {"role": "assistant", "content": content}
         if calls:
             message["tool_calls"] = calls

@@ -34,7 +34,7 @@ import json
 from typing import Any
 
 from ._shell import FileMemory, parse_command
-from .model import Action, FileTouch, Step, Trajectory, Usage
+from .model import Action, FileTouch, Step, Trajectory, Usage, json_obj
 
 __all__ = ["from_claude_code"]
 
@@ -205,7 +205,8 @@ def _main_line(
             results = _blocks(r, "tool_result")
             keep = bool(results) and all(b.get("tool_use_id") in kept_tools for b in results)
         if keep:
-            kept_tools.update(b.get("id") for b in _blocks(r, "tool_use"))
+            ids = (b.get("id") for b in _blocks(r, "tool_use"))
+            kept_tools.update(i for i in ids if isinstance(i, str))
             out.append(r)
     return out
 
@@ -250,9 +251,7 @@ class _Converter:
             self.user(rec)
         elif kind == "system" and rec.get("subtype") == "compact_boundary":
             self.flush_reply()
-            meta = (
-                rec.get("compactMetadata") if isinstance(rec.get("compactMetadata"), dict) else {}
-            )
+            meta = json_obj(rec, "compactMetadata")
             self.steps.append(
                 Step(
                     index=len(self.steps),
@@ -265,7 +264,7 @@ class _Converter:
             )
 
     def assistant(self, rec: dict[str, Any]) -> None:
-        msg = rec.get("message") if isinstance(rec.get("message"), dict) else {}
+        msg = json_obj(rec, "message")
         self.model = self.model or msg.get("model")
         mid = msg.get("id")
         usage = msg.get("usage")
@@ -283,7 +282,7 @@ class _Converter:
 
     def tool_use(self, block: dict[str, Any], mid: str | None) -> None:
         name = str(block.get("name") or "unknown")
-        args = block.get("input") if isinstance(block.get("input"), dict) else {}
+        args = json_obj(block, "input")
         step = Step(
             index=len(self.steps),
             thought="\n\n".join(self.pending_text) or None,

@@ -14,6 +14,7 @@
 from __future__ import annotations
 
 import json
+import os
 from pathlib import Path
 from typing import Any
 
@@ -147,7 +148,7 @@ def _read(path: Path) -> tuple[str, Any, int]:
     return fmt, [r for r in records if isinstance(r, dict)], len(bad)
 
 
-def load(path: str | Path) -> Trajectory:
+def load(path: str | os.PathLike[str]) -> Trajectory:
     """Load a trajectory file in any supported format (sniffed from its content).
 
     A converter keeps going past a step it cannot interpret (the step is marked

@@ -17,7 +17,7 @@ import re
 from typing import Any
 
 from ._shell import FileMemory, parse_command
-from .model import Action, Step, Trajectory, Usage
+from .model import Action, Step, Trajectory, Usage, json_obj
 
 __all__ = ["from_mini_swe_agent"]
 
@@ -49,7 +49,7 @@ def from_mini_swe_agent(data: dict[str, Any], *, source_path: str | None = None)
         ('a.py', 'read', 'x = 1\\n')
     """
     messages = data.get("messages") or []
-    info = data.get("info") if isinstance(data.get("info"), dict) else {}
+    info = json_obj(data, "info")
     system_prompt = None
     task = None
     steps: list[Step] = []
@@ -91,9 +91,9 @@ def from_mini_swe_agent(data: dict[str, Any], *, source_path: str | None = None)
                 note=f"converter error: {type(exc).__name__}: {exc}",
             )
         steps.append(step)
-    config = info.get("config") if isinstance(info.get("config"), dict) else {}
-    model = config.get("model") if isinstance(config.get("model"), dict) else {}
-    stats = info.get("model_stats") if isinstance(info.get("model_stats"), dict) else {}
+    config = json_obj(info, "config")
+    model = json_obj(config, "model")
+    stats = json_obj(info, "model_stats")
     metadata = {
         k: v
         for k, v in {

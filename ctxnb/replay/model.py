@@ -376,3 +376,14 @@ def _raise_skipped(skipped: list[SkippedLine], where: str) -> None:
             "truncated. Re-create it with Trajectory.to_jsonl().",
             path=where,
         )
+
+
+def json_obj(data: Any, key: str) -> dict[str, Any]:
+    """``data[key]`` when it is a JSON object, else an empty one (recorded runs vary).
+
+    Example:
+        >>> json_obj({"info": {"a": 1}}, "info"), json_obj({"info": None}, "info")
+        ({'a': 1}, {})
+    """
+    value = data.get(key) if isinstance(data, dict) else None
+    return value if isinstance(value, dict) else {}

@@ -23,7 +23,7 @@ import shlex
 from typing import Any
 
 from ._shell import FileMemory, parse_command
-from .model import Action, FileTouch, Step, Trajectory
+from .model import Action, FileTouch, Step, Trajectory, json_obj
 
 __all__ = ["from_swe_agent"]
 
@@ -74,8 +74,8 @@ def from_swe_agent(data: dict[str, Any], *, source_path: str | None = None) -> T
                 note=f"converter error: {type(exc).__name__}: {exc}",
             )
         steps.append(step)
-    info = data.get("info") if isinstance(data.get("info"), dict) else {}
-    stats = info.get("model_stats") if isinstance(info.get("model_stats"), dict) else {}
+    info = json_obj(data, "info")
+    stats = json_obj(info, "model_stats")
     name = posixpath.basename(source_path) if source_path else "swe-agent"
     metadata = {
         k: v
@@ -188,6 +188,9 @@ class _Converter:
         parsed = True
         refused = any(r in observation for r in _REFUSED)
         window = _window(observation, working_dir)
+        tool: str
+        args: dict[str, Any]
+        path: str | None
 
         if cmd == "open" and len(words) >= 2:
             tool, args = (
@@ -248,6 +251,8 @@ class _Converter:
         path = window.path if window else self.open_file
         text = body.rsplit("end_of_edit", 1)[0] if "end_of_edit" in body else body
         m = re.fullmatch(r"(\d+):(\d+)", words[1]) if len(words) > 1 else None
+        start: int | None
+        end: int | None
         if m:
             start, end = int(m.group(1)), int(m.group(2))
             args: dict[str, Any] = {"start_line": start, "end_line": end, "text": text}
