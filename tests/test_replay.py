@@ -336,3 +336,21 @@ def test_cli_replay(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
         main(["replay", str(DJANGO), "--strategy", "nonsense"])
     assert exc.value.code == 2
     assert main(["replay", str(tmp_path / "empty-dir-does-not-exist"), "--workers", "1"]) == 1
+
+
+def test_on_context_sees_every_context_of_the_frame_once(small: Trajectory) -> None:
+    seen: list[tuple[int, str, str]] = []
+    df = replay(
+        small,
+        [KeepAll(), ObservationMasking(1)],
+        on_context=lambda step, label, ctx: seen.append((step.index, label, ctx.hash)),
+    )
+    # One call per row, in the frame's order, with the context each row measured.
+    assert len(seen) == len(df) > 2
+    assert seen == list(zip(df["step"], df["strategy"], df["context_hash"], strict=True))
+    # The same contexts as replay_contexts gives on its own.
+    again = [
+        (s.index, label, c.hash)
+        for s, label, c, _ in replay_contexts(small, [KeepAll(), ObservationMasking(1)])
+    ]
+    assert again == seen

@@ -565,6 +565,7 @@ def replay(
     hidden_prompt_tokens: HiddenPrompt = None,
     model: str | None = None,
     prices: PriceTable | Mapping[str, Any] | str | os.PathLike[str] | None = None,
+    on_context: Callable[[Step, str, Context], None] | None = None,
 ) -> pd.DataFrame:
     """Replay a recorded run and measure the context every strategy gives at every step.
 
@@ -583,6 +584,9 @@ def replay(
         model: the model whose prices apply; the run's own model when None.
         prices: a :class:`~ctxnb.prices.PriceTable`, a mapping or a JSON file
             (see :func:`~ctxnb.prices.resolve_prices`); the shipped table when None.
+        on_context: called with ``(step, strategy label, context)`` for every context as
+            it is built, to keep what the frame does not (a view's item lists) without
+            replaying the run a second time.
 
     Returns:
         A tidy frame with one row per (trajectory, strategy, step) and the columns of
@@ -607,10 +611,11 @@ def replay(
     strategies = list(strategies) if strategies is not None else default_strategies()
     table = resolve_prices(prices)
     price = table.get(model) if model else table.find(trajectory.metadata.get("model"))
-    rows = [
-        row(trajectory, label, step, ctx, losses, measure, price)
-        for step, label, ctx, losses, measure in _replay_measured(
-            trajectory, strategies, budget, token_counter, None, files, hidden_prompt_tokens
-        )
-    ]
+    rows = []
+    for step, label, ctx, losses, measure in _replay_measured(
+        trajectory, strategies, budget, token_counter, None, files, hidden_prompt_tokens
+    ):
+        if on_context is not None:
+            on_context(step, label, ctx)
+        rows.append(row(trajectory, label, step, ctx, losses, measure, price))
     return frame(rows)

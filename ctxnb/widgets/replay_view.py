@@ -26,7 +26,7 @@ if TYPE_CHECKING:
     import pandas as pd
 
     from ..context import Context
-    from ..replay.model import Trajectory
+    from ..replay.model import Step, Trajectory
     from ..strategies import ContextStrategy
 
 __all__ = ["ItemState", "ReplayView"]
@@ -224,18 +224,18 @@ class ReplayView(widgets.VBox):
                 (``files``, ``hidden_prompt_tokens``, ``model``, ``prices``).
         """
         from ..replay.converters import load
-        from ..replay.replay import default_strategies, replay, replay_contexts
+        from ..replay.replay import default_strategies, replay
 
         run = trajectory if not isinstance(trajectory, str | os.PathLike) else load(trajectory)
         chosen = list(strategies) if strategies is not None else default_strategies()
-        frame = replay(run, chosen, budget, token_counter, **replay_options)
         names: dict[str, tuple[str, str]] = {}
         items: dict[tuple[str, int], tuple[ItemState, ...]] = {}
-        files = replay_options.get("files", "active")
-        for step, label, ctx, _ in replay_contexts(
-            run, chosen, budget=budget, token_counter=token_counter, files=files
-        ):
+
+        def keep(step: Step, label: str, ctx: Context) -> None:
             items[(label, step.index)] = item_states(ctx, names)
+
+        # One replay gives both the measures and the item lists.
+        frame = replay(run, chosen, budget, token_counter, on_context=keep, **replay_options)
         return cls(frame, trajectory=run.id, strategies=shown, items=items)
 
     @classmethod
