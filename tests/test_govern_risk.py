@@ -71,6 +71,10 @@ SAFE = [
     "python3 -m venv .venv",
     "# just a comment",
     "",
+    "[[ a > b ]] && echo y",
+    "(( 3 > 2 )) && echo y",
+    "git commit -m \"$(cat <<'EOF'\nit's done; rm -rf /\nEOF\n)\"",
+    "cat <<'EOF' > notes.md\n$(rm -rf /)\nEOF",
 ]
 
 DESTRUCTIVE = [
@@ -160,6 +164,12 @@ DESTRUCTIVE = [
     ("ls >", "no target"),
     ("reboot", "reboot"),
     ("rsync -a --delete src/ dst/", "rsync --delete"),
+    # Code that bash runs from places a naive scanner skips.
+    ("cat <<EOF\n$(rm -rf x)\nEOF", "rm"),
+    ("echo $(( $(rm x) + 1 ))", "rm"),
+    ('echo "${x:-$(rm x)}"', "rm"),
+    ("$'\\x72m' -rf x", "rm"),
+    ("r\\m -rf x", "rm"),
 ]
 
 UNKNOWN = [

@@ -41,6 +41,19 @@ MAX_UNPARSED_TOTAL_RATIO = 0.05
 # --------------------------------------------------------------------------- mini-swe-agent
 
 
+def test_shell_words_are_read_like_bash() -> None:
+    # A quoted ">" is an argument, an unspaced one redirects, and a heredoc inside "$(…)"
+    # (how agents write commit messages) is one word.
+    r = parse_command('grep ">" a.py', "x > y\n", FileMemory())
+    assert [(f.path, f.op) for f in r.files] == [("a.py", "read")]
+    r = parse_command("echo hi>out.txt", "", FileMemory())
+    assert [(f.path, f.op, f.content) for f in r.files] == [("out.txt", "write", "hi\n")]
+    r = parse_command('cat > y.py <<EOF\nv = "\\$HOME"\nEOF', "", FileMemory())
+    assert [(f.path, f.content) for f in r.files] == [("y.py", 'v = "$HOME"\n')]
+    r = parse_command("git commit -m \"$(cat <<'EOF'\nit's done\nEOF\n)\"", "", FileMemory())
+    assert r.ok and r.files == []
+
+
 def test_mini_swe_agent_counts_and_known_steps() -> None:
     t = load(MINI)
     assert t.source_format == "mini-swe-agent-1"

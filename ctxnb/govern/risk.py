@@ -4,10 +4,10 @@ The hook engine asks :func:`classify_command` before a ``run_command`` tool call
 a DESTRUCTIVE command waits for a human decision. The classifier reads the command the
 way a POSIX shell would: quotes, escapes, ``|``, ``&&``, ``||``, ``;``, ``&``, newlines,
 subshells, redirections (``>``, ``>>``, ``&>``, ``2>``, here-documents), command
-substitution (``$(…)`` and backticks) and process substitution (``<(…)``). Shell
-operators inside quotes are plain text (``grep ">" f`` does not redirect), which is why
-ctxnb tokenizes with its own small scanner instead of :mod:`shlex`, which cannot tell a
-quoted ``>`` from an operator.
+substitution (``$(…)`` and backticks, also inside ``${…}``, arithmetic and unquoted
+here-documents) and process substitution (``<(…)``), read by the one shell lexer
+:mod:`ctxnb.shell_lex`. Shell operators inside quotes are plain text (``grep ">" f``
+does not redirect), which :mod:`shlex` cannot tell.
 
 Each simple command is unwrapped (``sudo``, ``doas``, ``env VAR=x``, ``nohup``, ``time``,
 ``nice``, ``timeout N``, ``stdbuf``, ``command``, ``exec``, ``xargs``), scripts given to
@@ -53,6 +53,8 @@ import shlex
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Literal
+
+from ..shell_lex import Command, ShellSyntaxError, parse
 
 __all__ = ["RiskAssessment", "RiskLevel", "classify_command"]
 
@@ -127,274 +129,12 @@ def classify_command(
     return RiskAssessment(level=level, reasons=reasons, commands=analyzer.commands)
 
 
-# --------------------------------------------------------------------------- tokenizer
-
-
 def _w(words: str) -> list[str]:
     """A word list written as one string, to keep the long tables below readable."""
     return words.split()
 
 
-class _ParseError(ValueError):
-    pass
-
-
-@dataclass
-class _Tok:
-    kind: Literal["word", "op"]
-    text: str
-
-
-_OPS = sorted(
-    _w("&& || ;; |& &>> &> >> >| >& <& <<< <<- << <> | & ; < > ( )"),
-    key=len,
-    reverse=True,
-)
-_OP_CHARS = frozenset("|&;<>()")
-_SEPARATORS = frozenset({";", "&&", "||", "&", ";;", "(", ")", "\n"})
-_PIPES = frozenset({"|", "|&"})
-_WRITE_REDIRS = frozenset({">", ">>", ">|", "&>", "&>>", "<>", ">&"})
-_READ_REDIRS = frozenset({"<", "<&", "<<", "<<-", "<<<"})
 _MAX_DEPTH = 8
-
-
-def _match_paren(s: str, open_idx: int) -> int:
-    """Index of the ``)`` closing the ``(`` at ``open_idx``, skipping quoted text."""
-    depth = 0
-    i = open_idx
-    while i < len(s):
-        c = s[i]
-        if c == "\\":
-            i += 2
-            continue
-        if c == "'":
-            j = s.find("'", i + 1)
-            if j < 0:
-                raise _ParseError("unbalanced single quote")
-            i = j + 1
-            continue
-        if c == '"':
-            i = _skip_double(s, i + 1)
-            continue
-        if c == "(":
-            depth += 1
-        elif c == ")":
-            depth -= 1
-            if depth == 0:
-                return i
-        i += 1
-    raise _ParseError("unbalanced parenthesis")
-
-
-def _skip_double(s: str, i: int) -> int:
-    """Index just after the ``"`` closing a double-quoted string that starts at ``i``."""
-    while i < len(s):
-        c = s[i]
-        if c == "\\":
-            i += 2
-        elif c == '"':
-            return i + 1
-        elif s.startswith("$(", i):
-            i = _match_paren(s, i + 1) + 1
-        else:
-            i += 1
-    raise _ParseError("unbalanced double quote")
-
-
-def _backtick_end(s: str, i: int) -> int:
-    while i < len(s):
-        if s[i] == "\\":
-            i += 2
-        elif s[i] == "`":
-            return i
-        else:
-            i += 1
-    raise _ParseError("unbalanced backtick")
-
-
-def _tokenize(s: str) -> tuple[list[_Tok], list[str]]:
-    """Split a command line into words and operators; also return substituted scripts."""
-    toks: list[_Tok] = []
-    substs: list[str] = []
-    word: list[str] = []
-    in_word = False
-    quoted = False
-    heredoc_next: bool | None = None  # set after << / <<-: the next word is a delimiter
-    heredocs: list[tuple[str, bool]] = []
-
-    def flush() -> None:
-        nonlocal word, in_word, quoted, heredoc_next
-        if in_word:
-            text = "".join(word)
-            toks.append(_Tok("word", text))
-            if heredoc_next is not None:
-                heredocs.append((text, heredoc_next))
-                heredoc_next = None
-        word, in_word, quoted = [], False, False
-
-    def substitution(start: int, end: int, inner: str) -> None:
-        nonlocal in_word
-        substs.append(inner)
-        word.append(s[start:end])
-        in_word = True
-
-    i, n = 0, len(s)
-    while i < n:
-        c = s[i]
-        if c == "\\":
-            if i + 1 < n and s[i + 1] == "\n":  # line continuation
-                i += 2
-                continue
-            word.append(s[i + 1] if i + 1 < n else "\\")
-            in_word = True
-            i += 2
-            continue
-        if c == "'":
-            j = s.find("'", i + 1)
-            if j < 0:
-                raise _ParseError("unbalanced single quote")
-            word.append(s[i + 1 : j])
-            in_word = quoted = True
-            i = j + 1
-            continue
-        if c == '"':
-            i = _read_double(s, i + 1, word, substs)
-            in_word = quoted = True
-            continue
-        if s.startswith("$((", i):  # arithmetic, not a command
-            j = _match_paren(s, i + 1)
-            word.append(s[i : j + 1])
-            in_word = True
-            i = j + 1
-            continue
-        if s.startswith("$(", i):
-            j = _match_paren(s, i + 1)
-            substitution(i, j + 1, s[i + 2 : j])
-            i = j + 1
-            continue
-        if c == "`":
-            j = _backtick_end(s, i + 1)
-            substitution(i, j + 1, s[i + 1 : j].replace("\\`", "`"))
-            i = j + 1
-            continue
-        if c in " \t":
-            flush()
-            i += 1
-            continue
-        if c == "\n":
-            flush()
-            toks.append(_Tok("op", "\n"))
-            i += 1
-            while heredocs:  # here-document bodies follow the line that opened them
-                delim, strip_tabs = heredocs.pop(0)
-                while i < n:
-                    end = s.find("\n", i)
-                    line = s[i:] if end < 0 else s[i:end]
-                    i = n if end < 0 else end + 1
-                    if (line.lstrip("\t") if strip_tabs else line) == delim:
-                        break
-            continue
-        if c == "#" and not in_word:
-            end = s.find("\n", i)
-            i = n if end < 0 else end
-            continue
-        if c in _OP_CHARS:
-            if c in "<>" and s.startswith("(", i + 1) and not in_word:
-                j = _match_paren(s, i + 1)  # process substitution <(…) / >(…)
-                substitution(i, j + 1, s[i + 2 : j])
-                i = j + 1
-                continue
-            if c in "<>" and in_word and not quoted and "".join(word).isdigit():
-                word, in_word = [], False  # "2>" : the digits name a descriptor
-            flush()
-            op = next(o for o in _OPS if s.startswith(o, i))
-            toks.append(_Tok("op", op))
-            if op in ("<<", "<<-"):
-                heredoc_next = op == "<<-"
-            i += len(op)
-            continue
-        word.append(c)
-        in_word = True
-        i += 1
-    flush()
-    return toks, substs
-
-
-def _read_double(s: str, i: int, word: list[str], substs: list[str]) -> int:
-    while i < len(s):
-        c = s[i]
-        if c == "\\" and i + 1 < len(s):
-            nxt = s[i + 1]
-            if nxt in '$`"\\':
-                word.append(nxt)
-            elif nxt != "\n":
-                word.append(c + nxt)
-            i += 2
-        elif c == '"':
-            return i + 1
-        elif s.startswith("$((", i):
-            j = _match_paren(s, i + 1)
-            word.append(s[i : j + 1])
-            i = j + 1
-        elif s.startswith("$(", i):
-            j = _match_paren(s, i + 1)
-            substs.append(s[i + 2 : j])
-            word.append(s[i : j + 1])
-            i = j + 1
-        elif c == "`":
-            j = _backtick_end(s, i + 1)
-            substs.append(s[i + 1 : j].replace("\\`", "`"))
-            word.append(s[i : j + 1])
-            i = j + 1
-        else:
-            word.append(c)
-            i += 1
-    raise _ParseError("unbalanced double quote")
-
-
-@dataclass
-class _Simple:
-    argv: list[str] = field(default_factory=list)
-    writes: list[tuple[str, str]] = field(default_factory=list)  # (operator, target)
-
-
-def _parse(toks: list[_Tok]) -> list[list[_Simple]]:
-    """Group tokens into pipelines of simple commands."""
-    pipelines: list[list[_Simple]] = []
-    pipeline: list[_Simple] = []
-    simple = _Simple()
-    pending: str | None = None
-    for tok in toks:
-        if pending is not None:
-            if tok.kind != "word":
-                raise _ParseError(f"redirection {pending!r} has no target")
-            if pending in _WRITE_REDIRS and not (
-                pending == ">&" and (tok.text.isdigit() or tok.text == "-")
-            ):
-                simple.writes.append((pending, tok.text))
-            pending = None
-            continue
-        if tok.kind == "word":
-            simple.argv.append(tok.text)
-        elif tok.text in _WRITE_REDIRS or tok.text in _READ_REDIRS:
-            pending = tok.text
-        elif tok.text in _PIPES:
-            pipeline.append(simple)
-            simple = _Simple()
-        else:  # a separator
-            pipeline.append(simple)
-            pipelines.append(pipeline)
-            pipeline, simple = [], _Simple()
-    if pending is not None:
-        raise _ParseError(f"redirection {pending!r} has no target")
-    pipeline.append(simple)
-    pipelines.append(pipeline)
-    return [
-        [s for s in p if s.argv or s.writes]
-        for p in pipelines
-        if any(s.argv or s.writes for s in p)
-    ]
-
 
 # --------------------------------------------------------------------------- rules
 
@@ -617,23 +357,23 @@ class _Analyzer:
             self.flag("commands nested too deeply to check")
             return
         try:
-            toks, substs = _tokenize(text)
-            pipelines = _parse(toks)
-        except _ParseError as exc:
+            parsed = parse(text)
+        except ShellSyntaxError as exc:
             self.flag(f"cannot parse the command line: {exc}")
             return
-        for inner in substs:
+        for inner in parsed.substitutions:
             self.script(inner, depth + 1)
-        for pipeline in pipelines:
+        for pipeline in parsed.pipelines:
             self.pipeline(pipeline, depth)
 
-    def pipeline(self, simples: list[_Simple], depth: int) -> None:
+    def pipeline(self, simples: list[Command], depth: int) -> None:
         seen_downloader = None
         for simple in simples:
             if simple.argv:
                 self.commands.append(list(simple.argv))
-            for op, target in simple.writes:
-                self.write(target, f"writes ({op})")
+            for r in simple.redirects:
+                if r.writes_file:
+                    self.write(r.target, f"writes ({r.op})")
             if not simple.argv:
                 continue
             inner = _unwrap(simple.argv)
@@ -656,6 +396,8 @@ class _Analyzer:
         if not inner:
             return  # only assignments
         cmd = inner[0]
+        if cmd.startswith("((") and cmd.endswith("))"):
+            return  # arithmetic; the substitutions inside it were read with the script
         if "$" in cmd or "`" in cmd:
             self.flag(f"runs a command whose name is computed at run time ({cmd!r})")
             return

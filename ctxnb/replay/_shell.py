@@ -11,9 +11,9 @@ from __future__ import annotations
 
 import posixpath
 import re
-import shlex
 from dataclasses import dataclass, field
 
+from ..shell_lex import Command, ShellSyntaxError, parse
 from .model import FileTouch
 
 __all__ = ["FileMemory", "ShellParse", "parse_command"]
@@ -62,12 +62,6 @@ class ShellParse:
 
 
 @dataclass
-class _Stage:
-    text: str = ""
-    heredoc: str | None = None
-
-
-@dataclass
 class _Redirect:
     target: str
     append: bool
@@ -80,188 +74,25 @@ class _Cmd:
     redirects: list[_Redirect]
 
 
-# --------------------------------------------------------------------------- splitting
+_WRAPPERS = frozenset({"sudo", "env", "command", "exec"})
 
 
-def _split(command: str) -> list[list[_Stage]]:
-    """Split a command line into pipelines (``&&``, ``||``, ``;``, newline) of stages.
-
-    Quotes, ``$(...)`` and backticks are respected; heredoc bodies are cut out and
-    attached to the stage that opened them.
-    """
-    segments: list[list[_Stage]] = []
-    pipeline: list[_Stage] = [_Stage()]
-    pending: list[tuple[str, bool, _Stage]] = []
-    buf: list[str] = []
-    i, n = 0, len(command)
-    quote: str | None = None
-    depth = 0  # inside $( ... ) or backticks
-    in_tick = False
-
-    def end_stage() -> None:
-        pipeline[-1].text = "".join(buf).strip()
-        buf.clear()
-
-    def end_segment() -> None:
-        nonlocal pipeline
-        end_stage()
-        stages = [s for s in pipeline if s.text or s.heredoc is not None]
-        if stages:
-            segments.append(stages)
-        pipeline = [_Stage()]
-
-    while i < n:
-        c = command[i]
-        if quote == "'":
-            buf.append(c)
-            if c == "'":
-                quote = None
-            i += 1
-            continue
-        if quote == '"':
-            buf.append(c)
-            if c == "\\" and i + 1 < n:
-                buf.append(command[i + 1])
-                i += 2
-                continue
-            if c == '"':
-                quote = None
-            i += 1
-            continue
-        if c == "\\" and i + 1 < n:
-            if command[i + 1] == "\n":  # line continuation
-                i += 2
-                continue
-            buf.append(command[i : i + 2])
-            i += 2
-            continue
-        if c in "'\"":
-            quote = c
-            buf.append(c)
-            i += 1
-            continue
-        if command.startswith("$(", i):
-            depth += 1
-            buf.append("$(")
-            i += 2
-            continue
-        if depth and in_tick and c != "`":
-            buf.append(c)
-            i += 1
-            continue
-        if depth and c == ")":
-            depth -= 1
-            buf.append(c)
-            i += 1
-            continue
-        if c == "`":
-            # Backticks do not nest: an opening one enters a substitution, the next leaves it.
-            in_tick = not in_tick
-            depth += 1 if in_tick else -1
-            buf.append(c)
-            i += 1
-            continue
-        if depth:
-            buf.append(c)
-            i += 1
-            continue
-        if c == "#" and (not buf or buf[-1] in " \t\n;&|"):
-            while i < n and command[i] != "\n":
-                i += 1
-            continue
-        if command.startswith("<<", i) and not command.startswith("<<<", i):
-            m = re.compile(r"<<(-?)\s*(?:'([^']*)'|\"([^\"]*)\"|\\?([A-Za-z0-9_]+))").match(
-                command, i
-            )
-            if m:
-                delim = m.group(2) if m.group(2) is not None else (m.group(3) or m.group(4))
-                pending.append((delim or "", m.group(1) == "-", pipeline[-1]))
-                i = m.end()
-                continue
-        if c == "\n":
-            end_segment()
-            i += 1
-            if pending:
-                i = _read_heredocs(command, i, pending)
-                pending = []
-            continue
-        if command.startswith("&&", i) or command.startswith("||", i):
-            end_segment()
-            i += 2
-            continue
-        if c == ";":
-            end_segment()
-            i += 1
-            continue
-        if c == "&" and not (buf and buf[-1] == ">") and not command.startswith("&>", i):
-            end_segment()
-            i += 1
-            continue
-        if c == "|":
-            end_stage()
-            pipeline.append(_Stage())
-            i += 2 if command.startswith("|&", i) else 1
-            continue
-        buf.append(c)
-        i += 1
-    end_segment()
-    if pending:  # heredoc opened on the last line with no body: empty body
-        for _, _, stage in pending:
-            stage.heredoc = ""
-    return segments
-
-
-def _read_heredocs(command: str, i: int, pending: list[tuple[str, bool, _Stage]]) -> int:
-    for delim, strip_tabs, stage in pending:
-        body: list[str] = []
-        while i < len(command):
-            j = command.find("\n", i)
-            line = command[i:] if j < 0 else command[i:j]
-            i = len(command) if j < 0 else j + 1
-            check = line.lstrip("\t") if strip_tabs else line
-            if check.rstrip() == delim:
-                break
-            body.append(check)
-        stage.heredoc = "".join(b + "\n" for b in body)
-    return i
-
-
-_REDIR = re.compile(r"^(\d?|&)(>>|>)(.*)$")
-
-
-def _tokenise(stage: _Stage) -> _Cmd:
-    tokens = shlex.split(stage.text, posix=True)
-    argv: list[str] = []
-    redirects: list[_Redirect] = []
-    k = 0
-    while k < len(tokens):
-        tok = tokens[k]
-        m = _REDIR.match(tok)
-        if m and not (m.group(1) == "" and argv and argv[0] in {"[", "test"}):
-            rest = m.group(3)
-            if rest.startswith("&"):  # 2>&1
-                k += 1
-                continue
-            if not rest:
-                k += 1
-                rest = tokens[k] if k < len(tokens) else ""
-            if m.group(1) in ("", "1", "&") and rest and rest != "/dev/null":
-                redirects.append(_Redirect(rest, m.group(2) == ">>"))
-            k += 1
-            continue
-        if tok == "<":  # input redirection: the file is read by the command, not shown
-            k += 2
-            continue
-        argv.append(tok)
-        k += 1
+def _command(cmd: Command) -> _Cmd:
+    """The parts of a simple command the recogniser reads: argv, stdin text, stdout files."""
+    redirects = [
+        _Redirect(r.target, r.op.endswith(">>"))
+        for r in cmd.redirects
+        if r.writes_file and r.op != "<>" and r.fd in ("", "1") and r.target != "/dev/null"
+    ]
+    argv = list(cmd.argv)
     # Leading VAR=value assignments and wrappers do not change what the command is.
     while argv and re.match(r"^[A-Za-z_][A-Za-z0-9_]*=", argv[0]):
         argv.pop(0)
-    while argv and argv[0] in {"sudo", "env", "command", "exec"}:
+    while argv and argv[0] in _WRAPPERS:
         argv.pop(0)
     if argv and argv[0] == "timeout" and len(argv) > 2:
         argv = argv[2:]
-    return _Cmd(argv, stage.heredoc, redirects)
+    return _Cmd(argv, cmd.stdin_text, redirects)
 
 
 # --------------------------------------------------------------------------- recognition
@@ -643,9 +474,8 @@ def parse_command(
     """
     result = ShellParse()
     try:
-        segments = _split(command)
-        pipelines = [[_tokenise(stage) for stage in seg] for seg in segments]
-    except ValueError as exc:  # shlex: unbalanced quotes
+        pipelines = [[_command(c) for c in p] for p in parse(command).pipelines]
+    except ShellSyntaxError as exc:
         result.ok = False
         result.notes.append(f"could not tokenise the shell command: {exc}")
         return result
