@@ -194,6 +194,35 @@ def test_raced_symlink_swap_yields_no_outside_byte_from_search(
     assert hits > 0
 
 
+def test_raced_swap_yields_nothing_outside_from_ungoverned_search_and_glob(
+    tmp_path: Path,
+) -> None:
+    # The library's own search and glob (no workspace, no policy) walk through the access
+    # layer too: neither an outside line nor an outside name comes back.
+    from ctxnb.tools.search import glob_files, search
+
+    root, outside = _race_tree(tmp_path)
+    (outside / "outside-only.txt").write_text(f"{SECRET} needle\n")
+    (outside / "latin1.txt").write_bytes(b"caf\xe9 " + SECRET.encode() + b" needle\n")
+    ws = Workspace.open(root)
+    tools = ws.tools(ws.session("race"), caller="attacker")
+    stop = threading.Event()
+    t = _swapper(root, outside, stop)
+    hits = names = 0
+    try:
+        for _ in range(60):
+            for m in search(root, "needle", backend="python"):
+                hits += 1
+                assert SECRET not in m.line and "outside-only" not in m.path
+            for listing in (glob_files(root, "**/*.txt"), tools.glob("**/*.txt")):
+                names += len(listing)
+                assert not {"d/outside-only.txt", "d/latin1.txt"} & set(listing)
+    finally:
+        stop.set()
+        t.join()
+    assert hits > 0 and names > 0
+
+
 GOVERNED_INTENTS = """\
 active_intents:
   - id: INT-ALL

@@ -509,9 +509,7 @@ class FileTools:
         from .search import glob_files
 
         def run(call: ToolCall) -> list[str]:
-            return [
-                p for p in glob_files(self.workspace.root, pattern) if self.policy.is_allowed(p)
-            ]
+            return glob_files(self.workspace.root, pattern, policy=self.policy)
 
         return self._run("glob", {"pattern": pattern}, run)
 

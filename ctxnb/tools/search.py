@@ -12,7 +12,13 @@ rules both follow:
 * **Order**: by path, compared component by component (``a/b`` before ``a.txt``), then
   by line number. ``max_results`` keeps the first matches in that order.
 * **Files searched**: regular files only; symbolic links are never followed (neither
-  linked files nor linked directories). Hidden files and directories are searched,
+  linked files nor linked directories). The Python backend walks by descriptors (the
+  access layer's walk, with ``policy`` or with one that accepts every file), so a
+  directory swapped for a link while it runs is never entered either. ripgrep opens
+  directories by name: with a ``policy`` (as the agent's file tools always pass) every
+  line it proposes is matched again on a race-free read; without one, its answer is
+  trusted, which is right for a tree nobody changes under the search and several times
+  faster. Hidden files and directories are searched,
   except anything named ``.git`` or ``.ctxnb``.
 * **Ignores**: ``.gitignore`` files anywhere below ``root`` are honoured (git's rules,
   deeper files overriding shallower ones, whether or not ``root`` is a git
@@ -442,66 +448,31 @@ def search(
     if backend == "ripgrep":
         try:
             matches = _search_ripgrep(
-                root, pattern, compiled, regex, case_sensitive, globs or (), glob_filter, exclude
+                root,
+                pattern,
+                compiled,
+                regex,
+                case_sensitive,
+                globs or (),
+                glob_filter,
+                exclude,
+                policy,
             )
         except CtxnbError:
-            if policy is None:
+            if find_ripgrep() is None:
                 raise
             # rg trips over a tree that changes while it runs; the descriptor walk does not.
             backend = "python"
         else:
             if policy is not None:
+                # rg opens directories by name, so one swapped for a link during the
+                # search is followed: only what a race-free read matches again counts.
                 matches = _confirm(policy, compiled, matches)
     if backend == "python":
-        if policy is None:
-            matches = _search_python(root, compiled, glob_filter, exclude, max_results)
-        else:
-            files = _policy_walk(policy, root, glob_filter, exclude)
-            matches = _search_files(files, compiled, max_results)
+        matches = _search_python(root, compiled, glob_filter, exclude, max_results, policy)
     elif backend != "ripgrep":
         raise ValueError(f"backend must be 'auto', 'ripgrep' or 'python', got {backend!r}")
     return matches if max_results is None else matches[:max_results]
-
-
-def _walk(
-    root: Path, glob_filter: _GlobFilter | None, exclude: Callable[[str], bool] | None
-) -> Iterator[tuple[str, Path]]:
-    """Yield ``(relative posix path, path)`` of searchable files, in search order."""
-    ignores = _Ignores(root)
-
-    def visit(dir_path: Path, dir_rel: str) -> Iterator[tuple[str, Path]]:
-        try:
-            with os.scandir(dir_path) as it:
-                entries = sorted(it, key=lambda e: e.name)
-        except OSError:
-            return
-        for entry in entries:
-            if entry.name in ALWAYS_EXCLUDED:
-                continue
-            rel = f"{dir_rel}/{entry.name}" if dir_rel else entry.name
-            try:
-                if entry.is_symlink():
-                    continue
-                is_dir = entry.is_dir(follow_symlinks=False)
-                is_file = not is_dir and entry.is_file(follow_symlinks=False)
-            except OSError:
-                continue
-            if is_dir:
-                if ignores.ignored_here(rel, True):
-                    continue
-                if glob_filter is not None and not glob_filter.dir_ok(rel):
-                    continue
-                yield from visit(Path(entry.path), rel)
-            elif is_file:
-                if ignores.ignored_here(rel, False):
-                    continue
-                if glob_filter is not None and not glob_filter.file_ok(rel):
-                    continue
-                if exclude is not None and exclude(rel):
-                    continue
-                yield rel, Path(entry.path)
-
-    yield from visit(root, "")
 
 
 # windows-1252 as WHATWG defines it: cp1252, with its five unassigned bytes read as the
@@ -544,30 +515,27 @@ def _file_matches(
     return out
 
 
-def _read_text(path: Path) -> str | None:
-    """The file's text, or None when it cannot be read or is binary (a NUL byte)."""
-    try:
-        data = path.read_bytes()
-    except OSError:
-        return None
-    if b"\0" in data:
-        return None
-    return decode_text(data)
-
-
 def _search_python(
     root: Path,
     compiled: re.Pattern[str],
     glob_filter: _GlobFilter,
     exclude: Callable[[str], bool] | None,
     max_results: int | None,
+    policy: PathPolicy | None = None,
 ) -> list[Match]:
-    # A whole-file search with MULTILINE finds every file that has a matching line
-    # (and maybe a few more, which the per-line pass drops) far faster than line by line.
-    files = (
-        (rel, lambda path=path: _read_text(path)) for rel, path in _walk(root, glob_filter, exclude)
-    )
+    files = _policy_walk(policy or _whole_tree(root), root, glob_filter, exclude)
     return _search_files(files, compiled, max_results)
+
+
+def _whole_tree(root: Path) -> PathPolicy:
+    """The policy of a search given none: every file below ``root`` but ``.git``/``.ctxnb``.
+
+    The walk is the access layer's all the same (descriptors, ``O_NOFOLLOW``), so a
+    directory swapped for a symbolic link while the search runs is never entered.
+    """
+    from ctxnb.access.fdio import PathPolicy
+
+    return PathPolicy([root], deny=sorted(ALWAYS_EXCLUDED))
 
 
 def _search_files(
@@ -703,6 +671,7 @@ def _search_ripgrep(
     globs: Sequence[str],
     glob_filter: _GlobFilter,
     exclude: Callable[[str], bool] | None,
+    policy: PathPolicy | None,
 ) -> list[Match]:
     rg = find_ripgrep()
     if rg is None:
@@ -711,7 +680,7 @@ def _search_ripgrep(
             f"ships rg), put rg on PATH or name it in ${RG_ENV}, or pass backend='python'"
         )
     if _FOLDS_TO_ASCII & set(pattern):  # (an inline "(?i)" may turn folding on)
-        return _search_python(root, compiled, glob_filter, exclude, None)
+        return _search_python(root, compiled, glob_filter, exclude, None, policy)
     cmd = [
         rg,
         # Plain "path NUL line:column:text" records: parsing them is several times
@@ -758,8 +727,10 @@ def _search_ripgrep(
             raise CtxnbError(f"ripgrep failed (exit {returncode}): {message}; try backend='python'")
     for raw in binary:
         by_file.pop(os.fsdecode(raw).removeprefix("./"), None)
+    reader = (policy or _whole_tree(root)) if other else None
     for rel in other:  # not UTF-8: Python reads the whole file as windows-1252
-        text = _read_text(root / rel)
+        assert reader is not None
+        text = _policy_text(functools.partial(reader.read_bytes, rel))
         by_file[rel] = [] if text is None else _file_matches(rel, text, compiled, None)
     return _in_order({rel: found for rel, found in by_file.items() if found})
 
@@ -847,7 +818,7 @@ def _rg_keep(
     return not (exclude is not None and exclude(rel))
 
 
-def glob_files(root: Path | str, pattern: str) -> list[str]:
+def glob_files(root: Path | str, pattern: str, *, policy: PathPolicy | None = None) -> list[str]:
     """List the files below ``root`` that match a gitignore-style glob.
 
     Follows the same rules as ``search`` (``.gitignore`` honoured, symlinks not
@@ -856,6 +827,8 @@ def glob_files(root: Path | str, pattern: str) -> list[str]:
     Args:
         root: the directory.
         pattern: a glob such as ``"**/*.py"``, ``"src/*.{js,ts}"`` or ``"README*"``.
+        policy: list only what this path policy accepts (its first root must be
+            ``root``); by default every file but ``.git`` and ``.ctxnb``.
 
     Returns:
         Relative posix paths, sorted component-wise.
@@ -871,4 +844,4 @@ def glob_files(root: Path | str, pattern: str) -> list[str]:
     """
     root = _check_root(root)
     glob_filter = _GlobFilter([pattern])
-    return [rel for rel, _ in _walk(root, glob_filter, None)]
+    return [rel for rel, _ in _policy_walk(policy or _whole_tree(root), root, glob_filter, None)]
