@@ -6,7 +6,13 @@ from _data import data_dirs
 from hypothesis import given
 from hypothesis import strategies as st
 
-from ctxnb.hashing import content_hash, identity_hash, source_hash, stable_stringify
+from ctxnb.hashing import (
+    content_hash,
+    identity_hash,
+    sha256_hex,
+    source_hash,
+    stable_stringify,
+)
 
 # The vendored vectors always; ../shared/data's as extra cases when it is beside the checkout.
 by_data_dir = pytest.mark.parametrize("data_dir", data_dirs(), ids=lambda p: p.parent.name)
@@ -101,3 +107,27 @@ def test_stable_stringify_key_order_independent(d):
 def test_stable_stringify_has_no_insignificant_whitespace(value):
     s = stable_stringify(value)
     assert s == json.dumps(json.loads(s), sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+
+
+# Long strings are hashed by a byte-level path (hashing._LONG); it must give the digest
+# of the definition, sha256(stable_stringify(payload)), for every text.
+_tricky = st.text(
+    alphabet=st.sampled_from([*map(chr, range(0x20)), '"', "\\", "/", "\x7f", "é", "\u2028", "😀"])
+    | st.characters(exclude_categories=["Cs"]),  # lone surrogates: the test below
+)
+
+
+@given(_tricky, _tricky, st.integers(min_value=0, max_value=3), json_values)
+def test_content_hash_of_long_text_matches_the_definition(head, tail, n, other):
+    text = head + "x" * 4096 * n + tail + "\\" * 5000
+    payload = {"content": text, "file_type": "python", "char_count": len(text), "z": other}
+    reference = sha256_hex(stable_stringify(payload))
+    assert content_hash({**payload, "source_hash": "s", "content_hash": "c"}) == reference
+
+
+def test_content_hash_of_long_text_with_a_lone_surrogate_fails_as_json_does():
+    payload = {"content": "\ud800" + "x" * 5000, "file_type": "text"}
+    with pytest.raises(UnicodeEncodeError):
+        sha256_hex(stable_stringify(payload))
+    with pytest.raises(UnicodeEncodeError):
+        content_hash(payload)
