@@ -94,13 +94,23 @@ def build_file_doc(
 ) -> dict[str, Any]:
     """The file document for ``data`` at ``source`` (``data=None`` means deleted)."""
     src = source.to_dict() if isinstance(source, FilesystemSource) else dict(source)
-    oid = identity_hash("file", src)
+    shash = source_hash(data) if data is not None else None
+    return _file_doc(src, identity_hash("file", src), data, shash, file_type)
+
+
+def _file_doc(
+    src: dict[str, Any],
+    oid: str,
+    data: bytes | None,
+    shash: str | None,
+    file_type: str | None = None,
+) -> dict[str, Any]:
+    """:func:`build_file_doc` with the identity and source hashes already computed."""
     ftype = file_type or detect_file_type(src["path"])
     if data is None:
-        text, shash = None, None
+        text = None
     else:
         text = decode_bytes(data)
-        shash = source_hash(data)
         if text is None:
             ftype = "binary"
     payload: dict[str, Any] = {
@@ -176,14 +186,14 @@ def observe_bytes(
             if prev is None or is_deleted(prev):
                 results.append((oid, "unchanged", None, None))
                 continue
-            doc = build_file_doc(src, None, prev.get("file_type"))
+            doc = _file_doc(src, oid, None, None, prev.get("file_type"))
             action: Action = "deleted"
         else:
             # Comparing hashes first: building a document hashes its whole text.
             if prev is not None and prev.get("source_hash") == shash:
                 results.append((oid, "unchanged", None, shash))
                 continue
-            doc = build_file_doc(src, data)
+            doc = _file_doc(src, oid, data, shash)
             action = "created" if prev is None else "updated"
         latest[oid] = doc
         to_write.append(doc)
