@@ -509,7 +509,7 @@ def _match_brace(s: str, open_idx: int) -> int:
 
 
 def _match_close(s: str, open_idx: int, pair: str) -> int:
-    opener, closer = pair
+    opener, closer = pair[0], pair[1]
     depth = 0
     i = open_idx
     heredocs: list[tuple[str, bool]] = []
