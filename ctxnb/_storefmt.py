@@ -12,12 +12,15 @@ and not listed there means the key was absent.
 
 from __future__ import annotations
 
+import array
+import itertools
 import json
 import math
 import os
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import pyarrow as pa
@@ -258,20 +261,67 @@ def to_table(cols: dict[str, list[Any]]) -> pa.Table:
     arrays = []
     for field in DATA_SCHEMA:
         try:
-            arrays.append(pa.array(cols[field.name], field.type))
-        except (pa.ArrowException, UnicodeError) as exc:
+            arrays.append(column(cols[field.name], field.type))
+        except (pa.ArrowException, UnicodeError, OverflowError) as exc:
             raise StoreError(f"cannot store column {field.name!r}: {exc}") from exc
     return pa.Table.from_arrays(arrays, schema=DATA_SCHEMA)
 
 
-def with_tx(table: pa.Table, tx_id: int, tx_time: Any) -> pa.Table:
+def with_tx(table: pa.Table, tx_id: int, tx_time: datetime) -> pa.Table:
     """``table`` with its tx columns filled in, in :data:`SCHEMA`."""
     n = table.num_rows
-    table = table.append_column(SCHEMA.field("tx_id"), pa.array([tx_id] * n, pa.int64()))
+    time_us = (tx_time - _EPOCH) // timedelta(microseconds=1)
+    table = table.append_column(SCHEMA.field("tx_id"), column([tx_id] * n, pa.int64()))
     table = table.append_column(
-        SCHEMA.field("tx_time"), pa.array([tx_time] * n, SCHEMA.field("tx_time").type)
+        SCHEMA.field("tx_time"),
+        column([time_us] * n, pa.int64()).view(SCHEMA.field("tx_time").type),
     )
     return table.replace_schema_metadata(SCHEMA.metadata)
+
+
+_EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
+
+
+def column(values: Sequence[Any], type: pa.DataType) -> pa.Array:
+    """An Arrow array of ``values`` (None is null), for the store's column types.
+
+    It is built from buffers, not by ``pa.array``: that one imports pandas on its first
+    call (to ask whether the values are a pandas object), a quarter of a second in each
+    process that writes to the store without pandas loaded (``ctxnb index``, a hook).
+    Types: string, large_string, int64 and list of string.
+    """
+    n = len(values)
+    present = [v is not None for v in values]
+    nulls = n - sum(present)
+    validity = None
+    if nulls:
+        bits = "".join("1" if p else "0" for p in reversed(present))
+        validity = pa.py_buffer(int(bits, 2).to_bytes((n + 7) // 8, "little"))
+    if pa.types.is_int64(type):
+        data = array.array("q", [v if v is not None else 0 for v in values])
+        out = pa.Array.from_buffers(type, n, [validity, pa.py_buffer(data)], nulls)
+    elif pa.types.is_list(type):
+        items = [x for v in values if v is not None for x in v]
+        offsets = _offsets("i", [len(v) if v is not None else 0 for v in values])
+        child = column(items, type.value_type)
+        out = pa.Array.from_buffers(type, n, [validity, offsets], nulls, children=[child])
+    else:
+        wide = pa.types.is_large_string(type)
+        if not wide and not pa.types.is_string(type):
+            raise TypeError(f"no column builder for {type}")
+        blobs = [v.encode("utf-8") if v is not None else b"" for v in values]
+        offsets = _offsets("q" if wide else "i", [len(b) for b in blobs])
+        data = pa.py_buffer(b"".join(blobs))
+        out = pa.Array.from_buffers(type, n, [validity, offsets, data], nulls)
+    out.validate(full=True)
+    return out
+
+
+def _offsets(code: str, lengths: list[int]) -> pa.Buffer:
+    """The offsets buffer (``i``: int32, ``q``: int64) of items of these lengths."""
+    offs = array.array(code, [0])
+    offs.extend(itertools.accumulate(lengths))  # OverflowError past the type's range
+    return pa.py_buffer(offs)
 
 
 def decode(table: pa.Table) -> list[dict[str, Any]]:

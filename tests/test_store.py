@@ -25,6 +25,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import ctxnb._storecache
+import ctxnb._storefmt
 import ctxnb.store
 from ctxnb.errors import CorruptStoreError, StoreError
 from ctxnb.model import (
@@ -758,3 +759,36 @@ def test_format_doc_snippets_read_a_real_store(store: ObjectStore) -> None:
     sql = text.split("```sql\n")[1].split("```")[0]
     sql = sql.replace(".ctxnb/store", str(store.path)).replace("SELECT *", "SELECT xt_id, content")
     assert sorted(duckdb.sql(sql).fetchall()) == [("a", "3"), ("b", None)]
+
+
+_cells = st.one_of(st.none(), st.text())
+
+
+@given(
+    st.lists(_cells, max_size=40),
+    st.lists(st.none() | st.integers(-(2**63), 2**63 - 1), max_size=40),
+    st.lists(st.none() | st.lists(st.text(), max_size=4), max_size=40),
+)
+def test_store_columns_are_what_pyarrow_builds(strs, ints, lists) -> None:
+    column = ctxnb._storefmt.column
+    for typ in (pa.string(), pa.large_string()):
+        assert column(strs, typ).equals(pa.array(strs, typ))
+    assert column(ints, pa.int64()).equals(pa.array(ints, pa.int64()))
+    typ = pa.list_(pa.string())
+    assert column(lists, typ).equals(pa.array(lists, typ))
+
+
+def test_writing_to_the_store_does_not_import_pandas(tmp_path: Path) -> None:
+    # pa.array imports pandas on first use (0.2 s); ctxnb index and the hooks write
+    # without it.
+    code = (
+        "import sys\n"
+        "from ctxnb import Workspace\n"
+        f"root = {str(tmp_path)!r}\n"
+        "open(root + '/a.py', 'w').write('x = 1\\n')\n"
+        "assert Workspace.open(root).index(progress=False).created == 1\n"
+        "print('pandas' in sys.modules)\n"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.strip() == "False"
