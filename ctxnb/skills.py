@@ -51,7 +51,9 @@ from typing import Any
 
 import yaml
 
-from .errors import ConfigError, NotFoundError
+from .access.fdio import FileEntry, PathPolicy
+from .access.rules import DEFAULT_DENY, skills_readable
+from .errors import ConfigError, NotFoundError, PolicyError
 from .markdown_links import MarkdownLink, extract_markdown_links
 
 __all__ = [
@@ -105,7 +107,8 @@ class Skill:
         files: the files under ``scripts/``, ``references/`` and ``assets/``, as sorted
             paths relative to the skill folder (``"scripts/run.py"``); every key is
             present, with an empty list when the folder is missing. Hidden files,
-            ``__pycache__`` and symlinked folders (which could loop) are left out.
+            ``__pycache__``, symbolic links and files the path policy denies (``*.pem``,
+            ``id_*`` …) are left out.
     """
 
     name: str
@@ -215,13 +218,26 @@ class SkillSet:
         )
 
 
-def discover_skills(root: str | os.PathLike[str], *, dirs: Sequence[str] = SKILL_DIRS) -> SkillSet:
+def discover_skills(
+    root: str | os.PathLike[str],
+    *,
+    dirs: Sequence[str] = SKILL_DIRS,
+    deny: Sequence[str] = DEFAULT_DENY,
+) -> SkillSet:
     """Load every skill under ``root``; a broken skill is reported, not raised.
+
+    The folders are listed and the files read through the access layer's descriptor
+    walk (:meth:`~ctxnb.access.fdio.PathPolicy.walk`) from ``root``, under its path
+    rules: a skills folder, skill folder or ``SKILL.md`` that is a symbolic link (or
+    becomes one while ctxnb reads) or that a deny glob covers yields no skill, and a
+    denied file inside a skill is not listed. ``.ctxnb/skills`` is read although
+    ``.ctxnb/`` is denied (:func:`~ctxnb.access.rules.skills_readable`).
 
     Args:
         root: the workspace root.
         dirs: folders under ``root`` that hold one folder per skill, in order of
             precedence; missing ones are skipped.
+        deny: the workspace's deny globs (``[policy] deny``).
 
     Returns:
         The skills, sorted by name, with the errors met and the shadowed files.
@@ -234,21 +250,24 @@ def discover_skills(root: str | os.PathLike[str], *, dirs: Sequence[str] = SKILL
     """
     base = Path(root)
     result = SkillSet()
-    seen: set[str] = set()
+    wanted: list[tuple[str, ...]] = []
     for rel in dirs:
-        skills_dir = base / rel
-        if not skills_dir.is_dir():
-            continue
-        try:
-            entries = sorted(skills_dir.iterdir(), key=lambda p: p.name)
-        except OSError as exc:
-            result.errors.append(SkillError(skills_dir, f"cannot list the folder: {exc}"))
-            continue
-        for entry in entries:
-            if entry.name.startswith(".") or not entry.is_dir():
-                continue
+        parts = tuple(c for c in str(rel).split("/") if c not in ("", "."))
+        if str(rel).startswith("/") or ".." in parts or not parts:
+            result.errors.append(
+                SkillError(base / rel, "a skills folder must be a folder inside the workspace")
+            )
+        elif parts not in wanted:
+            wanted.append(parts)
+    if not wanted or not base.is_dir():
+        return result
+    walk = _Walk(base, wanted, deny)
+    result.errors.extend(walk.errors)
+    seen: set[str] = set()
+    for where in wanted:
+        for name in sorted(walk.folders[where]):
             try:
-                skill = load_skill(entry)
+                skill = walk.folders[where][name].load()
             except SkillError as exc:
                 result.errors.append(exc)
                 continue
@@ -261,11 +280,14 @@ def discover_skills(root: str | os.PathLike[str], *, dirs: Sequence[str] = SKILL
     return result
 
 
-def load_skill(path: str | os.PathLike[str]) -> Skill:
+def load_skill(path: str | os.PathLike[str], *, deny: Sequence[str] = DEFAULT_DENY) -> Skill:
     """Load one skill from its folder (or from its ``SKILL.md``).
 
+    The folder is read like :func:`discover_skills` reads it, from its parent: a
+    ``SKILL.md`` or folder that is a symbolic link is refused.
+
     Raises:
-        SkillError: the file is missing, unreadable or breaks a frontmatter rule.
+        SkillError: the file is missing, refused, unreadable or breaks a frontmatter rule.
 
     Example:
         >>> import pathlib, tempfile
@@ -275,39 +297,160 @@ def load_skill(path: str | os.PathLike[str]) -> Skill:
         >>> load_skill(d).description
         'Lint.'
     """
-    p = Path(path)
-    skill_md = p if p.name == SKILL_FILE and not p.is_dir() else p / SKILL_FILE
-    folder = skill_md.parent
-    if not folder.is_dir():
+    p = Path(os.path.abspath(path))
+    folder = p.parent if p.name == SKILL_FILE and not p.is_dir() else p
+    if not folder.is_dir() and not folder.is_symlink():
         raise SkillError(folder, "no such skill folder")
-    if not skill_md.is_file():
-        others = [c.name for c in folder.iterdir() if c.name.lower() == "skill.md"]
-        hint = f" (found {others[0]!r}; rename it to {SKILL_FILE!r})" if others else ""
-        raise SkillError(folder, f"no {SKILL_FILE} in this skill folder{hint}")
-    try:
-        text = skill_md.read_bytes().decode("utf-8-sig")
-    except UnicodeDecodeError as exc:
-        raise SkillError(skill_md, f"not valid UTF-8 ({exc.reason} at byte {exc.start})") from None
-    except OSError as exc:
-        raise SkillError(skill_md, f"cannot be read: {exc.strerror or exc}") from None
-    frontmatter, body, body_line = _split_frontmatter(skill_md, text)
-    name, description = _validate(skill_md, folder.name, frontmatter)
-    offset = body_line - 1
-    references = [
-        MarkdownLink(
-            r.display_text, r.relative_path, r.line_number + offset, r.kind, r.title, r.anchor
+    walk = _Walk(folder.parent, [()], deny, only=folder.name)
+    if walk.errors:
+        raise walk.errors[0]
+    found = walk.folders[()].get(folder.name)
+    if found is None:
+        raise SkillError(folder, "no such skill folder")
+    return found.load()
+
+
+class _Folder:
+    """What the walk found in one skill folder."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        self.text: bytes | None = None
+        self.problem: str | None = None  # why SKILL.md could not be read
+        self.names: list[str] = []  # files directly in the folder
+        self.files: dict[str, list[str]] = {sub: [] for sub in SUBFOLDERS}
+
+    def load(self) -> Skill:
+        skill_md = self.path / SKILL_FILE
+        if self.problem is not None:
+            raise SkillError(skill_md, self.problem)
+        if self.text is None:
+            others = [n for n in self.names if n.lower() == "skill.md"]
+            hint = f" (found {others[0]!r}; rename it to {SKILL_FILE!r})" if others else ""
+            raise SkillError(self.path, f"no {SKILL_FILE} in this skill folder{hint}")
+        try:
+            text = self.text.decode("utf-8-sig")
+        except UnicodeDecodeError as exc:
+            raise SkillError(
+                skill_md, f"not valid UTF-8 ({exc.reason} at byte {exc.start})"
+            ) from None
+        frontmatter, body, body_line = _split_frontmatter(skill_md, text)
+        name, description = _validate(skill_md, self.path.name, frontmatter)
+        offset = body_line - 1
+        references = [
+            MarkdownLink(
+                r.display_text, r.relative_path, r.line_number + offset, r.kind, r.title, r.anchor
+            )
+            for r in extract_markdown_links(body)
+        ]
+        return Skill(
+            name=name,
+            description=description,
+            path=skill_md,
+            body=body,
+            frontmatter=frontmatter,
+            references=references,
+            files={sub: sorted(found) for sub, found in self.files.items()},
         )
-        for r in extract_markdown_links(body)
-    ]
-    return Skill(
-        name=name,
-        description=description,
-        path=skill_md,
-        body=body,
-        frontmatter=frontmatter,
-        references=references,
-        files=_list_files(folder),
-    )
+
+
+class _Walk:
+    """One descriptor walk of ``base`` that collects the skill folders under ``wanted``.
+
+    Only the directories on the way to a skills folder, the skill folders and their
+    :data:`SUBFOLDERS` are entered; everything the policy refuses is left out.
+    """
+
+    def __init__(
+        self,
+        base: Path,
+        wanted: list[tuple[str, ...]],
+        deny: Sequence[str],
+        *,
+        only: str | None = None,
+    ) -> None:
+        self.base = base
+        self.wanted = wanted
+        self.only = only
+        self.folders: dict[tuple[str, ...], dict[str, _Folder]] = {w: {} for w in wanted}
+        self.errors: list[SkillError] = []
+        policy = PathPolicy([base], deny=skills_readable(deny))
+        for entry in policy.walk(skip=self._skip, on_dir=self._on_dir, on_refused=self._refused):
+            self._on_file(entry)
+
+    def _place(self, parts: tuple[str, ...]) -> tuple[tuple[str, ...], tuple[str, ...]] | None:
+        """The skills folder ``parts`` lies below, and the parts below it."""
+        for where in self.wanted:
+            if len(parts) > len(where) and parts[: len(where)] == where:
+                below = parts[len(where) :]
+                if self.only is not None and below[0] != self.only:
+                    return None
+                return where, below
+        return None
+
+    def _skip(self, rel: str, is_dir: bool) -> bool:
+        parts = tuple(rel.split("/"))
+        placed = self._place(parts)
+        if placed is None:  # only the way down to a skills folder is walked
+            return not (is_dir and any(w[: len(parts)] == parts for w in self.wanted))
+        below = placed[1]
+        if _skipped(below[-1]):
+            return True
+        if len(below) == 1:
+            return not is_dir  # plain files next to the skill folders
+        if len(below) == 2 and is_dir:
+            return below[1] not in SUBFOLDERS
+        return False
+
+    def _on_dir(self, rel: str, read: object) -> None:
+        placed = self._place(tuple(rel.split("/"))) if rel else None
+        if placed is not None and len(placed[1]) == 1:
+            where, below = placed
+            self.folders[where][below[0]] = _Folder(self.base.joinpath(*where, below[0]))
+
+    def _on_file(self, entry: FileEntry) -> None:
+        placed = self._place(entry.safe.parts)
+        if placed is None or len(placed[1]) < 2:
+            return
+        where, below = placed
+        folder = self.folders[where].get(below[0])
+        if folder is None:
+            return
+        if len(below) == 2:
+            folder.names.append(below[1])
+            if below[1] == SKILL_FILE:
+                try:
+                    folder.text = entry.read()
+                except (PolicyError, NotFoundError) as exc:
+                    folder.problem = f"cannot be read: {exc}"
+                except OSError as exc:
+                    folder.problem = f"cannot be read: {exc.strerror or exc}"
+        else:
+            folder.files[below[1]].append("/".join(below[1:]))
+
+    def _refused(self, rel: str, rule: str) -> None:
+        parts = tuple(rel.split("/"))
+        why = _REFUSALS.get(rule.split(":", 1)[0], "is refused by the path policy")
+        problem = f"{why} (rule: {rule})"
+        if parts in self.wanted:
+            self.errors.append(SkillError(self.base / rel, f"the skills folder {problem}"))
+            return
+        placed = self._place(parts)
+        if placed is None or _skipped(placed[1][-1]):
+            return
+        where, below = placed
+        if len(below) == 1:
+            self.errors.append(SkillError(self.base / rel, f"the skill folder {problem}"))
+        elif len(below) == 2 and below[1] == SKILL_FILE and below[0] in self.folders[where]:
+            self.folders[where][below[0]].problem = problem
+
+
+_REFUSALS = {
+    "symlink": "is a symbolic link, which ctxnb never follows below the workspace root; "
+    "put the files themselves there",
+    "deny": "is denied by the path policy",
+    "special-file": "is not a regular file or folder",
+}
 
 
 # --- internals ---------------------------------------------------------------------------
@@ -405,21 +548,6 @@ def _valid_name(name: str) -> bool:
 def _yaml_kind(value: Any) -> str:
     kinds = {dict: "mapping", list: "list", str: "string", bool: "boolean", type(None): "null"}
     return kinds.get(type(value), type(value).__name__)
-
-
-def _list_files(folder: Path) -> dict[str, list[str]]:
-    out: dict[str, list[str]] = {}
-    for sub in SUBFOLDERS:
-        found: list[str] = []
-        top = folder / sub
-        if top.is_dir():
-            # os.walk does not follow symlinked folders, so a link loop cannot hang us.
-            for dirpath, dirnames, filenames in os.walk(top):
-                dirnames[:] = [d for d in dirnames if not _skipped(d)]
-                rel = Path(dirpath).relative_to(folder)
-                found.extend((rel / f).as_posix() for f in filenames if not _skipped(f))
-        out[sub] = sorted(found)
-    return out
 
 
 def _skipped(name: str) -> bool:

@@ -80,10 +80,12 @@ __all__ = [
     "DEFAULT_DENY",
     "GOVERNANCE",
     "MAX_PATH_BYTES",
+    "SKILLS_DIR",
     "TEMP_PREFIX",
     "PathRules",
     "SafePath",
     "map_mount_prefix",
+    "skills_readable",
 ]
 
 DEFAULT_DENY: tuple[str, ...] = (".git", ".env*", "**/*.pem", "**/id_*", ".ctxnb/")
@@ -95,6 +97,27 @@ worktrees and submodules alike."""
 GOVERNANCE: tuple[str, ...] = (".orchestration/", ".ctxnb/", "/ctxnb.toml")
 """Governance's own files: intents, trace, audit, store, hook state and the settings
 that name commands to run. Refused to every agent tool whatever the intent's scope."""
+
+SKILLS_DIR = ".ctxnb/skills"
+"""ctxnb's own skills folder: inside the denied ``.ctxnb/``, read by ctxnb on purpose."""
+
+
+def skills_readable(deny: Sequence[str]) -> tuple[str, ...]:
+    """Deny globs for ctxnb's own reads of skills: ``.ctxnb/`` stays denied but for
+    :data:`SKILLS_DIR` (the rest of it is the store, the audit log and hook state).
+
+    Example:
+        >>> skills_readable(DEFAULT_DENY)[-2:]
+        ('.ctxnb/*', '!.ctxnb/skills')
+    """
+    out: list[str] = []
+    for glob in deny:
+        if glob.rstrip("/") in (".ctxnb", "/.ctxnb"):
+            out += [".ctxnb/*", f"!{SKILLS_DIR}"]
+        else:
+            out.append(glob)
+    return tuple(out)
+
 
 MAX_PATH_BYTES = 4096
 """The longest path accepted by default, in bytes of its filesystem encoding."""

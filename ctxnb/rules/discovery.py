@@ -26,6 +26,7 @@ from typing import TYPE_CHECKING, Any
 
 from ..access.door import own_roots
 from ..access.fdio import PathPolicy
+from ..access.rules import DEFAULT_DENY
 from ..embedding import DEFAULT, HybridIndex
 from ..errors import CtxnbError, NotFoundError, PolicyError
 from ..govern.risk import classify_command
@@ -270,7 +271,12 @@ class RulesIndex:
         if not isinstance(workspace, str | os.PathLike) and workspace.config.skills.root:
             # [skills] root in ctxnb.toml comes first; the usual places still count.
             dirs = (workspace.config.skills.root, *SKILL_DIRS)
-        found = discover_skills(root, dirs=dirs) if skills else None
+        deny = (
+            DEFAULT_DENY
+            if isinstance(workspace, str | os.PathLike)
+            else tuple(workspace.config.policy.deny)
+        )
+        found = discover_skills(root, dirs=dirs, deny=deny) if skills else None
         index = cls(root, skills=found, names=names, resolve=resolve)
         if not isinstance(workspace, str | os.PathLike):
             index.policy = workspace.policy
