@@ -29,7 +29,10 @@ import pyarrow.parquet as pq
 from .errors import CorruptStoreError, StoreError
 
 FORMAT_NAME = "ctxnb-store"
-FORMAT_VERSION = 1
+FORMAT_VERSION = 2
+# The first format whose log may carry inline transactions (``"op":"txdocs"``). A
+# format-1 store stays format 1 until its first inline transaction.
+INLINE_FORMAT_VERSION = 2
 META_KEY = b"ctxnb.store.format"
 
 ID_KEY = "xt/id"

@@ -3,6 +3,10 @@
 Private to :mod:`ctxnb.store`. One JSON object per line; a line counts once its
 trailing newline is in the file. Appending one line and fsyncing it is the commit
 point of every transaction and every compaction.
+
+A small transaction carries its documents in its line (``"op":"txdocs"``) instead of
+naming a Parquet segment: one fsync commits it, where a segment costs three (file,
+directory, log). Compaction folds those documents into the snapshot like segments.
 """
 
 from __future__ import annotations
@@ -40,8 +44,11 @@ class TxEntry:
     tx: int
     time_us: int
     count: int
-    file: str | None  # relative to the store directory; None for an empty transaction
+    file: str | None  # relative to the store directory; None: empty or inline
     size: int
+    # The documents of an inline (``txdocs``) transaction; None for the others, and for
+    # an inline one that a later compaction in the same read already covers.
+    docs: list[dict[str, Any]] | None = None
 
 
 @dataclass(frozen=True)
@@ -79,14 +86,70 @@ def compact_line(e: CompactEntry) -> bytes:
     return (json.dumps(obj, separators=(",", ":")) + "\n").encode()
 
 
+TXDOCS_PREFIX = b'{"op":"txdocs",'
+_COMPACT_PREFIX = b'{"op":"compact",'
+_DOCS_KEY = b',"docs":['
+
+
+def txdocs_line(tx: int, time_us: int, blobs: list[bytes]) -> bytes:
+    """The log line of an inline transaction; ``blobs`` are its documents' JSON.
+
+    The header comes first and ``docs`` last, so that a reader can take a line's tx id
+    without decoding its documents (see :func:`parse`). JSON text never holds a raw
+    newline, so the line stays one line.
+    """
+    head = b'%s"tx":%d,"t":%d,"n":%d' % (TXDOCS_PREFIX, tx, time_us, len(blobs))
+    return head + _DOCS_KEY + b",".join(blobs) + b"]}\n"
+
+
+def _compacted_upto(lines: list[bytes]) -> int:
+    """The ``upto`` of the last compaction among ``lines`` (0: none, or unreadable).
+
+    Only a hint: every line is still parsed and checked in order.
+    """
+    for raw in reversed(lines):
+        if raw.startswith(_COMPACT_PREFIX):
+            try:
+                upto = json.loads(raw)["upto"]
+            except (ValueError, KeyError, TypeError):
+                return 0
+            return upto if type(upto) is int else 0
+    return 0
+
+
+def _header(raw: bytes) -> Any:
+    """An inline transaction's line without its documents (their count is kept)."""
+    cut = raw.find(_DOCS_KEY)
+    if cut < 0:
+        return None
+    try:
+        obj = json.loads(raw[:cut] + b"}")
+    except ValueError:
+        return None
+    return obj if isinstance(obj, dict) else None
+
+
 def parse(data: bytes, *, log_path: str, first_line: int, next_tx: int) -> list[Entry]:
-    """Parse complete lines (``data`` ends at a newline). Tx ids must run on densely."""
+    """Parse complete lines (``data`` ends at a newline). Tx ids must run on densely.
+
+    The documents of an inline transaction that a later compaction line in ``data``
+    covers are not decoded (the snapshot holds them): opening a store with a long log
+    reads each such line's short header only.
+    """
     out: list[Entry] = []
     lineno = first_line
-    for raw in data.split(b"\n")[:-1]:
+    lines = data.split(b"\n")[:-1]
+    covered = _compacted_upto(lines)
+    for raw in lines:
         lineno += 1
         try:
-            obj = json.loads(raw)
+            obj = None
+            if covered and raw.startswith(TXDOCS_PREFIX):
+                head = _header(raw)
+                if head is not None and type(head.get("tx")) is int and head["tx"] <= covered:
+                    obj = head
+            if obj is None:
+                obj = json.loads(raw)
             entry = _entry(obj)
         except (ValueError, KeyError, TypeError) as exc:
             raise CorruptStoreError(
@@ -146,6 +209,27 @@ def _entry(obj: Any) -> Entry:
             docs_size=_int(obj["docs_size"]),
             rows=_int(obj["rows"]),
             replaces=tuple(replaces),
+        )
+    if op == "txdocs":
+        count = _int(obj["n"])
+        docs = obj.get("docs")  # absent when only the header was read (see parse)
+        if docs is not None:
+            if not isinstance(docs, list) or len(docs) != count:
+                raise ValueError(f"'docs' must be a list of {count} documents")
+            for doc in docs:
+                if not (
+                    isinstance(doc, dict)
+                    and type(doc.get("xt/id")) is str
+                    and type(doc.get("type")) is str
+                ):
+                    raise ValueError("an inline document lacks a string 'xt/id' or 'type'")
+        return TxEntry(
+            tx=_int(obj["tx"]),
+            time_us=_int(obj["t"]),
+            count=count,
+            file=None,
+            size=0,
+            docs=docs,
         )
     raise ValueError(f"unknown op {op!r}")
 

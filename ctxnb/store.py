@@ -57,6 +57,11 @@ SEGMENTS = "segments"
 SNAPSHOTS = "snapshots"
 _KNOWN_TOP = frozenset({MARKER, TXLOG, WRITER_LOCK, COMPACT_LOCK, SEGMENTS, SNAPSHOTS})
 _RETRIES = 8
+# A transaction whose documents' JSON is at most this many bytes is committed inline, in
+# its log line (one fsync); a larger one as a Parquet segment (three). Small enough that
+# the log stays cheap to read, large enough for a tool's write of a source file.
+INLINE_MAX_BYTES = 32 * 1024
+_INLINE_MAX_DOCS = 256
 
 
 @dataclass(frozen=True)
@@ -135,6 +140,9 @@ class ObjectStore:
         path: the store directory, e.g. ``<workspace>/.ctxnb/store``.
         create: create the directory if it does not exist (else raise StoreError).
         clock: returns the current time as an aware datetime; tx times come from it.
+        inline_max_bytes: a transaction whose documents' JSON is at most this many
+            bytes is committed inline, in its log line, until the next compaction folds
+            it into the snapshot; 0 writes every transaction as a Parquet segment.
 
     Raises:
         StoreError: no store at ``path`` and ``create`` is false.
@@ -157,10 +165,13 @@ class ObjectStore:
         *,
         create: bool = True,
         clock: Callable[[], datetime] | None = None,
+        inline_max_bytes: int = INLINE_MAX_BYTES,
     ) -> None:
         self.path = Path(path)
         self._dir = str(self.path)
         self._clock = clock or _default_clock
+        self._inline_max = inline_max_bytes
+        self._marker_version = fmt.FORMAT_VERSION
         self._mu = threading.RLock()
         self._closed = False
         self._log_path = os.path.join(self._dir, TXLOG)
@@ -232,17 +243,22 @@ class ObjectStore:
         self._refresh(force=True)
 
     def _init_dir(self, marker: str) -> None:
+        for sub in (SEGMENTS, SNAPSHOTS):
+            os.makedirs(os.path.join(self._dir, sub), exist_ok=True)
+        os.close(os.open(self._log_path, os.O_WRONLY | os.O_CREAT, 0o644))
+        self._write_marker(marker)  # last: a directory with a marker is a complete store
+
+    def _write_marker(self, marker: str) -> None:
+        """Write the marker of the current format, atomically and durably."""
         body = json.dumps({"format": fmt.FORMAT_NAME, "version": fmt.FORMAT_VERSION}) + "\n"
         tmp = os.path.join(self._dir, f"{tlog.TMP_PREFIX}{secrets.token_hex(4)}-{MARKER}")
         with open(tmp, "w", encoding="utf-8") as f:
             f.write(body)
             f.flush()
             os.fsync(f.fileno())
-        for sub in (SEGMENTS, SNAPSHOTS):
-            os.makedirs(os.path.join(self._dir, sub), exist_ok=True)
-        os.close(os.open(self._log_path, os.O_WRONLY | os.O_CREAT, 0o644))
-        os.replace(tmp, marker)  # last: a directory with a marker is a complete store
+        os.replace(tmp, marker)
         fmt.fsync_dir(self._dir)
+        self._marker_version = fmt.FORMAT_VERSION
 
     def _check_marker(self, marker: str) -> None:
         try:
@@ -262,6 +278,18 @@ class ObjectStore:
                 f"{self._dir} uses store format {version!r}; this ctxnb reads up to "
                 f"{fmt.FORMAT_VERSION}. Upgrade ctxnb: pip install -U ctxnb"
             )
+        self._marker_version = version
+
+    def _upgrade_marker(self) -> None:
+        """Mark a format-1 store as format 2 before its first inline transaction.
+
+        A ctxnb that reads only format 1 then asks to be upgraded instead of reading
+        the store without its inline transactions. Needs the writer lock.
+        """
+        marker = os.path.join(self._dir, MARKER)
+        self._check_marker(marker)  # another process may have done it already
+        if self._marker_version < fmt.INLINE_FORMAT_VERSION:
+            self._write_marker(marker)
 
     def _has_data_files(self) -> bool:
         return any(
@@ -372,11 +400,13 @@ class ObjectStore:
             new_snap = _Snapshot(last_compact, self._open_docs(last_compact))
             upto = last_compact.upto
         new_txs = [e for e in entries if isinstance(e, tlog.TxEntry)]
-        loaded: list[tuple[tlog.TxEntry, pa.Table]] = []
+        loaded: list[tuple[tlog.TxEntry, _PendingSegment]] = []
         try:
             for e in new_txs:
                 if e.tx > upto and e.file is not None:
-                    loaded.append((e, self._read_segment(e)))
+                    loaded.append((e, _PendingSegment(self._read_segment(e))))
+                elif e.tx > upto and e.docs:
+                    loaded.append((e, _PendingSegment.inline(e.docs, None, e.tx, e.time_us)))
         except BaseException:
             if new_snap is not None:
                 new_snap.docs.close()
@@ -407,11 +437,10 @@ class ObjectStore:
             pa.default_memory_pool().release_unused()
         self._log_offset, self._log_lines = new_offset, self._log_lines + nlines
 
-    def _add_overlay(self, tx: int, table: pa.Table) -> None:
-        self._pending[tx] = _PendingSegment(table.replace_schema_metadata(fmt.SCHEMA.metadata))
+    def _add_overlay(self, tx: int, pending: _PendingSegment) -> None:
+        self._pending[tx] = pending
         overlay = self._overlay
-        ids = table.column("xt_id").to_pylist()
-        types = table.column("type").to_pylist()
+        ids, types = pending.ids_and_types()
         for row, (key, typ) in enumerate(zip(ids, types, strict=True)):
             versions = overlay.get(key)
             if versions is None:
@@ -536,7 +565,8 @@ class ObjectStore:
         for i, doc in enumerate(docs):
             batch[fmt.validate(doc, i)] = doc
         data: pa.Table | None = None
-        if batch:
+        blobs = self._inline_blobs(batch)
+        if batch and blobs is None:
             data = fmt.to_table(fmt.encode(list(batch.values())))
         with self._mu:
             self._check_open()
@@ -550,7 +580,21 @@ class ObjectStore:
                 tx_id = len(self._txs) + 1
                 now = self._now()
                 entry = tlog.TxEntry(tx_id, tlog.to_us(now), len(batch), None, 0)
-                if data is not None:
+                line = tlog.tx_line(entry)
+                if blobs is not None:
+                    if self._marker_version < fmt.INLINE_FORMAT_VERSION:
+                        self._upgrade_marker()
+                    line = tlog.txdocs_line(tx_id, entry.time_us, blobs)
+                    # From the JSON, not the caller's dicts, which may change after put.
+                    pending = _PendingSegment.inline(
+                        None,
+                        blobs,
+                        tx_id,
+                        entry.time_us,
+                        ids=list(batch),
+                        types=[d["type"] for d in batch.values()],
+                    )
+                elif data is not None:
                     name = f"seg-{tx_id:012d}-{secrets.token_hex(4)}.parquet"
                     final = os.path.join(self._dir, SEGMENTS, name)
                     table = fmt.with_tx(data, tx_id, now)
@@ -558,18 +602,42 @@ class ObjectStore:
                     entry = tlog.TxEntry(
                         tx_id, entry.time_us, len(batch), f"{SEGMENTS}/{name}", size
                     )
-                self._append_log(tlog.tx_line(entry))
+                    line = tlog.tx_line(entry)
+                    pending = _PendingSegment(table)
+                self._append_log(line)
             except OSError as exc:
                 raise StoreError(f"cannot commit to {self._dir}: {exc}") from exc
             finally:
                 fcntl.flock(self._writer_fd, fcntl.LOCK_UN)
-            if data is not None:
+            if batch:
                 self._segments[tx_id] = entry
-                self._add_overlay(tx_id, table)
+                self._add_overlay(tx_id, pending)
             record = TxRecord(tx_id, tlog.from_us(entry.time_us), len(batch))
             self._txs.append(record)
             self._tx_times.append(record.tx_time)
             return record
+
+    def _inline_blobs(self, batch: Mapping[str, Mapping[str, Any]]) -> list[bytes] | None:
+        """The documents' JSON when the transaction is small enough to commit inline."""
+        if not batch or len(batch) > _INLINE_MAX_DOCS or self._inline_max <= 0:
+            return None
+        blobs, total = [], 0
+        for key, doc in batch.items():
+            try:
+                blob = fmt.dumps(doc).encode("utf-8")
+            except UnicodeEncodeError as exc:
+                # The same refusal as a segment's (Arrow strings are valid UTF-8), so that
+                # compaction can always fold an inline transaction into Parquet.
+                bad = next(k for k, v in doc.items() if not _utf8_ok(k) or not _utf8_ok(v))
+                raise StoreError(
+                    f"document {key!r} key {bad!r} cannot be stored: {exc.reason} "
+                    "(a lone surrogate); strings must be valid Unicode"
+                ) from exc
+            total += len(blob)
+            if total > self._inline_max:
+                return None
+            blobs.append(blob)
+        return blobs
 
     def _append_log(self, line: bytes) -> None:
         """Append one line as the commit point; on failure leave the log as it was."""
@@ -649,7 +717,7 @@ class ObjectStore:
         if snap is not None:
             replaced += [snap.entry.file, snap.entry.docs]
         bytes_before = sum(os.path.getsize(self._abs(f)) for f in replaced)
-        pending = [self._pending[s.tx].table for s in segs if s.file]
+        pending = [self._pending[s.tx].table for s in segs if s.tx in self._pending]
         new = pa.concat_tables(pending) if pending else fmt.SCHEMA.empty_table()
         if new.num_rows != sum(s.count for s in segs):
             raise StoreError(
@@ -954,15 +1022,21 @@ class ObjectStore:
                 limit = self._resolve_tx(as_of) if as_of is not None else None
                 files = [self._abs(self._snap.entry.file)] if self._snap else []
                 files += [self._abs(s.file) for _, s in sorted(self._segments.items()) if s.file]
+                inline = [
+                    self._pending[tx]
+                    for tx, s in sorted(self._segments.items())
+                    if s.file is None and tx in self._pending
+                ]
                 if as_of is not None and limit is None:
-                    files = []
+                    files, inline = [], []
                 # A snapshot alone is already sorted by id, then tx.
-                presorted = self._snap is not None and len(files) == 1
+                presorted = self._snap is not None and len(files) == 1 and not inline
                 read = sorted(set(wanted) | {"xt_id", "tx_id", "type"}, key=fmt.SCHEMA.names.index)
                 try:
                     tables = [fmt.read_parquet(f, columns=read) for f in files]
                 except FileNotFoundError:
                     continue  # a compaction replaced the files; the log says with what
+                tables += [p.table.select(read) for p in inline]
                 break
             else:
                 raise StoreError(f"could not read {self._dir}: files kept changing; retry")
@@ -1076,22 +1150,80 @@ def _cache_columns(table: pa.Table) -> tuple[pa.Array, pa.Array, pa.Array]:
 
 
 class _PendingSegment:
-    """A committed segment's rows (with tx columns), and their JSON once first read.
+    """A committed transaction newer than the snapshot: its rows and their JSON.
 
-    Writing and opening stay cheap: a tree index that nobody reads back before the
-    next compaction never pays for a JSON encoding of every file.
+    A segment starts from its Parquet rows, an inline transaction from its documents;
+    each builds the other form on first use. Writing and opening stay cheap: a tree
+    index that nobody reads back before the next compaction never pays for a JSON
+    encoding of every file, and a tool's small write never builds Arrow rows until a
+    scan or a compaction needs them.
     """
 
-    __slots__ = ("table", "_json")
+    __slots__ = ("_table", "_json", "_docs", "_tx", "_time_us", "_ids")
 
-    def __init__(self, table: pa.Table) -> None:
-        self.table = table
+    def __init__(self, table: pa.Table | None) -> None:
+        self._table = (
+            table.replace_schema_metadata(fmt.SCHEMA.metadata) if table is not None else None
+        )
         self._json: list[bytes] | None = None
+        self._docs: list[dict[str, Any]] | None = None
+        self._tx = 0
+        self._time_us = 0
+        self._ids: tuple[list[str], list[str]] | None = None
+
+    @classmethod
+    def inline(
+        cls,
+        docs: list[dict[str, Any]] | None,
+        blobs: list[bytes] | None,
+        tx: int,
+        time_us: int,
+        *,
+        ids: list[str] | None = None,
+        types: list[str] | None = None,
+    ) -> _PendingSegment:
+        """From an inline transaction: its documents as read from the log, or their
+        JSON with their ids and types as committed by this process."""
+        out = cls(None)
+        out._docs, out._json, out._tx, out._time_us = docs, blobs, tx, time_us
+        if ids is not None and types is not None:
+            out._ids = (ids, types)
+        return out
+
+    @property
+    def table(self) -> pa.Table:
+        """The rows, with tx columns, in :data:`ctxnb._storefmt.SCHEMA`."""
+        if self._table is None:
+            docs = self._docs
+            if docs is None:
+                assert self._json is not None
+                docs = [json.loads(b) for b in self._json]
+            data = fmt.to_table(fmt.encode(docs))
+            self._table = fmt.with_tx(data, self._tx, tlog.from_us(self._time_us))
+            self._docs = None  # the table and the JSON hold everything from now on
+        return self._table
+
+    def ids_and_types(self) -> tuple[list[str], list[str]]:
+        if self._ids is not None:
+            return self._ids
+        if self._docs is not None:
+            return [d[fmt.ID_KEY] for d in self._docs], [d["type"] for d in self._docs]
+        table = self.table
+        return table.column("xt_id").to_pylist(), table.column("type").to_pylist()
 
     def json(self, row: int) -> bytes:
         if self._json is None:
-            self._json = [fmt.dumps(d).encode() for d in fmt.decode(self.table)]
+            docs = self._docs if self._docs is not None else fmt.decode(self.table)
+            self._json = [fmt.dumps(d).encode() for d in docs]
         return self._json[row]
+
+
+def _utf8_ok(value: Any) -> bool:
+    try:
+        fmt.dumps(value).encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True
 
 
 def _unlink(path: str) -> None:

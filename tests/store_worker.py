@@ -40,9 +40,22 @@ def batch_docs(k: int) -> list[dict[str, Any]]:
     return docs
 
 
-def crash_loop(store_dir: str, report_path: str, first_batch: int, compact_every: int) -> None:
-    """Commit batches forever; after each ``put`` returns, record it in ``report_path``."""
-    store = ObjectStore(store_dir)
+def crash_loop(
+    store_dir: str,
+    report_path: str,
+    first_batch: int,
+    compact_every: int,
+    inline_max_bytes: int | None = None,
+) -> None:
+    """Commit batches forever; after each ``put`` returns, record it in ``report_path``.
+
+    ``inline_max_bytes``: the store's limit for inline transactions (None: its default;
+    0: every batch as a Parquet segment; a few KiB: some of each).
+    """
+    if inline_max_bytes is None:
+        store = ObjectStore(store_dir)
+    else:
+        store = ObjectStore(store_dir, inline_max_bytes=inline_max_bytes)
     fd = os.open(report_path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
     os.write(fd, b"ready\n")
     k = first_batch

@@ -26,6 +26,7 @@ from hypothesis import strategies as st
 
 import ctxnb._storecache
 import ctxnb._storefmt
+import ctxnb._storelog
 import ctxnb.store
 from ctxnb.errors import CorruptStoreError, StoreError
 from ctxnb.model import (
@@ -55,6 +56,14 @@ class StepClock:
 @pytest.fixture
 def store(tmp_path: Path) -> ObjectStore:
     s = ObjectStore(tmp_path / "store", clock=StepClock())
+    yield s
+    s.close()
+
+
+@pytest.fixture
+def segment_store(tmp_path: Path) -> ObjectStore:
+    """A store that writes every transaction as a Parquet segment (none inline)."""
+    s = ObjectStore(tmp_path / "store", clock=StepClock(), inline_max_bytes=0)
     yield s
     s.close()
 
@@ -194,13 +203,21 @@ def documents(draw: st.DrawFn) -> dict[str, Any]:
 
 
 @settings(max_examples=80, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-@given(docs=st.lists(documents(), min_size=1, max_size=5))
-def test_property_any_json_document_round_trips(tmp_path_factory, docs) -> None:
+@given(docs=st.lists(documents(), min_size=1, max_size=5), inline=st.booleans())
+def test_property_any_json_document_round_trips(tmp_path_factory, docs, inline) -> None:
+    # Inline (in the log line) and as a Parquet segment; read back by the writer, by a
+    # fresh reader of the log, from a scan, and after compaction folds them into Parquet.
     path = tmp_path_factory.mktemp("prop")
-    with ObjectStore(path) as store:
+    limit = ctxnb.store.INLINE_MAX_BYTES if inline else 0
+    with ObjectStore(path, inline_max_bytes=limit) as store:
         store.put(docs)
         expected = {d["xt/id"]: d for d in docs}  # the last of a repeated id wins
         assert store.get_many(expected) == expected
+        with ObjectStore(path) as reader:
+            assert reader.get_many(expected) == expected
+            assert sorted(reader.scan(format="arrow").column("xt_id").to_pylist()) == sorted(
+                expected
+            )
         store.compact()
         assert {i: store.get(i) for i in expected} == expected
     with ObjectStore(path) as reopened:
@@ -516,7 +533,10 @@ def test_empty_store_scans_and_reads(store: ObjectStore) -> None:
 
 
 @pytest.mark.parametrize("compacted", [False, True])
-def test_files_are_plain_parquet_for_outside_readers(store: ObjectStore, compacted: bool) -> None:
+def test_files_are_plain_parquet_for_outside_readers(
+    segment_store: ObjectStore, compacted: bool
+) -> None:
+    store = segment_store
     store.put(model_docs())
     store.put([{"xt/id": "tc1", "type": "toolcall", "tool": "read_file", "status": "fail"}])
     if compacted:
@@ -583,7 +603,8 @@ def test_directory_with_other_files_is_not_taken_over(tmp_path: Path) -> None:
 
 
 @pytest.mark.parametrize("damage", ["truncate", "garbage", "delete"])
-def test_damaged_committed_segment_is_named(store: ObjectStore, damage: str) -> None:
+def test_damaged_committed_segment_is_named(segment_store: ObjectStore, damage: str) -> None:
+    store = segment_store
     store.put([{"xt/id": "a", "type": "n", "text": "x" * 1000}])
     store.put([{"xt/id": "b", "type": "n"}])
     seg = _segments(store)[0]
@@ -613,8 +634,9 @@ def test_damaged_log_line_is_named_not_skipped(store: ObjectStore) -> None:
 
 
 def test_torn_last_line_and_unlogged_segment_are_invisible_then_cleaned(
-    store: ObjectStore,
+    segment_store: ObjectStore,
 ) -> None:
+    store = segment_store
     store.put([{"xt/id": "a", "type": "n", "v": 1}])
     seg = _segments(store)[0]
     log = store.path / "txlog"
@@ -736,7 +758,7 @@ def test_store_files_are_created_with_expected_layout(store: ObjectStore) -> Non
     names = sorted(os.listdir(store.path))
     assert names == ["ctxnb-store.json", "segments", "snapshots", "txlog", "writer.lock"]
     marker = json.loads((store.path / "ctxnb-store.json").read_text())
-    assert marker == {"format": "ctxnb-store", "version": 1}
+    assert marker == {"format": "ctxnb-store", "version": 2}
 
 
 def test_format_doc_snippets_read_a_real_store(store: ObjectStore) -> None:
@@ -744,21 +766,26 @@ def test_format_doc_snippets_read_a_real_store(store: ObjectStore) -> None:
     store.put([{"xt/id": "a", "type": "file", "content": "1"}, {"xt/id": "b", "type": "file"}])
     store.put([{"xt/id": "a", "type": "file", "content": "2"}])
     store.compact()
-    store.put([{"xt/id": "a", "type": "file", "content": "3"}])
+    store.put([{"xt/id": "a", "type": "file", "content": "3"}])  # inline, in the log
+    store.put([{"xt/id": "c", "type": "file", "content": "x" * 40_000}])  # a segment
     text = (Path(__file__).parents[1] / "docs" / "store-format.md").read_text()
     py_blocks = [b.split("```")[0] for b in text.split("```python\n")[1:]]
-    glob_pattern = repr(str(store.path) + "/**/*.parquet")
     ns: dict[str, Any] = {}
+    exec(py_blocks[1], ns)
+    files, docs = ns["live_data"](str(store.path))
+    assert sorted(files) == sorted(str(p) for p in store.path.rglob("*.parquet"))
+    assert len(files) == 2
+    assert docs == [{"xt/id": "a", "type": "file", "content": "3", "tx_id": 3}]
+    # After a compaction every version is in Parquet: globbing the files is enough.
+    store.compact()
+    glob_pattern = repr(str(store.path) + "/**/*.parquet")
     code = py_blocks[0].replace('f"{root}/.ctxnb/store/**/*.parquet"', glob_pattern)
     assert glob_pattern in code, "the pandas example in docs/store-format.md changed shape"
     exec(code, ns)
     assert dict(zip(ns["latest"]["xt_id"], ns["latest"]["content"], strict=True))["a"] == "3"
-    exec(py_blocks[1], ns)
-    live = ns["live_files"](str(store.path))
-    assert sorted(live) == sorted(str(p) for p in store.path.rglob("*.parquet"))
     sql = text.split("```sql\n")[1].split("```")[0]
     sql = sql.replace(".ctxnb/store", str(store.path)).replace("SELECT *", "SELECT xt_id, content")
-    assert sorted(duckdb.sql(sql).fetchall()) == [("a", "3"), ("b", None)]
+    assert sorted(duckdb.sql(sql).fetchall()) == [("a", "3"), ("b", None), ("c", "x" * 40_000)]
 
 
 _cells = st.one_of(st.none(), st.text())
@@ -785,10 +812,115 @@ def test_writing_to_the_store_does_not_import_pandas(tmp_path: Path) -> None:
         "import sys\n"
         "from ctxnb import Workspace\n"
         f"root = {str(tmp_path)!r}\n"
-        "open(root + '/a.py', 'w').write('x = 1\\n')\n"
+        # Large enough to be written as a Parquet segment, not inline in the log.
+        "open(root + '/a.py', 'w').write('x = 1\\n' * 8000)\n"
         "assert Workspace.open(root).index(progress=False).created == 1\n"
         "print('pandas' in sys.modules)\n"
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
     assert out.returncode == 0, out.stderr
     assert out.stdout.strip() == "False"
+
+
+# --- inline transactions ----------------------------------------------------------------
+
+
+def test_small_transactions_commit_inline_and_compaction_folds_them(store: ObjectStore) -> None:
+    small = store.put([{"xt/id": "a", "type": "file", "content": "x = 1\n"}])
+    big = store.put([{"xt/id": "b", "type": "file", "content": "y" * 40_000}])
+    log = (store.path / "txlog").read_bytes().split(b"\n")
+    assert log[0].startswith(b'{"op":"txdocs","tx":1,') and b'"content":"x = 1\\n"' in log[0]
+    assert log[1].startswith(b'{"op":"tx","tx":2,')
+    assert len(_segments(store)) == 1  # the big one only
+    with ObjectStore(store.path) as reader:  # another reader, from the log alone
+        assert reader.get("a") == {"xt/id": "a", "type": "file", "content": "x = 1\n"}
+        assert [v.tx_id for v in reader.history("a")] == [small.tx_id]
+        scan = reader.scan("file", columns=["xt_id", "char_count", "tx_id"], format="arrow")
+        assert scan.column("tx_id").to_pylist() == [small.tx_id, big.tx_id]
+    report = store.compact()
+    assert (report.segments_merged, report.versions) == (2, 2)
+    assert _segments(store) == []
+    frame = pd.read_parquet(next((store.path / "snapshots").glob("*.parquet")))
+    assert sorted(frame["xt_id"]) == ["a", "b"]
+    store.put([{"xt/id": "a", "type": "file", "content": "x = 2\n"}])
+    with ObjectStore(store.path) as reader:
+        assert [v.doc["content"] for v in reader.history("a")] == ["x = 1\n", "x = 2\n"]
+        assert reader.as_of("a", small)["content"] == "x = 1\n"
+
+
+def test_inline_documents_are_copied_at_put(store: ObjectStore) -> None:
+    doc = {"xt/id": "a", "type": "n", "tags": ["x"]}
+    store.put([doc])
+    doc["tags"].append("changed after put")
+    store.compact()  # built from what was committed, not from the caller's dict
+    assert store.get("a") == {"xt/id": "a", "type": "n", "tags": ["x"]}
+
+
+def test_torn_inline_line_is_invisible_then_dropped(store: ObjectStore) -> None:
+    store.put([{"xt/id": "a", "type": "n", "v": 1}])
+    log = store.path / "txlog"
+    committed = log.read_bytes()
+    line = committed.replace(b'"tx":1', b'"tx":2').replace(b'"v":1', b'"v":2')
+    with log.open("ab") as f:  # a writer killed mid-line: no newline yet
+        f.write(line[: len(line) // 2])
+    with ObjectStore(store.path) as reader:
+        assert reader.get("a")["v"] == 1 and len(reader.transactions()) == 1
+        assert reader.put([{"xt/id": "a", "type": "n", "v": 3}]).tx_id == 2
+    assert log.read_bytes().startswith(committed) and log.read_bytes().count(b"\n") == 2
+    assert store.get("a")["v"] == 3
+
+
+@pytest.mark.parametrize(
+    "damage",
+    [
+        (b'"n":1', b'"n":2'),  # the count does not match the documents
+        (b'"xt/id":"a"', b'"xt/id":7'),  # a document without a string id
+        (b'"v":1}]}', b'"v":1}}'),  # not JSON
+    ],
+)
+def test_damaged_inline_line_is_named_not_skipped(
+    store: ObjectStore, damage: tuple[bytes, bytes]
+) -> None:
+    store.put([{"xt/id": "a", "type": "n", "v": 1}])
+    store.put([{"xt/id": "b", "type": "n"}])
+    log = store.path / "txlog"
+    data = log.read_bytes()
+    assert damage[0] in data
+    log.write_bytes(data.replace(*damage))
+    with pytest.raises(CorruptStoreError, match="line 1") as err:
+        ObjectStore(store.path)
+    assert err.value.path == str(log)
+
+
+def test_compacted_inline_lines_are_read_by_their_header(store: ObjectStore) -> None:
+    for k in range(3):
+        store.put([{"xt/id": f"a{k}", "type": "n", "text": "t" * 100}])
+    store.compact()
+    store.put([{"xt/id": "a0", "type": "n", "text": "new"}])
+    parsed = ctxnb._storelog.parse(
+        (store.path / "txlog").read_bytes(), log_path="txlog", first_line=0, next_tx=1
+    )
+    docs = [e.docs for e in parsed if isinstance(e, ctxnb._storelog.TxEntry)]
+    # The folded ones are not decoded; the one after the compaction is.
+    assert docs == [None, None, None, [{"xt/id": "a0", "type": "n", "text": "new"}]]
+    with ObjectStore(store.path) as reader:
+        assert [v.doc["text"] for v in reader.history("a0")] == ["t" * 100, "new"]
+        assert reader.get("a2")["text"] == "t" * 100
+
+
+def test_format1_store_is_marked_format2_at_its_first_inline_transaction(tmp_path: Path) -> None:
+    path = tmp_path / "store"
+    with ObjectStore(path, inline_max_bytes=0) as old:
+        old.put([{"xt/id": "a", "type": "n"}])
+    marker = path / "ctxnb-store.json"
+    marker.write_text(json.dumps({"format": "ctxnb-store", "version": 1}) + "\n")
+    with ObjectStore(path, inline_max_bytes=0) as segments_only:
+        segments_only.put([{"xt/id": "b", "type": "n"}])
+    assert json.loads(marker.read_text())["version"] == 1  # nothing inline yet
+    with ObjectStore(path) as store:
+        store.put([{"xt/id": "c", "type": "n"}])
+        assert json.loads(marker.read_text())["version"] == 2
+        assert store.ids() == ["a", "b", "c"]
+    marker.write_text(json.dumps({"format": "ctxnb-store", "version": 3}) + "\n")
+    with pytest.raises(StoreError, match="Upgrade ctxnb"):
+        ObjectStore(path)

@@ -93,8 +93,11 @@ def test_sigkill_at_random_moments_loses_no_committed_tx(
         report = tmp_path / f"report-{run}.txt"
         # Compact often in some runs so that kills also land inside compactions.
         compact_every = rng.choice([0, 3, 5])
+        # Commits inline (documents in the log line), as Parquet segments, or a mix.
+        inline_max = rng.choice([None, 0, 8192])
         proc = ctx.Process(
-            target=crash_loop, args=(str(store_dir), str(report), run * 10_000, compact_every)
+            target=crash_loop,
+            args=(str(store_dir), str(report), run * 10_000, compact_every, inline_max),
         )
         proc.start()
         _wait_ready(report, proc)
@@ -113,6 +116,8 @@ def test_sigkill_at_random_moments_loses_no_committed_tx(
         assert n_txs >= len(reported)
     assert len(reported) > KILLS  # the kills did land between commits, not only before
     assert compactions_seen > 0
+    log = (store_dir / "txlog").read_bytes()
+    assert b'{"op":"txdocs",' in log and b'{"op":"tx",' in log  # both kinds were killed
     # After all that, a writer can still commit and a compaction tidies everything up.
     with ObjectStore(store_dir) as store:
         tx = store.put(batch_docs(999_999))
