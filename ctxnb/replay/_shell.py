@@ -13,7 +13,9 @@ import posixpath
 import re
 from dataclasses import dataclass, field
 
+from ..govern._commands import unwrap
 from ..shell_lex import Command, ShellSyntaxError, parse
+from ._sed import SedUnsupported, apply_sed
 from .model import FileTouch
 
 __all__ = ["FileMemory", "ShellParse", "parse_command"]
@@ -74,9 +76,6 @@ class _Cmd:
     redirects: list[_Redirect]
 
 
-_WRAPPERS = frozenset({"sudo", "env", "command", "exec"})
-
-
 def _command(cmd: Command) -> _Cmd:
     """The parts of a simple command the recogniser reads: argv, stdin text, stdout files."""
     redirects = [
@@ -84,15 +83,9 @@ def _command(cmd: Command) -> _Cmd:
         for r in cmd.redirects
         if r.writes_file and r.op != "<>" and r.fd in ("", "1") and r.target != "/dev/null"
     ]
-    argv = list(cmd.argv)
-    # Leading VAR=value assignments and wrappers do not change what the command is.
-    while argv and re.match(r"^[A-Za-z_][A-Za-z0-9_]*=", argv[0]):
-        argv.pop(0)
-    while argv and argv[0] in _WRAPPERS:
-        argv.pop(0)
-    if argv and argv[0] == "timeout" and len(argv) > 2:
-        argv = argv[2:]
-    return _Cmd(argv, cmd.stdin_text, redirects)
+    # Leading VAR=value assignments and wrappers (sudo, env, timeout 5 …) do not change
+    # what the command is.
+    return _Cmd(unwrap(list(cmd.argv)), cmd.stdin_text, redirects)
 
 
 # --------------------------------------------------------------------------- recognition
@@ -254,150 +247,6 @@ def _python_targets(code: str) -> tuple[list[str], set[str]]:
 # --------------------------------------------------------------------------- sed -i
 
 
-class _SedUnsupported(Exception):
-    pass
-
-
-def _bre_to_python(pattern: str, extended: bool) -> str:
-    out: list[str] = []
-    k = 0
-    while k < len(pattern):
-        c = pattern[k]
-        if c == "\\" and k + 1 < len(pattern):
-            nxt = pattern[k + 1]
-            if not extended and nxt in "(){}+?|":
-                out.append(nxt)
-            elif nxt in "<>":
-                out.append(r"\b")
-            elif nxt.isdigit() or nxt in ".[]*^$\\/&nt":
-                out.append("\\" + nxt)
-            elif nxt in "wWsSb":
-                out.append("\\" + nxt)
-            else:
-                out.append(re.escape(nxt))
-            k += 2
-            continue
-        if not extended and c in "(){}+?|":
-            out.append("\\" + c)
-        else:
-            out.append(c)
-        k += 1
-    return "".join(out)
-
-
-def _sed_replacement(repl: str) -> str:
-    out: list[str] = []
-    k = 0
-    while k < len(repl):
-        c = repl[k]
-        if c == "\\" and k + 1 < len(repl):
-            nxt = repl[k + 1]
-            if nxt.isdigit():
-                out.append(f"\\g<{nxt}>")
-            elif nxt == "n":
-                out.append("\n")
-            elif nxt == "t":
-                out.append("\t")
-            else:
-                out.append(nxt.replace("\\", "\\\\"))
-            k += 2
-            continue
-        if c == "&":
-            out.append("\\g<0>")
-        elif c == "\\":
-            out.append("\\\\")
-        else:
-            out.append(c)
-        k += 1
-    return "".join(out)
-
-
-def _unescape_text(text: str) -> str:
-    return re.sub(r"\\(.)", lambda m: {"n": "\n", "t": "\t"}.get(m.group(1), m.group(1)), text)
-
-
-def _apply_sed(script: str, content: str, extended: bool) -> str:
-    """Apply a simple ``sed`` script (s, d, a, i, c with line-number addresses)."""
-    trailing_nl = content.endswith("\n")
-    lines = content.split("\n")
-    if trailing_nl:
-        lines.pop()
-    k = 0
-    s = script
-    while k < len(s):
-        while k < len(s) and s[k] in " \t\n;":
-            k += 1
-        if k >= len(s):
-            break
-        m = re.compile(r"(\d+|\$)?(?:,(\d+|\$))?").match(s, k)
-        assert m is not None
-        lo = m.group(1)
-        hi = m.group(2)
-        k = m.end()
-        last = len(lines)
-        first_line = (last if lo == "$" else int(lo)) if lo else 1
-        last_line = (last if hi == "$" else int(hi)) if hi else (first_line if lo else last)
-        if k >= len(s):
-            raise _SedUnsupported("address without command")
-        cmd = s[k]
-        k += 1
-        if cmd == "s":
-            delim = s[k]
-            k += 1
-            parts: list[str] = []
-            cur: list[str] = []
-            while k < len(s) and len(parts) < 2:
-                ch = s[k]
-                if ch == "\\" and k + 1 < len(s):
-                    if s[k + 1] == delim:
-                        cur.append(delim if delim not in ".[]*^$\\" else "\\" + delim)
-                    else:
-                        cur.append(s[k : k + 2])
-                    k += 2
-                    continue
-                if ch == delim:
-                    parts.append("".join(cur))
-                    cur = []
-                    k += 1
-                    continue
-                cur.append(ch)
-                k += 1
-            if len(parts) < 2:
-                raise _SedUnsupported("unterminated s command")
-            fm = re.compile(r"[gIi]*").match(s, k)
-            assert fm is not None
-            flags = fm.group(0)
-            k = fm.end()
-            if k < len(s) and s[k] not in " \t\n;}":
-                raise _SedUnsupported(f"s flag {s[k]!r}")
-            rx = re.compile(
-                _bre_to_python(parts[0], extended), re.IGNORECASE if "I" in flags else 0
-            )
-            repl = _sed_replacement(parts[1])
-            count = 0 if "g" in flags else 1
-            for idx in range(first_line - 1, min(last_line, last)):
-                lines[idx] = rx.sub(repl, lines[idx], count=count)
-        elif cmd == "d":
-            del lines[first_line - 1 : last_line]
-        elif cmd in "aic":
-            text = s[k:]
-            k = len(s)
-            if text.startswith("\\"):
-                text = text[1:].lstrip("\n")
-            else:
-                text = text.lstrip()
-            new = _unescape_text(text).split("\n")
-            if cmd == "a":
-                lines[last_line:last_line] = new
-            elif cmd == "i":
-                lines[first_line - 1 : first_line - 1] = new
-            else:
-                lines[first_line - 1 : last_line] = new
-        else:
-            raise _SedUnsupported(f"sed command {cmd!r}")
-    return "\n".join(lines) + ("\n" if trailing_nl else "")
-
-
 def _sed_inplace(
     args: list[str], cwd: str | None, memory: FileMemory, notes: list[str]
 ) -> list[FileTouch]:
@@ -431,8 +280,8 @@ def _sed_inplace(
         after: str | None = None
         if before is not None:
             try:
-                after = _apply_sed(script, before, extended)
-            except (_SedUnsupported, re.error, IndexError, ValueError):
+                after = apply_sed(script, before, extended)
+            except (SedUnsupported, re.error, IndexError, ValueError):
                 after = None
         if after is None:
             memory.forget(path)
