@@ -794,3 +794,29 @@ def test_docstring_examples() -> None:
         result = doctest.testmod(mod, optionflags=doctest.ELLIPSIS)
         assert result.attempted > 3, mod.__name__
         assert result.failed == 0, mod.__name__
+
+
+_NAME = st.sampled_from(
+    [".git", ".GIT", ".git ", ".env", ".ENV.local", ".envrc", "id_rsa", "ID_ED25519.pub",
+     "key.pem", "KEY.PEM.", "k.pem ", ".ctxnb", ".orchestration", "src", "a.py", "é",
+     "\uff0eenv", ".ｅｎｖ", "x\\y", "x\x7f", "\u202e", "~", "~home", ".ctxnb-tmp-1", " "]
+)  # fmt: skip
+
+
+@settings(max_examples=300, deadline=None, database=None)
+@given(parts=st.lists(_NAME, min_size=1, max_size=4))
+def test_property_a_walk_judges_only_the_last_name_with_the_same_answer(
+    tmp_path_factory: pytest.TempPathFactory, parts: list[str]
+) -> None:
+    # The walk enters a directory only when its path was accepted; below it, judging the
+    # last name alone must give what judging the whole path gives.
+    ws = tmp_path_factory.getbasetemp() / "prop_walk_ws"
+    ws.mkdir(exist_ok=True)
+    for policy in (PathPolicy([ws]), PathPolicy([ws], protect=rules_mod.GOVERNANCE)):
+        path = tuple(parts)
+        if any(policy._refusal(path[:i]) is not None for i in range(1, len(path))):
+            continue
+        policy._deny_cache.clear()
+        walked = policy._refusal(path, parent_checked=True)
+        policy._deny_cache.clear()
+        assert walked == policy._refusal(path)

@@ -682,14 +682,14 @@ class PathPolicy(PathRules):
                     yield FileEntry(_Parsed(root, parts, False, rel).safe, st, fd)
                 continue
             if temps:
-                if is_dir and self._refusal(parts) is None:
+                if is_dir and self._refusal(parts, parent_checked=True) is None:
                     yield from self._descend(root, fd, parts, None, None, None, temps=True)
                 continue
             if not (is_dir or is_file):
                 if on_refused is not None:
                     on_refused(rel, "symlink" if stat_mod.S_ISLNK(mode) else "special-file")
                 continue
-            rule: str | None = self._refusal(parts)
+            rule: str | None = self._refusal(parts, parent_checked=True)
             if rule is None and is_file and self._allow_spec is not None:
                 rule = None if self._allow_spec.match_file(rel) else "not-allowed"
             if rule is not None:

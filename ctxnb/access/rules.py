@@ -130,6 +130,7 @@ NAME_MAX = 255  # bytes per name on every filesystem ctxnb targets (ext4, APFS, 
 # Characters that make a name look like something it is not: bidirectional overrides
 # and isolates (the "Trojan Source" family). C0/C1 controls are caught by category.
 _ASCII_CC = re.compile("[\x00-\x1f\x7f]")
+_ASCII_CC_OR_BACKSLASH = re.compile("[\x00-\x1f\x7f\\\\]")
 _BIDI = frozenset("\u061c\u200e\u200f\u202a\u202b\u202c\u202d\u202e\u2066\u2067\u2068\u2069")
 
 _REQUIRED_ACTION = {
@@ -451,8 +452,10 @@ class PathRules:
         self._check_parts(parts, display)
         return _Parsed(root, parts, dir_form, display)
 
-    def _check_parts(self, parts: tuple[str, ...], display: str) -> None:
-        for name in parts:
+    def _check_parts(
+        self, parts: tuple[str, ...], display: str, *, parent_checked: bool = False
+    ) -> None:
+        for name in parts[-1:] if parent_checked else parts:
             if not name.strip():
                 # Legal on POSIX, but a blank name is invisible in every listing.
                 _deny(display, "empty", "a name in it is blank")
@@ -461,13 +464,13 @@ class PathRules:
                 _deny(display, "component-too-long", f"a name is {size} bytes, over {NAME_MAX}")
             if name.startswith(TEMP_PREFIX):
                 _deny(display, "reserved-name", f"{TEMP_PREFIX!r} names are reserved")
-        rule = self._denied_by(parts)
+        rule = self._denied_by(parts, parent_checked=parent_checked)
         if rule is not None:
             kind, _, glob = rule.partition(":")
             what = "governance's own files" if kind == "governance" else "the deny glob"
             _deny(display, rule, f"it matches {what} {glob!r}")
 
-    def _denied_by(self, parts: tuple[str, ...]) -> str | None:
+    def _denied_by(self, parts: tuple[str, ...], *, parent_checked: bool = False) -> str | None:
         if not parts or not self._guard_rules:
             return None
         # The answer depends on the names only (the globs never change), and one tool
@@ -477,29 +480,34 @@ class PathRules:
             return cache[parts]
         if len(cache) > 4096:
             cache.clear()
-        cache[parts] = found = self._denied_by_uncached(parts)
+        cache[parts] = found = self._denied_by_uncached(parts, parent_checked)
         return found
 
-    def _denied_by_uncached(self, parts: tuple[str, ...]) -> str | None:
-        hit = self._match_prefixes(self._deny_spec, parts)
+    def _denied_by_uncached(self, parts: tuple[str, ...], parent_checked: bool) -> str | None:
+        hit = self._match_prefixes(self._deny_spec, parts, parent_checked)
         if hit is not None:
             return self._guard_rules[hit]
         variants = {tuple(p.lower() for p in parts)}
         variants.add(tuple(unicodedata.normalize("NFKC", p).lower() for p in parts))
         variants.add(tuple((p.rstrip(" .") or p).lower() for p in parts))
         for variant in sorted(variants):
-            hit = self._match_prefixes(self._deny_spec_lower, variant)
+            hit = self._match_prefixes(self._deny_spec_lower, variant, parent_checked)
             if hit is not None:
                 return self._guard_rules[hit]
         return None
 
     @staticmethod
-    def _match_prefixes(spec: pathspec.GitIgnoreSpec, parts: tuple[str, ...]) -> int | None:
+    def _match_prefixes(
+        spec: pathspec.GitIgnoreSpec, parts: tuple[str, ...], parent_checked: bool = False
+    ) -> int | None:
         # Each ancestor as a directory, then the path itself as file and as directory:
         # the kind of an entry is not known here, and a denied directory denies its content.
-        candidates = ["/".join(parts[:i]) + "/" for i in range(1, len(parts))]
+        # When the parent was checked (a walk entered it), its ancestors' candidates were
+        # among the parent's own: the transforms of the variants work name by name.
         full = "/".join(parts)
-        candidates += [full, full + "/"]
+        candidates = [full, full + "/"]
+        if not parent_checked:
+            candidates[:0] = ["/".join(parts[:i]) + "/" for i in range(1, len(parts))]
         for candidate in candidates:
             result = spec.check_file(candidate)
             if result.include and result.index is not None:
@@ -523,17 +531,28 @@ class PathRules:
         if p.dir_form:
             _deny(p.display, "trailing-slash", "a path ending in '/' names a directory")
 
-    def _refusal(self, parts: tuple[str, ...]) -> str | None:
-        """The rule refusing a name found on disk (``parts`` from a root), or None."""
+    def _refusal(self, parts: tuple[str, ...], *, parent_checked: bool = False) -> str | None:
+        """The rule refusing a name found on disk (``parts`` from a root), or None.
+
+        ``parent_checked``: ``parts[:-1]`` was accepted by this method already (a walk
+        entered that directory), so only the last name is judged; same answer, fewer
+        glob matches.
+        """
         display = "/".join(parts)
         name = parts[-1]
         # The same name rules _parse applies to a path string, for names found on disk.
-        for ch in name:
+        # An ASCII name's only control characters are C0 and DEL: one regex search.
+        ascii_only = name.isascii()
+        if ascii_only:
+            m = _ASCII_CC_OR_BACKSLASH.search(name)
+            if m:
+                return "backslash" if m[0] == "\\" else "control-char"
+        for ch in () if ascii_only else name:
             if ch in _BIDI or unicodedata.category(ch) == "Cc":
                 return "control-char"
             if ch == "\\":
                 return "backslash"
-        folded = unicodedata.normalize("NFKC", name)
+        folded = name if ascii_only else unicodedata.normalize("NFKC", name)
         if folded in (".", "..") or "/" in folded or "\\" in folded:
             return "unicode-lookalike"
         if len(parts) == 1 and (name.startswith("~") or folded.startswith("~")):
@@ -541,7 +560,7 @@ class PathRules:
         try:
             if len(_fs_bytes(display, display)) > self.max_path_bytes:
                 return "path-too-long"
-            self._check_parts(parts, display)
+            self._check_parts(parts, display, parent_checked=parent_checked)
         except PolicyError as e:
             return str(e.details.get("rule"))
         return None
