@@ -17,9 +17,9 @@ Example:
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
+from collections.abc import Sequence
 
-__all__ = ["Pattern", "PatternSet", "compile_glob", "parse_line", "parse_lines"]
+__all__ = ["GlobList", "Pattern", "PatternSet", "compile_glob", "parse_line", "parse_lines"]
 
 _NEVER = re.compile(rb"(?!)")
 _GLOB_SPECIAL = b"*?[\\"
@@ -154,7 +154,6 @@ def compile_glob(pattern: bytes) -> re.Pattern[bytes]:
     return re.compile("".join(out).encode("ascii"), re.DOTALL)
 
 
-@dataclass(frozen=True)
 class Pattern:
     """One ``.gitignore`` line, ready to match paths relative to the workspace root.
 
@@ -167,12 +166,28 @@ class Pattern:
             any depth below ``base``.
     """
 
-    text: str
-    base: str
-    negative: bool
-    dir_only: bool
-    basename: bool
-    regex: re.Pattern[bytes]
+    # A plain class, not a dataclass: the Claude Code hook process imports this module,
+    # and ``dataclasses`` (with ``inspect``) would cost it milliseconds at start-up.
+    __slots__ = ("base", "basename", "dir_only", "negative", "regex", "text")
+
+    def __init__(
+        self,
+        text: str,
+        base: str,
+        negative: bool,
+        dir_only: bool,
+        basename: bool,
+        regex: re.Pattern[bytes],
+    ) -> None:
+        self.text = text
+        self.base = base
+        self.negative = negative
+        self.dir_only = dir_only
+        self.basename = basename
+        self.regex = regex
+
+    def __repr__(self) -> str:
+        return f"Pattern({self.text!r}, base={self.base!r})"
 
     def matches(self, rel: str, *, is_dir: bool) -> bool:
         """Whether the pattern matches ``rel`` (a path relative to the workspace root)."""
@@ -285,6 +300,13 @@ class PatternSet:
 
     def decide(self, rel: str, *, is_dir: bool) -> bool | None:
         """True: ignored; False: re-included by a ``!`` line; None: no line matched."""
+        best = self.last_match(rel, is_dir=is_dir)
+        if best is None:
+            return None
+        return not self.patterns[best].negative
+
+    def last_match(self, rel: str, *, is_dir: bool) -> int | None:
+        """The index in :attr:`patterns` of the last line matching ``rel``, or None."""
         if self.base:
             if not rel.startswith(self.base) or rel[len(self.base) : len(self.base) + 1] != "/":
                 return None
@@ -298,6 +320,71 @@ class PatternSet:
             m = regex.fullmatch(name if basename else path)
             if m is not None and m.lastindex is not None:
                 best = max(best, picked[m.lastindex - 1])
-        if best < 0:
+        return best if best >= 0 else None
+
+
+class GlobList:
+    """Gitignore globs as a deny, allow or scope list: which line decides for a path.
+
+    A path is decided as git decides whether it is ignored: each directory above it
+    first, from the top, and a directory that a line includes includes everything
+    below it (a ``!`` line cannot take a file back out of it); otherwise the last line
+    matching the path itself decides. Lines are matched case-sensitively; blank lines
+    and ``#`` comments are skipped.
+
+    Example:
+        >>> globs = GlobList(["docs/", "*.pem", "!keep.pem"])
+        >>> globs.match("docs/a/b.md"), globs.match("x/y.pem"), globs.match("keep.pem")
+        (0, 1, None)
+        >>> globs.match_file("src/app.py")
+        False
+    """
+
+    __slots__ = ("_index", "_set", "lines")
+
+    def __init__(self, lines: Sequence[str]) -> None:
+        self.lines = list(lines)
+        patterns: list[Pattern] = []
+        index: list[int] = []  # pattern -> its line
+        for i, line in enumerate(self.lines):
+            pat = parse_line(line, base="")
+            if pat is not None:
+                patterns.append(pat)
+                index.append(i)
+        self._set = PatternSet(patterns)
+        self._index = index
+
+    def malformed(self) -> list[str]:
+        """The lines git can never match (``foo\\``, a lone ``!``, an unclosed ``[``)."""
+        pairs = zip(self._index, self._set.patterns, strict=True)
+        return [self.lines[i] for i, p in pairs if p.regex is _NEVER]
+
+    def match(
+        self, path: str, *, is_dir: bool | None = False, ancestors: bool = True
+    ) -> int | None:
+        """The line that includes ``path`` (its index in :attr:`lines`), or None.
+
+        Args:
+            path: a relative path with ``/`` separators.
+            is_dir: whether ``path`` is a directory; ``None`` when that is not known
+                (the path is then tried as a file, then as a directory).
+            ancestors: judge the directories above ``path`` first; ``False`` when the
+                caller knows none of them is included (a walk entered them).
+        """
+        patterns = self._set.patterns
+        if not patterns:
             return None
-        return not self.patterns[best].negative
+        parts = path.split("/") if ancestors else ()
+        for i in range(1, len(parts)):
+            k = self._set.last_match("/".join(parts[:i]), is_dir=True)
+            if k is not None and not patterns[k].negative:
+                return self._index[k]
+        for kind in (False, True) if is_dir is None else (is_dir,):
+            k = self._set.last_match(path, is_dir=kind)
+            if k is not None and not patterns[k].negative:
+                return self._index[k]
+        return None
+
+    def match_file(self, path: str) -> bool:
+        """Whether a line includes the file ``path``."""
+        return self.match(path) is not None

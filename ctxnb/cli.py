@@ -8,16 +8,20 @@ pandas and pyarrow.
 
 from __future__ import annotations
 
-import argparse
 import json
 import os
 import sys
 from collections.abc import Callable, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    # argparse only when a parser is built: the hook fast path in main() needs none.
+    import argparse
+
+    Handler = Callable[[argparse.Namespace], int]
 
 __all__ = ["build_parser", "main"]
 
-Handler = Callable[[argparse.Namespace], int]
 _COMMANDS: dict[str, tuple[Callable[[argparse.ArgumentParser], None], Handler]] = {}
 
 
@@ -153,6 +157,8 @@ def _cmd_show(ns: argparse.Namespace) -> int:
 
 def build_parser() -> argparse.ArgumentParser:
     """The argument parser of the ``ctxnb`` command (used for the CLI reference too)."""
+    import argparse
+
     from ._version import __version__
 
     parser = argparse.ArgumentParser(

@@ -451,6 +451,71 @@ def test_pre_tool_use_imports_nothing_heavy(name, ws, payloads):
     assert report == {"code": 0, "heavy": []}
 
 
+# What a path check needs, and no more: Claude Code starts this process on every tool
+# call, so each module here is paid on every Read and Edit. A new import on this path
+# must be added here on purpose (and measured with `python bench/hooks.py`).
+POLICY_PATH_MODULES = {
+    "ctxnb",
+    "ctxnb._lazy",
+    "ctxnb._version",
+    "ctxnb._wildmatch",
+    "ctxnb.access",
+    "ctxnb.access.fdio",
+    "ctxnb.access.rules",
+    "ctxnb.cli",
+    "ctxnb.errors",
+    "ctxnb.govern",
+    "ctxnb.govern.breaker",
+    "ctxnb.govern.claude_hooks",
+    "ctxnb.govern.core",
+    "ctxnb.hashing",
+}
+# Libraries (and slow standard modules) a path check never needs.
+NOT_ON_THE_POLICY_PATH = (
+    *HEAVY,
+    "ipywidgets",
+    "yaml",
+    "pathspec",
+    "tomllib",
+    "argparse",
+    "dataclasses",
+    "inspect",
+    "secrets",
+    "datetime",
+)
+_PROBE_MODULES = """
+import io, json, sys
+payload = sys.argv[1]
+sys.stdin = io.TextIOWrapper(io.BytesIO(payload.encode()))
+from ctxnb.cli import main
+code = main(["hook", "pre-tool-use"])
+print(json.dumps({"code": code, "modules": sorted(sys.modules)}), file=sys.stderr)
+"""
+
+
+@pytest.mark.parametrize("name", ["pre-edit", "pre-read"])
+def test_pre_tool_use_loads_only_the_policy_path(name, ws, payloads):
+    # An in-scope Edit passes every policy (path, intent, scope) and a Read the path
+    # policy; neither may load the store, the config models, the CLI parser or pathspec.
+    _subprocess("user-prompt-submit", payloads("user-prompt-submit", ws), dict(os.environ))
+    _subprocess("pre-tool-use", payloads(name, ws), dict(os.environ))  # caches settings
+    proc = subprocess.run(
+        [sys.executable, "-c", _PROBE_MODULES, json.dumps(payloads(name, ws))],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=True,
+    )
+    assert proc.stdout == ""  # no decision: the call is allowed
+    report = json.loads(proc.stderr.strip().splitlines()[-1])
+    assert report["code"] == 0
+    modules = set(report["modules"])
+    ours = {m for m in modules if m == "ctxnb" or m.startswith("ctxnb.")}
+    assert ours == POLICY_PATH_MODULES
+    loaded = sorted(m for m in modules if m.split(".")[0] in NOT_ON_THE_POLICY_PATH)
+    assert loaded == []
+
+
 # -- settings ------------------------------------------------------------------------------
 def test_hook_sandbox_defaults_match_the_config():
     # The sandbox settings are still spelled out in the hook (pydantic stays out of it).

@@ -61,11 +61,9 @@ from __future__ import annotations
 
 import errno
 import os
-import secrets
 import stat as stat_mod
 import time
 from collections.abc import Callable, Iterator, Sequence
-from dataclasses import dataclass
 from typing import Literal, NoReturn
 
 from ..errors import NotFoundError, PolicyError
@@ -590,7 +588,7 @@ class PathPolicy(PathRules):
         # is never briefly readable by others; a new file gets 0o666 minus the umask.
         create_mode = 0o600 if old is not None else 0o666
         for _ in range(16):
-            name = f"{TEMP_PREFIX}{secrets.token_hex(8)}"
+            name = f"{TEMP_PREFIX}{os.urandom(8).hex()}"
             try:
                 fd = os.open(name, _TEMP_FLAGS, create_mode, dir_fd=parent)
                 break
@@ -729,7 +727,6 @@ class PathPolicy(PathRules):
             os.close(nfd)
 
 
-@dataclass(frozen=True)
 class FileEntry:
     """A file found by :meth:`PathPolicy.walk`: its name, its ``lstat`` and a way to read it.
 
@@ -737,9 +734,16 @@ class FileEntry:
     regular files only), so it is valid only while the walk stands at this entry.
     """
 
-    safe: SafePath
-    stat: os.stat_result
-    dir_fd: int
+    # A plain class: the hook process imports this module, and dataclasses cost it time.
+    __slots__ = ("dir_fd", "safe", "stat")
+
+    def __init__(self, safe: SafePath, stat: os.stat_result, dir_fd: int) -> None:
+        self.safe = safe
+        self.stat = stat
+        self.dir_fd = dir_fd
+
+    def __repr__(self) -> str:
+        return f"FileEntry(safe={self.safe!r}, dir_fd={self.dir_fd})"
 
     def read(self, *, max_bytes: int | None = None) -> bytes:
         """The file's bytes, read race-free through its directory's descriptor.

@@ -34,9 +34,9 @@ rule's name):
   against the root as configured or its real path, so ``/ws_evil`` never matches the
   root ``/ws``. The path is then handled as the relative remainder.
 * ``reserved-name``: names starting with ``.ctxnb-tmp-`` belong to atomic writes.
-* ``deny:<glob>``: deny globs use gitignore ("gitwildmatch") semantics via
-  ``pathspec.GitIgnoreSpec``: a pattern without a slash matches at any depth, a trailing
-  slash matches directories only and everything inside them. Denial is matched
+* ``deny:<glob>``: deny globs use gitignore semantics, matched as git matches them
+  (:class:`ctxnb._wildmatch.GlobList`): a pattern without a slash matches at any depth,
+  a trailing slash matches directories only and everything inside them. Denial is matched
   case-insensitively, and also after NFKC normalization and after stripping trailing
   dots and spaces from names (what Windows and some network filesystems do), so
   ``.GIT/config``, ``.ｅnv`` and ``.env.`` are all refused. Every ancestor directory is
@@ -68,12 +68,10 @@ import os
 import re
 import unicodedata
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass
 from pathlib import Path
 from typing import NamedTuple, NoReturn
 
-import pathspec
-
+from .._wildmatch import GlobList
 from ..errors import ConfigError, PolicyError
 
 __all__ = [
@@ -158,7 +156,6 @@ _REQUIRED_ACTION = {
 }
 
 
-@dataclass(frozen=True)
 class SafePath:
     """A path that passed the policy's checks, relative to one workspace root.
 
@@ -177,14 +174,47 @@ class SafePath:
         'src/app.py'
     """
 
+    # A plain class, not a dataclass: the Claude Code hook imports this module on every
+    # tool call, and ``dataclasses`` (with ``inspect``) costs milliseconds to import.
+    __slots__ = ("abs", "rel", "root")
+
     rel: str
     root: Path
     abs: Path
+
+    def __init__(self, *, rel: str, root: Path, abs: Path) -> None:
+        object.__setattr__(self, "rel", rel)
+        object.__setattr__(self, "root", root)
+        object.__setattr__(self, "abs", abs)
+
+    def __setattr__(self, name: str, value: object) -> None:
+        raise AttributeError(f"SafePath is immutable; cannot set {name!r}")
+
+    def __delattr__(self, name: str) -> None:
+        raise AttributeError(f"SafePath is immutable; cannot delete {name!r}")
+
+    def __eq__(self, other: object) -> bool:
+        if not isinstance(other, SafePath):
+            return NotImplemented
+        return (self.rel, self.root, self.abs) == (other.rel, other.root, other.abs)
+
+    def __hash__(self) -> int:
+        return hash((self.rel, self.root, self.abs))
+
+    def __repr__(self) -> str:
+        return f"SafePath(rel={self.rel!r}, root={self.root!r}, abs={self.abs!r})"
+
+    def __reduce__(self) -> tuple[object, tuple[str, Path, Path]]:
+        return _safe_path, (self.rel, self.root, self.abs)
 
     @property
     def parts(self) -> tuple[str, ...]:
         """The names from the root down; empty for the root itself."""
         return () if self.rel == "." else tuple(self.rel.split("/"))
+
+
+def _safe_path(rel: str, root: Path, abs: Path) -> SafePath:
+    return SafePath(rel=rel, root=root, abs=abs)
 
 
 class _Root(NamedTuple):
@@ -221,14 +251,22 @@ def _deny(display: str, rule: str, why: str, **details: str) -> NoReturn:
     )
 
 
-def _build_spec(patterns: Sequence[str], what: str) -> tuple[pathspec.GitIgnoreSpec, list[str]]:
+def _build_spec(patterns: Sequence[str], what: str) -> tuple[GlobList, list[str]]:
     if isinstance(patterns, str):
         raise ConfigError(f"{what} must be a list of glob strings, not the string {patterns!r}")
+    bad = [p for p in patterns if not isinstance(p, str)]
+    if bad:
+        raise ConfigError(f"Bad {what} glob {bad[0]!r}: each glob must be a string")
     lines = [p for p in patterns if p.strip() and not p.lstrip().startswith("#")]
-    try:
-        return pathspec.GitIgnoreSpec.from_lines(lines), lines
-    except (ValueError, TypeError) as exc:
-        raise ConfigError(f"Bad {what} glob in {lines!r}: {exc}") from exc
+    globs = GlobList(lines)
+    never = globs.malformed()
+    if never:
+        # git would silently match nothing; a deny or allow list must not fail that way.
+        raise ConfigError(
+            f"Bad {what} glob {never[0]!r}: it can never match anything (a trailing "
+            "backslash, an unclosed '[' or a lone '!'); fix or remove it"
+        )
+    return globs, lines
 
 
 def _fs_bytes(text: str, display: str) -> bytes:
@@ -328,7 +366,7 @@ class PathRules:
         # against lower-cased paths (case-insensitive filesystems would open .GIT as .git).
         self._deny_spec_lower, _ = _build_spec([p.lower() for p in guard], "deny")
         self._deny_cache: dict[tuple[str, ...], str | None] = {}
-        self._allow_spec: pathspec.GitIgnoreSpec | None = None
+        self._allow_spec: GlobList | None = None
         self._allow_lines: list[str] = []
         if allow is not None:
             self._allow_spec, self._allow_lines = _build_spec(allow, "allow")
@@ -498,21 +536,13 @@ class PathRules:
 
     @staticmethod
     def _match_prefixes(
-        spec: pathspec.GitIgnoreSpec, parts: tuple[str, ...], parent_checked: bool = False
+        spec: GlobList, parts: tuple[str, ...], parent_checked: bool = False
     ) -> int | None:
         # Each ancestor as a directory, then the path itself as file and as directory:
         # the kind of an entry is not known here, and a denied directory denies its content.
-        # When the parent was checked (a walk entered it), its ancestors' candidates were
-        # among the parent's own: the transforms of the variants work name by name.
-        full = "/".join(parts)
-        candidates = [full, full + "/"]
-        if not parent_checked:
-            candidates[:0] = ["/".join(parts[:i]) + "/" for i in range(1, len(parts))]
-        for candidate in candidates:
-            result = spec.check_file(candidate)
-            if result.include and result.index is not None:
-                return result.index
-        return None
+        # When the parent was checked (a walk entered it), its ancestors were judged on
+        # the way in: the transforms of the variants work name by name.
+        return spec.match("/".join(parts), is_dir=None, ancestors=not parent_checked)
 
     def _check_allow(self, p: _Parsed) -> None:
         if self._allow_spec is None or not p.parts:

@@ -34,8 +34,7 @@ from typing import TYPE_CHECKING, Any, Final, Protocol
 from ..errors import PolicyError
 
 if TYPE_CHECKING:
-    import pathspec
-
+    from .._wildmatch import GlobList
     from ..access.fdio import PathPolicy
     from ..access.rules import SafePath
 
@@ -80,10 +79,10 @@ class IntentLike(Protocol):
 
 
 @lru_cache(maxsize=256)
-def _spec(globs: tuple[str, ...]) -> pathspec.GitIgnoreSpec:
-    import pathspec  # only when a scope is checked
+def _spec(globs: tuple[str, ...]) -> GlobList:
+    from .._wildmatch import GlobList  # only when a scope is checked
 
-    return pathspec.GitIgnoreSpec.from_lines(globs)
+    return GlobList([g for g in globs if g.strip() and not g.lstrip().startswith("#")])
 
 
 def in_scope(owned_scope: Sequence[str], rel_path: str) -> bool:
