@@ -235,6 +235,30 @@ def test_post_write_of_a_new_file_traces_every_line(ws, payloads, run, trace_sch
     assert record["metadata"]["intent_id"] == "INT-001"
 
 
+def test_post_hooks_keep_every_version_and_the_store_compacted(ws, payloads):
+    # Each hook is a new process that opens the store, and opening reads every
+    # transaction not yet compacted: the post hook compacts past `compact_after`.
+    from ctxnb import Workspace
+
+    (ws / "ctxnb.toml").write_text("[index]\ncompact_after = 2\n")
+    main(["hook", "select-intent", "INT-001", "--session", "s-c", "-w", str(ws)])
+    models = ws / "inventory" / "models.py"
+    for i in range(7):
+        models.write_text(f"x = {i}\n")
+        post = payloads("post-write", ws, file_path=str(models), content=f"x = {i}\n")
+        post["session_id"] = "s-c"
+        post["tool_response"]["filePath"] = str(models)
+        result = run_hook("post-tool-use", json.dumps(post))
+        assert (result.exit_code, result.stderr) == (0, "")
+    with Workspace.open(ws) as opened:
+        assert opened.store.pending_segments() <= 2
+        contents = [v.doc["content"] for v in opened.history("inventory/models.py")]
+    assert contents == [f"x = {i}\n" for i in range(7)]
+    assert len(_trace(ws)) == 7
+    audit = (ws / ".ctxnb" / "audit.jsonl").read_text().splitlines()
+    assert [json.loads(line)["tool"] for line in audit[-7:]] == ["Write"] * 7
+
+
 def test_post_edit_without_a_patch_diffs_the_undone_edit(ws, payloads, run):
     main(["hook", "select-intent", "INT-001", "--session", "s-3", "-w", str(ws)])
     models = ws / "inventory" / "models.py"
@@ -482,6 +506,7 @@ NOT_ON_THE_POLICY_PATH = (
     "inspect",
     "secrets",
     "datetime",
+    "threading",
 )
 _PROBE_MODULES = """
 import io, json, sys

@@ -22,11 +22,11 @@ Example:
 
 from __future__ import annotations
 
+import _thread  # threading.Lock itself, without importing threading (hook start-up)
 import contextlib
 import fcntl
 import json
 import os
-import threading
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -46,7 +46,7 @@ class BreakerState:
 
     def __init__(self, path: str | os.PathLike[str] | None = None) -> None:
         self.path = Path(path) if path is not None else None
-        self._lock = threading.Lock()
+        self._lock = _thread.allocate_lock()
         self._counts: dict[str, int] = {}
         self._mtime: int | None = None
 

@@ -949,6 +949,9 @@ def _record_change(
 
     with Workspace.open(ctx.root) as ws:
         ws.observe([str(sp.abs)], data=[data])
+        # Each hook is a new process, and opening the store reads every transaction not
+        # yet compacted: without this, every edit of a session made the next one slower.
+        ws.store.maybe_compact(ws.config.index.compact_after)
     old = response.get("originalFile")
     before = hashlib.sha256(old.encode("utf-8")).hexdigest() if isinstance(old, str) else None
     AuditLog(ctx.root / ".ctxnb" / "audit.jsonl").append(
