@@ -101,11 +101,18 @@ def classify_mutation(path: str, old: str, new: str) -> MutationClass:
 # --------------------------------------------------------------------------- Python
 
 
+@functools.lru_cache(maxsize=4)
+def _tree(source: str) -> ast.Module:
+    # One parse of a write's new text for the node kinds and the touched symbols, which
+    # only read it (_python_shape renames in place: it parses its own copy).
+    return ast.parse(source)
+
+
 @functools.lru_cache(maxsize=64)
 def _node_kinds(source: str) -> tuple[object, ...]:
     # Node kinds, constants and attribute names: what renaming local variables leaves alone.
     out: list[object] = []
-    for n in ast.walk(ast.parse(source)):
+    for n in ast.walk(_tree(source)):
         out.append(type(n).__name__)
         if isinstance(n, ast.Constant):
             out.append(repr(n.value))
@@ -259,7 +266,7 @@ def touched_symbols(path: str, old: str, new: str) -> list[str]:
 def _symbols(source: str) -> dict[str, str]:
     # Cached like _python_shape (callers only read the result).
     """Symbol name → its source text (classes without their methods), in file order."""
-    tree = ast.parse(source)
+    tree = _tree(source)
     lines = source.splitlines()
     out: dict[str, str] = {}
 
