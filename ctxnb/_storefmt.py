@@ -18,7 +18,6 @@ import json
 import math
 import os
 from collections.abc import Iterable, Iterator, Mapping, Sequence
-from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
 from datetime import UTC, datetime, timedelta
 from typing import Any
@@ -26,6 +25,7 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.parquet as pq
 
+from ._fsync import background
 from .errors import CorruptStoreError, StoreError
 
 FORMAT_NAME = "ctxnb-store"
@@ -435,31 +435,12 @@ def write_segment(table: pa.Table, tmp: str, final: str) -> int:
     try:
         os.replace(tmp, final)
         folder = os.path.dirname(final)
-        future = _sync_pool().submit(os.fsync, fd)
+        future = background(os.fsync, fd)
         fsync_dir(folder)
         future.result()
         return os.fstat(fd).st_size
     finally:
         os.close(fd)
-
-
-_POOL: ThreadPoolExecutor | None = None
-
-
-def _sync_pool() -> ThreadPoolExecutor:
-    global _POOL
-    if _POOL is None:
-        _POOL = ThreadPoolExecutor(max_workers=1, thread_name_prefix="ctxnb-fsync")
-    return _POOL
-
-
-def _forget_pool() -> None:
-    # A forked child has none of its parent's threads; it starts its own pool.
-    global _POOL
-    _POOL = None
-
-
-os.register_at_fork(after_in_child=_forget_pool)
 
 
 def _open_parquet(path: str) -> pq.ParquetFile:

@@ -319,6 +319,38 @@ def test_append_read_filter_tail(tmp_path: Path) -> None:
     assert ledger.skipped_lines == []
 
 
+def test_append_later_lines_are_whole_and_ordered_with_plain_appends(tmp_path: Path) -> None:
+    import threading
+
+    ledger = TraceLedger(tmp_path / "agent_trace.jsonl")
+    waits = []
+    lock = threading.Lock()
+
+    def writer(w: int) -> None:
+        for n in range(10):
+            rec = make(file_path=f"t{w}.py", extra_metadata={"n": n, "pad": "p" * 3000})
+            if n % 2:
+                ledger.append(rec)
+            else:
+                durable = ledger.append_later(rec)
+                with lock:
+                    waits.append(durable)
+
+    threads = [threading.Thread(target=writer, args=(w,)) for w in range(4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    for durable in waits:
+        assert durable() is None
+    records = list(ledger.records())
+    assert ledger.skipped_lines == []
+    assert len(records) == 40
+    for w in range(4):  # each writer's records in its own order
+        mine = [r["metadata"]["n"] for r in records if r["files"][0]["path"] == f"t{w}.py"]
+        assert mine == list(range(10))
+
+
 def test_missing_file_reads_empty(tmp_path: Path) -> None:
     assert list(TraceLedger(tmp_path / "none.jsonl").records()) == []
 

@@ -339,7 +339,9 @@ class TracePolicy:
             mutation_class=engine.mutation_class(call),
             extra_metadata=meta,
         )
-        engine.ledger.append(record)
+        # Durable before the tool call returns (FileTools waits for it after recording
+        # the call), not before the next policy runs: the fsync overlaps with that work.
+        call.durable_waits.append(engine.ledger.append_later(record))
         call.context["trace_id"] = record["id"]
         return []
 

@@ -644,6 +644,17 @@ def check_record(record: Any) -> list[str]:
     return problems
 
 
+def _fsync_close(fd: int) -> None:
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)  # also releases the lock
+
+
+def _durable() -> None:
+    """The line is already durable."""
+
+
 class TraceLedger:
     """The append-only ``agent_trace.jsonl`` file.
 
@@ -678,6 +689,28 @@ class TraceLedger:
         Raises:
             StoreError: the record is not valid (nothing is written).
         """
+        self._append(record, wait=True)
+
+    def append_later(self, record: Mapping[str, Any]) -> Callable[[], None]:
+        """Append like :meth:`append`, but fsync the line on a background thread.
+
+        Returns as soon as the line is written. The caller goes on working and calls the
+        returned function, which waits for the fsync (and raises its error), before it
+        reports the change as done.
+
+        Example:
+            >>> import tempfile, pathlib
+            >>> ledger = TraceLedger(pathlib.Path(tempfile.mkdtemp()) / "agent_trace.jsonl")
+            >>> durable = ledger.append_later(build_trace_record(
+            ...     file_path="a.py", ranges=[], new_text="", intent_id="I",
+            ...     session_id=None, model_id=None, repo_root=None))
+            >>> durable()  # returns once the line is on disk
+            >>> len(ledger.tail(5))
+            1
+        """
+        return self._append(record, wait=False)
+
+    def _append(self, record: Mapping[str, Any], *, wait: bool) -> Callable[[], None]:
         if self.validate:
             problems = check_record(record)
             if problems:
@@ -706,9 +739,21 @@ class TraceLedger:
             written = os.write(fd, data)
             while written < len(data):  # only on a full disk or a signal; finish the line
                 written += os.write(fd, data[written:])
+            if not wait:
+                # Imported here: the Claude Code hook process appends with wait=True and
+                # does not pay for a thread pool's imports.
+                from .._fsync import background
+
+                # The lock is held until the fsync is done: the next writer's check
+                # above sees this line whole either way.
+                durable = background(_fsync_close, fd)
+                fd = -1
+                return durable.result
             os.fsync(fd)
         finally:
-            os.close(fd)  # also releases the lock
+            if fd >= 0:
+                os.close(fd)  # also releases the lock
+        return _durable
 
     def records(
         self, intent_id: str | None = None, file: str | None = None

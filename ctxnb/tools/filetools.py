@@ -93,6 +93,9 @@ class ToolCall:
     new_text: str | None = None
     started: float = field(default_factory=time.perf_counter)
     context: dict[str, Any] = field(default_factory=dict)
+    # Functions that return once a record of this call is durable (the trace line, fsynced
+    # in the background while the call is recorded); called before the call returns.
+    durable_waits: list[Callable[[], None]] = field(default_factory=list)
 
     @property
     def mutating(self) -> bool:
@@ -289,7 +292,11 @@ class FileTools:
             error = e
             raise
         finally:
-            self._record(call, result, error)
+            try:
+                self._record(call, result, error)
+            finally:
+                for wait in call.durable_waits:
+                    wait()
 
     def _record(self, call: ToolCall, result: Any, error: CtxnbError | None) -> None:
         duration = (time.perf_counter() - call.started) * 1000

@@ -1,0 +1,33 @@
+"""One background thread for fsyncs that may run while the caller goes on working.
+
+Private. The store fsyncs a segment while it fsyncs the segment's directory; a governed
+write fsyncs its trace line while it records the call. Every caller waits for its
+future before it reports the work as done, so durability claims do not change: only
+the waiting overlaps with other work.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable
+from concurrent.futures import Future, ThreadPoolExecutor
+from typing import Any
+
+_POOL: ThreadPoolExecutor | None = None
+
+
+def background(fn: Callable[..., Any], *args: Any) -> Future[Any]:
+    """Run ``fn(*args)`` on the fsync thread."""
+    global _POOL
+    if _POOL is None:
+        _POOL = ThreadPoolExecutor(max_workers=1, thread_name_prefix="ctxnb-fsync")
+    return _POOL.submit(fn, *args)
+
+
+def _forget_pool() -> None:
+    # A forked child has none of its parent's threads; it starts its own pool.
+    global _POOL
+    _POOL = None
+
+
+os.register_at_fork(after_in_child=_forget_pool)
