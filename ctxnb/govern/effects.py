@@ -103,7 +103,7 @@ class CommandEffects:
     # -- before ----------------------------------------------------------------------------
     def _ignored(self, rel: str) -> bool:
         if self._ignore is None:
-            import pathspec
+            from .._wildmatch import GlobList
 
             lines = list(self.ws.config.index.ignore)
             for name in (".gitignore", ".ctxnbignore"):
@@ -114,7 +114,7 @@ class CommandEffects:
                         lines += f.read().splitlines()
                 except OSError:
                     pass
-            self._ignore = pathspec.GitIgnoreSpec.from_lines(lines)
+            self._ignore = GlobList(lines)
         return bool(self._ignore.match_file(rel))
 
     def sync(self, snap: Snapshot) -> None:

@@ -205,13 +205,12 @@ def find_bwrap(path: str | None = None) -> str | None:
 
 def _deny_matcher(deny: Sequence[str]) -> Callable[[str, bool], bool]:
     """Case-insensitive gitignore matching of workspace-relative paths against ``deny``."""
-    import pathspec
+    from .._wildmatch import GlobList
 
-    spec = pathspec.GitIgnoreSpec.from_lines([d.lower() for d in deny])
+    spec = GlobList([d.lower() for d in deny])
 
     def denied(rel: str, is_dir: bool) -> bool:
-        low = rel.lower()
-        return bool(spec.match_file(low + "/" if is_dir else low))
+        return spec.match(rel.lower(), is_dir=is_dir) is not None
 
     return denied
 
