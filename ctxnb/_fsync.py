@@ -24,6 +24,22 @@ def background(fn: Callable[..., Any], *args: Any) -> Future[Any]:
     return _POOL.submit(fn, *args)
 
 
+def fsync_close_later(fd: int) -> Callable[[], None]:
+    """Fsync and close ``fd`` on the fsync thread.
+
+    Returns:
+        A function that returns once the fsync is done and raises its error if it failed.
+    """
+    return background(_fsync_close, fd).result
+
+
+def _fsync_close(fd: int) -> None:
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)  # also releases a flock held on it
+
+
 def _forget_pool() -> None:
     # A forked child has none of its parent's threads; it starts its own pool.
     global _POOL

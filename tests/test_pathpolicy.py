@@ -704,6 +704,23 @@ def test_no_descriptor_leaks(env: Env) -> None:
     assert open_fds() == before
 
 
+@pytest.mark.skipif(not Path("/proc/self/fd").is_dir(), reason="needs /proc/self/fd")
+def test_directory_fsync_in_the_background_leaks_nothing(env: Env) -> None:
+    def open_fds() -> int:
+        return len(os.listdir("/proc/self/fd"))
+
+    before = open_fds()
+    waits: list = []
+    for k in range(20):
+        env.policy.write_bytes_atomic("sub/f.txt", b"v%d" % k, durable_waits=waits)
+    assert len(waits) == 20
+    for wait in waits:
+        assert wait() is None
+    assert open_fds() == before  # each directory descriptor closed by its fsync
+    assert env.policy.read_bytes("sub/f.txt") == b"v19"
+    assert not [n for n in os.listdir(env.ws / "sub") if n.startswith(TEMP_PREFIX)]
+
+
 def test_clean_temp_files(env: Env) -> None:
     leftover = env.ws / "sub" / (TEMP_PREFIX + "dead")
     leftover.write_bytes(b"half")
@@ -717,11 +734,14 @@ def test_clean_temp_files(env: Env) -> None:
 _WRITER = """
 import sys
 from ctxnb.access.fdio import PathPolicy
-ws, size = sys.argv[1], int(sys.argv[2])
+ws, size, later = sys.argv[1], int(sys.argv[2]), sys.argv[3] == "later"
 policy = PathPolicy([ws])
 k = 0
 while True:
-    policy.write_bytes_atomic("big.bin", bytes([65 + k % 26]) * size)
+    waits = [] if later else None
+    policy.write_bytes_atomic("big.bin", bytes([65 + k % 26]) * size, durable_waits=waits)
+    for wait in waits or ():
+        wait()
     if k == 0:
         print("ready", flush=True)
     k += 1
@@ -738,9 +758,11 @@ def test_atomic_write_survives_sigkill(tmp_path: Path) -> None:
     policy = PathPolicy([ws])
     rng = random.Random(20250701)
     env = {**os.environ, "PYTHONPATH": str(REPO)}
-    for _ in range(20):
+    for k in range(20):
+        # Half the writers fsync the directory in the background (durable_waits).
+        mode = "later" if k % 2 else "now"
         proc = subprocess.Popen(
-            [sys.executable, "-c", _WRITER, str(ws), str(size)],
+            [sys.executable, "-c", _WRITER, str(ws), str(size), mode],
             stdout=subprocess.PIPE,
             env=env,
         )

@@ -227,6 +227,7 @@ class PathPolicy(PathRules):
         *,
         mode: WriteMode = "truncate",
         make_parents: bool = False,
+        durable_waits: list[Callable[[], None]] | None = None,
     ) -> SafePath:
         """Replace (or create) a file so that readers see all-old or all-new content.
 
@@ -244,6 +245,11 @@ class PathPolicy(PathRules):
                 change made between the read and the rename is lost; use the
                 optimistic lock of the governance layer against that).
             make_parents: create missing parent directories.
+            durable_waits: when given, the directory's fsync (which makes the rename
+                durable) runs on a background thread and a function that waits for it
+                is appended here: the caller does its next work meanwhile and calls it
+                before it reports the write as done. The file's own data is fsynced
+                before the rename either way.
 
         Returns:
             The :class:`SafePath` written.
@@ -292,9 +298,16 @@ class PathPolicy(PathRules):
             finally:
                 if tmp:
                     _unlink_quiet(tmp, parent)
-            os.fsync(parent)
+            if durable_waits is not None:
+                from .._fsync import fsync_close_later
+
+                durable_waits.append(fsync_close_later(parent))
+                parent = -1  # closed by the background fsync
+            else:
+                os.fsync(parent)
         finally:
-            os.close(parent)
+            if parent >= 0:
+                os.close(parent)
         return p.safe
 
     def delete(self, path: str | os.PathLike[str] | SafePath) -> None:

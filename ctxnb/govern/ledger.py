@@ -644,13 +644,6 @@ def check_record(record: Any) -> list[str]:
     return problems
 
 
-def _fsync_close(fd: int) -> None:
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)  # also releases the lock
-
-
 def _durable() -> None:
     """The line is already durable."""
 
@@ -742,13 +735,13 @@ class TraceLedger:
             if not wait:
                 # Imported here: the Claude Code hook process appends with wait=True and
                 # does not pay for a thread pool's imports.
-                from .._fsync import background
+                from .._fsync import fsync_close_later
 
                 # The lock is held until the fsync is done: the next writer's check
                 # above sees this line whole either way.
-                durable = background(_fsync_close, fd)
+                durable = fsync_close_later(fd)
                 fd = -1
-                return durable.result
+                return durable
             os.fsync(fd)
         finally:
             if fd >= 0:

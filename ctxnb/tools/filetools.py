@@ -440,11 +440,14 @@ class FileTools:
         call.before_sha256 = sha256_hex(old) if old is not None else None
         data = new_text.encode("utf-8")
         try:
+            # The rename's directory fsync overlaps with the store commit below; the
+            # call waits for it before it returns (see _run).
             self.policy.write_bytes_atomic(
                 rel,
                 data,
                 mode="create" if mode == "create" else "truncate",
                 make_parents=old is None,
+                durable_waits=call.durable_waits,
             )
         except FileExistsError:
             raise PolicyError(
