@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 from _needs import require
 
-from ctxnb._wildmatch import compile_glob, parse_line
+from ctxnb._wildmatch import GlobList, compile_glob, parse_line
 from ctxnb.ignore import iter_tree
 
 FILES = [
@@ -177,6 +177,22 @@ def test_random_pattern_sets_match_git(repo: Path) -> None:
         ours, git = _compare(repo, sets)
         if ours != git:
             mismatches.append((n, sets, sorted(ours - git), sorted(git - ours)))
+    assert not mismatches, mismatches[:3]
+
+
+def test_glob_lists_decide_as_git(repo: Path) -> None:
+    # Deny, allow and scope lists are one GlobList each: a file it includes is a file
+    # git ignores under the same lines as the root .gitignore.
+    rng = random.Random(20251124)
+    cases = [sets[""] for sets in IDIOMS.values() if set(sets) == {""}]
+    cases += [[_random_line(rng) for _ in range(rng.randint(1, 5))] for _ in range(300)]
+    mismatches = []
+    for lines in cases:
+        globs = GlobList(lines)
+        ours = {rel for rel in [*FILES, ".gitignore"] if globs.match(rel) is None}
+        _, git = _compare(repo, {"": lines})
+        if ours != git:
+            mismatches.append((lines, sorted(ours - git), sorted(git - ours)))
     assert not mismatches, mismatches[:3]
 
 
