@@ -1,15 +1,18 @@
 import os
+import shutil
 import time
 
 import pytest
 
 from ctxnb import Workspace
+from ctxnb.errors import StoreError
 from ctxnb.hashing import identity_hash, source_hash
 from ctxnb.indexer import (
     build_file_doc,
     detect_file_type,
     index_deletion,
     index_file,
+    index_tree,
     is_deleted,
 )
 from ctxnb.model import FilesystemSource
@@ -161,3 +164,31 @@ def test_progress_bar_shows_on_request(sample_ws, capsys):
     ws = Workspace.open(sample_ws)
     ws.index(progress=True)
     assert "ctxnb index" in capsys.readouterr().err
+
+
+def test_index_tree_in_many_batches_stores_what_one_batch_does(sample_ws, tmp_path):
+    # The result must not depend on how the tree was cut into transactions.
+    other = tmp_path / "copy"
+    shutil.copytree(sample_ws, other)
+    one = index_tree(Workspace.open(sample_ws), progress=False)
+    many_ws = Workspace.open(other)
+    many = index_tree(many_ws, progress=False, batch_bytes=1)
+    assert many.counts() == one.counts() and many.changed_paths == one.changed_paths
+    assert len(one.transactions) == 1 and len(many.transactions) == many.created > 3
+    assert many.transactions == sorted(many.transactions)
+    for rel in many.changed_paths:
+        doc = many_ws.get(rel)
+        data = (other / rel).read_bytes()
+        assert doc["source_hash"] == source_hash(data)
+        assert doc["content_hash"] == build_file_doc(doc["source"], data)["content_hash"]
+    again = index_tree(many_ws, progress=False, batch_bytes=1)
+    assert again.created == again.updated == again.deleted == 0
+
+
+def test_a_failed_batch_write_stops_the_index_and_commits_nothing(sample_ws):
+    ws = Workspace.open(sample_ws)
+    shutil.rmtree(ws.store.path / "segments")  # every segment write now fails
+    with pytest.raises(StoreError, match="cannot commit"):
+        index_tree(ws, progress=False, batch_bytes=1)
+    assert ws.store.latest_tx() is None
+    assert not (sample_ws / ".ctxnb" / "statcache.json").exists()

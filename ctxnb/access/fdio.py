@@ -177,11 +177,11 @@ class PathPolicy(PathRules):
         self._check_allow(p)
         parent = self._open_parent(p)
         try:
-            fd = self._open_regular(parent, p)
+            fd, st = self._open_regular(parent, p)
         finally:
             os.close(parent)
         try:
-            return self._read_fd(fd, p, max_bytes)
+            return self._read_fd(fd, p, max_bytes, st.st_size)
         finally:
             os.close(fd)
 
@@ -283,9 +283,9 @@ class PathPolicy(PathRules):
                     self._file_exists(p)
             payload = bytes(data)
             if mode == "append" and old is not None:
-                fd = self._open_regular(parent, p)
+                fd, st = self._open_regular(parent, p)
                 try:
-                    payload = self._read_fd(fd, p, None) + payload
+                    payload = self._read_fd(fd, p, None, st.st_size) + payload
                 finally:
                     os.close(fd)
             tmp = self._write_temp(parent, payload, old)
@@ -546,12 +546,18 @@ class PathPolicy(PathRules):
             _deny(p.display, "special-file", f"it is a {_kind(mode)}, not a regular file")
 
     @staticmethod
-    def _open_regular(parent: int, p: _Parsed) -> int:
+    def _open_regular(
+        parent: int, p: _Parsed, lstat: os.stat_result | None = None
+    ) -> tuple[int, os.stat_result]:
+        """Open a regular file of ``parent``: its descriptor and its ``fstat``.
+
+        ``lstat``: the entry's ``lstat`` if the caller has just taken it (a walk).
+        """
         name = p.parts[-1]
         # lstat first so that a device node is never opened (opening one can act on
         # the device); the O_NOFOLLOW | O_NONBLOCK open plus fstat below is what makes
         # it safe if the entry is swapped in between.
-        st = PathPolicy._lstat_at(parent, p)
+        st = lstat if lstat is not None else PathPolicy._lstat_at(parent, p)
         if st is None:
             raise NotFoundError(f"No file {_short(p.display)!r} in {p.root.real}.")
         PathPolicy._require_plain(st, p, allow_dir=False)
@@ -574,18 +580,21 @@ class PathPolicy(PathRules):
         except BaseException:
             os.close(fd)
             raise
-        return fd
+        return fd, st
 
     @staticmethod
-    def _read_fd(fd: int, p: _Parsed, max_bytes: int | None) -> bytes:
-        if max_bytes is not None:
-            size = os.fstat(fd).st_size
-            if size > max_bytes:
-                _too_large(p, size, max_bytes)
+    def _read_fd(fd: int, p: _Parsed, max_bytes: int | None, size: int) -> bytes:
+        """The file's bytes; ``size`` is its ``fstat`` size: the first read asks for all
+        of it and a byte more, so a file that does not change takes one read (and one
+        that returns nothing at its end)."""
+        if max_bytes is not None and size > max_bytes:
+            _too_large(p, size, max_bytes)
         chunks: list[bytes] = []
         total = 0
         while True:
-            want = _READ_CHUNK if max_bytes is None else min(_READ_CHUNK, max_bytes + 1 - total)
+            want = size + 1 if not chunks else _READ_CHUNK
+            if max_bytes is not None:
+                want = min(want, max_bytes + 1 - total)
             chunk = os.read(fd, want)
             if not chunk:
                 break
@@ -767,9 +776,9 @@ class FileEntry:
         """
         root = _Root(real=self.safe.root, given=self.safe.root)
         p = _Parsed(root, self.safe.parts, False, self.safe.rel)
-        fd = PathPolicy._open_regular(self.dir_fd, p)
+        fd, st = PathPolicy._open_regular(self.dir_fd, p, self.stat)
         try:
-            return PathPolicy._read_fd(fd, p, max_bytes)
+            return PathPolicy._read_fd(fd, p, max_bytes, st.st_size)
         finally:
             os.close(fd)
 
