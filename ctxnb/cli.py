@@ -210,8 +210,15 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = list(argv) if argv is not None else sys.argv[1:]
     if len(args) == 2 and args[0] == "hook" and args[1] in _FAST_HOOK_EVENTS:
         # Claude Code starts this on every tool call: skip building the parser.
-        from .govern.claude_hooks import run_event
-
+        try:
+            from .govern.claude_hooks import run_event
+        except Exception as e:  # a broken install must not let a tool call through
+            verdict, code = ("blocked", 2) if args[1] == "pre-tool-use" else ("error", 1)
+            sys.stderr.write(
+                f"ctxnb hook {args[1]}: {verdict}: cannot load the hook ({type(e).__name__}: "
+                f"{e}); reinstall ctxnb: pip install -U ctxnb\n"
+            )
+            return code
         return run_event(args[1])
     passthrough: list[str] | None = None
     if args[:1] == ["sandbox"] and "--" in args:

@@ -346,6 +346,31 @@ def test_subdirectory_cwd_finds_the_governed_root(ws, payloads, run):
 
 
 # -- errors ------------------------------------------------------------------------------------
+_BROKEN_INSTALL = """
+import sys
+sys.modules["ctxnb.govern.claude_hooks"] = None  # the module cannot be imported
+from ctxnb.cli import main
+sys.exit(main(["hook", sys.argv[1]]))
+"""
+
+
+@pytest.mark.parametrize(("event", "code"), [("pre-tool-use", 2), ("post-tool-use", 1)])
+def test_a_hook_that_cannot_load_fails_closed(event, code):
+    # Python's own exit code for an uncaught ImportError is 1, which Claude Code takes
+    # as "go on": the pre hook must say 2 (block) whatever goes wrong.
+    proc = subprocess.run(
+        [sys.executable, "-c", _BROKEN_INSTALL, event],
+        input=b"{}",
+        capture_output=True,
+        timeout=60,
+        check=False,
+    )
+    assert proc.returncode == code
+    err = proc.stderr.decode()
+    assert err.startswith(f"ctxnb hook {event}: ") and "cannot load the hook" in err
+    assert "Traceback" not in err and proc.stdout == b""
+
+
 @pytest.mark.parametrize(
     ("stdin", "needle"),
     [
