@@ -182,10 +182,11 @@ def index_tree(
     ignores = TreeIgnores(cfg.ignore, use_gitignore=cfg.use_gitignore)
     # Only the workspace root: mounts elsewhere are indexed by their own workspace.
     policy = workspace.policy
+    home = next((r for r in policy.roots if r == workspace.root), workspace.root)
     walk = (
         e
         for e in policy.walk(skip=ignores.skip, on_dir=ignores.on_dir, on_refused=refused)
-        if e.safe.root == workspace.root
+        if e.root is home or e.root == home
     )
 
     bar: Any = None
@@ -221,16 +222,18 @@ def index_tree(
         pending_bytes = 0
 
     try:
+        lookup, max_bytes = cache.lookup, cfg.max_file_bytes
         for entry in walk:
-            rel, st = entry.safe.rel, entry.stat
+            rel, st = entry.rel, entry.stat
             seen.add(rel)
             report.files += 1
             report.bytes += st.st_size
-            tick()
-            if st.st_size > cfg.max_file_bytes:
+            if show_bar:
+                tick()
+            if st.st_size > max_bytes:
                 report.skipped += 1
                 continue
-            if cache.lookup(prefix + rel, st) is not None:
+            if lookup(prefix + rel, st) is not None:
                 report.unchanged += 1
                 continue
             try:

@@ -192,3 +192,56 @@ def test_a_failed_batch_write_stops_the_index_and_commits_nothing(sample_ws):
         index_tree(ws, progress=False, batch_bytes=1)
     assert ws.store.latest_tx() is None
     assert not (sample_ws / ".ctxnb" / "statcache.json").exists()
+
+
+def _age_tree(root, seconds=60):
+    old = time.time() - seconds
+    for p in root.rglob("*"):
+        if p.is_file() and not p.is_symlink() and ".ctxnb" not in p.parts:
+            os.utime(p, (old, old))
+
+
+def test_reindex_fast_path_still_refuses_what_appears_between_walks(sample_ws, tmp_path):
+    # The walk remembers each name's lexical judgment; a name judged fine once must
+    # still be refused when it becomes a link, and a new denied name is refused too.
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    (outside / "secret.txt").write_text("OUTSIDE-SECRET\n")
+    ws = Workspace.open(sample_ws)
+    ws.index(progress=False)
+    _age_tree(sample_ws)
+    ws.index(progress=False)
+    (sample_ws / "README.md").unlink()
+    (sample_ws / "README.md").symlink_to(outside / "secret.txt")
+    web = sample_ws / "web"
+    web.rename(tmp_path / "web-moved")
+    web.symlink_to(outside, target_is_directory=True)
+    (sample_ws / ".env").write_text("KEY=1\n")
+    rep = ws.index(progress=False)
+    refused = dict(rep.denied_paths)
+    assert refused["README.md"] == "symlink" and refused["web"] == "symlink"
+    assert refused[".env"].startswith("deny:")
+    assert rep.changed_paths["README.md"] == "deleted"
+    assert all(not p.startswith("web/") or a == "deleted" for p, a in rep.changed_paths.items())
+    stored = ws.store.scan("file", columns=["source_path", "content"], format="arrow")
+    assert not any("OUTSIDE-SECRET" in (c or "") for c in stored.column("content").to_pylist())
+    assert not any(p.endswith("/.env") for p in stored.column("source_path").to_pylist())
+
+
+def test_reindex_detects_inode_swap_with_same_size_and_mtime(sample_ws):
+    # Outside the racy window, a file replaced by another inode of the same size and
+    # mtime is still re-hashed: the stat cache compares the inode and ctime too.
+    ws = Workspace.open(sample_ws)
+    ws.index(progress=False)
+    _age_tree(sample_ws)
+    ws.index(progress=False)
+    p = sample_ws / "config" / "settings.toml"
+    st = p.stat()
+    tmp = p.with_name("settings.new")
+    tmp.write_text(p.read_text().replace("EUR", "USD"))
+    os.utime(tmp, ns=(st.st_atime_ns, st.st_mtime_ns))
+    os.replace(tmp, p)
+    assert (p.stat().st_size, p.stat().st_mtime_ns) == (st.st_size, st.st_mtime_ns)
+    rep = ws.index(progress=False)
+    assert rep.changed_paths == {"config/settings.toml": "updated"}
+    assert "USD" in ws.get("config/settings.toml")["content"]

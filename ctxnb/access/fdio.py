@@ -64,6 +64,7 @@ import os
 import stat as stat_mod
 import time
 from collections.abc import Callable, Iterator, Sequence
+from pathlib import Path
 from typing import Literal, NoReturn
 
 from ..errors import NotFoundError, PolicyError
@@ -81,6 +82,14 @@ _DIR_FLAGS = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_NONBLOCK | _CLO
 _FILE_FLAGS = os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | _NOCTTY | _CLOEXEC
 _TEMP_FLAGS = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | _NOCTTY | _CLOEXEC
 _READ_CHUNK = 1 << 20
+_S_IFMT, _S_IFDIR, _S_IFREG, _S_IFLNK = (
+    0o170000,
+    stat_mod.S_IFDIR,
+    stat_mod.S_IFREG,
+    stat_mod.S_IFLNK,
+)
+_UNJUDGED = "\x00unjudged"  # no rule name holds a NUL
+_JUDGED_MAX = 1 << 17  # names whose walk judgment is remembered (a few MB at most)
 
 
 class PathPolicy(PathRules):
@@ -689,29 +698,38 @@ class PathPolicy(PathRules):
                 names = sorted(e.name for e in it)
         except OSError:
             return  # removed or unreadable since it was opened
+        # The nothing-changed path of a re-index runs this loop once per file: no
+        # per-file objects beyond the lstat, and a name's lexical judgment (a pure
+        # function of its path) is remembered across walks by the rules.
+        judged = self._walk_judged
+        allow = self._allow_spec
+        base = "/".join(prefix) + "/" if prefix else ""
         for name in names:
-            parts = (*prefix, name)
-            rel = "/".join(parts)
-            st = _lstat_quiet(name, fd)
-            if st is None:
+            rel = base + name
+            try:
+                st = os.stat(name, dir_fd=fd, follow_symlinks=False)
+            except OSError:
                 continue  # vanished while we looked
-            mode = st.st_mode
-            is_dir, is_file = stat_mod.S_ISDIR(mode), stat_mod.S_ISREG(mode)
+            fmt = st.st_mode & _S_IFMT
+            is_dir, is_file = fmt == _S_IFDIR, fmt == _S_IFREG
             if is_file and name.startswith(TEMP_PREFIX):
                 if temps:
-                    yield FileEntry(_Parsed(root, parts, False, rel).safe, st, fd)
+                    yield FileEntry(root, rel, st, fd)
                 continue
             if temps:
-                if is_dir and self._refusal(parts, parent_checked=True) is None:
-                    yield from self._descend(root, fd, parts, None, None, None, temps=True)
+                if is_dir and self._judge(judged, prefix, name, rel) is None:
+                    yield from self._descend(
+                        root, fd, (*prefix, name), None, None, None, temps=True
+                    )
                 continue
             if not (is_dir or is_file):
                 if on_refused is not None:
-                    on_refused(rel, "symlink" if stat_mod.S_ISLNK(mode) else "special-file")
+                    on_refused(rel, "symlink" if fmt == _S_IFLNK else "special-file")
                 continue
-            rule: str | None = self._refusal(parts, parent_checked=True)
-            if rule is None and is_file and self._allow_spec is not None:
-                rule = None if self._allow_spec.match_file(rel) else "not-allowed"
+            got = judged.get(rel, _UNJUDGED)
+            rule = self._judge(judged, prefix, name, rel) if got is _UNJUDGED else got
+            if rule is None and is_file and allow is not None:
+                rule = None if allow.match_file(rel) else "not-allowed"
             if rule is not None:
                 if on_refused is not None:
                     on_refused(rel, rule)
@@ -719,9 +737,23 @@ class PathPolicy(PathRules):
             if skip is not None and skip(rel, is_dir):
                 continue
             if is_dir:
-                yield from self._descend(root, fd, parts, skip, on_dir, on_refused, temps=False)
+                yield from self._descend(
+                    root, fd, (*prefix, name), skip, on_dir, on_refused, temps=False
+                )
             else:
-                yield FileEntry(_Parsed(root, parts, False, rel).safe, st, fd)
+                yield FileEntry(root, rel, st, fd)
+
+    def _judge(
+        self, judged: dict[str, str | None], prefix: tuple[str, ...], name: str, rel: str
+    ) -> str | None:
+        """The walk's refusal of ``rel`` (its parent accepted), remembered by path."""
+        got = judged.get(rel, _UNJUDGED)
+        if got is not _UNJUDGED:
+            return got
+        if len(judged) >= _JUDGED_MAX:
+            judged.clear()
+        judged[rel] = rule = self._refusal((*prefix, name), parent_checked=True)
+        return rule
 
     def _descend(
         self,
@@ -754,15 +786,34 @@ class FileEntry:
 
     ``read`` opens the name relative to its directory's descriptor (``O_NOFOLLOW``,
     regular files only), so it is valid only while the walk stands at this entry.
+    ``rel`` and ``root`` are plain attributes; the :class:`SafePath` (``safe``) is made
+    when first asked for, so a walk over unchanged files builds no path objects.
     """
 
     # A plain class: the hook process imports this module, and dataclasses cost it time.
-    __slots__ = ("dir_fd", "safe", "stat")
+    __slots__ = ("_root", "_safe", "dir_fd", "rel", "stat")
 
-    def __init__(self, safe: SafePath, stat: os.stat_result, dir_fd: int) -> None:
-        self.safe = safe
+    def __init__(self, root: _Root, rel: str, stat: os.stat_result, dir_fd: int) -> None:
+        self._root = root
+        self._safe: SafePath | None = None
+        self.rel = rel
         self.stat = stat
         self.dir_fd = dir_fd
+
+    @property
+    def root(self) -> Path:
+        """The real path of the root the file was found under."""
+        return self._root.real
+
+    @property
+    def safe(self) -> SafePath:
+        """The file as a :class:`SafePath`."""
+        if self._safe is None:
+            self._safe = self._parsed().safe
+        return self._safe
+
+    def _parsed(self) -> _Parsed:
+        return _Parsed(self._root, tuple(self.rel.split("/")), False, self.rel)
 
     def __repr__(self) -> str:
         return f"FileEntry(safe={self.safe!r}, dir_fd={self.dir_fd})"
@@ -774,8 +825,7 @@ class FileEntry:
             PolicyError: ``PATH_DENIED`` when the name became a link or special file.
             NotFoundError: the file is gone.
         """
-        root = _Root(real=self.safe.root, given=self.safe.root)
-        p = _Parsed(root, self.safe.parts, False, self.safe.rel)
+        p = self._parsed()
         fd, st = PathPolicy._open_regular(self.dir_fd, p, self.stat)
         try:
             return PathPolicy._read_fd(fd, p, max_bytes, st.st_size)

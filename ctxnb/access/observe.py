@@ -306,7 +306,14 @@ class StatCache:
     def lookup(self, path: str, st: os.stat_result) -> str | None:
         """The source hash recorded for ``path`` if its stat is unchanged and not racy."""
         e = self.entries.get(path)
-        if e is None or e[:4] != _stat_key(st) or st.st_mtime_ns + RACY_NS >= e[5]:
+        if (
+            e is None
+            or e[1] != st.st_mtime_ns
+            or e[0] != st.st_size
+            or e[2] != st.st_ctime_ns
+            or e[3] != st.st_ino
+            or st.st_mtime_ns + RACY_NS >= e[5]
+        ):
             return None
         return e[4]
 

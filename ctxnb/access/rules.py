@@ -366,6 +366,9 @@ class PathRules:
         # against lower-cased paths (case-insensitive filesystems would open .GIT as .git).
         self._deny_spec_lower, _ = _build_spec([p.lower() for p in guard], "deny")
         self._deny_cache: dict[tuple[str, ...], str | None] = {}
+        # The walk's judgment of each name it met (see PathPolicy._walk_dir): lexical,
+        # so it holds for as long as the rules do.
+        self._walk_judged: dict[str, str | None] = {}
         self._allow_spec: GlobList | None = None
         self._allow_lines: list[str] = []
         if allow is not None:
