@@ -218,7 +218,7 @@ class ObjectStore:
             os.makedirs(self._dir, exist_ok=True)
         if not os.path.exists(marker):
             entries = [e for e in os.listdir(self._dir) if not e.startswith(tlog.TMP_PREFIX)]
-            if entries:
+            if entries and not (create and self._being_created(entries)):
                 first = os.path.join(self._dir, sorted(entries)[0])
                 raise CorruptStoreError(
                     f"{self._dir} is not a ctxnb store: it has files (e.g. {first}) but no "
@@ -243,19 +243,42 @@ class ObjectStore:
         self._refresh(force=True)
 
     def _init_dir(self, marker: str) -> None:
+        # The marker's bytes first (a .tmp- name nobody reads), so that the moment
+        # between the first data folder and the marker, when another process that opens
+        # the directory finds it is not a store, stays as short as a rename.
+        tmp = self._marker_tmp()
         for sub in (SEGMENTS, SNAPSHOTS):
             os.makedirs(os.path.join(self._dir, sub), exist_ok=True)
         os.close(os.open(self._log_path, os.O_WRONLY | os.O_CREAT, 0o644))
-        self._write_marker(marker)  # last: a directory with a marker is a complete store
+        self._publish_marker(tmp, marker)  # last: a directory with a marker is a complete store
 
-    def _write_marker(self, marker: str) -> None:
-        """Write the marker of the current format, atomically and durably."""
+    def _being_created(self, entries: list[str]) -> bool:
+        """Whether the directory holds only what another process's ``_init_dir`` makes
+        before its marker (empty data folders, an empty log): then this process finishes
+        the same creation instead of refusing the directory. Both write the same marker.
+        """
+        if not set(entries) <= {SEGMENTS, SNAPSHOTS, TXLOG}:
+            return False
+        for sub in (SEGMENTS, SNAPSHOTS):
+            folder = os.path.join(self._dir, sub)
+            if os.path.exists(folder) and (
+                not os.path.isdir(folder)
+                or any(not e.startswith(tlog.TMP_PREFIX) for e in os.listdir(folder))
+            ):
+                return False
+        return not os.path.exists(self._log_path) or os.path.getsize(self._log_path) == 0
+
+    def _marker_tmp(self) -> str:
+        """The marker of the current format, written and fsynced under a .tmp- name."""
         body = json.dumps({"format": fmt.FORMAT_NAME, "version": fmt.FORMAT_VERSION}) + "\n"
         tmp = os.path.join(self._dir, f"{tlog.TMP_PREFIX}{secrets.token_hex(4)}-{MARKER}")
         with open(tmp, "w", encoding="utf-8") as f:
             f.write(body)
             f.flush()
             os.fsync(f.fileno())
+        return tmp
+
+    def _publish_marker(self, tmp: str, marker: str) -> None:
         os.replace(tmp, marker)
         fmt.fsync_dir(self._dir)
         self._marker_version = fmt.FORMAT_VERSION
@@ -289,7 +312,7 @@ class ObjectStore:
         marker = os.path.join(self._dir, MARKER)
         self._check_marker(marker)  # another process may have done it already
         if self._marker_version < fmt.INLINE_FORMAT_VERSION:
-            self._write_marker(marker)
+            self._publish_marker(self._marker_tmp(), marker)
 
     def _has_data_files(self) -> bool:
         return any(

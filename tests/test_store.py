@@ -924,3 +924,41 @@ def test_format1_store_is_marked_format2_at_its_first_inline_transaction(tmp_pat
     marker.write_text(json.dumps({"format": "ctxnb-store", "version": 3}) + "\n")
     with pytest.raises(StoreError, match="Upgrade ctxnb"):
         ObjectStore(path)
+
+
+def test_a_store_half_created_by_another_process_is_finished_not_refused(tmp_path: Path) -> None:
+    # What another process's creation leaves before its marker is renamed into place.
+    path = tmp_path / "store"
+    (path / "segments").mkdir(parents=True)
+    (path / "snapshots").mkdir()
+    (path / "txlog").touch()
+    with ObjectStore(path) as store:
+        store.put([{"xt/id": "a", "type": "n"}])
+    assert json.loads((path / "ctxnb-store.json").read_text())["version"] == 2
+    # Anything more than that is not a store in the making: refused, as before.
+    other = tmp_path / "other"
+    (other / "segments").mkdir(parents=True)
+    (other / "segments" / "x.parquet").write_bytes(b"PAR1")
+    with pytest.raises(CorruptStoreError, match="not a ctxnb store"):
+        ObjectStore(other)
+    with pytest.raises(StoreError, match="no ctxnb store"):
+        ObjectStore(path.with_name("missing"), create=False)
+
+
+def test_processes_creating_one_store_at_once_all_open_it(tmp_path: Path) -> None:
+    path = tmp_path / "store"
+    code = (
+        "import sys, time\n"
+        "from ctxnb.store import ObjectStore\n"
+        "while time.time() < float(sys.argv[2]): pass\n"
+        "with ObjectStore(sys.argv[1]) as s:\n"
+        "    s.put([{'xt/id': sys.argv[3], 'type': 'n'}])\n"
+    )
+    start = time.time() + 3
+    procs = [
+        subprocess.Popen([sys.executable, "-c", code, str(path), str(start), f"p{k}"])
+        for k in range(4)
+    ]
+    assert [p.wait(timeout=120) for p in procs] == [0, 0, 0, 0]
+    with ObjectStore(path) as store:
+        assert store.ids() == ["p0", "p1", "p2", "p3"]
