@@ -108,6 +108,13 @@ class BreakerState:
 
     def record(self, tool: str, *, failed: bool) -> int:
         """Count a failure (or reset on a success); returns the new count."""
+        if not failed:
+            # The common case, a success with no failure on record, changes nothing: it
+            # needs no file lock. (A failure another process records meanwhile is then
+            # simply counted after this success.)
+            with self._lock:
+                if self._load().get(tool, 0) == 0:
+                    return 0
         with self._lock, self._file_lock() if self.path else contextlib.nullcontext():
             counts = dict(self._load())
             n = counts.get(tool, 0) + 1 if failed else 0
