@@ -724,57 +724,53 @@ class Session:
         The longest mount covering the path; for host paths no mount covers, the
         workspace root (or ``/``); None for another filesystem no mount reaches.
         """
-        fs, path = src.get("filesystemId"), src.get("path") or ""
         res = self.workspace.resolver
-        covering = [
-            m.canonical_prefix
-            for m in res.mounts
-            if m.filesystem_id == fs and _within(path, m.canonical_prefix) is not None
-        ]
-        if covering:
-            return max(covering, key=len)
-        if fs != res.default_filesystem_id():
-            return None
-        root = str(self.workspace.root)
-        return root if path.startswith(root + "/") else "/"
+        return _root_for(
+            src, res.mounts, res.default_filesystem_id(), str(self.workspace.root) + "/"
+        )
 
     def _reconcile(self) -> ResumeReport:
         report = ResumeReport(objects=len(self.session_index))
         ws = self.workspace
-        cache = StatCache.open(ws.root, ws.resolver.default_filesystem_id(), self.store)
-        items: list[tuple[dict[str, Any], bytes | None]] = []
+        res = ws.resolver
+        default_fs, mounts = res.default_filesystem_id(), res.mounts
+        root_slash = str(ws.root) + "/"
+        cache = StatCache.open(ws.root, default_fs, self.store)
         roots_ok: dict[str, bool] = {}
+        # First the files whose filesystem is reachable, then one batched lstat of all
+        # of them through the policy (each directory walked to once), then the stat
+        # cache: nothing per file but the lstat and a dict lookup when nothing changed.
+        todo: list[tuple[str, dict[str, Any], dict[str, Any]]] = []
         for oid in self.session_index:
             doc = self._docs[oid]
             src = doc.get("source")
             if doc.get("type") != "file" or not src:
                 continue
-            root = self._accessible_root(src)
+            root = _root_for(src, mounts, default_fs, root_slash)
             if root is not None and root not in roots_ok:
                 roots_ok[root] = os.path.isdir(root)
             if root is None or not roots_ok[root]:
                 self._set_orphaned(oid, True)
                 report.orphaned.append(oid)
                 continue
-            path = src["path"]
-            try:
-                # Through the policy: a file now behind a symbolic link, denied or
-                # outside every root is not read; it is orphaned (latest version kept).
-                st: os.stat_result | None = ws.policy.stat(path)
-                if st is not None and stat_mod.S_ISDIR(st.st_mode):
-                    st = None
-            except NotFoundError:
-                st = None
-            except PolicyError:
+            todo.append((oid, doc, src))
+        # Through the policy: a file now behind a symbolic link, denied or outside
+        # every root is not read; it is orphaned (latest version kept).
+        stats = ws.policy.stat_many([src["path"] for _, _, src in todo])
+        items: list[tuple[dict[str, Any], bytes | None]] = []
+        lookup, orphaned = cache.lookup, self._orphaned
+        for (oid, doc, src), st in zip(todo, stats, strict=True):
+            if isinstance(st, PolicyError):
                 self._set_orphaned(oid, True)
                 report.orphaned.append(oid)
                 continue
-            if oid in self._orphaned:
+            if oid in orphaned:
                 self._set_orphaned(oid, False)
-            if st is None:
-                items.append((src, None))
+            if not isinstance(st, os.stat_result) or stat_mod.S_ISDIR(st.st_mode):
+                items.append((src, None))  # gone (or a directory now)
                 continue
-            cached = cache.lookup(path, st)
+            path = src["path"]
+            cached = lookup(path, st)
             if cached is not None and cached == doc.get("source_hash"):
                 report.unchanged += 1
                 continue
@@ -884,6 +880,23 @@ class Session:
 
 
 _LIGHT = "__ctxnb_light__"
+
+
+def _root_for(
+    src: dict[str, Any], mounts: Sequence[Any], default_fs: str | None, root_slash: str
+) -> str | None:
+    """See :meth:`Session._accessible_root`."""
+    fs, path = src.get("filesystemId"), src.get("path") or ""
+    covering = [
+        m.canonical_prefix
+        for m in mounts
+        if m.filesystem_id == fs and _within(path, m.canonical_prefix) is not None
+    ]
+    if covering:
+        return max(covering, key=len)
+    if fs != default_fs:
+        return None
+    return root_slash[:-1] if path.startswith(root_slash) else "/"
 
 
 def _version(doc: dict[str, Any]) -> str:

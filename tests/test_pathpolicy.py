@@ -842,3 +842,88 @@ def test_property_a_walk_judges_only_the_last_name_with_the_same_answer(
         walked = policy._refusal(path, parent_checked=True)
         policy._deny_cache.clear()
         assert walked == policy._refusal(path)
+
+
+# --------------------------------------------------------------- stat_many
+
+
+def _stat_answer(policy: PathPolicy, path: str) -> object:
+    try:
+        st_ = policy.stat(path)
+    except PolicyError as e:
+        return ("refused", e.details["rule"])
+    except NotFoundError:
+        return ("missing",)
+    return ("ok", st_.st_ino, st_.st_mode)
+
+
+def _many_answer(r: object) -> object:
+    if isinstance(r, PolicyError):
+        return ("refused", r.details["rule"])
+    if isinstance(r, NotFoundError):
+        return ("missing",)
+    assert isinstance(r, os.stat_result)
+    return ("ok", r.st_ino, r.st_mode)
+
+
+def test_stat_many_answers_what_stat_answers_on_hostile_paths(env: Env) -> None:
+    # The batch shares each directory's walk; every answer must still be stat()'s own.
+    (env.ws / "sub" / "deep").mkdir()
+    (env.ws / "sub" / "deep" / "g.txt").write_bytes(b"g")
+    ws = str(env.ws)
+    paths = [
+        "inside.txt", f"{ws}/inside.txt", "sub/f.txt", "sub//f.txt", "./sub/f.txt",
+        "sub/deep/g.txt", f"{ws}/sub/deep/g.txt", "sub/f.txt/", "sub", "sub/deep",
+        "missing.txt", "sub/missing/x.txt", "inside.txt/x", "link_out", "linkdir/secret.txt",
+        "linkdir/d/secret.txt", "insubdirlink/f.txt", "inlink", "fifo", "sock", "devnull",
+        "gitalias/config", "dangling", "chain1", ".env", "sub/key.pem", ".git/config", ".", ws,
+        *(build(env) for _, build, _ in HOSTILE),
+    ]  # fmt: skip
+    got = [_many_answer(r) for r in env.policy.stat_many(paths)]
+    want = [_stat_answer(env.policy, p) for p in paths]
+    assert got == want
+    kinds = {g[0] for g in got}
+    assert kinds == {"ok", "refused", "missing"}
+    assert dict(zip(paths, got, strict=True))["linkdir/secret.txt"] == ("refused", "symlink")
+
+
+def test_stat_many_refuses_a_parent_swapped_for_a_symlink_between_calls(env: Env) -> None:
+    (env.outside / "f.txt").write_bytes(SECRET)
+    paths = ["sub/f.txt", "inside.txt"]
+    assert [_many_answer(r)[0] for r in env.policy.stat_many(paths)] == ["ok", "ok"]
+    os.rename(env.ws / "sub", env.ws / "sub_orig")
+    os.symlink(env.outside, env.ws / "sub")
+    got = [_many_answer(r) for r in env.policy.stat_many(paths)]
+    assert got[0] == ("refused", "symlink") and got[1][0] == "ok"
+
+
+@pytest.mark.timeout(60)
+def test_stat_many_under_concurrent_dir_symlink_swaps_never_sees_outside(env: Env) -> None:
+    (env.outside / "f.txt").write_bytes(SECRET)
+    outside_ino = (env.outside / "f.txt").stat().st_ino
+    real, link = env.ws / "sub_real", env.ws / "sub_link"
+    os.symlink(env.outside, link)
+    sub = env.ws / "sub"
+
+    def swap() -> None:
+        os.rename(sub, real)
+        os.rename(link, sub)  # now sub -> outside
+        os.rename(sub, link)
+        os.rename(real, sub)
+
+    stop = threading.Event()
+    t = _swapper(stop, swap)
+    seen: set[str] = set()
+    try:
+        for _ in range(300):
+            for r in env.policy.stat_many(["sub/f.txt", "inside.txt"]):
+                ans = _many_answer(r)
+                seen.add(str(ans[0]))
+                if ans[0] == "ok":
+                    assert ans[1] != outside_ino
+                elif ans[0] == "refused":
+                    assert ans[1] == "symlink"
+    finally:
+        stop.set()
+        t.join()
+    assert "ok" in seen

@@ -234,3 +234,61 @@ def test_reassembly_is_deterministic(ws):
     s.add_path("inventory/models.py")
     s.add_turn("user", "x")
     assert s.assemble(record=False).hash == s.assemble(record=False).hash
+
+
+def _aged(root, seconds=60):
+    old = time.time() - seconds
+    for p in root.rglob("*"):
+        if p.is_file() and not p.is_symlink() and ".ctxnb" not in p.parts:
+            os.utime(p, (old, old))
+
+
+def test_resume_fast_path_refuses_links_and_sees_inode_swaps(tmp_path, sample_ws):
+    # A resumed session stats its files in one batch; a parent directory or a file
+    # swapped for a link is orphaned (never read), and a file replaced by another
+    # inode with the same size and mtime is re-hashed.
+    outside = tmp_path / "outside"
+    (outside / "inventory").mkdir(parents=True)
+    (outside / "inventory" / "models.py").write_text("OUTSIDE-SECRET\n")
+    (outside / "README.md").write_text("OUTSIDE-SECRET\n")
+    ws = Workspace.open(sample_ws)
+    s = ws.session("fast")
+    models = s.add_path("inventory/models.py")
+    readme = s.add_path("README.md")
+    toml = s.add_path("config/settings.toml")
+    s.save()
+    _aged(sample_ws)
+    ws.session("fast")  # records the stats
+    assert ws.session("fast").last_resume.hashed == 0
+    (sample_ws / "inventory").rename(tmp_path / "inventory-moved")
+    (sample_ws / "inventory").symlink_to(outside / "inventory", target_is_directory=True)
+    (sample_ws / "README.md").unlink()
+    (sample_ws / "README.md").symlink_to(outside / "README.md")
+    p = sample_ws / "config" / "settings.toml"
+    st = p.stat()
+    tmp = p.with_name("settings.new")
+    tmp.write_text(p.read_text().replace("EUR", "USD"))
+    os.utime(tmp, ns=(st.st_atime_ns, st.st_mtime_ns))
+    os.replace(tmp, p)
+    r = ws.session("fast")
+    assert sorted(r.last_resume.orphaned) == sorted([models, readme])
+    assert r.last_resume.updated == [toml]
+    assert "USD" in r.get(toml)["content"]
+    for oid in (models, readme):
+        assert "OUTSIDE-SECRET" not in (r.get(oid)["content"] or "")
+
+
+def test_resume_rehashes_a_racily_clean_file(ws, sample_ws):
+    # Edited in the same clock tick as the stat was recorded, with the same size and
+    # mtime: the stat cache cannot tell, so the resume must hash it (git's racy rule).
+    s = ws.session("racy")
+    oid = s.add_path("config/settings.toml")
+    s.save()
+    ws.session("racy")  # records the stat, mtime within the racy window
+    p = sample_ws / "config" / "settings.toml"
+    st = p.stat()
+    p.write_text(p.read_text().replace("EUR", "USD"))
+    os.utime(p, ns=(st.st_atime_ns, st.st_mtime_ns))
+    r = ws.session("racy")
+    assert r.last_resume.updated == [oid]
+    assert "USD" in r.get(oid)["content"]

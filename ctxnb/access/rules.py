@@ -127,6 +127,7 @@ NAME_MAX = 255  # bytes per name on every filesystem ctxnb targets (ext4, APFS, 
 
 # Characters that make a name look like something it is not: bidirectional overrides
 # and isolates (the "Trojan Source" family). C0/C1 controls are caught by category.
+_PARSE_CACHE_MAX = 1 << 16  # accepted path strings remembered per policy
 _ASCII_CC = re.compile("[\x00-\x1f\x7f]")
 _ASCII_CC_OR_BACKSLASH = re.compile("[\x00-\x1f\x7f\\\\]")
 _BIDI = frozenset("\u061c\u200e\u200f\u202a\u202b\u202c\u202d\u202e\u2066\u2067\u2068\u2069")
@@ -369,6 +370,7 @@ class PathRules:
         # The walk's judgment of each name it met (see PathPolicy._walk_dir): lexical,
         # so it holds for as long as the rules do.
         self._walk_judged: dict[str, str | None] = {}
+        self._parse_cache: dict[str, tuple[int, _Parsed]] = {}
         self._allow_spec: GlobList | None = None
         self._allow_lines: list[str] = []
         if allow is not None:
@@ -423,6 +425,22 @@ class PathRules:
     # ------------------------------------------------------------ lexical checks
 
     def _parse(self, path: str | os.PathLike[str] | SafePath) -> _Parsed:
+        # A path string's answer depends on the string and the rules alone (no I/O):
+        # a resume judges the same thousands of paths each time, so accepted ones are
+        # remembered. Refusals are not (they raise, and are rare).
+        if type(path) is not str:
+            return self._parse_uncached(path)
+        hit = self._parse_cache.get(path)
+        if hit is not None and hit[0] == self.max_path_bytes:
+            return hit[1]
+        parsed = self._parse_uncached(path)
+        cache = self._parse_cache
+        if len(cache) >= _PARSE_CACHE_MAX:
+            cache.clear()
+        cache[path] = (self.max_path_bytes, parsed)
+        return parsed
+
+    def _parse_uncached(self, path: str | os.PathLike[str] | SafePath) -> _Parsed:
         root: _Root | None = None
         if isinstance(path, SafePath):
             root = next((r for r in self._roots if r.real == path.root), None)
