@@ -14,6 +14,10 @@ through ``python -m ctxnb``, against ``python -c pass``: median wall time and ra
 The payload is an Edit in scope of the session's intent, so every policy runs.
 Bytecode is written once before timing, as an installed package has it.
 
+(b') ``ctxnb hook post-tool-use`` as a process after a Write of a changed file (the
+Agent Trace record, the store version, the audit line), against ``python -c pass``:
+Claude Code waits for it after every edit. No target; it shows what the store costs.
+
 Targets: (a) the whole governed write <= 5x the bare write + fsync, and the pre+post
 policies (governed minus ungoverned) <= 1 ms; (b) ratio <= 2x and median <= 120 ms.
 
@@ -271,6 +275,42 @@ def bench_process(root: Path, runs: int) -> None:
         )
 
 
+def bench_post_process(root: Path, runs: int) -> None:
+    session = "bench-post-process"
+    handle_event(
+        "user-prompt-submit",
+        {"session_id": session, "cwd": str(root), "prompt": "work under INT-001"},
+    )
+    target = root / "inventory" / "bench_post.py"
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"}
+    post_argv = [sys.executable, "-m", "ctxnb", "hook", "post-tool-use"]
+    base_argv = [sys.executable, "-c", "pass"]
+    post: list[float] = []
+    base: list[float] = []
+    for i in range(runs + 1):
+        text = _content(i)
+        _bare_write(target, text.encode())
+        payload = {
+            "session_id": session,
+            "cwd": str(root),
+            "hook_event_name": "PostToolUse",
+            "tool_name": "Write",
+            "tool_input": {"file_path": str(target), "content": text},
+            "tool_response": {"filePath": str(target), "success": True},
+        }
+        spent = _time_process(post_argv, json.dumps(payload).encode(), 1, env)
+        if i:  # the first run writes bytecode
+            post.extend(spent)
+            base.extend(_time_process(base_argv, b"", 1, env))
+    print("(b') post-tool-use as a process (a Write: trace record, store version, audit line)")
+    print(f"    runs: {runs}, interleaved with python -c pass")
+    print(f"    {'python -c pass':<36} {_ms(base):8.1f} ms")
+    print(
+        f"    {'python -m ctxnb hook post-tool-use':<36} {_ms(post):8.1f} ms  "
+        f"{_ms(post) / _ms(base):4.1f}x"
+    )
+
+
 def _governed_copy(tmp: str) -> Path:
     root = copy_sample_workspace(tmp)
     init_governance(root)
@@ -287,6 +327,7 @@ def main(argv: list[str] | None = None) -> None:
         lambda root: bench_in_process(root, args.writes),
         lambda root: bench_hook_handlers(root, args.writes),
         lambda root: bench_process(root, args.runs),
+        lambda root: bench_post_process(root, max(3, args.runs // 3)),
     ]
     for step in steps:
         with tempfile.TemporaryDirectory() as tmp:
