@@ -70,6 +70,11 @@ def normalize_path(path: str) -> str:
     """
     if not path:
         raise ResolverError("empty path")
+    # Already normal (the common case: a stored canonical path): no '//', no component
+    # starting with '.', no trailing '/'; normpath would return it unchanged.
+    if path[0] == "/" and "//" not in path and "/." not in path and path[-1] != "/":
+        if "\x00" not in path:
+            return path
     if "\x00" in path:
         raise ResolverError(f"path contains a NUL byte: {path!r}")
     norm = posixpath.normpath(path)

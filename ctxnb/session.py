@@ -734,7 +734,8 @@ class Session:
         ws = self.workspace
         res = ws.resolver
         default_fs, mounts = res.default_filesystem_id(), res.mounts
-        root_slash = str(ws.root) + "/"
+        ws_root = str(ws.root)
+        root_slash = ws_root + "/"
         cache = StatCache.open(ws.root, default_fs, self.store)
         roots_ok: dict[str, bool] = {}
         # First the files whose filesystem is reachable, then one batched lstat of all
@@ -746,7 +747,11 @@ class Session:
             src = doc.get("source")
             if doc.get("type") != "file" or not src:
                 continue
-            root = _root_for(src, mounts, default_fs, root_slash)
+            root: str | None
+            if not mounts and src.get("filesystemId") == default_fs:  # no mount to look at
+                root = ws_root if (src.get("path") or "").startswith(root_slash) else "/"
+            else:
+                root = _root_for(src, mounts, default_fs, root_slash)
             if root is not None and root not in roots_ok:
                 roots_ok[root] = os.path.isdir(root)
             if root is None or not roots_ok[root]:
@@ -766,7 +771,7 @@ class Session:
                 continue
             if oid in orphaned:
                 self._set_orphaned(oid, False)
-            if not isinstance(st, os.stat_result) or stat_mod.S_ISDIR(st.st_mode):
+            if type(st) is not os.stat_result or stat_mod.S_ISDIR(st.st_mode):
                 items.append((src, None))  # gone (or a directory now)
                 continue
             path = src["path"]

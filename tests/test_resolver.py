@@ -3,7 +3,13 @@ from hypothesis import assume, given
 from hypothesis import strategies as st
 
 from ctxnb.errors import ResolverError
-from ctxnb.resolver import FilesystemResolver, MountMapping, default_filesystem_id, doc_path
+from ctxnb.resolver import (
+    FilesystemResolver,
+    MountMapping,
+    default_filesystem_id,
+    doc_path,
+    normalize_path,
+)
 
 
 @pytest.fixture
@@ -122,3 +128,15 @@ def test_reverse_of_resolve_is_identity(parts, prefix):
     assume(not p.startswith("/home/me/proj"))
     src = r.resolve(p)
     assert r.reverse_resolve(src.path, src.filesystem_id) == p
+
+
+@given(st.lists(st.sampled_from(["", ".", "..", "a", ".a", "b.", "...", "a b"]), max_size=6))
+def test_normalize_path_equals_normpath_on_every_shape(names):
+    # normalize_path returns an already-normal path as it is: it must agree with
+    # posixpath.normpath (a leading '//' folded) on every shape, normal or not.
+    import posixpath
+
+    for path in ("/" + "/".join(names), "/" + "/".join(names) + "/", "//" + "/".join(names)):
+        want = posixpath.normpath(path)
+        want = "/" + want.lstrip("/") if want.startswith("//") else want
+        assert normalize_path(path) == want
