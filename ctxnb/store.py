@@ -99,7 +99,8 @@ class CompactReport:
 
     Attributes:
         upto_tx: the snapshot now holds every version up to this tx (None: empty store).
-        segments_merged: segment files folded into the snapshot (0: nothing to do).
+        segments_merged: transactions folded into the snapshot, as segment files or
+            inline in the log (0: nothing to do).
         versions: rows in the new snapshot.
         snapshot: path of the snapshot Parquet file, or None.
         bytes_before: size of the data files that were replaced.
