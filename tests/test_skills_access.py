@@ -15,6 +15,7 @@ from pathlib import Path
 import pytest
 
 from ctxnb import Workspace
+from ctxnb.errors import CtxnbError, PolicyError
 from ctxnb.rules import RulesIndex
 from ctxnb.skills import Skill, SkillSet, discover_skills, load_skill
 
@@ -196,3 +197,40 @@ def test_raced_swap_to_a_symlink_never_returns_outside_bytes(
     assert bad == []
     assert swaps[0] > 0 and runs >= 50
     assert loaded > 0  # the inside skill still loads between swaps
+
+
+def test_workspace_reads_of_skill_files_refuse_a_swapped_ctxnb(root: Path, outside: Path) -> None:
+    # The skills folder is a root of the workspace's own policy (the rules tracker loads
+    # SKILL.md through it); .ctxnb above it swapped for a link after the policy was made
+    # must not lead there.
+    write_skill(root / ".ctxnb" / "skills" / "pdf", "pdf", "inside")
+    ws = Workspace.open(root)
+    skill_md = root / ".ctxnb" / "skills" / "pdf" / "SKILL.md"
+    assert b"inside" in (ws.read(str(skill_md)) or b"")
+    stop = threading.Event()
+    swaps = [0]
+    t = threading.Thread(
+        target=_swapper,
+        args=(root / ".ctxnb", outside.parent, stop, swaps),
+        kwargs={"is_dir": True},
+    )
+    t.start()
+    got: list[bytes] = []
+    try:
+        deadline = time.monotonic() + 1.5
+        while time.monotonic() < deadline or len(got) < 20:
+            try:
+                got.append(ws.read(str(skill_md)) or b"")
+            except CtxnbError as exc:
+                got.append(str(exc).encode())
+    finally:
+        stop.set()
+        t.join()
+    assert swaps[0] > 0
+    assert not [g for g in got if OUTSIDE.encode() in g]
+    assert any(b"inside" in g for g in got)
+    # Swapped and left so: refused with the reason.
+    os.rename(root / ".ctxnb", root / ".ctxnb.hold")
+    os.symlink(outside.parent, root / ".ctxnb")
+    with pytest.raises(PolicyError, match="symbolic link"):
+        ws.read(str(skill_md))

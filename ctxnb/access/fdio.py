@@ -64,6 +64,7 @@ import os
 import stat as stat_mod
 import time
 from collections.abc import Callable, Iterator, Sequence
+from functools import cached_property
 from pathlib import Path
 from typing import Literal, NoReturn
 
@@ -559,12 +560,53 @@ class PathPolicy(PathRules):
     # ------------------------------------------------------------ descriptor walk
 
     def _open_root(self, p: _Parsed) -> int:
+        nested = self._nested_roots.get(p.root.real)
         try:
+            if nested is not None:
+                return self._open_nested_root(p, *nested)
             return os.open(p.root.real, _DIR_FLAGS)
         except OSError as exc:
             raise NotFoundError(
                 f"Workspace root {str(p.root.real)!r} cannot be opened ({exc.strerror})."
             ) from exc
+
+    @cached_property
+    def _nested_roots(self) -> dict[Path, tuple[Path, tuple[str, ...]]]:
+        """Roots inside another root (the skills folder), with that root and the way down.
+
+        Such a root is opened by a descriptor walk from the outer one: opened by name, a
+        folder above it swapped for a symbolic link after the policy was made (``.ctxnb``
+        -> elsewhere) would be followed.
+        """
+        found = {}
+        for r in self._roots:
+            outer = next(
+                (o for o in self._roots if o is not r and r.real.is_relative_to(o.real)), None
+            )
+            if outer is not None:
+                found[r.real] = (outer.real, r.real.relative_to(outer.real).parts)
+        return found
+
+    @staticmethod
+    def _open_nested_root(p: _Parsed, outer: Path, parts: tuple[str, ...]) -> int:
+        fd = os.open(outer, _DIR_FLAGS)
+        try:
+            for depth, name in enumerate(parts):
+                try:
+                    nfd = os.open(name, _DIR_FLAGS, dir_fd=fd)
+                except OSError:
+                    st = _lstat_quiet(name, fd)
+                    if st is not None and not stat_mod.S_ISDIR(st.st_mode):
+                        where = "/".join(parts[: depth + 1])
+                        what = "a symbolic link" if stat_mod.S_ISLNK(st.st_mode) else "no folder"
+                        _deny(p.display, "symlink", f"{where!r}, on the way to its root, is {what}")
+                    raise
+                os.close(fd)
+                fd = nfd
+        except BaseException:
+            os.close(fd)
+            raise
+        return fd
 
     def _open_parent(self, p: _Parsed, *, make_parents: bool = False) -> int:
         fd = self._walk_parents(p, make_parents=make_parents)
