@@ -245,3 +245,24 @@ def test_reindex_detects_inode_swap_with_same_size_and_mtime(sample_ws):
     rep = ws.index(progress=False)
     assert rep.changed_paths == {"config/settings.toml": "updated"}
     assert "USD" in ws.get("config/settings.toml")["content"]
+
+
+def test_a_replaced_stat_cache_file_is_read_again(sample_ws):
+    # The parsed stat cache is kept in memory by the file's identity; a file written
+    # anew (by another process) must be read, not served from memory.
+    import json
+
+    ws = Workspace.open(sample_ws)
+    ws.index(progress=False)
+    _age_tree(sample_ws)
+    ws.index(progress=False)
+    assert ws.index(progress=False).hashed == 0
+    path = sample_ws / ".ctxnb" / "statcache.json"
+    raw = json.loads(path.read_text())
+    raw["entries"] = {}
+    tmp = path.with_name("statcache.new")
+    tmp.write_text(json.dumps(raw))
+    os.replace(tmp, path)
+    again = ws.index(progress=False)
+    assert again.hashed == again.files > 0
+    assert ws.index(progress=False).hashed == 0

@@ -250,6 +250,30 @@ def index_deletion(store: ObjectStore, source: FilesystemSource) -> IndexResult:
 
 
 # -- the stat cache -----------------------------------------------------------------
+# The parsed statcache.json of the last few workspaces, by the file's identity: a
+# resume or a re-index in the same process reads the file only when it was replaced
+# (each save writes a new file: a new inode and ctime). Entries are lists that the
+# cache replaces and never changes in place, so a shallow copy per open suffices.
+_PARSED: dict[str, tuple[tuple[int, int, int, int], dict[str, Any]]] = {}
+_PARSED_MAX = 8
+
+
+def _read_cache_file(path: Path) -> dict[str, Any]:
+    key = str(path)
+    with open(path, "rb") as f:
+        st = os.fstat(f.fileno())  # the identity of the very file read below
+        ident = (st.st_ino, st.st_size, st.st_mtime_ns, st.st_ctime_ns)
+        hit = _PARSED.get(key)
+        if hit is not None and hit[0] == ident:
+            return hit[1]
+        raw = json.loads(f.read())
+    if isinstance(raw, dict):
+        if len(_PARSED) >= _PARSED_MAX:
+            _PARSED.clear()
+        _PARSED[key] = (ident, raw)
+    return raw if isinstance(raw, dict) else {}
+
+
 # Re-indexing an unchanged tree must not hash 100 MB. As git does, a file whose size,
 # mtime, ctime and inode are what they were when it was last hashed is taken as
 # unchanged -- unless its mtime was within RACY_NS of that moment, since a write in
@@ -287,7 +311,7 @@ class StatCache:
     @staticmethod
     def _load(path: Path, fs_id: str, latest_tx: int) -> tuple[dict[str, list[Any]], int]:
         try:
-            raw = json.loads(path.read_text())
+            raw = _read_cache_file(path)
         except (OSError, ValueError):
             return {}, 0
         if (
@@ -301,7 +325,8 @@ class StatCache:
         if not isinstance(entries, dict):
             return {}, 0
         tx = raw.get("tx", 0)
-        return entries, tx if isinstance(tx, int) else 0
+        # A copy: the caller records and forgets; the parsed file stays as it was read.
+        return dict(entries), tx if isinstance(tx, int) else 0
 
     def lookup(self, path: str, st: os.stat_result) -> str | None:
         """The source hash recorded for ``path`` if its stat is unchanged and not racy."""
