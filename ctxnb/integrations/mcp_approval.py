@@ -12,18 +12,9 @@ import threading
 from collections.abc import Iterator
 from typing import TYPE_CHECKING, Any
 
-from ..errors import MissingDependencyError, PolicyError
+from ..errors import PolicyError
 from ..govern.approval import ApprovalRequest, Approver, Decision
-
-try:
-    import anyio
-    import anyio.from_thread
-    import mcp_types as types
-    from mcp.shared.exceptions import MCPError
-except ImportError as e:  # pragma: no cover - depends on the environment
-    raise MissingDependencyError(
-        "the MCP server needs the official MCP SDK; install it with `pip install 'ctxnb[mcp]'`"
-    ) from e
+from ._mcp_sdk import MCPError, anyio, types
 
 if TYPE_CHECKING:
     from mcp.server.context import ServerRequestContext

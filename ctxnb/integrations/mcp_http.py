@@ -12,15 +12,8 @@ import os
 import socket
 from typing import Any
 
-from ..errors import ConfigError, MissingDependencyError
-
-try:
-    from mcp.server.lowlevel import Server
-    from mcp.server.transport_security import TransportSecuritySettings
-except ImportError as e:  # pragma: no cover - depends on the environment
-    raise MissingDependencyError(
-        "the MCP server needs the official MCP SDK; install it with `pip install 'ctxnb[mcp]'`"
-    ) from e
+from ..errors import ConfigError
+from ._mcp_sdk import Server, TransportSecuritySettings
 
 __all__ = [
     "TOKEN_ENV",

@@ -47,25 +47,21 @@ from ..embedding import DEFAULT, HybridIndex
 from ..errors import (
     ConfigError,
     CtxnbError,
-    MissingDependencyError,
     NotFoundError,
     RegistryError,
 )
 from ..redaction import redact_data, redact_text
 from ..tools.schemas import ToolInfo
-
-try:
-    import anyio
-    import anyio.from_thread
-    import httpx2
-    import mcp_types as types
-    from mcp.client.session import ClientSession
-    from mcp.client.stdio import StdioServerParameters, get_default_environment, stdio_client
-    from mcp.client.streamable_http import streamable_http_client
-except ImportError as e:  # pragma: no cover - depends on the environment
-    raise MissingDependencyError(
-        "the MCP registry needs the official MCP SDK; install it with `pip install 'ctxnb[mcp]'`"
-    ) from e
+from ._mcp_sdk import (
+    ClientSession,
+    StdioServerParameters,
+    anyio,
+    get_default_environment,
+    httpx2,
+    stdio_client,
+    streamable_http_client,
+    types,
+)
 
 if TYPE_CHECKING:
     from ..govern.intents import Intent

@@ -54,25 +54,14 @@ from urllib.parse import quote, unquote
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from ..errors import MissingDependencyError, NotFoundError, PolicyError
+from ..errors import NotFoundError, PolicyError
 from ..govern.approval import Approver
 from ..redaction import redact_data, redact_text
 from ..tools.schemas import ToolInfo
+from ._mcp_sdk import MCPError, Server, anyio, types
 from .mcp_approval import DenyDestructiveApprover, ElicitationApprover
 from .mcp_http import BearerTokenMiddleware, check_bind, http_app, is_loopback, transport_security
 from .model_text import error_text, tool_text
-
-try:
-    import anyio
-    import anyio.from_thread
-    import anyio.to_thread
-    import mcp_types as types
-    from mcp.server.lowlevel import Server
-    from mcp.shared.exceptions import MCPError
-except ImportError as e:  # pragma: no cover - depends on the environment
-    raise MissingDependencyError(
-        "the MCP server needs the official MCP SDK; install it with `pip install 'ctxnb[mcp]'`"
-    ) from e
 
 if TYPE_CHECKING:
     from mcp.server.context import ServerRequestContext
