@@ -8,6 +8,8 @@ tests run their checks over it as extra cases. Nothing may depend on it.
 
 from __future__ import annotations
 
+import os
+import time
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parent.parent
@@ -30,3 +32,24 @@ def trajectory_files(kind: str, pattern: str) -> list[Path]:
         for p in sorted((d / "trajectories" / kind).glob(pattern)):
             seen.setdefault(p.name, p)
     return list(seen.values())
+
+
+def age_files(root: Path, seconds: float = 60) -> None:
+    """Set every regular file below ``root`` (not ``.ctxnb``) ``seconds`` into the past,
+    out of the stat cache's racy window."""
+    old = time.time() - seconds
+    for p in root.rglob("*"):
+        if p.is_file() and not p.is_symlink() and ".ctxnb" not in p.parts:
+            os.utime(p, (old, old))
+
+
+def swap_inode_keeping_stat(path: Path, old: str, new: str) -> os.stat_result:
+    """Replace ``path`` by a new inode whose text has ``old`` replaced by ``new`` (same
+    length), with the same mtime: what a stat cache must still tell apart. Returns the
+    stat from before."""
+    st = path.stat()
+    tmp = path.with_name(path.name + ".new")
+    tmp.write_text(path.read_text().replace(old, new))
+    os.utime(tmp, ns=(st.st_atime_ns, st.st_mtime_ns))
+    os.replace(tmp, path)
+    return st

@@ -3,6 +3,7 @@ import shutil
 import time
 
 import pytest
+from _data import age_files, swap_inode_keeping_stat
 
 from ctxnb import Workspace
 from ctxnb.errors import StoreError
@@ -194,13 +195,6 @@ def test_a_failed_batch_write_stops_the_index_and_commits_nothing(sample_ws):
     assert not (sample_ws / ".ctxnb" / "statcache.json").exists()
 
 
-def _age_tree(root, seconds=60):
-    old = time.time() - seconds
-    for p in root.rglob("*"):
-        if p.is_file() and not p.is_symlink() and ".ctxnb" not in p.parts:
-            os.utime(p, (old, old))
-
-
 def test_reindex_fast_path_still_refuses_what_appears_between_walks(sample_ws, tmp_path):
     # The walk remembers each name's lexical judgment; a name judged fine once must
     # still be refused when it becomes a link, and a new denied name is refused too.
@@ -209,7 +203,7 @@ def test_reindex_fast_path_still_refuses_what_appears_between_walks(sample_ws, t
     (outside / "secret.txt").write_text("OUTSIDE-SECRET\n")
     ws = Workspace.open(sample_ws)
     ws.index(progress=False)
-    _age_tree(sample_ws)
+    age_files(sample_ws)
     ws.index(progress=False)
     (sample_ws / "README.md").unlink()
     (sample_ws / "README.md").symlink_to(outside / "secret.txt")
@@ -233,14 +227,10 @@ def test_reindex_detects_inode_swap_with_same_size_and_mtime(sample_ws):
     # mtime is still re-hashed: the stat cache compares the inode and ctime too.
     ws = Workspace.open(sample_ws)
     ws.index(progress=False)
-    _age_tree(sample_ws)
+    age_files(sample_ws)
     ws.index(progress=False)
     p = sample_ws / "config" / "settings.toml"
-    st = p.stat()
-    tmp = p.with_name("settings.new")
-    tmp.write_text(p.read_text().replace("EUR", "USD"))
-    os.utime(tmp, ns=(st.st_atime_ns, st.st_mtime_ns))
-    os.replace(tmp, p)
+    st = swap_inode_keeping_stat(p, "EUR", "USD")
     assert (p.stat().st_size, p.stat().st_mtime_ns) == (st.st_size, st.st_mtime_ns)
     rep = ws.index(progress=False)
     assert rep.changed_paths == {"config/settings.toml": "updated"}
@@ -254,7 +244,7 @@ def test_a_replaced_stat_cache_file_is_read_again(sample_ws):
 
     ws = Workspace.open(sample_ws)
     ws.index(progress=False)
-    _age_tree(sample_ws)
+    age_files(sample_ws)
     ws.index(progress=False)
     assert ws.index(progress=False).hashed == 0
     path = sample_ws / ".ctxnb" / "statcache.json"

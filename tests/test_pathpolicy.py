@@ -587,9 +587,8 @@ def _swapper(stop: threading.Event, swap: Callable[[], None]) -> threading.Threa
     return t
 
 
-@pytest.mark.timeout(60)
-def test_concurrent_dir_symlink_swaps_never_escape(env: Env) -> None:
-    (env.outside / "f.txt").write_bytes(SECRET)
+def _swap_sub_with_link(env: Env, stop: threading.Event) -> threading.Thread:
+    """Swap ``sub`` with a link to the outside directory and back until ``stop``."""
     real, link = env.ws / "sub_real", env.ws / "sub_link"
     os.symlink(env.outside, link)
     sub = env.ws / "sub"
@@ -600,8 +599,14 @@ def test_concurrent_dir_symlink_swaps_never_escape(env: Env) -> None:
         os.rename(sub, link)
         os.rename(real, sub)
 
+    return _swapper(stop, swap)
+
+
+@pytest.mark.timeout(60)
+def test_concurrent_dir_symlink_swaps_never_escape(env: Env) -> None:
+    (env.outside / "f.txt").write_bytes(SECRET)
     stop = threading.Event()
-    t = _swapper(stop, swap)
+    t = _swap_sub_with_link(env, stop)
     outcomes = {"read": 0, "refused": 0, "missing": 0}
     try:
         for i in range(400):
@@ -901,18 +906,8 @@ def test_stat_many_refuses_a_parent_swapped_for_a_symlink_between_calls(env: Env
 def test_stat_many_under_concurrent_dir_symlink_swaps_never_sees_outside(env: Env) -> None:
     (env.outside / "f.txt").write_bytes(SECRET)
     outside_ino = (env.outside / "f.txt").stat().st_ino
-    real, link = env.ws / "sub_real", env.ws / "sub_link"
-    os.symlink(env.outside, link)
-    sub = env.ws / "sub"
-
-    def swap() -> None:
-        os.rename(sub, real)
-        os.rename(link, sub)  # now sub -> outside
-        os.rename(sub, link)
-        os.rename(real, sub)
-
     stop = threading.Event()
-    t = _swapper(stop, swap)
+    t = _swap_sub_with_link(env, stop)
     seen: set[str] = set()
     try:
         for _ in range(300):

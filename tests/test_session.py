@@ -3,6 +3,7 @@ import shutil
 import time
 
 import pytest
+from _data import age_files, swap_inode_keeping_stat
 
 from ctxnb import Workspace
 from ctxnb.errors import NotFoundError
@@ -236,13 +237,6 @@ def test_reassembly_is_deterministic(ws):
     assert s.assemble(record=False).hash == s.assemble(record=False).hash
 
 
-def _aged(root, seconds=60):
-    old = time.time() - seconds
-    for p in root.rglob("*"):
-        if p.is_file() and not p.is_symlink() and ".ctxnb" not in p.parts:
-            os.utime(p, (old, old))
-
-
 def test_resume_fast_path_refuses_links_and_sees_inode_swaps(tmp_path, sample_ws):
     # A resumed session stats its files in one batch; a parent directory or a file
     # swapped for a link is orphaned (never read), and a file replaced by another
@@ -257,19 +251,14 @@ def test_resume_fast_path_refuses_links_and_sees_inode_swaps(tmp_path, sample_ws
     readme = s.add_path("README.md")
     toml = s.add_path("config/settings.toml")
     s.save()
-    _aged(sample_ws)
+    age_files(sample_ws)
     ws.session("fast")  # records the stats
     assert ws.session("fast").last_resume.hashed == 0
     (sample_ws / "inventory").rename(tmp_path / "inventory-moved")
     (sample_ws / "inventory").symlink_to(outside / "inventory", target_is_directory=True)
     (sample_ws / "README.md").unlink()
     (sample_ws / "README.md").symlink_to(outside / "README.md")
-    p = sample_ws / "config" / "settings.toml"
-    st = p.stat()
-    tmp = p.with_name("settings.new")
-    tmp.write_text(p.read_text().replace("EUR", "USD"))
-    os.utime(tmp, ns=(st.st_atime_ns, st.st_mtime_ns))
-    os.replace(tmp, p)
+    swap_inode_keeping_stat(sample_ws / "config" / "settings.toml", "EUR", "USD")
     r = ws.session("fast")
     assert sorted(r.last_resume.orphaned) == sorted([models, readme])
     assert r.last_resume.updated == [toml]
