@@ -27,6 +27,7 @@ import json
 import logging
 import os
 import secrets
+import stat
 import threading
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
@@ -208,9 +209,15 @@ class ObjectStore:
 
     def _open(self, create: bool) -> None:
         marker = os.path.join(self._dir, MARKER)
-        if not os.path.isdir(self._dir):
-            if os.path.exists(self._dir):
-                raise StoreError(f"{self._dir} exists and is not a directory; pass a store path")
+        # One stat, not isdir() then exists(): another process may create the directory
+        # between two checks, and this one must then open it, not call it a file.
+        try:
+            is_dir: bool | None = stat.S_ISDIR(os.stat(self._dir).st_mode)
+        except FileNotFoundError:
+            is_dir = None
+        if is_dir is False:
+            raise StoreError(f"{self._dir} exists and is not a directory; pass a store path")
+        if is_dir is None:
             if not create:
                 raise StoreError(
                     f"no ctxnb store at {self._dir}; create one with ObjectStore(path) "

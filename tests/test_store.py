@@ -945,6 +945,17 @@ def test_a_store_half_created_by_another_process_is_finished_not_refused(tmp_pat
         ObjectStore(path.with_name("missing"), create=False)
 
 
+def test_a_file_where_the_store_should_be_is_refused_and_kept(tmp_path: Path) -> None:
+    path = tmp_path / "store"
+    path.write_bytes(b"not a store")
+    with pytest.raises(StoreError, match="exists and is not a directory"):
+        ObjectStore(path)
+    assert path.read_bytes() == b"not a store"
+    with pytest.raises(StoreError, match="no ctxnb store"):
+        ObjectStore(tmp_path / "missing", create=False)
+    assert not (tmp_path / "missing").exists()
+
+
 def test_processes_creating_one_store_at_once_all_open_it(tmp_path: Path) -> None:
     path = tmp_path / "store"
     code = (
