@@ -201,7 +201,7 @@ def build_trace_record(
     if repo_root is not None:
         repo_root = Path(repo_root)
         rel_path, git_root = _relative_path(file_path, repo_root)
-        revision = git_head_revision(git_root) if git_root is not None else None
+        revision = _head_revision_at(git_root) if git_root is not None else None
 
     metadata: dict[str, Any] = {"intent_id": intent_id}
     if session_id:
@@ -272,26 +272,29 @@ def _envelope(timestamp: str, revision: str | None) -> dict[str, Any]:
 
 def _relative_path(file_path: str, repo_root: Path) -> tuple[str, Path | None]:
     """The path relative to the git root (or to repo_root outside git), and the git root."""
-    root = repo_root.resolve()
-    candidate = Path(file_path)
-    full = candidate if candidate.is_absolute() else root / candidate
-    full = Path(os.path.normpath(full))
+    # os.path on strings: this runs for every trace record, and pathlib costs several
+    # times more for the same answer.
+    root = os.path.realpath(repo_root)
+    full = os.path.normpath(os.path.join(root, file_path))
     git_root = _find_git_root(root)
     base = git_root or root
-    try:
-        rel = full.relative_to(base)
-    except ValueError:
-        raise ValueError(f"{file_path!r} is outside the repository root {base}") from None
-    if str(rel) == ".":
+    rel = os.path.relpath(full, base) if full.startswith(base) else ".."
+    if rel == ".." or rel.startswith("../"):
+        raise ValueError(f"{file_path!r} is outside the repository root {base}")
+    if rel == ".":
         raise ValueError(f"{file_path!r} names the repository root, not a file")
-    return PurePosixPath(*rel.parts).as_posix(), git_root
+    return PurePosixPath(rel).as_posix(), Path(git_root) if git_root else None
 
 
-def _find_git_root(start: Path) -> Path | None:
-    for directory in (start, *start.parents):
-        if (directory / ".git").exists():
+def _find_git_root(start: str) -> str | None:
+    directory = start
+    while True:
+        if os.path.exists(os.path.join(directory, ".git")):
             return directory
-    return None
+        parent = os.path.dirname(directory)
+        if parent == directory:
+            return None
+        directory = parent
 
 
 _SHA_RE = re.compile(r"^[0-9a-f]{40}([0-9a-f]{24})?$")
@@ -308,9 +311,12 @@ def git_head_revision(repo_root: str | Path) -> str | None:
         >>> git_head_revision(tempfile.mkdtemp()) is None
         True
     """
-    root = _find_git_root(Path(repo_root).resolve())
-    if root is None:
-        return None
+    root = _find_git_root(os.path.realpath(repo_root))
+    return None if root is None else _head_revision_at(Path(root))
+
+
+def _head_revision_at(root: Path) -> str | None:
+    """The ``HEAD`` revision of the repository whose top directory is ``root``."""
     # Every trace record needs the revision: remember it, and trust the memory while
     # the files it was read from (HEAD, the ref, packed-refs) have not changed.
     cached = _HEAD_CACHE.get(root)
