@@ -567,11 +567,27 @@ def test_pre_tool_use_loads_only_the_policy_path(name, ws, payloads):
 
 
 # -- settings ------------------------------------------------------------------------------
-def test_hook_sandbox_defaults_match_the_config():
-    # The sandbox settings are still spelled out in the hook (pydantic stays out of it).
+def test_hook_sandbox_defaults_match_the_config(tmp_path):
+    # Without a configuration the hook builds its sandbox from an empty section (pydantic
+    # stays out of it): every default then comes from Sandbox.from_settings, and must be
+    # the configuration's default.
     from ctxnb.config import CtxnbConfig
+    from ctxnb.sandbox import Sandbox
 
-    assert hooks_mod._DEFAULT_SETTINGS["sandbox"] == CtxnbConfig().sandbox.model_dump()
+    def shape(sb):
+        return (sb.backend, sb.network, sb.env_allow, sb.read_paths, sb.limits)
+
+    hook = Sandbox.from_settings(tmp_path, hooks_mod._DEFAULT_SETTINGS["sandbox"])
+    config = Sandbox.from_settings(tmp_path, CtxnbConfig().sandbox.model_dump())
+    assert shape(hook) == shape(config)
+    # And a setting given in either form reaches the sandbox the same way.
+    given = {"network": True, "env": ["LANG"], "max_file_mb": 8}
+    both = [
+        Sandbox.from_settings(tmp_path, given),
+        Sandbox.from_settings(tmp_path, CtxnbConfig(sandbox=given).sandbox.model_dump()),
+    ]
+    assert shape(both[0]) == shape(both[1])
+    assert both[0].network and both[0].env_allow == ["LANG"] and both[0].limits.max_file_mb == 8
 
 
 def test_settings_from_ctxnb_toml_are_used_and_cached(ws, payloads, run):

@@ -125,16 +125,9 @@ _DEFAULT_SETTINGS: dict[str, Any] = {
     "model_id": None,
     "breaker_threshold": DEFAULT_BREAKER_THRESHOLD,
     "sensitive": [],
-    "sandbox": {
-        "backend": "bwrap",
-        "network": False,
-        "env": [],
-        "read_paths": [],
-        "max_memory_mb": 8192,
-        "max_file_mb": 1024,
-        "max_processes": 4096,
-        "max_open_files": 4096,
-    },
+    # Without a configuration every [sandbox] key takes its default in
+    # Sandbox.from_settings (defined once there, not copied here).
+    "sandbox": {},
 }
 _ORCHESTRATION = ".orchestration"
 _MAX_TRACE_READ = 20 * 1024 * 1024

@@ -154,19 +154,9 @@ def _cmd_sandbox(ns: argparse.Namespace) -> int:
         intent = get_intent(_load_intents(root, states), ns.intent, where=_intents_file(root))
         return _exec_governed(root, intent.id, argv, cwd, ns)
     from ..redaction import redact
-    from ..sandbox import Sandbox, SandboxLimits
+    from ..sandbox import Sandbox
 
-    sb_cfg = dict(settings.get("sandbox") or {})
-    limits = {k: sb_cfg.pop(k) for k in list(sb_cfg) if k.startswith("max_")}
-    sb = Sandbox(
-        root,
-        deny=settings["deny"],
-        backend=sb_cfg.get("backend", "bwrap"),
-        network=bool(sb_cfg.get("network")),
-        env_allow=sb_cfg.get("env") or (),
-        read_paths=sb_cfg.get("read_paths") or (),
-        limits=SandboxLimits(**limits),
-    )
+    sb = Sandbox.from_settings(root, settings.get("sandbox") or {}, deny=settings["deny"])
     res = sb.run(argv, cwd=cwd, timeout=ns.timeout, redact=lambda s: redact(s).text).result
     return _finish(res.stdout, res.stderr, res.returncode, res.timed_out, None)
 

@@ -718,25 +718,16 @@ class HookEngine:
     def sandbox(self) -> Any:
         """The :class:`~ctxnb.sandbox.Sandbox` for the selected intent (nothing writable
         without one), configured by ``[sandbox]``."""
-        from ..sandbox import Sandbox, SandboxLimits
+        from ..sandbox import Sandbox
 
-        cfg = self.workspace.config.sandbox
         intent = self.current_intent()
-        return Sandbox(
+        return Sandbox.from_settings(
             self.root,
+            self.workspace.config.sandbox.model_dump(),
             owned_scope=intent.owned_scope if intent is not None else (),
             in_scope=intent.in_scope if intent is not None else None,
             deny=self.tools.policy.deny,
-            backend=cfg.backend,
-            network=cfg.network or bool(intent is not None and intent.network),
-            env_allow=cfg.env,
-            read_paths=cfg.read_paths,
-            limits=SandboxLimits(
-                max_memory_mb=cfg.max_memory_mb,
-                max_file_mb=cfg.max_file_mb,
-                max_processes=cfg.max_processes,
-                max_open_files=cfg.max_open_files,
-            ),
+            network=bool(intent is not None and intent.network),
         )
 
     def run_sandboxed(

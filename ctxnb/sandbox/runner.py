@@ -29,7 +29,7 @@ import tempfile
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Literal
+from typing import Any, Literal
 
 from ..errors import NotFoundError, SandboxError
 from .observe import FileChange, Snapshot, diff_snapshots, take_snapshot
@@ -111,6 +111,9 @@ def check_bwrap(bwrap: str | None = None) -> str:
     return exe
 
 
+_LIMIT_KEYS = ("max_memory_mb", "max_file_mb", "max_processes", "max_open_files")
+
+
 class Sandbox:
     """Runs commands in one workspace, writable only where the scope says.
 
@@ -158,6 +161,50 @@ class Sandbox:
         self.read_paths = list(read_paths)
         self.limits = limits
         self.env = env
+
+    @classmethod
+    def from_settings(
+        cls,
+        root: str | os.PathLike[str],
+        settings: Mapping[str, Any],
+        *,
+        owned_scope: Sequence[str] = (),
+        in_scope: Callable[[str], bool] | None = None,
+        deny: Sequence[str] | None = None,
+        network: bool = False,
+    ) -> Sandbox:
+        """The sandbox a ``[sandbox]`` section describes, as a mapping (the configuration
+        model's dump, or the settings the Claude Code hooks cache); a missing key takes
+        its default here, in one place.
+
+        Args:
+            root: the workspace root.
+            settings: ``backend``, ``network``, ``env``, ``read_paths`` and the
+                ``max_*`` limits of :class:`SandboxLimits`.
+            owned_scope: the selected intent's scope (writable).
+            in_scope: see the class.
+            deny: the deny list (None: the default).
+            network: let commands reach the network even when ``settings`` does not
+                (the intent asks for it).
+
+        Example:
+            >>> import tempfile
+            >>> sb = Sandbox.from_settings(tempfile.mkdtemp(), {"max_file_mb": 8})
+            >>> sb.backend, sb.network, sb.limits.max_file_mb, sb.limits.max_processes
+            ('bwrap', False, 8, 4096)
+        """
+        limits = {k: settings[k] for k in _LIMIT_KEYS if k in settings}
+        return cls(
+            root,
+            owned_scope=owned_scope,
+            in_scope=in_scope,
+            deny=deny,
+            backend=settings.get("backend", "bwrap"),
+            network=network or bool(settings.get("network")),
+            env_allow=settings.get("env") or (),
+            read_paths=settings.get("read_paths") or (),
+            limits=SandboxLimits(**limits),
+        )
 
     def in_scope(self, rel: str) -> bool:
         """Whether a command may change ``rel`` (workspace-relative)."""
