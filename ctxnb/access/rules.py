@@ -46,15 +46,8 @@ rule's name):
 * ``not-allowed``: when allow globs are given, a file must match one of them
   (case-sensitively, gitignore semantics). Directories are not subject to allow globs;
   :meth:`PathPolicy.iter_files` only yields allowed files.
-* ``symlink``: ctxnb follows no symbolic link below a root, not even one that stays
-  inside it. Go's ``os.Root`` follows in-root links while resolution never leaves the
-  root; ctxnb is stricter because an in-root link makes one file reachable under two
-  names, and ``ok -> .git`` would walk straight past the deny globs. The root itself is
-  resolved once, with ``os.path.realpath``, when the policy is made.
-* ``special-file``: FIFOs, sockets and device nodes are never opened (a FIFO would
-  block a reader forever; a device open can have side effects). ``not-a-regular-file``
-  refuses a directory where a file is needed; ``trailing-slash`` a file named with a
-  trailing ``/``.
+* ``symlink``, ``special-file``, ``not-a-regular-file`` and ``trailing-slash`` are the
+  rules of the I/O itself; :mod:`ctxnb.access.fdio` states them.
 * Percent-encoded names are literal names: ``%2e%2e%2f`` is a file called
   ``%2e%2e%2f`` inside the root, never decoded.
 * ``governance:<glob>``: a policy made for an agent (``protect=GOVERNANCE``) refuses
