@@ -41,6 +41,22 @@ def _priced() -> PriceTable:
     )
 
 
+def test_a_live_run_prints_nothing_of_litellm_s_own(
+    tmp_path: Path, capfd: pytest.CaptureFixture[str]
+) -> None:
+    # A notebook stores what a cell prints: a live run must not depend on what a litellm
+    # release prints (its provider-list banner for a model it cannot place, say).
+    from ctxnb.live import ScriptedModelServer, run_task, sample_task
+    from ctxnb.live.run import sample_script
+
+    task = sample_task(tmp_path)
+    with ScriptedModelServer(sample_script()) as server:
+        result = run_task(tmp_path, task, prices=_priced(), retries=1, **server.model_args)
+    assert result.passed
+    out, err = capfd.readouterr()
+    assert "Provider List" not in out + err and "litellm" not in out.lower()
+
+
 def test_the_scripted_run_solves_the_sample_task_through_ctxnb(tmp_path: Path) -> None:
     from ctxnb.live import ScriptedModelServer, run_task, sample_task
     from ctxnb.live.run import SYSTEM_PROMPT, sample_script

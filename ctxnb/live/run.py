@@ -30,7 +30,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from ..errors import ConfigError, MissingDependencyError
-from ..llm import CallUsage, call_usage, offline_environment
+from ..llm import CallUsage, call_usage, litellm_module, offline_environment
 from ..prices import resolve_prices
 from ..replay._shell import FileMemory, parse_command
 from ..replay.model import Action, Step, Trajectory, Usage
@@ -155,6 +155,10 @@ def sample_script() -> list[dict[str, Any]]:
 
 def _minisweagent() -> Any:
     offline_environment()
+    # litellm prints a provider-list banner when it cannot place a model (cost lookups
+    # do this for every custom name); set its switch before mini-swe-agent uses it, so
+    # no live-run path depends on what a litellm release prints.
+    litellm_module()
     try:
         import minisweagent.agents.default as agents
         import minisweagent.environments.local as local
