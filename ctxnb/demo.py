@@ -54,23 +54,29 @@ def _git(root: Path, *args: str) -> bool:
     return proc.returncode == 0
 
 
+# The sample's tests are unittest cases: the demo needs the core install only, no pytest.
+RUN_TESTS = "python -m unittest discover -q -s tests"
+
+
 def _call(tools: Any, name: str, args: dict[str, Any]) -> dict[str, Any]:
     shown = ", ".join(f"{k}={v!r}" if len(repr(v)) < 50 else f"{k}=…" for k, v in args.items())
     out = tools.dispatch(name, args)
     if out["ok"]:
         res = out["result"]
+        # A command that ran but failed is shown as a failure, not as a ✓.
+        mark = "✗" if isinstance(res, dict) and res.get("returncode", 0) != 0 else "✓"
         if isinstance(res, dict) and "sha256" in res and "content" in res:
             brief = f"{res.get('total_lines')} lines, sha256 {res['sha256'][:12]}…"
         elif isinstance(res, dict) and "success" in res:
             brief = res["message"]
         elif isinstance(res, dict) and "returncode" in res:
-            tail = (res["stdout"].strip().splitlines() or [""])[-1]
-            brief = f"exit {res['returncode']}: {tail}"
+            lines = res["stdout"].strip().splitlines() or res["stderr"].strip().splitlines()
+            brief = f"exit {res['returncode']}: " + " ".join(ln for ln in lines[-3:] if ln)
         elif isinstance(res, str):
             brief = res.splitlines()[0] + f" … ({len(res.splitlines())} lines)"
         else:
             brief = str(res)[:80]
-        print(f"  ✓ {name}({shown})\n      {brief}")
+        print(f"  {mark} {name}({shown})\n      {brief}")
     else:
         print(f"  ✗ {name}({shown})\n      REFUSED {out['error_code']}: {out['message']}")
         print(f"      required action: {out['required_action']}")
@@ -84,7 +90,8 @@ def run(base: Path) -> None:
         and _git(root, "add", "-A")
         and _git(root, "commit", "-q", "-m", "tinyinv 0.3.0")
     )
-    print(f"sample workspace: {root}" + (" (a git repository)" if has_git else ""))
+    git_note = ", a git repository" if has_git else ""
+    print(f"sample workspace: a temporary copy of tinyinv{git_note}")
 
     _h("1. index the workspace")
     ws = Workspace.open(root)
@@ -122,8 +129,8 @@ def run(base: Path) -> None:
     test = _call(tools, "read_file", {"path": "tests/test_models.py"})
     test_text = test["result"]["content"]
     extra = (
-        "\n\ndef test_default_reorder_level_is_ten():\n"
-        '    assert Item("A", "a", 1).reorder_level == 10\n'
+        "\n    def test_default_reorder_level_is_ten(self):\n"
+        '        self.assertEqual(Item("A", "a", 1).reorder_level, 10)\n'
     )
     _call(
         tools,
@@ -134,7 +141,7 @@ def run(base: Path) -> None:
             "expected_sha256": test["result"]["sha256"],
         },
     )
-    _call(tools, "run_command", {"cmd": f"{sys.executable} -m pytest -q -p no:cacheprovider"})
+    _call(tools, "run_command", {"cmd": RUN_TESTS})
     print("  a shell command runs confined (bubblewrap): only INT-001's scope is writable,")
     print("  .env is masked, no network, none of the caller's secret variables:")
     confined = _call(

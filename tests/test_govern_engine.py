@@ -274,7 +274,7 @@ def test_intent_map_and_agent_md_updated(gov):
     rec = ledger(gov)[-1]
     assert rec["metadata"]["mutation_class"] == "INTENT_EVOLUTION"
     r = t.read_file("tests/test_models.py")
-    broken = r.content.replace("== 7", "== 8")
+    broken = r.content.replace("7)", "8)")
     res = t.write_file("tests/test_models.py", broken, expected_sha256=r.sha256)
     assert res.success and res.feedback and res.feedback[0]["returncode"] != 0
     assert "python -m pytest" in res.feedback[0]["command"]
