@@ -389,8 +389,20 @@ def _trace_table(path: Path) -> tuple[pa.Table, int]:
             f"no trace ledger at {str(path)!r}; a governed workspace keeps it in "
             ".orchestration/agent_trace.jsonl"
         ) from None
+    return _jsonl_table(data)
+
+
+def _jsonl_table(data: bytes) -> tuple[pa.Table, int]:
     records, skipped = _read_records(data)
     return _encode(_flatten(records)), skipped
+
+
+def trace_frame_from_jsonl(data: bytes) -> pd.DataFrame:
+    """:func:`load_trace`'s frame of ledger records given as JSON-lines bytes."""
+    table, skipped = _jsonl_table(data)
+    df = _to_pandas(table)
+    df.attrs["skipped_lines"] = skipped
+    return df
 
 
 def _ledger_path(source: str | os.PathLike[str] | TraceLedger | Workspace) -> Path:

@@ -1,0 +1,377 @@
+"""OpenTelemetry export: sessions, tool calls, model calls and ledger records as GenAI spans.
+
+Observability tools researchers already use (Arize Phoenix, Langfuse, Jaeger, any OTLP
+collector) read OpenTelemetry spans in the GenAI semantic conventions. ctxnb writes:
+
+* one ``invoke_agent`` span per session (``gen_ai.conversation.id`` is the session id);
+* one ``execute_tool`` span per audited tool call, a child of its session's span, with
+  ``gen_ai.tool.name``, the arguments as recorded in the audit log, the intent id and,
+  for a refused call, ``error.type`` and an error status;
+* one ``agent_trace.record`` event per Agent Trace record on its session's span, carrying
+  the whole record (``ctxnb.agent_trace.record``, JSON) and its intent, files, tool and
+  context ids as attributes, so the ledger can be rebuilt from the spans
+  (:func:`trace_frame_from_spans` gives the frame :func:`ctxnb.analysis.load_trace` gives);
+* for a trajectory (a replay or a live run), one ``chat`` span per model call with the
+  model and token usage, and one ``execute_tool`` span per action.
+
+Spans are built as plain data first (:class:`SpanData`), then emitted through the
+``opentelemetry-sdk`` with their recorded times, to any ``SpanExporter``, to an OTLP/HTTP
+endpoint, or to a file in the OTLP JSON-lines format. Every text attribute passes through
+ctxnb's redaction on the way out. Needs ``pip install 'ctxnb[otel]'``.
+
+Example:
+    >>> from ctxnb.telemetry import SpanData
+    >>> s = SpanData(key="s1", parent=None, name="invoke_agent ctxnb", start_ns=1, end_ns=2)
+    >>> s.attributes
+    {}
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+import os
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from ._jsonl import iter_jsonl
+from .errors import MissingDependencyError
+from .redaction import redact_text
+
+if TYPE_CHECKING:
+    import pandas as pd
+
+    from .replay.model import Trajectory
+
+__all__ = [
+    "SpanData",
+    "TelemetryReport",
+    "export_spans",
+    "export_workspace",
+    "trace_frame_from_spans",
+    "trajectory_spans",
+    "workspace_spans",
+]
+
+AGENT_NAME = "ctxnb"
+RECORD_EVENT = "agent_trace.record"
+RECORD_ATTRIBUTE = "ctxnb.agent_trace.record"
+# A trajectory records no times; its steps are laid out one second apart from its start.
+STEP_SPACING = timedelta(seconds=1)
+
+Attributes = dict[str, Any]
+
+
+@dataclass(frozen=True)
+class SpanData:
+    """One span, before it is emitted: ``parent`` names another span's ``key``."""
+
+    key: str
+    parent: str | None
+    name: str
+    start_ns: int
+    end_ns: int
+    attributes: Attributes = field(default_factory=dict)
+    events: tuple[tuple[str, int, Attributes], ...] = ()
+    error: str | None = None
+
+
+@dataclass(frozen=True)
+class TelemetryReport:
+    """What an export sent: the number of spans and events, and where they went."""
+
+    spans: int
+    events: int
+    destination: str
+
+    def __str__(self) -> str:
+        return f"exported {self.spans} spans and {self.events} events to {self.destination}"
+
+
+def _ns(ts: str | datetime) -> int:
+    when = datetime.fromisoformat(ts.replace("Z", "+00:00")) if isinstance(ts, str) else ts
+    if when.tzinfo is None:
+        when = when.replace(tzinfo=UTC)
+    return int(when.timestamp() * 1e9)
+
+
+def _text(value: Any) -> str:
+    return redact_text(value if isinstance(value, str) else json.dumps(value, sort_keys=True))
+
+
+def _jsonl(path: Path) -> list[dict[str, Any]]:
+    try:
+        data = path.read_bytes()
+    except FileNotFoundError:
+        return []
+    return [rec for _, rec in iter_jsonl(data)]
+
+
+def _session_of(record: Mapping[str, Any]) -> str | None:
+    meta = record.get("metadata") or {}
+    if meta.get("session_id"):
+        return str(meta["session_id"])
+    for f in record.get("files") or []:
+        for conv in f.get("conversations") or []:
+            for rel in conv.get("related") or []:
+                url = str(rel.get("url", ""))
+                if url.startswith("urn:ctxnb:session:"):
+                    return url.removeprefix("urn:ctxnb:session:")
+    return None
+
+
+def _record_event(line: int, record: Mapping[str, Any]) -> tuple[str, int, Attributes]:
+    meta = record.get("metadata") or {}
+    attrs: Attributes = {
+        RECORD_ATTRIBUTE: _text(record),
+        # The ledger's order, which timestamps alone cannot give back (ties, clock steps).
+        "ctxnb.agent_trace.line": line,
+        "ctxnb.agent_trace.id": str(record.get("id", "")),
+        "ctxnb.files": [str(f.get("path", "")) for f in record.get("files") or []],
+    }
+    for key, name in (
+        ("intent_id", "ctxnb.intent_id"),
+        ("tool", "gen_ai.tool.name"),
+        ("mutation_class", "ctxnb.mutation_class"),
+        ("context_id", "ctxnb.context_id"),
+        ("turn", "ctxnb.turn"),
+    ):
+        if meta.get(key) is not None:
+            attrs[name] = meta[key] if isinstance(meta[key], int) else _text(meta[key])
+    return RECORD_EVENT, _ns(str(record.get("timestamp"))), attrs
+
+
+def workspace_spans(root: str | os.PathLike[str]) -> list[SpanData]:
+    """The spans of a workspace's audit log and trace ledger, sessions first.
+
+    Reads ``.ctxnb/audit.jsonl`` and ``.orchestration/agent_trace.jsonl`` (either may be
+    missing); a line cut by a crash is skipped, as every ctxnb reader does.
+    """
+    root = Path(root)
+    calls = _jsonl(root / ".ctxnb" / "audit.jsonl")
+    records = _jsonl(root / ".orchestration" / "agent_trace.jsonl")
+    children: dict[str | None, list[SpanData]] = {}
+    events: dict[str | None, list[tuple[str, int, Attributes]]] = {}
+    for i, call in enumerate(calls):
+        if "ts" not in call:
+            continue
+        end = _ns(str(call["ts"]))
+        start = end - int(float(call.get("duration_ms") or 0) * 1e6)
+        session = call.get("session_id")
+        tool = str(call.get("tool", "unknown"))
+        attrs: Attributes = {
+            "gen_ai.operation.name": "execute_tool",
+            "gen_ai.tool.name": tool,
+            "gen_ai.tool.type": "function",
+            "gen_ai.tool.call.arguments": _text(call.get("args") or {}),
+            "ctxnb.caller": _text(call.get("caller") or ""),
+        }
+        if call.get("intent_id"):
+            attrs["ctxnb.intent_id"] = _text(call["intent_id"])
+        error = None if call.get("success", True) else str(call.get("error_code") or "error")
+        if error:
+            attrs["error.type"] = error
+        key = f"call:{i}"
+        children.setdefault(session, []).append(
+            SpanData(
+                key, f"session:{session}", f"execute_tool {tool}", start, end, attrs, (), error
+            )
+        )
+    for line, record in enumerate(records):
+        events.setdefault(_session_of(record), []).append(_record_event(line, record))
+    spans: list[SpanData] = []
+    for session in sorted(set(children) | set(events), key=lambda s: (s is None, s or "")):
+        kids, evs = children.get(session, []), events.get(session, [])
+        times = [t for k in kids for t in (k.start_ns, k.end_ns)] + [e[1] for e in evs]
+        attrs = {"gen_ai.operation.name": "invoke_agent", "gen_ai.agent.name": AGENT_NAME}
+        if session is not None:
+            attrs["gen_ai.conversation.id"] = _text(session)
+        spans.append(
+            SpanData(
+                f"session:{session}",
+                None,
+                f"invoke_agent {AGENT_NAME}",
+                min(times),
+                max(times),
+                attrs,
+                tuple(sorted(evs, key=lambda e: e[1])),
+            )
+        )
+        spans.extend(kids)
+    return spans
+
+
+def trajectory_spans(
+    trajectory: Trajectory,
+    *,
+    model: str | None = None,
+    calls: Sequence[Any] = (),
+    start: datetime | None = None,
+) -> list[SpanData]:
+    """The spans of one agent run: ``invoke_agent``, then a ``chat`` and a tool per step.
+
+    Args:
+        trajectory: a replayed or live run (``LiveResult.trajectory``).
+        model: the model's name, for ``gen_ai.request.model`` (else the trajectory's).
+        calls: the run's per-call usage (``LiveResult.calls``); it wins over the steps'.
+        start: the run's start; the steps are laid out one second apart from it.
+    """
+    model = model or str(trajectory.metadata.get("model") or "unknown")
+    t0 = start or datetime(1970, 1, 1, tzinfo=UTC)
+    run_key = f"run:{trajectory.id}"
+    spans: list[SpanData] = []
+    for step in trajectory.steps:
+        begin = _ns(t0 + step.index * STEP_SPACING)
+        mid, end = begin + 500_000_000, begin + 900_000_000
+        chat: Attributes = {
+            "gen_ai.operation.name": "chat",
+            "gen_ai.request.model": _text(model),
+            "gen_ai.conversation.id": _text(trajectory.id),
+        }
+        call = calls[step.index] if step.index < len(calls) else None
+        if call is not None:
+            chat["gen_ai.usage.input_tokens"] = int(call.prompt_tokens)
+            chat["gen_ai.usage.output_tokens"] = int(call.completion_tokens)
+            chat["gen_ai.usage.cache_read.input_tokens"] = int(call.cached_tokens)
+        elif step.usage is not None:
+            if step.usage.prompt_tokens is not None:
+                chat["gen_ai.usage.input_tokens"] = step.usage.prompt_tokens
+            if step.usage.completion_tokens is not None:
+                chat["gen_ai.usage.output_tokens"] = step.usage.completion_tokens
+        spans.append(SpanData(f"chat:{step.index}", run_key, f"chat {model}", begin, mid, chat))
+        tool: Attributes = {
+            "gen_ai.operation.name": "execute_tool",
+            "gen_ai.tool.name": step.action.tool,
+            "gen_ai.tool.type": "function",
+            "gen_ai.tool.call.arguments": _text(step.action.args),
+        }
+        if step.observation is not None:
+            tool["gen_ai.tool.call.result"] = _text(step.observation)
+        name = f"execute_tool {step.action.tool}"
+        spans.append(SpanData(f"tool:{step.index}", run_key, name, mid, end, tool))
+    first = spans[0].start_ns if spans else _ns(t0)
+    last = spans[-1].end_ns if spans else _ns(t0)
+    agent = {
+        "gen_ai.operation.name": "invoke_agent",
+        "gen_ai.agent.name": AGENT_NAME,
+        "gen_ai.conversation.id": _text(trajectory.id),
+        "gen_ai.request.model": _text(model),
+    }
+    return [SpanData(run_key, None, f"invoke_agent {AGENT_NAME}", first, last, agent), *spans]
+
+
+def _sdk() -> Any:
+    try:
+        from opentelemetry.sdk import trace as sdk_trace
+    except ImportError:
+        raise MissingDependencyError.for_extra("opentelemetry-sdk", "otel") from None
+    return sdk_trace
+
+
+class _OtlpJsonLinesExporter:
+    """Writes each batch as one line of OTLP JSON (the OpenTelemetry file-exporter format)."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+
+    def export(self, spans: Sequence[Any]) -> Any:
+        from google.protobuf.json_format import MessageToDict
+        from opentelemetry.exporter.otlp.proto.common.trace_encoder import encode_spans
+        from opentelemetry.sdk.trace.export import SpanExportResult
+
+        message = MessageToDict(encode_spans(spans))
+        # OTLP JSON writes ids as hex, where protobuf's JSON mapping writes base64.
+        for rs in message.get("resourceSpans", []):
+            for ss in rs.get("scopeSpans", []):
+                for span in ss.get("spans", []):
+                    for key in ("traceId", "spanId", "parentSpanId"):
+                        if key in span:
+                            span[key] = base64.b64decode(span[key]).hex()
+        with self.path.open("a", encoding="utf-8") as out:
+            out.write(json.dumps(message, separators=(",", ":")) + "\n")
+        return SpanExportResult.SUCCESS
+
+    def shutdown(self) -> None:
+        pass
+
+    def force_flush(self, timeout_millis: int = 30000) -> bool:
+        return True
+
+
+def export_spans(
+    spans: Iterable[SpanData],
+    *,
+    exporter: Any = None,
+    path: str | os.PathLike[str] | None = None,
+    endpoint: str | None = None,
+    service_name: str = AGENT_NAME,
+) -> TelemetryReport:
+    """Emit spans through the OpenTelemetry SDK with their recorded times.
+
+    Give exactly one destination: ``exporter`` (any ``SpanExporter``, such as the SDK's
+    ``InMemorySpanExporter``), ``path`` (OTLP JSON lines, appended) or ``endpoint`` (an
+    OTLP/HTTP traces URL such as ``http://127.0.0.1:4318/v1/traces``).
+    """
+    given = [x for x in (exporter, path, endpoint) if x is not None]
+    if len(given) != 1:
+        raise ValueError("export_spans needs exactly one of exporter=, path= or endpoint=")
+    sdk_trace = _sdk()
+    from opentelemetry import trace
+    from opentelemetry.sdk.resources import Resource
+    from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+
+    if path is not None:
+        exporter, destination = _OtlpJsonLinesExporter(Path(path)), str(path)
+    elif endpoint is not None:
+        from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter
+
+        exporter, destination = OTLPSpanExporter(endpoint=endpoint), endpoint
+    else:
+        destination = type(exporter).__name__
+    provider = sdk_trace.TracerProvider(resource=Resource.create({"service.name": service_name}))
+    provider.add_span_processor(SimpleSpanProcessor(exporter))
+    tracer = provider.get_tracer("ctxnb.telemetry")
+    ordered = list(spans)
+    live: dict[str, Any] = {}
+    n_events = 0
+    for data in ordered:  # parents come before their children
+        parent = live.get(data.parent) if data.parent else None
+        ctx = trace.set_span_in_context(parent) if parent is not None else None
+        span = tracer.start_span(
+            data.name, context=ctx, start_time=data.start_ns, attributes=data.attributes
+        )
+        for name, ts, attrs in data.events:
+            span.add_event(name, attrs, timestamp=ts)
+            n_events += 1
+        if data.error:
+            span.set_status(trace.Status(trace.StatusCode.ERROR, data.error))
+        live[data.key] = span
+    for data in reversed(ordered):  # children end (and are exported) before parents
+        live[data.key].end(end_time=data.end_ns)
+    provider.shutdown()
+    return TelemetryReport(spans=len(ordered), events=n_events, destination=destination)
+
+
+def export_workspace(root: str | os.PathLike[str], **destination: Any) -> TelemetryReport:
+    """:func:`workspace_spans` then :func:`export_spans` (same destination arguments)."""
+    return export_spans(workspace_spans(root), **destination)
+
+
+def trace_frame_from_spans(spans: Iterable[Any]) -> pd.DataFrame:
+    """The Agent Trace frame rebuilt from exported spans (the SDK's ``ReadableSpan``).
+
+    It equals :func:`ctxnb.analysis.load_trace` of the ledger the spans came from.
+    """
+    from .analysis._trace import trace_frame_from_jsonl
+
+    found: list[tuple[int, str]] = []
+    for span in spans:
+        for event in span.events:
+            attrs = event.attributes or {}
+            if event.name == RECORD_EVENT and RECORD_ATTRIBUTE in attrs:
+                found.append((int(attrs["ctxnb.agent_trace.line"]), str(attrs[RECORD_ATTRIBUTE])))
+    lines = [text for _, text in sorted(found)]
+    return trace_frame_from_jsonl("\n".join(lines).encode())
