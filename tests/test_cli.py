@@ -234,6 +234,21 @@ def test_show_takes_the_ids_history_prints_and_unique_prefixes(sample_ws: Path) 
     assert json.loads(full.stdout)["content"] == versions[0].doc["content"]
 
 
+def test_restore_takes_the_version_ids_history_prints(sample_ws: Path) -> None:
+    rel = "inventory/models.py"
+    original = (sample_ws / rel).read_text()
+    assert ctxnb("index", str(sample_ws)).returncode == 0
+    (sample_ws / rel).write_text("# replaced\n")
+    assert ctxnb("index", str(sample_ws)).returncode == 0
+    first = ctxnb("history", rel, "-w", str(sample_ws)).stdout.splitlines()[1].split()[0]
+    done = ctxnb("restore", rel, "--version", first, "-w", str(sample_ws))
+    assert done.returncode == 0, done.stderr
+    assert (sample_ws / rel).read_text() == original
+    other = ctxnb("history", "README.md", cwd=sample_ws).stdout.splitlines()[1].split()[0]
+    wrong = ctxnb("restore", rel, "--version", other, "-w", str(sample_ws))
+    assert "belongs to another object" in one_line_error(wrong, "restore")
+
+
 def test_an_ambiguous_prefix_lists_its_candidates(sample_ws: Path) -> None:
     from ctxnb import Workspace
 
