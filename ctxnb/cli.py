@@ -62,23 +62,27 @@ def _workspace(path: str | None):  # type: ignore[no-untyped-def]
 @command("index", help="index a workspace and print what changed")
 @arg("path", nargs="?", default=None, help="workspace directory (default: current)")
 @arg("--json", action="store_true", help="print the report as JSON")
+@arg("--list", action="store_true", help="also list every changed file, one per line")
 @arg("--no-progress", action="store_true", help="never show a progress bar")
 def _cmd_index(ns: argparse.Namespace) -> int:
+    """Prints one summary line; a progress bar on stderr when it is a terminal."""
     with _workspace(ns.path) as ws:
         report = ws.index(progress=False if ns.no_progress else None)
     if ns.json:
         _out(json.dumps({"root": report.root, **report.counts(), "files": report.files}))
-    else:
-        _out(str(report))
+        return 0
+    _out(str(report))
+    if ns.list:
         for rel, action in sorted(report.changed_paths.items()):
             _out(f"  {action:<8} {rel}")
     return 0
 
 
-@command("history", help="list the stored versions of one file")
+@command("history", help="list the stored versions of one file, with ids `ctxnb show` takes")
 @arg("file", help="path of the file, relative to the workspace or absolute")
 @arg("-w", "--workspace", default=None, help="workspace directory (default: current)")
 def _cmd_history(ns: argparse.Namespace) -> int:
+    from .ids import short_id
     from .indexer import is_deleted
 
     with _workspace(ns.workspace) as ws:
@@ -90,7 +94,9 @@ def _cmd_history(ns: argparse.Namespace) -> int:
             from .errors import NotFoundError
 
             raise NotFoundError(f"{ns.file!r} has no stored versions; run `ctxnb index` first")
-        _out(f"{'tx':>6}  {'tx time (UTC)':<26} {'action':<8} {'source hash':<16} {'chars':>8}")
+        oid = short_id(ws.store, versions[0].doc["xt/id"])
+        width = max(len(f"{oid}@{v.tx_id}") for v in versions)
+        _out(f"{'version':<{width}}  {'tx time (UTC)':<29} {'action':<8} {'chars':>8}")
         prev = None
         for v in versions:
             d = v.doc
@@ -100,10 +106,10 @@ def _cmd_history(ns: argparse.Namespace) -> int:
                 action = "created"
             else:
                 action = "updated"
-            shash = (d.get("source_hash") or "-")[:16]
             _out(
-                f"{v.tx_id:>6}  {v.tx_time.isoformat(timespec='milliseconds'):<26} "
-                f"{action:<8} {shash:<16} {d.get('char_count', 0):>8}"
+                f"{oid + '@' + str(v.tx_id):<{width}}  "
+                f"{v.tx_time.isoformat(timespec='milliseconds'):<29} "
+                f"{action:<8} {d.get('char_count', 0):>8}"
             )
             prev = d
     return 0
@@ -140,18 +146,62 @@ def _cmd_restore(ns: argparse.Namespace) -> int:
     return 0
 
 
-@command("show", help="print the latest version of an object as JSON")
-@arg("id", help="object id (a file's identity hash, or a toolcall/session id)")
+@command("show", help="print a stored object (or one version of it) as JSON")
+@arg(
+    "id",
+    help="an object id or version id (<id>@<tx>) as `ctxnb history` prints; a unique "
+    "prefix of the id is enough",
+)
 @arg("-w", "--workspace", default=None, help="workspace directory (default: current)")
 @arg("--as-of", type=int, default=None, help="the version current at this transaction id")
 def _cmd_show(ns: argparse.Namespace) -> int:
     from .errors import NotFoundError
+    from .ids import resolve_version
 
     with _workspace(ns.workspace) as ws:
-        doc = ws.store.as_of(ns.id, ns.as_of) if ns.as_of else ws.store.get(ns.id)
+        oid, tx = resolve_version(ws.store, ns.id)
+        at = ns.as_of if ns.as_of is not None else tx
+        doc = ws.store.as_of(oid, at) if at is not None else ws.store.get(oid)
     if doc is None:
-        raise NotFoundError(f"no object with id {ns.id!r} in this workspace's store")
+        raise NotFoundError(f"{oid} has no version at or before transaction {at}")
     _out(json.dumps(doc, indent=2, ensure_ascii=False, default=str))
+    return 0
+
+
+@command("context", help="assemble a session's context and print its tokens per section and item")
+@arg("session", help="a stored session id (or a unique prefix of one)")
+@arg("-w", "--workspace", default=None, help="workspace directory (default: current)")
+@arg(
+    "--strategy",
+    default="keep-all",
+    metavar="SPEC",
+    help="the context strategy, as `ctxnb replay --strategy` takes it (default: keep-all)",
+)
+@arg("--budget", type=int, default=None, help="total token budget (default: no limit)")
+@arg("--items", type=int, default=20, help="list at most this many items (default: 20)")
+@arg("--text", action="store_true", help="print the assembled context itself instead")
+def _cmd_context(ns: argparse.Namespace) -> int:
+    """Like Claude Code's /context: what the session's context holds and what it costs."""
+    from .context import usage_report
+    from .errors import ConfigError
+    from .ids import resolve_id
+    from .replay.experiment import parse_strategy
+
+    try:
+        strategy = parse_strategy(ns.strategy)
+    except ValueError as e:
+        raise ConfigError(f"--strategy: {e}") from None
+    with _workspace(ns.workspace) as ws:
+        sid = resolve_id(ws.store, ns.session, type="session")
+        session = ws.session(sid)
+        try:
+            ctx = session.assemble(strategy, ns.budget, record=False)
+        finally:
+            session.close()
+    if ns.text:
+        _out(ctx.to_text())
+    else:
+        _out(usage_report(ctx, items=ns.items, title=f"session {sid}"))
     return 0
 
 
@@ -204,10 +254,24 @@ def _load_plugins(argv: Sequence[str]) -> None:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    """Run the CLI; returns the exit code (0 ok, 1 a ctxnb error, 2 a usage error)."""
+    """Run the CLI; returns the exit code (0 ok, 1 a ctxnb error, 2 a usage error,
+    130 interrupted by Ctrl-C)."""
+    args = list(argv) if argv is not None else sys.argv[1:]
+    try:
+        return _main(args)
+    except KeyboardInterrupt:
+        # Like git: one line and 128 + SIGINT. The store needs no cleanup: a transaction
+        # is either committed whole or invisible, and `with` blocks have closed it.
+        name = next((a for a in args if not a.startswith("-")), "")
+        # On a terminal, start a fresh line after the echoed ^C or a progress bar.
+        lead = "\n" if sys.stderr.isatty() else ""
+        sys.stderr.write(f"{lead}ctxnb{' ' + name if name else ''}: interrupted\n")
+        return 130
+
+
+def _main(args: list[str]) -> int:
     from .errors import CtxnbError
 
-    args = list(argv) if argv is not None else sys.argv[1:]
     if len(args) == 2 and args[0] == "hook" and args[1] in _FAST_HOOK_EVENTS:
         # Claude Code starts this on every tool call: skip building the parser.
         try:
@@ -241,6 +305,12 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 1
     except BrokenPipeError:  # e.g. `ctxnb history x | head`
         return 0
+    except OSError as e:
+        # The system refused what the input asked for (a missing or unreadable path):
+        # one line naming it, not a traceback.
+        where = f": {e.filename}" if e.filename else ""
+        sys.stderr.write(f"ctxnb {ns.command}: error: {e.strerror or e}{where}\n")
+        return 1
 
 
 if __name__ == "__main__":  # pragma: no cover

@@ -215,6 +215,19 @@ class ObjectStore:
             is_dir: bool | None = stat.S_ISDIR(os.stat(self._dir).st_mode)
         except FileNotFoundError:
             is_dir = None
+        except NotADirectoryError:
+            blocker = next(
+                (
+                    str(a)
+                    for a in reversed(Path(self._dir).parents)
+                    if a.exists() and not a.is_dir()
+                ),
+                os.path.dirname(self._dir),
+            )
+            raise StoreError(
+                f"cannot open the store at {self._dir}: {blocker} is a file, not a directory; "
+                "move or delete that file, or pass another store path"
+            ) from None
         if is_dir is False:
             raise StoreError(f"{self._dir} exists and is not a directory; pass a store path")
         if is_dir is None:

@@ -236,6 +236,24 @@ def test_grid_with_the_default_process_pool(tmp_path: Path) -> None:
     assert _duck(tmp_path)["strategy"].tolist() == ["keep-all", "observation-masking"]
 
 
+def test_runs_sharing_an_id_are_kept_apart_with_a_warning(tmp_path: Path) -> None:
+    from ctxnb.replay.analysis import summarize
+    from ctxnb.replay.experiment import DuplicateRunWarning
+
+    one = MINI[0]
+    copy = tmp_path / "copy.traj.json"
+    copy.write_bytes(one.read_bytes())
+    with ThreadPoolExecutor(1) as ex, pytest.warns(DuplicateRunWarning, match="2 runs share"):
+        df = run_experiment([one, MINI[1], copy], [KeepAll()], executor=ex, progress=False)
+    tid, steps = load(one).id, len(load(one).steps)
+    assert list(df["trajectory"].unique()) == [tid, load(MINI[1]).id, f"{tid}#2"]
+    assert (df["trajectory"] == f"{tid}#2").sum() == steps  # not merged into 2x the steps
+    a = df[df["trajectory"] == tid].drop(columns="trajectory").reset_index(drop=True)
+    b = df[df["trajectory"] == f"{tid}#2"].drop(columns="trajectory").reset_index(drop=True)
+    pd.testing.assert_frame_equal(a, b)
+    assert int(summarize(df).loc["keep-all", "runs"]) == 3
+
+
 def test_parse_strategy() -> None:
     assert isinstance(parse_strategy("keep-all"), KeepAll)
     assert parse_strategy("observation-masking:7").keep_last == 7  # type: ignore[attr-defined]

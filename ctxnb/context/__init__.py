@@ -12,6 +12,7 @@
   by item and inside one item's text.
 - :func:`prefix_reuse`: the tokens a prompt shares with the previous one (what a
   provider's prefix cache serves) and the new ones.
+- :func:`usage_report`: tokens per section and per item as text (``ctxnb context``).
 
 Sessions call into this package (``session.assemble()``, ``session.context_at(turn)``);
 this package never imports the session.
@@ -35,6 +36,7 @@ from ._diff import context_diff, item_text_diff
 from ._framing import delimiter_nonce, inline, render_block
 from ._messages import to_messages
 from ._model import SECTION_ORDER, Context, ContextItem, Section, Segment
+from ._report import usage_report
 from ._reuse import PrefixReuse, prefix_reuse
 
 __all__ = [
@@ -56,4 +58,5 @@ __all__ = [
     "prefix_reuse",
     "render_block",
     "to_messages",
+    "usage_report",
 ]

@@ -60,6 +60,7 @@ def _cmd_init_governance(ns: argparse.Namespace) -> int:
 @arg(
     "event",
     choices=_HOOK_CHOICES,
+    metavar="EVENT",
     help="pre-tool-use | post-tool-use | user-prompt-submit (read Claude Code's JSON on "
     "stdin); select-intent ID --session S; reset-breaker [TOOL] (a human closes the "
     "circuit breaker); install [PATH]",
@@ -128,7 +129,7 @@ def _cmd_hook(ns: argparse.Namespace) -> int:
     help="the intent whose scope is writable; without one nothing is writable",
 )
 @arg("--timeout", type=float, default=600.0, help="seconds before the command is stopped")
-@arg("argv", nargs="*", help="-- then the command and its arguments")
+@arg("argv", nargs="*", metavar="-- COMMAND", help="-- then the command and its arguments")
 def _cmd_sandbox(ns: argparse.Namespace) -> int:
     """Exit status: the command's (128+N when signal N ended it), 1 when it cannot run."""
     argv = list(ns.argv)

@@ -1,23 +1,32 @@
-"""The ``ctxnb mcp`` command: serve a workspace to MCP clients.
+"""The ``ctxnb mcp`` command: serve a workspace to MCP clients, or call its tools by hand.
 
 ``ctxnb mcp serve [WORKSPACE]`` speaks MCP on stdin/stdout (what Claude Code, Cursor
 and most clients start). ``--http PORT`` serves streamable HTTP at
-``http://127.0.0.1:PORT/mcp`` instead; a host other than loopback (``--host``) needs a
-bearer token (``--token`` or ``$CTXNB_MCP_TOKEN``).
+``http://127.0.0.1:PORT/mcp`` instead (port 0: a free one) and says where on stderr; a
+host other than loopback (``--host``) needs a bearer token (``--token`` or
+``$CTXNB_MCP_TOKEN``).
+
+``ctxnb mcp tools`` lists the server's tools and ``ctxnb mcp call TOOL JSON`` calls one,
+for a person at a terminal: both go through the server's own handlers (the same
+dispatch, governance and redaction an MCP client gets), in the session ``mcp-cli``
+unless ``--session`` names another.
 
 Example:
     >>> from ctxnb.cli import build_parser
     >>> ns = build_parser().parse_args(["mcp", "serve", "/tmp/ws", "--http", "8765"])
-    >>> (ns.action, ns.workspace, ns.http, ns.host)
-    ('serve', '/tmp/ws', 8765, '127.0.0.1')
+    >>> (ns.action, ns.args, ns.http, ns.host)
+    ('serve', ['/tmp/ws'], 8765, '127.0.0.1')
 """
 
 from __future__ import annotations
 
 import argparse
+import json
 import os
+import sys
+from typing import Any
 
-from ..cli import arg, command
+from ..cli import _out, arg, command
 from ..errors import ConfigError
 
 __all__: list[str] = []
@@ -28,14 +37,35 @@ def _port(text: str) -> int:
         port = int(text)
     except ValueError:
         raise argparse.ArgumentTypeError(f"not a port number: {text!r}") from None
-    if not 0 < port < 65536:
-        raise argparse.ArgumentTypeError(f"port {port} is out of range 1-65535")
+    if not 0 <= port < 65536:
+        raise argparse.ArgumentTypeError(f"port {port} is out of range 0-65535 (0: any free)")
     return port
 
 
-@command("mcp", help="serve a workspace to MCP clients (stdio or streamable HTTP)")
-@arg("action", choices=["serve"], help="what to do: serve")
-@arg("workspace", nargs="?", default=None, help="workspace directory (default: current)")
+_USAGE = {
+    "serve": "serve [WORKSPACE]",
+    "tools": "tools [-w WORKSPACE]",
+    "call": "call TOOL [JSON] [-w WORKSPACE]",
+}
+_CLI_SESSION = "mcp-cli"
+
+
+@command(
+    "mcp",
+    help="serve a workspace to MCP clients (stdio or streamable HTTP), list its tools, or call one",
+)
+@arg(
+    "action",
+    choices=list(_USAGE),
+    help="serve: run the server; tools: list its tools; call: call one tool and print the result",
+)
+@arg(
+    "args",
+    nargs="*",
+    metavar="ARG",
+    help="serve: [WORKSPACE]; call: TOOL and its arguments as a JSON object (default {})",
+)
+@arg("-w", "--workspace", default=None, help="workspace directory (default: current)")
 @arg("--http", type=_port, default=None, metavar="PORT", help="serve streamable HTTP on PORT")
 @arg("--host", default="127.0.0.1", help="address to bind with --http (default: 127.0.0.1)")
 @arg(
@@ -44,14 +74,30 @@ def _port(text: str) -> int:
     help="bearer token HTTP clients must send (default: $CTXNB_MCP_TOKEN); "
     "required for a non-loopback --host",
 )
-@arg("--session", default=None, metavar="ID", help="session id to resume (default: a new one)")
+@arg(
+    "--session",
+    default=None,
+    metavar="ID",
+    help=f"session id to resume (serve default: a new one; tools, call: {_CLI_SESSION})",
+)
 @arg("--allow-host", action="append", default=[], metavar="NAME",
      help="another Host header name clients may use with --http (repeatable)")  # fmt: skip
+@arg("--json", action="store_true", help="call: print the whole result as JSON")
 def _cmd_mcp(ns: argparse.Namespace) -> int:
     # Raises MissingDependencyError (a clean CLI message) when the SDK is missing.
     from . import mcp_server
 
-    root = ns.workspace or os.getcwd()
+    limit = 1 if ns.action == "serve" else (2 if ns.action == "call" else 0)
+    if len(ns.args) > limit or (ns.action == "call" and not ns.args):
+        raise ConfigError(f"usage: ctxnb mcp {_USAGE[ns.action]}")
+    if ns.action != "serve" and (ns.http is not None or ns.token or ns.allow_host):
+        raise ConfigError("--http, --token and --allow-host only apply to `ctxnb mcp serve`")
+    root = ns.workspace or (ns.args[0] if ns.action == "serve" and ns.args else os.getcwd())
+    if ns.action == "tools":
+        return _tools(mcp_server, root, ns.session or _CLI_SESSION)
+    if ns.action == "call":
+        text = ns.args[1] if len(ns.args) > 1 else "{}"
+        return _call(mcp_server, root, ns.session or _CLI_SESSION, ns.args[0], text, ns.json)
     if ns.http is None:
         if ns.token or ns.host != "127.0.0.1" or ns.allow_host:
             raise ConfigError("--host, --token and --allow-host only apply with --http PORT")
@@ -64,5 +110,59 @@ def _cmd_mcp(ns: argparse.Namespace) -> int:
         token=ns.token,
         session_id=ns.session,
         extra_hosts=tuple(ns.allow_host),
+        on_listen=lambda url: _err(f"ctxnb mcp: listening on {url} (Ctrl-C stops)"),
     )
+    return 0
+
+
+def _err(line: str) -> None:
+    sys.stderr.write(line + "\n")
+    sys.stderr.flush()
+
+
+def _one_line(text: str | None) -> str:
+    first = (text or "").strip().split("\n", 1)[0]
+    return first if len(first) <= 100 else first[:99] + "…"
+
+
+def _tools(mcp_server: Any, root: str, session_id: str) -> int:
+    with mcp_server.McpBackend(root, session_id=session_id, caller="cli") as backend:
+        tools = backend.list_tools()
+    width = max((len(t.name) for t in tools), default=0)
+    for t in sorted(tools, key=lambda t: t.name):
+        _out(f"{t.name:<{width}}  {_one_line(t.description)}")
+    return 0
+
+
+def _call(mcp_server: Any, root: str, session_id: str, tool: str, text: str, as_json: bool) -> int:
+    try:
+        arguments = json.loads(text)
+    except json.JSONDecodeError as e:
+        raise ConfigError(
+            f"the arguments of {tool} are not valid JSON ({e.msg} at character {e.pos}); "
+            'pass one object, e.g. \'{"path": "README.md"}\''
+        ) from None
+    if not isinstance(arguments, dict):
+        raise ConfigError(
+            f"the arguments of {tool} must be a JSON object, not {type(arguments).__name__}"
+        )
+    from ._mcp_sdk import MCPError
+
+    with mcp_server.McpBackend(root, session_id=session_id, caller="cli") as backend:
+        try:
+            result = backend.call_tool(tool, arguments)
+        except MCPError as e:
+            raise ConfigError(f"{tool}: {e}; `ctxnb mcp tools` lists the tools") from None
+    body = result.structured_content or {}
+    if as_json:
+        _out(json.dumps(body, indent=2, ensure_ascii=False, default=str))
+    if result.is_error:
+        # The refusal an agent gets, on one line: code, cause, fix.
+        parts = [str(body.get(k)) for k in ("message", "required_action") if body.get(k)]
+        _err(
+            f"ctxnb mcp call: {tool} refused: {body.get('error_code', 'ERROR')}: {' '.join(parts)}"
+        )
+        return 1
+    if not as_json:
+        _out("\n".join(c.text for c in result.content if getattr(c, "text", None) is not None))
     return 0

@@ -654,26 +654,44 @@ def serve_http(
     session_id: str | None = None,
     caller: str = "mcp",
     extra_hosts: tuple[str, ...] = (),
+    on_listen: Callable[[str], None] | None = None,
 ) -> None:
     """Serve the workspace over streamable HTTP at ``http://HOST:PORT/mcp``.
 
     Binds 127.0.0.1 unless told otherwise; a non-loopback host needs a bearer token
-    (``token`` or ``$CTXNB_MCP_TOKEN``).
+    (``token`` or ``$CTXNB_MCP_TOKEN``). The socket is bound and listening before
+    ``on_listen`` is called with the endpoint's URL, so a client may connect at once.
+
+    Args:
+        port: the TCP port; 0 picks a free one (``on_listen`` tells which).
+        on_listen: called once with ``http://HOST:PORT/mcp`` when the socket listens.
 
     Raises:
         ConfigError: a non-loopback host without a token (checked before anything
             is opened or bound).
+        OSError: the address cannot be bound (e.g. the port is in use).
     """
     check_bind(host, token)
+    import socket
+
     import uvicorn
 
-    server = build_server(workspace_root, session_id=session_id, caller=caller)
+    family = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM)[0][0]
+    sock = socket.create_server((host, port), family=family, backlog=128)
     try:
-        app = http_app(server, host=host, port=port, token=token, extra_hosts=extra_hosts)
-        config = uvicorn.Config(app, host=host, port=port, log_level="warning", lifespan="on")
-        uvicorn.Server(config).run()
+        port = sock.getsockname()[1]
+        server = build_server(workspace_root, session_id=session_id, caller=caller)
+        try:
+            app = http_app(server, host=host, port=port, token=token, extra_hosts=extra_hosts)
+            config = uvicorn.Config(app, log_level="warning", lifespan="on")
+            if on_listen is not None:
+                shown = f"[{host}]" if ":" in host else host
+                on_listen(f"http://{shown}:{port}/mcp")
+            uvicorn.Server(config).run(sockets=[sock])
+        finally:
+            server.ctxnb_backend.close()  # type: ignore[attr-defined]
     finally:
-        server.ctxnb_backend.close()  # type: ignore[attr-defined]
+        sock.close()
 
 
 def history_uri(path: str | Path) -> str:

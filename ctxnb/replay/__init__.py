@@ -31,6 +31,7 @@ from .swe_agent import from_swe_agent
 # The replay machinery (sessions, pandas) loads on first use, so that reading a
 # trajectory stays cheap.
 _LAZY = {
+    "DuplicateRunWarning": "experiment",
     "ExperimentError": "experiment",
     "FidelityReport": "fidelity",
     "FidelityWarning": "fidelity",

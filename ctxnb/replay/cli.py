@@ -10,6 +10,8 @@ from __future__ import annotations
 
 import argparse
 import multiprocessing
+import sys
+import warnings
 from concurrent.futures import Executor, ProcessPoolExecutor, ThreadPoolExecutor
 
 from ..cli import _out, arg, command
@@ -44,7 +46,7 @@ def _cmd_replay(ns: argparse.Namespace) -> int:
     import pandas as pd
 
     from .analysis import summarize
-    from .experiment import run_experiment
+    from .experiment import DuplicateRunWarning, run_experiment
 
     executor: Executor | None = None
     if ns.workers is not None:
@@ -59,17 +61,24 @@ def _cmd_replay(ns: argparse.Namespace) -> int:
             )
         )
     try:
-        df = run_experiment(
-            ns.paths,
-            ns.strategies,
-            budget=ns.budget,
-            executor=executor,
-            out_dir=ns.out,
-            progress=False if ns.no_progress else None,
-        )
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always", DuplicateRunWarning)
+            df = run_experiment(
+                ns.paths,
+                ns.strategies,
+                budget=ns.budget,
+                executor=executor,
+                out_dir=ns.out,
+                progress=False if ns.no_progress else None,
+            )
     finally:
         if executor is not None:
             executor.shutdown()
+    for w in caught:
+        if issubclass(w.category, DuplicateRunWarning):
+            sys.stderr.write(f"ctxnb replay: warning: {w.message}\n")
+        else:  # not ours to word: hand it on as it came
+            warnings.warn_explicit(w.message, w.category, w.filename, w.lineno)
     summary = summarize(df, {"input_per_mtok": ns.price} if ns.price is not None else None)
     with pd.option_context("display.width", 200, "display.max_columns", 30):
         _out(summary.to_string(float_format=lambda v: f"{v:.3f}"))

@@ -33,6 +33,7 @@ import multiprocessing
 import os
 import pickle
 import sys
+import warnings
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from concurrent.futures import BrokenExecutor, Executor, Future, ProcessPoolExecutor, as_completed
 from pathlib import Path
@@ -62,6 +63,7 @@ if TYPE_CHECKING:
 
 __all__ = [
     "STRATEGY_SPECS",
+    "DuplicateRunWarning",
     "ExperimentError",
     "expand_paths",
     "parse_strategy",
@@ -216,6 +218,39 @@ def _size(item: Path | Trajectory) -> int:
         return 0
 
 
+class DuplicateRunWarning(UserWarning):
+    """Two runs given to :func:`run_experiment` carry the same trajectory id.
+
+    They are kept apart (the later ones as ``<id>#2``, ``<id>#3`` …) rather than merged
+    into one long run; the warning names the files so that a copy can be removed.
+    """
+
+
+def _separate_duplicates(items: Sequence[Path | Trajectory], frames: list[pd.DataFrame]) -> None:
+    # Run ids come from inside the files, so copies of one run (or two runs that reuse an
+    # instance id) would otherwise merge into one run of twice the steps.
+    seen: dict[str, list[str]] = {}
+    for item, df in zip(items, frames, strict=True):
+        if df.empty:
+            continue
+        tid = str(df["trajectory"].iloc[0])
+        names = seen.setdefault(tid, [])
+        names.append(_name(item))
+        if len(names) > 1:
+            df["trajectory"] = f"{tid}#{len(names)}"
+    dups = {tid: names for tid, names in seen.items() if len(names) > 1}
+    if dups:
+        tid, names = next(iter(dups.items()))
+        others = f" (and {len(dups) - 1} more ids)" if len(dups) > 1 else ""
+        warnings.warn(
+            f"{sum(len(n) for n in dups.values())} runs share a trajectory id, e.g. {len(names)} "
+            f"x {tid!r} ({names[0]}, {names[1]}{', …' if len(names) > 2 else ''}){others}; "
+            f"kept apart as {tid!r}, '{tid}#2' …; remove the copies to compare distinct runs",
+            DuplicateRunWarning,
+            stacklevel=3,
+        )
+
+
 def run_experiment(
     trajectories: Iterable[str | os.PathLike[str] | Trajectory],
     strategies: Sequence[ContextStrategy] | None = None,
@@ -341,6 +376,7 @@ def run_experiment(
         if own:
             executor.shutdown(wait=True, cancel_futures=True)
     frames = [results[i] for i in range(len(items))]
+    _separate_duplicates(items, frames)
     df = pd.concat(frames, ignore_index=True) if frames else frame([])
     df = df[list(COLUMNS)]
     if out_dir is not None:

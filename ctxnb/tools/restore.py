@@ -35,8 +35,9 @@ __all__ = ["pick_version", "restore_file", "version_bytes"]
 
 
 def pick_version(store: ObjectStore, oid: str, rel: str, version: str | None) -> Version:
-    """The stored version to restore: ``version`` (``<id>@<tx>`` or a tx id), or by
-    default the one before the latest (the state before the last change).
+    """The stored version to restore: ``version`` (``<id>@<tx>``, the id possibly
+    shortened to a prefix, or a tx id), or by default the one before the latest (the
+    state before the last change).
 
     Raises:
         NotFoundError: no such version, or nothing to go back to.
@@ -51,7 +52,9 @@ def pick_version(store: ObjectStore, oid: str, rel: str, version: str | None) ->
             )
         return history[-2]
     tx_text = version.rsplit("@", 1)[-1]
-    if "@" in version and version.rsplit("@", 1)[0] != oid:
+    # The id part may be shortened, as `ctxnb history` prints it; the file fixes the object.
+    id_part = version.rsplit("@", 1)[0] if "@" in version else oid
+    if not id_part or not oid.startswith(id_part):
         raise NotFoundError(f"version {version!r} belongs to another object than {rel}")
     try:
         tx = int(tx_text)
