@@ -209,6 +209,12 @@ class McpAdapterConfig(_Strict):
         default=False,
         description="re-expose the tools of [mcp.servers] through ctxnb's server, governed",
     )
+    max_message_bytes: int = Field(
+        default=16 * 1024 * 1024,
+        gt=0,
+        description="longest JSON-RPC line accepted over stdio; a longer one is refused "
+        "with -32600",
+    )
 
 
 class AdaptersConfig(_Strict):

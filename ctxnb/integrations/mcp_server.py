@@ -628,15 +628,22 @@ def serve_stdio(
 ) -> None:
     """Serve the workspace over stdio until the client closes stdin.
 
+    A line that is not JSON gets ``-32700``, one that is not a JSON-RPC message or is
+    longer than ``[adapters.mcp] max_message_bytes`` gets ``-32600``
+    (see :mod:`ctxnb.integrations.mcp_stdio`).
+
     Example:
         >>> # in a terminal, or as the command an MCP client starts:
         >>> # serve_stdio("/path/to/workspace")
     """
     server = build_server(workspace_root, session_id=session_id, caller=caller)
-    from mcp.server.stdio import stdio_server
+    from .mcp_stdio import guarded_stdio_server
+
+    limit = server.ctxnb_backend.workspace.config.adapters.mcp.max_message_bytes  # type: ignore[attr-defined]
 
     async def main() -> None:
-        async with stdio_server() as (read, write):
+        # A malformed line gets its JSON-RPC error instead of being dropped in silence.
+        async with guarded_stdio_server(max_message_bytes=limit) as (read, write):
             await server.run(read, write, server.create_initialization_options())
 
     try:
