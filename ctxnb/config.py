@@ -217,11 +217,28 @@ class McpAdapterConfig(_Strict):
     )
 
 
+class AcpAdapterConfig(_Strict):
+    """``ctxnb acp serve``: the live agent for ACP clients (flags override these)."""
+
+    model: str | None = Field(default=None, description="a litellm model name")
+    api_base: str | None = Field(default=None, description="an OpenAI-compatible endpoint")
+    api_key_env: str | None = Field(
+        default=None, description="the environment variable that holds the API key"
+    )
+    strategy: str = Field(default="keep-all", description="a context strategy spec")
+    budget: int | None = Field(default=None, gt=0)
+    intent: str | None = Field(default=None, description="the intent sessions start under")
+    step_limit: int = Field(default=30, gt=0)
+    command_timeout: float = Field(default=60.0, gt=0)
+    permission_timeout: float = Field(default=300.0, gt=0)
+
+
 class AdaptersConfig(_Strict):
     """The integrations that put ctxnb between an agent and the workspace."""
 
     claude_code: ClaudeCodeAdapterConfig = Field(default_factory=ClaudeCodeAdapterConfig)
     mcp: McpAdapterConfig = Field(default_factory=McpAdapterConfig)
+    acp: AcpAdapterConfig = Field(default_factory=AcpAdapterConfig)
 
 
 class SandboxConfig(_Strict):
