@@ -215,6 +215,11 @@ class McpAdapterConfig(_Strict):
         description="longest JSON-RPC line accepted over stdio; a longer one is refused "
         "with -32600",
     )
+    tool_listing: Literal["intent", "all"] = Field(
+        default="intent",
+        description="'intent': tools/list shows what the client's intent may use plus "
+        "search_tools (outside servers' tools are found with it); 'all': every tool",
+    )
 
 
 class AcpAdapterConfig(_Strict):

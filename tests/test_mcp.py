@@ -571,9 +571,16 @@ def test_stdio_unreadable_lines_get_the_errors_the_spec_names(raw_stdio: _RawStd
 @pytest.mark.slow
 def test_stdio_governed_handshake_write_and_trace(gov_ws: Path, tmp_path: Path) -> None:
     async def body() -> None:
-        async with stdio_session(gov_ws, tmp_path / "err.log") as s:
+        notes: list[Any] = []
+
+        async def on_message(message: Any) -> None:
+            notes.append(message)
+
+        async with stdio_session(gov_ws, tmp_path / "err.log", message_handler=on_message) as s:
             names = {t.name for t in (await s.list_tools()).tools}
-            assert {"select_active_intent", "run_command"} <= names
+            # No intent yet: what would be refused is not listed (tool_listing="intent").
+            assert {"select_active_intent", "search_tools", "read_file"} <= names
+            assert "run_command" not in names and "write_file" not in names
             prompt = await s.get_prompt("intent-handshake", {"intent_id": "INT-INV"})
             block = prompt.messages[0].content
             assert isinstance(block, types.TextContent) and "INT-INV" in block.text
@@ -590,6 +597,13 @@ def test_stdio_governed_handshake_write_and_trace(gov_ws: Path, tmp_path: Path) 
 
             hs = await s.call_tool("select_active_intent", {"intent_id": "INT-INV"})
             assert not hs.is_error and "<intent_context>" in _text(hs)
+            with anyio.fail_after(30):
+                while not any(
+                    "ToolListChanged" in type(getattr(n, "root", n)).__name__ for n in notes
+                ):
+                    await anyio.sleep(0.05)
+            names = {t.name for t in (await s.list_tools()).tools}
+            assert {"run_command", "write_file"} <= names
 
             out = await s.call_tool("write_file", {"path": "README.md", "content": "x\n"})
             assert out.is_error and out.structured_content["error_code"] == "SCOPE_VIOLATION"
