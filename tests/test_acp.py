@@ -251,3 +251,43 @@ def test_a_custom_adapter_is_served(ws: Path, tmp_path: Path) -> None:
 
     init = _run(body())
     assert init.agent_info.name == "custom:metadata-only"
+
+
+def test_client_mcp_servers_are_merged_with_the_config_and_attached(
+    ws: Path, tmp_path: Path
+) -> None:
+    from test_mcp_registry import TICKETS_SERVER
+
+    server_py = tmp_path / "tickets_server.py"
+    server_py.write_text(TICKETS_SERVER)
+    (tmp_path / "calls.jsonl").touch()
+    args = [str(server_py), str(tmp_path / "calls.jsonl")]
+    (ws / "ctxnb.toml").write_text(
+        f"[mcp.servers.cfg]\ncommand = {json.dumps(sys.executable)}\nargs = {json.dumps(args)}\n"
+        f"env = {{ PYTHONPATH = {json.dumps(str(REPO))} }}\n"
+    )
+    env = [schema.EnvVariable(name="PYTHONPATH", value=str(REPO))]
+    from_client = [
+        schema.McpServerStdio(name="tickets", command=sys.executable, args=args, env=env),
+        # Same name as the config's server: the config wins, so this broken command is
+        # never started (if it were, session/new would fail).
+        schema.McpServerStdio(name="cfg", command="/nonexistent/server", args=[], env=[]),
+    ]
+    broken = [schema.McpServerStdio(name="gone", command="/nonexistent/server", args=[], env=[])]
+    client = Client(answers=[])
+
+    async def body() -> tuple[Any, str]:
+        with ScriptedModelServer([]) as server:
+            async with await _session(client, ws, server) as (conn, _proc):
+                await conn.initialize(protocol_version=acp.PROTOCOL_VERSION)
+                new = await conn.new_session(cwd=str(ws), mcp_servers=from_client)
+                try:
+                    await conn.new_session(cwd=str(ws), mcp_servers=broken)
+                except acp.RequestError as e:
+                    return new, str(e.data)
+                return new, ""
+
+    new, error = _run(body())
+    tools = new.field_meta["ctxnb"]["mcp_tools"]
+    assert {"cfg__open_ticket", "tickets__open_ticket", "tickets__find_ticket"} <= set(tools)
+    assert "could not connect" in error and "mcp.servers" in error

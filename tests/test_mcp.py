@@ -476,7 +476,8 @@ class _RawStdio:
             "clientInfo": {"name": "raw", "version": "0"},
         }
         self.send(json.dumps({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": init}))
-        assert self.reply(1)["result"]["serverInfo"]["name"] == "ctxnb"
+        # The first answer waits for the server to start: generous on a loaded machine.
+        assert self.reply(1, timeout=120)["result"]["serverInfo"]["name"] == "ctxnb"
         self.send(json.dumps({"jsonrpc": "2.0", "method": "notifications/initialized"}))
 
     def close(self) -> None:

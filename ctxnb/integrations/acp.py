@@ -41,7 +41,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from ..errors import ConfigError, MissingDependencyError
+from ..errors import ConfigError, CtxnbError, MissingDependencyError
 from ..govern.approval import ApprovalRequest, Decision
 from ..redaction import redact_text
 
@@ -332,10 +332,16 @@ class CtxnbAcpAgent:
         self.bridge.loop = asyncio.get_running_loop()
         try:
             state = await asyncio.to_thread(self._open_session, cwd, list(mcp_servers or []))
-        except ConfigError as e:
+        except CtxnbError as e:  # a bad workspace, intent or MCP server: say which
             raise acp.RequestError.invalid_params({"message": str(e)}) from e
         self.sessions[state.id] = state
-        return acp.NewSessionResponse(session_id=state.id, modes=self._modes(state))
+        attached = sorted(state.registry.tools) if state.registry is not None else []
+        return acp.NewSessionResponse(
+            session_id=state.id,
+            modes=self._modes(state),
+            # Which outside tools the session's governed tools now include.
+            field_meta={"ctxnb": {"mcp_tools": attached}},
+        )
 
     def _open_session(self, cwd: str, client_servers: list[Any]) -> _AcpSession:
         from ..live.run import SYSTEM_PROMPT
