@@ -33,14 +33,8 @@ from ctxnb.integrations.mcp_server import McpBackend  # noqa: E402
 from ctxnb.samples import copy_sample_workspace  # noqa: E402
 from ctxnb.tokens import resolve_token_counter  # noqa: E402
 
-INTENTS = """\
-active_intents:
-  - id: INT-INV
-    name: Inventory maintenance
-    status: active
-    owned_scope:
-      - inventory/**
-"""
+# One active intent that owns the sample's inventory package.
+INTENT = {"id": "INT-INV", "name": "Inventory", "status": "active", "owned_scope": ["inventory/**"]}
 
 
 class _Client:
@@ -57,7 +51,8 @@ def _workspace(tmp: Path, listing: str) -> Path:
         copy_sample_workspace(tmp, name=served.name)
     ws = copy_sample_workspace(tmp, name=f"ws-{listing}")
     init_governance(ws)
-    (ws / ".orchestration" / "active_intents.yaml").write_text(INTENTS)
+    intents = {"active_intents": [INTENT]}
+    (ws / ".orchestration" / "active_intents.yaml").write_text(json.dumps(intents))  # YAML ⊇ JSON
     args = ["-m", "ctxnb", "mcp", "serve", str(served)]
     (ws / "ctxnb.toml").write_text(
         f"""[adapters.mcp]
