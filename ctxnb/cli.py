@@ -227,6 +227,7 @@ def build_parser() -> argparse.ArgumentParser:
 # Commands defined in other modules register themselves on import. Only the module a
 # command needs is imported, so `ctxnb hook pre-tool-use` starts fast.
 _PLUGIN_MODULES: dict[str, str] = {
+    "acp": "ctxnb.integrations.cli",
     "hook": "ctxnb.govern.cli",
     "init-governance": "ctxnb.govern.cli",
     "mcp": "ctxnb.integrations.cli",

@@ -209,6 +209,33 @@ class McpAdapterConfig(_Strict):
         default=False,
         description="re-expose the tools of [mcp.servers] through ctxnb's server, governed",
     )
+    max_message_bytes: int = Field(
+        default=16 * 1024 * 1024,
+        gt=0,
+        description="longest JSON-RPC line accepted over stdio; a longer one is refused "
+        "with -32600",
+    )
+    tool_listing: Literal["intent", "all"] = Field(
+        default="intent",
+        description="'intent': tools/list shows what the client's intent may use plus "
+        "search_tools (outside servers' tools are found with it); 'all': every tool",
+    )
+
+
+class AcpAdapterConfig(_Strict):
+    """``ctxnb acp serve``: the live agent for ACP clients (flags override these)."""
+
+    model: str | None = Field(default=None, description="a litellm model name")
+    api_base: str | None = Field(default=None, description="an OpenAI-compatible endpoint")
+    api_key_env: str | None = Field(
+        default=None, description="the environment variable that holds the API key"
+    )
+    strategy: str = Field(default="keep-all", description="a context strategy spec")
+    budget: int | None = Field(default=None, gt=0)
+    intent: str | None = Field(default=None, description="the intent sessions start under")
+    step_limit: int = Field(default=30, gt=0)
+    command_timeout: float = Field(default=60.0, gt=0)
+    permission_timeout: float = Field(default=300.0, gt=0)
 
 
 class AdaptersConfig(_Strict):
@@ -216,6 +243,7 @@ class AdaptersConfig(_Strict):
 
     claude_code: ClaudeCodeAdapterConfig = Field(default_factory=ClaudeCodeAdapterConfig)
     mcp: McpAdapterConfig = Field(default_factory=McpAdapterConfig)
+    acp: AcpAdapterConfig = Field(default_factory=AcpAdapterConfig)
 
 
 class SandboxConfig(_Strict):

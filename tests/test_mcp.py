@@ -419,77 +419,169 @@ def test_stdio_protocol_errors_keep_the_server_serving(plain_ws: Path, tmp_path:
     run_async(body)
 
 
-@pytest.mark.slow
-def test_stdio_raw_malformed_jsonrpc(plain_ws: Path, tmp_path: Path) -> None:
-    """Garbage and bad requests on the wire get errors (or are dropped); serving goes on."""
-    with open(tmp_path / "err.log", "wb") as errlog:
-        proc = subprocess.Popen(
-            [sys.executable, "-m", "ctxnb", "mcp", "serve", str(plain_ws)],
-            env={**os.environ, "PYTHONPATH": str(REPO)},
-            stdin=subprocess.PIPE,
-            stdout=subprocess.PIPE,
-            stderr=errlog,
-        )
-    assert proc.stdin is not None and proc.stdout is not None
-    sel = selectors.DefaultSelector()
-    sel.register(proc.stdout, selectors.EVENT_READ)
-    buf = b""
+class _RawStdio:
+    """``ctxnb mcp serve`` in a subprocess, spoken to line by line (no SDK client)."""
 
-    def send(raw: str) -> None:
-        assert proc.stdin is not None
-        proc.stdin.write(raw.encode() + b"\n")
-        proc.stdin.flush()
+    def __init__(self, ws: Path, errlog: Path) -> None:
+        self.errlog = errlog
+        with open(errlog, "wb") as err:
+            self.proc = subprocess.Popen(
+                [sys.executable, "-m", "ctxnb", "mcp", "serve", str(ws)],
+                env={**os.environ, "PYTHONPATH": str(REPO)},
+                stdin=subprocess.PIPE,
+                stdout=subprocess.PIPE,
+                stderr=err,
+            )
+        self.sel = selectors.DefaultSelector()
+        assert self.proc.stdout is not None
+        self.sel.register(self.proc.stdout, selectors.EVENT_READ)
+        self.buf = b""
+        self.seen: list[dict[str, Any]] = []
 
-    def reply(request_id: int, timeout: float = 30) -> dict[str, Any]:
-        nonlocal buf
+    def send_bytes(self, raw: bytes) -> None:
+        assert self.proc.stdin is not None
+        self.proc.stdin.write(raw)
+        self.proc.stdin.flush()
+
+    def send(self, raw: str) -> None:
+        self.send_bytes(raw.encode() + b"\n")
+
+    def next(self, timeout: float = 30) -> dict[str, Any]:
+        """The next message the server writes."""
         deadline = time.monotonic() + timeout
-        while True:
-            while b"\n" in buf:
-                line, buf = buf.split(b"\n", 1)
-                msg = json.loads(line)
-                if msg.get("id") == request_id:
-                    return msg
+        while b"\n" not in self.buf:
             left = deadline - time.monotonic()
-            if left <= 0 or not sel.select(left):
-                raise AssertionError(f"no reply to request {request_id} within {timeout}s")
-            chunk = os.read(proc.stdout.fileno(), 65536)  # type: ignore[union-attr]
+            if left <= 0 or not self.sel.select(left):
+                raise AssertionError(f"no message from the server within {timeout}s")
+            chunk = os.read(self.proc.stdout.fileno(), 65536)  # type: ignore[union-attr]
             if not chunk:
-                raise AssertionError(f"server closed stdout: {(tmp_path / 'err.log').read_text()}")
-            buf += chunk
+                raise AssertionError(f"server closed stdout: {self.errlog.read_text()}")
+            self.buf += chunk
+        line, self.buf = self.buf.split(b"\n", 1)
+        msg: dict[str, Any] = json.loads(line)
+        self.seen.append(msg)
+        return msg
 
-    try:
+    def reply(self, request_id: int | str | None, timeout: float = 30) -> dict[str, Any]:
+        """The next message answering ``request_id`` (None: an error with ``"id": null``)."""
+        while True:
+            msg = self.next(timeout)
+            if "id" in msg and msg["id"] == request_id and ("result" in msg or "error" in msg):
+                return msg
+
+    def initialize(self) -> None:
         init = {
             "protocolVersion": "2025-06-18",
             "capabilities": {},
             "clientInfo": {"name": "raw", "version": "0"},
         }
-        send(json.dumps({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": init}))
-        assert reply(1)["result"]["serverInfo"]["name"] == "ctxnb"
-        send(json.dumps({"jsonrpc": "2.0", "method": "notifications/initialized"}))
-        send("{this is not json")
-        send('{"jsonrpc": "2.0", "id": 2, "method": "tools/call", "params": {"name": 7}}')
-        err = reply(2)
-        assert err["error"]["code"] == types.INVALID_PARAMS
-        send(json.dumps({"jsonrpc": "2.0", "id": 3, "method": "no/such/method"}))
-        assert reply(3)["error"]["code"] == types.METHOD_NOT_FOUND
-        call = {"name": "read_file", "arguments": {"path": "README.md"}}
-        send(json.dumps({"jsonrpc": "2.0", "id": 4, "method": "tools/call", "params": call}))
-        ok = reply(4)["result"]
-        assert ok["isError"] is False
-        assert ok["structuredContent"]["result"]["path"] == "README.md"
+        self.send(json.dumps({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": init}))
+        # The first answer waits for the server to start: generous on a loaded machine.
+        assert self.reply(1, timeout=120)["result"]["serverInfo"]["name"] == "ctxnb"
+        self.send(json.dumps({"jsonrpc": "2.0", "method": "notifications/initialized"}))
+
+    def close(self) -> None:
+        self.sel.close()
+        assert self.proc.stdin is not None and self.proc.stdout is not None
+        self.proc.stdin.close()
+        _stop(self.proc)
+        self.proc.stdout.close()
+
+
+@pytest.fixture
+def raw_stdio(plain_ws: Path, tmp_path: Path) -> Iterator[_RawStdio]:
+    raw = _RawStdio(plain_ws, tmp_path / "err.log")
+    try:
+        yield raw
     finally:
-        sel.close()
-        proc.stdin.close()
-        _stop(proc)
-        proc.stdout.close()
+        raw.close()
+
+
+@pytest.mark.slow
+def test_stdio_raw_malformed_jsonrpc(raw_stdio: _RawStdio) -> None:
+    """Bad params and unknown methods get their errors; serving goes on."""
+    raw = raw_stdio
+    raw.initialize()
+    raw.send('{"jsonrpc": "2.0", "id": 2, "method": "tools/call", "params": {"name": 7}}')
+    assert raw.reply(2)["error"]["code"] == types.INVALID_PARAMS
+    raw.send(json.dumps({"jsonrpc": "2.0", "id": 3, "method": "no/such/method"}))
+    assert raw.reply(3)["error"]["code"] == types.METHOD_NOT_FOUND
+    call = {"name": "read_file", "arguments": {"path": "README.md"}}
+    raw.send(json.dumps({"jsonrpc": "2.0", "id": 4, "method": "tools/call", "params": call}))
+    ok = raw.reply(4)["result"]
+    assert ok["isError"] is False
+    assert ok["structuredContent"]["result"]["path"] == "README.md"
+
+
+@pytest.mark.slow
+def test_stdio_unreadable_lines_get_the_errors_the_spec_names(raw_stdio: _RawStdio) -> None:
+    """Truncated, non-JSON, non-UTF-8, not-JSON-RPC and oversized lines each get one error
+    (-32700 with id null, or -32600), and the next good request is still answered."""
+    from ctxnb.integrations.mcp_stdio import DEFAULT_MAX_MESSAGE_BYTES
+
+    raw = raw_stdio
+    raw.initialize()
+    parse_errors = [
+        b'{"jsonrpc": "2.0", "id": 10, "method": "tools/li',  # truncated mid-request
+        b"{this is not json",
+        b"hello",
+        b'{"jsonrpc": "2.0", "id": 11, "method": "ping"}}',  # trailing garbage
+        b'"\xff\xfe"',  # not UTF-8
+    ]
+    for line in parse_errors:
+        raw.send_bytes(line + b"\n")
+        err = raw.reply(None)
+        assert err["error"]["code"] == types.PARSE_ERROR, line
+        assert err["id"] is None and err["jsonrpc"] == "2.0"
+    invalid = [
+        ('{"jsonrpc": "2.0", "id": 12, "method": 5}', 12),  # the id can be read: echoed
+        ('{"jsonrpc": "1.0", "id": "a-13", "method": "ping"}', "a-13"),
+        ('[{"jsonrpc": "2.0", "id": 14, "method": "ping"}]', None),  # a batch
+        ('{"jsonrpc": "2.0", "id": 15.5, "method": "ping"}', None),  # not a valid id
+        ('{"jsonrpc": "2.0", "id": true, "method": "ping"}', None),
+        ('{"jsonrpc": "2.0", "id": null, "method": "ping"}', None),
+        ('{"jsonrpc": "2.0", "id": {"n": 1}, "method": "ping"}', None),
+        ("42", None),
+    ]
+    for line, rid in invalid:
+        raw.send(line)
+        err = raw.reply(rid)
+        assert err["error"]["code"] == types.INVALID_REQUEST, line
+    # Longer than the limit: refused unread (a valid request inside does not run).
+    big = json.dumps(
+        {
+            "jsonrpc": "2.0",
+            "id": 16,
+            "method": "ping",
+            "params": {"_meta": {"pad": "x" * DEFAULT_MAX_MESSAGE_BYTES}},
+        }
+    )
+    raw.send(big)
+    err = raw.reply(None, timeout=60)
+    assert err["error"]["code"] == types.INVALID_REQUEST
+    assert str(DEFAULT_MAX_MESSAGE_BYTES) in err["error"]["message"]
+    raw.send("")  # a blank line is no message and gets no answer
+    raw.send(json.dumps({"jsonrpc": "2.0", "id": 17, "method": "ping"}))
+    assert raw.reply(17)["result"] == {}
+    # One answer per bad line, nothing for the blank one, none for the oversized request.
+    errors = [m for m in raw.seen if "error" in m]
+    assert len(errors) == len(parse_errors) + len(invalid) + 1
+    assert not any(m.get("id") == 16 for m in raw.seen)
 
 
 @pytest.mark.slow
 def test_stdio_governed_handshake_write_and_trace(gov_ws: Path, tmp_path: Path) -> None:
     async def body() -> None:
-        async with stdio_session(gov_ws, tmp_path / "err.log") as s:
+        notes: list[Any] = []
+
+        async def on_message(message: Any) -> None:
+            notes.append(message)
+
+        async with stdio_session(gov_ws, tmp_path / "err.log", message_handler=on_message) as s:
             names = {t.name for t in (await s.list_tools()).tools}
-            assert {"select_active_intent", "run_command"} <= names
+            # No intent yet: what would be refused is not listed (tool_listing="intent").
+            assert {"select_active_intent", "search_tools", "read_file"} <= names
+            assert "run_command" not in names and "write_file" not in names
             prompt = await s.get_prompt("intent-handshake", {"intent_id": "INT-INV"})
             block = prompt.messages[0].content
             assert isinstance(block, types.TextContent) and "INT-INV" in block.text
@@ -506,6 +598,13 @@ def test_stdio_governed_handshake_write_and_trace(gov_ws: Path, tmp_path: Path) 
 
             hs = await s.call_tool("select_active_intent", {"intent_id": "INT-INV"})
             assert not hs.is_error and "<intent_context>" in _text(hs)
+            with anyio.fail_after(30):
+                while not any(
+                    "ToolListChanged" in type(getattr(n, "root", n)).__name__ for n in notes
+                ):
+                    await anyio.sleep(0.05)
+            names = {t.name for t in (await s.list_tools()).tools}
+            assert {"run_command", "write_file"} <= names
 
             out = await s.call_tool("write_file", {"path": "README.md", "content": "x\n"})
             assert out.is_error and out.structured_content["error_code"] == "SCOPE_VIOLATION"

@@ -285,7 +285,8 @@ def test_missing_token_variable_is_a_clear_error(tmp_path: Path) -> None:
 def test_ctxnb_server_reexposes_the_registry_governed(setup: dict[str, Path]) -> None:
     ws = setup["ws"]
     with (ws / "ctxnb.toml").open("a") as f:
-        f.write("\n[adapters.mcp]\nexpose_registry = true\n")
+        # Every tool listed: this test is about the proxy, not about the listing.
+        f.write('\n[adapters.mcp]\nexpose_registry = true\ntool_listing = "all"\n')
     env = get_default_environment()
     env["PYTHONPATH"] = str(REPO)
     params = StdioServerParameters(

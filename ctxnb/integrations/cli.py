@@ -1,4 +1,9 @@
-"""The ``ctxnb mcp`` command: serve a workspace to MCP clients, or call its tools by hand.
+"""The ``ctxnb mcp`` and ``ctxnb acp`` commands: serve a workspace to MCP and ACP clients.
+
+``ctxnb mcp tools`` and ``ctxnb mcp call TOOL JSON`` call its tools by hand.
+
+``ctxnb acp serve [WORKSPACE]`` runs ctxnb's live agent as an ACP agent on
+stdin/stdout (what Zed starts); see :mod:`ctxnb.integrations.acp`.
 
 ``ctxnb mcp serve [WORKSPACE]`` speaks MCP on stdin/stdout (what Claude Code, Cursor
 and most clients start). ``--http PORT`` serves streamable HTTP at
@@ -165,4 +170,44 @@ def _call(mcp_server: Any, root: str, session_id: str, tool: str, text: str, as_
         return 1
     if not as_json:
         _out("\n".join(c.text for c in result.content if getattr(c, "text", None) is not None))
+    return 0
+
+
+@command("acp", help="serve ctxnb's live agent to ACP clients (Zed …) over stdio")
+@arg("action", choices=["serve"], help="what to do: serve")
+@arg("workspace", nargs="?", default=None,
+     help="workspace directory (default: each session's cwd)")  # fmt: skip
+@arg("--model", default=None, help="litellm model name (default: [adapters.acp] model)")
+@arg("--api-base", default=None, help="an OpenAI-compatible endpoint for the model")
+@arg("--api-key-env", default=None, metavar="VAR",
+     help="environment variable holding the model's API key")  # fmt: skip
+@arg("--strategy", default=None, metavar="SPEC",
+     help="context strategy, e.g. keep-all or observation-masking:5")  # fmt: skip
+@arg("--budget", type=int, default=None, help="token budget of each context")
+@arg("--intent", default=None, metavar="ID", help="the intent sessions start under")
+@arg("--step-limit", type=int, default=None, help="most model calls per prompt")
+@arg("--adapter", default=None, metavar="MODULE",
+     help="serve MODULE's create_agent(settings) instead of ctxnb's agent")  # fmt: skip
+def _cmd_acp(ns: argparse.Namespace) -> int:
+    # Raises MissingDependencyError (a clean CLI message) when the SDK is missing.
+    from . import acp
+
+    workspace = os.path.abspath(ns.workspace) if ns.workspace else None
+    settings = acp.AcpSettings.resolve(
+        workspace,
+        model=ns.model,
+        api_base=ns.api_base,
+        api_key_env=ns.api_key_env,
+        strategy=ns.strategy,
+        budget=ns.budget,
+        intent=ns.intent,
+        step_limit=ns.step_limit,
+    )
+    if not settings.model and not ns.adapter:
+        raise ConfigError(
+            "no model for the ACP agent: pass --model NAME or set [adapters.acp] model "
+            "in ctxnb.toml (any litellm model name, e.g. anthropic/claude-sonnet-4-5)"
+        )
+    settings.context_strategy()  # a bad --strategy fails here, before serving
+    acp.serve_acp(settings, adapter=ns.adapter)
     return 0

@@ -12,6 +12,9 @@ workspace, the same hook engine) as the Python API. What the server offers:
   structured error object ``{error_code, message, recoverable, required_action}``,
   also sent as ``structuredContent``. An unknown tool or arguments that do not match
   the schema are protocol errors (JSON-RPC ``-32602``).
+* **tool discovery**: ``search_tools`` ranks every tool (outside servers' too) for a
+  task; ``tools/list`` shows what the client's intent may use (see
+  :mod:`~ctxnb.integrations.mcp_tools`, ``[adapters.mcp] tool_listing``).
 * **resources**: ``ctxnb://context`` (the assembled context, keep-all),
   ``ctxnb://metadata-pool`` (JSON), ``ctxnb://history/{path}`` (one file's stored
   versions, JSON) and ``ctxnb://trace/tail`` (the last 50 trace records, JSON).
@@ -61,6 +64,7 @@ from ..tools.schemas import ToolInfo
 from ._mcp_sdk import MCPError, Server, anyio, types
 from .mcp_approval import DenyDestructiveApprover, ElicitationApprover
 from .mcp_http import BearerTokenMiddleware, check_bind, http_app, is_loopback, transport_security
+from .mcp_tools import ToolDiscovery
 from .model_text import error_text, tool_text
 
 if TYPE_CHECKING:
@@ -185,6 +189,8 @@ class McpBackend:
             )
         self.registry: McpRegistry | None = None
         cfg = self.workspace.config
+        self.tool_listing = cfg.adapters.mcp.tool_listing
+        self.discovery = ToolDiscovery(self.tools)
         if cfg.adapters.mcp.expose_registry and cfg.mcp.servers:
             # A governed proxy: the outside servers' tools, through the same tools path.
             from .mcp_registry import McpRegistry
@@ -273,12 +279,21 @@ class McpBackend:
 
         return run
 
-    def list_tools(self) -> list[types.Tool]:
-        """Every tool with its input schema and annotations."""
+    def list_tools(self, ctx: ServerRequestContext[Any] | None = None) -> list[types.Tool]:
+        """The tools this client may use now (``[adapters.mcp] tool_listing``, see
+        :mod:`~ctxnb.integrations.mcp_tools`), each with its input schema and annotations."""
         out = []
         with self._lock:
             schemas = self.tools.tool_schemas("mcp")
+            shown = self.discovery.visible(
+                (s["name"] for s in schemas),
+                listing=self.tool_listing,
+                governed=getattr(self.tools, "engine", None) is not None,
+                intent=self._client_intents.get(_client_of(ctx)),
+            )
         for spec in schemas:
+            if spec["name"] not in shown:
+                continue
             ann = dict(spec.get("annotations") or {})
             if spec["name"] in _SESSION_TOOLS:
                 # They change what the model sees, not the workspace: not read-only,
@@ -557,14 +572,23 @@ def build_server(
     async def on_list_tools(
         ctx: ServerRequestContext[Any], params: types.PaginatedRequestParams | None
     ) -> types.ListToolsResult:
-        return types.ListToolsResult(tools=await anyio.to_thread.run_sync(backend.list_tools))
+        return types.ListToolsResult(tools=await anyio.to_thread.run_sync(backend.list_tools, ctx))
 
     async def on_call_tool(
         ctx: ServerRequestContext[Any], params: types.CallToolRequestParams
     ) -> types.CallToolResult:
-        return await anyio.to_thread.run_sync(
+        result = await anyio.to_thread.run_sync(
             backend.call_tool, params.name, dict(params.arguments or {}), ctx
         )
+        if (
+            params.name == "select_active_intent"
+            and not result.is_error
+            and backend.tool_listing == "intent"
+        ):
+            # The mutating tools are usable now: tell the client to list again.
+            with contextlib.suppress(Exception):
+                await ctx.session.send_tool_list_changed()
+        return result
 
     async def on_list_resources(
         ctx: ServerRequestContext[Any], params: types.PaginatedRequestParams | None
@@ -628,16 +652,27 @@ def serve_stdio(
 ) -> None:
     """Serve the workspace over stdio until the client closes stdin.
 
+    A line that is not JSON gets ``-32700``, one that is not a JSON-RPC message or is
+    longer than ``[adapters.mcp] max_message_bytes`` gets ``-32600``
+    (see :mod:`ctxnb.integrations.mcp_stdio`).
+
     Example:
         >>> # in a terminal, or as the command an MCP client starts:
         >>> # serve_stdio("/path/to/workspace")
     """
     server = build_server(workspace_root, session_id=session_id, caller=caller)
-    from mcp.server.stdio import stdio_server
+    from mcp.server.lowlevel import NotificationOptions
+
+    from .mcp_stdio import guarded_stdio_server
+
+    limit = server.ctxnb_backend.workspace.config.adapters.mcp.max_message_bytes  # type: ignore[attr-defined]
 
     async def main() -> None:
-        async with stdio_server() as (read, write):
-            await server.run(read, write, server.create_initialization_options())
+        # A malformed line gets its JSON-RPC error instead of being dropped in silence.
+        async with guarded_stdio_server(max_message_bytes=limit) as (read, write):
+            # tools/list changes when the client selects an intent (tool_listing="intent").
+            options = server.create_initialization_options(NotificationOptions(tools_changed=True))
+            await server.run(read, write, options)
 
     try:
         anyio.run(main)

@@ -1051,6 +1051,11 @@ class FileTools:
 
         self._extra_tools[info.name] = (info, fn)
 
+    def tool_info(self, name: str) -> ToolInfo | None:
+        """What tool ``name`` is (mutating, external …), or None for an unknown name."""
+        extra = self._extra_tools.get(name)
+        return TOOL_INFO.get(name) or (extra[0] if extra else None)
+
     def tool_names(self) -> list[str]:
         return [*TOOL_INFO, *self._extra_tools]
 

@@ -1,0 +1,596 @@
+"""ctxnb's live agent as an ACP (Agent Client Protocol) agent over stdio.
+
+``ctxnb acp serve [WORKSPACE]`` lets an ACP client (Zed, or any client of the
+``agent-client-protocol`` SDK) drive ctxnb's live agent: mini-swe-agent's loop with
+ctxnb's context (the session assembled under a strategy) and governed commands.
+
+* ``initialize``: ctxnb's name and version; MCP servers over stdio and HTTP accepted.
+* ``session/new``: a ctxnb session in the workspace (WORKSPACE, else the client's
+  ``cwd``). MCP servers sent by the client are merged with ``[mcp.servers]`` from the
+  config (the config's entry wins on a name clash) and attached through the governed
+  registry (:class:`~ctxnb.integrations.mcp_registry.McpRegistry`). In a governed
+  workspace each active intent is a session *mode*; the mode in force is the selected
+  intent (``--intent``, ``[adapters.acp] intent``, else the only active intent, else
+  ``no-intent`` in which nothing may change).
+* ``session/prompt``: the agent works on the prompt; the client sees the model's text
+  (``agent_message_chunk``), each command as a tool call going ``in_progress`` then
+  ``completed`` or ``failed``, with its output and, for every file it changed, a diff.
+* ``session/request_permission``: a destructive command asks the client's user (allow
+  once / reject); the decision is ctxnb's approval decision, written to the trace.
+* ``session/cancel``: the run stops before its next model call or command; the prompt
+  ends with ``stopReason: cancelled``.
+
+Everything sent to the client passes :func:`~ctxnb.redaction.redact_text` first.
+
+Example:
+    >>> settings = AcpSettings(model="openai/gpt-4o-mini", strategy="observation-masking:3")
+    >>> settings.context_strategy()
+    ObservationMasking(keep_last=3)
+"""
+
+from __future__ import annotations
+
+import asyncio
+import importlib
+import itertools
+import logging
+import os
+import threading
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from ..errors import ConfigError, CtxnbError, MissingDependencyError
+from ..govern.approval import ApprovalRequest, Decision
+from ..redaction import redact_text
+
+try:
+    import acp
+    from acp import schema as acp_schema
+except ImportError as e:  # pragma: no cover - depends on the environment
+    raise MissingDependencyError(
+        "`ctxnb acp serve` needs the Agent Client Protocol SDK; install it with "
+        "`pip install 'ctxnb[acp]'`"
+    ) from e
+
+if TYPE_CHECKING:
+    from ..session import Session
+    from ..strategies import ContextStrategy
+    from ..tools.filetools import FileTools
+    from ..workspace import Workspace
+    from .mcp_registry import McpRegistry
+
+__all__ = ["AcpSettings", "CtxnbAcpAgent", "load_adapter", "serve_acp"]
+
+log = logging.getLogger(__name__)
+
+NO_INTENT = "no-intent"
+ALLOW, REJECT = "allow-once", "reject-once"
+_CALL_TIMEOUT = 60.0
+
+
+@dataclass(frozen=True)
+class AcpSettings:
+    """How the ACP agent runs: the model, the context strategy and the limits.
+
+    Resolved once per process: flags, then ``[adapters.acp]`` in the workspace config,
+    then these defaults (see :meth:`resolve`).
+
+    Attributes:
+        workspace: the workspace; None uses each session's ``cwd``.
+        model: a litellm model name.
+        api_base: an OpenAI-compatible endpoint, if any.
+        api_key_env: the environment variable holding the API key (never the key).
+        strategy: a strategy spec such as ``keep-all`` or ``observation-masking:5``.
+        budget: the token budget of each context.
+        intent: the intent sessions start under.
+        step_limit: the most model calls per prompt.
+        command_timeout: seconds per command.
+        permission_timeout: seconds to wait for the user's answer (then: refused).
+    """
+
+    workspace: str | None = None
+    model: str | None = None
+    api_base: str | None = None
+    api_key_env: str | None = None
+    strategy: str = "keep-all"
+    budget: int | None = None
+    intent: str | None = None
+    step_limit: int = 30
+    command_timeout: float = 60.0
+    permission_timeout: float = 300.0
+
+    @classmethod
+    def resolve(cls, workspace: str | None = None, **flags: Any) -> AcpSettings:
+        """Flags that were given, then ``[adapters.acp]`` of the workspace's config
+        (WORKSPACE, else the current directory), then the defaults.
+
+        Example:
+            >>> import tempfile
+            >>> AcpSettings.resolve(tempfile.mkdtemp(), model="openai/x").step_limit
+            30
+        """
+        from ..config import load_config
+
+        values = load_config(workspace or os.getcwd()).adapters.acp.model_dump()
+        values.update({k: v for k, v in flags.items() if v is not None})
+        return cls(workspace=workspace, **values)
+
+    def context_strategy(self) -> ContextStrategy:
+        """The strategy object of :attr:`strategy`.
+
+        Raises:
+            ConfigError: an unknown strategy name or bad settings.
+        """
+        from ..replay.experiment import parse_strategy
+
+        try:
+            return parse_strategy(self.strategy)
+        except ValueError as e:
+            raise ConfigError(f"[adapters.acp] strategy / --strategy: {e}") from None
+
+
+# -- the bridge from the agent's worker thread to the client ----------------------------------
+
+
+class _Bridge:
+    """Calls into the ACP connection from worker threads, in order, with a deadline."""
+
+    def __init__(self) -> None:
+        self.conn: Any = None
+        self.loop: asyncio.AbstractEventLoop | None = None
+
+    def call(self, coro_fn: Callable[[], Any], timeout: float = _CALL_TIMEOUT) -> Any:
+        assert self.loop is not None
+        return asyncio.run_coroutine_threadsafe(coro_fn(), self.loop).result(timeout)
+
+    def update(self, session_id: str, update: Any) -> None:
+        self.call(lambda: self.conn.session_update(session_id=session_id, update=update))
+
+
+class _PermissionApprover:
+    """ctxnb's approval of a destructive act, asked as ACP ``session/request_permission``."""
+
+    def __init__(self, bridge: _Bridge, session_id: str, timeout: float) -> None:
+        self.bridge = bridge
+        self.session_id = session_id
+        self.timeout = timeout
+        self.tool_call_id: str | None = None
+
+    def request(self, req: ApprovalRequest) -> Decision:
+        title = redact_text(req.summary())
+        options = [
+            acp_schema.PermissionOption(option_id=ALLOW, name="Allow once", kind="allow_once"),
+            acp_schema.PermissionOption(option_id=REJECT, name="Reject", kind="reject_once"),
+        ]
+        call = acp_schema.ToolCallUpdate(
+            tool_call_id=self.tool_call_id or f"approval-{req.id}",
+            title=title,
+            kind="execute",
+            status="pending",
+            raw_input={"command": redact_text(str(req.args.get("cmd", ""))), "reason": req.reason},
+        )
+        try:
+            answer = self.bridge.call(
+                lambda: self.bridge.conn.request_permission(
+                    session_id=self.session_id, tool_call=call, options=options
+                ),
+                timeout=self.timeout,
+            )
+        except TimeoutError:
+            return Decision(False, by="timeout", note=f"no answer within {self.timeout:g}s",
+                            request_id=req.id)  # fmt: skip
+        except Exception as e:  # the client failed the request: no approval
+            return Decision(False, by="acp-client", note=f"permission request failed: {e}",
+                            request_id=req.id)  # fmt: skip
+        outcome = answer.outcome
+        approved = getattr(outcome, "option_id", None) == ALLOW
+        note = "cancelled" if outcome.outcome == "cancelled" else str(outcome.option_id)
+        return Decision(approved, by="acp-client-user", note=note, request_id=req.id)
+
+
+class _Run:
+    """One prompt's run: streams its events to the client and can be cancelled."""
+
+    def __init__(self, owner: _AcpSession) -> None:
+        self.owner = owner
+        self.stop = threading.Event()
+        self._ids = itertools.count(1)
+
+    def cancelled(self) -> bool:
+        return self.stop.is_set()
+
+    def message(self, text: str) -> None:
+        self.owner.send(acp.update_agent_message_text(redact_text(text)))
+
+    def command_started(self, command: str) -> str | None:
+        from ..live.run import SUBMIT
+
+        if command.strip() == f"echo {SUBMIT}":
+            return None  # the agent's way to say "done", not work the user wants to see
+        call_id = f"cmd-{next(self._ids)}"
+        self.owner.approver.tool_call_id = call_id
+        shown = redact_text(command)
+        self.owner.send(
+            acp.start_tool_call(
+                call_id, shown, kind="execute", status="in_progress", raw_input={"command": shown}
+            )  # fmt: skip
+        )
+        return call_id
+
+    def command_finished(self, handle: Any, command: str, answer: dict[str, Any]) -> None:
+        if handle is None:
+            return
+        content: list[Any] = []
+        locations: list[Any] = []
+        if answer.get("ok"):
+            res = answer["result"]
+            out = (res.get("stdout") or "") + (res.get("stderr") or "")
+            failed = res.get("returncode") != 0 or bool(res.get("timed_out"))
+            for change in (res.get("effects") or {}).get("changed", []):
+                diff = self.owner.diff(str(change["path"]))
+                if diff is not None:
+                    content.append(diff)
+                    locations.append(acp_schema.ToolCallLocation(path=diff.path))
+        else:
+            out = f"{answer.get('error_code')}: {answer.get('message')}"
+            failed = True
+        if out:
+            content.insert(0, acp.tool_content(acp.text_block(redact_text(out))))
+        self.owner.send(
+            acp.update_tool_call(
+                str(handle),
+                status="failed" if failed else "completed",
+                kind="edit" if locations else "execute",
+                content=content or None,
+                locations=locations or None,
+            )
+        )
+
+
+@dataclass
+class _AcpSession:
+    bridge: _Bridge
+    workspace: Workspace
+    session: Session
+    tools: FileTools
+    approver: _PermissionApprover
+    registry: McpRegistry | None = None
+    run: _Run | None = None
+
+    @property
+    def id(self) -> str:
+        return str(self.session.session_id)
+
+    def send(self, update: Any) -> None:
+        self.bridge.update(self.id, update)
+
+    def diff(self, rel: str) -> Any:
+        """The last change to a file as an ACP diff (redacted), from the store's versions."""
+        versions = self.workspace.history(rel)
+        if not versions:
+            return None
+        new = versions[-1].doc.get("content")
+        old = versions[-2].doc.get("content") if len(versions) > 1 else None
+        if not isinstance(new, str) and not isinstance(old, str):
+            return None  # binary either side: no text diff to show
+        return acp.tool_diff_content(
+            str(self.workspace.root / rel),
+            redact_text(new) if isinstance(new, str) else "",
+            redact_text(old) if isinstance(old, str) else None,
+        )
+
+    def close(self) -> None:
+        if self.registry is not None:
+            self.registry.close()
+        try:
+            self.session.save()
+        finally:
+            self.session.close()
+            self.workspace.close()
+
+
+# -- the agent --------------------------------------------------------------------------------
+
+
+class CtxnbAcpAgent:
+    """The ACP agent: one ctxnb session per ACP session, the live agent per prompt.
+
+    Args:
+        settings: the model, strategy and limits (see :class:`AcpSettings`).
+    """
+
+    def __init__(self, settings: AcpSettings) -> None:
+        self.settings = settings
+        self.bridge = _Bridge()
+        self.sessions: dict[str, _AcpSession] = {}
+
+    def on_connect(self, conn: Any) -> None:
+        self.bridge.conn = conn
+
+    async def initialize(self, protocol_version: int, **kwargs: Any) -> Any:
+        from .._version import __version__
+
+        self.bridge.loop = asyncio.get_running_loop()
+        return acp.InitializeResponse(
+            protocol_version=min(protocol_version, acp.PROTOCOL_VERSION),
+            agent_capabilities=acp_schema.AgentCapabilities(
+                load_session=False,
+                prompt_capabilities=acp_schema.PromptCapabilities(embedded_context=True),
+                mcp_capabilities=acp_schema.McpCapabilities(http=True),
+            ),
+            agent_info=acp_schema.Implementation(name="ctxnb", title="ctxnb", version=__version__),
+        )
+
+    async def authenticate(self, method_id: str, **kwargs: Any) -> None:
+        return None
+
+    async def new_session(
+        self, cwd: str, mcp_servers: list[Any] | None = None, **kwargs: Any
+    ) -> Any:
+        self.bridge.loop = asyncio.get_running_loop()
+        try:
+            state = await asyncio.to_thread(self._open_session, cwd, list(mcp_servers or []))
+        except CtxnbError as e:  # a bad workspace, intent or MCP server: say which
+            raise acp.RequestError.invalid_params({"message": str(e)}) from e
+        self.sessions[state.id] = state
+        attached = sorted(state.registry.tools) if state.registry is not None else []
+        return acp.NewSessionResponse(
+            session_id=state.id,
+            modes=self._modes(state),
+            # Which outside tools the session's governed tools now include.
+            field_meta={"ctxnb": {"mcp_tools": attached}},
+        )
+
+    def _open_session(self, cwd: str, client_servers: list[Any]) -> _AcpSession:
+        from ..live.run import SYSTEM_PROMPT
+        from ..workspace import Workspace
+
+        root = Path(self.settings.workspace or cwd)
+        if not root.is_absolute() or not root.is_dir():
+            raise ConfigError(f"the workspace {str(root)!r} is not an existing absolute directory")
+        ws = Workspace.open(root)
+        try:
+            session = ws.session(None, system_prompt=SYSTEM_PROMPT)
+            approver = _PermissionApprover(
+                self.bridge, session.session_id, self.settings.permission_timeout
+            )
+            tools = ws.tools(session, caller="acp", approver=approver, model_id=self.settings.model)
+            state = _AcpSession(self.bridge, ws, session, tools, approver)
+            servers = merge_mcp_servers(ws.config.mcp.servers, client_servers)
+            if servers:
+                from .mcp_registry import McpRegistry
+
+                state.registry = McpRegistry(servers, root=ws.root).connect()
+                state.registry.attach(tools)
+            intent = self.settings.intent or _only_active_intent(ws)
+            if intent is not None:
+                self._select(state, intent)
+            return state
+        except BaseException:
+            ws.close()
+            raise
+
+    @staticmethod
+    def _select(state: _AcpSession, intent_id: str) -> None:
+        out = state.tools.dispatch("select_active_intent", {"intent_id": intent_id})
+        if not out.get("ok"):
+            raise ConfigError(f"intent {intent_id!r} cannot be selected: {out.get('message')}")
+
+    def _modes(self, state: _AcpSession) -> Any:
+        engine = getattr(state.tools, "engine", None)
+        if engine is None:
+            return None  # not governed: no intents to choose from
+        from ..govern.intents import load_intents
+
+        path = state.workspace.root / ".orchestration" / "active_intents.yaml"
+        intents = load_intents(path).active() if path.is_file() else []
+        modes = [acp_schema.SessionMode(id=NO_INTENT, name="No intent (read-only)")]
+        modes += [
+            acp_schema.SessionMode(
+                id=i.id, name=f"{i.id}: {i.name}", description="owns " + ", ".join(i.owned_scope)
+            )  # fmt: skip
+            for i in intents
+        ]
+        current = engine.active_intent_id or NO_INTENT
+        return acp_schema.SessionModeState(current_mode_id=current, available_modes=modes)
+
+    async def set_session_mode(self, mode_id: str, session_id: str, **kwargs: Any) -> Any:
+        state = self._state(session_id)
+        if mode_id == NO_INTENT:
+            engine = getattr(state.tools, "engine", None)
+            if engine is not None:
+                engine.active_intent_id = None
+        else:
+            try:
+                await asyncio.to_thread(self._select, state, mode_id)
+            except ConfigError as e:
+                raise acp.RequestError.invalid_params({"message": str(e)}) from e
+        return acp_schema.SetSessionModeResponse()
+
+    def _state(self, session_id: str) -> _AcpSession:
+        state = self.sessions.get(session_id)
+        if state is None:
+            raise acp.RequestError.invalid_params({"message": f"no session {session_id!r}"})
+        return state
+
+    async def prompt(self, prompt: list[Any], session_id: str, **kwargs: Any) -> Any:
+        state = self._state(session_id)
+        if state.run is not None:
+            raise acp.RequestError.invalid_request({"message": "a prompt is already running"})
+        text = prompt_text(prompt)
+        run = state.run = _Run(state)
+        try:
+            info = await asyncio.to_thread(self._work, state, run, text)
+        finally:
+            state.run = None
+        if run.cancelled():
+            return acp.PromptResponse(stop_reason="cancelled")
+        if info.get("exit_status") == "LimitsExceeded":
+            return acp.PromptResponse(stop_reason="max_turn_requests")
+        return acp.PromptResponse(stop_reason="end_turn")
+
+    def _work(self, state: _AcpSession, run: _Run, text: str) -> dict[str, Any]:
+        from ..live.run import build_agent, run_agent
+
+        s = self.settings
+        state.session.add_turn("user", text)
+        agent, _, _ = build_agent(
+            state.session,
+            state.tools,
+            model=s.model or "",
+            strategy=s.context_strategy(),
+            budget=s.budget,
+            api_base=s.api_base,
+            api_key=os.environ.get(s.api_key_env) if s.api_key_env else None,
+            step_limit=s.step_limit,
+            command_timeout=s.command_timeout,
+            events=run,
+        )
+        try:
+            return run_agent(agent, text, retries=2)
+        finally:
+            state.session.save()
+
+    async def cancel(self, session_id: str, **kwargs: Any) -> None:
+        state = self.sessions.get(session_id)
+        if state is not None and state.run is not None:
+            state.run.stop.set()
+
+    def close(self) -> None:
+        for state in self.sessions.values():
+            try:
+                state.close()
+            except Exception:  # one broken session must not keep the others open
+                log.exception("closing ACP session %s", state.id)
+        self.sessions.clear()
+
+
+# -- helpers ----------------------------------------------------------------------------------
+
+
+def prompt_text(blocks: list[Any]) -> str:
+    """The text of an ACP prompt: text blocks, embedded text resources, links by URI.
+
+    Example:
+        >>> prompt_text([acp.text_block("fix the bug in"), acp.resource_link_block(
+        ...     "calc.py", "file:///w/calc.py")])
+        'fix the bug in\\n@file:///w/calc.py'
+    """
+    parts: list[str] = []
+    for b in blocks:
+        kind = getattr(b, "type", None)
+        if kind == "text":
+            parts.append(b.text)
+        elif kind == "resource_link":
+            parts.append(f"@{b.uri}")
+        elif kind == "resource" and isinstance(getattr(b.resource, "text", None), str):
+            parts.append(f"<resource uri={b.resource.uri!r}>\n{b.resource.text}\n</resource>")
+    return "\n".join(parts)
+
+
+def merge_mcp_servers(configured: dict[str, Any], client: list[Any]) -> dict[str, Any]:
+    """``[mcp.servers]`` plus the servers an ACP client sent, as registry configs.
+
+    The config file's entry wins on a name clash (it is the user's own setting; the
+    client's list may come from elsewhere). SSE servers are not supported by the
+    registry and are skipped with a warning.
+
+    Example:
+        >>> from acp.schema import McpServerStdio
+        >>> sorted(merge_mcp_servers({}, [McpServerStdio(name="echo", command="/bin/echo",
+        ...     args=["hi"], env=[])]))
+        ['echo']
+    """
+    from ..config import McpServerConfig
+
+    merged = dict(configured)
+    for srv in client:
+        name = str(srv.name).replace(" ", "-")
+        if name in merged:
+            log.warning("MCP server %r from the client ignored: [mcp.servers] has one", name)
+            continue
+        if isinstance(srv, acp_schema.McpServerStdio):
+            merged[name] = McpServerConfig(
+                command=srv.command, args=list(srv.args), env={e.name: e.value for e in srv.env}
+            )
+        elif getattr(srv, "type", None) == "http":
+            merged[name] = McpServerConfig(
+                url=srv.url, headers={h.name: h.value for h in srv.headers}
+            )
+        else:
+            log.warning("MCP server %r skipped: only stdio and HTTP servers are supported", name)
+    return merged
+
+
+def _only_active_intent(ws: Workspace) -> str | None:
+    path = ws.root / ".orchestration" / "active_intents.yaml"
+    if not path.is_file():
+        return None
+    from ..govern.intents import load_intents
+
+    active = load_intents(path).active()
+    return active[0].id if len(active) == 1 else None
+
+
+def load_adapter(spec: str | None, settings: AcpSettings) -> Any:
+    """The ACP agent to serve: ctxnb's own, or ``create_agent(settings)`` of a module.
+
+    ``spec`` is an importable module name (``pkg.mod``, using its ``create_agent``) or
+    ``pkg.mod:factory``. It is imported from the installed packages named on the
+    command line, never from the workspace.
+
+    Raises:
+        ConfigError: the module or the factory cannot be found.
+    """
+    if not spec:
+        return CtxnbAcpAgent(settings)
+    module_name, _, attr = spec.partition(":")
+    try:
+        module = importlib.import_module(module_name)
+    except ImportError as e:
+        raise ConfigError(f"--adapter {spec!r}: cannot import {module_name!r} ({e})") from None
+    factory = getattr(module, attr or "create_agent", None)
+    if not callable(factory):
+        raise ConfigError(
+            f"--adapter {spec!r}: {module_name} has no callable {attr or 'create_agent'!r}; "
+            "an adapter module defines create_agent(settings) returning an ACP agent"
+        )
+    return factory(settings)
+
+
+def serve_acp(settings: AcpSettings, *, adapter: str | None = None) -> None:
+    """Serve the ACP agent on stdin/stdout until the client hangs up.
+
+    While serving, fd 1 points at stderr and fd 0 at the null device, so nothing a
+    library or a child process prints can corrupt the protocol stream.
+    """
+    agent = load_adapter(adapter, settings)
+    wire_in = os.dup(0)
+    wire_out = os.dup(1)
+    devnull = os.open(os.devnull, os.O_RDONLY)
+    os.dup2(devnull, 0)
+    os.close(devnull)
+    os.dup2(2, 1)
+
+    async def main() -> None:
+        loop = asyncio.get_running_loop()
+        reader = asyncio.StreamReader(limit=acp.core.DEFAULT_STDIO_BUFFER_LIMIT_BYTES)
+        await loop.connect_read_pipe(
+            lambda: asyncio.StreamReaderProtocol(reader), os.fdopen(wire_in, "rb", buffering=0)
+        )
+        # A StreamReaderProtocol gives the writer its flow control (drain).
+        protocol = asyncio.StreamReaderProtocol(asyncio.StreamReader())
+        transport, _ = await loop.connect_write_pipe(
+            lambda: protocol, os.fdopen(wire_out, "wb", buffering=0)
+        )
+        writer = asyncio.StreamWriter(transport, protocol, None, loop)
+        await acp.run_agent(agent, writer, reader)
+
+    try:
+        asyncio.run(main())
+    finally:
+        close = getattr(agent, "close", None)
+        if callable(close):
+            close()
