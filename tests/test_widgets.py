@@ -183,7 +183,7 @@ def test_trace_view_filters_match_pandas(tmp_path: Path) -> None:
     df = _trace_frame(tmp_path)
     view = TraceView(df)
     assert len(view.filtered) == len(df)
-    assert view.page.max == -(-len(df) // 50) - 1
+    assert view.page.max == -(-len(df) // 50)
     view.filter(intent="INT-2", file="m3", contributor="ai")
     expected = df[
         (df.intent_id == "INT-2")
@@ -211,7 +211,7 @@ def test_trace_view_sort_pages_and_detail(tmp_path: Path) -> None:
     files = view.filtered["file"].astype(str).tolist()
     assert files == sorted(files)
     view.next_button.click()
-    assert view.page.value == 1
+    assert view.page.value == 2  # pages are numbered from 1 where a reader sees them
     assert view.page_frame.index.tolist() == view.filtered.index[50:100].tolist()
     assert "rows 51–100" in view.status.value
     view.select_row(3)
@@ -220,7 +220,7 @@ def test_trace_view_sort_pages_and_detail(tmp_path: Path) -> None:
     assert str(row["record_id"]) in view.detail.value
     view.prev_button.click()
     view.prev_button.click()  # stays on the first page
-    assert view.page.value == 0 and view.detail.value == ""
+    assert view.page.value == 1 and view.detail.value == ""
 
 
 def test_trace_view_bad_date_and_sources(tmp_path: Path) -> None:
@@ -531,3 +531,42 @@ def test_experiment_view_table_and_plots() -> None:
     html = view._repr_html_()
     assert html.count("data:image/png;base64,") == 2
     assert base64.b64decode(html.split("base64,")[1].split('"')[0])[:4] == b"\x89PNG"
+
+
+def test_trace_view_shows_no_nan_one_line_times_and_one_page_number(tmp_path: Path) -> None:
+    """A record without a file (a command that changed nothing) has missing values in
+    several columns: no view of it says ``nan``; times are to the second in UTC and do
+    not wrap; the page box and the status line number pages the same way."""
+    df = _trace_frame(tmp_path, n=3)
+    bare = df.iloc[[0]].copy()
+    for col in ("file", "start_line", "end_line", "contributor_type", "model_id"):
+        bare[col] = None
+    bare["record_id"] = "run-command-record"
+    bare["tool"] = "run_command"
+    bare["timestamp"] = pd.Timestamp("2026-11-23 18:19:11.442", tz="UTC")
+    kinds = {c: "category" if isinstance(t, pd.CategoricalDtype) else t for c, t in df.dtypes.items()}
+    frame = pd.concat([df, bare], ignore_index=True).astype(kinds)
+    assert isinstance(frame["file"].dtype, pd.CategoricalDtype)  # as load_trace gives it
+    assert frame["file"].isna().sum() == 1 and frame["start_line"].isna().sum() == 1
+
+    view = TraceView(frame)
+    position = next(
+        n for n, r in enumerate(view.page_frame.itertuples()) if r.record_id == "run-command-record"
+    )
+    view.select_row(position)
+    labels = [label for label, _ in view.row.options]
+    shown = [view.table.value, view.detail.value, view._repr_html_(), *labels]
+    for text in shown:
+        assert "nan" not in text.lower().replace("nanos", ""), text
+        assert "NaT" not in text and "None" not in text and "<NA>" not in text, text
+    label = labels[position]
+    assert label == f"#{position} 2026-11-23 18:19:11 INT-0 run_command", label
+    cell = '<td style="white-space:nowrap">2026-11-23 18:19:11</td>'
+    assert cell in view.table.value and cell in view._repr_html_()
+    assert ".442" not in view.table.value and "+00:00" not in view.table.value
+    assert any(x.endswith(" L1-2") for x in labels) and not any(".0" in x for x in labels)
+    # One page: the box says 1 and the status "of 1 page"; nothing says page 0.
+    assert (view.page.value, view.page.min, view.page.max) == (1, 1, 1)
+    assert "of 1 page ·" in view.status.value and "page 0" not in view.status.value.lower()
+    view.next_button.click()
+    assert view.page.value == 1
