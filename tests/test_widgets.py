@@ -511,6 +511,7 @@ def test_experiment_view_table_and_plots() -> None:
 
     from matplotlib.image import imread
 
+    from ctxnb.replay.analysis import summarize
     from ctxnb.replay.experiment import run_experiment
     from ctxnb.strategies import MetadataOnly
     from ctxnb.widgets import ExperimentView
@@ -525,9 +526,20 @@ def test_experiment_view_table_and_plots() -> None:
     for png in (view.tokens_plot.value, view.loss_plot.value):
         pixels = imread(io.BytesIO(png), format="png")
         assert pixels.std() > 0.01  # drawn, not blank
-    first = view.tokens_plot.value
-    view.run.value = view.run.options[1]
-    assert view.tokens_plot.value != first
+    first = (view.tokens_plot.value, view.loss_plot.value, view.table.value)
+    everything = view.summary
+    assert everything.equals(summarize(df))
+    # The run picker chooses what the whole view shows: table, both plots, the summary.
+    run = view.run.options[1]
+    view.run.value = run
+    assert view.tokens_plot.value != first[0]
+    assert view.loss_plot.value != first[1]
+    assert view.table.value != first[2] and f"run {run}" in view.table.value
+    one = summarize(df[df["trajectory"] == run])
+    assert view.summary.equals(one) and not one.equals(everything)
+    assert f"{int(one.loc['keep-all', 'total_tokens']):,}" in view.table.value
+    view.run.value = view.run.options[0]
+    assert view.summary.equals(everything) and view.table.value == first[2]
     html = view._repr_html_()
     assert html.count("data:image/png;base64,") == 2
     assert base64.b64decode(html.split("base64,")[1].split('"')[0])[:4] == b"\x89PNG"
