@@ -175,3 +175,32 @@ def test_cost_vs_loss_never_ranks_keep_all_as_losing_information(grid: pd.DataFr
     assert points["metadata-only"][1] > points["keep-all"][1]
     assert "re-reads" in ax.get_ylabel() and "stale" not in ax.get_ylabel()
     plt.close(ax.figure)
+
+
+def test_dollars_per_step_pairs_a_strategys_lines_by_colour(grid: pd.DataFrame) -> None:
+    """Each strategy has one colour for its two lines (cached solid, uncached dotted);
+    no two strategies share a colour; each line ends at the run's summed dollars."""
+    from ctxnb.replay.analysis import plot_dollars_per_step
+
+    assert grid["cost_usd"].notna().all()  # a replay at the run's model prices
+    run = str(grid["trajectory"].iloc[0])
+    ax = plot_dollars_per_step(grid, run)
+    lines = {ln.get_label(): ln for ln in ax.get_lines()}
+    strategies = list(dict.fromkeys(grid["strategy"].astype(str)))
+    assert sorted(lines) == sorted(f"{s} ({h})" for s in strategies for h in ("cached", "no cache"))
+    colours = set()
+    for s in strategies:
+        cached, uncached = lines[f"{s} (cached)"], lines[f"{s} (no cache)"]
+        assert cached.get_color() == uncached.get_color()
+        assert cached.get_linestyle() == "-" and uncached.get_linestyle() == ":"
+        colours.add(cached.get_color())
+        rows = grid[grid["strategy"] == s]
+        assert cached.get_ydata()[-1] == pytest.approx(rows["cost_usd"].sum())
+        assert uncached.get_ydata()[-1] == pytest.approx(rows["cost_usd_uncached"].sum())
+    assert len(colours) == len(strategies)
+    assert _legend_outside(ax)
+    plt.close(ax.figure)
+    with pytest.raises(ValueError, match="no rows"):
+        plot_dollars_per_step(grid, "nope")
+    with pytest.raises(ValueError, match="no dollars"):
+        plot_dollars_per_step(grid.drop(columns=["cost_usd"]), run)

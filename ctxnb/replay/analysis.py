@@ -13,7 +13,8 @@ the model would still have solved the task with less in front of it (the actions
 have differed). Solve rates need live runs: :func:`ctxnb.live.run_task`.
 
 :func:`plot_tokens_per_step` and :func:`plot_cost_vs_loss` draw the two pictures that
-matter, and :func:`compare_at` gives the two contexts two strategies assembled at one
+matter, :func:`plot_dollars_per_step` what a run costs with and without prompt caching,
+and :func:`compare_at` gives the two contexts two strategies assembled at one
 step, for a closer look.
 
 Example:
@@ -46,6 +47,7 @@ if TYPE_CHECKING:
 __all__ = [
     "compare_at",
     "plot_cost_vs_loss",
+    "plot_dollars_per_step",
     "plot_tokens_per_step",
     "summarize",
 ]
@@ -244,6 +246,60 @@ def plot_cost_vs_loss(summary: pd.DataFrame, ax: Axes | None = None) -> Axes:
     locator: Any = ax.yaxis.get_major_locator()  # a MaxNLocator, which takes these
     locator.set_params(integer=True, min_n_ticks=1)
     ax.set_ylim(bottom=max(ax.get_ylim()[0], -0.12 * max(1.0, float(y.max(initial=0)))))
+    outside_legend(ax)
+    return ax
+
+
+@styled
+def plot_dollars_per_step(df: pd.DataFrame, trajectory: str, ax: Axes | None = None) -> Axes:
+    """Dollars so far at each step of one run, with and without prompt caching.
+
+    One colour per strategy; its cached line is solid and its uncached line dotted, so
+    the two lines of a strategy read as a pair and the two ways of billing as two
+    styles.
+
+    Args:
+        df: a replay frame with ``cost_usd`` and ``cost_usd_uncached`` (a replay at a
+            model's prices).
+        trajectory: a run id from the ``trajectory`` column.
+        ax: the Axes to draw on; a new figure when None.
+
+    Returns:
+        The Axes.
+
+    Raises:
+        ValueError: no rows for ``trajectory``, or the frame has no dollar columns.
+
+    Example:
+        >>> ax = plot_dollars_per_step(df, "django__django-13670")  # doctest: +SKIP
+    """
+    rows = df[df["trajectory"] == trajectory]
+    if rows.empty:
+        raise ValueError(
+            f"no rows for trajectory {trajectory!r}; known: "
+            f"{sorted(df['trajectory'].astype(str).unique())[:10]}"
+        )
+    missing = [c for c in ("cost_usd", "cost_usd_uncached") if c not in df]
+    if missing or rows[["cost_usd", "cost_usd_uncached"]].isna().all().all():
+        raise ValueError(
+            f"no dollars in the frame ({', '.join(missing) or 'all NaN'}): replay at a "
+            "model's prices (a trajectory that names its model, or prices=...)"
+        )
+    ax = new_axes(ax, size=(7.5, 3.8))
+    for n, (strategy, g) in enumerate(rows.groupby(rows["strategy"].astype(str), sort=False)):
+        g = g.sort_values("step")
+        color = line_style(n)["color"]
+        for column, dash, how in (("cost_usd", "-", "cached"), ("cost_usd_uncached", ":", "no cache")):
+            ax.plot(
+                g["step"].to_numpy(),
+                g[column].cumsum().to_numpy(),
+                color=color,
+                linestyle=dash,
+                label=f"{strategy} ({how})",
+            )
+    ax.set_xlabel("step")
+    ax.set_ylabel("dollars so far")
+    ax.set_title(trajectory)
     outside_legend(ax)
     return ax
 
