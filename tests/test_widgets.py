@@ -116,6 +116,87 @@ def test_context_view_sections_items_and_text(ws: Workspace) -> None:
     assert "AGENTS.md" in view._repr_html_()
 
 
+def _until(check: Any, what: str, timeout: float = 20.0) -> None:
+    """Poll for a result a background thread produces, with a generous deadline."""
+    import time
+
+    deadline = time.monotonic() + timeout
+    while not check():
+        if time.monotonic() > deadline:
+            raise AssertionError(f"not within {timeout} s: {what}")
+        time.sleep(0.02)
+
+
+def test_context_view_follows_the_live_session(ws: Workspace) -> None:
+    """A following view shows what the session would send now: every change the
+    session makes (add, activate, deactivate, pin, a chat turn) redraws it by itself,
+    and it always equals a fresh assembly under the same strategy and budget."""
+    s = ws.session("follow", system_prompt="You are careful.")
+    strategy = RecencyWindow(5)
+    view = ContextView.follow(s, strategy, budget=50_000)
+
+    def now() -> Any:
+        return s.assemble(strategy, 50_000, record=False)
+
+    assert view.context.hash == now().hash and not view.context.items
+    turns_before = s.turn
+    a = s.add_path("AGENTS.md")
+    _until(lambda: [it.id for it in view.context.items] == [a], "the added file shows")
+    assert "AGENTS.md" in view.table.value and f"item:{a}" in [k for _, k in view.picker.options]
+    view.picker.value = f"item:{a}"
+    b = s.add_path("inventory/models.py")
+    _until(lambda: len(view.context.items) == 2, "the second file shows")
+    assert view.picker.value == f"item:{a}"  # what the reader picked stays picked
+    assert "AGENTS.md" in view.text.value
+    s.deactivate(a)
+    _until(lambda: [it.id for it in view.context.items] == [b], "the deactivated file left")
+    assert view.picker.value == "section:system"  # the picked item left: the first one
+    s.add_turn("user", "what does models.py hold?")
+    _until(lambda: "what does models.py hold?" in view.context.section("chat").text, "the turn")
+    assert s.turn == turns_before + 1
+    s.pin(a)
+    _until(lambda: {it.id for it in view.context.items} == {a, b}, "the pinned file")
+    _until(lambda: view.context.hash == now().hash, "the view equals a fresh assembly")
+    assert view.header.value.count("2 items") == 1
+    # Following stores nothing: no context was recorded at any turn.
+    from ctxnb.errors import NotFoundError
+
+    with pytest.raises(NotFoundError):
+        s.context_at(s.turn)
+
+
+def test_context_view_follows_a_file_changed_on_disk(ws: Workspace) -> None:
+    """The session's watcher records a change from its own thread: the view shows the
+    new content (a real file change, the watcher fed the event a backend would send)."""
+    from watchfiles import Change
+
+    from ctxnb.watch import Watcher
+
+    s = ws.session("disk")
+    a = s.add_path("AGENTS.md")
+    view = ContextView.follow(s)
+    view.show(f"item:{a}")
+    assert "# changed on disk" not in view.text.value
+    path = ws.root / "AGENTS.md"
+    path.write_text("# changed on disk\n")
+    events = [{(Change.modified, str(path))}]
+    with Watcher(s, backend=lambda dirs, stop: iter(events)) as w:
+        w.join(10)
+    assert w.events == 1
+    _until(lambda: "# changed on disk" in view.text.value, "the new content shows")
+    assert view.context.items[0].text.count("# changed on disk") == 1
+
+
+def test_a_view_of_one_context_stays_that_context(ws: Workspace) -> None:
+    s = ws.session("still")
+    s.add_path("AGENTS.md")
+    ctx = s.assemble(record=False)
+    view = ContextView(ctx)
+    s.add_path("inventory/models.py")
+    view.refresh()
+    assert view.context is ctx and len(view.context.items) == 1
+
+
 def test_compare_two_turns_lists_exactly_what_entered_left_and_changed(ws: Workspace) -> None:
     s = ws.session("d")
     a = s.add_path("AGENTS.md")
