@@ -108,7 +108,7 @@ class ContextView(widgets.VBox):
             options=[], description="Show", layout=widgets.Layout(width="100%")
         )
         self.text = widgets.HTML()
-        self.picker.observe(lambda ch: ch["new"] is not None and self.show(ch["new"]), "value")
+        self.picker.observe(self._on_pick, names="value")
         self.session: Session | None = None
         self._strategy: ContextStrategy | None = None
         self._budget: int | None = None
@@ -148,6 +148,10 @@ class ContextView(widgets.VBox):
                 self.show(keys[0])
             else:
                 self.text.value = ""
+
+    def _on_pick(self, change: dict[str, Any]) -> None:
+        if change["new"] is not None:  # None while the options are replaced
+            self.show(change["new"])
 
     @classmethod
     def follow(

@@ -176,7 +176,7 @@ class TraceView(widgets.VBox):
             self.descending,
         ):
             w.observe(lambda _: self._recompute(), names="value")
-        self.page.observe(lambda _: self._paging or self._render_page(), names="value")
+        self.page.observe(lambda _: self._on_page(), names="value")
         self.row.observe(lambda _: self._render_detail(), names="value")
 
         filters = widgets.VBox(
@@ -278,6 +278,10 @@ class TraceView(widgets.VBox):
             self._paging = False
         self._render_page()
         self._render_summary()
+
+    def _on_page(self) -> None:
+        if not self._paging:
+            self._render_page()
 
     def _step(self, delta: int) -> None:
         self.page.value = min(max(1, self.page.value + delta), self.page.max)
