@@ -178,7 +178,7 @@ def test_the_check_finds_chatter_and_widget_state(tmp_path: Path) -> None:
     samples = {
         "litellm's provider banner": "\nProvider List: https://docs.litellm.ai/docs/providers\n",
         "a warning": "x.py:3: FutureWarning: the default will change\n",
-        "a progress bar": "indexing: 100%|██████████| 21/21 [00:00<00:00, 312.5it/s]\n",
+        "a progress bar": "indexing: 100%|██████| 21/21 [00:00<00:00, 312.5it/s]\n",
         "a traceback": "Traceback (most recent call last):\n",
         "a path of the machine": "/home/someone/.venv/lib/python3.12/site-packages/x.py\n",
     }

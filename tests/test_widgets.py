@@ -637,7 +637,9 @@ def test_trace_view_shows_no_nan_one_line_times_and_one_page_number(tmp_path: Pa
     bare["record_id"] = "run-command-record"
     bare["tool"] = "run_command"
     bare["timestamp"] = pd.Timestamp("2026-11-23 18:19:11.442", tz="UTC")
-    kinds = {c: "category" if isinstance(t, pd.CategoricalDtype) else t for c, t in df.dtypes.items()}
+    kinds = {
+        c: "category" if isinstance(t, pd.CategoricalDtype) else t for c, t in df.dtypes.items()
+    }
     frame = pd.concat([df, bare], ignore_index=True).astype(kinds)
     assert isinstance(frame["file"].dtype, pd.CategoricalDtype)  # as load_trace gives it
     assert frame["file"].isna().sum() == 1 and frame["start_line"].isna().sum() == 1

@@ -289,7 +289,8 @@ def plot_dollars_per_step(df: pd.DataFrame, trajectory: str, ax: Axes | None = N
     for n, (strategy, g) in enumerate(rows.groupby(rows["strategy"].astype(str), sort=False)):
         g = g.sort_values("step")
         color = line_style(n)["color"]
-        for column, dash, how in (("cost_usd", "-", "cached"), ("cost_usd_uncached", ":", "no cache")):
+        billed = (("cost_usd", "-", "cached"), ("cost_usd_uncached", ":", "no cache"))
+        for column, dash, how in billed:
             ax.plot(
                 g["step"].to_numpy(),
                 g[column].cumsum().to_numpy(),
