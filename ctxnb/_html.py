@@ -20,6 +20,7 @@ __all__ = ["TEXT", "esc", "html_table"]
 
 #: Tables and text in views: the same compact line height in every frontend.
 TEXT = "line-height:1.45;font-size:13px"
+_NOWRAP = ' style="white-space:nowrap"'
 
 
 def esc(value: Any) -> str:
@@ -42,6 +43,7 @@ def html_table(
     max_rows: int = 50,
     highlight: int | None = None,
     first_index: int | None = None,
+    nowrap: Sequence[str] = (),
 ) -> str:
     """A plain HTML table of at most ``max_rows`` rows.
 
@@ -51,6 +53,7 @@ def html_table(
         max_rows: rows past this are counted, not shown.
         highlight: the position (among shown rows) of a row to highlight.
         first_index: when set, a leading ``#`` column numbers rows from this value.
+        nowrap: columns whose cells never break across lines (timestamps, ids).
     """
     head = "".join(f"<th>{esc(c)}</th>" for c in columns)
     if first_index is not None:
@@ -61,7 +64,9 @@ def html_table(
             extra += 1
             continue
         style = ' style="background:#fff3bf"' if n == highlight else ""
-        cells = "".join(f"<td>{esc(row.get(c))}</td>" for c in columns)
+        cells = "".join(
+            f"<td{_NOWRAP if c in nowrap else ''}>{esc(row.get(c))}</td>" for c in columns
+        )
         if first_index is not None:
             cells = f"<td>{first_index + n}</td>" + cells
         body.append(f'<tr data-row="{n}"{style}>{cells}</tr>')

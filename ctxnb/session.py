@@ -154,6 +154,7 @@ class Session:
                 self._system_prompt = text
                 self.system_prompt_id = self.system_prompt_id or new_id()
                 self._sp_dirty = True
+                self._notify(self.system_prompt_id, "system prompt")
 
     def _touch(self, oid: str) -> None:
         self._tick += 1
@@ -197,6 +198,7 @@ class Session:
                 self._seq[oid] = self._tick
                 self._entered[oid] = self.turn
             self._dirty(oid)
+            self._notify(oid, "active copy")
 
     def _sync_with_store(self) -> None:
         """Take every newer stored version of an active file (index, watcher, other
@@ -228,12 +230,15 @@ class Session:
         self._set_meta(
             oid, self._meta_for(doc, orphaned=self._meta.get(oid, MetaEntry(oid, "")).orphaned)
         )
-        if oid not in self._index_set:
+        new = oid not in self._index_set
+        if new:
             self._index_set.add(oid)
             self.session_index.append(oid)
         if oid not in self._pool_set:
             self._pool_set.add(oid)
             self.metadata_pool.append(oid)
+        if new:
+            self._notify(oid, "added")
         return oid
 
     def _require(self, oid: str) -> None:
@@ -296,7 +301,8 @@ class Session:
         """Put an object's full content in the prompt (and mark it used now)."""
         with self._lock:
             self._require(oid)
-            if oid not in self._active:
+            new = oid not in self._active
+            if new:
                 self._active[oid] = None
                 self._seq.setdefault(oid, self._tick + 1)
                 self._entered.setdefault(oid, self.turn)
@@ -305,28 +311,39 @@ class Session:
             if oid not in self._pool_set:
                 self._pool_set.add(oid)
                 self.metadata_pool.append(oid)
+            if new:
+                self._notify(oid, "activated")
 
     def deactivate(self, oid: str) -> None:
         """Take an object's content out of the prompt; it stays in the index and the pool."""
         with self._lock:
             self._require(oid)
+            was = oid in self._active
             self._active.pop(oid, None)
             self._seq.pop(oid, None)
             self._entered.pop(oid, None)
             self._dirty(oid)
+            if was:
+                self._notify(oid, "deactivated")
 
     def pin(self, oid: str) -> None:
         """Keep an object in the prompt whatever the strategy (activates it)."""
         with self._lock:
             self.activate(oid)
+            new = oid not in self._pinned
             self._pinned[oid] = None
             self._dirty(oid)
+            if new:
+                self._notify(oid, "pinned")
 
     def unpin(self, oid: str) -> None:
         with self._lock:
             self._require(oid)
+            was = oid in self._pinned
             self._pinned.pop(oid, None)
             self._dirty(oid)
+            if was:
+                self._notify(oid, "unpinned")
 
     def touch(self, oid: str) -> None:
         """Mark an object as used now (recency strategies keep recent items)."""
@@ -435,6 +452,7 @@ class Session:
             raise ValueError(f"unknown chat role {role!r}; use user, assistant, system or tool")
         with self._lock:
             self._turns.append({"role": role, "content": content})
+            self._notify(self.chat_id, "turn")
             return len(self._turns)
 
     @property
@@ -805,7 +823,15 @@ class Session:
 
     # -- watching ------------------------------------------------------------------------------
     def on_change(self, callback: Callable[[str, str], None]) -> None:
-        """Call ``callback(object_id, action)`` when the watcher records a change."""
+        """Call ``callback(object_id, action)`` whenever what the model would see changes.
+
+        Actions: the watcher's (``updated``, ``deleted`` ... when a file changed on
+        disk), ``added``, ``activated``, ``deactivated``, ``pinned``, ``unpinned``,
+        ``active copy`` (for an object), ``turn`` (for the chat) and ``system prompt``.
+        Views such as :class:`~ctxnb.widgets.ContextView` follow a session this way.
+        The callback runs in the thread that made the change, often with the session's
+        lock held: it should be quick (schedule heavy work, as the views do).
+        """
         self._listeners.append(callback)
 
     def _notify(self, oid: str, action: str) -> None:

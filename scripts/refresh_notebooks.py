@@ -6,7 +6,10 @@ counts), then review the diff of the outputs like any other change::
     .venv/bin/python scripts/refresh_notebooks.py            # every tutorial
     .venv/bin/python scripts/refresh_notebooks.py 05 06      # the ones named
 
-Each notebook runs in a fresh kernel from its own folder, as nbval runs it.
+Each notebook runs in a fresh kernel from its own folder, as nbval runs it. What is
+stored is what nbval compares and nothing of the machine that ran it: no widget state
+(a reader would see widgets before anything ran; the outputs keep each view's static
+HTML and text) and no run timings. tests/test_notebook_outputs.py checks both.
 """
 
 from __future__ import annotations
@@ -22,9 +25,23 @@ NOTEBOOKS = Path(__file__).resolve().parent.parent / "notebooks"
 
 def refresh(path: Path) -> None:
     nb = nbformat.read(path, as_version=4)
-    NotebookClient(nb, timeout=900, resources={"metadata": {"path": str(path.parent)}}).execute()
+    NotebookClient(
+        nb,
+        timeout=900,
+        resources={"metadata": {"path": str(path.parent)}},
+        store_widget_state=False,
+        record_timing=False,
+    ).execute()
+    strip(nb)
     nbformat.write(nb, path)
     print(f"refreshed {path.name}")
+
+
+def strip(nb: nbformat.NotebookNode) -> None:
+    """Remove widget state and run timings (left by an earlier run or an editor)."""
+    nb.metadata.pop("widgets", None)
+    for cell in nb.cells:
+        cell.metadata.pop("execution", None)
 
 
 def main(argv: list[str]) -> None:

@@ -13,7 +13,7 @@ from pathlib import Path
 import nbformat
 
 WIDGET = "application/vnd.jupyter.widget-view+json"
-WIDGET_NAMES = ("View(", "Panel(", ".compare(")
+WIDGET_NAMES = ("View(", "Panel(", ".compare(", "View.follow(")
 
 
 def code(source: str) -> str:

@@ -9,6 +9,7 @@ renders, and with an empty table, must fail nbval, cell by cell.
 
 from __future__ import annotations
 
+import re
 import shutil
 import subprocess
 import sys
@@ -123,3 +124,76 @@ def test_a_broken_plot_and_an_empty_table_fail_the_check(tmp_path: Path) -> None
     shutil.copy(source, tmp_path / "intact.ipynb")
     intact = _nbval(tmp_path, tmp_path / "intact.ipynb")
     assert intact.returncode == 0, intact.stdout + intact.stderr
+
+
+# What a dependency or the machine prints, never what ctxnb shows: a stored output with
+# any of these would make the check depend on the release of a library or on the
+# machine that refreshed the notebook.
+_CHATTER = {
+    "litellm's provider banner": re.compile(r"Provider List|docs\.litellm\.ai|Give Feedback"),
+    "a warning": re.compile(r"\b\w*Warning\b:|warnings\.warn\(|^\s*warn\(", re.MULTILINE),
+    "a progress bar": re.compile(r"\d+%\|[^|\n]*\||\d+(\.\d+)?\s?(it|s)/(s|it)\b|\[\d+:\d+<"),
+    "a traceback": re.compile(r"Traceback \(most recent call last\)"),
+    "a path of the machine": re.compile(r"/(home|Users|root|work)/\w|site-packages|\.venv/"),
+}
+
+
+def _texts(cell: nbformat.NotebookNode) -> list[tuple[str, str]]:
+    out = []
+    for o in cell.outputs:
+        if o.output_type == "stream":
+            out.append((f"stream {o.name}", o.text))
+        for key, value in (o.get("data") or {}).items():
+            if key.startswith("text/"):
+                out.append((key, value if isinstance(value, str) else "".join(value)))
+    return out
+
+
+@pytest.mark.parametrize("path", NOTEBOOKS, ids=lambda p: p.name)
+def test_tutorial_stores_nothing_of_the_machine_or_a_dependency(path: Path) -> None:
+    """No widget state (a reader would see widgets before anything ran), no run
+    timings, no stderr, and no output that a dependency or the machine printed."""
+    nb = nbformat.read(path, as_version=4)
+    problems: list[str] = []
+    if "widgets" in nb.metadata:
+        problems.append("stores widget state (metadata.widgets): refresh it with the script")
+    for n, cell in enumerate(nb.cells):
+        where = f"{path.name} cell {n}"
+        if "execution" in cell.get("metadata", {}):
+            problems.append(f"{where}: stores run timings (metadata.execution)")
+        if cell.cell_type != "code":
+            continue
+        for kind, text in _texts(cell):
+            if kind == "stream stderr":
+                problems.append(f"{where}: stores stderr: {text[:200]!r}")
+            for what, pattern in _CHATTER.items():
+                if m := pattern.search(text):
+                    problems.append(f"{where}: {kind} stores {what}: {m.group(0)!r}")
+    assert not problems, "\n".join(problems)
+
+
+def test_the_check_finds_chatter_and_widget_state(tmp_path: Path) -> None:
+    """The check above fails on each thing it looks for, in a copy of a tutorial."""
+    source = REPO / "notebooks" / "01-quickstart.ipynb"
+    samples = {
+        "litellm's provider banner": "\nProvider List: https://docs.litellm.ai/docs/providers\n",
+        "a warning": "x.py:3: FutureWarning: the default will change\n",
+        "a progress bar": "indexing: 100%|██████| 21/21 [00:00<00:00, 312.5it/s]\n",
+        "a traceback": "Traceback (most recent call last):\n",
+        "a path of the machine": "/home/someone/.venv/lib/python3.12/site-packages/x.py\n",
+    }
+    for what, text in samples.items():
+        nb = nbformat.read(source, as_version=4)
+        code = next(c for c in nb.cells if c.cell_type == "code")
+        code.outputs.append(nbformat.v4.new_output("stream", name="stdout", text=text))
+        path = tmp_path / "copy.ipynb"
+        nbformat.write(nb, path)
+        with pytest.raises(AssertionError, match=re.escape(what)):
+            test_tutorial_stores_nothing_of_the_machine_or_a_dependency(path)
+    nb = nbformat.read(source, as_version=4)
+    nb.metadata["widgets"] = {"application/vnd.jupyter.widget-state+json": {"state": {}}}
+    code = next(c for c in nb.cells if c.cell_type == "code")
+    code.outputs.append(nbformat.v4.new_output("stream", name="stderr", text="hello\n"))
+    nbformat.write(nb, tmp_path / "state.ipynb")
+    with pytest.raises(AssertionError, match=r"widget state(.|\n)*stores stderr"):
+        test_tutorial_stores_nothing_of_the_machine_or_a_dependency(tmp_path / "state.ipynb")

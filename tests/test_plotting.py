@@ -152,3 +152,55 @@ def test_one_style_for_every_series() -> None:
     with plot_style():
         assert matplotlib.rcParams["axes.spines.top"] is False
     assert matplotlib.rcParams["axes.spines.top"] == before  # the user's settings return
+
+
+def test_cost_vs_loss_never_ranks_keep_all_as_losing_information(grid: pd.DataFrame) -> None:
+    """keep-all drops nothing, so it loses nothing: it sits at the bottom of the
+    information-lost axis, although it keeps the most stale views of files (which are
+    outdated information kept, not lost). Each point is where the summary says."""
+    summary = summarize(grid)
+    assert summary.loc["keep-all", "re_reads"] == 0
+    # The run has stale views, most of them under keep-all: adding them to the loss
+    # (as the plot once did) would put keep-all above every other strategy.
+    assert summary.loc["keep-all", "stale_reads"] > 0
+    assert summary["stale_reads"].idxmax() == "keep-all"
+    ax = plot_cost_vs_loss(summary)
+    points = {
+        text.get_text(): tuple(col.get_offsets()[0])
+        for text, col in zip(ax.get_legend().get_texts(), ax.collections, strict=True)
+    }
+    for strategy, (x, y) in points.items():
+        assert (x, y) == (summary.loc[strategy, "tokens_rel"], summary.loc[strategy, "re_reads"])
+    assert points["keep-all"][1] == min(y for _, y in points.values())
+    assert points["metadata-only"][1] > points["keep-all"][1]
+    assert "re-reads" in ax.get_ylabel() and "stale" not in ax.get_ylabel()
+    plt.close(ax.figure)
+
+
+def test_dollars_per_step_pairs_a_strategys_lines_by_colour(grid: pd.DataFrame) -> None:
+    """Each strategy has one colour for its two lines (cached solid, uncached dotted);
+    no two strategies share a colour; each line ends at the run's summed dollars."""
+    from ctxnb.replay.analysis import plot_dollars_per_step
+
+    assert grid["cost_usd"].notna().all()  # a replay at the run's model prices
+    run = str(grid["trajectory"].iloc[0])
+    ax = plot_dollars_per_step(grid, run)
+    lines = {ln.get_label(): ln for ln in ax.get_lines()}
+    strategies = list(dict.fromkeys(grid["strategy"].astype(str)))
+    assert sorted(lines) == sorted(f"{s} ({h})" for s in strategies for h in ("cached", "no cache"))
+    colours = set()
+    for s in strategies:
+        cached, uncached = lines[f"{s} (cached)"], lines[f"{s} (no cache)"]
+        assert cached.get_color() == uncached.get_color()
+        assert cached.get_linestyle() == "-" and uncached.get_linestyle() == ":"
+        colours.add(cached.get_color())
+        rows = grid[grid["strategy"] == s]
+        assert cached.get_ydata()[-1] == pytest.approx(rows["cost_usd"].sum())
+        assert uncached.get_ydata()[-1] == pytest.approx(rows["cost_usd_uncached"].sum())
+    assert len(colours) == len(strategies)
+    assert _legend_outside(ax)
+    plt.close(ax.figure)
+    with pytest.raises(ValueError, match="no rows"):
+        plot_dollars_per_step(grid, "nope")
+    with pytest.raises(ValueError, match="no dollars"):
+        plot_dollars_per_step(grid.drop(columns=["cost_usd"]), run)

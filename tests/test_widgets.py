@@ -116,6 +116,87 @@ def test_context_view_sections_items_and_text(ws: Workspace) -> None:
     assert "AGENTS.md" in view._repr_html_()
 
 
+def _until(check: Any, what: str, timeout: float = 20.0) -> None:
+    """Poll for a result a background thread produces, with a generous deadline."""
+    import time
+
+    deadline = time.monotonic() + timeout
+    while not check():
+        if time.monotonic() > deadline:
+            raise AssertionError(f"not within {timeout} s: {what}")
+        time.sleep(0.02)
+
+
+def test_context_view_follows_the_live_session(ws: Workspace) -> None:
+    """A following view shows what the session would send now: every change the
+    session makes (add, activate, deactivate, pin, a chat turn) redraws it by itself,
+    and it always equals a fresh assembly under the same strategy and budget."""
+    s = ws.session("follow", system_prompt="You are careful.")
+    strategy = RecencyWindow(5)
+    view = ContextView.follow(s, strategy, budget=50_000)
+
+    def now() -> Any:
+        return s.assemble(strategy, 50_000, record=False)
+
+    assert view.context.hash == now().hash and not view.context.items
+    turns_before = s.turn
+    a = s.add_path("AGENTS.md")
+    _until(lambda: [it.id for it in view.context.items] == [a], "the added file shows")
+    assert "AGENTS.md" in view.table.value and f"item:{a}" in [k for _, k in view.picker.options]
+    view.picker.value = f"item:{a}"
+    b = s.add_path("inventory/models.py")
+    _until(lambda: len(view.context.items) == 2, "the second file shows")
+    assert view.picker.value == f"item:{a}"  # what the reader picked stays picked
+    assert "AGENTS.md" in view.text.value
+    s.deactivate(a)
+    _until(lambda: [it.id for it in view.context.items] == [b], "the deactivated file left")
+    assert view.picker.value == "section:system"  # the picked item left: the first one
+    s.add_turn("user", "what does models.py hold?")
+    _until(lambda: "what does models.py hold?" in view.context.section("chat").text, "the turn")
+    assert s.turn == turns_before + 1
+    s.pin(a)
+    _until(lambda: {it.id for it in view.context.items} == {a, b}, "the pinned file")
+    _until(lambda: view.context.hash == now().hash, "the view equals a fresh assembly")
+    assert view.header.value.count("2 items") == 1
+    # Following stores nothing: no context was recorded at any turn.
+    from ctxnb.errors import NotFoundError
+
+    with pytest.raises(NotFoundError):
+        s.context_at(s.turn)
+
+
+def test_context_view_follows_a_file_changed_on_disk(ws: Workspace) -> None:
+    """The session's watcher records a change from its own thread: the view shows the
+    new content (a real file change, the watcher fed the event a backend would send)."""
+    from watchfiles import Change
+
+    from ctxnb.watch import Watcher
+
+    s = ws.session("disk")
+    a = s.add_path("AGENTS.md")
+    view = ContextView.follow(s)
+    view.show(f"item:{a}")
+    assert "# changed on disk" not in view.text.value
+    path = ws.root / "AGENTS.md"
+    path.write_text("# changed on disk\n")
+    events = [{(Change.modified, str(path))}]
+    with Watcher(s, backend=lambda dirs, stop: iter(events)) as w:
+        w.join(10)
+    assert w.events == 1
+    _until(lambda: "# changed on disk" in view.text.value, "the new content shows")
+    assert view.context.items[0].text.count("# changed on disk") == 1
+
+
+def test_a_view_of_one_context_stays_that_context(ws: Workspace) -> None:
+    s = ws.session("still")
+    s.add_path("AGENTS.md")
+    ctx = s.assemble(record=False)
+    view = ContextView(ctx)
+    s.add_path("inventory/models.py")
+    view.refresh()
+    assert view.context is ctx and len(view.context.items) == 1
+
+
 def test_compare_two_turns_lists_exactly_what_entered_left_and_changed(ws: Workspace) -> None:
     s = ws.session("d")
     a = s.add_path("AGENTS.md")
@@ -183,7 +264,7 @@ def test_trace_view_filters_match_pandas(tmp_path: Path) -> None:
     df = _trace_frame(tmp_path)
     view = TraceView(df)
     assert len(view.filtered) == len(df)
-    assert view.page.max == -(-len(df) // 50) - 1
+    assert view.page.max == -(-len(df) // 50)
     view.filter(intent="INT-2", file="m3", contributor="ai")
     expected = df[
         (df.intent_id == "INT-2")
@@ -211,7 +292,7 @@ def test_trace_view_sort_pages_and_detail(tmp_path: Path) -> None:
     files = view.filtered["file"].astype(str).tolist()
     assert files == sorted(files)
     view.next_button.click()
-    assert view.page.value == 1
+    assert view.page.value == 2  # pages are numbered from 1 where a reader sees them
     assert view.page_frame.index.tolist() == view.filtered.index[50:100].tolist()
     assert "rows 51–100" in view.status.value
     view.select_row(3)
@@ -220,7 +301,7 @@ def test_trace_view_sort_pages_and_detail(tmp_path: Path) -> None:
     assert str(row["record_id"]) in view.detail.value
     view.prev_button.click()
     view.prev_button.click()  # stays on the first page
-    assert view.page.value == 0 and view.detail.value == ""
+    assert view.page.value == 1 and view.detail.value == ""
 
 
 def test_trace_view_bad_date_and_sources(tmp_path: Path) -> None:
@@ -511,6 +592,7 @@ def test_experiment_view_table_and_plots() -> None:
 
     from matplotlib.image import imread
 
+    from ctxnb.replay.analysis import summarize
     from ctxnb.replay.experiment import run_experiment
     from ctxnb.strategies import MetadataOnly
     from ctxnb.widgets import ExperimentView
@@ -525,9 +607,61 @@ def test_experiment_view_table_and_plots() -> None:
     for png in (view.tokens_plot.value, view.loss_plot.value):
         pixels = imread(io.BytesIO(png), format="png")
         assert pixels.std() > 0.01  # drawn, not blank
-    first = view.tokens_plot.value
-    view.run.value = view.run.options[1]
-    assert view.tokens_plot.value != first
+    first = (view.tokens_plot.value, view.loss_plot.value, view.table.value)
+    everything = view.summary
+    assert everything.equals(summarize(df))
+    # The run picker chooses what the whole view shows: table, both plots, the summary.
+    run = view.run.options[1]
+    view.run.value = run
+    assert view.tokens_plot.value != first[0]
+    assert view.loss_plot.value != first[1]
+    assert view.table.value != first[2] and f"run {run}" in view.table.value
+    one = summarize(df[df["trajectory"] == run])
+    assert view.summary.equals(one) and not one.equals(everything)
+    assert f"{int(one.loc['keep-all', 'total_tokens']):,}" in view.table.value
+    view.run.value = view.run.options[0]
+    assert view.summary.equals(everything) and view.table.value == first[2]
     html = view._repr_html_()
     assert html.count("data:image/png;base64,") == 2
     assert base64.b64decode(html.split("base64,")[1].split('"')[0])[:4] == b"\x89PNG"
+
+
+def test_trace_view_shows_no_nan_one_line_times_and_one_page_number(tmp_path: Path) -> None:
+    """A record without a file (a command that changed nothing) has missing values in
+    several columns: no view of it says ``nan``; times are to the second in UTC and do
+    not wrap; the page box and the status line number pages the same way."""
+    df = _trace_frame(tmp_path, n=3)
+    bare = df.iloc[[0]].copy()
+    for col in ("file", "start_line", "end_line", "contributor_type", "model_id"):
+        bare[col] = None
+    bare["record_id"] = "run-command-record"
+    bare["tool"] = "run_command"
+    bare["timestamp"] = pd.Timestamp("2026-11-23 18:19:11.442", tz="UTC")
+    kinds = {
+        c: "category" if isinstance(t, pd.CategoricalDtype) else t for c, t in df.dtypes.items()
+    }
+    frame = pd.concat([df, bare], ignore_index=True).astype(kinds)
+    assert isinstance(frame["file"].dtype, pd.CategoricalDtype)  # as load_trace gives it
+    assert frame["file"].isna().sum() == 1 and frame["start_line"].isna().sum() == 1
+
+    view = TraceView(frame)
+    position = next(
+        n for n, r in enumerate(view.page_frame.itertuples()) if r.record_id == "run-command-record"
+    )
+    view.select_row(position)
+    labels = [label for label, _ in view.row.options]
+    shown = [view.table.value, view.detail.value, view._repr_html_(), *labels]
+    for text in shown:
+        assert "nan" not in text.lower().replace("nanos", ""), text
+        assert "NaT" not in text and "None" not in text and "<NA>" not in text, text
+    label = labels[position]
+    assert label == f"#{position} 2026-11-23 18:19:11 INT-0 run_command", label
+    cell = '<td style="white-space:nowrap">2026-11-23 18:19:11</td>'
+    assert cell in view.table.value and cell in view._repr_html_()
+    assert ".442" not in view.table.value and "+00:00" not in view.table.value
+    assert any(x.endswith(" L1-2") for x in labels) and not any(".0" in x for x in labels)
+    # One page: the box says 1 and the status "of 1 page"; nothing says page 0.
+    assert (view.page.value, view.page.min, view.page.max) == (1, 1, 1)
+    assert "of 1 page ·" in view.status.value and "page 0" not in view.status.value.lower()
+    view.next_button.click()
+    assert view.page.value == 1

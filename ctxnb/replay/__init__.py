@@ -40,6 +40,7 @@ _LAZY = {
     "default_strategies": "replay",
     "parse_strategy": "experiment",
     "plot_cost_vs_loss": "analysis",
+    "plot_dollars_per_step": "analysis",
     "plot_tokens_per_step": "analysis",
     "replay": "replay",
     "replay_contexts": "replay",

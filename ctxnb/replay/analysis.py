@@ -2,9 +2,10 @@
 
 :func:`summarize` turns a replay frame into one row per strategy: how many tokens the
 model would have read (in total and at the peak), how much of that a prompt cache
-could serve, what it costs as providers bill it (with and without caching), and how
-much information was lost (re-reads and stale reads), each also relative to the
-keep-all baseline.
+could serve, what it costs as providers bill it (with and without caching), how much
+information was lost (re-reads: dropped content the agent had to read again) and how
+many outdated views it kept (stale reads: old tool outputs showing a file as it was
+before a later change), each also relative to the keep-all baseline.
 
 A replay feeds the recorded actions back, so it measures what each strategy would have
 put in front of the model at each step, and what that costs; it cannot tell whether
@@ -12,7 +13,8 @@ the model would still have solved the task with less in front of it (the actions
 have differed). Solve rates need live runs: :func:`ctxnb.live.run_task`.
 
 :func:`plot_tokens_per_step` and :func:`plot_cost_vs_loss` draw the two pictures that
-matter, and :func:`compare_at` gives the two contexts two strategies assembled at one
+matter, :func:`plot_dollars_per_step` what a run costs with and without prompt caching,
+and :func:`compare_at` gives the two contexts two strategies assembled at one
 step, for a closer look.
 
 Example:
@@ -45,6 +47,7 @@ if TYPE_CHECKING:
 __all__ = [
     "compare_at",
     "plot_cost_vs_loss",
+    "plot_dollars_per_step",
     "plot_tokens_per_step",
     "summarize",
 ]
@@ -206,28 +209,98 @@ def plot_tokens_per_step(
 def plot_cost_vs_loss(summary: pd.DataFrame, ax: Axes | None = None) -> Axes:
     """Each strategy as a point: tokens relative to the baseline against information lost.
 
+    Information lost is counted by re-reads: files the agent read again although it had
+    seen them, because the strategy had dropped them from the context. Stale reads are
+    not on this axis: an old tool output showing a file before a later change is
+    outdated information *kept*, not lost (keep-all, which drops nothing, keeps the
+    most of them), so adding them would rank keep-all as the strategy that loses most.
+    :func:`summarize` still counts them, in their own column.
+
     Args:
         summary: a frame from :func:`summarize`.
         ax: the Axes to draw on; a new figure when None.
 
     Returns:
         The Axes. The x axis is ``tokens_rel`` (cost relative to keep-all when prices
-        are flat per token); the y axis is re-reads plus stale reads.
+        are flat per token); the y axis is re-reads.
 
     Example:
         >>> ax = plot_cost_vs_loss(summarize(df))  # doctest: +SKIP
     """
     ax = new_axes(ax, size=(6, 4))
     x = summary["tokens_rel"].to_numpy(dtype=float)
-    y = (summary["re_reads"] + summary["stale_reads"]).to_numpy(dtype=float)
+    y = summary["re_reads"].to_numpy(dtype=float)
     # One marker and legend entry per strategy: names in the legend never collide, even
     # when two strategies land on the same point.
+    # Earlier points draw larger and below, so two strategies on one point (one that
+    # dropped nothing draws where keep-all does) both stay visible.
+    last = max(1, len(x) - 1)
     for n, (label, xi, yi) in enumerate(zip(summary.index, x, y, strict=True)):
-        ax.scatter([xi], [yi], label=str(label), s=46, zorder=3 + n, **marker_style(n))
+        size = 46 + 80 * (last - n) / last
+        ax.scatter([xi], [yi], label=str(label), s=size, zorder=3 + n, **marker_style(n))
     ax.set_xlabel("tokens relative to keep-all")
-    ax.set_ylabel("re-reads + stale reads")
+    ax.set_ylabel("re-reads (dropped, read again)")
     ax.set_title("cost vs. information lost")
     ax.margins(x=0.08, y=0.12)
+    # Re-reads are counts: whole-number ticks, none below zero.
+    locator: Any = ax.yaxis.get_major_locator()  # a MaxNLocator, which takes these
+    locator.set_params(integer=True, min_n_ticks=1)
+    ax.set_ylim(bottom=max(ax.get_ylim()[0], -0.12 * max(1.0, float(y.max(initial=0)))))
+    outside_legend(ax)
+    return ax
+
+
+@styled
+def plot_dollars_per_step(df: pd.DataFrame, trajectory: str, ax: Axes | None = None) -> Axes:
+    """Dollars so far at each step of one run, with and without prompt caching.
+
+    One colour per strategy; its cached line is solid and its uncached line dotted, so
+    the two lines of a strategy read as a pair and the two ways of billing as two
+    styles.
+
+    Args:
+        df: a replay frame with ``cost_usd`` and ``cost_usd_uncached`` (a replay at a
+            model's prices).
+        trajectory: a run id from the ``trajectory`` column.
+        ax: the Axes to draw on; a new figure when None.
+
+    Returns:
+        The Axes.
+
+    Raises:
+        ValueError: no rows for ``trajectory``, or the frame has no dollar columns.
+
+    Example:
+        >>> ax = plot_dollars_per_step(df, "django__django-13670")  # doctest: +SKIP
+    """
+    rows = df[df["trajectory"] == trajectory]
+    if rows.empty:
+        raise ValueError(
+            f"no rows for trajectory {trajectory!r}; known: "
+            f"{sorted(df['trajectory'].astype(str).unique())[:10]}"
+        )
+    missing = [c for c in ("cost_usd", "cost_usd_uncached") if c not in df]
+    if missing or rows[["cost_usd", "cost_usd_uncached"]].isna().all().all():
+        raise ValueError(
+            f"no dollars in the frame ({', '.join(missing) or 'all NaN'}): replay at a "
+            "model's prices (a trajectory that names its model, or prices=...)"
+        )
+    ax = new_axes(ax, size=(7.5, 3.8))
+    for n, (strategy, g) in enumerate(rows.groupby(rows["strategy"].astype(str), sort=False)):
+        g = g.sort_values("step")
+        color = line_style(n)["color"]
+        billed = (("cost_usd", "-", "cached"), ("cost_usd_uncached", ":", "no cache"))
+        for column, dash, how in billed:
+            ax.plot(
+                g["step"].to_numpy(),
+                g[column].cumsum().to_numpy(),
+                color=color,
+                linestyle=dash,
+                label=f"{strategy} ({how})",
+            )
+    ax.set_xlabel("step")
+    ax.set_ylabel("dollars so far")
+    ax.set_title(trajectory)
     outside_legend(ax)
     return ax
 

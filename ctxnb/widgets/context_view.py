@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import difflib
+import threading
+import weakref
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
@@ -12,10 +14,15 @@ from .static import diff_html, esc, html_table, pre, token_bar
 
 if TYPE_CHECKING:
     from ..context import Context, ContextItem
+    from ..session import Session
+    from ..strategies import ContextStrategy
 
 __all__ = ["ContextDiffView", "ContextView"]
 
 MAX_ITEM_ROWS = 200  # items listed in a table; the rest are counted
+# A view that follows a session re-assembles this long after the last change, so a
+# burst of changes (add_paths of a folder, a replayed step) costs one assembly.
+FOLLOW_DELAY = 0.05
 
 
 def _flags(it: ContextItem) -> str:
@@ -75,6 +82,9 @@ class ContextView(widgets.VBox):
     """An assembled :class:`~ctxnb.context.Context`: sections in order, a token budget
     bar by section, per-item tokens, and the rendered text of any section or item.
 
+    ``ContextView(context)`` shows one context as it was; :meth:`follow` shows what a
+    live session would send now, redrawn whenever the session changes.
+
     Args:
         context: the context to show.
 
@@ -91,26 +101,131 @@ class ContextView(widgets.VBox):
 
     def __init__(self, context: Context, **kwargs: Any) -> None:
         self.context = context
-        self.header = widgets.HTML(_header(context))
-        self.bar = widgets.HTML(
-            token_bar([(s.name, s.tokens) for s in context.sections], context.budget)
-        )
-        self.table = widgets.HTML(
-            html_table(_rows(context), ["section", "item", "type", "tokens", ""], max_rows=400)
-        )
-        options: list[tuple[str, str]] = []
-        for s in context.sections:
-            options.append((f"{s.name} ({s.tokens:,} tokens)", f"section:{s.name}"))
-            for it in s.items[:MAX_ITEM_ROWS]:
-                options.append((f"  {s.name}: {it.label} ({it.tokens:,} tokens)", f"item:{it.id}"))
+        self.header = widgets.HTML()
+        self.bar = widgets.HTML()
+        self.table = widgets.HTML()
         self.picker = widgets.Dropdown(
-            options=options, description="Show", layout=widgets.Layout(width="100%")
+            options=[], description="Show", layout=widgets.Layout(width="100%")
         )
         self.text = widgets.HTML()
-        self.picker.observe(lambda ch: self.show(ch["new"]), names="value")
+        self.picker.observe(self._on_pick, names="value")
+        self.session: Session | None = None
+        self._strategy: ContextStrategy | None = None
+        self._budget: int | None = None
+        self._lock = threading.RLock()  # one redraw at a time
+        # Apart from the redraw lock: a session change arrives with the session's lock
+        # held, while a redraw holds this view's lock and waits for the session's.
+        self._timer_lock = threading.Lock()
+        self._timer: threading.Timer | None = None
         super().__init__([self.header, self.bar, self.table, self.picker, self.text], **kwargs)
-        if options:
-            self.show(options[0][1])
+        self.update(context)
+
+    def update(self, context: Context) -> None:
+        """Show ``context`` instead (the picked section or item stays picked when the
+        new context has it)."""
+        with self._lock:
+            self.context = context
+            self.header.value = _header(context)
+            self.bar.value = token_bar(
+                [(s.name, s.tokens) for s in context.sections], context.budget
+            )
+            self.table.value = html_table(
+                _rows(context), ["section", "item", "type", "tokens", ""], max_rows=400
+            )
+            options: list[tuple[str, str]] = []
+            for s in context.sections:
+                options.append((f"{s.name} ({s.tokens:,} tokens)", f"section:{s.name}"))
+                for it in s.items[:MAX_ITEM_ROWS]:
+                    label = f"  {s.name}: {it.label} ({it.tokens:,} tokens)"
+                    options.append((label, f"item:{it.id}"))
+            picked = self.picker.value
+            keys = [k for _, k in options]
+            self.picker.options = options  # resets the value: set it again below
+            if picked in keys:
+                self.picker.value = picked
+                self.show(picked)  # the same key: the observer does not fire
+            elif keys:
+                self.show(keys[0])
+            else:
+                self.text.value = ""
+
+    def _on_pick(self, change: dict[str, Any]) -> None:
+        if change["new"] is not None:  # None while the options are replaced
+            self.show(change["new"])
+
+    @classmethod
+    def follow(
+        cls,
+        session: Session,
+        strategy: ContextStrategy | None = None,
+        *,
+        budget: int | None = None,
+        **kwargs: Any,
+    ) -> ContextView:
+        """A view of what ``session`` would send now, kept up to date.
+
+        The view assembles the session's context (``record=False``: nothing is stored)
+        and assembles it again shortly after every change the session reports
+        (:meth:`~ctxnb.session.Session.on_change`: a file changed on disk, an object
+        added, activated, pinned, a chat turn ...), from a background thread as
+        :class:`SessionView` does. :meth:`refresh` redraws at once.
+
+        Args:
+            session: the session to follow.
+            strategy: the strategy to assemble under (default keep-all).
+            budget: the token budget.
+
+        Example:
+            >>> import tempfile
+            >>> from ctxnb import Workspace
+            >>> from ctxnb.samples import copy_sample_workspace
+            >>> s = Workspace.open(copy_sample_workspace(tempfile.mkdtemp())).session("demo")
+            >>> view = ContextView.follow(s)
+            >>> len(view.context.items)
+            0
+            >>> oid = s.add_path("AGENTS.md")
+            >>> view.refresh()  # or wait a moment: the view follows by itself
+            >>> [it.id for it in view.context.items] == [oid]
+            True
+        """
+        view = cls(session.assemble(strategy, budget, record=False), **kwargs)
+        view.session = session
+        view._strategy, view._budget = strategy, budget
+        ref = weakref.ref(view)
+
+        def listener(_oid: str, _action: str) -> None:
+            v = ref()
+            if v is not None:  # the session outlives views the user threw away
+                v._schedule()
+
+        session.on_change(listener)
+        return view
+
+    def refresh(self) -> None:
+        """Assemble the followed session's context again and show it (safe to call
+        from any thread). A view made from one context shows that context: nothing to
+        do."""
+        if self.session is None:
+            return
+        with self._timer_lock:  # changes from now on schedule another redraw
+            if self._timer is not None:
+                self._timer.cancel()
+                self._timer = None
+        with self._lock:
+            self.update(self.session.assemble(self._strategy, self._budget, record=False))
+
+    def _schedule(self) -> None:
+        with self._timer_lock:
+            if self._timer is None:
+                self._timer = threading.Timer(FOLLOW_DELAY, self._refresh_later)
+                self._timer.daemon = True
+                self._timer.start()
+
+    def _refresh_later(self) -> None:
+        try:
+            self.refresh()
+        except Exception as exc:  # show, never raise in a timer thread
+            self.header.value = f"<b style='color:#b00'>could not assemble: {esc(exc)}</b>"
 
     @property
     def sections(self) -> list[tuple[str, int]]:

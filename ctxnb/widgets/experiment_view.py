@@ -29,8 +29,8 @@ METRICS: tuple[tuple[str, str, str, bool], ...] = (
     ("cost_usd", "dollars (cached)", "${:,.4f}", True),
     ("cost_usd_uncached", "dollars (uncached)", "${:,.4f}", True),
     ("cost", "dollars (flat price)", "${:,.4f}", True),
-    ("re_reads", "re-reads", "{:,.0f}", True),
-    ("stale_reads", "stale reads", "{:,.0f}", True),
+    ("re_reads", "re-reads (lost)", "{:,.0f}", True),
+    ("stale_reads", "stale views kept", "{:,.0f}", True),
 )
 
 
@@ -52,8 +52,13 @@ def _png(fig: Any) -> bytes:
 class ExperimentView(widgets.VBox):
     """The results of :func:`~ctxnb.replay.experiment.run_experiment`: one row per
     strategy, one column per metric (tokens, cache reuse, dollars, information lost,
-    each best value in bold), the context size per step of any run, and cost against
-    information lost.
+    each best value in bold), the context size per step, and cost against information
+    lost. The run picker chooses what all three show: every run (the table sums them,
+    the tokens plot takes the median per step) or one run.
+
+    Attributes:
+        summary: the table's numbers, :func:`~ctxnb.replay.analysis.summarize` of the
+            runs the picker chose.
 
     Args:
         frame: the experiment's frame.
@@ -83,25 +88,24 @@ class ExperimentView(widgets.VBox):
         baseline: str = "keep-all",
         **kwargs: Any,
     ) -> None:
-        from ..replay.analysis import summarize
-
         if frame.empty:
             raise ValueError("the experiment frame is empty: run_experiment returned no rows")
         self.frame = frame
         self.baseline = baseline
-        self.summary = summarize(frame, prices, baseline=baseline)
+        self.prices = prices
+        self.summary: pd.DataFrame  # set by _draw, for the runs the picker chose
         runs = list(dict.fromkeys(frame["trajectory"].astype(str)))
-        self.table = widgets.HTML(self.table_html())
-        self.table.add_class("ctxnb-experiment-table")
         self.run = widgets.Dropdown(options=[ALL_RUNS, *runs], value=ALL_RUNS, description="run")
         self.run.layout = widgets.Layout(width="auto")
+        self.table = widgets.HTML()
+        self.table.add_class("ctxnb-experiment-table")
         self.tokens_plot = widgets.Image(format="png")
-        self.loss_plot = widgets.Image(format="png", value=self._loss_png())
+        self.loss_plot = widgets.Image(format="png")
         for img in (self.tokens_plot, self.loss_plot):
             img.add_class("ctxnb-plot")
             img.layout = widgets.Layout(max_width="100%", height="auto")
-        self.run.observe(lambda ch: self._draw_tokens(), names="value")
-        self._draw_tokens()
+        self.run.observe(lambda ch: self._draw(), names="value")
+        self._draw()
         super().__init__(
             [
                 self.table,
@@ -140,9 +144,10 @@ class ExperimentView(widgets.VBox):
             rows.append(
                 f"<tr><th style='text-align:left'>{esc(strategy)}{mark}</th>{''.join(cells)}</tr>"
             )
+        shown = "" if self.run.value == ALL_RUNS else f" · run {esc(self.run.value)}"
         return (
             f'<div style="{TEXT}"><b>Experiment</b> {int(s["runs"].max())} runs × '
-            f"{len(s)} strategies; best value of each column in bold</div>"
+            f"{len(s)} strategies{shown}; best value of each column in bold</div>"
             f'<table class="ctxnb-table" style="{TEXT}"><thead><tr><th>strategy</th>{head}'
             f"</tr></thead><tbody>{''.join(rows)}</tbody></table>"
         )
@@ -172,8 +177,17 @@ class ExperimentView(widgets.VBox):
         plot_cost_vs_loss(self.summary, ax=ax)
         return _png(fig)
 
-    def _draw_tokens(self) -> None:
+    def _draw(self) -> None:
+        """Table and both plots for the runs the picker chose."""
+        from ..replay.analysis import summarize
+
+        rows = self.frame
+        if self.run.value != ALL_RUNS:
+            rows = rows[rows["trajectory"].astype(str) == self.run.value]
+        self.summary = summarize(rows, self.prices, baseline=self.baseline)
+        self.table.value = self.table_html()
         self.tokens_plot.value = self._tokens_png()
+        self.loss_plot.value = self._loss_png()
 
     def _repr_html_(self) -> str:
         imgs = "".join(

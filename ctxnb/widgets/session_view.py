@@ -25,9 +25,10 @@ class SessionView(widgets.VBox):
     """The session index, metadata pool, active and pinned sets of a :class:`Session`.
 
     Select objects in the list and press Activate, Deactivate, Pin or Unpin; the
-    session changes at once and the next ``assemble`` sees it. When the session's
-    watcher records a file change (from its background thread) the view redraws and
-    lists the change under "what changed".
+    session changes at once and the next ``assemble`` sees it. Whenever the session
+    changes (its watcher records a file change from its background thread, or code
+    activates, pins, adds ...) the view redraws and lists the change under "what
+    changed".
 
     Args:
         session: the session to show.
@@ -51,6 +52,7 @@ class SessionView(widgets.VBox):
         self.session = session
         self.changes: deque[tuple[datetime, str, str]] = deque(maxlen=max_changes)
         self._lock = threading.RLock()
+        self._applying = False  # a button's own changes: one redraw at the end
         self.summary = widgets.HTML()
         self.select = widgets.SelectMultiple(
             options=[], rows=12, layout=widgets.Layout(width="100%")
@@ -102,15 +104,19 @@ class SessionView(widgets.VBox):
             return []
         fn = getattr(self.session, op)
         done = []
-        for oid in chosen:
-            try:
-                fn(oid)
-            except Exception as exc:  # show, do not raise into the frontend's callback
-                self.status.value = f"<small style='color:#b00'>{esc(exc)}</small>"
-                break
-            done.append(oid)
-        else:
-            self.status.value = f"<small>{op}: {len(done)} object(s)</small>"
+        self._applying = True
+        try:
+            for oid in chosen:
+                try:
+                    fn(oid)
+                except Exception as exc:  # show, do not raise into the frontend's callback
+                    self.status.value = f"<small style='color:#b00'>{esc(exc)}</small>"
+                    break
+                done.append(oid)
+            else:
+                self.status.value = f"<small>{op}: {len(done)} object(s)</small>"
+        finally:
+            self._applying = False
         self.refresh()
         return done
 
@@ -219,7 +225,8 @@ class SessionView(widgets.VBox):
         except Exception:
             label = oid
         self.changes.append((datetime.now(UTC), action, label))
-        self.refresh()
+        if not self._applying:
+            self.refresh()
 
     def _repr_html_(self) -> str:
         return self.session._repr_html_()

@@ -9,6 +9,7 @@ import numpy as np
 import pandas as pd
 
 from ..analysis import load_trace
+from ..redaction import redact_text
 from ._ipw import widgets
 from .static import esc, html_table
 
@@ -29,6 +30,31 @@ COLUMNS = (
     "mutation_class",
 )
 MAX_INTENT_OPTIONS = 200  # suggestions in the intent box; any intent can still be typed
+# Times to the second, in UTC: the ledger's microseconds and "+00:00" made the column
+# wrap onto two lines in a notebook and said nothing a reader needs.
+TIME_FORMAT = "%Y-%m-%d %H:%M:%S"
+
+
+def _missing(value: Any) -> bool:
+    try:
+        return value is None or bool(pd.isna(value))
+    except (TypeError, ValueError):  # a list or an array is a value, not a missing one
+        return False
+
+
+def _shown(value: Any) -> Any:
+    """A cell as a reader wants it: a time to the second in UTC, a missing value blank."""
+    if _missing(value):
+        return None
+    if isinstance(value, pd.Timestamp):
+        return (value.tz_convert("UTC") if value.tzinfo else value).strftime(TIME_FORMAT)
+    return value
+
+
+def _plain(value: Any) -> str:
+    """Text for a plain-text label (a list option): shown, redacted, '' when missing."""
+    shown = _shown(value)
+    return "" if shown is None else redact_text(str(shown))
 
 
 def _utc(value: str | pd.Timestamp | None) -> pd.Timestamp | None:
@@ -85,6 +111,7 @@ class TraceView(widgets.VBox):
         self.columns = [c for c in COLUMNS if c in df.columns]
         self._view = df
         self._batch = False
+        self._paging = False
 
         def values(col: str, limit: int | None = None) -> list[str]:
             if col not in df:
@@ -119,7 +146,11 @@ class TraceView(widgets.VBox):
             description="Sort by",
         )
         self.descending = widgets.Checkbox(value=True, description="descending", indent=False)
-        self.page = widgets.BoundedIntText(value=0, min=0, max=0, description="Page")
+        # Pages are numbered from 1 where a reader sees them (the box and the status
+        # line); page_frame and the row numbers stay 0-based like pandas positions.
+        self.page = widgets.BoundedIntText(
+            value=1, min=1, max=1, description="Page", layout=widgets.Layout(width="12em")
+        )
         self.prev_button = widgets.Button(description="◀", layout=widgets.Layout(width="3em"))
         self.next_button = widgets.Button(description="▶", layout=widgets.Layout(width="3em"))
         self.prev_button.on_click(lambda _: self._step(-1))
@@ -145,7 +176,7 @@ class TraceView(widgets.VBox):
             self.descending,
         ):
             w.observe(lambda _: self._recompute(), names="value")
-        self.page.observe(lambda _: self._render_page(), names="value")
+        self.page.observe(lambda _: self._on_page(), names="value")
         self.row.observe(lambda _: self._render_detail(), names="value")
 
         filters = widgets.VBox(
@@ -239,15 +270,21 @@ class TraceView(widgets.VBox):
             )
         self._view = view
         pages = max(1, -(-len(view) // self.page_size))
-        self.page.max = pages - 1
-        if self.page.value != 0:
-            self.page.value = 0  # the observer renders the page
-        else:
-            self._render_page()
+        self._paging = True  # one render below, not one per change of the page box
+        try:
+            self.page.max = pages
+            self.page.value = 1
+        finally:
+            self._paging = False
+        self._render_page()
         self._render_summary()
 
+    def _on_page(self) -> None:
+        if not self._paging:
+            self._render_page()
+
     def _step(self, delta: int) -> None:
-        self.page.value = min(max(0, self.page.value + delta), self.page.max)
+        self.page.value = min(max(1, self.page.value + delta), self.page.max)
 
     # -- rendering ----------------------------------------------------------------------------
     @property
@@ -258,34 +295,41 @@ class TraceView(widgets.VBox):
     @property
     def page_frame(self) -> pd.DataFrame:
         """The rows on the current page."""
-        start = self.page.value * self.page_size
+        start = (self.page.value - 1) * self.page_size
         return self._view.iloc[start : start + self.page_size]
 
     def _render_page(self) -> None:
         page = self.page_frame
-        start = self.page.value * self.page_size
+        start = (self.page.value - 1) * self.page_size
         records = page[self.columns].to_dict("records")
-        self.table.value = html_table(
-            records, self.columns, max_rows=self.page_size, first_index=start
-        )
+        self.table.value = self._table(records, start)
         self.row.options = [(self._row_label(start + n, r), n) for n, r in enumerate(records)]
         self.row.value = None
         self.detail.value = ""
         total = len(self.frame)
         self.status.value = (
             f"<small>rows {start + 1 if len(page) else 0}–{start + len(page)} of "
-            f"{len(self._view):,} matching ({total:,} in all) · page {self.page.value + 1} "
-            f"of {self.page.max + 1}</small>"
+            f"{len(self._view):,} matching ({total:,} in all) · of {self.page.max} "
+            f"page{'s' if self.page.max > 1 else ''} · times in UTC</small>"
+        )
+
+    def _table(self, records: list[dict[str, Any]], start: int) -> str:
+        shown = [{c: _shown(v) for c, v in r.items()} for r in records]
+        return html_table(
+            shown,
+            self.columns,
+            max_rows=self.page_size,
+            first_index=start,
+            nowrap=("timestamp", "intent_id", "model_id", "mutation_class"),
         )
 
     @staticmethod
     def _row_label(n: int, r: dict[str, Any]) -> str:
-        ts = r.get("timestamp")
-        when = ts.strftime("%Y-%m-%d %H:%M:%S") if isinstance(ts, pd.Timestamp) else esc(ts)
         lines = ""
-        if r.get("start_line") is not None and not pd.isna(r.get("start_line")):
-            lines = f" L{r['start_line']}-{r['end_line']}"
-        return f"#{n} {when} {r.get('intent_id') or ''} {r.get('file') or ''}{lines}"
+        if not _missing(r.get("start_line")):
+            lines = f" L{_plain(r['start_line'])}-{_plain(r.get('end_line'))}"
+        parts = (_plain(r.get(c)) for c in ("timestamp", "intent_id", "tool", "file"))
+        return " ".join([f"#{n}", *(p for p in parts if p)]) + lines
 
     def select_row(self, position: int) -> None:
         """Show the detail of the row at ``position`` on the current page."""
@@ -304,8 +348,9 @@ class TraceView(widgets.VBox):
             self.detail.value = ""
             return
         fields = "".join(
-            f"<tr><th style='text-align:left'>{esc(k)}</th><td>{esc(v)}</td></tr>"
+            f"<tr><th style='text-align:left'>{esc(k)}</th><td>{esc(_shown(v))}</td></tr>"
             for k, v in row.items()
+            if not _missing(v)
         )
         others = ""
         if "record_id" in self.frame:
@@ -356,14 +401,8 @@ class TraceView(widgets.VBox):
     def _repr_html_(self) -> str:
         page = self._view.iloc[: self.page_size]
         return (
-            f"<div><b>TraceView</b> {len(self._view):,} of {len(self.frame):,} rows"
-            + html_table(
-                page[self.columns].to_dict("records"),
-                self.columns,
-                max_rows=self.page_size,
-                first_index=0,
-            )
-            + "</div>"
+            f"<div><b>TraceView</b> {len(self._view):,} of {len(self.frame):,} rows "
+            "(times in UTC)" + self._table(page[self.columns].to_dict("records"), 0) + "</div>"
         )
 
     def __repr__(self) -> str:
