@@ -61,6 +61,7 @@ __all__ = [
     "SandboxConfig",
     "SkillsConfig",
     "load_config",
+    "tool_ctxnb_changed",
 ]
 
 CONFIG_FILE = "ctxnb.toml"
@@ -359,8 +360,43 @@ def load_config(root: str | os.PathLike[str]) -> CtxnbConfig:
 
 
 def _read_toml(path: Path) -> dict[str, Any]:
+    # O_NOFOLLOW: settings come from the file itself, never from where a link points.
     try:
-        with path.open("rb") as f:
-            return tomllib.load(f)
-    except tomllib.TOMLDecodeError as e:
+        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC)
+    except OSError as e:
+        raise ConfigError(
+            f"{path} cannot be read as settings ({e.strerror}); it must be a regular file, "
+            "not a symlink"
+        ) from None
+    with os.fdopen(fd, "rb") as f:
+        data = f.read()
+    try:
+        return tomllib.loads(data.decode("utf-8"))
+    except (tomllib.TOMLDecodeError, UnicodeDecodeError) as e:
         raise ConfigError(f"{path} is not valid TOML: {e}; fix the syntax at that line") from None
+
+
+def tool_ctxnb_changed(old: bytes | None, new: bytes | None) -> bool:
+    """Whether a change of ``pyproject.toml`` from ``old`` to ``new`` bytes adds, alters
+    or removes its ``[tool.ctxnb]`` table (settings are governance: no agent changes
+    them). New bytes that are not valid TOML count as a change when there is a table.
+
+    Example:
+        >>> tool_ctxnb_changed(b"[project]\\nname='a'\\n", b"[project]\\nname='b'\\n")
+        False
+        >>> tool_ctxnb_changed(b"", b"[tool.ctxnb]\\nsandbox='none'\\n")
+        True
+    """
+
+    def table(data: bytes | None) -> object:
+        if data is None:
+            return None
+        try:
+            return tomllib.loads(data.decode("utf-8")).get("tool", {}).get("ctxnb")
+        except (tomllib.TOMLDecodeError, UnicodeDecodeError, AttributeError):
+            return ValueError
+
+    before, after = table(old), table(new)
+    if after is ValueError:
+        return before is not None
+    return before != after

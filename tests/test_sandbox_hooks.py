@@ -200,6 +200,40 @@ def test_documented_hook_settings_are_what_install_writes(tmp_path):
 
     text = (REPO / "docs" / "integrations.md").read_text()
     block = next(b for b in text.split("```json\n")[1:] if '"PreToolUse"' in b)
-    documented = json.loads(block.split("```")[0])
+    python = os.path.abspath(sys.executable)
+    documented = json.loads(block.split("```")[0].replace("/path/to/venv/bin/python", python))
     path, _ = install_settings(tmp_path)
     assert json.loads(path.read_text()) == documented
+
+
+def test_a_planted_ctxnb_py_and_sitecustomize_never_run_in_ctxnb(ws, tmp_path):
+    """Old hole: ``python -m ctxnb sandbox exec`` put the workspace first on sys.path, so a
+    ctxnb.py the agent wrote at the root ran on the host at every Bash call."""
+    from ctxnb.govern.claude_hooks import install_settings
+
+    root = ws["root"]
+    marker = tmp_path / "planted-code-ran"
+    for name in ("ctxnb.py", "sitecustomize.py", "usercustomize.py"):
+        (root / name).write_text(f"open({str(marker)!r}, 'a').write({name!r})\n")
+    # The hook itself, started as `ctxnb hook install` wrote it, by Claude Code (bash -c
+    # in the project directory, the payload on stdin).
+    settings, _ = install_settings(tmp_path / "proj")
+    hook = json.loads(settings.read_text())["hooks"]["PreToolUse"][0]["hooks"][0]["command"]
+    assert hook.split()[:2] == [os.path.abspath(sys.executable), "-I"]
+    env = {**os.environ, "PYTHONPATH": str(root)}
+    res = subprocess.run(
+        ["bash", "-c", hook],
+        input=json.dumps(payload(root, {"command": "echo hi", "description": "x"})),
+        cwd=root,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert res.returncode == 0, res.stderr
+    updated = json.loads(res.stdout)["hookSpecificOutput"]["updatedInput"]["command"]
+    # The rewritten Bash command, executed as Claude Code does.
+    assert updated.split()[:2] == [os.path.abspath(sys.executable), "-I"]
+    proc = run_as_claude_code(root, updated)
+    assert proc.stdout == "hi\n", proc.stderr
+    assert not marker.exists(), marker.read_text()

