@@ -288,8 +288,7 @@ class CommandEffects:
                     report.conflicts.append({"path": p.rel, "reason": reason})
             if report.conflicts:
                 return report
-            for p in planned:
-                self._commit(p, report, intent, command, session_id, caller, tool)
+            self._commit_all(planned, report, intent, command, session_id, caller, tool)
         self._remove_dirs(sres, planned)
         return report
 
@@ -386,9 +385,9 @@ class CommandEffects:
                 details={**details, "decision": decision.to_dict()},
             )
 
-    def _commit(
+    def _commit_all(
         self,
-        p: _Planned,
+        planned: list[_Planned],
         report: EffectsReport,
         intent: Intent,
         command: str,
@@ -396,59 +395,85 @@ class CommandEffects:
         caller: str,
         tool: str,
     ) -> None:
+        """Write every change, then store and trace them in batches: one store
+        transaction for the versions the command started from, one for the new ones,
+        the fsyncs of the writes and of the trace lines overlapped."""
         engine = self.engine
         tools = engine.tools
-        rel = p.rel
-        untracked = (
-            self._ignored(rel) or max(len(p.new or b""), len(p.old or b"")) > self._max_bytes
-        )
-        if not untracked and p.old is not None:
-            tools._index_bytes(rel, p.old)  # the version the command started from
-        if p.new is None:
-            tools.policy.delete(rel)
-        else:
-            tools.policy.write_bytes_atomic(rel, p.new, make_parents=True)
-            if p.old is None and p.mode & 0o111:
-                # A new executable keeps its x bits (set-id bits are never kept).
-                with contextlib.suppress(OSError):
-                    os.chmod(os.path.join(self.root, rel), stat_mod.S_IMODE(p.mode) & 0o777)
-        if untracked:
-            report.untracked.append(rel)
-            return
-        _, version = tools._index_bytes(rel, p.new)
-        from ..access.observe import decode_bytes
+        ws = self.ws
+        tracked = [
+            p
+            for p in planned
+            if not self._ignored(p.rel)
+            and max(len(p.new or b""), len(p.old or b"")) <= self._max_bytes
+        ]
+        olds = [p for p in tracked if p.old is not None]
+        if olds:  # the version the command started from, so restore_file can go back
+            ws.observe([p.rel for p in olds], data=[p.old for p in olds])
+        waits: list[Any] = []
+        try:
+            for p in planned:
+                if p.new is None:
+                    tools.policy.delete(p.rel)
+                    continue
+                tools.policy.write_bytes_atomic(
+                    p.rel, p.new, make_parents=True, durable_waits=waits
+                )
+                if p.old is None and p.mode & 0o111:
+                    # A new executable keeps its x bits (set-id bits are never kept).
+                    with contextlib.suppress(OSError):
+                        os.chmod(os.path.join(self.root, p.rel), stat_mod.S_IMODE(p.mode) & 0o777)
+            tracked_set = {p.rel for p in tracked}
+            report.untracked.extend(p.rel for p in planned if p.rel not in tracked_set)
+            if not tracked:
+                return
+            observed = ws.observe([p.rel for p in tracked], data=[p.new for p in tracked])
+            from ..access.observe import decode_bytes
+            from ..govern.ledger import build_trace_record
+            from ..govern.mutation import classify_mutation, touched_symbols
+            from ..redaction import redact
+            from ..tools.patching import changed_line_ranges
 
-        old_text = "" if p.old is None else (decode_bytes(p.old) or "")
-        new_text = "" if p.new is None else (decode_bytes(p.new) or "")
-        from ..govern.ledger import build_trace_record
-        from ..govern.mutation import classify_mutation, touched_symbols
-        from ..redaction import redact
-        from ..tools.patching import changed_line_ranges
-
-        ranges = changed_line_ranges(old_text, new_text) if new_text else []
-        mclass = classify_mutation(rel, old_text, new_text)
-        meta: dict[str, Any] = {"caller": caller, "command": redact(command).text, "change": p.kind}
-        if version:
-            meta["version_id"] = version
-        record = build_trace_record(
-            file_path=rel,
-            ranges=ranges,
-            new_text=new_text,
-            intent_id=intent.id,
-            session_id=session_id,
-            contributor_type=engine.contributor_type,
-            model_id=engine.model_id,
-            repo_root=engine.root,
-            tool=tool,
-            mutation_class=mclass,
-            extra_metadata=meta,
-        )
-        engine.ledger.append(record)
-        if mclass == "INTENT_EVOLUTION":
-            engine.update_intent_map(intent, rel, touched_symbols(rel, old_text, new_text))
-        report.changed.append(
-            {"path": rel, "kind": p.kind, "version": version, "trace_id": record["id"]}
-        )
+            shown = redact(command).text
+            session = tools.session
+            for p, obs in zip(tracked, observed, strict=True):
+                oid, version = obs.object_id, obs.version_id if obs.tx_id is not None else None
+                if obs.tx_id is not None:
+                    if oid in session._index_set:
+                        session.refresh(oid)
+                    else:
+                        session.add(oid, activate=False)
+                old_text = "" if p.old is None else (decode_bytes(p.old) or "")
+                new_text = "" if p.new is None else (decode_bytes(p.new) or "")
+                ranges = changed_line_ranges(old_text, new_text) if new_text else []
+                mclass = classify_mutation(p.rel, old_text, new_text)
+                meta: dict[str, Any] = {"caller": caller, "command": shown, "change": p.kind}
+                if version:
+                    meta["version_id"] = version
+                record = build_trace_record(
+                    file_path=p.rel,
+                    ranges=ranges,
+                    new_text=new_text,
+                    intent_id=intent.id,
+                    session_id=session_id,
+                    contributor_type=engine.contributor_type,
+                    model_id=engine.model_id,
+                    repo_root=engine.root,
+                    tool=tool,
+                    mutation_class=mclass,
+                    extra_metadata=meta,
+                )
+                waits.append(engine.ledger.append_later(record))
+                if mclass == "INTENT_EVOLUTION":
+                    engine.update_intent_map(
+                        intent, p.rel, touched_symbols(p.rel, old_text, new_text)
+                    )
+                report.changed.append(
+                    {"path": p.rel, "kind": p.kind, "version": version, "trace_id": record["id"]}
+                )
+        finally:
+            for wait in waits:
+                wait()
 
 
 def _rmdir_nofollow(root: str, rel: str) -> None:

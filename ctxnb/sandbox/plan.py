@@ -392,7 +392,15 @@ def _find_masked(
 def _python_paths() -> list[str]:
     """The Python environment ctxnb runs in, when it lives outside the system directories."""
     out = []
-    for p in {sys.prefix, sys.base_prefix, os.path.dirname(os.path.realpath(sys.executable))}:
+    # Site directories a .pth file adds from another environment (a shared one) too,
+    # so that the environment's tools (pytest …) import in the sandbox as outside.
+    sites = {p for p in sys.path if os.path.basename(p) in ("site-packages", "dist-packages")}
+    for p in {
+        sys.prefix,
+        sys.base_prefix,
+        os.path.dirname(os.path.realpath(sys.executable)),
+        *sites,
+    }:
         real = os.path.realpath(p)
         if not any(real == s or real.startswith(s + "/") for s in _SYSTEM_RO):
             out.append(real)
