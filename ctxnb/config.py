@@ -222,12 +222,18 @@ class AdaptersConfig(_Strict):
 class SandboxConfig(_Strict):
     """How commands are confined (see :mod:`ctxnb.sandbox`).
 
-    ``backend = "none"`` runs commands unconfined: UNSAFE, for machines without
-    bubblewrap only (the intent gate, tracing and putting back still apply). The
-    shorthand ``sandbox = "none"`` at the top level means the same.
+    ``backend = "none"`` (or the shorthand ``sandbox = "none"`` at the top level) is
+    refused: commands run only on an overlay (``SANDBOX_UNAVAILABLE``).
+
+    ``git = "read"`` lets commands read ``.git/objects`` even when a denied file is
+    tracked by the repository (by default the objects are hidden then, since
+    ``git show HEAD:.env`` would print the denied bytes).
     """
 
     backend: Literal["bwrap", "none"] = "bwrap"
+    git: Literal["auto", "read"] = Field(
+        default="auto", description="'read': expose .git/objects even when a denied file is tracked"
+    )
     network: bool = Field(default=False, description="let commands reach the network")
     env: list[str] = Field(default_factory=list, description="more variables passed through")
     read_paths: list[str] = Field(default_factory=list, description="more read-only host paths")
@@ -257,6 +263,11 @@ class CtxnbConfig(_Strict):
     adapters: AdaptersConfig = Field(default_factory=AdaptersConfig)
     sandbox: SandboxConfig = Field(default_factory=SandboxConfig)
     source: str | None = Field(default=None, description="the file the settings came from")
+    source_sha256: str | None = Field(
+        default=None,
+        description="SHA-256 of the settings file's bytes (recorded with each command's "
+        "commit, so a trace says which settings governed it)",
+    )
 
     def active_profile(self, name: str | None = None) -> Profile:
         """The profile named explicitly, else by ``CTXNB_PROFILE``, else by the file."""
@@ -333,13 +344,15 @@ def load_config(root: str | os.PathLike[str]) -> CtxnbConfig:
     toml_path = root / CONFIG_FILE
     data: dict[str, Any] | None = None
     where = ""
+    digest = None
     if toml_path.is_file():
         where = str(toml_path)
-        data = _read_toml(toml_path)
+        data, digest = _read_toml(toml_path)
     else:
         pyproject = root / "pyproject.toml"
         if pyproject.is_file():
-            section = _read_toml(pyproject).get("tool", {}).get("ctxnb")
+            whole, digest = _read_toml(pyproject)
+            section = whole.get("tool", {}).get("ctxnb")
             if section is not None:
                 where = f"{pyproject} [tool.ctxnb]"
                 data = section
@@ -348,7 +361,9 @@ def load_config(root: str | os.PathLike[str]) -> CtxnbConfig:
     if not isinstance(data, dict):
         raise ConfigError(f"{where}: expected a table of settings")
     try:
-        cfg = CtxnbConfig.model_validate({**_merge_profiles(data), "source": where})
+        cfg = CtxnbConfig.model_validate(
+            {**_merge_profiles(data), "source": where, "source_sha256": digest}
+        )
     except ValidationError as e:
         raise ConfigError(_format_validation(where, e)) from None
     if cfg.profile not in cfg.profiles:
@@ -359,7 +374,7 @@ def load_config(root: str | os.PathLike[str]) -> CtxnbConfig:
     return cfg
 
 
-def _read_toml(path: Path) -> dict[str, Any]:
+def _read_toml(path: Path) -> tuple[dict[str, Any], str]:
     # O_NOFOLLOW: settings come from the file itself, never from where a link points.
     try:
         fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC)
@@ -370,8 +385,10 @@ def _read_toml(path: Path) -> dict[str, Any]:
         ) from None
     with os.fdopen(fd, "rb") as f:
         data = f.read()
+    import hashlib
+
     try:
-        return tomllib.loads(data.decode("utf-8"))
+        return tomllib.loads(data.decode("utf-8")), hashlib.sha256(data).hexdigest()
     except (tomllib.TOMLDecodeError, UnicodeDecodeError) as e:
         raise ConfigError(f"{path} is not valid TOML: {e}; fix the syntax at that line") from None
 

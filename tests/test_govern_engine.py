@@ -128,7 +128,7 @@ def test_destructive_command_needs_approval(gov):
     out = t.dispatch("run_command", {"cmd": "rm -rf inventory/build"})
     assert out["error_code"] == "DESTRUCTIVE_NEEDS_APPROVAL"
     assert (gov / "inventory" / "build" / "out.txt").exists()
-    safe = t.dispatch("run_command", {"cmd": "git status --porcelain"})
+    safe = t.dispatch("run_command", {"cmd": "ls inventory"})
     assert safe["ok"] and safe["result"]["returncode"] == 0
 
 

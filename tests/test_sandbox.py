@@ -413,11 +413,14 @@ def test_a_hard_link_to_an_outside_file_cannot_be_written(env):
 def test_read_only_commands_see_the_workspace(env):
     t = tools_for(env.root, CallbackApprover(lambda req: True, by="test"))
     t.dispatch("select_active_intent", {"intent_id": "INT-001"})
-    out = t.dispatch(
-        "run_command", {"cmd": "ls inventory && git status --porcelain", "shell": True}
-    )
+    out = t.dispatch("run_command", {"cmd": "ls inventory", "shell": True})
     assert out["ok"] and out["result"]["returncode"] == 0, out
     assert "models.py" in out["result"]["stdout"]
+    # The sample repository tracks its .env: git's objects are hidden, and the result
+    # says why (test_sandbox_overlay checks git where no denied file is tracked).
+    git = t.dispatch("run_command", {"cmd": "git status --porcelain", "shell": True})
+    assert git["result"]["returncode"] != 0
+    assert "'.env' is tracked" in git["result"]["notes"][0]
     py = t.dispatch("run_command", {"cmd": "python -c 'import sys; print(sys.prefix)'"})
     assert py["result"]["returncode"] == 0, py
 

@@ -135,10 +135,17 @@ def test_without_an_intent_bash_changes_nothing_and_reads_no_secret(ws, tool_inp
 
 def test_ls_and_git_status_still_work_without_an_intent(ws):
     root = ws["root"]
-    out = answer(root, {"command": "ls src && git status --porcelain", "description": "List"})
+    out = answer(root, {"command": "ls src", "description": "List"})
     proc = run_as_claude_code(root, out["updatedInput"]["command"])
     assert proc.returncode == 0, proc.stderr
     assert "app.py" in proc.stdout
+    # The sample repository tracks its .env: git's objects are hidden, and it says why.
+    out = answer(root, {"command": "git status --porcelain", "description": "Status"})
+    proc = run_as_claude_code(root, out["updatedInput"]["command"])
+    assert "'.env' is tracked by git" in proc.stderr
+    subprocess.run(["git", "rm", "-q", "--cached", ".env"], cwd=root, check=True)
+    proc = run_as_claude_code(root, out["updatedInput"]["command"])
+    assert proc.returncode == 0 and "D  .env" in proc.stdout, proc.stderr
 
 
 def test_cat_env_is_refused_in_the_sandbox(ws):

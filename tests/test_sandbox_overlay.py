@@ -10,6 +10,7 @@ host sockets reachable, outside edits overwritten).
 from __future__ import annotations
 
 import os
+import shutil
 import socket
 import threading
 import time
@@ -316,3 +317,114 @@ def test_the_upper_walk_costs_per_change_not_per_file(git_repo):
     finally:
         r.discard()
     assert os.path.getsize(root / "inventory" / "m7.py") == len("v = 7\n")
+
+
+def test_a_tracked_denied_file_is_not_readable_through_git(git_repo):
+    """Old hole: a committed .env was readable with `git show HEAD:.env`."""
+    import secrets
+    import subprocess
+
+    root = git_repo
+    # Plain words (the output's redaction would hide a key-shaped value anyway).
+    secret = "denied-bytes-" + "".join(secrets.choice("abcdefghij") for _ in range(12))
+    (root / ".env").write_text(f"NOTE={secret}\n")
+    git = ["git", "-c", "user.name=t", "-c", "user.email=t@t.invalid"]
+    subprocess.run([*git, "add", "-f", ".env"], cwd=root, check=True)
+    subprocess.run([*git, "commit", "-qm", "env"], cwd=root, check=True)
+    governed(root)
+    t, _ = agent(root, True)
+    out = run(t, "git show HEAD:.env; git cat-file -p HEAD:.env; cat .git/objects/*/* | head -c 1")
+    assert out["ok"], out
+    assert secret not in out["result"]["stdout"] + out["result"]["stderr"]
+    assert any(".env" in n and "hidden" in n for n in out["result"]["notes"])
+    # A human can allow it; then the same command reads it (the test is not vacuous).
+    (root / "ctxnb.toml").write_text('[sandbox]\ngit = "read"\n')
+    t, _ = agent(root, True)
+    out = run(t, "git show HEAD:.env")
+    assert secret in out["result"]["stdout"]
+
+
+def test_git_works_when_no_denied_file_is_tracked(git_repo):
+    import subprocess
+
+    root = git_repo
+    git = ["git", "-c", "user.name=t", "-c", "user.email=t@t.invalid"]
+    subprocess.run([*git, "rm", "-q", "--cached", ".env"], cwd=root, check=True)
+    subprocess.run([*git, "commit", "-qm", "untrack .env"], cwd=root, check=True)
+    assert (root / ".env").exists()  # denied, but no longer tracked
+    governed(root)
+    t, _ = agent(root, True)
+    out = run(t, "git log --oneline | head -1 && git show HEAD --stat | head -1")
+    assert out["ok"] and out["result"]["returncode"] == 0, out
+    assert "notes" not in out["result"]
+
+
+_UNPRIV = """
+from ctxnb.sandbox import Sandbox
+r = Sandbox({ws!r}, owned_scope=["src/**"]).run(
+    "echo b >> src/a.py; echo x >> src/rootowned.py; rm -rf src/d; mkdir src/d; "
+    "echo c > src/d/new.py", shell=True)
+print(repr((r.result.stderr, sorted((c.path, c.kind) for c in r.changes))))
+r.discard()
+"""
+
+
+@needs(os.geteuid() == 0 and shutil.which("setpriv") is not None, "root and setpriv")
+def test_the_overlay_works_unprivileged_and_names_the_copy_up_error():
+    """As an unprivileged user (nobody), the same overlay works; a file whose owner has
+    no mapping in the user namespace cannot be copied up: the command gets EOVERFLOW."""
+    import tempfile
+
+    # pytest's own tmp_path is private to root; nobody needs to reach this one.
+    base = Path(tempfile.mkdtemp(prefix="ctxnb-unpriv-", dir="/tmp"))
+    base.chmod(0o755)
+    try:
+        _unprivileged(base)
+    finally:
+        shutil.rmtree(base, ignore_errors=True)
+
+
+def _unprivileged(base: Path) -> None:
+    import ast
+    import subprocess
+    import sys
+
+    ws = base / "ws"
+    (ws / "src" / "d").mkdir(parents=True)
+    (ws / "src" / "a.py").write_text("a = 1\n")
+    (ws / "src" / "d" / "old.py").write_text("o = 1\n")
+    for p in [ws, *ws.rglob("*")]:
+        os.chown(p, 65534, 65534)
+    root_owned = ws / "src" / "rootowned.py"
+    root_owned.write_text("r = 1\n")
+    root_owned.chmod(0o666)  # writable by nobody, but owned by an unmapped uid
+    proc = subprocess.run(
+        ["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups",
+         os.path.abspath(sys.executable), "-I", "-c", _UNPRIV.format(ws=str(ws))],
+        capture_output=True, text=True, timeout=120, cwd="/",
+    )  # fmt: skip
+    assert proc.returncode == 0, proc.stderr
+    stderr, changes = ast.literal_eval(proc.stdout.strip().splitlines()[-1])
+    assert "Value too large for defined data type" in stderr  # EOVERFLOW on copy-up
+    assert changes == [
+        ("src/a.py", "modified"),
+        ("src/d/new.py", "created"),
+        ("src/d/old.py", "deleted"),  # an opaque directory, read unprivileged too
+    ]
+    assert root_owned.read_text() == "r = 1\n"
+
+
+def test_each_commit_records_the_settings_it_ran_under(git_repo):
+    import hashlib
+    import json
+
+    root = git_repo
+    governed(root)
+    (root / "ctxnb.toml").write_text("[sandbox]\nmax_file_mb = 64\n")
+    t, _ = agent(root, True)
+    out = run(t, "echo 'x = 1' > inventory/zz9.py")
+    [change] = out["result"]["effects"]["changed"]
+    records = (root / ".orchestration" / "agent_trace.jsonl").read_text().splitlines()
+    [rec] = [json.loads(r) for r in records if change["trace_id"] in r]
+    want = hashlib.sha256((root / "ctxnb.toml").read_bytes()).hexdigest()
+    assert rec["metadata"]["config_sha256"] == want

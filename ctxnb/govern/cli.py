@@ -168,7 +168,9 @@ def _cmd_sandbox(ns: argparse.Namespace) -> int:
     sres = sb.run(argv, cwd=cwd, timeout=ns.timeout, redact=lambda s: redact(s).text)
     sres.discard()
     res = sres.result
-    return _finish(res.stdout, res.stderr, res.returncode, res.timed_out, None)
+    hidden = sres.plan.hidden_git_objects if sres.plan is not None else None
+    out = {"notes": [hidden]} if hidden else None
+    return _finish(res.stdout, res.stderr, res.returncode, res.timed_out, out)
 
 
 def _exec_governed(root: Any, intent_id: str, argv: list[str], cwd: str, ns: Any) -> int:
@@ -220,6 +222,8 @@ def _finish(stdout: str, stderr: str, code: int, timed_out: bool, out: Any) -> i
     if timed_out:
         notes.append("ctxnb: the command was stopped at the timeout")
     if out is not None:
+        notes += [f"ctxnb: {n}" for n in out.get("notes", ())]
+    if out is not None and "effects" in out:
         eff = out["effects"]
         if eff["changed"]:
             paths = ", ".join(c["path"] for c in eff["changed"])

@@ -737,33 +737,13 @@ class HookEngine:
             network=bool(intent is not None and intent.network),
         )
 
-    def run_sandboxed(
-        self,
-        cmd: str | list[str],
-        *,
-        cwd: Path | None = None,
-        timeout: float | None = None,
-        shell: bool = False,
-        session_id: str | None = None,
-        caller: str = "agent",
-        tool: str = "run_command",
-        call: ToolCall | None = None,
-    ) -> dict[str, Any]:
+    def run_sandboxed(self, cmd: str | list[str], **options: Any) -> dict[str, Any]:
         """Run ``cmd`` in the sandbox and commit its in-scope changes (no pre policies:
-        callers run those); see :func:`ctxnb.sandbox.commit.run_governed`."""
+        callers run those); the options and the result are those of
+        :func:`ctxnb.sandbox.commit.run_governed`."""
         from ..sandbox.commit import run_governed
 
-        return run_governed(
-            self,
-            cmd,
-            cwd=cwd,
-            timeout=timeout,
-            shell=shell,
-            session_id=session_id,
-            caller=caller,
-            tool=tool,
-            call=call,
-        )
+        return run_governed(self, cmd, **options)
 
     def select_intent_tool(self, intent_id: str) -> str:
         return self.tools._run(

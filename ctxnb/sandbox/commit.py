@@ -448,6 +448,8 @@ class CommandEffects:
                 ranges = changed_line_ranges(old_text, new_text) if new_text else []
                 mclass = classify_mutation(p.rel, old_text, new_text)
                 meta: dict[str, Any] = {"caller": caller, "command": shown, "change": p.kind}
+                if ws.config.source_sha256:
+                    meta["config_sha256"] = ws.config.source_sha256
                 if version:
                     meta["version_id"] = version
                 record = build_trace_record(
@@ -545,4 +547,6 @@ def run_governed(
     out = sres.result.to_dict()
     out["effects"] = report.to_dict()
     out["sandbox"] = sres.backend
+    if sres.plan is not None and sres.plan.hidden_git_objects:
+        out["notes"] = [sres.plan.hidden_git_objects]
     return out

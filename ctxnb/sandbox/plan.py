@@ -132,6 +132,8 @@ class SandboxPlan:
         network: whether the command shares the host's network.
         env: the command's whole environment.
         limits: resource limits.
+        hidden_git_objects: why ``.git/objects`` is hidden (a denied file is tracked),
+            or None.
     """
 
     root: Path
@@ -143,6 +145,7 @@ class SandboxPlan:
     network: bool = False
     env: Mapping[str, str] = field(default_factory=dict)
     limits: SandboxLimits = field(default_factory=SandboxLimits)
+    hidden_git_objects: str | None = None
 
 
 def writable_dirs(
@@ -274,6 +277,7 @@ def plan_sandbox(
     env_allow: Sequence[str] = (),
     read_paths: Sequence[str] = (),
     limits: SandboxLimits | None = None,
+    git: str = "auto",
 ) -> SandboxPlan:
     """The plan for one command in the workspace at ``root``.
 
@@ -287,6 +291,7 @@ def plan_sandbox(
         env_allow: more variable names to pass through.
         read_paths: more host paths to bind read-only (tool chains, caches).
         limits: resource limits (defaults of :class:`SandboxLimits`).
+        git: ``read`` keeps ``.git/objects`` readable even when a denied file is tracked.
 
     Raises:
         SandboxError: a scope directory goes through a symlink.
@@ -312,6 +317,15 @@ def plan_sandbox(
     # On an overlay a write to a hard-linked file copies it up: the other link is
     # never reached, so nothing needs pinning any more.
     pinned: tuple[str, ...] = ()
+    hidden_git = None
+    if git != "read" and (masked_files or masked_dirs):
+        tracked = _tracked(root_path, [*masked_files, *masked_dirs])
+        if tracked:
+            hidden_git = (
+                f".git/objects is hidden: the denied {tracked[0]!r} is tracked by git, and "
+                "its bytes would be readable from the objects (a human may set "
+                '[sandbox] git = "read")'
+            )
     caller_env = os.environ if env is None else env
     names = (*ENV_ALLOW, *env_allow)
     passed = {k: caller_env[k] for k in names if k in caller_env}
@@ -338,7 +352,28 @@ def plan_sandbox(
         network=network,
         env=passed,
         limits=limits or SandboxLimits(),
+        hidden_git_objects=hidden_git,
     )
+
+
+def _tracked(root: Path, rels: Sequence[str]) -> list[str]:
+    """Which of ``rels`` git tracks in the repository at ``root`` (none without one).
+
+    git reads only the index here (``ls-files`` runs no hook and no fsmonitor, which is
+    turned off all the same, as is every optional lock)."""
+    if not (root / ".git").exists():
+        return []
+    import subprocess
+
+    argv = ["git", "--no-optional-locks", "-c", "core.fsmonitor=false", "-C", str(root),
+            "ls-files", "-z", "--", *rels]  # fmt: skip
+    try:
+        p = subprocess.run(argv, capture_output=True, timeout=30, stdin=subprocess.DEVNULL)
+    except (OSError, subprocess.TimeoutExpired):
+        return list(rels)  # cannot tell: hide
+    if p.returncode != 0:
+        return list(rels)
+    return [x for x in p.stdout.decode("utf-8", "surrogateescape").split("\0") if x]
 
 
 def _walk(
@@ -454,6 +489,8 @@ def bwrap_argv(
         p = f"{root}/{name}"
         if os.path.lexists(p) and not os.path.islink(p):
             a += ["--ro-bind", p, p]
+    if plan.hidden_git_objects is not None and os.path.isdir(f"{root}/.git/objects"):
+        a += ["--tmpfs", f"{root}/.git/objects", "--remount-ro", f"{root}/.git/objects"]
     for name in HIDDEN:
         p = f"{root}/{name}"
         if os.path.isdir(p) and not os.path.islink(p):

@@ -190,6 +190,7 @@ class Sandbox:
         read_paths: more host paths readable in the sandbox.
         limits: resource limits.
         env: the environment to filter (``os.environ`` by default).
+        git: ``read`` keeps ``.git/objects`` readable when a denied file is tracked.
 
     Raises:
         SandboxError: on :meth:`run`, when no bubblewrap here can run a command on an
@@ -209,6 +210,7 @@ class Sandbox:
         read_paths: Sequence[str] = (),
         limits: SandboxLimits | None = None,
         env: Mapping[str, str] | None = None,
+        git: str = "auto",
     ) -> None:
         if backend not in ("bwrap", "none"):
             raise SandboxError(f"unknown sandbox backend {backend!r}; use 'bwrap' or 'none'")
@@ -222,6 +224,7 @@ class Sandbox:
         self.read_paths = list(read_paths)
         self.limits = limits
         self.env = env
+        self.git = git
 
     @classmethod
     def from_settings(
@@ -265,6 +268,7 @@ class Sandbox:
             env_allow=settings.get("env") or (),
             read_paths=settings.get("read_paths") or (),
             limits=SandboxLimits(**limits),
+            git=settings.get("git", "auto"),
         )
 
     def in_scope(self, rel: str) -> bool:
@@ -285,6 +289,7 @@ class Sandbox:
             env_allow=self.env_allow,
             read_paths=self.read_paths,
             limits=self.limits,
+            git=self.git,
         )
 
     def run(
