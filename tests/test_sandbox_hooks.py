@@ -244,3 +244,32 @@ def test_a_planted_ctxnb_py_and_sitecustomize_never_run_in_ctxnb(ws, tmp_path):
     proc = run_as_claude_code(root, updated)
     assert proc.stdout == "hi\n", proc.stderr
     assert not marker.exists(), marker.read_text()
+
+
+@pytest.mark.parametrize(
+    "command",
+    ["cp /dev/null inventory/models.py", "awk 'BEGIN{system(\"rm inventory/models.py\")}'"],
+)
+def test_destructive_effects_a_safe_looking_bash_command_hides_are_refused(ws, command):
+    """Claude Code asks its user only when the text looks destructive; when it does not,
+    the observed destructive effect is refused with its diff, and nothing is committed."""
+    root = ws["root"]
+    select_intent(root, "INT-001", "3f1c2a9e-0d6b-4c1e-9a57-2b8f7d1e4c21")
+    models = root / "inventory" / "models.py"
+    before = models.read_bytes()
+    out = answer(root, {"command": command, "description": "x"})
+    assert (
+        out["permissionDecision"] == "allow" and "--approved" not in out["updatedInput"]["command"]
+    )
+    proc = run_as_claude_code(root, out["updatedInput"]["command"])
+    assert proc.returncode == 1
+    assert (
+        "DESTRUCTIVE_NEEDS_APPROVAL" in proc.stderr and "--- a/inventory/models.py" in proc.stderr
+    )
+    assert models.read_bytes() == before
+    # The same effect from a command the user was asked about (its text says truncate).
+    out = answer(root, {"command": "truncate -s 0 inventory/models.py", "description": "x"})
+    assert out["permissionDecision"] == "ask" and "--approved" in out["updatedInput"]["command"]
+    proc = run_as_claude_code(root, out["updatedInput"]["command"])
+    assert proc.returncode == 0, proc.stderr
+    assert models.read_bytes() == b""
