@@ -32,6 +32,7 @@ import contextlib
 import os
 import shutil
 import tempfile
+import threading
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -105,10 +106,22 @@ class SandboxResult:
         return 0
 
     def discard(self) -> None:
-        """Remove the overlay: whatever was not committed never happened."""
-        if self._state is not None:
-            _rmtree(self._state)
+        """Remove the overlay: whatever was not committed never happened.
+
+        The state directory is renamed out of the way at once (``.gone-*``) and removed
+        on a background thread: removing it is disk work no caller waits for (a
+        process that ends first leaves it to the next command's sweep)."""
+        state = self._state
         self._state = self.upper = None
+        if state is None:
+            return
+        gone = state.with_name(".gone-" + state.name)
+        try:
+            os.rename(state, gone)
+        except OSError:
+            _rmtree(state)
+            return
+        threading.Thread(target=_rmtree, args=(gone,), daemon=True).start()
 
 
 def _unlock_work(path: Path) -> None:
@@ -381,6 +394,11 @@ class Sandbox:
         tmpfs)."""
         base = self.root / ".ctxnb" / "overlay"
         base.mkdir(parents=True, exist_ok=True, mode=0o700)
+        now = time.time()
+        for old in base.glob(".gone-*"):  # left by a process that ended mid-removal
+            with contextlib.suppress(OSError):
+                if now - old.lstat().st_mtime > 60:
+                    _rmtree(old)
         state = Path(tempfile.mkdtemp(prefix="run-", dir=base))
         (state / "upper").mkdir()
         (state / "work").mkdir()
