@@ -659,6 +659,13 @@ class HookEngine:
 
     def update_intent_map(self, intent: Intent, path: str, symbols: list[str]) -> None:
         """Add ``path`` (and its touched symbols) under the intent in ``intent_map.md``."""
+        self.update_intent_map_many(intent, [(path, symbols)])
+
+    def update_intent_map_many(
+        self, intent: Intent, files: Sequence[tuple[str, list[str]]]
+    ) -> None:
+        """Add several files (and their touched symbols) under the intent in
+        ``intent_map.md``, writing it at most once."""
         with self._lock:
             map_path = self.dir / "intent_map.md"
             try:
@@ -671,13 +678,15 @@ class HookEngine:
             else:
                 entries = _read_intent_map(map_path)
             per = entries.setdefault(intent.id, {"name": intent.name, "files": {}})
-            changed = per["name"] != intent.name or path not in per["files"]
+            changed = per["name"] != intent.name
             per["name"] = intent.name
-            known = per["files"].setdefault(path, [])
-            for sym in symbols:
-                if sym not in known:
-                    known.append(sym)
-                    changed = True
+            for path, symbols in files:
+                changed = changed or path not in per["files"]
+                known = per["files"].setdefault(path, [])
+                for sym in symbols:
+                    if sym not in known:
+                        known.append(sym)
+                        changed = True
             if changed:  # the map only grows; an edit that adds nothing leaves it alone
                 _write_intent_map(map_path, entries)
                 stamp = map_path.stat().st_mtime_ns

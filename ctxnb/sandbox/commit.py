@@ -39,6 +39,7 @@ import difflib
 import os
 import shlex
 import stat as stat_mod
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
@@ -80,7 +81,9 @@ class GoverningEngine(Protocol):
     approver: Approver | None
     command_timeout: float
 
-    def update_intent_map(self, intent: Intent, path: str, symbols: list[str]) -> None: ...
+    def update_intent_map_many(
+        self, intent: Intent, files: Sequence[tuple[str, list[str]]]
+    ) -> None: ...
     def current_intent(self) -> Intent | None: ...
     def sandbox(self) -> Sandbox: ...
     def ask(self, call: ToolCall, reason: str) -> Decision: ...
@@ -235,62 +238,53 @@ class CommandEffects:
                 ``APPROVAL_REJECTED``: nothing was committed.
         """
         try:
-            return self._apply(sres, intent, command, session_id, caller, tool, call)
+            report = EffectsReport(dropped=[d.to_dict() for d in sres.dropped])
+            planned: list[_Planned] = []
+            for ch in sres.changes:
+                try:
+                    old, st = self._current(ch.path)
+                except PolicyError as e:
+                    # A link or special file on the way in the real tree: never written through.
+                    report.dropped.append({"path": ch.path, "reason": f"refused: {e.message}"})
+                    continue
+                new = None if ch.kind == "deleted" else sres.read(ch.path)
+                if ch.kind == "deleted" and old is None:
+                    continue
+                if ch.path == "pyproject.toml":
+                    from ..config import tool_ctxnb_changed
+
+                    if tool_ctxnb_changed(old, new):
+                        report.dropped.append(
+                            {
+                                "path": ch.path,
+                                "reason": "changes [tool.ctxnb]: settings are governance",
+                            }
+                        )
+                        continue
+                if new is not None and old == new:
+                    if st is not None and stat_mod.S_IMODE(st.st_mode) != stat_mod.S_IMODE(ch.mode):
+                        report.dropped.append({"path": ch.path, "reason": "a mode-only change"})
+                    continue
+                planned.append(_Planned(ch.path, ch.kind, old, new, ch.mode))
+            if not planned:
+                return report
+            assert intent is not None  # a change is only kept in an intent's scope
+            self._approve(planned, command, session_id, caller, call)
+            tools = self.engine.tools
+            with contextlib.ExitStack() as locks:
+                for p in sorted(planned, key=lambda p: p.rel):
+                    locks.enter_context(tools._locked(p.rel))
+                for p in planned:
+                    reason = self._conflict(p, sres.started_ns)
+                    if reason is not None:
+                        report.conflicts.append({"path": p.rel, "reason": reason})
+                if report.conflicts:
+                    return report
+                self._commit_all(planned, report, intent, command, session_id, caller, tool)
+            self._remove_dirs(sres, planned)
+            return report
         finally:
             sres.discard()
-
-    def _apply(
-        self,
-        sres: SandboxResult,
-        intent: Intent | None,
-        command: str,
-        session_id: str | None,
-        caller: str,
-        tool: str,
-        call: ToolCall | None,
-    ) -> EffectsReport:
-        report = EffectsReport(dropped=[d.to_dict() for d in sres.dropped])
-        planned: list[_Planned] = []
-        for ch in sres.changes:
-            try:
-                old, st = self._current(ch.path)
-            except PolicyError as e:
-                # A link or special file on the way in the real tree: never written through.
-                report.dropped.append({"path": ch.path, "reason": f"refused: {e.message}"})
-                continue
-            new = None if ch.kind == "deleted" else sres.read(ch.path)
-            if ch.kind == "deleted" and old is None:
-                continue
-            if ch.path == "pyproject.toml":
-                from ..config import tool_ctxnb_changed
-
-                if tool_ctxnb_changed(old, new):
-                    report.dropped.append(
-                        {"path": ch.path, "reason": "changes [tool.ctxnb]: settings are governance"}
-                    )
-                    continue
-            if new is not None and old == new:
-                if st is not None and stat_mod.S_IMODE(st.st_mode) != stat_mod.S_IMODE(ch.mode):
-                    report.dropped.append({"path": ch.path, "reason": "a mode-only change"})
-                continue
-            planned.append(_Planned(ch.path, ch.kind, old, new, ch.mode))
-        if not planned:
-            return report
-        assert intent is not None  # a change is only kept in an intent's scope
-        self._approve(planned, command, session_id, caller, call)
-        tools = self.engine.tools
-        with contextlib.ExitStack() as locks:
-            for p in sorted(planned, key=lambda p: p.rel):
-                locks.enter_context(tools._locked(p.rel))
-            for p in planned:
-                reason = self._conflict(p, sres.started_ns)
-                if reason is not None:
-                    report.conflicts.append({"path": p.rel, "reason": reason})
-            if report.conflicts:
-                return report
-            self._commit_all(planned, report, intent, command, session_id, caller, tool)
-        self._remove_dirs(sres, planned)
-        return report
 
     def _remove_dirs(self, sres: SandboxResult, planned: list[_Planned]) -> None:
         """Directories the command removed, whose files were all deleted by the commit,
@@ -436,6 +430,7 @@ class CommandEffects:
 
             shown = redact(command).text
             session = tools.session
+            mapped: list[tuple[str, list[str]]] = []
             for p, obs in zip(tracked, observed, strict=True):
                 oid, version = obs.object_id, obs.version_id if obs.tx_id is not None else None
                 if obs.tx_id is not None:
@@ -467,12 +462,12 @@ class CommandEffects:
                 )
                 waits.append(engine.ledger.append_later(record))
                 if mclass == "INTENT_EVOLUTION":
-                    engine.update_intent_map(
-                        intent, p.rel, touched_symbols(p.rel, old_text, new_text)
-                    )
+                    mapped.append((p.rel, touched_symbols(p.rel, old_text, new_text)))
                 report.changed.append(
                     {"path": p.rel, "kind": p.kind, "version": version, "trace_id": record["id"]}
                 )
+            if mapped:
+                engine.update_intent_map_many(intent, mapped)
         finally:
             for wait in waits:
                 wait()

@@ -5,30 +5,25 @@ A :class:`SandboxPlan` is computed from the workspace, the selected intent's
 
 * **read-only**: the system directories (``/usr``, ``/etc``, the libraries), the Python
   environment ctxnb runs in (its ``bin`` first on ``PATH``), the paths the config adds
-  (``[sandbox] read_paths``), and the workspace itself. Nothing else of the host exists
+  (``[sandbox] read_paths``). Nothing else of the host exists
   in the sandbox: no home directory, no other repositories, a private empty ``/tmp``
   that is also ``HOME``.
-* **writable**: the *directories* that hold the intent's scope (see
-  :func:`writable_dirs`). With no intent, nothing is writable.
-* **protected**: ``.git`` and ``.orchestration`` are bound read-only again on top of a
-  writable directory; ``.ctxnb`` (the store holds every version of every file) is hidden
-  behind an empty read-only directory.
+* **the workspace**: the lower layer of an overlay (see :mod:`ctxnb.sandbox.runner`):
+  the command may write anywhere in it, and every write lands in a private upper
+  directory; only in-scope regular-file changes are committed afterwards
+  (:mod:`ctxnb.sandbox.commit`).
+* **protected**: ``.git`` and ``.orchestration`` are bound read-only on top; ``.ctxnb``
+  (the store, and the overlays' own state) is hidden behind an empty read-only
+  directory; ``.git/objects`` too when git tracks a denied file.
 * **masked**: every existing path the deny list names (``.env*``, keys …) is covered:
-  a file by ``/dev/null`` (opening it fails), a directory by an empty read-only one.
-* **hard links**: a regular file in a writable directory with more than one link may
-  share its inode with a file outside the scope; writing it would change both. Such
-  files are bound read-only on their own (they cannot be written, renamed or removed).
-  New hard links cannot reach outside: ``link(2)`` does not cross mounts, and every
-  writable directory is its own mount.
-* **symlinks**: a writable directory must be a real directory of the workspace (no
-  symlink on the way), so the bind cannot point outside it; links the command creates
-  are resolved inside the sandbox, where outside paths are read-only or absent.
+  a file by ``/dev/null`` (opening it fails), a directory by an empty read-only one;
+  so are sockets, FIFOs and devices (a host daemon's socket is not reachable).
+* **hard links and symlinks**: a write to a hard-linked file copies it up, so the other
+  link never changes; links the command creates are never committed.
 
-Globs map to directories by their longest literal directory prefix: ``src/**/*.py``
-makes ``src/`` writable, ``docs/guide.md`` makes ``docs/`` writable, a glob with no
-``/`` (``*.py``, ``tests/``) matches at any depth and makes the whole workspace writable. What a
-command changes in a writable directory but outside the globs is put back afterwards
-(:mod:`ctxnb.sandbox.runner`), so the globs, not the directories, are the scope.
+:func:`writable_dirs` maps globs to the directories that hold them (their longest
+literal directory prefix; a glob with no ``/`` matches at any depth and gives the root);
+it is the default scope test of :class:`~ctxnb.sandbox.Sandbox` without an intent's own.
 
 Example:
     >>> writable_dirs(["src/**/*.py", "docs/guide.md", "tests/**"])
