@@ -61,6 +61,7 @@ __all__ = [
     "SandboxConfig",
     "SkillsConfig",
     "load_config",
+    "tool_ctxnb_changed",
 ]
 
 CONFIG_FILE = "ctxnb.toml"
@@ -249,12 +250,18 @@ class AdaptersConfig(_Strict):
 class SandboxConfig(_Strict):
     """How commands are confined (see :mod:`ctxnb.sandbox`).
 
-    ``backend = "none"`` runs commands unconfined: UNSAFE, for machines without
-    bubblewrap only (the intent gate, tracing and putting back still apply). The
-    shorthand ``sandbox = "none"`` at the top level means the same.
+    ``backend = "none"`` (or the shorthand ``sandbox = "none"`` at the top level) is
+    refused: commands run only on an overlay (``SANDBOX_UNAVAILABLE``).
+
+    ``git = "read"`` lets commands read ``.git/objects`` even when a denied file is
+    tracked by the repository (by default the objects are hidden then, since
+    ``git show HEAD:.env`` would print the denied bytes).
     """
 
     backend: Literal["bwrap", "none"] = "bwrap"
+    git: Literal["auto", "read"] = Field(
+        default="auto", description="'read': expose .git/objects even when a denied file is tracked"
+    )
     network: bool = Field(default=False, description="let commands reach the network")
     env: list[str] = Field(default_factory=list, description="more variables passed through")
     read_paths: list[str] = Field(default_factory=list, description="more read-only host paths")
@@ -284,6 +291,11 @@ class CtxnbConfig(_Strict):
     adapters: AdaptersConfig = Field(default_factory=AdaptersConfig)
     sandbox: SandboxConfig = Field(default_factory=SandboxConfig)
     source: str | None = Field(default=None, description="the file the settings came from")
+    source_sha256: str | None = Field(
+        default=None,
+        description="SHA-256 of the settings file's bytes (recorded with each command's "
+        "commit, so a trace says which settings governed it)",
+    )
 
     def active_profile(self, name: str | None = None) -> Profile:
         """The profile named explicitly, else by ``CTXNB_PROFILE``, else by the file."""
@@ -360,13 +372,15 @@ def load_config(root: str | os.PathLike[str]) -> CtxnbConfig:
     toml_path = root / CONFIG_FILE
     data: dict[str, Any] | None = None
     where = ""
+    digest = None
     if toml_path.is_file():
         where = str(toml_path)
-        data = _read_toml(toml_path)
+        data, digest = _read_toml(toml_path)
     else:
         pyproject = root / "pyproject.toml"
         if pyproject.is_file():
-            section = _read_toml(pyproject).get("tool", {}).get("ctxnb")
+            whole, digest = _read_toml(pyproject)
+            section = whole.get("tool", {}).get("ctxnb")
             if section is not None:
                 where = f"{pyproject} [tool.ctxnb]"
                 data = section
@@ -375,7 +389,9 @@ def load_config(root: str | os.PathLike[str]) -> CtxnbConfig:
     if not isinstance(data, dict):
         raise ConfigError(f"{where}: expected a table of settings")
     try:
-        cfg = CtxnbConfig.model_validate({**_merge_profiles(data), "source": where})
+        cfg = CtxnbConfig.model_validate(
+            {**_merge_profiles(data), "source": where, "source_sha256": digest}
+        )
     except ValidationError as e:
         raise ConfigError(_format_validation(where, e)) from None
     if cfg.profile not in cfg.profiles:
@@ -386,9 +402,46 @@ def load_config(root: str | os.PathLike[str]) -> CtxnbConfig:
     return cfg
 
 
-def _read_toml(path: Path) -> dict[str, Any]:
+def _read_toml(path: Path) -> tuple[dict[str, Any], str]:
+    # O_NOFOLLOW: settings come from the file itself, never from where a link points.
     try:
-        with path.open("rb") as f:
-            return tomllib.load(f)
-    except tomllib.TOMLDecodeError as e:
+        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC)
+    except OSError as e:
+        raise ConfigError(
+            f"{path} cannot be read as settings ({e.strerror}); it must be a regular file, "
+            "not a symlink"
+        ) from None
+    with os.fdopen(fd, "rb") as f:
+        data = f.read()
+    import hashlib
+
+    try:
+        return tomllib.loads(data.decode("utf-8")), hashlib.sha256(data).hexdigest()
+    except (tomllib.TOMLDecodeError, UnicodeDecodeError) as e:
         raise ConfigError(f"{path} is not valid TOML: {e}; fix the syntax at that line") from None
+
+
+def tool_ctxnb_changed(old: bytes | None, new: bytes | None) -> bool:
+    """Whether a change of ``pyproject.toml`` from ``old`` to ``new`` bytes adds, alters
+    or removes its ``[tool.ctxnb]`` table (settings are governance: no agent changes
+    them). New bytes that are not valid TOML count as a change when there is a table.
+
+    Example:
+        >>> tool_ctxnb_changed(b"[project]\\nname='a'\\n", b"[project]\\nname='b'\\n")
+        False
+        >>> tool_ctxnb_changed(b"", b"[tool.ctxnb]\\nsandbox='none'\\n")
+        True
+    """
+
+    def table(data: bytes | None) -> object:
+        if data is None:
+            return None
+        try:
+            return tomllib.loads(data.decode("utf-8")).get("tool", {}).get("ctxnb")
+        except (tomllib.TOMLDecodeError, UnicodeDecodeError, AttributeError):
+            return ValueError
+
+    before, after = table(old), table(new)
+    if after is ValueError:
+        return before is not None
+    return before != after

@@ -58,6 +58,33 @@ def _git(root: Path, *args: str) -> bool:
 RUN_TESTS = "python -m unittest discover -q -s tests"
 
 
+def _held_for_approval(ws: Workspace, session: Any, root: Path) -> None:
+    """A command whose text looks harmless but empties a file: its observed effect waits
+    for a human, who sees the real diff; rejected, nothing happened."""
+    from .govern.approval import CallbackApprover
+
+    def review(req: Any) -> bool:
+        print(f"      the approver is asked: {req.reason}")
+        for line in req.args["diff"].splitlines()[:6]:
+            print(f"        {line}")
+        print("        ...")
+        return False
+
+    print("  a command that empties a file without saying so is held for a human, with")
+    print("  the diff of what it did (on its overlay); the human says no:")
+    reviewed = ws.tools(
+        session,
+        caller="scripted-agent",
+        model_id="example/scripted-agent",
+        approver=CallbackApprover(review, by="demo-reviewer"),
+    )
+    reviewed.dispatch("select_active_intent", {"intent_id": "INT-001"})
+    cmd = "awk 'BEGIN{system(\"cp /dev/null inventory/report.py\")}'"
+    held = reviewed.dispatch("run_command", {"cmd": cmd, "shell": True})
+    lines = (root / "inventory" / "report.py").read_text().count("\n")
+    print(f"      -> {held.get('error_code')}: inventory/report.py still has {lines} lines")
+
+
 def _call(tools: Any, name: str, args: dict[str, Any]) -> dict[str, Any]:
     shown = ", ".join(f"{k}={v!r}" if len(repr(v)) < 50 else f"{k}=…" for k, v in args.items())
     out = tools.dispatch(name, args)
@@ -154,6 +181,7 @@ def run(base: Path) -> None:
         print(f"      stderr: {res['stderr'].strip()}")
         for change in res["effects"]["changed"]:
             print(f"      {change['kind']} {change['path']}: version {change['version'][-12:]}")
+    _held_for_approval(ws, session, root)
     session.add_turn("assistant", "Done: the default reorder level is 10 and the tests pass.")
 
     _h("4. the context under two strategies (budget 3,000 tokens)")

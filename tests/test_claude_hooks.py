@@ -445,13 +445,15 @@ def test_install_merges_idempotently(tmp_path, capsys):
     assert data["model"] == "opus" and data["hooks"]["Stop"] == [other]
     pre = data["hooks"]["PreToolUse"]
     assert pre[0] == other and len(pre) == 2
-    assert pre[1]["hooks"] == [{"type": "command", "command": "ctxnb hook pre-tool-use"}]
+    # This interpreter by its absolute path, isolated: nothing of the project is imported.
+    launch = f"{os.path.abspath(sys.executable)} -I -m ctxnb"
+    assert pre[1]["hooks"] == [{"type": "command", "command": f"{launch} hook pre-tool-use"}]
     assert "Bash" in pre[1]["matcher"] and "Read" in pre[1]["matcher"]
     post = data["hooks"]["PostToolUse"]
     assert post == [
         {
             "matcher": "Write|Edit|MultiEdit",
-            "hooks": [{"type": "command", "command": "ctxnb hook post-tool-use"}],
+            "hooks": [{"type": "command", "command": f"{launch} hook post-tool-use"}],
         }
     ]
     assert data["hooks"]["UserPromptSubmit"][0]["hooks"][0]["command"].endswith("prompt-submit")

@@ -128,7 +128,7 @@ def test_destructive_command_needs_approval(gov):
     out = t.dispatch("run_command", {"cmd": "rm -rf inventory/build"})
     assert out["error_code"] == "DESTRUCTIVE_NEEDS_APPROVAL"
     assert (gov / "inventory" / "build" / "out.txt").exists()
-    safe = t.dispatch("run_command", {"cmd": "git status --porcelain"})
+    safe = t.dispatch("run_command", {"cmd": "ls inventory"})
     assert safe["ok"] and safe["result"]["returncode"] == 0
 
 
@@ -338,7 +338,9 @@ def test_a_refusal_comes_back_as_a_lesson_to_the_next_agent_in_scope(gov) -> Non
     refuse = CallbackApprover(lambda req: False, by="ana")
     t = tools_for(gov, approver=refuse)
     t.dispatch("select_active_intent", {"intent_id": "INT-001"})
-    out = t.dispatch("run_command", {"cmd": "rm -rf inventory/__pycache__"})
+    (gov / "inventory" / "build").mkdir()
+    (gov / "inventory" / "build" / "out.txt").write_text("artifact\n")
+    out = t.dispatch("run_command", {"cmd": "rm -rf inventory/build"})
     assert out["error_code"] == "APPROVAL_REJECTED"
     agent_md = (gov / ".orchestration" / "AGENT.md").read_text()
     assert "[INT-001]" in agent_md and "refused by ana" in agent_md

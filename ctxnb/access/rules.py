@@ -74,6 +74,7 @@ __all__ = [
     "SKILLS_DIR",
     "TEMP_PREFIX",
     "PathRules",
+    "governance_reason",
     "SafePath",
     "map_mount_prefix",
     "skills_readable",
@@ -85,9 +86,49 @@ DEFAULT_DENY: tuple[str, ...] = (".git", ".env*", "**/*.pem", "**/id_*", ".ctxnb
 ``.git`` without a trailing slash matches the directory and the ``.git`` file of
 worktrees and submodules alike."""
 
-GOVERNANCE: tuple[str, ...] = (".orchestration/", ".ctxnb/", "/ctxnb.toml")
-"""Governance's own files: intents, trace, audit, store, hook state and the settings
-that name commands to run. Refused to every agent tool whatever the intent's scope."""
+GOVERNANCE: tuple[str, ...] = (
+    ".orchestration/",
+    ".ctxnb/",
+    "/ctxnb.toml",
+    ".git",
+    "/.claude/settings*.json",
+    "/.mcp.json",
+    "*.pth",
+    "sitecustomize.py",
+    "usercustomize.py",
+    ".envrc",
+)
+"""Governance's own files, and every file from which ctxnb, the agent client, git or
+Python takes configuration or code it runs on its own: intents, trace, audit, store,
+hook state, ctxnb's settings, Claude Code's settings and MCP servers, git's
+repository (hooks, ``core.fsmonitor``), Python start-up files (``*.pth``,
+``sitecustomize.py``, ``usercustomize.py``) and direnv's ``.envrc``. Refused to every
+agent tool and never committed from a sandbox, whatever the intent's scope; a human may
+still change them. ``pyproject.toml`` is governance only in its ``[tool.ctxnb]`` table
+(see :func:`ctxnb.config.tool_ctxnb_changed`)."""
+
+_GOVERNANCE_SPEC: GlobList | None = None
+
+
+def governance_reason(rel: str) -> str | None:
+    """Why a change to the workspace-relative ``rel`` is governance's, or None.
+
+    Matched case-insensitively, every ancestor too, whatever the deny list says.
+
+    Example:
+        >>> governance_reason("venv/lib/site-packages/evil.pth")
+        "governance file (matches '*.pth'): never written by an agent"
+        >>> governance_reason(".git/config"), governance_reason("src/app.py")
+        ("governance file (matches '.git'): never written by an agent", None)
+    """
+    global _GOVERNANCE_SPEC
+    if _GOVERNANCE_SPEC is None:
+        _GOVERNANCE_SPEC = GlobList([g.lower() for g in GOVERNANCE])
+    hit = _GOVERNANCE_SPEC.match(rel.lower(), is_dir=None)
+    if hit is None:
+        return None
+    return f"governance file (matches {GOVERNANCE[hit]!r}): never written by an agent"
+
 
 SKILLS_DIR = ".ctxnb/skills"
 """ctxnb's own skills folder: inside the denied ``.ctxnb/``, read by ctxnb on purpose."""

@@ -26,7 +26,7 @@ is denied.
 ctxnb only ever narrows what Claude Code may do: a call that passes every policy gets
 *no decision* (exit 0, no output), so Claude Code's own permission rules still apply.
 Bash in a governed workspace is the exception: its command is replaced by
-``python -m ctxnb sandbox exec --workspace ROOT --session ID [--intent ID] -- bash -c
+``/abs/python -I -m ctxnb sandbox exec --workspace ROOT --session ID [--intent ID] -- bash -c
 '<original>'`` and allowed, because the sandbox, not a prompt, bounds what it can do;
 ``sandbox exec`` stores and traces what the command changed (the post-tool-use hook has
 nothing left to do for Bash).
@@ -799,18 +799,22 @@ def _check_bash(ctx: _Context, tool_input: Mapping[str, Any]) -> HookResult:
             intent = None
     s = ctx.settings
     backend = s.get("sandbox", {}).get("backend", "bwrap")
-    if backend == "bwrap":
-        from ..sandbox.plan import find_bwrap
+    from ..sandbox.plan import find_bwrap
 
-        if find_bwrap(ctx.env.get("PATH")) is None:
-            from ..sandbox.runner import INSTALL_HINT
+    if backend != "bwrap" or find_bwrap(ctx.env.get("PATH")) is None:
+        from ..sandbox.runner import INSTALL_HINT
 
-            raise PolicyError(
-                "SANDBOX_UNAVAILABLE",
-                "ctxnb runs Bash commands in a bubblewrap sandbox, and bwrap is not "
-                f"installed: {INSTALL_HINT}.",
-                required_action="Ask the user to install bubblewrap.",
+        raise PolicyError(
+            "SANDBOX_UNAVAILABLE",
+            "ctxnb runs Bash commands only on an overlay in a bubblewrap sandbox, and "
+            + (
+                f"the settings ask for backend {backend!r}; remove it"
+                if backend != "bwrap"
+                else f"no bwrap that mounts overlays is installed: {INSTALL_HINT}"
             )
+            + ".",
+            required_action="Ask the user to fix the sandbox set-up.",
+        )
     scope = None
     if intent is not None:
         selected = intent
@@ -827,13 +831,18 @@ def _check_bash(ctx: _Context, tool_input: Mapping[str, Any]) -> HookResult:
         safe_commands=s["safe_commands"],
     )
     import shlex
-    import sys
 
-    wrapper = [sys.executable, "-m", "ctxnb", "sandbox", "exec", "--workspace", str(ctx.root)]
+    wrapper = [*launcher(), "sandbox", "exec", "--workspace", str(ctx.root)]
     if ctx.session_id is not None:
         wrapper += ["--session", ctx.session_id]
     if intent is not None:
         wrapper += ["--intent", intent.id]
+    asks = intent is not None and risk.level != "SAFE"
+    if asks:
+        # Claude Code asks the human before this command runs (its only channel to
+        # them); their yes covers its destructive effects. A command whose text looks
+        # safe gets no such flag: destructive effects it hides are refused, not committed.
+        wrapper += ["--approved"]
     wrapped = shlex.join([*wrapper, "--", "bash", "-c", command])
     updated = {**tool_input, "command": wrapped}
     where = (
@@ -841,7 +850,7 @@ def _check_bash(ctx: _Context, tool_input: Mapping[str, Any]) -> HookResult:
         if intent is not None
         else "read-only: no intent is selected for this session"
     )
-    if intent is not None and risk.level != "SAFE":
+    if asks:
         reason = f"ctxnb: this command is destructive: {'; '.join(risk.reasons) or 'destructive'}."
         return _pre_answer("ask", f"{reason}\nIt runs in ctxnb's sandbox, {where}.", updated)
     return _pre_answer("allow", f"ctxnb: runs in ctxnb's sandbox, {where}.", updated)
@@ -1126,8 +1135,24 @@ _INSTALL_EVENTS: tuple[tuple[str, str | None, str], ...] = (
 )
 
 
+def launcher() -> list[str]:
+    """How ctxnb's own processes start ctxnb: this interpreter by its absolute path, isolated.
+
+    ``-I``: neither the current directory (the workspace, where the agent writes a
+    ``ctxnb.py``) nor ``PYTHONPATH`` is on ``sys.path``, and no user site; so nothing
+    from the workspace is imported by a hook or by the Bash rewrite.
+
+    Example:
+        >>> launcher()[1:]
+        ['-I', '-m', 'ctxnb']
+    """
+    import sys
+
+    return [os.path.abspath(sys.executable), "-I", "-m", "ctxnb"]
+
+
 def install_settings(
-    project: str | os.PathLike[str], *, command: str = "ctxnb"
+    project: str | os.PathLike[str], *, command: str | None = None
 ) -> tuple[Path, bool]:
     """Add ctxnb's hooks to ``<project>/.claude/settings.json``.
 
@@ -1137,7 +1162,8 @@ def install_settings(
 
     Args:
         project: the project directory Claude Code runs in.
-        command: how the hooks run ctxnb (``ctxnb``, or e.g. ``/path/to/python -m ctxnb``).
+        command: how the hooks run ctxnb; by default this interpreter, isolated
+            (:func:`launcher`: ``/abs/path/python -I -m ctxnb``).
 
     Returns:
         The settings file and whether it changed.
@@ -1153,6 +1179,10 @@ def install_settings(
         >>> sorted(json.loads((proj / ".claude" / "settings.json").read_text())["hooks"])
         ['PostToolUse', 'PreToolUse', 'UserPromptSubmit']
     """
+    if command is None:
+        import shlex
+
+        command = shlex.join(launcher())
     path = Path(project) / ".claude" / "settings.json"
     try:
         before = path.read_text(encoding="utf-8")

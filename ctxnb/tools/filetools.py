@@ -439,6 +439,7 @@ class FileTools:
         call.old_text, call.new_text = old_text, new_text
         call.before_sha256 = sha256_hex(old) if old is not None else None
         data = new_text.encode("utf-8")
+        _refuse_tool_ctxnb(rel, old, data)
         try:
             # The rename's directory fsync overlaps with the store commit below; the
             # call waits for it before it returns (see _run).
@@ -793,6 +794,7 @@ class FileTools:
         """Delete a file: a deletion version in the store, a trace of what was removed."""
         call.old_text, call.new_text = old_text, ""
         call.before_sha256 = sha256_hex(old)
+        _refuse_tool_ctxnb(rel, old, None)
         self.policy.delete(rel)
         key = make_doc_path(rel)
         self._read_hashes.pop(key, None)
@@ -1205,6 +1207,23 @@ def _error(
     if details:
         out["details"] = redact_data(details)
     return out
+
+
+def _refuse_tool_ctxnb(rel: str, old: bytes | None, new: bytes | None) -> None:
+    """``[tool.ctxnb]`` in ``pyproject.toml`` is governance: no agent tool changes it."""
+    if rel.lower() != "pyproject.toml":
+        return
+    from ..config import tool_ctxnb_changed
+
+    if tool_ctxnb_changed(old, new):
+        raise PolicyError(
+            "PATH_DENIED",
+            f"{rel}: the change adds, alters or removes [tool.ctxnb], ctxnb's settings, "
+            "which no agent tool changes",
+            recoverable=False,
+            required_action="Leave [tool.ctxnb] as it is; a human edits ctxnb's settings.",
+            details={"path": rel, "rule": "governance:[tool.ctxnb]"},
+        )
 
 
 def _patched(old: str, fp: FilePatch) -> str:

@@ -1,0 +1,547 @@
+"""A command's changes, committed: from its overlay into the workspace, all or nothing.
+
+Every command an agent runs (``run_command``, the MCP server, the quality loop, Claude
+Code's Bash through ``ctxnb sandbox exec``) goes through :func:`run_governed`: the
+sandbox runs it on an overlay (:class:`~ctxnb.sandbox.Sandbox`), and what it changed
+is read from the upper layer. Then:
+
+1. Only regular-file creations, modifications and deletions in the selected intent's
+   scope, on paths neither denied nor governance (:func:`ctxnb.access.rules.governance_reason`),
+   are candidates; everything else — outside the scope, symlinks, hard links, FIFOs,
+   sockets, devices, anything under ``.git/`` — is **dropped** and listed with its
+   reason. A file whose bytes did not change (``touch``, ``chmod``) is not a change; a
+   mode-only change is dropped.
+2. **Destructive** changes (:func:`destructive_reason`: a deletion, a truncation to
+   zero bytes, or a write that keeps less than half of a file's lines) are shown to the
+   approver with their real diff before anything is committed. A rejection (or no
+   approver) discards the whole overlay: nothing happened.
+3. Under each file's write lock, the workspace file must still be the one the command
+   started from: a file changed by someone else since the command started (its ctime
+   is at or after the start) is a **conflict**, and then nothing of the command is
+   committed (one command's commit is all-or-nothing up to I/O errors).
+4. Each change goes through the one governed write path: the access layer's descriptor
+   walk with ``O_NOFOLLOW`` at every component (:meth:`PathPolicy.write_bytes_atomic`,
+   :meth:`PathPolicy.delete`), a store version (the previous bytes first, so
+   ``restore_file`` can take the change back), one Agent Trace record with the
+   mutation class, ``intent_map.md``.
+
+Nothing here writes stored bytes back into the workspace to undo a command: what is not
+committed was never in the workspace.
+
+Files ignored by the workspace's ignore rules, or over ``[index] max_file_bytes``, are
+committed but not stored (``untracked``), as the indexer does not store them.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import difflib
+import os
+import shlex
+import stat as stat_mod
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Protocol
+
+from ..errors import CtxnbError, NotFoundError, PolicyError
+
+if TYPE_CHECKING:
+    from ..access.door import Access
+    from ..govern.approval import Approver, Decision
+    from ..govern.intents import Intent
+    from ..govern.ledger import ContributorType, TraceLedger
+    from ..tools.filetools import FileTools, ToolCall
+    from .runner import Sandbox, SandboxResult
+
+__all__ = [
+    "CommandEffects",
+    "EffectsReport",
+    "GoverningEngine",
+    "destructive_reason",
+    "run_governed",
+]
+
+MAX_DIFF_CHARS = 40_000
+"""The diff an approver sees is cut here (the message says so)."""
+
+
+class GoverningEngine(Protocol):
+    """What the commit needs of a :class:`~ctxnb.govern.engine.HookEngine`.
+
+    A protocol, so that this module does not import the engine (which starts it).
+    """
+
+    workspace: Access
+    root: Path
+    tools: FileTools
+    ledger: TraceLedger
+    contributor_type: ContributorType
+    model_id: str | None
+    approver: Approver | None
+    command_timeout: float
+
+    def update_intent_map_many(
+        self, intent: Intent, files: Sequence[tuple[str, list[str]]]
+    ) -> None: ...
+    def current_intent(self) -> Intent | None: ...
+    def sandbox(self) -> Sandbox: ...
+    def ask(self, call: ToolCall, reason: str) -> Decision: ...
+    def record_lesson(self, text: str, *, paths: list[str] = ...) -> None: ...
+
+
+@dataclass
+class EffectsReport:
+    """What happened to a command's changes.
+
+    Attributes:
+        changed: changes committed: ``{path, kind, version, trace_id}``.
+        dropped: changes not committed: ``{path, reason}``.
+        conflicts: files changed by someone else while the command ran
+            ``{path, reason}``; when there is one, nothing was committed.
+        untracked: committed changes to ignored files or files over ``[index]
+            max_file_bytes`` (not stored): paths.
+    """
+
+    changed: list[dict[str, Any]] = field(default_factory=list)
+    dropped: list[dict[str, Any]] = field(default_factory=list)
+    conflicts: list[dict[str, Any]] = field(default_factory=list)
+    untracked: list[str] = field(default_factory=list)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "changed": self.changed,
+            "dropped": self.dropped,
+            "conflicts": self.conflicts,
+            "untracked": self.untracked,
+        }
+
+
+def destructive_reason(rel: str, old: bytes | None, new: bytes | None) -> str | None:
+    """Why a change to ``rel`` from ``old`` to ``new`` bytes is destructive, or None.
+
+    Destructive: deleting a file that existed; truncating a non-empty file to zero
+    bytes; a write that keeps less than half of the old file's lines (a file of at
+    least 4 lines; for binary files, less than half of its bytes). A new file, an
+    append or an edit that keeps most lines is not.
+
+    Example:
+        >>> destructive_reason("a.py", b"x\\n" * 10, None)
+        'deletes a.py'
+        >>> destructive_reason("a.py", b"a\\nb\\nc\\nd\\n", b"a\\nb\\nc\\nd\\ne\\n") is None
+        True
+        >>> destructive_reason("a.py", b"a\\nb\\nc\\nd\\n", b"z\\n")
+        'removes 4 of the 4 lines of a.py'
+    """
+    if old is None:
+        return None
+    if new is None:
+        return f"deletes {rel}"
+    if old and not new:
+        return f"truncates {rel} to 0 bytes"
+    from ..access.observe import decode_bytes
+
+    old_text, new_text = decode_bytes(old), decode_bytes(new)
+    if old_text is None or new_text is None:  # binary, as the store tells text apart
+        if len(new) * 2 < len(old):
+            return f"removes {len(old) - len(new)} of the {len(old)} bytes of {rel}"
+        return None
+    old_lines, new_lines = old_text.splitlines(), new_text.splitlines()
+    if len(old_lines) < 4:
+        return None
+    sm = difflib.SequenceMatcher(None, old_lines, new_lines, autojunk=False)
+    kept = sum(b.size for b in sm.get_matching_blocks())
+    if kept * 2 < len(old_lines):
+        return f"removes {len(old_lines) - kept} of the {len(old_lines)} lines of {rel}"
+    return None
+
+
+@dataclass
+class _Planned:
+    rel: str
+    kind: str
+    old: bytes | None
+    new: bytes | None
+    mode: int = 0
+
+
+class CommandEffects:
+    """Commits the changes of commands run under one hook engine.
+
+    Args:
+        engine: the hook engine (workspace, tools, ledger, intent map, approver).
+    """
+
+    def __init__(self, engine: GoverningEngine) -> None:
+        self.engine = engine
+        self.ws = engine.workspace
+        self.root = str(engine.root)
+        self._ignore: Any = None
+        self._max_bytes = self.ws.config.index.max_file_bytes
+
+    def _ignored(self, rel: str) -> bool:
+        if self._ignore is None:
+            from .._wildmatch import GlobList
+
+            lines = list(self.ws.config.index.ignore)
+            for name in (".gitignore", ".ctxnbignore"):
+                with contextlib.suppress(CtxnbError):
+                    data = self.ws.read(name)
+                    if data is not None:
+                        lines += data.decode("utf-8", "replace").splitlines()
+            self._ignore = GlobList(lines)
+        return bool(self._ignore.match_file(rel))
+
+    def keep(self, intent: Intent | None) -> Any:
+        """The sandbox's ``keep``: None when a change to ``rel`` may be committed."""
+        policy = self.engine.tools.policy
+        from ..access.rules import governance_reason
+
+        def keep(rel: str) -> str | None:
+            reason = governance_reason(rel)
+            if reason is not None:
+                return reason
+            if not policy.is_allowed(rel):
+                return "a denied path"
+            if intent is None or not intent.in_scope(rel):
+                return "outside the scope"
+            return None
+
+        return keep
+
+    def _current(self, rel: str) -> tuple[bytes | None, os.stat_result | None]:
+        """The workspace file's bytes and stat, through the access layer's walk."""
+        policy = self.engine.tools.policy
+        try:
+            st = policy.stat(rel)
+            return policy.read_bytes(rel), st
+        except NotFoundError:
+            return None, None
+
+    # -- the commit ---------------------------------------------------------------------------
+    def apply(
+        self,
+        sres: SandboxResult,
+        *,
+        intent: Intent | None,
+        command: str,
+        session_id: str | None,
+        caller: str,
+        tool: str = "run_command",
+        call: ToolCall | None = None,
+    ) -> EffectsReport:
+        """Commit the in-scope changes of ``sres`` (all or nothing), then discard the
+        overlay.
+
+        Raises:
+            PolicyError: ``DESTRUCTIVE_NEEDS_APPROVAL`` (no approver) or
+                ``APPROVAL_REJECTED``: nothing was committed.
+        """
+        try:
+            report = EffectsReport(dropped=[d.to_dict() for d in sres.dropped])
+            planned: list[_Planned] = []
+            for ch in sres.changes:
+                try:
+                    old, st = self._current(ch.path)
+                except PolicyError as e:
+                    # A link or special file on the way in the real tree: never written through.
+                    report.dropped.append({"path": ch.path, "reason": f"refused: {e.message}"})
+                    continue
+                new = None if ch.kind == "deleted" else sres.read(ch.path)
+                if ch.kind == "deleted" and old is None:
+                    continue
+                if ch.path == "pyproject.toml":
+                    from ..config import tool_ctxnb_changed
+
+                    if tool_ctxnb_changed(old, new):
+                        report.dropped.append(
+                            {
+                                "path": ch.path,
+                                "reason": "changes [tool.ctxnb]: settings are governance",
+                            }
+                        )
+                        continue
+                if new is not None and old == new:
+                    if st is not None and stat_mod.S_IMODE(st.st_mode) != stat_mod.S_IMODE(ch.mode):
+                        report.dropped.append({"path": ch.path, "reason": "a mode-only change"})
+                    continue
+                planned.append(_Planned(ch.path, ch.kind, old, new, ch.mode))
+            if not planned:
+                return report
+            assert intent is not None  # a change is only kept in an intent's scope
+            self._approve(planned, command, session_id, caller, call)
+            tools = self.engine.tools
+            with contextlib.ExitStack() as locks:
+                for p in sorted(planned, key=lambda p: p.rel):
+                    locks.enter_context(tools._locked(p.rel))
+                for p in planned:
+                    reason = self._conflict(p, sres.started_ns)
+                    if reason is not None:
+                        report.conflicts.append({"path": p.rel, "reason": reason})
+                if report.conflicts:
+                    return report
+                self._commit_all(planned, report, intent, command, session_id, caller, tool)
+            self._remove_dirs(sres, planned)
+            return report
+        finally:
+            sres.discard()
+
+    def _remove_dirs(self, sres: SandboxResult, planned: list[_Planned]) -> None:
+        """Directories the command removed, whose files were all deleted by the commit,
+        are removed too (deepest first; through descriptors, no link followed)."""
+        gone = [e.rel for e in sres.entries if e.kind == "whiteout"]
+        deleted = [p.rel for p in planned if p.kind == "deleted"]
+        dirs: set[str] = set()
+        for d in gone:
+            if any(r.startswith(d + "/") for r in deleted):
+                dirs.add(d)
+                dirs.update(
+                    r.rsplit("/", 1)[0] for r in deleted if r.startswith(d + "/") and "/" in r
+                )
+        for rel in sorted(dirs, key=lambda r: r.count("/"), reverse=True):
+            _rmdir_nofollow(self.root, rel)
+
+    def _conflict(self, p: _Planned, started_ns: int) -> str | None:
+        try:
+            cur, st = self._current(p.rel)
+        except PolicyError as e:
+            return f"refused: {e.message}"
+        if st is None:
+            if p.old is not None:
+                return "deleted by someone else while the command ran"
+            return None
+        if p.old is None:
+            return "created by someone else while the command ran"
+        if st.st_ctime_ns >= started_ns or cur != p.old:
+            return "changed by someone else while the command ran; nothing was overwritten"
+        return None
+
+    def _approve(
+        self,
+        planned: list[_Planned],
+        command: str,
+        session_id: str | None,
+        caller: str,
+        call: ToolCall | None,
+    ) -> None:
+        reasons = [r for p in planned if (r := destructive_reason(p.rel, p.old, p.new)) is not None]
+        if not reasons:
+            return
+        from ..redaction import redact_text
+        from ..tools.patching import unified_diff
+
+        diff = "".join(
+            unified_diff(
+                redact_text((p.old or b"").decode("utf-8", "replace")),
+                redact_text((p.new or b"").decode("utf-8", "replace")),
+                fromfile=f"a/{p.rel}" if p.old is not None else "/dev/null",
+                tofile=f"b/{p.rel}" if p.new is not None else "/dev/null",
+            )
+            for p in planned
+        )
+        if len(diff) > MAX_DIFF_CHARS:
+            diff = diff[:MAX_DIFF_CHARS] + f"\n[... ctxnb: diff cut at {MAX_DIFF_CHARS} chars]\n"
+        reason = "the command's changes are destructive: " + "; ".join(reasons)
+        from ..redaction import redact
+
+        details = {"reasons": reasons, "diff": diff, "paths": [p.rel for p in planned]}
+        if self.engine.approver is None:
+            raise PolicyError(
+                "DESTRUCTIVE_NEEDS_APPROVAL",
+                f"{reason}; no human approver is connected, so nothing was committed",
+                recoverable=True,
+                required_action="Ask a human to run it, or connect an approver "
+                "(notebook ApprovalPanel, terminal, or MCP elicitation).",
+                details=details,
+            )
+        if call is None:
+            from ..tools.filetools import ToolCall
+
+            call = ToolCall("run_command", {"cmd": command}, caller, session_id or "")
+        call.args = {**call.args, "cmd": redact(command).text, "diff": diff}
+        try:
+            decision = self.engine.ask(call, reason)
+        finally:
+            call.args.pop("diff", None)
+        if not decision.approved:
+            self.engine.record_lesson(
+                f"the changes of {command!r} were refused by {decision.by}"
+                + (f": {decision.note}" if decision.note else ""),
+                paths=[p.rel for p in planned],
+            )
+            raise PolicyError(
+                "APPROVAL_REJECTED",
+                f"{decision.by} rejected the command's changes ({'; '.join(reasons)}); "
+                "nothing was committed" + (f" ({decision.note})" if decision.note else ""),
+                recoverable=True,
+                required_action="Do not retry the same act; find a non-destructive way or "
+                "ask the human what they want instead.",
+                details={**details, "decision": decision.to_dict()},
+            )
+
+    def _commit_all(
+        self,
+        planned: list[_Planned],
+        report: EffectsReport,
+        intent: Intent,
+        command: str,
+        session_id: str | None,
+        caller: str,
+        tool: str,
+    ) -> None:
+        """Write every change, then store and trace them in batches: one store
+        transaction for the versions the command started from, one for the new ones,
+        the fsyncs of the writes and of the trace lines overlapped."""
+        engine = self.engine
+        tools = engine.tools
+        ws = self.ws
+        tracked = [
+            p
+            for p in planned
+            if not self._ignored(p.rel)
+            and max(len(p.new or b""), len(p.old or b"")) <= self._max_bytes
+        ]
+        olds = [p for p in tracked if p.old is not None]
+        if olds:  # the version the command started from, so restore_file can go back
+            ws.observe([p.rel for p in olds], data=[p.old for p in olds])
+        waits: list[Any] = []
+        try:
+            for p in planned:
+                if p.new is None:
+                    tools.policy.delete(p.rel)
+                    continue
+                tools.policy.write_bytes_atomic(
+                    p.rel, p.new, make_parents=True, durable_waits=waits
+                )
+                if p.old is None and p.mode & 0o111:
+                    # A new executable keeps its x bits (set-id bits are never kept).
+                    with contextlib.suppress(OSError):
+                        os.chmod(os.path.join(self.root, p.rel), stat_mod.S_IMODE(p.mode) & 0o777)
+            tracked_set = {p.rel for p in tracked}
+            report.untracked.extend(p.rel for p in planned if p.rel not in tracked_set)
+            if not tracked:
+                return
+            observed = ws.observe([p.rel for p in tracked], data=[p.new for p in tracked])
+            from ..access.observe import decode_bytes
+            from ..govern.ledger import build_trace_record
+            from ..govern.mutation import classify_mutation, touched_symbols
+            from ..redaction import redact
+            from ..tools.patching import changed_line_ranges
+
+            shown = redact(command).text
+            session = tools.session
+            mapped: list[tuple[str, list[str]]] = []
+            for p, obs in zip(tracked, observed, strict=True):
+                oid, version = obs.object_id, obs.version_id if obs.tx_id is not None else None
+                if obs.tx_id is not None:
+                    if oid in session._index_set:
+                        session.refresh(oid)
+                    else:
+                        session.add(oid, activate=False)
+                old_text = "" if p.old is None else (decode_bytes(p.old) or "")
+                new_text = "" if p.new is None else (decode_bytes(p.new) or "")
+                ranges = changed_line_ranges(old_text, new_text) if new_text else []
+                mclass = classify_mutation(p.rel, old_text, new_text)
+                meta: dict[str, Any] = {"caller": caller, "command": shown, "change": p.kind}
+                if ws.config.source_sha256:
+                    meta["config_sha256"] = ws.config.source_sha256
+                if version:
+                    meta["version_id"] = version
+                record = build_trace_record(
+                    file_path=p.rel,
+                    ranges=ranges,
+                    new_text=new_text,
+                    intent_id=intent.id,
+                    session_id=session_id,
+                    contributor_type=engine.contributor_type,
+                    model_id=engine.model_id,
+                    repo_root=engine.root,
+                    tool=tool,
+                    mutation_class=mclass,
+                    extra_metadata=meta,
+                )
+                waits.append(engine.ledger.append_later(record))
+                if mclass == "INTENT_EVOLUTION":
+                    mapped.append((p.rel, touched_symbols(p.rel, old_text, new_text)))
+                report.changed.append(
+                    {"path": p.rel, "kind": p.kind, "version": version, "trace_id": record["id"]}
+                )
+            if mapped:
+                engine.update_intent_map_many(intent, mapped)
+        finally:
+            for wait in waits:
+                wait()
+
+
+def _rmdir_nofollow(root: str, rel: str) -> None:
+    """Remove the empty directory ``root/rel``, walking with ``O_NOFOLLOW``; any error
+    (not empty, a link on the way, gone) leaves it."""
+    flags = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
+    parts = rel.split("/")
+    try:
+        fd = os.open(root, flags)
+    except OSError:
+        return
+    try:
+        for part in parts[:-1]:
+            nxt = os.open(part, flags, dir_fd=fd)
+            os.close(fd)
+            fd = nxt
+        os.rmdir(parts[-1], dir_fd=fd)
+    except OSError:
+        pass
+    finally:
+        os.close(fd)
+
+
+def run_governed(
+    engine: Any,
+    cmd: str | list[str],
+    *,
+    cwd: Path | None = None,
+    timeout: float | None = None,
+    shell: bool = False,
+    session_id: str | None = None,
+    caller: str = "agent",
+    tool: str = "run_command",
+    call: ToolCall | None = None,
+) -> dict[str, Any]:
+    """Run ``cmd`` in the engine's sandbox and commit its in-scope changes (no pre
+    policies: callers run those). Returns the command result with ``effects`` and
+    ``sandbox``.
+
+    Raises:
+        SandboxError: ``SANDBOX_UNAVAILABLE`` (no overlay here), before anything ran.
+        PolicyError: the changes were destructive and not approved; nothing committed.
+    """
+    from ..redaction import redact
+
+    effects = engine._effects
+    if effects is None:
+        effects = engine._effects = CommandEffects(engine)
+    intent = engine.current_intent()
+    sb = engine.sandbox()
+    sres = sb.run(
+        cmd,
+        cwd=cwd or engine.root,
+        timeout=timeout or engine.command_timeout,
+        shell=shell,
+        redact=lambda s: redact(s).text,
+        keep=effects.keep(intent),
+    )
+    text = cmd if isinstance(cmd, str) else shlex.join(cmd)
+    report = effects.apply(
+        sres,
+        intent=intent,
+        command=text,
+        session_id=session_id,
+        caller=caller,
+        tool=tool,
+        call=call,
+    )
+    out = sres.result.to_dict()
+    out["effects"] = report.to_dict()
+    out["sandbox"] = sres.backend
+    if sres.plan is not None and sres.plan.hidden_git_objects:
+        out["notes"] = [sres.plan.hidden_git_objects]
+    return out
