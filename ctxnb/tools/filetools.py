@@ -39,6 +39,7 @@ from typing import TYPE_CHECKING, Any, Literal, Protocol
 
 from pydantic import BaseModel, ValidationError
 
+from ..access.docpath import find_document
 from ..access.fdio import PathPolicy
 from ..access.rules import SafePath
 from ..errors import (
@@ -236,33 +237,22 @@ class FileTools:
         return sha256_hex(self.policy.read_bytes(rel))
 
     def _rel_for_doc_path(self, doc_path: str) -> str:
-        """The real file a docPath names: the exact path when it exists, else the one file
-        whose lowercase key matches.
-
-        Raises:
-            PolicyError: ``AMBIGUOUS_DOC_PATH`` when several files share the key (``README.md``
-                and ``readme.md``) and none is named exactly.
-        """
-        key = make_doc_path(doc_path)
-        sp = self._check(doc_path)
-        try:
-            self.policy.stat(sp)
-            return sp.rel
-        except NotFoundError:
-            pass
-        found = [f.rel for f in self.policy.iter_files() if make_doc_path(f.rel) == key]
-        if len(found) > 1:
-            raise PolicyError(
-                "AMBIGUOUS_DOC_PATH",
-                f"{doc_path!r} names {len(found)} files that differ only in case: "
-                f"{', '.join(sorted(found))}",
-                required_action="Use the file's exact path.",
-            )
-        return found[0] if found else sp.rel
+        """The real file a docPath names (see :meth:`_check`)."""
+        return self._check(doc_path).rel
 
     def _check(self, path: str | SafePath, *, for_write: bool = False) -> SafePath:
-        """The agent's path through the resolver (mount prefixes), then the policy."""
-        return self.policy.check(self.workspace.host_path(path), for_write=for_write)
+        """The agent's path through the resolver (mount prefixes), the policy, and the
+        docPath key: a case or Unicode variant of an existing file's name is that file.
+
+        Raises:
+            PolicyError: ``PATH_DENIED``; ``AMBIGUOUS_DOC_PATH`` when several files share
+                the key (``README.md`` and ``readme.md``) and none is named exactly.
+        """
+        sp = self.policy.check(self.workspace.host_path(path), for_write=for_write)
+        found = find_document(self.policy, sp)
+        if found is sp:
+            return sp
+        return self.policy.check(found, for_write=for_write)
 
     # -- the one path every call takes ---------------------------------------------------------
     def _run(
@@ -766,7 +756,7 @@ class FileTools:
     ) -> PatchResult:
         rel = self._check(path, for_write=True).rel
         named = fp.new_path if fp.kind == "create" else fp.old_path
-        if named is not None and fp.kind != "modify" and named != rel:
+        if named is not None and fp.kind != "modify" and make_doc_path(named) != make_doc_path(rel):
             raise PatchError(
                 f"the diff {'creates' if fp.kind == 'create' else fp.kind + 's'} {named!r} "
                 f"but path is {rel!r}; pass path={named!r}"
@@ -794,9 +784,8 @@ class FileTools:
         call.old_text, call.new_text = old_text, ""
         call.before_sha256 = sha256_hex(old)
         self.policy.delete(rel)
-        key = make_doc_path(rel)
-        self._read_hashes.pop(key, None)
-        self._active.pop(key, None)
+        self._read_hashes.pop(rel, None)
+        self._active.pop(rel, None)
         _, version = self._index_bytes(rel, None)
         diff = redact(unified_diff(old_text, "", fromfile=f"a/{rel}", tofile="/dev/null")).text
         return PatchResult(
