@@ -117,6 +117,9 @@ class Session:
         self._listeners: list[Callable[[str, str], None]] = []
         self.last_resume: ResumeReport | None = None
         self._pending: list[dict[str, Any]] = []
+        #: True when the session was opened with ``rules=False``: nothing attaches a
+        #: rules tracker to it later (``ws.tools`` included).
+        self.rules_off = False
 
     def _set_meta(self, oid: str, entry: MetaEntry) -> None:
         self._meta[oid] = entry
@@ -422,6 +425,9 @@ class Session:
         tracker = getattr(self, "_rules_tracker", None)
         if tracker is None:
             return
+        for key in _QUERY_ARGS:  # tier 2: a search's query may call for linked docs
+            if isinstance(args.get(key), str):
+                tracker.on_query(args[key])
         touched = [self._meta[r].path for r in file_refs if r in self._meta]
         paths = [p for p in touched if p]
         if paths:
@@ -435,7 +441,11 @@ class Session:
             raise ValueError(f"unknown chat role {role!r}; use user, assistant, system or tool")
         with self._lock:
             self._turns.append({"role": role, "content": content})
-            return len(self._turns)
+            count = len(self._turns)
+        tracker = getattr(self, "_rules_tracker", None)
+        if tracker is not None and role == "user":
+            tracker.on_query(content)  # tier 2: a user turn may call for linked docs
+        return count
 
     @property
     def turn(self) -> int:
@@ -885,6 +895,9 @@ class Session:
 
 
 _LIGHT = "__ctxnb_light__"
+# The arguments of a tool call that are a query in words (search_tools' query, search's
+# pattern): a rules tracker matches them against the links of the loaded rules files.
+_QUERY_ARGS = ("query", "pattern")
 
 
 def _root_for(
