@@ -281,7 +281,8 @@ class Session:
         with self._lock:
             listed = list(paths)
             policy = self.workspace.policy
-            safe = [policy.check(p) for p in listed]
+            # An agent's path (``/workspace/README.md``) through its mount, as every door.
+            safe = [policy.check(self.workspace.host_path(p)) for p in listed]
             data = [self.workspace.read(sp) for sp in safe]
             for p, sp, d in zip(listed, safe, data, strict=True):
                 if d is None and self.store.get(self.workspace.object_id(str(sp.abs))) is None:
@@ -520,9 +521,7 @@ class Session:
 
     # -- metadata ----------------------------------------------------------------------------
     def _meta_for(self, doc: dict[str, Any], *, orphaned: bool) -> MetaEntry:
-        return meta_for(
-            doc, orphaned=orphaned, reverse_resolve=self.workspace.resolver.reverse_resolve
-        )
+        return meta_for(doc, orphaned=orphaned, reverse_resolve=self.workspace.display_path)
 
     def metadata_frame(self) -> Any:
         """The metadata pool as a pandas DataFrame (one row per object)."""
@@ -621,7 +620,7 @@ class Session:
             self.session_id,
             turn,
             assembler=self._assembler,
-            reverse_resolve=self.workspace.resolver.reverse_resolve,
+            reverse_resolve=self.workspace.display_path,
         )
 
     # -- resume ---------------------------------------------------------------------------------
@@ -688,7 +687,7 @@ class Session:
         cols = self.store.scan("file", columns=self._LIGHT_COLUMNS, format="arrow").to_pydict()
         docs: dict[str, dict[str, Any]] = {}
         metas: dict[str, MetaEntry] = {}
-        reverse = self.workspace.resolver.reverse_resolve
+        reverse = self.workspace.display_path
         for oid, stype, fs, path, ih, ftype, chars, shash, chash in zip(
             *(cols[n] for n in self._LIGHT_COLUMNS), strict=True
         ):

@@ -59,11 +59,11 @@ def test_metadata_shows_agent_visible_paths(sample_ws):
     ctx = s.assemble(record=False)
     assert "/workspace/inventory/models.py" in ctx.section("metadata").text
     assert str(sample_ws) not in ctx.section("metadata").text
-    # nothing mounted: agent-visible == canonical
+    # nothing mounted: the workspace-relative path, never the host layout
     ws2 = Workspace.open(sample_ws)
     s2 = ws2.session("m2")
     fid2 = s2.add_path("inventory/models.py")
-    assert s2.metadata(fid2).path == str(sample_ws / "inventory" / "models.py")
+    assert s2.metadata(fid2).path == "inventory/models.py"
 
 
 def test_resume_after_edit_delete_and_unmount(tmp_path, sample_ws):

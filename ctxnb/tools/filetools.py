@@ -254,6 +254,33 @@ class FileTools:
             return sp
         return self.policy.check(found, for_write=for_write)
 
+    def _agent_glob(self, pattern: str) -> tuple[str, Callable[[str], str]]:
+        """A glob as the agent wrote it (``/workspace/src/*.py``), anchored at the
+        workspace root (``/src/*.py``), and how to name the files it matches the way the
+        agent did: under the mount's agent prefix, or under the host directory when
+        the glob named that. A relative glob, or one outside the workspace, is kept."""
+        if not pattern.startswith("/"):
+            return pattern, _as_is
+        root = str(self.workspace.root)
+        host = self.workspace.host_path(pattern)
+        if not host.startswith(root + "/"):
+            return pattern, _as_is
+        anchored = host[len(root) :]
+        if host == pattern:  # the host's own path
+            return anchored, lambda rel: f"{root}/{rel}"
+        mount = next(
+            m
+            for m in self.workspace.resolver.mounts
+            if pattern == m.agent_prefix or pattern.startswith(m.agent_prefix.rstrip("/") + "/")
+        )
+        agent, canonical = mount.agent_prefix.rstrip("/"), mount.canonical_prefix.rstrip("/")
+
+        def shown(rel: str) -> str:
+            full = f"{root}/{rel}"
+            return agent + full[len(canonical) :] if full.startswith(canonical + "/") else full
+
+        return anchored, shown
+
     # -- the one path every call takes ---------------------------------------------------------
     def _run(
         self,
@@ -500,7 +527,12 @@ class FileTools:
         """Workspace files the policy allows, optionally filtered by gitignore-style globs."""
 
         def run(call: ToolCall) -> list[str]:
-            return [sp.rel for sp in self.policy.iter_files(globs)]
+            if globs is None:
+                return [sp.rel for sp in self.policy.iter_files(None)]
+            forms = [self._agent_glob(g) for g in globs]
+            shown = forms[0][1] if len({f[1] for f in forms}) == 1 else _as_is
+            rels = self.policy.iter_files([f[0] for f in forms])
+            return [shown(sp.rel) for sp in rels]
 
         return self._run("list_files", {"globs": globs}, run)
 
@@ -509,7 +541,10 @@ class FileTools:
         from .search import glob_files
 
         def run(call: ToolCall) -> list[str]:
-            return glob_files(self.workspace.root, pattern, policy=self.policy)
+            rel_pattern, shown = self._agent_glob(pattern)
+            return [
+                shown(r) for r in glob_files(self.workspace.root, rel_pattern, policy=self.policy)
+            ]
 
         return self._run("glob", {"pattern": pattern}, run)
 
@@ -952,17 +987,19 @@ class FileTools:
         def run(call: ToolCall) -> list[dict[str, Any]]:
             # Read through the policy: denied files, links and directories swapped
             # for links during the search never contribute a byte.
+            forms = [self._agent_glob(g) for g in globs or ()]
+            shown = forms[0][1] if len({f[1] for f in forms}) == 1 else _as_is
             hits = do_search(
                 self.policy.roots[0],
                 pattern,
-                globs=globs,
+                globs=[f[0] for f in forms] if globs is not None else None,
                 regex=regex,
                 backend=self.search_backend,
                 policy=self.policy,
             )
             lines = self._hit_lines(hits)
             return [
-                {"path": m.path, "line_number": m.line_number, "line": line}
+                {"path": shown(m.path), "line_number": m.line_number, "line": line}
                 for m, line in zip(hits, lines, strict=True)
             ]
 
@@ -1168,6 +1205,10 @@ class FileTools:
     def __repr__(self) -> str:
         gov = " governed" if self.hooks is not None else ""
         return f"<FileTools{gov} session={self.session.session_id!r} caller={self.caller!r}>"
+
+
+def _as_is(rel: str) -> str:
+    return rel
 
 
 def _error(
