@@ -528,16 +528,14 @@ def follow_rules(session: Session) -> RulesTracker:
     tier 3 (see :class:`RulesTracker`).
 
     Example:
-        >>> import pathlib, tempfile
+        >>> import tempfile
         >>> from ctxnb import Workspace
-        >>> root = pathlib.Path(tempfile.mkdtemp())
-        >>> _ = (root / "AGENTS.md").write_text("Be brief.\\n")
-        >>> session = Workspace.open(root).session("s", rules=False)
-        >>> tracker_for(session) is None
-        True
-        >>> [r.path for r in follow_rules(session).records]
-        ['AGENTS.md']
-        >>> follow_rules(session) is tracker_for(session)
+        >>> ws = Workspace.open(tempfile.mkdtemp())
+        >>> _ = (ws.root / "AGENTS.md").write_text("Answer in French.\\n")
+        >>> bare = ws.session("bare", rules=False)
+        >>> tracker_for(bare) is None, follow_rules(bare) is tracker_for(bare)
+        (True, True)
+        >>> bare.pinned_set == [bare.find("AGENTS.md")]
         True
     """
     tracker = tracker_for(session)
