@@ -64,7 +64,7 @@ from .patching import (
     parse_patch,
     unified_diff,
 )
-from .results import DiffResult, PatchResult, ReadResult, VersionInfo
+from .results import DiffResult, PatchResult, ReadResult, SearchHits, VersionInfo
 from .schemas import TOOL_INFO, ToolInfo, tool_schemas
 from .summarize import OutlineSummarizer, Summarizer, fit_tokens
 
@@ -979,16 +979,33 @@ class FileTools:
         return self._run("summarize_file", {"path": path, "max_tokens": max_tokens}, run)
 
     def search(
-        self, pattern: str, globs: list[str] | None = None, regex: bool = True
-    ) -> list[dict[str, Any]]:
-        """Grep-like search (ripgrep when installed); denied files are never searched."""
+        self,
+        pattern: str,
+        globs: list[str] | None = None,
+        regex: bool = True,
+        limit: int = 200,
+        cursor: str | None = None,
+    ) -> SearchHits:
+        """Grep-like search (ripgrep when installed); denied files are never searched.
+
+        At most ``limit`` hits come back, in path and line order; when there are more,
+        the answer's ``truncated`` is True and its ``cursor`` continues after it.
+        """
         from .search import search as do_search
 
-        def run(call: ToolCall) -> list[dict[str, Any]]:
-            # Read through the policy: denied files, links and directories swapped
-            # for links during the search never contribute a byte.
+        if limit < 1:
+            raise PolicyError(
+                "INVALID_ARGUMENTS",
+                f"search limit must be at least 1, got {limit}",
+                required_action="Pass limit >= 1 (200 by default).",
+            )
+        start = _cursor_offset(cursor)
+
+        def run(call: ToolCall) -> SearchHits:
             forms = [self._agent_glob(g) for g in globs or ()]
             shown = forms[0][1] if len({f[1] for f in forms}) == 1 else _as_is
+            # Read through the policy: denied files, links and directories swapped
+            # for links during the search never contribute a byte.
             hits = do_search(
                 self.policy.roots[0],
                 pattern,
@@ -996,14 +1013,25 @@ class FileTools:
                 regex=regex,
                 backend=self.search_backend,
                 policy=self.policy,
+                max_results=start + limit + 1,
             )
-            lines = self._hit_lines(hits)
-            return [
-                {"path": shown(m.path), "line_number": m.line_number, "line": line}
-                for m, line in zip(hits, lines, strict=True)
-            ]
+            more = len(hits) > start + limit
+            page = hits[start : start + limit]
+            lines = self._hit_lines(page)
+            return SearchHits(
+                [
+                    {"path": shown(m.path), "line_number": m.line_number, "line": line}
+                    for m, line in zip(page, lines, strict=True)
+                ],
+                truncated=more,
+                cursor=str(start + limit) if more else None,
+            )
 
-        return self._run("search", {"pattern": pattern, "globs": globs, "regex": regex}, run)
+        return self._run(
+            "search",
+            {"pattern": pattern, "globs": globs, "regex": regex, "limit": limit, "cursor": cursor},
+            run,
+        )
 
     def _hit_lines(self, hits: list[Any]) -> list[str]:
         """The hits' lines, redacted. Only a private key spans lines: a line that could be
@@ -1159,6 +1187,9 @@ class FileTools:
                 required_action="Report this to the ctxnb maintainers of this workspace.",
             )  # fmt: skip
         out = _jsonable(result)
+        if isinstance(result, SearchHits):
+            return {"ok": True, "result": out, "truncated": result.truncated,
+                    "cursor": result.cursor}  # fmt: skip
         if isinstance(result, PatchResult) and not result.success:
             return _error(
                 "PATCH_CONFLICT" if result.conflict else "WRITE_FAILED",
@@ -1209,6 +1240,19 @@ class FileTools:
 
 def _as_is(rel: str) -> str:
     return rel
+
+
+def _cursor_offset(cursor: str | None) -> int:
+    """The offset a search cursor stands for (None: the first page)."""
+    if cursor is None:
+        return 0
+    if not cursor.isdigit():
+        raise PolicyError(
+            "INVALID_ARGUMENTS",
+            f"bad search cursor {cursor!r}",
+            required_action="Pass the cursor of a truncated search answer unchanged.",
+        )
+    return int(cursor)
 
 
 def _error(
@@ -1305,5 +1349,7 @@ def _toolcall_content(result: Any, error: CtxnbError | None) -> str:
             else:
                 lines.append(str(item))
         more = f"\n… {len(result) - 200} more" if len(result) > 200 else ""
+        if isinstance(result, SearchHits) and result.truncated:
+            more += f"\n[truncated: more hits; search again with cursor={result.cursor!r}]"
         return "\n".join(lines) + more
     return str(result)
