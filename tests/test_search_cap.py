@@ -12,6 +12,7 @@ from _needs import require
 
 from ctxnb import Workspace
 from ctxnb.errors import PolicyError
+from ctxnb.tools.search import ripgrep_available
 
 
 @pytest.fixture
@@ -39,7 +40,7 @@ def _grep(root: Path) -> set[tuple[str, int]]:
 @pytest.mark.parametrize("backend", ["python", "ripgrep"])
 def test_pages_of_at_most_limit_cover_what_grep_finds(ws: Workspace, backend: str) -> None:
     if backend == "ripgrep":
-        require(shutil.which("rg") is not None, "ripgrep (rg)")
+        require(ripgrep_available(), "ripgrep (rg)")
     tools = ws.tools(ws.session("s", rules=False), search_backend=backend)
     first = tools.search("self")
     assert len(first) == 200 and first.truncated and first.cursor is not None
