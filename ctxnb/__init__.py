@@ -74,6 +74,7 @@ _LAZY: dict[str, str] = {
     "PathPolicy": "ctxnb.access.fdio",
     "QueueApprover": "ctxnb.govern.approval",
     "ReadResult": "ctxnb.tools.results",
+    "SearchHits": "ctxnb.tools.results",
     "RecencyWindow": "ctxnb.strategies",
     "RelationStore": "ctxnb.relations",
     "RulesIndex": "ctxnb.rules",
@@ -192,6 +193,6 @@ if TYPE_CHECKING:  # pragma: no cover - for type checkers and IDEs only
     )
     from .tokens import HeuristicTokenCounter, TokenCounter
     from .tools.filetools import FileTools
-    from .tools.results import DiffResult, PatchResult, ReadResult, VersionInfo
+    from .tools.results import DiffResult, PatchResult, ReadResult, SearchHits, VersionInfo
     from .watch import Watcher
     from .workspace import Workspace

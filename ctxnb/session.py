@@ -117,6 +117,9 @@ class Session:
         self._listeners: list[Callable[[str, str], None]] = []
         self.last_resume: ResumeReport | None = None
         self._pending: list[dict[str, Any]] = []
+        #: True when the session was opened with ``rules=False``: nothing attaches a
+        #: rules tracker to it later (``ws.tools`` included).
+        self.rules_off = False
 
     def _set_meta(self, oid: str, entry: MetaEntry) -> None:
         self._meta[oid] = entry
@@ -283,7 +286,8 @@ class Session:
         with self._lock:
             listed = list(paths)
             policy = self.workspace.policy
-            safe = [policy.check(p) for p in listed]
+            # An agent's path (``/workspace/README.md``) through its mount, as every door.
+            safe = [policy.check(self.workspace.host_path(p)) for p in listed]
             data = [self.workspace.read(sp) for sp in safe]
             for p, sp, d in zip(listed, safe, data, strict=True):
                 if d is None and self.store.get(self.workspace.object_id(str(sp.abs))) is None:
@@ -439,6 +443,9 @@ class Session:
         tracker = getattr(self, "_rules_tracker", None)
         if tracker is None:
             return
+        for key in _QUERY_ARGS:  # tier 2: a search's query may call for linked docs
+            if isinstance(args.get(key), str):
+                tracker.on_query(args[key])
         touched = [self._meta[r].path for r in file_refs if r in self._meta]
         paths = [p for p in touched if p]
         if paths:
@@ -453,7 +460,11 @@ class Session:
         with self._lock:
             self._turns.append({"role": role, "content": content})
             self._notify(self.chat_id, "turn")
-            return len(self._turns)
+            count = len(self._turns)
+        tracker = getattr(self, "_rules_tracker", None)
+        if tracker is not None and role == "user":
+            tracker.on_query(content)  # tier 2: a user turn may call for linked docs
+        return count
 
     @property
     def turn(self) -> int:
@@ -528,9 +539,7 @@ class Session:
 
     # -- metadata ----------------------------------------------------------------------------
     def _meta_for(self, doc: dict[str, Any], *, orphaned: bool) -> MetaEntry:
-        return meta_for(
-            doc, orphaned=orphaned, reverse_resolve=self.workspace.resolver.reverse_resolve
-        )
+        return meta_for(doc, orphaned=orphaned, reverse_resolve=self.workspace.display_path)
 
     def metadata_frame(self) -> Any:
         """The metadata pool as a pandas DataFrame (one row per object)."""
@@ -629,7 +638,7 @@ class Session:
             self.session_id,
             turn,
             assembler=self._assembler,
-            reverse_resolve=self.workspace.resolver.reverse_resolve,
+            reverse_resolve=self.workspace.display_path,
         )
 
     # -- resume ---------------------------------------------------------------------------------
@@ -696,7 +705,7 @@ class Session:
         cols = self.store.scan("file", columns=self._LIGHT_COLUMNS, format="arrow").to_pydict()
         docs: dict[str, dict[str, Any]] = {}
         metas: dict[str, MetaEntry] = {}
-        reverse = self.workspace.resolver.reverse_resolve
+        reverse = self.workspace.display_path
         for oid, stype, fs, path, ih, ftype, chars, shash, chash in zip(
             *(cols[n] for n in self._LIGHT_COLUMNS), strict=True
         ):
@@ -911,6 +920,9 @@ class Session:
 
 
 _LIGHT = "__ctxnb_light__"
+# The arguments of a tool call that are a query in words (search_tools' query, search's
+# pattern): a rules tracker matches them against the links of the loaded rules files.
+_QUERY_ARGS = ("query", "pattern")
 
 
 def _root_for(

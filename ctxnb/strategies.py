@@ -140,6 +140,11 @@ class Selection:
     def validate(self, items: Sequence[Item], *, strategy: str | None = None) -> None:
         """Check the selection against the candidates it was made from.
 
+        Pinned items are not the strategy's to hide: whatever the selection says, the
+        assembler shows every pinned item in full. Evicting, masking, truncating or
+        replacing one is allowed here (a strategy need not know about pins) and has no
+        effect on it.
+
         Raises:
             SelectionError: an id that is not a candidate; an id both kept and evicted;
                 a masked, truncated or replaced id that is not kept; an id both masked

@@ -123,6 +123,7 @@ class Workspace(Access):
         system_prompt: str | None = None,
         token_counter: Any = None,
         watch: bool = False,
+        rules: bool = True,
     ) -> Session:
         """Create a session, or resume the stored one with this id.
 
@@ -135,16 +136,37 @@ class Workspace(Access):
             system_prompt: the system prompt (a new version when it differs on resume).
             token_counter: a :class:`~ctxnb.tokens.TokenCounter`, a callable or a name.
             watch: start the background file watcher.
+            rules: follow the workspace's rules files (:func:`~ctxnb.rules.follow_rules`):
+                the root ``AGENTS.md`` pinned in every context, linked docs loaded on a
+                matching user turn or tool query, nested ``AGENTS.md`` files when the agent
+                touches their subtree. ``False`` leaves rules out of this session.
+
+        Example:
+            >>> import pathlib, tempfile
+            >>> root = pathlib.Path(tempfile.mkdtemp())
+            >>> _ = (root / "AGENTS.md").write_text("Run the tests with make test.\\n")
+            >>> ws = Workspace.open(root)
+            >>> "make test" in ws.session("s").assemble().to_text()
+            True
+            >>> "make test" in ws.session("bare", rules=False).assemble().to_text()
+            False
         """
         from .session import open_session
 
-        return open_session(
+        session = open_session(
             self,
             session_id,
             system_prompt=system_prompt,
             token_counter=token_counter,
             watch=watch,
         )
+        if rules:
+            from .rules.tracker import follow_rules
+
+            follow_rules(session)
+        else:
+            session.rules_off = True
+        return session
 
     def tools(
         self,
@@ -154,6 +176,7 @@ class Workspace(Access):
         profile: str | None = None,
         approver: Approver | None = None,
         clock: Callable[[], datetime] | None = None,
+        rules: bool = True,
         **kwargs: Any,
     ) -> FileTools:
         """The file tools of ``session``, governed when the workspace has ``.orchestration/``.
@@ -167,6 +190,8 @@ class Workspace(Access):
                 callback); without one they are refused. Unused when not governed.
             clock: returns the current time, timezone-aware (audit lines, trace records,
                 lessons); a seam for tests. ``datetime.now(UTC)`` by default.
+            rules: follow the rules files in ``session`` when it does not yet (a session
+                opened with ``rules=False`` stays without); see :meth:`session`.
             **kwargs: passed on to :class:`~ctxnb.tools.filetools.FileTools` (``policy``,
                 ``summarizer``, ``search_backend`` …) or, governed, to the engine
                 (``model_id``).
@@ -183,6 +208,10 @@ class Workspace(Access):
         """
         from .tools.filetools import FileTools
 
+        if rules and not session.rules_off:
+            from .rules.tracker import follow_rules
+
+            follow_rules(session)
         if (self.root / ".orchestration").is_dir():
             from .govern.engine import governed_tools
 

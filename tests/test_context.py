@@ -61,7 +61,7 @@ def test_session_delegates_and_context_at_rebuilds(sample_ws: Path) -> None:
             "delegate",
             turn,
             assembler=s._assembler,
-            reverse_resolve=ws.resolver.reverse_resolve,
+            reverse_resolve=ws.display_path,
         )
         assert again.hash == ctx.hash == s.context_at(turn).hash
         assert again.to_text() == ctx.to_text()

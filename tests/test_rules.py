@@ -66,7 +66,7 @@ def ws(ws_root: Path) -> Workspace:
 
 @pytest.fixture
 def session(ws: Workspace):
-    return ws.session("rules", system_prompt="You maintain tinyinv.")
+    return ws.session("rules", rules=False, system_prompt="You maintain tinyinv.")
 
 
 @pytest.fixture
@@ -141,7 +141,7 @@ def test_for_path_walks_root_to_leaf(ws):
 def test_claude_md_is_tier1_after_agents_md_and_its_imports_load_with_it(ws_root):
     (ws_root / "CLAUDE.md").write_text("See @docs/testing.md for tests.\n")
     ws = Workspace.open(ws_root)
-    s = ws.session("claude")
+    s = ws.session("claude", rules=False)
     t = RulesTracker(s, skills=False)
     assert t.index.tier1() == ["AGENTS.md", "CLAUDE.md"]
     rows = rules_status(s).set_index("path")
@@ -206,18 +206,19 @@ def test_tier2_loads_a_link_when_the_query_matches(session, tracker):
     assert tracker.on_query("python style again") == []  # already loaded
 
 
-def test_tier2_query_defaults_to_the_latest_user_turn(session, tracker):
-    session.add_turn("user", "How do we test a change?")
+def test_tier2_query_defaults_to_the_latest_user_turn(session):
+    session.add_turn("user", "How do we test a change?")  # before any tracker follows
     session.add_turn("assistant", "Follow the Python style guide.")
+    tracker = RulesTracker(session, clock=FakeClock(), skills=False)
     assert [r.path for r in tracker.on_query()] == ["docs/testing.md"]
 
 
 def test_tier2_min_score_and_k(ws):
-    s = ws.session("strict")
+    s = ws.session("strict", rules=False)
     # strict in words and in meaning (meaning alone would load the style guide)
     strict = RulesTracker(s, min_score=50.0, min_similarity=1.01, skills=False)
     assert strict.on_query("python style") == []
-    s2 = ws.session("k1")
+    s2 = ws.session("k1", rules=False)
     one = RulesTracker(s2, k=1, skills=False)
     assert len(one.on_query("python style and how we test")) == 1
 
@@ -226,7 +227,7 @@ def test_links_in_nested_rules_are_eligible_once_their_file_loaded(ws_root):
     (ws_root / "inventory" / "migrations.md").write_text("# Migrations\nAdd a file.\n")
     with (ws_root / "inventory" / "AGENTS.md").open("a") as fh:
         fh.write("- Writing a [schema migration](migrations.md)? Read it first.\n")
-    s = Workspace.open(ws_root).session("nested-links")
+    s = Workspace.open(ws_root).session("nested-links", rules=False)
     t = RulesTracker(s, skills=False)
     assert t.on_query("write a schema migration") == []
     t.on_tool_call("read_file", {"path": "inventory/models.py"})
@@ -288,7 +289,7 @@ def test_tier3_with_a_quoted_path_with_spaces(session, tracker, ws_root):
 def test_tier3_with_agent_paths_behind_a_mount(ws_root):
     fs = default_filesystem_id()
     ws = Workspace.open(ws_root, mounts=[MountMapping("/workspace", str(ws_root), fs)])
-    s = ws.session("mounted")
+    s = ws.session("mounted", rules=False)
     t = RulesTracker(s, skills=False)
     loaded = t.on_tool_call("bash", {"command": "cat /workspace/inventory/models.py"})
     assert [r.path for r in loaded] == ["inventory/AGENTS.md"]
@@ -410,7 +411,7 @@ def test_load_skill_on_request_and_by_reading_it(session, ws):
     assert [r.reason for r in t.load_skill("release-notes")] == ["skill 'release-notes' requested"]
     with pytest.raises(NotFoundError, match="release-notes"):
         t.load_skill("no-such-skill")
-    s2 = ws.session("read-skill")
+    s2 = ws.session("read-skill", rules=False)
     t2 = RulesTracker(s2)
     loaded = t2.on_tool_call("read_file", {"path": ".ctxnb/skills/release-notes/SKILL.md"})
     assert [r.load_reason for r in loaded] == ["skill_request"]
@@ -460,7 +461,7 @@ def test_rules_tiered_with_a_fixed_id_set_and_its_record(session, tracker):
 
 
 def test_pin_option_pins_rules(ws):
-    s = ws.session("pinned")
+    s = ws.session("pinned", rules=False)
     t = RulesTracker(s, pin=True, skills=False)
     assert context_paths(s, strategy=MetadataOnly()) == ["AGENTS.md"]
     assert rules_status(s)["pinned"].tolist() == [True]
@@ -468,7 +469,7 @@ def test_pin_option_pins_rules(ws):
 
 
 def test_all_rules_loads_everything_at_once(ws):
-    s_all = ws.session("all")
+    s_all = ws.session("all", rules=False)
     AllRules(s_all, skills=False)
     paths = sorted(rules_status(s_all)["path"])
     assert paths == sorted(
@@ -480,7 +481,7 @@ def test_all_rules_loads_everything_at_once(ws):
             "docs/testing.md",
         ]
     )
-    s_tiered = ws.session("tiered")
+    s_tiered = ws.session("tiered", rules=False)
     RulesTracker(s_tiered, skills=False)
     everything = s_all.assemble(record=False).total_tokens
     assert s_tiered.assemble(record=False).total_tokens < everything
@@ -529,7 +530,7 @@ def test_rules_status_frame(session, skill_tracker):
 
 
 def test_rules_status_without_a_tracker_is_empty(ws):
-    df = rules_status(ws.session("none"))
+    df = rules_status(ws.session("none", rules=False))
     assert df.empty and list(df.columns) == list(STATUS_COLUMNS)
 
 
@@ -540,7 +541,7 @@ def test_repeating_a_query_loads_nothing_new(tmp_path):
         (tmp_path / "docs" / f"s{n}.md").write_text(f"# Part {n}\n")
         lines.append(f"- [style rules part {n}](docs/s{n}.md)")
     (tmp_path / "AGENTS.md").write_text("\n".join(lines) + "\n")
-    s = Workspace.open(tmp_path).session("k")
+    s = Workspace.open(tmp_path).session("k", rules=False)
     # every link shares the query's words, which then weigh little: lower the bar
     t = RulesTracker(s, k=3, min_score=0.01)
     first = t.on_query("style rules")
@@ -566,7 +567,7 @@ def test_a_query_naming_a_skill_reference_loads_it_with_words_alone(
 ) -> None:
     monkeypatch.setenv("CTXNB_EMBEDDER", "none")  # BM25 alone: the documented fallback
     _announce_skill(ws_root)  # found under [skills] root
-    s = Workspace.open(ws_root).session("skill-ref")
+    s = Workspace.open(ws_root).session("skill-ref", rules=False)
     tracker = RulesTracker(s)
     first = [r.path for r in tracker.on_query("announce the new version")]
     assert first == ["agent-skills/announcements/SKILL.md"]
@@ -578,7 +579,7 @@ def test_a_query_naming_a_skill_reference_loads_it_with_words_alone(
 
 @needs(HAS_MINILM, "the embeddings extra (ctxnb[embeddings])")
 def test_with_the_embedder_hits_carry_their_similarity(ws_root: Path) -> None:
-    s = Workspace.open(ws_root).session("by-meaning")
+    s = Workspace.open(ws_root).session("by-meaning", rules=False)
     index = RulesTracker(s, skills=False).index
     (hit,) = index.match("python style rules", k=1)
     assert hit.link.target == "docs/style.md"
@@ -589,8 +590,10 @@ def test_with_the_embedder_hits_carry_their_similarity(ws_root: Path) -> None:
 
 def test_rules_root_limits_discovery_to_a_subtree(ws_root: Path) -> None:
     (ws_root / "ctxnb.toml").write_text('[rules]\nroot = "inventory"\n')
-    index = RulesTracker(Workspace.open(ws_root).session("sub"), skills=False).index
+    index = RulesTracker(Workspace.open(ws_root).session("sub", rules=False), skills=False).index
     assert index.files and all(p.startswith("inventory/") for p in index.files)
     (ws_root / "ctxnb.toml").write_text('[rules]\nroot = "."\n')
-    everything = RulesTracker(Workspace.open(ws_root).session("all"), skills=False).index
+    everything = RulesTracker(
+        Workspace.open(ws_root).session("all", rules=False), skills=False
+    ).index
     assert "AGENTS.md" in everything.files and len(everything.files) > len(index.files)

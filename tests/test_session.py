@@ -17,7 +17,7 @@ def ws(sample_ws):
 
 
 def test_content_and_infrastructure_split(ws):
-    s = ws.session("s1", system_prompt="Be careful.")
+    s = ws.session("s1", rules=False, system_prompt="Be careful.")
     fid = s.add_path("inventory/models.py")
     tid = s.record_toolcall("read_file", {"path": "inventory/models.py"}, "…", file_refs=[fid])
     s.add_turn("user", "hello")
@@ -35,7 +35,7 @@ def test_content_and_infrastructure_split(ws):
 
 
 def test_index_is_append_only(ws, sample_ws):
-    s = ws.session("s2")
+    s = ws.session("s2", rules=False)
     a = s.add_path("inventory/models.py")
     b = s.add_path("README.md")
     s.deactivate(a)
@@ -45,7 +45,7 @@ def test_index_is_append_only(ws, sample_ws):
     assert s.metadata(b).deleted
     assert s.session_index == [a, b]
     s.save()
-    s2 = ws.session("s2")
+    s2 = ws.session("s2", rules=False)
     assert s2.session_index == [a, b]
     assert s2.active_set == [b]
 
@@ -59,11 +59,11 @@ def test_metadata_shows_agent_visible_paths(sample_ws):
     ctx = s.assemble(record=False)
     assert "/workspace/inventory/models.py" in ctx.section("metadata").text
     assert str(sample_ws) not in ctx.section("metadata").text
-    # nothing mounted: agent-visible == canonical
+    # nothing mounted: the workspace-relative path, never the host layout
     ws2 = Workspace.open(sample_ws)
     s2 = ws2.session("m2")
     fid2 = s2.add_path("inventory/models.py")
-    assert s2.metadata(fid2).path == str(sample_ws / "inventory" / "models.py")
+    assert s2.metadata(fid2).path == "inventory/models.py"
 
 
 def test_resume_after_edit_delete_and_unmount(tmp_path, sample_ws):
@@ -105,7 +105,7 @@ def test_resume_after_edit_delete_and_unmount(tmp_path, sample_ws):
 
 
 def test_resume_with_nothing_changed_hashes_nothing(ws, sample_ws):
-    s = ws.session("q")
+    s = ws.session("q", rules=False)
     for p in ("inventory/models.py", "README.md", "web/app.js"):
         s.add_path(p)
     old = time.time() - 60
@@ -113,8 +113,8 @@ def test_resume_with_nothing_changed_hashes_nothing(ws, sample_ws):
         if p.is_file() and ".ctxnb" not in p.parts:
             os.utime(p, (old, old))
     s.save()
-    ws.session("q")  # first resume records the stats
-    r = ws.session("q")
+    ws.session("q", rules=False)  # first resume records the stats
+    r = ws.session("q", rules=False)
     assert r.last_resume.hashed == 0 and r.last_resume.unchanged == 3
 
 
@@ -135,7 +135,7 @@ def test_pin_activate_and_errors(ws):
 
 
 def test_context_sections_order_and_messages(ws):
-    s = ws.session("c", system_prompt="SYSTEM")
+    s = ws.session("c", rules=False, system_prompt="SYSTEM")
     s.add_path("inventory/models.py")
     s.record_toolcall("run_command", {"cmd": "pytest"}, "3 passed", status="ok")
     s.add_turn("user", "Run the tests")

@@ -32,7 +32,7 @@ DJANGO = (
 @pytest.fixture
 def session(sample_ws):
     ws = Workspace.open(sample_ws)
-    s = ws.session("content", system_prompt="You are careful.")
+    s = ws.session("content", rules=False, system_prompt="You are careful.")
     s.add_path("README.md")
     for i in range(6):
         s.record_toolcall(

@@ -135,6 +135,27 @@ class Access:
             return canonical_path[len(root) + 1 :]
         return canonical_path
 
+    def display_path(self, canonical_path: str, filesystem_id: str | None = None) -> str:
+        """How a stored file is named toward the agent and in its context: the agent's
+        path when a mount covers it, else the workspace-relative path, never the host
+        layout (a path outside the workspace stays as it is).
+
+        Example:
+            >>> import pathlib, tempfile
+            >>> from ctxnb import MountMapping, Workspace
+            >>> root = pathlib.Path(tempfile.mkdtemp()).resolve()
+            >>> Workspace.open(root).display_path(f"{root}/src/a.py")
+            'src/a.py'
+            >>> fs = Workspace.open(root).resolver.default_filesystem_id()
+            >>> mounted = Workspace.open(root, mounts=[MountMapping("/workspace", str(root), fs)])
+            >>> mounted.display_path(f"{root}/src/a.py")
+            '/workspace/src/a.py'
+        """
+        shown = self.resolver.reverse_resolve(canonical_path, filesystem_id)
+        if shown != canonical_path:
+            return shown
+        return self.relpath(shown)
+
     def source_for(self, path: str | os.PathLike[str]) -> FilesystemSource:
         """The source of a workspace file, by relative or absolute host path."""
         return FilesystemSource(

@@ -329,8 +329,21 @@ class Assembler:
         budget: int | None,
         state: AssemblyState,
     ) -> Selection:
-        """Drop unknown ids, evict what the strategy left out, then fit the budget (LRU)."""
+        """Drop unknown ids, evict what the strategy left out, then fit the budget (LRU).
+
+        Pinned items are shown in full: a strategy's mask, truncation or replacement of
+        one is dropped here, as its eviction is (see :meth:`Selection.validate`).
+        """
         known = {i.id: i for i in cands}
+        pins = {i.id for i in cands if i.pinned}
+        if pins & (set(sel.masked) | set(sel.truncate) | set(sel.replace)):
+            sel = Selection(
+                sel.active,
+                [m for m in sel.masked if m not in pins],
+                {k: v for k, v in sel.truncate.items() if k not in pins},
+                sel.evicted,
+                {k: v for k, v in sel.replace.items() if k not in pins},
+            )
         active = [a for a in dict.fromkeys(sel.active) if a in known]
         # Pinned items stay whatever the strategy returned (it may have forgotten them).
         active += [i.id for i in cands if i.pinned and i.id not in set(active)]

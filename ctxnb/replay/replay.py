@@ -305,6 +305,8 @@ class _Replayer:
             f"replay-{self.segment}" if self.segment else "replay",
             system_prompt=self.traj.system_prompt or "",
             token_counter=self.memo,
+            # A replay rebuilds what the recorded agent saw: rules it did not have stay out.
+            rules=False,
         )
         if first_turn:
             s.add_turn("user", first_turn)

@@ -42,7 +42,7 @@ Example:
     >>> _ = (root / "docs" / "style.md").write_text("# Python style\\nType hints.\\n")
     >>> _ = (root / "pkg" / "AGENTS.md").write_text("No I/O in pkg.\\n")
     >>> _ = (root / "pkg" / "x.py").write_text("x = 1\\n")
-    >>> session = Workspace.open(root).session("demo")
+    >>> session = Workspace.open(root).session("demo", rules=False)
     >>> tracker = RulesTracker(session, RulesIndex.discover(session.workspace))
     >>> [r.path for r in tracker.on_query("fix the python style")]
     ['docs/style.md']
@@ -68,7 +68,15 @@ from .discovery import (
     RulesIndex,
     SkillHit,
 )
-from .tracker import STATUS_COLUMNS, AllRules, LoadRecord, RulesTracker, rules_status, tracker_for
+from .tracker import (
+    STATUS_COLUMNS,
+    AllRules,
+    LoadRecord,
+    RulesTracker,
+    follow_rules,
+    rules_status,
+    tracker_for,
+)
 
 __all__ = [
     "DEFAULT_MIN_SCORE",
@@ -83,6 +91,7 @@ __all__ = [
     "RulesTiered",
     "RulesTracker",
     "SkillHit",
+    "follow_rules",
     "rules_status",
     "tracker_for",
 ]

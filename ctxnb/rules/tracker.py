@@ -36,6 +36,7 @@ __all__ = [
     "AllRules",
     "LoadRecord",
     "RulesTracker",
+    "follow_rules",
     "rules_status",
     "tracker_for",
 ]
@@ -123,7 +124,7 @@ class RulesTracker:
         >>> from ctxnb import Workspace
         >>> root = pathlib.Path(tempfile.mkdtemp())
         >>> _ = (root / "AGENTS.md").write_text("Be brief.\\n")
-        >>> session = Workspace.open(root).session("t")
+        >>> session = Workspace.open(root).session("t", rules=False)
         >>> tracker = RulesTracker(session)
         >>> [r.path for r in tracker.records]
         ['AGENTS.md']
@@ -495,7 +496,7 @@ class AllRules(RulesTracker):
         >>> (root / "pkg").mkdir()
         >>> _ = (root / "AGENTS.md").write_text("root\\n")
         >>> _ = (root / "pkg" / "AGENTS.md").write_text("nested\\n")
-        >>> session = Workspace.open(root).session("all")
+        >>> session = Workspace.open(root).session("all", rules=False)
         >>> [r.path for r in AllRules(session).records]
         ['AGENTS.md', 'pkg/AGENTS.md']
     """
@@ -518,6 +519,34 @@ def tracker_for(session: Session) -> RulesTracker | None:
     return getattr(session, "_rules_tracker", None)
 
 
+def follow_rules(session: Session) -> RulesTracker:
+    """The session's rules tracker, attached now if it has none: the default of every
+    session a :class:`~ctxnb.workspace.Workspace` makes.
+
+    The root rules files (tier 1) are loaded and pinned, so every context holds them
+    whatever the strategy; user turns and tool queries load tier 2, touched subtrees
+    tier 3 (see :class:`RulesTracker`).
+
+    Example:
+        >>> import tempfile
+        >>> from ctxnb import Workspace
+        >>> ws = Workspace.open(tempfile.mkdtemp())
+        >>> _ = (ws.root / "AGENTS.md").write_text("Answer in French.\\n")
+        >>> bare = ws.session("bare", rules=False)
+        >>> tracker_for(bare) is None, follow_rules(bare) is tracker_for(bare)
+        (True, True)
+        >>> bare.pinned_set == [bare.find("AGENTS.md")]
+        True
+    """
+    tracker = tracker_for(session)
+    if tracker is None:
+        tracker = RulesTracker(session)
+        for record in tracker.records:
+            if record.tier == 1:
+                session.pin(record.id)
+    return tracker
+
+
 def rules_status(session: Session) -> pd.DataFrame:
     """The rules a session has loaded and why, one row per file.
 
@@ -530,7 +559,7 @@ def rules_status(session: Session) -> pd.DataFrame:
         >>> from ctxnb import Workspace
         >>> root = pathlib.Path(tempfile.mkdtemp())
         >>> _ = (root / "AGENTS.md").write_text("Be brief.\\n")
-        >>> session = Workspace.open(root).session("s")
+        >>> session = Workspace.open(root).session("s", rules=False)
         >>> len(rules_status(session))
         0
         >>> _ = RulesTracker(session)

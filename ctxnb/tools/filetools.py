@@ -39,6 +39,7 @@ from typing import TYPE_CHECKING, Any, Literal, Protocol
 
 from pydantic import BaseModel, ValidationError
 
+from ..access.docpath import find_document
 from ..access.fdio import PathPolicy
 from ..access.rules import SafePath
 from ..errors import (
@@ -63,7 +64,7 @@ from .patching import (
     parse_patch,
     unified_diff,
 )
-from .results import DiffResult, PatchResult, ReadResult, VersionInfo
+from .results import DiffResult, PatchResult, ReadResult, SearchHits, VersionInfo
 from .schemas import TOOL_INFO, ToolInfo, tool_schemas
 from .summarize import OutlineSummarizer, Summarizer, fit_tokens
 
@@ -236,33 +237,49 @@ class FileTools:
         return sha256_hex(self.policy.read_bytes(rel))
 
     def _rel_for_doc_path(self, doc_path: str) -> str:
-        """The real file a docPath names: the exact path when it exists, else the one file
-        whose lowercase key matches.
-
-        Raises:
-            PolicyError: ``AMBIGUOUS_DOC_PATH`` when several files share the key (``README.md``
-                and ``readme.md``) and none is named exactly.
-        """
-        key = make_doc_path(doc_path)
-        sp = self._check(doc_path)
-        try:
-            self.policy.stat(sp)
-            return sp.rel
-        except NotFoundError:
-            pass
-        found = [f.rel for f in self.policy.iter_files() if make_doc_path(f.rel) == key]
-        if len(found) > 1:
-            raise PolicyError(
-                "AMBIGUOUS_DOC_PATH",
-                f"{doc_path!r} names {len(found)} files that differ only in case: "
-                f"{', '.join(sorted(found))}",
-                required_action="Use the file's exact path.",
-            )
-        return found[0] if found else sp.rel
+        """The real file a docPath names (see :meth:`_check`)."""
+        return self._check(doc_path).rel
 
     def _check(self, path: str | SafePath, *, for_write: bool = False) -> SafePath:
-        """The agent's path through the resolver (mount prefixes), then the policy."""
-        return self.policy.check(self.workspace.host_path(path), for_write=for_write)
+        """The agent's path through the resolver (mount prefixes), the policy, and the
+        docPath key: a case or Unicode variant of an existing file's name is that file.
+
+        Raises:
+            PolicyError: ``PATH_DENIED``; ``AMBIGUOUS_DOC_PATH`` when several files share
+                the key (``README.md`` and ``readme.md``) and none is named exactly.
+        """
+        sp = self.policy.check(self.workspace.host_path(path), for_write=for_write)
+        found = find_document(self.policy, sp)
+        if found is sp:
+            return sp
+        return self.policy.check(found, for_write=for_write)
+
+    def _agent_glob(self, pattern: str) -> tuple[str, Callable[[str], str]]:
+        """A glob as the agent wrote it (``/workspace/src/*.py``), anchored at the
+        workspace root (``/src/*.py``), and how to name the files it matches the way the
+        agent did: under the mount's agent prefix, or under the host directory when
+        the glob named that. A relative glob, or one outside the workspace, is kept."""
+        if not pattern.startswith("/"):
+            return pattern, _as_is
+        root = str(self.workspace.root)
+        host = self.workspace.host_path(pattern)
+        if not host.startswith(root + "/"):
+            return pattern, _as_is
+        anchored = host[len(root) :]
+        if host == pattern:  # the host's own path
+            return anchored, lambda rel: f"{root}/{rel}"
+        mount = next(
+            m
+            for m in self.workspace.resolver.mounts
+            if pattern == m.agent_prefix or pattern.startswith(m.agent_prefix.rstrip("/") + "/")
+        )
+        agent, canonical = mount.agent_prefix.rstrip("/"), mount.canonical_prefix.rstrip("/")
+
+        def shown(rel: str) -> str:
+            full = f"{root}/{rel}"
+            return agent + full[len(canonical) :] if full.startswith(canonical + "/") else full
+
+        return anchored, shown
 
     # -- the one path every call takes ---------------------------------------------------------
     def _run(
@@ -511,7 +528,12 @@ class FileTools:
         """Workspace files the policy allows, optionally filtered by gitignore-style globs."""
 
         def run(call: ToolCall) -> list[str]:
-            return [sp.rel for sp in self.policy.iter_files(globs)]
+            if globs is None:
+                return [sp.rel for sp in self.policy.iter_files(None)]
+            forms = [self._agent_glob(g) for g in globs]
+            shown = forms[0][1] if len({f[1] for f in forms}) == 1 else _as_is
+            rels = self.policy.iter_files([f[0] for f in forms])
+            return [shown(sp.rel) for sp in rels]
 
         return self._run("list_files", {"globs": globs}, run)
 
@@ -520,7 +542,10 @@ class FileTools:
         from .search import glob_files
 
         def run(call: ToolCall) -> list[str]:
-            return glob_files(self.workspace.root, pattern, policy=self.policy)
+            rel_pattern, shown = self._agent_glob(pattern)
+            return [
+                shown(r) for r in glob_files(self.workspace.root, rel_pattern, policy=self.policy)
+            ]
 
         return self._run("glob", {"pattern": pattern}, run)
 
@@ -767,7 +792,7 @@ class FileTools:
     ) -> PatchResult:
         rel = self._check(path, for_write=True).rel
         named = fp.new_path if fp.kind == "create" else fp.old_path
-        if named is not None and fp.kind != "modify" and named != rel:
+        if named is not None and fp.kind != "modify" and make_doc_path(named) != make_doc_path(rel):
             raise PatchError(
                 f"the diff {'creates' if fp.kind == 'create' else fp.kind + 's'} {named!r} "
                 f"but path is {rel!r}; pass path={named!r}"
@@ -796,9 +821,8 @@ class FileTools:
         call.before_sha256 = sha256_hex(old)
         _refuse_tool_ctxnb(rel, old, None)
         self.policy.delete(rel)
-        key = make_doc_path(rel)
-        self._read_hashes.pop(key, None)
-        self._active.pop(key, None)
+        self._read_hashes.pop(rel, None)
+        self._active.pop(rel, None)
         _, version = self._index_bytes(rel, None)
         diff = redact(unified_diff(old_text, "", fromfile=f"a/{rel}", tofile="/dev/null")).text
         return PatchResult(
@@ -957,29 +981,59 @@ class FileTools:
         return self._run("summarize_file", {"path": path, "max_tokens": max_tokens}, run)
 
     def search(
-        self, pattern: str, globs: list[str] | None = None, regex: bool = True
-    ) -> list[dict[str, Any]]:
-        """Grep-like search (ripgrep when installed); denied files are never searched."""
+        self,
+        pattern: str,
+        globs: list[str] | None = None,
+        regex: bool = True,
+        limit: int = 200,
+        cursor: str | None = None,
+    ) -> SearchHits:
+        """Grep-like search (ripgrep when installed); denied files are never searched.
+
+        At most ``limit`` hits come back, in path and line order; when there are more,
+        the answer's ``truncated`` is True and its ``cursor`` continues after it.
+        """
         from .search import search as do_search
 
-        def run(call: ToolCall) -> list[dict[str, Any]]:
+        if limit < 1:
+            raise PolicyError(
+                "INVALID_ARGUMENTS",
+                f"search limit must be at least 1, got {limit}",
+                required_action="Pass limit >= 1 (200 by default).",
+            )
+        start = _cursor_offset(cursor)
+
+        def run(call: ToolCall) -> SearchHits:
+            forms = [self._agent_glob(g) for g in globs or ()]
+            shown = forms[0][1] if len({f[1] for f in forms}) == 1 else _as_is
             # Read through the policy: denied files, links and directories swapped
             # for links during the search never contribute a byte.
             hits = do_search(
                 self.policy.roots[0],
                 pattern,
-                globs=globs,
+                globs=[f[0] for f in forms] if globs is not None else None,
                 regex=regex,
                 backend=self.search_backend,
                 policy=self.policy,
+                max_results=start + limit + 1,
             )
-            lines = self._hit_lines(hits)
-            return [
-                {"path": m.path, "line_number": m.line_number, "line": line}
-                for m, line in zip(hits, lines, strict=True)
-            ]
+            more = len(hits) > start + limit
+            page = hits[start : start + limit]
+            lines = self._hit_lines(page)
+            return SearchHits(
+                [
+                    {"path": shown(m.path), "line_number": m.line_number, "line": line}
+                    for m, line in zip(page, lines, strict=True)
+                ],
+                truncated=more,
+                cursor=str(start + limit) if more else None,
+            )
 
-        return self._run("search", {"pattern": pattern, "globs": globs, "regex": regex}, run)
+        return self._run(
+            "search",
+            {"pattern": pattern, "globs": globs, "regex": regex, "limit": limit, "cursor": cursor},
+            run,
+        )
 
     def _hit_lines(self, hits: list[Any]) -> list[str]:
         """The hits' lines, redacted. Only a private key spans lines: a line that could be
@@ -1140,6 +1194,9 @@ class FileTools:
                 required_action="Report this to the ctxnb maintainers of this workspace.",
             )  # fmt: skip
         out = _jsonable(result)
+        if isinstance(result, SearchHits):
+            return {"ok": True, "result": out, "truncated": result.truncated,
+                    "cursor": result.cursor}  # fmt: skip
         if isinstance(result, PatchResult) and not result.success:
             return _error(
                 "PATCH_CONFLICT" if result.conflict else "WRITE_FAILED",
@@ -1186,6 +1243,23 @@ class FileTools:
     def __repr__(self) -> str:
         gov = " governed" if self.hooks is not None else ""
         return f"<FileTools{gov} session={self.session.session_id!r} caller={self.caller!r}>"
+
+
+def _as_is(rel: str) -> str:
+    return rel
+
+
+def _cursor_offset(cursor: str | None) -> int:
+    """The offset a search cursor stands for (None: the first page)."""
+    if cursor is None:
+        return 0
+    if not cursor.isdigit():
+        raise PolicyError(
+            "INVALID_ARGUMENTS",
+            f"bad search cursor {cursor!r}",
+            required_action="Pass the cursor of a truncated search answer unchanged.",
+        )
+    return int(cursor)
 
 
 def _error(
@@ -1299,5 +1373,7 @@ def _toolcall_content(result: Any, error: CtxnbError | None) -> str:
             else:
                 lines.append(str(item))
         more = f"\n… {len(result) - 200} more" if len(result) > 200 else ""
+        if isinstance(result, SearchHits) and result.truncated:
+            more += f"\n[truncated: more hits; search again with cursor={result.cursor!r}]"
         return "\n".join(lines) + more
     return str(result)

@@ -98,7 +98,7 @@ def restore_file(tools: FileTools, call: ToolCall, path: str, version: str | Non
     scope; the write goes through the path policy, under the file's lock, and is stored
     and traced like any write.
     """
-    sp = tools.policy.check(path, for_write=True)
+    sp = tools._check(path, for_write=True)
     rel = sp.rel
     call.paths = [rel]
     oid = tools.workspace.object_id(rel)

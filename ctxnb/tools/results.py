@@ -7,7 +7,7 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
-__all__ = ["DiffResult", "PatchResult", "ReadResult", "VersionInfo"]
+__all__ = ["DiffResult", "PatchResult", "ReadResult", "SearchHits", "VersionInfo"]
 
 
 class _Result(BaseModel):
@@ -82,3 +82,20 @@ class VersionInfo(_Result):
     action: str
     source_hash: str | None
     char_count: int
+
+
+class SearchHits(list[dict[str, Any]]):
+    """One page of search hits: a list of ``{path, line_number, line}``, plus whether
+    more hits exist and the cursor that continues after this page.
+
+    Attributes:
+        truncated: True when the search found more hits than the page holds.
+        cursor: pass it back as ``cursor=`` to get the next page (None: no more).
+    """
+
+    def __init__(
+        self, hits: list[dict[str, Any]], *, truncated: bool = False, cursor: str | None = None
+    ) -> None:
+        super().__init__(hits)
+        self.truncated = truncated
+        self.cursor = cursor

@@ -90,6 +90,12 @@ class SearchArgs(_Args):
     pattern: str = Field(description="A regular expression (or a fixed string with regex=false).")
     globs: list[str] | None = Field(default=None, description="Only files matching these globs.")
     regex: bool = Field(default=True, description="Treat the pattern as a regular expression.")
+    limit: int = Field(
+        default=200, ge=1, le=10_000, description="At most this many hits in one answer."
+    )
+    cursor: str | None = Field(
+        default=None, description="The cursor of a truncated answer: its next page."
+    )
 
 
 class GlobArgs(_Args):

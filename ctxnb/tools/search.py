@@ -467,7 +467,7 @@ def search(
             if policy is not None:
                 # rg opens directories by name, so one swapped for a link during the
                 # search is followed: only what a race-free read matches again counts.
-                matches = _confirm(policy, compiled, matches)
+                matches = _confirm(policy, compiled, matches, max_results)
     if backend == "python":
         matches = _search_python(root, compiled, glob_filter, exclude, max_results, policy)
     elif backend != "ripgrep":
@@ -592,11 +592,14 @@ def _policy_walk(
             yield entry.safe.rel, functools.partial(_policy_text, entry.read)
 
 
-def _confirm(policy: PathPolicy, compiled: re.Pattern[str], matches: list[Match]) -> list[Match]:
-    """Match again on race-free reads of the files ripgrep nominated (in order)."""
+def _confirm(
+    policy: PathPolicy, compiled: re.Pattern[str], matches: list[Match], limit: int | None
+) -> list[Match]:
+    """Match again on race-free reads of the files ripgrep nominated (in order); with a
+    ``limit``, files after the one that fills it are not read at all."""
     paths = list(dict.fromkeys(m.path for m in matches))
     files = ((rel, lambda rel=rel: _policy_text(lambda: policy.read_bytes(rel))) for rel in paths)
-    return _search_files(files, compiled, None)
+    return _search_files(files, compiled, limit)
 
 
 # Lines ripgrep must also propose, so that Python decides them: any non-ASCII byte

@@ -1,0 +1,106 @@
+"""Every door takes the agent's paths (issue #28, point 2), and the context names files by
+workspace-relative or agent path, never by the host's layout (point 7)."""
+
+from __future__ import annotations
+
+import shutil
+import tempfile
+from pathlib import Path
+
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from ctxnb import MountMapping, Workspace
+
+_NAME = st.text(alphabet="abcdefghijklmnopqrstuvwxyz0123456789_-", min_size=1, max_size=8)
+
+
+def _workspace(files: dict[str, str], mounts: list[tuple[str, str]]) -> tuple[Path, Workspace]:
+    root = Path(tempfile.mkdtemp()).resolve()
+    for rel, text in files.items():
+        (root / rel).parent.mkdir(parents=True, exist_ok=True)
+        (root / rel).write_text(text)
+    probe = Workspace.open(root)
+    fs = probe.resolver.default_filesystem_id()
+    probe.close()
+    table = [
+        MountMapping(agent, str(root / sub) if sub else str(root), fs) for agent, sub in mounts
+    ]
+    return root, Workspace.open(root, mounts=table)
+
+
+@st.composite
+def mount_tables(draw: st.DrawFn) -> tuple[dict[str, str], list[tuple[str, str]]]:
+    dirs = draw(st.lists(_NAME, min_size=1, max_size=3, unique=True))
+    files = {}
+    for d in dirs:
+        for name in draw(st.lists(_NAME, min_size=1, max_size=3, unique=True)):
+            files[f"{d}/{name}.py"] = f"value = {draw(st.integers(0, 999))}  # {d}/{name}\n"
+    # The workspace root under one agent prefix, and perhaps a longer prefix for one
+    # of its folders (the longest prefix wins; both name the same files).
+    top = "/" + draw(_NAME)
+    mounts = [(top, "")]
+    if draw(st.booleans()):
+        mounts.append((f"{top}/{draw(_NAME)}-{draw(_NAME)}", draw(st.sampled_from(dirs))))
+    return files, mounts
+
+
+@settings(max_examples=15, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(mount_tables())
+def test_every_tool_takes_agent_paths_and_answers_in_kind(
+    table: tuple[dict[str, str], list[tuple[str, str]]],
+) -> None:
+    files, mounts = table
+    root, ws = _workspace(files, mounts)
+    try:
+        session = ws.session("s", rules=False)
+        tools = ws.tools(session)
+        for agent, sub in mounts:
+            under = {rel for rel in files if not sub or rel.startswith(sub + "/")}
+            shown = {f"{agent}/{rel[len(sub) + 1 :] if sub else rel}": rel for rel in under}
+            # globs name the files the way the caller did
+            assert set(tools.glob(f"{agent}/**/*.py")) == set(shown)
+            assert set(tools.list_files([f"{agent}/**/*.py"])) == set(shown)
+            for agent_path, rel in shown.items():
+                result = tools.read_file(agent_path)
+                assert result.path == rel and result.content == files[rel]
+                hits = tools.search(f"# {rel[:-3]}$", globs=[f"{agent}/**/*.py"])
+                assert [h["path"] for h in hits] == [agent_path]
+                oid = session.add_path(agent_path)
+                assert oid == ws.object_id(rel)
+                history = tools.get_file_history(agent_path)
+                assert history and history[-1].action in ("created", "unchanged")
+        assert str(root) not in session.assemble().to_text()
+        # a host path in a glob gives host paths back
+        assert set(tools.glob(f"{root}/**/*.py")) == {f"{root}/{rel}" for rel in files}
+    finally:
+        ws.close()
+        shutil.rmtree(root, ignore_errors=True)
+
+
+def test_the_context_labels_files_without_the_host_path(tmp_path: Path) -> None:
+    root = tmp_path.resolve()
+    (root / "src").mkdir()
+    (root / "src" / "a.py").write_text("a = 1\n")
+    ws = Workspace.open(root)
+    session = ws.session("s", rules=False)
+    session.add_path("src/a.py")
+    ws.tools(session).read_file("src/a.py")
+    ctx = session.assemble()
+    assert str(root) not in ctx.to_text()
+    assert "- file src/a.py" in ctx.to_text()
+    assert [i.label for i in ctx.section("active").items if i.label.endswith("a.py")] == [
+        "src/a.py"
+    ]
+
+
+def test_under_a_mount_the_context_labels_files_by_agent_path(tmp_path: Path) -> None:
+    root, ws = _workspace({"src/a.py": "a = 1\n"}, [("/workspace", "")])
+    try:
+        session = ws.session("s", rules=False)
+        session.add_path("/workspace/src/a.py")
+        text = session.assemble().to_text()
+        assert "/workspace/src/a.py" in text and str(root) not in text
+    finally:
+        ws.close()
+        shutil.rmtree(root, ignore_errors=True)
