@@ -35,6 +35,7 @@ from ..prices import resolve_prices
 from ..replay._shell import FileMemory, parse_command
 from ..replay.model import Action, Step, Trajectory, Usage
 from ..strategies import ContextStrategy, KeepAll
+from .verdict import judge, pristine_files, refused_tests, touched_tests
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -65,12 +66,29 @@ class Task:
             solved when it exits 0.
         id: a name for the run.
         scope: globs the agent's intent owns (what its commands may change).
+        tests: the task's test files (relative paths). They are outside the agent's
+            scope, and the verdict runs the pristine copies of them, on a fresh copy of
+            the workspace; a run that touched them is flagged and not solved (see
+            :mod:`ctxnb.live.verdict`).
+        check: a command that runs the hidden checks (after ``test``), or None.
+        pristine: the task's own copy, where the pristine test files are read; None
+            reads them from the workspace before the run.
+        hidden: a directory of checks the agent never sees, added for the verdict.
     """
 
     prompt: str
     test: str
     id: str = "task"
     scope: tuple[str, ...] = ("**",)
+    tests: tuple[str, ...] = ()
+    check: str | None = None
+    pristine: str | None = None
+    hidden: str | None = None
+
+    @property
+    def owned_scope(self) -> list[str]:
+        """The intent's globs: the task's scope without its test files."""
+        return [*self.scope, *(f"!/{t}" for t in self.tests)]
 
 
 @dataclass
@@ -79,10 +97,13 @@ class LiveResult:
 
     Attributes:
         trajectory: the run in ctxnb's neutral format (replayable).
-        passed: whether the task's test command exited 0 afterwards.
+        passed: whether the task's tests (the pristine ones, and its hidden check)
+            exited 0 on a fresh copy of the work.
         test_output: what the test command printed.
         exit_status: how the agent stopped (``Submitted``, ``LimitsExceeded``, ...).
         calls: tokens and dollars of each model call, in order.
+        tests_tampered: the run changed, or tried to change, one of the task's tests.
+        tampered: those test files.
     """
 
     trajectory: Trajectory
@@ -90,6 +111,13 @@ class LiveResult:
     test_output: str
     exit_status: str
     calls: list[CallUsage] = field(default_factory=list)
+    tests_tampered: bool = False
+    tampered: tuple[str, ...] = ()
+
+    @property
+    def solved(self) -> bool:
+        """Passed without touching the tests."""
+        return self.passed and not self.tests_tampered
 
     @property
     def prompt_tokens(self) -> int:
@@ -120,7 +148,8 @@ class LiveResult:
     def __repr__(self) -> str:
         return (
             # The task, not the run's session id: reprs stay comparable between runs.
-            f"<LiveResult {self.trajectory.id.split('@')[0]} passed={self.passed} "
+            f"<LiveResult {self.trajectory.id.split('@')[0]} solved={self.solved} "
+            f"passed={self.passed} tampered={self.tests_tampered} "
             f"exit={self.exit_status} "
             f"calls={len(self.calls)} prompt_tokens={self.prompt_tokens} "
             f"cached={self.cached_tokens} cost=${self.cost_usd:.4f}>"
@@ -144,7 +173,7 @@ def sample_task(dest: str | Path) -> Task:
     with as_file(base.joinpath("sample_task")) as src:
         shutil.copytree(src, dest, dirs_exist_ok=True)
     spec = json.loads(base.joinpath("sample_task.json").read_text(encoding="utf-8"))
-    return Task(prompt=spec["prompt"], test=spec["test"], id=spec["id"])
+    return Task(prompt=spec["prompt"], test=spec["test"], id=spec["id"], tests=tuple(spec["tests"]))
 
 
 def sample_script() -> list[dict[str, Any]]:
@@ -189,7 +218,7 @@ def _intent_file(root: Path, task: Task) -> str:
             "id": intent_id,
             "name": f"Live run: {task.id}",
             "status": "active",
-            "owned_scope": list(task.scope),
+            "owned_scope": task.owned_scope,
             "acceptance_criteria": [f"`{task.test}` exits 0"],
         }
     )
@@ -253,6 +282,11 @@ def run_task(
     intent_id = _intent_file(ws.root, task)
     table = resolve_prices(prices)
     strategy = strategy or KeepAll()
+    # Read before the agent starts: what the verdict trusts is never what it left.
+    pristine, hidden = pristine_files(
+        task.tests, source=task.pristine or ws.root, hidden=task.hidden
+    )
+    touched: list[str] = []
     session = ws.session(session_id, system_prompt=SYSTEM_PROMPT)
     tools = ws.tools(session, caller="mini-swe-agent", approver=approver, model_id=model)
     if tools.dispatch("select_active_intent", {"intent_id": intent_id}).get("ok") is not True:
@@ -293,12 +327,15 @@ def run_task(
             )
             if answer.get("ok"):
                 res = answer["result"]
+                touched.extend(touched_tests(res.get("effects") or {}, pristine))
                 output = {
                     "output": (res.get("stdout") or "") + (res.get("stderr") or ""),
                     "returncode": res.get("returncode"),
                     "exception_info": "",
                 }
             else:
+                # Asking to change a test is tampering, even when governance refused it.
+                touched.extend(refused_tests(command, pristine))
                 output = {
                     "output": "",
                     "returncode": -1,
@@ -348,12 +385,18 @@ def run_task(
         else:
             os.environ[_RETRIES] = previous
     session.save()
-    from ..sandbox import Sandbox
-
-    # The harness's own test run is confined too, with nothing writable: the verdict
-    # cannot change the work it judges.
-    test = Sandbox(ws.root).run(task.test, shell=True, timeout=max(60.0, command_timeout)).result
-    passed = test.returncode == 0 and not test.timed_out
+    # The verdict runs the pristine tests on a fresh copy, confined with nothing
+    # writable: it cannot change the work it judges, nor trust tests the agent edited.
+    verdict = judge(
+        ws.root,
+        task.test,
+        pristine=pristine,
+        hidden=hidden,
+        check=task.check,
+        touched=touched,
+        timeout=max(60.0, command_timeout),
+    )
+    passed = verdict.passed
     traj = Trajectory(
         id=f"{task.id}@{session.session_id}",
         source_format="ctxnb-live",
@@ -365,15 +408,18 @@ def run_task(
             "strategy": getattr(strategy, "name", type(strategy).__name__),
             "exit_status": info.get("exit_status", ""),
             "passed": passed,
+            "tests_tampered": verdict.tests_tampered,
             "session_id": session.session_id,
         },
     )
     return LiveResult(
         trajectory=traj,
         passed=passed,
-        test_output=test.stdout + test.stderr,
+        test_output=verdict.output,
         exit_status=str(info.get("exit_status", "")),
         calls=calls,
+        tests_tampered=verdict.tests_tampered,
+        tampered=verdict.tampered,
     )
 
 
@@ -382,7 +428,11 @@ def _steps(turns: list[dict[str, Any]], calls: list[CallUsage]) -> list[Step]:
     memory = FileMemory()
     steps: list[Step] = []
     for turn, call in zip(turns, calls, strict=True):
-        usage = Usage(prompt_tokens=call.prompt_tokens, completion_tokens=call.completion_tokens)
+        usage = Usage(
+            prompt_tokens=call.prompt_tokens,
+            completion_tokens=call.completion_tokens,
+            cached_tokens=call.cached_tokens,
+        )
         thought = turn["thought"]
         if not turn["commands"]:
             text = thought or ""
