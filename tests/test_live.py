@@ -2,36 +2,18 @@
 
 from __future__ import annotations
 
-import asyncio
 import json
 import subprocess
 import sys
 import textwrap
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from _needs import has_module, require
 
 from ctxnb.prices import PriceTable, UnpricedModelWarning
 from ctxnb.strategies import KeepAll, MetadataOnly
 
-pytestmark = pytest.mark.slow
-
-
-@pytest.fixture(autouse=True)
-def _live_deps() -> Iterator[None]:
-    require(has_module("minisweagent") and has_module("litellm"), "mini-swe-agent and litellm")
-    # litellm.completion() sets up an event loop for its logging in the calling thread
-    # and never closes it; close the one a test left behind so that it is not reported
-    # as an unclosed resource at the end of the session.
-    policy = asyncio.get_event_loop_policy()
-    before = getattr(getattr(policy, "_local", None), "_loop", None)
-    yield
-    loop = getattr(getattr(policy, "_local", None), "_loop", None)
-    if loop is not None and loop is not before and not loop.is_running():
-        loop.close()
-        policy.set_event_loop(before)
+pytestmark = [pytest.mark.slow, pytest.mark.usefixtures("live_deps")]
 
 
 def _priced() -> PriceTable:
@@ -80,6 +62,16 @@ def test_the_scripted_run_solves_the_sample_task_through_ctxnb(tmp_path: Path) -
     assert first[-2]["content"] == task.prompt and first[-1]["content"].startswith("Objects")
     assert "def add(a, b)" in json.dumps(third)  # the output of step 0, via the context
     assert server.requests[0]["tools"][0]["function"]["name"] == "bash"
+    # The history speaks of the tool the model was offered, and outputs are plain text.
+    last = server.requests[-1]["messages"]
+    made = [c["function"] for m in last for c in m.get("tool_calls") or ()]
+    assert [f["name"] for f in made] == ["bash"] * 4
+    assert [json.loads(f["arguments"]) for f in made][0] == {"command": "cat calc.py test_calc.py"}
+    outputs = [m["content"] for m in last if m["role"] == "tool"]
+    assert len(outputs) == 4 and "select_active_intent" not in json.dumps(last[:-1])
+    assert "def add(a, b):\n    return a - b\n" in outputs[0]  # real newlines, no repr
+    assert "'returncode'" not in json.dumps(last) and "[changed: calc.py]" in outputs[2]
+    assert "[exit status 1]" in outputs[1]  # the failing test run says how it ended
     # Tokens and dollars are the provider's (here the server's) usage, priced per call.
     assert result.prompt_tokens == sum(
         json.loads(json.dumps(c)).get("prompt_tokens", 0) for c in [vars(x) for x in result.calls]

@@ -299,7 +299,7 @@ def run_task(
         def _prepare_messages_for_api(self, messages: list[dict[str, Any]]) -> Any:
             # The agent's own history is ignored: the model sees the assembled context.
             ctx = session.assemble(strategy, budget)
-            return ctx.to_messages("openai")
+            return as_bash_history(ctx.to_messages("openai"))
 
         def query(self, messages: list[dict[str, Any]], **kwargs: Any) -> dict[str, Any]:
             try:
@@ -421,6 +421,39 @@ def run_task(
         tests_tampered=verdict.tests_tampered,
         tampered=verdict.tampered,
     )
+
+
+def as_bash_history(messages: Any) -> list[dict[str, Any]]:
+    """The context's messages in the terms of the tool the model was offered: each
+    governed ``run_command`` call becomes the ``bash`` call the model made
+    (``{"command": ...}``); the harness's own calls (selecting the intent), which the
+    model never made, are left out with their results."""
+    out: list[dict[str, Any]] = []
+    hidden: set[str] = set()
+    for m in messages:
+        if m.get("role") == "tool" and m.get("tool_call_id") in hidden:
+            continue
+        calls = m.get("tool_calls")
+        if m.get("role") == "assistant" and calls:
+            kept = []
+            for c in calls:
+                fn = c.get("function", {})
+                if fn.get("name") != "run_command":
+                    hidden.add(c.get("id"))
+                    continue
+                try:
+                    cmd = json.loads(fn.get("arguments") or "{}").get("cmd", "")
+                except (json.JSONDecodeError, AttributeError):
+                    cmd = ""
+                args = json.dumps({"command": cmd})
+                kept.append({**c, "function": {"name": "bash", "arguments": args}})
+            m = {k: v for k, v in m.items() if k != "tool_calls"}
+            if kept:
+                m["tool_calls"] = kept
+            elif not m.get("content"):
+                continue  # nothing left of it
+        out.append(m)
+    return out
 
 
 def _steps(turns: list[dict[str, Any]], calls: list[CallUsage]) -> list[Step]:
