@@ -101,7 +101,7 @@ def call_usage(usage: Any, model: str, prices: PriceTable) -> CallUsage:
     # Anthropic reports cache reads apart from the (uncached) prompt tokens.
     cached = max(cached, int(get(usage, "cache_read_input_tokens") or 0))
     cached = min(cached, prompt)
-    price = prices.find(model)
+    price = prices.price_or_warn(model)
     nan = float("nan")
     return CallUsage(
         prompt_tokens=prompt,

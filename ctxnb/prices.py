@@ -29,8 +29,11 @@ Example:
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
+import re
+import warnings
 from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 from importlib.resources import files
@@ -39,12 +42,48 @@ from typing import Any
 
 from .errors import ConfigError, NotFoundError
 
-__all__ = ["ModelPrice", "PriceTable", "resolve_prices"]
+__all__ = [
+    "ModelPrice",
+    "PriceTable",
+    "UnpricedModelWarning",
+    "normalize_model",
+    "recorded_cost",
+    "resolve_prices",
+]
 
 _PER = 1_000_000
 # Routing prefixes (litellm, OpenRouter, mini-swe-agent's model names) that do not change
 # the price of the model behind them.
 _PREFIXES = ("anthropic/", "openai/", "google/", "gemini/", "vertex_ai/", "openrouter/")
+# A dated release of a listed model (``claude-sonnet-4-5-20250929``, Vertex AI's
+# ``claude-sonnet-4-5@20250929``) costs what the model costs.
+_DATED = re.compile(r"(?:-|@)(?:20\d{6}|20\d\d-\d\d-\d\d)$")
+
+
+class UnpricedModelWarning(UserWarning):
+    """A model has no price in the table: its dollars are NaN (never counted as $0)."""
+
+
+def normalize_model(model: str) -> str:
+    """A model's name as the price table spells it.
+
+    Routing prefixes (``openrouter/``, ``google/``, ...), the ``@`` of names written
+    ``@provider/model`` and surrounding whitespace are dropped; case is kept.
+
+    Example:
+        >>> normalize_model("@google/gemini-3-pro-preview")
+        'gemini-3-pro-preview'
+        >>> normalize_model("openrouter/anthropic/claude-sonnet-4-5")
+        'claude-sonnet-4-5'
+    """
+    name = model.strip().lstrip("@")
+    while True:
+        for prefix in _PREFIXES:
+            if name.startswith(prefix):
+                name = name[len(prefix) :]
+                break
+        else:
+            return name
 
 
 @dataclass(frozen=True)
@@ -85,6 +124,42 @@ class ModelPrice:
         return (cache_read * self.cache_read + new * self.cache_write + output * self.output) / _PER
 
 
+def recorded_cost(price: ModelPrice | None, usage: Any) -> float:
+    """Dollars of one recorded model call: the provider's own figure when the run kept
+    it (``usage.cost_usd``), else its recorded tokens at these prices; NaN without either.
+
+    Recorded tokens are billed as the provider split them: cache reads, 5-minute
+    writes (``cache_write``), 1-hour writes (twice the input price, Anthropic's rate),
+    the rest of the prompt at the input price, and the output.
+
+    Example:
+        >>> from ctxnb.replay.model import Usage
+        >>> p = PriceTable.default().get("claude-sonnet-4-5")
+        >>> u = Usage(prompt_tokens=1_000_000, completion_tokens=0, cached_tokens=500_000,
+        ...           cache_write_1h_tokens=500_000)
+        >>> recorded_cost(p, u)   # 0.5M reads at $0.30 + 0.5M 1-hour writes at $6
+        3.15
+    """
+    if usage is None:
+        return float("nan")
+    if usage.cost_usd is not None:
+        return float(usage.cost_usd)
+    if price is None or usage.prompt_tokens is None:
+        return float("nan")
+    read = usage.cached_tokens or 0
+    w5 = usage.cache_write_tokens or 0
+    w1h = usage.cache_write_1h_tokens or 0
+    rest = max(0, usage.prompt_tokens - read - w5 - w1h)
+    out = usage.completion_tokens or 0
+    return (
+        read * price.cache_read
+        + w5 * price.cache_write
+        + w1h * 2 * price.input
+        + rest * price.input
+        + out * price.output
+    ) / _PER
+
+
 @dataclass(frozen=True)
 class PriceTable:
     """Prices per model, with the date and source of the table.
@@ -96,6 +171,19 @@ class PriceTable:
     models: Mapping[str, ModelPrice] = field(default_factory=dict)
     as_of: str = ""
     source: str = ""
+
+    @property
+    def hash(self) -> str:
+        """SHA-256 of the table's prices (canonical JSON): which table priced a frame."""
+        from .hashing import stable_stringify
+
+        data = {
+            "as_of": self.as_of,
+            "models": {
+                n: [p.input, p.cache_write, p.cache_read, p.output] for n, p in self.models.items()
+            },
+        }
+        return hashlib.sha256(stable_stringify(data).encode()).hexdigest()
 
     @classmethod
     def default(cls) -> PriceTable:
@@ -147,20 +235,39 @@ class PriceTable:
         return PriceTable(models, as_of=self.as_of, source=self.source)
 
     def find(self, model: str | None) -> ModelPrice | None:
-        """The prices of ``model`` (routing prefixes such as ``anthropic/`` ignored), or None."""
+        """The prices of ``model`` (see :func:`normalize_model`), or None.
+
+        Example:
+            >>> PriceTable.default().find("@google/gemini-3-pro-preview").model
+            'gemini-3-pro-preview'
+        """
         if not model:
             return None
         if model in self.models:
             return self.models[model]
-        name = model
-        while True:
-            for prefix in _PREFIXES:
-                if name.startswith(prefix):
-                    name = name[len(prefix) :]
-                    break
-            else:
-                break
-        return self.models.get(name)
+        name = normalize_model(model)
+        found = self.models.get(name)
+        if found is None and _DATED.search(name):
+            found = self.models.get(_DATED.sub("", name))
+        return found
+
+    def price_or_warn(self, model: str | None) -> ModelPrice | None:
+        """Like :meth:`find`, with an :class:`UnpricedModelWarning` when there is no price.
+
+        Every cost computed from a missing price is NaN, and sums keep it NaN: an
+        unpriced run is never counted as $0.
+        """
+        found = self.find(model)
+        if found is None and model:  # a run that names no model has no price to miss
+            warnings.warn(
+                f"no price for model {model!r} in the price table (as of {self.as_of or '?'}): "
+                "its dollars are NaN. Add it with PriceTable.default().with_prices({name: "
+                "{'input': ..., 'cache_write': ..., 'cache_read': ..., 'output': ...}}) "
+                "and pass prices=.",
+                UnpricedModelWarning,
+                stacklevel=3,
+            )
+        return found
 
     def get(self, model: str) -> ModelPrice:
         """The prices of ``model``.

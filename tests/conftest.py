@@ -71,3 +71,23 @@ def git_repo(sample_ws: Path) -> Path:
     git(sample_ws, "add", "-A")
     git(sample_ws, "commit", "-q", "-m", "initial")
     return sample_ws
+
+
+@pytest.fixture
+def live_deps() -> Iterator[None]:
+    """Live runs need mini-swe-agent and litellm; closes the event loop litellm leaves."""
+    from _needs import has_module, require
+
+    require(has_module("minisweagent") and has_module("litellm"), "mini-swe-agent and litellm")
+    # litellm.completion() sets up an event loop for its logging in the calling thread
+    # and never closes it; close the one a test left behind so that it is not reported
+    # as an unclosed resource at the end of the session.
+    import asyncio
+
+    policy = asyncio.get_event_loop_policy()
+    before = getattr(getattr(policy, "_local", None), "_loop", None)
+    yield
+    loop = getattr(getattr(policy, "_local", None), "_loop", None)
+    if loop is not None and loop is not before and not loop.is_running():
+        loop.close()
+        policy.set_event_loop(before)

@@ -2,36 +2,18 @@
 
 from __future__ import annotations
 
-import asyncio
 import json
 import subprocess
 import sys
 import textwrap
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from _needs import has_module, require
 
-from ctxnb.prices import PriceTable
+from ctxnb.prices import PriceTable, UnpricedModelWarning
 from ctxnb.strategies import KeepAll, MetadataOnly
 
-pytestmark = pytest.mark.slow
-
-
-@pytest.fixture(autouse=True)
-def _live_deps() -> Iterator[None]:
-    require(has_module("minisweagent") and has_module("litellm"), "mini-swe-agent and litellm")
-    # litellm.completion() sets up an event loop for its logging in the calling thread
-    # and never closes it; close the one a test left behind so that it is not reported
-    # as an unclosed resource at the end of the session.
-    policy = asyncio.get_event_loop_policy()
-    before = getattr(getattr(policy, "_local", None), "_loop", None)
-    yield
-    loop = getattr(getattr(policy, "_local", None), "_loop", None)
-    if loop is not None and loop is not before and not loop.is_running():
-        loop.close()
-        policy.set_event_loop(before)
+pytestmark = [pytest.mark.slow, pytest.mark.usefixtures("live_deps")]
 
 
 def _priced() -> PriceTable:
@@ -80,6 +62,16 @@ def test_the_scripted_run_solves_the_sample_task_through_ctxnb(tmp_path: Path) -
     assert first[-2]["content"] == task.prompt and first[-1]["content"].startswith("Objects")
     assert "def add(a, b)" in json.dumps(third)  # the output of step 0, via the context
     assert server.requests[0]["tools"][0]["function"]["name"] == "bash"
+    # The history speaks of the tool the model was offered, and outputs are plain text.
+    last = server.requests[-1]["messages"]
+    made = [c["function"] for m in last for c in m.get("tool_calls") or ()]
+    assert [f["name"] for f in made] == ["bash"] * 4
+    assert [json.loads(f["arguments"]) for f in made][0] == {"command": "cat calc.py test_calc.py"}
+    outputs = [m["content"] for m in last if m["role"] == "tool"]
+    assert len(outputs) == 4 and "select_active_intent" not in json.dumps(last[:-1])
+    assert "def add(a, b):\n    return a - b\n" in outputs[0]  # real newlines, no repr
+    assert "'returncode'" not in json.dumps(last) and "[changed: calc.py]" in outputs[2]
+    assert "[exit status 1]" in outputs[1]  # the failing test run says how it ended
     # Tokens and dollars are the provider's (here the server's) usage, priced per call.
     assert result.prompt_tokens == sum(
         json.loads(json.dumps(c)).get("prompt_tokens", 0) for c in [vars(x) for x in result.calls]
@@ -107,8 +99,10 @@ def test_the_scripted_run_solves_the_sample_task_through_ctxnb(tmp_path: Path) -
     assert [s.usage.prompt_tokens for s in t.steps] == [c.prompt_tokens for c in result.calls]
     t.to_jsonl(tmp_path / "run.jsonl")
     assert Trajectory.from_jsonl(tmp_path / "run.jsonl") == t
-    df = replay(t, [KeepAll()])
+    df = replay(t, [KeepAll()], prices=_priced())
     assert df["prompt_tokens"].notna().all() and len(df) == 5
+    # The run's own bill is in the frame: what the server's usage cost, call by call.
+    assert df["recorded_cost_usd"].sum() == pytest.approx(result.cost_usd)
     # Every command went through the governed tools, which recorded it in the session.
     from ctxnb import Workspace
 
@@ -124,7 +118,14 @@ def test_the_strategy_decides_what_the_model_sees(tmp_path: Path) -> None:
 
     task = sample_task(tmp_path)
     with ScriptedModelServer(sample_script()) as server:
-        result = run_task(tmp_path, task, strategy=MetadataOnly(), retries=1, **server.model_args)
+        result = run_task(
+            tmp_path,
+            task,
+            strategy=MetadataOnly(),
+            retries=1,
+            prices=_priced(),
+            **server.model_args,
+        )
     assert result.passed  # scripted: the answers do not depend on what was sent
     assert "def add(a, b)" not in json.dumps(server.requests[2]["messages"])
     assert result.trajectory.metadata["strategy"] == "metadata-only"
@@ -140,7 +141,7 @@ def test_a_run_that_does_not_fix_the_task_fails_and_refused_commands_are_shown(
         {"content": "Clean up first.", "commands": ["rm -rf test_calc.py"]},
         {"content": "Give up.", "commands": ["echo COMPLETE_TASK_AND_SUBMIT_FINAL_OUTPUT"]},
     ]
-    with ScriptedModelServer(script) as server:
+    with ScriptedModelServer(script) as server, pytest.warns(UnpricedModelWarning):
         result = run_task(tmp_path, task, retries=1, **server.model_args)
     assert not result.passed and result.exit_status == "Submitted"
     assert (tmp_path / "test_calc.py").exists()  # destructive: refused without an approver
@@ -214,3 +215,91 @@ def test_an_llm_summarizer_through_litellm_is_counted_in_replay_results() -> Non
     assert s["strategy_cost_usd"].sum() == pytest.approx(sum(u.cost_usd for u in summarizer.usage))
     assert s["strategy_cost_usd"].sum() > 0
     assert s["total_tokens"].sum() < df[df["strategy"] == "keep-all"]["total_tokens"].sum()
+
+
+@pytest.mark.parametrize("how", ["sed", "python, approved"])
+def test_a_run_that_edits_the_tests_to_pass_is_not_solved_and_is_flagged(
+    tmp_path: Path, how: str
+) -> None:
+    # The attack: leave add() broken (2 + 3 gives -1) and make the test expect -1,
+    # once refused by governance (sed -i outside the scope), once run for real (an
+    # approver lets Python code run; the sandbox puts the out-of-scope write back).
+    from ctxnb.govern.approval import CallbackApprover
+    from ctxnb.live import ScriptedModelServer, run_task, sample_task
+
+    task = sample_task(tmp_path)
+    edit = (
+        "sed -i 's/add(2, 3), 5/add(2, 3), -1/' test_calc.py"
+        if how == "sed"
+        else "python3 - <<'PY'\nimport pathlib\np = pathlib.Path('test_calc.py')\n"
+        "p.write_text(p.read_text().replace('add(2, 3), 5', 'add(2, 3), -1'))\nPY\n"
+        "python -m unittest -q"
+    )
+    script = [
+        {"content": "Make the test agree with the code.", "commands": [edit]},
+        {"content": "Done.", "commands": ["echo COMPLETE_TASK_AND_SUBMIT_FINAL_OUTPUT"]},
+    ]
+    with ScriptedModelServer(script) as server:
+        result = run_task(
+            tmp_path,
+            task,
+            retries=1,
+            prices=_priced(),
+            approver=None if how == "sed" else CallbackApprover(lambda req: True),
+            **server.model_args,
+        )
+    assert result.tests_tampered and result.tampered == ("test_calc.py",)
+    assert not result.solved and not result.passed
+    assert "-1" not in (tmp_path / "test_calc.py").read_text()  # out of scope: put back
+    assert result.trajectory.metadata["tests_tampered"] is True
+    if how == "sed":
+        assert "DESTRUCTIVE_NEEDS_APPROVAL" in (result.trajectory.steps[0].observation or "")
+    else:
+        # It ran: inside the sandbox the edited test passed against the broken code.
+        assert "OK" in (result.trajectory.steps[0].observation or "")
+
+
+def test_tests_changed_behind_the_sandbox_s_back_are_still_caught(tmp_path: Path) -> None:
+    # Whatever way a test file changed, the verdict runs the pristine copy and flags it.
+    from ctxnb.live.verdict import judge, pristine_files
+
+    (tmp_path / "calc.py").write_text("def add(a, b):\n    return a - b\n")
+    test = "import unittest\nfrom calc import add\n\nclass T(unittest.TestCase):\n"
+    (tmp_path / "test_calc.py").write_text(
+        test + "    def test(self):\n        self.assertEqual(add(2, 3), 5)\n"
+    )
+    pristine, _ = pristine_files(["test_calc.py"], source=tmp_path, hidden=None)
+    (tmp_path / "test_calc.py").write_text(
+        test + "    def test(self):\n        self.assertEqual(add(2, 3), -1)\n"
+    )
+    v = judge(tmp_path, "python -m unittest -q", pristine=pristine)
+    assert v.tests_tampered and not v.passed and not v.solved
+    # A link in place of the test is no test either.
+    (tmp_path / "test_calc.py").unlink()
+    (tmp_path / "test_calc.py").symlink_to("/etc/hostname")
+    v = judge(tmp_path, "python -m unittest -q", pristine=pristine)
+    assert v.tests_tampered and v.tampered == ("test_calc.py",) and not v.passed
+    # With the code fixed and the test untouched, the same verdict passes.
+    (tmp_path / "test_calc.py").unlink()
+    (tmp_path / "test_calc.py").write_bytes(pristine["test_calc.py"])
+    (tmp_path / "calc.py").write_text("def add(a, b):\n    return a + b\n")
+    v = judge(tmp_path, "python -m unittest -q", pristine=pristine)
+    assert v.passed and v.solved and not v.tests_tampered
+
+
+def test_a_hidden_check_the_agent_never_saw_decides_too(tmp_path: Path) -> None:
+    from ctxnb.live.verdict import judge
+
+    (tmp_path / "calc.py").write_text(
+        "def add(a, b):\n    return 5\n"
+    )  # fits the visible test only
+    hidden = {"check_calc.py": b"from calc import add\nassert add(1, 1) == 2, add(1, 1)\n"}
+    v = judge(
+        tmp_path,
+        "python -c 'from calc import add; assert add(2, 3) == 5'",
+        pristine={},
+        hidden=hidden,
+        check="python check_calc.py",
+    )
+    assert not v.passed and "AssertionError" in v.output
+    assert not (tmp_path / "check_calc.py").exists()  # never in the agent's workspace

@@ -13,7 +13,14 @@ from hypothesis import strategies as st
 
 from ctxnb._text import common_prefix_len
 from ctxnb.errors import ConfigError, CtxnbError, NotFoundError
-from ctxnb.prices import ModelPrice, PriceTable, resolve_prices
+from ctxnb.prices import (
+    ModelPrice,
+    PriceTable,
+    UnpricedModelWarning,
+    normalize_model,
+    recorded_cost,
+    resolve_prices,
+)
 from ctxnb.replay import load
 from ctxnb.replay.replay import replay
 from ctxnb.strategies import KeepAll, ObservationMasking
@@ -122,7 +129,8 @@ def test_replay_prices_every_step_as_billed() -> None:
 def test_model_and_prices_options() -> None:
     t = load(DJANGO)
     unknown = t.model_copy(update={"metadata": {**t.metadata, "model": "in-house-7b"}})
-    df = replay(unknown, [KeepAll()])
+    with pytest.warns(UnpricedModelWarning, match="in-house-7b"):
+        df = replay(unknown, [KeepAll()])
     assert df["cost_usd"].isna().all() and df["cost_usd_uncached"].isna().all()
     with pytest.raises(NotFoundError, match="in-house-7b"):
         replay(unknown, [KeepAll()], model="in-house-7b")
@@ -148,3 +156,115 @@ def test_doctests() -> None:
     import ctxnb.prices
 
     assert doctest.testmod(ctxnb.prices).failed == 0
+
+
+MINI = Path(__file__).resolve().parent / "data" / "trajectories" / "mini-swe-agent"
+CLAUDE = Path(__file__).resolve().parent / "data" / "trajectories" / "claude-code"
+
+
+@pytest.mark.parametrize(
+    "name",
+    [
+        "@google/gemini-3-pro-preview",  # 2 of the vendored mini-swe-agent runs say so
+        "google/gemini-3-pro-preview",
+        "openrouter/google/gemini-3-pro-preview",
+        " gemini/gemini-3-pro-preview ",
+        "vertex_ai/gemini-3-pro-preview",
+    ],
+)
+def test_model_names_are_normalised_to_the_table_s_name(name: str) -> None:
+    assert PriceTable.default().get(name).model == "gemini-3-pro-preview"
+    assert normalize_model(name) == "gemini-3-pro-preview"
+
+
+def test_dated_releases_cost_what_their_model_costs() -> None:
+    t = PriceTable.default()
+    assert t.get("claude-sonnet-4-5-20250929") == t.get("claude-sonnet-4-5")
+    assert t.get("vertex_ai/claude-sonnet-4-5@20250929") == t.get("claude-sonnet-4-5")
+    assert t.find("claude-sonnet-4-5-turbo") is None  # only a date is dropped
+
+
+def test_every_vendored_mini_swe_agent_run_gets_a_price() -> None:
+    files = sorted(MINI.glob("*.traj.json"))
+    models = {load(f).metadata["model"] for f in files}
+    assert "@google/gemini-3-pro-preview" in models  # the case that used to cost $0
+    assert all(PriceTable.default().find(m) is not None for m in models)
+
+
+def _unknown_run() -> pd.DataFrame:
+    t = load(DJANGO)
+    known = replay(t, [KeepAll()])
+    unknown = t.model_copy(
+        update={"id": "other", "metadata": {**t.metadata, "model": "in-house-7b"}}
+    )
+    with pytest.warns(UnpricedModelWarning, match="in-house-7b.*NaN"):
+        other = replay(unknown, [KeepAll()])
+    return pd.concat([known, other], ignore_index=True)
+
+
+def test_summarize_never_counts_an_unpriced_run_as_zero_dollars() -> None:
+    from ctxnb.replay.analysis import summarize
+
+    df = _unknown_run()
+    s = summarize(df).loc["keep-all"]
+    assert s["runs"] == 2 and s["unpriced_runs"] == 1
+    assert math.isnan(s["cost_usd"]) and math.isnan(s["cost_usd_uncached"])
+    known = df[df["trajectory"] != "other"]
+    assert s["cost_usd_priced"] == pytest.approx(known["cost_usd"].sum())
+    assert s["cost_usd_priced"] > 0
+    # All priced: the same number, and nothing unpriced.
+    s2 = summarize(known).loc["keep-all"]
+    assert s2["unpriced_runs"] == 0 and s2["cost_usd"] == pytest.approx(s2["cost_usd_priced"])
+
+
+def test_an_unknown_summarizer_model_is_not_free() -> None:
+    from ctxnb.replay.analysis import summarize
+
+    df = replay(load(DJANGO), [KeepAll()])
+    df.loc[df.index[3], "strategy_cost_usd"] = float("nan")  # one call with no price
+    s = summarize(df).loc["keep-all"]
+    assert s["unpriced_runs"] == 1 and math.isnan(s["cost_usd"])
+
+
+def test_call_usage_for_an_unknown_model_warns_and_is_nan() -> None:
+    from ctxnb.llm import call_usage
+
+    with pytest.warns(UnpricedModelWarning, match="my-llm"):
+        u = call_usage({"prompt_tokens": 10, "completion_tokens": 1}, "my-llm", PriceTable())
+    assert math.isnan(u.cost_usd) and u.prompt_tokens == 10
+
+
+def test_the_frame_carries_the_bill_each_recorded_call_states() -> None:
+    # mini-swe-agent via OpenRouter records each call's cost: the frame carries it as is.
+    f = MINI / "astropy__astropy-13453.traj.json"
+    raw = json.loads(f.read_text())
+    billed = [
+        m["extra"]["response"]["usage"]["cost"]
+        for m in raw["messages"]
+        if m["role"] == "assistant" and "usage" in m.get("extra", {}).get("response", {})
+    ]
+    df = replay(load(f), [KeepAll(), ObservationMasking(5)])
+    keep = df[df["strategy"] == "keep-all"]
+    assert keep["recorded_cost_usd"].sum() == pytest.approx(sum(billed))
+    # The bill is the run's, whatever the strategy.
+    mask = df[df["strategy"] != "keep-all"]
+    assert list(mask["recorded_cost_usd"]) == list(keep["recorded_cost_usd"])
+    assert keep["recorded_cached_tokens"].notna().all()
+
+
+def test_claude_code_s_one_hour_cache_writes_are_billed_at_twice_the_input_price() -> None:
+    from ctxnb.replay.model import Usage
+
+    p = PriceTable.default().get("claude-sonnet-4-5")
+    u = Usage(
+        prompt_tokens=1000, completion_tokens=10, cached_tokens=600, cache_write_1h_tokens=300
+    )
+    # 600 reads, 300 one-hour writes, 100 plain input, 10 output.
+    assert recorded_cost(p, u) == pytest.approx(
+        (600 * p.cache_read + 300 * 2 * p.input + 100 * p.input + 10 * p.output) / 1e6
+    )
+    t = load(CLAUDE / "258c7280-ae70-4798-800f-63464d01a85d.jsonl")
+    first = next(s.usage for s in t.steps if s.usage is not None)
+    assert first.cache_write_1h_tokens == 8037 and first.cached_tokens == 17842
+    assert first.prompt_tokens == 3 + 8037 + 17842
+    assert recorded_cost(None, first) != recorded_cost(None, first)  # no price, no usage cost

@@ -271,8 +271,13 @@ def test_the_llm_summarizer_sends_no_secret_to_its_model() -> None:
 
     with ScriptedModelServer([{"content": "deploy notes"}]) as server:
         args = server.model_args
+        # Priced, so that no unpriced-model warning stands in for what this test is about.
+        price = {"input": 1, "cache_write": 1, "cache_read": 0.1, "output": 1}
         summarize = LiteLLMSummarizer(
-            args["model"], api_base=args["api_base"], api_key=args["api_key"]
+            args["model"],
+            api_base=args["api_base"],
+            api_key=args["api_key"],
+            prices={"ctxnb-scripted": price},
         )
         assert summarize("run_command", "".join(c.text for c in SECRETS[:30]), 50)
         sent = json.dumps(server.requests)

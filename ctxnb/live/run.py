@@ -24,6 +24,7 @@ import json
 import math
 import os
 import shutil
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from importlib.resources import as_file, files
 from pathlib import Path
@@ -35,6 +36,7 @@ from ..prices import resolve_prices
 from ..replay._shell import FileMemory, parse_command
 from ..replay.model import Action, Step, Trajectory, Usage
 from ..strategies import ContextStrategy, KeepAll
+from .verdict import judge, pristine_files, refused_tests, touched_tests
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -67,12 +69,29 @@ class Task:
             solved when it exits 0.
         id: a name for the run.
         scope: globs the agent's intent owns (what its commands may change).
+        tests: the task's test files (relative paths). They are outside the agent's
+            scope, and the verdict runs the pristine copies of them, on a fresh copy of
+            the workspace; a run that touched them is flagged and not solved (see
+            :mod:`ctxnb.live.verdict`).
+        check: a command that runs the hidden checks (after ``test``), or None.
+        pristine: the task's own copy, where the pristine test files are read; None
+            reads them from the workspace before the run.
+        hidden: a directory of checks the agent never sees, added for the verdict.
     """
 
     prompt: str
     test: str
     id: str = "task"
     scope: tuple[str, ...] = ("**",)
+    tests: tuple[str, ...] = ()
+    check: str | None = None
+    pristine: str | None = None
+    hidden: str | None = None
+
+    @property
+    def owned_scope(self) -> list[str]:
+        """The intent's globs: the task's scope without its test files."""
+        return [*self.scope, *(f"!/{t}" for t in self.tests)]
 
 
 @dataclass
@@ -81,10 +100,13 @@ class LiveResult:
 
     Attributes:
         trajectory: the run in ctxnb's neutral format (replayable).
-        passed: whether the task's test command exited 0 afterwards.
+        passed: whether the task's tests (the pristine ones, and its hidden check)
+            exited 0 on a fresh copy of the work.
         test_output: what the test command printed.
         exit_status: how the agent stopped (``Submitted``, ``LimitsExceeded``, ...).
         calls: tokens and dollars of each model call, in order.
+        tests_tampered: the run changed, or tried to change, one of the task's tests.
+        tampered: those test files.
     """
 
     trajectory: Trajectory
@@ -92,6 +114,13 @@ class LiveResult:
     test_output: str
     exit_status: str
     calls: list[CallUsage] = field(default_factory=list)
+    tests_tampered: bool = False
+    tampered: tuple[str, ...] = ()
+
+    @property
+    def solved(self) -> bool:
+        """Passed without touching the tests."""
+        return self.passed and not self.tests_tampered
 
     @property
     def prompt_tokens(self) -> int:
@@ -122,7 +151,8 @@ class LiveResult:
     def __repr__(self) -> str:
         return (
             # The task, not the run's session id: reprs stay comparable between runs.
-            f"<LiveResult {self.trajectory.id.split('@')[0]} passed={self.passed} "
+            f"<LiveResult {self.trajectory.id.split('@')[0]} solved={self.solved} "
+            f"passed={self.passed} tampered={self.tests_tampered} "
             f"exit={self.exit_status} "
             f"calls={len(self.calls)} prompt_tokens={self.prompt_tokens} "
             f"cached={self.cached_tokens} cost=${self.cost_usd:.4f}>"
@@ -146,7 +176,7 @@ def sample_task(dest: str | Path) -> Task:
     with as_file(base.joinpath("sample_task")) as src:
         shutil.copytree(src, dest, dirs_exist_ok=True)
     spec = json.loads(base.joinpath("sample_task.json").read_text(encoding="utf-8"))
-    return Task(prompt=spec["prompt"], test=spec["test"], id=spec["id"])
+    return Task(prompt=spec["prompt"], test=spec["test"], id=spec["id"], tests=tuple(spec["tests"]))
 
 
 def sample_script() -> list[dict[str, Any]]:
@@ -191,7 +221,7 @@ def _intent_file(root: Path, task: Task) -> str:
             "id": intent_id,
             "name": f"Live run: {task.id}",
             "status": "active",
-            "owned_scope": list(task.scope),
+            "owned_scope": task.owned_scope,
             "acceptance_criteria": [f"`{task.test}` exits 0"],
         }
     )
@@ -255,11 +285,24 @@ def run_task(
     intent_id = _intent_file(ws.root, task)
     table = resolve_prices(prices)
     strategy = strategy or KeepAll()
+    # Read before the agent starts: what the verdict trusts is never what it left.
+    pristine, hidden = pristine_files(
+        task.tests, source=task.pristine or ws.root, hidden=task.hidden
+    )
+    touched: list[str] = []
     session = ws.session(session_id, system_prompt=SYSTEM_PROMPT)
     tools = ws.tools(session, caller="mini-swe-agent", approver=approver, model_id=model)
     if tools.dispatch("select_active_intent", {"intent_id": intent_id}).get("ok") is not True:
         raise ConfigError(f"the workspace refused intent {intent_id!r}; check its .orchestration/")
     session.add_turn("user", task.prompt)
+
+    def watch_tests(command: str, answer: dict[str, Any]) -> None:
+        if answer.get("ok"):
+            touched.extend(touched_tests(answer["result"].get("effects") or {}, pristine))
+        else:
+            # Asking to change a test is tampering, even when governance refused it.
+            touched.extend(refused_tests(command, pristine))
+
     agent, turns, calls = build_agent(
         session,
         tools,
@@ -268,6 +311,7 @@ def run_task(
         budget=budget,
         api_base=api_base,
         api_key=api_key,
+        on_answer=watch_tests,
         step_limit=step_limit,
         command_timeout=command_timeout,
         prices=table,
@@ -275,12 +319,18 @@ def run_task(
     )
     info = run_agent(agent, task.prompt, retries=retries)
     session.save()
-    from ..sandbox import Sandbox
-
-    # The harness's own test run is confined too, with nothing writable: the verdict
-    # cannot change the work it judges.
-    test = Sandbox(ws.root).run(task.test, shell=True, timeout=max(60.0, command_timeout)).result
-    passed = test.returncode == 0 and not test.timed_out
+    # The verdict runs the pristine tests on a fresh copy, confined with nothing
+    # writable: it cannot change the work it judges, nor trust tests the agent edited.
+    verdict = judge(
+        ws.root,
+        task.test,
+        pristine=pristine,
+        hidden=hidden,
+        check=task.check,
+        touched=touched,
+        timeout=max(60.0, command_timeout),
+    )
+    passed = verdict.passed
     traj = Trajectory(
         id=f"{task.id}@{session.session_id}",
         source_format="ctxnb-live",
@@ -292,15 +342,18 @@ def run_task(
             "strategy": getattr(strategy, "name", type(strategy).__name__),
             "exit_status": info.get("exit_status", ""),
             "passed": passed,
+            "tests_tampered": verdict.tests_tampered,
             "session_id": session.session_id,
         },
     )
     return LiveResult(
         trajectory=traj,
         passed=passed,
-        test_output=test.stdout + test.stderr,
+        test_output=verdict.output,
         exit_status=str(info.get("exit_status", "")),
         calls=calls,
+        tests_tampered=verdict.tests_tampered,
+        tampered=verdict.tampered,
     )
 
 
@@ -372,13 +425,15 @@ def build_agent(
     prices: Any = None,
     model_kwargs: dict[str, Any] | None = None,
     events: RunEvents | None = None,
+    on_answer: Callable[[str, dict[str, Any]], None] | None = None,
 ) -> tuple[Any, list[dict[str, Any]], list[CallUsage]]:
     """mini-swe-agent's ``DefaultAgent`` with ctxnb's messages and governed commands.
 
     The session must already hold the user's turn; ``agent.run(prompt)`` then works on
     it. Returns the agent, the per-call turns (text and commands) and the usage list,
     both filled while it runs. ``events`` hears of messages and commands as they happen
-    and can stop the run (exit status ``Cancelled``).
+    and can stop the run (exit status ``Cancelled``); ``on_answer`` gets each command
+    and the governed tool's answer (the verdict watches the task's tests with it).
     """
     agents, local, models = _minisweagent()
     table = resolve_prices(prices)
@@ -389,7 +444,7 @@ def build_agent(
         def _prepare_messages_for_api(self, messages: list[dict[str, Any]]) -> Any:
             # The agent's own history is ignored: the model sees the assembled context.
             ctx = session.assemble(strategy, budget)
-            return ctx.to_messages("openai")
+            return as_bash_history(ctx.to_messages("openai"))
 
         def query(self, messages: list[dict[str, Any]], **kwargs: Any) -> dict[str, Any]:
             _stop_if_cancelled(events)
@@ -420,6 +475,8 @@ def build_agent(
                 "run_command",
                 {"cmd": command, "shell": True, "timeout": timeout or command_timeout},
             )
+            if on_answer is not None:
+                on_answer(command, answer)
             if answer.get("ok"):
                 res = answer["result"]
                 output = {
@@ -472,12 +529,49 @@ def build_agent(
     return agent, turns, calls
 
 
+def as_bash_history(messages: Any) -> list[dict[str, Any]]:
+    """The context's messages in the terms of the tool the model was offered: each
+    governed ``run_command`` call becomes the ``bash`` call the model made
+    (``{"command": ...}``); the harness's own calls (selecting the intent), which the
+    model never made, are left out with their results."""
+    out: list[dict[str, Any]] = []
+    hidden: set[str] = set()
+    for m in messages:
+        if m.get("role") == "tool" and m.get("tool_call_id") in hidden:
+            continue
+        calls = m.get("tool_calls")
+        if m.get("role") == "assistant" and calls:
+            kept = []
+            for c in calls:
+                fn = c.get("function", {})
+                if fn.get("name") != "run_command":
+                    hidden.add(c.get("id"))
+                    continue
+                try:
+                    cmd = json.loads(fn.get("arguments") or "{}").get("cmd", "")
+                except (json.JSONDecodeError, AttributeError):
+                    cmd = ""
+                args = json.dumps({"command": cmd})
+                kept.append({**c, "function": {"name": "bash", "arguments": args}})
+            m = {k: v for k, v in m.items() if k != "tool_calls"}
+            if kept:
+                m["tool_calls"] = kept
+            elif not m.get("content"):
+                continue  # nothing left of it
+        out.append(m)
+    return out
+
+
 def _steps(turns: list[dict[str, Any]], calls: list[CallUsage]) -> list[Step]:
     """One step per command; a call's text and usage go to its first command."""
     memory = FileMemory()
     steps: list[Step] = []
     for turn, call in zip(turns, calls, strict=True):
-        usage = Usage(prompt_tokens=call.prompt_tokens, completion_tokens=call.completion_tokens)
+        usage = Usage(
+            prompt_tokens=call.prompt_tokens,
+            completion_tokens=call.completion_tokens,
+            cached_tokens=call.cached_tokens,
+        )
         thought = turn["thought"]
         if not turn["commands"]:
             text = thought or ""

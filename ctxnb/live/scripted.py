@@ -4,8 +4,8 @@ Tests, CI and tutorials drive live runs with it: the agent talks to it through
 litellm's real request path (HTTP, JSON, OpenAI's chat-completions shape), and it
 answers with recorded responses, one per request, in order. It reports usage the way
 a provider with prefix caching does: ``prompt_tokens`` counted from the messages it
-received, ``cached_tokens`` the part of them that repeats the previous request's
-prefix. Every request body is kept in :attr:`ScriptedModelServer.requests`, so a test
+received, ``cached_tokens`` those of the leading messages that repeat the previous
+request's. Every request body is kept in :attr:`ScriptedModelServer.requests`, so a test
 can check what ctxnb sent.
 
 Example:
@@ -31,7 +31,6 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 
-from .._text import common_prefix_len
 from ..tokens import TokenCounter, resolve_token_counter
 
 __all__ = ["ScriptedModelServer", "load_script"]
@@ -69,7 +68,7 @@ class ScriptedModelServer:
         self.responses = list(responses)
         self.counter = resolve_token_counter(token_counter)
         self.requests: list[dict[str, Any]] = []
-        self._prev = ""
+        self._prev: list[str] = []
         self._lock = threading.Lock()
         self._server: ThreadingHTTPServer | None = None
         self._thread: threading.Thread | None = None
@@ -115,7 +114,11 @@ class ScriptedModelServer:
 
         self._server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
         self._thread = threading.Thread(
-            target=self._server.serve_forever, name="ctxnb-scripted-model", daemon=True
+            # A short poll: stop() waits for it, once per run of a suite.
+            target=self._server.serve_forever,
+            kwargs={"poll_interval": 0.02},
+            name="ctxnb-scripted-model",
+            daemon=True,
         )
         self._thread.start()
         return self
@@ -144,11 +147,20 @@ class ScriptedModelServer:
                     "commands": ["echo COMPLETE_TASK_AND_SUBMIT_FINAL_OUTPUT"],
                 }
             )
-            prompt_text = json.dumps(body.get("messages", []), ensure_ascii=False, sort_keys=True)
-            prompt = self.counter.count(prompt_text)
-            common = common_prefix_len(self._prev, prompt_text)
-            self._prev = prompt_text
-            cached = round(prompt * common / len(prompt_text)) if prompt_text else 0
+            messages = [
+                json.dumps(m, ensure_ascii=False, sort_keys=True) for m in body.get("messages", [])
+            ]
+            prompt = sum(self.counter.count(m) for m in messages)
+            # Cached: the leading messages equal to the previous request's. Whole
+            # messages, not characters: a character match into a fresh random id
+            # would make the count depend on chance.
+            same = 0
+            for old, new in zip(self._prev, messages, strict=False):
+                if old != new:
+                    break
+                same += 1
+            self._prev = messages
+            cached = sum(self.counter.count(m) for m in messages[:same])
         calls = [
             {
                 "id": f"call_{n}_{k}",

@@ -83,7 +83,11 @@ def summarize(
         ``re_reads``, ``stale_reads``, ``cost`` (with prices); when the frame has them,
         ``cache_read_share`` (cache-readable tokens / all prompt tokens), ``cost_usd``
         and ``cost_usd_uncached`` (dollars with and without prompt caching, the
-        strategy's own model calls included); and ``tokens_rel``, ``peak_rel``,
+        strategy's own model calls included; NaN when any run lacks a price),
+        ``unpriced_runs`` (runs with a step that has no price, the agent's model or a
+        summarizer's), ``cost_usd_priced`` (the dollars of the priced runs only),
+        ``recorded_cost_usd`` (what the recorded runs were billed, when they say);
+        and ``tokens_rel``, ``peak_rel``,
         ``re_reads_rel``, ``stale_reads_rel``, ``cost_rel``, ``cost_usd_rel``: each
         value divided by the baseline's (NaN where the baseline's is 0, or without a
         baseline).
@@ -120,10 +124,41 @@ def summarize(
     out.index.name = "strategy"
     if {"cache_read_tokens", "cost_usd", "cost_usd_uncached"} <= set(df.columns):
         out["cache_read_share"] = (g["cache_read_tokens"].sum() / g["total_tokens"].sum()).round(4)
-        own = g["strategy_cost_usd"].sum() if "strategy_cost_usd" in df.columns else 0.0
-        # min_count: a model without a price stays NaN instead of costing $0.
+        # A step without a price (an unknown agent or summarizer model) is NaN, and the
+        # sums keep it NaN: an unpriced run is never counted as $0. unpriced_runs says
+        # how many runs that is; cost_usd_priced sums the runs that have prices.
+        own_nan = (
+            df["strategy_cost_usd"].isna()
+            if "strategy_cost_usd" in df.columns
+            else pd.Series(False, index=df.index)
+        )
+        unpriced = df["cost_usd"].isna() | own_nan
+        out["unpriced_runs"] = (
+            df.loc[unpriced, "trajectory"]
+            .groupby(df.loc[unpriced, "strategy"].astype(str))
+            .nunique()
+            .reindex(order)
+            .fillna(0)
+            .astype("int64")
+        )
+        own = (
+            g["strategy_cost_usd"].sum(min_count=1).fillna(0.0)
+            if "strategy_cost_usd" in df.columns
+            else 0.0
+        )
+        priced = df[~unpriced]
+        gp = priced.groupby(priced["strategy"].astype(str), sort=False)
+        out["cost_usd_priced"] = (
+            (gp["cost_usd"].sum() + gp["strategy_cost_usd"].sum()).reindex(order)
+            if "strategy_cost_usd" in df.columns
+            else gp["cost_usd"].sum().reindex(order)
+        )
         out["cost_usd"] = g["cost_usd"].sum(min_count=1) + own
         out["cost_usd_uncached"] = g["cost_usd_uncached"].sum(min_count=1) + own
+        out.loc[out["unpriced_runs"] > 0, ["cost_usd", "cost_usd_uncached"]] = np.nan
+        if "recorded_cost_usd" in df.columns:
+            # The bill, over the steps that record one (a step is a call only once).
+            out["recorded_cost_usd"] = g["recorded_cost_usd"].sum(min_count=1)
     if prices is not None and "input_per_mtok" in prices:
         out["cost"] = out["total_tokens"] * float(prices["input_per_mtok"]) / 1e6
     pairs = [

@@ -448,9 +448,17 @@ def _usage(u: dict[str, Any]) -> Usage:
         u.get(k) for k in ("input_tokens", "cache_read_input_tokens", "cache_creation_input_tokens")
     ]
     ints = [p for p in parts if isinstance(p, int)]
+    write = parts[2] if isinstance(parts[2], int) else None
+    split = u.get("cache_creation")
+    hour = split.get("ephemeral_1h_input_tokens") if isinstance(split, dict) else None
+    hour = hour if isinstance(hour, int) else None
     return Usage(
         prompt_tokens=sum(ints) if ints else None,
         completion_tokens=u.get("output_tokens")
         if isinstance(u.get("output_tokens"), int)
         else None,
+        cached_tokens=parts[1] if isinstance(parts[1], int) else None,
+        # Claude Code writes its cache for an hour (billed at 2x input, not 1.25x).
+        cache_write_tokens=None if write is None else write - (hour or 0),
+        cache_write_1h_tokens=hour,
     )

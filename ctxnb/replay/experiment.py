@@ -29,6 +29,8 @@ Example:
 
 from __future__ import annotations
 
+import hashlib
+import json
 import multiprocessing
 import os
 import pickle
@@ -56,6 +58,7 @@ from ..strategies import (
 )
 from ..tokens import TokenCounter
 from .model import Trajectory
+from .provenance import PARQUET_KEY, file_sha256, provenance
 from .replay import FileMode, HiddenPrompt, default_strategies, replay, strategy_labels
 
 if TYPE_CHECKING:
@@ -201,6 +204,12 @@ def _executor(executor: Any) -> Executor:
 
 def _name(item: Path | Trajectory) -> str:
     return item.id if isinstance(item, Trajectory) else str(item)
+
+
+def _input_hash(item: Path | Trajectory) -> str:
+    if isinstance(item, Trajectory):
+        return hashlib.sha256(item.model_dump_json().encode()).hexdigest()
+    return file_sha256(item)
 
 
 def _want_progress(progress: bool | None) -> bool:
@@ -379,6 +388,19 @@ def run_experiment(
     _separate_duplicates(items, frames)
     df = pd.concat(frames, ignore_index=True) if frames else frame([])
     df = df[list(COLUMNS)]
+    df.attrs["ctxnb"] = provenance(
+        strategies=strategies,
+        labels=strategy_labels(strategies),
+        prices=table,
+        inputs={_name(item): _input_hash(item) for item in items},
+        token_counter=token_counter,
+        extra={
+            "budget": budget,
+            "files": files,
+            "hidden_prompt_tokens": hidden_prompt_tokens,
+            "model": model,
+        },
+    )
     if out_dir is not None:
         write_parquet(df, out_dir)
     return df
@@ -386,6 +408,9 @@ def run_experiment(
 
 def write_parquet(df: pd.DataFrame, out_dir: str | os.PathLike[str]) -> Path:
     """Write a replay frame as Parquet, partitioned hive-style by strategy.
+
+    The frame's provenance (``df.attrs["ctxnb"]``) goes into every file's metadata
+    under the key ``ctxnb`` (JSON; ``pyarrow.parquet.read_schema(f).metadata[b"ctxnb"]``).
 
     Files already under ``out_dir`` for the strategies in ``df`` are replaced; other
     strategies' partitions are left alone, so runs can add strategies one at a time.
@@ -406,6 +431,11 @@ def write_parquet(df: pd.DataFrame, out_dir: str | os.PathLike[str]) -> Path:
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
     table = pa.Table.from_pandas(df, preserve_index=False)
+    if "ctxnb" in df.attrs:
+        # Provenance travels with the data: every file's metadata carries it.
+        meta = dict(table.schema.metadata or {})
+        meta[PARQUET_KEY] = json.dumps(df.attrs["ctxnb"], sort_keys=True, default=str).encode()
+        table = table.replace_schema_metadata(meta)
     ds.write_dataset(
         table,
         out,

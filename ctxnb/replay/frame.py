@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from ..context import Context, prefix_reuse
-from ..prices import ModelPrice
+from ..prices import ModelPrice, recorded_cost
 from .model import Step, Trajectory
 
 if TYPE_CHECKING:
@@ -57,6 +57,8 @@ COLUMNS: tuple[str, ...] = (
     "cost_usd_uncached",
     "strategy_tokens",
     "strategy_cost_usd",
+    "recorded_cached_tokens",
+    "recorded_cost_usd",
 )
 
 
@@ -152,6 +154,10 @@ def row(
         else price.cost(cache_read=cache_read, new=total - cache_read, output=out, caching=False),
         "strategy_tokens": measure.strategy_tokens,
         "strategy_cost_usd": measure.strategy_cost,
+        # What the recorded call itself read from the cache and cost (the same for
+        # every strategy): the bill a replay's dollars are checked against.
+        "recorded_cached_tokens": usage.cached_tokens if usage is not None else None,
+        "recorded_cost_usd": recorded_cost(price, usage),
     }
 
 
@@ -165,9 +171,9 @@ def frame(rows: list[dict[str, Any]]) -> pd.DataFrame:
     ints += ["cache_read_tokens", "new_tokens", "strategy_tokens"]
     for c in ints:
         df[c] = df[c].astype("int64")
-    for c in ("prompt_tokens", "budget", "completion_tokens"):
+    for c in ("prompt_tokens", "budget", "completion_tokens", "recorded_cached_tokens"):
         df[c] = df[c].astype("Int64")
-    for c in ("cost_usd", "cost_usd_uncached", "strategy_cost_usd"):
+    for c in ("cost_usd", "cost_usd_uncached", "strategy_cost_usd", "recorded_cost_usd"):
         df[c] = df[c].astype("float64")
     df["over_budget"] = df["over_budget"].astype(bool)
     for c in ("trajectory", "source_format", "strategy", "tool", "context_hash"):

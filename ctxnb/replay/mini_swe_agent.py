@@ -164,8 +164,14 @@ def _usage(msg: dict[str, Any]) -> Usage | None:
     usage = response.get("usage") if isinstance(response, dict) else None
     if not isinstance(usage, dict):
         return None
+    details = usage.get("prompt_tokens_details")
+    cached = details.get("cached_tokens") if isinstance(details, dict) else None
+    cost = usage.get("cost")  # OpenRouter's bill for the call
     return Usage(
-        prompt_tokens=usage.get("prompt_tokens"), completion_tokens=usage.get("completion_tokens")
+        prompt_tokens=usage.get("prompt_tokens"),
+        completion_tokens=usage.get("completion_tokens"),
+        cached_tokens=cached if isinstance(cached, int) else None,
+        cost_usd=float(cost) if isinstance(cost, int | float) else None,
     )
 
 

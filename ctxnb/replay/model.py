@@ -105,10 +105,22 @@ class Usage(_Model):
     ``prompt_tokens`` is everything the model read for that call; for Anthropic usage
     that is ``input_tokens + cache_read_input_tokens + cache_creation_input_tokens``,
     because cached tokens are still in the context window.
+
+    Attributes:
+        cached_tokens: of the prompt, tokens read from the provider's cache.
+        cache_write_tokens: of the prompt, tokens written to the cache for 5 minutes
+            (Anthropic bills them at 1.25x input).
+        cache_write_1h_tokens: written for an hour (Anthropic: 2x input).
+        cost_usd: what the provider (or the router, e.g. OpenRouter) said the call
+            cost, when it said.
     """
 
     prompt_tokens: int | None = None
     completion_tokens: int | None = None
+    cached_tokens: int | None = None
+    cache_write_tokens: int | None = None
+    cache_write_1h_tokens: int | None = None
+    cost_usd: float | None = None
 
 
 class Action(_Model):

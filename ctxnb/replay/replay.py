@@ -612,7 +612,7 @@ def replay(
         trajectory = load(trajectory)
     strategies = list(strategies) if strategies is not None else default_strategies()
     table = resolve_prices(prices)
-    price = table.get(model) if model else table.find(trajectory.metadata.get("model"))
+    price = table.get(model) if model else table.price_or_warn(trajectory.metadata.get("model"))
     rows = []
     for step, label, ctx, losses, measure in _replay_measured(
         trajectory, strategies, budget, token_counter, None, files, hidden_prompt_tokens

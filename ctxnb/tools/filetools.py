@@ -1348,6 +1348,25 @@ def _partial(result: Any) -> bool:
     )
 
 
+def _command_text(result: dict[str, Any]) -> str:
+    """A command's result as a model reads a terminal: its output as plain text, then
+    what is not visible in it (exit status, a timeout, what ctxnb kept or put back)."""
+    text = str(result.get("stdout") or "") + str(result.get("stderr") or "")
+    notes = []
+    if result.get("timed_out"):
+        notes.append("[timed out]")
+    elif result.get("returncode") not in (0, None):
+        notes.append(f"[exit status {result.get('returncode')}]")
+    effects = result.get("effects") or {}
+    for key, label in (("changed", "changed"), ("reverted", "put back (outside the scope)")):
+        paths = [str(e.get("path")) for e in effects.get(key) or () if isinstance(e, dict)]
+        if paths:
+            notes.append(f"[{label}: {', '.join(paths)}]")
+    if notes:
+        text = (text if not text or text.endswith("\n") else text + "\n") + "\n".join(notes)
+    return text
+
+
 def _toolcall_content(result: Any, error: CtxnbError | None) -> str:
     if error is not None:
         code = _error_code(error)
@@ -1363,6 +1382,8 @@ def _toolcall_content(result: Any, error: CtxnbError | None) -> str:
         return result.message if not result.diff else f"{result.message}\n{result.diff}"
     if isinstance(result, DiffResult):
         return result.diff
+    if isinstance(result, dict) and "returncode" in result and "stdout" in result:
+        return _command_text(result)
     if isinstance(result, list):
         lines = []
         for item in result[:200]:

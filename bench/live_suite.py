@@ -1,0 +1,123 @@
+"""The live task suite under two strategies with the scripted model; recorded vs replayed dollars.
+
+1. Every task of ``ctxnb/data/live/suite.json`` under ``KeepAll()`` and
+   ``ObservationMasking(1)``, in one process: wall time per run (the baseline: one
+   scripted run of the sample task, timed in the same process first), solve rate with
+   its Wilson interval, mean dollars with a bootstrap interval, and the paired
+   comparison.
+2. Keep-all replay dollars against each recorded run's bill (``recorded_cost_usd``):
+   mini-swe-agent's 50 runs (OpenRouter's per-call cost) and the full Claude Code
+   session (its usage at the shipped prices, 1-hour cache writes at 2x input), the
+   latter with files as tool output only (``files="pool"``) and over the steps that
+   are model calls (a message with parallel tool calls is one call, several steps).
+
+Needs bubblewrap on PATH (the wheel's: see docs/sandbox.md). Run:
+``python bench/live_suite.py [--data tests/data/trajectories]``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import tempfile
+import time
+import warnings
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+import pandas as pd
+
+
+def suite() -> None:
+    from ctxnb.live import ScriptedModelServer, run_task, sample_task
+    from ctxnb.live.experiment import run_experiment
+    from ctxnb.live.run import sample_script
+    from ctxnb.live.stats import compare, summarize
+    from ctxnb.strategies import KeepAll, ObservationMasking
+
+    prices = {"ctxnb-scripted": {"input": 1, "cache_write": 1, "cache_read": 0.1, "output": 1}}
+    warm = tempfile.mkdtemp()
+    with ScriptedModelServer(sample_script()) as server:  # warm up: imports
+        run_task(warm, sample_task(warm), prices=prices, **server.model_args)
+    root = tempfile.mkdtemp()
+    t0 = time.perf_counter()
+    with ScriptedModelServer(sample_script()) as server:
+        run_task(root, sample_task(root), prices=prices, **server.model_args)
+    base = time.perf_counter() - t0
+    t0 = time.perf_counter()
+    df = run_experiment(strategies=[KeepAll(), ObservationMasking(1)])
+    took = time.perf_counter() - t0
+    print(
+        f"suite: {len(df)} runs in {took:.1f} s ({took / len(df):.2f} s per run; "
+        f"one sample-task run {base:.2f} s, ratio {took / len(df) / base:.2f})"
+    )
+    with pd.option_context("display.width", 200, "display.max_columns", 20):
+        print(
+            summarize(df)[
+                [
+                    "runs",
+                    "solved",
+                    "solve_rate",
+                    "solve_rate_lo",
+                    "solve_rate_hi",
+                    "cost_usd",
+                    "cost_usd_lo",
+                    "cost_usd_hi",
+                    "prompt_tokens",
+                    "cached_tokens",
+                ]
+            ]
+        )
+    print(compare(df, "keep-all", "observation-masking"))
+
+
+def share(df: pd.DataFrame, part: str, whole: str) -> float:
+    return float(df[part].sum() / df[whole].sum())
+
+
+def dollars(data: Path) -> None:
+    from ctxnb.replay import run_experiment
+    from ctxnb.strategies import KeepAll
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # every run must have a price
+        mini = run_experiment(
+            [data / "mini-swe-agent"], [KeepAll()], executor=ThreadPoolExecutor(1), progress=False
+        )
+    rep, rec = mini["cost_usd"].sum(), mini["recorded_cost_usd"].sum()
+    print(
+        f"mini-swe-agent: {mini['trajectory'].nunique()} runs, keep-all replay ${rep:.2f}, "
+        f"recorded ${rec:.2f}, ratio {rep / rec:.3f}; cache share replay "
+        f"{mini['cache_read_tokens'].sum() / mini['total_tokens'].sum():.3f}, recorded "
+        f"{mini['recorded_cached_tokens'].sum() / mini['prompt_tokens'].sum():.3f}"
+    )
+    cc = data / "claude-code" / "258c7280-ae70-4798-800f-63464d01a85d.jsonl"
+    for files in ("active", "pool"):
+        df = run_experiment(
+            [cc],
+            [KeepAll()],
+            executor=ThreadPoolExecutor(1),
+            progress=False,
+            files=files,
+            hidden_prompt_tokens="auto",
+        )
+        calls = df[df["recorded_cost_usd"].notna()]
+        print(
+            f"claude-code files={files}: all {len(df)} steps ${df['cost_usd'].sum():.2f}; "
+            f"the {len(calls)} model calls ${calls['cost_usd'].sum():.2f} vs recorded "
+            f"${calls['recorded_cost_usd'].sum():.2f} "
+            f"(ratio {calls['cost_usd'].sum() / calls['recorded_cost_usd'].sum():.3f}); "
+            f"cache share replay {share(calls, 'cache_read_tokens', 'total_tokens'):.3f}, "
+            f"recorded {share(calls, 'recorded_cached_tokens', 'prompt_tokens'):.3f}"
+        )
+
+
+if __name__ == "__main__":
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--data", type=Path, default=Path("tests/data/trajectories"))
+    ap.add_argument("--skip-suite", action="store_true")
+    ap.add_argument("--skip-dollars", action="store_true")
+    args = ap.parse_args()
+    if not args.skip_dollars:
+        dollars(args.data)
+    if not args.skip_suite:
+        suite()

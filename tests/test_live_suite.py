@@ -1,0 +1,179 @@
+"""The live task suite, run_experiment over tasks x strategies, and the statistics of its frame."""
+
+from __future__ import annotations
+
+import json
+import math
+import subprocess
+import sys
+from pathlib import Path
+
+import pandas as pd
+import pytest
+from _needs import has_module, require
+
+from ctxnb.live.stats import bootstrap_mean_ci, compare, mcnemar_exact, summarize, wilson
+from ctxnb.live.suite import load_suite
+
+
+def test_every_suite_task_starts_failing_and_its_recorded_fix_is_judged_as_noted(
+    tmp_path: Path,
+) -> None:
+    # The suite is data: check each task for real (plain Python, no agent): its test
+    # fails as shipped, the recorded fix makes it pass, and the hidden check fails
+    # exactly the fixes whose note says they overfit.
+    tasks = load_suite()
+    assert len(tasks) >= 20 and len({t.id for t in tasks}) == len(tasks)
+    for t in tasks:
+        task = t.materialize(tmp_path / t.id)
+        work = tmp_path / t.id / "work"
+        assert set(t.tests) <= set(t.files) and not set(t.hidden) & set(t.files)
+        before = subprocess.run(task.test, shell=True, cwd=work, capture_output=True)
+        assert before.returncode != 0, t.id
+        fix = t.script[1]["commands"][0]
+        assert subprocess.run(fix, shell=True, cwd=work, capture_output=True).returncode == 0
+        for rel, text in t.hidden.items():
+            (work / rel).write_text(text)
+        check = subprocess.run(t.check or "true", shell=True, cwd=work, capture_output=True)
+        assert (check.returncode == 0) == (not t.note), t.id
+
+
+def test_a_bad_suite_file_says_what_a_task_needs(tmp_path: Path) -> None:
+    bad = tmp_path / "suite.json"
+    bad.write_text(json.dumps({"tasks": [{"id": "x"}]}))
+    with pytest.raises(ValueError, match="task 0 .*needs id, prompt, files, test"):
+        load_suite(bad)
+    bad.write_text("[]")
+    with pytest.raises(ValueError, match="no tasks"):
+        load_suite(bad)
+
+
+@pytest.mark.slow
+def test_the_suite_runs_under_two_strategies_on_dask_and_in_process_alike(
+    live_deps: None, tmp_path: Path
+) -> None:
+    require(has_module("distributed"), "dask.distributed")
+    from distributed import Client, LocalCluster
+
+    from ctxnb.live.experiment import RUN_COLUMNS, run_experiment
+    from ctxnb.replay.experiment import write_parquet
+    from ctxnb.strategies import KeepAll, ObservationMasking
+
+    by_id = {t.id: t for t in load_suite()}
+    tasks = [by_id[i] for i in ("add", "leap", "mean", "title")]  # one overfit fix
+    strategies = [KeepAll(), ObservationMasking(1)]
+    local = run_experiment(tasks, strategies)
+    with (
+        LocalCluster(n_workers=1, threads_per_worker=2, processes=False) as cluster,
+        Client(cluster) as client,
+    ):
+        remote = run_experiment(tasks, strategies, executor=client)
+    assert list(local.columns) == list(RUN_COLUMNS)
+    pd.testing.assert_frame_equal(local, remote)
+    assert local.attrs == remote.attrs
+    assert len(local) == 8
+    solved = local.groupby("task")["solved"].all()
+    assert solved.to_dict() == {"add": True, "leap": False, "mean": True, "title": True}
+    assert not local["tests_tampered"].any() and (local["exit_status"] == "Submitted").all()
+    assert (local["cost_usd"] > 0).all() and (local["cached_tokens"] > 0).all()
+    # Masking sends fewer prompt tokens than keep-all on every task.
+    wide = local.pivot(index="task", columns="strategy", values="prompt_tokens")
+    assert (wide["observation-masking"] < wide["keep-all"]).all()
+    # Provenance: in the frame and in every Parquet file written from it.
+    prov = local.attrs["ctxnb"]
+    assert prov["ctxnb_version"] and len(prov["price_table_hash"]) == 64
+    assert [s["label"] for s in prov["strategies"]] == ["keep-all", "observation-masking"]
+    assert prov["strategies"][1]["params"] == {"keep_last": 1}
+    assert len(prov["inputs"]["suite"]) == 64 and prov["token_counter"]
+    import pyarrow.parquet as pq
+
+    out = write_parquet(local, tmp_path / "runs")
+    files = sorted(out.rglob("*.parquet"))
+    assert len(files) == 2
+    for f in files:
+        meta = json.loads(pq.read_schema(f).metadata[b"ctxnb"])
+        assert meta == json.loads(json.dumps(prov))
+    s = summarize(local)
+    assert s.loc["keep-all", "solve_rate"] == 0.75 and s.loc["keep-all", "unpriced_runs"] == 0
+    c = compare(local, "keep-all", "observation-masking")
+    assert c["pairs"] == 4 and c["only_a"] == c["only_b"] == 0 and c["p_mcnemar"] == 1.0
+
+
+def test_wilson_and_mcnemar_match_scipy() -> None:
+    scipy_stats = pytest.importorskip("scipy.stats", reason="scipy is the reference here")
+    for k, n in [(0, 5), (5, 5), (19, 22), (1, 40), (20, 44)]:
+        ci = scipy_stats.binomtest(k, n).proportion_ci(method="wilson")
+        lo, hi = wilson(k, n)
+        assert lo == pytest.approx(ci.low, abs=1e-9) and hi == pytest.approx(ci.high, abs=1e-9)
+    for a, b in [(0, 5), (3, 9), (7, 7), (1, 0)]:
+        ref = scipy_stats.binomtest(min(a, b), a + b, 0.5).pvalue
+        assert mcnemar_exact(a, b) == pytest.approx(ref)
+    assert mcnemar_exact(0, 0) == 1.0 and all(math.isnan(x) for x in wilson(0, 0))
+
+
+def test_bootstrap_intervals_are_seeded_cover_the_mean_and_keep_nan() -> None:
+    xs = [0.1, 0.2, 0.2, 0.4, 1.5, 0.3, 0.25]
+    lo, hi = bootstrap_mean_ci(xs)
+    assert lo < sum(xs) / len(xs) < hi and (lo, hi) == bootstrap_mean_ci(xs)
+    assert all(math.isnan(v) for v in bootstrap_mean_ci([0.1, float("nan")]))
+
+
+def _frame(rows: list[tuple[str, str, int, bool, float]]) -> pd.DataFrame:
+    return pd.DataFrame(
+        [
+            {
+                "task": t,
+                "strategy": s,
+                "repeat": r,
+                "solved": ok,
+                "cost_usd": c,
+                "tests_tampered": False,
+                "steps": 3,
+                "prompt_tokens": 100,
+                "cached_tokens": 50,
+            }
+            for t, s, r, ok, c in rows
+        ]
+    )
+
+
+def test_compare_pairs_runs_by_task_and_repeat() -> None:
+    rows = []
+    for i in range(8):
+        rows.append((f"t{i}", "a", 0, True, 1.0))
+        rows.append((f"t{i}", "b", 0, i < 2, 2.0))  # b fails 6 tasks a solves
+    df = _frame(rows)
+    c = compare(df, "a", "b")
+    assert (c["both"], c["only_a"], c["only_b"], c["neither"]) == (2, 6, 0, 0)
+    assert c["p_mcnemar"] == pytest.approx(2 / 2**6)
+    assert c["cost_diff_usd"] == -1.0 and c["cost_diff_lo"] == c["cost_diff_hi"] == -1.0
+    s = summarize(df)
+    assert (
+        s.loc["b", "solved"] == 2
+        and s.loc["b", "solve_rate_lo"] < 0.25 < s.loc["b", "solve_rate_hi"]
+    )
+    with pytest.raises(ValueError, match="share no"):
+        compare(df, "a", "c")
+
+
+def test_summarize_keeps_an_unpriced_run_out_of_the_mean() -> None:
+    df = _frame([("t0", "a", 0, True, 1.0), ("t1", "a", 0, True, float("nan"))])
+    s = summarize(df).loc["a"]
+    assert s["unpriced_runs"] == 1 and math.isnan(s["cost_usd"]) and math.isnan(s["cost_usd_lo"])
+
+
+def test_doctests() -> None:
+    import doctest
+
+    import ctxnb.live.stats
+    import ctxnb.live.suite
+    import ctxnb.replay.provenance
+
+    for m in (ctxnb.live.stats, ctxnb.live.suite, ctxnb.replay.provenance):
+        assert doctest.testmod(m).failed == 0, m.__name__
+
+
+def test_the_module_imports_without_dask_or_litellm() -> None:
+    code = "import sys, ctxnb.live.experiment, ctxnb.live.stats; print('litellm' in sys.modules)"
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "False"
