@@ -36,6 +36,7 @@ from ..prices import resolve_prices
 from ..replay._shell import FileMemory, parse_command
 from ..replay.model import Action, Step, Trajectory, Usage
 from ..strategies import ContextStrategy, KeepAll
+from ..tools.filetools import command_text
 from .verdict import judge, pristine_files, refused_tests, touched_tests
 
 if TYPE_CHECKING:
@@ -480,7 +481,9 @@ def build_agent(
             if answer.get("ok"):
                 res = answer["result"]
                 output = {
-                    "output": (res.get("stdout") or "") + (res.get("stderr") or ""),
+                    # What the model reads of it in the context: output, then exit
+                    # status and what was committed or dropped.
+                    "output": command_text(res),
                     "returncode": res.get("returncode"),
                     "exception_info": "",
                 }

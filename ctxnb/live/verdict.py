@@ -19,7 +19,7 @@ not solved, whatever the verdict.
 
 Example:
     >>> pristine = {"test_a.py": b"assert True\\n"}
-    >>> touched_tests({"changed": [{"path": "test_a.py"}], "reverted": []}, pristine)
+    >>> touched_tests({"changed": [{"path": "test_a.py"}], "dropped": []}, pristine)
     ['test_a.py']
 """
 
@@ -82,9 +82,10 @@ def pristine_files(
 
 
 def touched_tests(effects: Mapping[str, Any], pristine: Mapping[str, bytes]) -> list[str]:
-    """The test files one command's effects name (kept, put back or not put back)."""
+    """The test files one command's effects name (committed, or dropped: a change to a
+    test is tampering even when the sandbox did not let it reach the workspace)."""
     out: list[str] = []
-    for key in ("changed", "reverted", "not_reverted"):
+    for key in ("changed", "dropped"):
         for entry in effects.get(key) or ():
             path = entry.get("path") if isinstance(entry, Mapping) else entry
             if isinstance(path, str) and os.path.normpath(path) in pristine and path not in out:

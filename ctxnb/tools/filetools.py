@@ -1348,9 +1348,10 @@ def _partial(result: Any) -> bool:
     )
 
 
-def _command_text(result: dict[str, Any]) -> str:
+def command_text(result: dict[str, Any]) -> str:
     """A command's result as a model reads a terminal: its output as plain text, then
-    what is not visible in it (exit status, a timeout, what ctxnb kept or put back)."""
+    what is not visible in it (exit status, a timeout, what ctxnb committed, and what
+    it dropped and why)."""
     text = str(result.get("stdout") or "") + str(result.get("stderr") or "")
     notes = []
     if result.get("timed_out"):
@@ -1358,10 +1359,16 @@ def _command_text(result: dict[str, Any]) -> str:
     elif result.get("returncode") not in (0, None):
         notes.append(f"[exit status {result.get('returncode')}]")
     effects = result.get("effects") or {}
-    for key, label in (("changed", "changed"), ("reverted", "put back (outside the scope)")):
-        paths = [str(e.get("path")) for e in effects.get(key) or () if isinstance(e, dict)]
-        if paths:
-            notes.append(f"[{label}: {', '.join(paths)}]")
+    changed = [str(e.get("path")) for e in effects.get("changed") or () if isinstance(e, dict)]
+    if changed:
+        notes.append(f"[changed: {', '.join(changed)}]")
+    dropped = [
+        f"{e.get('path')} ({e.get('reason')})"
+        for e in effects.get("dropped") or ()
+        if isinstance(e, dict)
+    ]
+    if dropped:
+        notes.append(f"[not committed: {'; '.join(dropped)}]")
     if notes:
         text = (text if not text or text.endswith("\n") else text + "\n") + "\n".join(notes)
     return text
@@ -1383,7 +1390,7 @@ def _toolcall_content(result: Any, error: CtxnbError | None) -> str:
     if isinstance(result, DiffResult):
         return result.diff
     if isinstance(result, dict) and "returncode" in result and "stdout" in result:
-        return _command_text(result)
+        return command_text(result)
     if isinstance(result, list):
         lines = []
         for item in result[:200]:
