@@ -659,6 +659,7 @@ class ObjectStore:
             data = fmt.to_table(fmt.encode(list(batch.values())))
         with self._mu:
             self._check_open()
+            written: str | None = None  # a segment renamed into place, not yet logged
             self._writer_fd = self._lock(WRITER_LOCK, self._writer_fd)
             try:
                 self._refresh(force=True)
@@ -688,6 +689,7 @@ class ObjectStore:
                     final = os.path.join(self._dir, SEGMENTS, name)
                     table = fmt.with_tx(data, tx_id, now)
                     size = fmt.write_segment(table, self._tmp_name(SEGMENTS, name), final)
+                    written = final
                     entry = tlog.TxEntry(
                         tx_id, entry.time_us, len(batch), f"{SEGMENTS}/{name}", size
                     )
@@ -695,9 +697,9 @@ class ObjectStore:
                     pending = _PendingSegment(table)
                 self._append_log(line)
             except OSError as exc:
-                if entry.file is not None:
+                if written is not None:
                     # Not committed: outside readers of the Parquet files must not see it.
-                    _unlink(self._abs(entry.file))
+                    _unlink(written)
                 raise StoreError(f"cannot commit to {self._dir}: {exc}") from exc
             finally:
                 fcntl.flock(self._writer_fd, fcntl.LOCK_UN)

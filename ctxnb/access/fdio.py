@@ -69,7 +69,6 @@ from pathlib import Path
 from typing import Literal, NoReturn
 
 from ..errors import NotFoundError, PolicyError
-from ._replace import replace_checked
 from .rules import TEMP_PREFIX, PathRules, SafePath, _build_spec, _deny, _Parsed, _Root, _short
 
 __all__ = ["FileEntry", "PathPolicy"]
@@ -417,6 +416,9 @@ class PathPolicy(PathRules):
                 if mode == "create":
                     self._link_new(parent, tmp, p)
                 elif check_replaced:
+                    # Imported here: the Claude Code hook's policy path never writes.
+                    from ._replace import replace_checked
+
                     replace_checked(
                         parent,
                         tmp,
