@@ -187,6 +187,42 @@ def fmt_t(seconds: float) -> str:
     return f"{seconds:8.2f} s "
 
 
+def open_cost_by_history(counts: list[int], reps: int = 5) -> None:
+    """Opening a compacted store against the number of transactions ever committed.
+
+    The log is written with the store's own line format (one inline transaction of one
+    small document per line, then a compaction by ObjectStore), because committing
+    each with an fsync would take most of the run; opening reads it the same way.
+    """
+    from ctxnb import _storelog as tlog
+
+    print("open cost against history (compacted store, one small doc per transaction)")
+    base = None
+    for n in counts:
+        work = Path(tempfile.mkdtemp(prefix="ctxnb-bench-log-"))
+        ObjectStore(work).close()
+        with open(work / "txlog", "ab") as f:
+            t0 = 1_735_689_600_000_000
+            for tx in range(1, n + 1):
+                doc = {"xt/id": f"f{tx % 500}", "type": "file", "content": f"x = {tx}\n"}
+                f.write(tlog.txdocs_line(tx, t0 + tx, [json.dumps(doc).encode()]))
+        (work / "writer.lock").write_bytes(b"")  # no mark: the log above is the truth
+        with ObjectStore(work, fold_after=None) as store:
+            store.compact()
+        size = (work / "txlog").stat().st_size
+
+        def open_close(work: Path = work) -> None:
+            ObjectStore(work, fold_after=None).close()
+
+        t = statistics.median(timed(open_close, reps))
+        base = base or t
+        print(
+            f"  {n:>9,} transactions  log {size / 1e6:7.1f} MB  open {fmt_t(t)}"
+            f"  ({t / base:.1f}x the first)"
+        )
+        shutil.rmtree(work, ignore_errors=True)
+
+
 def main(argv: list[str] | None = None) -> None:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--objects", type=int, default=100_000)
@@ -196,7 +232,16 @@ def main(argv: list[str] | None = None) -> None:
     p.add_argument("--quick", action="store_true", help="2,000 objects, 20,000 versions")
     p.add_argument("--dir", type=Path, help="work directory (default: a temp dir, removed)")
     p.add_argument("--seed", type=int, default=7)
+    p.add_argument(
+        "--history",
+        type=int,
+        nargs="*",
+        help="only time opening a store after these many transactions (e.g. 1000 1000000)",
+    )
     a = p.parse_args(argv)
+    if a.history:
+        open_cost_by_history(a.history)
+        return
     if a.quick:
         a.objects, a.versions, a.tx_size, a.samples = 2_000, 20_000, 2_000, 500
     a.versions = max(a.versions, a.objects)

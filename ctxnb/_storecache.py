@@ -78,7 +78,8 @@ def compressor(zdict: bytes) -> zstandard.ZstdCompressor:
         level=LEVEL,
         dict_data=_zdict(zdict),
         write_content_size=True,
-        write_checksum=False,
+        # 4 bytes a frame: a flipped bit is an error, not a silently different document.
+        write_checksum=True,
         write_dict_id=False,
     )
 
@@ -142,13 +143,16 @@ class DocsFile:
         "zdict",
     )
 
-    def __init__(self, path: str, expected_rows: int) -> None:
+    def __init__(self, path: str, expected_rows: int, max_tx: int = 2**62) -> None:
         self.path = path
         try:
             self._mm = pa.memory_map(path, "r")
             reader = pa.ipc.open_file(self._mm)
             schema = reader.schema
             batches = [reader.get_batch(i) for i in range(reader.num_record_batches)]
+            for b in batches:
+                # Damaged offsets would otherwise be followed out of the mapping.
+                b.validate(full=True)
         except (OSError, pa.ArrowException) as exc:
             raise CorruptStoreError(f"{path} cannot be read ({exc})", path=path) from exc
         meta = schema.metadata or {}
@@ -193,7 +197,18 @@ class DocsFile:
         self.txs = _values_view(self._tx_array, "q")
         if self.rows:
             ids = self.ids()
-            change = pc.not_equal(ids.slice(1), ids.slice(0, self.rows - 1))
+            prev, nxt = ids.slice(0, self.rows - 1), ids.slice(1)
+            same = pc.equal(prev, nxt)
+            later = pc.less(self._tx_array.slice(0, self.rows - 1), self._tx_array.slice(1))
+            # Rows sorted by id, then tx, with txs in the log's range: cheap checks that
+            # a damaged id or tx column is refused (and rebuilt) instead of misread.
+            if not (
+                pc.all(pc.less_equal(prev, nxt)).as_py() is not False
+                and pc.all(pc.or_(pc.invert(same), later)).as_py() is not False
+                and 1 <= pc.min(self._tx_array).as_py() <= pc.max(self._tx_array).as_py() <= max_tx
+            ):
+                raise CorruptStoreError(f"{path}: its rows are out of order", path=path)
+            change = pc.invert(same)
             bounds = pc.add(pc.indices_nonzero(change), 1).to_pylist()
             uniq = pc.take(ids, pa.array([0, *bounds], pa.int64())).to_pylist()
             self.starts: list[int] = [0, *bounds, self.rows]
@@ -216,7 +231,14 @@ class DocsFile:
 
     def raw(self, row: int) -> bytes:
         """The JSON bytes of one row."""
-        return self._decompress(self.stored(row))  # type: ignore[no-any-return]
+        try:
+            return self._decompress(self.stored(row))  # type: ignore[no-any-return]
+        except zstandard.ZstdError as exc:
+            raise CorruptStoreError(
+                f"{self.path} row {row} is damaged ({exc}); delete this file and reopen the "
+                "store to rebuild it from its snapshot",
+                path=self.path,
+            ) from exc
 
     def stored(self, row: int) -> memoryview:
         """One row's document as stored (a zstd frame in layout 2)."""

@@ -29,10 +29,12 @@ from ._fsync import background
 from .errors import CorruptStoreError, StoreError
 
 FORMAT_NAME = "ctxnb-store"
-FORMAT_VERSION = 2
+FORMAT_VERSION = 3
 # The first format whose log may carry inline transactions (``"op":"txdocs"``). A
 # format-1 store stays format 1 until its first inline transaction.
 INLINE_FORMAT_VERSION = 2
+# The first format whose log may carry folds (``"op":"fold"``), marked the same way.
+FOLD_FORMAT_VERSION = 3
 META_KEY = b"ctxnb.store.format"
 
 ID_KEY = "xt/id"
@@ -454,6 +456,12 @@ def _open_parquet(path: str) -> pq.ParquetFile:
             "key); move it out of the store directory",
             path=path,
         )
+    if not pf.schema_arrow.equals(SCHEMA, check_metadata=False):
+        raise CorruptStoreError(
+            f"{path} does not have the store's schema; the file is damaged. Restore it "
+            "from a backup",
+            path=path,
+        )
     return pf
 
 
@@ -471,7 +479,8 @@ def read_parquet(path: str, *, columns: Iterable[str] | None = None) -> pa.Table
         return _open_parquet(path).read(columns=list(columns) if columns is not None else None)
     except (FileNotFoundError, CorruptStoreError):
         raise
-    except (OSError, pa.ArrowException) as exc:
+    except (OSError, pa.ArrowException, UnicodeDecodeError) as exc:
+        # (a damaged schema's names or metadata fail to decode as UTF-8)
         raise _damaged(path, exc) from exc
 
 
@@ -483,7 +492,8 @@ def row_groups(path: str) -> Iterator[pa.Table]:
             yield pf.read_row_group(i, use_threads=False).replace_schema_metadata(SCHEMA.metadata)
     except (FileNotFoundError, CorruptStoreError):
         raise
-    except (OSError, pa.ArrowException) as exc:
+    except (OSError, pa.ArrowException, UnicodeDecodeError) as exc:
+        # (a damaged schema's names or metadata fail to decode as UTF-8)
         raise _damaged(path, exc) from exc
 
 

@@ -14,6 +14,7 @@ from __future__ import annotations
 import json
 import os
 import re
+import zlib
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import Any
@@ -64,17 +65,45 @@ class CompactEntry:
     replaces: tuple[str, ...]
 
 
-Entry = TxEntry | CompactEntry
+@dataclass(frozen=True)
+class FoldEntry:
+    """A committed fold: ``file`` holds the inline transactions ``first..upto``.
+
+    Nothing is replaced: the documents stay in their ``txdocs`` lines too, so a fold
+    changes no reader's answer; it puts those versions in Parquet for outside readers.
+    """
+
+    first: int
+    upto: int
+    file: str
+    size: int
+    rows: int
+
+
+Entry = TxEntry | CompactEntry | FoldEntry
+
+
+# Every line written since format 3 starts with its op and a CRC-32 of the rest of the
+# line: a flipped bit in a document or a time is refused instead of read as committed.
+_SEALED = re.compile(rb'\{"op":"[a-z]+","crc":"([0-9a-f]{8})",')
+
+
+def _sealed(op: str, rest: bytes) -> bytes:
+    """``{"op":…,"crc":…,`` + ``rest`` (the line's other keys and its closing brace)."""
+    return b'{"op":"%s","crc":"%08x",%s\n' % (op.encode(), zlib.crc32(rest), rest)
+
+
+def _json_line(op: str, obj: dict[str, Any]) -> bytes:
+    return _sealed(op, json.dumps(obj, separators=(",", ":")).encode()[1:])
 
 
 def tx_line(e: TxEntry) -> bytes:
-    obj = {"op": "tx", "tx": e.tx, "t": e.time_us, "n": e.count, "file": e.file, "size": e.size}
-    return (json.dumps(obj, separators=(",", ":")) + "\n").encode()
+    obj = {"tx": e.tx, "t": e.time_us, "n": e.count, "file": e.file, "size": e.size}
+    return _json_line("tx", obj)
 
 
 def compact_line(e: CompactEntry) -> bytes:
     obj = {
-        "op": "compact",
         "upto": e.upto,
         "file": e.file,
         "size": e.size,
@@ -83,7 +112,12 @@ def compact_line(e: CompactEntry) -> bytes:
         "rows": e.rows,
         "replaces": list(e.replaces),
     }
-    return (json.dumps(obj, separators=(",", ":")) + "\n").encode()
+    return _json_line("compact", obj)
+
+
+def fold_line(e: FoldEntry) -> bytes:
+    obj = {"first": e.first, "upto": e.upto, "file": e.file, "size": e.size, "rows": e.rows}
+    return _json_line("fold", obj)
 
 
 TXDOCS_PREFIX = b'{"op":"txdocs",'
@@ -98,8 +132,8 @@ def txdocs_line(tx: int, time_us: int, blobs: list[bytes]) -> bytes:
     without decoding its documents (see :func:`parse`). JSON text never holds a raw
     newline, so the line stays one line.
     """
-    head = b'%s"tx":%d,"t":%d,"n":%d' % (TXDOCS_PREFIX, tx, time_us, len(blobs))
-    return head + _DOCS_KEY + b",".join(blobs) + b"]}\n"
+    head = b'"tx":%d,"t":%d,"n":%d' % (tx, time_us, len(blobs))
+    return _sealed("txdocs", head + _DOCS_KEY + b",".join(blobs) + b"]}")
 
 
 def _compacted_upto(lines: list[bytes]) -> int:
@@ -142,6 +176,13 @@ def parse(data: bytes, *, log_path: str, first_line: int, next_tx: int) -> list[
     covered = _compacted_upto(lines)
     for raw in lines:
         lineno += 1
+        sealed = _SEALED.match(raw)
+        if sealed is not None and int(sealed.group(1), 16) != zlib.crc32(raw[sealed.end() :]):
+            raise CorruptStoreError(
+                f"{log_path} line {lineno} fails its checksum: its bytes changed after it "
+                f"was committed ({raw[:120]!r}). Restore the log from a backup",
+                path=log_path,
+            )
         try:
             obj = None
             if covered and raw.startswith(TXDOCS_PREFIX):
@@ -166,8 +207,9 @@ def parse(data: bytes, *, log_path: str, first_line: int, next_tx: int) -> list[
                 )
             next_tx += 1
         elif entry.upto >= next_tx:
+            what = "compaction" if isinstance(entry, CompactEntry) else "fold"
             raise CorruptStoreError(
-                f"{log_path} line {lineno}: compaction up to tx {entry.upto} names a "
+                f"{log_path} line {lineno}: {what} up to tx {entry.upto} names a "
                 "transaction that is not in the log; the transaction log is damaged",
                 path=log_path,
             )
@@ -209,6 +251,18 @@ def _entry(obj: Any) -> Entry:
             docs_size=_int(obj["docs_size"]),
             rows=_int(obj["rows"]),
             replaces=tuple(replaces),
+        )
+    if op == "fold":
+        _check_name(obj["file"], "segments/", SEG_RE)
+        first, upto = _int(obj["first"]), _int(obj["upto"])
+        if not 1 <= first <= upto:
+            raise ValueError(f"bad fold range {first}..{upto}")
+        return FoldEntry(
+            first=first,
+            upto=upto,
+            file=obj["file"],
+            size=_int(obj["size"]),
+            rows=_int(obj["rows"]),
         )
     if op == "txdocs":
         count = _int(obj["n"])

@@ -233,6 +233,7 @@ _PLUGIN_MODULES: dict[str, str] = {
     "mcp": "ctxnb.integrations.cli",
     "replay": "ctxnb.replay.cli",
     "sandbox": "ctxnb.govern.cli",
+    "trace": "ctxnb.govern.cli",
 }
 
 

@@ -144,6 +144,9 @@ class StaleFileError(PolicyError):
             required_action="Read the file again and recompute the edit from its current content.",
             details={"expected_sha256": expected, "actual_sha256": actual},
         )
+        # The bytes another program saved while a governed write was in progress (see
+        # ctxnb.access.fdio), so that the caller keeps them as a version.
+        self.outside: bytes | None = None
 
 
 class PatchError(CtxnbError, ValueError):

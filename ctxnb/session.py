@@ -535,7 +535,10 @@ class Session:
                 sp["content_hash"] = content_hash(_payload(sp))
                 docs.append(sp)
                 self._sp_dirty = False
-            return self.store.put(docs)
+            tx = self.store.put(docs)
+            # A saved session is in Parquet for outside readers (docs/store-format.md).
+            self.store.fold()
+            return tx
 
     # -- metadata ----------------------------------------------------------------------------
     def _meta_for(self, doc: dict[str, Any], *, orphaned: bool) -> MetaEntry:

@@ -42,6 +42,7 @@ import pyarrow.compute as pc
 from . import _storecache as cache
 from . import _storecompact as compaction
 from . import _storefmt as fmt
+from . import _storeguard as guard
 from . import _storelog as tlog
 from .errors import CorruptStoreError, StoreError
 from .model import OBJECT_TYPES, model_for_type
@@ -63,6 +64,11 @@ _RETRIES = 8
 # the log stays cheap to read, large enough for a tool's write of a source file.
 INLINE_MAX_BYTES = 32 * 1024
 _INLINE_MAX_DOCS = 256
+# Inline transactions are folded into a Parquet file (see ObjectStore.fold) once this
+# many wait, or this many seconds after the first of them: outside readers of the
+# Parquet files never lag further behind. A fold costs about one segment commit.
+FOLD_EVERY_TX = 64
+FOLD_AFTER_SECONDS = 30.0
 
 
 @dataclass(frozen=True)
@@ -143,8 +149,12 @@ class ObjectStore:
         create: create the directory if it does not exist (else raise StoreError).
         clock: returns the current time as an aware datetime; tx times come from it.
         inline_max_bytes: a transaction whose documents' JSON is at most this many
-            bytes is committed inline, in its log line, until the next compaction folds
-            it into the snapshot; 0 writes every transaction as a Parquet segment.
+            bytes is committed inline, in its log line, and reaches Parquet at the next
+            :meth:`fold`; 0 writes every transaction as a Parquet segment.
+        fold_every: fold once this many inline transactions wait (see :meth:`fold`).
+        fold_after: seconds after an inline commit by which a background timer folds
+            it; None: no timer (folds happen at ``fold_every``, :meth:`fold` and
+            :meth:`close`).
 
     Raises:
         StoreError: no store at ``path`` and ``create`` is false.
@@ -168,11 +178,21 @@ class ObjectStore:
         create: bool = True,
         clock: Callable[[], datetime] | None = None,
         inline_max_bytes: int = INLINE_MAX_BYTES,
+        fold_every: int = FOLD_EVERY_TX,
+        fold_after: float | None = FOLD_AFTER_SECONDS,
     ) -> None:
         self.path = Path(path)
         self._dir = str(self.path)
         self._clock = clock or _default_clock
         self._inline_max = inline_max_bytes
+        self._fold_every = max(1, fold_every)
+        self._fold_after = fold_after
+        self._fold_timer: threading.Timer | None = None
+        # Live folds (newer than the snapshot) by file, the last tx they or the snapshot
+        # cover, and the inline transactions after it (not in any Parquet file yet).
+        self._folds: dict[str, tlog.FoldEntry] = {}
+        self._folded_upto = 0
+        self._unfolded: list[int] = []
         self._marker_version = fmt.FORMAT_VERSION
         self._mu = threading.RLock()
         self._closed = False
@@ -252,16 +272,38 @@ class ObjectStore:
         self._check_marker(marker)
         for sub in (SEGMENTS, SNAPSHOTS):
             os.makedirs(os.path.join(self._dir, sub), exist_ok=True)
+        # Read before the log: a commit after this only moves the log further ahead.
+        committed_end = guard.read_mark(os.path.join(self._dir, WRITER_LOCK))
         if not os.path.exists(self._log_path):
-            if self._has_data_files():
+            if self._has_data_files() or committed_end:
                 raise CorruptStoreError(
-                    f"{self._log_path} is missing but the store has data files; without "
+                    f"{self._log_path} is missing but the store has committed data; without "
                     "the log no transaction can be trusted. Restore it from a backup",
                     path=self._log_path,
                 )
             os.close(os.open(self._log_path, os.O_WRONLY | os.O_CREAT, 0o644))
         self._check_layout()
+        files = guard.data_files(self._dir)
         self._refresh(force=True)
+        if committed_end > self._log_offset:
+            raise CorruptStoreError(
+                f"{self._log_path} ends its committed lines at byte {self._log_offset}, but "
+                f"transactions were committed up to byte {committed_end} (recorded in "
+                f"{WRITER_LOCK}): the log was cut short or replaced, and opening it would "
+                "lose them. Restore the log from a backup",
+                path=self._log_path,
+            )
+        self._refuse_files_ahead(files)
+
+    def _refuse_files_ahead(self, files: list[tuple[str, int, int]]) -> None:
+        ahead = guard.ahead_of_log(files, len(self._txs))
+        if ahead is not None:
+            raise CorruptStoreError(
+                f"{ahead} was written after transaction {len(self._txs)}, the last one "
+                f"{self._log_path} holds: the log lost committed lines. Restore the log "
+                "from a backup",
+                path=self._log_path,
+            )
 
     def _init_dir(self, marker: str) -> None:
         # The marker's bytes first (a .tmp- name nobody reads), so that the moment
@@ -325,14 +367,15 @@ class ObjectStore:
         self._marker_version = version
 
     def _upgrade_marker(self) -> None:
-        """Mark a format-1 store as format 2 before its first inline transaction.
+        """Mark an older store with the current format before its first inline
+        transaction or fold.
 
-        A ctxnb that reads only format 1 then asks to be upgraded instead of reading
-        the store without its inline transactions. Needs the writer lock.
+        A ctxnb that reads only an older format then asks to be upgraded instead of
+        reading the store without its inline transactions. Needs the writer lock.
         """
         marker = os.path.join(self._dir, MARKER)
         self._check_marker(marker)  # another process may have done it already
-        if self._marker_version < fmt.INLINE_FORMAT_VERSION:
+        if self._marker_version < fmt.FORMAT_VERSION:
             self._publish_marker(self._marker_tmp(), marker)
 
     def _has_data_files(self) -> bool:
@@ -475,6 +518,15 @@ class ObjectStore:
         for e, docs in loaded:
             self._segments[e.tx] = e
             self._add_overlay(e.tx, docs)
+            if e.file is None:
+                self._unfolded.append(e.tx)
+        for e in entries:
+            if isinstance(e, tlog.FoldEntry) and e.upto > upto:
+                self._folds[e.file] = e
+        if new_snap is not None:
+            self._folds = {f: e for f, e in self._folds.items() if e.upto > upto}
+        self._folded_upto = max([upto, *(e.upto for e in self._folds.values())])
+        self._unfolded = [tx for tx in self._unfolded if tx > self._folded_upto]
         if len(loaded) > 1:
             # Decoding many segments leaves freed buffers in Arrow's allocator; give them
             # back, so that a store opened once does not keep its peak.
@@ -515,6 +567,12 @@ class ObjectStore:
                 f"{path} has {table.num_rows} rows but tx {e.tx} committed {e.count}",
                 path=path,
             )
+        if table.num_rows and not pc.all(pc.equal(table.column("tx_id"), e.tx)).as_py():
+            raise CorruptStoreError(
+                f"{path} holds rows of another transaction than tx {e.tx}, which names it; "
+                "restore it from a backup",
+                path=path,
+            )
         return table
 
     def _open_docs(self, e: tlog.CompactEntry) -> cache.DocsFile:
@@ -530,14 +588,14 @@ class ObjectStore:
         try:
             if os.path.getsize(docs_path) != e.docs_size:
                 raise CorruptStoreError(f"{docs_path} has the wrong size", path=docs_path)
-            return cache.DocsFile(docs_path, e.rows)
+            return cache.DocsFile(docs_path, e.rows, e.upto)
         except (CorruptStoreError, FileNotFoundError) as exc:
             if not os.path.exists(parquet):
                 raise
             # The doc cache is derived from the snapshot Parquet: rebuild it.
             log.warning("rebuilding the doc cache %s from %s (%s)", docs_path, parquet, exc)
             self._rebuild_docs(parquet, docs_path)
-            return cache.DocsFile(docs_path, e.rows)
+            return cache.DocsFile(docs_path, e.rows, e.upto)
 
     def _rebuild_docs(self, parquet: str, docs_path: str) -> None:
         """Write the doc cache of a snapshot from its Parquet, one row group at a time."""
@@ -614,6 +672,7 @@ class ObjectStore:
             data = fmt.to_table(fmt.encode(list(batch.values())))
         with self._mu:
             self._check_open()
+            written: str | None = None  # a segment renamed into place, not yet logged
             self._writer_fd = self._lock(WRITER_LOCK, self._writer_fd)
             try:
                 self._refresh(force=True)
@@ -643,6 +702,7 @@ class ObjectStore:
                     final = os.path.join(self._dir, SEGMENTS, name)
                     table = fmt.with_tx(data, tx_id, now)
                     size = fmt.write_segment(table, self._tmp_name(SEGMENTS, name), final)
+                    written = final
                     entry = tlog.TxEntry(
                         tx_id, entry.time_us, len(batch), f"{SEGMENTS}/{name}", size
                     )
@@ -650,16 +710,117 @@ class ObjectStore:
                     pending = _PendingSegment(table)
                 self._append_log(line)
             except OSError as exc:
+                if written is not None:
+                    # Not committed: outside readers of the Parquet files must not see it.
+                    _unlink(written)
                 raise StoreError(f"cannot commit to {self._dir}: {exc}") from exc
             finally:
                 fcntl.flock(self._writer_fd, fcntl.LOCK_UN)
             if batch:
                 self._segments[tx_id] = entry
                 self._add_overlay(tx_id, pending)
+                if blobs is not None:
+                    self._unfolded.append(tx_id)
             record = TxRecord(tx_id, tlog.from_us(entry.time_us), len(batch))
             self._txs.append(record)
             self._tx_times.append(record.tx_time)
+            self._after_commit()
             return record
+
+    def _after_commit(self) -> None:
+        """Keep outside readers' lag bounded, without folding on every write."""
+        if len(self._unfolded) >= self._fold_every:
+            self._fold(wait=False)
+        elif self._unfolded and self._fold_after is not None and self._fold_timer is None:
+            timer = threading.Timer(self._fold_after, self._fold_on_timer)
+            timer.daemon = True
+            self._fold_timer = timer
+            timer.start()
+
+    def _fold_on_timer(self) -> None:
+        with self._mu:
+            self._fold_timer = None
+            if self._closed:
+                return
+            try:
+                self.fold()
+            except (StoreError, OSError) as exc:
+                # Nothing is lost (the log holds the documents); the next fold retries.
+                log.warning("could not fold inline transactions of %s: %s", self._dir, exc)
+
+    def fold(self) -> int:
+        """Write the inline transactions not yet in Parquet into one Parquet file.
+
+        Small transactions commit inline, in their log line (one fsync). A fold puts
+        their versions into one segment file as well, so that every committed version
+        is in a Parquet file that pandas, DuckDB or Spark read without ctxnb. Nothing
+        ctxnb reads changes. It runs by itself once ``fold_every`` inline transactions
+        wait, ``fold_after`` seconds after an inline commit, at :meth:`close`, after
+        ``Workspace.index()`` and at a session's save; its cost is about one segment
+        commit, whatever the size of the store.
+
+        Returns:
+            How many transactions were folded (0: nothing waited).
+
+        Example:
+            >>> import glob, tempfile
+            >>> import pandas as pd
+            >>> store = ObjectStore(tempfile.mkdtemp())
+            >>> _ = store.put([{"xt/id": "a", "type": "note", "v": 1}])
+            >>> store.fold()
+            1
+            >>> files = glob.glob(f"{store.path}/*/*.parquet")
+            >>> pd.concat(pd.read_parquet(f) for f in files)["xt_id"].tolist()
+            ['a']
+        """
+        return self._fold(wait=True)
+
+    def _fold(self, *, wait: bool) -> int:
+        with self._mu:
+            self._check_open()
+            fd = os.open(os.path.join(self._dir, COMPACT_LOCK), os.O_RDWR | os.O_CREAT, 0o644)
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX | (0 if wait else fcntl.LOCK_NB))
+            except BlockingIOError:
+                # A compaction is running: a commit does not wait for it (the
+                # compaction or the next commit folds these transactions).
+                os.close(fd)
+                return 0
+            try:
+                # Under the writer lock: another process's first commit removes segment
+                # files the log does not name yet.
+                self._writer_fd = self._lock(WRITER_LOCK, self._writer_fd)
+                try:
+                    self._refresh(force=True)
+                    todo = list(self._unfolded)
+                    if not todo:
+                        return 0
+                    self._truncate_torn_tail()
+                    table = pa.concat_tables([self._pending[tx].table for tx in todo])
+                    name = f"seg-{todo[-1]:012d}-{secrets.token_hex(4)}.parquet"
+                    final = os.path.join(self._dir, SEGMENTS, name)
+                    size = fmt.write_segment(table, self._tmp_name(SEGMENTS, name), final)
+                    entry = tlog.FoldEntry(
+                        todo[0], todo[-1], f"{SEGMENTS}/{name}", size, table.num_rows
+                    )
+                    try:
+                        if self._marker_version < fmt.FOLD_FORMAT_VERSION:
+                            self._upgrade_marker()
+                        self._append_log(tlog.fold_line(entry))
+                    except BaseException:
+                        _unlink(final)  # not committed: no outside reader may count it
+                        raise
+                    self._apply([entry], self._log_offset, 0)
+                    return len(todo)
+                except OSError as exc:
+                    raise StoreError(
+                        f"cannot fold inline transactions in {self._dir}: {exc}"
+                    ) from exc
+                finally:
+                    fcntl.flock(self._writer_fd, fcntl.LOCK_UN)
+            finally:
+                fcntl.flock(fd, fcntl.LOCK_UN)
+                os.close(fd)
 
     def _inline_blobs(self, batch: Mapping[str, Mapping[str, Any]]) -> list[bytes] | None:
         """The documents' JSON when the transaction is small enough to commit inline."""
@@ -695,6 +856,9 @@ class ObjectStore:
         self._log_offset += len(line)
         self._log_lines += 1
         self._seen_size = self._log_offset
+        if self._writer_fd is not None:
+            # After the log's fsync, so never ahead of a durable log (see _storeguard).
+            os.pwrite(self._writer_fd, guard.mark(self._log_offset), 0)
 
     def _truncate_torn_tail(self) -> None:
         # Bytes after the last newline are a line a crashed writer never finished: it was
@@ -707,6 +871,7 @@ class ObjectStore:
     def _cleanup_segments(self) -> None:
         """Remove segment files the log does not reference (needs the writer lock)."""
         live = {os.path.basename(e.file) for e in self._segments.values() if e.file}
+        live |= {os.path.basename(f) for f in self._folds}
         folder = os.path.join(self._dir, SEGMENTS)
         removed = 0
         for name in os.listdir(folder):
@@ -757,10 +922,12 @@ class ObjectStore:
                 0,
             )
         upto = len(self._txs)
-        replaced = [s.file for s in segs if s.file]
+        replaced = [s.file for s in segs if s.file] + sorted(self._folds)
         if snap is not None:
             replaced += [snap.entry.file, snap.entry.docs]
-        bytes_before = sum(os.path.getsize(self._abs(f)) for f in replaced)
+        bytes_before = sum(
+            os.path.getsize(self._abs(f)) for f in replaced if os.path.exists(self._abs(f))
+        )
         pending = [self._pending[s.tx].table for s in segs if s.tx in self._pending]
         new = pa.concat_tables(pending) if pending else fmt.SCHEMA.empty_table()
         if new.num_rows != sum(s.count for s in segs):
@@ -798,6 +965,9 @@ class ObjectStore:
             self._truncate_torn_tail()
             self._append_log(tlog.compact_line(entry))
             self._apply([entry], self._log_offset, 0)
+            # Segments of commits that failed or crashed, which outside readers of the
+            # Parquet files would count (the writer lock keeps out the one in flight).
+            self._cleanup_segments()
         finally:
             fcntl.flock(self._writer_fd, fcntl.LOCK_UN)
         self._seen_size = self._log_offset
@@ -810,7 +980,13 @@ class ObjectStore:
         )
 
     def _cleanup_snapshots(self) -> None:
-        """Remove snapshot files no longer current (needs the compaction lock)."""
+        """Remove snapshot files no longer current (needs the compaction lock).
+
+        Never one that the log cannot account for: that one holds data the log lost.
+        """
+        files = [f for f in guard.data_files(self._dir) if f[2] == 0]
+        self._refresh()
+        self._refuse_files_ahead(files)
         snap = self._snap
         live = (
             {os.path.basename(snap.entry.file), os.path.basename(snap.entry.docs)}
@@ -1125,10 +1301,23 @@ class ObjectStore:
             raise StoreError(f"the store at {self._dir} is closed; open it again")
 
     def close(self) -> None:
-        """Release files and memory maps. Safe to call twice."""
+        """Fold what waits (see :meth:`fold`), release files and memory maps.
+
+        Safe to call twice.
+        """
         with self._mu:
             if self._closed:
                 return
+            if self._fold_timer is not None:
+                self._fold_timer.cancel()
+                self._fold_timer = None
+            if self._unfolded:
+                try:
+                    self._fold(wait=True)
+                except (StoreError, OSError) as exc:
+                    # The log still holds every document: nothing is lost, the
+                    # Parquet files lag until the next fold.
+                    log.warning("could not fold inline transactions of %s: %s", self._dir, exc)
             self._closed = True
             for fd in (self._log_fd, self._writer_fd):
                 if fd is not None:

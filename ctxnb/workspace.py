@@ -96,6 +96,8 @@ class Workspace(Access):
         # Every scan and every open reads each transaction not yet compacted; indexing
         # is the natural moment to fold them into the snapshot.
         self.store.maybe_compact(self.config.index.compact_after)
+        # ... and after it every version is in a Parquet file outside readers see.
+        self.store.fold()
         return report
 
     def get(self, path: str | os.PathLike[str]) -> dict[str, Any]:

@@ -235,6 +235,22 @@ def test_post_write_of_a_new_file_traces_every_line(ws, payloads, run, trace_sch
     assert record["metadata"]["intent_id"] == "INT-001"
 
 
+def test_post_write_records_the_transcript_and_keeps_the_chain(ws, payloads, run, capsys):
+    main(["hook", "select-intent", "INT-001", "--session", "s-t", "-w", str(ws)])
+    new = ws / "inventory" / "export.py"
+    new.write_text("x = 1\n")
+    post = payloads("post-write", ws, file_path=str(new))
+    post["session_id"] = "s-t"
+    post["tool_response"]["filePath"] = str(new)
+    post["transcript_path"] = str(ws.parent / "transcripts" / "s-t.jsonl")
+    assert run(post).exit_code == 0
+    (record,) = _trace(ws)
+    conv = record["files"][0]["conversations"][0]
+    assert conv["url"] == (ws.parent / "transcripts" / "s-t.jsonl").as_uri()
+    capsys.readouterr()
+    assert main(["trace", "verify", str(ws)]) == 0
+
+
 def test_post_hooks_keep_every_version_and_the_store_compacted(ws, payloads):
     # Each hook is a new process that opens the store, and opening reads every
     # transaction not yet compacted: the post hook compacts past `compact_after`.

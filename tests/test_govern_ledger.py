@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import doctest
+import hashlib
 import json
 import os
 import subprocess
@@ -472,3 +473,146 @@ def test_head_revision_cache_follows_new_commits(tmp_path):
     (tmp_path / "a.txt").write_text("3\n")
     git("commit", "-q", "-am", "three")
     assert git_head_revision(tmp_path) == git("rev-parse", "HEAD")
+
+
+# --- the hash chain and `ctxnb trace verify` ------------------------------------------------
+
+
+def _chained_ledger(root: Path, n: int = 6) -> Path:
+    ledger = TraceLedger(root / ".orchestration" / "agent_trace.jsonl")
+    for i in range(n):
+        ledger.append(
+            build_trace_record(
+                file_path=f"src/f{i}.py",
+                ranges=[(1, 1)],
+                new_text=f"x = {i}\n",
+                intent_id="INT-1",
+                session_id="s",
+                model_id=None,
+                repo_root=None,
+            )
+        )
+    return ledger.path
+
+
+def _verify(root: Path, capsys: pytest.CaptureFixture[str]) -> tuple[int, str]:
+    from ctxnb.cli import main
+
+    code = main(["trace", "verify", str(root)])
+    out = capsys.readouterr()
+    return code, out.out + out.err
+
+
+def test_every_record_links_to_the_line_before_and_stays_schema_valid(tmp_path: Path) -> None:
+    path = _chained_ledger(tmp_path)
+    raw = path.read_bytes().splitlines()
+    validator = shared_validator()
+    prev = "sha256:" + hashlib.sha256(b"").hexdigest()
+    for line in raw:
+        record = json.loads(line)
+        assert not list(validator.iter_errors(record))
+        assert record["metadata"]["prev_hash"] == prev
+        prev = "sha256:" + hashlib.sha256(line).hexdigest()
+
+
+def _forge(lines: list[bytes], how: str) -> tuple[list[bytes], int]:
+    """The forged ledger's lines and the line `trace verify` must name."""
+    out = list(lines)
+    if how == "edit":
+        out[2] = out[2].replace(b"src/f2.py", b"src/f9.py")
+        return out, 3
+    if how == "edit-last":
+        out[-1] = out[-1].replace(b"src/f5.py", b"src/f9.py")
+        return out, len(lines)
+    if how == "insert-copy":
+        out.insert(3, lines[0])
+        return out, 4
+    if how == "insert-forged":
+        forged = json.loads(lines[1])
+        forged["metadata"]["prev_hash"] = "sha256:" + "0" * 64
+        out.insert(3, json.dumps(forged).encode())
+        return out, 4
+    if how == "append":
+        forged = json.loads(lines[-1])
+        forged["metadata"]["prev_hash"] = "sha256:" + hashlib.sha256(lines[-1]).hexdigest()
+        out.append(json.dumps(forged, separators=(",", ":")).encode())
+        return out, len(lines) + 1
+    if how == "delete":
+        del out[3]
+        return out, 3
+    if how == "delete-first":
+        del out[0]
+        return out, 1
+    if how == "delete-last":
+        del out[-1]
+        return out, len(lines)
+    if how == "reorder":
+        out[2], out[3] = out[3], out[2]
+        return out, 3
+    raise AssertionError(how)
+
+
+FORGERIES = [
+    "edit",
+    "edit-last",
+    "insert-copy",
+    "insert-forged",
+    "append",
+    "delete",
+    "delete-first",
+    "delete-last",
+    "reorder",
+]
+
+
+@pytest.mark.parametrize("how", FORGERIES)
+def test_trace_verify_names_the_first_forged_line(
+    how: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    path = _chained_ledger(tmp_path)
+    assert _verify(tmp_path, capsys)[0] == 0
+    lines, bad = _forge(path.read_bytes().splitlines(), how)
+    path.write_bytes(b"".join(line + b"\n" for line in lines))
+    code, text = _verify(tmp_path, capsys)
+    assert code == 1
+    assert f"agent_trace.jsonl:{bad}: " in text, text
+
+
+def test_trace_verify_accepts_a_line_cut_by_a_crash(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    path = _chained_ledger(tmp_path, 2)
+    with path.open("ab") as f:
+        f.write(b'{"version":"0.1.0","id":')  # a writer killed mid-line
+    _chained_ledger(tmp_path, 2)  # the next appends link to the cut line as it is
+    code, text = _verify(tmp_path, capsys)
+    assert code == 0 and "cut by a crash): [3]" in text, text
+    lines = path.read_bytes().splitlines()
+    del lines[2]  # removing the cut line is a deletion like any other
+    path.write_bytes(b"".join(line + b"\n" for line in lines))
+    assert _verify(tmp_path, capsys)[0] == 1
+
+
+def test_trace_verify_needs_the_head_to_rule_out_a_cut_end(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    path = _chained_ledger(tmp_path, 3)
+    path.with_name(path.name + ".head").unlink()
+    code, text = _verify(tmp_path, capsys)
+    assert code == 1 and ".head is missing" in text
+
+
+def test_conversation_url_is_recorded_and_schema_valid() -> None:
+    rec = build_trace_record(
+        file_path="a.py",
+        ranges=[(1, 1)],
+        new_text="x\n",
+        intent_id="I",
+        session_id=None,
+        model_id=None,
+        repo_root=None,
+        conversation_url="file:///home/u/.claude/projects/p/abc.jsonl",
+    )
+    conv = rec["files"][0]["conversations"][0]
+    assert conv["url"] == "file:///home/u/.claude/projects/p/abc.jsonl"
+    assert not list(shared_validator().iter_errors(rec))

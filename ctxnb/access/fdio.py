@@ -340,6 +340,8 @@ class PathPolicy(PathRules):
         mode: WriteMode = "truncate",
         make_parents: bool = False,
         durable_waits: list[Callable[[], None]] | None = None,
+        check_replaced: bool = False,
+        expected_sha256: str | None = None,
     ) -> SafePath:
         """Replace (or create) a file so that readers see all-old or all-new content.
 
@@ -362,12 +364,21 @@ class PathPolicy(PathRules):
                 is appended here: the caller does its next work meanwhile and calls it
                 before it reports the write as done. The file's own data is fsynced
                 before the rename either way.
+            check_replaced: right before the rename, check the file being replaced
+                again: the same file as when the write began (inode, size, mtime), with
+                the content ``expected_sha256`` (when given), or still no file if there
+                was none. Where Linux allows, the new file is swapped in and the one it
+                displaced is checked too, so a save landing in between is put back.
+            expected_sha256: the SHA-256 of the content the new bytes were computed from;
+                with ``check_replaced``, None means they were computed for a new file.
 
         Returns:
             The :class:`SafePath` written.
 
         Raises:
             PolicyError: ``PATH_DENIED``, or ``FILE_EXISTS`` for ``mode="create"``.
+            StaleFileError: ``check_replaced`` found the file changed by someone else;
+                nothing was written and ``.outside`` holds the bytes found.
             NotFoundError: a parent directory is missing and ``make_parents`` is false.
 
         Example:
@@ -404,6 +415,19 @@ class PathPolicy(PathRules):
             try:
                 if mode == "create":
                     self._link_new(parent, tmp, p)
+                elif check_replaced:
+                    # Imported here: the Claude Code hook's policy path never writes.
+                    from ._replace import replace_checked
+
+                    replace_checked(
+                        parent,
+                        tmp,
+                        name,
+                        rel=p.safe.rel,
+                        began=old,
+                        expected_sha256=expected_sha256,
+                    )
+                    tmp = ""
                 else:
                     os.rename(tmp, name, src_dir_fd=parent, dst_dir_fd=parent)
                     tmp = ""

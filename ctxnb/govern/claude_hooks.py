@@ -906,6 +906,7 @@ def _post_tool_use(ctx: _Context) -> HookResult:
             repo_root=ctx.root,
             tool=tool,
             extra_metadata=meta,
+            conversation_url=_transcript_url(ctx.payload.get("transcript_path")),
         )
         TraceLedger(ctx.root / _ORCHESTRATION / "agent_trace.jsonl").append(record)
     except (CtxnbError, ValueError, OSError) as e:
@@ -1240,3 +1241,10 @@ def _write_text_atomic(path: Path, text: str) -> None:
     except BaseException:
         tmp.unlink(missing_ok=True)
         raise
+
+
+def _transcript_url(path: Any) -> str | None:
+    """The ``file://`` URI of Claude Code's transcript (``transcript_path``), if absolute."""
+    if isinstance(path, str) and os.path.isabs(path):
+        return Path(path).as_uri()
+    return None

@@ -52,6 +52,28 @@ def _cmd_init_governance(ns: argparse.Namespace) -> int:
     return 0
 
 
+@command("trace", help="check the Agent Trace ledger's hash chain (trace verify)")
+@arg("action", choices=("verify",), help="verify: exit 0 if no line was forged, 1 if one was")
+@arg("path", nargs="?", default=None, help="workspace directory (default: current)")
+def _cmd_trace(ns: argparse.Namespace) -> int:
+    """Check that no line of .orchestration/agent_trace.jsonl was edited, inserted,
+    deleted or moved since ctxnb appended it; name the first bad line if one was."""
+    from .chain import verify_ledger
+
+    root = os.path.abspath(ns.path or os.getcwd())
+    if not os.path.isdir(root):
+        from ..errors import NotFoundError
+
+        raise NotFoundError(f"{root} is not a directory; pass a workspace")
+    ledger = os.path.join(root, ".orchestration", "agent_trace.jsonl")
+    report = verify_ledger(ledger)
+    if report.ok:
+        _out(f"{ledger}: {report.message}")
+        return 0
+    sys.stderr.write(f"{ledger}:{report.first_bad_line}: {report.message}\n")
+    return 1
+
+
 @command(
     "hook",
     help="answer a Claude Code hook event (JSON on stdin), select a session's intent, "

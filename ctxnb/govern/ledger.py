@@ -57,6 +57,7 @@ from urllib.parse import quote, unquote
 
 from .._jsonl import SkippedLine, iter_jsonl
 from ..errors import StoreError
+from . import chain
 
 try:
     import fcntl
@@ -131,6 +132,7 @@ def build_trace_record(
     mutation_class: str | None = None,
     extra_metadata: Mapping[str, Any] | None = None,
     clock: Callable[[], datetime] | None = None,
+    conversation_url: str | None = None,
 ) -> dict[str, Any]:
     """One Agent Trace 0.1.0 record for a change to one file.
 
@@ -152,6 +154,9 @@ def build_trace_record(
         mutation_class: ``AST_REFACTOR`` or ``INTENT_EVOLUTION``.
         extra_metadata: more keys for ``metadata``; may not reuse ctxnb's keys.
         clock: returns the current time (timezone-aware; naive means UTC).
+        conversation_url: where the conversation that made the change can be read
+            (a URL, or a ``file://`` URI of a transcript), when the client gives one;
+            it becomes the conversation's ``url``.
 
     Raises:
         ValueError: a range is outside ``new_text`` or reversed, the path leaves
@@ -220,7 +225,12 @@ def build_trace_record(
         {
             "path": rel_path,
             "conversations": [
-                {"contributor": contributor, "ranges": out_ranges, "related": related}
+                {
+                    **({"url": conversation_url} if conversation_url else {}),
+                    "contributor": contributor,
+                    "ranges": out_ranges,
+                    "related": related,
+                }
             ],
         }
     ]
@@ -719,10 +729,9 @@ class TraceLedger:
         # Imported here: compiling the rules costs the Claude Code hook process start-up.
         from ..redaction import redact_data
 
-        line = json.dumps(
-            redact_data(record), ensure_ascii=False, separators=(",", ":"), allow_nan=False
-        )
-        data = line.encode("utf-8") + b"\n"
+        redacted = redact_data(record)
+        meta = redacted.get("metadata")
+        redacted["metadata"] = dict(meta) if isinstance(meta, Mapping) else {}
         self.path.parent.mkdir(parents=True, exist_ok=True)
         fd = os.open(self.path, os.O_RDWR | os.O_APPEND | os.O_CREAT, 0o644)
         try:
@@ -731,6 +740,10 @@ class TraceLedger:
                 # lines; the lock dies with its process, so a crash cannot leave it held.
                 fcntl.flock(fd, fcntl.LOCK_EX)
             size = os.fstat(fd).st_size
+            # The hash chain (see ctxnb.govern.chain): a link to the line before.
+            redacted["metadata"][chain.PREV_KEY] = chain.line_hash(chain.last_line(fd, size))
+            line = json.dumps(redacted, ensure_ascii=False, separators=(",", ":"), allow_nan=False)
+            data = line.encode("utf-8") + b"\n"
             # A crash mid-write may have left a line without its newline; start ours on
             # a fresh line so the cut line cannot swallow it.
             if size and os.pread(fd, 1, size - 1) != b"\n":
@@ -738,6 +751,7 @@ class TraceLedger:
             written = os.write(fd, data)
             while written < len(data):  # only on a full disk or a signal; finish the line
                 written += os.write(fd, data[written:])
+            chain.write_head(self.path, size + len(data), line.encode("utf-8"))
             if not wait:
                 # Imported here: the Claude Code hook process appends with wait=True and
                 # does not pay for a thread pool's imports.

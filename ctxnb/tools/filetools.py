@@ -466,7 +466,17 @@ class FileTools:
                 mode="create" if mode == "create" else "truncate",
                 make_parents=old is None,
                 durable_waits=call.durable_waits,
+                # An active (unsaved) copy is not what is on disk: only its identity
+                # could be checked, so the check is left to the next read.
+                check_replaced=rel not in self._active,
+                expected_sha256=call.before_sha256,
             )
+        except StaleFileError as exc:
+            # Another program saved the file during this write: its version is kept on
+            # disk, and in the store, and the edit is refused as stale.
+            if exc.outside is not None:
+                self._index_bytes(rel, exc.outside)
+            raise
         except FileExistsError:
             raise PolicyError(
                 "FILE_EXISTS",

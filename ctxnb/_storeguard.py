@@ -1,0 +1,86 @@
+"""Evidence, outside the transaction log, that the log lost committed lines.
+
+Private to :mod:`ctxnb.store`. The log is the only record of what was committed; a log
+cut short, emptied or replaced by an older copy would otherwise open as a smaller (or
+empty) store, and the next compaction would delete the snapshot it no longer names.
+Two witnesses say so instead:
+
+- the *mark*: after every commit the writer writes the end offset of its log line into
+  ``writer.lock`` (which it holds open anyway; no fsync: it is written after the log's
+  fsync, so it is never ahead of a durable log, only sometimes behind it);
+- the data files' names: a snapshot ``snap-<upto>-…`` or segment ``seg-<tx>-…`` is only
+  ever written for a transaction the log already holds (a segment for the next one, by
+  a writer that crashed before its line).
+
+A damaged mark is ignored (the log alone is then the evidence); a mark ahead of the log,
+or a file ahead of it, makes the store refuse to open, naming the file.
+"""
+
+from __future__ import annotations
+
+import os
+import zlib
+
+from . import _storelog as tlog
+
+_PREFIX = b"ctxnb-txlog-end "
+
+
+def mark(end: int) -> bytes:
+    """The mark for a log whose last commit ends at byte ``end`` (fixed width)."""
+    body = b"%s%020d" % (_PREFIX, end)
+    return b"%s %08x\n" % (body, zlib.crc32(body))
+
+
+def read_mark(path: str) -> int:
+    """The end offset a lock file records; 0 when it is absent or damaged."""
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW)
+    except OSError:
+        return 0
+    try:
+        raw = os.pread(fd, 64, 0)
+    finally:
+        os.close(fd)
+    line = raw.split(b"\n", 1)[0]
+    body, _, crc = line.rpartition(b" ")
+    if not body.startswith(_PREFIX):
+        return 0
+    try:
+        if int(crc, 16) != zlib.crc32(body):
+            return 0
+        return int(body[len(_PREFIX) :])
+    except ValueError:
+        return 0
+
+
+def data_files(store_dir: str) -> list[tuple[str, int, int]]:
+    """(path, tx in its name, slack) of every snapshot and segment file.
+
+    List them *before* reading the log: a legitimate file is then either covered by
+    the log that is read next or it is the one segment whose line is being written.
+    """
+    out = []
+    for sub, patterns, slack in (
+        ("snapshots", (tlog.SNAP_RE, tlog.DOCS_RE), 0),
+        ("segments", (tlog.SEG_RE,), 1),
+    ):
+        folder = os.path.join(store_dir, sub)
+        for name in sorted(os.listdir(folder)):
+            for pattern in patterns:
+                m = pattern.fullmatch(name)
+                if m is not None:
+                    out.append((os.path.join(folder, name), int(m.group(1)), slack))
+    return out
+
+
+def ahead_of_log(files: list[tuple[str, int, int]], latest_tx: int) -> str | None:
+    """The first of ``files`` written for a transaction the log does not hold.
+
+    Such a file proves that the log lost lines: nothing writes one before the log
+    holds the transactions it covers (but the one being committed).
+    """
+    for path, tx, slack in files:
+        if tx > latest_tx + slack:
+            return path
+    return None

@@ -1,0 +1,222 @@
+"""The trace ledger's hash chain: every record names the hash of the line before it.
+
+Each record that :class:`ctxnb.govern.ledger.TraceLedger` appends carries
+``metadata.prev_hash``: ``"sha256:"`` and the SHA-256 of the previous line's bytes
+exactly as they are in the file (without the newline), or of nothing for the first
+line. ``metadata`` is the Agent Trace schema's place for such data, so records stay
+valid. A *head* file next to the ledger (``agent_trace.jsonl.head``) holds the byte
+length of the ledger and the hash of its last line after every append, so that a
+line removed from the end is noticed too.
+
+:func:`verify_ledger` walks the file: a line edited, inserted, deleted or moved breaks
+the link of the line after it (or the head), and the first broken line is named. A
+line a crash cut short (not JSON) is kept in the chain: the next record links to it as
+it is, so it is reported but is not a forgery. Records written before ctxnb kept the
+chain (no ``prev_hash``) are accepted up to the first chained one.
+
+Example:
+    >>> import pathlib, tempfile
+    >>> from ctxnb.govern.ledger import TraceLedger, build_trace_record
+    >>> ledger = TraceLedger(pathlib.Path(tempfile.mkdtemp()) / "agent_trace.jsonl")
+    >>> for n in (1, 2):
+    ...     ledger.append(build_trace_record(
+    ...         file_path=f"f{n}.py", ranges=[], new_text="", intent_id="I",
+    ...         session_id=None, model_id=None, repo_root=None))
+    >>> verify_ledger(ledger.path).ok
+    True
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+from dataclasses import dataclass, field
+from pathlib import Path
+
+__all__ = ["ChainReport", "line_hash", "verify_ledger"]
+
+PREV_KEY = "prev_hash"
+_HEAD_SUFFIX = ".head"
+
+
+def line_hash(line: bytes) -> str:
+    """``"sha256:<hex>"`` of one line's bytes (without its newline)."""
+    return "sha256:" + hashlib.sha256(line).hexdigest()
+
+
+GENESIS = line_hash(b"")
+
+
+def head_path(ledger: Path) -> Path:
+    return ledger.with_name(ledger.name + _HEAD_SUFFIX)
+
+
+def last_line(fd: int, size: int) -> bytes:
+    """The file's last line, complete or cut (b"" for an empty file)."""
+    end = size - 1 if size and os.pread(fd, 1, size - 1) == b"\n" else size
+    pos, tail, chunk = end, b"", 4096
+    while pos > 0:
+        start = max(0, pos - chunk)
+        tail = os.pread(fd, pos - start, start) + tail
+        pos = start
+        cut = tail.rfind(b"\n")
+        if cut >= 0:
+            return tail[cut + 1 :]
+        chunk *= 2
+    return tail
+
+
+def write_head(ledger: Path, end: int, last: bytes) -> None:
+    """Record the ledger's length and last line (the caller holds the ledger's lock).
+
+    Fixed width, overwritten in place: no rename, so one ``pwrite`` per append. It
+    is evidence, not data: not fsynced, so after a power loss it may lag the ledger,
+    which :func:`verify_ledger` accepts.
+    """
+    body = b"%020d %s\n" % (end, line_hash(last).encode())
+    fd = os.open(head_path(ledger), os.O_WRONLY | os.O_CREAT | os.O_NOFOLLOW, 0o644)
+    try:
+        os.pwrite(fd, body, 0)
+    finally:
+        os.close(fd)
+
+
+def _read_head(ledger: Path) -> tuple[int, str] | None:
+    try:
+        raw = head_path(ledger).read_bytes()
+    except FileNotFoundError:
+        return None
+    parts = raw.split(b"\n", 1)[0].split(b" ")
+    if len(parts) != 2 or not parts[0].isdigit():
+        return (-1, "")
+    return int(parts[0]), parts[1].decode("ascii", "replace")
+
+
+def _prev_of(raw: bytes) -> str | None:
+    try:
+        rec = json.loads(raw)
+    except ValueError:
+        return None
+    meta = rec.get("metadata") if isinstance(rec, dict) else None
+    got = meta.get(PREV_KEY) if isinstance(meta, dict) else None
+    return got if isinstance(got, str) else None
+
+
+def _diagnose(lines: list[bytes], n: int, got: str) -> tuple[int, str]:
+    """The first bad line when line ``n``'s link (``got``) does not match line n-1."""
+    hashes = [line_hash(raw) for raw in lines]
+    before = hashes[n - 2] if n > 1 else GENESIS
+    if n < len(lines) and _prev_of(lines[n]) == before:
+        return n, f"line {n} was inserted: line {n + 1} links to line {n - 1}"
+    if got == GENESIS or got in hashes:
+        return n, f"line {n} was moved or copied here: it links to another line than {n - 1}"
+    return (
+        max(1, n - 1),
+        f"line {max(1, n - 1)} was edited, or a line after it was deleted: line {n} "
+        f"links to {got[:19]}…, which no line of the ledger hashes to",
+    )
+
+
+@dataclass
+class ChainReport:
+    """What :func:`verify_ledger` found.
+
+    Attributes:
+        ok: the chain is intact.
+        lines: lines in the ledger.
+        first_bad_line: 1-based number of the first line that breaks the chain.
+        message: what is wrong there (or a summary when ``ok``).
+        unreadable: lines that are not records (cut by a crash), kept in the chain.
+        unchained: leading records written before ctxnb kept the chain.
+    """
+
+    ok: bool
+    lines: int
+    first_bad_line: int | None = None
+    message: str = ""
+    unreadable: list[int] = field(default_factory=list)
+    unchained: int = 0
+
+
+def verify_ledger(path: str | os.PathLike[str]) -> ChainReport:
+    """Check the hash chain of a trace ledger and its head.
+
+    Example:
+        >>> import pathlib, tempfile
+        >>> verify_ledger(pathlib.Path(tempfile.mkdtemp()) / "none.jsonl").ok
+        True
+    """
+    ledger = Path(path)
+    try:
+        data = ledger.read_bytes()
+    except FileNotFoundError:
+        data = b""
+    lines = data.split(b"\n")
+    if lines and lines[-1] == b"":
+        lines.pop()
+    report = ChainReport(ok=True, lines=len(lines))
+
+    def bad(n: int, msg: str) -> ChainReport:
+        report.ok, report.first_bad_line, report.message = False, n, msg
+        return report
+
+    prev, chained = GENESIS, False
+    for n, raw in enumerate(lines, 1):
+        try:
+            rec = json.loads(raw)
+        except ValueError:
+            rec = None
+        if not isinstance(rec, dict):
+            report.unreadable.append(n)
+            prev = line_hash(raw)
+            continue
+        meta = rec.get("metadata")
+        got = meta.get(PREV_KEY) if isinstance(meta, dict) else None
+        if got is None:
+            if chained:
+                return bad(n, f"line {n} has no {PREV_KEY}: it was inserted or edited")
+            report.unchained += 1
+        elif got != prev:
+            return bad(*_diagnose(lines, n, got))
+        else:
+            chained = True
+        prev = line_hash(raw)
+    head = _read_head(ledger)
+    if head is None:
+        if chained:
+            return bad(
+                len(lines) + 1,
+                f"{head_path(ledger).name} is missing, so lines removed from the end "
+                "cannot be ruled out",
+            )
+    else:
+        end, last = head
+        if end < 0:
+            return bad(len(lines) + 1, f"{head_path(ledger).name} is damaged")
+        if end > len(data):
+            return bad(
+                len(lines) + 1,
+                f"the ledger is {len(data)} bytes but had {end} after its last append: "
+                f"lines from line {len(lines) + 1} on were deleted",
+            )
+        before = data[:end]
+        n_head = before.count(b"\n")
+        if not before.endswith(b"\n") or line_hash(before[:-1].rsplit(b"\n", 1)[-1]) != last:
+            return bad(
+                max(1, n_head),
+                f"line {max(1, n_head)} is not the line the last append ended with "
+                f"(recorded in {head_path(ledger).name})",
+            )
+        if end < len(data):
+            return bad(
+                n_head + 1,
+                f"line {n_head + 1} was added after the last append ctxnb recorded "
+                f"(in {head_path(ledger).name}): it was not written by ctxnb",
+            )
+    report.message = (
+        f"{len(lines)} lines, chain intact"
+        + (f"; {report.unchained} written before the chain" if report.unchained else "")
+        + (f"; unreadable (cut by a crash): {report.unreadable}" if report.unreadable else "")
+    )
+    return report
