@@ -254,7 +254,7 @@ def heldout_cases(seed: int = 2929) -> tuple[list[HeldCase], list[HeldCase]]:
     add(
         "libpq-keywords",
         "pg.sh",
-        f"psql \"host=db port=5432 dbname=app user=app password={v} sslmode=require\"\n",
+        f'psql "host=db port=5432 dbname=app user=app password={v} sslmode=require"\n',
         v,
     )
     v = g.s(40, URLS)
@@ -298,7 +298,12 @@ def heldout_cases(seed: int = 2929) -> tuple[list[HeldCase], list[HeldCase]]:
     a, b = g.s(9), g.s(9)
     add("php-concat", "secret.php", f"<?php\n$secret = '{a}' . '{b}';\n", a, b)
     v = g.word_pw()
-    add("python-low-entropy", "settings.py", f'DATABASES = {{"default": {{"PASSWORD": "{v}"}}}}\n', v)
+    add(
+        "python-low-entropy",
+        "settings.py",
+        f'DATABASES = {{"default": {{"PASSWORD": "{v}"}}}}\n',
+        v,
+    )
     a, b = g.s(10), g.s(10)
     add("python-concat", "keys.py", f'API_SECRET = "{a}" + "{b}"\n', a, b)
     a, b = g.s(10), g.s(10)
@@ -354,7 +359,7 @@ def heldout_cases(seed: int = 2929) -> tuple[list[HeldCase], list[HeldCase]]:
     add(
         "gitlab-ci-script",
         ".gitlab-ci.yml",
-        f"deploy:\n  script:\n    - curl -H \"PRIVATE-TOKEN: {v}\" https://gl.local/api\n",
+        f'deploy:\n  script:\n    - curl -H "PRIVATE-TOKEN: {v}" https://gl.local/api\n',
         v,
     )
     v = g.word_pw()
@@ -414,11 +419,18 @@ def heldout_cases(seed: int = 2929) -> tuple[list[HeldCase], list[HeldCase]]:
     )
     alike("github-actions-secret-ref", "ci.yml", "env:\n  NPM_TOKEN: ${{ secrets.NPM_TOKEN }}\n")
     alike("helm-template", "secret.tpl", "password: {{ .Values.db.password | quote }}\n")
-    alike("k8s-secret-ref", "deploy.yaml", "env:\n  - name: DB_PASSWORD\n    valueFrom:\n"
-          "      secretKeyRef:\n        name: db\n        key: password\n")
+    alike(
+        "k8s-secret-ref",
+        "deploy.yaml",
+        "env:\n  - name: DB_PASSWORD\n    valueFrom:\n"
+        "      secretKeyRef:\n        name: db\n        key: password\n",
+    )
     alike("terraform-var-ref", "main.tf", "  password = var.db_password\n")
-    alike("terraform-sensitive-no-default", "vars.tf",
-          'variable "api_token" {\n  type      = string\n  sensitive = true\n}\n')
+    alike(
+        "terraform-sensitive-no-default",
+        "vars.tf",
+        'variable "api_token" {\n  type      = string\n  sensitive = true\n}\n',
+    )
     alike("vault-ref", "app.yml", "password: vault:secret/data/db#password\n")
     alike("empty-password", "app.ini", "[db]\npassword =\n")
     alike("masked-password", "log.txt", "login ok, password=********\n")
