@@ -146,12 +146,14 @@ def _cmd_restore(ns: argparse.Namespace) -> int:
 @arg("--as-of", type=int, default=None, help="the version current at this transaction id")
 def _cmd_show(ns: argparse.Namespace) -> int:
     from .errors import NotFoundError
+    from .redaction import redact_data
 
     with _workspace(ns.workspace) as ws:
         doc = ws.store.as_of(ns.id, ns.as_of) if ns.as_of else ws.store.get(ns.id)
     if doc is None:
         raise NotFoundError(f"no object with id {ns.id!r} in this workspace's store")
-    _out(json.dumps(doc, indent=2, ensure_ascii=False, default=str))
+    # Stored objects hold what files held: printed, they leave redacted like any exit.
+    _out(json.dumps(redact_data(doc), indent=2, ensure_ascii=False, default=str))
     return 0
 
 

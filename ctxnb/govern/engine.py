@@ -49,7 +49,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 from pydantic import BaseModel, ConfigDict, Field
 
 from ..errors import NotFoundError, PolicyError
-from ..redaction import redact
+from ..redaction import redact, redact_data, redact_text
 from ..tools.filetools import FileTools, ToolCall
 from ..tools.schemas import ToolInfo
 from .approval import ApprovalRequest, Approver, Decision, args_summary
@@ -655,6 +655,8 @@ class HookEngine:
 
     def update_intent_map(self, intent: Intent, path: str, symbols: list[str]) -> None:
         """Add ``path`` (and its touched symbols) under the intent in ``intent_map.md``."""
+        # The map is read by people and agents: names leave redacted like any text.
+        path, symbols = redact_text(path), [redact_text(s) for s in symbols]
         with self._lock:
             map_path = self.dir / "intent_map.md"
             try:
@@ -767,7 +769,8 @@ class HookEngine:
             tool=tool,
         )
         out = sres.result.to_dict()
-        out["effects"] = report.to_dict()
+        # File names are text too: a name holding a token leaves redacted.
+        out["effects"] = redact_data(report.to_dict())
         out["sandbox"] = sres.backend
         return out
 

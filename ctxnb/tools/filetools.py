@@ -510,7 +510,8 @@ class FileTools:
         """Workspace files the policy allows, optionally filtered by gitignore-style globs."""
 
         def run(call: ToolCall) -> list[str]:
-            return [sp.rel for sp in self.policy.iter_files(globs)]
+            # A file name can hold a secret: names leave redacted like file text.
+            return list(redact_data([sp.rel for sp in self.policy.iter_files(globs)]))
 
         return self._run("list_files", {"globs": globs}, run)
 
@@ -519,7 +520,7 @@ class FileTools:
         from .search import glob_files
 
         def run(call: ToolCall) -> list[str]:
-            return glob_files(self.workspace.root, pattern, policy=self.policy)
+            return list(redact_data(glob_files(self.workspace.root, pattern, policy=self.policy)))
 
         return self._run("glob", {"pattern": pattern}, run)
 
@@ -973,20 +974,21 @@ class FileTools:
             )
             lines = self._hit_lines(hits)
             return [
-                {"path": m.path, "line_number": m.line_number, "line": line}
+                {"path": redact_text(m.path), "line_number": m.line_number, "line": line}
                 for m, line in zip(hits, lines, strict=True)
             ]
 
         return self._run("search", {"pattern": pattern, "globs": globs, "regex": regex}, run)
 
     def _hit_lines(self, hits: list[Any]) -> list[str]:
-        """The hits' lines, redacted. Only a private key spans lines: a line that could be
-        part of a key body is redacted as its whole file would be (where the key's header
-        or its neighbours make it recognisable); any other line on its own."""
+        """The hits' lines, redacted. A line that could be part of a key body, or that is
+        indented (a YAML block scalar's line, a value under a Secret's ``data:``), is
+        redacted as its whole file would be, where its header, its key or its
+        neighbours make it recognisable; any other line on its own."""
         scrubbers: dict[str, Callable[[Any], Any]] = {}
         out = []
         for hit in hits:
-            if not _KEY_BODY_LINE.match(hit.line):
+            if not _KEY_BODY_LINE.match(hit.line) and not hit.line[:1].isspace():
                 out.append(redact_text(hit.line))
                 continue
             if hit.path not in scrubbers:
