@@ -494,9 +494,11 @@ def structured_spans(text: str, lowered: str, lines: list[tuple[int, int]]) -> l
     if lines:
         spans += _pairs(text, lowered, lines)
         spans += _occurrences(text, _document(text))
+        # Every manifest reader needs a secret word somewhere ("kind: Secret", a
+        # variable's or an env entry's name).
+        spans += _manifests(text, lowered, lines)
     if "://" in text or "jdbc:" in lowered:
         spans += _urls(text, lowered)
     if " -" in text:
         spans += _command_lines(text, lowered, lines)
-    spans += _manifests(text, lowered, lines)
     return spans
