@@ -45,7 +45,7 @@ import tomllib
 from collections.abc import Iterator
 from urllib.parse import quote, urlsplit
 
-from ._secret_rules import AWS_EXAMPLES, NAME_IDENT, secret_name
+from ._secret_rules import AWS_EXAMPLES, NAME_IDENT, lines_holding, secret_name
 
 __all__ = ["STRUCTURAL_RULES", "is_placeholder", "structured_spans"]
 
@@ -398,16 +398,7 @@ _CLI_WORDS = (
 def _command_lines(text: str, lowered: str, lines: list[tuple[int, int]]) -> Iterator[Span]:
     # Only the lines holding a command word are searched: a search of the whole text
     # for a pattern with no literal start costs as much as every other rule together.
-    spans = set()
-    for w in _CLI_WORDS:
-        i = lowered.find(w)
-        while i >= 0:
-            start = text.rfind("\n", 0, i) + 1
-            end = text.find("\n", i)
-            end = len(text) if end < 0 else end
-            spans.add((start, end))
-            i = lowered.find(w, end)
-    for start, end in sorted(spans):
+    for start, end in lines_holding(text, lowered, _CLI_WORDS):
         for m in _CLI.finditer(text, start, end):
             g = next(g for g in ("pw", "attached", "flagval") if m.group(g) is not None)
             if not is_placeholder(m.group(g)) and len(m.group(g)) >= 3:

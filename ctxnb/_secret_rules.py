@@ -22,6 +22,7 @@ __all__ = [
     "RULES",
     "TRIGGER_WORDS",
     "Rule",
+    "lines_holding",
     "secret_name",
     "shannon_entropy",
 ]
@@ -160,6 +161,26 @@ def _name_ok(key: str) -> tuple[bool, bool]:
     if not _SECRET_NAME.search(name) or _NOT_SECRET_NAME.search(name):
         return False, False
     return True, bool(_PASSWORD_NAME.search(name))
+
+
+def lines_holding(text: str, lowered: str, words: tuple[str, ...]) -> list[tuple[int, int]]:
+    """The (start, end) spans of the lines of ``text`` whose ``lowered`` form holds one of
+    ``words``, in order (each line once): rules then search those lines only, in place.
+
+    Example:
+        >>> lines_holding("a\\nPass=1\\nb", "a\\npass=1\\nb", ("pass",))
+        [(2, 8)]
+    """
+    spans = set()
+    for w in words:
+        i = lowered.find(w)
+        while i >= 0:
+            start = text.rfind("\n", 0, i) + 1
+            end = text.find("\n", i)
+            end = len(text) if end < 0 else end
+            spans.add((start, end))
+            i = lowered.find(w, end)
+    return sorted(spans)
 
 
 def secret_name(key: str) -> bool:

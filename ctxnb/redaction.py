@@ -118,6 +118,7 @@ from ._secret_rules import (
     RULES,
     TRIGGER_WORDS,
     Rule,
+    lines_holding,
     shannon_entropy,
 )
 
@@ -200,16 +201,7 @@ class _Scan:
     def lines(self) -> list[tuple[int, int]]:
         """The (start, end) spans of the lines holding a name word, in order."""
         if self._lines is None:
-            text, lowered, spans = self.text, self.lowered, set()
-            for kw in NAME_WORDS:
-                i = lowered.find(kw)
-                while i >= 0:
-                    start = text.rfind("\n", 0, i) + 1
-                    end = text.find("\n", i)
-                    end = len(text) if end < 0 else end
-                    spans.add((start, end))
-                    i = lowered.find(kw, end)
-            self._lines = sorted(spans)
+            self._lines = lines_holding(self.text, self.lowered, NAME_WORDS)
         return self._lines
 
 
