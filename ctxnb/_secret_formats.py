@@ -297,6 +297,7 @@ _QUERY = re.compile(
     r"[\w.-]*)=(?P<secret>[^&#\s\"'<>;]+)",
     re.IGNORECASE,
 )
+_QUERY_WORDS = ("pass", "pwd", "token", "secret", "key", "sig", "auth")
 _ORACLE = re.compile(r"(?i)jdbc:oracle:\w+:[\w$#]+/(?P<secret>[^@\s\"']+)@")
 
 
@@ -330,7 +331,7 @@ def _url(m: re.Match[str], lowered: str) -> Iterator[Span]:
                 yield (s, s + len(password), "url-credentials")
             elif not colon and _token_like(user):
                 yield (base, base + len(user), "url-credentials")
-    if "=" in rest:
+    if "=" in rest and any(w in rest.lower() for w in _QUERY_WORDS):
         for q in _QUERY.finditer(rest):
             if secret_name(q.group("key")) or q.group("key").lower() in ("sig", "signature"):
                 if not is_placeholder(q.group("secret")) and len(q.group("secret")) >= 4:
@@ -398,7 +399,9 @@ _CLI_WORDS = (
 def _command_lines(text: str, lowered: str, lines: list[tuple[int, int]]) -> Iterator[Span]:
     # Only the lines holding a command word are searched: a search of the whole text
     # for a pattern with no literal start costs as much as every other rule together.
-    for start, end in lines_holding(text, lowered, _CLI_WORDS):
+    # A password flag needs " -p", " -a" or a user:password after -u/--user.
+    words = _CLI_WORDS if " -p" in lowered or " -a " in lowered else _CLI_WORDS[:3]
+    for start, end in lines_holding(text, lowered, words):
         for m in _CLI.finditer(text, start, end):
             g = next(g for g in ("pw", "attached", "flagval") if m.group(g) is not None)
             if not is_placeholder(m.group(g)) and len(m.group(g)) >= 3:
@@ -453,6 +456,8 @@ def _manifests(text: str, lowered: str, lines: list[tuple[int, int]]) -> Iterato
                 yield (*m.span("v"), "secret-value")
     if "</" in text:
         for start, end in lines:
+            if text.find("</", start, end) < 0:
+                continue
             for m in _XML_ELEM.finditer(text, start, end):
                 if secret_name(m.group("key")) and _value_ok(m.group("v"), bare=False):
                     yield (*m.span("v"), "secret-value")
