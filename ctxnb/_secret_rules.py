@@ -305,9 +305,8 @@ RULES: tuple[Rule, ...] = (
         # Anchored on the line break before the body: a literal first character lets
         # the regex engine skip ahead instead of trying every position.
         re.compile(
-            # Indented too: a key body in a YAML block scalar.
-            r"\n(?P<secret>(?:[ \t]*(?:[A-Za-z0-9+/]{64}|[A-Za-z0-9+/]{70})\r?\n){3,}"
-            r"(?:[ \t]*[A-Za-z0-9+/]{1,70}={0,2}(?=\r?\n|\Z))?)"
+            r"\n(?P<secret>(?:(?:[A-Za-z0-9+/]{64}|[A-Za-z0-9+/]{70})\r?\n){3,}"
+            r"(?:[A-Za-z0-9+/]{1,70}={0,2}(?=\r?\n|\Z))?)"
         ),
         accept=_key_body_ok,
         strip_whitespace=True,
