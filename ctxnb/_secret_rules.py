@@ -15,12 +15,15 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 __all__ = [
+    "AWS_EXAMPLES",
     "NAME_IDENT",
     "NAME_WORDS",
     "KEY_BODY_MIN",
     "RULES",
     "TRIGGER_WORDS",
     "Rule",
+    "lines_holding",
+    "secret_name",
     "shannon_entropy",
 ]
 
@@ -73,12 +76,22 @@ class Rule:
     word_start: bool = False
 
 
+#: AWS's published documentation keys: samples, never live credentials.
+AWS_EXAMPLES = frozenset(
+    {
+        "AKIAIOSFODNN7EXAMPLE",
+        "wJalrXUtnFEMI/K7MDENG/bPxRfiCYEXAMPLEKEY",
+        "AKIAI44QH8DHBEXAMPLE",
+        "je7MtGbClwBF/2Zp9Utk/h3yCo8nvbEXAMPLEKEY",
+    }
+)
+
 _PLACEHOLDER = re.compile(
     r"""(?ix)^(?:
         <[^>]*> | \$\{[^}]*\} | \$\([^)]*\) | \{\{[^}]*\}\} | \{[A-Za-z_][\w.]*\}
       | \$[A-Za-z_]\w* | %\([^)]*\)s | %s | \*+ | x{4,} | \.{3,} | \[REDACTED:[\w-]+\]
       | none | null | nil | true | false | undefined | password | secret | token | pass
-      | <.*
+      | <.* | vault:.*
       | .*(?:your[_-]?|example|placeholder|changeme|change[_-]me|dummy|sample|xxxx
             |redacted|insert[_-]|replace[_-]?me|todo|fixme|secret[_-]?here
             |token[_-]?here|key[_-]?here).*
@@ -98,7 +111,9 @@ _NOT_SECRET_NAME = re.compile(
     r"(?:path|url|uri|endpoint|host|field|label|name|names|length|len|file|filename|dir"
     r"|env|var|ttl|expiry|expires|expiration|type|prompt|regex|re|pattern|policy|min|max"
     r"|count|format|id|header|param|size|timeout|limit|prefix|suffix|style|class|mode"
-    r"|enabled|required|valid|hint|help|text|message|msg|error|tokens)$"
+    r"|enabled|required|valid|hint|help|text|message|msg|error|tokens|stdin|description|desc|title"
+    r"|comment|placeholder|ref|version|algorithm|algo|strength|reset|manager|store|provider"
+    r"|rotation|source|backend|kind|generator|hash|hashed|digest|question)$"
 )
 
 
@@ -146,6 +161,37 @@ def _name_ok(key: str) -> tuple[bool, bool]:
     if not _SECRET_NAME.search(name) or _NOT_SECRET_NAME.search(name):
         return False, False
     return True, bool(_PASSWORD_NAME.search(name))
+
+
+def lines_holding(text: str, lowered: str, words: tuple[str, ...]) -> list[tuple[int, int]]:
+    """The (start, end) spans of the lines of ``text`` whose ``lowered`` form holds one of
+    ``words``, in order (each line once): rules then search those lines only, in place.
+
+    Example:
+        >>> lines_holding("a\\nPass=1\\nb", "a\\npass=1\\nb", ("pass",))
+        [(2, 8)]
+    """
+    spans = set()
+    for w in words:
+        i = lowered.find(w)
+        while i >= 0:
+            start = text.rfind("\n", 0, i) + 1
+            end = text.find("\n", i)
+            end = len(text) if end < 0 else end
+            spans.add((start, end))
+            i = lowered.find(w, end)
+    return sorted(spans)
+
+
+def secret_name(key: str) -> bool:
+    """Whether an assignment's name says its value is a secret (``DB_PASSWORD``,
+    ``client_secret``, ``_authToken``), not something about one (``password_path``).
+
+    Example:
+        >>> secret_name("spring.datasource.password"), secret_name("TOKEN_URL")
+        (True, False)
+    """
+    return _name_ok(key)[0]
 
 
 def _generic_ok(m: re.Match[str]) -> bool:
@@ -272,7 +318,7 @@ RULES: tuple[Rule, ...] = (
             _b(r"(?P<secret>(?:A3T[A-Z0-9]|AKIA|ASIA|ABIA|ACCA)(?P<tail>[A-Z0-9]{16}))")
             + r"(?![A-Za-z0-9])"
         ),
-        accept=_token_ok("tail"),
+        accept=lambda m: m.group("secret") not in AWS_EXAMPLES and _token_ok("tail")(m),
         word_start=True,
     ),
     Rule(
@@ -282,7 +328,7 @@ RULES: tuple[Rule, ...] = (
             r"(?P<secret>[A-Za-z0-9/+]{40})(?![A-Za-z0-9/+=])"
         ),
         keywords=("aws",),
-        accept=_token_ok("secret"),
+        accept=lambda m: m.group("secret") not in AWS_EXAMPLES and _token_ok("secret")(m),
     ),
     Rule(
         "github-token",
@@ -499,7 +545,7 @@ RULES: tuple[Rule, ...] = (
             # The whole name is matched and checked in _generic_ok: matching the
             # secret word inside the pattern backtracks badly on long identifiers.
             r"(?P<key>[\w.-]{1,80})(?![\w.-])[\"']?"
-            r"(?:\s*:\s*[A-Za-z_][\w.\[\]| ]*?)?"  # an optional type annotation
+            r"(?:\s*:\s*[A-Za-z_][\w.\[\]| ]*?(?=\s*=))?"  # an optional type annotation
             r"\s*(?:=>|:=|=(?!=)|:)[ \t]*" + _ASSIGN_VALUE,
         ),
         keywords=NAME_WORDS,
@@ -552,6 +598,8 @@ TRIGGER_WORDS = (
     *("shp", ":aa", "aiza", "akia", "asia", "abia", "acca", "a3t", "aws", "accountkey="),
     *("sharedaccess", "eyj", "authorization", "://", "private key", "gocspx-", "hvs."),
     *("hvb.", "hvr.", "lin_api_", "glsa_", "glc_", "pmak-", "dapi", "age-secret-key-1"),
+    # The structural layer's (command lines, JDBC URLs without "://").
+    *(" -p", " -u", " -a ", "jdbc:"),
 )
 #: The shortest text the key-body rule can match (three 64-character lines).
 KEY_BODY_MIN = 3 * 65

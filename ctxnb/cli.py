@@ -157,6 +157,7 @@ def _cmd_restore(ns: argparse.Namespace) -> int:
 def _cmd_show(ns: argparse.Namespace) -> int:
     from .errors import NotFoundError
     from .ids import resolve_version
+    from .redaction import redact_data
 
     with _workspace(ns.workspace) as ws:
         oid, tx = resolve_version(ws.store, ns.id)
@@ -164,7 +165,8 @@ def _cmd_show(ns: argparse.Namespace) -> int:
         doc = ws.store.as_of(oid, at) if at is not None else ws.store.get(oid)
     if doc is None:
         raise NotFoundError(f"{oid} has no version at or before transaction {at}")
-    _out(json.dumps(doc, indent=2, ensure_ascii=False, default=str))
+    # Stored objects hold what files held: printed, they leave redacted like any exit.
+    _out(json.dumps(redact_data(doc), indent=2, ensure_ascii=False, default=str))
     return 0
 
 

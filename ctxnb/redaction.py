@@ -60,7 +60,24 @@ Rules (the ``rule`` name of each finding):
                              characters for a password and 12 for the rest, two character
                              classes, enough entropy, no spaces, and is not a
                              placeholder, a path, a URL or an expression
+``secret-value``             (structural layer, :mod:`ctxnb._secret_formats`) the value
+                             of any key whose name says secret, whatever its entropy,
+                             read by the text's format: dotenv, INI, TOML, properties,
+                             YAML (block scalars too), JSON (escapes), HCL, Dockerfile,
+                             shell, PHP/Python/JS/… assignments and concatenations
+``url-credentials``          (also structural) URL userinfo read with ``urllib.parse``
+                             (``@ : / #`` in a password), secret query parameters,
+                             ``jdbc:oracle:…:user/password@``, a token as the user name
+``cli-credential``           ``--password x``, ``-u user:pass``, ``mysql -pX``,
+                             ``sshpass -p X``, ``docker login -p X``
+``k8s-secret``               every value under ``data:``/``stringData:`` of a ``Secret``
 ===========================  ==========================================================
+
+Two layers, structure first: the structural layer reads what the text is and redacts
+values under secret-named keys (its stop-list of placeholders and references is in
+:mod:`ctxnb._secret_formats`); the pattern rules above find tokens by shape and
+assignments by entropy. Both run on every text; where both match, the pattern's rule
+names the marker. A text that does not parse as its format is still read line by line.
 
 What is deliberately not redacted: empty values (``password = ""``), expressions
 (``password = os.environ["X"]``, ``token = get_token()``, ``self.secret``),
@@ -68,10 +85,8 @@ placeholders (``<your-token-here>``, ``${TOKEN}``, ``{{ token }}``, ``changeme``
 ``xxxxxxxx…``), names that say the value is not the secret (``password_reset_path``,
 ``TOKEN_URL``, ``token_type``, ``secret_key_name``), and high-entropy strings that are
 not assigned to a secret-like name (git SHAs, UUIDs, hashes, base64 data, public
-certificates). Vendor-format tokens are redacted wherever they appear, including
-AWS's documented sample key ``AKIAIOSFODNN7EXAMPLE``: it has the exact shape of a live
-key, and telling published samples from live keys is not something a pattern can do
-reliably; hiding a sample costs the model nothing.
+certificates), and AWS's published documentation keys (``AKIAIOSFODNN7EXAMPLE`` and
+its secret), which are samples. Vendor-format tokens are redacted wherever they appear.
 
 Redaction never touches files. Text shown to a model after redaction differs from the
 file, so an edit computed from it carries the hash of a copy that does not exist on
@@ -95,6 +110,7 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Any
 
+from ._secret_formats import structured_spans
 from ._secret_rules import (
     KEY_BODY_MIN,
     NAME_IDENT,
@@ -102,6 +118,7 @@ from ._secret_rules import (
     RULES,
     TRIGGER_WORDS,
     Rule,
+    lines_holding,
     shannon_entropy,
 )
 
@@ -184,16 +201,7 @@ class _Scan:
     def lines(self) -> list[tuple[int, int]]:
         """The (start, end) spans of the lines holding a name word, in order."""
         if self._lines is None:
-            text, lowered, spans = self.text, self.lowered, set()
-            for kw in NAME_WORDS:
-                i = lowered.find(kw)
-                while i >= 0:
-                    start = text.rfind("\n", 0, i) + 1
-                    end = text.find("\n", i)
-                    end = len(text) if end < 0 else end
-                    spans.add((start, end))
-                    i = lowered.find(kw, end)
-            self._lines = sorted(spans)
+            self._lines = lines_holding(self.text, self.lowered, NAME_WORDS)
         return self._lines
 
 
@@ -266,8 +274,40 @@ def _find(text: str) -> list[tuple[int, int, str]]:
             if any(start < t_end and t_start < end for t_start, t_end, _ in taken):
                 continue
             taken.append((start, end, rule.name))
+    # The structural layer (values read by format): what the patterns already took keeps
+    # its rule's name, the rest of a structural span is added around it.
+    for start, end, name in structured_spans(text, scan.lowered, scan.lines()):
+        # A pattern's partial view of the same value (a URL password cut at its "@")
+        # gives way to the whole value: one marker, not two side by side.
+        taken = [
+            t
+            for t in taken
+            if not (start <= t[0] and t[1] <= end and t[2] in _MERGEABLE)
+            or (t[0], t[1]) == (start, end)
+        ]
+        for a, b in _uncovered(start, end, taken):
+            if b - a >= 3 and any(c.isalnum() for c in text[a:b]):
+                taken.append((a, b, name))
     taken.sort()
     return taken
+
+
+_MERGEABLE = frozenset({"generic-secret", "url-credentials"})
+
+
+def _uncovered(start: int, end: int, taken: list[tuple[int, int, str]]) -> list[tuple[int, int]]:
+    """The parts of [start, end) that no taken span covers (blank parts dropped)."""
+    pieces = [(start, end)]
+    for t_start, t_end, _ in taken:
+        if t_end <= start or t_start >= end:
+            continue
+        pieces = [
+            part
+            for a, b in pieces
+            for part in ((a, min(b, t_start)), (max(a, t_end), b))
+            if part[1] > part[0]
+        ]
+    return pieces
 
 
 def redact(text: str) -> RedactionResult:

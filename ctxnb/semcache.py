@@ -32,6 +32,7 @@ from typing import TYPE_CHECKING, Any
 from .embedding import DEFAULT, Embedder, LexicalEmbedder, cosine, embedder_for
 from .errors import ConfigError
 from .hashing import sha256_hex, stable_stringify
+from .redaction import redact_data, redact_text
 
 if TYPE_CHECKING:
     from .store import ObjectStore
@@ -241,10 +242,13 @@ class SemanticCache:
     def put(self, query: str, response: Any, *, model: str | None = None) -> None:
         """Store ``response`` for ``query`` (replacing an entry of the very same query).
 
-        ``response`` must be JSON-shaped (it is stored as a document field).
+        ``response`` must be JSON-shaped (it is stored as a document field). The query
+        and the response are redacted (:mod:`ctxnb.redaction`) before they are embedded,
+        kept or stored: a cached answer is an exit like any other.
         """
         if response is None:
             raise ConfigError("SemanticCache.put needs a response; None marks an ended entry")
+        query, response = redact_text(query), redact_data(response)
         (vec,) = self.embedder.embed([query])
         with self._lock:
             now = self._clock()

@@ -395,6 +395,70 @@ def secret_cases(seed: int = 12) -> list[Case]:
     add(
         "gcp-service-account", "sa.json", json.dumps(sa, indent=2) + "\n", body.replace("\n", "\\n")
     )
+    cases += format_cases(g)
+    return cases
+
+
+def format_cases(g: _Gen) -> list[Case]:
+    """Secrets found by reading a file's format (#29): low-entropy values under secret
+    keys, values with spaces and punctuation, and the structures patterns do not parse."""
+    cases: list[Case] = []
+
+    def add(kind: str, name: str, text: str, *secrets: str) -> None:
+        cases.append(Case(kind, name, text, secrets))
+
+    words = ["cobalt", "meadow", "lantern", "pebble", "saffron", "glacier"]
+
+    def human() -> str:
+        a, b = g.rng.sample(words, 2)
+        return f"{a.title()}{g.rng.choice('-._ ')}{b}{g.digits(2)}"
+
+    v = human()
+    add("fmt-dotenv", ".env", f"APP=1\nDB_PASSWORD='{v}'\n", v)
+    v = human().replace(" ", "-")
+    add("fmt-ini", "app.ini", f"[mail]\nhost = smtp\nsmtp_password = {v}\n", v)
+    v = human()
+    add("fmt-toml", "conf.toml", f'[auth]\nclient_secret = "{v}"\n', v)
+    body = g.pem_body(3)
+    indented = "\n".join("    " + ln for ln in body.split("\n"))
+    add(
+        "fmt-yaml-block",
+        "tls.yaml",
+        f"tls:\n  key: |\n    {BEGIN}EC {PK}-----\n{indented}\n    {END}EC {PK}-----\n",
+        *body.split("\n"),
+    )
+    v1, v2 = g.s(14), g.s(14)
+    add("fmt-yaml-folded", "app.yaml", f"app:\n  signing_secret: >-\n    {v1}\n    {v2}\n", v1, v2)
+    v = 'Qx"' + g.s(8) + "\\z"
+    add("fmt-json-escape", "cfg.json", json.dumps({"password": v}), json.dumps(v)[1:-1])
+    v = human().replace(" ", "_")
+    add("fmt-dockerfile", "Dockerfile", f"FROM alpine\nENV ADMIN_PASSWORD {v}\n", v)
+    v = g.s(10)
+    add("fmt-cli-p", "dump.sh", f"mysqldump -u root -p{v} app > app.sql\n", v)
+    v = human().replace(" ", "")
+    add("fmt-cli-password", "login.sh", f"podman login --password {v} quay.local\n", v)
+    v = g.s(9)
+    add("fmt-cli-user", "get.sh", f"curl -sS -u deploy:{v} https://ci.local/api\n", v)
+    v = human()
+    add("fmt-php", "config.php", f"<?php\ndefine('DB_PASSWORD', '{v}');\n", v)
+    a, b = g.s(8), g.s(8)
+    add("fmt-python-concat", "k.py", f'API_SECRET = "{a}" + "{b}"\n', a, b)
+    a, b = g.s(8), g.s(8)
+    add("fmt-js-concat", "k.js", f"const authToken = '{a}' + '{b}';\n", a, b)
+    v = g.s(5) + "@" + g.s(4) + ":/#" + g.s(3)
+    add("fmt-url-odd-password", "db.env", f"DATABASE_URL=postgres://app:{v}@db.local:5432/app\n", v)
+    v = g.s(12)
+    add("fmt-dsn", "conn.txt", f"Server=sql;Database=app;User Id=sa;Password={v};\n", v)
+    v = g.s(12)
+    add("fmt-jdbc", "jdbc.properties", f"url=jdbc:postgresql://db/app?user=a&password={v}\n", v)
+    raw = human().encode()
+    v = base64.b64encode(raw).decode()
+    add(
+        "fmt-k8s-secret",
+        "secret.yaml",
+        f"apiVersion: v1\nkind: Secret\nmetadata:\n  name: db\ndata:\n  conn: {v}\n",
+        v,
+    )
     return cases
 
 

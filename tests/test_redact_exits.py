@@ -310,3 +310,114 @@ def test_conflict_quoting_two_lines_of_a_key_body(sample_ws: Path, case: Case):
     # The patch quotes two body lines: its arguments are redacted as the file is.
     audit = (sample_ws / ".ctxnb" / "audit.jsonl").read_text(encoding="utf-8")
     assert "apply_patch" in audit and not leaks(audit)
+
+
+# A file name that holds a secret: a vendor token, and a password read by its format.
+NAME_TOKEN = "gh" + "p_" + "N4m3" + "k8Qz2Lw7Rt5Vx1Yb9Hd3Fs6Gj0Pm4Kc2"
+NAME_PASSWORD = "Cobalt-meadow" + "71"
+SECRET_NAMES = [f"keys/{NAME_TOKEN}.txt", f"keys/password={NAME_PASSWORD}.env"]
+
+
+def name_leaks(text: str) -> list[str]:
+    return [s for s in (NAME_TOKEN, NAME_PASSWORD) if s in text] + leaks(text)
+
+
+def test_a_secret_in_a_file_name_is_redacted_at_every_exit(git_repo: Path, capsys, monkeypatch):
+    """Listings, globs, search hits, context labels, a command's effects, intent_map.md,
+    the audit log, the trace, the semantic cache and ``ctxnb show`` (#29)."""
+    from ctxnb.cli import main
+    from ctxnb.embedding import LexicalEmbedder
+    from ctxnb.semcache import SemanticCache
+
+    for rel in SECRET_NAMES:
+        (git_repo / rel).parent.mkdir(parents=True, exist_ok=True)
+        (git_repo / rel).write_text("hello from a named file\n", encoding="utf-8")
+    subprocess.run(["git", "add", "-A"], cwd=git_repo, check=True)
+    subprocess.run(["git", "commit", "-qm", "keys"], cwd=git_repo, check=True)
+    init_governance(git_repo)
+    (git_repo / ".orchestration" / "active_intents.yaml").write_text(INTENTS)
+    ws = Workspace.open(git_repo)
+    session = ws.session("names")
+    tools = ws.tools(session, caller="agent", model_id="test/model")
+    assert tools.dispatch("select_active_intent", {"intent_id": "INT-001"})["ok"]
+
+    listed = tools.dispatch("list_files", {})
+    assert listed["ok"] and len([p for p in listed["result"] if p.startswith("keys/")]) == 2
+    assert "keys/[REDACTED:github-token].txt" in listed["result"]
+    globbed = tools.dispatch("glob", {"pattern": "keys/*"})
+    assert globbed["ok"] and len(globbed["result"]) == 2
+    hits = tools.dispatch("search", {"pattern": "hello from a named", "regex": False})
+    assert hits["ok"] and len(hits["result"]) == 2
+    for out in (listed, globbed, hits):
+        assert not name_leaks(json.dumps(out)), out
+    # The files are read by their real names (the agent typed them); their labels in
+    # the context are redacted.
+    for rel in SECRET_NAMES:
+        assert tools.dispatch("read_file", {"path": rel})["ok"]
+        session.activate(ws.object_id(rel))
+    ctx = session.assemble()
+    assert "hello from a named file" in ctx.to_text()
+    assert not name_leaks(ctx.to_text()) and not name_leaks(ctx._repr_html_())
+    assert not name_leaks(json.dumps(ctx.to_messages("openai")))
+
+    # A command that makes a file with a secret in its name: its effects, the trace.
+    made = f"made/{NAME_TOKEN}.md"
+    out = tools.dispatch(
+        "run_command", {"cmd": f"mkdir -p made && echo hi > {made}", "shell": True}
+    )
+    assert out["ok"], out
+    changed = out["result"]["effects"]["changed"]
+    assert [c["path"] for c in changed] == ["made/[REDACTED:github-token].md"]
+    assert not name_leaks(json.dumps(out))
+    # A write to such a name: intent_map.md lists it redacted.
+    w = tools.dispatch(
+        "write_file", {"path": f"notes/{NAME_TOKEN}.py", "content": "def f():\n    return 1\n"}
+    )
+    assert w["ok"], w
+    orch = git_repo / ".orchestration"
+    intent_map = (orch / "intent_map.md").read_text(encoding="utf-8")
+    assert "notes/[REDACTED:github-token].py" in intent_map
+    trace = (orch / "agent_trace.jsonl").read_text(encoding="utf-8")
+    audit = (git_repo / ".ctxnb" / "audit.jsonl").read_text(encoding="utf-8")
+    assert "[REDACTED:github-token]" in trace and "list_files" in audit
+    for text in (intent_map, trace, audit):
+        assert not name_leaks(text)
+
+    # Cached model answers are redacted before they are stored.
+    cache = SemanticCache(embedder=LexicalEmbedder(), store=ws.store)
+    cache.put(f"what is in keys/{NAME_TOKEN}.txt", f"It says hello; password={NAME_PASSWORD}")
+    stored = json.dumps(ws.store.scan(type="cache_entry").to_dict("records"), default=str)
+    assert "[REDACTED:" in stored and not name_leaks(stored)
+
+    # ctxnb show prints a stored object redacted (its content and its source path).
+    oid = ws.object_id(SECRET_NAMES[1])
+    (git_repo / SECRET_NAMES[1]).write_text(f"DB_PASSWORD='{NAME_PASSWORD}'\n", encoding="utf-8")
+    assert tools.dispatch("read_file", {"path": SECRET_NAMES[1]})["ok"]
+    monkeypatch.chdir(git_repo)
+    capsys.readouterr()
+    assert main(["show", oid]) == 0
+    shown = capsys.readouterr().out
+    assert json.loads(shown)["type"] == "file" and "[REDACTED:" in shown
+    assert not name_leaks(shown)
+
+
+@pytest.mark.parametrize(
+    "case", [c for c in SECRETS if c.kind.startswith("fmt-")], ids=lambda c: c.kind
+)
+def test_format_shapes_in_search_hits_and_line_ranges(sample_ws: Path, case: Case):
+    """Each structural shape, found by a search for its key and read by a line range
+    below its first line: redacted as its whole file is."""
+    (sample_ws / "cfg").mkdir()
+    rel = f"cfg/{case.kind}.txt"  # (a ".env" name is denied to the agent)
+    (sample_ws / rel).write_text(case.text, encoding="utf-8")
+    ws = Workspace.open(sample_ws)
+    tools = ws.tools(ws.session("s"))
+    total = len(case.text.splitlines())
+    for start in range(1, total + 1):
+        out = tools.dispatch("read_lines", {"path": rel, "start": start, "end": total})
+        assert out["ok"] and not leaks(json.dumps(out)), (start, out)
+    lines = [ln for ln in case.text.splitlines() if any(s in ln for s in case.secrets)]
+    for line in lines:
+        out = tools.dispatch("search", {"pattern": line[:12], "regex": False, "globs": ["cfg/**"]})
+        assert out["ok"] and out["result"], line
+        assert not leaks(json.dumps(out)), out

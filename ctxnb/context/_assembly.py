@@ -82,7 +82,9 @@ def meta_for(
         return MetaEntry(
             doc["xt/id"],
             "file",
-            path=reverse_resolve(src.get("path", ""), src.get("filesystemId")),
+            # The path labels the item in the metadata pool and the active content: a
+            # secret in a file name is redacted like one in the file.
+            path=redact_text(reverse_resolve(src.get("path", ""), src.get("filesystemId"))),
             file_type=doc.get("file_type"),
             char_count=int(doc.get("char_count") or 0),
             deleted=is_deleted(dict(doc)),

@@ -48,7 +48,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 from pydantic import BaseModel, ConfigDict, Field
 
 from ..errors import NotFoundError, PolicyError
-from ..redaction import redact
+from ..redaction import redact, redact_data, redact_text
 from ..tools.filetools import FileTools, ToolCall
 from ..tools.schemas import ToolInfo
 from .approval import ApprovalRequest, Approver, Decision, args_summary
@@ -666,6 +666,8 @@ class HookEngine:
     ) -> None:
         """Add several files (and their touched symbols) under the intent in
         ``intent_map.md``, writing it at most once."""
+        # The map is read by people and agents: names leave redacted like any text.
+        files = [(redact_text(path), [redact_text(s) for s in syms]) for path, syms in files]
         with self._lock:
             map_path = self.dir / "intent_map.md"
             try:
@@ -752,7 +754,11 @@ class HookEngine:
         :func:`ctxnb.sandbox.commit.run_governed`."""
         from ..sandbox.commit import run_governed
 
-        return run_governed(self, cmd, **options)
+        out = run_governed(self, cmd, **options)
+        # File names are text too: a name holding a token leaves redacted.
+        if isinstance(out.get("effects"), dict):
+            out["effects"] = redact_data(out["effects"])
+        return out
 
     def select_intent_tool(self, intent_id: str) -> str:
         return self.tools._run(

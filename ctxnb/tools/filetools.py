@@ -538,12 +538,13 @@ class FileTools:
         """Workspace files the policy allows, optionally filtered by gitignore-style globs."""
 
         def run(call: ToolCall) -> list[str]:
+            # A file name can hold a secret: names leave redacted like file text.
             if globs is None:
-                return [sp.rel for sp in self.policy.iter_files(None)]
+                return list(redact_data([sp.rel for sp in self.policy.iter_files(None)]))
             forms = [self._agent_glob(g) for g in globs]
             shown = forms[0][1] if len({f[1] for f in forms}) == 1 else _as_is
             rels = self.policy.iter_files([f[0] for f in forms])
-            return [shown(sp.rel) for sp in rels]
+            return list(redact_data([shown(sp.rel) for sp in rels]))
 
         return self._run("list_files", {"globs": globs}, run)
 
@@ -553,9 +554,8 @@ class FileTools:
 
         def run(call: ToolCall) -> list[str]:
             rel_pattern, shown = self._agent_glob(pattern)
-            return [
-                shown(r) for r in glob_files(self.workspace.root, rel_pattern, policy=self.policy)
-            ]
+            found = glob_files(self.workspace.root, rel_pattern, policy=self.policy)
+            return list(redact_data([shown(r) for r in found]))
 
         return self._run("glob", {"pattern": pattern}, run)
 
@@ -1032,7 +1032,7 @@ class FileTools:
             lines = self._hit_lines(page)
             return SearchHits(
                 [
-                    {"path": shown(m.path), "line_number": m.line_number, "line": line}
+                    {"path": redact_text(shown(m.path)), "line_number": m.line_number, "line": line}
                     for m, line in zip(page, lines, strict=True)
                 ],
                 truncated=more,
@@ -1046,13 +1046,14 @@ class FileTools:
         )
 
     def _hit_lines(self, hits: list[Any]) -> list[str]:
-        """The hits' lines, redacted. Only a private key spans lines: a line that could be
-        part of a key body is redacted as its whole file would be (where the key's header
-        or its neighbours make it recognisable); any other line on its own."""
+        """The hits' lines, redacted. A line that could be part of a key body, or that is
+        indented (a YAML block scalar's line, a value under a Secret's ``data:``), is
+        redacted as its whole file would be, where its header, its key or its
+        neighbours make it recognisable; any other line on its own."""
         scrubbers: dict[str, Callable[[Any], Any]] = {}
         out = []
         for hit in hits:
-            if not _KEY_BODY_LINE.match(hit.line):
+            if not _KEY_BODY_LINE.match(hit.line) and not hit.line[:1].isspace():
                 out.append(redact_text(hit.line))
                 continue
             if hit.path not in scrubbers:

@@ -1,0 +1,500 @@
+"""The structural layer of :mod:`ctxnb.redaction`: values found by reading a text's format.
+
+The pattern rules (``_secret_rules``) find tokens by their shape and assignments by
+their entropy. This layer reads what the text *is* and redacts the value of any key
+whose name says secret, whatever the value looks like (``DB_PASSWORD='Maple orbit12'``
+holds a password though its entropy is low):
+
+- assignments and key/value pairs of dotenv, INI, TOML, properties, YAML (plain, quoted
+  and flow values; ``|``/``>`` block scalars: every line of the block), JSON (strings
+  with escapes), HCL, Dockerfile ``ENV``/``ARG``, shell ``export``/``VAR=… cmd``,
+  PowerShell ``$env:``, PHP ``define``/``=>``, Python/JS/Go/Ruby/Java/C# assignments,
+  setters (``setPassword("…")``), keyword arguments, XML attributes and elements, SQL
+  ``PASSWORD '…'``; string concatenation (``"a" + "b"``, ``'a' . 'b'``, implicit
+  ``("a" "b")``) and triple-quoted strings are followed;
+- whole documents with a real parser when the text is one: JSON (``json``) and TOML
+  (``tomllib``); every string under a secret key, in any nesting, is redacted wherever
+  it occurs (JSON-escaped or not);
+- URLs: the password of ``scheme://user:password@host`` (also with ``@ : / #`` in the
+  password: the host is after the *last* ``@``), checked with ``urllib.parse``; a token
+  used as the user name (``https://<token>@host``); secret query parameters; Oracle's
+  ``user/password@`` JDBC form; ODBC/ADO ``PWD={…}`` connection strings;
+- command lines: ``--password x``, ``--db-password=x``, ``-u user:pass``/``--user``,
+  ``mysql -pSECRET``, ``sshpass -p``, ``docker login -p``, ``redis-cli -a``;
+- Kubernetes ``Secret`` manifests: every value under ``data:``/``stringData:``, and a
+  container ``env`` entry whose ``name`` says secret (its ``value``); Terraform
+  ``variable "db_password" { default = "…" }``.
+
+What stays (the stop-list, :func:`is_placeholder`): empty values, references and
+templates (``${VAR}``, ``$VAR``, ``{{ … }}``, ``${{ secrets.X }}``, ``os.environ[…]``,
+``process.env.X``, ``var.x``, ``vault:…``, ``!vault``), placeholders (``<your-token>``,
+``changeme``, ``xxxx``, ``***``, ``TODO``, ``example``…), type names (``str``,
+``SecretStr``), numbers under six digits, booleans and null, the published AWS example
+keys, and bare values that read as code (calls, subscripts, dotted or snake/camel-case
+names).
+
+Parsing never makes redaction fail open: a document that does not parse is still read
+line by line here, and the pattern layer runs on every text whatever this layer found.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import tomllib
+from collections.abc import Iterator
+from urllib.parse import quote, urlsplit
+
+from ._secret_rules import AWS_EXAMPLES, NAME_IDENT, lines_holding, secret_name
+
+__all__ = ["STRUCTURAL_RULES", "is_placeholder", "structured_spans"]
+
+#: The rule names this layer reports.
+STRUCTURAL_RULES = ("secret-value", "url-credentials", "cli-credential", "k8s-secret")
+
+Span = tuple[int, int, str]
+
+
+_STOP = re.compile(
+    r"""(?ix)^(?:
+        <[^>]*>.* | .*\$\{[^}]*\}.* | .*\$\([^)]*\).* | .*\{\{.*\}\}.* | \{[A-Za-z_][\w.]*\}
+      | \$[A-Za-z_]\w* | \$\{\{.* | %\([^)]*\)s | %s | [*.x•-]+ | \[REDACTED:[\w-]+\]
+      | none | null | nil | true | false | yes | no | on | off | undefined | required
+      | password | passwd | secret | token | pass | str | bytes | string | int | bool
+      | any | number | secretstr | optional\b.* | [0-9]{1,5}
+      | .*(?:os\.environ|os\.getenv|getenv\(|process\.env|env\(|environ\[|secretkeyref
+            |vault:|!vault|ENC\[|awssm:|ssm:/|arn:aws:).*
+      | (?:var|local|data|module|secrets|vars|env|inputs|steps|values)\.[\w.\[\]"']+
+      | .*(?:your[_-]|changeme|change[_-]me|placeholder|example|dummy|sample|xxxx
+            |redacted|insert[_-]|replace[_-]?me|todo|fixme|secret[_-]?here
+            |token[_-]?here|key[_-]?here|<.*>).*
+    )$""",
+)
+
+
+def is_placeholder(value: str) -> bool:
+    """Whether a value under a secret key is a reference, a template or a placeholder.
+
+    Example:
+        >>> [is_placeholder(v) for v in ("${DB_PASS}", "changeme", "Maple-orbit12")]
+        [True, True, False]
+    """
+    v = value.strip().strip("\"'`")
+    return not v or v in AWS_EXAMPLES or bool(_STOP.match(v))
+
+
+def _code_like(value: str) -> bool:
+    """An unquoted value that reads as code: a call, a subscript, a variable's name.
+
+    Names with a digit (``Maple_falcon58``, ``Maple.tundra84``) read as literals: code
+    rarely names a variable so, passwords often look so.
+    """
+    if set(value) & set("()[]{}") or value[0] in "$%@&!*":
+        return True
+    if any(c.isdigit() for c in value):
+        return False
+    if re.fullmatch(r"[A-Za-z_]\w*(?:\.[A-Za-z_]\w*)+", value):
+        return True  # a.b.c
+    return value.isidentifier() and ("_" in value or bool(re.search(r"[a-z][A-Z]", value)))
+
+
+def _value_ok(value: str, *, bare: bool) -> bool:
+    v = value.strip()
+    if len(v) < 4 or len(set(v)) < 3 or is_placeholder(v):
+        return False
+    if "://" in v or (bare and v.startswith(("/", "./", "~/", "../"))):
+        return False  # a URL (its credentials are read as a URL) or a path
+    return not (bare and _code_like(v))
+
+
+# ----------------------------------------------------------------------------- pairs
+_DQ = r'"(?P<dq>(?:[^"\\\r\n]|\\.)*)"'
+_SQ = r"'(?P<sq>(?:[^'\\\r\n]|\\.)*)'"
+_BQ = r"`(?P<bq>[^`\r\n]*)`"
+_TQ = r'"""(?P<tq>[\s\S]*?)"""|\'\'\'(?P<tq2>[\s\S]*?)\'\'\''
+_BRACE = r"\{(?P<br>(?:[^}\r\n]|\}\})*)\}(?=\s*(?:;|$|\"))"
+_BLOCK = r"(?P<block>[|>][-+]?\d*)[ \t]*(?:#.*)?$"
+_OPEN = r"(?P<paren>\()[ \t]*(?=\r?\n)"
+_BARE = r"(?P<bare>[^\s\"'`,;{}\[\]\\#][^\s\"'`,;{}\[\]\\&]*)"
+_PAIR = re.compile(
+    r"(?P<key>[\w.-]{1,80})(?![\w.-])[\"'`\]]?"
+    r"(?:\s*:\s*[A-Za-z_][\w.\[\]| ]*?(?==))?"  # a type annotation before "="
+    r"(?:[ \t]*(?P<op>=>|:=|=(?!=)|:(?![:\\])|,(?=\s*[\"'])|\((?=[\"'])|[ \t](?=[ \t]*[\"']))"
+    r"[ \t]*(?:" + "|".join((_TQ, _DQ, _SQ, _BQ, _BLOCK, _OPEN, _BRACE, _BARE)) + "))",
+    re.MULTILINE,
+)
+_CONCAT = re.compile(r"[ \t]*(?:\+|\.|\|\||~)?[ \t]*(?:\\\r?\n[ \t]*)?(?:" + _DQ + "|" + _SQ + ")")
+_PAREN_STR = re.compile(r"\s*(?:\+\s*)?(?:" + _DQ + "|" + _SQ + ")")
+_CONDITION = re.compile(r"[ \t]*(?:if|elif|while|for|def|class|with|case|lambda|else|try)\b")
+
+
+def _pairs(text: str, lowered: str, lines: list[tuple[int, int]]) -> Iterator[Span]:
+    for start, end in lines:
+        for ident in NAME_IDENT.finditer(lowered, start, end):
+            m = _PAIR.match(text, ident.start())
+            if m is None:
+                continue
+            op, key = m.group("op"), m.group("key")
+            if op is None:
+                continue
+            if op == "(" and not key.rsplit(".", 1)[-1].lower().startswith("set"):
+                continue  # only setters (setPassword("…")), not get_secret("name")
+            if (op == "," or op.isspace()) and not _quoted_key_or_sql(text, ident.start(), op, key):
+                continue
+            if text[max(0, ident.start() - 3) : ident.start()] == "://":
+                continue  # a URL's user name: the URL reader below takes it
+            if op == ":" and _CONDITION.match(text, start):
+                continue  # "if password == other:" is a statement, not a pair
+            if not secret_name(key):
+                continue
+            yield from _value_spans(text, m, start, ident.start())
+
+
+def _quoted_key_or_sql(text: str, at: int, op: str, key: str) -> bool:
+    if op == ",":
+        # define('DB_PASSWORD', '…'), putenv("TOKEN", "…"): a quoted first argument.
+        return at > 1 and text[at - 1] in "\"'" and text[: at - 1].rstrip().endswith("(")
+    # PASSWORD '…' (SQL), ENV X "…": an upper-case word before a quoted value.
+    return (at == 0 or text[at - 1].isspace()) and key.isupper()
+
+
+def _value_spans(text: str, m: re.Match[str], line_start: int, key_at: int) -> Iterator[Span]:
+    name = "secret-value"
+    for g in ("tq", "tq2"):
+        if m.group(g) is not None:
+            if _value_ok(m.group(g), bare=False):
+                yield from _lines_of(text, *m.span(g), name)
+            return
+    if m.group("block") is not None:
+        yield from _block(text, m.end(), key_at - line_start, name)
+        return
+    if m.group("paren") is not None:
+        pos = m.end()
+        while (s := _PAREN_STR.match(text, pos)) is not None:
+            g = "dq" if s.group("dq") is not None else "sq"
+            if _value_ok(s.group(g), bare=False) or len(s.group(g)) >= 4:
+                yield (*s.span(g), name)
+            pos = s.end()
+        return
+    for g in ("dq", "sq", "bq", "br"):
+        if m.group(g) is not None:
+            parts = [m.span(g)]
+            pos = m.end()
+            # "a" + "b", 'a' . 'b', a line continuation: every part is the secret.
+            while (c := _CONCAT.match(text, pos)) is not None and c.start() == pos:
+                cg = "dq" if c.group("dq") is not None else "sq"
+                if text[pos : c.start(cg)].strip(" \t\"'") == "" and pos != c.start(cg) - 1:
+                    break  # two strings with nothing between: not a concatenation
+                parts.append(c.span(cg))
+                pos = c.end()
+            whole = "".join(text[a:b] for a, b in parts)
+            if _value_ok(whole, bare=False):
+                yield from ((a, b, name) for a, b in parts if b > a)
+            return
+    a, b = m.span("bare")
+    if m.group("op") == ":" and text[a - 1] == ":":
+        return  # YAML needs "key: value"; "token.ex:266" is a file and a line
+    value = text[a:b]
+    if m.group("op") == ":":
+        # YAML and headers: a plain scalar runs to the end of the line (or a comment),
+        # unless it holds quotes or brackets (then it is code or a flow collection).
+        eol = text.find("\n", b)
+        eol = len(text) if eol < 0 else eol
+        rest = text[a:eol]
+        cut = re.search(r"\s+#|[,}\]]\s*$|[,}](?=\s*\w+\s*:)", rest)
+        rest = rest[: cut.start()] if cut else rest
+        rest = rest.rstrip().rstrip("\r")
+        if not set(rest) & set("\"'`()[]{}"):
+            b = a + len(rest)
+            value = text[a:b]
+    key = m.group("key").rsplit(".", 1)[-1].lower()
+    if value.lower() in key:
+        return  # auth=auth, password=password
+    if _value_ok(value, bare=True):
+        yield (a, b, name)
+
+
+def _lines_of(text: str, a: int, b: int, name: str) -> Iterator[Span]:
+    """One span per non-blank line of text[a:b] (the line breaks themselves stay)."""
+    pos = a
+    for line in text[a:b].split("\n"):
+        stripped = line.strip()
+        if stripped:
+            off = pos + line.index(stripped)
+            yield (off, off + len(stripped), name)
+        pos += len(line) + 1
+
+
+def _block(text: str, pos: int, indent: int, name: str) -> Iterator[Span]:
+    """The lines of a YAML block scalar: those indented deeper than its key."""
+    nl = text.find("\n", pos)
+    if nl < 0:
+        return
+    i = nl + 1
+    start = end = i
+    while i < len(text):
+        j = text.find("\n", i)
+        j = len(text) if j < 0 else j
+        line = text[i:j]
+        if line.strip():
+            if len(line) - len(line.lstrip(" \t")) <= indent:
+                break
+            end = j
+        i = j + 1
+    if end > start:
+        yield from _lines_of(text, start, end, name)
+
+
+# ------------------------------------------------------------------ whole documents
+def _walk(value: object, under_secret: bool) -> Iterator[str]:
+    if isinstance(value, dict):
+        for k, v in value.items():
+            yield from _walk(v, under_secret or (isinstance(k, str) and secret_name(k)))
+    elif isinstance(value, list):
+        for v in value:
+            yield from _walk(v, under_secret)
+    elif isinstance(value, str) and under_secret and _value_ok(value, bare=False):
+        yield value
+
+
+def _document(text: str) -> list[str]:
+    """Secret values of a JSON or TOML document (empty when it is neither)."""
+    head = text.lstrip()[:1]
+    try:
+        if head in ("{", "["):
+            return list(_walk(json.loads(text), False))
+        if head == "[" or "\n[" in text:
+            return list(_walk(tomllib.loads(text), False))
+    except (ValueError, RecursionError):
+        pass  # not this format: the line layer below still reads it
+    return []
+
+
+def _occurrences(text: str, values: list[str]) -> Iterator[Span]:
+    for value in values:
+        forms = {value, json.dumps(value)[1:-1], json.dumps(value, ensure_ascii=False)[1:-1]}
+        for form in forms:
+            if "\n" in form:
+                for line in form.split("\n"):
+                    if len(line.strip()) >= 6:
+                        yield from _find_all(text, line.strip())
+            else:
+                yield from _find_all(text, form)
+
+
+def _find_all(text: str, form: str) -> Iterator[Span]:
+    i = text.find(form)
+    while i >= 0:
+        yield (i, i + len(form), "secret-value")
+        i = text.find(form, i + len(form))
+
+
+# ------------------------------------------------------------------------------ URLs
+_URL = re.compile(r"([A-Za-z][A-Za-z0-9+.-]{1,30})://([^\s\"'<>`]+)")
+_HOST_AFTER = re.compile(r"[A-Za-z0-9.-]+(?::\d*)?(?:[/?#]|$)|\[[0-9a-fA-F:.]+\]")
+_QUERY = re.compile(
+    r"[?&;](?P<key>[\w.-]*(?:pass|pwd|token|secret|api[_-]?key|apikey|sig|signature|auth)"
+    r"[\w.-]*)=(?P<secret>[^&#\s\"'<>;]+)",
+    re.IGNORECASE,
+)
+_QUERY_WORDS = ("pass", "pwd", "token", "secret", "key", "sig", "auth")
+_ORACLE = re.compile(r"(?i)jdbc:oracle:\w+:[\w$#]+/(?P<secret>[^@\s\"']+)@")
+
+
+def _urls(text: str, lowered: str) -> Iterator[Span]:
+    i = text.find("://")
+    while i >= 0:
+        # Found by the literal "://" (a regex with the scheme in front would try every
+        # position of the text).
+        j = i
+        while j > 0 and (text[j - 1].isalnum() or text[j - 1] in "+.-"):
+            j -= 1
+        m = _URL.match(text, j)
+        if m is not None:
+            yield from _url(m, lowered)
+        i = text.find("://", i + 3)
+    if "jdbc:oracle" in lowered:
+        for m in _ORACLE.finditer(text):
+            if not is_placeholder(m.group("secret")):
+                yield (*m.span("secret"), "url-credentials")
+
+
+def _url(m: re.Match[str], lowered: str) -> Iterator[Span]:
+    rest, base = m.group(2), m.start(2)
+    at = _userinfo_end(rest) if "@" in rest else None
+    if at is not None:
+        userinfo = rest[:at]
+        user, colon, password = userinfo.partition(":")
+        if _parses(m.group(1), userinfo, rest[at + 1 :]):
+            if colon and len(password) >= 3 and not is_placeholder(password):
+                s = base + len(user) + 1
+                yield (s, s + len(password), "url-credentials")
+            elif not colon and _token_like(user):
+                yield (base, base + len(user), "url-credentials")
+    if "=" in rest and any(w in rest.lower() for w in _QUERY_WORDS):
+        for q in _QUERY.finditer(rest):
+            if secret_name(q.group("key")) or q.group("key").lower() in ("sig", "signature"):
+                if not is_placeholder(q.group("secret")) and len(q.group("secret")) >= 4:
+                    yield (base + q.start("secret"), base + q.end("secret"), "url-credentials")
+
+
+def _userinfo_end(rest: str) -> int | None:
+    """Where the userinfo ends: the last ``@`` that a host follows (passwords may hold
+    ``@ : / #``, which a URL should percent-encode and real files often do not)."""
+    cut = len(rest)
+    for stop in ("?", " "):
+        k = rest.find(stop)
+        cut = min(cut, k) if k >= 0 else cut
+    at = rest.rfind("@", 0, cut)
+    while at > 0:
+        if _HOST_AFTER.match(rest, at + 1):
+            return at
+        at = rest.rfind("@", 0, at)
+    return None
+
+
+def _parses(scheme: str, userinfo: str, after: str) -> bool:
+    try:
+        parts = urlsplit(f"{scheme}://{quote(userinfo, safe=':')}@{after}")
+        return parts.hostname is not None or after.startswith((":", "/"))
+    except ValueError:
+        return False
+
+
+def _token_like(user: str) -> bool:
+    return (
+        len(user) >= 20
+        and any(c.isdigit() for c in user)
+        and any(c.isalpha() for c in user)
+        and not is_placeholder(user)
+    )
+
+
+# ----------------------------------------------------------------------- command lines
+_CLI = re.compile(
+    r"(?:^|[\s\"'])(?:(?:-u|--user|--basic-auth)[ \t=]*[\"']?(?P<user>[^\s:\"']+):(?P<pw>[^\s\"']+)"
+    r"|(?:mysql\w*|mariadb\w*)\b[^\n]*?[ \t]-p(?P<attached>[^\s\"']+)"
+    r"|(?:sshpass|login|redis-cli)\b[^\n]*?[ \t](?:-p|-a)[ \t]+[\"']?(?P<flagval>[^\s\"']+))",
+    re.MULTILINE,
+)
+_DOUBLE_DASH = re.compile(
+    r"(?:^|\s)--(?P<key>[\w-]*(?:pass|pwd|secret|token|api-?key|auth)[\w-]*)"
+    r"(?:=|[ \t]+)(?:\"(?P<dq>[^\"\n]*)\"|'(?P<sq>[^'\n]*)'|(?P<bare>[^\s\"'-][^\s\"']*))",
+    re.IGNORECASE | re.MULTILINE,
+)
+
+
+_CLI_WORDS = (
+    " -u",
+    "--user",
+    "--basic-auth",
+    "mysql",
+    "mariadb",
+    "sshpass",
+    " login ",
+    "redis-cli",
+)
+
+
+def _command_lines(text: str, lowered: str, lines: list[tuple[int, int]]) -> Iterator[Span]:
+    # Only the lines holding a command word are searched: a search of the whole text
+    # for a pattern with no literal start costs as much as every other rule together.
+    # A password flag needs " -p", " -a" or a user:password after -u/--user.
+    words = _CLI_WORDS if " -p" in lowered or " -a " in lowered else _CLI_WORDS[:3]
+    for start, end in lines_holding(text, lowered, words):
+        for m in _CLI.finditer(text, start, end):
+            g = next(g for g in ("pw", "attached", "flagval") if m.group(g) is not None)
+            if not is_placeholder(m.group(g)) and len(m.group(g)) >= 3:
+                yield (*m.span(g), "cli-credential")
+    for start, end in lines:
+        if lowered.find("--", start, end) >= 0:
+            for m in _DOUBLE_DASH.finditer(text, start, end):
+                g = next(g for g in ("dq", "sq", "bare") if m.group(g) is not None)
+                if secret_name(m.group("key")) and _value_ok(m.group(g), bare=g == "bare"):
+                    yield (*m.span(g), "cli-credential")
+
+
+# ------------------------------------------------------------------ manifests, HCL, XML
+_K8S_SECRET = re.compile(r"^kind:[ \t]*[\"']?Secret[\"']?[ \t]*$", re.MULTILINE)
+_K8S_DATA = re.compile(r"^(?P<ind>[ \t]*)(?:data|stringData):[ \t]*$", re.MULTILINE)
+_K8S_ENV = re.compile(
+    r"name:[ \t]*[\"']?(?P<key>[\w.-]+)[\"']?[ \t]*\r?\n[ \t]*(?:-[ \t]*)?value:[ \t]*"
+    r"(?:\"(?P<dq>[^\"\n]*)\"|'(?P<sq>[^'\n]*)'|(?P<bare>[^\s#][^\n#]*?))[ \t]*$",
+    re.MULTILINE,
+)
+_TF_VAR = re.compile(r"variable\s+\"(?P<key>[\w-]+)\"\s*\{(?P<body>[^{}]*)\}")
+_TF_DEFAULT = re.compile(r"default\s*=\s*\"(?P<v>(?:[^\"\\\n]|\\.)*)\"")
+_DOCKER_ENV = re.compile(r"^[ \t]*ENV[ \t]+(?P<key>\w+)[ \t]+(?P<v>[^\s=\"'][^\n]*?)[ \t]*$", re.M)
+_XML_ELEM = re.compile(r"<(?P<key>[\w:.-]{1,80})>[ \t]*(?P<v>[^<\n]+?)[ \t]*</(?P=key)>")
+
+
+def _manifests(text: str, lowered: str, lines: list[tuple[int, int]]) -> Iterator[Span]:
+    # Each reader runs only when its literal is in the text (most texts hold none).
+    if "kind:" in lowered and _K8S_SECRET.search(text):
+        for m in _K8S_DATA.finditer(text):
+            yield from (
+                (a, b, "k8s-secret")
+                for a, b, _ in _block(text, m.end(), len(m.group("ind")), "")
+                for a, b in [_after_colon(text, a, b)]
+                if b > a and not is_placeholder(text[a:b])
+            )
+    if "value:" in lowered:
+        for m in _K8S_ENV.finditer(text):
+            g = next(g for g in ("dq", "sq", "bare") if m.group(g) is not None)
+            if secret_name(m.group("key")) and _value_ok(m.group(g), bare=False):
+                yield (*m.span(g), "secret-value")
+    if 'variable "' in text:
+        for m in _TF_VAR.finditer(text):
+            if secret_name(m.group("key")):
+                d = _TF_DEFAULT.search(m.group("body"))
+                if d and _value_ok(d.group("v"), bare=False):
+                    off = m.start("body")
+                    yield (off + d.start("v"), off + d.end("v"), "secret-value")
+    if text.startswith("ENV ") or "\nENV " in text:
+        for m in _DOCKER_ENV.finditer(text):
+            if secret_name(m.group("key")) and _value_ok(m.group("v"), bare=True):
+                yield (*m.span("v"), "secret-value")
+    if "</" in text:
+        for start, end in lines:
+            if text.find("</", start, end) < 0:
+                continue
+            for m in _XML_ELEM.finditer(text, start, end):
+                if secret_name(m.group("key")) and _value_ok(m.group("v"), bare=False):
+                    yield (*m.span("v"), "secret-value")
+
+
+def _after_colon(text: str, a: int, b: int) -> tuple[int, int]:
+    """The value of a ``key: value`` line (quotes kept outside the span)."""
+    line = text[a:b]
+    k = line.find(":")
+    if k < 0:
+        return a, a
+    v = line[k + 1 :].strip()
+    if len(v) >= 2 and v[0] == v[-1] and v[0] in "\"'":
+        v = v[1:-1]
+    if not v or v in ("|", ">", "|-", ">-"):
+        return a, a
+    s = a + line.index(v, k + 1)
+    return s, s + len(v)
+
+
+# -------------------------------------------------------------------------- the layer
+def structured_spans(text: str, lowered: str, lines: list[tuple[int, int]]) -> list[Span]:
+    """Every secret this layer finds in ``text``, as (start, end, rule) spans.
+
+    ``lowered`` is the text ASCII-lowered and ``lines`` the spans of the lines holding a
+    secret-name word (both computed once by the caller for every layer). Cheap literal
+    tests decide which readers run: most source text needs none but the pairs reader.
+    """
+    spans: list[Span] = []
+    if lines:
+        spans += _pairs(text, lowered, lines)
+        spans += _occurrences(text, _document(text))
+        # Every manifest reader needs a secret word somewhere ("kind: Secret", a
+        # variable's or an env entry's name).
+        spans += _manifests(text, lowered, lines)
+    if "://" in text or "jdbc:" in lowered:
+        spans += _urls(text, lowered)
+    if " -" in text:
+        spans += _command_lines(text, lowered, lines)
+    return spans
