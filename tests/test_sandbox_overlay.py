@@ -137,6 +137,71 @@ def test_destructive_definition():
     assert destructive_reason("f", b"\x00" * 100, b"\x00" * 10) is not None  # binary
 
 
+def test_destructive_definition_judges_bytes_and_binary():
+    text = b"".join(b"line %d\n" % i for i in range(10))
+    # A text file made "binary" loses all its lines, whatever the length.
+    assert "binary" in destructive_reason("f", text, b"\x00" * len(text))
+    assert "binary" in destructive_reason("f", text, text + b"\xff")
+    # Under 4 lines, the bytes decide.
+    three = (b"x" * 5000 + b"\n") * 3
+    assert "15002 of the 15003 characters" in destructive_reason("f", three, b"A\n")
+    assert destructive_reason("f", three, three.replace(b"x", b"y", 1)) is None
+    assert destructive_reason("f", three, three[:5001] + b"\n") is not None
+    # A long line removed from a file that keeps most of its lines.
+    big = b"a\nb\nc\nd\ne\n" + b"z" * 1000 + b"\n"
+    assert destructive_reason("f", big, b"a\nb\nc\nd\ne\n") is not None
+    assert destructive_reason("f", b"x = 1\n", b"y = 2\n") is None  # tiny files: lines only
+    # Binary to binary: a full replacement or a shrink by more than half asks; edits
+    # in one place, insertions and in-place page updates do not.
+    blob = bytes(range(256)) * 400
+    other = bytes(reversed(blob))
+    assert destructive_reason("f", blob, other) is not None
+    assert destructive_reason("f", blob, blob[: len(blob) // 3]) is not None
+    assert destructive_reason("f", blob, b"HDR" + blob) is None
+    assert destructive_reason("f", blob, blob[:5000] + b"\x00" * 99 + blob[5099:]) is None
+    pages = bytearray(blob)
+    for i in range(0, len(pages), 4096):
+        pages[i] ^= 1
+    assert destructive_reason("f", blob, bytes(pages)) is None
+
+
+WIPES = {
+    "nul-same-size": (
+        None,
+        "python3 -c \"import os;p='inventory/models.py';n=os.path.getsize(p);"
+        "open(p,'wb').write(b'\\0'*n)\"",
+        "inventory/models.py",
+    ),
+    "three-long-lines": (
+        ("inventory/three.txt", ("x" * 5000 + "\n") * 3),
+        "printf 'A\\n' > inventory/three.txt",
+        "inventory/three.txt",
+    ),
+}
+
+
+@pytest.mark.parametrize("approve", [False, True], ids=["reject-all", "approve-all"])
+@pytest.mark.parametrize("name", list(WIPES))
+def test_a_wipe_by_binary_bytes_or_few_long_lines_asks(git_repo, name, approve):
+    """Old holes: NUL bytes of the same length, or a 15 KB file of 3 lines rewritten to
+    one short line, emptied a file without a question."""
+    root = git_repo
+    governed(root)
+    prepare, cmd, path = WIPES[name]
+    if prepare is not None:
+        (root / prepare[0]).write_text(prepare[1])
+    before = (root / path).read_bytes()
+    t, seen = agent(root, approve)
+    out = run(t, cmd)
+    assert len(seen) == 1 and "destructive" in seen[0].reason, (out, seen)
+    if approve:
+        assert out["ok"], out
+        assert (root / path).read_bytes() != before
+    else:
+        assert out["error_code"] == "APPROVAL_REJECTED", out
+        assert (root / path).read_bytes() == before
+
+
 GOVERNANCE_WRITES = [
     ("pyproject.toml", "printf '\\n[tool.ctxnb]\\nsandbox = \"none\"\\n' >> pyproject.toml"),
     ("ctxnb.toml", "echo 'sandbox = \"none\"' > ctxnb.toml"),
