@@ -494,3 +494,39 @@ def test_each_commit_records_the_settings_it_ran_under(git_repo):
     [rec] = [json.loads(r) for r in records if change["trace_id"] in r]
     want = hashlib.sha256((root / "ctxnb.toml").read_bytes()).hexdigest()
     assert rec["metadata"]["config_sha256"] == want
+
+
+@pytest.mark.parametrize("approve", [False, True], ids=["reject-all", "approve-all"])
+def test_a_new_executable_mode_never_lands_outside(git_repo, tmp_path, monkeypatch, approve):
+    """Old hole: the x bits of a new file were set by path after the write, so a parent
+    swapped for a link to a host directory in between carried the chmod outside."""
+    from ctxnb.access import fdio
+
+    root = git_repo
+    governed(root)
+    (root / "inventory" / "d").mkdir()
+    host = tmp_path / "host"
+    host.mkdir()
+    (host / "run.sh").write_text("host\n")
+    (host / "run.sh").chmod(0o600)
+    write = fdio.PathPolicy.write_bytes_atomic
+
+    def write_then_swap(self, path, data, **kw):
+        out = write(self, path, data, **kw)
+        if str(path).endswith("d/run.sh"):  # a concurrent process swaps the parent
+            shutil.rmtree(root / "inventory" / "d")
+            os.symlink(host, root / "inventory" / "d")
+        return out
+
+    monkeypatch.setattr(fdio.PathPolicy, "write_bytes_atomic", write_then_swap)
+    t, seen = agent(root, approve)
+    out = run(t, "printf '#!/bin/sh\\n' > inventory/d/run.sh; chmod 755 inventory/d/run.sh")
+    # The commit may stop at the swapped link (PATH_DENIED); it never writes through it.
+    assert seen == [] and (out["ok"] or out["error_code"] == "PATH_DENIED"), out
+    assert (host / "run.sh").stat().st_mode & 0o777 == 0o600
+    assert (host / "run.sh").read_text() == "host\n"
+    # Without a swap, a new executable keeps its x bits.
+    monkeypatch.setattr(fdio.PathPolicy, "write_bytes_atomic", write)
+    out = run(t, "printf '#!/bin/sh\\n' > inventory/go.sh; chmod 6750 inventory/go.sh")
+    assert out["ok"], out
+    assert (root / "inventory" / "go.sh").stat().st_mode & 0o7777 == 0o750

@@ -340,6 +340,7 @@ class PathPolicy(PathRules):
         mode: WriteMode = "truncate",
         make_parents: bool = False,
         durable_waits: list[Callable[[], None]] | None = None,
+        new_file_mode: int | None = None,
     ) -> SafePath:
         """Replace (or create) a file so that readers see all-old or all-new content.
 
@@ -362,6 +363,9 @@ class PathPolicy(PathRules):
                 is appended here: the caller does its next work meanwhile and calls it
                 before it reports the write as done. The file's own data is fsynced
                 before the rename either way.
+            new_file_mode: the permission bits (``0o777`` part) of a file that did not
+                exist, set on the temporary file's descriptor before the rename, so no
+                path is followed to set them; an existing file keeps its own.
 
         Returns:
             The :class:`SafePath` written.
@@ -400,7 +404,7 @@ class PathPolicy(PathRules):
                     payload = self._read_fd(fd, p, None, st.st_size) + payload
                 finally:
                     os.close(fd)
-            tmp = self._write_temp(parent, payload, old)
+            tmp = self._write_temp(parent, payload, old, new_file_mode)
             try:
                 if mode == "create":
                     self._link_new(parent, tmp, p)
@@ -758,7 +762,9 @@ class PathPolicy(PathRules):
         return b"".join(chunks)
 
     @staticmethod
-    def _write_temp(parent: int, data: bytes, old: os.stat_result | None) -> str:
+    def _write_temp(
+        parent: int, data: bytes, old: os.stat_result | None, new_mode: int | None = None
+    ) -> str:
         # An existing file's temp starts private (0o600) so a secret file's new content
         # is never briefly readable by others; a new file gets 0o666 minus the umask.
         create_mode = 0o600 if old is not None else 0o666
@@ -784,6 +790,8 @@ class PathPolicy(PathRules):
                     except PermissionError:
                         pass  # only root may give a file away; keep ours
                 os.fchmod(fd, stat_mod.S_IMODE(old.st_mode) & 0o777)
+            elif new_mode is not None:
+                os.fchmod(fd, new_mode & 0o777)
             os.fsync(fd)
         except BaseException:
             os.close(fd)

@@ -467,13 +467,15 @@ class CommandEffects:
                 if p.new is None:
                     tools.policy.delete(p.rel)
                     continue
+                # A new executable keeps its x bits (set-id bits are never kept), set on
+                # the temporary file's descriptor: a path could lead outside by then.
                 tools.policy.write_bytes_atomic(
-                    p.rel, p.new, make_parents=True, durable_waits=waits
+                    p.rel,
+                    p.new,
+                    make_parents=True,
+                    durable_waits=waits,
+                    new_file_mode=stat_mod.S_IMODE(p.mode) & 0o777 if p.mode & 0o111 else None,
                 )
-                if p.old is None and p.mode & 0o111:
-                    # A new executable keeps its x bits (set-id bits are never kept).
-                    with contextlib.suppress(OSError):
-                        os.chmod(os.path.join(self.root, p.rel), stat_mod.S_IMODE(p.mode) & 0o777)
             tracked_set = {p.rel for p in tracked}
             report.untracked.extend(p.rel for p in planned if p.rel not in tracked_set)
             if not tracked:
