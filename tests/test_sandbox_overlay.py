@@ -530,3 +530,53 @@ def test_a_new_executable_mode_never_lands_outside(git_repo, tmp_path, monkeypat
     out = run(t, "printf '#!/bin/sh\\n' > inventory/go.sh; chmod 6750 inventory/go.sh")
     assert out["ok"], out
     assert (root / "inventory" / "go.sh").stat().st_mode & 0o7777 == 0o750
+
+
+@pytest.mark.parametrize("approve", [False, True], ids=["reject-all", "approve-all"])
+def test_a_commit_of_more_files_than_descriptors_commits_all(git_repo, approve):
+    """Old hole: the commit held one lock file open per changed file, so 1,500 new files
+    under a soft limit of 1,024 descriptors ended in INTERNAL_ERROR."""
+    import resource
+
+    root = git_repo
+    governed(root)
+    n = 1500
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    t, seen = agent(root, approve)
+    resource.setrlimit(resource.RLIMIT_NOFILE, (min(1024, soft), hard))
+    try:
+        out = run(
+            t,
+            "mkdir inventory/m && python3 -c \"[open(f'inventory/m/{i}','w').write(str(i))"
+            f" for i in range({n})]\"; echo '# more' >> inventory/models.py",
+        )
+    finally:
+        resource.setrlimit(resource.RLIMIT_NOFILE, (soft, hard))
+    assert out["ok"] and seen == [], out
+    assert len(out["result"]["effects"]["changed"]) == n + 1
+    assert sorted(os.listdir(root / "inventory" / "m"), key=int) == [str(i) for i in range(n)]
+    assert (root / "inventory" / "m" / "1499").read_text() == "1499"
+
+
+def test_the_commit_lock_excludes_every_file_writer(git_repo):
+    """The one lock of a command's commit still keeps a file tool's write out until the
+    commit is done (every single-file writer holds it shared)."""
+    root = git_repo
+    governed(root)
+    t, _ = agent(root, True)
+    writer, _ = agent(root, True)
+    done = threading.Event()
+    results: list = []
+
+    def write() -> None:
+        results.append(writer.dispatch("write_file", {"path": "inventory/w.py", "content": "w\n"}))
+        done.set()
+
+    with t.locked_all():
+        th = threading.Thread(target=write)
+        th.start()
+        assert not done.wait(0.5)  # waits for the commit's lock
+        assert not (root / "inventory" / "w.py").exists()
+    th.join(10)
+    assert done.is_set() and results[0]["ok"], results
+    assert (root / "inventory" / "w.py").read_text() == "w\n"

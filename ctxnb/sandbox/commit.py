@@ -16,7 +16,8 @@ is read from the upper layer. Then:
    file's lines or bytes) are shown to the
    approver with their real diff before anything is committed. A rejection (or no
    approver) discards the whole overlay: nothing happened.
-3. Under each file's write lock, the workspace file must still be the one the command
+3. Under the workspace lock (:meth:`FileTools.locked_all`: every file's write lock at
+   once, one descriptor), the workspace file must still be the one the command
    started from: a file changed by someone else since the command started (its ctime
    is at or after the start) is a **conflict**, and then nothing of the command is
    committed (one command's commit is all-or-nothing up to I/O errors).
@@ -65,6 +66,9 @@ __all__ = [
 
 MAX_DIFF_CHARS = 40_000
 """The diff an approver sees is cut here (the message says so)."""
+
+_MAX_PENDING = 64
+"""Directory fsyncs left to the background thread at once (each holds a descriptor)."""
 
 
 class GoverningEngine(Protocol):
@@ -328,9 +332,9 @@ class CommandEffects:
             assert intent is not None  # a change is only kept in an intent's scope
             self._approve(planned, command, session_id, caller, call)
             tools = self.engine.tools
-            with contextlib.ExitStack() as locks:
-                for p in sorted(planned, key=lambda p: p.rel):
-                    locks.enter_context(tools._locked(p.rel))
+            # One lock for the whole commit (not one descriptor per file): every
+            # writer of a single file holds it shared.
+            with tools.locked_all():
                 for p in planned:
                     reason = self._conflict(p, sres.started_ns)
                     if reason is not None:
@@ -469,6 +473,10 @@ class CommandEffects:
                     continue
                 # A new executable keeps its x bits (set-id bits are never kept), set on
                 # the temporary file's descriptor: a path could lead outside by then.
+                if len(waits) >= _MAX_PENDING:  # each pending fsync holds a descriptor
+                    for wait in waits:
+                        wait()
+                    waits.clear()
                 tools.policy.write_bytes_atomic(
                     p.rel,
                     p.new,
