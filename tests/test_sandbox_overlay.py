@@ -580,3 +580,45 @@ def test_the_commit_lock_excludes_every_file_writer(git_repo):
     th.join(10)
     assert done.is_set() and results[0]["ok"], results
     assert (root / "inventory" / "w.py").read_text() == "w\n"
+
+
+SALAMI = [
+    "sed -i '1,5d' inventory/s.py",
+    "sed -i '1,2d' inventory/s.py",
+    "sed -i '1,1d' inventory/s.py",
+    "printf '\\n' > inventory/s.py",
+]
+
+
+@pytest.mark.parametrize("approve", [False, True], ids=["reject-all", "approve-all"])
+def test_small_removals_that_add_up_to_a_wipe_ask(git_repo, approve):
+    """Old hole: four commands, each removing under half of the file's lines, emptied
+    it without a question. Each command is now also judged against the file as it was
+    before the session's first change to it."""
+    root = git_repo
+    governed(root)
+    original = "".join(f"line{i} = {i}\n" for i in range(10))
+    (root / "inventory" / "s.py").write_text(original)
+    t, seen = agent(root, approve)
+    outs = [run(t, cmd) for cmd in SALAMI]
+    asked = [i for i, o in enumerate(outs) if o.get("error_code") == "APPROVAL_REJECTED"]
+    text = (root / "inventory" / "s.py").read_text()
+    if not approve:
+        # The second removal makes 7 of 10 lines gone: asked, refused, and so is every
+        # later one; the file keeps the 5 lines the first command left.
+        assert outs[0]["ok"] and asked == [1, 2, 3], outs
+        assert text == original.split("\n", 5)[5]
+        assert "earlier commands" in seen[0].reason and "-line0 = 0" in seen[0].args["diff"]
+    else:
+        assert all(o["ok"] for o in outs), outs
+        # The second command is asked (7 of 10 lines gone with the first); after its
+        # approval the 3 lines left are the baseline, too small to ask about again.
+        assert len(seen) == 1 and "earlier commands" in seen[0].reason
+        assert text == "\n"
+    # Someone else's edit resets the baseline: a later removal of 4 of its 10 lines is
+    # judged against what that editor left, and does not ask.
+    (root / "inventory" / "s.py").write_text(original)
+    asked_before = len(seen)
+    out = run(t, "sed -i '1,4d' inventory/s.py")
+    assert out["ok"] and len(seen) == asked_before, out
+    assert (root / "inventory" / "s.py").read_text() == original.split("\n", 4)[4]

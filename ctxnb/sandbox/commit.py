@@ -224,6 +224,10 @@ class _Planned:
     old: bytes | None
     new: bytes | None
     mode: int = 0
+    base: bytes | None = None
+    """The bytes before this engine's first commit to the file, when they differ from
+    ``old`` and the file has not changed since but by this engine's commits."""
+    destructive: bool = False
 
 
 class CommandEffects:
@@ -239,6 +243,10 @@ class CommandEffects:
         self.root = str(engine.root)
         self._ignore: Any = None
         self._max_bytes = self.ws.config.index.max_file_bytes
+        # rel -> (the bytes before this engine's first change to it, or since its last
+        # approved change; the SHA-256 of what this engine last committed there): so
+        # several small removals that add up to a destructive one still ask.
+        self._since: dict[str, tuple[bytes, bytes]] = {}
 
     def _ignored(self, rel: str) -> bool:
         if self._ignore is None:
@@ -326,11 +334,15 @@ class CommandEffects:
                     if st is not None and stat_mod.S_IMODE(st.st_mode) != stat_mod.S_IMODE(ch.mode):
                         report.dropped.append({"path": ch.path, "reason": "a mode-only change"})
                     continue
-                planned.append(_Planned(ch.path, ch.kind, old, new, ch.mode))
+                base = None
+                since = self._since.get(ch.path)
+                if since is not None and old is not None and _sha(old) == since[1]:
+                    base = since[0]
+                planned.append(_Planned(ch.path, ch.kind, old, new, ch.mode, base))
             if not planned:
                 return report
             assert intent is not None  # a change is only kept in an intent's scope
-            self._approve(planned, command, session_id, caller, call)
+            asked = self._approve(planned, command, session_id, caller, call)
             tools = self.engine.tools
             # One lock for the whole commit (not one descriptor per file): every
             # writer of a single file holds it shared.
@@ -342,10 +354,24 @@ class CommandEffects:
                 if report.conflicts:
                     return report
                 self._commit_all(planned, report, intent, command, session_id, caller, tool)
+            self._remember(planned, asked)
             self._remove_dirs(sres, planned)
             return report
         finally:
             sres.discard()
+
+    def _remember(self, planned: list[_Planned], approved: bool) -> None:
+        """Keep each committed file's baseline: the bytes before this engine's first
+        change to it, reset to the new bytes by a human's approval."""
+        for p in planned:
+            if p.new is None or p.old is None or len(p.old) > self._max_bytes:
+                self._since.pop(p.rel, None)
+                continue
+            if approved and p.destructive:
+                base = p.new  # the human saw this file's diff and approved it
+            else:
+                base = p.base if p.base is not None else p.old
+            self._since[p.rel] = (base, _sha(p.new))
 
     def _remove_dirs(self, sres: SandboxResult, planned: list[_Planned]) -> None:
         """Directories the command removed, whose files were all deleted by the commit,
@@ -384,16 +410,33 @@ class CommandEffects:
         session_id: str | None,
         caller: str,
         call: ToolCall | None,
-    ) -> None:
-        reasons = [r for p in planned if (r := destructive_reason(p.rel, p.old, p.new)) is not None]
+    ) -> bool:
+        """Ask the approver when a change is destructive: True when it was asked and
+        approved, False when nothing was destructive; raises when refused."""
+        reasons = []
+        for p in planned:
+            r = destructive_reason(p.rel, p.old, p.new)
+            if r is None and p.base is not None:
+                r = destructive_reason(p.rel, p.base, p.new)
+                if r is None:
+                    p.base = None  # the diff shows this command's change only
+                else:
+                    r += " (with this session's earlier commands; the diff starts before them)"
+            else:
+                p.base = None
+            if r is not None:
+                p.destructive = True
+                reasons.append(r)
         if not reasons:
-            return
+            return False
         from ..redaction import redact_text
         from ..tools.patching import unified_diff
 
         diff = "".join(
             unified_diff(
-                redact_text((p.old or b"").decode("utf-8", "replace")),
+                redact_text(
+                    ((p.old if p.base is None else p.base) or b"").decode("utf-8", "replace")
+                ),
                 redact_text((p.new or b"").decode("utf-8", "replace")),
                 fromfile=f"a/{p.rel}" if p.old is not None else "/dev/null",
                 tofile=f"b/{p.rel}" if p.new is not None else "/dev/null",
@@ -439,6 +482,7 @@ class CommandEffects:
                 "ask the human what they want instead.",
                 details={**details, "decision": decision.to_dict()},
             )
+        return True
 
     def _commit_all(
         self,
@@ -538,6 +582,12 @@ class CommandEffects:
         finally:
             for wait in waits:
                 wait()
+
+
+def _sha(data: bytes) -> bytes:
+    import hashlib
+
+    return hashlib.sha256(data).digest()
 
 
 def _rmdir_nofollow(root: str, rel: str) -> None:
