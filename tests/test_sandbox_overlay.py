@@ -137,6 +137,71 @@ def test_destructive_definition():
     assert destructive_reason("f", b"\x00" * 100, b"\x00" * 10) is not None  # binary
 
 
+def test_destructive_definition_judges_bytes_and_binary():
+    text = b"".join(b"line %d\n" % i for i in range(10))
+    # A text file made "binary" loses all its lines, whatever the length.
+    assert "binary" in destructive_reason("f", text, b"\x00" * len(text))
+    assert "binary" in destructive_reason("f", text, text + b"\xff")
+    # Under 4 lines, the bytes decide.
+    three = (b"x" * 5000 + b"\n") * 3
+    assert "15002 of the 15003 characters" in destructive_reason("f", three, b"A\n")
+    assert destructive_reason("f", three, three.replace(b"x", b"y", 1)) is None
+    assert destructive_reason("f", three, three[:5001] + b"\n") is not None
+    # A long line removed from a file that keeps most of its lines.
+    big = b"a\nb\nc\nd\ne\n" + b"z" * 1000 + b"\n"
+    assert destructive_reason("f", big, b"a\nb\nc\nd\ne\n") is not None
+    assert destructive_reason("f", b"x = 1\n", b"y = 2\n") is None  # tiny files: lines only
+    # Binary to binary: a full replacement or a shrink by more than half asks; edits
+    # in one place, insertions and in-place page updates do not.
+    blob = bytes(range(256)) * 400
+    other = bytes(reversed(blob))
+    assert destructive_reason("f", blob, other) is not None
+    assert destructive_reason("f", blob, blob[: len(blob) // 3]) is not None
+    assert destructive_reason("f", blob, b"HDR" + blob) is None
+    assert destructive_reason("f", blob, blob[:5000] + b"\x00" * 99 + blob[5099:]) is None
+    pages = bytearray(blob)
+    for i in range(0, len(pages), 4096):
+        pages[i] ^= 1
+    assert destructive_reason("f", blob, bytes(pages)) is None
+
+
+WIPES = {
+    "nul-same-size": (
+        None,
+        "python3 -c \"import os;p='inventory/models.py';n=os.path.getsize(p);"
+        "open(p,'wb').write(b'\\0'*n)\"",
+        "inventory/models.py",
+    ),
+    "three-long-lines": (
+        ("inventory/three.txt", ("x" * 5000 + "\n") * 3),
+        "printf 'A\\n' > inventory/three.txt",
+        "inventory/three.txt",
+    ),
+}
+
+
+@pytest.mark.parametrize("approve", [False, True], ids=["reject-all", "approve-all"])
+@pytest.mark.parametrize("name", list(WIPES))
+def test_a_wipe_by_binary_bytes_or_few_long_lines_asks(git_repo, name, approve):
+    """Old holes: NUL bytes of the same length, or a 15 KB file of 3 lines rewritten to
+    one short line, emptied a file without a question."""
+    root = git_repo
+    governed(root)
+    prepare, cmd, path = WIPES[name]
+    if prepare is not None:
+        (root / prepare[0]).write_text(prepare[1])
+    before = (root / path).read_bytes()
+    t, seen = agent(root, approve)
+    out = run(t, cmd)
+    assert len(seen) == 1 and "destructive" in seen[0].reason, (out, seen)
+    if approve:
+        assert out["ok"], out
+        assert (root / path).read_bytes() != before
+    else:
+        assert out["error_code"] == "APPROVAL_REJECTED", out
+        assert (root / path).read_bytes() == before
+
+
 GOVERNANCE_WRITES = [
     ("pyproject.toml", "printf '\\n[tool.ctxnb]\\nsandbox = \"none\"\\n' >> pyproject.toml"),
     ("ctxnb.toml", "echo 'sandbox = \"none\"' > ctxnb.toml"),
@@ -429,3 +494,131 @@ def test_each_commit_records_the_settings_it_ran_under(git_repo):
     [rec] = [json.loads(r) for r in records if change["trace_id"] in r]
     want = hashlib.sha256((root / "ctxnb.toml").read_bytes()).hexdigest()
     assert rec["metadata"]["config_sha256"] == want
+
+
+@pytest.mark.parametrize("approve", [False, True], ids=["reject-all", "approve-all"])
+def test_a_new_executable_mode_never_lands_outside(git_repo, tmp_path, monkeypatch, approve):
+    """Old hole: the x bits of a new file were set by path after the write, so a parent
+    swapped for a link to a host directory in between carried the chmod outside."""
+    from ctxnb.access import fdio
+
+    root = git_repo
+    governed(root)
+    (root / "inventory" / "d").mkdir()
+    host = tmp_path / "host"
+    host.mkdir()
+    (host / "run.sh").write_text("host\n")
+    (host / "run.sh").chmod(0o600)
+    write = fdio.PathPolicy.write_bytes_atomic
+
+    def write_then_swap(self, path, data, **kw):
+        out = write(self, path, data, **kw)
+        if str(path).endswith("d/run.sh"):  # a concurrent process swaps the parent
+            shutil.rmtree(root / "inventory" / "d")
+            os.symlink(host, root / "inventory" / "d")
+        return out
+
+    monkeypatch.setattr(fdio.PathPolicy, "write_bytes_atomic", write_then_swap)
+    t, seen = agent(root, approve)
+    out = run(t, "printf '#!/bin/sh\\n' > inventory/d/run.sh; chmod 755 inventory/d/run.sh")
+    # The commit may stop at the swapped link (PATH_DENIED); it never writes through it.
+    assert seen == [] and (out["ok"] or out["error_code"] == "PATH_DENIED"), out
+    assert (host / "run.sh").stat().st_mode & 0o777 == 0o600
+    assert (host / "run.sh").read_text() == "host\n"
+    # Without a swap, a new executable keeps its x bits.
+    monkeypatch.setattr(fdio.PathPolicy, "write_bytes_atomic", write)
+    out = run(t, "printf '#!/bin/sh\\n' > inventory/go.sh; chmod 6750 inventory/go.sh")
+    assert out["ok"], out
+    assert (root / "inventory" / "go.sh").stat().st_mode & 0o7777 == 0o750
+
+
+@pytest.mark.parametrize("approve", [False, True], ids=["reject-all", "approve-all"])
+def test_a_commit_of_more_files_than_descriptors_commits_all(git_repo, approve):
+    """Old hole: the commit held one lock file open per changed file, so 1,500 new files
+    under a soft limit of 1,024 descriptors ended in INTERNAL_ERROR."""
+    import resource
+
+    root = git_repo
+    governed(root)
+    n = 1500
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    t, seen = agent(root, approve)
+    resource.setrlimit(resource.RLIMIT_NOFILE, (min(1024, soft), hard))
+    try:
+        out = run(
+            t,
+            "mkdir inventory/m && python3 -c \"[open(f'inventory/m/{i}','w').write(str(i))"
+            f" for i in range({n})]\"; echo '# more' >> inventory/models.py",
+        )
+    finally:
+        resource.setrlimit(resource.RLIMIT_NOFILE, (soft, hard))
+    assert out["ok"] and seen == [], out
+    assert len(out["result"]["effects"]["changed"]) == n + 1
+    assert sorted(os.listdir(root / "inventory" / "m"), key=int) == [str(i) for i in range(n)]
+    assert (root / "inventory" / "m" / "1499").read_text() == "1499"
+
+
+def test_the_commit_lock_excludes_every_file_writer(git_repo):
+    """The one lock of a command's commit still keeps a file tool's write out until the
+    commit is done (every single-file writer holds it shared)."""
+    root = git_repo
+    governed(root)
+    t, _ = agent(root, True)
+    writer, _ = agent(root, True)
+    done = threading.Event()
+    results: list = []
+
+    def write() -> None:
+        results.append(writer.dispatch("write_file", {"path": "inventory/w.py", "content": "w\n"}))
+        done.set()
+
+    with t.locked_all():
+        th = threading.Thread(target=write)
+        th.start()
+        assert not done.wait(0.5)  # waits for the commit's lock
+        assert not (root / "inventory" / "w.py").exists()
+    th.join(10)
+    assert done.is_set() and results[0]["ok"], results
+    assert (root / "inventory" / "w.py").read_text() == "w\n"
+
+
+SALAMI = [
+    "sed -i '1,5d' inventory/s.py",
+    "sed -i '1,2d' inventory/s.py",
+    "sed -i '1,1d' inventory/s.py",
+    "printf '\\n' > inventory/s.py",
+]
+
+
+@pytest.mark.parametrize("approve", [False, True], ids=["reject-all", "approve-all"])
+def test_small_removals_that_add_up_to_a_wipe_ask(git_repo, approve):
+    """Old hole: four commands, each removing under half of the file's lines, emptied
+    it without a question. Each command is now also judged against the file as it was
+    before the session's first change to it."""
+    root = git_repo
+    governed(root)
+    original = "".join(f"line{i} = {i}\n" for i in range(10))
+    (root / "inventory" / "s.py").write_text(original)
+    t, seen = agent(root, approve)
+    outs = [run(t, cmd) for cmd in SALAMI]
+    asked = [i for i, o in enumerate(outs) if o.get("error_code") == "APPROVAL_REJECTED"]
+    text = (root / "inventory" / "s.py").read_text()
+    if not approve:
+        # The second removal makes 7 of 10 lines gone: asked, refused, and so is every
+        # later one; the file keeps the 5 lines the first command left.
+        assert outs[0]["ok"] and asked == [1, 2, 3], outs
+        assert text == original.split("\n", 5)[5]
+        assert "earlier commands" in seen[0].reason and "-line0 = 0" in seen[0].args["diff"]
+    else:
+        assert all(o["ok"] for o in outs), outs
+        # The second command is asked (7 of 10 lines gone with the first); after its
+        # approval the 3 lines left are the baseline, too small to ask about again.
+        assert len(seen) == 1 and "earlier commands" in seen[0].reason
+        assert text == "\n"
+    # Someone else's edit resets the baseline: a later removal of 4 of its 10 lines is
+    # judged against what that editor left, and does not ask.
+    (root / "inventory" / "s.py").write_text(original)
+    asked_before = len(seen)
+    out = run(t, "sed -i '1,4d' inventory/s.py")
+    assert out["ok"] and len(seen) == asked_before, out
+    assert (root / "inventory" / "s.py").read_text() == original.split("\n", 4)[4]

@@ -342,6 +342,7 @@ class PathPolicy(PathRules):
         durable_waits: list[Callable[[], None]] | None = None,
         check_replaced: bool = False,
         expected_sha256: str | None = None,
+        new_file_mode: int | None = None,
     ) -> SafePath:
         """Replace (or create) a file so that readers see all-old or all-new content.
 
@@ -371,6 +372,9 @@ class PathPolicy(PathRules):
                 displaced is checked too, so a save landing in between is put back.
             expected_sha256: the SHA-256 of the content the new bytes were computed from;
                 with ``check_replaced``, None means they were computed for a new file.
+            new_file_mode: the permission bits (``0o777`` part) of a file that did not
+                exist, set on the temporary file's descriptor before the rename, so no
+                path is followed to set them; an existing file keeps its own.
 
         Returns:
             The :class:`SafePath` written.
@@ -411,7 +415,7 @@ class PathPolicy(PathRules):
                     payload = self._read_fd(fd, p, None, st.st_size) + payload
                 finally:
                     os.close(fd)
-            tmp = self._write_temp(parent, payload, old)
+            tmp = self._write_temp(parent, payload, old, new_file_mode)
             try:
                 if mode == "create":
                     self._link_new(parent, tmp, p)
@@ -782,7 +786,9 @@ class PathPolicy(PathRules):
         return b"".join(chunks)
 
     @staticmethod
-    def _write_temp(parent: int, data: bytes, old: os.stat_result | None) -> str:
+    def _write_temp(
+        parent: int, data: bytes, old: os.stat_result | None, new_mode: int | None = None
+    ) -> str:
         # An existing file's temp starts private (0o600) so a secret file's new content
         # is never briefly readable by others; a new file gets 0o666 minus the umask.
         create_mode = 0o600 if old is not None else 0o666
@@ -808,6 +814,8 @@ class PathPolicy(PathRules):
                     except PermissionError:
                         pass  # only root may give a file away; keep ours
                 os.fchmod(fd, stat_mod.S_IMODE(old.st_mode) & 0o777)
+            elif new_mode is not None:
+                os.fchmod(fd, new_mode & 0o777)
             os.fsync(fd)
         except BaseException:
             os.close(fd)

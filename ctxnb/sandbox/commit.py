@@ -12,10 +12,12 @@ is read from the upper layer. Then:
    reason. A file whose bytes did not change (``touch``, ``chmod``) is not a change; a
    mode-only change is dropped.
 2. **Destructive** changes (:func:`destructive_reason`: a deletion, a truncation to
-   zero bytes, or a write that keeps less than half of a file's lines) are shown to the
+   zero bytes, a text file made binary, or a write that keeps less than half of a
+   file's lines or bytes) are shown to the
    approver with their real diff before anything is committed. A rejection (or no
    approver) discards the whole overlay: nothing happened.
-3. Under each file's write lock, the workspace file must still be the one the command
+3. Under the workspace lock (:meth:`FileTools.locked_all`: every file's write lock at
+   once, one descriptor), the workspace file must still be the one the command
    started from: a file changed by someone else since the command started (its ctime
    is at or after the start) is a **conflict**, and then nothing of the command is
    committed (one command's commit is all-or-nothing up to I/O errors).
@@ -35,7 +37,6 @@ committed but not stored (``untracked``), as the indexer does not store them.
 from __future__ import annotations
 
 import contextlib
-import difflib
 import os
 import shlex
 import stat as stat_mod
@@ -45,6 +46,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 
 from ..errors import CtxnbError, NotFoundError, PolicyError
+from .destructive import destructive_reason
 
 if TYPE_CHECKING:
     from ..access.door import Access
@@ -64,6 +66,9 @@ __all__ = [
 
 MAX_DIFF_CHARS = 40_000
 """The diff an approver sees is cut here (the message says so)."""
+
+_MAX_PENDING = 64
+"""Directory fsyncs left to the background thread at once (each holds a descriptor)."""
 
 
 class GoverningEngine(Protocol):
@@ -117,45 +122,6 @@ class EffectsReport:
         }
 
 
-def destructive_reason(rel: str, old: bytes | None, new: bytes | None) -> str | None:
-    """Why a change to ``rel`` from ``old`` to ``new`` bytes is destructive, or None.
-
-    Destructive: deleting a file that existed; truncating a non-empty file to zero
-    bytes; a write that keeps less than half of the old file's lines (a file of at
-    least 4 lines; for binary files, less than half of its bytes). A new file, an
-    append or an edit that keeps most lines is not.
-
-    Example:
-        >>> destructive_reason("a.py", b"x\\n" * 10, None)
-        'deletes a.py'
-        >>> destructive_reason("a.py", b"a\\nb\\nc\\nd\\n", b"a\\nb\\nc\\nd\\ne\\n") is None
-        True
-        >>> destructive_reason("a.py", b"a\\nb\\nc\\nd\\n", b"z\\n")
-        'removes 4 of the 4 lines of a.py'
-    """
-    if old is None:
-        return None
-    if new is None:
-        return f"deletes {rel}"
-    if old and not new:
-        return f"truncates {rel} to 0 bytes"
-    from ..access.observe import decode_bytes
-
-    old_text, new_text = decode_bytes(old), decode_bytes(new)
-    if old_text is None or new_text is None:  # binary, as the store tells text apart
-        if len(new) * 2 < len(old):
-            return f"removes {len(old) - len(new)} of the {len(old)} bytes of {rel}"
-        return None
-    old_lines, new_lines = old_text.splitlines(), new_text.splitlines()
-    if len(old_lines) < 4:
-        return None
-    sm = difflib.SequenceMatcher(None, old_lines, new_lines, autojunk=False)
-    kept = sum(b.size for b in sm.get_matching_blocks())
-    if kept * 2 < len(old_lines):
-        return f"removes {len(old_lines) - kept} of the {len(old_lines)} lines of {rel}"
-    return None
-
-
 @dataclass
 class _Planned:
     rel: str
@@ -163,6 +129,10 @@ class _Planned:
     old: bytes | None
     new: bytes | None
     mode: int = 0
+    base: bytes | None = None
+    """The bytes before this engine's first commit to the file, when they differ from
+    ``old`` and the file has not changed since but by this engine's commits."""
+    destructive: bool = False
 
 
 class CommandEffects:
@@ -178,6 +148,10 @@ class CommandEffects:
         self.root = str(engine.root)
         self._ignore: Any = None
         self._max_bytes = self.ws.config.index.max_file_bytes
+        # rel -> (the bytes before this engine's first change to it, or since its last
+        # approved change; the SHA-256 of what this engine last committed there): so
+        # several small removals that add up to a destructive one still ask.
+        self._since: dict[str, tuple[bytes, bytes]] = {}
 
     def _ignored(self, rel: str) -> bool:
         if self._ignore is None:
@@ -265,15 +239,19 @@ class CommandEffects:
                     if st is not None and stat_mod.S_IMODE(st.st_mode) != stat_mod.S_IMODE(ch.mode):
                         report.dropped.append({"path": ch.path, "reason": "a mode-only change"})
                     continue
-                planned.append(_Planned(ch.path, ch.kind, old, new, ch.mode))
+                base = None
+                since = self._since.get(ch.path)
+                if since is not None and old is not None and _sha(old) == since[1]:
+                    base = since[0]
+                planned.append(_Planned(ch.path, ch.kind, old, new, ch.mode, base))
             if not planned:
                 return report
             assert intent is not None  # a change is only kept in an intent's scope
-            self._approve(planned, command, session_id, caller, call)
+            asked = self._approve(planned, command, session_id, caller, call)
             tools = self.engine.tools
-            with contextlib.ExitStack() as locks:
-                for p in sorted(planned, key=lambda p: p.rel):
-                    locks.enter_context(tools._locked(p.rel))
+            # One lock for the whole commit (not one descriptor per file): every
+            # writer of a single file holds it shared.
+            with tools.locked_all():
                 for p in planned:
                     reason = self._conflict(p, sres.started_ns)
                     if reason is not None:
@@ -281,10 +259,24 @@ class CommandEffects:
                 if report.conflicts:
                     return report
                 self._commit_all(planned, report, intent, command, session_id, caller, tool)
+            self._remember(planned, asked)
             self._remove_dirs(sres, planned)
             return report
         finally:
             sres.discard()
+
+    def _remember(self, planned: list[_Planned], approved: bool) -> None:
+        """Keep each committed file's baseline: the bytes before this engine's first
+        change to it, reset to the new bytes by a human's approval."""
+        for p in planned:
+            if p.new is None or p.old is None or len(p.old) > self._max_bytes:
+                self._since.pop(p.rel, None)
+                continue
+            if approved and p.destructive:
+                base = p.new  # the human saw this file's diff and approved it
+            else:
+                base = p.base if p.base is not None else p.old
+            self._since[p.rel] = (base, _sha(p.new))
 
     def _remove_dirs(self, sres: SandboxResult, planned: list[_Planned]) -> None:
         """Directories the command removed, whose files were all deleted by the commit,
@@ -323,16 +315,33 @@ class CommandEffects:
         session_id: str | None,
         caller: str,
         call: ToolCall | None,
-    ) -> None:
-        reasons = [r for p in planned if (r := destructive_reason(p.rel, p.old, p.new)) is not None]
+    ) -> bool:
+        """Ask the approver when a change is destructive: True when it was asked and
+        approved, False when nothing was destructive; raises when refused."""
+        reasons = []
+        for p in planned:
+            r = destructive_reason(p.rel, p.old, p.new)
+            if r is None and p.base is not None:
+                r = destructive_reason(p.rel, p.base, p.new)
+                if r is None:
+                    p.base = None  # the diff shows this command's change only
+                else:
+                    r += " (with this session's earlier commands; the diff starts before them)"
+            else:
+                p.base = None
+            if r is not None:
+                p.destructive = True
+                reasons.append(r)
         if not reasons:
-            return
+            return False
         from ..redaction import redact_text
         from ..tools.patching import unified_diff
 
         diff = "".join(
             unified_diff(
-                redact_text((p.old or b"").decode("utf-8", "replace")),
+                redact_text(
+                    ((p.old if p.base is None else p.base) or b"").decode("utf-8", "replace")
+                ),
                 redact_text((p.new or b"").decode("utf-8", "replace")),
                 fromfile=f"a/{p.rel}" if p.old is not None else "/dev/null",
                 tofile=f"b/{p.rel}" if p.new is not None else "/dev/null",
@@ -378,6 +387,7 @@ class CommandEffects:
                 "ask the human what they want instead.",
                 details={**details, "decision": decision.to_dict()},
             )
+        return True
 
     def _commit_all(
         self,
@@ -410,13 +420,19 @@ class CommandEffects:
                 if p.new is None:
                     tools.policy.delete(p.rel)
                     continue
+                # A new executable keeps its x bits (set-id bits are never kept), set on
+                # the temporary file's descriptor: a path could lead outside by then.
+                if len(waits) >= _MAX_PENDING:  # each pending fsync holds a descriptor
+                    for wait in waits:
+                        wait()
+                    waits.clear()
                 tools.policy.write_bytes_atomic(
-                    p.rel, p.new, make_parents=True, durable_waits=waits
+                    p.rel,
+                    p.new,
+                    make_parents=True,
+                    durable_waits=waits,
+                    new_file_mode=stat_mod.S_IMODE(p.mode) & 0o777 if p.mode & 0o111 else None,
                 )
-                if p.old is None and p.mode & 0o111:
-                    # A new executable keeps its x bits (set-id bits are never kept).
-                    with contextlib.suppress(OSError):
-                        os.chmod(os.path.join(self.root, p.rel), stat_mod.S_IMODE(p.mode) & 0o777)
             tracked_set = {p.rel for p in tracked}
             report.untracked.extend(p.rel for p in planned if p.rel not in tracked_set)
             if not tracked:
@@ -471,6 +487,12 @@ class CommandEffects:
         finally:
             for wait in waits:
                 wait()
+
+
+def _sha(data: bytes) -> bytes:
+    import hashlib
+
+    return hashlib.sha256(data).digest()
 
 
 def _rmdir_nofollow(root: str, rel: str) -> None:

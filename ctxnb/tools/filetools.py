@@ -74,6 +74,10 @@ if TYPE_CHECKING:
 
 __all__ = ["FileTools", "ToolCall", "ToolHooks"]
 
+ALL_FILES_LOCK = "all-files.lock"
+"""The workspace lock in ``.ctxnb/locks/``: every file write holds it shared, a sandbox
+command's commit exclusive (one descriptor however many files it changes)."""
+
 # A line that may belong to a PEM or OpenSSH key body (base64 only).
 _KEY_BODY_LINE = re.compile(r"[A-Za-z0-9+/=]{16,}\r?$")
 
@@ -354,13 +358,30 @@ class FileTools:
 
         The hash check and the write happen under one ``flock`` on a lock file in
         ``.ctxnb/locks/``, so two writers that read the same version cannot both win.
+        The writer also holds the workspace lock shared, so that :meth:`locked_all`
+        excludes it.
         """
+        name = sha256_hex(make_doc_path(rel))[:32] + ".lock"
+        with self._flock(ALL_FILES_LOCK, fcntl.LOCK_SH), self._flock(name, fcntl.LOCK_EX):
+            yield
+
+    @contextlib.contextmanager
+    def locked_all(self) -> Iterator[None]:
+        """Hold the write lock of every file at once, with one descriptor: the
+        workspace lock, exclusive (a sandbox command's commit, however many files it
+        changes). Never call :meth:`_locked` while holding it (the same process would
+        wait for itself)."""
+        with self._flock(ALL_FILES_LOCK, fcntl.LOCK_EX):
+            yield
+
+    @contextlib.contextmanager
+    def _flock(self, name: str, how: int) -> Iterator[None]:
         lock_dir = self.workspace.root / ".ctxnb" / "locks"
         lock_dir.mkdir(parents=True, exist_ok=True)
-        name = sha256_hex(make_doc_path(rel))[:32] + ".lock"
-        fd = os.open(lock_dir / name, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o644)
+        flags = os.O_RDWR | os.O_CREAT | os.O_CLOEXEC | os.O_NOFOLLOW
+        fd = os.open(lock_dir / name, flags, 0o644)
         try:
-            fcntl.flock(fd, fcntl.LOCK_EX)
+            fcntl.flock(fd, how)
             yield
         finally:
             os.close(fd)
