@@ -302,7 +302,8 @@ def test_context_prints_tokens_per_section_and_item(sample_ws: Path) -> None:
     assert {k: got[k] for k in expected.tokens_by_section()} == expected.tokens_by_section()
     assert got["free"] == 50000 - expected.total_tokens
     for item in expected.items:
-        assert re.search(rf"^ +{item.tokens:,}  {item.type} +{re.escape(item.label)}$",
+        pinned = r" \[pinned\]" if item.pinned else ""  # the root AGENTS.md, by default
+        assert re.search(rf"^ +{item.tokens:,}  {item.type} +{re.escape(item.label)}{pinned}$",
                          out.stdout, flags=re.M), item.label  # fmt: skip
 
     other = ctxnb("context", "review-42", "-w", str(sample_ws), "--strategy",

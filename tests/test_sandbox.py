@@ -112,7 +112,7 @@ def state(e: Env) -> dict[str, object]:
         "orchestration": {
             k: v
             for k, v in fingerprint(e.root / ".orchestration").items()
-            if k not in ("agent_trace.jsonl", "AGENT.md", "intent_map.md")
+            if k not in ("agent_trace.jsonl", "agent_trace.jsonl.head", "AGENT.md", "intent_map.md")
         },
         "ctxnb_canary": (e.root / ".ctxnb" / "canary.txt").read_text(),
         "keys": fingerprint(e.root / "inventory" / "keys"),

@@ -170,6 +170,7 @@ def test_with_an_intent_an_edit_in_scope_lands_and_is_traced(ws, test_data):
     assert changed <= {
         "inventory/models.py",
         ".orchestration/agent_trace.jsonl",
+        ".orchestration/agent_trace.jsonl.head",  # the ledger's hash chain head
         ".orchestration/intent_map.md",
     }
     assert "inventory/models.py" in changed

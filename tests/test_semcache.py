@@ -11,6 +11,7 @@ from _needs import has_module, needs
 import ctxnb.semcache as semcache
 from ctxnb.embedding import LexicalEmbedder
 from ctxnb.errors import ConfigError
+from ctxnb.prices import UnpricedModelWarning
 from ctxnb.semcache import CACHE_ENTRY_TYPE, SemanticCache
 from ctxnb.store import ObjectStore
 
@@ -152,9 +153,12 @@ def test_the_llm_summarizer_reuses_a_cached_summary(tmp_path: Path) -> None:
             args["model"], api_base=args["api_base"], api_key=args["api_key"], cache=cache
         )
         out = "FAILED tests/test_models.py::test_restock - AssertionError\n" * 3
-        first = summarize("run_command", out, 100)
+        # The scripted model has no price: each call warns once that its dollars are NaN.
+        with pytest.warns(UnpricedModelWarning):
+            first = summarize("run_command", out, 100)
         again = summarize("run_command", out.replace("AssertionError", "AssertionError "), 100)
-        other = summarize("run_command", "Cloning into 'repo'... done.", 100)
+        with pytest.warns(UnpricedModelWarning):
+            other = summarize("run_command", "Cloning into 'repo'... done.", 100)
         assert first == again == "3 tests failed in test_models.py"
         assert other == "3 tests failed in test_models.py"  # the script's next answer
         assert len(server.requests) == 2  # the second call was served by the cache

@@ -35,7 +35,7 @@ def ws(sample_ws: Path) -> Workspace:
 
 # -- SessionView -----------------------------------------------------------------------------
 def test_session_view_buttons_change_the_session(ws: Workspace) -> None:
-    s = ws.session("v", system_prompt="sp")
+    s = ws.session("v", system_prompt="sp", rules=False)
     a = s.add_path("AGENTS.md", activate=False)
     b = s.add_path("inventory/models.py", activate=False)
     view = SessionView(s)
@@ -57,7 +57,7 @@ def test_session_view_buttons_change_the_session(ws: Workspace) -> None:
 
 
 def test_session_view_without_selection_and_on_error(ws: Workspace) -> None:
-    s = ws.session("v")
+    s = ws.session("v", rules=False)
     s.add_path("AGENTS.md", activate=False)
     view = SessionView(s)
     assert view.activate() == []
@@ -68,7 +68,7 @@ def test_session_view_without_selection_and_on_error(ws: Workspace) -> None:
 
 
 def test_session_view_updates_live_from_a_background_thread(ws: Workspace) -> None:
-    s = ws.session("v")
+    s = ws.session("v", rules=False)
     a = s.add_path("AGENTS.md")
     view = SessionView(s)
     (ws.root / "AGENTS.md").write_text("# changed\n")
@@ -85,7 +85,7 @@ def test_session_view_updates_live_from_a_background_thread(ws: Workspace) -> No
 
 
 def test_session_view_repr_html(ws: Workspace) -> None:
-    s = ws.session("v")
+    s = ws.session("v", rules=False)
     s.add_path("AGENTS.md")
     html = SessionView(s)._repr_html_()
     assert "AGENTS.md" in html and "<table" in html
@@ -93,7 +93,7 @@ def test_session_view_repr_html(ws: Workspace) -> None:
 
 # -- ContextView -----------------------------------------------------------------------------
 def test_context_view_sections_items_and_text(ws: Workspace) -> None:
-    s = ws.session("c", system_prompt="You are careful.")
+    s = ws.session("c", system_prompt="You are careful.", rules=False)
     a = s.add_path("AGENTS.md")
     s.add_turn("user", "hi")
     ctx = s.assemble(budget=100_000)
@@ -131,7 +131,7 @@ def test_context_view_follows_the_live_session(ws: Workspace) -> None:
     """A following view shows what the session would send now: every change the
     session makes (add, activate, deactivate, pin, a chat turn) redraws it by itself,
     and it always equals a fresh assembly under the same strategy and budget."""
-    s = ws.session("follow", system_prompt="You are careful.")
+    s = ws.session("follow", system_prompt="You are careful.", rules=False)
     strategy = RecencyWindow(5)
     view = ContextView.follow(s, strategy, budget=50_000)
 
@@ -172,7 +172,7 @@ def test_context_view_follows_a_file_changed_on_disk(ws: Workspace) -> None:
 
     from ctxnb.watch import Watcher
 
-    s = ws.session("disk")
+    s = ws.session("disk", rules=False)
     a = s.add_path("AGENTS.md")
     view = ContextView.follow(s)
     view.show(f"item:{a}")
@@ -188,7 +188,7 @@ def test_context_view_follows_a_file_changed_on_disk(ws: Workspace) -> None:
 
 
 def test_a_view_of_one_context_stays_that_context(ws: Workspace) -> None:
-    s = ws.session("still")
+    s = ws.session("still", rules=False)
     s.add_path("AGENTS.md")
     ctx = s.assemble(record=False)
     view = ContextView(ctx)
@@ -198,7 +198,7 @@ def test_a_view_of_one_context_stays_that_context(ws: Workspace) -> None:
 
 
 def test_compare_two_turns_lists_exactly_what_entered_left_and_changed(ws: Workspace) -> None:
-    s = ws.session("d")
+    s = ws.session("d", rules=False)
     a = s.add_path("AGENTS.md")
     b = s.add_path("inventory/models.py")
     c = s.add_path("README.md", activate=False)
@@ -223,7 +223,7 @@ def test_compare_two_turns_lists_exactly_what_entered_left_and_changed(ws: Works
 
 
 def test_compare_two_strategies_at_the_same_turn(ws: Workspace) -> None:
-    s = ws.session("e")
+    s = ws.session("e", rules=False)
     ids = [s.add_path(p) for p in ("AGENTS.md", "README.md", "inventory/models.py")]
     keep = s.assemble(KeepAll(), record=False)
     recent = s.assemble(RecencyWindow(1), record=False)
@@ -445,7 +445,7 @@ def test_session_view_shows_why_rules_were_loaded(tmp_path):
     from ctxnb.widgets import SessionView
 
     ws = Workspace.open(copy_sample_workspace(tmp_path))
-    session = ws.session("rules-view")
+    session = ws.session("rules-view", rules=False)
     view = SessionView(session)
     assert view.rules_html.value == ""  # no tracker: nothing to show
     tracker = RulesTracker(session)
@@ -468,7 +468,7 @@ def test_code_and_diffs_are_monospace_with_a_reading_line_height(ws: Workspace) 
 
 
 def test_context_diff_names_paths_not_object_ids(ws: Workspace) -> None:
-    s = ws.session("paths")
+    s = ws.session("paths", rules=False)
     a = s.add_path("inventory/models.py")
     s.add_path("AGENTS.md")
     before = s.assemble(KeepAll(), record=False)
@@ -571,7 +571,7 @@ def test_replay_view_follows_a_live_session(ws: Workspace) -> None:
     from ctxnb.strategies import ObservationMasking
     from ctxnb.widgets import ReplayView
 
-    s = ws.session("live")
+    s = ws.session("live", rules=False)
     view = ReplayView.live(["keep-all", "masking"])
     strategies = {"keep-all": KeepAll(), "masking": ObservationMasking(1)}
     for n in range(4):

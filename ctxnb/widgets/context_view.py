@@ -179,7 +179,8 @@ class ContextView(widgets.VBox):
             >>> import tempfile
             >>> from ctxnb import Workspace
             >>> from ctxnb.samples import copy_sample_workspace
-            >>> s = Workspace.open(copy_sample_workspace(tempfile.mkdtemp())).session("demo")
+            >>> ws = Workspace.open(copy_sample_workspace(tempfile.mkdtemp()))
+            >>> s = ws.session("demo", rules=False)  # no AGENTS.md pinned: an empty start
             >>> view = ContextView.follow(s)
             >>> len(view.context.items)
             0
