@@ -17,7 +17,7 @@ import time
 from pathlib import Path
 
 import pytest
-from _needs import needs
+from _needs import needs, require
 from test_sandbox import INTENTS, fingerprint, tools_for
 
 from ctxnb.govern import init_governance
@@ -455,6 +455,17 @@ def _unprivileged(base: Path) -> None:
     import subprocess
     import sys
 
+    # The interpreter and this checkout must be reachable by nobody (a checkout under a
+    # private home or a 0700 temporary folder is not): say so rather than fail obscurely.
+    reach = subprocess.run(
+        ["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups",
+         os.path.abspath(sys.executable), "-I", "-c", "import ctxnb"],
+        capture_output=True, text=True, timeout=120, cwd="/",
+    )  # fmt: skip
+    require(
+        reach.returncode == 0,
+        f"ctxnb importable by the user nobody ({reach.stderr.strip().splitlines()[-1:]})",
+    )
     ws = base / "ws"
     (ws / "src" / "d").mkdir(parents=True)
     (ws / "src" / "a.py").write_text("a = 1\n")
