@@ -100,7 +100,9 @@ def test_the_suite_runs_under_two_strategies_on_dask_and_in_process_alike(
 
 
 def test_wilson_and_mcnemar_match_scipy() -> None:
-    scipy_stats = pytest.importorskip("scipy.stats", reason="scipy is the reference here")
+    require(has_module("scipy"), "scipy (the reference statistics; in the dev extra)")
+    import scipy.stats as scipy_stats
+
     for k, n in [(0, 5), (5, 5), (19, 22), (1, 40), (20, 44)]:
         ci = scipy_stats.binomtest(k, n).proportion_ci(method="wilson")
         lo, hi = wilson(k, n)
