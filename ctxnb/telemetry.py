@@ -39,6 +39,7 @@ from typing import TYPE_CHECKING, Any
 
 from ._jsonl import iter_jsonl
 from .errors import MissingDependencyError
+from .govern.ledger import record_session_id
 from .redaction import redact_text
 
 if TYPE_CHECKING:
@@ -110,19 +111,6 @@ def _jsonl(path: Path) -> list[dict[str, Any]]:
     return [rec for _, rec in iter_jsonl(data)]
 
 
-def _session_of(record: Mapping[str, Any]) -> str | None:
-    meta = record.get("metadata") or {}
-    if meta.get("session_id"):
-        return str(meta["session_id"])
-    for f in record.get("files") or []:
-        for conv in f.get("conversations") or []:
-            for rel in conv.get("related") or []:
-                url = str(rel.get("url", ""))
-                if url.startswith("urn:ctxnb:session:"):
-                    return url.removeprefix("urn:ctxnb:session:")
-    return None
-
-
 def _record_event(line: int, record: Mapping[str, Any]) -> tuple[str, int, Attributes]:
     meta = record.get("metadata") or {}
     attrs: Attributes = {
@@ -181,7 +169,7 @@ def workspace_spans(root: str | os.PathLike[str]) -> list[SpanData]:
             )
         )
     for line, record in enumerate(records):
-        events.setdefault(_session_of(record), []).append(_record_event(line, record))
+        events.setdefault(record_session_id(record), []).append(_record_event(line, record))
     spans: list[SpanData] = []
     for session in sorted(set(children) | set(events), key=lambda s: (s is None, s or "")):
         kids, evs = children.get(session, []), events.get(session, [])

@@ -48,6 +48,16 @@ def test_a_bad_suite_file_says_what_a_task_needs(tmp_path: Path) -> None:
         load_suite(bad)
 
 
+@pytest.mark.parametrize("name", ["../escape.py", "/tmp/abs.py", "a/../../b.py"])
+def test_a_task_file_name_cannot_leave_its_folder(tmp_path: Path, name: str) -> None:
+    task = {"id": "t", "prompt": "p", "files": {name: "x = 1\n"}, "test": "true"}
+    (tmp_path / "suite.json").write_text(json.dumps({"tasks": [task]}))
+    (suite,) = load_suite(tmp_path / "suite.json")
+    with pytest.raises(ValueError, match="leaves the task's folder"):
+        suite.materialize(tmp_path / "run")
+    assert not (tmp_path / "escape.py").exists() and not Path("/tmp/abs.py").exists()
+
+
 @pytest.mark.slow
 def test_the_suite_runs_under_two_strategies_on_dask_and_in_process_alike(
     live_deps: None, tmp_path: Path

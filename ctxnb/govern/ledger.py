@@ -78,6 +78,7 @@ __all__ = [
     "load_schema",
     "normalized_content_hash",
     "record_intent_id",
+    "record_session_id",
     "validate_record",
 ]
 
@@ -424,6 +425,19 @@ def _rev_parse_head(root: Path) -> str | None:
     return sha if proc.returncode == 0 and _SHA_RE.match(sha) else None
 
 
+def _record_id(record: Mapping[str, Any], key: str, prefix: str) -> str | None:
+    meta = record.get("metadata")
+    if isinstance(meta, Mapping) and isinstance(meta.get(key), str) and meta[key]:
+        return str(meta[key])
+    for f in record.get("files") or []:
+        for conv in f.get("conversations") or []:
+            for rel in conv.get("related") or []:
+                url = rel.get("url", "")
+                if isinstance(url, str) and url.startswith(prefix):
+                    return unquote(url.removeprefix(prefix))
+    return None
+
+
 def record_intent_id(record: Mapping[str, Any]) -> str | None:
     """The intent a record was made under: ``metadata.intent_id``, else the first
     ``urn:ctxnb:intent:`` URL in a conversation's ``related`` list.
@@ -432,16 +446,19 @@ def record_intent_id(record: Mapping[str, Any]) -> str | None:
         >>> record_intent_id({"metadata": {"intent_id": "INT-7"}})
         'INT-7'
     """
-    meta = record.get("metadata")
-    if isinstance(meta, Mapping) and isinstance(meta.get("intent_id"), str):
-        return meta["intent_id"]
-    for f in record.get("files") or []:
-        for conv in f.get("conversations") or []:
-            for rel in conv.get("related") or []:
-                url = rel.get("url", "")
-                if isinstance(url, str) and url.startswith(INTENT_URN_PREFIX):
-                    return unquote(url.removeprefix(INTENT_URN_PREFIX))
-    return None
+    return _record_id(record, "intent_id", INTENT_URN_PREFIX)
+
+
+def record_session_id(record: Mapping[str, Any]) -> str | None:
+    """The session a record was made in: ``metadata.session_id``, else the first
+    ``urn:ctxnb:session:`` URL in a conversation's ``related`` list.
+
+    Example:
+        >>> record_session_id({"files": [{"conversations": [{"related": [
+        ...     {"type": "session", "url": "urn:ctxnb:session:s%201"}]}]}]})
+        's 1'
+    """
+    return _record_id(record, "session_id", SESSION_URN_PREFIX)
 
 
 def load_schema() -> dict[str, Any]:

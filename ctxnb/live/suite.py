@@ -61,6 +61,13 @@ class SuiteTask:
         (where the verdict reads the tests) and ``dest/hidden`` the hidden checks.
         """
         base = Path(dest)
+        for rel in [*self.files, *self.hidden]:
+            parts = Path(rel).parts
+            if not parts or Path(rel).is_absolute() or ".." in parts:
+                raise ValueError(
+                    f"task {self.id!r}: file name {rel!r} leaves the task's folder; "
+                    "give names relative to it, without '..'"
+                )
         for sub, content in (("work", self.files), ("pristine", self.files)):
             for rel, text in content.items():
                 target = base / sub / rel
