@@ -270,6 +270,18 @@ def test_a_run_that_edits_the_tests_to_pass_is_not_solved_and_is_flagged(
         assert "OK" in (result.trajectory.steps[0].observation or "")
 
 
+def test_what_the_verdict_s_tests_print_leaves_redacted(tmp_path: Path) -> None:
+    import secrets
+
+    from ctxnb.live.verdict import judge, pristine_files
+
+    key = "ghp_" + secrets.token_hex(18)  # a generated GitHub-style token, never a real one
+    (tmp_path / "test_calc.py").write_text(f"print('token={key}')\n")
+    pristine, _ = pristine_files(["test_calc.py"], source=tmp_path, hidden=None)
+    v = judge(tmp_path, "python test_calc.py", pristine=pristine)
+    assert v.passed and "token=" in v.output and key not in v.output
+
+
 def test_tests_changed_behind_the_sandbox_s_back_are_still_caught(tmp_path: Path) -> None:
     # Whatever way a test file changed, the verdict runs the pristine copy and flags it.
     from ctxnb.live.verdict import judge, pristine_files

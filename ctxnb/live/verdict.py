@@ -152,9 +152,17 @@ def judge(
         # One confined command for the tests and the hidden check (a sandbox start
         # is most of a verdict's time); the check runs only when the tests pass.
         command = f"{test}\n" + (f"{check}\n" if check else "")
+        from ..redaction import redact_text
+
+        # What the tests print leaves like any command's output: redacted.
         res = (
             Sandbox(fresh)
-            .run(f"set -e\n{command}", shell=True, timeout=timeout * (2 if check else 1))
+            .run(
+                f"set -e\n{command}",
+                shell=True,
+                timeout=timeout * (2 if check else 1),
+                redact=redact_text,
+            )
             .result
         )
         passed = res.returncode == 0 and not res.timed_out
