@@ -20,6 +20,7 @@ import pyarrow.compute as pc
 
 from . import _storecache as cache
 from . import _storefmt as fmt
+from . import _storelog as tlog
 from .errors import CorruptStoreError
 
 SORT_KEYS = [("xt_id", "ascending"), ("tx_id", "ascending")]
@@ -84,7 +85,7 @@ def _samples(old_docs: cache.DocsFile | None, new: pa.Table) -> list[bytes]:
 
 
 def _json(table: pa.Table) -> list[bytes]:
-    return [fmt.dumps(d).encode() for d in fmt.decode(table)]
+    return [tlog.dumps(d).encode() for d in fmt.decode(table)]
 
 
 def _new_rows(

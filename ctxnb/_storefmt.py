@@ -26,15 +26,12 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from ._fsync import background
+
+# The format's versions and the JSON of a stored value live with the log (standard
+# library only), which commits a transaction without this module's pyarrow.
+from ._storelog import FORMAT_VERSION, dumps
 from .errors import CorruptStoreError, StoreError
 
-FORMAT_NAME = "ctxnb-store"
-FORMAT_VERSION = 3
-# The first format whose log may carry inline transactions (``"op":"txdocs"``). A
-# format-1 store stays format 1 until its first inline transaction.
-INLINE_FORMAT_VERSION = 2
-# The first format whose log may carry folds (``"op":"fold"``), marked the same way.
-FOLD_FORMAT_VERSION = 3
 META_KEY = b"ctxnb.store.format"
 
 ID_KEY = "xt/id"
@@ -139,11 +136,6 @@ SCHEMA: pa.Schema = pa.schema(
     metadata={META_KEY: str(FORMAT_VERSION).encode()},
 )
 DATA_COLUMNS: tuple[str, ...] = tuple(n for n in SCHEMA.names if n not in ("tx_id", "tx_time"))
-
-
-def dumps(value: Any) -> str:
-    """JSON for stored values: compact, key order kept, NaN refused."""
-    return json.dumps(value, ensure_ascii=False, separators=(",", ":"), allow_nan=False)
 
 
 def check_json(value: Any, where: str) -> None:

@@ -21,6 +21,26 @@ from typing import Any
 
 from .errors import CorruptStoreError
 
+MARKER = "ctxnb-store.json"
+TXLOG = "txlog"
+WRITER_LOCK = "writer.lock"
+# A transaction whose documents' JSON is at most this many bytes is committed inline, in
+# its log line (one fsync); a larger one as a Parquet segment (three). Small enough that
+# the log stays cheap to read, large enough for a tool's write of a source file.
+INLINE_MAX_BYTES = 32 * 1024
+# Inline transactions are folded into Parquet once this many wait (ObjectStore.fold).
+FOLD_EVERY_TX = 64
+# ``[index] compact_after``'s default: compact once more transactions than this wait.
+COMPACT_AFTER = 32
+
+FORMAT_NAME = "ctxnb-store"
+FORMAT_VERSION = 3
+# The first format whose log may carry inline transactions (``"op":"txdocs"``). A
+# format-1 store stays format 1 until its first inline transaction.
+INLINE_FORMAT_VERSION = 2
+# The first format whose log may carry folds (``"op":"fold"``), marked the same way.
+FOLD_FORMAT_VERSION = 3
+
 EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 _US = timedelta(microseconds=1)
 
@@ -28,6 +48,11 @@ SEG_RE = re.compile(r"seg-(\d{12})-([0-9a-f]{8})\.parquet")
 SNAP_RE = re.compile(r"snap-(\d{12})-([0-9a-f]{8})\.parquet")
 DOCS_RE = re.compile(r"snap-(\d{12})-([0-9a-f]{8})\.docs\.arrow")
 TMP_PREFIX = ".tmp-"
+
+
+def dumps(value: Any) -> str:
+    """JSON for stored values: compact, key order kept, NaN refused."""
+    return json.dumps(value, ensure_ascii=False, separators=(",", ":"), allow_nan=False)
 
 
 def to_us(dt: datetime) -> int:

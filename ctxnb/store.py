@@ -51,23 +51,18 @@ __all__ = ["CompactReport", "ObjectStore", "TxRecord", "Version"]
 
 log = logging.getLogger("ctxnb.store")
 
-MARKER = "ctxnb-store.json"
-TXLOG = "txlog"
-WRITER_LOCK = "writer.lock"
+MARKER, TXLOG, WRITER_LOCK = tlog.MARKER, tlog.TXLOG, tlog.WRITER_LOCK
 COMPACT_LOCK = "compact.lock"
 SEGMENTS = "segments"
 SNAPSHOTS = "snapshots"
 _KNOWN_TOP = frozenset({MARKER, TXLOG, WRITER_LOCK, COMPACT_LOCK, SEGMENTS, SNAPSHOTS})
 _RETRIES = 8
-# A transaction whose documents' JSON is at most this many bytes is committed inline, in
-# its log line (one fsync); a larger one as a Parquet segment (three). Small enough that
-# the log stays cheap to read, large enough for a tool's write of a source file.
-INLINE_MAX_BYTES = 32 * 1024
+INLINE_MAX_BYTES = tlog.INLINE_MAX_BYTES
 _INLINE_MAX_DOCS = 256
 # Inline transactions are folded into a Parquet file (see ObjectStore.fold) once this
 # many wait, or this many seconds after the first of them: outside readers of the
 # Parquet files never lag further behind. A fold costs about one segment commit.
-FOLD_EVERY_TX = 64
+FOLD_EVERY_TX = tlog.FOLD_EVERY_TX
 FOLD_AFTER_SECONDS = 30.0
 
 
@@ -193,7 +188,7 @@ class ObjectStore:
         self._folds: dict[str, tlog.FoldEntry] = {}
         self._folded_upto = 0
         self._unfolded: list[int] = []
-        self._marker_version = fmt.FORMAT_VERSION
+        self._marker_version = tlog.FORMAT_VERSION
         self._mu = threading.RLock()
         self._closed = False
         self._log_path = os.path.join(self._dir, TXLOG)
@@ -257,8 +252,10 @@ class ObjectStore:
                     "(create=True is the default)"
                 )
             os.makedirs(self._dir, exist_ok=True)
-        if not os.path.exists(marker):
-            entries = [e for e in os.listdir(self._dir) if not e.startswith(tlog.TMP_PREFIX)]
+        listed = [] if os.path.exists(marker) else os.listdir(self._dir)
+        # A marker listed now was published by another process since the check.
+        if not os.path.exists(marker) and MARKER not in listed:
+            entries = [e for e in listed if not e.startswith(tlog.TMP_PREFIX)]
             if entries and not (create and self._being_created(entries)):
                 first = os.path.join(self._dir, sorted(entries)[0])
                 raise CorruptStoreError(
@@ -333,7 +330,7 @@ class ObjectStore:
 
     def _marker_tmp(self) -> str:
         """The marker of the current format, written and fsynced under a .tmp- name."""
-        body = json.dumps({"format": fmt.FORMAT_NAME, "version": fmt.FORMAT_VERSION}) + "\n"
+        body = json.dumps({"format": tlog.FORMAT_NAME, "version": tlog.FORMAT_VERSION}) + "\n"
         tmp = os.path.join(self._dir, f"{tlog.TMP_PREFIX}{secrets.token_hex(4)}-{MARKER}")
         with open(tmp, "w", encoding="utf-8") as f:
             f.write(body)
@@ -344,7 +341,7 @@ class ObjectStore:
     def _publish_marker(self, tmp: str, marker: str) -> None:
         os.replace(tmp, marker)
         fmt.fsync_dir(self._dir)
-        self._marker_version = fmt.FORMAT_VERSION
+        self._marker_version = tlog.FORMAT_VERSION
 
     def _check_marker(self, marker: str) -> None:
         try:
@@ -357,12 +354,12 @@ class ObjectStore:
                 "directory aside",
                 path=marker,
             ) from exc
-        if name != fmt.FORMAT_NAME:
+        if name != tlog.FORMAT_NAME:
             raise CorruptStoreError(f"{marker} names format {name!r}, not ctxnb's", path=marker)
-        if type(version) is not int or version > fmt.FORMAT_VERSION:
+        if type(version) is not int or version > tlog.FORMAT_VERSION:
             raise StoreError(
                 f"{self._dir} uses store format {version!r}; this ctxnb reads up to "
-                f"{fmt.FORMAT_VERSION}. Upgrade ctxnb: pip install -U ctxnb"
+                f"{tlog.FORMAT_VERSION}. Upgrade ctxnb: pip install -U ctxnb"
             )
         self._marker_version = version
 
@@ -375,7 +372,7 @@ class ObjectStore:
         """
         marker = os.path.join(self._dir, MARKER)
         self._check_marker(marker)  # another process may have done it already
-        if self._marker_version < fmt.FORMAT_VERSION:
+        if self._marker_version < tlog.FORMAT_VERSION:
             self._publish_marker(self._marker_tmp(), marker)
 
     def _has_data_files(self) -> bool:
@@ -604,7 +601,7 @@ class ObjectStore:
         chunks = [] if first is None else [first]
 
         def blobs(chunk: pa.Table) -> list[bytes]:
-            return [fmt.dumps(d).encode() for d in fmt.decode(chunk)]
+            return [tlog.dumps(d).encode() for d in fmt.decode(chunk)]
 
         tmp = self._tmp_name(SNAPSHOTS, os.path.basename(docs_path))
         first_blobs = blobs(first) if first is not None else []
@@ -685,7 +682,7 @@ class ObjectStore:
                 entry = tlog.TxEntry(tx_id, tlog.to_us(now), len(batch), None, 0)
                 line = tlog.tx_line(entry)
                 if blobs is not None:
-                    if self._marker_version < fmt.INLINE_FORMAT_VERSION:
+                    if self._marker_version < tlog.INLINE_FORMAT_VERSION:
                         self._upgrade_marker()
                     line = tlog.txdocs_line(tx_id, entry.time_us, blobs)
                     # From the JSON, not the caller's dicts, which may change after put.
@@ -804,7 +801,7 @@ class ObjectStore:
                         todo[0], todo[-1], f"{SEGMENTS}/{name}", size, table.num_rows
                     )
                     try:
-                        if self._marker_version < fmt.FOLD_FORMAT_VERSION:
+                        if self._marker_version < tlog.FOLD_FORMAT_VERSION:
                             self._upgrade_marker()
                         self._append_log(tlog.fold_line(entry))
                     except BaseException:
@@ -829,7 +826,7 @@ class ObjectStore:
         blobs, total = [], 0
         for key, doc in batch.items():
             try:
-                blob = fmt.dumps(doc).encode("utf-8")
+                blob = tlog.dumps(doc).encode("utf-8")
             except UnicodeEncodeError as exc:
                 # The same refusal as a segment's (Arrow strings are valid UTF-8), so that
                 # compaction can always fold an inline transaction into Parquet.
@@ -1447,13 +1444,13 @@ class _PendingSegment:
     def json(self, row: int) -> bytes:
         if self._json is None:
             docs = self._docs if self._docs is not None else fmt.decode(self.table)
-            self._json = [fmt.dumps(d).encode() for d in docs]
+            self._json = [tlog.dumps(d).encode() for d in docs]
         return self._json[row]
 
 
 def _utf8_ok(value: Any) -> bool:
     try:
-        fmt.dumps(value).encode("utf-8")
+        tlog.dumps(value).encode("utf-8")
     except UnicodeEncodeError:
         return False
     return True

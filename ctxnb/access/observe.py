@@ -28,12 +28,12 @@ import time
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Literal
+from typing import TYPE_CHECKING, Any, Literal, TypeAlias
 
 from ..hashing import content_hash, identity_hash, source_hash
-from ..model import FilesystemSource
 
 if TYPE_CHECKING:
+    from ..model import FilesystemSource
     from ..store import ObjectStore
 
 __all__ = [
@@ -47,6 +47,7 @@ __all__ = [
     "index_file",
     "is_deleted",
     "observe_bytes",
+    "observe_inline",
 ]
 
 Action = Literal["created", "updated", "unchanged", "deleted"]
@@ -93,7 +94,7 @@ def build_file_doc(
     file_type: str | None = None,
 ) -> dict[str, Any]:
     """The file document for ``data`` at ``source`` (``data=None`` means deleted)."""
-    src = source.to_dict() if isinstance(source, FilesystemSource) else dict(source)
+    src = _source_dict(source)
     shash = source_hash(data) if data is not None else None
     return _file_doc(src, identity_hash("file", src), data, shash, file_type)
 
@@ -153,7 +154,13 @@ class Observation:
         return f"{self.object_id}@{self.tx_id}" if self.tx_id is not None else None
 
 
-Source = FilesystemSource | Mapping[str, Any]
+Source: TypeAlias = "FilesystemSource | Mapping[str, Any]"
+
+
+def _source_dict(source: Source) -> dict[str, Any]:
+    # A FilesystemSource, without importing its pydantic model to ask.
+    to_dict = getattr(source, "to_dict", None)
+    return to_dict() if to_dict is not None else dict(source)  # type: ignore[arg-type]
 
 
 def observe_bytes(
@@ -171,7 +178,7 @@ def observe_bytes(
     """
     pending: list[tuple[dict[str, Any], str, bytes | None, str | None]] = []
     for source, data in items:
-        src = source.to_dict() if isinstance(source, FilesystemSource) else dict(source)
+        src = _source_dict(source)
         oid = identity_hash("file", src)
         pending.append((src, oid, data, source_hash(data) if data is not None else None))
     if not pending:
@@ -207,6 +214,38 @@ def observe_bytes(
             tx = store.latest_tx_of(oid) if oid in old else None
         out.append(Observation(oid, action, tx, written, shash))
     return out
+
+
+def observe_inline(
+    store_dir: str | os.PathLike[str],
+    items: Iterable[tuple[Source, bytes]],
+) -> tuple[list[Observation], int, int] | None:
+    """Write a version of each file as one inline transaction, without opening the store.
+
+    For a process that records one edit and exits (the Claude Code post hook): the
+    store is not opened, so nothing heavier than the standard library is imported. The
+    caller knows the files changed (an edit tool said so), so the latest versions are
+    not compared: every item becomes a version (action ``updated``). Returns None,
+    having written nothing, when the store must be opened to commit them (see
+    :mod:`ctxnb._storeappend`); the caller then uses :func:`observe_bytes`.
+
+    Returns:
+        The observations; how many inline transactions now wait for a fold into
+        Parquet, and how many transactions for a compaction (the caller opens the
+        store to do either when too many wait).
+    """
+    from .._storeappend import append_inline
+
+    docs = []
+    for source, data in items:
+        src = _source_dict(source)
+        oid = identity_hash("file", src)
+        docs.append(_file_doc(src, oid, data, source_hash(data)))
+    done = append_inline(store_dir, docs)
+    if done is None:
+        return None
+    out = [Observation(d["xt/id"], "updated", done.tx_id, d, d["source_hash"]) for d in docs]
+    return out, done.unfolded, done.uncompacted
 
 
 @dataclass(frozen=True)
