@@ -41,6 +41,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
+from ._storelog import COMPACT_AFTER
 from .access.rules import DEFAULT_DENY, MAX_PATH_BYTES
 from .errors import ConfigError
 from .govern.breaker import DEFAULT_BREAKER_THRESHOLD
@@ -89,7 +90,7 @@ class IndexConfig(_Strict):
     use_gitignore: bool = True
     batch_size: int = Field(default=2000, gt=0)
     compact_after: int = Field(
-        default=32, ge=0, description="compact the store when more transactions wait"
+        default=COMPACT_AFTER, ge=0, description="compact the store when more transactions wait"
     )
 
 

@@ -25,9 +25,12 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from .errors import ResolverError
-from .model import FilesystemSource
+
+if TYPE_CHECKING:
+    from .model import FilesystemSource
 
 __all__ = [
     "FilesystemResolver",
@@ -160,6 +163,8 @@ class FilesystemResolver:
                 f"resolve() takes an absolute agent path, got {agent_path!r}; "
                 "join it with the agent's working directory first"
             )
+        from .model import FilesystemSource  # pydantic: not for the hooks' imports
+
         path = normalize_path(agent_path)
         hit = self._match(path)
         if hit is None:

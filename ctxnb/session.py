@@ -105,6 +105,9 @@ class Session:
         self._synced_tx: int | None = None
         self._tick = 0
         self._turns: list[dict[str, Any]] = []
+        # (turn, hash) of the last context assembled with record=True: what the model
+        # saw when it asked for a change; the recorder puts it in the change's trace.
+        self.last_context: tuple[int, str] | None = None
         self._toolcall_refs: list[str] = []
         self.chat_id = new_id()
         self.system_prompt_id: str | None = None
@@ -354,6 +357,15 @@ class Session:
         with self._lock:
             self._require(oid)
             self._touch(oid)
+
+    def took_version(self, oid: str) -> None:
+        """A new version of ``oid`` was stored by this session's tools: reload it if the
+        session holds it, else add it to the index without activating it."""
+        with self._lock:
+            if oid in self._index_set:
+                self.refresh(oid)
+            else:
+                self.add(oid, activate=False)
 
     def refresh(self, oid: str) -> dict[str, Any] | None:
         """Reload an object's latest version from the store into the session."""
@@ -625,6 +637,7 @@ class Session:
             if record:
                 assembly["hash"] = ctx.hash
                 self.save(assembly=assembly)
+                self.last_context = (ctx.turn, ctx.hash)
             return ctx
 
     # -- the past -------------------------------------------------------------------------------
@@ -652,7 +665,10 @@ class Session:
         self._pool_set = set(self.metadata_pool)
         self._active = dict.fromkeys(sdoc.get("active_set") or [])
         self._pinned = dict.fromkeys(sdoc.get("pinned_set") or [])
-        entered = sdoc.get("entered") or (sdoc.get("assembly") or {}).get("entered") or {}
+        assembly = sdoc.get("assembly") or {}
+        entered = sdoc.get("entered") or assembly.get("entered") or {}
+        if isinstance(assembly.get("hash"), str) and isinstance(sdoc.get("turn"), int):
+            self.last_context = (sdoc["turn"], assembly["hash"])
         for i, oid in enumerate(self._active):
             self._seq[oid] = i + 1
             self._last_used[oid] = i + 1

@@ -645,7 +645,8 @@ def test_failed_writes_open_the_breaker_for_every_later_hook_process(ws, payload
 
     w = Workspace.open(ws)
     tools = w.tools(w.session("nb"), caller="t")
-    assert tools.engine.failures == {"Edit": 2}
+    # one breaker for every way in: an Edit counts as the engine's write_patch
+    assert tools.engine.failures == {"write_patch": 2}
     w.close()
     assert main(["hook", "reset-breaker", "-w", str(ws)]) == 0  # a human closes it
     assert run(pre).decision != "deny"
@@ -680,3 +681,80 @@ def test_a_prompt_selecting_an_intent_brings_its_lessons(ws, payloads, run):
     context = run(prompt).answer["hookSpecificOutput"]["additionalContext"]
     assert "lessons:\n  - 2026-11-20 10:00 keep cents as int" in context
     assert "docs are generated" not in context
+
+
+# -- one recorder: a Claude Code edit is recorded as an engine edit is -----------------------------
+def test_a_claude_code_write_gets_the_record_an_engine_write_gets(ws, payloads, run):
+    from ctxnb import Workspace
+
+    main(["hook", "select-intent", "INT-001", "--session", "s-r", "-w", str(ws)])
+    models = ws / "inventory" / "models.py"
+    before = models.read_text()
+    after = before + "\n\ndef restock(item):\n    return item\n"
+    models.write_text(after)
+    post = payloads("post-write", ws, file_path=str(models), content=after)
+    post["session_id"] = "s-r"
+    post["tool_response"].update(filePath=str(models), originalFile=before)
+    result = run(post)
+    assert (result.exit_code, result.stderr) == (0, "")
+    (record,) = _trace(ws)
+    meta = record["metadata"]
+    assert meta["mutation_class"] == "INTENT_EVOLUTION"
+    assert meta["caller"] == "claude-code" and meta["intent_id"] == "INT-001"
+    intent_map = (ws / ".orchestration" / "intent_map.md").read_text()
+    assert "## INT-001 — Refactor the inventory parser" in intent_map
+    assert "- `inventory/models.py`: restock" in intent_map
+    # the version the trace names is the one the store holds
+    with Workspace.open(ws) as opened:
+        (latest, *_) = reversed(opened.history("inventory/models.py"))
+        assert latest.doc["content"] == after
+        assert meta["version_id"] == latest.version_id
+
+    # the same change through the engine's write_file gets the same kind of record
+    w = Workspace.open(ws)
+    tools = w.tools(w.session("nb"), caller="nb")
+    tools.engine.select_active_intent("INT-001")
+    tools.read_file("inventory/models.py")
+    tools.write_file("inventory/models.py", after + "\n\ndef unstock(item):\n    return None\n")
+    w.close()
+    _, engine_record = _trace(ws)
+    shared = {"intent_id", "session_id", "tool", "mutation_class", "caller", "version_id"}
+    assert shared <= set(meta) and shared <= set(engine_record["metadata"])
+    assert engine_record["metadata"]["mutation_class"] == "INTENT_EVOLUTION"
+    assert "unstock" in (ws / ".orchestration" / "intent_map.md").read_text()
+
+
+def test_a_claude_code_edit_that_keeps_the_meaning_is_a_refactor(ws, payloads, run):
+    main(["hook", "select-intent", "INT-001", "--session", "s-a", "-w", str(ws)])
+    models = ws / "inventory" / "models.py"
+    before = models.read_text()
+    after = before.replace("\n\n\n", "\n\n\n# a comment changes nothing\n", 1)
+    assert after != before
+    models.write_text(after)
+    post = payloads("post-write", ws, file_path=str(models), content=after)
+    post["session_id"] = "s-a"
+    post["tool_response"].update(filePath=str(models), originalFile=before)
+    assert run(post).exit_code == 0
+    (record,) = _trace(ws)
+    assert record["metadata"]["mutation_class"] == "AST_REFACTOR"
+    assert "inventory/models.py" not in (ws / ".orchestration" / "intent_map.md").read_text()
+
+
+def test_the_engines_open_breaker_stops_a_claude_code_write(ws, payloads, run):
+    from ctxnb import Workspace
+
+    (ws / "ctxnb.toml").write_text("[governance]\nbreaker_threshold = 2\n")
+    main(["hook", "select-intent", "INT-001", "--session", "s-w", "-w", str(ws)])
+    w = Workspace.open(ws)
+    engine = w.tools(w.session("nb"), caller="nb").engine
+    for _ in range(2):  # write_file failed twice in the notebook
+        engine.breaker.record("write_file", failed=True)
+    w.close()
+    pre = payloads("pre-write", ws, file_path=str(ws / "inventory" / "models.py"))
+    pre["session_id"] = "s-w"
+    result = run(pre)
+    assert result.decision == "deny"
+    assert "write_file failed 2 times" in _reason(result)
+    edit = payloads("pre-edit", ws)
+    edit["session_id"] = "s-w"
+    assert run(edit).decision != "deny"  # write_patch's breaker is closed

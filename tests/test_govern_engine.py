@@ -417,3 +417,84 @@ def test_sensitive_files_wait_for_a_human(gov) -> None:
     out = lone.dispatch("read_file", {"path": "inventory/models.py"})
     assert out["error_code"] == "SENSITIVE_NEEDS_APPROVAL"
     assert "approver" in out["required_action"]
+
+
+# -- truth after a failure -----------------------------------------------------------------------
+class _Boom:
+    name = "boom"
+
+    def __init__(self, tool: str) -> None:
+        self.tool = tool
+
+    def run(self, call, result, engine):
+        if call.tool == self.tool:
+            raise RuntimeError("the review server is down")
+        return []
+
+
+def _audit_lines(root: Path) -> list[dict]:
+    text = (root / ".ctxnb" / "audit.jsonl").read_text()
+    return [json.loads(line) for line in text.splitlines()]
+
+
+def test_a_write_then_a_failing_post_policy_is_reported_as_written_and_traced(gov):
+    t = tools_for(gov)
+    t.engine.post.insert(0, _Boom("write_file"))  # fails before the record policy runs
+    t.dispatch("select_active_intent", {"intent_id": "INT-001"})
+    old = t.dispatch("read_file", {"path": "inventory/models.py"})["result"]
+    new_text = old["content"] + "\n\ndef audit():\n    return 1\n"
+    out = t.dispatch(
+        "write_file",
+        {"path": "inventory/models.py", "content": new_text, "expected_sha256": old["sha256"]},
+    )
+    # written: the agent is told so, with the policy's error beside it
+    assert out["ok"] is True
+    assert out["result"]["success"] is True
+    (err,) = [f for f in out["result"]["feedback"] if f["kind"] == "policy-error"]
+    assert err["policy"] == "boom" and err["error_code"] == "POST_POLICY_FAILED"
+    assert "review server is down" in err["message"]
+    assert (gov / "inventory" / "models.py").read_text() == new_text
+    # traced, as any write is
+    (record,) = [r for r in ledger(gov) if r["files"]]
+    assert record["files"][0]["path"] == "inventory/models.py"
+    assert record["metadata"]["mutation_class"] == "INTENT_EVOLUTION"
+    # the audit says what the agent was told: it ran, wrote, and a policy failed
+    line = _audit_lines(gov)[-1]
+    assert (line["tool"], line["success"], line["error_code"]) == (
+        "write_file",
+        True,
+        "POST_POLICY_FAILED",
+    )
+    assert line["after_sha256"] == out["result"]["sha256"]
+    assert t.engine.failures.get("write_file") == 1  # and the breaker counts it
+
+
+def test_a_read_whose_post_policy_fails_is_a_failure_everywhere(gov):
+    t = tools_for(gov)
+    t.engine.post.append(_Boom("read_file"))
+    out = t.dispatch("read_file", {"path": "inventory/models.py"})
+    assert out["ok"] is False and out["error_code"] == "POST_POLICY_FAILED"
+    line = _audit_lines(gov)[-1]
+    assert (line["tool"], line["success"], line["error_code"]) == (
+        "read_file",
+        False,
+        "POST_POLICY_FAILED",
+    )
+
+
+def test_an_internal_error_is_audited_as_the_agent_is_told(gov):
+    t = tools_for(gov)
+
+    def broken(call):
+        raise KeyError("a bug")
+
+    t.register_tool(t.tool_info("get_file_history").model_copy(update={"name": "broken"}),
+                    lambda path: t._run("broken", {"path": path}, broken))  # fmt: skip
+    out = t.dispatch("broken", {"path": "inventory/models.py"})
+    assert out["ok"] is False and out["error_code"] == "INTERNAL_ERROR"
+    line = _audit_lines(gov)[-1]
+    assert (line["tool"], line["success"], line["error_code"]) == (
+        "broken",
+        False,
+        "INTERNAL_ERROR",
+    )

@@ -71,7 +71,7 @@ import json
 import os
 import posixpath
 import re
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from types import ModuleType
 from typing import TYPE_CHECKING, Any
@@ -89,7 +89,7 @@ from .core import (
 
 if TYPE_CHECKING:
     from ..access.fdio import PathPolicy
-    from ..access.rules import SafePath
+    from .record import FileChange
 
 __all__ = [
     "EVENTS",
@@ -114,6 +114,15 @@ MAX_OUTPUT_CHARS = 10_000
 READ_TOOLS = frozenset({"Read", "Glob", "Grep"})
 WRITE_TOOLS = frozenset({"Write", "Edit", "MultiEdit", "NotebookEdit"})
 TRACED_TOOLS = frozenset({"Write", "Edit", "MultiEdit"})
+ENGINE_TOOLS = {
+    "Write": "write_file",
+    "NotebookEdit": "write_file",
+    "Edit": "write_patch",
+    "MultiEdit": "write_patch",
+    "Bash": "run_command",
+}
+"""The engine's tool each Claude Code tool counts as for the circuit breaker: one breaker
+for every way an agent reaches the workspace, so Write stops when write_file's is open."""
 
 # The defaults of ctxnb.config for workspaces without settings, from the same constants.
 _DEFAULT_SETTINGS: dict[str, Any] = {
@@ -496,6 +505,7 @@ def _settings_from_file(root: Path, source: Path) -> dict[str, Any]:
         "breaker_threshold": cfg.governance.breaker_threshold,
         "sensitive": list(cfg.policy.sensitive),
         "sandbox": cfg.sandbox.model_dump(),
+        "compact_after": cfg.index.compact_after,
     }
 
 
@@ -665,7 +675,7 @@ def _pre_tool_use(ctx: _Context) -> HookResult:
     tool_input = ctx.tool_input()
     try:
         if ctx.governed and (tool in WRITE_TOOLS or tool == "Bash"):
-            _check_breaker(ctx, tool)
+            _check_breaker(ctx, ENGINE_TOOLS.get(tool, tool))
         if tool in READ_TOOLS:
             _check_read(ctx, tool, tool_input)
             return _ask_if_sensitive(ctx, tool, tool_input, "read")
@@ -864,7 +874,7 @@ def _post_tool_use(ctx: _Context) -> HookResult:
     tool_input = ctx.tool_input()
     response = ctx.payload.get("tool_response")
     response = response if isinstance(response, Mapping) else {}
-    _breaker(ctx).record(tool, failed=response.get("success") is False)
+    _breaker(ctx).record(ENGINE_TOOLS.get(tool, tool), failed=response.get("success") is False)
     if response.get("success") is False:
         return HookResult()
     path = _path_arg(tool_input, "file_path") or _path_arg(response, "filePath")
@@ -876,7 +886,8 @@ def _post_tool_use(ctx: _Context) -> HookResult:
     except CtxnbError:
         return HookResult()  # outside the workspace, denied or gone: nothing to trace
     new_text = data.decode("utf-8", errors="replace")
-    ranges = _clamp(_ranges(tool, tool_input, response, new_text), new_text)
+    old_text = _original(tool, tool_input, response, new_text)
+    ranges = _clamp(_ranges(tool, tool_input, response, new_text, old_text), new_text)
 
     intent: IntentLike | None = None
     intent_id = ctx.session_intent()
@@ -887,36 +898,40 @@ def _post_tool_use(ctx: _Context) -> HookResult:
             intent = get_intent(intents, intent_id, where=_intents_file(ctx.root))
     except (PolicyError, ConfigError) as e:
         notes.append(f"ctxnb: the intent of this change could not be checked: {e}")
+    in_scope = intent is None or intent.in_scope(sp.rel)
 
-    from .ledger import TraceLedger, build_trace_record
+    from .record import FileChange, Origin, Recorder
 
-    meta: dict[str, Any] = {"caller": "claude-code"}
+    meta: dict[str, Any] = {}
     for key in ("tool_use_id", "transcript_path"):
         if isinstance(ctx.payload.get(key), str):
             meta[key] = ctx.payload[key]
+    recorder = Recorder(
+        ctx.root, model_id=ctx.env.get("CTXNB_MODEL_ID") or ctx.settings["model_id"]
+    )
+    origin = Origin(
+        tool,
+        caller="claude-code",
+        session_id=ctx.session_id,
+        # An edit outside the intent's scope is recorded under the intent (the trace
+        # says what happened) but not listed as the intent's work in the intent map.
+        intent=intent if in_scope else None,
+        intent_id=intent_id,
+        metadata=meta,
+        conversation_url=_transcript_url(ctx.payload.get("transcript_path")),
+    )
+    change = FileChange(sp.rel, old=old_text, new=new_text, data=data, ranges=ranges)
     try:
-        record = build_trace_record(
-            file_path=sp.rel,
-            ranges=ranges,
-            new_text=new_text,
-            intent_id=intent_id or "unknown",
-            session_id=ctx.session_id,
-            contributor_type="ai",
-            model_id=ctx.env.get("CTXNB_MODEL_ID") or ctx.settings["model_id"],
-            repo_root=ctx.root,
-            tool=tool,
-            extra_metadata=meta,
-            conversation_url=_transcript_url(ctx.payload.get("transcript_path")),
-        )
-        TraceLedger(ctx.root / _ORCHESTRATION / "agent_trace.jsonl").append(record)
+        recorder.record([change], origin, store=lambda changes: _store_versions(ctx, changes))
     except (CtxnbError, ValueError, OSError) as e:
-        return _error("post-tool-use", f"could not append the Agent Trace record: {e}")
+        return _error("post-tool-use", f"could not record the change: {e}")
     try:
-        _record_change(ctx, tool, tool_input, response, sp, data, intent_id)
-    except (CtxnbError, ValueError, OSError) as e:
-        return _error("post-tool-use", f"could not store the new version: {e}")
+        _audit_change(ctx, tool, tool_input, sp.rel, old_text, data, intent_id)
+    except OSError as e:
+        return _error("post-tool-use", f"could not write the audit line: {e}")
 
-    if intent is not None and not intent.in_scope(sp.rel):
+    if not in_scope:
+        assert intent is not None
         return _answer(
             {
                 "decision": "block",
@@ -937,32 +952,63 @@ def _post_tool_use(ctx: _Context) -> HookResult:
     return HookResult()
 
 
-def _record_change(
-    ctx: _Context,
-    tool: str,
-    tool_input: Mapping[str, Any],
-    response: Mapping[str, Any],
-    sp: SafePath,
-    data: bytes,
-    intent_id: str | None,
-) -> None:
-    """A store version of the file (through the access layer) and an audit line."""
-    from ..tools.audit import AuditLog, audit_record
-    from ..workspace import Workspace  # the store: paid after the edit, not before it
+def _store_versions(ctx: _Context, changes: Sequence[FileChange]) -> list[str | None]:
+    """Store versions of the changed files, through the access layer: as one inline
+    transaction when the store takes it (no pyarrow in this process), else by opening
+    the store. Every ``FOLD_EVERY_TX`` inline transactions the store is opened to fold
+    them, so outside readers of its Parquet files never lag far behind."""
+    from .._storelog import COMPACT_AFTER, FOLD_EVERY_TX
+    from ..access.observe import observe_inline
+    from ..resolver import default_filesystem_id, normalize_path
+
+    root = os.path.realpath(ctx.root)  # as Workspace.open names the files
+    fs = default_filesystem_id()
+    items = [
+        (
+            {"type": "filesystem", "filesystemId": fs, "path": normalize_path(f"{root}/{c.path}")},
+            c.data or b"",
+        )
+        for c in changes
+    ]
+    inline = observe_inline(os.path.join(root, ".ctxnb", "store"), items)
+    if inline is not None:
+        observed, unfolded, uncompacted = inline
+        compact_after = int(ctx.settings.get("compact_after", COMPACT_AFTER))
+        if unfolded < FOLD_EVERY_TX and uncompacted <= compact_after:
+            return [o.version_id for o in observed]
+    from ..workspace import Workspace  # pyarrow: a large change, a new store, or a fold
 
     with Workspace.open(ctx.root) as ws:
-        ws.observe([str(sp.abs)], data=[data])
+        if inline is None:
+            done = ws.observe([c.path for c in changes], data=[c.data for c in changes])
+        else:
+            done = inline[0]
         # Each hook is a new process, and opening the store reads every transaction not
         # yet compacted: without this, every edit of a session made the next one slower.
         ws.store.maybe_compact(ws.config.index.compact_after)
-    old = response.get("originalFile")
-    before = hashlib.sha256(old.encode("utf-8")).hexdigest() if isinstance(old, str) else None
+        ws.store.fold()
+    return [o.version_id for o in done]
+
+
+def _audit_change(
+    ctx: _Context,
+    tool: str,
+    tool_input: Mapping[str, Any],
+    rel: str,
+    old_text: str | None,
+    data: bytes,
+    intent_id: str | None,
+) -> None:
+    """The audit line of the edit, as the file tools write one for each call."""
+    from ..tools.audit import AuditLog, audit_record
+
+    before = hashlib.sha256(old_text.encode("utf-8")).hexdigest() if old_text is not None else None
     AuditLog(ctx.root / ".ctxnb" / "audit.jsonl").append(
         audit_record(
             caller="claude-code",
             session_id=ctx.session_id,
             tool=tool,
-            args={"file_path": sp.rel, **{k: v for k, v in tool_input.items() if k != "file_path"}},
+            args={"file_path": rel, **{k: v for k, v in tool_input.items() if k != "file_path"}},
             duration_ms=0.0,
             success=True,
             error_code=None,
@@ -996,22 +1042,34 @@ def _audit_refusal(ctx: _Context, tool: str, tool_input: Mapping[str, Any], code
         pass  # the refusal stands whether or not it could be logged
 
 
-def _ranges(
+def _original(
     tool: str, tool_input: Mapping[str, Any], response: Mapping[str, Any], new_text: str
+) -> str | None:
+    """The file's text before the edit: Claude Code's ``originalFile``, else the edits
+    undone; None when neither says (a Write of a new file has none)."""
+    old = response.get("originalFile")
+    if isinstance(old, str):
+        return old
+    return _reverse_edits(tool, tool_input, new_text)
+
+
+def _ranges(
+    tool: str,
+    tool_input: Mapping[str, Any],
+    response: Mapping[str, Any],
+    new_text: str,
+    old: str | None,
 ) -> list[tuple[int, int]]:
     """Changed line ranges of the file now: from Claude Code's patch, else from a diff."""
     patch = response.get("structuredPatch")
     if isinstance(patch, list) and patch:
         return _ranges_from_patch(patch)
-    old = response.get("originalFile")
-    if not isinstance(old, str):
-        old = _reverse_edits(tool, tool_input, new_text)
     if not old:
         n = _line_count(new_text)
         return [(1, n)] if n else []
     if old == new_text:
         return []
-    from ..tools.patching import changed_line_ranges  # pydantic; only without a patch
+    from ..tools._textlines import changed_line_ranges
 
     return changed_line_ranges(old, new_text)
 

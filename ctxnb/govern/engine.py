@@ -7,9 +7,10 @@ first that refuses stops it with a machine-readable error::
     circuit breaker → path policy → intent presence → intent validity → scope
     → risk → approval → optimistic lock
 
-After a successful call the post policies run: the mutation class, the Agent Trace
-record, the intent map, and the quality loop (configured commands whose failures come
-back as structured feedback). The audit line is written by the tools for every call.
+After a successful call the post policies run: ``record`` (the one recorder of a file
+change, :mod:`ctxnb.govern.record`: mutation class, Agent Trace record, intent map),
+then the quality loop (configured commands whose failures come back as structured
+feedback). The audit line is written by the tools for every call.
 
 Policies are small classes in two lists, ``engine.pre`` and ``engine.post``; add,
 remove or reorder them::
@@ -39,7 +40,6 @@ Example:
 from __future__ import annotations
 
 import os
-import threading
 from collections.abc import Callable, Sequence
 from datetime import UTC, datetime
 from pathlib import Path
@@ -55,8 +55,9 @@ from .approval import ApprovalRequest, Approver, Decision, args_summary
 from .breaker import BreakerState
 from .core import NO_INTENT_MESSAGE, check_scope, in_scope, require_intent
 from .intents import Intent, IntentFile, intent_context, load_intents
-from .ledger import ContributorType, TraceLedger, build_trace_record
+from .ledger import ContributorType, TraceLedger
 from .lessons import format_lesson, lessons_for, read_lessons
+from .record import FileChange, Origin, Recorded, Recorder, classify
 
 if TYPE_CHECKING:
     from ..access.door import Access
@@ -303,18 +304,12 @@ class OptimisticLock:
 
 
 # -- post policies ------------------------------------------------------------------------------
-class MutationClassPolicy:
-    name = "mutation-class"
+class RecordPolicy:
+    """Record the call's file change (:mod:`ctxnb.govern.record`): mutation class, Agent
+    Trace record, intent map; a call that changed no file but needs a trace (an approved
+    command, an outside server's mutating tool) gets an event record."""
 
-    def run(self, call: ToolCall, result: Any, engine: HookEngine) -> list[dict[str, Any]]:
-        engine.mutation_class(call)
-        return []
-
-
-class TracePolicy:
-    """Append one Agent Trace record per successful file mutation."""
-
-    name = "trace"
+    name = "record"
 
     def run(self, call: ToolCall, result: Any, engine: HookEngine) -> list[dict[str, Any]]:
         if call.new_text is None or not call.paths:
@@ -323,50 +318,35 @@ class TracePolicy:
             elif call.info is not None and call.info.external and call.mutating:
                 engine.trace_command(call)  # a change outside the workspace, still traced
             return []
-        from ..tools.patching import changed_line_ranges
-
         rel = call.paths[0]
-        ranges = changed_line_ranges(call.old_text or "", call.new_text)
-        meta: dict[str, Any] = {"caller": call.caller}
+        meta: dict[str, Any] = engine.context_metadata()
         if call.context.get("approval"):
             meta["approval"] = call.context["approval"]
-        record = build_trace_record(
-            file_path=rel,
-            ranges=ranges,
-            new_text=call.new_text,
-            intent_id=call.context.get("intent_id") or engine.active_intent_id or "unknown",
+        version = getattr(result, "version_id", None)
+        change = FileChange(
+            rel,
+            old=call.old_text,
+            new=call.new_text,
+            metadata={"version_id": version} if version else None,
+        )
+        intent = engine.current_intent()
+        origin = Origin(
+            call.tool,
+            caller=call.caller,
             session_id=call.session_id,
-            contributor_type=engine.contributor_type,
-            model_id=engine.model_id,
-            repo_root=engine.root,
-            tool=call.tool,
-            mutation_class=engine.mutation_class(call),
-            extra_metadata=meta,
+            intent=intent,
+            intent_id=call.context.get("intent_id") or engine.active_intent_id,
+            metadata=meta,
         )
         # Durable before the tool call returns (FileTools waits for it after recording
         # the call), not before the next policy runs: the fsync overlaps with that work.
-        call.durable_waits.append(engine.ledger.append_later(record))
-        call.context["trace_id"] = record["id"]
-        return []
-
-
-class IntentMapPolicy:
-    """On ``INTENT_EVOLUTION``, list the touched files and symbols under the intent."""
-
-    name = "intent-map"
-
-    def run(self, call: ToolCall, result: Any, engine: HookEngine) -> list[dict[str, Any]]:
-        if call.new_text is None or not call.paths:
-            return []
-        if engine.mutation_class(call) != "INTENT_EVOLUTION":
-            return []
-        from .mutation import touched_symbols
-
-        intent = engine.current_intent()
-        if intent is None:
-            return []
-        symbols = touched_symbols(call.paths[0], call.old_text or "", call.new_text)
-        engine.update_intent_map(intent, call.paths[0], symbols)
+        done = engine.recorder.record(
+            [change],
+            origin,
+            waits=call.durable_waits,
+            mutation_classes=[engine.mutation_class(call)],
+        )
+        call.context["trace_id"] = done[0].trace_id
         return []
 
 
@@ -446,8 +426,6 @@ class HookEngine:
         self.root = Path(workspace.root)
         self.dir = self.root / ".orchestration"
         self.approver = approver
-        self.model_id = model_id or gov.model_id
-        self.contributor_type = contributor_type
         self.clock = clock or (lambda: datetime.now(UTC))
         self.unknown_command = gov.unknown_command
         self.safe_commands = set(gov.safe_commands)
@@ -455,6 +433,15 @@ class HookEngine:
         self.breaker_threshold = gov.breaker_threshold
         self.command_timeout = gov.command_timeout
         self.ledger = TraceLedger(self.dir / "agent_trace.jsonl")
+        # Who the changes are by lives in the recorder (model_id and contributor_type
+        # below read and set it there): one place, whichever way a change comes.
+        self.recorder = Recorder(
+            self.root,
+            ledger=self.ledger,
+            model_id=model_id or gov.model_id,
+            contributor_type=contributor_type,
+            clock=clock,
+        )
         self.pre: list[PrePolicy] = [
             CircuitBreaker(),
             PathPolicyCheck(),
@@ -466,12 +453,7 @@ class HookEngine:
             Approval(),
             OptimisticLock(),
         ]
-        self.post: list[PostPolicy] = [
-            MutationClassPolicy(),
-            TracePolicy(),
-            IntentMapPolicy(),
-            QualityLoop(),
-        ]
+        self.post: list[PostPolicy] = [RecordPolicy(), QualityLoop()]
         self.active_intent_id: str | None = None
         # Counts live on disk: a restarted kernel or a new hook process keeps them.
         self.breaker = BreakerState(self.root / ".ctxnb" / "breaker.json")
@@ -480,10 +462,26 @@ class HookEngine:
         self.decisions: list[tuple[ApprovalRequest, Decision]] = []
         self._intents: IntentFile | None = None
         self._intents_mtime: float | None = None
-        self._intent_map_cache: tuple[int | None, dict[str, dict[str, Any]]] | None = None
-        self._lock = threading.Lock()
         self._effects: Any = None
         self.tools: FileTools  # set by governed_tools()
+
+    @property
+    def model_id(self) -> str | None:
+        """The model recorded as the contributor of the changes."""
+        return self.recorder.model_id
+
+    @model_id.setter
+    def model_id(self, value: str | None) -> None:
+        self.recorder.model_id = value
+
+    @property
+    def contributor_type(self) -> ContributorType:
+        """Who the changes are recorded as by: ``ai``, ``human``, ``mixed``, ``unknown``."""
+        return self.recorder.contributor_type
+
+    @contributor_type.setter
+    def contributor_type(self, value: ContributorType) -> None:
+        self.recorder.contributor_type = value
 
     # -- intents -------------------------------------------------------------------------------
     def intents(self) -> IntentFile:
@@ -556,11 +554,38 @@ class HookEngine:
             return call.context["mutation_class"]
         if call.new_text is None or not call.paths:
             return None
-        from .mutation import classify_mutation
-
-        mc = classify_mutation(call.paths[0], call.old_text or "", call.new_text)
+        mc = classify(call.paths[0], call.old_text, call.new_text)
         call.context["mutation_class"] = mc
         return mc
+
+    def record_changes(
+        self,
+        changes: Sequence[tuple[str, str | None, str | None, dict[str, Any]]],
+        *,
+        tool: str,
+        caller: str,
+        session_id: str | None,
+        intent: Intent | None,
+        metadata: dict[str, Any],
+        waits: list[Callable[[], None]] | None = None,
+    ) -> list[Recorded]:
+        """Record changes already written and stored (``(path, old text, new text,
+        metadata)`` each; a text None: no file) through :attr:`recorder`: the seam of
+        the sandbox's commit, which does not import the governance it serves."""
+        files = [FileChange(p, old=o, new=n, metadata=m) for p, o, n, m in changes]
+        origin = Origin(
+            tool, caller=caller, session_id=session_id, intent=intent, metadata=metadata
+        )
+        return self.recorder.record(files, origin, waits=waits)
+
+    def context_metadata(self) -> dict[str, Any]:
+        """The session's turn and the id (hash) of the context it last assembled: what
+        the model saw when it asked for a change (``ctxnb why`` rebuilds it)."""
+        session = self.tools.session
+        last = session.last_context
+        if last is None:
+            return {"turn": session.turn}
+        return {"turn": last[0], "context_id": last[1]}
 
     # -- the hooks the tools call ---------------------------------------------------------------
     def before(self, call: ToolCall) -> None:
@@ -583,9 +608,27 @@ class HookEngine:
             self._count(call.tool, failed=True)
             return []
         feedback: list[dict[str, Any]] = []
+        errors: list[dict[str, Any]] = []
         for policy in self.post:
-            feedback.extend(policy.run(call, result, self) or [])
-        self._count(call.tool, failed=bool(call.context.get("quality_failed")))
+            try:
+                feedback.extend(policy.run(call, result, self) or [])
+            except Exception as e:  # the call already ran: what follows must still happen
+                errors.append(_policy_error(policy.name, e))
+        wrote = call.new_text is not None and bool(call.paths)
+        if errors and wrote and "trace_id" not in call.context:
+            # The change is on disk: it is recorded whatever failed after it (unless
+            # recording was taken out of engine.post on purpose).
+            for policy in self.post:
+                if isinstance(policy, RecordPolicy):
+                    try:
+                        policy.run(call, result, self)
+                    except Exception as e:
+                        errors.append(_policy_error(policy.name, e))
+        if errors:
+            call.context["post_errors"] = errors
+            feedback.extend(errors)
+        failed = bool(errors) or bool(call.context.get("quality_failed"))
+        self._count(call.tool, failed=failed)
         return feedback
 
     @property
@@ -656,43 +699,6 @@ class HookEngine:
         self.ledger.append(
             build_event_record(metadata=metadata, repo_root=self.root, clock=self.clock)
         )
-
-    def update_intent_map(self, intent: Intent, path: str, symbols: list[str]) -> None:
-        """Add ``path`` (and its touched symbols) under the intent in ``intent_map.md``."""
-        self.update_intent_map_many(intent, [(path, symbols)])
-
-    def update_intent_map_many(
-        self, intent: Intent, files: Sequence[tuple[str, list[str]]]
-    ) -> None:
-        """Add several files (and their touched symbols) under the intent in
-        ``intent_map.md``, writing it at most once."""
-        # The map is read by people and agents: names leave redacted like any text.
-        files = [(redact_text(path), [redact_text(s) for s in syms]) for path, syms in files]
-        with self._lock:
-            map_path = self.dir / "intent_map.md"
-            try:
-                stamp = map_path.stat().st_mtime_ns
-            except FileNotFoundError:
-                stamp = None
-            cached = self._intent_map_cache
-            if cached is not None and cached[0] == stamp:
-                entries = cached[1]
-            else:
-                entries = _read_intent_map(map_path)
-            per = entries.setdefault(intent.id, {"name": intent.name, "files": {}})
-            changed = per["name"] != intent.name
-            per["name"] = intent.name
-            for path, symbols in files:
-                changed = changed or path not in per["files"]
-                known = per["files"].setdefault(path, [])
-                for sym in symbols:
-                    if sym not in known:
-                        known.append(sym)
-                        changed = True
-            if changed:  # the map only grows; an edit that adds nothing leaves it alone
-                _write_intent_map(map_path, entries)
-                stamp = map_path.stat().st_mtime_ns
-            self._intent_map_cache = (stamp, entries)
 
     # -- extra tools ---------------------------------------------------------------
     def run_command_tool(
@@ -771,6 +777,17 @@ class HookEngine:
         return f"<HookEngine {self.root} intent={self.active_intent_id!r}>"
 
 
+def _policy_error(name: str, e: Exception) -> dict[str, Any]:
+    """A post policy's failure as the agent and the audit see it."""
+    code = e.error_code if isinstance(e, PolicyError) else "POST_POLICY_FAILED"
+    return {
+        "kind": "policy-error",
+        "policy": name,
+        "error_code": code,
+        "message": redact_text(f"{type(e).__name__}: {e}"),
+    }
+
+
 def _scope_rel(path: str, root: Path) -> str:
     p = path
     if os.path.isabs(p):
@@ -779,46 +796,6 @@ def _scope_rel(path: str, root: Path) -> str:
         except ValueError:
             return p
     return p[2:] if p.startswith("./") else p
-
-
-def _read_intent_map(path: Path) -> dict[str, dict[str, Any]]:
-    """Parse the sections ctxnb writes: ``## ID — name`` then ``- `path`: sym, sym``."""
-    out: dict[str, dict[str, Any]] = {}
-    try:
-        text = path.read_text(encoding="utf-8")
-    except FileNotFoundError:
-        return out
-    current: dict[str, Any] | None = None
-    for line in text.splitlines():
-        if line.startswith("## "):
-            head = line[3:]
-            iid, _, name = head.partition(" — ")
-            current = out.setdefault(iid.strip(), {"name": name.strip(), "files": {}})
-        elif current is not None and line.startswith("- `"):
-            path_part, _, syms = line[3:].partition("`")
-            syms = syms.lstrip(":").strip()
-            current["files"][path_part] = [s.strip() for s in syms.split(",") if s.strip()]
-    return out
-
-
-def _write_intent_map(path: Path, entries: dict[str, dict[str, Any]]) -> None:
-    lines = [
-        "# Intent map",
-        "",
-        "Which files and symbols each intent has changed (kept up to date by ctxnb).",
-        "",
-    ]
-    for iid in sorted(entries):
-        e = entries[iid]
-        lines.append(f"## {iid} — {e['name']}")
-        lines.append("")
-        for f in sorted(e["files"]):
-            syms = ", ".join(e["files"][f])
-            lines.append(f"- `{f}`" + (f": {syms}" if syms else ""))
-        lines.append("")
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    tmp.write_text("\n".join(lines), encoding="utf-8")
-    os.replace(tmp, path)
 
 
 def governed_tools(

@@ -46,7 +46,6 @@ import hashlib
 import json
 import os
 import re
-import subprocess
 import uuid
 from collections import deque
 from collections.abc import Callable, Iterator, Mapping
@@ -411,6 +410,8 @@ def _packed_ref(packed_refs: Path, ref: str) -> str | None:
 
 
 def _rev_parse_head(root: Path) -> str | None:
+    import subprocess  # rarely: HEAD is read from .git's files first
+
     try:
         proc = subprocess.run(
             ["git", "rev-parse", "--verify", "-q", "HEAD"],

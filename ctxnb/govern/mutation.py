@@ -37,8 +37,6 @@ from collections.abc import Iterator
 from pathlib import PurePath
 from typing import Literal
 
-import yaml
-
 __all__ = ["MutationClass", "classify_mutation", "touched_symbols"]
 
 MutationClass = Literal["AST_REFACTOR", "INTENT_EVOLUTION"]
@@ -86,14 +84,19 @@ def classify_mutation(path: str, old: str, new: str) -> MutationClass:
         elif ext == ".json":
             same = json.loads(old) == json.loads(new)
         elif ext in (".yaml", ".yml"):
-            same = list(yaml.safe_load_all(old)) == list(yaml.safe_load_all(new))
+            import yaml  # only for YAML: the post-edit hook imports this module
+
+            try:
+                same = list(yaml.safe_load_all(old)) == list(yaml.safe_load_all(new))
+            except yaml.YAMLError:
+                return "INTENT_EVOLUTION"
         elif ext == ".toml":
             import tomllib
 
             same = tomllib.loads(old) == tomllib.loads(new)
         else:
             same = _tokens(p, old) == _tokens(p, new)
-    except (SyntaxError, ValueError, RecursionError, yaml.YAMLError):
+    except (SyntaxError, ValueError, RecursionError):
         return "INTENT_EVOLUTION"  # what does not parse cannot be shown to be unchanged
     return "AST_REFACTOR" if same else "INTENT_EVOLUTION"
 

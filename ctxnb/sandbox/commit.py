@@ -40,7 +40,7 @@ import contextlib
 import os
 import shlex
 import stat as stat_mod
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
@@ -52,7 +52,7 @@ if TYPE_CHECKING:
     from ..access.door import Access
     from ..govern.approval import Approver, Decision
     from ..govern.intents import Intent
-    from ..govern.ledger import ContributorType, TraceLedger
+    from ..govern.record import Recorded
     from ..tools.filetools import FileTools, ToolCall
     from .runner import Sandbox, SandboxResult
 
@@ -80,15 +80,21 @@ class GoverningEngine(Protocol):
     workspace: Access
     root: Path
     tools: FileTools
-    ledger: TraceLedger
-    contributor_type: ContributorType
-    model_id: str | None
     approver: Approver | None
     command_timeout: float
 
-    def update_intent_map_many(
-        self, intent: Intent, files: Sequence[tuple[str, list[str]]]
-    ) -> None: ...
+    def context_metadata(self) -> dict[str, Any]: ...
+    def record_changes(
+        self,
+        changes: Sequence[tuple[str, str | None, str | None, dict[str, Any]]],
+        *,
+        tool: str,
+        caller: str,
+        session_id: str | None,
+        intent: Intent | None,
+        metadata: dict[str, Any],
+        waits: list[Callable[[], None]] | None = None,
+    ) -> list[Recorded]: ...
     def current_intent(self) -> Intent | None: ...
     def sandbox(self) -> Sandbox: ...
     def ask(self, call: ToolCall, reason: str) -> Decision: ...
@@ -439,51 +445,49 @@ class CommandEffects:
                 return
             observed = ws.observe([p.rel for p in tracked], data=[p.new for p in tracked])
             from ..access.observe import decode_bytes
-            from ..govern.ledger import build_trace_record
-            from ..govern.mutation import classify_mutation, touched_symbols
             from ..redaction import redact
-            from ..tools.patching import changed_line_ranges
 
-            shown = redact(command).text
             session = tools.session
-            mapped: list[tuple[str, list[str]]] = []
+            changes = []
             for p, obs in zip(tracked, observed, strict=True):
-                oid, version = obs.object_id, obs.version_id if obs.tx_id is not None else None
+                version = obs.version_id if obs.tx_id is not None else None
                 if obs.tx_id is not None:
-                    if oid in session._index_set:
-                        session.refresh(oid)
-                    else:
-                        session.add(oid, activate=False)
-                old_text = "" if p.old is None else (decode_bytes(p.old) or "")
-                new_text = "" if p.new is None else (decode_bytes(p.new) or "")
-                ranges = changed_line_ranges(old_text, new_text) if new_text else []
-                mclass = classify_mutation(p.rel, old_text, new_text)
-                meta: dict[str, Any] = {"caller": caller, "command": shown, "change": p.kind}
-                if ws.config.source_sha256:
-                    meta["config_sha256"] = ws.config.source_sha256
+                    session.took_version(obs.object_id)
+                meta: dict[str, Any] = {"change": p.kind}
                 if version:
                     meta["version_id"] = version
-                record = build_trace_record(
-                    file_path=p.rel,
-                    ranges=ranges,
-                    new_text=new_text,
-                    intent_id=intent.id,
-                    session_id=session_id,
-                    contributor_type=engine.contributor_type,
-                    model_id=engine.model_id,
-                    repo_root=engine.root,
-                    tool=tool,
-                    mutation_class=mclass,
-                    extra_metadata=meta,
+                changes.append(
+                    (
+                        p.rel,
+                        None if p.old is None else (decode_bytes(p.old) or ""),
+                        None if p.new is None else (decode_bytes(p.new) or ""),
+                        meta,
+                    )
                 )
-                waits.append(engine.ledger.append_later(record))
-                if mclass == "INTENT_EVOLUTION":
-                    mapped.append((p.rel, touched_symbols(p.rel, old_text, new_text)))
+            origin_meta: dict[str, Any] = {
+                "command": redact(command).text,
+                **engine.context_metadata(),
+            }
+            if ws.config.source_sha256:
+                origin_meta["config_sha256"] = ws.config.source_sha256
+            recorded = engine.record_changes(
+                changes,
+                tool=tool,
+                caller=caller,
+                session_id=session_id,
+                intent=intent,
+                metadata=origin_meta,
+                waits=waits,
+            )
+            for done in recorded:
                 report.changed.append(
-                    {"path": p.rel, "kind": p.kind, "version": version, "trace_id": record["id"]}
+                    {
+                        "path": done.path,
+                        "kind": done.record["metadata"]["change"],
+                        "version": done.version_id,
+                        "trace_id": done.trace_id,
+                    }
                 )
-            if mapped:
-                engine.update_intent_map_many(intent, mapped)
         finally:
             for wait in waits:
                 wait()

@@ -10,8 +10,6 @@ import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from ctxnb.redaction import redact_text
-
 _LINE_SPLIT = re.compile(r"\r\n|\n")
 
 
@@ -78,6 +76,39 @@ def raw_split(text: str) -> list[str]:
 
 
 def show(line: str, limit: int = 60) -> str:
+    from ctxnb.redaction import redact_text  # not for changed_line_ranges' importers
+
     # Redacted whole, then cut: a secret cut in half is no longer recognisable.
     line = redact_text(line)
     return repr(line if len(line) <= limit else line[:limit] + "…")
+
+
+def changed_line_ranges(old: str, new: str) -> list[tuple[int, int]]:
+    """Line ranges of ``new`` that were added or changed relative to ``old``.
+
+    Pure deletions leave nothing in ``new`` to point to and are not reported.
+    Adjacent ranges are merged.
+
+    Args:
+        old: the text before.
+        new: the text after.
+
+    Returns:
+        1-based inclusive ``(start, end)`` ranges in ``new``, in order.
+
+    Example:
+        >>> changed_line_ranges("a\\nb\\nc\\n", "a\\nB\\nc\\nd\\n")
+        [(2, 2), (4, 4)]
+    """
+    import difflib
+
+    a, b = Text.split(old).lines, Text.split(new).lines
+    ranges: list[tuple[int, int]] = []
+    matcher = difflib.SequenceMatcher(None, a, b, autojunk=False)
+    for tag, _i1, _i2, j1, j2 in matcher.get_opcodes():
+        if tag in ("replace", "insert") and j2 > j1:
+            if ranges and ranges[-1][1] >= j1:
+                ranges[-1] = (ranges[-1][0], j2)
+            else:
+                ranges.append((j1 + 1, j2))
+    return ranges

@@ -298,7 +298,7 @@ class FileTools:
         call = ToolCall(tool, dict(args), self.caller, self.session.session_id, info=info)
         if targets:  # more paths the call writes (a rename's destination): governed too
             call.context["targets"] = list(targets)
-        error: CtxnbError | None = None
+        error: BaseException | None = None
         result: Any = None
         try:
             if self.hooks is not None:
@@ -308,8 +308,15 @@ class FileTools:
                 feedback = self.hooks.after(call, result)
                 if feedback and isinstance(result, PatchResult):
                     result.feedback = feedback
+                elif feedback and isinstance(result, dict):
+                    result["feedback"] = feedback
+                elif call.context.get("post_errors"):
+                    # Nothing to carry the error back with: the call reports it as its
+                    # failure (such a call changed no file).
+                    first = call.context["post_errors"][0]
+                    raise PolicyError(first["error_code"], first["message"])
             return result
-        except CtxnbError as e:
+        except BaseException as e:
             error = e
             raise
         finally:
@@ -319,12 +326,15 @@ class FileTools:
                 for wait in call.durable_waits:
                     wait()
 
-    def _record(self, call: ToolCall, result: Any, error: CtxnbError | None) -> None:
+    def _record(self, call: ToolCall, result: Any, error: BaseException | None) -> None:
         duration = (time.perf_counter() - call.started) * 1000
         code = _error_code(error) if error else None
         if isinstance(result, PatchResult) and not result.success:
             code = code or ("PATCH_CONFLICT" if result.conflict else "WRITE_FAILED")
         success = error is None and not (isinstance(result, PatchResult) and not result.success)
+        if success and call.context.get("post_errors"):
+            # It ran (and wrote), then a post policy failed: the agent was told both.
+            code = call.context["post_errors"][0]["error_code"]
         # A patch's arguments quote lines of its file: redacted as that file is (see _patch).
         args = call.context.get("scrub", redact_data)(call.args)
         self._audit(
@@ -392,10 +402,7 @@ class FileTools:
         oid = obs.object_id
         if obs.tx_id is None:  # gone, and never stored: nothing to add
             return oid, None
-        if oid in self.session._index_set:
-            self.session.refresh(oid)
-        else:
-            self.session.add(oid, activate=False)
+        self.session.took_version(oid)
         return oid, obs.version_id
 
     def _authoritative(self, rel: str) -> tuple[bytes | None, str]:
@@ -1347,7 +1354,9 @@ def _conflict(rel: str, current: bytes | None, message: str) -> PatchResult:
     )
 
 
-def _error_code(e: CtxnbError) -> str:
+def _error_code(e: BaseException) -> str:
+    if not isinstance(e, CtxnbError):
+        return "INTERNAL_ERROR"  # what dispatch tells the agent of it
     if isinstance(e, PolicyError):
         return e.error_code
     if isinstance(e, PatchConflict):
@@ -1406,7 +1415,7 @@ def command_text(result: dict[str, Any]) -> str:
     return text
 
 
-def _toolcall_content(result: Any, error: CtxnbError | None) -> str:
+def _toolcall_content(result: Any, error: BaseException | None) -> str:
     if error is not None:
         code = _error_code(error)
         return f"error {code}: {error}"

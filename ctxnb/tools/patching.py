@@ -48,6 +48,7 @@ from typing import Any
 from ctxnb.errors import PatchConflict, PatchError
 
 from ._textlines import Text as _Text
+from ._textlines import changed_line_ranges
 from ._textlines import raw_split as _raw_split
 from ._textlines import show as _show
 from .diffparse import (
@@ -407,32 +408,3 @@ def diff_stats(diff: str) -> tuple[int, int]:
             added += h.added
             removed += h.removed
     return (added, removed)
-
-
-def changed_line_ranges(old: str, new: str) -> list[tuple[int, int]]:
-    """Line ranges of ``new`` that were added or changed relative to ``old``.
-
-    Pure deletions leave nothing in ``new`` to point to and are not reported.
-    Adjacent ranges are merged.
-
-    Args:
-        old: the text before.
-        new: the text after.
-
-    Returns:
-        1-based inclusive ``(start, end)`` ranges in ``new``, in order.
-
-    Example:
-        >>> changed_line_ranges("a\\nb\\nc\\n", "a\\nB\\nc\\nd\\n")
-        [(2, 2), (4, 4)]
-    """
-    a, b = _Text.split(old).lines, _Text.split(new).lines
-    ranges: list[tuple[int, int]] = []
-    matcher = difflib.SequenceMatcher(None, a, b, autojunk=False)
-    for tag, _i1, _i2, j1, j2 in matcher.get_opcodes():
-        if tag in ("replace", "insert") and j2 > j1:
-            if ranges and ranges[-1][1] >= j1:
-                ranges[-1] = (ranges[-1][0], j2)
-            else:
-                ranges.append((j1 + 1, j2))
-    return ranges
