@@ -489,7 +489,7 @@ def test_an_internal_error_is_audited_as_the_agent_is_told(gov):
         raise KeyError("a bug")
 
     t.register_tool(t.tool_info("get_file_history").model_copy(update={"name": "broken"}),
-                    lambda path: t._run("broken", {"path": path}, broken))  # fmt: skip
+                    lambda path: t.run_call("broken", {"path": path}, broken))  # fmt: skip
     out = t.dispatch("broken", {"path": "inventory/models.py"})
     assert out["ok"] is False and out["error_code"] == "INTERNAL_ERROR"
     line = _audit_lines(gov)[-1]

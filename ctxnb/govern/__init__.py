@@ -22,11 +22,16 @@ if TYPE_CHECKING:
     from .intents import Intent, IntentFile, init_governance, intent_context, load_intents
     from .ledger import TraceLedger, build_trace_record, validate_record
     from .mutation import classify_mutation, touched_symbols
+    from .record import FileChange, Origin, Recorded, Recorder
     from .risk import RiskAssessment, classify_command
 
 _EXPORTS = {
+    "FileChange": "record",
     "Intent": "intents",
     "IntentFile": "intents",
+    "Origin": "record",
+    "Recorded": "record",
+    "Recorder": "record",
     "RiskAssessment": "risk",
     "TraceLedger": "ledger",
     "build_trace_record": "ledger",
@@ -40,8 +45,12 @@ _EXPORTS = {
 }
 
 __all__ = [
+    "FileChange",
     "Intent",
     "IntentFile",
+    "Origin",
+    "Recorded",
+    "Recorder",
     "RiskAssessment",
     "TraceLedger",
     "build_trace_record",

@@ -49,7 +49,8 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from ..errors import NotFoundError, PolicyError
 from ..redaction import redact, redact_data, redact_text
-from ..tools.filetools import FileTools, ToolCall
+from ..tools.call import ToolCall
+from ..tools.filetools import FileTools
 from ..tools.schemas import ToolInfo
 from .approval import ApprovalRequest, Approver, Decision, args_summary
 from .breaker import BreakerState
@@ -87,7 +88,7 @@ _PATH_ARGS = ("path", "doc_path")
 
 def _path_values(call: ToolCall) -> list[tuple[str, str]]:
     """Every path a call names: its path arguments and the extra targets the tool found
-    (a rename diff's destination), each under a key for ``rel_paths``."""
+    (a rename diff's destination), each under its key in ``call.resolved``."""
     out = [(key, v) for key in _PATH_ARGS if isinstance(v := call.args.get(key), str)]
     out += [(f"target:{k}", v) for k, v in enumerate(call.context.get("targets", ()))]
     return out
@@ -134,8 +135,8 @@ class PathPolicyCheck:
 
     def check(self, call: ToolCall, engine: HookEngine) -> None:
         for key, value in _path_values(call):
-            sp = engine.tools._check(value, for_write=call.mutating)
-            call.context.setdefault("rel_paths", {})[key] = sp.rel  # for the scope check
+            # Resolved once, here; the scope check and the tool use call.resolved.
+            call.resolved[key] = engine.tools.resolve(value, for_write=call.mutating)
 
 
 class IntentPresence:
@@ -175,10 +176,10 @@ class Scope:
         if intent is None:
             return
         for key, value in _path_values(call):
-            rel = call.context.get("rel_paths", {}).get(key)
-            if rel is None:  # the path policy was taken out of engine.pre
-                rel = engine.tools._check(value, for_write=True).rel
-            check_scope(intent, rel)
+            sp = call.resolved.get(key)
+            if sp is None:  # the path policy was taken out of engine.pre
+                sp = engine.tools.resolve(value, for_write=True)
+            check_scope(intent, sp.rel)
 
 
 class Sensitivity:
@@ -194,9 +195,8 @@ class Sensitivity:
             return
         mode = "write" if call.mutating else "read"
         for key, value in _path_values(call):
-            rel = call.context.get("rel_paths", {}).get(key)
-            if rel is None:
-                rel = engine.tools._check(value, for_write=call.mutating).rel
+            sp = call.resolved.get(key)
+            rel = (sp or engine.tools.resolve(value, for_write=call.mutating)).rel
             if not in_scope(tuple(engine.sensitive), rel) or (rel, mode) in engine._sensitive_ok:
                 continue
             reason = f"{rel} is marked sensitive; {mode} needs a human's approval"
@@ -261,7 +261,7 @@ class Approval:
             engine.record_lesson(
                 f"{call.tool}({args_summary(call.args)}) was refused by {decision.by}"
                 + (f": {decision.note}" if decision.note else ""),
-                paths=list(call.context.get("rel_paths", {}).values()),
+                paths=[sp.rel for sp in call.resolved.values()],
             )
             raise PolicyError(
                 "APPROVAL_REJECTED",
@@ -294,13 +294,14 @@ class OptimisticLock:
         if not isinstance(path, str):
             return
         tools = engine.tools
-        rel = tools._rel_for_doc_path(path) if call.tool == "write_patch" else path
+        sp = call.resolved.get("doc_path" if call.tool == "write_patch" else "path")
+        rel = sp.rel if sp is not None else tools.resolve(path).rel
         try:
             tools.policy.stat(rel)
         except NotFoundError:
             return  # a new file: nothing to be stale against
         expected = call.args.get("expected_sha256") or call.args.get("original_sha256")
-        tools._lock_base(rel, expected, call.tool)
+        tools.lock_base(rel, expected, call.tool)
 
 
 # -- post policies ------------------------------------------------------------------------------
@@ -735,7 +736,7 @@ class HookEngine:
             call.context["effects"] = out["effects"]
             return out
 
-        return self.tools._run(
+        return self.tools.run_call(
             "run_command", {"cmd": cmd, "cwd": cwd, "timeout": timeout, "shell": shell}, run
         )
 
@@ -767,7 +768,7 @@ class HookEngine:
         return out
 
     def select_intent_tool(self, intent_id: str) -> str:
-        return self.tools._run(
+        return self.tools.run_call(
             "select_active_intent",
             {"intent_id": intent_id},
             lambda call: self.select_active_intent(intent_id),

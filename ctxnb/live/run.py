@@ -36,7 +36,7 @@ from ..prices import resolve_prices
 from ..replay._shell import FileMemory, parse_command
 from ..replay.model import Action, Step, Trajectory, Usage
 from ..strategies import ContextStrategy, KeepAll
-from ..tools.filetools import command_text
+from ..tools.call import command_text
 from .verdict import judge, pristine_files, refused_tests, touched_tests
 
 if TYPE_CHECKING:

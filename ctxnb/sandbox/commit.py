@@ -53,7 +53,8 @@ if TYPE_CHECKING:
     from ..govern.approval import Approver, Decision
     from ..govern.intents import Intent
     from ..govern.record import Recorded
-    from ..tools.filetools import FileTools, ToolCall
+    from ..tools.call import ToolCall
+    from ..tools.filetools import FileTools
     from .runner import Sandbox, SandboxResult
 
 __all__ = [
@@ -370,7 +371,7 @@ class CommandEffects:
                 details=details,
             )
         if call is None:
-            from ..tools.filetools import ToolCall
+            from ..tools.call import ToolCall
 
             call = ToolCall("run_command", {"cmd": command}, caller, session_id or "")
         call.args = {**call.args, "cmd": redact(command).text, "diff": diff}

@@ -18,7 +18,8 @@ from .._lazy import lazy_exports
 if TYPE_CHECKING:
     from ..access.fdio import PathPolicy
     from ..access.rules import DEFAULT_DENY, SafePath
-    from .filetools import FileTools, ToolCall
+    from .call import ToolCall, ToolRunner
+    from .filetools import FileTools
     from .results import DiffResult, PatchResult, ReadResult, VersionInfo
     from .schemas import TOOL_INFO, ToolInfo, tool_schemas
 
@@ -31,8 +32,9 @@ _EXPORTS = {
     "ReadResult": "results",
     "SafePath": "ctxnb.access.rules",
     "TOOL_INFO": "schemas",
-    "ToolCall": "filetools",
+    "ToolCall": "call",
     "ToolInfo": "schemas",
+    "ToolRunner": "call",
     "VersionInfo": "results",
     "tool_schemas": "schemas",
 }

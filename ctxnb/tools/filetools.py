@@ -31,13 +31,9 @@ import contextlib
 import fcntl
 import os
 import re
-import time
 from collections.abc import Callable, Iterator, Sequence
-from dataclasses import dataclass, field
 from datetime import UTC, datetime
-from typing import TYPE_CHECKING, Any, Literal, Protocol
-
-from pydantic import BaseModel, ValidationError
+from typing import TYPE_CHECKING, Any, Literal
 
 from ..access.docpath import find_document
 from ..access.fdio import PathPolicy
@@ -55,7 +51,8 @@ from ..indexer import decode_bytes, is_deleted
 from ..redaction import MARK as REDACTION_MARK
 from ..redaction import line_redactor, redact, redact_data, redact_text
 from ..resolver import doc_path as make_doc_path
-from .audit import AuditLog, audit_args, audit_record
+from .audit import AuditLog
+from .call import ToolCall, ToolHooks, ToolRunner
 from .patching import (
     FilePatch,
     LineEdit,
@@ -65,14 +62,14 @@ from .patching import (
     unified_diff,
 )
 from .results import DiffResult, PatchResult, ReadResult, SearchHits, VersionInfo
-from .schemas import TOOL_INFO, ToolInfo, tool_schemas
+from .schemas import ToolInfo
 from .summarize import OutlineSummarizer, Summarizer, fit_tokens
 
 if TYPE_CHECKING:
     from ..access.door import Access
     from ..session import Session
 
-__all__ = ["FileTools", "ToolCall", "ToolHooks"]
+__all__ = ["FileTools"]
 
 ALL_FILES_LOCK = "all-files.lock"
 """The workspace lock in ``.ctxnb/locks/``: every file write holds it shared, a sandbox
@@ -80,39 +77,6 @@ command's commit exclusive (one descriptor however many files it changes)."""
 
 # A line that may belong to a PEM or OpenSSH key body (base64 only).
 _KEY_BODY_LINE = re.compile(r"[A-Za-z0-9+/=]{16,}\r?$")
-
-
-@dataclass
-class ToolCall:
-    """One tool call as the hook engine sees it, before and after it runs."""
-
-    tool: str
-    args: dict[str, Any]
-    caller: str
-    session_id: str
-    info: ToolInfo | None = None
-    paths: list[str] = field(default_factory=list)
-    before_sha256: str | None = None
-    after_sha256: str | None = None
-    old_text: str | None = None
-    new_text: str | None = None
-    started: float = field(default_factory=time.perf_counter)
-    context: dict[str, Any] = field(default_factory=dict)
-    # Functions that return once a record of this call is durable (the trace line, fsynced
-    # in the background while the call is recorded); called before the call returns.
-    durable_waits: list[Callable[[], None]] = field(default_factory=list)
-
-    @property
-    def mutating(self) -> bool:
-        return bool(self.info and self.info.mutating)
-
-
-class ToolHooks(Protocol):
-    """What the hook engine provides to the tools (see :mod:`ctxnb.govern.engine`)."""
-
-    def before(self, call: ToolCall) -> None: ...
-
-    def after(self, call: ToolCall, result: Any) -> list[dict[str, Any]]: ...
 
 
 _TAG_RULES: list[tuple[str, Callable[[str], bool]]] = [
@@ -134,7 +98,7 @@ _TAG_RULES: list[tuple[str, Callable[[str], bool]]] = [
 ]
 
 
-class FileTools:
+class FileTools(ToolRunner):
     """The governed file tools of one session. Create with ``ws.tools(session)``.
 
     Args:
@@ -241,12 +205,14 @@ class FileTools:
         return sha256_hex(self.policy.read_bytes(rel))
 
     def _rel_for_doc_path(self, doc_path: str) -> str:
-        """The real file a docPath names (see :meth:`_check`)."""
-        return self._check(doc_path).rel
+        """The real file a docPath names (see :meth:`resolve`)."""
+        return self.resolve(doc_path).rel
 
-    def _check(self, path: str | SafePath, *, for_write: bool = False) -> SafePath:
+    def resolve(self, path: str | SafePath, *, for_write: bool = False) -> SafePath:
         """The agent's path through the resolver (mount prefixes), the policy, and the
         docPath key: a case or Unicode variant of an existing file's name is that file.
+        (The path policy of a governed workspace calls it once per path argument and
+        hands the result on in ``call.resolved``.)
 
         Raises:
             PolicyError: ``PATH_DENIED``; ``AMBIGUOUS_DOC_PATH`` when several files share
@@ -284,82 +250,6 @@ class FileTools:
             return agent + full[len(canonical) :] if full.startswith(canonical + "/") else full
 
         return anchored, shown
-
-    # -- the one path every call takes ---------------------------------------------------------
-    def _run(
-        self,
-        tool: str,
-        args: dict[str, Any],
-        fn: Callable[[ToolCall], Any],
-        *,
-        targets: Sequence[str] = (),
-    ) -> Any:
-        info = TOOL_INFO.get(tool) or (self._extra_tools.get(tool, (None, None))[0])
-        call = ToolCall(tool, dict(args), self.caller, self.session.session_id, info=info)
-        if targets:  # more paths the call writes (a rename's destination): governed too
-            call.context["targets"] = list(targets)
-        error: BaseException | None = None
-        result: Any = None
-        try:
-            if self.hooks is not None:
-                self.hooks.before(call)
-            result = fn(call)
-            if self.hooks is not None:
-                feedback = self.hooks.after(call, result)
-                if feedback and isinstance(result, PatchResult):
-                    result.feedback = feedback
-                elif feedback and isinstance(result, dict):
-                    result["feedback"] = feedback
-                elif call.context.get("post_errors"):
-                    # Nothing to carry the error back with: the call reports it as its
-                    # failure (such a call changed no file).
-                    first = call.context["post_errors"][0]
-                    raise PolicyError(first["error_code"], first["message"])
-            return result
-        except BaseException as e:
-            error = e
-            raise
-        finally:
-            try:
-                self._record(call, result, error)
-            finally:
-                for wait in call.durable_waits:
-                    wait()
-
-    def _record(self, call: ToolCall, result: Any, error: BaseException | None) -> None:
-        duration = (time.perf_counter() - call.started) * 1000
-        code = _error_code(error) if error else None
-        if isinstance(result, PatchResult) and not result.success:
-            code = code or ("PATCH_CONFLICT" if result.conflict else "WRITE_FAILED")
-        success = error is None and not (isinstance(result, PatchResult) and not result.success)
-        if success and call.context.get("post_errors"):
-            # It ran (and wrote), then a post policy failed: the agent was told both.
-            code = call.context["post_errors"][0]["error_code"]
-        # A patch's arguments quote lines of its file: redacted as that file is (see _patch).
-        args = call.context.get("scrub", redact_data)(call.args)
-        self._audit(
-            call.tool,
-            args,
-            duration_ms=duration,
-            success=success,
-            error_code=code,
-            before=call.before_sha256,
-            after=call.after_sha256,
-            intent_id=call.context.get("intent_id"),
-        )
-        file_refs = [self.workspace.object_id(p) for p in call.paths]
-        content = _toolcall_content(result, error)
-        # A whole-file read shows the file object itself; a partial read (a line range, an
-        # excerpt, a capped read) shows only what was read, as this call's output.
-        reads = ("read_file", "read_lines", "get_excerpt")
-        self.session.record_toolcall(
-            call.tool,
-            audit_args(args),
-            content,
-            status="ok" if success else "fail",
-            file_refs=[f for f in file_refs if f in self.session._index_set],
-            activate=call.tool not in reads or _partial(result),
-        )
 
     # -- helpers ------------------------------------------------------------------------------
     @contextlib.contextmanager
@@ -415,7 +305,7 @@ class FileTools:
         except NotFoundError:
             return None, "disk"
 
-    def _lock_base(self, rel: str, expected: str | None, tool: str) -> str:
+    def lock_base(self, rel: str, expected: str | None, tool: str) -> str:
         """The hash an edit of an existing file is based on: the caller's, else the last read.
 
         Raises:
@@ -454,7 +344,7 @@ class FileTools:
                 )
             return
         actual = sha256_hex(current)
-        wanted = self._lock_base(rel, expected, tool)
+        wanted = self.lock_base(rel, expected, tool)
         if wanted != actual:
             raise StaleFileError(
                 f"{rel} changed since it was read: the edit was computed from sha256 "
@@ -574,7 +464,7 @@ class FileTools:
             rels = self.policy.iter_files([f[0] for f in forms])
             return list(redact_data([shown(sp.rel) for sp in rels]))
 
-        return self._run("list_files", {"globs": globs}, run)
+        return self.run_call("list_files", {"globs": globs}, run)
 
     def glob(self, pattern: str) -> list[str]:
         """Files whose workspace-relative path matches a glob (``**`` crosses directories)."""
@@ -585,12 +475,12 @@ class FileTools:
             found = glob_files(self.workspace.root, rel_pattern, policy=self.policy)
             return list(redact_data([shown(r) for r in found]))
 
-        return self._run("glob", {"pattern": pattern}, run)
+        return self.run_call("glob", {"pattern": pattern}, run)
 
     def _read(
         self, call: ToolCall, path: str, start: int = 1, end: int | None = None
     ) -> ReadResult:
-        sp = self._check(path)
+        sp = call.resolved.get("path") or self.resolve(path)
         rel = sp.rel
         call.paths = [rel]
         data = self.policy.read_bytes(sp)
@@ -645,7 +535,7 @@ class FileTools:
 
     def read_file(self, path: str) -> ReadResult:
         """Read a file: text (shaped and redacted), sha256 of its exact bytes, version id."""
-        return self._run("read_file", {"path": path}, lambda call: self._read(call, path))
+        return self.run_call("read_file", {"path": path}, lambda call: self._read(call, path))
 
     def read_lines(self, path: str, start: int, end: int) -> ReadResult:
         """Read lines ``start``..``end`` (1-based, inclusive)."""
@@ -655,7 +545,7 @@ class FileTools:
                 f"bad line range {start}-{end}: start must be >= 1 and end >= start",
                 required_action="Pass 1 <= start <= end.",
             )
-        return self._run(
+        return self.run_call(
             "read_lines",
             {"path": path, "start": start, "end": end},
             lambda call: self._read(call, path, start, end),
@@ -663,7 +553,7 @@ class FileTools:
 
     def get_excerpt(self, path: str, max_lines: int = 80) -> ReadResult:
         """The first ``max_lines`` lines of a file and how big it is."""
-        return self._run(
+        return self.run_call(
             "get_excerpt",
             {"path": path, "max_lines": max_lines},
             lambda call: self._read(call, path, 1, max_lines),
@@ -694,7 +584,7 @@ class FileTools:
             )
 
         def run(call: ToolCall) -> PatchResult:
-            sp = self._check(path, for_write=True)
+            sp = call.resolved.get("path") or self.resolve(path, for_write=True)
             rel = sp.rel
             call.paths = [rel]
             with self._locked(rel):
@@ -722,7 +612,7 @@ class FileTools:
             new_text = old_text + content if mode == "append" else content
             return self._write(call, rel, current, new_text)
 
-        return self._run(
+        return self.run_call(
             "write_file",
             {"path": path, "content": content, "mode": mode, "expected_sha256": expected_sha256},
             run,
@@ -743,7 +633,7 @@ class FileTools:
         With ``delete`` the transform must empty the file, which is then deleted; with
         ``move_to`` the result is written there and the file deleted (a rename).
         """
-        sp = self._check(rel, for_write=True)
+        sp = self.resolve(rel, for_write=True)
         rel = sp.rel
         call.paths = [rel] if move_to is None else [move_to, rel]
         with self._locked(rel):
@@ -818,7 +708,7 @@ class FileTools:
             return self._apply_file_patch(call, path, fp, expected_sha256)
 
         rename_to = fp.new_path if fp is not None and fp.kind == "rename" else None
-        return self._run(
+        return self.run_call(
             "apply_patch",
             {"path": path, "unified_diff": unified_diff, "expected_sha256": expected_sha256},
             run,
@@ -828,7 +718,7 @@ class FileTools:
     def _apply_file_patch(
         self, call: ToolCall, path: str, fp: FilePatch, expected: str | None
     ) -> PatchResult:
-        rel = self._check(path, for_write=True).rel
+        rel = self.resolve(path, for_write=True).rel
         named = fp.new_path if fp.kind == "create" else fp.old_path
         if named is not None and fp.kind != "modify" and make_doc_path(named) != make_doc_path(rel):
             raise PatchError(
@@ -846,7 +736,7 @@ class FileTools:
                 return self._write(call, rel, None, _patched("", fp), mode="create")
         if fp.kind == "delete":
             return self._patch(call, rel, expected, lambda old: _patched(old, fp), delete=True)
-        dest = self._check(fp.new_path or "", for_write=True).rel
+        dest = self.resolve(fp.new_path or "", for_write=True).rel
         with self._locked(dest):
             if self._authoritative(dest)[0] is not None:
                 return _conflict(rel, None, f"the rename target {dest} exists")
@@ -883,7 +773,7 @@ class FileTools:
         active copy when one is registered, else the file on disk.
         """
         parsed = [e if isinstance(e, LineEdit) else LineEdit.model_validate(e) for e in edits]
-        return self._run(
+        return self.run_call(
             "write_patch",
             {
                 "doc_path": doc_path,
@@ -918,7 +808,7 @@ class FileTools:
         """Diff two stored versions, or the file on disk against its latest stored version."""
 
         def run(call: ToolCall) -> DiffResult:
-            sp = self._check(path)
+            sp = call.resolved.get("path") or self.resolve(path)
             rel = sp.rel
             call.paths = [rel]
             oid = self.workspace.object_id(rel)
@@ -962,7 +852,7 @@ class FileTools:
                 removed=removed,
             )  # fmt: skip
 
-        return self._run(
+        return self.run_call(
             "get_diff", {"path": path, "version1": version1, "version2": version2}, run
         )
 
@@ -971,7 +861,7 @@ class FileTools:
         :mod:`ctxnb.tools.restore`). ``version`` defaults to the one before the last change."""
         from .restore import restore_file
 
-        return self._run(
+        return self.run_call(
             "restore_file",
             {"path": path, "version": version},
             lambda call: restore_file(self, call, path, version),
@@ -981,7 +871,7 @@ class FileTools:
         """The stored versions of a file, oldest first."""
 
         def run(call: ToolCall) -> list[VersionInfo]:
-            sp = self._check(path)
+            sp = call.resolved.get("path") or self.resolve(path)
             call.paths = [sp.rel]
             out = []
             prev = None
@@ -998,13 +888,13 @@ class FileTools:
                 prev = d
             return out
 
-        return self._run("get_file_history", {"path": path}, run)
+        return self.run_call("get_file_history", {"path": path}, run)
 
     def summarize_file(self, path: str, max_tokens: int | None = None) -> str:
         """An outline of a file (no LLM) within ``max_tokens``."""
 
         def run(call: ToolCall) -> str:
-            sp = self._check(path)
+            sp = call.resolved.get("path") or self.resolve(path)
             call.paths = [sp.rel]
             data = self.policy.read_bytes(sp)
             self._index_bytes(sp.rel, data)
@@ -1016,7 +906,7 @@ class FileTools:
             # Whatever summarizer is plugged in, the budget holds in the session's tokens.
             return fit_tokens(summary, budget, self.session.token_counter.count)
 
-        return self._run("summarize_file", {"path": path, "max_tokens": max_tokens}, run)
+        return self.run_call("summarize_file", {"path": path, "max_tokens": max_tokens}, run)
 
     def search(
         self,
@@ -1067,7 +957,7 @@ class FileTools:
                 cursor=str(start + limit) if more else None,
             )
 
-        return self._run(
+        return self.run_call(
             "search",
             {"pattern": pattern, "globs": globs, "regex": regex, "limit": limit, "cursor": cursor},
             run,
@@ -1125,159 +1015,8 @@ class FileTools:
             )
         return pd.DataFrame(rows)
 
-    def audit(self) -> Any:
-        """The audit log as a DataFrame (a cut last line is skipped; see ``attrs``)."""
-        return self.audit_log.frame()
-
-    def register_tool(
-        self, info: ToolInfo, fn: Callable[..., Any], *, governed: bool = False
-    ) -> None:
-        """Add a tool to :meth:`dispatch` and :meth:`tool_schemas` (e.g. governance tools).
-
-        With ``governed=True`` each call of ``fn`` runs inside the hooks like a file tool's
-        (policies before, trace after, audit line and tool call either way); otherwise
-        ``fn`` is expected to do that itself.
-        """
-        if governed:
-            inner = fn
-
-            def fn(**kwargs: Any) -> Any:
-                return self._run(info.name, kwargs, lambda call: inner(**kwargs))
-
-        self._extra_tools[info.name] = (info, fn)
-
-    def tool_info(self, name: str) -> ToolInfo | None:
-        """What tool ``name`` is (mutating, external …), or None for an unknown name."""
-        extra = self._extra_tools.get(name)
-        return TOOL_INFO.get(name) or (extra[0] if extra else None)
-
-    def tool_names(self) -> list[str]:
-        return [*TOOL_INFO, *self._extra_tools]
-
-    def tool_schemas(
-        self, format: Literal["openai", "anthropic", "mcp"] = "openai"
-    ) -> list[dict[str, Any]]:
-        """JSON tool definitions of every tool, for ``openai``, ``anthropic`` or ``mcp``."""
-        tools = {**TOOL_INFO, **{k: v[0] for k, v in self._extra_tools.items()}}
-        return tool_schemas(format, tools=tools)
-
-    def dispatch(self, name: str, args: dict[str, Any] | None = None) -> dict[str, Any]:
-        """Validate and run one tool call; return its result or a structured error.
-
-        Returns:
-            ``{"ok": True, "result": …}``, or ``{"ok": False, "error_code", "message",
-            "recoverable", "required_action"}`` (never a traceback).
-        """
-        args = dict(args or {})
-        extra = self._extra_tools.get(name)
-        info = TOOL_INFO.get(name) or (extra[0] if extra else None)
-        if info is None:
-            return self._refuse_early(
-                name,
-                args,
-                _error(
-                    "UNKNOWN_TOOL",
-                    f"no tool named {name!r}",
-                    required_action=f"Use one of: {', '.join(self.tool_names())}.",
-                ),
-            )
-        try:
-            parsed = info.args.model_validate(args)
-        except ValidationError as e:
-            problems = "; ".join(
-                f"{'.'.join(str(p) for p in err['loc']) or '(arguments)'}: {err['msg']}"
-                for err in e.errors()
-            )
-            return self._refuse_early(
-                name,
-                args,
-                _error(
-                    "INVALID_ARGUMENTS",
-                    f"{name}: {problems}",
-                    required_action="Fix the arguments to match the tool's JSON schema.",
-                ),
-            )
-        kwargs = (
-            parsed.model_dump()
-            if name != "write_patch"
-            else {
-                "doc_path": parsed.doc_path,  # type: ignore[attr-defined]
-                "original_sha256": parsed.original_sha256,  # type: ignore[attr-defined]
-                "edits": parsed.edits,  # type: ignore[attr-defined]
-            }
-        )
-        fn = extra[1] if extra else getattr(self, name)
-        try:
-            result = fn(**kwargs)
-        except PatchConflict as e:
-            return _error("PATCH_CONFLICT", str(e), details={"failed_hunks": e.failed_hunks})
-        except PatchError as e:
-            action = (
-                "Merge overlapping edits or give each its own line range; line numbers refer "
-                "to the file as you read it."
-                if name == "write_patch"
-                else "Send a well-formed unified diff (hunks with @@ -a,b +c,d @@ headers)."
-            )
-            return _error("INVALID_PATCH", str(e), required_action=action)
-        except PolicyError as e:
-            return {"ok": False, **e.to_dict()}
-        except NotFoundError as e:
-            return _error(
-                "NOT_FOUND", str(e), required_action="Check the path with list_files or glob."
-            )
-        except CtxnbError as e:
-            return _error(type(e).__name__.upper(), str(e))
-        except Exception as e:  # never a traceback to the agent
-            return _error(
-                "INTERNAL_ERROR", f"{type(e).__name__}: {e}", recoverable=False,
-                required_action="Report this to the ctxnb maintainers of this workspace.",
-            )  # fmt: skip
-        out = _jsonable(result)
-        if isinstance(result, SearchHits):
-            return {"ok": True, "result": out, "truncated": result.truncated,
-                    "cursor": result.cursor}  # fmt: skip
-        if isinstance(result, PatchResult) and not result.success:
-            return _error(
-                "PATCH_CONFLICT" if result.conflict else "WRITE_FAILED",
-                result.message,
-                required_action="Read the file again and recompute the patch.",
-                details={"failed_hunks": result.failed_hunks},
-            )
-        return {"ok": True, "result": out}
-
-    def _refuse_early(self, name: str, args: dict[str, Any], err: dict[str, Any]) -> dict[str, Any]:
-        """Audit a call refused before it could run (unknown tool, bad arguments)."""
-        self._audit(name, args, duration_ms=0.0, success=False, error_code=err["error_code"])
-        return err
-
-    def _audit(
-        self,
-        tool: str,
-        args: dict[str, Any],
-        *,
-        duration_ms: float,
-        success: bool,
-        error_code: str | None,
-        before: str | None = None,
-        after: str | None = None,
-        intent_id: str | None = None,
-    ) -> None:
-        """The one audit line of a call (see :mod:`ctxnb.tools.audit` for the fields)."""
-        self.audit_log.append(
-            audit_record(
-                ts=self.clock(),
-                caller=self.caller,
-                session_id=self.session.session_id,
-                tool=tool,
-                args=args,
-                duration_ms=duration_ms,
-                success=success,
-                error_code=error_code,
-                before=before,
-                after=after,
-                intent_id=intent_id,
-            )
-        )
+    def object_id(self, rel: str) -> str:
+        return self.workspace.object_id(rel)
 
     def __repr__(self) -> str:
         gov = " governed" if self.hooks is not None else ""
@@ -1299,27 +1038,6 @@ def _cursor_offset(cursor: str | None) -> int:
             required_action="Pass the cursor of a truncated search answer unchanged.",
         )
     return int(cursor)
-
-
-def _error(
-    code: str,
-    message: str,
-    *,
-    recoverable: bool = True,
-    required_action: str = "",
-    details: dict[str, Any] | None = None,
-) -> dict[str, Any]:
-    # Messages and details quote the file (a conflict's expected and found lines).
-    out: dict[str, Any] = {
-        "ok": False,
-        "error_code": code,
-        "message": redact_text(message),
-        "recoverable": recoverable,
-        "required_action": required_action,
-    }
-    if details:
-        out["details"] = redact_data(details)
-    return out
 
 
 def _refuse_tool_ctxnb(rel: str, old: bytes | None, new: bytes | None) -> None:
@@ -1352,97 +1070,3 @@ def _conflict(rel: str, current: bytes | None, message: str) -> PatchResult:
         conflict=True,
         sha256=sha256_hex(current) if current is not None else None,
     )
-
-
-def _error_code(e: BaseException) -> str:
-    if not isinstance(e, CtxnbError):
-        return "INTERNAL_ERROR"  # what dispatch tells the agent of it
-    if isinstance(e, PolicyError):
-        return e.error_code
-    if isinstance(e, PatchConflict):
-        return "PATCH_CONFLICT"
-    if isinstance(e, PatchError):
-        return "INVALID_PATCH"
-    if isinstance(e, NotFoundError):
-        return "NOT_FOUND"
-    return type(e).__name__.upper()
-
-
-def _jsonable(v: Any) -> Any:
-    if isinstance(v, BaseModel):
-        return v.model_dump(mode="json")
-    if isinstance(v, list):
-        return [_jsonable(x) for x in v]
-    if isinstance(v, tuple) and hasattr(v, "_asdict"):
-        return dict(v._asdict())
-    return v
-
-
-def _partial(result: Any) -> bool:
-    """A read that showed less than the whole file."""
-    if not isinstance(result, ReadResult) or result.binary or result.content is None:
-        return False
-    return (
-        result.truncated
-        or (result.start_line or 1) > 1
-        or (result.end_line or 0) < (result.total_lines or 0)
-    )
-
-
-def command_text(result: dict[str, Any]) -> str:
-    """A command's result as a model reads a terminal: its output as plain text, then
-    what is not visible in it (exit status, a timeout, what ctxnb committed, and what
-    it dropped and why)."""
-    text = str(result.get("stdout") or "") + str(result.get("stderr") or "")
-    notes = []
-    if result.get("timed_out"):
-        notes.append("[timed out]")
-    elif result.get("returncode") not in (0, None):
-        notes.append(f"[exit status {result.get('returncode')}]")
-    effects = result.get("effects") or {}
-    changed = [str(e.get("path")) for e in effects.get("changed") or () if isinstance(e, dict)]
-    if changed:
-        notes.append(f"[changed: {', '.join(changed)}]")
-    dropped = [
-        f"{e.get('path')} ({e.get('reason')})"
-        for e in effects.get("dropped") or ()
-        if isinstance(e, dict)
-    ]
-    if dropped:
-        notes.append(f"[not committed: {'; '.join(dropped)}]")
-    if notes:
-        text = (text if not text or text.endswith("\n") else text + "\n") + "\n".join(notes)
-    return text
-
-
-def _toolcall_content(result: Any, error: BaseException | None) -> str:
-    if error is not None:
-        code = _error_code(error)
-        return f"error {code}: {error}"
-    if isinstance(result, ReadResult):
-        head = (
-            f"read {result.path} lines {result.start_line}-{result.end_line} of "
-            f"{result.total_lines} (sha256 {result.sha256[:12]}, {result.version_id})"
-        )
-        # A whole file is shown by its file object; a partial read shows what was read.
-        return f"{head}\n{result.content}" if _partial(result) else head
-    if isinstance(result, PatchResult):
-        return result.message if not result.diff else f"{result.message}\n{result.diff}"
-    if isinstance(result, DiffResult):
-        return result.diff
-    if isinstance(result, dict) and "returncode" in result and "stdout" in result:
-        return command_text(result)
-    if isinstance(result, list):
-        lines = []
-        for item in result[:200]:
-            if isinstance(item, dict) and "line_number" in item:
-                lines.append(f"{item['path']}:{item['line_number']}: {item['line']}")
-            elif isinstance(item, BaseModel):
-                lines.append(str(item.model_dump(mode="json")))
-            else:
-                lines.append(str(item))
-        more = f"\n… {len(result) - 200} more" if len(result) > 200 else ""
-        if isinstance(result, SearchHits) and result.truncated:
-            more += f"\n[truncated: more hits; search again with cursor={result.cursor!r}]"
-        return "\n".join(lines) + more
-    return str(result)

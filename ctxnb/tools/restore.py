@@ -29,7 +29,8 @@ from .results import PatchResult
 
 if TYPE_CHECKING:
     from ..store import ObjectStore, Version
-    from .filetools import FileTools, ToolCall
+    from .call import ToolCall
+    from .filetools import FileTools
 
 __all__ = ["pick_version", "restore_file", "version_bytes"]
 
@@ -98,7 +99,7 @@ def restore_file(tools: FileTools, call: ToolCall, path: str, version: str | Non
     scope; the write goes through the path policy, under the file's lock, and is stored
     and traced like any write.
     """
-    sp = tools._check(path, for_write=True)
+    sp = tools.resolve(path, for_write=True)
     rel = sp.rel
     call.paths = [rel]
     oid = tools.workspace.object_id(rel)
