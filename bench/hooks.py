@@ -43,7 +43,7 @@ from typing import Any
 
 from ctxnb import Workspace
 from ctxnb.govern import init_governance
-from ctxnb.govern.claude_hooks import handle_event
+from ctxnb.integrations.claude_code import handle_event
 from ctxnb.samples import copy_sample_workspace
 
 INTENTS = """\

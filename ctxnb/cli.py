@@ -230,7 +230,7 @@ def build_parser() -> argparse.ArgumentParser:
 # command needs is imported, so `ctxnb hook pre-tool-use` starts fast.
 _PLUGIN_MODULES: dict[str, str] = {
     "acp": "ctxnb.integrations.cli",
-    "hook": "ctxnb.govern.cli",
+    "hook": "ctxnb.integrations.cli",
     "init-governance": "ctxnb.govern.cli",
     "mcp": "ctxnb.integrations.cli",
     "replay": "ctxnb.replay.cli",
@@ -279,7 +279,7 @@ def _main(args: list[str]) -> int:
     if len(args) == 2 and args[0] == "hook" and args[1] in _FAST_HOOK_EVENTS:
         # Claude Code starts this on every tool call: skip building the parser.
         try:
-            from .govern.claude_hooks import run_event
+            from .integrations.claude_code import run_event
         except Exception as e:  # a broken install must not let a tool call through
             verdict, code = ("blocked", 2) if args[1] == "pre-tool-use" else ("error", 1)
             sys.stderr.write(

@@ -342,7 +342,7 @@ def _hook(event: str, payload: dict, *, process: bool = False) -> tuple[int, dic
     import subprocess
     import sys
 
-    from ctxnb.govern.claude_hooks import run_hook
+    from ctxnb.integrations.claude_code import run_hook
 
     text = json.dumps(payload)
     if process:
@@ -375,7 +375,7 @@ def _pre(root: Path, tool: str, tool_input: dict, sid: str = "s-1", **kw: bool):
 def test_a_forged_hook_state_file_changes_nothing(hooked: Path) -> None:
     import json
 
-    from ctxnb.govern.claude_hooks import state_dir
+    from ctxnb.integrations.claude_code import state_dir
 
     root = hooked
     target = {"file_path": str(root / "src" / "app.py"), "old_string": "1", "new_string": "2"}
@@ -417,7 +417,7 @@ def test_mount_paths_work_in_hooks(hooked: Path) -> None:
     (root / "ctxnb.toml").write_text(
         f'[[mounts]]\nagent_prefix = "/workspace"\ncanonical_prefix = "{root}"\n'
     )
-    from ctxnb.govern.claude_hooks import select_intent
+    from ctxnb.integrations.claude_code import select_intent
 
     select_intent(root, "INT-SRC", "s-1")
     edit = {"file_path": "/workspace/src/app.py", "old_string": "1", "new_string": "2"}
@@ -432,7 +432,7 @@ def test_mount_paths_work_in_hooks(hooked: Path) -> None:
 def test_post_hook_records_a_store_version_and_an_audit_line(hooked: Path) -> None:
     import json
 
-    from ctxnb.govern.claude_hooks import select_intent
+    from ctxnb.integrations.claude_code import select_intent
 
     root = hooked
     select_intent(root, "INT-SRC", "s-1")

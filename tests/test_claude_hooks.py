@@ -15,12 +15,13 @@ from typing import Any
 import jsonschema
 import pytest
 
-import ctxnb.govern.claude_hooks as hooks_mod
 import ctxnb.govern.cli as govern_cli_mod
+import ctxnb.govern.state as state_mod
+import ctxnb.integrations.claude_code as hooks_mod
 from ctxnb.cli import main
 from ctxnb.govern import init_governance
-from ctxnb.govern.claude_hooks import HookResult, install_settings, run_hook
 from ctxnb.govern.core import NO_INTENT_MESSAGE
+from ctxnb.integrations.claude_code import HookResult, install_settings, run_hook
 from ctxnb.samples import copy_sample_workspace
 
 PAYLOAD_PROJECT = "/home/user/proj"
@@ -364,7 +365,7 @@ def test_subdirectory_cwd_finds_the_governed_root(ws, payloads, run):
 # -- errors ------------------------------------------------------------------------------------
 _BROKEN_INSTALL = """
 import sys
-sys.modules["ctxnb.govern.claude_hooks"] = None  # the module cannot be imported
+sys.modules["ctxnb.integrations.claude_code"] = None  # the module cannot be imported
 from ctxnb.cli import main
 sys.exit(main(["hook", sys.argv[1]]))
 """
@@ -533,8 +534,10 @@ POLICY_PATH_MODULES = {
     "ctxnb.errors",
     "ctxnb.govern",
     "ctxnb.govern.breaker",
-    "ctxnb.govern.claude_hooks",
     "ctxnb.govern.core",
+    "ctxnb.govern.state",
+    "ctxnb.integrations",
+    "ctxnb.integrations.claude_code",
     "ctxnb.hashing",
 }
 # Libraries (and slow standard modules) a path check never needs.
@@ -595,7 +598,7 @@ def test_hook_sandbox_defaults_match_the_config(tmp_path):
     def shape(sb):
         return (sb.backend, sb.network, sb.env_allow, sb.read_paths, sb.limits)
 
-    hook = Sandbox.from_settings(tmp_path, hooks_mod._DEFAULT_SETTINGS["sandbox"])
+    hook = Sandbox.from_settings(tmp_path, state_mod.DEFAULT_SETTINGS["sandbox"])
     config = Sandbox.from_settings(tmp_path, CtxnbConfig().sandbox.model_dump())
     assert shape(hook) == shape(config)
     # And a setting given in either form reaches the sandbox the same way.

@@ -21,7 +21,7 @@ import pytest
 from _needs import needs
 
 from ctxnb.govern import init_governance
-from ctxnb.govern.claude_hooks import run_hook, select_intent
+from ctxnb.integrations.claude_code import run_hook, select_intent
 from ctxnb.sandbox.plan import find_bwrap
 
 pytestmark = needs(find_bwrap() is not None, "bubblewrap (bwrap)")
@@ -204,7 +204,7 @@ def test_the_wrapped_command_keeps_quotes_and_heredocs(ws):
 
 
 def test_documented_hook_settings_are_what_install_writes(tmp_path):
-    from ctxnb.govern.claude_hooks import install_settings
+    from ctxnb.integrations.claude_code import install_settings
 
     text = (REPO / "docs" / "integrations.md").read_text()
     block = next(b for b in text.split("```json\n")[1:] if '"PreToolUse"' in b)
@@ -217,7 +217,7 @@ def test_documented_hook_settings_are_what_install_writes(tmp_path):
 def test_a_planted_ctxnb_py_and_sitecustomize_never_run_in_ctxnb(ws, tmp_path):
     """Old hole: ``python -m ctxnb sandbox exec`` put the workspace first on sys.path, so a
     ctxnb.py the agent wrote at the root ran on the host at every Bash call."""
-    from ctxnb.govern.claude_hooks import install_settings
+    from ctxnb.integrations.claude_code import install_settings
 
     root = ws["root"]
     marker = tmp_path / "planted-code-ran"

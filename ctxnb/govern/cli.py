@@ -1,7 +1,7 @@
-"""The governance commands: ``ctxnb init-governance``, ``ctxnb hook``, ``ctxnb sandbox``.
+"""The governance commands: ``ctxnb init-governance``, ``ctxnb trace``, ``ctxnb sandbox``.
 
-``ctxnb hook EVENT`` is what Claude Code runs on every tool call, so this module
-imports only the command-line framework; each command imports what it needs.
+``ctxnb sandbox exec`` is what a Claude Code Bash call runs, so this module imports
+only the command-line framework; each command imports what it needs.
 
 Example:
     >>> import pathlib, tempfile
@@ -23,9 +23,6 @@ from typing import Any
 from ..cli import _out, arg, command
 
 __all__: list[str] = []
-
-_HOOK_EVENTS = ("pre-tool-use", "post-tool-use", "user-prompt-submit")
-_HOOK_CHOICES = (*_HOOK_EVENTS, "select-intent", "reset-breaker", "install")
 
 
 @command("init-governance", help="create .orchestration/ (intents, trace, intent map, AGENT.md)")
@@ -75,70 +72,6 @@ def _cmd_trace(ns: argparse.Namespace) -> int:
 
 
 @command(
-    "hook",
-    help="answer a Claude Code hook event (JSON on stdin), select a session's intent, "
-    "or install the hooks",
-)
-@arg(
-    "event",
-    choices=_HOOK_CHOICES,
-    metavar="EVENT",
-    help="pre-tool-use | post-tool-use | user-prompt-submit (read Claude Code's JSON on "
-    "stdin); select-intent ID --session S; reset-breaker [TOOL] (a human closes the "
-    "circuit breaker); install [PATH]",
-)
-@arg(
-    "target",
-    nargs="?",
-    default=None,
-    help="select-intent: the intent id; reset-breaker: the tool (default: all); install: the "
-    "project directory (default: current)",
-)
-@arg("--session", default=None, help="select-intent: Claude Code's session_id")
-@arg(
-    "-w",
-    "--workspace",
-    default=None,
-    help="select-intent, reset-breaker: the workspace (default: current directory)",
-)
-@arg(
-    "--command",
-    dest="hook_command",
-    default=None,
-    help="install: how the hooks run ctxnb (default: this Python by its absolute path, "
-    "isolated: PYTHON -I -m ctxnb)",
-)
-def _cmd_hook(ns: argparse.Namespace) -> int:
-    """Exit codes: 0 answered, 1 an error (Claude Code carries on), 2 a usage error."""
-    if ns.event in _HOOK_EVENTS:
-        from .claude_hooks import run_event
-
-        return run_event(ns.event)
-    if ns.event == "reset-breaker":
-        from pathlib import Path
-
-        from .breaker import BreakerState
-
-        root = Path(ns.workspace or os.getcwd())
-        BreakerState(root / ".ctxnb" / "breaker.json").reset(ns.target)
-        _out(f"circuit breaker closed for {ns.target or 'every tool'} in {root}")
-        return 0
-    if ns.event == "select-intent":
-        from .claude_hooks import select_intent
-
-        if not ns.target or not ns.session:
-            sys.stderr.write("ctxnb hook select-intent: error: usage: ID --session SESSION_ID\n")
-            return 2
-        _out(select_intent(ns.workspace or os.getcwd(), ns.target, ns.session))
-        return 0
-    from .claude_hooks import install_settings
-
-    path, changed = install_settings(ns.target or os.getcwd(), command=ns.hook_command)
-    _out(f"{'updated' if changed else 'unchanged'} {path}")
-    return 0
-
-
-@command(
     "sandbox",
     help="run a command in ctxnb's sandbox, storing and tracing what it changes "
     "(the Claude Code hook rewrites Bash commands to this)",
@@ -165,23 +98,17 @@ def _cmd_sandbox(ns: argparse.Namespace) -> int:
     if not argv:
         sys.stderr.write("ctxnb sandbox exec: error: usage: exec [options] -- COMMAND [ARG...]\n")
         return 2
-    from .claude_hooks import (
-        _intents_file,
-        _load_intents,
-        _load_settings,
-        find_workspace,
-        state_dir,
-    )
     from .core import get_intent
+    from .state import find_workspace, intents_file, load_intents_cached, load_settings, state_dir
 
     root, governed = find_workspace(ns.workspace or os.getcwd())
     cwd = os.getcwd()
     if not (cwd == str(root) or cwd.startswith(str(root) + os.sep)):
         cwd = str(root)
     states = state_dir(root)
-    settings = _load_settings(root, states if governed else None)
+    settings = load_settings(root, states if governed else None)
     if ns.intent is not None and governed:
-        intent = get_intent(_load_intents(root, states), ns.intent, where=_intents_file(root))
+        intent = get_intent(load_intents_cached(root, states), ns.intent, where=intents_file(root))
         return _exec_governed(root, intent.id, argv, cwd, ns)
     from ..redaction import redact
     from ..sandbox import Sandbox

@@ -1,7 +1,7 @@
 """The policy core: what every governance engine decides, in one place, with no heavy imports.
 
 :class:`~ctxnb.govern.engine.HookEngine` (ctxnb's own file tools, the notebook API and
-the MCP server) and the Claude Code hooks (:mod:`ctxnb.govern.claude_hooks`) ask the
+the MCP server) and the Claude Code hooks (:mod:`ctxnb.integrations.claude_code`) ask the
 same questions in the same order and get the same answers and messages from here:
 
 1. the path: :meth:`ctxnb.access.PathPolicy.check` (the deny list, governance's own

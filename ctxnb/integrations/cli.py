@@ -173,6 +173,74 @@ def _call(mcp_server: Any, root: str, session_id: str, tool: str, text: str, as_
     return 0
 
 
+_HOOK_EVENTS = ("pre-tool-use", "post-tool-use", "user-prompt-submit")
+_HOOK_CHOICES = (*_HOOK_EVENTS, "select-intent", "reset-breaker", "install")
+
+
+@command(
+    "hook",
+    help="answer a Claude Code hook event (JSON on stdin), select a session's intent, "
+    "or install the hooks",
+)
+@arg(
+    "event",
+    choices=_HOOK_CHOICES,
+    metavar="EVENT",
+    help="pre-tool-use | post-tool-use | user-prompt-submit (read Claude Code's JSON on "
+    "stdin); select-intent ID --session S; reset-breaker [TOOL] (a human closes the "
+    "circuit breaker); install [PATH]",
+)
+@arg(
+    "target",
+    nargs="?",
+    default=None,
+    help="select-intent: the intent id; reset-breaker: the tool (default: all); install: the "
+    "project directory (default: current)",
+)
+@arg("--session", default=None, help="select-intent: Claude Code's session_id")
+@arg(
+    "-w",
+    "--workspace",
+    default=None,
+    help="select-intent, reset-breaker: the workspace (default: current directory)",
+)
+@arg(
+    "--command",
+    dest="hook_command",
+    default=None,
+    help="install: how the hooks run ctxnb (default: this Python by its absolute path, "
+    "isolated: PYTHON -I -m ctxnb)",
+)
+def _cmd_hook(ns: argparse.Namespace) -> int:
+    """Exit codes: 0 answered, 1 an error (Claude Code carries on), 2 a usage error."""
+    if ns.event in _HOOK_EVENTS:
+        from .claude_code import run_event
+
+        return run_event(ns.event)
+    if ns.event == "reset-breaker":
+        from pathlib import Path
+
+        from ..govern.breaker import BreakerState
+
+        root = Path(ns.workspace or os.getcwd())
+        BreakerState(root / ".ctxnb" / "breaker.json").reset(ns.target)
+        _out(f"circuit breaker closed for {ns.target or 'every tool'} in {root}")
+        return 0
+    if ns.event == "select-intent":
+        from .claude_code import select_intent
+
+        if not ns.target or not ns.session:
+            sys.stderr.write("ctxnb hook select-intent: error: usage: ID --session SESSION_ID\n")
+            return 2
+        _out(select_intent(ns.workspace or os.getcwd(), ns.target, ns.session))
+        return 0
+    from .claude_code import install_settings
+
+    path, changed = install_settings(ns.target or os.getcwd(), command=ns.hook_command)
+    _out(f"{'updated' if changed else 'unchanged'} {path}")
+    return 0
+
+
 @command("acp", help="serve ctxnb's live agent to ACP clients (Zed …) over stdio")
 @arg("action", choices=["serve"], help="what to do: serve")
 @arg("workspace", nargs="?", default=None,

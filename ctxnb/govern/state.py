@@ -1,0 +1,335 @@
+"""Where governance keeps the state of sessions run by other programs, outside the workspace.
+
+A Claude Code session (or ``ctxnb sandbox exec``) is a new process on every tool call:
+its selected intent, and the validated forms of the workspace's settings and intents,
+live in the user's state directory (:func:`state_dir`), where the agent's file tools
+cannot write, and are read here:
+
+- :func:`find_workspace`: the governed workspace a directory belongs to;
+- :func:`load_settings`, :func:`load_intents_cached`: the settings and intents a hook
+  needs, validated by the full loaders only when their file changed (the validated
+  form is cached as JSON, keyed by the file's modification time and size);
+- :func:`read_session_intent`, :func:`write_session_intent`, :func:`select_intent`:
+  a session's intent.
+
+This module imports nothing heavy (no pydantic, pyarrow or pandas) unless a file
+changed: a hook process imports it on every tool call.
+
+Example:
+    >>> import pathlib, tempfile
+    >>> root = pathlib.Path(tempfile.mkdtemp())
+    >>> find_workspace(root) == (root, False)
+    True
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import re
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+from ..access.rules import DEFAULT_DENY, GOVERNANCE, MAX_PATH_BYTES
+from ..errors import ConfigError
+from .breaker import DEFAULT_BREAKER_THRESHOLD
+from .core import UNKNOWN_COMMAND_DEFAULT, IntentLike, IntentView, get_intent
+
+__all__ = [
+    "DEFAULT_SETTINGS",
+    "find_workspace",
+    "intent_context_of",
+    "intents_file",
+    "load_intents_cached",
+    "load_settings",
+    "read_session_intent",
+    "select_intent",
+    "state_dir",
+    "write_session_intent",
+]
+
+# The defaults of ctxnb.config for workspaces without settings, from the same constants.
+DEFAULT_SETTINGS: dict[str, Any] = {
+    "deny": list(DEFAULT_DENY),
+    "allow": None,
+    "max_path_bytes": MAX_PATH_BYTES,
+    "unknown_command": UNKNOWN_COMMAND_DEFAULT,
+    "safe_commands": [],
+    "model_id": None,
+    "breaker_threshold": DEFAULT_BREAKER_THRESHOLD,
+    "sensitive": [],
+    # Without a configuration every [sandbox] key takes its default in
+    # Sandbox.from_settings (defined once there, not copied here).
+    "sandbox": {},
+}
+_ORCHESTRATION = ".orchestration"
+_SAFE_SESSION_ID = re.compile(r"[A-Za-z0-9_-][A-Za-z0-9._-]{0,127}")
+
+
+# -- the workspace ---------------------------------------------------------------------------------
+def find_workspace(cwd: str | os.PathLike[str]) -> tuple[Path, bool]:
+    """The workspace of a hook call and whether it is governed.
+
+    Walks up from ``cwd`` to the first directory holding ``.orchestration/``; without
+    one, the workspace is ``cwd`` itself and it is not governed.
+
+    Example:
+        >>> import pathlib, tempfile
+        >>> root = pathlib.Path(tempfile.mkdtemp())
+        >>> (root / ".orchestration").mkdir(); (root / "src").mkdir()
+        >>> find_workspace(root / "src") == (root, True)
+        True
+    """
+    start = Path(os.path.abspath(os.fspath(cwd)))
+    for d in (start, *start.parents):
+        if (d / _ORCHESTRATION).is_dir():
+            return d, True
+    return start, False
+
+
+# -- where the hooks keep their state ---------------------------------------------------------
+def state_dir(root: str | os.PathLike[str], env: Mapping[str, str] | None = None) -> Path:
+    """Where the hooks keep a workspace's session state and caches: outside the workspace.
+
+    ``$CTXNB_STATE_DIR``, else ``$XDG_STATE_HOME/ctxnb``, else ``~/.local/state/ctxnb``,
+    then ``hook-state/<hash of the workspace's real path>``. The agent's file tools only
+    reach the workspace, so it cannot select its own intent or replace the cached
+    settings by writing a file.
+
+    Raises:
+        ConfigError: the state directory would lie inside the workspace.
+
+    Example:
+        >>> import pathlib, tempfile
+        >>> root = pathlib.Path(tempfile.mkdtemp())
+        >>> d = state_dir(root, {"CTXNB_STATE_DIR": "/var/tmp/ctxnb-doc"})
+        >>> d.parent == pathlib.Path("/var/tmp/ctxnb-doc/hook-state"), root in d.parents
+        (True, False)
+    """
+    env = os.environ if env is None else env
+    base = env.get("CTXNB_STATE_DIR")
+    if not base:
+        xdg = env.get("XDG_STATE_HOME")
+        home = env.get("HOME") or os.path.expanduser("~")
+        base = os.path.join(xdg, "ctxnb") if xdg else os.path.join(home, ".local", "state", "ctxnb")
+    real_root = os.path.realpath(root)
+    key = hashlib.sha256(real_root.encode("utf-8", "surrogateescape")).hexdigest()[:24]
+    out = Path(os.path.realpath(base)) / "hook-state" / key
+    if os.path.commonpath([real_root, str(out)]) == real_root:
+        raise ConfigError(
+            f"the hook state directory {out} lies inside the workspace {real_root}, where the "
+            "agent could forge it; set CTXNB_STATE_DIR (or XDG_STATE_HOME) to a directory "
+            "outside the workspace"
+        )
+    return out
+
+
+# -- settings and intents, cached -------------------------------------------------------------
+def _file_key(path: Path) -> list[Any] | None:
+    try:
+        st = path.stat()
+    except OSError:
+        return None
+    return [str(path), st.st_mtime_ns, st.st_size, st.st_ino]
+
+
+def _read_cache(path: Path, key: list[Any]) -> Any:
+    try:
+        with open(path, encoding="utf-8") as fh:
+            cached = json.load(fh)
+    except (OSError, ValueError):
+        return None
+    if isinstance(cached, dict) and cached.get("key") == key:
+        return cached.get("value")
+    return None
+
+
+def _write_json_atomic(path: Path, data: Any) -> None:
+    """Write JSON via a unique temporary file and a rename: readers see old or new."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.{os.urandom(4).hex()}.tmp")
+    try:
+        with open(tmp, "w", encoding="utf-8") as fh:
+            json.dump(data, fh, ensure_ascii=False, indent=1)
+            fh.flush()
+            os.fsync(fh.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        tmp.unlink(missing_ok=True)
+        raise
+
+
+def load_settings(root: Path, state_dir: Path | None) -> dict[str, Any]:
+    """The settings a hook needs, from ctxnb.toml or [tool.ctxnb], validated on change."""
+    toml_path = root / "ctxnb.toml"
+    source = toml_path if toml_path.is_file() else root / "pyproject.toml"
+    key = _file_key(source)
+    if key is None:
+        return {**DEFAULT_SETTINGS, "protect": list(GOVERNANCE), "mounts": []}
+    cache = state_dir / "cache" / "settings.json" if state_dir is not None else None
+    if cache is not None:
+        cached = _read_cache(cache, key)
+        if isinstance(cached, dict):
+            return cached
+    value = _settings_from_file(root, source)
+    if cache is not None:
+        _write_json_atomic(cache, {"key": key, "value": value})
+    return value
+
+
+def _settings_from_file(root: Path, source: Path) -> dict[str, Any]:
+    if source.name == "pyproject.toml":
+        import tomllib
+
+        try:
+            with source.open("rb") as fh:
+                has_section = "ctxnb" in tomllib.load(fh).get("tool", {})
+        except tomllib.TOMLDecodeError:
+            has_section = True  # let load_config name the error
+        if not has_section:
+            return {**DEFAULT_SETTINGS, "protect": list(GOVERNANCE), "mounts": []}
+    from ..config import load_config  # validates every key; only when the file changed
+
+    cfg = load_config(root)
+    protect = [*GOVERNANCE, *(["/pyproject.toml"] if source.name == "pyproject.toml" else [])]
+    return {
+        "protect": protect,
+        "mounts": [[m.agent_prefix, m.canonical_prefix] for m in cfg.mounts],
+        "deny": list(cfg.policy.deny),
+        "allow": None if cfg.policy.allow is None else list(cfg.policy.allow),
+        "max_path_bytes": cfg.policy.max_path_bytes,
+        "unknown_command": cfg.governance.unknown_command,
+        "safe_commands": list(cfg.governance.safe_commands),
+        "model_id": cfg.governance.model_id,
+        "breaker_threshold": cfg.governance.breaker_threshold,
+        "sensitive": list(cfg.policy.sensitive),
+        "sandbox": cfg.sandbox.model_dump(),
+        "compact_after": cfg.index.compact_after,
+    }
+
+
+def load_intents_cached(root: Path, state_dir: Path) -> dict[str, IntentLike]:
+    """The intents by id, in file order; validated by ``load_intents`` when the file changed.
+
+    Raises:
+        ConfigError: the intents file is missing or invalid (the message names the line).
+    """
+    path = root / _ORCHESTRATION / "active_intents.yaml"
+    key = _file_key(path)
+    if key is None:
+        raise ConfigError(
+            f"{path}: no intents file. Create one with `ctxnb init-governance {root}`."
+        )
+    cache = state_dir / "cache" / "intents.json"
+    items = _read_cache(cache, key)
+    if not isinstance(items, list):
+        from .intents import load_intents  # pydantic: paid once per change of the file
+
+        items = [
+            {
+                "id": i.id,
+                "name": i.name,
+                "status": i.status,
+                "owned_scope": list(i.owned_scope),
+                "constraints": list(i.constraints),
+                "acceptance_criteria": list(i.acceptance_criteria),
+            }
+            for i in load_intents(path).active_intents
+        ]
+        _write_json_atomic(cache, {"key": key, "value": items})
+    return {d["id"]: IntentView(**d) for d in items}
+
+
+def intents_file(root: Path) -> str:
+    return str(root / _ORCHESTRATION / "active_intents.yaml")
+
+
+_HOW_TO_SELECT = "Name one of the active intent ids in your next prompt."
+
+
+# -- session state ---------------------------------------------------------------------------
+def _session_file(state_dir: Path, session_id: str) -> Path:
+    # Session ids are UUIDs in practice; anything else is hashed into a safe file name.
+    if _SAFE_SESSION_ID.fullmatch(session_id):
+        name = session_id
+    else:
+        name = "sid-" + hashlib.sha256(session_id.encode("utf-8")).hexdigest()[:32]
+    return state_dir / f"{name}.json"
+
+
+def read_session_intent(state_dir: Path, session_id: str) -> str | None:
+    """The intent id recorded for a Claude Code session, or None."""
+    try:
+        with open(_session_file(state_dir, session_id), encoding="utf-8") as fh:
+            data = json.load(fh)
+    except (OSError, ValueError):
+        return None
+    value = data.get("intent_id") if isinstance(data, dict) else None
+    return value if isinstance(value, str) and value else None
+
+
+def write_session_intent(state_dir: Path, session_id: str, intent_id: str, *, source: str) -> Path:
+    """Record ``intent_id`` as the active intent of a session (atomically)."""
+    from datetime import UTC, datetime
+
+    path = _session_file(state_dir, session_id)
+    _write_json_atomic(
+        path,
+        {
+            "session_id": session_id,
+            "intent_id": intent_id,
+            "source": source,
+            "selected_at": datetime.now(UTC).isoformat(timespec="seconds"),
+        },
+    )
+    return path
+
+
+def select_intent(root: str | os.PathLike[str], intent_id: str, session_id: str) -> str:
+    """Make ``intent_id`` the active intent of a Claude Code session; returns its context.
+
+    Args:
+        root: the workspace, or any directory inside it.
+        intent_id: an active intent of ``.orchestration/active_intents.yaml``.
+        session_id: Claude Code's ``session_id``.
+
+    Raises:
+        ConfigError: the workspace is not governed or its intents file is invalid.
+        PolicyError: ``INVALID_INTENT``.
+
+    Example:
+        >>> import pathlib, tempfile
+        >>> from ctxnb.govern import init_governance
+        >>> root = pathlib.Path(tempfile.mkdtemp())
+        >>> _ = init_governance(root)
+        >>> _ = (root / ".orchestration" / "active_intents.yaml").write_text(
+        ...     "active_intents:\\n  - id: INT-1\\n    name: Docs\\n    owned_scope: [docs/**]\\n")
+        >>> select_intent(root, "INT-1", "s1").splitlines()[1]
+        'id: INT-1'
+    """
+    ws, governed = find_workspace(root)
+    if not governed:
+        raise ConfigError(
+            f"{ws} is not governed (no {_ORCHESTRATION}/ here or above); "
+            f"run `ctxnb init-governance {ws}` first"
+        )
+    states = state_dir(ws, os.environ)
+    intents = load_intents_cached(ws, states)
+    intent = get_intent(intents, intent_id, where=intents_file(ws), how_to_select=_HOW_TO_SELECT)
+    write_session_intent(states, session_id, intent.id, source="select-intent")
+    return intent_context_of(ws, intent)
+
+
+def intent_context_of(root: Path, intent: IntentLike) -> str:
+    from .intents import Intent, intent_context  # only when an intent is selected
+    from .ledger import TraceLedger
+    from .lessons import lessons_for, read_lessons
+
+    ledger = TraceLedger(root / _ORCHESTRATION / "agent_trace.jsonl")
+    recent = list(ledger.records(intent_id=intent.id))[-10:]
+    lessons = lessons_for(intent, read_lessons(root / _ORCHESTRATION / "AGENT.md"))
+    fields = ("id", "name", "status", "owned_scope", "constraints", "acceptance_criteria")
+    full = Intent(**{k: getattr(intent, k) for k in fields})
+    return intent_context(full, recent, lessons=lessons)
