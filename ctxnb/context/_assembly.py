@@ -13,7 +13,7 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from ..errors import CtxnbError, NotFoundError
+from ..errors import CtxnbError
 from ..hashing import sha256_hex, stable_stringify
 from ..indexer import is_deleted
 from ..redaction import redact_data, redact_text
@@ -21,6 +21,7 @@ from ..relations import DOC_TYPE as RELATIONS_TYPE
 from ..relations import RelationStore
 from ..strategies import ContextStrategy, Item, Selection, StrategyInput, strategy_spec
 from ..tokens import TokenCounter
+from ._changes import changes_from_record, record_changes, recorded_assembly
 from ._framing import inline, render_block
 from ._model import Context, ContextItem, Section, Segment
 
@@ -283,7 +284,19 @@ class Assembler:
         content_budget = None if budget is None else max(0, budget - fixed)
         sel = strategy.select(StrategyInput(items=cands, budget=content_budget, turn=turn))
         sel.validate(cands, strategy=getattr(strategy, "name", None))
+        chosen = sel
         sel = self.enforce_budget(sel, cands, content_budget, state)
+
+        def shown(oid: str) -> tuple[int, bool]:  # a hit in the render cache: build() renders it
+            _, tokens, _, truncated = self.render_item(
+                oid,
+                replaced(view_doc(state, oid), sel.replace.get(oid)),
+                state.meta[oid],
+                masked=oid in sel.masked,
+                truncate=sel.truncate.get(oid),
+            )
+            return tokens, truncated
+
         # Reading order: pinned items first, then by entry (append-only), whatever order
         # the strategy listed them in -- so consecutive prompts share their prefix.
         rank = {oid: n for n, oid in enumerate(state.head)}
@@ -309,6 +322,8 @@ class Assembler:
             "replace": sel.replace,
             "orphaned": sorted(state.orphaned),
             "tx_id": tx_id,
+            # What the strategy and the budget did to each candidate (ctxnb.context._changes).
+            "changes": record_changes(cands, chosen, sel, shown, strategy.name),
         }
         evicted = set(sel.evicted)
         meta_section = self.live_metadata_section(state, (o for o in state.active if o in evicted))
@@ -534,6 +549,7 @@ class Assembler:
             # to_messages() sends the turns themselves: redacted like the chat section.
             chat=tuple({**t, "content": redact_text(t["content"])} for t in turns),
             layout=layout,
+            changes=changes_from_record(assembly, meta),
         )
         object.__setattr__(ctx, "hash", Context.compute_hash(sections, layout))
         return ctx
@@ -592,18 +608,7 @@ def context_at(
     Raises:
         NotFoundError: when no context was assembled (with ``record=True``) at that turn.
     """
-    versions = store.history(session_id)
-    chosen = None
-    for v in versions:
-        a = v.doc.get("assembly")
-        if a and a.get("turn") == turn:
-            chosen = v
-    if chosen is None:
-        turns = sorted({v.doc["assembly"]["turn"] for v in versions if v.doc.get("assembly")})
-        raise NotFoundError(
-            f"no context was recorded at turn {turn} of session {session_id!r}; "
-            f"recorded turns: {turns or 'none'}"
-        )
+    chosen = recorded_assembly(store, session_id, turn)
     sdoc = chosen.doc
     assembly = sdoc["assembly"]
     tx = assembly["tx_id"]

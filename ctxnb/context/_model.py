@@ -20,7 +20,10 @@ from __future__ import annotations
 import hashlib
 import html
 from dataclasses import dataclass, field
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
+
+if TYPE_CHECKING:
+    from ._changes import ContextChange
 
 __all__ = ["Context", "ContextItem", "Section", "Segment"]
 
@@ -112,6 +115,8 @@ class Context:
             equal hashes.
         layout: the segments in reading order (empty for a context built by hand from
             sections: it then reads section by section).
+        changes: what the strategy and the budget did to each candidate item
+            (:class:`~ctxnb.context.ContextChange`; empty for a context built by hand).
     """
 
     sections: tuple[Section, ...]
@@ -123,6 +128,7 @@ class Context:
     chat: tuple[dict[str, Any], ...] = field(default=(), repr=False)
     hash: str = ""
     layout: tuple[Segment, ...] = field(default=(), repr=False)
+    changes: tuple[ContextChange, ...] = field(default=(), repr=False, compare=False)
 
     @staticmethod
     def compute_hash(sections: tuple[Section, ...], layout: tuple[Segment, ...] = ()) -> str:
