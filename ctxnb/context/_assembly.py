@@ -21,7 +21,7 @@ from ..relations import DOC_TYPE as RELATIONS_TYPE
 from ..relations import RelationStore
 from ..strategies import ContextStrategy, Item, Selection, StrategyInput, strategy_spec
 from ..tokens import TokenCounter
-from ._changes import changes_from_record, record_changes, recorded_assembly
+from ._changes import record_changes, recorded_assembly
 from ._framing import inline, render_block
 from ._model import Context, ContextItem, Section, Segment
 
@@ -287,16 +287,6 @@ class Assembler:
         chosen = sel
         sel = self.enforce_budget(sel, cands, content_budget, state)
 
-        def shown(oid: str) -> tuple[int, bool]:  # a hit in the render cache: build() renders it
-            _, tokens, _, truncated = self.render_item(
-                oid,
-                replaced(view_doc(state, oid), sel.replace.get(oid)),
-                state.meta[oid],
-                masked=oid in sel.masked,
-                truncate=sel.truncate.get(oid),
-            )
-            return tokens, truncated
-
         # Reading order: pinned items first, then by entry (append-only), whatever order
         # the strategy listed them in -- so consecutive prompts share their prefix.
         rank = {oid: n for n, oid in enumerate(state.head)}
@@ -322,8 +312,6 @@ class Assembler:
             "replace": sel.replace,
             "orphaned": sorted(state.orphaned),
             "tx_id": tx_id,
-            # What the strategy and the budget did to each candidate (ctxnb.context._changes).
-            "changes": record_changes(cands, chosen, sel, shown, strategy.name),
         }
         evicted = set(sel.evicted)
         meta_section = self.live_metadata_section(state, (o for o in state.active if o in evicted))
@@ -337,6 +325,12 @@ class Assembler:
             pinned=state.pinned,
             meta_section=meta_section,
         )
+        # What the strategy and the budget did to each candidate (ctxnb.context._changes),
+        # from the counts already made: the candidates' in full, the built items' as shown.
+        shown = {it.id: (it.tokens, it.truncated) for it in ctx.items}
+        assembly["changes"] = record_changes(cands, chosen, sel, shown, strategy.name)
+        names = {o: state.meta[o] for o in assembly["changes"]}  # as they are now
+        object.__setattr__(ctx, "change_source", (assembly, names))
         return ctx, assembly
 
     def enforce_budget(
@@ -549,7 +543,7 @@ class Assembler:
             # to_messages() sends the turns themselves: redacted like the chat section.
             chat=tuple({**t, "content": redact_text(t["content"])} for t in turns),
             layout=layout,
-            changes=changes_from_record(assembly, meta),
+            change_source=(assembly, meta),
         )
         object.__setattr__(ctx, "hash", Context.compute_hash(sections, layout))
         return ctx

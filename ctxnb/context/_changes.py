@@ -36,6 +36,7 @@ from dataclasses import asdict, dataclass, field
 from typing import TYPE_CHECKING, Any, Literal
 
 from ..errors import NotFoundError
+from ._framing import inline
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -131,7 +132,7 @@ def record_changes(
     cands: Sequence[Item],
     chosen: Selection,
     final: Selection,
-    shown_tokens: Callable[[str], tuple[int, bool]],
+    shown: Mapping[str, tuple[int, bool]],
     strategy: str,
 ) -> dict[str, list[Any]]:
     """The rows an assembly record keeps: ``id -> [op, by, tokens_before, tokens_after]``.
@@ -140,8 +141,8 @@ def record_changes(
         cands: the candidates, with their full tokens.
         chosen: the strategy's selection (validated, before the budget pass).
         final: the selection after the budget pass.
-        shown_tokens: ``id -> (tokens as shown, truncated)`` for a kept item (the
-            assembler's render cache answers it).
+        shown: ``id -> (tokens as shown, truncated)`` of every kept item (the context's
+            items).
         strategy: the strategy's name.
     """
     by_strategy = set(chosen.active)
@@ -153,7 +154,7 @@ def record_changes(
             by = strategy if oid not in by_strategy else BY_BUDGET
             rows[oid] = ["evicted", by, item.tokens, 0]
             continue
-        tokens, truncated = shown_tokens(oid)
+        tokens, truncated = shown[oid]
         if oid in masked:
             op = "masked"
         elif oid in replace:
@@ -171,10 +172,9 @@ def changes_from_record(
 ) -> tuple[ContextChange, ...]:
     """The changes an assembly record holds: kept items in reading order, then the others."""
     rows = assembly.get("changes") or {}
-    order = [*assembly.get("active", ()), *assembly.get("evicted", ())]
-    order += [o for o in rows if o not in set(order)]
+    order = dict.fromkeys([*assembly.get("active", ()), *assembly.get("evicted", ()), *rows])
     out = []
-    for oid in dict.fromkeys(order):
+    for oid in order:
         row = rows.get(oid)
         if row is None:
             continue
@@ -197,8 +197,6 @@ def changes_from_record(
 
 
 def _label(m: MetaEntry | None, oid: str) -> str:
-    from ._framing import inline
-
     return inline(m.path or m.args_display or oid) if m is not None else oid
 
 
