@@ -18,24 +18,17 @@ from __future__ import annotations
 
 import random
 import shutil
-import statistics
+import sys
 import tempfile
 import time
-from collections.abc import Callable
 from pathlib import Path
 
 import ctxnb.context._assembly as assembly
 from ctxnb import Workspace
 from ctxnb.strategies import ObservationMasking
 
-
-def median_ms(fn: Callable[[], object], n: int = 9) -> float:
-    ts = []
-    for _ in range(n):
-        t = time.perf_counter()
-        fn()
-        ts.append(time.perf_counter() - t)
-    return statistics.median(ts) * 1000
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from context import median_ms  # noqa: E402  (bench/context.py: one median timer)
 
 
 def main() -> None:
@@ -57,11 +50,11 @@ def main() -> None:
         strategy, budget = ObservationMasking(keep_last=20), 400_000
         s.assemble(strategy, budget, record=False)  # warm the render caches
 
-        with_rows = median_ms(lambda: s.assemble(strategy, budget, record=False))
+        with_rows = median_ms(lambda: s.assemble(strategy, budget, record=False), n=9)
         real = assembly.record_changes
         assembly.record_changes = lambda *a, **k: {}  # type: ignore[assignment]
         try:
-            without = median_ms(lambda: s.assemble(strategy, budget, record=False))
+            without = median_ms(lambda: s.assemble(strategy, budget, record=False), n=9)
         finally:
             assembly.record_changes = real
         lazy = median_ms(lambda: s.assemble(strategy, budget, record=False).changes)
