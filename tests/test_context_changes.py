@@ -345,3 +345,35 @@ def test_session_view_shows_a_turns_changes(ws: Workspace) -> None:
     assert "Context changes at turn 1" in html and html.count(">masked<") == 3
     view.show_context_changes(5)  # a turn never recorded: said, not raised
     assert "no context was recorded at turn 5" in view.context_changes_html.value
+
+
+def test_a_turn_recorded_without_changes_says_so(ws: Workspace) -> None:
+    s, _, _ = _session(ws, "old")
+    s.assemble(KeepAll())
+    record = dict(ws.store.history("old")[-1].doc["assembly"])
+    del record["changes"]  # as a ctxnb from before context changes recorded it
+    s.add_turn("assistant", "ok")
+    record["turn"] = s.turn
+    s.save(assembly=record)
+    with pytest.raises(NotFoundError, match="kept no context changes; assemble again"):
+        s.context_changes(s.turn)
+    assert len(s.context_at(s.turn).changes) == 0  # the context itself still rebuilds
+    assert len(s.context_changes(1)) == 6
+
+
+def test_a_live_replay_view_keeps_each_steps_changes(ws: Workspace) -> None:
+    from ctxnb.widgets import ReplayView
+
+    s, _, calls = _session(ws, "live")
+    view = ReplayView.live(["keep-all", "masking"])
+    for _ in range(2):
+        view.add_step(
+            {
+                "keep-all": s.assemble(KeepAll(), record=False),
+                "masking": s.assemble(ObservationMasking(keep_last=1), record=False),
+            }
+        )
+    assert view.changes_at("keep-all", 1) == ()
+    assert [c.id for c in view.changes_at("masking", 1)] == calls[:3]
+    # One row per masked item in the changes table (the item list has badges of its own).
+    assert view.detail.value.count('<td style="white-space:nowrap">masked</td>') == 3
