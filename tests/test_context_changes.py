@@ -18,6 +18,7 @@ import pandas as pd
 import pytest
 
 from ctxnb import Workspace
+from ctxnb.condensers import TokenCondenser
 from ctxnb.context import ContextChange, changes_frame
 from ctxnb.context._changes import CHANGE_COLUMNS
 from ctxnb.errors import CtxnbError, NotFoundError
@@ -102,8 +103,9 @@ def test_a_masked_session_lists_each_op_with_counted_tokens(ws: Workspace) -> No
         (KeepAll(), 2500, {"evicted": None}),  # the budget pass evicts, not the strategy
         (RecencyWindow(2), None, {"evicted": 4, "kept": 2}),
         (FileViewLimits(5, 200), None, {"truncated": 1, "kept": 5}),
+        (TokenCondenser(max_tokens=2000, keep_last=1), None, {"compacted": 3, "kept": 3}),
     ],
-    ids=["summarized", "budget-evicted", "strategy-evicted", "truncated"],
+    ids=["summarized", "budget-evicted", "strategy-evicted", "truncated", "condensed"],
 )
 def test_a_compacted_session_lists_each_op(ws: Workspace, strategy, budget, expect) -> None:
     s, files, calls = _session(ws, "compacted")
@@ -127,6 +129,11 @@ def test_a_compacted_session_lists_each_op(ws: Workspace, strategy, budget, expe
             assert c.tokens_after < c.tokens_before
         if c.op == "truncated":
             assert shown[c.id].truncated and c.id == files[0]
+        if c.op == "compacted":
+            # One block: the oldest call shows the block's summary, the others a placeholder.
+            head = shown[calls[0]]
+            assert c.id in calls[:3] and shown[c.id].masked == (c.id != calls[0])
+            assert "3 earlier tool outputs" in head.text and c.tokens_after < c.tokens_before
 
 
 def test_pinned_items_are_kept_whatever_the_strategy_says(ws: Workspace) -> None:
@@ -377,3 +384,17 @@ def test_a_live_replay_view_keeps_each_steps_changes(ws: Workspace) -> None:
     assert [c.id for c in view.changes_at("masking", 1)] == calls[:3]
     # One row per masked item in the changes table (the item list has badges of its own).
     assert view.detail.value.count('<td style="white-space:nowrap">masked</td>') == 3
+
+
+def test_a_condensed_item_must_name_a_replaced_head() -> None:
+    from ctxnb.errors import SelectionError
+    from ctxnb.strategies import Item
+
+    items = (Item("a", "toolcall"), Item("b", "toolcall"))
+    Selection(
+        ["a", "b"], masked=["b"], replace={"a": "s"}, condensed={"a": "a", "b": "a"}
+    ).validate(items)
+    with pytest.raises(SelectionError, match=r"condensed\['b'\] = 'b', which has no replacement"):
+        Selection(["a", "b"], masked=["b"], condensed={"b": "b"}).validate(items)
+    with pytest.raises(SelectionError, match="condensed names ids that are not candidates"):
+        Selection(["a"], replace={"a": "s"}, condensed={"z": "a"}).validate(items)

@@ -347,13 +347,14 @@ class Assembler:
         """
         known = {i.id: i for i in cands}
         pins = {i.id for i in cands if i.pinned}
-        if pins & (set(sel.masked) | set(sel.truncate) | set(sel.replace)):
+        if pins & (set(sel.masked) | set(sel.truncate) | set(sel.replace) | set(sel.condensed)):
             sel = Selection(
                 sel.active,
                 [m for m in sel.masked if m not in pins],
                 {k: v for k, v in sel.truncate.items() if k not in pins},
                 sel.evicted,
                 {k: v for k, v in sel.replace.items() if k not in pins},
+                {k: v for k, v in sel.condensed.items() if k not in pins and v not in pins},
             )
         active = [a for a in dict.fromkeys(sel.active) if a in known]
         # Pinned items stay whatever the strategy returned (it may have forgotten them).
@@ -363,7 +364,9 @@ class Assembler:
         gone = chosen | set(evicted)
         evicted += [i.id for i in cands if i.id not in gone]
         if budget is None:
-            return Selection(active, list(sel.masked), dict(sel.truncate), evicted, sel.replace)
+            return Selection(
+                active, list(sel.masked), dict(sel.truncate), evicted, sel.replace, sel.condensed
+            )
 
         def cost(oid: str) -> int:
             return self.render_item(
@@ -391,6 +394,7 @@ class Assembler:
             {k: v for k, v in sel.truncate.items() if k in kept},
             evicted,
             {k: v for k, v in sel.replace.items() if k in kept},
+            {k: v for k, v in sel.condensed.items() if k in kept and v in kept},
         )
 
     # -- sections -------------------------------------------------------------------------------

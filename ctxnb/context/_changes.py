@@ -8,7 +8,8 @@ Every assembly decides, for every candidate item, one operation:
 ``truncated``   its content was cut
 ``summarized``  shown as a replacement text (a strategy's summary of it)
 ``evicted``     left out (by the strategy, or by the budget: ``by == "budget"``)
-``compacted``   folded into a compaction summary (a replayed Claude Code compaction)
+``compacted``   folded into a summary of several items (a condenser's block, a
+                replayed Claude Code compaction)
 ``restored``    brought back by :meth:`ctxnb.session.Session.restore_item`
 ==============  ===================================================================
 
@@ -147,6 +148,7 @@ def record_changes(
     """
     by_strategy = set(chosen.active)
     masked, replace, evicted = set(final.masked), final.replace, set(final.evicted)
+    condensed = final.condensed
     rows: dict[str, list[Any]] = {}
     for item in cands:
         oid = item.id
@@ -155,7 +157,9 @@ def record_changes(
             rows[oid] = ["evicted", by, item.tokens, 0]
             continue
         tokens, truncated = shown[oid]
-        if oid in masked:
+        if oid in condensed:
+            op = "compacted"
+        elif oid in masked:
             op = "masked"
         elif oid in replace:
             op = "summarized"
