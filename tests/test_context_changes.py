@@ -250,6 +250,9 @@ def test_bad_input_gets_one_clear_error_and_loses_nothing(ws: Workspace) -> None
         s.context_changes(7)
     with pytest.raises(NotFoundError, match="recorded turns"):
         s.restore_item(calls[0], turn=0)
+    for wrong in (True, "1", 1.0):  # True == 1 and 1.0 == 1: still not a turn
+        with pytest.raises(NotFoundError, match="is not a turn"):
+            s.context_changes(wrong)  # type: ignore[arg-type]
     with pytest.raises(NotFoundError, match="not in the context at turn 1"):
         s.restore_item("no-such-item", turn=1)
     with pytest.raises(NotFoundError, match="shown in full"):

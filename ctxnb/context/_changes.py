@@ -211,6 +211,11 @@ def recorded_assembly(store: ObjectStore, session_id: str, turn: int) -> Version
     Raises:
         NotFoundError: no context was assembled (with ``record=True``) at that turn.
     """
+    if isinstance(turn, bool) or not isinstance(turn, int):
+        raise NotFoundError(
+            f"turn {turn!r} is not a turn: give the number of chat turns at the assembly "
+            "(an int, as Context.turn and ContextChange.turn are)"
+        )
     versions = store.history(session_id)
     chosen = None
     for v in versions:
