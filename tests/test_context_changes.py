@@ -67,6 +67,8 @@ def _check_tokens(s: Session, ctx, changes: list[ContextChange]) -> None:
     full = _counted(s, s.assemble(KeepAll(), record=False))
     shown = _counted(s, ctx)
     assert {c.id for c in changes} == set(full)  # every candidate, once
+    # The rows account for the whole active section, token for token.
+    assert sum(c.tokens_after for c in changes) == ctx.section("active").tokens
     for c in changes:
         assert c.tokens_before == full[c.id], c
         assert c.tokens_after == shown.get(c.id, 0), c
@@ -401,3 +403,25 @@ def test_a_condensed_item_must_name_a_replaced_head() -> None:
         Selection(["a", "b"], masked=["b"], condensed={"b": "b"}).validate(items)
     with pytest.raises(SelectionError, match="condensed names ids that are not candidates"):
         Selection(["a"], replace={"a": "s"}, condensed={"z": "a"}).validate(items)
+
+
+def test_the_changes_table_escapes_and_redacts_what_it_shows(ws: Workspace) -> None:
+    from ctxnb.widgets import SessionView
+
+    s = ws.session("hostile", rules=False)
+    token = "ghp_" + "A1b2C3d4E5f6G7h8I9j0K1l2M3n4O5p6Q7r8"  # generated, not a real token
+    s.record_toolcall("run_command", {"cmd": "<script>alert(1)</script>"}, "x\n" * 200)
+    s.record_toolcall("run_command", {"cmd": "ls"}, "a\n")
+
+    class Named:
+        name = f"<b>mask</b> {token}"
+
+        def select(self, inp):
+            return Selection([i.id for i in inp.items], masked=[inp.items[0].id])
+
+    s.assemble(Named())
+    view = SessionView(s)
+    view.show_context_changes(0)
+    html = view.context_changes_html.value
+    assert "<script>" not in html and "&lt;script&gt;" in html
+    assert "<b>mask</b>" not in html and token not in html and "REDACTED" in html
