@@ -662,9 +662,21 @@ class Session:
         """What each strategy did to each item of the context at ``turn``, from the store.
 
         One :class:`~ctxnb.context.ContextChange` per candidate item (``kept``,
-        ``masked``, ``truncated``, ``summarized`` or ``evicted``, by whom, with its
-        tokens before and after), then the items :meth:`restore_item` brought back
-        at that turn. See ``docs/context.md``.
+        ``masked``, ``truncated``, ``summarized``, ``compacted`` or ``evicted``, by
+        whom, with its tokens before and after), then the items :meth:`restore_item`
+        brought back at that turn. See ``docs/context.md``.
+
+        Example:
+            >>> import tempfile
+            >>> from ctxnb import Workspace
+            >>> from ctxnb.strategies import RecencyWindow
+            >>> s = Workspace.open(tempfile.mkdtemp()).session("doc", rules=False)
+            >>> a, b = (s.record_toolcall("ls", {}, f"f{n}.py") for n in range(2))
+            >>> _ = s.assemble(RecencyWindow(1))
+            >>> [(c.op, c.by, c.tokens_after) for c in s.context_changes(0)][1]
+            ('evicted', 'recency-window', 0)
+            >>> s.restore_item(a)["content"], s.pinned_set == [a]
+            ('f0.py', True)
 
         Args:
             turn: a turn at which a context was assembled with ``record=True``.

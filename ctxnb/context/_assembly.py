@@ -286,7 +286,6 @@ class Assembler:
         sel.validate(cands, strategy=getattr(strategy, "name", None))
         chosen = sel
         sel = self.enforce_budget(sel, cands, content_budget, state)
-
         # Reading order: pinned items first, then by entry (append-only), whatever order
         # the strategy listed them in -- so consecutive prompts share their prefix.
         rank = {oid: n for n, oid in enumerate(state.head)}
