@@ -212,6 +212,11 @@ def test_changes_survive_save_and_load_in_another_process(ws: Workspace) -> None
     for t, found in here.items():
         assert again.context_changes(t) == found
         pd.testing.assert_frame_equal(again.context_changes(t, as_frame=True), changes_frame(found))
+    assert calls[0] in again.pinned_set  # the restore's pin was saved with the session
+    # A loaded session restores from turns an earlier process recorded.
+    assert again.restore_item(calls[1], turn=1)["content"] == _output(1)
+    assert [c.id for c in again.context_changes(2) if c.op == "restored"] == [calls[0], calls[1]]
+    here[2] = again.context_changes(2)
     # And from a fresh interpreter, with nothing shared but the files on disk.
     code = (
         "import json, sys; from dataclasses import asdict; from ctxnb import Workspace\n"
