@@ -57,6 +57,7 @@ _LAZY: dict[str, str] = {
     "MetaEntry": "ctxnb.context",
     "Section": "ctxnb.context",
     "ContextItem": "ctxnb.context",
+    "ContextChange": "ctxnb.context",
     "PrefixReuse": "ctxnb.context",
     "prefix_reuse": "ctxnb.context",
     "ContextStrategy": "ctxnb.strategies",
@@ -151,7 +152,7 @@ if TYPE_CHECKING:  # pragma: no cover - for type checkers and IDEs only
     from .access.observe import Observation
     from .analysis import load_trace
     from .config import CtxnbConfig, load_config
-    from .context import Context, ContextItem, MetaEntry, Section
+    from .context import Context, ContextChange, ContextItem, MetaEntry, Section
     from .govern.approval import (
         ApprovalRequest,
         Approver,

@@ -63,14 +63,17 @@ class _Blocks:
     def selection(self, inp: StrategyInput, masked: set[str]) -> Selection:
         items = {i.id: i for i in inp.items}
         replace: dict[str, str] = {}
+        condensed: dict[str, str] = {}
         for ids, summary in self.condensed(items):
             replace[ids[0]] = summary
             masked.update(ids[1:])
+            condensed.update(dict.fromkeys((i for i in ids if i in items), ids[0]))
         masked -= set(replace)
         return Selection(
             active=[i.id for i in inp.items],
             masked=[i.id for i in inp.items if i.id in masked],
             replace=replace,
+            condensed=condensed,
         )
 
     def done(self, items: dict[str, Item]) -> set[str]:

@@ -33,12 +33,22 @@ import html
 import os
 import stat as stat_mod
 import threading
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from .access.observe import StatCache, observe_bytes
-from .context import Assembler, AssemblyState, Context, MetaEntry, context_at, meta_for
+from .context import (
+    Assembler,
+    AssemblyState,
+    Context,
+    ContextChange,
+    MetaEntry,
+    changes_frame,
+    context_at,
+    meta_for,
+)
+from .context import _changes as changes
 from .errors import NotFoundError, PolicyError
 from .hashing import content_hash, source_hash, stable_stringify
 from .model import INFRA_TYPES, new_id
@@ -123,6 +133,8 @@ class Session:
         #: True when the session was opened with ``rules=False``: nothing attaches a
         #: rules tracker to it later (``ws.tools`` included).
         self.rules_off = False
+        # Items brought back with restore_item (ctxnb.context._changes): saved with the session.
+        self._restores: list[dict[str, Any]] = []
 
     def _set_meta(self, oid: str, entry: MetaEntry) -> None:
         self._meta[oid] = entry
@@ -521,6 +533,8 @@ class Session:
             "turn": self.turn,
             "assembly": assembly,
         }
+        if self._restores:
+            doc["restores"] = list(self._restores)
         doc["content_hash"] = content_hash(_payload(doc))
         return doc
 
@@ -657,6 +671,90 @@ class Session:
             reverse_resolve=self.workspace.display_path,
         )
 
+    def context_changes(self, turn: int, *, as_frame: bool = False) -> Any:
+        """What each strategy did to each item of the context at ``turn``, from the store.
+
+        One :class:`~ctxnb.context.ContextChange` per candidate item (``kept``,
+        ``masked``, ``truncated``, ``summarized``, ``compacted`` or ``evicted``, by
+        whom, with its tokens before and after), then the items :meth:`restore_item`
+        brought back at that turn. See ``docs/context.md``.
+
+        Example:
+            >>> import tempfile
+            >>> from ctxnb import Workspace
+            >>> from ctxnb.strategies import RecencyWindow
+            >>> s = Workspace.open(tempfile.mkdtemp()).session("doc", rules=False)
+            >>> a, b = (s.record_toolcall("ls", {}, f"f{n}.py") for n in range(2))
+            >>> _ = s.assemble(RecencyWindow(1))
+            >>> [(c.op, c.by, c.tokens_after) for c in s.context_changes(0)][1]
+            ('evicted', 'recency-window', 0)
+            >>> s.restore_item(a)["content"], s.pinned_set == [a]
+            ('f0.py', True)
+
+        Args:
+            turn: a turn at which a context was assembled with ``record=True``.
+            as_frame: return a pandas DataFrame (:func:`ctxnb.context.changes_frame`).
+
+        Raises:
+            NotFoundError: nothing was recorded at that turn.
+        """
+        found = changes.changes_at(
+            self.store, self.session_id, turn, meta_of=self._stored_meta, restores=self._restores
+        )
+        return changes_frame(found) if as_frame else found
+
+    def restore_item(
+        self, item: str | ContextChange, *, turn: int | None = None, pin: bool = True
+    ) -> dict[str, Any]:
+        """Bring back an item a strategy dropped or shortened at ``turn``.
+
+        The item returns to the context -- pinned (the default: shown in full whatever
+        the strategy, until :meth:`unpin`) or only active (``pin=False``: a strategy may
+        drop it again) -- and the restore is recorded as a ``restored`` change at the
+        current turn (saved with the session at once). A file shows its current
+        version; the version returned is the one stored at ``turn``.
+
+        Args:
+            item: an object id, or a change from :meth:`context_changes`.
+            turn: the turn it was dropped at (a change's own turn; else the last turn
+                with a recorded context).
+
+        Returns:
+            The object's full stored document at that turn (its exact content).
+
+        Raises:
+            NotFoundError: no such turn, the item was not in that turn's context or was
+                shown in full, or the store lost that version.
+        """
+        with self._lock:
+            oid = item.id if isinstance(item, ContextChange) else item
+            if turn is None:
+                turn = item.turn if isinstance(item, ContextChange) else self._last_recorded()
+            found = changes.find_change(self.context_changes(turn), oid, turn)
+            doc = self.store.as_of(oid, found.tx_id) if found.tx_id else None
+            if doc is None:
+                raise NotFoundError(f"the store holds no version of {oid!r} as of turn {turn}")
+            self._require(oid)
+            if pin:
+                self.pin(oid)
+            else:
+                self.activate(oid)
+            self._restores.append(changes.restore_record(found, turn=self.turn, pinned=pin))
+            self.save()
+            return doc
+
+    def _last_recorded(self) -> int:
+        versions = [v for v in self.store.history(self.session_id) if v.doc.get("assembly")]
+        if not versions:
+            raise NotFoundError(
+                f"session {self.session_id!r} has no recorded context; assemble with "
+                "record=True first"
+            )
+        return int(versions[-1].doc["assembly"]["turn"])
+
+    def _stored_meta(self, doc: Mapping[str, Any]) -> MetaEntry:
+        return meta_for(doc, orphaned=False, reverse_resolve=self.workspace.display_path)
+
     # -- resume ---------------------------------------------------------------------------------
     def _restore(self, sdoc: dict[str, Any]) -> None:
         self.session_index = list(sdoc.get("session_index") or [])
@@ -674,6 +772,7 @@ class Session:
             self._last_used[oid] = i + 1
             self._entered[oid] = int(entered.get(oid, 0))
         self._tick = len(self._active)
+        self._restores = list(sdoc.get("restores") or [])
         self.chat_id = sdoc.get("chat_ref") or self.chat_id
         self.system_prompt_id = sdoc.get("system_prompt_ref")
         ids = [*self.session_index]

@@ -119,6 +119,10 @@ class Selection:
         evicted: candidates left out.
         replace: id -> the text shown instead of its content (a summary, say). The
             stored object is unchanged; ``context_at`` shows the same text again.
+        condensed: id -> the kept id whose replacement summarizes it together with
+            other items (one condensed block; the head maps to itself). It changes
+            nothing shown: ``session.context_changes`` reports these items as
+            ``compacted`` instead of masked or summarized.
     """
 
     active: list[str]
@@ -126,6 +130,7 @@ class Selection:
     truncate: dict[str, int] = field(default_factory=dict)
     evicted: list[str] = field(default_factory=list)
     replace: dict[str, str] = field(default_factory=dict)
+    condensed: dict[str, str] = field(default_factory=dict)
 
     @classmethod
     def keep(cls, inp: StrategyInput, ids: Iterable[str], **kw: object) -> Selection:
@@ -171,6 +176,7 @@ class Selection:
             "truncate": list(self.truncate),
             "evicted": self.evicted,
             "replace": list(self.replace),
+            "condensed": list(self.condensed),
         }
         for part, ids in named.items():
             unknown = [i for i in ids if i not in known]
@@ -200,6 +206,12 @@ class Selection:
         for oid, text in self.replace.items():
             if not isinstance(text, str):
                 fail(f"replace[{oid!r}] is {type(text).__name__}: a replacement is text")
+        for oid, head in self.condensed.items():
+            if head not in self.replace:
+                fail(
+                    f"condensed[{oid!r}] = {head!r}, which has no replacement: a condensed "
+                    "item names the kept item whose replace text summarizes it"
+                )
 
 
 @runtime_checkable
@@ -557,6 +569,7 @@ class RulesTiered:
             truncate={k: v for k, v in sub.truncate.items() if k in kept},
             evicted=evicted,
             replace={k: v for k, v in sub.replace.items() if k in kept},
+            condensed={k: v for k, v in sub.condensed.items() if k in kept and v in kept},
         )
 
     def __repr__(self) -> str:

@@ -13,6 +13,8 @@
 - :func:`prefix_reuse`: the tokens a prompt shares with the previous one (what a
   provider's prefix cache serves) and the new ones.
 - :func:`usage_report`: tokens per section and per item as text (``ctxnb context``).
+- :class:`ContextChange` and :func:`changes_frame`: what each assembly did to each
+  item (kept, masked, truncated, summarized, evicted), for audit and restore.
 
 Sessions call into this package (``session.assemble()``, ``session.context_at(turn)``);
 this package never imports the session.
@@ -32,6 +34,7 @@ Example:
 from __future__ import annotations
 
 from ._assembly import Assembler, AssemblyState, MetaEntry, context_at, meta_for
+from ._changes import ContextChange, changes_frame
 from ._diff import context_diff, item_text_diff
 from ._framing import delimiter_nonce, inline, render_block
 from ._messages import to_messages
@@ -44,11 +47,13 @@ __all__ = [
     "Assembler",
     "AssemblyState",
     "Context",
+    "ContextChange",
     "ContextItem",
     "MetaEntry",
     "PrefixReuse",
     "Section",
     "Segment",
+    "changes_frame",
     "context_at",
     "context_diff",
     "delimiter_nonce",

@@ -13,7 +13,7 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from ..errors import CtxnbError, NotFoundError
+from ..errors import CtxnbError
 from ..hashing import sha256_hex, stable_stringify
 from ..indexer import is_deleted
 from ..redaction import redact_data, redact_text
@@ -21,6 +21,7 @@ from ..relations import DOC_TYPE as RELATIONS_TYPE
 from ..relations import RelationStore
 from ..strategies import ContextStrategy, Item, Selection, StrategyInput, strategy_spec
 from ..tokens import TokenCounter
+from ._changes import record_changes, recorded_assembly
 from ._framing import inline, render_block
 from ._model import Context, ContextItem, Section, Segment
 
@@ -283,6 +284,7 @@ class Assembler:
         content_budget = None if budget is None else max(0, budget - fixed)
         sel = strategy.select(StrategyInput(items=cands, budget=content_budget, turn=turn))
         sel.validate(cands, strategy=getattr(strategy, "name", None))
+        chosen = sel
         sel = self.enforce_budget(sel, cands, content_budget, state)
         # Reading order: pinned items first, then by entry (append-only), whatever order
         # the strategy listed them in -- so consecutive prompts share their prefix.
@@ -322,6 +324,12 @@ class Assembler:
             pinned=state.pinned,
             meta_section=meta_section,
         )
+        # What the strategy and the budget did to each candidate (ctxnb.context._changes),
+        # from the counts already made: the candidates' in full, the built items' as shown.
+        shown = {it.id: (it.tokens, it.truncated) for it in ctx.items}
+        assembly["changes"] = record_changes(cands, chosen, sel, shown, strategy.name)
+        names = {o: state.meta[o] for o in assembly["changes"]}  # as they are now
+        object.__setattr__(ctx, "change_source", (assembly, names))
         return ctx, assembly
 
     def enforce_budget(
@@ -338,13 +346,14 @@ class Assembler:
         """
         known = {i.id: i for i in cands}
         pins = {i.id for i in cands if i.pinned}
-        if pins & (set(sel.masked) | set(sel.truncate) | set(sel.replace)):
+        if pins & (set(sel.masked) | set(sel.truncate) | set(sel.replace) | set(sel.condensed)):
             sel = Selection(
                 sel.active,
                 [m for m in sel.masked if m not in pins],
                 {k: v for k, v in sel.truncate.items() if k not in pins},
                 sel.evicted,
                 {k: v for k, v in sel.replace.items() if k not in pins},
+                {k: v for k, v in sel.condensed.items() if k not in pins and v not in pins},
             )
         active = [a for a in dict.fromkeys(sel.active) if a in known]
         # Pinned items stay whatever the strategy returned (it may have forgotten them).
@@ -354,7 +363,9 @@ class Assembler:
         gone = chosen | set(evicted)
         evicted += [i.id for i in cands if i.id not in gone]
         if budget is None:
-            return Selection(active, list(sel.masked), dict(sel.truncate), evicted, sel.replace)
+            return Selection(
+                active, list(sel.masked), dict(sel.truncate), evicted, sel.replace, sel.condensed
+            )
 
         def cost(oid: str) -> int:
             return self.render_item(
@@ -382,6 +393,7 @@ class Assembler:
             {k: v for k, v in sel.truncate.items() if k in kept},
             evicted,
             {k: v for k, v in sel.replace.items() if k in kept},
+            {k: v for k, v in sel.condensed.items() if k in kept and v in kept},
         )
 
     # -- sections -------------------------------------------------------------------------------
@@ -534,6 +546,7 @@ class Assembler:
             # to_messages() sends the turns themselves: redacted like the chat section.
             chat=tuple({**t, "content": redact_text(t["content"])} for t in turns),
             layout=layout,
+            change_source=(assembly, meta),
         )
         object.__setattr__(ctx, "hash", Context.compute_hash(sections, layout))
         return ctx
@@ -592,18 +605,7 @@ def context_at(
     Raises:
         NotFoundError: when no context was assembled (with ``record=True``) at that turn.
     """
-    versions = store.history(session_id)
-    chosen = None
-    for v in versions:
-        a = v.doc.get("assembly")
-        if a and a.get("turn") == turn:
-            chosen = v
-    if chosen is None:
-        turns = sorted({v.doc["assembly"]["turn"] for v in versions if v.doc.get("assembly")})
-        raise NotFoundError(
-            f"no context was recorded at turn {turn} of session {session_id!r}; "
-            f"recorded turns: {turns or 'none'}"
-        )
+    chosen = recorded_assembly(store, session_id, turn)
     sdoc = chosen.doc
     assembly = sdoc["assembly"]
     tx = assembly["tx_id"]

@@ -19,8 +19,12 @@ from __future__ import annotations
 
 import hashlib
 import html
+from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
+
+if TYPE_CHECKING:
+    from ._changes import ContextChange
 
 __all__ = ["Context", "ContextItem", "Section", "Segment"]
 
@@ -112,6 +116,7 @@ class Context:
             equal hashes.
         layout: the segments in reading order (empty for a context built by hand from
             sections: it then reads section by section).
+        change_source: what :attr:`changes` is read from (the assembly record).
     """
 
     sections: tuple[Section, ...]
@@ -123,6 +128,10 @@ class Context:
     chat: tuple[dict[str, Any], ...] = field(default=(), repr=False)
     hash: str = ""
     layout: tuple[Segment, ...] = field(default=(), repr=False)
+    # (assembly record, metadata of its items): ``changes`` is built from it when read.
+    change_source: tuple[Mapping[str, Any], Mapping[str, Any]] | None = field(
+        default=None, repr=False, compare=False
+    )
 
     @staticmethod
     def compute_hash(sections: tuple[Section, ...], layout: tuple[Segment, ...] = ()) -> str:
@@ -137,6 +146,22 @@ class Context:
         for seg in layout:
             h.update(f"{seg.kind}:{seg.index}:{seg.hash}\x02".encode())
         return h.hexdigest()
+
+    @property
+    def changes(self) -> tuple[ContextChange, ...]:
+        """What the strategy and the budget did to each candidate item
+        (:class:`~ctxnb.context.ContextChange`; empty for a context built by hand).
+
+        Built when first read: most assemblies are never audited.
+        """
+        done = self.__dict__.get("_changes")
+        if done is None:
+            from ._changes import changes_from_record
+
+            src = self.change_source
+            done = () if src is None else changes_from_record(*src)
+            object.__setattr__(self, "_changes", done)
+        return done
 
     # -- views ---------------------------------------------------------------------------
     def section(self, name: str) -> Section:

@@ -36,6 +36,7 @@ _LAZY = {
     "FidelityReport": "fidelity",
     "FidelityWarning": "fidelity",
     "check_fidelity": "fidelity",
+    "compaction_changes": "replay",
     "compare_at": "analysis",
     "default_strategies": "replay",
     "parse_strategy": "experiment",

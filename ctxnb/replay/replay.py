@@ -65,7 +65,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
-from ..context import Context
+from ..context import Context, ContextChange
 from ..indexer import build_file_doc
 from ..model import FilesystemSource
 from ..prices import PriceTable, resolve_prices
@@ -80,6 +80,7 @@ from ..strategies import (
     strategy_spec,
 )
 from ..tokens import HeuristicTokenCounter, TokenCounter, resolve_token_counter
+from .compaction import compacted
 from .frame import COLUMNS, PromptTracker, StepMeasure, frame, row
 from .model import FileTouch, Step, Trajectory
 
@@ -90,6 +91,7 @@ if TYPE_CHECKING:
 
 __all__ = [
     "COLUMNS",
+    "compaction_changes",
     "default_strategies",
     "replay",
     "replay_contexts",
@@ -98,6 +100,7 @@ __all__ = [
 
 
 FileMode = Literal["active", "pool"]
+OnCompaction = Callable[[Step, list[ContextChange]], None]
 HiddenPrompt = int | Literal["auto"] | None
 
 # A fixed namespace so that tool call ids, and so context hashes, are the same in every
@@ -275,12 +278,18 @@ class _Replayer:
     """One trajectory fed into one session; assembles under any strategy at any point."""
 
     def __init__(
-        self, traj: Trajectory, counter: TokenCounter, root: str, files: FileMode = "active"
+        self,
+        traj: Trajectory,
+        counter: TokenCounter,
+        root: str,
+        files: FileMode = "active",
+        on_compaction: OnCompaction | None = None,
     ) -> None:
         from ..store import ObjectStore
         from ..workspace import Workspace
 
         self.traj = traj
+        self.on_compaction = on_compaction
         self.files_active = files == "active"
         self.fs_id = f"replay:{traj.id}"
         self.memo = _StepMemo(counter)
@@ -328,6 +337,8 @@ class _Replayer:
     # -- feeding ---------------------------------------------------------------------------
     def feed(self, step: Step) -> None:
         if step.compaction:
+            if self.on_compaction is not None:
+                self.on_compaction(step, compacted(self.session, step))
             self.compact(step.observation)
             return
         s = self.session
@@ -515,6 +526,8 @@ def _replay_measured(
     stop_after: int | None,
     files: FileMode,
     hidden_prompt_tokens: HiddenPrompt,
+    *,
+    on_compaction: OnCompaction | None = None,
 ) -> Iterator[tuple[Step, str, Context, tuple[int, int], StepMeasure]]:
     labels = strategy_labels(strategies)
     counter = resolve_token_counter(token_counter)
@@ -533,7 +546,7 @@ def _replay_measured(
     estimate = hidden_prompt_tokens == "auto"
     tracker = PromptTracker()
     with tempfile.TemporaryDirectory(prefix="ctxnb-replay-", dir=_fast_tmp()) as root:
-        r = _Replayer(trajectory, counter, root, files)
+        r = _Replayer(trajectory, counter, root, files, on_compaction)
         try:
             for step in trajectory.steps:
                 r.memo.new_step()
@@ -568,6 +581,7 @@ def replay(
     model: str | None = None,
     prices: PriceTable | Mapping[str, Any] | str | os.PathLike[str] | None = None,
     on_context: Callable[[Step, str, Context], None] | None = None,
+    on_compaction: OnCompaction | None = None,
 ) -> pd.DataFrame:
     """Replay a recorded run and measure the context every strategy gives at every step.
 
@@ -589,6 +603,9 @@ def replay(
         on_context: called with ``(step, strategy label, context)`` for every context as
             it is built, to keep what the frame does not (a view's item lists) without
             replaying the run a second time.
+        on_compaction: called with ``(step, changes)`` at each compaction of the run:
+            the tool results it dropped and whether each survived in its summary
+            (see :mod:`ctxnb.replay.compaction`).
 
     Returns:
         A tidy frame with one row per (trajectory, strategy, step) and the columns of
@@ -615,9 +632,55 @@ def replay(
     price = table.get(model) if model else table.price_or_warn(trajectory.metadata.get("model"))
     rows = []
     for step, label, ctx, losses, measure in _replay_measured(
-        trajectory, strategies, budget, token_counter, None, files, hidden_prompt_tokens
+        trajectory,
+        strategies,
+        budget,
+        token_counter,
+        None,
+        files,
+        hidden_prompt_tokens,
+        on_compaction=on_compaction,
     ):
         if on_context is not None:
             on_context(step, label, ctx)
         rows.append(row(trajectory, label, step, ctx, losses, measure, price))
     return frame(rows)
+
+
+def compaction_changes(
+    trajectory: Trajectory,
+    *,
+    token_counter: TokenCounter | Callable[[str], int] | str | None = None,
+) -> list[ContextChange]:
+    """Every tool result each compaction of a run dropped, and whether it survived.
+
+    Replays the run once (no strategies) and, at each ``compact`` step, lists the tool
+    results of the context it ends. ``turn`` is the compaction's step index.
+    :func:`replay` gives the same lists through ``on_compaction``; the rule is in
+    :mod:`ctxnb.replay.compaction`.
+
+    Example:
+        >>> from ctxnb.replay import Action, Step, Trajectory
+        >>> run = Trajectory(id="c", source_format="ctxnb", task="fix", steps=[
+        ...     Step(index=0, action=Action(tool="bash", args={"command": "grep -n"}),
+        ...          observation="app.py:12: retry_limit = 0"),
+        ...     Step(index=1, action=Action(tool="compact"), compaction=True,
+        ...          observation="Summary: retry_limit in app.py is 0."),
+        ... ])
+        >>> [(c.op, c.survived, c.evidence) for c in compaction_changes(run)]
+        [('compacted', True, ('retry_limit', 'app.py'))]
+    """
+    out: list[ContextChange] = []
+    steps = _replay_measured(
+        trajectory,
+        [],
+        None,
+        token_counter,
+        None,
+        "active",
+        None,
+        on_compaction=lambda step, changes: out.extend(changes),
+    )
+    for _ in steps:
+        pass
+    return out

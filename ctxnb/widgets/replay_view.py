@@ -18,6 +18,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from ..context import SECTION_ORDER as SECTIONS
+from ..context._changes import changes_html
 from ..plotting import CACHE_COLORS, SECTION_COLORS
 from ._ipw import widgets
 from .static import MONO, TEXT, esc, token_bar
@@ -25,7 +26,7 @@ from .static import MONO, TEXT, esc, token_bar
 if TYPE_CHECKING:
     import pandas as pd
 
-    from ..context import Context
+    from ..context import Context, ContextChange
     from ..replay.model import Step, Trajectory
     from ..strategies import ContextStrategy
 
@@ -116,6 +117,10 @@ class ReplayView(widgets.VBox):
             any strategy of the frame can be picked in the view.
         items: ``{(strategy, step): item states}`` as :meth:`from_trajectory` records.
         step: the step shown first (default: the first).
+        changes: ``{(strategy, step): context changes}`` (what was masked, truncated,
+            summarized or evicted, with tokens before and after), shown per step.
+        compactions: ``{step: compacted tool results}`` of the run's compactions (which
+            survived in the summary; see :mod:`ctxnb.replay.compaction`).
 
     Example:
         >>> from ctxnb.replay import Trajectory, Step, Action, FileTouch
@@ -139,9 +144,13 @@ class ReplayView(widgets.VBox):
         strategies: Sequence[str] | None = None,
         items: Mapping[tuple[str, int], Sequence[ItemState]] | None = None,
         step: int | None = None,
+        changes: Mapping[tuple[str, int], Sequence[ContextChange]] | None = None,
+        compactions: Mapping[int, Sequence[ContextChange]] | None = None,
         **kwargs: Any,
     ) -> None:
         self.trajectory = trajectory
+        self.changes = {k: _lossy(v) for k, v in (changes or {}).items()}
+        self.compactions = {k: tuple(v) for k, v in (compactions or {}).items()}
         self.steps: list[int] = []
         self.tools: list[str] = []
         self.series: dict[str, _Series] = {}
@@ -230,13 +239,34 @@ class ReplayView(widgets.VBox):
         chosen = list(strategies) if strategies is not None else default_strategies()
         names: dict[str, tuple[str, str]] = {}
         items: dict[tuple[str, int], tuple[ItemState, ...]] = {}
+        changes: dict[tuple[str, int], tuple[ContextChange, ...]] = {}
+        compactions: dict[int, list[ContextChange]] = {}
 
         def keep(step: Step, label: str, ctx: Context) -> None:
             items[(label, step.index)] = item_states(ctx, names)
+            changes[(label, step.index)] = _lossy(ctx.changes)
 
-        # One replay gives both the measures and the item lists.
-        frame = replay(run, chosen, budget, token_counter, on_context=keep, **replay_options)
-        return cls(frame, trajectory=run.id, strategies=shown, items=items)
+        def compacted(step: Step, dropped: list[ContextChange]) -> None:
+            compactions[step.index] = dropped
+
+        # One replay gives the measures, the item lists and the compactions.
+        frame = replay(
+            run,
+            chosen,
+            budget,
+            token_counter,
+            on_context=keep,
+            on_compaction=compacted,
+            **replay_options,
+        )
+        return cls(
+            frame,
+            trajectory=run.id,
+            strategies=shown,
+            items=items,
+            changes=changes,
+            compactions=compactions,
+        )
 
     @classmethod
     def live(cls, strategies: Sequence[str], *, title: str = "live run") -> ReplayView:
@@ -293,6 +323,7 @@ class ReplayView(widgets.VBox):
             s.cost.append(math.nan)
             states = item_states(ctx, self._names)
             self.items[(label, step)] = states
+            self.changes[(label, step)] = _lossy(ctx.changes)
             s.counts.append(_counts(states))
             s.losses.append((0, 0))
             s.budget.append(ctx.budget)
@@ -369,6 +400,10 @@ class ReplayView(widgets.VBox):
     def items_at(self, strategy: str, step: int) -> tuple[ItemState, ...]:
         """The items of ``strategy``'s context at ``step`` (empty without item lists)."""
         return self.items.get((strategy, step), ())
+
+    def changes_at(self, strategy: str, step: int) -> tuple[ContextChange, ...]:
+        """What ``strategy`` masked, truncated, summarized or evicted at ``step``."""
+        return self.changes.get((strategy, step), ())
 
     @property
     def step(self) -> int:
@@ -487,7 +522,7 @@ class ReplayView(widgets.VBox):
         cols = "".join(self._column_html(label, position, step) for label in pair)
         return (
             f'<div style="{TEXT}">{marker}<div><b>step {step}</b> ({position + 1} of {n})'
-            f"{' · action ' + tool if tool else ''}</div>"
+            f"{' · action ' + tool if tool else ''}</div>{self._compaction_html(step)}"
             f'<div style="display:grid;grid-template-columns:repeat({len(pair)},minmax(0,1fr));'
             f'gap:12px">{cols}</div></div>'
         )
@@ -518,7 +553,23 @@ class ReplayView(widgets.VBox):
             f"{_badge('truncated')} {truncated} · {_badge('evicted')} {evicted}"
             f" · re-reads {re_reads} · stale reads {stale}</div>"
         )
-        return f"<div>{bar}{extra}{counts}{self._items_html(label, p, step)}</div>"
+        changes = ""
+        if (label, step) in self.changes:
+            changes = (
+                "<details><summary>context changes</summary>"
+                f"{changes_html(self.changes[(label, step)])}</details>"
+            )
+        return f"<div>{bar}{extra}{counts}{changes}{self._items_html(label, p, step)}</div>"
+
+    def _compaction_html(self, step: int) -> str:
+        dropped = self.compactions.get(step)
+        if dropped is None:
+            return ""
+        kept = sum(1 for c in dropped if c.survived)
+        return (
+            f"<details open><summary><b>compaction</b>: {len(dropped)} tool results left the "
+            f"context; {kept} survived in the summary</summary>{changes_html(dropped)}</details>"
+        )
 
     def _items_html(self, label: str, p: int, step: int) -> str:
         states = self.items.get((label, step))
@@ -565,6 +616,11 @@ class ReplayView(widgets.VBox):
             f"<ReplayView {self.trajectory!r} steps={len(self.steps)} "
             f"strategies={list(self.series)}>"
         )
+
+
+def _lossy(changes: Iterable[ContextChange]) -> tuple[ContextChange, ...]:
+    """The changes a view keeps: not the items kept in full (every step has many)."""
+    return tuple(c for c in changes if c.op != "kept")
 
 
 def _counts(states: Iterable[ItemState]) -> tuple[int, int, int, int]:

@@ -70,6 +70,12 @@ class SessionView(widgets.VBox):
         self.status = widgets.HTML()
         self.changes_html = widgets.HTML()
         self.rules_html = widgets.HTML()
+        # What the strategies did at a recorded turn (session.context_changes), on demand:
+        # reading it goes through the store's history, too slow for every redraw.
+        self.changes_turn = widgets.IntText(description="turn", layout=widgets.Layout(width="12em"))
+        self.changes_button = widgets.Button(description="Context changes")
+        self.changes_button.on_click(lambda _: self.show_context_changes(self.changes_turn.value))
+        self.context_changes_html = widgets.HTML()
         self.select.observe(lambda _: self._show_detail(), names="value")
         buttons = widgets.HBox(
             [self.activate_button, self.deactivate_button, self.pin_button, self.unpin_button]
@@ -83,6 +89,8 @@ class SessionView(widgets.VBox):
                 self.detail,
                 self.rules_html,
                 self.changes_html,
+                widgets.HBox([self.changes_turn, self.changes_button]),
+                self.context_changes_html,
             ],
             **kwargs,
         )
@@ -135,6 +143,34 @@ class SessionView(widgets.VBox):
     def unpin(self, ids: Iterable[str] | None = None) -> list[str]:
         """Unpin ``ids`` (default: the selected objects)."""
         return self._apply("unpin", ids)
+
+    def show_context_changes(self, turn: int | None = None) -> None:
+        """Show what each strategy did to each item at ``turn`` (default: the current turn).
+
+        Example:
+            >>> import tempfile
+            >>> from ctxnb import Workspace
+            >>> from ctxnb.strategies import ObservationMasking
+            >>> s = Workspace.open(tempfile.mkdtemp()).session("changes", rules=False)
+            >>> _ = [s.record_toolcall("ls", {}, f"a{n}.py") for n in range(3)]
+            >>> _ = s.assemble(ObservationMasking(keep_last=1))
+            >>> view = SessionView(s)
+            >>> view.show_context_changes(0)
+            >>> view.context_changes_html.value.count(">masked<")
+            2
+        """
+        from ..context._changes import changes_html
+
+        turn = self.session.turn if turn is None else turn
+        try:
+            found = self.session.context_changes(turn)
+        except Exception as exc:  # show, do not raise into the frontend's callback
+            self.context_changes_html.value = f"<small style='color:#b00'>{esc(exc)}</small>"
+            return
+        self.changes_turn.value = turn
+        self.context_changes_html.value = (
+            f"<b>Context changes at turn {turn}</b>{changes_html(found)}"
+        )
 
     # -- drawing ---------------------------------------------------------------------------
     def _label(self, oid: str, active: set[str], pinned: set[str], pool: set[str]) -> str:
