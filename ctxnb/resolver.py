@@ -19,7 +19,6 @@ from __future__ import annotations
 import hashlib
 import os
 import posixpath
-import socket
 import unicodedata
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -114,6 +113,8 @@ def default_filesystem_id() -> str:
             continue
         if text:
             return hashlib.sha256(text.encode()).hexdigest()
+    import socket  # rarely: machines have a machine-id
+
     return hashlib.sha256(f"host:{socket.gethostname()}".encode()).hexdigest()
 
 
