@@ -8,19 +8,21 @@ and ``ctxnb why FILE[:LINE]`` call it.
 
 Lines are matched to records by content, so that attribution survives edits above a
 change and history rewrites (rebase, squash, fixup, amend, cherry-pick). For every
-range of every record, newest record last:
+range of every record:
 
-1. **in place** — the file's lines at the recorded position still hash to the range's
-   ``content_hash`` (:func:`~ctxnb.govern.ledger.normalized_content_hash`);
-2. otherwise the version of the file the record was made on is looked up in the store
-   (the one whose lines at the recorded position hash to ``content_hash``, closest in
-   time to the record). A line diff of that version against the file today carries the
-   range's lines over, as ``git blame`` carries lines between commits: **moved** when
-   the whole range arrives in one piece (its hash matches again), **partial** when only
-   some of its lines survive (the others were changed since by someone else);
-3. with no such version in the store, the range's ``content_hash`` is looked for among
-   the file's windows of the same length: the occurrence nearest the recorded position
-   is **moved** (a range of blank lines alone is never matched this way).
+1. the version of the file the record was made on is looked up in the store: the one
+   whose lines at the recorded position hash to every range's ``content_hash``
+   (:func:`~ctxnb.govern.ledger.normalized_content_hash`), closest in time to the
+   record. A line diff of that version against the file today carries the range's
+   lines over, as ``git blame`` carries lines between commits: **in place** when the
+   whole range arrives at its recorded lines, **moved** when it arrives whole
+   elsewhere, **partial** when only some of its lines survive (the others were changed
+   since by someone else);
+2. with no such version in the store (a writer that stored none), the range is **in
+   place** when the file's lines at the recorded position still hash to its
+   ``content_hash``; otherwise the hash is looked for among the file's windows of the
+   same length, and the occurrence nearest the recorded position is **moved** (a range
+   of blank lines alone is never matched away from its place).
 
 A line claimed by several records goes to the newest; it is **ambiguous** only when
 the claimants' contributors differ. A line no record claims says so.
@@ -202,12 +204,14 @@ class WhyResult:
         lines: one entry per line asked about, in order.
         records: the records those lines were written by, by key, oldest first.
         skipped_ledger_lines: damaged ledger lines that could not be read.
+        asked: the line asked about, or None when the whole file was.
     """
 
     path: str
     lines: list[LineWhy]
     records: dict[str, RecordWhy]
     skipped_ledger_lines: int = 0
+    asked: int | None = None
 
     def line(self, n: int) -> LineWhy:
         """The answer for line ``n``.
@@ -253,6 +257,7 @@ class WhyResult:
             ],
             "records": {k: r.to_dict(context_text=context_text) for k, r in self.records.items()},
             "skipped_ledger_lines": self.skipped_ledger_lines,
+            "asked": self.asked,
         }
         # Lines and record fields hold what files and agents wrote: they leave redacted.
         return dict(redact_data(data))
@@ -264,7 +269,7 @@ class WhyResult:
         from ..redaction import redact_text
 
         out: list[str] = []
-        if len(self.lines) == 1:
+        if self.asked is not None:
             lw = self.lines[0]
             out.append(f"{self.path}:{lw.line}: {lw.text.rstrip()}")
             if lw.record is None:
@@ -376,10 +381,13 @@ class _Matcher:
         """0-based line of the version → 0-based line today, for lines a diff keeps."""
         if version not in self._maps:
             old = [_key(line) for line in self.versions[version][1]]
-            sm = difflib.SequenceMatcher(None, old, self.cur_keys, autojunk=False)
-            self._maps[version] = {
-                a + k: b + k for a, b, size in sm.get_matching_blocks() for k in range(size)
-            }
+            if old == self.cur_keys:  # unchanged since: no diff needed
+                self._maps[version] = {i: i for i in range(len(old))}
+            else:
+                sm = difflib.SequenceMatcher(None, old, self.cur_keys, autojunk=False)
+                self._maps[version] = {
+                    a + k: b + k for a, b, size in sm.get_matching_blocks() for k in range(size)
+                }
         return self._maps[version]
 
     def occurrences(self, length: int, content_hash: str) -> list[int]:
@@ -394,22 +402,25 @@ class _Matcher:
 
     def lines_of(self, r: _Range, version: int | None) -> list[tuple[int, MatchKind]]:
         """Today's 1-based lines that ``r`` wrote, and how they were found."""
-        if _window_hash(self.current, r.start, r.end) == r.content_hash:
-            return [(n, "in place") for n in range(r.start, r.end + 1)]
         length = r.end - r.start + 1
         if version is not None:
+            # The diff with the version the record was made on decides, even where the
+            # range's hash matches in place: the same text at the same line number may be
+            # another copy (a blank line, a closing brace) after lines moved.
             m = self.mapping(version)
             got = [m[i] + 1 for i in range(r.start - 1, r.end) if i in m]
             if not got:
                 return []
-            whole = len(got) == length and got[-1] - got[0] == length - 1
-            kind: MatchKind = "moved" if whole else "partial"
+            kind: MatchKind = "partial"
+            if len(got) == length and got[-1] - got[0] == length - 1:
+                kind = "in place" if got[0] == r.start else "moved"
             return [(n, kind) for n in got]
+        if _window_hash(self.current, r.start, r.end) == r.content_hash:
+            return [(n, "in place") for n in range(r.start, r.end + 1)]
         starts = self.occurrences(length, r.content_hash)
         # Every occurrence has the same content: a blank range would match anywhere.
-        if not starts or not any(
-            self.cur_keys[i].strip() for i in range(starts[0] - 1, starts[0] - 1 + length)
-        ):
+        first = starts[0] - 1 if starts else 0
+        if not starts or not any(self.cur_keys[i].strip() for i in range(first, first + length)):
             return []
         s = min(starts, key=lambda x: abs(x - r.start))
         return [(n, "moved") for n in range(s, s + length)]
@@ -588,9 +599,7 @@ def why(
     for order, rs in enumerate(ranges):
         if not rs:
             continue
-        version = None
-        if any(_window_hash(current, r.start, r.end) != r.content_hash for r in rs):
-            version = matcher.version_for(times[order], rs)
+        version = matcher.version_for(times[order], rs)
         for r in rs:
             for n, kind in matcher.lines_of(r, version):
                 claims.setdefault(n, []).append((order, r.key, kind))
@@ -615,4 +624,4 @@ def why(
     records = {k: r for k, r in infos.items() if k in used}
     if context:
         _rebuild_contexts(access, list(records.values()))
-    return WhyResult(rel, lines, records, len(ledger.skipped_lines))
+    return WhyResult(rel, lines, records, len(ledger.skipped_lines), asked=line)
