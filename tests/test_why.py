@@ -383,14 +383,15 @@ def test_cli_prints_a_file_a_line_and_json(gov: Path):
 
 
 def test_a_blank_line_is_told_apart_from_another_blank_line_at_its_old_place(gov: Path):
-    """The AI wrote one blank line; lines inserted above move it down and put another
-    blank line where it was. The diff with the stored version follows the AI's line."""
+    """The AI wrote one blank line (line 2); two lines inserted at the top move it down
+    and put another blank line at line 2. The diff with the stored version follows the
+    AI's line; the hash at the recorded position alone would take the other one."""
     rel = "inventory/blank.py"
     (gov / rel).write_text("a = 1\nb = 2\nc = 3\n")
     with Workspace.open(gov) as ws:
         ws.observe([rel])
     rec = edit(gov, rel, "a = 1\n\nb = 2\nc = 3\n")  # line 2, blank
-    (gov / rel).write_text("a = 1\n\nx = 0\n\nb = 2\nc = 3\n")  # unrecorded: lines 2-3
+    (gov / rel).write_text("x = 0\n\na = 1\n\nb = 2\nc = 3\n")  # unrecorded: lines 1-2
     with Workspace.open(gov) as ws:
         result = ws.why(rel)
     got = {lw.line: lw.record for lw in result.lines}

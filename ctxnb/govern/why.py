@@ -47,7 +47,6 @@ Example:
 
 from __future__ import annotations
 
-import difflib
 import json
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
@@ -339,7 +338,25 @@ def _window_hash(lines: Sequence[str], start: int, end: int) -> str | None:
 
 def _key(line: str) -> str:
     """A line as the content hash sees it (line endings, trailing blanks ignored)."""
+    if "\r" not in line:  # nearly always: a lone CR splits a line only for the hash
+        return line.rstrip(" \t")
     return "\n".join(p.rstrip(" \t") for p in line.replace("\r", "\n").split("\n"))
+
+
+def _line_map(old: list[str], new: list[str]) -> dict[int, int]:
+    """0-based lines of ``old`` → lines of ``new`` that a line diff keeps.
+
+    Patience diff (``patiencediff``, Breezy's): lines that occur once in both texts
+    anchor the alignment, and the runs between anchors are matched in turn. A line
+    written by a record is carried over when it sits among lines that still match,
+    and a repeated line (a blank line, a closing bracket) follows its neighbours rather
+    than the first copy of it. difflib on two long files full of such lines costs
+    quadratic time; this costs a few milliseconds.
+    """
+    import patiencediff  # a Rust extension, loaded when a diff is needed
+
+    blocks = patiencediff.PatienceSequenceMatcher(None, old, new).get_matching_blocks()
+    return {a + k: b + k for a, b, size in blocks for k in range(size)}
 
 
 @dataclass
@@ -356,23 +373,40 @@ class _Matcher:
 
     def __init__(self, current: list[str], versions: list[Version]) -> None:
         self.current = current
-        self.cur_keys = [_key(line) for line in current]
-        self.versions = [
-            (v.tx_time, _split(v.doc["content"]))
-            for v in versions
-            if isinstance(v.doc.get("content"), str)
+        self._memo: dict[str, str] = {}
+        self.cur_keys = self._keys(current)
+        self._versions = [
+            (v.tx_time, v.doc["content"]) for v in versions if isinstance(v.doc.get("content"), str)
         ]
+        self._lines: dict[int, list[str]] = {}
         self._maps: dict[int, dict[int, int]] = {}
         self._windows: dict[int, dict[str, list[int]]] = {}
+
+    def _keys(self, lines: list[str]) -> list[str]:
+        # Versions of one file share most of their lines: each text is normalized once.
+        memo = self._memo
+        out = []
+        for line in lines:
+            key = memo.get(line)
+            if key is None:
+                key = memo[line] = _key(line)
+            out.append(key)
+        return out
+
+    def lines(self, version: int) -> list[str]:
+        """The lines of a stored version (split when first needed)."""
+        if version not in self._lines:
+            self._lines[version] = _split(self._versions[version][1])
+        return self._lines[version]
 
     def version_for(self, when: datetime | None, ranges: Sequence[_Range]) -> int | None:
         """The stored version a record was made on: every range hashes alike there;
         the closest in time when several do."""
-        order: Sequence[int] = range(len(self.versions))
+        order: Sequence[int] = range(len(self._versions))
         if when is not None:
-            order = sorted(order, key=lambda i: abs((self.versions[i][0] - when).total_seconds()))
+            order = sorted(order, key=lambda i: abs((self._versions[i][0] - when).total_seconds()))
         for i in order:
-            lines = self.versions[i][1]
+            lines = self.lines(i)
             if all(_window_hash(lines, r.start, r.end) == r.content_hash for r in ranges):
                 return i
         return None
@@ -380,14 +414,11 @@ class _Matcher:
     def mapping(self, version: int) -> dict[int, int]:
         """0-based line of the version → 0-based line today, for lines a diff keeps."""
         if version not in self._maps:
-            old = [_key(line) for line in self.versions[version][1]]
+            old = self._keys(self.lines(version))
             if old == self.cur_keys:  # unchanged since: no diff needed
                 self._maps[version] = {i: i for i in range(len(old))}
             else:
-                sm = difflib.SequenceMatcher(None, old, self.cur_keys, autojunk=False)
-                self._maps[version] = {
-                    a + k: b + k for a, b, size in sm.get_matching_blocks() for k in range(size)
-                }
+                self._maps[version] = _line_map(old, self.cur_keys)
         return self._maps[version]
 
     def occurrences(self, length: int, content_hash: str) -> list[int]:
@@ -596,10 +627,17 @@ def why(
 
     matcher = _Matcher(current, access.store.history(access.object_id(rel)) if ranges else [])
     claims: dict[int, list[tuple[int, str, MatchKind]]] = {}
+    want = _key(current[line - 1]) if line is not None else ""
     for order, rs in enumerate(ranges):
         if not rs:
             continue
         version = matcher.version_for(times[order], rs)
+        if line is not None and version is not None:
+            # One line asked: a record whose ranges never held that text cannot have
+            # written it, wherever it moved; no diff is needed to say so.
+            held = matcher.lines(version)
+            if not any(_key(held[i]) == want for r in rs for i in range(r.start - 1, r.end)):
+                continue
         for r in rs:
             for n, kind in matcher.lines_of(r, version):
                 claims.setdefault(n, []).append((order, r.key, kind))
