@@ -215,11 +215,17 @@ def test_the_context_at_the_records_turn_is_rebuilt_exactly(gov: Path):
     edit(gov, rel, new + "a = 1\nb = 2\n", session_id="nobody", extra_metadata={"turn": 1})
     edit(gov, rel, new + "a = 1\nb = 2\nc = 3\n", session_id="s-ctx",
          extra_metadata={"turn": 3, "context_id": "not-this-one"})  # fmt: skip
+    edit(gov, rel, new + "a = 1\nb = 2\nc = 3\nd = 4\n", session_id="s-ctx")
     m = len(new.splitlines())
-    notes = [ws.why(rel, k).record_for(k).context_note for k in (m + 1, m + 2, m + 3)]  # type: ignore[union-attr]
+    notes = [ws.why(rel, k).record_for(k).context_note for k in range(m + 1, m + 5)]  # type: ignore[union-attr]
     assert "no context was recorded at turn 2" in notes[0]
     assert "'nobody' is not in this store" in notes[1]
     assert "not the recorded context id" in notes[2]
+    assert "names no turn" in notes[3]
+    rebuilt = [ws.why(rel, k).context(k) for k in range(m + 1, m + 5)]
+    assert rebuilt[0] is None and rebuilt[1] is None and rebuilt[3] is None
+    # Rebuilt all the same when the recorded id differs: the note says so.
+    assert rebuilt[2] is not None and rebuilt[2].hash == seen.hash
     # The CLI prints the rebuilt context on request.
     code, out, _ = run_cli(["why", f"{gov / rel}:{n}", "-w", str(gov), "--context"])
     assert code == 0 and seen.to_text().strip().splitlines()[0] in out

@@ -329,3 +329,14 @@ def test_cherry_pick_onto_another_branch(repo: Repo):
     text = "\n".join(repo.lines())
     assert "a2_tail()" in text and "h1_a" not in text and "def h2" not in text
     check(repo)
+
+
+def test_a_checkout_of_another_branch_indexed_in_between(repo: Repo):
+    """Another branch's version of the file enters the store (indexed while it was
+    checked out); back on main, every line still resolves."""
+    git(repo.root, "checkout", "-q", "-b", "elsewhere", commits(repo)["base"])
+    repo.write(["completely = 'different'  # other"] * 3)
+    git(repo.root, "commit", "-q", "-am", "elsewhere")
+    repo.ws.index(progress=False)
+    git(repo.root, "checkout", "-q", "main")
+    check(repo)

@@ -519,8 +519,12 @@ def _rebuild_contexts(access: Access, records: Sequence[RecordWhy]) -> None:
     done: dict[tuple[str, int], tuple[Context | None, str]] = {}
     for rec in records:
         if rec.session_id is None or rec.turn is None:
-            if rec.context_id:
-                rec.context_note = "the record names no session and turn to rebuild it from"
+            if rec.context_id or rec.session_id:
+                rec.context_note = (
+                    "not rebuilt: the record names no "
+                    + ("session" if rec.session_id is None else "turn")
+                    + " (metadata.turn is written for changes made in a ctxnb session)"
+                )
             continue
         where = (rec.session_id, rec.turn)
         if where not in done:
