@@ -17,6 +17,7 @@ from pathlib import Path
 
 import pytest
 from conftest import git
+from test_govern_engine import INTENTS
 
 from ctxnb import Workspace
 from ctxnb.cli import main
@@ -25,13 +26,6 @@ from ctxnb.govern import init_governance
 from ctxnb.govern.ledger import TraceLedger, build_trace_record
 from ctxnb.tools.patching import changed_line_ranges
 
-INTENTS = """\
-active_intents:
-  - id: INT-001
-    name: Inventory reorder rules
-    status: active
-    owned_scope: ["inventory/**", "tests/**"]
-"""
 MODEL = "anthropic/claude-test"
 
 
@@ -403,3 +397,22 @@ def test_a_blank_line_is_told_apart_from_another_blank_line_at_its_old_place(gov
     got = {lw.line: lw.record for lw in result.lines}
     assert got == {1: None, 2: None, 3: None, 4: rec["id"], 5: None, 6: None}
     assert result.line(4).match == "moved"
+
+
+def test_a_workspace_below_the_git_root(tmp_path: Path):
+    """Records name files relative to the git top level; the workspace is a folder in it."""
+    top = tmp_path / "mono"
+    ws_root = top / "services" / "api"
+    ws_root.mkdir(parents=True)
+    git(top, "init", "-q", "-b", "main")
+    init_governance(ws_root)
+    (ws_root / "a.py").write_text("x = 1\n")
+    git(top, "add", "-A")
+    git(top, "commit", "-qm", "init")
+    rec = edit(ws_root, "a.py", "x = 1\ny = 2\n")
+    assert rec["files"][0]["path"] == "services/api/a.py"
+    with Workspace.open(ws_root) as ws:
+        result = ws.why("a.py")
+    assert [lw.record for lw in result.lines] == [None, rec["id"]]
+    assert result.path == "a.py"
+    assert result.records[rec["id"]].revision == git(top, "rev-parse", "HEAD")

@@ -217,9 +217,9 @@ def commits(repo: Repo) -> dict[str, str]:
     return {subject: sha for sha, subject in (ln.split(" ", 1) for ln in out.splitlines())}
 
 
-def sequence_editor(tmp: Path, body: str) -> str:
-    """A GIT_SEQUENCE_EDITOR that rewrites the todo list with ``body`` (python code over
-    the list ``todo`` of its lines)."""
+def rebase_todo(repo: Repo, onto: str, tmp: Path, body: str) -> None:
+    """``git rebase -i onto`` with the todo list rewritten by ``body`` (python code over
+    the list ``todo`` of its lines); squashed messages are kept as git proposes them."""
     script = tmp / "edit_todo.py"
     script.write_text(
         "import sys\n"
@@ -228,7 +228,8 @@ def sequence_editor(tmp: Path, body: str) -> str:
         f"{body}\n"
         "open(path, 'w').write('\\n'.join(todo) + '\\n')\n"
     )
-    return f"{sys.executable} {script}"
+    editor = f"{sys.executable} {script}"
+    git(repo.root, "rebase", "-q", "-i", onto, GIT_SEQUENCE_EDITOR=editor, GIT_EDITOR="true")
 
 
 def test_before_any_rewrite(repo: Repo):
@@ -258,31 +259,14 @@ def test_rebase_onto_a_moved_base(repo: Repo):
 
 def test_squash_everything(repo: Repo, tmp_path: Path):
     base = commits(repo)["base"]
-    todo = "todo = todo[:1] + ['squash' + t[4:] for t in todo[1:]]"
-    git(
-        repo.root,
-        "rebase",
-        "-q",
-        "-i",
-        base,
-        GIT_SEQUENCE_EDITOR=sequence_editor(tmp_path, todo),
-        GIT_EDITOR="true",
-    )
+    rebase_todo(repo, base, tmp_path, "todo = todo[:1] + ['squash' + t[4:] for t in todo[1:]]")
     assert git(repo.root, "rev-list", "--count", "HEAD") == "2"
     check(repo)
 
 
 def test_reorder(repo: Repo, tmp_path: Path):
     base = commits(repo)["base"]
-    todo = "todo[1], todo[2] = todo[2], todo[1]"  # A1 after H2
-    git(
-        repo.root,
-        "rebase",
-        "-q",
-        "-i",
-        base,
-        GIT_SEQUENCE_EDITOR=sequence_editor(tmp_path, todo),
-    )
+    rebase_todo(repo, base, tmp_path, "todo[1], todo[2] = todo[2], todo[1]")  # A1 after H2
     subjects = git(repo.root, "log", "--reverse", "--format=%s").splitlines()
     assert subjects == ["base", "H1", "H2", "A1", "A2"]
     check(repo)
