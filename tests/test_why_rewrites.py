@@ -20,6 +20,8 @@ import sys
 from pathlib import Path
 
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from ctxnb import Workspace
 from ctxnb.govern import init_governance
@@ -324,3 +326,73 @@ def test_a_checkout_of_another_branch_indexed_in_between(repo: Repo):
     repo.ws.index(progress=False)
     git(repo.root, "checkout", "-q", "main")
     check(repo)
+
+
+# -- random edit sequences ----------------------------------------------------------------------
+EDIT = st.tuples(
+    st.sampled_from(["ai", "human", "unrecorded", "unrecorded-indexed"]),
+    st.sampled_from(["insert", "replace", "delete"]),
+    st.integers(0, 10_000),  # where, modulo the file's length
+    st.integers(1, 4),  # how many lines
+)
+
+
+@settings(
+    max_examples=25, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
+@given(steps=st.lists(EDIT, min_size=1, max_size=8))
+def test_random_edit_sequences_resolve_every_line_to_its_writer(
+    tmp_path_factory: pytest.TempPathFactory, steps
+):
+    """Recorded and unrecorded edits at random places (unrecorded ones add blank lines
+    too, and some are indexed into the store): every line resolves to the record that
+    wrote it, and no line to a record that did not. Each written line is unique, so its
+    writer is known; a blank line is never an AI's or a recorded human's."""
+    root = tmp_path_factory.mktemp("random")
+    init_governance(root)
+    ws = Workspace.open(root)
+    ledger = TraceLedger(root / ".orchestration" / "agent_trace.jsonl")
+    lines = [f"base_{i} = {i}" for i in range(12)]
+    (root / FILE).write_text("\n".join(lines) + "\n")
+    ws.observe([FILE])
+    owner: dict[str, str | None] = {}
+    for k, (who, kind, where, count) in enumerate(steps):
+        old = "\n".join(lines) + "\n" if lines else ""
+        at = where % (len(lines) + 1)
+        fresh = [f"{who.split('-')[0]}_{k}_{j} = {j}" for j in range(count)]
+        if who.startswith("unrecorded"):
+            fresh.insert(count // 2, "")
+        if kind == "insert" or not lines:
+            lines[at:at] = fresh
+        elif kind == "replace":
+            lines[at : at + count] = fresh
+        else:
+            del lines[at : at + count]
+            fresh = []
+        new = "\n".join(lines) + "\n" if lines else ""
+        (root / FILE).write_text(new)
+        rid = None
+        if who in ("ai", "human") and new and changed_line_ranges(old, new):
+            rec = build_trace_record(
+                file_path=FILE,
+                ranges=changed_line_ranges(old, new),
+                new_text=new,
+                intent_id="INT-1",
+                session_id=None,
+                contributor_type=who,  # type: ignore[arg-type]
+                model_id="acme/m" if who == "ai" else None,
+                repo_root=root,
+            )
+            ledger.append(rec)
+            rid = rec["id"]
+        if who != "unrecorded":
+            ws.observe([FILE])
+        owner.update((text, rid) for text in fresh if text)
+    if not lines:
+        return
+    result = ws.why(FILE)
+    for lw in result.lines:
+        want = owner.get(lw.text) if lw.text else None
+        got = result.records[lw.record].record_id if lw.record else None
+        assert got == want, (lw.line, lw.text, steps)
+    ws.close()
