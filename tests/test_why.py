@@ -149,25 +149,28 @@ def test_the_demo_session_every_changed_line_answers_through_the_cli(tmp_path: P
                     )
                 else:
                     assert rec is None, (rel, lw.line, lw.text)
-    # Once through the real command: a new process, isolated, answering in JSON.
+    # Once through the real command: a new process, isolated, answering in JSON for
+    # every line of a changed file.
     rel = "tests/test_models.py"
-    n = max(changed[rel])
     proc = subprocess.run(
-        [sys.executable, "-I", "-m", "ctxnb", "why", f"{rel}:{n}", "-w", str(root), "--json"],
+        [sys.executable, "-I", "-m", "ctxnb", "why", rel, "-w", str(root), "--json"],
         capture_output=True,
         text=True,
         timeout=120,
     )
     assert proc.returncode == 0, proc.stderr
     data = json.loads(proc.stdout)
-    [line] = data["lines"]
-    assert line["line"] == n and line["record"] is not None
-    rec = data["records"][line["record"]]
-    assert (rec["model_id"], rec["intent_id"], rec["tool"]) == (
-        "example/scripted-agent",
-        "INT-001",
-        "write_file",
-    )
+    assert data["path"] == rel and data["asked"] is None
+    answered = {ln["line"]: ln["record"] for ln in data["lines"]}
+    assert {n for n, key in answered.items() if key is not None} == changed[rel]
+    for n in changed[rel]:
+        rec = data["records"][answered[n]]
+        assert (rec["model_id"], rec["intent_id"], rec["tool"], rec["session_id"]) == (
+            "example/scripted-agent",
+            "INT-001",
+            "write_file",
+            "demo-agent",
+        )
 
 
 # -- the context the model had -------------------------------------------------------------------
@@ -416,3 +419,24 @@ def test_a_workspace_below_the_git_root(tmp_path: Path):
     assert [lw.record for lw in result.lines] == [None, rec["id"]]
     assert result.path == "a.py"
     assert result.records[rec["id"]].revision == git(top, "rev-parse", "HEAD")
+
+
+def test_line_endings_and_trailing_blanks_do_not_break_a_match(gov: Path):
+    """The content hash ignores CRLF and trailing blanks; so does the line match."""
+    rel = "inventory/crlf.py"
+    (gov / rel).write_bytes(b"a = 1\r\nb = 2\r\n")
+    with Workspace.open(gov) as ws:
+        ws.observe([rel])
+    path = gov / rel
+    old = path.read_bytes().decode()
+    new = old + "def f():\r\n    return 3\r\n"
+    path.write_bytes(new.encode())
+    rec = append(gov, file_path=rel, ranges=changed_line_ranges(old, new), new_text=new)
+    with Workspace.open(gov) as ws:
+        ws.observe([rel])
+    # Re-saved with LF endings, trailing blanks added, and a line inserted on top.
+    path.write_bytes(b"import os\n" + new.replace("\r\n", "\n").replace("f():", "f():  ").encode())
+    with Workspace.open(gov) as ws:
+        result = ws.why(rel)
+    assert [lw.record for lw in result.lines] == [None, None, None, rec["id"], rec["id"]]
+    assert {result.line(4).match, result.line(5).match} == {"moved"}
