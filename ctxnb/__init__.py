@@ -107,6 +107,7 @@ _LAZY: dict[str, str] = {
     "ToolCallObject": "ctxnb.model",
     "TxRecord": "ctxnb.store",
     "Version": "ctxnb.store",
+    "WhyResult": "ctxnb.govern.why",
     "Workspace": "ctxnb.workspace",
     "default_filesystem_id": "ctxnb.resolver",
     "doc_path": "ctxnb.resolver",
@@ -163,6 +164,7 @@ if TYPE_CHECKING:  # pragma: no cover - for type checkers and IDEs only
     from .govern.engine import HookEngine
     from .govern.intents import init_governance
     from .govern.ledger import TraceLedger
+    from .govern.why import WhyResult
     from .indexer import IndexReport, IndexResult, index_deletion, index_file, index_tree
     from .markdown_links import extract_markdown_links
     from .model import (

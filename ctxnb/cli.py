@@ -59,6 +59,15 @@ def _workspace(path: str | None):  # type: ignore[no-untyped-def]
     return Workspace.open(path or os.getcwd())
 
 
+def workspace_path(ws: Any, file: str) -> str:
+    """A FILE argument as the workspace names it: a path that exists from the current
+    directory (or an absolute one) is made relative to the workspace root; any other is
+    taken as relative to the root already."""
+    if os.path.isabs(file) or os.path.exists(file):
+        return os.path.relpath(os.path.abspath(file), ws.root)
+    return file
+
+
 @command("index", help="index a workspace and print what changed")
 @arg("path", nargs="?", default=None, help="workspace directory (default: current)")
 @arg("--json", action="store_true", help="print the report as JSON")
@@ -86,9 +95,7 @@ def _cmd_history(ns: argparse.Namespace) -> int:
     from .indexer import is_deleted
 
     with _workspace(ns.workspace) as ws:
-        path = ns.file
-        if os.path.isabs(path) or os.path.exists(path):
-            path = os.path.relpath(os.path.abspath(path), ws.root)
+        path = workspace_path(ws, ns.file)
         versions = ws.history(path)
         if not versions:
             from .errors import NotFoundError
@@ -127,9 +134,7 @@ def _cmd_restore(ns: argparse.Namespace) -> int:
     """A human's undo: governed like a write (path policy, trace record with contributor
     ``human``), but not bound to an intent's scope unless ``--intent`` is given."""
     with _workspace(ns.workspace) as ws:
-        path = ns.file
-        if os.path.isabs(path) or os.path.exists(path):
-            path = os.path.relpath(os.path.abspath(path), ws.root)
+        path = workspace_path(ws, ns.file)
         session = ws.session("cli-restore")
         tools = ws.tools(session, caller="cli")
         engine = getattr(tools, "engine", None)
@@ -236,6 +241,7 @@ _PLUGIN_MODULES: dict[str, str] = {
     "replay": "ctxnb.replay.cli",
     "sandbox": "ctxnb.govern.cli",
     "trace": "ctxnb.govern.cli",
+    "why": "ctxnb.govern.cli",
 }
 
 

@@ -29,6 +29,7 @@ if TYPE_CHECKING:
     from datetime import datetime
 
     from .govern.approval import Approver
+    from .govern.why import WhyResult
     from .indexer import IndexReport
     from .session import Session
     from .tools.filetools import FileTools
@@ -116,6 +117,40 @@ class Workspace(Access):
     def history(self, path: str | os.PathLike[str]) -> list[Version]:
         """Every stored version of a file, oldest first."""
         return self.store.history(self.object_id(path))
+
+    def why(
+        self, path: str | os.PathLike[str], line: int | None = None, *, context: bool = True
+    ) -> WhyResult:
+        """Which Agent Trace record wrote each line of a file (or one line), and why.
+
+        The contributor, intent, tool, mutation class, approval, session and turn of
+        the change, and the context the model had then, rebuilt from the store. Lines
+        are matched to records by content, so the answer survives edits and history
+        rewrites; see :mod:`ctxnb.govern.why`.
+
+        Args:
+            path: the file, relative to the workspace or absolute.
+            line: one 1-based line; every line of the file when None.
+            context: rebuild each record's context from the store.
+
+        Raises:
+            NotFoundError: the workspace is not governed, no such file, no such line.
+            PolicyError: the path is refused.
+
+        Example:
+            >>> import pathlib, tempfile
+            >>> from ctxnb.govern import init_governance
+            >>> root = pathlib.Path(tempfile.mkdtemp())
+            >>> _ = init_governance(root)
+            >>> _ = (root / "a.py").write_text("x = 1\\n")
+            >>> print(Workspace.open(root).why("a.py", 1))  # doctest: +NORMALIZE_WHITESPACE
+            a.py:1: x = 1
+              no trace record wrote this line (written outside a recorded
+              change, or changed since by someone no record names)
+        """
+        from .govern.why import why
+
+        return why(self, os.fspath(path), line, context=context)
 
     # -- sessions ---------------------------------------------------------------------------
     def session(

@@ -1,4 +1,5 @@
-"""The governance commands: ``ctxnb init-governance``, ``ctxnb trace``, ``ctxnb sandbox``.
+"""The governance commands: ``ctxnb init-governance``, ``ctxnb trace``, ``ctxnb why``,
+``ctxnb sandbox``.
 
 ``ctxnb sandbox exec`` is what a Claude Code Bash call runs, so this module imports
 only the command-line framework; each command imports what it needs.
@@ -20,7 +21,7 @@ import os
 import sys
 from typing import Any
 
-from ..cli import _out, arg, command
+from ..cli import _out, _workspace, arg, command, workspace_path
 
 __all__: list[str] = []
 
@@ -69,6 +70,41 @@ def _cmd_trace(ns: argparse.Namespace) -> int:
         return 0
     sys.stderr.write(f"{ledger}:{report.first_bad_line}: {report.message}\n")
     return 1
+
+
+@command(
+    "why",
+    help="which trace record wrote each line of a file (or FILE:LINE): contributor, intent, "
+    "tool, approval, session, turn and the context the model had",
+)
+@arg("file", metavar="FILE[:LINE]", help="a file, relative or absolute; :LINE for one line")
+@arg("-w", "--workspace", default=None, help="workspace directory (default: current)")
+@arg("--json", action="store_true", help="print the answer as JSON")
+@arg(
+    "--context",
+    action="store_true",
+    help="also print the context each record's model had, rebuilt from the store",
+)
+def _cmd_why(ns: argparse.Namespace) -> int:
+    """Lines are matched to records by content, so the answer survives edits and history
+    rewrites (rebase, squash, amend, cherry-pick); a line no record wrote says so."""
+    file, line = ns.file, None
+    head, sep, tail = file.rpartition(":")
+    if sep and head and tail.isdigit() and not os.path.exists(file):
+        file, line = head, int(tail)
+    with _workspace(ns.workspace) as ws:
+        result = ws.why(workspace_path(ws, file), line, context=True)
+    if ns.json:
+        _out(result.to_json(context_text=ns.context))
+        return 0
+    _out(str(result))
+    if ns.context:
+        for key, rec in result.records.items():
+            if rec.context is not None:
+                # Assembled text is redacted as it is built (ctxnb.context).
+                _out(f"\n--- context of record {key} (session {rec.session_id}, turn {rec.turn})")
+                _out(rec.context.to_text())
+    return 0
 
 
 @command(
