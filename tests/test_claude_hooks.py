@@ -523,6 +523,7 @@ def test_pre_tool_use_imports_nothing_heavy(name, ws, payloads):
 # must be added here on purpose (and measured with `python bench/hooks.py`).
 POLICY_PATH_MODULES = {
     "ctxnb",
+    "ctxnb._defaults",
     "ctxnb._lazy",
     "ctxnb._version",
     "ctxnb._wildmatch",

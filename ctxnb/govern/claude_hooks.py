@@ -76,11 +76,11 @@ from pathlib import Path
 from types import ModuleType
 from typing import TYPE_CHECKING, Any
 
+from .._defaults import DEFAULT_BREAKER_THRESHOLD, UNKNOWN_COMMAND_DEFAULT
 from ..access.rules import DEFAULT_DENY, GOVERNANCE, MAX_PATH_BYTES, map_mount_prefix
 from ..errors import ConfigError, CtxnbError, PolicyError
-from .breaker import DEFAULT_BREAKER_THRESHOLD, BreakerState
+from .breaker import BreakerState
 from .core import (
-    UNKNOWN_COMMAND_DEFAULT,
     IntentLike,
     IntentView,
     check_mutation,

@@ -29,7 +29,7 @@ from __future__ import annotations
 import posixpath
 from collections.abc import Mapping, Sequence
 from functools import lru_cache
-from typing import TYPE_CHECKING, Any, Final, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 from ..errors import PolicyError
 
@@ -40,7 +40,6 @@ if TYPE_CHECKING:
 
 __all__ = [
     "NO_INTENT_MESSAGE",
-    "UNKNOWN_COMMAND_DEFAULT",
     "IntentLike",
     "IntentView",
     "check_mutation",
@@ -52,9 +51,6 @@ __all__ = [
 
 NO_INTENT_MESSAGE = "You must cite a valid active Intent ID before mutating tools."
 """The refusal of a mutating call made before any intent was selected."""
-
-UNKNOWN_COMMAND_DEFAULT: Final = "DESTRUCTIVE"
-"""How a command the risk classifier does not know is treated, unless configured."""
 
 
 class IntentLike(Protocol):
