@@ -355,8 +355,8 @@ class Summarize:
     """Older items are shown as a summary; the last ``keep_last`` stay whole.
 
     The summary comes from a pluggable summarizer, anything with the
-    :class:`~ctxnb.tools.summarize.Summarizer` signature ``(label, text, max_tokens) ->
-    str``: by default ctxnb's extractive :class:`~ctxnb.tools.summarize.OutlineSummarizer`
+    :class:`~ctxnb.summaries.Summarizer` signature ``(label, text, max_tokens) ->
+    str``: by default ctxnb's extractive :class:`~ctxnb.summaries.OutlineSummarizer`
     (a code outline, or the first and last lines of other text), no model involved;
     :class:`ctxnb.llm.LiteLLMSummarizer` asks a model through litellm and counts its
     tokens and dollars. Each item is summarized once (summaries are kept per content),
@@ -398,7 +398,7 @@ class Summarize:
                 "Summarize needs keep_last >= 0, block >= 1 and max_tokens >= 1, got "
                 f"{keep_last}, {block}, {max_tokens}"
             )
-        from .tools.summarize import OutlineSummarizer
+        from .summaries import OutlineSummarizer
 
         self.keep_last = keep_last
         self.max_tokens = max_tokens

@@ -55,6 +55,7 @@ from ..indexer import decode_bytes, is_deleted
 from ..redaction import MARK as REDACTION_MARK
 from ..redaction import line_redactor, redact, redact_data, redact_text
 from ..resolver import doc_path as make_doc_path
+from ..summaries import OutlineSummarizer, Summarizer, fit_tokens
 from .audit import AuditLog, audit_args, audit_record
 from .patching import (
     FilePatch,
@@ -66,7 +67,6 @@ from .patching import (
 )
 from .results import DiffResult, PatchResult, ReadResult, SearchHits, VersionInfo
 from .schemas import TOOL_INFO, ToolInfo, tool_schemas
-from .summarize import OutlineSummarizer, Summarizer, fit_tokens
 
 if TYPE_CHECKING:
     from ..access.door import Access
