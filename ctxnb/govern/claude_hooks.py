@@ -788,7 +788,7 @@ def _check_bash(ctx: _Context, tool_input: Mapping[str, Any]) -> HookResult:
         raise PayloadError("a Bash call needs tool_input.command (a string)")
     if not command.strip():
         return HookResult()
-    from .risk import classify_command
+    from ..command_risk import classify_command
 
     intent: IntentLike | None = None
     intent_id = ctx.session_intent()

@@ -27,9 +27,9 @@ from typing import TYPE_CHECKING, Any
 from ..access.door import own_roots
 from ..access.fdio import PathPolicy
 from ..access.rules import DEFAULT_DENY
+from ..command_risk import classify_command
 from ..embedding import DEFAULT, HybridIndex
 from ..errors import CtxnbError, NotFoundError, PolicyError
-from ..govern.risk import classify_command
 from ..ignore import TreeIgnores
 from ..markdown_links import MarkdownLink, extract_markdown_links
 from ..skills import SKILL_DIRS, Skill, SkillSet, discover_skills
