@@ -529,7 +529,7 @@ POLICY_PATH_MODULES = {
     "ctxnb._wildmatch",
     "ctxnb.access",
     "ctxnb.access.fdio",
-    "ctxnb.access.rules",
+    "ctxnb.access.pathrules",
     "ctxnb.cli",
     "ctxnb.errors",
     "ctxnb.govern",

@@ -77,7 +77,7 @@ from types import ModuleType
 from typing import TYPE_CHECKING, Any
 
 from .._defaults import DEFAULT_BREAKER_THRESHOLD, UNKNOWN_COMMAND_DEFAULT
-from ..access.rules import DEFAULT_DENY, GOVERNANCE, MAX_PATH_BYTES, map_mount_prefix
+from ..access.pathrules import DEFAULT_DENY, GOVERNANCE, MAX_PATH_BYTES, map_mount_prefix
 from ..errors import ConfigError, CtxnbError, PolicyError
 from .breaker import BreakerState
 from .core import (
@@ -89,7 +89,7 @@ from .core import (
 
 if TYPE_CHECKING:
     from ..access.fdio import PathPolicy
-    from ..access.rules import SafePath
+    from ..access.pathrules import SafePath
 
 __all__ = [
     "EVENTS",

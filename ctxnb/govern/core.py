@@ -36,7 +36,7 @@ from ..errors import PolicyError
 if TYPE_CHECKING:
     from .._wildmatch import GlobList
     from ..access.fdio import PathPolicy
-    from ..access.rules import SafePath
+    from ..access.pathrules import SafePath
 
 __all__ = [
     "NO_INTENT_MESSAGE",

@@ -26,7 +26,7 @@ from typing import TYPE_CHECKING, Any
 
 from ..access.door import own_roots
 from ..access.fdio import PathPolicy
-from ..access.rules import DEFAULT_DENY
+from ..access.pathrules import DEFAULT_DENY
 from ..command_risk import classify_command
 from ..embedding import DEFAULT, HybridIndex
 from ..errors import CtxnbError, NotFoundError, PolicyError

@@ -169,7 +169,7 @@ class CommandEffects:
     def keep(self, intent: Intent | None) -> Any:
         """The sandbox's ``keep``: None when a change to ``rel`` may be committed."""
         policy = self.engine.tools.policy
-        from ..access.rules import governance_reason
+        from ..access.pathrules import governance_reason
 
         def keep(rel: str) -> str | None:
             reason = governance_reason(rel)

@@ -41,7 +41,7 @@ from pydantic import BaseModel, ValidationError
 
 from ..access.docpath import find_document
 from ..access.fdio import PathPolicy
-from ..access.rules import SafePath
+from ..access.pathrules import SafePath
 from ..errors import (
     CtxnbError,
     NotFoundError,
