@@ -505,7 +505,7 @@ class RulesTiered:
 
     Args:
         base: the strategy for everything that is not a rule.
-        rules: a :class:`~ctxnb.rules.RulesTracker` (anything with ``rule_ids()``: its
+        rules: a :class:`~ctxnb.instructions.RulesTracker` (anything with ``rule_ids()``: its
             loads are followed as they happen) or a fixed collection of object ids.
 
     Example:

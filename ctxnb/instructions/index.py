@@ -1,10 +1,10 @@
-"""Rules discovery: the rules files of a workspace, their links, skills, and shell paths.
+"""The index of a workspace's instruction files: rules files, their links, skills, shell paths.
 
 :class:`RulesIndex` finds every ``AGENTS.md`` (and ``CLAUDE.md``) of a workspace,
 indexes the markdown links in them (and the skills) for BM25 matching, and finds the
 paths a shell command touches. Every read goes through the workspace's path policy:
 a link to ``.env``, to a symbolic link or out of the workspace is never offered.
-:mod:`ctxnb.rules.tracker` decides what to load into a session.
+:mod:`ctxnb.instructions.tracker` decides what to load into a session.
 
 Example:
     >>> import tempfile
