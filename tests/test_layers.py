@@ -12,6 +12,7 @@ do not count. ``tests/test_imports.py`` builds the graph; this test orders it.
 
 from __future__ import annotations
 
+import re
 from fnmatch import fnmatchcase
 from pathlib import Path
 
@@ -217,3 +218,25 @@ def test_the_allow_list_holds_only_imports_that_exist() -> None:
     for pair, reason in ALLOWED_UPWARD.items():
         assert ORDER.index(wing_of(pair[1])) < ORDER.index(wing_of(pair[0])), pair
         assert reason.strip(), pair
+
+
+def _documented_wings() -> dict[str, set[str]]:
+    """docs/architecture.md's table: wing -> the module names its "holds" cell lists."""
+    rows: dict[str, set[str]] = {}
+    for line in (REPO / "docs" / "architecture.md").read_text().splitlines():
+        cells = [c.strip() for c in line.strip().strip("|").split("|")]
+        if len(cells) < 2 or not re.fullmatch(r"\*\*\w+\*\*", cells[0]):
+            continue
+        names = set()
+        for path in re.findall(r"`([^`]+)`", cells[1]):
+            name = path.rstrip("/").removesuffix(".py").replace("/", ".")
+            names.add(name.removesuffix(".__init__"))
+        rows[cells[0].strip("*")] = names
+    return rows
+
+
+def test_the_architecture_page_draws_this_map() -> None:
+    documented = _documented_wings()
+    assert list(documented) == ORDER, "docs/architecture.md lists the wings in this order"
+    for wing, entries in WINGS.items():
+        assert documented[wing] == set(entries), wing

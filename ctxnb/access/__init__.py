@@ -6,7 +6,7 @@
 * :mod:`ctxnb.access.observe`: "changed? write a version" (:func:`observe`), the only
   way file bytes enter the store.
 
-Names load on first use, so the Claude Code hook can import the rules alone.
+Names load on first use, so the Claude Code hook can import the path rules alone.
 
 Example:
     >>> from ctxnb.access import DEFAULT_DENY
