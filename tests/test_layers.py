@@ -5,13 +5,15 @@ docs/architecture.md draws), and the wings are ordered top to bottom. A module m
 import from its own wing and from any wing below it, never from a wing above: the
 lower wings are understood and tested without the upper ones, and a change in an upper
 wing cannot break a lower one. Imports are read with :mod:`ast` from each module's
-text, at module level and inside functions alike (a lazy import still runs);
-imports under ``if TYPE_CHECKING:`` name a type for the checker and never run, so they
-do not count. ``tests/test_imports.py`` builds the graph; this test orders it.
+text, at module level and inside functions alike (a lazy import still runs), and so
+are the modules behind a package's lazy exports (``lazy_exports``); imports under
+``if TYPE_CHECKING:`` name a type for the checker and never run, so they do not count.
+``tests/test_imports.py`` builds the graph; this test orders it.
 """
 
 from __future__ import annotations
 
+import ast
 import re
 from fnmatch import fnmatchcase
 from pathlib import Path
@@ -139,13 +141,40 @@ def wing_of(module: str) -> str:
     return wing
 
 
+def lazy_targets(name: str, path: Path) -> list[tuple[int, str]]:
+    """(line, module) for each name a package exports lazily (``lazy_exports``): it runs
+    an import on first use, so it counts as one."""
+    tree = ast.parse(path.read_text())
+    maps = {
+        node.args[1].id
+        for node in ast.walk(tree)
+        if isinstance(node, ast.Call)
+        and getattr(node.func, "id", "") == "lazy_exports"
+        and len(node.args) > 1
+        and isinstance(node.args[1], ast.Name)
+    }
+    found: list[tuple[int, str]] = []
+    for node in tree.body:
+        target = node.target if isinstance(node, ast.AnnAssign) else None
+        if isinstance(node, ast.Assign) and len(node.targets) == 1:
+            target = node.targets[0]
+        value = getattr(node, "value", None)
+        if not (isinstance(target, ast.Name) and target.id in maps and isinstance(value, ast.Dict)):
+            continue
+        for v in value.values:
+            if isinstance(v, ast.Constant) and isinstance(v.value, str):
+                module = v.value if v.value.startswith("ctxnb") else f"{name}.{v.value}"
+                found.append((v.lineno, module))
+    return found
+
+
 def upward_imports(modules: dict[str, Path] | None = None) -> list[str]:
     """Every import that reaches a higher wing and is not allowed, as a readable line."""
     modules = _modules() if modules is None else modules
     found: list[str] = []
     for name, path in sorted(modules.items()):
         here = wing_of(name)
-        for line, target in module_imports(name, path, modules):
+        for line, target in [*module_imports(name, path, modules), *lazy_targets(name, path)]:
             there = wing_of(target)
             if ORDER.index(there) < ORDER.index(here) and (name, target) not in ALLOWED_UPWARD:
                 shown = path.relative_to(REPO) if path.is_relative_to(REPO) else path.name
@@ -193,11 +222,20 @@ def test_the_checker_finds_upward_imports_anywhere_but_under_type_checking(
         "ctxnb.context": "",
         "ctxnb.govern": "",
         "ctxnb.govern.engine": "from ..store import f\n",  # downward: fine
+        "ctxnb.access": (
+            "from .._lazy import lazy_exports\n"
+            '_EXPORTS = {"PathPolicy": "fdio", "Session": "ctxnb.session"}\n'  # lazy: upward
+            "__getattr__, __dir__ = lazy_exports(__name__, _EXPORTS, globals(), [])\n"
+        ),
+        "ctxnb.access.fdio": "",
+        "ctxnb._lazy": "",
     }
     modules = {name: tmp_path / f"{name.replace('.', '_')}.py" for name in files}
     for name, text in files.items():
         modules[name].write_text(text)
     assert upward_imports(modules) == [
+        "ctxnb_access.py:2: ctxnb.access (access wing) imports ctxnb.session, "
+        "which sits in the session wing above it",
         "ctxnb_access_door.py:1: ctxnb.access.door (access wing) imports ctxnb.context, "
         "which sits in the context wing above it",
         "ctxnb_store.py:6: ctxnb.store (store wing) imports ctxnb.govern.engine, "
