@@ -5,7 +5,7 @@ branching 8: the root, 8 children, 64 grandchildren, ...), each ``AGENTS.md`` ho
 ``--links`` markdown links to docs in its own folder, plus two code files per folder.
 The defaults give 500 rules files and 5,000 links. Then it reports:
 
-1. discovery: :meth:`ctxnb.rules.RulesIndex.discover` over the tree;
+1. discovery: :meth:`ctxnb.instructions.RulesIndex.discover` over the tree;
 2. tier 3, index side: ``index.for_path`` for random code files;
 3. tier 3, tracker side, nothing new to load: ``tracker.on_tool_call`` with a
    ``read_file`` path and with a shell ``cat`` command, after every folder's rules are
@@ -34,7 +34,7 @@ REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
 from ctxnb import Workspace  # noqa: E402
-from ctxnb.rules import RulesIndex, RulesTracker  # noqa: E402
+from ctxnb.instructions import RulesIndex, RulesTracker  # noqa: E402
 
 TOPICS = """api auth billing cache cli config database deploy docs errors events export
 flags forms i18n import jobs logging metrics migrations models network notifications

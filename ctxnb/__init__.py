@@ -44,7 +44,7 @@ from .hashing import content_hash, identity_hash, source_hash, stable_stringify
 # name -> module that defines it; resolved on first attribute access.
 _LAZY: dict[str, str] = {
     "Access": "ctxnb.access.door",
-    "AllRules": "ctxnb.rules",
+    "AllRules": "ctxnb.instructions",
     "Approver": "ctxnb.govern.approval",
     "DiffResult": "ctxnb.tools.results",
     "Observation": "ctxnb.access.observe",
@@ -78,9 +78,9 @@ _LAZY: dict[str, str] = {
     "SearchHits": "ctxnb.tools.results",
     "RecencyWindow": "ctxnb.strategies",
     "RelationStore": "ctxnb.relations",
-    "RulesIndex": "ctxnb.rules",
+    "RulesIndex": "ctxnb.instructions",
     "RulesTiered": "ctxnb.strategies",
-    "RulesTracker": "ctxnb.rules",
+    "RulesTracker": "ctxnb.instructions",
     "Sandbox": "ctxnb.sandbox.runner",
     "Selection": "ctxnb.strategies",
     "Session": "ctxnb.session",
@@ -166,6 +166,7 @@ if TYPE_CHECKING:  # pragma: no cover - for type checkers and IDEs only
     from .govern.ledger import TraceLedger
     from .govern.why import WhyResult
     from .indexer import IndexReport, IndexResult, index_deletion, index_file, index_tree
+    from .instructions import AllRules, RulesIndex, RulesTracker
     from .markdown_links import extract_markdown_links
     from .model import (
         ChatObject,
@@ -177,7 +178,6 @@ if TYPE_CHECKING:  # pragma: no cover - for type checkers and IDEs only
     )
     from .relations import RelationStore
     from .resolver import FilesystemResolver, MountMapping, default_filesystem_id, doc_path
-    from .rules import AllRules, RulesIndex, RulesTracker
     from .samples import copy_sample_workspace
     from .sandbox.runner import Sandbox
     from .session import ResumeReport, Session

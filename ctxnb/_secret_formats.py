@@ -1,6 +1,6 @@
 """The structural layer of :mod:`ctxnb.redaction`: values found by reading a text's format.
 
-The pattern rules (``_secret_rules``) find tokens by their shape and assignments by
+The pattern rules (``_secret_patterns``) find tokens by their shape and assignments by
 their entropy. This layer reads what the text *is* and redacts the value of any key
 whose name says secret, whatever the value looks like (``DB_PASSWORD='Maple orbit12'``
 holds a password though its entropy is low):
@@ -45,7 +45,7 @@ import tomllib
 from collections.abc import Iterator
 from urllib.parse import quote, urlsplit
 
-from ._secret_rules import AWS_EXAMPLES, NAME_IDENT, lines_holding, secret_name
+from ._secret_patterns import AWS_EXAMPLES, NAME_IDENT, lines_holding, secret_name
 
 __all__ = ["STRUCTURAL_RULES", "is_placeholder", "structured_spans"]
 

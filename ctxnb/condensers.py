@@ -41,7 +41,7 @@ class _Blocks:
     """Condensed blocks of one run: (ids, summary), oldest first."""
 
     def __init__(self, summarizer: Summarizer | None, summary_tokens: int) -> None:
-        from .tools.summarize import OutlineSummarizer
+        from .summaries import OutlineSummarizer
 
         self.summarizer = summarizer or OutlineSummarizer()
         self.summary_tokens = summary_tokens

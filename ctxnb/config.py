@@ -41,11 +41,10 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
+from ._defaults import DEFAULT_BREAKER_THRESHOLD, UNKNOWN_COMMAND_DEFAULT
 from ._storelog import COMPACT_AFTER
-from .access.rules import DEFAULT_DENY, MAX_PATH_BYTES
+from .access.pathrules import DEFAULT_DENY, MAX_PATH_BYTES
 from .errors import ConfigError
-from .govern.breaker import DEFAULT_BREAKER_THRESHOLD
-from .govern.core import UNKNOWN_COMMAND_DEFAULT
 
 __all__ = [
     "CONFIG_FILE",

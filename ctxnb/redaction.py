@@ -111,7 +111,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from ._secret_formats import structured_spans
-from ._secret_rules import (
+from ._secret_patterns import (
     KEY_BODY_MIN,
     NAME_IDENT,
     NAME_WORDS,

@@ -52,7 +52,7 @@ from typing import Any
 import yaml
 
 from .access.fdio import FileEntry, PathPolicy
-from .access.rules import DEFAULT_DENY, skills_readable
+from .access.pathrules import DEFAULT_DENY, skills_readable
 from .errors import ConfigError, NotFoundError, PolicyError
 from .markdown_links import MarkdownLink, extract_markdown_links
 
@@ -231,7 +231,7 @@ def discover_skills(
     rules: a skills folder, skill folder or ``SKILL.md`` that is a symbolic link (or
     becomes one while ctxnb reads) or that a deny glob covers yields no skill, and a
     denied file inside a skill is not listed. ``.ctxnb/skills`` is read although
-    ``.ctxnb/`` is denied (:func:`~ctxnb.access.rules.skills_readable`).
+    ``.ctxnb/`` is denied (:func:`~ctxnb.access.pathrules.skills_readable`).
 
     Args:
         root: the workspace root.

@@ -367,8 +367,8 @@ class Summarize:
     """Older items are shown as a summary; the last ``keep_last`` stay whole.
 
     The summary comes from a pluggable summarizer, anything with the
-    :class:`~ctxnb.tools.summarize.Summarizer` signature ``(label, text, max_tokens) ->
-    str``: by default ctxnb's extractive :class:`~ctxnb.tools.summarize.OutlineSummarizer`
+    :class:`~ctxnb.summaries.Summarizer` signature ``(label, text, max_tokens) ->
+    str``: by default ctxnb's extractive :class:`~ctxnb.summaries.OutlineSummarizer`
     (a code outline, or the first and last lines of other text), no model involved;
     :class:`ctxnb.llm.LiteLLMSummarizer` asks a model through litellm and counts its
     tokens and dollars. Each item is summarized once (summaries are kept per content),
@@ -410,7 +410,7 @@ class Summarize:
                 "Summarize needs keep_last >= 0, block >= 1 and max_tokens >= 1, got "
                 f"{keep_last}, {block}, {max_tokens}"
             )
-        from .tools.summarize import OutlineSummarizer
+        from .summaries import OutlineSummarizer
 
         self.keep_last = keep_last
         self.max_tokens = max_tokens
@@ -517,7 +517,7 @@ class RulesTiered:
 
     Args:
         base: the strategy for everything that is not a rule.
-        rules: a :class:`~ctxnb.rules.RulesTracker` (anything with ``rule_ids()``: its
+        rules: a :class:`~ctxnb.instructions.RulesTracker` (anything with ``rule_ids()``: its
             loads are followed as they happen) or a fixed collection of object ids.
 
     Example:

@@ -173,7 +173,7 @@ class Workspace(Access):
             system_prompt: the system prompt (a new version when it differs on resume).
             token_counter: a :class:`~ctxnb.tokens.TokenCounter`, a callable or a name.
             watch: start the background file watcher.
-            rules: follow the workspace's rules files (:func:`~ctxnb.rules.follow_rules`):
+            rules: follow the workspace's rules files (:func:`~ctxnb.instructions.follow_rules`):
                 the root ``AGENTS.md`` pinned in every context, linked docs loaded on a
                 matching user turn or tool query, nested ``AGENTS.md`` files when the agent
                 touches their subtree. ``False`` leaves rules out of this session.
@@ -198,7 +198,7 @@ class Workspace(Access):
             watch=watch,
         )
         if rules:
-            from .rules.tracker import follow_rules
+            from .instructions.tracker import follow_rules
 
             follow_rules(session)
         else:
@@ -246,7 +246,7 @@ class Workspace(Access):
         from .tools.filetools import FileTools
 
         if rules and not session.rules_off:
-            from .rules.tracker import follow_rules
+            from .instructions.tracker import follow_rules
 
             follow_rules(session)
         if (self.root / ".orchestration").is_dir():

@@ -460,7 +460,7 @@ def test_post_hook_records_a_store_version_and_an_audit_line(hooked: Path) -> No
 
 
 def test_rules_links_to_denied_files_and_links_are_never_loaded(tree: tuple[Path, Path]) -> None:
-    from ctxnb.rules import RulesIndex, RulesTracker
+    from ctxnb.instructions import RulesIndex, RulesTracker
 
     root, outside = tree
     (root / "docs").mkdir()

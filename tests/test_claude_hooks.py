@@ -524,12 +524,13 @@ def test_pre_tool_use_imports_nothing_heavy(name, ws, payloads):
 # must be added here on purpose (and measured with `python bench/hooks.py`).
 POLICY_PATH_MODULES = {
     "ctxnb",
+    "ctxnb._defaults",
     "ctxnb._lazy",
     "ctxnb._version",
     "ctxnb._wildmatch",
     "ctxnb.access",
     "ctxnb.access.fdio",
-    "ctxnb.access.rules",
+    "ctxnb.access.pathrules",
     "ctxnb.cli",
     "ctxnb.errors",
     "ctxnb.govern",

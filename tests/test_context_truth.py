@@ -8,8 +8,8 @@ import pytest
 
 from ctxnb import Workspace
 from ctxnb.errors import PolicyError
+from ctxnb.instructions import RulesTracker
 from ctxnb.relations import Node, RelationStore
-from ctxnb.rules import RulesTracker
 from ctxnb.strategies import Selection, StrategyInput
 
 

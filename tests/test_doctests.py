@@ -44,7 +44,7 @@ def test_the_examples_are_many() -> None:
     # Public entry points carry examples (STYLE.md); a sweep that found few would be broken.
     attempted = 0
     for name in (
-        "ctxnb.access.rules",
+        "ctxnb.access.pathrules",
         "ctxnb.access.fdio",
         "ctxnb.access.door",
         "ctxnb.govern.core",

@@ -1,8 +1,8 @@
 """The import graph of ctxnb has no cycle, counting lazy imports inside functions too.
 
 A cycle means two modules each need the other, so neither can be understood or tested
-on its own; the layers (access → store/session → tools → governance → workspace, CLI and
-widgets on top) only ever import downward. Imports under ``if TYPE_CHECKING:`` are left
+on its own. That imports only ever run downward, from wing to wing (docs/architecture.md),
+is kept by tests/test_layers.py over the same graph. Imports under ``if TYPE_CHECKING:`` are left
 out: they name a type for the checker and never run (the lower layers type their
 workspace as :class:`ctxnb.access.Access` all the same, so none of them needs one).
 """
@@ -10,6 +10,7 @@ workspace as :class:`ctxnb.access.Access` all the same, so none of them needs on
 from __future__ import annotations
 
 import ast
+from collections.abc import Collection
 from pathlib import Path
 
 import ctxnb
@@ -27,38 +28,49 @@ def _modules() -> dict[str, Path]:
     return out
 
 
+def module_imports(name: str, path: Path, modules: Collection[str]) -> list[tuple[int, str]]:
+    """(line, ctxnb module) for every import in a module's text that runs.
+
+    Module-level and function-level imports both count; imports under ``if
+    TYPE_CHECKING:`` do not.
+    """
+    package = name.split(".") if path.name == "__init__.py" else name.split(".")[:-1]
+    tree = ast.parse(path.read_text())
+    typing_only = {
+        id(n)
+        for block in ast.walk(tree)
+        if isinstance(block, ast.If) and "TYPE_CHECKING" in ast.unparse(block.test)
+        for stmt in block.body
+        for n in ast.walk(stmt)
+    }
+    found: set[tuple[int, str]] = set()
+    for node in ast.walk(tree):
+        if id(node) in typing_only:
+            continue
+        deps: list[str] = []
+        if isinstance(node, ast.ImportFrom):
+            if node.level:
+                base = package[: len(package) - node.level + 1]
+                target = ".".join(base + ([node.module] if node.module else []))
+            else:
+                target = node.module or ""
+            subs = [f"{target}.{a.name}" for a in node.names]
+            hits = [s for s in subs if s in modules]
+            # `from . import x` imports the submodule x, not the package's other names.
+            deps = hits if len(hits) == len(subs) else [*hits, target]
+        elif isinstance(node, ast.Import):
+            deps = [a.name for a in node.names]
+        found.update((node.lineno, d) for d in deps if d in modules and d != name)
+    return sorted(found)
+
+
 def import_graph() -> dict[str, set[str]]:
     """Module -> the ctxnb modules it imports anywhere in its text."""
     modules = _modules()
-    graph: dict[str, set[str]] = {}
-    for name, path in modules.items():
-        package = name.split(".") if path.name == "__init__.py" else name.split(".")[:-1]
-        deps: set[str] = set()
-        tree = ast.parse(path.read_text())
-        typing_only = {
-            id(n)
-            for block in ast.walk(tree)
-            if isinstance(block, ast.If) and "TYPE_CHECKING" in ast.unparse(block.test)
-            for stmt in block.body
-            for n in ast.walk(stmt)
-        }
-        for node in ast.walk(tree):
-            if id(node) in typing_only:
-                continue
-            if isinstance(node, ast.ImportFrom):
-                if node.level:
-                    base = package[: len(package) - node.level + 1]
-                    target = ".".join(base + ([node.module] if node.module else []))
-                else:
-                    target = node.module or ""
-                subs = [f"{target}.{a.name}" for a in node.names]
-                found = [s for s in subs if s in modules]
-                # `from . import x` imports the submodule x, not the package's other names.
-                deps.update(found if len(found) == len(subs) else [*found, target])
-            elif isinstance(node, ast.Import):
-                deps.update(a.name for a in node.names)
-        graph[name] = {d for d in deps if d in modules and d != name}
-    return graph
+    return {
+        name: {target for _, target in module_imports(name, path, modules)}
+        for name, path in modules.items()
+    }
 
 
 def find_cycle(graph: dict[str, set[str]]) -> list[str] | None:

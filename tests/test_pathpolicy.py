@@ -20,9 +20,9 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import ctxnb.access.fdio as pathpolicy_mod
-import ctxnb.access.rules as rules_mod
+import ctxnb.access.pathrules as rules_mod
 from ctxnb.access.fdio import PathPolicy
-from ctxnb.access.rules import DEFAULT_DENY, TEMP_PREFIX, SafePath
+from ctxnb.access.pathrules import DEFAULT_DENY, TEMP_PREFIX, SafePath
 from ctxnb.errors import ConfigError, NotFoundError, PolicyError
 
 SECRET = b"TOP SECRET outside the workspace"

@@ -110,7 +110,7 @@ def _returned_names(cls: type) -> dict[str, set[str]]:
 
 
 def test_every_type_the_api_returns_is_exported():
-    """From ctxnb, or from the subpackage the returning class belongs to (ctxnb.rules …)."""
+    """From ctxnb, or from the subpackage the returning class belongs to (ctxnb.instructions …)."""
     classes = _classes_defined_in_ctxnb()
     missing = []
     for owner in SURFACE:

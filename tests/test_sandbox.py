@@ -600,7 +600,7 @@ def test_files_over_the_index_limit_are_kept_but_not_stored(env):
     [
         "ctxnb.sandbox",
         "ctxnb.sandbox.plan",
-        "ctxnb.sandbox.observe",
+        "ctxnb.sandbox.changes",
         "ctxnb.sandbox.runner",
         "ctxnb.tools.restore",
     ],

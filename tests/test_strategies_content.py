@@ -19,7 +19,7 @@ from ctxnb.strategies import (
     StrategyInput,
     Summarize,
 )
-from ctxnb.tools.summarize import OutlineSummarizer
+from ctxnb.summaries import OutlineSummarizer
 
 DJANGO = (
     Path(__file__).resolve().parent.parent

@@ -441,7 +441,7 @@ def test_doctests(module: str) -> None:
 
 def test_session_view_shows_why_rules_were_loaded(tmp_path):
     from ctxnb import Workspace, copy_sample_workspace
-    from ctxnb.rules import RulesTracker
+    from ctxnb.instructions import RulesTracker
     from ctxnb.widgets import SessionView
 
     ws = Workspace.open(copy_sample_workspace(tmp_path))

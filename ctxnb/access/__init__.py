@@ -1,12 +1,12 @@
 """The access layer: the one door through which workspace bytes reach ctxnb.
 
-* :mod:`ctxnb.access.rules`: which names may be touched (one :data:`DEFAULT_DENY`,
+* :mod:`ctxnb.access.pathrules`: which names may be touched (one :data:`DEFAULT_DENY`,
   governance's files in :data:`GOVERNANCE`).
 * :mod:`ctxnb.access.fdio`: the race-free descriptor-walk I/O (:class:`PathPolicy`).
 * :mod:`ctxnb.access.observe`: "changed? write a version" (:func:`observe`), the only
   way file bytes enter the store.
 
-Names load on first use, so the Claude Code hook can import the rules alone.
+Names load on first use, so the Claude Code hook can import the path rules alone.
 
 Example:
     >>> from ctxnb.access import DEFAULT_DENY
@@ -23,16 +23,16 @@ from .._lazy import lazy_exports
 if TYPE_CHECKING:
     from .fdio import FileEntry, PathPolicy
     from .observe import Observation, observe_bytes
-    from .rules import DEFAULT_DENY, GOVERNANCE, PathRules, SafePath
+    from .pathrules import DEFAULT_DENY, GOVERNANCE, PathRules, SafePath
 
 _EXPORTS = {
-    "DEFAULT_DENY": "rules",
+    "DEFAULT_DENY": "pathrules",
     "FileEntry": "fdio",
-    "GOVERNANCE": "rules",
+    "GOVERNANCE": "pathrules",
     "Observation": "observe",
     "PathPolicy": "fdio",
-    "PathRules": "rules",
-    "SafePath": "rules",
+    "PathRules": "pathrules",
+    "SafePath": "pathrules",
     "observe_bytes": "observe",
 }
 

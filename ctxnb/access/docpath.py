@@ -35,7 +35,7 @@ from __future__ import annotations
 from ..errors import NotFoundError, PolicyError
 from ..resolver import doc_path
 from .fdio import PathPolicy
-from .rules import SafePath
+from .pathrules import SafePath
 
 __all__ = ["find_document"]
 

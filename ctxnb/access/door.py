@@ -4,7 +4,7 @@
 policies built from its settings: :attr:`Access.policy` for ctxnb's own reads (the
 indexer, sessions, resume, the watcher, the rules tracker, skills) and
 :attr:`Access.agent_policy` for every agent-facing tool, which also refuses
-governance's files (:data:`~ctxnb.access.rules.GOVERNANCE`). Every read goes through
+governance's files (:data:`~ctxnb.access.pathrules.GOVERNANCE`). Every read goes through
 the race-free descriptor walk; every "changed? write a version" through
 :meth:`Access.observe` (:func:`~ctxnb.access.observe.observe_bytes`).
 
@@ -41,7 +41,7 @@ from ..model import FilesystemSource
 from ..resolver import FilesystemResolver, normalize_path
 from .fdio import PathPolicy
 from .observe import Observation, observe_bytes
-from .rules import GOVERNANCE, SafePath, map_mount_prefix
+from .pathrules import GOVERNANCE, SafePath, map_mount_prefix
 
 if TYPE_CHECKING:
     from ..config import CtxnbConfig

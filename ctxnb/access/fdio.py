@@ -1,6 +1,6 @@
 """The race-free I/O half of the path policy: every open is a descriptor walk.
 
-:class:`PathPolicy` adds file operations to :class:`~ctxnb.access.rules.PathRules`.
+:class:`PathPolicy` adds file operations to :class:`~ctxnb.access.pathrules.PathRules`.
 It answers *how to touch a path without a race*: every open walks the path one
 component at a time from an open descriptor of the root, never by name from the top.
 Directory walks (:meth:`PathPolicy.walk`) work the same way, so the indexer and the
@@ -17,7 +17,7 @@ Example:
     >>> policy.is_allowed(".env"), policy.is_allowed("../etc/passwd")
     (False, False)
 
-I/O rules (after the lexical ones of :mod:`ctxnb.access.rules`):
+I/O rules (after the lexical ones of :mod:`ctxnb.access.pathrules`):
 
 * ``symlink``: ctxnb follows no symbolic link below a root, not even one that stays
   inside it. Go's ``os.Root`` follows in-root links while resolution never leaves the
@@ -69,7 +69,7 @@ from pathlib import Path
 from typing import Literal, NoReturn
 
 from ..errors import NotFoundError, PolicyError
-from .rules import TEMP_PREFIX, PathRules, SafePath, _build_spec, _deny, _Parsed, _Root, _short
+from .pathrules import TEMP_PREFIX, PathRules, SafePath, _build_spec, _deny, _Parsed, _Root, _short
 
 __all__ = ["FileEntry", "PathPolicy"]
 
@@ -96,11 +96,11 @@ _JUDGED_MAX = 1 << 17  # names whose walk judgment is remembered (a few MB at mo
 class PathPolicy(PathRules):
     """Decides which paths a governed tool may touch, and touches them without races.
 
-    Takes the arguments of :class:`~ctxnb.access.rules.PathRules`.
+    Takes the arguments of :class:`~ctxnb.access.pathrules.PathRules`.
 
     Example:
         >>> import pathlib, tempfile
-        >>> from ctxnb.access.rules import DEFAULT_DENY
+        >>> from ctxnb.access.pathrules import DEFAULT_DENY
         >>> ws = pathlib.Path(tempfile.mkdtemp())
         >>> policy = PathPolicy([ws], allow=["src/**/*.py"], deny=[*DEFAULT_DENY, "*.lock"])
         >>> policy.is_allowed("src/app.py"), policy.is_allowed("README.md")

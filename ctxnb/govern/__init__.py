@@ -1,5 +1,8 @@
 """Governance: intents, command risk, mutation classes, the trace ledger.
 
+The command-risk verdict itself is read in :mod:`ctxnb.command_risk`, below every wing
+(the rules tracker and replays read commands too); governance decides what to do with it.
+
 Commands run confined by :mod:`ctxnb.sandbox` (``ctxnb.sandbox.run_command`` is the
 process runner; :mod:`ctxnb.govern.effects` governs what a command changed).
 
@@ -19,11 +22,11 @@ from typing import TYPE_CHECKING
 from .._lazy import lazy_exports
 
 if TYPE_CHECKING:
+    from ..command_risk import RiskAssessment, classify_command
     from .intents import Intent, IntentFile, init_governance, intent_context, load_intents
     from .ledger import TraceLedger, build_trace_record, validate_record
     from .mutation import classify_mutation, touched_symbols
     from .record import FileChange, Origin, Recorded, Recorder
-    from .risk import RiskAssessment, classify_command
 
 _EXPORTS = {
     "FileChange": "record",
@@ -32,10 +35,10 @@ _EXPORTS = {
     "Origin": "record",
     "Recorded": "record",
     "Recorder": "record",
-    "RiskAssessment": "risk",
+    "RiskAssessment": "ctxnb.command_risk",
     "TraceLedger": "ledger",
     "build_trace_record": "ledger",
-    "classify_command": "risk",
+    "classify_command": "ctxnb.command_risk",
     "classify_mutation": "mutation",
     "init_governance": "intents",
     "intent_context": "intents",

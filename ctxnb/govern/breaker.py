@@ -30,11 +30,7 @@ import os
 from collections.abc import Iterator
 from pathlib import Path
 
-__all__ = ["DEFAULT_BREAKER_THRESHOLD", "BreakerState"]
-
-#: Consecutive failures of one tool after which it is refused (``[governance]
-#: breaker_threshold``).
-DEFAULT_BREAKER_THRESHOLD = 3
+__all__ = ["BreakerState"]
 
 
 class BreakerState:

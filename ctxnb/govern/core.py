@@ -29,18 +29,17 @@ from __future__ import annotations
 import posixpath
 from collections.abc import Mapping, Sequence
 from functools import lru_cache
-from typing import TYPE_CHECKING, Any, Final, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 from ..errors import PolicyError
 
 if TYPE_CHECKING:
     from .._wildmatch import GlobList
     from ..access.fdio import PathPolicy
-    from ..access.rules import SafePath
+    from ..access.pathrules import SafePath
 
 __all__ = [
     "NO_INTENT_MESSAGE",
-    "UNKNOWN_COMMAND_DEFAULT",
     "IntentLike",
     "IntentView",
     "check_mutation",
@@ -52,9 +51,6 @@ __all__ = [
 
 NO_INTENT_MESSAGE = "You must cite a valid active Intent ID before mutating tools."
 """The refusal of a mutating call made before any intent was selected."""
-
-UNKNOWN_COMMAND_DEFAULT: Final = "DESTRUCTIVE"
-"""How a command the risk classifier does not know is treated, unless configured."""
 
 
 class IntentLike(Protocol):

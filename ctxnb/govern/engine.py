@@ -536,7 +536,7 @@ class HookEngine:
         elif call.tool != "run_command":
             out = {"level": "SAFE", "reasons": []}
         else:
-            from .risk import classify_command
+            from ..command_risk import classify_command
 
             intent = self.current_intent()
             scope = (lambda p: intent.in_scope(_scope_rel(p, self.root))) if intent else None

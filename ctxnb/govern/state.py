@@ -32,10 +32,10 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from ..access.rules import DEFAULT_DENY, GOVERNANCE, MAX_PATH_BYTES
+from .._defaults import DEFAULT_BREAKER_THRESHOLD, UNKNOWN_COMMAND_DEFAULT
+from ..access.pathrules import DEFAULT_DENY, GOVERNANCE, MAX_PATH_BYTES
 from ..errors import ConfigError
-from .breaker import DEFAULT_BREAKER_THRESHOLD
-from .core import UNKNOWN_COMMAND_DEFAULT, IntentLike, IntentView, get_intent
+from .core import IntentLike, IntentView, get_intent
 
 __all__ = [
     "DEFAULT_SETTINGS",

@@ -76,9 +76,10 @@ from pathlib import Path
 from types import ModuleType
 from typing import TYPE_CHECKING, Any
 
-from ..access.rules import map_mount_prefix
+from .._defaults import DEFAULT_BREAKER_THRESHOLD
+from ..access.pathrules import map_mount_prefix
 from ..errors import ConfigError, CtxnbError, PolicyError
-from ..govern.breaker import DEFAULT_BREAKER_THRESHOLD, BreakerState
+from ..govern.breaker import BreakerState
 from ..govern.core import IntentLike, check_mutation, get_intent
 from ..govern.state import (
     find_workspace,
@@ -521,7 +522,7 @@ def _check_bash(ctx: _Context, tool_input: Mapping[str, Any]) -> HookResult:
         raise PayloadError("a Bash call needs tool_input.command (a string)")
     if not command.strip():
         return HookResult()
-    from ..govern.risk import classify_command
+    from ..command_risk import classify_command
 
     intent: IntentLike | None = None
     intent_id = ctx.session_intent()

@@ -13,7 +13,7 @@ import posixpath
 import re
 from dataclasses import dataclass, field
 
-from ..govern._commands import unwrap
+from .._command_tables import unwrap
 from ..shell_lex import Command, ShellSyntaxError, parse
 from ._sed import SedUnsupported, apply_sed
 from .model import FileTouch

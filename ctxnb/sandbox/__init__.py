@@ -6,7 +6,7 @@ lower layer of an overlay (the command writes only its upper layer, which ctxnb 
 out of its reach), ``.git`` and ``.orchestration`` read-only, ``.ctxnb`` and denied
 files (``.env*``, keys) hidden, sockets, FIFOs and devices masked, a private ``/tmp``
 and ``HOME``, no network and none of the caller's secret variables. Afterwards the
-upper layer is read (:mod:`ctxnb.sandbox.upper`, :mod:`ctxnb.sandbox.observe`), and
+upper layer is read (:mod:`ctxnb.sandbox.upper`, :mod:`ctxnb.sandbox.changes`), and
 :mod:`ctxnb.sandbox.commit` commits the in-scope regular-file changes through the one
 governed write path; the rest is dropped with a reason. Importing this package is
 cheap (the hook path uses it).
@@ -29,8 +29,8 @@ from typing import TYPE_CHECKING
 from .._lazy import lazy_exports
 
 if TYPE_CHECKING:
+    from .changes import Dropped, FileChange, classify
     from .commit import CommandEffects, EffectsReport, destructive_reason, run_governed
-    from .observe import Dropped, FileChange, classify
     from .plan import SandboxLimits, SandboxPlan, plan_sandbox, writable_dirs
     from .process import CommandResult, run_command
     from .runner import Sandbox, SandboxResult, check_bwrap
@@ -39,16 +39,16 @@ if TYPE_CHECKING:
 _EXPORTS = {
     "CommandEffects": "commit",
     "CommandResult": "process",
-    "Dropped": "observe",
+    "Dropped": "changes",
     "EffectsReport": "commit",
-    "FileChange": "observe",
+    "FileChange": "changes",
     "Sandbox": "runner",
     "SandboxLimits": "plan",
     "SandboxPlan": "plan",
     "SandboxResult": "runner",
     "UpperEntry": "upper",
     "check_bwrap": "runner",
-    "classify": "observe",
+    "classify": "changes",
     "destructive_reason": "commit",
     "plan_sandbox": "plan",
     "run_command": "process",

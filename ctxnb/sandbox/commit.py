@@ -6,7 +6,7 @@ sandbox runs it on an overlay (:class:`~ctxnb.sandbox.Sandbox`), and what it cha
 is read from the upper layer. Then:
 
 1. Only regular-file creations, modifications and deletions in the selected intent's
-   scope, on paths neither denied nor governance (:func:`ctxnb.access.rules.governance_reason`),
+   scope, on paths neither denied nor governance (:func:`ctxnb.access.pathrules.governance_reason`),
    are candidates; everything else — outside the scope, symlinks, hard links, FIFOs,
    sockets, devices, anything under ``.git/`` — is **dropped** and listed with its
    reason. A file whose bytes did not change (``touch``, ``chmod``) is not a change; a
@@ -176,7 +176,7 @@ class CommandEffects:
     def keep(self, intent: Intent | None) -> Any:
         """The sandbox's ``keep``: None when a change to ``rel`` may be committed."""
         policy = self.engine.tools.policy
-        from ..access.rules import governance_reason
+        from ..access.pathrules import governance_reason
 
         def keep(rel: str) -> str | None:
             reason = governance_reason(rel)

@@ -301,7 +301,7 @@ def plan_sandbox(
     """
     root_path = Path(os.path.realpath(root))
     if deny is None:
-        from ..access.rules import DEFAULT_DENY  # the one deny list
+        from ..access.pathrules import DEFAULT_DENY  # the one deny list
 
         deny = DEFAULT_DENY
     writable = tuple(writable_dirs(owned_scope, root_path))

@@ -6,7 +6,7 @@ command cannot see), runs the command under ``bwrap`` with the workspace as the 
 layer of an overlay, with the existing timeout and process-group kill
 (:func:`~ctxnb.sandbox.process.run_command`), and reads the upper layer: what the command
 changed, classified into file changes and dropped entries
-(:func:`~ctxnb.sandbox.observe.classify`). It writes nothing to the workspace itself:
+(:func:`~ctxnb.sandbox.changes.classify`). It writes nothing to the workspace itself:
 committing is :mod:`ctxnb.sandbox.commit`'s job, and until then (or after
 :meth:`SandboxResult.discard`) nothing the command did is anywhere but in the overlay.
 
@@ -40,7 +40,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 from ..errors import NotFoundError, SandboxError
-from .observe import Dropped, FileChange, classify
+from .changes import Dropped, FileChange, classify
 from .plan import (
     SandboxLimits,
     SandboxPlan,

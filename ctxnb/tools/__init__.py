@@ -17,20 +17,20 @@ from .._lazy import lazy_exports
 
 if TYPE_CHECKING:
     from ..access.fdio import PathPolicy
-    from ..access.rules import DEFAULT_DENY, SafePath
+    from ..access.pathrules import DEFAULT_DENY, SafePath
     from .call import ToolCall, ToolRunner
     from .filetools import FileTools
     from .results import DiffResult, PatchResult, ReadResult, VersionInfo
     from .schemas import TOOL_INFO, ToolInfo, tool_schemas
 
 _EXPORTS = {
-    "DEFAULT_DENY": "ctxnb.access.rules",
+    "DEFAULT_DENY": "ctxnb.access.pathrules",
     "DiffResult": "results",
     "FileTools": "filetools",
     "PatchResult": "results",
     "PathPolicy": "ctxnb.access.fdio",
     "ReadResult": "results",
-    "SafePath": "ctxnb.access.rules",
+    "SafePath": "ctxnb.access.pathrules",
     "TOOL_INFO": "schemas",
     "ToolCall": "call",
     "ToolInfo": "schemas",

@@ -40,7 +40,7 @@ from .results import DiffResult, PatchResult, ReadResult, SearchHits
 from .schemas import TOOL_INFO, ToolInfo, tool_schemas
 
 if TYPE_CHECKING:
-    from ..access.rules import SafePath
+    from ..access.pathrules import SafePath
     from ..session import Session
 
 __all__ = ["ToolCall", "ToolHooks", "ToolRunner", "command_text"]

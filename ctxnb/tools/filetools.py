@@ -37,7 +37,7 @@ from typing import TYPE_CHECKING, Any, Literal
 
 from ..access.docpath import find_document
 from ..access.fdio import PathPolicy
-from ..access.rules import SafePath
+from ..access.pathrules import SafePath
 from ..errors import (
     CtxnbError,
     NotFoundError,
@@ -51,6 +51,7 @@ from ..indexer import decode_bytes, is_deleted
 from ..redaction import MARK as REDACTION_MARK
 from ..redaction import line_redactor, redact, redact_data, redact_text
 from ..resolver import doc_path as make_doc_path
+from ..summaries import OutlineSummarizer, Summarizer, fit_tokens
 from .audit import AuditLog
 from .call import ToolCall, ToolHooks, ToolRunner
 from .patching import (
@@ -63,7 +64,6 @@ from .patching import (
 )
 from .results import DiffResult, PatchResult, ReadResult, SearchHits, VersionInfo
 from .schemas import ToolInfo
-from .summarize import OutlineSummarizer, Summarizer, fit_tokens
 
 if TYPE_CHECKING:
     from ..access.door import Access

@@ -217,7 +217,7 @@ class SessionView(widgets.VBox):
 
     def _show_rules(self) -> None:
         """The rules files in context and why they were loaded (when rules are tracked)."""
-        from ..rules import tracker_for
+        from ..instructions import tracker_for
 
         tracker = tracker_for(self.session)
         if tracker is None:

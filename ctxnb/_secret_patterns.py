@@ -1,4 +1,4 @@
-"""The secret rules that :mod:`ctxnb.redaction` applies (the table is in its docstring).
+"""The secret patterns that :mod:`ctxnb.redaction` applies (the table is in its docstring).
 
 Each rule is a regex whose named groups mark the secret, an optional ``accept`` check
 (entropy, placeholders, names that say the value is not the secret) and how the engine

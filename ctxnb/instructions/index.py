@@ -1,10 +1,10 @@
-"""Rules discovery: the rules files of a workspace, their links, skills, and shell paths.
+"""The index of a workspace's instruction files: rules files, their links, skills, shell paths.
 
 :class:`RulesIndex` finds every ``AGENTS.md`` (and ``CLAUDE.md``) of a workspace,
 indexes the markdown links in them (and the skills) for BM25 matching, and finds the
 paths a shell command touches. Every read goes through the workspace's path policy:
 a link to ``.env``, to a symbolic link or out of the workspace is never offered.
-:mod:`ctxnb.rules.tracker` decides what to load into a session.
+:mod:`ctxnb.instructions.tracker` decides what to load into a session.
 
 Example:
     >>> import tempfile
@@ -26,10 +26,10 @@ from typing import TYPE_CHECKING, Any
 
 from ..access.door import own_roots
 from ..access.fdio import PathPolicy
-from ..access.rules import DEFAULT_DENY
+from ..access.pathrules import DEFAULT_DENY
+from ..command_risk import classify_command
 from ..embedding import DEFAULT, HybridIndex
 from ..errors import CtxnbError, NotFoundError, PolicyError
-from ..govern.risk import classify_command
 from ..ignore import TreeIgnores
 from ..markdown_links import MarkdownLink, extract_markdown_links
 from ..skills import SKILL_DIRS, Skill, SkillSet, discover_skills

@@ -1,6 +1,6 @@
 """The rules tracker: which rules files, linked docs and skills a session loads, and why.
 
-See :mod:`ctxnb.rules` for the three tiers. :class:`RulesTracker` follows a session's
+See :mod:`ctxnb.instructions` for the three tiers. :class:`RulesTracker` follows a session's
 queries and tool calls and loads what they call for (``session.add_path``, through the
 access layer); :func:`rules_status` tells what was loaded and why.
 """
@@ -15,7 +15,7 @@ from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
 from ..errors import NotFoundError, PolicyError
-from .discovery import (
+from .index import (
     _ARG_KINDS,
     _CHANGES_DIR,
     _CWD_KEYS,

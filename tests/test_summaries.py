@@ -1,4 +1,4 @@
-"""Tests for ctxnb.tools.summarize: outlines within a token budget."""
+"""Tests for ctxnb.summaries: outlines within a token budget."""
 
 from __future__ import annotations
 
@@ -9,8 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from ctxnb.tools import summarize as summarize_module
-from ctxnb.tools.summarize import (
+from ctxnb import summaries as summarize_module
+from ctxnb.summaries import (
     OutlineSummarizer,
     Summarizer,
     default_count_tokens,

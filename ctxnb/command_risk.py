@@ -1,7 +1,9 @@
 """Command risk: is a shell command SAFE to run unattended, or DESTRUCTIVE?
 
 The hook engine asks :func:`classify_command` before a ``run_command`` tool call runs;
-a DESTRUCTIVE command waits for a human decision. The classifier reads the command the
+a DESTRUCTIVE command waits for a human decision. The classifier knows commands, not
+governance, so it sits below every wing: the instruction-file tracker reads the paths a
+command names through it, and replays read which program a command runs. It reads the command the
 way a POSIX shell would: quotes, escapes, ``|``, ``&&``, ``||``, ``;``, ``&``, newlines,
 subshells, redirections (``>``, ``>>``, ``&>``, ``2>``, here-documents), command
 substitution (``$(…)`` and backticks, also inside ``${…}``, arithmetic and unquoted
@@ -53,8 +55,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Literal
 
-from ..shell_lex import Command, ShellSyntaxError, parse
-from ._commands import (
+from ._command_tables import (
     _ALWAYS_DESTRUCTIVE,
     _DEV_TOOLS,
     _DOWNLOADER_RE,
@@ -77,6 +78,8 @@ from ._commands import (
     _w,
     unwrap,
 )
+from ._defaults import UNKNOWN_COMMAND_DEFAULT
+from .shell_lex import Command, ShellSyntaxError, parse
 
 __all__ = ["RiskAssessment", "RiskLevel", "classify_command"]
 
@@ -109,7 +112,7 @@ def classify_command(
     cmd: str | list[str],
     *,
     scope_check: Callable[[str], bool] | None = None,
-    unknown_default: RiskLevel = "DESTRUCTIVE",
+    unknown_default: RiskLevel = UNKNOWN_COMMAND_DEFAULT,
     safe_commands: Iterable[str] | None = None,
 ) -> RiskAssessment:
     """Classify a shell command line (a string) or an argument list as SAFE or DESTRUCTIVE.

@@ -9,8 +9,8 @@ from pathlib import Path
 import pytest
 
 from ctxnb import Workspace
+from ctxnb.instructions import rules_status, tracker_for
 from ctxnb.integrations.mcp_server import URI_CONTEXT, McpBackend
-from ctxnb.rules import rules_status, tracker_for
 from ctxnb.strategies import TokenBudgetLRU
 
 ROOT_RULE = "Always run the test suite with make check."

@@ -1,4 +1,8 @@
-"""Rules discovery: which ``AGENTS.md`` files, linked docs and skills are in context, and why.
+"""Instruction files: which ``AGENTS.md`` files, linked docs and skills are in context, and why.
+
+These are the agent's instructions, called rules files by the ``AGENTS.md`` convention
+(the class names say ``Rules``); the path rules of the access layer are
+:mod:`ctxnb.access.pathrules` and the secret rules of redaction are private to it.
 
 Rules files (``AGENTS.md``, and ``CLAUDE.md`` when present) reach the context in three
 tiers (DESIGN §6):
@@ -59,7 +63,7 @@ Example:
 from __future__ import annotations
 
 from ..strategies import RulesTiered
-from .discovery import (
+from .index import (
     DEFAULT_MIN_SCORE,
     RULES_FILE_NAMES,
     LinkHit,

@@ -7,8 +7,8 @@ import shlex
 
 import pytest
 
-import ctxnb.govern.risk as risk_mod
-from ctxnb.govern.risk import classify_command
+import ctxnb.command_risk as risk_mod
+from ctxnb.command_risk import classify_command
 
 SAFE = [
     "ls -la",

@@ -1,4 +1,4 @@
-"""Tests for ctxnb.discovery: tool shapes, BM25 ranking, embeddings fusion."""
+"""Tests for ctxnb.tool_discovery: tool shapes, BM25 ranking, embeddings fusion."""
 
 from __future__ import annotations
 
@@ -10,14 +10,14 @@ from typing import Any
 import pytest
 from _needs import needs
 
-from ctxnb.discovery import (
+from ctxnb.errors import ConfigError, MissingDependencyError
+from ctxnb.tool_discovery import (
     Embedder,
     ToolHit,
     ToolIndex,
     normalize_tool,
     resolve_embedder,
 )
-from ctxnb.errors import ConfigError, MissingDependencyError
 
 
 def _props(**described: str) -> dict[str, Any]:

