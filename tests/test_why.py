@@ -440,3 +440,25 @@ def test_line_endings_and_trailing_blanks_do_not_break_a_match(gov: Path):
         result = ws.why(rel)
     assert [lw.record for lw in result.lines] == [None, None, None, rec["id"], rec["id"]]
     assert {result.line(4).match, result.line(5).match} == {"moved"}
+
+
+def test_the_recorder_names_the_context_the_model_had_and_why_rebuilds_it(gov: Path):
+    """No hand-made metadata: the engine records the turn and the context id itself."""
+    ws = Workspace.open(gov)
+    session = ws.session("agent-ctx")
+    tools = ws.tools(session, caller="test-agent", model_id=MODEL)
+    assert tools.dispatch("select_active_intent", {"intent_id": "INT-001"})["ok"]
+    rel = "inventory/models.py"
+    r = tools.read_file(rel)
+    session.add_turn("user", "raise the reorder level")
+    seen = session.assemble()  # what the model had when it asked for the edit
+    new = r.content.replace("reorder_level: int = 5", "reorder_level: int = 10")
+    assert tools.write_file(rel, new, expected_sha256=r.sha256).success
+    (record,) = TraceLedger(gov / ".orchestration" / "agent_trace.jsonl").records(file=rel)
+    assert record["metadata"]["turn"] == seen.turn == 1
+    assert record["metadata"]["context_id"] == seen.hash
+    line = new.splitlines().index("    reorder_level: int = 10") + 1
+    rebuilt = ws.why(rel, line, context=True).context(line)
+    assert rebuilt is not None and rebuilt.hash == seen.hash
+    session.close()
+    ws.close()
