@@ -3,16 +3,21 @@
 ``.git`` and ``.ctxnb`` are always skipped. ``.gitignore`` files apply to their own
 directory and below (as in git); ``.ctxnbignore`` files work the same way and apply
 even when ``use_gitignore`` is off (in one directory they come after the
-``.gitignore``, so they win). The walk is the access layer's
-(:meth:`ctxnb.access.PathPolicy.walk`, by descriptors): symlinks are not followed, a
-link is neither a file nor a directory of the workspace. :class:`TreeIgnores` brings
-these rules to any such walk (the indexer's, the rules discovery's).
+``.gitignore``, so they win). git's ignores from outside the tree apply below all of
+them: the ``.gitignore`` files of a repository the workspace is a subdirectory of,
+``info/exclude`` and ``core.excludesFile`` (:mod:`ctxnb._gitsources`). The walk is
+the access layer's (:meth:`ctxnb.access.PathPolicy.walk`, by descriptors): symlinks
+are not followed, a link is neither a file nor a directory of the workspace.
+:class:`TreeIgnores` brings these rules to any such walk (the indexer's, the rules
+discovery's, search's).
 
 The rules are git's (see :mod:`ctxnb._wildmatch`): the last matching line decides, a
 deeper ignore file beats a shallower one, an ignored directory is not entered (so
 nothing below it can be re-included), and every line git accepts is accepted. The
 walk gives the same files as ``git ls-files --others --exclude-standard`` in a
-repository without commits (a test compares them on thousands of pattern sets).
+repository without commits (a test compares them on thousands of pattern sets, with
+the workspace at the top of its repository and in a subdirectory). A ``.gitignore``
+that is a symbolic link is not read, as git does not read it.
 
 Example:
     >>> import tempfile, pathlib
@@ -29,31 +34,39 @@ from __future__ import annotations
 import os
 from collections.abc import Callable, Iterator, Sequence
 
+from ._gitsources import git_sources, ignore_lines
 from ._wildmatch import PatternSet, parse_lines
 
 __all__ = ["ALWAYS_SKIP", "IgnoreMatcher", "TreeIgnores", "iter_tree"]
+
+_IGNORE_FILE_MAX = 1 << 20
 
 ALWAYS_SKIP = (".git", ".ctxnb")
 """Names never walked, at any depth (deny globs of the walk's path policy)."""
 
 
 class IgnoreMatcher:
-    """git's ignore rules of one ignore file (or of extra patterns) at ``base``."""
+    """git's ignore rules of one ignore file (or of extra patterns) at ``base``.
 
-    __slots__ = ("base", "patterns")
+    Args:
+        base: the ignore file's directory, a posix path relative to the root (or, with
+            ``prefix``, to the repository's top), ``""`` for the root.
+        lines: the file's lines.
+        prefix: the workspace root relative to the repository's top, for a file above
+            the root (a parent ``.gitignore``, ``info/exclude``, ``core.excludesFile``):
+            paths are matched as ``prefix/rel``, where git anchors its patterns.
+    """
 
-    def __init__(self, base: str, lines: Sequence[str]) -> None:
-        self.base = base  # posix path relative to the root, "" for the root
+    __slots__ = ("base", "patterns", "prefix")
+
+    def __init__(self, base: str, lines: Sequence[str], *, prefix: str = "") -> None:
+        self.base = base
+        self.prefix = prefix + "/" if prefix else ""
         self.patterns = PatternSet(parse_lines(list(lines), base=base))
 
     def state(self, rel: str, is_dir: bool) -> bool | None:
         """True: ignored; False: re-included by a negation; None: no pattern matched."""
-        return self.patterns.decide(rel, is_dir=is_dir)
-
-
-def _ignore_lines(data: bytes) -> list[str]:
-    # git splits at LF only; a CR before it is dropped line by line.
-    return data.decode("utf-8", "surrogateescape").split("\n")
+        return self.patterns.decide(self.prefix + rel if rel else self.prefix[:-1], is_dir=is_dir)
 
 
 class TreeIgnores:
@@ -61,12 +74,28 @@ class TreeIgnores:
 
     Args:
         extra_ignores: more gitignore-style patterns relative to the root.
-        use_gitignore: honour ``.gitignore`` files (``.ctxnbignore`` always counts).
+        use_gitignore: honour git's ignores (``.ctxnbignore`` always counts).
+        root: the workspace root; given, git's ignores from outside the tree apply
+            too (``core.excludesFile``, ``info/exclude``, the ``.gitignore`` files of
+            a repository the root is a subdirectory of; see :mod:`ctxnb._gitsources`).
+        ctxnbignore: honour ``.ctxnbignore`` files.
     """
 
-    def __init__(self, extra_ignores: Sequence[str] = (), *, use_gitignore: bool = True) -> None:
-        base = [IgnoreMatcher("", list(extra_ignores))] if extra_ignores else []
-        self._names = (".gitignore", ".ctxnbignore") if use_gitignore else (".ctxnbignore",)
+    def __init__(
+        self,
+        extra_ignores: Sequence[str] = (),
+        *,
+        use_gitignore: bool = True,
+        root: str | os.PathLike[str] | None = None,
+        ctxnbignore: bool = True,
+    ) -> None:
+        outer: list[IgnoreMatcher] = []
+        self.workspace_ignored = False
+        if use_gitignore and root is not None:
+            outer, self.workspace_ignored = _outer_matchers(root)
+        base = [*outer, IgnoreMatcher("", list(extra_ignores))] if extra_ignores else outer
+        names = (".gitignore",) if use_gitignore else ()
+        self._names = (*names, ".ctxnbignore") if ctxnbignore else names
         self._by_dir: dict[str, list[IgnoreMatcher]] = {"": base}
         self._base = base
 
@@ -79,13 +108,55 @@ class TreeIgnores:
         for name in self._names:
             data = read(name)
             if data:
-                local.extend(_ignore_lines(data))
+                local.extend(ignore_lines(data))
         self._by_dir[rel_dir] = [*parent, IgnoreMatcher(rel_dir, local)] if local else parent
 
     def skip(self, rel: str, is_dir: bool) -> bool:
         """Whether ``rel`` (in a directory already entered) is ignored."""
+        if self.workspace_ignored:
+            return True
         matchers = self._by_dir.get(rel.rpartition("/")[0], self._base)
         return bool(matchers) and _ignored(matchers, rel, is_dir)
+
+    def entered(self, rel_dir: str) -> bool:
+        """Whether the walk entered ``rel_dir`` (``""``: the root), so it is not ignored."""
+        return rel_dir in self._by_dir and not self.workspace_ignored
+
+    def ignored(self, rel: str, is_dir: bool = False) -> bool:
+        """Whether ``rel`` is ignored, after a walk: below a directory not entered, it is."""
+        return not self.entered(rel.rpartition("/")[0]) or self.skip(rel, is_dir)
+
+
+def _outer_matchers(root: str | os.PathLike[str]) -> tuple[list[IgnoreMatcher], bool]:
+    """git's ignore files from outside the tree, and whether they ignore the root.
+
+    git ignores everything below an ignored directory, so a workspace that is (or is
+    below) a directory its repository ignores has every file ignored.
+    """
+    from .access.fdio import PathPolicy
+    from .errors import CtxnbError
+
+    policy = PathPolicy([root], deny=())
+
+    def read_inside(rel: str) -> bytes | None:
+        try:
+            return policy.read_bytes(rel, max_bytes=_IGNORE_FILE_MAX)
+        except (CtxnbError, OSError):
+            return None  # absent, a link (not followed), or not a regular file
+
+    src = git_sources(root, read_inside=read_inside)
+    matchers = [IgnoreMatcher(base, lines, prefix=src.prefix) for base, lines in src.files]
+    parts = src.prefix.split("/") if src.prefix else []
+    for depth in range(1, len(parts) + 1):
+        above = "/".join(parts[:depth])  # relative to the repository's top
+        verdict: bool | None = None
+        for m in matchers:
+            s = m.patterns.decide(above, is_dir=True)
+            if s is not None:
+                verdict = s
+        if verdict:
+            return matchers, True
+    return matchers, False
 
 
 def iter_tree(
@@ -103,7 +174,7 @@ def iter_tree(
     """
     from .access.fdio import PathPolicy
 
-    ignores = TreeIgnores(extra_ignores, use_gitignore=use_gitignore)
+    ignores = TreeIgnores(extra_ignores, use_gitignore=use_gitignore, root=root)
     policy = PathPolicy([root], deny=ALWAYS_SKIP)
     for entry in policy.walk(skip=ignores.skip, on_dir=ignores.on_dir):
         yield entry.safe.rel, entry.stat

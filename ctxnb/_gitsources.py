@@ -1,0 +1,314 @@
+"""The ignore patterns git reads besides a workspace's own ``.gitignore`` files.
+
+git decides whether a path is ignored from, highest precedence first: the
+``.gitignore`` files of the path's directories (deepest first), then
+``$GIT_COMMON_DIR/info/exclude``, then the file named by ``core.excludesFile``
+(``$XDG_CONFIG_HOME/git/ignore`` when unset). When the workspace is a subdirectory of
+a repository, the ``.gitignore`` files from the repository's top down to the
+workspace's parent apply too, their patterns anchored at their own directories.
+
+:func:`git_sources` finds these files for a workspace root and returns their lines,
+lowest precedence first, each with its directory relative to the repository's top.
+Nothing is run: the configuration files are read as data, and only
+``core.excludesFile`` is taken from them. Files inside the workspace (its ``.git``
+when the workspace is the repository's top) are read through ``read_inside``, the
+access layer's ``O_NOFOLLOW`` reads; the user's own configuration and the
+directories above the workspace are the host's and read directly, following links
+as git does, except ``.gitignore`` files, which git never follows.
+
+Example:
+    >>> import os, subprocess, tempfile
+    >>> top = tempfile.mkdtemp()
+    >>> _ = subprocess.run(["git", "init", "-q", top], check=True)
+    >>> os.makedirs(os.path.join(top, "pkg", "ws"))
+    >>> with open(os.path.join(top, ".gitignore"), "w") as f:
+    ...     _ = f.write("*.log\\n")
+    >>> src = git_sources(os.path.join(top, "pkg", "ws"), read_inside=lambda rel: None)
+    >>> src.prefix, [(base, lines) for base, lines in src.files if lines == ["*.log", ""]]
+    ('pkg/ws', [('', ['*.log', ''])])
+"""
+
+from __future__ import annotations
+
+import os
+import pwd
+import stat
+from collections.abc import Callable
+
+__all__ = ["GitSources", "config_values", "git_sources"]
+
+_LIMIT = 1 << 20  # the most read of one ignore or configuration file, as in the walk
+
+
+class GitSources:
+    """The ignore files git applies to a workspace from outside its own tree.
+
+    Attributes:
+        prefix: the workspace root relative to the repository's top (``""`` when it
+            is the top, or when no repository holds it).
+        files: ``(base, lines)`` per ignore file, lowest precedence first; ``base`` is
+            the file's directory relative to the repository's top (``""`` for the
+            top and for ``info/exclude`` and ``core.excludesFile``).
+    """
+
+    __slots__ = ("files", "prefix")
+
+    def __init__(self, prefix: str, files: list[tuple[str, list[str]]]) -> None:
+        self.prefix = prefix
+        self.files = files
+
+
+def ignore_lines(data: bytes) -> list[str]:
+    """An ignore file's lines: split at LF only (a CR before it goes line by line)."""
+    return data.decode("utf-8", "surrogateescape").split("\n")
+
+
+def git_sources(
+    root: str | os.PathLike[str], *, read_inside: Callable[[str], bytes | None]
+) -> GitSources:
+    """The ignore files git applies to ``root`` besides those in its own tree.
+
+    Args:
+        root: the workspace root.
+        read_inside: reads a file by its path relative to ``root`` without following
+            links (the access layer); returns None when there is no regular file.
+    """
+    real = os.path.realpath(root)
+
+    def read(path: str, *, follow: bool) -> bytes | None:
+        rel = os.path.relpath(path, real)
+        if rel != os.curdir and not rel.startswith(os.pardir + os.sep):
+            return read_inside(rel.replace(os.sep, "/"))
+        return _read_host(path, follow=follow)
+
+    top, common = _find_repo(real, read)
+    files: list[tuple[str, list[str]]] = []
+    excludes = _excludes_file(top, common, read)
+    if excludes is not None:
+        data = read(excludes, follow=True)
+        if data:
+            files.append(("", ignore_lines(data)))
+    if top is None or common is None:
+        return GitSources("", files)
+    data = read(os.path.join(common, "info", "exclude"), follow=True)
+    if data:
+        files.append(("", ignore_lines(data)))
+    prefix = os.path.relpath(real, top).replace(os.sep, "/")
+    prefix = "" if prefix == "." else prefix
+    # The .gitignore files from the top down to the workspace's parent (the
+    # workspace's own is read by the walk). git opens them without following links.
+    parts = prefix.split("/") if prefix else []
+    for depth in range(len(parts)):
+        base = "/".join(parts[:depth])
+        data = _read_host(os.path.join(top, *parts[:depth], ".gitignore"), follow=False)
+        if data:
+            files.append((base, ignore_lines(data)))
+    return GitSources(prefix, files)
+
+
+def _read_host(path: str, *, follow: bool) -> bytes | None:
+    """A regular file outside the workspace (its first MiB), or None."""
+    flags = os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0)
+    if not follow:
+        flags |= os.O_NOFOLLOW
+    try:
+        fd = os.open(path, flags)
+    except OSError:
+        return None
+    try:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            return None
+        return os.read(fd, _LIMIT)
+    except OSError:
+        return None
+    finally:
+        os.close(fd)
+
+
+def _find_repo(real: str, read: Callable[..., bytes | None]) -> tuple[str | None, str | None]:
+    """The repository's top and its common git directory, searching up from ``real``."""
+    d = real
+    while True:
+        dotgit = os.path.join(d, ".git")
+        try:
+            st = os.lstat(dotgit)
+        except OSError:
+            st = None
+        if st is not None and stat.S_ISDIR(st.st_mode):
+            if os.path.isfile(os.path.join(dotgit, "HEAD")):
+                return d, _common_dir(dotgit, read)
+        elif st is not None and stat.S_ISREG(st.st_mode):
+            # A linked worktree or a submodule: ".git" names the git directory.
+            data = read(dotgit, follow=False) or b""
+            line = data.split(b"\n", 1)[0].rstrip(b"\r")
+            if line.startswith(b"gitdir:"):
+                gitdir = os.path.join(d, os.fsdecode(line[len(b"gitdir:") :].strip()))
+                return d, _common_dir(os.path.normpath(gitdir), read)
+        parent = os.path.dirname(d)
+        if parent == d:
+            return None, None
+        d = parent
+
+
+def _common_dir(gitdir: str, read: Callable[..., bytes | None]) -> str:
+    data = read(os.path.join(gitdir, "commondir"), follow=True)
+    if not data:
+        return gitdir
+    rel = os.fsdecode(data.split(b"\n", 1)[0].rstrip(b"\r"))
+    return os.path.normpath(os.path.join(gitdir, rel))
+
+
+def _truthy(value: str | None) -> bool:
+    return value is not None and value.strip().lower() in ("1", "true", "yes", "on")
+
+
+def _excludes_file(
+    top: str | None, common: str | None, read: Callable[..., bytes | None]
+) -> str | None:
+    """The path ``core.excludesFile`` names (system, global, then repository config)."""
+    env = os.environ
+    home = env.get("HOME", "")
+    xdg = env.get("XDG_CONFIG_HOME") or (os.path.join(home, ".config") if home else "")
+    configs: list[str] = []
+    if not _truthy(env.get("GIT_CONFIG_NOSYSTEM")):
+        configs.append(env.get("GIT_CONFIG_SYSTEM") or "/etc/gitconfig")
+    if "GIT_CONFIG_GLOBAL" in env:
+        configs.append(env["GIT_CONFIG_GLOBAL"])
+    else:
+        if xdg:
+            configs.append(os.path.join(xdg, "git", "config"))
+        if home:
+            configs.append(os.path.join(home, ".gitconfig"))
+    if common is not None:
+        configs.append(os.path.join(common, "config"))
+    value: str | None = None
+    for path in configs:
+        if not path:
+            continue
+        data = read(path, follow=True)
+        if data:
+            found = config_values(data, "core", "excludesfile")
+            if found:
+                value = found[-1]
+    if value is None:
+        return os.path.join(xdg, "git", "ignore") if xdg else None
+    if not value:
+        return None
+    expanded = _expand_user(value, home)
+    if expanded is None:
+        return None
+    return os.path.join(top or os.getcwd(), expanded)  # relative: to the top, git's cwd
+
+
+def _expand_user(value: str, home: str) -> str | None:
+    """git's ``~/`` and ``~user/`` expansion of a path value (None: unknown user)."""
+    if not value.startswith("~"):
+        return value
+    name, sep, rest = value[1:].partition("/")
+    if not name:
+        return os.path.join(home, rest) if home else None
+    try:
+        return os.path.join(pwd.getpwnam(name).pw_dir, rest if sep else "")
+    except KeyError:
+        return None
+
+
+def config_values(data: bytes, section: str, key: str) -> list[str]:
+    """Every value of ``section.key`` in a git configuration file, in file order.
+
+    Read as git's ``config.c`` reads it: names case-insensitive, ``#``/``;`` comments,
+    double quotes with ``\\\\ \\" \\n \\t \\b`` escapes, a backslash before the newline
+    continuing the line. Includes are not followed.
+
+    Example:
+        >>> data = b'[core]\\n\\texcludesFile = "~/my ignore" ; note\\n'
+        >>> config_values(data, "core", "excludesfile")
+        ['~/my ignore']
+    """
+    text = data.decode("utf-8", "surrogateescape")
+    if text.startswith("\ufeff"):
+        text = text[1:]
+    section, key = section.lower(), key.lower()
+    out: list[str] = []
+    current = ""
+    i, n = 0, len(text)
+    while i < n:
+        c = text[i]
+        if c in " \t\r\n":
+            i += 1
+        elif c in "#;":
+            i = _line_end(text, i)
+        elif c == "[":
+            end = text.find("]", i)
+            if end < 0:
+                return out  # git stops at a broken header
+            header = text[i + 1 : end].strip()
+            # '[core "sub"]' is a subsection: not plain [core].
+            current = "" if ('"' in header or " " in header) else header.lower()
+            i = end + 1
+        else:
+            j = i
+            while j < n and (text[j].isalnum() or text[j] == "-"):
+                j += 1
+            name = text[i:j].lower()
+            if j == i:
+                return out  # not a key: git refuses the file from here
+            while j < n and text[j] in " \t":
+                j += 1
+            value: str | None = None
+            if j < n and text[j] == "=":
+                value, j = _value(text, j + 1)
+            else:
+                j = _line_end(text, j)
+            if current == section and name == key and value is not None:
+                out.append(value)
+            i = j
+    return out
+
+
+def _line_end(text: str, i: int) -> int:
+    end = text.find("\n", i)
+    return len(text) if end < 0 else end + 1
+
+
+def _value(text: str, i: int) -> tuple[str, int]:
+    """A value from ``i`` (after ``=``) to its line's end; returns (value, next index)."""
+    out: list[str] = []
+    quoted = False
+    pending = ""  # whitespace kept only if more value follows, as git trims the end
+    n = len(text)
+    while i < n:
+        c = text[i]
+        if c == "\n":
+            i += 1
+            break
+        if c == "\\":
+            nxt = text[i + 1] if i + 1 < n else ""
+            if nxt == "\n":
+                i += 2
+                continue
+            if nxt == "\r" and text[i + 2 : i + 3] == "\n":
+                i += 3
+                continue
+            out.append(pending + {"n": "\n", "t": "\t", "b": "\b"}.get(nxt, nxt))
+            pending = ""
+            i += 2
+            continue
+        if not quoted and c in " \t\r":
+            if out:
+                pending += c
+            i += 1
+            continue
+        if not quoted and c in "#;":
+            i = _line_end(text, i)
+            break
+        if c == '"':
+            quoted = not quoted
+            out.append(pending)
+            pending = ""
+            i += 1
+            continue
+        out.append(pending + c)
+        pending = ""
+        i += 1
+    return "".join(out), i
