@@ -31,6 +31,7 @@ Example:
 
 from __future__ import annotations
 
+import functools
 import os
 from collections.abc import Callable, Iterator, Sequence
 
@@ -98,6 +99,7 @@ class TreeIgnores:
         self._names = (*names, ".ctxnbignore") if ctxnbignore else names
         self._by_dir: dict[str, list[IgnoreMatcher]] = {"": base}
         self._base = base
+        self._entered: set[str] = set()  # directories whose ignore files were read
 
     def on_dir(self, rel_dir: str, read: Callable[[str], bytes | None]) -> None:
         """Entering ``rel_dir``: read its ignore files through ``read(name)``."""
@@ -110,6 +112,7 @@ class TreeIgnores:
             if data:
                 local.extend(ignore_lines(data))
         self._by_dir[rel_dir] = [*parent, IgnoreMatcher(rel_dir, local)] if local else parent
+        self._entered.add(rel_dir)
 
     def skip(self, rel: str, is_dir: bool) -> bool:
         """Whether ``rel`` (in a directory already entered) is ignored."""
@@ -118,13 +121,38 @@ class TreeIgnores:
         matchers = self._by_dir.get(rel.rpartition("/")[0], self._base)
         return bool(matchers) and _ignored(matchers, rel, is_dir)
 
+    def decide(self, rel: str, read: Callable[[str], bytes | None]) -> bool:
+        """Whether the file ``rel`` is ignored, without a walk: the ignore files of its
+        directories are read on demand through ``read(path relative to the root)``.
+
+        Example:
+            >>> t = TreeIgnores(["build/"])
+            >>> t.decide("build/out/a.o", lambda path: None), t.decide("a.py", lambda p: None)
+            (True, False)
+        """
+        if self.workspace_ignored:
+            return True
+        parts = rel.split("/")
+        for depth in range(len(parts)):
+            rel_dir = "/".join(parts[:depth])
+            if rel_dir not in self._entered:
+                self.on_dir(rel_dir, functools.partial(_read_in, read, rel_dir))
+            below = "/".join(parts[: depth + 1])
+            if self.skip(below, depth < len(parts) - 1):
+                return True
+        return False
+
     def entered(self, rel_dir: str) -> bool:
         """Whether the walk entered ``rel_dir`` (``""``: the root), so it is not ignored."""
-        return rel_dir in self._by_dir and not self.workspace_ignored
+        return rel_dir in self._entered and not self.workspace_ignored
 
     def ignored(self, rel: str, is_dir: bool = False) -> bool:
         """Whether ``rel`` is ignored, after a walk: below a directory not entered, it is."""
         return not self.entered(rel.rpartition("/")[0]) or self.skip(rel, is_dir)
+
+
+def _read_in(read: Callable[[str], bytes | None], rel_dir: str, name: str) -> bytes | None:
+    return read(f"{rel_dir}/{name}" if rel_dir else name)
 
 
 def _outer_matchers(root: str | os.PathLike[str]) -> tuple[list[IgnoreMatcher], bool]:

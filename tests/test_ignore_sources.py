@@ -386,3 +386,40 @@ def test_no_repository_still_reads_the_users_excludes_file(
     src = git_sources(ws, read_inside=lambda rel: None)
     assert src.prefix == "" and [lines[:1] for _, lines in src.files] == [["*.swp"]]
     assert _ours(ws) == {"a.py"}
+
+
+def test_deciding_one_path_agrees_with_the_walk_and_git(tmp_path: Path, isolated_git: Path) -> None:
+    # TreeIgnores.decide answers for one path without a walk (the sandbox's commit
+    # asks it which committed files the index leaves out): the same answers as git.
+    from ctxnb.access.fdio import PathPolicy
+    from ctxnb.errors import CtxnbError
+    from ctxnb.ignore import TreeIgnores
+
+    top, ws = _repo(tmp_path)
+    policy = PathPolicy([ws])
+
+    def read(rel: str) -> bytes | None:
+        try:
+            return policy.read_bytes(rel)
+        except CtxnbError:
+            return None
+
+    sources = [top / ".git" / "info" / "exclude", top / ".gitignore", ws / ".gitignore"]
+    sources += [ws / "src" / ".gitignore", ws / "src" / "sub" / ".gitignore"]
+    rng = random.Random(11)
+    bad = []
+    for n in range(80):
+        for path in sources:
+            path.unlink(missing_ok=True)
+            if rng.random() < 0.6:
+                _write(path, [_random_line(rng) for _ in range(rng.randint(1, 4))])
+        git = _git_listed(ws)
+        tree = TreeIgnores(root=ws)
+        ours = {rel for rel in [*FILES, ".gitignore"] if (ws / rel).exists()}
+        ours = {rel for rel in ours if not tree.decide(rel, read)}
+        expected = {rel for rel in git if not rel.endswith(".gitignore") or rel == ".gitignore"}
+        ours = {rel for rel in ours if not rel.endswith(".gitignore") or rel == ".gitignore"}
+        if ours != expected:
+            texts = {str(p.relative_to(tmp_path)): p.read_text() for p in sources if p.exists()}
+            bad.append((n, texts, sorted(ours - expected), sorted(expected - ours)))
+    assert not bad, bad[:3]
