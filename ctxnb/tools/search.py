@@ -517,11 +517,13 @@ def _search_python(
     return _search_files(files, compiled, max_results)
 
 
+@lru_cache(maxsize=16)
 def _whole_tree(root: Path) -> PathPolicy:
     """The policy of a search given none: every file below ``root`` but ``.git``/``.ctxnb``.
 
     The walk is the access layer's all the same (descriptors, ``O_NOFOLLOW``), so a
-    directory swapped for a symbolic link while the search runs is never entered.
+    directory swapped for a symbolic link while the search runs is never entered. One
+    policy per root is kept: it remembers each name's judgment across searches.
     """
     from ctxnb.access.fdio import PathPolicy
 
