@@ -51,6 +51,17 @@ def _median(fn: Callable[[], object], n: int) -> tuple[float, object]:
     return statistics.median(times), result
 
 
+def _paired(a: Callable[[], object], b: Callable[[], object], n: int) -> tuple[float, float]:
+    """Medians of ``a`` and ``b`` timed in turn, so that a busy machine slows both alike."""
+    ta, tb = [], []
+    for _ in range(n):
+        for fn, out in ((a, ta), (b, tb)):
+            t = time.perf_counter()
+            fn()
+            out.append(time.perf_counter() - t)
+    return statistics.median(ta), statistics.median(tb)
+
+
 def _load_search(rev: str) -> Any:
     """``ctxnb/tools/search.py`` as it was at ``rev``, imported as a separate module."""
     here = Path(__file__).resolve().parent.parent
@@ -169,11 +180,10 @@ def main() -> None:
         if old_search is not None and rg is not None:
             print(f"ripgrep backend, inside layout: now vs search.py at {args.against}")
             for pattern in ("import", "NotImplementedError", "zzqqxxnotfound"):
-                t_then, _ = _median(
-                    lambda p=pattern: old_search.search(inside, p, backend="ripgrep"), args.repeat
-                )
-                t_now, _ = _median(
-                    lambda p=pattern: search_mod.search(inside, p, backend="ripgrep"), args.repeat
+                t_then, t_now = _paired(
+                    lambda p=pattern: old_search.search(inside, p, backend="ripgrep"),
+                    lambda p=pattern: search_mod.search(inside, p, backend="ripgrep"),
+                    args.repeat,
                 )
                 print(
                     f"{pattern:<16} then {t_then * 1000:7.1f} ms  now {t_now * 1000:7.1f} ms  "
