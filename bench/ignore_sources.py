@@ -36,19 +36,10 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _corpus import copy_corpus, corpus_stats, git_env  # noqa: E402
-from ignore import NESTED, ROOT_IGNORE  # noqa: E402
+from ignore import NESTED, ROOT_IGNORE, _median  # noqa: E402
 
 from ctxnb.ignore import iter_tree  # noqa: E402
 from ctxnb.tools import search as search_mod  # noqa: E402
-
-
-def _median(fn: Callable[[], object], n: int) -> tuple[float, object]:
-    times, result = [], None
-    for _ in range(n):
-        t = time.perf_counter()
-        result = fn()
-        times.append(time.perf_counter() - t)
-    return statistics.median(times), result
 
 
 def _paired(a: Callable[[], object], b: Callable[[], object], n: int) -> tuple[float, float]:

@@ -84,6 +84,14 @@ def _write(path: Path, lines: list[str] | bytes) -> None:
     path.write_bytes(data)
 
 
+def _rewrite_randomly(sources: list[Path], rng: random.Random) -> None:
+    """Each ignore file removed, or written with one to four random lines."""
+    for path in sources:
+        path.unlink(missing_ok=True)
+        if rng.random() < 0.6:
+            _write(path, [_random_line(rng) for _ in range(rng.randint(1, 4))])
+
+
 def _assert_same(ws: Path) -> set[str]:
     ours, git = _ours(ws), _git_listed(ws)
     assert ours == git, f"only ctxnb: {sorted(ours - git)}; only git: {sorted(git - ours)}"
@@ -175,10 +183,7 @@ def test_random_patterns_in_every_source_match_git(
     rng = random.Random(20251125 + len(where))
     mismatches = []
     for n in range(150):
-        for path in sources:
-            path.unlink(missing_ok=True)
-            if rng.random() < 0.6:
-                _write(path, [_random_line(rng) for _ in range(rng.randint(1, 4))])
+        _rewrite_randomly(sources, rng)
         ours, git = _ours(ws), _git_listed(ws)
         if ours != git:
             texts = {str(p.relative_to(tmp_path)): p.read_text() for p in sources if p.exists()}
@@ -328,10 +333,7 @@ def test_both_backends_agree_with_check_ignore_on_random_sources(
     every = sorted(FILES)
     bad = []
     for n in range(60):
-        for path in sources:
-            path.unlink(missing_ok=True)
-            if rng.random() < 0.6:
-                _write(path, [_random_line(rng) for _ in range(rng.randint(1, 4))])
+        _rewrite_randomly(sources, rng)
         expected = set(every) - _check_ignore(ws, every)
         for backend in ("python", "ripgrep"):
             hits = {m.path for m in search(ws, "needle", backend=backend)}  # type: ignore[arg-type]
@@ -409,10 +411,7 @@ def test_deciding_one_path_agrees_with_the_walk_and_git(tmp_path: Path, isolated
     rng = random.Random(11)
     bad = []
     for n in range(80):
-        for path in sources:
-            path.unlink(missing_ok=True)
-            if rng.random() < 0.6:
-                _write(path, [_random_line(rng) for _ in range(rng.randint(1, 4))])
+        _rewrite_randomly(sources, rng)
         git = _git_listed(ws)
         tree = TreeIgnores(root=ws)
         ours = {rel for rel in [*FILES, ".gitignore"] if (ws / rel).exists()}
@@ -423,3 +422,29 @@ def test_deciding_one_path_agrees_with_the_walk_and_git(tmp_path: Path, isolated
             texts = {str(p.relative_to(tmp_path)): p.read_text() for p in sources if p.exists()}
             bad.append((n, texts, sorted(ours - expected), sorted(expected - ours)))
     assert not bad, bad[:3]
+
+
+# --------------------------------------------------------------------------- a user's path
+
+
+def test_a_workspace_in_a_subdirectory_through_the_public_api(
+    tmp_path: Path, isolated_git: Path
+) -> None:
+    from ctxnb import Workspace
+
+    top, ws_dir = _repo(tmp_path, ["app.py", "debug.log", "notes.orig", "src/m.py", "tmp.swp"])
+    _write(top / ".gitignore", ["*.log", "/pkg/ws/src/"])
+    _write(top / ".git" / "info" / "exclude", ["*.orig"])
+    _write(isolated_git / "ignore-these", ["*.swp"])
+    (isolated_git / ".gitconfig").write_text("[core]\n\texcludesFile = ~/ignore-these\n")
+    expected = _assert_same(ws_dir)
+    assert expected == {"app.py"}
+    ws = Workspace.open(ws_dir)
+    try:
+        report = ws.index(progress=False)
+        assert report.files == 1
+        tools = ws.tools(ws.session("ignores", rules=False))
+        assert {hit["path"] for hit in tools.search("needle")} == expected
+        assert tools.glob("**/*") == ["app.py"]
+    finally:
+        ws.close()
