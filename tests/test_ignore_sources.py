@@ -448,3 +448,31 @@ def test_a_workspace_in_a_subdirectory_through_the_public_api(
         assert tools.glob("**/*") == ["app.py"]
     finally:
         ws.close()
+
+
+@needs_rg
+def test_ripgrep_over_many_directory_runs_finds_the_same(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from ctxnb.tools import search as search_module
+
+    _, ws = _repo(tmp_path)
+    _write(ws / ".gitignore", ["*.log", "d/e/"])
+    one_run = search(ws, "needle", backend="ripgrep")
+    monkeypatch.setattr(search_module, "_RG_ARGS_BUDGET", 40)  # a run per directory or two
+    assert search(ws, "needle", backend="ripgrep") == one_run
+    assert one_run == search(ws, "needle", backend="python")
+    assert {m.path for m in one_run} == set(FILES) - _check_ignore(ws, FILES)
+
+
+def test_a_fifo_or_device_named_as_excludes_file_is_not_read(
+    tmp_path: Path, isolated_git: Path
+) -> None:
+    # The repository's config is data the agent may have written: a FIFO or a device
+    # named there must not hang or flood the walk.
+    top, ws = _repo(tmp_path, ["a.py", "b.txt"])
+    fifo = tmp_path / "fifo"
+    os.mkfifo(fifo)
+    for target in (str(fifo), "/dev/zero"):
+        _git(top, "config", "core.excludesFile", target)
+        assert _ours(ws) == {"a.py", "b.txt"}

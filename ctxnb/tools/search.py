@@ -765,8 +765,12 @@ def _search_ripgrep(
     return _in_order({rel: found for rel, found in by_file.items() if found})
 
 
-def _arg_chunks(paths: list[str], budget: int = 256 * 1024) -> Iterator[list[str]]:
+_RG_ARGS_BUDGET = 256 * 1024  # bytes of directory arguments per rg run
+
+
+def _arg_chunks(paths: list[str]) -> Iterator[list[str]]:
     """``paths`` in runs whose command-line size stays well below the system's limit."""
+    budget = _RG_ARGS_BUDGET
     chunk: list[str] = []
     size = 0
     for path in paths:
