@@ -126,7 +126,14 @@ def _read_host(path: str, *, follow: bool) -> bytes | None:
 
 
 def _find_repo(real: str, read: Callable[..., bytes | None]) -> tuple[str | None, str | None]:
-    """The repository's top and its common git directory, searching up from ``real``."""
+    """The repository's top and its common git directory, searching up from ``real``.
+
+    As git's discovery: it stops below a directory of ``$GIT_CEILING_DIRECTORIES``
+    and at a filesystem boundary (unless ``$GIT_DISCOVERY_ACROSS_FILESYSTEM``).
+    """
+    ceilings = {
+        os.path.realpath(c) for c in os.environ.get("GIT_CEILING_DIRECTORIES", "").split(":") if c
+    }
     d = real
     while True:
         dotgit = os.path.join(d, ".git")
@@ -145,9 +152,18 @@ def _find_repo(real: str, read: Callable[..., bytes | None]) -> tuple[str | None
                 gitdir = os.path.join(d, os.fsdecode(line[len(b"gitdir:") :].strip()))
                 return d, _common_dir(os.path.normpath(gitdir), read)
         parent = os.path.dirname(d)
-        if parent == d:
+        if parent == d or parent in ceilings or not _same_filesystem(d, parent):
             return None, None
         d = parent
+
+
+def _same_filesystem(d: str, parent: str) -> bool:
+    if _truthy(os.environ.get("GIT_DISCOVERY_ACROSS_FILESYSTEM")):
+        return True
+    try:
+        return os.stat(d).st_dev == os.stat(parent).st_dev
+    except OSError:
+        return False
 
 
 def _common_dir(gitdir: str, read: Callable[..., bytes | None]) -> str:

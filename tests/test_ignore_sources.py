@@ -476,3 +476,16 @@ def test_a_fifo_or_device_named_as_excludes_file_is_not_read(
     for target in (str(fifo), "/dev/zero"):
         _git(top, "config", "core.excludesFile", target)
         assert _ours(ws) == {"a.py", "b.txt"}
+
+
+def test_discovery_stops_at_a_ceiling_directory_as_git_does(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    top, ws = _repo(tmp_path, ["a.py", "b.log"])
+    _write(top / ".gitignore", ["*.log"])
+    assert _assert_same(ws) == {"a.py"}
+    monkeypatch.setenv("GIT_CEILING_DIRECTORIES", str(top / "pkg"))
+    # git finds no repository now; ctxnb no repository's ignores.
+    failed = subprocess.run(["git", "rev-parse", "--show-toplevel"], cwd=ws, capture_output=True)
+    assert failed.returncode != 0
+    assert _ours(ws) == {"a.py", "b.log"}
