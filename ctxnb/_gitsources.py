@@ -271,12 +271,12 @@ def config_values(data: bytes, section: str, key: str) -> list[str]:
                 return out  # not a key: git refuses the file from here
             while j < n and text[j] in " \t":
                 j += 1
-            value: str | None = None
+            value = ""  # "key" alone: git's implicit true, printed as "" (no path)
             if j < n and text[j] == "=":
                 value, j = _value(text, j + 1)
             else:
                 j = _line_end(text, j)
-            if current == section and name == key and value is not None:
+            if current == section and name == key:
                 out.append(value)
             i = j
     return out

@@ -378,6 +378,31 @@ def test_config_values_as_git_reads_them(tmp_path: Path, text: str) -> None:
     assert config_values(text.encode(), "core", "excludesfile") == expected
 
 
+def test_random_config_files_read_as_git_reads_them(tmp_path: Path) -> None:
+    # Random texts from config syntax's awkward pieces; those git accepts must give
+    # git's own values.
+    pieces = ["[core]", "[Core]", '[core "x"]', "[user]", "\n", "\n", " ", "\t", "=", " = "]
+    pieces += ["excludesFile", "EXCLUDESFILE", "name", "a", "b c", '"', '\\"', "\\\\", "\\n"]
+    pieces += ["\\t", "\\\n", "#", ";", "x#y", " ; c", "~/p", "\r\n", "ab-c"]
+    rng = random.Random(3)
+    path = tmp_path / "config"
+    compared, bad = 0, []
+    for _ in range(400):
+        text = "".join(rng.choice(pieces) for _ in range(rng.randint(1, 14)))
+        path.write_text(text)
+        out = subprocess.run(
+            ["git", "config", "-z", "--file", str(path), "--get-all", "core.excludesFile"],
+            capture_output=True,
+        )
+        if out.returncode not in (0, 1):
+            continue  # git refuses the file
+        compared += 1
+        expected = out.stdout.decode().split("\0")[:-1]
+        if config_values(text.encode(), "core", "excludesfile") != expected:
+            bad.append(text)
+    assert compared > 50 and not bad, bad[:5]
+
+
 def test_no_repository_still_reads_the_users_excludes_file(
     tmp_path: Path, isolated_git: Path
 ) -> None:
