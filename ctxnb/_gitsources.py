@@ -23,21 +23,25 @@ Example:
     >>> os.makedirs(os.path.join(top, "pkg", "ws"))
     >>> with open(os.path.join(top, ".gitignore"), "w") as f:
     ...     _ = f.write("*.log\\n")
-    >>> src = git_sources(os.path.join(top, "pkg", "ws"), read_inside=lambda rel: None)
+    >>> src = git_sources(os.path.join(top, "pkg", "ws"), read_inside=lambda rel, limit: None)
     >>> src.prefix, [(base, lines) for base, lines in src.files if lines == ["*.log", ""]]
     ('pkg/ws', [('', ['*.log', ''])])
 """
 
 from __future__ import annotations
 
+import functools
 import os
 import pwd
 import stat
 from collections.abc import Callable
 
-__all__ = ["GitSources", "config_values", "git_sources"]
+from ._gitindex import tracked_paths
+
+__all__ = ["GitSources", "config_values", "git_sources", "tracked_dirs"]
 
 _LIMIT = 1 << 20  # the most read of one ignore or configuration file, as in the walk
+_INDEX_LIMIT = 256 << 20  # an index of a few million paths
 
 
 class GitSources:
@@ -49,13 +53,18 @@ class GitSources:
         files: ``(base, lines)`` per ignore file, lowest precedence first; ``base`` is
             the file's directory relative to the repository's top (``""`` for the
             top and for ``info/exclude`` and ``core.excludesFile``).
+        tracked: the files git tracks below the workspace, relative to its root (never
+            ignored); None outside a repository or when the index cannot be read.
     """
 
-    __slots__ = ("files", "prefix")
+    __slots__ = ("files", "prefix", "tracked")
 
-    def __init__(self, prefix: str, files: list[tuple[str, list[str]]]) -> None:
+    def __init__(
+        self, prefix: str, files: list[tuple[str, list[str]]], tracked: frozenset[str] | None
+    ) -> None:
         self.prefix = prefix
         self.files = files
+        self.tracked = tracked
 
 
 def ignore_lines(data: bytes) -> list[str]:
@@ -64,32 +73,33 @@ def ignore_lines(data: bytes) -> list[str]:
 
 
 def git_sources(
-    root: str | os.PathLike[str], *, read_inside: Callable[[str], bytes | None]
+    root: str | os.PathLike[str], *, read_inside: Callable[[str, int], bytes | None]
 ) -> GitSources:
     """The ignore files git applies to ``root`` besides those in its own tree.
 
     Args:
         root: the workspace root.
-        read_inside: reads a file by its path relative to ``root`` without following
-            links (the access layer); returns None when there is no regular file.
+        read_inside: ``read_inside(rel, limit)`` reads a file by its path relative to
+            ``root`` without following links (the access layer); None when there is no
+            regular file of at most ``limit`` bytes.
     """
     real = os.path.realpath(root)
 
-    def read(path: str, *, follow: bool) -> bytes | None:
+    def read(path: str, *, follow: bool, limit: int = _LIMIT) -> bytes | None:
         rel = os.path.relpath(path, real)
         if rel != os.curdir and not rel.startswith(os.pardir + os.sep):
-            return read_inside(rel.replace(os.sep, "/"))
-        return _read_host(path, follow=follow)
+            return read_inside(rel.replace(os.sep, "/"), limit)
+        return _read_host(path, follow=follow, limit=limit)
 
-    top, common = _find_repo(real, read)
+    top, gitdir, common = _find_repo(real, read)
     files: list[tuple[str, list[str]]] = []
     excludes = _excludes_file(top, common, read)
     if excludes is not None:
         data = read(excludes, follow=True)
         if data:
             files.append(("", ignore_lines(data)))
-    if top is None or common is None:
-        return GitSources("", files)
+    if top is None or gitdir is None or common is None:
+        return GitSources("", files, None)
     data = read(os.path.join(common, "info", "exclude"), follow=True)
     if data:
         files.append(("", ignore_lines(data)))
@@ -103,11 +113,60 @@ def git_sources(
         data = _read_host(os.path.join(top, *parts[:depth], ".gitignore"), follow=False)
         if data:
             files.append((base, ignore_lines(data)))
-    return GitSources(prefix, files)
+    return GitSources(prefix, files, _tracked(gitdir, common, prefix, read))
 
 
-def _read_host(path: str, *, follow: bool) -> bytes | None:
-    """A regular file outside the workspace (its first MiB), or None."""
+def _tracked(
+    gitdir: str, common: str, prefix: str, read: Callable[..., bytes | None]
+) -> frozenset[str] | None:
+    """The tracked files below the workspace, relative to it (None: index unreadable)."""
+    index = os.path.join(gitdir, "index")
+    try:
+        st = os.stat(index)
+    except OSError:
+        return frozenset()  # no index yet: nothing is tracked
+    # Parsing a large index costs tens of milliseconds: keep the answer while the
+    # file is unchanged (git replaces it by a rename, so its inode changes too).
+    key = (index, st.st_ino, st.st_mtime_ns, st.st_size, prefix)
+    if key in _TRACKED_CACHE:
+        return _TRACKED_CACHE[key]
+    data = read(index, follow=True, limit=_INDEX_LIMIT)
+    if data is None:
+        return None
+    config = read(os.path.join(common, "config"), follow=True) or b""
+    formats = config_values(config, "extensions", "objectformat")
+    hash_size = 32 if formats and formats[-1].lower() == "sha256" else 20
+    paths = tracked_paths(data, hash_size=hash_size)
+    if paths is None:
+        return None
+    start = prefix + "/" if prefix else ""
+    found = frozenset(p[len(start) :] for p in paths if p.startswith(start))
+    if len(_TRACKED_CACHE) >= 8:
+        _TRACKED_CACHE.clear()
+    _TRACKED_CACHE[key] = found
+    return found
+
+
+_TRACKED_CACHE: dict[tuple[str, int, int, int, str], frozenset[str]] = {}
+
+
+@functools.lru_cache(maxsize=8)
+def tracked_dirs(tracked: frozenset[str]) -> frozenset[str]:
+    """Every directory above a tracked file (``a`` and ``a/b`` for ``a/b/c``)."""
+    dirs: set[str] = set()
+    for path in tracked:
+        i = path.rfind("/")
+        while i > 0:
+            d = path[:i]
+            if d in dirs:
+                break
+            dirs.add(d)
+            i = path.rfind("/", 0, i)
+    return frozenset(dirs)
+
+
+def _read_host(path: str, *, follow: bool, limit: int = _LIMIT) -> bytes | None:
+    """A regular file outside the workspace, or None (also when over ``limit`` bytes)."""
     flags = os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0)
     if not follow:
         flags |= os.O_NOFOLLOW
@@ -116,17 +175,31 @@ def _read_host(path: str, *, follow: bool) -> bytes | None:
     except OSError:
         return None
     try:
-        if not stat.S_ISREG(os.fstat(fd).st_mode):
+        st = os.fstat(fd)
+        if not stat.S_ISREG(st.st_mode) or st.st_size > limit:
             return None
-        return os.read(fd, _LIMIT)
+        return _read_all(fd, st.st_size)
     except OSError:
         return None
     finally:
         os.close(fd)
 
 
-def _find_repo(real: str, read: Callable[..., bytes | None]) -> tuple[str | None, str | None]:
-    """The repository's top and its common git directory, searching up from ``real``.
+def _read_all(fd: int, size: int) -> bytes:
+    chunks = []
+    while size > 0:
+        chunk = os.read(fd, size)
+        if not chunk:
+            break
+        chunks.append(chunk)
+        size -= len(chunk)
+    return b"".join(chunks)
+
+
+def _find_repo(
+    real: str, read: Callable[..., bytes | None]
+) -> tuple[str | None, str | None, str | None]:
+    """The repository's top, git directory and common git directory, searching up.
 
     As git's discovery: it stops below a directory of ``$GIT_CEILING_DIRECTORIES``
     and at a filesystem boundary (unless ``$GIT_DISCOVERY_ACROSS_FILESYSTEM``).
@@ -143,17 +216,19 @@ def _find_repo(real: str, read: Callable[..., bytes | None]) -> tuple[str | None
             st = None
         if st is not None and stat.S_ISDIR(st.st_mode):
             if os.path.isfile(os.path.join(dotgit, "HEAD")):
-                return d, _common_dir(dotgit, read)
+                return d, dotgit, _common_dir(dotgit, read)
         elif st is not None and stat.S_ISREG(st.st_mode):
             # A linked worktree or a submodule: ".git" names the git directory.
             data = read(dotgit, follow=False) or b""
             line = data.split(b"\n", 1)[0].rstrip(b"\r")
             if line.startswith(b"gitdir:"):
-                gitdir = os.path.join(d, os.fsdecode(line[len(b"gitdir:") :].strip()))
-                return d, _common_dir(os.path.normpath(gitdir), read)
+                gitdir = os.path.normpath(
+                    os.path.join(d, os.fsdecode(line[len(b"gitdir:") :].strip()))
+                )
+                return d, gitdir, _common_dir(gitdir, read)
         parent = os.path.dirname(d)
         if parent == d or parent in ceilings or not _same_filesystem(d, parent):
-            return None, None
+            return None, None, None
         d = parent
 
 

@@ -35,12 +35,10 @@ import functools
 import os
 from collections.abc import Callable, Iterator, Sequence
 
-from ._gitsources import git_sources, ignore_lines
+from ._gitsources import git_sources, ignore_lines, tracked_dirs
 from ._wildmatch import PatternSet, parse_lines
 
 __all__ = ["ALWAYS_SKIP", "IgnoreMatcher", "TreeIgnores", "iter_tree"]
-
-_IGNORE_FILE_MAX = 1 << 20
 
 ALWAYS_SKIP = (".git", ".ctxnb")
 """Names never walked, at any depth (deny globs of the walk's path policy)."""
@@ -92,8 +90,14 @@ class TreeIgnores:
     ) -> None:
         outer: list[IgnoreMatcher] = []
         self.workspace_ignored = False
+        tracked: frozenset[str] = frozenset()
         if use_gitignore and root is not None:
-            outer, self.workspace_ignored = _outer_matchers(root)
+            outer, self.workspace_ignored, tracked = _outer_matchers(root)
+        # git never ignores a tracked file, and enters an ignored directory that holds
+        # one (for its tracked files only).
+        self._tracked = tracked
+        self._tracked_dirs = tracked_dirs(tracked) if tracked else frozenset()
+        self._ignored_entered: set[str] = {""} if self.workspace_ignored else set()
         base = [*outer, IgnoreMatcher("", list(extra_ignores))] if extra_ignores else outer
         names = (".gitignore",) if use_gitignore else ()
         self._names = (*names, ".ctxnbignore") if ctxnbignore else names
@@ -116,9 +120,17 @@ class TreeIgnores:
 
     def skip(self, rel: str, is_dir: bool) -> bool:
         """Whether ``rel`` (in a directory already entered) is ignored."""
-        if self.workspace_ignored:
-            return True
-        matchers = self._by_dir.get(rel.rpartition("/")[0], self._base)
+        parent = rel.rpartition("/")[0]
+        if is_dir and rel in self._tracked_dirs:
+            if parent in self._ignored_entered or self._patterns_ignore(parent, rel, True):
+                self._ignored_entered.add(rel)  # entered for its tracked files only
+            return False
+        if parent in self._ignored_entered:
+            return is_dir or rel not in self._tracked
+        return rel not in self._tracked and self._patterns_ignore(parent, rel, is_dir)
+
+    def _patterns_ignore(self, parent: str, rel: str, is_dir: bool) -> bool:
+        matchers = self._by_dir.get(parent, self._base)
         return bool(matchers) and _ignored(matchers, rel, is_dir)
 
     def decide(self, rel: str, read: Callable[[str], bytes | None]) -> bool:
@@ -130,8 +142,6 @@ class TreeIgnores:
             >>> t.decide("build/out/a.o", lambda path: None), t.decide("a.py", lambda p: None)
             (True, False)
         """
-        if self.workspace_ignored:
-            return True
         parts = rel.split("/")
         for depth in range(len(parts)):
             rel_dir = "/".join(parts[:depth])
@@ -144,7 +154,7 @@ class TreeIgnores:
 
     def entered(self, rel_dir: str) -> bool:
         """Whether the walk entered ``rel_dir`` (``""``: the root), so it is not ignored."""
-        return rel_dir in self._entered and not self.workspace_ignored
+        return rel_dir in self._entered
 
     def ignored(self, rel: str, is_dir: bool = False) -> bool:
         """Whether ``rel`` is ignored, after a walk: below a directory not entered, it is."""
@@ -155,24 +165,28 @@ def _read_in(read: Callable[[str], bytes | None], rel_dir: str, name: str) -> by
     return read(f"{rel_dir}/{name}" if rel_dir else name)
 
 
-def _outer_matchers(root: str | os.PathLike[str]) -> tuple[list[IgnoreMatcher], bool]:
-    """git's ignore files from outside the tree, and whether they ignore the root.
+def _outer_matchers(
+    root: str | os.PathLike[str],
+) -> tuple[list[IgnoreMatcher], bool, frozenset[str]]:
+    """git's ignore files from outside the tree, whether they ignore the root, and the
+    files git tracks below it.
 
     git ignores everything below an ignored directory, so a workspace that is (or is
-    below) a directory its repository ignores has every file ignored.
+    below) a directory its repository ignores has every untracked file ignored.
     """
     from .access.fdio import PathPolicy
     from .errors import CtxnbError
 
     policy = PathPolicy([root], deny=())
 
-    def read_inside(rel: str) -> bytes | None:
+    def read_inside(rel: str, limit: int) -> bytes | None:
         try:
-            return policy.read_bytes(rel, max_bytes=_IGNORE_FILE_MAX)
+            return policy.read_bytes(rel, max_bytes=limit)
         except (CtxnbError, OSError):
             return None  # absent, a link (not followed), or not a regular file
 
     src = git_sources(root, read_inside=read_inside)
+    tracked = src.tracked or frozenset()
     matchers = [IgnoreMatcher(base, lines, prefix=src.prefix) for base, lines in src.files]
     parts = src.prefix.split("/") if src.prefix else []
     for depth in range(1, len(parts) + 1):
@@ -183,8 +197,8 @@ def _outer_matchers(root: str | os.PathLike[str]) -> tuple[list[IgnoreMatcher], 
             if s is not None:
                 verdict = s
         if verdict:
-            return matchers, True
-    return matchers, False
+            return matchers, True, tracked
+    return matchers, False, tracked
 
 
 def iter_tree(

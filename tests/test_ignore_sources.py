@@ -514,3 +514,92 @@ def test_discovery_stops_at_a_ceiling_directory_as_git_does(
     failed = subprocess.run(["git", "rev-parse", "--show-toplevel"], cwd=ws, capture_output=True)
     assert failed.returncode != 0
     assert _ours(ws) == {"a.py", "b.log"}
+
+
+# --------------------------------------------------------------------------- tracked files
+
+TRACKED = ["x.log", "build/out.o", "logs/2024/b.log", "src/sub/deep/c.txt", "d/e/g/h.py"]
+
+
+def _commit(top: Path, paths: list[str]) -> None:
+    _git(top, "add", "-f", "--", *paths)
+    ident = ["-c", "user.name=t", "-c", "user.email=t@t.invalid"]
+    _git(top, *ident, "commit", "-q", "-m", "tracked")
+
+
+def _git_files(ws: Path) -> set[str]:
+    out = _git(ws, "ls-files", "-z", "--cached", "--others", "--exclude-standard")
+    return {p for p in os.fsdecode(out).split("\0") if p and (ws / p).is_file()}
+
+
+@pytest.mark.parametrize("sub", ["", WS])
+def test_tracked_files_are_never_ignored_as_in_git(
+    tmp_path: Path, isolated_git: Path, sub: str
+) -> None:
+    top, ws = _repo(tmp_path, sub=sub)
+    _commit(top, [f"{sub}/{p}" if sub else p for p in TRACKED])
+    sources = [top / ".git" / "info" / "exclude", top / ".gitignore", ws / ".gitignore"]
+    sources += [ws / "src" / ".gitignore", ws / "d" / ".gitignore"]
+    _write(ws / ".gitignore", ["*.log", "build/", "src/", "d/e/"])
+    fixed = _ours(ws)
+    assert fixed == _git_files(ws)
+    assert set(TRACKED) <= fixed and "logs/a.log" not in fixed and "src/a.py" not in fixed
+    rng = random.Random(5 + len(sub))
+    bad = []
+    for n in range(120):
+        _rewrite_randomly(sources, rng)
+        ours, git = _ours(ws), _git_files(ws)
+        if ours != git:
+            bad.append((n, sorted(ours - git), sorted(git - ours)))
+    assert not bad, bad[:3]
+
+
+@pytest.mark.parametrize("backend", ["python", pytest.param("ripgrep", marks=needs_rg)])
+def test_search_finds_tracked_files_in_ignored_directories(
+    tmp_path: Path, isolated_git: Path, backend: str
+) -> None:
+    top, ws = _repo(tmp_path)
+    _commit(top, [f"{WS}/{p}" for p in TRACKED])
+    _write(top / ".gitignore", ["*.log", "build/", "/pkg/ws/src/", "/pkg/"])  # ws ignored too
+    hits = {m.path for m in search(ws, "needle", backend=backend)}  # type: ignore[arg-type]
+    assert hits == set(FILES) - _check_ignore(ws, sorted(FILES))
+    assert hits == set(TRACKED)
+
+
+@pytest.mark.parametrize(
+    "setup",
+    [
+        [],
+        [["update-index", "--index-version", "4"]],
+        [["update-index", "--index-version", "3"], ["update-index", "--skip-worktree", "ab"]],
+        [["add", "-N", "--", "new file.txt"]],
+    ],
+    ids=["v2", "v4", "v3-extended", "intent-to-add"],
+)
+def test_index_paths_match_git_ls_files(tmp_path: Path, setup: list[list[str]]) -> None:
+    from ctxnb._gitindex import tracked_paths
+
+    top, _ = _repo(tmp_path, sub="")
+    (top / "new file.txt").write_text("x\n")
+    _commit(top, [p for p in FILES if p != "café.txt"] + ["café.txt"])
+    for args in setup:
+        _git(top, *args)
+    expected = {p for p in os.fsdecode(_git(top, "ls-files", "-z")).split("\0") if p}
+    assert tracked_paths((top / ".git" / "index").read_bytes()) == expected
+
+
+def test_sha256_and_split_indexes(tmp_path: Path, isolated_git: Path) -> None:
+    from ctxnb._gitindex import tracked_paths
+
+    top = tmp_path / "sha256"
+    _git(tmp_path, "init", "-q", "--object-format=sha256", str(top))  # git >= 2.29
+    _write(top / "a.log", ["x"])
+    _write(top / ".gitignore", ["*.log"])
+    _commit(top, ["a.log"])
+    assert tracked_paths((top / ".git" / "index").read_bytes(), hash_size=32) == {"a.log"}
+    assert _ours(top) == _git_files(top) == {"a.log", ".gitignore"}
+    # A split index keeps entries in a shared file this reader does not follow: then
+    # the patterns alone decide (the tracked a.log is ignored, unlike in git).
+    _git(top, "update-index", "--split-index")
+    assert tracked_paths((top / ".git" / "index").read_bytes(), hash_size=32) is None
+    assert _ours(top) == {".gitignore"}

@@ -604,8 +604,6 @@ def _searchable_dirs(
 
     for _ in _first_root_walk(policy, ignores, skip, dirs.append):
         pass  # every file is skipped: the walk only enters directories
-    if ignores.workspace_ignored:
-        dirs = []
     return dirs, ignores
 
 
