@@ -527,6 +527,10 @@ def _commit(top: Path, paths: list[str]) -> None:
     _git(top, *ident, "commit", "-q", "-m", "tracked")
 
 
+def _read_or_none(path: Path) -> bytes | None:
+    return path.read_bytes() if path.is_file() and not path.is_symlink() else None
+
+
 def _git_files(ws: Path) -> set[str]:
     out = _git(ws, "ls-files", "-z", "--cached", "--others", "--exclude-standard")
     return {p for p in os.fsdecode(out).split("\0") if p and (ws / p).is_file()}
@@ -543,6 +547,12 @@ def test_tracked_files_are_never_ignored_as_in_git(
     _write(ws / ".gitignore", ["*.log", "build/", "src/", "d/e/"])
     fixed = _ours(ws)
     assert fixed == _git_files(ws)
+    from ctxnb.ignore import TreeIgnores
+
+    tree = TreeIgnores(root=ws)  # one path at a time, as the sandbox's commit asks
+    assert {p for p in FILES if not tree.decide(p, lambda rel: _read_or_none(ws / rel))} == (
+        fixed - {".gitignore"}
+    )
     assert set(TRACKED) <= fixed and "logs/a.log" not in fixed and "src/a.py" not in fixed
     rng = random.Random(5 + len(sub))
     bad = []
