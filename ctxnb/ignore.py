@@ -54,12 +54,16 @@ class IgnoreMatcher:
         prefix: the workspace root relative to the repository's top, for a file above
             the root (a parent ``.gitignore``, ``info/exclude``, ``core.excludesFile``):
             paths are matched as ``prefix/rel``, where git anchors its patterns.
+        git: git's patterns (which never ignore a tracked file), not ctxnb's own.
     """
 
-    __slots__ = ("base", "patterns", "prefix")
+    __slots__ = ("base", "git", "patterns", "prefix")
 
-    def __init__(self, base: str, lines: Sequence[str], *, prefix: str = "") -> None:
+    def __init__(
+        self, base: str, lines: Sequence[str], *, prefix: str = "", git: bool = True
+    ) -> None:
         self.base = base
+        self.git = git
         self.prefix = prefix + "/" if prefix else ""
         self.patterns = PatternSet(parse_lines(list(lines), base=base))
 
@@ -98,7 +102,8 @@ class TreeIgnores:
         self._tracked = tracked
         self._tracked_dirs = tracked_dirs(tracked) if tracked else frozenset()
         self._ignored_entered: set[str] = {""} if self.workspace_ignored else set()
-        base = [*outer, IgnoreMatcher("", list(extra_ignores))] if extra_ignores else outer
+        extra = [IgnoreMatcher("", list(extra_ignores), git=False)] if extra_ignores else []
+        base = [*outer, *extra]
         names = (".gitignore",) if use_gitignore else ()
         self._names = (*names, ".ctxnbignore") if ctxnbignore else names
         self._by_dir: dict[str, list[IgnoreMatcher]] = {"": base}
@@ -110,27 +115,31 @@ class TreeIgnores:
         parent = self._base
         if rel_dir:
             parent = self._by_dir.get(rel_dir.rpartition("/")[0], self._base)
-        local: list[str] = []
-        for name in self._names:
+        local = []
+        for name in self._names:  # .ctxnbignore last: its lines win
             data = read(name)
             if data:
-                local.extend(ignore_lines(data))
-        self._by_dir[rel_dir] = [*parent, IgnoreMatcher(rel_dir, local)] if local else parent
+                git = name == ".gitignore"
+                local.append(IgnoreMatcher(rel_dir, ignore_lines(data), git=git))
+        self._by_dir[rel_dir] = [*parent, *local] if local else parent
         self._entered.add(rel_dir)
 
     def skip(self, rel: str, is_dir: bool) -> bool:
         """Whether ``rel`` (in a directory already entered) is ignored."""
         parent = rel.rpartition("/")[0]
-        if is_dir and rel in self._tracked_dirs:
-            if parent in self._ignored_entered or self._patterns_ignore(parent, rel, True):
-                self._ignored_entered.add(rel)  # entered for its tracked files only
-            return False
-        if parent in self._ignored_entered:
-            return is_dir or rel not in self._tracked
-        return rel not in self._tracked and self._patterns_ignore(parent, rel, is_dir)
+        if rel not in (self._tracked_dirs if is_dir else self._tracked):
+            return parent in self._ignored_entered or self._patterns_ignore(parent, rel, is_dir)
+        # Tracked (or holding tracked files): git's patterns do not apply, ctxnb's do.
+        if self._patterns_ignore(parent, rel, is_dir, git=False):
+            return True
+        if is_dir and (parent in self._ignored_entered or self._patterns_ignore(parent, rel, True)):
+            self._ignored_entered.add(rel)  # entered for its tracked files only
+        return False
 
-    def _patterns_ignore(self, parent: str, rel: str, is_dir: bool) -> bool:
+    def _patterns_ignore(self, parent: str, rel: str, is_dir: bool, *, git: bool = True) -> bool:
         matchers = self._by_dir.get(parent, self._base)
+        if not git:
+            matchers = [m for m in matchers if not m.git]
         return bool(matchers) and _ignored(matchers, rel, is_dir)
 
     def decide(self, rel: str, read: Callable[[str], bytes | None]) -> bool:

@@ -613,3 +613,16 @@ def test_sha256_and_split_indexes(tmp_path: Path, isolated_git: Path) -> None:
     _git(top, "update-index", "--split-index")
     assert tracked_paths((top / ".git" / "index").read_bytes(), hash_size=32) is None
     assert _ours(top) == {".gitignore"}
+
+
+def test_ctxnbs_own_ignores_still_apply_to_tracked_files(
+    tmp_path: Path, isolated_git: Path
+) -> None:
+    top, ws = _repo(tmp_path, sub="")
+    _commit(top, TRACKED)
+    _write(ws / ".gitignore", ["*.log", "build/", "src/"])
+    assert set(TRACKED) <= _ours(ws)
+    _write(ws / "src" / ".ctxnbignore", ["deep/"])  # a tracked file's directory
+    listed = {rel for rel, _ in iter_tree(ws, extra_ignores=["x.log"])}
+    assert "x.log" not in listed and "src/sub/deep/c.txt" not in listed
+    assert {"build/out.o", "logs/2024/b.log", "d/e/g/h.py"} <= listed
