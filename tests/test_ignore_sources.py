@@ -13,6 +13,7 @@ import os
 import random
 import shutil
 import subprocess
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -90,6 +91,24 @@ def _rewrite_randomly(sources: list[Path], rng: random.Random) -> None:
         path.unlink(missing_ok=True)
         if rng.random() < 0.6:
             _write(path, [_random_line(rng) for _ in range(rng.randint(1, 4))])
+
+
+def _random_mismatches(
+    ws: Path,
+    sources: list[Path],
+    rng: random.Random,
+    cases: int,
+    listed: Callable[[Path], set[str]] | None = None,
+) -> list[tuple[int, dict[str, str], list[str], list[str]]]:
+    """Random ignore files, each case's walk compared with git's listing."""
+    out = []
+    for n in range(cases):
+        _rewrite_randomly(sources, rng)
+        ours, git = _ours(ws), (listed or _git_listed)(ws)
+        if ours != git:
+            texts = {str(p): p.read_text() for p in sources if p.exists()}
+            out.append((n, texts, sorted(ours - git), sorted(git - ours)))
+    return out
 
 
 def _assert_same(ws: Path) -> set[str]:
@@ -180,14 +199,7 @@ def test_random_patterns_in_every_source_match_git(
         ws / ".gitignore",
         ws / "src" / ".gitignore",
     ]
-    rng = random.Random(20251125 + len(where))
-    mismatches = []
-    for n in range(150):
-        _rewrite_randomly(sources, rng)
-        ours, git = _ours(ws), _git_listed(ws)
-        if ours != git:
-            texts = {str(p.relative_to(tmp_path)): p.read_text() for p in sources if p.exists()}
-            mismatches.append((n, texts, sorted(ours - git), sorted(git - ours)))
+    mismatches = _random_mismatches(ws, sources, random.Random(20251125 + len(where)), 150)
     assert not mismatches, mismatches[:2]
 
 
@@ -554,13 +566,7 @@ def test_tracked_files_are_never_ignored_as_in_git(
         fixed - {".gitignore"}
     )
     assert set(TRACKED) <= fixed and "logs/a.log" not in fixed and "src/a.py" not in fixed
-    rng = random.Random(5 + len(sub))
-    bad = []
-    for n in range(120):
-        _rewrite_randomly(sources, rng)
-        ours, git = _ours(ws), _git_files(ws)
-        if ours != git:
-            bad.append((n, sorted(ours - git), sorted(git - ours)))
+    bad = _random_mismatches(ws, sources, random.Random(5 + len(sub)), 120, _git_files)
     assert not bad, bad[:3]
 
 
