@@ -33,15 +33,20 @@ from __future__ import annotations
 
 import functools
 import os
+import warnings
 from collections.abc import Callable, Iterator, Sequence
 
 from ._gitsources import git_sources, ignore_lines, tracked_dirs
 from ._wildmatch import PatternSet, parse_lines
 
-__all__ = ["ALWAYS_SKIP", "IgnoreMatcher", "TreeIgnores", "iter_tree"]
+__all__ = ["ALWAYS_SKIP", "IgnoreMatcher", "IgnoredWorkspaceWarning", "TreeIgnores", "iter_tree"]
 
 ALWAYS_SKIP = (".git", ".ctxnb")
 """Names never walked, at any depth (deny globs of the walk's path policy)."""
+
+
+class IgnoredWorkspaceWarning(UserWarning):
+    """git ignores the workspace's own directory, so every untracked file in it is ignored."""
 
 
 class IgnoreMatcher:
@@ -200,12 +205,22 @@ def _outer_matchers(
     parts = src.prefix.split("/") if src.prefix else []
     for depth in range(1, len(parts) + 1):
         above = "/".join(parts[:depth])  # relative to the repository's top
-        verdict: bool | None = None
+        verdict: tuple[bool, str] | None = None
         for m in matchers:
-            s = m.patterns.decide(above, is_dir=True)
-            if s is not None:
-                verdict = s
-        if verdict:
+            k = m.patterns.last_match(above, is_dir=True)
+            if k is not None:
+                pattern = m.patterns.patterns[k]
+                verdict = (not pattern.negative, pattern.text)
+        if verdict is not None and verdict[0]:
+            # As git: nothing below an ignored directory counts. Said out loud, since
+            # an empty workspace is otherwise a puzzle.
+            warnings.warn(
+                f"git ignores {above + '/'!r} (the line {verdict[1]!r}), so every untracked "
+                f"file in the workspace {os.fspath(root)!r} is ignored; set "
+                "[index] use_gitignore = false in ctxnb.toml to index it anyway",
+                IgnoredWorkspaceWarning,
+                stacklevel=4,
+            )
             return matchers, True, tracked
     return matchers, False, tracked
 

@@ -21,7 +21,7 @@ from _needs import needs, require
 from test_ignore_git import FILES, _random_line
 
 from ctxnb._gitsources import config_values, git_sources
-from ctxnb.ignore import iter_tree
+from ctxnb.ignore import IgnoredWorkspaceWarning, iter_tree
 from ctxnb.tools.search import ripgrep_available, search
 
 pytestmark = pytest.mark.usefixtures("isolated_git")
@@ -172,7 +172,8 @@ def test_global_and_repository_config_choose_the_excludes_file(
 def test_workspace_inside_an_ignored_directory_is_all_ignored(tmp_path: Path) -> None:
     top, ws = _repo(tmp_path)
     _write(top / ".gitignore", ["pkg/"])
-    assert _assert_same(ws) == set()
+    with pytest.warns(IgnoredWorkspaceWarning, match=r"git ignores 'pkg/' \(the line 'pkg/'\)"):
+        assert _assert_same(ws) == set()
     _write(top / ".gitignore", ["pkg/", "!pkg/"])  # re-included: everything is back
     assert "top.py" in _assert_same(ws)
 
@@ -186,6 +187,7 @@ def test_use_gitignore_off_reads_no_git_source(tmp_path: Path, isolated_git: Pat
     assert {"b.py", "f.txt", "x.log"} <= listed
 
 
+@pytest.mark.filterwarnings("ignore::ctxnb.ignore.IgnoredWorkspaceWarning")  # random
 @pytest.mark.parametrize("where", ["top", "subdirectory"])
 def test_random_patterns_in_every_source_match_git(
     tmp_path: Path, isolated_git: Path, where: str
@@ -329,6 +331,7 @@ def test_search_never_returns_what_git_ignores(
     assert {"x.log", "top.py", "d/e/f.txt", "src/sub/b.py", "#hash", "star*.md"} <= ignored
 
 
+@pytest.mark.filterwarnings("ignore::ctxnb.ignore.IgnoredWorkspaceWarning")  # random
 @needs_rg
 def test_both_backends_agree_with_check_ignore_on_random_sources(
     tmp_path: Path, isolated_git: Path
@@ -359,7 +362,8 @@ def test_search_in_an_ignored_workspace_finds_nothing(tmp_path: Path) -> None:
     top, ws = _repo(tmp_path)
     _write(top / ".gitignore", ["/pkg/ws/"])
     for backend in ("python", "ripgrep"):
-        assert search(ws, "needle", backend=backend) == []  # type: ignore[arg-type]
+        with pytest.warns(IgnoredWorkspaceWarning, match="use_gitignore = false"):
+            assert search(ws, "needle", backend=backend) == []  # type: ignore[arg-type]
 
 
 # --------------------------------------------------------------------------- config
@@ -427,6 +431,7 @@ def test_no_repository_still_reads_the_users_excludes_file(
     assert _ours(ws) == {"a.py"}
 
 
+@pytest.mark.filterwarnings("ignore::ctxnb.ignore.IgnoredWorkspaceWarning")  # random
 def test_deciding_one_path_agrees_with_the_walk_and_git(tmp_path: Path, isolated_git: Path) -> None:
     # TreeIgnores.decide answers for one path without a walk (the sandbox's commit
     # asks it which committed files the index leaves out): the same answers as git.
@@ -548,6 +553,7 @@ def _git_files(ws: Path) -> set[str]:
     return {p for p in os.fsdecode(out).split("\0") if p and (ws / p).is_file()}
 
 
+@pytest.mark.filterwarnings("ignore::ctxnb.ignore.IgnoredWorkspaceWarning")  # random
 @pytest.mark.parametrize("sub", ["", WS])
 def test_tracked_files_are_never_ignored_as_in_git(
     tmp_path: Path, isolated_git: Path, sub: str
@@ -577,7 +583,8 @@ def test_search_finds_tracked_files_in_ignored_directories(
     top, ws = _repo(tmp_path)
     _commit(top, [f"{WS}/{p}" for p in TRACKED])
     _write(top / ".gitignore", ["*.log", "build/", "/pkg/ws/src/", "/pkg/"])  # ws ignored too
-    hits = {m.path for m in search(ws, "needle", backend=backend)}  # type: ignore[arg-type]
+    with pytest.warns(IgnoredWorkspaceWarning):
+        hits = {m.path for m in search(ws, "needle", backend=backend)}  # type: ignore[arg-type]
     assert hits == set(FILES) - _check_ignore(ws, sorted(FILES))
     assert hits == set(TRACKED)
 
