@@ -38,7 +38,7 @@ from collections.abc import Callable
 
 from ._gitindex import tracked_paths
 
-__all__ = ["GitSources", "config_values", "git_sources", "tracked_dirs"]
+__all__ = ["GitSources", "config_entries", "config_values", "git_sources", "tracked_dirs"]
 
 _LIMIT = 1 << 20  # the most read of one ignore or configuration file, as in the walk
 _INDEX_LIMIT = 256 << 20  # an index of a few million paths
@@ -274,13 +274,11 @@ def _excludes_file(
         configs.append(os.path.join(common, "config"))
     value: str | None = None
     for path in configs:
-        if not path:
-            continue
-        data = read(path, follow=True)
-        if data:
-            found = config_values(data, "core", "excludesfile")
-            if found:
-                value = found[-1]
+        if path:
+            # The repository's own file is data the agent may have written: its
+            # includes would name more files to read, so they are not followed.
+            host = common is None or path != os.path.join(common, "config")
+            value = _config_value(path, read, home, value, includes=host)
     if value is None:
         return os.path.join(xdg, "git", "ignore") if xdg else None
     if not value:
@@ -289,6 +287,36 @@ def _excludes_file(
     if expanded is None:
         return None
     return os.path.join(top or os.getcwd(), expanded)  # relative: to the top, git's cwd
+
+
+_EXCLUDES = ("core", "excludesfile")
+_INCLUDE = ("include", "path")
+
+
+def _config_value(
+    path: str,
+    read: Callable[..., bytes | None],
+    home: str,
+    value: str | None,
+    *,
+    includes: bool,
+    depth: int = 0,
+) -> str | None:
+    """``core.excludesFile`` after reading ``path`` (``value``: the one before it);
+    ``include.path`` entries are read where they stand, as git reads them."""
+    data = read(path, follow=True)
+    if not data:
+        return value
+    wanted = {_EXCLUDES, _INCLUDE} if includes and depth < 10 else {_EXCLUDES}
+    for name, found in config_entries(data, wanted):
+        if name == "core.excludesfile":
+            value = found
+        elif found:
+            target = _expand_user(found, home)
+            if target is not None:
+                target = os.path.join(os.path.dirname(path), target)  # relative: to the file
+                value = _config_value(target, read, home, value, includes=True, depth=depth + 1)
+    return value
 
 
 def _expand_user(value: str, home: str) -> str | None:
@@ -309,18 +337,24 @@ def config_values(data: bytes, section: str, key: str) -> list[str]:
 
     Read as git's ``config.c`` reads it: names case-insensitive, ``#``/``;`` comments,
     double quotes with ``\\\\ \\" \\n \\t \\b`` escapes, a backslash before the newline
-    continuing the line. Includes are not followed.
+    continuing the line. Includes are not followed here (:func:`_config_value` follows
+    them in the host's files).
 
     Example:
         >>> data = b'[core]\\n\\texcludesFile = "~/my ignore" ; note\\n'
         >>> config_values(data, "core", "excludesfile")
         ['~/my ignore']
     """
+    return [value for _, value in config_entries(data, {(section.lower(), key.lower())})]
+
+
+def config_entries(data: bytes, wanted: set[tuple[str, str]]) -> list[tuple[str, str]]:
+    """The ``(section.key, value)`` entries of a git configuration file whose
+    ``(section, key)`` is in ``wanted`` (lowercase), in file order."""
     text = data.decode("utf-8", "surrogateescape")
     if text.startswith("\ufeff"):
         text = text[1:]
-    section, key = section.lower(), key.lower()
-    out: list[str] = []
+    out: list[tuple[str, str]] = []
     current = ""
     i, n = 0, len(text)
     while i < n:
@@ -351,8 +385,8 @@ def config_values(data: bytes, section: str, key: str) -> list[str]:
                 value, j = _value(text, j + 1)
             else:
                 j = _line_end(text, j)
-            if current == section and name == key:
-                out.append(value)
+            if (current, name) in wanted:
+                out.append((f"{current}.{name}", value))
             i = j
     return out
 

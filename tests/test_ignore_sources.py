@@ -639,3 +639,32 @@ def test_ctxnbs_own_ignores_still_apply_to_tracked_files(
     listed = {rel for rel, _ in iter_tree(ws, extra_ignores=["x.log"])}
     assert "x.log" not in listed and "src/sub/deep/c.txt" not in listed
     assert {"build/out.o", "logs/2024/b.log", "d/e/g/h.py"} <= listed
+
+
+@pytest.mark.parametrize("order", ["include-last", "include-first"])
+def test_includes_in_the_users_config_are_read_where_they_stand(
+    tmp_path: Path, isolated_git: Path, order: str
+) -> None:
+    top, ws = _repo(tmp_path, ["a.py", "b.txt", "c.log"])
+    _write(isolated_git / "py-ignore", ["*.py"])
+    _write(isolated_git / "txt-ignore", ["*.txt"])
+    (isolated_git / "conf").mkdir()
+    (isolated_git / "conf" / "extra.cfg").write_text("[core]\nexcludesFile = ~/txt-ignore\n")
+    lines = ["[core]\n\texcludesFile = ~/py-ignore\n", "[include]\n\tpath = conf/extra.cfg\n"]
+    if order == "include-first":
+        lines.reverse()
+    (isolated_git / ".gitconfig").write_text("".join(lines))
+    kept = _assert_same(ws)
+    assert kept == ({"a.py", "c.log"} if order == "include-last" else {"b.txt", "c.log"})
+
+
+def test_includes_in_the_repositorys_config_are_not_followed(
+    tmp_path: Path, isolated_git: Path
+) -> None:
+    # The repository's config may be the agent's writing: it names no more files to read.
+    top, _ = _repo(tmp_path, ["a.py", "b.txt"], sub="")
+    _write(tmp_path / "elsewhere.cfg", ["[core]", "excludesFile = " + str(tmp_path / "ig")])
+    _write(tmp_path / "ig", ["*.py"])
+    _git(top, "config", "include.path", str(tmp_path / "elsewhere.cfg"))
+    assert "a.py" not in _git_listed(top)  # git follows it
+    assert "a.py" in _ours(top)
