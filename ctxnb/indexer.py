@@ -179,7 +179,7 @@ def index_tree(
             store, fs_id, root_str, since_tx=cache.tx if known_paths else 0
         )
         cache.dirty = True  # saved with the new tip: the next run need not look again
-    ignores = TreeIgnores(cfg.ignore, use_gitignore=cfg.use_gitignore)
+    ignores = TreeIgnores(cfg.ignore, use_gitignore=cfg.use_gitignore, root=workspace.root)
     # Only the workspace root: mounts elsewhere are indexed by their own workspace.
     policy = workspace.policy
     home = next((r for r in policy.roots if r == workspace.root), workspace.root)

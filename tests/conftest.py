@@ -30,13 +30,19 @@ def clean_environ(
     """Restore the environment and working directory after every test.
 
     Each test gets its own user state directory (where the Claude Code hooks keep
-    session state), so no test reads another's or the developer's.
+    session state) and an empty git configuration, so no test reads another's or the
+    developer's.
     """
     cwd = os.getcwd()
     saved = dict(os.environ)
     for k, v in _GIT_ENV.items():
         monkeypatch.setenv(k, v)
     monkeypatch.setenv("CTXNB_STATE_DIR", str(tmp_path_factory.mktemp("user-state")))
+    # The developer's git configuration (core.excludesFile, ~/.config/git/ignore) is
+    # the host's: ignores read from it must not change what a test's walk sees.
+    config = tmp_path_factory.mktemp("user-config")
+    monkeypatch.setenv("XDG_CONFIG_HOME", str(config))
+    monkeypatch.setenv("GIT_CONFIG_GLOBAL", str(config / "gitconfig"))
     yield
     os.chdir(cwd)
     os.environ.clear()

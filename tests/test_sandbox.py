@@ -627,3 +627,26 @@ def test_read_paths_under_tmp_are_not_hidden_by_the_private_tmp(env, tmp_path):
     out = t.dispatch("run_command", {"cmd": f"cat {shared}/table.csv", "shell": True})
     assert out["ok"], out
     assert "A1,3" in out["result"]["stdout"]
+
+
+def test_files_git_ignores_are_kept_but_not_stored(env):
+    # The index's ignores, every source of them: info/exclude and a nested .gitignore
+    # (which the commit once did not read) decide as they do for the indexer.
+    (env.root / ".git" / "info").mkdir(exist_ok=True)
+    (env.root / ".git" / "info" / "exclude").write_text("*.tmp\n")
+    (env.root / "inventory" / "sub").mkdir()
+    (env.root / "inventory" / "sub" / ".gitignore").write_text("*.dat\n")
+    t = tools_for(env.root, CallbackApprover(lambda req: True, by="test"))
+    t.dispatch("select_active_intent", {"intent_id": "INT-001"})
+    cmd = "echo a > inventory/x.tmp; echo b > inventory/sub/y.dat; echo c > inventory/z.py"
+    out = t.dispatch("run_command", {"cmd": cmd, "shell": True})
+    assert out["ok"], out
+    assert sorted(out["result"]["effects"]["untracked"]) == [
+        "inventory/sub/y.dat",
+        "inventory/x.tmp",
+    ]
+    assert (env.root / "inventory" / "sub" / "y.dat").read_text() == "b\n"
+    store, oid = t.workspace.store, t.workspace.object_id
+    assert store.get(oid("inventory/x.tmp")) is None
+    assert store.get(oid("inventory/sub/y.dat")) is None
+    assert store.get(oid("inventory/z.py")) is not None

@@ -286,7 +286,7 @@ class RulesIndex:
         if not isinstance(workspace, str | os.PathLike):
             under = posixpath.normpath(workspace.config.rules.root).strip("/")
             under = "" if under == "." else under + "/"
-        tree = TreeIgnores(ignores, use_gitignore=use_gitignore)
+        tree = TreeIgnores(ignores, use_gitignore=use_gitignore, root=root)
         for entry in index.policy.walk(skip=tree.skip, on_dir=tree.on_dir):
             rel = entry.safe.rel
             if under and not rel.startswith(under):

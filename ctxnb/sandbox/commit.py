@@ -36,7 +36,6 @@ committed but not stored (``untracked``), as the indexer does not store them.
 
 from __future__ import annotations
 
-import contextlib
 import os
 import shlex
 import stat as stat_mod
@@ -161,17 +160,20 @@ class CommandEffects:
         self._since: dict[str, tuple[bytes, bytes]] = {}
 
     def _ignored(self, rel: str) -> bool:
+        # The indexer's ignores (git's, .ctxnbignore, [index] ignore), decided per path.
         if self._ignore is None:
-            from .._wildmatch import GlobList
+            from ..ignore import TreeIgnores
 
-            lines = list(self.ws.config.index.ignore)
-            for name in (".gitignore", ".ctxnbignore"):
-                with contextlib.suppress(CtxnbError):
-                    data = self.ws.read(name)
-                    if data is not None:
-                        lines += data.decode("utf-8", "replace").splitlines()
-            self._ignore = GlobList(lines)
-        return bool(self._ignore.match_file(rel))
+            cfg = self.ws.config.index
+            self._ignore = TreeIgnores(cfg.ignore, use_gitignore=cfg.use_gitignore, root=self.root)
+
+        def read(path: str) -> bytes | None:
+            try:
+                return self.ws.read(path)
+            except CtxnbError:
+                return None  # a link or a denied name: not an ignore file, as in the walk
+
+        return bool(self._ignore.decide(rel, read))
 
     def keep(self, intent: Intent | None) -> Any:
         """The sandbox's ``keep``: None when a change to ``rel`` may be committed."""

@@ -20,11 +20,13 @@ rules both follow:
   trusted, which is right for a tree nobody changes under the search and several times
   faster. Hidden files and directories are searched,
   except anything named ``.git`` or ``.ctxnb``.
-* **Ignores**: ``.gitignore`` files anywhere below ``root`` are honoured (git's rules,
-  deeper files overriding shallower ones, whether or not ``root`` is a git
-  repository). Nothing else is read: no ``.ignore``/``.rgignore``, no global git
-  excludes, no ``.gitignore`` above ``root``. A ``glob`` never re-includes an ignored
-  file.
+* **Ignores**: git's, decided by ctxnb for both backends (:mod:`ctxnb.ignore`):
+  ``.gitignore`` files anywhere below ``root`` (deeper files overriding shallower ones,
+  whether or not ``root`` is a git repository; one that is a symbolic link is not
+  read, as in git), and when ``root`` is in a repository, the ``.gitignore`` files above
+  it up to the repository's top, ``info/exclude`` and ``core.excludesFile``. ripgrep
+  reads no ignore file itself (no ``.ignore``/``.rgignore`` either). A ``glob`` never
+  re-includes an ignored file.
 * **Binary files**: a file containing a NUL byte is skipped.
 * **Decoding**: a file that is valid UTF-8 is read as UTF-8; any other file is read as
   windows-1252 (the WHATWG "latin1": every byte is a character, so a Latin-1 ``café``
@@ -73,10 +75,10 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal, NamedTuple
 
 from ctxnb.errors import CtxnbError, NotFoundError
-from ctxnb.ignore import IgnoreMatcher
+from ctxnb.ignore import TreeIgnores
 
 if TYPE_CHECKING:
-    from ctxnb.access.fdio import PathPolicy
+    from ctxnb.access.fdio import FileEntry, PathPolicy
 
 __all__ = [
     "InvalidPatternError",
@@ -339,47 +341,35 @@ class _GlobFilter:
 # --------------------------------------------------------------------------- ignores
 
 
-class _Ignores:
-    """``.gitignore`` files below a root, read once per directory, decided as git does."""
+def _first_root_walk(
+    policy: PathPolicy,
+    ignores: TreeIgnores,
+    skip: Callable[[str, bool], bool],
+    on_dir: Callable[[str], None] | None = None,
+) -> Iterator[FileEntry]:
+    """The policy's descriptor walk of its first root only, deciding ``ignores`` on the way.
 
-    def __init__(self, root: Path) -> None:
-        self.root = root
-        self._specs: dict[str, IgnoreMatcher | None] = {}
-        self._dir_ignored: dict[str, bool] = {"": False}
+    The ignore state is keyed by paths relative to a root, so the walk stops being
+    judged once a second root begins (its entries are skipped, never entered).
+    """
+    roots_seen = 0
 
-    def spec(self, dir_rel: str) -> IgnoreMatcher | None:
-        if dir_rel not in self._specs:
-            path = self.root / dir_rel / ".gitignore" if dir_rel else self.root / ".gitignore"
-            spec = None
-            try:
-                if path.is_file() and not path.is_symlink():
-                    lines = path.read_bytes().decode("utf-8", "surrogateescape").split("\n")
-                    spec = IgnoreMatcher(dir_rel, lines)
-            except OSError:
-                spec = None
-            self._specs[dir_rel] = spec
-        return self._specs[dir_rel]
+    def enter(rel_dir: str, read: Callable[[str], bytes | None]) -> None:
+        nonlocal roots_seen
+        if rel_dir == "":
+            roots_seen += 1
+        if roots_seen == 1:
+            ignores.on_dir(rel_dir, read)
+            if on_dir is not None:
+                on_dir(rel_dir)
 
-    def ignored_here(self, rel: str, is_dir: bool) -> bool:
-        """Whether ``rel`` itself is ignored, assuming its ancestors are not."""
-        parts = rel.split("/")
-        for k in range(len(parts) - 1, -1, -1):  # deepest .gitignore first
-            spec = self.spec("/".join(parts[:k]))
-            if spec is None:
-                continue
-            verdict = spec.state(rel, is_dir)
-            if verdict is not None:
-                return verdict
-        return False
+    def judged(rel: str, is_dir: bool) -> bool:
+        return roots_seen > 1 or skip(rel, is_dir)
 
-    def dir_ignored(self, rel: str) -> bool:
-        if rel not in self._dir_ignored:
-            parent = rel.rpartition("/")[0]
-            self._dir_ignored[rel] = self.dir_ignored(parent) or self.ignored_here(rel, True)
-        return self._dir_ignored[rel]
-
-    def file_ignored(self, rel: str) -> bool:
-        return self.dir_ignored(rel.rpartition("/")[0]) or self.ignored_here(rel, False)
+    first = policy.roots[0]
+    for entry in policy.walk(skip=judged, on_dir=enter):
+        if roots_seen == 1 and entry.safe.root == first:
+            yield entry
 
 
 def _check_root(root: Path | str) -> Path:
@@ -527,11 +517,13 @@ def _search_python(
     return _search_files(files, compiled, max_results)
 
 
+@lru_cache(maxsize=16)
 def _whole_tree(root: Path) -> PathPolicy:
     """The policy of a search given none: every file below ``root`` but ``.git``/``.ctxnb``.
 
     The walk is the access layer's all the same (descriptors, ``O_NOFOLLOW``), so a
-    directory swapped for a symbolic link while the search runs is never entered.
+    directory swapped for a symbolic link while the search runs is never entered. One
+    policy per root is kept: it remembers each name's judgment across searches.
     """
     from ctxnb.access.fdio import PathPolicy
 
@@ -575,21 +567,44 @@ def _policy_walk(
     exclude: Callable[[str], bool] | None,
 ) -> Iterator[tuple[str, Callable[[], str | None]]]:
     """Searchable files by the policy's descriptor walk (its first root only)."""
-    ignores = _Ignores(root)
+    ignores = _search_ignores(root)
 
     def skip(rel: str, is_dir: bool) -> bool:
         if is_dir:
-            return ignores.ignored_here(rel, True) or not glob_filter.dir_ok(rel)
+            return ignores.skip(rel, True) or not glob_filter.dir_ok(rel)
         return (
-            ignores.ignored_here(rel, False)
+            ignores.skip(rel, False)
             or not glob_filter.file_ok(rel)
             or (exclude is not None and exclude(rel))
         )
 
-    first = policy.roots[0]
-    for entry in policy.walk(skip=skip):
-        if entry.safe.root == first:
-            yield entry.safe.rel, functools.partial(_policy_text, entry.read)
+    for entry in _first_root_walk(policy, ignores, skip):
+        yield entry.safe.rel, functools.partial(_policy_text, entry.read)
+
+
+def _search_ignores(root: Path) -> TreeIgnores:
+    """git's ignores below ``root`` and from outside it (no ``.ctxnbignore``)."""
+    return TreeIgnores(root=root, ctxnbignore=False)
+
+
+def _searchable_dirs(
+    policy: PathPolicy, root: Path, glob_filter: _GlobFilter
+) -> tuple[list[str], TreeIgnores]:
+    """The directories a search enters (``""`` for the root), decided by ctxnb.
+
+    ripgrep is handed these and told to read no ignore file itself: it would follow a
+    ``.gitignore`` that is a symbolic link (git does not) and knows none of git's
+    other sources, so ignoring is decided here, once, for both backends.
+    """
+    ignores = _search_ignores(root)
+    dirs: list[str] = []
+
+    def skip(rel: str, is_dir: bool) -> bool:
+        return not is_dir or ignores.skip(rel, True) or not glob_filter.dir_ok(rel)
+
+    for _ in _first_root_walk(policy, ignores, skip, dirs.append):
+        pass  # every file is skipped: the walk only enters directories
+    return dirs, ignores
 
 
 def _confirm(
@@ -684,6 +699,8 @@ def _search_ripgrep(
         )
     if _FOLDS_TO_ASCII & set(pattern):  # (an inline "(?i)" may turn folding on)
         return _search_python(root, compiled, glob_filter, exclude, None, policy)
+    walker = policy or _whole_tree(root)
+    dirs, ignores = _searchable_dirs(walker, root, glob_filter)
     cmd = [
         rg,
         # Plain "path NUL line:column:text" records: parsing them is several times
@@ -697,12 +714,11 @@ def _search_ripgrep(
         "never",
         "--no-config",
         "--hidden",
-        "--no-require-git",
-        # Only .gitignore files below the root count, as in the Python backend.
-        "--no-ignore-dot",
-        "--no-ignore-exclude",
-        "--no-ignore-global",
-        "--no-ignore-parent",
+        # rg reads no ignore file: it searches the files directly in each directory
+        # ctxnb entered, and ctxnb drops the files git ignores from its answer.
+        "--no-ignore",
+        "--max-depth",
+        "1",
         "--encoding",
         "none",
         "--case-sensitive" if case_sensitive else "--ignore-case",
@@ -714,33 +730,61 @@ def _search_ripgrep(
     cmd += ["--regexp", pattern if regex else re.escape(pattern)]
     if not _ascii_only(compiled):
         cmd += ["--regexp", _RG_ALSO]
-    cmd += ["--", "."]
-    # Parse while rg is still searching; stderr goes to a file so that a flood of
-    # warnings (unreadable files) cannot fill a pipe and stall rg.
-    with (
-        tempfile.TemporaryFile() as errors,
-        subprocess.Popen(cmd, cwd=root, stdout=subprocess.PIPE, stderr=errors) as proc,
-    ):
-        assert proc.stdout is not None
-        by_file, binary, other = _parse_rg(proc.stdout, root, compiled, glob_filter, exclude)
-        returncode = proc.wait()
-        if returncode not in (0, 1) and not by_file:
-            errors.seek(0)
-            message = errors.read().decode(errors="replace").strip()
-            raise CtxnbError(f"ripgrep failed (exit {returncode}): {message}; try backend='python'")
+    cmd += ["--"]
+    by_file: dict[str, list[Match]] = {}
+    binary: set[bytes] = set()
+    other: set[str] = set()
+    for chunk in _arg_chunks([d or "." for d in dirs]):
+        # Parse while rg is still searching; stderr goes to a file so that a flood of
+        # warnings (unreadable files) cannot fill a pipe and stall rg.
+        with (
+            tempfile.TemporaryFile() as errors,
+            subprocess.Popen(
+                [*cmd, *chunk], cwd=root, stdout=subprocess.PIPE, stderr=errors
+            ) as proc,
+        ):
+            assert proc.stdout is not None
+            found, bin_, oth = _parse_rg(proc.stdout, ignores, compiled, glob_filter, exclude)
+            returncode = proc.wait()
+            if returncode not in (0, 1) and not found:
+                errors.seek(0)
+                message = errors.read().decode(errors="replace").strip()
+                raise CtxnbError(
+                    f"ripgrep failed (exit {returncode}): {message}; try backend='python'"
+                )
+        by_file.update(found)
+        binary |= bin_
+        other |= oth
     for raw in binary:
         by_file.pop(os.fsdecode(raw).removeprefix("./"), None)
-    reader = (policy or _whole_tree(root)) if other else None
     for rel in other:  # not UTF-8: Python reads the whole file as windows-1252
-        assert reader is not None
-        text = _policy_text(functools.partial(reader.read_bytes, rel))
+        text = _policy_text(functools.partial(walker.read_bytes, rel))
         by_file[rel] = [] if text is None else _file_matches(rel, text, compiled, None)
     return _in_order({rel: found for rel, found in by_file.items() if found})
 
 
+_RG_ARGS_BUDGET = 256 * 1024  # bytes of directory arguments per rg run
+
+
+def _arg_chunks(paths: list[str]) -> Iterator[list[str]]:
+    """``paths`` in runs whose command-line size stays well below the system's limit."""
+    budget = _RG_ARGS_BUDGET
+    chunk: list[str] = []
+    size = 0
+    for path in paths:
+        n = len(os.fsencode(path)) + 9  # the NUL and the argv pointer
+        if chunk and size + n > budget:
+            yield chunk
+            chunk, size = [], 0
+        chunk.append(path)
+        size += n
+    if chunk:
+        yield chunk
+
+
 def _parse_rg(
     stream: Iterable[bytes],
-    root: Path,
+    ignores: TreeIgnores,
     compiled: re.Pattern[str],
     glob_filter: _GlobFilter,
     exclude: Callable[[str], bool] | None,
@@ -750,7 +794,6 @@ def _parse_rg(
     Returns the matches by file, the files rg found binary, and the files that are
     not UTF-8 (searched again whole by the caller).
     """
-    ignores = _Ignores(root)
     by_file: dict[str, list[Match]] = {}
     binary: set[bytes] = set()
     other: set[str] = set()
@@ -803,7 +846,7 @@ _RG_BINARY_WARNING = re.compile(rb"^(.*): WARNING: stopped searching binary file
 
 def _rg_keep(
     rel: str,
-    ignores: _Ignores,
+    ignores: TreeIgnores,
     glob_filter: _GlobFilter,
     exclude: Callable[[str], bool] | None,
 ) -> bool:
@@ -811,7 +854,7 @@ def _rg_keep(
     parts = rel.split("/")
     if any(p in ALWAYS_EXCLUDED for p in parts):
         return False
-    if ignores.file_ignored(rel):
+    if ignores.ignored(rel):
         return False
     if not glob_filter.file_ok(rel):
         return False
