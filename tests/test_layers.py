@@ -70,7 +70,13 @@ WINGS: dict[str, tuple[str, ...]] = {
     # The workspace's settings, read by every wing above the access layer.
     "settings": ("ctxnb.config",),
     # The one door: agent paths, path rules, race-free I/O, observing bytes into versions.
-    "access": ("ctxnb.access", "ctxnb.resolver", "ctxnb.ignore", "ctxnb.indexer"),
+    "access": (
+        "ctxnb.access",
+        "ctxnb.resolver",
+        "ctxnb.ignore",
+        "ctxnb._git*",
+        "ctxnb.indexer",
+    ),
     # Every version of every object, in Parquet.
     "store": ("ctxnb.store", "ctxnb._store*", "ctxnb.model", "ctxnb.ids"),
     # Helpers that know no wing: errors, hashes, the one redaction, the shell lexer and
