@@ -705,6 +705,7 @@ def test_a_claude_code_write_gets_the_record_an_engine_write_gets(ws, payloads, 
     meta = record["metadata"]
     assert meta["mutation_class"] == "INTENT_EVOLUTION"
     assert meta["caller"] == "claude-code" and meta["intent_id"] == "INT-001"
+    assert meta["scope"] == "in-scope"
     intent_map = (ws / ".orchestration" / "intent_map.md").read_text()
     assert "## INT-001 — Refactor the inventory parser" in intent_map
     assert "- `inventory/models.py`: restock" in intent_map

@@ -650,3 +650,26 @@ def test_files_git_ignores_are_kept_but_not_stored(env):
     assert store.get(oid("inventory/x.tmp")) is None
     assert store.get(oid("inventory/sub/y.dat")) is None
     assert store.get(oid("inventory/z.py")) is not None
+
+
+def test_an_approved_commands_changes_carry_the_approval_and_the_diff_it_saw(env):
+    seen: list[str] = []
+
+    def approve(req) -> bool:
+        seen.append(req.args["diff"])
+        return True
+
+    t = tools_for(env.root, CallbackApprover(approve, by="reviewer"))
+    t.dispatch("select_active_intent", {"intent_id": "INT-001"})
+    out = t.dispatch("run_command", {"cmd": "echo zz9 > inventory/store.py", "shell": True})
+    assert out["ok"], out
+    (diff,) = seen
+    records = [
+        json.loads(line)
+        for line in (env.root / ".orchestration" / "agent_trace.jsonl").read_text().splitlines()
+    ]
+    (rec,) = [r for r in records if r["files"] and r["files"][0]["path"] == "inventory/store.py"]
+    meta = rec["metadata"]
+    assert meta["scope"] == "in-scope"
+    assert meta["approval"]["approved"] is True and meta["approval"]["by"] == "reviewer"
+    assert meta["approval"]["diff_sha256"] == hashlib.sha256(diff.encode()).hexdigest()

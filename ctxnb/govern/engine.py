@@ -320,7 +320,8 @@ class RecordPolicy:
                 engine.trace_command(call)  # a change outside the workspace, still traced
             return []
         rel = call.paths[0]
-        meta: dict[str, Any] = engine.context_metadata()
+        # The scope policy let it through (a write outside the scope never runs).
+        meta: dict[str, Any] = {"scope": "in-scope", **engine.context_metadata()}
         if call.context.get("approval"):
             meta["approval"] = call.context["approval"]
         version = getattr(result, "version_id", None)
@@ -659,6 +660,11 @@ class HookEngine:
         )
         decision = self.approver.request(req)
         call.context["approval"] = decision.to_dict()
+        diff = call.args.get("diff")
+        if isinstance(diff, str):  # what the approver saw, by its hash, for the trace
+            from ..hashing import sha256_hex
+
+            call.context["approval"]["diff_sha256"] = sha256_hex(diff.encode("utf-8"))
         self.decisions.append((req, decision))
         if not decision.approved:
             self.trace_decision(call, req, decision)

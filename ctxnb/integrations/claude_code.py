@@ -626,7 +626,9 @@ def _post_tool_use(ctx: _Context) -> HookResult:
 
     from ..govern.record import FileChange, Origin, Recorder
 
-    meta: dict[str, Any] = {}
+    # Claude Code ran the edit already: the scope decision is recorded, not enforced.
+    scope = "no-intent" if intent is None else "in-scope" if in_scope else "out-of-scope"
+    meta: dict[str, Any] = {"scope": scope}
     for key in ("tool_use_id", "transcript_path"):
         if isinstance(ctx.payload.get(key), str):
             meta[key] = ctx.payload[key]

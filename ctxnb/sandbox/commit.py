@@ -256,7 +256,7 @@ class CommandEffects:
             if not planned:
                 return report
             assert intent is not None  # a change is only kept in an intent's scope
-            asked = self._approve(planned, command, session_id, caller, call)
+            approval = self._approve(planned, command, session_id, caller, call)
             tools = self.engine.tools
             # One lock for the whole commit (not one descriptor per file): every
             # writer of a single file holds it shared.
@@ -267,8 +267,10 @@ class CommandEffects:
                         report.conflicts.append({"path": p.rel, "reason": reason})
                 if report.conflicts:
                     return report
-                self._commit_all(planned, report, intent, command, session_id, caller, tool)
-            self._remember(planned, asked)
+                self._commit_all(
+                    planned, report, intent, command, session_id, caller, tool, approval
+                )
+            self._remember(planned, approval is not None)
             self._remove_dirs(sres, planned)
             return report
         finally:
@@ -324,9 +326,10 @@ class CommandEffects:
         session_id: str | None,
         caller: str,
         call: ToolCall | None,
-    ) -> bool:
-        """Ask the approver when a change is destructive: True when it was asked and
-        approved, False when nothing was destructive; raises when refused."""
+    ) -> dict[str, Any] | None:
+        """Ask the approver when a change is destructive: the approval (who, when, the
+        hash of the diff they saw) when it was asked and approved, None when nothing was
+        destructive; raises when refused."""
         reasons = []
         for p in planned:
             r = destructive_reason(p.rel, p.old, p.new)
@@ -342,7 +345,7 @@ class CommandEffects:
                 p.destructive = True
                 reasons.append(r)
         if not reasons:
-            return False
+            return None
         from ..redaction import redact_text
         from ..tools.patching import unified_diff
 
@@ -396,7 +399,8 @@ class CommandEffects:
                 "ask the human what they want instead.",
                 details={**details, "decision": decision.to_dict()},
             )
-        return True
+        approval: dict[str, Any] = call.context.get("approval") or decision.to_dict()
+        return approval
 
     def _commit_all(
         self,
@@ -407,6 +411,7 @@ class CommandEffects:
         session_id: str | None,
         caller: str,
         tool: str,
+        approval: dict[str, Any] | None = None,
     ) -> None:
         """Write every change, then store and trace them in batches: one store
         transaction for the versions the command started from, one for the new ones,
@@ -467,10 +472,14 @@ class CommandEffects:
                         meta,
                     )
                 )
+            # Only changes in the intent's scope get this far (the rest were dropped).
             origin_meta: dict[str, Any] = {
                 "command": redact(command).text,
+                "scope": "in-scope",
                 **engine.context_metadata(),
             }
+            if approval is not None:
+                origin_meta["approval"] = approval
             if ws.config.source_sha256:
                 origin_meta["config_sha256"] = ws.config.source_sha256
             recorded = engine.record_changes(
