@@ -21,7 +21,8 @@ import ctxnb.integrations.claude_code as hooks_mod
 from ctxnb.cli import main
 from ctxnb.govern import init_governance
 from ctxnb.govern.core import NO_INTENT_MESSAGE
-from ctxnb.integrations.claude_code import HookResult, install_settings, run_hook
+from ctxnb.integrations.claude_code import HookResult, run_hook
+from ctxnb.integrations.claude_code_install import install_settings
 from ctxnb.samples import copy_sample_workspace
 
 PAYLOAD_PROJECT = "/home/user/proj"

@@ -204,7 +204,7 @@ def test_the_wrapped_command_keeps_quotes_and_heredocs(ws):
 
 
 def test_documented_hook_settings_are_what_install_writes(tmp_path):
-    from ctxnb.integrations.claude_code import install_settings
+    from ctxnb.integrations.claude_code_install import install_settings
 
     text = (REPO / "docs" / "integrations.md").read_text()
     block = next(b for b in text.split("```json\n")[1:] if '"PreToolUse"' in b)
@@ -217,7 +217,7 @@ def test_documented_hook_settings_are_what_install_writes(tmp_path):
 def test_a_planted_ctxnb_py_and_sitecustomize_never_run_in_ctxnb(ws, tmp_path):
     """Old hole: ``python -m ctxnb sandbox exec`` put the workspace first on sys.path, so a
     ctxnb.py the agent wrote at the root ran on the host at every Bash call."""
-    from ctxnb.integrations.claude_code import install_settings
+    from ctxnb.integrations.claude_code_install import install_settings
 
     root = ws["root"]
     marker = tmp_path / "planted-code-ran"

@@ -103,7 +103,6 @@ __all__ = [
     "HookResult",
     "find_workspace",
     "handle_event",
-    "install_settings",
     "run_event",
     "run_hook",
     "select_intent",
@@ -609,9 +608,11 @@ def _post_tool_use(ctx: _Context) -> HookResult:
         data = ctx.policy.read_bytes(sp, max_bytes=_MAX_TRACE_READ)
     except CtxnbError:
         return HookResult()  # outside the workspace, denied or gone: nothing to trace
+    from .claude_code_edits import changed_ranges, clamp, original_text
+
     new_text = data.decode("utf-8", errors="replace")
-    old_text = _original(tool, tool_input, response, new_text)
-    ranges = _clamp(_ranges(tool, tool_input, response, new_text, old_text), new_text)
+    old_text = original_text(tool, tool_input, response, new_text)
+    ranges = clamp(changed_ranges(tool, tool_input, response, new_text, old_text), new_text)
 
     intent: IntentLike | None = None
     intent_id = ctx.session_intent()
@@ -768,105 +769,6 @@ def _audit_refusal(ctx: _Context, tool: str, tool_input: Mapping[str, Any], code
         pass  # the refusal stands whether or not it could be logged
 
 
-def _original(
-    tool: str, tool_input: Mapping[str, Any], response: Mapping[str, Any], new_text: str
-) -> str | None:
-    """The file's text before the edit: Claude Code's ``originalFile``, else the edits
-    undone; None when neither says (a Write of a new file has none)."""
-    old = response.get("originalFile")
-    if isinstance(old, str):
-        return old
-    return _reverse_edits(tool, tool_input, new_text)
-
-
-def _ranges(
-    tool: str,
-    tool_input: Mapping[str, Any],
-    response: Mapping[str, Any],
-    new_text: str,
-    old: str | None,
-) -> list[tuple[int, int]]:
-    """Changed line ranges of the file now: from Claude Code's patch, else from a diff."""
-    patch = response.get("structuredPatch")
-    if isinstance(patch, list) and patch:
-        return _ranges_from_patch(patch)
-    if not old:
-        n = _line_count(new_text)
-        return [(1, n)] if n else []
-    if old == new_text:
-        return []
-    from ..tools._textlines import changed_line_ranges
-
-    return changed_line_ranges(old, new_text)
-
-
-def _ranges_from_patch(patch: list[Any]) -> list[tuple[int, int]]:
-    out: list[tuple[int, int]] = []
-
-    def add(start: int, end: int) -> None:
-        if out and out[-1][1] >= start - 1:
-            out[-1] = (out[-1][0], max(out[-1][1], end))
-        else:
-            out.append((start, end))
-
-    for hunk in patch:
-        if not isinstance(hunk, Mapping):
-            continue
-        start = hunk.get("newStart")
-        count = hunk.get("newLines")
-        if not isinstance(start, int) or not isinstance(count, int):
-            continue
-        lines = hunk.get("lines")
-        if isinstance(lines, list) and all(isinstance(x, str) for x in lines):
-            # Only the added lines are the change; context lines only move the counter.
-            n = start
-            for line in lines:
-                if line.startswith("+"):
-                    add(n, n)
-                    n += 1
-                elif line.startswith(" "):
-                    n += 1
-        elif count > 0:
-            add(start, start + count - 1)
-    return out
-
-
-def _reverse_edits(tool: str, tool_input: Mapping[str, Any], new_text: str) -> str | None:
-    """The file before an Edit/MultiEdit, by undoing the edits; None when unsure."""
-    if tool == "Edit":
-        edits: Any = [tool_input]
-    elif tool == "MultiEdit":
-        edits = tool_input.get("edits")
-    else:
-        return None
-    if not isinstance(edits, list):
-        return None
-    text = new_text
-    for edit in reversed(edits):
-        if not isinstance(edit, Mapping):
-            return None
-        old_s, new_s = edit.get("old_string"), edit.get("new_string")
-        if not isinstance(old_s, str) or not isinstance(new_s, str) or not new_s:
-            return None
-        if new_s not in text:
-            return None
-        text = text.replace(new_s, old_s, -1 if edit.get("replace_all") else 1)
-    return text
-
-
-def _line_count(text: str) -> int:
-    lines = text.replace("\r\n", "\n").replace("\r", "\n").split("\n")
-    if lines and lines[-1] == "":
-        lines.pop()
-    return len(lines)
-
-
-def _clamp(ranges: list[tuple[int, int]], text: str) -> list[tuple[int, int]]:
-    # The file may have changed again since the tool ran; keep only spans that exist.
-    n = _line_count(text)
-    return [(s, min(e, n)) for s, e in ranges if 1 <= s <= n and s <= e]
-
-
 # -- UserPromptSubmit ---------------------------------------------------------------------------
 def _user_prompt_submit(ctx: _Context) -> HookResult:
     if not ctx.governed:
@@ -914,14 +816,7 @@ def _mentioned_ids(prompt: str, intents: Mapping[str, IntentLike]) -> list[str]:
     return [iid for _, iid in sorted(found)]
 
 
-# -- installation -----------------------------------------------------------------------------
-_INSTALL_EVENTS: tuple[tuple[str, str | None, str], ...] = (
-    ("PreToolUse", "Read|Glob|Grep|Write|Edit|MultiEdit|NotebookEdit|Bash", "pre-tool-use"),
-    ("PostToolUse", "Write|Edit|MultiEdit", "post-tool-use"),
-    ("UserPromptSubmit", None, "user-prompt-submit"),
-)
-
-
+# -- the launcher -------------------------------------------------------------------------
 def launcher() -> list[str]:
     """How ctxnb's own processes start ctxnb: this interpreter by its absolute path, isolated.
 
@@ -936,97 +831,6 @@ def launcher() -> list[str]:
     import sys
 
     return [os.path.abspath(sys.executable), "-I", "-m", "ctxnb"]
-
-
-def install_settings(
-    project: str | os.PathLike[str], *, command: str | None = None
-) -> tuple[Path, bool]:
-    """Add ctxnb's hooks to ``<project>/.claude/settings.json``.
-
-    Other settings and other hooks are kept. Earlier ctxnb hook entries (any command
-    ending in ``hook pre-tool-use`` and so on) are replaced, so running this again
-    changes nothing.
-
-    Args:
-        project: the project directory Claude Code runs in.
-        command: how the hooks run ctxnb; by default this interpreter, isolated
-            (:func:`launcher`: ``/abs/path/python -I -m ctxnb``).
-
-    Returns:
-        The settings file and whether it changed.
-
-    Raises:
-        ConfigError: the existing file is not a JSON object or its ``hooks`` are malformed.
-
-    Example:
-        >>> import json, pathlib, tempfile
-        >>> proj = pathlib.Path(tempfile.mkdtemp())
-        >>> install_settings(proj)[1], install_settings(proj)[1]
-        (True, False)
-        >>> sorted(json.loads((proj / ".claude" / "settings.json").read_text())["hooks"])
-        ['PostToolUse', 'PreToolUse', 'UserPromptSubmit']
-    """
-    if command is None:
-        import shlex
-
-        command = shlex.join(launcher())
-    path = Path(project) / ".claude" / "settings.json"
-    try:
-        before = path.read_text(encoding="utf-8")
-    except FileNotFoundError:
-        before = None
-    settings: Any = {}
-    if before is not None and before.strip():
-        try:
-            settings = json.loads(before)
-        except ValueError as e:
-            raise ConfigError(
-                f"{path} is not valid JSON ({e}); fix it, then run `ctxnb hook install` again"
-            ) from None
-    if not isinstance(settings, dict):
-        raise ConfigError(f"{path} must hold a JSON object, not {type(settings).__name__}")
-    hooks = settings.setdefault("hooks", {})
-    if not isinstance(hooks, dict):
-        raise ConfigError(f"{path}: 'hooks' must be an object mapping event names to lists")
-    for event, matcher, sub in _INSTALL_EVENTS:
-        groups = hooks.setdefault(event, [])
-        if not isinstance(groups, list):
-            raise ConfigError(f"{path}: hooks.{event} must be a list")
-        kept = []
-        for group in groups:
-            if isinstance(group, dict) and isinstance(group.get("hooks"), list):
-                rest = [h for h in group["hooks"] if not _is_ctxnb_hook(h, sub)]
-                if not rest:
-                    continue
-                group = {**group, "hooks": rest}
-            kept.append(group)
-        ours: dict[str, Any] = {"hooks": [{"type": "command", "command": f"{command} hook {sub}"}]}
-        if matcher is not None:
-            ours = {"matcher": matcher, **ours}
-        hooks[event] = [*kept, ours]
-    after = json.dumps(settings, indent=2, ensure_ascii=False) + "\n"
-    if after == before:
-        return path, False
-    _write_text_atomic(path, after)
-    return path, True
-
-
-def _is_ctxnb_hook(hook: Any, sub: str) -> bool:
-    if not isinstance(hook, dict) or not isinstance(hook.get("command"), str):
-        return False
-    words = hook["command"].split()
-    return words[-2:] == ["hook", sub] and any("ctxnb" in w for w in words[:-2])
-
-
-def _write_text_atomic(path: Path, text: str) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    try:
-        tmp.write_text(text, encoding="utf-8")
-        os.replace(tmp, path)
-    except BaseException:
-        tmp.unlink(missing_ok=True)
-        raise
 
 
 def _transcript_url(path: Any) -> str | None:

@@ -234,7 +234,7 @@ def _cmd_hook(ns: argparse.Namespace) -> int:
             return 2
         _out(select_intent(ns.workspace or os.getcwd(), ns.target, ns.session))
         return 0
-    from .claude_code import install_settings
+    from .claude_code_install import install_settings
 
     path, changed = install_settings(ns.target or os.getcwd(), command=ns.hook_command)
     _out(f"{'updated' if changed else 'unchanged'} {path}")
