@@ -30,7 +30,6 @@ from __future__ import annotations
 import contextlib
 import fcntl
 import os
-import re
 from collections.abc import Callable, Iterator, Sequence
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any, Literal
@@ -39,28 +38,24 @@ from ..access.docpath import find_document
 from ..access.fdio import PathPolicy
 from ..access.pathrules import SafePath
 from ..errors import (
-    CtxnbError,
     NotFoundError,
-    PatchConflict,
     PatchError,
     PolicyError,
     StaleFileError,
 )
 from ..hashing import sha256_hex
-from ..indexer import decode_bytes, is_deleted
-from ..redaction import MARK as REDACTION_MARK
-from ..redaction import line_redactor, redact, redact_data, redact_text
+from ..indexer import decode_bytes
+from ..redaction import redact
 from ..resolver import doc_path as make_doc_path
-from ..summaries import OutlineSummarizer, Summarizer, fit_tokens
+from ..summaries import OutlineSummarizer, Summarizer
+from . import lookups, writing
 from .audit import AuditLog
 from .call import ToolCall, ToolHooks, ToolRunner
 from .patching import (
     FilePatch,
     LineEdit,
-    apply_file_patch,
     apply_line_edits,
     parse_patch,
-    unified_diff,
 )
 from .results import DiffResult, PatchResult, ReadResult, SearchHits, VersionInfo
 from .schemas import ToolInfo
@@ -74,28 +69,6 @@ __all__ = ["FileTools"]
 ALL_FILES_LOCK = "all-files.lock"
 """The workspace lock in ``.ctxnb/locks/``: every file write holds it shared, a sandbox
 command's commit exclusive (one descriptor however many files it changes)."""
-
-# A line that may belong to a PEM or OpenSSH key body (base64 only).
-_KEY_BODY_LINE = re.compile(r"[A-Za-z0-9+/=]{16,}\r?$")
-
-
-_TAG_RULES: list[tuple[str, Callable[[str], bool]]] = [
-    ("test", lambda p: "/tests/" in f"/{p}" or p.rsplit("/", 1)[-1].startswith("test_")),
-    ("doc", lambda p: p.endswith((".md", ".rst", ".txt")) or p.startswith("docs/")),
-    (
-        "config",
-        lambda p: (
-            p.endswith((".toml", ".yaml", ".yml", ".ini", ".cfg", ".json", ".env"))
-            or p.rsplit("/", 1)[-1].startswith(".")
-        ),
-    ),
-    (
-        "code",
-        lambda p: p.endswith(
-            (".py", ".js", ".ts", ".tsx", ".go", ".rs", ".c", ".h", ".cpp", ".java", ".sh", ".sql")
-        ),
-    ),
-]
 
 
 class FileTools(ToolRunner):
@@ -144,7 +117,7 @@ class FileTools(ToolRunner):
         )
         self.hooks = hooks
         self.audit_log = audit or AuditLog(workspace.root / ".ctxnb" / "audit.jsonl")
-        self.tag_rules = [*tag_rules, *_TAG_RULES]
+        self.tag_rules = [*tag_rules, *lookups.TAG_RULES]
         self.search_backend = search_backend
         self.clock = clock or (lambda: datetime.now(UTC))
         # Keyed by the real workspace-relative path (two files whose names differ only in
@@ -223,33 +196,6 @@ class FileTools(ToolRunner):
         if found is sp:
             return sp
         return self.policy.check(found, for_write=for_write)
-
-    def _agent_glob(self, pattern: str) -> tuple[str, Callable[[str], str]]:
-        """A glob as the agent wrote it (``/workspace/src/*.py``), anchored at the
-        workspace root (``/src/*.py``), and how to name the files it matches the way the
-        agent did: under the mount's agent prefix, or under the host directory when
-        the glob named that. A relative glob, or one outside the workspace, is kept."""
-        if not pattern.startswith("/"):
-            return pattern, _as_is
-        root = str(self.workspace.root)
-        host = self.workspace.host_path(pattern)
-        if not host.startswith(root + "/"):
-            return pattern, _as_is
-        anchored = host[len(root) :]
-        if host == pattern:  # the host's own path
-            return anchored, lambda rel: f"{root}/{rel}"
-        mount = next(
-            m
-            for m in self.workspace.resolver.mounts
-            if pattern == m.agent_prefix or pattern.startswith(m.agent_prefix.rstrip("/") + "/")
-        )
-        agent, canonical = mount.agent_prefix.rstrip("/"), mount.canonical_prefix.rstrip("/")
-
-        def shown(rel: str) -> str:
-            full = f"{root}/{rel}"
-            return agent + full[len(canonical) :] if full.startswith(canonical + "/") else full
-
-        return anchored, shown
 
     # -- helpers ------------------------------------------------------------------------------
     @contextlib.contextmanager
@@ -353,78 +299,6 @@ class FileTools(ToolRunner):
                 actual=actual,
             )
 
-    def _write(
-        self,
-        call: ToolCall,
-        rel: str,
-        old: bytes | None,
-        new_text: str,
-        *,
-        mode: Literal["truncate", "append", "create"] = "truncate",
-    ) -> PatchResult:
-        old_text = decode_bytes(old) if old is not None else ""
-        if REDACTION_MARK in new_text and REDACTION_MARK not in (old_text or ""):
-            raise PolicyError(
-                "REDACTED_CONTENT",
-                f"the new content of {rel} contains a redaction marker ({REDACTION_MARK}…]); "
-                "it was computed from redacted text and would overwrite a secret",
-                required_action="Edit only the lines around the secret (write_patch or "
-                "apply_patch) and leave the redacted lines out of the edit.",
-            )
-        call.old_text, call.new_text = old_text, new_text
-        call.before_sha256 = sha256_hex(old) if old is not None else None
-        data = new_text.encode("utf-8")
-        _refuse_tool_ctxnb(rel, old, data)
-        try:
-            # The rename's directory fsync overlaps with the store commit below; the
-            # call waits for it before it returns (see _run).
-            self.policy.write_bytes_atomic(
-                rel,
-                data,
-                mode="create" if mode == "create" else "truncate",
-                make_parents=old is None,
-                durable_waits=call.durable_waits,
-                # An active (unsaved) copy is not what is on disk: only its identity
-                # could be checked, so the check is left to the next read.
-                check_replaced=rel not in self._active,
-                expected_sha256=call.before_sha256,
-            )
-        except StaleFileError as exc:
-            # Another program saved the file during this write: its version is kept on
-            # disk, and in the store, and the edit is refused as stale.
-            if exc.outside is not None:
-                self._index_bytes(rel, exc.outside)
-            raise
-        except FileExistsError:
-            raise PolicyError(
-                "FILE_EXISTS",
-                f"{rel} already exists; mode='create' only makes new files",
-                required_action="Read it and use mode='truncate' with expected_sha256.",
-            ) from None
-        call.after_sha256 = sha256_hex(data)
-        self._read_hashes[rel] = call.after_sha256
-        if rel in self._active:
-            self._active[rel] = new_text
-            self._show_active_copy(rel, new_text)
-        oid, version = self._index_bytes(rel, data)
-        self.session.activate(oid)
-        # A diff of the redacted texts (same lines, same numbers): a hunk that shows only
-        # part of a key block is redacted as the whole file would be.
-        diff = unified_diff(
-            redact_text(old_text or ""),
-            redact_text(new_text),
-            fromfile=f"a/{rel}",
-            tofile=f"b/{rel}",
-        )
-        return PatchResult(
-            success=True,
-            message=f"wrote {len(data)} bytes to {rel}",
-            path=rel,
-            diff=diff,
-            version_id=version,
-            sha256=call.after_sha256,
-        )
-
     def _shape(
         self, rel: str, text: str, start: int, end: int | None
     ) -> tuple[str, int, int, bool, str]:
@@ -454,28 +328,15 @@ class FileTools(ToolRunner):
     # -- tools ----------------------------------------------------------------------------------
     def list_files(self, globs: list[str] | None = None) -> list[str]:
         """Workspace files the policy allows, optionally filtered by gitignore-style globs."""
-
-        def run(call: ToolCall) -> list[str]:
-            # A file name can hold a secret: names leave redacted like file text.
-            if globs is None:
-                return list(redact_data([sp.rel for sp in self.policy.iter_files(None)]))
-            forms = [self._agent_glob(g) for g in globs]
-            shown = forms[0][1] if len({f[1] for f in forms}) == 1 else _as_is
-            rels = self.policy.iter_files([f[0] for f in forms])
-            return list(redact_data([shown(sp.rel) for sp in rels]))
-
-        return self.run_call("list_files", {"globs": globs}, run)
+        return self.run_call(
+            "list_files", {"globs": globs}, lambda call: lookups.list_files(self, call, globs)
+        )
 
     def glob(self, pattern: str) -> list[str]:
         """Files whose workspace-relative path matches a glob (``**`` crosses directories)."""
-        from .search import glob_files
-
-        def run(call: ToolCall) -> list[str]:
-            rel_pattern, shown = self._agent_glob(pattern)
-            found = glob_files(self.workspace.root, rel_pattern, policy=self.policy)
-            return list(redact_data([shown(r) for r in found]))
-
-        return self.run_call("glob", {"pattern": pattern}, run)
+        return self.run_call(
+            "glob", {"pattern": pattern}, lambda call: lookups.glob(self, call, pattern)
+        )
 
     def _read(
         self, call: ToolCall, path: str, start: int = 1, end: int | None = None
@@ -599,7 +460,7 @@ class FileTools(ToolRunner):
                         f"{rel} already exists; mode='create' only makes new files",
                         required_action="Read it and use mode='truncate' with expected_sha256.",
                     )
-                return self._write(call, rel, None, content, mode="create")
+                return writing.write(self, call, rel, None, content, mode="create")
             self._check_lock(rel, current, expected_sha256, "write_file")
             old_text = decode_bytes(current) if current is not None else ""
             if old_text is None:
@@ -610,65 +471,13 @@ class FileTools(ToolRunner):
                     required_action="Leave binary files to other tools.",
                 )
             new_text = old_text + content if mode == "append" else content
-            return self._write(call, rel, current, new_text)
+            return writing.write(self, call, rel, current, new_text)
 
         return self.run_call(
             "write_file",
             {"path": path, "content": content, "mode": mode, "expected_sha256": expected_sha256},
             run,
         )
-
-    def _patch(
-        self,
-        call: ToolCall,
-        rel: str,
-        expected: str | None,
-        transform: Callable[[str], str],
-        *,
-        delete: bool = False,
-        move_to: str | None = None,
-    ) -> PatchResult:
-        """Check, transform and write one file under its lock; a conflict writes nothing.
-
-        With ``delete`` the transform must empty the file, which is then deleted; with
-        ``move_to`` the result is written there and the file deleted (a rename).
-        """
-        sp = self.resolve(rel, for_write=True)
-        rel = sp.rel
-        call.paths = [rel] if move_to is None else [move_to, rel]
-        with self._locked(rel):
-            current, _ = self._authoritative(rel)
-            if current is None:
-                raise NotFoundError(f"{rel} does not exist; create it with write_file")
-            self._check_lock(rel, current, expected, call.tool)
-            old_text = decode_bytes(current)
-            if old_text is None:
-                raise PolicyError("BINARY_FILE", f"{rel} is binary", recoverable=False)
-            # The patch and a conflict quote the file's lines (context, expected, found,
-            # the reason): they are redacted as the whole file is, so a key body line cut
-            # from its header is recognised, in the result, the context and the logs.
-            scrub = call.context["scrub"] = line_redactor(old_text)
-            try:
-                new_text = transform(old_text)
-            except PatchConflict as e:
-                return PatchResult(
-                    success=False,
-                    message=scrub(str(e)),
-                    path=rel,
-                    conflict=True,
-                    failed_hunks=scrub(e.failed_hunks),
-                    sha256=sha256_hex(current),
-                )
-            if delete:
-                return self._delete(call, rel, current, old_text)
-            if move_to is None:
-                return self._write(call, rel, current, new_text)
-            result = self._write(call, move_to, None, new_text, mode="create")
-            self._delete(call, rel, current, old_text)
-            call.new_text = new_text  # the trace records the new file against the old text
-            call.after_sha256 = result.sha256
-            result.message = f"renamed {rel} to {move_to}; " + result.message
-            return result
 
     def apply_patch(
         self, path: str, unified_diff: str, expected_sha256: str | None = None
@@ -705,7 +514,7 @@ class FileTools(ToolRunner):
             if fp is None:
                 assert problem is not None
                 raise problem
-            return self._apply_file_patch(call, path, fp, expected_sha256)
+            return writing.apply_one_patch(self, call, path, fp, expected_sha256)
 
         rename_to = fp.new_path if fp is not None and fp.kind == "rename" else None
         return self.run_call(
@@ -713,52 +522,6 @@ class FileTools(ToolRunner):
             {"path": path, "unified_diff": unified_diff, "expected_sha256": expected_sha256},
             run,
             targets=[rename_to] if rename_to else (),
-        )
-
-    def _apply_file_patch(
-        self, call: ToolCall, path: str, fp: FilePatch, expected: str | None
-    ) -> PatchResult:
-        rel = self.resolve(path, for_write=True).rel
-        named = fp.new_path if fp.kind == "create" else fp.old_path
-        if named is not None and fp.kind != "modify" and make_doc_path(named) != make_doc_path(rel):
-            raise PatchError(
-                f"the diff {'creates' if fp.kind == 'create' else fp.kind + 's'} {named!r} "
-                f"but path is {rel!r}; pass path={named!r}"
-            )
-        if fp.kind == "modify":
-            return self._patch(call, rel, expected, lambda old: _patched(old, fp))
-        if fp.kind == "create":
-            call.paths = [rel]
-            with self._locked(rel):
-                current, _ = self._authoritative(rel)
-                if current is not None:
-                    return _conflict(rel, current, f"the diff creates {rel}, which exists")
-                return self._write(call, rel, None, _patched("", fp), mode="create")
-        if fp.kind == "delete":
-            return self._patch(call, rel, expected, lambda old: _patched(old, fp), delete=True)
-        dest = self.resolve(fp.new_path or "", for_write=True).rel
-        with self._locked(dest):
-            if self._authoritative(dest)[0] is not None:
-                return _conflict(rel, None, f"the rename target {dest} exists")
-            result = self._patch(call, rel, expected, lambda old: _patched(old, fp), move_to=dest)
-        return result
-
-    def _delete(self, call: ToolCall, rel: str, old: bytes, old_text: str) -> PatchResult:
-        """Delete a file: a deletion version in the store, a trace of what was removed."""
-        call.old_text, call.new_text = old_text, ""
-        call.before_sha256 = sha256_hex(old)
-        _refuse_tool_ctxnb(rel, old, None)
-        self.policy.delete(rel)
-        self._read_hashes.pop(rel, None)
-        self._active.pop(rel, None)
-        _, version = self._index_bytes(rel, None)
-        diff = redact(unified_diff(old_text, "", fromfile=f"a/{rel}", tofile="/dev/null")).text
-        return PatchResult(
-            success=True,
-            message=f"deleted {rel} ({len(old)} bytes)",
-            path=rel,
-            diff=diff,
-            version_id=version,
         )
 
     def write_patch(
@@ -780,7 +543,8 @@ class FileTools(ToolRunner):
                 "original_sha256": original_sha256,
                 "edits": [e.model_dump() for e in parsed],
             },
-            lambda call: self._patch(
+            lambda call: writing.patch(
+                self,
                 call,
                 self._rel_for_doc_path(doc_path),
                 original_sha256,
@@ -788,72 +552,14 @@ class FileTools(ToolRunner):
             ),
         )
 
-    def _version_doc(self, oid: str, version: str) -> tuple[dict[str, Any], int]:
-        tx_text = version.rsplit("@", 1)[-1]
-        try:
-            tx = int(tx_text)
-        except ValueError:
-            raise PolicyError(
-                "INVALID_ARGUMENTS",
-                f"bad version id {version!r}; use one from get_file_history (`<id>@<tx>`)",
-            ) from None
-        doc = self.session.store.as_of(oid, tx)
-        if doc is None:
-            raise NotFoundError(f"no version {version!r} of this file")
-        return doc, tx
-
     def get_diff(
         self, path: str, version1: str | None = None, version2: str | None = None
     ) -> DiffResult:
         """Diff two stored versions, or the file on disk against its latest stored version."""
-
-        def run(call: ToolCall) -> DiffResult:
-            sp = call.resolved.get("path") or self.resolve(path)
-            rel = sp.rel
-            call.paths = [rel]
-            oid = self.workspace.object_id(rel)
-            hist = self.session.store.history(oid)
-            if not hist:
-                raise NotFoundError(f"{rel} has no stored versions; read it first")
-            if version1 is None and version2 is None:
-                latest = hist[-1]
-                a_text = latest.doc.get("content") or ""
-                a_name = latest.version_id
-                try:
-                    b_text = decode_bytes(self.policy.read_bytes(rel)) or ""
-                except NotFoundError:
-                    b_text = ""
-                b_name = "working tree"
-            else:
-                if version1 is not None:
-                    a_doc, _ = self._version_doc(oid, version1)
-                else:
-                    a_doc = hist[0].doc
-                a_text, a_name = a_doc.get("content") or "", version1 or hist[0].version_id
-                if version2 is not None:
-                    b_doc, _ = self._version_doc(oid, version2)
-                else:
-                    b_doc = hist[-1].doc
-                b_text, b_name = b_doc.get("content") or "", version2 or hist[-1].version_id
-            diff = unified_diff(
-                redact_text(a_text),
-                redact_text(b_text),
-                fromfile=f"{rel}@{a_name}",
-                tofile=f"{rel}@{b_name}",
-            )
-            added = sum(
-                1 for ln in diff.splitlines() if ln.startswith("+") and not ln.startswith("+++")
-            )
-            removed = sum(
-                1 for ln in diff.splitlines() if ln.startswith("-") and not ln.startswith("---")
-            )
-            return DiffResult(
-                path=rel, from_version=a_name, to_version=b_name, diff=diff, added=added,
-                removed=removed,
-            )  # fmt: skip
-
         return self.run_call(
-            "get_diff", {"path": path, "version1": version1, "version2": version2}, run
+            "get_diff",
+            {"path": path, "version1": version1, "version2": version2},
+            lambda call: lookups.get_diff(self, call, path, version1, version2),
         )
 
     def restore_file(self, path: str, version: str | None = None) -> PatchResult:
@@ -869,44 +575,19 @@ class FileTools(ToolRunner):
 
     def get_file_history(self, path: str) -> list[VersionInfo]:
         """The stored versions of a file, oldest first."""
-
-        def run(call: ToolCall) -> list[VersionInfo]:
-            sp = call.resolved.get("path") or self.resolve(path)
-            call.paths = [sp.rel]
-            out = []
-            prev = None
-            for v in self.session.store.history(self.workspace.object_id(sp.rel)):
-                d = v.doc
-                action = "deleted" if is_deleted(d) else ("created" if prev is None else "updated")
-                out.append(
-                    VersionInfo(
-                        version_id=v.version_id, tx_id=v.tx_id, tx_time=v.tx_time.isoformat(),
-                        action=action, source_hash=d.get("source_hash"),
-                        char_count=int(d.get("char_count") or 0),
-                    )
-                )  # fmt: skip
-                prev = d
-            return out
-
-        return self.run_call("get_file_history", {"path": path}, run)
+        return self.run_call(
+            "get_file_history",
+            {"path": path},
+            lambda call: lookups.get_file_history(self, call, path),
+        )
 
     def summarize_file(self, path: str, max_tokens: int | None = None) -> str:
         """An outline of a file (no LLM) within ``max_tokens``."""
-
-        def run(call: ToolCall) -> str:
-            sp = call.resolved.get("path") or self.resolve(path)
-            call.paths = [sp.rel]
-            data = self.policy.read_bytes(sp)
-            self._index_bytes(sp.rel, data)
-            text = decode_bytes(data)
-            if text is None:
-                return f"{sp.rel}: binary file, {len(data)} bytes"
-            budget = max_tokens or self.profile.summary_tokens
-            summary = self.summarizer(sp.rel, redact_text(text), budget)
-            # Whatever summarizer is plugged in, the budget holds in the session's tokens.
-            return fit_tokens(summary, budget, self.session.token_counter.count)
-
-        return self.run_call("summarize_file", {"path": path, "max_tokens": max_tokens}, run)
+        return self.run_call(
+            "summarize_file",
+            {"path": path, "max_tokens": max_tokens},
+            lambda call: lookups.summarize_file(self, call, path, max_tokens),
+        )
 
     def search(
         self,
@@ -921,99 +602,23 @@ class FileTools(ToolRunner):
         At most ``limit`` hits come back, in path and line order; when there are more,
         the answer's ``truncated`` is True and its ``cursor`` continues after it.
         """
-        from .search import search as do_search
-
         if limit < 1:
             raise PolicyError(
                 "INVALID_ARGUMENTS",
                 f"search limit must be at least 1, got {limit}",
                 required_action="Pass limit >= 1 (200 by default).",
             )
-        start = _cursor_offset(cursor)
-
-        def run(call: ToolCall) -> SearchHits:
-            forms = [self._agent_glob(g) for g in globs or ()]
-            shown = forms[0][1] if len({f[1] for f in forms}) == 1 else _as_is
-            # Read through the policy: denied files, links and directories swapped
-            # for links during the search never contribute a byte.
-            hits = do_search(
-                self.policy.roots[0],
-                pattern,
-                globs=[f[0] for f in forms] if globs is not None else None,
-                regex=regex,
-                backend=self.search_backend,
-                policy=self.policy,
-                max_results=start + limit + 1,
-            )
-            more = len(hits) > start + limit
-            page = hits[start : start + limit]
-            lines = self._hit_lines(page)
-            return SearchHits(
-                [
-                    {"path": redact_text(shown(m.path)), "line_number": m.line_number, "line": line}
-                    for m, line in zip(page, lines, strict=True)
-                ],
-                truncated=more,
-                cursor=str(start + limit) if more else None,
-            )
-
+        start = lookups.cursor_offset(cursor)
         return self.run_call(
             "search",
             {"pattern": pattern, "globs": globs, "regex": regex, "limit": limit, "cursor": cursor},
-            run,
+            lambda call: lookups.search(self, call, pattern, globs, regex, limit, start),
         )
-
-    def _hit_lines(self, hits: list[Any]) -> list[str]:
-        """The hits' lines, redacted. A line that could be part of a key body, or that is
-        indented (a YAML block scalar's line, a value under a Secret's ``data:``), is
-        redacted as its whole file would be, where its header, its key or its
-        neighbours make it recognisable; any other line on its own."""
-        scrubbers: dict[str, Callable[[Any], Any]] = {}
-        out = []
-        for hit in hits:
-            if not _KEY_BODY_LINE.match(hit.line) and not hit.line[:1].isspace():
-                out.append(redact_text(hit.line))
-                continue
-            if hit.path not in scrubbers:
-                try:
-                    text = decode_bytes(self.policy.read_bytes(hit.path)) or ""
-                except CtxnbError:
-                    text = ""
-                scrubbers[hit.path] = line_redactor(text)
-            out.append(scrubbers[hit.path](hit.line))
-        return out
 
     # -- registry, audit, schemas, dispatch -----------------------------------------------------
     def registry(self) -> Any:
         """Every allowed file: path, size, hash, mtime, version, tags, sensitivity (DataFrame)."""
-        import pandas as pd
-
-        from ..redaction import has_secrets
-
-        rows = []
-        store = self.session.store
-        for sp in self.policy.iter_files():
-            rel = sp.rel
-            st = self.policy.stat(sp)
-            oid = self.workspace.object_id(rel)
-            doc = store.get(oid)
-            hist_tx = store.latest_tx_of(oid)
-            tags = [tag for tag, rule in self.tag_rules if rule(rel)]
-            content = doc.get("content") if doc else None
-            rows.append(
-                {
-                    "path": rel,
-                    "doc_path": make_doc_path(rel),
-                    "size": st.st_size,
-                    "sha256": doc.get("source_hash") if doc else None,
-                    "mtime": datetime.fromtimestamp(st.st_mtime, UTC),
-                    "version_id": f"{oid}@{hist_tx}" if hist_tx else None,
-                    "tags": tags,
-                    "may_contain_secrets": bool(content and has_secrets(content)),
-                    "binary": bool(doc and doc.get("file_type") == "binary"),
-                }
-            )
-        return pd.DataFrame(rows)
+        return lookups.registry(self)
 
     def object_id(self, rel: str) -> str:
         return self.workspace.object_id(rel)
@@ -1021,52 +626,3 @@ class FileTools(ToolRunner):
     def __repr__(self) -> str:
         gov = " governed" if self.hooks is not None else ""
         return f"<FileTools{gov} session={self.session.session_id!r} caller={self.caller!r}>"
-
-
-def _as_is(rel: str) -> str:
-    return rel
-
-
-def _cursor_offset(cursor: str | None) -> int:
-    """The offset a search cursor stands for (None: the first page)."""
-    if cursor is None:
-        return 0
-    if not cursor.isdigit():
-        raise PolicyError(
-            "INVALID_ARGUMENTS",
-            f"bad search cursor {cursor!r}",
-            required_action="Pass the cursor of a truncated search answer unchanged.",
-        )
-    return int(cursor)
-
-
-def _refuse_tool_ctxnb(rel: str, old: bytes | None, new: bytes | None) -> None:
-    """``[tool.ctxnb]`` in ``pyproject.toml`` is governance: no agent tool changes it."""
-    if rel.lower() != "pyproject.toml":
-        return
-    from ..config import tool_ctxnb_changed
-
-    if tool_ctxnb_changed(old, new):
-        raise PolicyError(
-            "PATH_DENIED",
-            f"{rel}: the change adds, alters or removes [tool.ctxnb], ctxnb's settings, "
-            "which no agent tool changes",
-            recoverable=False,
-            required_action="Leave [tool.ctxnb] as it is; a human edits ctxnb's settings.",
-            details={"path": rel, "rule": "governance:[tool.ctxnb]"},
-        )
-
-
-def _patched(old: str, fp: FilePatch) -> str:
-    """The text a patch leaves; a deletion leaves ``""`` (checked by apply_file_patch)."""
-    return apply_file_patch(None if fp.created else old, fp) or ""
-
-
-def _conflict(rel: str, current: bytes | None, message: str) -> PatchResult:
-    return PatchResult(
-        success=False,
-        message=f"{message}; nothing was written",
-        path=rel,
-        conflict=True,
-        sha256=sha256_hex(current) if current is not None else None,
-    )

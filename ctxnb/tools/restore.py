@@ -25,6 +25,7 @@ from typing import TYPE_CHECKING, Any
 from ..errors import NotFoundError, PolicyError
 from ..hashing import source_hash
 from ..indexer import is_deleted
+from . import writing
 from .results import PatchResult
 
 if TYPE_CHECKING:
@@ -128,6 +129,6 @@ def restore_file(tools: FileTools, call: ToolCall, path: str, version: str | Non
                 version_id=vid,
             )
         text = data.decode("utf-8")
-        result = tools._write(call, rel, current, text)
+        result = writing.write(tools, call, rel, current, text)
     result.message = f"restored {rel} to version {chosen.version_id} ({len(data)} bytes)"
     return result
