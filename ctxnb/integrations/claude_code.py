@@ -66,12 +66,11 @@ Example:
 
 from __future__ import annotations
 
-import hashlib
 import json
 import os
 import posixpath
 import re
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from types import ModuleType
 from typing import TYPE_CHECKING, Any
@@ -95,7 +94,6 @@ from ..govern.state import (
 
 if TYPE_CHECKING:
     from ..access.fdio import PathPolicy
-    from ..govern.record import FileChange
 
 __all__ = [
     "EVENTS",
@@ -608,7 +606,13 @@ def _post_tool_use(ctx: _Context) -> HookResult:
         data = ctx.policy.read_bytes(sp, max_bytes=_MAX_TRACE_READ)
     except CtxnbError:
         return HookResult()  # outside the workspace, denied or gone: nothing to trace
-    from .claude_code_edits import changed_ranges, clamp, original_text
+    from .claude_code_edits import (
+        audit_change,
+        changed_ranges,
+        clamp,
+        original_text,
+        store_versions,
+    )
 
     new_text = data.decode("utf-8", errors="replace")
     old_text = original_text(tool, tool_input, response, new_text)
@@ -649,11 +653,13 @@ def _post_tool_use(ctx: _Context) -> HookResult:
     )
     change = FileChange(sp.rel, old=old_text, new=new_text, data=data, ranges=ranges)
     try:
-        recorder.record([change], origin, store=lambda changes: _store_versions(ctx, changes))
+        recorder.record(
+            [change], origin, store=lambda changes: store_versions(ctx.root, ctx.settings, changes)
+        )
     except (CtxnbError, ValueError, OSError) as e:
         return _error("post-tool-use", f"could not record the change: {e}")
     try:
-        _audit_change(ctx, tool, tool_input, sp.rel, old_text, data, intent_id)
+        audit_change(ctx.root, ctx.session_id, tool, tool_input, sp.rel, old_text, data, intent_id)
     except OSError as e:
         return _error("post-tool-use", f"could not write the audit line: {e}")
 
@@ -677,73 +683,6 @@ def _post_tool_use(ctx: _Context) -> HookResult:
     if notes:
         return _context_answer("PostToolUse", "\n".join(notes))
     return HookResult()
-
-
-def _store_versions(ctx: _Context, changes: Sequence[FileChange]) -> list[str | None]:
-    """Store versions of the changed files, through the access layer: as one inline
-    transaction when the store takes it (no pyarrow in this process), else by opening
-    the store. Every ``FOLD_EVERY_TX`` inline transactions the store is opened to fold
-    them, so outside readers of its Parquet files never lag far behind."""
-    from .._storelog import COMPACT_AFTER, FOLD_EVERY_TX
-    from ..access.observe import observe_inline
-    from ..resolver import default_filesystem_id, normalize_path
-
-    root = os.path.realpath(ctx.root)  # as Workspace.open names the files
-    fs = default_filesystem_id()
-    items = [
-        (
-            {"type": "filesystem", "filesystemId": fs, "path": normalize_path(f"{root}/{c.path}")},
-            c.data or b"",
-        )
-        for c in changes
-    ]
-    inline = observe_inline(os.path.join(root, ".ctxnb", "store"), items)
-    if inline is not None:
-        observed, unfolded, uncompacted = inline
-        compact_after = int(ctx.settings.get("compact_after", COMPACT_AFTER))
-        if unfolded < FOLD_EVERY_TX and uncompacted <= compact_after:
-            return [o.version_id for o in observed]
-    from ..workspace import Workspace  # pyarrow: a large change, a new store, or a fold
-
-    with Workspace.open(ctx.root) as ws:
-        if inline is None:
-            done = ws.observe([c.path for c in changes], data=[c.data for c in changes])
-        else:
-            done = inline[0]
-        # Each hook is a new process, and opening the store reads every transaction not
-        # yet compacted: without this, every edit of a session made the next one slower.
-        ws.store.maybe_compact(ws.config.index.compact_after)
-        ws.store.fold()
-    return [o.version_id for o in done]
-
-
-def _audit_change(
-    ctx: _Context,
-    tool: str,
-    tool_input: Mapping[str, Any],
-    rel: str,
-    old_text: str | None,
-    data: bytes,
-    intent_id: str | None,
-) -> None:
-    """The audit line of the edit, as the file tools write one for each call."""
-    from ..tools.audit import AuditLog, audit_record
-
-    before = hashlib.sha256(old_text.encode("utf-8")).hexdigest() if old_text is not None else None
-    AuditLog(ctx.root / ".ctxnb" / "audit.jsonl").append(
-        audit_record(
-            caller="claude-code",
-            session_id=ctx.session_id,
-            tool=tool,
-            args={"file_path": rel, **{k: v for k, v in tool_input.items() if k != "file_path"}},
-            duration_ms=0.0,
-            success=True,
-            error_code=None,
-            before=before,
-            after=hashlib.sha256(data).hexdigest(),
-            intent_id=intent_id,
-        )
-    )
 
 
 def _audit_refusal(ctx: _Context, tool: str, tool_input: Mapping[str, Any], code: str) -> None:

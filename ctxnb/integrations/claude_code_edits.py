@@ -1,23 +1,33 @@
-"""What a Claude Code edit changed: the file's text before it and its changed lines.
+"""What a Claude Code edit changed, and how the post-tool-use hook keeps it.
 
 The post-tool-use hook (:mod:`ctxnb.integrations.claude_code`) records each Write, Edit
 and MultiEdit with the file's previous text and the line ranges the edit touched. Claude
 Code's ``tool_response`` usually says both (``originalFile``, ``structuredPatch``); when
-it does not, they are worked out from the edit's own arguments or from a diff.
+it does not, they are worked out from the edit's own arguments or from a diff. The new
+version of the file is stored (:func:`store_versions`) and the edit gets its audit line
+(:func:`audit_change`), as the file tools write one for each call.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-from typing import Any
+import hashlib
+import os
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from ..govern.record import FileChange
 
 __all__ = [
+    "audit_change",
     "changed_ranges",
     "clamp",
     "line_count",
     "original_text",
     "ranges_from_patch",
     "reverse_edits",
+    "store_versions",
 ]
 
 
@@ -118,3 +128,73 @@ def clamp(ranges: list[tuple[int, int]], text: str) -> list[tuple[int, int]]:
     # The file may have changed again since the tool ran; keep only spans that exist.
     n = line_count(text)
     return [(s, min(e, n)) for s, e in ranges if 1 <= s <= n and s <= e]
+
+
+def store_versions(
+    root: Path, settings: Mapping[str, Any], changes: Sequence[FileChange]
+) -> list[str | None]:
+    """Store versions of the changed files, through the access layer: as one inline
+    transaction when the store takes it (no pyarrow in this process), else by opening
+    the store. Every ``FOLD_EVERY_TX`` inline transactions the store is opened to fold
+    them, so outside readers of its Parquet files never lag far behind."""
+    from .._storelog import COMPACT_AFTER, FOLD_EVERY_TX
+    from ..access.observe import observe_inline
+    from ..resolver import default_filesystem_id, normalize_path
+
+    real = os.path.realpath(root)  # as Workspace.open names the files
+    fs = default_filesystem_id()
+    items = [
+        (
+            {"type": "filesystem", "filesystemId": fs, "path": normalize_path(f"{real}/{c.path}")},
+            c.data or b"",
+        )
+        for c in changes
+    ]
+    inline = observe_inline(os.path.join(real, ".ctxnb", "store"), items)
+    if inline is not None:
+        observed, unfolded, uncompacted = inline
+        compact_after = int(settings.get("compact_after", COMPACT_AFTER))
+        if unfolded < FOLD_EVERY_TX and uncompacted <= compact_after:
+            return [o.version_id for o in observed]
+    from ..workspace import Workspace  # pyarrow: a large change, a new store, or a fold
+
+    with Workspace.open(root) as ws:
+        if inline is None:
+            done = ws.observe([c.path for c in changes], data=[c.data for c in changes])
+        else:
+            done = inline[0]
+        # Each hook is a new process, and opening the store reads every transaction not
+        # yet compacted: without this, every edit of a session made the next one slower.
+        ws.store.maybe_compact(ws.config.index.compact_after)
+        ws.store.fold()
+    return [o.version_id for o in done]
+
+
+def audit_change(
+    root: Path,
+    session_id: str | None,
+    tool: str,
+    tool_input: Mapping[str, Any],
+    rel: str,
+    old_text: str | None,
+    data: bytes,
+    intent_id: str | None,
+) -> None:
+    """The audit line of the edit, as the file tools write one for each call."""
+    from ..tools.audit import AuditLog, audit_record
+
+    before = hashlib.sha256(old_text.encode("utf-8")).hexdigest() if old_text is not None else None
+    AuditLog(root / ".ctxnb" / "audit.jsonl").append(
+        audit_record(
+            caller="claude-code",
+            session_id=session_id,
+            tool=tool,
+            args={"file_path": rel, **{k: v for k, v in tool_input.items() if k != "file_path"}},
+            duration_ms=0.0,
+            success=True,
+            error_code=None,
+            before=before,
+            after=hashlib.sha256(data).hexdigest(),
+            intent_id=intent_id,
+        )
+    )
