@@ -4,7 +4,8 @@ The command-risk verdict itself is read in :mod:`ctxnb.command_risk`, below ever
 (the rules tracker and replays read commands too); governance decides what to do with it.
 
 Commands run confined by :mod:`ctxnb.sandbox` (``ctxnb.sandbox.run_command`` is the
-process runner; :mod:`ctxnb.govern.effects` governs what a command changed).
+process runner; :mod:`ctxnb.sandbox.commit` commits what a command changed, and
+:mod:`ctxnb.govern.record` records it).
 
 Importing this package is cheap (a hook process imports it on every tool call): each
 name below is loaded from its module on first use.

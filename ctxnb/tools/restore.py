@@ -1,7 +1,7 @@
 """Undo from the store: put a file back as it was in one of its stored versions.
 
 Any agent change — by a file tool or by a command (whose effects are stored too, see
-:mod:`ctxnb.govern.effects`) — has the previous bytes in the store, so it can be taken
+:mod:`ctxnb.sandbox.commit`) — has the previous bytes in the store, so it can be taken
 back. :meth:`ctxnb.tools.FileTools.restore_file` is the governed tool (a write: intent,
 scope, trace record); ``ctxnb restore PATH [--version ID]`` is the same for a human.
 
