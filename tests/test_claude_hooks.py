@@ -764,3 +764,42 @@ def test_the_engines_open_breaker_stops_a_claude_code_write(ws, payloads, run):
     edit = payloads("pre-edit", ws)
     edit["session_id"] = "s-w"
     assert run(edit).decision != "deny"  # write_patch's breaker is closed
+
+
+def test_an_edit_outside_the_intents_scope_is_recorded_as_such_and_blocked(ws, payloads, run):
+    main(["hook", "select-intent", "INT-001", "--session", "s-o", "-w", str(ws)])
+    readme = ws / "README.md"
+    before = readme.read_text()
+    after = before + "\nA line the intent does not own.\n"
+    readme.write_text(after)
+    post = payloads("post-write", ws, file_path=str(readme), content=after)
+    post["session_id"] = "s-o"
+    post["tool_response"].update(filePath=str(readme), originalFile=before)
+    result = run(post)
+    assert result.exit_code == 0 and result.answer["decision"] == "block"
+    assert "outside the scope of intent INT-001" in result.answer["reason"]
+    (record,) = _trace(ws)
+    # what happened is recorded, under the intent, with the scope decision ...
+    assert record["metadata"]["intent_id"] == "INT-001"
+    assert record["metadata"]["scope"] == "out-of-scope"
+    # ... but it is not listed as the intent's work
+    assert "README.md" not in (ws / ".orchestration" / "intent_map.md").read_text()
+
+
+def test_an_edit_with_no_intent_is_recorded_under_unknown(ws, payloads, run):
+    models = ws / "inventory" / "models.py"
+    before = models.read_text()
+    after = before + "\n\ndef orphan():\n    return 0\n"
+    models.write_text(after)
+    post = payloads("post-write", ws, file_path=str(models), content=after)
+    post["session_id"] = "s-none"
+    post["tool_response"].update(filePath=str(models), originalFile=before)
+    result = run(post)
+    assert result.exit_code == 0
+    assert "no active intent" in json.dumps(result.answer)
+    (record,) = _trace(ws)
+    assert (record["metadata"]["intent_id"], record["metadata"]["scope"]) == (
+        "unknown",
+        "no-intent",
+    )
+    assert "orphan" not in (ws / ".orchestration" / "intent_map.md").read_text()

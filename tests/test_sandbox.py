@@ -673,3 +673,33 @@ def test_an_approved_commands_changes_carry_the_approval_and_the_diff_it_saw(env
     assert meta["scope"] == "in-scope"
     assert meta["approval"]["approved"] is True and meta["approval"]["by"] == "reviewer"
     assert meta["approval"]["diff_sha256"] == hashlib.sha256(diff.encode()).hexdigest()
+
+
+def test_a_command_whose_post_policy_fails_is_reported_committed_with_the_error(env):
+    class Boom:
+        name = "boom"
+
+        def run(self, call, result, engine):
+            if call.tool == "run_command":
+                raise RuntimeError("the notifier is down")
+            return []
+
+    t = tools_for(env.root)
+    t.engine.post.append(Boom())
+    t.dispatch("select_active_intent", {"intent_id": "INT-001"})
+    out = t.dispatch("run_command", {"cmd": "echo new > inventory/extra.py", "shell": True})
+    # committed: the file is there, and the agent is told so, with the policy's error
+    assert out["ok"] is True
+    assert (env.root / "inventory" / "extra.py").read_text() == "new\n"
+    (err,) = out["result"]["feedback"]
+    assert (err["kind"], err["policy"], err["error_code"]) == (
+        "policy-error",
+        "boom",
+        "POST_POLICY_FAILED",
+    )
+    line = json.loads((env.root / ".ctxnb" / "audit.jsonl").read_text().splitlines()[-1])
+    assert (line["tool"], line["success"], line["error_code"]) == (
+        "run_command",
+        True,
+        "POST_POLICY_FAILED",
+    )
