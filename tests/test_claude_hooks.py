@@ -189,10 +189,11 @@ def test_governed_session(ws, payloads, run, trace_schema):
     assert result.decision == "deny"
     assert _reason(result).startswith("src/new.py is outside the scope of intent INT-001")
 
-    # Every command runs in the sandbox (updatedInput); a destructive one asks the human.
+    # Every command runs in the sandbox (updatedInput); a destructive-looking text is only
+    # a warning: what it does is held for the user with its diff.
     result = run(payloads("pre-bash", ws))
-    assert result.decision == "ask"
-    assert "destructive" in _reason(result) and "rm" in _reason(result)
+    assert result.decision == "allow"
+    assert "looks destructive" in _reason(result) and "rm" in _reason(result)
     result = run(payloads("pre-bash", ws, command="pytest -q"))
     assert result.decision == "allow"
     wrapped = result.answer["hookSpecificOutput"]["updatedInput"]["command"]

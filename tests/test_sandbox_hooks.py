@@ -11,6 +11,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import re
 import secrets
 import subprocess
 import sys
@@ -186,12 +187,15 @@ def test_with_an_intent_an_edit_in_scope_lands_and_is_traced(ws, test_data):
     assert rec["metadata"]["caller"] == "claude-code"
 
 
-def test_destructive_under_an_intent_asks_the_human(ws):
+def test_a_command_whose_text_looks_destructive_is_not_asked_about_before_it_runs(ws):
+    """The text decides nothing: it runs (a warning in the reason), and what it did is
+    judged from its overlay."""
     root = ws["root"]
-    select_intent(root, "INT-001", "3f1c2a9e-0d6b-4c1e-9a57-2b8f7d1e4c21")
+    select_intent(root, "INT-001", SID)
     out = answer(root, {"command": "rm -rf inventory/build", "description": "Clean"})
-    assert out["permissionDecision"] == "ask"
+    assert out["permissionDecision"] == "allow"
     assert "sandbox exec" in out["updatedInput"]["command"]
+    assert "looks destructive" in out["permissionDecisionReason"]
 
 
 def test_the_wrapped_command_keeps_quotes_and_heredocs(ws):
@@ -247,30 +251,138 @@ def test_a_planted_ctxnb_py_and_sitecustomize_never_run_in_ctxnb(ws, tmp_path):
     assert not marker.exists(), marker.read_text()
 
 
+SID = "3f1c2a9e-0d6b-4c1e-9a57-2b8f7d1e4c21"
+HELD = re.compile(r"`ctxnb sandbox commit ([0-9a-f]{12})`")
+
+
+def hold_changes(root: Path, command: str, sid: str = SID) -> tuple[str, str]:
+    """Run ``command`` as Claude Code would; its changes must be held: (id, stderr)."""
+    out = answer(root, {"command": command, "description": "x"})
+    assert out["permissionDecision"] == "allow", out
+    proc = run_as_claude_code(root, out["updatedInput"]["command"])
+    assert proc.returncode == 1, proc.stderr
+    assert "APPROVAL_HELD" in proc.stderr, proc.stderr
+    match = HELD.search(proc.stderr)
+    assert match, proc.stderr
+    return match.group(1), proc.stderr
+
+
+def pre(root: Path, command: str, sid: str = SID) -> dict:
+    res = run_hook(
+        "pre-tool-use",
+        json.dumps(payload(root, {"command": command, "description": "x"}, sid)),
+    )
+    assert res.exit_code == 0, res
+    return res.answer["hookSpecificOutput"]
+
+
+def trace_records(root: Path) -> list[dict]:
+    text = (root / ".orchestration" / "agent_trace.jsonl").read_text()
+    return [json.loads(x) for x in text.splitlines()]
+
+
 @pytest.mark.parametrize(
-    "command",
-    ["cp /dev/null inventory/models.py", "awk 'BEGIN{system(\"rm inventory/models.py\")}'"],
+    ("command", "after"),
+    [
+        ("cp /dev/null inventory/models.py", b""),
+        ("awk 'BEGIN{system(\"rm inventory/models.py\")}'", None),
+        ("truncate -s 0 inventory/models.py", b""),
+    ],
 )
-def test_destructive_effects_a_safe_looking_bash_command_hides_are_refused(ws, command):
-    """Claude Code asks its user only when the text looks destructive; when it does not,
-    the observed destructive effect is refused with its diff, and nothing is committed."""
+def test_destructive_changes_are_held_and_committed_only_after_the_user_saw_their_diff(
+    ws, command, after
+):
+    """Old hole: Claude Code's user was asked about the command's *text* (a blanket
+    --approved), and a safe-looking text's destructive effect was refused outright. Now
+    what the command did waits in its overlay; the user is asked with its diff."""
     root = ws["root"]
-    select_intent(root, "INT-001", "3f1c2a9e-0d6b-4c1e-9a57-2b8f7d1e4c21")
+    select_intent(root, "INT-001", SID)
     models = root / "inventory" / "models.py"
     before = models.read_bytes()
-    out = answer(root, {"command": command, "description": "x"})
-    assert (
-        out["permissionDecision"] == "allow" and "--approved" not in out["updatedInput"]["command"]
-    )
-    proc = run_as_claude_code(root, out["updatedInput"]["command"])
-    assert proc.returncode == 1
-    assert (
-        "DESTRUCTIVE_NEEDS_APPROVAL" in proc.stderr and "--- a/inventory/models.py" in proc.stderr
-    )
-    assert models.read_bytes() == before
-    # The same effect from a command the user was asked about (its text says truncate).
-    out = answer(root, {"command": "truncate -s 0 inventory/models.py", "description": "x"})
-    assert out["permissionDecision"] == "ask" and "--approved" in out["updatedInput"]["command"]
-    proc = run_as_claude_code(root, out["updatedInput"]["command"])
+    hold_id, stderr = hold_changes(root, command)
+    assert "--- a/inventory/models.py" in stderr
+    assert models.read_bytes() == before  # nothing committed yet
+    asked = pre(root, f"ctxnb sandbox commit {hold_id}")
+    assert asked["permissionDecision"] == "ask"
+    reason = asked["permissionDecisionReason"]
+    assert "--- a/inventory/models.py" in reason and "-" + before.decode().splitlines()[0] in reason
+    cmd = asked["updatedInput"]["command"]
+    assert cmd.split()[:2] == [os.path.abspath(sys.executable), "-I"]
+    assert " sandbox exec " not in cmd  # the commit runs on the host, after the user's yes
+    proc = run_as_claude_code(root, cmd)
     assert proc.returncode == 0, proc.stderr
-    assert models.read_bytes() == b""
+    assert (models.read_bytes() if models.exists() else None) == after
+    [rec] = [r for r in trace_records(root) if r["files"]]
+    approval = rec["metadata"]["approval"]
+    assert approval["by"] == "human (asked by Claude Code)" and approval["approved"] is True
+    shown = stderr[stderr.index("--- a/inventory/models.py") :].split("ctxnb: nothing")[0]
+    assert approval["diff_sha256"] == hashlib.sha256(shown.encode()).hexdigest()
+    # Committed once: the hold is gone.
+    assert pre(root, f"ctxnb sandbox commit {hold_id}")["permissionDecision"] == "deny"
+
+
+def test_a_held_commit_after_an_outside_edit_commits_nothing(ws):
+    root = ws["root"]
+    select_intent(root, "INT-001", SID)
+    models = root / "inventory" / "models.py"
+    hold_id, _ = hold_changes(root, "cp /dev/null inventory/models.py")
+    models.write_text("edited by a human meanwhile\n")
+    proc = run_as_claude_code(
+        root, pre(root, f"ctxnb sandbox commit {hold_id}")["updatedInput"]["command"]
+    )
+    assert proc.returncode == 1, proc.stderr
+    assert "APPROVAL_STALE" in proc.stderr or "changed by someone else" in proc.stderr
+    assert models.read_text() == "edited by a human meanwhile\n"
+
+
+def test_held_changes_cannot_be_committed_around_the_users_question(ws):
+    """Only the exact ``ctxnb sandbox commit ID`` reaches the host, and only by asking;
+    another session, a bad id, a longer command, or the commit run inside the sandbox
+    commits nothing."""
+    root = ws["root"]
+    select_intent(root, "INT-001", SID)
+    models = root / "inventory" / "models.py"
+    before = models.read_bytes()
+    hold_id, _ = hold_changes(root, "truncate -s 0 inventory/models.py")
+    other = "0b2d4f6a-1c3e-4a5b-8d7f-9e0a1b2c3d4e"
+    select_intent(root, "INT-001", other)
+    assert pre(root, f"ctxnb sandbox commit {hold_id}", other)["permissionDecision"] == "deny"
+    for bad in ("../../etc", "0" * 11, hold_id.upper()):
+        assert pre(root, f"ctxnb sandbox commit {bad}")["permissionDecision"] == "deny"
+    python = os.path.abspath(sys.executable)
+    sneaky = [
+        f"ctxnb sandbox commit {hold_id}; true",
+        f"ctxnb sandbox commit {hold_id} && ctxnb sandbox commit {hold_id}",
+        f"{python} -I -m ctxnb sandbox commit --workspace {root} --session {SID} -- {hold_id}",
+    ]
+    for command in sneaky:
+        out = pre(root, command)
+        assert (
+            out["permissionDecision"] == "allow"
+            and " sandbox exec " in out["updatedInput"]["command"]
+        )
+        run_as_claude_code(root, out["updatedInput"]["command"])
+        assert models.read_bytes() == before, command
+    assert (root / ".ctxnb" / "overlay" / f"held-{hold_id}" / "hold.json").is_file()
+    # Discarding needs nobody, and then there is nothing to commit.
+    out = pre(root, f"ctxnb sandbox discard {hold_id}")
+    assert out["permissionDecision"] == "allow"
+    assert run_as_claude_code(root, out["updatedInput"]["command"]).returncode == 0
+    assert not (root / ".ctxnb" / "overlay" / f"held-{hold_id}").exists()
+    assert pre(root, f"ctxnb sandbox commit {hold_id}")["permissionDecision"] == "deny"
+    assert models.read_bytes() == before
+
+
+def test_an_expired_hold_is_discarded(ws):
+    from ctxnb.sandbox.held import HOLD_TTL
+
+    root = ws["root"]
+    select_intent(root, "INT-001", SID)
+    hold_id, _ = hold_changes(root, "truncate -s 0 inventory/models.py")
+    record = root / ".ctxnb" / "overlay" / f"held-{hold_id}" / "hold.json"
+    data = json.loads(record.read_text())
+    data["created"] -= HOLD_TTL + 1
+    record.write_text(json.dumps(data))
+    out = pre(root, f"ctxnb sandbox commit {hold_id}")
+    assert out["permissionDecision"] == "deny" and "expired" in out["permissionDecisionReason"]
+    assert not record.parent.exists()

@@ -110,9 +110,15 @@ def _cmd_why(ns: argparse.Namespace) -> int:
 @command(
     "sandbox",
     help="run a command in ctxnb's sandbox, storing and tracing what it changes "
-    "(the Claude Code hook rewrites Bash commands to this)",
+    "(the Claude Code hook rewrites Bash commands to this); commit or discard a command "
+    "whose destructive changes are held for a human",
 )
-@arg("action", choices=("exec",), help="exec: run ARGV confined")
+@arg(
+    "action",
+    choices=("exec", "commit", "discard"),
+    help="exec: run ARGV confined; commit ID: commit the held changes ID (a human "
+    "decides: Claude Code asks its user with the diff); discard ID: drop them",
+)
 @arg("-w", "--workspace", default=None, help="the workspace (default: the current directory's)")
 @arg("--session", default=None, help="Claude Code's session_id (names the ctxnb session)")
 @arg(
@@ -122,15 +128,20 @@ def _cmd_why(ns: argparse.Namespace) -> int:
 )
 @arg("--timeout", type=float, default=600.0, help="seconds before the command is stopped")
 @arg(
-    "--approved",
-    action="store_true",
-    help="a human approved this command before it ran (Claude Code asked them): its "
-    "destructive changes are committed; without it they are refused",
+    "argv",
+    nargs="*",
+    metavar="-- COMMAND | ID",
+    help="exec: -- then the command and its arguments; commit, discard: the hold's id",
 )
-@arg("argv", nargs="*", metavar="-- COMMAND", help="-- then the command and its arguments")
 def _cmd_sandbox(ns: argparse.Namespace) -> int:
-    """Exit status: the command's (128+N when signal N ended it), 1 when it cannot run."""
+    """Exit status: the command's (128+N when signal N ended it), 1 when it cannot run
+    or its changes were not committed (held, refused)."""
     argv = list(ns.argv)
+    if ns.action != "exec":
+        if len(argv) != 1:
+            sys.stderr.write(f"ctxnb sandbox {ns.action}: error: usage: {ns.action} ID\n")
+            return 2
+        return _held(ns.action, argv[0], ns)
     if not argv:
         sys.stderr.write("ctxnb sandbox exec: error: usage: exec [options] -- COMMAND [ARG...]\n")
         return 2
@@ -160,25 +171,36 @@ def _cmd_sandbox(ns: argparse.Namespace) -> int:
 
 
 def _exec_governed(root: Any, intent_id: str, argv: list[str], cwd: str, ns: Any) -> int:
+    import shlex
     from pathlib import Path
 
     from ..errors import PolicyError
+    from ..redaction import redact
+    from ..sandbox.held import Hold, hold_overlay
+    from ..sandbox.runner import SandboxResult
     from ..workspace import Workspace
 
     sid = ns.session
+    ran: list[Any] = []
+
+    def hold(sres: SandboxResult, diff: str, reasons: list[str]) -> Hold:
+        # Nobody can be asked while Claude Code's Bash runs: the destructive changes
+        # wait, in their overlay, for the user's answer to `ctxnb sandbox commit ID`.
+        ran.append(sres.result)
+        command = argv[2] if argv[:2] == ["bash", "-c"] and len(argv) == 3 else shlex.join(argv)
+        return hold_overlay(
+            sres,
+            command=redact(command).text,
+            intent_id=intent_id,
+            session_id=sid,
+            diff=diff,
+            reasons=reasons,
+            cwd=cwd,
+        )
+
     with Workspace.open(root) as ws:
         session = ws.session(f"claude-code-{sid}" if sid else None)
-        approver = None
-        if ns.approved:
-            from .approval import CallbackApprover
-
-            approver = CallbackApprover(lambda req: True, by="human (asked by Claude Code)")
-        tools = ws.tools(
-            session,
-            caller="claude-code",
-            model_id=os.environ.get("CTXNB_MODEL_ID"),
-            approver=approver,
-        )
+        tools = ws.tools(session, caller="claude-code", model_id=os.environ.get("CTXNB_MODEL_ID"))
         engine = tools.engine  # type: ignore[attr-defined]
         engine.select_active_intent(intent_id)
         try:
@@ -189,16 +211,72 @@ def _exec_governed(root: Any, intent_id: str, argv: list[str], cwd: str, ns: Any
                 session_id=sid,
                 caller="claude-code",
                 tool="Bash",
+                hold=hold,
             )
         except PolicyError as e:
-            # Destructive changes no human approved: nothing was committed.
+            if ran:
+                sys.stdout.write(ran[0].stdout)
+                sys.stderr.write(ran[0].stderr)
             sys.stderr.write(f"ctxnb: {e.error_code}: {e.message}\n")
             diff = e.details.get("diff")
             if diff:
                 sys.stderr.write(diff)
+            hold_id = e.details.get("hold_id")
+            if hold_id:
+                sys.stderr.write(
+                    f"ctxnb: nothing was committed. To commit these changes run exactly "
+                    f"`ctxnb sandbox commit {hold_id}` (the user is asked, shown this diff); "
+                    f"to drop them, `ctxnb sandbox discard {hold_id}`. Unanswered, they are "
+                    "dropped after an hour.\n"
+                )
             return 1
         session.save()
     return _finish(out["stdout"], out["stderr"], out["returncode"], out["timed_out"], out)
+
+
+def _held(action: str, hold_id: str, ns: Any) -> int:
+    """``ctxnb sandbox commit|discard ID``."""
+    from ..errors import PolicyError
+    from ..sandbox.held import discard_hold, load_hold
+    from .state import find_workspace
+
+    root, _ = find_workspace(ns.workspace or os.getcwd())
+    if action == "discard":
+        gone = discard_hold(root, hold_id)
+        sys.stderr.write(
+            f"ctxnb: the held changes {hold_id} were discarded\n"
+            if gone
+            else f"ctxnb: no held changes {hold_id} (committed, discarded or expired)\n"
+        )
+        return 0
+    hold = load_hold(root, hold_id)
+    if hold.session_id != ns.session:
+        sys.stderr.write(f"ctxnb: the held changes {hold_id} belong to another session\n")
+        return 1
+    from ..workspace import Workspace
+    from .approval import CallbackApprover
+
+    by = "human (asked by Claude Code)" if ns.session else "human (ctxnb sandbox commit)"
+    with Workspace.open(root) as ws:
+        session = ws.session(f"claude-code-{ns.session}" if ns.session else None)
+        tools = ws.tools(
+            session,
+            caller="claude-code",
+            model_id=os.environ.get("CTXNB_MODEL_ID"),
+            # Whoever runs this is the human who saw the diff (Claude Code asks its user
+            # before this command runs; the commit checks it is still that diff).
+            approver=CallbackApprover(lambda req: True, by=by),
+        )
+        engine = tools.engine  # type: ignore[attr-defined]
+        engine.select_active_intent(hold.intent_id)
+        try:
+            out = engine.commit_held(hold_id, caller="claude-code", tool="Bash")
+        except PolicyError as e:
+            sys.stderr.write(f"ctxnb: {e.error_code}: {e.message}\n")
+            return 1
+        session.save()
+    code = _finish("", "", 0, False, out)
+    return 1 if out["effects"]["conflicts"] else code
 
 
 def _finish(stdout: str, stderr: str, code: int, timed_out: bool, out: Any) -> int:

@@ -488,6 +488,18 @@ class HookEngine:
             out["effects"] = redact_data(out["effects"])
         return out
 
+    def commit_held(
+        self, hold_id: str, *, caller: str = "agent", tool: str = "run_command"
+    ) -> dict[str, Any]:
+        """Commit the changes of the held command ``hold_id`` for the human who approved
+        their diff (:func:`ctxnb.sandbox.commit.commit_held`)."""
+        from ..sandbox.commit import commit_held
+        from ..sandbox.held import load_hold
+
+        out = commit_held(self, load_hold(self.root, hold_id), caller=caller, tool=tool)
+        out["effects"] = redact_data(out["effects"])
+        return out
+
     def select_intent_tool(self, intent_id: str) -> str:
         return self.tools.run_call(
             "select_active_intent",

@@ -14,7 +14,9 @@ Write, Edit, MultiEdit, NotebookEdit    path policy → intent presence → inte
 Bash (governed workspace)               rewritten to run in ctxnb's sandbox (``allow``
                                         with ``updatedInput``): writable only in the
                                         session intent's scope, nothing without one;
-                                        DESTRUCTIVE under an intent asks the human
+                                        destructive changes are held; the user is
+                                        asked with their diff at ``ctxnb sandbox
+                                        commit ID``
 anything else                           no decision
 ======================================  ==============================================
 
@@ -30,8 +32,12 @@ Bash in a governed workspace is the exception: its command is replaced by
 '<original>'`` and allowed, because the sandbox, not a prompt, bounds what it can do;
 ``sandbox exec`` stores and traces what the command changed (the post-tool-use hook has
 nothing left to do for Bash).
-A refusal is ``permissionDecision: "deny"``; a destructive command is ``"ask"``, so the
-human decides. The reason's first line is the policy's message (for a missing intent,
+A refusal is ``permissionDecision: "deny"``. A command's destructive changes (a deletion,
+a truncation, most of a file removed: what it *did*, read from its overlay, whatever its
+text) are held, not committed (:mod:`ctxnb.sandbox.held`), and the agent is told to run
+``ctxnb sandbox commit ID``; that exact command is ``"ask"``, with the diff in the reason
+Claude Code shows its user, and runs on the host only after their yes.
+The reason's first line is the policy's message (for a missing intent,
 exactly :data:`~ctxnb.govern.core.NO_INTENT_MESSAGE`), the next line what to do. The
 path, intent and scope checks are :mod:`ctxnb.govern.core`'s, the same the
 :class:`~ctxnb.govern.engine.HookEngine` applies; governance's own files
@@ -519,6 +525,9 @@ def _check_bash(ctx: _Context, tool_input: Mapping[str, Any]) -> HookResult:
         raise PayloadError("a Bash call needs tool_input.command (a string)")
     if not command.strip():
         return HookResult()
+    held = _held_request(command)
+    if held is not None:
+        return _check_held(ctx, tool_input, *held)
     from ..command_risk import classify_command
 
     intent: IntentLike | None = None
@@ -568,12 +577,6 @@ def _check_bash(ctx: _Context, tool_input: Mapping[str, Any]) -> HookResult:
         wrapper += ["--session", ctx.session_id]
     if intent is not None:
         wrapper += ["--intent", intent.id]
-    asks = intent is not None and risk.level != "SAFE"
-    if asks:
-        # Claude Code asks the human before this command runs (its only channel to
-        # them); their yes covers its destructive effects. A command whose text looks
-        # safe gets no such flag: destructive effects it hides are refused, not committed.
-        wrapper += ["--approved"]
     wrapped = shlex.join([*wrapper, "--", "bash", "-c", command])
     updated = {**tool_input, "command": wrapped}
     where = (
@@ -581,10 +584,69 @@ def _check_bash(ctx: _Context, tool_input: Mapping[str, Any]) -> HookResult:
         if intent is not None
         else "read-only: no intent is selected for this session"
     )
-    if asks:
-        reason = f"ctxnb: this command is destructive: {'; '.join(risk.reasons) or 'destructive'}."
-        return _pre_answer("ask", f"{reason}\nIt runs in ctxnb's sandbox, {where}.", updated)
-    return _pre_answer("allow", f"ctxnb: runs in ctxnb's sandbox, {where}.", updated)
+    # The text decides nothing: what the command does is read from its overlay, and
+    # destructive changes wait there for the user (`ctxnb sandbox commit ID`).
+    warning = ""
+    if intent is not None and risk.level != "SAFE":
+        warning = (
+            f" Its text looks destructive ({'; '.join(risk.reasons) or 'destructive'}): "
+            "destructive changes are held for the user's approval with their diff."
+        )
+    return _pre_answer("allow", f"ctxnb: runs in ctxnb's sandbox, {where}.{warning}", updated)
+
+
+_HELD_DIFF_CHARS = 6_000
+"""The diff shown in Claude Code's permission prompt is cut here (the whole diff went
+to the agent when the command ran)."""
+
+
+def _held_request(command: str) -> tuple[str, str] | None:
+    """``(action, id)`` when ``command`` is exactly ``ctxnb sandbox commit|discard ID``."""
+    import shlex
+
+    try:
+        words = shlex.split(command)
+    except ValueError:
+        return None
+    if len(words) == 4 and words[:2] == ["ctxnb", "sandbox"] and words[2] in ("commit", "discard"):
+        return words[2], words[3]
+    return None
+
+
+def _check_held(
+    ctx: _Context, tool_input: Mapping[str, Any], action: str, hold_id: str
+) -> HookResult:
+    """``ctxnb sandbox commit ID`` runs on the host only after Claude Code's user said
+    yes to the diff shown here; ``discard`` needs nobody."""
+    import shlex
+
+    from ..errors import NotFoundError
+    from ..sandbox.held import load_hold
+
+    argv = [*launcher(), "sandbox", action, "--workspace", str(ctx.root)]
+    if ctx.session_id is not None:
+        argv += ["--session", ctx.session_id]
+    updated = {**tool_input, "command": shlex.join([*argv, "--", hold_id])}
+    if action == "discard":
+        return _pre_answer("allow", f"ctxnb: drops the held changes {hold_id}.", updated)
+    try:
+        hold = load_hold(ctx.root, hold_id)
+    except NotFoundError as e:
+        raise PolicyError("NOT_FOUND", str(e)) from None
+    if hold.session_id != ctx.session_id:
+        raise PolicyError(
+            "NOT_FOUND",
+            f"the held changes {hold_id} belong to another session",
+            required_action="Run the command again in this session.",
+        )
+    diff = hold.diff
+    if len(diff) > _HELD_DIFF_CHARS:
+        diff = diff[:_HELD_DIFF_CHARS] + "\n[... the rest of the diff went to Claude]\n"
+    reason = (
+        f"ctxnb: commit the destructive changes of `{hold.command}` under "
+        f"{hold.intent_id}? ({'; '.join(hold.reasons)})\n{diff}"
+    )
+    return _pre_answer("ask", reason, updated)
 
 
 # -- PostToolUse ------------------------------------------------------------------------------

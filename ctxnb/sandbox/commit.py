@@ -54,12 +54,14 @@ if TYPE_CHECKING:
     from ..govern.record import Recorded
     from ..tools.call import ToolCall
     from ..tools.filetools import FileTools
+    from .held import Hold
     from .runner import Sandbox, SandboxResult
 
 __all__ = [
     "CommandEffects",
     "EffectsReport",
     "GoverningEngine",
+    "commit_held",
     "destructive_reason",
     "run_governed",
 ]
@@ -212,13 +214,23 @@ class CommandEffects:
         caller: str,
         tool: str = "run_command",
         call: ToolCall | None = None,
+        hold: Callable[[SandboxResult, str, list[str]], Hold] | None = None,
+        expect_diff: str | None = None,
     ) -> EffectsReport:
         """Commit the in-scope changes of ``sres`` (all or nothing), then discard the
         overlay.
 
+        Args:
+            hold: with no approver, destructive changes are held for a later decision
+                (``hold(sres, diff, reasons)``) instead of refused.
+            expect_diff: the SHA-256 of the diff a human approved (a held command's):
+                the changes are committed only when their diff now is that one.
+
         Raises:
-            PolicyError: ``DESTRUCTIVE_NEEDS_APPROVAL`` (no approver) or
-                ``APPROVAL_REJECTED``: nothing was committed.
+            PolicyError: ``DESTRUCTIVE_NEEDS_APPROVAL`` (no approver), ``APPROVAL_HELD``
+                (no approver; held with ``hold``), ``APPROVAL_REJECTED``, or
+                ``APPROVAL_STALE`` (the diff is not the approved one): nothing was
+                committed.
         """
         try:
             report = EffectsReport(dropped=[d.to_dict() for d in sres.dropped])
@@ -256,7 +268,15 @@ class CommandEffects:
             if not planned:
                 return report
             assert intent is not None  # a change is only kept in an intent's scope
-            approval = self._approve(planned, command, session_id, caller, call)
+            approval = self._approve(
+                planned,
+                command,
+                session_id,
+                caller,
+                call,
+                hold=None if hold is None else (lambda diff, why: hold(sres, diff, why)),
+                expect_diff=expect_diff,
+            )
             tools = self.engine.tools
             # One lock for the whole commit (not one descriptor per file): every
             # writer of a single file holds it shared.
@@ -326,10 +346,13 @@ class CommandEffects:
         session_id: str | None,
         caller: str,
         call: ToolCall | None,
+        *,
+        hold: Callable[[str, list[str]], Hold] | None = None,
+        expect_diff: str | None = None,
     ) -> dict[str, Any] | None:
         """Ask the approver when a change is destructive: the approval (who, when, the
         hash of the diff they saw) when it was asked and approved, None when nothing was
-        destructive; raises when refused."""
+        destructive; raises when refused (or held)."""
         reasons = []
         for p in planned:
             r = destructive_reason(p.rel, p.old, p.new)
@@ -366,6 +389,30 @@ class CommandEffects:
         from ..redaction import redact
 
         details = {"reasons": reasons, "diff": diff, "paths": [p.rel for p in planned]}
+        if expect_diff is not None:
+            from .held import diff_sha256
+
+            if diff_sha256(diff) != expect_diff:
+                raise PolicyError(
+                    "APPROVAL_STALE",
+                    "the command's changes are not the ones the human approved (the "
+                    "workspace changed since): nothing was committed",
+                    recoverable=True,
+                    required_action="Run the command again; its changes are shown anew.",
+                    details=details,
+                )
+        elif self.engine.approver is None and hold is not None:
+            held = hold(diff, reasons)
+            from .held import hold_info
+
+            raise PolicyError(
+                "APPROVAL_HELD",
+                f"{reason}; they are held, not committed, until a human decides (hold {held.id})",
+                recoverable=True,
+                required_action="Ask for the held changes to be committed (the human is "
+                "shown this diff) or discard them; they are discarded after an hour.",
+                details={**details, **hold_info(held)},
+            )
         if self.engine.approver is None:
             raise PolicyError(
                 "DESTRUCTIVE_NEEDS_APPROVAL",
@@ -543,10 +590,12 @@ def run_governed(
     caller: str = "agent",
     tool: str = "run_command",
     call: ToolCall | None = None,
+    hold: Callable[[SandboxResult, str, list[str]], Hold] | None = None,
 ) -> dict[str, Any]:
     """Run ``cmd`` in the engine's sandbox and commit its in-scope changes (no pre
     policies: callers run those). Returns the command result with ``effects`` and
-    ``sandbox``.
+    ``sandbox``. With ``hold`` and no approver, destructive changes are held
+    (``APPROVAL_HELD``) instead of refused.
 
     Raises:
         SandboxError: ``SANDBOX_UNAVAILABLE`` (no overlay here), before anything ran.
@@ -554,9 +603,7 @@ def run_governed(
     """
     from ..redaction import redact
 
-    effects = engine._effects
-    if effects is None:
-        effects = engine._effects = CommandEffects(engine)
+    effects = _effects_of(engine)
     intent = engine.current_intent()
     sb = engine.sandbox()
     sres = sb.run(
@@ -576,6 +623,7 @@ def run_governed(
         caller=caller,
         tool=tool,
         call=call,
+        hold=hold,
     )
     out = sres.result.to_dict()
     out["effects"] = report.to_dict()
@@ -583,3 +631,50 @@ def run_governed(
     if sres.plan is not None and sres.plan.hidden_git_objects:
         out["notes"] = [sres.plan.hidden_git_objects]
     return out
+
+
+def _effects_of(engine: Any) -> CommandEffects:
+    effects = engine._effects
+    if effects is None:
+        effects = engine._effects = CommandEffects(engine)
+    return effects
+
+
+def commit_held(
+    engine: Any,
+    hold: Hold,
+    *,
+    caller: str = "agent",
+    tool: str = "run_command",
+) -> dict[str, Any]:
+    """Commit a held command's changes (:mod:`ctxnb.sandbox.held`) for the human who
+    approved its diff, as :func:`run_governed` would have: the engine's intent must be
+    the hold's, and the diff computed now must be the held one.
+
+    Raises:
+        PolicyError: ``INVALID_INTENT`` (another intent is selected),
+            ``APPROVAL_STALE``; a conflict is reported in ``effects`` as for any
+            command. Nothing was committed then; the hold is gone but after
+            ``INVALID_INTENT``.
+    """
+    from .held import resume_hold
+
+    effects = _effects_of(engine)
+    intent = engine.current_intent()
+    if intent is None or intent.id != hold.intent_id:
+        raise PolicyError(
+            "INVALID_INTENT",
+            f"the held changes were made under {hold.intent_id}, not {getattr(intent, 'id', None)}",
+            required_action=f"Select {hold.intent_id} to commit them.",
+        )
+    sres = resume_hold(engine.root, hold, keep=effects.keep(intent))
+    report = effects.apply(
+        sres,
+        intent=intent,
+        command=hold.command,
+        session_id=hold.session_id,
+        caller=caller,
+        tool=tool,
+        expect_diff=hold.diff_sha256,
+    )
+    return {"hold_id": hold.id, "effects": report.to_dict()}

@@ -124,6 +124,11 @@ class SandboxResult:
         threading.Thread(target=_rmtree, args=(gone,), daemon=True).start()
 
 
+def overlay_dir(root: str | os.PathLike[str]) -> Path:
+    """Where the overlays of ``root``'s commands live: ``.ctxnb/overlay/``."""
+    return Path(root) / ".ctxnb" / "overlay"
+
+
 def _unlock_work(path: Path) -> None:
     # The kernel leaves a mode-000 directory in the work directory (work/work).
     for p in (path / "work" / "work", path / "work"):
@@ -392,13 +397,16 @@ class Sandbox:
         ``.ctxnb/overlay/`` (hidden from every command, refused to every file tool, on
         the workspace's filesystem so that a big file copies up without filling a
         tmpfs)."""
-        base = self.root / ".ctxnb" / "overlay"
+        base = overlay_dir(self.root)
         base.mkdir(parents=True, exist_ok=True, mode=0o700)
         now = time.time()
         for old in base.glob(".gone-*"):  # left by a process that ended mid-removal
             with contextlib.suppress(OSError):
                 if now - old.lstat().st_mtime > 60:
                     _rmtree(old)
+        from .held import sweep_holds
+
+        sweep_holds(base, now)
         state = Path(tempfile.mkdtemp(prefix="run-", dir=base))
         (state / "upper").mkdir()
         (state / "work").mkdir()
