@@ -22,6 +22,7 @@ Example:
 from __future__ import annotations
 
 import bisect
+import contextlib
 import fcntl
 import json
 import logging
@@ -29,6 +30,7 @@ import os
 import secrets
 import stat
 import threading
+import weakref
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime
@@ -129,6 +131,12 @@ class _Snapshot:
 
 def _default_clock() -> datetime:
     return datetime.now(UTC)
+
+
+def _fold_later(ref: weakref.ref[ObjectStore]) -> None:
+    store = ref()
+    if store is not None:
+        store._fold_on_timer()
 
 
 class ObjectStore:
@@ -729,7 +737,9 @@ class ObjectStore:
         if len(self._unfolded) >= self._fold_every:
             self._fold(wait=False)
         elif self._unfolded and self._fold_after is not None and self._fold_timer is None:
-            timer = threading.Timer(self._fold_after, self._fold_on_timer)
+            # The timer holds the store weakly: a store dropped without close() is
+            # collected (its descriptors closed) instead of living on for the timer.
+            timer = threading.Timer(self._fold_after, _fold_later, (weakref.ref(self),))
             timer.daemon = True
             self._fold_timer = timer
             timer.start()
@@ -1325,6 +1335,19 @@ class ObjectStore:
                 self._snap = None
             self._overlay = {}
             self._pending = {}
+
+    def __del__(self) -> None:
+        # A store dropped without close(): its descriptors go with it, as a file
+        # object's do (what waits to be folded stays in the log; the next open reads it).
+        timer = getattr(self, "_fold_timer", None)
+        if timer is not None:
+            timer.cancel()
+        for name in ("_log_fd", "_writer_fd"):
+            fd = getattr(self, name, None)
+            if fd is not None:
+                setattr(self, name, None)
+                with contextlib.suppress(OSError):
+                    os.close(fd)
 
     def __enter__(self) -> ObjectStore:
         return self
