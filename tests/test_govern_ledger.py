@@ -616,3 +616,39 @@ def test_conversation_url_is_recorded_and_schema_valid() -> None:
     conv = rec["files"][0]["conversations"][0]
     assert conv["url"] == "file:///home/u/.claude/projects/p/abc.jsonl"
     assert not list(shared_validator().iter_errors(rec))
+
+
+def test_a_batch_of_records_is_one_chained_write_or_nothing(tmp_path: Path) -> None:
+    """A command's commit appends one trace line per file as one write with one fsync;
+    the chain links every line to the one before, across the batch, and a batch with
+    one bad record writes none of it."""
+    from ctxnb.govern.chain import PREV_KEY, verify_ledger
+
+    ledger = TraceLedger(tmp_path / "agent_trace.jsonl")
+
+    def rec(path: str) -> dict:
+        return build_trace_record(
+            file_path=path,
+            ranges=[],
+            new_text="",
+            intent_id="INT-1",
+            session_id=None,
+            model_id=None,
+            repo_root=None,
+        )
+
+    ledger.append(rec("first.py"))
+    ledger.append_many_later([rec(f"f{i}.py") for i in range(5)])()
+    lines = (tmp_path / "agent_trace.jsonl").read_bytes().splitlines()
+    assert len(lines) == 6
+    report = verify_ledger(tmp_path / "agent_trace.jsonl")
+    assert report.ok and report.lines == 6, report
+    for before, line in zip(lines, lines[1:], strict=False):
+        prev = json.loads(line)["metadata"][PREV_KEY]
+        assert prev == "sha256:" + hashlib.sha256(before).hexdigest()
+    bad = rec("bad.py")
+    bad["files"] = "not a list"
+    with pytest.raises(StoreError):
+        ledger.append_many_later([rec("g.py"), bad])
+    assert (tmp_path / "agent_trace.jsonl").read_bytes().splitlines() == lines
+    assert ledger.append_many_later([])() is None

@@ -48,7 +48,7 @@ import os
 import re
 import uuid
 from collections import deque
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from datetime import UTC, datetime
 from pathlib import Path, PurePosixPath
 from typing import Any, Literal
@@ -737,19 +737,37 @@ class TraceLedger:
         """
         return self._append(record, wait=False)
 
-    def _append(self, record: Mapping[str, Any], *, wait: bool) -> Callable[[], None]:
+    def append_many_later(self, records: Sequence[Mapping[str, Any]]) -> Callable[[], None]:
+        """Append ``records`` in order, as one write under one lock, with one fsync on a
+        background thread (a command's commit: one trace line per file it changed).
+
+        Returns the function that waits for the fsync, as :meth:`append_later` does.
+        Nothing is written unless every record is valid.
+        """
+        return self._append(records, wait=False)
+
+    def _append(
+        self, records: Mapping[str, Any] | Sequence[Mapping[str, Any]], *, wait: bool
+    ) -> Callable[[], None]:
+        batch = [records] if isinstance(records, Mapping) else list(records)
+        if not batch:
+            return _durable
         if self.validate:
-            problems = check_record(record)
-            if problems:
-                raise StoreError(f"not a valid Agent Trace 0.1.0 record: {'; '.join(problems)}")
+            for record in batch:
+                problems = check_record(record)
+                if problems:
+                    raise StoreError(f"not a valid Agent Trace 0.1.0 record: {'; '.join(problems)}")
         # The trace is a log others read (and the MCP trace resource shows to a model):
         # a secret in a record's free text (an intent name, a command's output) is redacted.
         # Imported here: compiling the rules costs the Claude Code hook process start-up.
         from ..redaction import redact_data
 
-        redacted = redact_data(record)
-        meta = redacted.get("metadata")
-        redacted["metadata"] = dict(meta) if isinstance(meta, Mapping) else {}
+        prepared = []
+        for record in batch:
+            redacted = redact_data(record)
+            meta = redacted.get("metadata")
+            redacted["metadata"] = dict(meta) if isinstance(meta, Mapping) else {}
+            prepared.append(redacted)
         self.path.parent.mkdir(parents=True, exist_ok=True)
         fd = os.open(self.path, os.O_RDWR | os.O_APPEND | os.O_CREAT, 0o644)
         try:
@@ -758,10 +776,16 @@ class TraceLedger:
                 # lines; the lock dies with its process, so a crash cannot leave it held.
                 fcntl.flock(fd, fcntl.LOCK_EX)
             size = os.fstat(fd).st_size
-            # The hash chain (see ctxnb.govern.chain): a link to the line before.
-            redacted["metadata"][chain.PREV_KEY] = chain.line_hash(chain.last_line(fd, size))
-            line = json.dumps(redacted, ensure_ascii=False, separators=(",", ":"), allow_nan=False)
-            data = line.encode("utf-8") + b"\n"
+            last = chain.last_line(fd, size)
+            lines = []
+            for redacted in prepared:
+                # The hash chain (see ctxnb.govern.chain): a link to the line before.
+                redacted["metadata"][chain.PREV_KEY] = chain.line_hash(last)
+                last = json.dumps(
+                    redacted, ensure_ascii=False, separators=(",", ":"), allow_nan=False
+                ).encode("utf-8")
+                lines.append(last)
+            data = b"\n".join(lines) + b"\n"
             # A crash mid-write may have left a line without its newline; start ours on
             # a fresh line so the cut line cannot swallow it.
             if size and os.pread(fd, 1, size - 1) != b"\n":
@@ -769,14 +793,14 @@ class TraceLedger:
             written = os.write(fd, data)
             while written < len(data):  # only on a full disk or a signal; finish the line
                 written += os.write(fd, data[written:])
-            chain.write_head(self.path, size + len(data), line.encode("utf-8"))
+            chain.write_head(self.path, size + len(data), last)
             if not wait:
                 # Imported here: the Claude Code hook process appends with wait=True and
                 # does not pay for a thread pool's imports.
                 from .._fsync import fsync_close_later
 
                 # The lock is held until the fsync is done: the next writer's check
-                # above sees this line whole either way.
+                # above sees these lines whole either way.
                 durable = fsync_close_later(fd)
                 fd = -1
                 return durable

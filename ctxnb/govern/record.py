@@ -219,10 +219,10 @@ class Recorder:
             store: writes the store versions of the changes' ``data`` and returns their
                 version ids; None when the caller already stored them (their
                 ``version_id`` metadata is kept).
-            waits: when given, each trace line's fsync overlaps with the caller's work:
-                a function that returns once it is durable is appended here, and the
-                caller calls it before it reports the change. Otherwise each line is
-                durable when this returns.
+            waits: when given, the trace lines' fsync overlaps with the caller's work:
+                a function that returns once they are durable is appended here, and the
+                caller calls it before it reports the change. Otherwise the lines are
+                durable when this returns. The lines of all changes are one write.
             mutation_classes: classes the caller already computed, one per change.
 
         Returns:
@@ -232,6 +232,7 @@ class Recorder:
             store(changes) if store is not None else [None] * len(changes)
         )
         out: list[Recorded] = []
+        records: list[dict[str, Any]] = []
         mapped: list[tuple[str, list[str]]] = []
         for i, (change, version) in enumerate(zip(changes, versions, strict=True)):
             known = mutation_classes[i] if mutation_classes is not None else None
@@ -260,10 +261,7 @@ class Recorder:
                 clock=self.clock,
                 conversation_url=origin.conversation_url,
             )
-            if waits is not None:
-                waits.append(self.ledger.append_later(record))
-            else:
-                self.ledger.append(record)
+            records.append(record)
             symbols: list[str] = []
             if mclass == "INTENT_EVOLUTION" and origin.intent is not None:
                 from .mutation import touched_symbols
@@ -271,6 +269,13 @@ class Recorder:
                 symbols = touched_symbols(change.path, change.old or "", new_text)
                 mapped.append((change.path, symbols))
             out.append(Recorded(change.path, mclass, record, meta.get("version_id"), symbols))
+        # One write and one fsync for all of them (a command's commit changes many files).
+        if waits is not None:
+            waits.append(self.ledger.append_many_later(records))
+        elif len(records) == 1:
+            self.ledger.append(records[0])
+        elif records:
+            self.ledger.append_many_later(records)()
         if mapped and origin.intent is not None:
             self.intent_map.add(origin.intent.id, origin.intent.name, mapped)
         return out
