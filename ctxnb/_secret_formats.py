@@ -463,6 +463,47 @@ def _manifests(text: str, lowered: str, lines: list[tuple[int, int]]) -> Iterato
                     yield (*m.span("v"), "secret-value")
 
 
+_HEADER_CELL = re.compile(r"[A-Za-z_][\w.-]{0,40}")  # a column name: one word, no prose
+
+
+def _tables(text: str, lines: list[tuple[int, int]]) -> Iterator[Span]:
+    """Tab- or comma-separated tables: a header row naming a secret column (``user
+    password``) marks that column's cells in the rows below, as long as they have the
+    header's number of cells."""
+    for start, end in lines:
+        header = text[start:end].rstrip("\r")
+        sep = "\t" if "\t" in header else "," if "," in header else None
+        if sep is None:
+            continue
+        if header[:1].isspace():
+            continue
+        names = [c.strip().strip("\"'") for c in header.split(sep)]
+        if len(names) < 2 or not all(_HEADER_CELL.fullmatch(n) for n in names):
+            continue
+        columns = [i for i, n in enumerate(names) if secret_name(n)]
+        if not columns:
+            continue
+        pos = end + 1
+        while pos < len(text):
+            nl = text.find("\n", pos)
+            row_end = len(text) if nl < 0 else nl
+            row = text[pos:row_end].rstrip("\r")
+            cells = row.split(sep)
+            if len(cells) != len(names):
+                break
+            offsets, at = [], pos
+            for c in cells:
+                offsets.append(at)
+                at += len(c) + 1
+            for i in columns:
+                cell = cells[i]
+                v = cell.strip().strip("\"'")
+                if _value_ok(v, bare=True):
+                    a = offsets[i] + cell.index(v)
+                    yield (a, a + len(v), "secret-value")
+            pos = row_end + 1
+
+
 def _after_colon(text: str, a: int, b: int) -> tuple[int, int]:
     """The value of a ``key: value`` line (quotes kept outside the span)."""
     line = text[a:b]
@@ -493,6 +534,8 @@ def structured_spans(text: str, lowered: str, lines: list[tuple[int, int]]) -> l
         # Every manifest reader needs a secret word somewhere ("kind: Secret", a
         # variable's or an env entry's name).
         spans += _manifests(text, lowered, lines)
+        if "\t" in text or "," in text:
+            spans += _tables(text, lines)
     if "://" in text or "jdbc:" in lowered:
         spans += _urls(text, lowered)
     if " -" in text:

@@ -459,6 +459,10 @@ def format_cases(g: _Gen) -> list[Case]:
         f"apiVersion: v1\nkind: Secret\nmetadata:\n  name: db\ndata:\n  conn: {v}\n",
         v,
     )
+    a, b = human(), g.s(12)
+    add("fmt-tsv", "users.tsv", f"user\tpassword\tteam\nops\t{a}\tcore\nci\t{b}\tinfra\n", a, b)
+    v = g.s(20)
+    add("fmt-csv", "keys.csv", f"service,api_key\nbilling,{v}\n", v)
     return cases
 
 
@@ -524,6 +528,13 @@ def lookalike_cases(seed: int = 21) -> list[Case]:
     )
     add("max-tokens", "llm.py", "max_tokens: int = 4096\ntemperature = 0.2\n")
     add("password-compare", "auth.py", "if password == user.password:\n    return True\n")
+    # Tables whose secret-named column holds no secret, or whose "header" is prose.
+    add("table-policy-column", "rules.csv", "name,password_policy\nadmins,min 16 chars and 2FA\n")
+    add(
+        "table-prose",
+        "notes.txt",
+        "Reset the password, then the token.\nDone, then check, twice.\n",
+    )
     return out
 
 

@@ -41,6 +41,8 @@ __all__ = [
 
 # A line that may belong to a PEM or OpenSSH key body (base64 only).
 _KEY_BODY_LINE = re.compile(r"[A-Za-z0-9+/=]{16,}\r?$")
+# A tab-separated row, or a comma-separated one with nothing of code in it.
+_TABLE_ROW = re.compile(r"[^\t\n]*\t|[^\s=(){}\[\];:][^=(){}\[\];:\n]*,[^=(){}\[\];:\n]*\r?$")
 
 
 TAG_RULES: list[tuple[str, Callable[[str], bool]]] = [
@@ -239,14 +241,19 @@ def search(
 
 
 def _hit_lines(tools: FileTools, hits: list[Any]) -> list[str]:
-    """The hits' lines, redacted. A line that could be part of a key body, or that is
-    indented (a YAML block scalar's line, a value under a Secret's ``data:``), is
-    redacted as its whole file would be, where its header, its key or its
-    neighbours make it recognisable; any other line on its own."""
+    """The hits' lines, redacted. A line that could be part of a key body, that is
+    indented (a YAML block scalar's line, a value under a Secret's ``data:``), or that
+    could be a table's row (its header names the secret column) is redacted as its
+    whole file would be, where its header, its key or its neighbours make it
+    recognisable; any other line on its own."""
     scrubbers: dict[str, Callable[[Any], Any]] = {}
     out = []
     for hit in hits:
-        if not _KEY_BODY_LINE.match(hit.line) and not hit.line[:1].isspace():
+        if (
+            not _KEY_BODY_LINE.match(hit.line)
+            and not hit.line[:1].isspace()
+            and not _TABLE_ROW.match(hit.line)
+        ):
             out.append(redact_text(hit.line))
             continue
         if hit.path not in scrubbers:
