@@ -320,3 +320,16 @@ def test_ignores_are_gits(tmp_path: Path, lines: list[str], backend: str) -> Non
         cwd=tmp_path, capture_output=True, text=True, check=True,
     ).stdout.split()  # fmt: skip
     assert found == {p for p in out if p != ".gitignore"}
+
+
+@needs_rg
+def test_directories_named_like_options_or_stdin_are_searched(tmp_path: Path) -> None:
+    """Old hole: a directory named ``-`` went to rg as its own argument, which rg reads
+    as standard input, so its files were never searched by the ripgrep backend."""
+    for d in ("-", "--files", "-e", "-x-"):
+        (tmp_path / d).mkdir()
+        (tmp_path / d / "a.py").write_text("needle = 1\n")
+    (tmp_path / "top.py").write_text("needle = 2\n")
+    via_rg = search(tmp_path, "needle", backend="ripgrep")
+    assert via_rg == search(tmp_path, "needle", backend="python")
+    assert paths(via_rg) == ["--files/a.py", "-/a.py", "-e/a.py", "-x-/a.py", "top.py"]

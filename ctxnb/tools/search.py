@@ -734,7 +734,9 @@ def _search_ripgrep(
     by_file: dict[str, list[Match]] = {}
     binary: set[bytes] = set()
     other: set[str] = set()
-    for chunk in _arg_chunks([d or "." for d in dirs]):
+    # "./" first: a directory named "-" is not rg's standard input, and none starts an
+    # option (the "--" above covers that too).
+    for chunk in _arg_chunks([f"./{d}" if d else "." for d in dirs]):
         # Parse while rg is still searching; stderr goes to a file so that a flood of
         # warnings (unreadable files) cannot fill a pipe and stall rg.
         with (
