@@ -104,9 +104,7 @@ def bench_detection(runs: int) -> tuple[float, float, float, int]:
         tools = ws.tools(ws.session("bench"), caller="bench")
         engine = tools.engine  # type: ignore[attr-defined]
         engine.select_active_intent("INT-1")
-        from ctxnb.sandbox.commit import CommandEffects
-
-        effects = CommandEffects(engine)
+        effects = engine.command_effects()
         intent = engine.current_intent()
         sb = engine.sandbox()
         keep = effects.keep(intent)

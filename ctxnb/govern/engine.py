@@ -78,6 +78,7 @@ from .record import FileChange, Origin, Recorded, Recorder, classify
 
 if TYPE_CHECKING:
     from ..access.door import Access
+    from ..sandbox.commit import CommandEffects
     from ..session import Session
 
 __all__ = [
@@ -179,7 +180,7 @@ class HookEngine:
         self.decisions: list[tuple[ApprovalRequest, Decision]] = []
         self._intents: IntentFile | None = None
         self._intents_mtime: float | None = None
-        self._effects: Any = None
+        self._effects: CommandEffects | None = None
         self.tools: FileTools  # set by governed_tools()
 
     @property
@@ -460,6 +461,15 @@ class HookEngine:
         return self.tools.run_call(
             "run_command", {"cmd": cmd, "cwd": cwd, "timeout": timeout, "shell": shell}, run
         )
+
+    def command_effects(self) -> CommandEffects:
+        """What commits this engine's commands' changes (one per engine: it remembers each
+        file's baseline across commands, so removals that add up to a wipe still ask)."""
+        if self._effects is None:
+            from ..sandbox.commit import CommandEffects
+
+            self._effects = CommandEffects(self)
+        return self._effects
 
     def sandbox(self) -> Any:
         """The :class:`~ctxnb.sandbox.Sandbox` for the selected intent (nothing writable

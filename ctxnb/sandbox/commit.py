@@ -98,6 +98,7 @@ class GoverningEngine(Protocol):
         waits: list[Callable[[], None]] | None = None,
     ) -> list[Recorded]: ...
     def current_intent(self) -> Intent | None: ...
+    def command_effects(self) -> CommandEffects: ...
     def sandbox(self) -> Sandbox: ...
     def ask(self, call: ToolCall, reason: str) -> Decision: ...
     def record_lesson(self, text: str, *, paths: list[str] = ...) -> None: ...
@@ -580,7 +581,7 @@ def _rmdir_nofollow(root: str, rel: str) -> None:
 
 
 def run_governed(
-    engine: Any,
+    engine: GoverningEngine,
     cmd: str | list[str],
     *,
     cwd: Path | None = None,
@@ -603,7 +604,7 @@ def run_governed(
     """
     from ..redaction import redact
 
-    effects = _effects_of(engine)
+    effects = engine.command_effects()
     intent = engine.current_intent()
     sb = engine.sandbox()
     sres = sb.run(
@@ -633,15 +634,8 @@ def run_governed(
     return out
 
 
-def _effects_of(engine: Any) -> CommandEffects:
-    effects = engine._effects
-    if effects is None:
-        effects = engine._effects = CommandEffects(engine)
-    return effects
-
-
 def commit_held(
-    engine: Any,
+    engine: GoverningEngine,
     hold: Hold,
     *,
     caller: str = "agent",
@@ -659,7 +653,7 @@ def commit_held(
     """
     from .held import resume_hold
 
-    effects = _effects_of(engine)
+    effects = engine.command_effects()
     intent = engine.current_intent()
     if intent is None or intent.id != hold.intent_id:
         raise PolicyError(
