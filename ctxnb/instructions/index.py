@@ -287,11 +287,13 @@ class RulesIndex:
             under = posixpath.normpath(workspace.config.rules.root).strip("/")
             under = "" if under == "." else under + "/"
         tree = TreeIgnores(ignores, use_gitignore=use_gitignore, root=root)
+        first = index.policy.roots[0]
+        # entry.rel and entry.root, not entry.safe: no path object for each file walked.
         for entry in index.policy.walk(skip=tree.skip, on_dir=tree.on_dir):
-            rel = entry.safe.rel
+            rel = entry.rel
             if under and not rel.startswith(under):
                 continue
-            if entry.safe.root == index.policy.roots[0] and posixpath.basename(rel) in wanted:
+            if posixpath.basename(rel) in wanted and entry.root == first:
                 rf = index._read_rules_file(rel)
                 if rf is not None:
                     index._put(rf)
