@@ -7,7 +7,8 @@
   signatures (annotations and defaults), each definition's first docstring line and
   its line number (``L12``). A file that does not parse falls back to head/tail.
 * **Markdown** (``.md``, ``.markdown``): the headings with their levels and line
-  numbers (ATX ``#`` and setext underlines; headings inside code fences are ignored).
+  numbers (ATX ``#`` and setext underlines; headings inside code fences are ignored),
+  each with the first lines of its section as far as the budget allows.
 * **Anything else**: the first and last lines with a note of what lies between, e.g.
   ``… 340 lines omitted (lines 41-380); read them with read_lines …``.
 
@@ -461,6 +462,35 @@ def _markdown_headings(lines: list[str]) -> list[tuple[int, int, str]]:
     return headings
 
 
+_SECTION_LINES = (24, 12, 6, 3, 1)
+"""Lines of text kept under each heading, tried from most to fewest."""
+
+
+def _with_section_lines(
+    rendered: list[tuple[int, int, str]], lines: list[str], keep: int
+) -> list[tuple[int, str]]:
+    """The headings, each followed by up to ``keep`` non-blank lines of its section."""
+    out: list[tuple[int, str]] = []
+    starts = [lineno for lineno, _, _ in rendered] + [len(lines) + 1]
+    for (lineno, level, text), nxt in zip(rendered, starts[1:], strict=True):
+        out.append((lineno, text))
+        indent = "  " * level
+        body = [
+            (i + 1, f"{indent}{_clip(lines[i].strip(), 160)}")
+            for i in range(lineno, nxt - 1)
+            if lines[i].strip() and not _SETEXT.match(lines[i])
+        ]
+        # A marker costs about what two lines do: it stands only for more than two.
+        shown = body if len(body) <= keep + 2 else body[:keep]
+        out.extend(shown)
+        if len(shown) < len(body):
+            rest = body[keep:]
+            out.append(
+                (rest[0][0], f"{indent}… {len(rest)} more lines (L{rest[0][0]}-L{rest[-1][0]})")
+            )
+    return out
+
+
 def _markdown_candidates(path: str, lines: list[str]) -> Iterator[str]:
     header = _header(path, "Markdown", len(lines))
     headings = _markdown_headings(lines)
@@ -473,6 +503,11 @@ def _markdown_candidates(path: str, lines: list[str]) -> Iterator[str]:
         (lineno, level, f"L{lineno} {'  ' * (level - 1)}{'#' * level} {_clip(title, 120)}")
         for lineno, level, title in headings
     ]
+    # A budget the headings leave unused goes to each section's first lines (a file of
+    # one heading and its text is not summarised to the heading alone): most lines
+    # under every heading first, then fewer, then the headings alone.
+    for per_section in _SECTION_LINES:
+        yield _assemble(header, None, _with_section_lines(rendered, lines, per_section), "", [])
     while True:
         body = [(lineno, text) for lineno, level, text in rendered if level <= max_level]
         dropped = "" if max_level == levels[0] else f"headings deeper than level {max_level}"

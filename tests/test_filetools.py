@@ -263,6 +263,24 @@ def test_registry_frame(tools):
     assert ".env" not in set(df["path"])
 
 
+def test_registry_shows_the_opt_in_sensitivity(sample_ws):
+    """Old gap: files marked sensitive by ``[policy] sensitive`` looked like any other in
+    the registry; the column says which, with the globs' gitignore semantics."""
+    (sample_ws / "ctxnb.toml").write_text(
+        '[policy]\nsensitive = ["inventory/models.py", "docs/", "# a comment"]\n'
+    )
+    ws = Workspace.open(sample_ws)
+    df = ws.tools(ws.session("reg"), caller="tests").registry().set_index("path")
+    marked = set(df.index[df["sensitive"]])
+    assert "inventory/models.py" in marked and "docs/style.md" in marked
+    assert "inventory/report.py" not in marked and "README.md" not in marked
+    ws.close()
+    (sample_ws / "ctxnb.toml").unlink()
+    plain = Workspace.open(sample_ws)
+    assert not plain.tools(plain.session("reg"), caller="tests").registry()["sensitive"].any()
+    plain.close()
+
+
 def test_audit_log_records_every_call_and_survives_a_cut_line(tools, ws):
     tools.read_file("README.md")
     tools.dispatch("read_file", {"path": ".env"})

@@ -150,16 +150,41 @@ def test_markdown_headings_with_levels_and_lines() -> None:
     assert result.splitlines() == [
         "docs/guide.md: Markdown, 16 lines",
         "L4 # Guide",
+        "  Intro.",
         "L8   ## Install",
         "L9     ### From PyPI",
+        "      ```bash",
+        "      # not a heading",
+        "      ```",
         "L13   ## Usage",
         "L15       #### Deep detail",
         "L16   ## Closing",
     ]
+    # A smaller budget drops the sections' lines before any heading.
+    tight = outline("docs/guide.md", MD, max_tokens=default_count_tokens(result) - 1)
+    assert [ln for ln in tight.splitlines() if ln.startswith("L")] == [
+        ln for ln in result.splitlines() if ln.startswith("L")
+    ]
+    assert len(tight) < len(result) and "Intro." in result
+
+
+def test_a_markdown_summary_uses_its_budget() -> None:
+    """Old gap: a file of one heading and its text summarised to the heading alone at any
+    budget. Now the budget goes to the section's first lines, more for more budget, and
+    says which lines it left out."""
+    text = "# Runbook\n\n" + "".join(f"Step {i}: restart worker {i}.\n" for i in range(1, 61))
+    sizes = []
+    for budget in (40, 80, 160, 400):
+        result = outline("ops/runbook.md", text, max_tokens=budget)
+        assert default_count_tokens(result) <= budget
+        sizes.append(result.count("Step "))
+    assert sizes[0] >= 1 and sizes == sorted(sizes) and sizes[-1] > sizes[1] > 1, sizes
+    assert "more lines (L" in outline("ops/runbook.md", text, max_tokens=120)
 
 
 def test_markdown_drops_deepest_levels_first() -> None:
-    text = MD + "".join(f"#### More detail {i}\n" for i in range(10))
+    headings = [ln for ln in MD.splitlines(keepends=True) if ln.lstrip().startswith("#")]
+    text = "".join(headings) + "".join(f"#### More detail {i}\n" for i in range(10))
     full = outline("g.md", text, max_tokens=10_000)
     budgets = range(default_count_tokens(full), 0, -1)
     shorter = next(o for o in (outline("g.md", text, max_tokens=b) for b in budgets) if o != full)

@@ -283,8 +283,12 @@ def registry(tools: FileTools) -> Any:
     """Every allowed file: path, size, hash, mtime, version, tags, sensitivity (DataFrame)."""
     import pandas as pd
 
+    from .._wildmatch import GlobList
     from ..redaction import has_secrets
 
+    # The opt-in flag: [policy] sensitive globs (reads and writes wait for a human).
+    marked = [g for g in tools.workspace.config.policy.sensitive if g.strip()]
+    sensitive = GlobList(marked) if marked else None
     rows = []
     store = tools.session.store
     for sp in tools.policy.iter_files():
@@ -305,6 +309,7 @@ def registry(tools: FileTools) -> Any:
                 "version_id": f"{oid}@{hist_tx}" if hist_tx else None,
                 "tags": tags,
                 "may_contain_secrets": bool(content and has_secrets(content)),
+                "sensitive": bool(sensitive is not None and sensitive.match_file(rel)),
                 "binary": bool(doc and doc.get("file_type") == "binary"),
             }
         )
