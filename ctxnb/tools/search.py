@@ -72,7 +72,7 @@ import warnings
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from functools import lru_cache
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Literal, NamedTuple
+from typing import IO, TYPE_CHECKING, Any, Literal, NamedTuple
 
 from ctxnb.errors import CtxnbError, NotFoundError
 from ctxnb.ignore import TreeIgnores
@@ -730,6 +730,11 @@ def _search_ripgrep(
     cmd += ["--regexp", pattern if regex else re.escape(pattern)]
     if not _ascii_only(compiled):
         cmd += ["--regexp", _RG_ALSO]
+    if policy is not None:
+        # Every file rg nominates is read again race-free and matched in Python
+        # (_confirm), in path order until the answer is full: rg's lines would only be
+        # parsed to be thrown away, so it names the files alone.
+        cmd += ["--files-with-matches"]
     cmd += ["--"]
     by_file: dict[str, list[Match]] = {}
     binary: set[bytes] = set()
@@ -746,7 +751,10 @@ def _search_ripgrep(
             ) as proc,
         ):
             assert proc.stdout is not None
-            found, bin_, oth = _parse_rg(proc.stdout, ignores, compiled, glob_filter, exclude)
+            if policy is not None:
+                found, bin_, oth = _parse_rg_files(proc.stdout, ignores, glob_filter, exclude)
+            else:
+                found, bin_, oth = _parse_rg(proc.stdout, ignores, compiled, glob_filter, exclude)
             returncode = proc.wait()
             if returncode not in (0, 1) and not found:
                 errors.seek(0)
@@ -833,6 +841,24 @@ def _parse_rg(
             shown = text[:-1] if text.endswith("\r") else text
             bucket.append(new_match((rel, int(number), shown, m.start() + 1)))
     return by_file, binary, other
+
+
+def _parse_rg_files(
+    stream: IO[bytes],
+    ignores: TreeIgnores,
+    glob_filter: _GlobFilter,
+    exclude: Callable[[str], bool] | None,
+) -> tuple[dict[str, list[Match]], set[bytes], set[str]]:
+    """Read rg's ``--files-with-matches --null`` answer: one placeholder match per file
+    kept (its lines are found again by :func:`_confirm`), as :func:`_parse_rg` returns."""
+    by_file: dict[str, list[Match]] = {}
+    for raw in stream.read().split(b"\0"):
+        if not raw:
+            continue
+        rel = os.fsdecode(raw).removeprefix("./")
+        if _rg_keep(rel, ignores, glob_filter, exclude):
+            by_file[rel] = [Match(rel, 0, "", 0)]
+    return by_file, set(), set()
 
 
 def _in_order(by_file: dict[str, list[Match]]) -> list[Match]:
