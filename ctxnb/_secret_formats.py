@@ -119,7 +119,12 @@ _BARE = r"(?P<bare>[^\s\"'`,;{}\[\]\\#][^\s\"'`,;{}\[\]\\&]*)"
 _PAIR = re.compile(
     r"(?P<key>[\w.-]{1,80})(?![\w.-])[\"'`\]]?"
     r"(?:\s*:\s*[A-Za-z_][\w.\[\]| ]*?(?==))?"  # a type annotation before "="
-    r"(?:[ \t]*(?P<op>=>|:=|=(?!=)|:(?![:\\])|,(?=\s*[\"'])|\((?=[\"'])|[ \t](?=[ \t]*[\"']))"
+    r"(?:[ \t]+[A-Za-z_][\w.\[\]*]*[ \t]*(?==))?"  # a Go type: var token string = "…"
+    # Make's ::= :::= ?= and PHP's .= ??= with a quoted value (a bare one is code:
+    # token .= nextchar), then the usual operators.
+    r"(?:[ \t]*(?P<op>=>|(?::{2,3}=|\?\?=|[?.]=)(?=[ \t]*[\"'`])|:=|=(?!=)|:(?![:\\])"
+    r"|,(?=\s*[\"'])|\((?=[\"'])"
+    r"|[ \t](?=[ \t]*[\"']))"
     r"[ \t]*(?:" + "|".join((_TQ, _DQ, _SQ, _BQ, _BLOCK, _OPEN, _BRACE, _BARE)) + "))",
     re.MULTILINE,
 )
@@ -426,6 +431,10 @@ _TF_VAR = re.compile(r"variable\s+\"(?P<key>[\w-]+)\"\s*\{(?P<body>[^{}]*)\}")
 _TF_DEFAULT = re.compile(r"default\s*=\s*\"(?P<v>(?:[^\"\\\n]|\\.)*)\"")
 _DOCKER_ENV = re.compile(r"^[ \t]*ENV[ \t]+(?P<key>\w+)[ \t]+(?P<v>[^\s=\"'][^\n]*?)[ \t]*$", re.M)
 _XML_ELEM = re.compile(r"<(?P<key>[\w:.-]{1,80})>[ \t]*(?P<v>[^<\n]+?)[ \t]*</(?P=key)>")
+# The value on a line of its own between the tags.
+_XML_BLOCK = re.compile(
+    r"<(?P<key>[\w:.-]{1,80})>[ \t]*\r?\n[ \t]*(?P<v>[^<\s][^<\r\n]*?)[ \t]*\r?\n[ \t]*</(?P=key)>"
+)
 
 
 def _manifests(text: str, lowered: str, lines: list[tuple[int, int]]) -> Iterator[Span]:
@@ -455,6 +464,9 @@ def _manifests(text: str, lowered: str, lines: list[tuple[int, int]]) -> Iterato
             if secret_name(m.group("key")) and _value_ok(m.group("v"), bare=True):
                 yield (*m.span("v"), "secret-value")
     if "</" in text:
+        for m in _XML_BLOCK.finditer(text):
+            if secret_name(m.group("key")) and _value_ok(m.group("v"), bare=False):
+                yield (*m.span("v"), "secret-value")
         for start, end in lines:
             if text.find("</", start, end) < 0:
                 continue

@@ -463,6 +463,15 @@ def format_cases(g: _Gen) -> list[Case]:
     add("fmt-tsv", "users.tsv", f"user\tpassword\tteam\nops\t{a}\tcore\nci\t{b}\tinfra\n", a, b)
     v = g.s(20)
     add("fmt-csv", "keys.csv", f"service,api_key\nbilling,{v}\n", v)
+    # Shapes of gitleaks' own rule samples (GenerateSampleSecrets).
+    v = g.s(24)
+    add("fmt-go-typed-var", "cfg.go", f'var stripeToken string = "{v}"\n', v)
+    v = g.s(24)
+    add("fmt-php-concat-assign", "cfg.php", f'<?php\n$apiToken .= "{v}";\n', v)
+    a, b = g.s(24), g.s(24)
+    add("fmt-make-assign", "Makefile", f'DEPLOY_TOKEN ::= "{a}"\nCI_TOKEN ?= "{b}"\n', a, b)
+    v = g.s(24)
+    add("fmt-xml-multiline", "settings.xml", f"<apiToken>\n    {v}\n</apiToken>\n", v)
     return cases
 
 
@@ -529,6 +538,7 @@ def lookalike_cases(seed: int = 21) -> list[Case]:
     add("max-tokens", "llm.py", "max_tokens: int = 4096\ntemperature = 0.2\n")
     add("password-compare", "auth.py", "if password == user.password:\n    return True\n")
     # Tables whose secret-named column holds no secret, or whose "header" is prose.
+    add("token-append", "lexer.py", "        self.token += nextchar\n        $token .= $char\n")
     add("table-policy-column", "rules.csv", "name,password_policy\nadmins,min 16 chars and 2FA\n")
     add(
         "table-prose",
