@@ -386,3 +386,108 @@ def test_an_expired_hold_is_discarded(ws):
     out = pre(root, f"ctxnb sandbox commit {hold_id}")
     assert out["permissionDecision"] == "deny" and "expired" in out["permissionDecisionReason"]
     assert not record.parent.exists()
+
+
+def held_dir(root: Path, hold_id: str) -> Path:
+    return root / ".ctxnb" / "overlay" / f"held-{hold_id}"
+
+
+def test_the_commit_is_bound_to_the_diff_the_prompt_showed_not_to_the_record(ws):
+    """Defence in depth: were the hold's record and upper layer replaced after the user
+    was asked (here by the test: nothing the agent runs reaches .ctxnb/), the approved
+    command commits nothing; a record whose diff is not its hash is never asked about."""
+    import shutil
+
+    root = ws["root"]
+    select_intent(root, "INT-001", SID)
+    models = root / "inventory" / "models.py"
+    before = models.read_bytes()
+    shown_id, _ = hold_changes(root, "truncate -s 0 inventory/models.py")
+    other_id, _ = hold_changes(root, "printf 'zz9 was here\\n' > inventory/models.py")
+    asked = pre(root, f"ctxnb sandbox commit {shown_id}")
+    assert asked["permissionDecision"] == "ask" and "zz9" not in asked["permissionDecisionReason"]
+    # Between the prompt and the user's yes: the other hold's upper and record move in.
+    shutil.rmtree(held_dir(root, shown_id))
+    shutil.copytree(held_dir(root, other_id), held_dir(root, shown_id))
+    proc = run_as_claude_code(root, asked["updatedInput"]["command"])
+    assert proc.returncode == 1 and "APPROVAL_STALE" in proc.stderr, proc.stderr
+    assert models.read_bytes() == before
+    # A planted record: the other hold's changes under a harmless-looking diff.
+    record = held_dir(root, other_id) / "hold.json"
+    data = json.loads(record.read_text())
+    data["diff"] = "--- a/inventory/notes.txt\n+++ b/inventory/notes.txt\n@@ -0,0 +1 @@\n+ok\n"
+    record.write_text(json.dumps(data))
+    out = pre(root, f"ctxnb sandbox commit {other_id}")
+    assert out["permissionDecision"] == "deny", out
+    assert models.read_bytes() == before
+
+
+def test_a_diff_the_prompt_cannot_show_whole_is_not_asked_about(ws):
+    """The user approves only what they saw: a diff longer than the prompt shows, or a
+    command text long enough to push the diff out of Claude Code's 10,000 characters,
+    gets no question (nothing to approve blind); the agent is told to split the work."""
+    root = ws["root"]
+    select_intent(root, "INT-001", SID)
+    models = root / "inventory" / "models.py"
+    models.write_text("".join(f"line {i} of the inventory model\n" for i in range(400)))
+    before = models.read_bytes()
+    long_id, _ = hold_changes(root, "truncate -s 0 inventory/models.py")
+    out = pre(root, f"ctxnb sandbox commit {long_id}")
+    assert out["permissionDecision"] == "deny", out["permissionDecision"]
+    assert "smaller" in out["permissionDecisionReason"]
+    assert "updatedInput" not in out
+    models.write_text("short\nfile\nhere\n")
+    # The command's own text cannot push the diff out of what the prompt shows.
+    padding = "x" * 9_500
+    short_id, stderr = hold_changes(root, f": '{padding}'; truncate -s 0 inventory/models.py")
+    held = json.loads((held_dir(root, short_id) / "hold.json").read_text())
+    out = pre(root, f"ctxnb sandbox commit {short_id}")
+    assert out["permissionDecision"] == "ask"
+    assert held["diff"] in out["permissionDecisionReason"]
+    assert before != models.read_bytes() == b"short\nfile\nhere\n"
+
+
+def test_the_prompt_shows_no_control_characters_of_the_agent(ws):
+    """Terminal escapes in the command or in the file's new bytes could redraw the
+    permission prompt; they are shown escaped, the command on one line."""
+    root = ws["root"]
+    select_intent(root, "INT-001", SID)
+    hold_id, _ = hold_changes(
+        root, "printf '\\033[2K\\033[1Aok\\n' > inventory/models.py #\x1b[2K\x1b[1A\nexit 0"
+    )
+    out = pre(root, f"ctxnb sandbox commit {hold_id}")
+    assert out["permissionDecision"] == "ask"
+    reason = out["permissionDecisionReason"]
+    assert not re.search(r"[\x00-\x08\x0b-\x1f\x7f-\x9f]", reason), repr(reason)
+    assert "\\x1b[2K" in reason or "\\u001b[2K" in reason
+    assert "exit 0" in reason.splitlines()[0]
+
+
+def test_another_sessions_hold_cannot_be_discarded(ws):
+    root = ws["root"]
+    select_intent(root, "INT-001", SID)
+    hold_id, _ = hold_changes(root, "truncate -s 0 inventory/models.py")
+    other = "0b2d4f6a-1c3e-4a5b-8d7f-9e0a1b2c3d4e"
+    out = pre(root, f"ctxnb sandbox discard {hold_id}", other)
+    if out["permissionDecision"] == "allow":
+        run_as_claude_code(root, out["updatedInput"]["command"])
+    assert held_dir(root, hold_id).is_dir()
+    assert pre(root, f"ctxnb sandbox commit {hold_id}")["permissionDecision"] == "ask"
+
+
+def test_a_hold_whose_changes_left_the_scope_commits_nothing(ws):
+    """The intent's scope narrowed after the hold: its destructive change is no longer
+    committable, and the rest, harmless alone, is not what the user approved."""
+    root = ws["root"]
+    select_intent(root, "INT-001", SID)
+    models = root / "inventory" / "models.py"
+    before = models.read_bytes()
+    hold_id, _ = hold_changes(root, "rm inventory/models.py; echo new > inventory/notes.txt")
+    cmd = pre(root, f"ctxnb sandbox commit {hold_id}")["updatedInput"]["command"]
+    (root / ".orchestration" / "active_intents.yaml").write_text(
+        INTENTS.replace('["inventory/**"]', '["inventory/notes.txt"]')
+    )
+    proc = run_as_claude_code(root, cmd)
+    assert proc.returncode == 1 and "APPROVAL_STALE" in proc.stderr, proc.stderr
+    assert models.read_bytes() == before
+    assert not (root / "inventory" / "notes.txt").exists()

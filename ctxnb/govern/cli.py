@@ -128,6 +128,13 @@ def _cmd_why(ns: argparse.Namespace) -> int:
 )
 @arg("--timeout", type=float, default=600.0, help="seconds before the command is stopped")
 @arg(
+    "--expect",
+    default=None,
+    metavar="SHA256",
+    help="commit: the SHA-256 of the diff the human was shown; nothing is committed "
+    "unless the diff now is that one",
+)
+@arg(
     "argv",
     nargs="*",
     metavar="-- COMMAND | ID",
@@ -236,12 +243,18 @@ def _exec_governed(root: Any, intent_id: str, argv: list[str], cwd: str, ns: Any
 
 def _held(action: str, hold_id: str, ns: Any) -> int:
     """``ctxnb sandbox commit|discard ID``."""
-    from ..errors import PolicyError
+    import contextlib
+
+    from ..errors import NotFoundError, PolicyError
     from ..sandbox.held import discard_hold, load_hold
     from .state import find_workspace
 
     root, _ = find_workspace(ns.workspace or os.getcwd())
     if action == "discard":
+        with contextlib.suppress(NotFoundError):
+            if load_hold(root, hold_id).session_id != ns.session:
+                sys.stderr.write(f"ctxnb: the held changes {hold_id} belong to another session\n")
+                return 1
         gone = discard_hold(root, hold_id)
         sys.stderr.write(
             f"ctxnb: the held changes {hold_id} were discarded\n"
@@ -270,7 +283,7 @@ def _held(action: str, hold_id: str, ns: Any) -> int:
         engine = tools.engine  # type: ignore[attr-defined]
         engine.select_active_intent(hold.intent_id)
         try:
-            out = engine.commit_held(hold_id, caller="claude-code", tool="Bash")
+            out = engine.commit_held(hold_id, caller="claude-code", tool="Bash", expect=ns.expect)
         except PolicyError as e:
             sys.stderr.write(f"ctxnb: {e.error_code}: {e.message}\n")
             return 1

@@ -596,8 +596,20 @@ def _check_bash(ctx: _Context, tool_input: Mapping[str, Any]) -> HookResult:
 
 
 _HELD_DIFF_CHARS = 6_000
-"""The diff shown in Claude Code's permission prompt is cut here (the whole diff went
-to the agent when the command ran)."""
+"""The longest diff Claude Code's permission prompt is asked with: a longer one gets no
+question (the user would approve what they were not shown)."""
+
+_HELD_COMMAND_CHARS = 300
+"""The held command's text is shown on one line, cut here: it is the agent's text, and
+only the diff is what gets committed."""
+
+# Terminal controls and bidirectional overrides in the agent's text (the command, the
+# files' bytes in the diff) could redraw or reorder the prompt: shown escaped.
+_CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f\u061c\u200e\u200f\u202a-\u202e\u2066-\u2069]")
+
+
+def _shown(text: str) -> str:
+    return _CONTROL.sub(lambda m: f"\\u{ord(m.group()):04x}", text)
 
 
 def _held_request(command: str) -> tuple[str, str] | None:
@@ -617,18 +629,13 @@ def _check_held(
     ctx: _Context, tool_input: Mapping[str, Any], action: str, hold_id: str
 ) -> HookResult:
     """``ctxnb sandbox commit ID`` runs on the host only after Claude Code's user said
-    yes to the diff shown here; ``discard`` needs nobody."""
+    yes to the diff shown here, and commits only that diff (its SHA-256 is in the
+    command run); ``discard`` needs nobody. Both only for the session's own hold."""
     import shlex
 
     from ..errors import NotFoundError
-    from ..sandbox.held import load_hold
+    from ..sandbox.held import diff_sha256, load_hold
 
-    argv = [*launcher(), "sandbox", action, "--workspace", str(ctx.root)]
-    if ctx.session_id is not None:
-        argv += ["--session", ctx.session_id]
-    updated = {**tool_input, "command": shlex.join([*argv, "--", hold_id])}
-    if action == "discard":
-        return _pre_answer("allow", f"ctxnb: drops the held changes {hold_id}.", updated)
     try:
         hold = load_hold(ctx.root, hold_id)
     except NotFoundError as e:
@@ -639,13 +646,36 @@ def _check_held(
             f"the held changes {hold_id} belong to another session",
             required_action="Run the command again in this session.",
         )
-    diff = hold.diff
-    if len(diff) > _HELD_DIFF_CHARS:
-        diff = diff[:_HELD_DIFF_CHARS] + "\n[... the rest of the diff went to Claude]\n"
+    argv = [*launcher(), "sandbox", action, "--workspace", str(ctx.root)]
+    if ctx.session_id is not None:
+        argv += ["--session", ctx.session_id]
+    if action == "discard":
+        updated = {**tool_input, "command": shlex.join([*argv, "--", hold_id])}
+        return _pre_answer("allow", f"ctxnb: drops the held changes {hold_id}.", updated)
+    if diff_sha256(hold.diff) != hold.diff_sha256:
+        raise PolicyError(
+            "NOT_FOUND",
+            f"the record of the held changes {hold_id} is not the one ctxnb wrote",
+            required_action=f"Run `ctxnb sandbox discard {hold_id}` and the command again.",
+        )
+    command = " ".join(hold.command.split())
+    if len(command) > _HELD_COMMAND_CHARS:
+        command = command[: _HELD_COMMAND_CHARS - 1] + "…"
     reason = (
-        f"ctxnb: commit the destructive changes of `{hold.command}` under "
-        f"{hold.intent_id}? ({'; '.join(hold.reasons)})\n{diff}"
+        f"ctxnb: commit the destructive changes of `{_shown(command)}` under "
+        f"{hold.intent_id}? ({_shown('; '.join(hold.reasons))})\n{_shown(hold.diff)}"
     )
+    if len(hold.diff) > _HELD_DIFF_CHARS or len(reason) > MAX_OUTPUT_CHARS:
+        raise PolicyError(
+            "DIFF_TOO_LONG",
+            f"the diff of the held changes {hold_id} ({len(hold.diff)} characters) is "
+            f"longer than Claude Code's permission prompt shows ({_HELD_DIFF_CHARS}): the "
+            "user would approve changes they were not shown, so they are not asked",
+            required_action=f"Run `ctxnb sandbox discard {hold_id}`, then make the change in "
+            "smaller commands (fewer files each), or ask the user to make it.",
+        )
+    argv += ["--expect", diff_sha256(hold.diff)]
+    updated = {**tool_input, "command": shlex.join([*argv, "--", hold_id])}
     return _pre_answer("ask", reason, updated)
 
 

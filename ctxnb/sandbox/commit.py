@@ -367,8 +367,11 @@ class CommandEffects:
             if r is not None:
                 p.destructive = True
                 reasons.append(r)
-        if not reasons:
+        if not reasons and expect_diff is None:
             return None
+        # A held command's changes are compared with the approved diff even when what is
+        # left of them is harmless (a destructive file out of the scope now): the human
+        # approved all of them, not a part.
         from ..redaction import redact_text
         from ..tools.patching import unified_diff
 
@@ -646,10 +649,12 @@ def commit_held(
     *,
     caller: str = "agent",
     tool: str = "run_command",
+    expect: str | None = None,
 ) -> dict[str, Any]:
     """Commit a held command's changes (:mod:`ctxnb.sandbox.held`) for the human who
     approved its diff, as :func:`run_governed` would have: the engine's intent must be
-    the hold's, and the diff computed now must be the held one.
+    the hold's, and the diff computed now must be the held one (``expect``: the SHA-256
+    of the diff the human was shown, when the asking was done by someone else).
 
     Raises:
         PolicyError: ``INVALID_INTENT`` (another intent is selected),
@@ -675,6 +680,6 @@ def commit_held(
         session_id=hold.session_id,
         caller=caller,
         tool=tool,
-        expect_diff=hold.diff_sha256,
+        expect_diff=expect or hold.diff_sha256,
     )
     return {"hold_id": hold.id, "effects": report.to_dict()}

@@ -169,6 +169,7 @@ def load_hold(root: str | os.PathLike[str], hold_id: str) -> Hold:
     with os.fdopen(fd, "rb") as fh:
         raw = fh.read(_MAX_RECORD)
     hold = Hold(**{k: v for k, v in json.loads(raw).items() if k in Hold.__dataclass_fields__})
+    hold.id = hold_id  # the directory is the hold, whatever its record says
     if time.time() > hold.expires:
         discard_hold(root, hold_id)
         raise NotFoundError(
