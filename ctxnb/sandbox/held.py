@@ -33,7 +33,6 @@ Example:
 
 from __future__ import annotations
 
-import contextlib
 import hashlib
 import json
 import os
@@ -48,13 +47,11 @@ from typing import Any
 from ..errors import NotFoundError
 from .changes import classify
 from .process import CommandResult
-from .runner import SandboxResult, _rmtree, overlay_dir
+from .runner import HOLD_TTL, SandboxResult, _rmtree, overlay_dir
 from .upper import walk_upper
 
 __all__ = ["HOLD_TTL", "Hold", "discard_hold", "hold_overlay", "load_hold", "resume_hold"]
 
-HOLD_TTL = 3600.0
-"""Seconds a held overlay waits for a decision before it is discarded."""
 
 _ID = re.compile(r"[0-9a-f]{12}")
 _RECORD = "hold.json"
@@ -210,15 +207,6 @@ def discard_hold(root: str | os.PathLike[str], hold_id: str) -> bool:
         return False
     _rmtree(d)
     return True
-
-
-def sweep_holds(base: Path, now: float | None = None) -> None:
-    """Remove held overlays older than :data:`HOLD_TTL` under ``base``."""
-    now = time.time() if now is None else now
-    for d in base.glob("held-*"):
-        with contextlib.suppress(OSError):
-            if now - d.lstat().st_mtime > HOLD_TTL:
-                _rmtree(d)
 
 
 def hold_info(hold: Hold) -> dict[str, Any]:
