@@ -491,3 +491,116 @@ def test_a_hold_whose_changes_left_the_scope_commits_nothing(ws):
     assert proc.returncode == 1 and "APPROVAL_STALE" in proc.stderr, proc.stderr
     assert models.read_bytes() == before
     assert not (root / "inventory" / "notes.txt").exists()
+
+
+def test_nothing_the_agent_runs_or_writes_reaches_a_held_overlay(ws):
+    """Between the hold and the commit the agent tries to rewrite the held upper layer
+    and record: from a sandboxed command (the path, /proc, the overlay's work
+    directory, a symlink, unmounting the mask) and with Claude Code's Write tool; the
+    commit then commits exactly the diff it held."""
+    root = ws["root"]
+    select_intent(root, "INT-001", SID)
+    models = root / "inventory" / "models.py"
+    hold_id, _ = hold_changes(root, "truncate -s 0 inventory/models.py")
+    held = held_dir(root, hold_id)
+    record_before = (held / "hold.json").read_bytes()
+    rel = f".ctxnb/overlay/held-{hold_id}"
+    attacks = [
+        f"printf 'zz9\\n' > {rel}/upper/inventory/models.py",
+        f"cat {rel}/hold.json",
+        f"printf 'zz9\\n' > /proc/self/root{root}/{rel}/upper/inventory/models.py",
+        f"printf 'zz9\\n' > /proc/1/cwd/{rel}/upper/inventory/models.py",
+        f"ln -s {root}/.ctxnb inventory/lnk; printf 'zz9\\n' > inventory/lnk/overlay/x",
+        f"umount {root}/.ctxnb; printf 'zz9\\n' > {rel}/upper/inventory/models.py",
+        "for d in .ctxnb/overlay/*/work .ctxnb/overlay/*/upper; do echo zz9 > $d/x; done",
+        "grep -rl held- /proc/self/mountinfo && "
+        f"find / -path '*held-{hold_id}*' -name hold.json 2>/dev/null | xargs cat",
+    ]
+    for command in attacks:
+        out = answer(root, {"command": command, "description": "x"})
+        proc = run_as_claude_code(root, out["updatedInput"]["command"])
+        assert "zz9" not in proc.stdout and hold_id not in proc.stdout, (command, proc.stdout)
+    for path in (
+        f"{root}/{rel}/upper/inventory/models.py",
+        f"{root}/inventory/../{rel}/hold.json",
+        f"{root}/./.ctxnb//overlay/held-{hold_id}/hold.json",
+    ):
+        res = run_hook(
+            "pre-tool-use",
+            json.dumps(
+                {
+                    **payload(root, {"command": "x"}),
+                    "tool_name": "Write",
+                    "tool_input": {"file_path": path, "content": "zz9\n"},
+                }
+            ),
+        )
+        assert res.answer["hookSpecificOutput"]["permissionDecision"] == "deny", path
+    assert (held / "hold.json").read_bytes() == record_before
+    assert not any("zz9" in p.read_text() for p in held.rglob("*") if p.is_file())
+    proc = run_as_claude_code(
+        root, pre(root, f"ctxnb sandbox commit {hold_id}")["updatedInput"]["command"]
+    )
+    assert proc.returncode == 0, proc.stderr
+    assert models.read_bytes() == b""
+
+
+@pytest.mark.parametrize(
+    "spelling",
+    [
+        "ctxnb sandbox commit {id}",
+        "  ctxnb\tsandbox  commit {id}\n",
+        "'ctxnb' \"sandbox\" c'omm'it {id}",
+        "\\ctxnb sandbox commit '{id}'",
+    ],
+)
+def test_every_spelling_of_the_commit_runs_the_one_rewritten_command(ws, spelling):
+    """The command's text is replaced whole: what runs after the yes is the launcher's
+    commit of this hold with the shown diff's hash, however the four words were spelt."""
+    root = ws["root"]
+    select_intent(root, "INT-001", SID)
+    hold_id, _ = hold_changes(root, "truncate -s 0 inventory/models.py")
+    held = json.loads((held_dir(root, hold_id) / "hold.json").read_text())
+    out = pre(root, spelling.format(id=hold_id))
+    assert out["permissionDecision"] == "ask"
+    python = os.path.abspath(sys.executable)
+    assert out["updatedInput"]["command"] == (
+        f"{python} -I -m ctxnb sandbox commit --workspace {root} --session {SID} "
+        f"--expect {held['diff_sha256']} -- {hold_id}"
+    )
+    # bash joins a backslash-newline, shlex keeps the newline in the word: no such hold,
+    # a refusal, never a command of the agent's on the host.
+    out = pre(root, f"ctxnb sandbox commit \\\n{hold_id}")
+    assert out["permissionDecision"] == "deny" and "updatedInput" not in out
+
+
+@pytest.mark.parametrize(
+    "damage",
+    [
+        lambda d: "{not json",
+        lambda d: json.dumps({**d, "diff": 5}),
+        lambda d: json.dumps({**d, "reasons": [1]}),
+        lambda d: json.dumps({**d, "created": True}),
+        lambda d: json.dumps([d]),
+        lambda d: json.dumps({k: v for k, v in d.items() if k != "diff_sha256"}),
+    ],
+)
+def test_a_damaged_hold_record_is_one_clear_refusal(ws, damage):
+    """A record not as ctxnb wrote it is answered with a refusal that says so (not a
+    crash of the hook); a human can still discard it."""
+    from ctxnb.cli import main
+
+    root = ws["root"]
+    select_intent(root, "INT-001", SID)
+    models = root / "inventory" / "models.py"
+    before = models.read_bytes()
+    hold_id, _ = hold_changes(root, "truncate -s 0 inventory/models.py")
+    record = held_dir(root, hold_id) / "hold.json"
+    record.write_text(damage(json.loads(record.read_text())))
+    for action in ("commit", "discard"):
+        out = pre(root, f"ctxnb sandbox {action} {hold_id}")
+        assert out["permissionDecision"] == "deny", out
+        assert "damaged" in out["permissionDecisionReason"]
+    assert main(["sandbox", "discard", "--workspace", str(root), "--", hold_id]) == 0
+    assert not held_dir(root, hold_id).exists()
+    assert models.read_bytes() == before

@@ -165,8 +165,7 @@ def load_hold(root: str | os.PathLike[str], hold_id: str) -> Hold:
         ) from None
     with os.fdopen(fd, "rb") as fh:
         raw = fh.read(_MAX_RECORD)
-    hold = Hold(**{k: v for k, v in json.loads(raw).items() if k in Hold.__dataclass_fields__})
-    hold.id = hold_id  # the directory is the hold, whatever its record says
+    hold = _parse(raw, hold_id)
     if time.time() > hold.expires:
         discard_hold(root, hold_id)
         raise NotFoundError(
@@ -174,6 +173,39 @@ def load_hold(root: str | os.PathLike[str], hold_id: str) -> Hold:
             "run the command again"
         )
     return hold
+
+
+_TYPES: dict[str, tuple[type, ...]] = {
+    "command": (str,),
+    "intent_id": (str,),
+    "session_id": (str, type(None)),
+    "diff": (str,),
+    "diff_sha256": (str,),
+    "reasons": (list,),
+    "started_ns": (int,),
+    "created": (int, float),
+    "cwd": (str,),
+    "returncode": (int,),
+}
+
+
+def _parse(raw: bytes, hold_id: str) -> Hold:
+    """The record, checked field by field: one clear error for a damaged one."""
+    try:
+        data = json.loads(raw)
+        fields = {k: data[k] for k in _TYPES}
+    except (ValueError, TypeError, KeyError):
+        fields = None
+    if (
+        fields is None
+        or any(not isinstance(v, _TYPES[k]) or isinstance(v, bool) for k, v in fields.items())
+        or not all(isinstance(r, str) for r in fields["reasons"])
+    ):
+        raise NotFoundError(
+            f"the record of the held command {hold_id} is damaged; run `ctxnb sandbox "
+            f"discard {hold_id}` and the command again"
+        )
+    return Hold(id=hold_id, **fields)  # the directory is the hold, whatever the record says
 
 
 def resume_hold(
