@@ -604,3 +604,28 @@ def test_a_damaged_hold_record_is_one_clear_refusal(ws, damage):
     assert main(["sandbox", "discard", "--workspace", str(root), "--", hold_id]) == 0
     assert not held_dir(root, hold_id).exists()
     assert models.read_bytes() == before
+
+
+def test_a_change_with_no_diff_lines_is_in_the_diff_the_user_approves(ws):
+    """Deleting an empty file has no diff lines: it must still be in the diff shown and
+    hashed, or the scope widened after the hold lets the commit delete a file the
+    user's diff never named."""
+    root = ws["root"]
+    select_intent(root, "INT-001", SID)
+    init = root / "src" / "__init__.py"
+    init.write_bytes(b"")
+    hold_id, stderr = hold_changes(root, "truncate -s 0 inventory/models.py; rm src/__init__.py")
+    assert "src/__init__.py" not in stderr.split("ctxnb: nothing")[0].split("---", 1)[1]
+    cmd = pre(root, f"ctxnb sandbox commit {hold_id}")["updatedInput"]["command"]
+    (root / ".orchestration" / "active_intents.yaml").write_text(
+        INTENTS.replace('["inventory/**"]', '["inventory/**", "src/**"]')
+    )
+    proc = run_as_claude_code(root, cmd)
+    assert proc.returncode == 1 and "APPROVAL_STALE" in proc.stderr, proc.stderr
+    assert init.exists()
+    # In scope from the start, the deletion is in the diff the user is shown.
+    hold_id, _ = hold_changes(root, "rm src/__init__.py")
+    asked = pre(root, f"ctxnb sandbox commit {hold_id}")
+    assert "--- a/src/__init__.py\n+++ /dev/null\n" in asked["permissionDecisionReason"]
+    assert run_as_claude_code(root, asked["updatedInput"]["command"]).returncode == 0
+    assert not init.exists()

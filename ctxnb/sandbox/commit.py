@@ -375,17 +375,25 @@ class CommandEffects:
         from ..redaction import redact_text
         from ..tools.patching import unified_diff
 
-        diff = "".join(
-            unified_diff(
-                redact_text(
-                    ((p.old if p.base is None else p.base) or b"").decode("utf-8", "replace")
-                ),
-                redact_text((p.new or b"").decode("utf-8", "replace")),
-                fromfile=f"a/{p.rel}" if p.old is not None else "/dev/null",
-                tofile=f"b/{p.rel}" if p.new is not None else "/dev/null",
+        def file_diff(p: _Planned) -> str:
+            fromfile = f"a/{p.rel}" if p.old is not None else "/dev/null"
+            tofile = f"b/{p.rel}" if p.new is not None else "/dev/null"
+            text = "".join(
+                unified_diff(
+                    redact_text(
+                        ((p.old if p.base is None else p.base) or b"").decode("utf-8", "replace")
+                    ),
+                    redact_text((p.new or b"").decode("utf-8", "replace")),
+                    fromfile=fromfile,
+                    tofile=tofile,
+                )
             )
-            for p in planned
-        )
+            # An empty file created or deleted (or a change the redaction hides) has no
+            # diff lines; its header still names it, so every change is in what is shown
+            # and hashed.
+            return text or f"--- {fromfile}\n+++ {tofile}\n"
+
+        diff = "".join(file_diff(p) for p in planned)
         if len(diff) > MAX_DIFF_CHARS:
             diff = diff[:MAX_DIFF_CHARS] + f"\n[... ctxnb: diff cut at {MAX_DIFF_CHARS} chars]\n"
         reason = "the command's changes are destructive: " + "; ".join(reasons)
