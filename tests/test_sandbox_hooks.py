@@ -629,3 +629,53 @@ def test_a_change_with_no_diff_lines_is_in_the_diff_the_user_approves(ws):
     assert "--- a/src/__init__.py\n+++ /dev/null\n" in asked["permissionDecisionReason"]
     assert run_as_claude_code(root, asked["updatedInput"]["command"]).returncode == 0
     assert not init.exists()
+
+
+@pytest.mark.parametrize("meanwhile", ["bash", "write"])
+def test_the_workspace_changed_by_the_agent_between_hold_and_commit_commits_nothing(ws, meanwhile):
+    """After the prompt, the agent changes a file of the held diff (another command,
+    committed; or Claude Code's Write creating a file the hold creates): the user's yes
+    commits nothing, and the agent's later change stays."""
+    root = ws["root"]
+    select_intent(root, "INT-001", SID)
+    models = root / "inventory" / "models.py"
+    new = root / "inventory" / "new.txt"
+    hold_id, _ = hold_changes(
+        root, "truncate -s 0 inventory/models.py; echo held > inventory/new.txt"
+    )
+    cmd = pre(root, f"ctxnb sandbox commit {hold_id}")["updatedInput"]["command"]
+    if meanwhile == "bash":
+        out = answer(root, {"command": "echo '# more' >> inventory/models.py", "description": "x"})
+        assert run_as_claude_code(root, out["updatedInput"]["command"]).returncode == 0
+        assert models.read_text().endswith("# more\n")
+    else:
+        tool_input = {"file_path": str(new), "content": "mine\n"}
+        res = run_hook(
+            "pre-tool-use",
+            json.dumps(
+                {**payload(root, {"command": "x"}), "tool_name": "Write", "tool_input": tool_input}
+            ),
+        )
+        assert res.answer is None or res.decision != "deny", res
+        new.write_text("mine\n")  # Claude Code's Write, allowed
+    after = tree(root)
+    proc = run_as_claude_code(root, cmd)
+    assert proc.returncode == 1, proc.stderr
+    assert "APPROVAL_STALE" in proc.stderr or "changed by someone else" in proc.stderr
+    assert tree(root) == after
+
+
+def test_a_hold_whose_intent_was_closed_commits_nothing(ws):
+    root = ws["root"]
+    select_intent(root, "INT-001", SID)
+    models = root / "inventory" / "models.py"
+    before = models.read_bytes()
+    hold_id, _ = hold_changes(root, "truncate -s 0 inventory/models.py")
+    cmd = pre(root, f"ctxnb sandbox commit {hold_id}")["updatedInput"]["command"]
+    (root / ".orchestration" / "active_intents.yaml").write_text(
+        INTENTS.replace("status: active", "status: done")
+    )
+    proc = run_as_claude_code(root, cmd)
+    assert proc.returncode != 0 and "INT-001" in proc.stderr, proc.stderr
+    assert "Traceback" not in proc.stderr
+    assert models.read_bytes() == before
