@@ -679,3 +679,20 @@ def test_a_hold_whose_intent_was_closed_commits_nothing(ws):
     assert proc.returncode != 0 and "INT-001" in proc.stderr, proc.stderr
     assert "Traceback" not in proc.stderr
     assert models.read_bytes() == before
+
+
+def test_a_new_executable_is_shown_as_one(ws):
+    """A new file keeps its x bits at the commit: the diff the user approves says so."""
+    root = ws["root"]
+    select_intent(root, "INT-001", SID)
+    hold_id, _ = hold_changes(
+        root,
+        "truncate -s 0 inventory/models.py; printf 'echo hi\\n' > inventory/run.sh; "
+        "printf 'plain\\n' > inventory/plain.txt; chmod 755 inventory/run.sh",
+    )
+    asked = pre(root, f"ctxnb sandbox commit {hold_id}")
+    reason = asked["permissionDecisionReason"]
+    assert "new file mode 100755\n--- /dev/null\n+++ b/inventory/run.sh\n" in reason
+    assert reason.count("new file mode") == 1
+    assert run_as_claude_code(root, asked["updatedInput"]["command"]).returncode == 0
+    assert os.stat(root / "inventory" / "run.sh").st_mode & 0o777 == 0o755

@@ -390,8 +390,11 @@ class CommandEffects:
             )
             # An empty file created or deleted (or a change the redaction hides) has no
             # diff lines; its header still names it, so every change is in what is shown
-            # and hashed.
-            return text or f"--- {fromfile}\n+++ {tofile}\n"
+            # and hashed. A new file keeps its x bits: shown as git shows them.
+            text = text or f"--- {fromfile}\n+++ {tofile}\n"
+            if p.old is None and p.mode & 0o111:
+                text = f"new file mode 100{stat_mod.S_IMODE(p.mode) & 0o777:o}\n" + text
+            return text
 
         diff = "".join(file_diff(p) for p in planned)
         if len(diff) > MAX_DIFF_CHARS:
