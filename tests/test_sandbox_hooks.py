@@ -696,3 +696,25 @@ def test_a_new_executable_is_shown_as_one(ws):
     assert reason.count("new file mode") == 1
     assert run_as_claude_code(root, asked["updatedInput"]["command"]).returncode == 0
     assert os.stat(root / "inventory" / "run.sh").st_mode & 0o777 == 0o755
+
+
+@pytest.mark.parametrize("mode", ["bypassPermissions", "auto", "dontAsk", None, 1])
+def test_no_commit_is_asked_for_where_claude_code_may_answer_for_the_user(ws, mode):
+    """In some permission modes Claude Code approves a hook's "ask" with no prompt
+    (anthropics/claude-code#89561 for "auto", #77212 for "bypassPermissions" before
+    2.1.233): there the commit would run unseen and be traced as the user's yes. Held
+    changes are asked about only in the modes that prompt."""
+    root = ws["root"]
+    select_intent(root, "INT-001", SID)
+    hold_id, _ = hold_changes(root, "truncate -s 0 inventory/models.py")
+    p = payload(root, {"command": f"ctxnb sandbox commit {hold_id}", "description": "x"})
+    if mode is None:
+        del p["permission_mode"]
+    else:
+        p["permission_mode"] = mode
+    out = run_hook("pre-tool-use", json.dumps(p)).answer["hookSpecificOutput"]
+    assert out["permissionDecision"] == "deny" and "updatedInput" not in out, out
+    assert "permission mode" in out["permissionDecisionReason"]
+    p["permission_mode"] = "acceptEdits"
+    out = run_hook("pre-tool-use", json.dumps(p)).answer["hookSpecificOutput"]
+    assert out["permissionDecision"] == "ask"

@@ -599,6 +599,11 @@ _HELD_DIFF_CHARS = 6_000
 """The longest diff Claude Code's permission prompt is asked with: a longer one gets no
 question (the user would approve what they were not shown)."""
 
+_ASKING_MODES = ("default", "acceptEdits", "plan")
+"""Claude Code's permission modes in which a hook's ``ask`` is shown to the user. In
+others (``auto``, ``dontAsk``, ``bypassPermissions`` in some versions) it may be answered
+with no prompt, and a held commit would be traced as a yes nobody gave."""
+
 _HELD_COMMAND_CHARS = 300
 """The held command's text is shown on one line, cut here: it is the agent's text, and
 only the diff is what gets committed."""
@@ -652,6 +657,16 @@ def _check_held(
     if action == "discard":
         updated = {**tool_input, "command": shlex.join([*argv, "--", hold_id])}
         return _pre_answer("allow", f"ctxnb: drops the held changes {hold_id}.", updated)
+    mode = ctx.payload.get("permission_mode")
+    if mode not in _ASKING_MODES:
+        raise PolicyError(
+            "APPROVAL_UNAVAILABLE",
+            f"Claude Code runs in permission mode {mode!r}, where its prompt may be "
+            f"answered with no one asked: the held changes {hold_id} are committed only "
+            "after a question the user sees",
+            required_action="Ask the user to switch Claude Code to its default permission "
+            f"mode (Shift+Tab) and run `ctxnb sandbox commit {hold_id}` again, or discard it.",
+        )
     if diff_sha256(hold.diff) != hold.diff_sha256:
         raise PolicyError(
             "NOT_FOUND",
