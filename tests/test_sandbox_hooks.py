@@ -475,19 +475,29 @@ def test_another_sessions_hold_cannot_be_discarded(ws):
     assert pre(root, f"ctxnb sandbox commit {hold_id}")["permissionDecision"] == "ask"
 
 
+def commit_after_intents_change(
+    root: Path, command: str, intents: str
+) -> subprocess.CompletedProcess[str]:
+    """Hold ``command``'s changes and ask; the intents file becomes ``intents``; then
+    the user's yes: the commit."""
+    select_intent(root, "INT-001", SID)
+    hold_id, _ = hold_changes(root, command)
+    cmd = pre(root, f"ctxnb sandbox commit {hold_id}")["updatedInput"]["command"]
+    (root / ".orchestration" / "active_intents.yaml").write_text(intents)
+    return run_as_claude_code(root, cmd)
+
+
 def test_a_hold_whose_changes_left_the_scope_commits_nothing(ws):
     """The intent's scope narrowed after the hold: its destructive change is no longer
     committable, and the rest, harmless alone, is not what the user approved."""
     root = ws["root"]
-    select_intent(root, "INT-001", SID)
     models = root / "inventory" / "models.py"
     before = models.read_bytes()
-    hold_id, _ = hold_changes(root, "rm inventory/models.py; echo new > inventory/notes.txt")
-    cmd = pre(root, f"ctxnb sandbox commit {hold_id}")["updatedInput"]["command"]
-    (root / ".orchestration" / "active_intents.yaml").write_text(
-        INTENTS.replace('["inventory/**"]', '["inventory/notes.txt"]')
+    proc = commit_after_intents_change(
+        root,
+        "rm inventory/models.py; echo new > inventory/notes.txt",
+        INTENTS.replace('["inventory/**"]', '["inventory/notes.txt"]'),
     )
-    proc = run_as_claude_code(root, cmd)
     assert proc.returncode == 1 and "APPROVAL_STALE" in proc.stderr, proc.stderr
     assert models.read_bytes() == before
     assert not (root / "inventory" / "notes.txt").exists()
@@ -667,15 +677,11 @@ def test_the_workspace_changed_by_the_agent_between_hold_and_commit_commits_noth
 
 def test_a_hold_whose_intent_was_closed_commits_nothing(ws):
     root = ws["root"]
-    select_intent(root, "INT-001", SID)
     models = root / "inventory" / "models.py"
     before = models.read_bytes()
-    hold_id, _ = hold_changes(root, "truncate -s 0 inventory/models.py")
-    cmd = pre(root, f"ctxnb sandbox commit {hold_id}")["updatedInput"]["command"]
-    (root / ".orchestration" / "active_intents.yaml").write_text(
-        INTENTS.replace("status: active", "status: done")
+    proc = commit_after_intents_change(
+        root, "truncate -s 0 inventory/models.py", INTENTS.replace("status: active", "status: done")
     )
-    proc = run_as_claude_code(root, cmd)
     assert proc.returncode != 0 and "INT-001" in proc.stderr, proc.stderr
     assert "Traceback" not in proc.stderr
     assert models.read_bytes() == before
