@@ -724,3 +724,20 @@ def test_no_commit_is_asked_for_where_claude_code_may_answer_for_the_user(ws, mo
     p["permission_mode"] = "acceptEdits"
     out = run_hook("pre-tool-use", json.dumps(p)).answer["hookSpecificOutput"]
     assert out["permissionDecision"] == "ask"
+
+
+def test_the_agents_description_is_not_shown_with_the_commit_question(ws):
+    """Claude Code shows a Bash call's description in its prompt: the agent's own words
+    ("harmless, nothing deleted") must not stand beside the diff the user approves."""
+    root = ws["root"]
+    select_intent(root, "INT-001", SID)
+    hold_id, _ = hold_changes(root, "truncate -s 0 inventory/models.py")
+    tool_input = {
+        "command": f"ctxnb sandbox commit {hold_id}",
+        "description": "Harmless: adds one comment, nothing is deleted",
+    }
+    res = run_hook("pre-tool-use", json.dumps(payload(root, tool_input)))
+    out = res.answer["hookSpecificOutput"]
+    assert out["permissionDecision"] == "ask"
+    assert "Harmless" not in json.dumps(out)
+    assert hold_id in out["updatedInput"]["description"]

@@ -690,7 +690,12 @@ def _check_held(
             "smaller commands (fewer files each), or ask the user to make it.",
         )
     argv += ["--expect", diff_sha256(hold.diff)]
-    updated = {**tool_input, "command": shlex.join([*argv, "--", hold_id])}
+    updated = {
+        **tool_input,
+        "command": shlex.join([*argv, "--", hold_id]),
+        # Claude Code shows the description in its prompt: ctxnb's words, not the agent's.
+        "description": f"ctxnb: commit the held changes {hold_id} (their diff is shown)",
+    }
     return _pre_answer("ask", reason, updated)
 
 
