@@ -741,3 +741,28 @@ def test_the_agents_description_is_not_shown_with_the_commit_question(ws):
     assert out["permissionDecision"] == "ask"
     assert "Harmless" not in json.dumps(out)
     assert hold_id in out["updatedInput"]["description"]
+
+
+@pytest.mark.parametrize("blank", ["\x1c", "\r", "\x0b", "\xa0", "\u3000 \u2028"])
+def test_a_command_python_calls_blank_and_bash_does_not_still_runs_sandboxed(ws, tmp_path, blank):
+    """Python's str.strip() removes \\x1c, \\r, NBSP...; bash runs them as a command's name
+    (found on PATH). Such a command got no decision: it ran on the host, unconfined."""
+    root = ws["root"]
+    select_intent(root, "INT-001", SID)
+    bindir = tmp_path / "bin"
+    bindir.mkdir()
+    marker = tmp_path / "escaped"  # outside the workspace: the host's, not an overlay's
+    prog = bindir / blank.partition(" ")[0]
+    prog.write_text(f"#!/bin/sh\necho escaped > {marker}\n")
+    prog.chmod(0o755)
+    res = run_hook(
+        "pre-tool-use", json.dumps(payload(root, {"command": blank, "description": "x"}))
+    )
+    assert res.answer, "no decision: Claude Code runs the command as it is, unconfined"
+    out = res.answer["hookSpecificOutput"]
+    assert (
+        out["permissionDecision"] == "allow" and " sandbox exec " in out["updatedInput"]["command"]
+    )
+    env = {**os.environ, "PATH": f"{bindir}:{os.environ['PATH']}"}
+    subprocess.run(["bash", "-c", out["updatedInput"]["command"]], cwd=root, env=env, timeout=120)
+    assert not marker.exists()

@@ -523,7 +523,7 @@ def _check_bash(ctx: _Context, tool_input: Mapping[str, Any]) -> HookResult:
     command = tool_input.get("command")
     if not isinstance(command, str):
         raise PayloadError("a Bash call needs tool_input.command (a string)")
-    if not command.strip():
+    if not command.strip(" \t\n"):  # bash's blanks only: str.strip() takes \x1c, NBSP...
         return HookResult()
     held = _held_request(command)
     if held is not None:
