@@ -431,7 +431,11 @@ def test_a_diff_the_prompt_cannot_show_whole_is_not_asked_about(ws):
     models = root / "inventory" / "models.py"
     models.write_text("".join(f"line {i} of the inventory model\n" for i in range(400)))
     before = models.read_bytes()
-    long_id, _ = hold_changes(root, "truncate -s 0 inventory/models.py")
+    out = answer(root, {"command": "truncate -s 0 inventory/models.py", "description": "x"})
+    proc = run_as_claude_code(root, out["updatedInput"]["command"])
+    assert "APPROVAL_HELD" in proc.stderr and "smaller commands" in proc.stderr
+    assert "run exactly" not in proc.stderr  # not told to ask for what cannot be asked
+    [long_id] = re.findall(r"sandbox discard ([0-9a-f]{12})", proc.stderr)
     out = pre(root, f"ctxnb sandbox commit {long_id}")
     assert out["permissionDecision"] == "deny", out["permissionDecision"]
     assert "smaller" in out["permissionDecisionReason"]

@@ -183,7 +183,7 @@ def _exec_governed(root: Any, intent_id: str, argv: list[str], cwd: str, ns: Any
 
     from ..errors import PolicyError
     from ..redaction import redact
-    from ..sandbox.held import Hold, hold_overlay
+    from ..sandbox.held import PROMPT_DIFF_CHARS, Hold, hold_overlay
     from ..sandbox.runner import SandboxResult
     from ..workspace import Workspace
 
@@ -229,7 +229,14 @@ def _exec_governed(root: Any, intent_id: str, argv: list[str], cwd: str, ns: Any
             if diff:
                 sys.stderr.write(diff)
             hold_id = e.details.get("hold_id")
-            if hold_id:
+            if hold_id and len(diff or "") > PROMPT_DIFF_CHARS:
+                sys.stderr.write(
+                    f"ctxnb: nothing was committed. This diff is longer than Claude Code's "
+                    f"prompt shows ({PROMPT_DIFF_CHARS} characters), so the user cannot be "
+                    f"asked: run `ctxnb sandbox discard {hold_id}` and make the change in "
+                    "smaller commands (fewer files each).\n"
+                )
+            elif hold_id:
                 sys.stderr.write(
                     f"ctxnb: nothing was committed. To commit these changes run exactly "
                     f"`ctxnb sandbox commit {hold_id}` (the user is asked, shown this diff); "

@@ -595,10 +595,6 @@ def _check_bash(ctx: _Context, tool_input: Mapping[str, Any]) -> HookResult:
     return _pre_answer("allow", f"ctxnb: runs in ctxnb's sandbox, {where}.{warning}", updated)
 
 
-_HELD_DIFF_CHARS = 6_000
-"""The longest diff Claude Code's permission prompt is asked with: a longer one gets no
-question (the user would approve what they were not shown)."""
-
 _ASKING_MODES = ("default", "acceptEdits", "plan")
 """Claude Code's permission modes in which a hook's ``ask`` is shown to the user. In
 others (``auto``, ``dontAsk``, ``bypassPermissions`` in some versions) it may be answered
@@ -639,7 +635,7 @@ def _check_held(
     import shlex
 
     from ..errors import NotFoundError
-    from ..sandbox.held import diff_sha256, load_hold
+    from ..sandbox.held import PROMPT_DIFF_CHARS, diff_sha256, load_hold
 
     try:
         hold = load_hold(ctx.root, hold_id)
@@ -680,11 +676,11 @@ def _check_held(
         f"ctxnb: commit the destructive changes of `{_shown(command)}` under "
         f"{hold.intent_id}? ({_shown('; '.join(hold.reasons))})\n{_shown(hold.diff)}"
     )
-    if len(hold.diff) > _HELD_DIFF_CHARS or len(reason) > MAX_OUTPUT_CHARS:
+    if len(hold.diff) > PROMPT_DIFF_CHARS or len(reason) > MAX_OUTPUT_CHARS:
         raise PolicyError(
             "DIFF_TOO_LONG",
             f"the diff of the held changes {hold_id} ({len(hold.diff)} characters) is "
-            f"longer than Claude Code's permission prompt shows ({_HELD_DIFF_CHARS}): the "
+            f"longer than Claude Code's permission prompt shows ({PROMPT_DIFF_CHARS}): the "
             "user would approve changes they were not shown, so they are not asked",
             required_action=f"Run `ctxnb sandbox discard {hold_id}`, then make the change in "
             "smaller commands (fewer files each), or ask the user to make it.",

@@ -50,8 +50,20 @@ from .process import CommandResult
 from .runner import HOLD_TTL, SandboxResult, _rmtree, overlay_dir
 from .upper import walk_upper
 
-__all__ = ["HOLD_TTL", "Hold", "discard_hold", "hold_overlay", "load_hold", "resume_hold"]
+__all__ = [
+    "HOLD_TTL",
+    "PROMPT_DIFF_CHARS",
+    "Hold",
+    "discard_hold",
+    "hold_overlay",
+    "load_hold",
+    "resume_hold",
+]
 
+
+PROMPT_DIFF_CHARS = 6_000
+"""The longest held diff Claude Code's permission prompt is asked with: a longer one gets
+no question (the user would approve what they were not shown)."""
 
 _ID = re.compile(r"[0-9a-f]{12}")
 _RECORD = "hold.json"
