@@ -457,12 +457,15 @@ def test_the_prompt_shows_no_control_characters_of_the_agent(ws):
     root = ws["root"]
     select_intent(root, "INT-001", SID)
     hold_id, _ = hold_changes(
-        root, "printf '\\033[2K\\033[1Aok\\n' > inventory/models.py #\x1b[2K\x1b[1A\nexit 0"
+        root,
+        "printf '\\033[2K\\033[1Aok\\xe2\\x80\\x8b\\xe2\\x80\\xae\\n' > inventory/models.py "
+        "#\x1b[2K\x1b[1A\u2028\u200b\u202e\U000e0041\nexit 0",
     )
     out = pre(root, f"ctxnb sandbox commit {hold_id}")
     assert out["permissionDecision"] == "ask"
     reason = out["permissionDecisionReason"]
     assert not re.search(r"[\x00-\x08\x0b-\x1f\x7f-\x9f]", reason), repr(reason)
+    assert not set("\u2028\u200b\u202e\U000e0041") & set(reason), repr(reason)
     assert "\\x1b[2K" in reason or "\\u001b[2K" in reason
     assert "exit 0" in reason.splitlines()[0]
 

@@ -604,13 +604,21 @@ _HELD_COMMAND_CHARS = 300
 """The held command's text is shown on one line, cut here: it is the agent's text, and
 only the diff is what gets committed."""
 
-# Terminal controls and bidirectional overrides in the agent's text (the command, the
-# files' bytes in the diff) could redraw or reorder the prompt: shown escaped.
-_CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f\u061c\u200e\u200f\u202a-\u202e\u2066-\u2069]")
+# Terminal controls, bidirectional overrides, invisible and line-separator characters in
+# the agent's text (the command, the files' bytes in the diff) could redraw, reorder or
+# hide part of the prompt: shown escaped.
+_CONTROL = re.compile(
+    "[\x00-\x08\x0b-\x1f\x7f-\x9f\u00ad\u061c\u180e\u200b-\u200f\u2028-\u202e"
+    "\u2060-\u2069\ufeff\U000e0000-\U000e007f]"
+)
 
 
 def _shown(text: str) -> str:
-    return _CONTROL.sub(lambda m: f"\\u{ord(m.group()):04x}", text)
+    def escape(m: re.Match[str]) -> str:
+        o = ord(m.group())
+        return f"\\u{o:04x}" if o <= 0xFFFF else f"\\U{o:08x}"
+
+    return _CONTROL.sub(escape, text)
 
 
 def _held_request(command: str) -> tuple[str, str] | None:
