@@ -451,19 +451,23 @@ def test_a_diff_the_prompt_cannot_show_whole_is_not_asked_about(ws):
     assert before != models.read_bytes() == b"short\nfile\nhere\n"
 
 
+def ask_to_commit(root: Path, command: str) -> dict:
+    """Hold ``command``'s changes and ask to commit them: the hook's answer (an ask)."""
+    select_intent(root, "INT-001", SID)
+    hold_id, _ = hold_changes(root, command)
+    out = pre(root, f"ctxnb sandbox commit {hold_id}")
+    assert out["permissionDecision"] == "ask", out
+    return out
+
+
 def test_the_prompt_shows_no_control_characters_of_the_agent(ws):
     """Terminal escapes in the command or in the file's new bytes could redraw the
     permission prompt; they are shown escaped, the command on one line."""
-    root = ws["root"]
-    select_intent(root, "INT-001", SID)
-    hold_id, _ = hold_changes(
-        root,
+    reason = ask_to_commit(
+        ws["root"],
         "printf '\\033[2K\\033[1Aok\\xe2\\x80\\x8b\\xe2\\x80\\xae\\n' > inventory/models.py "
         "#\x1b[2K\x1b[1A\u2028\u200b\u202e\U000e0041\nexit 0",
-    )
-    out = pre(root, f"ctxnb sandbox commit {hold_id}")
-    assert out["permissionDecision"] == "ask"
-    reason = out["permissionDecisionReason"]
+    )["permissionDecisionReason"]
     assert not re.search(r"[\x00-\x08\x0b-\x1f\x7f-\x9f]", reason), repr(reason)
     assert not set("\u2028\u200b\u202e\U000e0041") & set(reason), repr(reason)
     assert "\\x1b[2K" in reason or "\\u001b[2K" in reason
@@ -697,13 +701,11 @@ def test_a_hold_whose_intent_was_closed_commits_nothing(ws):
 def test_a_new_executable_is_shown_as_one(ws):
     """A new file keeps its x bits at the commit: the diff the user approves says so."""
     root = ws["root"]
-    select_intent(root, "INT-001", SID)
-    hold_id, _ = hold_changes(
+    asked = ask_to_commit(
         root,
         "truncate -s 0 inventory/models.py; printf 'echo hi\\n' > inventory/run.sh; "
         "printf 'plain\\n' > inventory/plain.txt; chmod 755 inventory/run.sh",
     )
-    asked = pre(root, f"ctxnb sandbox commit {hold_id}")
     reason = asked["permissionDecisionReason"]
     assert "new file mode 100755\n--- /dev/null\n+++ b/inventory/run.sh\n" in reason
     assert reason.count("new file mode") == 1
