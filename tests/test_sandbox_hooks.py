@@ -775,3 +775,27 @@ def test_a_command_python_calls_blank_and_bash_does_not_still_runs_sandboxed(ws,
     env = {**os.environ, "PATH": f"{bindir}:{os.environ['PATH']}"}
     subprocess.run(["bash", "-c", out["updatedInput"]["command"]], cwd=root, env=env, timeout=120)
     assert not marker.exists()
+
+
+def test_a_commit_typed_in_a_terminal_commits_only_the_diff_it_printed(ws, capsys):
+    """Not through Claude Code's prompt, nobody was shown the diff: ``ctxnb sandbox
+    commit`` prints it and, without a terminal to answer on, commits it only with
+    ``--expect`` naming the diff printed."""
+    from ctxnb.cli import main
+
+    root = ws["root"]
+    select_intent(root, "INT-001", SID)
+    models = root / "inventory" / "models.py"
+    before = models.read_bytes()
+    hold_id, _ = hold_changes(root, "truncate -s 0 inventory/models.py")
+    base = ["sandbox", "commit", "--workspace", str(root), "--session", SID]
+    capsys.readouterr()
+    assert main([*base, "--", hold_id]) == 1
+    err = capsys.readouterr().err
+    assert "--- a/inventory/models.py" in err and models.read_bytes() == before
+    [sha] = re.findall(r"--expect ([0-9a-f]{64})", err)
+    assert main([*base, "--expect", "0" * 64, "--", hold_id]) == 1
+    assert models.read_bytes() == before
+    hold_id, _ = hold_changes(root, "truncate -s 0 inventory/models.py")
+    assert main([*base, "--expect", sha, "--", hold_id]) == 0
+    assert models.read_bytes() == b""

@@ -132,7 +132,7 @@ def _cmd_why(ns: argparse.Namespace) -> int:
     default=None,
     metavar="SHA256",
     help="commit: the SHA-256 of the diff the human was shown; nothing is committed "
-    "unless the diff now is that one",
+    "unless the diff now is that one (without it the diff is printed and a terminal asks)",
 )
 @arg(
     "argv",
@@ -273,6 +273,22 @@ def _held(action: str, hold_id: str, ns: Any) -> int:
     if hold.session_id != ns.session:
         sys.stderr.write(f"ctxnb: the held changes {hold_id} belong to another session\n")
         return 1
+    if ns.expect is None:
+        # Typed in a terminal, not asked by Claude Code: the human reads the diff here,
+        # and commits only what they read.
+        from ..sandbox.held import diff_sha256
+
+        sha = diff_sha256(hold.diff)
+        sys.stderr.write(f"{hold.diff}ctxnb: the diff of the held changes {hold_id}\n")
+        if not sys.stdin.isatty():
+            sys.stderr.write(
+                f"ctxnb: nothing was committed; to commit this diff run again with --expect {sha}\n"
+            )
+            return 1
+        if input("commit these changes? [y/N] ").strip().lower() not in ("y", "yes"):
+            sys.stderr.write("ctxnb: nothing was committed\n")
+            return 1
+        ns.expect = sha
     from ..workspace import Workspace
     from .approval import CallbackApprover
 
