@@ -128,6 +128,13 @@ def _cmd_why(ns: argparse.Namespace) -> int:
 )
 @arg("--timeout", type=float, default=600.0, help="seconds before the command is stopped")
 @arg(
+    "--expect",
+    default=None,
+    metavar="SHA256",
+    help="commit: the SHA-256 of the diff the human was shown; nothing is committed "
+    "unless the diff now is that one (without it the diff is printed and a terminal asks)",
+)
+@arg(
     "argv",
     nargs="*",
     metavar="-- COMMAND | ID",
@@ -176,7 +183,7 @@ def _exec_governed(root: Any, intent_id: str, argv: list[str], cwd: str, ns: Any
 
     from ..errors import PolicyError
     from ..redaction import redact
-    from ..sandbox.held import Hold, hold_overlay
+    from ..sandbox.held import PROMPT_DIFF_CHARS, Hold, hold_overlay
     from ..sandbox.runner import SandboxResult
     from ..workspace import Workspace
 
@@ -222,7 +229,14 @@ def _exec_governed(root: Any, intent_id: str, argv: list[str], cwd: str, ns: Any
             if diff:
                 sys.stderr.write(diff)
             hold_id = e.details.get("hold_id")
-            if hold_id:
+            if hold_id and len(diff or "") > PROMPT_DIFF_CHARS:
+                sys.stderr.write(
+                    f"ctxnb: nothing was committed. This diff is longer than Claude Code's "
+                    f"prompt shows ({PROMPT_DIFF_CHARS} characters), so the user cannot be "
+                    f"asked: run `ctxnb sandbox discard {hold_id}` and make the change in "
+                    "smaller commands (fewer files each).\n"
+                )
+            elif hold_id:
                 sys.stderr.write(
                     f"ctxnb: nothing was committed. To commit these changes run exactly "
                     f"`ctxnb sandbox commit {hold_id}` (the user is asked, shown this diff); "
@@ -236,12 +250,18 @@ def _exec_governed(root: Any, intent_id: str, argv: list[str], cwd: str, ns: Any
 
 def _held(action: str, hold_id: str, ns: Any) -> int:
     """``ctxnb sandbox commit|discard ID``."""
-    from ..errors import PolicyError
+    import contextlib
+
+    from ..errors import NotFoundError, PolicyError
     from ..sandbox.held import discard_hold, load_hold
     from .state import find_workspace
 
     root, _ = find_workspace(ns.workspace or os.getcwd())
     if action == "discard":
+        with contextlib.suppress(NotFoundError):
+            if load_hold(root, hold_id).session_id != ns.session:
+                sys.stderr.write(f"ctxnb: the held changes {hold_id} belong to another session\n")
+                return 1
         gone = discard_hold(root, hold_id)
         sys.stderr.write(
             f"ctxnb: the held changes {hold_id} were discarded\n"
@@ -253,6 +273,22 @@ def _held(action: str, hold_id: str, ns: Any) -> int:
     if hold.session_id != ns.session:
         sys.stderr.write(f"ctxnb: the held changes {hold_id} belong to another session\n")
         return 1
+    if ns.expect is None:
+        # Typed in a terminal, not asked by Claude Code: the human reads the diff here,
+        # and commits only what they read.
+        from ..sandbox.held import diff_sha256
+
+        sha = diff_sha256(hold.diff)
+        sys.stderr.write(f"{hold.diff}ctxnb: the diff of the held changes {hold_id}\n")
+        if not sys.stdin.isatty():
+            sys.stderr.write(
+                f"ctxnb: nothing was committed; to commit this diff run again with --expect {sha}\n"
+            )
+            return 1
+        if input("commit these changes? [y/N] ").strip().lower() not in ("y", "yes"):
+            sys.stderr.write("ctxnb: nothing was committed\n")
+            return 1
+        ns.expect = sha
     from ..workspace import Workspace
     from .approval import CallbackApprover
 
@@ -270,7 +306,7 @@ def _held(action: str, hold_id: str, ns: Any) -> int:
         engine = tools.engine  # type: ignore[attr-defined]
         engine.select_active_intent(hold.intent_id)
         try:
-            out = engine.commit_held(hold_id, caller="claude-code", tool="Bash")
+            out = engine.commit_held(hold_id, caller="claude-code", tool="Bash", expect=ns.expect)
         except PolicyError as e:
             sys.stderr.write(f"ctxnb: {e.error_code}: {e.message}\n")
             return 1

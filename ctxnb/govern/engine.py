@@ -499,14 +499,20 @@ class HookEngine:
         return out
 
     def commit_held(
-        self, hold_id: str, *, caller: str = "agent", tool: str = "run_command"
+        self,
+        hold_id: str,
+        *,
+        caller: str = "agent",
+        tool: str = "run_command",
+        expect: str | None = None,
     ) -> dict[str, Any]:
         """Commit the changes of the held command ``hold_id`` for the human who approved
         their diff (:func:`ctxnb.sandbox.commit.commit_held`)."""
         from ..sandbox.commit import commit_held
         from ..sandbox.held import load_hold
 
-        out = commit_held(self, load_hold(self.root, hold_id), caller=caller, tool=tool)
+        hold = load_hold(self.root, hold_id)
+        out = commit_held(self, hold, caller=caller, tool=tool, expect=expect)
         out["effects"] = redact_data(out["effects"])
         return out
 

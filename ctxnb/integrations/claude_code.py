@@ -523,7 +523,7 @@ def _check_bash(ctx: _Context, tool_input: Mapping[str, Any]) -> HookResult:
     command = tool_input.get("command")
     if not isinstance(command, str):
         raise PayloadError("a Bash call needs tool_input.command (a string)")
-    if not command.strip():
+    if not command.strip(" \t\n"):  # bash's blanks only: str.strip() takes \x1c, NBSP...
         return HookResult()
     held = _held_request(command)
     if held is not None:
@@ -595,9 +595,30 @@ def _check_bash(ctx: _Context, tool_input: Mapping[str, Any]) -> HookResult:
     return _pre_answer("allow", f"ctxnb: runs in ctxnb's sandbox, {where}.{warning}", updated)
 
 
-_HELD_DIFF_CHARS = 6_000
-"""The diff shown in Claude Code's permission prompt is cut here (the whole diff went
-to the agent when the command ran)."""
+_ASKING_MODES = ("default", "acceptEdits", "plan")
+"""Claude Code's permission modes in which a hook's ``ask`` is shown to the user. In
+others (``auto``, ``dontAsk``, ``bypassPermissions`` in some versions) it may be answered
+with no prompt, and a held commit would be traced as a yes nobody gave."""
+
+_HELD_COMMAND_CHARS = 300
+"""The held command's text is shown on one line, cut here: it is the agent's text, and
+only the diff is what gets committed."""
+
+# Terminal controls, bidirectional overrides, invisible and line-separator characters in
+# the agent's text (the command, the files' bytes in the diff) could redraw, reorder or
+# hide part of the prompt: shown escaped.
+_CONTROL = re.compile(
+    "[\x00-\x08\x0b-\x1f\x7f-\x9f\u00ad\u061c\u180e\u200b-\u200f\u2028-\u202e"
+    "\u2060-\u2069\ufeff\U000e0000-\U000e007f]"
+)
+
+
+def _shown(text: str) -> str:
+    def escape(m: re.Match[str]) -> str:
+        o = ord(m.group())
+        return f"\\u{o:04x}" if o <= 0xFFFF else f"\\U{o:08x}"
+
+    return _CONTROL.sub(escape, text)
 
 
 def _held_request(command: str) -> tuple[str, str] | None:
@@ -617,18 +638,13 @@ def _check_held(
     ctx: _Context, tool_input: Mapping[str, Any], action: str, hold_id: str
 ) -> HookResult:
     """``ctxnb sandbox commit ID`` runs on the host only after Claude Code's user said
-    yes to the diff shown here; ``discard`` needs nobody."""
+    yes to the diff shown here, and commits only that diff (its SHA-256 is in the
+    command run); ``discard`` needs nobody. Both only for the session's own hold."""
     import shlex
 
     from ..errors import NotFoundError
-    from ..sandbox.held import load_hold
+    from ..sandbox.held import PROMPT_DIFF_CHARS, diff_sha256, load_hold
 
-    argv = [*launcher(), "sandbox", action, "--workspace", str(ctx.root)]
-    if ctx.session_id is not None:
-        argv += ["--session", ctx.session_id]
-    updated = {**tool_input, "command": shlex.join([*argv, "--", hold_id])}
-    if action == "discard":
-        return _pre_answer("allow", f"ctxnb: drops the held changes {hold_id}.", updated)
     try:
         hold = load_hold(ctx.root, hold_id)
     except NotFoundError as e:
@@ -639,13 +655,51 @@ def _check_held(
             f"the held changes {hold_id} belong to another session",
             required_action="Run the command again in this session.",
         )
-    diff = hold.diff
-    if len(diff) > _HELD_DIFF_CHARS:
-        diff = diff[:_HELD_DIFF_CHARS] + "\n[... the rest of the diff went to Claude]\n"
+    argv = [*launcher(), "sandbox", action, "--workspace", str(ctx.root)]
+    if ctx.session_id is not None:
+        argv += ["--session", ctx.session_id]
+    if action == "discard":
+        updated = {**tool_input, "command": shlex.join([*argv, "--", hold_id])}
+        return _pre_answer("allow", f"ctxnb: drops the held changes {hold_id}.", updated)
+    mode = ctx.payload.get("permission_mode")
+    if mode not in _ASKING_MODES:
+        raise PolicyError(
+            "APPROVAL_UNAVAILABLE",
+            f"Claude Code runs in permission mode {mode!r}, where its prompt may be "
+            f"answered with no one asked: the held changes {hold_id} are committed only "
+            "after a question the user sees",
+            required_action="Ask the user to switch Claude Code to its default permission "
+            f"mode (Shift+Tab) and run `ctxnb sandbox commit {hold_id}` again, or discard it.",
+        )
+    if diff_sha256(hold.diff) != hold.diff_sha256:
+        raise PolicyError(
+            "NOT_FOUND",
+            f"the record of the held changes {hold_id} is not the one ctxnb wrote",
+            required_action=f"Run `ctxnb sandbox discard {hold_id}` and the command again.",
+        )
+    command = " ".join(hold.command.split())
+    if len(command) > _HELD_COMMAND_CHARS:
+        command = command[: _HELD_COMMAND_CHARS - 1] + "…"
     reason = (
-        f"ctxnb: commit the destructive changes of `{hold.command}` under "
-        f"{hold.intent_id}? ({'; '.join(hold.reasons)})\n{diff}"
+        f"ctxnb: commit the destructive changes of `{_shown(command)}` under "
+        f"{hold.intent_id}? ({_shown('; '.join(hold.reasons))})\n{_shown(hold.diff)}"
     )
+    if len(hold.diff) > PROMPT_DIFF_CHARS or len(reason) > MAX_OUTPUT_CHARS:
+        raise PolicyError(
+            "DIFF_TOO_LONG",
+            f"the diff of the held changes {hold_id} ({len(hold.diff)} characters) is "
+            f"longer than Claude Code's permission prompt shows ({PROMPT_DIFF_CHARS}): the "
+            "user would approve changes they were not shown, so they are not asked",
+            required_action=f"Run `ctxnb sandbox discard {hold_id}`, then make the change in "
+            "smaller commands (fewer files each), or ask the user to make it.",
+        )
+    argv += ["--expect", diff_sha256(hold.diff)]
+    updated = {
+        **tool_input,
+        "command": shlex.join([*argv, "--", hold_id]),
+        # Claude Code shows the description in its prompt: ctxnb's words, not the agent's.
+        "description": f"ctxnb: commit the held changes {hold_id} (their diff is shown)",
+    }
     return _pre_answer("ask", reason, updated)
 
 

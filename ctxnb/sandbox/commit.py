@@ -371,22 +371,36 @@ class CommandEffects:
             if r is not None:
                 p.destructive = True
                 reasons.append(r)
-        if not reasons:
+        if not reasons and expect_diff is None:
             return None
+        # A held command's changes are compared with the approved diff even when what is
+        # left of them is harmless (a destructive file out of the scope now): the human
+        # approved all of them, not a part.
         from ..redaction import redact_text
         from ..tools.patching import unified_diff
 
-        diff = "".join(
-            unified_diff(
-                redact_text(
-                    ((p.old if p.base is None else p.base) or b"").decode("utf-8", "replace")
-                ),
-                redact_text((p.new or b"").decode("utf-8", "replace")),
-                fromfile=f"a/{p.rel}" if p.old is not None else "/dev/null",
-                tofile=f"b/{p.rel}" if p.new is not None else "/dev/null",
+        def file_diff(p: _Planned) -> str:
+            fromfile = f"a/{p.rel}" if p.old is not None else "/dev/null"
+            tofile = f"b/{p.rel}" if p.new is not None else "/dev/null"
+            text = "".join(
+                unified_diff(
+                    redact_text(
+                        ((p.old if p.base is None else p.base) or b"").decode("utf-8", "replace")
+                    ),
+                    redact_text((p.new or b"").decode("utf-8", "replace")),
+                    fromfile=fromfile,
+                    tofile=tofile,
+                )
             )
-            for p in planned
-        )
+            # An empty file created or deleted (or a change the redaction hides) has no
+            # diff lines; its header still names it, so every change is in what is shown
+            # and hashed. A new file keeps its x bits: shown as git shows them.
+            text = text or f"--- {fromfile}\n+++ {tofile}\n"
+            if p.old is None and p.mode & 0o111:
+                text = f"new file mode 100{stat_mod.S_IMODE(p.mode) & 0o777:o}\n" + text
+            return text
+
+        diff = "".join(file_diff(p) for p in planned)
         if len(diff) > MAX_DIFF_CHARS:
             diff = diff[:MAX_DIFF_CHARS] + f"\n[... ctxnb: diff cut at {MAX_DIFF_CHARS} chars]\n"
         reason = "the command's changes are destructive: " + "; ".join(reasons)
@@ -658,10 +672,12 @@ def commit_held(
     *,
     caller: str = "agent",
     tool: str = "run_command",
+    expect: str | None = None,
 ) -> dict[str, Any]:
     """Commit a held command's changes (:mod:`ctxnb.sandbox.held`) for the human who
     approved its diff, as :func:`run_governed` would have: the engine's intent must be
-    the hold's, and the diff computed now must be the held one.
+    the hold's, and the diff computed now must be the held one (``expect``: the SHA-256
+    of the diff the human was shown, when the asking was done by someone else).
 
     Raises:
         PolicyError: ``INVALID_INTENT`` (another intent is selected),
@@ -687,6 +703,6 @@ def commit_held(
         session_id=hold.session_id,
         caller=caller,
         tool=tool,
-        expect_diff=hold.diff_sha256,
+        expect_diff=expect or hold.diff_sha256,
     )
     return {"hold_id": hold.id, "effects": report.to_dict()}

@@ -33,7 +33,6 @@ Example:
 
 from __future__ import annotations
 
-import contextlib
 import hashlib
 import json
 import os
@@ -48,13 +47,23 @@ from typing import Any
 from ..errors import NotFoundError
 from .changes import classify
 from .process import CommandResult
-from .runner import SandboxResult, _rmtree, overlay_dir
+from .runner import HOLD_TTL, SandboxResult, _rmtree, overlay_dir
 from .upper import walk_upper
 
-__all__ = ["HOLD_TTL", "Hold", "discard_hold", "hold_overlay", "load_hold", "resume_hold"]
+__all__ = [
+    "HOLD_TTL",
+    "PROMPT_DIFF_CHARS",
+    "Hold",
+    "discard_hold",
+    "hold_overlay",
+    "load_hold",
+    "resume_hold",
+]
 
-HOLD_TTL = 3600.0
-"""Seconds a held overlay waits for a decision before it is discarded."""
+
+PROMPT_DIFF_CHARS = 6_000
+"""The longest held diff Claude Code's permission prompt is asked with: a longer one gets
+no question (the user would approve what they were not shown)."""
 
 _ID = re.compile(r"[0-9a-f]{12}")
 _RECORD = "hold.json"
@@ -168,7 +177,7 @@ def load_hold(root: str | os.PathLike[str], hold_id: str) -> Hold:
         ) from None
     with os.fdopen(fd, "rb") as fh:
         raw = fh.read(_MAX_RECORD)
-    hold = Hold(**{k: v for k, v in json.loads(raw).items() if k in Hold.__dataclass_fields__})
+    hold = _parse(raw, hold_id)
     if time.time() > hold.expires:
         discard_hold(root, hold_id)
         raise NotFoundError(
@@ -176,6 +185,39 @@ def load_hold(root: str | os.PathLike[str], hold_id: str) -> Hold:
             "run the command again"
         )
     return hold
+
+
+_TYPES: dict[str, tuple[type, ...]] = {
+    "command": (str,),
+    "intent_id": (str,),
+    "session_id": (str, type(None)),
+    "diff": (str,),
+    "diff_sha256": (str,),
+    "reasons": (list,),
+    "started_ns": (int,),
+    "created": (int, float),
+    "cwd": (str,),
+    "returncode": (int,),
+}
+
+
+def _parse(raw: bytes, hold_id: str) -> Hold:
+    """The record, checked field by field: one clear error for a damaged one."""
+    try:
+        data = json.loads(raw)
+        fields = {k: data[k] for k in _TYPES}
+    except (ValueError, TypeError, KeyError):
+        fields = None
+    if (
+        fields is None
+        or any(not isinstance(v, _TYPES[k]) or isinstance(v, bool) for k, v in fields.items())
+        or not all(isinstance(r, str) for r in fields["reasons"])
+    ):
+        raise NotFoundError(
+            f"the record of the held command {hold_id} is damaged; run `ctxnb sandbox "
+            f"discard {hold_id}` and the command again"
+        )
+    return Hold(id=hold_id, **fields)  # the directory is the hold, whatever the record says
 
 
 def resume_hold(
@@ -209,15 +251,6 @@ def discard_hold(root: str | os.PathLike[str], hold_id: str) -> bool:
         return False
     _rmtree(d)
     return True
-
-
-def sweep_holds(base: Path, now: float | None = None) -> None:
-    """Remove held overlays older than :data:`HOLD_TTL` under ``base``."""
-    now = time.time() if now is None else now
-    for d in base.glob("held-*"):
-        with contextlib.suppress(OSError):
-            if now - d.lstat().st_mtime > HOLD_TTL:
-                _rmtree(d)
 
 
 def hold_info(hold: Hold) -> dict[str, Any]:

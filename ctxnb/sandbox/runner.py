@@ -124,6 +124,11 @@ class SandboxResult:
         threading.Thread(target=_rmtree, args=(gone,), daemon=True).start()
 
 
+HOLD_TTL = 3600.0
+"""Seconds a held overlay (:mod:`ctxnb.sandbox.held`) waits for a decision before it is
+discarded."""
+
+
 def overlay_dir(root: str | os.PathLike[str]) -> Path:
     """Where the overlays of ``root``'s commands live: ``.ctxnb/overlay/``."""
     return Path(root) / ".ctxnb" / "overlay"
@@ -404,9 +409,10 @@ class Sandbox:
             with contextlib.suppress(OSError):
                 if now - old.lstat().st_mtime > 60:
                     _rmtree(old)
-        from .held import sweep_holds
-
-        sweep_holds(base, now)
+        for held in base.glob("held-*"):  # ctxnb.sandbox.held's, left undecided
+            with contextlib.suppress(OSError):
+                if now - held.lstat().st_mtime > HOLD_TTL:
+                    _rmtree(held)
         state = Path(tempfile.mkdtemp(prefix="run-", dir=base))
         (state / "upper").mkdir()
         (state / "work").mkdir()
