@@ -1,4 +1,5 @@
-"""One background thread for fsyncs that may run while the caller goes on working.
+"""One background thread for fsyncs that may run while the caller goes on working, and a
+few threads for writes that run side by side.
 
 Private. The store fsyncs a segment while it fsyncs the segment's directory; a governed
 write fsyncs its trace line while it records the call. Every caller waits for its
@@ -14,6 +15,9 @@ from concurrent.futures import Future, ThreadPoolExecutor
 from typing import Any
 
 _POOL: ThreadPoolExecutor | None = None
+_WRITERS: ThreadPoolExecutor | None = None
+WRITERS = 8
+"""Writes run side by side at most (each fsyncs its own file)."""
 
 
 def background(fn: Callable[..., Any], *args: Any) -> Future[Any]:
@@ -47,3 +51,13 @@ def _forget_pool() -> None:
 
 
 os.register_at_fork(after_in_child=_forget_pool)
+
+
+def side_by_side(fn: Callable[[Any], Any], items: list[Any]) -> list[Any]:
+    """``[fn(x) for x in items]``, run on up to :data:`WRITERS` threads kept for the
+    process (starting threads for every batch would cost more than the overlap saves);
+    the first error is raised once all are done."""
+    global _WRITERS
+    if _WRITERS is None:
+        _WRITERS = ThreadPoolExecutor(max_workers=WRITERS, thread_name_prefix="ctxnb-write")
+    return list(_WRITERS.map(fn, items))

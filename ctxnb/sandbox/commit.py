@@ -72,9 +72,6 @@ MAX_DIFF_CHARS = 40_000
 _MAX_PENDING = 64
 """Directory fsyncs left to the background thread at once (each holds a descriptor)."""
 
-_WRITERS = 8
-"""Files of one commit written side by side (their fsyncs overlap)."""
-
 
 class GoverningEngine(Protocol):
     """What the commit needs of a :class:`~ctxnb.govern.engine.HookEngine`.
@@ -518,15 +515,14 @@ class CommandEffects:
             elif writes:
                 # Each write fsyncs its file before the rename: run side by side, the
                 # fsyncs overlap instead of queueing (the files are distinct).
-                from concurrent.futures import ThreadPoolExecutor
+                from .._fsync import side_by_side
 
-                with ThreadPoolExecutor(max_workers=_WRITERS) as pool:
-                    for at in range(0, len(writes), _MAX_PENDING // 2):
-                        list(pool.map(write, writes[at : at + _MAX_PENDING // 2]))
-                        if len(waits) >= _MAX_PENDING // 2:  # each holds a descriptor
-                            for wait in waits:
-                                wait()
-                            waits.clear()
+                for at in range(0, len(writes), _MAX_PENDING // 2):
+                    side_by_side(write, writes[at : at + _MAX_PENDING // 2])
+                    if len(waits) >= _MAX_PENDING // 2:  # each holds a descriptor
+                        for wait in waits:
+                            wait()
+                        waits.clear()
             tracked_set = {p.rel for p in tracked}
             report.untracked.extend(p.rel for p in planned if p.rel not in tracked_set)
             if not tracked:
