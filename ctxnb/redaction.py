@@ -189,7 +189,7 @@ class _Scan:
         # lowered.
         if self._lowered is None:
             t = self.text
-            self._lowered = t.lower() if t.isascii() else t.translate(_ASCII_LOWER)
+            self._lowered = t.lower() if t.isascii() else ascii_lower(t)
         return self._lowered
 
     def has(self, keyword: str) -> bool:
@@ -207,7 +207,22 @@ class _Scan:
 
 # Below this length the trigger words are tested first (see TRIGGER_WORDS).
 _SHORT = 2048
-_ASCII_LOWER = str.maketrans(string.ascii_uppercase, string.ascii_lowercase)
+
+
+def ascii_lower(text: str) -> str:
+    """``text`` with its ASCII letters lowered and every other character kept, so that
+    offsets stay offsets (``str.lower`` turns "İ" into two characters).
+
+    UTF-8 encodes every non-ASCII character in bytes >= 0x80, which ``bytes.lower``
+    leaves alone: several times faster than ``str.translate`` on long texts.
+
+    Example:
+        >>> ascii_lower("Straße İSTANBUL")
+        'straße İstanbul'
+    """
+    return text.encode("utf-8", "surrogatepass").lower().decode("utf-8", "surrogatepass")
+
+
 _WORD = frozenset(string.ascii_letters + string.digits + "_")
 
 

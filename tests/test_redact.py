@@ -342,3 +342,16 @@ def test_real_agent_transcripts_have_nothing_redacted() -> None:
         for p in files
     }
     assert not {k: v for k, v in found.items() if v}
+
+
+@given(st.text(alphabet=st.characters(blacklist_categories=())))
+@settings(max_examples=300, deadline=None)
+def test_ascii_lowering_keeps_every_offset(text: str) -> None:
+    """The lowered text the rules search must keep every character's offset: only ASCII
+    letters change (str.lower turns "İ" into two characters), lone surrogates included."""
+    import string
+
+    from ctxnb.redaction import ascii_lower
+
+    table = str.maketrans(string.ascii_uppercase, string.ascii_lowercase)
+    assert ascii_lower(text) == text.translate(table)
