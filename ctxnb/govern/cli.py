@@ -335,7 +335,11 @@ def _finish(stdout: str, stderr: str, code: int, timed_out: bool, out: Any) -> i
             paths = ", ".join(c["path"] for c in eff["conflicts"])
             notes.append(
                 f"ctxnb: changed by someone else while the command ran: {paths}; "
-                "nothing of this command was committed"
+                + (
+                    "their version was kept"
+                    if eff["changed"]
+                    else "nothing of this command was committed"
+                )
             )
     if notes:
         sys.stderr.write("\n".join(notes) + "\n")

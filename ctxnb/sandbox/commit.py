@@ -20,7 +20,9 @@ is read from the upper layer. Then:
    once, one descriptor), the workspace file must still be the one the command
    started from: a file changed by someone else since the command started (its ctime
    is at or after the start) is a **conflict**, and then nothing of the command is
-   committed (one command's commit is all-or-nothing up to I/O errors).
+   committed (one command's commit is all-or-nothing up to I/O errors). Each file is
+   checked once more right before its rename: a save landing during the commit stays
+   and is reported as a conflict.
 4. Each change goes through the one governed write path: the access layer's descriptor
    walk with ``O_NOFOLLOW`` at every component (:meth:`PathPolicy.write_bytes_atomic`,
    :meth:`PathPolicy.delete`), a store version (the previous bytes first, so
@@ -44,7 +46,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 
-from ..errors import CtxnbError, NotFoundError, PolicyError
+from ..errors import CtxnbError, NotFoundError, PolicyError, StaleFileError
+from ..hashing import sha256_hex
 from .destructive import destructive_reason
 
 if TYPE_CHECKING:
@@ -112,7 +115,9 @@ class EffectsReport:
         changed: changes committed: ``{path, kind, version, trace_id}``.
         dropped: changes not committed: ``{path, reason}``.
         conflicts: files changed by someone else while the command ran
-            ``{path, reason}``; when there is one, nothing was committed.
+            ``{path, reason}``; when one is found before the commit, nothing was
+            committed; a save that lands during the commit (between the check and the
+            file's own write) is kept, and only that file is not committed.
         untracked: committed changes to ignored files or files over ``[index]
             max_file_bytes`` (not stored): paths.
     """
@@ -492,17 +497,27 @@ class CommandEffects:
             ws.observe([p.rel for p in olds], data=[p.old for p in olds])
         waits: list[Any] = []
 
+        stale: list[_Planned] = []
+
         def write(p: _Planned) -> None:
             assert p.new is not None
-            # A new executable keeps its x bits (set-id bits are never kept), set on
-            # the temporary file's descriptor: a path could lead outside by then.
-            tools.policy.write_bytes_atomic(
-                p.rel,
-                p.new,
-                make_parents=True,
-                durable_waits=waits,
-                new_file_mode=stat_mod.S_IMODE(p.mode) & 0o777 if p.mode & 0o111 else None,
-            )
+            try:
+                # A new executable keeps its x bits (set-id bits are never kept), set on
+                # the temporary file's descriptor: a path could lead outside by then.
+                # Right before the rename the file is checked again: a save by someone
+                # else since the conflict check (an editor, Claude Code's Write, which
+                # takes no ctxnb lock) stays, and is reported as a conflict.
+                tools.policy.write_bytes_atomic(
+                    p.rel,
+                    p.new,
+                    make_parents=True,
+                    durable_waits=waits,
+                    new_file_mode=stat_mod.S_IMODE(p.mode) & 0o777 if p.mode & 0o111 else None,
+                    check_replaced=True,
+                    expected_sha256=None if p.old is None else sha256_hex(p.old),
+                )
+            except StaleFileError:
+                stale.append(p)
 
         try:
             # Deletions first (a file that becomes a directory), then the writes.
@@ -523,6 +538,14 @@ class CommandEffects:
                         for wait in waits:
                             wait()
                         waits.clear()
+            if stale:
+                kept = {p.rel for p in stale}
+                report.conflicts.extend(
+                    {"path": rel, "reason": "saved by someone else during the commit; kept"}
+                    for rel in sorted(kept)
+                )
+                planned = [p for p in planned if p.rel not in kept]
+                tracked = [p for p in tracked if p.rel not in kept]
             tracked_set = {p.rel for p in tracked}
             report.untracked.extend(p.rel for p in planned if p.rel not in tracked_set)
             if not tracked:
