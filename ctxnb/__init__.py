@@ -82,6 +82,7 @@ _LAZY: dict[str, str] = {
     "RulesTiered": "ctxnb.strategies",
     "RulesTracker": "ctxnb.instructions",
     "Sandbox": "ctxnb.sandbox.runner",
+    "CommandEffects": "ctxnb.sandbox.commit",
     "Selection": "ctxnb.strategies",
     "Session": "ctxnb.session",
     "StrategyInput": "ctxnb.strategies",
@@ -179,6 +180,7 @@ if TYPE_CHECKING:  # pragma: no cover - for type checkers and IDEs only
     from .relations import RelationStore
     from .resolver import FilesystemResolver, MountMapping, default_filesystem_id, doc_path
     from .samples import copy_sample_workspace
+    from .sandbox.commit import CommandEffects
     from .sandbox.runner import Sandbox
     from .session import ResumeReport, Session
     from .store import CompactReport, ObjectStore, TxRecord, Version

@@ -119,7 +119,7 @@ _BARE = r"(?P<bare>[^\s\"'`,;{}\[\]\\#][^\s\"'`,;{}\[\]\\&]*)"
 _PAIR = re.compile(
     r"(?P<key>[\w.-]{1,80})(?![\w.-])[\"'`\]]?"
     r"(?:\s*:\s*[A-Za-z_][\w.\[\]| ]*?(?==))?"  # a type annotation before "="
-    r"(?:[ \t]+[A-Za-z_][\w.\[\]*]*[ \t]*(?==))?"  # a Go type: var token string = "…"
+    r"(?:[ \t]+(?:string|\[\]byte)[ \t]*(?==))?"  # a Go type: var token string = "…"
     # Make's ::= :::= ?= and PHP's .= ??= with a quoted value (a bare one is code:
     # token .= nextchar), then the usual operators.
     r"(?:[ \t]*(?P<op>=>|(?::{2,3}=|\?\?=|[?.]=)(?=[ \t]*[\"'`])|:=|=(?!=)|:(?![:\\])"
