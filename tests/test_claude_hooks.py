@@ -689,6 +689,16 @@ def test_a_prompt_selecting_an_intent_brings_its_lessons(ws, payloads, run):
     assert "docs are generated" not in context
 
 
+def _saved_write(payloads, ws, path, after: str, session: str) -> dict:
+    """Save ``after`` to ``path`` as Claude Code's Write did, and its post-write payload."""
+    before = path.read_text()
+    path.write_text(after)
+    post = payloads("post-write", ws, file_path=str(path), content=after)
+    post["session_id"] = session
+    post["tool_response"].update(filePath=str(path), originalFile=before)
+    return post
+
+
 # -- one recorder: a Claude Code edit is recorded as an engine edit is -----------------------------
 def test_a_claude_code_write_gets_the_record_an_engine_write_gets(ws, payloads, run):
     from ctxnb import Workspace
@@ -697,11 +707,7 @@ def test_a_claude_code_write_gets_the_record_an_engine_write_gets(ws, payloads, 
     models = ws / "inventory" / "models.py"
     before = models.read_text()
     after = before + "\n\ndef restock(item):\n    return item\n"
-    models.write_text(after)
-    post = payloads("post-write", ws, file_path=str(models), content=after)
-    post["session_id"] = "s-r"
-    post["tool_response"].update(filePath=str(models), originalFile=before)
-    result = run(post)
+    result = run(_saved_write(payloads, ws, models, after, "s-r"))
     assert (result.exit_code, result.stderr) == (0, "")
     (record,) = _trace(ws)
     meta = record["metadata"]
@@ -737,11 +743,7 @@ def test_a_claude_code_edit_that_keeps_the_meaning_is_a_refactor(ws, payloads, r
     before = models.read_text()
     after = before.replace("\n\n\n", "\n\n\n# a comment changes nothing\n", 1)
     assert after != before
-    models.write_text(after)
-    post = payloads("post-write", ws, file_path=str(models), content=after)
-    post["session_id"] = "s-a"
-    post["tool_response"].update(filePath=str(models), originalFile=before)
-    assert run(post).exit_code == 0
+    assert run(_saved_write(payloads, ws, models, after, "s-a")).exit_code == 0
     (record,) = _trace(ws)
     assert record["metadata"]["mutation_class"] == "AST_REFACTOR"
     assert "inventory/models.py" not in (ws / ".orchestration" / "intent_map.md").read_text()
@@ -770,13 +772,8 @@ def test_the_engines_open_breaker_stops_a_claude_code_write(ws, payloads, run):
 def test_an_edit_outside_the_intents_scope_is_recorded_as_such_and_blocked(ws, payloads, run):
     main(["hook", "select-intent", "INT-001", "--session", "s-o", "-w", str(ws)])
     readme = ws / "README.md"
-    before = readme.read_text()
-    after = before + "\nA line the intent does not own.\n"
-    readme.write_text(after)
-    post = payloads("post-write", ws, file_path=str(readme), content=after)
-    post["session_id"] = "s-o"
-    post["tool_response"].update(filePath=str(readme), originalFile=before)
-    result = run(post)
+    after = readme.read_text() + "\nA line the intent does not own.\n"
+    result = run(_saved_write(payloads, ws, readme, after, "s-o"))
     assert result.exit_code == 0 and result.answer["decision"] == "block"
     assert "outside the scope of intent INT-001" in result.answer["reason"]
     (record,) = _trace(ws)
@@ -789,13 +786,8 @@ def test_an_edit_outside_the_intents_scope_is_recorded_as_such_and_blocked(ws, p
 
 def test_an_edit_with_no_intent_is_recorded_under_unknown(ws, payloads, run):
     models = ws / "inventory" / "models.py"
-    before = models.read_text()
-    after = before + "\n\ndef orphan():\n    return 0\n"
-    models.write_text(after)
-    post = payloads("post-write", ws, file_path=str(models), content=after)
-    post["session_id"] = "s-none"
-    post["tool_response"].update(filePath=str(models), originalFile=before)
-    result = run(post)
+    after = models.read_text() + "\n\ndef orphan():\n    return 0\n"
+    result = run(_saved_write(payloads, ws, models, after, "s-none"))
     assert result.exit_code == 0
     assert "no active intent" in json.dumps(result.answer)
     (record,) = _trace(ws)
