@@ -98,6 +98,8 @@ _NOT_FAILURES = frozenset(
         "READ_BEFORE_WRITE",
         "DESTRUCTIVE_NEEDS_APPROVAL",
         "APPROVAL_REJECTED",
+        # An MCP 2026-07-28 call stopped to ask its user: the answer comes with its retry.
+        "APPROVAL_PENDING",
     }
 )
 

@@ -19,8 +19,10 @@ try:
     from mcp.client.stdio import StdioServerParameters, get_default_environment, stdio_client
     from mcp.client.streamable_http import streamable_http_client
     from mcp.server.lowlevel import Server
+    from mcp.server.request_state import RequestStateBoundary, RequestStateSecurity
     from mcp.server.transport_security import TransportSecuritySettings
     from mcp.shared.exceptions import MCPError
+    from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 except ImportError as e:  # pragma: no cover - depends on the environment
     raise MissingDependencyError(
         "ctxnb's MCP server and registry need the official MCP SDK; install it with "
@@ -28,8 +30,11 @@ except ImportError as e:  # pragma: no cover - depends on the environment
     ) from e
 
 __all__ = [
+    "MODERN_PROTOCOL_VERSIONS",
     "ClientSession",
     "MCPError",
+    "RequestStateBoundary",
+    "RequestStateSecurity",
     "Server",
     "StdioServerParameters",
     "TransportSecuritySettings",

@@ -2,24 +2,106 @@
 
 A destructive act (e.g. ``run_command("rm -rf build")``) asks the human through MCP
 elicitation when the client supports it, and is refused with
-``DESTRUCTIVE_NEEDS_APPROVAL`` otherwise.
+``DESTRUCTIVE_NEEDS_APPROVAL`` otherwise. How the question travels depends on the
+protocol revision the client speaks:
+
+* **2025-11-25** (the ``initialize`` handshake): the server sends an
+  ``elicitation/create`` request on the connection and the call waits for the answer.
+* **2026-07-28** (stateless; a server may not send requests): the call stops before
+  anything is committed and its result is ``input_required``, carrying the question as
+  an elicitation. The client asks its user and sends the same call again with the
+  answer and the server's sealed ``requestState``; the call then runs again and an
+  approval counts only for the very act it was given for (same tool, arguments,
+  reason and, for a command, the same diff), else the user is asked anew.
+
+Example:
+    >>> req = ApprovalRequest.new("run_command", {"cmd": "rm a.txt", "diff": "-x\\n"}, "deletes")
+    >>> approval_fingerprint(req) == approval_fingerprint(ApprovalRequest.new(
+    ...     "run_command", {"cmd": "rm a.txt", "diff": "-x\\n"}, "deletes"))
+    True
+    >>> print(approval_message(req))
+    ctxnb: approve a destructive act?
+    run_command(cmd='rm a.txt', diff='-x\\n'): deletes
+    <BLANKLINE>
+    -x
 """
 
 from __future__ import annotations
 
 import contextlib
+import hashlib
+import json
 import threading
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from typing import TYPE_CHECKING, Any
 
 from ..errors import PolicyError
 from ..govern.approval import ApprovalRequest, Approver, Decision
-from ._mcp_sdk import MCPError, anyio, types
+from ..redaction import redact_text
+from ._mcp_sdk import MODERN_PROTOCOL_VERSIONS, MCPError, anyio, types
 
 if TYPE_CHECKING:
     from mcp.server.context import ServerRequestContext
 
-__all__ = ["DenyDestructiveApprover", "ElicitationApprover"]
+__all__ = [
+    "APPROVAL_PENDING",
+    "DenyDestructiveApprover",
+    "ElicitationApprover",
+    "approval_fingerprint",
+    "approval_message",
+    "is_stateless",
+]
+
+APPROVAL_PENDING = "APPROVAL_PENDING"
+"""The error code of a call stopped to ask its user (MCP 2026-07-28); the server turns it
+into an ``input_required`` result, so an agent never sees it."""
+
+APPROVAL_SCHEMA: dict[str, Any] = {
+    "type": "object",
+    "properties": {
+        "approve": {
+            "type": "boolean",
+            "title": "Approve",
+            "description": "Run this destructive act?",
+            "default": False,
+        }
+    },
+    "required": ["approve"],
+}
+
+
+def is_stateless(ctx: ServerRequestContext[Any] | None) -> bool:
+    """Whether the request behind ``ctx`` speaks a stateless revision (2026-07-28 or
+    later): no connection state, no requests from the server."""
+    version = getattr(ctx.session, "protocol_version", None) if ctx is not None else None
+    return version in MODERN_PROTOCOL_VERSIONS
+
+
+def declares_elicitation(ctx: ServerRequestContext[Any] | None) -> bool:
+    """Whether the client behind ``ctx`` declared the elicitation capability (in its
+    ``initialize``, or in the request's envelope under 2026-07-28)."""
+    caps = getattr(ctx.session, "client_capabilities", None) if ctx is not None else None
+    return bool(caps is not None and caps.elicitation is not None)
+
+
+def approval_fingerprint(req: ApprovalRequest) -> str:
+    """What an approval is given for: the tool, its arguments (a command's diff among
+    them) and the reason, hashed; the request's id and time are left out, so the same
+    act asked again has the same fingerprint."""
+    body = json.dumps([req.tool, req.args, req.reason], sort_keys=True, default=str)
+    return hashlib.sha256(body.encode("utf-8")).hexdigest()
+
+
+def approval_message(req: ApprovalRequest) -> str:
+    """The question a user is shown: the act, why it needs a yes, and a command's whole
+    diff (redacted), since that diff is what is committed."""
+    message = f"ctxnb: approve a destructive act?\n{req.summary()}"
+    if req.intent_id:
+        message += f"\n(intent {req.intent_id})"
+    diff = req.args.get("diff")
+    if isinstance(diff, str) and diff:
+        message += "\n\n" + diff
+    return redact_text(message)
 
 
 def _needs_approval(req: ApprovalRequest, why: str) -> PolicyError:
@@ -75,27 +157,36 @@ class ElicitationApprover:
         self._local = threading.local()
 
     @contextlib.contextmanager
-    def bound(self, ctx: ServerRequestContext[Any] | None) -> Iterator[None]:
-        """Bind the request being served to this thread for the duration of a call."""
-        previous = getattr(self._local, "ctx", None)
+    def bound(
+        self,
+        ctx: ServerRequestContext[Any] | None,
+        answers: Mapping[str, Decision] | None = None,
+    ) -> Iterator[None]:
+        """Bind the request being served to this thread for the duration of a call,
+        with the user's answers it carries (2026-07-28), by :func:`approval_fingerprint`."""
+        previous = getattr(self._local, "ctx", None), getattr(self._local, "answers", None)
         self._local.ctx = ctx
+        self._local.answers = dict(answers or {})
         try:
             yield
         finally:
-            self._local.ctx = previous
+            self._local.ctx, self._local.answers = previous
 
     @staticmethod
     def supported(ctx: ServerRequestContext[Any] | None) -> bool:
         """Whether the client behind ``ctx`` can be asked (declared elicitation)."""
+        if is_stateless(ctx):
+            return declares_elicitation(ctx)  # asked through an input_required result
         if ctx is None or not ctx.session.can_send_request:
             return False  # e.g. a stateless HTTP request: no channel back to the client
-        caps = ctx.session.client_capabilities
-        return bool(caps is not None and caps.elicitation is not None)
+        return declares_elicitation(ctx)
 
     def request(self, req: ApprovalRequest) -> Decision:
         ctx = getattr(self._local, "ctx", None)
         if not self.supported(ctx):
             return self.fallback.request(req)
+        if is_stateless(ctx):
+            return self._answered(req)
         assert ctx is not None
         try:
             result = anyio.from_thread.run(self._ask, ctx, req)
@@ -115,24 +206,81 @@ class ElicitationApprover:
         )
         return Decision(approved, by="mcp-client-user", note=note, request_id=req.id)
 
+    def _answered(self, req: ApprovalRequest) -> Decision:
+        """The answer the call carries for exactly this act, or a stop to ask for it."""
+        fingerprint = approval_fingerprint(req)
+        answer = getattr(self._local, "answers", {}).get(fingerprint)
+        if answer is not None:
+            return Decision(answer.approved, by=answer.by, note=answer.note, request_id=req.id)
+        raise PolicyError(
+            APPROVAL_PENDING,
+            f"{req.summary()} needs the user's approval; the client is asked",
+            recoverable=True,
+            required_action="Answer the input request and send the same call again.",
+            details={"fingerprint": fingerprint, "question": approval_message(req)},
+        )
+
     async def _ask(
         self, ctx: ServerRequestContext[Any], req: ApprovalRequest
     ) -> types.ElicitResult | None:
-        schema = {
-            "type": "object",
-            "properties": {
-                "approve": {
-                    "type": "boolean",
-                    "title": "Approve",
-                    "description": "Run this destructive act?",
-                    "default": False,
-                }
-            },
-            "required": ["approve"],
-        }
-        message = f"ctxnb: approve a destructive act?\n{req.summary()}"
-        if req.intent_id:
-            message += f"\n(intent {req.intent_id})"
         with anyio.move_on_after(self.timeout):
-            return await ctx.session.elicit_form(message, schema, related_request_id=ctx.request_id)
+            return await ctx.session.elicit_form(
+                approval_message(req), APPROVAL_SCHEMA, related_request_id=ctx.request_id
+            )
         return None
+
+
+# -- 2026-07-28: the question as an input_required result ------------------------------------
+
+_INPUT_KEY = "approval"
+
+
+def input_required(details: Mapping[str, Any], answers: Mapping[str, Decision]) -> Any:
+    """The ``input_required`` result that asks the user about a stopped call: one form
+    elicitation, and a state naming the act asked about and the answers given so far
+    (the SDK's request-state boundary seals it and binds it to this very call)."""
+    state = {
+        "asked": details["fingerprint"],
+        "answers": {fp: [d.approved, d.note] for fp, d in answers.items()},
+    }
+    params = types.ElicitRequestFormParams(
+        message=details["question"], requested_schema=APPROVAL_SCHEMA
+    )
+    return types.InputRequiredResult(
+        input_requests={_INPUT_KEY: types.ElicitRequest(params=params)},
+        request_state=json.dumps(state, sort_keys=True),
+    )
+
+
+def answers_of(
+    input_responses: Mapping[str, Any] | None, request_state: str | None
+) -> dict[str, Decision]:
+    """The answers a retried call carries: those of earlier rounds (from the state the
+    server sealed) and the user's answer to the last question.
+
+    Raises:
+        MCPError: ``INVALID_PARAMS`` for a state this server did not write.
+    """
+    if request_state is None:
+        return {}
+    try:
+        state = json.loads(request_state)
+        answers = {
+            fp: Decision(bool(ok), by="mcp-client-user", note=str(note))
+            for fp, (ok, note) in state["answers"].items()
+        }
+        asked = str(state["asked"])
+    except (ValueError, KeyError, TypeError, AttributeError) as e:
+        raise MCPError(types.INVALID_PARAMS, "requestState is not one ctxnb wrote") from e
+    response = (input_responses or {}).get(_INPUT_KEY)
+    action = getattr(response, "action", None)
+    if action is None and isinstance(response, Mapping):
+        action = response.get("action")
+    if action is not None:
+        content = getattr(response, "content", None)
+        if content is None and isinstance(response, Mapping):
+            content = response.get("content")
+        approved = action == "accept" and bool((content or {}).get("approve"))
+        note = action if action != "accept" else ("approved" if approved else "denied")
+        answers[asked] = Decision(approved, by="mcp-client-user", note=note)
+    return answers

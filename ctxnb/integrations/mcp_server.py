@@ -25,6 +25,14 @@ A destructive act (e.g. ``run_command("rm -rf build")``) asks the human through 
 elicitation when the client supports it, and is refused with
 ``DESTRUCTIVE_NEEDS_APPROVAL`` otherwise.
 
+**Both protocol revisions.** A client of 2025-11-25 does the ``initialize`` handshake; its
+selected intent belongs to its connection, and approvals are ``elicitation/create``
+requests. A client of 2026-07-28 sends each request on its own (no handshake, no
+session): there is no connection to hold an intent, so each mutating tool takes the
+intent as an ``intent_id`` argument (listed in its schema; under 2025-11-25 it is
+optional and overrides the connection's selection for that one call), and an approval
+comes back as an ``input_required`` result (see :mod:`~ctxnb.integrations.mcp_approval`).
+
 Example:
     >>> import tempfile, pathlib
     >>> root = pathlib.Path(tempfile.mkdtemp())
@@ -61,8 +69,15 @@ from ..errors import NotFoundError, PolicyError
 from ..govern.approval import Approver
 from ..redaction import redact_data, redact_text
 from ..tools.schemas import ToolInfo
-from ._mcp_sdk import MCPError, Server, anyio, types
-from .mcp_approval import DenyDestructiveApprover, ElicitationApprover
+from ._mcp_sdk import MCPError, RequestStateBoundary, RequestStateSecurity, Server, anyio, types
+from .mcp_approval import (
+    APPROVAL_PENDING,
+    DenyDestructiveApprover,
+    ElicitationApprover,
+    answers_of,
+    input_required,
+    is_stateless,
+)
 from .mcp_http import BearerTokenMiddleware, check_bind, http_app, is_loopback, transport_security
 from .mcp_tools import ToolDiscovery
 from .model_text import error_text, tool_text
@@ -105,6 +120,17 @@ PROMPT_HANDSHAKE = "intent-handshake"
 # protocol errors rather than tool results.
 _PROTOCOL_ERROR_CODES = frozenset({"UNKNOWN_TOOL", "INVALID_ARGUMENTS"})
 _OBJECT_ID = re.compile(r"^[0-9a-f]{64}$")
+
+_INTENT_ARG: dict[str, Any] = {
+    "type": "string",
+    "description": "The intent this change belongs to (see select_active_intent). Needed "
+    "under MCP 2026-07-28, where the server keeps nothing between requests; otherwise it "
+    "defaults to the intent this connection selected.",
+}
+_STATELESS_NOTE = (
+    "\n\nThis connection keeps no state between requests (MCP 2026-07-28): pass "
+    'intent_id="{intent_id}" with every call that changes files.'
+)
 
 
 # -- the session tools ------------------------------------------------------------------------
@@ -225,22 +251,41 @@ class McpBackend:
         self.close()
 
     @contextlib.contextmanager
-    def _call(self, ctx: ServerRequestContext[Any] | None) -> Iterator[None]:
+    def _call(
+        self,
+        ctx: ServerRequestContext[Any] | None,
+        *,
+        intent: str | None = None,
+        answers: dict[str, Any] | None = None,
+    ) -> Iterator[None]:
         bind = getattr(self.approver, "bound", None)
-        with self._lock, bind(ctx) if bind is not None else contextlib.nullcontext():
+        bound = (
+            bind(ctx, answers)
+            if bind is not None and answers
+            else bind(ctx)
+            if bind is not None
+            else contextlib.nullcontext()
+        )
+        with self._lock, bound:
             engine = getattr(self.tools, "engine", None)
             if engine is None:
                 yield
                 return
             # The selected intent belongs to one client session (one connection over
             # stdio, one Mcp-Session-Id over HTTP), never to the whole server: a second
-            # client must do its own handshake.
+            # client must do its own handshake. A stateless (2026-07-28) request has no
+            # session: only the intent its call names is in force, for that call.
             client = _client_of(ctx)
-            engine.active_intent_id = self._client_intents.get(client)
+            stateless = is_stateless(ctx)
+            kept = None if stateless else self._client_intents.get(client)
+            engine.active_intent_id = intent if intent is not None else kept
             try:
                 yield
             finally:
-                self._client_intents[client] = engine.active_intent_id
+                if not stateless and intent is None:
+                    self._client_intents[client] = engine.active_intent_id
+                else:
+                    engine.active_intent_id = kept
 
     # -- tools ------------------------------------------------------------------------------
     def _resolve_target(self, target: str) -> str:
@@ -285,11 +330,16 @@ class McpBackend:
         out = []
         with self._lock:
             schemas = self.tools.tool_schemas("mcp")
+            governed = getattr(self.tools, "engine", None) is not None
+            stateless = is_stateless(ctx)
             shown = self.discovery.visible(
                 (s["name"] for s in schemas),
                 listing=self.tool_listing,
-                governed=getattr(self.tools, "engine", None) is not None,
-                intent=self._client_intents.get(_client_of(ctx)),
+                governed=governed,
+                # Under 2026-07-28 each change names its intent: the mutating tools are
+                # usable by any request that passes one.
+                intent=None if stateless else self._client_intents.get(_client_of(ctx)),
+                per_call_intent=stateless,
             )
         for spec in schemas:
             if spec["name"] not in shown:
@@ -301,6 +351,11 @@ class McpBackend:
                 ann.update(readOnlyHint=False, destructiveHint=False, idempotentHint=True)
             schema = dict(spec["inputSchema"])
             schema.setdefault("type", "object")
+            if governed and self._takes_intent(spec["name"]):
+                schema["properties"] = {
+                    **schema.get("properties", {}),
+                    "intent_id": _INTENT_ARG,
+                }
             out.append(
                 types.Tool(
                     name=spec["name"],
@@ -316,26 +371,51 @@ class McpBackend:
             )
         return out
 
+    def _takes_intent(self, name: str) -> bool:
+        """Whether ``name`` takes the ``intent_id`` argument: the tools a governed
+        workspace refuses without an intent."""
+        info = self.tools.tool_info(name)
+        return info is not None and info.mutating and not info.external
+
     def call_tool(
         self,
         name: str,
         arguments: dict[str, Any] | None,
         ctx: ServerRequestContext[Any] | None = None,
-    ) -> types.CallToolResult:
+        input_responses: dict[str, Any] | None = None,
+        request_state: str | None = None,
+    ) -> types.CallToolResult | types.InputRequiredResult:
         """Run one tool call through ``dispatch``; blocking (run it in a worker thread).
 
+        Under 2026-07-28 a destructive act the user must approve returns an
+        ``input_required`` result; the client's retry brings ``input_responses`` and the
+        ``request_state`` this server sealed.
+
         Raises:
-            MCPError: ``INVALID_PARAMS`` for an unknown tool or arguments that do not
-                match the tool's schema.
+            MCPError: ``INVALID_PARAMS`` for an unknown tool, arguments that do not
+                match the tool's schema, or a request state this server did not write.
         """
-        with self._call(ctx):
-            # Tool results are redacted by the tools; this pass also covers messages,
-            # conflict details and tools registered by others, at the server's one exit.
-            out = redact_data(self.tools.dispatch(name, arguments or {}))
+        args = dict(arguments or {})
+        intent = None
+        if "intent_id" in args and getattr(self.tools, "engine", None) is not None:
+            if self._takes_intent(name):
+                intent = args.pop("intent_id")
+                if not isinstance(intent, str) or not intent:
+                    raise MCPError(types.INVALID_PARAMS, "intent_id must be an intent's id")
+        answers = answers_of(input_responses, request_state)
+        with self._call(ctx, intent=intent, answers=answers):
+            if intent is not None and (refusal := self._check_intent(intent)) is not None:
+                out = refusal
+            else:
+                # Tool results are redacted by the tools; this pass also covers messages,
+                # conflict details and tools registered by others, at the server's one exit.
+                out = redact_data(self.tools.dispatch(name, args))
         if out.get("ok"):
             result = out.get("result")
             # The model reads the text; programs read the full JSON in structuredContent.
             text = tool_text(name, result)
+            if name == "select_active_intent" and is_stateless(ctx):
+                text += _STATELESS_NOTE.format(intent_id=args.get("intent_id"))
             return types.CallToolResult(
                 content=[types.TextContent(type="text", text=text)],
                 structured_content={"result": result},
@@ -343,11 +423,27 @@ class McpBackend:
         error = {k: v for k, v in out.items() if k != "ok"}
         if error.get("error_code") in _PROTOCOL_ERROR_CODES:
             raise MCPError(types.INVALID_PARAMS, str(error.get("message")), data=error)
+        if error.get("error_code") == APPROVAL_PENDING:
+            return input_required(error["details"], answers)
+        if error.get("error_code") == "NO_ACTIVE_INTENT" and is_stateless(ctx):
+            error["required_action"] = (
+                "Pass intent_id (the intent this change belongs to) with the call: under "
+                "MCP 2026-07-28 the server keeps no selection between requests."
+            )
         return types.CallToolResult(
             content=[types.TextContent(type="text", text=error_text(error))],
             structured_content=error,
             is_error=True,
         )
+
+    def _check_intent(self, intent_id: str) -> dict[str, Any] | None:
+        """The refusal of a call naming an intent that is not active, else None."""
+        engine = self.tools.engine  # type: ignore[attr-defined]
+        try:
+            engine.intents().get(intent_id)
+        except PolicyError as e:
+            return {"ok": False, **redact_data(e.to_dict())}
+        return None
 
     # -- resources ------------------------------------------------------------------------
     def list_resources(self) -> list[types.Resource]:
@@ -576,14 +672,21 @@ def build_server(
 
     async def on_call_tool(
         ctx: ServerRequestContext[Any], params: types.CallToolRequestParams
-    ) -> types.CallToolResult:
+    ) -> types.CallToolResult | types.InputRequiredResult:
         result = await anyio.to_thread.run_sync(
-            backend.call_tool, params.name, dict(params.arguments or {}), ctx
+            backend.call_tool,
+            params.name,
+            dict(params.arguments or {}),
+            ctx,
+            params.input_responses,
+            params.request_state,
         )
         if (
             params.name == "select_active_intent"
+            and isinstance(result, types.CallToolResult)
             and not result.is_error
             and backend.tool_listing == "intent"
+            and not is_stateless(ctx)
         ):
             # The mutating tools are usable now: tell the client to list again.
             with contextlib.suppress(Exception):
@@ -639,6 +742,12 @@ def build_server(
         on_read_resource=on_read_resource,
         on_list_prompts=on_list_prompts,
         on_get_prompt=on_get_prompt,
+    )
+    # A 2026-07-28 approval's state goes through the client: sealed (authenticated,
+    # encrypted, bound to this very call, expiring) so it cannot be forged or replayed.
+    # The key lives as long as this server; a restart asks again.
+    server.middleware.append(
+        RequestStateBoundary(RequestStateSecurity.ephemeral(), default_audience=SERVER_NAME)
     )
     server.ctxnb_backend = backend  # type: ignore[attr-defined]
     return server

@@ -7,8 +7,9 @@ cannot be used at that moment anyway. With ``[adapters.mcp] tool_listing = "inte
 * ``search_tools``, ctxnb's own read-only tools, the session tools and
   ``select_active_intent``, always;
 * the mutating tools (``write_file``, ``apply_patch``, ``run_command`` …) only where they
-  can succeed: in a workspace that is not governed, or once the client selected an
-  intent (the server then sends ``notifications/tools/list_changed``);
+  can succeed: in a workspace that is not governed, once the client selected an
+  intent (the server then sends ``notifications/tools/list_changed``), or to a client
+  of MCP 2026-07-28, which names the intent in each call (``intent_id``);
 * never the outside servers' tools (``server__tool``, from ``[mcp.servers]``): there may be
   hundreds. ``search_tools("what you want to do")`` ranks every tool, listed or not, on
   the shared hybrid index (BM25 fused with embeddings when installed, see
@@ -105,13 +106,22 @@ class ToolDiscovery:
         }
 
     def visible(
-        self, names: Iterable[str], *, listing: ToolListing, governed: bool, intent: str | None
+        self,
+        names: Iterable[str],
+        *,
+        listing: ToolListing,
+        governed: bool,
+        intent: str | None,
+        per_call_intent: bool = False,
     ) -> set[str]:
-        """The tool names ``tools/list`` shows under ``listing`` (see the module doc)."""
+        """The tool names ``tools/list`` shows under ``listing`` (see the module doc).
+
+        ``per_call_intent``: each call names its intent (MCP 2026-07-28, where no
+        selection outlives a request), so the mutating tools can succeed."""
         names = list(names)
         if listing == "all":
             return set(names)
-        may_change = not governed or intent is not None
+        may_change = not governed or intent is not None or per_call_intent
         shown = set()
         for name in names:
             info = self.tools.tool_info(name)
