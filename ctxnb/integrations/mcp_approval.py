@@ -24,6 +24,7 @@ Example:
     run_command(cmd='rm a.txt', diff='-x\\n'): deletes
     <BLANKLINE>
     -x
+    <BLANKLINE>
 """
 
 from __future__ import annotations
