@@ -22,6 +22,7 @@ import anyio  # noqa: E402
 from mcp.client.session import ClientSession  # noqa: E402
 from mcp.client.stdio import StdioServerParameters, get_default_environment, stdio_client  # noqa: E402
 
+from ctxnb.config import McpServerConfig  # noqa: E402
 from ctxnb.errors import ConfigError, NotFoundError  # noqa: E402
 from ctxnb.govern import init_governance  # noqa: E402
 from ctxnb.govern.approval import CallbackApprover  # noqa: E402
@@ -185,6 +186,50 @@ def test_lists_every_page_of_both_servers(registry: McpRegistry) -> None:
     seen = registry.requests_seen  # type: ignore[attr-defined]
     assert seen.count(("tickets", "tools/list")) == 2  # two pages, two requests
     assert "McpRegistry(2 servers" in repr(registry)
+    # Both servers answer server/discover: the registry speaks the stateless revision.
+    assert registry.protocol_versions == {"tickets": "2026-07-28", "files": "2026-07-28"}
+
+
+# An outside server of the handshake era only, written without the SDK: it knows
+# initialize, tools/list and tools/call, and answers anything else (server/discover
+# among them) with -32601, as a 2025 server does.
+HANDSHAKE_ONLY_SERVER = r"""
+import json, sys
+for line in sys.stdin:
+    msg = json.loads(line)
+    if "id" not in msg:
+        continue
+    method, rid = msg["method"], msg["id"]
+    if method == "initialize":
+        result = {"protocolVersion": "2025-06-18", "capabilities": {"tools": {}},
+                  "serverInfo": {"name": "old", "version": "1"}}
+    elif method == "tools/list":
+        result = {"tools": [{"name": "echo", "description": "Echo a text back.",
+                             "inputSchema": {"type": "object",
+                                             "properties": {"text": {"type": "string"}}},
+                             "annotations": {"readOnlyHint": True}}]}
+    elif method == "tools/call":
+        text = msg["params"]["arguments"]["text"]
+        result = {"content": [{"type": "text", "text": "echo: " + text}]}
+    elif method in ("resources/list", "prompts/list"):
+        result = {method.split("/")[0]: []}
+    else:
+        reply = {"jsonrpc": "2.0", "id": rid,
+                 "error": {"code": -32601, "message": "Method not found: " + method}}
+        print(json.dumps(reply), flush=True)
+        continue
+    print(json.dumps({"jsonrpc": "2.0", "id": rid, "result": result}), flush=True)
+"""
+
+
+def test_speaks_the_handshake_revision_to_an_older_server(tmp_path: Path) -> None:
+    server = tmp_path / "old_server.py"
+    server.write_text(HANDSHAKE_ONLY_SERVER)
+    cfg = McpServerConfig(command=sys.executable, args=[str(server)], timeout=30)
+    with McpRegistry({"old": cfg}, root=tmp_path) as reg:
+        assert reg.protocol_versions["old"] == "2025-06-18"
+        assert reg.tools["old__echo"].read_only
+        assert reg.call_tool("old__echo", {"text": "hi"}).text == "echo: hi"
 
 
 def test_finds_a_tool_of_each_server_by_meaning(registry: McpRegistry) -> None:

@@ -15,6 +15,7 @@ try:
     import anyio.to_thread
     import httpx2
     import mcp_types as types
+    from mcp.client.client import Client
     from mcp.client.session import ClientSession
     from mcp.client.stdio import StdioServerParameters, get_default_environment, stdio_client
     from mcp.client.streamable_http import streamable_http_client
@@ -31,6 +32,7 @@ except ImportError as e:  # pragma: no cover - depends on the environment
 
 __all__ = [
     "MODERN_PROTOCOL_VERSIONS",
+    "Client",
     "ClientSession",
     "MCPError",
     "RequestStateBoundary",

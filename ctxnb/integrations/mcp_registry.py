@@ -53,6 +53,7 @@ from ..errors import (
 from ..redaction import redact_data, redact_text
 from ..tools.schemas import ToolInfo
 from ._mcp_sdk import (
+    Client,
     ClientSession,
     StdioServerParameters,
     anyio,
@@ -212,6 +213,9 @@ class McpRegistry:
         self.prompts: dict[str, RegisteredPrompt] = {}
         self._index: HybridIndex | None = None
         self._sessions: dict[str, ClientSession] = {}
+        #: The protocol revision each server was found to speak: 2026-07-28 when it
+        #: answers ``server/discover``, else the ``initialize`` handshake's.
+        self.protocol_versions: dict[str, str] = {}
         self._stack = contextlib.ExitStack()
         self._portal: anyio.from_thread.BlockingPortal | None = None
         self._lock = threading.Lock()
@@ -288,22 +292,25 @@ class McpRegistry:
                 command=cfg.command, args=list(cfg.args), env=env, cwd=str(cwd)
             )
             with open(os.devnull, "w") as errlog:
-                async with stdio_client(params, errlog=errlog) as (read, write):
-                    async with ClientSession(
-                        read, write, read_timeout_seconds=cfg.timeout
-                    ) as session:
-                        await session.initialize()
-                        yield session
+                transport = stdio_client(params, errlog=errlog)
+                async with Client(
+                    transport, mode="auto", read_timeout_seconds=cfg.timeout
+                ) as client:
+                    self.protocol_versions[name] = client.protocol_version
+                    yield client.session
         else:
             assert cfg.url is not None
             headers = dict(cfg.headers)
             if cfg.bearer_token_env:
                 headers["Authorization"] = f"Bearer {os.environ[cfg.bearer_token_env]}"
-            client = httpx2.AsyncClient(headers=headers, timeout=cfg.timeout)
-            async with client, streamable_http_client(cfg.url, http_client=client) as (r, w):
-                async with ClientSession(r, w, read_timeout_seconds=cfg.timeout) as session:
-                    await session.initialize()
-                    yield session
+            http = httpx2.AsyncClient(headers=headers, timeout=cfg.timeout)
+            async with http:
+                transport = streamable_http_client(cfg.url, http_client=http)
+                async with Client(
+                    transport, mode="auto", read_timeout_seconds=cfg.timeout
+                ) as mcp_client:
+                    self.protocol_versions[name] = mcp_client.protocol_version
+                    yield mcp_client.session
 
     async def _request(self, server: str, method: str, params: dict[str, Any], send: Any) -> Any:
         if self.on_request is not None:
