@@ -10,7 +10,10 @@ workspace's parent apply too, their patterns anchored at their own directories.
 :func:`git_sources` finds these files for a workspace root and returns their lines,
 lowest precedence first, each with its directory relative to the repository's top.
 Nothing is run: the configuration files are read as data, and only
-``core.excludesFile`` is taken from them. Files inside the workspace (its ``.git``
+``core.excludesFile`` is taken from them, with the files their ``include.path`` and
+``includeIf.<condition>.path`` entries name, where git reads them (conditions
+``gitdir:``, ``gitdir/i:`` and ``onbranch:``; a ``hasconfig:`` condition is taken as
+not met). Files inside the workspace (its ``.git``
 when the workspace is the repository's top) are read through ``read_inside``, the
 access layer's ``O_NOFOLLOW`` reads; the user's own configuration and the
 directories above the workspace are the host's and read directly, following links
@@ -93,7 +96,7 @@ def git_sources(
 
     top, gitdir, common = _find_repo(real, read)
     files: list[tuple[str, list[str]]] = []
-    excludes = _excludes_file(top, common, read)
+    excludes = _excludes_file(top, gitdir, common, read)
     if excludes is not None:
         data = read(excludes, follow=True)
         if data:
@@ -254,7 +257,10 @@ def _truthy(value: str | None) -> bool:
 
 
 def _excludes_file(
-    top: str | None, common: str | None, read: Callable[..., bytes | None]
+    top: str | None,
+    gitdir: str | None,
+    common: str | None,
+    read: Callable[..., bytes | None],
 ) -> str | None:
     """The path ``core.excludesFile`` names (system, global, then repository config)."""
     env = os.environ
@@ -273,12 +279,13 @@ def _excludes_file(
     if common is not None:
         configs.append(os.path.join(common, "config"))
     value: str | None = None
+    where = _Where(gitdir, read)
     for path in configs:
         if path:
-            # The repository's own file is data the agent may have written: its
-            # includes would name more files to read, so they are not followed.
-            host = common is None or path != os.path.join(common, "config")
-            value = _config_value(path, read, home, value, includes=host)
+            # An included file only names core.excludesFile, whose patterns can hide
+            # files, never show one: following the repository's own includes (which
+            # agents cannot write: .git is a governance path) grants nothing.
+            value = _config_value(path, read, home, value, where)
     if value is None:
         return os.path.join(xdg, "git", "ignore") if xdg else None
     if not value:
@@ -291,6 +298,78 @@ def _excludes_file(
 
 _EXCLUDES = ("core", "excludesfile")
 _INCLUDE = ("include", "path")
+_INCLUDE_IF = ("includeif", "path")
+_MAX_INCLUDE_DEPTH = 10  # git's own limit on nested includes
+
+
+class _Where:
+    """What an ``includeIf`` condition is tested against: the repository's git
+    directory and its current branch (None outside a repository)."""
+
+    def __init__(self, gitdir: str | None, read: Callable[..., bytes | None]) -> None:
+        self.gitdir = gitdir
+        self._read = read
+        self._branch: str | None | bool = False  # False: not read yet
+
+    @property
+    def branch(self) -> str | None:
+        if self._branch is False:
+            self._branch = None
+            if self.gitdir is not None:
+                head = self._read(os.path.join(self.gitdir, "HEAD"), follow=True) or b""
+                ref = head.split(b"\n", 1)[0].rstrip(b"\r")
+                if ref.startswith(b"ref: refs/heads/"):
+                    self._branch = os.fsdecode(ref[len(b"ref: refs/heads/") :])
+        return self._branch  # type: ignore[return-value]
+
+    def holds(self, condition: str, config_dir: str, home: str) -> bool:
+        """Whether git would include under ``condition`` (read in a file of
+        ``config_dir``), as config.c's include_condition_is_true decides."""
+        kind, sep, pattern = condition.partition(":")
+        if not sep:
+            return False
+        if kind in ("gitdir", "gitdir/i"):
+            return self.gitdir is not None and _gitdir_matches(
+                pattern, self.gitdir, config_dir, home, fold=kind == "gitdir/i"
+            )
+        if kind == "onbranch":
+            branch = self.branch
+            if branch is None or not pattern:
+                return False
+            if pattern.endswith("/"):
+                pattern += "**"
+            return _glob_matches(pattern, branch, fold=False)
+        return False  # hasconfig:… and conditions of later gits: not met
+
+
+def _glob_matches(pattern: str, text: str, *, fold: bool) -> bool:
+    from ._wildmatch import compile_glob
+
+    if fold:
+        pattern, text = pattern.lower(), text.lower()
+    try:
+        regex = compile_glob(os.fsencode(pattern))
+    except Exception:  # a pattern git could not match either
+        return False
+    return regex.fullmatch(os.fsencode(text)) is not None
+
+
+def _gitdir_matches(pattern: str, gitdir: str, config_dir: str, home: str, *, fold: bool) -> bool:
+    """``gitdir:`` as git prepares it: ``~/`` is the home, ``./`` the including file's
+    directory, a relative pattern gets ``**/`` in front and a trailing ``/`` gets
+    ``**``; the git directory matches as it is or as its real path."""
+    if pattern.startswith("~/"):
+        if not home:
+            return False
+        pattern = os.path.join(home, pattern[2:])
+    elif pattern.startswith("./"):
+        pattern = os.path.join(config_dir, pattern[2:])
+    elif not os.path.isabs(pattern):
+        pattern = "**/" + pattern
+    if pattern.endswith("/"):
+        pattern += "**"
+    candidates = {gitdir, os.path.realpath(gitdir)}
+    return any(_glob_matches(pattern, text, fold=fold) for text in candidates)
 
 
 def _config_value(
@@ -298,24 +377,28 @@ def _config_value(
     read: Callable[..., bytes | None],
     home: str,
     value: str | None,
+    where: _Where,
     *,
-    includes: bool,
     depth: int = 0,
 ) -> str | None:
     """``core.excludesFile`` after reading ``path`` (``value``: the one before it);
-    ``include.path`` entries are read where they stand, as git reads them."""
+    ``include.path`` and ``includeIf.<condition>.path`` entries are read where they
+    stand, as git reads them."""
     data = read(path, follow=True)
     if not data:
         return value
-    wanted = {_EXCLUDES, _INCLUDE} if includes and depth < 10 else {_EXCLUDES}
-    for name, found in config_entries(data, wanted):
+    wanted = {_EXCLUDES}
+    if depth < _MAX_INCLUDE_DEPTH:
+        wanted |= {_INCLUDE, _INCLUDE_IF}
+    config_dir = os.path.dirname(path)
+    for name, found, condition in config_entries(data, wanted):
         if name == "core.excludesfile":
             value = found
-        elif found:
+        elif found and (condition is None or where.holds(condition, config_dir, home)):
             target = _expand_user(found, home)
             if target is not None:
-                target = os.path.join(os.path.dirname(path), target)  # relative: to the file
-                value = _config_value(target, read, home, value, includes=True, depth=depth + 1)
+                target = os.path.join(config_dir, target)  # relative: to the file
+                value = _config_value(target, read, home, value, where, depth=depth + 1)
     return value
 
 
@@ -345,17 +428,28 @@ def config_values(data: bytes, section: str, key: str) -> list[str]:
         >>> config_values(data, "core", "excludesfile")
         ['~/my ignore']
     """
-    return [value for _, value in config_entries(data, {(section.lower(), key.lower())})]
+    return [value for _, value, _ in config_entries(data, {(section.lower(), key.lower())})]
 
 
-def config_entries(data: bytes, wanted: set[tuple[str, str]]) -> list[tuple[str, str]]:
-    """The ``(section.key, value)`` entries of a git configuration file whose
-    ``(section, key)`` is in ``wanted`` (lowercase), in file order."""
+def config_entries(data: bytes, wanted: set[tuple[str, str]]) -> list[tuple[str, str, str | None]]:
+    """The ``(section.key, value, subsection)`` entries of a git configuration file
+    whose ``(section, key)`` is in ``wanted`` (lowercase), in file order.
+
+    A ``[section "sub"]`` entry matches only when ``section`` is ``includeif`` (the one
+    subsection section read here), with ``sub`` as its subsection; plain sections
+    give None.
+
+    Example:
+        >>> config_entries(b'[includeIf "gitdir:~/w/"]\\n\\tpath = w.cfg\\n',
+        ...                {("includeif", "path")})
+        [('includeif.path', 'w.cfg', 'gitdir:~/w/')]
+    """
     text = data.decode("utf-8", "surrogateescape")
     if text.startswith("\ufeff"):
         text = text[1:]
-    out: list[tuple[str, str]] = []
+    out: list[tuple[str, str, str | None]] = []
     current = ""
+    sub: str | None = None
     i, n = 0, len(text)
     while i < n:
         c = text[i]
@@ -368,8 +462,7 @@ def config_entries(data: bytes, wanted: set[tuple[str, str]]) -> list[tuple[str,
             if end < 0:
                 return out  # git stops at a broken header
             header = text[i + 1 : end].strip()
-            # '[core "sub"]' is a subsection: not plain [core].
-            current = "" if ('"' in header or " " in header) else header.lower()
+            current, sub = _header(header)
             i = end + 1
         else:
             j = i
@@ -386,9 +479,29 @@ def config_entries(data: bytes, wanted: set[tuple[str, str]]) -> list[tuple[str,
             else:
                 j = _line_end(text, j)
             if (current, name) in wanted:
-                out.append((f"{current}.{name}", value))
+                out.append((f"{current}.{name}", value, sub))
             i = j
     return out
+
+
+def _header(header: str) -> tuple[str, str | None]:
+    """A section header's (section, subsection). '[core "sub"]' is a subsection, not
+    plain [core]: only includeIf's subsection is kept (its condition); any other gives
+    a section no caller asks for."""
+    name, space, rest = header.partition(" ")
+    if not space and '"' not in header:
+        return header.lower(), None
+    rest = rest.strip()
+    if name.lower() != "includeif" or len(rest) < 2 or rest[0] != '"' or rest[-1] != '"':
+        return "", None
+    # Inside the quotes git keeps the character after a backslash and drops the backslash.
+    chars, k, body = [], 0, rest[1:-1]
+    while k < len(body):
+        if body[k] == "\\" and k + 1 < len(body):
+            k += 1
+        chars.append(body[k])
+        k += 1
+    return "includeif", "".join(chars)
 
 
 def _line_end(text: str, i: int) -> int:

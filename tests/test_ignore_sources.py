@@ -658,13 +658,95 @@ def test_includes_in_the_users_config_are_read_where_they_stand(
     assert kept == ({"a.py", "c.log"} if order == "include-last" else {"b.txt", "c.log"})
 
 
-def test_includes_in_the_repositorys_config_are_not_followed(
+def test_includes_in_the_repositorys_config_are_followed_as_git_does(
     tmp_path: Path, isolated_git: Path
 ) -> None:
-    # The repository's config may be the agent's writing: it names no more files to read.
-    top, _ = _repo(tmp_path, ["a.py", "b.txt"], sub="")
+    top, _ = _repo(tmp_path, ["a.py", "b.txt", "c.log"], sub="")
     _write(tmp_path / "elsewhere.cfg", ["[core]", "excludesFile = " + str(tmp_path / "ig")])
     _write(tmp_path / "ig", ["*.py"])
     _git(top, "config", "include.path", str(tmp_path / "elsewhere.cfg"))
-    assert "a.py" not in _git_listed(top)  # git follows it
-    assert "a.py" in _ours(top)
+    assert _assert_same(top) == {"b.txt", "c.log"}
+    # Relative to the including file: .git/txt.cfg.
+    _write(top / ".git" / "txt.cfg", ["[core]", "excludesFile = " + str(tmp_path / "ig2")])
+    _write(tmp_path / "ig2", ["*.txt"])
+    _git(top, "config", "includeIf.gitdir:" + str(top) + "/.git.path", "txt.cfg")
+    assert _assert_same(top) == {"a.py", "c.log"}
+
+
+def _global_include_if(home: Path, condition: str, ignore: str) -> None:
+    """~/.gitconfig with one includeIf whose file sets core.excludesFile."""
+    _write(home / "inc" / "ignore.cfg", ["[core]", "\texcludesFile = ~/" + ignore])
+    (home / ".gitconfig").write_text(f'[includeIf "{condition}"]\n\tpath = inc/ignore.cfg\n')
+
+
+@pytest.mark.parametrize(
+    ("condition", "applies"),
+    [
+        ("gitdir:{top}/", True),  # a trailing slash: everything below
+        ("gitdir:{top}/.git", True),
+        ("gitdir:repo/", True),  # relative: **/ in front
+        ("gitdir:~/../repo/", False),  # from the home; git does not resolve ".."
+        ("gitdir/i:{TOP}/", True),  # case-folded
+        ("gitdir:{TOP}/", False),  # not case-folded
+        ("gitdir:elsewhere/", False),
+        ("gitdir:./../", False),  # relative to the including file; ".." stays literal
+        ("onbranch:main", True),
+        ("onbranch:ma*", True),
+        ("onbranch:other", False),
+        ("onbranch:feature/", False),  # main is not below feature/
+        ("hasconfig:remote.*.url:https://nowhere/**", False),  # no remote, in git either
+        ("unknown:x", False),
+    ],
+)
+def test_include_if_conditions_decide_as_git_decides(
+    tmp_path: Path, isolated_git: Path, condition: str, applies: bool
+) -> None:
+    top, ws = _repo(tmp_path, ["a.py", "b.txt"])
+    _git(top, "symbolic-ref", "HEAD", "refs/heads/main")
+    _write(isolated_git / "py-ignore", ["*.py"])
+    cond = condition.format(top=top, TOP=str(top).upper())
+    _global_include_if(isolated_git, cond, "py-ignore")
+    assert _assert_same(ws) == ({"b.txt"} if applies else {"a.py", "b.txt"})
+
+
+def test_include_if_onbranch_follows_the_checked_out_branch(
+    tmp_path: Path, isolated_git: Path
+) -> None:
+    top, ws = _repo(tmp_path, ["a.py", "b.txt"])
+    _write(isolated_git / "py-ignore", ["*.py"])
+    _global_include_if(isolated_git, "onbranch:release/**", "py-ignore")
+    _git(top, "symbolic-ref", "HEAD", "refs/heads/release/1.0")
+    assert _assert_same(ws) == {"b.txt"}
+    _git(top, "symbolic-ref", "HEAD", "refs/heads/main")
+    assert _assert_same(ws) == {"a.py", "b.txt"}
+
+
+def test_include_if_gitdir_of_a_linked_worktree(tmp_path: Path, isolated_git: Path) -> None:
+    top, _ = _repo(tmp_path, ["a.py", "b.txt"], sub="")
+    _git(top, "-c", "user.name=t", "-c", "user.email=t@e", "commit", "-qm", "c", "--allow-empty")
+    linked = tmp_path / "linked"
+    _git(top, "worktree", "add", "-q", str(linked))
+    _write(linked / "d.py", ["x"])
+    _write(isolated_git / "py-ignore", ["*.py"])
+    # A linked worktree's git directory is .git/worktrees/linked in the main one.
+    _global_include_if(isolated_git, "gitdir:**/.git/worktrees/*", "py-ignore")
+    assert "d.py" not in _assert_same(linked)
+    assert "a.py" in _assert_same(top)
+
+
+def test_include_cycles_and_depth_are_bounded(tmp_path: Path, isolated_git: Path) -> None:
+    top, ws = _repo(tmp_path, ["a.py"])
+    (isolated_git / ".gitconfig").write_text("[include]\n\tpath = ~/.gitconfig\n")
+    assert "a.py" in _ours(ws)  # git refuses the loop; ctxnb stops at git's depth
+
+
+@pytest.mark.parametrize("condition", ["gitdir:~/repo/", "gitdir:./repo/"])
+def test_include_if_gitdir_from_the_home_and_the_including_file(
+    tmp_path: Path, isolated_git: Path, condition: str
+) -> None:
+    # The repository in the home, the includeIf in ~/.gitconfig: "~/" and "./" both
+    # name the home.
+    top, ws = _repo(isolated_git, ["a.py", "b.txt"], sub="")
+    _write(isolated_git / "py-ignore", ["*.py"])
+    _global_include_if(isolated_git, condition, "py-ignore")
+    assert _assert_same(ws) == {"b.txt"}
