@@ -154,15 +154,22 @@ def index_tree(
     t0 = time.perf_counter()
     store = workspace.store
     cfg = workspace.config.index
-    fs_id = workspace.resolver.default_filesystem_id()
     root_str = str(workspace.root)
+    fs_id = workspace.resolver.filesystem_of(root_str)
+    # A mount below the root may put part of the tree on another filesystem.
+    fs_of = workspace.resolver.filesystem_of if workspace.resolver.mounts else None
     report = IndexReport(root=root_str)
     cache = StatCache.open(workspace.root, fs_id, store)
     prefix = root_str + "/"
     seen: set[str] = set()
 
     def source_of(rel: str) -> dict[str, str]:
-        return {"type": "filesystem", "filesystemId": fs_id, "path": f"{root_str}/{rel}"}
+        path = f"{root_str}/{rel}"
+        return {
+            "type": "filesystem",
+            "filesystemId": fs_id if fs_of is None else fs_of(path),
+            "path": path,
+        }
 
     def refused(rel: str, rule: str) -> None:
         if rel == ".ctxnb":

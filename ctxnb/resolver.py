@@ -36,6 +36,7 @@ __all__ = [
     "MountMapping",
     "default_filesystem_id",
     "doc_path",
+    "filesystem_of",
     "normalize_path",
 ]
 
@@ -118,6 +119,26 @@ def default_filesystem_id() -> str:
     return hashlib.sha256(f"host:{socket.gethostname()}".encode()).hexdigest()
 
 
+def filesystem_of(canonical_path: str, table: Sequence[tuple[str, str]], default: str) -> str:
+    """The filesystem a canonical path is on: that of the longest mount (``table``:
+    ``(canonical_prefix, filesystem_id)`` pairs) whose canonical prefix covers it on
+    whole components, else ``default``. One file has one identity (DESIGN §2), whether
+    it is named through its mount or by its host path.
+
+    Example:
+        >>> table = [("/home/me/proj", "proj-fs"), ("/home/me/proj/data", "nfs")]
+        >>> [filesystem_of(p, table, "host") for p in
+        ...  ["/home/me/proj/a.py", "/home/me/proj/data/x.csv", "/home/me/projx/a.py"]]
+        ['proj-fs', 'nfs', 'host']
+    """
+    best, best_len = default, -1
+    for prefix, fs in table:
+        p = prefix.rstrip("/")
+        if len(p) > best_len and (canonical_path == p or canonical_path.startswith(p + "/")):
+            best, best_len = fs, len(p)
+    return best
+
+
 class FilesystemResolver:
     """Resolve agent paths to sources on filesystems, and back for display.
 
@@ -145,6 +166,13 @@ class FilesystemResolver:
     def default_filesystem_id(self) -> str:
         """The filesystem id used for paths no mount covers."""
         return self._default_fs
+
+    def filesystem_of(self, canonical_path: str) -> str:
+        """The filesystem of a canonical path (see :func:`filesystem_of`)."""
+        if not self._mounts:
+            return self._default_fs
+        table = [(m.canonical_prefix, m.filesystem_id) for m in self._by_canonical]
+        return filesystem_of(canonical_path, table, self._default_fs)
 
     def _match(self, agent_path: str) -> tuple[MountMapping, str] | None:
         for m in self._mounts:

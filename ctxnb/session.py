@@ -881,7 +881,7 @@ class Session:
         default_fs, mounts = res.default_filesystem_id(), res.mounts
         ws_root = str(ws.root)
         root_slash = ws_root + "/"
-        cache = StatCache.open(ws.root, default_fs, self.store)
+        cache = StatCache.open(ws.root, res.filesystem_of(ws_root), self.store)
         roots_ok: dict[str, bool] = {}
         # First the files whose filesystem is reachable, then one batched lstat of all
         # of them through the policy (each directory walked to once), then the stat
@@ -976,9 +976,10 @@ class Session:
             agent_path = self._meta[oid].path or src["path"]
             # A path no mount covers is container-internal when the agent runs behind
             # mounts; with no mounts at all the agent runs on the host.
-            if (
-                src.get("filesystemId") == self.workspace.resolver.default_filesystem_id()
-                and self.workspace.resolver.is_watchable(agent_path)
+            res = self.workspace.resolver
+            # On this host's filesystem, or on the one of the mount that covers it.
+            if src.get("filesystemId") == res.filesystem_of(src["path"]) and res.is_watchable(
+                agent_path
             ):
                 out.append(src["path"])
         return out

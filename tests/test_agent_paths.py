@@ -64,6 +64,10 @@ def test_every_tool_takes_agent_paths_and_answers_in_kind(
             for agent_path, rel in shown.items():
                 result = tools.read_file(agent_path)
                 assert result.path == rel and result.content == files[rel]
+                # Through the agent's door (MCP, live runs), the answer names the file
+                # the way the call did.
+                answer = tools.dispatch("read_file", {"path": agent_path})["result"]
+                assert answer["path"] == agent_path and answer["doc_path"] == rel.lower()
                 hits = tools.search(f"# {rel[:-3]}$", globs=[f"{agent}/**/*.py"])
                 assert [h["path"] for h in hits] == [agent_path]
                 oid = session.add_path(agent_path)
@@ -104,3 +108,60 @@ def test_under_a_mount_the_context_labels_files_by_agent_path(tmp_path: Path) ->
     finally:
         ws.close()
         shutil.rmtree(root, ignore_errors=True)
+
+
+def test_the_agents_door_answers_with_the_real_name_under_the_callers_mount(
+    tmp_path: Path,
+) -> None:
+    root, ws = _workspace({"src/App.py": "x = 1\n"}, [("/workspace", ""), ("/code", "src")])
+    try:
+        tools = ws.tools(ws.session("s", rules=False))
+        for given, shown in [
+            ("/workspace/src/app.py", "/workspace/src/App.py"),  # a docPath variant
+            ("/code/App.py", "/code/App.py"),  # the longer mount, as the caller used it
+            ("/workspace/src/App.py", "/workspace/src/App.py"),
+            ("src/app.py", "src/App.py"),  # relative in, relative out
+        ]:
+            out = tools.dispatch("read_file", {"path": given})
+            assert out["ok"] and out["result"]["path"] == shown, (given, out)
+        wrote = tools.dispatch("write_file", {"path": "/code/new.py", "content": "y\n"})
+        assert wrote["result"]["path"] == "/code/new.py"
+        assert (root / "src" / "new.py").read_text() == "y\n"
+    finally:
+        ws.close()
+        shutil.rmtree(root, ignore_errors=True)
+
+
+def test_a_mounts_filesystem_id_is_the_identity_of_its_files(tmp_path: Path) -> None:
+    root = (tmp_path / "proj").resolve()
+    (root / "src").mkdir(parents=True)
+    (root / "src" / "a.py").write_text("x = 1\n")
+    (root / "data").mkdir()
+    (root / "data" / "d.csv").write_text("a,b\n")
+    mounts = [
+        MountMapping("/workspace", str(root), "proj-fs"),
+        MountMapping("/data", str(root / "data"), "nfs"),  # a longer canonical prefix
+    ]
+    with Workspace.open(root, mounts=mounts) as ws:
+        ws.index()
+        session = ws.session("s", rules=False)
+        tools = ws.tools(session)
+        for agent, rel, fs in [
+            ("/workspace/src/a.py", "src/a.py", "proj-fs"),
+            ("/data/d.csv", "data/d.csv", "nfs"),
+            ("/workspace/data/d.csv", "data/d.csv", "nfs"),  # the same file, another door
+        ]:
+            source = ws.resolver.resolve(agent)
+            assert ws.resolver.filesystem_of(source.path) == fs
+            oid = session.add_path(agent)
+            assert oid == ws.object_id(rel) == ws.store.get(oid)["xt/id"]
+            assert ws.source_for(rel).filesystem_id == fs
+        assert tools.dispatch("read_file", {"path": "/workspace/src/a.py"})["ok"]
+        wrote = tools.dispatch("write_file", {"path": "/workspace/src/a.py", "content": "x = 2\n"})
+        assert wrote["ok"], wrote
+        versions = ws.history("src/a.py")
+        assert [v.doc["content"] for v in versions] == ["x = 1\n", "x = 2\n"]
+        # One object per file in the store: the index, the session and the write agree.
+        docs = ws.store.get_many(ws.store.ids("file")).values()
+        sources = {(d["source"]["filesystemId"], d["source"]["path"]) for d in docs}
+        assert sources == {("proj-fs", f"{root}/src/a.py"), ("nfs", f"{root}/data/d.csv")}

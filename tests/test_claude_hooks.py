@@ -796,3 +796,28 @@ def test_an_edit_with_no_intent_is_recorded_under_unknown(ws, payloads, run):
         "no-intent",
     )
     assert "orphan" not in (ws / ".orchestration" / "intent_map.md").read_text()
+
+
+def test_a_write_under_a_mount_with_its_own_filesystem_is_one_object(ws, payloads):
+    # [[mounts]] names the filesystem the project is on: Claude Code's Write, the
+    # file tools and the resolver all identify the file on it, as one object.
+    from ctxnb import Workspace
+
+    (ws / "ctxnb.toml").write_text(
+        f'[[mounts]]\nagent_prefix = "/workspace"\ncanonical_prefix = "{ws.resolve()}"\n'
+        'filesystem_id = "proj-fs"\n'
+    )
+    main(["hook", "select-intent", "INT-001", "--session", "s-m", "-w", str(ws)])
+    models = ws / "inventory" / "models.py"
+    models.write_text("x = 1\n")
+    post = payloads("post-write", ws, file_path="/workspace/inventory/models.py", content="x = 1\n")
+    post["session_id"] = "s-m"
+    post["tool_response"]["filePath"] = "/workspace/inventory/models.py"
+    result = run_hook("post-tool-use", json.dumps(post))
+    assert (result.exit_code, result.stderr) == (0, "")
+    with Workspace.open(ws) as opened:
+        oid = opened.object_id("inventory/models.py")
+        assert opened.resolver.resolve("/workspace/inventory/models.py").filesystem_id == "proj-fs"
+        assert opened.source_for("inventory/models.py").filesystem_id == "proj-fs"
+        assert [v.doc["content"] for v in opened.history("inventory/models.py")] == ["x = 1\n"]
+        assert opened.store.get(oid) is not None

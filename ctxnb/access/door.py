@@ -157,9 +157,12 @@ class Access:
         return self.relpath(shown)
 
     def source_for(self, path: str | os.PathLike[str]) -> FilesystemSource:
-        """The source of a workspace file, by relative or absolute host path."""
+        """The source of a workspace file, by relative or absolute host path: on the
+        filesystem of the mount that covers it, if one does (so that the file is one
+        object however it is named), else the default one."""
+        canonical = self.abspath(path)
         return FilesystemSource(
-            filesystem_id=self.resolver.default_filesystem_id(), path=self.abspath(path)
+            filesystem_id=self.resolver.filesystem_of(canonical), path=canonical
         )
 
     def object_id(self, path: str | os.PathLike[str]) -> str:

@@ -197,6 +197,10 @@ def _settings_from_file(root: Path, source: Path) -> dict[str, Any]:
     return {
         "protect": protect,
         "mounts": [[m.agent_prefix, m.canonical_prefix] for m in cfg.mounts],
+        # The files under a mount with its own filesystem id are stored under that id.
+        "filesystems": [
+            [m.canonical_prefix, m.filesystem_id] for m in cfg.mounts if m.filesystem_id
+        ],
         "deny": list(cfg.policy.deny),
         "allow": None if cfg.policy.allow is None else list(cfg.policy.allow),
         "max_path_bytes": cfg.policy.max_path_bytes,

@@ -139,17 +139,16 @@ def store_versions(
     them, so outside readers of its Parquet files never lag far behind."""
     from .._storelog import COMPACT_AFTER, FOLD_EVERY_TX
     from ..access.observe import observe_inline
-    from ..resolver import default_filesystem_id, normalize_path
+    from ..resolver import default_filesystem_id, filesystem_of, normalize_path
 
     real = os.path.realpath(root)  # as Workspace.open names the files
     fs = default_filesystem_id()
-    items = [
-        (
-            {"type": "filesystem", "filesystemId": fs, "path": normalize_path(f"{real}/{c.path}")},
-            c.data or b"",
-        )
-        for c in changes
-    ]
+    table = [(str(p), str(f)) for p, f in settings.get("filesystems") or ()]
+    items = []
+    for c in changes:
+        path = normalize_path(f"{real}/{c.path}")
+        source = {"type": "filesystem", "filesystemId": filesystem_of(path, table, fs)}
+        items.append(({**source, "path": path}, c.data or b""))
     inline = observe_inline(os.path.join(real, ".ctxnb", "store"), items)
     if inline is not None:
         observed, unfolded, uncompacted = inline

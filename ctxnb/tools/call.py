@@ -100,6 +100,11 @@ class ToolRunner:
         """The object id of a workspace file (the session's ``file_refs``)."""
         raise NotImplementedError
 
+    def path_as_given(self, given: str, rel: str) -> str:
+        """A result's ``path`` in the form the caller named the file (``given``): the
+        agent's path when it came through a mount; here, ``rel`` unchanged."""
+        return rel
+
     def run_call(
         self,
         tool: str,
@@ -292,6 +297,11 @@ class ToolRunner:
                 required_action="Report this to the ctxnb maintainers of this workspace.",
             )  # fmt: skip
         out = _jsonable(result)
+        if isinstance(out, dict) and isinstance(out.get("path"), str):
+            # Answer in the caller's terms: /workspace/src/a.py in, /workspace/src/a.py out.
+            given = args.get("path", args.get("doc_path"))
+            if isinstance(given, str):
+                out["path"] = self.path_as_given(given, out["path"])
         if isinstance(result, SearchHits):
             return {"ok": True, "result": out, "truncated": result.truncated,
                     "cursor": result.cursor}  # fmt: skip
