@@ -821,3 +821,26 @@ def test_a_write_under_a_mount_with_its_own_filesystem_is_one_object(ws, payload
         assert opened.source_for("inventory/models.py").filesystem_id == "proj-fs"
         assert [v.doc["content"] for v in opened.history("inventory/models.py")] == ["x = 1\n"]
         assert opened.store.get(oid) is not None
+
+
+@pytest.mark.parametrize("form", ["agent", "host"])
+def test_a_refusal_names_the_path_the_way_the_call_did(ws, form):
+    root = ws.resolve()
+    (ws / "ctxnb.toml").write_text(
+        f'[[mounts]]\nagent_prefix = "/workspace"\ncanonical_prefix = "{root}"\n'
+    )
+    (ws / ".env").write_text("TOKEN=x\n")
+    path = "/workspace/.env" if form == "agent" else f"{root}/.env"
+    payload = {
+        "session_id": "s-p",
+        "cwd": str(ws),
+        "hook_event_name": "PreToolUse",
+        "tool_name": "Read",
+        "tool_input": {"file_path": path},
+    }
+    result = run_hook("pre-tool-use", json.dumps(payload))
+    out = json.loads(result.stdout)["hookSpecificOutput"]
+    assert out["permissionDecision"] == "deny"
+    assert f"'{path}'" in out["permissionDecisionReason"]
+    if form == "agent":
+        assert str(root) not in result.stdout  # the host's layout stays out

@@ -262,7 +262,36 @@ def handle_event(
     handler = handlers.get(event)
     if handler is None:
         raise PayloadError(f"unknown event {event!r}; one of: {', '.join(EVENTS)}")
-    return handler(_Context(payload, os.environ if env is None else env))
+    ctx = _Context(payload, os.environ if env is None else env)
+    return _in_agent_paths(handler(ctx), ctx)
+
+
+def _in_agent_paths(result: HookResult, ctx: _Context) -> HookResult:
+    """The answer in the form the call used: when its paths came under an agent prefix of
+    ``[[mounts]]``, host paths under a mount are named by their agent paths (the agent
+    sees ``/workspace/.env``, never the host's layout)."""
+    mounts = (ctx._settings or {}).get("mounts") or ()
+    if not mounts or not (result.stdout or result.stderr):
+        return result
+    agents = [a.rstrip("/") for a, _ in mounts]
+    tool_input = ctx.payload.get("tool_input")
+    given = (
+        [v for v in tool_input.values() if isinstance(v, str)]
+        if isinstance(tool_input, Mapping)
+        else []
+    )
+    if not any(v == a or v.startswith(a + "/") for v in given for a in agents if a):
+        return result  # host paths in, host paths out
+    # Longest host prefix first, on whole components.
+    pairs = sorted(((c.rstrip("/"), a.rstrip("/")) for a, c in mounts), key=lambda x: -len(x[0]))
+
+    def shown(text: str) -> str:
+        for host, agent in pairs:
+            if host:
+                text = re.sub(re.escape(host) + r"(?=[/'\"\s:,)]|$)", lambda _m, a=agent: a, text)
+        return text
+
+    return HookResult(result.exit_code, shown(result.stdout), shown(result.stderr))
 
 
 class PayloadError(CtxnbError, ValueError):
