@@ -531,6 +531,7 @@ POLICY_PATH_MODULES = {
     "ctxnb._version",
     "ctxnb._wildmatch",
     "ctxnb.access",
+    "ctxnb.access._fdwalk",  # fdio's descriptor walk, in its own module since the split
     "ctxnb.access.fdio",
     "ctxnb.access.pathrules",
     "ctxnb.cli",
