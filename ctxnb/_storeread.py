@@ -49,6 +49,7 @@ class _StoreReads(_StoreBase):
 
         Example:
             >>> import tempfile
+            >>> from ctxnb.store import ObjectStore
             >>> store = ObjectStore(tempfile.mkdtemp())
             >>> _ = store.put([{"xt/id": "a", "type": "note", "tags": ["x"]}])
             >>> store.get("a"), store.get("nope")
@@ -72,6 +73,7 @@ class _StoreReads(_StoreBase):
 
         Example:
             >>> import tempfile
+            >>> from ctxnb.store import ObjectStore
             >>> store = ObjectStore(tempfile.mkdtemp())
             >>> _ = store.put([{"xt/id": "a", "type": "note"}])
             >>> list(store.get_many(["a", "b"]))
@@ -101,6 +103,7 @@ class _StoreReads(_StoreBase):
 
         Example:
             >>> import tempfile
+            >>> from ctxnb.store import ObjectStore
             >>> store = ObjectStore(tempfile.mkdtemp())
             >>> _ = store.put([{"xt/id": "a", "type": "note"}])
             >>> _ = store.put([{"xt/id": "b", "type": "note"}])
@@ -125,6 +128,7 @@ class _StoreReads(_StoreBase):
 
         Example:
             >>> import tempfile
+            >>> from ctxnb.store import ObjectStore
             >>> store = ObjectStore(tempfile.mkdtemp())
             >>> _ = store.put([{"xt/id": "a", "type": "note", "v": 1}])
             >>> _ = store.put([{"xt/id": "a", "type": "note", "v": 2}])
@@ -160,6 +164,7 @@ class _StoreReads(_StoreBase):
 
         Example:
             >>> import tempfile
+            >>> from ctxnb.store import ObjectStore
             >>> store = ObjectStore(tempfile.mkdtemp())
             >>> first = store.put([{"xt/id": "a", "type": "note", "v": 1}])
             >>> _ = store.put([{"xt/id": "a", "type": "note", "v": 2}])
@@ -206,6 +211,7 @@ class _StoreReads(_StoreBase):
 
         Example:
             >>> import tempfile
+            >>> from ctxnb.store import ObjectStore
             >>> store = ObjectStore(tempfile.mkdtemp())
             >>> _ = store.put([{"xt/id": "b", "type": "file"}, {"xt/id": "a", "type": "chat"}])
             >>> store.ids(), store.ids("file")
@@ -270,6 +276,7 @@ class _StoreReads(_StoreBase):
 
         Example:
             >>> import tempfile
+            >>> from ctxnb.store import ObjectStore
             >>> store = ObjectStore(tempfile.mkdtemp())
             >>> _ = store.put([{"xt/id": "f", "type": "file", "content": "hi", "char_count": 2}])
             >>> store.scan("file")[["xt_id", "content", "char_count"]].to_dict("records")
