@@ -94,7 +94,7 @@ WINGS: dict[str, tuple[str, ...]] = {
         "ctxnb._secret*",
         "ctxnb.shell_lex",
         "ctxnb.command_risk",
-        "ctxnb._command_tables",
+        "ctxnb._command*",
         "ctxnb.textsearch",
         "ctxnb.embedding",
         "ctxnb.markdown_links",
