@@ -39,6 +39,7 @@ from _corpus import copy_corpus, corpus_stats, git_env  # noqa: E402
 from ignore import NESTED, ROOT_IGNORE, _median  # noqa: E402
 
 from ctxnb.ignore import iter_tree  # noqa: E402
+from ctxnb.tools import _searchfiles as searchfiles  # noqa: E402
 from ctxnb.tools import search as search_mod  # noqa: E402
 
 
@@ -138,9 +139,9 @@ def main() -> None:
                   "--no-ignore-dot", "--no-ignore-exclude", "--no-ignore-global",
                   "--no-ignore-parent", "--encoding", "none", "--case-sensitive",
                   "--glob", "!.ctxnb", "--glob", "!.git"]  # fmt: skip
-        walker = search_mod._whole_tree(ws)
-        no_globs = search_mod._GlobFilter([])
-        t_dirs, _ = _median(lambda: search_mod._searchable_dirs(walker, ws, no_globs), args.repeat)
+        walker = searchfiles._whole_tree(ws)
+        no_globs = searchfiles._GlobFilter([])
+        t_dirs, _ = _median(lambda: searchfiles._searchable_dirs(walker, ws, no_globs), args.repeat)
         print(f"search's directory walk (deciding for rg): {t_dirs * 1000:.1f} ms")
         print(f"{'pattern':<16}{'grep ms':>9}{'old rg':>9}{'rg now':>9}{'python':>9}  vs grep")
         for pattern in ("import", "NotImplementedError"):

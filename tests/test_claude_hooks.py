@@ -422,7 +422,7 @@ def test_output_strings_are_capped():
 def test_select_intent_command(ws, capsys):
     assert main(["hook", "select-intent", "INT-001", "--session", "abc", "-w", str(ws)]) == 0
     assert "<intent_context>" in capsys.readouterr().out
-    assert hooks_mod.read_session_intent(hooks_mod.state_dir(ws), "abc") == "INT-001"
+    assert state_mod.read_session_intent(hooks_mod.state_dir(ws), "abc") == "INT-001"
     assert not (ws / ".ctxnb" / "hook-state").exists()  # outside the agent's reach
     assert main(["hook", "select-intent", "INT-002", "--session", "abc", "-w", str(ws)]) == 1
     assert "INT-002' is paused" in capsys.readouterr().err
@@ -531,6 +531,7 @@ POLICY_PATH_MODULES = {
     "ctxnb._version",
     "ctxnb._wildmatch",
     "ctxnb.access",
+    "ctxnb.access._fdwalk",  # fdio's descriptor walk, in its own module since the split
     "ctxnb.access.fdio",
     "ctxnb.access.pathrules",
     "ctxnb.cli",
@@ -540,6 +541,7 @@ POLICY_PATH_MODULES = {
     "ctxnb.govern.core",
     "ctxnb.govern.state",
     "ctxnb.integrations",
+    "ctxnb.integrations._claude_hookio",  # the payload and the answer, split from claude_code
     "ctxnb.integrations.claude_code",
     "ctxnb.hashing",
 }

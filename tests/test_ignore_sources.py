@@ -496,12 +496,12 @@ def test_a_workspace_in_a_subdirectory_through_the_public_api(
 def test_ripgrep_over_many_directory_runs_finds_the_same(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from ctxnb.tools import search as search_module
+    from ctxnb.tools import _ripgrep as ripgrep_module
 
     _, ws = _repo(tmp_path)
     _write(ws / ".gitignore", ["*.log", "d/e/"])
     one_run = search(ws, "needle", backend="ripgrep")
-    monkeypatch.setattr(search_module, "_RG_ARGS_BUDGET", 40)  # a run per directory or two
+    monkeypatch.setattr(ripgrep_module, "_RG_ARGS_BUDGET", 40)  # a run per directory or two
     assert search(ws, "needle", backend="ripgrep") == one_run
     assert one_run == search(ws, "needle", backend="python")
     assert {m.path for m in one_run} == set(FILES) - _check_ignore(ws, FILES)

@@ -53,7 +53,13 @@ WINGS: dict[str, tuple[str, ...]] = {
     # The file tools an agent calls.
     "tools": ("ctxnb.tools",),
     # What an agent has seen and has active; the instruction files and skills in play.
-    "session": ("ctxnb.session", "ctxnb.watch", "ctxnb.instructions", "ctxnb.skills"),
+    "session": (
+        "ctxnb.session",
+        "ctxnb._session*",
+        "ctxnb.watch",
+        "ctxnb.instructions",
+        "ctxnb.skills",
+    ),
     # What the model sees: assembly, strategies, tokens, prices, model calls.
     "context": (
         "ctxnb.context",
@@ -88,7 +94,7 @@ WINGS: dict[str, tuple[str, ...]] = {
         "ctxnb._secret*",
         "ctxnb.shell_lex",
         "ctxnb.command_risk",
-        "ctxnb._command_tables",
+        "ctxnb._command*",
         "ctxnb.textsearch",
         "ctxnb.embedding",
         "ctxnb.markdown_links",

@@ -17,10 +17,8 @@ from __future__ import annotations
 import math
 import os
 import posixpath
-import re
 import stat as stat_mod
 from collections.abc import Callable, Iterable, Sequence
-from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -34,6 +32,8 @@ from ..ignore import TreeIgnores
 from ..markdown_links import MarkdownLink, extract_markdown_links
 from ..skills import SKILL_DIRS, Skill, SkillSet, discover_skills
 from ..textsearch import reciprocal_rank_fusion
+from ._records import LinkHit, RuleLink, RulesFile, SkillHit
+from ._shellwords import _EXTENSION, _REDIRECT, _path_words, _pathish_word
 
 if TYPE_CHECKING:
     from ..access.door import Access
@@ -63,102 +63,6 @@ DEFAULT_MIN_SIMILARITY = 0.45
 _HEADING_BYTES = 4096
 _SKILL_ID = "\x00skill:"  # a prefix no link id (a path) can start with
 _MARKDOWN_EXTS = (".md", ".markdown", ".mdx")
-
-
-# --------------------------------------------------------------------------- index
-
-
-@dataclass(frozen=True)
-class RuleLink:
-    """A link (or ``@`` import) from a rules file or a ``SKILL.md`` to another file.
-
-    Attributes:
-        source: the workspace-relative path of the file that holds the link.
-        target: the workspace-relative path of the linked file.
-        text: the link text, whitespace collapsed.
-        line_number: 1-based line of the link in ``source``.
-        kind: ``"link"`` (loaded on a matching query) or ``"import"`` (loaded with
-            its source).
-        title: the link title, if any.
-        anchor: the fragment after ``#``, if any.
-        heading: the first markdown heading of the target, if it has one.
-        skill: the skill whose ``SKILL.md`` holds the link, or None for rules files.
-    """
-
-    source: str
-    target: str
-    text: str
-    line_number: int
-    kind: str = "link"
-    title: str | None = None
-    anchor: str | None = None
-    heading: str | None = None
-    skill: str | None = None
-
-    def search_text(self) -> str:
-        """What a query is matched against: text, title, target heading and file name."""
-        stem = posixpath.splitext(posixpath.basename(self.target))[0]
-        return " ".join(p for p in (self.text, self.title, self.heading, stem) if p)
-
-
-@dataclass(frozen=True)
-class RulesFile:
-    """One rules file found in the workspace.
-
-    Attributes:
-        path: its workspace-relative posix path (``"inventory/AGENTS.md"``).
-        scope: the directory it governs, ``""`` for the root. A rules file in a
-            ``.claude/`` folder governs that folder's parent.
-        links: the links it holds to existing files.
-        imports: its ``@path`` imports of existing files.
-    """
-
-    path: str
-    scope: str
-    links: tuple[RuleLink, ...] = ()
-    imports: tuple[RuleLink, ...] = ()
-
-    @property
-    def depth(self) -> int:
-        """0 for the root's rules, 1 for ``pkg/``, and so on."""
-        return 0 if not self.scope else self.scope.count("/") + 1
-
-    @property
-    def tier(self) -> int:
-        """1 for root rules (always loaded), 3 for nested ones (loaded on touch)."""
-        return 1 if not self.scope else 3
-
-
-@dataclass(frozen=True)
-class LinkHit:
-    """A link whose text matched a query.
-
-    Attributes:
-        link: the matched link.
-        score: its BM25 score.
-        strength: the score in units of one rare shared word (see
-            :data:`DEFAULT_MIN_SCORE`).
-        matched: the query terms it shares with the link's search text.
-        similarity: its cosine with the query under the shared embedder (``None``
-            without one); a hit with no shared word came by meaning alone.
-    """
-
-    link: RuleLink
-    score: float
-    strength: float = 0.0
-    matched: tuple[str, ...] = ()
-    similarity: float | None = None
-
-
-@dataclass(frozen=True)
-class SkillHit:
-    """A skill whose name or description matched a query (fields as in :class:`LinkHit`)."""
-
-    skill: Skill
-    score: float
-    strength: float = 0.0
-    matched: tuple[str, ...] = ()
-    similarity: float | None = None
 
 
 class RulesIndex:
@@ -709,100 +613,3 @@ def _resolve_link(base: str, target: str) -> str | None:
     if rel in (".", "..") or rel.startswith("../"):
         return None
     return rel
-
-
-# --------------------------------------------------------------------------- shell words
-
-_EXTENSION = re.compile(r"\.[A-Za-z0-9_]{1,12}$")
-_NOT_PATH = re.compile(r"[\n$`'\"\\]|://|^-|^~|^\s|\s$")
-# Redirection targets, read off the raw text: the classifier leaves out reads (``<``)
-# and writes outside the working directory (``> ../x``), which still touch files.
-_REDIRECT = re.compile(r"(?:(?<![<\d])<(?![<(&])|>{1,2}\|?)\s*([^\s<>|&;()'\"]+)")
-# Programs whose first operand is a pattern or a script, unless given with -e/-f.
-_PATTERN_FIRST = frozenset(
-    {"sed", "grep", "egrep", "fgrep", "rg", "ag", "ack", "awk", "gawk", "mawk", "jq"}
-)
-# Options whose value is code or a pattern, not a file.
-_CODE_OPTIONS = frozenset({"-c", "-e", "--expression", "--regexp", "-m", "--eval"})
-
-
-def _pathish_word(word: str) -> bool:
-    return bool(word) and not _NOT_PATH.search(word)
-
-
-def _path_words(argv: list[str]) -> list[str]:
-    """The words of one simple command that may name files."""
-    prog = posixpath.basename(argv[0])
-    words = [argv[0]] if "/" in argv[0] else []
-    skip_pattern = prog in _PATTERN_FIRST
-    i = 1
-    while i < len(argv):
-        word = argv[i]
-        if word in _CODE_OPTIONS:
-            # sed -e / grep -e give the pattern explicitly: every operand is then a file
-            skip_pattern = skip_pattern and word not in ("-e", "--expression", "--regexp")
-            i += 2
-            continue
-        if word.startswith("-"):
-            if word.startswith("--") and "=" in word:
-                words.append(word.split("=", 1)[1])
-            elif word == "-f" and skip_pattern:
-                skip_pattern = False  # the script comes from a file named next
-            i += 1
-            continue
-        if skip_pattern:
-            skip_pattern = False
-        else:
-            words.append(word)
-        i += 1
-    return words
-
-
-_PATCH_FILE = re.compile(
-    r"^(?:\*\*\* (?:Add|Update|Delete) File: (.+?)|\*\*\* Move to: (.+?)"
-    r"|(?:---|\+\+\+) (?:[ab]/)?([^\t\n]+?))\s*$",
-    re.M,
-)
-_PATH_KEYS: tuple[str, ...] = (
-    "path",
-    "file_path",
-    "filepath",
-    "file",
-    "filename",
-    "target_file",
-    "notebook_path",
-    "dir_path",
-    "directory",
-    "source",
-    "destination",
-    "old_path",
-    "new_path",
-)
-_CWD_KEYS = ("cwd", "workdir", "working_directory")
-_ARG_KINDS: dict[str, str] = {
-    **dict.fromkeys(_PATH_KEYS, "path"),
-    **dict.fromkeys(("paths", "files", "file_paths"), "paths"),
-    **dict.fromkeys(("cmd", "command", "script"), "cmd"),
-    **dict.fromkeys(("patch", "input", "diff"), "patch"),
-}
-# For the quick pre-check of shell commands: words are split on whitespace, operators,
-# quotes' neighbours and "=" (so --out=x.py yields x.py).
-_QUICK_SPLIT = re.compile(r"[\s;|&<>()=`$]+")
-_CHANGES_DIR = re.compile(r"(?:^|[\s;&|(])(?:cd|pushd)(?:\s|$)")
-_QUOTED = re.compile(r"'[^']*'|\"(?:[^\"\\]|\\.)*\"")
-
-
-def _quoted_path_with_space(cmd: str) -> bool:
-    # The quick split would cut such a path in two and look in the wrong directory.
-    if "\\ " in cmd:
-        return True
-    return any("/" in q and any(c.isspace() for c in q) for q in _QUOTED.findall(cmd))
-
-
-def _patch_paths(text: str) -> list[str]:
-    out = []
-    for m in _PATCH_FILE.finditer(text):
-        p = m.group(1) or m.group(2) or m.group(3)
-        if p and p != "/dev/null":
-            out.append(p.strip())
-    return out

@@ -15,16 +15,15 @@ from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
 from ..errors import NotFoundError, PolicyError
-from .index import (
+from ._shellwords import (
     _ARG_KINDS,
     _CHANGES_DIR,
     _CWD_KEYS,
     _QUICK_SPLIT,
-    DEFAULT_MIN_SCORE,
-    RulesIndex,
     _patch_paths,
     _quoted_path_with_space,
 )
+from .index import DEFAULT_MIN_SCORE, RulesIndex
 
 if TYPE_CHECKING:
     import pandas as pd

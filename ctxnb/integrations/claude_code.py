@@ -78,11 +78,9 @@ import posixpath
 import re
 from collections.abc import Callable, Mapping
 from pathlib import Path
-from types import ModuleType
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from .._defaults import DEFAULT_BREAKER_THRESHOLD
-from ..access.pathrules import map_mount_prefix
 from ..errors import ConfigError, CtxnbError, PolicyError
 from ..govern.breaker import BreakerState
 from ..govern.core import IntentLike, check_mutation, get_intent
@@ -90,16 +88,24 @@ from ..govern.state import (
     find_workspace,
     intent_context_of,
     intents_file,
-    load_intents_cached,
-    load_settings,
-    read_session_intent,
     select_intent,
     state_dir,
     write_session_intent,
 )
-
-if TYPE_CHECKING:
-    from ..access.fdio import PathPolicy
+from ._claude_hookio import (
+    MAX_OUTPUT_CHARS,
+    HookResult,
+    PayloadError,
+    _answer,
+    _cap,
+    _Context,
+    _context_answer,
+    _error,
+    _path_arg,
+    _pre_answer,
+    _refusal,
+)
+from ._claude_hookio import launcher as launcher  # claude_code_install's, as before
 
 __all__ = [
     "EVENTS",
@@ -115,9 +121,6 @@ __all__ = [
 
 EVENTS = ("pre-tool-use", "post-tool-use", "user-prompt-submit")
 """The Claude Code events ``ctxnb hook`` answers."""
-
-MAX_OUTPUT_CHARS = 10_000
-"""Claude Code caps strings in a hook's output at this many characters."""
 
 
 READ_TOOLS = frozenset({"Read", "Glob", "Grep"})
@@ -136,39 +139,6 @@ for every way an agent reaches the workspace, so Write stops when write_file's i
 _ORCHESTRATION = ".orchestration"
 _MAX_TRACE_READ = 20 * 1024 * 1024
 _PATTERN_RULES = ("traversal", "outside-roots", "home-tilde")
-
-
-class HookResult:
-    """What a hook process prints and how it exits.
-
-    Attributes:
-        exit_code: 0 answered (see ``stdout``), 1 an error after the fact (``stderr``
-            says which), 2 a block (``stderr`` is the reason; every ``pre-tool-use``
-            error blocks).
-        stdout: the JSON answer, or empty for "no decision".
-        stderr: a one-line message for the human.
-    """
-
-    # A plain class: creating dataclasses costs milliseconds at import, on every call.
-    __slots__ = ("exit_code", "stderr", "stdout")
-
-    def __init__(self, exit_code: int = 0, stdout: str = "", stderr: str = "") -> None:
-        self.exit_code = exit_code
-        self.stdout = stdout
-        self.stderr = stderr
-
-    def __repr__(self) -> str:
-        return f"HookResult({self.exit_code}, {self.stdout!r}, {self.stderr!r})"
-
-    @property
-    def answer(self) -> dict[str, Any]:
-        """``stdout`` parsed, or ``{}`` when there is no answer."""
-        return json.loads(self.stdout) if self.stdout.strip() else {}
-
-    @property
-    def decision(self) -> str | None:
-        """The PreToolUse ``permissionDecision``, if any."""
-        return self.answer.get("hookSpecificOutput", {}).get("permissionDecision")
 
 
 # -- entry points ------------------------------------------------------------------------------
@@ -288,141 +258,11 @@ def _in_agent_paths(result: HookResult, ctx: _Context) -> HookResult:
     def shown(text: str) -> str:
         for host, agent in pairs:
             if host:
-                text = re.sub(re.escape(host) + r"(?=[/'\"\s:,)]|$)", lambda _m, a=agent: a, text)
+                repl = agent.replace("\\", "\\\\")  # literal in re.sub's template
+                text = re.sub(re.escape(host) + r"(?=[/'\"\s:,)]|$)", repl, text)
         return text
 
     return HookResult(result.exit_code, shown(result.stdout), shown(result.stderr))
-
-
-class PayloadError(CtxnbError, ValueError):
-    """A hook payload lacks a field ctxnb needs, or a field has the wrong type."""
-
-
-def _error(event: str, message: str) -> HookResult:
-    if event == "pre-tool-use":
-        # Exit 2 blocks the tool call; 1 would let it run unchecked.
-        return HookResult(2, "", f"ctxnb hook {event}: blocked: {_cap(message)}\n")
-    return HookResult(1, "", f"ctxnb hook {event}: error: {_cap(message)}\n")
-
-
-def _pathpolicy_module() -> ModuleType:
-    """``ctxnb.access.fdio`` (the ``ctxnb.access`` package imports lazily, so this
-    loads neither pydantic nor pandas)."""
-    import importlib
-
-    return importlib.import_module("ctxnb.access.fdio")
-
-
-class _Context:
-    """One hook call: the payload, its workspace, and what is loaded on demand."""
-
-    def __init__(self, payload: Mapping[str, Any], env: Mapping[str, str]) -> None:
-        self.payload = payload
-        self.env = env
-        cwd = payload.get("cwd")
-        if not isinstance(cwd, str) or not os.path.isabs(cwd):
-            raise PayloadError(f"'cwd' must be an absolute path, got {cwd!r}")
-        if not os.path.isdir(cwd):
-            raise PayloadError(f"'cwd' {cwd!r} is not an existing directory")
-        self.cwd = cwd
-        self.root, self.governed = find_workspace(cwd)
-        self._state_dir: Path | None = None
-        sid = payload.get("session_id")
-        self.session_id: str | None = sid if isinstance(sid, str) and sid else None
-        self._settings: dict[str, Any] | None = None
-        self._policy: PathPolicy | None = None
-        self._intents: dict[str, IntentLike] | None = None
-
-    @property
-    def state_dir(self) -> Path:
-        if self._state_dir is None:
-            self._state_dir = state_dir(self.root, self.env)
-        return self._state_dir
-
-    def str_field(self, key: str) -> str:
-        value = self.payload.get(key)
-        if not isinstance(value, str) or not value:
-            raise PayloadError(f"the payload needs a non-empty string {key!r}, got {value!r}")
-        return value
-
-    def tool_input(self) -> Mapping[str, Any]:
-        value = self.payload.get("tool_input")
-        if value is None:
-            return {}
-        if not isinstance(value, Mapping):
-            raise PayloadError(f"'tool_input' must be an object, got {type(value).__name__}")
-        return value
-
-    @property
-    def settings(self) -> dict[str, Any]:
-        if self._settings is None:
-            self._settings = load_settings(self.root, self.state_dir if self.governed else None)
-        return self._settings
-
-    @property
-    def policy(self) -> PathPolicy:
-        if self._policy is None:
-            s = self.settings
-            self._policy = _pathpolicy_module().PathPolicy(
-                [self.root],
-                allow=s["allow"],
-                deny=s["deny"],
-                protect=s["protect"],
-                max_path_bytes=s["max_path_bytes"],
-            )
-        return self._policy
-
-    def intents(self) -> dict[str, IntentLike]:
-        if self._intents is None:
-            self._intents = load_intents_cached(self.root, self.state_dir)
-        return self._intents
-
-    def abs_path(self, path: str) -> str:
-        """Paths in payloads are absolute (mount prefixes mapped to the host directory);
-        a relative one is relative to ``cwd``."""
-        if os.path.isabs(path):
-            return map_mount_prefix(path, self.settings["mounts"])
-        return os.path.join(self.cwd, path)
-
-    def session_intent(self) -> str | None:
-        if self.session_id is None:
-            return None
-        return read_session_intent(self.state_dir, self.session_id)
-
-
-# -- answers ----------------------------------------------------------------------------------
-def _cap(text: str) -> str:
-    if len(text) <= MAX_OUTPUT_CHARS:
-        return text
-    return text[: MAX_OUTPUT_CHARS - 1] + "…"
-
-
-def _answer(data: dict[str, Any]) -> HookResult:
-    return HookResult(0, json.dumps(data, ensure_ascii=False) + "\n", "")
-
-
-def _pre_answer(
-    decision: str, reason: str, updated_input: Mapping[str, Any] | None = None
-) -> HookResult:
-    out: dict[str, Any] = {
-        "hookEventName": "PreToolUse",
-        "permissionDecision": decision,
-        "permissionDecisionReason": _cap(reason),
-    }
-    if updated_input is not None:
-        out["updatedInput"] = dict(updated_input)
-    return _answer({"hookSpecificOutput": out})
-
-
-def _context_answer(event_name: str, text: str) -> HookResult:
-    return _answer(
-        {"hookSpecificOutput": {"hookEventName": event_name, "additionalContext": _cap(text)}}
-    )
-
-
-def _refusal(e: PolicyError) -> str:
-    # First line: the policy's own message (deterministic); second: what to do.
-    return f"{e.message}\n{e.required_action}" if e.required_action else e.message
 
 
 # -- PreToolUse ----------------------------------------------------------------------------
@@ -439,6 +279,8 @@ def _pre_tool_use(ctx: _Context) -> HookResult:
             _pre_write(ctx, tool, tool_input)
             return _ask_if_sensitive(ctx, tool, tool_input, "write")
         elif tool == "Bash" and ctx.governed:
+            from ._claude_bash import _check_bash  # only Bash pays for the sandbox rewrite
+
             return _check_bash(ctx, tool_input)
     except PolicyError as e:
         _audit_refusal(ctx, tool, tool_input, e.error_code)
@@ -492,18 +334,6 @@ def _ask_if_sensitive(
     )
 
 
-def _path_arg(tool_input: Mapping[str, Any], *keys: str) -> str | None:
-    for key in keys:
-        value = tool_input.get(key)
-        if value is None:
-            continue
-        if not isinstance(value, str):
-            raise PayloadError(f"tool_input.{key} must be a string, got {type(value).__name__}")
-        if value:
-            return value
-    return None
-
-
 def _check_read(ctx: _Context, tool: str, tool_input: Mapping[str, Any]) -> None:
     if tool == "Read":
         path = _path_arg(tool_input, "file_path")
@@ -543,193 +373,6 @@ def _pre_write(ctx: _Context, tool: str, tool_input: Mapping[str, Any]) -> None:
         "prompt, e.g. 'under INT-001'), or run `ctxnb hook select-intent ID --session "
         f"{ctx.session_id or '<session_id>'}`.",
     )
-
-
-def _check_bash(ctx: _Context, tool_input: Mapping[str, Any]) -> HookResult:
-    """Run the command in ctxnb's sandbox: ``allow`` with ``updatedInput`` (``ask`` when
-    the classifier calls it destructive under an intent), writable only in the scope of
-    the session's intent, nothing without one (see :mod:`ctxnb.sandbox`)."""
-    command = tool_input.get("command")
-    if not isinstance(command, str):
-        raise PayloadError("a Bash call needs tool_input.command (a string)")
-    if not command.strip(" \t\n"):  # bash's blanks only: str.strip() takes \x1c, NBSP...
-        return HookResult()
-    held = _held_request(command)
-    if held is not None:
-        return _check_held(ctx, tool_input, *held)
-    from ..command_risk import classify_command
-
-    intent: IntentLike | None = None
-    intent_id = ctx.session_intent()
-    if intent_id is not None:
-        try:
-            intent = get_intent(ctx.intents(), intent_id, where=intents_file(ctx.root))
-        except (PolicyError, ConfigError):
-            intent = None
-    s = ctx.settings
-    backend = s.get("sandbox", {}).get("backend", "bwrap")
-    from ..sandbox.plan import find_bwrap
-
-    if backend != "bwrap" or find_bwrap(ctx.env.get("PATH")) is None:
-        from ..sandbox.runner import INSTALL_HINT
-
-        raise PolicyError(
-            "SANDBOX_UNAVAILABLE",
-            "ctxnb runs Bash commands only on an overlay in a bubblewrap sandbox, and "
-            + (
-                f"the settings ask for backend {backend!r}; remove it"
-                if backend != "bwrap"
-                else f"no bwrap that mounts overlays is installed: {INSTALL_HINT}"
-            )
-            + ".",
-            required_action="Ask the user to fix the sandbox set-up.",
-        )
-    scope = None
-    if intent is not None:
-        selected = intent
-
-        def scope(p: str) -> bool:
-            # The command runs in cwd; scope globs are relative to the workspace root.
-            full = os.path.normpath(os.path.join(ctx.cwd, os.path.expanduser(p)))
-            return selected.in_scope(os.path.relpath(full, ctx.root))
-
-    risk = classify_command(
-        command,
-        scope_check=scope,
-        unknown_default=s["unknown_command"],
-        safe_commands=s["safe_commands"],
-    )
-    import shlex
-
-    wrapper = [*launcher(), "sandbox", "exec", "--workspace", str(ctx.root)]
-    if ctx.session_id is not None:
-        wrapper += ["--session", ctx.session_id]
-    if intent is not None:
-        wrapper += ["--intent", intent.id]
-    wrapped = shlex.join([*wrapper, "--", "bash", "-c", command])
-    updated = {**tool_input, "command": wrapped}
-    where = (
-        f"writable: the scope of {intent.id} ({', '.join(intent.owned_scope) or 'no files'})"
-        if intent is not None
-        else "read-only: no intent is selected for this session"
-    )
-    # The text decides nothing: what the command does is read from its overlay, and
-    # destructive changes wait there for the user (`ctxnb sandbox commit ID`).
-    warning = ""
-    if intent is not None and risk.level != "SAFE":
-        warning = (
-            f" Its text looks destructive ({'; '.join(risk.reasons) or 'destructive'}): "
-            "destructive changes are held for the user's approval with their diff."
-        )
-    return _pre_answer("allow", f"ctxnb: runs in ctxnb's sandbox, {where}.{warning}", updated)
-
-
-_ASKING_MODES = ("default", "acceptEdits", "plan")
-"""Claude Code's permission modes in which a hook's ``ask`` is shown to the user. In
-others (``auto``, ``dontAsk``, ``bypassPermissions`` in some versions) it may be answered
-with no prompt, and a held commit would be traced as a yes nobody gave."""
-
-_HELD_COMMAND_CHARS = 300
-"""The held command's text is shown on one line, cut here: it is the agent's text, and
-only the diff is what gets committed."""
-
-# Terminal controls, bidirectional overrides, invisible and line-separator characters in
-# the agent's text (the command, the files' bytes in the diff) could redraw, reorder or
-# hide part of the prompt: shown escaped.
-_CONTROL = re.compile(
-    "[\x00-\x08\x0b-\x1f\x7f-\x9f\u00ad\u061c\u180e\u200b-\u200f\u2028-\u202e"
-    "\u2060-\u2069\ufeff\U000e0000-\U000e007f]"
-)
-
-
-def _shown(text: str) -> str:
-    def escape(m: re.Match[str]) -> str:
-        o = ord(m.group())
-        return f"\\u{o:04x}" if o <= 0xFFFF else f"\\U{o:08x}"
-
-    return _CONTROL.sub(escape, text)
-
-
-def _held_request(command: str) -> tuple[str, str] | None:
-    """``(action, id)`` when ``command`` is exactly ``ctxnb sandbox commit|discard ID``."""
-    import shlex
-
-    try:
-        words = shlex.split(command)
-    except ValueError:
-        return None
-    if len(words) == 4 and words[:2] == ["ctxnb", "sandbox"] and words[2] in ("commit", "discard"):
-        return words[2], words[3]
-    return None
-
-
-def _check_held(
-    ctx: _Context, tool_input: Mapping[str, Any], action: str, hold_id: str
-) -> HookResult:
-    """``ctxnb sandbox commit ID`` runs on the host only after Claude Code's user said
-    yes to the diff shown here, and commits only that diff (its SHA-256 is in the
-    command run); ``discard`` needs nobody. Both only for the session's own hold."""
-    import shlex
-
-    from ..errors import NotFoundError
-    from ..sandbox.held import PROMPT_DIFF_CHARS, diff_sha256, load_hold
-
-    try:
-        hold = load_hold(ctx.root, hold_id)
-    except NotFoundError as e:
-        raise PolicyError("NOT_FOUND", str(e)) from None
-    if hold.session_id != ctx.session_id:
-        raise PolicyError(
-            "NOT_FOUND",
-            f"the held changes {hold_id} belong to another session",
-            required_action="Run the command again in this session.",
-        )
-    argv = [*launcher(), "sandbox", action, "--workspace", str(ctx.root)]
-    if ctx.session_id is not None:
-        argv += ["--session", ctx.session_id]
-    if action == "discard":
-        updated = {**tool_input, "command": shlex.join([*argv, "--", hold_id])}
-        return _pre_answer("allow", f"ctxnb: drops the held changes {hold_id}.", updated)
-    mode = ctx.payload.get("permission_mode")
-    if mode not in _ASKING_MODES:
-        raise PolicyError(
-            "APPROVAL_UNAVAILABLE",
-            f"Claude Code runs in permission mode {mode!r}, where its prompt may be "
-            f"answered with no one asked: the held changes {hold_id} are committed only "
-            "after a question the user sees",
-            required_action="Ask the user to switch Claude Code to its default permission "
-            f"mode (Shift+Tab) and run `ctxnb sandbox commit {hold_id}` again, or discard it.",
-        )
-    if diff_sha256(hold.diff) != hold.diff_sha256:
-        raise PolicyError(
-            "NOT_FOUND",
-            f"the record of the held changes {hold_id} is not the one ctxnb wrote",
-            required_action=f"Run `ctxnb sandbox discard {hold_id}` and the command again.",
-        )
-    command = " ".join(hold.command.split())
-    if len(command) > _HELD_COMMAND_CHARS:
-        command = command[: _HELD_COMMAND_CHARS - 1] + "…"
-    reason = (
-        f"ctxnb: commit the destructive changes of `{_shown(command)}` under "
-        f"{hold.intent_id}? ({_shown('; '.join(hold.reasons))})\n{_shown(hold.diff)}"
-    )
-    if len(hold.diff) > PROMPT_DIFF_CHARS or len(reason) > MAX_OUTPUT_CHARS:
-        raise PolicyError(
-            "DIFF_TOO_LONG",
-            f"the diff of the held changes {hold_id} ({len(hold.diff)} characters) is "
-            f"longer than Claude Code's permission prompt shows ({PROMPT_DIFF_CHARS}): the "
-            "user would approve changes they were not shown, so they are not asked",
-            required_action=f"Run `ctxnb sandbox discard {hold_id}`, then make the change in "
-            "smaller commands (fewer files each), or ask the user to make it.",
-        )
-    argv += ["--expect", diff_sha256(hold.diff)]
-    updated = {
-        **tool_input,
-        "command": shlex.join([*argv, "--", hold_id]),
-        # Claude Code shows the description in its prompt: ctxnb's words, not the agent's.
-        "description": f"ctxnb: commit the held changes {hold_id} (their diff is shown)",
-    }
-    return _pre_answer("ask", reason, updated)
 
 
 # -- PostToolUse ------------------------------------------------------------------------------
@@ -898,23 +541,6 @@ def _mentioned_ids(prompt: str, intents: Mapping[str, IntentLike]) -> list[str]:
         if m:
             found.append((m.start(), iid))
     return [iid for _, iid in sorted(found)]
-
-
-# -- the launcher -------------------------------------------------------------------------
-def launcher() -> list[str]:
-    """How ctxnb's own processes start ctxnb: this interpreter by its absolute path, isolated.
-
-    ``-I``: neither the current directory (the workspace, where the agent writes a
-    ``ctxnb.py``) nor ``PYTHONPATH`` is on ``sys.path``, and no user site; so nothing
-    from the workspace is imported by a hook or by the Bash rewrite.
-
-    Example:
-        >>> launcher()[1:]
-        ['-I', '-m', 'ctxnb']
-    """
-    import sys
-
-    return [os.path.abspath(sys.executable), "-I", "-m", "ctxnb"]
 
 
 def _transcript_url(path: Any) -> str | None:

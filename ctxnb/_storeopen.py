@@ -1,0 +1,628 @@
+"""Opening an object store and following its transaction log.
+
+The state every :class:`ctxnb.store.ObjectStore` keeps, and how it gets there: the
+directory, its marker and layout checked on open, the transaction log read and applied
+(snapshot, live segments, inline transactions) whenever another process committed, and
+the small file helpers the reads and the writes share. ``ObjectStore`` builds on
+``_StoreBase`` (its reads are in ``_storeread.py``, its writes in ``store.py``).
+"""
+
+from __future__ import annotations
+
+import fcntl
+import json
+import logging
+import os
+import secrets
+import stat
+import threading
+from collections.abc import Callable
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from . import _storecache as cache
+from . import _storefmt as fmt
+from . import _storeguard as guard
+from . import _storelog as tlog
+from .errors import CorruptStoreError, StoreError
+
+log = logging.getLogger("ctxnb.store")
+
+
+MARKER, TXLOG, WRITER_LOCK = tlog.MARKER, tlog.TXLOG, tlog.WRITER_LOCK
+COMPACT_LOCK = "compact.lock"
+SEGMENTS = "segments"
+SNAPSHOTS = "snapshots"
+_KNOWN_TOP = frozenset({MARKER, TXLOG, WRITER_LOCK, COMPACT_LOCK, SEGMENTS, SNAPSHOTS})
+_RETRIES = 8
+INLINE_MAX_BYTES = tlog.INLINE_MAX_BYTES
+_INLINE_MAX_DOCS = 256
+# Inline transactions are folded into a Parquet file (see ObjectStore.fold) once this
+# many wait, or this many seconds after the first of them: outside readers of the
+# Parquet files never lag further behind. A fold costs about one segment commit.
+FOLD_EVERY_TX = tlog.FOLD_EVERY_TX
+FOLD_AFTER_SECONDS = 30.0
+
+
+@dataclass(frozen=True)
+class TxRecord:
+    """A committed transaction.
+
+    Attributes:
+        tx_id: 1, 2, 3, ... in commit order, never reused.
+        tx_time: commit time, UTC, timezone-aware; never earlier than the previous tx's.
+        count: number of documents written (after removing repeated ids).
+    """
+
+    tx_id: int
+    tx_time: datetime
+    count: int
+
+
+class _Snapshot:
+    """The current snapshot: its log entry and its memory-mapped doc cache."""
+
+    __slots__ = ("entry", "docs")
+
+    def __init__(self, entry: tlog.CompactEntry, docs: cache.DocsFile) -> None:
+        self.entry = entry
+        self.docs = docs
+
+
+def _default_clock() -> datetime:
+    return datetime.now(UTC)
+
+
+class _StoreBase:
+    """An open store directory and what its log says: the part of
+    :class:`ctxnb.store.ObjectStore` that opens, refreshes and locks."""
+
+    def __init__(
+        self,
+        path: str | os.PathLike[str],
+        *,
+        create: bool = True,
+        clock: Callable[[], datetime] | None = None,
+        inline_max_bytes: int = INLINE_MAX_BYTES,
+        fold_every: int = FOLD_EVERY_TX,
+        fold_after: float | None = FOLD_AFTER_SECONDS,
+    ) -> None:
+        self.path = Path(path)
+        self._dir = str(self.path)
+        self._clock = clock or _default_clock
+        self._inline_max = inline_max_bytes
+        self._fold_every = max(1, fold_every)
+        self._fold_after = fold_after
+        self._fold_timer: threading.Timer | None = None
+        # Live folds (newer than the snapshot) by file, the last tx they or the snapshot
+        # cover, and the inline transactions after it (not in any Parquet file yet).
+        self._folds: dict[str, tlog.FoldEntry] = {}
+        self._folded_upto = 0
+        self._unfolded: list[int] = []
+        self._marker_version = tlog.FORMAT_VERSION
+        self._mu = threading.RLock()
+        self._closed = False
+        self._log_path = os.path.join(self._dir, TXLOG)
+        self._log_offset = 0  # end of the last complete line we applied
+        self._log_lines = 0
+        self._seen_size = -1
+        self._seen_ino = -1
+        self._txs: list[TxRecord] = []
+        self._tx_times: list[datetime] = []
+        self._segments: dict[int, tlog.TxEntry] = {}  # live segments: tx > snapshot upto
+        self._snap: _Snapshot | None = None
+        # Versions newer than the snapshot: id -> [(tx_id, row, type)], oldest first; the
+        # version is row ``row`` of ``self._pending[tx_id]``.
+        self._overlay: dict[str, list[tuple[int, int, str]]] = {}
+        self._pending: dict[int, _PendingSegment] = {}
+        self._log_fd: int | None = None
+        self._writer_fd: int | None = None
+        self._cleaned = False
+        self._open(create)
+
+    def _open(self, create: bool) -> None:
+        marker = os.path.join(self._dir, MARKER)
+        # One stat, not isdir() then exists(): another process may create the directory
+        # between two checks, and this one must then open it, not call it a file.
+        try:
+            is_dir: bool | None = stat.S_ISDIR(os.stat(self._dir).st_mode)
+        except FileNotFoundError:
+            is_dir = None
+        except NotADirectoryError:
+            blocker = next(
+                (
+                    str(a)
+                    for a in reversed(Path(self._dir).parents)
+                    if a.exists() and not a.is_dir()
+                ),
+                os.path.dirname(self._dir),
+            )
+            raise StoreError(
+                f"cannot open the store at {self._dir}: {blocker} is a file, not a directory; "
+                "move or delete that file, or pass another store path"
+            ) from None
+        if is_dir is False:
+            raise StoreError(f"{self._dir} exists and is not a directory; pass a store path")
+        if is_dir is None:
+            if not create:
+                raise StoreError(
+                    f"no ctxnb store at {self._dir}; create one with ObjectStore(path) "
+                    "(create=True is the default)"
+                )
+            os.makedirs(self._dir, exist_ok=True)
+        listed = [] if os.path.exists(marker) else os.listdir(self._dir)
+        # A marker listed now was published by another process since the check.
+        if not os.path.exists(marker) and MARKER not in listed:
+            entries = [e for e in listed if not e.startswith(tlog.TMP_PREFIX)]
+            if entries and not (create and self._being_created(entries)):
+                first = os.path.join(self._dir, sorted(entries)[0])
+                raise CorruptStoreError(
+                    f"{self._dir} is not a ctxnb store: it has files (e.g. {first}) but no "
+                    f"{MARKER}; point ObjectStore at an empty or ctxnb-made directory",
+                    path=first,
+                )
+            if not create:
+                raise StoreError(f"no ctxnb store at {self._dir} (no {MARKER})")
+            self._init_dir(marker)
+        self._check_marker(marker)
+        for sub in (SEGMENTS, SNAPSHOTS):
+            os.makedirs(os.path.join(self._dir, sub), exist_ok=True)
+        # Read before the log: a commit after this only moves the log further ahead.
+        committed_end = guard.read_mark(os.path.join(self._dir, WRITER_LOCK))
+        if not os.path.exists(self._log_path):
+            if self._has_data_files() or committed_end:
+                raise CorruptStoreError(
+                    f"{self._log_path} is missing but the store has committed data; without "
+                    "the log no transaction can be trusted. Restore it from a backup",
+                    path=self._log_path,
+                )
+            os.close(os.open(self._log_path, os.O_WRONLY | os.O_CREAT, 0o644))
+        self._check_layout()
+        files = guard.data_files(self._dir)
+        self._refresh(force=True)
+        if committed_end > self._log_offset:
+            raise CorruptStoreError(
+                f"{self._log_path} ends its committed lines at byte {self._log_offset}, but "
+                f"transactions were committed up to byte {committed_end} (recorded in "
+                f"{WRITER_LOCK}): the log was cut short or replaced, and opening it would "
+                "lose them. Restore the log from a backup",
+                path=self._log_path,
+            )
+        self._refuse_files_ahead(files)
+
+    def _refuse_files_ahead(self, files: list[tuple[str, int, int]]) -> None:
+        ahead = guard.ahead_of_log(files, len(self._txs))
+        if ahead is not None:
+            raise CorruptStoreError(
+                f"{ahead} was written after transaction {len(self._txs)}, the last one "
+                f"{self._log_path} holds: the log lost committed lines. Restore the log "
+                "from a backup",
+                path=self._log_path,
+            )
+
+    def _init_dir(self, marker: str) -> None:
+        # The marker's bytes first (a .tmp- name nobody reads), so that the moment
+        # between the first data folder and the marker, when another process that opens
+        # the directory finds it is not a store, stays as short as a rename.
+        tmp = self._marker_tmp()
+        for sub in (SEGMENTS, SNAPSHOTS):
+            os.makedirs(os.path.join(self._dir, sub), exist_ok=True)
+        os.close(os.open(self._log_path, os.O_WRONLY | os.O_CREAT, 0o644))
+        self._publish_marker(tmp, marker)  # last: a directory with a marker is a complete store
+
+    def _being_created(self, entries: list[str]) -> bool:
+        """Whether the directory holds only what another process's ``_init_dir`` makes
+        before its marker (empty data folders, an empty log): then this process finishes
+        the same creation instead of refusing the directory. Both write the same marker.
+        """
+        if not set(entries) <= {SEGMENTS, SNAPSHOTS, TXLOG}:
+            return False
+        for sub in (SEGMENTS, SNAPSHOTS):
+            folder = os.path.join(self._dir, sub)
+            if os.path.exists(folder) and (
+                not os.path.isdir(folder)
+                or any(not e.startswith(tlog.TMP_PREFIX) for e in os.listdir(folder))
+            ):
+                return False
+        return not os.path.exists(self._log_path) or os.path.getsize(self._log_path) == 0
+
+    def _marker_tmp(self) -> str:
+        """The marker of the current format, written and fsynced under a .tmp- name."""
+        body = json.dumps({"format": tlog.FORMAT_NAME, "version": tlog.FORMAT_VERSION}) + "\n"
+        tmp = os.path.join(self._dir, f"{tlog.TMP_PREFIX}{secrets.token_hex(4)}-{MARKER}")
+        with open(tmp, "w", encoding="utf-8") as f:
+            f.write(body)
+            f.flush()
+            os.fsync(f.fileno())
+        return tmp
+
+    def _publish_marker(self, tmp: str, marker: str) -> None:
+        os.replace(tmp, marker)
+        fmt.fsync_dir(self._dir)
+        self._marker_version = tlog.FORMAT_VERSION
+
+    def _check_marker(self, marker: str) -> None:
+        try:
+            with open(marker, encoding="utf-8") as f:
+                info = json.load(f)
+            name, version = info["format"], info["version"]
+        except (OSError, ValueError, KeyError, TypeError) as exc:
+            raise CorruptStoreError(
+                f"{marker} is not a ctxnb store marker ({exc}); restore it or move the "
+                "directory aside",
+                path=marker,
+            ) from exc
+        if name != tlog.FORMAT_NAME:
+            raise CorruptStoreError(f"{marker} names format {name!r}, not ctxnb's", path=marker)
+        if type(version) is not int or version > tlog.FORMAT_VERSION:
+            raise StoreError(
+                f"{self._dir} uses store format {version!r}; this ctxnb reads up to "
+                f"{tlog.FORMAT_VERSION}. Upgrade ctxnb: pip install -U ctxnb"
+            )
+        self._marker_version = version
+
+    def _upgrade_marker(self) -> None:
+        """Mark an older store with the current format before its first inline
+        transaction or fold.
+
+        A ctxnb that reads only an older format then asks to be upgraded instead of
+        reading the store without its inline transactions. Needs the writer lock.
+        """
+        marker = os.path.join(self._dir, MARKER)
+        self._check_marker(marker)  # another process may have done it already
+        if self._marker_version < tlog.FORMAT_VERSION:
+            self._publish_marker(self._marker_tmp(), marker)
+
+    def _has_data_files(self) -> bool:
+        return any(
+            not e.startswith(tlog.TMP_PREFIX)
+            for sub in (SEGMENTS, SNAPSHOTS)
+            for e in os.listdir(os.path.join(self._dir, sub))
+        )
+
+    def _check_layout(self) -> None:
+        """Refuse foreign files: they are either damage or someone else's data."""
+        foreign: list[str] = []
+        for e in os.listdir(self._dir):
+            if e not in _KNOWN_TOP and not e.startswith(tlog.TMP_PREFIX):
+                foreign.append(os.path.join(self._dir, e))
+        for sub, patterns in (
+            (SEGMENTS, (tlog.SEG_RE,)),
+            (SNAPSHOTS, (tlog.SNAP_RE, tlog.DOCS_RE)),
+        ):
+            folder = os.path.join(self._dir, sub)
+            for e in os.listdir(folder):
+                if e.startswith(tlog.TMP_PREFIX) or any(p.fullmatch(e) for p in patterns):
+                    continue
+                foreign.append(os.path.join(folder, e))
+        if foreign:
+            raise CorruptStoreError(
+                f"{foreign[0]} is not a file ctxnb writes in a store directory"
+                + (f" (and {len(foreign) - 1} more)" if len(foreign) > 1 else "")
+                + "; move it out of the store directory",
+                path=foreign[0],
+            )
+
+    # --- reading the log --------------------------------------------------------------
+
+    def _refresh(self, *, force: bool = False) -> None:
+        """Apply log lines other processes appended since we last looked.
+
+        The fast path is one ``stat``; it is what keeps ``get`` cheap.
+        """
+        try:
+            st = os.stat(self._log_path)
+        except FileNotFoundError as exc:
+            raise CorruptStoreError(
+                f"{self._log_path} has disappeared; restore the store directory from a backup",
+                path=self._log_path,
+            ) from exc
+        if (
+            not force
+            and st.st_size == self._seen_size
+            and st.st_ino == self._seen_ino
+            and self._seen_size == self._log_offset
+        ):
+            return
+        if self._seen_ino not in (-1, st.st_ino):
+            raise CorruptStoreError(
+                f"{self._log_path} was replaced by another file while the store was open; "
+                "the log is append-only. Reopen the store",
+                path=self._log_path,
+            )
+        missing: FileNotFoundError | None = None
+        for _ in range(_RETRIES):
+            with open(self._log_path, "rb") as f:
+                size = os.fstat(f.fileno()).st_size
+                if size < self._log_offset:
+                    raise CorruptStoreError(
+                        f"{self._log_path} shrank below committed data ({size} < "
+                        f"{self._log_offset} bytes); restore it from a backup",
+                        path=self._log_path,
+                    )
+                f.seek(self._log_offset)
+                data = f.read(size - self._log_offset)
+            end = data.rfind(b"\n") + 1
+            entries = tlog.parse(
+                data[:end],
+                log_path=self._log_path,
+                first_line=self._log_lines,
+                next_tx=len(self._txs) + 1,
+            )
+            try:
+                self._apply(entries, self._log_offset + end, data.count(b"\n", 0, end))
+            except FileNotFoundError as exc:
+                # A compaction removed a segment between our reading the log and the
+                # file; the log now says which snapshot holds it. Read on and retry.
+                missing = exc
+                continue
+            self._seen_size = self._log_offset + (len(data) - end)
+            self._seen_ino = st.st_ino
+            return
+        path = getattr(missing, "filename", None) or "?"
+        raise CorruptStoreError(
+            f"{path} is named by the committed log {self._log_path} but is missing; "
+            "committed data has been removed by hand. Restore it from a backup",
+            path=str(path),
+        )
+
+    def _apply(self, entries: list[tlog.Entry], new_offset: int, nlines: int) -> None:
+        """Load what the new log entries add, then switch state in one step."""
+        if not entries:
+            self._log_offset, self._log_lines = new_offset, self._log_lines + nlines
+            return
+        last_compact = None
+        for e in entries:
+            if isinstance(e, tlog.CompactEntry):
+                last_compact = e
+        snap = self._snap
+        new_snap: _Snapshot | None = None
+        upto = snap.entry.upto if snap else 0
+        if last_compact is not None:
+            new_snap = _Snapshot(last_compact, self._open_docs(last_compact))
+            upto = last_compact.upto
+        new_txs = [e for e in entries if isinstance(e, tlog.TxEntry)]
+        loaded: list[tuple[tlog.TxEntry, _PendingSegment]] = []
+        try:
+            for e in new_txs:
+                if e.tx > upto and e.file is not None:
+                    loaded.append((e, _PendingSegment(self._read_segment(e))))
+                elif e.tx > upto and e.docs:
+                    loaded.append((e, _PendingSegment.inline(e.docs, None, e.tx, e.time_us)))
+        except BaseException:
+            if new_snap is not None:
+                new_snap.docs.close()
+            raise
+        # Commit the new state; nothing below can fail on I/O.
+        for e in new_txs:
+            t = tlog.from_us(e.time_us)
+            self._txs.append(TxRecord(e.tx, t, e.count))
+            self._tx_times.append(t)
+        if new_snap is not None:
+            old, self._snap = self._snap, new_snap
+            if old is not None:
+                old.docs.close()
+            self._segments = {tx: s for tx, s in self._segments.items() if tx > upto}
+            self._pending = {tx: p for tx, p in self._pending.items() if tx > upto}
+            for key in list(self._overlay):
+                kept = [v for v in self._overlay[key] if v[0] > upto]
+                if kept:
+                    self._overlay[key] = kept
+                else:
+                    del self._overlay[key]
+        for e, docs in loaded:
+            self._segments[e.tx] = e
+            self._add_overlay(e.tx, docs)
+            if e.file is None:
+                self._unfolded.append(e.tx)
+        for e in entries:
+            if isinstance(e, tlog.FoldEntry) and e.upto > upto:
+                self._folds[e.file] = e
+        if new_snap is not None:
+            self._folds = {f: e for f, e in self._folds.items() if e.upto > upto}
+        self._folded_upto = max([upto, *(e.upto for e in self._folds.values())])
+        self._unfolded = [tx for tx in self._unfolded if tx > self._folded_upto]
+        if len(loaded) > 1:
+            # Decoding many segments leaves freed buffers in Arrow's allocator; give them
+            # back, so that a store opened once does not keep its peak.
+            pa.default_memory_pool().release_unused()
+        self._log_offset, self._log_lines = new_offset, self._log_lines + nlines
+
+    def _add_overlay(self, tx: int, pending: _PendingSegment) -> None:
+        self._pending[tx] = pending
+        overlay = self._overlay
+        ids, types = pending.ids_and_types()
+        for row, (key, typ) in enumerate(zip(ids, types, strict=True)):
+            versions = overlay.get(key)
+            if versions is None:
+                overlay[key] = [(tx, row, typ)]
+            else:
+                versions.append((tx, row, typ))
+
+    def _json(self, tx: int, row: int) -> bytes:
+        """The JSON bytes of a version newer than the snapshot."""
+        return self._pending[tx].json(row)
+
+    def _abs(self, rel: str) -> str:
+        return os.path.join(self._dir, rel)
+
+    def _read_segment(self, e: tlog.TxEntry) -> pa.Table:
+        assert e.file is not None
+        path = self._abs(e.file)
+        size = os.path.getsize(path)  # FileNotFoundError: handled by _refresh
+        if size != e.size:
+            raise CorruptStoreError(
+                f"{path} is {size} bytes but was committed with {e.size}; the file is "
+                "damaged. Restore it from a backup",
+                path=path,
+            )
+        table = fmt.read_parquet(path)
+        if table.num_rows != e.count:
+            raise CorruptStoreError(
+                f"{path} has {table.num_rows} rows but tx {e.tx} committed {e.count}",
+                path=path,
+            )
+        if table.num_rows and not pc.all(pc.equal(table.column("tx_id"), e.tx)).as_py():
+            raise CorruptStoreError(
+                f"{path} holds rows of another transaction than tx {e.tx}, which names it; "
+                "restore it from a backup",
+                path=path,
+            )
+        return table
+
+    def _open_docs(self, e: tlog.CompactEntry) -> cache.DocsFile:
+        parquet = self._abs(e.file)
+        size = os.path.getsize(parquet)
+        if size != e.size:
+            raise CorruptStoreError(
+                f"{parquet} is {size} bytes but was committed with {e.size}; the snapshot "
+                "is damaged. Restore it from a backup",
+                path=parquet,
+            )
+        docs_path = self._abs(e.docs)
+        try:
+            if os.path.getsize(docs_path) != e.docs_size:
+                raise CorruptStoreError(f"{docs_path} has the wrong size", path=docs_path)
+            return cache.DocsFile(docs_path, e.rows, e.upto)
+        except (CorruptStoreError, FileNotFoundError) as exc:
+            if not os.path.exists(parquet):
+                raise
+            # The doc cache is derived from the snapshot Parquet: rebuild it.
+            log.warning("rebuilding the doc cache %s from %s (%s)", docs_path, parquet, exc)
+            self._rebuild_docs(parquet, docs_path)
+            return cache.DocsFile(docs_path, e.rows, e.upto)
+
+    def _rebuild_docs(self, parquet: str, docs_path: str) -> None:
+        """Write the doc cache of a snapshot from its Parquet, one row group at a time."""
+        groups = fmt.row_groups(parquet)
+        first = next(groups, None)
+        chunks = [] if first is None else [first]
+
+        def blobs(chunk: pa.Table) -> list[bytes]:
+            return [tlog.dumps(d).encode() for d in fmt.decode(chunk)]
+
+        tmp = self._tmp_name(SNAPSHOTS, os.path.basename(docs_path))
+        first_blobs = blobs(first) if first is not None else []
+        with (
+            fmt.publishing(tmp, docs_path),
+            cache.writing(tmp, cache.train_dict(first_blobs)) as writer,
+        ):
+            for chunk in [*chunks, *groups]:
+                data = first_blobs if chunk is first else blobs(chunk)
+                writer.write(*_cache_columns(chunk), [writer.compress(b) for b in data])
+
+    def _tmp_name(self, sub: str, name: str) -> str:
+        return os.path.join(self._dir, sub, f"{tlog.TMP_PREFIX}{secrets.token_hex(4)}-{name}")
+
+    # --- writing ----------------------------------------------------------------------
+
+    def _lock(self, name: str, fd: int | None) -> int:
+        if fd is None:
+            fd = os.open(os.path.join(self._dir, name), os.O_RDWR | os.O_CREAT, 0o644)
+        fcntl.flock(fd, fcntl.LOCK_EX)
+        return fd
+
+    def _now(self) -> datetime:
+        now = self._clock()
+        if not isinstance(now, datetime) or now.tzinfo is None:
+            raise StoreError(
+                f"the store's clock returned {now!r}; it must return an aware datetime, "
+                "e.g. datetime.now(timezone.utc)"
+            )
+        now = now.astimezone(UTC)
+        # Tx times never go backwards, so as_of(time) has one answer even if the
+        # wall clock steps back.
+        if self._tx_times and now < self._tx_times[-1]:
+            now = self._tx_times[-1]
+        return now
+
+    def _check_open(self) -> None:
+        if self._closed:
+            raise StoreError(f"the store at {self._dir} is closed; open it again")
+
+
+def _cache_columns(table: pa.Table) -> tuple[pa.Array, pa.Array, pa.Array]:
+    return tuple(  # type: ignore[return-value]
+        table.column(c).combine_chunks() for c in ("xt_id", "tx_id", "type")
+    )
+
+
+class _PendingSegment:
+    """A committed transaction newer than the snapshot: its rows and their JSON.
+
+    A segment starts from its Parquet rows, an inline transaction from its documents;
+    each builds the other form on first use. Writing and opening stay cheap: a tree
+    index that nobody reads back before the next compaction never pays for a JSON
+    encoding of every file, and a tool's small write never builds Arrow rows until a
+    scan or a compaction needs them.
+    """
+
+    __slots__ = ("_table", "_json", "_docs", "_tx", "_time_us", "_ids")
+
+    def __init__(self, table: pa.Table | None) -> None:
+        self._table = (
+            table.replace_schema_metadata(fmt.SCHEMA.metadata) if table is not None else None
+        )
+        self._json: list[bytes] | None = None
+        self._docs: list[dict[str, Any]] | None = None
+        self._tx = 0
+        self._time_us = 0
+        self._ids: tuple[list[str], list[str]] | None = None
+
+    @classmethod
+    def inline(
+        cls,
+        docs: list[dict[str, Any]] | None,
+        blobs: list[bytes] | None,
+        tx: int,
+        time_us: int,
+        *,
+        ids: list[str] | None = None,
+        types: list[str] | None = None,
+    ) -> _PendingSegment:
+        """From an inline transaction: its documents as read from the log, or their
+        JSON with their ids and types as committed by this process."""
+        out = cls(None)
+        out._docs, out._json, out._tx, out._time_us = docs, blobs, tx, time_us
+        if ids is not None and types is not None:
+            out._ids = (ids, types)
+        return out
+
+    @property
+    def table(self) -> pa.Table:
+        """The rows, with tx columns, in :data:`ctxnb._storefmt.SCHEMA`."""
+        if self._table is None:
+            docs = self._docs
+            if docs is None:
+                assert self._json is not None
+                docs = [json.loads(b) for b in self._json]
+            data = fmt.to_table(fmt.encode(docs))
+            self._table = fmt.with_tx(data, self._tx, tlog.from_us(self._time_us))
+            self._docs = None  # the table and the JSON hold everything from now on
+        return self._table
+
+    def ids_and_types(self) -> tuple[list[str], list[str]]:
+        if self._ids is not None:
+            return self._ids
+        if self._docs is not None:
+            return [d[fmt.ID_KEY] for d in self._docs], [d["type"] for d in self._docs]
+        table = self.table
+        return table.column("xt_id").to_pylist(), table.column("type").to_pylist()
+
+    def json(self, row: int) -> bytes:
+        if self._json is None:
+            docs = self._docs if self._docs is not None else fmt.decode(self.table)
+            self._json = [tlog.dumps(d).encode() for d in docs]
+        return self._json[row]
+
+
+def _unlink(path: str) -> None:
+    try:
+        os.unlink(path)
+    except FileNotFoundError:
+        pass

@@ -1,0 +1,345 @@
+"""The reads of an object store: the latest version, history, as-of and scans.
+
+Readers never lock: each read refreshes from the transaction log (a ``stat``) and then
+reads the snapshot's memory-mapped doc cache, the live segments and the inline
+transactions that :class:`ctxnb._storeopen._StoreBase` keeps.
+"""
+
+from __future__ import annotations
+
+import bisect
+import json
+from collections.abc import Iterable
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from typing import Any, Literal
+
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from . import _storecompact as compaction
+from . import _storefmt as fmt
+from ._storeopen import _RETRIES, TxRecord, _StoreBase
+from .errors import StoreError
+from .model import OBJECT_TYPES, model_for_type
+
+
+@dataclass(frozen=True)
+class Version:
+    """One version of a document, as returned by :meth:`ObjectStore.history`."""
+
+    doc: dict[str, Any]
+    tx_id: int
+    tx_time: datetime
+
+    @property
+    def version_id(self) -> str:
+        """``"<xt/id>@<tx_id>"``, unique per version."""
+        return f"{self.doc[fmt.ID_KEY]}@{self.tx_id}"
+
+
+_SORT_KEYS = compaction.SORT_KEYS
+
+
+class _StoreReads(_StoreBase):
+    """The reads of :class:`ctxnb.store.ObjectStore`."""
+
+    def get(self, id: str) -> dict[str, Any] | None:
+        """The latest version of a document, or None if the store has never seen ``id``.
+
+        Example:
+            >>> import tempfile
+            >>> from ctxnb.store import ObjectStore
+            >>> store = ObjectStore(tempfile.mkdtemp())
+            >>> _ = store.put([{"xt/id": "a", "type": "note", "tags": ["x"]}])
+            >>> store.get("a"), store.get("nope")
+            ({'xt/id': 'a', 'type': 'note', 'tags': ['x']}, None)
+        """
+        with self._mu:
+            self._check_open()
+            self._refresh()
+            versions = self._overlay.get(id)
+            if versions is not None:
+                return json.loads(self._json(*versions[-1][:2]))
+            snap = self._snap
+            if snap is not None:
+                k = snap.docs.index.get(id)
+                if k is not None:
+                    return json.loads(snap.docs.raw(snap.docs.starts[k + 1] - 1))
+            return None
+
+    def get_many(self, ids: Iterable[str]) -> dict[str, dict[str, Any]]:
+        """The latest versions of several documents; ids the store lacks are left out.
+
+        Example:
+            >>> import tempfile
+            >>> from ctxnb.store import ObjectStore
+            >>> store = ObjectStore(tempfile.mkdtemp())
+            >>> _ = store.put([{"xt/id": "a", "type": "note"}])
+            >>> list(store.get_many(["a", "b"]))
+            ['a']
+        """
+        with self._mu:
+            self._check_open()
+            self._refresh()
+            overlay, out = self._overlay, {}
+            snap = self._snap.docs if self._snap else None
+            loads = json.loads
+            for key in ids:
+                if key in out:
+                    continue
+                versions = overlay.get(key)
+                if versions is not None:
+                    out[key] = loads(self._json(*versions[-1][:2]))
+                elif snap is not None:
+                    k = snap.index.get(key)
+                    if k is not None:
+                        out[key] = loads(snap.raw(snap.starts[k + 1] - 1))
+            return out
+
+    def latest_tx_of(self, id: str) -> int | None:
+        """The transaction of the latest version of ``id`` (None if unknown), without
+        decoding any document.
+
+        Example:
+            >>> import tempfile
+            >>> from ctxnb.store import ObjectStore
+            >>> store = ObjectStore(tempfile.mkdtemp())
+            >>> _ = store.put([{"xt/id": "a", "type": "note"}])
+            >>> _ = store.put([{"xt/id": "b", "type": "note"}])
+            >>> store.latest_tx_of("a"), store.latest_tx_of("b"), store.latest_tx_of("c")
+            (1, 2, None)
+        """
+        with self._mu:
+            self._check_open()
+            self._refresh()
+            versions = self._overlay.get(id)
+            if versions:
+                return versions[-1][0]
+            snap = self._snap.docs if self._snap else None
+            if snap is not None:
+                k = snap.index.get(id)
+                if k is not None:
+                    return int(snap.txs[snap.starts[k + 1] - 1])
+            return None
+
+    def history(self, id: str) -> list[Version]:
+        """Every version of a document, oldest first (empty if the id is unknown).
+
+        Example:
+            >>> import tempfile
+            >>> from ctxnb.store import ObjectStore
+            >>> store = ObjectStore(tempfile.mkdtemp())
+            >>> _ = store.put([{"xt/id": "a", "type": "note", "v": 1}])
+            >>> _ = store.put([{"xt/id": "a", "type": "note", "v": 2}])
+            >>> [(v.tx_id, v.doc["v"], v.version_id) for v in store.history("a")]
+            [(1, 1, 'a@1'), (2, 2, 'a@2')]
+        """
+        with self._mu:
+            self._check_open()
+            self._refresh()
+            times, out = self._tx_times, []
+            snap = self._snap.docs if self._snap else None
+            if snap is not None:
+                k = snap.index.get(id)
+                if k is not None:
+                    txs, raw = snap.txs, snap.raw
+                    for row in range(snap.starts[k], snap.starts[k + 1]):
+                        tx = txs[row]
+                        out.append(Version(json.loads(raw(row)), tx, times[tx - 1]))
+            for tx, row, _ in self._overlay.get(id, ()):
+                out.append(Version(json.loads(self._json(tx, row)), tx, times[tx - 1]))
+            return out
+
+    def as_of(self, id: str, tx: int | datetime | TxRecord) -> dict[str, Any] | None:
+        """The version of ``id`` that was current at a transaction or time.
+
+        Args:
+            id: the document id.
+            tx: a tx id, a TxRecord, or an aware datetime (the latest transaction
+                committed at or before it counts).
+
+        Returns:
+            The document, or None if it did not exist yet.
+
+        Example:
+            >>> import tempfile
+            >>> from ctxnb.store import ObjectStore
+            >>> store = ObjectStore(tempfile.mkdtemp())
+            >>> first = store.put([{"xt/id": "a", "type": "note", "v": 1}])
+            >>> _ = store.put([{"xt/id": "a", "type": "note", "v": 2}])
+            >>> store.as_of("a", first)["v"], store.as_of("a", first.tx_time)["v"]
+            (1, 1)
+        """
+        with self._mu:
+            self._check_open()
+            self._refresh()
+            limit = self._resolve_tx(tx)
+            if limit is None:
+                return None
+            for v_tx, row, _ in reversed(self._overlay.get(id, ())):
+                if v_tx <= limit:
+                    return json.loads(self._json(v_tx, row))
+            snap = self._snap.docs if self._snap else None
+            if snap is not None:
+                k = snap.index.get(id)
+                if k is not None:
+                    txs = snap.txs
+                    for row in range(snap.starts[k + 1] - 1, snap.starts[k] - 1, -1):
+                        if txs[row] <= limit:
+                            return json.loads(snap.raw(row))
+            return None
+
+    def _resolve_tx(self, tx: int | datetime | TxRecord | None) -> int | None:
+        """A tx reference to a tx id (None: before the first transaction)."""
+        if isinstance(tx, TxRecord):
+            return tx.tx_id
+        if isinstance(tx, datetime):
+            if tx.tzinfo is None:
+                raise ValueError(
+                    f"as_of needs a timezone-aware datetime, got {tx!r}; "
+                    "e.g. datetime.now(timezone.utc)"
+                )
+            n = bisect.bisect_right(self._tx_times, tx.astimezone(UTC))
+            return n or None
+        if isinstance(tx, int) and not isinstance(tx, bool):
+            return tx if tx >= 1 else None
+        raise TypeError(f"expected a tx id, a TxRecord or a datetime, got {tx!r}")
+
+    def ids(self, type: str | None = None) -> list[str]:
+        """The ids of all documents (optionally of one type, by latest version), sorted.
+
+        Example:
+            >>> import tempfile
+            >>> from ctxnb.store import ObjectStore
+            >>> store = ObjectStore(tempfile.mkdtemp())
+            >>> _ = store.put([{"xt/id": "b", "type": "file"}, {"xt/id": "a", "type": "chat"}])
+            >>> store.ids(), store.ids("file")
+            (['a', 'b'], ['b'])
+        """
+        with self._mu:
+            self._check_open()
+            self._refresh()
+            out: set[str] = set()
+            snap = self._snap.docs if self._snap else None
+            if snap is not None:
+                if type is None:
+                    out.update(snap.index)
+                else:
+                    latest = pa.array(snap.latest_rows(), pa.int64())
+                    mask = pc.equal(snap.types().take(latest), type)
+                    ids = snap.ids().take(latest).filter(mask)
+                    out.update(ids.to_pylist())
+            for key, versions in self._overlay.items():
+                if type is None or versions[-1][2] == type:
+                    out.add(key)
+                else:
+                    out.discard(key)
+            return sorted(out)
+
+    def latest_tx(self) -> TxRecord | None:
+        """The last committed transaction, or None for an empty store."""
+        with self._mu:
+            self._check_open()
+            self._refresh()
+            return self._txs[-1] if self._txs else None
+
+    def transactions(self) -> list[TxRecord]:
+        """Every committed transaction, oldest first."""
+        with self._mu:
+            self._check_open()
+            self._refresh()
+            return list(self._txs)
+
+    def scan(
+        self,
+        type: str | None = None,
+        *,
+        as_of: int | datetime | TxRecord | None = None,
+        all_versions: bool = False,
+        columns: Iterable[str] | None = None,
+        format: Literal["pandas", "arrow"] = "pandas",
+    ) -> Any:
+        """Documents as a table with one typed column per field.
+
+        Args:
+            type: only documents of this type (judged by the version returned).
+            as_of: read as of this tx id, TxRecord or aware datetime.
+            all_versions: every version instead of the latest of each document.
+            columns: column names to return (see ``docs/store-format.md``). By default
+                the envelope, the type's own fields (all fields without ``type``),
+                ``extra``, ``tx_id`` and ``tx_time``.
+            format: ``"pandas"`` for a DataFrame, ``"arrow"`` for a ``pyarrow.Table``.
+
+        Rows are sorted by ``xt_id``, then ``tx_id``. ``args`` and ``turns`` hold JSON
+        text, ``extra`` a JSON object of all other keys.
+
+        Example:
+            >>> import tempfile
+            >>> from ctxnb.store import ObjectStore
+            >>> store = ObjectStore(tempfile.mkdtemp())
+            >>> _ = store.put([{"xt/id": "f", "type": "file", "content": "hi", "char_count": 2}])
+            >>> store.scan("file")[["xt_id", "content", "char_count"]].to_dict("records")
+            [{'xt_id': 'f', 'content': 'hi', 'char_count': 2}]
+        """
+        if format not in ("pandas", "arrow"):
+            raise ValueError(f"format must be 'pandas' or 'arrow', not {format!r}")
+        wanted = self._scan_columns(type, columns)
+        with self._mu:
+            self._check_open()
+            for _ in range(_RETRIES):
+                self._refresh()
+                limit = self._resolve_tx(as_of) if as_of is not None else None
+                files = [self._abs(self._snap.entry.file)] if self._snap else []
+                files += [self._abs(s.file) for _, s in sorted(self._segments.items()) if s.file]
+                inline = [
+                    self._pending[tx]
+                    for tx, s in sorted(self._segments.items())
+                    if s.file is None and tx in self._pending
+                ]
+                if as_of is not None and limit is None:
+                    files, inline = [], []
+                # A snapshot alone is already sorted by id, then tx.
+                presorted = self._snap is not None and len(files) == 1 and not inline
+                read = sorted(set(wanted) | {"xt_id", "tx_id", "type"}, key=fmt.SCHEMA.names.index)
+                try:
+                    tables = [fmt.read_parquet(f, columns=read) for f in files]
+                except FileNotFoundError:
+                    continue  # a compaction replaced the files; the log says with what
+                tables += [p.table.select(read) for p in inline]
+                break
+            else:
+                raise StoreError(f"could not read {self._dir}: files kept changing; retry")
+        schema = pa.schema([fmt.SCHEMA.field(n) for n in read])
+        table = pa.concat_tables(tables) if tables else schema.empty_table()
+        if limit is not None:
+            table = table.filter(pc.less_equal(table.column("tx_id"), limit))
+        if not presorted:
+            table = table.take(pc.sort_indices(table, sort_keys=_SORT_KEYS))
+        if not all_versions and table.num_rows:
+            ids = table.column("xt_id")
+            n = table.num_rows
+            last = pc.indices_nonzero(pc.not_equal(ids.slice(1), ids.slice(0, n - 1)))
+            table = table.take(pa.concat_arrays([last.cast(pa.int64()), pa.array([n - 1])]))
+        if type is not None:
+            table = table.filter(pc.equal(table.column("type"), type))
+        table = table.select(wanted)
+        return table if format == "arrow" else table.to_pandas()
+
+    @staticmethod
+    def _scan_columns(type: str | None, columns: Iterable[str] | None) -> list[str]:
+        if columns is not None:
+            wanted = list(columns)
+            unknown = [c for c in wanted if c not in fmt.SCHEMA.names]
+            if unknown:
+                raise ValueError(
+                    f"unknown column(s) {unknown}; store columns are {fmt.SCHEMA.names}"
+                )
+            return wanted
+        envelope = [c for c in fmt.ENVELOPE_COLUMNS if c not in ("tx_id", "tx_time")]
+        if type in OBJECT_TYPES:
+            own = model_for_type(type).PAYLOAD_FIELDS  # type: ignore[arg-type]
+            payload = [c for c in fmt.PAYLOAD_COLUMNS if c in own]
+        else:
+            payload = list(fmt.PAYLOAD_COLUMNS)
+        return [*envelope, *payload, "extra", "tx_id", "tx_time"]

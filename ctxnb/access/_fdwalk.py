@@ -1,0 +1,526 @@
+"""The descriptor walk under :class:`~ctxnb.access.fdio.PathPolicy`.
+
+Every name is reached one component at a time from a descriptor of its root, each
+component opened with ``O_NOFOLLOW`` relative to its parent's descriptor, so a symbolic
+link or a swapped directory met on the way is reported, never followed. This module holds
+that walk (roots, nested roots, parents, subdirectories, directory walks with their
+judgments) and the single-file primitives built on it (``lstat``, open a regular file,
+read it, write a temporary file, link it in). ``fdio.py`` holds the public operations
+that compose them. The hook process imports both: standard library only.
+"""
+
+from __future__ import annotations
+
+import errno
+import os
+import stat as stat_mod
+from collections.abc import Callable, Iterator
+from functools import cached_property
+from pathlib import Path
+from typing import Literal, NoReturn
+
+from ..errors import NotFoundError, PolicyError
+from .pathrules import TEMP_PREFIX, PathRules, SafePath, _deny, _Parsed, _Root, _short
+
+WriteMode = Literal["truncate", "append", "create"]
+
+_CLOEXEC = getattr(os, "O_CLOEXEC", 0)
+_NOCTTY = getattr(os, "O_NOCTTY", 0)
+# O_NONBLOCK on directories is harmless and means a FIFO met where a directory was
+# expected can never block the walk.
+_DIR_FLAGS = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_NONBLOCK | _CLOEXEC
+_FILE_FLAGS = os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | _NOCTTY | _CLOEXEC
+_TEMP_FLAGS = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | _NOCTTY | _CLOEXEC
+_READ_CHUNK = 1 << 20
+_S_IFMT, _S_IFDIR, _S_IFREG, _S_IFLNK = (
+    0o170000,
+    stat_mod.S_IFDIR,
+    stat_mod.S_IFREG,
+    stat_mod.S_IFLNK,
+)
+_UNJUDGED = "\x00unjudged"  # no rule name holds a NUL
+_JUDGED_MAX = 1 << 17  # names whose walk judgment is remembered (a few MB at most)
+
+
+class _FdWalk(PathRules):
+    """The descriptor walk and the single-file primitives of :class:`PathPolicy`."""
+
+    def _open_root(self, p: _Parsed) -> int:
+        nested = self._nested_roots.get(p.root.real)
+        try:
+            if nested is not None:
+                return self._open_nested_root(p, *nested)
+            return os.open(p.root.real, _DIR_FLAGS)
+        except OSError as exc:
+            raise NotFoundError(
+                f"Workspace root {str(p.root.real)!r} cannot be opened ({exc.strerror})."
+            ) from exc
+
+    @cached_property
+    def _nested_roots(self) -> dict[Path, tuple[Path, tuple[str, ...]]]:
+        """Roots inside another root (the skills folder), with that root and the way down.
+
+        Such a root is opened by a descriptor walk from the outer one: opened by name, a
+        folder above it swapped for a symbolic link after the policy was made (``.ctxnb``
+        -> elsewhere) would be followed.
+        """
+        found = {}
+        for r in self._roots:
+            outer = next(
+                (o for o in self._roots if o is not r and r.real.is_relative_to(o.real)), None
+            )
+            if outer is not None:
+                found[r.real] = (outer.real, r.real.relative_to(outer.real).parts)
+        return found
+
+    @staticmethod
+    def _open_nested_root(p: _Parsed, outer: Path, parts: tuple[str, ...]) -> int:
+        fd = os.open(outer, _DIR_FLAGS)
+        try:
+            for depth, name in enumerate(parts):
+                try:
+                    nfd = os.open(name, _DIR_FLAGS, dir_fd=fd)
+                except OSError:
+                    st = _lstat_quiet(name, fd)
+                    if st is not None and not stat_mod.S_ISDIR(st.st_mode):
+                        where = "/".join(parts[: depth + 1])
+                        what = "a symbolic link" if stat_mod.S_ISLNK(st.st_mode) else "no folder"
+                        _deny(p.display, "symlink", f"{where!r}, on the way to its root, is {what}")
+                    raise
+                os.close(fd)
+                fd = nfd
+        except BaseException:
+            os.close(fd)
+            raise
+        return fd
+
+    def _open_parent(self, p: _Parsed, *, make_parents: bool = False) -> int:
+        fd = self._walk_parents(p, make_parents=make_parents)
+        if fd is None:
+            hint = " (pass make_parents=True to create it)" if not make_parents else ""
+            raise NotFoundError(
+                f"A parent directory of {_short(p.display)!r} does not exist or is a file{hint}."
+            )
+        return fd
+
+    def _walk_parents(self, p: _Parsed, *, make_parents: bool = False) -> int | None:
+        """Descriptor of the directory holding the last name, or None if one is missing."""
+        fd = self._open_root(p)
+        ok = False
+        try:
+            for depth, name in enumerate(p.parts[:-1]):
+                nfd = self._open_subdir(fd, name, p, depth, make_parents)
+                if nfd is None:
+                    return None
+                os.close(fd)
+                fd = nfd
+            ok = True
+            return fd
+        finally:
+            if not ok:
+                os.close(fd)
+
+    def _open_subdir(self, fd: int, name: str, p: _Parsed, depth: int, make: bool) -> int | None:
+        prefix = "/".join(p.parts[: depth + 1])
+        made = False
+        for _ in range(4):
+            try:
+                return os.open(name, _DIR_FLAGS, dir_fd=fd)
+            except FileNotFoundError:
+                if not make or made:
+                    return None
+                try:
+                    os.mkdir(name, 0o777, dir_fd=fd)
+                except FileExistsError:
+                    pass  # someone else made it, or it is not a directory: the open decides
+                made = True
+            except OSError as exc:
+                st = _lstat_quiet(name, fd)
+                if st is None:
+                    return None
+                if stat_mod.S_ISLNK(st.st_mode):
+                    _deny(p.display, "symlink", f"{prefix!r} is a symbolic link")
+                if stat_mod.S_ISREG(st.st_mode):
+                    return None  # a file where a directory should be: the path cannot exist
+                if not stat_mod.S_ISDIR(st.st_mode):
+                    _deny(p.display, "special-file", f"{prefix!r} is not a directory")
+                if exc.errno not in (errno.ELOOP, errno.ENOTDIR):
+                    raise
+                # It was a link when opened and is a directory again now: it is being
+                # swapped under us. Try again; a steady swap is refused below.
+        _deny(p.display, "symlink", f"{prefix!r} keeps changing into a symbolic link")
+
+    def _probe(self, p: _Parsed) -> Literal["missing", "file", "dir"]:
+        if not p.parts:
+            return "dir"
+        parent = self._walk_parents(p)
+        if parent is None:
+            return "missing"
+        try:
+            st = self._lstat_at(parent, p)
+        finally:
+            os.close(parent)
+        if st is None:
+            return "missing"
+        self._require_plain(st, p, allow_dir=True)
+        return "dir" if stat_mod.S_ISDIR(st.st_mode) else "file"
+
+    @staticmethod
+    def _lstat_at(parent: int, p: _Parsed) -> os.stat_result | None:
+        try:
+            return os.stat(p.parts[-1], dir_fd=parent, follow_symlinks=False)
+        except (FileNotFoundError, NotADirectoryError):
+            return None
+
+    @staticmethod
+    def _require_plain(st: os.stat_result, p: _Parsed, *, allow_dir: bool) -> None:
+        mode = st.st_mode
+        if stat_mod.S_ISLNK(mode):
+            _deny(p.display, "symlink", "it is a symbolic link")
+        if stat_mod.S_ISDIR(mode):
+            if not allow_dir:
+                _deny(p.display, "not-a-regular-file", "it is a directory")
+            return
+        if not stat_mod.S_ISREG(mode):
+            _deny(p.display, "special-file", f"it is a {_kind(mode)}, not a regular file")
+
+    @staticmethod
+    def _open_regular(
+        parent: int, p: _Parsed, lstat: os.stat_result | None = None
+    ) -> tuple[int, os.stat_result]:
+        """Open a regular file of ``parent``: its descriptor and its ``fstat``.
+
+        ``lstat``: the entry's ``lstat`` if the caller has just taken it (a walk).
+        """
+        name = p.parts[-1]
+        # lstat first so that a device node is never opened (opening one can act on
+        # the device); the O_NOFOLLOW | O_NONBLOCK open plus fstat below is what makes
+        # it safe if the entry is swapped in between.
+        st = lstat if lstat is not None else _FdWalk._lstat_at(parent, p)
+        if st is None:
+            raise NotFoundError(f"No file {_short(p.display)!r} in {p.root.real}.")
+        _FdWalk._require_plain(st, p, allow_dir=False)
+        try:
+            fd = os.open(name, _FILE_FLAGS, dir_fd=parent)
+        except FileNotFoundError:
+            raise NotFoundError(f"No file {_short(p.display)!r} in {p.root.real}.") from None
+        except OSError as exc:
+            if exc.errno in (errno.ELOOP, errno.EMLINK):  # EMLINK: FreeBSD's O_NOFOLLOW
+                _deny(p.display, "symlink", "it is a symbolic link")
+            if exc.errno in (errno.ENXIO, errno.EOPNOTSUPP, errno.ENODEV):
+                _deny(p.display, "special-file", "it is not a regular file")
+            if exc.errno == errno.EISDIR:
+                _deny(p.display, "not-a-regular-file", "it is a directory")
+            raise
+        try:
+            st = os.fstat(fd)
+            if not stat_mod.S_ISREG(st.st_mode):
+                _deny(p.display, "special-file", f"it is a {_kind(st.st_mode)}, not a regular file")
+        except BaseException:
+            os.close(fd)
+            raise
+        return fd, st
+
+    @staticmethod
+    def _read_fd(fd: int, p: _Parsed, max_bytes: int | None, size: int) -> bytes:
+        """The file's bytes; ``size`` is its ``fstat`` size: the first read asks for all
+        of it and a byte more, so a file that does not change takes one read (and one
+        that returns nothing at its end)."""
+        if max_bytes is not None and size > max_bytes:
+            _too_large(p, size, max_bytes)
+        chunks: list[bytes] = []
+        total = 0
+        while True:
+            want = size + 1 if not chunks else _READ_CHUNK
+            if max_bytes is not None:
+                want = min(want, max_bytes + 1 - total)
+            chunk = os.read(fd, want)
+            if not chunk:
+                break
+            chunks.append(chunk)
+            total += len(chunk)
+            if max_bytes is not None and total > max_bytes:
+                _too_large(p, total, max_bytes)  # it grew while we read
+        return b"".join(chunks)
+
+    @staticmethod
+    def _write_temp(
+        parent: int, data: bytes, old: os.stat_result | None, new_mode: int | None = None
+    ) -> str:
+        # An existing file's temp starts private (0o600) so a secret file's new content
+        # is never briefly readable by others; a new file gets 0o666 minus the umask.
+        create_mode = 0o600 if old is not None else 0o666
+        for _ in range(16):
+            name = f"{TEMP_PREFIX}{os.urandom(8).hex()}"
+            try:
+                fd = os.open(name, _TEMP_FLAGS, create_mode, dir_fd=parent)
+                break
+            except FileExistsError:
+                continue
+        else:  # pragma: no cover - 16 collisions of 64 random bits
+            raise FileExistsError("could not create a unique temporary file")
+        try:
+            view = memoryview(data)
+            while view:
+                written = os.write(fd, view)
+                view = view[written:]
+            if old is not None:
+                mine = os.fstat(fd)
+                if (mine.st_uid, mine.st_gid) != (old.st_uid, old.st_gid):
+                    try:
+                        os.fchown(fd, old.st_uid, old.st_gid)
+                    except PermissionError:
+                        pass  # only root may give a file away; keep ours
+                os.fchmod(fd, stat_mod.S_IMODE(old.st_mode) & 0o777)
+            elif new_mode is not None:
+                os.fchmod(fd, new_mode & 0o777)
+            os.fsync(fd)
+        except BaseException:
+            os.close(fd)
+            _unlink_quiet(name, parent)
+            raise
+        os.close(fd)
+        return name
+
+    def _link_new(self, parent: int, tmp: str, p: _Parsed) -> None:
+        name = p.parts[-1]
+        try:
+            # link() fails if the name exists: an O_EXCL create whose content is
+            # complete the moment it appears.
+            os.link(tmp, name, src_dir_fd=parent, dst_dir_fd=parent, follow_symlinks=False)
+        except FileExistsError:
+            self._file_exists(p)
+        except (OSError, NotImplementedError) as exc:
+            # NotImplementedError: a platform without linkat(); OSError: a filesystem
+            # without hard links (FAT, some FUSE and network filesystems).
+            no_links = (errno.EPERM, errno.EOPNOTSUPP, errno.ENOSYS, errno.EMLINK)
+            if isinstance(exc, OSError) and exc.errno not in no_links:
+                raise
+            # Filesystems without hard links: check again, then rename (a small window).
+            if self._lstat_at(parent, p) is not None:
+                self._file_exists(p)
+            os.rename(tmp, name, src_dir_fd=parent, dst_dir_fd=parent)
+            return
+        _unlink_quiet(tmp, parent)
+
+    @staticmethod
+    def _file_exists(p: _Parsed) -> NoReturn:
+        raise PolicyError(
+            "FILE_EXISTS",
+            f"File {_short(p.display)!r} already exists and mode='create' does not replace it.",
+            recoverable=True,
+            required_action="Use mode='truncate' to replace the file, or pick a new path.",
+            details={"path": _short(p.display, 512)},
+        )
+
+    def _walk_dir(
+        self,
+        root: _Root,
+        fd: int,
+        prefix: tuple[str, ...],
+        skip: Callable[[str, bool], bool] | None,
+        on_dir: Callable[[str, Callable[[str], bytes | None]], None] | None,
+        on_refused: Callable[[str, str], None] | None,
+        *,
+        temps: bool,
+    ) -> Iterator[FileEntry]:
+        """Yield the accepted files below the open directory ``fd`` (not closed here)."""
+        if on_dir is not None:
+            on_dir("/".join(prefix), lambda name: _read_small(fd, name))
+        try:
+            with os.scandir(fd) as it:
+                names = sorted(e.name for e in it)
+        except OSError:
+            return  # removed or unreadable since it was opened
+        # The nothing-changed path of a re-index runs this loop once per file: no
+        # per-file objects beyond the lstat, and a name's lexical judgment (a pure
+        # function of its path) is remembered across walks by the rules.
+        judged = self._walk_judged
+        allow = self._allow_spec
+        base = "/".join(prefix) + "/" if prefix else ""
+        for name in names:
+            rel = base + name
+            try:
+                st = os.stat(name, dir_fd=fd, follow_symlinks=False)
+            except OSError:
+                continue  # vanished while we looked
+            fmt = st.st_mode & _S_IFMT
+            is_dir, is_file = fmt == _S_IFDIR, fmt == _S_IFREG
+            if is_file and name.startswith(TEMP_PREFIX):
+                if temps:
+                    yield FileEntry(root, rel, st, fd)
+                continue
+            if temps:
+                if is_dir and self._judge(judged, prefix, name, rel) is None:
+                    yield from self._descend(
+                        root, fd, (*prefix, name), None, None, None, temps=True
+                    )
+                continue
+            if not (is_dir or is_file):
+                if on_refused is not None:
+                    on_refused(rel, "symlink" if fmt == _S_IFLNK else "special-file")
+                continue
+            got = judged.get(rel, _UNJUDGED)
+            rule = self._judge(judged, prefix, name, rel) if got is _UNJUDGED else got
+            if rule is None and is_file and allow is not None:
+                rule = None if allow.match_file(rel) else "not-allowed"
+            if rule is not None:
+                if on_refused is not None:
+                    on_refused(rel, rule)
+                continue
+            if skip is not None and skip(rel, is_dir):
+                continue
+            if is_dir:
+                yield from self._descend(
+                    root, fd, (*prefix, name), skip, on_dir, on_refused, temps=False
+                )
+            else:
+                yield FileEntry(root, rel, st, fd)
+
+    def _judge(
+        self, judged: dict[str, str | None], prefix: tuple[str, ...], name: str, rel: str
+    ) -> str | None:
+        """The walk's refusal of ``rel`` (its parent accepted), remembered by path."""
+        got = judged.get(rel, _UNJUDGED)
+        if got is not _UNJUDGED:
+            return got
+        if len(judged) >= _JUDGED_MAX:
+            judged.clear()
+        judged[rel] = rule = self._refusal((*prefix, name), parent_checked=True)
+        return rule
+
+    def _descend(
+        self,
+        root: _Root,
+        fd: int,
+        parts: tuple[str, ...],
+        skip: Callable[[str, bool], bool] | None,
+        on_dir: Callable[[str, Callable[[str], bytes | None]], None] | None,
+        on_refused: Callable[[str, str], None] | None,
+        *,
+        temps: bool,
+    ) -> Iterator[FileEntry]:
+        try:
+            nfd = os.open(parts[-1], _DIR_FLAGS, dir_fd=fd)
+        except OSError:
+            # Replaced by a link (O_NOFOLLOW refuses it) or removed since the scan.
+            if on_refused is not None:
+                st = _lstat_quiet(parts[-1], fd)
+                if st is not None and stat_mod.S_ISLNK(st.st_mode):
+                    on_refused("/".join(parts), "symlink")
+            return
+        try:
+            yield from self._walk_dir(root, nfd, parts, skip, on_dir, on_refused, temps=temps)
+        finally:
+            os.close(nfd)
+
+
+class FileEntry:
+    """A file found by :meth:`PathPolicy.walk`: its name, its ``lstat`` and a way to read it.
+
+    ``read`` opens the name relative to its directory's descriptor (``O_NOFOLLOW``,
+    regular files only), so it is valid only while the walk stands at this entry.
+    ``rel`` and ``root`` are plain attributes; the :class:`SafePath` (``safe``) is made
+    when first asked for, so a walk over unchanged files builds no path objects.
+    """
+
+    # A plain class: the hook process imports this module, and dataclasses cost it time.
+    __slots__ = ("_root", "_safe", "dir_fd", "rel", "stat")
+
+    def __init__(self, root: _Root, rel: str, stat: os.stat_result, dir_fd: int) -> None:
+        self._root = root
+        self._safe: SafePath | None = None
+        self.rel = rel
+        self.stat = stat
+        self.dir_fd = dir_fd
+
+    @property
+    def root(self) -> Path:
+        """The real path of the root the file was found under."""
+        return self._root.real
+
+    @property
+    def safe(self) -> SafePath:
+        """The file as a :class:`SafePath`."""
+        if self._safe is None:
+            self._safe = self._parsed().safe
+        return self._safe
+
+    def _parsed(self) -> _Parsed:
+        return _Parsed(self._root, tuple(self.rel.split("/")), False, self.rel)
+
+    def __repr__(self) -> str:
+        return f"FileEntry(safe={self.safe!r}, dir_fd={self.dir_fd})"
+
+    def read(self, *, max_bytes: int | None = None) -> bytes:
+        """The file's bytes, read race-free through its directory's descriptor.
+
+        Raises:
+            PolicyError: ``PATH_DENIED`` when the name became a link or special file.
+            NotFoundError: the file is gone.
+        """
+        p = self._parsed()
+        fd, st = _FdWalk._open_regular(self.dir_fd, p, self.stat)
+        try:
+            return _FdWalk._read_fd(fd, p, max_bytes, st.st_size)
+        finally:
+            os.close(fd)
+
+
+def _too_large(p: _Parsed, size: int, limit: int) -> NoReturn:
+    raise PolicyError(
+        "FILE_TOO_LARGE",
+        f"File {_short(p.display)!r} is {size} bytes or more, over the limit of {limit}.",
+        recoverable=True,
+        required_action="Read a line range or an excerpt instead of the whole file.",
+        details={"path": _short(p.display, 512), "size": size, "max_bytes": limit},
+    )
+
+
+def _kind(mode: int) -> str:
+    if stat_mod.S_ISFIFO(mode):
+        return "FIFO"
+    if stat_mod.S_ISSOCK(mode):
+        return "socket"
+    if stat_mod.S_ISCHR(mode):
+        return "character device"
+    if stat_mod.S_ISBLK(mode):
+        return "block device"
+    if stat_mod.S_ISDIR(mode):
+        return "directory"
+    return "special file"
+
+
+def _read_small(dir_fd: int, name: str, limit: int = 1 << 20) -> bytes | None:
+    """A small regular file of an open directory (an ignore file), or None."""
+    try:
+        fd = os.open(name, _FILE_FLAGS, dir_fd=dir_fd)
+    except OSError:
+        return None
+    try:
+        if not stat_mod.S_ISREG(os.fstat(fd).st_mode):
+            return None
+        return os.read(fd, limit)
+    except OSError:
+        return None
+    finally:
+        os.close(fd)
+
+
+def _lstat_quiet(name: str, dir_fd: int) -> os.stat_result | None:
+    try:
+        return os.stat(name, dir_fd=dir_fd, follow_symlinks=False)
+    except OSError:
+        return None
+
+
+def _close_all(opened: list[tuple[tuple[str, ...], int]]) -> None:
+    while opened:
+        os.close(opened.pop()[1])
+
+
+def _unlink_quiet(name: str, dir_fd: int) -> None:
+    try:
+        os.unlink(name, dir_fd=dir_fd)
+    except OSError:
+        pass  # best effort; clean_temp_files() sweeps what is left

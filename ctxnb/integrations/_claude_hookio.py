@@ -1,0 +1,228 @@
+"""One Claude Code hook call: its payload read, its answer written.
+
+What every event handler of :mod:`ctxnb.integrations.claude_code` shares: the
+:class:`HookResult` a hook process prints, the payload's context (workspace, settings,
+path policy and intents, loaded on demand), the answers Claude Code understands, capped
+at its output limit, and the launcher ctxnb's own processes start with. Imported on
+every hook call, so it holds nothing heavy.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Mapping
+from pathlib import Path
+from types import ModuleType
+from typing import TYPE_CHECKING, Any
+
+from ..access.pathrules import map_mount_prefix
+from ..errors import CtxnbError, PolicyError
+from ..govern.core import IntentLike
+from ..govern.state import (
+    find_workspace,
+    load_intents_cached,
+    load_settings,
+    read_session_intent,
+    state_dir,
+)
+
+if TYPE_CHECKING:
+    from ..access.fdio import PathPolicy
+
+
+MAX_OUTPUT_CHARS = 10_000
+"""Claude Code caps strings in a hook's output at this many characters."""
+
+
+class HookResult:
+    """What a hook process prints and how it exits.
+
+    Attributes:
+        exit_code: 0 answered (see ``stdout``), 1 an error after the fact (``stderr``
+            says which), 2 a block (``stderr`` is the reason; every ``pre-tool-use``
+            error blocks).
+        stdout: the JSON answer, or empty for "no decision".
+        stderr: a one-line message for the human.
+    """
+
+    # A plain class: creating dataclasses costs milliseconds at import, on every call.
+    __slots__ = ("exit_code", "stderr", "stdout")
+
+    def __init__(self, exit_code: int = 0, stdout: str = "", stderr: str = "") -> None:
+        self.exit_code = exit_code
+        self.stdout = stdout
+        self.stderr = stderr
+
+    def __repr__(self) -> str:
+        return f"HookResult({self.exit_code}, {self.stdout!r}, {self.stderr!r})"
+
+    @property
+    def answer(self) -> dict[str, Any]:
+        """``stdout`` parsed, or ``{}`` when there is no answer."""
+        return json.loads(self.stdout) if self.stdout.strip() else {}
+
+    @property
+    def decision(self) -> str | None:
+        """The PreToolUse ``permissionDecision``, if any."""
+        return self.answer.get("hookSpecificOutput", {}).get("permissionDecision")
+
+
+class PayloadError(CtxnbError, ValueError):
+    """A hook payload lacks a field ctxnb needs, or a field has the wrong type."""
+
+
+def _error(event: str, message: str) -> HookResult:
+    if event == "pre-tool-use":
+        # Exit 2 blocks the tool call; 1 would let it run unchecked.
+        return HookResult(2, "", f"ctxnb hook {event}: blocked: {_cap(message)}\n")
+    return HookResult(1, "", f"ctxnb hook {event}: error: {_cap(message)}\n")
+
+
+def _pathpolicy_module() -> ModuleType:
+    """``ctxnb.access.fdio`` (the ``ctxnb.access`` package imports lazily, so this
+    loads neither pydantic nor pandas)."""
+    import importlib
+
+    return importlib.import_module("ctxnb.access.fdio")
+
+
+class _Context:
+    """One hook call: the payload, its workspace, and what is loaded on demand."""
+
+    def __init__(self, payload: Mapping[str, Any], env: Mapping[str, str]) -> None:
+        self.payload = payload
+        self.env = env
+        cwd = payload.get("cwd")
+        if not isinstance(cwd, str) or not os.path.isabs(cwd):
+            raise PayloadError(f"'cwd' must be an absolute path, got {cwd!r}")
+        if not os.path.isdir(cwd):
+            raise PayloadError(f"'cwd' {cwd!r} is not an existing directory")
+        self.cwd = cwd
+        self.root, self.governed = find_workspace(cwd)
+        self._state_dir: Path | None = None
+        sid = payload.get("session_id")
+        self.session_id: str | None = sid if isinstance(sid, str) and sid else None
+        self._settings: dict[str, Any] | None = None
+        self._policy: PathPolicy | None = None
+        self._intents: dict[str, IntentLike] | None = None
+
+    @property
+    def state_dir(self) -> Path:
+        if self._state_dir is None:
+            self._state_dir = state_dir(self.root, self.env)
+        return self._state_dir
+
+    def str_field(self, key: str) -> str:
+        value = self.payload.get(key)
+        if not isinstance(value, str) or not value:
+            raise PayloadError(f"the payload needs a non-empty string {key!r}, got {value!r}")
+        return value
+
+    def tool_input(self) -> Mapping[str, Any]:
+        value = self.payload.get("tool_input")
+        if value is None:
+            return {}
+        if not isinstance(value, Mapping):
+            raise PayloadError(f"'tool_input' must be an object, got {type(value).__name__}")
+        return value
+
+    @property
+    def settings(self) -> dict[str, Any]:
+        if self._settings is None:
+            self._settings = load_settings(self.root, self.state_dir if self.governed else None)
+        return self._settings
+
+    @property
+    def policy(self) -> PathPolicy:
+        if self._policy is None:
+            s = self.settings
+            self._policy = _pathpolicy_module().PathPolicy(
+                [self.root],
+                allow=s["allow"],
+                deny=s["deny"],
+                protect=s["protect"],
+                max_path_bytes=s["max_path_bytes"],
+            )
+        return self._policy
+
+    def intents(self) -> dict[str, IntentLike]:
+        if self._intents is None:
+            self._intents = load_intents_cached(self.root, self.state_dir)
+        return self._intents
+
+    def abs_path(self, path: str) -> str:
+        """Paths in payloads are absolute (mount prefixes mapped to the host directory);
+        a relative one is relative to ``cwd``."""
+        if os.path.isabs(path):
+            return map_mount_prefix(path, self.settings["mounts"])
+        return os.path.join(self.cwd, path)
+
+    def session_intent(self) -> str | None:
+        if self.session_id is None:
+            return None
+        return read_session_intent(self.state_dir, self.session_id)
+
+
+# -- answers ----------------------------------------------------------------------------------
+def _cap(text: str) -> str:
+    if len(text) <= MAX_OUTPUT_CHARS:
+        return text
+    return text[: MAX_OUTPUT_CHARS - 1] + "…"
+
+
+def _answer(data: dict[str, Any]) -> HookResult:
+    return HookResult(0, json.dumps(data, ensure_ascii=False) + "\n", "")
+
+
+def _pre_answer(
+    decision: str, reason: str, updated_input: Mapping[str, Any] | None = None
+) -> HookResult:
+    out: dict[str, Any] = {
+        "hookEventName": "PreToolUse",
+        "permissionDecision": decision,
+        "permissionDecisionReason": _cap(reason),
+    }
+    if updated_input is not None:
+        out["updatedInput"] = dict(updated_input)
+    return _answer({"hookSpecificOutput": out})
+
+
+def _context_answer(event_name: str, text: str) -> HookResult:
+    return _answer(
+        {"hookSpecificOutput": {"hookEventName": event_name, "additionalContext": _cap(text)}}
+    )
+
+
+def _refusal(e: PolicyError) -> str:
+    # First line: the policy's own message (deterministic); second: what to do.
+    return f"{e.message}\n{e.required_action}" if e.required_action else e.message
+
+
+def _path_arg(tool_input: Mapping[str, Any], *keys: str) -> str | None:
+    for key in keys:
+        value = tool_input.get(key)
+        if value is None:
+            continue
+        if not isinstance(value, str):
+            raise PayloadError(f"tool_input.{key} must be a string, got {type(value).__name__}")
+        if value:
+            return value
+    return None
+
+
+# -- the launcher -------------------------------------------------------------------------
+def launcher() -> list[str]:
+    """How ctxnb's own processes start ctxnb: this interpreter by its absolute path, isolated.
+
+    ``-I``: neither the current directory (the workspace, where the agent writes a
+    ``ctxnb.py``) nor ``PYTHONPATH`` is on ``sys.path``, and no user site; so nothing
+    from the workspace is imported by a hook or by the Bash rewrite.
+
+    Example:
+        >>> launcher()[1:]
+        ['-I', '-m', 'ctxnb']
+    """
+    import sys
+
+    return [os.path.abspath(sys.executable), "-I", "-m", "ctxnb"]

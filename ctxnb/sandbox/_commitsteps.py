@@ -1,0 +1,329 @@
+"""The two steps of a command's commit: the approver's look, then the governed writes.
+
+:class:`ctxnb.sandbox.commit.CommandEffects` plans a command's changes and checks them
+for conflicts; these are the steps after that. ``_approve`` shows a destructive change's
+real diff to the approver (or holds it for ``ctxnb sandbox commit ID``), and
+``_commit_all`` writes each change through the access layer's descriptor walk and hands
+it to the one recorder, under the workspace lock ``apply`` holds.
+"""
+
+from __future__ import annotations
+
+import stat as stat_mod
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from ..errors import CtxnbError, PolicyError, StaleFileError
+from ..hashing import sha256_hex
+from .destructive import destructive_reason
+
+if TYPE_CHECKING:
+    from ..access.door import Access
+    from ..govern.intents import Intent
+    from ..tools.call import ToolCall
+    from .commit import EffectsReport, GoverningEngine
+    from .held import Hold
+
+MAX_DIFF_CHARS = 40_000
+"""The diff an approver sees is cut here (the message says so)."""
+
+_MAX_PENDING = 64
+"""Directory fsyncs left to the background thread at once (each holds a descriptor)."""
+
+
+@dataclass
+class _Planned:
+    rel: str
+    kind: str
+    old: bytes | None
+    new: bytes | None
+    mode: int = 0
+    base: bytes | None = None
+    """The bytes before this engine's first commit to the file, when they differ from
+    ``old`` and the file has not changed since but by this engine's commits."""
+    destructive: bool = False
+
+
+class _CommitSteps:
+    """The approval and commit steps of :class:`~ctxnb.sandbox.commit.CommandEffects`."""
+
+    engine: GoverningEngine
+    ws: Access
+    root: str
+    _ignore: Any
+    _max_bytes: int
+
+    def _ignored(self, rel: str) -> bool:
+        # The indexer's ignores (git's, .ctxnbignore, [index] ignore), decided per path.
+        if self._ignore is None:
+            from ..ignore import TreeIgnores
+
+            cfg = self.ws.config.index
+            self._ignore = TreeIgnores(cfg.ignore, use_gitignore=cfg.use_gitignore, root=self.root)
+
+        def read(path: str) -> bytes | None:
+            try:
+                return self.ws.read(path)
+            except CtxnbError:
+                return None  # a link or a denied name: not an ignore file, as in the walk
+
+        return bool(self._ignore.decide(rel, read))
+
+    def _approve(
+        self,
+        planned: list[_Planned],
+        command: str,
+        session_id: str | None,
+        caller: str,
+        call: ToolCall | None,
+        *,
+        hold: Callable[[str, list[str]], Hold] | None = None,
+        expect_diff: str | None = None,
+    ) -> dict[str, Any] | None:
+        """Ask the approver when a change is destructive: the approval (who, when, the
+        hash of the diff they saw) when it was asked and approved, None when nothing was
+        destructive; raises when refused (or held)."""
+        reasons = []
+        for p in planned:
+            r = destructive_reason(p.rel, p.old, p.new)
+            if r is None and p.base is not None:
+                r = destructive_reason(p.rel, p.base, p.new)
+                if r is None:
+                    p.base = None  # the diff shows this command's change only
+                else:
+                    r += " (with this session's earlier commands; the diff starts before them)"
+            else:
+                p.base = None
+            if r is not None:
+                p.destructive = True
+                reasons.append(r)
+        if not reasons and expect_diff is None:
+            return None
+        # A held command's changes are compared with the approved diff even when what is
+        # left of them is harmless (a destructive file out of the scope now): the human
+        # approved all of them, not a part.
+        from ..redaction import redact_text
+        from ..tools.patching import unified_diff
+
+        def file_diff(p: _Planned) -> str:
+            fromfile = f"a/{p.rel}" if p.old is not None else "/dev/null"
+            tofile = f"b/{p.rel}" if p.new is not None else "/dev/null"
+            text = "".join(
+                unified_diff(
+                    redact_text(
+                        ((p.old if p.base is None else p.base) or b"").decode("utf-8", "replace")
+                    ),
+                    redact_text((p.new or b"").decode("utf-8", "replace")),
+                    fromfile=fromfile,
+                    tofile=tofile,
+                )
+            )
+            # An empty file created or deleted (or a change the redaction hides) has no
+            # diff lines; its header still names it, so every change is in what is shown
+            # and hashed. A new file keeps its x bits: shown as git shows them.
+            text = text or f"--- {fromfile}\n+++ {tofile}\n"
+            if p.old is None and p.mode & 0o111:
+                text = f"new file mode 100{stat_mod.S_IMODE(p.mode) & 0o777:o}\n" + text
+            return text
+
+        diff = "".join(file_diff(p) for p in planned)
+        if len(diff) > MAX_DIFF_CHARS:
+            diff = diff[:MAX_DIFF_CHARS] + f"\n[... ctxnb: diff cut at {MAX_DIFF_CHARS} chars]\n"
+        reason = "the command's changes are destructive: " + "; ".join(reasons)
+        from ..redaction import redact
+
+        details = {"reasons": reasons, "diff": diff, "paths": [p.rel for p in planned]}
+        if expect_diff is not None:
+            from .held import diff_sha256
+
+            if diff_sha256(diff) != expect_diff:
+                raise PolicyError(
+                    "APPROVAL_STALE",
+                    "the command's changes are not the ones the human approved (the "
+                    "workspace changed since): nothing was committed",
+                    recoverable=True,
+                    required_action="Run the command again; its changes are shown anew.",
+                    details=details,
+                )
+        elif self.engine.approver is None and hold is not None:
+            held = hold(diff, reasons)
+            from .held import hold_info
+
+            raise PolicyError(
+                "APPROVAL_HELD",
+                f"{reason}; they are held, not committed, until a human decides (hold {held.id})",
+                recoverable=True,
+                required_action="Ask for the held changes to be committed (the human is "
+                "shown this diff) or discard them; they are discarded after an hour.",
+                details={**details, **hold_info(held)},
+            )
+        if self.engine.approver is None:
+            raise PolicyError(
+                "DESTRUCTIVE_NEEDS_APPROVAL",
+                f"{reason}; no human approver is connected, so nothing was committed",
+                recoverable=True,
+                required_action="Ask a human to run it, or connect an approver "
+                "(notebook ApprovalPanel, terminal, or MCP elicitation).",
+                details=details,
+            )
+        if call is None:
+            from ..tools.call import ToolCall
+
+            call = ToolCall("run_command", {"cmd": command}, caller, session_id or "")
+        call.args = {**call.args, "cmd": redact(command).text, "diff": diff}
+        try:
+            decision = self.engine.ask(call, reason)
+        finally:
+            call.args.pop("diff", None)
+        if not decision.approved:
+            self.engine.record_lesson(
+                f"the changes of {command!r} were refused by {decision.by}"
+                + (f": {decision.note}" if decision.note else ""),
+                paths=[p.rel for p in planned],
+            )
+            raise PolicyError(
+                "APPROVAL_REJECTED",
+                f"{decision.by} rejected the command's changes ({'; '.join(reasons)}); "
+                "nothing was committed" + (f" ({decision.note})" if decision.note else ""),
+                recoverable=True,
+                required_action="Do not retry the same act; find a non-destructive way or "
+                "ask the human what they want instead.",
+                details={**details, "decision": decision.to_dict()},
+            )
+        approval: dict[str, Any] = call.context.get("approval") or decision.to_dict()
+        return approval
+
+    def _commit_all(
+        self,
+        planned: list[_Planned],
+        report: EffectsReport,
+        intent: Intent,
+        command: str,
+        session_id: str | None,
+        caller: str,
+        tool: str,
+        approval: dict[str, Any] | None = None,
+    ) -> None:
+        """Write every change, then store and trace them in batches: one store
+        transaction for the versions the command started from, one for the new ones,
+        the fsyncs of the writes and of the trace lines overlapped."""
+        engine = self.engine
+        tools = engine.tools
+        ws = self.ws
+        tracked = [
+            p
+            for p in planned
+            if not self._ignored(p.rel)
+            and max(len(p.new or b""), len(p.old or b"")) <= self._max_bytes
+        ]
+        olds = [p for p in tracked if p.old is not None]
+        if olds:  # the version the command started from, so restore_file can go back
+            ws.observe([p.rel for p in olds], data=[p.old for p in olds])
+        waits: list[Any] = []
+
+        stale: list[_Planned] = []
+
+        def write(p: _Planned) -> None:
+            assert p.new is not None
+            try:
+                # A new executable keeps its x bits (set-id bits are never kept), set on
+                # the temporary file's descriptor: a path could lead outside by then.
+                # Right before the rename the file is checked again: a save by someone
+                # else since the conflict check (an editor, Claude Code's Write, which
+                # takes no ctxnb lock) stays, and is reported as a conflict.
+                tools.policy.write_bytes_atomic(
+                    p.rel,
+                    p.new,
+                    make_parents=True,
+                    durable_waits=waits,
+                    new_file_mode=stat_mod.S_IMODE(p.mode) & 0o777 if p.mode & 0o111 else None,
+                    check_replaced=True,
+                    expected_sha256=None if p.old is None else sha256_hex(p.old),
+                )
+            except StaleFileError:
+                stale.append(p)
+
+        try:
+            # Deletions first (a file that becomes a directory), then the writes.
+            for p in planned:
+                if p.new is None:
+                    tools.policy.delete(p.rel)
+            writes = [p for p in planned if p.new is not None]
+            if len(writes) == 1:
+                write(writes[0])
+            elif writes:
+                # Each write fsyncs its file before the rename: run side by side, the
+                # fsyncs overlap instead of queueing (the files are distinct).
+                from .._fsync import side_by_side
+
+                for at in range(0, len(writes), _MAX_PENDING // 2):
+                    side_by_side(write, writes[at : at + _MAX_PENDING // 2])
+                    if len(waits) >= _MAX_PENDING // 2:  # each holds a descriptor
+                        for wait in waits:
+                            wait()
+                        waits.clear()
+            if stale:
+                kept = {p.rel for p in stale}
+                report.conflicts.extend(
+                    {"path": rel, "reason": "saved by someone else during the commit; kept"}
+                    for rel in sorted(kept)
+                )
+                planned = [p for p in planned if p.rel not in kept]
+                tracked = [p for p in tracked if p.rel not in kept]
+            tracked_set = {p.rel for p in tracked}
+            report.untracked.extend(p.rel for p in planned if p.rel not in tracked_set)
+            if not tracked:
+                return
+            observed = ws.observe([p.rel for p in tracked], data=[p.new for p in tracked])
+            from ..access.observe import decode_bytes
+            from ..redaction import redact
+
+            session = tools.session
+            changes = []
+            for p, obs in zip(tracked, observed, strict=True):
+                version = obs.version_id if obs.tx_id is not None else None
+                if obs.tx_id is not None:
+                    session.took_version(obs.object_id)
+                meta: dict[str, Any] = {"change": p.kind}
+                if version:
+                    meta["version_id"] = version
+                changes.append(
+                    (
+                        p.rel,
+                        None if p.old is None else (decode_bytes(p.old) or ""),
+                        None if p.new is None else (decode_bytes(p.new) or ""),
+                        meta,
+                    )
+                )
+            # Only changes in the intent's scope get this far (the rest were dropped).
+            origin_meta: dict[str, Any] = {
+                "command": redact(command).text,
+                "scope": "in-scope",
+                **engine.context_metadata(),
+            }
+            if approval is not None:
+                origin_meta["approval"] = approval
+            if ws.config.source_sha256:
+                origin_meta["config_sha256"] = ws.config.source_sha256
+            recorded = engine.record_changes(
+                changes,
+                tool=tool,
+                caller=caller,
+                session_id=session_id,
+                intent=intent,
+                metadata=origin_meta,
+                waits=waits,
+            )
+            for done in recorded:
+                report.changed.append(
+                    {
+                        "path": done.path,
+                        "kind": done.record["metadata"]["change"],
+                        "version": done.version_id,
+                        "trace_id": done.trace_id,
+                    }
+                )
+        finally:
+            for wait in waits:
+                wait()
