@@ -41,10 +41,10 @@ from __future__ import annotations
 
 import json
 import re
-import tomllib
 from collections.abc import Iterator
 from urllib.parse import quote, urlsplit
 
+from ._lazyre import lazy_compile
 from ._secret_patterns import AWS_EXAMPLES, NAME_IDENT, lines_holding, secret_name
 
 __all__ = ["STRUCTURAL_RULES", "is_placeholder", "structured_spans"]
@@ -55,7 +55,7 @@ STRUCTURAL_RULES = ("secret-value", "url-credentials", "cli-credential", "k8s-se
 Span = tuple[int, int, str]
 
 
-_STOP = re.compile(
+_STOP = lazy_compile(
     r"""(?ix)^(?:
         <[^>]*>.* | .*\$\{[^}]*\}.* | .*\$\([^)]*\).* | .*\{\{.*\}\}.* | \{[A-Za-z_][\w.]*\}
       | \$[A-Za-z_]\w* | \$\{\{.* | %\([^)]*\)s | %s | [*.x•-]+ | \[REDACTED:[\w-]+\]
@@ -116,7 +116,7 @@ _BRACE = r"\{(?P<br>(?:[^}\r\n]|\}\})*)\}(?=\s*(?:;|$|\"))"
 _BLOCK = r"(?P<block>[|>][-+]?\d*)[ \t]*(?:#.*)?$"
 _OPEN = r"(?P<paren>\()[ \t]*(?=\r?\n)"
 _BARE = r"(?P<bare>[^\s\"'`,;{}\[\]\\#][^\s\"'`,;{}\[\]\\&]*)"
-_PAIR = re.compile(
+_PAIR = lazy_compile(
     r"(?P<key>[\w.-]{1,80})(?![\w.-])[\"'`\]]?"
     r"(?:\s*:\s*[A-Za-z_][\w.\[\]| ]*?(?==))?"  # a type annotation before "="
     r"(?:[ \t]+(?:string|\[\]byte)[ \t]*(?==))?"  # a Go type: var token string = "…"
@@ -128,9 +128,11 @@ _PAIR = re.compile(
     r"[ \t]*(?:" + "|".join((_TQ, _DQ, _SQ, _BQ, _BLOCK, _OPEN, _BRACE, _BARE)) + "))",
     re.MULTILINE,
 )
-_CONCAT = re.compile(r"[ \t]*(?:\+|\.|\|\||~)?[ \t]*(?:\\\r?\n[ \t]*)?(?:" + _DQ + "|" + _SQ + ")")
-_PAREN_STR = re.compile(r"\s*(?:\+\s*)?(?:" + _DQ + "|" + _SQ + ")")
-_CONDITION = re.compile(r"[ \t]*(?:if|elif|while|for|def|class|with|case|lambda|else|try)\b")
+_CONCAT = lazy_compile(
+    r"[ \t]*(?:\+|\.|\|\||~)?[ \t]*(?:\\\r?\n[ \t]*)?(?:" + _DQ + "|" + _SQ + ")"
+)
+_PAREN_STR = lazy_compile(r"\s*(?:\+\s*)?(?:" + _DQ + "|" + _SQ + ")")
+_CONDITION = lazy_compile(r"[ \t]*(?:if|elif|while|for|def|class|with|case|lambda|else|try)\b")
 
 
 def _pairs(text: str, lowered: str, lines: list[tuple[int, int]]) -> Iterator[Span]:
@@ -269,6 +271,8 @@ def _document(text: str) -> list[str]:
         if head in ("{", "["):
             return list(_walk(json.loads(text), False))
         if head == "[" or "\n[" in text:
+            import tomllib  # only for a TOML file: not on every import
+
             return list(_walk(tomllib.loads(text), False))
     except (ValueError, RecursionError):
         pass  # not this format: the line layer below still reads it
@@ -295,15 +299,15 @@ def _find_all(text: str, form: str) -> Iterator[Span]:
 
 
 # ------------------------------------------------------------------------------ URLs
-_URL = re.compile(r"([A-Za-z][A-Za-z0-9+.-]{1,30})://([^\s\"'<>`]+)")
-_HOST_AFTER = re.compile(r"[A-Za-z0-9.-]+(?::\d*)?(?:[/?#]|$)|\[[0-9a-fA-F:.]+\]")
-_QUERY = re.compile(
+_URL = lazy_compile(r"([A-Za-z][A-Za-z0-9+.-]{1,30})://([^\s\"'<>`]+)")
+_HOST_AFTER = lazy_compile(r"[A-Za-z0-9.-]+(?::\d*)?(?:[/?#]|$)|\[[0-9a-fA-F:.]+\]")
+_QUERY = lazy_compile(
     r"[?&;](?P<key>[\w.-]*(?:pass|pwd|token|secret|api[_-]?key|apikey|sig|signature|auth)"
     r"[\w.-]*)=(?P<secret>[^&#\s\"'<>;]+)",
     re.IGNORECASE,
 )
 _QUERY_WORDS = ("pass", "pwd", "token", "secret", "key", "sig", "auth")
-_ORACLE = re.compile(r"(?i)jdbc:oracle:\w+:[\w$#]+/(?P<secret>[^@\s\"']+)@")
+_ORACLE = lazy_compile(r"(?i)jdbc:oracle:\w+:[\w$#]+/(?P<secret>[^@\s\"']+)@")
 
 
 def _urls(text: str, lowered: str) -> Iterator[Span]:
@@ -376,13 +380,13 @@ def _token_like(user: str) -> bool:
 
 
 # ----------------------------------------------------------------------- command lines
-_CLI = re.compile(
+_CLI = lazy_compile(
     r"(?:^|[\s\"'])(?:(?:-u|--user|--basic-auth)[ \t=]*[\"']?(?P<user>[^\s:\"']+):(?P<pw>[^\s\"']+)"
     r"|(?:mysql\w*|mariadb\w*)\b[^\n]*?[ \t]-p(?P<attached>[^\s\"']+)"
     r"|(?:sshpass|login|redis-cli)\b[^\n]*?[ \t](?:-p|-a)[ \t]+[\"']?(?P<flagval>[^\s\"']+))",
     re.MULTILINE,
 )
-_DOUBLE_DASH = re.compile(
+_DOUBLE_DASH = lazy_compile(
     r"(?:^|\s)--(?P<key>[\w-]*(?:pass|pwd|secret|token|api-?key|auth)[\w-]*)"
     r"(?:=|[ \t]+)(?:\"(?P<dq>[^\"\n]*)\"|'(?P<sq>[^'\n]*)'|(?P<bare>[^\s\"'-][^\s\"']*))",
     re.IGNORECASE | re.MULTILINE,
@@ -420,19 +424,21 @@ def _command_lines(text: str, lowered: str, lines: list[tuple[int, int]]) -> Ite
 
 
 # ------------------------------------------------------------------ manifests, HCL, XML
-_K8S_SECRET = re.compile(r"^kind:[ \t]*[\"']?Secret[\"']?[ \t]*$", re.MULTILINE)
-_K8S_DATA = re.compile(r"^(?P<ind>[ \t]*)(?:data|stringData):[ \t]*$", re.MULTILINE)
-_K8S_ENV = re.compile(
+_K8S_SECRET = lazy_compile(r"^kind:[ \t]*[\"']?Secret[\"']?[ \t]*$", re.MULTILINE)
+_K8S_DATA = lazy_compile(r"^(?P<ind>[ \t]*)(?:data|stringData):[ \t]*$", re.MULTILINE)
+_K8S_ENV = lazy_compile(
     r"name:[ \t]*[\"']?(?P<key>[\w.-]+)[\"']?[ \t]*\r?\n[ \t]*(?:-[ \t]*)?value:[ \t]*"
     r"(?:\"(?P<dq>[^\"\n]*)\"|'(?P<sq>[^'\n]*)'|(?P<bare>[^\s#][^\n#]*?))[ \t]*$",
     re.MULTILINE,
 )
-_TF_VAR = re.compile(r"variable\s+\"(?P<key>[\w-]+)\"\s*\{(?P<body>[^{}]*)\}")
-_TF_DEFAULT = re.compile(r"default\s*=\s*\"(?P<v>(?:[^\"\\\n]|\\.)*)\"")
-_DOCKER_ENV = re.compile(r"^[ \t]*ENV[ \t]+(?P<key>\w+)[ \t]+(?P<v>[^\s=\"'][^\n]*?)[ \t]*$", re.M)
-_XML_ELEM = re.compile(r"<(?P<key>[\w:.-]{1,80})>[ \t]*(?P<v>[^<\n]+?)[ \t]*</(?P=key)>")
+_TF_VAR = lazy_compile(r"variable\s+\"(?P<key>[\w-]+)\"\s*\{(?P<body>[^{}]*)\}")
+_TF_DEFAULT = lazy_compile(r"default\s*=\s*\"(?P<v>(?:[^\"\\\n]|\\.)*)\"")
+_DOCKER_ENV = lazy_compile(
+    r"^[ \t]*ENV[ \t]+(?P<key>\w+)[ \t]+(?P<v>[^\s=\"'][^\n]*?)[ \t]*$", re.M
+)
+_XML_ELEM = lazy_compile(r"<(?P<key>[\w:.-]{1,80})>[ \t]*(?P<v>[^<\n]+?)[ \t]*</(?P=key)>")
 # The value on a line of its own between the tags.
-_XML_BLOCK = re.compile(
+_XML_BLOCK = lazy_compile(
     r"<(?P<key>[\w:.-]{1,80})>[ \t]*\r?\n[ \t]*(?P<v>[^<\s][^<\r\n]*?)[ \t]*\r?\n[ \t]*</(?P=key)>"
 )
 
@@ -475,7 +481,7 @@ def _manifests(text: str, lowered: str, lines: list[tuple[int, int]]) -> Iterato
                     yield (*m.span("v"), "secret-value")
 
 
-_HEADER_CELL = re.compile(r"[A-Za-z_][\w.-]{0,40}")  # a column name: one word, no prose
+_HEADER_CELL = lazy_compile(r"[A-Za-z_][\w.-]{0,40}")  # a column name: one word, no prose
 
 
 def _tables(text: str, lines: list[tuple[int, int]]) -> Iterator[Span]:

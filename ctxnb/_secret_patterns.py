@@ -14,6 +14,8 @@ from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass
 
+from ._lazyre import lazy_compile
+
 __all__ = [
     "AWS_EXAMPLES",
     "NAME_IDENT",
@@ -86,7 +88,7 @@ AWS_EXAMPLES = frozenset(
     }
 )
 
-_PLACEHOLDER = re.compile(
+_PLACEHOLDER = lazy_compile(
     r"""(?ix)^(?:
         <[^>]*> | \$\{[^}]*\} | \$\([^)]*\) | \{\{[^}]*\}\} | \{[A-Za-z_][\w.]*\}
       | \$[A-Za-z_]\w* | %\([^)]*\)s | %s | \*+ | x{4,} | \.{3,} | \[REDACTED:[\w-]+\]
@@ -97,17 +99,17 @@ _PLACEHOLDER = re.compile(
             |token[_-]?here|key[_-]?here).*
     )$""",
 )
-_DOTTED_NAME = re.compile(r"^[A-Za-z_]\w*(?:\.[A-Za-z_]\w*)+$")
+_DOTTED_NAME = lazy_compile(r"^[A-Za-z_]\w*(?:\.[A-Za-z_]\w*)+$")
 _CODE_CHARS = set("()[]{}")
 
-_SECRET_NAME = re.compile(
+_SECRET_NAME = lazy_compile(
     r"passw(?:or)?d|passphrase|pwd|(?:^|[_.-])pass$|secret|token|api[_.-]?key|apikey"
     r"|access[_.-]?key|auth[_.-]?key|private[_.-]?key|credentials?|^_?auth$"
     r"|(?:account|storage|signing|encryption|master|license|app)[_.-]?key$",
 )
-_PASSWORD_NAME = re.compile(r"passw(?:or)?d|passphrase|pwd|(?:^|[_.-])pass$")
+_PASSWORD_NAME = lazy_compile(r"passw(?:or)?d|passphrase|pwd|(?:^|[_.-])pass$")
 # A name ending so says the value is about the secret, not the secret itself.
-_NOT_SECRET_NAME = re.compile(
+_NOT_SECRET_NAME = lazy_compile(
     r"(?:path|url|uri|endpoint|host|field|label|name|names|length|len|file|filename|dir"
     r"|env|var|ttl|expiry|expires|expiration|type|prompt|regex|re|pattern|policy|min|max"
     r"|count|format|id|header|param|size|timeout|limit|prefix|suffix|style|class|mode"
@@ -247,7 +249,7 @@ def _private_key_ok(m: re.Match[str]) -> bool:
     return len(re.findall(r"[A-Za-z0-9+/=]", body)) >= 32
 
 
-_PUBLIC_ARMOUR = re.compile(r"-{4,5} ?BEGIN ([A-Z0-9 ]+?) ?-{4,5}")
+_PUBLIC_ARMOUR = lazy_compile(r"-{4,5} ?BEGIN ([A-Z0-9 ]+?) ?-{4,5}")
 
 
 def _key_body_ok(m: re.Match[str]) -> bool:
@@ -281,7 +283,7 @@ def _b(prefix: str) -> str:
 _T = r"(?![A-Za-z0-9_-])"  # a token's end: no token character follows
 # Words a secret-like name holds; the assignment rules look only where one occurs.
 NAME_WORDS = ("pass", "pwd", "secret", "token", "key", "auth", "credential")
-NAME_IDENT = re.compile(r"[\w.-]*(?:" + "|".join(NAME_WORDS) + r")[\w.-]*")
+NAME_IDENT = lazy_compile(r"[\w.-]*(?:" + "|".join(NAME_WORDS) + r")[\w.-]*")
 # A bare value ends at a backslash too: in JSON-escaped text (logs, transcripts) "\n"
 # is two characters, and the next line must not join the value.
 _ASSIGN_VALUE = r"(?:(?P<quote>[\"'`])(?P<secret>[^\"'`\r\n]*)(?P=quote)|(?P<bare>[^\s\"'`,;\\]+))"
@@ -293,7 +295,7 @@ _ARMOUR = r"-{{4,5}} ?{0}[ A-Z0-9_-]{{0,100}}PRIVATE KEY(?: BLOCK)? ?-{{4,5}}"
 RULES: tuple[Rule, ...] = (
     Rule(
         "private-key",
-        re.compile(
+        lazy_compile(
             _ARMOUR.format("BEGIN") + r"(?P<secret>[\s\S]*?)(?:" + _ARMOUR.format("END") + r"|\Z)"
         ),
         keywords=("PRIVATE KEY",),
@@ -304,7 +306,7 @@ RULES: tuple[Rule, ...] = (
         "private-key-body",
         # Anchored on the line break before the body: a literal first character lets
         # the regex engine skip ahead instead of trying every position.
-        re.compile(
+        lazy_compile(
             r"\n(?P<secret>(?:(?:[A-Za-z0-9+/]{64}|[A-Za-z0-9+/]{70})\r?\n){3,}"
             r"(?:[A-Za-z0-9+/]{1,70}={0,2}(?=\r?\n|\Z))?)"
         ),
@@ -314,7 +316,7 @@ RULES: tuple[Rule, ...] = (
     ),
     Rule(
         "aws-access-key-id",
-        re.compile(
+        lazy_compile(
             _b(r"(?P<secret>(?:A3T[A-Z0-9]|AKIA|ASIA|ABIA|ACCA)(?P<tail>[A-Z0-9]{16}))")
             + r"(?![A-Za-z0-9])"
         ),
@@ -323,7 +325,7 @@ RULES: tuple[Rule, ...] = (
     ),
     Rule(
         "aws-secret-access-key",
-        re.compile(
+        lazy_compile(
             r"(?i:aws[\w.-]{0,20}?secret[\w.-]{0,20})[\"']?\s*(?:=>|:=|=|:)\s*[\"'`]?"
             r"(?P<secret>[A-Za-z0-9/+]{40})(?![A-Za-z0-9/+=])"
         ),
@@ -332,7 +334,7 @@ RULES: tuple[Rule, ...] = (
     ),
     Rule(
         "github-token",
-        re.compile(
+        lazy_compile(
             _b(
                 r"(?P<secret>(?:gh[pousr]_(?P<tail>[A-Za-z0-9]{36})"
                 r"|github_pat_(?P<tail2>[A-Za-z0-9_]{82})))"
@@ -344,13 +346,13 @@ RULES: tuple[Rule, ...] = (
     ),
     Rule(
         "gitlab-token",
-        re.compile(_b(r"(?P<secret>glpat-(?P<tail>[A-Za-z0-9_-]{20,}))") + _T),
+        lazy_compile(_b(r"(?P<secret>glpat-(?P<tail>[A-Za-z0-9_-]{20,}))") + _T),
         accept=_token_ok("tail"),
         word_start=True,
     ),
     Rule(
         "anthropic-key",
-        re.compile(
+        lazy_compile(
             _b(r"(?P<secret>sk-ant-(?:api|admin|oat|sid)\d\d-(?P<tail>[A-Za-z0-9_-]{20,}))") + _T
         ),
         accept=_token_ok("tail"),
@@ -358,7 +360,7 @@ RULES: tuple[Rule, ...] = (
     ),
     Rule(
         "openai-key",
-        re.compile(
+        lazy_compile(
             _b(
                 r"(?P<secret>sk-(?:(?:proj|svcacct|admin)-(?P<tail>[A-Za-z0-9_-]{20,})"
                 r"|(?P<tail2>[A-Za-z0-9]{32,})))"
@@ -373,7 +375,7 @@ RULES: tuple[Rule, ...] = (
     ),
     Rule(
         "slack-token",
-        re.compile(
+        lazy_compile(
             _b(
                 r"(?P<secret>(?:xox[baprse]-[0-9A-Za-z][0-9A-Za-z-]{8,}[0-9A-Za-z]"
                 r"|xapp-\d-[0-9A-Za-z][0-9A-Za-z-]{8,}[0-9A-Za-z]))"
@@ -385,7 +387,7 @@ RULES: tuple[Rule, ...] = (
     ),
     Rule(
         "slack-webhook",
-        re.compile(
+        lazy_compile(
             r"hooks\.slack\.com/(?:services|workflows|triggers)/(?P<secret>[A-Za-z0-9_/+-]{20,})"
         ),
         accept=_token_ok("secret"),
@@ -394,120 +396,120 @@ RULES: tuple[Rule, ...] = (
         "stripe-key",
         # One rule per literal prefix: a pattern starting "[sr]k_|whsec_" is scanned
         # character by character; a literal prefix is skipped to directly.
-        re.compile(_STRIPE.format("sk_(?:test|live|prod)_")),
+        lazy_compile(_STRIPE.format("sk_(?:test|live|prod)_")),
         accept=_token_ok("tail"),
         word_start=True,
     ),
     Rule(
         "stripe-key",
-        re.compile(_STRIPE.format("rk_(?:test|live|prod)_")),
+        lazy_compile(_STRIPE.format("rk_(?:test|live|prod)_")),
         accept=_token_ok("tail"),
         word_start=True,
     ),
     Rule(
         "stripe-key",
-        re.compile(_STRIPE.format("whsec_")),
+        lazy_compile(_STRIPE.format("whsec_")),
         accept=_token_ok("tail"),
         word_start=True,
     ),
     Rule(
         "sendgrid-key",
-        re.compile(_b(r"(?P<secret>SG\.(?P<tail>[A-Za-z0-9_-]{22}\.[A-Za-z0-9_-]{43}))") + _T),
+        lazy_compile(_b(r"(?P<secret>SG\.(?P<tail>[A-Za-z0-9_-]{22}\.[A-Za-z0-9_-]{43}))") + _T),
         accept=_token_ok("tail"),
         word_start=True,
     ),
     Rule(
         "huggingface-token",
-        re.compile(_b(r"(?P<secret>hf_(?P<tail>[A-Za-z0-9]{30,40}))") + r"(?![A-Za-z0-9_])"),
+        lazy_compile(_b(r"(?P<secret>hf_(?P<tail>[A-Za-z0-9]{30,40}))") + r"(?![A-Za-z0-9_])"),
         accept=_mixed_token_ok,
         word_start=True,
     ),
     Rule(
         "npm-token",
-        re.compile(_b(r"(?P<secret>npm_(?P<tail>[A-Za-z0-9]{36}))") + r"(?![A-Za-z0-9_])"),
+        lazy_compile(_b(r"(?P<secret>npm_(?P<tail>[A-Za-z0-9]{36}))") + r"(?![A-Za-z0-9_])"),
         accept=_token_ok("tail"),
         word_start=True,
     ),
     Rule(
         "pypi-token",
-        re.compile(_b(r"(?P<secret>pypi-AgEIcHlwaS5vcmc(?P<tail>[A-Za-z0-9_-]{40,}))") + _T),
+        lazy_compile(_b(r"(?P<secret>pypi-AgEIcHlwaS5vcmc(?P<tail>[A-Za-z0-9_-]{40,}))") + _T),
         accept=_token_ok("tail"),
         word_start=True,
     ),
     Rule(
         "digitalocean-token",
-        re.compile(_b(r"(?P<secret>do[opr]_v1_(?P<tail>[a-f0-9]{64}))") + r"(?![A-Za-z0-9])"),
+        lazy_compile(_b(r"(?P<secret>do[opr]_v1_(?P<tail>[a-f0-9]{64}))") + r"(?![A-Za-z0-9])"),
         accept=_token_ok("tail"),
         word_start=True,
     ),
     Rule(
         "shopify-token",
-        re.compile(_b(r"(?P<secret>shp(?:at|ss|ca|pa)_(?P<tail>[a-fA-F0-9]{32}))") + _T),
+        lazy_compile(_b(r"(?P<secret>shp(?:at|ss|ca|pa)_(?P<tail>[a-fA-F0-9]{32}))") + _T),
         accept=_token_ok("tail"),
         word_start=True,
     ),
     Rule(
         "telegram-bot-token",
-        re.compile(r"(?<![0-9])(?P<secret>[0-9]{8,10}:AA(?P<tail>[A-Za-z0-9_-]{33}))" + _T),
+        lazy_compile(r"(?<![0-9])(?P<secret>[0-9]{8,10}:AA(?P<tail>[A-Za-z0-9_-]{33}))" + _T),
         keywords=(":AA",),
         accept=_token_ok("tail"),
     ),
     Rule(
         "google-api-key",
-        re.compile(_b(r"(?P<secret>AIza(?P<tail>[0-9A-Za-z_-]{35}))") + _T),
+        lazy_compile(_b(r"(?P<secret>AIza(?P<tail>[0-9A-Za-z_-]{35}))") + _T),
         accept=_token_ok("tail"),
         word_start=True,
     ),
     Rule(
         "google-oauth-secret",
-        re.compile(_b(r"(?P<secret>GOCSPX-(?P<tail>[A-Za-z0-9_-]{28}))") + _T),
+        lazy_compile(_b(r"(?P<secret>GOCSPX-(?P<tail>[A-Za-z0-9_-]{28}))") + _T),
         accept=_token_ok("tail"),
         word_start=True,
     ),
     Rule(
         "vault-token",
-        re.compile(_b(r"(?P<secret>hv[sbr]\.(?P<tail>[A-Za-z0-9_-]{24,}))") + _T),
+        lazy_compile(_b(r"(?P<secret>hv[sbr]\.(?P<tail>[A-Za-z0-9_-]{24,}))") + _T),
         accept=_mixed_token_ok,
         word_start=True,
     ),
     Rule(
         "linear-api-key",
-        re.compile(_b(r"(?P<secret>lin_api_(?P<tail>[A-Za-z0-9]{40}))") + r"(?![A-Za-z0-9])"),
+        lazy_compile(_b(r"(?P<secret>lin_api_(?P<tail>[A-Za-z0-9]{40}))") + r"(?![A-Za-z0-9])"),
         accept=_token_ok("tail"),
         word_start=True,
     ),
     Rule(
         "grafana-token",
-        re.compile(_b(r"(?P<secret>gl(?:sa|c)_(?P<tail>[A-Za-z0-9_=+/-]{32,}))") + _T),
+        lazy_compile(_b(r"(?P<secret>gl(?:sa|c)_(?P<tail>[A-Za-z0-9_=+/-]{32,}))") + _T),
         accept=_token_ok("tail"),
         word_start=True,
     ),
     Rule(
         "postman-key",
-        re.compile(_b(r"(?P<secret>PMAK-(?P<tail>[a-f0-9]{24}-[a-f0-9]{34}))") + _T),
+        lazy_compile(_b(r"(?P<secret>PMAK-(?P<tail>[a-f0-9]{24}-[a-f0-9]{34}))") + _T),
         accept=_token_ok("tail"),
         word_start=True,
     ),
     Rule(
         "databricks-token",
-        re.compile(_b(r"(?P<secret>dapi(?P<tail>[a-f0-9]{32})(?:-\d)?)") + _T),
+        lazy_compile(_b(r"(?P<secret>dapi(?P<tail>[a-f0-9]{32})(?:-\d)?)") + _T),
         accept=_token_ok("tail"),
         word_start=True,
     ),
     Rule(
         "age-secret-key",
-        re.compile(r"(?P<secret>AGE-SECRET-KEY-1(?P<tail>[0-9A-Z]{58}))"),
+        lazy_compile(r"(?P<secret>AGE-SECRET-KEY-1(?P<tail>[0-9A-Z]{58}))"),
         accept=_token_ok("tail"),
     ),
     Rule(
         "mailgun-key",
-        re.compile(_b(r"(?P<secret>key-(?P<tail>[0-9a-f]{32}))") + r"(?![A-Za-z0-9])"),
+        lazy_compile(_b(r"(?P<secret>key-(?P<tail>[0-9a-f]{32}))") + r"(?![A-Za-z0-9])"),
         accept=_token_ok("tail"),
         word_start=True,
     ),
     Rule(
         "azure-key",
-        re.compile(
+        lazy_compile(
             r"(?:AccountKey|SharedAccessKey|SharedAccessSignature)="
             r"(?P<secret>[A-Za-z0-9+/%&=:.-]{20,}?)(?=;|\"|'|\s|$)"
         ),
@@ -516,7 +518,7 @@ RULES: tuple[Rule, ...] = (
     ),
     Rule(
         "jwt",
-        re.compile(
+        lazy_compile(
             _b(
                 r"(?P<secret>eyJ[A-Za-z0-9_-]{10,}\.eyJ[A-Za-z0-9_-]{10,}"
                 r"\.(?:[A-Za-z0-9_-]{10,}={0,2})?)"
@@ -527,7 +529,7 @@ RULES: tuple[Rule, ...] = (
     ),
     Rule(
         "http-authorization",
-        re.compile(
+        lazy_compile(
             r"(?i:(?:proxy-)?authorization)[\"']?\s*[:=]\s*[\"']?"
             r"(?i:basic|bearer|token|digest|apikey)\s+(?P<secret>[A-Za-z0-9._~+/=-]+)"
         ),
@@ -536,12 +538,12 @@ RULES: tuple[Rule, ...] = (
     ),
     Rule(
         "url-credentials",
-        re.compile(r"://[^/\s:@'\"]*:(?P<secret>[^/\s:@'\"]+)@"),
+        lazy_compile(r"://[^/\s:@'\"]*:(?P<secret>[^/\s:@'\"]+)@"),
         accept=_url_ok,
     ),
     Rule(
         "generic-secret",
-        re.compile(
+        lazy_compile(
             # The whole name is matched and checked in _generic_ok: matching the
             # secret word inside the pattern backtracks badly on long identifiers.
             r"(?P<key>[\w.-]{1,80})(?![\w.-])[\"']?"
@@ -556,7 +558,7 @@ RULES: tuple[Rule, ...] = (
     Rule(
         # <password>…</password>
         "generic-secret",
-        re.compile(r"<(?P<key>[\w:.-]{1,80})>(?P<secret>[^<\s]+)</[\w:.-]{1,80}>"),
+        lazy_compile(r"<(?P<key>[\w:.-]{1,80})>(?P<secret>[^<\s]+)</[\w:.-]{1,80}>"),
         keywords=NAME_WORDS,
         accept=_pair_ok,
         line_scoped=True,
@@ -565,7 +567,7 @@ RULES: tuple[Rule, ...] = (
     Rule(
         # <add key="DbPassword" value="…"/>
         "generic-secret",
-        re.compile(
+        lazy_compile(
             r"(?i:key|name)\s*=\s*[\"'](?P<key>[^\"']{1,80})[\"']\s+(?i:value)\s*=\s*"
             r"[\"'](?P<secret>[^\"'\s]+)[\"']"
         ),
@@ -577,7 +579,7 @@ RULES: tuple[Rule, ...] = (
     Rule(
         # .netrc's "password …", "--password …"
         "generic-secret",
-        re.compile(
+        lazy_compile(
             r"(?:^|\s)(?P<key>-{0,2}passw(?:or)?d)[ \t]+(?P<secret>[^\s\"'`(),;]+)[ \t]*$",
             re.MULTILINE,  # ^ at the start of each line searched
         ),

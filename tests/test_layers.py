@@ -104,6 +104,7 @@ WINGS: dict[str, tuple[str, ...]] = {
         "ctxnb._html",
         "ctxnb._jsonl",
         "ctxnb._lazy",
+        "ctxnb._lazyre",
         "ctxnb._text",
         "ctxnb._version",
         "ctxnb._wildmatch",

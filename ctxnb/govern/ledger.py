@@ -45,7 +45,6 @@ import hashlib
 import json
 import os
 import re
-import uuid
 from collections import deque
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from datetime import UTC, datetime
@@ -265,13 +264,30 @@ def _timestamp(clock: Callable[[], datetime] | None) -> str:
     return now.astimezone(UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")
 
 
+def _uuid4() -> str:
+    """A random (version 4) UUID, as ``str(uuid.uuid4())`` gives, without importing
+    :mod:`uuid` (which loads :mod:`platform`): the Claude Code hook writes records too.
+
+    Example:
+        >>> import uuid
+        >>> u = uuid.UUID(_uuid4())
+        >>> (u.version, u.variant == uuid.RFC_4122, str(u) == str(u).lower())
+        (4, True, True)
+    """
+    b = bytearray(os.urandom(16))
+    b[6] = (b[6] & 0x0F) | 0x40  # version 4
+    b[8] = (b[8] & 0x3F) | 0x80  # the RFC 4122 variant
+    h = b.hex()
+    return f"{h[:8]}-{h[8:12]}-{h[12:16]}-{h[16:20]}-{h[20:]}"
+
+
 def _envelope(timestamp: str, revision: str | None) -> dict[str, Any]:
     """The fields every record has: version, id, time, vcs (when known), tool."""
     from .._version import __version__
 
     record: dict[str, Any] = {
         "version": AGENT_TRACE_VERSION,
-        "id": str(uuid.uuid4()),
+        "id": _uuid4(),
         "timestamp": timestamp,
     }
     if revision:
