@@ -21,26 +21,15 @@ require(has_module("acp"), "the agent-client-protocol SDK (ctxnb[acp])")
 require(has_module("minisweagent") and has_module("litellm"), "mini-swe-agent and litellm")
 
 import acp  # noqa: E402
+from _agent_workspace import SUBMIT, make_workspace  # noqa: E402
 from acp import schema  # noqa: E402
 
-from ctxnb.govern import init_governance  # noqa: E402
 from ctxnb.live import ScriptedModelServer  # noqa: E402
 
 pytestmark = pytest.mark.slow
 
 REPO = Path(__file__).resolve().parent.parent
 TIMEOUT = 120.0
-SUBMIT = "echo COMPLETE_TASK_AND_SUBMIT_FINAL_OUTPUT"
-
-INTENTS = """\
-active_intents:
-  - id: INT-CALC
-    name: Fix the calculator
-    status: active
-    owned_scope:
-      - "*.py"
-      - "notes_*.txt"
-"""
 
 
 @pytest.fixture(autouse=True)
@@ -53,15 +42,7 @@ def _bwrap() -> None:
 
 @pytest.fixture
 def ws(tmp_path: Path) -> Path:
-    root = tmp_path / "ws"
-    root.mkdir()
-    (root / "calc.py").write_text("def add(a, b):\n    return a - b\n", encoding="utf-8")
-    (root / "notes_a.txt").write_text("old notes a\n", encoding="utf-8")
-    (root / "notes_b.txt").write_text("old notes b\n", encoding="utf-8")
-    (root / "README.md").write_text("# calc\n", encoding="utf-8")
-    init_governance(root)
-    (root / ".orchestration" / "active_intents.yaml").write_text(INTENTS, encoding="utf-8")
-    return root
+    return make_workspace(tmp_path)
 
 
 class Client:
