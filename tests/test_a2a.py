@@ -351,3 +351,92 @@ def test_the_cli_refuses_a_wide_bind_without_a_token_and_a_missing_model(
     assert "without a bearer token" in capsys.readouterr().err
     assert main(["a2a", "serve", str(ws)]) == 1
     assert "--model" in capsys.readouterr().err
+
+
+def test_message_send_blocks_until_the_task_pauses_or_ends_under_both_method_names(
+    ws: Path, serve: Any
+) -> None:
+    server = serve([
+        {"content": "Fixing.", "commands": ["sed -i 's/a - b/a + b/' calc.py"]},
+        {"content": "Done.", "commands": [SUBMIT]},
+        {"content": "Clearing old notes.", "commands": ["rm notes_a.txt"]},
+    ])  # fmt: skip
+
+    def send(http: httpx.Client, method: str, text: str, **ids: str) -> dict[str, Any]:
+        msg = {
+            "messageId": uuid.uuid4().hex,
+            "role": "user",
+            "parts": [{"kind": "text", "text": text}],
+            **ids,
+        }
+        if method == "SendMessage":  # A2A 1.0's shape of the same message
+            msg = {
+                "messageId": msg["messageId"],
+                "role": "ROLE_USER",
+                "parts": [{"text": text}],
+                **ids,
+            }
+        body = {"jsonrpc": "2.0", "id": 1, "method": method, "params": {"message": msg}}
+        headers = {"A2A-Version": "1.0"} if method == "SendMessage" else {}
+        return http.post(server.url, json=body, headers=headers).json()
+
+    with httpx.Client(timeout=TIMEOUT) as http:
+        new = send(http, "SendMessage", "Fix add() in calc.py")
+        old = send(http, "message/send", "clear the notes")
+    server.close()
+    task = new["result"]["task"]
+    assert task["status"]["state"] == "TASK_STATE_COMPLETED", new
+    assert any(a["name"] == "diff:calc.py" for a in task["artifacts"])
+    assert "return a + b" in (ws / "calc.py").read_text()
+    # 0.3's message/send answers in 0.3's shapes: the task waits for the approval.
+    assert old["result"]["kind"] == "task", old
+    assert old["result"]["status"]["state"] == "input-required"
+    assert (ws / "notes_a.txt").exists()
+
+
+def test_a_wide_bind_needs_the_bearer_token(ws: Path) -> None:
+    from ctxnb.integrations.a2a import A2aSettings, CtxnbA2aExecutor, a2a_app
+
+    executor = CtxnbA2aExecutor(A2aSettings(workspace=str(ws), model="openai/x"))
+    app = a2a_app(executor, url="http://127.0.0.1:9/", host="0.0.0.0", port=9, token="s3cret")
+    card = "/.well-known/agent-card.json"
+
+    async def body() -> list[int]:
+        transport = httpx.ASGITransport(app=app)
+        async with httpx.AsyncClient(transport=transport, base_url="http://127.0.0.1:9") as c:
+            return [
+                (await c.get(card)).status_code,
+                (await c.get(card, headers={"Authorization": "Bearer wrong"})).status_code,
+                (await c.get(card, headers={"Authorization": "Bearer s3cret"})).status_code,
+                (await c.get(card, headers={"Authorization": "Bearer s3cret",
+                                            "Host": "evil.example:9"})).status_code,
+            ]  # fmt: skip
+
+    assert run_with_deadline(body()) == [401, 401, 200, 421]
+    executor.close()
+
+
+def test_cancel_while_waiting_for_approval_refuses_it(ws: Path, serve: Any) -> None:
+    server = serve([
+        {"content": "Clearing old notes.", "commands": ["rm notes_a.txt"]},
+        {"content": "This must never run.", "commands": ["touch notes_never.txt"]},
+    ])  # fmt: skip
+
+    async def body() -> tuple[list[dict[str, Any]], pb.Task]:
+        async with connect(server.url) as client:
+            first = await collect(client, message("clear the notes"))
+            cancelled = await client.cancel_task(pb.CancelTaskRequest(id=task_of(first).id))
+            for _ in range(100):  # the run notices between steps; poll, no fixed wait
+                if "a2a-cancel" in trace(ws):
+                    break
+                await asyncio.sleep(0.1)
+            return first, cancelled
+
+    first, cancelled = run_with_deadline(body())
+    calls = len(server.model.requests)
+    server.close()
+    assert states(first)[-1] == "TASK_STATE_INPUT_REQUIRED"
+    assert cancelled.status.state == pb.TaskState.TASK_STATE_CANCELED
+    assert (ws / "notes_a.txt").read_text() == "old notes a\n"
+    assert "a2a-cancel" in trace(ws)  # the refusal is ctxnb's decision, in the trace
+    assert calls == 1 and not (ws / "notes_never.txt").exists()

@@ -149,7 +149,7 @@ class _InputApprover:
         run = self.run
         if run is None or run.cancelled():
             return Decision(False, by="a2a", note="no task to ask in", request_id=req.id)
-        answer: concurrent.futures.Future[tuple[bool, str]] = concurrent.futures.Future()
+        answer: concurrent.futures.Future[tuple[bool, str, str]] = concurrent.futures.Future()
         run.pending = answer
         command = redact_text(str(req.args.get("cmd", "")))
         question = (
@@ -158,15 +158,14 @@ class _InputApprover:
         )
         try:
             run.call(lambda: run.ask(question, {"command": command, "approval_id": req.id}))
-            approved, note = answer.result(self.timeout)
+            approved, by, note = answer.result(self.timeout)
         except concurrent.futures.TimeoutError:
-            return Decision(False, by="timeout", note=f"no answer within {self.timeout:g}s",
-                            request_id=req.id)  # fmt: skip
+            approved, by, note = False, "timeout", f"no answer within {self.timeout:g}s"
         finally:
             run.pending = None
-        if not run.cancelled():
+        if not run.cancelled():  # the task works again, whatever the answer
             run.call(lambda: run.updater.start_work())
-        return Decision(approved, by="a2a-client-user", note=note, request_id=req.id)
+        return Decision(approved, by=by, note=note, request_id=req.id)
 
 
 class _Run:
@@ -178,7 +177,7 @@ class _Run:
         self.updater = updater
         self.stop = threading.Event()
         self.paused = asyncio.Event()  # input-required: execute() hands control back
-        self.pending: concurrent.futures.Future[tuple[bool, str]] | None = None
+        self.pending: concurrent.futures.Future[tuple[bool, str, str]] | None = None
         self.driver: asyncio.Task[None] | None = None
         self._ids = itertools.count(1)
 
@@ -280,7 +279,7 @@ class CtxnbA2aExecutor(AgentExecutor):
         self.bridge.loop = asyncio.get_running_loop()
         task_id, context_id = str(context.task_id), str(context.context_id)
         run = self.runs.get(task_id)
-        if run is not None and run.pending is not None:
+        if run is not None and run.pending is not None and not run.pending.done():
             await self._answer(run, context.get_user_input())
             return
         updater = TaskUpdater(event_queue, task_id, context_id)
@@ -312,7 +311,7 @@ class CtxnbA2aExecutor(AgentExecutor):
             await run.ask("Reply 'approve' or 'reject'.", {"unclear_reply": redact_text(reply)})
             return
         run.paused.clear()
-        pending.set_result((word in APPROVE, word))
+        pending.set_result((word in APPROVE, "a2a-client-user", word))
         await run.until_paused_or_done()
 
     async def _context(self, context_id: str) -> tuple[LiveSession, _InputApprover]:
@@ -331,7 +330,7 @@ class CtxnbA2aExecutor(AgentExecutor):
         if run is not None:
             run.stop.set()
             if run.pending is not None and not run.pending.done():
-                run.pending.set_result((False, "cancelled"))
+                run.pending.set_result((False, "a2a-cancel", "the task was cancelled"))
         updater = run.updater if run is not None else None
         updater = updater or TaskUpdater(event_queue, task_id, str(context.context_id))
         await updater.cancel(_text(updater, "cancelled by the client"))
@@ -340,7 +339,7 @@ class CtxnbA2aExecutor(AgentExecutor):
         for run in self.runs.values():
             run.stop.set()
             if run.pending is not None and not run.pending.done():
-                run.pending.set_result((False, "server shutting down"))
+                run.pending.set_result((False, "a2a-server", "the server is shutting down"))
         for live, _ in self.contexts.values():
             try:
                 live.close()
@@ -401,7 +400,9 @@ def serve_a2a(
     executor = CtxnbA2aExecutor(settings)
     try:
         port = sock.getsockname()[1]
-        url = f"http://{f'[{host}]' if ':' in host else host}:{port}/"
+        # The card's URL is where clients connect: a wildcard bind names this machine.
+        shown = socket.getfqdn() if host in ("0.0.0.0", "::") else host
+        url = f"http://{f'[{shown}]' if ':' in shown else shown}:{port}/"
         app = a2a_app(executor, url=url, host=host, port=port, token=token)
         config = uvicorn.Config(app, log_level="warning", lifespan="off")
         if on_listen is not None:
