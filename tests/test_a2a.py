@@ -283,10 +283,12 @@ def test_no_secret_the_agent_reads_leaves_in_any_event(ws: Path, serve: Any) -> 
     (ws / "corpus").mkdir()
     for i, case in enumerate(SECRETS):
         (ws / "corpus" / f"{i:03d}.txt").write_text(case.text, encoding="utf-8")
-    secret = SECRETS[0].secrets[0]
+    # A one-line secret that a shell comment can carry into the approval question.
+    secret = next(x for c in SECRETS for x in c.secrets if re.fullmatch(r"[\w./+=-]{16,}", x))
     script = [
         {"content": f"Found this: {secret}", "commands": ["cat corpus/*.txt"]},
         {"content": "Writing it down.", "commands": ["cp corpus/000.txt notes_s.txt"]},
+        {"content": "Clearing.", "commands": [f"rm notes_a.txt  # {secret}"]},
         {"content": "Done.", "commands": [SUBMIT]},
     ]
     server = serve(script)
@@ -294,6 +296,9 @@ def test_no_secret_the_agent_reads_leaves_in_any_event(ws: Path, serve: Any) -> 
     async def body() -> tuple[list[dict[str, Any]], Any]:
         async with connect(server.url) as client:
             events = await collect(client, message("read the corpus"))
+            assert states(events)[-1] == "TASK_STATE_INPUT_REQUIRED"
+            assert "rm notes_a.txt" in texts(events)[-1]
+            events += await collect(client, message("reject", task_of(events)))
             task = await client.get_task(pb.GetTaskRequest(id=task_of(events).id))
             return events, task
 
