@@ -234,6 +234,7 @@ def build_parser() -> argparse.ArgumentParser:
 # Commands defined in other modules register themselves on import. Only the module a
 # command needs is imported, so `ctxnb hook pre-tool-use` starts fast.
 _PLUGIN_MODULES: dict[str, str] = {
+    "a2a": "ctxnb.integrations.cli",
     "acp": "ctxnb.integrations.cli",
     "hook": "ctxnb.integrations.cli",
     "init-governance": "ctxnb.govern.cli",

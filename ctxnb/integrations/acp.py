@@ -36,14 +36,14 @@ import itertools
 import logging
 import os
 import threading
-from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, ClassVar
 
 from ..errors import ConfigError, CtxnbError, MissingDependencyError
 from ..govern.approval import ApprovalRequest, Decision
 from ..redaction import redact_text
+from .live_agent import LiveAgentSettings, LiveSession, LoopBridge, is_submit
 
 try:
     import acp
@@ -55,10 +55,7 @@ except ImportError as e:  # pragma: no cover - depends on the environment
     ) from e
 
 if TYPE_CHECKING:
-    from ..session import Session
-    from ..strategies import ContextStrategy
     from ..tools.filetools import FileTools
-    from ..workspace import Workspace
     from .mcp_registry import McpRegistry
 
 __all__ = ["AcpSettings", "CtxnbAcpAgent", "load_adapter", "serve_acp"]
@@ -67,83 +64,23 @@ log = logging.getLogger(__name__)
 
 NO_INTENT = "no-intent"
 ALLOW, REJECT = "allow-once", "reject-once"
-_CALL_TIMEOUT = 60.0
 
 
 @dataclass(frozen=True)
-class AcpSettings:
-    """How the ACP agent runs: the model, the context strategy and the limits.
+class AcpSettings(LiveAgentSettings):
+    """The live agent's settings for ACP: ``[adapters.acp]`` (see
+    :class:`~ctxnb.integrations.live_agent.LiveAgentSettings`)."""
 
-    Resolved once per process: flags, then ``[adapters.acp]`` in the workspace config,
-    then these defaults (see :meth:`resolve`).
-
-    Attributes:
-        workspace: the workspace; None uses each session's ``cwd``.
-        model: a litellm model name.
-        api_base: an OpenAI-compatible endpoint, if any.
-        api_key_env: the environment variable holding the API key (never the key).
-        strategy: a strategy spec such as ``keep-all`` or ``observation-masking:5``.
-        budget: the token budget of each context.
-        intent: the intent sessions start under.
-        step_limit: the most model calls per prompt.
-        command_timeout: seconds per command.
-        permission_timeout: seconds to wait for the user's answer (then: refused).
-    """
-
-    workspace: str | None = None
-    model: str | None = None
-    api_base: str | None = None
-    api_key_env: str | None = None
-    strategy: str = "keep-all"
-    budget: int | None = None
-    intent: str | None = None
-    step_limit: int = 30
-    command_timeout: float = 60.0
-    permission_timeout: float = 300.0
-
-    @classmethod
-    def resolve(cls, workspace: str | None = None, **flags: Any) -> AcpSettings:
-        """Flags that were given, then ``[adapters.acp]`` of the workspace's config
-        (WORKSPACE, else the current directory), then the defaults.
-
-        Example:
-            >>> import tempfile
-            >>> AcpSettings.resolve(tempfile.mkdtemp(), model="openai/x").step_limit
-            30
-        """
-        from ..config import load_config
-
-        values = load_config(workspace or os.getcwd()).adapters.acp.model_dump()
-        values.update({k: v for k, v in flags.items() if v is not None})
-        return cls(workspace=workspace, **values)
-
-    def context_strategy(self) -> ContextStrategy:
-        """The strategy object of :attr:`strategy`.
-
-        Raises:
-            ConfigError: an unknown strategy name or bad settings.
-        """
-        from ..replay.experiment import parse_strategy
-
-        try:
-            return parse_strategy(self.strategy)
-        except ValueError as e:
-            raise ConfigError(f"[adapters.acp] strategy / --strategy: {e}") from None
+    section: ClassVar[str] = "acp"
 
 
 # -- the bridge from the agent's worker thread to the client ----------------------------------
 
 
-class _Bridge:
+class _Bridge(LoopBridge):
     """Calls into the ACP connection from worker threads, in order, with a deadline."""
 
-    def __init__(self) -> None:
-        self.conn: Any = None
-        self.loop: asyncio.AbstractEventLoop | None = None
-
-    def call(self, coro_fn: Callable[[], Any], timeout: float = _CALL_TIMEOUT) -> Any:
-        assert self.loop is not None
-        return asyncio.run_coroutine_threadsafe(coro_fn(), self.loop).result(timeout)
+    conn: Any = None
 
     def update(self, session_id: str, update: Any) -> None:
         self.call(lambda: self.conn.session_update(session_id=session_id, update=update))
@@ -205,10 +142,8 @@ class _Run:
         self.owner.send(acp.update_agent_message_text(redact_text(text)))
 
     def command_started(self, command: str) -> str | None:
-        from ..live.run import SUBMIT
-
-        if command.strip() == f"echo {SUBMIT}":
-            return None  # the agent's way to say "done", not work the user wants to see
+        if is_submit(command):
+            return None
         call_id = f"cmd-{next(self._ids)}"
         self.owner.approver.tool_call_id = call_id
         shown = redact_text(command)
@@ -252,43 +187,34 @@ class _Run:
 @dataclass
 class _AcpSession:
     bridge: _Bridge
-    workspace: Workspace
-    session: Session
-    tools: FileTools
+    live: LiveSession
     approver: _PermissionApprover
     registry: McpRegistry | None = None
     run: _Run | None = None
 
     @property
     def id(self) -> str:
-        return str(self.session.session_id)
+        return self.live.id
+
+    @property
+    def tools(self) -> FileTools:
+        return self.live.tools
 
     def send(self, update: Any) -> None:
         self.bridge.update(self.id, update)
 
     def diff(self, rel: str) -> Any:
         """The last change to a file as an ACP diff (redacted), from the store's versions."""
-        versions = self.workspace.history(rel)
-        if not versions:
+        change = self.live.last_change(rel)
+        if change is None:
             return None
-        new = versions[-1].doc.get("content")
-        old = versions[-2].doc.get("content") if len(versions) > 1 else None
-        if not isinstance(new, str) and not isinstance(old, str):
-            return None  # binary either side: no text diff to show
-        return acp.tool_diff_content(
-            str(self.workspace.root / rel),
-            redact_text(new) if isinstance(new, str) else "",
-            redact_text(old) if isinstance(old, str) else None,
-        )
+        path, old, new = change
+        return acp.tool_diff_content(path, new, old)
 
     def close(self) -> None:
         if self.registry is not None:
             self.registry.close()
-        try:
-            self.session.save()
-        finally:
-            self.session.close()
-            self.workspace.close()
+        self.live.close()
 
 
 # -- the agent --------------------------------------------------------------------------------
@@ -344,39 +270,23 @@ class CtxnbAcpAgent:
         )
 
     def _open_session(self, cwd: str, client_servers: list[Any]) -> _AcpSession:
-        from ..live.run import SYSTEM_PROMPT
-        from ..workspace import Workspace
-
-        root = Path(self.settings.workspace or cwd)
-        if not root.is_absolute() or not root.is_dir():
-            raise ConfigError(f"the workspace {str(root)!r} is not an existing absolute directory")
-        ws = Workspace.open(root)
+        approver = _PermissionApprover(self.bridge, "", self.settings.permission_timeout)
+        live = LiveSession.open(
+            Path(self.settings.workspace or cwd), self.settings, caller="acp", approver=approver
+        )
+        approver.session_id = live.id
+        state = _AcpSession(self.bridge, live, approver)
         try:
-            session = ws.session(None, system_prompt=SYSTEM_PROMPT)
-            approver = _PermissionApprover(
-                self.bridge, session.session_id, self.settings.permission_timeout
-            )
-            tools = ws.tools(session, caller="acp", approver=approver, model_id=self.settings.model)
-            state = _AcpSession(self.bridge, ws, session, tools, approver)
-            servers = merge_mcp_servers(ws.config.mcp.servers, client_servers)
+            servers = merge_mcp_servers(live.workspace.config.mcp.servers, client_servers)
             if servers:
                 from .mcp_registry import McpRegistry
 
-                state.registry = McpRegistry(servers, root=ws.root).connect()
-                state.registry.attach(tools)
-            intent = self.settings.intent or _only_active_intent(ws)
-            if intent is not None:
-                self._select(state, intent)
+                state.registry = McpRegistry(servers, root=live.workspace.root).connect()
+                state.registry.attach(live.tools)
             return state
         except BaseException:
-            ws.close()
+            live.workspace.close()
             raise
-
-    @staticmethod
-    def _select(state: _AcpSession, intent_id: str) -> None:
-        out = state.tools.dispatch("select_active_intent", {"intent_id": intent_id})
-        if not out.get("ok"):
-            raise ConfigError(f"intent {intent_id!r} cannot be selected: {out.get('message')}")
 
     def _modes(self, state: _AcpSession) -> Any:
         engine = getattr(state.tools, "engine", None)
@@ -384,7 +294,7 @@ class CtxnbAcpAgent:
             return None  # not governed: no intents to choose from
         from ..govern.intents import load_intents
 
-        path = state.workspace.root / ".orchestration" / "active_intents.yaml"
+        path = state.live.workspace.root / ".orchestration" / "active_intents.yaml"
         intents = load_intents(path).active() if path.is_file() else []
         modes = [acp_schema.SessionMode(id=NO_INTENT, name="No intent (read-only)")]
         modes += [
@@ -404,7 +314,7 @@ class CtxnbAcpAgent:
                 engine.active_intent_id = None
         else:
             try:
-                await asyncio.to_thread(self._select, state, mode_id)
+                await asyncio.to_thread(state.live.select, mode_id)
             except ConfigError as e:
                 raise acp.RequestError.invalid_params({"message": str(e)}) from e
         return acp_schema.SetSessionModeResponse()
@@ -422,7 +332,7 @@ class CtxnbAcpAgent:
         text = prompt_text(prompt)
         run = state.run = _Run(state)
         try:
-            info = await asyncio.to_thread(self._work, state, run, text)
+            info = await asyncio.to_thread(state.live.work, self.settings, text, run)
         finally:
             state.run = None
         if run.cancelled():
@@ -430,28 +340,6 @@ class CtxnbAcpAgent:
         if info.get("exit_status") == "LimitsExceeded":
             return acp.PromptResponse(stop_reason="max_turn_requests")
         return acp.PromptResponse(stop_reason="end_turn")
-
-    def _work(self, state: _AcpSession, run: _Run, text: str) -> dict[str, Any]:
-        from ..live.run import build_agent, run_agent
-
-        s = self.settings
-        state.session.add_turn("user", text)
-        agent, _, _ = build_agent(
-            state.session,
-            state.tools,
-            model=s.model or "",
-            strategy=s.context_strategy(),
-            budget=s.budget,
-            api_base=s.api_base,
-            api_key=os.environ.get(s.api_key_env) if s.api_key_env else None,
-            step_limit=s.step_limit,
-            command_timeout=s.command_timeout,
-            events=run,
-        )
-        try:
-            return run_agent(agent, text, retries=2)
-        finally:
-            state.session.save()
 
     async def cancel(self, session_id: str, **kwargs: Any) -> None:
         state = self.sessions.get(session_id)
@@ -522,16 +410,6 @@ def merge_mcp_servers(configured: dict[str, Any], client: list[Any]) -> dict[str
         else:
             log.warning("MCP server %r skipped: only stdio and HTTP servers are supported", name)
     return merged
-
-
-def _only_active_intent(ws: Workspace) -> str | None:
-    path = ws.root / ".orchestration" / "active_intents.yaml"
-    if not path.is_file():
-        return None
-    from ..govern.intents import load_intents
-
-    active = load_intents(path).active()
-    return active[0].id if len(active) == 1 else None
 
 
 def load_adapter(spec: str | None, settings: AcpSettings) -> Any:

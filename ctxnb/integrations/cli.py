@@ -3,7 +3,8 @@
 ``ctxnb mcp tools`` and ``ctxnb mcp call TOOL JSON`` call its tools by hand.
 
 ``ctxnb acp serve [WORKSPACE]`` runs ctxnb's live agent as an ACP agent on
-stdin/stdout (what Zed starts); see :mod:`ctxnb.integrations.acp`.
+stdin/stdout (what Zed starts); see :mod:`ctxnb.integrations.acp`. ``ctxnb a2a serve
+[WORKSPACE]`` serves it to A2A peers over HTTP; see :mod:`ctxnb.integrations.a2a`.
 
 ``ctxnb mcp serve [WORKSPACE]`` speaks MCP on stdin/stdout (what Claude Code, Cursor
 and most clients start). ``--http PORT`` serves streamable HTTP at
@@ -29,10 +30,14 @@ import argparse
 import json
 import os
 import sys
-from typing import Any
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
 
 from ..cli import _out, arg, command
 from ..errors import ConfigError
+
+if TYPE_CHECKING:
+    from ..cli import Handler
 
 __all__: list[str] = []
 
@@ -241,19 +246,53 @@ def _cmd_hook(ns: argparse.Namespace) -> int:
     return 0
 
 
+def _live_agent_options(section: str, unit: str) -> Callable[[Handler], Handler]:
+    """The options ``acp serve`` and ``a2a serve`` share: the live agent's settings."""
+    options = [
+        arg("--model", default=None,
+            help=f"litellm model name (default: [adapters.{section}] model)"),
+        arg("--api-base", default=None, help="an OpenAI-compatible endpoint for the model"),
+        arg("--api-key-env", default=None, metavar="VAR",
+            help="environment variable holding the model's API key"),
+        arg("--strategy", default=None, metavar="SPEC",
+            help="context strategy, e.g. keep-all or observation-masking:5"),
+        arg("--budget", type=int, default=None, help="token budget of each context"),
+        arg("--intent", default=None, metavar="ID", help="the intent the agent works under"),
+        arg("--step-limit", type=int, default=None, help=f"most model calls per {unit}"),
+    ]  # fmt: skip
+
+    def deco(fn: Handler) -> Handler:
+        for option in reversed(options):  # each one goes first: keep their order
+            fn = option(fn)
+        return fn
+
+    return deco
+
+
+def _live_settings(cls: Any, ns: argparse.Namespace, workspace: str | None,
+                   *, need_model: bool = True, **extra: Any) -> Any:  # fmt: skip
+    """The settings from the flags, then ``[adapters.<section>]``; refuses a missing
+    model or a bad strategy before anything is served."""
+    settings = cls.resolve(
+        workspace, model=ns.model, api_base=ns.api_base, api_key_env=ns.api_key_env,
+        strategy=ns.strategy, budget=ns.budget, intent=ns.intent, step_limit=ns.step_limit,
+        **extra,
+    )  # fmt: skip
+    if need_model and not settings.model:
+        raise ConfigError(
+            f"no model for the {cls.section.upper()} agent: pass --model NAME or set "
+            f"[adapters.{cls.section}] model in ctxnb.toml (any litellm model name, e.g. "
+            "anthropic/claude-sonnet-4-5)"
+        )
+    settings.context_strategy()  # a bad --strategy fails here, before serving
+    return settings
+
+
 @command("acp", help="serve ctxnb's live agent to ACP clients (Zed …) over stdio")
 @arg("action", choices=["serve"], help="what to do: serve")
 @arg("workspace", nargs="?", default=None,
      help="workspace directory (default: each session's cwd)")  # fmt: skip
-@arg("--model", default=None, help="litellm model name (default: [adapters.acp] model)")
-@arg("--api-base", default=None, help="an OpenAI-compatible endpoint for the model")
-@arg("--api-key-env", default=None, metavar="VAR",
-     help="environment variable holding the model's API key")  # fmt: skip
-@arg("--strategy", default=None, metavar="SPEC",
-     help="context strategy, e.g. keep-all or observation-masking:5")  # fmt: skip
-@arg("--budget", type=int, default=None, help="token budget of each context")
-@arg("--intent", default=None, metavar="ID", help="the intent sessions start under")
-@arg("--step-limit", type=int, default=None, help="most model calls per prompt")
+@_live_agent_options("acp", "prompt")
 @arg("--adapter", default=None, metavar="MODULE",
      help="serve MODULE's create_agent(settings) instead of ctxnb's agent")  # fmt: skip
 def _cmd_acp(ns: argparse.Namespace) -> int:
@@ -261,21 +300,30 @@ def _cmd_acp(ns: argparse.Namespace) -> int:
     from . import acp
 
     workspace = os.path.abspath(ns.workspace) if ns.workspace else None
-    settings = acp.AcpSettings.resolve(
-        workspace,
-        model=ns.model,
-        api_base=ns.api_base,
-        api_key_env=ns.api_key_env,
-        strategy=ns.strategy,
-        budget=ns.budget,
-        intent=ns.intent,
-        step_limit=ns.step_limit,
-    )
-    if not settings.model and not ns.adapter:
-        raise ConfigError(
-            "no model for the ACP agent: pass --model NAME or set [adapters.acp] model "
-            "in ctxnb.toml (any litellm model name, e.g. anthropic/claude-sonnet-4-5)"
-        )
-    settings.context_strategy()  # a bad --strategy fails here, before serving
+    settings = _live_settings(acp.AcpSettings, ns, workspace, need_model=not ns.adapter)
     acp.serve_acp(settings, adapter=ns.adapter)
+    return 0
+
+
+@command("a2a", help="serve ctxnb's live agent to A2A peers over HTTP (127.0.0.1)")
+@arg("action", choices=["serve"], help="what to do: serve")
+@arg("workspace", nargs="?", default=None, help="workspace directory (default: current)")
+@_live_agent_options("a2a", "task")
+@arg("--host", default=None, help="address to bind (default: 127.0.0.1)")
+@arg("--port", type=_port, default=None, help="TCP port (default: 9999; 0: a free one)")
+@arg("--token", default=None,
+     help="bearer token clients must send beyond loopback (or $CTXNB_A2A_TOKEN)")  # fmt: skip
+def _cmd_a2a(ns: argparse.Namespace) -> int:
+    # Raises MissingDependencyError (a clean CLI message) when the SDK is missing.
+    from . import a2a
+
+    workspace = os.path.abspath(ns.workspace or os.getcwd())
+    settings = _live_settings(a2a.A2aSettings, ns, workspace, host=ns.host, port=ns.port)
+
+    def say(url: str) -> None:
+        card = f"{url}.well-known/agent-card.json"
+        sys.stderr.write(f"ctxnb a2a: serving {url} (agent card: {card})\n")
+        sys.stderr.flush()
+
+    a2a.serve_a2a(settings, token=ns.token, on_listen=say)
     return 0

@@ -1,0 +1,413 @@
+"""ctxnb's live agent as an A2A (Agent2Agent) peer over HTTP.
+
+``ctxnb a2a serve [WORKSPACE]`` serves the same governed agent ``ctxnb acp serve``
+does (mini-swe-agent's loop with ctxnb's context and governed commands) to any A2A
+client, on the ``a2a-sdk`` package (protocol 1.0, with the 0.3 method names too).
+
+* **The agent card** at ``/.well-known/agent-card.json``: one skill, ``code``, and the
+  JSON-RPC endpoint ``/``; streaming is on.
+* ``SendMessage`` / ``message/send`` and ``SendStreamingMessage`` / ``message/stream``:
+  each message starts a task in the workspace. Every A2A context is one ctxnb session
+  (its turns are the context the model sees). The task streams its status (``working``
+  with the model's text as a status message), one artifact per command (its output)
+  and one per changed file (``diff:<path>``: a unified diff, plus the text before and
+  after as data), then ``completed``, ``failed`` or ``canceled``.
+* **Approvals** (a destructive command): the task goes ``input-required`` with the
+  command and the reason; the client answers by sending a message to the same task:
+  ``approve`` (or ``yes``/``allow``) or ``reject`` (``no``/``deny``). The decision is
+  ctxnb's approval decision, written to the trace (``by="a2a-client-user"``); no answer
+  within ``permission_timeout`` is a refusal.
+* ``GetTask`` / ``tasks/get`` and ``CancelTask`` / ``tasks/cancel``: a cancel stops the
+  run before its next model call or command (a pending approval is refused).
+
+Everything sent to the client passes :func:`~ctxnb.redaction.redact_text` first. The
+server binds 127.0.0.1; ``Host`` and ``Origin`` must name it, and a wider bind needs a
+bearer token (``--token`` or ``$CTXNB_A2A_TOKEN``).
+
+Example:
+    >>> A2aSettings(model="openai/x").section, A2aSettings().port
+    ('a2a', 9999)
+"""
+
+from __future__ import annotations
+
+import asyncio
+import concurrent.futures
+import difflib
+import itertools
+import logging
+import os
+import threading
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, ClassVar
+
+from ..errors import ConfigError, MissingDependencyError
+from ..govern.approval import ApprovalRequest, Decision
+from ..redaction import redact_text
+from .http_guard import BearerTokenMiddleware, HostCheckMiddleware, allowed_hosts, is_loopback
+from .live_agent import LiveAgentSettings, LiveSession, LoopBridge, is_submit
+
+try:
+    from a2a.helpers import new_data_part, new_task_from_user_message, new_text_part
+    from a2a.server.agent_execution import AgentExecutor, RequestContext
+    from a2a.server.events import EventQueue
+    from a2a.server.request_handlers import DefaultRequestHandler
+    from a2a.server.routes import create_agent_card_routes, create_jsonrpc_routes
+    from a2a.server.tasks import InMemoryTaskStore, TaskUpdater
+    from a2a.types import a2a_pb2 as pb
+    from starlette.applications import Starlette
+except ImportError as e:  # pragma: no cover - depends on the environment
+    raise MissingDependencyError(
+        "`ctxnb a2a serve` needs the A2A SDK; install it with `pip install 'ctxnb[a2a]'`"
+    ) from e
+
+__all__ = ["TOKEN_ENV", "A2aSettings", "CtxnbA2aExecutor", "a2a_app", "agent_card", "serve_a2a"]
+
+log = logging.getLogger(__name__)
+
+TOKEN_ENV = "CTXNB_A2A_TOKEN"
+APPROVE = frozenset({"approve", "approved", "allow", "yes", "y"})
+REJECT = frozenset({"reject", "rejected", "deny", "no", "n"})
+
+
+@dataclass(frozen=True)
+class A2aSettings(LiveAgentSettings):
+    """The live agent's settings for A2A: ``[adapters.a2a]`` (see
+    :class:`~ctxnb.integrations.live_agent.LiveAgentSettings`), plus where to listen.
+
+    Attributes:
+        host: the address to bind (loopback unless a token is given).
+        port: the TCP port; 0 picks a free one.
+    """
+
+    section: ClassVar[str] = "a2a"
+
+    host: str = "127.0.0.1"
+    port: int = 9999
+
+
+def agent_card(url: str) -> pb.AgentCard:
+    """The agent card: who ctxnb is, its one skill and where its JSON-RPC endpoint is."""
+    from .._version import __version__
+
+    skill = pb.AgentSkill(
+        id="code",
+        name="Work on the workspace",
+        description="Reads, edits and runs commands in one workspace, governed by ctxnb: "
+        "changes only under the selected intent, destructive commands after approval "
+        "(input-required), every change in the trace.",
+        tags=["coding", "governed", "workspace"],
+        examples=["Fix add() in calc.py", "Run the tests and fix what fails"],
+    )
+    return pb.AgentCard(
+        name="ctxnb",
+        description="ctxnb's live agent: an LLM coding agent with a governed workspace.",
+        version=__version__,
+        supported_interfaces=[
+            pb.AgentInterface(url=url, protocol_binding="JSONRPC", protocol_version="1.0")
+        ],
+        capabilities=pb.AgentCapabilities(streaming=True),
+        default_input_modes=["text/plain"],
+        default_output_modes=["text/plain", "text/x-diff", "application/json"],
+        skills=[skill],
+    )
+
+
+def unified_diff(path: str, old: str | None, new: str) -> str:
+    """A unified diff of a file's change (``/dev/null`` for a new file).
+
+    Example:
+        >>> print(unified_diff("a.py", "x = 1\\n", "x = 2\\n"), end="")
+        --- a/a.py
+        +++ b/a.py
+        @@ -1 +1 @@
+        -x = 1
+        +x = 2
+    """
+    lines = difflib.unified_diff(
+        (old or "").splitlines(keepends=True),
+        new.splitlines(keepends=True),
+        "/dev/null" if old is None else f"a/{path}",
+        f"b/{path}",
+    )
+    return "".join(line if line.endswith("\n") else line + "\n" for line in lines)
+
+
+# -- one task's run ---------------------------------------------------------------------------
+
+
+class _InputApprover:
+    """ctxnb's approval of a destructive act, asked as the task's ``input-required``."""
+
+    def __init__(self, timeout: float) -> None:
+        self.timeout = timeout
+        self.run: _Run | None = None
+
+    def request(self, req: ApprovalRequest) -> Decision:
+        run = self.run
+        if run is None or run.cancelled():
+            return Decision(False, by="a2a", note="no task to ask in", request_id=req.id)
+        answer: concurrent.futures.Future[tuple[bool, str, str]] = concurrent.futures.Future()
+        run.pending = answer
+        command = redact_text(str(req.args.get("cmd", "")))
+        question = (
+            f"Approval needed: {redact_text(req.summary())}\nCommand: {command}\n"
+            f"Reason: {redact_text(req.reason or '')}\nReply 'approve' or 'reject'."
+        )
+        try:
+            run.call(lambda: run.ask(question, {"command": command, "approval_id": req.id}))
+            approved, by, note = answer.result(self.timeout)
+        except concurrent.futures.TimeoutError:
+            approved, by, note = False, "timeout", f"no answer within {self.timeout:g}s"
+        finally:
+            run.pending = None
+        if not run.cancelled():  # the task works again, whatever the answer
+            run.call(lambda: run.updater.start_work())
+        return Decision(approved, by=by, note=note, request_id=req.id)
+
+
+class _Run:
+    """One task's run of the live agent: its events become the task's events."""
+
+    def __init__(self, bridge: LoopBridge, live: LiveSession, updater: TaskUpdater) -> None:
+        self.bridge = bridge
+        self.live = live
+        self.updater = updater
+        self.stop = threading.Event()
+        self.paused = asyncio.Event()  # input-required: execute() hands control back
+        self.pending: concurrent.futures.Future[tuple[bool, str, str]] | None = None
+        self.driver: asyncio.Task[None] | None = None
+        self._ids = itertools.count(1)
+
+    # RunEvents, called from the agent's thread
+    def cancelled(self) -> bool:
+        return self.stop.is_set()
+
+    def call(self, coro_fn: Callable[[], Any]) -> None:
+        if not self.cancelled():  # after a cancel the task is final: nothing more is sent
+            self.bridge.call(coro_fn)
+
+    def message(self, text: str) -> None:
+        msg = self.updater.new_agent_message([new_text_part(redact_text(text))])
+        self.call(lambda: self.updater.update_status(pb.TaskState.TASK_STATE_WORKING, msg))
+
+    def command_started(self, command: str) -> str | None:
+        return None if is_submit(command) else f"cmd-{next(self._ids)}"
+
+    def command_finished(self, handle: Any, command: str, answer: dict[str, Any]) -> None:
+        if handle is None:
+            return
+        changed: list[str] = []
+        if answer.get("ok"):
+            res = answer["result"]
+            out = (res.get("stdout") or "") + (res.get("stderr") or "")
+            failed = res.get("returncode") != 0 or bool(res.get("timed_out"))
+            changed = [str(c["path"]) for c in (res.get("effects") or {}).get("changed", [])]
+        else:
+            out, failed = f"{answer.get('error_code')}: {answer.get('message')}", True
+        shown = redact_text(command)
+        meta = {"command": shown, "status": "failed" if failed else "completed"}
+        self._artifact(str(handle), f"command: {shown}", [new_text_part(redact_text(out))], meta)
+        for rel in changed:
+            change = self.live.last_change(rel)
+            if change is None:
+                continue
+            path, old, new = change
+            parts = [
+                new_text_part(unified_diff(rel, old, new), media_type="text/x-diff"),
+                new_data_part({"path": path, "old_text": old, "new_text": new}),
+            ]
+            self._artifact(f"{handle}-diff-{rel}", f"diff:{rel}", parts, {"path": rel})
+
+    def _artifact(self, aid: str, name: str, parts: list[Any], meta: dict[str, Any]) -> None:
+        self.call(
+            lambda: self.updater.add_artifact(parts, artifact_id=aid, name=name, metadata=meta)
+        )
+
+    # on the event loop
+    async def ask(self, question: str, meta: dict[str, Any]) -> None:
+        msg = self.updater.new_agent_message([new_text_part(question)], metadata=meta)
+        await self.updater.requires_input(msg)
+        self.paused.set()
+
+    async def drive(self, settings: LiveAgentSettings, text: str) -> None:
+        try:
+            info = await asyncio.to_thread(self.live.work, settings, text, self)
+        except Exception as e:  # the model or the agent failed: say why, end the task
+            if not self.cancelled():
+                log.exception("A2A task %s failed", self.updater.task_id)
+                note = redact_text(f"{type(e).__name__}: {e}")
+                await self.updater.failed(self.updater.new_agent_message([new_text_part(note)]))
+            return
+        if self.cancelled():
+            return  # cancel() ended the task
+        status = str(info.get("exit_status", ""))
+        note = self.updater.new_agent_message([new_text_part(f"exit status: {status}")])
+        if status == "Submitted":
+            await self.updater.complete(note)
+        else:
+            await self.updater.failed(note)
+
+    async def until_paused_or_done(self) -> None:
+        assert self.driver is not None
+        waiter = asyncio.ensure_future(self.paused.wait())
+        try:
+            await asyncio.wait({self.driver, waiter}, return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            waiter.cancel()
+
+
+# -- the executor -----------------------------------------------------------------------------
+
+
+class CtxnbA2aExecutor(AgentExecutor):
+    """The A2A agent executor: one ctxnb session per A2A context, one run per task.
+
+    Args:
+        settings: the model, strategy and limits (see :class:`A2aSettings`).
+    """
+
+    def __init__(self, settings: A2aSettings) -> None:
+        self.settings = settings
+        self.bridge = LoopBridge()
+        self.contexts: dict[str, tuple[LiveSession, _InputApprover]] = {}
+        self.runs: dict[str, _Run] = {}
+
+    async def execute(self, context: RequestContext, event_queue: EventQueue) -> None:
+        self.bridge.loop = asyncio.get_running_loop()
+        task_id, context_id = str(context.task_id), str(context.context_id)
+        run = self.runs.get(task_id)
+        if run is not None and run.pending is not None and not run.pending.done():
+            await self._answer(run, context.get_user_input())
+            return
+        updater = TaskUpdater(event_queue, task_id, context_id)
+        if context.current_task is None and context.message is not None:
+            await event_queue.enqueue_event(new_task_from_user_message(context.message))
+        if run is not None:  # a message to a task that is not waiting for one
+            await updater.reject(_text(updater, "this task is not waiting for input"))
+            return
+        try:
+            live, approver = await self._context(context_id)
+        except ConfigError as e:  # a bad workspace or intent: say which
+            await updater.failed(_text(updater, redact_text(str(e))))
+            return
+        if approver.run is not None and approver.run.driver is not None:
+            if not approver.run.driver.done():
+                msg = "another task of this context is running; wait for it or cancel it"
+                await updater.reject(_text(updater, msg))
+                return
+        run = self.runs[task_id] = approver.run = _Run(self.bridge, live, updater)
+        await updater.start_work()
+        run.driver = asyncio.create_task(run.drive(self.settings, context.get_user_input()))
+        await run.until_paused_or_done()
+
+    async def _answer(self, run: _Run, reply: str) -> None:
+        word = reply.strip().split()[0].strip(".!").lower() if reply.strip() else ""
+        pending = run.pending
+        if word not in APPROVE | REJECT or pending is None:
+            run.paused.clear()
+            await run.ask("Reply 'approve' or 'reject'.", {"unclear_reply": redact_text(reply)})
+            return
+        run.paused.clear()
+        pending.set_result((word in APPROVE, "a2a-client-user", word))
+        await run.until_paused_or_done()
+
+    async def _context(self, context_id: str) -> tuple[LiveSession, _InputApprover]:
+        if context_id not in self.contexts:
+            approver = _InputApprover(self.settings.permission_timeout)
+            root = Path(self.settings.workspace or os.getcwd())
+            live = await asyncio.to_thread(
+                LiveSession.open, root, self.settings, caller="a2a", approver=approver
+            )
+            self.contexts[context_id] = (live, approver)
+        return self.contexts[context_id]
+
+    async def cancel(self, context: RequestContext, event_queue: EventQueue) -> None:
+        task_id = str(context.task_id)
+        run = self.runs.get(task_id)
+        if run is not None:
+            run.stop.set()
+            if run.pending is not None and not run.pending.done():
+                run.pending.set_result((False, "a2a-cancel", "the task was cancelled"))
+        updater = run.updater if run is not None else None
+        updater = updater or TaskUpdater(event_queue, task_id, str(context.context_id))
+        await updater.cancel(_text(updater, "cancelled by the client"))
+
+    def close(self) -> None:
+        for run in self.runs.values():
+            run.stop.set()
+            if run.pending is not None and not run.pending.done():
+                run.pending.set_result((False, "a2a-server", "the server is shutting down"))
+        for live, _ in self.contexts.values():
+            try:
+                live.close()
+            except Exception:  # one broken session must not keep the others open
+                log.exception("closing A2A context session %s", live.id)
+        self.contexts.clear()
+
+
+def _text(updater: TaskUpdater, text: str) -> pb.Message:
+    return updater.new_agent_message([new_text_part(text)])
+
+
+# -- the server -------------------------------------------------------------------------------
+
+
+def a2a_app(
+    executor: CtxnbA2aExecutor, *, url: str, host: str, port: int, token: str | None = None
+) -> Any:
+    """The ASGI app: the agent card, the JSON-RPC endpoint (1.0 and 0.3 method names),
+    behind the ``Host``/``Origin`` check and, when given, the bearer token."""
+    card = agent_card(url)
+    handler = DefaultRequestHandler(
+        agent_executor=executor, task_store=InMemoryTaskStore(), agent_card=card
+    )
+    rpc = create_jsonrpc_routes(handler, "/", enable_v0_3_compat=True)
+    routes = [*create_agent_card_routes(card), *rpc]
+    app: Any = HostCheckMiddleware(Starlette(routes=routes), allowed_hosts(host, port))
+    return BearerTokenMiddleware(app, token) if token else app
+
+
+def serve_a2a(
+    settings: A2aSettings,
+    *,
+    token: str | None = None,
+    on_listen: Callable[[str], None] | None = None,
+) -> None:
+    """Serve the A2A agent over HTTP until interrupted.
+
+    Raises:
+        ConfigError: a non-loopback host without a token (``token`` or
+            ``$CTXNB_A2A_TOKEN``), checked before anything is bound.
+        OSError: the address cannot be bound.
+    """
+    import socket
+
+    import uvicorn
+
+    token = token or os.environ.get(TOKEN_ENV) or None
+    host = settings.host
+    if not is_loopback(host) and not token:
+        raise ConfigError(
+            f"refusing to serve A2A on {host!r} without a bearer token: anyone who can reach "
+            f"that address could change the workspace. Pass --token or set {TOKEN_ENV}, "
+            "or bind 127.0.0.1"
+        )
+    family = socket.getaddrinfo(host, settings.port, type=socket.SOCK_STREAM)[0][0]
+    sock = socket.create_server((host, settings.port), family=family, backlog=128)
+    executor = CtxnbA2aExecutor(settings)
+    try:
+        port = sock.getsockname()[1]
+        # The card's URL is where clients connect: a wildcard bind names this machine.
+        shown = socket.getfqdn() if host in ("0.0.0.0", "::") else host
+        url = f"http://{f'[{shown}]' if ':' in shown else shown}:{port}/"
+        app = a2a_app(executor, url=url, host=host, port=port, token=token)
+        config = uvicorn.Config(app, log_level="warning", lifespan="off")
+        if on_listen is not None:
+            on_listen(url)
+        uvicorn.Server(config).run(sockets=[sock])
+    finally:
+        executor.close()
+        sock.close()

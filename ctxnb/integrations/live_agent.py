@@ -1,0 +1,230 @@
+"""What the protocol front ends of the live agent share (``ctxnb acp serve``,
+``ctxnb a2a serve``): their settings, a ctxnb session opened under an intent, one
+prompt's run, and a changed file's last diff.
+
+The front ends differ only in the wire: how a message reaches the agent, how its
+events are shown and how an approval is asked. The governed agent itself
+(:func:`ctxnb.live.run.build_agent`) and everything it records are the same.
+
+Example:
+    >>> settings = LiveAgentSettings(model="openai/gpt-4o-mini", strategy="observation-masking:3")
+    >>> settings.context_strategy()
+    ObservationMasking(keep_last=3)
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, ClassVar, Self
+
+from ..errors import ConfigError
+from ..redaction import redact_text
+
+if TYPE_CHECKING:
+    from ..govern.approval import Approver
+    from ..live.run import RunEvents
+    from ..session import Session
+    from ..strategies import ContextStrategy
+    from ..tools.filetools import FileTools
+    from ..workspace import Workspace
+
+__all__ = ["LiveAgentSettings", "LiveSession", "LoopBridge", "is_submit", "only_active_intent"]
+
+_CALL_TIMEOUT = 60.0
+
+
+@dataclass(frozen=True)
+class LiveAgentSettings:
+    """How the live agent runs: the model, the context strategy and the limits.
+
+    Resolved once per process: flags, then ``[adapters.<section>]`` in the workspace
+    config, then these defaults (see :meth:`resolve`).
+
+    Attributes:
+        workspace: the workspace; None uses each session's ``cwd`` (ACP) or the
+            current directory.
+        model: a litellm model name.
+        api_base: an OpenAI-compatible endpoint, if any.
+        api_key_env: the environment variable holding the API key (never the key).
+        strategy: a strategy spec such as ``keep-all`` or ``observation-masking:5``.
+        budget: the token budget of each context.
+        intent: the intent sessions start under.
+        step_limit: the most model calls per prompt.
+        command_timeout: seconds per command.
+        permission_timeout: seconds to wait for the user's answer (then: refused).
+    """
+
+    section: ClassVar[str] = "acp"
+
+    workspace: str | None = None
+    model: str | None = None
+    api_base: str | None = None
+    api_key_env: str | None = None
+    strategy: str = "keep-all"
+    budget: int | None = None
+    intent: str | None = None
+    step_limit: int = 30
+    command_timeout: float = 60.0
+    permission_timeout: float = 300.0
+
+    @classmethod
+    def resolve(cls, workspace: str | None = None, **flags: Any) -> Self:
+        """Flags that were given, then ``[adapters.<section>]`` of the workspace's config
+        (WORKSPACE, else the current directory), then the defaults.
+
+        Example:
+            >>> import tempfile
+            >>> LiveAgentSettings.resolve(tempfile.mkdtemp(), model="openai/x").step_limit
+            30
+        """
+        from ..config import load_config
+
+        adapters = load_config(workspace or os.getcwd()).adapters
+        values = getattr(adapters, cls.section).model_dump()
+        values.update({k: v for k, v in flags.items() if v is not None})
+        return cls(workspace=workspace, **values)
+
+    def context_strategy(self) -> ContextStrategy:
+        """The strategy object of :attr:`strategy`.
+
+        Raises:
+            ConfigError: an unknown strategy name or bad settings.
+        """
+        from ..replay.experiment import parse_strategy
+
+        try:
+            return parse_strategy(self.strategy)
+        except ValueError as e:
+            raise ConfigError(f"[adapters.{self.section}] strategy / --strategy: {e}") from None
+
+
+class LoopBridge:
+    """Runs coroutines on the server's event loop from the agent's worker thread, with a
+    deadline (the agent loop is synchronous; the protocol SDKs are asyncio)."""
+
+    def __init__(self) -> None:
+        self.loop: asyncio.AbstractEventLoop | None = None
+
+    def call(self, coro_fn: Callable[[], Any], timeout: float = _CALL_TIMEOUT) -> Any:
+        assert self.loop is not None
+        return asyncio.run_coroutine_threadsafe(coro_fn(), self.loop).result(timeout)
+
+
+@dataclass
+class LiveSession:
+    """A ctxnb session of the live agent: its workspace, session and governed tools."""
+
+    workspace: Workspace
+    session: Session
+    tools: FileTools
+
+    @property
+    def id(self) -> str:
+        return str(self.session.session_id)
+
+    @classmethod
+    def open(
+        cls, root: Path, settings: LiveAgentSettings, *, caller: str, approver: Approver
+    ) -> LiveSession:
+        """Open the workspace at ``root`` and a new session in it, under the intent of
+        ``settings`` (else the only active intent, else none: nothing may change).
+
+        Raises:
+            ConfigError: ``root`` is not an existing absolute directory, or the intent
+                cannot be selected.
+        """
+        from ..live.run import SYSTEM_PROMPT
+        from ..workspace import Workspace
+
+        if not root.is_absolute() or not root.is_dir():
+            raise ConfigError(f"the workspace {str(root)!r} is not an existing absolute directory")
+        ws = Workspace.open(root)
+        try:
+            session = ws.session(None, system_prompt=SYSTEM_PROMPT)
+            tools = ws.tools(session, caller=caller, approver=approver, model_id=settings.model)
+            state = cls(ws, session, tools)
+            intent = settings.intent or only_active_intent(ws)
+            if intent is not None:
+                state.select(intent)
+            return state
+        except BaseException:
+            ws.close()
+            raise
+
+    def select(self, intent_id: str) -> None:
+        """Select the intent the agent's changes are made under.
+
+        Raises:
+            ConfigError: the workspace refused it (unknown, not active, not governed).
+        """
+        out = self.tools.dispatch("select_active_intent", {"intent_id": intent_id})
+        if not out.get("ok"):
+            raise ConfigError(f"intent {intent_id!r} cannot be selected: {out.get('message')}")
+
+    def work(self, settings: LiveAgentSettings, text: str, events: RunEvents) -> dict[str, Any]:
+        """Run the governed live agent on ``text`` (blocking); mini-swe-agent's exit info."""
+        from ..live.run import build_agent, run_agent
+
+        s = settings
+        self.session.add_turn("user", text)
+        agent, _, _ = build_agent(
+            self.session,
+            self.tools,
+            model=s.model or "",
+            strategy=s.context_strategy(),
+            budget=s.budget,
+            api_base=s.api_base,
+            api_key=os.environ.get(s.api_key_env) if s.api_key_env else None,
+            step_limit=s.step_limit,
+            command_timeout=s.command_timeout,
+            events=events,
+        )
+        try:
+            return run_agent(agent, text, retries=2)
+        finally:
+            self.session.save()
+
+    def last_change(self, rel: str) -> tuple[str, str | None, str] | None:
+        """The last change to a file from the store's versions, redacted: its absolute
+        path, the text before (None: it was new) and after; None when binary."""
+        versions = self.workspace.history(rel)
+        if not versions:
+            return None
+        new = versions[-1].doc.get("content")
+        old = versions[-2].doc.get("content") if len(versions) > 1 else None
+        if not isinstance(new, str) and not isinstance(old, str):
+            return None  # binary either side: no text diff to show
+        return (
+            str(self.workspace.root / rel),
+            redact_text(old) if isinstance(old, str) else None,
+            redact_text(new) if isinstance(new, str) else "",
+        )
+
+    def close(self) -> None:
+        try:
+            self.session.save()
+        finally:
+            self.session.close()
+            self.workspace.close()
+
+
+def is_submit(command: str) -> bool:
+    """The agent's way to say "done" (no work a user wants to see)."""
+    from ..live.run import SUBMIT
+
+    return command.strip() == f"echo {SUBMIT}"
+
+
+def only_active_intent(ws: Workspace) -> str | None:
+    """The id of the workspace's only active intent, else None."""
+    path = ws.root / ".orchestration" / "active_intents.yaml"
+    if not path.is_file():
+        return None
+    from ..govern.intents import load_intents
+
+    active = load_intents(path).active()
+    return active[0].id if len(active) == 1 else None

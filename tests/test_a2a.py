@@ -1,0 +1,447 @@
+"""``ctxnb a2a serve``: the a2a-sdk's own client drives the live agent, served by a
+real ``ctxnb`` process on 127.0.0.1.
+
+The model is the scripted one on 127.0.0.1; the agent's commands run governed and
+sandboxed for real, so what the client is told is checked against the disk and the
+trace afterwards.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import os
+import re
+import subprocess
+import sys
+import uuid
+from collections.abc import AsyncIterator, Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from _needs import has_module, require
+
+require(has_module("a2a") and has_module("starlette"), "the A2A SDK (ctxnb[a2a])")
+
+import httpx  # noqa: E402
+from _agent_workspace import (  # noqa: E402
+    REPO,
+    SUBMIT,
+    TIMEOUT,
+    make_workspace,
+    require_live_agent,
+    run_with_deadline,
+)
+from _secret_corpus import SECRETS  # noqa: E402
+from a2a.client import A2AClientError, ClientConfig, create_client  # noqa: E402
+from a2a.helpers import new_text_part  # noqa: E402
+from a2a.types import a2a_pb2 as pb  # noqa: E402
+from a2a.utils.errors import TaskNotFoundError  # noqa: E402
+from google.protobuf.json_format import MessageToDict  # noqa: E402
+
+from ctxnb.errors import ConfigError  # noqa: E402
+from ctxnb.live import ScriptedModelServer  # noqa: E402
+
+require_live_agent()
+pytestmark = pytest.mark.slow
+
+
+@pytest.fixture
+def ws(tmp_path: Path) -> Path:
+    return make_workspace(tmp_path)
+
+
+class Served:
+    """``ctxnb a2a serve`` in a subprocess on a free port of 127.0.0.1."""
+
+    def __init__(self, ws: Path, script: list[dict[str, Any]]) -> None:
+        self.model = ScriptedModelServer(script)
+        self.model.start()
+        env = {**os.environ, "PYTHONPATH": str(REPO), "CTXNB_TEST_MODEL_KEY": "unused"}
+        args = [sys.executable, "-m", "ctxnb", "a2a", "serve", str(ws), "--port", "0",
+                "--model", self.model.model_args["model"], "--api-base", self.model.url,
+                "--api-key-env", "CTXNB_TEST_MODEL_KEY"]  # fmt: skip
+        self.proc = subprocess.Popen(args, env=env, cwd=ws, stderr=subprocess.PIPE, text=True)
+        assert self.proc.stderr is not None
+        self.log: list[str] = []
+        for line in self.proc.stderr:
+            self.log.append(line)
+            if "ctxnb a2a: serving" in line:
+                self.url = line.split()[3]
+                break
+        else:
+            raise AssertionError("the server did not start:\n" + "".join(self.log))
+
+    def close(self) -> str:
+        self.proc.terminate()
+        try:
+            _, err = self.proc.communicate(timeout=30)
+        finally:
+            self.model.stop()
+        return "".join(self.log) + (err or "")
+
+
+@pytest.fixture
+def serve(ws: Path) -> Iterator[Any]:
+    servers: list[Served] = []
+
+    def start(script: list[dict[str, Any]]) -> Served:
+        servers.append(Served(ws, script))
+        return servers[-1]
+
+    yield start
+    for s in servers:
+        s.close()
+
+
+def message(text: str, task: pb.Task | None = None) -> pb.SendMessageRequest:
+    msg = pb.Message(role=pb.Role.ROLE_USER, message_id=uuid.uuid4().hex,
+                     parts=[new_text_part(text)])  # fmt: skip
+    if task is not None:
+        msg.task_id, msg.context_id = task.id, task.context_id
+    return pb.SendMessageRequest(message=msg)
+
+
+@contextlib.asynccontextmanager
+async def connect(url: str) -> AsyncIterator[Any]:
+    """The SDK's client, streaming, with a deadline longer than a model call."""
+    async with httpx.AsyncClient(timeout=TIMEOUT) as http:
+        client = await create_client(url, ClientConfig(streaming=True, httpx_client=http))
+        async with client:
+            yield client
+
+
+async def collect(client: Any, req: pb.SendMessageRequest) -> list[dict[str, Any]]:
+    return [MessageToDict(ev) async for ev in client.send_message(req)]
+
+
+def task_of(events: list[dict[str, Any]]) -> pb.Task:
+    first = events[0]["task"]
+    return pb.Task(id=first["id"], context_id=first["contextId"])
+
+
+def states(events: list[dict[str, Any]]) -> list[str]:
+    return [e["statusUpdate"]["status"]["state"] for e in events if "statusUpdate" in e]
+
+
+def artifacts(events: list[dict[str, Any]]) -> dict[str, dict[str, Any]]:
+    return {e["artifactUpdate"]["artifact"]["name"]: e["artifactUpdate"]["artifact"]
+            for e in events if "artifactUpdate" in e}  # fmt: skip
+
+
+def texts(events: list[dict[str, Any]]) -> list[str]:
+    out = []
+    for e in events:
+        msg = e.get("statusUpdate", {}).get("status", {}).get("message", {})
+        out += [p["text"] for p in msg.get("parts", []) if "text" in p]
+    return out
+
+
+def trace(ws: Path) -> str:
+    return (ws / ".orchestration" / "agent_trace.jsonl").read_text(encoding="utf-8")
+
+
+def test_a_message_edits_a_file_and_asks_approval_both_ways(ws: Path, serve: Any) -> None:
+    script = [
+        {"content": "Let me read the code.", "commands": ["cat calc.py"]},
+        {
+            "content": "add() subtracts; fixing it.",
+            "commands": ["sed -i 's/return a - b/return a + b/' calc.py"],
+        },  # fmt: skip
+        {"content": "Clearing old notes.", "commands": ["rm notes_a.txt"]},
+        {"content": "And the other ones.", "commands": ["rm notes_b.txt"]},
+        {"content": "Done: add() adds.", "commands": [SUBMIT]},
+    ]
+    server = serve(script)
+
+    async def body() -> tuple[Any, ...]:
+        async with connect(server.url) as client:
+            first = await collect(client, message("Fix add() in calc.py"))
+            task = task_of(first)
+            second = await collect(client, message("approve", task))
+            third = await collect(client, message("reject", task))
+            final = await client.get_task(pb.GetTaskRequest(id=task.id))
+            return first, second, third, final
+
+    first, second, third, final = run_with_deadline(body())
+    log = server.close()
+
+    # The first stream runs until the first approval: the deletion waits for a human.
+    assert states(first)[0] == "TASK_STATE_WORKING"
+    assert states(first)[-1] == "TASK_STATE_INPUT_REQUIRED", log
+    assert "rm notes_a.txt" in texts(first)[-1] and "approve" in texts(first)[-1]
+    assert "add() subtracts; fixing it." in texts(first)
+    arts = artifacts(first)
+    assert "return a - b" in json.dumps(arts["command: cat calc.py"])
+    (diff,) = [a for name, a in arts.items() if name == "diff:calc.py"]
+    diff_text = diff["parts"][0]["text"]
+    assert diff["parts"][0]["mediaType"] == "text/x-diff"
+    assert "-    return a - b" in diff_text and "+    return a + b" in diff_text
+    assert diff["parts"][1]["data"]["path"] == str(ws / "calc.py")
+    # Approved: the file goes; the second deletion asks again.
+    assert states(second)[-1] == "TASK_STATE_INPUT_REQUIRED"
+    assert "rm notes_b.txt" in texts(second)[-1]
+    assert artifacts(second)["command: rm notes_a.txt"]["metadata"]["status"] == "completed"
+    # Rejected: the run goes on and ends.
+    assert states(third)[-1] == "TASK_STATE_COMPLETED"
+    assert artifacts(third)["command: rm notes_b.txt"]["metadata"]["status"] == "failed"
+    assert final.status.state == pb.TaskState.TASK_STATE_COMPLETED
+    assert SUBMIT not in json.dumps(first + second + third)  # "done" is no work to show
+
+    # The disk and the trace agree with what the client was told.
+    assert "return a + b" in (ws / "calc.py").read_text()
+    assert not (ws / "notes_a.txt").exists()
+    assert (ws / "notes_b.txt").read_text() == "old notes b\n"
+    records = trace(ws)
+    assert "calc.py" in records and "INT-CALC" in records
+    assert "a2a-client-user" in records
+
+
+def test_cancel_stops_the_run_before_its_next_step(ws: Path, serve: Any) -> None:
+    script = [
+        {"content": "Waiting a moment.", "commands": ["sleep 2"]},
+        {"content": "This must never run.", "commands": ["touch notes_never.txt"]},
+    ]
+    server = serve(script)
+
+    async def body() -> tuple[Any, Any]:
+        async with connect(server.url) as client:
+            cancelled: list[pb.Task] = []
+            try:
+                async for ev in client.send_message(message("wait, then touch")):
+                    if ev.HasField("status_update") and "Waiting" in str(ev.status_update):
+                        req = pb.CancelTaskRequest(id=ev.status_update.task_id)
+                        cancelled.append(await client.cancel_task(req))
+            except A2AClientError:
+                pass  # the stream may end abruptly once the task is cancelled
+            await asyncio.sleep(3)  # past the command: the next step would run now
+            final = await client.get_task(pb.GetTaskRequest(id=cancelled[0].id))
+            return cancelled[0], final
+
+    cancelled, final = run_with_deadline(body())
+    calls = len(server.model.requests)
+    server.close()
+    assert cancelled.status.state == pb.TaskState.TASK_STATE_CANCELED
+    assert final.status.state == pb.TaskState.TASK_STATE_CANCELED
+    assert calls == 1
+    assert not (ws / "notes_never.txt").exists()
+
+
+def test_bad_requests_get_clear_json_rpc_errors(ws: Path, serve: Any) -> None:
+    server = serve([])
+    base = server.url
+    with httpx.Client(timeout=30) as http:
+        card = http.get(base + ".well-known/agent-card.json").json()
+        broken = http.post(base, content=b'{"jsonrpc": "2.0", "id": 1, "method": ',
+                           headers={"Content-Type": "application/json"})  # fmt: skip
+        unknown_method = http.post(base, json={"jsonrpc": "2.0", "id": 2, "method": "nope"})
+        no_task = http.post(
+            base, headers={"A2A-Version": "1.0"},
+            json={"jsonrpc": "2.0", "id": 3, "method": "GetTask", "params": {"id": "nope"}},
+        )  # fmt: skip
+        old_names = http.post(
+            base, json={"jsonrpc": "2.0", "id": 4, "method": "tasks/get", "params": {"id": "x"}}
+        )
+        # DNS rebinding and cross-site requests are refused before the JSON-RPC layer.
+        rebound = http.post(base, headers={"Host": "evil.example:80"}, json={})
+        cross_site = http.post(base, headers={"Origin": "https://evil.example"}, json={})
+    server.close()
+
+    assert card["name"] == "ctxnb" and card["capabilities"]["streaming"] is True
+    assert [s["id"] for s in card["skills"]] == ["code"]
+    assert card["supportedInterfaces"][0]["url"] == base
+    assert broken.json()["error"]["code"] == -32700
+    assert unknown_method.json()["error"]["code"] == -32601
+    assert no_task.json()["error"]["code"] == -32001  # TaskNotFoundError
+    assert old_names.json()["error"]["code"] == -32001  # A2A 0.3's names are served too
+    assert rebound.status_code == 421 and cross_site.status_code == 403
+
+
+def test_unknown_task_and_unclear_answer_through_the_client(ws: Path, serve: Any) -> None:
+    server = serve([{"content": "Clearing.", "commands": ["rm notes_a.txt"]}])
+
+    async def body() -> tuple[Any, ...]:
+        async with connect(server.url) as client:
+            with pytest.raises(TaskNotFoundError) as missing:
+                await client.get_task(pb.GetTaskRequest(id="no-such-task"))
+            first = await collect(client, message("clear the notes"))
+            unclear = await collect(client, message("maybe later", task_of(first)))
+            return missing.value, first, unclear
+
+    missing, first, unclear = run_with_deadline(body())
+    server.close()
+    assert "not found" in str(missing).lower()
+    # An answer that is neither approve nor reject asks again and changes nothing.
+    assert states(unclear)[-1] == "TASK_STATE_INPUT_REQUIRED"
+    assert "approve" in texts(unclear)[-1]
+    assert (ws / "notes_a.txt").exists()
+
+
+def test_no_secret_the_agent_reads_leaves_in_any_event(ws: Path, serve: Any) -> None:
+    (ws / "corpus").mkdir()
+    for i, case in enumerate(SECRETS):
+        (ws / "corpus" / f"{i:03d}.txt").write_text(case.text, encoding="utf-8")
+    # A one-line secret that a shell comment can carry into the approval question.
+    secret = next(x for c in SECRETS for x in c.secrets if re.fullmatch(r"[\w./+=-]{16,}", x))
+    script = [
+        {"content": f"Found this: {secret}", "commands": ["cat corpus/*.txt"]},
+        {"content": "Writing it down.", "commands": ["cp corpus/000.txt notes_s.txt"]},
+        {"content": "Clearing.", "commands": [f"rm notes_a.txt  # {secret}"]},
+        {"content": "Done.", "commands": [SUBMIT]},
+    ]
+    server = serve(script)
+
+    async def body() -> tuple[list[dict[str, Any]], Any]:
+        async with connect(server.url) as client:
+            events = await collect(client, message("read the corpus"))
+            assert states(events)[-1] == "TASK_STATE_INPUT_REQUIRED"
+            assert "rm notes_a.txt" in texts(events)[-1]
+            events += await collect(client, message("reject", task_of(events)))
+            task = await client.get_task(pb.GetTaskRequest(id=task_of(events).id))
+            return events, task
+
+    events, task = run_with_deadline(body())
+    server.close()
+    out = json.dumps(events) + json.dumps(MessageToDict(task))
+    assert "diff:notes_s.txt" in artifacts(events)  # the copy's diff was sent, redacted
+    assert "command: cat corpus/*.txt" in artifacts(events)
+    leaked = [s for case in SECRETS for s in case.secrets if s in out]
+    assert leaked == []
+
+
+def test_the_docs_client_example_runs_against_the_server(ws: Path, serve: Any) -> None:
+    doc = (REPO / "docs" / "integrations.md").read_text(encoding="utf-8")
+    (code,) = [b for b in re.findall(r"```python needs-server\n(.*?)```", doc, re.S)
+               if "a2a.client" in b]  # fmt: skip
+    server = serve([
+        {"content": "Fixing.", "commands": ["sed -i 's/a - b/a + b/' calc.py"]},
+        {"content": "Clearing old notes.", "commands": ["rm notes_a.txt"]},
+        {"content": "Done.", "commands": [SUBMIT]},
+    ])  # fmt: skip
+    script = ws.parent / "example.py"
+    script.write_text(code.replace("http://127.0.0.1:9999/", server.url), encoding="utf-8")
+    env = {**os.environ, "PYTHONPATH": str(REPO)}
+    out = subprocess.run([sys.executable, str(script)], env=env, capture_output=True,
+                         text=True, timeout=TIMEOUT)  # fmt: skip
+    server.close()
+    assert out.returncode == 0, out.stderr
+    assert "artifact: diff:calc.py" in out.stdout
+    assert out.stdout.strip().endswith("TASK_STATE_COMPLETED")
+    assert not (ws / "notes_a.txt").exists()  # approved by the example's "approve"
+
+
+def test_settings_come_from_flags_then_the_config_then_defaults(ws: Path) -> None:
+    from ctxnb.integrations.a2a import A2aSettings
+
+    (ws / "ctxnb.toml").write_text(
+        '[adapters.a2a]\nmodel = "openai/from-config"\nport = 0\nstep_limit = 7\n'
+        '[adapters.acp]\nmodel = "openai/acp-only"\n'
+    )
+    s = A2aSettings.resolve(str(ws), step_limit=3)
+    assert (s.model, s.port, s.step_limit, s.host) == ("openai/from-config", 0, 3, "127.0.0.1")
+    (ws / "ctxnb.toml").write_text('[adapters.a2a]\nstrategy = "no-such-strategy"\n')
+    with pytest.raises(ConfigError, match=r"\[adapters.a2a\] strategy"):
+        A2aSettings.resolve(str(ws)).context_strategy()
+
+
+def test_the_cli_refuses_a_wide_bind_without_a_token_and_a_missing_model(
+    ws: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from ctxnb.cli import main
+
+    monkeypatch.delenv("CTXNB_A2A_TOKEN", raising=False)
+    assert main(["a2a", "serve", str(ws), "--host", "0.0.0.0", "--model", "openai/x"]) == 1
+    assert "without a bearer token" in capsys.readouterr().err
+    assert main(["a2a", "serve", str(ws)]) == 1
+    assert "--model" in capsys.readouterr().err
+
+
+def test_message_send_blocks_until_the_task_pauses_or_ends_under_both_method_names(
+    ws: Path, serve: Any
+) -> None:
+    server = serve([
+        {"content": "Fixing.", "commands": ["sed -i 's/a - b/a + b/' calc.py"]},
+        {"content": "Done.", "commands": [SUBMIT]},
+        {"content": "Clearing old notes.", "commands": ["rm notes_a.txt"]},
+    ])  # fmt: skip
+
+    def send(http: httpx.Client, method: str, text: str, **ids: str) -> dict[str, Any]:
+        msg = {
+            "messageId": uuid.uuid4().hex,
+            "role": "user",
+            "parts": [{"kind": "text", "text": text}],
+            **ids,
+        }
+        if method == "SendMessage":  # A2A 1.0's shape of the same message
+            msg = {
+                "messageId": msg["messageId"],
+                "role": "ROLE_USER",
+                "parts": [{"text": text}],
+                **ids,
+            }
+        body = {"jsonrpc": "2.0", "id": 1, "method": method, "params": {"message": msg}}
+        headers = {"A2A-Version": "1.0"} if method == "SendMessage" else {}
+        return http.post(server.url, json=body, headers=headers).json()
+
+    with httpx.Client(timeout=TIMEOUT) as http:
+        new = send(http, "SendMessage", "Fix add() in calc.py")
+        old = send(http, "message/send", "clear the notes")
+    server.close()
+    task = new["result"]["task"]
+    assert task["status"]["state"] == "TASK_STATE_COMPLETED", new
+    assert any(a["name"] == "diff:calc.py" for a in task["artifacts"])
+    assert "return a + b" in (ws / "calc.py").read_text()
+    # 0.3's message/send answers in 0.3's shapes: the task waits for the approval.
+    assert old["result"]["kind"] == "task", old
+    assert old["result"]["status"]["state"] == "input-required"
+    assert (ws / "notes_a.txt").exists()
+
+
+def test_a_wide_bind_needs_the_bearer_token(ws: Path) -> None:
+    from ctxnb.integrations.a2a import A2aSettings, CtxnbA2aExecutor, a2a_app
+
+    executor = CtxnbA2aExecutor(A2aSettings(workspace=str(ws), model="openai/x"))
+    app = a2a_app(executor, url="http://127.0.0.1:9/", host="0.0.0.0", port=9, token="s3cret")
+    card = "/.well-known/agent-card.json"
+
+    async def body() -> list[int]:
+        transport = httpx.ASGITransport(app=app)
+        async with httpx.AsyncClient(transport=transport, base_url="http://127.0.0.1:9") as c:
+            return [
+                (await c.get(card)).status_code,
+                (await c.get(card, headers={"Authorization": "Bearer wrong"})).status_code,
+                (await c.get(card, headers={"Authorization": "Bearer s3cret"})).status_code,
+                (await c.get(card, headers={"Authorization": "Bearer s3cret",
+                                            "Host": "evil.example:9"})).status_code,
+            ]  # fmt: skip
+
+    assert run_with_deadline(body()) == [401, 401, 200, 421]
+    executor.close()
+
+
+def test_cancel_while_waiting_for_approval_refuses_it(ws: Path, serve: Any) -> None:
+    server = serve([
+        {"content": "Clearing old notes.", "commands": ["rm notes_a.txt"]},
+        {"content": "This must never run.", "commands": ["touch notes_never.txt"]},
+    ])  # fmt: skip
+
+    async def body() -> tuple[list[dict[str, Any]], pb.Task]:
+        async with connect(server.url) as client:
+            first = await collect(client, message("clear the notes"))
+            cancelled = await client.cancel_task(pb.CancelTaskRequest(id=task_of(first).id))
+            for _ in range(100):  # the run notices between steps; poll, no fixed wait
+                if "a2a-cancel" in trace(ws):
+                    break
+                await asyncio.sleep(0.1)
+            return first, cancelled
+
+    first, cancelled = run_with_deadline(body())
+    calls = len(server.model.requests)
+    server.close()
+    assert states(first)[-1] == "TASK_STATE_INPUT_REQUIRED"
+    assert cancelled.status.state == pb.TaskState.TASK_STATE_CANCELED
+    assert (ws / "notes_a.txt").read_text() == "old notes a\n"
+    assert "a2a-cancel" in trace(ws)  # the refusal is ctxnb's decision, in the trace
+    assert calls == 1 and not (ws / "notes_never.txt").exists()
