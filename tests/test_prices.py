@@ -268,3 +268,28 @@ def test_claude_code_s_one_hour_cache_writes_are_billed_at_twice_the_input_price
     assert first.cache_write_1h_tokens == 8037 and first.cached_tokens == 17842
     assert first.prompt_tokens == 3 + 8037 + 17842
     assert recorded_cost(None, first) != recorded_cost(None, first)  # no price, no usage cost
+
+
+def test_a_cache_hit_rate_models_an_implicit_cache_next_to_the_recorded_one() -> None:
+    from ctxnb.replay.analysis import summarize
+
+    run = load(MINI / "astropy__astropy-13453.traj.json")
+    ideal = replay(run, [KeepAll()])
+    implicit = replay(run, [KeepAll()], cache_hit_rate=0.8)
+    expected = [round(n * 0.8) for n in ideal["cache_read_tokens"]]
+    assert list(implicit["cache_read_tokens"]) == expected
+    assert (implicit["new_tokens"] + implicit["cache_read_tokens"]).equals(ideal["total_tokens"])
+    # Fewer tokens from the cache, more billed as new: the modelled bill goes up.
+    assert implicit["cost_usd"].sum() > ideal["cost_usd"].sum()
+    assert list(replay(run, [KeepAll()], cache_hit_rate=0.0)["cache_read_tokens"]) == [0] * len(
+        ideal
+    )
+    table = summarize(implicit)
+    recorded = implicit["recorded_cached_tokens"].sum() / implicit["prompt_tokens"].sum()
+    assert table.loc["keep-all", "recorded_cache_share"] == pytest.approx(recorded, abs=1e-4)
+    assert table.loc["keep-all", "cache_read_share"] < summarize(ideal).loc[
+        "keep-all", "cache_read_share"
+    ]
+    for bad in (-0.1, 1.5, float("nan"), "0.8", True):
+        with pytest.raises(ValueError, match="cache_hit_rate"):
+            replay(run, [KeepAll()], cache_hit_rate=bad)  # type: ignore[arg-type]

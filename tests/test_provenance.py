@@ -46,3 +46,19 @@ def test_a_replay_frame_names_its_inputs_prices_strategies_and_counter(tmp_path:
     out = write_parquet(df, tmp_path / "res")
     for f in sorted(out.rglob("*.parquet")):
         assert json.loads(pq.read_schema(f).metadata[b"ctxnb"]) == json.loads(json.dumps(prov))
+
+
+def test_the_cache_hit_rate_reaches_every_worker_and_the_provenance() -> None:
+    from ctxnb.replay.replay import replay
+
+    files = sorted(MINI.glob("*.traj.json"))[:1]
+    df = run_experiment(
+        files,
+        [KeepAll()],
+        executor=ThreadPoolExecutor(1),
+        progress=False,
+        cache_hit_rate=0.5,
+    )
+    assert df.attrs["ctxnb"]["cache_hit_rate"] == 0.5
+    alone = replay(files[0], [KeepAll()], cache_hit_rate=0.5)
+    assert list(df["cache_read_tokens"]) == list(alone["cache_read_tokens"])

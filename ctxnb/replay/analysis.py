@@ -124,6 +124,17 @@ def summarize(
     out.index.name = "strategy"
     if {"cache_read_tokens", "cost_usd", "cost_usd_uncached"} <= set(df.columns):
         out["cache_read_share"] = (g["cache_read_tokens"].sum() / g["total_tokens"].sum()).round(4)
+        if {"recorded_cached_tokens", "prompt_tokens"} <= set(df.columns):
+            # The provider's own cache, over the steps that record both (the same
+            # steps for every strategy): what the modelled share is checked against.
+            both = df["recorded_cached_tokens"].notna() & df["prompt_tokens"].notna()
+            rec = df[both].groupby(df.loc[both, "strategy"].astype(str), sort=False)
+            out["recorded_cache_share"] = (
+                (rec["recorded_cached_tokens"].sum() / rec["prompt_tokens"].sum())
+                .astype("float64")
+                .round(4)
+                .reindex(order)
+            )
         # A step without a price (an unknown agent or summarizer model) is NaN, and the
         # sums keep it NaN: an unpriced run is never counted as $0. unpriced_runs says
         # how many runs that is; cost_usd_priced sums the runs that have prices.

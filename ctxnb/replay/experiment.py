@@ -59,7 +59,14 @@ from ..strategies import (
 from ..tokens import TokenCounter
 from .model import Trajectory
 from .provenance import PARQUET_KEY, file_sha256, provenance
-from .replay import FileMode, HiddenPrompt, default_strategies, replay, strategy_labels
+from .replay import (
+    FileMode,
+    HiddenPrompt,
+    check_hit_rate,
+    default_strategies,
+    replay,
+    strategy_labels,
+)
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -273,6 +280,7 @@ def run_experiment(
     hidden_prompt_tokens: HiddenPrompt = None,
     model: str | None = None,
     prices: PriceTable | Mapping[str, Any] | str | os.PathLike[str] | None = None,
+    cache_hit_rate: float = 1.0,
 ) -> pd.DataFrame:
     """Replay many runs under many strategies, in parallel, into one tidy frame.
 
@@ -296,6 +304,8 @@ def run_experiment(
             or None (see :func:`~ctxnb.replay.replay.replay`).
         model: the model whose prices apply; each run's own model when None.
         prices: the price table (see :func:`~ctxnb.prices.resolve_prices`).
+        cache_hit_rate: the share of a cacheable prefix the provider's cache serves
+            (see :func:`~ctxnb.replay.replay.replay`).
 
     Returns:
         The rows of every run, in the order the runs were given (then step, then
@@ -328,6 +338,7 @@ def run_experiment(
         )
     strategies = list(strategies) if strategies is not None else default_strategies()
     strategy_labels(strategies)  # fail fast, before any work is sent out
+    check_hit_rate(cache_hit_rate)
     table = resolve_prices(prices)
     if model:
         table.get(model)  # an unknown model fails here, not in every worker
@@ -336,6 +347,7 @@ def run_experiment(
         "hidden_prompt_tokens": hidden_prompt_tokens,
         "model": model,
         "prices": table,
+        "cache_hit_rate": cache_hit_rate,
     }
     setup = cloudpickle.dumps((strategies, token_counter))
     own = executor is None
@@ -399,6 +411,7 @@ def run_experiment(
             "files": files,
             "hidden_prompt_tokens": hidden_prompt_tokens,
             "model": model,
+            "cache_hit_rate": cache_hit_rate,
         },
     )
     if out_dir is not None:

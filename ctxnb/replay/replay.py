@@ -56,6 +56,7 @@ Example:
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import tempfile
 from collections.abc import Callable, Iterator, Mapping, Sequence
@@ -251,6 +252,7 @@ def replay(
     prices: PriceTable | Mapping[str, Any] | str | os.PathLike[str] | None = None,
     on_context: Callable[[Step, str, Context], None] | None = None,
     on_compaction: OnCompaction | None = None,
+    cache_hit_rate: float = 1.0,
 ) -> pd.DataFrame:
     """Replay a recorded run and measure the context every strategy gives at every step.
 
@@ -275,6 +277,13 @@ def replay(
         on_compaction: called with ``(step, changes)`` at each compaction of the run:
             the tool results it dropped and whether each survived in its summary
             (see :mod:`ctxnb.replay.compaction`).
+        cache_hit_rate: the share of a cacheable prefix the provider's cache serves.
+            1.0 (the default) models an explicit cache (Anthropic's ``cache_control``),
+            which serves every cached prefix; providers that cache implicitly serve less
+            (the recorded Gemini runs read 82% of their prompts from the cache, where an
+            ideal prefix cache would have served 96%). ``cache_read_tokens`` is then
+            the shared prefix times this rate; compare it with ``recorded_cached_tokens``
+            (:func:`~ctxnb.replay.analysis.summarize` gives both shares).
 
     Returns:
         A tidy frame with one row per (trajectory, strategy, step) and the columns of
@@ -283,6 +292,7 @@ def replay(
 
     Raises:
         NotFoundError: ``model`` is given and the price table does not know it.
+        ValueError: ``cache_hit_rate`` is not between 0 and 1.
 
     Example:
         >>> from ctxnb.replay import load
@@ -292,6 +302,7 @@ def replay(
         >>> df.groupby("strategy")["total_tokens"].sum()  # doctest: +SKIP
     """
 
+    check_hit_rate(cache_hit_rate)
     if not isinstance(trajectory, Trajectory):
         from .converters import load
 
@@ -312,8 +323,29 @@ def replay(
     ):
         if on_context is not None:
             on_context(step, label, ctx)
+        if cache_hit_rate != 1.0:
+            measure = dataclasses.replace(
+                measure, cache_read=round(measure.cache_read * cache_hit_rate)
+            )
         rows.append(row(trajectory, label, step, ctx, losses, measure, price))
     return frame(rows)
+
+
+def check_hit_rate(rate: float) -> None:
+    """Refuse a cache hit rate outside 0..1 (NaN included), naming the argument.
+
+    Example:
+        >>> check_hit_rate(0.82)
+        >>> check_hit_rate(82)
+        Traceback (most recent call last):
+        ...
+        ValueError: cache_hit_rate must be between 0 and 1 (a share of the cacheable prefix), got 82
+    """
+    if isinstance(rate, bool) or not isinstance(rate, int | float) or not 0.0 <= rate <= 1.0:
+        raise ValueError(
+            "cache_hit_rate must be between 0 and 1 (a share of the cacheable prefix), "
+            f"got {rate!r}"
+        )
 
 
 def compaction_changes(
