@@ -287,9 +287,10 @@ def test_a_cache_hit_rate_models_an_implicit_cache_next_to_the_recorded_one() ->
     table = summarize(implicit)
     recorded = implicit["recorded_cached_tokens"].sum() / implicit["prompt_tokens"].sum()
     assert table.loc["keep-all", "recorded_cache_share"] == pytest.approx(recorded, abs=1e-4)
-    assert table.loc["keep-all", "cache_read_share"] < summarize(ideal).loc[
-        "keep-all", "cache_read_share"
-    ]
+    assert (
+        table.loc["keep-all", "cache_read_share"]
+        < summarize(ideal).loc["keep-all", "cache_read_share"]
+    )
     for bad in (-0.1, 1.5, float("nan"), "0.8", True):
         with pytest.raises(ValueError, match="cache_hit_rate"):
             replay(run, [KeepAll()], cache_hit_rate=bad)  # type: ignore[arg-type]
