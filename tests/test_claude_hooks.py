@@ -532,6 +532,7 @@ POLICY_PATH_MODULES = {
     "ctxnb._wildmatch",
     "ctxnb.access",
     "ctxnb.access._fdwalk",  # fdio's descriptor walk, in its own module since the split
+    "ctxnb.access._safepath",  # SafePath and the parsed path, split from pathrules
     "ctxnb.access.fdio",
     "ctxnb.access.pathrules",
     "ctxnb.cli",

@@ -10,17 +10,16 @@ copies) and gets back the context and the assembly record it stores.
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from ..errors import CtxnbError
 from ..hashing import sha256_hex, stable_stringify
-from ..indexer import is_deleted
 from ..redaction import redact_data, redact_text
 from ..relations import DOC_TYPE as RELATIONS_TYPE
 from ..relations import RelationStore
 from ..strategies import ContextStrategy, Item, Selection, StrategyInput, strategy_spec
 from ..tokens import TokenCounter
+from ._assemblystate import AssemblyState, MetaEntry, meta_for, view_doc, with_active_copy
 from ._changes import record_changes, recorded_assembly
 from ._framing import inline, render_block
 from ._model import Context, ContextItem, Section, Segment
@@ -32,131 +31,6 @@ __all__ = ["AssemblyState", "Assembler", "MetaEntry", "context_at", "meta_for"]
 
 META_HEADER = "Objects in this session:\n"
 _KINDS = {"toolcall": "tool", "relations": "plan"}  # an item block's tag word, by type
-
-
-@dataclass
-class MetaEntry:
-    """The one-line metadata of an object, as the model sees it in the pool."""
-
-    id: str
-    type: str
-    path: str | None = None
-    file_type: str | None = None
-    char_count: int = 0
-    tool: str | None = None
-    status: str | None = None
-    args_display: str | None = None
-    deleted: bool = False
-    orphaned: bool = False
-
-    def line(self, *, active: bool, pinned: bool) -> str:
-        if self.type == "file":
-            head = f"- file {self.path} ({self.file_type}, {self.char_count} chars)"
-        elif self.type == "toolcall":
-            head = f"- toolcall {self.args_display or self.tool} [{self.status}]"
-        else:
-            head = f"- {self.type} {self.id}"
-        flags = [
-            f
-            for f, on in (
-                ("active", active),
-                ("pinned", pinned),
-                ("deleted", self.deleted),
-                ("orphaned", self.orphaned),
-            )
-            if on
-        ]
-        # Paths and arguments come from the agent or the disk: one line, whatever they hold.
-        return inline(head) + (f" [{', '.join(flags)}]" if flags else "")
-
-
-def meta_for(
-    doc: Mapping[str, Any],
-    *,
-    orphaned: bool,
-    reverse_resolve: Callable[[str, str | None], str],
-) -> MetaEntry:
-    """The metadata entry of a stored document; file paths shown as the agent sees them."""
-    t = doc.get("type", "")
-    if t == "file":
-        src = doc.get("source") or {}
-        return MetaEntry(
-            doc["xt/id"],
-            "file",
-            # The path labels the item in the metadata pool and the active content: a
-            # secret in a file name is redacted like one in the file.
-            path=redact_text(reverse_resolve(src.get("path", ""), src.get("filesystemId"))),
-            file_type=doc.get("file_type"),
-            char_count=int(doc.get("char_count") or 0),
-            deleted=is_deleted(dict(doc)),
-            orphaned=orphaned,
-        )
-    if t == "toolcall":
-        return MetaEntry(
-            doc["xt/id"],
-            "toolcall",
-            tool=doc.get("tool"),
-            status=doc.get("status"),
-            # Stored calls predating redaction, or recorded by other writers, are
-            # shown redacted too.
-            args_display=redact_text(doc.get("args_display") or "") or None,
-            char_count=len(doc.get("content") or ""),
-        )
-    return MetaEntry(doc["xt/id"], t, char_count=len(str(doc.get("content") or "")))
-
-
-@dataclass
-class AssemblyState:
-    """The live state of a session that assembly reads (references, not copies).
-
-    Attributes:
-        active: active ids in activation order.
-        pinned: pinned ids.
-        pool: the metadata pool in order.
-        meta: metadata per id.
-        doc: the session's full document of an id (loads content when needed).
-        last_used: recency tick per id.
-        seq: when each active id entered the active set.
-        entered: the number of chat turns when each active id entered (its place among
-            the turns).
-        orphaned: ids whose filesystem is not reachable.
-        system_prompt: the system prompt's text.
-        turns: the chat turns so far.
-        head: ids read right after the system prompt, in this order (the rules files a
-            tracker loaded, root to leaf); pinned items follow them.
-        overlays: id -> a client's active copy of a file, shown instead of its content.
-    """
-
-    active: Mapping[str, None]
-    pinned: Mapping[str, None]
-    pool: Sequence[str]
-    meta: Mapping[str, MetaEntry]
-    doc: Callable[[str], dict[str, Any]]
-    last_used: Mapping[str, int]
-    seq: Mapping[str, int]
-    entered: Mapping[str, int]
-    orphaned: Iterable[str]
-    system_prompt: str
-    turns: Sequence[dict[str, Any]]
-    head: Sequence[str] = ()
-    overlays: Mapping[str, str] = field(default_factory=dict)
-
-
-def with_active_copy(doc: Mapping[str, Any], text: str) -> dict[str, Any]:
-    """``doc`` showing a client's active copy ``text`` instead of its stored content."""
-    return {
-        **doc,
-        "content": text,
-        "char_count": len(text),
-        "content_hash": sha256_hex("active-copy\x00" + text),
-    }
-
-
-def view_doc(state: AssemblyState, oid: str) -> dict[str, Any]:
-    """The document the prompt shows for ``oid``: its active copy when one is registered."""
-    doc = state.doc(oid)
-    text = state.overlays.get(oid)
-    return doc if text is None else with_active_copy(doc, text)
 
 
 class Assembler:

@@ -44,7 +44,7 @@ if TYPE_CHECKING:
 
     from ..store import ObjectStore, Version
     from ..strategies import Item, Selection
-    from ._assembly import MetaEntry
+    from ._assemblystate import MetaEntry
 
 __all__ = [
     "CHANGE_COLUMNS",

@@ -27,30 +27,22 @@ Example:
 
 from __future__ import annotations
 
-import contextlib
-import fcntl
-import os
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Sequence
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any, Literal
 
-from ..access.docpath import find_document
 from ..access.fdio import PathPolicy
-from ..access.pathrules import SafePath
-from ..errors import (
-    NotFoundError,
-    PatchError,
-    PolicyError,
-    StaleFileError,
-)
+from ..errors import PatchError, PolicyError
 from ..hashing import sha256_hex
 from ..indexer import decode_bytes
 from ..redaction import redact
 from ..resolver import doc_path as make_doc_path
 from ..summaries import OutlineSummarizer, Summarizer
 from . import lookups, writing
+from ._filesources import ALL_FILES_LOCK as ALL_FILES_LOCK
+from ._filesources import _FileSources
 from .audit import AuditLog
-from .call import ToolCall, ToolHooks, ToolRunner
+from .call import ToolCall, ToolHooks
 from .patching import (
     FilePatch,
     LineEdit,
@@ -66,12 +58,8 @@ if TYPE_CHECKING:
 
 __all__ = ["FileTools"]
 
-ALL_FILES_LOCK = "all-files.lock"
-"""The workspace lock in ``.ctxnb/locks/``: every file write holds it shared, a sandbox
-command's commit exclusive (one descriptor however many files it changes)."""
 
-
-class FileTools(ToolRunner):
+class FileTools(_FileSources):
     """The governed file tools of one session. Create with ``ws.tools(session)``.
 
     Args:
@@ -126,200 +114,6 @@ class FileTools(ToolRunner):
         self._active: dict[str, str] = {}
         self._snippets: dict[str, str] = {}
         self._extra_tools: dict[str, tuple[ToolInfo, Callable[..., Any]]] = {}
-
-    # -- source precedence ----------------------------------------------------------------
-    def set_active_copy(
-        self,
-        doc_path: str,
-        content: str,
-        *,
-        source: Literal["active", "rag-snippet"] = "active",
-    ) -> str:
-        """Register the client-side copy of a file (e.g. an unsaved editor buffer).
-
-        An ``active`` copy beats the disk for reads, is the base of ``write_patch`` and is
-        what the session's prompt shows for the file. A ``rag-snippet`` is remembered
-        only to refuse it as an edit base; it never displaces an active copy.
-
-        Returns:
-            The SHA-256 of the copy.
-        """
-        rel = self._rel_for_doc_path(doc_path)
-        if source == "rag-snippet":
-            self._snippets[rel] = content
-        else:
-            self._active[rel] = content
-            self._show_active_copy(rel, content)
-        return sha256_hex(content.encode("utf-8"))
-
-    def clear_active_copy(self, doc_path: str) -> None:
-        rel = self._rel_for_doc_path(doc_path)
-        self._snippets.pop(rel, None)
-        if self._active.pop(rel, None) is not None:
-            self._show_active_copy(rel, None)
-
-    def _show_active_copy(self, rel: str, content: str | None) -> None:
-        """The session's prompt shows the active copy of a file it holds (or stops)."""
-        oid = self.workspace.object_id(rel)
-        if oid not in self.session._index_set and content is not None:
-            try:
-                self._index_bytes(rel, self.policy.read_bytes(rel))
-            except NotFoundError:
-                return  # a new, unsaved file: nothing on disk to hold it yet
-        if oid in self.session._index_set:
-            self.session.set_active_copy(oid, content)
-
-    def active_file_sha256(self, doc_path: str) -> str:
-        """SHA-256 of the authoritative copy: the active copy if any, else the file on disk."""
-        rel = self._rel_for_doc_path(doc_path)
-        active = self._active.get(rel)
-        if active is not None:
-            return sha256_hex(active.encode("utf-8"))
-        return sha256_hex(self.policy.read_bytes(rel))
-
-    def _rel_for_doc_path(self, doc_path: str) -> str:
-        """The real file a docPath names (see :meth:`resolve`)."""
-        return self.resolve(doc_path).rel
-
-    def path_as_given(self, given: str, rel: str) -> str:
-        """``rel`` as the agent's path when ``given`` came through a mount (see
-        :meth:`ToolRunner.path_as_given`)."""
-        if not given.startswith("/") or rel.startswith("/"):
-            return rel
-        target = f"{self.workspace.root}/{rel}"
-        # The mount the caller went through (the longest agent prefix of ``given``),
-        # then the file's name under it: a docPath variant answers with the real name.
-        best = None
-        for m in self.workspace.resolver.mounts:
-            a = m.agent_prefix
-            if (given == a or given.startswith(a.rstrip("/") + "/")) and (
-                best is None or len(a) > len(best.agent_prefix)
-            ):
-                best = m
-        if best is None:
-            return rel
-        c = best.canonical_prefix.rstrip("/")
-        if target.startswith(c + "/"):
-            return best.agent_prefix.rstrip("/") + target[len(c) :]
-        return rel
-
-    def resolve(self, path: str | SafePath, *, for_write: bool = False) -> SafePath:
-        """The agent's path through the resolver (mount prefixes), the policy, and the
-        docPath key: a case or Unicode variant of an existing file's name is that file.
-        (The path policy of a governed workspace calls it once per path argument and
-        hands the result on in ``call.resolved``.)
-
-        Raises:
-            PolicyError: ``PATH_DENIED``; ``AMBIGUOUS_DOC_PATH`` when several files share
-                the key (``README.md`` and ``readme.md``) and none is named exactly.
-        """
-        sp = self.policy.check(self.workspace.host_path(path), for_write=for_write)
-        found = find_document(self.policy, sp)
-        if found is sp:
-            return sp
-        return self.policy.check(found, for_write=for_write)
-
-    # -- helpers ------------------------------------------------------------------------------
-    @contextlib.contextmanager
-    def _locked(self, rel: str) -> Iterator[None]:
-        """Hold the file's write lock: compare-and-swap across threads and processes.
-
-        The hash check and the write happen under one ``flock`` on a lock file in
-        ``.ctxnb/locks/``, so two writers that read the same version cannot both win.
-        The writer also holds the workspace lock shared, so that :meth:`locked_all`
-        excludes it.
-        """
-        name = sha256_hex(make_doc_path(rel))[:32] + ".lock"
-        with self._flock(ALL_FILES_LOCK, fcntl.LOCK_SH), self._flock(name, fcntl.LOCK_EX):
-            yield
-
-    @contextlib.contextmanager
-    def locked_all(self) -> Iterator[None]:
-        """Hold the write lock of every file at once, with one descriptor: the
-        workspace lock, exclusive (a sandbox command's commit, however many files it
-        changes). Never call :meth:`_locked` while holding it (the same process would
-        wait for itself)."""
-        with self._flock(ALL_FILES_LOCK, fcntl.LOCK_EX):
-            yield
-
-    @contextlib.contextmanager
-    def _flock(self, name: str, how: int) -> Iterator[None]:
-        lock_dir = self.workspace.root / ".ctxnb" / "locks"
-        lock_dir.mkdir(parents=True, exist_ok=True)
-        flags = os.O_RDWR | os.O_CREAT | os.O_CLOEXEC | os.O_NOFOLLOW
-        fd = os.open(lock_dir / name, flags, 0o644)
-        try:
-            fcntl.flock(fd, how)
-            yield
-        finally:
-            os.close(fd)
-
-    def _index_bytes(self, rel: str, data: bytes | None) -> tuple[str, str | None]:
-        """Observe the file's current bytes (a new version only when they changed)."""
-        obs = self.workspace.observe([rel], data=[data])[0]
-        oid = obs.object_id
-        if obs.tx_id is None:  # gone, and never stored: nothing to add
-            return oid, None
-        self.session.took_version(oid)
-        return oid, obs.version_id
-
-    def _authoritative(self, rel: str) -> tuple[bytes | None, str]:
-        """(bytes, source) of the copy edits must be based on; bytes None if no file."""
-        active = self._active.get(rel)
-        if active is not None:
-            return active.encode("utf-8"), "active"
-        try:
-            return self.policy.read_bytes(rel), "disk"
-        except NotFoundError:
-            return None, "disk"
-
-    def lock_base(self, rel: str, expected: str | None, tool: str) -> str:
-        """The hash an edit of an existing file is based on: the caller's, else the last read.
-
-        Raises:
-            PolicyError: ``READ_BEFORE_WRITE`` when there is neither.
-        """
-        wanted = expected or self._read_hashes.get(rel)
-        if wanted is None:
-            raise PolicyError(
-                "READ_BEFORE_WRITE",
-                f"{tool} on {rel}: the file exists and this session has not read it, so the "
-                "edit cannot be checked against its current content",
-                required_action=f"Call read_file on {rel!r} first (or pass expected_sha256).",
-            )
-        return wanted
-
-    def _check_lock(self, rel: str, current: bytes | None, expected: str | None, tool: str) -> None:
-        snippet = self._snippets.get(rel)
-        if snippet is not None and expected is not None:
-            # A snippet equal to the whole authoritative copy is that copy: an edit based
-            # on it is based on the file.
-            whole = current is not None and expected == sha256_hex(current)
-            if expected == sha256_hex(snippet.encode("utf-8")) and not whole:
-                raise PolicyError(
-                    "SNIPPET_NOT_EDIT_BASE",
-                    f"{rel}: the hash given is that of a retrieval snippet, which is never a "
-                    "base for an edit",
-                    required_action="Read the whole file with read_file and edit that copy.",
-                )
-        if current is None:
-            if expected is not None:
-                raise StaleFileError(
-                    f"{rel} does not exist any more, but the edit was computed from a copy "
-                    f"with sha256 {expected[:12]}…",
-                    expected=expected,
-                    actual=None,
-                )
-            return
-        actual = sha256_hex(current)
-        wanted = self.lock_base(rel, expected, tool)
-        if wanted != actual:
-            raise StaleFileError(
-                f"{rel} changed since it was read: the edit was computed from sha256 "
-                f"{wanted[:12]}…, the file is now {actual[:12]}…; nothing was written",
-                expected=wanted,
-                actual=actual,
-            )
 
     def _shape(
         self, rel: str, text: str, start: int, end: int | None
