@@ -100,16 +100,21 @@ def _server_env() -> dict[str, str]:
     return env
 
 
+def server_params(ws: Path, session: str = "mcp-test") -> StdioServerParameters:
+    """``python -m ctxnb mcp serve WS`` with this checkout's ctxnb, as a client starts it."""
+    return StdioServerParameters(
+        command=sys.executable,
+        args=["-m", "ctxnb", "mcp", "serve", str(ws), "--session", session],
+        env=_server_env(),
+        cwd=str(ws),
+    )
+
+
 @asynccontextmanager
 async def stdio_session(
     ws: Path, errlog_path: Path, **client_kw: Any
 ) -> AsyncIterator[ClientSession]:
-    params = StdioServerParameters(
-        command=sys.executable,
-        args=["-m", "ctxnb", "mcp", "serve", str(ws), "--session", "mcp-test"],
-        env=_server_env(),
-        cwd=str(ws),
-    )
+    params = server_params(ws)
     with open(errlog_path, "w", encoding="utf-8") as errlog:
         async with stdio_client(params, errlog=errlog) as (read, write):
             async with ClientSession(read, write, read_timeout_seconds=30, **client_kw) as s:

@@ -10,7 +10,6 @@ stdio and streamable HTTP: ``Client(mode="auto")`` discovers the server and spea
 from __future__ import annotations
 
 import json
-import sys
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from pathlib import Path
@@ -23,16 +22,16 @@ require(has_module("mcp"), "the mcp SDK (ctxnb[mcp])")
 
 import mcp_types as types  # noqa: E402
 from mcp.client.client import Client  # noqa: E402
-from mcp.client.stdio import StdioServerParameters, stdio_client  # noqa: E402
+from mcp.client.stdio import stdio_client  # noqa: E402
 from mcp.shared.exceptions import MCPError  # noqa: E402
 from test_mcp import (  # noqa: E402
     URI_TRACE,
     _resource_text,
-    _server_env,
     _text,
     gov_ws,  # noqa: F401 - a fixture
     http_server,  # noqa: F401 - a fixture
     run_async,
+    server_params,
 )
 
 MODERN = "2026-07-28"
@@ -42,14 +41,8 @@ MODELS = "inventory/models.py"
 
 @asynccontextmanager
 async def stdio_client_of(ws: Path, errlog: Path, mode: str, **kw: Any) -> AsyncIterator[Client]:
-    params = StdioServerParameters(
-        command=sys.executable,
-        args=["-m", "ctxnb", "mcp", "serve", str(ws), "--session", "mcp-rev"],
-        env=_server_env(),
-        cwd=str(ws),
-    )
     with open(errlog, "w", encoding="utf-8") as log:
-        transport = stdio_client(params, errlog=log)
+        transport = stdio_client(server_params(ws, "mcp-rev"), errlog=log)
         async with Client(transport, mode=mode, read_timeout_seconds=30, **kw) as client:
             yield client
 
