@@ -49,7 +49,6 @@ from ._storeopen import (
     SNAPSHOTS,
     WRITER_LOCK,
     TxRecord,
-    _PendingSegment,
     _unlink,
 )
 from ._storeopen import (
@@ -67,6 +66,7 @@ from ._storeopen import (
 from ._storeopen import (
     TXLOG as TXLOG,
 )
+from ._storepending import _PendingSegment
 from ._storeread import Version, _StoreReads
 from .errors import StoreError
 

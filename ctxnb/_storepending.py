@@ -1,0 +1,84 @@
+"""A committed transaction newer than the snapshot, as the store keeps it in memory.
+
+A segment's Parquet rows or an inline transaction's documents, each turned into the
+other form only when a read, a scan or a compaction needs it.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import pyarrow as pa
+
+from . import _storefmt as fmt
+from . import _storelog as tlog
+
+
+class _PendingSegment:
+    """A committed transaction newer than the snapshot: its rows and their JSON.
+
+    A segment starts from its Parquet rows, an inline transaction from its documents;
+    each builds the other form on first use. Writing and opening stay cheap: a tree
+    index that nobody reads back before the next compaction never pays for a JSON
+    encoding of every file, and a tool's small write never builds Arrow rows until a
+    scan or a compaction needs them.
+    """
+
+    __slots__ = ("_table", "_json", "_docs", "_tx", "_time_us", "_ids")
+
+    def __init__(self, table: pa.Table | None) -> None:
+        self._table = (
+            table.replace_schema_metadata(fmt.SCHEMA.metadata) if table is not None else None
+        )
+        self._json: list[bytes] | None = None
+        self._docs: list[dict[str, Any]] | None = None
+        self._tx = 0
+        self._time_us = 0
+        self._ids: tuple[list[str], list[str]] | None = None
+
+    @classmethod
+    def inline(
+        cls,
+        docs: list[dict[str, Any]] | None,
+        blobs: list[bytes] | None,
+        tx: int,
+        time_us: int,
+        *,
+        ids: list[str] | None = None,
+        types: list[str] | None = None,
+    ) -> _PendingSegment:
+        """From an inline transaction: its documents as read from the log, or their
+        JSON with their ids and types as committed by this process."""
+        out = cls(None)
+        out._docs, out._json, out._tx, out._time_us = docs, blobs, tx, time_us
+        if ids is not None and types is not None:
+            out._ids = (ids, types)
+        return out
+
+    @property
+    def table(self) -> pa.Table:
+        """The rows, with tx columns, in :data:`ctxnb._storefmt.SCHEMA`."""
+        if self._table is None:
+            docs = self._docs
+            if docs is None:
+                assert self._json is not None
+                docs = [json.loads(b) for b in self._json]
+            data = fmt.to_table(fmt.encode(docs))
+            self._table = fmt.with_tx(data, self._tx, tlog.from_us(self._time_us))
+            self._docs = None  # the table and the JSON hold everything from now on
+        return self._table
+
+    def ids_and_types(self) -> tuple[list[str], list[str]]:
+        if self._ids is not None:
+            return self._ids
+        if self._docs is not None:
+            return [d[fmt.ID_KEY] for d in self._docs], [d["type"] for d in self._docs]
+        table = self.table
+        return table.column("xt_id").to_pylist(), table.column("type").to_pylist()
+
+    def json(self, row: int) -> bytes:
+        if self._json is None:
+            docs = self._docs if self._docs is not None else fmt.decode(self.table)
+            self._json = [tlog.dumps(d).encode() for d in docs]
+        return self._json[row]
