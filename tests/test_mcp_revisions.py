@@ -235,3 +235,34 @@ def test_http_serves_both_revisions(http_server: dict[str, Any]) -> None:
 
     run_async(body)
     assert (ws / MODELS).read_text().endswith("# checked\n")
+
+
+@pytest.mark.slow
+def test_an_approval_is_spent_by_the_act_it_approved(gov_ws: Path, tmp_path: Path) -> None:
+    """A state answered once cannot approve the same act again: replayed later (the file
+    made anew), it carries no answer and the user is asked again."""
+    accept = types.ElicitResult(action="accept", content={"approve": True})
+    target = gov_ws / "inventory" / "report.py"
+    kept = target.read_bytes()
+
+    async def body() -> None:
+        async with stdio_client_of(
+            gov_ws, tmp_path / "err.log", "auto", elicitation_callback=_elicit([], [])
+        ) as c:
+            cmd = {"cmd": "rm inventory/report.py", "intent_id": "INT-INV"}
+            first = await c.session.call_tool("run_command", cmd, allow_input_required=True)
+            assert isinstance(first, types.InputRequiredResult)
+            answer = {"input_responses": {"approval": accept}, "request_state": first.request_state}
+            done = await c.session.call_tool(
+                "run_command", cmd, allow_input_required=True, **answer
+            )
+            assert isinstance(done, types.CallToolResult) and not done.is_error, done
+            assert not target.exists()
+            target.write_bytes(kept)  # the same file again: the same diff to delete it
+            again = await c.session.call_tool(
+                "run_command", cmd, allow_input_required=True, **answer
+            )
+            assert isinstance(again, types.InputRequiredResult)
+
+    run_async(body)
+    assert target.exists()

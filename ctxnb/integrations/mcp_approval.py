@@ -32,7 +32,9 @@ from __future__ import annotations
 import contextlib
 import hashlib
 import json
+import secrets
 import threading
+import time
 from collections.abc import Iterator, Mapping
 from typing import TYPE_CHECKING, Any
 
@@ -236,6 +238,30 @@ class ElicitationApprover:
 _INPUT_KEY = "approval"
 
 
+class _SpentStates:
+    """The nonces of the request states already answered, kept as long as a state can be
+    valid (the SDK refuses older ones), so that each is used once."""
+
+    def __init__(self, ttl: float = 660.0) -> None:
+        self.ttl = ttl
+        self._seen: dict[str, float] = {}
+        self._lock = threading.Lock()
+
+    def spend(self, nonce: str) -> bool:
+        """Mark ``nonce`` used; False when it was used before."""
+        now = time.monotonic()
+        with self._lock:
+            if len(self._seen) > 4096:
+                self._seen = {n: t for n, t in self._seen.items() if now - t < self.ttl}
+            if nonce in self._seen:
+                return False
+            self._seen[nonce] = now
+            return True
+
+
+_SPENT = _SpentStates()
+
+
 def input_required(details: Mapping[str, Any], answers: Mapping[str, Decision]) -> Any:
     """The ``input_required`` result that asks the user about a stopped call: one form
     elicitation, and a state naming the act asked about and the answers given so far
@@ -243,6 +269,7 @@ def input_required(details: Mapping[str, Any], answers: Mapping[str, Decision]) 
     state = {
         "asked": details["fingerprint"],
         "answers": {fp: [d.approved, d.note] for fp, d in answers.items()},
+        "nonce": secrets.token_hex(16),  # one use: see _SPENT
     }
     params = types.ElicitRequestFormParams(
         message=details["question"], requested_schema=APPROVAL_SCHEMA
@@ -271,8 +298,13 @@ def answers_of(
             for fp, (ok, note) in state["answers"].items()
         }
         asked = str(state["asked"])
+        nonce = str(state["nonce"])
     except (ValueError, KeyError, TypeError, AttributeError) as e:
         raise MCPError(types.INVALID_PARAMS, "requestState is not one ctxnb wrote") from e
+    if not _SPENT.spend(nonce):
+        # Sent before: an approval is for one act, once. A state replayed (to repeat an
+        # approved act later, within its ten minutes) carries no answers; ask again.
+        return {}
     response = (input_responses or {}).get(_INPUT_KEY)
     action = getattr(response, "action", None)
     if action is None and isinstance(response, Mapping):
