@@ -648,6 +648,11 @@ def test_stdio_destructive_command_asks_by_elicitation(
 
     res = run_async(body)
     assert len(asked) == 1 and "rm inventory/report.py" in asked[0]
+    assert_decided(res, target, approve)
+
+
+def assert_decided(res: types.CallToolResult, target: Path, approve: bool) -> None:
+    """A removal the user approved ran; one refused left the file and says why."""
     if approve:
         assert not res.is_error, _text(res)
         assert not target.exists()

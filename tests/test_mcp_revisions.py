@@ -28,6 +28,7 @@ from test_mcp import (  # noqa: E402
     URI_TRACE,
     _resource_text,
     _text,
+    assert_decided,
     gov_ws,  # noqa: F401 - a fixture
     http_server,  # noqa: F401 - a fixture
     run_async,
@@ -150,12 +151,7 @@ def test_stateless_approval_is_an_input_request_for_the_diff(
     # The user was asked once, shown the diff of what the command did.
     assert len(asked) == 1
     assert "rm inventory/report.py" in asked[0] and "--- a/inventory/report.py" in asked[0]
-    if approve:
-        assert not res.is_error, _text(res)
-        assert not target.exists()
-    else:
-        assert res.is_error and res.structured_content["error_code"] == "APPROVAL_REJECTED"
-        assert target.exists()
+    assert_decided(res, target, approve)
     audit = (gov_ws / ".ctxnb" / "audit.jsonl").read_text()
     assert "APPROVAL_PENDING" in audit  # the first round stopped, and says so
 
@@ -173,6 +169,18 @@ def test_stateless_client_without_elicitation_is_refused(gov_ws: Path, tmp_path:
     assert (gov_ws / "inventory" / "report.py").exists()
 
 
+@asynccontextmanager
+async def asked_to_remove(
+    ws: Path, errlog: Path
+) -> AsyncIterator[tuple[Client, dict[str, Any], types.InputRequiredResult]]:
+    """A stateless client whose ``rm inventory/report.py`` got its input request."""
+    async with stdio_client_of(ws, errlog, "auto", elicitation_callback=_elicit([], [])) as c:
+        cmd = {"cmd": "rm inventory/report.py", "intent_id": "INT-INV"}
+        first = await c.session.call_tool("run_command", cmd, allow_input_required=True)
+        assert isinstance(first, types.InputRequiredResult)
+        yield c, cmd, first
+
+
 @pytest.mark.slow
 def test_request_state_cannot_be_forged_or_moved_to_another_call(
     gov_ws: Path, tmp_path: Path
@@ -182,12 +190,7 @@ def test_request_state_cannot_be_forged_or_moved_to_another_call(
     accept = types.ElicitResult(action="accept", content={"approve": True})
 
     async def body() -> None:
-        async with stdio_client_of(
-            gov_ws, tmp_path / "err.log", "auto", elicitation_callback=_elicit([], [])
-        ) as c:
-            cmd = {"cmd": "rm inventory/report.py", "intent_id": "INT-INV"}
-            first = await c.session.call_tool("run_command", cmd, allow_input_required=True)
-            assert isinstance(first, types.InputRequiredResult)
+        async with asked_to_remove(gov_ws, tmp_path / "err.log") as (c, cmd, first):
             assert first.request_state and first.input_requests
             forged = json.dumps({"asked": "x", "answers": {}})
             for state, args in [
@@ -246,12 +249,7 @@ def test_an_approval_is_spent_by_the_act_it_approved(gov_ws: Path, tmp_path: Pat
     kept = target.read_bytes()
 
     async def body() -> None:
-        async with stdio_client_of(
-            gov_ws, tmp_path / "err.log", "auto", elicitation_callback=_elicit([], [])
-        ) as c:
-            cmd = {"cmd": "rm inventory/report.py", "intent_id": "INT-INV"}
-            first = await c.session.call_tool("run_command", cmd, allow_input_required=True)
-            assert isinstance(first, types.InputRequiredResult)
+        async with asked_to_remove(gov_ws, tmp_path / "err.log") as (c, cmd, first):
             answer = {"input_responses": {"approval": accept}, "request_state": first.request_state}
             done = await c.session.call_tool(
                 "run_command", cmd, allow_input_required=True, **answer

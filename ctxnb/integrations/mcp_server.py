@@ -59,17 +59,9 @@ from typing import TYPE_CHECKING, Any
 
 from ..govern.approval import Approver
 from ._mcp_backend import McpBackend
-from ._mcp_content import (
-    PROMPT_HANDSHAKE,
-    SERVER_NAME,
-    TRACE_TAIL,
-    URI_CONTEXT,
-    URI_HISTORY_PREFIX,
-    URI_HISTORY_TEMPLATE,
-    URI_METADATA,
-    URI_TRACE,
-    history_uri,
-)
+from ._mcp_content import SERVER_NAME, URI_CONTEXT, history_uri
+from ._mcp_content import URI_METADATA as URI_METADATA  # importable from here, as before
+from ._mcp_content import URI_TRACE as URI_TRACE
 from ._mcp_sdk import RequestStateBoundary, RequestStateSecurity, Server, anyio, types
 from .mcp_approval import DenyDestructiveApprover, ElicitationApprover, is_stateless
 from .mcp_http import BearerTokenMiddleware, check_bind, http_app, is_loopback, transport_security
@@ -78,14 +70,6 @@ if TYPE_CHECKING:
     from mcp.server.context import ServerRequestContext
 
 __all__ = [
-    "PROMPT_HANDSHAKE",
-    "SERVER_NAME",
-    "TRACE_TAIL",
-    "URI_CONTEXT",
-    "URI_HISTORY_PREFIX",
-    "URI_HISTORY_TEMPLATE",
-    "URI_METADATA",
-    "URI_TRACE",
     "BearerTokenMiddleware",
     "DenyDestructiveApprover",
     "ElicitationApprover",
