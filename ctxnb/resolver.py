@@ -133,8 +133,8 @@ def filesystem_of(canonical_path: str, table: Sequence[tuple[str, str]], default
     """
     best, best_len = default, -1
     for prefix, fs in table:
-        p = prefix.rstrip("/")
-        if len(p) > best_len and (canonical_path == p or canonical_path.startswith(p + "/")):
+        p = prefix.rstrip("/") or "/"
+        if len(p) > best_len and _within(canonical_path, p) is not None:
             best, best_len = fs, len(p)
     return best
 
@@ -180,6 +180,25 @@ class FilesystemResolver:
             if rest is not None:
                 return m, rest
         return None
+
+    def as_seen_through(self, agent_path: str, canonical_path: str) -> str | None:
+        """``canonical_path`` under the mount ``agent_path`` came through (its longest
+        agent prefix), or None when no mount covers ``agent_path`` or that mount does
+        not hold ``canonical_path``.
+
+        Example:
+            >>> r = FilesystemResolver("fs", [MountMapping("/w", "/home/me/p", "fs")])
+            >>> r.as_seen_through("/w/src/app.py", "/home/me/p/src/App.py")
+            '/w/src/App.py'
+        """
+        hit = self._match(normalize_path(agent_path))
+        if hit is None:
+            return None
+        mount = hit[0]
+        rest = _within(canonical_path, mount.canonical_prefix)
+        if rest is None:
+            return None
+        return mount.agent_prefix.rstrip("/") + rest if rest else mount.agent_prefix
 
     def resolve(self, agent_path: str) -> FilesystemSource:
         """The source of an agent-visible absolute path.

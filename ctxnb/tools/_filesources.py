@@ -99,22 +99,8 @@ class _FileSources(ToolRunner):
         :meth:`ToolRunner.path_as_given`)."""
         if not given.startswith("/") or rel.startswith("/"):
             return rel
-        target = f"{self.workspace.root}/{rel}"
-        # The mount the caller went through (the longest agent prefix of ``given``),
-        # then the file's name under it: a docPath variant answers with the real name.
-        best = None
-        for m in self.workspace.resolver.mounts:
-            a = m.agent_prefix
-            if (given == a or given.startswith(a.rstrip("/") + "/")) and (
-                best is None or len(a) > len(best.agent_prefix)
-            ):
-                best = m
-        if best is None:
-            return rel
-        c = best.canonical_prefix.rstrip("/")
-        if target.startswith(c + "/"):
-            return best.agent_prefix.rstrip("/") + target[len(c) :]
-        return rel
+        ws = self.workspace
+        return ws.resolver.as_seen_through(given, f"{ws.root}/{rel}") or rel
 
     def resolve(self, path: str | SafePath, *, for_write: bool = False) -> SafePath:
         """The agent's path through the resolver (mount prefixes), the policy, and the
