@@ -30,9 +30,12 @@ from . import _storelog as tlog
 __all__ = ["InlineCommit", "append_inline"]
 
 # The head of a transaction line: ``{"op":"tx"`` or ``{"op":"txdocs"``, sealed, then
-# its id and time (tx_line and txdocs_line write these keys first).
-_TX_HEAD = re.compile(rb'\{"op":"tx(?:docs)?","crc":"[0-9a-f]{8}","tx":(\d+),"t":(\d+)[,}]')
+# its id and time (tx_line and txdocs_line write these keys first); a rotated log's base
+# line starts the same way, with the last transaction it archived.
+_TX_HEAD = re.compile(rb'\{"op":"(?:tx|txdocs|base)","crc":"[0-9a-f]{8}","tx":(\d+),"t":(\d+)[,}]')
+_GEN = re.compile(rb'\{"op":"base","crc":"[0-9a-f]{8}","tx":\d+,"t":\d+,"gen":(\d+)[,}]')
 _TX_START = b'\n{"op":"tx'
+_BASE = b'{"op":"base"'
 _FOLD_START = b'\n{"op":"fold"'
 _COMPACT_START = b'\n{"op":"compact"'
 _CHUNK = 64 * 1024
@@ -102,9 +105,10 @@ def _append_locked(
         return None
     try:
         size = os.fstat(fd).st_size
-        committed = guard.read_mark(os.path.join(d, tlog.WRITER_LOCK))
+        committed, committed_gen = guard.read_mark(os.path.join(d, tlog.WRITER_LOCK))
         end = _last_line_end(fd, size)
-        if end < committed:
+        gen = _generation(fd, end)
+        if gen is None or committed_gen > gen or (committed_gen == gen and end < committed):
             return None  # the log lost committed lines: ObjectStore says so
         last = _last_tx(fd, end)
         if last is None:
@@ -122,7 +126,7 @@ def _append_locked(
             os.ftruncate(fd, end)
             raise
         # After the log's fsync, so never ahead of a durable log (see _storeguard).
-        os.pwrite(lock_fd, guard.mark(end + len(line)), 0)
+        os.pwrite(lock_fd, guard.mark(end + len(line), gen), 0)
         return InlineCommit(tx_id, *_waiting(fd, end + len(line)))
     finally:
         os.close(fd)
@@ -141,11 +145,22 @@ def _current_format(marker: str) -> bool:
         return False
     finally:
         os.close(fd)
+    # A format-3 log takes the same lines (rotation, format 4, only adds a first line).
     return (
         isinstance(info, dict)
         and info.get("format") == tlog.FORMAT_NAME
-        and info.get("version") == tlog.FORMAT_VERSION
+        and info.get("version") in (tlog.FOLD_FORMAT_VERSION, tlog.FORMAT_VERSION)
     )
+
+
+def _generation(fd: int, end: int) -> int | None:
+    """The log's generation: its base line's, 0 for a log never rotated (None: a base
+    line this module cannot read, which ObjectStore reports)."""
+    head = os.pread(fd, min(end, 160), 0)
+    if not head.startswith(_BASE):
+        return 0
+    m = _GEN.match(head)
+    return int(m.group(1)) if m is not None else None
 
 
 def _last_line_end(fd: int, size: int) -> int:
@@ -172,7 +187,7 @@ def _last_tx(fd: int, end: int) -> tuple[int, int] | None:
         tail = os.pread(fd, pos - start, start) + tail
         pos = start
         at = tail.rfind(_TX_START)
-        if at < 0 and pos == 0 and tail.startswith(_TX_START[1:]):
+        if at < 0 and pos == 0 and tail.startswith((_TX_START[1:], _BASE)):
             at = -1  # the first line
         elif at < 0:
             continue
@@ -187,7 +202,7 @@ def _waiting(fd: int, end: int) -> tuple[int, int]:
     last compaction), counted in the log's last ``_MAX_SCAN`` bytes."""
     start = max(0, end - _MAX_SCAN)
     data = b"\n" + os.pread(fd, end - start, start)
-    compacted = data.rfind(_COMPACT_START)
+    compacted = max(data.rfind(_COMPACT_START), data.rfind(b"\n" + _BASE))
     folded = max(data.rfind(_FOLD_START), compacted)
     unfolded = data.count(b'\n{"op":"txdocs"', max(folded, 0))
     return unfolded, data.count(_TX_START, max(compacted, 0))

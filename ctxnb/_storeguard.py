@@ -12,6 +12,11 @@ Two witnesses say so instead:
   ever written for a transaction the log already holds (a segment for the next one, by
   a writer that crashed before its line).
 
+A rotated log (see ``_storerotate``) starts over at byte 0, so the mark also names the
+log's generation (how many rotations it went through): a mark of an older generation
+says nothing about the new log, one of a newer generation than the log proves the log
+was replaced by an older copy.
+
 A damaged mark is ignored (the log alone is then the evidence); a mark ahead of the log,
 or a file ahead of it, makes the store refuse to open, naming the file.
 """
@@ -26,18 +31,24 @@ from . import _storelog as tlog
 _PREFIX = b"ctxnb-txlog-end "
 
 
-def mark(end: int) -> bytes:
-    """The mark for a log whose last commit ends at byte ``end`` (fixed width)."""
-    body = b"%s%020d" % (_PREFIX, end)
+def mark(end: int, gen: int = 0) -> bytes:
+    """The mark for a log of generation ``gen`` whose last commit ends at byte ``end``.
+
+    Fixed width, so that a newer mark always overwrites an older one whole.
+    """
+    body = b"%s%020d g%010d" % (_PREFIX, end, gen)
     return b"%s %08x\n" % (body, zlib.crc32(body))
 
 
-def read_mark(path: str) -> int:
-    """The end offset a lock file records; 0 when it is absent or damaged."""
+def read_mark(path: str) -> tuple[int, int]:
+    """(end offset, generation) a lock file records; (0, 0) when absent or damaged.
+
+    A mark written before logs were rotated has no generation: it is of generation 0.
+    """
     try:
         fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW)
     except OSError:
-        return 0
+        return 0, 0
     try:
         raw = os.pread(fd, 64, 0)
     finally:
@@ -45,13 +56,14 @@ def read_mark(path: str) -> int:
     line = raw.split(b"\n", 1)[0]
     body, _, crc = line.rpartition(b" ")
     if not body.startswith(_PREFIX):
-        return 0
+        return 0, 0
     try:
         if int(crc, 16) != zlib.crc32(body):
-            return 0
-        return int(body[len(_PREFIX) :])
+            return 0, 0
+        end, _, gen = body[len(_PREFIX) :].partition(b" g")
+        return int(end), int(gen) if gen else 0
     except ValueError:
-        return 0
+        return 0, 0
 
 
 def data_files(store_dir: str) -> list[tuple[str, int, int]]:
@@ -62,7 +74,7 @@ def data_files(store_dir: str) -> list[tuple[str, int, int]]:
     """
     out = []
     for sub, patterns, slack in (
-        ("snapshots", (tlog.SNAP_RE, tlog.DOCS_RE), 0),
+        ("snapshots", (tlog.SNAP_RE, tlog.DOCS_RE, tlog.TXS_RE), 0),
         ("segments", (tlog.SEG_RE,), 1),
     ):
         folder = os.path.join(store_dir, sub)

@@ -34,12 +34,15 @@ FOLD_EVERY_TX = 64
 COMPACT_AFTER = 32
 
 FORMAT_NAME = "ctxnb-store"
-FORMAT_VERSION = 3
+FORMAT_VERSION = 4
 # The first format whose log may carry inline transactions (``"op":"txdocs"``). A
 # format-1 store stays format 1 until its first inline transaction.
 INLINE_FORMAT_VERSION = 2
 # The first format whose log may carry folds (``"op":"fold"``), marked the same way.
 FOLD_FORMAT_VERSION = 3
+# The first format whose log may start with a base line (``"op":"base"``): the log was
+# rotated at a compaction, and older transactions are in an archive file.
+ROTATE_FORMAT_VERSION = 4
 
 EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 _US = timedelta(microseconds=1)
@@ -47,6 +50,7 @@ _US = timedelta(microseconds=1)
 SEG_RE = re.compile(r"seg-(\d{12})-([0-9a-f]{8})\.parquet")
 SNAP_RE = re.compile(r"snap-(\d{12})-([0-9a-f]{8})\.parquet")
 DOCS_RE = re.compile(r"snap-(\d{12})-([0-9a-f]{8})\.docs\.arrow")
+TXS_RE = re.compile(r"txs-(\d{12})-([0-9a-f]{8})\.arrow")
 TMP_PREFIX = ".tmp-"
 
 
@@ -105,7 +109,26 @@ class FoldEntry:
     rows: int
 
 
-Entry = TxEntry | CompactEntry | FoldEntry
+@dataclass(frozen=True)
+class BaseEntry:
+    """The first line of a rotated log: what the log's earlier generations committed.
+
+    ``gen`` counts rotations. Transactions ``1..upto`` are in the archive ``txs`` (the
+    last committed at ``last_us``, with ``last_count`` documents); ``compact`` is the
+    compaction that covers them all.
+    """
+
+    gen: int
+    upto: int
+    last_us: int
+    last_count: int
+    txs: str
+    txs_size: int
+    txs_crc: int  # CRC-32 of the archive's bytes: it is checked when it is read
+    compact: CompactEntry
+
+
+Entry = TxEntry | CompactEntry | FoldEntry | BaseEntry
 
 
 # Every line written since format 3 starts with its op and a CRC-32 of the rest of the
@@ -143,6 +166,27 @@ def compact_line(e: CompactEntry) -> bytes:
 def fold_line(e: FoldEntry) -> bytes:
     obj = {"first": e.first, "upto": e.upto, "file": e.file, "size": e.size, "rows": e.rows}
     return _json_line("fold", obj)
+
+
+def base_line(e: BaseEntry) -> bytes:
+    # "tx" and "t" first, as a transaction's line has them: the standard-library
+    # appender reads the last transaction of a rotated log from this header.
+    c = e.compact
+    obj = {
+        "tx": e.upto,
+        "t": e.last_us,
+        "gen": e.gen,
+        "n": e.last_count,
+        "txs": e.txs,
+        "txs_size": e.txs_size,
+        "txs_crc": e.txs_crc,
+        "file": c.file,
+        "size": c.size,
+        "docs": c.docs,
+        "docs_size": c.docs_size,
+        "rows": c.rows,
+    }
+    return _json_line("base", obj)
 
 
 TXDOCS_PREFIX = b'{"op":"txdocs",'
@@ -223,7 +267,15 @@ def parse(data: bytes, *, log_path: str, first_line: int, next_tx: int) -> list[
                 "The transaction log is damaged; restore the store directory from a backup",
                 path=log_path,
             ) from exc
-        if isinstance(entry, TxEntry):
+        if isinstance(entry, BaseEntry):
+            if lineno != 1 or next_tx != 1:
+                raise CorruptStoreError(
+                    f"{log_path} line {lineno} is a base line, which only a log's first "
+                    "line can be; the transaction log is damaged",
+                    path=log_path,
+                )
+            next_tx = entry.upto + 1
+        elif isinstance(entry, TxEntry):
             if entry.tx != next_tx:
                 raise CorruptStoreError(
                     f"{log_path} line {lineno}: transaction {entry.tx} follows "
@@ -288,6 +340,32 @@ def _entry(obj: Any) -> Entry:
             file=obj["file"],
             size=_int(obj["size"]),
             rows=_int(obj["rows"]),
+        )
+    if op == "base":
+        _check_name(obj["txs"], "snapshots/", TXS_RE)
+        _check_name(obj["file"], "snapshots/", SNAP_RE)
+        _check_name(obj["docs"], "snapshots/", DOCS_RE)
+        upto = _int(obj["tx"])
+        if upto < 1 or _int(obj["gen"]) < 1:
+            raise ValueError(f"bad base line: tx {upto}, gen {obj['gen']}")
+        compact = CompactEntry(
+            upto=upto,
+            file=obj["file"],
+            size=_int(obj["size"]),
+            docs=obj["docs"],
+            docs_size=_int(obj["docs_size"]),
+            rows=_int(obj["rows"]),
+            replaces=(),
+        )
+        return BaseEntry(
+            gen=obj["gen"],
+            upto=upto,
+            last_us=_int(obj["t"]),
+            last_count=_int(obj["n"]),
+            txs=obj["txs"],
+            txs_size=_int(obj["txs_size"]),
+            txs_crc=_int(obj["txs_crc"]),
+            compact=compact,
         )
     if op == "txdocs":
         count = _int(obj["n"])

@@ -17,7 +17,6 @@ import secrets
 import stat
 import threading
 from collections.abc import Callable
-from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
 
@@ -29,6 +28,8 @@ from . import _storefmt as fmt
 from . import _storeguard as guard
 from . import _storelog as tlog
 from ._storepending import _PendingSegment
+from ._storerebuild import rebuild_docs
+from ._storetxs import TxRecord, TxTable, archive_loader, check_archive
 from .errors import CorruptStoreError, StoreError
 
 log = logging.getLogger("ctxnb.store")
@@ -49,19 +50,7 @@ FOLD_EVERY_TX = tlog.FOLD_EVERY_TX
 FOLD_AFTER_SECONDS = 30.0
 
 
-@dataclass(frozen=True)
-class TxRecord:
-    """A committed transaction.
-
-    Attributes:
-        tx_id: 1, 2, 3, ... in commit order, never reused.
-        tx_time: commit time, UTC, timezone-aware; never earlier than the previous tx's.
-        count: number of documents written (after removing repeated ids).
-    """
-
-    tx_id: int
-    tx_time: datetime
-    count: int
+__all__ = ["TxRecord"]  # defined with the table of transactions; its home for callers
 
 
 class _Snapshot:
@@ -99,31 +88,43 @@ class _StoreBase:
         self._fold_every = max(1, fold_every)
         self._fold_after = fold_after
         self._fold_timer: threading.Timer | None = None
+        self._marker_version = tlog.FORMAT_VERSION
+        self._mu = threading.RLock()
+        self._closed = False
+        self._log_path = os.path.join(self._dir, TXLOG)
+        self._seen_size = -1
+        self._seen_ino = -1
+        self._snap: _Snapshot | None = None
+        self._log_fd: int | None = None
+        self._rotated_from: tuple[int, int] | None = None
+        self._reset_log_state()
+        self._writer_fd: int | None = None
+        self._cleaned = False
+        self._open(create)
+
+    def _reset_log_state(self) -> None:
+        """Forget what the log said: it is read again from its first byte."""
+        self._log_offset = 0  # end of the last complete line we applied
+        self._log_lines = 0
+        self._gen = 0  # rotations the log went through (its base line says)
+        self._archive: str | None = None  # the base line's archive of transactions
+        self._txs = TxTable()
+        self._segments: dict[int, tlog.TxEntry] = {}  # live segments: tx > snapshot upto
         # Live folds (newer than the snapshot) by file, the last tx they or the snapshot
         # cover, and the inline transactions after it (not in any Parquet file yet).
         self._folds: dict[str, tlog.FoldEntry] = {}
         self._folded_upto = 0
         self._unfolded: list[int] = []
-        self._marker_version = tlog.FORMAT_VERSION
-        self._mu = threading.RLock()
-        self._closed = False
-        self._log_path = os.path.join(self._dir, TXLOG)
-        self._log_offset = 0  # end of the last complete line we applied
-        self._log_lines = 0
-        self._seen_size = -1
-        self._seen_ino = -1
-        self._txs: list[TxRecord] = []
-        self._tx_times: list[datetime] = []
-        self._segments: dict[int, tlog.TxEntry] = {}  # live segments: tx > snapshot upto
-        self._snap: _Snapshot | None = None
+        if self._snap is not None:
+            self._snap.docs.close()
+            self._snap = None
         # Versions newer than the snapshot: id -> [(tx_id, row, type)], oldest first; the
         # version is row ``row`` of ``self._pending[tx_id]``.
         self._overlay: dict[str, list[tuple[int, int, str]]] = {}
         self._pending: dict[int, _PendingSegment] = {}
-        self._log_fd: int | None = None
-        self._writer_fd: int | None = None
-        self._cleaned = False
-        self._open(create)
+        if self._log_fd is not None:
+            os.close(self._log_fd)  # it may be the log a rotation replaced
+            self._log_fd = None
 
     def _open(self, create: bool) -> None:
         marker = os.path.join(self._dir, MARKER)
@@ -173,7 +174,7 @@ class _StoreBase:
         for sub in (SEGMENTS, SNAPSHOTS):
             os.makedirs(os.path.join(self._dir, sub), exist_ok=True)
         # Read before the log: a commit after this only moves the log further ahead.
-        committed_end = guard.read_mark(os.path.join(self._dir, WRITER_LOCK))
+        committed_end, committed_gen = guard.read_mark(os.path.join(self._dir, WRITER_LOCK))
         if not os.path.exists(self._log_path):
             if self._has_data_files() or committed_end:
                 raise CorruptStoreError(
@@ -185,7 +186,15 @@ class _StoreBase:
         self._check_layout()
         files = guard.data_files(self._dir)
         self._refresh(force=True)
-        if committed_end > self._log_offset:
+        if committed_gen > self._gen:
+            raise CorruptStoreError(
+                f"{self._log_path} is a log of generation {self._gen}, but transactions were "
+                f"committed to generation {committed_gen} (recorded in {WRITER_LOCK}): the "
+                "log was replaced by an older copy, and opening it would lose them. Restore "
+                "the log from a backup",
+                path=self._log_path,
+            )
+        if committed_gen == self._gen and committed_end > self._log_offset:
             raise CorruptStoreError(
                 f"{self._log_path} ends its committed lines at byte {self._log_offset}, but "
                 f"transactions were committed up to byte {committed_end} (recorded in "
@@ -293,7 +302,7 @@ class _StoreBase:
                 foreign.append(os.path.join(self._dir, e))
         for sub, patterns in (
             (SEGMENTS, (tlog.SEG_RE,)),
-            (SNAPSHOTS, (tlog.SNAP_RE, tlog.DOCS_RE)),
+            (SNAPSHOTS, (tlog.SNAP_RE, tlog.DOCS_RE, tlog.TXS_RE)),
         ):
             folder = os.path.join(self._dir, sub)
             for e in os.listdir(folder):
@@ -313,7 +322,8 @@ class _StoreBase:
     def _refresh(self, *, force: bool = False) -> None:
         """Apply log lines other processes appended since we last looked.
 
-        The fast path is one ``stat``; it is what keeps ``get`` cheap.
+        The fast path is one ``stat``; it is what keeps ``get`` cheap. A log replaced
+        by a compaction's rotation (another inode) is read again from its start.
         """
         try:
             st = os.stat(self._log_path)
@@ -329,16 +339,13 @@ class _StoreBase:
             and self._seen_size == self._log_offset
         ):
             return
-        if self._seen_ino not in (-1, st.st_ino):
-            raise CorruptStoreError(
-                f"{self._log_path} was replaced by another file while the store was open; "
-                "the log is append-only. Reopen the store",
-                path=self._log_path,
-            )
         missing: FileNotFoundError | None = None
         for _ in range(_RETRIES):
             with open(self._log_path, "rb") as f:
-                size = os.fstat(f.fileno()).st_size
+                fst = os.fstat(f.fileno())
+                if self._seen_ino not in (-1, fst.st_ino):
+                    self._follow_rotation()
+                size = fst.st_size
                 if size < self._log_offset:
                     raise CorruptStoreError(
                         f"{self._log_path} shrank below committed data ({size} < "
@@ -354,6 +361,8 @@ class _StoreBase:
                 first_line=self._log_lines,
                 next_tx=len(self._txs) + 1,
             )
+            if self._rotated_from is not None:
+                self._check_rotation(entries)
             try:
                 self._apply(entries, self._log_offset + end, data.count(b"\n", 0, end))
             except FileNotFoundError as exc:
@@ -362,7 +371,7 @@ class _StoreBase:
                 missing = exc
                 continue
             self._seen_size = self._log_offset + (len(data) - end)
-            self._seen_ino = st.st_ino
+            self._seen_ino = fst.st_ino
             return
         path = getattr(missing, "filename", None) or "?"
         raise CorruptStoreError(
@@ -371,15 +380,49 @@ class _StoreBase:
             path=str(path),
         )
 
+    def _follow_rotation(self) -> None:
+        """Another process rotated the log: read the new one from its first byte.
+
+        What this store had seen must still be there afterwards (``_check_rotation``):
+        a log swapped for an older copy is refused, not followed.
+        """
+        self._rotated_from = (self._gen, len(self._txs))
+        self._seen_ino = -1
+        self._reset_log_state()
+
+    def _check_rotation(self, entries: list[tlog.Entry]) -> None:
+        """Refuse a new log (before reading any file it names) unless it is a newer
+        generation that holds every transaction this store had seen."""
+        assert self._rotated_from is not None
+        gen, n = self._rotated_from
+        base = entries[0] if entries and isinstance(entries[0], tlog.BaseEntry) else None
+        new_gen = base.gen if base is not None else 0
+        new_n = (base.upto if base is not None else 0) + sum(
+            isinstance(e, tlog.TxEntry) for e in entries
+        )
+        if new_gen <= gen or new_n < n:
+            raise CorruptStoreError(
+                f"{self._log_path} was replaced by another file while the store was open "
+                f"(generation {new_gen} with {new_n} transactions, after generation {gen} "
+                f"with {n}); only a compaction's rotation may replace it, with a newer "
+                "generation holding every transaction. Reopen the store",
+                path=self._log_path,
+            )
+        self._rotated_from = None
+
     def _apply(self, entries: list[tlog.Entry], new_offset: int, nlines: int) -> None:
         """Load what the new log entries add, then switch state in one step."""
         if not entries:
             self._log_offset, self._log_lines = new_offset, self._log_lines + nlines
             return
         last_compact = None
+        base = None
         for e in entries:
             if isinstance(e, tlog.CompactEntry):
                 last_compact = e
+            elif isinstance(e, tlog.BaseEntry):
+                base, last_compact = e, e.compact
+                check_archive(self._abs(e.txs), e.txs_size)
         snap = self._snap
         new_snap: _Snapshot | None = None
         upto = snap.entry.upto if snap else 0
@@ -387,6 +430,10 @@ class _StoreBase:
             new_snap = _Snapshot(last_compact, self._open_docs(last_compact))
             upto = last_compact.upto
         new_txs = [e for e in entries if isinstance(e, tlog.TxEntry)]
+        if base is not None:
+            self._gen, self._archive = base.gen, base.txs
+            load = archive_loader(self._abs(base.txs), base.upto, base.txs_size, base.txs_crc)
+            self._txs.set_archive(base.upto, (base.last_us, base.last_count), load)
         loaded: list[tuple[tlog.TxEntry, _PendingSegment]] = []
         try:
             for e in new_txs:
@@ -400,9 +447,7 @@ class _StoreBase:
             raise
         # Commit the new state; nothing below can fail on I/O.
         for e in new_txs:
-            t = tlog.from_us(e.time_us)
-            self._txs.append(TxRecord(e.tx, t, e.count))
-            self._tx_times.append(t)
+            self._txs.append(e.time_us, e.count)
         if new_snap is not None:
             old, self._snap = self._snap, new_snap
             if old is not None:
@@ -494,27 +539,9 @@ class _StoreBase:
                 raise
             # The doc cache is derived from the snapshot Parquet: rebuild it.
             log.warning("rebuilding the doc cache %s from %s (%s)", docs_path, parquet, exc)
-            self._rebuild_docs(parquet, docs_path)
+            tmp = self._tmp_name(SNAPSHOTS, os.path.basename(docs_path))
+            rebuild_docs(parquet, docs_path, tmp)
             return cache.DocsFile(docs_path, e.rows, e.upto)
-
-    def _rebuild_docs(self, parquet: str, docs_path: str) -> None:
-        """Write the doc cache of a snapshot from its Parquet, one row group at a time."""
-        groups = fmt.row_groups(parquet)
-        first = next(groups, None)
-        chunks = [] if first is None else [first]
-
-        def blobs(chunk: pa.Table) -> list[bytes]:
-            return [tlog.dumps(d).encode() for d in fmt.decode(chunk)]
-
-        tmp = self._tmp_name(SNAPSHOTS, os.path.basename(docs_path))
-        first_blobs = blobs(first) if first is not None else []
-        with (
-            fmt.publishing(tmp, docs_path),
-            cache.writing(tmp, cache.train_dict(first_blobs)) as writer,
-        ):
-            for chunk in [*chunks, *groups]:
-                data = first_blobs if chunk is first else blobs(chunk)
-                writer.write(*_cache_columns(chunk), [writer.compress(b) for b in data])
 
     def _tmp_name(self, sub: str, name: str) -> str:
         return os.path.join(self._dir, sub, f"{tlog.TMP_PREFIX}{secrets.token_hex(4)}-{name}")
@@ -537,19 +564,14 @@ class _StoreBase:
         now = now.astimezone(UTC)
         # Tx times never go backwards, so as_of(time) has one answer even if the
         # wall clock steps back.
-        if self._tx_times and now < self._tx_times[-1]:
-            now = self._tx_times[-1]
+        last = self._txs.last_us()
+        if last is not None and tlog.to_us(now) < last:
+            now = tlog.from_us(last)
         return now
 
     def _check_open(self) -> None:
         if self._closed:
             raise StoreError(f"the store at {self._dir} is closed; open it again")
-
-
-def _cache_columns(table: pa.Table) -> tuple[pa.Array, pa.Array, pa.Array]:
-    return tuple(  # type: ignore[return-value]
-        table.column(c).combine_chunks() for c in ("xt_id", "tx_id", "type")
-    )
 
 
 def _unlink(path: str) -> None:

@@ -7,11 +7,10 @@ transactions that :class:`ctxnb._storeopen._StoreBase` keeps.
 
 from __future__ import annotations
 
-import bisect
 import json
 from collections.abc import Iterable
 from dataclasses import dataclass
-from datetime import UTC, datetime
+from datetime import datetime
 from typing import Any, Literal
 
 import pyarrow as pa
@@ -138,7 +137,7 @@ class _StoreReads(_StoreBase):
         with self._mu:
             self._check_open()
             self._refresh()
-            times, out = self._tx_times, []
+            time, out = self._txs.time, []
             snap = self._snap.docs if self._snap else None
             if snap is not None:
                 k = snap.index.get(id)
@@ -146,9 +145,9 @@ class _StoreReads(_StoreBase):
                     txs, raw = snap.txs, snap.raw
                     for row in range(snap.starts[k], snap.starts[k + 1]):
                         tx = txs[row]
-                        out.append(Version(json.loads(raw(row)), tx, times[tx - 1]))
+                        out.append(Version(json.loads(raw(row)), tx, time(tx)))
             for tx, row, _ in self._overlay.get(id, ()):
-                out.append(Version(json.loads(self._json(tx, row)), tx, times[tx - 1]))
+                out.append(Version(json.loads(self._json(tx, row)), tx, time(tx)))
             return out
 
     def as_of(self, id: str, tx: int | datetime | TxRecord) -> dict[str, Any] | None:
@@ -200,8 +199,7 @@ class _StoreReads(_StoreBase):
                     f"as_of needs a timezone-aware datetime, got {tx!r}; "
                     "e.g. datetime.now(timezone.utc)"
                 )
-            n = bisect.bisect_right(self._tx_times, tx.astimezone(UTC))
-            return n or None
+            return self._txs.committed_by(tx) or None
         if isinstance(tx, int) and not isinstance(tx, bool):
             return tx if tx >= 1 else None
         raise TypeError(f"expected a tx id, a TxRecord or a datetime, got {tx!r}")
@@ -242,14 +240,14 @@ class _StoreReads(_StoreBase):
         with self._mu:
             self._check_open()
             self._refresh()
-            return self._txs[-1] if self._txs else None
+            return self._txs.last()
 
     def transactions(self) -> list[TxRecord]:
         """Every committed transaction, oldest first."""
         with self._mu:
             self._check_open()
             self._refresh()
-            return list(self._txs)
+            return self._txs.records()
 
     def scan(
         self,

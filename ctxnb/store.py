@@ -68,6 +68,7 @@ from ._storeopen import (
 )
 from ._storepending import _PendingSegment
 from ._storeread import Version, _StoreReads
+from ._storerotate import remove_old_snapshots, remove_unlogged_segments, rotate
 from .errors import StoreError
 
 __all__ = ["CompactReport", "ObjectStore", "TxRecord", "Version"]
@@ -188,7 +189,7 @@ class ObjectStore(_StoreReads):
                 self._refresh(force=True)
                 self._truncate_torn_tail()
                 if not self._cleaned:
-                    self._cleanup_segments()
+                    remove_unlogged_segments(self)
                     self._cleaned = True
                 tx_id = len(self._txs) + 1
                 now = self._now()
@@ -232,8 +233,7 @@ class ObjectStore(_StoreReads):
                 if blobs is not None:
                     self._unfolded.append(tx_id)
             record = TxRecord(tx_id, tlog.from_us(entry.time_us), len(batch))
-            self._txs.append(record)
-            self._tx_times.append(record.tx_time)
+            self._txs.append(entry.time_us, len(batch))
             self._after_commit()
             return record
 
@@ -370,7 +370,7 @@ class ObjectStore(_StoreReads):
         self._seen_size = self._log_offset
         if self._writer_fd is not None:
             # After the log's fsync, so never ahead of a durable log (see _storeguard).
-            os.pwrite(self._writer_fd, guard.mark(self._log_offset), 0)
+            os.pwrite(self._writer_fd, guard.mark(self._log_offset, self._gen), 0)
 
     def _truncate_torn_tail(self) -> None:
         # Bytes after the last newline are a line a crashed writer never finished: it was
@@ -379,19 +379,6 @@ class ObjectStore(_StoreReads):
             log.info("dropping an unfinished last line from %s", self._log_path)
             os.truncate(self._log_path, self._log_offset)
             self._seen_size = self._log_offset
-
-    def _cleanup_segments(self) -> None:
-        """Remove segment files the log does not reference (needs the writer lock)."""
-        live = {os.path.basename(e.file) for e in self._segments.values() if e.file}
-        live |= {os.path.basename(f) for f in self._folds}
-        folder = os.path.join(self._dir, SEGMENTS)
-        removed = 0
-        for name in os.listdir(folder):
-            if name not in live:
-                _unlink(os.path.join(folder, name))
-                removed += 1
-        if removed:
-            fmt.fsync_dir(folder)
 
     # --- compaction -------------------------------------------------------------------
 
@@ -424,7 +411,7 @@ class ObjectStore(_StoreReads):
         snap = self._snap
         segs = [self._segments[tx] for tx in sorted(self._segments)]
         if not segs:
-            self._cleanup_snapshots()
+            remove_old_snapshots(self)
             return CompactReport(
                 snap.entry.upto if snap else (len(self._txs) or None),
                 0,
@@ -434,6 +421,7 @@ class ObjectStore(_StoreReads):
                 0,
             )
         upto = len(self._txs)
+        carry_from = self._log_offset  # later lines: transactions after upto
         replaced = [s.file for s in segs if s.file] + sorted(self._folds)
         if snap is not None:
             replaced += [snap.entry.file, snap.entry.docs]
@@ -475,41 +463,23 @@ class ObjectStore(_StoreReads):
         try:
             self._refresh(force=True)
             self._truncate_torn_tail()
+            compact_at = self._log_offset
             self._append_log(tlog.compact_line(entry))
             self._apply([entry], self._log_offset, 0)
+            rotate(self, entry, carry_from, compact_at)
             # Segments of commits that failed or crashed, which outside readers of the
             # Parquet files would count (the writer lock keeps out the one in flight).
-            self._cleanup_segments()
+            remove_unlogged_segments(self)
         finally:
             fcntl.flock(self._writer_fd, fcntl.LOCK_UN)
         self._seen_size = self._log_offset
         for rel in replaced:
             _unlink(self._abs(rel))
-        self._cleanup_snapshots()
+        remove_old_snapshots(self)
         fmt.fsync_dir(os.path.join(self._dir, SEGMENTS))
         return CompactReport(
             upto, len(segs), rows, self._abs(entry.file), bytes_before, size + docs_size
         )
-
-    def _cleanup_snapshots(self) -> None:
-        """Remove snapshot files no longer current (needs the compaction lock).
-
-        Never one that the log cannot account for: that one holds data the log lost.
-        """
-        files = [f for f in guard.data_files(self._dir) if f[2] == 0]
-        self._refresh()
-        self._refuse_files_ahead(files)
-        snap = self._snap
-        live = (
-            {os.path.basename(snap.entry.file), os.path.basename(snap.entry.docs)}
-            if snap
-            else set()
-        )
-        folder = os.path.join(self._dir, SNAPSHOTS)
-        for name in os.listdir(folder):
-            if name not in live:
-                _unlink(os.path.join(folder, name))
-        fmt.fsync_dir(folder)
 
     # --- reads ------------------------------------------------------------------------
     # --- lifecycle --------------------------------------------------------------------

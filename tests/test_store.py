@@ -339,7 +339,9 @@ def test_compaction_keeps_every_version_and_every_answer(store: ObjectStore) -> 
     assert _answers(store, ids) == before
     with ObjectStore(store.path) as reopened:
         assert _answers(reopened, ids) == before
-    assert len(list((store.path / "snapshots").iterdir())) == 2  # parquet + doc cache
+    # parquet, doc cache, and the archive of the transactions the log rotated out
+    kinds = sorted(p.name.split("-")[0] + p.suffix for p in (store.path / "snapshots").iterdir())
+    assert kinds == ["snap.arrow", "snap.parquet", "txs.arrow"]
     assert store.compact().segments_merged == 0
 
 
@@ -453,7 +455,7 @@ def _write_layout1_cache(store_dir: Path) -> None:
     lines = []
     for line in log.read_text().splitlines():
         entry = json.loads(line)
-        if entry["op"] == "compact":
+        if entry["op"] in ("compact", "base"):
             entry["docs_size"] = cache_file.stat().st_size
             del entry["crc"]  # an older ctxnb's line, without a checksum
         lines.append(json.dumps(entry, separators=(",", ":")))
@@ -760,7 +762,7 @@ def test_store_files_are_created_with_expected_layout(store: ObjectStore) -> Non
     names = sorted(os.listdir(store.path))
     assert names == ["ctxnb-store.json", "segments", "snapshots", "txlog", "writer.lock"]
     marker = json.loads((store.path / "ctxnb-store.json").read_text())
-    assert marker == {"format": "ctxnb-store", "version": 3}
+    assert marker == {"format": "ctxnb-store", "version": ctxnb._storelog.FORMAT_VERSION}
 
 
 def test_format_doc_snippets_read_a_real_store(store: ObjectStore) -> None:
@@ -898,16 +900,24 @@ def test_damaged_inline_line_is_named_not_skipped(
 
 
 def test_compacted_inline_lines_are_read_by_their_header(store: ObjectStore) -> None:
+    # A log from before rotation (format 3) keeps its compacted inline lines.
     for k in range(3):
         store.put([{"xt/id": f"a{k}", "type": "n", "text": "t" * 100}])
+    log = (store.path / "txlog").read_bytes()
     store.compact()
+    base = (store.path / "txlog").read_bytes()
     store.put([{"xt/id": "a0", "type": "n", "text": "new"}])
-    parsed = ctxnb._storelog.parse(
-        (store.path / "txlog").read_bytes(), log_path="txlog", first_line=0, next_tx=1
-    )
+    after = (store.path / "txlog").read_bytes()[len(base) :]
+    entry = ctxnb._storelog.parse(base, log_path="txlog", first_line=0, next_tx=1)[0]
+    assert isinstance(entry, ctxnb._storelog.BaseEntry) and entry.upto == 3
+    log += ctxnb._storelog.compact_line(entry.compact) + after
+    parsed = ctxnb._storelog.parse(log, log_path="txlog", first_line=0, next_tx=1)
     docs = [e.docs for e in parsed if isinstance(e, ctxnb._storelog.TxEntry)]
     # The folded ones are not decoded; the one after the compaction is.
     assert docs == [None, None, None, [{"xt/id": "a0", "type": "n", "text": "new"}]]
+    store.close()
+    (store.path / "txlog").write_bytes(log)
+    (store.path / "writer.lock").write_bytes(b"")  # a format-3 writer's mark was for this log
     with ObjectStore(store.path) as reader:
         assert [v.doc["text"] for v in reader.history("a0")] == ["t" * 100, "new"]
         assert reader.get("a2")["text"] == "t" * 100
@@ -924,9 +934,10 @@ def test_format1_store_is_marked_current_at_its_first_inline_transaction(tmp_pat
     assert json.loads(marker.read_text())["version"] == 1  # nothing inline yet
     with ObjectStore(path) as store:
         store.put([{"xt/id": "c", "type": "n"}])
-        assert json.loads(marker.read_text())["version"] == 3
+        assert json.loads(marker.read_text())["version"] == ctxnb._storelog.FORMAT_VERSION
         assert store.ids() == ["a", "b", "c"]
-    marker.write_text(json.dumps({"format": "ctxnb-store", "version": 4}) + "\n")
+    newer = ctxnb._storelog.FORMAT_VERSION + 1
+    marker.write_text(json.dumps({"format": "ctxnb-store", "version": newer}) + "\n")
     with pytest.raises(StoreError, match="Upgrade ctxnb"):
         ObjectStore(path)
 
@@ -939,7 +950,7 @@ def test_a_store_half_created_by_another_process_is_finished_not_refused(tmp_pat
     (path / "txlog").touch()
     with ObjectStore(path) as store:
         store.put([{"xt/id": "a", "type": "n"}])
-    assert json.loads((path / "ctxnb-store.json").read_text())["version"] == 3
+    assert json.loads((path / "ctxnb-store.json").read_text())["version"] == 4
     # Anything more than that is not a store in the making: refused, as before.
     other = tmp_path / "other"
     (other / "segments").mkdir(parents=True)

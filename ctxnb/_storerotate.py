@@ -1,0 +1,118 @@
+"""What a compaction does after its line: rotate the log, remove what is not live.
+
+Private to :mod:`ctxnb.store`. Without rotation the log keeps a line for every
+transaction ever committed, and opening a store reads them all. After a compaction's
+line is durable, the log is replaced (one atomic rename) by a new one whose first line,
+the *base*, names the new snapshot and an archive of the transactions it covers
+(``snapshots/txs-<upto>-<hex>.arrow``: their ids, times and counts), followed by the
+lines of the transactions committed while the compaction ran, copied byte for byte.
+
+Crash safety: until the rename the old log is the truth (and the archive an
+unreferenced file that the next compaction removes); after it, the new one. The guard
+mark in ``writer.lock`` names the log's generation, so a mark of the old log is not
+read against the new one, and a log swapped back for the old one is refused.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import secrets
+
+from . import _storefmt as fmt
+from . import _storeguard as guard
+from . import _storelog as tlog
+from ._storeopen import SEGMENTS, SNAPSHOTS, _StoreBase, _unlink
+from ._storetxs import write_archive
+
+log = logging.getLogger("ctxnb.store")
+
+
+def rotate(store: _StoreBase, entry: tlog.CompactEntry, start: int, end: int) -> bool:
+    """Replace the log after ``entry``'s line is durable (needs both locks).
+
+    The log's bytes ``start:end`` hold the lines of the transactions (and folds)
+    committed after ``entry.upto`` and before ``entry``'s line; the new log keeps them.
+    Returns whether the log was rotated: a failure (a full disk, say) leaves the old
+    log, which is complete, for the next compaction to rotate.
+    """
+    try:
+        with open(store._log_path, "rb") as f:
+            f.seek(start)
+            carried = f.read(end - start)
+        _rotate(store, entry, carried)
+    except OSError as exc:
+        log.warning("could not rotate %s (%s); the next compaction will", store._log_path, exc)
+        store._refresh(force=True)  # whichever log is in place now
+        return False
+    return True
+
+
+def _rotate(store: _StoreBase, entry: tlog.CompactEntry, carried: bytes) -> None:
+    if store._marker_version < tlog.ROTATE_FORMAT_VERSION:
+        store._upgrade_marker()
+    times, counts = store._txs.columns(entry.upto)
+    name = f"txs-{entry.upto:012d}-{secrets.token_hex(4)}.arrow"
+    final = os.path.join(store._dir, SNAPSHOTS, name)
+    with fmt.publishing(store._tmp_name(SNAPSHOTS, name), final) as tmp:
+        crc = write_archive(tmp, times, counts)
+    fmt.fsync_dir(os.path.join(store._dir, SNAPSHOTS))
+    base = tlog.BaseEntry(
+        gen=store._gen + 1,
+        upto=entry.upto,
+        last_us=times[-1],
+        last_count=counts[-1],
+        txs=f"{SNAPSHOTS}/{name}",
+        txs_size=os.path.getsize(final),
+        txs_crc=crc,
+        compact=entry,
+    )
+    log_tmp = os.path.join(store._dir, f"{tlog.TMP_PREFIX}{secrets.token_hex(4)}-{tlog.TXLOG}")
+    fd = os.open(log_tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o644)
+    try:
+        try:
+            tlog.append(fd, tlog.base_line(base) + carried)  # one write, fsynced
+        finally:
+            os.close(fd)
+        os.replace(log_tmp, store._log_path)
+    except BaseException:
+        if os.path.exists(log_tmp):
+            os.unlink(log_tmp)
+        raise
+    fmt.fsync_dir(store._dir)  # the commit point of the rotation
+    store._refresh(force=True)  # another inode: read from the base line on
+    if store._writer_fd is not None:
+        os.pwrite(store._writer_fd, guard.mark(store._log_offset, store._gen), 0)
+
+
+def remove_unlogged_segments(store: _StoreBase) -> None:
+    """Remove segment files the log does not reference (needs the writer lock)."""
+    live = {os.path.basename(e.file) for e in store._segments.values() if e.file}
+    live |= {os.path.basename(f) for f in store._folds}
+    folder = os.path.join(store._dir, SEGMENTS)
+    removed = 0
+    for name in os.listdir(folder):
+        if name not in live:
+            _unlink(os.path.join(folder, name))
+            removed += 1
+    if removed:
+        fmt.fsync_dir(folder)
+
+
+def remove_old_snapshots(store: _StoreBase) -> None:
+    """Remove snapshot files and archives no longer current (needs the compaction lock).
+
+    Never one that the log cannot account for: that one holds data the log lost.
+    """
+    files = [f for f in guard.data_files(store._dir) if f[2] == 0]
+    store._refresh()
+    store._refuse_files_ahead(files)
+    snap = store._snap
+    live = {os.path.basename(snap.entry.file), os.path.basename(snap.entry.docs)} if snap else set()
+    if store._archive is not None:
+        live.add(os.path.basename(store._archive))
+    folder = os.path.join(store._dir, SNAPSHOTS)
+    for name in os.listdir(folder):
+        if name not in live:
+            _unlink(os.path.join(folder, name))
+    fmt.fsync_dir(folder)
