@@ -12,9 +12,9 @@ import math
 import re
 from collections import Counter
 from collections.abc import Callable
-from dataclasses import dataclass
 
 from ._lazyre import lazy_compile
+from ._record import FrozenRecord
 
 __all__ = [
     "AWS_EXAMPLES",
@@ -52,30 +52,70 @@ def shannon_entropy(value: str) -> float:
     return 0.0 - sum(c / n * math.log2(c / n) for c in Counter(value).values())
 
 
-@dataclass(frozen=True)
-class Rule:
+class Rule(FrozenRecord):
+    __slots__ = (
+        "name",
+        "pattern",
+        "keywords",
+        "groups",
+        "accept",
+        "strip_whitespace",
+        "line_scoped",
+        "anchored",
+        "line_must",
+        "after_newline",
+        "word_start",
+    )
     name: str
     pattern: re.Pattern[str]
     # The rule runs only when one of these (lowercase) occurs in the lowered text: most
     # texts hold none, and ``in`` is far faster than a regex scan.
-    keywords: tuple[str, ...] = ()
+    keywords: tuple[str, ...]
     # The named groups that may hold the secret (the first that matched is used); the
     # rest of the match is kept as context.
-    groups: tuple[str, ...] = ("secret",)
-    accept: Callable[[re.Match[str]], bool] | None = None
-    strip_whitespace: bool = False
+    groups: tuple[str, ...]
+    accept: Callable[[re.Match[str]], bool] | None
+    strip_whitespace: bool
     # Match only within the lines that hold a keyword (the assignment rules, whose
     # keywords are common words in code).
-    line_scoped: bool = False
+    line_scoped: bool
     # Match only at the start of each identifier that holds a keyword (``pattern.match``
     # there), instead of searching every line that holds one.
-    anchored: bool = False
+    anchored: bool
     # For a line-scoped rule: only lines holding this (lowercase) text can match.
-    line_must: str = ""
+    line_must: str
     # Scan "\n" + text (so a pattern anchored on a line break also matches at the start).
-    after_newline: bool = False
+    after_newline: bool
     # The match must not follow a letter, digit or "_" (see _b).
-    word_start: bool = False
+    word_start: bool
+
+    def __init__(
+        self,
+        name: str,
+        pattern: re.Pattern[str],
+        keywords: tuple[str, ...] = (),
+        groups: tuple[str, ...] = ("secret",),
+        accept: Callable[[re.Match[str]], bool] | None = None,
+        strip_whitespace: bool = False,
+        line_scoped: bool = False,
+        anchored: bool = False,
+        line_must: str = "",
+        after_newline: bool = False,
+        word_start: bool = False,
+    ) -> None:
+        self._fill(
+            name,
+            pattern,
+            keywords,
+            groups,
+            accept,
+            strip_whitespace,
+            line_scoped,
+            anchored,
+            line_must,
+            after_newline,
+            word_start,
+        )
 
 
 #: AWS's published documentation keys: samples, never live credentials.

@@ -107,9 +107,9 @@ import functools
 import re
 import string
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass
 from typing import Any
 
+from ._record import FrozenRecord
 from ._secret_formats import structured_spans
 from ._secret_patterns import (
     KEY_BODY_MIN,
@@ -138,8 +138,7 @@ __all__ = [
 MARK = "[REDACTED:"
 
 
-@dataclass(frozen=True)
-class Finding:
+class Finding(FrozenRecord):
     """One redacted secret.
 
     Attributes:
@@ -149,14 +148,17 @@ class Finding:
         end: offset just past the secret in the original text.
     """
 
+    __slots__ = ("rule", "line", "start", "end")
     rule: str
     line: int
     start: int
     end: int
 
+    def __init__(self, rule: str, line: int, start: int, end: int) -> None:
+        self._fill(rule, line, start, end)
 
-@dataclass(frozen=True)
-class RedactionResult:
+
+class RedactionResult(FrozenRecord):
     """The redacted text and what was removed from it.
 
     Attributes:
@@ -164,8 +166,12 @@ class RedactionResult:
         findings: the secrets found, in text order (positions refer to the original).
     """
 
+    __slots__ = ("text", "findings")
     text: str
     findings: tuple[Finding, ...]
+
+    def __init__(self, text: str, findings: tuple[Finding, ...]) -> None:
+        self._fill(text, findings)
 
     @property
     def count(self) -> int:
