@@ -105,7 +105,6 @@ from __future__ import annotations
 
 import functools
 import re
-import string
 from collections.abc import Callable, Iterator
 from typing import Any
 
@@ -229,7 +228,9 @@ def ascii_lower(text: str) -> str:
     return text.encode("utf-8", "surrogatepass").lower().decode("utf-8", "surrogatepass")
 
 
-_WORD = frozenset(string.ascii_letters + string.digits + "_")
+# Spelled out rather than taken from the string module, which a hook process would import
+# (and compile a Template pattern) for these 63 characters.
+_WORD = frozenset("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_")
 
 
 def _matches(rule: Rule, scan: _Scan) -> Iterator[re.Match[str]]:
