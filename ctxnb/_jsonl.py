@@ -24,14 +24,14 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterable, Iterator
-from dataclasses import dataclass
 from typing import Any
+
+from ._record import FrozenRecord
 
 __all__ = ["SkippedLine", "iter_jsonl"]
 
 
-@dataclass(frozen=True)
-class SkippedLine:
+class SkippedLine(FrozenRecord):
     """A JSON line that could not be read.
 
     Attributes:
@@ -40,9 +40,13 @@ class SkippedLine:
         preview: the start of the line, for a human to look at.
     """
 
+    __slots__ = ("lineno", "reason", "preview")
     lineno: int
     reason: str
     preview: str
+
+    def __init__(self, lineno: int, reason: str, preview: str) -> None:
+        self._fill(lineno, reason, preview)
 
 
 def _preview(raw: bytes | str, width: int = 80) -> str:

@@ -115,6 +115,12 @@ def compile_glob(pattern: bytes) -> re.Pattern[bytes]:
         >>> bool(compile_glob(b"a/**/b").fullmatch(b"a/x/y/b"))
         True
     """
+    source = _glob_source(pattern)
+    return _NEVER if source is None else re.compile(source, re.DOTALL)
+
+
+def _glob_source(pattern: bytes) -> bytes | None:
+    """The source of :func:`compile_glob`'s regex; None for a glob that never matches."""
     out: list[str] = []
     i, n = 0, len(pattern)
     try:
@@ -150,8 +156,8 @@ def compile_glob(pattern: bytes) -> re.Pattern[bytes]:
                 out.append(f"\\x{c:02x}")
                 i += 1
     except _Malformed:
-        return _NEVER
-    return re.compile("".join(out).encode("ascii"), re.DOTALL)
+        return None
+    return "".join(out).encode("ascii")
 
 
 class Pattern:
@@ -168,7 +174,7 @@ class Pattern:
 
     # A plain class, not a dataclass: the Claude Code hook process imports this module,
     # and ``dataclasses`` (with ``inspect``) would cost it milliseconds at start-up.
-    __slots__ = ("base", "basename", "dir_only", "negative", "regex", "text")
+    __slots__ = ("_regex", "base", "basename", "dir_only", "negative", "source", "text")
 
     def __init__(
         self,
@@ -177,14 +183,26 @@ class Pattern:
         negative: bool,
         dir_only: bool,
         basename: bool,
-        regex: re.Pattern[bytes],
+        source: bytes | None,
     ) -> None:
         self.text = text
         self.base = base
         self.negative = negative
         self.dir_only = dir_only
         self.basename = basename
-        self.regex = regex
+        # The regex's source (None: the line never matches). A PatternSet compiles the
+        # sources of a file's lines together, so each line's own regex is compiled only
+        # when it is asked for: a process that checks one path (the Claude Code hook)
+        # does not compile every glob twice.
+        self.source = source
+        self._regex: re.Pattern[bytes] | None = None
+
+    @property
+    def regex(self) -> re.Pattern[bytes]:
+        """The line's regex on its own (what :func:`compile_glob` gives)."""
+        if self._regex is None:
+            self._regex = _NEVER if self.source is None else re.compile(self.source, re.DOTALL)
+        return self._regex
 
     def __repr__(self) -> str:
         return f"Pattern({self.text!r}, base={self.base!r})"
@@ -244,8 +262,7 @@ def parse_line(line: str, *, base: str) -> Pattern | None:
     if p.startswith("/"):
         p = p[1:]  # anchored to the ignore file's directory
     raw = p.encode("utf-8", "surrogateescape")
-    regex = compile_glob(raw) if raw else _NEVER
-    return Pattern(text, base, negative, dir_only, basename, regex)
+    return Pattern(text, base, negative, dir_only, basename, _glob_source(raw) if raw else None)
 
 
 def parse_lines(lines: list[str], *, base: str) -> list[Pattern]:
@@ -291,10 +308,10 @@ class PatternSet:
                     for k in range(len(patterns) - 1, -1, -1)
                     if patterns[k].basename is basename
                     and patterns[k].dir_only is dir_only
-                    and patterns[k].regex is not _NEVER
+                    and patterns[k].source is not None
                 ]
                 if picked:
-                    alt = b"|".join(b"(" + patterns[k].regex.pattern + b")" for k in picked)
+                    alt = b"|".join(b"(" + (patterns[k].source or b"") + b")" for k in picked)
                     regex = re.compile(alt, re.DOTALL)
                     self._groups.append((basename, dir_only, regex, picked))
 
@@ -357,7 +374,7 @@ class GlobList:
     def malformed(self) -> list[str]:
         """The lines git can never match (``foo\\``, a lone ``!``, an unclosed ``[``)."""
         pairs = zip(self._index, self._set.patterns, strict=True)
-        return [self.lines[i] for i, p in pairs if p.regex is _NEVER]
+        return [self.lines[i] for i, p in pairs if p.source is None]
 
     def match(
         self, path: str, *, is_dir: bool | None = False, ancestors: bool = True

@@ -105,11 +105,10 @@ from __future__ import annotations
 
 import functools
 import re
-import string
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass
 from typing import Any
 
+from ._record import FrozenRecord
 from ._secret_formats import structured_spans
 from ._secret_patterns import (
     KEY_BODY_MIN,
@@ -138,8 +137,7 @@ __all__ = [
 MARK = "[REDACTED:"
 
 
-@dataclass(frozen=True)
-class Finding:
+class Finding(FrozenRecord):
     """One redacted secret.
 
     Attributes:
@@ -149,14 +147,17 @@ class Finding:
         end: offset just past the secret in the original text.
     """
 
+    __slots__ = ("rule", "line", "start", "end")
     rule: str
     line: int
     start: int
     end: int
 
+    def __init__(self, rule: str, line: int, start: int, end: int) -> None:
+        self._fill(rule, line, start, end)
 
-@dataclass(frozen=True)
-class RedactionResult:
+
+class RedactionResult(FrozenRecord):
     """The redacted text and what was removed from it.
 
     Attributes:
@@ -164,8 +165,12 @@ class RedactionResult:
         findings: the secrets found, in text order (positions refer to the original).
     """
 
+    __slots__ = ("text", "findings")
     text: str
     findings: tuple[Finding, ...]
+
+    def __init__(self, text: str, findings: tuple[Finding, ...]) -> None:
+        self._fill(text, findings)
 
     @property
     def count(self) -> int:
@@ -223,7 +228,9 @@ def ascii_lower(text: str) -> str:
     return text.encode("utf-8", "surrogatepass").lower().decode("utf-8", "surrogatepass")
 
 
-_WORD = frozenset(string.ascii_letters + string.digits + "_")
+# Spelled out rather than taken from the string module, which a hook process would import
+# (and compile a Template pattern) for these 63 characters.
+_WORD = frozenset("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_")
 
 
 def _matches(rule: Rule, scan: _Scan) -> Iterator[re.Match[str]]:

@@ -21,11 +21,11 @@ import os
 import posixpath
 import unicodedata
 from collections.abc import Sequence
-from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from ._record import FrozenRecord
 from .errors import ResolverError
 
 if TYPE_CHECKING:
@@ -41,8 +41,7 @@ __all__ = [
 ]
 
 
-@dataclass(frozen=True)
-class MountMapping:
+class MountMapping(FrozenRecord):
     """One agent-visible prefix and where it really lives.
 
     Args:
@@ -51,18 +50,20 @@ class MountMapping:
         filesystem_id: the filesystem the canonical prefix is on.
     """
 
+    __slots__ = ("agent_prefix", "canonical_prefix", "filesystem_id")
     agent_prefix: str
     canonical_prefix: str
     filesystem_id: str
 
-    def __post_init__(self) -> None:
-        for name in ("agent_prefix", "canonical_prefix"):
-            value = getattr(self, name)
+    def __init__(self, agent_prefix: str, canonical_prefix: str, filesystem_id: str) -> None:
+        prefixes = []
+        for name, value in (("agent_prefix", agent_prefix), ("canonical_prefix", canonical_prefix)):
             if not value or not value.startswith("/"):
                 raise ResolverError(
                     f"MountMapping.{name} must be an absolute POSIX path, got {value!r}"
                 )
-            object.__setattr__(self, name, normalize_path(value))
+            prefixes.append(normalize_path(value))
+        self._fill(*prefixes, filesystem_id)
 
 
 def normalize_path(path: str) -> str:

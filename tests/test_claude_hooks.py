@@ -528,6 +528,7 @@ POLICY_PATH_MODULES = {
     "ctxnb",
     "ctxnb._defaults",
     "ctxnb._lazy",
+    "ctxnb._record",  # the records of SafePath and the parsed path, without dataclasses
     "ctxnb._version",
     "ctxnb._wildmatch",
     "ctxnb.access",

@@ -105,6 +105,7 @@ WINGS: dict[str, tuple[str, ...]] = {
         "ctxnb._jsonl",
         "ctxnb._lazy",
         "ctxnb._lazyre",
+        "ctxnb._record",
         "ctxnb._text",
         "ctxnb._version",
         "ctxnb._wildmatch",

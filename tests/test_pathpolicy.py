@@ -5,6 +5,7 @@ from __future__ import annotations
 import doctest
 import os
 import random
+import re
 import signal
 import socket
 import stat
@@ -465,6 +466,22 @@ def test_denied_directory_content_cannot_be_reincluded(env: Env) -> None:
     (env.ws / "secrets" / "ok.txt").write_bytes(b"x")
     policy = PathPolicy([env.ws], deny=["secrets/", "!secrets/ok.txt"])
     assert not policy.is_allowed("secrets/ok.txt")
+
+
+def test_a_glob_that_can_never_match_is_refused_by_the_list_it_came_from(tmp_path: Path) -> None:
+    # deny and protect are compiled together (one guard spec); the error still names the
+    # list that holds the bad glob.
+    trailing = "a\\"  # a trailing backslash: git never matches it
+    with pytest.raises(ConfigError, match=re.escape(f"Bad deny glob {trailing!r}")):
+        PathPolicy([tmp_path], deny=["ok", trailing], protect=[".orchestration/"])
+    with pytest.raises(ConfigError, match=re.escape("Bad protect glob 'x['")):
+        PathPolicy([tmp_path], deny=["ok"], protect=["x["])
+    with pytest.raises(ConfigError, match="each glob must be a string"):
+        PathPolicy([tmp_path], protect=["ok", 3])  # type: ignore[list-item]
+    policy = PathPolicy([tmp_path], deny=["*.key"], protect=["gov/"])
+    assert policy.denied_by("a/b.key") == "deny:*.key"
+    assert policy.denied_by("gov/x") == "governance:gov/"
+    assert policy.denied_by("A/B.KEY") == "deny:*.key"
 
 
 def test_config_errors(tmp_path: Path) -> None:

@@ -9,10 +9,11 @@ judging it. Imported by the Claude Code hook on every call: standard library onl
 from __future__ import annotations
 
 from pathlib import Path
-from typing import NamedTuple
+
+from .._record import FrozenRecord
 
 
-class SafePath:
+class SafePath(FrozenRecord):
     """A path that passed the policy's checks, relative to one workspace root.
 
     A ``SafePath`` is a validated *name*, not a capability: the file operations of
@@ -30,35 +31,16 @@ class SafePath:
         'src/app.py'
     """
 
-    # A plain class, not a dataclass: the Claude Code hook imports this module on every
-    # tool call, and ``dataclasses`` (with ``inspect``) costs milliseconds to import.
-    __slots__ = ("abs", "rel", "root")
+    # A record, not a dataclass: the Claude Code hook imports this module on every tool
+    # call, and ``dataclasses`` (with ``inspect``) costs milliseconds to import.
+    __slots__ = ("rel", "root", "abs")
 
     rel: str
     root: Path
     abs: Path
 
     def __init__(self, *, rel: str, root: Path, abs: Path) -> None:
-        object.__setattr__(self, "rel", rel)
-        object.__setattr__(self, "root", root)
-        object.__setattr__(self, "abs", abs)
-
-    def __setattr__(self, name: str, value: object) -> None:
-        raise AttributeError(f"SafePath is immutable; cannot set {name!r}")
-
-    def __delattr__(self, name: str) -> None:
-        raise AttributeError(f"SafePath is immutable; cannot delete {name!r}")
-
-    def __eq__(self, other: object) -> bool:
-        if not isinstance(other, SafePath):
-            return NotImplemented
-        return (self.rel, self.root, self.abs) == (other.rel, other.root, other.abs)
-
-    def __hash__(self) -> int:
-        return hash((self.rel, self.root, self.abs))
-
-    def __repr__(self) -> str:
-        return f"SafePath(rel={self.rel!r}, root={self.root!r}, abs={self.abs!r})"
+        self._fill(rel, root, abs)
 
     def __reduce__(self) -> tuple[object, tuple[str, Path, Path]]:
         return _safe_path, (self.rel, self.root, self.abs)
@@ -73,16 +55,24 @@ def _safe_path(rel: str, root: Path, abs: Path) -> SafePath:
     return SafePath(rel=rel, root=root, abs=abs)
 
 
-class _Root(NamedTuple):
+class _Root(FrozenRecord):
+    __slots__ = ("real", "given")
     real: Path  # realpath at construction; what is opened
     given: Path  # absolute but unresolved, so absolute paths spelled that way match
 
+    def __init__(self, real: Path, given: Path) -> None:
+        self._fill(real, given)
 
-class _Parsed(NamedTuple):
+
+class _Parsed(FrozenRecord):
+    __slots__ = ("root", "parts", "dir_form", "display")
     root: _Root
     parts: tuple[str, ...]
     dir_form: bool  # the caller wrote a trailing '/' (or '/.')
     display: str  # the path as the caller gave it, for messages
+
+    def __init__(self, root: _Root, parts: tuple[str, ...], dir_form: bool, display: str) -> None:
+        self._fill(root, parts, dir_form, display)
 
     @property
     def safe(self) -> SafePath:

@@ -26,10 +26,10 @@ import json
 import os
 import time
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal, TypeAlias
 
+from .._record import FrozenRecord
 from ..hashing import content_hash, identity_hash, source_hash
 
 if TYPE_CHECKING:
@@ -129,8 +129,7 @@ def is_deleted(doc: Mapping[str, Any] | None) -> bool:
     return doc is not None and doc.get("content") is None and doc.get("source_hash") is None
 
 
-@dataclass(frozen=True)
-class Observation:
+class Observation(FrozenRecord):
     """What observing one file did.
 
     Attributes:
@@ -142,11 +141,22 @@ class Observation:
         source_hash: the hash of the bytes observed (None: the file is gone).
     """
 
+    __slots__ = ("object_id", "action", "tx_id", "doc", "source_hash")
     object_id: str
     action: Action
     tx_id: int | None
-    doc: dict[str, Any] | None = None
-    source_hash: str | None = None
+    doc: dict[str, Any] | None
+    source_hash: str | None
+
+    def __init__(
+        self,
+        object_id: str,
+        action: Action,
+        tx_id: int | None,
+        doc: dict[str, Any] | None = None,
+        source_hash: str | None = None,
+    ) -> None:
+        self._fill(object_id, action, tx_id, doc, source_hash)
 
     @property
     def version_id(self) -> str | None:
@@ -248,13 +258,16 @@ def observe_inline(
     return out, done.unfolded, done.uncompacted
 
 
-@dataclass(frozen=True)
-class IndexResult:
+class IndexResult(FrozenRecord):
     """What indexing one file did."""
 
+    __slots__ = ("object_id", "action", "tx_id")
     object_id: str
     action: Action
-    tx_id: int | None = None
+    tx_id: int | None
+
+    def __init__(self, object_id: str, action: Action, tx_id: int | None = None) -> None:
+        self._fill(object_id, action, tx_id)
 
 
 def index_file(

@@ -60,7 +60,7 @@ from __future__ import annotations
 import os
 import re
 import unicodedata
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
 from typing import NoReturn
 
@@ -208,20 +208,30 @@ def _deny(display: str, rule: str, why: str, **details: str) -> NoReturn:
     )
 
 
-def _build_spec(patterns: Sequence[str], what: str) -> tuple[GlobList, list[str]]:
+def _glob_lines(patterns: Sequence[str], what: str) -> list[str]:
+    """The globs of a list setting, refused unless it is a list of strings."""
     if isinstance(patterns, str):
         raise ConfigError(f"{what} must be a list of glob strings, not the string {patterns!r}")
     bad = [p for p in patterns if not isinstance(p, str)]
     if bad:
         raise ConfigError(f"Bad {what} glob {bad[0]!r}: each glob must be a string")
-    lines = [p for p in patterns if p.strip() and not p.lstrip().startswith("#")]
+    return [p for p in patterns if p.strip() and not p.lstrip().startswith("#")]
+
+
+def _build_spec(
+    patterns: Sequence[str], what: str, *, what_of: Callable[[str], str] | None = None
+) -> tuple[GlobList, list[str]]:
+    """The globs compiled, refused if one can never match (``what_of`` names the list a
+    line came from, when one spec holds several lists)."""
+    lines = _glob_lines(patterns, what)
     globs = GlobList(lines)
     never = globs.malformed()
     if never:
         # git would silently match nothing; a deny or allow list must not fail that way.
         raise ConfigError(
-            f"Bad {what} glob {never[0]!r}: it can never match anything (a trailing "
-            "backslash, an unclosed '[' or a lone '!'); fix or remove it"
+            f"Bad {what_of(never[0]) if what_of else what} glob {never[0]!r}: it can never "
+            "match anything (a trailing backslash, an unclosed '[' or a lone '!'); fix or "
+            "remove it"
         )
     return globs, lines
 
@@ -309,16 +319,20 @@ class PathRules:
             raise ConfigError(f"max_path_bytes must be positive, got {max_path_bytes}")
         self.max_path_bytes = max_path_bytes
         deny_list = DEFAULT_DENY if deny is None else deny
-        _, self._deny_lines = _build_spec(deny_list, "deny")
-        _, self._protect_lines = _build_spec(protect, "protect")
+        self._deny_lines = _glob_lines(deny_list, "deny")
+        self._protect_lines = _glob_lines(protect, "protect")
         # One spec for both lists; the last matching glob answers (gitignore rules), so
-        # the protected globs come last and name their own rule.
+        # the protected globs come last and name their own rule. Built (and checked)
+        # once: the hook process builds these rules on every call.
         guard = [*self._deny_lines, *self._protect_lines]
         self._guard_rules = [
             *(f"deny:{g}" for g in self._deny_lines),
             *(f"governance:{g}" for g in self._protect_lines),
         ]
-        self._deny_spec, _ = _build_spec(guard, "deny")
+        denied = set(self._deny_lines)
+        self._deny_spec, _ = _build_spec(
+            guard, "deny", what_of=lambda line: "deny" if line in denied else "protect"
+        )
         # Denial is case-insensitive: a second spec of lower-cased patterns is matched
         # against lower-cased paths (case-insensitive filesystems would open .GIT as .git).
         self._deny_spec_lower, _ = _build_spec([p.lower() for p in guard], "deny")

@@ -31,8 +31,9 @@ from __future__ import annotations
 import hashlib
 import json
 import os
-from dataclasses import dataclass, field
 from pathlib import Path
+
+from .._record import Record
 
 __all__ = ["ChainReport", "line_hash", "verify_ledger"]
 
@@ -118,8 +119,7 @@ def _diagnose(lines: list[bytes], n: int, got: str) -> tuple[int, str]:
     )
 
 
-@dataclass
-class ChainReport:
+class ChainReport(Record):
     """What :func:`verify_ledger` found.
 
     Attributes:
@@ -131,12 +131,26 @@ class ChainReport:
         unchained: leading records written before ctxnb kept the chain.
     """
 
+    __slots__ = ("ok", "lines", "first_bad_line", "message", "unreadable", "unchained")
     ok: bool
     lines: int
-    first_bad_line: int | None = None
-    message: str = ""
-    unreadable: list[int] = field(default_factory=list)
-    unchained: int = 0
+    first_bad_line: int | None
+    message: str
+    unreadable: list[int]
+    unchained: int
+
+    def __init__(
+        self,
+        ok: bool,
+        lines: int,
+        first_bad_line: int | None = None,
+        message: str = "",
+        unreadable: list[int] | None = None,
+        unchained: int = 0,
+    ) -> None:
+        self._fill(
+            ok, lines, first_bad_line, message, [] if unreadable is None else unreadable, unchained
+        )
 
 
 def verify_ledger(path: str | os.PathLike[str]) -> ChainReport:

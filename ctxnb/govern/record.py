@@ -35,9 +35,9 @@ Example:
 
 from __future__ import annotations
 
+import _thread  # threading's lock, without importing threading (hook start-up)
 import contextlib
 import os
-import threading
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from datetime import datetime
 from pathlib import Path
@@ -291,7 +291,7 @@ class IntentMap:
     def __init__(self, path: Path, lock_path: Path | None = None) -> None:
         self.path = path
         self.lock_path = lock_path
-        self._lock = threading.Lock()
+        self._lock = _thread.allocate_lock()
         self._cache: tuple[int | None, dict[str, dict[str, Any]]] | None = None
 
     def add(self, intent_id: str, intent_name: str, files: Sequence[tuple[str, list[str]]]) -> None:
@@ -355,7 +355,7 @@ class IntentMap:
                 lines.append(f"- `{f}`" + (f": {syms}" if syms else ""))
             lines.append("")
         # Readers see the old map or the new one, never half of one.
-        tmp = self.path.with_name(f".{self.path.name}.{os.getpid()}.{threading.get_ident()}.tmp")
+        tmp = self.path.with_name(f".{self.path.name}.{os.getpid()}.{_thread.get_ident()}.tmp")
         tmp.write_text("\n".join(lines), encoding="utf-8")
         os.replace(tmp, self.path)
 

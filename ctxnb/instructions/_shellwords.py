@@ -9,6 +9,11 @@ from __future__ import annotations
 
 import posixpath
 import re
+from collections.abc import Callable, Sequence
+from pathlib import Path
+
+from ..command_risk import classify_command
+from ..errors import CtxnbError
 
 # --------------------------------------------------------------------------- shell words
 
@@ -105,3 +110,93 @@ def _patch_paths(text: str) -> list[str]:
         if p and p != "/dev/null":
             out.append(p.strip())
     return out
+
+
+# ------------------------------------------------------------------- paths of a command
+
+
+class _CommandPaths:
+    """:class:`~ctxnb.instructions.RulesIndex`'s reading of the paths a command names,
+    kept with the words it reads (the index derives from it)."""
+
+    root: Path
+    _root_prefix: str
+    _resolve: Callable[[str], str] | None
+    _by_dir: dict[str, tuple[str, ...]]
+
+    def relative(self, path: str, cwd: str = "") -> str | None:
+        """A path as the index keys it: workspace-relative, posix, normalised.
+
+        Relative paths are taken from ``cwd`` (itself workspace-relative); absolute
+        agent paths go through the workspace's mounts. Returns None for a path outside
+        the workspace.
+        """
+        if path.startswith("/"):
+            if not path.startswith(self._root_prefix) and self._resolve is not None:
+                try:
+                    path = self._resolve(path)
+                except CtxnbError:
+                    return None
+            if not path.startswith(self._root_prefix):
+                return "" if path.rstrip("/") == str(self.root) else None
+            path = path[len(self._root_prefix) :]
+        elif cwd:
+            path = f"{cwd}/{path}"
+        rel = posixpath.normpath(path)
+        if rel == ".":
+            return ""
+        if rel == ".." or rel.startswith("../"):
+            return None
+        return rel
+
+    def paths_in_command(self, cmd: str | Sequence[str], *, cwd: str = "") -> list[str]:
+        """The workspace files a shell command names, as workspace-relative paths.
+
+        Reads arguments that look like paths (a ``/`` or a file extension, or a
+        directory that has rules), redirection targets, files written by ``tee``,
+        ``cp``, ``sed -i`` and here-documents, and follows ``cd``. Patterns and
+        scripts given to ``sed``, ``grep``, ``awk`` and ``python -c`` are not paths.
+        It is a reader of common commands, not a shell: paths computed at run time
+        (``$VAR/x``, ``$(…)``) are not followed, and paths outside the workspace are
+        left out.
+
+        Example:
+            >>> from ctxnb.instructions import RulesIndex
+            >>> RulesIndex(".").paths_in_command("grep -n 'a/b' src/x.py | head -3")
+            ['src/x.py']
+        """
+        writes: list[str] = []
+
+        def collect(target: str) -> bool:
+            writes.append(target)
+            return True
+
+        try:
+            words = cmd if isinstance(cmd, str) else list(cmd)
+            found = classify_command(words, scope_check=collect, unknown_default="SAFE")
+        except (ValueError, TypeError):  # pragma: no cover - the classifier never raises
+            return []
+        out: dict[str, None] = {}
+        here = cwd
+        for argv in found.commands:
+            if len(argv) == 2 and argv[0] in ("cd", "pushd"):
+                moved = self.relative(argv[1], here) if _pathish_word(argv[1]) else None
+                here = moved if moved is not None else here
+                continue
+            for word in _path_words(argv):
+                self._keep(word, here, out)
+        for word in writes:
+            self._keep(word, here, out)
+        if isinstance(cmd, str):
+            for m in _REDIRECT.finditer(cmd):
+                self._keep(m.group(1), here, out)
+        return list(out)
+
+    def _keep(self, word: str, cwd: str, out: dict[str, None]) -> None:
+        if not _pathish_word(word):
+            return
+        rel = self.relative(word, cwd)
+        if rel is None or not rel:
+            return
+        if "/" in word or _EXTENSION.search(word) or rel in self._by_dir:
+            out.setdefault(rel, None)

@@ -25,15 +25,14 @@ from typing import TYPE_CHECKING, Any
 from ..access.door import own_roots
 from ..access.fdio import PathPolicy
 from ..access.pathrules import DEFAULT_DENY
-from ..command_risk import classify_command
 from ..embedding import DEFAULT, HybridIndex
-from ..errors import CtxnbError, NotFoundError, PolicyError
+from ..errors import NotFoundError, PolicyError
 from ..ignore import TreeIgnores
 from ..markdown_links import MarkdownLink, extract_markdown_links
 from ..skills import SKILL_DIRS, Skill, SkillSet, discover_skills
 from ..textsearch import reciprocal_rank_fusion
 from ._records import LinkHit, RuleLink, RulesFile, SkillHit
-from ._shellwords import _EXTENSION, _REDIRECT, _path_words, _pathish_word
+from ._shellwords import _CommandPaths
 
 if TYPE_CHECKING:
     from ..access.door import Access
@@ -65,7 +64,7 @@ _SKILL_ID = "\x00skill:"  # a prefix no link id (a path) can start with
 _MARKDOWN_EXTS = (".md", ".markdown", ".mdx")
 
 
-class RulesIndex:
+class RulesIndex(_CommandPaths):
     """Every rules file of a workspace, their links, and the workspace's skills.
 
     Build it with :meth:`discover`. Lookups are in-memory: :meth:`for_path` walks a
@@ -519,83 +518,6 @@ class RulesIndex:
             shared = query_terms & set(self._bm25.tokenizer(text))
             hits.append(SkillHit(skill, score, strength, tuple(sorted(shared)), sim))
         return hits
-
-    # -- paths ------------------------------------------------------------------------
-    def relative(self, path: str, cwd: str = "") -> str | None:
-        """A path as the index keys it: workspace-relative, posix, normalised.
-
-        Relative paths are taken from ``cwd`` (itself workspace-relative); absolute
-        agent paths go through the workspace's mounts. Returns None for a path outside
-        the workspace.
-        """
-        if path.startswith("/"):
-            if not path.startswith(self._root_prefix) and self._resolve is not None:
-                try:
-                    path = self._resolve(path)
-                except CtxnbError:
-                    return None
-            if not path.startswith(self._root_prefix):
-                return "" if path.rstrip("/") == str(self.root) else None
-            path = path[len(self._root_prefix) :]
-        elif cwd:
-            path = f"{cwd}/{path}"
-        rel = posixpath.normpath(path)
-        if rel == ".":
-            return ""
-        if rel == ".." or rel.startswith("../"):
-            return None
-        return rel
-
-    def paths_in_command(self, cmd: str | Sequence[str], *, cwd: str = "") -> list[str]:
-        """The workspace files a shell command names, as workspace-relative paths.
-
-        Reads arguments that look like paths (a ``/`` or a file extension, or a
-        directory that has rules), redirection targets, files written by ``tee``,
-        ``cp``, ``sed -i`` and here-documents, and follows ``cd``. Patterns and
-        scripts given to ``sed``, ``grep``, ``awk`` and ``python -c`` are not paths.
-        It is a reader of common commands, not a shell: paths computed at run time
-        (``$VAR/x``, ``$(…)``) are not followed, and paths outside the workspace are
-        left out.
-
-        Example:
-            >>> RulesIndex(".").paths_in_command("grep -n 'a/b' src/x.py | head -3")
-            ['src/x.py']
-        """
-        writes: list[str] = []
-
-        def collect(target: str) -> bool:
-            writes.append(target)
-            return True
-
-        try:
-            words = cmd if isinstance(cmd, str) else list(cmd)
-            found = classify_command(words, scope_check=collect, unknown_default="SAFE")
-        except (ValueError, TypeError):  # pragma: no cover - the classifier never raises
-            return []
-        out: dict[str, None] = {}
-        here = cwd
-        for argv in found.commands:
-            if len(argv) == 2 and argv[0] in ("cd", "pushd"):
-                moved = self.relative(argv[1], here) if _pathish_word(argv[1]) else None
-                here = moved if moved is not None else here
-                continue
-            for word in _path_words(argv):
-                self._keep(word, here, out)
-        for word in writes:
-            self._keep(word, here, out)
-        if isinstance(cmd, str):
-            for m in _REDIRECT.finditer(cmd):
-                self._keep(m.group(1), here, out)
-        return list(out)
-
-    def _keep(self, word: str, cwd: str, out: dict[str, None]) -> None:
-        if not _pathish_word(word):
-            return
-        rel = self.relative(word, cwd)
-        if rel is None or not rel:
-            return
-        if "/" in word or _EXTENSION.search(word) or rel in self._by_dir:
-            out.setdefault(rel, None)
 
     def __repr__(self) -> str:
         return (

@@ -22,42 +22,38 @@ from __future__ import annotations
 
 import json
 import math
-import os
 import shutil
-from collections.abc import Callable
 from dataclasses import dataclass, field
 from importlib.resources import as_file, files
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import TYPE_CHECKING, Any
 
-from ..errors import ConfigError, MissingDependencyError
-from ..llm import CallUsage, call_usage, litellm_module, offline_environment
+from ..errors import ConfigError
+from ..llm import CallUsage
 from ..prices import resolve_prices
 from ..replay._shell import FileMemory, parse_command
 from ..replay.model import Action, Step, Trajectory, Usage
 from ..strategies import ContextStrategy, KeepAll
-from ..tools.call import command_text
+
+# The agent itself is in ._agent; its names are still importable from here.
+from ._agent import (
+    SUBMIT,
+    SYSTEM_PROMPT,
+    RunEvents,
+    _minisweagent,
+    as_bash_history,  # noqa: F401  (importable from here, as before the split)
+    build_agent,
+    run_agent,
+)
 from .verdict import judge, pristine_files, refused_tests, touched_tests
 
 if TYPE_CHECKING:
     import pandas as pd
 
     from ..govern.approval import Approver
-    from ..session import Session
-    from ..tools.filetools import FileTools
     from ..workspace import Workspace
 
 __all__ = ["LiveResult", "RunEvents", "Task", "build_agent", "run_agent", "run_task", "sample_task"]
-
-SUBMIT = "COMPLETE_TASK_AND_SUBMIT_FINAL_OUTPUT"
-# mini-swe-agent reads its retry count from the environment at every model call.
-_RETRIES = "MSWEA_MODEL_RETRY_STOP_AFTER_ATTEMPT"
-SYSTEM_PROMPT = (
-    "You are a software engineer working in a repository. Act with the bash tool, one "
-    "command per call; commands run in the repository's root and are governed (some need "
-    "a human's approval). Read before you edit. When the task is done, run `echo "
-    f"{SUBMIT}` on its own."
-)
 
 
 @dataclass(frozen=True)
@@ -184,24 +180,6 @@ def sample_script() -> list[dict[str, Any]]:
     """The recorded responses that solve the sample task (for ScriptedModelServer)."""
     text = files("ctxnb").joinpath("data/live/sample_task_script.json").read_text("utf-8")
     return list(json.loads(text))
-
-
-def _minisweagent() -> Any:
-    offline_environment()
-    # litellm prints a provider-list banner when it cannot place a model (cost lookups
-    # do this for every custom name); set its switch before mini-swe-agent uses it, so
-    # no live-run path depends on what a litellm release prints.
-    litellm_module()
-    try:
-        import minisweagent.agents.default as agents
-        import minisweagent.environments.local as local
-        import minisweagent.models.litellm_model as models
-    except ImportError:
-        raise MissingDependencyError(
-            "live runs need mini-swe-agent and litellm; install them with: "
-            "pip install 'ctxnb[live]'"
-        ) from None
-    return agents, local, models
 
 
 def _intent_file(root: Path, task: Task) -> str:
@@ -356,213 +334,6 @@ def run_task(
         tests_tampered=verdict.tests_tampered,
         tampered=verdict.tampered,
     )
-
-
-def run_agent(agent: Any, prompt: str, *, retries: int = 10) -> dict[str, Any]:
-    """Run an agent from :func:`build_agent` on ``prompt``; returns mini-swe-agent's exit
-    info (``exit_status``, ``submission``).
-
-    ``retries``: attempts per model call before the run stops with the error.
-    """
-    previous = os.environ.get(_RETRIES)
-    os.environ[_RETRIES] = str(max(1, retries))
-    try:
-        info: dict[str, Any] = agent.run(prompt)
-    finally:
-        if previous is None:
-            os.environ.pop(_RETRIES, None)
-        else:
-            os.environ[_RETRIES] = previous
-    return info
-
-
-class RunEvents(Protocol):
-    """What a front end (the ACP agent) hears of a run while it goes on.
-
-    Every method is called from the thread that runs the agent.
-    """
-
-    def cancelled(self) -> bool:
-        """True when the run should stop before its next model call or command."""
-        ...
-
-    def message(self, text: str) -> None:
-        """The model said something (the text of one model call)."""
-        ...
-
-    def command_started(self, command: str) -> Any:
-        """A command is about to run; the value returned comes back to command_finished."""
-        ...
-
-    def command_finished(self, handle: Any, command: str, answer: dict[str, Any]) -> None:
-        """The command's answer from the governed ``run_command`` tool."""
-        ...
-
-
-def _stop_if_cancelled(events: RunEvents | None) -> None:
-    if events is not None and events.cancelled():
-        from minisweagent.exceptions import UserInterruption
-
-        raise UserInterruption(
-            {
-                "role": "exit",
-                "content": "Cancelled",
-                "extra": {"exit_status": "Cancelled", "submission": ""},
-            }
-        )
-
-
-def build_agent(
-    session: Session,
-    tools: FileTools,
-    *,
-    model: str,
-    strategy: ContextStrategy,
-    budget: int | None = None,
-    api_base: str | None = None,
-    api_key: str | None = None,
-    step_limit: int = 30,
-    command_timeout: float = 60,
-    prices: Any = None,
-    model_kwargs: dict[str, Any] | None = None,
-    events: RunEvents | None = None,
-    on_answer: Callable[[str, dict[str, Any]], None] | None = None,
-) -> tuple[Any, list[dict[str, Any]], list[CallUsage]]:
-    """mini-swe-agent's ``DefaultAgent`` with ctxnb's messages and governed commands.
-
-    The session must already hold the user's turn; ``agent.run(prompt)`` then works on
-    it. Returns the agent, the per-call turns (text and commands) and the usage list,
-    both filled while it runs. ``events`` hears of messages and commands as they happen
-    and can stop the run (exit status ``Cancelled``); ``on_answer`` gets each command
-    and the governed tool's answer (the verdict watches the task's tests with it).
-    """
-    agents, local, models = _minisweagent()
-    table = resolve_prices(prices)
-    calls: list[CallUsage] = []
-    turns: list[dict[str, Any]] = []  # per model call: its text and the commands it ran
-
-    class ContextModel(models.LitellmModel):  # type: ignore[misc, name-defined]
-        def _prepare_messages_for_api(self, messages: list[dict[str, Any]]) -> Any:
-            # The agent's own history is ignored: the model sees the assembled context.
-            ctx = session.assemble(strategy, budget)
-            return as_bash_history(ctx.to_messages("openai"))
-
-        def query(self, messages: list[dict[str, Any]], **kwargs: Any) -> dict[str, Any]:
-            _stop_if_cancelled(events)
-            try:
-                message: dict[str, Any] = super().query(messages, **kwargs)
-            except Exception as exc:  # a format error was billed too
-                extra = (getattr(exc, "messages", None) or [{}])[0].get("extra", {})
-                self._count(extra.get("response"), None)
-                raise
-            self._count(message.get("extra", {}).get("response"), message.get("content"))
-            if events is not None and message.get("content"):
-                events.message(str(message["content"]))
-            return message
-
-        def _count(self, response: Any, text: str | None) -> None:
-            usage = response.get("usage") if isinstance(response, dict) else None
-            calls.append(call_usage(usage or {}, self.config.model_name, table))
-            turns.append({"thought": text or None, "commands": []})
-
-    class GovernedEnvironment(local.LocalEnvironment):  # type: ignore[misc, name-defined]
-        def execute(
-            self, action: dict[str, Any], cwd: str = "", *, timeout: int | None = None
-        ) -> dict[str, Any]:
-            command = str(action.get("command", ""))
-            _stop_if_cancelled(events)
-            handle = events.command_started(command) if events is not None else None
-            answer = tools.dispatch(
-                "run_command",
-                {"cmd": command, "shell": True, "timeout": timeout or command_timeout},
-            )
-            if on_answer is not None:
-                on_answer(command, answer)
-            if answer.get("ok"):
-                res = answer["result"]
-                output = {
-                    # What the model reads of it in the context: output, then exit
-                    # status and what was committed or dropped.
-                    "output": command_text(res),
-                    "returncode": res.get("returncode"),
-                    "exception_info": "",
-                }
-            else:
-                output = {
-                    "output": "",
-                    "returncode": -1,
-                    "exception_info": f"{answer.get('error_code')}: {answer.get('message')} "
-                    f"{answer.get('required_action') or ''}".strip(),
-                }
-            if turns:
-                turns[-1]["commands"].append((command, output))
-            if events is not None:
-                events.command_finished(handle, command, answer)
-            self._check_finished(output)
-            return output
-
-    class RecordingAgent(agents.DefaultAgent):  # type: ignore[misc, name-defined]
-        def add_messages(self, *messages: dict[str, Any]) -> list[dict[str, Any]]:
-            for m in messages:
-                # The first two messages are the agent's own prompt; ctxnb has its own.
-                if len(self.messages) < 2 and m.get("role") in ("system", "user"):
-                    continue
-                if m.get("role") == "assistant" and m.get("content"):
-                    session.add_turn("assistant", str(m["content"]))
-                elif m.get("role") == "user" and m.get("content"):
-                    session.add_turn("user", str(m["content"]))  # a format error, say
-            return list(super().add_messages(*messages))
-
-    agent = RecordingAgent(
-        ContextModel(
-            model_name=model,
-            model_kwargs={
-                **({"api_base": api_base} if api_base else {}),
-                **({"api_key": api_key} if api_key else {}),
-                **(model_kwargs or {}),
-            },
-            cost_tracking="ignore_errors",  # ctxnb prices the calls itself
-        ),
-        GovernedEnvironment(cwd=str(session.workspace.root), timeout=int(command_timeout)),
-        system_template=SYSTEM_PROMPT,
-        instance_template="{{task}}",
-        step_limit=step_limit,
-        cost_limit=0,
-    )
-    return agent, turns, calls
-
-
-def as_bash_history(messages: Any) -> list[dict[str, Any]]:
-    """The context's messages in the terms of the tool the model was offered: each
-    governed ``run_command`` call becomes the ``bash`` call the model made
-    (``{"command": ...}``); the harness's own calls (selecting the intent), which the
-    model never made, are left out with their results."""
-    out: list[dict[str, Any]] = []
-    hidden: set[str] = set()
-    for m in messages:
-        if m.get("role") == "tool" and m.get("tool_call_id") in hidden:
-            continue
-        calls = m.get("tool_calls")
-        if m.get("role") == "assistant" and calls:
-            kept = []
-            for c in calls:
-                fn = c.get("function", {})
-                if fn.get("name") != "run_command":
-                    hidden.add(c.get("id"))
-                    continue
-                try:
-                    cmd = json.loads(fn.get("arguments") or "{}").get("cmd", "")
-                except (json.JSONDecodeError, AttributeError):
-                    cmd = ""
-                args = json.dumps({"command": cmd})
-                kept.append({**c, "function": {"name": "bash", "arguments": args}})
-            m = {k: v for k, v in m.items() if k != "tool_calls"}
-            if kept:
-                m["tool_calls"] = kept
-            elif not m.get("content"):
-                continue  # nothing left of it
-        out.append(m)
-    return out
 
 
 def _steps(turns: list[dict[str, Any]], calls: list[CallUsage]) -> list[Step]:

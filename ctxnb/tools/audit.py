@@ -16,9 +16,9 @@ Example:
 
 from __future__ import annotations
 
+import _thread  # threading's lock, without importing threading (hook start-up)
 import json
 import os
-import threading
 from collections.abc import Iterator
 from datetime import UTC, datetime
 from pathlib import Path
@@ -44,7 +44,7 @@ class AuditLog:
         self.fsync = fsync
         self.skipped_lines = 0
         self._fd: int | None = None
-        self._lock = threading.Lock()
+        self._lock = _thread.allocate_lock()
 
     def _open(self) -> int:
         if self._fd is None:
