@@ -15,10 +15,10 @@ import json
 import os
 import re
 import zlib
-from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
+from ._record import FrozenRecord
 from .errors import CorruptStoreError
 
 MARKER = "ctxnb-store.json"
@@ -67,9 +67,10 @@ def from_us(us: int) -> datetime:
     return EPOCH + timedelta(microseconds=us)
 
 
-@dataclass(frozen=True)
-class TxEntry:
+class TxEntry(FrozenRecord):
     """A committed transaction as the log records it."""
+
+    __slots__ = ("tx", "time_us", "count", "file", "size", "docs")
 
     tx: int
     time_us: int
@@ -78,12 +79,24 @@ class TxEntry:
     size: int
     # The documents of an inline (``txdocs``) transaction; None for the others, and for
     # an inline one that a later compaction in the same read already covers.
-    docs: list[dict[str, Any]] | None = None
+    docs: list[dict[str, Any]] | None
+
+    def __init__(
+        self,
+        tx: int,
+        time_us: int,
+        count: int,
+        file: str | None,
+        size: int,
+        docs: list[dict[str, Any]] | None = None,
+    ) -> None:
+        self._fill(tx, time_us, count, file, size, docs)
 
 
-@dataclass(frozen=True)
-class CompactEntry:
+class CompactEntry(FrozenRecord):
     """A committed compaction: ``file`` and ``docs`` replace everything up to ``upto``."""
+
+    __slots__ = ("upto", "file", "size", "docs", "docs_size", "rows", "replaces")
 
     upto: int
     file: str
@@ -93,14 +106,27 @@ class CompactEntry:
     rows: int
     replaces: tuple[str, ...]
 
+    def __init__(
+        self,
+        upto: int,
+        file: str,
+        size: int,
+        docs: str,
+        docs_size: int,
+        rows: int,
+        replaces: tuple[str, ...],
+    ) -> None:
+        self._fill(upto, file, size, docs, docs_size, rows, replaces)
 
-@dataclass(frozen=True)
-class FoldEntry:
+
+class FoldEntry(FrozenRecord):
     """A committed fold: ``file`` holds the inline transactions ``first..upto``.
 
     Nothing is replaced: the documents stay in their ``txdocs`` lines too, so a fold
     changes no reader's answer; it puts those versions in Parquet for outside readers.
     """
+
+    __slots__ = ("first", "upto", "file", "size", "rows")
 
     first: int
     upto: int
@@ -108,15 +134,19 @@ class FoldEntry:
     size: int
     rows: int
 
+    def __init__(self, first: int, upto: int, file: str, size: int, rows: int) -> None:
+        self._fill(first, upto, file, size, rows)
 
-@dataclass(frozen=True)
-class BaseEntry:
+
+class BaseEntry(FrozenRecord):
     """The first line of a rotated log: what the log's earlier generations committed.
 
     ``gen`` counts rotations. Transactions ``1..upto`` are in the archive ``txs`` (the
     last committed at ``last_us``, with ``last_count`` documents); ``compact`` is the
     compaction that covers them all.
     """
+
+    __slots__ = ("gen", "upto", "last_us", "last_count", "txs", "txs_size", "txs_crc", "compact")
 
     gen: int
     upto: int
@@ -126,6 +156,19 @@ class BaseEntry:
     txs_size: int
     txs_crc: int  # CRC-32 of the archive's bytes: it is checked when it is read
     compact: CompactEntry
+
+    def __init__(
+        self,
+        gen: int,
+        upto: int,
+        last_us: int,
+        last_count: int,
+        txs: str,
+        txs_size: int,
+        txs_crc: int,
+        compact: CompactEntry,
+    ) -> None:
+        self._fill(gen, upto, last_us, last_count, txs, txs_size, txs_crc, compact)
 
 
 Entry = TxEntry | CompactEntry | FoldEntry | BaseEntry
