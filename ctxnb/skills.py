@@ -259,7 +259,7 @@ def discover_skills(
             )
         elif parts not in wanted:
             wanted.append(parts)
-    if not wanted or not base.is_dir():
+    if not wanted or not base.is_dir() or not _any_there(base, wanted, deny):
         return result
     walk = _Walk(base, wanted, deny)
     result.errors.extend(walk.errors)
@@ -278,6 +278,22 @@ def discover_skills(
             result.skills.append(skill)
     result.skills.sort(key=lambda s: s.name)
     return result
+
+
+def _any_there(base: Path, wanted: list[tuple[str, ...]], deny: Sequence[str]) -> bool:
+    """Whether a skills folder may be there: if none is (nothing at any of those
+    paths), the walk that would look for them finds nothing and reports nothing; a
+    refused one (a link, a denied name) is walked to, to be reported."""
+    policy = PathPolicy([base], deny=skills_readable(deny))
+    for parts in wanted:
+        try:
+            policy.stat("/".join(parts))
+        except NotFoundError:
+            continue
+        except PolicyError:
+            return True
+        return True
+    return False
 
 
 def load_skill(path: str | os.PathLike[str], *, deny: Sequence[str] = DEFAULT_DENY) -> Skill:

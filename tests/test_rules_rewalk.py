@@ -1,0 +1,114 @@
+"""Rules discovery without a second walk: every change a walk would see is still seen.
+
+After one walk, a discovery stats the directories it entered instead of walking again.
+Each stage below waits out the racy window (a real tree is older than two seconds),
+lets a discovery remember the tree, changes it the way an editor or an agent would,
+and checks the next discovery against a fresh walk (an index with no memory).
+"""
+
+import os
+import time
+
+import pytest
+
+from ctxnb import Workspace
+from ctxnb.instructions import RulesIndex
+
+pytestmark = pytest.mark.slow  # each stage waits out the two-second racy window
+
+
+def _settle() -> None:
+    time.sleep(2.1)
+
+
+def _write_keeping_stat(path, old: str, new: str) -> None:
+    """Same size, same mtime (and the directory's mtime put back too)."""
+    assert len(old) == len(new)
+    st, dst = path.stat(), path.parent.stat()
+    path.write_text(path.read_text().replace(old, new))
+    os.utime(path, ns=(st.st_atime_ns, st.st_mtime_ns))
+    os.utime(path.parent, ns=(dst.st_atime_ns, dst.st_mtime_ns))
+
+
+@pytest.fixture
+def tree(tmp_path):
+    root = tmp_path / "ws"
+    for rel, text in {
+        "AGENTS.md": "See [style](docs/style.md).\n",
+        "docs/style.md": "# Style\n",
+        "docs/types.md": "# Types\n",
+        "a/AGENTS.md": "rules of a\n",
+        "a/b/x.py": "x = 1\n",
+        "ignored/AGENTS.md": "hidden rules\n",
+        ".gitignore": "ignored/\n",
+    }.items():
+        (root / rel).parent.mkdir(parents=True, exist_ok=True)
+        (root / rel).write_text(text)
+    return root
+
+
+def test_each_change_is_seen_without_walking_when_nothing_changed(tree, monkeypatch):
+    ws = Workspace.open(tree)
+    walks = []
+    real_walk = ws.policy.walk
+
+    def counted(*args, **kwargs):
+        walks.append(1)
+        return real_walk(*args, **kwargs)
+
+    monkeypatch.setattr(ws.policy, "walk", counted)
+
+    def check() -> RulesIndex:
+        index = RulesIndex.discover(ws)
+        fresh = RulesIndex.discover(str(tree))  # its own policy: a full walk
+        assert list(index.files) == list(fresh.files)
+        assert [lk.target for lk in index.links()] == [lk.target for lk in fresh.links()]
+        return index
+
+    def remembered() -> None:
+        _settle()
+        check()  # walks (the last change is recent) and remembers a settled tree
+        before = len(walks)
+        check()
+        assert len(walks) == before  # nothing changed: no walk
+
+    remembered()
+    assert list(check().files) == ["AGENTS.md", "a/AGENTS.md"]
+
+    # A rules file in a new directory, however deep.
+    (tree / "n1" / "n2" / "n3").mkdir(parents=True)
+    (tree / "n1" / "n2" / "n3" / "AGENTS.md").write_text("deep rules\n")
+    assert "n1/n2/n3/AGENTS.md" in check().files
+
+    # A rules file removed.
+    remembered()
+    (tree / "a" / "AGENTS.md").unlink()
+    assert "a/AGENTS.md" not in check().files
+
+    # A rules file added to a directory whose mtime is then put back (its ctime moves).
+    remembered()
+    d = tree / "a" / "b"
+    st = d.stat()
+    (d / "AGENTS.md").write_text("rules of b\n")
+    os.utime(d, ns=(st.st_atime_ns, st.st_mtime_ns))
+    assert "a/b/AGENTS.md" in check().files
+
+    # A rules file edited with the same size and mtime: its link now goes elsewhere.
+    remembered()
+    _write_keeping_stat(tree / "AGENTS.md", "docs/style.md", "docs/types.md")
+    assert [lk.target for lk in check().links()] == ["docs/types.md"]
+
+    # A .gitignore edited with the same size and mtime: an ignored directory's rules
+    # come into view.
+    remembered()
+    _write_keeping_stat(tree / ".gitignore", "ignored/", "ignorex/")
+    assert "ignored/AGENTS.md" in check().files
+
+
+def test_a_new_workspace_object_walks_its_own_tree(tree):
+    # What one workspace remembers is its own: another policy (another config) walks.
+    first = Workspace.open(tree)
+    RulesIndex.discover(first)
+    (tree / "c").mkdir()
+    (tree / "c" / "AGENTS.md").write_text("rules of c\n")
+    assert "c/AGENTS.md" in RulesIndex.discover(Workspace.open(tree)).files
