@@ -41,6 +41,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from ._gitsources import _read_host
 from .access.observe import RACY_NS
 from .errors import NotFoundError
 
@@ -232,20 +233,10 @@ class ResumeBlock:
     def load(cls, path: Path, ids: pa.Array, fs_id: str, latest_tx: int) -> ResumeBlock | None:
         """The block at ``path`` if it is whole and belongs to this session, else None."""
         n = len(ids)
-        limit = 4096 + _ROW_BYTES_MAX * max(n, 1)
-        try:
-            fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
-        except OSError:
+        # O_NOFOLLOW, O_NONBLOCK, a regular file no longer than a block of n rows can be.
+        data = _read_host(str(path), follow=False, limit=4096 + _ROW_BYTES_MAX * max(n, 1))
+        if data is None:
             return None
-        try:
-            st = os.fstat(fd)
-            if not stat_mod.S_ISREG(st.st_mode) or st.st_size > limit:
-                return None
-            data = os.read(fd, st.st_size + 1)
-        except OSError:
-            return None
-        finally:
-            os.close(fd)
         if len(data) < 12 or data[:8] != _MAGIC:
             return None
         body = memoryview(data)[12:]
