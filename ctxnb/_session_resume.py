@@ -12,13 +12,8 @@ import contextlib
 import os
 import stat as stat_mod
 from collections.abc import Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import numpy as np
-import pyarrow as pa
-import pyarrow.compute as pc
-
-from ._session_columns import LazyRows, ResumeBlock, StatRows, block_path, file_columns
 from ._session_state import _LIGHT, ResumeReport, _SessionState
 from .access.observe import StatCache, observe_bytes
 from .context import MetaEntry
@@ -26,12 +21,25 @@ from .errors import PolicyError
 from .hashing import source_hash
 from .resolver import _within
 
+if TYPE_CHECKING:
+    from ._session_columns import FileColumns
+
 
 class _SessionResume(_SessionState):
     """How a :class:`ctxnb.session.Session` resumes."""
 
     # -- resume ---------------------------------------------------------------------------------
+    _columns: FileColumns
+
     def _restore(self, sdoc: dict[str, Any]) -> None:
+        # Imported here: numpy and pyarrow's compute cost a process that only makes or
+        # uses a session (the CLI, a hook) ~0.1 s, and only a resume needs them.
+        import numpy as np
+        import pyarrow as pa
+        import pyarrow.compute as pc
+
+        from ._session_columns import LazyRows, file_columns
+
         self.session_index = list(sdoc.get("session_index") or [])
         self._index_set = set(self.session_index)
         self.metadata_pool = list(sdoc.get("metadata_pool") or [])
@@ -132,6 +140,11 @@ class _SessionResume(_SessionState):
         )
 
     def _reconcile(self) -> ResumeReport:
+        import numpy as np
+        import pyarrow.compute as pc
+
+        from ._session_columns import ResumeBlock, StatRows, block_path
+
         report = ResumeReport(objects=len(self.session_index))
         ws = self.workspace
         res = ws.resolver
