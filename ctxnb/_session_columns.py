@@ -94,24 +94,37 @@ class FileColumns:
 
     Attributes:
         ids: the session index as an Arrow array.
-        table: the aligned columns (:data:`LIGHT_COLUMNS`).
         found: a bool vector, true where the row is a stored file.
     """
 
-    def __init__(self, ids: pa.Array, table: pa.Table, found: np.ndarray) -> None:
+    def __init__(self, ids: pa.Array, table: pa.Table, pos: pa.Array | None) -> None:
         self.ids = ids
-        self.table = table
-        self.found = found
+        self._table = table  # the store's rows; ``pos``: each id's row there, or null
+        self._pos = pos
+        self.found = (
+            np.zeros(len(ids), dtype=bool)
+            if pos is None
+            else pc.is_valid(pos).to_numpy(zero_copy_only=False)
+        )
+        self._cols: dict[str, pa.Array] = {}
         self._lists: dict[str, list[Any]] | None = None
+
+    def column(self, name: str) -> pa.Array:
+        """One column, aligned with the session (taken when first asked for)."""
+        col = self._cols.get(name)
+        if col is None:
+            if self._pos is None:
+                col = pa.nulls(len(self.ids), _type_of(name))
+            else:
+                col = self._table.column(name).take(self._pos).combine_chunks()
+            self._cols[name] = col
+        return col
 
     def lists(self) -> dict[str, list[Any]]:
         """The columns as Python lists (made once, when a row is first built)."""
         if self._lists is None:
-            self._lists = self.table.to_pydict()
+            self._lists = {n: self.column(n).to_pylist() for n in LIGHT_COLUMNS}
         return self._lists
-
-    def column(self, name: str) -> pa.Array:
-        return self.table.column(name).combine_chunks()
 
 
 def file_columns(store: ObjectStore, session_index: Sequence[str]) -> FileColumns:
@@ -119,11 +132,15 @@ def file_columns(store: ObjectStore, session_index: Sequence[str]) -> FileColumn
     ids = pa.array(session_index, type=pa.string())
     table = _file_table(store)
     if table is None:
-        empty = pa.table({n: pa.nulls(len(ids), _type_of(n)) for n in LIGHT_COLUMNS})
-        return FileColumns(ids, empty, np.zeros(len(ids), dtype=bool))
-    pos = pc.index_in(ids, value_set=table.column("xt_id"))
-    found = pc.is_valid(pos).to_numpy(zero_copy_only=False)
-    return FileColumns(ids, table.take(pos), found)
+        return FileColumns(ids, pa.table({}), None)
+    return FileColumns(ids, table, pc.index_in(ids, value_set=table.column("xt_id")))
+
+
+def pick(values: Any, rows: np.ndarray) -> Any:
+    """``values`` at ``rows`` (sorted, distinct): the same vector when that is all of them."""
+    if len(rows) == len(values):
+        return values
+    return values.take(rows) if isinstance(values, pa.Array) else values[rows]
 
 
 def _type_of(name: str) -> pa.DataType:
@@ -175,7 +192,9 @@ class StatRows:
     def __init__(self, stats: Sequence[object]) -> None:
         sr, nf = os.stat_result, NotFoundError
         n = len(stats)
-        plain = [s if type(s) is sr else (_GONE if type(s) is nf else _REFUSED) for s in stats]
+        plain = stats
+        if set(map(type, stats)) - {sr}:  # a path with no stat: a stand-in for its row
+            plain = [s if type(s) is sr else (_GONE if type(s) is nf else _REFUSED) for s in stats]
         mode = np.fromiter(map(_MODE, plain), dtype=np.int64, count=n)
         self.keys = [
             np.fromiter(map(get, plain), dtype=t, count=n)
@@ -222,10 +241,10 @@ class ResumeBlock:
         """
         if not len(rows):
             return np.zeros(0, dtype=bool)
-        same = st.regular & self.clean[rows]
+        same = st.regular & pick(self.clean, rows)
         for now, was in zip(st.keys, self.keys, strict=True):
-            same &= now == was[rows]
-        hashes = pc.equal(self.hashes.take(rows), doc_hash.take(rows))
+            same &= now == pick(was, rows)
+        hashes = pc.equal(pick(self.hashes, rows), pick(doc_hash, rows))
         return same & pc.fill_null(hashes, False).to_numpy(zero_copy_only=False)
 
     # -- on disk ----------------------------------------------------------------------

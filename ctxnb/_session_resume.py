@@ -70,8 +70,10 @@ class _SessionResume(_SessionState):
             shown = pa.array(list(self._active), type=pa.string())
             light = light & ~pc.is_in(cols.ids, value_set=shown).to_numpy(zero_copy_only=False)
         light_rows = np.flatnonzero(light)
-        rows = dict(zip(cols.ids.take(light_rows).to_pylist(), light_rows.tolist(), strict=True))
-        full = cols.ids.filter(pa.array(~light)).to_pylist()
+        every = len(light_rows) == len(ids)
+        light_ids = ids if every else cols.ids.take(light_rows).to_pylist()
+        rows = dict(zip(light_ids, light_rows.tolist(), strict=True))
+        full = [] if every else cols.ids.filter(pa.array(~light)).to_pylist()
         docs = self.store.get_many([*full, *extra])
         chat = docs.get(self.chat_id) or {}
         self._turns = list(chat.get("turns") or [])
@@ -143,7 +145,7 @@ class _SessionResume(_SessionState):
         import numpy as np
         import pyarrow.compute as pc
 
-        from ._session_columns import ResumeBlock, StatRows, block_path
+        from ._session_columns import ResumeBlock, StatRows, block_path, pick
 
         report = ResumeReport(objects=len(self.session_index))
         ws = self.workspace
@@ -157,9 +159,9 @@ class _SessionResume(_SessionState):
         # reachable, as vectors when no mount is involved.
         rows = np.flatnonzero(cols.found & pc.is_valid(paths).to_numpy(zero_copy_only=False))
         if not mounts:
-            fs = cols.column("source_filesystem_id").take(rows)
+            fs = pick(cols.column("source_filesystem_id"), rows)
             here = pc.fill_null(pc.equal(fs, default_fs), False).to_numpy(zero_copy_only=False)
-            under = pc.starts_with(paths.take(rows), root_slash).to_numpy(zero_copy_only=False)
+            under = pc.starts_with(pick(paths, rows), root_slash).to_numpy(zero_copy_only=False)
             reach = here & np.where(under, os.path.isdir(ws_root), os.path.isdir("/"))
         else:
             roots_ok: dict[str, bool] = {}
@@ -176,7 +178,7 @@ class _SessionResume(_SessionState):
         # One batched lstat of all of them through the policy (each directory walked to
         # once): a file now behind a symbolic link, denied or outside every root is not
         # read; it is orphaned (latest version kept).
-        stats = ws.policy.stat_many(paths.take(todo).to_pylist())
+        stats = ws.policy.stat_many(pick(paths, todo).to_pylist())
         fs_id = res.filesystem_of(ws_root)
         tip = self.store.latest_tx()
         where = block_path(ws.root, self.session_id)
@@ -185,7 +187,7 @@ class _SessionResume(_SessionState):
         # nothing per file in Python for the files that did not change.
         st = StatRows(stats)
         doc_hash = cols.column("source_hash")
-        quiet = st.gone & pc.is_null(doc_hash.take(todo)).to_numpy(zero_copy_only=False)
+        quiet = st.gone & pc.is_null(pick(doc_hash, todo)).to_numpy(zero_copy_only=False)
         same = quiet if block is None else block.unchanged(st, todo, doc_hash) | quiet
         report.unchanged += int(same.sum())
         if self._orphaned:  # reachable again (rare): as the entry will say
