@@ -225,3 +225,24 @@ def test_any_byte_of_a_block_changed_under_a_good_checksum_is_survived(sample_ws
             assert ResumeBlock.load(path, row_ids, fs_id, tip) is None
     r = ws.session("cols", rules=False)  # the last of them there
     assert r.last_resume.updated == [ids[rel]]
+
+
+def test_lazy_rows_answer_as_a_dict_holding_every_value():
+    from ctxnb._session_columns import LazyRows
+
+    made = []
+
+    def make(row):
+        made.append(row)
+        return f"value {row}"
+
+    rows = LazyRows({"a": "built"}, {"b": 0, "c": 1}, make)
+    want = {"a": "built", "b": "value 0", "c": "value 1"}
+    assert len(rows) == 3 and set(rows) == set(want) and "c" in rows and "z" not in rows
+    assert made == []  # nothing made by asking what is there
+    assert rows.get("z", "none") == "none" and rows["b"] == "value 0" and made == [0]
+    rows["c"] = "replaced"  # a row replaced before it was made is never made
+    del rows["a"]
+    assert dict(rows) == {"b": "value 0", "c": "replaced"} and made == [0]
+    with pytest.raises(KeyError):
+        rows["a"]
