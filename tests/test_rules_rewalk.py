@@ -112,3 +112,20 @@ def test_a_new_workspace_object_walks_its_own_tree(tree):
     (tree / "c").mkdir()
     (tree / "c" / "AGENTS.md").write_text("rules of c\n")
     assert "c/AGENTS.md" in RulesIndex.discover(Workspace.open(tree)).files
+
+
+def test_a_resumed_session_sees_rules_added_and_edited_since_its_save(tree):
+    from ctxnb.instructions import tracker_for
+
+    ws = Workspace.open(tree)
+    s = ws.session("r")
+    s.add_path("a/b/x.py", activate=False)
+    s.save()
+    _settle()
+    ws.session("r")  # remembers a settled tree
+    (tree / "d1" / "d2").mkdir(parents=True)
+    (tree / "d1" / "d2" / "AGENTS.md").write_text("deep rules\n")
+    _write_keeping_stat(tree / "AGENTS.md", "See [style]", "SEE [style]")
+    r = ws.session("r")
+    assert "d1/d2/AGENTS.md" in tracker_for(r).index.files
+    assert "SEE [style]" in r.assemble(record=False).to_text()
