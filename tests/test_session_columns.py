@@ -246,3 +246,51 @@ def test_lazy_rows_answer_as_a_dict_holding_every_value():
     assert dict(rows) == {"b": "value 0", "c": "replaced"} and made == [0]
     with pytest.raises(KeyError):
         rows["a"]
+
+
+@pytest.mark.parametrize("seed", range(8))
+def test_the_block_answers_as_looking_at_every_file(sample_ws, tmp_path, seed):
+    # A skeptic's reference: the same tree and store put back (new inodes: nothing in a
+    # stat cache matches) without a block, so that its resume reads and hashes every file.
+    import random
+    import shutil
+
+    rng = random.Random(seed)
+    ws, ids = _session(sample_ws)
+    for rel in FILES:
+        p = sample_ws / rel
+        st = p.stat()
+        what = rng.choice(["same", "same-size-same-mtime", "append", "touch", "delete", "dir"])
+        if what == "same-size-same-mtime":
+            data = p.read_bytes()
+            p.write_bytes(data[::-1])
+            os.utime(p, ns=(st.st_atime_ns, st.st_mtime_ns))
+        elif what == "append":
+            p.write_bytes(p.read_bytes() + b"\n# more\n")
+        elif what == "touch":
+            os.utime(p, ns=(st.st_atime_ns, st.st_mtime_ns + 10**9))
+        elif what == "delete":
+            p.unlink()
+        elif what == "dir":
+            p.unlink()
+            p.mkdir()
+    backup = tmp_path / "backup"
+    shutil.copytree(sample_ws, backup, symlinks=True)
+    mine = ws.session("cols", rules=False)
+    mine_hashes = {oid: ws.store.get(oid)["source_hash"] for oid in ids.values()}
+    # The same tree and store again, at the same paths: new inodes, so no stat cache
+    # entry matches, and no block.
+    shutil.rmtree(sample_ws)
+    shutil.copytree(backup, sample_ws, symlinks=True)
+    block_path(sample_ws, "cols").unlink()
+    ref_ws = Workspace.open(sample_ws)
+    ref = ref_ws.session("cols", rules=False)
+    a, b = mine.last_resume, ref.last_resume
+    assert (sorted(a.updated), sorted(a.deleted), sorted(a.orphaned), a.unchanged) == (
+        sorted(b.updated),
+        sorted(b.deleted),
+        sorted(b.orphaned),
+        b.unchanged,
+    )
+    assert b.hashed == sum(1 for rel in FILES if (sample_ws / rel).is_file())
+    assert mine_hashes == {oid: ref_ws.store.get(oid)["source_hash"] for oid in ids.values()}
