@@ -129,3 +129,31 @@ def test_a_resumed_session_sees_rules_added_and_edited_since_its_save(tree):
     r = ws.session("r")
     assert "d1/d2/AGENTS.md" in tracker_for(r).index.files
     assert "SEE [style]" in r.assemble(record=False).to_text()
+
+
+def test_only_the_changed_directories_and_those_above_them_are_listed(tree, monkeypatch):
+    from ctxnb.ignore import TreeIgnores
+
+    for d in ("p/q/r", "p/s", "t/u"):
+        (tree / d).mkdir(parents=True)
+        (tree / d / "AGENTS.md").write_text(f"rules of {d}\n")
+    ws = Workspace.open(tree)
+    _settle()
+    RulesIndex.discover(ws)  # a settled tree, remembered
+    entered = []
+    real_on_dir = TreeIgnores.on_dir
+
+    def spy(self, rel, read):
+        entered.append(rel)
+        return real_on_dir(self, rel, read)
+
+    monkeypatch.setattr(TreeIgnores, "on_dir", spy)
+    (tree / "p" / "q" / "new").mkdir()
+    (tree / "p" / "q" / "new" / "AGENTS.md").write_text("new rules\n")
+    (tree / "p" / "s" / "AGENTS.md").unlink()
+    index = RulesIndex.discover(ws)
+    assert sorted(entered) == ["", "p", "p/q", "p/q/new", "p/s"]
+    fresh = RulesIndex.discover(str(tree))
+    assert list(index.files) == list(fresh.files)
+    assert "p/q/new/AGENTS.md" in index.files and "p/s/AGENTS.md" not in index.files
+    assert "t/u/AGENTS.md" in index.files and "p/q/r/AGENTS.md" in index.files

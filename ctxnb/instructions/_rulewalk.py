@@ -32,18 +32,48 @@ __all__ = ["rules_file_paths"]
 
 
 class _Walked:
-    """What one walk saw: its inputs, the directories it entered and what it found."""
+    """What one walk saw: its inputs, the directories it entered and what it found.
 
-    __slots__ = ("at", "dirs", "found", "key", "outer", "stats", "sure")
+    ``recs`` are in walk order (depth first): each directory entered, then the ignore
+    files read in it, as ``(directory, absolute path, is the directory itself)`` with
+    their stat in ``stats``; ``found`` the accepted files in walk order. A directory's
+    subtree is one run of each (``spans``).
+    """
+
+    __slots__ = ("at", "found", "key", "outer", "recs", "spans", "stats", "sure")
 
     def __init__(self, key: tuple[Any, ...], outer: tuple[Any, ...], at: int) -> None:
         self.key = key
         self.outer = outer
         self.at = at
-        self.dirs: list[str] = []  # absolute: directories entered, then ignore files read
+        self.recs: list[tuple[str, str, bool]] = []
         self.stats: list[tuple[int, int, int, int]] = []
         self.found: list[str] = []
+        self.spans: dict[str, tuple[int, int, int, int]] = {}
         self.sure = True  # False: something could not be looked at; do not remember
+
+    def close(self) -> None:
+        """Work out each directory's runs of records and found files."""
+        recs, found = self.recs, self.found
+        f = 0
+        for i, (rel, _, is_dir) in enumerate(recs):
+            if not is_dir:
+                continue
+            below = rel + "/" if rel else ""
+            j = i + 1
+            while j < len(recs) and (recs[j][0] == rel or recs[j][0].startswith(below)):
+                j += 1
+            while f < len(found) and not found[f].startswith(below) and _before(found[f], rel):
+                f += 1
+            g = f
+            while g < len(found) and found[g].startswith(below):
+                g += 1
+            self.spans[rel] = (i, j, f, g)
+
+
+def _before(path: str, rel: str) -> bool:
+    """Whether the walk yields ``path`` before it enters the directory ``rel``."""
+    return path.split("/") < rel.split("/")
 
 
 # By path policy (a workspace's), so that nothing outlives it or is shared between two.
@@ -66,16 +96,30 @@ def _outer(tree: TreeIgnores) -> tuple[Any, ...]:
     )
 
 
-def _still(policy: PathPolicy, walked: _Walked, outer: tuple[Any, ...]) -> bool:
-    """Whether nothing the walk depended on changed since it ran."""
-    if walked.outer != outer:
-        return False
+def _changed(policy: PathPolicy, walked: _Walked) -> tuple[set[str], set[str]]:
+    """The directories whose listing changed (or may have: racy), and those whose
+    ignore files changed (everything below them may be judged otherwise)."""
     racy = walked.at - observe.RACY_NS
     sr = os.stat_result
-    for st, was in zip(policy.stat_many(walked.dirs), walked.stats, strict=True):
+    listing: set[str] = set()
+    ignores: set[str] = set()
+    paths = [path for _, path, _ in walked.recs]
+    for (rel, _, is_dir), st, was in zip(
+        walked.recs, policy.stat_many(paths), walked.stats, strict=True
+    ):
         if type(st) is not sr or _key(st) != was or max(was[1], was[2]) >= racy:
-            return False
-    return True
+            (listing if is_dir else ignores).add(rel)
+    return listing, ignores
+
+
+def _within(rel: str, dirs: set[str]) -> bool:
+    """Whether ``rel`` is one of ``dirs`` or below one."""
+    if not dirs:
+        return False
+    if "" in dirs or rel in dirs:
+        return True
+    parts = rel.split("/")
+    return any("/".join(parts[:k]) in dirs for k in range(1, len(parts)))
 
 
 def rules_file_paths(
@@ -91,9 +135,21 @@ def rules_file_paths(
     ignore settings): a different key walks again.
     """
     outer = _outer(tree)
-    walked = _WALKS.get(policy)
-    if walked is not None and walked.key == key and _still(policy, walked, outer):
-        return list(walked.found)
+    old = _WALKS.get(policy)
+    listing: set[str] = set()
+    ignores: set[str] = set()
+    if old is not None and (old.key != key or old.outer != outer):
+        old = None
+    if old is not None:
+        listing, ignores = _changed(policy, old)
+        if not listing and not ignores:
+            return list(old.found)
+    # The directories to list again: those that changed and every one above them.
+    # Below a changed ignore file, everything is judged again.
+    listed = {""}
+    for rel in listing | ignores:
+        parts = rel.split("/") if rel else []
+        listed.update("/".join(parts[:k]) for k in range(len(parts) + 1))
     walked = _Walked(key, outer, time.time_ns())
     base = str(policy.roots[0])
     names = tree._names
@@ -104,15 +160,31 @@ def rules_file_paths(
         paths = [where, *(posixpath.join(where, n) for n in names)]
         for n, (path, st) in enumerate(zip(paths, policy.stat_many(paths), strict=True)):
             if type(st) is os.stat_result:
-                walked.dirs.append(path)
+                walked.recs.append((rel, path, n == 0))
                 walked.stats.append(_key(st))
             elif n == 0 or not isinstance(st, NotFoundError):
                 walked.sure = False  # a directory or an ignore file the policy refuses
         tree.on_dir(rel, read)
 
-    for entry in policy.walk(skip=tree.skip, on_dir=on_dir):
+    def skip(rel: str, is_dir: bool) -> bool:
+        if tree.skip(rel, is_dir):
+            return True
+        if old is None or not is_dir or rel in listed or _within(rel, ignores):
+            return False
+        span = old.spans.get(rel)
+        if span is None:  # a new directory: walked
+            return False
+        # Unchanged, as everything below it: what the last walk saw there, unentered.
+        r0, r1, f0, f1 = span
+        walked.recs.extend(old.recs[r0:r1])
+        walked.stats.extend(old.stats[r0:r1])
+        walked.found.extend(old.found[f0:f1])
+        return True
+
+    for entry in policy.walk(skip=skip, on_dir=on_dir):
         if accept(entry.rel, entry.root):
             walked.found.append(entry.rel)
+    walked.close()
     if walked.sure:
         _WALKS[policy] = walked
     else:
