@@ -157,3 +157,20 @@ def test_only_the_changed_directories_and_those_above_them_are_listed(tree, monk
     assert list(index.files) == list(fresh.files)
     assert "p/q/new/AGENTS.md" in index.files and "p/s/AGENTS.md" not in index.files
     assert "t/u/AGENTS.md" in index.files and "p/q/r/AGENTS.md" in index.files
+
+
+@pytest.mark.parametrize("name", [".gitignore", ".ctxnbignore"])
+def test_an_ignore_file_added_or_removed_judges_the_whole_subtree_again(tree, name):
+    (tree / "p" / "q").mkdir(parents=True)
+    (tree / "p" / "q" / "AGENTS.md").write_text("rules of q\n")
+    (tree / "w" / "v").mkdir(parents=True)
+    (tree / "w" / "v" / "AGENTS.md").write_text("rules of v\n")
+    (tree / "w" / name).write_text("AGENTS.md\n")  # at any depth below w
+    ws = Workspace.open(tree)
+    _settle()
+    assert "p/q/AGENTS.md" in RulesIndex.discover(ws).files  # remembered, settled
+    (tree / "p" / name).write_text("AGENTS.md\n")  # p's listing changes, q's does not
+    (tree / "w" / name).unlink()  # w's too: v's rules are no longer ignored
+    index = RulesIndex.discover(ws)
+    assert "p/q/AGENTS.md" not in index.files and "w/v/AGENTS.md" in index.files
+    assert list(index.files) == list(RulesIndex.discover(str(tree)).files)

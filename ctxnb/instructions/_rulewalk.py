@@ -8,9 +8,12 @@ one batch instead of walking: a file or directory added, removed or renamed anyw
 changes its directory's mtime and ctime (a new directory, however deep, changes its
 parent's), and ctime cannot be set back. The ignore files read on the way are checked
 the same way, and git's ignores from outside the tree (``info/exclude``, the files git
-tracks ...) are compared whole. Anything different, missing, or too recent to be sure
-of (within :data:`~ctxnb.access.observe.RACY_NS` of the walk, where a change in the same
-clock tick could hide, as git's racily clean entries) walks again. The rules files
+tracks ...) are compared whole. A directory that differs, or is too recent to be sure of
+(within :data:`~ctxnb.access.observe.RACY_NS` of the walk, where a change in the same
+clock tick could hide, as git's racily clean entries), is listed again with every
+directory above it; an unchanged subdirectory gives what the last walk found in it
+without being entered; below a changed ignore file, and in a new directory, everything
+is walked. A change to git's outer ignores walks the whole tree. The rules files
 themselves are read every time, so an edit of one is seen whatever its stat says.
 """
 
@@ -153,17 +156,29 @@ def rules_file_paths(
     walked = _Walked(key, outer, time.time_ns())
     base = str(policy.roots[0])
     names = tree._names
+    # The ignore files each directory had: one added since (its directory changed, and
+    # is listed again) judges everything below it again, as one edited or removed does.
+    had: dict[str, list[tuple[str, tuple[int, int, int, int]]]] = {}
+    if old is not None:
+        for (rel, path, is_dir), was in zip(old.recs, old.stats, strict=True):
+            if not is_dir:
+                had.setdefault(rel, []).append((path, was))
 
     def on_dir(rel: str, read: Callable[[str], bytes | None]) -> None:
         where = posixpath.join(base, rel) if rel else base
         # Before the listing: a change made after this stat changes it.
         paths = [where, *(posixpath.join(where, n) for n in names)]
+        found: list[tuple[str, tuple[int, int, int, int]]] = []
         for n, (path, st) in enumerate(zip(paths, policy.stat_many(paths), strict=True)):
             if type(st) is os.stat_result:
                 walked.recs.append((rel, path, n == 0))
                 walked.stats.append(_key(st))
+                if n:
+                    found.append((path, _key(st)))
             elif n == 0 or not isinstance(st, NotFoundError):
                 walked.sure = False  # a directory or an ignore file the policy refuses
+        if old is not None and found != had.get(rel, []):
+            ignores.add(rel)
         tree.on_dir(rel, read)
 
     def skip(rel: str, is_dir: bool) -> bool:
