@@ -174,3 +174,50 @@ def test_an_ignore_file_added_or_removed_judges_the_whole_subtree_again(tree, na
     index = RulesIndex.discover(ws)
     assert "p/q/AGENTS.md" not in index.files and "w/v/AGENTS.md" in index.files
     assert list(index.files) == list(RulesIndex.discover(str(tree)).files)
+
+
+def test_random_changes_are_found_as_a_fresh_walk_finds_them(tree, monkeypatch):
+    # Many rounds of remember, change, rediscover. The racy window is set to nothing
+    # and each change waits 30 ms (past the filesystem clock's tick) instead, so that
+    # every round goes through the remembered walk rather than around it.
+    import random
+    import shutil
+
+    from ctxnb.access import observe
+
+    monkeypatch.setattr(observe, "RACY_NS", 0)
+    rng = random.Random(31)
+    ws = Workspace.open(tree)
+
+    def dirs() -> list:
+        out = [tree]
+        for p in sorted(tree.rglob("*")):
+            if p.is_dir() and ".ctxnb" not in p.parts and ".git" not in p.parts:
+                out.append(p)
+        return out
+
+    for _ in range(40):
+        RulesIndex.discover(ws)
+        time.sleep(0.03)
+        for _ in range(rng.randint(1, 3)):
+            d = rng.choice(dirs())
+            op = rng.randrange(7)
+            if op == 0:
+                (d / rng.choice("xyz") / rng.choice("uv")).mkdir(parents=True, exist_ok=True)
+            elif op == 1:
+                (d / "AGENTS.md").write_text(f"rules {rng.random()}\n")
+            elif op == 2 and (d / "AGENTS.md").exists():
+                (d / "AGENTS.md").unlink()
+            elif op == 3:
+                pattern = rng.choice(["AGENTS.md", "x/", "*.md", "!AGENTS.md", "u", ""])
+                (d / rng.choice([".gitignore", ".ctxnbignore"])).write_text(pattern + "\n")
+            elif op == 4:
+                for name in (".gitignore", ".ctxnbignore"):
+                    if (d / name).exists():
+                        (d / name).unlink()
+            elif op == 5 and d != tree:
+                d.rename(d.with_name(d.name + "m"))
+            elif op == 6 and d != tree and d.name not in ("a", "docs"):
+                shutil.rmtree(d)
+        index = RulesIndex.discover(ws)
+        assert list(index.files) == list(RulesIndex.discover(str(tree)).files)
