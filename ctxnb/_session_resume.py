@@ -8,10 +8,11 @@ changed, went away or is out of reach (:class:`ctxnb.session.ResumeReport`).
 
 from __future__ import annotations
 
+import contextlib
 import os
 import stat as stat_mod
 from collections.abc import Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ._session_state import _LIGHT, ResumeReport, _SessionState
 from .access.observe import StatCache, observe_bytes
@@ -20,12 +21,25 @@ from .errors import PolicyError
 from .hashing import source_hash
 from .resolver import _within
 
+if TYPE_CHECKING:
+    from ._session_columns import FileColumns
+
 
 class _SessionResume(_SessionState):
     """How a :class:`ctxnb.session.Session` resumes."""
 
     # -- resume ---------------------------------------------------------------------------------
+    _columns: FileColumns
+
     def _restore(self, sdoc: dict[str, Any]) -> None:
+        # Imported here: numpy and pyarrow's compute cost a process that only makes or
+        # uses a session (the CLI, a hook) ~0.1 s, and only a resume needs them.
+        import numpy as np
+        import pyarrow as pa
+        import pyarrow.compute as pc
+
+        from ._session_columns import LazyRows, file_columns
+
         self.session_index = list(sdoc.get("session_index") or [])
         self._index_set = set(self.session_index)
         self.metadata_pool = list(sdoc.get("metadata_pool") or [])
@@ -44,84 +58,77 @@ class _SessionResume(_SessionState):
         self._restores = list(sdoc.get("restores") or [])
         self.chat_id = sdoc.get("chat_ref") or self.chat_id
         self.system_prompt_id = sdoc.get("system_prompt_ref")
-        ids = [*self.session_index]
+        ids = self.session_index
         extra = [x for x in (self.chat_id, self.system_prompt_id) if x]
         # Full documents (with content) only for what the prompt shows; the other files
-        # come from the store's typed columns without their content, which is loaded
-        # when they are activated. Resuming a session of thousands of files stays cheap.
-        light, light_meta = self._light_file_docs(set(ids) - set(self._active))
-        docs = self.store.get_many([i for i in [*ids, *extra] if i not in light])
-        docs.update(light)
+        # are rows of the store's typed columns, made into a document (without its
+        # content, loaded when activated) or a metadata entry when first asked for.
+        # Resuming a session of thousands of files builds nothing per file.
+        cols = self._columns = file_columns(self.store, ids)
+        light = cols.found
+        if self._active:
+            shown = pa.array(list(self._active), type=pa.string())
+            light = light & ~pc.is_in(cols.ids, value_set=shown).to_numpy(zero_copy_only=False)
+        light_rows = np.flatnonzero(light)
+        every = len(light_rows) == len(ids)
+        light_ids = ids if every else cols.ids.take(light_rows).to_pylist()
+        rows = dict(zip(light_ids, light_rows.tolist(), strict=True))
+        full = [] if every else cols.ids.filter(pa.array(~light)).to_pylist()
+        docs = self.store.get_many([*full, *extra])
         chat = docs.get(self.chat_id) or {}
         self._turns = list(chat.get("turns") or [])
         self._toolcall_refs = list(chat.get("toolcall_refs") or [])
         if self.system_prompt_id and self.system_prompt_id in docs:
             self._system_prompt = docs[self.system_prompt_id].get("content") or ""
-        meta_for, all_docs, all_meta = self._meta_for, self._docs, self._meta
-        for oid in ids:
+        built_docs: dict[str, dict[str, Any]] = {}
+        built_meta: dict[str, MetaEntry] = {}
+        for oid in full:
             d = docs.get(oid)
             if d is None:  # stored elsewhere or lost: keep the id, show it as orphaned
                 d = {"xt/id": oid, "type": "file", "source": None, "content": None}
-            all_docs[oid] = d
-            m = light_meta.get(oid)
-            all_meta[oid] = m or meta_for(
+            built_docs[oid] = d
+            built_meta[oid] = self._meta_for(
                 d, orphaned=d.get("source") is None and d["type"] == "file"
             )
-        # One pass instead of _set_meta per object: a resume touches every object.
-        self._orphaned = {oid for oid in ids if all_meta[oid].orphaned}
+        self._docs = LazyRows(built_docs, rows, self._light_doc)
+        self._meta = LazyRows(built_meta, dict(rows), self._light_meta)
+        # A light row without a path is orphaned (as its entry would say).
+        lost = light & pc.is_null(cols.column("source_path")).to_numpy(zero_copy_only=False)
+        self._orphaned = {o for o, m in built_meta.items() if m.orphaned}
+        self._orphaned.update(cols.ids.filter(pa.array(lost)).to_pylist())
         self._assembler.mark_many(ids)
 
-    _LIGHT_COLUMNS = (
-        "xt_id",
-        "source_type",
-        "source_filesystem_id",
-        "source_path",
-        "identity_hash",
-        "file_type",
-        "char_count",
-        "source_hash",
-        "content_hash",
-    )
+    def _light_doc(self, row: int) -> dict[str, Any]:
+        """A file without its content, from row ``row`` of the store's typed columns."""
+        c = self._columns.lists()
+        path, fs = c["source_path"][row], c["source_filesystem_id"][row]
+        src = None
+        if path is not None:
+            src = {"type": c["source_type"][row] or "filesystem", "filesystemId": fs, "path": path}
+        return {
+            "xt/id": c["xt_id"][row],
+            "type": "file",
+            "source": src,
+            "identity_hash": c["identity_hash"][row],
+            "file_type": c["file_type"][row],
+            "char_count": c["char_count"][row] or 0,
+            "source_hash": c["source_hash"][row],
+            "content_hash": c["content_hash"][row],
+            _LIGHT: True,
+        }
 
-    def _light_file_docs(
-        self, ids: set[str]
-    ) -> tuple[dict[str, dict[str, Any]], dict[str, MetaEntry]]:
-        """Files without their content, and their metadata, from the typed columns."""
-        if not ids or self.store.latest_tx() is None:
-            return {}, {}
-        cols = self.store.scan("file", columns=self._LIGHT_COLUMNS, format="arrow").to_pydict()
-        docs: dict[str, dict[str, Any]] = {}
-        metas: dict[str, MetaEntry] = {}
-        reverse = self.workspace.display_path
-        for oid, stype, fs, path, ih, ftype, chars, shash, chash in zip(
-            *(cols[n] for n in self._LIGHT_COLUMNS), strict=True
-        ):
-            if oid not in ids:
-                continue
-            src = None
-            if path is not None:
-                src = {"type": stype or "filesystem", "filesystemId": fs, "path": path}
-            docs[oid] = {
-                "xt/id": oid,
-                "type": "file",
-                "source": src,
-                "identity_hash": ih,
-                "file_type": ftype,
-                "char_count": chars or 0,
-                "source_hash": shash,
-                "content_hash": chash,
-                _LIGHT: True,
-            }
-            metas[oid] = MetaEntry(
-                oid,
-                "file",
-                path=reverse(path or "", fs),
-                file_type=ftype,
-                char_count=chars or 0,
-                deleted=shash is None,
-                orphaned=src is None,
-            )
-        return docs, metas
+    def _light_meta(self, row: int) -> MetaEntry:
+        c = self._columns.lists()
+        path = c["source_path"][row]
+        return MetaEntry(
+            c["xt_id"][row],
+            "file",
+            path=self.workspace.display_path(path or "", c["source_filesystem_id"][row]),
+            file_type=c["file_type"][row],
+            char_count=c["char_count"][row] or 0,
+            deleted=c["source_hash"][row] is None,
+            orphaned=path is None,
+        )
 
     def _accessible_root(self, src: dict[str, Any]) -> str | None:
         """The directory whose presence says a file's filesystem is reachable, or None.
@@ -135,53 +142,77 @@ class _SessionResume(_SessionState):
         )
 
     def _reconcile(self) -> ResumeReport:
+        import numpy as np
+        import pyarrow.compute as pc
+
+        from ._session_columns import ResumeBlock, StatRows, block_path, pick
+
         report = ResumeReport(objects=len(self.session_index))
         ws = self.workspace
         res = ws.resolver
         default_fs, mounts = res.default_filesystem_id(), res.mounts
         ws_root = str(ws.root)
         root_slash = ws_root + "/"
-        cache = StatCache.open(ws.root, res.filesystem_of(ws_root), self.store)
-        roots_ok: dict[str, bool] = {}
-        # First the files whose filesystem is reachable, then one batched lstat of all
-        # of them through the policy (each directory walked to once), then the stat
-        # cache: nothing per file but the lstat and a dict lookup when nothing changed.
-        todo: list[tuple[str, dict[str, Any], dict[str, Any]]] = []
-        for oid in self.session_index:
-            doc = self._docs[oid]
-            src = doc.get("source")
-            if doc.get("type") != "file" or not src:
-                continue
-            root: str | None
-            if not mounts and src.get("filesystemId") == default_fs:  # no mount to look at
-                root = ws_root if (src.get("path") or "").startswith(root_slash) else "/"
-            else:
-                root = _root_for(src, mounts, default_fs, root_slash)
-            if root is not None and root not in roots_ok:
-                roots_ok[root] = os.path.isdir(root)
-            if root is None or not roots_ok[root]:
-                self._set_orphaned(oid, True)
-                report.orphaned.append(oid)
-                continue
-            todo.append((oid, doc, src))
-        # Through the policy: a file now behind a symbolic link, denied or outside
-        # every root is not read; it is orphaned (latest version kept).
-        stats = ws.policy.stat_many([src["path"] for _, _, src in todo])
+        cols, ids = self._columns, self.session_index
+        paths = cols.column("source_path")
+        # The stored files of the session with a path; first those whose filesystem is
+        # reachable, as vectors when no mount is involved.
+        rows = np.flatnonzero(cols.found & pc.is_valid(paths).to_numpy(zero_copy_only=False))
+        if not mounts:
+            fs = pick(cols.column("source_filesystem_id"), rows)
+            here = pc.fill_null(pc.equal(fs, default_fs), False).to_numpy(zero_copy_only=False)
+            under = pc.starts_with(pick(paths, rows), root_slash).to_numpy(zero_copy_only=False)
+            reach = here & np.where(under, os.path.isdir(ws_root), os.path.isdir("/"))
+        else:
+            roots_ok: dict[str, bool] = {}
+            reach = np.zeros(len(rows), dtype=bool)
+            for k, i in enumerate(rows.tolist()):
+                root = _root_for(self._docs[ids[i]]["source"], mounts, default_fs, root_slash)
+                if root is not None and root not in roots_ok:
+                    roots_ok[root] = os.path.isdir(root)
+                reach[k] = root is not None and roots_ok[root]
+        for i in rows[~reach].tolist():
+            self._set_orphaned(ids[i], True)
+            report.orphaned.append(ids[i])
+        todo = rows[reach]
+        # One batched lstat of all of them through the policy (each directory walked to
+        # once): a file now behind a symbolic link, denied or outside every root is not
+        # read; it is orphaned (latest version kept).
+        stats = ws.policy.stat_many(pick(paths, todo).to_pylist())
+        fs_id = res.filesystem_of(ws_root)
+        tip = self.store.latest_tx()
+        where = block_path(ws.root, self.session_id)
+        block = ResumeBlock.load(where, cols.ids, fs_id, tip.tx_id if tip else 0)
+        # Then one compare of the stats with the session's block of stat-cache entries:
+        # nothing per file in Python for the files that did not change.
+        st = StatRows(stats)
+        doc_hash = cols.column("source_hash")
+        quiet = st.gone & pc.is_null(pick(doc_hash, todo)).to_numpy(zero_copy_only=False)
+        same = quiet if block is None else block.unchanged(st, todo, doc_hash) | quiet
+        report.unchanged += int(same.sum())
+        if self._orphaned:  # reachable again (rare): as the entry will say
+            for k, oid in enumerate(cols.ids.take(todo).to_pylist()):
+                if oid in self._orphaned and not isinstance(stats[k], PolicyError):
+                    self._set_orphaned(oid, False)
+        if same.all() and block is not None:
+            return report
+        look = np.flatnonzero(~same)
+        cache = StatCache.open(ws.root, fs_id, self.store)
         items: list[tuple[dict[str, Any], bytes | None]] = []
-        lookup, orphaned = cache.lookup, self._orphaned
-        for (oid, doc, src), st in zip(todo, stats, strict=True):
-            if isinstance(st, PolicyError):
+        lookup = cache.lookup
+        for k in look.tolist():
+            oid, st_k = ids[todo[k]], stats[k]
+            if isinstance(st_k, PolicyError):
                 self._set_orphaned(oid, True)
                 report.orphaned.append(oid)
                 continue
-            if oid in orphaned:
-                self._set_orphaned(oid, False)
-            if type(st) is not os.stat_result or stat_mod.S_ISDIR(st.st_mode):
+            src = self._docs[oid]["source"]
+            if type(st_k) is not os.stat_result or stat_mod.S_ISDIR(st_k.st_mode):
                 items.append((src, None))  # gone (or a directory now)
                 continue
             path = src["path"]
-            cached = lookup(path, st)
-            if cached is not None and cached == doc.get("source_hash"):
+            cached = lookup(path, st_k)
+            if cached is not None and cached == doc_hash[int(todo[k])].as_py():
                 report.unchanged += 1
                 continue
             try:
@@ -192,7 +223,7 @@ class _SessionResume(_SessionState):
                 continue
             if data is not None:
                 report.hashed += 1
-                cache.record(path, st, source_hash(data))
+                cache.record(path, st_k, source_hash(data))
             items.append((src, data))
         new_docs = []
         for obs in observe_bytes(self.store, items):
@@ -206,6 +237,15 @@ class _SessionResume(_SessionState):
             self._install(d["xt/id"], d)
             self._set_meta(d["xt/id"], self._meta_for(d, orphaned=False))
         cache.save(self.store)
+        # What the stat cache now knows of the files looked at goes into the block, so
+        # that the next resume finds them unchanged by the compare alone.
+        if block is None:
+            block, look = ResumeBlock.empty(cols.ids), np.arange(len(todo))
+        redo = todo[look]
+        block.record(redo.tolist(), [cache.entries.get(p) for p in paths.take(redo).to_pylist()])
+        tip = self.store.latest_tx()
+        with contextlib.suppress(OSError):
+            block.save(where, fs_id, tip.tx_id if tip else 0)
         return report
 
 

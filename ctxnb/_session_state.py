@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import os
 import threading
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, MutableMapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -64,8 +64,10 @@ class _SessionState:
         self._pinned: dict[str, None] = {}
         self._index_set: set[str] = set()
         self._pool_set: set[str] = set()
-        self._docs: dict[str, dict[str, Any]] = {}
-        self._meta: dict[str, MetaEntry] = {}
+        # Plain dicts, or after a resume mappings that make a file's row of the store's
+        # columns into its document or entry when first asked for (_session_columns).
+        self._docs: MutableMapping[str, dict[str, Any]] = {}
+        self._meta: MutableMapping[str, MetaEntry] = {}
         self._last_used: dict[str, int] = {}
         self._seq: dict[str, int] = {}
         # The number of chat turns when each active item entered: its place in the

@@ -44,6 +44,7 @@ Example:
 from __future__ import annotations
 
 import os
+import stat
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -259,7 +260,7 @@ def discover_skills(
             )
         elif parts not in wanted:
             wanted.append(parts)
-    if not wanted or not base.is_dir():
+    if not wanted or not base.is_dir() or not _any_there(base, wanted):
         return result
     walk = _Walk(base, wanted, deny)
     result.errors.extend(walk.errors)
@@ -278,6 +279,28 @@ def discover_skills(
             result.skills.append(skill)
     result.skills.sort(key=lambda s: s.name)
     return result
+
+
+def _any_there(base: Path, wanted: list[tuple[str, ...]]) -> bool:
+    """Whether a skills folder may be there. If, for each, some component is missing
+    (``lstat``, each one below a plain directory, so no link is followed), the walk
+    that looks for them would find nothing and report nothing; anything else there (a
+    folder, a link, a file) is left to the walk to judge and report."""
+    for parts in wanted:
+        at = base
+        for name in parts:
+            at = at / name
+            try:
+                st = os.lstat(at)
+            except FileNotFoundError:
+                break
+            except OSError:
+                return True
+            if not stat.S_ISDIR(st.st_mode):
+                return True
+        else:
+            return True
+    return False
 
 
 def load_skill(path: str | os.PathLike[str], *, deny: Sequence[str] = DEFAULT_DENY) -> Skill:

@@ -32,6 +32,7 @@ from ..markdown_links import MarkdownLink, extract_markdown_links
 from ..skills import SKILL_DIRS, Skill, SkillSet, discover_skills
 from ..textsearch import reciprocal_rank_fusion
 from ._records import LinkHit, RuleLink, RulesFile, SkillHit
+from ._rulewalk import rules_file_paths
 from ._shellwords import _CommandPaths
 
 if TYPE_CHECKING:
@@ -191,15 +192,18 @@ class RulesIndex(_CommandPaths):
             under = "" if under == "." else under + "/"
         tree = TreeIgnores(ignores, use_gitignore=use_gitignore, root=root)
         first = index.policy.roots[0]
+
         # entry.rel and entry.root, not entry.safe: no path object for each file walked.
-        for entry in index.policy.walk(skip=tree.skip, on_dir=tree.on_dir):
-            rel = entry.rel
+        def accept(rel: str, where: Any) -> bool:
             if under and not rel.startswith(under):
-                continue
-            if posixpath.basename(rel) in wanted and entry.root == first:
-                rf = index._read_rules_file(rel)
-                if rf is not None:
-                    index._put(rf)
+                return False
+            return posixpath.basename(rel) in wanted and where == first
+
+        key = (wanted, under, ignores, use_gitignore)
+        for rel in rules_file_paths(index.policy, tree, accept, key):
+            rf = index._read_rules_file(rel)  # read each time: an edit is always seen
+            if rf is not None:
+                index._put(rf)
         index._sort()
         return index
 
