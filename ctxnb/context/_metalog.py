@@ -1,0 +1,237 @@
+"""The metadata of a session's objects as an append-only log the prompt grows with.
+
+The model sees one line per object of the metadata pool (path, size, flags). Shown as
+one block at the end of the prompt, those lines would change every step (a new tool
+call, a flag) and a provider's prefix cache could never serve them. Instead a session
+keeps a log of *blocks*: at each assembly, the lines that are new or changed since
+the line last shown for their object form a new block, placed where the step's new
+items are. A line once shown stays where it is; a change appends the object's new line
+to a later block, and the latest line of an object is the one that holds. Under
+``KeepAll`` the prompt of one step is then a prefix of the next step's.
+
+A block is stored as ``{"turn": k, "after": id | None, "lines": [[id, head, [flags]]]}``:
+``turn`` is the number of chat turns when it was made and ``after`` the last item that
+had entered at that turn (None: before any), so that the layout puts it back in the
+same place. The log is saved with the session (``metadata_log``) and an assembly
+record keeps how many blocks it showed (``metadata_blocks``), so a past context is
+rebuilt exactly.
+
+The one thing a strategy changes is the ``active`` flag: an item it leaves out is not
+active in that context, so the latest line of such an item loses the flag there (the
+block is rewritten in place; the item's own place changed at the same point anyway).
+
+Example:
+    >>> from ctxnb.tokens import HeuristicTokenCounter
+    >>> log = [{"turn": 1, "after": None, "lines": [["a", "- file a.py (python, 5 chars)",
+    ...        ["active"]]]}, {"turn": 2, "after": "t", "lines": [["a",
+    ...        "- file a.py (python, 9 chars)", ["active"]]]}]
+    >>> blocks = render_log(log, shown={"a"}, counter=HeuristicTokenCounter())
+    >>> print(blocks[0].text + blocks[1].text, end="")
+    Objects in this session:
+    - file a.py (python, 5 chars) [active]
+    Objects in this session, new or changed:
+    - file a.py (python, 9 chars) [active]
+    >>> render_log(log, shown=set(), counter=HeuristicTokenCounter())[1].text.splitlines()[1]
+    '- file a.py (python, 9 chars)'
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from ..hashing import sha256_hex
+from ..tokens import TokenCounter
+from ._assemblystate import AssemblyState, meta_line
+
+__all__ = [
+    "META_HEADER",
+    "META_UPDATE_HEADER",
+    "MetaBlock",
+    "MetaLog",
+    "place_blocks",
+    "render_log",
+]
+
+META_HEADER = "Objects in this session:\n"
+META_UPDATE_HEADER = "Objects in this session, new or changed:\n"
+
+# (block index, head, flags) of an object's latest line in the log
+_Latest = tuple[int, str, tuple[str, ...]]
+
+
+@dataclass(frozen=True)
+class MetaBlock:
+    """One block of the metadata log as rendered for one context."""
+
+    turn: int
+    after: str | None
+    text: str
+    tokens: int
+    hash: str
+
+
+def _text(index: int, lines: Sequence[Sequence[Any]], inactive: set[str]) -> str:
+    out = [META_HEADER if index == 0 else META_UPDATE_HEADER]
+    for oid, head, flags in lines:
+        if oid in inactive:
+            flags = [f for f in flags if f != "active"]
+        out.append(meta_line(head, flags) + "\n")
+    return "".join(out)
+
+
+def _block(
+    index: int, raw: Mapping[str, Any], inactive: set[str], counter: TokenCounter
+) -> MetaBlock:
+    text = _text(index, raw["lines"], inactive)
+    after = raw.get("after")
+    return MetaBlock(int(raw["turn"]), after, text, counter.count(text), sha256_hex(text))
+
+
+def _latest(log: Sequence[Mapping[str, Any]], start: int, into: dict[str, _Latest]) -> None:
+    for i in range(start, len(log)):
+        for oid, head, flags in log[i]["lines"]:
+            into[oid] = (i, head, tuple(flags))
+
+
+def _inactive(
+    latest: Mapping[str, _Latest], candidates: Iterable[str], shown: set[str]
+) -> dict[int, set[str]]:
+    """Per block, the objects whose latest line is there, flagged active, not shown."""
+    out: dict[int, set[str]] = {}
+    for oid in candidates:
+        hit = latest.get(oid)
+        if hit is not None and "active" in hit[2] and oid not in shown:
+            out.setdefault(hit[0], set()).add(oid)
+    return out
+
+
+def render_log(
+    log: Sequence[Mapping[str, Any]], *, shown: set[str], counter: TokenCounter
+) -> list[MetaBlock]:
+    """Every block of ``log`` as a context that shows the items ``shown`` renders it."""
+    latest: dict[str, _Latest] = {}
+    _latest(log, 0, latest)
+    off = _inactive(latest, latest, shown)
+    return [_block(i, b, off.get(i, set()), counter) for i, b in enumerate(log)]
+
+
+class MetaLog:
+    """A session's view of its metadata log: what changed, and the rendered blocks.
+
+    One per session (kept by :class:`~ctxnb.context.Assembler`). The log itself is the
+    session's list (``AssemblyState.meta_log``); this keeps the latest line of every
+    object and each block's rendering, so an assembly costs the changed lines only.
+    """
+
+    def __init__(self, token_counter: TokenCounter) -> None:
+        self.token_counter = token_counter
+        self._log: list[dict[str, Any]] | None = None
+        self._latest: dict[str, _Latest] = {}
+        self._rendered: list[MetaBlock] = []
+        self._pos: dict[str, int] = {}  # pool order
+        self._pool_seen = 0
+        self._dirty: set[str] = set()
+
+    def mark(self, oid: str) -> None:
+        """The line of ``oid`` (its entry or its flags) may have changed."""
+        self._dirty.add(oid)
+
+    def mark_many(self, ids: Iterable[str]) -> None:
+        self._dirty.update(ids)
+
+    def _sync(self, log: list[dict[str, Any]]) -> None:
+        if log is not self._log or len(log) < len(self._rendered):
+            # Another log (a resumed session's): start over from it.
+            self._log, self._latest, self._rendered = log, {}, []
+        start = len(self._rendered)
+        _latest(log, start, self._latest)
+        counter = self.token_counter
+        self._rendered += [_block(i, log[i], set(), counter) for i in range(start, len(log))]
+
+    def update(self, state: AssemblyState) -> None:
+        """Append a block with the lines that are new or changed since last shown."""
+        log = state.meta_log
+        self._sync(log)
+        for oid in state.pool[self._pool_seen :]:
+            self._pos.setdefault(oid, len(self._pos))
+            self._dirty.add(oid)
+        self._pool_seen = len(state.pool)
+        pos, meta = self._pos, state.meta
+        lines: list[list[Any]] = []
+        for oid in sorted((o for o in self._dirty if o in pos and o in meta), key=pos.__getitem__):
+            m = meta[oid]
+            head = m.head()
+            flags = m.flags(active=oid in state.active, pinned=oid in state.pinned)
+            hit = self._latest.get(oid)
+            if hit is None or hit[1:] != (head, flags):
+                lines.append([oid, head, list(flags)])
+        self._dirty.clear()
+        if not lines:
+            return
+        turn = len(state.turns)
+        log.append({"turn": turn, "after": _anchor(state, turn), "lines": lines})
+        self._sync(log)
+
+    def blocks(
+        self, state: AssemblyState, *, evicted: Iterable[str], shown: set[str]
+    ) -> list[MetaBlock]:
+        """The log's blocks for a context showing ``shown``; ``evicted`` lost their flag."""
+        self._sync(state.meta_log)
+        off = _inactive(self._latest, evicted, shown)
+        if not off:
+            return list(self._rendered)
+        out = list(self._rendered)
+        for i, ids in off.items():
+            out[i] = _block(i, state.meta_log[i], ids, self.token_counter)
+        return out
+
+    def tokens(self, state: AssemblyState) -> int:
+        """Tokens of every block as the session state flags them (an upper bound)."""
+        self._sync(state.meta_log)
+        return sum(b.tokens for b in self._rendered)
+
+
+def _anchor(state: AssemblyState, turn: int) -> str | None:
+    """The item a block made now follows: the last to enter at ``turn`` outside the head."""
+    head = set(state.head)
+    best: tuple[int, str] | None = None
+    for oid in state.active:
+        if oid in head or oid in state.pinned or state.entered.get(oid, 0) < turn:
+            continue
+        key = (state.seq.get(oid, 0), oid)
+        if best is None or key > best:
+            best = key
+    return None if best is None else best[1]
+
+
+def place_blocks(
+    blocks: Sequence[MetaBlock], slot_items: Mapping[int, Sequence[str]], turns: int
+) -> dict[tuple[int, int], list[int]]:
+    """Where each block goes: ``(turn, n)`` -> block indexes, to read after the first
+    ``n`` items that entered at that turn (of ``turns`` so far).
+
+    A block follows its ``after`` item; when that item is not shown in that place (a
+    strategy left it out, or it moved), the block stays right after the block before
+    it, where the item was. Blocks never change their order.
+    """
+    out: dict[tuple[int, int], list[int]] = {}
+    prev: tuple[int, int] = (-1, 0)
+    where: dict[int, dict[str, int]] = {}
+    for i, b in enumerate(blocks):
+        turn = min(max(b.turn, 0), turns)
+        if turn not in where:
+            where[turn] = {oid: n for n, oid in enumerate(slot_items.get(turn, ()))}
+        ids = where[turn]
+        if b.after is None:
+            n = 0
+        elif b.after in ids:
+            n = ids[b.after] + 1
+        else:
+            n = prev[1] if prev[0] == turn else 0
+        if prev[0] == turn:
+            n = max(n, prev[1])
+        prev = (turn, n)
+        out.setdefault(prev, []).append(i)
+    return out
