@@ -22,7 +22,7 @@ from ..tokens import TokenCounter
 from ._assemblystate import AssemblyState, MetaEntry, meta_for, view_doc, with_active_copy
 from ._changes import record_changes, recorded_assembly
 from ._framing import inline, render_block
-from ._metalog import META_HEADER, MetaBlock, MetaLog, place_blocks, render_log
+from ._metalog import META_HEADER, MetaBlock, MetaLog, place_blocks, render_log, section_of
 from ._model import Context, ContextItem, Section, Segment
 
 if TYPE_CHECKING:
@@ -185,7 +185,7 @@ class Assembler:
             # The first blocks of the session's metadata log this context shows.
             "metadata_blocks": len(state.meta_log),
         }
-        blocks = self.metalog.blocks(state, evicted=sel.evicted, shown=set(order))
+        blocks, meta_section = self.metalog.blocks(state, evicted=sel.evicted, shown=set(order))
         docs = {oid: view_doc(state, oid) for oid in order}
         ctx = self.build(
             assembly,
@@ -195,6 +195,7 @@ class Assembler:
             state.turns,
             pinned=state.pinned,
             meta_blocks=blocks,
+            meta_section=meta_section,
         )
         # What the strategy and the budget did to each candidate (ctxnb.context._changes),
         # from the counts already made: the candidates' in full, the built items' as shown.
@@ -321,11 +322,13 @@ class Assembler:
         pinned: Iterable[str],
         pool: Sequence[str] = (),
         meta_blocks: Sequence[MetaBlock] | None = None,
+        meta_section: Section | None = None,
     ) -> Context:
         """The context an assembly record describes, from the documents it names.
 
         ``meta_blocks`` are the metadata log's blocks it shows; without them (a record
         made before the log) the metadata is one section at the end, made from ``pool``.
+        ``meta_section`` is the section they make, when already made.
         """
         pinned_set = set(pinned)
         masked = set(assembly["masked"])
@@ -364,9 +367,7 @@ class Assembler:
         if meta_blocks is None:
             metadata = self.metadata_section(set(assembly["active"]), pinned_set, meta, pool)
         else:
-            text = "".join(b.text for b in meta_blocks)
-            tokens = sum(b.tokens for b in meta_blocks)
-            metadata = Section("metadata", text, tokens, (), sha256_hex(text))
+            metadata = meta_section or section_of(meta_blocks)
         sections = (system, metadata, active, self.chat_section(turns))
         head = set(assembly.get("head") or ()) | pinned_set
         layout = self.layout(system, items, turns, metadata, head=head, blocks=meta_blocks)

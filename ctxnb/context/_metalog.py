@@ -44,6 +44,7 @@ from typing import Any
 from ..hashing import sha256_hex
 from ..tokens import TokenCounter
 from ._assemblystate import AssemblyState, meta_line
+from ._model import Section
 
 __all__ = [
     "META_HEADER",
@@ -52,13 +53,14 @@ __all__ = [
     "MetaLog",
     "place_blocks",
     "render_log",
+    "section_of",
 ]
 
 META_HEADER = "Objects in this session:\n"
 META_UPDATE_HEADER = "Objects in this session, new or changed:\n"
 
-# (block index, head, flags) of an object's latest line in the log
-_Latest = tuple[int, str, tuple[str, ...]]
+# (block index, line index, head, flags) of an object's latest line in the log
+_Latest = tuple[int, int, str, tuple[str, ...]]
 
 
 @dataclass(frozen=True)
@@ -72,38 +74,70 @@ class MetaBlock:
     hash: str
 
 
-def _text(index: int, lines: Sequence[Sequence[Any]], inactive: set[str]) -> str:
-    out = [META_HEADER if index == 0 else META_UPDATE_HEADER]
-    for oid, head, flags in lines:
-        if oid in inactive:
-            flags = [f for f in flags if f != "active"]
-        out.append(meta_line(head, flags) + "\n")
-    return "".join(out)
+class _Lines:
+    """Lines' texts and token counts, counted once each (a block's tokens are its
+    header's and its lines', each with its newline, as the pool's always were)."""
+
+    def __init__(self, counter: TokenCounter) -> None:
+        self.counter = counter
+        self._tokens: dict[str, int] = {}
+
+    def tokens(self, line: str) -> int:
+        n = self._tokens.get(line)
+        if n is None:
+            if len(self._tokens) > 100_000:
+                self._tokens.clear()
+            n = self._tokens[line] = self.counter.count(line) + 1
+        return n
+
+    def block(
+        self, index: int, raw: Mapping[str, Any], lines: Sequence[str] | None = None
+    ) -> tuple[MetaBlock, list[str]]:
+        """A block and its lines (``lines``: already made, with any override)."""
+        if lines is None:
+            lines = [meta_line(head, flags) for _, head, flags in raw["lines"]]
+        header = META_HEADER if index == 0 else META_UPDATE_HEADER
+        text = header + "".join(line + "\n" for line in lines)
+        tokens = self.tokens(header[:-1]) + sum(self.tokens(line) for line in lines)
+        blk = MetaBlock(int(raw["turn"]), raw.get("after"), text, tokens, sha256_hex(text))
+        return blk, list(lines)
 
 
-def _block(
-    index: int, raw: Mapping[str, Any], inactive: set[str], counter: TokenCounter
-) -> MetaBlock:
-    text = _text(index, raw["lines"], inactive)
-    after = raw.get("after")
-    return MetaBlock(int(raw["turn"]), after, text, counter.count(text), sha256_hex(text))
+def section_of(blocks: Sequence[MetaBlock]) -> Section:
+    """The metadata section of a context: its blocks in order (hashed by their hashes)."""
+    return Section(
+        "metadata",
+        "".join(b.text for b in blocks),
+        sum(b.tokens for b in blocks),
+        (),
+        sha256_hex("".join(b.hash for b in blocks)),
+    )
 
 
 def _latest(log: Sequence[Mapping[str, Any]], start: int, into: dict[str, _Latest]) -> None:
     for i in range(start, len(log)):
-        for oid, head, flags in log[i]["lines"]:
-            into[oid] = (i, head, tuple(flags))
+        for n, (oid, head, flags) in enumerate(log[i]["lines"]):
+            into[oid] = (i, n, head, tuple(flags))
 
 
 def _inactive(
     latest: Mapping[str, _Latest], candidates: Iterable[str], shown: set[str]
-) -> dict[int, set[str]]:
-    """Per block, the objects whose latest line is there, flagged active, not shown."""
-    out: dict[int, set[str]] = {}
+) -> dict[int, list[tuple[int, str]]]:
+    """Per block, the lines (index, text) that lose their ``active`` flag: the latest
+    line of an object flagged active that the context does not show."""
+    out: dict[int, list[tuple[int, str]]] = {}
     for oid in candidates:
         hit = latest.get(oid)
-        if hit is not None and "active" in hit[2] and oid not in shown:
-            out.setdefault(hit[0], set()).add(oid)
+        if hit is not None and "active" in hit[3] and oid not in shown:
+            flags = [f for f in hit[3] if f != "active"]
+            out.setdefault(hit[0], []).append((hit[1], meta_line(hit[2], flags)))
+    return out
+
+
+def _override(lines: list[str], changes: Iterable[tuple[int, str]]) -> list[str]:
+    out = list(lines)
+    for n, text in changes:
+        out[n] = text
     return out
 
 
@@ -114,7 +148,12 @@ def render_log(
     latest: dict[str, _Latest] = {}
     _latest(log, 0, latest)
     off = _inactive(latest, latest, shown)
-    return [_block(i, b, off.get(i, set()), counter) for i, b in enumerate(log)]
+    lines = _Lines(counter)
+    out = []
+    for i, raw in enumerate(log):
+        made = [meta_line(head, flags) for _, head, flags in raw["lines"]]
+        out.append(lines.block(i, raw, _override(made, off.get(i, ())))[0])
+    return out
 
 
 class MetaLog:
@@ -130,6 +169,9 @@ class MetaLog:
         self._log: list[dict[str, Any]] | None = None
         self._latest: dict[str, _Latest] = {}
         self._rendered: list[MetaBlock] = []
+        self._lines: list[list[str]] = []  # each block's lines, as rendered
+        self._count = _Lines(token_counter)
+        self._section: tuple[tuple[str, ...], Section] | None = None
         self._pos: dict[str, int] = {}  # pool order
         self._pool_seen = 0
         self._dirty: set[str] = set()
@@ -144,11 +186,13 @@ class MetaLog:
     def _sync(self, log: list[dict[str, Any]]) -> None:
         if log is not self._log or len(log) < len(self._rendered):
             # Another log (a resumed session's): start over from it.
-            self._log, self._latest, self._rendered = log, {}, []
+            self._log, self._latest, self._rendered, self._lines = log, {}, [], []
         start = len(self._rendered)
         _latest(log, start, self._latest)
-        counter = self.token_counter
-        self._rendered += [_block(i, log[i], set(), counter) for i in range(start, len(log))]
+        for i in range(start, len(log)):
+            blk, lines = self._count.block(i, log[i])
+            self._rendered.append(blk)
+            self._lines.append(lines)
 
     def update(self, state: AssemblyState) -> None:
         """Append a block with the lines that are new or changed since last shown."""
@@ -165,7 +209,7 @@ class MetaLog:
             head = m.head()
             flags = m.flags(active=oid in state.active, pinned=oid in state.pinned)
             hit = self._latest.get(oid)
-            if hit is None or hit[1:] != (head, flags):
+            if hit is None or hit[2:] != (head, flags):
                 lines.append([oid, head, list(flags)])
         self._dirty.clear()
         if not lines:
@@ -176,16 +220,18 @@ class MetaLog:
 
     def blocks(
         self, state: AssemblyState, *, evicted: Iterable[str], shown: set[str]
-    ) -> list[MetaBlock]:
-        """The log's blocks for a context showing ``shown``; ``evicted`` lost their flag."""
+    ) -> tuple[list[MetaBlock], Section]:
+        """The log's blocks for a context showing ``shown`` (``evicted`` lose their
+        flag), and the metadata section they make."""
         self._sync(state.meta_log)
-        off = _inactive(self._latest, evicted, shown)
-        if not off:
-            return list(self._rendered)
         out = list(self._rendered)
-        for i, ids in off.items():
-            out[i] = _block(i, state.meta_log[i], ids, self.token_counter)
-        return out
+        for i, changes in _inactive(self._latest, evicted, shown).items():
+            lines = _override(self._lines[i], changes)
+            out[i] = self._count.block(i, state.meta_log[i], lines)[0]
+        key = tuple(b.hash for b in out)
+        if self._section is None or self._section[0] != key:
+            self._section = (key, section_of(out))
+        return out, self._section[1]
 
     def tokens(self, state: AssemblyState) -> int:
         """Tokens of every block as the session state flags them (an upper bound)."""
