@@ -9,12 +9,14 @@ items are. A line once shown stays where it is; a change appends the object's ne
 to a later block, and the latest line of an object is the one that holds. Under
 ``KeepAll`` the prompt of one step is then a prefix of the next step's.
 
-A block is stored as ``{"turn": k, "after": id | None, "lines": [[id, head, [flags]]]}``:
-``turn`` is the number of chat turns when it was made and ``after`` the last item that
-had entered at that turn (None: before any), so that the layout puts it back in the
-same place. The log is saved with the session (``metadata_log``) and an assembly
-record keeps how many blocks it showed (``metadata_blocks``), so a past context is
-rebuilt exactly.
+A block is stored as ``{"turn": k, "after": id | None, "ids": [id, ...], "heads": "…",
+"flags": "…"}``: ``turn`` is the number of chat turns when it was made and ``after`` the
+last item that had entered at that turn (None: before any), so that the layout puts it
+back in the same place; ``heads`` and ``flags`` hold each line's head and its flags
+(comma-separated), one line each, joined by newlines (a head is one line, see
+:func:`~ctxnb.context.inline`): flat strings keep a session's saves cheap. The log
+is saved with the session (``metadata_log``) and an assembly record keeps how many
+blocks it showed (``metadata_blocks``), so a past context is rebuilt exactly.
 
 The one thing a strategy changes is the ``active`` flag: an item it leaves out is not
 active in that context, so the latest line of such an item loses the flag there (the
@@ -22,9 +24,8 @@ block is rewritten in place; the item's own place changed at the same point anyw
 
 Example:
     >>> from ctxnb.tokens import HeuristicTokenCounter
-    >>> log = [{"turn": 1, "after": None, "lines": [["a", "- file a.py (python, 5 chars)",
-    ...        ["active"]]]}, {"turn": 2, "after": "t", "lines": [["a",
-    ...        "- file a.py (python, 9 chars)", ["active"]]]}]
+    >>> log = [make_block(1, None, [("a", "- file a.py (python, 5 chars)", ("active",))]),
+    ...        make_block(2, "t", [("a", "- file a.py (python, 9 chars)", ("active",))])]
     >>> blocks = render_log(log, shown={"a"}, counter=HeuristicTokenCounter())
     >>> print(blocks[0].text + blocks[1].text, end="")
     Objects in this session:
@@ -51,6 +52,8 @@ __all__ = [
     "META_UPDATE_HEADER",
     "MetaBlock",
     "MetaLog",
+    "block_lines",
+    "make_block",
     "place_blocks",
     "render_log",
     "section_of",
@@ -61,6 +64,28 @@ META_UPDATE_HEADER = "Objects in this session, new or changed:\n"
 
 # (block index, line index, head, flags) of an object's latest line in the log
 _Latest = tuple[int, int, str, tuple[str, ...]]
+_Line = tuple[str, str, tuple[str, ...]]  # (id, head, flags)
+
+
+def make_block(turn: int, after: str | None, lines: Sequence[_Line]) -> dict[str, Any]:
+    """A block of the log as the session stores it (see the module's docstring)."""
+    return {
+        "turn": turn,
+        "after": after,
+        "ids": [oid for oid, _, _ in lines],
+        "heads": "\n".join(head for _, head, _ in lines),
+        "flags": "\n".join(",".join(flags) for _, _, flags in lines),
+    }
+
+
+def block_lines(raw: Mapping[str, Any]) -> list[_Line]:
+    """The lines of a stored block: (id, head, flags)."""
+    ids = raw["ids"]
+    if not ids:
+        return []
+    heads, flags = raw["heads"].split("\n"), raw["flags"].split("\n")
+    rows = zip(ids, heads, flags, strict=True)
+    return [(o, h, tuple(f.split(",")) if f else ()) for o, h, f in rows]
 
 
 @dataclass(frozen=True)
@@ -95,7 +120,7 @@ class _Lines:
     ) -> tuple[MetaBlock, list[str]]:
         """A block and its lines (``lines``: already made, with any override)."""
         if lines is None:
-            lines = [meta_line(head, flags) for _, head, flags in raw["lines"]]
+            lines = [meta_line(head, flags) for _, head, flags in block_lines(raw)]
         header = META_HEADER if index == 0 else META_UPDATE_HEADER
         text = header + "".join(line + "\n" for line in lines)
         tokens = self.tokens(header[:-1]) + sum(self.tokens(line) for line in lines)
@@ -116,8 +141,8 @@ def section_of(blocks: Sequence[MetaBlock]) -> Section:
 
 def _latest(log: Sequence[Mapping[str, Any]], start: int, into: dict[str, _Latest]) -> None:
     for i in range(start, len(log)):
-        for n, (oid, head, flags) in enumerate(log[i]["lines"]):
-            into[oid] = (i, n, head, tuple(flags))
+        for n, (oid, head, flags) in enumerate(block_lines(log[i])):
+            into[oid] = (i, n, head, flags)
 
 
 def _inactive(
@@ -151,7 +176,7 @@ def render_log(
     lines = _Lines(counter)
     out = []
     for i, raw in enumerate(log):
-        made = [meta_line(head, flags) for _, head, flags in raw["lines"]]
+        made = [meta_line(head, flags) for _, head, flags in block_lines(raw)]
         out.append(lines.block(i, raw, _override(made, off.get(i, ())))[0])
     return out
 
@@ -203,19 +228,19 @@ class MetaLog:
             self._dirty.add(oid)
         self._pool_seen = len(state.pool)
         pos, meta = self._pos, state.meta
-        lines: list[list[Any]] = []
+        lines: list[_Line] = []
         for oid in sorted((o for o in self._dirty if o in pos and o in meta), key=pos.__getitem__):
             m = meta[oid]
             head = m.head()
             flags = m.flags(active=oid in state.active, pinned=oid in state.pinned)
             hit = self._latest.get(oid)
             if hit is None or hit[2:] != (head, flags):
-                lines.append([oid, head, list(flags)])
+                lines.append((oid, head, flags))
         self._dirty.clear()
         if not lines:
             return
         turn = len(state.turns)
-        log.append({"turn": turn, "after": _anchor(state, turn), "lines": lines})
+        log.append(make_block(turn, _anchor(state, turn), lines))
         self._sync(log)
 
     def blocks(
