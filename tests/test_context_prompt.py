@@ -233,3 +233,35 @@ def test_a_session_saved_before_the_metadata_log_loads_and_rebuilds(legacy: Path
     # The old record still rebuilds beside the new ones (turn 2 now names ``first``).
     assert s.context_at(1).to_text() == expected["1"]["text"]
     assert s.context_at(2).hash == first.hash
+
+
+def test_a_replayed_run_under_keep_all_is_append_only_step_by_step() -> None:
+    from ctxnb.replay import load, replay_contexts
+    from ctxnb.samples import data_dir
+
+    run = load(data_dir() / "trajectories" / "django__django-13670.traj.json")
+    prev = None
+    steps = 0
+    # Files as the agent saw them (its outputs only): nothing re-enters, nothing moves.
+    for _, _, ctx, _ in replay_contexts(run, [KeepAll()], files="pool"):
+        if prev is not None:
+            _assert_prefix(prev, ctx)
+            steps += 1
+        prev = ctx
+    assert steps == len(run.steps) - 1 > 10
+
+
+def test_the_budget_counts_the_metadata_log(tmp_path: Path) -> None:
+    _, s = _loop(tmp_path)
+    for n in range(12):
+        s.record_toolcall("run", {"cmd": f"cat part{n}"}, f"line {n}\n" * 40)
+    whole = s.assemble(KeepAll(), record=False)
+    meta = whole.section("metadata").tokens
+    assert meta > 0
+    budget = whole.total_tokens - meta // 2  # everything fits but half the metadata
+    ctx = s.assemble(KeepAll(), budget=budget)
+    assert ctx.total_tokens <= budget and ctx.evicted
+    # The evicted calls lose their flag on their (only) line, here and when rebuilt.
+    flagged = ctx.section("metadata").text
+    assert flagged.count("[active]") == len(ctx.items) < len(whole.items)
+    assert s.context_at(ctx.turn).to_text() == ctx.to_text()
