@@ -265,3 +265,17 @@ def test_the_budget_counts_the_metadata_log(tmp_path: Path) -> None:
     flagged = ctx.section("metadata").text
     assert flagged.count("[active]") == len(ctx.items) < len(whole.items)
     assert s.context_at(ctx.turn).to_text() == ctx.to_text()
+
+
+def test_an_assembler_handed_another_log_compares_every_line_with_it(tmp_path: Path) -> None:
+    _, s = _loop(tmp_path)
+    s.add_path("m0.py")
+    s.record_toolcall("run", {"cmd": "ls"}, "m0.py\n")
+    first = s.assemble(KeepAll(), record=False)
+    # A state whose log is empty (an AssemblyState made without the session's log):
+    # every object is listed again in its first block, nothing is left out.
+    state = s._assembly_state()
+    state.meta_log = []
+    ctx, _ = s._assembler.assemble(state, KeepAll(), None, tx_id=0)
+    assert ctx.section("metadata").text == first.section("metadata").text
+    assert len(state.meta_log) == 1 and len(state.meta_log[0]["ids"]) == len(s.metadata_pool)

@@ -210,8 +210,10 @@ class MetaLog:
 
     def _sync(self, log: list[dict[str, Any]]) -> None:
         if log is not self._log or len(log) < len(self._rendered):
-            # Another log (a resumed session's): start over from it.
+            # Another log (a resumed session's): start over from it, and compare every
+            # object's line with what that log last showed.
             self._log, self._latest, self._rendered, self._lines = log, {}, [], []
+            self._pool_seen = 0
         start = len(self._rendered)
         _latest(log, start, self._latest)
         for i in range(start, len(log)):
