@@ -133,10 +133,16 @@ def test_context_at_rebuilds_each_step_after_later_changes(tmp_path: Path) -> No
         s.add_turn("assistant", f"Step {i}.")
         s.add_path(f"m{i % 3}.py")
         (tmp_path / f"m{i % 3}.py").write_text(f"# edited at step {i}\n")
-        s.record_toolcall("run", {"cmd": f"step {i}"}, f"ok {i}\n")
+        call = s.record_toolcall("run", {"cmd": f"step {i}"}, f"ok {i}\n")
+        if i == 1:
+            s.pin(call)  # to the head: the block that followed it stays in its place
         if i == 3:
             s.deactivate(s.find("m0.py") or "")
         seen.append(s.assemble(strategy))
+        # No block is ever lost: every line made so far is shown.
+        made = sum(len(b["ids"]) for b in s._meta_log)
+        shown = seen[-1].section("metadata").text.splitlines()
+        assert sum(1 for ln in shown if ln.startswith("- ")) == made
     reopened = Workspace.open(tmp_path).session("loop")
     for ctx in seen:
         for session in (s, reopened):
