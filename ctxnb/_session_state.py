@@ -102,6 +102,9 @@ class _SessionState:
         self.rules_off = False
         # Items brought back with restore_item (ctxnb.context._changes): saved with the session.
         self._restores: list[dict[str, Any]] = []
+        # The metadata lines the prompt has shown, in blocks (ctxnb.context._metalog):
+        # append-only, saved with the session so that past contexts rebuild exactly.
+        self._meta_log: list[dict[str, Any]] = []
 
     def _set_meta(self, oid: str, entry: MetaEntry) -> None:
         self._meta[oid] = entry

@@ -188,6 +188,7 @@ class Session(_SessionResume):
             "entered": {o: self._entered.get(o, 0) for o in self._active},
             "turn": self.turn,
             "assembly": assembly,
+            "metadata_log": list(self._meta_log),
         }
         if self._restores:
             doc["restores"] = list(self._restores)
@@ -262,6 +263,7 @@ class Session(_SessionResume):
             turns=self._turns,
             head=self._head(),
             overlays=self._overlays,
+            meta_log=self._meta_log,
         )
 
     def _head(self) -> list[str]:
@@ -505,6 +507,9 @@ def open_session(
         if sdoc.get("type") != "session":
             raise NotFoundError(f"object {sid!r} is a {sdoc.get('type')}, not a session")
         s._restore(sdoc)
+        # A session saved before the metadata log has none: its next context lists
+        # every object in one first block.
+        s._meta_log = list(sdoc.get("metadata_log") or [])
         s.last_resume = s._reconcile()
         if system_prompt is not None and system_prompt != s.system_prompt:
             s.set_system_prompt(system_prompt)

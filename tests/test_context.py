@@ -197,10 +197,11 @@ def test_transcripts_and_cache_breakpoints(tmp_path: Path) -> None:
         b for m in anth["messages"] for b in m["content"] if "cache_control" in b
     ]
     assert 1 <= len(marked) <= 4  # Anthropic allows four breakpoints
-    # The last breakpoint closes the stable part: only the metadata pool follows it.
+    # The last breakpoint closes the whole prompt: the last block of the metadata log,
+    # which stays in place at the next step like everything before it.
     last_msg = anth["messages"][-1]["content"]
-    assert last_msg[-1]["text"].startswith("Objects in this session")
-    assert "cache_control" in last_msg[-2] or "cache_control" in anth["messages"][-2]["content"][-1]
+    assert last_msg[-1]["text"].startswith("Objects in this session, new or changed:")
+    assert last_msg[-1]["cache_control"] == {"type": "ephemeral"}
     plain = ctx.to_messages("anthropic", cache=False)
     assert "cache_control" not in json.dumps(plain)
 

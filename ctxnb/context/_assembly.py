@@ -22,6 +22,7 @@ from ..tokens import TokenCounter
 from ._assemblystate import AssemblyState, MetaEntry, meta_for, view_doc, with_active_copy
 from ._changes import record_changes, recorded_assembly
 from ._framing import inline, render_block
+from ._metalog import META_HEADER, MetaBlock, MetaLog, place_blocks, render_log, section_of
 from ._model import Context, ContextItem, Section, Segment
 
 if TYPE_CHECKING:
@@ -29,7 +30,6 @@ if TYPE_CHECKING:
 
 __all__ = ["AssemblyState", "Assembler", "MetaEntry", "context_at", "meta_for"]
 
-META_HEADER = "Objects in this session:\n"
 _KINDS = {"toolcall": "tool", "relations": "plan"}  # an item block's tag word, by type
 
 
@@ -37,28 +37,23 @@ class Assembler:
     """Renders items and sections with caches that make re-assembling cheap.
 
     One per session. The render cache is keyed by content hash and the header's
-    metadata; the metadata lines are kept in pool order and recomputed only for ids
-    marked with :meth:`mark`, so assembling a 10,000-object pool stays cheap.
+    metadata; the metadata log (:mod:`ctxnb.context._metalog`) recomputes only the
+    lines of ids marked with :meth:`mark`, so assembling a 10,000-object pool stays
+    cheap.
     """
 
     def __init__(self, token_counter: TokenCounter) -> None:
         self.token_counter = token_counter
         self._render_cache: dict[tuple[Any, ...], tuple[str, int, str]] = {}
-        self._lines: list[str] = []
-        self._line_tokens: list[int] = []
-        self._line_pos: dict[str, int] = {}
-        self._line_dirty: set[str] = set()
-        self._pool_text: tuple[str, int, str] | None = None
+        self.metalog = MetaLog(token_counter)
         self._turn_cache: dict[tuple[str, str], tuple[str, int, str]] = {}
 
     def mark(self, oid: str) -> None:
         """The metadata line of ``oid`` (its entry or its flags) changed."""
-        self._line_dirty.add(oid)
-        self._pool_text = None
+        self.metalog.mark(oid)
 
     def mark_many(self, ids: Iterable[str]) -> None:
-        self._line_dirty.update(ids)
-        self._pool_text = None
+        self.metalog.mark_many(ids)
 
     # -- items ----------------------------------------------------------------------------
     def render_item(
@@ -151,10 +146,12 @@ class Assembler:
         cands = self.candidates(state)
         system = self.system_section(state.system_prompt)
         chat = self.chat_section(state.turns)
-        # Every candidate is active in the live metadata section: an upper bound on
-        # the final section, so the content budget is never overdrawn.
-        meta_upper = self.live_metadata_section(state)
-        fixed = system.tokens + chat.tokens + meta_upper.tokens
+        # New or changed metadata lines become a block of the log now, whatever the
+        # strategy: every strategy's context at this step shows the same lines. Every
+        # candidate is flagged active there: an upper bound on the final metadata, so
+        # the content budget is never overdrawn.
+        self.metalog.update(state)
+        fixed = system.tokens + chat.tokens + self.metalog.tokens(state)
         content_budget = None if budget is None else max(0, budget - fixed)
         sel = strategy.select(StrategyInput(items=cands, budget=content_budget, turn=turn))
         sel.validate(cands, strategy=getattr(strategy, "name", None))
@@ -185,9 +182,10 @@ class Assembler:
             "replace": sel.replace,
             "orphaned": sorted(state.orphaned),
             "tx_id": tx_id,
+            # The first blocks of the session's metadata log this context shows.
+            "metadata_blocks": len(state.meta_log),
         }
-        evicted = set(sel.evicted)
-        meta_section = self.live_metadata_section(state, (o for o in state.active if o in evicted))
+        blocks, meta_section = self.metalog.blocks(state, evicted=sel.evicted, shown=set(order))
         docs = {oid: view_doc(state, oid) for oid in order}
         ctx = self.build(
             assembly,
@@ -196,6 +194,7 @@ class Assembler:
             state.system_prompt,
             state.turns,
             pinned=state.pinned,
+            meta_blocks=blocks,
             meta_section=meta_section,
         )
         # What the strategy and the budget did to each candidate (ctxnb.context._changes),
@@ -294,49 +293,6 @@ class Assembler:
         text = "".join(b[0] for b in blocks)
         return Section("chat", text, sum(b[1] for b in blocks), (), sha256_hex(text))
 
-    def _pool_lines(self, state: AssemblyState) -> tuple[list[str], list[int]]:
-        """Metadata lines of the pool with the session's own flags, updated incrementally."""
-        for oid in state.pool[len(self._lines) :]:
-            self._line_pos[oid] = len(self._lines)
-            self._lines.append("")
-            self._line_tokens.append(0)
-            self._line_dirty.add(oid)
-        for oid in self._line_dirty:
-            pos = self._line_pos.get(oid)
-            if pos is None or oid not in state.meta:
-                continue
-            line = state.meta[oid].line(active=oid in state.active, pinned=oid in state.pinned)
-            self._lines[pos] = line + "\n"
-            self._line_tokens[pos] = self.token_counter.count(line) + 1
-        self._line_dirty.clear()
-        return self._lines, self._line_tokens
-
-    def live_metadata_section(
-        self, state: AssemblyState, not_active: Iterable[str] = ()
-    ) -> Section:
-        """The metadata section of the live state; ``not_active`` lines lose their flag."""
-        lines, tokens = self._pool_lines(state)
-        if not lines:
-            return Section("metadata", "", 0, (), sha256_hex(""))
-        overrides = [o for o in not_active if o in self._line_pos]
-        if not overrides and self._pool_text is not None:
-            text, total, h = self._pool_text
-            return Section("metadata", text, total, (), h)
-        header_tokens = self.token_counter.count(META_HEADER)
-        total = header_tokens + sum(tokens)
-        if overrides:
-            lines = list(lines)
-            for oid in overrides:
-                pos = self._line_pos[oid]
-                line = state.meta[oid].line(active=False, pinned=oid in state.pinned)
-                total += self.token_counter.count(line) + 1 - tokens[pos]
-                lines[pos] = line + "\n"
-        text = META_HEADER + "".join(lines)
-        sec = Section("metadata", text, total, (), sha256_hex(text))
-        if not overrides:
-            self._pool_text = (text, total, sec.hash)
-        return sec
-
     def metadata_section(
         self,
         active: set[str],
@@ -344,7 +300,8 @@ class Assembler:
         meta: Mapping[str, MetaEntry],
         pool: Sequence[str],
     ) -> Section:
-        """The metadata section for any state (used to rebuild past contexts)."""
+        """The metadata section as one block at the end, as contexts were laid out before
+        the metadata log (used to rebuild their records)."""
         lines = [meta[o].line(active=o in active, pinned=o in pinned) for o in pool if o in meta]
         if not lines:
             return Section("metadata", "", 0, (), sha256_hex(""))
@@ -364,9 +321,15 @@ class Assembler:
         *,
         pinned: Iterable[str],
         pool: Sequence[str] = (),
+        meta_blocks: Sequence[MetaBlock] | None = None,
         meta_section: Section | None = None,
     ) -> Context:
-        """The context an assembly record describes, from the documents it names."""
+        """The context an assembly record describes, from the documents it names.
+
+        ``meta_blocks`` are the metadata log's blocks it shows; without them (a record
+        made before the log) the metadata is one section at the end, made from ``pool``.
+        ``meta_section`` is the section they make, when already made.
+        """
         pinned_set = set(pinned)
         masked = set(assembly["masked"])
         truncate = {k: int(v) for k, v in assembly["truncate"].items()}
@@ -401,12 +364,13 @@ class Assembler:
         active_text = "".join(it.text for it in items)
         active = Section("active", active_text, sum(it.tokens for it in items), tuple(items), "")
         system = self.system_section(system_prompt)
-        metadata = meta_section or self.metadata_section(
-            set(assembly["active"]), pinned_set, meta, pool
-        )
+        if meta_blocks is None:
+            metadata = self.metadata_section(set(assembly["active"]), pinned_set, meta, pool)
+        else:
+            metadata = meta_section or section_of(meta_blocks)
         sections = (system, metadata, active, self.chat_section(turns))
         head = set(assembly.get("head") or ()) | pinned_set
-        layout = self.layout(system, items, turns, metadata, head=head)
+        layout = self.layout(system, items, turns, metadata, head=head, blocks=meta_blocks)
         ctx = Context(
             sections=sections,
             turn=assembly["turn"],
@@ -433,8 +397,14 @@ class Assembler:
         metadata: Section,
         *,
         head: set[str],
+        blocks: Sequence[MetaBlock] | None = None,
     ) -> tuple[Segment, ...]:
-        """The reading order: system, head items, items and turns by entry, metadata."""
+        """The reading order: system, head items, then items, metadata blocks and turns
+        in the order they entered (append-only).
+
+        Without ``blocks`` (a record made before the metadata log) the metadata is one
+        volatile segment at the end.
+        """
         text = system.text if not system.text or system.text.endswith("\n") else system.text + "\n"
         out = [Segment("system", 0, text, system.tokens, system.hash, head=True)]
         by_turn: dict[int, list[int]] = {}
@@ -443,16 +413,29 @@ class Assembler:
                 out.append(Segment("item", i, it.text, it.tokens, it.hash, head=True))
             else:
                 by_turn.setdefault(min(max(it.entered, 0), len(turns)), []).append(i)
+        placed = place_blocks(
+            blocks or (), {k: [items[i].id for i in v] for k, v in by_turn.items()}, len(turns)
+        )
+
+        def add_blocks(k: int, n: int) -> None:
+            for b in placed.get((k, n), ()):
+                blk = (blocks or ())[b]
+                out.append(Segment("metadata", b, blk.text, blk.tokens, blk.hash))
+
         for k in range(len(turns) + 1):
-            for i in by_turn.get(k, ()):
+            slot = by_turn.get(k, ())
+            add_blocks(k, 0)
+            for n, i in enumerate(slot, 1):
                 it = items[i]
                 out.append(Segment("item", i, it.text, it.tokens, it.hash))
+                add_blocks(k, n)
             if k < len(turns):
                 t_text, t_tokens, t_hash = self.turn_block(turns[k])
                 out.append(Segment("turn", k, t_text, t_tokens, t_hash))
-        out.append(
-            Segment("metadata", 0, metadata.text, metadata.tokens, metadata.hash, stable=False)
-        )
+        if blocks is None:
+            out.append(
+                Segment("metadata", 0, metadata.text, metadata.tokens, metadata.hash, stable=False)
+            )
         return tuple(out)
 
 
@@ -474,7 +457,7 @@ def context_at(
     """Rebuild, from the store's history alone, the context the model saw at ``turn``.
 
     Uses the last assembly recorded at that turn; files that changed since are read
-    as they were then.
+    as they were then, and the metadata log is cut where that assembly saw it.
 
     Raises:
         NotFoundError: when no context was assembled (with ``record=True``) at that turn.
@@ -501,6 +484,10 @@ def context_at(
     turns = (chat or {}).get("turns", [])[:turn]
     sp_ref = sdoc.get("system_prompt_ref")
     sp = store.as_of(sp_ref, chosen.tx_id) if sp_ref else None
+    blocks = None
+    if "metadata_blocks" in assembly:  # recorded with the metadata log
+        log = (sdoc.get("metadata_log") or [])[: int(assembly["metadata_blocks"])]
+        blocks = render_log(log, shown=set(assembly["active"]), counter=assembler.token_counter)
     return assembler.build(
         assembly,
         docs,
@@ -509,6 +496,7 @@ def context_at(
         turns,
         pinned=sdoc["pinned_set"],
         pool=pool,
+        meta_blocks=blocks,
     )
 
 

@@ -35,13 +35,22 @@ class MetaEntry:
     orphaned: bool = False
 
     def line(self, *, active: bool, pinned: bool) -> str:
+        return meta_line(self.head(), self.flags(active=active, pinned=pinned))
+
+    def head(self) -> str:
+        """The line without its flags: what the object is."""
         if self.type == "file":
             head = f"- file {self.path} ({self.file_type}, {self.char_count} chars)"
         elif self.type == "toolcall":
             head = f"- toolcall {self.args_display or self.tool} [{self.status}]"
         else:
             head = f"- {self.type} {self.id}"
-        flags = [
+        # Paths and arguments come from the agent or the disk: one line, whatever they hold.
+        return inline(head)
+
+    def flags(self, *, active: bool, pinned: bool) -> tuple[str, ...]:
+        """The line's flags, in their fixed order."""
+        return tuple(
             f
             for f, on in (
                 ("active", active),
@@ -50,9 +59,12 @@ class MetaEntry:
                 ("orphaned", self.orphaned),
             )
             if on
-        ]
-        # Paths and arguments come from the agent or the disk: one line, whatever they hold.
-        return inline(head) + (f" [{', '.join(flags)}]" if flags else "")
+        )
+
+
+def meta_line(head: str, flags: Sequence[str]) -> str:
+    """One metadata line from its head and flags (see :meth:`MetaEntry.line`)."""
+    return head + (f" [{', '.join(flags)}]" if flags else "")
 
 
 def meta_for(
@@ -110,6 +122,8 @@ class AssemblyState:
         head: ids read right after the system prompt, in this order (the rules files a
             tracker loaded, root to leaf); pinned items follow them.
         overlays: id -> a client's active copy of a file, shown instead of its content.
+        meta_log: the metadata log (:mod:`ctxnb.context._metalog`); assembly appends
+            a block to it when a line is new or changed.
     """
 
     active: Mapping[str, None]
@@ -125,6 +139,7 @@ class AssemblyState:
     turns: Sequence[dict[str, Any]]
     head: Sequence[str] = ()
     overlays: Mapping[str, str] = field(default_factory=dict)
+    meta_log: list[dict[str, Any]] = field(default_factory=list)
 
 
 def with_active_copy(doc: Mapping[str, Any], text: str) -> dict[str, Any]:

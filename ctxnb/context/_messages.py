@@ -2,10 +2,12 @@
 
 The transcript follows the context's layout: the system part (system prompt and pinned
 items), then -- in the order they entered -- user and assistant turns, the assistant's
-tool calls with their results right after them, and files as user messages; last, the
-metadata pool as a user message of its own. Because the layout is append-only, the
-messages of one step are a prefix of the next step's messages unless a strategy changed
-an earlier item, which is what providers' prompt caches reward.
+tool calls with their results right after them, files as user messages, and the blocks
+of the metadata log (the lines new or changed at that point) as user messages. Because
+the layout is append-only, the messages of one step are a prefix of the next step's
+messages unless a strategy changed an earlier item, which is what providers' prompt
+caches reward. (A context recorded before the metadata log ends with the whole
+metadata pool as one user message.)
 
 Example:
     >>> from ctxnb.context import Context, ContextItem, Section, Segment
@@ -65,7 +67,7 @@ def to_messages(
         elif seg.kind == "turn":
             body.append(("turn", ctx.chat[seg.index]))
         else:
-            body.append(("metadata", seg.text))
+            body.append(("metadata" if seg.stable else "tail", seg.text))
     system = "".join(system_parts)
     if format == "openai":
         return _openai(system, body)
@@ -146,7 +148,10 @@ def _anthropic(system: str, body: list[tuple[str, Any]], *, cache: bool) -> dict
             add("user", block)
             last_stable = block
         else:
-            add("user", {"type": "text", "text": payload})
+            block = {"type": "text", "text": payload}
+            add("user", block)
+            if kind == "metadata":  # a block of the metadata log: it stays, too
+                last_stable = block
     if msgs and msgs[0]["role"] != "user":
         # Anthropic wants the user to speak first; a session whose first entries are tool
         # calls (an intent selected before the task) gets an explicit opening.

@@ -5,8 +5,10 @@ object in the pool), the active content (each item in its own framed block, see
 :mod:`ctxnb.context._framing`) and the chat -- and a *layout*: the order in which the
 model reads them. The layout is cache-aware (see ``docs/context.md``): a stable prefix
 first (the system prompt, then pinned items such as rules), then the items and the
-chat turns in the order they entered, append-only, and last the volatile part (the
-metadata pool), so that consecutive prompts share the longest possible prefix.
+chat turns in the order they entered, append-only, with the metadata lines placed the
+same way: each step's new or changed lines form a block where that step's items are
+(:mod:`ctxnb.context._metalog`), so that consecutive prompts share the longest
+possible prefix.
 
 Example:
     >>> ctx = Context((Section("system", "Be brief.", 3),), 0, {"name": "keep-all"}, None)
@@ -87,7 +89,8 @@ class Segment:
         text: what the model reads.
         tokens: its tokens.
         hash: a digest of ``text`` (equal segments share a cached prefix).
-        stable: False for the volatile tail (metadata), which changes every step.
+        stable: False for a volatile tail: the whole metadata pool at the end, as
+            contexts recorded before the metadata log were laid out.
         head: True for the system part: the system prompt, then pinned items and rules.
     """
 
@@ -210,8 +213,8 @@ class Context:
         """The context as a chat transcript: OpenAI's message list or Anthropic's request.
 
         The system message holds the system prompt and the pinned items; then come the
-        chat turns, the assistant's tool calls and their results, and the files in the
-        order they entered; the metadata pool is the last user message. With
+        chat turns, the assistant's tool calls and their results, the files and the
+        blocks of the metadata log (user messages) in the order they entered. With
         ``cache=True`` the Anthropic form marks the end of the system part and of the
         stable transcript with ``cache_control`` breakpoints (OpenAI caches prefixes
         without markers). See :func:`ctxnb.context.to_messages`.

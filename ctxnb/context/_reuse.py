@@ -53,8 +53,9 @@ class PrefixReuse:
 def prefix_reuse(prev: Context | None, cur: Context) -> PrefixReuse:
     """The tokens of ``cur`` a prefix cache could serve after ``prev`` was sent.
 
-    Segments (the system part, each item, each chat turn, the metadata pool) are compared
-    in reading order by their hashes; the shared prefix ends at the first difference.
+    Segments (the system part, each item, each chat turn, each block of the metadata
+    log) are compared in reading order by their hashes; the shared prefix ends at the
+    first difference.
     Contexts built by hand without a layout share nothing.
 
     Args:
