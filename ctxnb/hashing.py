@@ -11,12 +11,26 @@ Example:
 
 from __future__ import annotations
 
-import hashlib
 import json
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any
 
-__all__ = ["content_hash", "identity_hash", "sha256_hex", "source_hash", "stable_stringify"]
+try:  # the interpreter's own SHA-256 (3.12 and later: _sha2), which loads no OpenSSL
+    from _sha256 import sha256 as _builtin_sha256
+except ImportError:  # pragma: no cover - depends on the Python version
+    try:
+        from _sha2 import sha256 as _builtin_sha256
+    except ImportError:
+        _builtin_sha256 = None
+
+__all__ = [
+    "content_hash",
+    "identity_hash",
+    "sha256_for",
+    "sha256_hex",
+    "source_hash",
+    "stable_stringify",
+]
 
 # Fields that hold hashes of the payload itself; they are never part of what they hash.
 _HASH_FIELDS = ("source_hash", "content_hash")
@@ -35,11 +49,33 @@ def stable_stringify(value: Any) -> str:
     )
 
 
+# Below this many bytes a digest is computed by the interpreter's built-in SHA-256:
+# importing hashlib loads OpenSSL (about 2 ms), which Claude Code's hook process would
+# pay after every edit to hash a few ids and one file. Above it OpenSSL's SHA-256, which
+# is several times faster per byte (indexing hashes whole trees), is worth its import.
+_SMALL = 1 << 16
+
+
+def sha256_for(size: int) -> Callable[..., Any]:
+    """The SHA-256 constructor for about ``size`` bytes (the same digest either way).
+
+    Example:
+        >>> small, large = sha256_for(10)(b"abc"), sha256_for(10**7)(b"abc")
+        >>> small.hexdigest() == large.hexdigest() == sha256_hex(b"abc")
+        True
+    """
+    if size < _SMALL and _builtin_sha256 is not None:
+        return _builtin_sha256  # type: ignore[no-any-return]
+    import hashlib
+
+    return hashlib.sha256
+
+
 def sha256_hex(data: bytes | str) -> str:
     """SHA-256 of bytes (or of a string's UTF-8 bytes), lowercase hex."""
     if isinstance(data, str):
         data = data.encode("utf-8")
-    return hashlib.sha256(data).hexdigest()
+    return sha256_for(len(data))(data).hexdigest()  # type: ignore[no-any-return]
 
 
 def identity_hash(type: str, source: Mapping[str, Any] | None) -> str:
@@ -60,7 +96,7 @@ def source_hash(data: bytes) -> str:
     """Hash of the raw bytes as read from disk (not of decoded text)."""
     if isinstance(data, str):
         raise TypeError("source_hash takes the raw bytes read from disk, not decoded text")
-    return hashlib.sha256(data).hexdigest()
+    return sha256_hex(data)
 
 
 def content_hash(payload: Mapping[str, Any]) -> str:
@@ -122,7 +158,7 @@ def _sha256_of_json(value: Any) -> str:
         return sha256_hex(stable_stringify(value))
     if any(type(k) is not str for k in value):
         return sha256_hex(stable_stringify(value))  # json's key coercion: keep its rules
-    h = hashlib.sha256()
+    h = sha256_for(sum(len(v) for v in value.values() if type(v) is str))()
     sep = b"{"
     for k in sorted(value):
         v = value[k]

@@ -16,7 +16,6 @@ Example:
 
 from __future__ import annotations
 
-import hashlib
 import os
 import posixpath
 import unicodedata
@@ -27,6 +26,7 @@ from typing import TYPE_CHECKING
 
 from ._record import FrozenRecord
 from .errors import ResolverError
+from .hashing import sha256_hex
 
 if TYPE_CHECKING:
     from .model import FilesystemSource
@@ -114,10 +114,10 @@ def default_filesystem_id() -> str:
         except OSError:
             continue
         if text:
-            return hashlib.sha256(text.encode()).hexdigest()
+            return sha256_hex(text.encode())
     import socket  # rarely: machines have a machine-id
 
-    return hashlib.sha256(f"host:{socket.gethostname()}".encode()).hexdigest()
+    return sha256_hex(f"host:{socket.gethostname()}".encode())
 
 
 def filesystem_of(canonical_path: str, table: Sequence[tuple[str, str]], default: str) -> str:

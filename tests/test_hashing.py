@@ -131,3 +131,22 @@ def test_content_hash_of_long_text_with_a_lone_surrogate_fails_as_json_does():
         sha256_hex(stable_stringify(payload))
     with pytest.raises(UnicodeEncodeError):
         content_hash(payload)
+
+
+@pytest.mark.parametrize("size", [0, 1, 55, 56, 64, 65_535, 65_536, 65_537, 3_000_001])
+def test_the_builtin_and_openssl_sha256_give_the_same_digest_at_every_size(size: int) -> None:
+    import hashlib
+
+    from ctxnb import hashing
+
+    data = bytes(range(256)) * (size // 256) + bytes(size % 256)
+    want = hashlib.sha256(data).hexdigest()
+    assert hashing.sha256_hex(data) == hashing.source_hash(data) == want
+    for constructor in (hashing.sha256_for(0), hashing.sha256_for(10**9)):
+        h = constructor()
+        for at in range(0, size, 7_919):  # fed in pieces, as content_hash feeds it
+            h.update(data[at : at + 7_919])
+        assert h.hexdigest() == want
+    text = data.decode("latin-1")
+    doc = {"xt/id": "f", "type": "file", "content": text, "char_count": size}
+    assert hashing.content_hash(doc) == hashing.sha256_hex(hashing.stable_stringify(doc))

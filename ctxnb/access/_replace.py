@@ -16,11 +16,11 @@ from __future__ import annotations
 
 import ctypes
 import errno
-import hashlib
 import os
 import sys
 
 from ..errors import StaleFileError
+from ..hashing import sha256_hex
 
 _RENAME_EXCHANGE = 2
 
@@ -60,7 +60,7 @@ def _read(name: str, parent: int) -> tuple[bytes, os.stat_result] | None:
 
 
 def _stale(rel: str, expected: str | None, outside: bytes | None, why: str) -> StaleFileError:
-    actual = hashlib.sha256(outside).hexdigest() if outside is not None else None
+    actual = sha256_hex(outside) if outside is not None else None
     err = StaleFileError(
         f"{rel} was changed by another program while this write was in progress ({why}); "
         "nothing was written, and the other program's version was kept",
@@ -109,7 +109,7 @@ def replace_checked(
         raise _stale(rel, expected_sha256, None, "it was deleted")
     data, st = now
     if _identity(st) != _identity(began) or (
-        expected_sha256 is not None and hashlib.sha256(data).hexdigest() != expected_sha256
+        expected_sha256 is not None and sha256_hex(data) != expected_sha256
     ):
         raise _stale(rel, expected_sha256, data, "its content or identity changed")
     if not _exchange(parent, tmp, name):

@@ -28,12 +28,12 @@ Example:
 
 from __future__ import annotations
 
-import hashlib
 import json
 import os
 from pathlib import Path
 
 from .._record import Record
+from ..hashing import sha256_hex
 
 __all__ = ["ChainReport", "line_hash", "verify_ledger"]
 
@@ -43,7 +43,7 @@ _HEAD_SUFFIX = ".head"
 
 def line_hash(line: bytes) -> str:
     """``"sha256:<hex>"`` of one line's bytes (without its newline)."""
-    return "sha256:" + hashlib.sha256(line).hexdigest()
+    return "sha256:" + sha256_hex(line)
 
 
 GENESIS = line_hash(b"")

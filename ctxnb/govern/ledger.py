@@ -41,7 +41,6 @@ Example:
 
 from __future__ import annotations
 
-import hashlib
 import json
 import os
 import re
@@ -54,6 +53,7 @@ from urllib.parse import quote, unquote
 
 from .._jsonl import SkippedLine, iter_jsonl
 from ..errors import StoreError
+from ..hashing import sha256_hex
 from . import chain
 from ._gitrev import _find_git_root, _head_revision_at, git_head_revision
 from ._tracecheck import SCHEMA_RESOURCE, check_record, load_schema, validate_record
@@ -109,7 +109,7 @@ def normalized_content_hash(text: str) -> str:
     if text.endswith("\n"):
         text = text[:-1]  # a final newline ends the last line; it is not an extra empty line
     norm = "\n".join(line.rstrip(" \t") for line in text.split("\n"))
-    return "sha256:" + hashlib.sha256(norm.encode("utf-8")).hexdigest()
+    return "sha256:" + sha256_hex(norm.encode("utf-8"))
 
 
 # Lines as the ranges count them (ctxnb.tools.patching.changed_line_ranges): a line ends

@@ -24,7 +24,6 @@ Example:
 
 from __future__ import annotations
 
-import hashlib
 import json
 import os
 import re
@@ -35,6 +34,7 @@ from typing import Any
 from .._defaults import DEFAULT_BREAKER_THRESHOLD, UNKNOWN_COMMAND_DEFAULT
 from ..access.pathrules import DEFAULT_DENY, GOVERNANCE, MAX_PATH_BYTES
 from ..errors import ConfigError
+from ..hashing import sha256_hex
 from .core import IntentLike, IntentView, get_intent
 
 __all__ = [
@@ -115,7 +115,7 @@ def state_dir(root: str | os.PathLike[str], env: Mapping[str, str] | None = None
         home = env.get("HOME") or os.path.expanduser("~")
         base = os.path.join(xdg, "ctxnb") if xdg else os.path.join(home, ".local", "state", "ctxnb")
     real_root = os.path.realpath(root)
-    key = hashlib.sha256(real_root.encode("utf-8", "surrogateescape")).hexdigest()[:24]
+    key = sha256_hex(real_root.encode("utf-8", "surrogateescape"))[:24]
     out = Path(os.path.realpath(base)) / "hook-state" / key
     if os.path.commonpath([real_root, str(out)]) == real_root:
         raise ConfigError(
@@ -259,7 +259,7 @@ def _session_file(state_dir: Path, session_id: str) -> Path:
     if _SAFE_SESSION_ID.fullmatch(session_id):
         name = session_id
     else:
-        name = "sid-" + hashlib.sha256(session_id.encode("utf-8")).hexdigest()[:32]
+        name = "sid-" + sha256_hex(session_id.encode("utf-8"))[:32]
     return state_dir / f"{name}.json"
 
 

@@ -10,11 +10,12 @@ version of the file is stored (:func:`store_versions`) and the edit gets its aud
 
 from __future__ import annotations
 
-import hashlib
 import os
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
+
+from ..hashing import sha256_hex
 
 if TYPE_CHECKING:
     from ..govern.record import FileChange
@@ -182,7 +183,7 @@ def audit_change(
     """The audit line of the edit, as the file tools write one for each call."""
     from ..tools.audit import AuditLog, audit_record
 
-    before = hashlib.sha256(old_text.encode("utf-8")).hexdigest() if old_text is not None else None
+    before = sha256_hex(old_text.encode("utf-8")) if old_text is not None else None
     AuditLog(root / ".ctxnb" / "audit.jsonl").append(
         audit_record(
             caller="claude-code",
@@ -193,7 +194,7 @@ def audit_change(
             success=True,
             error_code=None,
             before=before,
-            after=hashlib.sha256(data).hexdigest(),
+            after=sha256_hex(data),
             intent_id=intent_id,
         )
     )
