@@ -56,7 +56,7 @@ class TxTable:
     that a million transactions are two arrays, not a million objects.
     """
 
-    __slots__ = ("_archived", "_last", "_loader", "_times", "_counts", "_tail")
+    __slots__ = ("_archived", "_last", "_loader", "_times", "_counts", "_tail_t", "_tail_n")
 
     def __init__(self) -> None:
         self._archived = 0
@@ -64,7 +64,10 @@ class TxTable:
         self._loader: Callable[[], tuple[list[int], list[int]]] | None = None
         self._times: list[int] | None = []  # archived times (None: not loaded yet)
         self._counts: list[int] | None = []
-        self._tail: list[tuple[int, int]] = []  # (time_us, count) after the archive
+        # Times (µs) and counts of the transactions after the archive: two lists, so that
+        # as_of(time) bisects the times as they are.
+        self._tail_t: list[int] = []
+        self._tail_n: list[int] = []
 
     def set_archive(
         self, n: int, last: tuple[int, int], loader: Callable[[], tuple[list[int], list[int]]]
@@ -73,18 +76,19 @@ class TxTable:
         (its time in µs and count); the tail is emptied."""
         self._archived, self._last, self._loader = n, last, loader
         self._times = self._counts = None if n else []
-        self._tail = []
+        self._tail_t, self._tail_n = [], []
 
     def append(self, time_us: int, count: int) -> None:
-        self._tail.append((time_us, count))
+        self._tail_t.append(time_us)
+        self._tail_n.append(count)
 
     def __len__(self) -> int:
-        return self._archived + len(self._tail)
+        return self._archived + len(self._tail_t)
 
     def last_us(self) -> int | None:
         """The last commit time in µs (None: no transaction yet)."""
-        if self._tail:
-            return self._tail[-1][0]
+        if self._tail_t:
+            return self._tail_t[-1]
         return self._last[0] if self._archived else None
 
     def last(self) -> TxRecord | None:
@@ -94,8 +98,8 @@ class TxTable:
     def record(self, tx: int) -> TxRecord:
         """Transaction ``tx`` (1-based, at most ``len(self)``)."""
         if tx > self._archived:
-            time_us, count = self._tail[tx - self._archived - 1]
-            return TxRecord(tx, tlog.from_us(time_us), count)
+            i = tx - self._archived - 1
+            return TxRecord(tx, tlog.from_us(self._tail_t[i]), self._tail_n[i])
         if tx == self._archived:
             return TxRecord(tx, tlog.from_us(self._last[0]), self._last[1])
         times, counts = self._load()
@@ -109,22 +113,20 @@ class TxTable:
         pairs = zip(times, counts, strict=True)
         out = [TxRecord(i + 1, tlog.from_us(t), c) for i, (t, c) in enumerate(pairs)]
         base = self._archived
-        out += [TxRecord(base + i + 1, tlog.from_us(t), c) for i, (t, c) in enumerate(self._tail)]
+        tail = zip(self._tail_t, self._tail_n, strict=True)
+        out += [TxRecord(base + i + 1, tlog.from_us(t), c) for i, (t, c) in enumerate(tail)]
         return out
 
     def columns(self, n: int) -> tuple[list[int], list[int]]:
         """Times (µs) and counts of transactions ``1..n``."""
         times, counts = self._load() if self._archived else ([], [])
-        tail = self._tail[: max(0, n - self._archived)]
-        return (
-            (times + [t for t, _ in tail])[:n],
-            (counts + [c for _, c in tail])[:n],
-        )
+        k = max(0, n - self._archived)
+        return (times + self._tail_t[:k])[:n], (counts + self._tail_n[:k])[:n]
 
     def committed_by(self, when: datetime) -> int:
         """How many transactions were committed at or before ``when`` (aware)."""
         us = tlog.to_us(when.astimezone(UTC))
-        tail = [t for t, _ in self._tail]
+        tail = self._tail_t
         if tail and us >= tail[0]:
             return self._archived + bisect.bisect_right(tail, us)
         if not self._archived:

@@ -12,6 +12,8 @@ from __future__ import annotations
 import json
 import os
 import shutil
+import subprocess
+import sys
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
@@ -54,6 +56,13 @@ def _fill(store: ObjectStore, n: int, start: int = 0) -> None:
         if i % 5 == 4:
             docs = []  # an empty transaction: in the log and the archive, in no Parquet file
         store.put(docs)
+
+
+def _compacted(root: Path, n: int) -> None:
+    """A store of ``n`` transactions, compacted (so its log is rotated), closed."""
+    with ObjectStore(root) as store:
+        _fill(store, n)
+        store.compact()
 
 
 def _log_lines(root: Path) -> list[dict[str, Any]]:
@@ -203,9 +212,7 @@ def test_an_open_store_refuses_a_log_swapped_for_an_older_one(tmp_path: Path) ->
 @pytest.mark.parametrize("damage", ["delete", "resize", "flip"])
 def test_a_damaged_archive_is_refused_naming_it(tmp_path: Path, damage: str) -> None:
     root = tmp_path / "store"
-    with ObjectStore(root) as store:
-        _fill(store, 10)
-        store.compact()
+    _compacted(root, 10)
     archive = next((root / "snapshots").glob("txs-*.arrow"))
     data = bytearray(archive.read_bytes())
     if damage == "delete":
@@ -267,12 +274,41 @@ def test_a_format3_store_is_rotated_at_its_next_compaction(tmp_path: Path) -> No
 
 def test_base_line_elsewhere_than_first_is_refused(tmp_path: Path) -> None:
     root = tmp_path / "store"
-    with ObjectStore(root) as store:
-        _fill(store, 3)
-        store.compact()
+    _compacted(root, 3)
     base = (root / "txlog").read_bytes()
     copy = tmp_path / "copy"
     shutil.copytree(root, copy)
     (copy / "txlog").write_bytes(base + base)
     with pytest.raises(CorruptStoreError, match="line 2 is a base line"):
         ObjectStore(copy, create=False)
+
+
+_COMPACT_IN_ANOTHER_PROCESS = """
+import sys
+from ctxnb.store import ObjectStore
+with ObjectStore(sys.argv[1]) as store:
+    for i in range(5):
+        store.put([{"xt/id": "other", "type": "note", "v": i}])
+    store.compact()
+"""
+
+
+def test_a_store_open_in_this_process_follows_a_rotation_made_by_another(
+    tmp_path: Path,
+) -> None:
+    root = tmp_path / "store"
+    with ObjectStore(root) as mine:
+        _fill(mine, 6)
+        mine.put([{"xt/id": "mine", "type": "note", "v": 0}])
+        subprocess.run(
+            [sys.executable, "-I", "-c", _COMPACT_IN_ANOTHER_PROCESS, str(root)],
+            check=True,
+            timeout=120,
+        )
+        assert _log_lines(root)[0]["op"] == "base"  # rotated by the other process
+        assert mine.get("other")["v"] == 4 and mine.latest_tx().tx_id == 12
+        assert mine.put([{"xt/id": "mine", "type": "note", "v": 1}]).tx_id == 13
+        assert [(e["op"], e.get("tx")) for e in _log_lines(root)] == [("base", 12), ("txdocs", 13)]
+        want = _answers(mine)
+    with ObjectStore(root) as reopened:
+        assert _answers(reopened) == want
