@@ -38,11 +38,13 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 from importlib.resources import files
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 from .errors import ConfigError, NotFoundError
 
 __all__ = [
+    "ONE_HOUR_WRITE_FACTOR",
+    "CacheTTL",
     "ModelPrice",
     "PriceTable",
     "UnpricedModelWarning",
@@ -52,6 +54,12 @@ __all__ = [
 ]
 
 _PER = 1_000_000
+
+CacheTTL = Literal["5m", "1h"]
+"""How long a prompt cache keeps what is written to it: the price of a cache write."""
+
+ONE_HOUR_WRITE_FACTOR = 2.0
+"""Anthropic bills a write to its one-hour cache at twice the input price."""
 # Routing prefixes (litellm, OpenRouter, mini-swe-agent's model names) that do not change
 # the price of the model behind them.
 _PREFIXES = ("anthropic/", "openai/", "google/", "gemini/", "vertex_ai/", "openrouter/")
@@ -108,6 +116,24 @@ class ModelPrice:
     source: str = ""
     as_of: str = ""
 
+    def with_cache_ttl(self, ttl: CacheTTL) -> ModelPrice:
+        """These prices, with cache writes billed at the rate of a cache kept ``ttl``.
+
+        ``"5m"`` is the table's ``cache_write``; ``"1h"`` is Anthropic's one-hour cache,
+        whose writes cost :data:`ONE_HOUR_WRITE_FACTOR` times the input price (Claude
+        Code asks for it).
+
+        Example:
+            >>> p = PriceTable.default().get("claude-sonnet-4-5")
+            >>> (p.cache_write, p.with_cache_ttl("1h").cache_write)
+            (3.75, 6.0)
+        """
+        if ttl == "5m":
+            return self
+        if ttl == "1h":
+            return replace(self, cache_write=ONE_HOUR_WRITE_FACTOR * self.input)
+        raise ValueError(f"cache_write_ttl must be '5m' or '1h', got {ttl!r}")
+
     def cost(
         self, *, cache_read: int = 0, new: int = 0, output: int = 0, caching: bool = True
     ) -> float:
@@ -129,7 +155,8 @@ def recorded_cost(price: ModelPrice | None, usage: Any) -> float:
     it (``usage.cost_usd``), else its recorded tokens at these prices; NaN without either.
 
     Recorded tokens are billed as the provider split them: cache reads, 5-minute
-    writes (``cache_write``), 1-hour writes (twice the input price, Anthropic's rate),
+    writes (``cache_write``), 1-hour writes (:data:`ONE_HOUR_WRITE_FACTOR` times the input
+    price, Anthropic's rate),
     the rest of the prompt at the input price, and the output.
 
     Example:
@@ -154,7 +181,7 @@ def recorded_cost(price: ModelPrice | None, usage: Any) -> float:
     return (
         read * price.cache_read
         + w5 * price.cache_write
-        + w1h * 2 * price.input
+        + w1h * ONE_HOUR_WRITE_FACTOR * price.input
         + rest * price.input
         + out * price.output
     ) / _PER

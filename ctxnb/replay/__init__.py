@@ -35,6 +35,7 @@ _LAZY = {
     "ExperimentError": "experiment",
     "FidelityReport": "fidelity",
     "FidelityWarning": "fidelity",
+    "bill_check": "billing",
     "check_fidelity": "fidelity",
     "compaction_changes": "replay",
     "compare_at": "analysis",

@@ -39,12 +39,12 @@ import warnings
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from concurrent.futures import BrokenExecutor, Executor, Future, ProcessPoolExecutor, as_completed
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Literal
 
 import cloudpickle
 
 from ..errors import CtxnbError
-from ..prices import PriceTable, resolve_prices
+from ..prices import CacheTTL, PriceTable, resolve_prices
 from ..strategies import (
     BlockMasking,
     ContextStrategy,
@@ -62,6 +62,7 @@ from .provenance import PARQUET_KEY, file_sha256, provenance
 from .replay import (
     FileMode,
     HiddenPrompt,
+    check_cache_ttl,
     check_hit_rate,
     default_strategies,
     replay,
@@ -281,6 +282,7 @@ def run_experiment(
     model: str | None = None,
     prices: PriceTable | Mapping[str, Any] | str | os.PathLike[str] | None = None,
     cache_hit_rate: float = 1.0,
+    cache_write_ttl: CacheTTL | Literal["auto"] = "auto",
 ) -> pd.DataFrame:
     """Replay many runs under many strategies, in parallel, into one tidy frame.
 
@@ -306,6 +308,8 @@ def run_experiment(
         prices: the price table (see :func:`~ctxnb.prices.resolve_prices`).
         cache_hit_rate: the share of a cacheable prefix the provider's cache serves
             (see :func:`~ctxnb.replay.replay.replay`).
+        cache_write_ttl: the price of a cache write: ``"5m"``, ``"1h"``, or ``"auto"``
+            for each run's own (see :func:`~ctxnb.replay.replay.replay`).
 
     Returns:
         The rows of every run, in the order the runs were given (then step, then
@@ -339,6 +343,7 @@ def run_experiment(
     strategies = list(strategies) if strategies is not None else default_strategies()
     strategy_labels(strategies)  # fail fast, before any work is sent out
     check_hit_rate(cache_hit_rate)
+    check_cache_ttl(cache_write_ttl)
     table = resolve_prices(prices)
     if model:
         table.get(model)  # an unknown model fails here, not in every worker
@@ -348,6 +353,7 @@ def run_experiment(
         "model": model,
         "prices": table,
         "cache_hit_rate": cache_hit_rate,
+        "cache_write_ttl": cache_write_ttl,
     }
     setup = cloudpickle.dumps((strategies, token_counter))
     own = executor is None
@@ -412,6 +418,7 @@ def run_experiment(
             "hidden_prompt_tokens": hidden_prompt_tokens,
             "model": model,
             "cache_hit_rate": cache_hit_rate,
+            "cache_write_ttl": cache_write_ttl,
         },
     )
     if out_dir is not None:

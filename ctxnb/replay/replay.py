@@ -61,10 +61,10 @@ import os
 import tempfile
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Literal
 
 from ..context import Context, ContextChange
-from ..prices import PriceTable, resolve_prices
+from ..prices import CacheTTL, PriceTable, resolve_prices
 from ..strategies import (
     ContextStrategy,
     FileViewLimits,
@@ -88,6 +88,7 @@ __all__ = [
     "COLUMNS",
     "compaction_changes",
     "default_strategies",
+    "recorded_cache_ttl",
     "replay",
     "replay_contexts",
     "strategy_labels",
@@ -253,6 +254,7 @@ def replay(
     on_context: Callable[[Step, str, Context], None] | None = None,
     on_compaction: OnCompaction | None = None,
     cache_hit_rate: float = 1.0,
+    cache_write_ttl: CacheTTL | Literal["auto"] = "auto",
 ) -> pd.DataFrame:
     """Replay a recorded run and measure the context every strategy gives at every step.
 
@@ -284,6 +286,11 @@ def replay(
             ideal prefix cache would have served 96%). ``cache_read_tokens`` is then
             the shared prefix times this rate; compare it with ``recorded_cached_tokens``
             (:func:`~ctxnb.replay.analysis.summarize` gives both shares).
+        cache_write_ttl: how long the modelled cache keeps what is written to it, which
+            sets the price of ``new_tokens``: ``"5m"`` (the table's ``cache_write``),
+            ``"1h"`` (twice the input price: Anthropic's one-hour cache, which Claude
+            Code asks for), or ``"auto"`` (the default): the cache the run itself wrote
+            to most, as its recorded usage says (:func:`recorded_cache_ttl`).
 
     Returns:
         A tidy frame with one row per (trajectory, strategy, step) and the columns of
@@ -292,7 +299,8 @@ def replay(
 
     Raises:
         NotFoundError: ``model`` is given and the price table does not know it.
-        ValueError: ``cache_hit_rate`` is not between 0 and 1.
+        ValueError: ``cache_hit_rate`` is not between 0 and 1, or ``cache_write_ttl``
+            is not one of ``"5m"``, ``"1h"``, ``"auto"``.
 
     Example:
         >>> from ctxnb.replay import load
@@ -303,6 +311,7 @@ def replay(
     """
 
     check_hit_rate(cache_hit_rate)
+    check_cache_ttl(cache_write_ttl)
     if not isinstance(trajectory, Trajectory):
         from .converters import load
 
@@ -310,6 +319,9 @@ def replay(
     strategies = list(strategies) if strategies is not None else default_strategies()
     table = resolve_prices(prices)
     price = table.get(model) if model else table.price_or_warn(trajectory.metadata.get("model"))
+    if price is not None:
+        ttl = recorded_cache_ttl(trajectory) if cache_write_ttl == "auto" else cache_write_ttl
+        price = price.with_cache_ttl(ttl)
     rows = []
     for step, label, ctx, losses, measure in _replay_measured(
         trajectory,
@@ -329,6 +341,43 @@ def replay(
             )
         rows.append(row(trajectory, label, step, ctx, losses, measure, price))
     return frame(rows)
+
+
+def recorded_cache_ttl(trajectory: Trajectory) -> CacheTTL:
+    """The cache a recorded run wrote to most: ``"1h"`` when its recorded usage holds
+    more one-hour cache writes than five-minute ones (Claude Code's sessions), else
+    ``"5m"`` (also when the run records no usage).
+
+    Example:
+        >>> from ctxnb.replay.model import Action, Step, Trajectory, Usage
+        >>> used = Usage(prompt_tokens=900, cache_write_tokens=10, cache_write_1h_tokens=800)
+        >>> t = Trajectory(id="t", source_format="ctxnb",
+        ...                steps=[Step(index=0, action=Action(tool="bash"), usage=used)])
+        >>> recorded_cache_ttl(t)
+        '1h'
+    """
+    five = hour = 0
+    for step in trajectory.steps:
+        if step.usage is not None:
+            five += step.usage.cache_write_tokens or 0
+            hour += step.usage.cache_write_1h_tokens or 0
+    return "1h" if hour > five else "5m"
+
+
+def check_cache_ttl(ttl: object) -> None:
+    """Refuse a cache lifetime other than ``"5m"``, ``"1h"`` or ``"auto"``, naming it.
+
+    Example:
+        >>> check_cache_ttl("1h")
+        >>> check_cache_ttl("1d")
+        Traceback (most recent call last):
+        ...
+        ValueError: cache_write_ttl must be "5m", "1h" or "auto" (the run's own), got '1d'
+    """
+    if ttl not in ("5m", "1h", "auto"):
+        raise ValueError(
+            f'cache_write_ttl must be "5m", "1h" or "auto" (the run\'s own), got {ttl!r}'
+        )
 
 
 def check_hit_rate(rate: float) -> None:
