@@ -23,6 +23,7 @@ import time
 import warnings
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
+from typing import Any
 
 import pandas as pd
 
@@ -75,23 +76,47 @@ def share(df: pd.DataFrame, part: str, whole: str) -> float:
 
 
 def dollars(data: Path) -> None:
-    from ctxnb.replay import run_experiment
+    from ctxnb.replay import bill_check, run_experiment
     from ctxnb.strategies import KeepAll
 
-    with warnings.catch_warnings():
-        warnings.simplefilter("error")  # every run must have a price
-        mini = run_experiment(
-            [data / "mini-swe-agent"], [KeepAll()], executor=ThreadPoolExecutor(1), progress=False
+    def mini_runs(**options: Any) -> pd.DataFrame:
+        with warnings.catch_warnings():
+            warnings.simplefilter("error")  # every run must have a price
+            return run_experiment(
+                [data / "mini-swe-agent"],
+                [KeepAll()],
+                executor=ThreadPoolExecutor(1),
+                progress=False,
+                **options,
+            )
+
+    def cache_share(df: pd.DataFrame) -> tuple[float, float]:
+        return (
+            share(df, "cache_read_tokens", "total_tokens"),
+            share(df, "recorded_cached_tokens", "prompt_tokens"),
         )
+
+    for files in ("active", "pool"):
+        mini = mini_runs(files=files)
+        rep, rec = mini["cost_usd"].sum(), mini["recorded_cost_usd"].sum()
+        modelled, recorded = cache_share(mini)
+        print(
+            f"mini-swe-agent files={files}: {mini['trajectory'].nunique()} runs, keep-all "
+            f"replay ${rep:.2f}, recorded ${rec:.2f}, ratio {rep / rec:.3f}; cache share "
+            f"replay {modelled:.3f}, recorded {recorded:.3f}; prompt tokens replay/recorded "
+            f"{share(mini, 'total_tokens', 'prompt_tokens'):.3f}"
+        )
+    # Gemini caches implicitly: model the share its cache served (pool: the agent's view).
+    rate = round(recorded / modelled, 3)
+    mini = mini_runs(files="pool", cache_hit_rate=rate)
     rep, rec = mini["cost_usd"].sum(), mini["recorded_cost_usd"].sum()
     print(
-        f"mini-swe-agent: {mini['trajectory'].nunique()} runs, keep-all replay ${rep:.2f}, "
-        f"recorded ${rec:.2f}, ratio {rep / rec:.3f}; cache share replay "
-        f"{mini['cache_read_tokens'].sum() / mini['total_tokens'].sum():.3f}, recorded "
-        f"{mini['recorded_cached_tokens'].sum() / mini['prompt_tokens'].sum():.3f}"
+        f"mini-swe-agent files=pool cache_hit_rate={rate}: replay ${rep:.2f}, recorded "
+        f"${rec:.2f}, ratio {rep / rec:.3f}; cache share replay "
+        f"{cache_share(mini)[0]:.3f}, recorded {cache_share(mini)[1]:.3f}"
     )
     cc = data / "claude-code" / "258c7280-ae70-4798-800f-63464d01a85d.jsonl"
-    for files in ("active", "pool"):
+    for files, ttl in (("active", "auto"), ("pool", "5m"), ("pool", "auto")):
         df = run_experiment(
             [cc],
             [KeepAll()],
@@ -99,15 +124,21 @@ def dollars(data: Path) -> None:
             progress=False,
             files=files,
             hidden_prompt_tokens="auto",
+            cache_write_ttl=ttl,  # type: ignore[arg-type]
         )
         calls = df[df["recorded_cost_usd"].notna()]
+        check = bill_check(df).loc["all"]
         print(
-            f"claude-code files={files}: all {len(df)} steps ${df['cost_usd'].sum():.2f}; "
-            f"the {len(calls)} model calls ${calls['cost_usd'].sum():.2f} vs recorded "
-            f"${calls['recorded_cost_usd'].sum():.2f} "
-            f"(ratio {calls['cost_usd'].sum() / calls['recorded_cost_usd'].sum():.3f}); "
-            f"cache share replay {share(calls, 'cache_read_tokens', 'total_tokens'):.3f}, "
-            f"recorded {share(calls, 'recorded_cached_tokens', 'prompt_tokens'):.3f}"
+            f"claude-code files={files} cache_write_ttl={ttl}: all {len(df)} steps "
+            f"${df['cost_usd'].sum():.2f}; the {len(calls)} model calls "
+            f"${check['replayed_usd']:.2f} vs recorded ${check['recorded_usd']:.2f} "
+            f"(ratio {check['ratio']:.3f}); cache share replay "
+            f"{share(calls, 'cache_read_tokens', 'total_tokens'):.3f}, recorded "
+            f"{share(calls, 'recorded_cached_tokens', 'prompt_tokens'):.3f}; without the "
+            f"{int(check['cache_resets'])} calls whose recorded cache reset: "
+            f"${check['replayed_usd_without_resets']:.2f} vs "
+            f"${check['recorded_usd_without_resets']:.2f} "
+            f"(ratio {check['ratio_without_resets']:.3f})"
         )
 
 
