@@ -12,6 +12,7 @@ Example:
 from __future__ import annotations
 
 import json
+import sys
 from collections.abc import Callable, Mapping
 from typing import Any
 
@@ -52,8 +53,10 @@ def stable_stringify(value: Any) -> str:
 # Below this many bytes a digest is computed by the interpreter's built-in SHA-256:
 # importing hashlib loads OpenSSL (about 2 ms), which Claude Code's hook process would
 # pay after every edit to hash a few ids and one file. Above it OpenSSL's SHA-256, which
-# is several times faster per byte (indexing hashes whole trees), is worth its import.
+# is several times faster per byte (indexing hashes whole trees), is worth its import;
+# once it is loaded, in a process that imported hashlib for any reason, it hashes all.
 _SMALL = 1 << 16
+_openssl_sha256: Callable[..., Any] | None = None
 
 
 def sha256_for(size: int) -> Callable[..., Any]:
@@ -64,11 +67,17 @@ def sha256_for(size: int) -> Callable[..., Any]:
         >>> small.hexdigest() == large.hexdigest() == sha256_hex(b"abc")
         True
     """
-    if size < _SMALL and _builtin_sha256 is not None:
+    global _openssl_sha256
+    if _openssl_sha256 is not None:
+        return _openssl_sha256
+    if size < _SMALL and _builtin_sha256 is not None and "hashlib" not in sys.modules:
         return _builtin_sha256  # type: ignore[no-any-return]
+    # OpenSSL is loaded now (by this call, or already by someone else): from here on
+    # it hashes everything, small inputs too, since its import is paid for.
     import hashlib
 
-    return hashlib.sha256
+    _openssl_sha256 = hashlib.sha256
+    return _openssl_sha256
 
 
 def sha256_hex(data: bytes | str) -> str:

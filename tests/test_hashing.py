@@ -142,7 +142,10 @@ def test_the_builtin_and_openssl_sha256_give_the_same_digest_at_every_size(size:
     data = bytes(range(256)) * (size // 256) + bytes(size % 256)
     want = hashlib.sha256(data).hexdigest()
     assert hashing.sha256_hex(data) == hashing.source_hash(data) == want
-    for constructor in (hashing.sha256_for(0), hashing.sha256_for(10**9)):
+    constructors = [hashing.sha256_for(0), hashing.sha256_for(10**9)]
+    if hashing._builtin_sha256 is not None:  # what a process without hashlib uses
+        constructors.append(hashing._builtin_sha256)
+    for constructor in constructors:
         h = constructor()
         for at in range(0, size, 7_919):  # fed in pieces, as content_hash feeds it
             h.update(data[at : at + 7_919])
@@ -150,3 +153,23 @@ def test_the_builtin_and_openssl_sha256_give_the_same_digest_at_every_size(size:
     text = data.decode("latin-1")
     doc = {"xt/id": "f", "type": "file", "content": text, "char_count": size}
     assert hashing.content_hash(doc) == hashing.sha256_hex(hashing.stable_stringify(doc))
+
+
+def test_small_inputs_use_openssl_once_a_process_has_loaded_it() -> None:
+    """The built-in SHA-256 only spares a process (a hook) OpenSSL's import; once
+    anything loaded hashlib, OpenSSL hashes everything, being faster per byte."""
+    import subprocess
+    import sys
+
+    code = (
+        "import sys; from ctxnb import hashing; "
+        "first = hashing.sha256_for(10); "
+        "print('hashlib' in sys.modules, first is hashing._builtin_sha256); "
+        "import hashlib; "
+        "print(hashing.sha256_for(10) is hashlib.sha256, "
+        "hashing.sha256_for(10)(b'x').hexdigest() == first(b'x').hexdigest())"
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, check=True
+    ).stdout.split()
+    assert out == ["False", "True", "True", "True"], out
