@@ -28,6 +28,7 @@ asked for, so a resume builds no object per file.
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import operator
 import os
@@ -304,6 +305,7 @@ class ResumeBlock:
         with open(tmp, "wb") as out:
             out.write(_MAGIC + zlib.crc32(body).to_bytes(4, "little") + body)
         os.replace(tmp, path)
+        _remove_orphans(path)
 
     def record(self, rows: Sequence[int], entries: Sequence[list[Any] | None]) -> None:
         """Take the stat-cache entries (``[size, mtime, ctime, ino, hash, at]``) of ``rows``."""
@@ -389,3 +391,34 @@ class LazyRows(MutableMapping[str, V]):
     def pending(self) -> int:
         """How many values are not built yet."""
         return len(self._rows)
+
+
+def _remove_orphans(path: Path) -> None:
+    """Remove the temp files of ``path``'s block that a killed process left behind.
+
+    Only the names this module writes (``.<name>.<pid>.tmp``) whose process is gone: a
+    live process (another kernel saving the same session) keeps its own.
+    """
+    prefix, suffix = f".{path.name}.", ".tmp"
+    try:
+        names = os.listdir(path.parent)
+    except OSError:
+        return
+    for name in names:
+        pid = name[len(prefix) : -len(suffix)]
+        if not (name.startswith(prefix) and name.endswith(suffix) and pid.isdigit()):
+            continue
+        if int(pid) == os.getpid() or _alive(int(pid)):
+            continue
+        with contextlib.suppress(OSError):
+            os.unlink(path.parent / name)
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except (PermissionError, OverflowError, OSError):
+        return True  # someone else's process, or not a pid we can ask about: keep it
+    return True

@@ -294,3 +294,25 @@ def test_the_block_answers_as_looking_at_every_file(sample_ws, tmp_path, seed):
     )
     assert b.hashed == sum(1 for rel in FILES if (sample_ws / rel).is_file())
     assert mine_hashes == {oid: ref_ws.store.get(oid)["source_hash"] for oid in ids.values()}
+
+
+def test_temp_files_a_killed_save_left_are_removed_and_live_ones_kept(sample_ws):
+    import subprocess
+    import sys
+
+    ws, _ = _session(sample_ws)
+    path, *_ = _block(ws)
+    gone = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"],
+                          capture_output=True, text=True, check=True)  # fmt: skip
+    dead = path.with_name(f".{path.name}.{int(gone.stdout)}.tmp")
+    live = path.with_name(f".{path.name}.{os.getppid()}.tmp")  # a process still running
+    other = path.with_name(f".{path.name}.x1.tmp")  # not a name a save writes
+    for f in (dead, live, other):
+        f.write_bytes(b"half a block")
+    (sample_ws / "README.md").write_text("changed\n")
+    age_files(sample_ws)
+    again = ws.session("cols", rules=False)
+    assert again.last_resume.updated  # the block was written again
+    assert not dead.exists()
+    assert live.read_bytes() == other.read_bytes() == b"half a block"
+    assert ws.session("cols", rules=False).last_resume.unchanged == len(FILES)
