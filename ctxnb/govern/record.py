@@ -206,6 +206,7 @@ class Recorder:
         self.model_id = model_id
         self.contributor_type: ContributorType = contributor_type
         self.clock = clock
+        self._restored: set[str] = set()  # stores whose log this recorder restored from
         self.intent_map = IntentMap(
             self.root / ".orchestration" / "intent_map.md",
             self.root / ".ctxnb" / "locks" / "intent-map.lock",
@@ -333,9 +334,11 @@ class Recorder:
         done = pending.recorded
         done.version_id = version
         done.record["metadata"]["version_id"] = version
-        # The first logged append of the process restores what a crash or a power loss
-        # took from the ledger (records in the log that the ledger lacks).
-        tracewal.restore_once(pending.store_dir, self.ledger)
+        # A recorder's first logged append restores what a crash or a power loss took
+        # from the ledger (records in the store's log that the ledger lacks).
+        if pending.store_dir not in self._restored:
+            tracewal.restore(pending.store_dir, self.ledger)
+            self._restored.add(pending.store_dir)
         tracewal.append_logged(
             self.ledger, [tracewal.Logged(pending.prepared, version, pending.at)], durable=False
         )

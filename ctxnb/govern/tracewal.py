@@ -10,9 +10,10 @@ with one write and no fsync of its own: the store's log is its write-ahead log.
 A record that is in the log but not in the ledger (the page cache lost in a power loss,
 or the process killed between the two writes) is restored by :func:`restore`, which
 appends the missing ones, chained, exactly once (presence is checked by record id under
-the ledger's lock). It runs at the first logged append of each process, before
-``ctxnb trace verify`` checks the chain, and before a compaction rotates the log away
-(then the ledger is fsynced too, so nothing the log drops is only in the page cache).
+the ledger's lock). It runs at the first logged append of each recorder (a kernel's
+engine, an MCP server's), before ``ctxnb trace verify`` checks the chain, and before a
+compaction rotates the log away (then the ledger is fsynced too, so nothing the log
+drops is only in the page cache).
 
 What restoring trusts: an attachment is re-validated against the schema and redacted
 again like any record; its ``prev_hash`` and ``version_id`` are replaced (the link by the
@@ -41,7 +42,6 @@ __all__ = [
     "attachment",
     "ledger_for",
     "restore",
-    "restore_once",
 ]
 
 KIND = "agent-trace"
@@ -154,18 +154,6 @@ def restore(
         if (logged := _trusted(att, line, ledger)) is not None
     ]
     return append_logged(ledger, items, durable=durable)
-
-
-_RESTORED: set[tuple[str, str]] = set()
-
-
-def restore_once(store_dir: str | os.PathLike[str], ledger: TraceLedger) -> None:
-    """:func:`restore`, the first time this process appends to ``ledger`` from
-    ``store_dir``'s log (a writer that starts after a crash makes the ledger whole)."""
-    key = (os.path.realpath(store_dir), str(ledger.path))
-    if key not in _RESTORED:
-        restore(store_dir, ledger)
-        _RESTORED.add(key)
 
 
 def _settle(store_dir: str, end: int) -> None:
