@@ -5,7 +5,9 @@ shipped in ``ctxnb/data/agent-trace-0.1.0.schema.json``. The file is append-only
 never rewritten: a record is written with a single ``write`` on a descriptor opened
 with ``O_APPEND`` (under an advisory ``flock`` shared by ctxnb writers) and then
 fsynced, so concurrent writers never interleave and a crash can at worst leave a cut
-last line, which readers skip and report in ``TraceLedger.skipped_lines``.
+last line, which readers skip and report in ``TraceLedger.skipped_lines``. A governed
+``write_file``'s record is made durable in its store transaction's log line instead,
+and its ledger line is not fsynced: :mod:`ctxnb.govern.tracewal` restores it from there.
 
 A record made by :func:`build_trace_record` looks like::
 

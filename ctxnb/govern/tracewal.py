@@ -73,9 +73,14 @@ def attachment(prepared: Mapping[str, Any], oid: str, at: int) -> bytes:
     return json.dumps(obj, ensure_ascii=False, separators=(",", ":"), allow_nan=False).encode()
 
 
+_NAMED: dict[str, Path] = {}  # the same, by the name a writer gave (no realpath per write)
+
+
 def ledger_for(store_dir: str | os.PathLike[str], ledger: Path) -> None:
     """Remember that ``store_dir``'s attachments belong in ``ledger`` (for compaction)."""
-    _LEDGERS[os.path.realpath(store_dir)] = ledger
+    name = os.fspath(store_dir)
+    if _NAMED.get(name) != ledger:
+        _NAMED[name] = _LEDGERS[os.path.realpath(name)] = ledger
 
 
 def append_logged(ledger: TraceLedger, items: Sequence[Logged], *, durable: bool) -> list[str]:
