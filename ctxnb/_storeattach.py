@@ -82,12 +82,14 @@ def attached_lines(store_dir: str | os.PathLike[str], end: int | None = None) ->
         attached = obj.get("attached")
         if not isinstance(attached, list):
             continue
-        docs = obj.get("docs") if obj.get("op") == "txdocs" else None
-        ids = frozenset(
-            d["xt/id"]
-            for d in (docs if isinstance(docs, list) else [])
-            if isinstance(d, dict) and isinstance(d.get("xt/id"), str)
-        )
+        named: list[Any] = []
+        if obj.get("op") == "txdocs":
+            docs = obj.get("docs")
+            if isinstance(docs, list):
+                named = [d.get("xt/id") for d in docs if isinstance(d, dict)]
+        elif isinstance(obj.get("ids"), list):  # a segment's line names its documents
+            named = obj["ids"]
+        ids = frozenset(i for i in named if isinstance(i, str))
         out.append(AttachedLine(obj["tx"], ids, attached))
     return out
 

@@ -188,10 +188,14 @@ def _json_line(op: str, obj: dict[str, Any]) -> bytes:
     return _sealed(op, json.dumps(obj, separators=(",", ":")).encode()[1:])
 
 
-def tx_line(e: TxEntry, attached: list[bytes] | None = None) -> bytes:
-    obj = {"tx": e.tx, "t": e.time_us, "n": e.count, "file": e.file, "size": e.size}
+def tx_line(e: TxEntry, attached: list[bytes] | None = None, ids: list[str] | None = None) -> bytes:
+    """A transaction's line; with ``attached``, also the ids of its documents (``ids``:
+    what an attachment may name, as a ``txdocs`` line's documents show them)."""
+    obj: dict[str, Any] = {"tx": e.tx, "t": e.time_us, "n": e.count, "file": e.file}
+    obj["size"] = e.size
     if not attached:
         return _json_line("tx", obj)
+    obj["ids"] = ids or []
     body = json.dumps(obj, separators=(",", ":")).encode()[1:-1]
     return _sealed("tx", body + _attach(attached) + b"}")
 

@@ -201,7 +201,7 @@ class ObjectStore(_StoreReads):
                 now = self._now()
                 entry = tlog.TxEntry(tx_id, tlog.to_us(now), len(batch), None, 0)
                 extra = list(attached) if attached else None
-                line = tlog.tx_line(entry, extra)
+                line = tlog.tx_line(entry, extra, list(batch))
                 if blobs is not None:
                     if self._marker_version < tlog.INLINE_FORMAT_VERSION:
                         self._upgrade_marker()
@@ -224,7 +224,7 @@ class ObjectStore(_StoreReads):
                     entry = tlog.TxEntry(
                         tx_id, entry.time_us, len(batch), f"{SEGMENTS}/{name}", size
                     )
-                    line = tlog.tx_line(entry, extra)
+                    line = tlog.tx_line(entry, extra, list(batch))
                     pending = _PendingSegment(table)
                 self._append_log(line)
             except OSError as exc:

@@ -374,3 +374,32 @@ def test_the_log_format_stays_readable_with_attachments(gov: Path) -> None:
     assert [v.doc["content"] for v in again.store.history(oid)][-1] == "a = 2\n"
     assert len(again.store.history(oid)) == 3
     again.close()
+
+
+def test_a_write_too_large_to_go_inline_logs_its_record_in_the_segments_line(gov: Path) -> None:
+    ws, tools = _tools(gov)
+    assert tools.write_file("inventory/small.py", "s = 1\n").success
+    size_before = _ledger_path(gov).stat().st_size
+    big = "".join(f"value_{n} = {n}\n" for n in range(4000))  # > 32 KiB: a Parquet segment
+    result = tools.write_file("inventory/big.py", big)
+    ws.close()
+    assert result.success
+    tx, att = _logged(gov)[-1]
+    lines = (gov / ".ctxnb" / "store" / "txlog").read_bytes().splitlines()
+    assert [ln[:11] for ln in lines if b',"tx":%d,' % tx in ln] == [b'{"op":"tx",']
+    assert f"{att['oid']}@{tx}" == result.version_id
+    lost = att["record"]["id"]
+    os.truncate(_ledger_path(gov), size_before)
+    assert restore(gov / ".ctxnb" / "store", TraceLedger(_ledger_path(gov))) == [lost]
+    assert _records(gov)[-1]["metadata"]["version_id"] == result.version_id
+    assert verify_ledger(_ledger_path(gov)).ok
+
+
+def test_a_segment_line_naming_no_documents_restores_nothing(gov: Path) -> None:
+    ws = Workspace.open(gov)
+    oid = ws.object_id("inventory/a.py")
+    rec = _record()
+    big = {"xt/id": "other", "type": "file", "content": "x" * 40_000}  # not inline
+    ws.store.put([big], attached=[attachment(rec, oid, 0)])
+    ws.close()
+    assert restore(gov / ".ctxnb" / "store", TraceLedger(_ledger_path(gov))) == []

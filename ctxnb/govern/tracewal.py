@@ -131,7 +131,7 @@ def _trusted(att: Any, line: AttachedLine, ledger: TraceLedger) -> Logged | None
     oid, at, record = att.get("oid"), att.get("at"), att.get("record")
     if not isinstance(oid, str) or type(at) is not int or at < 0 or not isinstance(record, dict):
         return None
-    if line.doc_ids and oid not in line.doc_ids:
+    if oid not in line.doc_ids:
         return None  # a record of a version this transaction did not write
     rid = record.get("id")
     if not isinstance(rid, str) or _UUID.fullmatch(rid) is None:

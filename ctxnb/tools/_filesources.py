@@ -161,14 +161,18 @@ class _FileSources(ToolRunner):
         With a ``call`` whose ``attach`` gives a trace record, the record is committed
         in the version's transaction, and ``call.logged_tx`` names it.
         """
-        attached = None
+        attached, named = None, None
         if call is not None and call.attach is not None and data is not None:
-            attached = call.attach(self.object_id(rel))
+            named = self.object_id(rel)
+            attached = call.attach(named)
         obs = self.workspace.observe(
             [rel], data=[data], attached=[attached] if attached is not None else None
         )[0]
         oid = obs.object_id
-        if attached is not None and obs.doc is not None and call is not None:
+        # Logged only when this transaction wrote the version the record names (else the
+        # record policy appends it as before; a restore refuses a record whose object
+        # is not in its transaction, so it is never written twice).
+        if attached is not None and obs.doc is not None and oid == named and call is not None:
             call.logged_tx = obs.tx_id
         if obs.tx_id is None:  # gone, and never stored: nothing to add
             return oid, None
