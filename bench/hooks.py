@@ -3,7 +3,8 @@
 (a) In-process, on a governed copy of the sample workspace:
 
 - ``write_file`` through the governed file tools (the HookEngine's pre and post
-  policies, the Agent Trace append with its fsync, the audit line, the store version)
+  policies, the store version with the Agent Trace record in its log line, the ledger
+  line, the audit line)
   against a bare ``write`` + ``fsync`` of the same bytes; the overhead's median, and
   where its time goes (each part timed on its own);
 - the Claude Code hook handlers in-process (``pre-tool-use`` then ``post-tool-use``
@@ -110,6 +111,11 @@ def bench_in_process(root: Path, writes: int) -> None:
     # The trace line's fsync runs in the background while the call is recorded; the call
     # waits for it before it returns (inside the governed figure, not in this part).
     timer.wrap(engine.ledger, "append_later", "  of which trace append (fsync overlapped)")
+    # A write_file's record goes in its store version's log line (one fsync for both,
+    # issue 31): prepared inside the store version's part, its ledger line (one write, no
+    # fsync) inside the record policy's.
+    timer.wrap(engine.recorder, "prepare_logged", "store version: trace record prepared")
+    timer.wrap(engine.recorder, "finish_logged", "post record: ledger line (no fsync)")
     timer.wrap(tools.audit_log, "append", "audit line (.ctxnb/audit.jsonl)")
     timer.wrap(tools, "_index_bytes", "store version (_index_bytes)")
     timer.wrap(tools.session, "record_toolcall", "session.record_toolcall")

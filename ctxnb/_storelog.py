@@ -188,9 +188,16 @@ def _json_line(op: str, obj: dict[str, Any]) -> bytes:
     return _sealed(op, json.dumps(obj, separators=(",", ":")).encode()[1:])
 
 
-def tx_line(e: TxEntry) -> bytes:
-    obj = {"tx": e.tx, "t": e.time_us, "n": e.count, "file": e.file, "size": e.size}
-    return _json_line("tx", obj)
+def tx_line(e: TxEntry, attached: list[bytes] | None = None, ids: list[str] | None = None) -> bytes:
+    """A transaction's line; with ``attached``, also the ids of its documents (``ids``:
+    what an attachment may name, as a ``txdocs`` line's documents show them)."""
+    obj: dict[str, Any] = {"tx": e.tx, "t": e.time_us, "n": e.count, "file": e.file}
+    obj["size"] = e.size
+    if not attached:
+        return _json_line("tx", obj)
+    obj["ids"] = ids or []
+    body = json.dumps(obj, separators=(",", ":")).encode()[1:-1]
+    return _sealed("tx", body + _attach(attached) + b"}")
 
 
 def compact_line(e: CompactEntry) -> bytes:
@@ -237,15 +244,29 @@ _COMPACT_PREFIX = b'{"op":"compact",'
 _DOCS_KEY = b',"docs":['
 
 
-def txdocs_line(tx: int, time_us: int, blobs: list[bytes]) -> bytes:
+def txdocs_line(
+    tx: int, time_us: int, blobs: list[bytes], attached: list[bytes] | None = None
+) -> bytes:
     """The log line of an inline transaction; ``blobs`` are its documents' JSON.
 
-    The header comes first and ``docs`` last, so that a reader can take a line's tx id
-    without decoding its documents (see :func:`parse`). JSON text never holds a raw
-    newline, so the line stays one line.
+    The header comes first and ``docs`` last (before ``attached``, when the line
+    carries attachments), so that a reader can take a line's tx id without decoding its
+    documents (see :func:`parse`). JSON text never holds a raw newline, so the line
+    stays one line.
     """
     head = b'"tx":%d,"t":%d,"n":%d' % (tx, time_us, len(blobs))
-    return _sealed("txdocs", head + _DOCS_KEY + b",".join(blobs) + b"]}")
+    docs = _DOCS_KEY + b",".join(blobs) + b"]"
+    return _sealed("txdocs", head + docs + (_attach(attached) if attached else b"") + b"}")
+
+
+ATTACHED_KEY = b',"attached":['
+
+
+def _attach(attached: list[bytes]) -> bytes:
+    """``,"attached":[…]``: JSON objects a transaction's line carries for another log
+    (see :mod:`ctxnb._storeattach`); last in the line, after the documents, so that an
+    attachment's keys can never be taken for the line's own."""
+    return ATTACHED_KEY + b",".join(attached) + b"]"
 
 
 def _compacted_upto(lines: list[bytes]) -> int:

@@ -22,6 +22,7 @@ import secrets
 from . import _storefmt as fmt
 from . import _storeguard as guard
 from . import _storelog as tlog
+from ._storeattach import settle
 from ._storeopen import SEGMENTS, SNAPSHOTS, _StoreBase, _unlink
 from ._storetxs import write_archive
 
@@ -34,8 +35,12 @@ def rotate(store: _StoreBase, entry: tlog.CompactEntry, start: int, end: int) ->
     The log's bytes ``start:end`` hold the lines of the transactions (and folds)
     committed after ``entry.upto`` and before ``entry``'s line; the new log keeps them.
     Returns whether the log was rotated: a failure (a full disk, say) leaves the old
-    log, which is complete, for the next compaction to rotate.
+    log, which is complete, for the next compaction to rotate. So does a log whose
+    dropped lines carry attachments (trace records) that cannot be made durable in
+    their ledger first (see :mod:`ctxnb._storeattach`): rotation never loses one.
     """
+    if not settle(store._dir, start):
+        return False
     try:
         with open(store._log_path, "rb") as f:
             f.seek(start)

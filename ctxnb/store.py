@@ -28,7 +28,7 @@ import os
 import secrets
 import threading
 import weakref
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from types import TracebackType
@@ -152,12 +152,18 @@ class ObjectStore(_StoreReads):
         return cls(Path(workspace_root) / ".ctxnb" / "store", **kwargs)
 
     # --- opening ----------------------------------------------------------------------
-    def put(self, docs: Iterable[Mapping[str, Any]]) -> TxRecord:
+    def put(
+        self, docs: Iterable[Mapping[str, Any]], *, attached: Sequence[bytes] | None = None
+    ) -> TxRecord:
         """Write documents as one atomic transaction.
 
         Every document needs a string ``"xt/id"`` and a string ``"type"``; values must
         be JSON-shaped. If an id appears more than once, the last document wins. An
         empty ``docs`` commits an empty transaction (count 0).
+
+        ``attached``: JSON objects (bytes) committed in the transaction's log line for
+        another log, the Agent Trace ledger (see :mod:`ctxnb._storeattach`): durable
+        with the transaction, in one fsync, and never read back as documents.
 
         Returns:
             The committed transaction. Once ``put`` returns, the transaction survives a
@@ -194,11 +200,12 @@ class ObjectStore(_StoreReads):
                 tx_id = len(self._txs) + 1
                 now = self._now()
                 entry = tlog.TxEntry(tx_id, tlog.to_us(now), len(batch), None, 0)
-                line = tlog.tx_line(entry)
+                extra = list(attached) if attached else None
+                line = tlog.tx_line(entry, extra, list(batch))
                 if blobs is not None:
                     if self._marker_version < tlog.INLINE_FORMAT_VERSION:
                         self._upgrade_marker()
-                    line = tlog.txdocs_line(tx_id, entry.time_us, blobs)
+                    line = tlog.txdocs_line(tx_id, entry.time_us, blobs, extra)
                     # From the JSON, not the caller's dicts, which may change after put.
                     pending = _PendingSegment.inline(
                         None,
@@ -217,7 +224,7 @@ class ObjectStore(_StoreReads):
                     entry = tlog.TxEntry(
                         tx_id, entry.time_us, len(batch), f"{SEGMENTS}/{name}", size
                     )
-                    line = tlog.tx_line(entry)
+                    line = tlog.tx_line(entry, extra, list(batch))
                     pending = _PendingSegment(table)
                 self._append_log(line)
             except OSError as exc:

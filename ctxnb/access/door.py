@@ -209,6 +209,7 @@ class Access:
         paths: Iterable[PathArg],
         *,
         data: Sequence[bytes | None] | None = None,
+        attached: Sequence[bytes] | None = None,
     ) -> list[Observation]:
         """Read files through :attr:`policy` and write a version of each one that changed.
 
@@ -216,6 +217,8 @@ class Access:
             paths: workspace-relative or absolute paths (or :class:`SafePath`).
             data: the bytes the caller already read through a policy, one per path
                 (``None``: gone); when omitted, each file is read here.
+            attached: trace records to commit with the versions, in the same log line
+                (see :func:`~ctxnb.access.observe.observe_bytes`).
 
         Returns:
             One :class:`~ctxnb.access.observe.Observation` per path; a file that is
@@ -232,4 +235,4 @@ class Access:
             safe = self.policy.check(path)
             raw = data[i] if data is not None else self.read(safe)
             items.append((self.source_for(str(safe.abs)), raw))
-        return observe_bytes(self.store, items)
+        return observe_bytes(self.store, items, attached=attached)

@@ -25,7 +25,7 @@ from __future__ import annotations
 import json
 import os
 import time
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal, TypeAlias
 
@@ -176,12 +176,17 @@ def _source_dict(source: Source) -> dict[str, Any]:
 def observe_bytes(
     store: ObjectStore,
     items: Iterable[tuple[Source, bytes | None]],
+    *,
+    attached: Sequence[bytes] | None = None,
 ) -> list[Observation]:
     """Changed? Write a version: one transaction for every file that changed.
 
     Args:
         store: the object store.
         items: ``(source, bytes)`` pairs; ``None`` bytes mean the file is gone.
+        attached: committed in the transaction's log line when one is written (an
+            observation with a ``doc``), see :meth:`ObjectStore.put
+            <ctxnb.store.ObjectStore.put>`; dropped when nothing changed.
 
     Returns:
         One :class:`Observation` per item, in order.
@@ -215,7 +220,7 @@ def observe_bytes(
         latest[oid] = doc
         to_write.append(doc)
         results.append((oid, action, doc, shash))
-    tx_new = store.put(to_write).tx_id if to_write else None
+    tx_new = store.put(to_write, attached=attached).tx_id if to_write else None
     out = []
     for oid, action, written, shash in results:
         if oid in latest:

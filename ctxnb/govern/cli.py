@@ -64,6 +64,16 @@ def _cmd_trace(ns: argparse.Namespace) -> int:
 
         raise NotFoundError(f"{root} is not a directory; pass a workspace")
     ledger = os.path.join(root, ".orchestration", "agent_trace.jsonl")
+    store_dir = os.path.join(root, ".ctxnb", "store")
+    if os.path.isdir(store_dir):
+        from .ledger import TraceLedger
+        from .tracewal import restore
+
+        # Records a crash or a power loss took from the ledger after their store
+        # transaction committed them: put back (chained) before the chain is checked.
+        restored = restore(store_dir, TraceLedger(ledger), durable=True)
+        if restored:
+            _out(f"{ledger}: restored {len(restored)} record(s) from the store's log")
     report = verify_ledger(ledger)
     if report.ok:
         _out(f"{ledger}: {report.message}")

@@ -39,6 +39,7 @@ Example:
 
 from __future__ import annotations
 
+import functools
 import os
 from collections.abc import Callable, Sequence
 from datetime import UTC, datetime
@@ -320,6 +321,27 @@ class HookEngine:
             if e.error_code not in _NOT_FAILURES:
                 self._count(call.tool, failed=True)
             raise
+        if call.tool == "write_file" and any(isinstance(p, RecordPolicy) for p in self.post):
+            call.attach = functools.partial(self._attach, call)
+
+    def _attach(self, call: ToolCall, oid: str) -> bytes | None:
+        """The trace record of ``call``'s write, prepared to be committed with its store
+        version (see :mod:`ctxnb.govern.tracewal`); None leaves it to the record policy."""
+        if call.new_text is None or len(call.paths) != 1:
+            return None
+        try:
+            change, origin = RecordPolicy.change_of(call, None, self)
+            pending = self.recorder.prepare_logged(
+                change,
+                origin,
+                oid=oid,
+                store_dir=self.workspace.store.path,
+                mutation_class=self.mutation_class(call),
+            )
+        except Exception:  # noqa: BLE001 - recorded by the record policy, as before
+            return None
+        call.context["_trace_pending"] = pending
+        return pending.attachment
 
     def after(self, call: ToolCall, result: Any) -> list[dict[str, Any]]:
         from ..tools.results import PatchResult

@@ -5,7 +5,9 @@ shipped in ``ctxnb/data/agent-trace-0.1.0.schema.json``. The file is append-only
 never rewritten: a record is written with a single ``write`` on a descriptor opened
 with ``O_APPEND`` (under an advisory ``flock`` shared by ctxnb writers) and then
 fsynced, so concurrent writers never interleave and a crash can at worst leave a cut
-last line, which readers skip and report in ``TraceLedger.skipped_lines``.
+last line, which readers skip and report in ``TraceLedger.skipped_lines``. A governed
+``write_file``'s record is made durable in its store transaction's log line instead,
+and its ledger line is not fsynced: :mod:`ctxnb.govern.tracewal` restores it from there.
 
 A record made by :func:`build_trace_record` looks like::
 
@@ -422,6 +424,32 @@ class TraceLedger:
         batch = [records] if isinstance(records, Mapping) else list(records)
         if not batch:
             return _durable
+        prepared = self.prepare(batch)
+        fd = self.open_locked()
+        try:
+            self.write_locked(fd, prepared)
+            if not wait:
+                # Imported here: the Claude Code hook process appends with wait=True and
+                # does not pay for a thread pool's imports.
+                from .._fsync import fsync_close_later
+
+                # The lock is held until the fsync is done: the next writer's check
+                # above sees these lines whole either way.
+                durable = fsync_close_later(fd)
+                fd = -1
+                return durable
+            os.fsync(fd)
+        finally:
+            if fd >= 0:
+                os.close(fd)  # also releases the lock
+        return _durable
+
+    def prepare(self, batch: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
+        """The records as they are written: validated, redacted, ``metadata`` a new dict.
+
+        Raises:
+            StoreError: a record is not valid.
+        """
         if self.validate:
             for record in batch:
                 problems = check_record(record)
@@ -438,47 +466,44 @@ class TraceLedger:
             meta = redacted.get("metadata")
             redacted["metadata"] = dict(meta) if isinstance(meta, Mapping) else {}
             prepared.append(redacted)
+        return prepared
+
+    def open_locked(self) -> int:
+        """The ledger opened for appending, under its lock (closing it releases it)."""
         self.path.parent.mkdir(parents=True, exist_ok=True)
         fd = os.open(self.path, os.O_RDWR | os.O_APPEND | os.O_CREAT, 0o644)
-        try:
-            if fcntl is not None:
-                # Writers of one ledger take turns so that the check below sees whole
-                # lines; the lock dies with its process, so a crash cannot leave it held.
+        if fcntl is not None:
+            # Writers of one ledger take turns so that the check below sees whole
+            # lines; the lock dies with its process, so a crash cannot leave it held.
+            try:
                 fcntl.flock(fd, fcntl.LOCK_EX)
-            size = os.fstat(fd).st_size
-            last = chain.last_line(fd, size)
-            lines = []
-            for redacted in prepared:
-                # The hash chain (see ctxnb.govern.chain): a link to the line before.
-                redacted["metadata"][chain.PREV_KEY] = chain.line_hash(last)
-                last = json.dumps(
-                    redacted, ensure_ascii=False, separators=(",", ":"), allow_nan=False
-                ).encode("utf-8")
-                lines.append(last)
-            data = b"\n".join(lines) + b"\n"
-            # A crash mid-write may have left a line without its newline; start ours on
-            # a fresh line so the cut line cannot swallow it.
-            if size and os.pread(fd, 1, size - 1) != b"\n":
-                data = b"\n" + data
-            written = os.write(fd, data)
-            while written < len(data):  # only on a full disk or a signal; finish the line
-                written += os.write(fd, data[written:])
-            chain.write_head(self.path, size + len(data), last)
-            if not wait:
-                # Imported here: the Claude Code hook process appends with wait=True and
-                # does not pay for a thread pool's imports.
-                from .._fsync import fsync_close_later
+            except BaseException:
+                os.close(fd)
+                raise
+        return fd
 
-                # The lock is held until the fsync is done: the next writer's check
-                # above sees these lines whole either way.
-                durable = fsync_close_later(fd)
-                fd = -1
-                return durable
-            os.fsync(fd)
-        finally:
-            if fd >= 0:
-                os.close(fd)  # also releases the lock
-        return _durable
+    def write_locked(self, fd: int, prepared: Sequence[dict[str, Any]]) -> None:
+        """Append prepared records as one write, each chained to the line before it
+        (the caller holds the lock, see :meth:`open_locked`); not fsynced."""
+        size = os.fstat(fd).st_size
+        last = chain.last_line(fd, size)
+        lines = []
+        for redacted in prepared:
+            # The hash chain (see ctxnb.govern.chain): a link to the line before.
+            redacted["metadata"][chain.PREV_KEY] = chain.line_hash(last)
+            last = json.dumps(
+                redacted, ensure_ascii=False, separators=(",", ":"), allow_nan=False
+            ).encode("utf-8")
+            lines.append(last)
+        data = b"\n".join(lines) + b"\n"
+        # A crash mid-write may have left a line without its newline; start ours on
+        # a fresh line so the cut line cannot swallow it.
+        if size and os.pread(fd, 1, size - 1) != b"\n":
+            data = b"\n" + data
+        written = os.write(fd, data)
+        while written < len(data):  # only on a full disk or a signal; finish the line
+            written += os.write(fd, data[written:])
+        chain.write_head(self.path, size + len(data), last)
 
     def records(
         self, intent_id: str | None = None, file: str | None = None

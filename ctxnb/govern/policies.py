@@ -278,12 +278,34 @@ class RecordPolicy:
             elif call.info is not None and call.info.external and call.mutating:
                 engine.trace_command(call)  # a change outside the workspace, still traced
             return []
+        pending = call.context.get("_trace_pending")
+        if pending is not None and call.logged_tx is not None:
+            # Committed with the store version, in its log line: one write, no fsync.
+            logged = engine.recorder.finish_logged(pending, call.logged_tx)
+            call.context["trace_id"] = logged.trace_id
+            return []
+        change, origin = self.change_of(call, getattr(result, "version_id", None), engine)
+        # Durable before the tool call returns (FileTools waits for it after recording
+        # the call), not before the next policy runs: the fsync overlaps with that work.
+        done = engine.recorder.record(
+            [change],
+            origin,
+            waits=call.durable_waits,
+            mutation_classes=[engine.mutation_class(call)],
+        )
+        call.context["trace_id"] = done[0].trace_id
+        return []
+
+    @staticmethod
+    def change_of(
+        call: ToolCall, version: str | None, engine: HookEngine
+    ) -> tuple[FileChange, Origin]:
+        """The call's change (its first path) and who made it, as the trace records them."""
         rel = call.paths[0]
         # The scope policy let it through (a write outside the scope never runs).
         meta: dict[str, Any] = {"scope": "in-scope", **engine.context_metadata()}
         if call.context.get("approval"):
             meta["approval"] = call.context["approval"]
-        version = getattr(result, "version_id", None)
         change = FileChange(
             rel,
             old=call.old_text,
@@ -299,16 +321,7 @@ class RecordPolicy:
             intent_id=call.context.get("intent_id") or engine.active_intent_id,
             metadata=meta,
         )
-        # Durable before the tool call returns (FileTools waits for it after recording
-        # the call), not before the next policy runs: the fsync overlaps with that work.
-        done = engine.recorder.record(
-            [change],
-            origin,
-            waits=call.durable_waits,
-            mutation_classes=[engine.mutation_class(call)],
-        )
-        call.context["trace_id"] = done[0].trace_id
-        return []
+        return change, origin
 
 
 class QualityLoop:

@@ -43,12 +43,21 @@ from datetime import datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from . import tracewal
 from .ledger import ContributorType, TraceLedger, build_trace_record
 
 if TYPE_CHECKING:
     from .core import IntentLike
 
-__all__ = ["FileChange", "IntentMap", "Origin", "Recorded", "Recorder", "classify"]
+__all__ = [
+    "FileChange",
+    "IntentMap",
+    "Origin",
+    "PendingRecord",
+    "Recorded",
+    "Recorder",
+    "classify",
+]
 
 StoreVersions = Callable[[Sequence["FileChange"]], Sequence["str | None"]]
 """Writes a store version of each change's new bytes; returns their version ids."""
@@ -197,6 +206,7 @@ class Recorder:
         self.model_id = model_id
         self.contributor_type: ContributorType = contributor_type
         self.clock = clock
+        self._restored: set[str] = set()  # stores whose log this recorder restored from
         self.intent_map = IntentMap(
             self.root / ".orchestration" / "intent_map.md",
             self.root / ".ctxnb" / "locks" / "intent-map.lock",
@@ -236,39 +246,11 @@ class Recorder:
         mapped: list[tuple[str, list[str]]] = []
         for i, (change, version) in enumerate(zip(changes, versions, strict=True)):
             known = mutation_classes[i] if mutation_classes is not None else None
-            mclass = known or classify(change.path, change.old, change.new)
-            new_text = change.new or ""
-            ranges = change.ranges
-            if ranges is None:
-                from ..tools._textlines import changed_line_ranges
-
-                ranges = changed_line_ranges(change.old or "", new_text) if new_text else []
-            meta: dict[str, Any] = {"caller": origin.caller, **origin.metadata, **change.metadata}
-            if version is not None:
-                meta["version_id"] = version
-            record = build_trace_record(
-                file_path=change.path,
-                ranges=list(ranges),
-                new_text=new_text,
-                intent_id=origin.intent_id,
-                session_id=origin.session_id,
-                contributor_type=self.contributor_type,
-                model_id=self.model_id,
-                repo_root=self.root,
-                tool=origin.tool,
-                mutation_class=mclass,
-                extra_metadata=meta,
-                clock=self.clock,
-                conversation_url=origin.conversation_url,
-            )
-            records.append(record)
-            symbols: list[str] = []
-            if mclass == "INTENT_EVOLUTION" and origin.intent is not None:
-                from .mutation import touched_symbols
-
-                symbols = touched_symbols(change.path, change.old or "", new_text)
-                mapped.append((change.path, symbols))
-            out.append(Recorded(change.path, mclass, record, meta.get("version_id"), symbols))
+            done = self._build(change, version, origin, known)
+            records.append(done.record)
+            if done.mutation_class == "INTENT_EVOLUTION" and origin.intent is not None:
+                mapped.append((change.path, done.symbols))
+            out.append(done)
         # One write and one fsync for all of them (a command's commit changes many files).
         if waits is not None:
             waits.append(self.ledger.append_many_later(records))
@@ -279,6 +261,119 @@ class Recorder:
         if mapped and origin.intent is not None:
             self.intent_map.add(origin.intent.id, origin.intent.name, mapped)
         return out
+
+    def _build(
+        self, change: FileChange, version: str | None, origin: Origin, known: str | None
+    ) -> Recorded:
+        """One change's record (not yet written) and what the caller learns of it."""
+        mclass = known or classify(change.path, change.old, change.new)
+        new_text = change.new or ""
+        ranges = change.ranges
+        if ranges is None:
+            from ..tools._textlines import changed_line_ranges
+
+            ranges = changed_line_ranges(change.old or "", new_text) if new_text else []
+        meta: dict[str, Any] = {"caller": origin.caller, **origin.metadata, **change.metadata}
+        if version is not None:
+            meta["version_id"] = version
+        record = build_trace_record(
+            file_path=change.path,
+            ranges=list(ranges),
+            new_text=new_text,
+            intent_id=origin.intent_id,
+            session_id=origin.session_id,
+            contributor_type=self.contributor_type,
+            model_id=self.model_id,
+            repo_root=self.root,
+            tool=origin.tool,
+            mutation_class=mclass,
+            extra_metadata=meta,
+            clock=self.clock,
+            conversation_url=origin.conversation_url,
+        )
+        symbols: list[str] = []
+        if mclass == "INTENT_EVOLUTION" and origin.intent is not None:
+            from .mutation import touched_symbols
+
+            symbols = touched_symbols(change.path, change.old or "", new_text)
+        return Recorded(change.path, mclass, record, meta.get("version_id"), symbols)
+
+    def prepare_logged(
+        self,
+        change: FileChange,
+        origin: Origin,
+        *,
+        oid: str,
+        store_dir: str | os.PathLike[str],
+        mutation_class: str | None = None,
+    ) -> PendingRecord:
+        """Prepare the record of a change whose store version is about to be committed,
+        to go in the same log line (see :mod:`ctxnb.govern.tracewal`).
+
+        The caller commits :attr:`PendingRecord.attachment` with the version of object
+        ``oid`` (:meth:`ObjectStore.put <ctxnb.store.ObjectStore.put>`'s ``attached``)
+        and then calls :meth:`finish_logged` with the transaction; if the version was not
+        committed, it records the change with :meth:`record` instead.
+
+        Raises:
+            ValueError, StoreError: as :meth:`record` does for a record it cannot make.
+        """
+        done = self._build(change, None, origin, mutation_class)
+        prepared = self.ledger.prepare([done.record])[0]
+        try:
+            at = os.stat(self.ledger.path).st_size
+        except FileNotFoundError:
+            at = 0
+        tracewal.ledger_for(store_dir, self.ledger.path)
+        return PendingRecord(done, origin, prepared, oid, at, os.fspath(store_dir))
+
+    def finish_logged(self, pending: PendingRecord, tx_id: int) -> Recorded:
+        """Append the record :meth:`prepare_logged` made, committed in transaction
+        ``tx_id``: one write to the ledger, no fsync (the store's log holds it durably)."""
+        version = f"{pending.oid}@{tx_id}"
+        done = pending.recorded
+        done.version_id = version
+        done.record["metadata"]["version_id"] = version
+        # A recorder's first logged append restores what a crash or a power loss took
+        # from the ledger (records in the store's log that the ledger lacks).
+        if pending.store_dir not in self._restored:
+            tracewal.restore(pending.store_dir, self.ledger)
+            self._restored.add(pending.store_dir)
+        tracewal.append_logged(
+            self.ledger, [tracewal.Logged(pending.prepared, version, pending.at)], durable=False
+        )
+        origin = pending.origin
+        if done.mutation_class == "INTENT_EVOLUTION" and origin.intent is not None:
+            self.intent_map.add(origin.intent.id, origin.intent.name, [(done.path, done.symbols)])
+        return done
+
+
+class PendingRecord:
+    """A record prepared to be committed with a store version (see
+    :meth:`Recorder.prepare_logged`)."""
+
+    __slots__ = ("at", "oid", "origin", "prepared", "recorded", "store_dir")
+
+    def __init__(
+        self,
+        recorded: Recorded,
+        origin: Origin,
+        prepared: dict[str, Any],
+        oid: str,
+        at: int,
+        store_dir: str,
+    ) -> None:
+        self.recorded = recorded
+        self.origin = origin
+        self.prepared = prepared
+        self.oid = oid
+        self.at = at
+        self.store_dir = store_dir
+
+    @property
+    def attachment(self) -> bytes:
+        """What the store's log line carries: the prepared record, bound to ``oid``."""
+        return tracewal.attachment(self.prepared, self.oid, self.at)
 
 
 class IntentMap:

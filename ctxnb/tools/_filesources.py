@@ -21,7 +21,7 @@ from ..access.pathrules import SafePath
 from ..errors import NotFoundError, PolicyError, StaleFileError
 from ..hashing import sha256_hex
 from ..resolver import doc_path as make_doc_path
-from .call import ToolRunner
+from .call import ToolCall, ToolRunner
 
 if TYPE_CHECKING:
     from ..access.door import Access
@@ -153,10 +153,27 @@ class _FileSources(ToolRunner):
         finally:
             os.close(fd)
 
-    def _index_bytes(self, rel: str, data: bytes | None) -> tuple[str, str | None]:
-        """Observe the file's current bytes (a new version only when they changed)."""
-        obs = self.workspace.observe([rel], data=[data])[0]
+    def _index_bytes(
+        self, rel: str, data: bytes | None, call: ToolCall | None = None
+    ) -> tuple[str, str | None]:
+        """Observe the file's current bytes (a new version only when they changed).
+
+        With a ``call`` whose ``attach`` gives a trace record, the record is committed
+        in the version's transaction, and ``call.logged_tx`` names it.
+        """
+        attached, named = None, None
+        if call is not None and call.attach is not None and data is not None:
+            named = self.object_id(rel)
+            attached = call.attach(named)
+        obs = self.workspace.observe(
+            [rel], data=[data], attached=[attached] if attached is not None else None
+        )[0]
         oid = obs.object_id
+        # Logged only when this transaction wrote the version the record names (else the
+        # record policy appends it as before; a restore refuses a record whose object
+        # is not in its transaction, so it is never written twice).
+        if attached is not None and obs.doc is not None and oid == named and call is not None:
+            call.logged_tx = obs.tx_id
         if obs.tx_id is None:  # gone, and never stored: nothing to add
             return oid, None
         self.session.took_version(oid)

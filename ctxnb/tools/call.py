@@ -68,6 +68,12 @@ class ToolCall:
     # Functions that return once a record of this call is durable (the trace line, fsynced
     # in the background while the call is recorded); called before the call returns.
     durable_waits: list[Callable[[], None]] = field(default_factory=list)
+    # Set by the hook engine for a write it records: given the object id of the version
+    # the call is about to store, the trace record to commit in the same transaction
+    # (one fsync for both, see ctxnb.govern.tracewal), or None. The tool sets
+    # ``logged_tx`` to the transaction that committed it.
+    attach: Callable[[str], bytes | None] | None = None
+    logged_tx: int | None = None
 
     @property
     def mutating(self) -> bool:

@@ -81,7 +81,7 @@ def write(
     if rel in tools._active:
         tools._active[rel] = new_text
         tools._show_active_copy(rel, new_text)
-    oid, version = tools._index_bytes(rel, data)
+    oid, version = tools._index_bytes(rel, data, call)
     tools.session.activate(oid)
     # A diff of the redacted texts (same lines, same numbers): a hunk that shows only
     # part of a key block is redacted as the whole file would be.

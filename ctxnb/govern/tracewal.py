@@ -1,0 +1,175 @@
+"""A governed write's trace record, committed in its store transaction's log line.
+
+A governed ``write_file`` makes its store version and its Agent Trace record durable
+with one fsync: the recorder prepares the record (validated, redacted) before the
+version is committed, and the store writes it in the transaction's log line as an
+attachment (``{"kind":"agent-trace","oid":…,"at":…,"record":{…}}``, see
+:mod:`ctxnb._storeattach`). The ledger line is then appended, chained as every line is,
+with one write and no fsync of its own: the store's log is its write-ahead log.
+
+A record that is in the log but not in the ledger (the page cache lost in a power loss,
+or the process killed between the two writes) is restored by :func:`restore`, which
+appends the missing ones, chained, exactly once (presence is checked by record id under
+the ledger's lock). It runs at the first logged append of each recorder (a kernel's
+engine, an MCP server's), before ``ctxnb trace verify`` checks the chain, and before a
+compaction rotates the log away (then the ledger is fsynced too, so nothing the log
+drops is only in the page cache).
+
+What restoring trusts: an attachment is re-validated against the schema and redacted
+again like any record; its ``prev_hash`` and ``version_id`` are replaced (the link by the
+ledger's real last line; the version by the attachment's object id and the line's
+transaction, which must hold a document of that id); it is written only to the
+ledger of the store's workspace, never to a path the log names.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+from .._storeattach import AttachedLine, attached_lines, register_settler
+from . import chain
+from .ledger import TraceLedger
+
+__all__ = [
+    "KIND",
+    "Logged",
+    "append_logged",
+    "attachment",
+    "ledger_for",
+    "restore",
+]
+
+KIND = "agent-trace"
+_UUID = re.compile(r"[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}")
+# The ledgers of the stores this process wrote attachments to (the settler's answer
+# when a compaction of that store asks); else the workspace layout says where.
+_LEDGERS: dict[str, Path] = {}
+
+
+class Logged:
+    """A prepared record to append: its id, the version it records, where the ledger
+    ended when it was prepared (its line is at or after that offset)."""
+
+    __slots__ = ("at", "record", "version_id")
+
+    def __init__(self, record: dict[str, Any], version_id: str | None, at: int) -> None:
+        self.record = record
+        self.version_id = version_id
+        self.at = at
+
+    @property
+    def id(self) -> str:
+        return str(self.record["id"])
+
+
+def attachment(prepared: Mapping[str, Any], oid: str, at: int) -> bytes:
+    """The bytes the store's log line carries for a prepared record of object ``oid``."""
+    obj = {"kind": KIND, "oid": oid, "at": at, "record": prepared}
+    return json.dumps(obj, ensure_ascii=False, separators=(",", ":"), allow_nan=False).encode()
+
+
+_NAMED: dict[str, Path] = {}  # the same, by the name a writer gave (no realpath per write)
+
+
+def ledger_for(store_dir: str | os.PathLike[str], ledger: Path) -> None:
+    """Remember that ``store_dir``'s attachments belong in ``ledger`` (for compaction)."""
+    name = os.fspath(store_dir)
+    if _NAMED.get(name) != ledger:
+        _NAMED[name] = _LEDGERS[os.path.realpath(name)] = ledger
+
+
+def append_logged(ledger: TraceLedger, items: Sequence[Logged], *, durable: bool) -> list[str]:
+    """Append each item's record unless the ledger has it already; fsync when ``durable``.
+
+    One write under the ledger's lock, chained; returns the ids appended. The ledger is
+    searched from the earliest ``at`` on (or from its start, when it is shorter).
+    """
+    if not items:
+        if durable and ledger.path.exists():
+            fd = ledger.open_locked()  # under the lock: a writer's line is whole
+            try:
+                os.fsync(fd)
+            finally:
+                os.close(fd)
+        return []
+    fd = ledger.open_locked()
+    try:
+        appended: list[str] = []
+        size = os.fstat(fd).st_size
+        start = min(min(it.at for it in items), size)
+        tail = os.pread(fd, size - start, start) if size > start else b""
+        todo = []
+        for it in items:
+            if it.id in appended or (b'"id":"%s"' % it.id.encode()) in tail:
+                continue
+            rec = dict(it.record)
+            meta = dict(rec.get("metadata") or {})
+            meta.pop(chain.PREV_KEY, None)
+            if it.version_id is not None:
+                meta["version_id"] = it.version_id
+            rec["metadata"] = meta
+            todo.append(rec)
+            appended.append(it.id)
+        if todo:
+            ledger.write_locked(fd, todo)
+        if durable:
+            os.fsync(fd)
+        return appended
+    finally:
+        os.close(fd)  # also releases the lock
+
+
+def _trusted(att: Any, line: AttachedLine, ledger: TraceLedger) -> Logged | None:
+    """The attachment as a record to restore, or None when it is not one ctxnb wrote."""
+    if not isinstance(att, dict) or att.get("kind") != KIND:
+        return None
+    oid, at, record = att.get("oid"), att.get("at"), att.get("record")
+    if not isinstance(oid, str) or type(at) is not int or at < 0 or not isinstance(record, dict):
+        return None
+    if oid not in line.doc_ids:
+        return None  # a record of a version this transaction did not write
+    rid = record.get("id")
+    if not isinstance(rid, str) or _UUID.fullmatch(rid) is None:
+        return None
+    try:
+        prepared = ledger.prepare([record])[0]  # the schema, and the redaction again
+    except Exception:  # noqa: BLE001 - not a record ctxnb wrote: nothing to restore
+        return None
+    return Logged(prepared, f"{oid}@{line.tx}", at)
+
+
+def restore(
+    store_dir: str | os.PathLike[str],
+    ledger: TraceLedger,
+    *,
+    end: int | None = None,
+    durable: bool = False,
+) -> list[str]:
+    """Append the trace records in the store's log (its first ``end`` bytes) that the
+    ledger lacks; fsync the ledger when ``durable``. Returns the ids restored."""
+    items = [
+        logged
+        for line in attached_lines(store_dir, end)
+        for att in line.attached
+        if (logged := _trusted(att, line, ledger)) is not None
+    ]
+    return append_logged(ledger, items, durable=durable)
+
+
+def _settle(store_dir: str, end: int) -> None:
+    """Before a compaction rotates the log's first ``end`` bytes away."""
+    path = _LEDGERS.get(os.path.realpath(store_dir))
+    if path is None:
+        parent = Path(store_dir).resolve()
+        if parent.name != "store" or parent.parent.name != ".ctxnb":
+            raise FileNotFoundError(f"no trace ledger is known for the store {store_dir}")
+        path = parent.parent.parent / ".orchestration" / "agent_trace.jsonl"
+    restore(store_dir, TraceLedger(path), end=end, durable=True)
+
+
+register_settler(_settle)
