@@ -56,6 +56,7 @@ _HASH_NAMES = {"Makefile", "makefile", "GNUmakefile", "Dockerfile", "Containerfi
 
 _STRING = r'"(?:\\.|[^"\\\n])*"|\'(?:\\.|[^\'\\\n])*\'|`(?:\\.|[^`\\])*`'
 _WORD = r"[A-Za-z0-9_$.]+|\S"
+_LINE_BREAK = re.compile(r"\r\n|\r|\n")
 
 
 def classify_mutation(path: str, old: str, new: str) -> MutationClass:
@@ -270,7 +271,9 @@ def _symbols(source: str) -> dict[str, str]:
     # Cached like _python_shape (callers only read the result).
     """Symbol name → its source text (classes without their methods), in file order."""
     tree = _tree(source)
-    lines = source.splitlines()
+    # Lines as the parser counts them: str.splitlines also breaks at form feeds and other
+    # separators, which would shift every later symbol off its own lines.
+    lines = _LINE_BREAK.split(source)
     out: dict[str, str] = {}
 
     def segment(node: ast.AST) -> list[str]:
