@@ -30,6 +30,7 @@ Example:
 from __future__ import annotations
 
 import ast
+import bisect
 import functools
 import json
 import re
@@ -79,9 +80,7 @@ def classify_mutation(path: str, old: str, new: str) -> MutationClass:
     ext = p.suffix.lower()
     try:
         if ext in _PY:
-            # Renaming never changes the kinds of nodes in order: when they differ the
-            # answer is known without the (slower) renaming comparison.
-            same = _node_kinds(old) == _node_kinds(new) and _python_shape(old) == _python_shape(new)
+            same = _python_same(old, new)
         elif ext == ".json":
             same = json.loads(old) == json.loads(new)
         elif ext in (".yaml", ".yml"):
@@ -115,8 +114,12 @@ def _tree(source: str) -> ast.Module:
 @functools.lru_cache(maxsize=64)
 def _node_kinds(source: str) -> tuple[object, ...]:
     # Node kinds, constants and attribute names: what renaming local variables leaves alone.
+    return _kinds_of(_tree(source))
+
+
+def _kinds_of(node: ast.AST) -> tuple[object, ...]:
     out: list[object] = []
-    for n in ast.walk(_tree(source)):
+    for n in ast.walk(node):
         out.append(type(n).__name__)
         if isinstance(n, ast.Constant):
             out.append(repr(n.value))
@@ -257,8 +260,12 @@ def touched_symbols(path: str, old: str, new: str) -> list[str]:
     if PurePath(path).suffix.lower() not in _PY:
         return []
     try:
-        before = _symbols(old)
-        after = _symbols(new)
+        region = _region(old, new)
+        if region is None:
+            before = _symbols(old)
+            after = _symbols(new)
+        else:
+            before, after = region.old.symbols(), region.new.symbols()
     except (SyntaxError, ValueError, RecursionError):
         return []
     out = [name for name, text in after.items() if before.get(name) != text]
@@ -268,12 +275,15 @@ def touched_symbols(path: str, old: str, new: str) -> list[str]:
 
 @functools.lru_cache(maxsize=64)
 def _symbols(source: str) -> dict[str, str]:
-    # Cached like _python_shape (callers only read the result).
     """Symbol name → its source text (classes without their methods), in file order."""
-    tree = _tree(source)
-    # Lines as the parser counts them: str.splitlines also breaks at form feeds and other
-    # separators, which would shift every later symbol off its own lines.
-    lines = _LINE_BREAK.split(source)
+    # Cached like _python_shape (callers only read the result). Lines as the parser
+    # counts them: str.splitlines also breaks at form feeds and other separators, which
+    # would shift every later symbol off its own lines.
+    return _symbols_of(_tree(source).body, _LINE_BREAK.split(source))
+
+
+def _symbols_of(body: list[ast.stmt], lines: list[str]) -> dict[str, str]:
+    """The symbols of top-level statements ``body``, numbered as ``lines`` are."""
     out: dict[str, str] = {}
 
     def segment(node: ast.AST) -> list[str]:
@@ -298,8 +308,214 @@ def _symbols(source: str) -> dict[str, str]:
                 out[name] = "\n".join(k for k in kept if k.strip())
                 visit(node.body, name + ".")
 
-    visit(tree.body, "")
+    visit(body, "")
     return out
+
+
+# --------------------------------------------------------------------------- regions
+#
+# A one-line edit of a long file need not parse the file twice. A Python text is cut into
+# pieces at top-level statement boundaries where the tokenizer starts afresh (column 0,
+# no open bracket, string or backslash continuation), so each piece parses on its own and
+# a text parses exactly when all its pieces do. The pieces before and after a change are
+# the same text in both versions; only the pieces the change overlaps are parsed and
+# compared. The answer is the whole-file answer (tests/test_govern_mutation_regions.py):
+#
+# - the renamer's only state between top-level statements is its function counter, so
+#   with the counter started afresh in each statement, two modules' shapes are equal
+#   exactly when their statements' shapes are equal in order (unless the text itself
+#   spells the renamer's names, ``_ctxnb_``: then the whole file is compared);
+# - a piece list comes from one whole parse of a text, or from the old text's pieces
+#   with the changed ones swapped for the parse of the changed region: if that region
+#   does not parse on its own, or ends mid-line, the whole file is compared instead.
+# What would change the parse of the rest (``barry_as_FLUFL``) or the line numbering
+# (a carriage return that is not part of CRLF) sends the whole file down that path too.
+
+_PIECES_KEPT = 8
+
+
+class _Piece:
+    """Whole top-level statements of a Python text, with the comments after them."""
+
+    __slots__ = ("_shapes", "_symbols", "lines", "stmts", "text")
+
+    def __init__(self, text: str, stmts: list[ast.stmt], lines: list[str]) -> None:
+        self.text = text
+        self.stmts = stmts  # numbered as ``lines`` (the text they were parsed from) are
+        self.lines = lines
+        self._shapes: tuple[str, ...] | None = None
+        self._symbols: dict[str, str] | None = None
+
+    def shapes(self) -> tuple[str, ...]:
+        """Each statement's shape, its local variables renamed as in the whole module."""
+        if self._shapes is None:
+            # A fresh parse: renaming works in place, and the statements may be shared.
+            out = []
+            for stmt in ast.parse(self.text).body:
+                _LocalRenamer().visit(stmt)  # the counter starts afresh per statement
+                out.append(ast.dump(stmt, annotate_fields=True, include_attributes=False))
+            self._shapes = tuple(out)
+        return self._shapes
+
+    def kinds(self) -> list[tuple[object, ...]]:
+        """Each statement's node kinds: unequal kinds make unequal shapes, sooner."""
+        return [_kinds_of(stmt) for stmt in self.stmts]
+
+    def symbols(self) -> dict[str, str]:
+        if self._symbols is None:
+            self._symbols = _symbols_of(self.stmts, self.lines)
+        return self._symbols
+
+
+class _Pieces:
+    """A Python text cut into pieces; ``bounds[i]`` is where piece ``i`` starts."""
+
+    __slots__ = ("bounds", "pieces")
+
+    def __init__(self, bounds: list[int], pieces: list[_Piece]) -> None:
+        self.bounds = bounds  # one more than the pieces: the last is the text's length
+        self.pieces = pieces
+
+    def symbols(self) -> dict[str, str]:
+        out: dict[str, str] = {}
+        for piece in self.pieces:
+            out.update(piece.symbols())  # as one pass over the file: a later def wins
+        return out
+
+
+class _Region:
+    __slots__ = ("after", "before", "new", "old")
+
+    def __init__(self, old: _Pieces, new: _Pieces, before: list[_Piece], after: list[_Piece]):
+        self.old, self.new, self.before, self.after = old, new, before, after
+
+
+_known: dict[str, _Pieces] = {}  # text -> its pieces, most recently used last
+
+
+def _remember(text: str, pieces: _Pieces) -> None:
+    _known.pop(text, None)
+    _known[text] = pieces
+    while len(_known) > _PIECES_KEPT:
+        del _known[next(iter(_known))]
+
+
+def _cut(text: str, body: list[ast.stmt]) -> _Pieces:
+    """Cut ``text`` (parsed as ``body``) at the lines where a top-level statement starts
+    on a fresh line: the previous statement ended above it, not by a backslash."""
+    if not text:
+        return _Pieces([0], [])
+    lines = text.split("\n")
+    starts = [0]
+    groups: list[list[ast.stmt]] = [[]]
+    end = 0
+    for node in body:
+        first = min([node.lineno] + [d.lineno for d in getattr(node, "decorator_list", ())])
+        if groups[-1] and first > end and not lines[first - 2].rstrip("\r").endswith("\\"):
+            starts.append(first - 1)
+            groups.append([])
+        groups[-1].append(node)
+        end = max(end, node.end_lineno or node.lineno)
+    bounds = [0]
+    pos = line = 0
+    for start in starts[1:]:
+        pos += sum(len(x) + 1 for x in lines[line:start])
+        line = start
+        bounds.append(pos)
+    bounds.append(len(text))
+    pieces = [
+        _Piece(text[bounds[i] : bounds[i + 1]], group, lines) for i, group in enumerate(groups)
+    ]
+    return _Pieces(bounds, pieces)
+
+
+def _splittable(text: str) -> bool:
+    return "barry_as_FLUFL" not in text and text.count("\r") == text.count("\r\n")
+
+
+def _pieces_of(text: str) -> _Pieces | None:
+    """The pieces of a whole text (``None``: compare it whole); raises if it does not parse."""
+    known = _known.get(text)
+    if known is not None:
+        _remember(text, known)
+        return known
+    if not _splittable(text):
+        return None
+    pieces = _cut(text, _tree(text).body)
+    _remember(text, pieces)
+    return pieces
+
+
+def _common_ends(x: str, y: str) -> tuple[int, int]:
+    """Lengths of the common prefix and (not overlapping it) suffix of ``x`` and ``y``."""
+    limit = min(len(x), len(y))
+    a = 0
+    step = 4096
+    while step:  # compares blocks in C: no Python loop over characters
+        while a + step <= limit and x[a : a + step] == y[a : a + step]:
+            a += step
+        step //= 8
+    limit -= a
+    b = 0
+    step = 4096
+    lx, ly = len(x), len(y)
+    while step:
+        while b + step <= limit and x[lx - b - step : lx - b] == y[ly - b - step : ly - b]:
+            b += step
+        step //= 8
+    return a, b
+
+
+@functools.lru_cache(maxsize=4)
+def _region(old: str, new: str) -> _Region | None:
+    """The pieces a change overlaps, before and after it (``None``: compare whole files).
+
+    Raises SyntaxError (or ValueError) when ``old`` does not parse. Cached: the mutation
+    class and the touched symbols of one change both ask.
+    """
+    before = _pieces_of(old)
+    if before is None:
+        return None
+    bounds = before.bounds
+    n = len(before.pieces)
+    a, b = _common_ends(old, new)
+    a = old.rfind("\n", 0, a) + 1  # the changed line's start
+    i0 = min(bisect.bisect_right(bounds, a) - 1, n)
+    start = bounds[i0]
+    i1 = bisect.bisect_left(bounds, len(old) - b)
+    delta = len(new) - len(old)
+    # The region must end a line in the new text too, so the rest starts a fresh line.
+    while i1 < n and bounds[i1] + delta > start and new[bounds[i1] + delta - 1] != "\n":
+        i1 += 1
+    end = bounds[i1]
+    changed_old, changed_new = old[start:end], new[start : end + delta]
+    if "_ctxnb_" in changed_old or "_ctxnb_" in changed_new or not _splittable(changed_new):
+        return None
+    try:
+        cut = _cut(changed_new, ast.parse(changed_new).body)
+    except (SyntaxError, ValueError, RecursionError):
+        return None  # not self-contained (or not Python): the whole file decides
+    after = _Pieces(
+        bounds[:i0] + [start + x for x in cut.bounds[:-1]] + [x + delta for x in bounds[i1:]],
+        before.pieces[:i0] + cut.pieces + before.pieces[i1:],
+    )
+    _remember(new, after)  # the next write's old text
+    return _Region(before, after, before.pieces[i0:i1], cut.pieces)
+
+
+def _python_same(old: str, new: str) -> bool:
+    """Whether two Python texts have the same shape (raises when one does not parse)."""
+    region = _region(old, new)
+    if region is None:
+        # Renaming never changes the kinds of nodes in order: when they differ the
+        # answer is known without the (slower) renaming comparison.
+        return _node_kinds(old) == _node_kinds(new) and _python_shape(old) == _python_shape(new)
+    sides = (region.before, region.after)
+    kinds = [[k for piece in side for k in piece.kinds()] for side in sides]
+    if kinds[0] != kinds[1]:
+        return False
+    shapes = [[s for piece in side for s in piece.shapes()] for side in sides]
+    return shapes[0] == shapes[1]
 
 
 # --------------------------------------------------------------------------- tokens
