@@ -331,18 +331,19 @@ def _symbols_of(body: list[ast.stmt], lines: list[str]) -> dict[str, str]:
 # What would change the parse of the rest (``barry_as_FLUFL``) or the line numbering
 # (a carriage return that is not part of CRLF) sends the whole file down that path too.
 
-_PIECES_KEPT = 8
+_PIECES_KEPT = 4  # texts; each holds its parse: a few files edited in turn
 
 
 class _Piece:
     """Whole top-level statements of a Python text, with the comments after them."""
 
-    __slots__ = ("_shapes", "_symbols", "lines", "stmts", "text")
+    __slots__ = ("_kinds", "_shapes", "_symbols", "lines", "stmts", "text")
 
     def __init__(self, text: str, stmts: list[ast.stmt], lines: list[str]) -> None:
         self.text = text
         self.stmts = stmts  # numbered as ``lines`` (the text they were parsed from) are
         self.lines = lines
+        self._kinds: list[tuple[object, ...]] | None = None
         self._shapes: tuple[str, ...] | None = None
         self._symbols: dict[str, str] | None = None
 
@@ -359,7 +360,9 @@ class _Piece:
 
     def kinds(self) -> list[tuple[object, ...]]:
         """Each statement's node kinds: unequal kinds make unequal shapes, sooner."""
-        return [_kinds_of(stmt) for stmt in self.stmts]
+        if self._kinds is None:  # kept: this write's new piece is the next one's old
+            self._kinds = [_kinds_of(stmt) for stmt in self.stmts]
+        return self._kinds
 
     def symbols(self) -> dict[str, str]:
         if self._symbols is None:
