@@ -256,6 +256,19 @@ def test_a_future_import_that_could_change_the_parser() -> None:
     assert not _used_region(plain, plain.replace("return 1", "return 1  # one"))
 
 
+def test_a_statement_too_deep_to_rename() -> None:
+    # The whole-file comparison overflows the recursion limit on a 600-term sum and
+    # calls every change of such a file an evolution; the region compares only what
+    # changed. Inside the region the deep statement still makes it an evolution.
+    deep = "X = " + " + ".join(["1"] * 600) + "\n\n\ndef f(a):\n    b = a\n    return b\n"
+    renamed = deep.replace("b", "c")
+    assert _whole(deep, renamed)[0] == "INTENT_EVOLUTION"
+    assert _by_region(deep, renamed) == ("AST_REFACTOR", ["f"])
+    assert _by_region(deep, renamed, warm=True) == ("AST_REFACTOR", ["f"])
+    spaced = deep.replace("1 + 1", "1+1", 1)
+    assert _by_region(deep, spaced) == _whole(deep, spaced) == ("INTENT_EVOLUTION", [])
+
+
 def test_a_syntax_error_outside_the_region_still_counts() -> None:
     broken = MODULE.replace("class Shape:", "class Shape")
     assert _agree(broken, broken.replace("factor", "k")) == ("INTENT_EVOLUTION", [])

@@ -17,6 +17,10 @@ After every governed write the trace record gets a mutation class:
 :func:`touched_symbols` names the Python functions, classes and methods whose source
 changed, for the intent map.
 
+For Python both parse only the top-level statements a change overlaps when that region
+parses on its own (the old text's statements are known from one parse of it, or from
+the previous write); the answer is the whole file's.
+
 Example:
     >>> classify_mutation("a.py", "def f(x):\\n    y = x + 1\\n    return y\\n",
     ...                   "def f(x):  # add one\\n    total = x+1\\n    return total\\n")
@@ -32,6 +36,7 @@ from __future__ import annotations
 import ast
 import bisect
 import functools
+import itertools
 import json
 import re
 from collections.abc import Iterator
@@ -330,6 +335,10 @@ def _symbols_of(body: list[ast.stmt], lines: list[str]) -> dict[str, str]:
 #   does not parse on its own, or ends mid-line, the whole file is compared instead.
 # What would change the parse of the rest (``barry_as_FLUFL``) or the line numbering
 # (a carriage return that is not part of CRLF) sends the whole file down that path too.
+# One answer differs, on purpose: a statement nested so deeply that renaming it exceeds
+# the interpreter's recursion limit makes the whole-file comparison fail (an evolution,
+# whatever changed, depending on the caller's stack depth); outside the changed region
+# such a statement is not compared again, and the region gives the real answer.
 
 _PIECES_KEPT = 4  # texts; each holds its parse: a few files edited in turn
 
@@ -413,19 +422,16 @@ def _cut(text: str, body: list[ast.stmt]) -> _Pieces:
     groups: list[list[ast.stmt]] = [[]]
     end = 0
     for node in body:
-        first = min([node.lineno] + [d.lineno for d in getattr(node, "decorator_list", ())])
-        if groups[-1] and first > end and not lines[first - 2].rstrip("\r").endswith("\\"):
+        first = node.lineno
+        for decorator in getattr(node, "decorator_list", ()):
+            first = min(first, decorator.lineno)
+        if groups[-1] and first > end and not lines[first - 2].endswith(("\\", "\\\r")):
             starts.append(first - 1)
             groups.append([])
         groups[-1].append(node)
-        end = max(end, node.end_lineno or node.lineno)
-    bounds = [0]
-    pos = line = 0
-    for start in starts[1:]:
-        pos += sum(len(x) + 1 for x in lines[line:start])
-        line = start
-        bounds.append(pos)
-    bounds.append(len(text))
+        end = max(end, node.end_lineno or first)
+    lengths = list(itertools.accumulate(map(len, lines)))  # line k starts after k newlines
+    bounds = [0, *(lengths[start - 1] + start for start in starts[1:]), len(text)]
     pieces = [
         _Piece(text[bounds[i] : bounds[i + 1]], group, lines) for i, group in enumerate(groups)
     ]
@@ -514,11 +520,14 @@ def _python_same(old: str, new: str) -> bool:
         # answer is known without the (slower) renaming comparison.
         return _node_kinds(old) == _node_kinds(new) and _python_shape(old) == _python_shape(new)
     sides = (region.before, region.after)
-    kinds = [[k for piece in side for k in piece.kinds()] for side in sides]
-    if kinds[0] != kinds[1]:
+    if sum(len(p.stmts) for p in region.before) != sum(len(p.stmts) for p in region.after):
         return False
-    shapes = [[s for piece in side for s in piece.shapes()] for side in sides]
-    return shapes[0] == shapes[1]
+    # Statement by statement, piece by piece, so the first difference ends the walk.
+    kinds = [(k for piece in side for k in piece.kinds()) for side in sides]
+    if any(a != b for a, b in zip(*kinds, strict=True)):
+        return False
+    shapes = [(s for piece in side for s in piece.shapes()) for side in sides]
+    return all(a == b for a, b in zip(*shapes, strict=True))
 
 
 # --------------------------------------------------------------------------- tokens
