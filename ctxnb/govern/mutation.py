@@ -269,6 +269,8 @@ def touched_symbols(path: str, old: str, new: str) -> list[str]:
         if region is None:
             before = _symbols(old)
             after = _symbols(new)
+        elif not any(p.symbols() for p in (*region.before, *region.after)):
+            return []  # the pieces outside the region are the same text on both sides
         else:
             before, after = region.old.symbols(), region.new.symbols()
     except (SyntaxError, ValueError, RecursionError):
