@@ -32,6 +32,8 @@ import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
+import ctxnb.govern._pyshape as shape
+import ctxnb.govern._regions as regions
 import ctxnb.govern.mutation as mutation
 from ctxnb.govern.mutation import classify_mutation, touched_symbols
 
@@ -40,10 +42,10 @@ REPO = Path(__file__).resolve().parent.parent
 
 
 def _reset() -> None:
-    mutation._known.clear()
+    regions._known.clear()
     for cached in (
         mutation._region,
-        mutation._tree,
+        shape._tree,
         mutation._node_kinds,
         mutation._python_shape,
         mutation._symbols,
@@ -118,7 +120,7 @@ def bench_sizes(repeat: int) -> None:
 
             def warm_up(old: str = old) -> None:
                 _reset()
-                mutation._pieces_of(old)
+                regions._pieces_of(old)
 
             warm = _time(lambda o=old, n=new: _record(o, n), warm_up, repeat)
             print(

@@ -18,16 +18,18 @@ from pathlib import Path
 
 import pytest
 
+import ctxnb.govern._pyshape as shape_mod
+import ctxnb.govern._regions as regions_mod
 import ctxnb.govern.mutation as mutation_mod
 from ctxnb.govern.mutation import classify_mutation, touched_symbols
 
 
 def _forget() -> None:
     # Nothing learnt about one pair may answer for another.
-    mutation_mod._known.clear()
+    regions_mod._known.clear()
     for cached in (
         mutation_mod._region,
-        mutation_mod._tree,
+        shape_mod._tree,
         mutation_mod._node_kinds,
         mutation_mod._python_shape,
         mutation_mod._symbols,
@@ -228,6 +230,175 @@ def test_edits_built_to_break_the_region(label: str, new: str, expected: str) ->
     assert _agree(MODULE, new)[0] == expected, label
 
 
+CLASSY = """\
+import functools
+
+
+@functools.total_ordering
+class Account:
+    \"\"\"A bank account.\"\"\"
+
+    rate = 0.5
+    # a comment at the members' level
+
+    def __init__(self, owner):
+        self.owner = owner
+        self.balance = 0
+
+    @property
+    def value(self):
+        subtotal = self.balance * self.rate
+        return subtotal
+
+    @value.setter
+    def value(self, amount):
+        self.balance = amount
+
+# a comment in the first column, inside the class
+    class Meta:
+        ordering = ["owner"]
+
+        def label(self):
+            name = "meta"
+            return name
+
+    def close(self):
+        done = True
+        return done
+
+
+def helper(x):
+    return x
+"""
+
+CLASS_ATTACKS: list[tuple[str, str, str]] = [
+    ("method local renamed", CLASSY.replace("subtotal", "t"), "AST_REFACTOR"),
+    ("nested class method local renamed", CLASSY.replace("name", "n"), "AST_REFACTOR"),
+    (
+        "comment in a method",
+        CLASSY.replace("        done = True\n", "        # c\n        done = True\n"),
+        "AST_REFACTOR",
+    ),
+    ("class attribute changed", CLASSY.replace("rate = 0.5", "rate = 0.25"), "INTENT_EVOLUTION"),
+    ("class comment changed", CLASSY.replace("members' level", "members level"), "AST_REFACTOR"),
+    (
+        "class docstring changed",
+        CLASSY.replace("A bank account.", "An account."),
+        "INTENT_EVOLUTION",
+    ),
+    (
+        "setter changed",
+        CLASSY.replace("self.balance = amount", "self.balance = -amount"),
+        "INTENT_EVOLUTION",
+    ),
+    (
+        "method deleted",
+        CLASSY.replace("    def close(self):\n        done = True\n        return done\n", ""),
+        "INTENT_EVOLUTION",
+    ),
+    (
+        "method added at the class's end",
+        CLASSY.replace(
+            "        return done\n", "        return done\n\n    def open(self):\n        pass\n"
+        ),
+        "INTENT_EVOLUTION",
+    ),
+    (
+        "code added after the class's last line",
+        CLASSY.replace("        return done\n", "        return done\nx = 1\n"),
+        "INTENT_EVOLUTION",
+    ),
+    (
+        "a member indented deeper",
+        CLASSY.replace(
+            "    def close(self):\n        done = True\n        return done\n",
+            "        def close(self):\n            done = True\n            return done\n",
+        ),
+        "INTENT_EVOLUTION",
+    ),
+    (
+        "a member indented with a tab",
+        CLASSY.replace(
+            "    def close(self):\n        done = True\n        return done\n",
+            "\tdef close(self):\n\t\tdone = True\n\t\treturn done\n",
+        ),
+        "INTENT_EVOLUTION",
+    ),
+    (
+        "a method dedented to the module",
+        CLASSY.replace(
+            "    def close(self):\n        done = True\n        return done\n",
+            "def close(self):\n    done = True\n    return done\n",
+        ),
+        "INTENT_EVOLUTION",
+    ),
+    (
+        "a decorator removed from a member",
+        CLASSY.replace("    @property\n", ""),
+        "INTENT_EVOLUTION",
+    ),
+    (
+        "the class decorator changed",
+        CLASSY.replace("@functools.total_ordering\n", ""),
+        "INTENT_EVOLUTION",
+    ),
+    (
+        "an open string in a member",
+        CLASSY.replace('ordering = ["owner"]', 'ordering = ["""owner"]'),
+        "INTENT_EVOLUTION",
+    ),
+    (
+        "a member renamed to the renamer's names",
+        CLASSY.replace("done", "_ctxnb_3_0"),
+        "AST_REFACTOR",
+    ),
+    (
+        "every member deleted",
+        CLASSY[: CLASSY.index('    """A bank')] + "\n\ndef helper(x):\n    return x\n",
+        "INTENT_EVOLUTION",
+    ),
+]
+
+
+@pytest.mark.parametrize(
+    ("label", "new", "expected"), CLASS_ATTACKS, ids=[a[0] for a in CLASS_ATTACKS]
+)
+def test_edits_of_a_class_body(label: str, new: str, expected: str) -> None:
+    assert new != CLASSY, label
+    assert _agree(CLASSY, new)[0] == expected, label
+
+
+def test_a_method_edit_is_compared_among_the_members() -> None:
+    new = CLASSY.replace("subtotal", "t")
+    region = mutation_mod._region(CLASSY, new)
+    assert region is not None and region.nested
+    assert [p.text.split("(")[0].strip() for p in region.before] == ["@property\n    def value"]
+    # A name defined twice (the property's getter and setter) keeps its last text, as in
+    # the whole-file answer: the getter's change does not show, the setter's does.
+    getter = CLASSY.replace("subtotal = self", "subtotal = 2 * self")
+    assert _agree(CLASSY, getter) == ("INTENT_EVOLUTION", [])
+    setter = CLASSY.replace("self.balance = amount", "self.balance = -amount")
+    assert _agree(CLASSY, setter)[1] == ["Account.value"]
+    assert _agree(CLASSY, CLASSY.replace("rate = 0.5", "rate = 1"))[1] == ["Account"]
+    assert _agree(CLASSY, CLASSY.replace("return name", "return 1"))[1] == ["Account.Meta.label"]
+
+
+def test_a_class_left_without_members_then_edited_elsewhere() -> None:
+    # The second write's old text does not parse: nothing learnt from the first write
+    # may make it look as if it did.
+    first = "class A:\n    x = 1\n\n\ny = 2\n"
+    emptied = "class A:\n\n\ny = 2\n"
+    commented = "class A:\n\n\ny = 2  # two\n"
+    one_line = "class A: x = 1\n\n\ny = 2\n"
+    _forget()
+    for old, new in ((first, emptied), (emptied, commented), (one_line, one_line + "# c\n")):
+        got = classify_mutation("m.py", old, new), touched_symbols("m.py", old, new)
+        known = dict(regions_mod._known)
+        assert got == _whole(old, new), (old, new)
+        regions_mod._known.update(known)
+    assert _agree(one_line, one_line.replace("x = 1", "x=1")) == ("AST_REFACTOR", ["A"])
+
+
 def test_the_region_is_used_where_it_can_be() -> None:
     # Otherwise the agreement above would only show that the whole file was compared.
     assert _used_region(MODULE, MODULE.replace("factor", "k"))
@@ -300,10 +471,10 @@ def test_successive_writes_in_one_process() -> None:
     for step in range(60):
         new = _random_edit(text, rng)
         got = classify_mutation("m.py", text, new), touched_symbols("m.py", text, new)
-        known = dict(mutation_mod._known)
+        known = dict(regions_mod._known)
         assert got == _whole(text, new), (step, text, new)
         assert new in known or not _used_region(text, new)  # kept for the next write
-        mutation_mod._known.update(known)  # _whole forgot them: keep the process's memory
+        regions_mod._known.update(known)  # _whole forgot them: keep the process's memory
         text = new
 
 
@@ -417,7 +588,7 @@ def test_random_edits_of_the_standard_library_agree() -> None:
     compared = regions = 0
     outcomes: set[str] = set()
     for name, text in rng.sample(sources, 48):
-        mutation_mod._known.clear()
+        regions_mod._known.clear()
         edits = 0
         while edits < 25:
             new = _random_edit(text, rng)
