@@ -32,7 +32,6 @@ import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
-import ctxnb.govern._pyshape as shape
 import ctxnb.govern._regions as regions
 import ctxnb.govern.mutation as mutation
 from ctxnb.govern.mutation import classify_mutation, touched_symbols
@@ -42,15 +41,7 @@ REPO = Path(__file__).resolve().parent.parent
 
 
 def _reset() -> None:
-    regions._known.clear()
-    for cached in (
-        mutation._region,
-        shape._tree,
-        mutation._node_kinds,
-        mutation._python_shape,
-        mutation._symbols,
-    ):
-        cached.cache_clear()
+    mutation._forget()
 
 
 def _record(old: str, new: str) -> tuple[str, list[str]]:

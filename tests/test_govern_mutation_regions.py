@@ -18,7 +18,6 @@ from pathlib import Path
 
 import pytest
 
-import ctxnb.govern._pyshape as shape_mod
 import ctxnb.govern._regions as regions_mod
 import ctxnb.govern.mutation as mutation_mod
 from ctxnb.govern.mutation import classify_mutation, touched_symbols
@@ -26,15 +25,7 @@ from ctxnb.govern.mutation import classify_mutation, touched_symbols
 
 def _forget() -> None:
     # Nothing learnt about one pair may answer for another.
-    regions_mod._known.clear()
-    for cached in (
-        mutation_mod._region,
-        shape_mod._tree,
-        mutation_mod._node_kinds,
-        mutation_mod._python_shape,
-        mutation_mod._symbols,
-    ):
-        cached.cache_clear()
+    mutation_mod._forget()
 
 
 def _whole(old: str, new: str) -> tuple[str, list[str]]:

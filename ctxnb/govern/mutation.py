@@ -38,8 +38,8 @@ import re
 from pathlib import PurePath
 from typing import Literal
 
-from ._pyshape import _node_kinds, _python_shape, _symbols
-from ._regions import _region
+from ._pyshape import _node_kinds, _python_shape, _symbols, _tree
+from ._regions import _known, _region
 
 __all__ = ["MutationClass", "classify_mutation", "touched_symbols"]
 
@@ -135,6 +135,13 @@ def touched_symbols(path: str, old: str, new: str) -> list[str]:
     out = [name for name, text in after.items() if before.get(name) != text]
     out += [name for name in before if name not in after]
     return out
+
+
+def _forget() -> None:
+    """Drop every parse and region kept (benchmarks and tests start from nothing)."""
+    _known.clear()
+    for cached in (_region, _tree, _node_kinds, _python_shape, _symbols):
+        cached.cache_clear()
 
 
 def _python_same(old: str, new: str) -> bool:
