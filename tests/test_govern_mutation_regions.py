@@ -371,6 +371,10 @@ def test_a_method_edit_is_compared_among_the_members() -> None:
     setter = CLASSY.replace("self.balance = amount", "self.balance = -amount")
     assert _agree(CLASSY, setter)[1] == ["Account.value"]
     assert _agree(CLASSY, CLASSY.replace("rate = 0.5", "rate = 1"))[1] == ["Account"]
+    # The class ends at its last statement: a comment after it is not the class's text.
+    commented_out = CLASSY.replace("        return done\n", "#        return done\n")
+    assert _agree(CLASSY, commented_out) == ("INTENT_EVOLUTION", ["Account.close"])
+    assert mutation_mod._region(CLASSY, commented_out).nested  # type: ignore[union-attr]
     assert _agree(CLASSY, CLASSY.replace("return name", "return 1"))[1] == ["Account.Meta.label"]
 
 

@@ -44,8 +44,8 @@ class _Piece:
     """Whole statements of one level of a Python text, with the comments after them."""
 
     __slots__ = (
-        "_build", "_indent", "_kinds", "_lines", "_members", "_shapes", "_stmts", "_symbols",
-        "member", "prefix", "text",
+        "_build", "_head", "_indent", "_kinds", "_lines", "_members", "_shapes", "_stmts",
+        "_symbols", "line0", "member", "prefix", "text",
     )  # fmt: skip
 
     def __init__(
@@ -54,21 +54,25 @@ class _Piece:
         stmts: list[ast.stmt] | None,
         lines: list[str] | None,
         *,
+        line0: int = 1,
         prefix: str = "",
         member: bool = False,
         members: _Pieces | None = None,
         indent: str = "",
-        build: Callable[[], tuple[_Pieces | None, str]] | None = None,
+        head: list[str] | None = None,
+        build: Callable[[], _Members] | None = None,
     ) -> None:
         self.text = text
         # Numbered as ``lines`` (the text they were parsed from) are; None for a class
         # rebuilt from its members, parsed from ``text`` when asked.
         self._stmts = stmts
         self._lines = lines
+        self.line0 = line0  # the number ``stmts`` give the text's first line
         self.prefix = prefix  # "Class." for a class's members
         self.member = member  # a class's member: parsed inside _WRAPPER
         self._members = members  # a top-level class's members (bounds from the text's start)
         self._indent = indent  # of those members
+        self._head = head  # the class's own lines before them, as its symbol keeps them
         self._build = build  # cuts the members when first asked: most classes never are
         self._kinds: list[tuple[object, ...]] | None = None
         self._shapes: tuple[str, ...] | None = None
@@ -77,7 +81,7 @@ class _Piece:
     @property
     def members(self) -> _Pieces | None:
         if self._build is not None:
-            self._members, self._indent = self._build()
+            self._members, self._indent, self._head = self._build()
             self._build = None
         return self._members
 
@@ -111,9 +115,38 @@ class _Piece:
 
     def symbols(self) -> dict[str, str]:
         if self._symbols is None:
-            stmts = self.stmts
-            self._symbols = _symbols_of(stmts, self._lines or [], self.prefix)
+            if self._stmts is None and self._members is not None and self._head is not None:
+                self._symbols = _class_symbols(self._head, self._members)  # no parse
+            else:
+                stmts = self.stmts
+                self._symbols = _symbols_of(stmts, self._lines or [], self.prefix)
         return self._symbols
+
+    def kept(self, last: bool) -> list[str]:
+        """A member's lines as its class's symbol keeps them: nested defs blanked out, and
+        after the ``last`` member nothing past its end (the class ends there)."""
+        lines = self.text.split("\n")
+        if self.text.endswith("\n"):
+            lines.pop()
+        first = self.line0
+        if last:
+            del lines[(self.stmts[-1].end_lineno or 0) - first + 1 :]
+        for stmt in self.stmts:
+            if isinstance(stmt, ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef):
+                for i in range(_first_line(stmt) - first, (stmt.end_lineno or 0) - first + 1):
+                    lines[i] = ""
+        return [line.rstrip() for line in lines]
+
+
+def _class_symbols(head: list[str], members: _Pieces) -> dict[str, str]:
+    """A class's symbols from its members' (as _symbols_of finds them in the whole text)."""
+    kept = list(head)
+    for piece in members.pieces:
+        kept += piece.kept(piece is members.pieces[-1])
+    out = {members.pieces[0].prefix[:-1]: "\n".join(k for k in kept if k.strip())}
+    for piece in members.pieces:
+        out.update(piece.symbols())
+    return out
 
 
 def _body(text: str, member: bool) -> list[ast.stmt]:
@@ -212,27 +245,36 @@ def _cut(
         build = None
         if not member and len(group) == 1 and isinstance(group[0], ast.ClassDef):
             build = functools.partial(_members, source, group[0], lines, offset, skip + bounds[i])
-        pieces.append(_Piece(text, group, lines, prefix=prefix, member=member, build=build))
+        pieces.append(
+            _Piece(
+                text, group, lines, line0=starts[i] + 1, prefix=prefix, member=member, build=build
+            )
+        )
     return _Pieces(bounds, pieces)
+
+
+_Members = tuple["_Pieces | None", str, "list[str] | None"]
 
 
 def _members(
     source: str, node: ast.ClassDef, lines: list[str], offset: Callable[[int], int], base: int
-) -> tuple[_Pieces | None, str]:
-    """A top-level class's members as pieces (bounds from ``base``), and their indentation."""
+) -> _Members:
+    """A top-level class's members as pieces (bounds from ``base``), their indentation,
+    and the class's lines before them."""
     first = _first_line(node.body[0])
     header = [node.lineno]
     header += [n.end_lineno or 0 for n in node.bases]
     header += [k.end_lineno or 0 for k in node.keywords]
     if not _fresh(lines, first, max(header)):
-        return None, ""  # a body on the header's line
+        return None, "", None  # a body on the header's line
     stop = min(offset(node.end_lineno or node.lineno), len(source))
     cut = _cut(
         source, node.body, start_line=first - 1, stop=stop, prefix=node.name + ".", member=True
     )
     start = offset(first - 1) - base
     cut.bounds = [start + x for x in cut.bounds]
-    return cut, _indent(lines[first - 1])
+    head = [line.rstrip() for line in lines[_first_line(node) - 1 : first - 1]]
+    return cut, _indent(lines[first - 1]), head
 
 
 def _indent(line: str) -> str:
@@ -379,6 +421,7 @@ def _member_region(
         None,
         members=inner,
         indent=piece.indent,
+        head=piece._head,
     )
     after = _Pieces(
         before.bounds[: i + 1] + [x + delta for x in before.bounds[i + 1 :]],
