@@ -336,10 +336,12 @@ def _region(old: str, new: str) -> _Region | None:
     Raises SyntaxError (or ValueError) when ``old`` does not parse. Cached: the mutation
     class and the touched symbols of one change both ask.
     """
+    a, b = _common_ends(old, new)
+    if 2 * (a + b) < len(old):
+        return None  # most of the text changed: comparing it whole is no slower
     before = _pieces_of(old)
     if before is None:
         return None
-    a, b = _common_ends(old, new)
     first = old.rfind("\n", 0, a) + 1  # the changed line's start
     last = len(old) - b
     delta = len(new) - len(old)
