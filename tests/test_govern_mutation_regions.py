@@ -98,129 +98,6 @@ def hidden(x):
 '''
 
 
-# Each edit: (label, new text, the answer today's whole-file comparison gives).
-ATTACKS: list[tuple[str, str, str]] = [
-    ("local renamed", MODULE.replace("factor", "k"), "AST_REFACTOR"),
-    ("local renamed in a method", MODULE.replace("text", "out"), "AST_REFACTOR"),
-    (
-        "comment inserted",
-        MODULE.replace("    factor = 2\n", "    # two\n    factor = 2\n"),
-        "AST_REFACTOR",
-    ),
-    ("reformatted", MODULE.replace("value * factor", "value*factor"), "AST_REFACTOR"),
-    ("constant changed", MODULE.replace("factor = 2", "factor = 3"), "INTENT_EVOLUTION"),
-    (
-        "global used elsewhere renamed at its definition",
-        MODULE.replace("LIMIT = 10", "LIMITS = 10"),
-        "INTENT_EVOLUTION",
-    ),
-    ("top-level rename used by a decorator", MODULE.replace("LIMIT", "CAP"), "INTENT_EVOLUTION"),
-    (
-        "decorator changed",
-        MODULE.replace("@decorate(LIMIT)", "@decorate(LIMIT, 1)"),
-        "INTENT_EVOLUTION",
-    ),
-    ("decorator removed", MODULE.replace("@decorate(LIMIT)\n", ""), "INTENT_EVOLUTION"),
-    (
-        "a decorator over another def",
-        MODULE.replace("\n\ndef scale", "\n@decorate(LIMIT)\ndef scale"),
-        "INTENT_EVOLUTION",
-    ),
-    ("code-like text inside a string renamed", MODULE.replace("total", "t"), "INTENT_EVOLUTION"),
-    (
-        "a line turned into the start of a string",
-        MODULE.replace("    factor = 2\n", '    factor = """2\n'),
-        "INTENT_EVOLUTION",
-    ),
-    (
-        "a string closed early",
-        MODULE.replace('TEMPLATE = """\n', 'TEMPLATE = """"""\n'),
-        "INTENT_EVOLUTION",
-    ),
-    (
-        "an open bracket across statements",
-        MODULE.replace("    factor = 2\n", "    factor = (2\n"),
-        "INTENT_EVOLUTION",
-    ),
-    (
-        "a backslash joining the blank line below",
-        MODULE.replace("LIMIT = 10\n", "LIMIT = 10 \\\n"),
-        "AST_REFACTOR",
-    ),
-    (
-        "a backslash joining the next statement",
-        MODULE.replace("    factor = 2\n", "    factor = 2 \\\n"),
-        "INTENT_EVOLUTION",
-    ),
-    (
-        "a line indented into the function above",
-        MODULE.replace("\n\ndef scale(value):", "\n    pass\ndef scale(value):"),
-        "INTENT_EVOLUTION",
-    ),
-    (
-        "a def dedented out of its class",
-        MODULE.replace("    def describe", "def describe"),
-        "INTENT_EVOLUTION",
-    ),
-    ("class attribute renamed", MODULE.replace("sides", "edges"), "INTENT_EVOLUTION"),
-    ("method renamed", MODULE.replace("describe", "show"), "INTENT_EVOLUTION"),
-    ("parameter renamed", MODULE.replace("value", "v"), "INTENT_EVOLUTION"),
-    (
-        "local made global",
-        MODULE.replace("    factor = 2\n", "    global factor\n    factor = 2\n"),
-        "INTENT_EVOLUTION",
-    ),
-    (
-        "syntax error in the region",
-        MODULE.replace("def scale(value):", "def scale(value)"),
-        "INTENT_EVOLUTION",
-    ),
-    (
-        "statement split by a semicolon",
-        MODULE.replace("import os\n", "import os; import sys\n"),
-        "INTENT_EVOLUTION",
-    ),
-    (
-        "two statements joined by a semicolon",
-        MODULE.replace("import os\n\nLIMIT", "import os; LIMIT"),
-        "AST_REFACTOR",
-    ),
-    ("the renamer's own names spelled", MODULE.replace("factor", "_ctxnb_0_0"), "AST_REFACTOR"),
-    (
-        "tab indentation",
-        MODULE.replace(
-            "    factor = 2\n    return value * factor", "\tfactor = 2\n\treturn value * factor"
-        ),
-        "AST_REFACTOR",
-    ),
-    (
-        "inconsistent tabs",
-        MODULE.replace("    return value * factor", "\treturn value * factor"),
-        "INTENT_EVOLUTION",
-    ),
-    ("everything deleted", "", "INTENT_EVOLUTION"),
-    ("appended after the last line", MODULE + "\n# end\n", "AST_REFACTOR"),
-    ("appended code", MODULE + "EXTRA = 1\n", "INTENT_EVOLUTION"),
-    ("the final newline removed", MODULE[:-1], "AST_REFACTOR"),
-    (
-        "the first line changed",
-        MODULE.replace('"""A module."""', '"""A module!"""'),
-        "INTENT_EVOLUTION",
-    ),
-    (
-        "future import that changes the parser",
-        "from __future__ import barry_as_FLUFL\n" + MODULE,
-        "INTENT_EVOLUTION",
-    ),
-]
-
-
-@pytest.mark.parametrize(("label", "new", "expected"), ATTACKS, ids=[a[0] for a in ATTACKS])
-def test_edits_built_to_break_the_region(label: str, new: str, expected: str) -> None:
-    assert new != MODULE, label
-    assert _agree(MODULE, new)[0] == expected, label
-
-
 CLASSY = """\
 import functools
 
@@ -262,101 +139,221 @@ def helper(x):
     return x
 """
 
-CLASS_ATTACKS: list[tuple[str, str, str]] = [
-    ("method local renamed", CLASSY.replace("subtotal", "t"), "AST_REFACTOR"),
-    ("nested class method local renamed", CLASSY.replace("name", "n"), "AST_REFACTOR"),
+
+# Each edit: (the text, a label, the part replaced, its replacement, the whole-file answer).
+ATTACKS: list[tuple[str, str, str, str, str]] = [
+    (MODULE, "local renamed", "factor", "k", "AST_REFACTOR"),
+    (MODULE, "local renamed in a method", "text", "out", "AST_REFACTOR"),
+    (MODULE, "comment inserted", "    factor = 2\n", "    # two\n    factor = 2\n", "AST_REFACTOR"),
+    (MODULE, "reformatted", "value * factor", "value*factor", "AST_REFACTOR"),
+    (MODULE, "constant changed", "factor = 2", "factor = 3", "INTENT_EVOLUTION"),
     (
+        MODULE,
+        "global used elsewhere renamed at its definition",
+        "LIMIT = 10",
+        "LIMITS = 10",
+        "INTENT_EVOLUTION",
+    ),
+    (MODULE, "top-level rename used by a decorator", "LIMIT", "CAP", "INTENT_EVOLUTION"),
+    (MODULE, "decorator changed", "@decorate(LIMIT)", "@decorate(LIMIT, 1)", "INTENT_EVOLUTION"),
+    (MODULE, "decorator removed", "@decorate(LIMIT)\n", "", "INTENT_EVOLUTION"),
+    (
+        MODULE,
+        "a decorator over another def",
+        "\n\ndef scale",
+        "\n@decorate(LIMIT)\ndef scale",
+        "INTENT_EVOLUTION",
+    ),
+    (MODULE, "code-like text inside a string renamed", "total", "t", "INTENT_EVOLUTION"),
+    (
+        MODULE,
+        "a line turned into the start of a string",
+        "    factor = 2\n",
+        '    factor = """2\n',
+        "INTENT_EVOLUTION",
+    ),
+    (
+        MODULE,
+        "a string closed early",
+        'TEMPLATE = """\n',
+        'TEMPLATE = """"""\n',
+        "INTENT_EVOLUTION",
+    ),
+    (
+        MODULE,
+        "an open bracket across statements",
+        "    factor = 2\n",
+        "    factor = (2\n",
+        "INTENT_EVOLUTION",
+    ),
+    (
+        MODULE,
+        "a backslash joining the blank line below",
+        "LIMIT = 10\n",
+        "LIMIT = 10 \\\n",
+        "AST_REFACTOR",
+    ),
+    (
+        MODULE,
+        "a backslash joining the next statement",
+        "    factor = 2\n",
+        "    factor = 2 \\\n",
+        "INTENT_EVOLUTION",
+    ),
+    (
+        MODULE,
+        "a line indented into the function above",
+        "\n\ndef scale(value):",
+        "\n    pass\ndef scale(value):",
+        "INTENT_EVOLUTION",
+    ),
+    (
+        MODULE,
+        "a def dedented out of its class",
+        "    def describe",
+        "def describe",
+        "INTENT_EVOLUTION",
+    ),
+    (MODULE, "class attribute renamed", "sides", "edges", "INTENT_EVOLUTION"),
+    (MODULE, "method renamed", "describe", "show", "INTENT_EVOLUTION"),
+    (MODULE, "parameter renamed", "value", "v", "INTENT_EVOLUTION"),
+    (
+        MODULE,
+        "local made global",
+        "    factor = 2\n",
+        "    global factor\n    factor = 2\n",
+        "INTENT_EVOLUTION",
+    ),
+    (
+        MODULE,
+        "syntax error in the region",
+        "def scale(value):",
+        "def scale(value)",
+        "INTENT_EVOLUTION",
+    ),
+    (
+        MODULE,
+        "statement split by a semicolon",
+        "import os\n",
+        "import os; import sys\n",
+        "INTENT_EVOLUTION",
+    ),
+    (
+        MODULE,
+        "two statements joined by a semicolon",
+        "import os\n\nLIMIT",
+        "import os; LIMIT",
+        "AST_REFACTOR",
+    ),
+    (MODULE, "the renamer's own names spelled", "factor", "_ctxnb_0_0", "AST_REFACTOR"),
+    (
+        MODULE,
+        "tab indentation",
+        "    factor = 2\n    return value * factor",
+        "\tfactor = 2\n\treturn value * factor",
+        "AST_REFACTOR",
+    ),
+    (
+        MODULE,
+        "inconsistent tabs",
+        "    return value * factor",
+        "\treturn value * factor",
+        "INTENT_EVOLUTION",
+    ),
+    (MODULE, "the first line changed", '"""A module."""', '"""A module!"""', "INTENT_EVOLUTION"),
+    (CLASSY, "method local renamed", "subtotal", "t", "AST_REFACTOR"),
+    (CLASSY, "nested class method local renamed", "name", "n", "AST_REFACTOR"),
+    (
+        CLASSY,
         "comment in a method",
-        CLASSY.replace("        done = True\n", "        # c\n        done = True\n"),
+        "        done = True\n",
+        "        # c\n        done = True\n",
         "AST_REFACTOR",
     ),
-    ("class attribute changed", CLASSY.replace("rate = 0.5", "rate = 0.25"), "INTENT_EVOLUTION"),
-    ("class comment changed", CLASSY.replace("members' level", "members level"), "AST_REFACTOR"),
+    (CLASSY, "class attribute changed", "rate = 0.5", "rate = 0.25", "INTENT_EVOLUTION"),
+    (CLASSY, "class comment changed", "members' level", "members level", "AST_REFACTOR"),
+    (CLASSY, "class docstring changed", "A bank account.", "An account.", "INTENT_EVOLUTION"),
     (
-        "class docstring changed",
-        CLASSY.replace("A bank account.", "An account."),
-        "INTENT_EVOLUTION",
-    ),
-    (
+        CLASSY,
         "setter changed",
-        CLASSY.replace("self.balance = amount", "self.balance = -amount"),
+        "self.balance = amount",
+        "self.balance = -amount",
         "INTENT_EVOLUTION",
     ),
     (
+        CLASSY,
         "method deleted",
-        CLASSY.replace("    def close(self):\n        done = True\n        return done\n", ""),
+        "    def close(self):\n        done = True\n        return done\n",
+        "",
         "INTENT_EVOLUTION",
     ),
     (
+        CLASSY,
         "method added at the class's end",
-        CLASSY.replace(
-            "        return done\n", "        return done\n\n    def open(self):\n        pass\n"
-        ),
+        "        return done\n",
+        "        return done\n\n    def open(self):\n        pass\n",
         "INTENT_EVOLUTION",
     ),
     (
+        CLASSY,
         "code added after the class's last line",
-        CLASSY.replace("        return done\n", "        return done\nx = 1\n"),
+        "        return done\n",
+        "        return done\nx = 1\n",
         "INTENT_EVOLUTION",
     ),
     (
+        CLASSY,
         "a member indented deeper",
-        CLASSY.replace(
-            "    def close(self):\n        done = True\n        return done\n",
-            "        def close(self):\n            done = True\n            return done\n",
-        ),
+        "    def close(self):\n        done = True\n        return done\n",
+        "        def close(self):\n            done = True\n            return done\n",
         "INTENT_EVOLUTION",
     ),
     (
+        CLASSY,
         "a member indented with a tab",
-        CLASSY.replace(
-            "    def close(self):\n        done = True\n        return done\n",
-            "\tdef close(self):\n\t\tdone = True\n\t\treturn done\n",
-        ),
+        "    def close(self):\n        done = True\n        return done\n",
+        "\tdef close(self):\n\t\tdone = True\n\t\treturn done\n",
         "INTENT_EVOLUTION",
     ),
     (
+        CLASSY,
         "a method dedented to the module",
-        CLASSY.replace(
-            "    def close(self):\n        done = True\n        return done\n",
-            "def close(self):\n    done = True\n    return done\n",
-        ),
+        "    def close(self):\n        done = True\n        return done\n",
+        "def close(self):\n    done = True\n    return done\n",
         "INTENT_EVOLUTION",
     ),
+    (CLASSY, "a decorator removed from a member", "    @property\n", "", "INTENT_EVOLUTION"),
+    (CLASSY, "the class decorator changed", "@functools.total_ordering\n", "", "INTENT_EVOLUTION"),
     (
-        "a decorator removed from a member",
-        CLASSY.replace("    @property\n", ""),
-        "INTENT_EVOLUTION",
-    ),
-    (
-        "the class decorator changed",
-        CLASSY.replace("@functools.total_ordering\n", ""),
-        "INTENT_EVOLUTION",
-    ),
-    (
+        CLASSY,
         "an open string in a member",
-        CLASSY.replace('ordering = ["owner"]', 'ordering = ["""owner"]'),
+        'ordering = ["owner"]',
+        'ordering = ["""owner"]',
         "INTENT_EVOLUTION",
     ),
-    (
-        "a member renamed to the renamer's names",
-        CLASSY.replace("done", "_ctxnb_3_0"),
-        "AST_REFACTOR",
-    ),
-    (
-        "every member deleted",
-        CLASSY[: CLASSY.index('    """A bank')] + "\n\ndef helper(x):\n    return x\n",
-        "INTENT_EVOLUTION",
-    ),
+    (CLASSY, "a member renamed to the renamer's names", "done", "_ctxnb_3_0", "AST_REFACTOR"),
 ]
 
 
 @pytest.mark.parametrize(
-    ("label", "new", "expected"), CLASS_ATTACKS, ids=[a[0] for a in CLASS_ATTACKS]
+    ("text", "label", "before", "after", "expected"), ATTACKS, ids=[a[1] for a in ATTACKS]
 )
-def test_edits_of_a_class_body(label: str, new: str, expected: str) -> None:
-    assert new != CLASSY, label
-    assert _agree(CLASSY, new)[0] == expected, label
+def test_edits_built_to_break_the_region(
+    text: str, label: str, before: str, after: str, expected: str
+) -> None:
+    new = text.replace(before, after)
+    assert new != text, label
+    assert _agree(text, new)[0] == expected, label
+
+
+def test_edits_at_the_ends_of_the_text() -> None:
+    assert _agree(MODULE, "")[0] == "INTENT_EVOLUTION"
+    assert _agree(MODULE, MODULE + "\n# end\n")[0] == "AST_REFACTOR"
+    assert _agree(MODULE, MODULE + "EXTRA = 1\n")[0] == "INTENT_EVOLUTION"
+    assert _agree(MODULE, MODULE[:-1])[0] == "AST_REFACTOR"
+    assert _agree("", MODULE)[0] == "INTENT_EVOLUTION"
+    future = "from __future__ import barry_as_FLUFL\n" + MODULE
+    assert _agree(MODULE, future)[0] == "INTENT_EVOLUTION"
 
 
 def test_a_method_edit_is_compared_among_the_members() -> None:
@@ -392,6 +389,8 @@ def test_a_class_left_without_members_then_edited_elsewhere() -> None:
         assert got == _whole(old, new), (old, new)
         regions_mod._known.update(known)
     assert _agree(one_line, one_line.replace("x = 1", "x=1")) == ("AST_REFACTOR", ["A"])
+    no_class = CLASSY[: CLASSY.index('    """A bank')] + "\n\ndef helper(x):\n    return x\n"
+    assert _agree(CLASSY, no_class)[0] == "INTENT_EVOLUTION"
 
 
 def test_the_region_is_used_where_it_can_be() -> None:
