@@ -158,3 +158,23 @@ def test_docstring_examples() -> None:
     result = doctest.testmod(mutation_mod, optionflags=doctest.ELLIPSIS)
     assert result.attempted >= 5
     assert result.failed == 0
+
+
+def test_touched_symbols_count_lines_as_the_parser_does() -> None:
+    # A form feed (a page break in many older sources), a vertical tab or a Unicode line
+    # separator in a comment or a string is no line break to Python's tokenizer, but it
+    # is one to str.splitlines.
+    for sep in ("\x0c", "\x0b", "\u2028", "\x1c", "\x85"):
+        for old in (
+            f"x = 1  # a{sep}b\ndef f():\n    return 1\n",
+            f"s = 'a{sep}b'\ndef f():\n    return 1\n",
+        ):
+            new = old.replace("return 1", "return 2")
+            assert touched_symbols("m.py", old, new) == ["f"], repr(old)
+    page = "x = 1\n\x0c\ndef f():\n    return 1\n"
+    assert touched_symbols("m.py", page, page.replace("return 1", "return 2")) == ["f"]
+    crlf = "x = 1\r\ndef f():\r\n    return 1\r\n"
+    assert touched_symbols("m.py", crlf, crlf.replace("return 1", "return 2")) == ["f"]
+    assert touched_symbols("m.py", crlf, crlf.replace("\r\n", "\n")) == []
+    lone_cr = "x = 1\rdef f():\r    return 1\r"
+    assert touched_symbols("m.py", lone_cr, lone_cr.replace("return 1", "return 2")) == ["f"]
