@@ -111,3 +111,21 @@ def test_bad_listing_value_is_a_config_error(tmp_path: Path) -> None:
     (tmp_path / "ctxnb.toml").write_text('[adapters.mcp]\ntool_listing = "some"\n')
     with pytest.raises(ConfigError, match="tool_listing"):
         load_config(tmp_path)
+
+
+def test_the_embedder_is_loaded_at_the_first_search_not_at_start(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Loading MiniLM takes seconds: a server starting, or ``ctxnb mcp tools``, waits
+    for none of it; ``search_tools`` takes the process-wide embedder when first asked."""
+    from ctxnb.embedding import DEFAULT, default_embedder
+
+    monkeypatch.setenv("CTXNB_EMBEDDER", "lexical")  # an embedder that loads no model
+    with McpBackend(_workspace(tmp_path)) as b:
+        assert b.discovery._embedder is DEFAULT
+        b.list_tools(Ctx())
+        assert b.discovery._embedder is DEFAULT
+        res = b.call_tool("search_tools", {"query": "read a file", "k": 2}, Ctx())
+        assert not res.is_error
+        assert b.discovery._embedder is default_embedder()
+        assert b.discovery._embedder.name == "lexical"

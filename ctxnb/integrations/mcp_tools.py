@@ -69,7 +69,9 @@ class ToolDiscovery:
 
     def __init__(self, tools: FileTools, *, embedder: Any = DEFAULT) -> None:
         self.tools = tools
-        self._embedder = default_embedder() if embedder is DEFAULT else embedder
+        # DEFAULT is resolved at the first search: loading MiniLM takes seconds, and a
+        # server starting, or a CLI call listing or calling tools, never needs it.
+        self._embedder: Any = embedder
         self._index: ToolIndex | None = None
         self._names: tuple[str, ...] = ()
         tools.register_tool(
@@ -91,6 +93,8 @@ class ToolDiscovery:
         schemas = self._schemas()
         names = tuple(s["name"] for s in schemas)
         if self._index is None or names != self._names:  # outside servers may come and go
+            if self._embedder is DEFAULT:
+                self._embedder = default_embedder()
             self._index = ToolIndex(schemas, embedder=self._embedder)
             self._names = names
         hits = self._index.search(query, k=k)
