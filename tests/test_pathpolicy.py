@@ -135,6 +135,11 @@ HOSTILE: list[tuple[str, P, tuple[str, ...]]] = [
     ("tilde", lambda e: "~", ("home-tilde",)),
     ("tilde-slash", lambda e: "~/.ssh/id_rsa", ("home-tilde",)),
     ("tilde-user", lambda e: "~root/.bashrc", ("home-tilde",)),
+    # The canonical form would lead with '~': refused too, so a rel re-checks the same.
+    ("tilde-dot", lambda e: "./~", ("home-tilde",)),
+    ("tilde-dot-slashes", lambda e: ".//~x/y", ("home-tilde",)),
+    ("tilde-absolute", lambda e: str(e.ws / "~x"), ("home-tilde",)),
+    ("tilde-fullwidth-dot", lambda e: "./\uff5e", ("home-tilde",)),
     ("backslash-traversal", lambda e: "..\\outside\\secret.txt", ("backslash",)),
     ("backslash-sub", lambda e: "sub\\f.txt", ("backslash",)),
     ("backslash-git", lambda e: ".git\\config", ("backslash",)),

@@ -477,6 +477,13 @@ class PathRules:
             root, parts = best[0], parts[best[1] :]
         elif root is None:
             root = self._roots[0]
+        # '~' is refused wherever it would lead the canonical path ('./~', '/ws/~x'), so
+        # that checking a SafePath's rel again gives the same answer.
+        if parts and (
+            parts[0].startswith("~")
+            or (not ascii_only and unicodedata.normalize("NFKC", parts[0]).startswith("~"))
+        ):
+            _deny(display, "home-tilde", "a leading '~' is not expanded")
         dir_form = raw.endswith(("/", "/.")) or raw == "."
         self._check_parts(parts, display)
         return _Parsed(root, parts, dir_form, display)
