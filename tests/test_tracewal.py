@@ -20,7 +20,7 @@ from pathlib import Path
 
 import pytest
 
-from ctxnb import Workspace
+from ctxnb import Workspace, _fsync
 from ctxnb._storeattach import attached_lines
 from ctxnb.govern import init_governance
 from ctxnb.govern.chain import verify_ledger
@@ -84,7 +84,18 @@ def test_a_governed_write_fsyncs_its_data_its_rename_and_one_log_line_not_the_le
         synced.append(os.readlink(f"/proc/self/fd/{fd}"))
         real_fsync(fd)
 
+    real_aio = _fsync._aio_fsync
+
+    def aio_fsync(fd: int) -> object:
+        # An fsync queued on glibc's AIO thread (see ctxnb._fsync) is an fsync too.
+        path = os.readlink(f"/proc/self/fd/{fd}")
+        wait = real_aio(fd)
+        if wait is not None:  # else os.fsync runs it, on a thread
+            synced.append(path)
+        return wait
+
     monkeypatch.setattr(os, "fsync", fsync)
+    monkeypatch.setattr(_fsync, "_aio_fsync", aio_fsync)
     result = tools.write_file("inventory/a.py", "a = 1\nb = 2\n")
     monkeypatch.undo()
     assert result.success

@@ -245,7 +245,11 @@ class _FdWalk(PathRules):
 
     @staticmethod
     def _write_temp(
-        parent: int, data: bytes, old: os.stat_result | None, new_mode: int | None = None
+        parent: int,
+        data: bytes,
+        old: os.stat_result | None,
+        new_mode: int | None = None,
+        while_syncing: Callable[[], None] | None = None,
     ) -> str:
         # An existing file's temp starts private (0o600) so a secret file's new content
         # is never briefly readable by others; a new file gets 0o666 minus the umask.
@@ -274,7 +278,17 @@ class _FdWalk(PathRules):
                 os.fchmod(fd, stat_mod.S_IMODE(old.st_mode) & 0o777)
             elif new_mode is not None:
                 os.fchmod(fd, new_mode & 0o777)
-            os.fsync(fd)
+            if while_syncing is None:
+                os.fsync(fd)
+            else:
+                # The caller's work runs while the disk does (see ctxnb._fsync).
+                from .._fsync import fsync_later
+
+                synced = fsync_later(fd)
+                try:
+                    while_syncing()
+                finally:
+                    synced()
         except BaseException:
             os.close(fd)
             _unlink_quiet(name, parent)

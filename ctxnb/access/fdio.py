@@ -329,6 +329,7 @@ class PathPolicy(_FdWalk):
         check_replaced: bool = False,
         expected_sha256: str | None = None,
         new_file_mode: int | None = None,
+        while_syncing: Callable[[], None] | None = None,
     ) -> SafePath:
         """Replace (or create) a file so that readers see all-old or all-new content.
 
@@ -361,6 +362,9 @@ class PathPolicy(_FdWalk):
             new_file_mode: the permission bits (``0o777`` part) of a file that did not
                 exist, set on the temporary file's descriptor before the rename, so no
                 path is followed to set them; an existing file keeps its own.
+            while_syncing: work to do while the temporary file's data is fsynced (on
+                the fsync thread); the rename waits for both. If it raises, nothing is
+                written and its error is raised.
 
         Returns:
             The :class:`SafePath` written.
@@ -401,7 +405,7 @@ class PathPolicy(_FdWalk):
                     payload = self._read_fd(fd, p, None, st.st_size) + payload
                 finally:
                     os.close(fd)
-            tmp = self._write_temp(parent, payload, old, new_file_mode)
+            tmp = self._write_temp(parent, payload, old, new_file_mode, while_syncing)
             try:
                 if mode == "create":
                     self._link_new(parent, tmp, p)

@@ -12,6 +12,7 @@ import ast
 import functools
 import re
 from collections.abc import Iterator
+from itertools import zip_longest
 from typing import cast
 
 # Lines as the parser counts them: str.splitlines also breaks at form feeds and other
@@ -26,21 +27,26 @@ def _tree(source: str) -> ast.Module:
     return ast.parse(source)
 
 
-@functools.lru_cache(maxsize=64)
-def _node_kinds(source: str) -> tuple[object, ...]:
-    # Node kinds, constants and attribute names: what renaming local variables leaves alone.
-    return _kinds_of(_tree(source))
+def _same_kinds(old: str, new: str) -> bool:
+    """Whether two texts have the same node kinds, walked side by side: a change of
+    meaning usually shows within the first nodes, and the walk ends there."""
+    end = object()
+    pairs = zip_longest(_iter_kinds(_tree(old)), _iter_kinds(_tree(new)), fillvalue=end)
+    return all(a == b for a, b in pairs)
 
 
 def _kinds_of(node: ast.AST) -> tuple[object, ...]:
-    out: list[object] = []
+    return tuple(_iter_kinds(node))
+
+
+def _iter_kinds(node: ast.AST) -> Iterator[object]:
+    # Node kinds, constants and attribute names: what renaming local variables leaves alone.
     for n in ast.walk(node):
-        out.append(type(n).__name__)
+        yield type(n).__name__
         if isinstance(n, ast.Constant):
-            out.append(repr(n.value))
+            yield repr(n.value)
         elif isinstance(n, ast.Attribute):
-            out.append(n.attr)
-    return tuple(out)
+            yield n.attr
 
 
 @functools.lru_cache(maxsize=64)

@@ -38,7 +38,7 @@ import re
 from pathlib import PurePath
 from typing import Literal
 
-from ._pyshape import _node_kinds, _python_shape, _symbols, _tree
+from ._pyshape import _python_shape, _same_kinds, _symbols, _tree
 from ._regions import _known, _region
 
 __all__ = ["MutationClass", "classify_mutation", "touched_symbols"]
@@ -140,7 +140,7 @@ def touched_symbols(path: str, old: str, new: str) -> list[str]:
 def _forget() -> None:
     """Drop every parse and region kept (benchmarks and tests start from nothing)."""
     _known.clear()
-    for cached in (_region, _tree, _node_kinds, _python_shape, _symbols):
+    for cached in (_region, _tree, _python_shape, _symbols):
         cached.cache_clear()
 
 
@@ -150,7 +150,7 @@ def _python_same(old: str, new: str) -> bool:
     if region is None:
         # Renaming never changes the kinds of nodes in order: when they differ the
         # answer is known without the (slower) renaming comparison.
-        return _node_kinds(old) == _node_kinds(new) and _python_shape(old) == _python_shape(new)
+        return _same_kinds(old, new) and _python_shape(old) == _python_shape(new)
     sides = (region.before, region.after)
     if sum(len(p.stmts) for p in region.before) != sum(len(p.stmts) for p in region.after):
         return False

@@ -50,6 +50,7 @@ def write(
     call.before_sha256 = sha256_hex(old) if old is not None else None
     data = new_text.encode("utf-8")
     _refuse_tool_ctxnb(rel, old, data)
+    attach = call.attach
     try:
         # The rename's directory fsync overlaps with the store commit below; the
         # call waits for it before it returns (see _run).
@@ -63,6 +64,9 @@ def write(
             # could be checked, so the check is left to the next read.
             check_replaced=rel not in tools._active,
             expected_sha256=call.before_sha256,
+            # The trace record to commit with the store version is made from the texts
+            # alone: prepared while the new data is fsynced (dropped if the write fails).
+            while_syncing=(lambda: attach(tools.object_id(rel))) if attach else None,
         )
     except StaleFileError as exc:
         # Another program saved the file during this write: its version is kept on
