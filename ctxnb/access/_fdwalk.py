@@ -249,7 +249,7 @@ class _FdWalk(PathRules):
         data: bytes,
         old: os.stat_result | None,
         new_mode: int | None = None,
-        while_syncing: Callable[[], None] | None = None,
+        while_syncing: Callable[[], object] | None = None,
     ) -> str:
         # An existing file's temp starts private (0o600) so a secret file's new content
         # is never briefly readable by others; a new file gets 0o666 minus the umask.

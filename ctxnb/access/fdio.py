@@ -329,7 +329,7 @@ class PathPolicy(_FdWalk):
         check_replaced: bool = False,
         expected_sha256: str | None = None,
         new_file_mode: int | None = None,
-        while_syncing: Callable[[], None] | None = None,
+        while_syncing: Callable[[], object] | None = None,
     ) -> SafePath:
         """Replace (or create) a file so that readers see all-old or all-new content.
 
