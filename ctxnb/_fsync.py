@@ -36,8 +36,21 @@ def background(fn: Callable[..., Any], *args: Any) -> Future[Any]:
     return _POOL.submit(fn, *args)
 
 
+def fsync_release_later(fd: int) -> Callable[[], None]:
+    """Fsync and close ``fd`` on the fsync thread, as soon as the fsync is done: a
+    ``flock`` held on it is released then, whether or not anyone waits yet.
+
+    Returns:
+        A function that returns once the fsync is done and raises its error if it failed.
+    """
+    return background(_fsync_close, fd).result
+
+
 def fsync_close_later(fd: int) -> Callable[[], None]:
-    """Fsync ``fd`` in the background (see :func:`fsync_later`), then close it.
+    """Fsync ``fd`` in the background (see :func:`fsync_later`); the wait closes it.
+
+    Not for a descriptor that holds a lock others wait for (it is held until the
+    wait): see :func:`fsync_release_later`.
 
     Returns:
         A function that returns once the fsync is done and ``fd`` closed, and raises

@@ -476,10 +476,12 @@ def _check_name(name: Any, folder: str, pattern: re.Pattern[str]) -> None:
         raise ValueError(f"bad file name {name!r}")
 
 
-def append(fd: int, line: bytes) -> None:
-    """Write one line completely and fsync it: the commit point."""
+def append(fd: int, line: bytes, *, sync: bool = True) -> None:
+    """Write one line completely and fsync it (unless ``sync`` is false: the caller
+    fsyncs it later): the commit point."""
     view = memoryview(line)
     while view:
         n = os.write(fd, view)
         view = view[n:]
-    os.fsync(fd)
+    if sync:
+        os.fsync(fd)

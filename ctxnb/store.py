@@ -28,7 +28,7 @@ import os
 import secrets
 import threading
 import weakref
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from types import TracebackType
@@ -153,7 +153,11 @@ class ObjectStore(_StoreReads):
 
     # --- opening ----------------------------------------------------------------------
     def put(
-        self, docs: Iterable[Mapping[str, Any]], *, attached: Sequence[bytes] | None = None
+        self,
+        docs: Iterable[Mapping[str, Any]],
+        *,
+        attached: Sequence[bytes] | None = None,
+        durable_waits: list[Callable[[], None]] | None = None,
     ) -> TxRecord:
         """Write documents as one atomic transaction.
 
@@ -165,9 +169,16 @@ class ObjectStore(_StoreReads):
         another log, the Agent Trace ledger (see :mod:`ctxnb._storeattach`): durable
         with the transaction, in one fsync, and never read back as documents.
 
+        ``durable_waits``: when given, an inline transaction's log line is fsynced in
+        the background and a function that waits for it is appended here: the caller
+        does its next work meanwhile and calls it before it reports the transaction as
+        durable. (Its mark in ``writer.lock`` is left to the next commit, so that the
+        mark is never ahead of a durable log.)
+
         Returns:
-            The committed transaction. Once ``put`` returns, the transaction survives a
-            crash of this process or of the machine.
+            The committed transaction. Once ``put`` returns (and, with
+            ``durable_waits``, its wait), the transaction survives a crash of this
+            process or of the machine.
 
         Raises:
             StoreError: a document is not storable (the message names it and the key).
@@ -190,6 +201,7 @@ class ObjectStore(_StoreReads):
         with self._mu:
             self._check_open()
             written: str | None = None  # a segment renamed into place, not yet logged
+            later: list[Callable[[], None]] | None = None  # the log's fsync, in the background
             self._writer_fd = self._lock(WRITER_LOCK, self._writer_fd)
             try:
                 self._refresh(force=True)
@@ -206,6 +218,7 @@ class ObjectStore(_StoreReads):
                     if self._marker_version < tlog.INLINE_FORMAT_VERSION:
                         self._upgrade_marker()
                     line = tlog.txdocs_line(tx_id, entry.time_us, blobs, extra)
+                    later = durable_waits
                     # From the JSON, not the caller's dicts, which may change after put.
                     pending = _PendingSegment.inline(
                         None,
@@ -226,7 +239,7 @@ class ObjectStore(_StoreReads):
                     )
                     line = tlog.tx_line(entry, extra, list(batch))
                     pending = _PendingSegment(table)
-                self._append_log(line)
+                self._append_log(line, later)
             except OSError as exc:
                 if written is not None:
                     # Not committed: outside readers of the Parquet files must not see it.
@@ -363,19 +376,27 @@ class ObjectStore(_StoreReads):
             blobs.append(blob)
         return blobs
 
-    def _append_log(self, line: bytes) -> None:
-        """Append one line as the commit point; on failure leave the log as it was."""
+    def _append_log(self, line: bytes, later: list[Callable[[], None]] | None = None) -> None:
+        """Append one line as the commit point; on failure leave the log as it was.
+
+        ``later``: fsync it in the background and append the wait there (see ``put``).
+        """
         if self._log_fd is None:
             self._log_fd = os.open(self._log_path, os.O_WRONLY | os.O_APPEND)
         try:
-            tlog.append(self._log_fd, line)
+            tlog.append(self._log_fd, line, sync=later is None)
         except BaseException:
             os.truncate(self._log_path, self._log_offset)
             raise
         self._log_offset += len(line)
         self._log_lines += 1
         self._seen_size = self._log_offset
-        if self._writer_fd is not None:
+        if later is not None:
+            from ._fsync import fsync_close_later
+
+            # A descriptor of its own: a rotation may close the store's before the wait.
+            later.append(fsync_close_later(os.dup(self._log_fd)))
+        elif self._writer_fd is not None:
             # After the log's fsync, so never ahead of a durable log (see _storeguard).
             os.pwrite(self._writer_fd, guard.mark(self._log_offset, self._gen), 0)
 

@@ -22,7 +22,7 @@ import pytest
 
 from ctxnb import Workspace, _fsync
 from ctxnb._storeattach import attached_lines
-from ctxnb.govern import init_governance
+from ctxnb.govern import init_governance, tracewal
 from ctxnb.govern.chain import verify_ledger
 from ctxnb.govern.ledger import TraceLedger, build_trace_record
 from ctxnb.govern.tracewal import attachment, restore
@@ -138,6 +138,48 @@ def test_a_ledger_line_lost_with_the_page_cache_is_restored_once_by_trace_verify
     assert verify_ledger(_ledger_path(gov)).ok
     restored = _records(gov)[-1]
     assert restored["metadata"]["version_id"].endswith(f"@{_logged(gov)[-1][0]}")
+
+
+def test_the_ledger_line_waits_for_the_log_line_and_a_failed_one_is_restored(
+    gov: Path, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    ws, tools = _tools(gov)
+    assert tools.write_file("inventory/a.py", "a = 1\n").success
+    order: list[str] = []
+    real_aio = _fsync._aio_fsync
+
+    def aio_fsync(fd: int) -> object:
+        wait = real_aio(fd)
+        if wait is None:
+            return None
+
+        def traced() -> None:
+            wait()
+            order.append(os.readlink(f"/proc/self/fd/{fd}").rsplit("/", 1)[-1])
+
+        return traced
+
+    def failing_append(*args: object, **kwargs: object) -> None:
+        order.append("ledger")
+        raise OSError(28, "No space left on device")
+
+    monkeypatch.setattr(_fsync, "_aio_fsync", aio_fsync)
+    monkeypatch.setattr(tracewal, "append_logged", failing_append)
+    with caplog.at_level("WARNING", logger="ctxnb.govern"):
+        result = tools.write_file("inventory/a.py", "a = 2\n")
+    monkeypatch.undo()
+    # The write stands (it and its record are durable in the log) and says so.
+    assert result.success, result.message
+    assert (gov / "inventory" / "a.py").read_text() == "a = 2\n"
+    # The ledger line was attempted only once the log line's fsync was done.
+    assert "txlog" in order and order.index("txlog") < order.index("ledger"), order
+    assert "ctxnb trace verify" in caplog.text
+    lost = _logged(gov)[-1][1]["record"]["id"]
+    assert lost not in _ids(gov)
+    ws.close()
+    assert restore(gov / ".ctxnb" / "store", TraceLedger(_ledger_path(gov))) == [lost]
+    assert _ids(gov).count(lost) == 1
+    assert verify_ledger(_ledger_path(gov)).ok
 
 
 _KILLED_WRITER = """

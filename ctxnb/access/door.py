@@ -30,7 +30,7 @@ Example:
 from __future__ import annotations
 
 import os
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from functools import cached_property
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -210,6 +210,7 @@ class Access:
         *,
         data: Sequence[bytes | None] | None = None,
         attached: Sequence[bytes] | None = None,
+        durable_waits: list[Callable[[], None]] | None = None,
     ) -> list[Observation]:
         """Read files through :attr:`policy` and write a version of each one that changed.
 
@@ -219,6 +220,8 @@ class Access:
                 (``None``: gone); when omitted, each file is read here.
             attached: trace records to commit with the versions, in the same log line
                 (see :func:`~ctxnb.access.observe.observe_bytes`).
+            durable_waits: the log line's fsync runs in the background and its wait is
+                appended here (see :meth:`ObjectStore.put <ctxnb.store.ObjectStore.put>`).
 
         Returns:
             One :class:`~ctxnb.access.observe.Observation` per path; a file that is
@@ -235,4 +238,4 @@ class Access:
             safe = self.policy.check(path)
             raw = data[i] if data is not None else self.read(safe)
             items.append((self.source_for(str(safe.abs)), raw))
-        return observe_bytes(self.store, items, attached=attached)
+        return observe_bytes(self.store, items, attached=attached, durable_waits=durable_waits)

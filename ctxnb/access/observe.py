@@ -25,7 +25,7 @@ from __future__ import annotations
 import json
 import os
 import time
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal, TypeAlias
 
@@ -178,6 +178,7 @@ def observe_bytes(
     items: Iterable[tuple[Source, bytes | None]],
     *,
     attached: Sequence[bytes] | None = None,
+    durable_waits: list[Callable[[], None]] | None = None,
 ) -> list[Observation]:
     """Changed? Write a version: one transaction for every file that changed.
 
@@ -187,6 +188,8 @@ def observe_bytes(
         attached: committed in the transaction's log line when one is written (an
             observation with a ``doc``), see :meth:`ObjectStore.put
             <ctxnb.store.ObjectStore.put>`; dropped when nothing changed.
+        durable_waits: passed to :meth:`ObjectStore.put <ctxnb.store.ObjectStore.put>`
+            (its log line's fsync runs in the background; the caller waits).
 
     Returns:
         One :class:`Observation` per item, in order.
@@ -220,7 +223,11 @@ def observe_bytes(
         latest[oid] = doc
         to_write.append(doc)
         results.append((oid, action, doc, shash))
-    tx_new = store.put(to_write, attached=attached).tx_id if to_write else None
+    tx_new = (
+        store.put(to_write, attached=attached, durable_waits=durable_waits).tx_id
+        if to_write
+        else None
+    )
     out = []
     for oid, action, written, shash in results:
         if oid in latest:

@@ -431,11 +431,11 @@ class TraceLedger:
             if not wait:
                 # Imported here: the Claude Code hook process appends with wait=True and
                 # does not pay for a thread pool's imports.
-                from .._fsync import fsync_close_later
+                from .._fsync import fsync_release_later
 
                 # The lock is held until the fsync is done: the next writer's check
                 # above sees these lines whole either way.
-                durable = fsync_close_later(fd)
+                durable = fsync_release_later(fd)
                 fd = -1
                 return durable
             os.fsync(fd)

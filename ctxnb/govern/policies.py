@@ -13,6 +13,8 @@ in this order::
 
 from __future__ import annotations
 
+import functools
+import logging
 from typing import TYPE_CHECKING, Any, Protocol
 
 from ..errors import NotFoundError, PolicyError
@@ -24,6 +26,9 @@ from .record import FileChange, Origin
 
 if TYPE_CHECKING:
     from .engine import HookEngine
+    from .record import PendingRecord
+
+log = logging.getLogger("ctxnb.govern")
 
 __all__ = [
     "Approval",
@@ -280,9 +285,14 @@ class RecordPolicy:
             return []
         pending = call.context.get("_trace_pending")
         if pending is not None and call.logged_tx is not None:
-            # Committed with the store version, in its log line: one write, no fsync.
-            logged = engine.recorder.finish_logged(pending, call.logged_tx)
-            call.context["trace_id"] = logged.trace_id
+            # Committed with the store version, in its log line, whose fsync runs while
+            # the call is recorded. The ledger line (one write, no fsync) must never
+            # name a version that is not durable: it is appended after that fsync's
+            # wait, among the call's durable waits, before the call returns.
+            call.context["trace_id"] = pending.recorded.trace_id
+            call.durable_waits.append(
+                functools.partial(_finish_logged, engine, pending, call.logged_tx)
+            )
             return []
         change, origin = self.change_of(call, getattr(result, "version_id", None), engine)
         # Durable before the tool call returns (FileTools waits for it after recording
@@ -324,6 +334,20 @@ class RecordPolicy:
         return change, origin
 
 
+def _finish_logged(engine: HookEngine, pending: PendingRecord, tx: int) -> None:
+    try:
+        engine.recorder.finish_logged(pending, tx)
+    except Exception as exc:  # noqa: BLE001 - the change and its record are durable
+        # The record is in the store's log; the next restore appends it to the ledger.
+        log.warning(
+            "trace record %s of %s is in the store log, not yet in the ledger (%s); "
+            "`ctxnb trace verify` appends it",
+            pending.recorded.trace_id,
+            pending.recorded.path,
+            exc,
+        )
+
+
 class QualityLoop:
     """Run the configured quality commands; failures become structured feedback."""
 
@@ -332,6 +356,8 @@ class QualityLoop:
     def run(self, call: ToolCall, result: Any, engine: HookEngine) -> list[dict[str, Any]]:
         if call.new_text is None or not engine.quality_commands:
             return []
+        # What the commands change is recorded after this call's own change.
+        call.wait_durable()
         feedback = []
         for cmd in engine.quality_commands:
             # Confined like any command; what it changes is traced or put back.

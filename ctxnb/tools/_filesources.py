@@ -166,7 +166,12 @@ class _FileSources(ToolRunner):
             named = self.object_id(rel)
             attached = call.attach(named)
         obs = self.workspace.observe(
-            [rel], data=[data], attached=[attached] if attached is not None else None
+            [rel],
+            data=[data],
+            attached=[attached] if attached is not None else None,
+            # The log line's fsync overlaps the call's recording; the record policy
+            # appends the ledger line once it is durable (see RecordPolicy).
+            durable_waits=call.durable_waits if call is not None and attached is not None else None,
         )[0]
         oid = obs.object_id
         # Logged only when this transaction wrote the version the record names (else the

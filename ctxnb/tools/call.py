@@ -79,6 +79,19 @@ class ToolCall:
     def mutating(self) -> bool:
         return bool(self.info and self.info.mutating)
 
+    def wait_durable(self) -> None:
+        """Run the :attr:`durable_waits` so far, in order, and forget them; every one
+        runs (each may close a descriptor) and the first error is raised after."""
+        waits, self.durable_waits = self.durable_waits, []
+        error: BaseException | None = None
+        for wait in waits:
+            try:
+                wait()
+            except BaseException as exc:  # noqa: BLE001 - raised below, after the rest
+                error = error or exc
+        if error is not None:
+            raise error
+
 
 class ToolHooks(Protocol):
     """What the hook engine provides to the tools (see :mod:`ctxnb.govern.engine`)."""
@@ -157,8 +170,7 @@ class ToolRunner:
             try:
                 self._record(call, result, error)
             finally:
-                for wait in call.durable_waits:
-                    wait()
+                call.wait_durable()
 
     def _record(self, call: ToolCall, result: Any, error: BaseException | None) -> None:
         duration = (time.perf_counter() - call.started) * 1000
