@@ -167,7 +167,16 @@ class Access:
 
     def object_id(self, path: str | os.PathLike[str]) -> str:
         """The object id of the file at ``path`` (whether or not it is stored yet)."""
-        return identity_hash("file", self.source_for(path).to_dict())
+        # A governed write asks for it three times; it depends on the path and the
+        # mounts alone.
+        key = os.fspath(path)
+        memo = self.__dict__.get("_oid_memo")
+        if memo is None or memo[0] is not self.resolver or len(memo[1]) > 4096:
+            memo = self.__dict__["_oid_memo"] = (self.resolver, {})
+        found = memo[1].get(key)
+        if found is None:
+            found = memo[1][key] = identity_hash("file", self.source_for(path).to_dict())
+        return found
 
     def host_path(self, agent_path: Any) -> Any:
         """An agent's path with its mount prefix replaced by the host directory.
