@@ -112,14 +112,16 @@ def bench_in_process(root: Path, writes: int) -> None:
     # waits for it before it returns (inside the governed figure, not in this part).
     timer.wrap(engine.ledger, "append_later", "  of which trace append (fsync overlapped)")
     # A write_file's record goes in its store version's log line (one fsync for both,
-    # issue 31): prepared inside the store version's part, its ledger line (one write, no
-    # fsync) inside the record policy's.
-    timer.wrap(engine.recorder, "prepare_logged", "store version: trace record prepared")
-    timer.wrap(engine.recorder, "finish_logged", "post record: ledger line (no fsync)")
+    # issue 31): prepared while the new data is fsynced (inside the atomic write's part),
+    # its ledger line (one write, no fsync) once the log line's fsync is done, before the
+    # call returns.
+    timer.wrap(engine.recorder, "prepare_logged", "  trace record prepared (during fsync)")
+    timer.wrap(engine.recorder, "finish_logged", "ledger line (no fsync), after the log's")
     timer.wrap(tools.audit_log, "append", "audit line (.ctxnb/audit.jsonl)")
     timer.wrap(tools, "_index_bytes", "store version (_index_bytes)")
     timer.wrap(tools.session, "record_toolcall", "session.record_toolcall")
     timer.wrap(tools.policy, "write_bytes_atomic", "atomic write (temp+fsync+rename)")
+    timer.wrap(engine, "mutation_class", "  mutation class (during fsync)")
 
     from ctxnb.tools.filetools import FileTools
 
