@@ -152,7 +152,9 @@ def _aio_fsync(fd: int) -> Callable[[], None] | None:
         return None
     cb = _AioCb(aio_fildes=fd, sigev_notify=_SIGEV_NONE)
     if lib.aio_fsync(os.O_SYNC, ctypes.byref(cb)) != 0:
-        return None  # EAGAIN (no resources) or EINVAL: the caller's thread fsyncs
+        # Refused (EAGAIN, EINVAL; some glibc versions refuse a read-only descriptor with
+        # EBADF): the caller falls back to a thread.
+        return None
     _IN_FLIGHT[id(cb)] = cb
 
     def wait() -> None:

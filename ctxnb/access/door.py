@@ -170,12 +170,13 @@ class Access:
         # A governed write asks for it three times; it depends on the path and the
         # mounts alone.
         key = os.fspath(path)
-        memo = self.__dict__.get("_oid_memo")
+        memo: tuple[object, dict[str, str]] | None = self.__dict__.get("_oid_memo")
         if memo is None or memo[0] is not self.resolver or len(memo[1]) > 4096:
             memo = self.__dict__["_oid_memo"] = (self.resolver, {})
-        found = memo[1].get(key)
+        ids = memo[1]
+        found = ids.get(key)
         if found is None:
-            found = memo[1][key] = identity_hash("file", self.source_for(path).to_dict())
+            found = ids[key] = identity_hash("file", self.source_for(path).to_dict())
         return found
 
     def host_path(self, agent_path: Any) -> Any:
