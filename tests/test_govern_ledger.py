@@ -17,7 +17,7 @@ import pytest
 from _data import TEST_DATA, data_dirs
 
 import ctxnb.govern.ledger as ledger_mod
-from ctxnb.errors import StoreError
+from ctxnb.errors import PolicyError, StoreError
 from ctxnb.govern.ledger import (
     TraceLedger,
     build_trace_record,
@@ -297,6 +297,33 @@ def test_append_validates_first(tmp_path: Path) -> None:
     with pytest.raises(StoreError):
         ledger.append({"version": "0.1.0"})
     assert not ledger.path.exists()
+
+
+@pytest.mark.parametrize("planted", ["ledger", "folder", "dangling"])
+def test_append_never_follows_a_planted_link(tmp_path: Path, planted: str) -> None:
+    # .orchestration/ may be writable by an agent: a link there must not send the
+    # ledger's lines into a file outside the workspace.
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    victim = outside / "agent_trace.jsonl"
+    victim.write_text("precious\n")
+    ws = tmp_path / "ws"
+    ws.mkdir()
+    folder = ws / ".orchestration"
+    if planted == "folder":
+        folder.symlink_to(outside)
+    else:
+        folder.mkdir()
+        target = victim if planted == "ledger" else outside / "new.jsonl"
+        (folder / "agent_trace.jsonl").symlink_to(target)
+    ledger = TraceLedger(folder / "agent_trace.jsonl")
+    with pytest.raises(PolicyError) as caught:
+        ledger.append(make())
+    assert caught.value.error_code == "PATH_DENIED"
+    assert caught.value.details["rule"] == "symlink"
+    assert "symbolic link" in caught.value.message and caught.value.required_action
+    assert victim.read_text() == "precious\n"
+    assert sorted(p.name for p in outside.iterdir()) == ["agent_trace.jsonl"]
 
 
 def test_append_read_filter_tail(tmp_path: Path) -> None:

@@ -43,6 +43,7 @@ Example:
 
 from __future__ import annotations
 
+import errno
 import json
 import os
 import re
@@ -54,7 +55,7 @@ from typing import Any, Literal
 from urllib.parse import quote, unquote
 
 from .._jsonl import SkippedLine, iter_jsonl
-from ..errors import StoreError
+from ..errors import PolicyError, StoreError
 from ..hashing import sha256_hex
 from . import chain
 from ._gitrev import _find_git_root, _head_revision_at, git_head_revision
@@ -469,9 +470,33 @@ class TraceLedger:
         return prepared
 
     def open_locked(self) -> int:
-        """The ledger opened for appending, under its lock (closing it releases it)."""
-        self.path.parent.mkdir(parents=True, exist_ok=True)
-        fd = os.open(self.path, os.O_RDWR | os.O_APPEND | os.O_CREAT, 0o644)
+        """The ledger opened for appending, under its lock (closing it releases it).
+
+        Raises:
+            PolicyError: ``PATH_DENIED`` when the ledger or its folder is a symbolic
+                link (``.orchestration/`` may be writable by an agent: ctxnb never
+                appends through a link it could have planted).
+        """
+        parent = self.path.parent
+        parent.mkdir(parents=True, exist_ok=True)
+        flags = os.O_RDWR | os.O_APPEND | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC
+        try:
+            folder = os.open(parent, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC)
+            try:
+                fd = os.open(self.path.name, flags, 0o644, dir_fd=folder)
+            finally:
+                os.close(folder)
+        except OSError as exc:
+            if exc.errno not in (errno.ELOOP, errno.ENOTDIR):
+                raise
+            raise PolicyError(
+                "PATH_DENIED",
+                f"the trace ledger {self.path} (or its folder) is a symbolic link; ctxnb "
+                "never appends through one (rule: symlink)",
+                recoverable=False,
+                required_action=f"Replace the link by the real file or folder: {self.path}.",
+                details={"path": str(self.path), "rule": "symlink"},
+            ) from None
         if fcntl is not None:
             # Writers of one ledger take turns so that the check below sees whole
             # lines; the lock dies with its process, so a crash cannot leave it held.
