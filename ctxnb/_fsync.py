@@ -69,6 +69,25 @@ def fsync_close_later(fd: int) -> Callable[[], None]:
     return done
 
 
+def once(wait: Callable[[], None]) -> Callable[[], None]:
+    """``wait`` made safe to call again: the second call returns, or raises the same
+    error, without waiting again (a step that depends on it may ask first)."""
+    outcome: list[BaseException | None] = []
+
+    def waited() -> None:
+        if not outcome:
+            try:
+                wait()
+            except BaseException as exc:
+                outcome.append(exc)
+                raise
+            outcome.append(None)
+        elif outcome[0] is not None:
+            raise outcome[0]
+
+    return waited
+
+
 def fsync_later(fd: int) -> Callable[[], None]:
     """Start ``fsync(fd)``; the caller keeps ``fd`` open until it has waited.
 

@@ -172,8 +172,10 @@ class ObjectStore(_StoreReads):
         ``durable_waits``: when given, an inline transaction's log line is fsynced in
         the background and a function that waits for it is appended here: the caller
         does its next work meanwhile and calls it before it reports the transaction as
-        durable. (Its mark in ``writer.lock`` is left to the next commit, so that the
-        mark is never ahead of a durable log.)
+        durable (it may be called again: it raises the same error, ``StoreError`` if
+        the fsync failed, and the transaction's durability is then unknown). Its mark
+        in ``writer.lock`` is left to the next commit, so that the mark is never ahead
+        of a durable log.
 
         Returns:
             The committed transaction. Once ``put`` returns (and, with
@@ -392,10 +394,20 @@ class ObjectStore(_StoreReads):
         self._log_lines += 1
         self._seen_size = self._log_offset
         if later is not None:
-            from ._fsync import fsync_close_later
+            from ._fsync import fsync_close_later, once
 
             # A descriptor of its own: a rotation may close the store's before the wait.
-            later.append(fsync_close_later(os.dup(self._log_fd)))
+            synced = fsync_close_later(os.dup(self._log_fd))
+
+            def durable() -> None:
+                try:
+                    synced()
+                except OSError as exc:
+                    raise StoreError(
+                        f"cannot make a transaction durable in {self._dir}: {exc}"
+                    ) from exc
+
+            later.append(once(durable))
         elif self._writer_fd is not None:
             # After the log's fsync, so never ahead of a durable log (see _storeguard).
             os.pwrite(self._writer_fd, guard.mark(self._log_offset, self._gen), 0)

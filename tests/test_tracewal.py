@@ -22,6 +22,7 @@ import pytest
 
 from ctxnb import Workspace, _fsync
 from ctxnb._storeattach import attached_lines
+from ctxnb.errors import StoreError
 from ctxnb.govern import init_governance, tracewal
 from ctxnb.govern.chain import verify_ledger
 from ctxnb.govern.ledger import TraceLedger, build_trace_record
@@ -180,6 +181,36 @@ def test_the_ledger_line_waits_for_the_log_line_and_a_failed_one_is_restored(
     assert restore(gov / ".ctxnb" / "store", TraceLedger(_ledger_path(gov))) == [lost]
     assert _ids(gov).count(lost) == 1
     assert verify_ledger(_ledger_path(gov)).ok
+
+
+def test_no_ledger_line_names_a_version_whose_log_fsync_failed(
+    gov: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    ws, tools = _tools(gov)
+    assert tools.write_file("inventory/a.py", "a = 1\n").success
+    before = _ids(gov)
+    real_aio = _fsync._aio_fsync
+
+    def aio_fsync(fd: int) -> object:
+        wait = real_aio(fd)
+        if os.readlink(f"/proc/self/fd/{fd}").endswith("txlog"):
+
+            def failed() -> None:
+                if wait is not None:
+                    wait()
+                raise OSError(5, "Input/output error")
+
+            return failed
+        return wait
+
+    monkeypatch.setattr(_fsync, "_aio_fsync", aio_fsync)
+    with pytest.raises(StoreError, match="durable"):
+        tools.write_file("inventory/a.py", "a = 2\n")
+    monkeypatch.undo()
+    # The failure is the caller's to see, and the ledger says nothing of that version.
+    assert _ids(gov) == before
+    assert verify_ledger(_ledger_path(gov)).ok
+    ws.close()
 
 
 _KILLED_WRITER = """

@@ -25,6 +25,8 @@ from .core import check_scope, in_scope, require_intent
 from .record import FileChange, Origin
 
 if TYPE_CHECKING:
+    from collections.abc import Callable
+
     from .engine import HookEngine
     from .record import PendingRecord
 
@@ -291,7 +293,13 @@ class RecordPolicy:
             # wait, among the call's durable waits, before the call returns.
             call.context["trace_id"] = pending.recorded.trace_id
             call.durable_waits.append(
-                functools.partial(_finish_logged, engine, pending, call.logged_tx)
+                functools.partial(
+                    _finish_logged,
+                    engine,
+                    pending,
+                    call.logged_tx,
+                    call.context.get("_log_durable"),
+                )
             )
             return []
         change, origin = self.change_of(call, getattr(result, "version_id", None), engine)
@@ -334,7 +342,14 @@ class RecordPolicy:
         return change, origin
 
 
-def _finish_logged(engine: HookEngine, pending: PendingRecord, tx: int) -> None:
+def _finish_logged(
+    engine: HookEngine,
+    pending: PendingRecord,
+    tx: int,
+    log_durable: Callable[[], None] | None,
+) -> None:
+    if log_durable is not None:
+        log_durable()  # raises if the log line is not durable: no ledger line then
     try:
         engine.recorder.finish_logged(pending, tx)
     except Exception as exc:  # noqa: BLE001 - the change and its record are durable

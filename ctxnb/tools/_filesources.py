@@ -165,14 +165,19 @@ class _FileSources(ToolRunner):
         if call is not None and call.attach is not None and data is not None:
             named = self.object_id(rel)
             attached = call.attach(named)
+        waits = call.durable_waits if call is not None and attached is not None else None
+        before = len(waits) if waits is not None else 0
         obs = self.workspace.observe(
             [rel],
             data=[data],
             attached=[attached] if attached is not None else None,
             # The log line's fsync overlaps the call's recording; the record policy
             # appends the ledger line once it is durable (see RecordPolicy).
-            durable_waits=call.durable_waits if call is not None and attached is not None else None,
+            durable_waits=waits,
         )[0]
+        if call is not None and waits is not None and len(waits) > before:
+            # The ledger line asks for it first: it is written only if the line is durable.
+            call.context["_log_durable"] = waits[-1]
         oid = obs.object_id
         # Logged only when this transaction wrote the version the record names (else the
         # record policy appends it as before; a restore refuses a record whose object
