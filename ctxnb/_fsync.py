@@ -69,6 +69,21 @@ def fsync_close_later(fd: int) -> Callable[[], None]:
     return done
 
 
+def wait_all(waits: list[Callable[[], None]]) -> None:
+    """Call every wait in order and empty the list; all run (each may close a
+    descriptor), and the first error is raised after the last."""
+    pending = list(waits)
+    waits.clear()
+    error: BaseException | None = None
+    for wait in pending:
+        try:
+            wait()
+        except BaseException as exc:  # noqa: BLE001 - raised below, after the rest
+            error = error or exc
+    if error is not None:
+        raise error
+
+
 def once(wait: Callable[[], None]) -> Callable[[], None]:
     """``wait`` made safe to call again: the second call returns, or raises the same
     error, without waiting again (a step that depends on it may ask first)."""

@@ -103,3 +103,21 @@ def test_a_forked_child_fsyncs_on_threads(tmp_path: Path) -> None:
     assert os.read(r, 8) == b"ok"
     os.close(r)
     assert (tmp_path / "child").read_bytes() == b"child"
+
+
+def test_wait_all_runs_every_wait_and_raises_the_first_error(tmp_path: Path) -> None:
+    fds = [os.open(tmp_path, os.O_RDONLY) for _ in range(3)]
+    r, w = os.pipe()
+    expected = _fsync_error(w)
+    waits = [_fsync.fsync_close_later(fds[0]), _fsync.fsync_later(w)]
+    waits += [_fsync.fsync_close_later(fd) for fd in fds[1:]]
+    with pytest.raises(OSError) as caught:
+        _fsync.wait_all(waits)
+    assert caught.value.errno == expected
+    assert waits == []
+    for fd in fds:  # every directory descriptor was closed, after the failure too
+        with pytest.raises(OSError):
+            os.fstat(fd)
+    assert _fsync._IN_FLIGHT == {}
+    os.close(r)
+    os.close(w)

@@ -220,8 +220,9 @@ class _CommitSteps:
         olds = [p for p in tracked if p.old is not None]
         if olds:  # the version the command started from, so restore_file can go back
             ws.observe([p.rel for p in olds], data=[p.old for p in olds])
-        waits: list[Any] = []
+        from .._fsync import side_by_side, wait_all
 
+        waits: list[Any] = []
         stale: list[_Planned] = []
 
         def write(p: _Planned) -> None:
@@ -255,14 +256,10 @@ class _CommitSteps:
             elif writes:
                 # Each write fsyncs its file before the rename: run side by side, the
                 # fsyncs overlap instead of queueing (the files are distinct).
-                from .._fsync import side_by_side
-
                 for at in range(0, len(writes), _MAX_PENDING // 2):
                     side_by_side(write, writes[at : at + _MAX_PENDING // 2])
                     if len(waits) >= _MAX_PENDING // 2:  # each holds a descriptor
-                        for wait in waits:
-                            wait()
-                        waits.clear()
+                        wait_all(waits)
             if stale:
                 kept = {p.rel for p in stale}
                 report.conflicts.extend(
@@ -325,5 +322,4 @@ class _CommitSteps:
                     }
                 )
         finally:
-            for wait in waits:
-                wait()
+            wait_all(waits)

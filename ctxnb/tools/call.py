@@ -82,15 +82,9 @@ class ToolCall:
     def wait_durable(self) -> None:
         """Run the :attr:`durable_waits` so far, in order, and forget them; every one
         runs (each may close a descriptor) and the first error is raised after."""
-        waits, self.durable_waits = self.durable_waits, []
-        error: BaseException | None = None
-        for wait in waits:
-            try:
-                wait()
-            except BaseException as exc:  # noqa: BLE001 - raised below, after the rest
-                error = error or exc
-        if error is not None:
-            raise error
+        from .._fsync import wait_all
+
+        wait_all(self.durable_waits)
 
 
 class ToolHooks(Protocol):
