@@ -147,6 +147,8 @@ def test_the_ledger_line_waits_for_the_log_line_and_a_failed_one_is_restored(
     ws, tools = _tools(gov)
     assert tools.write_file("inventory/a.py", "a = 1\n").success
     order: list[str] = []
+    alphabet = string.ascii_letters + string.digits
+    token = "ghp_" + "".join(secrets.choice(alphabet) for _ in range(36))  # generated
     real_aio = _fsync._aio_fsync
 
     def aio_fsync(fd: int) -> object:
@@ -162,7 +164,8 @@ def test_the_ledger_line_waits_for_the_log_line_and_a_failed_one_is_restored(
 
     def failing_append(*args: object, **kwargs: object) -> None:
         order.append("ledger")
-        raise OSError(28, "No space left on device")
+        # The cause may quote anything (a path, a line): the log shows it redacted.
+        raise OSError(28, f"No space left on device (token={token})")
 
     monkeypatch.setattr(_fsync, "_aio_fsync", aio_fsync)
     monkeypatch.setattr(tracewal, "append_logged", failing_append)
@@ -175,6 +178,7 @@ def test_the_ledger_line_waits_for_the_log_line_and_a_failed_one_is_restored(
     # The ledger line was attempted only once the log line's fsync was done.
     assert "txlog" in order and order.index("txlog") < order.index("ledger"), order
     assert "ctxnb trace verify" in caplog.text
+    assert "No space left" in caplog.text and token not in caplog.text
     lost = _logged(gov)[-1][1]["record"]["id"]
     assert lost not in _ids(gov)
     ws.close()

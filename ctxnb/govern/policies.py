@@ -358,8 +358,8 @@ def _finish_logged(
             "trace record %s of %s is in the store log, not yet in the ledger (%s); "
             "`ctxnb trace verify` appends it",
             pending.recorded.trace_id,
-            pending.recorded.path,
-            exc,
+            redact_text(pending.recorded.path),
+            redact_text(str(exc)),  # a log is an exit too
         )
 
 
