@@ -19,6 +19,7 @@ from .access.observe import StatCache, observe_bytes
 from .context import MetaEntry
 from .errors import PolicyError
 from .hashing import source_hash
+from .redaction import redact_text
 from .resolver import _within
 
 if TYPE_CHECKING:
@@ -123,7 +124,10 @@ class _SessionResume(_SessionState):
         return MetaEntry(
             c["xt_id"][row],
             "file",
-            path=self.workspace.display_path(path or "", c["source_filesystem_id"][row]),
+            # As meta_for shows a stored file: a secret in its name leaves redacted.
+            path=redact_text(
+                self.workspace.display_path(path or "", c["source_filesystem_id"][row])
+            ),
             file_type=c["file_type"][row],
             char_count=c["char_count"][row] or 0,
             deleted=c["source_hash"][row] is None,

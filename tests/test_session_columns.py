@@ -316,3 +316,25 @@ def test_temp_files_a_killed_save_left_are_removed_and_live_ones_kept(sample_ws)
     assert not dead.exists()
     assert live.read_bytes() == other.read_bytes() == b"half a block"
     assert ws.session("cols", rules=False).last_resume.unchanged == len(FILES)
+
+
+def test_a_secret_in_a_resumed_file_name_is_redacted_as_a_fresh_read_shows_it(sample_ws):
+    """A resume builds its metadata entries from the block's columns, not from the
+    documents: a token in a file's name leaves redacted there too."""
+    token = "gh" + "p_" + "R3sum" + "e8Qz2Lw7Rt5Vx1Yb9Hd3Fs6Gj0Pm4Kc"  # generated, not real
+    rel = f"keys/{token}.txt"
+    (sample_ws / "keys").mkdir()
+    (sample_ws / rel).write_text("a note\n", encoding="utf-8")
+    ws = Workspace.open(sample_ws)
+    s = ws.session("names", rules=False)
+    s.add_path(rel, activate=False)
+    s.add_path("README.md", activate=True)
+    s.save()
+    age_files(sample_ws)
+    ws.session("names", rules=False)  # the first resume writes the block
+    again = ws.session("names", rules=False)
+    assert again.last_resume.unchanged == 2 and again.last_resume.hashed == 0
+    shown = again.metadata_frame()["path"].tolist()
+    assert "keys/[REDACTED:github-token].txt" in shown, shown
+    text = again.assemble().to_text()
+    assert "[REDACTED:github-token]" in text and token not in text
