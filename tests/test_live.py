@@ -331,3 +331,30 @@ def test_a_hidden_check_the_agent_never_saw_decides_too(tmp_path: Path) -> None:
     )
     assert not v.passed and "AssertionError" in v.output
     assert not (tmp_path / "check_calc.py").exists()  # never in the agent's workspace
+
+
+def test_run_task_closes_the_workspace_it_opened_and_only_that_one(tmp_path: Path) -> None:
+    # A store left open folds on a timer 30 s after its last commit; run_experiment
+    # removes each run's folder long before, and the timer then failed on it.
+    import threading
+
+    from ctxnb import Workspace
+    from ctxnb.live import ScriptedModelServer, run_task, sample_task
+    from ctxnb.live.run import sample_script
+
+    def timers() -> set[threading.Thread]:
+        return {t for t in threading.enumerate() if isinstance(t, threading.Timer)}
+
+    before = timers()
+    task = sample_task(tmp_path / "a")
+    with ScriptedModelServer(sample_script()) as server:
+        result = run_task(tmp_path / "a", task, prices=_priced(), retries=1, **server.model_args)
+    assert result.passed
+    assert {t for t in timers() - before if t.is_alive()} == set()
+    # A workspace the caller opened stays the caller's, open.
+    task = sample_task(tmp_path / "b")
+    with Workspace.open(tmp_path / "b") as ws:
+        with ScriptedModelServer(sample_script()) as server:
+            result = run_task(ws, task, prices=_priced(), retries=1, **server.model_args)
+        session = ws.session(result.trajectory.metadata["session_id"])
+        assert len(session.session_index) > 5
