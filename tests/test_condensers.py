@@ -82,3 +82,11 @@ def test_on_a_real_run_they_cut_tokens_and_keep_the_prefix_cacheable() -> None:
     cond = df[df["strategy"] == "token-condenser"]
     # Items (content) stay under the trigger plus one step's growth after a condensation.
     assert cond["items_masked"].max() > 0 and cond["segment"].max() == 0
+    keep = df[df["strategy"] == "keep-all"].set_index("step")["tokens_active"]
+    shown = cond.set_index("step")["tokens_active"]
+    condensed = shown[shown < keep]  # the steps from the first condensation on
+    assert len(condensed) >= 10
+    assert list(condensed.index) == list(range(condensed.index[0], len(keep)))
+    growth = keep.diff().clip(lower=0)[condensed.index]
+    assert (condensed <= 3000 + growth).all()
+    assert keep[condensed.index].min() > 3000  # keep-all itself never came back under

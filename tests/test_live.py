@@ -231,6 +231,41 @@ def test_an_llm_summarizer_through_litellm_is_counted_in_replay_results() -> Non
     assert s["total_tokens"].sum() < df[df["strategy"] == "keep-all"]["total_tokens"].sum()
 
 
+def test_an_llm_summarizer_with_no_price_warns_and_is_not_free() -> None:
+    # The summarizer's model is not in the price table: its calls warn, cost NaN, and
+    # summarize() reports the run as unpriced instead of adding $0 to the strategy.
+    import math
+
+    from ctxnb.live import ScriptedModelServer
+    from ctxnb.llm import LiteLLMSummarizer
+    from ctxnb.replay import load
+    from ctxnb.replay.analysis import summarize
+    from ctxnb.replay.replay import replay
+    from ctxnb.strategies import Summarize
+
+    t = load(
+        Path(__file__).resolve().parent.parent
+        / "data"
+        / "trajectories"
+        / "django__django-13670.traj.json"
+    )
+    script = [{"content": f"SUMMARY-{n}: files and errors."} for n in range(200)]
+    with ScriptedModelServer(script) as server:
+        summarizer = LiteLLMSummarizer(
+            "openai/ctxnb-scripted", api_base=server.url, api_key="unused", prices=PriceTable()
+        )
+        with pytest.warns(UnpricedModelWarning, match="ctxnb-scripted"):
+            df = replay(t, [KeepAll(), Summarize(keep_last=3, summarizer=summarizer)])
+    assert summarizer.calls > 0
+    s = df[df["strategy"] == "summarize"]
+    assert s["strategy_tokens"].sum() > 0 and s["strategy_cost_usd"].isna().any()
+    table = summarize(df)
+    assert table.loc["summarize", "unpriced_runs"] == 1
+    assert math.isnan(table.loc["summarize", "cost_usd"])
+    # The run's own calls are priced: keep-all is not touched by the summarizer's model.
+    assert table.loc["keep-all", "unpriced_runs"] == 0 and table.loc["keep-all", "cost_usd"] > 0
+
+
 @pytest.mark.parametrize("how", ["sed", "python, approved"])
 def test_a_run_that_edits_the_tests_to_pass_is_not_solved_and_is_flagged(
     tmp_path: Path, how: str
@@ -331,3 +366,30 @@ def test_a_hidden_check_the_agent_never_saw_decides_too(tmp_path: Path) -> None:
     )
     assert not v.passed and "AssertionError" in v.output
     assert not (tmp_path / "check_calc.py").exists()  # never in the agent's workspace
+
+
+def test_run_task_closes_the_workspace_it_opened_and_only_that_one(tmp_path: Path) -> None:
+    # A store left open folds on a timer 30 s after its last commit; run_experiment
+    # removes each run's folder long before, and the timer then failed on it.
+    import threading
+
+    from ctxnb import Workspace
+    from ctxnb.live import ScriptedModelServer, run_task, sample_task
+    from ctxnb.live.run import sample_script
+
+    def timers() -> set[threading.Thread]:
+        return {t for t in threading.enumerate() if isinstance(t, threading.Timer)}
+
+    before = timers()
+    task = sample_task(tmp_path / "a")
+    with ScriptedModelServer(sample_script()) as server:
+        result = run_task(tmp_path / "a", task, prices=_priced(), retries=1, **server.model_args)
+    assert result.passed
+    assert {t for t in timers() - before if t.is_alive()} == set()
+    # A workspace the caller opened stays the caller's, open.
+    task = sample_task(tmp_path / "b")
+    with Workspace.open(tmp_path / "b") as ws:
+        with ScriptedModelServer(sample_script()) as server:
+            result = run_task(ws, task, prices=_priced(), retries=1, **server.model_args)
+        session = ws.session(result.trajectory.metadata["session_id"])
+        assert len(session.session_index) > 5

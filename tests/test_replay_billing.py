@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import math
+import warnings
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
@@ -205,3 +206,41 @@ def test_bill_check_leaves_out_runs_without_a_bill() -> None:
     check = bill_check(replay(t, [KeepAll()]))
     assert list(check.index) == ["all"]
     assert check.loc["all", "calls"] == 0 and math.isnan(check.loc["all", "ratio"])
+
+
+def test_mini_swe_agent_keep_all_is_within_5_percent_of_the_bill_at_gemini_s_cache_rate() -> None:
+    # The claim docs/research.md makes for the 50 vendored runs (OpenRouter's own cost
+    # per call): an ideal prefix cache serves more than Gemini's implicit cache did, so
+    # the replay prices below the bill; at the share Gemini's cache served of what an
+    # ideal one would (fitted on the same runs), the dollars are within 5%. The rate is
+    # fitted to the cache shares, not to the dollars: what the match checks is that the
+    # replay's token counts and the table's prices agree with the bill.
+    def keep_all(**options: object) -> pd.DataFrame:
+        with warnings.catch_warnings():
+            warnings.simplefilter("error")  # every run has a price
+            df = run_experiment(
+                [DATA / "mini-swe-agent"],
+                [KeepAll()],
+                executor=ThreadPoolExecutor(1),
+                progress=False,
+                files="pool",
+                **options,  # type: ignore[arg-type]
+            )
+        return df[df["recorded_cost_usd"].notna()]
+
+    def share(df: pd.DataFrame, part: str, whole: str) -> float:
+        return float(df[part].sum() / df[whole].sum())
+
+    ideal = keep_all()
+    assert ideal["trajectory"].nunique() == 50 and len(ideal) > 1900
+    modelled = share(ideal, "cache_read_tokens", "total_tokens")
+    recorded = share(ideal, "recorded_cached_tokens", "prompt_tokens")
+    assert modelled > recorded + 0.1  # Gemini's cache served less than an ideal one
+    assert share(ideal, "cost_usd", "recorded_cost_usd") < 0.75
+    # The replay counts about the prompt tokens Gemini billed.
+    assert abs(share(ideal, "total_tokens", "prompt_tokens") - 1) < 0.05
+    implicit = keep_all(cache_hit_rate=round(recorded / modelled, 3))
+    assert share(implicit, "cache_read_tokens", "total_tokens") == pytest.approx(
+        recorded, abs=0.002
+    )
+    assert abs(share(implicit, "cost_usd", "recorded_cost_usd") - 1) < 0.05

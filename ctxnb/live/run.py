@@ -260,7 +260,50 @@ def run_task(
     from ..workspace import Workspace
 
     _minisweagent()
+    own = not isinstance(workspace, Workspace)
     ws = workspace if isinstance(workspace, Workspace) else Workspace.open(workspace)
+    try:
+        return _run(
+            ws,
+            task,
+            model=model,
+            strategy=strategy,
+            budget=budget,
+            api_base=api_base,
+            api_key=api_key,
+            step_limit=step_limit,
+            command_timeout=command_timeout,
+            approver=approver,
+            prices=prices,
+            model_kwargs=model_kwargs,
+            session_id=session_id,
+            retries=retries,
+        )
+    finally:
+        if own:
+            # A workspace opened here is closed here: its store folds now, not on a
+            # timer that may fire after the caller has removed the folder.
+            ws.close()
+
+
+def _run(
+    ws: Workspace,
+    task: Task,
+    *,
+    model: str,
+    strategy: ContextStrategy | None,
+    budget: int | None,
+    api_base: str | None,
+    api_key: str | None,
+    step_limit: int,
+    command_timeout: float,
+    approver: Approver | None,
+    prices: Any,
+    model_kwargs: dict[str, Any] | None,
+    session_id: str | None,
+    retries: int,
+) -> LiveResult:
+    # run_task's body, on a workspace whose closing run_task owns.
     intent_id = _intent_file(ws.root, task)
     table = resolve_prices(prices)
     strategy = strategy or KeepAll()
