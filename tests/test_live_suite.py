@@ -69,21 +69,22 @@ def test_the_suite_runs_under_two_strategies_on_dask_and_in_process_alike(
     from ctxnb.replay.experiment import write_parquet
     from ctxnb.strategies import KeepAll, ObservationMasking
 
-    by_id = {t.id: t for t in load_suite()}
-    tasks = [by_id[i] for i in ("add", "leap", "mean", "title")]  # one overfit fix
+    # The whole suite, on worker processes: tasks and strategies travel by value.
+    tasks = load_suite()
+    overfit = {t.id for t in tasks if t.note}
     strategies = [KeepAll(), ObservationMasking(1)]
     local = run_experiment(tasks, strategies)
     with (
-        LocalCluster(n_workers=1, threads_per_worker=2, processes=False) as cluster,
+        LocalCluster(n_workers=2, threads_per_worker=1, processes=True) as cluster,
         Client(cluster) as client,
     ):
         remote = run_experiment(tasks, strategies, executor=client)
     assert list(local.columns) == list(RUN_COLUMNS)
     pd.testing.assert_frame_equal(local, remote)
     assert local.attrs == remote.attrs
-    assert len(local) == 8
+    assert len(local) == 2 * len(tasks)
     solved = local.groupby("task")["solved"].all()
-    assert solved.to_dict() == {"add": True, "leap": False, "mean": True, "title": True}
+    assert overfit and {t for t, ok in solved.items() if not ok} == overfit
     assert not local["tests_tampered"].any() and (local["exit_status"] == "Submitted").all()
     assert (local["cost_usd"] > 0).all() and (local["cached_tokens"] > 0).all()
     # Masking sends fewer prompt tokens than keep-all on every task.
@@ -104,9 +105,11 @@ def test_the_suite_runs_under_two_strategies_on_dask_and_in_process_alike(
         meta = json.loads(pq.read_schema(f).metadata[b"ctxnb"])
         assert meta == json.loads(json.dumps(prov))
     s = summarize(local)
-    assert s.loc["keep-all", "solve_rate"] == 0.75 and s.loc["keep-all", "unpriced_runs"] == 0
+    n = len(tasks)
+    assert s.loc["keep-all", "solve_rate"] == (n - len(overfit)) / n
+    assert s.loc["keep-all", "unpriced_runs"] == 0
     c = compare(local, "keep-all", "observation-masking")
-    assert c["pairs"] == 4 and c["only_a"] == c["only_b"] == 0 and c["p_mcnemar"] == 1.0
+    assert c["pairs"] == n and c["only_a"] == c["only_b"] == 0 and c["p_mcnemar"] == 1.0
 
 
 def test_wilson_and_mcnemar_match_scipy() -> None:
