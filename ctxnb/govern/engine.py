@@ -49,7 +49,7 @@ from typing import TYPE_CHECKING, Any
 from pydantic import BaseModel, ConfigDict, Field
 
 from ..errors import NotFoundError, PolicyError
-from ..redaction import redact_data
+from ..redaction import redact_data, redact_text
 from ..tools.call import ToolCall
 from ..tools.filetools import FileTools
 from ..tools.schemas import ToolInfo
@@ -421,6 +421,9 @@ class HookEngine:
         intent and the files concerned, so that it comes back to whoever works there next
         (see :mod:`ctxnb.govern.lessons`)."""
         when = f"{self.clock():%Y-%m-%d %H:%M}"
+        # A lesson quotes the refused call (its command line) and names its files, and it
+        # goes back to the next agent in its <intent_context>: both leave redacted.
+        text, paths = redact_text(text), [redact_text(p) for p in paths]
         line = (
             format_lesson(when, text, intent_id=self.active_intent_id, paths=paths) + "\n"
         ).encode()

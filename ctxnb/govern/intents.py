@@ -52,6 +52,7 @@ from pydantic import (
 )
 
 from ..errors import ConfigError
+from ..redaction import redact_text
 from .core import get_intent, in_scope
 from .ledger import record_intent_id
 from .lessons import Lesson
@@ -464,7 +465,8 @@ def intent_context(
         *block("constraints", intent.constraints),
         *block("acceptance_criteria", intent.acceptance_criteria),
         *block("recent_trace", trace_lines),
-        *block("lessons", [f"{x.when} {x.text}" for x in lessons]),
+        # AGENT.md is also written by hand, and by versions that did not redact lessons.
+        *block("lessons", [redact_text(f"{x.when} {x.text}") for x in lessons]),
         "</intent_context>",
     ]
     return "\n".join(out)

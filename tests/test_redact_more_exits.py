@@ -1,0 +1,51 @@
+"""More exits toward a model or a log, each driven the way an agent or a user reaches it,
+with a generated secret in a command, a file's content or a file's name."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from ctxnb import Workspace
+from ctxnb.govern import init_governance
+from ctxnb.govern.approval import CallbackApprover
+
+# Generated, not real: built from parts so that no scanner takes them for a secret.
+TOKEN = "gh" + "p_" + "L3ss" + "k8Qz2Lw7Rt5Vx1Yb9Hd3Fs6Gj0Pm4Kc2"
+
+INTENTS = """\
+active_intents:
+  - id: INT-001
+    name: Inventory
+    status: active
+    owned_scope: ["**"]
+"""
+
+
+def governed(git_repo: Path) -> Path:
+    init_governance(git_repo)
+    (git_repo / ".orchestration" / "active_intents.yaml").write_text(INTENTS)
+    return git_repo
+
+
+def test_a_refused_command_comes_back_as_a_lesson_without_its_token(git_repo: Path) -> None:
+    """A lesson quotes the refused call; AGENT.md and the next <intent_context> are exits."""
+    root = governed(git_repo)
+    ws = Workspace.open(root)
+    refuse = CallbackApprover(lambda req: False, by="ana")
+    t = ws.tools(ws.session("a1"), caller="agent", model_id="test/model", approver=refuse)
+    assert t.dispatch("select_active_intent", {"intent_id": "INT-001"})["ok"]
+    out = t.dispatch("run_command", {"cmd": f"GH_TOKEN={TOKEN} rm -rf inventory", "shell": True})
+    assert out.get("error_code") == "APPROVAL_REJECTED", out
+    assert TOKEN not in json.dumps(out)
+    agent_md = (root / ".orchestration" / "AGENT.md").read_text(encoding="utf-8")
+    assert "refused by ana" in agent_md and TOKEN not in agent_md, agent_md
+    fresh = ws.tools(ws.session("a2"), caller="agent", model_id="test/model")
+    block = fresh.dispatch("select_active_intent", {"intent_id": "INT-001"})["result"]
+    assert "refused by ana" in block and TOKEN not in block, block
+    # A lesson written by hand (or before lessons were redacted) leaves redacted too.
+    with (root / ".orchestration" / "AGENT.md").open("a", encoding="utf-8") as f:
+        f.write(f"- 2026-11-20 09:00 [INT-001] push with GH_TOKEN={TOKEN}\n")
+    again = ws.tools(ws.session("a3"), caller="agent", model_id="test/model")
+    block = again.dispatch("select_active_intent", {"intent_id": "INT-001"})["result"]
+    assert "push with GH_TOKEN=[REDACTED:github-token]" in block, block
