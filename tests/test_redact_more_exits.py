@@ -49,3 +49,19 @@ def test_a_refused_command_comes_back_as_a_lesson_without_its_token(git_repo: Pa
     again = ws.tools(ws.session("a3"), caller="agent", model_id="test/model")
     block = again.dispatch("select_active_intent", {"intent_id": "INT-001"})["result"]
     assert "push with GH_TOKEN=[REDACTED:github-token]" in block, block
+
+
+def test_a_held_command_names_the_files_it_made_redacted(git_repo: Path) -> None:
+    """A command can name a file after a secret it reads (``touch "$(cat cred)"``): the
+    refusal that lists its destructive changes is an exit like its effects are."""
+    root = governed(git_repo)
+    (root / "notes").mkdir()
+    (root / "notes" / "cred.txt").write_text(TOKEN, encoding="utf-8")
+    ws = Workspace.open(root)
+    t = ws.tools(ws.session("a1"), caller="agent", model_id="test/model")
+    assert t.dispatch("select_active_intent", {"intent_id": "INT-001"})["ok"]
+    cmd = 'rm inventory/store.py; mkdir -p made; touch "made/$(cat notes/cred.txt).md"'
+    out = t.dispatch("run_command", {"cmd": cmd, "shell": True})
+    assert out["ok"] is False and "destructive" in out["message"], out
+    assert "made/[REDACTED:github-token].md" in json.dumps(out), out
+    assert TOKEN not in json.dumps(out), out

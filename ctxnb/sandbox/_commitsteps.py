@@ -84,6 +84,8 @@ class _CommitSteps:
         """Ask the approver when a change is destructive: the approval (who, when, the
         hash of the diff they saw) when it was asked and approved, None when nothing was
         destructive; raises when refused (or held)."""
+        from ..redaction import redact_text
+
         reasons = []
         for p in planned:
             r = destructive_reason(p.rel, p.old, p.new)
@@ -97,18 +99,21 @@ class _CommitSteps:
                 p.base = None
             if r is not None:
                 p.destructive = True
-                reasons.append(r)
+                # A command can name a file after a secret it read (touch "$(cat cred)"):
+                # its name leaves redacted here as in the effects, toward the agent and the
+                # approver alike.
+                reasons.append(redact_text(r))
         if not reasons and expect_diff is None:
             return None
         # A held command's changes are compared with the approved diff even when what is
         # left of them is harmless (a destructive file out of the scope now): the human
         # approved all of them, not a part.
-        from ..redaction import redact_text
         from ..tools.patching import unified_diff
 
         def file_diff(p: _Planned) -> str:
-            fromfile = f"a/{p.rel}" if p.old is not None else "/dev/null"
-            tofile = f"b/{p.rel}" if p.new is not None else "/dev/null"
+            shown = redact_text(p.rel)
+            fromfile = f"a/{shown}" if p.old is not None else "/dev/null"
+            tofile = f"b/{shown}" if p.new is not None else "/dev/null"
             text = "".join(
                 unified_diff(
                     redact_text(
@@ -133,7 +138,7 @@ class _CommitSteps:
         reason = "the command's changes are destructive: " + "; ".join(reasons)
         from ..redaction import redact
 
-        details = {"reasons": reasons, "diff": diff, "paths": [p.rel for p in planned]}
+        details = {"reasons": reasons, "diff": diff, "paths": [redact_text(p.rel) for p in planned]}
         if expect_diff is not None:
             from .held import diff_sha256
 
