@@ -121,7 +121,7 @@ class PolicyError(CtxnbError):
         self.details = details or {}
 
     def to_dict(self) -> dict[str, Any]:
-        """The refusal as the machine-readable object agents receive."""
+        """The refusal as the machine-readable object agents receive, redacted."""
         out: dict[str, Any] = {
             "error_code": self.error_code,
             "message": self.message,
@@ -130,7 +130,12 @@ class PolicyError(CtxnbError):
         }
         if self.details:
             out["details"] = self.details
-        return out
+        # Messages name files and quote what was refused (a file's name can hold a
+        # secret): what an agent receives is redacted, whichever caller hands it on.
+        from .redaction import redact_data  # errors stays importable with nothing else
+
+        redacted: dict[str, Any] = redact_data(out)
+        return redacted
 
 
 class StaleFileError(PolicyError):

@@ -65,3 +65,17 @@ def test_a_held_command_names_the_files_it_made_redacted(git_repo: Path) -> None
     assert out["ok"] is False and "destructive" in out["message"], out
     assert "made/[REDACTED:github-token].md" in json.dumps(out), out
     assert TOKEN not in json.dumps(out), out
+
+
+def test_a_refusal_through_dispatch_names_the_file_redacted(sample_ws: Path) -> None:
+    """A policy refusal's message and required action leave redacted, as every other
+    error of ``dispatch`` and the MCP server's refusals do."""
+    rel = f"keys/{TOKEN}.txt"
+    (sample_ws / "keys").mkdir()
+    (sample_ws / rel).write_text("hello\n", encoding="utf-8")
+    ws = Workspace.open(sample_ws)
+    t = ws.tools(ws.session("s1", rules=False))
+    out = t.dispatch("write_file", {"path": rel, "content": "bye\n"})
+    assert out["error_code"] == "READ_BEFORE_WRITE", out
+    assert "keys/[REDACTED:github-token].txt" in out["message"], out
+    assert TOKEN not in json.dumps(out), out
