@@ -79,3 +79,34 @@ def test_a_refusal_through_dispatch_names_the_file_redacted(sample_ws: Path) -> 
     assert out["error_code"] == "READ_BEFORE_WRITE", out
     assert "keys/[REDACTED:github-token].txt" in out["message"], out
     assert TOKEN not in json.dumps(out), out
+
+
+def test_rules_status_and_the_session_view_name_rules_files_redacted(sample_ws: Path) -> None:
+    """A rules file or linked doc in a secret-named place: the status frame and the
+    session view's rules panel name it as the context does, redacted."""
+    from ctxnb.instructions import AllRules, rules_status
+    from ctxnb.widgets import SessionView
+
+    (sample_ws / "AGENTS.md").write_text(f"See the [deploy notes](keys/{TOKEN}.md).\n")
+    (sample_ws / "keys").mkdir()
+    (sample_ws / "keys" / f"{TOKEN}.md").write_text("Deploy on Fridays.\n")
+    (sample_ws / "keys" / TOKEN).mkdir()
+    (sample_ws / "keys" / TOKEN / "AGENTS.md").write_text("Nested rules.\n")
+    session = Workspace.open(sample_ws).session("rules", rules=False)
+    AllRules(session)
+    frame = rules_status(session)
+    assert len(frame) >= 3, frame
+    shown = frame.to_csv() + SessionView(session).rules_html.value
+    assert "[REDACTED:github-token]" in shown, shown
+    assert TOKEN not in shown, shown
+    assert TOKEN not in session.assemble().to_text()
+    # A touch recorded by the session's own API (a replay, a notebook) with raw
+    # arguments: the trigger quotes them.
+    touched = Workspace.open(sample_ws).session("touch")  # follows rules by default
+    touched.record_toolcall(
+        "write_file", {"path": "inventory/x.py", "content": f"TOKEN = '{TOKEN}'\n"}, "ok"
+    )
+    frame = rules_status(touched)
+    assert "inventory/AGENTS.md" in frame["path"].tolist(), frame
+    assert "[REDACTED:github-token]" in " ".join(frame["trigger"]), frame.to_csv()
+    assert TOKEN not in frame.to_csv(), frame.to_csv()

@@ -15,6 +15,7 @@ from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
 from ..errors import NotFoundError, PolicyError
+from ..redaction import redact_text
 from ._shellwords import (
     _ARG_KINDS,
     _CHANGES_DIR,
@@ -459,12 +460,14 @@ class RulesTracker:
 
         active = set(self.session.active_set)
         pinned = set(self.session.pinned_set)
+        # A frame leaves toward a notebook or a log: names (a link's target, a touched
+        # path) and the triggering call's arguments are redacted as the context shows them.
         rows = [
             {
-                "path": r.path,
+                "path": redact_text(r.path),
                 "tier": r.tier,
-                "reason": r.reason,
-                "trigger": r.trigger,
+                "reason": redact_text(r.reason),
+                "trigger": redact_text(r.trigger),
                 "turn": r.turn,
                 "loaded_at": r.loaded_at,
                 "kind": r.kind,
