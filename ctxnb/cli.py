@@ -82,8 +82,11 @@ def _cmd_index(ns: argparse.Namespace) -> int:
         return 0
     _out(str(report))
     if ns.list:
+        from .redaction import redact_text
+
+        # A file's name can hold a secret: the listing leaves redacted like `ctxnb show`.
         for rel, action in sorted(report.changed_paths.items()):
-            _out(f"  {action:<8} {rel}")
+            _out(f"  {action:<8} {redact_text(rel)}")
     return 0
 
 

@@ -110,3 +110,20 @@ def test_rules_status_and_the_session_view_name_rules_files_redacted(sample_ws: 
     assert "inventory/AGENTS.md" in frame["path"].tolist(), frame
     assert "[REDACTED:github-token]" in " ".join(frame["trigger"]), frame.to_csv()
     assert TOKEN not in frame.to_csv(), frame.to_csv()
+
+
+def test_ctxnb_index_lists_changed_files_redacted(sample_ws: Path, capsys) -> None:
+    """``ctxnb index --list`` and ``--json`` print file names: a terminal or a CI log."""
+    from ctxnb.cli import main
+
+    (sample_ws / "keys").mkdir()
+    (sample_ws / "keys" / f"{TOKEN}.txt").write_text("hello\n", encoding="utf-8")
+    capsys.readouterr()
+    assert main(["index", str(sample_ws), "--list", "--no-progress"]) == 0
+    listed = capsys.readouterr().out
+    (sample_ws / "keys" / f"{TOKEN}.txt").write_text("changed\n", encoding="utf-8")
+    assert main(["index", str(sample_ws), "--json", "--no-progress"]) == 0
+    as_json = capsys.readouterr().out
+    assert "keys/[REDACTED:github-token].txt" in listed, listed
+    assert json.loads(as_json)["updated"] == 1, as_json
+    assert TOKEN not in listed + as_json, listed + as_json
