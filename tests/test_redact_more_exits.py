@@ -1,9 +1,11 @@
 """More exits toward a model or a log, each driven the way an agent or a user reaches it,
-with a generated secret in a command, a file's content or a file's name."""
+with a generated secret in a command, a file's content or a file's name; and one door by
+which an agent could have written ctxnb's own settings."""
 
 from __future__ import annotations
 
 import json
+import os
 from pathlib import Path
 
 from ctxnb import Workspace
@@ -127,3 +129,42 @@ def test_ctxnb_index_lists_changed_files_redacted(sample_ws: Path, capsys) -> No
     assert "keys/[REDACTED:github-token].txt" in listed, listed
     assert json.loads(as_json)["updated"] == 1, as_json
     assert TOKEN not in listed + as_json, listed + as_json
+
+
+def test_claude_code_cannot_write_ctxnb_settings_into_pyproject(sample_ws: Path) -> None:
+    """A ``[tool.ctxnb]`` table added to pyproject.toml becomes ctxnb's settings: Claude
+    Code's Write is refused by the pre hook as ctxnb's own write_file refuses it."""
+    from ctxnb.cli import main
+    from ctxnb.integrations.claude_code import run_hook
+
+    root = governed(sample_ws)
+    assert main(["hook", "select-intent", "INT-001", "--session", "s-1", "-w", str(root)]) == 0
+    old = (root / "pyproject.toml").read_text(encoding="utf-8")
+    assert "[tool.ctxnb" not in old
+    new = old + "\n[tool.ctxnb.policy]\ndeny = []\n"
+    payload = {
+        "session_id": "s-1",
+        "cwd": str(root),
+        "permission_mode": "default",
+        "hook_event_name": "PreToolUse",
+        "tool_name": "Write",
+        "tool_input": {"file_path": str(root / "pyproject.toml"), "content": new},
+        "tool_use_id": "toolu_01",
+    }
+    result = run_hook(
+        "pre-tool-use", json.dumps(payload), env={**os.environ, "CTXNB_MODEL_ID": "m"}
+    )
+    answer = result.answer.get("hookSpecificOutput", {}) if result.stdout else {}
+    assert answer.get("permissionDecision") == "deny", result
+    # An Edit that adds the table is refused too; one that leaves it alone goes through.
+    first = old.splitlines()[0]
+    for added, denied in (("\n[tool.ctxnb]\nprofile = 'cloud'", True), ("\n# ok", False)):
+        edit = {"file_path": str(root / "pyproject.toml"), "old_string": first}
+        payload = {
+            **payload,
+            "tool_name": "Edit",
+            "tool_input": {**edit, "new_string": first + added},
+        }
+        result = run_hook("pre-tool-use", json.dumps(payload), env={**os.environ})
+        answer = result.answer.get("hookSpecificOutput", {}) if result.stdout else {}
+        assert (answer.get("permissionDecision") == "deny") is denied, result

@@ -373,6 +373,36 @@ def _pre_write(ctx: _Context, tool: str, tool_input: Mapping[str, Any]) -> None:
         "prompt, e.g. 'under INT-001'), or run `ctxnb hook select-intent ID --session "
         f"{ctx.session_id or '<session_id>'}`.",
     )
+    _refuse_tool_ctxnb(ctx, tool, tool_input, ctx.abs_path(path))
+
+
+def _refuse_tool_ctxnb(ctx: _Context, tool: str, tool_input: Mapping[str, Any], path: str) -> None:
+    """``[tool.ctxnb]`` in the root ``pyproject.toml`` is ctxnb's settings: Claude Code's
+    edits may not add, alter or remove it, as ctxnb's own write tools may not."""
+    if os.path.normcase(path) != os.path.normcase(str(ctx.root / "pyproject.toml")):
+        return
+    from ..config import tool_ctxnb_changed
+
+    try:
+        old = ctx.policy.read_bytes(ctx.policy.check(path)).decode("utf-8", "replace")
+    except CtxnbError:
+        old = None
+    new = old or ""
+    if tool == "Write":
+        new = str(tool_input.get("content") or "")
+    else:
+        edits = tool_input.get("edits") if tool == "MultiEdit" else [tool_input]
+        for e in edits if isinstance(edits, list) else []:
+            a, b = str(e.get("old_string") or ""), str(e.get("new_string") or "")
+            new = new.replace(a, b) if e.get("replace_all") else new.replace(a, b, 1)
+    if tool_ctxnb_changed(None if old is None else old.encode(), new.encode()):
+        raise PolicyError(
+            "PATH_DENIED",
+            "pyproject.toml: the change adds, alters or removes [tool.ctxnb], ctxnb's "
+            "settings, which no agent tool changes",
+            recoverable=False,
+            required_action="Leave [tool.ctxnb] as it is; a human edits ctxnb's settings.",
+        )
 
 
 # -- PostToolUse ------------------------------------------------------------------------------
