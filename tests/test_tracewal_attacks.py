@@ -1,0 +1,240 @@
+"""More attacks on a governed write's durability (ctxnb/govern/tracewal.py, ctxnb/_fsync.py).
+
+tests/test_tracewal.py covers the plain cases; these look for the ways around them: a
+ledger line a power loss cut short, a ledger that shrank under its records' offsets, a
+planted FIFO where the ledger should be, restores racing in several processes, an
+outside save refused as stale, governed writes from many threads, a fork while an AIO
+fsync is in flight.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import threading
+from pathlib import Path
+
+import pytest
+
+from ctxnb import Workspace, _fsync
+from ctxnb._storeattach import attached_lines
+from ctxnb.errors import StaleFileError
+from ctxnb.govern import init_governance
+from ctxnb.govern.chain import verify_ledger
+from ctxnb.govern.ledger import TraceLedger
+from ctxnb.govern.tracewal import restore
+
+INTENTS = """\
+active_intents:
+  - id: INT-001
+    name: Inventory work
+    owned_scope: ["inventory/**"]
+"""
+
+
+@pytest.fixture
+def gov(git_repo: Path) -> Path:
+    init_governance(git_repo)
+    (git_repo / ".orchestration" / "active_intents.yaml").write_text(INTENTS)
+    return git_repo
+
+
+def _tools(root: Path, sid: str = "agent-1"):
+    ws = Workspace.open(root)
+    tools = ws.tools(ws.session(sid), caller="test-agent", model_id="anthropic/claude-test")
+    tools.engine.select_active_intent("INT-001")
+    return ws, tools
+
+
+def _ledger_path(root: Path) -> Path:
+    return root / ".orchestration" / "agent_trace.jsonl"
+
+
+def _store(root: Path) -> Path:
+    return root / ".ctxnb" / "store"
+
+
+def _ids(root: Path) -> list[str]:
+    return [r["id"] for r in TraceLedger(_ledger_path(root)).records()]
+
+
+def _logged(root: Path) -> list[tuple[int, dict]]:
+    """(tx, attachment) of every attachment in the store's log."""
+    return [(ln.tx, a) for ln in attached_lines(_store(root)) for a in ln.attached]
+
+
+_RESTORER = """
+import os, sys, time
+from ctxnb.govern.ledger import TraceLedger
+from ctxnb.govern.tracewal import restore
+
+store, ledger, go = sys.argv[1:4]
+for _ in range(20000):  # start together (bounded: the test fails if the flag never comes)
+    if os.path.exists(go):
+        break
+    time.sleep(0.001)
+print(len(restore(store, TraceLedger(ledger))))
+"""
+
+
+def test_restores_racing_in_several_processes_append_each_record_once(gov: Path) -> None:
+    ws, tools = _tools(gov)
+    assert tools.write_file("inventory/a.py", "a = 0\n").success
+    size_before = _ledger_path(gov).stat().st_size
+    for i in range(1, 6):
+        assert tools.write_file("inventory/a.py", f"a = {i}\n").success
+    ws.close()
+    os.truncate(_ledger_path(gov), size_before)  # five lines lost with the page cache
+    go = gov / "go"
+    procs = [
+        subprocess.Popen(
+            [sys.executable, "-c", _RESTORER, str(_store(gov)), str(_ledger_path(gov)), str(go)],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        for _ in range(4)
+    ]
+    go.write_text("")
+    counts = []
+    for p in procs:
+        out, err = p.communicate(timeout=120)
+        assert p.returncode == 0, err
+        counts.append(int(out))
+    assert sum(counts) == 5, counts
+    ids = _ids(gov)
+    assert len(ids) == len(set(ids)) == 6
+    assert sorted(ids) == sorted(a["record"]["id"] for _, a in _logged(gov))
+    assert verify_ledger(_ledger_path(gov)).ok
+
+
+def test_a_write_refused_as_stale_leaves_no_record_of_its_version(gov: Path) -> None:
+    ws, tools = _tools(gov)
+    rel = "inventory/models.py"
+    base = tools.read_file(rel)
+    outside = base.content + "# saved by an editor\n"
+    real_object_id = tools.object_id
+
+    def object_id_then_saved(name: str) -> str:
+        # Another program saves the file while the governed write fsyncs its new data
+        # (the record is prepared then): the rename that follows must be refused.
+        if name == rel and (gov / rel).read_text() == base.content:
+            (gov / rel).write_text(outside)
+        return real_object_id(name)
+
+    tools.object_id = object_id_then_saved  # type: ignore[method-assign]
+    logged_before = len(_logged(gov))
+    ids_before = _ids(gov)
+    refused = base.content + "# the agent's edit\n"
+    with pytest.raises(StaleFileError):
+        tools.write_file(rel, refused, expected_sha256=base.sha256)
+    oid = real_object_id(rel)
+    history = [v.doc.get("content") for v in ws.store.history(oid)]
+    ws.close()
+    assert (gov / rel).read_text() == outside
+    assert refused not in history and history[-1] == outside
+    # Neither the log nor the ledger names the refused version, now or after a restore.
+    assert len(_logged(gov)) == logged_before
+    assert restore(_store(gov), TraceLedger(_ledger_path(gov))) == []
+    assert all(
+        "agent's edit" not in json.dumps(r) for r in TraceLedger(_ledger_path(gov)).records()
+    )
+    assert _ids(gov)[: len(ids_before)] == ids_before
+    assert verify_ledger(_ledger_path(gov)).ok
+
+
+def test_governed_writes_from_many_threads_log_and_ledger_each_record_once(gov: Path) -> None:
+    ws, tools = _tools(gov)
+    errors: list[BaseException] = []
+    versions: list[str] = []
+
+    def agent(k: int) -> None:
+        try:
+            for i in range(6):
+                r = tools.write_file(f"inventory/t{k}.py", f"t{k} = {i}\n")
+                assert r.success, r.message
+                versions.append(str(r.version_id))
+        except BaseException as exc:  # noqa: BLE001 - reported below
+            errors.append(exc)
+
+    threads = [threading.Thread(target=agent, args=(k,)) for k in range(6)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(300)
+    ws.close()
+    assert not errors, errors
+    assert not _fsync._IN_FLIGHT  # every AIO request was waited for and forgotten
+    ids = _ids(gov)
+    assert len(ids) == len(set(ids)) == 36
+    logged = {a["record"]["id"]: f"{a['oid']}@{tx}" for tx, a in _logged(gov)}
+    assert sorted(logged) == sorted(ids)
+    by_id = {r["id"]: r for r in TraceLedger(_ledger_path(gov)).records()}
+    assert {by_id[i]["metadata"]["version_id"] for i in ids} == set(versions)
+    assert all(by_id[i]["metadata"]["version_id"] == v for i, v in logged.items())
+    assert verify_ledger(_ledger_path(gov)).ok
+    assert restore(_store(gov), TraceLedger(_ledger_path(gov))) == []
+
+
+@pytest.mark.skipif(not hasattr(os, "fork"), reason="needs fork")
+def test_a_fork_while_an_aio_fsync_is_in_flight_leaves_both_sides_working(
+    tmp_path: Path,
+) -> None:
+    fd = os.open(tmp_path / "parent", os.O_WRONLY | os.O_CREAT, 0o644)
+    os.write(fd, os.urandom(1 << 22))  # 4 MiB of dirty pages: the fsync takes a while
+    wait = _fsync.fsync_later(fd)
+    r, w = os.pipe()
+    pid = os.fork()
+    if pid == 0:  # pragma: no cover - the child
+        code = 1
+        try:
+            # The child has none of the parent's AIO thread: its own fsyncs must neither
+            # hang on the parent's request nor touch it.
+            child = os.open(tmp_path / "child", os.O_WRONLY | os.O_CREAT, 0o644)
+            os.write(child, b"child")
+            _fsync.fsync_later(child)()
+            _fsync.fsync_close_later(child)()
+            os.write(w, b"ok" if _fsync._aio_lib() is False else b"aio")
+            code = 0
+        finally:
+            os._exit(code)
+    os.close(w)
+    try:
+        wait()  # the parent's request completes in the parent
+    finally:
+        os.close(fd)
+    answer = os.read(r, 8)  # blocks until the child writes or exits
+    os.close(r)
+    _, status = os.waitpid(pid, 0)
+    assert answer == b"ok" and os.waitstatus_to_exitcode(status) == 0
+    assert not _fsync._IN_FLIGHT
+    assert (tmp_path / "child").read_bytes() == b"child"
+
+
+def test_fsyncs_queued_from_many_threads_are_each_waited_and_forgotten(tmp_path: Path) -> None:
+    errors: list[BaseException] = []
+    open_before = len(os.listdir("/proc/self/fd"))
+
+    def worker(k: int) -> None:
+        try:
+            for i in range(40):
+                fd = os.open(tmp_path / f"f{k}-{i}", os.O_WRONLY | os.O_CREAT, 0o644)
+                os.write(fd, b"x" * (i + 1))
+                waits = [_fsync.fsync_later(fd), _fsync.fsync_close_later(os.dup(fd))]
+                _fsync.wait_all(waits)
+                os.close(fd)
+        except BaseException as exc:  # noqa: BLE001 - reported below
+            errors.append(exc)
+
+    threads = [threading.Thread(target=worker, args=(k,)) for k in range(8)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(120)
+    assert not errors, errors
+    assert not _fsync._IN_FLIGHT
+    assert len(os.listdir(tmp_path)) == 320
+    # Every descriptor the waits were given was closed by them.
+    assert len(os.listdir("/proc/self/fd")) == open_before
