@@ -23,7 +23,7 @@ from ctxnb._storeattach import attached_lines
 from ctxnb.errors import StaleFileError
 from ctxnb.govern import init_governance
 from ctxnb.govern.chain import verify_ledger
-from ctxnb.govern.ledger import TraceLedger
+from ctxnb.govern.ledger import TraceLedger, build_event_record
 from ctxnb.govern.tracewal import restore
 
 INTENTS = """\
@@ -65,9 +65,76 @@ def _logged(root: Path) -> list[tuple[int, dict]]:
     return [(ln.tx, a) for ln in attached_lines(_store(root)) for a in ln.attached]
 
 
+def test_a_ledger_line_a_power_loss_cut_after_its_id_is_restored_whole(gov: Path) -> None:
+    ws, tools = _tools(gov)
+    assert tools.write_file("inventory/a.py", "a = 1\n").success
+    size_before = _ledger_path(gov).stat().st_size
+    assert tools.write_file("inventory/a.py", "a = 2\n").success
+    ws.close()
+    lost = _ids(gov)[-1]
+    # The disk kept the first part of the unsynced line (its id among it), not the rest:
+    # a cut line, which readers skip.
+    data = _ledger_path(gov).read_bytes()
+    cut = data.index(b'"id":"%s"' % lost.encode(), size_before) + 60
+    assert cut < len(data) - 1
+    os.truncate(_ledger_path(gov), cut)
+    assert lost not in _ids(gov)
+
+    assert restore(_store(gov), TraceLedger(_ledger_path(gov))) == [lost]
+    ledger = TraceLedger(_ledger_path(gov))
+    assert [r["id"] for r in ledger.records()].count(lost) == 1
+    assert len(ledger.skipped_lines) == 1  # the cut line stays, reported
+    report = verify_ledger(_ledger_path(gov))
+    assert report.ok, report.message
+    assert report.unreadable == [2]
+    assert restore(_store(gov), TraceLedger(_ledger_path(gov))) == []
+
+
+def test_a_record_restored_below_its_offset_is_not_restored_again(gov: Path) -> None:
+    # A ledger reset to an older copy (from git or a backup) loses fsynced lines too: the
+    # records restored then land before the offsets their log lines name.
+    ws, tools = _tools(gov)
+    # A line appended and fsynced as before (a human decision, not in the store's log).
+    decision = build_event_record(metadata={"intent_id": "INT-001"}, repo_root=gov)
+    TraceLedger(_ledger_path(gov)).append(decision)
+    assert tools.write_file("inventory/a.py", "a = 1\n").success
+    assert tools.write_file("inventory/a.py", "a = 2\n").success
+    ws.close()
+    logged = [a["record"]["id"] for _, a in _logged(gov)]
+    assert len(logged) == 2 and all(a["at"] > 0 for _, a in _logged(gov))
+    os.truncate(_ledger_path(gov), 0)
+    os.unlink(str(_ledger_path(gov)) + ".head")
+    assert restore(_store(gov), TraceLedger(_ledger_path(gov))) == logged
+    ws, tools = _tools(gov, "agent-2")
+    for i in range(3):  # the ledger grows past the offsets again
+        assert tools.write_file("inventory/b.py", f"b = {i}\n").success
+    ws.close()
+    assert restore(_store(gov), TraceLedger(_ledger_path(gov))) == []
+    ids = _ids(gov)
+    assert len(ids) == len(set(ids)) == 5
+    assert verify_ledger(_ledger_path(gov)).ok
+
+
+def test_a_forged_offset_in_the_log_does_not_duplicate_a_record(gov: Path) -> None:
+    ws, tools = _tools(gov)
+    assert tools.write_file("inventory/a.py", "a = 1\n").success
+    tx, att = _logged(gov)[-1]
+    ws.store.compact()  # the ledger has the record: the log is rotated, its line dropped
+    assert _logged(gov) == []
+    # A copy of that line's attachment, its offset moved past the ledger's end.
+    forged = dict(att, at=10**9)
+    doc = {"xt/id": att["oid"], "type": "file", "content": "a = 1\n"}
+    ws.store.put([doc], attached=[json.dumps(forged).encode()])
+    ws.close()
+    for _ in range(3):
+        assert restore(_store(gov), TraceLedger(_ledger_path(gov))) == []
+    assert _ids(gov).count(att["record"]["id"]) == 1
+    assert verify_ledger(_ledger_path(gov)).ok
+
+
 _RESTORER = """
 import os, sys, time
-from ctxnb.govern.ledger import TraceLedger
+from ctxnb.govern.ledger import TraceLedger, build_event_record
 from ctxnb.govern.tracewal import restore
 
 store, ledger, go = sys.argv[1:4]
