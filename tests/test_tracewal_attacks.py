@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import os
+import stat
 import subprocess
 import sys
 import threading
@@ -20,7 +21,7 @@ import pytest
 
 from ctxnb import Workspace, _fsync
 from ctxnb._storeattach import attached_lines
-from ctxnb.errors import StaleFileError
+from ctxnb.errors import PolicyError, StaleFileError
 from ctxnb.govern import init_governance
 from ctxnb.govern.chain import verify_ledger
 from ctxnb.govern.ledger import TraceLedger, build_event_record
@@ -130,6 +131,86 @@ def test_a_forged_offset_in_the_log_does_not_duplicate_a_record(gov: Path) -> No
         assert restore(_store(gov), TraceLedger(_ledger_path(gov))) == []
     assert _ids(gov).count(att["record"]["id"]) == 1
     assert verify_ledger(_ledger_path(gov)).ok
+
+
+def test_a_fifo_planted_as_the_ledger_is_refused_and_the_record_kept_in_the_log(
+    gov: Path,
+) -> None:
+    from ctxnb.govern.record import FileChange, Origin, Recorder
+
+    ledger = _ledger_path(gov)
+    if ledger.exists():
+        ledger.unlink()
+    os.mkfifo(ledger)
+    ws = Workspace.open(gov)
+    rec = Recorder(gov)
+    rel = "inventory/a.py"
+    (gov / rel).write_text("a = 1\n")
+    pending = rec.prepare_logged(
+        FileChange(rel, old="", new="a = 1\n"),
+        Origin("write_file", caller="test", intent_id="INT-001"),
+        oid=ws.object_id(rel),
+        store_dir=ws.store.path,
+    )
+    obs = ws.observe([rel], data=[b"a = 1\n"], attached=[pending.attachment])[0]
+    ws.close()
+    # The other end, held open by whoever planted it: what reaches it leaves the ledger.
+    reader = os.open(ledger, os.O_RDONLY | os.O_NONBLOCK)
+    try:
+        for attempt in (
+            lambda: rec.finish_logged(pending, obs.tx_id),
+            lambda: TraceLedger(ledger).open_locked(),
+            lambda: list(TraceLedger(ledger).records()),  # opened to read: no writer
+        ):
+            with pytest.raises(PolicyError) as err:
+                attempt()
+            assert err.value.error_code == "PATH_DENIED"
+            assert err.value.details["rule"] == "not-a-regular-file"
+        try:
+            leaked = os.read(reader, 1 << 16)
+        except BlockingIOError:
+            leaked = b""
+        assert leaked == b"", "trace lines went into the planted FIFO"
+    finally:
+        os.close(reader)
+    assert not verify_ledger(ledger).ok
+    # The record is durable in the store's log: once a file replaces the FIFO, it is
+    # restored from there.
+    ledger.unlink()
+    assert restore(_store(gov), TraceLedger(ledger)) == [pending.recorded.trace_id]
+    assert verify_ledger(ledger).ok
+
+
+_HEAD_FIFO_WRITER = """
+import sys
+from ctxnb import Workspace
+
+ws = Workspace.open(sys.argv[1])
+tools = ws.tools(ws.session("agent-3"), caller="test-agent")
+tools.engine.select_active_intent("INT-001")
+print(tools.write_file("inventory/h.py", "h = 1\\n").success)
+ws.close()
+"""
+
+
+def test_a_fifo_planted_as_the_ledgers_head_does_not_hang_a_governed_write(gov: Path) -> None:
+    head = Path(str(_ledger_path(gov)) + ".head")
+    if head.exists():
+        head.unlink()
+    os.mkfifo(head)  # no reader: opening it to write would wait for one forever
+    proc = subprocess.run(
+        [sys.executable, "-c", _HEAD_FIFO_WRITER, str(gov)],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.strip() == "True"
+    assert stat.S_ISFIFO(os.lstat(head).st_mode)
+    (tx, att), *_ = _logged(gov)
+    assert att["record"]["files"][0]["path"] == "inventory/h.py"
+    with pytest.raises(PolicyError):
+        TraceLedger(_ledger_path(gov)).append(build_event_record(metadata={}, repo_root=None))
 
 
 _RESTORER = """
