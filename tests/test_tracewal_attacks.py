@@ -15,6 +15,7 @@ import stat
 import subprocess
 import sys
 import threading
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -386,3 +387,78 @@ def test_fsyncs_queued_from_many_threads_are_each_waited_and_forgotten(tmp_path:
     assert len(os.listdir(tmp_path)) == 320
     # Every descriptor the waits were given was closed by them.
     assert len(os.listdir("/proc/self/fd")) == open_before
+
+
+@pytest.fixture
+def small_orchestration(gov: Path) -> Iterator[Path]:
+    """``.orchestration/`` on a 256 KiB tmpfs of its own, so that it can really fill up."""
+    folder = gov / ".orchestration"
+    saved = {p.name: p.read_bytes() for p in folder.iterdir() if p.is_file()}
+    for name in saved:
+        (folder / name).unlink()
+    done = subprocess.run(
+        ["mount", "-t", "tmpfs", "-o", "size=256k", "tmpfs", str(folder)],
+        capture_output=True,
+        text=True,
+    )
+    if done.returncode != 0:
+        pytest.skip(f"cannot mount a tmpfs here: {done.stderr.strip()}")
+    try:
+        for name, data in saved.items():
+            (folder / name).write_bytes(data)
+        yield folder
+    finally:
+        subprocess.run(["umount", "-l", str(folder)], check=False)
+
+
+def _fill(folder: Path) -> Path:
+    """Take every free page of ``folder``'s file system."""
+    filler = folder / "filler"
+    fd = os.open(filler, os.O_WRONLY | os.O_CREAT, 0o644)
+    try:
+        for _ in range(1024):  # 256 KiB in 4 KiB pages, and more than enough
+            try:
+                os.write(fd, b"\0" * 4096)
+            except OSError:
+                break
+        for _ in range(4096):
+            try:
+                os.write(fd, b"\0")
+            except OSError:
+                break
+    finally:
+        os.close(fd)
+    return filler
+
+
+def test_a_ledger_line_a_full_disk_cut_after_its_id_is_restored_once_space_is_free(
+    gov: Path, small_orchestration: Path
+) -> None:
+    ws, tools = _tools(gov)
+    ledger = _ledger_path(gov)
+    line = 0
+    for i in range(64):  # until the ledger's last page has room for its id, not its line
+        before = ledger.stat().st_size if ledger.exists() else 0
+        assert tools.write_file("inventory/a.py", f"a = {i}\n").success
+        line = ledger.stat().st_size - before
+        room = 4096 - ledger.stat().st_size % 4096
+        if 80 < room < line - 80:
+            break
+    else:
+        pytest.fail("the ledger's lines never left the right room in a page")
+    filler = _fill(small_orchestration)
+    size = ledger.stat().st_size
+    result = tools.write_file("inventory/a.py", "a = 'cut'\n")
+    assert result.success  # the write and its record are durable in the store's log
+    assert size < ledger.stat().st_size < size + line  # the disk took part of the line
+    tx, att = _logged(gov)[-1]
+    lost = att["record"]["id"]
+    assert lost.encode() in ledger.read_bytes()[size:]
+    assert lost not in _ids(gov)
+    filler.unlink()
+    ws.close()
+    assert restore(_store(gov), TraceLedger(ledger)) == [lost]
+    by_id = {r["id"]: r for r in TraceLedger(ledger).records()}
+    assert by_id[lost]["metadata"]["version_id"] == f"{att['oid']}@{tx}" == result.version_id
+    report = verify_ledger(ledger)
+    assert report.ok and len(report.unreadable) == 1, report.message
