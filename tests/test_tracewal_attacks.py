@@ -497,3 +497,57 @@ def test_a_record_whose_log_fsync_failed_is_not_restored_into_the_ledger_later(
     ws.close()
     restore(_store(gov), TraceLedger(_ledger_path(gov)))  # the next writer, trace verify
     assert failed not in _ids(gov)
+
+
+_LOOPING_WRITER = """
+import sys
+from ctxnb import Workspace
+
+ws = Workspace.open(sys.argv[1])
+tools = ws.tools(ws.session("agent-" + sys.argv[2]), caller="test-agent")
+tools.engine.select_active_intent("INT-001")
+for i in range(200):
+    rel = f"inventory/k{sys.argv[2]}_{i}.py"
+    r = tools.write_file(rel, "k = 1\\n")
+    assert r.success, r.message
+    print(rel, r.version_id, flush=True)
+"""
+
+
+def test_writers_killed_at_any_moment_leave_each_record_once_after_a_restore(gov: Path) -> None:
+    acknowledged: list[tuple[str, str]] = []
+    for round_, kill_after in enumerate((1, 2, 3, 5, 8)):
+        proc = subprocess.Popen(
+            [sys.executable, "-c", _LOOPING_WRITER, str(gov), str(round_)],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        assert proc.stdout is not None
+        try:
+            for _ in range(kill_after):
+                line = proc.stdout.readline()
+                assert line, proc.stderr.read() if proc.stderr else ""
+                rel, version = line.split()
+                acknowledged.append((rel, version))
+        finally:
+            proc.kill()  # SIGKILL, wherever the next write is
+            proc.communicate(timeout=60)
+        assert proc.returncode == -9
+        # Whatever the moment, a restore makes the ledger whole again, chained.
+        restore(_store(gov), TraceLedger(_ledger_path(gov)))
+        ids = _ids(gov)
+        assert len(ids) == len(set(ids))
+        logged = {a["record"]["id"]: f"{a['oid']}@{tx}" for tx, a in _logged(gov)}
+        assert set(logged) <= set(ids)
+        by_id = {r["id"]: r for r in TraceLedger(_ledger_path(gov)).records()}
+        named = {by_id[i]["metadata"].get("version_id") for i in ids}
+        assert all(v in named for _, v in acknowledged)
+        assert all(by_id[i]["metadata"]["version_id"] == v for i, v in logged.items())
+        report = verify_ledger(_ledger_path(gov))
+        assert report.ok, report.message
+    ws = Workspace.open(gov)  # the store opens, every acknowledged version in it
+    for rel, version in acknowledged:
+        oid = ws.object_id(rel)
+        assert version in {f"{oid}@{v.tx_id}" for v in ws.store.history(oid)}
+    ws.close()
