@@ -838,6 +838,44 @@ def test_property_accepted_paths_stay_inside_and_are_canonical(
     assert policy.check(str(sp.abs)) == sp
 
 
+# Tildes and their look-alikes: fullwidth (NFKC '~'), small tilde and tilde operator
+# (NFKC leaves them other characters), a combining tilde, a fullwidth full stop and
+# solidus, and NFC/NFD pairs ('é' composed and decomposed).
+_TILDE_ALPHABET = st.sampled_from(
+    ["~", "\uff5e", "\u02dc", "\u223c", "\u0303", "/", ".", "./", "a", " ", "\uff0e",
+     "\uff0f", "\u00e9", "e\u0301", "~/", "\uff5e/"]
+)  # fmt: skip
+
+
+@settings(max_examples=400, deadline=None, database=None)
+@given(pieces=st.lists(_TILDE_ALPHABET, max_size=8), absolute=st.booleans())
+def test_property_a_tilde_never_leads_an_accepted_path_and_its_rel_checks_the_same(
+    tmp_path_factory: pytest.TempPathFactory, pieces: list[str], absolute: bool
+) -> None:
+    import unicodedata
+
+    ws = tmp_path_factory.getbasetemp() / "prop_tilde_ws"
+    ws.mkdir(exist_ok=True)
+    policy = PathPolicy([ws])
+    path = "".join(pieces)
+    if absolute:
+        path = f"{ws}/{path}"
+    try:
+        sp = policy.check(path)
+    except PolicyError as exc:
+        assert exc.error_code == "PATH_DENIED"
+        return
+    if sp.parts:
+        lead = sp.parts[0]
+        assert not lead.startswith("~")
+        assert not unicodedata.normalize("NFKC", lead).startswith("~")
+        # A file of that name found by a walk is judged as the path was.
+        assert policy._refusal(sp.parts) is None
+    assert policy.check(sp.rel) == sp
+    assert policy.check(f"./{sp.rel}") == sp
+    assert policy.check(str(sp.abs)) == sp
+
+
 def test_docstring_examples() -> None:
     for mod in (pathpolicy_mod, rules_mod):
         result = doctest.testmod(mod, optionflags=doctest.ELLIPSIS)

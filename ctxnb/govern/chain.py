@@ -28,11 +28,14 @@ Example:
 
 from __future__ import annotations
 
+import errno
 import json
 import os
+import stat
 from pathlib import Path
 
 from .._record import Record
+from ..errors import PolicyError
 from ..hashing import sha256_hex
 
 __all__ = ["ChainReport", "line_hash", "verify_ledger"]
@@ -68,26 +71,78 @@ def last_line(fd: int, size: int) -> bytes:
     return tail
 
 
-def write_head(ledger: Path, end: int, last: bytes) -> None:
-    """Record the ledger's length and last line (the caller holds the ledger's lock).
+def not_regular(path: Path) -> PolicyError:
+    """The refusal of a trace file that is not a regular file (a FIFO, a link...)."""
+    return PolicyError(
+        "PATH_DENIED",
+        f"{path} is not a regular file; ctxnb never writes trace lines through a link, "
+        "a FIFO or a device (rule: not-a-regular-file)",
+        recoverable=False,
+        required_action=f"Replace it by a regular file: {path}.",
+        details={"path": str(path), "rule": "not-a-regular-file"},
+    )
+
+
+def open_head(ledger: Path) -> int:
+    """The head file, opened to be written (the caller holds the ledger's lock).
+
+    Raises:
+        PolicyError: ``PATH_DENIED`` when it is not a regular file: a FIFO planted
+            there would block the open forever (with the ledger's lock held) or take
+            the writes, and a link would send them elsewhere.
+    """
+    path = head_path(ledger)
+    flags = os.O_WRONLY | os.O_CREAT | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC
+    try:
+        fd = os.open(path, flags, 0o644)
+    except OSError as exc:
+        if exc.errno not in (errno.ELOOP, errno.ENXIO):  # a link; a FIFO nobody reads
+            raise
+        raise not_regular(path) from None
+    if not stat.S_ISREG(os.fstat(fd).st_mode):
+        os.close(fd)
+        raise not_regular(path)
+    return fd
+
+
+def write_head(ledger: Path, end: int, last: bytes, fd: int | None = None) -> None:
+    """Record the ledger's length and last line (the caller holds the ledger's lock),
+    through ``fd`` when the caller opened it with :func:`open_head`.
 
     Fixed width, overwritten in place: no rename, so one ``pwrite`` per append. It
     is evidence, not data: not fsynced, so after a power loss it may lag the ledger,
     which :func:`verify_ledger` accepts.
     """
     body = b"%020d %s\n" % (end, line_hash(last).encode())
-    fd = os.open(head_path(ledger), os.O_WRONLY | os.O_CREAT | os.O_NOFOLLOW, 0o644)
+    if fd is not None:
+        os.pwrite(fd, body, 0)
+        return
+    fd = open_head(ledger)
     try:
         os.pwrite(fd, body, 0)
     finally:
         os.close(fd)
 
 
+def _read_regular(path: Path) -> bytes | None:
+    """A file's bytes; None when it is not a regular file (never waits on a FIFO)."""
+    fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
+    try:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            return None
+        with os.fdopen(os.dup(fd), "rb") as f:
+            return f.read()
+    finally:
+        os.close(fd)
+
+
 def _read_head(ledger: Path) -> tuple[int, str] | None:
     try:
-        raw = head_path(ledger).read_bytes()
+        raw = _read_regular(head_path(ledger))
     except FileNotFoundError:
         return None
+    if raw is None:
+        return (-1, "")
     parts = raw.split(b"\n", 1)[0].split(b" ")
     if len(parts) != 2 or not parts[0].isdigit():
         return (-1, "")
@@ -163,9 +218,12 @@ def verify_ledger(path: str | os.PathLike[str]) -> ChainReport:
     """
     ledger = Path(path)
     try:
-        data = ledger.read_bytes()
+        read = _read_regular(ledger)
     except FileNotFoundError:
-        data = b""
+        read = b""
+    if read is None:
+        return ChainReport(ok=False, lines=0, first_bad_line=1, message=str(not_regular(ledger)))
+    data = read
     lines = data.split(b"\n")
     if lines and lines[-1] == b"":
         lines.pop()

@@ -47,6 +47,7 @@ import errno
 import json
 import os
 import re
+import stat
 from collections import deque
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from datetime import UTC, datetime
@@ -497,6 +498,11 @@ class TraceLedger:
                 required_action=f"Replace the link by the real file or folder: {self.path}.",
                 details={"path": str(self.path), "rule": "symlink"},
             ) from None
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            # A FIFO planted there would take the lines away (opened to read and write,
+            # it does not even wait for a reader).
+            os.close(fd)
+            raise chain.not_regular(self.path)
         if fcntl is not None:
             # Writers of one ledger take turns so that the check below sees whole
             # lines; the lock dies with its process, so a crash cannot leave it held.
@@ -511,6 +517,16 @@ class TraceLedger:
         """Append prepared records as one write, each chained to the line before it
         (the caller holds the lock, see :meth:`open_locked`); not fsynced."""
         size = os.fstat(fd).st_size
+        # Opened first: a head ctxnb may not write refuses the append before its lines.
+        head = chain.open_head(self.path)
+        try:
+            self._write_lines(fd, size, prepared, head)
+        finally:
+            os.close(head)
+
+    def _write_lines(
+        self, fd: int, size: int, prepared: Sequence[dict[str, Any]], head: int
+    ) -> None:
         last = chain.last_line(fd, size)
         lines = []
         for redacted in prepared:
@@ -528,7 +544,7 @@ class TraceLedger:
         written = os.write(fd, data)
         while written < len(data):  # only on a full disk or a signal; finish the line
             written += os.write(fd, data[written:])
-        chain.write_head(self.path, size + len(data), last)
+        chain.write_head(self.path, size + len(data), last, head)
 
     def records(
         self, intent_id: str | None = None, file: str | None = None
@@ -538,14 +554,21 @@ class TraceLedger:
         Args:
             intent_id: only records made under this intent.
             file: only records that touch this path (relative, as stored).
+
+        Raises:
+            PolicyError: ``PATH_DENIED`` when the ledger is not a regular file.
         """
         self.skipped_lines = []
         want_file = file.replace("\\", "/").removeprefix("./") if file else None
         try:
-            fh = open(self.path, "rb")
+            # Not blocking: opened to read, a FIFO planted there would wait for a writer.
+            fd = os.open(self.path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
         except FileNotFoundError:
             return
-        with fh:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            os.close(fd)
+            raise chain.not_regular(self.path)
+        with os.fdopen(fd, "rb") as fh:
             for _, record in iter_jsonl(fh, skipped=self.skipped_lines):
                 if intent_id is not None and record_intent_id(record) != intent_id:
                     continue

@@ -83,11 +83,18 @@ def ledger_for(store_dir: str | os.PathLike[str], ledger: Path) -> None:
         _NAMED[name] = _LEDGERS[os.path.realpath(name)] = ledger
 
 
-def append_logged(ledger: TraceLedger, items: Sequence[Logged], *, durable: bool) -> list[str]:
+def append_logged(
+    ledger: TraceLedger, items: Sequence[Logged], *, durable: bool, anywhere: bool = False
+) -> list[str]:
     """Append each item's record unless the ledger has it already; fsync when ``durable``.
 
     One write under the ledger's lock, chained; returns the ids appended. The ledger is
-    searched from the earliest ``at`` on (or from its start, when it is shorter).
+    searched from the earliest ``at`` on (or from its start, when it is shorter); with
+    ``anywhere``, a record not found there is looked for in the whole ledger before it
+    is appended (an ``at`` comes from the log: a ledger reset to an older copy has its
+    restored records below their offsets, and a forged one may point past them). A
+    record counts as present only as a whole line: a line a crash cut short after the
+    id does not.
     """
     if not items:
         if durable and ledger.path.exists():
@@ -103,9 +110,12 @@ def append_logged(ledger: TraceLedger, items: Sequence[Logged], *, durable: bool
         size = os.fstat(fd).st_size
         start = min(min(it.at for it in items), size)
         tail = os.pread(fd, size - start, start) if size > start else b""
+        missing = {it.id for it in items if not _whole_line(tail, it.id)}
+        if anywhere and missing and start > 0:
+            missing -= _whole_lines_in(fd, size, missing)
         todo = []
         for it in items:
-            if it.id in appended or (b'"id":"%s"' % it.id.encode()) in tail:
+            if it.id in appended or it.id not in missing:
                 continue
             rec = dict(it.record)
             meta = dict(rec.get("metadata") or {})
@@ -122,6 +132,46 @@ def append_logged(ledger: TraceLedger, items: Sequence[Logged], *, durable: bool
         return appended
     finally:
         os.close(fd)  # also releases the lock
+
+
+def _whole_line(data: bytes, rid: str) -> bool:
+    """Whether a complete line of ``data`` is the record ``rid`` (the id of a line cut
+    short, or of a line that starts before ``data``, does not count)."""
+    mark = b'"id":"%s"' % rid.encode()
+    at = data.find(mark)
+    while at >= 0:
+        end = data.find(b"\n", at)
+        if end < 0:
+            return False  # the last line is not finished: cut by a crash
+        line = data[data.rfind(b"\n", 0, at) + 1 : end]
+        try:
+            rec = json.loads(line)
+        except ValueError:
+            rec = None
+        if isinstance(rec, dict) and rec.get("id") == rid:
+            return True
+        at = data.find(mark, end)
+    return False
+
+
+_SCAN = 1 << 20
+
+
+def _whole_lines_in(fd: int, size: int, ids: set[str]) -> set[str]:
+    """Which of ``ids`` are whole lines of the ledger's first ``size`` bytes (read a
+    chunk of complete lines at a time)."""
+    found: set[str] = set()
+    pos, carry = 0, b""
+    while pos < size and len(found) < len(ids):
+        chunk = os.pread(fd, min(_SCAN, size - pos), pos)
+        if not chunk:
+            break
+        pos += len(chunk)
+        data = carry + chunk
+        cut = data.rfind(b"\n") + 1
+        data, carry = data[:cut], data[cut:]
+        found.update(rid for rid in ids - found if _whole_line(data, rid))
+    return found
 
 
 def _trusted(att: Any, line: AttachedLine, ledger: TraceLedger) -> Logged | None:
@@ -158,7 +208,7 @@ def restore(
         for att in line.attached
         if (logged := _trusted(att, line, ledger)) is not None
     ]
-    return append_logged(ledger, items, durable=durable)
+    return append_logged(ledger, items, durable=durable, anywhere=True)
 
 
 def _settle(store_dir: str, end: int) -> None:
