@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import TYPE_CHECKING, Literal
 
-from .ledger import _LINE_END, normalized_content_hash
+from ._tracerecord import _LINE_END, normalized_content_hash
 
 if TYPE_CHECKING:
     from ..store import Version

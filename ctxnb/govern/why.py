@@ -56,7 +56,8 @@ from typing import TYPE_CHECKING, Any
 
 from ..errors import NotFoundError
 from ._linematch import LineMatcher, MatchKind, Range, line_key, split_lines
-from .ledger import TraceLedger, _relative_path, record_intent_id, record_session_id
+from ._tracerecord import _relative_path, record_intent_id, record_session_id
+from .ledger import TraceLedger
 
 if TYPE_CHECKING:
     from ..access.door import Access
