@@ -331,13 +331,19 @@ _TAIL_BYTES = 256 * 1024  # how far back ledger_html reads: bounded, whatever th
 def _tail_lines(path: Path, max_bytes: int = _TAIL_BYTES) -> tuple[list[bytes], int]:
     """The complete lines in the last ``max_bytes`` of a file, and the file size."""
     try:
-        size = path.stat().st_size
+        # Not blocking, and a regular file only: a FIFO planted as the ledger would hang
+        # a notebook's display of it (the writers refuse one, see open_locked).
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
     except FileNotFoundError:
         return [], 0
-    with open(path, "rb") as fh:
+    with os.fdopen(fd, "rb") as fh:
+        st = os.fstat(fd)
+        if not stat.S_ISREG(st.st_mode):
+            return [], 0
+        size = st.st_size
         start = max(0, size - max_bytes)
         fh.seek(start)
-        data = fh.read()
+        data = fh.read(size - start)
     lines = data.split(b"\n")
     if start > 0:
         lines = lines[1:]  # the first line read is probably a partial one
