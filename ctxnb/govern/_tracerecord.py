@@ -194,6 +194,7 @@ def build_event_record(
     """An Agent Trace record that changed no file (``files: []``), e.g. a human decision.
 
     Example:
+        >>> from ctxnb.govern.ledger import check_record
         >>> rec = build_event_record(metadata={"intent_id": "INT-1"}, repo_root=None)
         >>> rec["files"], rec["metadata"]["intent_id"], check_record(rec)
         ([], 'INT-1', [])
