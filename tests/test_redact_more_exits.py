@@ -168,3 +168,37 @@ def test_claude_code_cannot_write_ctxnb_settings_into_pyproject(sample_ws: Path)
         result = run_hook("pre-tool-use", json.dumps(payload), env={**os.environ})
         answer = result.answer.get("hookSpecificOutput", {}) if result.stdout else {}
         assert (answer.get("permissionDecision") == "deny") is denied, result
+
+
+def test_claude_code_hook_answers_name_files_redacted(sample_ws: Path) -> None:
+    """What the hooks tell Claude Code (a refusal's reason, a post hook's block) names
+    the file as the other exits do: a token in its name leaves redacted."""
+    from ctxnb.cli import main
+    from ctxnb.integrations.claude_code import run_hook
+
+    root = governed(sample_ws)
+    intents = root / ".orchestration" / "active_intents.yaml"
+    intents.write_text(INTENTS.replace('["**"]', '["inventory/**"]'), encoding="utf-8")
+    assert main(["hook", "select-intent", "INT-001", "--session", "s-1", "-w", str(root)]) == 0
+    outside = root / "notes" / f"{TOKEN}.md"  # INT-001 owns inventory/** only
+    outside.parent.mkdir()
+    base = {"session_id": "s-1", "cwd": str(root), "permission_mode": "default"}
+    pre = {
+        **base,
+        "hook_event_name": "PreToolUse",
+        "tool_name": "Write",
+        "tool_input": {"file_path": str(outside), "content": "hi\n"},
+        "tool_use_id": "toolu_02",
+    }
+    denied = run_hook("pre-tool-use", json.dumps(pre), env=dict(os.environ))
+    answer = denied.answer["hookSpecificOutput"]
+    assert answer["permissionDecision"] == "deny", denied
+    assert "[REDACTED:github-token]" in answer["permissionDecisionReason"], answer
+    # The write happened anyway (another hook allowed it): the post hook blocks it.
+    outside.write_text("hi\n", encoding="utf-8")
+    post = {**pre, "hook_event_name": "PostToolUse", "tool_response": {"success": True}}
+    blocked = run_hook("post-tool-use", json.dumps(post), env=dict(os.environ))
+    assert blocked.answer.get("decision") == "block", blocked
+    assert "[REDACTED:github-token]" in blocked.answer["reason"], blocked
+    for result in (denied, blocked):
+        assert TOKEN not in result.stdout + result.stderr, result
