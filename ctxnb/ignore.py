@@ -214,10 +214,14 @@ def _outer_matchers(
         if verdict is not None and verdict[0]:
             # As git: nothing below an ignored directory counts. Said out loud, since
             # an empty workspace is otherwise a puzzle.
+            from .redaction import redact_text  # the line is text an agent can write
+
             warnings.warn(
-                f"git ignores {above + '/'!r} (the line {verdict[1]!r}), so every untracked "
-                f"file in the workspace {os.fspath(root)!r} is ignored; set "
-                "[index] use_gitignore = false in ctxnb.toml to index it anyway",
+                redact_text(
+                    f"git ignores {above + '/'!r} (the line {verdict[1]!r}), so every "
+                    f"untracked file in the workspace {os.fspath(root)!r} is ignored; set "
+                    "[index] use_gitignore = false in ctxnb.toml to index it anyway"
+                ),
                 IgnoredWorkspaceWarning,
                 stacklevel=4,
             )

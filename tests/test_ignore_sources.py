@@ -178,6 +178,18 @@ def test_workspace_inside_an_ignored_directory_is_all_ignored(tmp_path: Path) ->
     assert "top.py" in _assert_same(ws)
 
 
+def test_the_ignored_workspace_warning_names_it_redacted(tmp_path: Path) -> None:
+    # The directory's name and the ignore line are text an agent can write.
+    token = "gh" + "p_" + "Ign0" + "k8Qz2Lw7Rt5Vx1Yb9Hd3Fs6Gj0Pm4Kc2"  # generated
+    (tmp_path / "repo" / "pkg").mkdir(parents=True)  # _repo puts a sibling there
+    top, ws = _repo(tmp_path, sub=f"{token}/ws")
+    _write(top / ".gitignore", [f"{token}/"])
+    with pytest.warns(IgnoredWorkspaceWarning) as seen:
+        assert _assert_same(ws) == set()
+    message = str(seen[0].message)
+    assert "[REDACTED:github-token]" in message and token not in message, message
+
+
 def test_use_gitignore_off_reads_no_git_source(tmp_path: Path, isolated_git: Path) -> None:
     top, ws = _repo(tmp_path)
     _write(top / ".gitignore", ["*.py"])
