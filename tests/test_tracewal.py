@@ -19,39 +19,23 @@ import textwrap
 from pathlib import Path
 
 import pytest
+from _tracewal_setup import fail_log_fsync, governed, ledger_path, logged_version, tools_of
 
 from ctxnb import Workspace, _fsync
 from ctxnb._storeattach import attached_lines
 from ctxnb.errors import StoreError
-from ctxnb.govern import init_governance, tracewal
+from ctxnb.govern import tracewal
 from ctxnb.govern.chain import verify_ledger
 from ctxnb.govern.ledger import TraceLedger, build_trace_record
 from ctxnb.govern.tracewal import attachment, restore
 
-INTENTS = """\
-active_intents:
-  - id: INT-001
-    name: Inventory work
-    owned_scope: ["inventory/**"]
-"""
-
 
 @pytest.fixture
 def gov(git_repo: Path) -> Path:
-    init_governance(git_repo)
-    (git_repo / ".orchestration" / "active_intents.yaml").write_text(INTENTS)
-    return git_repo
+    return governed(git_repo)
 
 
-def _tools(root: Path, sid: str = "agent-1"):
-    ws = Workspace.open(root)
-    tools = ws.tools(ws.session(sid), caller="test-agent", model_id="anthropic/claude-test")
-    tools.engine.select_active_intent("INT-001")
-    return ws, tools
-
-
-def _ledger_path(root: Path) -> Path:
-    return root / ".orchestration" / "agent_trace.jsonl"
+_tools, _ledger_path = tools_of, ledger_path
 
 
 def _records(root: Path) -> list[dict]:
@@ -193,21 +177,7 @@ def test_no_ledger_line_names_a_version_whose_log_fsync_failed(
     ws, tools = _tools(gov)
     assert tools.write_file("inventory/a.py", "a = 1\n").success
     before = _ids(gov)
-    real_aio = _fsync._aio_fsync
-
-    def aio_fsync(fd: int) -> object:
-        wait = real_aio(fd)
-        if os.readlink(f"/proc/self/fd/{fd}").endswith("txlog"):
-
-            def failed() -> None:
-                if wait is not None:
-                    wait()
-                raise OSError(5, "Input/output error")
-
-            return failed
-        return wait
-
-    monkeypatch.setattr(_fsync, "_aio_fsync", aio_fsync)
+    fail_log_fsync(monkeypatch)
     with pytest.raises(StoreError, match="durable"):
         tools.write_file("inventory/a.py", "a = 2\n")
     monkeypatch.undo()
@@ -415,19 +385,8 @@ def test_two_processes_writing_at_once_keep_the_ledger_whole(gov: Path) -> None:
 
 
 def test_a_record_a_recoverer_restored_first_is_not_appended_again(gov: Path) -> None:
-    from ctxnb.govern.record import FileChange, Origin, Recorder
 
-    ws = Workspace.open(gov)
-    rec = Recorder(gov)
-    rel = "inventory/a.py"
-    (gov / rel).write_text("a = 1\n")
-    pending = rec.prepare_logged(
-        FileChange(rel, old="", new="a = 1\n"),
-        Origin("write_file", caller="test", intent_id="INT-001"),
-        oid=ws.object_id(rel),
-        store_dir=ws.store.path,
-    )
-    obs = ws.observe([rel], data=[b"a = 1\n"], attached=[pending.attachment])[0]
+    ws, rec, pending, obs = logged_version(gov, "inventory/a.py", "a = 1\n")
     assert obs.doc is not None
     # Another process's recoverer runs between the commit and this writer's line.
     assert restore(ws.store.path, rec.ledger) == [pending.recorded.trace_id]

@@ -20,39 +20,22 @@ from pathlib import Path
 
 import pytest
 from _needs import require
+from _tracewal_setup import fail_log_fsync, governed, ledger_path, logged_version, tools_of
 
 from ctxnb import Workspace, _fsync
 from ctxnb._storeattach import attached_lines
 from ctxnb.errors import PolicyError, StaleFileError, StoreError
-from ctxnb.govern import init_governance
 from ctxnb.govern.chain import verify_ledger
 from ctxnb.govern.ledger import TraceLedger, build_event_record
 from ctxnb.govern.tracewal import restore
 
-INTENTS = """\
-active_intents:
-  - id: INT-001
-    name: Inventory work
-    owned_scope: ["inventory/**"]
-"""
-
 
 @pytest.fixture
 def gov(git_repo: Path) -> Path:
-    init_governance(git_repo)
-    (git_repo / ".orchestration" / "active_intents.yaml").write_text(INTENTS)
-    return git_repo
+    return governed(git_repo)
 
 
-def _tools(root: Path, sid: str = "agent-1"):
-    ws = Workspace.open(root)
-    tools = ws.tools(ws.session(sid), caller="test-agent", model_id="anthropic/claude-test")
-    tools.engine.select_active_intent("INT-001")
-    return ws, tools
-
-
-def _ledger_path(root: Path) -> Path:
-    return root / ".orchestration" / "agent_trace.jsonl"
+_tools, _ledger_path = tools_of, ledger_path
 
 
 def _store(root: Path) -> Path:
@@ -138,23 +121,12 @@ def test_a_forged_offset_in_the_log_does_not_duplicate_a_record(gov: Path) -> No
 def test_a_fifo_planted_as_the_ledger_is_refused_and_the_record_kept_in_the_log(
     gov: Path,
 ) -> None:
-    from ctxnb.govern.record import FileChange, Origin, Recorder
 
     ledger = _ledger_path(gov)
     if ledger.exists():
         ledger.unlink()
     os.mkfifo(ledger)
-    ws = Workspace.open(gov)
-    rec = Recorder(gov)
-    rel = "inventory/a.py"
-    (gov / rel).write_text("a = 1\n")
-    pending = rec.prepare_logged(
-        FileChange(rel, old="", new="a = 1\n"),
-        Origin("write_file", caller="test", intent_id="INT-001"),
-        oid=ws.object_id(rel),
-        store_dir=ws.store.path,
-    )
-    obs = ws.observe([rel], data=[b"a = 1\n"], attached=[pending.attachment])[0]
+    ws, rec, pending, obs = logged_version(gov, "inventory/a.py", "a = 1\n")
     ws.close()
     # The other end, held open by whoever planted it: what reaches it leaves the ledger.
     reader = os.open(ledger, os.O_RDONLY | os.O_NONBLOCK)
@@ -479,21 +451,7 @@ def test_a_record_whose_log_fsync_failed_is_not_restored_into_the_ledger_later(
 ) -> None:
     ws, tools = _tools(gov)
     assert tools.write_file("inventory/a.py", "a = 1\n").success
-    real_aio = _fsync._aio_fsync
-
-    def aio_fsync(fd: int) -> object:
-        wait = real_aio(fd)
-        if os.readlink(f"/proc/self/fd/{fd}").endswith("txlog"):
-
-            def failed() -> None:
-                if wait is not None:
-                    wait()
-                raise OSError(5, "Input/output error")
-
-            return failed
-        return wait
-
-    monkeypatch.setattr(_fsync, "_aio_fsync", aio_fsync)
+    fail_log_fsync(monkeypatch)
     with pytest.raises(StoreError, match="durable"):
         tools.write_file("inventory/a.py", "a = 2\n")
     monkeypatch.undo()
