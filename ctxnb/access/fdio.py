@@ -360,8 +360,8 @@ class PathPolicy(_FdWalk):
             expected_sha256: the SHA-256 of the content the new bytes were computed from;
                 with ``check_replaced``, None means they were computed for a new file.
             new_file_mode: the permission bits (``0o777`` part) of a file that did not
-                exist, set on the temporary file's descriptor before the rename, so no
-                path is followed to set them; an existing file keeps its own.
+                exist, minus the umask, given when the temporary file is created (no path
+                is followed to set them); an existing file keeps its own.
             while_syncing: work to do while the temporary file's data is fsynced (on
                 the fsync thread); the rename waits for both. If it raises, nothing is
                 written and its error is raised.
