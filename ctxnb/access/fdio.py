@@ -440,12 +440,20 @@ class PathPolicy(_FdWalk):
                 os.close(parent)
         return p.safe
 
-    def delete(self, path: str | os.PathLike[str] | SafePath) -> None:
+    def delete(
+        self, path: str | os.PathLike[str] | SafePath, *, expected_sha256: str | None = None
+    ) -> None:
         """Unlink a regular file through the walk; a link, directory or special file is refused.
+
+        Args:
+            path: the file.
+            expected_sha256: the content the deletion was decided on: checked right
+                before the unlink, so a save by another program since is kept.
 
         Raises:
             PolicyError: ``PATH_DENIED``.
             NotFoundError: no such file.
+            StaleFileError: the file no longer holds ``expected_sha256``; it was kept.
 
         Example:
             >>> import pathlib, tempfile
@@ -464,6 +472,12 @@ class PathPolicy(_FdWalk):
             if st is None:
                 raise NotFoundError(f"No file {_short(p.display)!r} in {p.root.real}.")
             self._require_plain(st, p, allow_dir=False)
+            if expected_sha256 is not None:
+                from ._replace import check_unchanged
+
+                check_unchanged(
+                    parent, p.parts[-1], rel=p.safe.rel, expected_sha256=expected_sha256
+                )
             # If the entry is swapped between the lstat and here, unlinkat removes a
             # link itself (never its target) and fails on a directory: still contained.
             try:

@@ -251,10 +251,15 @@ class _CommitSteps:
                 stale.append(p)
 
         try:
-            # Deletions first (a file that becomes a directory), then the writes.
+            # Deletions first (a file that becomes a directory), then the writes. Each
+            # is checked right before its unlink, as a write before its rename.
             for p in planned:
                 if p.new is None:
-                    tools.policy.delete(p.rel)
+                    assert p.old is not None  # a deletion of nothing is not planned
+                    try:
+                        tools.policy.delete(p.rel, expected_sha256=sha256_hex(p.old))
+                    except StaleFileError:
+                        stale.append(p)
             writes = [p for p in planned if p.new is not None]
             if len(writes) == 1:
                 write(writes[0])

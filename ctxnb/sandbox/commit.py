@@ -21,7 +21,7 @@ is read from the upper layer. Then:
    started from: a file changed by someone else since the command started (its ctime
    is at or after the start) is a **conflict**, and then nothing of the command is
    committed (one command's commit is all-or-nothing up to I/O errors). Each file is
-   checked once more right before its rename: a save landing during the commit stays
+   checked once more right before its rename (or unlink): a save landing during the commit stays
    and is reported as a conflict.
 4. Each change goes through the one governed write path: the access layer's descriptor
    walk with ``O_NOFOLLOW`` at every component (:meth:`PathPolicy.write_bytes_atomic`,
