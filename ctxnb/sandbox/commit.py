@@ -33,7 +33,8 @@ Nothing here writes stored bytes back into the workspace to undo a command: what
 committed was never in the workspace.
 
 Files ignored by the workspace's ignore rules, or over ``[index] max_file_bytes``, are
-committed but not stored (``untracked``), as the indexer does not store them.
+committed but not stored (``untracked``), as the indexer does not store them; they are
+traced all the same (the ignore files are files an agent may write).
 """
 
 from __future__ import annotations
@@ -107,7 +108,8 @@ class EffectsReport:
     """What happened to a command's changes.
 
     Attributes:
-        changed: changes committed: ``{path, kind, version, trace_id}``.
+        changed: changes committed: ``{path, kind, version, trace_id}`` (``version``
+            None for an untracked file).
         dropped: changes not committed: ``{path, reason}``.
         conflicts: files changed by someone else while the command ran
             ``{path, reason}``; when one is found before the commit, nothing was
