@@ -535,6 +535,7 @@ POLICY_PATH_MODULES = {
     "ctxnb.access._fdwalk",  # fdio's descriptor walk, in its own module since the split
     "ctxnb.access._safepath",  # SafePath and the parsed path, split from pathrules
     "ctxnb.access.fdio",
+    "ctxnb.access.ownenv",  # ctxnb's environment inside the workspace is governance
     "ctxnb.access.pathrules",
     "ctxnb.cli",
     "ctxnb.errors",

@@ -252,8 +252,13 @@ class _FdWalk(PathRules):
         while_syncing: Callable[[], object] | None = None,
     ) -> str:
         # An existing file's temp starts private (0o600) so a secret file's new content
-        # is never briefly readable by others; a new file gets 0o666 minus the umask.
-        create_mode = 0o600 if old is not None else 0o666
+        # is never briefly readable by others; a new file gets 0o666 (or the mode asked
+        # for) minus the umask: the kernel applies it at creation, so a new file never
+        # grants more than the user's umask allows (no world-writable executable).
+        if old is not None:
+            create_mode = 0o600
+        else:
+            create_mode = 0o666 if new_mode is None else new_mode & 0o777
         for _ in range(16):
             name = f"{TEMP_PREFIX}{os.urandom(8).hex()}"
             try:
@@ -276,8 +281,6 @@ class _FdWalk(PathRules):
                     except PermissionError:
                         pass  # only root may give a file away; keep ours
                 os.fchmod(fd, stat_mod.S_IMODE(old.st_mode) & 0o777)
-            elif new_mode is not None:
-                os.fchmod(fd, new_mode & 0o777)
             if while_syncing is None:
                 os.fsync(fd)
             else:

@@ -84,6 +84,16 @@ def _exchange(parent: int, a: str, b: str) -> bool:
     raise OSError(err, os.strerror(err), b)
 
 
+def check_unchanged(parent: int, name: str, *, rel: str, expected_sha256: str) -> None:
+    """Raise :class:`StaleFileError` unless ``name`` (in ``parent``) holds the content
+    ``expected_sha256``: the last check before a governed deletion."""
+    now = _read(name, parent)
+    if now is None:
+        raise _stale(rel, expected_sha256, None, "it was deleted")
+    if sha256_hex(now[0]) != expected_sha256:
+        raise _stale(rel, expected_sha256, now[0], "its content changed")
+
+
 def replace_checked(
     parent: int,
     tmp: str,

@@ -114,10 +114,13 @@ class Access:
         )
 
     def governance_globs(self) -> tuple[str, ...]:
-        """:data:`GOVERNANCE`, plus ``pyproject.toml`` when it holds the settings."""
+        """:data:`GOVERNANCE`, plus ``pyproject.toml`` when it holds the settings, plus
+        the Python environment ctxnb runs in where it lies inside the workspace."""
+        from .ownenv import environment_globs
+
         source = self.config.source or ""
         extra = ("/pyproject.toml",) if source.endswith("[tool.ctxnb]") else ()
-        return (*GOVERNANCE, *extra)
+        return (*GOVERNANCE, *extra, *environment_globs(self.root))
 
     # -- paths --------------------------------------------------------------------------
     def abspath(self, path: str | os.PathLike[str]) -> str:

@@ -360,8 +360,8 @@ class PathPolicy(_FdWalk):
             expected_sha256: the SHA-256 of the content the new bytes were computed from;
                 with ``check_replaced``, None means they were computed for a new file.
             new_file_mode: the permission bits (``0o777`` part) of a file that did not
-                exist, set on the temporary file's descriptor before the rename, so no
-                path is followed to set them; an existing file keeps its own.
+                exist, minus the umask, given when the temporary file is created (no path
+                is followed to set them); an existing file keeps its own.
             while_syncing: work to do while the temporary file's data is fsynced (on
                 the fsync thread); the rename waits for both. If it raises, nothing is
                 written and its error is raised.
@@ -440,12 +440,20 @@ class PathPolicy(_FdWalk):
                 os.close(parent)
         return p.safe
 
-    def delete(self, path: str | os.PathLike[str] | SafePath) -> None:
+    def delete(
+        self, path: str | os.PathLike[str] | SafePath, *, expected_sha256: str | None = None
+    ) -> None:
         """Unlink a regular file through the walk; a link, directory or special file is refused.
+
+        Args:
+            path: the file.
+            expected_sha256: the content the deletion was decided on: checked right
+                before the unlink, so a save by another program since is kept.
 
         Raises:
             PolicyError: ``PATH_DENIED``.
             NotFoundError: no such file.
+            StaleFileError: the file no longer holds ``expected_sha256``; it was kept.
 
         Example:
             >>> import pathlib, tempfile
@@ -464,6 +472,12 @@ class PathPolicy(_FdWalk):
             if st is None:
                 raise NotFoundError(f"No file {_short(p.display)!r} in {p.root.real}.")
             self._require_plain(st, p, allow_dir=False)
+            if expected_sha256 is not None:
+                from ._replace import check_unchanged
+
+                check_unchanged(
+                    parent, p.parts[-1], rel=p.safe.rel, expected_sha256=expected_sha256
+                )
             # If the entry is swapped between the lstat and here, unlinkat removes a
             # link itself (never its target) and fails on a directory: still contained.
             try:

@@ -18,7 +18,7 @@ rule's name):
 
 * ``empty`` (also a blank name such as ``" /x"``), ``not-a-string``, ``nul-byte``,
   ``control-char`` (C0/C1 controls and the bidirectional overrides used to disguise
-  names), ``unencodable``.
+  names), ``unencodable`` (a name that is not valid UTF-8: ctxnb keeps paths as text).
 * ``path-too-long`` (more than ``max_path_bytes`` bytes, 4096 by default) and
   ``component-too-long`` (a name over 255 bytes).
 * ``backslash``: a backslash is refused outright, because agents send Windows paths
@@ -172,7 +172,8 @@ _REQUIRED_ACTION = {
     "not-a-string": "Pass the path as a str.",
     "nul-byte": "Remove the NUL byte from the path.",
     "control-char": "Remove control and bidirectional-override characters from the path.",
-    "unencodable": "Pass a path that can be encoded for the filesystem (no lone surrogates).",
+    "unencodable": "Pass a path that is valid UTF-8 (no lone surrogates); rename a file "
+    "whose name is not.",
     "path-too-long": "Use a shorter path.",
     "component-too-long": "Use names of at most 255 bytes.",
     "backslash": "Use '/' as the separator; backslashes are not accepted.",
@@ -238,9 +239,16 @@ def _build_spec(
 
 def _fs_bytes(text: str, display: str) -> bytes:
     try:
+        # A name that is not valid UTF-8 (a lone surrogate, from os.fsdecode or an
+        # agent's JSON) cannot be stored or traced: refused before anything is written.
+        text.encode("utf-8")
         return os.fsencode(text)
     except UnicodeEncodeError:
-        _deny(display, "unencodable", "it contains characters the filesystem cannot encode")
+        _deny(
+            display,
+            "unencodable",
+            "it is not valid UTF-8 or contains characters the filesystem cannot encode",
+        )
 
 
 def map_mount_prefix(path: str, mounts: Iterable[tuple[str, str]]) -> str:

@@ -136,12 +136,15 @@ class _Context:
     @property
     def policy(self) -> PathPolicy:
         if self._policy is None:
+            from ..access.ownenv import environment_globs
+
             s = self.settings
             self._policy = _pathpolicy_module().PathPolicy(
                 [self.root],
                 allow=s["allow"],
                 deny=s["deny"],
-                protect=s["protect"],
+                # The hook's own environment, when it lies in the workspace, is governance.
+                protect=[*s["protect"], *environment_globs(self.root)],
                 max_path_bytes=s["max_path_bytes"],
             )
         return self._policy

@@ -251,10 +251,15 @@ class _CommitSteps:
                 stale.append(p)
 
         try:
-            # Deletions first (a file that becomes a directory), then the writes.
+            # Deletions first (a file that becomes a directory), then the writes. Each
+            # is checked right before its unlink, as a write before its rename.
             for p in planned:
                 if p.new is None:
-                    tools.policy.delete(p.rel)
+                    assert p.old is not None  # a deletion of nothing is not planned
+                    try:
+                        tools.policy.delete(p.rel, expected_sha256=sha256_hex(p.old))
+                    except StaleFileError:
+                        stale.append(p)
             writes = [p for p in planned if p.new is not None]
             if len(writes) == 1:
                 write(writes[0])
@@ -275,29 +280,32 @@ class _CommitSteps:
                 tracked = [p for p in tracked if p.rel not in kept]
             tracked_set = {p.rel for p in tracked}
             report.untracked.extend(p.rel for p in planned if p.rel not in tracked_set)
-            if not tracked:
+            if not planned:
                 return
             observed = ws.observe([p.rel for p in tracked], data=[p.new for p in tracked])
+            stored = {p.rel: obs for p, obs in zip(tracked, observed, strict=True)}
             from ..access.observe import decode_bytes
             from ..redaction import redact
 
+            def text(data: bytes | None) -> str | None:
+                if data is None:
+                    return None
+                # A file over the index's limit is not decoded: traced as binary.
+                return "" if len(data) > self._max_bytes else (decode_bytes(data) or "")
+
             session = tools.session
             changes = []
-            for p, obs in zip(tracked, observed, strict=True):
-                version = obs.version_id if obs.tx_id is not None else None
-                if obs.tx_id is not None:
+            # Every committed change is traced, stored or not: which files are ignored
+            # is decided by files the agent may write (.gitignore, .ctxnbignore).
+            for p in planned:
+                obs = stored.get(p.rel)
+                version = obs.version_id if obs is not None and obs.tx_id is not None else None
+                if obs is not None and obs.tx_id is not None:
                     session.took_version(obs.object_id)
                 meta: dict[str, Any] = {"change": p.kind}
                 if version:
                     meta["version_id"] = version
-                changes.append(
-                    (
-                        p.rel,
-                        None if p.old is None else (decode_bytes(p.old) or ""),
-                        None if p.new is None else (decode_bytes(p.new) or ""),
-                        meta,
-                    )
-                )
+                changes.append((p.rel, text(p.old), text(p.new), meta))
             # Only changes in the intent's scope get this far (the rest were dropped).
             origin_meta: dict[str, Any] = {
                 "command": redact(command).text,

@@ -56,7 +56,10 @@ class Dropped:
     reason: str
 
     def to_dict(self) -> dict[str, str]:
-        return {"path": self.path, "reason": self.reason}
+        # A name the command made need not be UTF-8; its bytes are shown escaped
+        # (``\\xff``), so the report can be stored and sent as text.
+        shown = os.fsencode(self.path).decode("utf-8", "backslashreplace")
+        return {"path": shown, "reason": self.reason}
 
 
 _WHAT = {"symlink": "a symlink", "special": "a FIFO, socket or device", "hardlink": "a hard link"}

@@ -21,7 +21,7 @@ is read from the upper layer. Then:
    started from: a file changed by someone else since the command started (its ctime
    is at or after the start) is a **conflict**, and then nothing of the command is
    committed (one command's commit is all-or-nothing up to I/O errors). Each file is
-   checked once more right before its rename: a save landing during the commit stays
+   checked once more right before its rename (or unlink): a save landing during the commit stays
    and is reported as a conflict.
 4. Each change goes through the one governed write path: the access layer's descriptor
    walk with ``O_NOFOLLOW`` at every component (:meth:`PathPolicy.write_bytes_atomic`,
@@ -33,7 +33,8 @@ Nothing here writes stored bytes back into the workspace to undo a command: what
 committed was never in the workspace.
 
 Files ignored by the workspace's ignore rules, or over ``[index] max_file_bytes``, are
-committed but not stored (``untracked``), as the indexer does not store them.
+committed but not stored (``untracked``), as the indexer does not store them; they are
+traced all the same (the ignore files are files an agent may write).
 """
 
 from __future__ import annotations
@@ -107,7 +108,8 @@ class EffectsReport:
     """What happened to a command's changes.
 
     Attributes:
-        changed: changes committed: ``{path, kind, version, trace_id}``.
+        changed: changes committed: ``{path, kind, version, trace_id}`` (``version``
+            None for an untracked file).
         dropped: changes not committed: ``{path, reason}``.
         conflicts: files changed by someone else while the command ran
             ``{path, reason}``; when one is found before the commit, nothing was

@@ -420,21 +420,15 @@ def _find_masked(
 
 
 def _python_paths() -> list[str]:
-    """The Python environment ctxnb runs in, when it lives outside the system directories."""
-    out = []
-    # Site directories a .pth file adds from another environment (a shared one) too,
-    # so that the environment's tools (pytest …) import in the sandbox as outside.
-    sites = {p for p in sys.path if os.path.basename(p) in ("site-packages", "dist-packages")}
-    for p in {
-        sys.prefix,
-        sys.base_prefix,
-        os.path.dirname(os.path.realpath(sys.executable)),
-        *sites,
-    }:
-        real = os.path.realpath(p)
-        if not any(real == s or real.startswith(s + "/") for s in _SYSTEM_RO):
-            out.append(real)
-    return sorted(out)
+    """The Python environment ctxnb runs in, when it lives outside the system directories.
+
+    Site directories a .pth file adds from another environment (a shared one) too, so
+    that the environment's tools (pytest …) import in the sandbox as outside."""
+    from ..access.ownenv import own_environment
+
+    return [
+        p for p in own_environment() if not any(p == s or p.startswith(s + "/") for s in _SYSTEM_RO)
+    ]
 
 
 def bwrap_argv(
@@ -484,6 +478,12 @@ def bwrap_argv(
         p = f"{root}/{name}"
         if os.path.lexists(p) and not os.path.islink(p):
             a += ["--ro-bind", p, p]
+    from ..access.ownenv import within
+
+    # ctxnb's own environment inside the workspace (a project's .venv): read-only, as
+    # outside it; its code runs in ctxnb's processes on the host.
+    for p in within(root):
+        a += ["--ro-bind", p, p]
     if plan.hidden_git_objects is not None and os.path.isdir(f"{root}/.git/objects"):
         a += ["--tmpfs", f"{root}/.git/objects", "--remount-ro", f"{root}/.git/objects"]
     for name in HIDDEN:
