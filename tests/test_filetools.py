@@ -231,6 +231,26 @@ def test_dispatch_errors_are_structured(tools):
     assert ok["ok"] and any(h["path"] == "inventory/models.py" for h in ok["result"])
 
 
+def test_a_lone_surrogate_in_any_argument_is_refused_and_audited_escaped(tools, sample_ws):
+    # JSON can spell "\udcff", which is no text: no file name, content or log line holds
+    # it. Every tool refuses it up front, nothing is written, and the audit keeps a line.
+    before = {p.name for p in sample_ws.iterdir()}
+    for name, args, where in [
+        ("read_file", {"path": "README\udcff.md"}, "path"),
+        ("write_file", {"path": "x.py", "content": "a = '\ud800'\n"}, "content"),
+        ("search", {"pattern": "x", "glob": ["*.py", "a\udcff"]}, "glob.1"),
+        ("get_diff", {"path": "README.md", "version2": "x\udcff"}, "version2"),
+    ]:
+        out = tools.dispatch(name, args)
+        assert out["error_code"] == "INVALID_ARGUMENTS", (name, out)
+        assert f"{name}: {where}: holds a lone surrogate" in out["message"], out
+    assert {p.name for p in sample_ws.iterdir()} == before
+    lines = (sample_ws / ".ctxnb" / "audit.jsonl").read_text(encoding="utf-8").splitlines()
+    refused = [json.loads(x) for x in lines if "INVALID_ARGUMENTS" in x]
+    assert len(refused) == 4 and refused[0]["args"]["path"] == "README\\udcff.md"
+    assert tools.dispatch("read_file", {"path": "README.md"})["ok"]
+
+
 def test_diff_and_history(tools, sample_ws):
     r = tools.read_file("web/app.js")
     tools.write_file("web/app.js", r.content + "// more\n", expected_sha256=r.sha256)

@@ -257,6 +257,20 @@ class ToolRunner:
                     required_action=f"Use one of: {', '.join(self.tool_names())}.",
                 ),
             )
+        where = _not_unicode(args)
+        if where is not None:
+            # A lone surrogate ("\udcff", which JSON can spell) is no text: no file name,
+            # content or log line can hold it. Refused here, and audited escaped.
+            return self._refuse_early(
+                name,
+                args,
+                _error(
+                    "INVALID_ARGUMENTS",
+                    f"{name}: {where or '(arguments)'}: holds a lone surrogate, which is not "
+                    "valid Unicode text",
+                    required_action="Send the arguments as valid Unicode (UTF-8) text.",
+                ),
+            )
         try:
             parsed = info.args.model_validate(args)
         except ValidationError as e:
@@ -328,7 +342,14 @@ class ToolRunner:
 
     def _refuse_early(self, name: str, args: dict[str, Any], err: dict[str, Any]) -> dict[str, Any]:
         """Audit a call refused before it could run (unknown tool, bad arguments)."""
-        self._audit(name, args, duration_ms=0.0, success=False, error_code=err["error_code"])
+        # Escaped: the arguments of a refused call may be anything, lone surrogates too.
+        self._audit(
+            _escaped(name),
+            _escaped(args),
+            duration_ms=0.0,
+            success=False,
+            error_code=err["error_code"],
+        )
         return err
 
     def _audit(
@@ -474,3 +495,38 @@ def _toolcall_content(result: Any, error: BaseException | None) -> str:
             more += f"\n[truncated: more hits; search again with cursor={result.cursor!r}]"
         return "\n".join(lines) + more
     return str(result)
+
+
+def _not_unicode(value: Any, where: str = "") -> str | None:
+    """Where in JSON-like ``value`` a string holds a lone surrogate (``""``: the value
+    itself), or None when every string is valid Unicode."""
+    if isinstance(value, str):
+        try:
+            value.encode("utf-8")
+        except UnicodeEncodeError:
+            return where
+        return None
+    if isinstance(value, dict):
+        items: Any = value.items()
+    elif isinstance(value, list | tuple):
+        items = enumerate(value)
+    else:
+        return None
+    for key, item in items:
+        found = _not_unicode(key, where) if isinstance(key, str) else None
+        if found is None:
+            found = _not_unicode(item, f"{where}.{key}" if where else str(key))
+        if found is not None:
+            return found
+    return None
+
+
+def _escaped(value: Any) -> Any:
+    """``value`` with each lone surrogate written as its escape (for the audit line)."""
+    if isinstance(value, str):
+        return value.encode("utf-8", "backslashreplace").decode("utf-8")
+    if isinstance(value, dict):
+        return {_escaped(k): _escaped(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [_escaped(v) for v in value]
+    return value
