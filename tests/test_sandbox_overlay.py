@@ -208,6 +208,10 @@ GOVERNANCE_WRITES = [
     (".claude/settings.json", "mkdir -p .claude && echo '{\"hooks\": {}}' > .claude/settings.json"),
     (".claude/settings.local.json", "mkdir -p .claude && echo '{}' > .claude/settings.local.json"),
     (".mcp.json", "echo '{}' > .mcp.json"),
+    # A project in a subdirectory: Claude Code started there reads these.
+    ("pkg/.claude/settings.json",
+     "mkdir -p pkg/.claude && echo '{\"hooks\": {}}' > pkg/.claude/settings.json"),
+    ("pkg/.mcp.json", "mkdir -p pkg && echo '{}' > pkg/.mcp.json"),
     (".venv/lib/python3.11/site-packages/zz9.pth",
      "mkdir -p .venv/lib/python3.11/site-packages && "
      "echo 'import os' > .venv/lib/python3.11/site-packages/zz9.pth"),

@@ -92,8 +92,9 @@ GOVERNANCE: tuple[str, ...] = (
     ".ctxnb/",
     "/ctxnb.toml",
     ".git",
-    "/.claude/settings*.json",
-    "/.mcp.json",
+    # At any depth: Claude Code started in a subdirectory reads that directory's own.
+    "**/.claude/settings*.json",
+    ".mcp.json",
     "*.pth",
     "sitecustomize.py",
     "usercustomize.py",
