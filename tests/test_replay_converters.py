@@ -472,6 +472,14 @@ def test_unknown_content_lists_known_formats(tmp_path: Path, content: str) -> No
     assert "ctxnb reads" in str(info.value) and "claude-code" in str(info.value)
 
 
+def test_json_nested_too_deeply_is_a_format_error(tmp_path: Path) -> None:
+    p = tmp_path / "deep.json"
+    p.write_text("[" * 100_000 + "]" * 100_000)
+    with pytest.raises(TrajectoryFormatError, match="nested too deeply") as info:
+        load(p)
+    assert str(p) in str(info.value)
+
+
 def test_stats_and_repr() -> None:
     t = Trajectory(
         id="x",

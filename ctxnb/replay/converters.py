@@ -117,6 +117,12 @@ def _read(path: Path) -> tuple[str, Any, int]:
         data = json.loads(stripped)
     except json.JSONDecodeError as exc:
         whole_error = exc
+    except RecursionError:
+        raise TrajectoryFormatError(
+            f"{where}: the JSON is nested too deeply to read; no trajectory format "
+            f"nests like this (ctxnb reads {_known()}).",
+            path=where,
+        ) from None
     else:
         fmt = _sniff_object(data)
         if fmt:
