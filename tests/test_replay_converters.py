@@ -480,6 +480,28 @@ def test_json_nested_too_deeply_is_a_format_error(tmp_path: Path) -> None:
     assert str(p) in str(info.value)
 
 
+def test_claude_code_ids_of_the_wrong_type_do_not_fail_the_file() -> None:
+    """A uuid, parentUuid or message id that is a list or an object (unhashable) is no
+    link: the records still convert instead of raising TypeError."""
+    user = {"type": "user", "uuid": "u1", "parentUuid": None,
+            "message": {"role": "user", "content": "fix it"}}  # fmt: skip
+    reply = {"type": "assistant", "uuid": "a1", "parentUuid": "u1",
+             "message": {"id": ["m"], "role": "assistant",
+                         "content": [{"type": "text", "text": "done"}]}}  # fmt: skip
+    odd = [
+        [user, reply],
+        [user, {**reply, "parentUuid": ["u1"]}],
+        [user, {**reply, "parentUuid": {"u": 1}, "logicalParentUuid": [1]}],
+        [user, {**reply, "uuid": ["a1"]}],
+    ]
+    for records in odd:
+        t = from_claude_code(records)
+        assert t.task == "fix it" or t.steps, records
+    assert [(s.action.tool, s.thought) for s in from_claude_code(odd[0]).steps] == [
+        ("reply", "done")
+    ]
+
+
 def test_stats_and_repr() -> None:
     t = Trajectory(
         id="x",

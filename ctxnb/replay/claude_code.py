@@ -153,6 +153,12 @@ def _blocks(rec: dict[str, Any], kind: str) -> list[dict[str, Any]]:
     return [b for b in c if isinstance(b, dict) and b.get("type") == kind]
 
 
+def _link(value: Any) -> str | None:
+    """An id that links records: a string, else nothing (a list or an object there is
+    damage, and would not even be hashable)."""
+    return value if isinstance(value, str) and value else None
+
+
 def _main_line(
     records: list[dict[str, Any]], notes: list[str] | None = None
 ) -> list[dict[str, Any]]:
@@ -172,7 +178,7 @@ def _main_line(
     while u and u not in on_path and u in by_uuid:
         on_path.add(u)
         r = by_uuid[u]
-        u = r.get("parentUuid") or r.get("logicalParentUuid")
+        u = _link(r.get("parentUuid")) or _link(r.get("logicalParentUuid"))
         if u and u not in by_uuid and r.get("subtype") == "compact_boundary":
             # The boundary names a record the file does not hold (the transcript was
             # trimmed or rotated): carry on from the last main-line message before it.
@@ -186,24 +192,25 @@ def _main_line(
                 )
             u = before[-1]["uuid"] if before else None
     message_ids = {
-        r["message"].get("id")
+        r["message"]["id"]
         for r in records
-        if r.get("uuid") in on_path
+        if _link(r.get("uuid")) in on_path
         and r.get("type") == "assistant"
         and isinstance(r.get("message"), dict)
+        and _link(r["message"].get("id"))
     }
     kept_tools: set[str] = set()
     out = []
     for r in records:
         if r.get("isSidechain") or r.get("type") not in ("user", "assistant", "system"):
             continue
-        keep = r.get("uuid") in on_path
+        keep = _link(r.get("uuid")) in on_path
         if not keep and r.get("type") == "assistant":
             msg = r.get("message")
-            keep = isinstance(msg, dict) and msg.get("id") in message_ids
+            keep = isinstance(msg, dict) and _link(msg.get("id")) in message_ids
         if not keep and r.get("type") == "user":
             results = _blocks(r, "tool_result")
-            keep = bool(results) and all(b.get("tool_use_id") in kept_tools for b in results)
+            keep = bool(results) and all(_link(b.get("tool_use_id")) in kept_tools for b in results)
         if keep:
             ids = (b.get("id") for b in _blocks(r, "tool_use"))
             kept_tools.update(i for i in ids if isinstance(i, str))
@@ -266,7 +273,7 @@ class _Converter:
     def assistant(self, rec: dict[str, Any]) -> None:
         msg = json_obj(rec, "message")
         self.model = self.model or msg.get("model")
-        mid = msg.get("id")
+        mid = _link(msg.get("id"))
         usage = msg.get("usage")
         if isinstance(usage, dict) and mid:
             # The last record of a message carries its final output count.
