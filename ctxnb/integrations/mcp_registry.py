@@ -512,10 +512,12 @@ class McpRegistry:
     def tool_info(self, qualified: str) -> ToolInfo:
         """The :class:`~ctxnb.tools.schemas.ToolInfo` under which governance sees a tool."""
         t = self.tools[qualified]
+        # The description and the schema go to the model in every tool list: what an
+        # outside server wrote there passes the same redaction as its results.
         return ToolInfo(
             name=t.qualified,
-            description=f"[{t.server}] {t.description}".strip(),
-            args=_schema_model(t.qualified, t.input_schema),
+            description=redact_text(f"[{t.server}] {t.description}".strip()),
+            args=_schema_model(t.qualified, t.input_schema, server=t.server),
             mutating=not t.read_only,
             idempotent=t.read_only,
             destructive=t.destructive,
@@ -545,12 +547,19 @@ class McpRegistry:
         return added
 
 
-def _schema_model(name: str, schema: Mapping[str, Any]) -> type[BaseModel]:
-    """A pydantic model that validates with the tool's own JSON schema and reports it."""
+def _schema_model(name: str, schema: Mapping[str, Any], *, server: str) -> type[BaseModel]:
+    """A pydantic model that validates with the tool's own JSON schema and reports it
+    (redacted: the model reads it).
+
+    A schema the validator cannot use (not a JSON schema, a ``$ref`` that resolves
+    nowhere) is the server's fault, not the caller's: such a call raises
+    :class:`~ctxnb.errors.RegistryError`.
+    """
     import jsonschema
 
     frozen = json.loads(json.dumps(dict(schema) or {"type": "object"}))
     frozen.setdefault("type", "object")
+    shown = redact_data(frozen)
     validator = jsonschema.Draft202012Validator(frozen)
 
     class Args(BaseModel):
@@ -558,12 +567,19 @@ def _schema_model(name: str, schema: Mapping[str, Any]) -> type[BaseModel]:
 
         @classmethod
         def model_json_schema(cls, *args: Any, **kwargs: Any) -> dict[str, Any]:
-            return json.loads(json.dumps(frozen))
+            return json.loads(json.dumps(shown))
 
         @model_validator(mode="after")
         def _valid(self) -> Args:
             data = dict(self.__pydantic_extra__ or {})
-            errors = sorted(validator.iter_errors(data), key=lambda e: [str(p) for p in e.path])
+            try:
+                errors = sorted(validator.iter_errors(data), key=lambda e: [str(p) for p in e.path])
+            except Exception as e:  # the schema is untrusted input: any failure is its own
+                raise RegistryError(
+                    f"{name}: server {server!r} describes the arguments with an input schema "
+                    f"that cannot be used ({type(e).__name__}: {redact_text(str(e)[:200])}); "
+                    "the tool cannot be called until the server's schema is fixed"
+                ) from None
             if errors:
                 first = errors[0]
                 where = ".".join(str(p) for p in first.path) or "(arguments)"
