@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import Any
 
 import pytest
 from _data import TEST_DATA, trajectory_files
@@ -500,6 +501,39 @@ def test_claude_code_ids_of_the_wrong_type_do_not_fail_the_file() -> None:
     assert [(s.action.tool, s.thought) for s in from_claude_code(odd[0]).steps] == [
         ("reply", "done")
     ]
+
+
+@pytest.mark.parametrize(
+    ("name", "damage"),
+    [
+        ("mini.traj.json", lambda d: d.update(messages=5)),
+        ("swe.traj", lambda d: d.update(history=1.5)),
+        ("swe.traj", lambda d: d["trajectory"].insert(0, [1, [2]])),
+        ("claude.jsonl", lambda d: d[0].update(type=[])),
+    ],
+)
+def test_a_field_of_the_wrong_type_is_a_format_error_or_an_unparsed_step(
+    tmp_path: Path, name: str, damage: Any
+) -> None:
+    """Never a raw TypeError or AttributeError: the file converts (the odd part marked
+    unparsed) or load() says what is wrong with it."""
+    src = {"mini.traj.json": MINI, "swe.traj": SWE, "claude.jsonl": CLAUDE}[name]
+    p = tmp_path / name
+    if name.endswith(".jsonl"):
+        records = [json.loads(x) for x in src.read_text().splitlines() if x.strip()]
+        damage(records)
+        p.write_text("".join(json.dumps(r) + "\n" for r in records))
+    else:
+        data = json.loads(src.read_text())
+        damage(data)
+        p.write_text(json.dumps(data))
+    try:
+        t = load(p)
+    except TrajectoryFormatError as e:
+        assert str(p) in str(e) and "messages" in str(e)
+    else:
+        assert t.steps, name
+        assert not any(s.note and "AttributeError" in s.note for s in t.steps)
 
 
 def test_stats_and_repr() -> None:

@@ -71,8 +71,11 @@ def _sniff_record(rec: Any) -> str | None:
         return None
     if rec.get("format") == FORMAT_NAME:
         return "ctxnb-trajectory"
-    if rec.get("type") in _CLAUDE_TYPES and (
-        "uuid" in rec or "sessionId" in rec or "messageId" in rec
+    kind = rec.get("type")
+    if (
+        isinstance(kind, str)
+        and kind in _CLAUDE_TYPES
+        and ("uuid" in rec or "sessionId" in rec or "messageId" in rec)
     ):
         return "claude-code"
     return None
