@@ -536,6 +536,41 @@ def test_a_field_of_the_wrong_type_is_a_format_error_or_an_unparsed_step(
         assert not any(s.note and "AttributeError" in s.note for s in t.steps)
 
 
+def test_many_compactions_naming_missing_records_convert_in_linear_time(tmp_path: Path) -> None:
+    """Each boundary whose logicalParentUuid is missing falls back to the message before
+    it; finding that message used to scan the file again for every boundary, so a
+    transcript of a few MB took minutes. Run in a subprocess under a generous deadline."""
+    import subprocess
+    import sys
+
+    n = 25_000
+    path = tmp_path / "compactions.jsonl"
+    with path.open("w") as f:
+        for i in range(n):
+            f.write(
+                json.dumps(
+                    {
+                        "type": "user",
+                        "uuid": f"u{i}",
+                        "sessionId": "s",
+                        "parentUuid": f"c{i - 1}" if i else None,
+                        "message": {"role": "user", "content": f"m{i}"},
+                    }
+                )
+                + "\n"
+            )
+            f.write(json.dumps({"type": "system", "subtype": "compact_boundary",
+                                "uuid": f"c{i}", "parentUuid": None,
+                                "logicalParentUuid": f"gone{i}"}) + "\n")  # fmt: skip
+    code = "import sys; from ctxnb.replay import load; print(len(load(sys.argv[1]).steps))"
+    proc = subprocess.run(
+        [sys.executable, "-c", code, str(path)],
+        capture_output=True, text=True, timeout=60, cwd=Path(__file__).parent.parent,
+    )  # fmt: skip
+    assert proc.returncode == 0, proc.stderr
+    assert int(proc.stdout) == 2 * n - 1  # every message and boundary but the first message
+
+
 def test_stats_and_repr() -> None:
     t = Trajectory(
         id="x",

@@ -30,6 +30,7 @@ Each line is a record with ``type`` (``user``, ``assistant``, ``system``, ``prog
 
 from __future__ import annotations
 
+import bisect
 import json
 from typing import Any
 
@@ -173,6 +174,10 @@ def _main_line(
     if not msgs:
         return []
     position = {id(r): i for i, r in enumerate(records)}
+    # Where each main message sits in the file, ascending: the message before a
+    # boundary is found by bisection, not by a scan per boundary (quadratic on a
+    # transcript of many compactions).
+    msg_at = [position[id(m)] for m in msgs]
     on_path: set[str] = set()
     u: str | None = msgs[-1]["uuid"]
     while u and u not in on_path and u in by_uuid:
@@ -182,15 +187,15 @@ def _main_line(
         if u and u not in by_uuid and r.get("subtype") == "compact_boundary":
             # The boundary names a record the file does not hold (the transcript was
             # trimmed or rotated): carry on from the last main-line message before it.
-            at = position[id(r)]
-            before = [m for m in msgs if position[id(m)] < at]
+            k = bisect.bisect_left(msg_at, position[id(r)])
+            before = msgs[k - 1] if k else None
             if notes is not None:
                 notes.append(
                     f"compact_boundary {r['uuid']} names logicalParentUuid {u}, which is "
                     "not in the transcript; the main line continues from the last message "
-                    f"record before the boundary ({before[-1]['uuid'] if before else 'none'})"
+                    f"record before the boundary ({before['uuid'] if before else 'none'})"
                 )
-            u = before[-1]["uuid"] if before else None
+            u = before["uuid"] if before else None
     message_ids = {
         r["message"]["id"]
         for r in records
