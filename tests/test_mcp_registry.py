@@ -390,6 +390,11 @@ async def on_list_tools(ctx, params):
     return types.ListToolsResult(tools=TOOLS)
 
 async def on_call_tool(ctx, params):
+    if params.name == "described" and (params.arguments or {}).get("q") == "flood":
+        # 5 MB of text with a secret at its very end, and as much structured content
+        text = "head-marker " + "y" * 5_000_000 + " tail " + SECRET
+        return types.CallToolResult(content=[types.TextContent(type="text", text=text)],
+                                    structured_content={"rows": ["z" * 1000] * 5000})
     return types.CallToolResult(content=[types.TextContent(type="text", text="called")])
 
 server = Server("hostile", on_list_tools=on_list_tools, on_call_tool=on_call_tool)
@@ -445,3 +450,20 @@ def test_a_tool_whose_schema_cannot_be_used_gets_an_error_not_a_traceback(
         assert "input schema" in out["message"] and "'h'" in out["message"], out
     # The other tools of the same server still work.
     assert hostile_tools.dispatch("h__described", {"q": "x"})["ok"]
+
+
+def test_a_huge_outside_result_is_cut_to_head_and_tail_after_redaction(
+    hostile_tools: Any,
+) -> None:
+    """An outside tool's result goes to the model and into the session: it is capped
+    like a command's output (head and tail kept), and redacted before it is cut."""
+    from ctxnb.integrations._mcp_outside import MAX_RESULT_CHARS
+
+    out = hostile_tools.dispatch("h__described", {"q": "flood"})
+    assert out["ok"], out
+    text = out["result"]["text"]
+    assert len(text) < MAX_RESULT_CHARS + 200
+    assert text.startswith("head-marker ") and text.endswith(" tail [REDACTED:github-token]")
+    assert "characters of the result cut" in text
+    assert "Zx81Qw" not in json.dumps(out)
+    assert len(json.dumps(out)) < 2 * MAX_RESULT_CHARS  # the structured part is capped too

@@ -32,15 +32,12 @@ from __future__ import annotations
 
 import contextlib
 import fnmatch
-import json
 import os
 import threading
 from collections.abc import AsyncIterator, Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
-
-from pydantic import BaseModel, ConfigDict, model_validator
 
 from ..config import McpServerConfig, load_config
 from ..embedding import DEFAULT, HybridIndex
@@ -52,6 +49,7 @@ from ..errors import (
 )
 from ..redaction import redact_data, redact_text
 from ..tools.schemas import ToolInfo
+from ._mcp_outside import cap_result, schema_model
 from ._mcp_sdk import (
     Client,
     ClientSession,
@@ -517,7 +515,7 @@ class McpRegistry:
         return ToolInfo(
             name=t.qualified,
             description=redact_text(f"[{t.server}] {t.description}".strip()),
-            args=_schema_model(t.qualified, t.input_schema, server=t.server),
+            args=schema_model(t.qualified, t.input_schema, server=t.server),
             mutating=not t.read_only,
             idempotent=t.read_only,
             destructive=t.destructive,
@@ -540,54 +538,11 @@ class McpRegistry:
                 # What an outside server says goes toward the model: the one redaction pass.
                 if result.is_error:
                     raise RegistryError(f"{_q} reported an error: {redact_text(result.text[:500])}")
-                return redact_data(result.to_dict())
+                return cap_result(redact_data(result.to_dict()))
 
             tools.register_tool(self.tool_info(q), run, governed=True)
             added.append(q)
         return added
-
-
-def _schema_model(name: str, schema: Mapping[str, Any], *, server: str) -> type[BaseModel]:
-    """A pydantic model that validates with the tool's own JSON schema and reports it
-    (redacted: the model reads it).
-
-    A schema the validator cannot use (not a JSON schema, a ``$ref`` that resolves
-    nowhere) is the server's fault, not the caller's: such a call raises
-    :class:`~ctxnb.errors.RegistryError`.
-    """
-    import jsonschema
-
-    frozen = json.loads(json.dumps(dict(schema) or {"type": "object"}))
-    frozen.setdefault("type", "object")
-    shown = redact_data(frozen)
-    validator = jsonschema.Draft202012Validator(frozen)
-
-    class Args(BaseModel):
-        model_config = ConfigDict(extra="allow", title=name)
-
-        @classmethod
-        def model_json_schema(cls, *args: Any, **kwargs: Any) -> dict[str, Any]:
-            return json.loads(json.dumps(shown))
-
-        @model_validator(mode="after")
-        def _valid(self) -> Args:
-            data = dict(self.__pydantic_extra__ or {})
-            try:
-                errors = sorted(validator.iter_errors(data), key=lambda e: [str(p) for p in e.path])
-            except Exception as e:  # the schema is untrusted input: any failure is its own
-                raise RegistryError(
-                    f"{name}: server {server!r} describes the arguments with an input schema "
-                    f"that cannot be used ({type(e).__name__}: {redact_text(str(e)[:200])}); "
-                    "the tool cannot be called until the server's schema is fixed"
-                ) from None
-            if errors:
-                first = errors[0]
-                where = ".".join(str(p) for p in first.path) or "(arguments)"
-                raise ValueError(f"{where}: {first.message}")
-            return self
-
-    Args.__name__ = Args.__qualname__ = f"{name}_args"
-    return Args
 
 
 @contextlib.contextmanager
