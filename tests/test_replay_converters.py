@@ -571,6 +571,20 @@ def test_many_compactions_naming_missing_records_convert_in_linear_time(tmp_path
     assert int(proc.stdout) == 2 * n - 1  # every message and boundary but the first message
 
 
+@pytest.mark.parametrize("field", ["task", "system_prompt", "source_path", "metadata"])
+def test_a_neutral_header_field_of_the_wrong_type_is_a_format_error(
+    tmp_path: Path, field: str
+) -> None:
+    out = tmp_path / "t.jsonl"
+    load(MINI).to_jsonl(out)
+    header, *rest = out.read_text().splitlines()
+    damaged = {**json.loads(header), field: [1, {"x": 2}]}
+    out.write_text("\n".join([json.dumps(damaged), *rest]) + "\n")
+    with pytest.raises(TrajectoryFormatError, match=f"header.*{field}") as info:
+        load(out)
+    assert str(out) in str(info.value)
+
+
 def test_stats_and_repr() -> None:
     t = Trajectory(
         id="x",
