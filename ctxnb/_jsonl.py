@@ -50,6 +50,7 @@ class SkippedLine(FrozenRecord):
 
 
 def _preview(raw: bytes | str, width: int = 80) -> str:
+    raw = raw[: width * 4 + 1]  # a line may be huge: decode no more than is shown
     text = raw.decode("utf-8", errors="replace") if isinstance(raw, bytes) else raw
     text = text.rstrip("\n")
     return text if len(text) <= width else text[:width] + "…"
@@ -96,6 +97,10 @@ def iter_jsonl(
                 complete = raw.endswith(b"\n") if isinstance(raw, bytes) else raw.endswith("\n")
                 reason = "not valid JSON" if complete else "cut line (no newline at end of file)"
                 skipped.append(SkippedLine(lineno, reason, _preview(raw)))
+            continue
+        except RecursionError:  # the parser recurses per level: one bad line, not a crash
+            if skipped is not None:
+                skipped.append(SkippedLine(lineno, "nested too deeply", _preview(raw)))
             continue
         if objects and not isinstance(value, dict):
             if skipped is not None:

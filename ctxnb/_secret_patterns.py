@@ -122,7 +122,11 @@ def _b(prefix: str) -> str:
 _T = r"(?![A-Za-z0-9_-])"  # a token's end: no token character follows
 # Words a secret-like name holds; the assignment rules look only where one occurs.
 NAME_WORDS = ("pass", "pwd", "secret", "token", "key", "auth", "credential")
-NAME_IDENT = lazy_compile(r"[\w.-]*(?:" + "|".join(NAME_WORDS) + r")[\w.-]*")
+# It starts only where an identifier starts: tried from inside a long run of word
+# characters (minified code, base64), the leading [\w.-]* would rescan the rest of the
+# run from each of its characters, quadratic in the run's length. The matches are the
+# same, since a match always runs from the start of its identifier.
+NAME_IDENT = lazy_compile(r"(?<![\w.-])[\w.-]*(?:" + "|".join(NAME_WORDS) + r")[\w.-]*")
 # A bare value ends at a backslash too: in JSON-escaped text (logs, transcripts) "\n"
 # is two characters, and the next line must not join the value.
 _ASSIGN_VALUE = r"(?:(?P<quote>[\"'`])(?P<secret>[^\"'`\r\n]*)(?P=quote)|(?P<bare>[^\s\"'`,;\\]+))"

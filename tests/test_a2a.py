@@ -445,3 +445,71 @@ def test_cancel_while_waiting_for_approval_refuses_it(ws: Path, serve: Any) -> N
     assert (ws / "notes_a.txt").read_text() == "old notes a\n"
     assert "a2a-cancel" in trace(ws)  # the refusal is ctxnb's decision, in the trace
     assert calls == 1 and not (ws / "notes_never.txt").exists()
+
+
+@contextlib.contextmanager
+def _served_app(ws: Path) -> Iterator[int]:
+    """``a2a_app`` on a real uvicorn server, in a thread, on a free port of 127.0.0.1."""
+    import socket
+    import threading
+
+    import uvicorn
+
+    from ctxnb.integrations.a2a import A2aSettings, CtxnbA2aExecutor, a2a_app
+
+    sock = socket.create_server(("127.0.0.1", 0))
+    port = sock.getsockname()[1]
+    executor = CtxnbA2aExecutor(A2aSettings(workspace=str(ws), model="openai/x"))
+    app = a2a_app(executor, url=f"http://127.0.0.1:{port}/", host="127.0.0.1", port=port)
+    server = uvicorn.Server(uvicorn.Config(app, log_level="warning", lifespan="off"))
+    thread = threading.Thread(target=server.run, kwargs={"sockets": [sock]}, daemon=True)
+    thread.start()
+    try:
+        yield port
+    finally:
+        server.should_exit = True
+        thread.join(30)
+        executor.close()
+        sock.close()
+
+
+def _exchange(port: int, request: bytes, timeout: float = 15) -> bytes:
+    """Send raw bytes, return the server's whole answer (its status line first)."""
+    import socket
+
+    with socket.create_connection(("127.0.0.1", port), timeout=timeout) as c:
+        with contextlib.suppress(OSError):  # the server may close before all is sent
+            c.sendall(request)
+        got = b""
+        try:  # each request says "Connection: close": the answer ends where the stream does
+            while chunk := c.recv(65536):
+                got += chunk
+        except TimeoutError:
+            got += b"<no more answer>"
+        except OSError:  # reset after the answer, for the body left unread
+            pass
+        return got or b"<no answer>"
+
+
+def test_an_oversized_request_body_is_refused_before_it_is_read(ws: Path) -> None:
+    """A body over the limit gets 413, whether its length is declared or it is chunked;
+    the server does not wait for (or hold) a body it will not read."""
+    from ctxnb.integrations.http_guard import DEFAULT_MAX_BODY_BYTES
+
+    with _served_app(ws) as port:
+        head = (f"POST / HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\n"
+                "Content-Type: application/json\r\nConnection: close\r\n").encode()  # fmt: skip
+        # 1 GiB announced, nothing sent: answered at once, not after a 1 GiB read.
+        declared = _exchange(port, head + f"Content-Length: {1 << 30}\r\n\r\n".encode())
+        assert declared.startswith(b"HTTP/1.1 413"), declared[:200]
+        chunk = b"x" * (1 << 20)
+        chunks = b"".join(
+            b"100000\r\n" + chunk + b"\r\n" for _ in range(5 + (DEFAULT_MAX_BODY_BYTES >> 20))
+        )
+        chunked = _exchange(port, head + b"Transfer-Encoding: chunked\r\n\r\n" + chunks)
+        assert chunked.startswith(b"HTTP/1.1 413"), chunked[:200]
+        assert b"longer than" in chunked
+        # A request under the limit is still served.
+        body = b'{"jsonrpc": "2.0", "id": 1, "method": "nope"}'
+        ok = _exchange(port, head + f"Content-Length: {len(body)}\r\n\r\n".encode() + body)
+        assert ok.startswith(b"HTTP/1.1 200") and b"-32601" in ok

@@ -261,3 +261,70 @@ def test_client_mcp_servers_are_merged_with_the_config_and_attached(
     tools = new.field_meta["ctxnb"]["mcp_tools"]
     assert {"cfg__open_ticket", "tickets__open_ticket", "tickets__find_ticket"} <= set(tools)
     assert "could not connect" in error and "mcp.servers" in error
+
+
+def test_malformed_lines_get_json_rpc_errors_and_the_agent_keeps_serving(ws: Path) -> None:
+    """A batch, a scalar, a line that is not JSON, one nested too deeply and one longer
+    than the limit each get one JSON-RPC error; the next request is still answered.
+    (The ACP SDK used to die on a non-object line and to ignore an unreadable one.)"""
+    import selectors
+    import subprocess
+    import time
+
+    from ctxnb.integrations._acp_wire import MAX_LINE_BYTES
+
+    env = {**os.environ, "PYTHONPATH": str(REPO)}
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "ctxnb", "acp", "serve", str(ws), "--model", "openai/x"],
+        env=env, cwd=ws, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+        stderr=subprocess.DEVNULL,
+    )  # fmt: skip
+    assert proc.stdin is not None and proc.stdout is not None
+    sel = selectors.DefaultSelector()
+    sel.register(proc.stdout, selectors.EVENT_READ)
+    buf = b""
+
+    def answer(timeout: float = 60) -> dict[str, Any]:
+        nonlocal buf
+        deadline = time.monotonic() + timeout
+        while b"\n" not in buf:
+            left = deadline - time.monotonic()
+            assert left > 0 and sel.select(left), f"no answer within {timeout}s"
+            chunk = os.read(proc.stdout.fileno(), 65536)  # type: ignore[union-attr]
+            assert chunk, f"the agent closed its output (exit {proc.wait(10)})"
+            buf += chunk
+        line, buf = buf.split(b"\n", 1)
+        out: dict[str, Any] = json.loads(line)
+        return out
+
+    def send(raw: bytes) -> None:
+        proc.stdin.write(raw + b"\n")  # type: ignore[union-attr]
+        proc.stdin.flush()  # type: ignore[union-attr]
+
+    try:
+        bad = [
+            (b'[{"jsonrpc": "2.0", "id": 1, "method": "initialize"}]', -32600),
+            (b"42", -32600),
+            (b'{"jsonrpc": "2.0", "id": 2, "method": "initia', -32700),
+            (b"\xff\xfe", -32700),
+            (b"[" * 100_000 + b"]" * 100_000, -32600),
+            (b'{"pad": "' + b"x" * MAX_LINE_BYTES + b'"}', -32600),
+        ]
+        for raw, code in bad:
+            send(raw)
+            err = answer()
+            assert err["error"]["code"] == code and err["id"] is None, (raw[:40], err)
+        init = {"protocolVersion": 1, "clientCapabilities": {}}
+        send(json.dumps({"jsonrpc": "2.0", "id": 7, "method": "initialize", "params": init})
+             .encode())  # fmt: skip
+        ok = answer()
+        assert ok["id"] == 7 and ok["result"]["agentInfo"]["name"] == "ctxnb"
+    finally:
+        sel.close()
+        proc.stdin.close()
+        try:
+            proc.wait(30)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait(10)
+        proc.stdout.close()

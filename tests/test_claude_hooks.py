@@ -397,6 +397,7 @@ def test_a_hook_that_cannot_load_fails_closed(event, code):
         ("[1, 2]", "must be a JSON object, not list"),
         ('{"tool_name": "Read"}', "'cwd' must be an absolute path"),
         ('{"cwd": "/", "tool_input": {}}', "non-empty string 'tool_name'"),
+        ("[" * 100_000, "nested too deeply"),  # the JSON parser's recursion limit
     ],
 )
 def test_malformed_stdin_blocks_with_a_clean_reason(stdin, needle, run):

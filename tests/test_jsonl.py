@@ -90,3 +90,14 @@ def test_a_trajectory_with_a_damaged_line_names_it(tmp_path: Path) -> None:
     path.write_bytes(good.replace(b"{", b"{\xff", 1))
     with pytest.raises(TrajectoryFormatError, match=r"line 1 cannot be read \(not valid JSON"):
         Trajectory.from_jsonl(path)
+
+
+def test_a_line_nested_too_deeply_to_parse_is_skipped_not_raised() -> None:
+    """Python's JSON parser recurses per level; a line of brackets is one bad line."""
+    deep = b'{"a": ' + b"[" * 100_000 + b"]" * 100_000 + b"}\n"
+    skipped: list[SkippedLine] = []
+    got = list(iter_jsonl(b'{"tool": "read_file"}\n' + deep + b'{"tool": "search"}\n',
+                          skipped=skipped))  # fmt: skip
+    assert [r["tool"] for _, r in got] == ["read_file", "search"]
+    assert [(s.lineno, s.reason) for s in skipped] == [(2, "nested too deeply")]
+    assert len(skipped[0].preview) <= 81

@@ -574,6 +574,29 @@ def test_stdio_unreadable_lines_get_the_errors_the_spec_names(raw_stdio: _RawStd
     assert not any(m.get("id") == 16 for m in raw.seen)
 
 
+def test_check_line_refuses_nesting_too_deep_to_parse() -> None:
+    from ctxnb.integrations.mcp_stdio import check_line
+
+    deep = b"[" * 100_000 + b"]" * 100_000
+    in_params = b'{"jsonrpc": "2.0", "id": 3, "method": "ping", "params": {"a": ' + deep + b"}}"
+    for line in (deep, in_params):
+        err = check_line(line, max_bytes=1 << 20)
+        assert err is not None and err.error.code == types.INVALID_REQUEST
+        assert "nested" in err.error.message and err.id is None
+
+
+@pytest.mark.slow
+def test_stdio_a_deeply_nested_line_does_not_stop_the_server(raw_stdio: _RawStdio) -> None:
+    """A 200 KB line of brackets is too deep for the JSON parser: it gets its error and
+    the server keeps serving (it used to die on the parser's RecursionError)."""
+    raw = raw_stdio
+    raw.initialize()
+    raw.send_bytes(b"[" * 100_000 + b"]" * 100_000 + b"\n")
+    assert raw.reply(None)["error"]["code"] == types.INVALID_REQUEST
+    raw.send(json.dumps({"jsonrpc": "2.0", "id": 5, "method": "ping"}))
+    assert raw.reply(5)["result"] == {}
+
+
 @pytest.mark.slow
 def test_stdio_governed_handshake_write_and_trace(gov_ws: Path, tmp_path: Path) -> None:
     async def body() -> None:

@@ -361,3 +361,109 @@ def test_ctxnb_server_reexposes_the_registry_governed(setup: dict[str, Path]) ->
 
     anyio.run(main)
     assert [c["tool"] for c in calls_made(setup)] == ["find_ticket"]
+
+
+# An outside server that misdescribes its tools: a secret in a description and in a
+# schema, an input schema that is not a schema, and one whose $ref cannot be resolved.
+HOSTILE_SERVER = r"""
+import anyio
+import mcp_types as types
+from mcp.server.lowlevel import Server
+from mcp.server.stdio import stdio_server
+
+SECRET = "gh" + "p_" + "Zx81Qw" * 6  # a generated token shape
+RO = types.ToolAnnotations(read_only_hint=True)
+TOOLS = [
+    types.Tool(name="described", description="Look up a key; the admin key is " + SECRET,
+               input_schema={"type": "object", "properties": {
+                   "q": {"type": "string", "description": "e.g. " + SECRET}}},
+               annotations=RO),
+    types.Tool(name="not_a_schema", description="Broken schema",
+               input_schema={"type": "object", "properties": 5}, annotations=RO),
+    types.Tool(name="dangling_ref", description="A $ref to nowhere",
+               input_schema={"type": "object",
+                             "properties": {"a": {"$ref": "http://127.0.0.1:9/none.json"}}},
+               annotations=RO),
+]
+
+async def on_list_tools(ctx, params):
+    return types.ListToolsResult(tools=TOOLS)
+
+async def on_call_tool(ctx, params):
+    if params.name == "described" and (params.arguments or {}).get("q") == "flood":
+        # 5 MB of text with a secret at its very end, and as much structured content
+        text = "head-marker " + "y" * 5_000_000 + " tail " + SECRET
+        return types.CallToolResult(content=[types.TextContent(type="text", text=text)],
+                                    structured_content={"rows": ["z" * 1000] * 5000})
+    return types.CallToolResult(content=[types.TextContent(type="text", text="called")])
+
+server = Server("hostile", on_list_tools=on_list_tools, on_call_tool=on_call_tool)
+
+async def main():
+    async with stdio_server() as (read, write):
+        await server.run(read, write, server.create_initialization_options())
+
+anyio.run(main)
+"""
+
+
+@pytest.fixture
+def hostile_tools(tmp_path: Path) -> Iterator[Any]:
+    """A plain workspace's tools with the hostile server's tools attached."""
+    server = tmp_path / "hostile_server.py"
+    server.write_text(HOSTILE_SERVER)
+    ws = copy_sample_workspace(tmp_path, name="plain")
+    (ws / "ctxnb.toml").write_text(
+        f"[mcp.servers.h]\ncommand = {json.dumps(sys.executable)}\n"
+        f"args = {_toml_list([str(server)])}\n"
+    )
+    with McpRegistry.from_workspace(ws) as reg:
+        opened = Workspace.open(ws)
+        try:
+            tools = opened.tools(opened.session("s"), caller="agent")
+            assert sorted(reg.attach(tools)) == ["h__dangling_ref", "h__described",
+                                                 "h__not_a_schema"]  # fmt: skip
+            yield tools
+        finally:
+            opened.close()
+
+
+def test_what_an_outside_server_says_about_its_tools_is_redacted(hostile_tools: Any) -> None:
+    """Tool descriptions and schemas reach the model (tools/list, tool search): the
+    redaction pass stands there as it does for results."""
+    for fmt in ("mcp", "openai", "anthropic"):
+        listed = json.dumps(hostile_tools.tool_schemas(fmt))
+        assert "Zx81Qw" not in listed, fmt
+        assert "the admin key is [REDACTED" in listed
+    # Validation still uses the server's schema as given.
+    assert hostile_tools.dispatch("h__described", {"q": "x"})["ok"]
+    assert hostile_tools.dispatch("h__described", {"q": 5})["error_code"] == "INVALID_ARGUMENTS"
+
+
+def test_a_tool_whose_schema_cannot_be_used_gets_an_error_not_a_traceback(
+    hostile_tools: Any,
+) -> None:
+    for name in ("h__not_a_schema", "h__dangling_ref"):
+        out = hostile_tools.dispatch(name, {"a": 1})
+        assert out["ok"] is False, name
+        assert out["error_code"] == "REGISTRYERROR", out
+        assert "input schema" in out["message"] and "'h'" in out["message"], out
+    # The other tools of the same server still work.
+    assert hostile_tools.dispatch("h__described", {"q": "x"})["ok"]
+
+
+def test_a_huge_outside_result_is_cut_to_head_and_tail_after_redaction(
+    hostile_tools: Any,
+) -> None:
+    """An outside tool's result goes to the model and into the session: it is capped
+    like a command's output (head and tail kept), and redacted before it is cut."""
+    from ctxnb.integrations._mcp_outside import MAX_RESULT_CHARS
+
+    out = hostile_tools.dispatch("h__described", {"q": "flood"})
+    assert out["ok"], out
+    text = out["result"]["text"]
+    assert len(text) < MAX_RESULT_CHARS + 200
+    assert text.startswith("head-marker ") and text.endswith(" tail [REDACTED:github-token]")
+    assert "characters of the result cut" in text
+    assert "Zx81Qw" not in json.dumps(out)
+    assert len(json.dumps(out)) < 2 * MAX_RESULT_CHARS  # the structured part is capped too

@@ -355,3 +355,25 @@ def test_ascii_lowering_keeps_every_offset(text: str) -> None:
 
     table = str.maketrans(string.ascii_uppercase, string.ascii_lowercase)
     assert ascii_lower(text) == text.translate(table)
+
+
+def test_a_long_word_before_a_secret_name_is_redacted_in_linear_time() -> None:
+    """A run of word characters (minified code, base64, a hash) on a line that also
+    holds a secret-like name was scanned again from each of its characters: 64 KB took a
+    minute. Run in a subprocess under a deadline the quadratic scan cannot meet."""
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    code = (
+        "from ctxnb.redaction import redact_text\n"
+        "value = 'hunter' + '2hunter2'\n"
+        "out = redact_text('y' * 400_000 + ' secret: ' + value + ' ' + 'z' * 400_000)\n"
+        "assert value not in out and out.startswith('yyy'), out[-200:]\n"
+        "print('ok')\n"
+    )
+    proc = subprocess.run(
+        [sys.executable, "-c", code],
+        capture_output=True, text=True, timeout=60, cwd=Path(__file__).parent.parent,
+    )  # fmt: skip
+    assert proc.returncode == 0 and proc.stdout.strip() == "ok", proc.stderr

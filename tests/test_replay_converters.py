@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import Any
 
 import pytest
 from _data import TEST_DATA, trajectory_files
@@ -470,6 +471,118 @@ def test_unknown_content_lists_known_formats(tmp_path: Path, content: str) -> No
         load(p)
     assert str(p) in str(info.value)
     assert "ctxnb reads" in str(info.value) and "claude-code" in str(info.value)
+
+
+def test_json_nested_too_deeply_is_a_format_error(tmp_path: Path) -> None:
+    p = tmp_path / "deep.json"
+    p.write_text("[" * 100_000 + "]" * 100_000)
+    with pytest.raises(TrajectoryFormatError, match="nested too deeply") as info:
+        load(p)
+    assert str(p) in str(info.value)
+
+
+def test_claude_code_ids_of_the_wrong_type_do_not_fail_the_file() -> None:
+    """A uuid, parentUuid or message id that is a list or an object (unhashable) is no
+    link: the records still convert instead of raising TypeError."""
+    user = {"type": "user", "uuid": "u1", "parentUuid": None,
+            "message": {"role": "user", "content": "fix it"}}  # fmt: skip
+    reply = {"type": "assistant", "uuid": "a1", "parentUuid": "u1",
+             "message": {"id": ["m"], "role": "assistant",
+                         "content": [{"type": "text", "text": "done"}]}}  # fmt: skip
+    odd = [
+        [user, reply],
+        [user, {**reply, "parentUuid": ["u1"]}],
+        [user, {**reply, "parentUuid": {"u": 1}, "logicalParentUuid": [1]}],
+        [user, {**reply, "uuid": ["a1"]}],
+    ]
+    for records in odd:
+        t = from_claude_code(records)
+        assert t.task == "fix it" or t.steps, records
+    assert [(s.action.tool, s.thought) for s in from_claude_code(odd[0]).steps] == [
+        ("reply", "done")
+    ]
+
+
+@pytest.mark.parametrize(
+    ("name", "damage"),
+    [
+        ("mini.traj.json", lambda d: d.update(messages=5)),
+        ("swe.traj", lambda d: d.update(history=1.5)),
+        ("swe.traj", lambda d: d["trajectory"].insert(0, [1, [2]])),
+        ("claude.jsonl", lambda d: d[0].update(type=[])),
+    ],
+)
+def test_a_field_of_the_wrong_type_is_a_format_error_or_an_unparsed_step(
+    tmp_path: Path, name: str, damage: Any
+) -> None:
+    """Never a raw TypeError or AttributeError: the file converts (the odd part marked
+    unparsed) or load() says what is wrong with it."""
+    src = {"mini.traj.json": MINI, "swe.traj": SWE, "claude.jsonl": CLAUDE}[name]
+    p = tmp_path / name
+    if name.endswith(".jsonl"):
+        records = [json.loads(x) for x in src.read_text().splitlines() if x.strip()]
+        damage(records)
+        p.write_text("".join(json.dumps(r) + "\n" for r in records))
+    else:
+        data = json.loads(src.read_text())
+        damage(data)
+        p.write_text(json.dumps(data))
+    try:
+        t = load(p)
+    except TrajectoryFormatError as e:
+        assert str(p) in str(e) and "messages" in str(e)
+    else:
+        assert t.steps, name
+        assert not any(s.note and "AttributeError" in s.note for s in t.steps)
+
+
+def test_many_compactions_naming_missing_records_convert_in_linear_time(tmp_path: Path) -> None:
+    """Each boundary whose logicalParentUuid is missing falls back to the message before
+    it; finding that message used to scan the file again for every boundary, so a
+    transcript of a few MB took minutes. Run in a subprocess under a generous deadline."""
+    import subprocess
+    import sys
+
+    n = 25_000
+    path = tmp_path / "compactions.jsonl"
+    with path.open("w") as f:
+        for i in range(n):
+            f.write(
+                json.dumps(
+                    {
+                        "type": "user",
+                        "uuid": f"u{i}",
+                        "sessionId": "s",
+                        "parentUuid": f"c{i - 1}" if i else None,
+                        "message": {"role": "user", "content": f"m{i}"},
+                    }
+                )
+                + "\n"
+            )
+            f.write(json.dumps({"type": "system", "subtype": "compact_boundary",
+                                "uuid": f"c{i}", "parentUuid": None,
+                                "logicalParentUuid": f"gone{i}"}) + "\n")  # fmt: skip
+    code = "import sys; from ctxnb.replay import load; print(len(load(sys.argv[1]).steps))"
+    proc = subprocess.run(
+        [sys.executable, "-c", code, str(path)],
+        capture_output=True, text=True, timeout=60, cwd=Path(__file__).parent.parent,
+    )  # fmt: skip
+    assert proc.returncode == 0, proc.stderr
+    assert int(proc.stdout) == 2 * n - 1  # every message and boundary but the first message
+
+
+@pytest.mark.parametrize("field", ["task", "system_prompt", "source_path", "metadata"])
+def test_a_neutral_header_field_of_the_wrong_type_is_a_format_error(
+    tmp_path: Path, field: str
+) -> None:
+    out = tmp_path / "t.jsonl"
+    load(MINI).to_jsonl(out)
+    header, *rest = out.read_text().splitlines()
+    damaged = {**json.loads(header), field: [1, {"x": 2}]}
+    out.write_text("\n".join([json.dumps(damaged), *rest]) + "\n")
+    with pytest.raises(TrajectoryFormatError, match=f"header.*{field}") as info:
+        load(out)
+    assert str(out) in str(info.value)
 
 
 def test_stats_and_repr() -> None:

@@ -46,7 +46,13 @@ from typing import Any, ClassVar
 from ..errors import ConfigError, MissingDependencyError
 from ..govern.approval import ApprovalRequest, Decision
 from ..redaction import redact_text
-from .http_guard import BearerTokenMiddleware, HostCheckMiddleware, allowed_hosts, is_loopback
+from .http_guard import (
+    BearerTokenMiddleware,
+    BodyLimitMiddleware,
+    HostCheckMiddleware,
+    allowed_hosts,
+    is_loopback,
+)
 from .live_agent import LiveAgentSettings, LiveSession, LoopBridge, is_submit
 
 try:
@@ -359,14 +365,18 @@ def a2a_app(
     executor: CtxnbA2aExecutor, *, url: str, host: str, port: int, token: str | None = None
 ) -> Any:
     """The ASGI app: the agent card, the JSON-RPC endpoint (1.0 and 0.3 method names),
-    behind the ``Host``/``Origin`` check and, when given, the bearer token."""
+    behind the ``Host``/``Origin`` check, a request-body limit
+    (:data:`~ctxnb.integrations.http_guard.DEFAULT_MAX_BODY_BYTES`) and, when given,
+    the bearer token."""
     card = agent_card(url)
     handler = DefaultRequestHandler(
         agent_executor=executor, task_store=InMemoryTaskStore(), agent_card=card
     )
     rpc = create_jsonrpc_routes(handler, "/", enable_v0_3_compat=True)
     routes = [*create_agent_card_routes(card), *rpc]
-    app: Any = HostCheckMiddleware(Starlette(routes=routes), allowed_hosts(host, port))
+    # Starlette reads a request body whole and uvicorn sets no ceiling: bound it here.
+    app: Any = BodyLimitMiddleware(Starlette(routes=routes))
+    app = HostCheckMiddleware(app, allowed_hosts(host, port))
     return BearerTokenMiddleware(app, token) if token else app
 
 

@@ -442,7 +442,9 @@ def serve_acp(settings: AcpSettings, *, adapter: str | None = None) -> None:
     """Serve the ACP agent on stdin/stdout until the client hangs up.
 
     While serving, fd 1 points at stderr and fd 0 at the null device, so nothing a
-    library or a child process prints can corrupt the protocol stream.
+    library or a child process prints can corrupt the protocol stream. Each line the
+    client sends passes :func:`~ctxnb.integrations._acp_wire.guard_lines` first: a
+    malformed or oversized one gets its JSON-RPC error instead of ending the connection.
     """
     agent = load_adapter(adapter, settings)
     wire_in = os.dup(0)
@@ -453,10 +455,12 @@ def serve_acp(settings: AcpSettings, *, adapter: str | None = None) -> None:
     os.dup2(2, 1)
 
     async def main() -> None:
+        from ._acp_wire import MAX_LINE_BYTES, guard_lines
+
         loop = asyncio.get_running_loop()
-        reader = asyncio.StreamReader(limit=acp.core.DEFAULT_STDIO_BUFFER_LIMIT_BYTES)
+        wire = asyncio.StreamReader(limit=MAX_LINE_BYTES)
         await loop.connect_read_pipe(
-            lambda: asyncio.StreamReaderProtocol(reader), os.fdopen(wire_in, "rb", buffering=0)
+            lambda: asyncio.StreamReaderProtocol(wire), os.fdopen(wire_in, "rb", buffering=0)
         )
         # A StreamReaderProtocol gives the writer its flow control (drain).
         protocol = asyncio.StreamReaderProtocol(asyncio.StreamReader())
@@ -464,7 +468,13 @@ def serve_acp(settings: AcpSettings, *, adapter: str | None = None) -> None:
             lambda: protocol, os.fdopen(wire_out, "wb", buffering=0)
         )
         writer = asyncio.StreamWriter(transport, protocol, None, loop)
-        await acp.run_agent(agent, writer, reader)
+        # The SDK reads only the lines the guard lets through; the guard answers the rest.
+        reader = asyncio.StreamReader(limit=acp.core.DEFAULT_STDIO_BUFFER_LIMIT_BYTES)
+        guard = asyncio.create_task(guard_lines(wire, reader, writer))
+        try:
+            await acp.run_agent(agent, writer, reader)
+        finally:
+            guard.cancel()
 
     try:
         asyncio.run(main())

@@ -172,6 +172,8 @@ def run_hook(event: str, stdin_text: str, *, env: Mapping[str, str] | None = Non
             f"stdin is not JSON ({msg}{where}); Claude Code passes the hook payload as a "
             "JSON object on stdin",
         )
+    except RecursionError:  # the parser recurses per level; no payload nests like this
+        return _error(event, "stdin is JSON nested too deeply to read; not a hook payload")
     if not isinstance(payload, dict):
         return _error(event, f"stdin must be a JSON object, not {type(payload).__name__}")
     try:

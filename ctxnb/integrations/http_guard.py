@@ -1,6 +1,7 @@
 """Who may talk to ctxnb's HTTP servers (MCP over HTTP, A2A): loopback by default, a
-bearer token for a wider bind, and ``Host``/``Origin`` naming the bound address
-(DNS-rebinding and cross-site protection). Plain ASGI, so it wraps any app.
+bearer token for a wider bind, ``Host``/``Origin`` naming the bound address
+(DNS-rebinding and cross-site protection), and a bounded request body. Plain ASGI, so
+it wraps any app.
 
 Example:
     >>> allowed_hosts("127.0.0.1", 8000)[:2]
@@ -15,7 +16,17 @@ import json
 import socket
 from typing import Any
 
-__all__ = ["BearerTokenMiddleware", "HostCheckMiddleware", "allowed_hosts", "is_loopback"]
+__all__ = [
+    "DEFAULT_MAX_BODY_BYTES",
+    "BearerTokenMiddleware",
+    "BodyLimitMiddleware",
+    "HostCheckMiddleware",
+    "allowed_hosts",
+    "is_loopback",
+]
+
+# The MCP SDK's own limit for its HTTP transport: one ceiling for every ctxnb server.
+DEFAULT_MAX_BODY_BYTES = 4 * 1024 * 1024
 
 
 def is_loopback(host: str) -> bool:
@@ -103,3 +114,48 @@ class HostCheckMiddleware:
                 await _refuse(send, 403, {"error": "forbidden", "message": msg}, [])
                 return
         await self.app(scope, receive, send)
+
+
+class BodyLimitMiddleware:
+    """ASGI middleware: a request body longer than ``max_bytes`` gets 413, unread.
+
+    A declared ``Content-Length`` over the limit is refused before any byte is read; a
+    chunked body is read up to the limit and refused there. A body within the limit is
+    handed on whole, so the app never holds more than ``max_bytes`` of one request.
+    """
+
+    def __init__(self, app: Any, max_bytes: int = DEFAULT_MAX_BODY_BYTES) -> None:
+        self.app = app
+        self.max_bytes = max_bytes
+
+    async def _too_large(self, send: Any) -> None:
+        msg = f"the request body is longer than {self.max_bytes} bytes, the most this server reads"
+        await _refuse(send, 413, {"error": "too_large", "message": msg}, [])
+
+    async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        declared = dict(scope.get("headers") or []).get(b"content-length", b"")
+        if declared.strip().isdigit() and int(declared) > self.max_bytes:
+            await self._too_large(send)
+            return
+        body = bytearray()
+        pending: list[Any] = []
+        while True:
+            message = await receive()
+            if message["type"] != "http.request":
+                pending.append(message)  # the client went away: let the app see it
+                break
+            body += message.get("body", b"")
+            if len(body) > self.max_bytes:
+                await self._too_large(send)
+                return
+            if not message.get("more_body", False):
+                break
+        pending.insert(0, {"type": "http.request", "body": bytes(body), "more_body": False})
+
+        async def replay() -> Any:
+            return pending.pop(0) if pending else await receive()
+
+        await self.app(scope, replay, send)

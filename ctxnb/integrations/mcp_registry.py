@@ -32,15 +32,12 @@ from __future__ import annotations
 
 import contextlib
 import fnmatch
-import json
 import os
 import threading
 from collections.abc import AsyncIterator, Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
-
-from pydantic import BaseModel, ConfigDict, model_validator
 
 from ..config import McpServerConfig, load_config
 from ..embedding import DEFAULT, HybridIndex
@@ -52,6 +49,7 @@ from ..errors import (
 )
 from ..redaction import redact_data, redact_text
 from ..tools.schemas import ToolInfo
+from ._mcp_outside import cap_result, schema_model
 from ._mcp_sdk import (
     Client,
     ClientSession,
@@ -512,10 +510,12 @@ class McpRegistry:
     def tool_info(self, qualified: str) -> ToolInfo:
         """The :class:`~ctxnb.tools.schemas.ToolInfo` under which governance sees a tool."""
         t = self.tools[qualified]
+        # The description and the schema go to the model in every tool list: what an
+        # outside server wrote there passes the same redaction as its results.
         return ToolInfo(
             name=t.qualified,
-            description=f"[{t.server}] {t.description}".strip(),
-            args=_schema_model(t.qualified, t.input_schema),
+            description=redact_text(f"[{t.server}] {t.description}".strip()),
+            args=schema_model(t.qualified, t.input_schema, server=t.server),
             mutating=not t.read_only,
             idempotent=t.read_only,
             destructive=t.destructive,
@@ -538,40 +538,11 @@ class McpRegistry:
                 # What an outside server says goes toward the model: the one redaction pass.
                 if result.is_error:
                     raise RegistryError(f"{_q} reported an error: {redact_text(result.text[:500])}")
-                return redact_data(result.to_dict())
+                return cap_result(redact_data(result.to_dict()))
 
             tools.register_tool(self.tool_info(q), run, governed=True)
             added.append(q)
         return added
-
-
-def _schema_model(name: str, schema: Mapping[str, Any]) -> type[BaseModel]:
-    """A pydantic model that validates with the tool's own JSON schema and reports it."""
-    import jsonschema
-
-    frozen = json.loads(json.dumps(dict(schema) or {"type": "object"}))
-    frozen.setdefault("type", "object")
-    validator = jsonschema.Draft202012Validator(frozen)
-
-    class Args(BaseModel):
-        model_config = ConfigDict(extra="allow", title=name)
-
-        @classmethod
-        def model_json_schema(cls, *args: Any, **kwargs: Any) -> dict[str, Any]:
-            return json.loads(json.dumps(frozen))
-
-        @model_validator(mode="after")
-        def _valid(self) -> Args:
-            data = dict(self.__pydantic_extra__ or {})
-            errors = sorted(validator.iter_errors(data), key=lambda e: [str(p) for p in e.path])
-            if errors:
-                first = errors[0]
-                where = ".".join(str(p) for p in first.path) or "(arguments)"
-                raise ValueError(f"{where}: {first.message}")
-            return self
-
-    Args.__name__ = Args.__qualname__ = f"{name}_args"
-    return Args
 
 
 @contextlib.contextmanager

@@ -11,6 +11,7 @@ SDK sees it:
   is not a string, an ``id`` that is neither a string nor an integer …): ``-32600``
   invalid request, with the request's id when one can be read (an object with a
   ``method`` and a string or integer ``id``), else ``null``;
+* nested deeper than Python's JSON parser can follow: ``-32600``, ``"id": null``;
 * longer than ``max_message_bytes``: ``-32600`` invalid request, ``"id": null``; the
   line is skipped in bounded chunks, never held in memory whole.
 
@@ -63,7 +64,7 @@ def _readable_id(raw: bytes) -> str | int | None:
     """The id of a request that failed validation, when it can be read without guessing."""
     try:
         obj = json.loads(raw)
-    except ValueError:
+    except (ValueError, RecursionError):
         return None
     if not isinstance(obj, dict) or "method" not in obj:
         return None
@@ -88,6 +89,12 @@ def check_line(line: bytes, *, max_bytes: int) -> types.JSONRPCError | None:
         obj = json.loads(text)
     except ValueError as e:  # UnicodeDecodeError and JSONDecodeError are ValueErrors
         return _error(types.PARSE_ERROR, f"Parse error: {e}")
+    except RecursionError:
+        # Python's parser recurses once per level: a line of brackets must not end the
+        # server (the SDK would lose its reader task), so it is refused like a bad message.
+        return _error(
+            types.INVALID_REQUEST, "Invalid Request: the message is nested too deeply to read"
+        )
     try:
         message = types.jsonrpc_message_adapter.validate_json(text, by_name=False)
     except ValueError as e:  # pydantic's ValidationError

@@ -30,6 +30,7 @@ Each line is a record with ``type`` (``user``, ``assistant``, ``system``, ``prog
 
 from __future__ import annotations
 
+import bisect
 import json
 from typing import Any
 
@@ -153,6 +154,12 @@ def _blocks(rec: dict[str, Any], kind: str) -> list[dict[str, Any]]:
     return [b for b in c if isinstance(b, dict) and b.get("type") == kind]
 
 
+def _link(value: Any) -> str | None:
+    """An id that links records: a string, else nothing (a list or an object there is
+    damage, and would not even be hashable)."""
+    return value if isinstance(value, str) and value else None
+
+
 def _main_line(
     records: list[dict[str, Any]], notes: list[str] | None = None
 ) -> list[dict[str, Any]]:
@@ -167,43 +174,48 @@ def _main_line(
     if not msgs:
         return []
     position = {id(r): i for i, r in enumerate(records)}
+    # Where each main message sits in the file, ascending: the message before a
+    # boundary is found by bisection, not by a scan per boundary (quadratic on a
+    # transcript of many compactions).
+    msg_at = [position[id(m)] for m in msgs]
     on_path: set[str] = set()
     u: str | None = msgs[-1]["uuid"]
     while u and u not in on_path and u in by_uuid:
         on_path.add(u)
         r = by_uuid[u]
-        u = r.get("parentUuid") or r.get("logicalParentUuid")
+        u = _link(r.get("parentUuid")) or _link(r.get("logicalParentUuid"))
         if u and u not in by_uuid and r.get("subtype") == "compact_boundary":
             # The boundary names a record the file does not hold (the transcript was
             # trimmed or rotated): carry on from the last main-line message before it.
-            at = position[id(r)]
-            before = [m for m in msgs if position[id(m)] < at]
+            k = bisect.bisect_left(msg_at, position[id(r)])
+            before = msgs[k - 1] if k else None
             if notes is not None:
                 notes.append(
                     f"compact_boundary {r['uuid']} names logicalParentUuid {u}, which is "
                     "not in the transcript; the main line continues from the last message "
-                    f"record before the boundary ({before[-1]['uuid'] if before else 'none'})"
+                    f"record before the boundary ({before['uuid'] if before else 'none'})"
                 )
-            u = before[-1]["uuid"] if before else None
+            u = before["uuid"] if before else None
     message_ids = {
-        r["message"].get("id")
+        r["message"]["id"]
         for r in records
-        if r.get("uuid") in on_path
+        if _link(r.get("uuid")) in on_path
         and r.get("type") == "assistant"
         and isinstance(r.get("message"), dict)
+        and _link(r["message"].get("id"))
     }
     kept_tools: set[str] = set()
     out = []
     for r in records:
         if r.get("isSidechain") or r.get("type") not in ("user", "assistant", "system"):
             continue
-        keep = r.get("uuid") in on_path
+        keep = _link(r.get("uuid")) in on_path
         if not keep and r.get("type") == "assistant":
             msg = r.get("message")
-            keep = isinstance(msg, dict) and msg.get("id") in message_ids
+            keep = isinstance(msg, dict) and _link(msg.get("id")) in message_ids
         if not keep and r.get("type") == "user":
             results = _blocks(r, "tool_result")
-            keep = bool(results) and all(b.get("tool_use_id") in kept_tools for b in results)
+            keep = bool(results) and all(_link(b.get("tool_use_id")) in kept_tools for b in results)
         if keep:
             ids = (b.get("id") for b in _blocks(r, "tool_use"))
             kept_tools.update(i for i in ids if isinstance(i, str))
@@ -266,7 +278,7 @@ class _Converter:
     def assistant(self, rec: dict[str, Any]) -> None:
         msg = json_obj(rec, "message")
         self.model = self.model or msg.get("model")
-        mid = msg.get("id")
+        mid = _link(msg.get("id"))
         usage = msg.get("usage")
         if isinstance(usage, dict) and mid:
             # The last record of a message carries its final output count.

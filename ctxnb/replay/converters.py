@@ -71,8 +71,11 @@ def _sniff_record(rec: Any) -> str | None:
         return None
     if rec.get("format") == FORMAT_NAME:
         return "ctxnb-trajectory"
-    if rec.get("type") in _CLAUDE_TYPES and (
-        "uuid" in rec or "sessionId" in rec or "messageId" in rec
+    kind = rec.get("type")
+    if (
+        isinstance(kind, str)
+        and kind in _CLAUDE_TYPES
+        and ("uuid" in rec or "sessionId" in rec or "messageId" in rec)
     ):
         return "claude-code"
     return None
@@ -117,6 +120,12 @@ def _read(path: Path) -> tuple[str, Any, int]:
         data = json.loads(stripped)
     except json.JSONDecodeError as exc:
         whole_error = exc
+    except RecursionError:
+        raise TrajectoryFormatError(
+            f"{where}: the JSON is nested too deeply to read; no trajectory format "
+            f"nests like this (ctxnb reads {_known()}).",
+            path=where,
+        ) from None
     else:
         fmt = _sniff_object(data)
         if fmt:

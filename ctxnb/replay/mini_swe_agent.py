@@ -17,7 +17,7 @@ import re
 from typing import Any
 
 from ._shell import FileMemory, parse_command
-from .model import Action, Step, Trajectory, Usage, json_obj
+from .model import Action, Step, Trajectory, TrajectoryFormatError, Usage, json_obj
 
 __all__ = ["from_mini_swe_agent"]
 
@@ -49,6 +49,12 @@ def from_mini_swe_agent(data: dict[str, Any], *, source_path: str | None = None)
         ('a.py', 'read', 'x = 1\\n')
     """
     messages = data.get("messages") or []
+    if not isinstance(messages, list):
+        raise TrajectoryFormatError(
+            f"{source_path or 'mini-swe-agent trajectory'}: 'messages' must be a list of "
+            f"messages, not {type(messages).__name__}; the file is damaged.",
+            path=source_path,
+        )
     info = json_obj(data, "info")
     system_prompt = None
     task = None

@@ -337,15 +337,23 @@ class Trajectory(_Model):
                 f"{len(steps)}; it is truncated.",
                 path=where,
             )
-        return cls(
-            id=header["id"],
-            source_format=header["source_format"],
-            source_path=header.get("source_path"),
-            task=header.get("task"),
-            system_prompt=header.get("system_prompt"),
-            metadata=header.get("metadata") or {},
-            steps=steps,
-        )
+        try:
+            return cls(
+                id=header["id"],
+                source_format=header["source_format"],
+                source_path=header.get("source_path"),
+                task=header.get("task"),
+                system_prompt=header.get("system_prompt"),
+                metadata=header.get("metadata") or {},
+                steps=steps,
+            )
+        except ValidationError as exc:
+            first = exc.errors()[0]
+            raise TrajectoryFormatError(
+                f"{where}: the header record's {'.'.join(str(p) for p in first['loc'])!r} "
+                f"is not valid: {first['msg']}.",
+                path=where,
+            ) from None
 
     @staticmethod
     def _check_header(rec: Any, where: str) -> dict[str, Any]:

@@ -52,7 +52,10 @@ def from_swe_agent(data: dict[str, Any], *, source_path: str | None = None) -> T
         >>> (t.steps[0].action.tool, f.path, f.start_line, f.end_line, f.content)
         ('open', '/repo/src/a.py', 1, 2, 'x = 1\\ny = 2\\n')
     """
-    history = [h for h in data.get("history") or [] if isinstance(h, dict)]
+    raw_history = data.get("history")
+    history = (
+        [h for h in raw_history if isinstance(h, dict)] if isinstance(raw_history, list) else []
+    )
     entries = data.get("trajectory")
     if not isinstance(entries, list) or not entries:
         entries = _from_history(history)
@@ -63,6 +66,16 @@ def from_swe_agent(data: dict[str, Any], *, source_path: str | None = None) -> T
     conv = _Converter()
     steps: list[Step] = []
     for entry in entries:
+        if not isinstance(entry, dict):
+            steps.append(
+                Step(
+                    index=len(steps),
+                    action=Action(tool="unknown", raw=str(entry)[:2000]),
+                    parsed=False,
+                    note=f"a trajectory entry must be an object, not {type(entry).__name__}",
+                )
+            )
+            continue
         try:
             step = conv.step(len(steps), entry)
         except Exception as exc:  # one odd step must not lose the run

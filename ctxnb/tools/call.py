@@ -287,6 +287,8 @@ class ToolRunner:
                     required_action="Fix the arguments to match the tool's JSON schema.",
                 ),
             )
+        except CtxnbError as e:  # the schema itself failed (an outside server's tool)
+            return self._refuse_early(name, args, _error(type(e).__name__.upper(), str(e)))
         kwargs = (
             parsed.model_dump()
             if name != "write_patch"
