@@ -199,6 +199,15 @@ def test_nothing_is_downloaded_when_litellm_and_mini_swe_agent_load(tmp_path: Pa
     assert "mini-swe-agent" not in proc.stdout  # no banner
 
 
+# A recorded mini-swe-agent run shipped with ctxnb, replayed under a summarizing strategy.
+_DJANGO_RUN = (
+    Path(__file__).resolve().parent.parent
+    / "data"
+    / "trajectories"
+    / "django__django-13670.traj.json"
+)
+
+
 def test_an_llm_summarizer_through_litellm_is_counted_in_replay_results() -> None:
     from ctxnb.live import ScriptedModelServer
     from ctxnb.llm import LiteLLMSummarizer
@@ -206,12 +215,7 @@ def test_an_llm_summarizer_through_litellm_is_counted_in_replay_results() -> Non
     from ctxnb.replay.replay import replay
     from ctxnb.strategies import Summarize
 
-    t = load(
-        Path(__file__).resolve().parent.parent
-        / "data"
-        / "trajectories"
-        / "django__django-13670.traj.json"
-    )
+    t = load(_DJANGO_RUN)
     script = [{"content": f"SUMMARY-{n}: the output listed files and errors."} for n in range(200)]
     with ScriptedModelServer(script) as server:
         summarizer = LiteLLMSummarizer(
@@ -243,12 +247,7 @@ def test_an_llm_summarizer_with_no_price_warns_and_is_not_free() -> None:
     from ctxnb.replay.replay import replay
     from ctxnb.strategies import Summarize
 
-    t = load(
-        Path(__file__).resolve().parent.parent
-        / "data"
-        / "trajectories"
-        / "django__django-13670.traj.json"
-    )
+    t = load(_DJANGO_RUN)
     script = [{"content": f"SUMMARY-{n}: files and errors."} for n in range(200)]
     with ScriptedModelServer(script) as server:
         summarizer = LiteLLMSummarizer(
