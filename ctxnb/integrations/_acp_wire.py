@@ -27,11 +27,11 @@ import asyncio
 import json
 from typing import Any
 
+from ._wireline import INVALID_REQUEST, parse_line
+
 __all__ = ["MAX_LINE_BYTES", "guard_lines", "line_error"]
 
 MAX_LINE_BYTES = 16 * 1024 * 1024
-PARSE_ERROR = -32700
-INVALID_REQUEST = -32600
 
 
 def _error(code: int, message: str) -> dict[str, Any]:
@@ -44,12 +44,9 @@ def line_error(line: bytes, *, cut: bool = False) -> dict[str, Any] | None:
         return _error(
             INVALID_REQUEST, f"Invalid Request: message longer than {MAX_LINE_BYTES} bytes"
         )
-    try:
-        obj = json.loads(line)
-    except ValueError as e:  # UnicodeDecodeError and JSONDecodeError are ValueErrors
-        return _error(PARSE_ERROR, f"Parse error: {e}")
-    except RecursionError:
-        return _error(INVALID_REQUEST, "Invalid Request: the message is nested too deeply to read")
+    obj, bad = parse_line(line)
+    if bad is not None:
+        return _error(*bad)
     if not isinstance(obj, dict):
         kind = "a batch" if isinstance(obj, list) else type(obj).__name__
         return _error(

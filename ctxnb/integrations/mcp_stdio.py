@@ -38,6 +38,7 @@ from contextlib import asynccontextmanager
 from typing import IO, Any, cast
 
 from ._mcp_sdk import anyio, types
+from ._wireline import parse_line
 
 __all__ = ["DEFAULT_MAX_MESSAGE_BYTES", "check_line", "guarded_stdio_server"]
 
@@ -84,17 +85,10 @@ def check_line(line: bytes, *, max_bytes: int) -> types.JSONRPCError | None:
     body = line.rstrip(b"\r\n")
     if len(body) > max_bytes:
         return _oversized(max_bytes)
-    try:
-        text = body.decode("utf-8")
-        obj = json.loads(text)
-    except ValueError as e:  # UnicodeDecodeError and JSONDecodeError are ValueErrors
-        return _error(types.PARSE_ERROR, f"Parse error: {e}")
-    except RecursionError:
-        # Python's parser recurses once per level: a line of brackets must not end the
-        # server (the SDK would lose its reader task), so it is refused like a bad message.
-        return _error(
-            types.INVALID_REQUEST, "Invalid Request: the message is nested too deeply to read"
-        )
+    obj, bad = parse_line(body)
+    if bad is not None:
+        return _error(*bad)
+    text = body.decode("utf-8")
     try:
         message = types.jsonrpc_message_adapter.validate_json(text, by_name=False)
     except ValueError as e:  # pydantic's ValidationError
