@@ -372,7 +372,7 @@ class McpBackend(_McpContent):
         try:
             engine.intents().get(intent_id)
         except PolicyError as e:
-            return {"ok": False, **redact_data(e.to_dict())}
+            return {"ok": False, **e.to_dict()}  # to_dict redacts
         return None
 
 
