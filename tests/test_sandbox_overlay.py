@@ -643,27 +643,33 @@ def test_small_removals_that_add_up_to_a_wipe_ask(git_repo, approve):
     assert (root / "inventory" / "s.py").read_text() == original.split("\n", 4)[4]
 
 
+def save_after_the_check(monkeypatch, root: Path, rel: str) -> None:
+    """Make an editor save ``rel`` right after the commit's conflict check passed it
+    (someone who takes no ctxnb lock: an editor, Claude Code's Write)."""
+    from ctxnb.sandbox.commit import CommandEffects
+
+    checked = CommandEffects._conflict
+
+    def check_then_save(self, p, started_ns):  # type: ignore[no-untyped-def]
+        reason = checked(self, p, started_ns)
+        if p.rel == rel:
+            (root / rel).write_text("saved by the editor\n")  # lands after the check
+        return reason
+
+    monkeypatch.setattr(CommandEffects, "_conflict", check_then_save)
+
+
 def test_a_save_landing_during_the_commit_is_kept(git_repo, monkeypatch):
     """Old hole: a file saved by someone who takes no ctxnb lock (an editor, Claude
     Code's Write) between the commit's conflict check and its write was overwritten.
     Now each file is checked again right before its rename: the save stays, it is a
     conflict, and the command's other files are committed."""
-    from ctxnb.sandbox.commit import CommandEffects
-
     root = git_repo
     governed(root)
     (root / "inventory" / "other.py").write_text("other = 1\n")
     t, _ = agent(root, True)
     models = root / "inventory" / "models.py"
-    checked = CommandEffects._conflict
-
-    def check_then_save(self, p, started_ns):
-        reason = checked(self, p, started_ns)
-        if p.rel == "inventory/models.py":
-            models.write_text("saved by the editor\n")  # lands after the check
-        return reason
-
-    monkeypatch.setattr(CommandEffects, "_conflict", check_then_save)
+    save_after_the_check(monkeypatch, root, "inventory/models.py")
     out = run(t, "echo '# cmd' >> inventory/models.py; echo '# cmd' >> inventory/other.py")
     assert out["ok"], out
     eff = out["result"]["effects"]

