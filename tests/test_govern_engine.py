@@ -498,3 +498,28 @@ def test_an_internal_error_is_audited_as_the_agent_is_told(gov):
         False,
         "INTERNAL_ERROR",
     )
+
+
+def test_a_write_looks_its_intent_up_once_and_the_next_call_sees_a_change(gov, monkeypatch):
+    # The policies and the record of one call share one lookup of active_intents.yaml
+    # (each is a stat); the next call looks again, so an edit of the file is seen.
+    t = tools_for(gov)
+    t.dispatch("select_active_intent", {"intent_id": "INT-001"})
+    engine = t.engine
+    lookups = []
+    real = type(engine).intents
+    monkeypatch.setattr(
+        type(engine), "intents", lambda self: lookups.append(1) or real(self), raising=True
+    )
+    r = t.read_file("inventory/models.py")
+    out = t.write_file("inventory/models.py", "A = 1\n", expected_sha256=r.sha256)
+    assert out.success and len(lookups) == 1
+    assert ledger(gov)[-1]["metadata"]["intent_id"] == "INT-001"
+    (gov / ".orchestration" / "active_intents.yaml").write_text(
+        INTENTS.replace('owned_scope: ["inventory/**", "tests/**"]', 'owned_scope: ["web/**"]')
+    )
+    refused = t.dispatch(
+        "write_file",
+        {"path": "inventory/models.py", "content": "A = 2\n", "expected_sha256": out.sha256},
+    )
+    assert refused["error_code"] == "SCOPE_VIOLATION"

@@ -217,10 +217,16 @@ class HookEngine:
             self._intents_mtime = mtime
         return self._intents
 
-    def current_intent(self) -> Intent | None:
+    def current_intent(self, call: ToolCall | None = None) -> Intent | None:
+        """The selected intent; with ``call``, the one its policies saw (one lookup)."""
         if self.active_intent_id is None:
             return None
-        return self.intents().find(self.active_intent_id)
+        if call is not None and "_intent" in call.context:
+            return call.context["_intent"]  # type: ignore[no-any-return]
+        intent = self.intents().find(self.active_intent_id)
+        if call is not None:
+            call.context["_intent"] = intent
+        return intent
 
     def select_active_intent(self, intent_id: str) -> str:
         """The handshake: make ``intent_id`` the active intent; returns its context block.
@@ -258,7 +264,7 @@ class HookEngine:
         else:
             from ..command_risk import classify_command
 
-            intent = self.current_intent()
+            intent = self.current_intent(call)
             scope = (lambda p: intent.in_scope(_scope_rel(p, self.root))) if intent else None
             r = classify_command(
                 str(call.args.get("cmd", "")),

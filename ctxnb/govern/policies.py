@@ -128,6 +128,7 @@ class IntentValidity:
         if engine.needs_intent(call) and engine.active_intent_id is not None:
             intent = engine.intents().get(engine.active_intent_id)  # raises INVALID_INTENT
             call.context["intent_id"] = intent.id
+            call.context["_intent"] = intent  # the call's later policies ask again
 
 
 class Scope:
@@ -138,7 +139,7 @@ class Scope:
     def check(self, call: ToolCall, engine: HookEngine) -> None:
         if not call.mutating or call.tool == "run_command":
             return
-        intent = engine.current_intent()
+        intent = engine.current_intent(call)
         if intent is None:
             return
         for key, value in _path_values(call):
@@ -330,7 +331,7 @@ class RecordPolicy:
             new=call.new_text,
             metadata={"version_id": version} if version else None,
         )
-        intent = engine.current_intent()
+        intent = engine.current_intent(call)
         origin = Origin(
             call.tool,
             caller=call.caller,
