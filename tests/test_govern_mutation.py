@@ -178,3 +178,30 @@ def test_touched_symbols_count_lines_as_the_parser_does() -> None:
     assert touched_symbols("m.py", crlf, crlf.replace("\r\n", "\n")) == []
     lone_cr = "x = 1\rdef f():\r    return 1\r"
     assert touched_symbols("m.py", lone_cr, lone_cr.replace("return 1", "return 2")) == ["f"]
+
+
+def test_the_kinds_stream_holds_every_node_of_real_files():
+    # The necessary test walks depth first over _fields; it must see what ast.walk sees
+    # (every node, constant and attribute name), only in another order.
+    import ast
+    import collections
+
+    import ctxnb
+    from ctxnb.govern._pyshape import _iter_kinds
+
+    def walked(tree: ast.AST) -> collections.Counter:
+        out: collections.Counter = collections.Counter()
+        for n in ast.walk(tree):
+            out[type(n).__name__] += 1
+            if isinstance(n, ast.Constant):
+                out[repr(n.value)] += 1
+            elif isinstance(n, ast.Attribute):
+                out[n.attr] += 1
+        return out
+
+    from pathlib import Path
+
+    sources = sorted(Path(ctxnb.__file__).parent.rglob("*.py"))[:60] + [Path(ast.__file__)]
+    for path in sources:
+        tree = ast.parse(path.read_text(encoding="utf-8"))
+        assert collections.Counter(_iter_kinds(tree)) == walked(tree), path

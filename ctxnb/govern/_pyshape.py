@@ -41,12 +41,28 @@ def _kinds_of(node: ast.AST) -> tuple[object, ...]:
 
 def _iter_kinds(node: ast.AST) -> Iterator[object]:
     # Node kinds, constants and attribute names: what renaming local variables leaves alone.
-    for n in ast.walk(node):
+    # Depth first, in source order (any fixed order serves: equal trees give equal
+    # streams), so that a change in the first statement ends the comparison within a few
+    # nodes; ast.walk's breadth-first order would visit every statement's head first.
+    # Children are read from _fields directly: ast.iter_child_nodes costs two generators
+    # per node.
+    stack = [node]
+    while stack:
+        n = stack.pop()
         yield type(n).__name__
         if isinstance(n, ast.Constant):
             yield repr(n.value)
-        elif isinstance(n, ast.Attribute):
+            continue
+        if isinstance(n, ast.Attribute):
             yield n.attr
+        children: list[ast.AST] = []
+        for field in n._fields:
+            value = getattr(n, field, None)
+            if isinstance(value, ast.AST):
+                children.append(value)
+            elif isinstance(value, list):
+                children.extend(v for v in value if isinstance(v, ast.AST))
+        stack.extend(reversed(children))
 
 
 @functools.lru_cache(maxsize=64)
