@@ -23,6 +23,7 @@ from ..errors import NotFoundError, PolicyError
 from .pathrules import TEMP_PREFIX, PathRules, SafePath, _deny, _Parsed, _Root, _short
 
 WriteMode = Literal["truncate", "append", "create"]
+PathKind = Literal["missing", "file", "dir"]
 
 _CLOEXEC = getattr(os, "O_CLOEXEC", 0)
 _NOCTTY = getattr(os, "O_NOCTTY", 0)
@@ -150,7 +151,7 @@ class _FdWalk(PathRules):
                 # swapped under us. Try again; a steady swap is refused below.
         _deny(p.display, "symlink", f"{prefix!r} keeps changing into a symbolic link")
 
-    def _probe(self, p: _Parsed) -> Literal["missing", "file", "dir"]:
+    def _probe(self, p: _Parsed) -> PathKind:
         if not p.parts:
             return "dir"
         parent = self._walk_parents(p)
@@ -164,6 +165,47 @@ class _FdWalk(PathRules):
             return "missing"
         self._require_plain(st, p, allow_dir=True)
         return "dir" if stat_mod.S_ISDIR(st.st_mode) else "file"
+
+    def _enter(
+        self, opened: list[tuple[tuple[str, ...], int]], dparts: tuple[str, ...], p: _Parsed
+    ) -> int | None:
+        """The descriptor of ``dparts`` (below ``p``'s root), reusing the open chain."""
+        while opened and opened[-1][0] != dparts[: len(opened[-1][0])]:
+            os.close(opened.pop()[1])
+        try:
+            if not opened:
+                opened.append(((), self._open_root(p)))
+            while len(opened[-1][0]) < len(dparts):
+                have, fd = opened[-1]
+                depth = len(have)
+                nfd = self._open_subdir(fd, dparts[depth], p, depth, False)
+                if nfd is None:
+                    return None
+                opened.append((dparts[: depth + 1], nfd))
+        except (NotFoundError, PolicyError):
+            return None
+        return opened[-1][1]
+
+    def _stat_in(
+        self, fd: int, p: _Parsed, allow: bool
+    ) -> os.stat_result | NotFoundError | PolicyError:
+        """What ``PathPolicy.stat`` answers for ``p``, its parent open as ``fd``."""
+        try:
+            st = os.stat(p.parts[-1], dir_fd=fd, follow_symlinks=False)
+        except (FileNotFoundError, NotADirectoryError):
+            return NotFoundError(f"Nothing at {_short(p.display)!r} in {p.root.real}.")
+        fmt = st.st_mode & _S_IFMT
+        if fmt == _S_IFREG and not p.dir_form and not allow:
+            return st  # the common answer, decided without the checks below
+        try:
+            self._require_plain(st, p, allow_dir=True)
+            if fmt == _S_IFREG:
+                if p.dir_form:
+                    _deny(p.display, "trailing-slash", "it is a file, not a directory")
+                self._check_allow(p)
+        except PolicyError as e:
+            return e
+        return st
 
     @staticmethod
     def _lstat_at(parent: int, p: _Parsed) -> os.stat_result | None:

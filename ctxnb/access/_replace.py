@@ -17,10 +17,12 @@ from __future__ import annotations
 import ctypes
 import errno
 import os
+import stat
 import sys
 
 from ..errors import StaleFileError
 from ..hashing import sha256_hex
+from .pathrules import _deny
 
 _RENAME_EXCHANGE = 2
 
@@ -44,13 +46,18 @@ def _identity(st: os.stat_result) -> tuple[int, int, int, int]:
     return st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns
 
 
-def _read(name: str, parent: int) -> tuple[bytes, os.stat_result] | None:
+def _read(name: str, parent: int, rel: str) -> tuple[bytes, os.stat_result] | None:
+    """The bytes and ``fstat`` of the regular file ``name``, or None when nothing is
+    there. A FIFO or device swapped in is refused, not read: its bytes are no file's
+    content, and the caller stores what it reads here as a version."""
     try:
         fd = os.open(name, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK, dir_fd=parent)
     except FileNotFoundError:
         return None
     try:
         st = os.fstat(fd)
+        if not stat.S_ISREG(st.st_mode):
+            _deny(rel, "special-file", "another program put a non-regular file there")
         chunks = []
         while chunk := os.read(fd, 1 << 20):
             chunks.append(chunk)
@@ -87,7 +94,7 @@ def _exchange(parent: int, a: str, b: str) -> bool:
 def check_unchanged(parent: int, name: str, *, rel: str, expected_sha256: str) -> None:
     """Raise :class:`StaleFileError` unless ``name`` (in ``parent``) holds the content
     ``expected_sha256``: the last check before a governed deletion."""
-    now = _read(name, parent)
+    now = _read(name, parent, rel)
     if now is None:
         raise _stale(rel, expected_sha256, None, "it was deleted")
     if sha256_hex(now[0]) != expected_sha256:
@@ -109,7 +116,7 @@ def replace_checked(
     content the edit was based on (None: it was based on no file, and none may exist).
     On a conflict ``tmp`` is removed by the caller and the error says what was found.
     """
-    now = _read(name, parent)
+    now = _read(name, parent, rel)
     if expected_sha256 is None:  # the edit was computed for a new file
         if now is not None or began is not None:
             raise _stale(rel, None, now[0] if now else None, "it was created")
@@ -131,6 +138,8 @@ def replace_checked(
     if _identity(displaced) == _identity(st):
         os.unlink(tmp, dir_fd=parent)
         return
-    outside = _read(tmp, parent)
-    _exchange(parent, tmp, name)  # put the other program's version back
+    try:
+        outside = _read(tmp, parent, rel)
+    finally:
+        _exchange(parent, tmp, name)  # put the other program's version back
     raise _stale(rel, expected_sha256, outside[0] if outside else None, "it was saved meanwhile")

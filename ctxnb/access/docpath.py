@@ -34,30 +34,34 @@ from __future__ import annotations
 
 from ..errors import NotFoundError, PolicyError
 from ..resolver import doc_path
-from .fdio import PathPolicy
+from .fdio import PathKind, PathPolicy
 from .pathrules import SafePath
 
 __all__ = ["find_document"]
 
 
-def find_document(policy: PathPolicy, sp: SafePath) -> SafePath:
+def find_document(policy: PathPolicy, sp: SafePath, kind: PathKind | None = None) -> SafePath:
     """The file ``sp`` names as a document (see the module docstring).
 
     Args:
         policy: the policy ``sp`` was checked by; the search walks through it.
         sp: a path the policy accepted.
+        kind: what :meth:`PathPolicy.check_kind` found at ``sp`` in this same call,
+            if the caller has it: whether the exact name is there is then known
+            without walking to it again.
 
     Raises:
         PolicyError: ``AMBIGUOUS_DOC_PATH`` when several files share the key and none
             has the exact name; ``PATH_DENIED`` when the one file with the key is refused.
     """
-    if not sp.parts:
+    if not sp.parts or (kind is not None and kind != "missing"):
         return sp
-    try:
-        policy.stat(sp)
-        return sp
-    except NotFoundError:
-        pass
+    if kind is None:
+        try:
+            policy.stat(sp)
+            return sp
+        except NotFoundError:
+            pass
     key = doc_path(sp.rel)
     found: list[SafePath] = []
     refused: list[tuple[str, str]] = []

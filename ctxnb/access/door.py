@@ -224,6 +224,7 @@ class Access:
         data: Sequence[bytes | None] | None = None,
         attached: Sequence[bytes] | None = None,
         durable_waits: list[Callable[[], None]] | None = None,
+        walked: bool = False,
     ) -> list[Observation]:
         """Read files through :attr:`policy` and write a version of each one that changed.
 
@@ -235,6 +236,10 @@ class Access:
                 (see :func:`~ctxnb.access.observe.observe_bytes`).
             durable_waits: the log line's fsync runs in the background and its wait is
                 appended here (see :meth:`ObjectStore.put <ctxnb.store.ObjectStore.put>`).
+            walked: ``data`` was read, written or deleted through a policy's descriptor
+                walk in this same call, which refused links and special files without a
+                race: the paths pass :attr:`policy`'s rules by name only
+                (:meth:`~ctxnb.access.fdio.PathPolicy.check_name`), with no second look.
 
         Returns:
             One :class:`~ctxnb.access.observe.Observation` per path; a file that is
@@ -247,8 +252,9 @@ class Access:
         listed = list(paths)
         if data is not None and len(data) != len(listed):
             raise ValueError("observe() needs one data item per path")
+        check = self.policy.check_name if walked and data is not None else self.policy.check
         for i, path in enumerate(listed):
-            safe = self.policy.check(path)
+            safe = check(path)
             raw = data[i] if data is not None else self.read(safe)
             items.append((self.source_for(str(safe.abs)), raw))
         return observe_bytes(self.store, items, attached=attached, durable_waits=durable_waits)

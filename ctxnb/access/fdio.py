@@ -66,9 +66,8 @@ from collections.abc import Callable, Iterator, Sequence
 
 from ..errors import NotFoundError, PolicyError
 from ._fdwalk import (
-    _S_IFMT,
-    _S_IFREG,
     FileEntry,
+    PathKind,
     WriteMode,
     _close_all,
     _FdWalk,
@@ -76,7 +75,7 @@ from ._fdwalk import (
 )
 from .pathrules import SafePath, _build_spec, _deny, _Parsed, _short
 
-__all__ = ["FileEntry", "PathPolicy"]
+__all__ = ["FileEntry", "PathKind", "PathPolicy"]
 
 
 class PathPolicy(_FdWalk):
@@ -119,6 +118,16 @@ class PathPolicy(_FdWalk):
             >>> policy.check("./src//main.py").rel
             'src/main.py'
         """
+        return self.check_kind(path, for_write=for_write)[0]
+
+    def check_kind(
+        self, path: str | os.PathLike[str] | SafePath, *, for_write: bool = False
+    ) -> tuple[SafePath, PathKind]:
+        """:meth:`check`, and what its look found: ``"missing"``, ``"file"`` or ``"dir"``.
+
+        The kind is what was there when it looked: a caller may answer "does it exist"
+        from it within the same call (sparing a second walk), never trust it for I/O.
+        """
         p = self._parse(path)
         if for_write:
             self._require_file_name(p)
@@ -131,6 +140,14 @@ class PathPolicy(_FdWalk):
                 _deny(p.display, "trailing-slash", "it is a file, not a directory")
             if p.parts:
                 self._check_allow(p)
+        return p.safe, kind
+
+    def check_name(self, path: str | os.PathLike[str] | SafePath) -> SafePath:
+        """:meth:`check` without the look at the disk: the lexical rules and the allow
+        globs, as for a path with nothing there. For a path whose bytes the caller has
+        just read or written through a policy's own walk (which looked, race-free)."""
+        p = self._parse(path)
+        self._check_allow(p)
         return p.safe
 
     def is_allowed(self, path: str | os.PathLike[str] | SafePath) -> bool:
@@ -270,47 +287,6 @@ class PathPolicy(_FdWalk):
         finally:
             _close_all(opened)
         return out  # type: ignore[return-value]  # every slot was filled
-
-    def _enter(
-        self, opened: list[tuple[tuple[str, ...], int]], dparts: tuple[str, ...], p: _Parsed
-    ) -> int | None:
-        """The descriptor of ``dparts`` (below ``p``'s root), reusing the open chain."""
-        while opened and opened[-1][0] != dparts[: len(opened[-1][0])]:
-            os.close(opened.pop()[1])
-        try:
-            if not opened:
-                opened.append(((), self._open_root(p)))
-            while len(opened[-1][0]) < len(dparts):
-                have, fd = opened[-1]
-                depth = len(have)
-                nfd = self._open_subdir(fd, dparts[depth], p, depth, False)
-                if nfd is None:
-                    return None
-                opened.append((dparts[: depth + 1], nfd))
-        except (NotFoundError, PolicyError):
-            return None
-        return opened[-1][1]
-
-    def _stat_in(
-        self, fd: int, p: _Parsed, allow: bool
-    ) -> os.stat_result | NotFoundError | PolicyError:
-        """What :meth:`stat` answers for ``p``, its parent open as ``fd``."""
-        try:
-            st = os.stat(p.parts[-1], dir_fd=fd, follow_symlinks=False)
-        except (FileNotFoundError, NotADirectoryError):
-            return NotFoundError(f"Nothing at {_short(p.display)!r} in {p.root.real}.")
-        fmt = st.st_mode & _S_IFMT
-        if fmt == _S_IFREG and not p.dir_form and not allow:
-            return st  # the common answer, decided without the checks below
-        try:
-            self._require_plain(st, p, allow_dir=True)
-            if fmt == _S_IFREG:
-                if p.dir_form:
-                    _deny(p.display, "trailing-slash", "it is a file, not a directory")
-                self._check_allow(p)
-        except PolicyError as e:
-            return e
-        return st
 
     def _stat_one(self, path: str) -> os.stat_result | NotFoundError | PolicyError:
         try:

@@ -98,11 +98,17 @@ class PathPolicyCheck:
     """Every path argument passes the workspace path policy."""
 
     name = "path-policy"
+    KINDS = "_path_kinds"
+    """``call.context`` key: what the look found at each path argument (``"missing"``,
+    ``"file"``, ``"dir"``), by its key in ``call.resolved``."""
 
     def check(self, call: ToolCall, engine: HookEngine) -> None:
+        kinds = call.context.setdefault(self.KINDS, {})
         for key, value in _path_values(call):
-            # Resolved once, here; the scope check and the tool use call.resolved.
-            call.resolved[key] = engine.tools.resolve(value, for_write=call.mutating)
+            # Resolved once, here; the scope check and the tool use call.resolved, the
+            # optimistic lock what the look found there (this call's, never another's).
+            sp, kinds[key] = engine.tools.resolve_kind(value, for_write=call.mutating)
+            call.resolved[key] = sp
 
 
 class IntentPresence:
@@ -261,13 +267,26 @@ class OptimisticLock:
         if not isinstance(path, str):
             return
         tools = engine.tools
-        sp = call.resolved.get("doc_path" if call.tool == "write_patch" else "path")
+        key = "doc_path" if call.tool == "write_patch" else "path"
+        sp = call.resolved.get(key)
         rel = sp.rel if sp is not None else tools.resolve(path).rel
+        expected = call.args.get("expected_sha256") or call.args.get("original_sha256")
+        # Whether the file exists, as the path policy's look found it in this call: an
+        # early answer only (the tool compares under the file's lock, whatever it says),
+        # so the one it would refuse on is looked at again first.
+        kind = call.context.get(PathPolicyCheck.KINDS, {}).get(key) if sp is not None else None
+        if kind == "missing":
+            return  # a new file: nothing to be stale against
+        if kind == "file":
+            try:
+                tools.lock_base(rel, expected, call.tool)
+                return
+            except PolicyError:
+                pass  # looked at again before refusing: the file may be gone by now
         try:
             tools.policy.stat(rel)
         except NotFoundError:
             return  # a new file: nothing to be stale against
-        expected = call.args.get("expected_sha256") or call.args.get("original_sha256")
         tools.lock_base(rel, expected, call.tool)
 
 

@@ -16,7 +16,7 @@ from collections.abc import Iterator
 from typing import TYPE_CHECKING, Literal
 
 from ..access.docpath import find_document
-from ..access.fdio import PathPolicy
+from ..access.fdio import PathKind, PathPolicy
 from ..access.pathrules import SafePath
 from ..errors import NotFoundError, PolicyError, StaleFileError
 from ..hashing import sha256_hex
@@ -112,11 +112,19 @@ class _FileSources(ToolRunner):
             PolicyError: ``PATH_DENIED``; ``AMBIGUOUS_DOC_PATH`` when several files share
                 the key (``README.md`` and ``readme.md``) and none is named exactly.
         """
-        sp = self.policy.check(self.workspace.host_path(path), for_write=for_write)
-        found = find_document(self.policy, sp)
+        return self.resolve_kind(path, for_write=for_write)[0]
+
+    def resolve_kind(
+        self, path: str | SafePath, *, for_write: bool = False
+    ) -> tuple[SafePath, PathKind]:
+        """:meth:`resolve`, and what the policy's look found there (see
+        :meth:`PathPolicy.check_kind <ctxnb.access.fdio.PathPolicy.check_kind>`): one walk
+        answers both "which file" and "is it there" for the rest of one call."""
+        sp, kind = self.policy.check_kind(self.workspace.host_path(path), for_write=for_write)
+        found = find_document(self.policy, sp, kind)
         if found is sp:
-            return sp
-        return self.policy.check(found, for_write=for_write)
+            return sp, kind
+        return self.policy.check_kind(found, for_write=for_write)
 
     # -- helpers ------------------------------------------------------------------------------
     @contextlib.contextmanager
@@ -174,6 +182,7 @@ class _FileSources(ToolRunner):
             # The log line's fsync overlaps the call's recording; the record policy
             # appends the ledger line once it is durable (see RecordPolicy).
             durable_waits=waits,
+            walked=True,  # every caller read, wrote or deleted it through self.policy
         )[0]
         if call is not None and waits is not None and len(waits) > before:
             # The ledger line asks for it first: it is written only if the line is durable.
