@@ -4,14 +4,16 @@
 Each answer taken from the look is tried against a file that another program creates,
 removes or renames after it: the write must act as if the answer had been taken again
 (the optimistic lock, the docPath variant, the tool's own check under the file's lock).
-Also here: the last check before a rename refuses a FIFO swapped in instead of reading
-it as the file's content (the store would keep that as a version).
+Also here: the lock directory, made again when someone removed it; the last check before
+a rename refuses a FIFO swapped in instead of reading it as the file's content (the store
+would keep that as a version).
 """
 
 from __future__ import annotations
 
 import hashlib
 import os
+import shutil
 from pathlib import Path
 from typing import Any
 
@@ -132,6 +134,17 @@ def test_an_observe_of_walked_bytes_still_refuses_a_denied_name(tmp_path: Path) 
     with pytest.raises(PolicyError):
         ws.observe([".env"], data=[b"TOKEN=1\n"], walked=True)
     assert ws.observe(["a.py"], data=[b"x = 1\n"], walked=True)[0].action == "created"
+
+
+def test_writes_go_on_when_the_lock_directory_is_removed(gov: Path) -> None:
+    tools = _tools(gov)
+    read = tools.read_file(TARGET)
+    assert tools.write_file(TARGET, "one\n", expected_sha256=read.sha256).success
+    locks = gov / ".ctxnb" / "locks"
+    shutil.rmtree(locks)
+    assert tools.write_file(TARGET, "two\n").success
+    assert (locks / "all-files.lock").is_file()
+    assert (gov / TARGET).read_text() == "two\n"
 
 
 def _sha(data: bytes) -> str:

@@ -30,6 +30,8 @@ ALL_FILES_LOCK = "all-files.lock"
 """The workspace lock in ``.ctxnb/locks/``: every file write holds it shared, a sandbox
 command's commit exclusive (one descriptor however many files it changes)."""
 
+_LOCK_FLAGS = os.O_RDWR | os.O_CREAT | os.O_CLOEXEC | os.O_NOFOLLOW
+
 
 class _FileSources(ToolRunner):
     """Source precedence, path resolution and locks of :class:`FileTools`."""
@@ -151,10 +153,14 @@ class _FileSources(ToolRunner):
 
     @contextlib.contextmanager
     def _flock(self, name: str, how: int) -> Iterator[None]:
-        lock_dir = self.workspace.root / ".ctxnb" / "locks"
-        lock_dir.mkdir(parents=True, exist_ok=True)
-        flags = os.O_RDWR | os.O_CREAT | os.O_CLOEXEC | os.O_NOFOLLOW
-        fd = os.open(lock_dir / name, flags, 0o644)
+        lock_dir = f"{self.workspace.root}/.ctxnb/locks"
+        try:
+            fd = os.open(f"{lock_dir}/{name}", _LOCK_FLAGS, 0o644)
+        except FileNotFoundError:
+            # The directory is made when missing, not checked on every write: someone
+            # may have removed it (or .ctxnb) since; then the open is tried again.
+            os.makedirs(lock_dir, exist_ok=True)
+            fd = os.open(f"{lock_dir}/{name}", _LOCK_FLAGS, 0o644)
         try:
             fcntl.flock(fd, how)
             yield
