@@ -16,8 +16,9 @@ from pathlib import Path, PurePosixPath
 from typing import Any, Literal
 from urllib.parse import quote, unquote
 
+from .._version import __version__
 from ..hashing import sha256_hex
-from ._gitrev import _find_git_root, _head_revision_at, git_head_revision
+from ._gitrev import _head_revision_at, git_head_revision
 
 __all__ = [
     "AGENT_TRACE_VERSION",
@@ -74,7 +75,7 @@ def build_trace_record(
     session_id: str | None,
     contributor_type: ContributorType = "ai",
     model_id: str | None,
-    repo_root: Path | None,
+    repo_root: Path | RepoRoot | None,
     tool: str | None = None,
     mutation_class: str | None = None,
     extra_metadata: Mapping[str, Any] | None = None,
@@ -96,7 +97,7 @@ def build_trace_record(
         model_id: the model, in models.dev form (``anthropic/claude-sonnet-4``).
         repo_root: the workspace root; ``vcs`` is filled from its git ``HEAD`` and
             left out when it is None, not in a repository or the repository has no
-            commit yet.
+            commit yet. A :class:`RepoRoot` is a root resolved once (a recorder's).
         tool: the tool call that made the change (``write_file``, ``apply_patch``).
         mutation_class: ``AST_REFACTOR`` or ``INTENT_EVOLUTION``.
         extra_metadata: more keys for ``metadata``; may not reuse ctxnb's keys.
@@ -151,9 +152,9 @@ def build_trace_record(
     rel_path = file_path.replace("\\", "/")
     revision = None
     if repo_root is not None:
-        repo_root = Path(repo_root)
-        rel_path, git_root = _relative_path(file_path, repo_root)
-        revision = _head_revision_at(git_root) if git_root is not None else None
+        where = repo_root if isinstance(repo_root, RepoRoot) else RepoRoot(repo_root)
+        rel_path, git_root = where.relative(file_path)
+        revision = _head_revision_at(Path(git_root)) if git_root is not None else None
 
     metadata: dict[str, Any] = {"intent_id": intent_id}
     if session_id:
@@ -232,8 +233,6 @@ def _uuid4() -> str:
 
 def _envelope(timestamp: str, revision: str | None) -> dict[str, Any]:
     """The fields every record has: version, id, time, vcs (when known), tool."""
-    from .._version import __version__
-
     record: dict[str, Any] = {
         "version": AGENT_TRACE_VERSION,
         "id": _uuid4(),
@@ -245,20 +244,71 @@ def _envelope(timestamp: str, revision: str | None) -> dict[str, Any]:
     return record
 
 
+class RepoRoot:
+    """A workspace root, resolved once, and the git repository it lies in.
+
+    The root is resolved with ``os.path.realpath`` when this is made, as the access
+    layer resolves its root once when its policy is made (:mod:`ctxnb.access.fdio`,
+    :meth:`Workspace.open <ctxnb.Workspace.open>`): the recorded path is relative to
+    the directory the writes went to. Resolving it again for every record cost an
+    ``lstat`` per component of the root's path.
+
+    The git root is not remembered: a ``git init`` in the workspace, or in a directory
+    above it, or a ``.git`` removed, changes it at any time, so every record looks for
+    ``.git`` in each directory from the root up, as ``git`` does (the list of those
+    directories is all that is kept: it follows from the resolved root alone).
+    """
+
+    __slots__ = ("_dot_gits", "real")
+
+    def __init__(self, root: str | os.PathLike[str]) -> None:
+        self.real = os.path.realpath(root)
+        dot_gits: list[tuple[str, str]] = []
+        directory = self.real
+        while True:
+            dot_gits.append((directory, os.path.join(directory, ".git")))
+            parent = os.path.dirname(directory)
+            if parent == directory:
+                break
+            directory = parent
+        self._dot_gits = tuple(dot_gits)
+
+    def git_root(self) -> str | None:
+        """The nearest directory from the root up that holds a ``.git`` (now)."""
+        for directory, dot_git in self._dot_gits:
+            # os.access: the existence test of os.path.exists (a stat, following a
+            # link), without raising and catching an exception for each missing one.
+            if os.access(dot_git, os.F_OK):
+                return directory
+        return None
+
+    def relative(self, file_path: str) -> tuple[str, str | None]:
+        """The path relative to the git root (or to the root outside git), and the git
+        root.
+
+        Raises:
+            ValueError: the path leaves the root, or names it.
+        """
+        # os.path on strings: this runs for every trace record, and pathlib costs several
+        # times more for the same answer.
+        root = self.real
+        full = os.path.normpath(os.path.join(root, file_path))
+        git_root = self.git_root()
+        base = git_root or root
+        rel = os.path.relpath(full, base) if full.startswith(base) else ".."
+        if rel == ".." or rel.startswith("../"):
+            raise ValueError(f"{file_path!r} is outside the repository root {base}")
+        if rel == ".":
+            raise ValueError(f"{file_path!r} names the repository root, not a file")
+        # relpath's answer is already normalized ("a/b", no "." or "//"): it is the
+        # POSIX form PurePosixPath gave, on POSIX.
+        return (rel if os.sep == "/" else PurePosixPath(rel).as_posix()), git_root
+
+
 def _relative_path(file_path: str, repo_root: Path) -> tuple[str, Path | None]:
     """The path relative to the git root (or to repo_root outside git), and the git root."""
-    # os.path on strings: this runs for every trace record, and pathlib costs several
-    # times more for the same answer.
-    root = os.path.realpath(repo_root)
-    full = os.path.normpath(os.path.join(root, file_path))
-    git_root = _find_git_root(root)
-    base = git_root or root
-    rel = os.path.relpath(full, base) if full.startswith(base) else ".."
-    if rel == ".." or rel.startswith("../"):
-        raise ValueError(f"{file_path!r} is outside the repository root {base}")
-    if rel == ".":
-        raise ValueError(f"{file_path!r} names the repository root, not a file")
-    return PurePosixPath(rel).as_posix(), Path(git_root) if git_root else None
+    rel, git_root = RepoRoot(repo_root).relative(file_path)
+    return rel, Path(git_root) if git_root else None
 
 
 def _record_id(record: Mapping[str, Any], key: str, prefix: str) -> str | None:

@@ -44,6 +44,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from . import tracewal
+from ._tracerecord import RepoRoot
 from .ledger import ContributorType, TraceLedger, build_trace_record
 
 if TYPE_CHECKING:
@@ -202,6 +203,8 @@ class Recorder:
         clock: Callable[[], datetime] | None = None,
     ) -> None:
         self.root = Path(root)
+        # Resolved once, as the workspace's own root is (see RepoRoot).
+        self._where = RepoRoot(self.root)
         self.ledger = ledger or TraceLedger(self.root / ".orchestration" / "agent_trace.jsonl")
         self.model_id = model_id
         self.contributor_type: ContributorType = contributor_type
@@ -284,7 +287,7 @@ class Recorder:
             session_id=origin.session_id,
             contributor_type=self.contributor_type,
             model_id=self.model_id,
-            repo_root=self.root,
+            repo_root=self._where,
             tool=origin.tool,
             mutation_class=mclass,
             extra_metadata=meta,
