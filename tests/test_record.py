@@ -88,3 +88,78 @@ def test_one_recorder_sees_a_git_repository_made_or_removed_after_its_first_reco
     fourth = record()
     assert fourth["files"][0]["path"] == "ws/a.py"
     assert fourth["vcs"]["revision"] == _git(outer, "rev-parse", "HEAD")
+
+
+def test_a_logged_record_is_serialized_once_into_the_bytes_its_dict_gives(
+    tmp_path: Path,
+) -> None:
+    # The attachment and the ledger line are cut from one serialization of the prepared
+    # record: they must be the bytes json.dumps gives for the dicts, secrets redacted,
+    # non-ASCII kept, metadata's own keys before version_id and prev_hash.
+    import json
+
+    from ctxnb.govern import tracewal
+    from ctxnb.govern.ledger import TraceLedger
+    from ctxnb.govern.record import FileChange, Origin, Recorder
+
+    (tmp_path / ".orchestration").mkdir()
+    rec = Recorder(tmp_path, model_id="anthropic/claude-sonnet-4")
+    secret = "ghp_" + "k3Vq9ZrT1xWm7Lp2Nc8Yb4Hd6Fs0Gj5Qe2Ua"
+    other = TraceLedger(tmp_path / "other.jsonl")
+    for n, meta in enumerate(
+        [{"note": f"héllo ✓ token={secret}", "x": 1.5, "deep": {"a": [1, None, True]}}, {}]
+    ):
+        change = FileChange("dir é/a.py", old="x = 1\n", new=f"x = {n}\n")
+        origin = Origin("write_file", caller="t", metadata=meta, intent_id="INT-✓")
+        store = tmp_path / "store"
+        pending = rec.prepare_logged(change, origin, oid=f"obj-{n}", store_dir=store)
+        whole = {"kind": "agent-trace", "oid": f"obj-{n}", "at": pending.at}
+        whole["record"] = pending.prepared
+        as_dict = json.dumps(whole, ensure_ascii=False, separators=(",", ":")).encode()
+        assert pending.attachment == as_dict
+        assert pending.attachment is pending.attachment  # asked twice, made once
+        assert secret.encode() not in pending.attachment
+        # The other ledger gets the same record through the dict path, after the same
+        # lines: both lines must be the same bytes.
+        other.path.write_bytes(rec.ledger.path.read_bytes() if rec.ledger.path.exists() else b"")
+        rec.finish_logged(pending, 7 + n)
+        logged = tracewal.Logged(pending.prepared, f"obj-{n}@{7 + n}", pending.at)
+        assert logged.body is None
+        assert tracewal.append_logged(other, [logged], durable=False) == [pending.prepared["id"]]
+        line = rec.ledger.path.read_bytes().splitlines()[-1]
+        assert line == other.path.read_bytes().splitlines()[-1]
+        got = json.loads(line)
+        assert list(got["metadata"])[-2:] == ["version_id", "prev_hash"]
+        assert got["metadata"]["version_id"] == f"obj-{n}@{7 + n}"
+        if meta:
+            assert "[REDACTED:github-token]" in line.decode()
+
+
+def test_a_serialized_record_appends_as_its_dict_would_or_is_not_taken() -> None:
+    import json
+
+    from ctxnb.govern.ledger import Serialized, dump_record
+
+    def as_dict(record: dict, version: str | None, prev: str) -> bytes:
+        meta = dict(record["metadata"])
+        if version is not None:
+            meta["version_id"] = version
+        meta["prev_hash"] = prev
+        return dump_record({**record, "metadata": meta})
+
+    for meta in ({}, {"a": {}}, {"a": "{"}, {"a": []}, {"a": 'q"}}'}, {"a": "é"}):
+        record = {"id": "r", "metadata": meta}
+        assert Serialized.fits(record)
+        for version in (None, "o@1", 'o"é@2'):
+            line = Serialized(dump_record(record), version).line("sha256:00")
+            assert line == as_dict(record, version, "sha256:00")
+            json.loads(line)
+    # Not taken: metadata not last, not a dict, or already holding a key to add.
+    for record in (
+        {"metadata": {}, "id": "r"},
+        {"id": "r", "metadata": None},
+        {"id": "r", "metadata": {"version_id": "v"}},
+        {"id": "r", "metadata": {"prev_hash": "h"}},
+        {},
+    ):
+        assert not Serialized.fits(record)

@@ -45,7 +45,7 @@ from typing import TYPE_CHECKING, Any
 
 from . import tracewal
 from ._tracerecord import RepoRoot
-from .ledger import ContributorType, TraceLedger, build_trace_record
+from .ledger import ContributorType, TraceLedger, build_trace_record, dump_record
 
 if TYPE_CHECKING:
     from .core import IntentLike
@@ -342,9 +342,8 @@ class Recorder:
         if pending.store_dir not in self._restored:
             tracewal.restore(pending.store_dir, self.ledger)
             self._restored.add(pending.store_dir)
-        tracewal.append_logged(
-            self.ledger, [tracewal.Logged(pending.prepared, version, pending.at)], durable=False
-        )
+        logged = tracewal.Logged(pending.prepared, version, pending.at, pending.body)
+        tracewal.append_logged(self.ledger, [logged], durable=False)
         origin = pending.origin
         if done.mutation_class == "INTENT_EVOLUTION" and origin.intent is not None:
             self.intent_map.add(origin.intent.id, origin.intent.name, [(done.path, done.symbols)])
@@ -355,7 +354,7 @@ class PendingRecord:
     """A record prepared to be committed with a store version (see
     :meth:`Recorder.prepare_logged`)."""
 
-    __slots__ = ("at", "oid", "origin", "prepared", "recorded", "store_dir")
+    __slots__ = ("_attachment", "at", "body", "oid", "origin", "prepared", "recorded", "store_dir")
 
     def __init__(
         self,
@@ -372,11 +371,17 @@ class PendingRecord:
         self.oid = oid
         self.at = at
         self.store_dir = store_dir
+        # Serialized once: the attachment (asked for more than once) and the ledger line
+        # are both made from these bytes; ``prepared`` is not changed after this.
+        self.body = dump_record(prepared)
+        self._attachment: bytes | None = None
 
     @property
     def attachment(self) -> bytes:
         """What the store's log line carries: the prepared record, bound to ``oid``."""
-        return tracewal.attachment(self.prepared, self.oid, self.at)
+        if self._attachment is None:
+            self._attachment = tracewal.attachment(self.prepared, self.oid, self.at, self.body)
+        return self._attachment
 
 
 class IntentMap:
