@@ -8,6 +8,7 @@ import json
 import os
 import subprocess
 import sys
+import tempfile
 import uuid
 from datetime import UTC, datetime, timedelta, timezone
 from pathlib import Path
@@ -326,6 +327,52 @@ def test_append_never_follows_a_planted_link(tmp_path: Path, planted: str) -> No
     assert sorted(p.name for p in outside.iterdir()) == ["agent_trace.jsonl"]
 
 
+def test_append_makes_a_missing_folder_but_never_one_a_dangling_link_names(
+    tmp_path: Path,
+) -> None:
+    # The folder is made only when opening it finds nothing; a link to a folder that
+    # does not exist yet is not "nothing": it is refused, and nothing is made there.
+    ws = tmp_path / "ws"
+    (ws / "deep").mkdir(parents=True)
+    made = TraceLedger(ws / "deep" / "new" / "agent_trace.jsonl")
+    made.append(make())
+    assert len(made.tail(5)) == 1
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    (ws / ".orchestration").symlink_to(outside / "missing")
+    with pytest.raises(PolicyError) as caught:
+        TraceLedger(ws / ".orchestration" / "agent_trace.jsonl").append(make())
+    assert caught.value.details["rule"] == "symlink"
+    assert list(outside.iterdir()) == []
+
+
+def test_the_ledger_tail_is_read_once_and_finds_the_last_line_however_long() -> None:
+    from ctxnb.govern import chain
+
+    for content in (
+        b"",
+        b"\n",
+        b"a",
+        b"a\n",
+        b"a\nb",
+        b"a\nb\n",
+        b"x" * 10000 + b"\n",
+        b"a\n" + b"y" * 9000,
+        b"a\n" + b"y" * 4095 + b"\n",
+        b"a\n" + b"y" * 4094 + b"\n",
+        b"a\n" + b"z" * 20000 + b"\n\n",
+    ):
+        with tempfile.TemporaryFile() as f:
+            f.write(content)
+            f.flush()
+            last, ended = chain.tail(f.fileno(), len(content))
+            body = content[:-1] if content.endswith(b"\n") else content
+            assert last == body.rsplit(b"\n", 1)[-1]
+            assert ended == content.endswith(b"\n")
+            assert chain.last_line(f.fileno(), len(content)) == last
+            os.lseek(f.fileno(), 0, 0)
+
+
 def test_append_read_filter_tail(tmp_path: Path) -> None:
     ledger = TraceLedger(tmp_path / ".orchestration" / "agent_trace.jsonl")
     for n in range(6):
@@ -403,6 +450,7 @@ def test_cut_last_line_is_skipped_and_reported(tmp_path: Path) -> None:
 
 _WRITER = """
 import sys
+import tempfile
 from ctxnb.govern.ledger import TraceLedger, build_trace_record
 ledger = TraceLedger(sys.argv[1])
 text = "x" * 5000 + "\\n"

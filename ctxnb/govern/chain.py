@@ -58,17 +58,37 @@ def head_path(ledger: Path) -> Path:
 
 def last_line(fd: int, size: int) -> bytes:
     """The file's last line, complete or cut (b"" for an empty file)."""
-    end = size - 1 if size and os.pread(fd, 1, size - 1) == b"\n" else size
-    pos, tail, chunk = end, b"", 4096
-    while pos > 0:
-        start = max(0, pos - chunk)
-        tail = os.pread(fd, pos - start, start) + tail
-        pos = start
-        cut = tail.rfind(b"\n")
+    return tail(fd, size)[0]
+
+
+def tail(fd: int, size: int) -> tuple[bytes, bool]:
+    """The file's last line, complete or cut (b"" for an empty file), and whether the
+    file ends with a newline (False for an empty one).
+
+    One ``pread`` when the last line fits in the first chunk read (a ledger's lines do):
+    the newline test and the line come from the same bytes.
+    """
+    if not size:
+        return b"", False
+    chunk = 4096
+    start = max(0, size - chunk)
+    data = os.pread(fd, size - start, start)
+    if not data:  # the file shrank under us: as an empty one
+        return b"", False
+    ended = data.endswith(b"\n")
+    if ended:
+        data = data[:-1]
+    pos = start
+    while True:
+        cut = data.rfind(b"\n")
         if cut >= 0:
-            return tail[cut + 1 :]
+            return data[cut + 1 :], ended
+        if pos == 0:
+            return data, ended
         chunk *= 2
-    return tail
+        start = max(0, pos - chunk)
+        data = os.pread(fd, pos - start, start) + data
+        pos = start
 
 
 def not_regular(path: Path) -> PolicyError:

@@ -271,10 +271,16 @@ class TraceLedger:
                 appends through a link it could have planted).
         """
         parent = self.path.parent
-        parent.mkdir(parents=True, exist_ok=True)
         flags = os.O_RDWR | os.O_APPEND | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC
+        dir_flags = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
         try:
-            folder = os.open(parent, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC)
+            try:
+                folder = os.open(parent, dir_flags)
+            except FileNotFoundError:
+                # Made only when missing: it is there on every append but the first,
+                # and mkdir would cost a failed mkdir and a stat each time.
+                parent.mkdir(parents=True, exist_ok=True)
+                folder = os.open(parent, dir_flags)
             try:
                 fd = os.open(self.path.name, flags, 0o644, dir_fd=folder)
             finally:
@@ -319,7 +325,7 @@ class TraceLedger:
     def _write_lines(
         self, fd: int, size: int, prepared: Sequence[dict[str, Any] | Serialized], head: int
     ) -> None:
-        last = chain.last_line(fd, size)
+        last, ended = chain.tail(fd, size)
         lines = []
         for redacted in prepared:
             # The hash chain (see ctxnb.govern.chain): a link to the line before.
@@ -333,7 +339,7 @@ class TraceLedger:
         data = b"\n".join(lines) + b"\n"
         # A crash mid-write may have left a line without its newline; start ours on
         # a fresh line so the cut line cannot swallow it.
-        if size and os.pread(fd, 1, size - 1) != b"\n":
+        if size and not ended:
             data = b"\n" + data
         written = os.write(fd, data)
         while written < len(data):  # only on a full disk or a signal; finish the line
