@@ -163,3 +163,80 @@ def test_a_serialized_record_appends_as_its_dict_would_or_is_not_taken() -> None
         {},
     ):
         assert not Serialized.fits(record)
+
+
+def test_the_intent_map_adds_without_its_lock_only_what_the_file_itself_lists(
+    tmp_path: Path,
+) -> None:
+    # A change that adds nothing to the map takes no lock (its cached view, checked
+    # against the file's stat, lists it all). Another writer, or a person, changing the
+    # file behind the view must make the next add read the file again.
+    import os
+
+    from ctxnb.govern import record as record_mod
+    from ctxnb.govern.record import IntentMap
+
+    (tmp_path / ".orchestration").mkdir()
+    path = tmp_path / ".orchestration" / "intent_map.md"
+    lock = tmp_path / ".ctxnb" / "locks" / "intent-map.lock"
+    a, b = IntentMap(path, lock), IntentMap(path, lock)
+    a.add("INT-1", "One", [("f.py", ["s1"])])
+    locked = []
+    real = record_mod._flocked
+
+    def counting(p: Path | None):  # type: ignore[no-untyped-def]
+        locked.append(p)
+        return real(p)
+
+    record_mod._flocked = counting  # type: ignore[assignment]
+    try:
+        a.add("INT-1", "One", [("f.py", ["s1"])])
+        assert locked == []  # nothing new: no lock, no write
+        # Another object (another process alike) rewrites the map without f.py.
+        b._write({"INT-2": {"name": "Two", "files": {"g.py": []}}})
+        a.add("INT-1", "One", [("f.py", ["s1"])])
+        assert locked == [lock]
+        assert a.read()["INT-1"]["files"] == {"f.py": ["s1"]}
+        assert a.read()["INT-2"]["files"] == {"g.py": []}
+        # A person edits the map in place, same size, and sets its mtime back: its
+        # ctime still tells.
+        before = os.stat(path)
+        text = path.read_text(encoding="utf-8")
+        path.write_text(text.replace("`f.py`: s1", "`f.py`: s2"), encoding="utf-8")
+        os.utime(path, ns=(before.st_atime_ns, before.st_mtime_ns))
+        assert os.stat(path).st_size == before.st_size
+        a.add("INT-1", "One", [("f.py", ["s1"])])
+        assert a.read()["INT-1"]["files"] == {"f.py": ["s2", "s1"]}
+        # The file removed: written again.
+        path.unlink()
+        a.add("INT-1", "One", [("f.py", ["s1"])])
+        assert a.read()["INT-1"]["files"] == {"f.py": ["s1"]}
+        # A renamed intent is a change.
+        n = len(locked)
+        a.add("INT-1", "Uno", [("f.py", ["s1"])])
+        assert len(locked) == n + 1 and a.read()["INT-1"]["name"] == "Uno"
+    finally:
+        record_mod._flocked = real
+
+
+def test_an_intent_map_write_that_fails_leaves_no_view_that_hides_it(tmp_path: Path) -> None:
+    # The view is updated only once the file holds it: after a failed write, the next
+    # add of the same entry writes it.
+    from ctxnb.govern.record import IntentMap
+
+    (tmp_path / ".orchestration").mkdir()
+    m = IntentMap(tmp_path / ".orchestration" / "intent_map.md")
+    m.add("INT-1", "One", [("a.py", [])])
+    real = m._write
+
+    def failing(entries: dict) -> None:
+        raise OSError("disk full")
+
+    m._write = failing  # type: ignore[method-assign]
+    try:
+        m.add("INT-1", "One", [("b.py", ["x"])])
+    except OSError:
+        pass
+    m._write = real  # type: ignore[method-assign]
+    m.add("INT-1", "One", [("b.py", ["x"])])
+    assert m.read()["INT-1"]["files"] == {"a.py": [], "b.py": ["x"]}

@@ -395,7 +395,8 @@ class IntentMap:
         self.path = path
         self.lock_path = lock_path
         self._lock = _thread.allocate_lock()
-        self._cache: tuple[int | None, dict[str, dict[str, Any]]] | None = None
+        # The map as last read or written, and the stamp of the file it was read from.
+        self._cache: tuple[_Stamp, dict[str, dict[str, Any]]] | None = None
 
     def add(self, intent_id: str, intent_name: str, files: Sequence[tuple[str, list[str]]]) -> None:
         """List ``files`` (each with its touched symbols) under the intent."""
@@ -403,27 +404,36 @@ class IntentMap:
 
         # The map is read by people and agents: names leave redacted like any text.
         files = [(redact_text(path), [redact_text(s) for s in syms]) for path, syms in files]
-        with self._lock, _flocked(self.lock_path):
-            try:
-                stamp: int | None = self.path.stat().st_mtime_ns
-            except FileNotFoundError:
-                stamp = None
+        with self._lock:
+            # Most changes add nothing (the file and its symbols are listed already):
+            # then one stat, no lock file. The cached map is the file's content while
+            # its stamp holds (ctxnb replaces the map by a rename, a new inode; an edit
+            # in place changes its ctime, which no one can set back): if it lists
+            # everything, so does the file at that stat, and a writer under the lock
+            # would have had nothing to write either (the map only grows).
             cached = self._cache
-            entries = cached[1] if cached is not None and cached[0] == stamp else self.read()
-            per = entries.setdefault(intent_id, {"name": intent_name, "files": {}})
-            changed = per["name"] != intent_name
-            per["name"] = intent_name
-            for path, symbols in files:
-                changed = changed or path not in per["files"]
-                known = per["files"].setdefault(path, [])
-                for sym in symbols:
-                    if sym not in known:
-                        known.append(sym)
-                        changed = True
-            if changed:
-                self._write(entries)
-                stamp = self.path.stat().st_mtime_ns
-            self._cache = (stamp, entries)
+            if (
+                cached is not None
+                and not _adds(cached[1], intent_id, intent_name, files)
+                and _stamp(self.path) == cached[0]
+            ):
+                return
+            with _flocked(self.lock_path):
+                stamp = _stamp(self.path)
+                cached = self._cache
+                entries = cached[1] if cached is not None and cached[0] == stamp else self.read()
+                self._cache = None  # until the entries are the file's again
+                if _adds(entries, intent_id, intent_name, files):
+                    per = entries.setdefault(intent_id, {"name": intent_name, "files": {}})
+                    per["name"] = intent_name
+                    for path, symbols in files:
+                        known = per["files"].setdefault(path, [])
+                        for sym in symbols:
+                            if sym not in known:
+                                known.append(sym)
+                    self._write(entries)
+                    stamp = _stamp(self.path)
+                self._cache = (stamp, entries)
 
     def read(self) -> dict[str, dict[str, Any]]:
         """The sections ctxnb writes: ``## ID — name`` then ``- `path`: sym, sym``."""
@@ -461,6 +471,37 @@ class IntentMap:
         tmp = self.path.with_name(f".{self.path.name}.{os.getpid()}.{_thread.get_ident()}.tmp")
         tmp.write_text("\n".join(lines), encoding="utf-8")
         os.replace(tmp, self.path)
+
+
+_Stamp = tuple[int, int, int, int] | None
+
+
+def _stamp(path: Path) -> _Stamp:
+    """What changes whenever the file does: inode, size, modification and change times
+    (None: no file)."""
+    try:
+        st = os.stat(path)
+    except FileNotFoundError:
+        return None
+    return (st.st_ino, st.st_size, st.st_mtime_ns, st.st_ctime_ns)
+
+
+def _adds(
+    entries: Mapping[str, Mapping[str, Any]],
+    intent_id: str,
+    intent_name: str,
+    files: Sequence[tuple[str, list[str]]],
+) -> bool:
+    """Whether listing ``files`` under the intent would change ``entries``."""
+    per = entries.get(intent_id)
+    if per is None or per["name"] != intent_name:
+        return True
+    listed = per["files"]
+    for path, symbols in files:
+        known = listed.get(path)
+        if known is None or any(sym not in known for sym in symbols):
+            return True
+    return False
 
 
 @contextlib.contextmanager
