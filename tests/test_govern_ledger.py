@@ -373,6 +373,22 @@ def test_the_ledger_tail_is_read_once_and_finds_the_last_line_however_long() -> 
             os.lseek(f.fileno(), 0, 0)
 
 
+def test_a_ledger_given_another_path_appends_there_and_heads_it_there(tmp_path: Path) -> None:
+    # The folder, name and head strings are kept for the path they were made from.
+    from ctxnb.govern.chain import verify_ledger
+
+    ledger = TraceLedger(tmp_path / "a" / "agent_trace.jsonl")
+    ledger.append(make())
+    ledger.path = tmp_path / "b" / "other.jsonl"
+    ledger.append(make())
+    ledger.append(make())
+    assert len(TraceLedger(tmp_path / "a" / "agent_trace.jsonl").tail(9)) == 1
+    assert len(ledger.tail(9)) == 2
+    assert (tmp_path / "b" / "other.jsonl.head").exists()
+    assert verify_ledger(tmp_path / "a" / "agent_trace.jsonl").ok
+    assert verify_ledger(ledger.path).ok
+
+
 def test_append_read_filter_tail(tmp_path: Path) -> None:
     ledger = TraceLedger(tmp_path / ".orchestration" / "agent_trace.jsonl")
     for n in range(6):

@@ -29,6 +29,7 @@ Example:
 from __future__ import annotations
 
 import errno
+import functools
 import json
 import os
 import stat
@@ -54,6 +55,13 @@ GENESIS = line_hash(b"")
 
 def head_path(ledger: Path) -> Path:
     return ledger.with_name(ledger.name + _HEAD_SUFFIX)
+
+
+@functools.lru_cache(maxsize=64)
+def _head_name(ledger: Path) -> str:
+    """:func:`head_path` as a string (a function of the path alone; opened on every
+    append, where pathlib's with_name and str cost more than the open)."""
+    return os.fspath(head_path(ledger))
 
 
 def last_line(fd: int, size: int) -> bytes:
@@ -111,17 +119,16 @@ def open_head(ledger: Path) -> int:
             there would block the open forever (with the ledger's lock held) or take
             the writes, and a link would send them elsewhere.
     """
-    path = head_path(ledger)
     flags = os.O_WRONLY | os.O_CREAT | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC
     try:
-        fd = os.open(path, flags, 0o644)
+        fd = os.open(_head_name(ledger), flags, 0o644)
     except OSError as exc:
         if exc.errno not in (errno.ELOOP, errno.ENXIO):  # a link; a FIFO nobody reads
             raise
-        raise not_regular(path) from None
+        raise not_regular(head_path(ledger)) from None
     if not stat.S_ISREG(os.fstat(fd).st_mode):
         os.close(fd)
-        raise not_regular(path)
+        raise not_regular(head_path(ledger))
     return fd
 
 

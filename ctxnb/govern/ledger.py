@@ -167,6 +167,7 @@ class TraceLedger:
 
     def __init__(self, path: str | Path, *, validate: bool = True) -> None:
         self.path = Path(path)
+        self._strings: tuple[Path, str, str] | None = None
         self.validate = validate
         self.skipped_lines: list[SkippedLine] = []
 
@@ -270,7 +271,7 @@ class TraceLedger:
                 link (``.orchestration/`` may be writable by an agent: ctxnb never
                 appends through a link it could have planted).
         """
-        parent = self.path.parent
+        parent, name = self._where()
         flags = os.O_RDWR | os.O_APPEND | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC
         dir_flags = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
         try:
@@ -279,10 +280,10 @@ class TraceLedger:
             except FileNotFoundError:
                 # Made only when missing: it is there on every append but the first,
                 # and mkdir would cost a failed mkdir and a stat each time.
-                parent.mkdir(parents=True, exist_ok=True)
+                Path(parent).mkdir(parents=True, exist_ok=True)
                 folder = os.open(parent, dir_flags)
             try:
-                fd = os.open(self.path.name, flags, 0o644, dir_fd=folder)
+                fd = os.open(name, flags, 0o644, dir_fd=folder)
             finally:
                 os.close(folder)
         except OSError as exc:
@@ -310,6 +311,14 @@ class TraceLedger:
                 os.close(fd)
                 raise
         return fd
+
+    def _where(self) -> tuple[str, str]:
+        """The ledger's folder and name as strings, worked out again when ``path`` is
+        set to another path."""
+        where = self._strings
+        if where is None or where[0] is not self.path:
+            where = self._strings = (self.path, os.fspath(self.path.parent), self.path.name)
+        return where[1], where[2]
 
     def write_locked(self, fd: int, prepared: Sequence[dict[str, Any] | Serialized]) -> None:
         """Append prepared records as one write, each chained to the line before it
