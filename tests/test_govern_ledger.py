@@ -743,3 +743,15 @@ def test_a_batch_of_records_is_one_chained_write_or_nothing(tmp_path: Path) -> N
         ledger.append_many_later([rec("g.py"), bad])
     assert (tmp_path / "agent_trace.jsonl").read_bytes().splitlines() == lines
     assert ledger.append_many_later([])() is None
+
+
+def test_a_file_where_the_ledger_folder_goes_is_refused_and_named_as_such(tmp_path: Path) -> None:
+    ws = tmp_path / "ws"
+    ws.mkdir()
+    (ws / ".orchestration").write_text("not a folder\n")
+    with pytest.raises(PolicyError) as caught:
+        TraceLedger(ws / ".orchestration" / "agent_trace.jsonl").append(make())
+    assert caught.value.error_code == "PATH_DENIED"
+    assert caught.value.details["rule"] == "not-a-directory"
+    assert "not a folder" in caught.value.message
+    assert (ws / ".orchestration").read_text() == "not a folder\n"

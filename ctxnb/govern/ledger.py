@@ -289,13 +289,17 @@ class TraceLedger:
         except OSError as exc:
             if exc.errno not in (errno.ELOOP, errno.ENOTDIR):
                 raise
+            link = exc.errno == errno.ELOOP or _is_link(parent)  # else a file is there
+            what, rule = (
+                ("a symbolic link", "symlink") if link else ("not a folder", "not-a-directory")
+            )
             raise PolicyError(
                 "PATH_DENIED",
-                f"the trace ledger {self.path} (or its folder) is a symbolic link; ctxnb "
-                "never appends through one (rule: symlink)",
+                f"the trace ledger {self.path} (or its folder) is {what}; ctxnb never "
+                f"appends through it (rule: {rule})",
                 recoverable=False,
-                required_action=f"Replace the link by the real file or folder: {self.path}.",
-                details={"path": str(self.path), "rule": "symlink"},
+                required_action=f"Replace it by the real file or folder: {self.path}.",
+                details={"path": str(self.path), "rule": rule},
             ) from None
         if not stat.S_ISREG(os.fstat(fd).st_mode):
             # A FIFO planted there would take the lines away (opened to read and write,
@@ -465,3 +469,10 @@ def ledger_html(ledger: TraceLedger | str | os.PathLike[str], *, n: int = 20) ->
     if not rows:
         return head + "<p><i>no records</i></p></div>"
     return head + html_table(rows, ["time", "intent", "files", "tool", "mutation"]) + "</div>"
+
+
+def _is_link(path: str | os.PathLike[str]) -> bool:
+    try:
+        return stat.S_ISLNK(os.lstat(path).st_mode)
+    except OSError:
+        return False
