@@ -268,10 +268,15 @@ def with_tx(table: pa.Table, tx_id: int, tx_time: datetime) -> pa.Table:
     """``table`` with its tx columns filled in, in :data:`SCHEMA`."""
     n = table.num_rows
     time_us = (tx_time - _EPOCH) // timedelta(microseconds=1)
-    table = table.append_column(SCHEMA.field("tx_id"), column([tx_id] * n, pa.int64()))
+    return with_tx_columns(table, [tx_id] * n, [time_us] * n)
+
+
+def with_tx_columns(table: pa.Table, tx_ids: list[int], times_us: list[int]) -> pa.Table:
+    """``table`` with a tx id and a tx time (microseconds since the epoch) per row."""
+    table = table.append_column(SCHEMA.field("tx_id"), column(tx_ids, pa.int64()))
     table = table.append_column(
         SCHEMA.field("tx_time"),
-        column([time_us] * n, pa.int64()).view(SCHEMA.field("tx_time").type),
+        column(times_us, pa.int64()).view(SCHEMA.field("tx_time").type),
     )
     return table.replace_schema_metadata(SCHEMA.metadata)
 

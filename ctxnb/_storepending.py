@@ -60,14 +60,17 @@ class _PendingSegment:
     def table(self) -> pa.Table:
         """The rows, with tx columns, in :data:`ctxnb._storefmt.SCHEMA`."""
         if self._table is None:
-            docs = self._docs
-            if docs is None:
-                assert self._json is not None
-                docs = [json.loads(b) for b in self._json]
-            data = fmt.to_table(fmt.encode(docs))
+            data = fmt.to_table(fmt.encode(self._documents()))
             self._table = fmt.with_tx(data, self._tx, tlog.from_us(self._time_us))
             self._docs = None  # the table and the JSON hold everything from now on
         return self._table
+
+    def _documents(self) -> list[dict[str, Any]]:
+        """An inline transaction's documents (before its table is built)."""
+        if self._docs is not None:
+            return self._docs
+        assert self._json is not None
+        return [json.loads(b) for b in self._json]
 
     def ids_and_types(self) -> tuple[list[str], list[str]]:
         if self._ids is not None:
@@ -82,3 +85,47 @@ class _PendingSegment:
             docs = self._docs if self._docs is not None else fmt.decode(self.table)
             self._json = [tlog.dumps(d).encode() for d in docs]
         return self._json[row]
+
+
+def fold_table(pending: list[_PendingSegment]) -> pa.Table:
+    """The rows of several transactions, in order, as one table (what a fold writes).
+
+    Equal to ``pa.concat_tables([p.table for p in pending])``, but the inline
+    transactions' documents are encoded together: one table for 64 small transactions
+    instead of 64 tables of one row, each of which costs about as much as the whole.
+    Each transaction then keeps its rows as a slice of that table (no copy), for the
+    reads and the compaction that ask for its ``table``.
+    """
+    parts: list[pa.Table] = []
+    docs: list[dict[str, Any]] = []
+    runs: list[tuple[_PendingSegment, int]] = []  # transactions in ``docs``, their counts
+    txs: list[int] = []
+    times: list[int] = []
+
+    def flush() -> None:
+        if not runs:
+            return
+        table = fmt.with_tx_columns(fmt.to_table(fmt.encode(docs)), txs, times)
+        start = 0
+        for p, count in runs:
+            p._table = table.slice(start, count)
+            p._docs = None  # as after ``table``: the rows and the JSON hold everything
+            start += count
+        parts.append(table)
+        for done in (docs, runs, txs, times):
+            done.clear()
+
+    for p in pending:
+        if p._table is not None:
+            flush()
+            parts.append(p._table)
+            continue
+        mine = p._documents()
+        docs.extend(mine)
+        runs.append((p, len(mine)))
+        txs.extend([p._tx] * len(mine))
+        times.extend([p._time_us] * len(mine))
+    flush()
+    if len(parts) == 1:
+        return parts[0]
+    return pa.concat_tables(parts) if parts else fmt.SCHEMA.empty_table()

@@ -66,7 +66,7 @@ from ._storeopen import (
 from ._storeopen import (
     TXLOG as TXLOG,
 )
-from ._storepending import _PendingSegment
+from ._storepending import _PendingSegment, fold_table
 from ._storeread import Version, _StoreReads
 from ._storerotate import remove_old_snapshots, remove_unlogged_segments, rotate
 from .errors import StoreError
@@ -330,7 +330,7 @@ class ObjectStore(_StoreReads):
                     if not todo:
                         return 0
                     self._truncate_torn_tail()
-                    table = pa.concat_tables([self._pending[tx].table for tx in todo])
+                    table = fold_table([self._pending[tx] for tx in todo])
                     name = f"seg-{todo[-1]:012d}-{secrets.token_hex(4)}.parquet"
                     final = os.path.join(self._dir, SEGMENTS, name)
                     size = fmt.write_segment(table, self._tmp_name(SEGMENTS, name), final)
