@@ -322,8 +322,13 @@ class _StoreBase:
     def _refresh(self, *, force: bool = False) -> None:
         """Apply log lines other processes appended since we last looked.
 
-        The fast path is one ``stat``; it is what keeps ``get`` cheap. A log replaced
-        by a compaction's rotation (another inode) is read again from its start.
+        The fast path is one ``stat``; it is what keeps ``get`` cheap, and a commit's
+        read of the log under the writer lock. A log replaced by a compaction's rotation
+        (another inode) is read again from its start. ``force``: read the log whatever
+        the ``stat`` says.
+
+        Afterwards ``_seen_size`` is the log's size at that look: more than
+        ``_log_offset`` when its last line is unfinished (see ``_truncate_torn_tail``).
         """
         try:
             st = os.stat(self._log_path)
@@ -332,12 +337,12 @@ class _StoreBase:
                 f"{self._log_path} has disappeared; restore the store directory from a backup",
                 path=self._log_path,
             ) from exc
-        if (
-            not force
-            and st.st_size == self._seen_size
-            and st.st_ino == self._seen_ino
-            and self._seen_size == self._log_offset
-        ):
+        if not force and st.st_ino == self._seen_ino and st.st_size == self._log_offset:
+            # The file we read, ending where the last line we applied ends: nothing was
+            # appended and no line is unfinished (lines are only ever appended; a log
+            # that is rewritten is a new file, another inode). Reading it from
+            # _log_offset, as force does, would find no bytes.
+            self._seen_size = st.st_size
             return
         missing: FileNotFoundError | None = None
         for _ in range(_RETRIES):

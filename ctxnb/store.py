@@ -206,7 +206,9 @@ class ObjectStore(_StoreReads):
             later: list[Callable[[], None]] | None = None  # the log's fsync, in the background
             self._writer_fd = self._lock(WRITER_LOCK, self._writer_fd)
             try:
-                self._refresh(force=True)
+                # Under the writer lock: what other processes committed is read now (a
+                # stat when nothing was), and the log cannot grow until we release it.
+                self._refresh()
                 self._truncate_torn_tail()
                 if not self._cleaned:
                     remove_unlogged_segments(self)
@@ -215,7 +217,8 @@ class ObjectStore(_StoreReads):
                 now = self._now()
                 entry = tlog.TxEntry(tx_id, tlog.to_us(now), len(batch), None, 0)
                 extra = list(attached) if attached else None
-                line = tlog.tx_line(entry, extra, list(batch))
+                if blobs is None and data is None:  # an empty transaction
+                    line = tlog.tx_line(entry, extra, [])
                 if blobs is not None:
                     if self._marker_version < tlog.INLINE_FORMAT_VERSION:
                         self._upgrade_marker()
@@ -414,8 +417,10 @@ class ObjectStore(_StoreReads):
 
     def _truncate_torn_tail(self) -> None:
         # Bytes after the last newline are a line a crashed writer never finished: it was
-        # never acknowledged, so it is dropped before the next line goes in.
-        if os.path.getsize(self._log_path) > self._log_offset:
+        # never acknowledged, so it is dropped before the next line goes in. Called under
+        # the writer lock right after _refresh, whose look at the log's size still holds:
+        # no other process appends without that lock.
+        if self._seen_size > self._log_offset:
             log.info("dropping an unfinished last line from %s", self._log_path)
             os.truncate(self._log_path, self._log_offset)
             self._seen_size = self._log_offset

@@ -12,6 +12,7 @@ import pytest
 
 import ctxnb._storefmt as fmt
 from ctxnb._storepending import _PendingSegment, fold_table
+from ctxnb.errors import CorruptStoreError
 from ctxnb.store import ObjectStore
 
 
@@ -127,3 +128,56 @@ def test_commits_fold_at_fold_every(tmp_path: Path, n: int) -> None:
         assert len(store._unfolded) == n % 64
         ids = store.scan(columns=["xt_id"], format="arrow").column("xt_id").to_pylist()
         assert sorted(ids) == sorted(f"d{i}" for i in range(n))
+
+
+# --- the log, read under the writer lock ----------------------------------------------
+
+
+def test_a_commit_reads_what_another_process_appended_since(tmp_path: Path) -> None:
+    path = tmp_path / "s"
+    a, b = ObjectStore(path), ObjectStore(path)
+    a.put([{"xt/id": "x", "type": "n", "v": 1}])
+    b.put([{"xt/id": "x", "type": "n", "v": 2}])  # behind a's back: a saw the log end at tx 1
+    big = {"xt/id": "y", "type": "n", "text": "z" * 40_000}  # a segment, not inline
+    b.put([big])
+    assert a.put([{"xt/id": "x", "type": "n", "v": 3}]).tx_id == 4
+    for store in (a, b):
+        assert [v.doc["v"] for v in store.history("x")] == [1, 2, 3]
+        assert store.get("y") == big
+    a.close()
+    b.close()
+    with ObjectStore(path) as reader:
+        assert [t.tx_id for t in reader.transactions()] == [1, 2, 3, 4]
+
+
+@pytest.mark.parametrize("read_first", [False, True])
+def test_an_unfinished_line_behind_a_writer_is_dropped_at_its_next_commit(
+    tmp_path: Path, read_first: bool
+) -> None:
+    store = ObjectStore(tmp_path / "s")
+    store.put([{"xt/id": "a", "type": "n", "v": 1}])
+    log = store.path / "txlog"
+    committed = log.read_bytes()
+    with log.open("ab") as f:  # another writer killed mid-line, after our commit
+        f.write(committed[: len(committed) // 2].replace(b'"tx":1', b'"tx":2'))
+    if read_first:
+        assert store.get("a") == {"xt/id": "a", "type": "n", "v": 1}  # a read sees it
+    assert store.put([{"xt/id": "a", "type": "n", "v": 2}]).tx_id == 2
+    lines = log.read_bytes().split(b"\n")
+    assert log.read_bytes().startswith(committed) and lines[-1] == b""
+    assert [json.loads(line)["tx"] for line in lines[:-1]] == [1, 2]
+    store.close()
+    with ObjectStore(tmp_path / "s") as reader:
+        assert [v.doc["v"] for v in reader.history("a")] == [1, 2]
+
+
+def test_a_log_shrunk_behind_a_writer_is_refused_at_its_next_commit(tmp_path: Path) -> None:
+    store = ObjectStore(tmp_path / "s")
+    store.put([{"xt/id": "a", "type": "n", "v": 1}])
+    store.put([{"xt/id": "a", "type": "n", "v": 2}])
+    log = store.path / "txlog"
+    with log.open("r+b") as f:
+        f.truncate(len(log.read_bytes().split(b"\n")[0]) + 1)
+    with pytest.raises(CorruptStoreError, match="shrank"):
+        store.put([{"xt/id": "a", "type": "n", "v": 3}])
+    store.close()
