@@ -54,9 +54,14 @@ TXS_RE = re.compile(r"txs-(\d{12})-([0-9a-f]{8})\.arrow")
 TMP_PREFIX = ".tmp-"
 
 
+# One encoder, made once: ``json.dumps`` with these options builds one per call (an
+# encoder keeps no state between calls, so the text is the same).
+_DUMPS = json.JSONEncoder(ensure_ascii=False, separators=(",", ":"), allow_nan=False).encode
+
+
 def dumps(value: Any) -> str:
     """JSON for stored values: compact, key order kept, NaN refused."""
-    return json.dumps(value, ensure_ascii=False, separators=(",", ":"), allow_nan=False)
+    return _DUMPS(value)
 
 
 def to_us(dt: datetime) -> int:

@@ -78,6 +78,38 @@ def test_identity_differs_by_filesystem():
     assert identity_hash("file", a) == identity_hash("file", dict(a))
 
 
+def _identity_by_definition(kind: object, source: object) -> str:
+    text = json.dumps(
+        {"type": kind, "source": source},
+        sort_keys=True,
+        separators=(",", ":"),
+        ensure_ascii=False,
+        allow_nan=False,
+    )
+    return sha256_hex(text)
+
+
+def test_identity_hash_remembers_only_what_it_can_answer_exactly() -> None:
+    import ctxnb.hashing as hashing
+
+    src = {"type": "filesystem", "filesystemId": "fs", "path": "/p/a.py"}
+    first = identity_hash("file", src)
+    assert identity_hash("file", src) == first == _identity_by_definition("file", src)
+    # The same source changed in place afterwards is another identity, not the old one.
+    src["path"] = "/p/b.py"
+    assert identity_hash("file", src) == _identity_by_definition("file", src) != first
+    # Values equal in Python but not in JSON never share an entry.
+    for a, b in ((1, True), (0, False), (1.0, 1)):
+        one, other = {"n": a}, {"n": b}
+        identity_hash("file", one)
+        assert identity_hash("file", other) == _identity_by_definition("file", other)
+        assert identity_hash("file", one) == _identity_by_definition("file", one)
+    hashing._IDENTITIES.clear()
+    for i in range(hashing._IDENTITIES_MAX + 10):  # bounded: it starts over when full
+        identity_hash("file", {"path": f"/p/{i}"})
+    assert len(hashing._IDENTITIES) <= hashing._IDENTITIES_MAX
+
+
 json_values = st.recursive(
     st.none()
     | st.booleans()
@@ -89,6 +121,19 @@ json_values = st.recursive(
     ),
     max_leaves=20,
 )
+
+
+@given(st.text(max_size=6), st.dictionaries(st.text(max_size=6), json_values, max_size=4))
+def test_identity_hash_is_its_definition_asked_twice(kind, source):
+    assert identity_hash(kind, source) == _identity_by_definition(kind, source)
+    assert identity_hash(kind, source) == _identity_by_definition(kind, source)
+
+
+@given(json_values)
+def test_stable_stringify_is_json_dumps_with_its_options(value):
+    assert stable_stringify(value) == json.dumps(
+        value, sort_keys=True, separators=(",", ":"), ensure_ascii=False, allow_nan=False
+    )
 
 
 @given(json_values)
