@@ -40,6 +40,7 @@ from . import _storecompact as compaction
 from . import _storefmt as fmt
 from . import _storeguard as guard
 from . import _storelog as tlog
+from ._fsync import fsync_close_later, once
 
 # The layout and limits stay importable from here (ctxnb.store.INLINE_MAX_BYTES).
 from ._storeopen import (
@@ -397,8 +398,6 @@ class ObjectStore(_StoreReads):
         self._log_lines += 1
         self._seen_size = self._log_offset
         if later is not None:
-            from ._fsync import fsync_close_later, once
-
             # A descriptor of its own: a rotation may close the store's before the wait.
             synced = fsync_close_later(os.dup(self._log_fd))
 

@@ -181,3 +181,29 @@ def test_a_log_shrunk_behind_a_writer_is_refused_at_its_next_commit(tmp_path: Pa
     with pytest.raises(CorruptStoreError, match="shrank"):
         store.put([{"xt/id": "a", "type": "n", "v": 3}])
     store.close()
+
+
+# --- the file document a write stores -------------------------------------------------
+
+
+@pytest.mark.parametrize("data", [b"x = 1\n", b"\x00\x01binary", "é\n".encode() * 3000, None])
+def test_a_file_document_keeps_its_keys_their_order_and_its_content_hash(
+    data: bytes | None,
+) -> None:
+    from ctxnb.access.observe import build_file_doc
+    from ctxnb.hashing import content_hash, identity_hash, source_hash
+
+    src = {"type": "filesystem", "filesystemId": "fs", "path": "/w/a.py"}
+    doc = build_file_doc(src, data)
+    text = data.decode() if data is not None and b"\x00" not in data else None
+    payload = {
+        "content": text,
+        "file_type": "python" if text is not None or data is None else "binary",
+        "char_count": len(text) if text is not None else 0,
+        "source_hash": source_hash(data) if data is not None else None,
+    }
+    oid = identity_hash("file", src)
+    expected = {"xt/id": oid, "type": "file", "source": src, "identity_hash": oid, **payload}
+    expected["content_hash"] = content_hash(payload)  # the definition: without source_hash
+    # The stored JSON keeps key order: the log line's bytes depend on it.
+    assert list(doc.items()) == list(expected.items())

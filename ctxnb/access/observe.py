@@ -114,14 +114,19 @@ def _file_doc(
         text = decode_bytes(data)
         if text is None:
             ftype = "binary"
-    payload: dict[str, Any] = {
+    count = len(text) if text is not None else 0
+    return {
+        "xt/id": oid,
+        "type": "file",
+        "source": src,
+        "identity_hash": oid,
         "content": text,
         "file_type": ftype,
-        "char_count": len(text) if text is not None else 0,
+        "char_count": count,
         "source_hash": shash,
+        # content_hash of the payload above (it leaves out source_hash), without copies.
+        "content_hash": content_hash({"content": text, "file_type": ftype, "char_count": count}),
     }
-    payload["content_hash"] = content_hash(payload)
-    return {"xt/id": oid, "type": "file", "source": src, "identity_hash": oid, **payload}
 
 
 def is_deleted(doc: Mapping[str, Any] | None) -> bool:
