@@ -218,3 +218,30 @@ def test_small_inputs_use_openssl_once_a_process_has_loaded_it() -> None:
         [sys.executable, "-c", code], capture_output=True, text=True, check=True
     ).stdout.split()
     assert out == ["False", "True", "True", "True"], out
+
+
+def test_sha256_hex_of_the_same_bytes_object_again_is_its_digest() -> None:
+    import hashlib
+
+    import ctxnb.hashing as hashing
+
+    data = b"x = 1\n" * 100
+    assert sha256_hex(data) == sha256_hex(data) == hashlib.sha256(data).hexdigest()
+    assert hashing._LAST[0] is data  # the object is held: its identity is not reused
+    equal = bytes(bytearray(data))
+    assert equal is not data and sha256_hex(equal) == sha256_hex(data)
+    # What can change is hashed each time, never answered from the last digest.
+    buf = bytearray(data)
+    assert sha256_hex(buf) == hashlib.sha256(data).hexdigest()
+    buf[0] = 0
+    assert sha256_hex(buf) == hashlib.sha256(bytes(buf)).hexdigest()
+    view = memoryview(buf)
+    before = sha256_hex(view)
+    buf[1] = 0
+    assert sha256_hex(view) == hashlib.sha256(bytes(buf)).hexdigest() != before
+    other = b"y" * 10
+    assert sha256_hex(other) == hashlib.sha256(other).hexdigest()
+    assert sha256_hex(data) == hashlib.sha256(data).hexdigest()
+    big = b"z" * (hashing._LAST_MAX + 1)  # too large to hold: hashed, not kept
+    assert sha256_hex(big) == hashlib.sha256(big).hexdigest()
+    assert hashing._LAST[0] is not big
