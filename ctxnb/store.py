@@ -207,9 +207,7 @@ class ObjectStore(_StoreReads):
             later: list[Callable[[], None]] | None = None  # the log's fsync, in the background
             self._writer_fd = self._lock(WRITER_LOCK, self._writer_fd)
             try:
-                # Under the writer lock: what other processes committed is read now (a
-                # stat when nothing was), and the log cannot grow until we release it.
-                self._refresh()
+                self._refresh()  # one stat when no other process committed since
                 self._truncate_torn_tail()
                 if not self._cleaned:
                     remove_unlogged_segments(self)
@@ -415,10 +413,8 @@ class ObjectStore(_StoreReads):
             os.pwrite(self._writer_fd, guard.mark(self._log_offset, self._gen), 0)
 
     def _truncate_torn_tail(self) -> None:
-        # Bytes after the last newline are a line a crashed writer never finished: it was
-        # never acknowledged, so it is dropped before the next line goes in. Called under
-        # the writer lock right after _refresh, whose look at the log's size still holds:
-        # no other process appends without that lock.
+        # Bytes after the last newline: a line a crashed writer never finished (never
+        # acknowledged), dropped before ours. _refresh just saw the size, under the lock.
         if self._seen_size > self._log_offset:
             log.info("dropping an unfinished last line from %s", self._log_path)
             os.truncate(self._log_path, self._log_offset)
