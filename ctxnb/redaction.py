@@ -289,8 +289,22 @@ def _find(text: str) -> list[tuple[int, int, str]]:
             return []
     scan = _Scan(text)
     taken: list[tuple[int, int, str]] = []
-    for rule in RULES:
-        if rule.keywords and not any(scan.has(k) for k in rule.keywords):
+    seen, lowered = scan._has, scan.lowered
+    for rule, plain, keywords in _RULES_PLAIN:
+        # scan.has(k) for each keyword, inline: this loop runs for every rule of every
+        # text that leaves ctxnb.
+        for k, low in keywords:
+            hit = seen.get(k)
+            if hit is None:
+                hit = seen[k] = k in (lowered if low else text)
+            if hit:
+                break
+        else:
+            if keywords:
+                continue
+        if plain and rule.pattern.search(text) is None:
+            # No match anywhere is what finditer would find too: one C call instead of
+            # the candidates' generators (most rules find nothing in most texts).
             continue
         for start, end in _candidates(rule, scan):
             if any(start < t_end and t_start < end for t_start, t_end, _ in taken):
@@ -315,6 +329,16 @@ def _find(text: str) -> list[tuple[int, int, str]]:
 
 
 _MERGEABLE = frozenset({"generic-secret", "url-credentials"})
+# Each rule, whether _matches runs it as a plain finditer over the whole text, and its
+# keywords with whether each is looked for in the lowered text (see _Scan.has).
+_RULES_PLAIN = [
+    (
+        r,
+        not (r.anchored or r.line_scoped or r.after_newline),
+        tuple((k, k.islower()) for k in r.keywords),
+    )
+    for r in RULES
+]
 
 
 def _uncovered(start: int, end: int, taken: list[tuple[int, int, str]]) -> list[tuple[int, int]]:

@@ -377,3 +377,42 @@ def test_a_long_word_before_a_secret_name_is_redacted_in_linear_time() -> None:
         capture_output=True, text=True, timeout=60, cwd=Path(__file__).parent.parent,
     )  # fmt: skip
     assert proc.returncode == 0 and proc.stdout.strip() == "ok", proc.stderr
+
+
+def test_the_rule_loops_shortcuts_find_what_every_rule_run_in_full_finds():
+    # _find skips a rule whose keywords are absent, or whose pattern (run over the whole
+    # text) finds nothing, without its candidate generators: the spans must be those of
+    # every rule run through _candidates, on secrets, look-alikes and their mixes.
+    from ctxnb import redaction
+    from ctxnb._secret_formats import structured_spans
+
+    def reference(text: str) -> list[tuple[int, int, str]]:
+        scan = redaction._Scan(text)
+        taken: list[tuple[int, int, str]] = []
+        for rule in redaction.RULES:
+            if rule.keywords and not any(scan.has(k) for k in rule.keywords):
+                continue
+            for start, end in redaction._candidates(rule, scan):
+                if not any(start < b and a < end for a, b, _ in taken):
+                    taken.append((start, end, rule.name))
+        for start, end, name in structured_spans(text, scan.lowered, scan.lines()):
+            taken = [
+                t
+                for t in taken
+                if not (start <= t[0] and t[1] <= end and t[2] in redaction._MERGEABLE)
+                or (t[0], t[1]) == (start, end)
+            ]
+            for a, b in redaction._uncovered(start, end, taken):
+                if b - a >= 3 and any(c.isalnum() for c in text[a:b]):
+                    taken.append((a, b, name))
+        return sorted(taken)
+
+    texts = [c.text for c in SECRETS + LOOKALIKES]
+    texts += ["\n".join(texts[i : i + 5]) for i in range(0, len(texts), 5)]
+    texts += [t.upper() for t in texts[:40]] + [t.replace("\n", "\r\n") for t in texts[:40]]
+    found = 0
+    for text in texts:
+        want = reference(text)
+        assert redaction._find(text) == want, text[:200]
+        found += bool(want)
+    assert found > len(SECRETS) // 2  # the corpus does reach the rules
