@@ -42,6 +42,8 @@ class BreakerState:
 
     def __init__(self, path: str | os.PathLike[str] | None = None) -> None:
         self.path = Path(path) if path is not None else None
+        # A string for the stat every tool call makes (pathlib costs several times more).
+        self._where = os.fspath(path) if path is not None else ""
         self._lock = _thread.allocate_lock()
         self._counts: dict[str, int] = {}
         self._mtime: int | None = None
@@ -64,7 +66,7 @@ class BreakerState:
         if self.path is None:
             return self._counts
         try:
-            st = self.path.stat()
+            st = os.stat(self._where)
         except FileNotFoundError:
             self._counts, self._mtime = {}, None
             return self._counts

@@ -183,6 +183,7 @@ class HookEngine:
         self.decisions: list[tuple[ApprovalRequest, Decision]] = []
         self._intents: IntentFile | None = None
         self._intents_mtime: float | None = None
+        self._intents_path = os.path.join(self.dir, "active_intents.yaml")
         self._effects: CommandEffects | None = None
         self.tools: FileTools  # set by governed_tools()
 
@@ -207,13 +208,13 @@ class HookEngine:
     # -- intents -------------------------------------------------------------------------------
     def intents(self) -> IntentFile:
         """The intents, reloaded when ``active_intents.yaml`` changes."""
-        path = self.dir / "active_intents.yaml"
+        path = self._intents_path  # a string: one stat per call, without pathlib
         try:
-            mtime = path.stat().st_mtime_ns
+            mtime = os.stat(path).st_mtime_ns
         except FileNotFoundError:
             return IntentFile()
         if self._intents is None or mtime != self._intents_mtime:
-            self._intents = load_intents(path)
+            self._intents = load_intents(Path(path))
             self._intents_mtime = mtime
         return self._intents
 
