@@ -83,6 +83,14 @@ def show(line: str, limit: int = 60) -> str:
     return repr(line if len(line) <= limit else line[:limit] + "…")
 
 
+def _lines(text: str) -> list[str]:
+    """``Text.split(text).lines``: the lines without their terminators, split in C."""
+    lines = text.split("\n") if "\r" not in text else _LINE_SPLIT.split(text)
+    if lines[-1] == "":
+        lines.pop()  # the text ends with a terminator (or is empty): no last line
+    return lines
+
+
 def changed_line_ranges(old: str, new: str) -> list[tuple[int, int]]:
     """Line ranges of ``new`` that were added or changed relative to ``old``.
 
@@ -100,9 +108,16 @@ def changed_line_ranges(old: str, new: str) -> list[tuple[int, int]]:
         >>> changed_line_ranges("a\\nb\\nc\\n", "a\\nB\\nc\\nd\\n")
         [(2, 2), (4, 4)]
     """
+    a, b = _lines(old), _lines(new)
+    if a == b:
+        return []
+    if not a or b and set(a).isdisjoint(b):
+        # No line of ``new`` is in ``old``: SequenceMatcher finds no matching block (a
+        # block is a run of equal lines; there is no junk), so its opcodes are one
+        # replace or insert of all of ``new``. A rewritten file is often this case.
+        return [(1, len(b))] if b else []
     import difflib
 
-    a, b = Text.split(old).lines, Text.split(new).lines
     ranges: list[tuple[int, int]] = []
     matcher = difflib.SequenceMatcher(None, a, b, autojunk=False)
     for tag, _i1, _i2, j1, j2 in matcher.get_opcodes():

@@ -1,0 +1,109 @@
+"""changed_line_ranges gives the ranges of a plain SequenceMatcher diff of the lines,
+whatever shortcut it takes (texts with equal lines, disjoint lines, an empty side)."""
+
+from __future__ import annotations
+
+import difflib
+import subprocess
+from pathlib import Path
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from ctxnb.tools._textlines import Text, changed_line_ranges
+
+REPO = Path(__file__).resolve().parent.parent
+
+
+def reference(old: str, new: str) -> list[tuple[int, int]]:
+    """The ranges as changed_line_ranges computed them before its shortcuts."""
+    a, b = Text.split(old).lines, Text.split(new).lines
+    ranges: list[tuple[int, int]] = []
+    matcher = difflib.SequenceMatcher(None, a, b, autojunk=False)
+    for tag, _i1, _i2, j1, j2 in matcher.get_opcodes():
+        if tag in ("replace", "insert") and j2 > j1:
+            if ranges and ranges[-1][1] >= j1:
+                ranges[-1] = (ranges[-1][0], j2)
+            else:
+                ranges.append((j1 + 1, j2))
+    return ranges
+
+
+# Few distinct lines, so that pairs share lines often; terminators of every kind.
+_LINE = st.sampled_from(["a", "b", "c", "", " ", "a ", "x = 1", "\r", "a\rb"])
+_TERM = st.sampled_from(["\n", "\r\n", "\n", ""])
+_TEXT = st.lists(st.tuples(_LINE, _TERM), max_size=14).map(
+    lambda parts: "".join(line + term for line, term in parts)
+)
+
+
+@settings(max_examples=3000, deadline=None)
+@given(_TEXT, _TEXT)
+def test_generated_pairs_give_the_reference_ranges(old: str, new: str) -> None:
+    assert changed_line_ranges(old, new) == reference(old, new)
+
+
+@settings(max_examples=500, deadline=None)
+@given(_TEXT)
+def test_edits_of_one_text_give_the_reference_ranges(old: str) -> None:
+    # The text against itself, its reverse, with a line added, and with every line new.
+    lines = old.splitlines(keepends=True)
+    for new in (old, "".join(reversed(lines)), "q\n" + old, old + "q", old.upper() + "#"):
+        assert changed_line_ranges(old, new) == reference(old, new)
+        assert changed_line_ranges(new, old) == reference(new, old)
+
+
+@pytest.mark.parametrize(
+    ("old", "new"),
+    [
+        ("", ""),
+        ("", "a\n"),
+        ("a\n", ""),
+        ("a\nb\n", "c\nd\n"),  # disjoint: one range over all of new
+        ("a\nb\n", "c\r\nd"),
+        ("a\rb\n", "a\nb\n"),  # a lone \r stays inside its line
+        ("a\n", "a"),  # the same lines, one final newline less
+        ("a\n\n", "a\n"),
+        ("\n", ""),
+        # Trimming the common first and last lines before the matcher would give (4, 6):
+        # the matcher takes the longest block (A B C D) first, not the common prefix.
+        ("A\nB\nC\nD\n", "A\nB\nC\nA\nB\nC\nD\n"),
+    ],
+)
+def test_edge_pairs(old: str, new: str) -> None:
+    assert changed_line_ranges(old, new) == reference(old, new)
+
+
+def _history(path: str, count: int) -> list[str]:
+    try:
+        revs = subprocess.run(
+            ["git", "-C", str(REPO), "log", f"-n{count}", "--format=%H", "--", path],
+            check=True,
+            capture_output=True,
+            text=True,
+        ).stdout.split()
+        return [
+            subprocess.run(
+                ["git", "-C", str(REPO), "show", f"{rev}:{path}"],
+                check=True,
+                capture_output=True,
+                text=True,
+            ).stdout
+            for rev in revs
+        ]
+    except (OSError, subprocess.CalledProcessError):
+        return []
+
+
+@pytest.mark.parametrize(
+    "path",
+    ["ctxnb/govern/record.py", "ctxnb/redaction.py", "ctxnb/store.py", "docs/store-format.md"],
+)
+def test_real_file_histories_give_the_reference_ranges(path: str) -> None:
+    versions = _history(path, 25)
+    if len(versions) < 2:
+        pytest.skip("no git history of the file here")
+    for older, newer in zip(versions[1:], versions[:-1], strict=True):
+        assert changed_line_ranges(older, newer) == reference(older, newer)
+        assert changed_line_ranges(newer, older) == reference(newer, older)
