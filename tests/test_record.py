@@ -240,3 +240,58 @@ def test_an_intent_map_write_that_fails_leaves_no_view_that_hides_it(tmp_path: P
     m._write = real  # type: ignore[method-assign]
     m.add("INT-1", "One", [("b.py", ["x"])])
     assert m.read()["INT-1"]["files"] == {"a.py": [], "b.py": ["x"]}
+
+
+def test_a_root_answers_a_path_again_as_a_fresh_root_does(tmp_path: Path) -> None:
+    # The relative paths a root remembers are keyed on the path and the git root found
+    # for this record: asked again, after a `git init` and after its .git is gone, each
+    # answer (or refusal) is a fresh root's.
+    import shutil
+
+    import pytest
+
+    from ctxnb.govern._tracerecord import RepoRoot
+
+    outer = tmp_path / "outer"
+    ws = outer / "ws"
+    (ws / "sub").mkdir(parents=True)
+    paths = [
+        "a.py",
+        "sub/../a.py",
+        "./sub//b.py",
+        str(ws / "c.py"),
+        "..",
+        ".",
+        "../x",
+        "../../x",
+        "sub/",
+    ]
+    kept = RepoRoot(ws)
+
+    def answers(root: RepoRoot) -> list[object]:
+        out: list[object] = []
+        for path in paths:
+            try:
+                out.append(root.relative(path))
+            except ValueError as e:
+                out.append(str(e))
+        return out
+
+    def states() -> None:
+        for _ in range(2):  # the second round is answered from what the first kept
+            assert answers(kept) == answers(RepoRoot(ws))
+
+    states()
+    _git(ws / "sub", "init", "-q")  # below the root: not its repository
+    states()
+    _git(outer, "init", "-q")
+    states()
+    assert kept.relative("sub/b.py") == ("ws/sub/b.py", str(outer.resolve()))
+    _git(ws, "init", "-q")
+    states()
+    assert kept.relative("sub/b.py") == ("sub/b.py", str(ws.resolve()))
+    shutil.rmtree(ws / ".git")
+    states()
+    assert kept.relative("sub/b.py") == ("ws/sub/b.py", str(outer.resolve()))
+    with pytest.raises(ValueError, match="outside"):
+        kept.relative("../../x")

@@ -256,13 +256,18 @@ class RepoRoot:
     The git root is not remembered: a ``git init`` in the workspace, or in a directory
     above it, or a ``.git`` removed, changes it at any time, so every record looks for
     ``.git`` in each directory from the root up, as ``git`` does (the list of those
-    directories is all that is kept: it follows from the resolved root alone).
+    directories is kept: it follows from the resolved root alone; so are the relative
+    paths already computed, each under the git root it was computed from).
     """
 
-    __slots__ = ("_dot_gits", "real")
+    __slots__ = ("_dot_gits", "_relative", "real")
 
     def __init__(self, root: str | os.PathLike[str]) -> None:
         self.real = os.path.realpath(root)
+        # (file path, git root) -> the relative path: a function of the two strings and
+        # the resolved root alone (no file is looked at), so an entry never goes stale;
+        # the git root in its key is looked for afresh on every record.
+        self._relative: dict[tuple[str, str | None], str] = {}
         dot_gits: list[tuple[str, str]] = []
         directory = self.real
         while True:
@@ -289,11 +294,13 @@ class RepoRoot:
         Raises:
             ValueError: the path leaves the root, or names it.
         """
-        # os.path on strings: this runs for every trace record, and pathlib costs several
-        # times more for the same answer.
+        git_root = self.git_root()
+        known = self._relative.get((file_path, git_root))
+        if known is not None:
+            return known, git_root
+        # os.path on strings: pathlib costs several times more for the same answer.
         root = self.real
         full = os.path.normpath(os.path.join(root, file_path))
-        git_root = self.git_root()
         base = git_root or root
         rel = os.path.relpath(full, base) if full.startswith(base) else ".."
         if rel == ".." or rel.startswith("../"):
@@ -302,7 +309,12 @@ class RepoRoot:
             raise ValueError(f"{file_path!r} names the repository root, not a file")
         # relpath's answer is already normalized ("a/b", no "." or "//"): it is the
         # POSIX form PurePosixPath gave, on POSIX.
-        return (rel if os.sep == "/" else PurePosixPath(rel).as_posix()), git_root
+        if os.sep != "/":
+            rel = PurePosixPath(rel).as_posix()
+        if len(self._relative) >= 4096:
+            self._relative.clear()  # a bound on memory; the entries are only a shortcut
+        self._relative[(file_path, git_root)] = rel
+        return rel, git_root
 
 
 def _relative_path(file_path: str, repo_root: Path) -> tuple[str, Path | None]:
