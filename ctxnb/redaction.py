@@ -285,7 +285,12 @@ def _candidates(rule: Rule, scan: _Scan) -> list[tuple[int, int]]:
 def _find(text: str) -> list[tuple[int, int, str]]:
     if len(text) < _SHORT and (len(text) < KEY_BODY_MIN or "\n" not in text):
         lowered = text.lower()
-        if not any(w in lowered for w in TRIGGER_WORDS):
+        # The same answer two ways: one regex search is faster on a short text (an id, a
+        # path, a timestamp: most strings redacted), the words' `in` tests on a long one.
+        if len(text) < 100:
+            if _TRIGGER.search(lowered) is None:
+                return []
+        elif not any(w in lowered for w in TRIGGER_WORDS):
             return []
     scan = _Scan(text)
     taken: list[tuple[int, int, str]] = []
@@ -329,6 +334,7 @@ def _find(text: str) -> list[tuple[int, int, str]]:
 
 
 _MERGEABLE = frozenset({"generic-secret", "url-credentials"})
+_TRIGGER = re.compile("|".join(re.escape(w) for w in TRIGGER_WORDS))
 # Each rule, whether _matches runs it as a plain finditer over the whole text, and its
 # keywords with whether each is looked for in the lowered text (see _Scan.has).
 _RULES_PLAIN = [

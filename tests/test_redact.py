@@ -416,3 +416,27 @@ def test_the_rule_loops_shortcuts_find_what_every_rule_run_in_full_finds():
         assert redaction._find(text) == want, text[:200]
         found += bool(want)
     assert found > len(SECRETS) // 2  # the corpus does reach the rules
+
+
+def test_the_trigger_words_are_found_alike_by_the_regex_and_by_in():
+    # _find answers "no trigger word" for a short text with one regex search, for a long
+    # one with the words' `in` tests: the same answer, for texts that hold each word at
+    # the start, the middle and the end, in any case, and for texts that hold none.
+    import random
+
+    from ctxnb import redaction
+    from ctxnb._secret_patterns import TRIGGER_WORDS
+
+    rng = random.Random(7)
+    alphabet = "abcdefghijklmnopqrstuvwxyz0123456789 _./-:=\"'"
+    texts = []
+    for word in TRIGGER_WORDS:
+        for _ in range(3):
+            pad = "".join(rng.choice(alphabet) for _ in range(rng.randrange(0, 40)))
+            texts += [word + pad, pad + word.upper() + pad, pad + word]
+    texts += [
+        "".join(rng.choice(alphabet) for _ in range(rng.randrange(1, 99))) for _ in range(500)
+    ]
+    for text in texts:
+        low = text.lower()
+        assert (redaction._TRIGGER.search(low) is not None) == any(w in low for w in TRIGGER_WORDS)
