@@ -3,7 +3,6 @@ whatever shortcut it takes (texts with equal lines, disjoint lines, an empty sid
 
 from __future__ import annotations
 
-import difflib
 import subprocess
 from pathlib import Path
 
@@ -11,23 +10,15 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from ctxnb.tools._textlines import Text, changed_line_ranges
+from ctxnb.tools._textlines import Text, _matched_ranges, changed_line_ranges
 
 REPO = Path(__file__).resolve().parent.parent
 
 
 def reference(old: str, new: str) -> list[tuple[int, int]]:
-    """The ranges as changed_line_ranges computed them before its shortcuts."""
-    a, b = Text.split(old).lines, Text.split(new).lines
-    ranges: list[tuple[int, int]] = []
-    matcher = difflib.SequenceMatcher(None, a, b, autojunk=False)
-    for tag, _i1, _i2, j1, j2 in matcher.get_opcodes():
-        if tag in ("replace", "insert") and j2 > j1:
-            if ranges and ranges[-1][1] >= j1:
-                ranges[-1] = (ranges[-1][0], j2)
-            else:
-                ranges.append((j1 + 1, j2))
-    return ranges
+    """The ranges by difflib's matcher alone, of the lines Text.split gives (the
+    function before its shortcuts and its C split)."""
+    return _matched_ranges(Text.split(old).lines, Text.split(new).lines)
 
 
 # Few distinct lines, so that pairs share lines often; terminators of every kind.

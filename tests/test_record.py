@@ -5,6 +5,8 @@ from __future__ import annotations
 import multiprocessing
 from pathlib import Path
 
+from conftest import git
+
 
 def _map_writer(root: str, n: int, tag: str) -> None:
     from ctxnb.govern.record import Recorder
@@ -29,23 +31,6 @@ def test_processes_adding_to_the_intent_map_at_once_lose_no_entry(tmp_path: Path
     files = Recorder(tmp_path).intent_map.read()["INT-1"]["files"]
     assert len(files) == 60
     assert files["p2/f19.py"] == ["sym19"]
-
-
-def _git(cwd: Path, *args: str) -> str:
-    import os
-    import subprocess
-
-    env = {
-        **os.environ,
-        "GIT_AUTHOR_NAME": "t",
-        "GIT_AUTHOR_EMAIL": "t@example.com",
-        "GIT_COMMITTER_NAME": "t",
-        "GIT_COMMITTER_EMAIL": "t@example.com",
-        "GIT_CONFIG_GLOBAL": os.devnull,
-        "GIT_CONFIG_NOSYSTEM": "1",
-    }
-    done = subprocess.run(["git", *args], cwd=cwd, env=env, check=True, capture_output=True)
-    return done.stdout.decode().strip()
 
 
 def test_one_recorder_sees_a_git_repository_made_or_removed_after_its_first_record(
@@ -74,20 +59,20 @@ def test_one_recorder_sees_a_git_repository_made_or_removed_after_its_first_reco
     if above is None:
         assert first["files"][0]["path"] == "a.py" and "vcs" not in first
     (outer / "o.txt").write_text("o\n")
-    _git(outer, "init", "-q", "-b", "main")
-    _git(outer, "add", "o.txt")
-    _git(outer, "commit", "-q", "-m", "outer")
+    git(outer, "init", "-q", "-b", "main")
+    git(outer, "add", "o.txt")
+    git(outer, "commit", "-q", "-m", "outer")
     second = record()
     assert second["files"][0]["path"] == "ws/a.py"
-    assert second["vcs"]["revision"] == _git(outer, "rev-parse", "HEAD")
-    _git(ws, "init", "-q", "-b", "main")
+    assert second["vcs"]["revision"] == git(outer, "rev-parse", "HEAD")
+    git(ws, "init", "-q", "-b", "main")
     third = record()
     assert third["files"][0]["path"] == "a.py"
     assert "vcs" not in third  # the workspace's own repository has no commit yet
     shutil.rmtree(ws / ".git")
     fourth = record()
     assert fourth["files"][0]["path"] == "ws/a.py"
-    assert fourth["vcs"]["revision"] == _git(outer, "rev-parse", "HEAD")
+    assert fourth["vcs"]["revision"] == git(outer, "rev-parse", "HEAD")
 
 
 def test_a_logged_record_is_serialized_once_into_the_bytes_its_dict_gives(
@@ -282,12 +267,12 @@ def test_a_root_answers_a_path_again_as_a_fresh_root_does(tmp_path: Path) -> Non
             assert answers(kept) == answers(RepoRoot(ws))
 
     states()
-    _git(ws / "sub", "init", "-q")  # below the root: not its repository
+    git(ws / "sub", "init", "-q")  # below the root: not its repository
     states()
-    _git(outer, "init", "-q")
+    git(outer, "init", "-q")
     states()
     assert kept.relative("sub/b.py") == ("ws/sub/b.py", str(outer.resolve()))
-    _git(ws, "init", "-q")
+    git(ws, "init", "-q")
     states()
     assert kept.relative("sub/b.py") == ("sub/b.py", str(ws.resolve()))
     shutil.rmtree(ws / ".git")

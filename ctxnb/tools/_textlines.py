@@ -116,6 +116,11 @@ def changed_line_ranges(old: str, new: str) -> list[tuple[int, int]]:
         # block is a run of equal lines; there is no junk), so its opcodes are one
         # replace or insert of all of ``new``. A rewritten file is often this case.
         return [(1, len(b))] if b else []
+    return _matched_ranges(a, b)
+
+
+def _matched_ranges(a: list[str], b: list[str]) -> list[tuple[int, int]]:
+    """:func:`changed_line_ranges` of two line lists, by difflib's matcher alone."""
     import difflib
 
     ranges: list[tuple[int, int]] = []
