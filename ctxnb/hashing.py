@@ -87,28 +87,9 @@ def sha256_for(size: int) -> Callable[..., Any]:
 
 def sha256_hex(data: bytes | str) -> str:
     """SHA-256 of bytes (or of a string's UTF-8 bytes), lowercase hex."""
-    global _LAST
     if isinstance(data, str):
         data = data.encode("utf-8")
-    elif data.__class__ is bytes:
-        last = _LAST
-        if last[0] is data:
-            return last[1]
-        digest: str = sha256_for(len(data))(data).hexdigest()
-        if len(data) <= _LAST_MAX:
-            _LAST = (data, digest)
-        return digest
     return sha256_for(len(data))(data).hexdigest()  # type: ignore[no-any-return]
-
-
-# The digest of the last bytes object hashed, with the object itself: a write hashes
-# the bytes it wrote for its result, and the store version hashes the very same object
-# again. ``bytes`` cannot change, and holding it keeps its identity from being reused,
-# so the same object always has this digest (a bytearray or a memoryview, which can
-# change, never comes here). Only objects up to _LAST_MAX bytes are held, so that a
-# large file is not kept in memory by its hash.
-_LAST_MAX = 1 << 20
-_LAST: tuple[bytes | None, str] = (None, "")
 
 
 def identity_hash(type: str, source: Mapping[str, Any] | None) -> str:

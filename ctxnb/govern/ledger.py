@@ -76,7 +76,6 @@ __all__ = [
     "AGENT_TRACE_VERSION",
     "ContributorType",
     "SCHEMA_RESOURCE",
-    "Serialized",
     "SkippedLine",
     "TraceLedger",
     "build_event_record",
@@ -104,48 +103,6 @@ _ENCODER = json.JSONEncoder(ensure_ascii=False, separators=(",", ":"), allow_nan
 def dump_record(record: Mapping[str, Any]) -> bytes:
     """A record's JSON as a ledger line (and a store log's attachment) holds it."""
     return _ENCODER.encode(record).encode("utf-8")
-
-
-class Serialized:
-    """A prepared record already serialized (:func:`dump_record`), to be appended with
-    ``metadata.version_id`` (unless None) and ``metadata.prev_hash`` added.
-
-    Its line is the bytes ``json.dumps`` would give for the record with those keys set
-    (:meth:`TraceLedger.write_locked` writes it so): :meth:`fits` accepts only a record
-    whose ``metadata`` is its last key and holds neither key yet, so both go at the end
-    of the serialization, as they go at the end of the dict. A governed write's record
-    is serialized once, for its store log line, and that serves its ledger line too.
-    """
-
-    __slots__ = ("_open", "version_id")
-
-    def __init__(self, body: bytes, version_id: str | None) -> None:
-        # "...,"metadata":{...}}" without its last two braces; a comma goes before the
-        # next key unless metadata is empty (its last value cannot end in "{").
-        self._open = body[:-2] + (b"" if body.endswith(b"{}}") else b",")
-        self.version_id = version_id
-
-    @staticmethod
-    def fits(record: dict[str, Any]) -> bool:
-        """Whether the record's serialization can take the keys at its end."""
-        meta = record.get("metadata")
-        return (
-            bool(record)
-            and next(reversed(record)) == "metadata"
-            and type(meta) is dict
-            and "version_id" not in meta
-            and chain.PREV_KEY not in meta
-        )
-
-    def line(self, prev_hash: str) -> bytes:
-        """The line, linked to the line before by ``prev_hash``."""
-        version = b"" if self.version_id is None else b'"version_id":%s,' % _str(self.version_id)
-        return self._open + version + b'"%s":%s}}' % (chain.PREV_KEY.encode(), _str(prev_hash))
-
-
-def _str(text: str) -> bytes:
-    """A string's JSON as :func:`dump_record` writes it inside a record."""
-    return _ENCODER.encode(text).encode("utf-8")
 
 
 class TraceLedger:
@@ -324,7 +281,7 @@ class TraceLedger:
             where = self._strings = (self.path, os.fspath(self.path.parent), self.path.name)
         return where[1], where[2]
 
-    def write_locked(self, fd: int, prepared: Sequence[dict[str, Any] | Serialized]) -> None:
+    def write_locked(self, fd: int, prepared: Sequence[dict[str, Any]]) -> None:
         """Append prepared records as one write, each chained to the line before it
         (the caller holds the lock, see :meth:`open_locked`); not fsynced."""
         size = os.fstat(fd).st_size
@@ -336,18 +293,14 @@ class TraceLedger:
             os.close(head)
 
     def _write_lines(
-        self, fd: int, size: int, prepared: Sequence[dict[str, Any] | Serialized], head: int
+        self, fd: int, size: int, prepared: Sequence[dict[str, Any]], head: int
     ) -> None:
         last, ended = chain.tail(fd, size)
         lines = []
         for redacted in prepared:
             # The hash chain (see ctxnb.govern.chain): a link to the line before.
-            prev = chain.line_hash(last)
-            if isinstance(redacted, Serialized):
-                last = redacted.line(prev)
-            else:
-                redacted["metadata"][chain.PREV_KEY] = prev
-                last = dump_record(redacted)
+            redacted["metadata"][chain.PREV_KEY] = chain.line_hash(last)
+            last = dump_record(redacted)
             lines.append(last)
         data = b"\n".join(lines) + b"\n"
         # A crash mid-write may have left a line without its newline; start ours on

@@ -45,7 +45,7 @@ from typing import TYPE_CHECKING, Any
 
 from . import tracewal
 from ._tracerecord import RepoRoot
-from .ledger import ContributorType, TraceLedger, build_trace_record, dump_record
+from .ledger import ContributorType, TraceLedger, build_trace_record
 
 if TYPE_CHECKING:
     from .core import IntentLike
@@ -342,7 +342,7 @@ class Recorder:
         if pending.store_dir not in self._restored:
             tracewal.restore(pending.store_dir, self.ledger)
             self._restored.add(pending.store_dir)
-        logged = tracewal.Logged(pending.prepared, version, pending.at, pending.body)
+        logged = tracewal.Logged(pending.prepared, version, pending.at)
         tracewal.append_logged(self.ledger, [logged], durable=False)
         origin = pending.origin
         if done.mutation_class == "INTENT_EVOLUTION" and origin.intent is not None:
@@ -354,7 +354,7 @@ class PendingRecord:
     """A record prepared to be committed with a store version (see
     :meth:`Recorder.prepare_logged`)."""
 
-    __slots__ = ("_attachment", "at", "body", "oid", "origin", "prepared", "recorded", "store_dir")
+    __slots__ = ("_attachment", "at", "oid", "origin", "prepared", "recorded", "store_dir")
 
     def __init__(
         self,
@@ -371,16 +371,13 @@ class PendingRecord:
         self.oid = oid
         self.at = at
         self.store_dir = store_dir
-        # Serialized once: the attachment (asked for more than once) and the ledger line
-        # are both made from these bytes; ``prepared`` is not changed after this.
-        self.body = dump_record(prepared)
-        self._attachment: bytes | None = None
+        self._attachment: bytes | None = None  # asked for more than once, made once
 
     @property
     def attachment(self) -> bytes:
         """What the store's log line carries: the prepared record, bound to ``oid``."""
         if self._attachment is None:
-            self._attachment = tracewal.attachment(self.prepared, self.oid, self.at, self.body)
+            self._attachment = tracewal.attachment(self.prepared, self.oid, self.at)
         return self._attachment
 
 

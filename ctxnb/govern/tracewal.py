@@ -33,7 +33,7 @@ from typing import Any
 
 from .._storeattach import AttachedLine, attached_lines, register_settler
 from . import chain
-from .ledger import Serialized, TraceLedger, dump_record
+from .ledger import TraceLedger, dump_record
 
 __all__ = [
     "KIND",
@@ -53,33 +53,23 @@ _LEDGERS: dict[str, Path] = {}
 
 class Logged:
     """A prepared record to append: its id, the version it records, where the ledger
-    ended when it was prepared (its line is at or after that offset), and, when given,
-    its serialization (:func:`~ctxnb.govern.ledger.dump_record` of ``record``, which is
-    not changed after), which its line is made from instead of a second one."""
+    ended when it was prepared (its line is at or after that offset)."""
 
-    __slots__ = ("at", "body", "record", "version_id")
+    __slots__ = ("at", "record", "version_id")
 
-    def __init__(
-        self, record: dict[str, Any], version_id: str | None, at: int, body: bytes | None = None
-    ) -> None:
+    def __init__(self, record: dict[str, Any], version_id: str | None, at: int) -> None:
         self.record = record
         self.version_id = version_id
         self.at = at
-        self.body = body if body is not None and Serialized.fits(record) else None
 
     @property
     def id(self) -> str:
         return str(self.record["id"])
 
 
-def attachment(prepared: Mapping[str, Any], oid: str, at: int, body: bytes | None = None) -> bytes:
-    """The bytes the store's log line carries for a prepared record of object ``oid``
-    (``body``: the record's :func:`~ctxnb.govern.ledger.dump_record`, when known)."""
-    if body is None:
-        return dump_record({"kind": KIND, "oid": oid, "at": at, "record": prepared})
-    # The same bytes json.dumps gives for the whole object, around the record's own.
-    head = dump_record({"kind": KIND, "oid": oid, "at": at})
-    return head[:-1] + b',"record":' + body + b"}"
+def attachment(prepared: Mapping[str, Any], oid: str, at: int) -> bytes:
+    """The bytes the store's log line carries for a prepared record of object ``oid``."""
+    return dump_record({"kind": KIND, "oid": oid, "at": at, "record": prepared})
 
 
 _NAMED: dict[str, Path] = {}  # the same, by the name a writer gave (no realpath per write)
@@ -122,14 +112,11 @@ def append_logged(
         missing = {it.id for it in items if not _whole_line(tail, it.id)}
         if anywhere and missing and start > 0:
             missing -= _whole_lines_in(fd, size, missing)
-        todo: list[dict[str, Any] | Serialized] = []
+        todo: list[dict[str, Any]] = []
         for it in items:
             if it.id in appended or it.id not in missing:
                 continue
             appended.append(it.id)
-            if it.body is not None:  # metadata last, without prev_hash nor version_id
-                todo.append(Serialized(it.body, it.version_id))
-                continue
             rec = dict(it.record)
             meta = dict(rec.get("metadata") or {})
             meta.pop(chain.PREV_KEY, None)
