@@ -103,38 +103,7 @@ def identity_hash(type: str, source: Mapping[str, Any] | None) -> str:
         >>> identity_hash("file", src) == identity_hash("file", dict(reversed(src.items())))
         True
     """
-    key = _identity_key(type, source)
-    if key is not None:
-        known = _IDENTITIES.get(key)
-        if known is not None:
-            return known
-    out = sha256_hex(stable_stringify({"type": type, "source": source}))
-    if key is not None:
-        if len(_IDENTITIES) >= _IDENTITIES_MAX:
-            _IDENTITIES.clear()
-        _IDENTITIES[key] = out
-    return out
-
-
-# Identities already computed, by type and the source's items: a file's identity is
-# asked for several times per tool call (its id, its store version, its trace record).
-# Only sources whose keys and values are all strings are kept, under a key made of
-# those very strings (in the dict's order): equal keys mean equal JSON, so an entry
-# is the hash of the same canonical text, whoever asks and whenever. A source changed
-# after a call makes another key. Nothing else goes in: a number or a bool could
-# compare equal to another value with other JSON (1 == True).
-_IDENTITIES: dict[tuple[str, tuple[tuple[str, str], ...]], str] = {}
-_IDENTITIES_MAX = 4096
-
-
-def _identity_key(kind: Any, source: Any) -> tuple[str, tuple[tuple[str, str], ...]] | None:
-    if kind.__class__ is not str or source.__class__ is not dict:
-        return None
-    items = tuple(source.items())
-    for k, v in items:
-        if k.__class__ is not str or v.__class__ is not str:
-            return None
-    return kind, items
+    return sha256_hex(stable_stringify({"type": type, "source": source}))
 
 
 def source_hash(data: bytes) -> str:
