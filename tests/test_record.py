@@ -7,6 +7,8 @@ from pathlib import Path
 
 from conftest import git
 
+from ctxnb.govern._gitrev import _find_git_root
+
 
 def _map_writer(root: str, n: int, tag: str) -> None:
     from ctxnb.govern.record import Recorder
@@ -54,7 +56,7 @@ def test_one_recorder_sees_a_git_repository_made_or_removed_after_its_first_reco
         change = FileChange("a.py", old=None, new=f"x = {n}\n")
         return rec.record([change], Origin("write_file", caller="t"))[0].record
 
-    above = rec._where.git_root()  # a repository above the test's directory, if any
+    above = _find_git_root(rec._where.real)  # a repository above the test's directory, if any
     first = record()
     if above is None:
         assert first["files"][0]["path"] == "a.py" and "vcs" not in first
@@ -197,9 +199,8 @@ def test_an_intent_map_write_that_fails_leaves_no_view_that_hides_it(tmp_path: P
 
 
 def test_a_root_answers_a_path_again_as_a_fresh_root_does(tmp_path: Path) -> None:
-    # The relative paths a root remembers are keyed on the path and the git root found
-    # for this record: asked again, after a `git init` and after its .git is gone, each
-    # answer (or refusal) is a fresh root's.
+    # A root made once answers as a fresh root does: asked again, after a `git init`
+    # and after its .git is gone, each answer (or refusal) is a fresh root's.
     import shutil
 
     import pytest
@@ -232,7 +233,7 @@ def test_a_root_answers_a_path_again_as_a_fresh_root_does(tmp_path: Path) -> Non
         return out
 
     def states() -> None:
-        for _ in range(2):  # the second round is answered from what the first kept
+        for _ in range(2):  # asked twice: nothing the first round saw may stay
             assert answers(kept) == answers(RepoRoot(ws))
 
     states()

@@ -13,9 +13,13 @@ from pathlib import Path
 
 
 def _find_git_root(start: str) -> str | None:
+    """The nearest directory from ``start`` up that holds a ``.git`` (looked for now:
+    a ``git init`` or a removed ``.git`` is seen on the next call)."""
     directory = start
     while True:
-        if os.path.exists(os.path.join(directory, ".git")):
+        # os.access: the existence test of os.path.exists (a stat, following a link),
+        # without raising and catching an exception for each directory that has none.
+        if os.access(os.path.join(directory, ".git"), os.F_OK):
             return directory
         parent = os.path.dirname(directory)
         if parent == directory:

@@ -18,7 +18,7 @@ from urllib.parse import quote, unquote
 
 from .._version import __version__
 from ..hashing import sha256_hex
-from ._gitrev import _head_revision_at, git_head_revision
+from ._gitrev import _find_git_root, _head_revision_at, git_head_revision
 
 __all__ = [
     "AGENT_TRACE_VERSION",
@@ -251,41 +251,14 @@ class RepoRoot:
     layer resolves its root once when its policy is made (:mod:`ctxnb.access.fdio`,
     :meth:`Workspace.open <ctxnb.Workspace.open>`): the recorded path is relative to
     the directory the writes went to. Resolving it again for every record cost an
-    ``lstat`` per component of the root's path.
-
-    The git root is not remembered: a ``git init`` in the workspace, or in a directory
-    above it, or a ``.git`` removed, changes it at any time, so every record looks for
-    ``.git`` in each directory from the root up, as ``git`` does (the list of those
-    directories is kept: it follows from the resolved root alone; so are the relative
-    paths already computed, each under the git root it was computed from).
+    ``lstat`` per component of the root's path. The git root is looked for on every
+    record (a ``git init`` above or in the workspace may come at any time).
     """
 
-    __slots__ = ("_dot_gits", "_relative", "real")
+    __slots__ = ("real",)
 
     def __init__(self, root: str | os.PathLike[str]) -> None:
         self.real = os.path.realpath(root)
-        # (file path, git root) -> the relative path: a function of the two strings and
-        # the resolved root alone (no file is looked at), so an entry never goes stale;
-        # the git root in its key is looked for afresh on every record.
-        self._relative: dict[tuple[str, str | None], str] = {}
-        dot_gits: list[tuple[str, str]] = []
-        directory = self.real
-        while True:
-            dot_gits.append((directory, os.path.join(directory, ".git")))
-            parent = os.path.dirname(directory)
-            if parent == directory:
-                break
-            directory = parent
-        self._dot_gits = tuple(dot_gits)
-
-    def git_root(self) -> str | None:
-        """The nearest directory from the root up that holds a ``.git`` (now)."""
-        for directory, dot_git in self._dot_gits:
-            # os.access: the existence test of os.path.exists (a stat, following a
-            # link), without raising and catching an exception for each missing one.
-            if os.access(dot_git, os.F_OK):
-                return directory
-        return None
 
     def relative(self, file_path: str) -> tuple[str, str | None]:
         """The path relative to the git root (or to the root outside git), and the git
@@ -294,27 +267,18 @@ class RepoRoot:
         Raises:
             ValueError: the path leaves the root, or names it.
         """
-        git_root = self.git_root()
-        known = self._relative.get((file_path, git_root))
-        if known is not None:
-            return known, git_root
-        # os.path on strings: pathlib costs several times more for the same answer.
+        # os.path on strings: this runs for every trace record, and pathlib costs several
+        # times more for the same answer.
         root = self.real
         full = os.path.normpath(os.path.join(root, file_path))
+        git_root = _find_git_root(root)
         base = git_root or root
         rel = os.path.relpath(full, base) if full.startswith(base) else ".."
         if rel == ".." or rel.startswith("../"):
             raise ValueError(f"{file_path!r} is outside the repository root {base}")
         if rel == ".":
             raise ValueError(f"{file_path!r} names the repository root, not a file")
-        # relpath's answer is already normalized ("a/b", no "." or "//"): it is the
-        # POSIX form PurePosixPath gave, on POSIX.
-        if os.sep != "/":
-            rel = PurePosixPath(rel).as_posix()
-        if len(self._relative) >= 4096:
-            self._relative.clear()  # a bound on memory; the entries are only a shortcut
-        self._relative[(file_path, git_root)] = rel
-        return rel, git_root
+        return PurePosixPath(rel).as_posix(), git_root
 
 
 def _relative_path(file_path: str, repo_root: Path) -> tuple[str, Path | None]:
