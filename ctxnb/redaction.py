@@ -185,7 +185,6 @@ class _Scan:
         self.text = text
         self._lowered: str | None = None
         self._lines: list[tuple[int, int]] | None = None
-        self._has: dict[str, bool] = {}
 
     @property
     def lowered(self) -> str:
@@ -196,12 +195,6 @@ class _Scan:
             t = self.text
             self._lowered = t.lower() if t.isascii() else ascii_lower(t)
         return self._lowered
-
-    def has(self, keyword: str) -> bool:
-        hit = self._has.get(keyword)
-        if hit is None:
-            hit = self._has[keyword] = keyword in (self.lowered if keyword.islower() else self.text)
-        return hit
 
     def lines(self) -> list[tuple[int, int]]:
         """The (start, end) spans of the lines holding a name word, in order."""
@@ -294,9 +287,11 @@ def _find(text: str) -> list[tuple[int, int, str]]:
             return []
     scan = _Scan(text)
     taken: list[tuple[int, int, str]] = []
-    seen, lowered = scan._has, scan.lowered
+    seen: dict[str, bool] = {}  # keyword -> in the text (rules share keywords)
+    lowered = scan.lowered
     for rule, plain, keywords in _RULES_PLAIN:
-        # scan.has(k) for each keyword, inline: this loop runs for every rule of every
+        # Whether each keyword is in the text (a lowercase one in the lowered text),
+        # remembered per scan, tested inline: this loop runs for every rule of every
         # text that leaves ctxnb.
         for k, low in keywords:
             hit = seen.get(k)
