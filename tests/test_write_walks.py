@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from test_filetools_patch import INTENTS  # the one intent these write tests own
 
 from ctxnb import Workspace
 from ctxnb.access import PathPolicy
@@ -25,13 +26,6 @@ from ctxnb.access._fdwalk import _FdWalk
 from ctxnb.errors import PolicyError
 from ctxnb.govern import init_governance
 
-INTENTS = """\
-active_intents:
-  - id: INT-001
-    name: Inventory
-    status: active
-    owned_scope: ["inventory/**"]
-"""
 TARGET = "inventory/report.py"
 
 
