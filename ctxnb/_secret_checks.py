@@ -12,7 +12,7 @@ import re
 from collections import Counter
 from collections.abc import Callable
 
-from ._lazyre import lazy_compile
+from ._util.lazyre import lazy_compile
 
 __all__ = [
     "AWS_EXAMPLES",

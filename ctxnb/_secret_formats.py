@@ -44,8 +44,8 @@ import re
 from collections.abc import Iterator
 from urllib.parse import quote, urlsplit
 
-from ._lazyre import lazy_compile
 from ._secret_patterns import AWS_EXAMPLES, NAME_IDENT, lines_holding, secret_name
+from ._util.lazyre import lazy_compile
 
 __all__ = ["STRUCTURAL_RULES", "is_placeholder", "structured_spans"]
 

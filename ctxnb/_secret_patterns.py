@@ -11,9 +11,6 @@ from __future__ import annotations
 import re
 from collections.abc import Callable
 
-from ._lazyre import lazy_compile
-from ._record import FrozenRecord
-
 # The checks moved to their own module; the public ones are still importable from here.
 from ._secret_checks import (
     AWS_EXAMPLES,
@@ -31,6 +28,8 @@ from ._secret_checks import (
     secret_name,
     shannon_entropy,
 )
+from ._util.lazyre import lazy_compile
+from ._util.record import FrozenRecord
 
 __all__ = [
     "AWS_EXAMPLES",

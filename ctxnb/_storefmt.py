@@ -25,11 +25,10 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from ._fsync import background
-
 # The format's versions and the JSON of a stored value live with the log (standard
 # library only), which commits a transaction without this module's pyarrow.
 from ._storelog import FORMAT_VERSION, dumps
+from ._util.fsync import background
 from .errors import CorruptStoreError, StoreError
 
 META_KEY = b"ctxnb.store.format"

@@ -18,7 +18,7 @@ import zlib
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-from ._record import FrozenRecord
+from ._util.record import FrozenRecord
 from .errors import CorruptStoreError
 
 MARKER = "ctxnb-store.json"

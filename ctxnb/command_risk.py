@@ -71,7 +71,7 @@ from ._command_tables import (
     _w,
     unwrap,
 )
-from ._defaults import UNKNOWN_COMMAND_DEFAULT
+from ._util.defaults import UNKNOWN_COMMAND_DEFAULT
 from .shell_lex import Command, ShellSyntaxError, parse
 
 __all__ = ["RiskAssessment", "RiskLevel", "classify_command"]

@@ -11,7 +11,7 @@ are not followed, a link is neither a file nor a directory of the workspace.
 :class:`TreeIgnores` brings these rules to any such walk (the indexer's, the rules
 discovery's, search's).
 
-The rules are git's (see :mod:`ctxnb._wildmatch`): the last matching line decides, a
+The rules are git's (see :mod:`ctxnb._util.wildmatch`): the last matching line decides, a
 deeper ignore file beats a shallower one, an ignored directory is not entered (so
 nothing below it can be re-included), and every line git accepts is accepted. The
 walk gives the same files as ``git ls-files --others --exclude-standard`` in a
@@ -37,7 +37,7 @@ import warnings
 from collections.abc import Callable, Iterator, Sequence
 
 from ._gitsources import git_sources, ignore_lines, tracked_dirs
-from ._wildmatch import PatternSet, parse_lines
+from ._util.wildmatch import PatternSet, parse_lines
 
 __all__ = ["ALWAYS_SKIP", "IgnoreMatcher", "IgnoredWorkspaceWarning", "TreeIgnores", "iter_tree"]
 

@@ -108,7 +108,6 @@ import re
 from collections.abc import Callable, Iterator
 from typing import Any
 
-from ._record import FrozenRecord
 from ._secret_formats import structured_spans
 from ._secret_patterns import (
     KEY_BODY_MIN,
@@ -120,6 +119,7 @@ from ._secret_patterns import (
     lines_holding,
     shannon_entropy,
 )
+from ._util.record import FrozenRecord
 
 __all__ = [
     "RULES",

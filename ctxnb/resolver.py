@@ -24,7 +24,7 @@ from functools import lru_cache
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from ._record import FrozenRecord
+from ._util.record import FrozenRecord
 from .errors import ResolverError
 from .hashing import sha256_hex
 

@@ -40,7 +40,6 @@ from . import _storecompact as compaction
 from . import _storefmt as fmt
 from . import _storeguard as guard
 from . import _storelog as tlog
-from ._fsync import fsync_close_later, once
 
 # The layout and limits stay importable from here (ctxnb.store.INLINE_MAX_BYTES).
 from ._storeopen import (
@@ -70,6 +69,7 @@ from ._storeopen import (
 from ._storepending import _PendingSegment, fold_table
 from ._storeread import Version, _StoreReads
 from ._storerotate import remove_old_snapshots, remove_unlogged_segments, rotate
+from ._util.fsync import fsync_close_later, once
 from .errors import StoreError
 
 __all__ = ["CompactReport", "ObjectStore", "TxRecord", "Version"]

@@ -37,7 +37,7 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from ._jsonl import iter_jsonl
+from ._util.jsonl import iter_jsonl
 from .errors import MissingDependencyError
 from .govern.ledger import record_session_id
 from .redaction import redact_text

@@ -40,7 +40,7 @@ def fail_log_fsync(monkeypatch: Any) -> None:
     reports a write error): the seam is the fsync the store queues, nothing else."""
     import os
 
-    from ctxnb import _fsync
+    from ctxnb._util import fsync as _fsync
 
     real_aio = _fsync._aio_fsync
 

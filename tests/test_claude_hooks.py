@@ -527,11 +527,11 @@ def test_pre_tool_use_imports_nothing_heavy(name, ws, payloads):
 # must be added here on purpose (and measured with `python bench/hooks.py`).
 POLICY_PATH_MODULES = {
     "ctxnb",
-    "ctxnb._defaults",
-    "ctxnb._lazy",
-    "ctxnb._record",  # the records of SafePath and the parsed path, without dataclasses
+    "ctxnb._util.defaults",
+    "ctxnb._util.lazy",
+    "ctxnb._util.record",  # the records of SafePath and the parsed path, without dataclasses
     "ctxnb._version",
-    "ctxnb._wildmatch",
+    "ctxnb._util.wildmatch",
     "ctxnb.access",
     "ctxnb.access._fdwalk",  # fdio's descriptor walk, in its own module since the split
     "ctxnb.access._safepath",  # SafePath and the parsed path, split from pathrules

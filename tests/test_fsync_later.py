@@ -1,4 +1,4 @@
-"""Background fsyncs (ctxnb._fsync): glibc's AIO thread where there is one, a thread else.
+"""Background fsyncs (ctxnb._util.fsync): glibc's AIO thread where there is one, a thread else.
 
 Each case compares with a plain ``os.fsync`` of the same descriptor: the same success,
 the same error.
@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from ctxnb import _fsync
+from ctxnb._util import fsync as _fsync
 
 GLIBC_LINUX = (
     sys.platform == "linux"

@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 from _needs import require
 
-from ctxnb._wildmatch import GlobList, compile_glob, parse_line
+from ctxnb._util.wildmatch import GlobList, compile_glob, parse_line
 from ctxnb.ignore import iter_tree
 
 FILES = [

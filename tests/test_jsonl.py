@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from ctxnb._jsonl import SkippedLine, iter_jsonl
+from ctxnb._util.jsonl import SkippedLine, iter_jsonl
 from ctxnb.analysis import audit
 from ctxnb.govern.ledger import TraceLedger
 from ctxnb.replay import Trajectory

@@ -98,17 +98,17 @@ WINGS: dict[str, tuple[str, ...]] = {
         "ctxnb.textsearch",
         "ctxnb.embedding",
         "ctxnb.markdown_links",
-        "ctxnb.plotting",
-        "ctxnb._defaults",
-        "ctxnb._fsync",
+        "ctxnb._util.plotting",
+        "ctxnb._util.defaults",
+        "ctxnb._util.fsync",
         "ctxnb._html",
-        "ctxnb._jsonl",
-        "ctxnb._lazy",
-        "ctxnb._lazyre",
-        "ctxnb._record",
-        "ctxnb._text",
+        "ctxnb._util.jsonl",
+        "ctxnb._util.lazy",
+        "ctxnb._util.lazyre",
+        "ctxnb._util.record",
+        "ctxnb._util.text",
         "ctxnb._version",
-        "ctxnb._wildmatch",
+        "ctxnb._util.wildmatch",
     ),
 }
 ORDER = list(WINGS)
@@ -230,7 +230,7 @@ def test_the_checker_finds_upward_imports_anywhere_but_under_type_checking(
             "__getattr__, __dir__ = lazy_exports(__name__, _EXPORTS, globals(), [])\n"
         ),
         "ctxnb.access.fdio": "",
-        "ctxnb._lazy": "",
+        "ctxnb._util.lazy": "",
     }
     modules = {name: tmp_path / f"{name.replace('.', '_')}.py" for name in files}
     for name, text in files.items():

@@ -11,7 +11,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from ctxnb._text import common_prefix_len
+from ctxnb._util.text import common_prefix_len
 from ctxnb.errors import ConfigError, CtxnbError, NotFoundError
 from ctxnb.prices import (
     ModelPrice,

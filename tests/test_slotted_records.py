@@ -1,6 +1,6 @@
 """The records on the hook's import path behave as the dataclasses they replaced.
 
-``ctxnb/_record.py`` gives a dozen small classes a frozen dataclass's behaviour without
+``ctxnb/_util/record.py`` gives a dozen small classes a frozen dataclass's behaviour without
 importing :mod:`dataclasses` (see docs/decisions.md, issue 26). Each guarantee a caller
 could lean on is attacked here: assignment and deletion, equality across types, hashing,
 pickling (workers receive records by value), copies, and the validation a record did in
@@ -16,9 +16,9 @@ from pathlib import Path
 
 import pytest
 
-from ctxnb._jsonl import SkippedLine
-from ctxnb._record import FrozenRecord, Record
 from ctxnb._secret_patterns import RULES, Rule
+from ctxnb._util.jsonl import SkippedLine
+from ctxnb._util.record import FrozenRecord, Record
 from ctxnb.access._safepath import SafePath, _Parsed, _Root
 from ctxnb.access.observe import IndexResult, Observation
 from ctxnb.errors import ResolverError

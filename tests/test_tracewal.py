@@ -21,8 +21,9 @@ from pathlib import Path
 import pytest
 from _tracewal_setup import fail_log_fsync, governed, ledger_path, logged_version, tools_of
 
-from ctxnb import Workspace, _fsync
+from ctxnb import Workspace
 from ctxnb._storeattach import attached_lines
+from ctxnb._util import fsync as _fsync
 from ctxnb.errors import StoreError
 from ctxnb.govern import tracewal
 from ctxnb.govern.chain import verify_ledger
@@ -72,7 +73,7 @@ def test_a_governed_write_fsyncs_its_data_its_rename_and_one_log_line_not_the_le
     real_aio = _fsync._aio_fsync
 
     def aio_fsync(fd: int) -> object:
-        # An fsync queued on glibc's AIO thread (see ctxnb._fsync) is an fsync too.
+        # An fsync queued on glibc's AIO thread (see ctxnb._util.fsync) is an fsync too.
         path = os.readlink(f"/proc/self/fd/{fd}")
         wait = real_aio(fd)
         if wait is not None:  # else os.fsync runs it, on a thread

@@ -1,4 +1,4 @@
-"""More attacks on a governed write's durability (ctxnb/govern/tracewal.py, ctxnb/_fsync.py).
+"""More attacks on a governed write's durability (ctxnb/govern/tracewal.py, ctxnb/_util/fsync.py).
 
 tests/test_tracewal.py covers the plain cases; these look for the ways around them: a
 ledger line a power loss cut short, a ledger that shrank under its records' offsets, a
@@ -22,8 +22,9 @@ import pytest
 from _needs import require
 from _tracewal_setup import fail_log_fsync, governed, ledger_path, logged_version, tools_of
 
-from ctxnb import Workspace, _fsync
+from ctxnb import Workspace
 from ctxnb._storeattach import attached_lines
+from ctxnb._util import fsync as _fsync
 from ctxnb.errors import PolicyError, StaleFileError, StoreError
 from ctxnb.govern.chain import verify_ledger
 from ctxnb.govern.ledger import TraceLedger, build_event_record

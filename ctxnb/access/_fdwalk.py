@@ -326,8 +326,8 @@ class _FdWalk(PathRules):
             if while_syncing is None:
                 os.fsync(fd)
             else:
-                # The caller's work runs while the disk does (see ctxnb._fsync).
-                from .._fsync import fsync_later
+                # The caller's work runs while the disk does (see ctxnb._util.fsync).
+                from .._util.fsync import fsync_later
 
                 synced = fsync_later(fd)
                 try:

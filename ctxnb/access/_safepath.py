@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from .._record import FrozenRecord
+from .._util.record import FrozenRecord
 
 
 class SafePath(FrozenRecord):

@@ -405,7 +405,7 @@ class PathPolicy(_FdWalk):
                 if tmp:
                     _unlink_quiet(tmp, parent)
             if durable_waits is not None:
-                from .._fsync import fsync_close_later
+                from .._util.fsync import fsync_close_later
 
                 durable_waits.append(fsync_close_later(parent))
                 parent = -1  # closed by the background fsync

@@ -29,7 +29,7 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal, TypeAlias
 
-from .._record import FrozenRecord
+from .._util.record import FrozenRecord
 from ..hashing import content_hash, identity_hash, source_hash
 
 if TYPE_CHECKING:

@@ -35,7 +35,7 @@ rule's name):
   root ``/ws``. The path is then handled as the relative remainder.
 * ``reserved-name``: names starting with ``.ctxnb-tmp-`` belong to atomic writes.
 * ``deny:<glob>``: deny globs use gitignore semantics, matched as git matches them
-  (:class:`ctxnb._wildmatch.GlobList`): a pattern without a slash matches at any depth,
+  (:class:`ctxnb._util.wildmatch.GlobList`): a pattern without a slash matches at any depth,
   a trailing slash matches directories only and everything inside them. Denial is matched
   case-insensitively, and also after NFKC normalization and after stripping trailing
   dots and spaces from names (what Windows and some network filesystems do), so
@@ -64,7 +64,7 @@ from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
 from typing import NoReturn
 
-from .._wildmatch import GlobList
+from .._util.wildmatch import GlobList
 from ..errors import ConfigError, PolicyError
 from ._safepath import SafePath, _Parsed, _Root
 

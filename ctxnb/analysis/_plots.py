@@ -9,8 +9,8 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 import pandas as pd
 
+from .._util.plotting import SECTION_COLORS, SERIES_COLORS, new_axes, outside_legend, styled
 from ..context import SECTION_ORDER as SECTIONS
-from ..plotting import SECTION_COLORS, SERIES_COLORS, new_axes, outside_legend, styled
 
 if TYPE_CHECKING:
     from matplotlib.axes import Axes

@@ -18,7 +18,7 @@ import pandas as pd
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from .._jsonl import SkippedLine, iter_jsonl
+from .._util.jsonl import SkippedLine, iter_jsonl
 
 if TYPE_CHECKING:
     from ..govern.ledger import TraceLedger

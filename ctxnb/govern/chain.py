@@ -35,7 +35,7 @@ import os
 import stat
 from pathlib import Path
 
-from .._record import Record
+from .._util.record import Record
 from ..errors import PolicyError
 from ..hashing import sha256_hex
 

@@ -34,7 +34,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 from ..errors import PolicyError
 
 if TYPE_CHECKING:
-    from .._wildmatch import GlobList
+    from .._util.wildmatch import GlobList
     from ..access.fdio import PathPolicy
     from ..access.pathrules import SafePath
 
@@ -76,7 +76,7 @@ class IntentLike(Protocol):
 
 @lru_cache(maxsize=256)
 def _spec(globs: tuple[str, ...]) -> GlobList:
-    from .._wildmatch import GlobList  # only when a scope is checked
+    from .._util.wildmatch import GlobList  # only when a scope is checked
 
     return GlobList([g for g in globs if g.strip() and not g.lstrip().startswith("#")])
 

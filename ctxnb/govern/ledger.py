@@ -52,7 +52,7 @@ from collections.abc import Callable, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from .._jsonl import SkippedLine, iter_jsonl
+from .._util.jsonl import SkippedLine, iter_jsonl
 from ..errors import PolicyError, StoreError
 from . import chain
 from ._gitrev import git_head_revision
@@ -183,7 +183,7 @@ class TraceLedger:
             if not wait:
                 # Imported here: the Claude Code hook process appends with wait=True and
                 # does not pay for a thread pool's imports.
-                from .._fsync import fsync_release_later
+                from .._util.fsync import fsync_release_later
 
                 # The lock is held until the fsync is done: the next writer's check
                 # above sees these lines whole either way.

@@ -31,7 +31,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from .._defaults import DEFAULT_BREAKER_THRESHOLD, UNKNOWN_COMMAND_DEFAULT
+from .._util.defaults import DEFAULT_BREAKER_THRESHOLD, UNKNOWN_COMMAND_DEFAULT
 from ..access.pathrules import DEFAULT_DENY, GOVERNANCE, MAX_PATH_BYTES
 from ..errors import ConfigError
 from ..hashing import sha256_hex

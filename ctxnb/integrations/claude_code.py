@@ -80,7 +80,7 @@ from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
-from .._defaults import DEFAULT_BREAKER_THRESHOLD
+from .._util.defaults import DEFAULT_BREAKER_THRESHOLD
 from ..errors import ConfigError, CtxnbError, PolicyError
 from ..govern.breaker import BreakerState
 from ..govern.core import IntentLike, check_mutation, get_intent

@@ -19,7 +19,7 @@ Example:
 
 from __future__ import annotations
 
-from .._lazy import lazy_exports
+from .._util.lazy import lazy_exports
 
 _LAZY = {
     "LiveResult": "run",

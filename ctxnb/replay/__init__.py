@@ -12,7 +12,7 @@ Example:
 
 from __future__ import annotations
 
-from .._lazy import lazy_exports
+from .._util.lazy import lazy_exports
 from .claude_code import from_claude_code
 from .converters import KNOWN_FORMATS, load, sniff_format
 from .mini_swe_agent import from_mini_swe_agent

@@ -34,8 +34,8 @@ import os
 from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any
 
+from .._util.plotting import line_style, marker_style, new_axes, outside_legend, styled
 from ..context import Context
-from ..plotting import line_style, marker_style, new_axes, outside_legend, styled
 from ..strategies import ContextStrategy
 from ..tokens import TokenCounter
 from .model import Trajectory

@@ -18,7 +18,7 @@ import os
 from pathlib import Path
 from typing import Any
 
-from .._jsonl import SkippedLine, iter_jsonl
+from .._util.jsonl import SkippedLine, iter_jsonl
 from .claude_code import from_claude_code
 from .mini_swe_agent import from_mini_swe_agent
 from .model import FORMAT_NAME, Trajectory, TrajectoryFormatError

@@ -61,7 +61,7 @@ from pydantic import (
     model_validator,
 )
 
-from .._jsonl import SkippedLine, iter_jsonl
+from .._util.jsonl import SkippedLine, iter_jsonl
 from ..errors import CtxnbError
 
 __all__ = [

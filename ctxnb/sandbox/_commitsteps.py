@@ -225,7 +225,7 @@ class _CommitSteps:
         olds = [p for p in tracked if p.old is not None]
         if olds:  # the version the command started from, so restore_file can go back
             ws.observe([p.rel for p in olds], data=[p.old for p in olds])
-        from .._fsync import side_by_side, wait_all
+        from .._util.fsync import side_by_side, wait_all
 
         waits: list[Any] = []
         stale: list[_Planned] = []

@@ -231,7 +231,7 @@ def _supports_overlay(exe: str) -> bool:
 
 def _deny_matcher(deny: Sequence[str]) -> Callable[[str, bool], bool]:
     """Case-insensitive gitignore matching of workspace-relative paths against ``deny``."""
-    from .._wildmatch import GlobList
+    from .._util.wildmatch import GlobList
 
     spec = GlobList([d.lower() for d in deny])
 

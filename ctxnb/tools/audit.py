@@ -24,7 +24,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from .._jsonl import SkippedLine, iter_jsonl
+from .._util.jsonl import SkippedLine, iter_jsonl
 from ..redaction import redact_data, redact_text
 
 __all__ = ["AuditLog", "audit_args", "audit_record"]

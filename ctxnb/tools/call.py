@@ -82,7 +82,7 @@ class ToolCall:
     def wait_durable(self) -> None:
         """Run the :attr:`durable_waits` so far, in order, and forget them; every one
         runs (each may close a descriptor) and the first error is raised after."""
-        from .._fsync import wait_all
+        from .._util.fsync import wait_all
 
         wait_all(self.durable_waits)
 

@@ -283,7 +283,7 @@ def registry(tools: FileTools) -> Any:
     """Every allowed file: path, size, hash, mtime, version, tags, sensitivity (DataFrame)."""
     import pandas as pd
 
-    from .._wildmatch import GlobList
+    from .._util.wildmatch import GlobList
     from ..redaction import has_secrets
 
     # The opt-in flag: [policy] sensitive globs (reads and writes wait for a human).

@@ -37,7 +37,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from .._lazy import lazy_exports
+from .._util.lazy import lazy_exports
 
 _LAZY = {
     "ApprovalPanel": "ctxnb.widgets.approval",

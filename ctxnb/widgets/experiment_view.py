@@ -8,7 +8,7 @@ import math
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
-from ..plotting import plot_style
+from .._util.plotting import plot_style
 from ._ipw import widgets
 from .static import TEXT, esc
 

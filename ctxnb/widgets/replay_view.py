@@ -15,9 +15,9 @@ import os
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
+from .._util.plotting import CACHE_COLORS, SECTION_COLORS
 from ..context import SECTION_ORDER as SECTIONS
 from ..context._changes import changes_html
-from ..plotting import CACHE_COLORS, SECTION_COLORS
 from ._ipw import widgets
 from ._replay_items import (
     ItemState,

@@ -16,7 +16,7 @@ import html
 from collections.abc import Mapping, Sequence
 
 from .._html import TEXT, esc, html_table
-from ..plotting import SECTION_COLORS
+from .._util.plotting import SECTION_COLORS
 from ..redaction import redact_text
 
 __all__ = [

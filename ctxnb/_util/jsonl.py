@@ -26,7 +26,7 @@ import json
 from collections.abc import Iterable, Iterator
 from typing import Any
 
-from ._record import FrozenRecord
+from .record import FrozenRecord
 
 __all__ = ["SkippedLine", "iter_jsonl"]
 

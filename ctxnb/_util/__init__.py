@@ -1,0 +1,1 @@
+"""Small private helpers that import nothing of ctxnb."""
