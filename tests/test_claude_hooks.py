@@ -527,6 +527,7 @@ def test_pre_tool_use_imports_nothing_heavy(name, ws, payloads):
 # must be added here on purpose (and measured with `python bench/hooks.py`).
 POLICY_PATH_MODULES = {
     "ctxnb",
+    "ctxnb._util",
     "ctxnb._util.defaults",
     "ctxnb._util.lazy",
     "ctxnb._util.record",  # the records of SafePath and the parsed path, without dataclasses

@@ -102,6 +102,7 @@ WINGS: dict[str, tuple[str, ...]] = {
         "ctxnb._util.defaults",
         "ctxnb._util.fsync",
         "ctxnb._html",
+        "ctxnb._util",
         "ctxnb._util.jsonl",
         "ctxnb._util.lazy",
         "ctxnb._util.lazyre",
