@@ -98,18 +98,9 @@ WINGS: dict[str, tuple[str, ...]] = {
         "ctxnb.textsearch",
         "ctxnb.embedding",
         "ctxnb.markdown_links",
-        "ctxnb._util.plotting",
-        "ctxnb._util.defaults",
-        "ctxnb._util.fsync",
         "ctxnb._html",
         "ctxnb._util",
-        "ctxnb._util.jsonl",
-        "ctxnb._util.lazy",
-        "ctxnb._util.lazyre",
-        "ctxnb._util.record",
-        "ctxnb._util.text",
         "ctxnb._version",
-        "ctxnb._util.wildmatch",
     ),
 }
 ORDER = list(WINGS)
