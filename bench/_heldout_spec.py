@@ -1,7 +1,7 @@
 """A held-out redaction corpus: realistic files written from this spec, not from the rules.
 
 This module was written before the format-aware redaction of #29 and independently of
-``ctxnb/_secret_patterns.py`` and of ``tests/_secret_corpus.py``: it describes, file by
+``ctxnb/redaction/_patterns.py`` and of ``tests/_secret_corpus.py``: it describes, file by
 file, where credentials sit in real projects (service-account JSON, docker-compose,
 Kubernetes manifests, ``.npmrc``, ``.pypirc``, JDBC/ODBC strings, curl commands, CI
 YAML, Terraform, shell, PHP/Python/JS sources, INI/TOML/dotenv, YAML block scalars,

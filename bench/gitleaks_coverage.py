@@ -8,7 +8,7 @@ looks random (the rule's ``entropy``, at least 3 bits a character where its leng
 allows: gitleaks' samples are random strings); it is then written in the forms of gitleaks'
 ``GenerateSampleSecrets`` (INI, JSON, YAML, XML, C#, Go, Java, Kotlin, PHP, Python,
 logstash, Makefile …) under an identifier taken from the rule's first keyword. A sample
-is caught when ``ctxnb.redaction.redact`` leaves none of the secret's text in place. A
+is caught when ``ctxnb.redaction.redactor.redact`` leaves none of the secret's text in place. A
 rule is covered when at least 90% of its samples are caught.
 
 Random strings come from hypothesis' ``from_regex`` over printable ASCII, derandomized, so
@@ -35,7 +35,7 @@ from pathlib import Path
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from ctxnb.redaction import redact
+from ctxnb.redaction.redactor import redact
 
 CONFIG = Path(__file__).resolve().parent / "data" / "gitleaks" / "gitleaks.toml"
 COVERED = 0.9

@@ -30,7 +30,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 import pathspec  # noqa: E402
 from _corpus import copy_corpus, corpus_stats, git_env  # noqa: E402
 
-from ctxnb.ignore import ALWAYS_SKIP, IgnoreMatcher, iter_tree  # noqa: E402
+from ctxnb.access.ignore import ALWAYS_SKIP, IgnoreMatcher, iter_tree  # noqa: E402
 
 ROOT_IGNORE = """\
 __pycache__/

@@ -38,7 +38,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _corpus import copy_corpus, corpus_stats, git_env  # noqa: E402
 from ignore import NESTED, ROOT_IGNORE, _median  # noqa: E402
 
-from ctxnb.ignore import iter_tree  # noqa: E402
+from ctxnb.access.ignore import iter_tree  # noqa: E402
 from ctxnb.tools import _searchfiles as searchfiles  # noqa: E402
 from ctxnb.tools import search as search_mod  # noqa: E402
 

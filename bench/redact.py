@@ -38,7 +38,7 @@ from _corpus import stdlib_dir  # noqa: E402
 from _heldout_spec import heldout_cases  # noqa: E402
 from _secret_corpus import LOOKALIKES, SECRETS, write_corpus  # noqa: E402
 
-from ctxnb.redaction import redact  # noqa: E402
+from ctxnb.redaction.redactor import redact  # noqa: E402
 
 
 def detect_secrets_lines(path: Path) -> set[int]:

@@ -32,8 +32,8 @@ from _retrieval_data import (  # noqa: E402
     TOOLS,
 )
 
-from ctxnb.embedding import HybridIndex, resolve_embedder  # noqa: E402
-from ctxnb.tool_discovery import ToolIndex, _embedding_text, normalize_tool  # noqa: E402
+from ctxnb.retrieval.embedding import HybridIndex, resolve_embedder  # noqa: E402
+from ctxnb.retrieval.tool_discovery import ToolIndex, _embedding_text, normalize_tool  # noqa: E402
 
 
 def _top1(rank, queries) -> tuple[int, list[str]]:  # type: ignore[no-untyped-def]

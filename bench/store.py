@@ -36,7 +36,7 @@ from typing import Any
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
-from ctxnb.store import ObjectStore  # noqa: E402
+from ctxnb.store.objectstore import ObjectStore  # noqa: E402
 
 WORDS = (
     "def return self import class value data path file read write index store version "
@@ -131,7 +131,7 @@ import json, sys, time
 sys.path.insert(0, {repo!r})
 t0 = time.perf_counter()
 import pandas  # pyarrow imports it on first use anyway; count it as import time
-from ctxnb.store import ObjectStore
+from ctxnb.store.objectstore import ObjectStore
 t1 = time.perf_counter()
 s = ObjectStore({path!r}, create=False)
 s.get({probe!r})
@@ -143,7 +143,7 @@ COMPACT_SNIPPET = """
 import json, sys, time
 sys.path.insert(0, {repo!r})
 import pandas  # pyarrow imports it on first use; count it in the RSS before compaction
-from ctxnb.store import ObjectStore
+from ctxnb.store.objectstore import ObjectStore
 s = ObjectStore({path!r}, create=False)
 with open("/proc/self/statm") as f:
     import os
@@ -164,7 +164,7 @@ import json, os, sys, tracemalloc
 sys.path.insert(0, {repo!r})
 import pandas  # pyarrow imports it on first use; keep it out of the figure
 import pyarrow as pa
-from ctxnb.store import ObjectStore
+from ctxnb.store.objectstore import ObjectStore
 pa.array(["warm up"])
 def rss():
     with open("/proc/self/statm") as f:
@@ -194,7 +194,7 @@ def open_cost_by_history(counts: list[int], reps: int = 5) -> None:
     small document per line, then a compaction by ObjectStore), because committing
     each with an fsync would take most of the run; opening reads it the same way.
     """
-    from ctxnb import _storelog as tlog
+    from ctxnb.store import _log as tlog
 
     print("open cost against history (compacted store, one small doc per transaction)")
     base = None

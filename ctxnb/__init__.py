@@ -52,7 +52,7 @@ _LAZY: dict[str, str] = {
     "VersionInfo": "ctxnb.tools.results",
     "ApprovalRequest": "ctxnb.govern.approval",
     "CallbackApprover": "ctxnb.govern.approval",
-    "CompactReport": "ctxnb.store",
+    "CompactReport": "ctxnb.store.objectstore",
     "Context": "ctxnb.context",
     "MetaEntry": "ctxnb.context",
     "Section": "ctxnb.context",
@@ -91,7 +91,7 @@ _LAZY: dict[str, str] = {
     "TraceLedger": "ctxnb.govern.ledger",
     "Watcher": "ctxnb.watch",
     "copy_sample_workspace": "ctxnb.samples",
-    "extract_markdown_links": "ctxnb.markdown_links",
+    "extract_markdown_links": "ctxnb.retrieval.markdown_links",
     "init_governance": "ctxnb.govern.intents",
     "load_trace": "ctxnb.analysis",
     "ChatObject": "ctxnb.model",
@@ -102,12 +102,12 @@ _LAZY: dict[str, str] = {
     "IndexReport": "ctxnb.indexer",
     "IndexResult": "ctxnb.indexer",
     "MountMapping": "ctxnb.resolver",
-    "ObjectStore": "ctxnb.store",
+    "ObjectStore": "ctxnb.store.objectstore",
     "SessionObject": "ctxnb.model",
     "SystemPromptObject": "ctxnb.model",
     "ToolCallObject": "ctxnb.model",
-    "TxRecord": "ctxnb.store",
-    "Version": "ctxnb.store",
+    "TxRecord": "ctxnb.store.objectstore",
+    "Version": "ctxnb.store.objectstore",
     "WhyResult": "ctxnb.govern.why",
     "Workspace": "ctxnb.workspace",
     "default_filesystem_id": "ctxnb.resolver",
@@ -168,7 +168,6 @@ if TYPE_CHECKING:  # pragma: no cover - for type checkers and IDEs only
     from .govern.why import WhyResult
     from .indexer import IndexReport, IndexResult, index_deletion, index_file, index_tree
     from .instructions import AllRules, RulesIndex, RulesTracker
-    from .markdown_links import extract_markdown_links
     from .model import (
         ChatObject,
         FileObject,
@@ -179,11 +178,12 @@ if TYPE_CHECKING:  # pragma: no cover - for type checkers and IDEs only
     )
     from .relations import RelationStore
     from .resolver import FilesystemResolver, MountMapping, default_filesystem_id, doc_path
+    from .retrieval.markdown_links import extract_markdown_links
     from .samples import copy_sample_workspace
     from .sandbox.commit import CommandEffects
     from .sandbox.runner import Sandbox
     from .session import ResumeReport, Session
-    from .store import CompactReport, ObjectStore, TxRecord, Version
+    from .store.objectstore import CompactReport, ObjectStore, TxRecord, Version
     from .strategies import (
         ContextStrategy,
         FileViewLimits,

@@ -1,6 +1,6 @@
 """Plain HTML pieces shared by every ``_repr_html_`` (no widgets, no heavy imports).
 
-``esc`` redacts (:mod:`ctxnb.redaction`) before it escapes: every value a view shows
+``esc`` redacts (:mod:`ctxnb.redaction.redactor`) before it escapes: every value a view shows
 passes it.
 
 Example:
@@ -14,7 +14,7 @@ import html
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
-from .redaction import redact_text
+from .redaction.redactor import redact_text
 
 __all__ = ["TEXT", "esc", "html_table"]
 

@@ -19,7 +19,7 @@ from .access.observe import StatCache, observe_bytes
 from .context import MetaEntry
 from .errors import PolicyError
 from .hashing import source_hash
-from .redaction import redact_text
+from .redaction.redactor import redact_text
 from .resolver import _within
 
 if TYPE_CHECKING:

@@ -82,7 +82,7 @@ def _cmd_index(ns: argparse.Namespace) -> int:
         return 0
     _out(str(report))
     if ns.list:
-        from .redaction import redact_text
+        from .redaction.redactor import redact_text
 
         # A file's name can hold a secret: the listing leaves redacted like `ctxnb show`.
         for rel, action in sorted(report.changed_paths.items()):
@@ -165,7 +165,7 @@ def _cmd_restore(ns: argparse.Namespace) -> int:
 def _cmd_show(ns: argparse.Namespace) -> int:
     from .errors import NotFoundError
     from .ids import resolve_version
-    from .redaction import redact_data
+    from .redaction.redactor import redact_data
 
     with _workspace(ns.workspace) as ws:
         oid, tx = resolve_version(ws.store, ns.id)

@@ -41,10 +41,10 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
-from ._storelog import COMPACT_AFTER
 from ._util.defaults import DEFAULT_BREAKER_THRESHOLD, UNKNOWN_COMMAND_DEFAULT
 from .access.pathrules import DEFAULT_DENY, MAX_PATH_BYTES
 from .errors import ConfigError
+from .store._log import COMPACT_AFTER
 
 __all__ = [
     "CONFIG_FILE",

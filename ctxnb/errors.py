@@ -132,7 +132,7 @@ class PolicyError(CtxnbError):
             out["details"] = self.details
         # Messages name files and quote what was refused (a file's name can hold a
         # secret): what an agent receives is redacted, whichever caller hands it on.
-        from .redaction import redact_data  # errors stays importable with nothing else
+        from .redaction.redactor import redact_data  # errors stays importable with nothing else
 
         redacted: dict[str, Any] = redact_data(out)
         return redacted

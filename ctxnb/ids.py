@@ -2,11 +2,11 @@
 
 A file's object id is a 64-character hash; like git, ctxnb prints a short prefix and
 accepts any prefix that names one object. A version id is ``<id>@<tx>`` (see
-:attr:`ctxnb.store.Version.version_id`); its id part may be a prefix too.
+:attr:`ctxnb.store.objectstore.Version.version_id`); its id part may be a prefix too.
 
 Example:
     >>> import tempfile
-    >>> from ctxnb.store import ObjectStore
+    >>> from ctxnb.store.objectstore import ObjectStore
     >>> store = ObjectStore(tempfile.mkdtemp())
     >>> _ = store.put([{"xt/id": "ab12", "type": "n"}, {"xt/id": "ab34", "type": "n"}])
     >>> resolve_version(store, "ab1@1")
@@ -28,7 +28,7 @@ from typing import TYPE_CHECKING
 from .errors import NotFoundError
 
 if TYPE_CHECKING:
-    from .store import ObjectStore
+    from .store.objectstore import ObjectStore
 
 __all__ = ["parse_version_id", "resolve_id", "resolve_version", "short_id"]
 

@@ -10,7 +10,7 @@ never read: the report counts them as ``denied``. ``index_file`` and
 
 Example:
     >>> import tempfile
-    >>> from ctxnb.store import ObjectStore
+    >>> from ctxnb.store.objectstore import ObjectStore
     >>> from ctxnb.model import FilesystemSource
     >>> store = ObjectStore(tempfile.mkdtemp())
     >>> src = FilesystemSource(filesystem_id="fs", path="/ws/a.py")
@@ -34,6 +34,7 @@ import time
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+from .access.ignore import TreeIgnores
 from .access.observe import (
     IndexResult,
     StatCache,
@@ -46,11 +47,10 @@ from .access.observe import (
     observe_bytes,
 )
 from .errors import CtxnbError
-from .ignore import TreeIgnores
 
 if TYPE_CHECKING:
     from .access.door import Access
-    from .store import ObjectStore
+    from .store.objectstore import ObjectStore
 
 __all__ = [
     "IndexReport",

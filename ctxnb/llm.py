@@ -23,7 +23,7 @@ from typing import TYPE_CHECKING, Any
 
 from .errors import MissingDependencyError
 from .prices import PriceTable, resolve_prices
-from .redaction import redact_text
+from .redaction.redactor import redact_text
 
 if TYPE_CHECKING:
     from .semcache import SemanticCache

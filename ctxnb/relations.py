@@ -93,7 +93,7 @@ class Edge:
 class DocStore(Protocol):
     """What :meth:`RelationStore.save` and :meth:`RelationStore.load` need of a store.
 
-    :class:`ctxnb.store.ObjectStore` has this shape.
+    :class:`ctxnb.store.objectstore.ObjectStore` has this shape.
     """
 
     def put(self, docs: list[dict[str, Any]]) -> Any: ...
@@ -477,7 +477,7 @@ class RelationStore:
 
         Example:
             >>> import tempfile
-            >>> from ctxnb.store import ObjectStore
+            >>> from ctxnb.store.objectstore import ObjectStore
             >>> store = ObjectStore(tempfile.mkdtemp())
             >>> g = RelationStore("p1")
             >>> _ = g.add(Node("a", title="Draft"))
@@ -498,7 +498,7 @@ class RelationStore:
             if reader is None:
                 raise StoreError(
                     f"{type(store).__name__} keeps no history (it has no as_of method); "
-                    "load without as_of or use ctxnb.store.ObjectStore"
+                    "load without as_of or use ctxnb.store.objectstore.ObjectStore"
                 )
             doc = reader(doc_id, as_of)
         if doc is None:

@@ -1,16 +1,16 @@
 """A semantic cache: reuse a model's answer for a query close in meaning to an earlier one.
 
-A query is embedded with the shared embedder (:mod:`ctxnb.embedding`); when an entry of
+A query is embedded with the shared embedder (:mod:`ctxnb.retrieval.embedding`); when an entry of
 the same namespace and model lies within ``threshold`` cosine similarity and has not
 expired, its response is returned instead of calling the model again. Entries persist
 through the object store as ``cache_entry`` documents (one version per put, a version
 with ``response: null`` when an entry is evicted or expires), so a cache survives a
 restart and its history is a table like every other. Without the ``embeddings`` extra the
-cache compares queries with :class:`~ctxnb.embedding.LexicalEmbedder` (word overlap):
+cache compares queries with :class:`~ctxnb.retrieval.embedding.LexicalEmbedder` (word overlap):
 it still hits on rephrasings that share their words, not on synonyms.
 
 Example:
-    >>> from ctxnb.embedding import LexicalEmbedder
+    >>> from ctxnb.retrieval.embedding import LexicalEmbedder
     >>> cache = SemanticCache(embedder=LexicalEmbedder(), threshold=0.8)
     >>> cache.put("Summarize inventory/models.py", "Dataclasses for items and stock.")
     >>> cache.get("summarize the inventory/models.py file").response
@@ -29,13 +29,13 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from .embedding import DEFAULT, Embedder, LexicalEmbedder, cosine, embedder_for
 from .errors import ConfigError
 from .hashing import sha256_hex, stable_stringify
-from .redaction import redact_data, redact_text
+from .redaction.redactor import redact_data, redact_text
+from .retrieval.embedding import DEFAULT, Embedder, LexicalEmbedder, cosine, embedder_for
 
 if TYPE_CHECKING:
-    from .store import ObjectStore
+    from .store.objectstore import ObjectStore
 
 __all__ = ["CACHE_ENTRY_TYPE", "CacheHit", "SemanticCache"]
 
@@ -80,12 +80,12 @@ class SemanticCache:
 
     Args:
         embedder: ``DEFAULT`` (the shared embedder, falling back to
-            :class:`~ctxnb.embedding.LexicalEmbedder` without the ``embeddings`` extra),
-            or anything :func:`~ctxnb.embedding.resolve_embedder` accepts except ``None``.
+            :class:`~ctxnb.retrieval.embedding.LexicalEmbedder` without the ``embeddings`` extra),
+            or anything :func:`~ctxnb.retrieval.embedding.resolve_embedder` accepts except ``None``.
         threshold: the least cosine similarity that counts as the same query (0 to 1).
         ttl: seconds an entry lives, or ``None`` for no expiry.
         max_entries: the most live entries; the least recently used goes first.
-        store: an :class:`~ctxnb.store.ObjectStore` to persist entries in (and to load
+        store: an :class:`~ctxnb.store.objectstore.ObjectStore` to persist entries in (and to load
             live ones from), or ``None`` for a cache in memory only.
         namespace: entries of other namespaces in the same store are not seen.
         clock: seconds since the epoch (a seam for tests).
@@ -243,7 +243,7 @@ class SemanticCache:
         """Store ``response`` for ``query`` (replacing an entry of the very same query).
 
         ``response`` must be JSON-shaped (it is stored as a document field). The query
-        and the response are redacted (:mod:`ctxnb.redaction`) before they are embedded,
+        and the response are redacted (:mod:`ctxnb.redaction.redactor`) before they are embedded,
         kept or stored: a cached answer is an exit like any other.
         """
         if response is None:

@@ -48,13 +48,13 @@ from .context import _changes as changes
 from .errors import NotFoundError
 from .hashing import content_hash, stable_stringify
 from .model import new_id
-from .redaction import redact_data, redact_text
+from .redaction.redactor import redact_data, redact_text
 from .strategies import ContextStrategy, KeepAll
 from .tokens import TokenCounter
 
 if TYPE_CHECKING:
     from .access.door import Access
-    from .store import TxRecord
+    from .store.objectstore import TxRecord
     from .watch import Watcher
 
 __all__ = ["MetaEntry", "ResumeReport", "Session", "open_session"]

@@ -55,7 +55,7 @@ import yaml
 from .access.fdio import FileEntry, PathPolicy
 from .access.pathrules import DEFAULT_DENY, skills_readable
 from .errors import ConfigError, NotFoundError, PolicyError
-from .markdown_links import MarkdownLink, extract_markdown_links
+from .retrieval.markdown_links import MarkdownLink, extract_markdown_links
 
 __all__ = [
     "SKILL_DIRS",

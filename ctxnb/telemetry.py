@@ -40,7 +40,7 @@ from typing import TYPE_CHECKING, Any
 from ._util.jsonl import iter_jsonl
 from .errors import MissingDependencyError
 from .govern.ledger import record_session_id
-from .redaction import redact_text
+from .redaction.redactor import redact_text
 
 if TYPE_CHECKING:
     import pandas as pd

@@ -38,7 +38,7 @@ from .errors import PolicyError
 
 if TYPE_CHECKING:
     from .access.door import Access
-    from .store import ObjectStore
+    from .store.objectstore import ObjectStore
 
 __all__ = ["Watcher"]
 

@@ -22,7 +22,7 @@ from .access.door import Access
 from .config import CtxnbConfig, load_config
 from .errors import NotFoundError
 from .resolver import FilesystemResolver, MountMapping, default_filesystem_id
-from .store import ObjectStore, Version
+from .store.objectstore import ObjectStore, Version
 
 if TYPE_CHECKING:
     from collections.abc import Callable

@@ -19,7 +19,7 @@ sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 import pandas  # noqa: E402, F401  (pyarrow imports it on first use; do it before timing)
 
-from ctxnb.store import ObjectStore  # noqa: E402
+from ctxnb.store.objectstore import ObjectStore  # noqa: E402
 
 
 def batch_docs(k: int) -> list[dict[str, Any]]:

@@ -89,7 +89,12 @@ def _history(path: str, count: int) -> list[str]:
 
 @pytest.mark.parametrize(
     "path",
-    ["ctxnb/govern/record.py", "ctxnb/redaction.py", "ctxnb/store.py", "docs/store-format.md"],
+    [
+        "ctxnb/govern/record.py",
+        "ctxnb/redaction/redactor.py",
+        "ctxnb/store/objectstore.py",
+        "docs/store-format.md",
+    ],
 )
 def test_real_file_histories_give_the_reference_ranges(path: str) -> None:
     versions = _history(path, 25)

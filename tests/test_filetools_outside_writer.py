@@ -20,7 +20,7 @@ SAVES = 60
 
 _WRITER = r"""
 import os, random, sys, time
-from ctxnb.store import ObjectStore
+from ctxnb.store.objectstore import ObjectStore
 path, n, store_dir, oid = sys.argv[1], int(sys.argv[2]), sys.argv[3], sys.argv[4]
 store = ObjectStore(store_dir, create=False)
 rng = random.Random(7)

@@ -241,8 +241,8 @@ def test_govern_package_exports_resolve_lazily() -> None:
 
     assert govern.__all__ == sorted(govern._EXPORTS)
     for name in govern.__all__:
-        # Command risk sits below every wing (ctxnb.command_risk); governance re-exports it.
+        # Command risk sits below every wing (ctxnb.shell.risk); governance re-exports it.
         module = getattr(govern, name).__module__
-        assert module.startswith("ctxnb.govern.") or module == "ctxnb.command_risk"
+        assert module.startswith("ctxnb.govern.") or module == "ctxnb.shell.risk"
     with pytest.raises(AttributeError, match="no attribute 'nope'"):
         govern.nope  # noqa: B018

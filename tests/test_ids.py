@@ -8,7 +8,7 @@ import pytest
 
 from ctxnb.errors import NotFoundError
 from ctxnb.ids import parse_version_id, resolve_id, resolve_version, short_id
-from ctxnb.store import ObjectStore
+from ctxnb.store.objectstore import ObjectStore
 
 
 @pytest.fixture

@@ -17,7 +17,7 @@ import pytest
 from _needs import require
 
 from ctxnb._util.wildmatch import GlobList, compile_glob, parse_line
-from ctxnb.ignore import iter_tree
+from ctxnb.access.ignore import iter_tree
 
 FILES = [
     "ab",

@@ -20,8 +20,8 @@ import pytest
 from _needs import needs, require
 from test_ignore_git import FILES, _random_line
 
-from ctxnb._gitsources import config_values, git_sources
-from ctxnb.ignore import IgnoredWorkspaceWarning, iter_tree
+from ctxnb.access._gitsources import config_values, git_sources
+from ctxnb.access.ignore import IgnoredWorkspaceWarning, iter_tree
 from ctxnb.tools.search import ripgrep_available, search
 
 pytestmark = pytest.mark.usefixtures("isolated_git")
@@ -199,7 +199,7 @@ def test_use_gitignore_off_reads_no_git_source(tmp_path: Path, isolated_git: Pat
     assert {"b.py", "f.txt", "x.log"} <= listed
 
 
-@pytest.mark.filterwarnings("ignore::ctxnb.ignore.IgnoredWorkspaceWarning")  # random
+@pytest.mark.filterwarnings("ignore::ctxnb.access.ignore.IgnoredWorkspaceWarning")  # random
 @pytest.mark.parametrize("where", ["top", "subdirectory"])
 def test_random_patterns_in_every_source_match_git(
     tmp_path: Path, isolated_git: Path, where: str
@@ -343,7 +343,7 @@ def test_search_never_returns_what_git_ignores(
     assert {"x.log", "top.py", "d/e/f.txt", "src/sub/b.py", "#hash", "star*.md"} <= ignored
 
 
-@pytest.mark.filterwarnings("ignore::ctxnb.ignore.IgnoredWorkspaceWarning")  # random
+@pytest.mark.filterwarnings("ignore::ctxnb.access.ignore.IgnoredWorkspaceWarning")  # random
 @needs_rg
 def test_both_backends_agree_with_check_ignore_on_random_sources(
     tmp_path: Path, isolated_git: Path
@@ -443,13 +443,13 @@ def test_no_repository_still_reads_the_users_excludes_file(
     assert _ours(ws) == {"a.py"}
 
 
-@pytest.mark.filterwarnings("ignore::ctxnb.ignore.IgnoredWorkspaceWarning")  # random
+@pytest.mark.filterwarnings("ignore::ctxnb.access.ignore.IgnoredWorkspaceWarning")  # random
 def test_deciding_one_path_agrees_with_the_walk_and_git(tmp_path: Path, isolated_git: Path) -> None:
     # TreeIgnores.decide answers for one path without a walk (the sandbox's commit
     # asks it which committed files the index leaves out): the same answers as git.
     from ctxnb.access.fdio import PathPolicy
+    from ctxnb.access.ignore import TreeIgnores
     from ctxnb.errors import CtxnbError
-    from ctxnb.ignore import TreeIgnores
 
     top, ws = _repo(tmp_path)
     policy = PathPolicy([ws])
@@ -565,7 +565,7 @@ def _git_files(ws: Path) -> set[str]:
     return {p for p in os.fsdecode(out).split("\0") if p and (ws / p).is_file()}
 
 
-@pytest.mark.filterwarnings("ignore::ctxnb.ignore.IgnoredWorkspaceWarning")  # random
+@pytest.mark.filterwarnings("ignore::ctxnb.access.ignore.IgnoredWorkspaceWarning")  # random
 @pytest.mark.parametrize("sub", ["", WS])
 def test_tracked_files_are_never_ignored_as_in_git(
     tmp_path: Path, isolated_git: Path, sub: str
@@ -577,7 +577,7 @@ def test_tracked_files_are_never_ignored_as_in_git(
     _write(ws / ".gitignore", ["*.log", "build/", "src/", "d/e/"])
     fixed = _ours(ws)
     assert fixed == _git_files(ws)
-    from ctxnb.ignore import TreeIgnores
+    from ctxnb.access.ignore import TreeIgnores
 
     tree = TreeIgnores(root=ws)  # one path at a time, as the sandbox's commit asks
     assert {p for p in FILES if not tree.decide(p, lambda rel: _read_or_none(ws / rel))} == (
@@ -612,7 +612,7 @@ def test_search_finds_tracked_files_in_ignored_directories(
     ids=["v2", "v4", "v3-extended", "intent-to-add"],
 )
 def test_index_paths_match_git_ls_files(tmp_path: Path, setup: list[list[str]]) -> None:
-    from ctxnb._gitindex import tracked_paths
+    from ctxnb.access._gitindex import tracked_paths
 
     top, _ = _repo(tmp_path, sub="")
     (top / "new file.txt").write_text("x\n")
@@ -624,7 +624,7 @@ def test_index_paths_match_git_ls_files(tmp_path: Path, setup: list[list[str]]) 
 
 
 def test_sha256_and_split_indexes(tmp_path: Path, isolated_git: Path) -> None:
-    from ctxnb._gitindex import tracked_paths
+    from ctxnb.access._gitindex import tracked_paths
 
     top = tmp_path / "sha256"
     _git(tmp_path, "init", "-q", "--object-format=sha256", str(top))  # git >= 2.29

@@ -17,7 +17,7 @@ from ctxnb.indexer import (
     is_deleted,
 )
 from ctxnb.model import FilesystemSource
-from ctxnb.store import ObjectStore
+from ctxnb.store.objectstore import ObjectStore
 
 
 @pytest.fixture

@@ -68,36 +68,29 @@ WINGS: dict[str, tuple[str, ...]] = {
         "ctxnb.summaries",
         "ctxnb.tokens",
         "ctxnb.relations",
-        "ctxnb.tool_discovery",
         "ctxnb.llm",
         "ctxnb.prices",
         "ctxnb.semcache",
     ),
     # The workspace's settings, read by every wing above the access layer.
+    # Lexical and semantic search, markdown links, ranking tools for a task.
+    "retrieval": ("ctxnb.retrieval",),
     "settings": ("ctxnb.config",),
     # The one door: agent paths, path rules, race-free I/O, observing bytes into versions.
     "access": (
         "ctxnb.access",
         "ctxnb.resolver",
-        "ctxnb.ignore",
-        "ctxnb._git*",
         "ctxnb.indexer",
     ),
     # Every version of every object, in Parquet.
-    "store": ("ctxnb.store", "ctxnb._store*", "ctxnb.model", "ctxnb.ids"),
+    "store": ("ctxnb.store", "ctxnb.model", "ctxnb.ids"),
     # Helpers that know no wing: errors, hashes, the one redaction, the shell lexer and
     # command risk, lexical and semantic search, markdown links, small private helpers.
     "base": (
         "ctxnb.errors",
         "ctxnb.hashing",
         "ctxnb.redaction",
-        "ctxnb._secret*",
-        "ctxnb.shell_lex",
-        "ctxnb.command_risk",
-        "ctxnb._command*",
-        "ctxnb.textsearch",
-        "ctxnb.embedding",
-        "ctxnb.markdown_links",
+        "ctxnb.shell",
         "ctxnb._html",
         "ctxnb._util",
         "ctxnb._version",
@@ -112,7 +105,7 @@ ALLOWED_UPWARD: dict[tuple[str, str], str] = {}
 
 
 def _holds(entry: str, module: str) -> bool:
-    """``ctxnb._store*`` holds ``ctxnb._storelog``; ``ctxnb.tools`` holds ``ctxnb.tools.x``."""
+    """``ctxnb._store*`` holds ``ctxnb.store._log``; ``ctxnb.tools`` holds ``ctxnb.tools.x``."""
     if entry.endswith("*"):
         return fnmatchcase(module, entry)
     if entry == "ctxnb":  # the package's own __init__, not everything in it
@@ -185,11 +178,20 @@ def test_every_module_is_in_a_wing() -> None:
 
 
 def test_the_map_places_modules_as_the_architecture_says() -> None:
-    assert ORDER[2:9] == ["govern", "sandbox", "tools", "session", "context", "settings", "access"]
+    assert ORDER[2:10] == [
+        "govern",
+        "sandbox",
+        "tools",
+        "session",
+        "context",
+        "retrieval",
+        "settings",
+        "access",
+    ]
     assert wing_of("ctxnb.tools.filetools") == "tools"
     assert wing_of("ctxnb.tools") == "tools"
-    assert wing_of("ctxnb._storelog") == "store"
-    assert wing_of("ctxnb._secret_patterns") == "base"
+    assert wing_of("ctxnb.store._log") == "store"
+    assert wing_of("ctxnb.redaction._patterns") == "base"
     assert wing_of("ctxnb.govern.cli") == "front"  # a wing's commands are a front end
     assert wing_of("ctxnb") == "front" and wing_of("ctxnb.config") == "settings"
     with pytest.raises(KeyError, match="ctxnb.nowhere is in no wing"):

@@ -6,7 +6,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from ctxnb.markdown_links import MarkdownLink, extract_markdown_links
+from ctxnb.retrieval.markdown_links import MarkdownLink, extract_markdown_links
 
 
 def paths(text: str, **kwargs: bool) -> list[str]:

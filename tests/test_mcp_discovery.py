@@ -118,7 +118,7 @@ def test_the_embedder_is_loaded_at_the_first_search_not_at_start(
 ) -> None:
     """Loading MiniLM takes seconds: a server starting, or ``ctxnb mcp tools``, waits
     for none of it; ``search_tools`` takes the process-wide embedder when first asked."""
-    from ctxnb.embedding import DEFAULT, default_embedder
+    from ctxnb.retrieval.embedding import DEFAULT, default_embedder
 
     monkeypatch.setenv("CTXNB_EMBEDDER", "lexical")  # an embedder that loads no model
     with McpBackend(_workspace(tmp_path)) as b:

@@ -1,4 +1,4 @@
-"""Tests for ctxnb.redaction: a corpus of secrets and of look-alikes."""
+"""Tests for ctxnb.redaction.redactor: a corpus of secrets and of look-alikes."""
 
 from __future__ import annotations
 
@@ -12,9 +12,9 @@ from _secret_corpus import LOOKALIKES, SECRETS, Case
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from ctxnb import redaction as redact_module
-from ctxnb._secret_formats import STRUCTURAL_RULES
-from ctxnb.redaction import RULES, has_secrets, redact, redact_data, shannon_entropy
+from ctxnb.redaction import redactor as redact_module
+from ctxnb.redaction._formats import STRUCTURAL_RULES
+from ctxnb.redaction.redactor import RULES, has_secrets, redact, redact_data, shannon_entropy
 
 
 def fake(n: int, seed: int, alphabet: str = string.ascii_letters + string.digits) -> str:
@@ -351,7 +351,7 @@ def test_ascii_lowering_keeps_every_offset(text: str) -> None:
     letters change (str.lower turns "İ" into two characters), lone surrogates included."""
     import string
 
-    from ctxnb.redaction import ascii_lower
+    from ctxnb.redaction.redactor import ascii_lower
 
     table = str.maketrans(string.ascii_uppercase, string.ascii_lowercase)
     assert ascii_lower(text) == text.translate(table)
@@ -366,7 +366,7 @@ def test_a_long_word_before_a_secret_name_is_redacted_in_linear_time() -> None:
     from pathlib import Path
 
     code = (
-        "from ctxnb.redaction import redact_text\n"
+        "from ctxnb.redaction.redactor import redact_text\n"
         "value = 'hunter' + '2hunter2'\n"
         "out = redact_text('y' * 400_000 + ' secret: ' + value + ' ' + 'z' * 400_000)\n"
         "assert value not in out and out.startswith('yyy'), out[-200:]\n"
@@ -383,8 +383,8 @@ def test_the_rule_loops_shortcuts_find_what_every_rule_run_in_full_finds():
     # _find skips a rule whose keywords are absent, or whose pattern (run over the whole
     # text) finds nothing, without its candidate generators: the spans must be those of
     # every rule run through _candidates, on secrets, look-alikes and their mixes.
-    from ctxnb import redaction
-    from ctxnb._secret_formats import structured_spans
+    from ctxnb.redaction import redactor as redaction
+    from ctxnb.redaction._formats import structured_spans
 
     def reference(text: str) -> list[tuple[int, int, str]]:
         scan = redaction._Scan(text)
@@ -427,8 +427,8 @@ def test_the_trigger_words_are_found_alike_by_the_regex_and_by_in():
     # the start, the middle and the end, in any case, and for texts that hold none.
     import random
 
-    from ctxnb import redaction
-    from ctxnb._secret_patterns import TRIGGER_WORDS
+    from ctxnb.redaction import redactor as redaction
+    from ctxnb.redaction._patterns import TRIGGER_WORDS
 
     rng = random.Random(7)
     alphabet = "abcdefghijklmnopqrstuvwxyz0123456789 _./-:=\"'"

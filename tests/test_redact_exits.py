@@ -326,7 +326,7 @@ def test_a_secret_in_a_file_name_is_redacted_at_every_exit(git_repo: Path, capsy
     """Listings, globs, search hits, context labels, a command's effects, intent_map.md,
     the audit log, the trace, the semantic cache and ``ctxnb show`` (#29)."""
     from ctxnb.cli import main
-    from ctxnb.embedding import LexicalEmbedder
+    from ctxnb.retrieval.embedding import LexicalEmbedder
     from ctxnb.semcache import SemanticCache
 
     for rel in SECRET_NAMES:

@@ -12,7 +12,7 @@ from hypothesis import strategies as st
 
 from ctxnb.errors import CtxnbError, CycleError, NotFoundError, StoreError
 from ctxnb.relations import Edge, Node, RelationError, RelationStore
-from ctxnb.store import ObjectStore, TxRecord
+from ctxnb.store.objectstore import ObjectStore, TxRecord
 
 
 def ids(nodes: list[Node]) -> list[str]:

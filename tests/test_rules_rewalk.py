@@ -132,7 +132,7 @@ def test_a_resumed_session_sees_rules_added_and_edited_since_its_save(tree):
 
 
 def test_only_the_changed_directories_and_those_above_them_are_listed(tree, monkeypatch):
-    from ctxnb.ignore import TreeIgnores
+    from ctxnb.access.ignore import TreeIgnores
 
     for d in ("p/q/r", "p/s", "t/u"):
         (tree / d).mkdir(parents=True)

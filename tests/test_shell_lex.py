@@ -18,7 +18,7 @@ from pathlib import Path
 import pytest
 from _needs import require
 
-from ctxnb.shell_lex import ShellSyntaxError, parse, tokenize
+from ctxnb.shell.lex import ShellSyntaxError, parse, tokenize
 
 _HANDLER = r"""command_not_found_handle() {
   local body=""

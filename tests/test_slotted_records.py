@@ -16,14 +16,14 @@ from pathlib import Path
 
 import pytest
 
-from ctxnb._secret_patterns import RULES, Rule
 from ctxnb._util.jsonl import SkippedLine
 from ctxnb._util.record import FrozenRecord, Record
 from ctxnb.access._safepath import SafePath, _Parsed, _Root
 from ctxnb.access.observe import IndexResult, Observation
 from ctxnb.errors import ResolverError
 from ctxnb.govern.chain import ChainReport
-from ctxnb.redaction import Finding, RedactionResult, redact
+from ctxnb.redaction._patterns import RULES, Rule
+from ctxnb.redaction.redactor import Finding, RedactionResult, redact
 from ctxnb.resolver import MountMapping
 
 ROOT = _Root(Path("/ws"), Path("/ws"))

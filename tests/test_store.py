@@ -24,10 +24,10 @@ import zstandard
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-import ctxnb._storecache
-import ctxnb._storefmt
-import ctxnb._storelog
-import ctxnb.store
+import ctxnb.store._cache
+import ctxnb.store._fmt
+import ctxnb.store._log
+import ctxnb.store.objectstore
 from ctxnb.errors import CorruptStoreError, StoreError
 from ctxnb.model import (
     ChatObject,
@@ -37,7 +37,7 @@ from ctxnb.model import (
     SystemPromptObject,
     ToolCallObject,
 )
-from ctxnb.store import ObjectStore, TxRecord, Version
+from ctxnb.store.objectstore import ObjectStore, TxRecord, Version
 
 WORKER = Path(__file__).with_name("store_worker.py")
 
@@ -208,7 +208,7 @@ def test_property_any_json_document_round_trips(tmp_path_factory, docs, inline) 
     # Inline (in the log line) and as a Parquet segment; read back by the writer, by a
     # fresh reader of the log, from a scan, and after compaction folds them into Parquet.
     path = tmp_path_factory.mktemp("prop")
-    limit = ctxnb.store.INLINE_MAX_BYTES if inline else 0
+    limit = ctxnb.store.objectstore.INLINE_MAX_BYTES if inline else 0
     with ObjectStore(path, inline_max_bytes=limit) as store:
         store.put(docs)
         expected = {d["xt/id"]: d for d in docs}  # the last of a repeated id wins
@@ -351,7 +351,7 @@ def test_streaming_compaction_merges_row_group_by_row_group(
     # Groups of 7 rows make every case of the merge happen with a few hundred versions:
     # ids whose versions straddle groups, new versions of an id in the old snapshot's
     # last group, ids that sort before, between and after the old ones.
-    monkeypatch.setattr(ctxnb._storecache, "BATCH_ROWS", 7)
+    monkeypatch.setattr(ctxnb.store._cache, "BATCH_ROWS", 7)
     rng = random.Random(3)
     expected: dict[str, list[int]] = {}
     for round_ in range(4):
@@ -442,7 +442,7 @@ def _write_layout1_cache(store_dir: Path) -> None:
             pa.field("type", pa.string(), nullable=False),
             pa.field("doc", pa.large_binary(), nullable=False),
         ],
-        metadata={b"ctxnb.store.format": b"1"},
+        metadata={b"ctxnb.store.objectstore.format": b"1"},
     )
     table = pa.Table.from_arrays(
         [pa.array(c, t.type) for c, t in zip(zip(*rows, strict=True), schema, strict=True)],
@@ -753,7 +753,7 @@ def test_for_workspace_repr_and_close(tmp_path: Path) -> None:
 
 
 def test_docstring_examples_run() -> None:
-    result = doctest.testmod(ctxnb.store, optionflags=doctest.ELLIPSIS)
+    result = doctest.testmod(ctxnb.store.objectstore, optionflags=doctest.ELLIPSIS)
     assert result.attempted > 20 and result.failed == 0
 
 
@@ -762,7 +762,7 @@ def test_store_files_are_created_with_expected_layout(store: ObjectStore) -> Non
     names = sorted(os.listdir(store.path))
     assert names == ["ctxnb-store.json", "segments", "snapshots", "txlog", "writer.lock"]
     marker = json.loads((store.path / "ctxnb-store.json").read_text())
-    assert marker == {"format": "ctxnb-store", "version": ctxnb._storelog.FORMAT_VERSION}
+    assert marker == {"format": "ctxnb-store", "version": ctxnb.store._log.FORMAT_VERSION}
 
 
 def test_format_doc_snippets_read_a_real_store(store: ObjectStore) -> None:
@@ -801,7 +801,7 @@ _cells = st.one_of(st.none(), st.text())
     st.lists(st.none() | st.lists(st.text(), max_size=4), max_size=40),
 )
 def test_store_columns_are_what_pyarrow_builds(strs, ints, lists) -> None:
-    column = ctxnb._storefmt.column
+    column = ctxnb.store._fmt.column
     for typ in (pa.string(), pa.large_string()):
         assert column(strs, typ).equals(pa.array(strs, typ))
     assert column(ints, pa.int64()).equals(pa.array(ints, pa.int64()))
@@ -908,11 +908,11 @@ def test_compacted_inline_lines_are_read_by_their_header(store: ObjectStore) -> 
     base = (store.path / "txlog").read_bytes()
     store.put([{"xt/id": "a0", "type": "n", "text": "new"}])
     after = (store.path / "txlog").read_bytes()[len(base) :]
-    entry = ctxnb._storelog.parse(base, log_path="txlog", first_line=0, next_tx=1)[0]
-    assert isinstance(entry, ctxnb._storelog.BaseEntry) and entry.upto == 3
-    log += ctxnb._storelog.compact_line(entry.compact) + after
-    parsed = ctxnb._storelog.parse(log, log_path="txlog", first_line=0, next_tx=1)
-    docs = [e.docs for e in parsed if isinstance(e, ctxnb._storelog.TxEntry)]
+    entry = ctxnb.store._log.parse(base, log_path="txlog", first_line=0, next_tx=1)[0]
+    assert isinstance(entry, ctxnb.store._log.BaseEntry) and entry.upto == 3
+    log += ctxnb.store._log.compact_line(entry.compact) + after
+    parsed = ctxnb.store._log.parse(log, log_path="txlog", first_line=0, next_tx=1)
+    docs = [e.docs for e in parsed if isinstance(e, ctxnb.store._log.TxEntry)]
     # The folded ones are not decoded; the one after the compaction is.
     assert docs == [None, None, None, [{"xt/id": "a0", "type": "n", "text": "new"}]]
     store.close()
@@ -934,9 +934,9 @@ def test_format1_store_is_marked_current_at_its_first_inline_transaction(tmp_pat
     assert json.loads(marker.read_text())["version"] == 1  # nothing inline yet
     with ObjectStore(path) as store:
         store.put([{"xt/id": "c", "type": "n"}])
-        assert json.loads(marker.read_text())["version"] == ctxnb._storelog.FORMAT_VERSION
+        assert json.loads(marker.read_text())["version"] == ctxnb.store._log.FORMAT_VERSION
         assert store.ids() == ["a", "b", "c"]
-    newer = ctxnb._storelog.FORMAT_VERSION + 1
+    newer = ctxnb.store._log.FORMAT_VERSION + 1
     marker.write_text(json.dumps({"format": "ctxnb-store", "version": newer}) + "\n")
     with pytest.raises(StoreError, match="Upgrade ctxnb"):
         ObjectStore(path)
@@ -976,7 +976,7 @@ def test_processes_creating_one_store_at_once_all_open_it(tmp_path: Path) -> Non
     path = tmp_path / "store"
     code = (
         "import sys, time\n"
-        "from ctxnb.store import ObjectStore\n"
+        "from ctxnb.store.objectstore import ObjectStore\n"
         "while time.time() < float(sys.argv[2]): pass\n"
         "with ObjectStore(sys.argv[1]) as s:\n"
         "    s.put([{'xt/id': sys.argv[3], 'type': 'n'}])\n"

@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 from store_worker import batch_docs, crash_loop
 
-from ctxnb.store import ObjectStore
+from ctxnb.store.objectstore import ObjectStore
 
 KILLS = 55
 
@@ -84,7 +84,7 @@ def test_sigkill_at_random_moments_loses_no_committed_tx(
     # survive fork(), the system allocator does. The server inherits this environment.
     monkeypatch.setenv("ARROW_DEFAULT_MEMORY_POOL", "system")
     ctx = multiprocessing.get_context("forkserver")
-    ctx.set_forkserver_preload(["pandas", "ctxnb.store"])
+    ctx.set_forkserver_preload(["pandas", "ctxnb.store.objectstore"])
     store_dir = tmp_path / "store"
     rng = random.Random(1234)
     reported: dict[int, int] = {}

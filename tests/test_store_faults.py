@@ -25,7 +25,7 @@ import pyarrow.dataset as ds
 import pytest
 
 from ctxnb.errors import CorruptStoreError, StoreError
-from ctxnb.store import ObjectStore
+from ctxnb.store.objectstore import ObjectStore
 
 Versions = dict[str, list[tuple[int, dict[str, Any]]]]
 
@@ -172,7 +172,7 @@ def test_a_log_cut_inside_its_last_line_is_refused_not_taken_for_a_torn_write(
 
 _FULL_DISK = """
 import resource, signal, sys
-from ctxnb.store import ObjectStore
+from ctxnb.store.objectstore import ObjectStore
 from ctxnb.errors import StoreError
 signal.signal(signal.SIGXFSZ, signal.SIG_IGN)
 path, limit = sys.argv[1], int(sys.argv[2])

@@ -10,10 +10,10 @@ from typing import Any
 import pyarrow as pa
 import pytest
 
-import ctxnb._storefmt as fmt
-from ctxnb._storepending import _PendingSegment, fold_table
+import ctxnb.store._fmt as fmt
 from ctxnb.errors import CorruptStoreError
-from ctxnb.store import ObjectStore
+from ctxnb.store._pending import _PendingSegment, fold_table
+from ctxnb.store.objectstore import ObjectStore
 
 
 class StepClock:

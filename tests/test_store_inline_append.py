@@ -1,4 +1,4 @@
-"""A transaction committed without opening the store (ctxnb._storeappend) is one the
+"""A transaction committed without opening the store (ctxnb.store._append) is one the
 store reads as its own: same ids, same order, same checks, under the same lock."""
 
 from __future__ import annotations
@@ -10,9 +10,9 @@ from pathlib import Path
 
 import pytest
 
-from ctxnb._storeappend import append_inline
 from ctxnb.access.observe import observe_inline
-from ctxnb.store import ObjectStore
+from ctxnb.store._append import append_inline
+from ctxnb.store.objectstore import ObjectStore
 
 
 def _doc(i: int, key: str = "a") -> dict[str, object]:

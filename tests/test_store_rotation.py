@@ -20,10 +20,11 @@ from typing import Any
 
 import pytest
 
-from ctxnb import _storecompact, _storelog
-from ctxnb._storeappend import append_inline
 from ctxnb.errors import CorruptStoreError
-from ctxnb.store import ObjectStore
+from ctxnb.store import _compact as _storecompact
+from ctxnb.store import _log as _storelog
+from ctxnb.store._append import append_inline
+from ctxnb.store.objectstore import ObjectStore
 
 
 class Clock:
@@ -285,7 +286,7 @@ def test_base_line_elsewhere_than_first_is_refused(tmp_path: Path) -> None:
 
 _COMPACT_IN_ANOTHER_PROCESS = """
 import sys
-from ctxnb.store import ObjectStore
+from ctxnb.store.objectstore import ObjectStore
 with ObjectStore(sys.argv[1]) as store:
     for i in range(5):
         store.put([{"xt/id": "other", "type": "note", "v": i}])

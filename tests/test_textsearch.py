@@ -1,4 +1,4 @@
-"""Tests for ctxnb.textsearch: tokenizer, stemmer, BM25 and reciprocal rank fusion."""
+"""Tests for ctxnb.retrieval.textsearch: tokenizer, stemmer, BM25 and reciprocal rank fusion."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ import time
 
 import pytest
 
-from ctxnb.textsearch import (
+from ctxnb.retrieval.textsearch import (
     DEFAULT_STOPWORDS,
     BM25Index,
     light_stem,

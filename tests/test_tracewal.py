@@ -22,13 +22,13 @@ import pytest
 from _tracewal_setup import fail_log_fsync, governed, ledger_path, logged_version, tools_of
 
 from ctxnb import Workspace
-from ctxnb._storeattach import attached_lines
 from ctxnb._util import fsync as _fsync
 from ctxnb.errors import StoreError
 from ctxnb.govern import tracewal
 from ctxnb.govern.chain import verify_ledger
 from ctxnb.govern.ledger import TraceLedger, build_trace_record
 from ctxnb.govern.tracewal import attachment, restore
+from ctxnb.store._attach import attached_lines
 
 
 @pytest.fixture
@@ -286,7 +286,7 @@ def test_a_hostile_record_in_the_store_log_injects_nothing_the_recorder_would_no
 
 
 def test_a_log_line_whose_checksum_fails_is_not_read_for_attachments(tmp_path: Path) -> None:
-    from ctxnb import _storelog as tlog
+    from ctxnb.store import _log as tlog
 
     good = tlog.txdocs_line(1, 1, [b'{"xt/id":"a","type":"t"}'], [b'{"kind":"x"}'])
     bad = tlog.txdocs_line(2, 2, [b'{"xt/id":"b","type":"t"}'], [b'{"kind":"y"}'])
@@ -315,7 +315,7 @@ def test_compaction_restores_what_the_ledger_lost_before_it_rotates_the_log(gov:
 
 _STORE_ONLY_COMPACTION = """
 import sys
-from ctxnb.store import ObjectStore
+from ctxnb.store.objectstore import ObjectStore
 
 store = ObjectStore(sys.argv[1])
 store.compact()

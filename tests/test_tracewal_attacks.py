@@ -23,12 +23,12 @@ from _needs import require
 from _tracewal_setup import fail_log_fsync, governed, ledger_path, logged_version, tools_of
 
 from ctxnb import Workspace
-from ctxnb._storeattach import attached_lines
 from ctxnb._util import fsync as _fsync
 from ctxnb.errors import PolicyError, StaleFileError, StoreError
 from ctxnb.govern.chain import verify_ledger
 from ctxnb.govern.ledger import TraceLedger, build_event_record
 from ctxnb.govern.tracewal import restore
+from ctxnb.store._attach import attached_lines
 
 
 @pytest.fixture

@@ -22,7 +22,7 @@ def lazy_exports(
     Args:
         package: the package's ``__name__``.
         table: public name -> module: a submodule name (``"store"``) or an absolute one
-            (``"ctxnb.store"``).
+            (``"ctxnb.store.objectstore"``).
         namespace: the package's ``globals()``, where loaded names are kept.
         public: the package's ``__all__``, which ``dir()`` lists.
     """

@@ -1,7 +1,7 @@
 """Regular expressions compiled at their first use, not at import.
 
 The redaction tables hold a hundred patterns. Compiling them all costs about ten
-milliseconds, paid by every process that imports :mod:`ctxnb.redaction`, among them
+milliseconds, paid by every process that imports :mod:`ctxnb.redaction.redactor`, among them
 Claude Code's hooks, which run once per edit and usually need a handful: a rule runs only
 when one of its keywords occurs in the text. A lazy pattern compiles the first time one
 of its methods is asked for and then holds the compiled methods themselves, so later

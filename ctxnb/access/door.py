@@ -45,7 +45,7 @@ from .pathrules import GOVERNANCE, SafePath, map_mount_prefix
 
 if TYPE_CHECKING:
     from ..config import CtxnbConfig
-    from ..store import ObjectStore
+    from ..store.objectstore import ObjectStore
 
 __all__ = ["Access", "own_roots"]
 
@@ -235,7 +235,7 @@ class Access:
             attached: trace records to commit with the versions, in the same log line
                 (see :func:`~ctxnb.access.observe.observe_bytes`).
             durable_waits: the log line's fsync runs in the background and its wait is
-                appended here (see :meth:`ObjectStore.put <ctxnb.store.ObjectStore.put>`).
+                appended here (see :meth:`ctxnb.store.ObjectStore.put`).
             walked: ``data`` was read, written or deleted through a policy's descriptor
                 walk in this same call, which refused links and special files without a
                 race: the paths pass :attr:`policy`'s rules by name only

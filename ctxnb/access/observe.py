@@ -10,7 +10,7 @@ gets here.
 
 Example:
     >>> import tempfile
-    >>> from ctxnb.store import ObjectStore
+    >>> from ctxnb.store.objectstore import ObjectStore
     >>> from ctxnb.model import FilesystemSource
     >>> store = ObjectStore(tempfile.mkdtemp())
     >>> src = FilesystemSource(filesystem_id="fs", path="/ws/a.py")
@@ -34,7 +34,7 @@ from ..hashing import content_hash, identity_hash, source_hash
 
 if TYPE_CHECKING:
     from ..model import FilesystemSource
-    from ..store import ObjectStore
+    from ..store.objectstore import ObjectStore
 
 __all__ = [
     "IndexResult",
@@ -192,8 +192,8 @@ def observe_bytes(
         items: ``(source, bytes)`` pairs; ``None`` bytes mean the file is gone.
         attached: committed in the transaction's log line when one is written (an
             observation with a ``doc``), see :meth:`ObjectStore.put
-            <ctxnb.store.ObjectStore.put>`; dropped when nothing changed.
-        durable_waits: passed to :meth:`ObjectStore.put <ctxnb.store.ObjectStore.put>`
+            <ctxnb.store.objectstore.ObjectStore.put>`; dropped when nothing changed.
+        durable_waits: passed to :meth:`ObjectStore.put <ctxnb.store.objectstore.ObjectStore.put>`
             (its log line's fsync runs in the background; the caller waits).
 
     Returns:
@@ -254,14 +254,14 @@ def observe_inline(
     caller knows the files changed (an edit tool said so), so the latest versions are
     not compared: every item becomes a version (action ``updated``). Returns None,
     having written nothing, when the store must be opened to commit them (see
-    :mod:`ctxnb._storeappend`); the caller then uses :func:`observe_bytes`.
+    :mod:`ctxnb.store._append`); the caller then uses :func:`observe_bytes`.
 
     Returns:
         The observations; how many inline transactions now wait for a fold into
         Parquet, and how many transactions for a compaction (the caller opens the
         store to do either when too many wait).
     """
-    from .._storeappend import append_inline
+    from ..store._append import append_inline
 
     docs = []
     for source, data in items:

@@ -22,7 +22,7 @@ from .._util.jsonl import SkippedLine, iter_jsonl
 
 if TYPE_CHECKING:
     from ..govern.ledger import TraceLedger
-    from ..store import ObjectStore
+    from ..store.objectstore import ObjectStore
     from ..workspace import Workspace
 
 __all__ = [

@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Any
 
 from ..errors import CtxnbError
 from ..hashing import sha256_hex, stable_stringify
-from ..redaction import redact_data, redact_text
+from ..redaction.redactor import redact_data, redact_text
 from ..relations import DOC_TYPE as RELATIONS_TYPE
 from ..relations import RelationStore
 from ..strategies import ContextStrategy, Item, Selection, StrategyInput, strategy_spec
@@ -26,7 +26,7 @@ from ._metalog import META_HEADER, MetaBlock, MetaLog, place_blocks, render_log,
 from ._model import Context, ContextItem, Section, Segment
 
 if TYPE_CHECKING:
-    from ..store import ObjectStore
+    from ..store.objectstore import ObjectStore
 
 __all__ = ["AssemblyState", "Assembler", "MetaEntry", "context_at", "meta_for"]
 

@@ -15,7 +15,7 @@ from typing import Any
 
 from ..hashing import sha256_hex
 from ..indexer import is_deleted
-from ..redaction import redact_text
+from ..redaction.redactor import redact_text
 from ._framing import inline
 
 

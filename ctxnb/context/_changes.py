@@ -42,7 +42,7 @@ from ._framing import inline
 if TYPE_CHECKING:
     import pandas as pd
 
-    from ..store import ObjectStore, Version
+    from ..store.objectstore import ObjectStore, Version
     from ..strategies import Item, Selection
     from ._assemblystate import MetaEntry
 

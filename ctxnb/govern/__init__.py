@@ -1,6 +1,6 @@
 """Governance: intents, command risk, mutation classes, the trace ledger.
 
-The command-risk verdict itself is read in :mod:`ctxnb.command_risk`, below every wing
+The command-risk verdict itself is read in :mod:`ctxnb.shell.risk`, below every wing
 (the rules tracker and replays read commands too); governance decides what to do with it.
 
 Commands run confined by :mod:`ctxnb.sandbox` (``ctxnb.sandbox.run_command`` is the
@@ -23,7 +23,7 @@ from typing import TYPE_CHECKING
 from .._util.lazy import lazy_exports
 
 if TYPE_CHECKING:
-    from ..command_risk import RiskAssessment, classify_command
+    from ..shell.risk import RiskAssessment, classify_command
     from .intents import Intent, IntentFile, init_governance, intent_context, load_intents
     from .ledger import TraceLedger, build_trace_record, validate_record
     from .mutation import classify_mutation, touched_symbols
@@ -36,10 +36,10 @@ _EXPORTS = {
     "Origin": "record",
     "Recorded": "record",
     "Recorder": "record",
-    "RiskAssessment": "ctxnb.command_risk",
+    "RiskAssessment": "ctxnb.shell.risk",
     "TraceLedger": "ledger",
     "build_trace_record": "ledger",
-    "classify_command": "ctxnb.command_risk",
+    "classify_command": "ctxnb.shell.risk",
     "classify_mutation": "mutation",
     "init_governance": "intents",
     "intent_context": "intents",

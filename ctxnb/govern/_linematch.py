@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Literal
 from ._tracerecord import _LINE_END, normalized_content_hash
 
 if TYPE_CHECKING:
-    from ..store import Version
+    from ..store.objectstore import Version
 
 __all__ = ["LineMatcher", "MatchKind", "Range", "line_key", "split_lines"]
 

@@ -174,7 +174,7 @@ def _cmd_sandbox(ns: argparse.Namespace) -> int:
     if ns.intent is not None and governed:
         intent = get_intent(load_intents_cached(root, states), ns.intent, where=intents_file(root))
         return _exec_governed(root, intent.id, argv, cwd, ns)
-    from ..redaction import redact
+    from ..redaction.redactor import redact
     from ..sandbox import Sandbox
 
     sb = Sandbox.from_settings(root, settings.get("sandbox") or {}, deny=settings["deny"])
@@ -192,7 +192,7 @@ def _exec_governed(root: Any, intent_id: str, argv: list[str], cwd: str, ns: Any
     from pathlib import Path
 
     from ..errors import PolicyError
-    from ..redaction import redact
+    from ..redaction.redactor import redact
     from ..sandbox.held import PROMPT_DIFF_CHARS, Hold, hold_overlay
     from ..sandbox.runner import SandboxResult
     from ..workspace import Workspace

@@ -49,7 +49,7 @@ from typing import TYPE_CHECKING, Any
 from pydantic import BaseModel, ConfigDict, Field
 
 from ..errors import NotFoundError, PolicyError
-from ..redaction import redact_data, redact_text
+from ..redaction.redactor import redact_data, redact_text
 from ..tools.call import ToolCall
 from ..tools.filetools import FileTools
 from ..tools.schemas import ToolInfo
@@ -263,7 +263,7 @@ class HookEngine:
         elif call.tool != "run_command":
             out = {"level": "SAFE", "reasons": []}
         else:
-            from ..command_risk import classify_command
+            from ..shell.risk import classify_command
 
             intent = self.current_intent(call)
             scope = (lambda p: intent.in_scope(_scope_rel(p, self.root))) if intent else None

@@ -52,7 +52,7 @@ from pydantic import (
 )
 
 from ..errors import ConfigError
-from ..redaction import redact_text
+from ..redaction.redactor import redact_text
 from .core import get_intent, in_scope
 from .ledger import record_intent_id
 from .lessons import Lesson

@@ -210,7 +210,7 @@ class TraceLedger:
         # The trace is a log others read (and the MCP trace resource shows to a model):
         # a secret in a record's free text (an intent name, a command's output) is redacted.
         # Imported here: compiling the rules costs the Claude Code hook process start-up.
-        from ..redaction import redact_data
+        from ..redaction.redactor import redact_data
 
         prepared = []
         for record in batch:

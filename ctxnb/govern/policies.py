@@ -18,7 +18,7 @@ import logging
 from typing import TYPE_CHECKING, Any, Protocol
 
 from ..errors import NotFoundError, PolicyError
-from ..redaction import redact, redact_text
+from ..redaction.redactor import redact, redact_text
 from ..tools.call import ToolCall
 from .approval import args_summary
 from .core import check_scope, in_scope, require_intent

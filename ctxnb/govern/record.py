@@ -314,7 +314,7 @@ class Recorder:
         to go in the same log line (see :mod:`ctxnb.govern.tracewal`).
 
         The caller commits :attr:`PendingRecord.attachment` with the version of object
-        ``oid`` (:meth:`ObjectStore.put <ctxnb.store.ObjectStore.put>`'s ``attached``)
+        ``oid`` (:meth:`ObjectStore.put <ctxnb.store.objectstore.ObjectStore.put>`'s ``attached``)
         and then calls :meth:`finish_logged` with the transaction; if the version was not
         committed, it records the change with :meth:`record` instead.
 
@@ -397,7 +397,7 @@ class IntentMap:
 
     def add(self, intent_id: str, intent_name: str, files: Sequence[tuple[str, list[str]]]) -> None:
         """List ``files`` (each with its touched symbols) under the intent."""
-        from ..redaction import redact_text  # only when the map is written to
+        from ..redaction.redactor import redact_text  # only when the map is written to
 
         # The map is read by people and agents: names leave redacted like any text.
         files = [(redact_text(path), [redact_text(s) for s in syms]) for path, syms in files]

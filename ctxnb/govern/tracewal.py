@@ -4,7 +4,7 @@ A governed ``write_file`` makes its store version and its Agent Trace record dur
 with one fsync: the recorder prepares the record (validated, redacted) before the
 version is committed, and the store writes it in the transaction's log line as an
 attachment (``{"kind":"agent-trace","oid":…,"at":…,"record":{…}}``, see
-:mod:`ctxnb._storeattach`). The ledger line is then appended, chained as every line is,
+:mod:`ctxnb.store._attach`). The ledger line is then appended, chained as every line is,
 with one write and no fsync of its own: the store's log is its write-ahead log.
 
 A record that is in the log but not in the ledger (the page cache lost in a power loss,
@@ -31,7 +31,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from .._storeattach import AttachedLine, attached_lines, register_settler
+from ..store._attach import AttachedLine, attached_lines, register_settler
 from . import chain
 from .ledger import TraceLedger, dump_record
 

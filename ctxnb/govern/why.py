@@ -231,7 +231,7 @@ class WhyResult:
         return [lw.line for lw in self.lines if lw.record is None]
 
     def to_dict(self, *, context_text: bool = False) -> dict[str, Any]:
-        from ..redaction import redact_data
+        from ..redaction.redactor import redact_data
 
         data = {
             "path": self.path,
@@ -257,7 +257,7 @@ class WhyResult:
         return json.dumps(self.to_dict(context_text=context_text), ensure_ascii=False, indent=2)
 
     def __str__(self) -> str:
-        from ..redaction import redact_text
+        from ..redaction.redactor import redact_text
 
         out: list[str] = []
         if self.asked is not None:

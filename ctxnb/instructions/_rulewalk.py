@@ -28,8 +28,8 @@ from typing import Any
 
 from ..access import observe
 from ..access.fdio import PathPolicy
+from ..access.ignore import TreeIgnores
 from ..errors import NotFoundError
-from ..ignore import TreeIgnores
 
 __all__ = ["rules_file_paths"]
 

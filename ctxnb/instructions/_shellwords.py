@@ -12,8 +12,8 @@ import re
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
-from ..command_risk import classify_command
 from ..errors import CtxnbError
+from ..shell.risk import classify_command
 
 # --------------------------------------------------------------------------- shell words
 

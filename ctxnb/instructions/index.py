@@ -24,13 +24,13 @@ from typing import TYPE_CHECKING, Any
 
 from ..access.door import own_roots
 from ..access.fdio import PathPolicy
+from ..access.ignore import TreeIgnores
 from ..access.pathrules import DEFAULT_DENY
-from ..embedding import DEFAULT, HybridIndex
 from ..errors import NotFoundError, PolicyError
-from ..ignore import TreeIgnores
-from ..markdown_links import MarkdownLink, extract_markdown_links
+from ..retrieval.embedding import DEFAULT, HybridIndex
+from ..retrieval.markdown_links import MarkdownLink, extract_markdown_links
+from ..retrieval.textsearch import reciprocal_rank_fusion
 from ..skills import SKILL_DIRS, Skill, SkillSet, discover_skills
-from ..textsearch import reciprocal_rank_fusion
 from ._records import LinkHit, RuleLink, RulesFile, SkillHit
 from ._rulewalk import rules_file_paths
 from ._shellwords import _CommandPaths

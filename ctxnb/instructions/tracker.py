@@ -15,7 +15,7 @@ from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
 from ..errors import NotFoundError, PolicyError
-from ..redaction import redact_text
+from ..redaction.redactor import redact_text
 from ._shellwords import (
     _ARG_KINDS,
     _CHANGES_DIR,

@@ -40,7 +40,7 @@ def _check_bash(ctx: _Context, tool_input: Mapping[str, Any]) -> HookResult:
     held = _held_request(command)
     if held is not None:
         return _check_held(ctx, tool_input, *held)
-    from ..command_risk import classify_command
+    from ..shell.risk import classify_command
 
     intent: IntentLike | None = None
     intent_id = ctx.session_intent()

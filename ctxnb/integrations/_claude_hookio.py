@@ -172,7 +172,9 @@ def _cap(text: str) -> str:
     """What a hook tells Claude Code or its user, redacted (a refusal names a file, and a
     name can hold a secret) and capped. Only text goes through here, never the
     ``updatedInput`` a hook hands back to run."""
-    from ..redaction import redact_text  # loaded only to answer: an allowed call says nothing
+    from ..redaction.redactor import (
+        redact_text,  # loaded only to answer: an allowed call says nothing
+    )
 
     text = redact_text(text)
     if len(text) <= MAX_OUTPUT_CHARS:

@@ -21,7 +21,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from ..errors import NotFoundError, PolicyError
 from ..govern.approval import Approver
-from ..redaction import redact_data
+from ..redaction.redactor import redact_data
 from ..tools.schemas import ToolInfo
 from ._mcp_content import _McpContent
 from ._mcp_sdk import MCPError, types

@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 from urllib.parse import quote, unquote
 
-from ..redaction import redact_text
+from ..redaction.redactor import redact_text
 from ._mcp_sdk import MCPError, types
 
 if TYPE_CHECKING:

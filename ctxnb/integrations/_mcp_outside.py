@@ -16,7 +16,7 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict, model_validator
 
 from ..errors import RegistryError
-from ..redaction import redact_data, redact_text
+from ..redaction.redactor import redact_data, redact_text
 
 __all__ = ["MAX_RESULT_CHARS", "cap_result", "schema_model"]
 

@@ -20,7 +20,7 @@ client, on the ``a2a-sdk`` package (protocol 1.0, with the 0.3 method names too)
 * ``GetTask`` / ``tasks/get`` and ``CancelTask`` / ``tasks/cancel``: a cancel stops the
   run before its next model call or command (a pending approval is refused).
 
-Everything sent to the client passes :func:`~ctxnb.redaction.redact_text` first. The
+Everything sent to the client passes :func:`~ctxnb.redaction.redactor.redact_text` first. The
 server binds 127.0.0.1; ``Host`` and ``Origin`` must name it, and a wider bind needs a
 bearer token (``--token`` or ``$CTXNB_A2A_TOKEN``).
 
@@ -45,7 +45,7 @@ from typing import Any, ClassVar
 
 from ..errors import ConfigError, MissingDependencyError
 from ..govern.approval import ApprovalRequest, Decision
-from ..redaction import redact_text
+from ..redaction.redactor import redact_text
 from .http_guard import (
     BearerTokenMiddleware,
     BodyLimitMiddleware,

@@ -20,7 +20,7 @@ ctxnb's context (the session assembled under a strategy) and governed commands.
 * ``session/cancel``: the run stops before its next model call or command; the prompt
   ends with ``stopReason: cancelled``.
 
-Everything sent to the client passes :func:`~ctxnb.redaction.redact_text` first.
+Everything sent to the client passes :func:`~ctxnb.redaction.redactor.redact_text` first.
 
 Example:
     >>> settings = AcpSettings(model="openai/gpt-4o-mini", strategy="observation-masking:3")
@@ -42,7 +42,7 @@ from typing import TYPE_CHECKING, Any, ClassVar
 
 from ..errors import ConfigError, CtxnbError, MissingDependencyError
 from ..govern.approval import ApprovalRequest, Decision
-from ..redaction import redact_text
+from ..redaction.redactor import redact_text
 from .live_agent import LiveAgentSettings, LiveSession, LoopBridge, is_submit
 
 try:

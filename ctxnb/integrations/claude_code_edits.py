@@ -138,9 +138,9 @@ def store_versions(
     transaction when the store takes it (no pyarrow in this process), else by opening
     the store. Every ``FOLD_EVERY_TX`` inline transactions the store is opened to fold
     them, so outside readers of its Parquet files never lag far behind."""
-    from .._storelog import COMPACT_AFTER, FOLD_EVERY_TX
     from ..access.observe import observe_inline
     from ..resolver import default_filesystem_id, filesystem_of, normalize_path
+    from ..store._log import COMPACT_AFTER, FOLD_EVERY_TX
 
     real = os.path.realpath(root)  # as Workspace.open names the files
     fs = default_filesystem_id()

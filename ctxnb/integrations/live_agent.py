@@ -22,7 +22,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar, Self
 
 from ..errors import ConfigError
-from ..redaction import redact_text
+from ..redaction.redactor import redact_text
 
 if TYPE_CHECKING:
     from ..govern.approval import Approver

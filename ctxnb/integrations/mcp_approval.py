@@ -40,7 +40,7 @@ from typing import TYPE_CHECKING, Any
 
 from ..errors import PolicyError
 from ..govern.approval import ApprovalRequest, Approver, Decision
-from ..redaction import redact_text
+from ..redaction.redactor import redact_text
 from ._mcp_sdk import MODERN_PROTOCOL_VERSIONS, MCPError, anyio, types
 
 if TYPE_CHECKING:

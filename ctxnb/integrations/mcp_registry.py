@@ -4,7 +4,7 @@
 (stdio or streamable HTTP, a bearer token from an environment variable), lists every
 page of their tools, resources and prompts, and makes them searchable by words and by
 meaning (:meth:`McpRegistry.search`, :meth:`McpRegistry.discover_relevant`) with the
-shared embedder of :mod:`ctxnb.embedding`. Tool names are qualified by their server
+shared embedder of :mod:`ctxnb.retrieval.embedding`. Tool names are qualified by their server
 (``docs__search``) so that two servers never collide.
 
 Calls go through the registry. :meth:`McpRegistry.attach` puts every outside tool into a
@@ -40,14 +40,14 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
 from ..config import McpServerConfig, load_config
-from ..embedding import DEFAULT, HybridIndex
 from ..errors import (
     ConfigError,
     CtxnbError,
     NotFoundError,
     RegistryError,
 )
-from ..redaction import redact_data, redact_text
+from ..redaction.redactor import redact_data, redact_text
+from ..retrieval.embedding import DEFAULT, HybridIndex
 from ..tools.schemas import ToolInfo
 from ._mcp_outside import cap_result, schema_model
 from ._mcp_sdk import (

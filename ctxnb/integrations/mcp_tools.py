@@ -13,7 +13,8 @@ cannot be used at that moment anyway. With ``[adapters.mcp] tool_listing = "inte
 * never the outside servers' tools (``server__tool``, from ``[mcp.servers]``): there may be
   hundreds. ``search_tools("what you want to do")`` ranks every tool, listed or not, on
   the shared hybrid index (BM25 fused with embeddings when installed, see
-  :class:`~ctxnb.tool_discovery.ToolIndex`), and any tool it returns can be called by name.
+  :class:`~ctxnb.retrieval.tool_discovery.ToolIndex`), and any tool it returns can be
+  called by name.
 
 ``tool_listing = "all"`` lists every tool, as before.
 
@@ -36,8 +37,8 @@ from typing import TYPE_CHECKING, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from ..embedding import DEFAULT, default_embedder
-from ..tool_discovery import ToolIndex
+from ..retrieval.embedding import DEFAULT, default_embedder
+from ..retrieval.tool_discovery import ToolIndex
 from ..tools.schemas import ToolInfo
 
 if TYPE_CHECKING:

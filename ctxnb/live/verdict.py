@@ -152,7 +152,7 @@ def judge(
         # One confined command for the tests and the hidden check (a sandbox start
         # is most of a verdict's time); the check runs only when the tests pass.
         command = f"{test}\n" + (f"{check}\n" if check else "")
-        from ..redaction import redact_text
+        from ..redaction.redactor import redact_text
 
         # What the tests print leaves like any command's output: redacted.
         res = (

@@ -162,7 +162,7 @@ class _Replayer:
         files: FileMode = "active",
         on_compaction: OnCompaction | None = None,
     ) -> None:
-        from ..store import ObjectStore
+        from ..store.objectstore import ObjectStore
         from ..workspace import Workspace
 
         self.traj = traj

@@ -13,8 +13,8 @@ import posixpath
 import re
 from dataclasses import dataclass, field
 
-from .._command_tables import unwrap
-from ..shell_lex import Command, ShellSyntaxError, parse
+from ..shell._tables import unwrap
+from ..shell.lex import Command, ShellSyntaxError, parse
 from ._sed import SedUnsupported, apply_sed
 from .model import FileTouch
 

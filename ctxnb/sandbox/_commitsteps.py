@@ -57,7 +57,7 @@ class _CommitSteps:
     def _ignored(self, rel: str) -> bool:
         # The indexer's ignores (git's, .ctxnbignore, [index] ignore), decided per path.
         if self._ignore is None:
-            from ..ignore import TreeIgnores
+            from ..access.ignore import TreeIgnores
 
             cfg = self.ws.config.index
             self._ignore = TreeIgnores(cfg.ignore, use_gitignore=cfg.use_gitignore, root=self.root)
@@ -84,7 +84,7 @@ class _CommitSteps:
         """Ask the approver when a change is destructive: the approval (who, when, the
         hash of the diff they saw) when it was asked and approved, None when nothing was
         destructive; raises when refused (or held)."""
-        from ..redaction import redact_text
+        from ..redaction.redactor import redact_text
 
         reasons = []
         for p in planned:
@@ -136,7 +136,7 @@ class _CommitSteps:
         if len(diff) > MAX_DIFF_CHARS:
             diff = diff[:MAX_DIFF_CHARS] + f"\n[... ctxnb: diff cut at {MAX_DIFF_CHARS} chars]\n"
         reason = "the command's changes are destructive: " + "; ".join(reasons)
-        from ..redaction import redact
+        from ..redaction.redactor import redact
 
         details = {"reasons": reasons, "diff": diff, "paths": [redact_text(p.rel) for p in planned]}
         if expect_diff is not None:
@@ -285,7 +285,7 @@ class _CommitSteps:
             observed = ws.observe([p.rel for p in tracked], data=[p.new for p in tracked])
             stored = {p.rel: obs for p, obs in zip(tracked, observed, strict=True)}
             from ..access.observe import decode_bytes
-            from ..redaction import redact
+            from ..redaction.redactor import redact
 
             def text(data: bytes | None) -> str | None:
                 if data is None:

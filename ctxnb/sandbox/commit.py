@@ -363,7 +363,7 @@ def run_governed(
         SandboxError: ``SANDBOX_UNAVAILABLE`` (no overlay here), before anything ran.
         PolicyError: the changes were destructive and not approved; nothing committed.
     """
-    from ..redaction import redact
+    from ..redaction.redactor import redact
 
     effects = engine.command_effects()
     intent = engine.current_intent()

@@ -19,8 +19,8 @@ from collections.abc import Callable, Iterable, Iterator, Sequence
 from pathlib import Path
 from typing import IO, TYPE_CHECKING, Any
 
+from ctxnb.access.ignore import TreeIgnores
 from ctxnb.errors import CtxnbError
-from ctxnb.ignore import TreeIgnores
 
 from ._searchfiles import (
     ALWAYS_EXCLUDED,

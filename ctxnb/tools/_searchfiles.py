@@ -15,8 +15,8 @@ from functools import lru_cache
 from pathlib import Path
 from typing import TYPE_CHECKING, NamedTuple
 
+from ctxnb.access.ignore import TreeIgnores
 from ctxnb.errors import CtxnbError, NotFoundError
-from ctxnb.ignore import TreeIgnores
 
 from ._searchpatterns import _GlobFilter
 

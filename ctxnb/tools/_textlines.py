@@ -76,7 +76,7 @@ def raw_split(text: str) -> list[str]:
 
 
 def show(line: str, limit: int = 60) -> str:
-    from ctxnb.redaction import redact_text  # not for changed_line_ranges' importers
+    from ctxnb.redaction.redactor import redact_text  # not for changed_line_ranges' importers
 
     # Redacted whole, then cut: a secret cut in half is no longer recognisable.
     line = redact_text(line)

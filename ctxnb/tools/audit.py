@@ -25,7 +25,7 @@ from pathlib import Path
 from typing import Any
 
 from .._util.jsonl import SkippedLine, iter_jsonl
-from ..redaction import redact_data, redact_text
+from ..redaction.redactor import redact_data, redact_text
 
 __all__ = ["AuditLog", "audit_args", "audit_record"]
 

@@ -34,7 +34,7 @@ from typing import TYPE_CHECKING, Any, Literal, Protocol
 from pydantic import BaseModel, ValidationError
 
 from ..errors import CtxnbError, NotFoundError, PatchConflict, PatchError, PolicyError
-from ..redaction import redact_data, redact_text
+from ..redaction.redactor import redact_data, redact_text
 from .audit import AuditLog, audit_args, audit_record
 from .results import DiffResult, PatchResult, ReadResult, SearchHits
 from .schemas import TOOL_INFO, ToolInfo, tool_schemas

@@ -35,7 +35,7 @@ from ..access.fdio import PathPolicy
 from ..errors import PatchError, PolicyError
 from ..hashing import sha256_hex
 from ..indexer import decode_bytes
-from ..redaction import redact
+from ..redaction.redactor import redact
 from ..resolver import doc_path as make_doc_path
 from ..summaries import OutlineSummarizer, Summarizer
 from . import lookups, writing

@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any
 
 from ..errors import CtxnbError, NotFoundError, PolicyError
 from ..indexer import decode_bytes, is_deleted
-from ..redaction import line_redactor, redact_data, redact_text
+from ..redaction.redactor import line_redactor, redact_data, redact_text
 from ..resolver import doc_path as make_doc_path
 from ..summaries import fit_tokens
 from .call import ToolCall
@@ -284,7 +284,7 @@ def registry(tools: FileTools) -> Any:
     import pandas as pd
 
     from .._util.wildmatch import GlobList
-    from ..redaction import has_secrets
+    from ..redaction.redactor import has_secrets
 
     # The opt-in flag: [policy] sensitive globs (reads and writes wait for a human).
     marked = [g for g in tools.workspace.config.policy.sensitive if g.strip()]

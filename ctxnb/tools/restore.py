@@ -29,7 +29,7 @@ from . import writing
 from .results import PatchResult
 
 if TYPE_CHECKING:
-    from ..store import ObjectStore, Version
+    from ..store.objectstore import ObjectStore, Version
     from .call import ToolCall
     from .filetools import FileTools
 

@@ -20,7 +20,7 @@ rules both follow:
   trusted, which is right for a tree nobody changes under the search and several times
   faster. Hidden files and directories are searched,
   except anything named ``.git`` or ``.ctxnb``.
-* **Ignores**: git's, decided by ctxnb for both backends (:mod:`ctxnb.ignore`):
+* **Ignores**: git's, decided by ctxnb for both backends (:mod:`ctxnb.access.ignore`):
   ``.gitignore`` files anywhere below ``root`` (deeper files overriding shallower ones,
   whether or not ``root`` is a git repository; one that is a symbolic link is not
   read, as in git), and when ``root`` is in a repository, the ``.gitignore`` files above

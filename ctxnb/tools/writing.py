@@ -15,8 +15,8 @@ from typing import TYPE_CHECKING, Literal
 from ..errors import NotFoundError, PatchConflict, PatchError, PolicyError, StaleFileError
 from ..hashing import sha256_hex
 from ..indexer import decode_bytes
-from ..redaction import MARK as REDACTION_MARK
-from ..redaction import line_redactor, redact, redact_text
+from ..redaction.redactor import MARK as REDACTION_MARK
+from ..redaction.redactor import line_redactor, redact, redact_text
 from ..resolver import doc_path as make_doc_path
 from .call import ToolCall
 from .patching import FilePatch, apply_file_patch, unified_diff

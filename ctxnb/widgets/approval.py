@@ -17,7 +17,7 @@ from concurrent.futures import Future
 from typing import Any, TypeVar
 
 from ..govern.approval import ApprovalRequest, Decision, QueueApprover
-from ..redaction import redact_data
+from ..redaction.redactor import redact_data
 from ._ipw import widgets
 from .static import esc, html_table
 

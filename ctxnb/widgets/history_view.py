@@ -7,12 +7,12 @@ import os
 from typing import TYPE_CHECKING, Any
 
 from ..errors import NotFoundError
-from ..redaction import redact_text
+from ..redaction.redactor import redact_text
 from ._ipw import widgets
 from .static import diff_html, esc, html_table
 
 if TYPE_CHECKING:
-    from ..store import Version
+    from ..store.objectstore import Version
     from ..workspace import Workspace
 
 __all__ = ["HistoryView"]

@@ -3,7 +3,7 @@
 Nothing here imports ipywidgets, so the reprs work in any environment. Every function
 bounds its output (rows, characters), because a repr must stay cheap whatever the size
 of the object behind it. Every text a view shows passes ``esc``, ``pre`` or
-``diff_html``, which redact it (:mod:`ctxnb.redaction`) before escaping it.
+``diff_html``, which redact it (:mod:`ctxnb.redaction.redactor`) before escaping it.
 
 Example:
     >>> html_table([{"a": 1, "b": "<x>"}], ["a", "b"]).split("<tbody>")[1]
@@ -17,7 +17,7 @@ from collections.abc import Mapping, Sequence
 
 from .._html import TEXT, esc, html_table
 from .._util.plotting import SECTION_COLORS
-from ..redaction import redact_text
+from ..redaction.redactor import redact_text
 
 __all__ = [
     "MONO",

@@ -9,7 +9,7 @@ import numpy as np
 import pandas as pd
 
 from ..analysis import load_trace
-from ..redaction import redact_text
+from ..redaction.redactor import redact_text
 from ._ipw import widgets
 from .static import esc, html_table
 

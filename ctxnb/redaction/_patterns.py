@@ -1,4 +1,4 @@
-"""The secret patterns that :mod:`ctxnb.redaction` applies (the table is in its docstring).
+"""The secret patterns that :mod:`ctxnb.redaction.redactor` applies (the table is in its docstring).
 
 Each rule is a regex whose named groups mark the secret, an optional ``accept`` check
 (entropy, placeholders, names that say the value is not the secret) and how the engine
@@ -11,8 +11,11 @@ from __future__ import annotations
 import re
 from collections.abc import Callable
 
+from .._util.lazyre import lazy_compile
+from .._util.record import FrozenRecord
+
 # The checks moved to their own module; the public ones are still importable from here.
-from ._secret_checks import (
+from ._checks import (
     AWS_EXAMPLES,
     _auth_ok,
     _char_classes,
@@ -28,8 +31,6 @@ from ._secret_checks import (
     secret_name,
     shannon_entropy,
 )
-from ._util.lazyre import lazy_compile
-from ._util.record import FrozenRecord
 
 __all__ = [
     "AWS_EXAMPLES",

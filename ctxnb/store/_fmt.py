@@ -1,6 +1,6 @@
 """Row format of the object store: documents ⇄ Arrow rows, Parquet and doc-cache files.
 
-Private to :mod:`ctxnb.store`; the layout is described for outside readers in
+Private to :mod:`ctxnb.store.objectstore`; the layout is described for outside readers in
 ``docs/store-format.md``.
 
 A document is stored in one wide row. Known fields get a typed column; a value whose
@@ -25,13 +25,14 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.parquet as pq
 
+from .._util.fsync import background
+from ..errors import CorruptStoreError, StoreError
+
 # The format's versions and the JSON of a stored value live with the log (standard
 # library only), which commits a transaction without this module's pyarrow.
-from ._storelog import FORMAT_VERSION, dumps
-from ._util.fsync import background
-from .errors import CorruptStoreError, StoreError
+from ._log import FORMAT_VERSION, dumps
 
-META_KEY = b"ctxnb.store.format"
+META_KEY = b"ctxnb.store.objectstore.format"
 
 ID_KEY = "xt/id"
 _INT64_MIN, _INT64_MAX = -(2**63), 2**63 - 1

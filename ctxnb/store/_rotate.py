@@ -1,6 +1,6 @@
 """What a compaction does after its line: rotate the log, remove what is not live.
 
-Private to :mod:`ctxnb.store`. Without rotation the log keeps a line for every
+Private to :mod:`ctxnb.store.objectstore`. Without rotation the log keeps a line for every
 transaction ever committed, and opening a store reads them all. After a compaction's
 line is durable, the log is replaced (one atomic rename) by a new one whose first line,
 the *base*, names the new snapshot and an archive of the transactions it covers
@@ -19,14 +19,14 @@ import logging
 import os
 import secrets
 
-from . import _storefmt as fmt
-from . import _storeguard as guard
-from . import _storelog as tlog
-from ._storeattach import settle
-from ._storeopen import SEGMENTS, SNAPSHOTS, _StoreBase, _unlink
-from ._storetxs import write_archive
+from . import _fmt as fmt
+from . import _guard as guard
+from . import _log as tlog
+from ._attach import settle
+from ._open import SEGMENTS, SNAPSHOTS, _StoreBase, _unlink
+from ._txs import write_archive
 
-log = logging.getLogger("ctxnb.store")
+log = logging.getLogger("ctxnb.store.objectstore")
 
 
 def rotate(store: _StoreBase, entry: tlog.CompactEntry, start: int, end: int) -> bool:
@@ -37,7 +37,7 @@ def rotate(store: _StoreBase, entry: tlog.CompactEntry, start: int, end: int) ->
     Returns whether the log was rotated: a failure (a full disk, say) leaves the old
     log, which is complete, for the next compaction to rotate. So does a log whose
     dropped lines carry attachments (trace records) that cannot be made durable in
-    their ledger first (see :mod:`ctxnb._storeattach`): rotation never loses one.
+    their ledger first (see :mod:`ctxnb.store._attach`): rotation never loses one.
     """
     if not settle(store._dir, start):
         return False

@@ -60,7 +60,7 @@ Rules (the ``rule`` name of each finding):
                              characters for a password and 12 for the rest, two character
                              classes, enough entropy, no spaces, and is not a
                              placeholder, a path, a URL or an expression
-``secret-value``             (structural layer, :mod:`ctxnb._secret_formats`) the value
+``secret-value``             (structural layer, :mod:`ctxnb.redaction._formats`) the value
                              of any key whose name says secret, whatever its entropy,
                              read by the text's format: dotenv, INI, TOML, properties,
                              YAML (block scalars too), JSON (escapes), HCL, Dockerfile,
@@ -75,7 +75,7 @@ Rules (the ``rule`` name of each finding):
 
 Two layers, structure first: the structural layer reads what the text is and redacts
 values under secret-named keys (its stop-list of placeholders and references is in
-:mod:`ctxnb._secret_formats`); the pattern rules above find tokens by shape and
+:mod:`ctxnb.redaction._formats`); the pattern rules above find tokens by shape and
 assignments by entropy. Both run on every text; where both match, the pattern's rule
 names the marker. A text that does not parse as its format is still read line by line.
 
@@ -108,8 +108,9 @@ import re
 from collections.abc import Callable, Iterator
 from typing import Any
 
-from ._secret_formats import structured_spans
-from ._secret_patterns import (
+from .._util.record import FrozenRecord
+from ._formats import structured_spans
+from ._patterns import (
     KEY_BODY_MIN,
     NAME_IDENT,
     NAME_WORDS,
@@ -119,7 +120,6 @@ from ._secret_patterns import (
     lines_holding,
     shannon_entropy,
 )
-from ._util.record import FrozenRecord
 
 __all__ = [
     "RULES",

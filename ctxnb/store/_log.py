@@ -1,6 +1,6 @@
 """The store's transaction log: parsing, validating and appending ``txlog`` lines.
 
-Private to :mod:`ctxnb.store`. One JSON object per line; a line counts once its
+Private to :mod:`ctxnb.store.objectstore`. One JSON object per line; a line counts once its
 trailing newline is in the file. Appending one line and fsyncing it is the commit
 point of every transaction and every compaction.
 
@@ -18,8 +18,8 @@ import zlib
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-from ._util.record import FrozenRecord
-from .errors import CorruptStoreError
+from .._util.record import FrozenRecord
+from ..errors import CorruptStoreError
 
 MARKER = "ctxnb-store.json"
 TXLOG = "txlog"
@@ -269,7 +269,7 @@ ATTACHED_KEY = b',"attached":['
 
 def _attach(attached: list[bytes]) -> bytes:
     """``,"attached":[…]``: JSON objects a transaction's line carries for another log
-    (see :mod:`ctxnb._storeattach`); last in the line, after the documents, so that an
+    (see :mod:`ctxnb.store._attach`); last in the line, after the documents, so that an
     attachment's keys can never be taken for the line's own."""
     return ATTACHED_KEY + b",".join(attached) + b"]"
 

@@ -3,7 +3,7 @@
 An agent connected to several MCP servers can have hundreds of tools; sending every
 schema costs context and confuses the model. :class:`ToolIndex` ranks tool definitions
 against a task with BM25 over the tool's name, description and argument names and
-descriptions (see :mod:`ctxnb.textsearch`), optionally fused by reciprocal rank with
+descriptions (see :mod:`ctxnb.retrieval.textsearch`), optionally fused by reciprocal rank with
 sentence embeddings, and returns the top schemas in the shape the model API wants.
 
 Tool definitions are accepted in the three common shapes and may be mixed:
@@ -14,7 +14,7 @@ Tool definitions are accepted in the three common shapes and may be mixed:
 * MCP: ``{"name", "description", "inputSchema"}``.
 
 Embeddings are optional (``pip install 'ctxnb[embeddings]'``): the embedder and the
-fused index are the ones every module shares (:mod:`ctxnb.embedding`); nothing is
+fused index are the ones every module shares (:mod:`ctxnb.retrieval.embedding`); nothing is
 downloaded. ``Embedder``, ``MiniLMEmbedder`` and ``resolve_embedder`` are re-exported
 here from that module.
 
@@ -35,8 +35,8 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
+from ..errors import ConfigError
 from .embedding import Embedder, HybridIndex, MiniLMEmbedder, resolve_embedder
-from .errors import ConfigError
 from .textsearch import reciprocal_rank_fusion
 
 __all__ = [

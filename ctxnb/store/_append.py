@@ -4,11 +4,11 @@ Private to :mod:`ctxnb.access.observe`. A short-lived process that writes one ve
 and exits (the Claude Code post hook, after every edit) would spend most of its life
 importing pyarrow to open the store. This writes the same sealed ``txdocs`` line under
 the same writer lock, with the same guard mark, that :meth:`ObjectStore.put
-<ctxnb.store.ObjectStore.put>` writes for a small transaction, so every reader, in this
+<ctxnb.store.objectstore.ObjectStore.put>` writes for a small transaction, so every reader, in this
 process or another, applies it as its own.
 
 It commits nothing and returns None whenever the store needs what only
-:class:`~ctxnb.store.ObjectStore` does: no store yet, a marker of another format or
+:class:`~ctxnb.store.objectstore.ObjectStore` does: no store yet, a marker of another format or
 version, documents too large to go inline, a log whose last transaction it cannot
 read, or a log shorter than its guard mark (damage, which ObjectStore reports). The
 caller then opens the store.
@@ -24,8 +24,8 @@ import time
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from . import _storeguard as guard
-from . import _storelog as tlog
+from . import _guard as guard
+from . import _log as tlog
 
 __all__ = ["InlineCommit", "append_inline"]
 

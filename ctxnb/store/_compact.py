@@ -1,7 +1,7 @@
 """Compaction of the object store: the old snapshot and the newer versions, merged into a
 new snapshot (Parquet and doc cache) one row group at a time.
 
-Private to :mod:`ctxnb.store`. Memory stays at about one row group plus the newer
+Private to :mod:`ctxnb.store.objectstore`. Memory stays at about one row group plus the newer
 versions (which every open store holds anyway): the old snapshot is read row group by
 row group, its doc cache batch by batch with plain reads (no memory map, so its pages
 do not pile up in the process), and rows are written in groups of exactly
@@ -18,10 +18,10 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from . import _storecache as cache
-from . import _storefmt as fmt
-from . import _storelog as tlog
-from .errors import CorruptStoreError
+from ..errors import CorruptStoreError
+from . import _cache as cache
+from . import _fmt as fmt
+from . import _log as tlog
 
 SORT_KEYS = [("xt_id", "ascending"), ("tx_id", "ascending")]
 # A row group (and its doc-cache batch) holds at most BATCH_ROWS rows and about this many

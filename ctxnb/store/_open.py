@@ -1,6 +1,6 @@
 """Opening an object store and following its transaction log.
 
-The state every :class:`ctxnb.store.ObjectStore` keeps, and how it gets there: the
+The state every :class:`ctxnb.store.objectstore.ObjectStore` keeps, and how it gets there: the
 directory, its marker and layout checked on open, the transaction log read and applied
 (snapshot, live segments, inline transactions) whenever another process committed, and
 the small file helpers the reads and the writes share. ``ObjectStore`` builds on
@@ -23,16 +23,16 @@ from pathlib import Path
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from . import _storecache as cache
-from . import _storefmt as fmt
-from . import _storeguard as guard
-from . import _storelog as tlog
-from ._storepending import _PendingSegment
-from ._storerebuild import rebuild_docs
-from ._storetxs import TxRecord, TxTable, archive_loader, check_archive
-from .errors import CorruptStoreError, StoreError
+from ..errors import CorruptStoreError, StoreError
+from . import _cache as cache
+from . import _fmt as fmt
+from . import _guard as guard
+from . import _log as tlog
+from ._pending import _PendingSegment
+from ._rebuild import rebuild_docs
+from ._txs import TxRecord, TxTable, archive_loader, check_archive
 
-log = logging.getLogger("ctxnb.store")
+log = logging.getLogger("ctxnb.store.objectstore")
 
 
 MARKER, TXLOG, WRITER_LOCK = tlog.MARKER, tlog.TXLOG, tlog.WRITER_LOCK
@@ -69,7 +69,7 @@ def _default_clock() -> datetime:
 
 class _StoreBase:
     """An open store directory and what its log says: the part of
-    :class:`ctxnb.store.ObjectStore` that opens, refreshes and locks."""
+    :class:`ctxnb.store.objectstore.ObjectStore` that opens, refreshes and locks."""
 
     def __init__(
         self,

@@ -8,7 +8,7 @@ way a POSIX shell would: quotes, escapes, ``|``, ``&&``, ``||``, ``;``, ``&``, n
 subshells, redirections (``>``, ``>>``, ``&>``, ``2>``, here-documents), command
 substitution (``$(…)`` and backticks, also inside ``${…}``, arithmetic and unquoted
 here-documents) and process substitution (``<(…)``), read by the one shell lexer
-:mod:`ctxnb.shell_lex`. Shell operators inside quotes are plain text (``grep ">" f``
+:mod:`ctxnb.shell.lex`. Shell operators inside quotes are plain text (``grep ">" f``
 does not redirect), which :mod:`shlex` cannot tell.
 
 Each simple command is unwrapped (``sudo``, ``doas``, ``env VAR=x``, ``nohup``, ``time``,
@@ -52,8 +52,9 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 
-from ._command_programs import RiskLevel, _Judgments
-from ._command_tables import (
+from .._util.defaults import UNKNOWN_COMMAND_DEFAULT
+from ._programs import RiskLevel, _Judgments
+from ._tables import (
     _ALWAYS_DESTRUCTIVE,
     _DEV_TOOLS,
     _DOWNLOADER_RE,
@@ -71,8 +72,7 @@ from ._command_tables import (
     _w,
     unwrap,
 )
-from ._util.defaults import UNKNOWN_COMMAND_DEFAULT
-from .shell_lex import Command, ShellSyntaxError, parse
+from .lex import Command, ShellSyntaxError, parse
 
 __all__ = ["RiskAssessment", "RiskLevel", "classify_command"]
 

@@ -2,14 +2,14 @@
 
 Private to the store. A governed write commits its store version and its Agent Trace
 record in one log line (``"attached":[…]`` after the documents, see
-:func:`ctxnb._storelog.txdocs_line`), so one fsync makes both durable; the ledger line
+:func:`ctxnb.store._log.txdocs_line`), so one fsync makes both durable; the ledger line
 written after it is a copy that a crash or a power loss may lose, and that the log
 restores. The store never reads an attachment as a document and does not know what it
 holds: the ledger's side (:mod:`ctxnb.govern.tracewal`) reads them with
 :func:`attached_lines` and registers, with :func:`register_settler`, the function that
 makes them durable in the ledger.
 
-A compaction rotates the log away (see :mod:`ctxnb._storerotate`); before it does, it
+A compaction rotates the log away (see :mod:`ctxnb.store._rotate`); before it does, it
 calls :func:`settle` on the lines it drops. With no settler registered in the process
 (nothing of the ledger imported) a log that holds attachments is not rotated: it is
 kept whole until a compaction in a process that can settle them.
@@ -23,7 +23,7 @@ import zlib
 from collections.abc import Callable
 from typing import Any
 
-from . import _storelog as tlog
+from . import _log as tlog
 
 __all__ = ["AttachedLine", "attached_lines", "register_settler", "settle"]
 
@@ -121,7 +121,7 @@ def settle(store_dir: str, end: int) -> bool:
     except Exception:  # noqa: BLE001 - the log is kept; the next compaction retries
         import logging
 
-        logging.getLogger("ctxnb.store").warning(
+        logging.getLogger("ctxnb.store.objectstore").warning(
             "could not settle the attachments of %s; the log is kept", path, exc_info=True
         )
         return False

@@ -1,7 +1,7 @@
 """The store's committed transactions: the recent ones in memory, the older ones in a
 Parquet archive read only when asked for.
 
-Private to :mod:`ctxnb.store`. When compaction rotates the transaction log, the log's
+Private to :mod:`ctxnb.store.objectstore`. When compaction rotates the transaction log, the log's
 first line (its *base*) says how many transactions the rotated part held and when the
 last of them was committed; their ids, times and counts move to
 ``snapshots/txs-<upto>-<hex>.arrow``. Opening a store therefore costs the same
@@ -22,8 +22,8 @@ from datetime import UTC, datetime
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from . import _storelog as tlog
-from .errors import CorruptStoreError
+from ..errors import CorruptStoreError
+from . import _log as tlog
 
 _SCHEMA = pa.schema(
     [

@@ -1,8 +1,8 @@
 """The checks behind the secret patterns: entropy, placeholders, secret-looking names.
 
-A rule of :mod:`ctxnb._secret_patterns` matches a shape; its ``accept`` check, here,
+A rule of :mod:`ctxnb.redaction._patterns` matches a shape; its ``accept`` check, here,
 decides whether what matched is a secret or a sample, a placeholder, a variable's name
-or a piece of code. :mod:`ctxnb._secret_formats` uses the name checks too.
+or a piece of code. :mod:`ctxnb.redaction._formats` uses the name checks too.
 """
 
 from __future__ import annotations
@@ -12,7 +12,7 @@ import re
 from collections import Counter
 from collections.abc import Callable
 
-from ._util.lazyre import lazy_compile
+from .._util.lazyre import lazy_compile
 
 __all__ = [
     "AWS_EXAMPLES",

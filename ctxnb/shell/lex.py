@@ -1,6 +1,6 @@
 """The one shell lexer: a command line read the way bash reads it, without running it.
 
-Command risk (:mod:`ctxnb.command_risk`) and trajectory replay (:mod:`ctxnb.replay`)
+Command risk (:mod:`ctxnb.shell.risk`) and trajectory replay (:mod:`ctxnb.replay`)
 both need the words, operators and redirections of a command an agent runs; they read
 it here. The lexer follows bash's quoting rules: ``'…'``, ``"…"`` (``\\`` escapes only
 ``$ ` " \\`` and a newline), ANSI-C ``$'…'`` (decoded), ``$"…"``, backslash escapes and

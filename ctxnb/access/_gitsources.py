@@ -343,7 +343,7 @@ class _Where:
 
 
 def _glob_matches(pattern: str, text: str, *, fold: bool) -> bool:
-    from ._util.wildmatch import compile_glob
+    from .._util.wildmatch import compile_glob
 
     if fold:
         pattern, text = pattern.lower(), text.lower()

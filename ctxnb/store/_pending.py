@@ -11,8 +11,8 @@ from typing import Any
 
 import pyarrow as pa
 
-from . import _storefmt as fmt
-from . import _storelog as tlog
+from . import _fmt as fmt
+from . import _log as tlog
 
 
 class _PendingSegment:
@@ -58,7 +58,7 @@ class _PendingSegment:
 
     @property
     def table(self) -> pa.Table:
-        """The rows, with tx columns, in :data:`ctxnb._storefmt.SCHEMA`."""
+        """The rows, with tx columns, in :data:`ctxnb.store._fmt.SCHEMA`."""
         if self._table is None:
             data = fmt.to_table(fmt.encode(self._documents()))
             self._table = fmt.with_tx(data, self._tx, tlog.from_us(self._time_us))

@@ -1,6 +1,6 @@
 """What one program does to files, judged: the rules of the command-risk classifier.
 
-The base of :mod:`ctxnb.command_risk`'s analyzer: it keeps the verdict (``flag``, the
+The base of :mod:`ctxnb.shell.risk`'s analyzer: it keeps the verdict (``flag``, the
 unknown-command rule with the allow list) and judges one program's arguments at a time:
 a write to a target, git, sed, copy-like commands, downloaders, package managers and
 interpreters. The analyzer in ``command_risk.py`` walks a script's structure and calls
@@ -14,7 +14,7 @@ import shlex
 from collections.abc import Callable, Iterable
 from typing import Literal
 
-from ._command_tables import (
+from ._tables import (
     _DOWNLOADER_RE,
     _HARMLESS_TARGETS,
     _PKG_INSTALL,

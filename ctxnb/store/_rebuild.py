@@ -1,6 +1,6 @@
 """Rebuilding a snapshot's doc cache from its Parquet file.
 
-Private to :mod:`ctxnb.store`. The doc cache is derived data: when it is missing or
+Private to :mod:`ctxnb.store.objectstore`. The doc cache is derived data: when it is missing or
 damaged, opening the store writes it again, one row group at a time.
 """
 
@@ -8,9 +8,9 @@ from __future__ import annotations
 
 import pyarrow as pa
 
-from . import _storecache as cache
-from . import _storefmt as fmt
-from . import _storelog as tlog
+from . import _cache as cache
+from . import _fmt as fmt
+from . import _log as tlog
 
 
 def rebuild_docs(parquet: str, docs_path: str, tmp: str) -> None:

@@ -1,6 +1,6 @@
 """What command risk knows about programs: tables of names, and argument-list helpers.
 
-:mod:`ctxnb.command_risk` judges each simple command by these tables (read-only tools,
+:mod:`ctxnb.shell.risk` judges each simple command by these tables (read-only tools,
 always-destructive programs, package managers, system paths …) after unwrapping
 ``sudo``, ``env``, ``timeout`` and the like (:func:`unwrap`, which trajectory replay
 uses too to see which program a command runs).

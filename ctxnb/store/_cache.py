@@ -25,9 +25,9 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import zstandard
 
-from .errors import CorruptStoreError
+from ..errors import CorruptStoreError
 
-FORMAT_META = b"ctxnb.store.format"
+FORMAT_META = b"ctxnb.store.objectstore.format"
 LAYOUT_META = b"ctxnb.docs.layout"
 DICT_META = b"ctxnb.docs.zstd_dict"
 LAYOUT = 2

@@ -1,4 +1,4 @@
-"""The structural layer of :mod:`ctxnb.redaction`: values found by reading a text's format.
+"""The structural layer of :mod:`ctxnb.redaction.redactor`: values found by reading a text's format.
 
 The pattern rules (``_secret_patterns``) find tokens by their shape and assignments by
 their entropy. This layer reads what the text *is* and redacts the value of any key
@@ -44,8 +44,8 @@ import re
 from collections.abc import Iterator
 from urllib.parse import quote, urlsplit
 
-from ._secret_patterns import AWS_EXAMPLES, NAME_IDENT, lines_holding, secret_name
-from ._util.lazyre import lazy_compile
+from .._util.lazyre import lazy_compile
+from ._patterns import AWS_EXAMPLES, NAME_IDENT, lines_holding, secret_name
 
 __all__ = ["STRUCTURAL_RULES", "is_placeholder", "structured_spans"]
 

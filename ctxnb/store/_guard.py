@@ -1,6 +1,6 @@
 """Evidence, outside the transaction log, that the log lost committed lines.
 
-Private to :mod:`ctxnb.store`. The log is the only record of what was committed; a log
+Private to :mod:`ctxnb.store.objectstore`. The log is the only record of what was committed; a log
 cut short, emptied or replaced by an older copy would otherwise open as a smaller (or
 empty) store, and the next compaction would delete the snapshot it no longer names.
 Two witnesses say so instead:
@@ -26,7 +26,7 @@ from __future__ import annotations
 import os
 import zlib
 
-from . import _storelog as tlog
+from . import _log as tlog
 
 _PREFIX = b"ctxnb-txlog-end "
 

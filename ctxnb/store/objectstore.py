@@ -36,13 +36,15 @@ from typing import Any
 
 import pyarrow as pa
 
-from . import _storecompact as compaction
-from . import _storefmt as fmt
-from . import _storeguard as guard
-from . import _storelog as tlog
+from .._util.fsync import fsync_close_later, once
+from ..errors import StoreError
+from . import _compact as compaction
+from . import _fmt as fmt
+from . import _guard as guard
+from . import _log as tlog
 
-# The layout and limits stay importable from here (ctxnb.store.INLINE_MAX_BYTES).
-from ._storeopen import (
+# The layout and limits stay importable from here (ctxnb.store.objectstore.INLINE_MAX_BYTES).
+from ._open import (
     _INLINE_MAX_DOCS,
     COMPACT_LOCK,
     SEGMENTS,
@@ -51,31 +53,29 @@ from ._storeopen import (
     TxRecord,
     _unlink,
 )
-from ._storeopen import (
+from ._open import (
     FOLD_AFTER_SECONDS as FOLD_AFTER_SECONDS,
 )
-from ._storeopen import (
+from ._open import (
     FOLD_EVERY_TX as FOLD_EVERY_TX,
 )
-from ._storeopen import (
+from ._open import (
     INLINE_MAX_BYTES as INLINE_MAX_BYTES,
 )
-from ._storeopen import (
+from ._open import (
     MARKER as MARKER,
 )
-from ._storeopen import (
+from ._open import (
     TXLOG as TXLOG,
 )
-from ._storepending import _PendingSegment, fold_table
-from ._storeread import Version, _StoreReads
-from ._storerotate import remove_old_snapshots, remove_unlogged_segments, rotate
-from ._util.fsync import fsync_close_later, once
-from .errors import StoreError
+from ._pending import _PendingSegment, fold_table
+from ._read import Version, _StoreReads
+from ._rotate import remove_old_snapshots, remove_unlogged_segments, rotate
 
 __all__ = ["CompactReport", "ObjectStore", "TxRecord", "Version"]
 
 
-log = logging.getLogger("ctxnb.store")
+log = logging.getLogger("ctxnb.store.objectstore")
 
 
 @dataclass(frozen=True)
@@ -167,7 +167,7 @@ class ObjectStore(_StoreReads):
         empty ``docs`` commits an empty transaction (count 0).
 
         ``attached``: JSON objects (bytes) committed in the transaction's log line for
-        another log, the Agent Trace ledger (see :mod:`ctxnb._storeattach`): durable
+        another log, the Agent Trace ledger (see :mod:`ctxnb.store._attach`): durable
         with the transaction, in one fsync, and never read back as documents.
 
         ``durable_waits``: when given, an inline transaction's log line is fsynced in

@@ -2,7 +2,7 @@
 
 Readers never lock: each read refreshes from the transaction log (a ``stat``) and then
 reads the snapshot's memory-mapped doc cache, the live segments and the inline
-transactions that :class:`ctxnb._storeopen._StoreBase` keeps.
+transactions that :class:`ctxnb.store._open._StoreBase` keeps.
 """
 
 from __future__ import annotations
@@ -16,11 +16,11 @@ from typing import Any, Literal
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from . import _storecompact as compaction
-from . import _storefmt as fmt
-from ._storeopen import _RETRIES, TxRecord, _StoreBase
-from .errors import StoreError
-from .model import OBJECT_TYPES, model_for_type
+from ..errors import StoreError
+from ..model import OBJECT_TYPES, model_for_type
+from . import _compact as compaction
+from . import _fmt as fmt
+from ._open import _RETRIES, TxRecord, _StoreBase
 
 
 @dataclass(frozen=True)
@@ -41,14 +41,14 @@ _SORT_KEYS = compaction.SORT_KEYS
 
 
 class _StoreReads(_StoreBase):
-    """The reads of :class:`ctxnb.store.ObjectStore`."""
+    """The reads of :class:`ctxnb.store.objectstore.ObjectStore`."""
 
     def get(self, id: str) -> dict[str, Any] | None:
         """The latest version of a document, or None if the store has never seen ``id``.
 
         Example:
             >>> import tempfile
-            >>> from ctxnb.store import ObjectStore
+            >>> from ctxnb.store.objectstore import ObjectStore
             >>> store = ObjectStore(tempfile.mkdtemp())
             >>> _ = store.put([{"xt/id": "a", "type": "note", "tags": ["x"]}])
             >>> store.get("a"), store.get("nope")
@@ -72,7 +72,7 @@ class _StoreReads(_StoreBase):
 
         Example:
             >>> import tempfile
-            >>> from ctxnb.store import ObjectStore
+            >>> from ctxnb.store.objectstore import ObjectStore
             >>> store = ObjectStore(tempfile.mkdtemp())
             >>> _ = store.put([{"xt/id": "a", "type": "note"}])
             >>> list(store.get_many(["a", "b"]))
@@ -102,7 +102,7 @@ class _StoreReads(_StoreBase):
 
         Example:
             >>> import tempfile
-            >>> from ctxnb.store import ObjectStore
+            >>> from ctxnb.store.objectstore import ObjectStore
             >>> store = ObjectStore(tempfile.mkdtemp())
             >>> _ = store.put([{"xt/id": "a", "type": "note"}])
             >>> _ = store.put([{"xt/id": "b", "type": "note"}])
@@ -127,7 +127,7 @@ class _StoreReads(_StoreBase):
 
         Example:
             >>> import tempfile
-            >>> from ctxnb.store import ObjectStore
+            >>> from ctxnb.store.objectstore import ObjectStore
             >>> store = ObjectStore(tempfile.mkdtemp())
             >>> _ = store.put([{"xt/id": "a", "type": "note", "v": 1}])
             >>> _ = store.put([{"xt/id": "a", "type": "note", "v": 2}])
@@ -163,7 +163,7 @@ class _StoreReads(_StoreBase):
 
         Example:
             >>> import tempfile
-            >>> from ctxnb.store import ObjectStore
+            >>> from ctxnb.store.objectstore import ObjectStore
             >>> store = ObjectStore(tempfile.mkdtemp())
             >>> first = store.put([{"xt/id": "a", "type": "note", "v": 1}])
             >>> _ = store.put([{"xt/id": "a", "type": "note", "v": 2}])
@@ -209,7 +209,7 @@ class _StoreReads(_StoreBase):
 
         Example:
             >>> import tempfile
-            >>> from ctxnb.store import ObjectStore
+            >>> from ctxnb.store.objectstore import ObjectStore
             >>> store = ObjectStore(tempfile.mkdtemp())
             >>> _ = store.put([{"xt/id": "b", "type": "file"}, {"xt/id": "a", "type": "chat"}])
             >>> store.ids(), store.ids("file")
@@ -274,7 +274,7 @@ class _StoreReads(_StoreBase):
 
         Example:
             >>> import tempfile
-            >>> from ctxnb.store import ObjectStore
+            >>> from ctxnb.store.objectstore import ObjectStore
             >>> store = ObjectStore(tempfile.mkdtemp())
             >>> _ = store.put([{"xt/id": "f", "type": "file", "content": "hi", "char_count": 2}])
             >>> store.scan("file")[["xt_id", "content", "char_count"]].to_dict("records")

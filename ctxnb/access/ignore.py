@@ -5,7 +5,7 @@ directory and below (as in git); ``.ctxnbignore`` files work the same way and ap
 even when ``use_gitignore`` is off (in one directory they come after the
 ``.gitignore``, so they win). git's ignores from outside the tree apply below all of
 them: the ``.gitignore`` files of a repository the workspace is a subdirectory of,
-``info/exclude`` and ``core.excludesFile`` (:mod:`ctxnb._gitsources`). The walk is
+``info/exclude`` and ``core.excludesFile`` (:mod:`ctxnb.access._gitsources`). The walk is
 the access layer's (:meth:`ctxnb.access.PathPolicy.walk`, by descriptors): symlinks
 are not followed, a link is neither a file nor a directory of the workspace.
 :class:`TreeIgnores` brings these rules to any such walk (the indexer's, the rules
@@ -36,8 +36,8 @@ import os
 import warnings
 from collections.abc import Callable, Iterator, Sequence
 
+from .._util.wildmatch import PatternSet, parse_lines
 from ._gitsources import git_sources, ignore_lines, tracked_dirs
-from ._util.wildmatch import PatternSet, parse_lines
 
 __all__ = ["ALWAYS_SKIP", "IgnoreMatcher", "IgnoredWorkspaceWarning", "TreeIgnores", "iter_tree"]
 
@@ -85,7 +85,7 @@ class TreeIgnores:
         use_gitignore: honour git's ignores (``.ctxnbignore`` always counts).
         root: the workspace root; given, git's ignores from outside the tree apply
             too (``core.excludesFile``, ``info/exclude``, the ``.gitignore`` files of
-            a repository the root is a subdirectory of; see :mod:`ctxnb._gitsources`).
+            a repository the root is a subdirectory of; see :mod:`ctxnb.access._gitsources`).
         ctxnbignore: honour ``.ctxnbignore`` files.
     """
 
@@ -188,8 +188,8 @@ def _outer_matchers(
     git ignores everything below an ignored directory, so a workspace that is (or is
     below) a directory its repository ignores has every untracked file ignored.
     """
-    from .access.fdio import PathPolicy
-    from .errors import CtxnbError
+    from ..errors import CtxnbError
+    from .fdio import PathPolicy
 
     policy = PathPolicy([root], deny=())
 
@@ -214,7 +214,7 @@ def _outer_matchers(
         if verdict is not None and verdict[0]:
             # As git: nothing below an ignored directory counts. Said out loud, since
             # an empty workspace is otherwise a puzzle.
-            from .redaction import redact_text  # the line is text an agent can write
+            from ..redaction.redactor import redact_text  # the line is text an agent can write
 
             warnings.warn(
                 redact_text(
@@ -242,7 +242,7 @@ def iter_tree(
         extra_ignores: more gitignore-style patterns relative to the root.
         use_gitignore: honour ``.gitignore`` files (``.ctxnbignore`` always counts).
     """
-    from .access.fdio import PathPolicy
+    from .fdio import PathPolicy
 
     ignores = TreeIgnores(extra_ignores, use_gitignore=use_gitignore, root=root)
     policy = PathPolicy([root], deny=ALWAYS_SKIP)
