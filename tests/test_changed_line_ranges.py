@@ -67,22 +67,27 @@ def test_edge_pairs(old: str, new: str) -> None:
 
 
 def _history(path: str, count: int) -> list[str]:
+    """The file's last ``count`` versions, newest first, followed across renames."""
     try:
-        revs = subprocess.run(
-            ["git", "-C", str(REPO), "log", f"-n{count}", "--format=%H", "--", path],
+        log = subprocess.run(
+            ["git", "-C", str(REPO), "log", "--follow", f"-n{count}", "--name-only"]
+            + ["--format=%x00%H", "--", path],
             check=True,
             capture_output=True,
             text=True,
-        ).stdout.split()
-        return [
-            subprocess.run(
-                ["git", "-C", str(REPO), "show", f"{rev}:{path}"],
-                check=True,
-                capture_output=True,
-                text=True,
-            ).stdout
-            for rev in revs
-        ]
+        ).stdout
+        versions = []
+        for entry in log.split("\0")[1:]:
+            rev, *names = entry.split()
+            versions.append(
+                subprocess.run(
+                    ["git", "-C", str(REPO), "show", f"{rev}:{names[-1]}"],
+                    check=True,
+                    capture_output=True,
+                    text=True,
+                ).stdout
+            )
+        return versions
     except (OSError, subprocess.CalledProcessError):
         return []
 
