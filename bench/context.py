@@ -18,7 +18,7 @@ from pathlib import Path
 
 from ctxnb import Workspace
 from ctxnb.indexer import build_file_doc
-from ctxnb.strategies import KeepAll, TokenBudgetLRU
+from ctxnb.strategies.builtin import KeepAll, TokenBudgetLRU
 
 
 def median_ms(fn, n: int = 15) -> float:

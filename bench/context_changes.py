@@ -25,7 +25,7 @@ from pathlib import Path
 
 import ctxnb.context._assembly as assembly
 from ctxnb import Workspace
-from ctxnb.strategies import ObservationMasking
+from ctxnb.strategies.builtin import ObservationMasking
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from context import median_ms  # noqa: E402  (bench/context.py: one median timer)

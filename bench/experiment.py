@@ -50,7 +50,7 @@ def main() -> int:
     from ctxnb.replay.analysis import summarize
     from ctxnb.replay.experiment import expand_paths, run_experiment
     from ctxnb.replay.replay import default_strategies
-    from ctxnb.strategies import BlockMasking, Summarize
+    from ctxnb.strategies.builtin import BlockMasking, Summarize
 
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--data", type=Path, default=DEFAULT_DATA)

@@ -37,7 +37,7 @@ def main(argv: list[str]) -> int:
     from ctxnb.replay import load
     from ctxnb.replay.fidelity import FidelityWarning, fidelity_from_frame
     from ctxnb.replay.replay import HiddenPrompt, replay
-    from ctxnb.strategies import KeepAll
+    from ctxnb.strategies.builtin import KeepAll
 
     paths = [Path(a) for a in argv] or DEFAULT
     print(f"{'session':10s} {'files':6s} {'hidden':6s} {'calls':>5s} {'median':>7s}  segments")

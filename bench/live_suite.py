@@ -33,7 +33,7 @@ def suite() -> None:
     from ctxnb.live.experiment import run_experiment
     from ctxnb.live.run import sample_script
     from ctxnb.live.stats import compare, summarize
-    from ctxnb.strategies import KeepAll, ObservationMasking
+    from ctxnb.strategies.builtin import KeepAll, ObservationMasking
 
     prices = {"ctxnb-scripted": {"input": 1, "cache_write": 1, "cache_read": 0.1, "output": 1}}
     warm = tempfile.mkdtemp()
@@ -77,7 +77,7 @@ def share(df: pd.DataFrame, part: str, whole: str) -> float:
 
 def dollars(data: Path) -> None:
     from ctxnb.replay import bill_check, run_experiment
-    from ctxnb.strategies import KeepAll
+    from ctxnb.strategies.builtin import KeepAll
 
     def mini_runs(**options: Any) -> pd.DataFrame:
         with warnings.catch_warnings():

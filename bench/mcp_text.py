@@ -24,8 +24,8 @@ sys.path[:] = [p for p in sys.path if Path(p or ".").resolve() != _HERE]
 sys.path.insert(0, str(_HERE.parent))
 
 from ctxnb.integrations.mcp_server import McpBackend  # noqa: E402
+from ctxnb.llm.tokens import resolve_token_counter  # noqa: E402
 from ctxnb.samples import copy_sample_workspace  # noqa: E402
-from ctxnb.tokens import resolve_token_counter  # noqa: E402
 
 
 def main() -> None:

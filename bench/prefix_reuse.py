@@ -35,10 +35,10 @@ from pathlib import Path
 from typing import Any
 
 from ctxnb.context import Context, prefix_reuse
+from ctxnb.llm.tokens import TokenCounter, default_token_counter
 from ctxnb.replay import Trajectory, load, replay_contexts
 from ctxnb.replay._replayer import _turn_text
-from ctxnb.strategies import BlockMasking, KeepAll, ObservationMasking
-from ctxnb.tokens import TokenCounter, default_token_counter
+from ctxnb.strategies.builtin import BlockMasking, KeepAll, ObservationMasking
 
 DATA = Path(__file__).resolve().parent.parent / "data" / "trajectories"
 NAMES = ["keep-all", "observation-masking(5)", "block-masking(5, 10)"]

@@ -50,7 +50,7 @@ def main() -> int:
     from ctxnb.replay.analysis import summarize
     from ctxnb.replay.experiment import expand_paths, run_experiment
     from ctxnb.replay.fidelity import fidelity_from_frame
-    from ctxnb.strategies import KeepAll
+    from ctxnb.strategies.builtin import KeepAll
 
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--data", type=Path, default=DEFAULT_DATA)

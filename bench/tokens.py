@@ -36,7 +36,7 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
-from ctxnb.tokens import GEMINI_SCALE, HeuristicTokenCounter  # noqa: E402
+from ctxnb.llm.tokens import GEMINI_SCALE, HeuristicTokenCounter  # noqa: E402
 
 DEFAULT_DATA = REPO / "tests" / "data" / "trajectories" / "mini-swe-agent"
 
@@ -194,7 +194,7 @@ def speed(
 def cl100k_counter() -> Callable[[list[str]], list[float]] | None:
     try:
         from ctxnb.errors import CtxnbError
-        from ctxnb.tokens import TiktokenCounter
+        from ctxnb.llm.tokens import TiktokenCounter
 
         counter = TiktokenCounter("cl100k_base")
     except CtxnbError as exc:
@@ -235,7 +235,7 @@ def main(argv: list[str] | None = None) -> None:
 
 def _unrounded(counter: HeuristicTokenCounter, texts: list[str]) -> list[float]:
     # The fit needs the raw estimate before rounding to whole tokens per message.
-    from ctxnb.tokens import _raw_estimate
+    from ctxnb.llm.tokens import _raw_estimate
 
     return [counter.scale * _raw_estimate(t) for t in texts]
 

@@ -30,8 +30,8 @@ sys.path[:] = [p for p in sys.path if Path(p or ".").resolve() != _HERE]
 
 from ctxnb.govern import init_governance  # noqa: E402
 from ctxnb.integrations.mcp_server import McpBackend  # noqa: E402
+from ctxnb.llm.tokens import resolve_token_counter  # noqa: E402
 from ctxnb.samples import copy_sample_workspace  # noqa: E402
-from ctxnb.tokens import resolve_token_counter  # noqa: E402
 
 # One active intent that owns the sample's inventory package.
 INTENT = {"id": "INT-INV", "name": "Inventory", "status": "active", "owned_scope": ["inventory/**"]}

@@ -48,7 +48,7 @@ _LAZY: dict[str, str] = {
     "Approver": "ctxnb.govern.approval",
     "DiffResult": "ctxnb.tools.results",
     "Observation": "ctxnb.access.observe",
-    "ResumeReport": "ctxnb.session",
+    "ResumeReport": "ctxnb.session.core",
     "VersionInfo": "ctxnb.tools.results",
     "ApprovalRequest": "ctxnb.govern.approval",
     "CallbackApprover": "ctxnb.govern.approval",
@@ -60,36 +60,36 @@ _LAZY: dict[str, str] = {
     "ContextChange": "ctxnb.context",
     "PrefixReuse": "ctxnb.context",
     "prefix_reuse": "ctxnb.context",
-    "ContextStrategy": "ctxnb.strategies",
+    "ContextStrategy": "ctxnb.strategies.builtin",
     "Decision": "ctxnb.govern.approval",
     "FileTools": "ctxnb.tools.filetools",
-    "FileViewLimits": "ctxnb.strategies",
-    "HeuristicTokenCounter": "ctxnb.tokens",
+    "FileViewLimits": "ctxnb.strategies.builtin",
+    "HeuristicTokenCounter": "ctxnb.llm.tokens",
     "HookEngine": "ctxnb.govern.engine",
-    "KeepAll": "ctxnb.strategies",
-    "MetadataOnly": "ctxnb.strategies",
-    "ObservationMasking": "ctxnb.strategies",
-    "ModelPrice": "ctxnb.prices",
+    "KeepAll": "ctxnb.strategies.builtin",
+    "MetadataOnly": "ctxnb.strategies.builtin",
+    "ObservationMasking": "ctxnb.strategies.builtin",
+    "ModelPrice": "ctxnb.llm.prices",
     "PatchResult": "ctxnb.tools.results",
-    "PriceTable": "ctxnb.prices",
+    "PriceTable": "ctxnb.llm.prices",
     "PathPolicy": "ctxnb.access.fdio",
     "QueueApprover": "ctxnb.govern.approval",
     "ReadResult": "ctxnb.tools.results",
     "SearchHits": "ctxnb.tools.results",
-    "RecencyWindow": "ctxnb.strategies",
-    "RelationStore": "ctxnb.relations",
+    "RecencyWindow": "ctxnb.strategies.builtin",
+    "RelationStore": "ctxnb.context.relations",
     "RulesIndex": "ctxnb.instructions",
-    "RulesTiered": "ctxnb.strategies",
+    "RulesTiered": "ctxnb.strategies.builtin",
     "RulesTracker": "ctxnb.instructions",
     "Sandbox": "ctxnb.sandbox.runner",
     "CommandEffects": "ctxnb.sandbox.commit",
-    "Selection": "ctxnb.strategies",
-    "Session": "ctxnb.session",
-    "StrategyInput": "ctxnb.strategies",
-    "TokenBudgetLRU": "ctxnb.strategies",
-    "TokenCounter": "ctxnb.tokens",
+    "Selection": "ctxnb.strategies.builtin",
+    "Session": "ctxnb.session.core",
+    "StrategyInput": "ctxnb.strategies.builtin",
+    "TokenBudgetLRU": "ctxnb.strategies.builtin",
+    "TokenCounter": "ctxnb.llm.tokens",
     "TraceLedger": "ctxnb.govern.ledger",
-    "Watcher": "ctxnb.watch",
+    "Watcher": "ctxnb.session.watch",
     "copy_sample_workspace": "ctxnb.samples",
     "extract_markdown_links": "ctxnb.retrieval.markdown_links",
     "init_governance": "ctxnb.govern.intents",
@@ -155,6 +155,7 @@ if TYPE_CHECKING:  # pragma: no cover - for type checkers and IDEs only
     from .analysis import load_trace
     from .config import CtxnbConfig, load_config
     from .context import Context, ContextChange, ContextItem, MetaEntry, Section
+    from .context.relations import RelationStore
     from .govern.approval import (
         ApprovalRequest,
         Approver,
@@ -168,6 +169,7 @@ if TYPE_CHECKING:  # pragma: no cover - for type checkers and IDEs only
     from .govern.why import WhyResult
     from .indexer import IndexReport, IndexResult, index_deletion, index_file, index_tree
     from .instructions import AllRules, RulesIndex, RulesTracker
+    from .llm.tokens import HeuristicTokenCounter, TokenCounter
     from .model import (
         ChatObject,
         FileObject,
@@ -176,15 +178,15 @@ if TYPE_CHECKING:  # pragma: no cover - for type checkers and IDEs only
         SystemPromptObject,
         ToolCallObject,
     )
-    from .relations import RelationStore
     from .resolver import FilesystemResolver, MountMapping, default_filesystem_id, doc_path
     from .retrieval.markdown_links import extract_markdown_links
     from .samples import copy_sample_workspace
     from .sandbox.commit import CommandEffects
     from .sandbox.runner import Sandbox
-    from .session import ResumeReport, Session
+    from .session.core import ResumeReport, Session
+    from .session.watch import Watcher
     from .store.objectstore import CompactReport, ObjectStore, TxRecord, Version
-    from .strategies import (
+    from .strategies.builtin import (
         ContextStrategy,
         FileViewLimits,
         KeepAll,
@@ -196,8 +198,6 @@ if TYPE_CHECKING:  # pragma: no cover - for type checkers and IDEs only
         StrategyInput,
         TokenBudgetLRU,
     )
-    from .tokens import HeuristicTokenCounter, TokenCounter
     from .tools.filetools import FileTools
     from .tools.results import DiffResult, PatchResult, ReadResult, SearchHits, VersionInfo
-    from .watch import Watcher
     from .workspace import Workspace

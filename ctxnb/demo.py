@@ -24,7 +24,7 @@ from typing import Any
 
 from .govern.ledger import TraceLedger
 from .samples import copy_sample_workspace
-from .strategies import KeepAll, ObservationMasking
+from .strategies.builtin import KeepAll, ObservationMasking
 from .workspace import Workspace
 
 INTENTS = """\

@@ -31,7 +31,7 @@ if TYPE_CHECKING:
     from .govern.approval import Approver
     from .govern.why import WhyResult
     from .indexer import IndexReport
-    from .session import Session
+    from .session.core import Session
     from .tools.filetools import FileTools
 
 __all__ = ["Workspace"]
@@ -171,7 +171,7 @@ class Workspace(Access):
         Args:
             session_id: the id; a new UUID when omitted.
             system_prompt: the system prompt (a new version when it differs on resume).
-            token_counter: a :class:`~ctxnb.tokens.TokenCounter`, a callable or a name.
+            token_counter: a :class:`~ctxnb.llm.tokens.TokenCounter`, a callable or a name.
             watch: start the background file watcher.
             rules: follow the workspace's rules files (:func:`~ctxnb.instructions.follow_rules`):
                 the root ``AGENTS.md`` pinned in every context, linked docs loaded on a
@@ -188,7 +188,7 @@ class Workspace(Access):
             >>> "make test" in ws.session("bare", rules=False).assemble().to_text()
             False
         """
-        from .session import open_session
+        from .session.core import open_session
 
         session = open_session(
             self,

@@ -497,7 +497,7 @@ def test_the_watcher_does_not_follow_a_file_swapped_for_a_link(tree: tuple[Path,
         target.symlink_to(outside / "loot.txt")
         yield {(2, str(target))}
 
-    from ctxnb.watch import Watcher
+    from ctxnb.session.watch import Watcher
 
     w = Watcher(s, backend=scripted)
     w.start()

@@ -279,7 +279,7 @@ def _tokens(out: str) -> dict[str, int]:
 
 def test_context_prints_tokens_per_section_and_item(sample_ws: Path) -> None:
     from ctxnb import Workspace
-    from ctxnb.strategies import ObservationMasking
+    from ctxnb.strategies.builtin import ObservationMasking
 
     with Workspace.open(sample_ws) as ws:
         s = ws.session("review-42", system_prompt="You review code.")

@@ -7,10 +7,10 @@ from pathlib import Path
 
 import pytest
 
-from ctxnb.condensers import MaskingSummaryHybrid, TokenCondenser
 from ctxnb.replay import load
 from ctxnb.replay.replay import replay
-from ctxnb.strategies import Item, KeepAll, ObservationMasking, StrategyInput
+from ctxnb.strategies.builtin import Item, KeepAll, ObservationMasking, StrategyInput
+from ctxnb.strategies.condensers import MaskingSummaryHybrid, TokenCondenser
 
 DJANGO = (
     Path(__file__).resolve().parent.parent

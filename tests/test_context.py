@@ -15,7 +15,7 @@ from ctxnb import Workspace
 from ctxnb.access.observe import build_file_doc
 from ctxnb.context import context_at
 from ctxnb.errors import PolicyError
-from ctxnb.strategies import ObservationMasking
+from ctxnb.strategies.builtin import ObservationMasking
 
 CONTEXT_DIR = Path(context_pkg.__file__).parent
 

@@ -18,13 +18,12 @@ import pandas as pd
 import pytest
 
 from ctxnb import Workspace
-from ctxnb.condensers import TokenCondenser
 from ctxnb.context import ContextChange, changes_frame
 from ctxnb.context._changes import CHANGE_COLUMNS
 from ctxnb.errors import CtxnbError, NotFoundError
 from ctxnb.replay import Action, Step, Trajectory, compaction_changes
-from ctxnb.session import Session
-from ctxnb.strategies import (
+from ctxnb.session.core import Session
+from ctxnb.strategies.builtin import (
     FileViewLimits,
     KeepAll,
     ObservationMasking,
@@ -32,6 +31,7 @@ from ctxnb.strategies import (
     Selection,
     Summarize,
 )
+from ctxnb.strategies.condensers import TokenCondenser
 
 REPO = Path(__file__).resolve().parent.parent
 
@@ -398,7 +398,7 @@ def test_a_live_replay_view_keeps_each_steps_changes(ws: Workspace) -> None:
 
 def test_a_condensed_item_must_name_a_replaced_head() -> None:
     from ctxnb.errors import SelectionError
-    from ctxnb.strategies import Item
+    from ctxnb.strategies.builtin import Item
 
     items = (Item("a", "toolcall"), Item("b", "toolcall"))
     Selection(

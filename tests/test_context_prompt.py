@@ -19,7 +19,7 @@ import pytest
 from ctxnb import MountMapping, Workspace
 from ctxnb.context import Context, prefix_reuse
 from ctxnb.context._metalog import META_HEADER, META_UPDATE_HEADER
-from ctxnb.strategies import BlockMasking, KeepAll, RecencyWindow
+from ctxnb.strategies.builtin import BlockMasking, KeepAll, RecencyWindow
 
 LEGACY = Path(__file__).parent / "data" / "legacy_session"
 

@@ -7,10 +7,10 @@ from pathlib import Path
 import pytest
 
 from ctxnb import Workspace
+from ctxnb.context.relations import Node, RelationStore
 from ctxnb.errors import PolicyError
 from ctxnb.instructions import RulesTracker
-from ctxnb.relations import Node, RelationStore
-from ctxnb.strategies import Selection, StrategyInput
+from ctxnb.strategies.builtin import Selection, StrategyInput
 
 
 @pytest.fixture
@@ -213,7 +213,7 @@ def test_tier3_rules_load_when_any_tool_touches_the_subtree(root: Path) -> None:
 def test_a_watcher_update_reaches_every_open_session(root: Path) -> None:
     from watchfiles import Change
 
-    from ctxnb.watch import Watcher
+    from ctxnb.session.watch import Watcher
 
     ws = Workspace.open(root)
     watched, other = ws.session("watched"), ws.session("other")

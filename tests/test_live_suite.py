@@ -67,7 +67,7 @@ def test_the_suite_runs_under_two_strategies_on_dask_and_in_process_alike(
 
     from ctxnb.live.experiment import RUN_COLUMNS, run_experiment
     from ctxnb.replay.experiment import write_parquet
-    from ctxnb.strategies import KeepAll, ObservationMasking
+    from ctxnb.strategies.builtin import KeepAll, ObservationMasking
 
     # The whole suite, on worker processes: tasks and strategies travel by value.
     tasks = load_suite()

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from ctxnb import Workspace
-from ctxnb.strategies import ObservationMasking, Selection, StrategyInput
+from ctxnb.strategies.builtin import ObservationMasking, Selection, StrategyInput
 
 PINNED = "pinned rule: money in integer cents\n" * 20
 OTHER = "ordinary file body\n" * 20
@@ -66,7 +66,7 @@ def test_observation_masking_leaves_a_pinned_tool_output_whole(session) -> None:
 
 def test_validate_accepts_a_selection_that_names_pins() -> None:
     # A strategy need not know about pins: validate does not refuse it.
-    from ctxnb.strategies import Item
+    from ctxnb.strategies.builtin import Item
 
     items = (Item("a", "file", pinned=True), Item("b", "file"))
     Selection(active=["a", "b"], masked=["a"], replace={"b": "x"}).validate(items)

@@ -21,7 +21,7 @@ from ctxnb.analysis import plot_context_composition, plot_mutations_per_intent
 from ctxnb.analysis import plot_tokens_per_turn as plot_turns
 from ctxnb.replay.analysis import plot_cost_vs_loss, plot_tokens_per_step, summarize
 from ctxnb.replay.replay import replay
-from ctxnb.strategies import (
+from ctxnb.strategies.builtin import (
     FileViewLimits,
     KeepAll,
     MetadataOnly,

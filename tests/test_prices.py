@@ -13,7 +13,7 @@ from hypothesis import strategies as st
 
 from ctxnb._util.text import common_prefix_len
 from ctxnb.errors import ConfigError, CtxnbError, NotFoundError
-from ctxnb.prices import (
+from ctxnb.llm.prices import (
     ModelPrice,
     PriceTable,
     UnpricedModelWarning,
@@ -23,7 +23,7 @@ from ctxnb.prices import (
 )
 from ctxnb.replay import load
 from ctxnb.replay.replay import replay
-from ctxnb.strategies import KeepAll, ObservationMasking
+from ctxnb.strategies.builtin import KeepAll, ObservationMasking
 
 DJANGO = (
     Path(__file__).resolve().parent.parent
@@ -153,9 +153,9 @@ def test_model_and_prices_options() -> None:
 def test_doctests() -> None:
     import doctest
 
-    import ctxnb.prices
+    import ctxnb.llm.prices
 
-    assert doctest.testmod(ctxnb.prices).failed == 0
+    assert doctest.testmod(ctxnb.llm.prices).failed == 0
 
 
 MINI = Path(__file__).resolve().parent / "data" / "trajectories" / "mini-swe-agent"
@@ -227,7 +227,7 @@ def test_an_unknown_summarizer_model_is_not_free() -> None:
 
 
 def test_call_usage_for_an_unknown_model_warns_and_is_nan() -> None:
-    from ctxnb.llm import call_usage
+    from ctxnb.llm.calls import call_usage
 
     with pytest.warns(UnpricedModelWarning, match="my-llm"):
         u = call_usage({"prompt_tokens": 10, "completion_tokens": 1}, "my-llm", PriceTable())

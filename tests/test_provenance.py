@@ -9,10 +9,10 @@ from pathlib import Path
 
 import pyarrow.parquet as pq
 
-from ctxnb.prices import PriceTable
+from ctxnb.llm.prices import PriceTable
 from ctxnb.replay import run_experiment
 from ctxnb.replay.experiment import write_parquet
-from ctxnb.strategies import BlockMasking, KeepAll
+from ctxnb.strategies.builtin import BlockMasking, KeepAll
 
 MINI = Path(__file__).resolve().parent / "data" / "trajectories" / "mini-swe-agent"
 

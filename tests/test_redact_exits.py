@@ -267,7 +267,7 @@ def test_the_llm_summarizer_sends_no_secret_to_its_model() -> None:
 
     require(has_module("litellm"), "litellm (ctxnb[live])")
     from ctxnb.live import ScriptedModelServer
-    from ctxnb.llm import LiteLLMSummarizer
+    from ctxnb.llm.calls import LiteLLMSummarizer
 
     with ScriptedModelServer([{"content": "deploy notes"}]) as server:
         args = server.model_args
@@ -326,8 +326,8 @@ def test_a_secret_in_a_file_name_is_redacted_at_every_exit(git_repo: Path, capsy
     """Listings, globs, search hits, context labels, a command's effects, intent_map.md,
     the audit log, the trace, the semantic cache and ``ctxnb show`` (#29)."""
     from ctxnb.cli import main
+    from ctxnb.llm.semcache import SemanticCache
     from ctxnb.retrieval.embedding import LexicalEmbedder
-    from ctxnb.semcache import SemanticCache
 
     for rel in SECRET_NAMES:
         (git_repo / rel).parent.mkdir(parents=True, exist_ok=True)

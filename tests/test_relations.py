@@ -10,8 +10,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from ctxnb.context.relations import Edge, Node, RelationError, RelationStore
 from ctxnb.errors import CtxnbError, CycleError, NotFoundError, StoreError
-from ctxnb.relations import Edge, Node, RelationError, RelationStore
 from ctxnb.store.objectstore import ObjectStore, TxRecord
 
 

@@ -17,12 +17,12 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from ctxnb.prices import ONE_HOUR_WRITE_FACTOR, PriceTable
+from ctxnb.llm.prices import ONE_HOUR_WRITE_FACTOR, PriceTable
 from ctxnb.replay import bill_check, load, run_experiment
 from ctxnb.replay.billing import recorded_cache_resets
 from ctxnb.replay.model import Action, Step, Trajectory, Usage
 from ctxnb.replay.replay import recorded_cache_ttl, replay
-from ctxnb.strategies import KeepAll, ObservationMasking
+from ctxnb.strategies.builtin import KeepAll, ObservationMasking
 
 DATA = Path(__file__).resolve().parent / "data" / "trajectories"
 CC = DATA / "claude-code" / "258c7280-ae70-4798-800f-63464d01a85d.jsonl"

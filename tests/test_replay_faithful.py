@@ -13,7 +13,7 @@ from ctxnb.replay import load
 from ctxnb.replay.claude_code import from_claude_code
 from ctxnb.replay.fidelity import FidelityWarning, check_fidelity
 from ctxnb.replay.replay import replay, replay_contexts
-from ctxnb.strategies import KeepAll, ObservationMasking
+from ctxnb.strategies.builtin import KeepAll, ObservationMasking
 
 TRIMMED = Path(__file__).resolve().parent / "data" / "claude_code" / "compaction_trimmed.jsonl"
 FULL = (

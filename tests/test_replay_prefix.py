@@ -16,12 +16,12 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
+from ctxnb.llm.tokens import default_token_counter
 from ctxnb.replay import Trajectory, load
 from ctxnb.replay.model import Step
 from ctxnb.replay.replay import replay
 from ctxnb.samples import data_dir
-from ctxnb.strategies import BlockMasking, KeepAll
-from ctxnb.tokens import default_token_counter
+from ctxnb.strategies.builtin import BlockMasking, KeepAll
 
 CC = (
     Path(__file__).resolve().parent

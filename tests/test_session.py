@@ -8,7 +8,7 @@ from _data import age_files, swap_inode_keeping_stat
 from ctxnb import Workspace
 from ctxnb.errors import NotFoundError
 from ctxnb.resolver import MountMapping, default_filesystem_id
-from ctxnb.strategies import KeepAll, MetadataOnly
+from ctxnb.strategies.builtin import KeepAll, MetadataOnly
 
 
 @pytest.fixture

@@ -15,8 +15,8 @@ import pytest
 from _data import age_files, swap_inode_keeping_stat
 
 from ctxnb import Workspace
-from ctxnb._session_columns import ResumeBlock, block_path
 from ctxnb.errors import PolicyError
+from ctxnb.session._columns import ResumeBlock, block_path
 
 FILES = ("inventory/models.py", "README.md", "config/settings.toml", "web/app.js")
 
@@ -228,7 +228,7 @@ def test_any_byte_of_a_block_changed_under_a_good_checksum_is_survived(sample_ws
 
 
 def test_lazy_rows_answer_as_a_dict_holding_every_value():
-    from ctxnb._session_columns import LazyRows
+    from ctxnb.session._columns import LazyRows
 
     made = []
 

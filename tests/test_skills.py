@@ -6,7 +6,7 @@ from pathlib import Path
 import pytest
 
 from ctxnb.errors import ConfigError, CtxnbError, NotFoundError
-from ctxnb.skills import Skill, SkillError, SkillSet, discover_skills, load_skill
+from ctxnb.instructions.skills import Skill, SkillError, SkillSet, discover_skills, load_skill
 
 
 def make_skill(

@@ -17,7 +17,7 @@ import pytest
 from ctxnb import Workspace
 from ctxnb.errors import CtxnbError, PolicyError
 from ctxnb.instructions import RulesIndex
-from ctxnb.skills import Skill, SkillSet, discover_skills, load_skill
+from ctxnb.instructions.skills import Skill, SkillSet, discover_skills, load_skill
 
 OUTSIDE = "OUTSIDE-MARKER-7f3a"
 

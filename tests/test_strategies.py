@@ -1,7 +1,7 @@
 import pytest
 
 from ctxnb import Workspace
-from ctxnb.strategies import (
+from ctxnb.strategies.builtin import (
     FileViewLimits,
     KeepAll,
     MetadataOnly,

@@ -10,7 +10,7 @@ import pytest
 from ctxnb import SelectionError, Workspace
 from ctxnb.replay import load
 from ctxnb.replay.replay import replay
-from ctxnb.strategies import (
+from ctxnb.strategies.builtin import (
     BlockMasking,
     Item,
     KeepAll,
@@ -19,7 +19,7 @@ from ctxnb.strategies import (
     StrategyInput,
     Summarize,
 )
-from ctxnb.summaries import OutlineSummarizer
+from ctxnb.strategies.summaries import OutlineSummarizer
 
 DJANGO = (
     Path(__file__).resolve().parent.parent

@@ -1,4 +1,4 @@
-"""Tests for ctxnb.summaries: outlines within a token budget."""
+"""Tests for ctxnb.strategies.summaries: outlines within a token budget."""
 
 from __future__ import annotations
 
@@ -9,8 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from ctxnb import summaries as summarize_module
-from ctxnb.summaries import (
+from ctxnb.strategies import summaries as summarize_module
+from ctxnb.strategies.summaries import (
     OutlineSummarizer,
     Summarizer,
     default_count_tokens,

@@ -1,4 +1,4 @@
-"""Tests for ctxnb.tokens: the heuristic counter, the offline tiktoken guard, resolving."""
+"""Tests for ctxnb.llm.tokens: the heuristic counter, the offline tiktoken guard, resolving."""
 
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ from _data import TEST_DATA
 from _needs import has_module, require
 
 from ctxnb.errors import ConfigError, CtxnbError, MissingDependencyError
-from ctxnb.tokens import (
+from ctxnb.llm.tokens import (
     GEMINI_SCALE,
     CallableTokenCounter,
     HeuristicTokenCounter,
@@ -137,7 +137,7 @@ def test_tiktoken_missing_package(monkeypatch: pytest.MonkeyPatch) -> None:
     import sys
 
     monkeypatch.setitem(sys.modules, "tiktoken", None)
-    monkeypatch.setattr("ctxnb.tokens._encoding_cache", {})
+    monkeypatch.setattr("ctxnb.llm.tokens._encoding_cache", {})
     with pytest.raises(MissingDependencyError, match=r"ctxnb\[tiktoken\]"):
         TiktokenCounter("cl100k_base")
 

@@ -4,7 +4,7 @@ import pytest
 from watchfiles import Change
 
 from ctxnb import Workspace
-from ctxnb.watch import Watcher
+from ctxnb.session.watch import Watcher
 
 
 def wait_for(pred, timeout=10.0):

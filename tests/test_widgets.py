@@ -16,7 +16,7 @@ from ctxnb import Workspace
 from ctxnb.analysis import load_trace
 from ctxnb.govern.approval import ApprovalRequest, QueueApprover
 from ctxnb.govern.ledger import TraceLedger, build_trace_record
-from ctxnb.strategies import KeepAll, RecencyWindow
+from ctxnb.strategies.builtin import KeepAll, RecencyWindow
 from ctxnb.widgets import (
     ApprovalPanel,
     ContextView,
@@ -170,7 +170,7 @@ def test_context_view_follows_a_file_changed_on_disk(ws: Workspace) -> None:
     new content (a real file change, the watcher fed the event a backend would send)."""
     from watchfiles import Change
 
-    from ctxnb.watch import Watcher
+    from ctxnb.session.watch import Watcher
 
     s = ws.session("disk", rules=False)
     a = s.add_path("AGENTS.md")
@@ -492,7 +492,7 @@ RUN = (
 
 @pytest.fixture(scope="module")
 def replay_view() -> Any:
-    from ctxnb.strategies import ObservationMasking
+    from ctxnb.strategies.builtin import ObservationMasking
     from ctxnb.widgets import ReplayView
 
     return ReplayView.from_trajectory(RUN, [KeepAll(), ObservationMasking(3), RecencyWindow(4)])
@@ -500,7 +500,7 @@ def replay_view() -> Any:
 
 def test_replay_view_item_states_match_the_replay_frame(replay_view: Any) -> None:
     from ctxnb.replay.replay import replay
-    from ctxnb.strategies import ObservationMasking
+    from ctxnb.strategies.builtin import ObservationMasking
 
     frame = replay(RUN, [KeepAll(), ObservationMasking(3), RecencyWindow(4)])
     assert replay_view.steps == sorted(frame["step"].unique().tolist())
@@ -568,7 +568,7 @@ def test_replay_view_from_a_frame_without_cache_columns() -> None:
 
 
 def test_replay_view_follows_a_live_session(ws: Workspace) -> None:
-    from ctxnb.strategies import ObservationMasking
+    from ctxnb.strategies.builtin import ObservationMasking
     from ctxnb.widgets import ReplayView
 
     s = ws.session("live", rules=False)
@@ -594,7 +594,7 @@ def test_experiment_view_table_and_plots() -> None:
 
     from ctxnb.replay.analysis import summarize
     from ctxnb.replay.experiment import run_experiment
-    from ctxnb.strategies import MetadataOnly
+    from ctxnb.strategies.builtin import MetadataOnly
     from ctxnb.widgets import ExperimentView
 
     runs = sorted(RUN.parent.glob("*.traj.json"))[:2]

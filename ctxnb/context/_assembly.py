@@ -14,16 +14,16 @@ from typing import TYPE_CHECKING, Any
 
 from ..errors import CtxnbError
 from ..hashing import sha256_hex, stable_stringify
+from ..llm.tokens import TokenCounter
 from ..redaction.redactor import redact_data, redact_text
-from ..relations import DOC_TYPE as RELATIONS_TYPE
-from ..relations import RelationStore
-from ..strategies import ContextStrategy, Item, Selection, StrategyInput, strategy_spec
-from ..tokens import TokenCounter
+from ..strategies.builtin import ContextStrategy, Item, Selection, StrategyInput, strategy_spec
 from ._assemblystate import AssemblyState, MetaEntry, meta_for, view_doc, with_active_copy
 from ._changes import record_changes, recorded_assembly
 from ._framing import inline, render_block
 from ._metalog import META_HEADER, MetaBlock, MetaLog, place_blocks, render_log, section_of
 from ._model import Context, ContextItem, Section, Segment
+from .relations import DOC_TYPE as RELATIONS_TYPE
+from .relations import RelationStore
 
 if TYPE_CHECKING:
     from ..store.objectstore import ObjectStore

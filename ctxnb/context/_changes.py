@@ -10,13 +10,13 @@ Every assembly decides, for every candidate item, one operation:
 ``evicted``     left out (by the strategy, or by the budget: ``by == "budget"``)
 ``compacted``   folded into a summary of several items (a condenser's block, a
                 replayed Claude Code compaction)
-``restored``    brought back by :meth:`ctxnb.session.Session.restore_item`
+``restored``    brought back by :meth:`ctxnb.session.core.Session.restore_item`
 ==============  ===================================================================
 
 The assembler records one compact row per item in the assembly record it stores
 (``assembly["changes"]``: ``id -> [op, by, tokens_before, tokens_after]``), from the
 counts it has already made: ``tokens_before`` is the item's block rendered in full
-(what the strategy saw as :attr:`ctxnb.strategies.Item.tokens`), ``tokens_after`` the
+(what the strategy saw as :attr:`ctxnb.strategies.builtin.Item.tokens`), ``tokens_after`` the
 block as shown (0 when left out). Reading them back needs no rendering.
 
 Example:
@@ -43,7 +43,7 @@ if TYPE_CHECKING:
     import pandas as pd
 
     from ..store.objectstore import ObjectStore, Version
-    from ..strategies import Item, Selection
+    from ..strategies.builtin import Item, Selection
     from ._assemblystate import MetaEntry
 
 __all__ = [

@@ -23,7 +23,7 @@ active in that context, so the latest line of such an item loses the flag there 
 block is rewritten in place; the item's own place changed at the same point anyway).
 
 Example:
-    >>> from ctxnb.tokens import HeuristicTokenCounter
+    >>> from ctxnb.llm.tokens import HeuristicTokenCounter
     >>> log = [make_block(1, None, [("a", "- file a.py (python, 5 chars)", ("active",))]),
     ...        make_block(2, "t", [("a", "- file a.py (python, 9 chars)", ("active",))])]
     >>> blocks = render_log(log, shown={"a"}, counter=HeuristicTokenCounter())
@@ -43,7 +43,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from ..hashing import sha256_hex
-from ..tokens import TokenCounter
+from ..llm.tokens import TokenCounter
 from ._assemblystate import AssemblyState, meta_line
 from ._model import Section
 

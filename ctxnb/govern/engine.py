@@ -80,7 +80,7 @@ from .record import FileChange, Origin, Recorded, Recorder, classify
 if TYPE_CHECKING:
     from ..access.door import Access
     from ..sandbox.commit import CommandEffects
-    from ..session import Session
+    from ..session.core import Session
 
 __all__ = [
     "NO_INTENT_MESSAGE",

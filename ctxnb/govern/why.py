@@ -368,7 +368,7 @@ def _record_why(record: Mapping[str, Any], key: str, conv: Mapping[str, Any]) ->
 def _rebuild_contexts(access: Access, records: Sequence[RecordWhy]) -> None:
     """Fill ``context`` and ``context_note`` of every record with a session and turn."""
     from ..context import Assembler, context_at
-    from ..tokens import resolve_token_counter
+    from ..llm.tokens import resolve_token_counter
 
     assembler: Assembler | None = None
     done: dict[tuple[str, int], tuple[Context | None, str]] = {}

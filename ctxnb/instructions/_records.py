@@ -10,7 +10,7 @@ from __future__ import annotations
 import posixpath
 from dataclasses import dataclass
 
-from ..skills import Skill
+from .skills import Skill
 
 
 @dataclass(frozen=True)

@@ -30,10 +30,10 @@ from ..errors import NotFoundError, PolicyError
 from ..retrieval.embedding import DEFAULT, HybridIndex
 from ..retrieval.markdown_links import MarkdownLink, extract_markdown_links
 from ..retrieval.textsearch import reciprocal_rank_fusion
-from ..skills import SKILL_DIRS, Skill, SkillSet, discover_skills
 from ._records import LinkHit, RuleLink, RulesFile, SkillHit
 from ._rulewalk import rules_file_paths
 from ._shellwords import _CommandPaths
+from .skills import SKILL_DIRS, Skill, SkillSet, discover_skills
 
 if TYPE_CHECKING:
     from ..access.door import Access

@@ -29,7 +29,7 @@ from .index import DEFAULT_MIN_SCORE, RulesIndex
 if TYPE_CHECKING:
     import pandas as pd
 
-    from ..session import Session
+    from ..session.core import Session
 
 __all__ = [
     "STATUS_COLUMNS",

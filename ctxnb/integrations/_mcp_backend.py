@@ -38,7 +38,7 @@ from .model_text import error_text, tool_text
 if TYPE_CHECKING:
     from mcp.server.context import ServerRequestContext
 
-    from ..session import Session
+    from ..session.core import Session
     from ..tools.filetools import FileTools
     from ..workspace import Workspace
     from .mcp_registry import McpRegistry

@@ -19,7 +19,7 @@ from ..redaction.redactor import redact_text
 from ._mcp_sdk import MCPError, types
 
 if TYPE_CHECKING:
-    from ..session import Session
+    from ..session.core import Session
     from ..tools.filetools import FileTools
     from ..workspace import Workspace
 

@@ -27,8 +27,8 @@ from ..redaction.redactor import redact_text
 if TYPE_CHECKING:
     from ..govern.approval import Approver
     from ..live.run import RunEvents
-    from ..session import Session
-    from ..strategies import ContextStrategy
+    from ..session.core import Session
+    from ..strategies.builtin import ContextStrategy
     from ..tools.filetools import FileTools
     from ..workspace import Workspace
 

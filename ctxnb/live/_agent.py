@@ -14,13 +14,13 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, Protocol
 
 from ..errors import MissingDependencyError
-from ..llm import CallUsage, call_usage, litellm_module, offline_environment
-from ..prices import resolve_prices
-from ..strategies import ContextStrategy
+from ..llm.calls import CallUsage, call_usage, litellm_module, offline_environment
+from ..llm.prices import resolve_prices
+from ..strategies.builtin import ContextStrategy
 from ..tools.call import command_text
 
 if TYPE_CHECKING:
-    from ..session import Session
+    from ..session.core import Session
     from ..tools.filetools import FileTools
 
 __all__ = ["SUBMIT", "SYSTEM_PROMPT", "RunEvents", "as_bash_history", "build_agent", "run_agent"]

@@ -12,7 +12,7 @@ is the same either way (rows sorted by task, strategy, repeat).
 Example:
     >>> from ctxnb.live.experiment import run_experiment
     >>> from ctxnb.live.stats import summarize
-    >>> from ctxnb.strategies import KeepAll, ObservationMasking
+    >>> from ctxnb.strategies.builtin import KeepAll, ObservationMasking
     >>> df = run_experiment(strategies=[KeepAll(), ObservationMasking(2)])  # doctest: +SKIP
     >>> summarize(df)[["solve_rate", "solve_rate_lo", "solve_rate_hi"]]  # doctest: +SKIP
 """
@@ -30,8 +30,8 @@ from typing import TYPE_CHECKING, Any
 
 import cloudpickle
 
-from ..prices import PriceTable, resolve_prices
-from ..strategies import ContextStrategy, KeepAll
+from ..llm.prices import PriceTable, resolve_prices
+from ..strategies.builtin import ContextStrategy, KeepAll
 from .suite import SuiteTask, load_suite
 
 if TYPE_CHECKING:
@@ -135,7 +135,7 @@ def run_experiment(
         step_limit: the most model calls per run.
         executor: None runs in this process, one run after another; else any
             :class:`concurrent.futures.Executor` or a ``dask.distributed.Client``.
-        prices: the price table (see :func:`~ctxnb.prices.resolve_prices`).
+        prices: the price table (see :func:`~ctxnb.llm.prices.resolve_prices`).
         scripted_priced_as: the real model whose prices the scripted model is billed at.
         scripted_token_counter: how the scripted model counts tokens; ``chars4``
             counts by length only, so that runs whose prompts differ only in random

@@ -29,11 +29,11 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from ..errors import ConfigError
-from ..llm import CallUsage
-from ..prices import resolve_prices
+from ..llm.calls import CallUsage
+from ..llm.prices import resolve_prices
 from ..replay._shell import FileMemory, parse_command
 from ..replay.model import Action, Step, Trajectory, Usage
-from ..strategies import ContextStrategy, KeepAll
+from ..strategies.builtin import ContextStrategy, KeepAll
 
 # The agent itself is in ._agent; its names are still importable from here.
 from ._agent import (
@@ -239,7 +239,7 @@ def run_task(
         step_limit: the most model calls.
         command_timeout: seconds per command.
         approver: who decides destructive commands (the workspace's default refuses).
-        prices: the price table (see :func:`~ctxnb.prices.resolve_prices`).
+        prices: the price table (see :func:`~ctxnb.llm.prices.resolve_prices`).
         model_kwargs: passed on to ``litellm.completion``.
         session_id: the session that records the run (a new one when None).
         retries: attempts per model call before the run stops with the error

@@ -31,7 +31,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 
-from ..tokens import TokenCounter, resolve_token_counter
+from ..llm.tokens import TokenCounter, resolve_token_counter
 
 __all__ = ["ScriptedModelServer", "load_script"]
 

@@ -19,13 +19,13 @@ from typing import TYPE_CHECKING, Any, Literal
 
 from ..context import Context, ContextChange
 from ..indexer import build_file_doc
+from ..llm.tokens import HeuristicTokenCounter, TokenCounter
 from ..model import FilesystemSource
-from ..tokens import HeuristicTokenCounter, TokenCounter
 from .compaction import compacted
 from .model import FileTouch, Step, Trajectory
 
 if TYPE_CHECKING:
-    from ..session import Session
+    from ..session.core import Session
 
 
 FileMode = Literal["active", "pool"]

@@ -36,8 +36,8 @@ from typing import TYPE_CHECKING, Any
 
 from .._util.plotting import line_style, marker_style, new_axes, outside_legend, styled
 from ..context import Context
-from ..strategies import ContextStrategy
-from ..tokens import TokenCounter
+from ..llm.tokens import TokenCounter
+from ..strategies.builtin import ContextStrategy
 from .model import Trajectory
 
 if TYPE_CHECKING:
@@ -380,7 +380,7 @@ def compare_at(
         IndexError: the run has no such step.
 
     Example:
-        >>> from ctxnb.strategies import KeepAll, ObservationMasking
+        >>> from ctxnb.strategies.builtin import KeepAll, ObservationMasking
         >>> a, b = compare_at("data/trajectories/django__django-13670.traj.json",
         ...                   KeepAll(), ObservationMasking(3), step=10)  # doctest: +SKIP
         >>> context_diff(a, b)["changed"]  # doctest: +SKIP

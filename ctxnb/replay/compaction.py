@@ -39,10 +39,10 @@ from collections.abc import Mapping
 from typing import TYPE_CHECKING
 
 from ..context import ContextChange
-from ..strategies import KeepAll
+from ..strategies.builtin import KeepAll
 
 if TYPE_CHECKING:
-    from ..session import Session
+    from ..session.core import Session
     from .model import Step
 
 __all__ = ["MAX_SHARED", "MIN_TERM", "compacted", "survival"]

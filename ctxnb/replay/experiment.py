@@ -21,7 +21,7 @@ whichever runs the work. A worker that dies (out of memory, killed) is reported 
 
 Example:
     >>> from concurrent.futures import ThreadPoolExecutor
-    >>> from ctxnb.strategies import KeepAll, ObservationMasking
+    >>> from ctxnb.strategies.builtin import KeepAll, ObservationMasking
     >>> df = run_experiment(["data/trajectories"], [KeepAll(), ObservationMasking(5)],
     ...                     executor=ThreadPoolExecutor(2))  # doctest: +SKIP
     >>> df.groupby("strategy")["total_tokens"].sum()  # doctest: +SKIP
@@ -44,8 +44,9 @@ from typing import TYPE_CHECKING, Any, Literal
 import cloudpickle
 
 from ..errors import CtxnbError
-from ..prices import CacheTTL, PriceTable, resolve_prices
-from ..strategies import (
+from ..llm.prices import CacheTTL, PriceTable, resolve_prices
+from ..llm.tokens import TokenCounter
+from ..strategies.builtin import (
     BlockMasking,
     ContextStrategy,
     FileViewLimits,
@@ -56,7 +57,6 @@ from ..strategies import (
     Summarize,
     TokenBudgetLRU,
 )
-from ..tokens import TokenCounter
 from .model import Trajectory
 from .provenance import PARQUET_KEY, file_sha256, provenance
 from .replay import (
@@ -305,7 +305,7 @@ def run_experiment(
         hidden_prompt_tokens: the agent's unrecorded prompt size, a number, ``"auto"``
             or None (see :func:`~ctxnb.replay.replay.replay`).
         model: the model whose prices apply; each run's own model when None.
-        prices: the price table (see :func:`~ctxnb.prices.resolve_prices`).
+        prices: the price table (see :func:`~ctxnb.llm.prices.resolve_prices`).
         cache_hit_rate: the share of a cacheable prefix the provider's cache serves
             (see :func:`~ctxnb.replay.replay.replay`).
         cache_write_ttl: the price of a cache write: ``"5m"``, ``"1h"``, or ``"auto"``
@@ -323,7 +323,7 @@ def run_experiment(
 
     Example:
         >>> from concurrent.futures import ThreadPoolExecutor
-        >>> from ctxnb.strategies import KeepAll, ObservationMasking
+        >>> from ctxnb.strategies.builtin import KeepAll, ObservationMasking
         >>> df = run_experiment(["data/trajectories"], [KeepAll(), ObservationMasking()],
         ...                     executor=ThreadPoolExecutor(2), out_dir="results",
         ...                     progress=False)  # doctest: +SKIP

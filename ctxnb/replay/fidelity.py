@@ -3,7 +3,7 @@
 A replay's token figures are only worth comparing if, with nothing dropped, the
 context ctxnb assembles is as large as the prompt the agent actually sent. Runs that
 record the provider's ``prompt_tokens`` per step (mini-swe-agent does) let us check:
-replay them under :class:`~ctxnb.strategies.KeepAll` and compare, step by step.
+replay them under :class:`~ctxnb.strategies.builtin.KeepAll` and compare, step by step.
 
 mini-swe-agent's prompt is its whole message history: the system prompt, the task,
 then each response and each observation. The fidelity replay uses ``files="pool"``:
@@ -41,8 +41,8 @@ from concurrent.futures import Executor, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from ..strategies import KeepAll
-from ..tokens import TokenCounter
+from ..llm.tokens import TokenCounter
+from ..strategies.builtin import KeepAll
 from .model import Trajectory
 from .replay import HiddenPrompt
 

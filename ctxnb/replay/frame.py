@@ -9,7 +9,7 @@ reads, cache writes for the new tokens, and the recorded output tokens);
 ``cost_usd_uncached`` prices every prompt token at the input price. A strategy that
 calls a model itself (an LLM summarizer) reports what that cost in
 ``strategy_tokens`` and ``strategy_cost_usd``, apart from the agent's own calls. Prices come from a
-:class:`~ctxnb.prices.PriceTable`; a model the table does not know gives NaN dollars.
+:class:`~ctxnb.llm.prices.PriceTable`; a model the table does not know gives NaN dollars.
 """
 
 from __future__ import annotations
@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from ..context import Context, prefix_reuse
-from ..prices import ModelPrice, recorded_cost
+from ..llm.prices import ModelPrice, recorded_cost
 from .model import Step, Trajectory
 
 if TYPE_CHECKING:

@@ -9,7 +9,7 @@ inputs (SHA-256 of every trajectory file or task suite), the strategies with the
 settings, and the token counter.
 
 Example:
-    >>> from ctxnb.strategies import KeepAll
+    >>> from ctxnb.strategies.builtin import KeepAll
     >>> p = provenance(strategies=[KeepAll()], labels=["keep-all"], prices=None,
     ...                inputs={}, token_counter=None)
     >>> sorted(p)[:4]
@@ -24,9 +24,9 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from .._version import __version__
-from ..prices import PriceTable, resolve_prices
-from ..strategies import ContextStrategy, strategy_spec
-from ..tokens import resolve_token_counter
+from ..llm.prices import PriceTable, resolve_prices
+from ..llm.tokens import resolve_token_counter
+from ..strategies.builtin import ContextStrategy, strategy_spec
 
 __all__ = ["PARQUET_KEY", "file_sha256", "provenance"]
 

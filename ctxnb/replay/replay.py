@@ -1,7 +1,7 @@
 """Replay a recorded agent run through a ctxnb session, under several context strategies.
 
 :func:`replay` feeds a :class:`~ctxnb.replay.model.Trajectory` step by step into a fresh
-:class:`~ctxnb.session.Session` and, before each step, assembles the context every
+:class:`~ctxnb.session.core.Session` and, before each step, assembles the context every
 strategy would have given the model at that point. The run is replayed once; each
 strategy chooses among the same candidates, so comparing strategies costs one assembly
 per strategy per step and nothing more.
@@ -40,7 +40,7 @@ Masked and truncated items are not "in full".
 
 Example:
     >>> from ctxnb.replay import Trajectory, Step, Action, FileTouch
-    >>> from ctxnb.strategies import KeepAll, MetadataOnly
+    >>> from ctxnb.strategies.builtin import KeepAll, MetadataOnly
     >>> t = Trajectory(id="demo", source_format="ctxnb", task="Fix a.py", steps=[
     ...     Step(index=0, action=Action(tool="read", args={"path": "a.py"}),
     ...          observation="x = 1\\n",
@@ -64,8 +64,9 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
 from ..context import Context, ContextChange
-from ..prices import CacheTTL, PriceTable, resolve_prices
-from ..strategies import (
+from ..llm.prices import CacheTTL, PriceTable, resolve_prices
+from ..llm.tokens import TokenCounter, resolve_token_counter
+from ..strategies.builtin import (
     ContextStrategy,
     FileViewLimits,
     KeepAll,
@@ -75,7 +76,6 @@ from ..strategies import (
     TokenBudgetLRU,
     strategy_spec,
 )
-from ..tokens import TokenCounter, resolve_token_counter
 from ._replayer import FileMode, HiddenPrompt, OnCompaction, _fast_tmp, _Replayer
 from .frame import COLUMNS, PromptTracker, StepMeasure, frame, row
 from .model import Step, Trajectory
@@ -164,7 +164,7 @@ def replay_contexts(
 
     Args:
         trajectory: the run.
-        strategies: context strategies (see :mod:`ctxnb.strategies`).
+        strategies: context strategies (see :mod:`ctxnb.strategies.builtin`).
         budget: total token budget per context, or None for no limit.
         token_counter: a counter, a name such as ``"heuristic"``, or None for the default.
         stop_after: stop once this step's contexts have been yielded.
@@ -271,8 +271,8 @@ def replay(
             prompt size less everything the replay sees there), or None (nothing added).
             It is counted in ``total_tokens`` and ``tokens_hidden``.
         model: the model whose prices apply; the run's own model when None.
-        prices: a :class:`~ctxnb.prices.PriceTable`, a mapping or a JSON file
-            (see :func:`~ctxnb.prices.resolve_prices`); the shipped table when None.
+        prices: a :class:`~ctxnb.llm.prices.PriceTable`, a mapping or a JSON file
+            (see :func:`~ctxnb.llm.prices.resolve_prices`); the shipped table when None.
         on_context: called with ``(step, strategy label, context)`` for every context as
             it is built, to keep what the frame does not (a view's item lists) without
             replaying the run a second time.
@@ -304,7 +304,7 @@ def replay(
 
     Example:
         >>> from ctxnb.replay import load
-        >>> from ctxnb.strategies import KeepAll, ObservationMasking
+        >>> from ctxnb.strategies.builtin import KeepAll, ObservationMasking
         >>> t = load("data/trajectories/django__django-13670.traj.json")  # doctest: +SKIP
         >>> df = replay(t, [KeepAll(), ObservationMasking(5)])  # doctest: +SKIP
         >>> df.groupby("strategy")["total_tokens"].sum()  # doctest: +SKIP

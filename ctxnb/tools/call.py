@@ -41,7 +41,7 @@ from .schemas import TOOL_INFO, ToolInfo, tool_schemas
 
 if TYPE_CHECKING:
     from ..access.pathrules import SafePath
-    from ..session import Session
+    from ..session.core import Session
 
 __all__ = ["ToolCall", "ToolHooks", "ToolRunner", "command_text"]
 

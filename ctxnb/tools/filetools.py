@@ -37,7 +37,7 @@ from ..hashing import sha256_hex
 from ..indexer import decode_bytes
 from ..redaction.redactor import redact
 from ..resolver import doc_path as make_doc_path
-from ..summaries import OutlineSummarizer, Summarizer
+from ..strategies.summaries import OutlineSummarizer, Summarizer
 from . import lookups, writing
 from ._filesources import ALL_FILES_LOCK as ALL_FILES_LOCK
 from ._filesources import _FileSources
@@ -54,7 +54,7 @@ from .schemas import ToolInfo
 
 if TYPE_CHECKING:
     from ..access.door import Access
-    from ..session import Session
+    from ..session.core import Session
 
 __all__ = ["FileTools"]
 

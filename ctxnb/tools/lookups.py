@@ -18,7 +18,7 @@ from ..errors import CtxnbError, NotFoundError, PolicyError
 from ..indexer import decode_bytes, is_deleted
 from ..redaction.redactor import line_redactor, redact_data, redact_text
 from ..resolver import doc_path as make_doc_path
-from ..summaries import fit_tokens
+from ..strategies.summaries import fit_tokens
 from .call import ToolCall
 from .patching import unified_diff
 from .results import DiffResult, SearchHits, VersionInfo

@@ -14,8 +14,8 @@ from .static import diff_html, esc, html_table, pre, token_bar
 
 if TYPE_CHECKING:
     from ..context import Context, ContextItem
-    from ..session import Session
-    from ..strategies import ContextStrategy
+    from ..session.core import Session
+    from ..strategies.builtin import ContextStrategy
 
 __all__ = ["ContextDiffView", "ContextView"]
 
@@ -166,7 +166,7 @@ class ContextView(widgets.VBox):
 
         The view assembles the session's context (``record=False``: nothing is stored)
         and assembles it again shortly after every change the session reports
-        (:meth:`~ctxnb.session.Session.on_change`: a file changed on disk, an object
+        (:meth:`~ctxnb.session.core.Session.on_change`: a file changed on disk, an object
         added, activated, pinned, a chat turn ...), from a background thread as
         :class:`SessionView` does. :meth:`refresh` redraws at once.
 

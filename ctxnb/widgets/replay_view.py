@@ -36,7 +36,7 @@ if TYPE_CHECKING:
 
     from ..context import Context, ContextChange
     from ..replay.model import Step, Trajectory
-    from ..strategies import ContextStrategy
+    from ..strategies.builtin import ContextStrategy
 
 __all__ = ["ItemState", "ReplayView"]
 
@@ -70,7 +70,7 @@ class ReplayView(widgets.VBox):
 
     Example:
         >>> from ctxnb.replay import Trajectory, Step, Action, FileTouch
-        >>> from ctxnb.strategies import KeepAll, ObservationMasking
+        >>> from ctxnb.strategies.builtin import KeepAll, ObservationMasking
         >>> steps = [Step(index=i, action=Action(tool="read", args={"path": f"f{i}.py"}),
         ...               observation="x = 1\\n" * 40,
         ...               files=[FileTouch(path=f"f{i}.py", op="read", content="x\\n")])

@@ -11,7 +11,7 @@ import json
 import pathlib
 
 from ctxnb import MountMapping, Workspace
-from ctxnb.strategies import KeepAll, RecencyWindow
+from ctxnb.strategies.builtin import KeepAll, RecencyWindow
 
 root = pathlib.Path("/tmp/ctxnb-legacy/ws")
 root.mkdir(parents=True)

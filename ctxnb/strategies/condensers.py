@@ -12,12 +12,12 @@
   43 turns).
 
 Both take any summarizer with the signature ``(label, text, max_tokens) -> str`` (the
-extractive outline by default; :class:`ctxnb.llm.LiteLLMSummarizer` for a model). A
+extractive outline by default; :class:`ctxnb.llm.calls.LiteLLMSummarizer` for a model). A
 condensed block shows as its summary in place of its first output; its other outputs
 are masked (one line each), so the model still sees which calls were made.
 
 Example:
-    >>> from ctxnb.strategies import Item, StrategyInput
+    >>> from ctxnb.strategies.builtin import Item, StrategyInput
     >>> items = tuple(Item(f"t{n}", "toolcall", tokens=400, seq=n, tool="bash",
     ...                    content="x\\n" * 400) for n in range(6))
     >>> sel = TokenCondenser(max_tokens=2000, keep_last=2).select(
@@ -30,7 +30,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from .strategies import Item, Selection, StrategyInput
+from .builtin import Item, Selection, StrategyInput
 
 __all__ = ["MaskingSummaryHybrid", "TokenCondenser"]
 

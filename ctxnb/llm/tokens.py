@@ -16,7 +16,7 @@ put it.
 Any object with a ``name`` and ``count(text) -> int`` is a counter, so a model's own
 tokenizer can be passed in wherever ctxnb takes ``token_counter=``::
 
-    >>> from ctxnb.tokens import resolve_token_counter
+    >>> from ctxnb.llm.tokens import resolve_token_counter
     >>> counter = resolve_token_counter(None)
     >>> counter.count("def parse_config(path):\\n    return load(path)\\n") > 0
     True
@@ -35,7 +35,7 @@ from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import Any, Protocol, runtime_checkable
 
-from .errors import ConfigError, MissingDependencyError
+from ..errors import ConfigError, MissingDependencyError
 
 __all__ = [
     "GEMINI_SCALE",

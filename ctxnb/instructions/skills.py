@@ -52,10 +52,10 @@ from typing import Any
 
 import yaml
 
-from .access.fdio import FileEntry, PathPolicy
-from .access.pathrules import DEFAULT_DENY, skills_readable
-from .errors import ConfigError, NotFoundError, PolicyError
-from .retrieval.markdown_links import MarkdownLink, extract_markdown_links
+from ..access.fdio import FileEntry, PathPolicy
+from ..access.pathrules import DEFAULT_DENY, skills_readable
+from ..errors import ConfigError, NotFoundError, PolicyError
+from ..retrieval.markdown_links import MarkdownLink, extract_markdown_links
 
 __all__ = [
     "SKILL_DIRS",

@@ -40,7 +40,7 @@ from importlib.resources import files
 from pathlib import Path
 from typing import Any, Literal
 
-from .errors import ConfigError, NotFoundError
+from ..errors import ConfigError, NotFoundError
 
 __all__ = [
     "ONE_HOUR_WRITE_FACTOR",
@@ -202,7 +202,7 @@ class PriceTable:
     @property
     def hash(self) -> str:
         """SHA-256 of the table's prices (canonical JSON): which table priced a frame."""
-        from .hashing import stable_stringify
+        from ..hashing import stable_stringify
 
         data = {
             "as_of": self.as_of,

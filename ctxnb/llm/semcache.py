@@ -29,13 +29,13 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from .errors import ConfigError
-from .hashing import sha256_hex, stable_stringify
-from .redaction.redactor import redact_data, redact_text
-from .retrieval.embedding import DEFAULT, Embedder, LexicalEmbedder, cosine, embedder_for
+from ..errors import ConfigError
+from ..hashing import sha256_hex, stable_stringify
+from ..redaction.redactor import redact_data, redact_text
+from ..retrieval.embedding import DEFAULT, Embedder, LexicalEmbedder, cosine, embedder_for
 
 if TYPE_CHECKING:
-    from .store.objectstore import ObjectStore
+    from ..store.objectstore import ObjectStore
 
 __all__ = ["CACHE_ENTRY_TYPE", "CacheHit", "SemanticCache"]
 

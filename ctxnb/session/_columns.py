@@ -42,12 +42,12 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from .access._gitsources import _read_host
-from .access.observe import RACY_NS
-from .errors import NotFoundError
+from ..access._gitsources import _read_host
+from ..access.observe import RACY_NS
+from ..errors import NotFoundError
 
 if TYPE_CHECKING:
-    from .store.objectstore import ObjectStore
+    from ..store.objectstore import ObjectStore
 
 V = TypeVar("V")
 

@@ -37,7 +37,7 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Protocol, runtime_checkable
 
-from .errors import SelectionError
+from ..errors import SelectionError
 
 __all__ = [
     "BlockMasking",
@@ -367,10 +367,10 @@ class Summarize:
     """Older items are shown as a summary; the last ``keep_last`` stay whole.
 
     The summary comes from a pluggable summarizer, anything with the
-    :class:`~ctxnb.summaries.Summarizer` signature ``(label, text, max_tokens) ->
-    str``: by default ctxnb's extractive :class:`~ctxnb.summaries.OutlineSummarizer`
+    :class:`~ctxnb.strategies.summaries.Summarizer` signature ``(label, text, max_tokens) ->
+    str``: by default ctxnb's extractive :class:`~ctxnb.strategies.summaries.OutlineSummarizer`
     (a code outline, or the first and last lines of other text), no model involved;
-    :class:`ctxnb.llm.LiteLLMSummarizer` asks a model through litellm and counts its
+    :class:`ctxnb.llm.calls.LiteLLMSummarizer` asks a model through litellm and counts its
     tokens and dollars. Each item is summarized once (summaries are kept per content),
     so a summary never changes from one step to the next. Items already no larger than
     a summary stay whole. Like :class:`BlockMasking`, ``block`` > 1 summarizes in
@@ -521,7 +521,7 @@ class RulesTiered:
             loads are followed as they happen) or a fixed collection of object ids.
 
     Example:
-        >>> from ctxnb.strategies import Item, MetadataOnly, StrategyInput
+        >>> from ctxnb.strategies.builtin import Item, MetadataOnly, StrategyInput
         >>> inp = StrategyInput((Item("r", "file", 10, 1), Item("f", "file", 10, 2)), None, 1)
         >>> RulesTiered(MetadataOnly(), {"r"}).select(inp).active
         ['r']

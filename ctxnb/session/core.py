@@ -33,9 +33,7 @@ import html
 from collections.abc import Callable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
-from ._session_resume import _SessionResume
-from ._session_state import ResumeReport, _payload
-from .context import (
+from ..context import (
     AssemblyState,
     Context,
     ContextChange,
@@ -44,17 +42,19 @@ from .context import (
     context_at,
     meta_for,
 )
-from .context import _changes as changes
-from .errors import NotFoundError
-from .hashing import content_hash, stable_stringify
-from .model import new_id
-from .redaction.redactor import redact_data, redact_text
-from .strategies import ContextStrategy, KeepAll
-from .tokens import TokenCounter
+from ..context import _changes as changes
+from ..errors import NotFoundError
+from ..hashing import content_hash, stable_stringify
+from ..llm.tokens import TokenCounter
+from ..model import new_id
+from ..redaction.redactor import redact_data, redact_text
+from ..strategies.builtin import ContextStrategy, KeepAll
+from ._resume import _SessionResume
+from ._state import ResumeReport, _payload
 
 if TYPE_CHECKING:
-    from .access.door import Access
-    from .store.objectstore import TxRecord
+    from ..access.door import Access
+    from ..store.objectstore import TxRecord
     from .watch import Watcher
 
 __all__ = ["MetaEntry", "ResumeReport", "Session", "open_session"]
@@ -287,7 +287,7 @@ class Session(_SessionResume):
         do not fit). See :class:`ctxnb.context.Assembler`.
 
         Args:
-            strategy: a context strategy; :class:`~ctxnb.strategies.KeepAll` by default.
+            strategy: a context strategy; :class:`~ctxnb.strategies.builtin.KeepAll` by default.
             budget: total tokens, or None for no limit.
             record: store what was assembled so that :meth:`context_at` can rebuild it.
         """
@@ -336,7 +336,7 @@ class Session(_SessionResume):
         Example:
             >>> import tempfile
             >>> from ctxnb import Workspace
-            >>> from ctxnb.strategies import RecencyWindow
+            >>> from ctxnb.strategies.builtin import RecencyWindow
             >>> s = Workspace.open(tempfile.mkdtemp()).session("doc", rules=False)
             >>> a, b = (s.record_toolcall("ls", {}, f"f{n}.py") for n in range(2))
             >>> _ = s.assemble(RecencyWindow(1))

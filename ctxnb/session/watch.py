@@ -33,18 +33,18 @@ import threading
 from collections.abc import Callable, Iterable
 from typing import TYPE_CHECKING, Any, Protocol
 
-from .access.observe import observe_bytes
-from .errors import PolicyError
+from ..access.observe import observe_bytes
+from ..errors import PolicyError
 
 if TYPE_CHECKING:
-    from .access.door import Access
-    from .store.objectstore import ObjectStore
+    from ..access.door import Access
+    from ..store.objectstore import ObjectStore
 
 __all__ = ["Watcher"]
 
 
 class WatchedSession(Protocol):
-    """What the watcher needs of a session (a :class:`~ctxnb.session.Session`).
+    """What the watcher needs of a session (a :class:`~ctxnb.session.core.Session`).
 
     A protocol, so that this module does not import the session (which starts it).
     """

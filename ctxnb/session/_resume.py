@@ -3,7 +3,7 @@
 ``_restore`` brings back a saved session document (its sets, chat, system prompt and
 restored items) without reading file contents; ``_reconcile`` then compares each file's
 ``stat`` and bytes with what was stored, through the access layer, and reports what
-changed, went away or is out of reach (:class:`ctxnb.session.ResumeReport`).
+changed, went away or is out of reach (:class:`ctxnb.session.core.ResumeReport`).
 """
 
 from __future__ import annotations
@@ -14,20 +14,20 @@ import stat as stat_mod
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
-from ._session_state import _LIGHT, ResumeReport, _SessionState
-from .access.observe import StatCache, observe_bytes
-from .context import MetaEntry
-from .errors import PolicyError
-from .hashing import source_hash
-from .redaction.redactor import redact_text
-from .resolver import _within
+from ..access.observe import StatCache, observe_bytes
+from ..context import MetaEntry
+from ..errors import PolicyError
+from ..hashing import source_hash
+from ..redaction.redactor import redact_text
+from ..resolver import _within
+from ._state import _LIGHT, ResumeReport, _SessionState
 
 if TYPE_CHECKING:
-    from ._session_columns import FileColumns
+    from ._columns import FileColumns
 
 
 class _SessionResume(_SessionState):
-    """How a :class:`ctxnb.session.Session` resumes."""
+    """How a :class:`ctxnb.session.core.Session` resumes."""
 
     # -- resume ---------------------------------------------------------------------------------
     _columns: FileColumns
@@ -39,7 +39,7 @@ class _SessionResume(_SessionState):
         import pyarrow as pa
         import pyarrow.compute as pc
 
-        from ._session_columns import LazyRows, file_columns
+        from ._columns import LazyRows, file_columns
 
         self.session_index = list(sdoc.get("session_index") or [])
         self._index_set = set(self.session_index)
@@ -149,7 +149,7 @@ class _SessionResume(_SessionState):
         import numpy as np
         import pyarrow.compute as pc
 
-        from ._session_columns import ResumeBlock, StatRows, block_path, pick
+        from ._columns import ResumeBlock, StatRows, block_path, pick
 
         report = ResumeReport(objects=len(self.session_index))
         ws = self.workspace

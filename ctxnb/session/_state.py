@@ -1,6 +1,6 @@
 """A session's state: its four sets of object ids and the operations on them.
 
-The part of :class:`ctxnb.session.Session` that holds what the agent has seen and has
+The part of :class:`ctxnb.session.core.Session` that holds what the agent has seen and has
 active (``session_index``, ``metadata_pool``, ``active_set``, ``pinned_set``), adds,
 activates, pins and refreshes objects, and tells listeners what changed. Resuming a
 stored session is in ``_session_resume.py``; tool calls, the chat, saving and the
@@ -15,18 +15,18 @@ from collections.abc import Callable, Iterable, MutableMapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from .context import (
+from ..context import (
     Assembler,
     MetaEntry,
     meta_for,
 )
-from .errors import NotFoundError
-from .hashing import stable_stringify
-from .model import INFRA_TYPES, new_id
-from .tokens import TokenCounter, resolve_token_counter
+from ..errors import NotFoundError
+from ..hashing import stable_stringify
+from ..llm.tokens import TokenCounter, resolve_token_counter
+from ..model import INFRA_TYPES, new_id
 
 if TYPE_CHECKING:
-    from .access.door import Access
+    from ..access.door import Access
     from .watch import Watcher
 
 
@@ -44,7 +44,7 @@ class ResumeReport:
 
 
 class _SessionState:
-    """The sets of a :class:`ctxnb.session.Session` and the operations on them."""
+    """The sets of a :class:`ctxnb.session.core.Session` and the operations on them."""
 
     def __init__(
         self,

@@ -45,7 +45,7 @@ from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
-from .errors import CtxnbError, CycleError, NotFoundError, StoreError
+from ..errors import CtxnbError, CycleError, NotFoundError, StoreError
 
 __all__ = ["DocStore", "Edge", "Node", "RelationError", "RelationStore"]
 

@@ -5,7 +5,7 @@ litellm downloads its model cost map from the network when it is imported, unles
 :func:`litellm_module` sets it (when the user has not) before the first import.
 mini-swe-agent's banner and telemetry-free start are arranged the same way.
 
-:class:`LiteLLMSummarizer` is a summarizer for :class:`~ctxnb.strategies.Summarize` that
+:class:`LiteLLMSummarizer` is a summarizer for :class:`~ctxnb.strategies.builtin.Summarize` that
 asks any litellm model; every call's tokens and dollars are counted, and
 :meth:`LiteLLMSummarizer.take_usage` hands them to the replay results.
 
@@ -21,9 +21,9 @@ import os
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from .errors import MissingDependencyError
+from ..errors import MissingDependencyError
+from ..redaction.redactor import redact_text
 from .prices import PriceTable, resolve_prices
-from .redaction.redactor import redact_text
 
 if TYPE_CHECKING:
     from .semcache import SemanticCache
@@ -124,9 +124,9 @@ class LiteLLMSummarizer:
         api_base: an OpenAI-compatible endpoint, when not the provider's own.
         api_key: the key, when not in the provider's environment variable.
         prices: the price table its calls are billed with (see
-            :func:`~ctxnb.prices.resolve_prices`).
+            :func:`~ctxnb.llm.prices.resolve_prices`).
         instructions: the system prompt of each call.
-        cache: a :class:`~ctxnb.semcache.SemanticCache`; an output close enough in meaning
+        cache: a :class:`~ctxnb.llm.semcache.SemanticCache`; an output close enough in meaning
             to one summarized before (same model and budget) reuses that summary instead
             of calling the model. Its hits cost no tokens and no dollars.
         **completion_kwargs: passed on to ``litellm.completion``.
