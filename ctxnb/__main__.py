@@ -1,5 +1,5 @@
 """``python -m ctxnb``: the same as the ``ctxnb`` command."""
 
-from .cli import main
+from .cli.app import main
 
 raise SystemExit(main())

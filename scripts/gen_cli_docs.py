@@ -74,7 +74,7 @@ def _anchor(name: str) -> str:
 
 def render() -> str:
     """The text of docs/cli.md for the commands installed now (plugins included)."""
-    from ctxnb.cli import _load_plugins, build_parser
+    from ctxnb.cli.app import _load_plugins, build_parser
 
     _load_plugins([])  # every plugin module registers its commands on import
     with _fixed_width():
@@ -116,7 +116,7 @@ def _synopsis(name: str, parser: argparse.ArgumentParser) -> str:
 
 def render_readme_list() -> str:
     """The README's command list: one line per command, with its synopsis and help."""
-    from ctxnb.cli import _load_plugins, build_parser
+    from ctxnb.cli.app import _load_plugins, build_parser
 
     _load_plugins([])
     with _fixed_width():

@@ -349,7 +349,7 @@ def test_settings_come_from_flags_then_the_config_then_defaults(ws: Path) -> Non
 def test_the_cli_refuses_a_wide_bind_without_a_token_and_a_missing_model(
     ws: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from ctxnb.cli import main
+    from ctxnb.cli.app import main
 
     monkeypatch.delenv("CTXNB_A2A_TOKEN", raising=False)
     assert main(["a2a", "serve", str(ws), "--host", "0.0.0.0", "--model", "openai/x"]) == 1

@@ -15,10 +15,10 @@ from typing import Any
 import jsonschema
 import pytest
 
-import ctxnb.govern.cli as govern_cli_mod
+import ctxnb.cli.govern as govern_cli_mod
 import ctxnb.govern.state as state_mod
 import ctxnb.integrations.claude_code as hooks_mod
-from ctxnb.cli import main
+from ctxnb.cli.app import main
 from ctxnb.govern import init_governance
 from ctxnb.govern.core import NO_INTENT_MESSAGE
 from ctxnb.integrations.claude_code import HookResult, run_hook
@@ -368,7 +368,7 @@ def test_subdirectory_cwd_finds_the_governed_root(ws, payloads, run):
 _BROKEN_INSTALL = """
 import sys
 sys.modules["ctxnb.integrations.claude_code"] = None  # the module cannot be imported
-from ctxnb.cli import main
+from ctxnb.cli.app import main
 sys.exit(main(["hook", sys.argv[1]]))
 """
 
@@ -499,7 +499,7 @@ _PROBE = """
 import io, json, sys
 payload = sys.argv[1]
 sys.stdin = io.TextIOWrapper(io.BytesIO(payload.encode()))
-from ctxnb.cli import main
+from ctxnb.cli.app import main
 code = main(["hook", "pre-tool-use"])
 heavy = sorted(m for m in sys.modules if m.split(".")[0] in {heavy!r})
 print(json.dumps({{"code": code, "heavy": heavy}}), file=sys.stderr)
@@ -540,6 +540,7 @@ POLICY_PATH_MODULES = {
     "ctxnb.access.ownenv",  # ctxnb's environment inside the workspace is governance
     "ctxnb.access.pathrules",
     "ctxnb.cli",
+    "ctxnb.cli.app",
     "ctxnb.errors",
     "ctxnb.govern",
     "ctxnb.govern.breaker",
@@ -568,7 +569,7 @@ _PROBE_MODULES = """
 import io, json, sys
 payload = sys.argv[1]
 sys.stdin = io.TextIOWrapper(io.BytesIO(payload.encode()))
-from ctxnb.cli import main
+from ctxnb.cli.app import main
 code = main(["hook", "pre-tool-use"])
 print(json.dumps({"code": code, "modules": sorted(sys.modules)}), file=sys.stderr)
 """

@@ -25,7 +25,7 @@ from typing import Any
 from _needs import has_module, require
 from conftest import REPO
 
-from ctxnb.cli import main
+from ctxnb.cli.app import main
 
 CTXNB = [sys.executable, "-m", "ctxnb"]
 ENV = {**os.environ, "PYTHONPATH": str(REPO), "COLUMNS": "120"}

@@ -158,7 +158,7 @@ def test_cli_reference_is_up_to_date() -> None:
 
 
 def test_cli_reference_covers_every_command() -> None:
-    from ctxnb.cli import _load_plugins, build_parser
+    from ctxnb.cli.app import _load_plugins, build_parser
 
     _load_plugins([])
     parser = build_parser()

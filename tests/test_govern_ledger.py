@@ -587,7 +587,7 @@ def _chained_ledger(root: Path, n: int = 6) -> Path:
 
 
 def _verify(root: Path, capsys: pytest.CaptureFixture[str]) -> tuple[int, str]:
-    from ctxnb.cli import main
+    from ctxnb.cli.app import main
 
     code = main(["trace", "verify", str(root)])
     out = capsys.readouterr()

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from ctxnb.cli import main
+from ctxnb.cli.app import main
 
 
 def test_in_process_hook_leaves_the_callers_collector_alone(
@@ -33,7 +33,7 @@ def test_the_hook_process_answers_with_the_collector_off_then_frozen(tmp_path: P
     probe = (
         "import gc, sys\n"
         "sys.argv = ['ctxnb', 'hook', 'user-prompt-submit']\n"
-        "from ctxnb.cli import main\n"
+        "from ctxnb.cli.app import main\n"
         "code = main()\n"
         "sys.stderr.write(f'{code} {gc.isenabled()} {gc.get_freeze_count() > 0}\\n')\n"
     )

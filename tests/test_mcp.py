@@ -31,7 +31,7 @@ from mcp.client.stdio import StdioServerParameters, get_default_environment, std
 from mcp.client.streamable_http import streamable_http_client  # noqa: E402
 from mcp.shared.exceptions import MCPError  # noqa: E402
 
-from ctxnb.cli import main as cli_main  # noqa: E402
+from ctxnb.cli.app import main as cli_main  # noqa: E402
 from ctxnb.errors import ConfigError  # noqa: E402
 from ctxnb.govern import init_governance  # noqa: E402
 from ctxnb.integrations.mcp_server import (  # noqa: E402
@@ -852,7 +852,7 @@ def test_doc_python_http_client_example(http_server: dict[str, Any], tmp_path: P
 def test_doctests() -> None:
     import doctest
 
-    import ctxnb.integrations.cli as cli_mod
+    import ctxnb.cli.integrations as cli_mod
     import ctxnb.integrations.mcp_server as server_mod
 
     for mod in (server_mod, cli_mod):

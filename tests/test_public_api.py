@@ -43,7 +43,7 @@ def test_unknown_attribute_is_an_attribute_error():
 
 def test_import_ctxnb_is_light():
     code = (
-        "import sys, ctxnb, ctxnb.cli; "
+        "import sys, ctxnb, ctxnb.cli.app; "
         "print(sorted(m for m in ('pandas', 'pyarrow', 'pydantic') if m in sys.modules))"
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)

@@ -325,7 +325,7 @@ def name_leaks(text: str) -> list[str]:
 def test_a_secret_in_a_file_name_is_redacted_at_every_exit(git_repo: Path, capsys, monkeypatch):
     """Listings, globs, search hits, context labels, a command's effects, intent_map.md,
     the audit log, the trace, the semantic cache and ``ctxnb show`` (#29)."""
-    from ctxnb.cli import main
+    from ctxnb.cli.app import main
     from ctxnb.llm.semcache import SemanticCache
     from ctxnb.retrieval.embedding import LexicalEmbedder
 

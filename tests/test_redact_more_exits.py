@@ -116,7 +116,7 @@ def test_rules_status_and_the_session_view_name_rules_files_redacted(sample_ws: 
 
 def test_ctxnb_index_lists_changed_files_redacted(sample_ws: Path, capsys) -> None:
     """``ctxnb index --list`` and ``--json`` print file names: a terminal or a CI log."""
-    from ctxnb.cli import main
+    from ctxnb.cli.app import main
 
     (sample_ws / "keys").mkdir()
     (sample_ws / "keys" / f"{TOKEN}.txt").write_text("hello\n", encoding="utf-8")
@@ -134,7 +134,7 @@ def test_ctxnb_index_lists_changed_files_redacted(sample_ws: Path, capsys) -> No
 def test_claude_code_cannot_write_ctxnb_settings_into_pyproject(sample_ws: Path) -> None:
     """A ``[tool.ctxnb]`` table added to pyproject.toml becomes ctxnb's settings: Claude
     Code's Write is refused by the pre hook as ctxnb's own write_file refuses it."""
-    from ctxnb.cli import main
+    from ctxnb.cli.app import main
     from ctxnb.integrations.claude_code import run_hook
 
     root = governed(sample_ws)
@@ -173,7 +173,7 @@ def test_claude_code_cannot_write_ctxnb_settings_into_pyproject(sample_ws: Path)
 def test_claude_code_hook_answers_name_files_redacted(sample_ws: Path) -> None:
     """What the hooks tell Claude Code (a refusal's reason, a post hook's block) names
     the file as the other exits do: a token in its name leaves redacted."""
-    from ctxnb.cli import main
+    from ctxnb.cli.app import main
     from ctxnb.integrations.claude_code import run_hook
 
     root = governed(sample_ws)

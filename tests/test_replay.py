@@ -326,7 +326,7 @@ def test_compare_at_and_diff(django: Trajectory) -> None:
 
 
 def test_cli_replay(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    from ctxnb.cli import main
+    from ctxnb.cli.app import main
 
     out = tmp_path / "out"
     code = main(

@@ -544,7 +544,7 @@ def test_restore_file_takes_back_a_shell_edit_and_a_deletion(env, test_data):
 
 
 def test_cli_restore(env):
-    from ctxnb.cli import main
+    from ctxnb.cli.app import main
 
     target = env.root / "inventory" / "store.py"
     old = target.read_bytes()

@@ -609,7 +609,7 @@ def test_every_spelling_of_the_commit_runs_the_one_rewritten_command(ws, spellin
 def test_a_damaged_hold_record_is_one_clear_refusal(ws, damage):
     """A record not as ctxnb wrote it is answered with a refusal that says so (not a
     crash of the hook); a human can still discard it."""
-    from ctxnb.cli import main
+    from ctxnb.cli.app import main
 
     root = ws["root"]
     select_intent(root, "INT-001", SID)
@@ -781,7 +781,7 @@ def test_a_commit_typed_in_a_terminal_commits_only_the_diff_it_printed(ws, capsy
     """Not through Claude Code's prompt, nobody was shown the diff: ``ctxnb sandbox
     commit`` prints it and, without a terminal to answer on, commits it only with
     ``--expect`` naming the diff printed."""
-    from ctxnb.cli import main
+    from ctxnb.cli.app import main
 
     root = ws["root"]
     select_intent(root, "INT-001", SID)

@@ -20,7 +20,7 @@ from conftest import git
 from test_govern_engine import INTENTS
 
 from ctxnb import Workspace
-from ctxnb.cli import main
+from ctxnb.cli.app import main
 from ctxnb.errors import CtxnbError, NotFoundError, PolicyError
 from ctxnb.govern import init_governance
 from ctxnb.govern.ledger import TraceLedger, build_trace_record

@@ -18,7 +18,7 @@ dispatch, governance and redaction an MCP client gets), in the session ``mcp-cli
 unless ``--session`` names another.
 
 Example:
-    >>> from ctxnb.cli import build_parser
+    >>> from ctxnb.cli.app import build_parser
     >>> ns = build_parser().parse_args(["mcp", "serve", "/tmp/ws", "--http", "8765"])
     >>> (ns.action, ns.args, ns.http, ns.host)
     ('serve', ['/tmp/ws'], 8765, '127.0.0.1')
@@ -33,11 +33,11 @@ import sys
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
-from ..cli import _out, arg, command
 from ..errors import ConfigError
+from .app import _out, arg, command
 
 if TYPE_CHECKING:
-    from ..cli import Handler
+    from .app import Handler
 
 __all__: list[str] = []
 
@@ -95,7 +95,7 @@ _CLI_SESSION = "mcp-cli"
 @arg("--json", action="store_true", help="call: print the whole result as JSON")
 def _cmd_mcp(ns: argparse.Namespace) -> int:
     # Raises MissingDependencyError (a clean CLI message) when the SDK is missing.
-    from . import mcp_server
+    from ..integrations import mcp_server
 
     limit = 1 if ns.action == "serve" else (2 if ns.action == "call" else 0)
     if len(ns.args) > limit or (ns.action == "call" and not ns.args):
@@ -156,7 +156,7 @@ def _call(mcp_server: Any, root: str, session_id: str, tool: str, text: str, as_
         raise ConfigError(
             f"the arguments of {tool} must be a JSON object, not {type(arguments).__name__}"
         )
-    from ._mcp_sdk import MCPError
+    from ..integrations._mcp_sdk import MCPError
 
     with mcp_server.McpBackend(root, session_id=session_id, caller="cli") as backend:
         try:
@@ -219,7 +219,7 @@ _HOOK_CHOICES = (*_HOOK_EVENTS, "select-intent", "reset-breaker", "install")
 def _cmd_hook(ns: argparse.Namespace) -> int:
     """Exit codes: 0 answered, 1 an error (Claude Code carries on), 2 a usage error."""
     if ns.event in _HOOK_EVENTS:
-        from .claude_code import run_event
+        from ..integrations.claude_code import run_event
 
         return run_event(ns.event)
     if ns.event == "reset-breaker":
@@ -232,14 +232,14 @@ def _cmd_hook(ns: argparse.Namespace) -> int:
         _out(f"circuit breaker closed for {ns.target or 'every tool'} in {root}")
         return 0
     if ns.event == "select-intent":
-        from .claude_code import select_intent
+        from ..integrations.claude_code import select_intent
 
         if not ns.target or not ns.session:
             sys.stderr.write("ctxnb hook select-intent: error: usage: ID --session SESSION_ID\n")
             return 2
         _out(select_intent(ns.workspace or os.getcwd(), ns.target, ns.session))
         return 0
-    from .claude_code_install import install_settings
+    from ..integrations.claude_code_install import install_settings
 
     path, changed = install_settings(ns.target or os.getcwd(), command=ns.hook_command)
     _out(f"{'updated' if changed else 'unchanged'} {path}")
@@ -297,7 +297,7 @@ def _live_settings(cls: Any, ns: argparse.Namespace, workspace: str | None,
      help="serve MODULE's create_agent(settings) instead of ctxnb's agent")  # fmt: skip
 def _cmd_acp(ns: argparse.Namespace) -> int:
     # Raises MissingDependencyError (a clean CLI message) when the SDK is missing.
-    from . import acp
+    from ..integrations import acp
 
     workspace = os.path.abspath(ns.workspace) if ns.workspace else None
     settings = _live_settings(acp.AcpSettings, ns, workspace, need_model=not ns.adapter)
@@ -315,7 +315,7 @@ def _cmd_acp(ns: argparse.Namespace) -> int:
      help="bearer token clients must send beyond loopback (or $CTXNB_A2A_TOKEN)")  # fmt: skip
 def _cmd_a2a(ns: argparse.Namespace) -> int:
     # Raises MissingDependencyError (a clean CLI message) when the SDK is missing.
-    from . import a2a
+    from ..integrations import a2a
 
     workspace = os.path.abspath(ns.workspace or os.getcwd())
     settings = _live_settings(a2a.A2aSettings, ns, workspace, host=ns.host, port=ns.port)

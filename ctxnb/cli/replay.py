@@ -14,8 +14,8 @@ import sys
 import warnings
 from concurrent.futures import Executor, ProcessPoolExecutor, ThreadPoolExecutor
 
-from ..cli import _out, arg, command
-from .experiment import STRATEGY_SPECS, parse_strategy
+from ..replay.experiment import STRATEGY_SPECS, parse_strategy
+from .app import _out, arg, command
 
 __all__: list[str] = []
 
@@ -45,8 +45,8 @@ def _strategy(spec: str) -> object:
 def _cmd_replay(ns: argparse.Namespace) -> int:
     import pandas as pd
 
-    from .analysis import summarize
-    from .experiment import DuplicateRunWarning, run_experiment
+    from ..replay.analysis import summarize
+    from ..replay.experiment import DuplicateRunWarning, run_experiment
 
     executor: Executor | None = None
     if ns.workers is not None:

@@ -6,7 +6,7 @@ only the command-line framework; each command imports what it needs.
 
 Example:
     >>> import pathlib, tempfile
-    >>> from ctxnb.cli import main
+    >>> from ctxnb.cli.app import main
     >>> root = pathlib.Path(tempfile.mkdtemp())
     >>> main(["init-governance", str(root)])  # doctest: +ELLIPSIS
     created .../.orchestration/active_intents.yaml
@@ -21,7 +21,7 @@ import os
 import sys
 from typing import Any
 
-from ..cli import _out, _workspace, arg, command, workspace_path
+from .app import _out, _workspace, arg, command, workspace_path
 
 __all__: list[str] = []
 
@@ -30,7 +30,7 @@ __all__: list[str] = []
 @arg("path", nargs="?", default=None, help="workspace directory (default: current)")
 def _cmd_init_governance(ns: argparse.Namespace) -> int:
     """Create the governance files; existing files are left as they are."""
-    from .intents import init_governance
+    from ..govern.intents import init_governance
 
     root = os.path.abspath(ns.path or os.getcwd())
     if not os.path.isdir(root):
@@ -56,7 +56,7 @@ def _cmd_init_governance(ns: argparse.Namespace) -> int:
 def _cmd_trace(ns: argparse.Namespace) -> int:
     """Check that no line of .orchestration/agent_trace.jsonl was edited, inserted,
     deleted or moved since ctxnb appended it; name the first bad line if one was."""
-    from .chain import verify_ledger
+    from ..govern.chain import verify_ledger
 
     root = os.path.abspath(ns.path or os.getcwd())
     if not os.path.isdir(root):
@@ -66,8 +66,8 @@ def _cmd_trace(ns: argparse.Namespace) -> int:
     ledger = os.path.join(root, ".orchestration", "agent_trace.jsonl")
     store_dir = os.path.join(root, ".ctxnb", "store")
     if os.path.isdir(store_dir):
-        from .ledger import TraceLedger
-        from .tracewal import restore
+        from ..govern.ledger import TraceLedger
+        from ..govern.tracewal import restore
 
         # Records a crash or a power loss took from the ledger after their store
         # transaction committed them: put back (chained) before the chain is checked.
@@ -162,8 +162,14 @@ def _cmd_sandbox(ns: argparse.Namespace) -> int:
     if not argv:
         sys.stderr.write("ctxnb sandbox exec: error: usage: exec [options] -- COMMAND [ARG...]\n")
         return 2
-    from .core import get_intent
-    from .state import find_workspace, intents_file, load_intents_cached, load_settings, state_dir
+    from ..govern.core import get_intent
+    from ..govern.state import (
+        find_workspace,
+        intents_file,
+        load_intents_cached,
+        load_settings,
+        state_dir,
+    )
 
     root, governed = find_workspace(ns.workspace or os.getcwd())
     cwd = os.getcwd()
@@ -263,8 +269,8 @@ def _held(action: str, hold_id: str, ns: Any) -> int:
     import contextlib
 
     from ..errors import NotFoundError, PolicyError
+    from ..govern.state import find_workspace
     from ..sandbox.held import discard_hold, load_hold
-    from .state import find_workspace
 
     root, _ = find_workspace(ns.workspace or os.getcwd())
     if action == "discard":
@@ -299,8 +305,8 @@ def _held(action: str, hold_id: str, ns: Any) -> int:
             sys.stderr.write("ctxnb: nothing was committed\n")
             return 1
         ns.expect = sha
+    from ..govern.approval import CallbackApprover
     from ..workspace import Workspace
-    from .approval import CallbackApprover
 
     by = "human (asked by Claude Code)" if ns.session else "human (ctxnb sandbox commit)"
     with Workspace.open(root) as ws:

@@ -54,7 +54,7 @@ def _out(text: str) -> None:
 
 
 def _workspace(path: str | None):  # type: ignore[no-untyped-def]
-    from .workspace import Workspace
+    from ..workspace import Workspace
 
     return Workspace.open(path or os.getcwd())
 
@@ -82,7 +82,7 @@ def _cmd_index(ns: argparse.Namespace) -> int:
         return 0
     _out(str(report))
     if ns.list:
-        from .redaction.redactor import redact_text
+        from ..redaction.redactor import redact_text
 
         # A file's name can hold a secret: the listing leaves redacted like `ctxnb show`.
         for rel, action in sorted(report.changed_paths.items()):
@@ -94,14 +94,14 @@ def _cmd_index(ns: argparse.Namespace) -> int:
 @arg("file", help="path of the file, relative to the workspace or absolute")
 @arg("-w", "--workspace", default=None, help="workspace directory (default: current)")
 def _cmd_history(ns: argparse.Namespace) -> int:
-    from .ids import short_id
-    from .indexer import is_deleted
+    from ..ids import short_id
+    from ..indexer import is_deleted
 
     with _workspace(ns.workspace) as ws:
         path = workspace_path(ws, ns.file)
         versions = ws.history(path)
         if not versions:
-            from .errors import NotFoundError
+            from ..errors import NotFoundError
 
             raise NotFoundError(f"{ns.file!r} has no stored versions; run `ctxnb index` first")
         oid = short_id(ws.store, versions[0].doc["xt/id"])
@@ -163,9 +163,9 @@ def _cmd_restore(ns: argparse.Namespace) -> int:
 @arg("-w", "--workspace", default=None, help="workspace directory (default: current)")
 @arg("--as-of", type=int, default=None, help="the version current at this transaction id")
 def _cmd_show(ns: argparse.Namespace) -> int:
-    from .errors import NotFoundError
-    from .ids import resolve_version
-    from .redaction.redactor import redact_data
+    from ..errors import NotFoundError
+    from ..ids import resolve_version
+    from ..redaction.redactor import redact_data
 
     with _workspace(ns.workspace) as ws:
         oid, tx = resolve_version(ws.store, ns.id)
@@ -192,10 +192,10 @@ def _cmd_show(ns: argparse.Namespace) -> int:
 @arg("--text", action="store_true", help="print the assembled context itself instead")
 def _cmd_context(ns: argparse.Namespace) -> int:
     """Like Claude Code's /context: what the session's context holds and what it costs."""
-    from .context import usage_report
-    from .errors import ConfigError
-    from .ids import resolve_id
-    from .replay.experiment import parse_strategy
+    from ..context import usage_report
+    from ..errors import ConfigError
+    from ..ids import resolve_id
+    from ..replay.experiment import parse_strategy
 
     try:
         strategy = parse_strategy(ns.strategy)
@@ -219,7 +219,7 @@ def build_parser() -> argparse.ArgumentParser:
     """The argument parser of the ``ctxnb`` command (used for the CLI reference too)."""
     import argparse
 
-    from ._version import __version__
+    from .._version import __version__
 
     parser = argparse.ArgumentParser(
         prog="ctxnb",
@@ -237,15 +237,15 @@ def build_parser() -> argparse.ArgumentParser:
 # Commands defined in other modules register themselves on import. Only the module a
 # command needs is imported, so `ctxnb hook pre-tool-use` starts fast.
 _PLUGIN_MODULES: dict[str, str] = {
-    "a2a": "ctxnb.integrations.cli",
-    "acp": "ctxnb.integrations.cli",
-    "hook": "ctxnb.integrations.cli",
-    "init-governance": "ctxnb.govern.cli",
-    "mcp": "ctxnb.integrations.cli",
-    "replay": "ctxnb.replay.cli",
-    "sandbox": "ctxnb.govern.cli",
-    "trace": "ctxnb.govern.cli",
-    "why": "ctxnb.govern.cli",
+    "a2a": "ctxnb.cli.integrations",
+    "acp": "ctxnb.cli.integrations",
+    "hook": "ctxnb.cli.integrations",
+    "init-governance": "ctxnb.cli.govern",
+    "mcp": "ctxnb.cli.integrations",
+    "replay": "ctxnb.cli.replay",
+    "sandbox": "ctxnb.cli.govern",
+    "trace": "ctxnb.cli.govern",
+    "why": "ctxnb.cli.govern",
 }
 
 
@@ -306,12 +306,12 @@ def _hook_process(args: list[str]) -> int:
 
 
 def _main(args: list[str]) -> int:
-    from .errors import CtxnbError
+    from ..errors import CtxnbError
 
     if len(args) == 2 and args[0] == "hook" and args[1] in _FAST_HOOK_EVENTS:
         # Claude Code starts this on every tool call: skip building the parser.
         try:
-            from .integrations.claude_code import run_event
+            from ..integrations.claude_code import run_event
         except Exception as e:  # a broken install must not let a tool call through
             verdict, code = ("blocked", 2) if args[1] == "pre-tool-use" else ("error", 1)
             sys.stderr.write(
