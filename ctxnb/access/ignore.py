@@ -41,8 +41,8 @@ from ._gitsources import git_sources, ignore_lines, tracked_dirs
 
 __all__ = ["ALWAYS_SKIP", "IgnoreMatcher", "IgnoredWorkspaceWarning", "TreeIgnores", "iter_tree"]
 
-ALWAYS_SKIP = (".git", ".ctxnb")
-"""Names never walked, at any depth (deny globs of the walk's path policy)."""
+ALWAYS_SKIP: frozenset[str] = frozenset({".git", ".ctxnb"})
+"""Names never walked, indexed or searched, at any depth: git's own data and ctxnb's."""
 
 
 class IgnoredWorkspaceWarning(UserWarning):
@@ -245,7 +245,7 @@ def iter_tree(
     from .fdio import PathPolicy
 
     ignores = TreeIgnores(extra_ignores, use_gitignore=use_gitignore, root=root)
-    policy = PathPolicy([root], deny=ALWAYS_SKIP)
+    policy = PathPolicy([root], deny=sorted(ALWAYS_SKIP))
     for entry in policy.walk(skip=ignores.skip, on_dir=ignores.on_dir):
         yield entry.safe.rel, entry.stat
 

@@ -198,6 +198,7 @@ def _exec_governed(root: Any, intent_id: str, argv: list[str], cwd: str, ns: Any
     from pathlib import Path
 
     from ..errors import PolicyError
+    from ..govern.engine import engine_of
     from ..redaction.redactor import redact
     from ..sandbox.held import PROMPT_DIFF_CHARS, Hold, hold_overlay
     from ..sandbox.runner import SandboxResult
@@ -224,7 +225,7 @@ def _exec_governed(root: Any, intent_id: str, argv: list[str], cwd: str, ns: Any
     with Workspace.open(root) as ws:
         session = ws.session(f"claude-code-{sid}" if sid else None)
         tools = ws.tools(session, caller="claude-code", model_id=os.environ.get("CTXNB_MODEL_ID"))
-        engine = tools.engine  # type: ignore[attr-defined]
+        engine = engine_of(tools)
         engine.select_active_intent(intent_id)
         try:
             out = engine.run_sandboxed(
@@ -306,6 +307,7 @@ def _held(action: str, hold_id: str, ns: Any) -> int:
             return 1
         ns.expect = sha
     from ..govern.approval import CallbackApprover
+    from ..govern.engine import engine_of
     from ..workspace import Workspace
 
     by = "human (asked by Claude Code)" if ns.session else "human (ctxnb sandbox commit)"
@@ -319,7 +321,7 @@ def _held(action: str, hold_id: str, ns: Any) -> int:
             # before this command runs; the commit checks it is still that diff).
             approver=CallbackApprover(lambda req: True, by=by),
         )
-        engine = tools.engine  # type: ignore[attr-defined]
+        engine = engine_of(tools)
         engine.select_active_intent(hold.intent_id)
         try:
             out = engine.commit_held(hold_id, caller="claude-code", tool="Bash", expect=ns.expect)

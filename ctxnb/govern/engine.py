@@ -576,6 +576,38 @@ def _scope_rel(path: str, root: Path) -> str:
     return p[2:] if p.startswith("./") else p
 
 
+class GovernedTools(FileTools):
+    """File tools whose every call passes a :class:`HookEngine`: ``tools.engine``.
+
+    The engine is the tools' ``hooks`` and is handed in, typed, when the tools are made
+    (by :func:`governed_tools`); it knows its tools back (``engine.tools``).
+    """
+
+    def __init__(
+        self, workspace: Access, session: Session, *, engine: HookEngine, **kwargs: Any
+    ) -> None:
+        super().__init__(workspace, session, hooks=engine, **kwargs)
+        self.engine: HookEngine = engine
+        engine.tools = self
+
+
+def engine_of(tools: FileTools) -> HookEngine:
+    """The governance engine behind ``tools``.
+
+    Raises:
+        PolicyError: ``tools`` are not governed (the workspace has no ``.orchestration/``).
+    """
+    if isinstance(tools, GovernedTools):
+        return tools.engine
+    raise PolicyError(
+        "NOT_GOVERNED",
+        "these file tools are not governed: the workspace has no .orchestration/",
+        recoverable=False,
+        required_action="Run `ctxnb init-governance` in the workspace (a human does), "
+        "then open the tools again.",
+    )
+
+
 def governed_tools(
     workspace: Access,
     session: Session,
@@ -586,17 +618,16 @@ def governed_tools(
     model_id: str | None = None,
     clock: Callable[[], datetime] | None = None,
     **kwargs: Any,
-) -> FileTools:
-    """File tools of ``session`` wired to a new :class:`HookEngine` (``tools.hooks``).
+) -> GovernedTools:
+    """File tools of ``session`` wired to a new :class:`HookEngine` (``tools.engine``).
 
     ``select_active_intent`` and ``run_command`` become tools of ``dispatch`` too. One
     ``clock`` times the audit lines, the trace records and the lessons.
     """
     engine = HookEngine(workspace, approver=approver, model_id=model_id, clock=clock)
-    tools = FileTools(
-        workspace, session, caller=caller, profile=profile, hooks=engine, clock=clock, **kwargs
+    tools = GovernedTools(
+        workspace, session, engine=engine, caller=caller, profile=profile, clock=clock, **kwargs
     )
-    engine.tools = tools
     tools.register_tool(
         ToolInfo(
             name="select_active_intent",
@@ -620,5 +651,4 @@ def governed_tools(
         ),
         engine.run_command_tool,
     )
-    tools.engine = engine  # type: ignore[attr-defined]
     return tools

@@ -154,7 +154,7 @@ class RulesTracker:
         self._by_id: dict[str, str] = {}  # object id -> path
         self._stats: dict[str, tuple[int, int]] = {}
         self._seq = 0
-        session._rules_tracker = self  # type: ignore[attr-defined]
+        session.rules_tracker = self
         for rel in self.index.tier1():
             self._load(rel, 1, "rules", "always", "session_start", "session start")
         if skills and len(self.index.skills):
@@ -518,7 +518,7 @@ class AllRules(RulesTracker):
 
 def tracker_for(session: Session) -> RulesTracker | None:
     """The rules tracker attached to a session, or None."""
-    return getattr(session, "_rules_tracker", None)
+    return session.rules_tracker
 
 
 def follow_rules(session: Session) -> RulesTracker:

@@ -219,7 +219,7 @@ class McpBackend(_McpContent):
 
     # -- tools ------------------------------------------------------------------------------
     def _resolve_target(self, target: str) -> str:
-        if _OBJECT_ID.match(target) and target in self.session._index_set:
+        if _OBJECT_ID.match(target) and self.session.in_index(target):
             return target
         oid = self.session.find(target)
         if oid is not None:
@@ -368,7 +368,9 @@ class McpBackend(_McpContent):
 
     def _check_intent(self, intent_id: str) -> dict[str, Any] | None:
         """The refusal of a call naming an intent that is not active, else None."""
-        engine = self.tools.engine  # type: ignore[attr-defined]
+        from ..govern.engine import engine_of
+
+        engine = engine_of(self.tools)
         try:
             engine.intents().get(intent_id)
         except PolicyError as e:

@@ -27,6 +27,7 @@ from ..model import INFRA_TYPES, new_id
 
 if TYPE_CHECKING:
     from ..access.door import Access
+    from ..instructions.tracker import RulesTracker
     from .watch import Watcher
 
 
@@ -97,6 +98,9 @@ class _SessionState:
         self._listeners: list[Callable[[str, str], None]] = []
         self.last_resume: ResumeReport | None = None
         self._pending: list[dict[str, Any]] = []
+        #: The instruction-file tracker attached to this session (it attaches itself,
+        #: :class:`ctxnb.instructions.RulesTracker`), or None.
+        self.rules_tracker: RulesTracker | None = None
         #: True when the session was opened with ``rules=False``: nothing attaches a
         #: rules tracker to it later (``ws.tools`` included).
         self.rules_off = False
@@ -105,6 +109,10 @@ class _SessionState:
         # The metadata lines the prompt has shown, in blocks (ctxnb.context._metalog):
         # append-only, saved with the session so that past contexts rebuild exactly.
         self._meta_log: list[dict[str, Any]] = []
+
+    def in_index(self, object_id: str) -> bool:
+        """Whether the object is in this session's index (it was read or indexed in it)."""
+        return object_id in self._index_set
 
     def _set_meta(self, oid: str, entry: MetaEntry) -> None:
         self._meta[oid] = entry

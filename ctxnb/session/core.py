@@ -116,7 +116,7 @@ class Session(_SessionResume):
             if activate:
                 self.activate(tid)
             for ref in file_refs:
-                if ref in self._index_set:
+                if self.in_index(ref):
                     self._touch(ref)
             self._follow_rules(tool, args, file_refs)
             return tid
@@ -125,7 +125,7 @@ class Session(_SessionResume):
         """Tier 3: a tracker attached to this session loads the nested rules of every
         subtree a tool call touched -- the paths in its arguments (a shell command's
         included) and the files it was observed to change."""
-        tracker = getattr(self, "_rules_tracker", None)
+        tracker = self.rules_tracker
         if tracker is None:
             return
         for key in _QUERY_ARGS:  # tier 2: a search's query may call for linked docs
@@ -146,7 +146,7 @@ class Session(_SessionResume):
             self._turns.append({"role": role, "content": content})
             self._notify(self.chat_id, "turn")
             count = len(self._turns)
-        tracker = getattr(self, "_rules_tracker", None)
+        tracker = self.rules_tracker
         if tracker is not None and role == "user":
             tracker.on_query(content)  # tier 2: a user turn may call for linked docs
         return count
@@ -268,7 +268,7 @@ class Session(_SessionResume):
 
     def _head(self) -> list[str]:
         """Rules files a tracker loaded, root to leaf: read right after the system prompt."""
-        tracker = getattr(self, "_rules_tracker", None)
+        tracker = self.rules_tracker
         return list(tracker.rule_ids()) if tracker is not None else []
 
     def assemble(

@@ -34,6 +34,8 @@ import re
 from dataclasses import dataclass, field
 from typing import Literal
 
+from ..errors import CtxnbError
+
 __all__ = [
     "PIPES",
     "READ_REDIRECTIONS",
@@ -49,9 +51,10 @@ __all__ = [
 ]
 
 
-class ShellSyntaxError(ValueError):
+class ShellSyntaxError(CtxnbError, ValueError):
     """A command line a shell would refuse: an unbalanced quote, bracket or backtick, or
-    a redirection with no target."""
+    a redirection with no target. A :class:`ValueError` too, as before it joined ctxnb's
+    error root."""
 
 
 @dataclass(frozen=True)

@@ -76,12 +76,12 @@ class _FileSources(ToolRunner):
     def _show_active_copy(self, rel: str, content: str | None) -> None:
         """The session's prompt shows the active copy of a file it holds (or stops)."""
         oid = self.workspace.object_id(rel)
-        if oid not in self.session._index_set and content is not None:
+        if not self.session.in_index(oid) and content is not None:
             try:
                 self._index_bytes(rel, self.policy.read_bytes(rel))
             except NotFoundError:
                 return  # a new, unsaved file: nothing on disk to hold it yet
-        if oid in self.session._index_set:
+        if self.session.in_index(oid):
             self.session.set_active_copy(oid, content)
 
     def active_file_sha256(self, doc_path: str) -> str:

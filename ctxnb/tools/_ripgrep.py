@@ -19,11 +19,10 @@ from collections.abc import Callable, Iterable, Iterator, Sequence
 from pathlib import Path
 from typing import IO, TYPE_CHECKING, Any
 
-from ctxnb.access.ignore import TreeIgnores
+from ctxnb.access.ignore import ALWAYS_SKIP, TreeIgnores
 from ctxnb.errors import CtxnbError
 
 from ._searchfiles import (
-    ALWAYS_EXCLUDED,
     Match,
     _file_matches,
     _policy_text,
@@ -168,7 +167,7 @@ def _search_ripgrep(
     ]
     for glob in globs:
         cmd += ["--glob", glob]
-    for name in sorted(ALWAYS_EXCLUDED):
+    for name in sorted(ALWAYS_SKIP):
         cmd += ["--glob", f"!{name}"]  # last, so no include glob can bring them back
     cmd += ["--regexp", pattern if regex else re.escape(pattern)]
     if not _ascii_only(compiled):
@@ -323,7 +322,7 @@ def _rg_keep(
 ) -> bool:
     """Apply the rules ripgrep reads differently (an include glob beats .gitignore)."""
     parts = rel.split("/")
-    if any(p in ALWAYS_EXCLUDED for p in parts):
+    if any(p in ALWAYS_SKIP for p in parts):
         return False
     if ignores.ignored(rel):
         return False

@@ -15,16 +15,13 @@ from functools import lru_cache
 from pathlib import Path
 from typing import TYPE_CHECKING, NamedTuple
 
-from ctxnb.access.ignore import TreeIgnores
+from ctxnb.access.ignore import ALWAYS_SKIP, TreeIgnores
 from ctxnb.errors import CtxnbError, NotFoundError
 
 from ._searchpatterns import _GlobFilter
 
 if TYPE_CHECKING:
     from ctxnb.access.fdio import FileEntry, PathPolicy
-
-#: Names never searched, at any depth.
-ALWAYS_EXCLUDED = frozenset({".git", ".ctxnb"})
 
 
 class Match(NamedTuple):
@@ -148,7 +145,7 @@ def _whole_tree(root: Path) -> PathPolicy:
     """
     from ctxnb.access.fdio import PathPolicy
 
-    return PathPolicy([root], deny=sorted(ALWAYS_EXCLUDED))
+    return PathPolicy([root], deny=sorted(ALWAYS_SKIP))
 
 
 def _search_files(

@@ -197,7 +197,7 @@ class ToolRunner:
             audit_args(args),
             content,
             status="ok" if success else "fail",
-            file_refs=[f for f in file_refs if f in self.session._index_set],
+            file_refs=[f for f in file_refs if self.session.in_index(f)],
             activate=call.tool not in reads or _partial(result),
         )
 
