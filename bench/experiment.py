@@ -49,7 +49,7 @@ def main() -> int:
 
     from ctxnb.replay.analysis import summarize
     from ctxnb.replay.experiment import expand_paths, run_experiment
-    from ctxnb.replay.replay import default_strategies
+    from ctxnb.replay.runner import default_strategies
     from ctxnb.strategies.builtin import BlockMasking, Summarize
 
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])

@@ -36,7 +36,7 @@ DEFAULT = [
 def main(argv: list[str]) -> int:
     from ctxnb.replay import load
     from ctxnb.replay.fidelity import FidelityWarning, fidelity_from_frame
-    from ctxnb.replay.replay import HiddenPrompt, replay
+    from ctxnb.replay.runner import HiddenPrompt, replay
     from ctxnb.strategies.builtin import KeepAll
 
     paths = [Path(a) for a in argv] or DEFAULT

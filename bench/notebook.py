@@ -156,7 +156,7 @@ def make_run(steps: int, *, seed: int = 11) -> Any:
 
 
 def bench_replay_view(steps: int) -> None:
-    from ctxnb.replay.replay import replay, replay_contexts
+    from ctxnb.replay.runner import replay, replay_contexts
     from ctxnb.strategies.builtin import KeepAll, ObservationMasking
     from ctxnb.widgets import ContextView, ReplayView
     from ctxnb.widgets.replay_view import item_states

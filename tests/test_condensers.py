@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from ctxnb.replay import load
-from ctxnb.replay.replay import replay
+from ctxnb.replay.runner import replay
 from ctxnb.strategies.builtin import Item, KeepAll, ObservationMasking, StrategyInput
 from ctxnb.strategies.condensers import MaskingSummaryHybrid, TokenCondenser
 

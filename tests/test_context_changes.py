@@ -315,7 +315,7 @@ def test_the_vendored_claude_code_compaction(test_data: Path) -> None:
     are those of the keep-all replay context at that step, every piece of evidence is
     in both the result and the summary, and ReplayView shows the verdicts."""
     from ctxnb.replay import load
-    from ctxnb.replay.replay import replay_contexts
+    from ctxnb.replay.runner import replay_contexts
     from ctxnb.widgets import ReplayView
 
     path = test_data / "claude_code" / "compaction_trimmed.jsonl"

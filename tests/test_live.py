@@ -43,7 +43,7 @@ def test_the_scripted_run_solves_the_sample_task_through_ctxnb(tmp_path: Path) -
     from ctxnb.live import ScriptedModelServer, run_task, sample_task
     from ctxnb.live.run import SYSTEM_PROMPT, sample_script
     from ctxnb.replay import Trajectory
-    from ctxnb.replay.replay import replay
+    from ctxnb.replay.runner import replay
 
     task = sample_task(tmp_path)
     fails = subprocess.run(task.test, shell=True, cwd=tmp_path, capture_output=True)
@@ -212,7 +212,7 @@ def test_an_llm_summarizer_through_litellm_is_counted_in_replay_results() -> Non
     from ctxnb.live import ScriptedModelServer
     from ctxnb.llm.calls import LiteLLMSummarizer
     from ctxnb.replay import load
-    from ctxnb.replay.replay import replay
+    from ctxnb.replay.runner import replay
     from ctxnb.strategies.builtin import Summarize
 
     t = load(_DJANGO_RUN)
@@ -244,7 +244,7 @@ def test_an_llm_summarizer_with_no_price_warns_and_is_not_free() -> None:
     from ctxnb.llm.calls import LiteLLMSummarizer
     from ctxnb.replay import load
     from ctxnb.replay.analysis import summarize
-    from ctxnb.replay.replay import replay
+    from ctxnb.replay.runner import replay
     from ctxnb.strategies.builtin import Summarize
 
     t = load(_DJANGO_RUN)

@@ -20,7 +20,7 @@ from ctxnb._util.plotting import SERIES_COLORS, line_style, marker_style, plot_s
 from ctxnb.analysis import plot_context_composition, plot_mutations_per_intent
 from ctxnb.analysis import plot_tokens_per_turn as plot_turns
 from ctxnb.replay.analysis import plot_cost_vs_loss, plot_tokens_per_step, summarize
-from ctxnb.replay.replay import replay
+from ctxnb.replay.runner import replay
 from ctxnb.strategies.builtin import (
     FileViewLimits,
     KeepAll,

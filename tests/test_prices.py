@@ -22,7 +22,7 @@ from ctxnb.llm.prices import (
     resolve_prices,
 )
 from ctxnb.replay import load
-from ctxnb.replay.replay import replay
+from ctxnb.replay.runner import replay
 from ctxnb.strategies.builtin import KeepAll, ObservationMasking
 
 DJANGO = (

@@ -49,7 +49,7 @@ def test_a_replay_frame_names_its_inputs_prices_strategies_and_counter(tmp_path:
 
 
 def test_the_cache_hit_rate_reaches_every_worker_and_the_provenance() -> None:
-    from ctxnb.replay.replay import replay
+    from ctxnb.replay.runner import replay
 
     files = sorted(MINI.glob("*.traj.json"))[:1]
     df = run_experiment(

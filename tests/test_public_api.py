@@ -4,6 +4,8 @@ import importlib
 import subprocess
 import sys
 
+import pytest
+
 import ctxnb
 
 
@@ -12,9 +14,118 @@ def test_all_is_sorted_and_unique():
     assert len(set(ctxnb.__all__)) == len(ctxnb.__all__)
 
 
-def test_every_public_name_resolves():
-    for name in ctxnb.__all__:
-        assert getattr(ctxnb, name) is not None, name
+# The packages a user imports names from: ctxnb and each wing's face.
+PUBLIC_PACKAGES = (
+    "ctxnb",
+    "ctxnb.access",
+    "ctxnb.cli",
+    "ctxnb.context",
+    "ctxnb.govern",
+    "ctxnb.instructions",
+    "ctxnb.live",
+    "ctxnb.llm",
+    "ctxnb.redaction",
+    "ctxnb.replay",
+    "ctxnb.sandbox",
+    "ctxnb.session",
+    "ctxnb.store",
+    "ctxnb.strategies",
+    "ctxnb.tools",
+)
+
+# Module paths users and docs import from; each keeps working whatever moves inside.
+STABLE_PATHS = (
+    "ctxnb.store",
+    "ctxnb.session",
+    "ctxnb.redaction",
+    "ctxnb.strategies",
+    "ctxnb.llm",
+    "ctxnb.resolver",
+    "ctxnb.hashing",
+    "ctxnb.errors",
+    "ctxnb.model",
+    "ctxnb.indexer",
+    "ctxnb.config",
+    "ctxnb.workspace",
+    "ctxnb.replay",
+    "ctxnb.live",
+    "ctxnb.govern.approval",
+    "ctxnb.sandbox.plan",
+    "ctxnb.integrations.mcp_server",
+)
+
+
+def _top_level_definitions() -> dict[str, list[str]]:
+    """Name -> the ctxnb modules whose top level defines it (class, def or assignment)."""
+    import ast
+    from pathlib import Path
+
+    root = Path(ctxnb.__file__).parent
+    out: dict[str, list[str]] = {}
+    for path in sorted(root.rglob("*.py")):
+        parts = list(path.relative_to(root.parent).with_suffix("").parts)
+        module = ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+        for node in ast.parse(path.read_text()).body:
+            names: list[str] = []
+            if isinstance(node, ast.ClassDef | ast.FunctionDef | ast.AsyncFunctionDef):
+                names = [node.name]
+            elif isinstance(node, ast.Assign):
+                names = [t.id for t in node.targets if isinstance(t, ast.Name)]
+            elif isinstance(node, ast.AnnAssign) and isinstance(node.target, ast.Name):
+                names = [node.target.id]
+            for name in names:
+                out.setdefault(name, []).append(module)
+    return out
+
+
+def _defined_in_ctxnb(value: object, name: str, definitions: dict[str, list[str]]) -> bool:
+    """Whether ``value`` is the object a ctxnb module defines under ``name``."""
+    import types
+
+    if isinstance(value, types.ModuleType):  # a submodule shadowing a public name
+        return False
+    return any(
+        getattr(importlib.import_module(module), name, None) is value
+        for module in definitions.get(name, ())
+    )
+
+
+@pytest.mark.parametrize("package", PUBLIC_PACKAGES)
+def test_every_public_name_is_an_object_ctxnb_defines(package: str) -> None:
+    """Each name of a package's ``__all__`` resolves, and to what a ctxnb module defines
+    under that name: not a submodule of the same name, not something of another library."""
+    import pkgutil
+
+    definitions = _top_level_definitions()
+    pkg = importlib.import_module(package)
+    if package != "ctxnb":
+        # Import every submodule first: importing ``ctxnb.replay.runner`` binds the name
+        # ``runner`` in the package, and a submodule named like a public name would
+        # replace that name with itself, depending on what was imported before.
+        for info in pkgutil.iter_modules(pkg.__path__):
+            importlib.import_module(f"{package}.{info.name}")
+    wrong = [
+        name for name in pkg.__all__ if not _defined_in_ctxnb(getattr(pkg, name), name, definitions)
+    ]
+    assert wrong == [], f"{package}: names that resolve to no object ctxnb defines: {wrong}"
+
+
+def test_the_public_name_check_fails_on_a_submodule_or_a_foreign_object() -> None:
+    import json
+
+    import ctxnb.store._log as log_module
+
+    definitions = _top_level_definitions()
+    assert _defined_in_ctxnb(ctxnb.Workspace, "Workspace", definitions)
+    assert not _defined_in_ctxnb(log_module, "_log", definitions)  # a module, not a name
+    assert not _defined_in_ctxnb(json.dumps, "dumps", definitions)  # another library's
+    assert not _defined_in_ctxnb(ctxnb.Session, "Workspace", definitions)  # the wrong object
+
+
+@pytest.mark.parametrize("path", STABLE_PATHS)
+def test_documented_module_paths_import(path: str) -> None:
+    module = importlib.import_module(path)
+    assert module.__name__ == path
     assert set(dir(ctxnb)) == set(ctxnb.__all__)
 
 

@@ -19,7 +19,7 @@ from ctxnb.replay.analysis import (
 )
 from ctxnb.replay.experiment import parse_strategy, run_experiment
 from ctxnb.replay.fidelity import check_fidelity, fidelity_from_frame
-from ctxnb.replay.replay import COLUMNS, replay, replay_contexts, strategy_labels
+from ctxnb.replay.runner import COLUMNS, replay, replay_contexts, strategy_labels
 from ctxnb.strategies.builtin import (
     KeepAll,
     MetadataOnly,

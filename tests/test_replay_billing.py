@@ -21,7 +21,7 @@ from ctxnb.llm.prices import ONE_HOUR_WRITE_FACTOR, PriceTable
 from ctxnb.replay import bill_check, load, run_experiment
 from ctxnb.replay.billing import recorded_cache_resets
 from ctxnb.replay.model import Action, Step, Trajectory, Usage
-from ctxnb.replay.replay import recorded_cache_ttl, replay
+from ctxnb.replay.runner import recorded_cache_ttl, replay
 from ctxnb.strategies.builtin import KeepAll, ObservationMasking
 
 DATA = Path(__file__).resolve().parent / "data" / "trajectories"

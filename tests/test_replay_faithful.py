@@ -12,7 +12,7 @@ import pytest
 from ctxnb.replay import load
 from ctxnb.replay.claude_code import from_claude_code
 from ctxnb.replay.fidelity import FidelityWarning, check_fidelity
-from ctxnb.replay.replay import replay, replay_contexts
+from ctxnb.replay.runner import replay, replay_contexts
 from ctxnb.strategies.builtin import KeepAll, ObservationMasking
 
 TRIMMED = Path(__file__).resolve().parent / "data" / "claude_code" / "compaction_trimmed.jsonl"

@@ -19,7 +19,7 @@ import pytest
 from ctxnb.llm.tokens import default_token_counter
 from ctxnb.replay import Trajectory, load
 from ctxnb.replay.model import Step
-from ctxnb.replay.replay import replay
+from ctxnb.replay.runner import replay
 from ctxnb.samples import data_dir
 from ctxnb.strategies.builtin import BlockMasking, KeepAll
 

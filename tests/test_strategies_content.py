@@ -9,7 +9,7 @@ import pytest
 
 from ctxnb import SelectionError, Workspace
 from ctxnb.replay import load
-from ctxnb.replay.replay import replay
+from ctxnb.replay.runner import replay
 from ctxnb.strategies.builtin import (
     BlockMasking,
     Item,

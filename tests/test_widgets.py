@@ -499,7 +499,7 @@ def replay_view() -> Any:
 
 
 def test_replay_view_item_states_match_the_replay_frame(replay_view: Any) -> None:
-    from ctxnb.replay.replay import replay
+    from ctxnb.replay.runner import replay
     from ctxnb.strategies.builtin import ObservationMasking
 
     frame = replay(RUN, [KeepAll(), ObservationMasking(3), RecencyWindow(4)])
@@ -552,7 +552,7 @@ def test_replay_view_bars_cover_every_step(replay_view: Any) -> None:
 
 
 def test_replay_view_from_a_frame_without_cache_columns() -> None:
-    from ctxnb.replay.replay import replay
+    from ctxnb.replay.runner import replay
     from ctxnb.widgets import ReplayView
 
     frame = replay(RUN, [KeepAll(), RecencyWindow(4)])

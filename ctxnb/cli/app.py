@@ -195,7 +195,7 @@ def _cmd_context(ns: argparse.Namespace) -> int:
     from ..context import usage_report
     from ..errors import ConfigError
     from ..ids import resolve_id
-    from ..replay.experiment import parse_strategy
+    from ..strategies.registry import parse_strategy
 
     try:
         strategy = parse_strategy(ns.strategy)

@@ -14,7 +14,7 @@ import sys
 import warnings
 from concurrent.futures import Executor, ProcessPoolExecutor, ThreadPoolExecutor
 
-from ..replay.experiment import STRATEGY_SPECS, parse_strategy
+from ..strategies.registry import STRATEGY_SPECS, parse_strategy
 from .app import _out, arg, command
 
 __all__: list[str] = []

@@ -94,7 +94,7 @@ class LiveAgentSettings:
         Raises:
             ConfigError: an unknown strategy name or bad settings.
         """
-        from ..replay.experiment import parse_strategy
+        from ..strategies.registry import parse_strategy
 
         try:
             return parse_strategy(self.strategy)

@@ -150,7 +150,7 @@ def run_experiment(
 
     from ..replay.experiment import _executor
     from ..replay.provenance import provenance
-    from ..replay.replay import strategy_labels
+    from ..replay.runner import strategy_labels
 
     tasks = list(tasks) if tasks is not None else load_suite()
     strategies = list(strategies) if strategies is not None else [KeepAll()]

@@ -1,10 +1,10 @@
 """The replayer: a recorded run fed step by step into a fresh ctxnb session.
 
 :class:`_Replayer` turns each :class:`~ctxnb.replay.model.Step` into ctxnb objects (chat
-turns, tool calls, the best-known content of each file, as :mod:`ctxnb.replay.replay`
+turns, tool calls, the best-known content of each file, as :mod:`ctxnb.replay.runner`
 describes) and counts, for a context, the re-reads and stale reads it causes;
-``_StepMemo`` counts tokens once per step. :func:`ctxnb.replay.replay.replay` and
-:func:`~ctxnb.replay.replay.replay_contexts` drive it.
+``_StepMemo`` counts tokens once per step. :func:`ctxnb.replay.runner.replay` and
+:func:`~ctxnb.replay.runner.replay_contexts` drive it.
 """
 
 from __future__ import annotations

@@ -69,7 +69,7 @@ def summarize(
     solve the task (see :func:`ctxnb.live.run_task`).
 
     Args:
-        df: a replay frame (:func:`~ctxnb.replay.replay.replay` or
+        df: a replay frame (:func:`~ctxnb.replay.runner.replay` or
             :func:`~ctxnb.replay.experiment.run_experiment`).
         prices: ``{"input_per_mtok": dollars per million input tokens}``; adds a
             ``cost`` column at one flat input price (no caching). The frame's own
@@ -373,8 +373,8 @@ def compare_at(
         strategy_b: the second.
         step: the step index (0-based).
         budget: total token budget, or None.
-        token_counter: as for :func:`~ctxnb.replay.replay.replay`.
-        files: as for :func:`~ctxnb.replay.replay.replay`.
+        token_counter: as for :func:`~ctxnb.replay.runner.replay`.
+        files: as for :func:`~ctxnb.replay.runner.replay`.
 
     Raises:
         IndexError: the run has no such step.
@@ -385,7 +385,7 @@ def compare_at(
         ...                   KeepAll(), ObservationMasking(3), step=10)  # doctest: +SKIP
         >>> context_diff(a, b)["changed"]  # doctest: +SKIP
     """
-    from .replay import replay_contexts
+    from .runner import replay_contexts
 
     if not isinstance(trajectory, Trajectory):
         from .converters import load

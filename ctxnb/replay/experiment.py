@@ -1,6 +1,6 @@
 """Run a grid of context strategies over many recorded runs, in parallel.
 
-:func:`run_experiment` replays every trajectory once (see :func:`ctxnb.replay.replay.replay`)
+:func:`run_experiment` replays every trajectory once (see :func:`ctxnb.replay.runner.replay`)
 and assembles the context under every strategy at every step. Trajectories are spread
 over any :class:`concurrent.futures.Executor`; by default a local process pool with
 one worker per CPU. The result is one tidy pandas frame and, if asked, a Parquet
@@ -46,20 +46,11 @@ import cloudpickle
 from ..errors import CtxnbError
 from ..llm.prices import CacheTTL, PriceTable, resolve_prices
 from ..llm.tokens import TokenCounter
-from ..strategies.builtin import (
-    BlockMasking,
-    ContextStrategy,
-    FileViewLimits,
-    KeepAll,
-    MetadataOnly,
-    ObservationMasking,
-    RecencyWindow,
-    Summarize,
-    TokenBudgetLRU,
-)
+from ..strategies.builtin import ContextStrategy
+from ..strategies.registry import STRATEGY_SPECS, parse_strategy
 from .model import Trajectory
 from .provenance import PARQUET_KEY, file_sha256, provenance
-from .replay import (
+from .runner import (
     FileMode,
     HiddenPrompt,
     check_cache_ttl,
@@ -82,63 +73,7 @@ __all__ = [
     "write_parquet",
 ]
 
-#: Strategy names :func:`parse_strategy` knows, with the meaning of their settings.
-STRATEGY_SPECS: dict[str, str] = {
-    "keep-all": "keep-all",
-    "observation-masking": "observation-masking[:KEEP_LAST] (default 5)",
-    "block-masking": "block-masking[:KEEP_LAST[,BLOCK]] (default 5,10)",
-    "summarize": "summarize[:KEEP_LAST[,MAX_TOKENS]] (default 5,200; extractive summaries)",
-    "recency-window": "recency-window[:N] (default 10)",
-    "token-budget-lru": "token-budget-lru[:TOKENS] (default: the run's --budget)",
-    "file-view-limits": "file-view-limits[:MAX_OPEN[,CHAR_LIMIT]] (default 5,20000)",
-    "metadata-only": "metadata-only",
-}
-
 _TRAJ_SUFFIXES = (".json", ".jsonl", ".traj")
-
-
-def parse_strategy(spec: str) -> ContextStrategy:
-    """A built-in strategy from a short text such as ``observation-masking:5``.
-
-    Args:
-        spec: a name from :data:`STRATEGY_SPECS`, optionally followed by ``:`` and its
-            settings, comma-separated.
-
-    Raises:
-        ValueError: unknown name or bad settings (the message lists what is allowed).
-
-    Example:
-        >>> parse_strategy("observation-masking:3")
-        ObservationMasking(keep_last=3)
-        >>> parse_strategy("file-view-limits:2,5000")
-        FileViewLimits(2, 5000)
-    """
-    name, _, rest = spec.strip().partition(":")
-    try:
-        nums = [int(x) for x in rest.split(",")] if rest else []
-    except ValueError:
-        raise ValueError(
-            f"strategy {spec!r}: settings after ':' must be integers; "
-            f"use {STRATEGY_SPECS.get(name, 'one of ' + ', '.join(STRATEGY_SPECS))}"
-        ) from None
-    makers: dict[str, tuple[Callable[..., ContextStrategy], int]] = {
-        "keep-all": (KeepAll, 0),
-        "observation-masking": (ObservationMasking, 1),
-        "block-masking": (BlockMasking, 2),
-        "summarize": (lambda k=5, m=200: Summarize(k, max_tokens=m), 2),
-        "recency-window": (lambda n=10: RecencyWindow(n), 1),
-        "token-budget-lru": (TokenBudgetLRU, 1),
-        "file-view-limits": (FileViewLimits, 2),
-        "metadata-only": (MetadataOnly, 0),
-    }
-    if name not in makers:
-        raise ValueError(f"unknown strategy {name!r}; known: {', '.join(STRATEGY_SPECS.values())}")
-    make, max_args = makers[name]
-    if len(nums) > max_args:
-        raise ValueError(
-            f"strategy {spec!r} takes at most {max_args} settings: {STRATEGY_SPECS[name]}"
-        )
-    return make(*nums)
 
 
 def expand_paths(items: Iterable[str | os.PathLike[str] | Trajectory]) -> list[Path | Trajectory]:
@@ -290,7 +225,7 @@ def run_experiment(
         trajectories: paths of trajectory files, directories of them, or
             :class:`~ctxnb.replay.model.Trajectory` objects.
         strategies: context strategies (picklable, see the module docs);
-            :func:`~ctxnb.replay.replay.default_strategies` when None.
+            :func:`~ctxnb.replay.runner.default_strategies` when None.
         budget: total token budget per context, or None for no limit.
         token_counter: a counter, a name such as ``"heuristic"``, or None for the
             default; it must pickle too when a process pool is used.
@@ -301,19 +236,19 @@ def run_experiment(
         out_dir: if given, the frame is also written there as Parquet, partitioned
             hive-style by strategy (:func:`write_parquet`).
         progress: show a progress bar; None shows one in notebooks and terminals.
-        files: ``"active"`` or ``"pool"`` (see :func:`~ctxnb.replay.replay.replay_contexts`).
+        files: ``"active"`` or ``"pool"`` (see :func:`~ctxnb.replay.runner.replay_contexts`).
         hidden_prompt_tokens: the agent's unrecorded prompt size, a number, ``"auto"``
-            or None (see :func:`~ctxnb.replay.replay.replay`).
+            or None (see :func:`~ctxnb.replay.runner.replay`).
         model: the model whose prices apply; each run's own model when None.
         prices: the price table (see :func:`~ctxnb.llm.prices.resolve_prices`).
         cache_hit_rate: the share of a cacheable prefix the provider's cache serves
-            (see :func:`~ctxnb.replay.replay.replay`).
+            (see :func:`~ctxnb.replay.runner.replay`).
         cache_write_ttl: the price of a cache write: ``"5m"``, ``"1h"``, or ``"auto"``
-            for each run's own (see :func:`~ctxnb.replay.replay.replay`).
+            for each run's own (see :func:`~ctxnb.replay.runner.replay`).
 
     Returns:
         The rows of every run, in the order the runs were given (then step, then
-        strategy), with the columns of :data:`~ctxnb.replay.replay.COLUMNS`.
+        strategy), with the columns of :data:`~ctxnb.replay.runner.COLUMNS`.
 
     Raises:
         TrajectoryFormatError: a file is not a trajectory ctxnb can read.

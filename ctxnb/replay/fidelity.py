@@ -44,7 +44,7 @@ from typing import TYPE_CHECKING, Any
 from ..llm.tokens import TokenCounter
 from ..strategies.builtin import KeepAll
 from .model import Trajectory
-from .replay import HiddenPrompt
+from .runner import HiddenPrompt
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -129,7 +129,7 @@ def fidelity_from_frame(
     """The fidelity figures of a replay frame's rows for one strategy.
 
     Args:
-        df: a frame from :func:`~ctxnb.replay.replay.replay` or
+        df: a frame from :func:`~ctxnb.replay.runner.replay` or
             :func:`~ctxnb.replay.experiment.run_experiment`.
         strategy: the strategy label whose rows to compare (keep-all: nothing dropped).
         drift_tolerance: how far (relative) a segment's median ratio may be from the
@@ -232,7 +232,7 @@ def check_fidelity(
             check many runs faster).
         progress: show a progress bar (None: in notebooks and terminals).
         hidden_prompt_tokens: the agent's unrecorded prompt size (a number, ``"auto"``
-            or None; see :func:`~ctxnb.replay.replay.replay`).
+            or None; see :func:`~ctxnb.replay.runner.replay`).
         drift_tolerance: see :func:`fidelity_from_frame`.
 
     Warns:

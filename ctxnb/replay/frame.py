@@ -26,7 +26,7 @@ if TYPE_CHECKING:
 
 __all__ = ["COLUMNS", "PromptTracker", "StepMeasure"]
 
-#: Columns of the frame :func:`~ctxnb.replay.replay.replay` returns, in order.
+#: Columns of the frame :func:`~ctxnb.replay.runner.replay` returns, in order.
 COLUMNS: tuple[str, ...] = (
     "trajectory",
     "source_format",

@@ -1,6 +1,12 @@
 """Context strategies: which items of a session go into the model's context.
 
-The public names of :mod:`ctxnb.strategies.builtin`, loaded on first use.
+``builtin.py`` holds the strategies (keep-all, masking, summaries, windows, budgets),
+``condensers.py`` those that condense old turns, ``summaries.py`` the file outlines they
+use, and ``registry.py`` the name each is known by on the command line and in live runs.
+Adding a strategy: a class in ``builtin.py`` (or a module beside it), an entry in
+``registry.STRATEGIES``, its name here.
+
+The public names load on first use.
 """
 
 from __future__ import annotations
@@ -20,13 +26,17 @@ __all__ = [
     "RecencyWindow",
     "RuleSource",
     "RulesTiered",
+    "STRATEGIES",
+    "STRATEGY_SPECS",
     "Selection",
     "StrategyInput",
     "Summarize",
     "TokenBudgetLRU",
+    "parse_strategy",
     "strategy_spec",
 ]
-_EXPORTS: dict[str, str] = {name: "builtin" for name in __all__}
+_REGISTRY = {"STRATEGIES", "STRATEGY_SPECS", "parse_strategy"}
+_EXPORTS: dict[str, str] = {n: "registry" if n in _REGISTRY else "builtin" for n in __all__}
 
 __getattr__, __dir__ = lazy_exports(__name__, _EXPORTS, globals(), __all__)
 
@@ -48,3 +58,4 @@ if TYPE_CHECKING:  # pragma: no cover - for type checkers and IDEs only
         TokenBudgetLRU,
         strategy_spec,
     )
+    from .registry import STRATEGIES, STRATEGY_SPECS, parse_strategy

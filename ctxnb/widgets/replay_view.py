@@ -56,7 +56,7 @@ class ReplayView(widgets.VBox):
     live run.
 
     Args:
-        frame: a replay frame (:func:`~ctxnb.replay.replay.replay`,
+        frame: a replay frame (:func:`~ctxnb.replay.runner.replay`,
             :func:`~ctxnb.replay.experiment.run_experiment`).
         trajectory: which run of the frame to show (default: the first).
         strategies: the two strategies shown side by side (default: the first two);
@@ -173,13 +173,13 @@ class ReplayView(widgets.VBox):
                 :func:`ctxnb.replay.load` reads.
             strategies: the strategies (default: the standard grid).
             budget: the token budget per context.
-            token_counter: as for :func:`~ctxnb.replay.replay.replay`.
+            token_counter: as for :func:`~ctxnb.replay.runner.replay`.
             shown: the two strategy labels shown first.
-            **replay_options: passed to :func:`~ctxnb.replay.replay.replay`
+            **replay_options: passed to :func:`~ctxnb.replay.runner.replay`
                 (``files``, ``hidden_prompt_tokens``, ``model``, ``prices``).
         """
         from ..replay.converters import load
-        from ..replay.replay import default_strategies, replay
+        from ..replay.runner import default_strategies, replay
 
         run = trajectory if not isinstance(trajectory, str | os.PathLike) else load(trajectory)
         chosen = list(strategies) if strategies is not None else default_strategies()
