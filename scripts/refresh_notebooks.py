@@ -9,7 +9,7 @@ counts), then review the diff of the outputs like any other change::
 Each notebook runs in a fresh kernel from its own folder, as nbval runs it. What is
 stored is what nbval compares and nothing of the machine that ran it: no widget state
 (a reader would see widgets before anything ran; the outputs keep each view's static
-HTML and text) and no run timings. tests/test_notebook_outputs.py checks both.
+HTML and text) and no run timings. tests/widgets/test_notebook_outputs.py checks both.
 """
 
 from __future__ import annotations

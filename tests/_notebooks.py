@@ -1,7 +1,7 @@
 """What a tutorial cell should show, read from its source: plots and widgets.
 
-Shared by the output checks (tests/test_notebook_outputs.py) and the real-browser
-tests (tests/test_browser.py), so both expect the same plots and widgets whatever the
+Shared by the output checks (tests/widgets/test_notebook_outputs.py) and the real-browser
+tests (tests/widgets/test_browser.py), so both expect the same plots and widgets whatever the
 notebook has stored.
 """
 

@@ -59,7 +59,7 @@ def code_blocks(text: str) -> list[CodeBlock]:
         indent, fence = len(m["indent"]), m["fence"]
         words = m["info"].strip().split() or [""]
         # `needs-server` after the language: an example that talks to a server the
-        # reader starts first; its own test (tests/test_mcp.py) starts one for it.
+        # reader starts first; its own test (tests/integrations/test_mcp.py) starts one for it.
         info = "" if "needs-server" in words[1:] else words[0].lower()
         closing = re.compile(rf"^[ \t]*{re.escape(fence[0])}{{{len(fence)},}}[ \t]*$")
         body: list[str] = []

@@ -18,7 +18,7 @@ import re
 from pathlib import Path
 
 import pytest
-from test_imports import _modules, import_graph, module_imports
+from _import_graph import _modules, import_graph, module_imports
 
 REPO = Path(__file__).resolve().parent.parent
 

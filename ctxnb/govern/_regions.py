@@ -7,7 +7,7 @@ its own and a text parses exactly when all its pieces do: top-level statements, 
 members of a top-level class (parsed inside a stand-in ``class _:`` at their own
 indentation). The pieces before and after a change are the same text in both versions;
 only the pieces the change overlaps are parsed and compared. The answer is the
-whole-file answer (tests/test_govern_mutation_regions.py):
+whole-file answer (tests/govern/test_govern_mutation_regions.py):
 
 - the renamer's only state between the statements of the module, or of a top-level
   class's body, is its function counter, so with the counter started afresh in each

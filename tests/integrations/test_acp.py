@@ -1,0 +1,330 @@
+"""``ctxnb acp serve``: the SDK's own ACP client drives the live agent in a subprocess.
+
+The model is the scripted one on 127.0.0.1; the agent's commands run governed and
+sandboxed for real, so what the client is told is checked against the disk and the
+trace afterwards.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+from _needs import has_module, require
+
+require(has_module("acp"), "the agent-client-protocol SDK (ctxnb[acp])")
+
+import acp  # noqa: E402
+from _agent_workspace import (  # noqa: E402
+    REPO,
+    SUBMIT,
+    make_workspace,
+    require_live_agent,
+    run_with_deadline,
+)
+from acp import schema  # noqa: E402
+
+from ctxnb.live import ScriptedModelServer  # noqa: E402
+
+require_live_agent()
+pytestmark = pytest.mark.slow
+
+
+@pytest.fixture
+def ws(tmp_path: Path) -> Path:
+    return make_workspace(tmp_path)
+
+
+class Client:
+    """An ACP client that records every update and answers permissions from a list."""
+
+    def __init__(self, answers: list[str]) -> None:
+        self.answers = list(answers)
+        self.updates: list[Any] = []
+        self.permissions: list[schema.RequestPermissionRequest] = []
+        self.on_update: Any = None
+
+    async def request_permission(
+        self, session_id: str, tool_call: Any, options: list[Any], **kw: Any
+    ) -> schema.RequestPermissionResponse:
+        self.permissions.append(
+            schema.RequestPermissionRequest(
+                session_id=session_id, tool_call=tool_call, options=options
+            )
+        )
+        answer = self.answers.pop(0)
+        assert answer in {o.option_id for o in options}
+        return schema.RequestPermissionResponse(
+            outcome=schema.AllowedOutcome(option_id=answer, outcome="selected")
+        )
+
+    async def session_update(self, session_id: str, update: Any, **kw: Any) -> None:
+        self.updates.append(update)
+        if self.on_update is not None:
+            await self.on_update(update)
+
+    def tool_calls(self) -> dict[str, dict[str, Any]]:
+        """Each tool call's start merged with its updates."""
+        calls: dict[str, dict[str, Any]] = {}
+        for u in self.updates:
+            if u.session_update in ("tool_call", "tool_call_update"):
+                cur = calls.setdefault(u.tool_call_id, {"statuses": []})
+                for k, v in u.model_dump().items():
+                    if v is not None and k != "status":
+                        cur[k] = v
+                if u.status is not None:
+                    cur["statuses"].append(u.status)
+        return calls
+
+
+async def _session(
+    client: Client, ws: Path, server: ScriptedModelServer, *extra: str, path: str = ""
+) -> Any:
+    pythonpath = os.pathsep.join(p for p in (str(REPO), path) if p)
+    env = {**os.environ, "PYTHONPATH": pythonpath, "CTXNB_TEST_MODEL_KEY": "unused"}
+    args = ["-m", "ctxnb", "acp", "serve", str(ws), "--model", server.model_args["model"],
+            "--api-base", server.url, "--api-key-env", "CTXNB_TEST_MODEL_KEY", *extra]  # fmt: skip
+    return acp.spawn_agent_process(lambda _agent: client, sys.executable, *args, env=env, cwd=ws)
+
+
+def test_a_prompt_edits_a_file_under_the_intent_and_asks_permission_both_ways(ws: Path) -> None:
+    script = [
+        {"content": "Let me read the code.", "commands": ["cat calc.py"]},
+        {
+            "content": "add() subtracts; fixing it.",
+            "commands": ["sed -i 's/return a - b/return a + b/' calc.py"],
+        },  # fmt: skip
+        {"content": "Clearing old notes.", "commands": ["rm notes_a.txt"]},
+        {"content": "And the other ones.", "commands": ["rm notes_b.txt"]},
+        {"content": "A file outside my intent.", "commands": ["echo x > outside.txt"]},
+        {"content": "Done: add() adds.", "commands": [SUBMIT]},
+    ]
+    # The third answer approves a write outside the intent's scope: the sandbox must
+    # still put it back, whatever the human said.
+    client = Client(answers=["allow-once", "reject-once", "allow-once"])
+
+    async def body() -> tuple[Any, Any, Any]:
+        with ScriptedModelServer(script) as server:
+            async with await _session(client, ws, server) as (conn, _proc):
+                init = await conn.initialize(protocol_version=acp.PROTOCOL_VERSION)
+                new = await conn.new_session(cwd=str(ws), mcp_servers=[])
+                res = await conn.prompt(
+                    session_id=new.session_id, prompt=[acp.text_block("Fix add() in calc.py")]
+                )
+                return init, new, res
+
+    init, new, res = run_with_deadline(body())
+    assert init.agent_info.name == "ctxnb"
+    assert new.modes.current_mode_id == "INT-CALC"  # the only active intent
+    assert {m.id for m in new.modes.available_modes} == {"INT-CALC", "no-intent"}
+    assert res.stop_reason == "end_turn"
+
+    # The disk: the edit and the approved deletion happened, the refused one did not,
+    # and the write outside the intent's scope was put back.
+    assert "return a + b" in (ws / "calc.py").read_text()
+    assert not (ws / "notes_a.txt").exists()
+    assert (ws / "notes_b.txt").read_text() == "old notes b\n"
+    assert not (ws / "outside.txt").exists()
+
+    texts = [u.content.text for u in client.updates if u.session_update == "agent_message_chunk"]
+    assert "add() subtracts; fixing it." in texts and "Done: add() adds." in texts
+    calls = {c["title"]: c for c in client.tool_calls().values()}
+    assert SUBMIT not in calls  # the agent's "done" is no work to show
+    assert calls["cat calc.py"]["statuses"] == ["in_progress", "completed"]
+    assert "return a - b" in json.dumps(calls["cat calc.py"]["content"])
+    sed = calls["sed -i 's/return a - b/return a + b/' calc.py"]
+    assert sed["statuses"] == ["in_progress", "completed"] and sed["kind"] == "edit"
+    (diff,) = [c for c in sed["content"] if c["type"] == "diff"]
+    assert diff["path"] == str(ws / "calc.py")
+    assert "a - b" in diff["old_text"] and "a + b" in diff["new_text"]
+    assert sed["locations"] == [{"path": str(ws / "calc.py"), "line": None, "field_meta": None}]
+    assert calls["rm notes_a.txt"]["statuses"][-1] == "completed"
+    assert calls["rm notes_b.txt"]["statuses"][-1] == "failed"
+    assert "diff" not in json.dumps(calls["echo x > outside.txt"].get("content") or [])
+
+    # A permission request per command whose observed changes are destructive, naming the
+    # tool call it belongs to; the write outside the scope is dropped, never asked about.
+    assert [p.tool_call.raw_input["command"] for p in client.permissions] == [
+        "rm notes_a.txt",
+        "rm notes_b.txt",
+    ]
+    ids = {c["title"]: cid for cid, c in client.tool_calls().items()}
+    assert client.permissions[0].tool_call.tool_call_id == ids["rm notes_a.txt"]
+
+    # The trace: the edit is recorded under the intent, with the decisions of the human.
+    records = [
+        json.loads(line)
+        for line in (ws / ".orchestration" / "agent_trace.jsonl").read_text().splitlines()
+    ]
+    text = json.dumps(records)
+    assert "calc.py" in text and "INT-CALC" in text
+    assert "acp-client-user" in text
+
+
+def test_cancel_stops_the_run_before_its_next_step(ws: Path) -> None:
+    script = [
+        {"content": "Waiting a moment.", "commands": ["sleep 2"]},
+        {"content": "This must never run.", "commands": ["touch notes_never.txt"]},
+    ]
+    client = Client(answers=[])
+
+    async def body() -> tuple[Any, int]:
+        with ScriptedModelServer(script) as server:
+            async with await _session(client, ws, server) as (conn, _proc):
+                await conn.initialize(protocol_version=acp.PROTOCOL_VERSION)
+                new = await conn.new_session(cwd=str(ws), mcp_servers=[])
+
+                async def cancel_on_first_command(update: Any) -> None:
+                    if update.session_update == "tool_call":
+                        await conn.cancel(session_id=new.session_id)
+
+                client.on_update = cancel_on_first_command
+                res = await conn.prompt(
+                    session_id=new.session_id, prompt=[acp.text_block("wait, then touch")]
+                )
+                return res, len(server.requests)
+
+    res, model_calls = run_with_deadline(body())
+    assert res.stop_reason == "cancelled"
+    assert model_calls == 1
+    assert not (ws / "notes_never.txt").exists()
+
+
+def test_a_custom_adapter_is_served(ws: Path, tmp_path: Path) -> None:
+    pkg = tmp_path / "adapters"
+    pkg.mkdir()
+    (pkg / "my_acp_adapter.py").write_text(
+        "from ctxnb.integrations.acp import CtxnbAcpAgent\n"
+        "class Agent(CtxnbAcpAgent):\n"
+        "    async def initialize(self, protocol_version, **kw):\n"
+        "        res = await super().initialize(protocol_version, **kw)\n"
+        "        res.agent_info.name = 'custom:' + self.settings.strategy\n"
+        "        return res\n"
+        "def create_agent(settings):\n"
+        "    return Agent(settings)\n",
+        encoding="utf-8",
+    )
+    client = Client(answers=[])
+
+    async def body() -> Any:
+        with ScriptedModelServer([]) as server:
+            session = await _session(
+                client, ws, server, "--adapter", "my_acp_adapter", "--strategy", "metadata-only",
+                path=str(pkg),
+            )  # fmt: skip
+            async with session as (conn, _proc):
+                return await conn.initialize(protocol_version=acp.PROTOCOL_VERSION)
+
+    init = run_with_deadline(body())
+    assert init.agent_info.name == "custom:metadata-only"
+
+
+def test_client_mcp_servers_are_merged_with_the_config_and_attached(
+    ws: Path, tmp_path: Path
+) -> None:
+    from _mcp_servers import TICKETS_SERVER
+
+    server_py = tmp_path / "tickets_server.py"
+    server_py.write_text(TICKETS_SERVER)
+    (tmp_path / "calls.jsonl").touch()
+    args = [str(server_py), str(tmp_path / "calls.jsonl")]
+    (ws / "ctxnb.toml").write_text(
+        f"[mcp.servers.cfg]\ncommand = {json.dumps(sys.executable)}\nargs = {json.dumps(args)}\n"
+        f"env = {{ PYTHONPATH = {json.dumps(str(REPO))} }}\n"
+    )
+    env = [schema.EnvVariable(name="PYTHONPATH", value=str(REPO))]
+    from_client = [
+        schema.McpServerStdio(name="tickets", command=sys.executable, args=args, env=env),
+        # Same name as the config's server: the config wins, so this broken command is
+        # never started (if it were, session/new would fail).
+        schema.McpServerStdio(name="cfg", command="/nonexistent/server", args=[], env=[]),
+    ]
+    broken = [schema.McpServerStdio(name="gone", command="/nonexistent/server", args=[], env=[])]
+    client = Client(answers=[])
+
+    async def body() -> tuple[Any, str]:
+        with ScriptedModelServer([]) as server:
+            async with await _session(client, ws, server) as (conn, _proc):
+                await conn.initialize(protocol_version=acp.PROTOCOL_VERSION)
+                new = await conn.new_session(cwd=str(ws), mcp_servers=from_client)
+                try:
+                    await conn.new_session(cwd=str(ws), mcp_servers=broken)
+                except acp.RequestError as e:
+                    return new, str(e.data)
+                return new, ""
+
+    new, error = run_with_deadline(body())
+    tools = new.field_meta["ctxnb"]["mcp_tools"]
+    assert {"cfg__open_ticket", "tickets__open_ticket", "tickets__find_ticket"} <= set(tools)
+    assert "could not connect" in error and "mcp.servers" in error
+
+
+def test_malformed_lines_get_json_rpc_errors_and_the_agent_keeps_serving(ws: Path) -> None:
+    """A batch, a scalar, a line that is not JSON, one nested too deeply and one longer
+    than the limit each get one JSON-RPC error; the next request is still answered.
+    (The ACP SDK used to die on a non-object line and to ignore an unreadable one.)"""
+    import selectors
+    import subprocess
+    import time
+
+    from ctxnb.integrations._acp_wire import MAX_LINE_BYTES
+
+    env = {**os.environ, "PYTHONPATH": str(REPO)}
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "ctxnb", "acp", "serve", str(ws), "--model", "openai/x"],
+        env=env, cwd=ws, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+        stderr=subprocess.DEVNULL,
+    )  # fmt: skip
+    assert proc.stdin is not None and proc.stdout is not None
+    sel = selectors.DefaultSelector()
+    sel.register(proc.stdout, selectors.EVENT_READ)
+    buf = b""
+
+    def answer(timeout: float = 60) -> dict[str, Any]:
+        nonlocal buf
+        deadline = time.monotonic() + timeout
+        while b"\n" not in buf:
+            left = deadline - time.monotonic()
+            assert left > 0 and sel.select(left), f"no answer within {timeout}s"
+            chunk = os.read(proc.stdout.fileno(), 65536)  # type: ignore[union-attr]
+            assert chunk, f"the agent closed its output (exit {proc.wait(10)})"
+            buf += chunk
+        line, buf = buf.split(b"\n", 1)
+        out: dict[str, Any] = json.loads(line)
+        return out
+
+    def send(raw: bytes) -> None:
+        proc.stdin.write(raw + b"\n")  # type: ignore[union-attr]
+        proc.stdin.flush()  # type: ignore[union-attr]
+
+    try:
+        bad = [
+            (b'[{"jsonrpc": "2.0", "id": 1, "method": "initialize"}]', -32600),
+            (b"42", -32600),
+            (b'{"jsonrpc": "2.0", "id": 2, "method": "initia', -32700),
+            (b"\xff\xfe", -32700),
+            (b"[" * 100_000 + b"]" * 100_000, -32600),
+            (b'{"pad": "' + b"x" * MAX_LINE_BYTES + b'"}', -32600),
+        ]
+        for raw, code in bad:
+            send(raw)
+            err = answer()
+            assert err["error"]["code"] == code and err["id"] is None, (raw[:40], err)
+        init = {"protocolVersion": 1, "clientCapabilities": {}}
+        send(json.dumps({"jsonrpc": "2.0", "id": 7, "method": "initialize", "params": init})
+             .encode())  # fmt: skip
+        ok = answer()
+        assert ok["id"] == 7 and ok["result"]["agentInfo"]["name"] == "ctxnb"
+    finally:
+        sel.close()
+        proc.stdin.close()
+        try:
+            proc.wait(30)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait(10)
+        proc.stdout.close()
