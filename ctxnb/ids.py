@@ -6,7 +6,7 @@ accepts any prefix that names one object. A version id is ``<id>@<tx>`` (see
 
 Example:
     >>> import tempfile
-    >>> from ctxnb.store.objectstore import ObjectStore
+    >>> from ctxnb.store import ObjectStore
     >>> store = ObjectStore(tempfile.mkdtemp())
     >>> _ = store.put([{"xt/id": "ab12", "type": "n"}, {"xt/id": "ab34", "type": "n"}])
     >>> resolve_version(store, "ab1@1")

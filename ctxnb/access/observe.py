@@ -10,7 +10,7 @@ gets here.
 
 Example:
     >>> import tempfile
-    >>> from ctxnb.store.objectstore import ObjectStore
+    >>> from ctxnb.store import ObjectStore
     >>> from ctxnb.model import FilesystemSource
     >>> store = ObjectStore(tempfile.mkdtemp())
     >>> src = FilesystemSource(filesystem_id="fs", path="/ws/a.py")

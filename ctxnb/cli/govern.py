@@ -6,7 +6,7 @@ only the command-line framework; each command imports what it needs.
 
 Example:
     >>> import pathlib, tempfile
-    >>> from ctxnb.cli.app import main
+    >>> from ctxnb.cli import main
     >>> root = pathlib.Path(tempfile.mkdtemp())
     >>> main(["init-governance", str(root)])  # doctest: +ELLIPSIS
     created .../.orchestration/active_intents.yaml

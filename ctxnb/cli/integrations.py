@@ -18,7 +18,7 @@ dispatch, governance and redaction an MCP client gets), in the session ``mcp-cli
 unless ``--session`` names another.
 
 Example:
-    >>> from ctxnb.cli.app import build_parser
+    >>> from ctxnb.cli import build_parser
     >>> ns = build_parser().parse_args(["mcp", "serve", "/tmp/ws", "--http", "8765"])
     >>> (ns.action, ns.args, ns.http, ns.host)
     ('serve', ['/tmp/ws'], 8765, '127.0.0.1')

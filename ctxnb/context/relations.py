@@ -477,7 +477,7 @@ class RelationStore:
 
         Example:
             >>> import tempfile
-            >>> from ctxnb.store.objectstore import ObjectStore
+            >>> from ctxnb.store import ObjectStore
             >>> store = ObjectStore(tempfile.mkdtemp())
             >>> g = RelationStore("p1")
             >>> _ = g.add(Node("a", title="Draft"))

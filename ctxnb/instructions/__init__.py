@@ -39,7 +39,7 @@ linked doc at once, the baseline to compare tiered loading with.
 Example:
     >>> import pathlib, tempfile
     >>> from ctxnb import Workspace
-    >>> from ctxnb.strategies.builtin import MetadataOnly
+    >>> from ctxnb.strategies import MetadataOnly
     >>> root = pathlib.Path(tempfile.mkdtemp())
     >>> (root / "docs").mkdir(); (root / "pkg").mkdir()
     >>> _ = (root / "AGENTS.md").write_text("Follow the [Python style guide](docs/style.md).\\n")

@@ -12,7 +12,7 @@ is the same either way (rows sorted by task, strategy, repeat).
 Example:
     >>> from ctxnb.live.experiment import run_experiment
     >>> from ctxnb.live.stats import summarize
-    >>> from ctxnb.strategies.builtin import KeepAll, ObservationMasking
+    >>> from ctxnb.strategies import KeepAll, ObservationMasking
     >>> df = run_experiment(strategies=[KeepAll(), ObservationMasking(2)])  # doctest: +SKIP
     >>> summarize(df)[["solve_rate", "solve_rate_lo", "solve_rate_hi"]]  # doctest: +SKIP
 """

@@ -380,7 +380,7 @@ def compare_at(
         IndexError: the run has no such step.
 
     Example:
-        >>> from ctxnb.strategies.builtin import KeepAll, ObservationMasking
+        >>> from ctxnb.strategies import KeepAll, ObservationMasking
         >>> a, b = compare_at("data/trajectories/django__django-13670.traj.json",
         ...                   KeepAll(), ObservationMasking(3), step=10)  # doctest: +SKIP
         >>> context_diff(a, b)["changed"]  # doctest: +SKIP

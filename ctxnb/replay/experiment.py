@@ -21,7 +21,7 @@ whichever runs the work. A worker that dies (out of memory, killed) is reported 
 
 Example:
     >>> from concurrent.futures import ThreadPoolExecutor
-    >>> from ctxnb.strategies.builtin import KeepAll, ObservationMasking
+    >>> from ctxnb.strategies import KeepAll, ObservationMasking
     >>> df = run_experiment(["data/trajectories"], [KeepAll(), ObservationMasking(5)],
     ...                     executor=ThreadPoolExecutor(2))  # doctest: +SKIP
     >>> df.groupby("strategy")["total_tokens"].sum()  # doctest: +SKIP
@@ -258,7 +258,7 @@ def run_experiment(
 
     Example:
         >>> from concurrent.futures import ThreadPoolExecutor
-        >>> from ctxnb.strategies.builtin import KeepAll, ObservationMasking
+        >>> from ctxnb.strategies import KeepAll, ObservationMasking
         >>> df = run_experiment(["data/trajectories"], [KeepAll(), ObservationMasking()],
         ...                     executor=ThreadPoolExecutor(2), out_dir="results",
         ...                     progress=False)  # doctest: +SKIP

@@ -9,7 +9,7 @@ inputs (SHA-256 of every trajectory file or task suite), the strategies with the
 settings, and the token counter.
 
 Example:
-    >>> from ctxnb.strategies.builtin import KeepAll
+    >>> from ctxnb.strategies import KeepAll
     >>> p = provenance(strategies=[KeepAll()], labels=["keep-all"], prices=None,
     ...                inputs={}, token_counter=None)
     >>> sorted(p)[:4]

@@ -40,7 +40,7 @@ Masked and truncated items are not "in full".
 
 Example:
     >>> from ctxnb.replay import Trajectory, Step, Action, FileTouch
-    >>> from ctxnb.strategies.builtin import KeepAll, MetadataOnly
+    >>> from ctxnb.strategies import KeepAll, MetadataOnly
     >>> t = Trajectory(id="demo", source_format="ctxnb", task="Fix a.py", steps=[
     ...     Step(index=0, action=Action(tool="read", args={"path": "a.py"}),
     ...          observation="x = 1\\n",
@@ -304,7 +304,7 @@ def replay(
 
     Example:
         >>> from ctxnb.replay import load
-        >>> from ctxnb.strategies.builtin import KeepAll, ObservationMasking
+        >>> from ctxnb.strategies import KeepAll, ObservationMasking
         >>> t = load("data/trajectories/django__django-13670.traj.json")  # doctest: +SKIP
         >>> df = replay(t, [KeepAll(), ObservationMasking(5)])  # doctest: +SKIP
         >>> df.groupby("strategy")["total_tokens"].sum()  # doctest: +SKIP

@@ -336,7 +336,7 @@ class Session(_SessionResume):
         Example:
             >>> import tempfile
             >>> from ctxnb import Workspace
-            >>> from ctxnb.strategies.builtin import RecencyWindow
+            >>> from ctxnb.strategies import RecencyWindow
             >>> s = Workspace.open(tempfile.mkdtemp()).session("doc", rules=False)
             >>> a, b = (s.record_toolcall("ls", {}, f"f{n}.py") for n in range(2))
             >>> _ = s.assemble(RecencyWindow(1))

@@ -48,7 +48,7 @@ class _StoreReads(_StoreBase):
 
         Example:
             >>> import tempfile
-            >>> from ctxnb.store.objectstore import ObjectStore
+            >>> from ctxnb.store import ObjectStore
             >>> store = ObjectStore(tempfile.mkdtemp())
             >>> _ = store.put([{"xt/id": "a", "type": "note", "tags": ["x"]}])
             >>> store.get("a"), store.get("nope")
@@ -72,7 +72,7 @@ class _StoreReads(_StoreBase):
 
         Example:
             >>> import tempfile
-            >>> from ctxnb.store.objectstore import ObjectStore
+            >>> from ctxnb.store import ObjectStore
             >>> store = ObjectStore(tempfile.mkdtemp())
             >>> _ = store.put([{"xt/id": "a", "type": "note"}])
             >>> list(store.get_many(["a", "b"]))
@@ -102,7 +102,7 @@ class _StoreReads(_StoreBase):
 
         Example:
             >>> import tempfile
-            >>> from ctxnb.store.objectstore import ObjectStore
+            >>> from ctxnb.store import ObjectStore
             >>> store = ObjectStore(tempfile.mkdtemp())
             >>> _ = store.put([{"xt/id": "a", "type": "note"}])
             >>> _ = store.put([{"xt/id": "b", "type": "note"}])
@@ -127,7 +127,7 @@ class _StoreReads(_StoreBase):
 
         Example:
             >>> import tempfile
-            >>> from ctxnb.store.objectstore import ObjectStore
+            >>> from ctxnb.store import ObjectStore
             >>> store = ObjectStore(tempfile.mkdtemp())
             >>> _ = store.put([{"xt/id": "a", "type": "note", "v": 1}])
             >>> _ = store.put([{"xt/id": "a", "type": "note", "v": 2}])
@@ -163,7 +163,7 @@ class _StoreReads(_StoreBase):
 
         Example:
             >>> import tempfile
-            >>> from ctxnb.store.objectstore import ObjectStore
+            >>> from ctxnb.store import ObjectStore
             >>> store = ObjectStore(tempfile.mkdtemp())
             >>> first = store.put([{"xt/id": "a", "type": "note", "v": 1}])
             >>> _ = store.put([{"xt/id": "a", "type": "note", "v": 2}])
@@ -209,7 +209,7 @@ class _StoreReads(_StoreBase):
 
         Example:
             >>> import tempfile
-            >>> from ctxnb.store.objectstore import ObjectStore
+            >>> from ctxnb.store import ObjectStore
             >>> store = ObjectStore(tempfile.mkdtemp())
             >>> _ = store.put([{"xt/id": "b", "type": "file"}, {"xt/id": "a", "type": "chat"}])
             >>> store.ids(), store.ids("file")
@@ -274,7 +274,7 @@ class _StoreReads(_StoreBase):
 
         Example:
             >>> import tempfile
-            >>> from ctxnb.store.objectstore import ObjectStore
+            >>> from ctxnb.store import ObjectStore
             >>> store = ObjectStore(tempfile.mkdtemp())
             >>> _ = store.put([{"xt/id": "f", "type": "file", "content": "hi", "char_count": 2}])
             >>> store.scan("file")[["xt_id", "content", "char_count"]].to_dict("records")

@@ -521,7 +521,7 @@ class RulesTiered:
             loads are followed as they happen) or a fixed collection of object ids.
 
     Example:
-        >>> from ctxnb.strategies.builtin import Item, MetadataOnly, StrategyInput
+        >>> from ctxnb.strategies import Item, MetadataOnly, StrategyInput
         >>> inp = StrategyInput((Item("r", "file", 10, 1), Item("f", "file", 10, 2)), None, 1)
         >>> RulesTiered(MetadataOnly(), {"r"}).select(inp).active
         ['r']

@@ -17,7 +17,7 @@ condensed block shows as its summary in place of its first output; its other out
 are masked (one line each), so the model still sees which calls were made.
 
 Example:
-    >>> from ctxnb.strategies.builtin import Item, StrategyInput
+    >>> from ctxnb.strategies import Item, StrategyInput
     >>> items = tuple(Item(f"t{n}", "toolcall", tokens=400, seq=n, tool="bash",
     ...                    content="x\\n" * 400) for n in range(6))
     >>> sel = TokenCondenser(max_tokens=2000, keep_last=2).select(

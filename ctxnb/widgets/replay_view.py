@@ -70,7 +70,7 @@ class ReplayView(widgets.VBox):
 
     Example:
         >>> from ctxnb.replay import Trajectory, Step, Action, FileTouch
-        >>> from ctxnb.strategies.builtin import KeepAll, ObservationMasking
+        >>> from ctxnb.strategies import KeepAll, ObservationMasking
         >>> steps = [Step(index=i, action=Action(tool="read", args={"path": f"f{i}.py"}),
         ...               observation="x = 1\\n" * 40,
         ...               files=[FileTouch(path=f"f{i}.py", op="read", content="x\\n")])

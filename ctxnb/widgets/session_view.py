@@ -150,7 +150,7 @@ class SessionView(widgets.VBox):
         Example:
             >>> import tempfile
             >>> from ctxnb import Workspace
-            >>> from ctxnb.strategies.builtin import ObservationMasking
+            >>> from ctxnb.strategies import ObservationMasking
             >>> s = Workspace.open(tempfile.mkdtemp()).session("changes", rules=False)
             >>> _ = [s.record_toolcall("ls", {}, f"a{n}.py") for n in range(3)]
             >>> _ = s.assemble(ObservationMasking(keep_last=1))
