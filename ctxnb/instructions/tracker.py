@@ -518,7 +518,9 @@ class AllRules(RulesTracker):
 
 def tracker_for(session: Session) -> RulesTracker | None:
     """The rules tracker attached to a session, or None."""
-    return session.rules_tracker
+    tracker = session.rules_tracker
+    # Only a RulesTracker attaches itself to a session (see __init__).
+    return tracker if isinstance(tracker, RulesTracker) else None
 
 
 def follow_rules(session: Session) -> RulesTracker:

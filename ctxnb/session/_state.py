@@ -11,9 +11,9 @@ from __future__ import annotations
 
 import os
 import threading
-from collections.abc import Callable, Iterable, MutableMapping
+from collections.abc import Callable, Iterable, Mapping, MutableMapping, Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 from ..context import (
     Assembler,
@@ -27,8 +27,19 @@ from ..model import INFRA_TYPES, new_id
 
 if TYPE_CHECKING:
     from ..access.door import Access
-    from ..instructions.tracker import RulesTracker
     from .watch import Watcher
+
+
+class RuleTracking(Protocol):
+    """What a session asks of the instruction-file tracker attached to it (a seam: the
+    tracker, :class:`ctxnb.instructions.RulesTracker`, sits in a package that imports
+    sessions, so the session knows it only by these calls)."""
+
+    def on_query(self, text: str | None = None) -> Sequence[object]: ...
+
+    def on_tool_call(self, tool: str, args: Mapping[str, Any]) -> Sequence[object]: ...
+
+    def rule_ids(self) -> list[str]: ...
 
 
 @dataclass
@@ -100,7 +111,7 @@ class _SessionState:
         self._pending: list[dict[str, Any]] = []
         #: The instruction-file tracker attached to this session (it attaches itself,
         #: :class:`ctxnb.instructions.RulesTracker`), or None.
-        self.rules_tracker: RulesTracker | None = None
+        self.rules_tracker: RuleTracking | None = None
         #: True when the session was opened with ``rules=False``: nothing attaches a
         #: rules tracker to it later (``ws.tools`` included).
         self.rules_off = False
