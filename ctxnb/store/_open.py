@@ -1,14 +1,17 @@
 """Opening an object store and following its transaction log.
 
-The state every :class:`ctxnb.store.objectstore.ObjectStore` keeps, and how it gets there: the
-directory, its marker and layout checked on open, the transaction log read and applied
-(snapshot, live segments, inline transactions) whenever another process committed, and
-the small file helpers the reads and the writes share. ``ObjectStore`` builds on
-``_StoreBase`` (its reads are in ``_storeread.py``, its writes in ``store.py``).
+:class:`StoreState` is what an open store knows, and how it gets there: the directory,
+its marker and layout checked on open, the transaction log read and applied (snapshot,
+live segments, inline transactions) whenever another process committed, the lock that
+serialises this process's threads, and the small file helpers the reads and the writes
+share. :class:`ctxnb.store.objectstore.ObjectStore` *has* one: its reads
+(:class:`ctxnb.store._read.StoreReader`) look at it, its writes, folds and compactions
+(``objectstore.py``, ``_rotate.py``) append to the log and apply what they appended.
 """
 
 from __future__ import annotations
 
+import contextlib
 import fcntl
 import json
 import logging
@@ -67,9 +70,12 @@ def _default_clock() -> datetime:
     return datetime.now(UTC)
 
 
-class _StoreBase:
-    """An open store directory and what its log says: the part of
-    :class:`ctxnb.store.objectstore.ObjectStore` that opens, refreshes and locks."""
+class StoreState:
+    """An open store directory and what its log says (see the module).
+
+    Its attributes are shared by the reads and the writes of one
+    :class:`~ctxnb.store.objectstore.ObjectStore`; every use holds :attr:`mu`.
+    """
 
     def __init__(
         self,
@@ -77,141 +83,129 @@ class _StoreBase:
         *,
         create: bool = True,
         clock: Callable[[], datetime] | None = None,
-        inline_max_bytes: int = INLINE_MAX_BYTES,
-        fold_every: int = FOLD_EVERY_TX,
-        fold_after: float | None = FOLD_AFTER_SECONDS,
     ) -> None:
         self.path = Path(path)
-        self._dir = str(self.path)
-        self._clock = clock or _default_clock
-        self._inline_max = inline_max_bytes
-        self._fold_every = max(1, fold_every)
-        self._fold_after = fold_after
-        self._fold_timer: threading.Timer | None = None
-        self._marker_version = tlog.FORMAT_VERSION
-        self._mu = threading.RLock()
-        self._closed = False
-        self._log_path = os.path.join(self._dir, TXLOG)
-        self._seen_size = -1
-        self._seen_ino = -1
-        self._snap: _Snapshot | None = None
-        self._log_fd: int | None = None
+        self.dir = str(self.path)
+        self.clock = clock or _default_clock
+        self.marker_version = tlog.FORMAT_VERSION
+        self.mu = threading.RLock()
+        self.closed = False
+        self.log_path = os.path.join(self.dir, TXLOG)
+        self.seen_size = -1
+        self.seen_ino = -1
+        self.snap: _Snapshot | None = None
+        self.log_fd: int | None = None
         self._rotated_from: tuple[int, int] | None = None
         self._reset_log_state()
-        self._writer_fd: int | None = None
-        self._cleaned = False
+        self.writer_fd: int | None = None
         self._open(create)
 
     def _reset_log_state(self) -> None:
         """Forget what the log said: it is read again from its first byte."""
-        self._log_offset = 0  # end of the last complete line we applied
-        self._log_lines = 0
-        self._gen = 0  # rotations the log went through (its base line says)
-        self._archive: str | None = None  # the base line's archive of transactions
-        self._txs = TxTable()
-        self._segments: dict[int, tlog.TxEntry] = {}  # live segments: tx > snapshot upto
+        self.log_offset = 0  # end of the last complete line we applied
+        self.log_lines = 0
+        self.gen = 0  # rotations the log went through (its base line says)
+        self.archive: str | None = None  # the base line's archive of transactions
+        self.txs = TxTable()
+        self.segments: dict[int, tlog.TxEntry] = {}  # live segments: tx > snapshot upto
         # Live folds (newer than the snapshot) by file, the last tx they or the snapshot
         # cover, and the inline transactions after it (not in any Parquet file yet).
-        self._folds: dict[str, tlog.FoldEntry] = {}
-        self._folded_upto = 0
-        self._unfolded: list[int] = []
-        if self._snap is not None:
-            self._snap.docs.close()
-            self._snap = None
+        self.folds: dict[str, tlog.FoldEntry] = {}
+        self.folded_upto = 0
+        self.unfolded: list[int] = []
+        if self.snap is not None:
+            self.snap.docs.close()
+            self.snap = None
         # Versions newer than the snapshot: id -> [(tx_id, row, type)], oldest first; the
-        # version is row ``row`` of ``self._pending[tx_id]``.
-        self._overlay: dict[str, list[tuple[int, int, str]]] = {}
-        self._pending: dict[int, _PendingSegment] = {}
-        if self._log_fd is not None:
-            os.close(self._log_fd)  # it may be the log a rotation replaced
-            self._log_fd = None
+        # version is row ``row`` of ``self.pending[tx_id]``.
+        self.overlay: dict[str, list[tuple[int, int, str]]] = {}
+        self.pending: dict[int, _PendingSegment] = {}
+        if self.log_fd is not None:
+            os.close(self.log_fd)  # it may be the log a rotation replaced
+            self.log_fd = None
 
     def _open(self, create: bool) -> None:
-        marker = os.path.join(self._dir, MARKER)
+        marker = os.path.join(self.dir, MARKER)
         # One stat, not isdir() then exists(): another process may create the directory
         # between two checks, and this one must then open it, not call it a file.
         try:
-            is_dir: bool | None = stat.S_ISDIR(os.stat(self._dir).st_mode)
+            is_dir: bool | None = stat.S_ISDIR(os.stat(self.dir).st_mode)
         except FileNotFoundError:
             is_dir = None
         except NotADirectoryError:
             blocker = next(
-                (
-                    str(a)
-                    for a in reversed(Path(self._dir).parents)
-                    if a.exists() and not a.is_dir()
-                ),
-                os.path.dirname(self._dir),
+                (str(a) for a in reversed(Path(self.dir).parents) if a.exists() and not a.is_dir()),
+                os.path.dirname(self.dir),
             )
             raise StoreError(
-                f"cannot open the store at {self._dir}: {blocker} is a file, not a directory; "
+                f"cannot open the store at {self.dir}: {blocker} is a file, not a directory; "
                 "move or delete that file, or pass another store path"
             ) from None
         if is_dir is False:
-            raise StoreError(f"{self._dir} exists and is not a directory; pass a store path")
+            raise StoreError(f"{self.dir} exists and is not a directory; pass a store path")
         if is_dir is None:
             if not create:
                 raise StoreError(
-                    f"no ctxnb store at {self._dir}; create one with ObjectStore(path) "
+                    f"no ctxnb store at {self.dir}; create one with ObjectStore(path) "
                     "(create=True is the default)"
                 )
-            os.makedirs(self._dir, exist_ok=True)
-        listed = [] if os.path.exists(marker) else os.listdir(self._dir)
+            os.makedirs(self.dir, exist_ok=True)
+        listed = [] if os.path.exists(marker) else os.listdir(self.dir)
         # A marker listed now was published by another process since the check.
         if not os.path.exists(marker) and MARKER not in listed:
             entries = [e for e in listed if not e.startswith(tlog.TMP_PREFIX)]
             if entries and not (create and self._being_created(entries)):
-                first = os.path.join(self._dir, sorted(entries)[0])
+                first = os.path.join(self.dir, sorted(entries)[0])
                 raise CorruptStoreError(
-                    f"{self._dir} is not a ctxnb store: it has files (e.g. {first}) but no "
+                    f"{self.dir} is not a ctxnb store: it has files (e.g. {first}) but no "
                     f"{MARKER}; point ObjectStore at an empty or ctxnb-made directory",
                     path=first,
                 )
             if not create:
-                raise StoreError(f"no ctxnb store at {self._dir} (no {MARKER})")
+                raise StoreError(f"no ctxnb store at {self.dir} (no {MARKER})")
             self._init_dir(marker)
         self._check_marker(marker)
         for sub in (SEGMENTS, SNAPSHOTS):
-            os.makedirs(os.path.join(self._dir, sub), exist_ok=True)
+            os.makedirs(os.path.join(self.dir, sub), exist_ok=True)
         # Read before the log: a commit after this only moves the log further ahead.
-        committed_end, committed_gen = guard.read_mark(os.path.join(self._dir, WRITER_LOCK))
-        if not os.path.exists(self._log_path):
+        committed_end, committed_gen = guard.read_mark(os.path.join(self.dir, WRITER_LOCK))
+        if not os.path.exists(self.log_path):
             if self._has_data_files() or committed_end:
                 raise CorruptStoreError(
-                    f"{self._log_path} is missing but the store has committed data; without "
+                    f"{self.log_path} is missing but the store has committed data; without "
                     "the log no transaction can be trusted. Restore it from a backup",
-                    path=self._log_path,
+                    path=self.log_path,
                 )
-            os.close(os.open(self._log_path, os.O_WRONLY | os.O_CREAT, 0o644))
+            os.close(os.open(self.log_path, os.O_WRONLY | os.O_CREAT, 0o644))
         self._check_layout()
-        files = guard.data_files(self._dir)
-        self._refresh(force=True)
-        if committed_gen > self._gen:
+        files = guard.data_files(self.dir)
+        self.refresh(force=True)
+        if committed_gen > self.gen:
             raise CorruptStoreError(
-                f"{self._log_path} is a log of generation {self._gen}, but transactions were "
+                f"{self.log_path} is a log of generation {self.gen}, but transactions were "
                 f"committed to generation {committed_gen} (recorded in {WRITER_LOCK}): the "
                 "log was replaced by an older copy, and opening it would lose them. Restore "
                 "the log from a backup",
-                path=self._log_path,
+                path=self.log_path,
             )
-        if committed_gen == self._gen and committed_end > self._log_offset:
+        if committed_gen == self.gen and committed_end > self.log_offset:
             raise CorruptStoreError(
-                f"{self._log_path} ends its committed lines at byte {self._log_offset}, but "
+                f"{self.log_path} ends its committed lines at byte {self.log_offset}, but "
                 f"transactions were committed up to byte {committed_end} (recorded in "
                 f"{WRITER_LOCK}): the log was cut short or replaced, and opening it would "
                 "lose them. Restore the log from a backup",
-                path=self._log_path,
+                path=self.log_path,
             )
-        self._refuse_files_ahead(files)
+        self.refuse_files_ahead(files)
 
-    def _refuse_files_ahead(self, files: list[tuple[str, int, int]]) -> None:
-        ahead = guard.ahead_of_log(files, len(self._txs))
+    def refuse_files_ahead(self, files: list[tuple[str, int, int]]) -> None:
+        ahead = guard.ahead_of_log(files, len(self.txs))
         if ahead is not None:
             raise CorruptStoreError(
-                f"{ahead} was written after transaction {len(self._txs)}, the last one "
-                f"{self._log_path} holds: the log lost committed lines. Restore the log "
+                f"{ahead} was written after transaction {len(self.txs)}, the last one "
+                f"{self.log_path} holds: the log lost committed lines. Restore the log "
                 "from a backup",
-                path=self._log_path,
+                path=self.log_path,
             )
 
     def _init_dir(self, marker: str) -> None:
@@ -220,8 +214,8 @@ class _StoreBase:
         # the directory finds it is not a store, stays as short as a rename.
         tmp = self._marker_tmp()
         for sub in (SEGMENTS, SNAPSHOTS):
-            os.makedirs(os.path.join(self._dir, sub), exist_ok=True)
-        os.close(os.open(self._log_path, os.O_WRONLY | os.O_CREAT, 0o644))
+            os.makedirs(os.path.join(self.dir, sub), exist_ok=True)
+        os.close(os.open(self.log_path, os.O_WRONLY | os.O_CREAT, 0o644))
         self._publish_marker(tmp, marker)  # last: a directory with a marker is a complete store
 
     def _being_created(self, entries: list[str]) -> bool:
@@ -232,18 +226,18 @@ class _StoreBase:
         if not set(entries) <= {SEGMENTS, SNAPSHOTS, TXLOG}:
             return False
         for sub in (SEGMENTS, SNAPSHOTS):
-            folder = os.path.join(self._dir, sub)
+            folder = os.path.join(self.dir, sub)
             if os.path.exists(folder) and (
                 not os.path.isdir(folder)
                 or any(not e.startswith(tlog.TMP_PREFIX) for e in os.listdir(folder))
             ):
                 return False
-        return not os.path.exists(self._log_path) or os.path.getsize(self._log_path) == 0
+        return not os.path.exists(self.log_path) or os.path.getsize(self.log_path) == 0
 
     def _marker_tmp(self) -> str:
         """The marker of the current format, written and fsynced under a .tmp- name."""
         body = json.dumps({"format": tlog.FORMAT_NAME, "version": tlog.FORMAT_VERSION}) + "\n"
-        tmp = os.path.join(self._dir, f"{tlog.TMP_PREFIX}{secrets.token_hex(4)}-{MARKER}")
+        tmp = os.path.join(self.dir, f"{tlog.TMP_PREFIX}{secrets.token_hex(4)}-{MARKER}")
         with open(tmp, "w", encoding="utf-8") as f:
             f.write(body)
             f.flush()
@@ -252,8 +246,8 @@ class _StoreBase:
 
     def _publish_marker(self, tmp: str, marker: str) -> None:
         os.replace(tmp, marker)
-        fmt.fsync_dir(self._dir)
-        self._marker_version = tlog.FORMAT_VERSION
+        fmt.fsync_dir(self.dir)
+        self.marker_version = tlog.FORMAT_VERSION
 
     def _check_marker(self, marker: str) -> None:
         try:
@@ -270,41 +264,41 @@ class _StoreBase:
             raise CorruptStoreError(f"{marker} names format {name!r}, not ctxnb's", path=marker)
         if type(version) is not int or version > tlog.FORMAT_VERSION:
             raise StoreError(
-                f"{self._dir} uses store format {version!r}; this ctxnb reads up to "
+                f"{self.dir} uses store format {version!r}; this ctxnb reads up to "
                 f"{tlog.FORMAT_VERSION}. Upgrade ctxnb: pip install -U ctxnb"
             )
-        self._marker_version = version
+        self.marker_version = version
 
-    def _upgrade_marker(self) -> None:
+    def upgrade_marker(self) -> None:
         """Mark an older store with the current format before its first inline
         transaction or fold.
 
         A ctxnb that reads only an older format then asks to be upgraded instead of
         reading the store without its inline transactions. Needs the writer lock.
         """
-        marker = os.path.join(self._dir, MARKER)
+        marker = os.path.join(self.dir, MARKER)
         self._check_marker(marker)  # another process may have done it already
-        if self._marker_version < tlog.FORMAT_VERSION:
+        if self.marker_version < tlog.FORMAT_VERSION:
             self._publish_marker(self._marker_tmp(), marker)
 
     def _has_data_files(self) -> bool:
         return any(
             not e.startswith(tlog.TMP_PREFIX)
             for sub in (SEGMENTS, SNAPSHOTS)
-            for e in os.listdir(os.path.join(self._dir, sub))
+            for e in os.listdir(os.path.join(self.dir, sub))
         )
 
     def _check_layout(self) -> None:
         """Refuse foreign files: they are either damage or someone else's data."""
         foreign: list[str] = []
-        for e in os.listdir(self._dir):
+        for e in os.listdir(self.dir):
             if e not in _KNOWN_TOP and not e.startswith(tlog.TMP_PREFIX):
-                foreign.append(os.path.join(self._dir, e))
+                foreign.append(os.path.join(self.dir, e))
         for sub, patterns in (
             (SEGMENTS, (tlog.SEG_RE,)),
             (SNAPSHOTS, (tlog.SNAP_RE, tlog.DOCS_RE, tlog.TXS_RE)),
         ):
-            folder = os.path.join(self._dir, sub)
+            folder = os.path.join(self.dir, sub)
             for e in os.listdir(folder):
                 if e.startswith(tlog.TMP_PREFIX) or any(p.fullmatch(e) for p in patterns):
                     continue
@@ -319,7 +313,7 @@ class _StoreBase:
 
     # --- reading the log --------------------------------------------------------------
 
-    def _refresh(self, *, force: bool = False) -> None:
+    def refresh(self, *, force: bool = False) -> None:
         """Apply log lines other processes appended since we last looked.
 
         The fast path is one ``stat``; it is what keeps ``get`` cheap, and a commit's
@@ -331,56 +325,56 @@ class _StoreBase:
         ``_log_offset`` when its last line is unfinished (see ``_truncate_torn_tail``).
         """
         try:
-            st = os.stat(self._log_path)
+            st = os.stat(self.log_path)
         except FileNotFoundError as exc:
             raise CorruptStoreError(
-                f"{self._log_path} has disappeared; restore the store directory from a backup",
-                path=self._log_path,
+                f"{self.log_path} has disappeared; restore the store directory from a backup",
+                path=self.log_path,
             ) from exc
-        if not force and st.st_ino == self._seen_ino and st.st_size == self._log_offset:
+        if not force and st.st_ino == self.seen_ino and st.st_size == self.log_offset:
             # The file we read, ending where the last line we applied ends: nothing was
             # appended and no line is unfinished (lines are only ever appended; a log
             # that is rewritten is a new file, another inode). Reading it from
             # _log_offset, as force does, would find no bytes.
-            self._seen_size = st.st_size
+            self.seen_size = st.st_size
             return
         missing: FileNotFoundError | None = None
         for _ in range(_RETRIES):
-            with open(self._log_path, "rb") as f:
+            with open(self.log_path, "rb") as f:
                 fst = os.fstat(f.fileno())
-                if self._seen_ino not in (-1, fst.st_ino):
+                if self.seen_ino not in (-1, fst.st_ino):
                     self._follow_rotation()
                 size = fst.st_size
-                if size < self._log_offset:
+                if size < self.log_offset:
                     raise CorruptStoreError(
-                        f"{self._log_path} shrank below committed data ({size} < "
-                        f"{self._log_offset} bytes); restore it from a backup",
-                        path=self._log_path,
+                        f"{self.log_path} shrank below committed data ({size} < "
+                        f"{self.log_offset} bytes); restore it from a backup",
+                        path=self.log_path,
                     )
-                f.seek(self._log_offset)
-                data = f.read(size - self._log_offset)
+                f.seek(self.log_offset)
+                data = f.read(size - self.log_offset)
             end = data.rfind(b"\n") + 1
             entries = tlog.parse(
                 data[:end],
-                log_path=self._log_path,
-                first_line=self._log_lines,
-                next_tx=len(self._txs) + 1,
+                log_path=self.log_path,
+                first_line=self.log_lines,
+                next_tx=len(self.txs) + 1,
             )
             if self._rotated_from is not None:
                 self._check_rotation(entries)
             try:
-                self._apply(entries, self._log_offset + end, data.count(b"\n", 0, end))
+                self.apply(entries, self.log_offset + end, data.count(b"\n", 0, end))
             except FileNotFoundError as exc:
                 # A compaction removed a segment between our reading the log and the
                 # file; the log now says which snapshot holds it. Read on and retry.
                 missing = exc
                 continue
-            self._seen_size = self._log_offset + (len(data) - end)
-            self._seen_ino = fst.st_ino
+            self.seen_size = self.log_offset + (len(data) - end)
+            self.seen_ino = fst.st_ino
             return
         path = getattr(missing, "filename", None) or "?"
         raise CorruptStoreError(
-            f"{path} is named by the committed log {self._log_path} but is missing; "
+            f"{path} is named by the committed log {self.log_path} but is missing; "
             "committed data has been removed by hand. Restore it from a backup",
             path=str(path),
         )
@@ -391,8 +385,8 @@ class _StoreBase:
         What this store had seen must still be there afterwards (``_check_rotation``):
         a log swapped for an older copy is refused, not followed.
         """
-        self._rotated_from = (self._gen, len(self._txs))
-        self._seen_ino = -1
+        self._rotated_from = (self.gen, len(self.txs))
+        self.seen_ino = -1
         self._reset_log_state()
 
     def _check_rotation(self, entries: list[tlog.Entry]) -> None:
@@ -407,18 +401,18 @@ class _StoreBase:
         )
         if new_gen <= gen or new_n < n:
             raise CorruptStoreError(
-                f"{self._log_path} was replaced by another file while the store was open "
+                f"{self.log_path} was replaced by another file while the store was open "
                 f"(generation {new_gen} with {new_n} transactions, after generation {gen} "
                 f"with {n}); only a compaction's rotation may replace it, with a newer "
                 "generation holding every transaction. Reopen the store",
-                path=self._log_path,
+                path=self.log_path,
             )
         self._rotated_from = None
 
-    def _apply(self, entries: list[tlog.Entry], new_offset: int, nlines: int) -> None:
+    def apply(self, entries: list[tlog.Entry], new_offset: int, nlines: int) -> None:
         """Load what the new log entries add, then switch state in one step."""
         if not entries:
-            self._log_offset, self._log_lines = new_offset, self._log_lines + nlines
+            self.log_offset, self.log_lines = new_offset, self.log_lines + nlines
             return
         last_compact = None
         base = None
@@ -427,8 +421,8 @@ class _StoreBase:
                 last_compact = e
             elif isinstance(e, tlog.BaseEntry):
                 base, last_compact = e, e.compact
-                check_archive(self._abs(e.txs), e.txs_size)
-        snap = self._snap
+                check_archive(self.abs_path(e.txs), e.txs_size)
+        snap = self.snap
         new_snap: _Snapshot | None = None
         upto = snap.entry.upto if snap else 0
         if last_compact is not None:
@@ -436,9 +430,9 @@ class _StoreBase:
             upto = last_compact.upto
         new_txs = [e for e in entries if isinstance(e, tlog.TxEntry)]
         if base is not None:
-            self._gen, self._archive = base.gen, base.txs
-            load = archive_loader(self._abs(base.txs), base.upto, base.txs_size, base.txs_crc)
-            self._txs.set_archive(base.upto, (base.last_us, base.last_count), load)
+            self.gen, self.archive = base.gen, base.txs
+            load = archive_loader(self.abs_path(base.txs), base.upto, base.txs_size, base.txs_crc)
+            self.txs.set_archive(base.upto, (base.last_us, base.last_count), load)
         loaded: list[tuple[tlog.TxEntry, _PendingSegment]] = []
         try:
             for e in new_txs:
@@ -452,40 +446,40 @@ class _StoreBase:
             raise
         # Commit the new state; nothing below can fail on I/O.
         for e in new_txs:
-            self._txs.append(e.time_us, e.count)
+            self.txs.append(e.time_us, e.count)
         if new_snap is not None:
-            old, self._snap = self._snap, new_snap
+            old, self.snap = self.snap, new_snap
             if old is not None:
                 old.docs.close()
-            self._segments = {tx: s for tx, s in self._segments.items() if tx > upto}
-            self._pending = {tx: p for tx, p in self._pending.items() if tx > upto}
-            for key in list(self._overlay):
-                kept = [v for v in self._overlay[key] if v[0] > upto]
+            self.segments = {tx: s for tx, s in self.segments.items() if tx > upto}
+            self.pending = {tx: p for tx, p in self.pending.items() if tx > upto}
+            for key in list(self.overlay):
+                kept = [v for v in self.overlay[key] if v[0] > upto]
                 if kept:
-                    self._overlay[key] = kept
+                    self.overlay[key] = kept
                 else:
-                    del self._overlay[key]
+                    del self.overlay[key]
         for e, docs in loaded:
-            self._segments[e.tx] = e
-            self._add_overlay(e.tx, docs)
+            self.segments[e.tx] = e
+            self.add_overlay(e.tx, docs)
             if e.file is None:
-                self._unfolded.append(e.tx)
+                self.unfolded.append(e.tx)
         for e in entries:
             if isinstance(e, tlog.FoldEntry) and e.upto > upto:
-                self._folds[e.file] = e
+                self.folds[e.file] = e
         if new_snap is not None:
-            self._folds = {f: e for f, e in self._folds.items() if e.upto > upto}
-        self._folded_upto = max([upto, *(e.upto for e in self._folds.values())])
-        self._unfolded = [tx for tx in self._unfolded if tx > self._folded_upto]
+            self.folds = {f: e for f, e in self.folds.items() if e.upto > upto}
+        self.folded_upto = max([upto, *(e.upto for e in self.folds.values())])
+        self.unfolded = [tx for tx in self.unfolded if tx > self.folded_upto]
         if len(loaded) > 1:
             # Decoding many segments leaves freed buffers in Arrow's allocator; give them
             # back, so that a store opened once does not keep its peak.
             pa.default_memory_pool().release_unused()
-        self._log_offset, self._log_lines = new_offset, self._log_lines + nlines
+        self.log_offset, self.log_lines = new_offset, self.log_lines + nlines
 
-    def _add_overlay(self, tx: int, pending: _PendingSegment) -> None:
-        self._pending[tx] = pending
-        overlay = self._overlay
+    def add_overlay(self, tx: int, pending: _PendingSegment) -> None:
+        self.pending[tx] = pending
+        overlay = self.overlay
         ids, types = pending.ids_and_types()
         for row, (key, typ) in enumerate(zip(ids, types, strict=True)):
             versions = overlay.get(key)
@@ -494,16 +488,16 @@ class _StoreBase:
             else:
                 versions.append((tx, row, typ))
 
-    def _json(self, tx: int, row: int) -> bytes:
+    def version_json(self, tx: int, row: int) -> bytes:
         """The JSON bytes of a version newer than the snapshot."""
-        return self._pending[tx].json(row)
+        return self.pending[tx].json(row)
 
-    def _abs(self, rel: str) -> str:
-        return os.path.join(self._dir, rel)
+    def abs_path(self, rel: str) -> str:
+        return os.path.join(self.dir, rel)
 
     def _read_segment(self, e: tlog.TxEntry) -> pa.Table:
         assert e.file is not None
-        path = self._abs(e.file)
+        path = self.abs_path(e.file)
         size = os.path.getsize(path)  # FileNotFoundError: handled by _refresh
         if size != e.size:
             raise CorruptStoreError(
@@ -526,7 +520,7 @@ class _StoreBase:
         return table
 
     def _open_docs(self, e: tlog.CompactEntry) -> cache.DocsFile:
-        parquet = self._abs(e.file)
+        parquet = self.abs_path(e.file)
         size = os.path.getsize(parquet)
         if size != e.size:
             raise CorruptStoreError(
@@ -534,7 +528,7 @@ class _StoreBase:
                 "is damaged. Restore it from a backup",
                 path=parquet,
             )
-        docs_path = self._abs(e.docs)
+        docs_path = self.abs_path(e.docs)
         try:
             if os.path.getsize(docs_path) != e.docs_size:
                 raise CorruptStoreError(f"{docs_path} has the wrong size", path=docs_path)
@@ -544,23 +538,23 @@ class _StoreBase:
                 raise
             # The doc cache is derived from the snapshot Parquet: rebuild it.
             log.warning("rebuilding the doc cache %s from %s (%s)", docs_path, parquet, exc)
-            tmp = self._tmp_name(SNAPSHOTS, os.path.basename(docs_path))
+            tmp = self.tmp_name(SNAPSHOTS, os.path.basename(docs_path))
             rebuild_docs(parquet, docs_path, tmp)
             return cache.DocsFile(docs_path, e.rows, e.upto)
 
-    def _tmp_name(self, sub: str, name: str) -> str:
-        return os.path.join(self._dir, sub, f"{tlog.TMP_PREFIX}{secrets.token_hex(4)}-{name}")
+    def tmp_name(self, sub: str, name: str) -> str:
+        return os.path.join(self.dir, sub, f"{tlog.TMP_PREFIX}{secrets.token_hex(4)}-{name}")
 
-    # --- writing ----------------------------------------------------------------------
+    # --- for the writes -------------------------------------------------------------
 
-    def _lock(self, name: str, fd: int | None) -> int:
+    def lock(self, name: str, fd: int | None) -> int:
         if fd is None:
-            fd = os.open(os.path.join(self._dir, name), os.O_RDWR | os.O_CREAT, 0o644)
+            fd = os.open(os.path.join(self.dir, name), os.O_RDWR | os.O_CREAT, 0o644)
         fcntl.flock(fd, fcntl.LOCK_EX)
         return fd
 
-    def _now(self) -> datetime:
-        now = self._clock()
+    def now(self) -> datetime:
+        now = self.clock()
         if not isinstance(now, datetime) or now.tzinfo is None:
             raise StoreError(
                 f"the store's clock returned {now!r}; it must return an aware datetime, "
@@ -569,14 +563,37 @@ class _StoreBase:
         now = now.astimezone(UTC)
         # Tx times never go backwards, so as_of(time) has one answer even if the
         # wall clock steps back.
-        last = self._txs.last_us()
+        last = self.txs.last_us()
         if last is not None and tlog.to_us(now) < last:
             now = tlog.from_us(last)
         return now
 
-    def _check_open(self) -> None:
-        if self._closed:
-            raise StoreError(f"the store at {self._dir} is closed; open it again")
+    def check_open(self) -> None:
+        if self.closed:
+            raise StoreError(f"the store at {self.dir} is closed; open it again")
+
+    def close(self) -> None:
+        """Release the descriptors and the snapshot's memory map; reads then refuse."""
+        self.closed = True
+        for fd in (self.log_fd, self.writer_fd):
+            if fd is not None:
+                os.close(fd)
+        self.log_fd = self.writer_fd = None
+        if self.snap is not None:
+            self.snap.docs.close()
+            self.snap = None
+        self.overlay = {}
+        self.pending = {}
+
+    def __del__(self) -> None:
+        # A store dropped without close(): its descriptors go with it, as a file
+        # object's do (what waits to be folded stays in the log; the next open reads it).
+        for name in ("log_fd", "writer_fd"):
+            fd = getattr(self, name, None)
+            if fd is not None:
+                setattr(self, name, None)
+                with contextlib.suppress(OSError):
+                    os.close(fd)
 
 
 def _unlink(path: str) -> None:

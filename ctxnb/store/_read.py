@@ -1,8 +1,10 @@
 """The reads of an object store: the latest version, history, as-of and scans.
 
-Readers never lock: each read refreshes from the transaction log (a ``stat``) and then
-reads the snapshot's memory-mapped doc cache, the live segments and the inline
-transactions that :class:`ctxnb.store._open._StoreBase` keeps.
+:class:`StoreReader` answers them for :class:`ctxnb.store.objectstore.ObjectStore`,
+which passes its read methods on to it. Readers take no file lock: each read refreshes
+from the transaction log (a ``stat``) and then reads the snapshot's memory-mapped doc
+cache, the live segments and the inline transactions that the store's
+:class:`ctxnb.store._open.StoreState` keeps. The examples are on ``ObjectStore``.
 """
 
 from __future__ import annotations
@@ -20,7 +22,7 @@ from ..errors import StoreError
 from ..model import OBJECT_TYPES, model_for_type
 from . import _compact as compaction
 from . import _fmt as fmt
-from ._open import _RETRIES, TxRecord, _StoreBase
+from ._open import _RETRIES, StoreState, TxRecord
 
 
 @dataclass(frozen=True)
@@ -40,27 +42,24 @@ class Version:
 _SORT_KEYS = compaction.SORT_KEYS
 
 
-class _StoreReads(_StoreBase):
-    """The reads of :class:`ctxnb.store.objectstore.ObjectStore`."""
+class StoreReader:
+    """The reads of one open store: every method locks its state and follows the log."""
+
+    __slots__ = ("_state",)
+
+    def __init__(self, state: StoreState) -> None:
+        self._state = state
 
     def get(self, id: str) -> dict[str, Any] | None:
-        """The latest version of a document, or None if the store has never seen ``id``.
-
-        Example:
-            >>> import tempfile
-            >>> from ctxnb.store import ObjectStore
-            >>> store = ObjectStore(tempfile.mkdtemp())
-            >>> _ = store.put([{"xt/id": "a", "type": "note", "tags": ["x"]}])
-            >>> store.get("a"), store.get("nope")
-            ({'xt/id': 'a', 'type': 'note', 'tags': ['x']}, None)
-        """
-        with self._mu:
-            self._check_open()
-            self._refresh()
-            versions = self._overlay.get(id)
+        """The latest version of a document, or None if the store has never seen ``id``."""
+        st = self._state
+        with st.mu:
+            st.check_open()
+            st.refresh()
+            versions = st.overlay.get(id)
             if versions is not None:
-                return json.loads(self._json(*versions[-1][:2]))
-            snap = self._snap
+                return json.loads(st.version_json(*versions[-1][:2]))
+            snap = st.snap
             if snap is not None:
                 k = snap.docs.index.get(id)
                 if k is not None:
@@ -68,28 +67,20 @@ class _StoreReads(_StoreBase):
             return None
 
     def get_many(self, ids: Iterable[str]) -> dict[str, dict[str, Any]]:
-        """The latest versions of several documents; ids the store lacks are left out.
-
-        Example:
-            >>> import tempfile
-            >>> from ctxnb.store import ObjectStore
-            >>> store = ObjectStore(tempfile.mkdtemp())
-            >>> _ = store.put([{"xt/id": "a", "type": "note"}])
-            >>> list(store.get_many(["a", "b"]))
-            ['a']
-        """
-        with self._mu:
-            self._check_open()
-            self._refresh()
-            overlay, out = self._overlay, {}
-            snap = self._snap.docs if self._snap else None
+        """The latest versions of several documents; ids the store lacks are left out."""
+        st = self._state
+        with st.mu:
+            st.check_open()
+            st.refresh()
+            overlay, out = st.overlay, {}
+            snap = st.snap.docs if st.snap else None
             loads = json.loads
             for key in ids:
                 if key in out:
                     continue
                 versions = overlay.get(key)
                 if versions is not None:
-                    out[key] = loads(self._json(*versions[-1][:2]))
+                    out[key] = loads(st.version_json(*versions[-1][:2]))
                 elif snap is not None:
                     k = snap.index.get(key)
                     if k is not None:
@@ -97,25 +88,15 @@ class _StoreReads(_StoreBase):
             return out
 
     def latest_tx_of(self, id: str) -> int | None:
-        """The transaction of the latest version of ``id`` (None if unknown), without
-        decoding any document.
-
-        Example:
-            >>> import tempfile
-            >>> from ctxnb.store import ObjectStore
-            >>> store = ObjectStore(tempfile.mkdtemp())
-            >>> _ = store.put([{"xt/id": "a", "type": "note"}])
-            >>> _ = store.put([{"xt/id": "b", "type": "note"}])
-            >>> store.latest_tx_of("a"), store.latest_tx_of("b"), store.latest_tx_of("c")
-            (1, 2, None)
-        """
-        with self._mu:
-            self._check_open()
-            self._refresh()
-            versions = self._overlay.get(id)
+        """The transaction of the latest version of ``id`` (None if unknown), without"""
+        st = self._state
+        with st.mu:
+            st.check_open()
+            st.refresh()
+            versions = st.overlay.get(id)
             if versions:
                 return versions[-1][0]
-            snap = self._snap.docs if self._snap else None
+            snap = st.snap.docs if st.snap else None
             if snap is not None:
                 k = snap.index.get(id)
                 if k is not None:
@@ -123,22 +104,13 @@ class _StoreReads(_StoreBase):
             return None
 
     def history(self, id: str) -> list[Version]:
-        """Every version of a document, oldest first (empty if the id is unknown).
-
-        Example:
-            >>> import tempfile
-            >>> from ctxnb.store import ObjectStore
-            >>> store = ObjectStore(tempfile.mkdtemp())
-            >>> _ = store.put([{"xt/id": "a", "type": "note", "v": 1}])
-            >>> _ = store.put([{"xt/id": "a", "type": "note", "v": 2}])
-            >>> [(v.tx_id, v.doc["v"], v.version_id) for v in store.history("a")]
-            [(1, 1, 'a@1'), (2, 2, 'a@2')]
-        """
-        with self._mu:
-            self._check_open()
-            self._refresh()
-            time, out = self._txs.time, []
-            snap = self._snap.docs if self._snap else None
+        """Every version of a document, oldest first (empty if the id is unknown)."""
+        st = self._state
+        with st.mu:
+            st.check_open()
+            st.refresh()
+            time, out = st.txs.time, []
+            snap = st.snap.docs if st.snap else None
             if snap is not None:
                 k = snap.index.get(id)
                 if k is not None:
@@ -146,40 +118,23 @@ class _StoreReads(_StoreBase):
                     for row in range(snap.starts[k], snap.starts[k + 1]):
                         tx = txs[row]
                         out.append(Version(json.loads(raw(row)), tx, time(tx)))
-            for tx, row, _ in self._overlay.get(id, ()):
-                out.append(Version(json.loads(self._json(tx, row)), tx, time(tx)))
+            for tx, row, _ in st.overlay.get(id, ()):
+                out.append(Version(json.loads(st.version_json(tx, row)), tx, time(tx)))
             return out
 
     def as_of(self, id: str, tx: int | datetime | TxRecord) -> dict[str, Any] | None:
-        """The version of ``id`` that was current at a transaction or time.
-
-        Args:
-            id: the document id.
-            tx: a tx id, a TxRecord, or an aware datetime (the latest transaction
-                committed at or before it counts).
-
-        Returns:
-            The document, or None if it did not exist yet.
-
-        Example:
-            >>> import tempfile
-            >>> from ctxnb.store import ObjectStore
-            >>> store = ObjectStore(tempfile.mkdtemp())
-            >>> first = store.put([{"xt/id": "a", "type": "note", "v": 1}])
-            >>> _ = store.put([{"xt/id": "a", "type": "note", "v": 2}])
-            >>> store.as_of("a", first)["v"], store.as_of("a", first.tx_time)["v"]
-            (1, 1)
-        """
-        with self._mu:
-            self._check_open()
-            self._refresh()
-            limit = self._resolve_tx(tx)
+        """The version of ``id`` that was current at a transaction or time."""
+        st = self._state
+        with st.mu:
+            st.check_open()
+            st.refresh()
+            limit = self.resolve_tx(tx)
             if limit is None:
                 return None
-            for v_tx, row, _ in reversed(self._overlay.get(id, ())):
+            for v_tx, row, _ in reversed(st.overlay.get(id, ())):
                 if v_tx <= limit:
-                    return json.loads(self._json(v_tx, row))
-            snap = self._snap.docs if self._snap else None
+                    return json.loads(st.version_json(v_tx, row))
+            snap = st.snap.docs if st.snap else None
             if snap is not None:
                 k = snap.index.get(id)
                 if k is not None:
@@ -189,8 +144,9 @@ class _StoreReads(_StoreBase):
                             return json.loads(snap.raw(row))
             return None
 
-    def _resolve_tx(self, tx: int | datetime | TxRecord | None) -> int | None:
+    def resolve_tx(self, tx: int | datetime | TxRecord | None) -> int | None:
         """A tx reference to a tx id (None: before the first transaction)."""
+        st = self._state
         if isinstance(tx, TxRecord):
             return tx.tx_id
         if isinstance(tx, datetime):
@@ -199,27 +155,19 @@ class _StoreReads(_StoreBase):
                     f"as_of needs a timezone-aware datetime, got {tx!r}; "
                     "e.g. datetime.now(timezone.utc)"
                 )
-            return self._txs.committed_by(tx) or None
+            return st.txs.committed_by(tx) or None
         if isinstance(tx, int) and not isinstance(tx, bool):
             return tx if tx >= 1 else None
         raise TypeError(f"expected a tx id, a TxRecord or a datetime, got {tx!r}")
 
     def ids(self, type: str | None = None) -> list[str]:
-        """The ids of all documents (optionally of one type, by latest version), sorted.
-
-        Example:
-            >>> import tempfile
-            >>> from ctxnb.store import ObjectStore
-            >>> store = ObjectStore(tempfile.mkdtemp())
-            >>> _ = store.put([{"xt/id": "b", "type": "file"}, {"xt/id": "a", "type": "chat"}])
-            >>> store.ids(), store.ids("file")
-            (['a', 'b'], ['b'])
-        """
-        with self._mu:
-            self._check_open()
-            self._refresh()
+        """The ids of all documents (optionally of one type, by latest version), sorted."""
+        st = self._state
+        with st.mu:
+            st.check_open()
+            st.refresh()
             out: set[str] = set()
-            snap = self._snap.docs if self._snap else None
+            snap = st.snap.docs if st.snap else None
             if snap is not None:
                 if type is None:
                     out.update(snap.index)
@@ -228,7 +176,7 @@ class _StoreReads(_StoreBase):
                     mask = pc.equal(snap.types().take(latest), type)
                     ids = snap.ids().take(latest).filter(mask)
                     out.update(ids.to_pylist())
-            for key, versions in self._overlay.items():
+            for key, versions in st.overlay.items():
                 if type is None or versions[-1][2] == type:
                     out.add(key)
                 else:
@@ -237,17 +185,19 @@ class _StoreReads(_StoreBase):
 
     def latest_tx(self) -> TxRecord | None:
         """The last committed transaction, or None for an empty store."""
-        with self._mu:
-            self._check_open()
-            self._refresh()
-            return self._txs.last()
+        st = self._state
+        with st.mu:
+            st.check_open()
+            st.refresh()
+            return st.txs.last()
 
     def transactions(self) -> list[TxRecord]:
         """Every committed transaction, oldest first."""
-        with self._mu:
-            self._check_open()
-            self._refresh()
-            return self._txs.records()
+        st = self._state
+        with st.mu:
+            st.check_open()
+            st.refresh()
+            return st.txs.records()
 
     def scan(
         self,
@@ -258,47 +208,27 @@ class _StoreReads(_StoreBase):
         columns: Iterable[str] | None = None,
         format: Literal["pandas", "arrow"] = "pandas",
     ) -> Any:
-        """Documents as a table with one typed column per field.
-
-        Args:
-            type: only documents of this type (judged by the version returned).
-            as_of: read as of this tx id, TxRecord or aware datetime.
-            all_versions: every version instead of the latest of each document.
-            columns: column names to return (see ``docs/store-format.md``). By default
-                the envelope, the type's own fields (all fields without ``type``),
-                ``extra``, ``tx_id`` and ``tx_time``.
-            format: ``"pandas"`` for a DataFrame, ``"arrow"`` for a ``pyarrow.Table``.
-
-        Rows are sorted by ``xt_id``, then ``tx_id``. ``args`` and ``turns`` hold JSON
-        text, ``extra`` a JSON object of all other keys.
-
-        Example:
-            >>> import tempfile
-            >>> from ctxnb.store import ObjectStore
-            >>> store = ObjectStore(tempfile.mkdtemp())
-            >>> _ = store.put([{"xt/id": "f", "type": "file", "content": "hi", "char_count": 2}])
-            >>> store.scan("file")[["xt_id", "content", "char_count"]].to_dict("records")
-            [{'xt_id': 'f', 'content': 'hi', 'char_count': 2}]
-        """
+        """Documents as a table with one typed column per field."""
+        st = self._state
         if format not in ("pandas", "arrow"):
             raise ValueError(f"format must be 'pandas' or 'arrow', not {format!r}")
-        wanted = self._scan_columns(type, columns)
-        with self._mu:
-            self._check_open()
+        wanted = _scan_columns(type, columns)
+        with st.mu:
+            st.check_open()
             for _ in range(_RETRIES):
-                self._refresh()
-                limit = self._resolve_tx(as_of) if as_of is not None else None
-                files = [self._abs(self._snap.entry.file)] if self._snap else []
-                files += [self._abs(s.file) for _, s in sorted(self._segments.items()) if s.file]
+                st.refresh()
+                limit = self.resolve_tx(as_of) if as_of is not None else None
+                files = [st.abs_path(st.snap.entry.file)] if st.snap else []
+                files += [st.abs_path(s.file) for _, s in sorted(st.segments.items()) if s.file]
                 inline = [
-                    self._pending[tx]
-                    for tx, s in sorted(self._segments.items())
-                    if s.file is None and tx in self._pending
+                    st.pending[tx]
+                    for tx, s in sorted(st.segments.items())
+                    if s.file is None and tx in st.pending
                 ]
                 if as_of is not None and limit is None:
                     files, inline = [], []
                 # A snapshot alone is already sorted by id, then tx.
-                presorted = self._snap is not None and len(files) == 1 and not inline
+                presorted = st.snap is not None and len(files) == 1 and not inline
                 read = sorted(set(wanted) | {"xt_id", "tx_id", "type"}, key=fmt.SCHEMA.names.index)
                 try:
                     tables = [fmt.read_parquet(f, columns=read) for f in files]
@@ -307,7 +237,7 @@ class _StoreReads(_StoreBase):
                 tables += [p.table.select(read) for p in inline]
                 break
             else:
-                raise StoreError(f"could not read {self._dir}: files kept changing; retry")
+                raise StoreError(f"could not read {st.dir}: files kept changing; retry")
         schema = pa.schema([fmt.SCHEMA.field(n) for n in read])
         table = pa.concat_tables(tables) if tables else schema.empty_table()
         if limit is not None:
@@ -324,20 +254,18 @@ class _StoreReads(_StoreBase):
         table = table.select(wanted)
         return table if format == "arrow" else table.to_pandas()
 
-    @staticmethod
-    def _scan_columns(type: str | None, columns: Iterable[str] | None) -> list[str]:
-        if columns is not None:
-            wanted = list(columns)
-            unknown = [c for c in wanted if c not in fmt.SCHEMA.names]
-            if unknown:
-                raise ValueError(
-                    f"unknown column(s) {unknown}; store columns are {fmt.SCHEMA.names}"
-                )
-            return wanted
-        envelope = [c for c in fmt.ENVELOPE_COLUMNS if c not in ("tx_id", "tx_time")]
-        if type in OBJECT_TYPES:
-            own = model_for_type(type).PAYLOAD_FIELDS  # type: ignore[arg-type]
-            payload = [c for c in fmt.PAYLOAD_COLUMNS if c in own]
-        else:
-            payload = list(fmt.PAYLOAD_COLUMNS)
-        return [*envelope, *payload, "extra", "tx_id", "tx_time"]
+
+def _scan_columns(type: str | None, columns: Iterable[str] | None) -> list[str]:
+    if columns is not None:
+        wanted = list(columns)
+        unknown = [c for c in wanted if c not in fmt.SCHEMA.names]
+        if unknown:
+            raise ValueError(f"unknown column(s) {unknown}; store columns are {fmt.SCHEMA.names}")
+        return wanted
+    envelope = [c for c in fmt.ENVELOPE_COLUMNS if c not in ("tx_id", "tx_time")]
+    if type in OBJECT_TYPES:
+        own = model_for_type(type).PAYLOAD_FIELDS  # type: ignore[arg-type]
+        payload = [c for c in fmt.PAYLOAD_COLUMNS if c in own]
+    else:
+        payload = list(fmt.PAYLOAD_COLUMNS)
+    return [*envelope, *payload, "extra", "tx_id", "tx_time"]

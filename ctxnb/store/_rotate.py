@@ -1,6 +1,7 @@
 """What a compaction does after its line: rotate the log, remove what is not live.
 
-Private to :mod:`ctxnb.store.objectstore`. Without rotation the log keeps a line for every
+Private to :mod:`ctxnb.store.objectstore`; each function works on the store's
+:class:`~ctxnb.store._open.StoreState`. Without rotation the log keeps a line for every
 transaction ever committed, and opening a store reads them all. After a compaction's
 line is durable, the log is replaced (one atomic rename) by a new one whose first line,
 the *base*, names the new snapshot and an archive of the transactions it covers
@@ -23,13 +24,13 @@ from . import _fmt as fmt
 from . import _guard as guard
 from . import _log as tlog
 from ._attach import settle
-from ._open import SEGMENTS, SNAPSHOTS, _StoreBase, _unlink
+from ._open import SEGMENTS, SNAPSHOTS, StoreState, _unlink
 from ._txs import write_archive
 
 log = logging.getLogger("ctxnb.store.objectstore")
 
 
-def rotate(store: _StoreBase, entry: tlog.CompactEntry, start: int, end: int) -> bool:
+def rotate(state: StoreState, entry: tlog.CompactEntry, start: int, end: int) -> bool:
     """Replace the log after ``entry``'s line is durable (needs both locks).
 
     The log's bytes ``start:end`` hold the lines of the transactions (and folds)
@@ -39,31 +40,31 @@ def rotate(store: _StoreBase, entry: tlog.CompactEntry, start: int, end: int) ->
     dropped lines carry attachments (trace records) that cannot be made durable in
     their ledger first (see :mod:`ctxnb.store._attach`): rotation never loses one.
     """
-    if not settle(store._dir, start):
+    if not settle(state.dir, start):
         return False
     try:
-        with open(store._log_path, "rb") as f:
+        with open(state.log_path, "rb") as f:
             f.seek(start)
             carried = f.read(end - start)
-        _rotate(store, entry, carried)
+        _rotate(state, entry, carried)
     except OSError as exc:
-        log.warning("could not rotate %s (%s); the next compaction will", store._log_path, exc)
-        store._refresh(force=True)  # whichever log is in place now
+        log.warning("could not rotate %s (%s); the next compaction will", state.log_path, exc)
+        state.refresh(force=True)  # whichever log is in place now
         return False
     return True
 
 
-def _rotate(store: _StoreBase, entry: tlog.CompactEntry, carried: bytes) -> None:
-    if store._marker_version < tlog.ROTATE_FORMAT_VERSION:
-        store._upgrade_marker()
-    times, counts = store._txs.columns(entry.upto)
+def _rotate(state: StoreState, entry: tlog.CompactEntry, carried: bytes) -> None:
+    if state.marker_version < tlog.ROTATE_FORMAT_VERSION:
+        state.upgrade_marker()
+    times, counts = state.txs.columns(entry.upto)
     name = f"txs-{entry.upto:012d}-{secrets.token_hex(4)}.arrow"
-    final = os.path.join(store._dir, SNAPSHOTS, name)
-    with fmt.publishing(store._tmp_name(SNAPSHOTS, name), final) as tmp:
+    final = os.path.join(state.dir, SNAPSHOTS, name)
+    with fmt.publishing(state.tmp_name(SNAPSHOTS, name), final) as tmp:
         crc = write_archive(tmp, times, counts)
-    fmt.fsync_dir(os.path.join(store._dir, SNAPSHOTS))
+    fmt.fsync_dir(os.path.join(state.dir, SNAPSHOTS))
     base = tlog.BaseEntry(
-        gen=store._gen + 1,
+        gen=state.gen + 1,
         upto=entry.upto,
         last_us=times[-1],
         last_count=counts[-1],
@@ -72,29 +73,29 @@ def _rotate(store: _StoreBase, entry: tlog.CompactEntry, carried: bytes) -> None
         txs_crc=crc,
         compact=entry,
     )
-    log_tmp = os.path.join(store._dir, f"{tlog.TMP_PREFIX}{secrets.token_hex(4)}-{tlog.TXLOG}")
+    log_tmp = os.path.join(state.dir, f"{tlog.TMP_PREFIX}{secrets.token_hex(4)}-{tlog.TXLOG}")
     fd = os.open(log_tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o644)
     try:
         try:
             tlog.append(fd, tlog.base_line(base) + carried)  # one write, fsynced
         finally:
             os.close(fd)
-        os.replace(log_tmp, store._log_path)
+        os.replace(log_tmp, state.log_path)
     except BaseException:
         if os.path.exists(log_tmp):
             os.unlink(log_tmp)
         raise
-    fmt.fsync_dir(store._dir)  # the commit point of the rotation
-    store._refresh(force=True)  # another inode: read from the base line on
-    if store._writer_fd is not None:
-        os.pwrite(store._writer_fd, guard.mark(store._log_offset, store._gen), 0)
+    fmt.fsync_dir(state.dir)  # the commit point of the rotation
+    state.refresh(force=True)  # another inode: read from the base line on
+    if state.writer_fd is not None:
+        os.pwrite(state.writer_fd, guard.mark(state.log_offset, state.gen), 0)
 
 
-def remove_unlogged_segments(store: _StoreBase) -> None:
+def remove_unlogged_segments(state: StoreState) -> None:
     """Remove segment files the log does not reference (needs the writer lock)."""
-    live = {os.path.basename(e.file) for e in store._segments.values() if e.file}
-    live |= {os.path.basename(f) for f in store._folds}
-    folder = os.path.join(store._dir, SEGMENTS)
+    live = {os.path.basename(e.file) for e in state.segments.values() if e.file}
+    live |= {os.path.basename(f) for f in state.folds}
+    folder = os.path.join(state.dir, SEGMENTS)
     removed = 0
     for name in os.listdir(folder):
         if name not in live:
@@ -104,19 +105,19 @@ def remove_unlogged_segments(store: _StoreBase) -> None:
         fmt.fsync_dir(folder)
 
 
-def remove_old_snapshots(store: _StoreBase) -> None:
+def remove_old_snapshots(state: StoreState) -> None:
     """Remove snapshot files and archives no longer current (needs the compaction lock).
 
     Never one that the log cannot account for: that one holds data the log lost.
     """
-    files = [f for f in guard.data_files(store._dir) if f[2] == 0]
-    store._refresh()
-    store._refuse_files_ahead(files)
-    snap = store._snap
+    files = [f for f in guard.data_files(state.dir) if f[2] == 0]
+    state.refresh()
+    state.refuse_files_ahead(files)
+    snap = state.snap
     live = {os.path.basename(snap.entry.file), os.path.basename(snap.entry.docs)} if snap else set()
-    if store._archive is not None:
-        live.add(os.path.basename(store._archive))
-    folder = os.path.join(store._dir, SNAPSHOTS)
+    if state.archive is not None:
+        live.add(os.path.basename(state.archive))
+    folder = os.path.join(state.dir, SNAPSHOTS)
     for name in os.listdir(folder):
         if name not in live:
             _unlink(os.path.join(folder, name))

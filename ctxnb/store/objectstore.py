@@ -10,6 +10,15 @@ transaction log whose fsynced line is the commit point. Writers in several proce
 take turns under a file lock; readers never lock and notice other processes' commits
 by a ``stat`` of the log.
 
+An ``ObjectStore`` is three parts, one concern each: a
+:class:`~ctxnb.store._open.StoreState` (``_open.py``: the directory opened and checked, the
+log followed, the snapshot, segments and inline transactions it names), a
+:class:`~ctxnb.store._read.StoreReader` over that state (``_read.py``: ``get``, ``history``,
+``as_of``, ``scan`` …, which the store passes its reads to), and the writes, folds and
+compactions here, which append to the log and apply what they appended to the state.
+Those three stay in one module because they share one commit protocol: the writer lock,
+the log line as the commit point, the guard mark, and the state updated after it.
+
 Example:
     >>> import tempfile
     >>> with ObjectStore(tempfile.mkdtemp()) as store:
@@ -21,7 +30,6 @@ Example:
 
 from __future__ import annotations
 
-import contextlib
 import fcntl
 import logging
 import os
@@ -30,9 +38,10 @@ import threading
 import weakref
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
+from datetime import datetime
 from pathlib import Path
 from types import TracebackType
-from typing import Any
+from typing import Any, Literal
 
 import pyarrow as pa
 
@@ -50,6 +59,7 @@ from ._open import (
     SEGMENTS,
     SNAPSHOTS,
     WRITER_LOCK,
+    StoreState,
     TxRecord,
     _unlink,
 )
@@ -69,7 +79,7 @@ from ._open import (
     TXLOG as TXLOG,
 )
 from ._pending import _PendingSegment, fold_table
-from ._read import Version, _StoreReads
+from ._read import StoreReader, Version
 from ._rotate import remove_old_snapshots, remove_unlogged_segments, rotate
 
 __all__ = ["CompactReport", "ObjectStore", "TxRecord", "Version"]
@@ -106,7 +116,7 @@ def _fold_later(ref: weakref.ref[ObjectStore]) -> None:
         store._fold_on_timer()
 
 
-class ObjectStore(_StoreReads):
+class ObjectStore:
     """A versioned document store in a directory of Parquet files.
 
     Documents are JSON-shaped dicts with a string ``"xt/id"`` and a string ``"type"``.
@@ -152,7 +162,26 @@ class ObjectStore(_StoreReads):
         """
         return cls(Path(workspace_root) / ".ctxnb" / "store", **kwargs)
 
-    # --- opening ----------------------------------------------------------------------
+    def __init__(
+        self,
+        path: str | os.PathLike[str],
+        *,
+        create: bool = True,
+        clock: Callable[[], datetime] | None = None,
+        inline_max_bytes: int = INLINE_MAX_BYTES,
+        fold_every: int = FOLD_EVERY_TX,
+        fold_after: float | None = FOLD_AFTER_SECONDS,
+    ) -> None:
+        self._inline_max = inline_max_bytes
+        self._fold_every = max(1, fold_every)
+        self._fold_after = fold_after
+        self._fold_timer: threading.Timer | None = None
+        self._cleaned = False  # unlogged segments removed (at the first commit)
+        self._state = StoreState(path, create=create, clock=clock)
+        self._reader = StoreReader(self._state)
+        self.path = self._state.path
+
+    # --- writes -----------------------------------------------------------------------
     def put(
         self,
         docs: Iterable[Mapping[str, Any]],
@@ -193,7 +222,8 @@ class ObjectStore(_StoreReads):
             >>> tx.tx_id, tx.count
             (1, 2)
         """
-        self._check_open()
+        st = self._state
+        st.check_open()
         batch: dict[str, Mapping[str, Any]] = {}
         for i, doc in enumerate(docs):
             batch[fmt.validate(doc, i)] = doc
@@ -201,26 +231,26 @@ class ObjectStore(_StoreReads):
         blobs = self._inline_blobs(batch)
         if batch and blobs is None:
             data = fmt.to_table(fmt.encode(list(batch.values())))
-        with self._mu:
-            self._check_open()
+        with st.mu:
+            st.check_open()
             written: str | None = None  # a segment renamed into place, not yet logged
             later: list[Callable[[], None]] | None = None  # the log's fsync, in the background
-            self._writer_fd = self._lock(WRITER_LOCK, self._writer_fd)
+            st.writer_fd = st.lock(WRITER_LOCK, st.writer_fd)
             try:
-                self._refresh()  # one stat when no other process committed since
+                st.refresh()  # one stat when no other process committed since
                 self._truncate_torn_tail()
                 if not self._cleaned:
-                    remove_unlogged_segments(self)
+                    remove_unlogged_segments(st)
                     self._cleaned = True
-                tx_id = len(self._txs) + 1
-                now = self._now()
+                tx_id = len(st.txs) + 1
+                now = st.now()
                 entry = tlog.TxEntry(tx_id, tlog.to_us(now), len(batch), None, 0)
                 extra = list(attached) if attached else None
                 if blobs is None and data is None:  # an empty transaction
                     line = tlog.tx_line(entry, extra, [])
                 if blobs is not None:
-                    if self._marker_version < tlog.INLINE_FORMAT_VERSION:
-                        self._upgrade_marker()
+                    if st.marker_version < tlog.INLINE_FORMAT_VERSION:
+                        st.upgrade_marker()
                     line = tlog.txdocs_line(tx_id, entry.time_us, blobs, extra)
                     later = durable_waits
                     # From the JSON, not the caller's dicts, which may change after put.
@@ -234,9 +264,9 @@ class ObjectStore(_StoreReads):
                     )
                 elif data is not None:
                     name = f"seg-{tx_id:012d}-{secrets.token_hex(4)}.parquet"
-                    final = os.path.join(self._dir, SEGMENTS, name)
+                    final = os.path.join(st.dir, SEGMENTS, name)
                     table = fmt.with_tx(data, tx_id, now)
-                    size = fmt.write_segment(table, self._tmp_name(SEGMENTS, name), final)
+                    size = fmt.write_segment(table, st.tmp_name(SEGMENTS, name), final)
                     written = final
                     entry = tlog.TxEntry(
                         tx_id, entry.time_us, len(batch), f"{SEGMENTS}/{name}", size
@@ -248,24 +278,25 @@ class ObjectStore(_StoreReads):
                 if written is not None:
                     # Not committed: outside readers of the Parquet files must not see it.
                     _unlink(written)
-                raise StoreError(f"cannot commit to {self._dir}: {exc}") from exc
+                raise StoreError(f"cannot commit to {st.dir}: {exc}") from exc
             finally:
-                fcntl.flock(self._writer_fd, fcntl.LOCK_UN)
+                fcntl.flock(st.writer_fd, fcntl.LOCK_UN)
             if batch:
-                self._segments[tx_id] = entry
-                self._add_overlay(tx_id, pending)
+                st.segments[tx_id] = entry
+                st.add_overlay(tx_id, pending)
                 if blobs is not None:
-                    self._unfolded.append(tx_id)
+                    st.unfolded.append(tx_id)
             record = TxRecord(tx_id, tlog.from_us(entry.time_us), len(batch))
-            self._txs.append(entry.time_us, len(batch))
+            st.txs.append(entry.time_us, len(batch))
             self._after_commit()
             return record
 
     def _after_commit(self) -> None:
         """Keep outside readers' lag bounded, without folding on every write."""
-        if len(self._unfolded) >= self._fold_every:
+        st = self._state
+        if len(st.unfolded) >= self._fold_every:
             self._fold(wait=False)
-        elif self._unfolded and self._fold_after is not None and self._fold_timer is None:
+        elif st.unfolded and self._fold_after is not None and self._fold_timer is None:
             # The timer holds the store weakly: a store dropped without close() is
             # collected (its descriptors closed) instead of living on for the timer.
             timer = threading.Timer(self._fold_after, _fold_later, (weakref.ref(self),))
@@ -274,15 +305,16 @@ class ObjectStore(_StoreReads):
             timer.start()
 
     def _fold_on_timer(self) -> None:
-        with self._mu:
+        st = self._state
+        with st.mu:
             self._fold_timer = None
-            if self._closed:
+            if st.closed:
                 return
             try:
                 self.fold()
             except (StoreError, OSError) as exc:
                 # Nothing is lost (the log holds the documents); the next fold retries.
-                log.warning("could not fold inline transactions of %s: %s", self._dir, exc)
+                log.warning("could not fold inline transactions of %s: %s", st.dir, exc)
 
     def fold(self) -> int:
         """Write the inline transactions not yet in Parquet into one Parquet file.
@@ -312,9 +344,10 @@ class ObjectStore(_StoreReads):
         return self._fold(wait=True)
 
     def _fold(self, *, wait: bool) -> int:
-        with self._mu:
-            self._check_open()
-            fd = os.open(os.path.join(self._dir, COMPACT_LOCK), os.O_RDWR | os.O_CREAT, 0o644)
+        st = self._state
+        with st.mu:
+            st.check_open()
+            fd = os.open(os.path.join(st.dir, COMPACT_LOCK), os.O_RDWR | os.O_CREAT, 0o644)
             try:
                 fcntl.flock(fd, fcntl.LOCK_EX | (0 if wait else fcntl.LOCK_NB))
             except BlockingIOError:
@@ -325,35 +358,33 @@ class ObjectStore(_StoreReads):
             try:
                 # Under the writer lock: another process's first commit removes segment
                 # files the log does not name yet.
-                self._writer_fd = self._lock(WRITER_LOCK, self._writer_fd)
+                st.writer_fd = st.lock(WRITER_LOCK, st.writer_fd)
                 try:
-                    self._refresh(force=True)
-                    todo = list(self._unfolded)
+                    st.refresh(force=True)
+                    todo = list(st.unfolded)
                     if not todo:
                         return 0
                     self._truncate_torn_tail()
-                    table = fold_table([self._pending[tx] for tx in todo])
+                    table = fold_table([st.pending[tx] for tx in todo])
                     name = f"seg-{todo[-1]:012d}-{secrets.token_hex(4)}.parquet"
-                    final = os.path.join(self._dir, SEGMENTS, name)
-                    size = fmt.write_segment(table, self._tmp_name(SEGMENTS, name), final)
+                    final = os.path.join(st.dir, SEGMENTS, name)
+                    size = fmt.write_segment(table, st.tmp_name(SEGMENTS, name), final)
                     entry = tlog.FoldEntry(
                         todo[0], todo[-1], f"{SEGMENTS}/{name}", size, table.num_rows
                     )
                     try:
-                        if self._marker_version < tlog.FOLD_FORMAT_VERSION:
-                            self._upgrade_marker()
+                        if st.marker_version < tlog.FOLD_FORMAT_VERSION:
+                            st.upgrade_marker()
                         self._append_log(tlog.fold_line(entry))
                     except BaseException:
                         _unlink(final)  # not committed: no outside reader may count it
                         raise
-                    self._apply([entry], self._log_offset, 0)
+                    st.apply([entry], st.log_offset, 0)
                     return len(todo)
                 except OSError as exc:
-                    raise StoreError(
-                        f"cannot fold inline transactions in {self._dir}: {exc}"
-                    ) from exc
+                    raise StoreError(f"cannot fold inline transactions in {st.dir}: {exc}") from exc
                 finally:
-                    fcntl.flock(self._writer_fd, fcntl.LOCK_UN)
+                    fcntl.flock(st.writer_fd, fcntl.LOCK_UN)
             finally:
                 fcntl.flock(fd, fcntl.LOCK_UN)
                 os.close(fd)
@@ -385,40 +416,42 @@ class ObjectStore(_StoreReads):
 
         ``later``: fsync it in the background and append the wait there (see ``put``).
         """
-        if self._log_fd is None:
-            self._log_fd = os.open(self._log_path, os.O_WRONLY | os.O_APPEND)
+        st = self._state
+        if st.log_fd is None:
+            st.log_fd = os.open(st.log_path, os.O_WRONLY | os.O_APPEND)
         try:
-            tlog.append(self._log_fd, line, sync=later is None)
+            tlog.append(st.log_fd, line, sync=later is None)
         except BaseException:
-            os.truncate(self._log_path, self._log_offset)
+            os.truncate(st.log_path, st.log_offset)
             raise
-        self._log_offset += len(line)
-        self._log_lines += 1
-        self._seen_size = self._log_offset
+        st.log_offset += len(line)
+        st.log_lines += 1
+        st.seen_size = st.log_offset
         if later is not None:
             # A descriptor of its own: a rotation may close the store's before the wait.
-            synced = fsync_close_later(os.dup(self._log_fd))
+            synced = fsync_close_later(os.dup(st.log_fd))
 
             def durable() -> None:
                 try:
                     synced()
                 except OSError as exc:
                     raise StoreError(
-                        f"cannot make a transaction durable in {self._dir}: {exc}"
+                        f"cannot make a transaction durable in {st.dir}: {exc}"
                     ) from exc
 
             later.append(once(durable))
-        elif self._writer_fd is not None:
+        elif st.writer_fd is not None:
             # After the log's fsync, so never ahead of a durable log (see _storeguard).
-            os.pwrite(self._writer_fd, guard.mark(self._log_offset, self._gen), 0)
+            os.pwrite(st.writer_fd, guard.mark(st.log_offset, st.gen), 0)
 
     def _truncate_torn_tail(self) -> None:
         # Bytes after the last newline: a line a crashed writer never finished (never
         # acknowledged), dropped before ours. _refresh just saw the size, under the lock.
-        if self._seen_size > self._log_offset:
-            log.info("dropping an unfinished last line from %s", self._log_path)
-            os.truncate(self._log_path, self._log_offset)
-            self._seen_size = self._log_offset
+        st = self._state
+        if st.seen_size > st.log_offset:
+            log.info("dropping an unfinished last line from %s", st.log_path)
+            os.truncate(st.log_path, st.log_offset)
+            st.seen_size = st.log_offset
 
     # --- compaction -------------------------------------------------------------------
 
@@ -437,9 +470,10 @@ class ObjectStore(_StoreReads):
             >>> report.segments_merged, report.versions, len(store.history("a"))
             (2, 2, 2)
         """
-        with self._mu:
-            self._check_open()
-            fd = self._lock(COMPACT_LOCK, None)
+        st = self._state
+        with st.mu:
+            st.check_open()
+            fd = st.lock(COMPACT_LOCK, None)
             try:
                 return self._compact_locked()
             finally:
@@ -447,42 +481,43 @@ class ObjectStore(_StoreReads):
                 os.close(fd)
 
     def _compact_locked(self) -> CompactReport:
-        self._refresh()
-        snap = self._snap
-        segs = [self._segments[tx] for tx in sorted(self._segments)]
+        st = self._state
+        st.refresh()
+        snap = st.snap
+        segs = [st.segments[tx] for tx in sorted(st.segments)]
         if not segs:
-            remove_old_snapshots(self)
+            remove_old_snapshots(st)
             return CompactReport(
-                snap.entry.upto if snap else (len(self._txs) or None),
+                snap.entry.upto if snap else (len(st.txs) or None),
                 0,
                 snap.entry.rows if snap else 0,
-                self._abs(snap.entry.file) if snap else None,
+                st.abs_path(snap.entry.file) if snap else None,
                 0,
                 0,
             )
-        upto = len(self._txs)
-        carry_from = self._log_offset  # later lines: transactions after upto
-        replaced = [s.file for s in segs if s.file] + sorted(self._folds)
+        upto = len(st.txs)
+        carry_from = st.log_offset  # later lines: transactions after upto
+        replaced = [s.file for s in segs if s.file] + sorted(st.folds)
         if snap is not None:
             replaced += [snap.entry.file, snap.entry.docs]
         bytes_before = sum(
-            os.path.getsize(self._abs(f)) for f in replaced if os.path.exists(self._abs(f))
+            os.path.getsize(st.abs_path(f)) for f in replaced if os.path.exists(st.abs_path(f))
         )
-        pending = [self._pending[s.tx].table for s in segs if s.tx in self._pending]
+        pending = [st.pending[s.tx].table for s in segs if s.tx in st.pending]
         new = pa.concat_tables(pending) if pending else fmt.SCHEMA.empty_table()
         if new.num_rows != sum(s.count for s in segs):
             raise StoreError(
-                f"compaction of {self._dir} stopped: the versions in memory do not match the "
+                f"compaction of {st.dir} stopped: the versions in memory do not match the "
                 "log. Nothing was changed; reopen the store and retry"
             )
         name = f"snap-{upto:012d}-{secrets.token_hex(4)}"
-        folder = os.path.join(self._dir, SNAPSHOTS)
+        folder = os.path.join(st.dir, SNAPSHOTS)
         final = os.path.join(folder, name + ".parquet")
         docs_final = os.path.join(folder, name + ".docs.arrow")
-        tmp, docs_tmp = self._tmp_name(SNAPSHOTS, name), self._tmp_name(SNAPSHOTS, name + "-docs")
+        tmp, docs_tmp = st.tmp_name(SNAPSHOTS, name), st.tmp_name(SNAPSHOTS, name + "-docs")
         with fmt.publishing(tmp, final), fmt.publishing(docs_tmp, docs_final):
             rows = compaction.write_snapshot(
-                old_parquet=self._abs(snap.entry.file) if snap else None,
+                old_parquet=st.abs_path(snap.entry.file) if snap else None,
                 old_docs=snap.docs if snap else None,
                 new=new,
                 parquet_tmp=tmp,
@@ -499,29 +534,163 @@ class ObjectStore(_StoreReads):
             rows=rows,
             replaces=tuple(replaced),
         )
-        self._writer_fd = self._lock(WRITER_LOCK, self._writer_fd)
+        st.writer_fd = st.lock(WRITER_LOCK, st.writer_fd)
         try:
-            self._refresh(force=True)
+            st.refresh(force=True)
             self._truncate_torn_tail()
-            compact_at = self._log_offset
+            compact_at = st.log_offset
             self._append_log(tlog.compact_line(entry))
-            self._apply([entry], self._log_offset, 0)
-            rotate(self, entry, carry_from, compact_at)
+            st.apply([entry], st.log_offset, 0)
+            rotate(st, entry, carry_from, compact_at)
             # Segments of commits that failed or crashed, which outside readers of the
             # Parquet files would count (the writer lock keeps out the one in flight).
-            remove_unlogged_segments(self)
+            remove_unlogged_segments(st)
         finally:
-            fcntl.flock(self._writer_fd, fcntl.LOCK_UN)
-        self._seen_size = self._log_offset
+            fcntl.flock(st.writer_fd, fcntl.LOCK_UN)
+        st.seen_size = st.log_offset
         for rel in replaced:
-            _unlink(self._abs(rel))
-        remove_old_snapshots(self)
-        fmt.fsync_dir(os.path.join(self._dir, SEGMENTS))
+            _unlink(st.abs_path(rel))
+        remove_old_snapshots(st)
+        fmt.fsync_dir(os.path.join(st.dir, SEGMENTS))
         return CompactReport(
-            upto, len(segs), rows, self._abs(entry.file), bytes_before, size + docs_size
+            upto, len(segs), rows, st.abs_path(entry.file), bytes_before, size + docs_size
         )
 
-    # --- reads ------------------------------------------------------------------------
+    # --- reads (answered by the reader) -----------------------------------------------
+
+    def get(self, id: str) -> dict[str, Any] | None:
+        """The latest version of a document, or None if the store has never seen ``id``.
+
+        Example:
+            >>> import tempfile
+            >>> from ctxnb.store import ObjectStore
+            >>> store = ObjectStore(tempfile.mkdtemp())
+            >>> _ = store.put([{"xt/id": "a", "type": "note", "tags": ["x"]}])
+            >>> store.get("a"), store.get("nope")
+            ({'xt/id': 'a', 'type': 'note', 'tags': ['x']}, None)
+        """
+        return self._reader.get(id)
+
+    def get_many(self, ids: Iterable[str]) -> dict[str, dict[str, Any]]:
+        """The latest versions of several documents; ids the store lacks are left out.
+
+        Example:
+            >>> import tempfile
+            >>> from ctxnb.store import ObjectStore
+            >>> store = ObjectStore(tempfile.mkdtemp())
+            >>> _ = store.put([{"xt/id": "a", "type": "note"}])
+            >>> list(store.get_many(["a", "b"]))
+            ['a']
+        """
+        return self._reader.get_many(ids)
+
+    def latest_tx_of(self, id: str) -> int | None:
+        """The transaction of the latest version of ``id`` (None if unknown), without
+        decoding any document.
+
+        Example:
+            >>> import tempfile
+            >>> from ctxnb.store import ObjectStore
+            >>> store = ObjectStore(tempfile.mkdtemp())
+            >>> _ = store.put([{"xt/id": "a", "type": "note"}])
+            >>> _ = store.put([{"xt/id": "b", "type": "note"}])
+            >>> store.latest_tx_of("a"), store.latest_tx_of("b"), store.latest_tx_of("c")
+            (1, 2, None)
+        """
+        return self._reader.latest_tx_of(id)
+
+    def history(self, id: str) -> list[Version]:
+        """Every version of a document, oldest first (empty if the id is unknown).
+
+        Example:
+            >>> import tempfile
+            >>> from ctxnb.store import ObjectStore
+            >>> store = ObjectStore(tempfile.mkdtemp())
+            >>> _ = store.put([{"xt/id": "a", "type": "note", "v": 1}])
+            >>> _ = store.put([{"xt/id": "a", "type": "note", "v": 2}])
+            >>> [(v.tx_id, v.doc["v"], v.version_id) for v in store.history("a")]
+            [(1, 1, 'a@1'), (2, 2, 'a@2')]
+        """
+        return self._reader.history(id)
+
+    def as_of(self, id: str, tx: int | datetime | TxRecord) -> dict[str, Any] | None:
+        """The version of ``id`` that was current at a transaction or time.
+
+        Args:
+            id: the document id.
+            tx: a tx id, a TxRecord, or an aware datetime (the latest transaction
+                committed at or before it counts).
+
+        Returns:
+            The document, or None if it did not exist yet.
+
+        Example:
+            >>> import tempfile
+            >>> from ctxnb.store import ObjectStore
+            >>> store = ObjectStore(tempfile.mkdtemp())
+            >>> first = store.put([{"xt/id": "a", "type": "note", "v": 1}])
+            >>> _ = store.put([{"xt/id": "a", "type": "note", "v": 2}])
+            >>> store.as_of("a", first)["v"], store.as_of("a", first.tx_time)["v"]
+            (1, 1)
+        """
+        return self._reader.as_of(id, tx)
+
+    def ids(self, type: str | None = None) -> list[str]:
+        """The ids of all documents (optionally of one type, by latest version), sorted.
+
+        Example:
+            >>> import tempfile
+            >>> from ctxnb.store import ObjectStore
+            >>> store = ObjectStore(tempfile.mkdtemp())
+            >>> _ = store.put([{"xt/id": "b", "type": "file"}, {"xt/id": "a", "type": "chat"}])
+            >>> store.ids(), store.ids("file")
+            (['a', 'b'], ['b'])
+        """
+        return self._reader.ids(type)
+
+    def latest_tx(self) -> TxRecord | None:
+        """The last committed transaction, or None for an empty store."""
+        return self._reader.latest_tx()
+
+    def transactions(self) -> list[TxRecord]:
+        """Every committed transaction, oldest first."""
+        return self._reader.transactions()
+
+    def scan(
+        self,
+        type: str | None = None,
+        *,
+        as_of: int | datetime | TxRecord | None = None,
+        all_versions: bool = False,
+        columns: Iterable[str] | None = None,
+        format: Literal["pandas", "arrow"] = "pandas",
+    ) -> Any:
+        """Documents as a table with one typed column per field.
+
+        Args:
+            type: only documents of this type (judged by the version returned).
+            as_of: read as of this tx id, TxRecord or aware datetime.
+            all_versions: every version instead of the latest of each document.
+            columns: column names to return (see ``docs/store-format.md``). By default
+                the envelope, the type's own fields (all fields without ``type``),
+                ``extra``, ``tx_id`` and ``tx_time``.
+            format: ``"pandas"`` for a DataFrame, ``"arrow"`` for a ``pyarrow.Table``.
+
+        Rows are sorted by ``xt_id``, then ``tx_id``. ``args`` and ``turns`` hold JSON
+        text, ``extra`` a JSON object of all other keys.
+
+        Example:
+            >>> import tempfile
+            >>> from ctxnb.store import ObjectStore
+            >>> store = ObjectStore(tempfile.mkdtemp())
+            >>> _ = store.put([{"xt/id": "f", "type": "file", "content": "hi", "char_count": 2}])
+            >>> store.scan("file")[["xt_id", "content", "char_count"]].to_dict("records")
+            [{'xt_id': 'f', 'content': 'hi', 'char_count': 2}]
+        """
+        return self._reader.scan(
+            type, as_of=as_of, all_versions=all_versions, columns=columns, format=format
+        )
+
     # --- lifecycle --------------------------------------------------------------------
 
     def close(self) -> None:
@@ -529,42 +698,28 @@ class ObjectStore(_StoreReads):
 
         Safe to call twice.
         """
-        with self._mu:
-            if self._closed:
+        st = self._state
+        with st.mu:
+            if st.closed:
                 return
             if self._fold_timer is not None:
                 self._fold_timer.cancel()
                 self._fold_timer = None
-            if self._unfolded:
+            if st.unfolded:
                 try:
                     self._fold(wait=True)
                 except (StoreError, OSError) as exc:
                     # The log still holds every document: nothing is lost, the
                     # Parquet files lag until the next fold.
-                    log.warning("could not fold inline transactions of %s: %s", self._dir, exc)
-            self._closed = True
-            for fd in (self._log_fd, self._writer_fd):
-                if fd is not None:
-                    os.close(fd)
-            self._log_fd = self._writer_fd = None
-            if self._snap is not None:
-                self._snap.docs.close()
-                self._snap = None
-            self._overlay = {}
-            self._pending = {}
+                    log.warning("could not fold inline transactions of %s: %s", st.dir, exc)
+            st.close()
 
     def __del__(self) -> None:
-        # A store dropped without close(): its descriptors go with it, as a file
-        # object's do (what waits to be folded stays in the log; the next open reads it).
+        # A store dropped without close(): its timer stops, and its state, collected with
+        # it, closes its descriptors (what waits to be folded stays in the log).
         timer = getattr(self, "_fold_timer", None)
         if timer is not None:
             timer.cancel()
-        for name in ("_log_fd", "_writer_fd"):
-            fd = getattr(self, name, None)
-            if fd is not None:
-                setattr(self, name, None)
-                with contextlib.suppress(OSError):
-                    os.close(fd)
 
     def __enter__(self) -> ObjectStore:
         return self
@@ -583,10 +738,11 @@ class ObjectStore(_StoreReads):
         Scans and opening read every one of them; :meth:`maybe_compact` keeps the
         number bounded.
         """
-        with self._mu:
-            self._check_open()
-            self._refresh()
-            return len(self._segments)
+        st = self._state
+        with st.mu:
+            st.check_open()
+            st.refresh()
+            return len(st.segments)
 
     def maybe_compact(self, threshold: int = 64) -> CompactReport | None:
         """Compact when more than ``threshold`` transactions wait; otherwise do nothing.
@@ -606,8 +762,9 @@ class ObjectStore(_StoreReads):
         return self.compact()
 
     def __repr__(self) -> str:
-        state = "closed" if self._closed else f"latest_tx={len(self._txs)}"
-        return f"ObjectStore({self._dir!r}, {state})"
+        st = self._state
+        state = "closed" if st.closed else f"latest_tx={len(st.txs)}"
+        return f"ObjectStore({st.dir!r}, {state})"
 
 
 def _utf8_ok(value: Any) -> bool:

@@ -45,7 +45,7 @@ def _docs(i: int) -> list[dict[str, Any]]:
 
 
 def _fold_segment(store: ObjectStore) -> Path:
-    folds = sorted(store._folds)
+    folds = sorted(store._state.folds)
     assert len(folds) == 1
     return store.path / folds[0]
 
@@ -54,12 +54,15 @@ def test_fold_writes_the_file_that_per_transaction_tables_would(tmp_path: Path) 
     store = ObjectStore(tmp_path / "s", clock=StepClock(), fold_every=10**6, fold_after=None)
     for i in range(40):
         store.put(_docs(i))
-    todo = list(store._unfolded)
+    todo = list(store._state.unfolded)
     # What the fold wrote before it encoded the transactions together: one table each.
     rebuilt = pa.concat_tables(
         [
             _PendingSegment.inline(
-                None, list(store._pending[tx]._json or []), tx, store._pending[tx]._time_us
+                None,
+                list(store._state.pending[tx]._json or []),
+                tx,
+                store._state.pending[tx]._time_us,
             ).table
             for tx in todo
         ]
@@ -75,7 +78,7 @@ def test_fold_writes_the_file_that_per_transaction_tables_would(tmp_path: Path) 
     assert table.column("tx_id").to_pylist() == [tx for tx in todo for _ in _docs(tx - 1)]
     # Each transaction keeps its rows (a slice of the fold's table) for reads and scans.
     for tx in todo:
-        assert store._pending[tx].table.equals(
+        assert store._state.pending[tx].table.equals(
             rebuilt.filter(pa.compute.equal(rebuilt.column("tx_id"), tx))
         )
     with ObjectStore(store.path) as reader:
@@ -89,14 +92,14 @@ def test_fold_mixes_transactions_read_back_with_ones_committed_here(tmp_path: Pa
     with ObjectStore(path, clock=StepClock(), fold_every=10**6, fold_after=None) as first:
         for i in range(5):
             first.put(_docs(i))
-        first._unfolded.clear()  # leave them to the next process (close folds the rest)
+        first._state.unfolded.clear()  # leave them to the next process (close folds the rest)
     store = ObjectStore(path, clock=StepClock(), fold_every=10**6, fold_after=None)
-    assert store._unfolded == [1, 2, 3, 4, 5]  # from the log: documents, no JSON yet
+    assert store._state.unfolded == [1, 2, 3, 4, 5]  # from the log: documents, no JSON yet
     for i in range(5, 9):
         store.put(_docs(i))
     store.scan()  # some transactions have their table built already
     store.put(_docs(9))
-    pending = [store._pending[tx] for tx in store._unfolded]
+    pending = [store._state.pending[tx] for tx in store._state.unfolded]
     expected = pa.concat_tables(
         [
             fmt.with_tx(
@@ -124,8 +127,8 @@ def test_commits_fold_at_fold_every(tmp_path: Path, n: int) -> None:
     with ObjectStore(tmp_path / "s", fold_every=64, fold_after=None) as store:
         for i in range(n):
             store.put([{"xt/id": f"d{i}", "type": "n", "v": i}])
-        assert len(store._folds) == (1 if n >= 64 else 0)
-        assert len(store._unfolded) == n % 64
+        assert len(store._state.folds) == (1 if n >= 64 else 0)
+        assert len(store._state.unfolded) == n % 64
         ids = store.scan(columns=["xt_id"], format="arrow").column("xt_id").to_pylist()
         assert sorted(ids) == sorted(f"d{i}" for i in range(n))
 

@@ -104,11 +104,11 @@ def test_opening_a_rotated_store_reads_no_archive_until_asked(tmp_path: Path) ->
         store.compact()
         want = [(t.tx_id, t.tx_time) for t in store.transactions()]
     with ObjectStore(root) as store:
-        assert store._txs._times is None  # not read by open
+        assert store._state.txs._times is None  # not read by open
         assert store.get("f0") is not None and store.latest_tx().tx_id == 12
-        assert store._txs._times is None  # nor by get or latest_tx
+        assert store._state.txs._times is None  # nor by get or latest_tx
         assert [(t.tx_id, t.tx_time) for t in store.transactions()] == want
-        assert store._txs._times is not None
+        assert store._state.txs._times is not None
 
 
 def test_another_open_store_follows_the_rotation_and_commits_to_the_new_log(
