@@ -1,10 +1,13 @@
 """Which copy of a file a tool reads and edits, and the locks around an edit.
 
-The base of :class:`~ctxnb.tools.filetools.FileTools`: the source precedence of the
-docPath rules (a client's active copy beats the stored or on-disk copy; a retrieval
-snippet is never an edit's base), resolving an agent's path through the path policy,
-the per-file and workspace locks in ``.ctxnb/locks/``, and the optimistic-lock check that
-refuses an edit computed from a copy that is no longer the authoritative one.
+:class:`FileSources` is the part of :class:`~ctxnb.tools.filetools.FileTools` that
+knows the files, and what the write helpers (``writing.py``, ``restore.py``) and the
+lookups (``lookups.py``) are given: the workspace, the path policy, the session, the
+source precedence of the docPath rules (a client's active copy beats the stored or
+on-disk copy; a retrieval snippet is never an edit's base), resolving an agent's path
+through the path policy, the per-file and workspace locks in ``.ctxnb/locks/``, and the
+optimistic-lock check that refuses an edit computed from a copy that is no longer the
+authoritative one.
 """
 
 from __future__ import annotations
@@ -21,10 +24,11 @@ from ..access.pathrules import SafePath
 from ..errors import NotFoundError, PolicyError, StaleFileError
 from ..hashing import sha256_hex
 from ..resolver import doc_path as make_doc_path
-from .call import ToolCall, ToolRunner
+from .call import ToolCall
 
 if TYPE_CHECKING:
     from ..access.door import Access
+    from ..session.core import Session
 
 ALL_FILES_LOCK = "all-files.lock"
 """The workspace lock in ``.ctxnb/locks/``: every file write holds it shared, a sandbox
@@ -33,14 +37,28 @@ command's commit exclusive (one descriptor however many files it changes)."""
 _LOCK_FLAGS = os.O_RDWR | os.O_CREAT | os.O_CLOEXEC | os.O_NOFOLLOW
 
 
-class _FileSources(ToolRunner):
-    """Source precedence, path resolution and locks of :class:`FileTools`."""
+class FileSources:
+    """Source precedence, path resolution and locks of one :class:`FileTools` (see the module).
 
-    workspace: Access
-    policy: PathPolicy
-    _read_hashes: dict[str, str]
-    _active: dict[str, str]
-    _snippets: dict[str, str]
+    Args:
+        workspace: the workspace whose files the tools touch.
+        policy: the path policy every read and write goes through.
+        session: the session that holds what the agent saw.
+    """
+
+    def __init__(self, workspace: Access, policy: PathPolicy, session: Session) -> None:
+        self.workspace = workspace
+        self.policy = policy
+        self.session = session
+        # Keyed by the real workspace-relative path (two files whose names differ only in
+        # case are two files, whatever their shared docPath key).
+        self.read_hashes: dict[str, str] = {}  # the hash of the copy last read
+        self.active: dict[str, str] = {}  # clients' active copies
+        self.snippets: dict[str, str] = {}  # retrieval snippets, never an edit's base
+
+    def object_id(self, rel: str) -> str:
+        """The object id of a workspace file."""
+        return self.workspace.object_id(rel)
 
     # -- source precedence ----------------------------------------------------------------
     def set_active_copy(
@@ -59,26 +77,26 @@ class _FileSources(ToolRunner):
         Returns:
             The SHA-256 of the copy.
         """
-        rel = self._rel_for_doc_path(doc_path)
+        rel = self.rel_for_doc_path(doc_path)
         if source == "rag-snippet":
-            self._snippets[rel] = content
+            self.snippets[rel] = content
         else:
-            self._active[rel] = content
-            self._show_active_copy(rel, content)
+            self.active[rel] = content
+            self.show_active_copy(rel, content)
         return sha256_hex(content.encode("utf-8"))
 
     def clear_active_copy(self, doc_path: str) -> None:
-        rel = self._rel_for_doc_path(doc_path)
-        self._snippets.pop(rel, None)
-        if self._active.pop(rel, None) is not None:
-            self._show_active_copy(rel, None)
+        rel = self.rel_for_doc_path(doc_path)
+        self.snippets.pop(rel, None)
+        if self.active.pop(rel, None) is not None:
+            self.show_active_copy(rel, None)
 
-    def _show_active_copy(self, rel: str, content: str | None) -> None:
+    def show_active_copy(self, rel: str, content: str | None) -> None:
         """The session's prompt shows the active copy of a file it holds (or stops)."""
         oid = self.workspace.object_id(rel)
         if not self.session.in_index(oid) and content is not None:
             try:
-                self._index_bytes(rel, self.policy.read_bytes(rel))
+                self.index_bytes(rel, self.policy.read_bytes(rel))
             except NotFoundError:
                 return  # a new, unsaved file: nothing on disk to hold it yet
         if self.session.in_index(oid):
@@ -86,19 +104,19 @@ class _FileSources(ToolRunner):
 
     def active_file_sha256(self, doc_path: str) -> str:
         """SHA-256 of the authoritative copy: the active copy if any, else the file on disk."""
-        rel = self._rel_for_doc_path(doc_path)
-        active = self._active.get(rel)
+        rel = self.rel_for_doc_path(doc_path)
+        active = self.active.get(rel)
         if active is not None:
             return sha256_hex(active.encode("utf-8"))
         return sha256_hex(self.policy.read_bytes(rel))
 
-    def _rel_for_doc_path(self, doc_path: str) -> str:
+    def rel_for_doc_path(self, doc_path: str) -> str:
         """The real file a docPath names (see :meth:`resolve`)."""
         return self.resolve(doc_path).rel
 
     def path_as_given(self, given: str, rel: str) -> str:
         """``rel`` as the agent's path when ``given`` came through a mount (see
-        :meth:`ToolRunner.path_as_given`)."""
+        :meth:`ctxnb.tools.call.ToolRunner.path_as_given`)."""
         if not given.startswith("/") or rel.startswith("/"):
             return rel
         ws = self.workspace
@@ -130,7 +148,7 @@ class _FileSources(ToolRunner):
 
     # -- helpers ------------------------------------------------------------------------------
     @contextlib.contextmanager
-    def _locked(self, rel: str) -> Iterator[None]:
+    def locked(self, rel: str) -> Iterator[None]:
         """Hold the file's write lock: compare-and-swap across threads and processes.
 
         The hash check and the write happen under one ``flock`` on a lock file in
@@ -146,7 +164,7 @@ class _FileSources(ToolRunner):
     def locked_all(self) -> Iterator[None]:
         """Hold the write lock of every file at once, with one descriptor: the
         workspace lock, exclusive (a sandbox command's commit, however many files it
-        changes). Never call :meth:`_locked` while holding it (the same process would
+        changes). Never call :meth:`locked` while holding it (the same process would
         wait for itself)."""
         with self._flock(ALL_FILES_LOCK, fcntl.LOCK_EX):
             yield
@@ -167,7 +185,7 @@ class _FileSources(ToolRunner):
         finally:
             os.close(fd)
 
-    def _index_bytes(
+    def index_bytes(
         self, rel: str, data: bytes | None, call: ToolCall | None = None
     ) -> tuple[str, str | None]:
         """Observe the file's current bytes (a new version only when they changed).
@@ -204,9 +222,9 @@ class _FileSources(ToolRunner):
         self.session.took_version(oid)
         return oid, obs.version_id
 
-    def _authoritative(self, rel: str) -> tuple[bytes | None, str]:
+    def authoritative(self, rel: str) -> tuple[bytes | None, str]:
         """(bytes, source) of the copy edits must be based on; bytes None if no file."""
-        active = self._active.get(rel)
+        active = self.active.get(rel)
         if active is not None:
             return active.encode("utf-8"), "active"
         try:
@@ -220,7 +238,7 @@ class _FileSources(ToolRunner):
         Raises:
             PolicyError: ``READ_BEFORE_WRITE`` when there is neither.
         """
-        wanted = expected or self._read_hashes.get(rel)
+        wanted = expected or self.read_hashes.get(rel)
         if wanted is None:
             raise PolicyError(
                 "READ_BEFORE_WRITE",
@@ -230,8 +248,8 @@ class _FileSources(ToolRunner):
             )
         return wanted
 
-    def _check_lock(self, rel: str, current: bytes | None, expected: str | None, tool: str) -> None:
-        snippet = self._snippets.get(rel)
+    def check_lock(self, rel: str, current: bytes | None, expected: str | None, tool: str) -> None:
+        snippet = self.snippets.get(rel)
         if snippet is not None and expected is not None:
             # A snippet equal to the whole authoritative copy is that copy: an edit based
             # on it is based on the file.

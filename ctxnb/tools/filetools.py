@@ -27,11 +27,13 @@ Example:
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Callable, Sequence
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any, Literal
 
-from ..access.fdio import PathPolicy
+from ..access.fdio import PathKind, PathPolicy
+from ..access.pathrules import SafePath
 from ..errors import PatchError, PolicyError
 from ..hashing import sha256_hex
 from ..indexer import decode_bytes
@@ -40,9 +42,9 @@ from ..resolver import doc_path as make_doc_path
 from ..strategies.summaries import OutlineSummarizer, Summarizer
 from . import lookups, writing
 from ._filesources import ALL_FILES_LOCK as ALL_FILES_LOCK
-from ._filesources import _FileSources
+from ._filesources import FileSources
 from .audit import AuditLog
-from .call import ToolCall, ToolHooks
+from .call import ToolCall, ToolHooks, ToolRunner
 from .patching import (
     FilePatch,
     LineEdit,
@@ -59,7 +61,7 @@ if TYPE_CHECKING:
 __all__ = ["FileTools"]
 
 
-class FileTools(_FileSources):
+class FileTools(ToolRunner):
     """The governed file tools of one session. Create with ``ws.tools(session)``.
 
     Args:
@@ -92,11 +94,11 @@ class FileTools(_FileSources):
         search_backend: Literal["auto", "ripgrep", "python"] = "auto",
         clock: Callable[[], datetime] | None = None,
     ) -> None:
-        self.workspace = workspace
-        self.session = session
+        # The files' part: what the tools read and write, through which policy, for
+        # which session, and the copies and locks (the helpers modules are given it).
+        self._files = FileSources(workspace, policy or workspace.agent_policy, session)
         self.caller = caller
         cfg = workspace.config
-        self.policy = policy or workspace.agent_policy
         self.profile = cfg.active_profile(profile)
         # Summaries are measured with the session's token counter, the one that counts
         # the context they enter.
@@ -108,11 +110,6 @@ class FileTools(_FileSources):
         self.tag_rules = [*tag_rules, *lookups.TAG_RULES]
         self.search_backend = search_backend
         self.clock = clock or (lambda: datetime.now(UTC))
-        # Keyed by the real workspace-relative path (two files whose names differ only in
-        # case are two files, whatever their shared docPath key).
-        self._read_hashes: dict[str, str] = {}
-        self._active: dict[str, str] = {}
-        self._snippets: dict[str, str] = {}
         self._extra_tools: dict[str, tuple[ToolInfo, Callable[..., Any]]] = {}
 
     def _shape(
@@ -145,13 +142,15 @@ class FileTools(_FileSources):
     def list_files(self, globs: list[str] | None = None) -> list[str]:
         """Workspace files the policy allows, optionally filtered by gitignore-style globs."""
         return self.run_call(
-            "list_files", {"globs": globs}, lambda call: lookups.list_files(self, call, globs)
+            "list_files",
+            {"globs": globs},
+            lambda call: lookups.list_files(self._files, call, globs),
         )
 
     def glob(self, pattern: str) -> list[str]:
         """Files whose workspace-relative path matches a glob (``**`` crosses directories)."""
         return self.run_call(
-            "glob", {"pattern": pattern}, lambda call: lookups.glob(self, call, pattern)
+            "glob", {"pattern": pattern}, lambda call: lookups.glob(self._files, call, pattern)
         )
 
     def _read(
@@ -162,16 +161,16 @@ class FileTools(_FileSources):
         call.paths = [rel]
         data = self.policy.read_bytes(sp)
         disk_sha = sha256_hex(data)
-        _, version = self._index_bytes(rel, data)
+        _, version = self._files.index_bytes(rel, data)
         key = make_doc_path(rel)
-        active = self._active.get(rel)
+        active = self._files.active.get(rel)
         source = "disk"
         sha = disk_sha
         text = decode_bytes(data)
         if active is not None:
             text, source = active, "active"
             sha = sha256_hex(text.encode("utf-8"))
-        self._read_hashes[rel] = sha
+        self._files.read_hashes[rel] = sha
         call.before_sha256 = sha
         oid = self.workspace.object_id(rel)
         if text is None:
@@ -264,11 +263,11 @@ class FileTools(_FileSources):
             sp = call.resolved.get("path") or self.resolve(path, for_write=True)
             rel = sp.rel
             call.paths = [rel]
-            with self._locked(rel):
+            with self._files.locked(rel):
                 return write_locked(call, rel)
 
         def write_locked(call: ToolCall, rel: str) -> PatchResult:
-            current, _ = self._authoritative(rel)
+            current, _ = self._files.authoritative(rel)
             if mode == "create":
                 if current is not None:
                     raise PolicyError(
@@ -276,8 +275,8 @@ class FileTools(_FileSources):
                         f"{rel} already exists; mode='create' only makes new files",
                         required_action="Read it and use mode='truncate' with expected_sha256.",
                     )
-                return writing.write(self, call, rel, None, content, mode="create")
-            self._check_lock(rel, current, expected_sha256, "write_file")
+                return writing.write(self._files, call, rel, None, content, mode="create")
+            self._files.check_lock(rel, current, expected_sha256, "write_file")
             old_text = decode_bytes(current) if current is not None else ""
             if old_text is None:
                 raise PolicyError(
@@ -287,7 +286,7 @@ class FileTools(_FileSources):
                     required_action="Leave binary files to other tools.",
                 )
             new_text = old_text + content if mode == "append" else content
-            return writing.write(self, call, rel, current, new_text)
+            return writing.write(self._files, call, rel, current, new_text)
 
         return self.run_call(
             "write_file",
@@ -330,7 +329,7 @@ class FileTools(_FileSources):
             if fp is None:
                 assert problem is not None
                 raise problem
-            return writing.apply_one_patch(self, call, path, fp, expected_sha256)
+            return writing.apply_one_patch(self._files, call, path, fp, expected_sha256)
 
         rename_to = fp.new_path if fp is not None and fp.kind == "rename" else None
         return self.run_call(
@@ -360,9 +359,9 @@ class FileTools(_FileSources):
                 "edits": [e.model_dump() for e in parsed],
             },
             lambda call: writing.patch(
-                self,
+                self._files,
                 call,
-                self._rel_for_doc_path(doc_path),
+                self._files.rel_for_doc_path(doc_path),
                 original_sha256,
                 lambda old: apply_line_edits(old, parsed),
             ),
@@ -375,7 +374,7 @@ class FileTools(_FileSources):
         return self.run_call(
             "get_diff",
             {"path": path, "version1": version1, "version2": version2},
-            lambda call: lookups.get_diff(self, call, path, version1, version2),
+            lambda call: lookups.get_diff(self._files, call, path, version1, version2),
         )
 
     def restore_file(self, path: str, version: str | None = None) -> PatchResult:
@@ -386,7 +385,7 @@ class FileTools(_FileSources):
         return self.run_call(
             "restore_file",
             {"path": path, "version": version},
-            lambda call: restore_file(self, call, path, version),
+            lambda call: restore_file(self._files, call, path, version),
         )
 
     def get_file_history(self, path: str) -> list[VersionInfo]:
@@ -394,7 +393,7 @@ class FileTools(_FileSources):
         return self.run_call(
             "get_file_history",
             {"path": path},
-            lambda call: lookups.get_file_history(self, call, path),
+            lambda call: lookups.get_file_history(self._files, call, path),
         )
 
     def summarize_file(self, path: str, max_tokens: int | None = None) -> str:
@@ -402,7 +401,14 @@ class FileTools(_FileSources):
         return self.run_call(
             "summarize_file",
             {"path": path, "max_tokens": max_tokens},
-            lambda call: lookups.summarize_file(self, call, path, max_tokens),
+            lambda call: lookups.summarize_file(
+                self._files,
+                call,
+                path,
+                max_tokens,
+                summarizer=self.summarizer,
+                default_tokens=self.profile.summary_tokens,
+            ),
         )
 
     def search(
@@ -428,16 +434,111 @@ class FileTools(_FileSources):
         return self.run_call(
             "search",
             {"pattern": pattern, "globs": globs, "regex": regex, "limit": limit, "cursor": cursor},
-            lambda call: lookups.search(self, call, pattern, globs, regex, limit, start),
+            lambda call: lookups.search(
+                self._files, call, pattern, globs, regex, limit, start, backend=self.search_backend
+            ),
         )
 
     # -- registry, audit, schemas, dispatch -----------------------------------------------------
     def registry(self) -> Any:
         """Every allowed file: path, size, hash, mtime, version, tags, sensitivity (DataFrame)."""
-        return lookups.registry(self)
+        return lookups.registry(self._files, self.tag_rules)
 
     def object_id(self, rel: str) -> str:
         return self.workspace.object_id(rel)
+
+    # -- the files' part (see FileSources) ---------------------------------------------------
+    @property
+    def workspace(self) -> Access:
+        """The workspace whose files the tools touch."""
+        return self._files.workspace
+
+    @workspace.setter
+    def workspace(self, value: Access) -> None:
+        self._files.workspace = value
+
+    @property
+    def policy(self) -> PathPolicy:
+        """The path policy every read and write goes through."""
+        return self._files.policy
+
+    @policy.setter
+    def policy(self, value: PathPolicy) -> None:
+        self._files.policy = value
+
+    @property
+    def session(self) -> Session:
+        """The session that records every call."""
+        return self._files.session
+
+    @session.setter
+    def session(self, value: Session) -> None:
+        self._files.session = value
+
+    def set_active_copy(
+        self,
+        doc_path: str,
+        content: str,
+        *,
+        source: Literal["active", "rag-snippet"] = "active",
+    ) -> str:
+        """Register the client-side copy of a file (e.g. an unsaved editor buffer).
+
+        An ``active`` copy beats the disk for reads, is the base of ``write_patch`` and is
+        what the session's prompt shows for the file. A ``rag-snippet`` is remembered
+        only to refuse it as an edit base; it never displaces an active copy.
+
+        Returns:
+            The SHA-256 of the copy.
+        """
+        return self._files.set_active_copy(doc_path, content, source=source)
+
+    def clear_active_copy(self, doc_path: str) -> None:
+        self._files.clear_active_copy(doc_path)
+
+    def active_file_sha256(self, doc_path: str) -> str:
+        """SHA-256 of the authoritative copy: the active copy if any, else the file on disk."""
+        return self._files.active_file_sha256(doc_path)
+
+    def path_as_given(self, given: str, rel: str) -> str:
+        """``rel`` as the agent's path when ``given`` came through a mount (see
+        :meth:`ToolRunner.path_as_given`)."""
+        return self._files.path_as_given(given, rel)
+
+    def resolve(self, path: str | SafePath, *, for_write: bool = False) -> SafePath:
+        """The agent's path through the resolver (mount prefixes), the policy, and the
+        docPath key: a case or Unicode variant of an existing file's name is that file.
+        (The path policy of a governed workspace calls it once per path argument and
+        hands the result on in ``call.resolved``.)
+
+        Raises:
+            PolicyError: ``PATH_DENIED``; ``AMBIGUOUS_DOC_PATH`` when several files share
+                the key (``README.md`` and ``readme.md``) and none is named exactly.
+        """
+        return self._files.resolve(path, for_write=for_write)
+
+    def resolve_kind(
+        self, path: str | SafePath, *, for_write: bool = False
+    ) -> tuple[SafePath, PathKind]:
+        """:meth:`resolve`, and what the policy's look found there (see
+        :meth:`PathPolicy.check_kind <ctxnb.access.fdio.PathPolicy.check_kind>`): one walk
+        answers both "which file" and "is it there" for the rest of one call."""
+        return self._files.resolve_kind(path, for_write=for_write)
+
+    def locked_all(self) -> contextlib.AbstractContextManager[None]:
+        """Hold the write lock of every file at once, with one descriptor: the
+        workspace lock, exclusive (a sandbox command's commit, however many files it
+        changes). Never call :meth:`_locked` while holding it (the same process would
+        wait for itself)."""
+        return self._files.locked_all()
+
+    def lock_base(self, rel: str, expected: str | None, tool: str) -> str:
+        """The hash an edit of an existing file is based on: the caller's, else the last read.
+
+        Raises:
+            PolicyError: ``READ_BEFORE_WRITE`` when there is neither.
+        """
+        return self._files.lock_base(rel, expected, tool)
 
     def __repr__(self) -> str:
         gov = " governed" if self.hooks is not None else ""

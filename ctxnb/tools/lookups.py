@@ -2,17 +2,19 @@
 the registry.
 
 Each function here is the body of one :class:`~ctxnb.tools.filetools.FileTools` tool,
-run inside its tool call (``tools.run_call``), so the path policy, the hooks and the
+run inside its tool call (``FileTools.run_call``), so the path policy, the hooks and the
 audit line apply as to every other tool. Every name, line and text they return leaves
-redacted.
+redacted. They are given the tools' :class:`~ctxnb.tools._filesources.FileSources` (the
+workspace, the path policy, the session, the copies and locks), not the tools themselves,
+and the settings they need as arguments.
 """
 
 from __future__ import annotations
 
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from datetime import UTC, datetime
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Literal
 
 from ..errors import CtxnbError, NotFoundError, PolicyError
 from ..indexer import decode_bytes, is_deleted
@@ -24,7 +26,8 @@ from .patching import unified_diff
 from .results import DiffResult, SearchHits, VersionInfo
 
 if TYPE_CHECKING:
-    from .filetools import FileTools
+    from ..strategies.summaries import Summarizer
+    from ._filesources import FileSources
 
 __all__ = [
     "TAG_RULES",
@@ -65,15 +68,15 @@ TAG_RULES: list[tuple[str, Callable[[str], bool]]] = [
 """The registry's built-in ``(tag, predicate(rel_path))`` rules."""
 
 
-def agent_glob(tools: FileTools, pattern: str) -> tuple[str, Callable[[str], str]]:
+def agent_glob(files: FileSources, pattern: str) -> tuple[str, Callable[[str], str]]:
     """A glob as the agent wrote it (``/workspace/src/*.py``), anchored at the
     workspace root (``/src/*.py``), and how to name the files it matches the way the
     agent did: under the mount's agent prefix, or under the host directory when
     the glob named that. A relative glob, or one outside the workspace, is kept."""
     if not pattern.startswith("/"):
         return pattern, _as_is
-    root = str(tools.workspace.root)
-    host = tools.workspace.host_path(pattern)
+    root = str(files.workspace.root)
+    host = files.workspace.host_path(pattern)
     if not host.startswith(root + "/"):
         return pattern, _as_is
     anchored = host[len(root) :]
@@ -81,7 +84,7 @@ def agent_glob(tools: FileTools, pattern: str) -> tuple[str, Callable[[str], str
         return anchored, lambda rel: f"{root}/{rel}"
     mount = next(
         m
-        for m in tools.workspace.resolver.mounts
+        for m in files.workspace.resolver.mounts
         if pattern == m.agent_prefix or pattern.startswith(m.agent_prefix.rstrip("/") + "/")
     )
     agent, canonical = mount.agent_prefix.rstrip("/"), mount.canonical_prefix.rstrip("/")
@@ -93,25 +96,25 @@ def agent_glob(tools: FileTools, pattern: str) -> tuple[str, Callable[[str], str
     return anchored, shown
 
 
-def list_files(tools: FileTools, call: ToolCall, globs: list[str] | None) -> list[str]:
+def list_files(files: FileSources, call: ToolCall, globs: list[str] | None) -> list[str]:
     # A file name can hold a secret: names leave redacted like file text.
     if globs is None:
-        return list(redact_data([sp.rel for sp in tools.policy.iter_files(None)]))
-    forms = [agent_glob(tools, g) for g in globs]
+        return list(redact_data([sp.rel for sp in files.policy.iter_files(None)]))
+    forms = [agent_glob(files, g) for g in globs]
     shown = forms[0][1] if len({f[1] for f in forms}) == 1 else _as_is
-    rels = tools.policy.iter_files([f[0] for f in forms])
+    rels = files.policy.iter_files([f[0] for f in forms])
     return list(redact_data([shown(sp.rel) for sp in rels]))
 
 
-def glob(tools: FileTools, call: ToolCall, pattern: str) -> list[str]:
+def glob(files: FileSources, call: ToolCall, pattern: str) -> list[str]:
     from .search import glob_files
 
-    rel_pattern, shown = agent_glob(tools, pattern)
-    found = glob_files(tools.workspace.root, rel_pattern, policy=tools.policy)
+    rel_pattern, shown = agent_glob(files, pattern)
+    found = glob_files(files.workspace.root, rel_pattern, policy=files.policy)
     return list(redact_data([shown(r) for r in found]))
 
 
-def _version_doc(tools: FileTools, oid: str, version: str) -> tuple[dict[str, Any], int]:
+def _version_doc(files: FileSources, oid: str, version: str) -> tuple[dict[str, Any], int]:
     tx_text = version.rsplit("@", 1)[-1]
     try:
         tx = int(tx_text)
@@ -120,20 +123,20 @@ def _version_doc(tools: FileTools, oid: str, version: str) -> tuple[dict[str, An
             "INVALID_ARGUMENTS",
             f"bad version id {version!r}; use one from get_file_history (`<id>@<tx>`)",
         ) from None
-    doc = tools.session.store.as_of(oid, tx)
+    doc = files.session.store.as_of(oid, tx)
     if doc is None:
         raise NotFoundError(f"no version {version!r} of this file")
     return doc, tx
 
 
 def get_diff(
-    tools: FileTools, call: ToolCall, path: str, version1: str | None, version2: str | None
+    files: FileSources, call: ToolCall, path: str, version1: str | None, version2: str | None
 ) -> DiffResult:
-    sp = call.resolved.get("path") or tools.resolve(path)
+    sp = call.resolved.get("path") or files.resolve(path)
     rel = sp.rel
     call.paths = [rel]
-    oid = tools.workspace.object_id(rel)
-    hist = tools.session.store.history(oid)
+    oid = files.workspace.object_id(rel)
+    hist = files.session.store.history(oid)
     if not hist:
         raise NotFoundError(f"{rel} has no stored versions; read it first")
     if version1 is None and version2 is None:
@@ -141,18 +144,18 @@ def get_diff(
         a_text = latest.doc.get("content") or ""
         a_name = latest.version_id
         try:
-            b_text = decode_bytes(tools.policy.read_bytes(rel)) or ""
+            b_text = decode_bytes(files.policy.read_bytes(rel)) or ""
         except NotFoundError:
             b_text = ""
         b_name = "working tree"
     else:
         if version1 is not None:
-            a_doc, _ = _version_doc(tools, oid, version1)
+            a_doc, _ = _version_doc(files, oid, version1)
         else:
             a_doc = hist[0].doc
         a_text, a_name = a_doc.get("content") or "", version1 or hist[0].version_id
         if version2 is not None:
-            b_doc, _ = _version_doc(tools, oid, version2)
+            b_doc, _ = _version_doc(files, oid, version2)
         else:
             b_doc = hist[-1].doc
         b_text, b_name = b_doc.get("content") or "", version2 or hist[-1].version_id
@@ -170,12 +173,12 @@ def get_diff(
     )  # fmt: skip
 
 
-def get_file_history(tools: FileTools, call: ToolCall, path: str) -> list[VersionInfo]:
-    sp = call.resolved.get("path") or tools.resolve(path)
+def get_file_history(files: FileSources, call: ToolCall, path: str) -> list[VersionInfo]:
+    sp = call.resolved.get("path") or files.resolve(path)
     call.paths = [sp.rel]
     out = []
     prev = None
-    for v in tools.session.store.history(tools.workspace.object_id(sp.rel)):
+    for v in files.session.store.history(files.workspace.object_id(sp.rel)):
         d = v.doc
         action = "deleted" if is_deleted(d) else ("created" if prev is None else "updated")
         out.append(
@@ -189,47 +192,58 @@ def get_file_history(tools: FileTools, call: ToolCall, path: str) -> list[Versio
     return out
 
 
-def summarize_file(tools: FileTools, call: ToolCall, path: str, max_tokens: int | None) -> str:
-    sp = call.resolved.get("path") or tools.resolve(path)
+def summarize_file(
+    files: FileSources,
+    call: ToolCall,
+    path: str,
+    max_tokens: int | None,
+    *,
+    summarizer: Summarizer,
+    default_tokens: int,
+) -> str:
+    """An outline of a file within ``max_tokens`` (else ``default_tokens``, the profile's)."""
+    sp = call.resolved.get("path") or files.resolve(path)
     call.paths = [sp.rel]
-    data = tools.policy.read_bytes(sp)
-    tools._index_bytes(sp.rel, data)
+    data = files.policy.read_bytes(sp)
+    files.index_bytes(sp.rel, data)
     text = decode_bytes(data)
     if text is None:
         return f"{sp.rel}: binary file, {len(data)} bytes"
-    budget = max_tokens or tools.profile.summary_tokens
-    summary = tools.summarizer(sp.rel, redact_text(text), budget)
+    budget = max_tokens or default_tokens
+    summary = summarizer(sp.rel, redact_text(text), budget)
     # Whatever summarizer is plugged in, the budget holds in the session's tokens.
-    return fit_tokens(summary, budget, tools.session.token_counter.count)
+    return fit_tokens(summary, budget, files.session.token_counter.count)
 
 
 def search(
-    tools: FileTools,
+    files: FileSources,
     call: ToolCall,
     pattern: str,
     globs: list[str] | None,
     regex: bool,
     limit: int,
     start: int,
+    *,
+    backend: Literal["auto", "ripgrep", "python"],
 ) -> SearchHits:
     from .search import search as do_search
 
-    forms = [agent_glob(tools, g) for g in globs or ()]
+    forms = [agent_glob(files, g) for g in globs or ()]
     shown = forms[0][1] if len({f[1] for f in forms}) == 1 else _as_is
     # Read through the policy: denied files, links and directories swapped
     # for links during the search never contribute a byte.
     hits = do_search(
-        tools.policy.roots[0],
+        files.policy.roots[0],
         pattern,
         globs=[f[0] for f in forms] if globs is not None else None,
         regex=regex,
-        backend=tools.search_backend,
-        policy=tools.policy,
+        backend=backend,
+        policy=files.policy,
         max_results=start + limit + 1,
     )
     more = len(hits) > start + limit
     page = hits[start : start + limit]
-    lines = _hit_lines(tools, page)
+    lines = _hit_lines(files, page)
     return SearchHits(
         [
             {"path": redact_text(shown(m.path)), "line_number": m.line_number, "line": line}
@@ -240,7 +254,7 @@ def search(
     )
 
 
-def _hit_lines(tools: FileTools, hits: list[Any]) -> list[str]:
+def _hit_lines(files: FileSources, hits: list[Any]) -> list[str]:
     """The hits' lines, redacted. A line that could be part of a key body, that is
     indented (a YAML block scalar's line, a value under a Secret's ``data:``), or that
     could be a table's row (its header names the secret column) is redacted as its
@@ -258,7 +272,7 @@ def _hit_lines(tools: FileTools, hits: list[Any]) -> list[str]:
             continue
         if hit.path not in scrubbers:
             try:
-                text = decode_bytes(tools.policy.read_bytes(hit.path)) or ""
+                text = decode_bytes(files.policy.read_bytes(hit.path)) or ""
             except CtxnbError:
                 text = ""
             scrubbers[hit.path] = line_redactor(text)
@@ -279,7 +293,7 @@ def cursor_offset(cursor: str | None) -> int:
     return int(cursor)
 
 
-def registry(tools: FileTools) -> Any:
+def registry(files: FileSources, tag_rules: Sequence[tuple[str, Callable[[str], bool]]]) -> Any:
     """Every allowed file: path, size, hash, mtime, version, tags, sensitivity (DataFrame)."""
     import pandas as pd
 
@@ -287,17 +301,17 @@ def registry(tools: FileTools) -> Any:
     from ..redaction.redactor import has_secrets
 
     # The opt-in flag: [policy] sensitive globs (reads and writes wait for a human).
-    marked = [g for g in tools.workspace.config.policy.sensitive if g.strip()]
+    marked = [g for g in files.workspace.config.policy.sensitive if g.strip()]
     sensitive = GlobList(marked) if marked else None
     rows = []
-    store = tools.session.store
-    for sp in tools.policy.iter_files():
+    store = files.session.store
+    for sp in files.policy.iter_files():
         rel = sp.rel
-        st = tools.policy.stat(sp)
-        oid = tools.workspace.object_id(rel)
+        st = files.policy.stat(sp)
+        oid = files.workspace.object_id(rel)
         doc = store.get(oid)
         hist_tx = store.latest_tx_of(oid)
-        tags = [tag for tag, rule in tools.tag_rules if rule(rel)]
+        tags = [tag for tag, rule in tag_rules if rule(rel)]
         content = doc.get("content") if doc else None
         rows.append(
             {

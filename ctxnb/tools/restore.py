@@ -30,8 +30,8 @@ from .results import PatchResult
 
 if TYPE_CHECKING:
     from ..store.objectstore import ObjectStore, Version
+    from ._filesources import FileSources
     from .call import ToolCall
-    from .filetools import FileTools
 
 __all__ = ["pick_version", "restore_file", "version_bytes"]
 
@@ -93,22 +93,22 @@ def version_bytes(doc: dict[str, Any], rel: str) -> bytes | None:
     return data
 
 
-def restore_file(tools: FileTools, call: ToolCall, path: str, version: str | None) -> PatchResult:
+def restore_file(files: FileSources, call: ToolCall, path: str, version: str | None) -> PatchResult:
     """Write the chosen version of ``path`` back (or remove the file for a deletion version).
 
-    Runs inside ``tools._run``: the hook engine has already checked the intent and the
+    Runs inside ``FileTools.run_call``: the hook engine has already checked the intent and the
     scope; the write goes through the path policy, under the file's lock, and is stored
     and traced like any write.
     """
-    sp = tools.resolve(path, for_write=True)
+    sp = files.resolve(path, for_write=True)
     rel = sp.rel
     call.paths = [rel]
-    oid = tools.workspace.object_id(rel)
-    chosen = pick_version(tools.session.store, oid, rel, version)
+    oid = files.workspace.object_id(rel)
+    chosen = pick_version(files.session.store, oid, rel, version)
     data = version_bytes(chosen.doc, rel)
-    with tools._locked(rel):
+    with files.locked(rel):
         try:
-            current: bytes | None = tools.policy.read_bytes(rel)
+            current: bytes | None = files.policy.read_bytes(rel)
         except NotFoundError:
             current = None
         if data is None:
@@ -120,8 +120,8 @@ def restore_file(tools: FileTools, call: ToolCall, path: str, version: str | Non
 
             call.old_text = decode_bytes(current) or ""
             call.new_text = ""
-            tools.policy.delete(rel)
-            _, vid = tools._index_bytes(rel, None)
+            files.policy.delete(rel)
+            _, vid = files.index_bytes(rel, None)
             return PatchResult(
                 success=True,
                 message=f"removed {rel} (restored version {chosen.version_id}: deleted)",
@@ -129,6 +129,6 @@ def restore_file(tools: FileTools, call: ToolCall, path: str, version: str | Non
                 version_id=vid,
             )
         text = data.decode("utf-8")
-        result = writing.write(tools, call, rel, current, text)
+        result = writing.write(files, call, rel, current, text)
     result.message = f"restored {rel} to version {chosen.version_id} ({len(data)} bytes)"
     return result

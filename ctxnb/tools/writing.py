@@ -4,7 +4,9 @@
 ``apply_patch``, ``write_patch``, ``restore_file``) run these inside their tool call,
 under the file's lock: the base hash is checked against the authoritative copy, a
 conflict writes nothing, the bytes go through the path policy's atomic write, and the
-new version is stored before the result (with its redacted diff) is returned.
+new version is stored before the result (with its redacted diff) is returned. They are
+given the tools' :class:`~ctxnb.tools._filesources.FileSources` (the copies, the locks,
+the policy), not the tools themselves.
 """
 
 from __future__ import annotations
@@ -23,13 +25,13 @@ from .patching import FilePatch, apply_file_patch, unified_diff
 from .results import PatchResult
 
 if TYPE_CHECKING:
-    from .filetools import FileTools
+    from ._filesources import FileSources
 
 __all__ = ["apply_one_patch", "delete_file", "patch", "write"]
 
 
 def write(
-    tools: FileTools,
+    files: FileSources,
     call: ToolCall,
     rel: str,
     old: bytes | None,
@@ -54,7 +56,7 @@ def write(
     try:
         # The rename's directory fsync overlaps with the store commit below; the
         # call waits for it before it returns (see _run).
-        tools.policy.write_bytes_atomic(
+        files.policy.write_bytes_atomic(
             rel,
             data,
             mode="create" if mode == "create" else "truncate",
@@ -62,17 +64,17 @@ def write(
             durable_waits=call.durable_waits,
             # An active (unsaved) copy is not what is on disk: only its identity
             # could be checked, so the check is left to the next read.
-            check_replaced=rel not in tools._active,
+            check_replaced=rel not in files.active,
             expected_sha256=call.before_sha256,
             # The trace record to commit with the store version is made from the texts
             # alone: prepared while the new data is fsynced (dropped if the write fails).
-            while_syncing=(lambda: attach(tools.object_id(rel))) if attach else None,
+            while_syncing=(lambda: attach(files.object_id(rel))) if attach else None,
         )
     except StaleFileError as exc:
         # Another program saved the file during this write: its version is kept on
         # disk, and in the store, and the edit is refused as stale.
         if exc.outside is not None:
-            tools._index_bytes(rel, exc.outside)
+            files.index_bytes(rel, exc.outside)
         raise
     except FileExistsError:
         raise PolicyError(
@@ -81,12 +83,12 @@ def write(
             required_action="Read it and use mode='truncate' with expected_sha256.",
         ) from None
     call.after_sha256 = sha256_hex(data)
-    tools._read_hashes[rel] = call.after_sha256
-    if rel in tools._active:
-        tools._active[rel] = new_text
-        tools._show_active_copy(rel, new_text)
-    oid, version = tools._index_bytes(rel, data, call)
-    tools.session.activate(oid)
+    files.read_hashes[rel] = call.after_sha256
+    if rel in files.active:
+        files.active[rel] = new_text
+        files.show_active_copy(rel, new_text)
+    oid, version = files.index_bytes(rel, data, call)
+    files.session.activate(oid)
     # A diff of the redacted texts (same lines, same numbers): a hunk that shows only
     # part of a key block is redacted as the whole file would be.
     diff = unified_diff(
@@ -106,7 +108,7 @@ def write(
 
 
 def patch(
-    tools: FileTools,
+    files: FileSources,
     call: ToolCall,
     rel: str,
     expected: str | None,
@@ -120,14 +122,14 @@ def patch(
     With ``delete`` the transform must empty the file, which is then deleted; with
     ``move_to`` the result is written there and the file deleted (a rename).
     """
-    sp = tools.resolve(rel, for_write=True)
+    sp = files.resolve(rel, for_write=True)
     rel = sp.rel
     call.paths = [rel] if move_to is None else [move_to, rel]
-    with tools._locked(rel):
-        current, _ = tools._authoritative(rel)
+    with files.locked(rel):
+        current, _ = files.authoritative(rel)
         if current is None:
             raise NotFoundError(f"{rel} does not exist; create it with write_file")
-        tools._check_lock(rel, current, expected, call.tool)
+        files.check_lock(rel, current, expected, call.tool)
         old_text = decode_bytes(current)
         if old_text is None:
             raise PolicyError("BINARY_FILE", f"{rel} is binary", recoverable=False)
@@ -147,11 +149,11 @@ def patch(
                 sha256=sha256_hex(current),
             )
         if delete:
-            return delete_file(tools, call, rel, current, old_text)
+            return delete_file(files, call, rel, current, old_text)
         if move_to is None:
-            return write(tools, call, rel, current, new_text)
-        result = write(tools, call, move_to, None, new_text, mode="create")
-        delete_file(tools, call, rel, current, old_text)
+            return write(files, call, rel, current, new_text)
+        result = write(files, call, move_to, None, new_text, mode="create")
+        delete_file(files, call, rel, current, old_text)
         call.new_text = new_text  # the trace records the new file against the old text
         call.after_sha256 = result.sha256
         result.message = f"renamed {rel} to {move_to}; " + result.message
@@ -159,9 +161,9 @@ def patch(
 
 
 def apply_one_patch(
-    tools: FileTools, call: ToolCall, path: str, fp: FilePatch, expected: str | None
+    files: FileSources, call: ToolCall, path: str, fp: FilePatch, expected: str | None
 ) -> PatchResult:
-    rel = tools.resolve(path, for_write=True).rel
+    rel = files.resolve(path, for_write=True).rel
     named = fp.new_path if fp.kind == "create" else fp.old_path
     if named is not None and fp.kind != "modify" and make_doc_path(named) != make_doc_path(rel):
         raise PatchError(
@@ -169,35 +171,35 @@ def apply_one_patch(
             f"but path is {rel!r}; pass path={named!r}"
         )
     if fp.kind == "modify":
-        return patch(tools, call, rel, expected, lambda old: _patched(old, fp))
+        return patch(files, call, rel, expected, lambda old: _patched(old, fp))
     if fp.kind == "create":
         call.paths = [rel]
-        with tools._locked(rel):
-            current, _ = tools._authoritative(rel)
+        with files.locked(rel):
+            current, _ = files.authoritative(rel)
             if current is not None:
                 return _conflict(rel, current, f"the diff creates {rel}, which exists")
-            return write(tools, call, rel, None, _patched("", fp), mode="create")
+            return write(files, call, rel, None, _patched("", fp), mode="create")
     if fp.kind == "delete":
-        return patch(tools, call, rel, expected, lambda old: _patched(old, fp), delete=True)
-    dest = tools.resolve(fp.new_path or "", for_write=True).rel
-    with tools._locked(dest):
-        if tools._authoritative(dest)[0] is not None:
+        return patch(files, call, rel, expected, lambda old: _patched(old, fp), delete=True)
+    dest = files.resolve(fp.new_path or "", for_write=True).rel
+    with files.locked(dest):
+        if files.authoritative(dest)[0] is not None:
             return _conflict(rel, None, f"the rename target {dest} exists")
-        result = patch(tools, call, rel, expected, lambda old: _patched(old, fp), move_to=dest)
+        result = patch(files, call, rel, expected, lambda old: _patched(old, fp), move_to=dest)
     return result
 
 
 def delete_file(
-    tools: FileTools, call: ToolCall, rel: str, old: bytes, old_text: str
+    files: FileSources, call: ToolCall, rel: str, old: bytes, old_text: str
 ) -> PatchResult:
     """Delete a file: a deletion version in the store, a trace of what was removed."""
     call.old_text, call.new_text = old_text, ""
     call.before_sha256 = sha256_hex(old)
     _refuse_tool_ctxnb(rel, old, None)
-    tools.policy.delete(rel)
-    tools._read_hashes.pop(rel, None)
-    tools._active.pop(rel, None)
-    _, version = tools._index_bytes(rel, None)
+    files.policy.delete(rel)
+    files.read_hashes.pop(rel, None)
+    files.active.pop(rel, None)
+    _, version = files.index_bytes(rel, None)
     diff = redact(unified_diff(old_text, "", fromfile=f"a/{rel}", tofile="/dev/null")).text
     return PatchResult(
         success=True,
