@@ -21,6 +21,11 @@ def _modules() -> dict[str, Path]:
     return out
 
 
+def module_files() -> dict[str, Path]:
+    """Every ctxnb module's file, by dotted name."""
+    return _modules()
+
+
 def module_imports(name: str, path: Path, modules: Collection[str]) -> list[tuple[int, str]]:
     """(line, ctxnb module) for every import in a module's text that runs.
 

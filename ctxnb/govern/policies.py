@@ -251,7 +251,7 @@ class OptimisticLock:
     """The hash the agent read must equal the file's hash now, else ``STALE_FILE``.
 
     The comparison itself runs inside the tool, under the file's write lock, where it is
-    atomic with the write (``FileTools._check_lock``); comparing here as well would read
+    atomic with the write (``FileSources.check_lock``); comparing here as well would read
     and hash the file twice and still race. This policy refuses early what can never
     pass: an edit of an existing file with no base hash at all (``READ_BEFORE_WRITE``).
     """
