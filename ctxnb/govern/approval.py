@@ -20,15 +20,19 @@ Example:
 
 from __future__ import annotations
 
+import enum
 import sys
 import threading
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any, Protocol, runtime_checkable
 
+from ..errors import PolicyError
+
 __all__ = [
+    "Answer",
     "ApprovalRequest",
     "Approver",
     "CallbackApprover",
@@ -36,6 +40,8 @@ __all__ = [
     "DenyAllApprover",
     "QueueApprover",
     "TerminalApprover",
+    "invalid_answer",
+    "read_answer",
 ]
 
 
@@ -89,6 +95,101 @@ class Decision:
             "note": self.note,
             "request_id": self.request_id,
         }
+
+
+class Answer(enum.Enum):
+    """A client's answer to an approval question, read by :func:`read_answer`."""
+
+    APPROVE = "approve"
+    REJECT = "reject"
+    INVALID = "invalid"
+
+
+def read_answer(protocol: str, answer: Any) -> Answer:
+    """Read a protocol's answer to an approval question by its schema, never by truthiness.
+
+    Every door (MCP, ACP, A2A) asks its client in its own shape; this is the one place
+    that decides what counts as a yes. Only the protocol's explicit accept counts: a
+    string ``"false"``, ``1``, ``"yes"`` in a boolean field, a missing field or an
+    unknown option is :attr:`Answer.INVALID`, which a door reports to its client as an
+    error while nothing is committed.
+
+    Args:
+        protocol: ``"mcp"``: an elicitation result, ``{"action": "accept", "content":
+            {"approve": true}}`` (``approve`` a JSON boolean; ``decline`` and ``cancel``
+            are refusals); ``"acp"``: the option id the client selected (``"allow-once"`` or
+            ``"reject-once"``; a cancelled permission request is ``None``, a refusal);
+            ``"a2a"``: the text of the client's reply (its first word, any case:
+            ``approve``/``yes``/``allow`` or ``reject``/``no``/``deny``) or a data part
+            ``{"approve": true|false}``.
+        answer: the client's answer in that shape (a mapping, or an SDK object with
+            the same attributes).
+
+    Example:
+        >>> read_answer("mcp", {"action": "accept", "content": {"approve": True}})
+        <Answer.APPROVE: 'approve'>
+        >>> read_answer("mcp", {"action": "accept", "content": {"approve": "false"}})
+        <Answer.INVALID: 'invalid'>
+        >>> read_answer("mcp", {"action": "decline"})
+        <Answer.REJECT: 'reject'>
+        >>> read_answer("a2a", "Approve."), read_answer("a2a", "sure")
+        (<Answer.APPROVE: 'approve'>, <Answer.INVALID: 'invalid'>)
+    """
+    if protocol == "mcp":
+        action = _field(answer, "action")
+        if action in ("decline", "cancel"):
+            return Answer.REJECT
+        content = _field(answer, "content")
+        if action != "accept" or not isinstance(content, Mapping):
+            return Answer.INVALID
+        return _boolean(content.get("approve"))
+    if protocol == "acp":
+        if answer is None:  # the client cancelled the permission request
+            return Answer.REJECT
+        return {"allow-once": Answer.APPROVE, "reject-once": Answer.REJECT}.get(
+            answer, Answer.INVALID
+        )
+    if protocol == "a2a":
+        if isinstance(answer, Mapping):
+            return _boolean(answer.get("approve"))
+        if not isinstance(answer, str) or not answer.strip():
+            return Answer.INVALID
+        word = answer.strip().split()[0].strip(".!").lower()
+        if word in _A2A_YES:
+            return Answer.APPROVE
+        return Answer.REJECT if word in _A2A_NO else Answer.INVALID
+    raise ValueError(f"no answer schema for protocol {protocol!r}; expected mcp, acp or a2a")
+
+
+def invalid_answer(req: ApprovalRequest, protocol: str, expected: str) -> PolicyError:
+    """The error a door raises for an answer :func:`read_answer` found invalid: the act
+    is not run (nothing is committed) and the client is told what a valid answer is."""
+    return PolicyError(
+        "APPROVAL_ANSWER_INVALID",
+        f"the {protocol} client's answer to the approval of {req.summary()} is neither a "
+        "yes nor a no in the question's schema; nothing was run",
+        recoverable=True,
+        required_action=f"Answer with {expected}, then call again.",
+        details={"tool": req.tool, "request_id": req.id},
+    )
+
+
+_A2A_YES = frozenset({"approve", "approved", "allow", "yes", "y"})
+_A2A_NO = frozenset({"reject", "rejected", "deny", "no", "n"})
+
+
+def _field(obj: Any, name: str) -> Any:
+    return obj.get(name) if isinstance(obj, Mapping) else getattr(obj, name, None)
+
+
+def _boolean(value: Any) -> Answer:
+    # ``bool`` only: 1 and "true" are not booleans in a JSON schema, and a client that
+    # sends them did not follow the schema it was given.
+    if value is True:
+        return Answer.APPROVE
+    if value is False:
+        return Answer.REJECT
+    return Answer.INVALID
 
 
 @runtime_checkable

@@ -188,14 +188,14 @@ class McpBackend(_McpContent):
         intent: str | None = None,
         answers: dict[str, Any] | None = None,
     ) -> Iterator[None]:
+        bound: contextlib.AbstractContextManager[Any]
         bind = getattr(self.approver, "bound", None)
-        bound = (
-            bind(ctx, answers)
-            if bind is not None and answers
-            else bind(ctx)
-            if bind is not None
-            else contextlib.nullcontext()
-        )
+        if isinstance(self.approver, ElicitationApprover):
+            bound = self.approver.bound(ctx, answers, released=self._released)
+        elif bind is not None:
+            bound = bind(ctx, answers) if answers else bind(ctx)
+        else:
+            bound = contextlib.nullcontext()
         with self._lock, bound:
             engine = getattr(self.tools, "engine", None)
             if engine is None:
@@ -216,6 +216,31 @@ class McpBackend(_McpContent):
                     self._client_intents[client] = engine.active_intent_id
                 else:
                     engine.active_intent_id = kept
+
+    @contextlib.contextmanager
+    def _released(self) -> Iterator[None]:
+        """Let go of the lock while a call waits for its user's approval, so that other
+        clients are served meanwhile; take it back, and the call's intent, after.
+
+        Safe because nothing of the waiting call is committed yet: its command's changes
+        are held in the sandbox, and the commit refuses if another call changed the same
+        files in the meantime."""
+        engine = getattr(self.tools, "engine", None)
+        intent = engine.active_intent_id if engine is not None else None
+        depth = 0
+        while True:  # an RLock: release every level this thread holds
+            try:
+                self._lock.release()
+            except RuntimeError:
+                break
+            depth += 1
+        try:
+            yield
+        finally:
+            for _ in range(depth):
+                self._lock.acquire()
+            if engine is not None:
+                engine.active_intent_id = intent
 
     # -- tools ------------------------------------------------------------------------------
     def _resolve_target(self, target: str) -> str:

@@ -41,7 +41,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar
 
 from ..errors import ConfigError, CtxnbError, MissingDependencyError
-from ..govern.approval import ApprovalRequest, Decision
+from ..govern.approval import Answer, ApprovalRequest, Decision, invalid_answer, read_answer
 from ..redaction.redactor import redact_text
 from .live_agent import LiveAgentSettings, LiveSession, LoopBridge, is_submit
 
@@ -122,9 +122,12 @@ class _PermissionApprover:
             return Decision(False, by="acp-client", note=f"permission request failed: {e}",
                             request_id=req.id)  # fmt: skip
         outcome = answer.outcome
-        approved = getattr(outcome, "option_id", None) == ALLOW
-        note = "cancelled" if outcome.outcome == "cancelled" else str(outcome.option_id)
-        return Decision(approved, by="acp-client-user", note=note, request_id=req.id)
+        chosen = None if outcome.outcome == "cancelled" else getattr(outcome, "option_id", "")
+        read = read_answer("acp", chosen)
+        if read is Answer.INVALID:
+            raise invalid_answer(req, "ACP", f"one of the offered options ({ALLOW}, {REJECT})")
+        note = "cancelled" if chosen is None else str(chosen)
+        return Decision(read is Answer.APPROVE, by="acp-client-user", note=note, request_id=req.id)
 
 
 class _Run:

@@ -35,11 +35,19 @@ import json
 import secrets
 import threading
 import time
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from typing import TYPE_CHECKING, Any
 
+from .._util.text import visible
 from ..errors import PolicyError
-from ..govern.approval import ApprovalRequest, Approver, Decision
+from ..govern.approval import (
+    Answer,
+    ApprovalRequest,
+    Approver,
+    Decision,
+    invalid_answer,
+    read_answer,
+)
 from ..redaction.redactor import redact_text
 from ._mcp_sdk import MODERN_PROTOCOL_VERSIONS, MCPError, anyio, types
 
@@ -97,14 +105,20 @@ def approval_fingerprint(req: ApprovalRequest) -> str:
 
 def approval_message(req: ApprovalRequest) -> str:
     """The question a user is shown: the act, why it needs a yes, and a command's whole
-    diff (redacted), since that diff is what is committed."""
+    diff (redacted), since that diff is what is committed. Control, bidi and invisible
+    characters from the agent's text are shown as escapes (:func:`~ctxnb._util.text.
+    visible`): a terminal escape or a right-to-left override must not redraw the
+    question."""
     message = f"ctxnb: approve a destructive act?\n{req.summary()}"
     if req.intent_id:
         message += f"\n(intent {req.intent_id})"
     diff = req.args.get("diff")
     if isinstance(diff, str) and diff:
         message += "\n\n" + diff
-    return redact_text(message)
+    return visible(redact_text(message))
+
+
+_VALID_ANSWER = 'action "accept" with content {"approve": true} or {"approve": false}, or "decline"'
 
 
 def _needs_approval(req: ApprovalRequest, why: str) -> PolicyError:
@@ -164,16 +178,26 @@ class ElicitationApprover:
         self,
         ctx: ServerRequestContext[Any] | None,
         answers: Mapping[str, Decision] | None = None,
+        *,
+        released: Callable[[], contextlib.AbstractContextManager[Any]] | None = None,
     ) -> Iterator[None]:
         """Bind the request being served to this thread for the duration of a call,
-        with the user's answers it carries (2026-07-28), by :func:`approval_fingerprint`."""
-        previous = getattr(self._local, "ctx", None), getattr(self._local, "answers", None)
+        with the user's answers it carries (2026-07-28), by :func:`approval_fingerprint`.
+
+        ``released`` gives what the call holds that others need (the backend's lock),
+        let go while the user thinks: waiting blocks only the waiter."""
+        previous = (
+            getattr(self._local, "ctx", None),
+            getattr(self._local, "answers", None),
+            getattr(self._local, "released", None),
+        )
         self._local.ctx = ctx
         self._local.answers = dict(answers or {})
+        self._local.released = released
         try:
             yield
         finally:
-            self._local.ctx, self._local.answers = previous
+            self._local.ctx, self._local.answers, self._local.released = previous
 
     @staticmethod
     def supported(ctx: ServerRequestContext[Any] | None) -> bool:
@@ -191,8 +215,10 @@ class ElicitationApprover:
         if is_stateless(ctx):
             return self._answered(req)
         assert ctx is not None
+        released = getattr(self._local, "released", None)
         try:
-            result = anyio.from_thread.run(self._ask, ctx, req)
+            with released() if released is not None else contextlib.nullcontext():
+                result = anyio.from_thread.run(self._ask, ctx, req)
         except RuntimeError:  # not called from one of the server's worker threads
             return self.fallback.request(req)
         except MCPError as e:
@@ -203,11 +229,12 @@ class ElicitationApprover:
             return Decision(
                 False, by="timeout", note=f"no answer within {self.timeout:g}s", request_id=req.id
             )
-        approved = result.action == "accept" and bool((result.content or {}).get("approve"))
-        note = (
-            result.action if result.action != "accept" else ("approved" if approved else "denied")
+        read = read_answer("mcp", result)
+        if read is Answer.INVALID:
+            raise invalid_answer(req, "MCP", _VALID_ANSWER)
+        return Decision(
+            read is Answer.APPROVE, by="mcp-client-user", note=_note(result), request_id=req.id
         )
-        return Decision(approved, by="mcp-client-user", note=note, request_id=req.id)
 
     def _answered(self, req: ApprovalRequest) -> Decision:
         """The answer the call carries for exactly this act, or a stop to ask for it."""
@@ -306,14 +333,23 @@ def answers_of(
         # approved act later, within its ten minutes) carries no answers; ask again.
         return {}
     response = (input_responses or {}).get(_INPUT_KEY)
-    action = getattr(response, "action", None)
-    if action is None and isinstance(response, Mapping):
-        action = response.get("action")
-    if action is not None:
-        content = getattr(response, "content", None)
-        if content is None and isinstance(response, Mapping):
-            content = response.get("content")
-        approved = action == "accept" and bool((content or {}).get("approve"))
-        note = action if action != "accept" else ("approved" if approved else "denied")
-        answers[asked] = Decision(approved, by="mcp-client-user", note=note)
+    if response is not None:
+        read = read_answer("mcp", response)
+        if read is Answer.INVALID:
+            # An error to the client; the call does not run, so nothing is committed.
+            raise MCPError(
+                types.INVALID_PARAMS,
+                f"the answer to the approval question is not valid: send {_VALID_ANSWER}",
+            )
+        answers[asked] = Decision(
+            read is Answer.APPROVE, by="mcp-client-user", note=_note(response)
+        )
     return answers
+
+
+def _note(response: Any) -> str:
+    action = response.get("action") if isinstance(response, Mapping) else response.action
+    if action != "accept":
+        return str(action)
+    content = response.get("content") if isinstance(response, Mapping) else response.content
+    return "approved" if (content or {}).get("approve") is True else "denied"

@@ -1,0 +1,166 @@
+"""Approvals over MCP, tried as an attacker and as a careless client: an answer counts
+only when it is the schema's own yes, the question shows the agent's control characters
+as escapes, and a client waiting on its approval blocks nobody else.
+
+Every test drives ``python -m ctxnb mcp serve`` with the MCP SDK's own clients over
+stdio or streamable HTTP on 127.0.0.1.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+from _needs import has_module, require
+
+require(has_module("mcp"), "the mcp SDK (ctxnb[mcp])")
+
+import anyio  # noqa: E402
+import mcp_types as types  # noqa: E402
+from _mcp_client import _text, run_async, server_params, stdio_session  # noqa: E402
+from mcp.client.client import Client  # noqa: E402
+from mcp.client.session import ClientSession  # noqa: E402
+from mcp.client.stdio import stdio_client  # noqa: E402
+from mcp.client.streamable_http import streamable_http_client  # noqa: E402
+from mcp.shared.exceptions import MCPError  # noqa: E402
+
+from ctxnb._util.text import _CONTROL  # noqa: E402
+
+pytestmark = pytest.mark.slow
+
+REMOVE = {"cmd": "rm inventory/report.py", "intent_id": "INT-INV"}
+
+# Answers a client might send for "no" that a truthiness test reads as yes, and shapes
+# that are not the schema's boolean at all.
+NOT_A_YES = [{"approve": "false"}, {"approve": "no"}, {"approve": 1}, {}]
+
+
+def _answering(content: dict[str, Any], asked: list[str]) -> Any:
+    async def on_elicit(context: Any, params: types.ElicitRequestParams) -> types.ElicitResult:
+        asked.append(params.message)
+        return types.ElicitResult(action="accept", content=content)
+
+    return on_elicit
+
+
+@pytest.mark.parametrize("content", NOT_A_YES)
+def test_handshake_answer_that_is_not_a_boolean_is_an_error_and_runs_nothing(
+    gov_ws: Path, tmp_path: Path, content: dict[str, Any]
+) -> None:
+    asked: list[str] = []
+
+    async def body() -> types.CallToolResult:
+        on_elicit = _answering(content, asked)
+        async with stdio_session(gov_ws, tmp_path / "err.log", elicitation_callback=on_elicit) as s:
+            await s.call_tool("select_active_intent", {"intent_id": "INT-INV"})
+            return await s.call_tool("run_command", {"cmd": REMOVE["cmd"]})
+
+    res = run_async(body)
+    assert len(asked) == 1
+    assert res.is_error, _text(res)
+    assert res.structured_content["error_code"] == "APPROVAL_ANSWER_INVALID"
+    assert (gov_ws / "inventory" / "report.py").exists()
+
+
+@pytest.mark.parametrize("content", NOT_A_YES)
+def test_stateless_answer_that_is_not_a_boolean_is_an_error_and_runs_nothing(
+    gov_ws: Path, tmp_path: Path, content: dict[str, Any]
+) -> None:
+    asked: list[str] = []
+
+    async def body() -> None:
+        with open(tmp_path / "err.log", "w", encoding="utf-8") as log:
+            transport = stdio_client(server_params(gov_ws, "mcp-rev"), errlog=log)
+            on_elicit = _answering(content, asked)
+            async with Client(
+                transport, mode="auto", read_timeout_seconds=30, elicitation_callback=on_elicit
+            ) as c:
+                assert c.protocol_version == "2026-07-28"
+                with pytest.raises(MCPError) as e:
+                    await c.call_tool("run_command", REMOVE)
+                assert e.value.error.code == types.INVALID_PARAMS
+                assert "approve" in e.value.error.message
+
+    run_async(body)
+    assert len(asked) == 1
+    assert (gov_ws / "inventory" / "report.py").exists()
+
+
+def test_the_question_shows_control_and_bidi_characters_as_escapes(
+    gov_ws: Path, tmp_path: Path
+) -> None:
+    """A file whose bytes would clear the line, return the carriage and reverse the text
+    in the user's terminal: the question names each one, and carries none."""
+    hostile = "fine\x1b[2K\rall clear \u202etxt.exe\u2066\x07\n"
+    (gov_ws / "inventory" / "report.py").write_text(hostile, encoding="utf-8")
+    asked: list[str] = []
+
+    async def body() -> None:
+        on_elicit = _answering({"approve": False}, asked)
+        async with stdio_session(gov_ws, tmp_path / "err.log", elicitation_callback=on_elicit) as s:
+            await s.call_tool("select_active_intent", {"intent_id": "INT-INV"})
+            await s.call_tool("run_command", {"cmd": REMOVE["cmd"] + " # \u202egnp.cod"})
+
+    run_async(body)
+    (question,) = asked
+    assert _CONTROL.search(question) is None, repr(question)
+    for shown in ("\\u001b[2K", "\\u000d", "\\u202e", "\\u2066", "\\u0007"):
+        assert shown in question
+    assert "-fine" in question  # the diff is still there, line by line
+
+
+@pytest.mark.parametrize("http_server", [("governed", [])], indirect=True)
+def test_a_pending_approval_blocks_no_other_http_client(http_server: dict[str, Any]) -> None:
+    """Client A's destructive command waits on its user; client B (another session) is
+    answered meanwhile, and A's approval still decides A's act."""
+    ws = http_server["ws"]
+    order: list[str] = []
+    asked = anyio.Event()
+    answer = anyio.Event()
+
+    async def on_elicit(context: Any, params: types.ElicitRequestParams) -> types.ElicitResult:
+        order.append("A asked")
+        asked.set()
+        await answer.wait()  # A's user thinks while B works
+        order.append("A answered")
+        return types.ElicitResult(action="accept", content={"approve": True})
+
+    async def client_a() -> types.CallToolResult:
+        async with (
+            streamable_http_client(http_server["url"]) as (r, w),
+            ClientSession(r, w, read_timeout_seconds=60, elicitation_callback=on_elicit) as a,
+        ):
+            await a.initialize()
+            await a.call_tool("select_active_intent", {"intent_id": "INT-INV"})
+            res = await a.call_tool("run_command", {"cmd": REMOVE["cmd"]})
+            order.append("A done")
+            return res
+
+    async def client_b() -> None:
+        await asked.wait()
+        async with (
+            streamable_http_client(http_server["url"]) as (r, w),
+            ClientSession(r, w, read_timeout_seconds=60) as b,
+        ):
+            await b.initialize()
+            names = {t.name for t in (await b.list_tools()).tools}
+            read = await b.call_tool("read_file", {"path": "inventory/models.py"})
+            assert "read_file" in names and not read.is_error, _text(read)
+            order.append("B served")
+        answer.set()
+
+    results: list[types.CallToolResult] = []
+
+    async def body() -> None:
+        async def run_a() -> None:
+            results.append(await client_a())
+
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(run_a)
+            tg.start_soon(client_b)
+
+    run_async(body)
+    assert order == ["A asked", "B served", "A answered", "A done"]
+    assert not results[0].is_error, _text(results[0])
+    assert not (ws / "inventory" / "report.py").exists()
