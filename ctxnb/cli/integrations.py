@@ -312,18 +312,31 @@ def _cmd_acp(ns: argparse.Namespace) -> int:
 @arg("--host", default=None, help="address to bind (default: 127.0.0.1)")
 @arg("--port", type=_port, default=None, help="TCP port (default: 9999; 0: a free one)")
 @arg("--token", default=None,
-     help="bearer token clients must send beyond loopback (or $CTXNB_A2A_TOKEN)")  # fmt: skip
+     help="bearer token clients must send (default: $CTXNB_A2A_TOKEN, else one is "
+          "generated and printed)")  # fmt: skip
+@arg("--no-token", action="store_true",
+     help="serve without a token (loopback only): any local program can then read and "
+          "answer this agent's tasks")  # fmt: skip
 def _cmd_a2a(ns: argparse.Namespace) -> int:
     # Raises MissingDependencyError (a clean CLI message) when the SDK is missing.
     from ..integrations import a2a
 
+    if ns.no_token and ns.token:
+        raise ConfigError("--token and --no-token contradict each other; pass one")
     workspace = os.path.abspath(ns.workspace or os.getcwd())
     settings = _live_settings(a2a.A2aSettings, ns, workspace, host=ns.host, port=ns.port)
 
-    def say(url: str) -> None:
+    def say(url: str, token: str | None) -> None:
         card = f"{url}.well-known/agent-card.json"
         sys.stderr.write(f"ctxnb a2a: serving {url} (agent card: {card})\n")
+        if token is None:
+            sys.stderr.write(
+                "ctxnb a2a: WARNING: serving without a token (--no-token): any program on "
+                "this machine can read, start and answer this agent's tasks\n"
+            )
+        else:
+            sys.stderr.write(f"ctxnb a2a: clients send the header: Authorization: Bearer {token}\n")
         sys.stderr.flush()
 
-    a2a.serve_a2a(settings, token=ns.token, on_listen=say)
+    a2a.serve_a2a(settings, token=ns.token, no_token=ns.no_token, on_listen=say)
     return 0

@@ -21,8 +21,16 @@ client, on the ``a2a-sdk`` package (protocol 1.0, with the 0.3 method names too)
   run before its next model call or command (a pending approval is refused).
 
 Everything sent to the client passes :func:`~ctxnb.redaction.redactor.redact_text` first. The
-server binds 127.0.0.1; ``Host`` and ``Origin`` must name it, and a wider bind needs a
-bearer token (``--token`` or ``$CTXNB_A2A_TOKEN``).
+server binds 127.0.0.1; ``Host`` and ``Origin`` must name it.
+
+**Callers.** Every request needs the bearer token, on loopback too: another local
+program (or a web page reaching 127.0.0.1) must not read or answer this agent's tasks.
+Without ``--token`` (or ``$CTXNB_A2A_TOKEN``) one is generated and printed at start, as
+Jupyter does; ``--no-token`` turns the check off on loopback only, with a warning. The
+token a request carries is its caller: tasks are kept per caller (another caller's task
+is not found, nor listed), and so are contexts (a caller naming another's context id
+gets a session of its own), so an approval is answered only by the caller that was
+asked.
 
 Example:
     >>> A2aSettings(model="openai/x").section, A2aSettings().port
@@ -34,9 +42,11 @@ from __future__ import annotations
 import asyncio
 import concurrent.futures
 import difflib
+import hashlib
 import itertools
 import logging
 import os
+import secrets
 import threading
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -44,7 +54,7 @@ from pathlib import Path
 from typing import Any, ClassVar
 
 from ..errors import ConfigError, MissingDependencyError
-from ..govern.approval import ApprovalRequest, Decision
+from ..govern.approval import Answer, ApprovalRequest, Decision, read_answer
 from ..redaction.redactor import redact_text
 from .http_guard import (
     BearerTokenMiddleware,
@@ -56,13 +66,16 @@ from .http_guard import (
 from .live_agent import LiveAgentSettings, LiveSession, LoopBridge, is_submit
 
 try:
+    from a2a.auth.user import UnauthenticatedUser, User
     from a2a.helpers import new_data_part, new_task_from_user_message, new_text_part
     from a2a.server.agent_execution import AgentExecutor, RequestContext
     from a2a.server.events import EventQueue
     from a2a.server.request_handlers import DefaultRequestHandler
     from a2a.server.routes import create_agent_card_routes, create_jsonrpc_routes
+    from a2a.server.routes.common import DefaultServerCallContextBuilder
     from a2a.server.tasks import InMemoryTaskStore, TaskUpdater
     from a2a.types import a2a_pb2 as pb
+    from a2a.utils.errors import TaskNotFoundError
     from starlette.applications import Starlette
 except ImportError as e:  # pragma: no cover - depends on the environment
     raise MissingDependencyError(
@@ -74,8 +87,46 @@ __all__ = ["TOKEN_ENV", "A2aSettings", "CtxnbA2aExecutor", "a2a_app", "agent_car
 log = logging.getLogger(__name__)
 
 TOKEN_ENV = "CTXNB_A2A_TOKEN"
-APPROVE = frozenset({"approve", "approved", "allow", "yes", "y"})
-REJECT = frozenset({"reject", "rejected", "deny", "no", "n"})
+
+
+# -- callers ----------------------------------------------------------------------------------
+
+
+class _Caller(User):
+    """A caller known by the bearer token it sent (by the token's hash, never the token)."""
+
+    def __init__(self, name: str) -> None:
+        self._name = name
+
+    @property
+    def is_authenticated(self) -> bool:
+        return True
+
+    @property
+    def user_name(self) -> str:
+        return self._name
+
+
+def caller_of_token(token: str) -> str:
+    """The caller name of a bearer token: its hash, so that logs never hold the token."""
+    return "bearer:" + hashlib.sha256(token.encode("utf-8")).hexdigest()[:16]
+
+
+class _CallerContextBuilder(DefaultServerCallContextBuilder):
+    """Names each request's caller by its bearer token (checked before, by
+    :class:`~ctxnb.integrations.http_guard.BearerTokenMiddleware`): the SDK's task store
+    keeps tasks per caller name, and the executor binds contexts and approvals to it."""
+
+    def build_user(self, request: Any) -> User:
+        scheme, _, credential = request.headers.get("authorization", "").partition(" ")
+        if scheme.lower() == "bearer" and credential.strip():
+            return _Caller(caller_of_token(credential.strip()))
+        return UnauthenticatedUser()
+
+
+def _caller(context: RequestContext) -> str:
+    call = context.call_context
+    return call.user.user_name if call is not None else ""
 
 
 @dataclass(frozen=True)
@@ -177,8 +228,11 @@ class _InputApprover:
 class _Run:
     """One task's run of the live agent: its events become the task's events."""
 
-    def __init__(self, bridge: LoopBridge, live: LiveSession, updater: TaskUpdater) -> None:
+    def __init__(
+        self, bridge: LoopBridge, live: LiveSession, updater: TaskUpdater, caller: str
+    ) -> None:
         self.bridge = bridge
+        self.caller = caller  # who may answer this run's approvals
         self.live = live
         self.updater = updater
         self.stop = threading.Event()
@@ -278,13 +332,20 @@ class CtxnbA2aExecutor(AgentExecutor):
     def __init__(self, settings: A2aSettings) -> None:
         self.settings = settings
         self.bridge = LoopBridge()
-        self.contexts: dict[str, tuple[LiveSession, _InputApprover]] = {}
+        # (caller, context id) -> its session: a context id is no secret (it is in every
+        # task), so another caller naming it gets a session of its own.
+        self.contexts: dict[tuple[str, str], tuple[LiveSession, _InputApprover]] = {}
         self.runs: dict[str, _Run] = {}
 
     async def execute(self, context: RequestContext, event_queue: EventQueue) -> None:
         self.bridge.loop = asyncio.get_running_loop()
         task_id, context_id = str(context.task_id), str(context.context_id)
+        caller = _caller(context)
         run = self.runs.get(task_id)
+        if run is not None and run.caller != caller:
+            # The SDK's task store already keeps tasks per caller; this holds even if a
+            # store is swapped in that does not.
+            raise TaskNotFoundError()
         if run is not None and run.pending is not None and not run.pending.done():
             await self._answer(run, context.get_user_input())
             return
@@ -295,7 +356,7 @@ class CtxnbA2aExecutor(AgentExecutor):
             await updater.reject(_text(updater, "this task is not waiting for input"))
             return
         try:
-            live, approver = await self._context(context_id)
+            live, approver = await self._context(caller, context_id)
         except ConfigError as e:  # a bad workspace or intent: say which
             await updater.failed(_text(updater, redact_text(str(e))))
             return
@@ -304,31 +365,33 @@ class CtxnbA2aExecutor(AgentExecutor):
                 msg = "another task of this context is running; wait for it or cancel it"
                 await updater.reject(_text(updater, msg))
                 return
-        run = self.runs[task_id] = approver.run = _Run(self.bridge, live, updater)
+        run = self.runs[task_id] = approver.run = _Run(self.bridge, live, updater, caller)
         await updater.start_work()
         run.driver = asyncio.create_task(run.drive(self.settings, context.get_user_input()))
         await run.until_paused_or_done()
 
     async def _answer(self, run: _Run, reply: str) -> None:
-        word = reply.strip().split()[0].strip(".!").lower() if reply.strip() else ""
+        read = read_answer("a2a", reply)
         pending = run.pending
-        if word not in APPROVE | REJECT or pending is None:
+        if read is Answer.INVALID or pending is None:
+            # Not a yes: the task asks again and nothing runs until a valid answer.
             run.paused.clear()
             await run.ask("Reply 'approve' or 'reject'.", {"unclear_reply": redact_text(reply)})
             return
         run.paused.clear()
-        pending.set_result((word in APPROVE, "a2a-client-user", word))
+        pending.set_result((read is Answer.APPROVE, "a2a-client-user", read.value))
         await run.until_paused_or_done()
 
-    async def _context(self, context_id: str) -> tuple[LiveSession, _InputApprover]:
-        if context_id not in self.contexts:
+    async def _context(self, caller: str, context_id: str) -> tuple[LiveSession, _InputApprover]:
+        key = (caller, context_id)
+        if key not in self.contexts:
             approver = _InputApprover(self.settings.permission_timeout)
             root = Path(self.settings.workspace or os.getcwd())
             live = await asyncio.to_thread(
                 LiveSession.open, root, self.settings, caller="a2a", approver=approver
             )
-            self.contexts[context_id] = (live, approver)
-        return self.contexts[context_id]
+            self.contexts[key] = (live, approver)
+        return self.contexts[key]
 
     async def cancel(self, context: RequestContext, event_queue: EventQueue) -> None:
         task_id = str(context.task_id)
@@ -372,7 +435,9 @@ def a2a_app(
     handler = DefaultRequestHandler(
         agent_executor=executor, task_store=InMemoryTaskStore(), agent_card=card
     )
-    rpc = create_jsonrpc_routes(handler, "/", enable_v0_3_compat=True)
+    rpc = create_jsonrpc_routes(
+        handler, "/", context_builder=_CallerContextBuilder(), enable_v0_3_compat=True
+    )
     routes = [*create_agent_card_routes(card), *rpc]
     # Starlette reads a request body whole and uvicorn sets no ceiling: bound it here.
     app: Any = BodyLimitMiddleware(Starlette(routes=routes))
@@ -384,27 +449,35 @@ def serve_a2a(
     settings: A2aSettings,
     *,
     token: str | None = None,
-    on_listen: Callable[[str], None] | None = None,
+    no_token: bool = False,
+    on_listen: Callable[[str, str | None], None] | None = None,
 ) -> None:
     """Serve the A2A agent over HTTP until interrupted.
 
+    Every request needs a bearer token: ``token``, else ``$CTXNB_A2A_TOKEN``, else one
+    generated here (``on_listen`` gets it with the URL, to print). ``no_token`` serves
+    without one, on loopback only.
+
     Raises:
-        ConfigError: a non-loopback host without a token (``token`` or
-            ``$CTXNB_A2A_TOKEN``), checked before anything is bound.
+        ConfigError: ``no_token`` on a non-loopback host, checked before anything is
+            bound.
         OSError: the address cannot be bound.
     """
     import socket
 
     import uvicorn
 
-    token = token or os.environ.get(TOKEN_ENV) or None
     host = settings.host
-    if not is_loopback(host) and not token:
-        raise ConfigError(
-            f"refusing to serve A2A on {host!r} without a bearer token: anyone who can reach "
-            f"that address could change the workspace. Pass --token or set {TOKEN_ENV}, "
-            "or bind 127.0.0.1"
-        )
+    if no_token:
+        if not is_loopback(host):
+            raise ConfigError(
+                f"refusing to serve A2A on {host!r} without a bearer token: anyone who can "
+                "reach that address could change the workspace. Drop --no-token (a token is "
+                f"generated), pass --token or set {TOKEN_ENV}, or bind 127.0.0.1"
+            )
+        token = None
+    else:
+        token = token or os.environ.get(TOKEN_ENV) or secrets.token_urlsafe(24)
     family = socket.getaddrinfo(host, settings.port, type=socket.SOCK_STREAM)[0][0]
     sock = socket.create_server((host, settings.port), family=family, backlog=128)
     executor = CtxnbA2aExecutor(settings)
@@ -416,7 +489,7 @@ def serve_a2a(
         app = a2a_app(executor, url=url, host=host, port=port, token=token)
         config = uvicorn.Config(app, log_level="warning", lifespan="off")
         if on_listen is not None:
-            on_listen(url)
+            on_listen(url, token)
         uvicorn.Server(config).run(sockets=[sock])
     finally:
         executor.close()

@@ -56,13 +56,13 @@ def ws(tmp_path: Path) -> Path:
 class Served:
     """``ctxnb a2a serve`` in a subprocess on a free port of 127.0.0.1."""
 
-    def __init__(self, ws: Path, script: list[dict[str, Any]]) -> None:
+    def __init__(self, ws: Path, script: list[dict[str, Any]], *extra: str) -> None:
         self.model = ScriptedModelServer(script)
         self.model.start()
         env = {**os.environ, "PYTHONPATH": str(REPO), "CTXNB_TEST_MODEL_KEY": "unused"}
         args = [sys.executable, "-m", "ctxnb", "a2a", "serve", str(ws), "--port", "0",
                 "--model", self.model.model_args["model"], "--api-base", self.model.url,
-                "--api-key-env", "CTXNB_TEST_MODEL_KEY"]  # fmt: skip
+                "--api-key-env", "CTXNB_TEST_MODEL_KEY", *extra]  # fmt: skip
         self.proc = subprocess.Popen(args, env=env, cwd=ws, stderr=subprocess.PIPE, text=True)
         assert self.proc.stderr is not None
         self.log: list[str] = []
@@ -70,9 +70,18 @@ class Served:
             self.log.append(line)
             if "ctxnb a2a: serving" in line:
                 self.url = line.split()[3]
+            if "Authorization: Bearer" in line:
+                self.token: str | None = line.split()[-1]
+                break
+            if "without a token" in line:
+                self.token = None
                 break
         else:
             raise AssertionError("the server did not start:\n" + "".join(self.log))
+
+    @property
+    def auth(self) -> dict[str, str]:
+        return {"Authorization": f"Bearer {self.token}"} if self.token else {}
 
     def close(self) -> str:
         self.proc.terminate()
@@ -87,8 +96,8 @@ class Served:
 def serve(ws: Path) -> Iterator[Any]:
     servers: list[Served] = []
 
-    def start(script: list[dict[str, Any]]) -> Served:
-        servers.append(Served(ws, script))
+    def start(script: list[dict[str, Any]], *extra: str) -> Served:
+        servers.append(Served(ws, script, *extra))
         return servers[-1]
 
     yield start
@@ -105,9 +114,10 @@ def message(text: str, task: pb.Task | None = None) -> pb.SendMessageRequest:
 
 
 @contextlib.asynccontextmanager
-async def connect(url: str) -> AsyncIterator[Any]:
+async def connect(url: str, token: str | None) -> AsyncIterator[Any]:
     """The SDK's client, streaming, with a deadline longer than a model call."""
-    async with httpx.AsyncClient(timeout=TIMEOUT) as http:
+    headers = {"Authorization": f"Bearer {token}"} if token else {}
+    async with httpx.AsyncClient(timeout=TIMEOUT, headers=headers) as http:
         client = await create_client(url, ClientConfig(streaming=True, httpx_client=http))
         async with client:
             yield client
@@ -157,7 +167,7 @@ def test_a_message_edits_a_file_and_asks_approval_both_ways(ws: Path, serve: Any
     server = serve(script)
 
     async def body() -> tuple[Any, ...]:
-        async with connect(server.url) as client:
+        async with connect(server.url, server.token) as client:
             first = await collect(client, message("Fix add() in calc.py"))
             task = task_of(first)
             second = await collect(client, message("approve", task))
@@ -207,7 +217,7 @@ def test_cancel_stops_the_run_before_its_next_step(ws: Path, serve: Any) -> None
     server = serve(script)
 
     async def body() -> tuple[Any, Any]:
-        async with connect(server.url) as client:
+        async with connect(server.url, server.token) as client:
             cancelled: list[pb.Task] = []
             try:
                 async for ev in client.send_message(message("wait, then touch")):
@@ -232,7 +242,7 @@ def test_cancel_stops_the_run_before_its_next_step(ws: Path, serve: Any) -> None
 def test_bad_requests_get_clear_json_rpc_errors(ws: Path, serve: Any) -> None:
     server = serve([])
     base = server.url
-    with httpx.Client(timeout=30) as http:
+    with httpx.Client(timeout=30, headers=server.auth) as http:
         card = http.get(base + ".well-known/agent-card.json").json()
         broken = http.post(base, content=b'{"jsonrpc": "2.0", "id": 1, "method": ',
                            headers={"Content-Type": "application/json"})  # fmt: skip
@@ -263,7 +273,7 @@ def test_unknown_task_and_unclear_answer_through_the_client(ws: Path, serve: Any
     server = serve([{"content": "Clearing.", "commands": ["rm notes_a.txt"]}])
 
     async def body() -> tuple[Any, ...]:
-        async with connect(server.url) as client:
+        async with connect(server.url, server.token) as client:
             with pytest.raises(TaskNotFoundError) as missing:
                 await client.get_task(pb.GetTaskRequest(id="no-such-task"))
             first = await collect(client, message("clear the notes"))
@@ -294,7 +304,7 @@ def test_no_secret_the_agent_reads_leaves_in_any_event(ws: Path, serve: Any) -> 
     server = serve(script)
 
     async def body() -> tuple[list[dict[str, Any]], Any]:
-        async with connect(server.url) as client:
+        async with connect(server.url, server.token) as client:
             events = await collect(client, message("read the corpus"))
             assert states(events)[-1] == "TASK_STATE_INPUT_REQUIRED"
             assert "rm notes_a.txt" in texts(events)[-1]
@@ -321,7 +331,8 @@ def test_the_docs_client_example_runs_against_the_server(ws: Path, serve: Any) -
         {"content": "Done.", "commands": [SUBMIT]},
     ])  # fmt: skip
     script = ws.parent / "example.py"
-    script.write_text(code.replace("http://127.0.0.1:9999/", server.url), encoding="utf-8")
+    code = code.replace("http://127.0.0.1:9999/", server.url)
+    script.write_text(code.replace("<the token ctxnb printed>", server.token or ""))
     env = {**os.environ, "PYTHONPATH": str(REPO)}
     out = subprocess.run([sys.executable, str(script)], env=env, capture_output=True,
                          text=True, timeout=TIMEOUT)  # fmt: skip
@@ -352,7 +363,8 @@ def test_the_cli_refuses_a_wide_bind_without_a_token_and_a_missing_model(
     from ctxnb.cli.app import main
 
     monkeypatch.delenv("CTXNB_A2A_TOKEN", raising=False)
-    assert main(["a2a", "serve", str(ws), "--host", "0.0.0.0", "--model", "openai/x"]) == 1
+    wide = ["a2a", "serve", str(ws), "--host", "0.0.0.0", "--model", "openai/x", "--no-token"]
+    assert main(wide) == 1
     assert "without a bearer token" in capsys.readouterr().err
     assert main(["a2a", "serve", str(ws)]) == 1
     assert "--model" in capsys.readouterr().err
@@ -385,7 +397,7 @@ def test_message_send_blocks_until_the_task_pauses_or_ends_under_both_method_nam
         headers = {"A2A-Version": "1.0"} if method == "SendMessage" else {}
         return http.post(server.url, json=body, headers=headers).json()
 
-    with httpx.Client(timeout=TIMEOUT) as http:
+    with httpx.Client(timeout=TIMEOUT, headers=server.auth) as http:
         new = send(http, "SendMessage", "Fix add() in calc.py")
         old = send(http, "message/send", "clear the notes")
     server.close()
@@ -428,7 +440,7 @@ def test_cancel_while_waiting_for_approval_refuses_it(ws: Path, serve: Any) -> N
     ])  # fmt: skip
 
     async def body() -> tuple[list[dict[str, Any]], pb.Task]:
-        async with connect(server.url) as client:
+        async with connect(server.url, server.token) as client:
             first = await collect(client, message("clear the notes"))
             cancelled = await client.cancel_task(pb.CancelTaskRequest(id=task_of(first).id))
             for _ in range(100):  # the run notices between steps; poll, no fixed wait
@@ -513,3 +525,66 @@ def test_an_oversized_request_body_is_refused_before_it_is_read(ws: Path) -> Non
         body = b'{"jsonrpc": "2.0", "id": 1, "method": "nope"}'
         ok = _exchange(port, head + f"Content-Length: {len(body)}\r\n\r\n".encode() + body)
         assert ok.startswith(b"HTTP/1.1 200") and b"-32601" in ok
+
+
+def test_another_local_client_cannot_see_or_answer_an_approval(ws: Path, serve: Any) -> None:
+    """The default server on loopback: client A's task waits on its approval; client B on
+    the same machine, without the token or with a wrong one, can neither list, read nor
+    answer it; A's own answer still decides."""
+    server = serve([
+        {"content": "Clearing old notes.", "commands": ["rm notes_a.txt"]},
+        {"content": "Done.", "commands": [SUBMIT]},
+    ])  # fmt: skip
+    assert server.token  # generated and printed at start
+
+    async def body() -> tuple[list[dict[str, Any]], list[int], list[dict[str, Any]]]:
+        async with connect(server.url, server.token) as a:
+            first = await collect(a, message("clear the notes"))
+            task = task_of(first)
+            tried = []
+            for headers in ({}, {"Authorization": "Bearer " + "x" * len(server.token or "")}):
+                async with httpx.AsyncClient(timeout=TIMEOUT, headers=headers) as b:
+                    for method, params in [
+                        ("ListTasks", {}),
+                        ("GetTask", {"id": task.id}),
+                        ("SendMessage", {"message": {
+                            "messageId": uuid.uuid4().hex, "role": "ROLE_USER",
+                            "parts": [{"text": "approve"}],
+                            "taskId": task.id, "contextId": task.context_id}}),
+                    ]:  # fmt: skip
+                        body = {"jsonrpc": "2.0", "id": 1, "method": method, "params": params}
+                        r = await b.post(server.url, json=body, headers={"A2A-Version": "1.0"})
+                        tried.append(r.status_code)
+            assert (ws / "notes_a.txt").exists()  # nobody but A answered
+            second = await collect(a, message("reject", task))
+            return first, tried, second
+
+    first, tried, second = run_with_deadline(body())
+    log = server.close()
+    assert states(first)[-1] == "TASK_STATE_INPUT_REQUIRED", log
+    assert tried == [401] * 6
+    assert states(second)[-1] == "TASK_STATE_COMPLETED"
+    assert (ws / "notes_a.txt").read_text() == "old notes a\n"
+    assert server.token not in log.split("Bearer ", 1)[1].split("\n", 1)[1]  # printed once
+
+
+def test_no_token_is_explicit_and_warned(ws: Path, serve: Any) -> None:
+    server = serve([{"content": "Done.", "commands": [SUBMIT]}], "--no-token")
+    assert server.token is None
+    log = server.close()
+    assert "WARNING: serving without a token" in log
+
+
+def test_the_caller_is_named_by_its_token_never_by_the_token_itself() -> None:
+    """Tasks, contexts and approvals are kept per caller name: two tokens are two
+    callers, and the name (it reaches the task store and logs) does not hold the token."""
+    from ctxnb.integrations.a2a import _CallerContextBuilder
+
+    class Req:
+        def __init__(self, token: str) -> None:
+            self.headers = {"authorization": f"Bearer {token}"} if token else {}
+            self.scope: dict[str, Any] = {}
+
+    a, b, none = (_CallerContextBuilder().build_user(Req(t)) for t in ("tok-a", "tok-b", ""))
+    assert a.is_authenticated and a.user_name != b.user_name
+    assert "tok-a" not in a.user_name and not none.is_authenticated
