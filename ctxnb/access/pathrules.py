@@ -39,7 +39,8 @@ rule's name):
   a trailing slash matches directories only and everything inside them. Denial is matched
   case-insensitively, and also after NFKC normalization and after stripping trailing
   dots and spaces from names (what Windows and some network filesystems do), so
-  ``.GIT/config``, ``.ｅnv`` and ``.env.`` are all refused. Every ancestor directory is
+  ``.GIT/config``, ``.ｅnv`` and ``.env.`` are all refused; a name composed (NFC) or
+  decomposed (NFD) matches a glob spelled the other way. Every ancestor directory is
   matched too: nothing inside a denied directory can be re-included. Deny always wins
   over allow. :data:`DEFAULT_DENY` covers ``.git`` (directory, and the ``.git`` file of
   worktrees and submodules), ``.env*``, ``*.pem``, ``id_*`` and ``.ctxnb/``.
@@ -344,7 +345,13 @@ class PathRules:
         )
         # Denial is case-insensitive: a second spec of lower-cased patterns is matched
         # against lower-cased paths (case-insensitive filesystems would open .GIT as .git).
-        self._deny_spec_lower, _ = _build_spec([p.lower() for p in guard], "deny")
+        # Its patterns are also composed (NFC): a glob named in decomposed form (a
+        # directory name as macOS's realpath gives it) matches the composed spelling of
+        # the same name, which a normalization-insensitive filesystem opens as one file;
+        # the paths' NFKC variant below composes the other way round.
+        self._deny_spec_lower, _ = _build_spec(
+            [unicodedata.normalize("NFC", p).lower() for p in guard], "deny"
+        )
         self._deny_cache: dict[tuple[str, ...], str | None] = {}
         # The walk's judgment of each name it met (see PathPolicy._walk_dir): lexical,
         # so it holds for as long as the rules do.
