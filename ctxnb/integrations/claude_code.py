@@ -74,7 +74,6 @@ from __future__ import annotations
 
 import json
 import os
-import posixpath
 import re
 from collections.abc import Callable, Mapping
 from pathlib import Path
@@ -124,6 +123,7 @@ EVENTS = ("pre-tool-use", "post-tool-use", "user-prompt-submit")
 
 
 READ_TOOLS = frozenset({"Read", "Glob", "Grep"})
+SEARCH_TOOLS = frozenset({"Glob", "Grep"})
 WRITE_TOOLS = frozenset({"Write", "Edit", "MultiEdit", "NotebookEdit"})
 TRACED_TOOLS = frozenset({"Write", "Edit", "MultiEdit"})
 ENGINE_TOOLS = {
@@ -138,7 +138,6 @@ for every way an agent reaches the workspace, so Write stops when write_file's i
 
 _ORCHESTRATION = ".orchestration"
 _MAX_TRACE_READ = 20 * 1024 * 1024
-_PATTERN_RULES = ("traversal", "outside-roots", "home-tilde")
 
 
 # -- entry points ------------------------------------------------------------------------------
@@ -274,16 +273,31 @@ def _pre_tool_use(ctx: _Context) -> HookResult:
     try:
         if ctx.governed and (tool in WRITE_TOOLS or tool == "Bash"):
             _check_breaker(ctx, ENGINE_TOOLS.get(tool, tool))
-        if tool in READ_TOOLS:
-            _check_read(ctx, tool, tool_input)
+        if tool == "Read":
+            path = _path_arg(tool_input, "file_path")
+            if path is None:
+                raise PayloadError("a Read call needs tool_input.file_path")
+            ctx.policy.check(ctx.abs_path(path))
             return _ask_if_sensitive(ctx, tool, tool_input, "read")
+        elif tool in SEARCH_TOOLS:
+            from ._claude_search import check_search  # only searches pay for ripgrep
+
+            check_search(ctx, tool, tool_input)
+            return HookResult()
         elif tool in WRITE_TOOLS:
             _pre_write(ctx, tool, tool_input)
             return _ask_if_sensitive(ctx, tool, tool_input, "write")
-        elif tool == "Bash" and ctx.governed:
-            from ._claude_bash import _check_bash  # only Bash pays for the sandbox rewrite
+        elif tool == "Bash":
+            if ctx.governed:
+                from ._claude_bash import _check_bash  # only Bash pays for the sandbox rewrite
 
-            return _check_bash(ctx, tool_input)
+                return _check_bash(ctx, tool_input)
+        else:
+            # MCP servers' tools and tools ctxnb does not know: their paths, found by
+            # name and by shape, go through the same path policy.
+            from ._claude_paths import check_tool_paths
+
+            check_tool_paths(ctx, tool, tool_input)
     except PolicyError as e:
         _audit_refusal(ctx, tool, tool_input, e.error_code)
         return _pre_answer("deny", _refusal(e))
@@ -336,36 +350,12 @@ def _ask_if_sensitive(
     )
 
 
-def _check_read(ctx: _Context, tool: str, tool_input: Mapping[str, Any]) -> None:
-    if tool == "Read":
-        path = _path_arg(tool_input, "file_path")
-        if path is None:
-            raise PayloadError("a Read call needs tool_input.file_path")
-        ctx.policy.check(ctx.abs_path(path))
-        return
-    # Glob and Grep search a directory (the workspace root when no path is given).
-    path = _path_arg(tool_input, "path")
-    base = ctx.abs_path(path) if path else ctx.cwd
-    sp = ctx.policy.check(base)
-    # A search pattern that itself names a denied file (``.env*``, ``../x``) is refused;
-    # other rules (a backslash in a regex…) do not apply to patterns.
-    pattern = _path_arg(tool_input, "glob" if tool == "Grep" else "pattern")
-    if pattern:
-        candidate = pattern if os.path.isabs(pattern) else posixpath.join(str(sp.abs), pattern)
-        try:
-            ctx.policy.check(candidate)
-        except PolicyError as e:
-            rule = str(e.details.get("rule", ""))
-            if rule.startswith("deny:") or rule in _PATTERN_RULES:
-                raise
-
-
 def _pre_write(ctx: _Context, tool: str, tool_input: Mapping[str, Any]) -> None:
     path = _path_arg(tool_input, "file_path", "notebook_path")
     if path is None:
         raise PayloadError(f"a {tool} call needs tool_input.file_path")
     governed = ctx.governed
-    check_mutation(
+    safe, _ = check_mutation(
         ctx.policy,
         ctx.abs_path(path),
         intents=ctx.intents() if governed else None,
@@ -375,35 +365,63 @@ def _pre_write(ctx: _Context, tool: str, tool_input: Mapping[str, Any]) -> None:
         "prompt, e.g. 'under INT-001'), or run `ctxnb hook select-intent ID --session "
         f"{ctx.session_id or '<session_id>'}`.",
     )
-    _refuse_tool_ctxnb(ctx, tool, tool_input, ctx.abs_path(path))
+    _refuse_tool_ctxnb(ctx, tool, tool_input, safe)
 
 
-def _refuse_tool_ctxnb(ctx: _Context, tool: str, tool_input: Mapping[str, Any], path: str) -> None:
+def holds_settings(rel: str) -> bool:
+    """Whether the workspace-relative ``rel`` is (or a filesystem that folds case or
+    Unicode would open it as) the root ``pyproject.toml``, where ``[tool.ctxnb]`` lives.
+
+    Example:
+        >>> [holds_settings(p) for p in ("pyproject.toml", "PyProject.TOML", "a/pyproject.toml")]
+        [True, True, False]
+    """
+    if "/" in rel:
+        return False
+    import unicodedata
+
+    folded = unicodedata.normalize("NFKC", rel).casefold()
+    return (folded.rstrip(" .") or folded) == "pyproject.toml"
+
+
+def _refuse_tool_ctxnb(ctx: _Context, tool: str, tool_input: Mapping[str, Any], safe: Any) -> None:
     """``[tool.ctxnb]`` in the root ``pyproject.toml`` is ctxnb's settings: Claude Code's
-    edits may not add, alter or remove it, as ctxnb's own write tools may not."""
-    if os.path.normcase(path) != os.path.normcase(str(ctx.root / "pyproject.toml")):
+    edits may not add, alter or remove it, as ctxnb's own write tools may not.
+
+    The file is known by the path the policy resolved (``/ws/./pyproject.toml`` and
+    ``PYPROJECT.toml`` are the same file to it), and the edit by the bytes it leaves, as
+    Claude Code would apply it (:func:`~ctxnb.integrations.claude_code_edits.edit_outcomes`):
+    an edit whose result ctxnb cannot reproduce is refused."""
+    if not holds_settings(safe.rel):
         return
     from ..config import tool_ctxnb_changed
+    from ..errors import NotFoundError
+    from .claude_code_edits import EditNotReproducible, edit_outcomes
 
     try:
-        old = ctx.policy.read_bytes(ctx.policy.check(path)).decode("utf-8", "replace")
-    except CtxnbError:
+        old = ctx.policy.read_bytes(safe)
+    except NotFoundError:
         old = None
-    new = old or ""
-    if tool == "Write":
-        new = str(tool_input.get("content") or "")
-    else:
-        edits = tool_input.get("edits") if tool == "MultiEdit" else [tool_input]
-        for e in edits if isinstance(edits, list) else []:
-            a, b = str(e.get("old_string") or ""), str(e.get("new_string") or "")
-            new = new.replace(a, b) if e.get("replace_all") else new.replace(a, b, 1)
-    if tool_ctxnb_changed(None if old is None else old.encode(), new.encode()):
+    try:
+        outcomes = edit_outcomes(tool, tool_input, old)
+    except EditNotReproducible as e:
         raise PolicyError(
             "PATH_DENIED",
-            "pyproject.toml: the change adds, alters or removes [tool.ctxnb], ctxnb's "
+            f"{safe.rel} may hold [tool.ctxnb], ctxnb's settings, so a change to it is "
+            f"decided on the bytes it leaves; ctxnb cannot tell them: {e}",
+            recoverable=True,
+            required_action="Give old_string exactly as it is in the file (its quotes, its "
+            "line breaks, once), or write the whole file with Write.",
+            details={"rule": "settings-bytes", "path": safe.rel},
+        ) from None
+    if any(tool_ctxnb_changed(old, new) for new in outcomes):
+        raise PolicyError(
+            "PATH_DENIED",
+            f"{safe.rel}: the change adds, alters or removes [tool.ctxnb], ctxnb's "
             "settings, which no agent tool changes",
             recoverable=False,
             required_action="Leave [tool.ctxnb] as it is; a human edits ctxnb's settings.",
+            details={"rule": "settings-bytes", "path": safe.rel},
         )
 
 

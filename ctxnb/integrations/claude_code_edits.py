@@ -1,4 +1,9 @@
-"""What a Claude Code edit changed, and how the post-tool-use hook keeps it.
+"""What a Claude Code edit changes, and how the post-tool-use hook keeps it.
+
+Before an edit runs, :func:`edit_outcomes` works out the bytes it can leave in a file
+whose settings are governance (``[tool.ctxnb]`` in ``pyproject.toml``): the pre-tool-use
+hook decides on those bytes, not on the edit's text, and refuses an edit whose result
+ctxnb cannot reproduce exactly as Claude Code would make it.
 
 The post-tool-use hook (:mod:`ctxnb.integrations.claude_code`) records each Write, Edit
 and MultiEdit with the file's previous text and the line ranges the edit touched. Claude
@@ -11,25 +16,175 @@ version of the file is stored (:func:`store_versions`) and the edit gets its aud
 from __future__ import annotations
 
 import os
+import re
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from ..errors import CtxnbError
 from ..hashing import sha256_hex
 
 if TYPE_CHECKING:
     from ..govern.record import FileChange
 
 __all__ = [
+    "EditNotReproducible",
     "audit_change",
     "changed_ranges",
     "clamp",
+    "edit_outcomes",
     "line_count",
     "original_text",
     "ranges_from_patch",
     "reverse_edits",
     "store_versions",
 ]
+
+
+class EditNotReproducible(CtxnbError, ValueError):
+    """ctxnb cannot tell which bytes an edit leaves: Claude Code would apply it only by
+    normalising it (quotes, line endings, an old string not in the file verbatim)."""
+
+
+# Line-number prefixes of Claude Code's Read output ("    12\t", "    12→"), which Claude
+# Code strips from an edit's strings that carry them.
+_LINE_NUMBER = re.compile(r"^ *\d+(?:\t|\u2192)", re.MULTILINE)
+
+
+def edit_outcomes(tool: str, tool_input: Mapping[str, Any], old: bytes | None) -> list[bytes]:
+    """Every content a Write, Edit or MultiEdit can leave in a file that holds ``old``.
+
+    Claude Code applies an Edit to the file's text with its line endings made ``\n``
+    and writes the result with the file's own endings; it strips line-number prefixes
+    (copied from its Read output) and, outside Markdown, trailing blanks of the new
+    text; and when ``old_string`` is not in the file verbatim it looks for it again
+    with quotes and other characters normalised. ctxnb reproduces the first three (each
+    way, since which applies depends on the version) and refuses the last: when the old
+    string is not found exactly as Claude Code first looks for it (once, or at least
+    once with ``replace_all``), the result cannot be told.
+
+    Args:
+        tool: ``Write``, ``Edit`` or ``MultiEdit``.
+        tool_input: the call's input.
+        old: the file's bytes now; None when it does not exist.
+
+    Returns:
+        The possible new contents (at least one).
+
+    Raises:
+        EditNotReproducible: the result cannot be reproduced; the message says why.
+
+    Example:
+        >>> edit_outcomes("Edit", {"old_string": "a", "new_string": "b"}, b"a = 1\n")
+        [b'b = 1\n']
+        >>> edit_outcomes("Edit", {"old_string": "\u201ca\u201d", "new_string": "b"},
+        ...               b'x = "a"\n')  # doctest: +ELLIPSIS
+        Traceback (most recent call last):
+        ...
+        ctxnb.integrations.claude_code_edits.EditNotReproducible: ...not in the file verbatim...
+    """
+    if old is None:
+        text: str | None = None
+    else:
+        try:
+            text = old.decode("utf-8")
+        except UnicodeDecodeError:
+            raise EditNotReproducible(
+                "the file is not UTF-8 text, and Claude Code reads other encodings its own way"
+            ) from None
+        if text.startswith("\ufeff"):
+            raise EditNotReproducible("the file starts with a byte-order mark")
+    crlf = False
+    if text is not None and "\r" in text:
+        lone_lf = text.replace("\r\n", "").count("\n")
+        if lone_lf or text.replace("\r\n", "").count("\r"):
+            raise EditNotReproducible(
+                "the file mixes line endings, and which one Claude Code writes cannot be told"
+            )
+        crlf = True
+    if tool == "Write":
+        content = tool_input.get("content")
+        if not isinstance(content, str):
+            raise EditNotReproducible("a Write needs tool_input.content (a string)")
+        forms = {content}
+        if crlf:
+            forms.add(content.replace("\r\n", "\n").replace("\n", "\r\n"))
+        return sorted(f.encode("utf-8") for f in forms)
+    if tool == "Edit":
+        edits: Any = [tool_input]
+    elif tool == "MultiEdit":
+        edits = tool_input.get("edits")
+    else:
+        raise EditNotReproducible(f"ctxnb does not reproduce what {tool} writes")
+    if not isinstance(edits, list) or not edits:
+        raise EditNotReproducible(f"a {tool} needs its edits")
+    steps: list[tuple[str, str, bool]] = []
+    for e in edits:
+        if not isinstance(e, Mapping):
+            raise EditNotReproducible("each edit must be an object")
+        a, b = e.get("old_string"), e.get("new_string")
+        if not isinstance(a, str) or not isinstance(b, str):
+            raise EditNotReproducible("each edit needs old_string and new_string (strings)")
+        steps.append((a, b, e.get("replace_all") is True))
+
+    outcomes: set[str] = set()
+    # Claude Code's own way first: line endings made \n, the strings as given.
+    for lf in (True, False):
+        for numbered in (False, True):
+            for trimmed in (False, True):
+                result = _apply(text, steps, lf=lf, numbered=numbered, trimmed=trimmed)
+                if result is None:
+                    if lf and not numbered and not trimmed:
+                        raise EditNotReproducible(
+                            "an old_string is not in the file verbatim (exactly once, or "
+                            "with replace_all at least once): Claude Code would apply the "
+                            "edit only after normalising it, and ctxnb cannot tell the result"
+                        )
+                    continue
+                if lf and crlf:
+                    result = result.replace("\n", "\r\n")
+                outcomes.add(result)
+    return sorted(o.encode("utf-8") for o in outcomes)
+
+
+def _apply(
+    text: str | None,
+    steps: Sequence[tuple[str, str, bool]],
+    *,
+    lf: bool,
+    numbered: bool,
+    trimmed: bool,
+) -> str | None:
+    """The text after ``steps`` in one of the ways Claude Code may apply them, or None
+    when an old string is not found as that way requires."""
+
+    def form(s: str, new: bool) -> str:
+        if lf:
+            s = s.replace("\r\n", "\n")
+        if numbered:
+            s = _LINE_NUMBER.sub("", s)
+        if trimmed and new:
+            s = "\n".join(line.rstrip(" \t") for line in s.split("\n"))
+        return s
+
+    if text is None:
+        # A new file: only an Edit whose old string is empty creates one.
+        if len(steps) == 1 and steps[0][0] == "":
+            return form(steps[0][1], True)
+        return None
+    current = text.replace("\r\n", "\n") if lf else text
+    for a, b, replace_all in steps:
+        old_s, new_s = form(a, False), form(b, True)
+        if old_s == "":
+            if current.strip():
+                return None  # Claude Code refuses to "create" a file that has content
+            current = new_s
+            continue
+        n = current.count(old_s)
+        if n == 0 or (n > 1 and not replace_all):
+            return None
+        current = current.replace(old_s, new_s) if replace_all else current.replace(old_s, new_s, 1)
+    return current
 
 
 def original_text(

@@ -15,11 +15,21 @@ from typing import Any
 from ..errors import ConfigError
 from .claude_code import launcher
 
-__all__ = ["install_settings"]
+__all__ = ["POST_TOOL_USE_MATCHER", "PRE_TOOL_USE_MATCHER", "install_settings"]
+
+PRE_TOOL_USE_MATCHER = "Read|Glob|Grep|Write|Edit|MultiEdit|NotebookEdit|Bash|mcp__.*"
+"""The tools the pre-tool-use hook sees: Claude Code's file tools, Bash, and every MCP
+server's tools (``mcp__server__tool``), whose path arguments go through the same path
+policy. Claude Code reads a matcher with ``|`` as an unanchored regular expression, so
+a tool whose name contains one of these (``NotebookRead``, ``TodoWrite``) is sent too
+and judged by the paths in its input."""
+
+POST_TOOL_USE_MATCHER = "Write|Edit|MultiEdit"
+"""The edits recorded after they ran."""
 
 _INSTALL_EVENTS: tuple[tuple[str, str | None, str], ...] = (
-    ("PreToolUse", "Read|Glob|Grep|Write|Edit|MultiEdit|NotebookEdit|Bash", "pre-tool-use"),
-    ("PostToolUse", "Write|Edit|MultiEdit", "post-tool-use"),
+    ("PreToolUse", PRE_TOOL_USE_MATCHER, "pre-tool-use"),
+    ("PostToolUse", POST_TOOL_USE_MATCHER, "post-tool-use"),
     ("UserPromptSubmit", None, "user-prompt-submit"),
 )
 

@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import subprocess
 import sys
 import unicodedata
@@ -102,7 +103,204 @@ def ws(sample_ws: Path) -> Path:
     return sample_ws
 
 
-# -- point 1: a name in the other Unicode normalisation form ---------------------------
+# -- point 1: pyproject.toml's [tool.ctxnb], by the file it is and the bytes it gets ------------
+SPELLINGS = [
+    "{root}/./pyproject.toml",
+    "{root}//pyproject.toml",
+    "./pyproject.toml",
+    "{root}/PYPROJECT.toml",
+    "{root}/\uff50yproject.toml",  # a fullwidth p
+    "{root}/pyproject.toml.",
+]
+
+
+@pytest.mark.parametrize("spelling", SPELLINGS)
+@pytest.mark.parametrize("tool", ["Write", "Edit", "MultiEdit"])
+def test_no_spelling_of_pyproject_gets_tool_ctxnb_past_the_hook(ws, spelling, tool):
+    """Old hole: the file was recognised by its path string, so ``/ws/./pyproject.toml``
+    (and the case and width variants a folding filesystem opens as the same file) added
+    ``[tool.ctxnb]`` with an empty deny list."""
+    path = spelling.format(root=ws)
+    text = (ws / "pyproject.toml").read_text()
+    inputs = {
+        "Write": {"file_path": path, "content": text + "\n" + TABLE},
+        "Edit": {"file_path": path, "old_string": "[project]", "new_string": TABLE + "\n[project]"},
+        "MultiEdit": {
+            "file_path": path,
+            "edits": [
+                {"old_string": 'version = "0.3.0"', "new_string": 'version = "0.3.1"'},
+                {"old_string": "[project]", "new_string": TABLE + "\n[project]"},
+            ],
+        },
+    }
+    result = pre(ws, tool, inputs[tool])
+    assert decision(result) == "deny", result.stdout
+    assert "[tool.ctxnb]" in reason(result)
+
+
+NORMALISED = {
+    # Claude Code finds an old string with its quotes straightened.
+    "curly-quotes": ("LF", "name = \u201ctinyinv\u201d", 'name = "tinyinv"\n\n' + TABLE),
+    # Claude Code edits a CRLF file with its endings made \n, then writes \r\n back.
+    "crlf": ("CRLF", "[project]\nname", TABLE + "\n[project]\nname"),
+    # Claude Code strips the line numbers of its Read output from both strings.
+    "line-numbers": ("LF", "     1\t[project]", "     1\t" + TABLE.replace("\n", "\n     1\t")),
+}
+
+
+@pytest.mark.parametrize("case", sorted(NORMALISED))
+def test_an_edit_claude_code_would_normalise_is_decided_on_its_result(ws, case):
+    """Old hole: ctxnb applied the edit with str.replace; an old string not in the file
+    verbatim changed nothing there, so the edit passed, and Claude Code, which
+    normalises before it gives up, wrote [tool.ctxnb]."""
+    endings, old, new = NORMALISED[case]
+    path = ws / "pyproject.toml"
+    if endings == "CRLF":
+        path.write_bytes(path.read_bytes().replace(b"\n", b"\r\n"))
+    assert old not in path.read_bytes().decode()  # not verbatim: str.replace misses it
+    result = pre(ws, "Edit", {"file_path": str(path), "old_string": old, "new_string": new})
+    assert decision(result) == "deny", result.stdout
+    assert "[tool.ctxnb]" in reason(result)
+    # The decision is on the bytes: an edit that leaves [tool.ctxnb] alone passes, by
+    # another spelling of the file too, and so does one whose text names it (a comment).
+    for spelling in (f"{ws}/./pyproject.toml", "pyproject.toml"):
+        bump = {
+            "file_path": spelling,
+            "old_string": 'version = "0.3.0"',
+            "new_string": "version = '1'",
+        }
+        assert decision(pre(ws, "Edit", bump)) is None
+    note = {"file_path": str(path), "old_string": "[project]",
+            "new_string": "# [tool.ctxnb] is for humans\n[project]"}  # fmt: skip
+    assert decision(pre(ws, "Edit", note)) is None
+
+
+# -- point 1: Grep and Glob, by the files they reach ------------------------------------------
+def claude_code_grep(root: Path, glob: str | None) -> str:
+    """What Claude Code's Grep prints for pattern '.': ripgrep with its arguments (hidden
+    files searched, version-control directories excluded, the glob split at commas)."""
+    from ctxnb.tools._ripgrep import find_ripgrep
+
+    vcs = [a for d in (".git", ".svn", ".hg", ".bzr", ".jj", ".sl") for a in ("--glob", f"!{d}")]
+    globs = [glob] if glob and "{" in glob else (glob or "").split(",")
+    rg = [find_ripgrep() or "rg", "--hidden", *vcs, *(a for g in globs if g for a in ("--glob", g))]
+    return subprocess.run([*rg, ".", str(root)], capture_output=True, text=True).stdout
+
+
+@pytest.fixture
+def repo(git_repo: Path) -> Path:
+    """The sample as a git repository, governed, with its secret ignored by git (as a
+    real project has it) and ctxnb's own directory in use."""
+    (git_repo / ".gitignore").write_text((git_repo / ".gitignore").read_text() + ".env\n")
+    subprocess.run(["git", "rm", "-q", "--cached", ".env"], cwd=git_repo, check=True)
+    init_governance(git_repo)
+    (git_repo / ".orchestration" / "active_intents.yaml").write_text(INTENTS)
+    (git_repo / ".ctxnb").mkdir()
+    (git_repo / ".ctxnb" / "audit.jsonl").write_text('{"secret_of_ctxnb": 1}\n')
+    return git_repo
+
+
+@pytest.mark.parametrize(
+    ("glob", "reached"),
+    [
+        ("*.e*", ".env"),
+        ("**/.[e]nv", ".env"),
+        ("{.env,README.md}", ".env"),
+        ("README.md,.env", ".env"),  # split at the comma by some Claude Code versions
+        ("{.git,config}", ".git/config"),  # re-includes .git past the VCS exclusion
+        ("*.jsonl", ".ctxnb/audit.jsonl"),  # a glob overrides every ignore file
+    ],
+)
+def test_a_grep_is_refused_when_its_glob_reaches_a_hidden_file(repo, glob, reached):
+    """Old hole: the glob's text was matched against the deny list, and these name no
+    denied file; ripgrep, which Claude Code's Grep runs, printed the secret."""
+    printed = claude_code_grep(repo, glob)
+    assert reached in printed  # the attack is real: ripgrep reaches it
+    result = pre(repo, "Grep", {"pattern": ".", "path": str(repo), "glob": glob})
+    assert decision(result) == "deny", result.stdout
+    assert reached in reason(result)
+
+
+def test_a_grep_reaching_nothing_hidden_passes_and_ctxnb_hides_its_own_directory(repo):
+    # A plain search of a real project: .env is ignored by git, .git excluded, and
+    # .ctxnb/ kept out by the .ignore ctxnb puts there.
+    assert decision(pre(repo, "Grep", {"pattern": "def "})) is None
+    assert (repo / ".ctxnb" / ".ignore").read_text().splitlines()[-1] == "*"
+    assert "secret_of_ctxnb" not in claude_code_grep(repo, None)
+    assert decision(pre(repo, "Grep", {"pattern": "x", "glob": "*.py", "type": "py"})) is None
+    # Once git no longer ignores the secret (the agent may edit .gitignore), the same
+    # search reaches it, and is refused.
+    (repo / ".gitignore").write_text("*.log\n")
+    assert ".env" in claude_code_grep(repo, None)
+    result = pre(repo, "Grep", {"pattern": "def "})
+    assert decision(result) == "deny" and ".env (deny:.env*)" in reason(result)
+
+
+@pytest.mark.parametrize("pattern", ["**/.[e]nv", "*.E*", "{README.md,.env}", "**/*.jsonl"])
+def test_a_glob_is_refused_when_its_pattern_reaches_a_hidden_file(repo, pattern):
+    """Old hole: same as Grep, for the names Glob lists (ignoring no file, hidden ones
+    included, case folded by some versions)."""
+    result = pre(repo, "Glob", {"pattern": pattern, "path": str(repo)})
+    assert decision(result) == "deny", result.stdout
+    absolute = pre(repo, "Glob", {"pattern": f"{repo}/{pattern}"})  # split as Claude Code does
+    assert decision(absolute) == "deny", absolute.stdout
+    assert decision(pre(repo, "Glob", {"pattern": "**/*.py", "path": str(repo)})) is None
+
+
+# -- point 1: MCP servers' tools and tools ctxnb does not know --------------------------------
+def test_the_installed_matcher_sends_mcp_tools_to_the_hook(tmp_path):
+    """Old hole: the PreToolUse matcher named Claude Code's tools only; Claude Code
+    never asked ctxnb about an MCP server's write."""
+    subprocess.run([str(CTXNB), "hook", "install", str(tmp_path)], check=True, capture_output=True)
+    settings = json.loads((tmp_path / ".claude" / "settings.json").read_text())
+    [pre_group] = settings["hooks"]["PreToolUse"]
+    # Claude Code reads a matcher with '|' as an unanchored JavaScript regular expression.
+    for tool in ("mcp__filesystem__write_file", "mcp__github__push_files", "Write", "Grep"):
+        assert re.search(pre_group["matcher"], tool), tool
+
+
+@pytest.mark.parametrize(
+    ("tool", "tool_input"),
+    [
+        ("mcp__filesystem__write_file", {"path": ".claude/settings.json", "content": "{}"}),
+        ("mcp__filesystem__write_file", {"path": ".Claude/Settings.JSON", "content": "{}"}),
+        ("mcp__filesystem__edit_file", {"filePath": "{root}/ctxnb.toml", "edits": []}),
+        ("mcp__git__set_config", {"repo": "{root}", "target": ".git/config", "value": "x"}),
+        ("mcp__fs__move", {"paths": ["README.md", ".orchestration/active_intents.yaml"]}),
+        ("mcp__fs__write", {"args": {"destination": "./.ctxnb/breaker.json"}}),
+        ("mcp__fs__write", {"uri": "file://{root}/.claude/settings.local.json"}),
+        ("mcp__fs__create", {"name": "ctxnb.toml", "text": "[policy]\ndeny = []\n"}),
+        ("mcp__fs__copy", {"from": "README.md", "to": ".mcp.json"}),
+        ("mcp__fs__read", {"path": ".env"}),
+        ("ApplyPatch", {"patch": "x", "cwd": "{root}/.git"}),  # a tool ctxnb does not know
+    ],
+)
+def test_an_mcp_or_unknown_tool_naming_a_governance_path_is_denied(ws, tool, tool_input):
+    """Old hole: any tool but Claude Code's own got no decision."""
+    given = json.loads(json.dumps(tool_input).replace("{root}", str(ws)))
+    result = pre(ws, tool, given)
+    assert decision(result) == "deny", (tool, result.stdout)
+
+
+@pytest.mark.parametrize(
+    ("tool", "tool_input"),
+    [
+        ("mcp__filesystem__read_file", {"path": "README.md"}),
+        ("mcp__filesystem__write_file", {"path": "{root}/inventory/new.py", "content": "x\n"}),
+        ("mcp__web__fetch", {"url": "https://example.com/a/b.env", "method": "GET"}),
+        ("mcp__api__call", {"endpoint": "/api/v1/users", "body": "see .env docs"}),
+        ("TodoWrite", {"todos": [{"content": "Fix the .env loader in src/app.py"}]}),
+    ],
+)
+def test_mcp_tools_with_ordinary_arguments_pass(ws, tool, tool_input):
+    """Paths are found by key and by shape, not by every slash: these get no decision,
+    and the same tool naming Claude Code's settings does."""
+    given = json.loads(json.dumps(tool_input).replace("{root}", str(ws)))
+    assert decision(pre(ws, tool, given)) is None
+    settings = {**given, "file_path": ".claude/settings.json"}
+    assert decision(pre(ws, tool, settings)) == "deny"
+
+
 def test_a_path_in_the_other_unicode_normalisation_form_is_refused(ws):
     """Old hole: a deny glob spelt decomposed (as macOS's realpath names a directory)
     did not match the composed spelling of the same name, which a filesystem that

@@ -467,7 +467,7 @@ def test_install_merges_idempotently(tmp_path, capsys):
     # This interpreter by its absolute path, isolated: nothing of the project is imported.
     launch = f"{os.path.abspath(sys.executable)} -I -m ctxnb"
     assert pre[1]["hooks"] == [{"type": "command", "command": f"{launch} hook pre-tool-use"}]
-    assert "Bash" in pre[1]["matcher"] and "Read" in pre[1]["matcher"]
+    assert pre[1]["matcher"] == "Read|Glob|Grep|Write|Edit|MultiEdit|NotebookEdit|Bash|mcp__.*"
     post = data["hooks"]["PostToolUse"]
     assert post == [
         {

@@ -1,0 +1,166 @@
+"""The paths in the input of a Claude Code tool ctxnb does not know by name.
+
+MCP servers' tools (``mcp__server__tool``) and tools Claude Code adds later take paths
+under names of their own. ctxnb cannot know which of them write, so every path it finds
+in their input goes through the same path policy as the file tools (governance's files
+and denied files are refused to reads and writes alike); it finds them
+
+* under keys that name a path (``path``, ``file_path``, ``filePath``, ``paths``,
+  ``directory``, ``cwd``, ``root``, ``target`` …), at any depth: each is a path;
+* in any other string that is absolute, a ``file://`` URI, starts with ``./``, ``../``
+  or ``~/``, or has a ``/`` and names an existing file: checked as a path, except that
+  an absolute one outside the workspace counts only when it exists (``/api/v1`` is
+  not a file);
+* in any other short word (no blanks) that names a denied or governance file by its
+  name alone (``ctxnb.toml``, ``.claude/settings.json``, ``.env``).
+
+Loaded only for such tools.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from collections.abc import Iterator, Mapping
+from typing import Any
+
+from ..errors import PolicyError
+from ._claude_hookio import _Context
+
+__all__ = ["PATH_KEYS", "check_tool_paths"]
+
+PATH_KEYS = frozenset(
+    {
+        "path",
+        "paths",
+        "filepath",
+        "filepaths",
+        "file",
+        "files",
+        "filename",
+        "filenames",
+        "notebookpath",
+        "directory",
+        "directories",
+        "dir",
+        "dirpath",
+        "directorypath",
+        "folder",
+        "folderpath",
+        "cwd",
+        "workdir",
+        "workingdirectory",
+        "root",
+        "rootpath",
+        "repopath",
+        "projectpath",
+        "target",
+        "targetpath",
+        "targetfile",
+        "source",
+        "sourcepath",
+        "sourcefile",
+        "dest",
+        "destpath",
+        "destination",
+        "destinationpath",
+        "newpath",
+        "oldpath",
+        "inputpath",
+        "inputfile",
+        "outputpath",
+        "outputfile",
+        "relativepath",
+        "absolutepath",
+    }
+)
+"""Keys whose values are paths, compared lower-cased without ``_`` or ``-``."""
+
+_MAX_STRINGS = 10_000  # strings looked at in one input
+_MAX_DEPTH = 32
+_MAX_WORD = 4096  # longer strings are text, not names
+_KEY_SEPARATORS = re.compile(r"[_\-\s]")
+
+
+def check_tool_paths(ctx: _Context, tool: str, tool_input: Mapping[str, Any]) -> None:
+    """Refuse the call when a path in its input is refused by the path policy.
+
+    Raises:
+        PolicyError: the first refusal (``PATH_DENIED`` naming the rule).
+    """
+    rules = ctx.policy
+    for value, is_path_key in _strings(tool_input):
+        if is_path_key:
+            if value.strip():
+                rules.check(_host_path(ctx, value))
+            continue
+        candidate = _path_like(ctx, value)
+        if candidate is not None:
+            try:
+                rules.check(candidate)
+            except PolicyError as e:
+                outside = e.details.get("rule") == "outside-roots"
+                if not outside or os.path.lexists(candidate):
+                    raise
+            continue
+        if len(value) <= _MAX_WORD and value.strip() and not any(c.isspace() for c in value):
+            if "://" in value:
+                continue
+            rule = rules.denied_by(_host_path(ctx, value))
+            if rule is not None and rule.startswith(("deny:", "governance:")):
+                rules.check(_host_path(ctx, value))  # raises, naming the rule
+
+
+def _strings(value: Any) -> Iterator[tuple[str, bool]]:
+    """Every string in ``value`` with whether it sits under a path key."""
+    seen = 0
+    stack: list[tuple[Any, bool, int]] = [(value, False, 0)]
+    while stack:
+        item, is_path, d = stack.pop()
+        if isinstance(item, str):
+            seen += 1
+            if seen > _MAX_STRINGS:
+                raise _too_much()
+            yield item, is_path
+        elif isinstance(item, Mapping):
+            if d >= _MAX_DEPTH:
+                raise _too_much()
+            for k, v in item.items():
+                path_key = isinstance(k, str) and _KEY_SEPARATORS.sub("", k.lower()) in PATH_KEYS
+                stack.append((v, path_key, d + 1))
+        elif isinstance(item, list | tuple):
+            if d >= _MAX_DEPTH:
+                raise _too_much()
+            stack.extend((v, is_path, d + 1) for v in item)
+
+
+def _path_like(ctx: _Context, value: str) -> str | None:
+    """The host path a string names, when it looks like a path (see the module)."""
+    if "\n" in value or "\0" in value or len(value) > _MAX_WORD:
+        return None
+    if value.startswith("file://"):
+        from urllib.parse import unquote, urlsplit
+
+        return _host_path(ctx, unquote(urlsplit(value).path) or "/")
+    if value.startswith(("/", "./", "../", "~/")):
+        return _host_path(ctx, value)
+    if "/" in value and "://" not in value:
+        full = _host_path(ctx, value)
+        return full if os.path.lexists(full) else None
+    return None
+
+
+def _host_path(ctx: _Context, value: str) -> str:
+    # Mount prefixes mapped, relative paths from the call's cwd: as the file tools. A
+    # leading '~' (the user's home, for the tool) is left for the policy to refuse.
+    return value if value.startswith("~") else ctx.abs_path(value)
+
+
+def _too_much() -> PolicyError:
+    return PolicyError(
+        "PATH_DENIED",
+        "the tool's input is too large or too deep for ctxnb to find every path in it",
+        recoverable=True,
+        required_action="Call the tool with a smaller input.",
+        details={"rule": "input-too-large"},
+    )
