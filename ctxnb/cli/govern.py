@@ -145,6 +145,18 @@ def _cmd_why(ns: argparse.Namespace) -> int:
     "unless the diff now is that one (without it the diff is printed and a terminal asks)",
 )
 @arg(
+    "--receipt",
+    default=None,
+    metavar="TOOL_USE_ID",
+    help="leave a receipt for Claude Code's Bash call TOOL_USE_ID before running (the "
+    "post-tool-use hook checks that the call ran here, confined)",
+)
+@arg(
+    "--state-dir",
+    default=None,
+    help="the hook state directory of the workspace (default: the one for this user)",
+)
+@arg(
     "argv",
     nargs="*",
     metavar="-- COMMAND | ID",
@@ -168,14 +180,14 @@ def _cmd_sandbox(ns: argparse.Namespace) -> int:
         intents_file,
         load_intents_cached,
         load_settings,
-        state_dir,
     )
 
     root, governed = find_workspace(ns.workspace or os.getcwd())
     cwd = os.getcwd()
     if not (cwd == str(root) or cwd.startswith(str(root) + os.sep)):
         cwd = str(root)
-    states = state_dir(root)
+    states = _states(root, ns)
+    _leave_receipt(states, ns, "exec")
     settings = load_settings(root, states if governed else None)
     if ns.intent is not None and governed:
         intent = get_intent(load_intents_cached(root, states), ns.intent, where=intents_file(root))
@@ -191,6 +203,35 @@ def _cmd_sandbox(ns: argparse.Namespace) -> int:
     hidden = sres.plan.hidden_git_objects if sres.plan is not None else None
     out = {"notes": [hidden]} if hidden else None
     return _finish(res.stdout, res.stderr, res.returncode, res.timed_out, out)
+
+
+def _states(root: Any, ns: Any) -> Any:
+    """The workspace's hook state directory: ``--state-dir`` (the hook's own, named in
+    the command it rewrote) or this user's; never one inside the workspace."""
+    from pathlib import Path
+
+    from ..errors import ConfigError
+    from ..govern.state import state_dir
+
+    if not ns.state_dir:
+        return state_dir(root)
+    given = Path(os.path.realpath(ns.state_dir))
+    real_root = os.path.realpath(root)
+    if os.path.commonpath([real_root, str(given)]) == real_root:
+        raise ConfigError(
+            f"--state-dir {given} lies inside the workspace {real_root}, where the agent "
+            "could forge what it holds; name a directory outside the workspace"
+        )
+    return given
+
+
+def _leave_receipt(states: Any, ns: Any, kind: str) -> None:
+    """The receipt of Claude Code's Bash call, before anything runs: that call reached
+    this confined command (see ctxnb.integrations._claude_bash)."""
+    if ns.receipt:
+        from ..govern.state import write_receipt
+
+        write_receipt(states, ns.session, ns.receipt, kind=kind)
 
 
 def _exec_governed(root: Any, intent_id: str, argv: list[str], cwd: str, ns: Any) -> int:
@@ -274,6 +315,7 @@ def _held(action: str, hold_id: str, ns: Any) -> int:
     from ..sandbox.held import discard_hold, load_hold
 
     root, _ = find_workspace(ns.workspace or os.getcwd())
+    _leave_receipt(_states(root, ns), ns, action)
     if action == "discard":
         with contextlib.suppress(NotFoundError):
             if load_hold(root, hold_id).session_id != ns.session:

@@ -46,6 +46,8 @@ class BreakerState:
         self._where = os.fspath(path) if path is not None else ""
         self._lock = _thread.allocate_lock()
         self._counts: dict[str, int] = {}
+        # Tools opened by trip(): a later success does not close them, only reset().
+        self._tripped: set[str] = set()
         self._mtime: int | None = None
 
     def __repr__(self) -> str:
@@ -68,27 +70,34 @@ class BreakerState:
         try:
             st = os.stat(self._where)
         except FileNotFoundError:
-            self._counts, self._mtime = {}, None
+            self._counts, self._tripped, self._mtime = {}, set(), None
             return self._counts
         if st.st_mtime_ns == self._mtime:
             return self._counts
+        tripped = self._tripped
         try:
             data = json.loads(self.path.read_text(encoding="utf-8"))
             raw = data.get("failures", {}) if isinstance(data, dict) else {}
             counts = {str(k): int(v) for k, v in raw.items() if int(v) > 0}
+            listed = data.get("tripped", []) if isinstance(data, dict) else []
+            tripped = {str(t) for t in listed if str(t) in counts}
         except (ValueError, TypeError, AttributeError):
             # An unreadable state must not silently close an open breaker: keep what we
             # knew, and the next write replaces the file with a readable one.
             counts = dict(self._counts)
-        self._counts, self._mtime = counts, st.st_mtime_ns
+        self._counts, self._tripped, self._mtime = counts, tripped, st.st_mtime_ns
         return counts
 
     def _save(self, counts: dict[str, int]) -> None:
         self._counts = counts
+        self._tripped = {t for t in self._tripped if t in counts}
         if self.path is None:
             return
         tmp = self.path.with_name(f".{self.path.name}.{os.getpid()}.tmp")
-        tmp.write_text(json.dumps({"failures": counts}, sort_keys=True), encoding="utf-8")
+        state: dict[str, object] = {"failures": counts}
+        if self._tripped:
+            state["tripped"] = sorted(self._tripped)
+        tmp.write_text(json.dumps(state, sort_keys=True), encoding="utf-8")
         os.replace(tmp, self.path)
         self._mtime = self.path.stat().st_mtime_ns
 
@@ -98,6 +107,12 @@ class BreakerState:
             if self.path is None:
                 return self._counts.get(tool, 0)
             return self._load().get(tool, 0)
+
+    def tripped(self) -> frozenset[str]:
+        """The tools whose breaker :meth:`trip` opened (closed only by :meth:`reset`)."""
+        with self._lock:
+            self._load()
+            return frozenset(self._tripped)
 
     def counts(self) -> dict[str, int]:
         """Every tool with at least one consecutive failure."""
@@ -115,6 +130,8 @@ class BreakerState:
                     return 0
         with self._lock, self._file_lock() if self.path else contextlib.nullcontext():
             counts = dict(self._load())
+            if not failed and tool in self._tripped:
+                return counts[tool]  # opened by trip(): only a human closes it
             n = counts.get(tool, 0) + 1 if failed else 0
             if n == counts.get(tool, 0):
                 return n  # nothing changed: no write
@@ -123,6 +140,27 @@ class BreakerState:
             else:
                 counts.pop(tool, None)
             self._save(counts)
+            return n
+
+    def trip(self, tool: str, threshold: int) -> int:
+        """Open the breaker of ``tool`` now: its count becomes at least ``threshold``
+        (what a failure that must stop the tool at once records), and a later success
+        does not close it; only :meth:`reset` does. Returns the count.
+
+        Example:
+            >>> state = BreakerState()
+            >>> state.trip("run_command", 3), state.record("run_command", failed=False)
+            (3, 3)
+            >>> state.reset(); state.get("run_command")
+            0
+        """
+        with self._lock, self._file_lock() if self.path else contextlib.nullcontext():
+            counts = dict(self._load())
+            n = max(counts.get(tool, 0), threshold, 1)
+            if n != counts.get(tool, 0) or tool not in self._tripped:
+                counts[tool] = n
+                self._tripped.add(tool)
+                self._save(counts)
             return n
 
     def reset(self, tool: str | None = None) -> None:

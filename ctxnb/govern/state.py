@@ -10,7 +10,10 @@ cannot write, and are read here:
   needs, validated by the full loaders only when their file changed (the validated
   form is cached as JSON, keyed by the file's modification time and size);
 - :func:`read_session_intent`, :func:`write_session_intent`, :func:`select_intent`:
-  a session's intent.
+  a session's intent;
+- :func:`write_receipt`, :func:`take_receipt`: the receipt ``ctxnb sandbox exec``
+  leaves for each Claude Code Bash call it ran confined, which the post-tool-use hook
+  checks (a Bash call without one ran outside the sandbox).
 
 This module imports nothing heavy (no pydantic, pyarrow or pandas) unless a file
 changed: a hook process imports it on every tool call.
@@ -47,6 +50,8 @@ __all__ = [
     "read_session_intent",
     "select_intent",
     "state_dir",
+    "take_receipt",
+    "write_receipt",
     "write_session_intent",
 ]
 
@@ -324,6 +329,83 @@ def select_intent(root: str | os.PathLike[str], intent_id: str, session_id: str)
     intent = get_intent(intents, intent_id, where=intents_file(ws), how_to_select=_HOW_TO_SELECT)
     write_session_intent(states, session_id, intent.id, source="select-intent")
     return intent_context_of(ws, intent)
+
+
+# -- receipts of confined runs ---------------------------------------------------------------
+RECEIPT_TTL = 24 * 3600
+"""Seconds a receipt nobody took is kept (a Bash call whose post-tool-use hook never ran:
+Claude Code reports a failed command to another event)."""
+
+
+def _receipt_file(state_dir: Path, session_id: str | None, tool_use_id: str) -> Path:
+    # Both ids come from Claude Code's payload: hashed, so neither can name another path.
+    sid = sha256_hex((session_id or "").encode("utf-8"))[:24]
+    tid = sha256_hex(tool_use_id.encode("utf-8"))[:32]
+    return state_dir / "receipts" / sid / f"{tid}.json"
+
+
+def write_receipt(state_dir: Path, session_id: str | None, tool_use_id: str, *, kind: str) -> Path:
+    """Record that Claude Code's Bash call ``tool_use_id`` ran ctxnb's rewritten command.
+
+    Written by ``ctxnb sandbox exec`` (and ``sandbox commit``/``discard``) before the
+    command runs, in the state directory, which lies outside the workspace and is not
+    mounted in the sandbox: a command cannot leave one for itself from inside.
+
+    Example:
+        >>> import pathlib, tempfile
+        >>> d = pathlib.Path(tempfile.mkdtemp())
+        >>> _ = write_receipt(d, "s1", "toolu_1", kind="exec")
+        >>> take_receipt(d, "s1", "toolu_1")["kind"], take_receipt(d, "s1", "toolu_1")
+        ('exec', None)
+    """
+    import time
+
+    path = _receipt_file(state_dir, session_id, tool_use_id)
+    record = {
+        "tool_use_id": tool_use_id,
+        "session_id": session_id,
+        "kind": kind,
+        "pid": os.getpid(),
+        "time": time.time(),
+    }
+    _write_json_atomic(path, record)
+    return path
+
+
+def take_receipt(
+    state_dir: Path, session_id: str | None, tool_use_id: str
+) -> dict[str, Any] | None:
+    """The receipt of a Bash call, removed as it is read (each is taken once); None when
+    ``sandbox exec`` left none for it. Receipts of the same session older than
+    :data:`RECEIPT_TTL` are removed on the way."""
+    import time
+
+    path = _receipt_file(state_dir, session_id, tool_use_id)
+    try:
+        with open(path, encoding="utf-8") as fh:
+            data = json.load(fh)
+    except (OSError, ValueError):
+        data = None
+    found = (
+        data
+        if isinstance(data, dict)
+        and data.get("tool_use_id") == tool_use_id
+        and data.get("session_id") == session_id
+        else None
+    )
+    try:
+        os.unlink(path)
+    except OSError:
+        pass
+    cutoff = time.time() - RECEIPT_TTL
+    try:
+        with os.scandir(path.parent) as entries:
+            for entry in entries:
+                if entry.is_file(follow_symlinks=False) and entry.stat().st_mtime < cutoff:
+                    os.unlink(entry.path)
+    except OSError:
+        pass
+    return found
 
 
 def intent_context_of(root: Path, intent: IntentLike) -> str:

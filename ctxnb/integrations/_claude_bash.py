@@ -4,6 +4,16 @@ In a governed workspace the pre-tool-use hook answers a Bash call with ``allow``
 ``updatedInput`` that runs the command in ctxnb's sandbox, writable only in the session
 intent's scope; the one command that commits a held change (``ctxnb sandbox commit ID``)
 is ``ask``, with its diff shown to the user. Loaded only for Bash calls.
+
+The rewrite is only as good as Claude Code's honouring it: builds and modes that drop
+``updatedInput`` run the original command, unconfined, with ctxnb's ``allow``. So the
+rewritten command carries the call's ``tool_use_id`` (``--receipt``), and ``ctxnb
+sandbox exec`` leaves a receipt for it in the state directory
+(:func:`~ctxnb.govern.state.write_receipt`) before it runs anything. The post-tool-use
+hook takes it (:func:`check_receipt`); a Bash call without one is an *unconfined run*:
+recorded (audit line, Agent Trace record, the ctxnb session), the circuit breaker of
+``run_command`` opened, and Claude Code told to stop. ``dangerouslyDisableSandbox``
+never reaches Claude Code from a rewritten call.
 """
 
 from __future__ import annotations
@@ -13,6 +23,7 @@ import re
 from collections.abc import Mapping
 from typing import Any
 
+from .._util.defaults import DEFAULT_BREAKER_THRESHOLD
 from ..errors import ConfigError, PolicyError
 from ..govern.core import IntentLike, get_intent
 from ..govern.state import (
@@ -22,6 +33,8 @@ from ._claude_hookio import (
     MAX_OUTPUT_CHARS,
     HookResult,
     PayloadError,
+    _answer,
+    _cap,
     _Context,
     _pre_answer,
     launcher,
@@ -35,11 +48,12 @@ def _check_bash(ctx: _Context, tool_input: Mapping[str, Any]) -> HookResult:
     command = tool_input.get("command")
     if not isinstance(command, str):
         raise PayloadError("a Bash call needs tool_input.command (a string)")
-    if not command.strip(" \t\n"):  # bash's blanks only: str.strip() takes \x1c, NBSP...
+    if _blank(command):
         return HookResult()
+    tool_use_id = _tool_use_id(ctx)
     held = _held_request(command)
     if held is not None:
-        return _check_held(ctx, tool_input, *held)
+        return _check_held(ctx, tool_input, tool_use_id, *held)
     from ..shell.risk import classify_command
 
     intent: IntentLike | None = None
@@ -89,8 +103,9 @@ def _check_bash(ctx: _Context, tool_input: Mapping[str, Any]) -> HookResult:
         wrapper += ["--session", ctx.session_id]
     if intent is not None:
         wrapper += ["--intent", intent.id]
+    wrapper += _receipt_args(ctx, tool_use_id)
     wrapped = shlex.join([*wrapper, "--", "bash", "-c", command])
-    updated = {**tool_input, "command": wrapped}
+    updated = {**_confined(tool_input), "command": wrapped}
     where = (
         f"writable: the scope of {intent.id} ({', '.join(intent.owned_scope) or 'no files'})"
         if intent is not None
@@ -147,7 +162,7 @@ def _held_request(command: str) -> tuple[str, str] | None:
 
 
 def _check_held(
-    ctx: _Context, tool_input: Mapping[str, Any], action: str, hold_id: str
+    ctx: _Context, tool_input: Mapping[str, Any], tool_use_id: str, action: str, hold_id: str
 ) -> HookResult:
     """``ctxnb sandbox commit ID`` runs on the host only after Claude Code's user said
     yes to the diff shown here, and commits only that diff (its SHA-256 is in the
@@ -170,8 +185,9 @@ def _check_held(
     argv = [*launcher(), "sandbox", action, "--workspace", str(ctx.root)]
     if ctx.session_id is not None:
         argv += ["--session", ctx.session_id]
+    argv += _receipt_args(ctx, tool_use_id)
     if action == "discard":
-        updated = {**tool_input, "command": shlex.join([*argv, "--", hold_id])}
+        updated = {**_confined(tool_input), "command": shlex.join([*argv, "--", hold_id])}
         return _pre_answer("allow", f"ctxnb: drops the held changes {hold_id}.", updated)
     mode = ctx.payload.get("permission_mode")
     if mode not in _ASKING_MODES:
@@ -207,9 +223,177 @@ def _check_held(
         )
     argv += ["--expect", diff_sha256(hold.diff)]
     updated = {
-        **tool_input,
+        **_confined(tool_input),
         "command": shlex.join([*argv, "--", hold_id]),
         # Claude Code shows the description in its prompt: ctxnb's words, not the agent's.
         "description": f"ctxnb: commit the held changes {hold_id} (their diff is shown)",
     }
     return _pre_answer("ask", reason, updated)
+
+
+# -- the receipt of a confined run ------------------------------------------------------------
+def _blank(command: str) -> bool:
+    # bash's blanks only: str.strip() takes \x1c, NBSP... which bash runs as a command.
+    return not command.strip(" \t\n")
+
+
+def _tool_use_id(ctx: _Context) -> str:
+    tool_use_id = ctx.payload.get("tool_use_id")
+    if not isinstance(tool_use_id, str) or not tool_use_id:
+        # Without it no receipt can name this call, and a run Claude Code did not
+        # rewrite could not be told from one it did: refused rather than unverified.
+        raise PolicyError(
+            "RECEIPT_UNAVAILABLE",
+            "the hook payload has no tool_use_id, so ctxnb could not confirm afterwards "
+            "that this command ran in its sandbox",
+            recoverable=False,
+            required_action="Ask the user to update Claude Code (its hooks receive "
+            "tool_use_id) and to run `ctxnb hook install` again.",
+        )
+    return tool_use_id
+
+
+def _receipt_args(ctx: _Context, tool_use_id: str) -> list[str]:
+    # The hook's own state directory, by name: the command's shell (with the user's
+    # profile) may see another $XDG_STATE_HOME than Claude Code gives its hooks.
+    return ["--receipt", tool_use_id, "--state-dir", str(ctx.state_dir)]
+
+
+def _confined(tool_input: Mapping[str, Any]) -> dict[str, Any]:
+    """The input without ``dangerouslyDisableSandbox``: a rewritten call never asks
+    Claude Code to run it outside Claude Code's own sandbox either."""
+    return {k: v for k, v in tool_input.items() if k != "dangerouslyDisableSandbox"}
+
+
+UNCONFINED_RUN = "UNCONFINED_RUN"
+"""The error code of a Bash call that ran without ctxnb's sandbox (audit, trace)."""
+
+
+def check_receipt(ctx: _Context, tool_input: Mapping[str, Any]) -> HookResult:
+    """After a Bash call: its receipt, or the record of an unconfined run and a stop.
+
+    The receipt is taken (each is used once). Without one the command ran as Claude
+    Code was asked, not as ctxnb rewrote it: on the host, with the user's rights. That
+    is recorded in the audit log, the Agent Trace ledger and the ctxnb session; the
+    circuit breaker of ``run_command`` is opened, so every later Bash call is refused
+    until a human resets it; and Claude Code is told to stop (``continue: false``, with
+    ``decision: block`` and the reason for the model).
+    """
+    from ..govern.state import take_receipt
+
+    command = tool_input.get("command")
+    if isinstance(command, str) and _blank(command):
+        return HookResult()  # nothing ran; the pre hook left it alone
+    tool_use_id = ctx.payload.get("tool_use_id")
+    if isinstance(tool_use_id, str) and tool_use_id:
+        if take_receipt(ctx.state_dir, ctx.session_id, tool_use_id) is not None:
+            return HookResult()
+    return _unconfined_run(ctx, tool_input, tool_use_id if isinstance(tool_use_id, str) else None)
+
+
+def _unconfined_run(
+    ctx: _Context, tool_input: Mapping[str, Any], tool_use_id: str | None
+) -> HookResult:
+    import shlex
+
+    from ..redaction.redactor import redact_text
+
+    command = tool_input.get("command")
+    shown = redact_text(command if isinstance(command, str) else repr(command))
+    notes: list[str] = []
+    intent_id = ctx.session_intent()
+    args = {"command": shown, "tool_use_id": tool_use_id}
+    # Each record on its own: one that cannot be written must not stop the others, nor
+    # the answer that stops Claude Code.
+    try:
+        from ..tools.audit import AuditLog, audit_record
+
+        AuditLog(ctx.root / ".ctxnb" / "audit.jsonl").append(
+            audit_record(
+                caller="claude-code",
+                session_id=ctx.session_id,
+                tool="Bash",
+                args=args,
+                duration_ms=0.0,
+                success=False,
+                error_code=UNCONFINED_RUN,
+                intent_id=intent_id,
+            )
+        )
+    except (OSError, ValueError) as e:
+        notes.append(f"the audit line could not be written ({e})")
+    try:
+        from ..govern.ledger import TraceLedger, build_event_record
+
+        TraceLedger(ctx.root / ".orchestration" / "agent_trace.jsonl").append(
+            build_event_record(
+                metadata={
+                    "intent_id": intent_id or "unknown",
+                    "session_id": ctx.session_id,
+                    "tool": "Bash",
+                    "caller": "claude-code",
+                    "event": "unconfined-run",
+                    "error_code": UNCONFINED_RUN,
+                    "tool_use_id": tool_use_id,
+                    "args": args,
+                },
+                repo_root=ctx.root,
+            )
+        )
+    except (OSError, ValueError) as e:
+        notes.append(f"the trace record could not be written ({e})")
+    from .claude_code import _breaker
+
+    threshold = int(ctx.settings.get("breaker_threshold", DEFAULT_BREAKER_THRESHOLD))
+    try:
+        _breaker(ctx).trip("run_command", threshold)
+    except OSError as e:
+        notes.append(f"the circuit breaker could not be opened ({e})")
+    try:
+        _record_in_session(ctx, shown, tool_use_id)
+    except Exception as e:  # the store may be busy or broken; the stop must still go out
+        notes.append(f"the ctxnb session could not record it ({type(e).__name__}: {e})")
+    again = f" ({'; '.join(notes)})" if notes else ""
+    reason = (
+        "ctxnb: this Bash command ran OUTSIDE ctxnb's sandbox: Claude Code did not run "
+        "the confined command ctxnb gave it (no receipt for tool_use_id "
+        f"{shlex.quote(tool_use_id or '<none>')}). It ran on the host with the user's "
+        "rights, and nothing it changed was checked. ctxnb recorded it as an unconfined "
+        f"run{again} and opened the circuit breaker for Bash. Stop: tell the user; a human "
+        "must look at what the command did, then reset the breaker with `ctxnb hook "
+        "reset-breaker`."
+    )
+    stop = (
+        "ctxnb stopped this session: a Bash command ran outside ctxnb's sandbox (Claude "
+        "Code dropped ctxnb's rewrite of it). Check what it did; `ctxnb hook reset-breaker` "
+        "re-enables Bash. See docs/integrations.md, 'When a command ran unconfined'."
+    )
+    return _answer(
+        {
+            "continue": False,
+            "stopReason": _cap(stop),
+            "decision": "block",
+            "reason": _cap(reason),
+            "hookSpecificOutput": {
+                "hookEventName": "PostToolUse",
+                "additionalContext": _cap(reason),
+            },
+        }
+    )
+
+
+def _record_in_session(ctx: _Context, shown: str, tool_use_id: str | None) -> None:
+    """The unconfined run as a failed tool call of the ctxnb session of this Claude Code
+    session (what ``sandbox exec`` records its runs in)."""
+    from ..workspace import Workspace  # the store: paid only when this happens
+
+    with Workspace.open(ctx.root) as ws:
+        session = ws.session(f"claude-code-{ctx.session_id}" if ctx.session_id else None)
+        session.record_toolcall(
+            "Bash",
+            {"command": shown, "tool_use_id": tool_use_id},
+            f"{UNCONFINED_RUN}: the command ran outside ctxnb's sandbox (no receipt)",
+            status="fail",
+            activate=False,
+        )
+        session.save()

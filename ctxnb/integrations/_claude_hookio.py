@@ -87,6 +87,59 @@ def _pathpolicy_module() -> ModuleType:
     return importlib.import_module("ctxnb.access.fdio")
 
 
+PROJECT_DIR_ENV = "CLAUDE_PROJECT_DIR"
+"""Claude Code names the project it was started in to every hook in this variable."""
+
+
+def hook_workspace(cwd: str, env: Mapping[str, str]) -> tuple[Path, bool, str | None]:
+    """The workspace of a hook call: ``(root, governed, escaped)``.
+
+    The root comes from ``$CLAUDE_PROJECT_DIR`` (the nearest directory holding
+    ``.orchestration/`` at or above it) when Claude Code sets it, else from the
+    payload's ``cwd``. A ``cwd`` outside that root (a folder added with ``--add-dir``,
+    a shell that changed directory) is governed by the nearest governed root above it;
+    when it has none and the project is governed, ``escaped`` says why the call is
+    refused: the call would otherwise go ungoverned without anyone choosing so.
+
+    Example:
+        >>> import pathlib, tempfile
+        >>> proj, other = (pathlib.Path(tempfile.mkdtemp()) for _ in range(2))
+        >>> (proj / ".orchestration").mkdir()
+        >>> hook_workspace(str(proj), {"CLAUDE_PROJECT_DIR": str(proj)})[:2] == (proj, True)
+        True
+        >>> hook_workspace(str(other), {"CLAUDE_PROJECT_DIR": str(proj)})[2] is not None
+        True
+    """
+    root, governed = find_workspace(cwd)
+    project = env.get(PROJECT_DIR_ENV)
+    if not project or not os.path.isabs(project) or not os.path.isdir(project):
+        return root, governed, None
+    proot, pgoverned = find_workspace(project)
+    if _within(cwd, proot) or governed:
+        # Inside the project, the project's root; outside it, the nearest governed one.
+        return (proot, pgoverned, None) if _within(cwd, proot) else (root, True, None)
+    if not pgoverned:
+        return root, False, None  # nothing governed either way: only the path policy
+    return (
+        proot,
+        True,
+        f"ctxnb governs the project {proot}, and this call runs in {cwd}, which lies "
+        "outside it and in no governed workspace: ctxnb cannot apply its policies there, "
+        "so the call is refused.",
+    )
+
+
+def _within(path: str, root: Path) -> bool:
+    # As given and with links resolved: the project may be named through a symlink.
+    for p, r in (
+        (os.path.abspath(path), os.path.abspath(root)),
+        (os.path.realpath(path), os.path.realpath(root)),
+    ):
+        if p == r or p.startswith(r.rstrip("/") + "/"):
+            return True
+    return False
+
+
 class _Context:
     """One hook call: the payload, its workspace, and what is loaded on demand."""
 
@@ -99,7 +152,7 @@ class _Context:
         if not os.path.isdir(cwd):
             raise PayloadError(f"'cwd' {cwd!r} is not an existing directory")
         self.cwd = cwd
-        self.root, self.governed = find_workspace(cwd)
+        self.root, self.governed, self.escaped = hook_workspace(cwd, env)
         self._state_dir: Path | None = None
         sid = payload.get("session_id")
         self.session_id: str | None = sid if isinstance(sid, str) and sid else None

