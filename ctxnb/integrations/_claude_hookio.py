@@ -112,12 +112,12 @@ def hook_workspace(cwd: str, env: Mapping[str, str]) -> tuple[Path, bool, str | 
     """
     root, governed = find_workspace(cwd)
     project = env.get(PROJECT_DIR_ENV)
-    if not project or not os.path.isabs(project) or not os.path.isdir(project):
+    if governed or not project or not os.path.isabs(project) or not os.path.isdir(project):
+        # A governed cwd is governed by its own nearest root, inside the project or not.
         return root, governed, None
     proot, pgoverned = find_workspace(project)
-    if _within(cwd, proot) or governed:
-        # Inside the project, the project's root; outside it, the nearest governed one.
-        return (proot, pgoverned, None) if _within(cwd, proot) else (root, True, None)
+    if _within(cwd, proot):
+        return proot, pgoverned, None
     if not pgoverned:
         return root, False, None  # nothing governed either way: only the path policy
     return (

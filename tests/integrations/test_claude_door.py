@@ -534,3 +534,10 @@ def test_a_cwd_outside_the_project_is_governed_by_its_own_root_or_refused(ws, tm
     bash = event("pre-bash", ws / "inventory", "Bash", {"command": "ls"})
     out = hook("pre-tool-use", bash, **project).answer["hookSpecificOutput"]
     assert f"--workspace {ws}" in out["updatedInput"]["command"]
+    # A governed folder inside a project that is not governed keeps its own root.
+    service = tmp_path / "plain" / "service"
+    service.mkdir(parents=True)
+    init_governance(service)
+    bash = event("pre-bash", service, "Bash", {"command": "ls"})
+    out = hook("pre-tool-use", bash, CLAUDE_PROJECT_DIR=str(service.parent))
+    assert f"--workspace {service}" in out.answer["hookSpecificOutput"]["updatedInput"]["command"]
