@@ -405,3 +405,25 @@ class GlobList:
     def match_file(self, path: str) -> bool:
         """Whether a line includes the file ``path``."""
         return self.match(path) is not None
+
+    def by_name_only(self) -> bool:
+        """Whether every line matches a path by its last component alone (a line with
+        no ``/`` but a trailing one, or one that starts with ``**/`` and has no other):
+        then, its directories judged, a path's answer depends on its name only.
+
+        Example:
+            >>> GlobList([".env*", "**/*.pem", "build/"]).by_name_only()
+            True
+            >>> GlobList(["/ctxnb.toml"]).by_name_only(), GlobList(["a/b"]).by_name_only()
+            (False, False)
+        """
+        for p in self._set.patterns:
+            if p.base or not (p.basename or _any_depth(p.text)):
+                return False
+        return True
+
+
+def _any_depth(text: str) -> bool:
+    # "**/name" (git: "in all directories") with no other separator in the name.
+    rest = text.removeprefix("!").removeprefix("**/")
+    return text.removeprefix("!").startswith("**/") and "/" not in rest.rstrip("/")

@@ -61,7 +61,7 @@ from __future__ import annotations
 import os
 import re
 import unicodedata
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from pathlib import Path
 from typing import NoReturn
 
@@ -407,6 +407,49 @@ class PathRules:
         except PolicyError as e:
             return str(e.details.get("rule"))
         return None
+
+    def refused_among(self, paths: Iterable[str]) -> Iterator[tuple[str, str]]:
+        """The names of a listing that a walk would refuse, with the rule refusing each.
+
+        ``paths`` are relative to the first root, ``/``-separated, as a directory
+        listing names what it found (ripgrep's ``--files``). Each is judged by the rules
+        the descriptor walk applies to names it meets on disk; each directory is judged
+        once, so that a listing of many files costs one name check per file.
+
+        Example:
+            >>> import pathlib, tempfile
+            >>> rules = PathRules([pathlib.Path(tempfile.mkdtemp())])
+            >>> list(rules.refused_among(["src/a.py", "src/.env", ".git/config"]))
+            [('src/.env', 'deny:.env*'), ('.git/config', 'deny:.git')]
+        """
+        judged: dict[tuple[str, ...], str | None] = {}
+        # When every glob matches by name alone, a file below accepted directories is
+        # judged by its name (and its length): many files share a name (__init__.py).
+        by_name: dict[str, str | None] | None = (
+            {} if self._deny_spec.by_name_only() and self._deny_spec_lower.by_name_only() else None
+        )
+        for rel in paths:
+            parts = tuple(rel.split("/"))
+            rule = None
+            for i in range(1, len(parts)):
+                key = parts[:i]
+                if key not in judged:
+                    judged[key] = self._refusal(key, parent_checked=i > 1)
+                rule = judged[key]
+                if rule is not None:
+                    break  # nothing inside a refused directory is taken back
+            if rule is None:
+                if by_name is None or len(parts) < 2:
+                    rule = self._refusal(parts, parent_checked=len(parts) > 1)
+                elif len(os.fsencode(rel)) > self.max_path_bytes:
+                    rule = self._refusal(parts, parent_checked=True)
+                else:
+                    name = parts[-1]
+                    if name not in by_name:
+                        by_name[name] = self._refusal(parts, parent_checked=True)
+                    rule = by_name[name]
+            if rule is not None:
+                yield rel, rule
 
     # ------------------------------------------------------------ lexical checks
 

@@ -68,19 +68,18 @@ def check_search(ctx: _Context, tool: str, tool_input: Mapping[str, Any]) -> Non
         # Claude Code searches an absolute pattern from its fixed directory part.
         fixed, pattern = _split_absolute(pattern)
         base = ctx.abs_path(fixed)
-    ctx.policy.check(base)  # the searched directory or file itself
+    # The searched directory or file itself; ripgrep is then given its canonical name,
+    # so that what it lists is named under the root without '.' or '//'.
+    searched = str(ctx.policy.check(base).abs)
     if pattern:
         _check_pattern_text(pattern)
     kind = tool_input.get("type") if tool == "Grep" else None
     if kind is not None and not isinstance(kind, str):
         raise PayloadError(f"tool_input.type must be a string, got {type(kind).__name__}")
     _hide_own_directory(ctx)
-    rules = search_rules(ctx)
-    refused: list[tuple[str, str]] = []
-    for name in reachable_files(tool, base, pattern, kind or None, cwd=ctx.cwd):
-        rule = rules.denied_by(name)
-        if rule is not None and rule != "outside-roots":
-            refused.append((_relative(ctx, name), rule))
+    reached = reachable_files(tool, searched, pattern, kind or None, cwd=ctx.cwd)
+    roots = {str(ctx.root).rstrip("/") + "/", os.path.realpath(ctx.root).rstrip("/") + "/"}
+    refused = list(search_rules(ctx).refused_among(_relative(roots, name) for name in reached))
     if not refused:
         return
     shown = ", ".join(f"{rel} ({rule})" for rel, rule in refused[:_SHOWN])
@@ -208,11 +207,14 @@ def _hide_own_directory(ctx: _Context) -> None:
         os.close(fd)
 
 
-def _relative(ctx: _Context, name: str) -> str:
-    for root in (str(ctx.root), os.path.realpath(ctx.root)):
-        if name.startswith(root.rstrip("/") + "/"):
-            return name[len(root.rstrip("/")) + 1 :]
-    return name
+def _relative(roots: set[str], name: str) -> str:
+    """A listed file relative to the workspace root (ripgrep names it under the searched
+    path, which the policy found inside the root, as given or as its real path)."""
+    for root in roots:
+        if name.startswith(root):
+            return name[len(root) :]
+    # Not under the root: cannot be judged by name, so it counts as refused.
+    return "/" + name.lstrip("/")
 
 
 def _unknown_reach(why: str, action: str) -> PolicyError:

@@ -984,3 +984,31 @@ def test_stat_many_under_concurrent_dir_symlink_swaps_never_sees_outside(env: En
         stop.set()
         t.join()
     assert "ok" in seen
+
+
+# -- a listing judged at once ------------------------------------------------------------------
+_LISTED_NAMES = st.sampled_from(
+    ["src", "a.py", ".env", ".ENV.local", "key.pem", "id_rsa", ".git", "config", ".ctxnb",
+     "store", "\uff45nv", ".env.", "schlu\u0308ssel", "schl\u00fcssel", "build", "__init__.py",
+     "ctxnb.toml", ".claude", "settings.json", "~home", "x\u202ey"]
+)  # fmt: skip
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    paths=st.lists(st.lists(_LISTED_NAMES, min_size=1, max_size=4).map("/".join), max_size=20),
+    deny=st.sampled_from(
+        [
+            list(rules_mod.DEFAULT_DENY),
+            [*rules_mod.DEFAULT_DENY, "/build/", "src/config"],  # anchored: no name cache
+            ["schl\u00fcssel/", "**/store"],
+        ]
+    ),
+)
+def test_a_listing_is_refused_exactly_where_each_path_is(tmp_path_factory, paths, deny):
+    """refused_among (each directory once, files by name when every glob allows) refuses
+    exactly the paths denied_by refuses one by one."""
+    root = tmp_path_factory.mktemp("listing")
+    rules = rules_mod.PathRules([root], deny=deny, protect=rules_mod.GOVERNANCE)
+    expected = [p for p in paths if rules.denied_by(p) is not None]
+    assert [p for p, _ in rules.refused_among(paths)] == expected
