@@ -34,6 +34,7 @@ from ._claude_hookio import (
     HookResult,
     PayloadError,
     _answer,
+    _breaker,
     _cap,
     _Context,
     _pre_answer,
@@ -342,8 +343,6 @@ def _unconfined_run(
         )
     except (OSError, ValueError) as e:
         notes.append(f"the trace record could not be written ({e})")
-    from .claude_code import _breaker
-
     threshold = int(ctx.settings.get("breaker_threshold", DEFAULT_BREAKER_THRESHOLD))
     try:
         _breaker(ctx).trip("run_command", threshold)

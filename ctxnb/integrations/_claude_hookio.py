@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING, Any
 
 from ..access.pathrules import map_mount_prefix
 from ..errors import CtxnbError, PolicyError
+from ..govern.breaker import BreakerState
 from ..govern.core import IntentLike
 from ..govern.state import (
     find_workspace,
@@ -218,6 +219,11 @@ class _Context:
         if self.session_id is None:
             return None
         return read_session_intent(self.state_dir, self.session_id)
+
+
+def _breaker(ctx: _Context) -> BreakerState:
+    # The engine's own file: one breaker for every way an agent reaches the workspace.
+    return BreakerState(ctx.root / ".ctxnb" / "breaker.json")
 
 
 # -- answers ----------------------------------------------------------------------------------

@@ -81,7 +81,6 @@ from typing import Any
 
 from .._util.defaults import DEFAULT_BREAKER_THRESHOLD
 from ..errors import ConfigError, CtxnbError, PolicyError
-from ..govern.breaker import BreakerState
 from ..govern.core import IntentLike, check_mutation, get_intent
 from ..govern.state import (
     find_workspace,
@@ -96,6 +95,7 @@ from ._claude_hookio import (
     HookResult,
     PayloadError,
     _answer,
+    _breaker,
     _cap,
     _Context,
     _context_answer,
@@ -317,11 +317,6 @@ def _pre_tool_use(ctx: _Context) -> HookResult:
             "the intents file.",
         )
     return HookResult()
-
-
-def _breaker(ctx: _Context) -> BreakerState:
-    # The engine's own file: one breaker for every way an agent reaches the workspace.
-    return BreakerState(ctx.root / ".ctxnb" / "breaker.json")
 
 
 def _check_breaker(ctx: _Context, tool: str) -> None:

@@ -54,7 +54,7 @@ _LINE_NUMBER = re.compile(r"^ *\d+(?:\t|\u2192)", re.MULTILINE)
 def edit_outcomes(tool: str, tool_input: Mapping[str, Any], old: bytes | None) -> list[bytes]:
     """Every content a Write, Edit or MultiEdit can leave in a file that holds ``old``.
 
-    Claude Code applies an Edit to the file's text with its line endings made ``\n``
+    Claude Code applies an Edit to the file's text with its line endings made ``\\n``
     and writes the result with the file's own endings; it strips line-number prefixes
     (copied from its Read output) and, outside Markdown, trailing blanks of the new
     text; and when ``old_string`` is not in the file verbatim it looks for it again
@@ -75,10 +75,10 @@ def edit_outcomes(tool: str, tool_input: Mapping[str, Any], old: bytes | None) -
         EditNotReproducible: the result cannot be reproduced; the message says why.
 
     Example:
-        >>> edit_outcomes("Edit", {"old_string": "a", "new_string": "b"}, b"a = 1\n")
-        [b'b = 1\n']
-        >>> edit_outcomes("Edit", {"old_string": "\u201ca\u201d", "new_string": "b"},
-        ...               b'x = "a"\n')  # doctest: +ELLIPSIS
+        >>> edit_outcomes("Edit", {"old_string": "a", "new_string": "b"}, b"a = 1\\n")
+        [b'b = 1\\n']
+        >>> edit_outcomes("Edit", {"old_string": "\\u201ca\\u201d", "new_string": "b"},
+        ...               b'x = "a"\\n')  # doctest: +ELLIPSIS
         Traceback (most recent call last):
         ...
         ctxnb.integrations.claude_code_edits.EditNotReproducible: ...not in the file verbatim...
