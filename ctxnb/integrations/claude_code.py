@@ -8,30 +8,45 @@ Claude Code runs a command on each hook event and passes the event as JSON on st
 ======================================  ==============================================
 Claude Code tool                        ctxnb policies (first refusal wins)
 ======================================  ==============================================
-Read, Glob, Grep                        path policy on ``file_path`` / ``path``
+Read                                    path policy on ``file_path``
+Glob, Grep                              path policy on ``path``; refused when ripgrep,
+                                        given the call's own pattern, glob and type,
+                                        lists a file the sandbox hides
+                                        (:mod:`~ctxnb.integrations._claude_search`)
 Write, Edit, MultiEdit, NotebookEdit    path policy → intent presence → intent
-                                        validity → scope
+                                        validity → scope; the root ``pyproject.toml``
+                                        decided on the bytes the edit leaves
 Bash (governed workspace)               rewritten to run in ctxnb's sandbox (``allow``
                                         with ``updatedInput``): writable only in the
                                         session intent's scope, nothing without one;
                                         destructive changes are held; the user is
                                         asked with their diff at ``ctxnb sandbox
-                                        commit ID``
-anything else                           no decision
+                                        commit ID``; after it, its receipt is checked
+``mcp__*`` and any other tool           path policy on every path in its input
+                                        (:mod:`~ctxnb.integrations._claude_paths`)
 ======================================  ==============================================
 
-The workspace is the nearest directory at or above the payload's ``cwd`` that holds
-``.orchestration/``. Without one, only the path policy applies (rooted at ``cwd``).
-Absolute paths in payloads are made workspace-relative; a path outside the workspace
-is denied.
+Every path goes through the same resolver and path policy as the file tools'
+``dispatch``: mount prefixes mapped, relative paths taken from ``cwd``, ``.`` and empty
+components dropped, case, width and Unicode-normalisation variants of denied and
+governance names refused. The workspace is the nearest directory holding
+``.orchestration/`` at or above ``$CLAUDE_PROJECT_DIR`` (Claude Code sets it for
+hooks) or, without it, the payload's ``cwd``; a ``cwd`` outside the project is governed
+by its own nearest governed root, or refused when it has none and the project is
+governed. Without a governed root only the path policy applies. Absolute paths in
+payloads are made workspace-relative; a path outside the workspace is denied.
 
 ctxnb only ever narrows what Claude Code may do: a call that passes every policy gets
 *no decision* (exit 0, no output), so Claude Code's own permission rules still apply.
 Bash in a governed workspace is the exception: its command is replaced by
-``/abs/python -I -m ctxnb sandbox exec --workspace ROOT --session ID [--intent ID] -- bash -c
-'<original>'`` and allowed, because the sandbox, not a prompt, bounds what it can do;
-``sandbox exec`` stores and traces what the command changed (the post-tool-use hook has
-nothing left to do for Bash).
+``/abs/python -I -m ctxnb sandbox exec --workspace ROOT --session ID [--intent ID]
+--receipt TOOL_USE_ID --state-dir DIR -- bash -c '<original>'`` and allowed, because the
+sandbox, not a prompt, bounds what it can do; ``sandbox exec`` stores and traces what
+the command changed, and leaves a receipt for the call before it runs anything. The
+post-tool-use hook takes that receipt: a Bash call without one ran outside the sandbox
+(Claude Code dropped the rewrite), and is recorded as an *unconfined run*, the
+breaker of ``run_command`` opened, and Claude Code told to stop
+(:mod:`~ctxnb.integrations._claude_bash`).
 A refusal is ``permissionDecision: "deny"``. A command's destructive changes (a deletion,
 a truncation, most of a file removed: what it *did*, read from its overlay, whatever its
 text) are held, not committed (:mod:`ctxnb.sandbox.held`), and the agent is told to run
@@ -41,10 +56,9 @@ The reason's first line is the policy's message (for a missing intent,
 exactly :data:`~ctxnb.govern.core.NO_INTENT_MESSAGE`), the next line what to do. The
 path, intent and scope checks are :mod:`ctxnb.govern.core`'s, the same the
 :class:`~ctxnb.govern.engine.HookEngine` applies; governance's own files
-(``.orchestration/``, ``.ctxnb/``, ``ctxnb.toml``) are refused whatever the intent.
-Paths under a mount prefix of ``[[mounts]]`` (``/workspace/...``) are mapped to the
-host directory first. Hooks fail closed: any error in ``pre-tool-use`` blocks the call
-(exit code 2, the reason on stderr).
+(``.orchestration/``, ``.ctxnb/``, ``ctxnb.toml`` …) are refused whatever the intent.
+Hooks fail closed: any error in ``pre-tool-use`` blocks the call (exit code 2, the
+reason on stderr).
 
 A Claude Code session selects its intent by naming it in a prompt ("Refactor the
 parser under INT-001"; ``user-prompt-submit`` records it) or with

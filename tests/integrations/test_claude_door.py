@@ -491,6 +491,22 @@ def test_a_held_commit_leaves_its_receipt(repo):
 
 
 @needs_bwrap
+@pytest.mark.parametrize(
+    "mode", ["default", "acceptEdits", "plan", "auto", "dontAsk", "bypassPermissions"]
+)
+def test_the_receipt_check_is_the_same_in_every_permission_mode(repo, mode):
+    """Whatever mode the payload names, the rewrite asks for a receipt and a call that
+    left none is stopped (Claude Code drops updatedInput in some modes)."""
+    tool_use_id = f"toolu_{mode}"
+    payload = event("pre-bash", repo, "Bash", {"command": "ls"}, tool_use_id=tool_use_id)
+    out = hook("pre-tool-use", {**payload, "permission_mode": mode}).answer["hookSpecificOutput"]
+    assert f"--receipt {tool_use_id} " in out["updatedInput"]["command"]
+    payload = event("post-bash", repo, "Bash", {"command": "ls"}, tool_use_id=tool_use_id)
+    result = hook("post-tool-use", {**payload, "permission_mode": mode})
+    assert result.answer["decision"] == "block" and result.answer["continue"] is False
+
+
+@needs_bwrap
 def test_dangerously_disable_sandbox_never_reaches_claude_code(repo):
     """Old hole: the flag was passed through in updatedInput, asking Claude Code to run
     the command outside its own sandbox too."""
