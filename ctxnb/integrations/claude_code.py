@@ -407,15 +407,26 @@ def holds_settings(rel: str) -> bool:
     return (folded.rstrip(" .") or folded) == "pyproject.toml"
 
 
+def _same_file(a: Any, b: Any) -> bool:
+    """Whether two names are one file (a hard link under another name), neither
+    followed if it is a symbolic link."""
+    try:
+        sa, sb = os.stat(a, follow_symlinks=False), os.stat(b, follow_symlinks=False)
+    except OSError:
+        return False
+    return (sa.st_dev, sa.st_ino) == (sb.st_dev, sb.st_ino)
+
+
 def _refuse_tool_ctxnb(ctx: _Context, tool: str, tool_input: Mapping[str, Any], safe: Any) -> None:
     """``[tool.ctxnb]`` in the root ``pyproject.toml`` is ctxnb's settings: Claude Code's
     edits may not add, alter or remove it, as ctxnb's own write tools may not.
 
     The file is known by the path the policy resolved (``/ws/./pyproject.toml`` and
-    ``PYPROJECT.toml`` are the same file to it), and the edit by the bytes it leaves, as
+    ``PYPROJECT.toml`` are the same file to it) and by what it is (a hard link to it
+    under another name), and the edit by the bytes it leaves, as
     Claude Code would apply it (:func:`~ctxnb.integrations.claude_code_edits.edit_outcomes`):
     an edit whose result ctxnb cannot reproduce is refused."""
-    if not holds_settings(safe.rel):
+    if not holds_settings(safe.rel) and not _same_file(safe.abs, ctx.root / "pyproject.toml"):
         return
     from ..config import tool_ctxnb_changed
     from ..errors import NotFoundError

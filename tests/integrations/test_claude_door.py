@@ -138,6 +138,19 @@ def test_no_spelling_of_pyproject_gets_tool_ctxnb_past_the_hook(ws, spelling, to
     assert "[tool.ctxnb]" in reason(result)
 
 
+def test_a_hard_link_to_pyproject_is_decided_as_pyproject(ws):
+    """Old hole: the settings file was known by its name only; a hard link to it under
+    another name (already in the tree) took [tool.ctxnb] to the same bytes."""
+    link = ws / "inventory" / "settings.toml"
+    os.link(ws / "pyproject.toml", link)
+    edit = {"file_path": str(link), "old_string": "[project]", "new_string": TABLE + "\n[project]"}
+    result = pre(ws, "Edit", edit)
+    assert decision(result) == "deny", result.stdout
+    assert "[tool.ctxnb]" in reason(result)
+    bump = {"old_string": 'version = "0.3.0"', "new_string": "version = '1'"}
+    assert decision(pre(ws, "Edit", {"file_path": str(link), **bump})) is None
+
+
 NORMALISED = {
     # Claude Code finds an old string with its quotes straightened.
     "curly-quotes": ("LF", "name = \u201ctinyinv\u201d", 'name = "tinyinv"\n\n' + TABLE),
