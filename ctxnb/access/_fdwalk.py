@@ -7,6 +7,12 @@ that walk (roots, nested roots, parents, subdirectories, directory walks with th
 judgments) and the single-file primitives built on it (``lstat``, open a regular file,
 read it, write a temporary file, link it in). ``fdio.py`` holds the public operations
 that compose them. The hook process imports both: standard library only.
+
+A regular file with more than one link is also judged by its identity: when it is the
+inode of a denied file (a hard link, see :mod:`ctxnb.access.identity`), it is refused
+as the denied file would be (rule ``identity:<denied path>``). A file with one link
+costs nothing more; the first one with several costs one walk of the roots' denied
+names, remembered by inode and ``st_ctime`` (a new link or a rename changes it).
 """
 
 from __future__ import annotations
@@ -14,13 +20,17 @@ from __future__ import annotations
 import errno
 import os
 import stat as stat_mod
+import time
 from collections.abc import Callable, Iterator
 from functools import cached_property
 from pathlib import Path
-from typing import Literal, NoReturn
+from typing import TYPE_CHECKING, Literal, NoReturn
 
 from ..errors import NotFoundError, PolicyError
 from .pathrules import TEMP_PREFIX, PathRules, SafePath, _deny, _Parsed, _Root, _short
+
+if TYPE_CHECKING:
+    from .identity import DeniedInodes
 
 WriteMode = Literal["truncate", "append", "create"]
 PathKind = Literal["missing", "file", "dir"]
@@ -41,10 +51,79 @@ _S_IFMT, _S_IFDIR, _S_IFREG, _S_IFLNK = (
 )
 _UNJUDGED = "\x00unjudged"  # no rule name holds a NUL
 _JUDGED_MAX = 1 << 17  # names whose walk judgment is remembered (a few MB at most)
+_IDENTITY_MAX = 1 << 14  # inodes whose identity judgment is remembered
 
 
 class _FdWalk(PathRules):
     """The descriptor walk and the single-file primitives of :class:`PathPolicy`."""
+
+    # -- identity: a hard link of a denied file is refused as that file ----------------
+    @cached_property
+    def _identity_memo(self) -> dict[tuple[int, int], tuple[int, int, str | None]]:
+        """(st_dev, st_ino) -> (st_ctime_ns, st_nlink, rule) of the inodes judged."""
+        return {}
+
+    @cached_property
+    def _deny_only(self) -> PathRules:
+        """The deny globs alone (governance's globs refuse writes, not these bytes)."""
+        return PathRules(self.roots, deny=self._deny_lines, max_path_bytes=self.max_path_bytes)
+
+    def _identity_rule(self, st: os.stat_result, since_ns: int) -> str | None:
+        """``identity:<denied path>`` when the regular file ``st`` (its ``lstat`` or the
+        ``fstat`` of the open file) is an inode a denied name holds, else None.
+
+        ``since_ns``: when the operation (or walk) began; a walk of the denied names
+        taken before it is not trusted for an inode not judged yet.
+        """
+        if st.st_nlink < 2 or st.st_mode & _S_IFMT != _S_IFREG or not self._deny_lines:
+            return None
+        key = (st.st_dev, st.st_ino)
+        memo = self._identity_memo
+        hit = memo.get(key)
+        # A link made, removed or renamed changes the inode's ctime and (but for a
+        # rename) its link count: the same pair means the same set of names.
+        if hit is not None and hit[0] == st.st_ctime_ns and hit[1] == st.st_nlink:
+            return hit[2]
+        scan: DeniedInodes | None = self.__dict__.get("_identity_scan")
+        if scan is None or scan.taken_ns < since_ns:
+            scan = self._scan_identities()
+        name = scan.name_of(st)
+        rule = None if name is None else f"identity:{name}"
+        if len(memo) >= _IDENTITY_MAX:
+            memo.clear()
+        memo[key] = (st.st_ctime_ns, st.st_nlink, rule)
+        return rule
+
+    def _scan_identities(self) -> DeniedInodes:
+        """Walk every root's denied names once; keep the answer for this policy."""
+        from .identity import DeniedInodes, scan_denied
+
+        rules = self._deny_only
+        judge = rules._denied_by
+
+        def denied(rel: str, is_dir: bool) -> bool:
+            # The walk asks only below directories it found not denied.
+            return judge(tuple(rel.split("/")), parent_checked=True) is not None
+
+        scan = DeniedInodes()
+        for root in self._roots:
+            try:
+                fd = self._open_root(_Parsed(root, (), True, str(root.real)))
+            except (NotFoundError, PolicyError):
+                continue
+            try:
+                part = scan_denied(root.real, denied, root_fd=fd)
+            finally:
+                os.close(fd)
+            for key, rel in part.by_key.items():
+                scan.by_key.setdefault(key, rel)
+        self.__dict__["_identity_scan"] = scan
+        return scan
+
+    def _refuse_identity(self, st: os.stat_result, p: _Parsed, since_ns: int) -> None:
+        rule = self._identity_rule(st, since_ns)
+        if rule is not None:
+            _deny_identity(p.display, rule)
 
     def _open_root(self, p: _Parsed) -> int:
         nested = self._nested_roots.get(p.root.real)
@@ -164,7 +243,10 @@ class _FdWalk(PathRules):
         if st is None:
             return "missing"
         self._require_plain(st, p, allow_dir=True)
-        return "dir" if stat_mod.S_ISDIR(st.st_mode) else "file"
+        if stat_mod.S_ISDIR(st.st_mode):
+            return "dir"
+        self._refuse_identity(st, p, time.time_ns())
+        return "file"
 
     def _enter(
         self, opened: list[tuple[tuple[str, ...], int]], dparts: tuple[str, ...], p: _Parsed
@@ -187,7 +269,7 @@ class _FdWalk(PathRules):
         return opened[-1][1]
 
     def _stat_in(
-        self, fd: int, p: _Parsed, allow: bool
+        self, fd: int, p: _Parsed, allow: bool, since_ns: int
     ) -> os.stat_result | NotFoundError | PolicyError:
         """What ``PathPolicy.stat`` answers for ``p``, its parent open as ``fd``."""
         try:
@@ -195,7 +277,7 @@ class _FdWalk(PathRules):
         except (FileNotFoundError, NotADirectoryError):
             return NotFoundError(f"Nothing at {_short(p.display)!r} in {p.root.real}.")
         fmt = st.st_mode & _S_IFMT
-        if fmt == _S_IFREG and not p.dir_form and not allow:
+        if fmt == _S_IFREG and not p.dir_form and not allow and st.st_nlink < 2:
             return st  # the common answer, decided without the checks below
         try:
             self._require_plain(st, p, allow_dir=True)
@@ -203,6 +285,7 @@ class _FdWalk(PathRules):
                 if p.dir_form:
                     _deny(p.display, "trailing-slash", "it is a file, not a directory")
                 self._check_allow(p)
+                self._refuse_identity(st, p, since_ns)
         except PolicyError as e:
             return e
         return st
@@ -382,8 +465,13 @@ class _FdWalk(PathRules):
         on_refused: Callable[[str, str], None] | None,
         *,
         temps: bool,
+        since_ns: int = 0,
     ) -> Iterator[FileEntry]:
-        """Yield the accepted files below the open directory ``fd`` (not closed here)."""
+        """Yield the accepted files below the open directory ``fd`` (not closed here).
+
+        ``since_ns``: when the walk began (see :meth:`_identity_rule`): one walk of the
+        denied names serves the whole walk.
+        """
         if on_dir is not None:
             on_dir("/".join(prefix), lambda name: _read_small(fd, name))
         try:
@@ -423,6 +511,8 @@ class _FdWalk(PathRules):
             rule = self._judge(judged, prefix, name, rel) if got is _UNJUDGED else got
             if rule is None and is_file and allow is not None:
                 rule = None if allow.match_file(rel) else "not-allowed"
+            if rule is None and is_file and st.st_nlink > 1:
+                rule = self._identity_rule(st, since_ns)
             if rule is not None:
                 if on_refused is not None:
                     on_refused(rel, rule)
@@ -431,8 +521,9 @@ class _FdWalk(PathRules):
                 continue
             if is_dir:
                 yield from self._descend(
-                    root, fd, (*prefix, name), skip, on_dir, on_refused, temps=False
-                )
+                    root, fd, (*prefix, name), skip, on_dir, on_refused, temps=False,
+                    since_ns=since_ns,
+                )  # fmt: skip
             else:
                 yield FileEntry(root, rel, st, fd)
 
@@ -458,6 +549,7 @@ class _FdWalk(PathRules):
         on_refused: Callable[[str, str], None] | None,
         *,
         temps: bool,
+        since_ns: int = 0,
     ) -> Iterator[FileEntry]:
         try:
             nfd = os.open(parts[-1], _DIR_FLAGS, dir_fd=fd)
@@ -469,7 +561,9 @@ class _FdWalk(PathRules):
                     on_refused("/".join(parts), "symlink")
             return
         try:
-            yield from self._walk_dir(root, nfd, parts, skip, on_dir, on_refused, temps=temps)
+            yield from self._walk_dir(
+                root, nfd, parts, skip, on_dir, on_refused, temps=temps, since_ns=since_ns
+            )
         finally:
             os.close(nfd)
 
@@ -521,6 +615,10 @@ class FileEntry:
         p = self._parsed()
         fd, st = _FdWalk._open_regular(self.dir_fd, p, self.stat)
         try:
+            if st.st_nlink > 1 and (st.st_dev, st.st_ino) != (self.stat.st_dev, self.stat.st_ino):
+                # Another file took the name since the walk judged it, and it has other
+                # names: it may be a denied file's (the walk judged the one it saw).
+                _deny_identity(p.display, "identity")
             return _FdWalk._read_fd(fd, p, max_bytes, st.st_size)
         finally:
             os.close(fd)
@@ -534,6 +632,16 @@ def _too_large(p: _Parsed, size: int, limit: int) -> NoReturn:
         required_action="Read a line range or an excerpt instead of the whole file.",
         details={"path": _short(p.display, 512), "size": size, "max_bytes": limit},
     )
+
+
+def _deny_identity(display: str, rule: str) -> NoReturn:
+    _, _, name = rule.partition(":")
+    why = (
+        f"it is a hard link of the denied {_short(name)!r} (the same file under another name)"
+        if name
+        else "it was replaced since the walk judged it by a file with other names"
+    )
+    _deny(display, rule, why)
 
 
 def _kind(mode: int) -> str:

@@ -51,10 +51,14 @@ outside it. Its fix validates real paths, which is still check-then-open-by-name
 containment is enforced by the descriptor walk itself. Go's ``os.Root`` (Go 1.24) works
 the same way with descriptors.
 
-Out of scope, by design: hard links (a hard link placed inside the root by someone
-else reads the shared inode; a ctxnb write replaces the name and never modifies the
-other link), mount points inside a root, changes an outside process makes to the
-directories above a root, and Windows (``O_NOFOLLOW`` and ``dir_fd`` are POSIX).
+* ``identity:<denied path>``: a regular file that is a hard link of a denied file (the
+  same ``st_dev`` and ``st_ino``) is refused as that file is, to every operation and
+  in every walk; judged on the ``fstat`` of the very descriptor read (see
+  :mod:`ctxnb.access.identity`). A ctxnb write replaces a name and never modifies the
+  other links of an inode.
+
+Out of scope, by design: mount points inside a root, changes an outside process makes
+to the directories above a root, and Windows (``O_NOFOLLOW`` and ``dir_fd`` are POSIX).
 """
 
 from __future__ import annotations
@@ -185,6 +189,7 @@ class PathPolicy(_FdWalk):
             >>> PathPolicy([ws]).read_bytes("a.txt")
             b'hello'
         """
+        began = time.time_ns()
         p = self._parse(path)
         self._require_file_name(p)
         self._check_allow(p)
@@ -194,6 +199,8 @@ class PathPolicy(_FdWalk):
         finally:
             os.close(parent)
         try:
+            if st.st_nlink > 1:
+                self._refuse_identity(st, p, began)  # the file open here, by its fstat
             return self._read_fd(fd, p, max_bytes, st.st_size)
         finally:
             os.close(fd)
@@ -231,6 +238,7 @@ class PathPolicy(_FdWalk):
             if p.dir_form:
                 _deny(p.display, "trailing-slash", "it is a file, not a directory")
             self._check_allow(p)
+            self._refuse_identity(st, p, time.time_ns())
         return st
 
     def stat_many(self, paths: Sequence[str]) -> list[os.stat_result | NotFoundError | PolicyError]:
@@ -248,6 +256,7 @@ class PathPolicy(_FdWalk):
             ...  for r in PathPolicy([ws]).stat_many(["a.txt", "gone.txt", ".env"])]
             [5, 'NotFoundError', 'PolicyError']
         """
+        began = time.time_ns()
         out: list[os.stat_result | NotFoundError | PolicyError | None] = [None] * len(paths)
         # Keyed by the root's identity (one of this policy's own, alive as long as it
         # is) and the parent's names: hashing a Path per file would cost more.
@@ -283,7 +292,7 @@ class PathPolicy(_FdWalk):
                         out[i] = self._stat_one(paths[i])
                     continue
                 for i, p in items:
-                    out[i] = self._stat_in(fd, p, allow)
+                    out[i] = self._stat_in(fd, p, allow, began)
         finally:
             _close_all(opened)
         return out  # type: ignore[return-value]  # every slot was filled
@@ -363,6 +372,7 @@ class PathPolicy(_FdWalk):
             raise ValueError(f"mode must be 'truncate', 'append' or 'create', not {mode!r}")
         if not isinstance(data, bytes | bytearray | memoryview):
             raise TypeError(f"data must be bytes, not {type(data).__name__}")
+        began = time.time_ns()
         p = self._parse(path)
         self._require_file_name(p)
         self._check_allow(p)
@@ -374,10 +384,15 @@ class PathPolicy(_FdWalk):
                 self._require_plain(old, p, allow_dir=False)
                 if mode == "create":
                     self._file_exists(p)
+                # Replacing the name would leave the denied file as it is, but an append
+                # reads it, and a refusal must not depend on the mode.
+                self._refuse_identity(old, p, began)
             payload = bytes(data)
             if mode == "append" and old is not None:
                 fd, st = self._open_regular(parent, p)
                 try:
+                    if st.st_nlink > 1:
+                        self._refuse_identity(st, p, began)
                     payload = self._read_fd(fd, p, None, st.st_size) + payload
                 finally:
                     os.close(fd)
@@ -439,6 +454,7 @@ class PathPolicy(_FdWalk):
             >>> policy.is_allowed("old.txt"), (policy.roots[0] / "old.txt").exists()
             (True, False)
         """
+        began = time.time_ns()
         p = self._parse(path)
         self._require_file_name(p)
         self._check_allow(p)
@@ -448,6 +464,7 @@ class PathPolicy(_FdWalk):
             if st is None:
                 raise NotFoundError(f"No file {_short(p.display)!r} in {p.root.real}.")
             self._require_plain(st, p, allow_dir=False)
+            self._refuse_identity(st, p, began)
             if expected_sha256 is not None:
                 from ._replace import check_unchanged
 
@@ -526,11 +543,14 @@ class PathPolicy(_FdWalk):
             >>> [(e.safe.rel, e.read()) for e in walk], refused
             ([('a.txt', b'hi')], ['.env'])
         """
+        began = time.time_ns()
         for root in self._roots:
             probe = _Parsed(root, (), True, str(root.real))
             fd = self._open_root(probe)
             try:
-                yield from self._walk_dir(root, fd, (), skip, on_dir, on_refused, temps=False)
+                yield from self._walk_dir(
+                    root, fd, (), skip, on_dir, on_refused, temps=False, since_ns=began
+                )
             finally:
                 os.close(fd)
 

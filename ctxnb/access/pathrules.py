@@ -47,8 +47,9 @@ rule's name):
 * ``not-allowed``: when allow globs are given, a file must match one of them
   (case-sensitively, gitignore semantics). Directories are not subject to allow globs;
   :meth:`PathPolicy.iter_files` only yields allowed files.
-* ``symlink``, ``special-file``, ``not-a-regular-file`` and ``trailing-slash`` are the
-  rules of the I/O itself; :mod:`ctxnb.access.fdio` states them.
+* ``symlink``, ``special-file``, ``not-a-regular-file``, ``trailing-slash`` and
+  ``identity:<denied path>`` (a hard link of a denied file) are the rules of the I/O
+  itself; :mod:`ctxnb.access.fdio` states them.
 * Percent-encoded names are literal names: ``%2e%2e%2f`` is a file called
   ``%2e%2e%2f`` inside the root, never decoded.
 * ``governance:<glob>``: a policy made for an agent (``protect=GOVERNANCE``) refuses
@@ -185,6 +186,8 @@ _REQUIRED_ACTION = {
     "outside-roots": "Use a path inside one of the workspace roots.",
     "reserved-name": "Pick another name; '.ctxnb-tmp-' names are reserved for atomic writes.",
     "deny": "This path is protected by the deny list; work on another file.",
+    "identity": "This file is a denied file under another name (a hard link): the deny "
+    "list protects its bytes whatever they are called; work on another file.",
     "governance": "Governance's files are changed by governance only (select_active_intent, "
     "the intents file edited by a human); work on another file.",
     "not-allowed": "Use a path that matches the allow list.",

@@ -28,6 +28,7 @@ from ._searchfiles import (
     _policy_text,
     _search_python,
     _searchable_dirs,
+    _searchable_files,
     _whole_tree,
 )
 from ._searchpatterns import _GlobFilter
@@ -142,7 +143,13 @@ def _search_ripgrep(
     if _FOLDS_TO_ASCII & set(pattern):  # (an inline "(?i)" may turn folding on)
         return _search_python(root, compiled, glob_filter, exclude, None, policy)
     walker = policy or _whole_tree(root)
-    dirs, ignores = _searchable_dirs(walker, root, glob_filter)
+    if policy is not None:
+        # The files the policy's walk accepted, named one by one: rg opens nothing the
+        # file tools would refuse (denied names, their hard links, .git/, .ctxnb/).
+        targets, ignores = _searchable_files(policy, root, glob_filter, exclude)
+    else:
+        dirs, ignores = _searchable_dirs(walker, root, glob_filter)
+        targets = dirs
     cmd = [
         rg,
         # Plain "path NUL line:column:text" records: parsing them is several times
@@ -165,10 +172,11 @@ def _search_ripgrep(
         "none",
         "--case-sensitive" if case_sensitive else "--ignore-case",
     ]
-    for glob in globs:
-        cmd += ["--glob", glob]
-    for name in sorted(ALWAYS_SKIP):
-        cmd += ["--glob", f"!{name}"]  # last, so no include glob can bring them back
+    if policy is None:
+        for glob in globs:
+            cmd += ["--glob", glob]
+        for name in sorted(ALWAYS_SKIP):
+            cmd += ["--glob", f"!{name}"]  # last, so no include glob can bring them back
     cmd += ["--regexp", pattern if regex else re.escape(pattern)]
     if not _ascii_only(compiled):
         cmd += ["--regexp", _RG_ALSO]
@@ -183,7 +191,9 @@ def _search_ripgrep(
     other: set[str] = set()
     # "./" first: a directory named "-" is not rg's standard input, and none starts an
     # option (the "--" above covers that too).
-    for chunk in _arg_chunks([f"./{d}" if d else "." for d in dirs]):
+    if not targets:
+        return []
+    for chunk in _arg_chunks([f"./{t}" if t else "." for t in targets]):
         # Parse while rg is still searching; stderr goes to a file so that a flood of
         # warnings (unreadable files) cannot fill a pipe and stall rg.
         with (

@@ -225,6 +225,33 @@ def _searchable_dirs(
     return dirs, ignores
 
 
+def _searchable_files(
+    policy: PathPolicy,
+    root: Path,
+    glob_filter: _GlobFilter,
+    exclude: Callable[[str], bool] | None,
+) -> tuple[list[str], TreeIgnores]:
+    """The files a search under ``policy`` reads, decided by the policy's walk.
+
+    ripgrep is handed exactly these, never a directory: it opens no name the policy
+    refused (a denied file, a hard link of one, anything under ``.git`` or ``.ctxnb``),
+    so the file tools' deny list is ripgrep's too.
+    """
+    ignores = _search_ignores(root)
+
+    def skip(rel: str, is_dir: bool) -> bool:
+        if is_dir:
+            return ignores.skip(rel, True) or not glob_filter.dir_ok(rel)
+        return (
+            ignores.skip(rel, False)
+            or not glob_filter.file_ok(rel)
+            or (exclude is not None and exclude(rel))
+        )
+
+    files = [entry.safe.rel for entry in _first_root_walk(policy, ignores, skip)]
+    return files, ignores
+
+
 def _confirm(
     policy: PathPolicy, compiled: re.Pattern[str], matches: list[Match], limit: int | None
 ) -> list[Match]:
