@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import errno
 import os
+import re
 import stat as stat_mod
 import time
 from collections.abc import Callable, Iterator
@@ -52,6 +53,7 @@ _S_IFMT, _S_IFDIR, _S_IFREG, _S_IFLNK = (
 _UNJUDGED = "\x00unjudged"  # no rule name holds a NUL
 _JUDGED_MAX = 1 << 17  # names whose walk judgment is remembered (a few MB at most)
 _IDENTITY_MAX = 1 << 14  # inodes whose identity judgment is remembered
+_ODD_END = re.compile(r"[. ](?:/|$)")  # a name Windows would strip (the rules fold it)
 
 
 class _FdWalk(PathRules):
@@ -100,9 +102,18 @@ class _FdWalk(PathRules):
 
         rules = self._deny_only
         judge = rules._denied_by
+        raw, lower = rules._deny_spec, rules._deny_spec_lower
 
         def denied(rel: str, is_dir: bool) -> bool:
-            # The walk asks only below directories it found not denied.
+            # The walk asks only below directories it found not denied. An ASCII path with
+            # no name ending in a dot or a space is its own NFKC form and stripped form:
+            # the rules' variants reduce to the path and its lower case, matched here
+            # without building them (this runs once per name of the workspace).
+            if rel.isascii() and _ODD_END.search(rel) is None:
+                return (
+                    raw.match(rel, is_dir=None, ancestors=False) is not None
+                    or lower.match(rel.lower(), is_dir=None, ancestors=False) is not None
+                )
             return judge(tuple(rel.split("/")), parent_checked=True) is not None
 
         scan = DeniedInodes()
