@@ -261,14 +261,19 @@ class SandboxConfig(_Strict):
     ``backend = "none"`` (or the shorthand ``sandbox = "none"`` at the top level) is
     refused: commands run only on an overlay (``SANDBOX_UNAVAILABLE``).
 
-    ``git = "read"`` lets commands read ``.git/objects`` even when a denied file is
-    tracked by the repository (by default the objects are hidden then, since
-    ``git show HEAD:.env`` would print the denied bytes).
+    ``git = "read"`` lets commands read git's object stores even when they hold denied
+    bytes: by default a store is hidden (the root's, a submodule's under
+    ``.git/modules``, a nested or bare repository's) when a denied path is anywhere in
+    its history, reflogs or index, or it holds a denied file's current bytes, since
+    ``git show HEAD~1:.env`` would print them (see :mod:`ctxnb.sandbox.gitstores`).
+    A human's setting: no agent tool writes it.
     """
 
     backend: Literal["bwrap", "none"] = "bwrap"
     git: Literal["auto", "read"] = Field(
-        default="auto", description="'read': expose .git/objects even when a denied file is tracked"
+        default="auto",
+        description="'read': let commands read git's object stores even when they hold "
+        "denied bytes (by default such a store is hidden)",
     )
     network: bool = Field(default=False, description="let commands reach the network")
     env: list[str] = Field(default_factory=list, description="more variables passed through")

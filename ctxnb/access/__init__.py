@@ -3,6 +3,8 @@
 * :mod:`ctxnb.access.pathrules`: which names may be touched (one :data:`DEFAULT_DENY`,
   governance's files in :data:`GOVERNANCE`).
 * :mod:`ctxnb.access.fdio`: the race-free descriptor-walk I/O (:class:`PathPolicy`).
+* :mod:`ctxnb.access.identity`: denied by identity, the other names (hard links) of a
+  denied file.
 * :mod:`ctxnb.access.observe`: "changed? write a version" (:func:`observe`), the only
   way file bytes enter the store.
 

@@ -200,8 +200,8 @@ def _cmd_sandbox(ns: argparse.Namespace) -> int:
     sres = sb.run(argv, cwd=cwd, timeout=ns.timeout, redact=lambda s: redact(s).text)
     sres.discard()
     res = sres.result
-    hidden = sres.plan.hidden_git_objects if sres.plan is not None else None
-    out = {"notes": [hidden]} if hidden else None
+    notes = sres.plan.notes if sres.plan is not None else []
+    out = {"notes": notes} if notes else None
     return _finish(res.stdout, res.stderr, res.returncode, res.timed_out, out)
 
 

@@ -3,13 +3,14 @@
 Every command an agent runs (``run_command``, the MCP server, the quality loop, Claude
 Code's Bash) runs in a :class:`Sandbox`: the system read-only, the workspace as the
 lower layer of an overlay (the command writes only its upper layer, which ctxnb keeps
-out of its reach), ``.git`` and ``.orchestration`` read-only, ``.ctxnb`` and denied
-files (``.env*``, keys) hidden, sockets, FIFOs and devices masked, a private ``/tmp``
-and ``HOME``, no network and none of the caller's secret variables. Afterwards the
-upper layer is read (:mod:`ctxnb.sandbox.upper`, :mod:`ctxnb.sandbox.changes`), and
-:mod:`ctxnb.sandbox.commit` commits the in-scope regular-file changes through the one
-governed write path; the rest is dropped with a reason. Importing this package is
-cheap (the hook path uses it).
+out of its reach), ``.git`` and ``.orchestration`` read-only, ``.ctxnb``, denied
+files (``.env*``, keys) and their hard links hidden, git object stores that hold
+denied bytes hidden (:mod:`ctxnb.sandbox.gitstores`), sockets, FIFOs and devices
+masked, a private ``/tmp`` and ``HOME``, no network and none of the caller's secret
+variables. Afterwards the upper layer is read (:mod:`ctxnb.sandbox.upper`,
+:mod:`ctxnb.sandbox.changes`), and :mod:`ctxnb.sandbox.commit` commits the in-scope
+regular-file changes through the one governed write path; the rest is dropped with a
+reason. Importing this package is cheap (the hook path uses it).
 
 Example:
     >>> import tempfile, pathlib

@@ -390,8 +390,8 @@ def run_governed(
     out = sres.result.to_dict()
     out["effects"] = report.to_dict()
     out["sandbox"] = sres.backend
-    if sres.plan is not None and sres.plan.hidden_git_objects:
-        out["notes"] = [sres.plan.hidden_git_objects]
+    if sres.plan is not None and sres.plan.notes:
+        out["notes"] = sres.plan.notes
     return out
 
 

@@ -14,10 +14,14 @@ A :class:`SandboxPlan` is computed from the workspace, the selected intent's
   (:mod:`ctxnb.sandbox.commit`).
 * **protected**: ``.git`` and ``.orchestration`` are bound read-only on top; ``.ctxnb``
   (the store, and the overlays' own state) is hidden behind an empty read-only
-  directory; ``.git/objects`` too when git tracks a denied file.
+  directory; so is every git object store that holds denied bytes (the root's, a
+  submodule's under ``.git/modules``, a nested or bare repository's: see
+  :mod:`ctxnb.sandbox.gitstores`), unless ``[sandbox] git = "read"``.
 * **masked**: every existing path the deny list names (``.env*``, keys …) is covered:
   a file by ``/dev/null`` (opening it fails), a directory by an empty read-only one;
-  so are sockets, FIFOs and devices (a host daemon's socket is not reachable).
+  so is every other hard link of a denied file (the same inode under a name no glob
+  matches, :mod:`ctxnb.access.identity`), and so are sockets, FIFOs and devices (a host
+  daemon's socket is not reachable).
 * **hard links and symlinks**: a write to a hard-linked file copies it up, so the other
   link never changes; links the command creates are never committed.
 
@@ -42,8 +46,12 @@ import sys
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from ..errors import SandboxError
+
+if TYPE_CHECKING:
+    from .gitstores import HiddenStore
 
 __all__ = [
     "ENV_ALLOW",
@@ -127,8 +135,10 @@ class SandboxPlan:
         network: whether the command shares the host's network.
         env: the command's whole environment.
         limits: resource limits.
-        hidden_git_objects: why ``.git/objects`` is hidden (a denied file is tracked),
-            or None.
+        hidden_git_objects: the note saying which git object stores are hidden and
+            why (they hold denied bytes), or None.
+        hidden_object_stores: the workspace-relative object directories hidden.
+        linked: ``(name, denied path)`` of the hard links of denied files masked.
     """
 
     root: Path
@@ -141,6 +151,18 @@ class SandboxPlan:
     env: Mapping[str, str] = field(default_factory=dict)
     limits: SandboxLimits = field(default_factory=SandboxLimits)
     hidden_git_objects: str | None = None
+    hidden_object_stores: tuple[str, ...] = ()
+    linked: tuple[tuple[str, str], ...] = ()
+
+    @property
+    def notes(self) -> list[str]:
+        """What the command's result says about what it could not see, and why."""
+        out = [self.hidden_git_objects] if self.hidden_git_objects else []
+        if self.linked:
+            names = ", ".join(f"{rel} (of {den!r})" for rel, den in self.linked[:20])
+            more = f" and {len(self.linked) - 20} more" if len(self.linked) > 20 else ""
+            out.append(f"hidden as hard links of denied files: {names}{more}")
+        return out
 
 
 def writable_dirs(
@@ -229,13 +251,14 @@ def _supports_overlay(exe: str) -> bool:
     return False
 
 
-def _deny_matcher(deny: Sequence[str]) -> Callable[[str, bool], bool]:
-    """Case-insensitive gitignore matching of workspace-relative paths against ``deny``."""
+def _deny_matcher(deny: Sequence[str]) -> Callable[[str, bool | None], bool]:
+    """Case-insensitive gitignore matching of workspace-relative paths against ``deny``
+    (``is_dir`` None: the kind is not known, as for a path in git's history)."""
     from .._util.wildmatch import GlobList
 
     spec = GlobList([d.lower() for d in deny])
 
-    def denied(rel: str, is_dir: bool) -> bool:
+    def denied(rel: str, is_dir: bool | None) -> bool:
         return spec.match(rel.lower(), is_dir=is_dir) is not None
 
     return denied
@@ -286,7 +309,8 @@ def plan_sandbox(
         env_allow: more variable names to pass through.
         read_paths: more host paths to bind read-only (tool chains, caches).
         limits: resource limits (defaults of :class:`SandboxLimits`).
-        git: ``read`` keeps ``.git/objects`` readable even when a denied file is tracked.
+        git: ``read`` keeps git's object stores readable even when they hold denied
+            bytes (a human's choice).
 
     Raises:
         SandboxError: a scope directory goes through a symlink.
@@ -308,19 +332,18 @@ def plan_sandbox(
     for rel in writable:
         _real_dir(root_path, rel)
     skip = {*PROTECTED, *HIDDEN}
-    masked_files, masked_dirs = _find_masked(root_path, _deny_matcher(deny), skip)
+    denied = _deny_matcher(deny)
+    masked_files, masked_dirs, nested_gitdirs = _find_masked(root_path, denied, skip)
     # On an overlay a write to a hard-linked file copies it up: the other link is
     # never reached, so nothing needs pinning any more.
     pinned: tuple[str, ...] = ()
-    hidden_git = None
-    if git != "read" and (masked_files or masked_dirs):
-        tracked = _tracked(root_path, [*masked_files, *masked_dirs])
-        if tracked:
-            hidden_git = (
-                f".git/objects is hidden: the denied {tracked[0]!r} is tracked by git, and "
-                "its bytes would be readable from the objects (a human may set "
-                '[sandbox] git = "read")'
-            )
+    stores = [] if git == "read" else _hidden_stores(
+        root_path, deny, denied, masked_files, masked_dirs, nested_gitdirs
+    )  # fmt: skip
+    hidden_git = _stores_note(stores)
+    linked = _linked(root_path, masked_files, masked_dirs)
+    if linked:
+        masked_files = tuple(sorted({*masked_files, *linked}))
     caller_env = os.environ if env is None else env
     names = (*ENV_ALLOW, *env_allow)
     passed = {k: caller_env[k] for k in names if k in caller_env}
@@ -348,27 +371,55 @@ def plan_sandbox(
         env=passed,
         limits=limits or SandboxLimits(),
         hidden_git_objects=hidden_git,
+        hidden_object_stores=tuple(s.objects for s in stores),
+        linked=tuple(sorted(linked.items())),
     )
 
 
-def _tracked(root: Path, rels: Sequence[str]) -> list[str]:
-    """Which of ``rels`` git tracks in the repository at ``root`` (none without one).
+def _hidden_stores(
+    root: Path,
+    deny: Sequence[str],
+    denied: Callable[[str, bool | None], bool],
+    masked_files: Sequence[str],
+    masked_dirs: Sequence[str],
+    nested_gitdirs: Sequence[str],
+) -> list[HiddenStore]:
+    """The git object stores of the workspace that hold denied bytes (see
+    :mod:`ctxnb.sandbox.gitstores`)."""
+    from ..access.identity import iter_denied_files
+    from .gitstores import find_gitdirs, stores_to_hide
 
-    git reads only the index here (``ls-files`` runs no hook and no fsmonitor, which is
-    turned off all the same, as is every optional lock)."""
-    if not (root / ".git").exists():
-        return []
-    import subprocess
+    gitdirs = [*find_gitdirs(root), *nested_gitdirs]
+    return stores_to_hide(
+        root,
+        gitdirs,
+        denied=lambda path: denied(path, None),
+        deny=deny,
+        denied_files=lambda: iter_denied_files(root, masked_files, masked_dirs),
+        cache_dir=root / ".ctxnb" / "cache",
+    )
 
-    argv = ["git", "--no-optional-locks", "-c", "core.fsmonitor=false", "-C", str(root),
-            "ls-files", "-z", "--", *rels]  # fmt: skip
-    try:
-        p = subprocess.run(argv, capture_output=True, timeout=30, stdin=subprocess.DEVNULL)
-    except (OSError, subprocess.TimeoutExpired):
-        return list(rels)  # cannot tell: hide
-    if p.returncode != 0:
-        return list(rels)
-    return [x for x in p.stdout.decode("utf-8", "surrogateescape").split("\0") if x]
+
+def _stores_note(stores: Sequence[HiddenStore]) -> str | None:
+    if not stores:
+        return None
+    each = "; ".join(f"{s.objects} ({s.reason})" for s in stores)
+    return (
+        f"git object stores hidden, so git cannot read their objects here: {each} "
+        '(a human may set [sandbox] git = "read")'
+    )
+
+
+def _linked(root: Path, masked_files: Sequence[str], masked_dirs: Sequence[str]) -> dict[str, str]:
+    """The other names of denied files: ``{name: denied path}`` (see
+    :mod:`ctxnb.access.identity`)."""
+    from ..access.identity import denied_inodes, other_links
+
+    found = denied_inodes(root, masked_files, masked_dirs)
+    if not found.links_elsewhere():
+        return {}
+    masked = {*masked_files, *masked_dirs}
+    return other_links(root, found, skip=lambda rel, is_dir: rel in masked or rel in HIDDEN)
 
 
 def _walk(
@@ -376,33 +427,42 @@ def _walk(
     starts: Sequence[str],
     skip: set[str],
     visit: Callable[[str, os.DirEntry[str]], bool],
+    listed: Callable[[str, list[str]], None] | None = None,
 ) -> None:
     """Call ``visit(rel, entry)`` for every entry under ``starts`` (symlinks not followed);
-    a directory is entered when ``visit`` returns True for it."""
+    a directory is entered when ``visit`` returns True for it. ``listed(rel_dir, names)``
+    sees each directory's names first."""
     stack = list(starts)
     while stack:
         rel_dir = stack.pop()
         try:
-            it = os.scandir(root / rel_dir if rel_dir else root)
+            with os.scandir(root / rel_dir if rel_dir else root) as it:
+                entries = list(it)
         except OSError:
             continue
-        with it:
-            for e in it:
-                if not rel_dir and e.name in skip:
-                    continue
-                rel = f"{rel_dir}/{e.name}" if rel_dir else e.name
-                try:
-                    if visit(rel, e) and e.is_dir(follow_symlinks=False):
-                        stack.append(rel)
-                except OSError:
-                    continue
+        if listed is not None:
+            listed(rel_dir, [e.name for e in entries])
+        for e in entries:
+            if not rel_dir and e.name in skip:
+                continue
+            rel = f"{rel_dir}/{e.name}" if rel_dir else e.name
+            try:
+                if visit(rel, e) and e.is_dir(follow_symlinks=False):
+                    stack.append(rel)
+            except OSError:
+                continue
 
 
 def _find_masked(
-    root: Path, denied: Callable[[str, bool], bool], skip: set[str]
-) -> tuple[tuple[str, ...], tuple[str, ...]]:
+    root: Path, denied: Callable[[str, bool | None], bool], skip: set[str]
+) -> tuple[tuple[str, ...], tuple[str, ...], tuple[str, ...]]:
+    """The files and directories to mask, and the git directories met on the way (a
+    directory holding ``HEAD``, ``objects/`` and ``refs/`` that no deny glob masks)."""
+    from .gitstores import is_gitdir
+
     files: list[str] = []
     dirs: list[str] = []
+    gitdirs: list[str] = []
 
     def visit(rel: str, e: os.DirEntry[str]) -> bool:
         is_dir = e.is_dir(follow_symlinks=False)
@@ -415,8 +475,12 @@ def _find_masked(
             files.append(rel)
         return is_dir
 
-    _walk(root, [""], skip, visit)
-    return tuple(sorted(files)), tuple(sorted(dirs))
+    def listed(rel_dir: str, names: list[str]) -> None:
+        if rel_dir and is_gitdir(names):
+            gitdirs.append(rel_dir)
+
+    _walk(root, [""], skip, visit, listed)
+    return tuple(sorted(files)), tuple(sorted(dirs)), tuple(sorted(gitdirs))
 
 
 def _python_paths() -> list[str]:
@@ -484,8 +548,12 @@ def bwrap_argv(
     # outside it; its code runs in ctxnb's processes on the host.
     for p in within(root):
         a += ["--ro-bind", p, p]
-    if plan.hidden_git_objects is not None and os.path.isdir(f"{root}/.git/objects"):
-        a += ["--tmpfs", f"{root}/.git/objects", "--remount-ro", f"{root}/.git/objects"]
+    # Over the read-only .git bound above (a submodule's store is inside it), before the
+    # masks (a store inside a masked directory is covered by the mask all the same).
+    for rel in plan.hidden_object_stores:
+        p = f"{root}/{rel}"
+        if os.path.isdir(p) and not os.path.islink(p):
+            a += ["--tmpfs", p, "--remount-ro", p]
     for name in HIDDEN:
         p = f"{root}/{name}"
         if os.path.isdir(p) and not os.path.islink(p):

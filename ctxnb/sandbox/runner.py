@@ -213,7 +213,8 @@ class Sandbox:
         read_paths: more host paths readable in the sandbox.
         limits: resource limits.
         env: the environment to filter (``os.environ`` by default).
-        git: ``read`` keeps ``.git/objects`` readable when a denied file is tracked.
+        git: ``read`` keeps git's object stores readable even when they hold denied
+            bytes (by default they are hidden then: :mod:`ctxnb.sandbox.gitstores`).
 
     Raises:
         SandboxError: on :meth:`run`, when no bubblewrap here can run a command on an

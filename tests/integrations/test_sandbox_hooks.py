@@ -143,8 +143,12 @@ def test_ls_and_git_status_still_work_without_an_intent(ws):
     # The sample repository tracks its .env: git's objects are hidden, and it says why.
     out = answer(root, {"command": "git status --porcelain", "description": "Status"})
     proc = run_as_claude_code(root, out["updatedInput"]["command"])
-    assert "'.env' is tracked by git" in proc.stderr
+    assert ".git/objects (the denied '.env' is in its history" in proc.stderr
+    # Untracked now, but still in HEAD: hidden all the same, until a human allows git.
     subprocess.run(["git", "rm", "-q", "--cached", ".env"], cwd=root, check=True)
+    proc = run_as_claude_code(root, out["updatedInput"]["command"])
+    assert proc.returncode != 0 and "'.env' is in its history" in proc.stderr
+    (root / "ctxnb.toml").write_text('[sandbox]\ngit = "read"\n')
     proc = run_as_claude_code(root, out["updatedInput"]["command"])
     assert proc.returncode == 0 and "D  .env" in proc.stdout, proc.stderr
 

@@ -393,18 +393,21 @@ def test_a_tracked_denied_file_is_not_readable_through_git(git_repo):
     assert secret in out["result"]["stdout"]
 
 
-def test_git_works_when_no_denied_file_is_tracked(git_repo):
+def test_git_works_when_no_denied_file_is_in_its_history(sample_ws):
     import subprocess
 
-    root = git_repo
+    root = sample_ws
     git = ["git", "-c", "user.name=t", "-c", "user.email=t@t.invalid"]
-    subprocess.run([*git, "rm", "-q", "--cached", ".env"], cwd=root, check=True)
-    subprocess.run([*git, "commit", "-qm", "untrack .env"], cwd=root, check=True)
-    assert (root / ".env").exists()  # denied, but no longer tracked
+    subprocess.run([*git, "init", "-q", "-b", "main"], cwd=root, check=True)
+    (root / ".git" / "info" / "exclude").write_text(".env\n")  # never given to git
+    subprocess.run([*git, "add", "-A"], cwd=root, check=True)
+    subprocess.run([*git, "commit", "-qm", "initial"], cwd=root, check=True)
+    assert (root / ".env").exists()  # denied, and never in the repository
     governed(root)
     t, _ = agent(root, True)
     out = run(t, "git log --oneline | head -1 && git show HEAD --stat | head -1")
     assert out["ok"] and out["result"]["returncode"] == 0, out
+    assert "initial" in out["result"]["stdout"]
     assert "notes" not in out["result"]
 
 
