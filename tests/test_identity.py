@@ -100,10 +100,14 @@ def test_a_search_for_the_secret_finds_nothing(linked, backend):
     t.workspace.close()
 
 
-def test_ripgrep_is_handed_only_the_files_the_policy_accepts(linked, tmp_path, monkeypatch):
-    """rg opened whole directories and read .env (and its link) before ctxnb dropped the
-    answer: now it is named only the files the policy's walk accepted."""
+def test_ripgrep_is_never_handed_a_denied_file_or_a_directory_holding_one(
+    linked, tmp_path, monkeypatch
+):
+    """rg was handed whole directories and read .env (and its links) before ctxnb
+    dropped the answer: now a directory goes to rg whole only when the policy refused
+    nothing in it; of the others, rg is named the accepted files alone."""
     root, secret = linked
+    os.link(root / ".env", root / "inventory" / "cfg.ini")  # a link deeper down
     real = find_ripgrep()
     assert real is not None
     log = tmp_path / "rg-args"
@@ -116,16 +120,24 @@ def test_ripgrep_is_handed_only_the_files_the_policy_accepts(linked, tmp_path, m
     t = tools_for(root)
     t.search_backend = "ripgrep"
     assert t.search(secret) == []
-    assert t.search("inventory tracker")
+    assert t.search("inventory tracker")  # the wrapper runs the real rg
     t.workspace.close()
     args = log.read_text().splitlines()
-    targets = args[args.index("--") + 1 :] if "--" in args else []
-    assert targets, args
-    named = [a for a in args if a.startswith("./") or a == "."]
-    assert "." not in named and "./" not in named  # no directory: only files
-    assert all((root / a).is_file() for a in named), named
-    for never in ("notes.txt", ".env", ".git/", ".ctxnb/"):
-        assert not any(never in a for a in named), (never, named)
+    named = [a for a in args if a == "." or a.startswith("./")]
+    assert named, args
+    assert "." not in named  # the root holds .env: only its accepted files are named
+    assert "./inventory" not in named  # it holds a link of .env
+    assert "./README.md" in named and "./inventory/models.py" in named
+    for path in named:
+        full = root / path
+        assert full.is_file() or full.is_dir(), path
+        if full.is_dir():  # handed whole: nothing in it may be denied
+            assert {".env", "notes.txt", "cfg.ini", ".git", ".ctxnb"}.isdisjoint(
+                os.listdir(full)
+            ), path
+        parts = path.split("/")
+        for never in ("notes.txt", ".env", "cfg.ini", ".git", ".ctxnb"):
+            assert never not in parts, (never, path)
 
 
 def test_the_indexer_and_observe_never_store_a_hard_link_of_a_denied_file(linked):

@@ -28,7 +28,7 @@ from ._searchfiles import (
     _policy_text,
     _search_python,
     _searchable_dirs,
-    _searchable_files,
+    _searchable_targets,
     _whole_tree,
 )
 from ._searchpatterns import _GlobFilter
@@ -144,9 +144,10 @@ def _search_ripgrep(
         return _search_python(root, compiled, glob_filter, exclude, None, policy)
     walker = policy or _whole_tree(root)
     if policy is not None:
-        # The files the policy's walk accepted, named one by one: rg opens nothing the
-        # file tools would refuse (denied names, their hard links, .git/, .ctxnb/).
-        targets, ignores = _searchable_files(policy, root, glob_filter, exclude)
+        # Directories the policy refused nothing in, and the accepted files of the
+        # others: rg opens nothing the file tools would refuse (denied names, their hard
+        # links, .git/, .ctxnb/).
+        targets, ignores = _searchable_targets(policy, root, glob_filter)
     else:
         dirs, ignores = _searchable_dirs(walker, root, glob_filter)
         targets = dirs
@@ -172,11 +173,11 @@ def _search_ripgrep(
         "none",
         "--case-sensitive" if case_sensitive else "--ignore-case",
     ]
-    if policy is None:
-        for glob in globs:
-            cmd += ["--glob", glob]
-        for name in sorted(ALWAYS_SKIP):
-            cmd += ["--glob", f"!{name}"]  # last, so no include glob can bring them back
+    # (Globs narrow the directories rg reads; rg applies none to a file it is named.)
+    for glob in globs:
+        cmd += ["--glob", glob]
+    for name in sorted(ALWAYS_SKIP):
+        cmd += ["--glob", f"!{name}"]  # last, so no include glob can bring them back
     cmd += ["--regexp", pattern if regex else re.escape(pattern)]
     if not _ascii_only(compiled):
         cmd += ["--regexp", _RG_ALSO]

@@ -50,6 +50,7 @@ def _first_root_walk(
     ignores: TreeIgnores,
     skip: Callable[[str, bool], bool],
     on_dir: Callable[[str], None] | None = None,
+    on_refused: Callable[[str, str], None] | None = None,
 ) -> Iterator[FileEntry]:
     """The policy's descriptor walk of its first root only, deciding ``ignores`` on the way.
 
@@ -70,8 +71,12 @@ def _first_root_walk(
     def judged(rel: str, is_dir: bool) -> bool:
         return roots_seen > 1 or skip(rel, is_dir)
 
+    def refused(rel: str, rule: str) -> None:
+        if roots_seen == 1 and on_refused is not None:
+            on_refused(rel, rule)
+
     first = policy.roots[0]
-    for entry in policy.walk(skip=judged, on_dir=enter):
+    for entry in policy.walk(skip=judged, on_dir=enter, on_refused=refused):
         if roots_seen == 1 and entry.safe.root == first:
             yield entry
 
@@ -225,31 +230,43 @@ def _searchable_dirs(
     return dirs, ignores
 
 
-def _searchable_files(
-    policy: PathPolicy,
-    root: Path,
-    glob_filter: _GlobFilter,
-    exclude: Callable[[str], bool] | None,
+def _searchable_targets(
+    policy: PathPolicy, root: Path, glob_filter: _GlobFilter
 ) -> tuple[list[str], TreeIgnores]:
-    """The files a search under ``policy`` reads, decided by the policy's walk.
+    """What ripgrep may open in a search under ``policy``: directories and files.
 
-    ripgrep is handed exactly these, never a directory: it opens no name the policy
-    refused (a denied file, a hard link of one, anything under ``.git`` or ``.ctxnb``),
-    so the file tools' deny list is ripgrep's too.
+    :func:`_searchable_dirs`, with this difference: a directory in which the policy
+    refused something (a denied name, a hard link of a denied file, a link or a special
+    file) is not handed over; the files of it the policy accepted are, one by one
+    (ripgrep reads many named files several times slower than a directory, so clean
+    directories go whole). So ripgrep opens no file the file tools would refuse, and
+    never ``.git/`` or ``.ctxnb/``, which the walk does not enter. Ignores and globs are
+    applied to ripgrep's answer, as for directories.
     """
     ignores = _search_ignores(root)
+    entered: list[str] = []
+    unclean: set[str] = set()
+    accepted: dict[str, list[str]] = {}
 
     def skip(rel: str, is_dir: bool) -> bool:
         if is_dir:
             return ignores.skip(rel, True) or not glob_filter.dir_ok(rel)
-        return (
-            ignores.skip(rel, False)
-            or not glob_filter.file_ok(rel)
-            or (exclude is not None and exclude(rel))
-        )
+        # Asked only for a file the policy accepted; the walk needs none of them.
+        accepted.setdefault(rel.rpartition("/")[0], []).append(rel)
+        return True
 
-    files = [entry.safe.rel for entry in _first_root_walk(policy, ignores, skip)]
-    return files, ignores
+    def refused(rel: str, rule: str) -> None:
+        unclean.add(rel.rpartition("/")[0])
+
+    for _ in _first_root_walk(policy, ignores, skip, entered.append, refused):
+        pass  # every file is skipped: the walk only enters directories
+    targets: list[str] = []
+    for d in entered:
+        if d in unclean:
+            targets += accepted.get(d, [])
+        else:
+            targets.append(d)
+    return targets, ignores
 
 
 def _confirm(

@@ -15,12 +15,13 @@ rules both follow:
   linked files nor linked directories). The Python backend walks by descriptors (the
   access layer's walk, with ``policy`` or with one that accepts every file), so a
   directory swapped for a link while it runs is never entered either. With a
-  ``policy`` (as the agent's file tools always pass), ripgrep is handed the files the
-  policy's walk accepted, one by one, never a directory: it opens no file the policy
-  refuses (a denied name, a hard link of a denied file, anything in ``.git`` or
-  ``.ctxnb``), and every file it names is matched again on a race-free read. Without
-  one, ripgrep is handed directories and its answer is trusted, which is right for a
-  tree nobody changes under the search and several times faster. Hidden files and
+  ``policy`` (as the agent's file tools always pass), ripgrep is handed the directories
+  the policy's walk entered and refused nothing in, and of the others only the files
+  it accepted: it opens no file the policy refuses (a denied name, a hard link of a
+  denied file, anything in ``.git`` or ``.ctxnb``), and every file it names is matched
+  again on a race-free read. Without one, ripgrep is handed the directories and its
+  answer is trusted, which is right for a tree nobody changes under the search and
+  several times faster. Hidden files and
   directories are searched, except anything named ``.git`` or ``.ctxnb``.
 * **Ignores**: git's, decided by ctxnb for both backends (:mod:`ctxnb.access.ignore`):
   ``.gitignore`` files anywhere below ``root`` (deeper files overriding shallower ones,
