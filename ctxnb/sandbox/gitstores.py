@@ -232,6 +232,8 @@ def _scan_rev_list(proc: subprocess.Popen[bytes], denied: Denied) -> str | None:
     timer = threading.Timer(HISTORY_TIMEOUT, proc.kill)
     timer.start()
     hit: str | None = None
+    # Each version of a file is listed under its path: a path is judged once.
+    judged: set[bytes] = set()
     try:
         assert proc.stdout is not None
         for line in proc.stdout:
@@ -240,11 +242,13 @@ def _scan_rev_list(proc: subprocess.Popen[bytes], denied: Denied) -> str | None:
                 # A path with a line break, or output git never writes: no guess.
                 hit = "its history has a name ctxnb cannot read, so it is hidden"
                 break
-            if sep and raw:
-                path = raw.decode("utf-8", "surrogateescape")
-                if denied(path):
-                    hit = f"the denied {path!r} is in its history or index"
-                    break
+            if not raw or raw in judged:
+                continue
+            judged.add(raw)
+            path = raw.decode("utf-8", "surrogateescape")
+            if denied(path):
+                hit = f"the denied {path!r} is in its history or index"
+                break
         if hit is not None:
             proc.kill()
         proc.communicate()
