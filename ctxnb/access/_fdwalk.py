@@ -53,6 +53,7 @@ _S_IFMT, _S_IFDIR, _S_IFREG, _S_IFLNK = (
 _UNJUDGED = "\x00unjudged"  # no rule name holds a NUL
 _JUDGED_MAX = 1 << 17  # names whose walk judgment is remembered (a few MB at most)
 _IDENTITY_MAX = 1 << 14  # inodes whose identity judgment is remembered
+_CTIME_SLACK_NS = 2_000_000_000  # FAT keeps 2-second times; the kernel's clock is coarse
 _ODD_END = re.compile(r"[. ](?:/|$)")  # a name Windows would strip (the rules fold it)
 
 
@@ -75,7 +76,7 @@ class _FdWalk(PathRules):
         ``fstat`` of the open file) is an inode a denied name holds, else None.
 
         ``since_ns``: when the operation (or walk) began; a walk of the denied names
-        taken before it is not trusted for an inode not judged yet.
+        taken before it is not trusted for an inode changed (ctime) since that walk.
         """
         if st.st_nlink < 2 or st.st_mode & _S_IFMT != _S_IFREG or not self._deny_lines:
             return None
@@ -87,7 +88,12 @@ class _FdWalk(PathRules):
         if hit is not None and hit[0] == st.st_ctime_ns and hit[1] == st.st_nlink:
             return hit[2]
         scan: DeniedInodes | None = self.__dict__.get("_identity_scan")
-        if scan is None or scan.taken_ns < since_ns:
+        # A walk taken before this operation still answers for an inode whose ctime is
+        # older than the walk: no link of it was made, removed or renamed since (with
+        # a margin for filesystems that keep coarse times).
+        if scan is None or (
+            scan.taken_ns < since_ns and st.st_ctime_ns >= scan.taken_ns - _CTIME_SLACK_NS
+        ):
             scan = self._scan_identities()
         name = scan.name_of(st)
         rule = None if name is None else f"identity:{name}"

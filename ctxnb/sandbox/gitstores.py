@@ -91,14 +91,27 @@ class HiddenStore:
 
 def is_gitdir(names: Iterable[str]) -> bool:
     """Whether a directory listing ``names`` is a git directory's (``HEAD``, ``objects/``,
-    ``refs/``)."""
+    ``refs/``): a ``.git``, a submodule's under ``.git/modules``, a bare repository.
+
+    Example:
+        >>> is_gitdir(["HEAD", "config", "objects", "refs"]), is_gitdir(["src", "HEAD"])
+        (True, False)
+    """
     have = set(names)
     return all(n in have for n in _GITDIR_SHAPE)
 
 
 def find_gitdirs(root: Path) -> list[str]:
     """The root's ``.git`` (a directory, not the file of a worktree or a submodule) and
-    the git directories below its ``modules/`` (submodules, nested ones too)."""
+    the git directories below its ``modules/`` (submodules, nested ones too).
+
+    Example:
+        >>> import pathlib, subprocess, tempfile
+        >>> ws = pathlib.Path(tempfile.mkdtemp())
+        >>> _ = subprocess.run(["git", "init", "-q", str(ws)], check=True)
+        >>> find_gitdirs(ws)
+        ['.git']
+    """
     top = root / ".git"
     if top.is_symlink() or not top.is_dir():
         return []
@@ -144,6 +157,19 @@ def stores_to_hide(
         denied_files: the denied regular files now, as
             :class:`~ctxnb.access.identity.DeniedFile` (their bytes are looked for).
         cache_dir: where the answers are kept (None: not kept).
+
+    Example:
+        >>> import pathlib, subprocess, tempfile
+        >>> ws = pathlib.Path(tempfile.mkdtemp())
+        >>> git = ["git", "-c", "user.name=a", "-c", "user.email=a@a.invalid", "-C", str(ws)]
+        >>> _ = (ws / ".env").write_text("TOKEN=1\\n")
+        >>> for args in (["init", "-q"], ["add", ".env"], ["commit", "-qm", "x"],
+        ...              ["rm", "-q", "--cached", ".env"], ["commit", "-qm", "y"]):
+        ...     _ = subprocess.run([*git, *args], check=True)
+        >>> [(s.objects, s.reason) for s in stores_to_hide(
+        ...     ws, [".git"], denied=lambda p: p.startswith(".env"), deny=[".env*"],
+        ...     denied_files=lambda: iter(()), cache_dir=None)]
+        [('.git/objects', "the denied '.env' is in its history or index")]
     """
     if not gitdirs:
         return []

@@ -606,19 +606,20 @@ def test_hook_sandbox_defaults_match_the_config(tmp_path):
     from ctxnb.sandbox import Sandbox
 
     def shape(sb):
-        return (sb.backend, sb.network, sb.env_allow, sb.read_paths, sb.limits)
+        return (sb.backend, sb.network, sb.env_allow, sb.read_paths, sb.limits, sb.git)
 
     hook = Sandbox.from_settings(tmp_path, state_mod.DEFAULT_SETTINGS["sandbox"])
     config = Sandbox.from_settings(tmp_path, CtxnbConfig().sandbox.model_dump())
     assert shape(hook) == shape(config)
     # And a setting given in either form reaches the sandbox the same way.
-    given = {"network": True, "env": ["LANG"], "max_file_mb": 8}
+    given = {"network": True, "env": ["LANG"], "max_file_mb": 8, "git": "read"}
     both = [
         Sandbox.from_settings(tmp_path, given),
         Sandbox.from_settings(tmp_path, CtxnbConfig(sandbox=given).sandbox.model_dump()),
     ]
     assert shape(both[0]) == shape(both[1])
     assert both[0].network and both[0].env_allow == ["LANG"] and both[0].limits.max_file_mb == 8
+    assert both[0].git == "read" and hook.git == "auto"
 
 
 def test_settings_from_ctxnb_toml_are_used_and_cached(ws, payloads, run):
