@@ -71,6 +71,7 @@ _GITDIR_SHAPE = ("HEAD", "objects", "refs")
 # What rev-list's answer depends on, inside a git directory (besides objects/).
 _STATE_DIRS = ("refs", "logs", "reftable", "worktrees")
 _OBJECT_ID = re.compile(rb"[0-9a-f]{40}(?:[0-9a-f]{24})?")
+_NOT_RUN = "git could not be run"
 _SHA256_FORMAT = re.compile(r"(?im)^\s*objectformat\s*=\s*sha256\s*$")
 
 Denied = Callable[[str], bool]  # a path in a repository -> the deny list matches it
@@ -185,8 +186,9 @@ def stores_to_hide(
             reason = hit["reason"]
         else:
             reason = _holds_denied(root / gitdir, denied, blobs)
-            cache[gitdir] = {"key": key, "reason": reason}
-            changed = True
+            if not (reason or "").startswith(_NOT_RUN):  # git missing: ask again next time
+                cache[gitdir] = {"key": key, "reason": reason}
+                changed = True
         if isinstance(reason, str):
             out.append(HiddenStore(f"{gitdir}/objects", reason))
             out += _alternates(root, gitdir)
@@ -236,7 +238,7 @@ def _history_hit(gitdir: Path, denied: Denied) -> str | None:
                 env=_git_env(),
             )
         except OSError as e:
-            return f"git could not be run to read its history ({e.strerror}), so it is hidden"
+            return f"{_NOT_RUN} to read its history ({e.strerror}), so it is hidden"
         hit = _scan_rev_list(proc, denied)
         errors.seek(0)
         err = errors.read(4096)
