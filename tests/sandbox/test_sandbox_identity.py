@@ -18,7 +18,7 @@ from pathlib import Path
 
 import pytest
 from _needs import needs
-from test_sandbox_overlay import agent, governed, run
+from _sandbox_agent import agent, governed, run
 
 from ctxnb.sandbox import Sandbox
 from ctxnb.sandbox.plan import find_bwrap
