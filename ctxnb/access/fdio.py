@@ -169,6 +169,23 @@ class PathPolicy(_FdWalk):
             return False
         return True
 
+    def denied_by_identity(self, st: os.stat_result) -> str | None:
+        """The rule refusing the regular file whose ``lstat`` (or ``fstat``) is ``st``
+        as a hard link of a denied file (``identity:<denied path>``), or None.
+
+        For a caller that lists files by other means (ripgrep's ``--files``) and must
+        refuse what the descriptor walk would. A file with one link is never one.
+
+        Example:
+            >>> import os, pathlib, tempfile
+            >>> ws = pathlib.Path(tempfile.mkdtemp())
+            >>> _ = (ws / ".env").write_text("TOKEN=1\\n")
+            >>> os.link(ws / ".env", ws / "notes.txt")
+            >>> PathPolicy([ws]).denied_by_identity(os.lstat(ws / "notes.txt"))
+            'identity:.env'
+        """
+        return self._identity_rule(st, time.time_ns())
+
     def read_bytes(
         self, path: str | os.PathLike[str] | SafePath, *, max_bytes: int | None = None
     ) -> bytes:

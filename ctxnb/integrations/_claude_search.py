@@ -5,7 +5,7 @@ file, yet ripgrep, which both tools run, opens ``.env`` and prints it. So the
 pre-tool-use hook does not judge the pattern's text: it asks ripgrep itself which files
 the call reaches, with the arguments Claude Code gives it, and refuses the call when any
 of them is a file ctxnb hides from commands (:func:`search_rules`: the deny list,
-``.git`` and ``.ctxnb``).
+``.git`` and ``.ctxnb``), or a hard link of a denied file under another name.
 
 How Claude Code runs ripgrep (its documented tool behaviour; no Claude Code binary was
 run here):
@@ -81,6 +81,8 @@ def check_search(ctx: _Context, tool: str, tool_input: Mapping[str, Any]) -> Non
     roots = {str(ctx.root).rstrip("/") + "/", os.path.realpath(ctx.root).rstrip("/") + "/"}
     refused = list(search_rules(ctx).refused_among(_relative(roots, name) for name in reached))
     if not refused:
+        refused = _links_of_denied(ctx, roots, reached)
+    if not refused:
         return
     shown = ", ".join(f"{rel} ({rule})" for rel, rule in refused[:_SHOWN])
     more = f" and {len(refused) - _SHOWN} more" if len(refused) > _SHOWN else ""
@@ -145,6 +147,23 @@ def reachable_files(
             )
         found.update(os.fsdecode(p) for p in proc.stdout.split(b"\0") if p)
     return sorted(found)
+
+
+def _links_of_denied(ctx: _Context, roots: set[str], reached: list[str]) -> list[tuple[str, str]]:
+    """The reached files that are hard links of a denied file (``notes.txt``, the same
+    inode as ``.env``): ripgrep would print the denied bytes under the other name. Only
+    a file with several links is looked at further (:mod:`ctxnb.access.identity`)."""
+    out = []
+    for name in reached:
+        try:
+            st = os.lstat(name)
+        except OSError:
+            continue
+        if st.st_nlink > 1:
+            rule = ctx.policy.denied_by_identity(st)
+            if rule is not None:
+                out.append((_relative(roots, name), rule))
+    return out
 
 
 def _grep_globs(pattern: str | None) -> list[list[str]]:

@@ -196,9 +196,8 @@ def test_a_link_of_a_file_in_a_denied_directory_is_refused(sample_ws):
     t.workspace.close()
 
 
-def test_claude_codes_read_of_a_hard_link_of_a_denied_file_is_denied(linked):
-    """Through the real hook process, as Claude Code runs it (the venv's ctxnb)."""
-    root, secret = linked
+def _pre_tool_use(root: Path, tool: str, tool_input: dict) -> subprocess.CompletedProcess[bytes]:
+    """The real hook process, as Claude Code runs it (the venv's ctxnb on PATH)."""
     init_governance(root)
     (root / ".orchestration" / "active_intents.yaml").write_text(INTENTS)
     payload = {
@@ -207,13 +206,13 @@ def test_claude_codes_read_of_a_hard_link_of_a_denied_file_is_denied(linked):
         "cwd": str(root),
         "permission_mode": "default",
         "hook_event_name": "PreToolUse",
-        "tool_name": "Read",
-        "tool_input": {"file_path": str(root / "notes.txt")},
+        "tool_name": tool,
+        "tool_input": tool_input,
     }
     exe = Path(sys.executable).parent / "ctxnb"
     assert exe.exists(), exe
     env = {**os.environ, "PATH": f"{exe.parent}:{os.environ.get('PATH', '')}"}
-    proc = subprocess.run(
+    return subprocess.run(
         ["ctxnb", "hook", "pre-tool-use"],
         input=json.dumps(payload).encode(),
         capture_output=True,
@@ -221,8 +220,28 @@ def test_claude_codes_read_of_a_hard_link_of_a_denied_file_is_denied(linked):
         timeout=60,
         check=False,
     )
+
+
+def test_claude_codes_read_of_a_hard_link_of_a_denied_file_is_denied(linked):
+    root, secret = linked
+    proc = _pre_tool_use(root, "Read", {"file_path": str(root / "notes.txt")})
     assert proc.returncode == 0, proc.stderr
     answer = json.loads(proc.stdout)["hookSpecificOutput"]
     assert answer["permissionDecision"] == "deny"
     assert "identity:.env" in answer["permissionDecisionReason"]
     assert secret not in proc.stdout.decode()
+
+
+def test_claude_codes_grep_that_reaches_a_hard_link_of_a_denied_file_is_denied(linked):
+    """Claude Code's own ripgrep would print the secret from notes.txt: the Grep's reach
+    is judged by identity too, not only by the names it lists."""
+    root, secret = linked
+    grep = {"pattern": "NOTE=", "path": str(root), "glob": "*.txt"}  # reaches no .env
+    proc = _pre_tool_use(root, "Grep", grep)
+    assert proc.returncode == 0, proc.stderr
+    answer = json.loads(proc.stdout)["hookSpecificOutput"]
+    assert answer["permissionDecision"] == "deny"
+    assert "notes.txt (identity:.env)" in answer["permissionDecisionReason"]
+    # Narrowed so that it reaches no denied file and no link of one, it is allowed.
+    proc = _pre_tool_use(root, "Grep", {"pattern": "NOTE=", "path": str(root / "inventory")})
+    assert proc.returncode == 0 and proc.stdout == b"", proc.stdout
