@@ -5,12 +5,12 @@ from __future__ import annotations
 import gc
 import os
 import shutil
-import subprocess
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 from _data import TEST_DATA
+from _git import git
 
 REPO = Path(__file__).resolve().parent.parent
 
@@ -75,13 +75,6 @@ def sample_ws(tmp_path: Path) -> Path:
     dest = tmp_path / "tinyinv"
     shutil.copytree(REPO / "data" / "sample_workspace", dest)
     return dest
-
-
-def git(cwd: Path, *args: str) -> str:
-    """Run git in ``cwd`` and return its stdout."""
-    return subprocess.run(
-        ["git", *args], cwd=cwd, check=True, capture_output=True, text=True
-    ).stdout.strip()
 
 
 @pytest.fixture

@@ -23,7 +23,7 @@ from pathlib import Path
 from typing import Any
 
 from _needs import has_module, require
-from conftest import REPO
+from _paths import REPO
 
 from ctxnb.cli.app import main
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import multiprocessing
 from pathlib import Path
 
-from conftest import git
+from _git import git
 
 from ctxnb.govern._gitrev import _find_git_root
 

@@ -16,8 +16,8 @@ import sys
 from pathlib import Path
 
 import pytest
+from _git import git
 from _intents import ENGINE_INTENTS as INTENTS
-from conftest import git
 
 from ctxnb import Workspace
 from ctxnb.cli.app import main

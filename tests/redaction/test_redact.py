@@ -334,7 +334,7 @@ def test_many_keyword_lines_in_a_large_text() -> None:
 def test_real_agent_transcripts_have_nothing_redacted() -> None:
     """14 MB of real agent transcripts (vendored, no credentials in them): code, diffs,
     hashes, token counts and JSON-escaped tool output, nothing of which is a secret."""
-    from conftest import REPO
+    from _paths import REPO
 
     files = [p for p in (REPO / "tests" / "data" / "trajectories").rglob("*") if p.is_file()]
     assert len(files) > 40
