@@ -242,7 +242,8 @@ def test_a_write_refused_as_stale_leaves_no_record_of_its_version(gov: Path) -> 
     rel = "inventory/models.py"
     base = tools.read_file(rel)
     outside = base.content + "# saved by an editor\n"
-    real_object_id = tools.object_id
+    # The write asks its file sources for the object id while the new data syncs.
+    real_object_id = tools._files.object_id
 
     def object_id_then_saved(name: str) -> str:
         # Another program saves the file while the governed write fsyncs its new data
@@ -251,7 +252,7 @@ def test_a_write_refused_as_stale_leaves_no_record_of_its_version(gov: Path) -> 
             (gov / rel).write_text(outside)
         return real_object_id(name)
 
-    tools.object_id = object_id_then_saved  # type: ignore[method-assign]
+    tools._files.object_id = object_id_then_saved  # type: ignore[method-assign]
     logged_before = len(_logged(gov))
     ids_before = _ids(gov)
     refused = base.content + "# the agent's edit\n"
