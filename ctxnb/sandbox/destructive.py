@@ -3,22 +3,36 @@
 Judged on the bytes a command left, never on its text (see docs/sandbox.md,
 "Destructive changes wait for a human"). Pure functions: the commit
 (:mod:`ctxnb.sandbox.commit`) asks the approver.
+
+The lines a change keeps are a longest common subsequence of the old and new lines
+(:mod:`ctxnb._util.linediff`: bit-parallel, milliseconds for thousands of lines, where
+difflib's matcher took minutes on a rewrite of repeated lines). The search is bounded
+(:data:`~ctxnb._util.linediff.MAX_CELLS` pairs of lines, :data:`DIFF_DEADLINE_MS`):
+past the bound a change is judged on the lines it is known to keep, and one that cannot
+be shown to keep enough is destructive ("too large to compare"), so a large rewrite waits
+for a human rather than passing unchecked.
 """
 
 from __future__ import annotations
 
-import difflib
+import time
 from collections.abc import Sequence
 from typing import Any
 
-__all__ = ["MIN_DESTRUCTIVE_BYTES", "destructive_reason"]
+__all__ = ["DIFF_DEADLINE_MS", "MIN_DESTRUCTIVE_BYTES", "destructive_reason"]
 
 MIN_DESTRUCTIVE_BYTES = 64
 """A file this size or larger is judged by its bytes as well as its lines: a write that
 keeps less than half of them is destructive, whatever its line count."""
 
+DIFF_DEADLINE_MS = 1000
+"""How long the lines of one file's change are compared at most; a change that has not
+been shown to keep enough by then is destructive (it waits for a human)."""
 
-def destructive_reason(rel: str, old: bytes | None, new: bytes | None) -> str | None:
+
+def destructive_reason(
+    rel: str, old: bytes | None, new: bytes | None, *, deadline_ms: float = DIFF_DEADLINE_MS
+) -> str | None:
     """Why a change to ``rel`` from ``old`` to ``new`` bytes is destructive, or None.
 
     Destructive: deleting a file that existed; truncating a non-empty file to zero
@@ -27,7 +41,9 @@ def destructive_reason(rel: str, old: bytes | None, new: bytes | None) -> str | 
     file's lines (a text file of at least 4 lines); a write that keeps less than half
     of the old file's bytes (a file of at least :data:`MIN_DESTRUCTIVE_BYTES` bytes,
     text or binary). What counts as kept is measured by :func:`_kept`. A new file, an
-    append or an edit that keeps most of a file is not destructive.
+    append or an edit that keeps most of a file is not destructive. A text change whose
+    lines cannot be compared within ``deadline_ms`` (or the cell bound) is destructive
+    unless the lines found by then already keep enough.
 
     Example:
         >>> destructive_reason("a.py", b"x\\n" * 10, None)
@@ -51,21 +67,47 @@ def destructive_reason(rel: str, old: bytes | None, new: bytes | None) -> str | 
     if old_text and new_text is None:
         return f"replaces the text of {rel} with binary bytes"
     if old_text is not None and new_text is not None:
-        old_lines = old_text.splitlines(keepends=True)
-        new_lines = new_text.splitlines(keepends=True)
-        sm = difflib.SequenceMatcher(None, old_lines, new_lines, autojunk=False)
-        blocks = sm.get_matching_blocks()
-        kept_lines = sum(b.size for b in blocks)
-        if len(old_lines) >= 4 and kept_lines * 2 < len(old_lines):
-            return f"removes {len(old_lines) - kept_lines} of the {len(old_lines)} lines of {rel}"
-        kept_chars = sum(len(old_lines[i]) for b in blocks for i in range(b.a, b.a + b.size))
-        kept = max(kept_chars, _kept(old_text, new_text))
-        total = len(old_text)
-        unit = "characters"
-    else:
-        kept, total, unit = _kept(old, new), len(old), "bytes"
+        return _text_reason(rel, len(old), old_text, new_text, deadline_ms)
+    kept, total = _kept(old, new), len(old)
     if len(old) >= MIN_DESTRUCTIVE_BYTES and kept * 2 < total:
-        return f"removes {total - kept} of the {total} {unit} of {rel}"
+        return f"removes {total - kept} of the {total} bytes of {rel}"
+    return None
+
+
+def _text_reason(
+    rel: str, size: int, old_text: str, new_text: str, deadline_ms: float
+) -> str | None:
+    """:func:`destructive_reason` of a text file's change (``size``: its old bytes)."""
+    from .._util.linediff import anchored, intern_lines, lcs
+
+    old_lines = old_text.splitlines(keepends=True)
+    a, b = intern_lines(old_lines, new_text.splitlines(keepends=True))
+    deadline = time.monotonic() + deadline_ms / 1000
+    n, total = len(a), len(old_text)
+    by_lines, by_size = n >= 4, size >= MIN_DESTRUCTIVE_BYTES
+
+    def chars(pairs: list[tuple[int, int]]) -> int:
+        return sum(len(old_lines[i]) for i, _ in pairs)
+
+    # The most lines any diff keeps. Which lines (for their characters) depends on the
+    # alignment: the anchored one (patience) is tried too when this one keeps too few.
+    best = lcs(a, b, deadline=deadline)
+    kept_lines = len(best.pairs)
+    if best.exact and by_lines and kept_lines * 2 < n:
+        return f"removes {n - kept_lines} of the {n} lines of {rel}"
+    kept = max(chars(best.pairs), _kept(old_text, new_text)) if by_size else total
+    if not best.exact or (by_size and kept * 2 < total):
+        shape = anchored(a, b, deadline=deadline)
+        kept_lines = max(kept_lines, len(shape.pairs))
+        kept = max(kept, chars(shape.pairs))
+        if not best.exact and ((by_lines and kept_lines * 2 < n) or (by_size and kept * 2 < total)):
+            # Neither alignment finished and what they found does not keep enough: the
+            # change is not shown to be harmless, so it waits for a human.
+            return (
+                f"the diff of {rel} ({n} lines) is too large to compute within {deadline_ms:g} ms"
+            )
+    if by_size and kept * 2 < total:
+        return f"removes {total - kept} of the {total} characters of {rel}"
     return None
 
 
