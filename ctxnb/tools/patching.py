@@ -41,7 +41,6 @@ Example:
 
 from __future__ import annotations
 
-import difflib
 from collections.abc import Iterable, Sequence
 from typing import Any
 
@@ -73,6 +72,7 @@ __all__ = [
     "apply_unified_diff",
     "changed_line_ranges",
     "diff_stats",
+    "format_unified",
     "parse_patch",
     "parse_unified_diff",
     "unified_diff",
@@ -352,7 +352,10 @@ def unified_diff(a: str, b: str, *, fromfile: str = "a", tofile: str = "b", n: i
     Lines are git's (split at ``\\n``, a CR kept in its line), so a change of line
     ending shows as a changed line, as in ``git diff``, and the diff carries each
     line's exact ending. A missing final newline is marked with
-    ``\\ No newline at end of file``.
+    ``\\ No newline at end of file``. Lines are aligned as patience diff aligns them,
+    the gaps between its anchors by a longest common subsequence
+    (:func:`ctxnb._util.linediff.anchored`): near-linear time, also on texts of
+    repeated lines.
 
     Args:
         a: the old text.
@@ -373,14 +376,62 @@ def unified_diff(a: str, b: str, *, fromfile: str = "a", tofile: str = "b", n: i
         -b
         +c
     """
-    out: list[str] = []
-    for line in difflib.unified_diff(
-        _diff_lines(a), _diff_lines(b), fromfile=fromfile, tofile=tofile, n=n
-    ):
-        if line.endswith("\n"):
-            out.append(line)
-        else:
-            out.append(line + "\n" + NO_NEWLINE_MARKER + "\n")
+    from .._util.linediff import anchored, grouped_opcodes, intern_lines
+
+    old, new = _diff_lines(a), _diff_lines(b)
+    keys_a, keys_b = intern_lines(old, new)
+    groups = grouped_opcodes(anchored(keys_a, keys_b).pairs, len(old), len(new), n)
+    return format_unified(old, new, groups, fromfile=fromfile, tofile=tofile)
+
+
+def _range(start: int, stop: int) -> str:
+    # A hunk's range as diff -u writes it: "3" for one line, "2,0" before an empty one.
+    if stop - start == 1:
+        return str(start + 1)
+    return f"{start + 1 if stop > start else start},{stop - start}"
+
+
+def format_unified(
+    a: Sequence[str],
+    b: Sequence[str],
+    groups: Sequence[Sequence[tuple[str, int, int, int, int]]],
+    *,
+    fromfile: str,
+    tofile: str,
+) -> str:
+    """The unified diff of hunks ``groups`` (:func:`ctxnb._util.linediff.grouped_opcodes`)
+    between the lines ``a`` and ``b`` as they are to be shown (each with its ending; a
+    line without one gets ``\\ No newline at end of file``); ``""`` with no hunk.
+
+    Example:
+        >>> print(format_unified(["x\\n"], ["y"], [[("replace", 0, 1, 0, 1)]],
+        ...                      fromfile="a/f", tofile="b/f"), end="")
+        --- a/f
+        +++ b/f
+        @@ -1 +1 @@
+        -x
+        +y
+        \\ No newline at end of file
+    """
+    if not groups:
+        return ""
+    out = [f"--- {fromfile}\n", f"+++ {tofile}\n"]
+
+    def emit(mark: str, line: str) -> None:
+        out.append(mark + line if line.endswith("\n") else f"{mark}{line}\n{NO_NEWLINE_MARKER}\n")
+
+    for group in groups:
+        i1, i2, j1, j2 = group[0][1], group[-1][2], group[0][3], group[-1][4]
+        out.append(f"@@ -{_range(i1, i2)} +{_range(j1, j2)} @@\n")
+        for tag, x1, x2, y1, y2 in group:
+            if tag == "equal":
+                for line in a[x1:x2]:
+                    emit(" ", line)
+                continue
+            for line in a[x1:x2]:
+                emit("-", line)
+            for line in b[y1:y2]:
+                emit("+", line)
     return "".join(out)
 
 
