@@ -14,22 +14,40 @@ governed write path (commit: optimistic check, atomic write, store versions, tra
 records, intent map), timed separately, against ``git status --porcelain`` on the same
 tree (git's own stat-based check of what changed), in the same run.
 
-Targets: (a) added start-up <= 20 ms; (b) detect + commit of <= 10 changes <= 3 ms.
+(c) The destructive check on a hostile 2,000-line rewrite: a file of 2,000 equal lines
+rewritten with a line inserted after each kept one, keeping exactly half (no), and
+keeping 990 of them (yes) -- repeated lines, where difflib's matcher costs cubic time.
+``destructive_reason`` (bounded LCS) and the approval diff's ``unified_diff`` (patience
+anchors, LCS in the gaps) at 2,000 lines, against the check as it was (difflib's
+``SequenceMatcher``, ``tests/_difflib_destructive.py``) in the same run: at
+``--baseline-lines`` (1,000 by default), since at 2,000 lines it takes minutes; the
+ratio is given at the same size and against the 2,000-line figure.
+
+Targets: (a) added start-up <= 20 ms; (b) detect + commit of <= 10 changes <= 3 ms;
+(c) the check on the 2,000-line rewrite <= 50 ms.
 
 Run with::
 
-    python bench/sandbox.py [--runs 40]
+    python bench/sandbox.py [--runs 40] [--part all|startup|commit|destructive]
+        [--baseline-lines 1000]
 """
 
 from __future__ import annotations
 
 import argparse
+import difflib
 import os
 import statistics
 import subprocess
+import sys
 import tempfile
 import time
+from collections.abc import Callable
 from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))
+
+from _difflib_destructive import difflib_destructive_reason  # noqa: E402
 
 from ctxnb.samples import copy_sample_workspace
 from ctxnb.sandbox import Sandbox, check_bwrap, classify, run_command, walk_upper
@@ -37,6 +55,8 @@ from ctxnb.sandbox.plan import bwrap_argv
 
 TARGET_ADDED_MS = 20.0
 TARGET_DETECT_MS = 3.0
+TARGET_CHECK_MS = 50.0
+HOSTILE_LINES = 2000
 SCOPE_FILES = 2450
 CHANGED = 10
 
@@ -133,14 +153,89 @@ def bench_detection(runs: int) -> tuple[float, float, float, int]:
     return _median_ms(detect), _median_ms(commit), _median_ms(gits), found
 
 
-def main() -> int:
-    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--runs", type=int, default=40)
-    ns = ap.parse_args()
+def hostile(n: int) -> dict[str, tuple[bytes, bytes]]:
+    """The two rewrites of (c) at ``n`` lines: (old bytes, new bytes)."""
+    same = b"x\n" * n
+    return {
+        "keeps half (not destructive)": (same, b"x\nz\n" * (n // 2)),
+        "keeps 49.5% (destructive)": (same, b"x\nz\n" * (n * 99 // 200) + b"z\n" * (n // 100)),
+    }
 
-    boxed, bare, raw = bench_startup(ns.runs)
+
+def _time_ms(fn: Callable[[], object], runs: int) -> tuple[float, object]:
+    times, out = [], None
+    for _ in range(runs):
+        t0 = time.perf_counter()
+        out = fn()
+        times.append(time.perf_counter() - t0)
+    return _median_ms(times), out
+
+
+def bench_destructive(runs: int, baseline_lines: int) -> None:
+    from ctxnb.sandbox.destructive import destructive_reason
+    from ctxnb.tools.patching import unified_diff
+
+    print(f"(c) the destructive check on a hostile {HOSTILE_LINES:,}-line rewrite")
+    worst = 0.0
+    for name, (old, new) in hostile(HOSTILE_LINES).items():
+        check, verdict = _time_ms(lambda o=old, n=new: destructive_reason("f", o, n), runs)
+        text_old, text_new = old.decode(), new.decode()
+        diff, shown = _time_ms(lambda a=text_old, b=text_new: unified_diff(a, b), runs)
+        was, shown_was = _time_ms(
+            lambda a=text_old, b=text_new: "".join(
+                difflib.unified_diff(a.splitlines(True), b.splitlines(True))
+            ),
+            runs,
+        )
+        worst = max(worst, check)
+        print(f"    {name}: {verdict or 'not destructive'}")
+        print(f"      destructive_reason, {HOSTILE_LINES:,} lines: {check:8.2f} ms")
+        print(
+            f"      unified_diff (approval diff), {HOSTILE_LINES:,} lines: {diff:8.2f} ms, "
+            f"{len(str(shown).splitlines()):,} diff lines; difflib.unified_diff as it was: "
+            f"{was:.2f} ms, {len(str(shown_was).splitlines()):,} diff lines (its autojunk "
+            "matches no repeated line)"
+        )
+        small_old, small_new = hostile(baseline_lines)[name]
+        same_size, _ = _time_ms(
+            lambda o=small_old, n=small_new: destructive_reason("f", o, n), runs
+        )
+        t0 = time.perf_counter()
+        before = difflib_destructive_reason("f", small_old, small_new)
+        old_ms = (time.perf_counter() - t0) * 1000
+        now = destructive_reason("f", small_old, small_new)
+        print(
+            f"      at {baseline_lines:,} lines: difflib (the check as it was, 1 run) "
+            f"{old_ms:10.1f} ms, bounded {same_size:6.2f} ms, ratio {old_ms / same_size:,.0f}x; "
+            f"same verdict: {(before is None) == (now is None)}"
+        )
+        print(
+            f"      difflib at {baseline_lines:,} lines / bounded at {HOSTILE_LINES:,}: "
+            f"{old_ms / check:,.0f}x (difflib itself was not run at {HOSTILE_LINES:,} lines: "
+            "it takes minutes)"
+        )
+    verdict = "met" if worst <= TARGET_CHECK_MS else "MISSED"
+    print(f"    slowest check {worst:.2f} ms (target <= {TARGET_CHECK_MS:.0f} ms: {verdict})")
+    # Lines repeated just under difflib's autojunk threshold (1% of the text) are not
+    # junk to it: the approval diff as it was searched them all.
+    values = [f"value {i}\n" for i in range(100)]
+    a = "".join(values[i % 100] for i in range(HOSTILE_LINES))
+    b = "".join(values[i * 7 % 100] for i in range(HOSTILE_LINES))
+    diff, _ = _time_ms(lambda: unified_diff(a, b), runs)
+    was, _ = _time_ms(
+        lambda: "".join(difflib.unified_diff(a.splitlines(True), b.splitlines(True))), 3
+    )
+    print(
+        f"    approval diff of {HOSTILE_LINES:,} lines of 100 values repeated 20 times: "
+        f"unified_diff {diff:.2f} ms, difflib.unified_diff as it was {was:.2f} ms "
+        f"(ratio {was / diff:.0f}x)"
+    )
+
+
+def report_startup(runs: int) -> None:
+    boxed, bare, raw = bench_startup(runs)
     added = boxed - bare
-    print("(a) start-up of a confined command (median of", ns.runs, "runs)")
+    print("(a) start-up of a confined command (median of", runs, "runs)")
     print(f"    Sandbox.run('true'):        {boxed:7.2f} ms")
     print(f"      of which bwrap alone:     {raw:7.2f} ms (namespaces, mounts, prlimit, sh)")
     print(f"    sh -c true (baseline):      {bare:7.2f} ms")
@@ -151,9 +246,11 @@ def main() -> int:
     )
     print(f"    load average while measuring: {os.getloadavg()[0]:.1f} on {os.cpu_count()} CPUs")
 
-    detect, commit, gits, n = bench_detection(ns.runs)
+
+def report_commit(runs: int) -> None:
+    detect, commit, gits, n = bench_detection(runs)
     total = detect + commit
-    print(f"(b) {n} changes in a {SCOPE_FILES:,}-file scope (median of {ns.runs} runs)")
+    print(f"(b) {n} changes in a {SCOPE_FILES:,}-file scope (median of {runs} runs)")
     print(f"    detect (upper walk + classify): {detect:7.2f} ms")
     print(f"    commit (check, write, store, trace): {commit:7.2f} ms")
     print(f"    git status (baseline):      {gits:7.2f} ms")
@@ -161,6 +258,21 @@ def main() -> int:
         f"    detect + commit {total:.2f} ms, ratio to git status {total / gits:.2f}x "
         f"(target <= {TARGET_DETECT_MS:.0f} ms: {'met' if total <= TARGET_DETECT_MS else 'MISSED'})"
     )
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--runs", type=int, default=40)
+    ap.add_argument("--part", choices=["all", "startup", "commit", "destructive"], default="all")
+    ap.add_argument("--baseline-lines", type=int, default=1000)
+    ns = ap.parse_args()
+
+    if ns.part in ("all", "startup"):
+        report_startup(ns.runs)
+    if ns.part in ("all", "commit"):
+        report_commit(ns.runs)
+    if ns.part in ("all", "destructive"):
+        bench_destructive(ns.runs, ns.baseline_lines)
     return 0
 
 
