@@ -108,33 +108,39 @@ class _CommitSteps:
         # A held command's changes are compared with the approved diff even when what is
         # left of them is harmless (a destructive file out of the scope now): the human
         # approved all of them, not a part.
-        from ..tools.patching import unified_diff
+        from .review import file_diff, redaction_notes
 
-        def file_diff(p: _Planned) -> str:
+        hidden = spans = 0
+
+        def shown_diff(p: _Planned) -> str:
+            nonlocal hidden, spans
             shown = redact_text(p.rel)
             fromfile = f"a/{shown}" if p.old is not None else "/dev/null"
             tofile = f"b/{shown}" if p.new is not None else "/dev/null"
-            text = "".join(
-                unified_diff(
-                    redact_text(
-                        ((p.old if p.base is None else p.base) or b"").decode("utf-8", "replace")
-                    ),
-                    redact_text((p.new or b"").decode("utf-8", "replace")),
-                    fromfile=fromfile,
-                    tofile=tofile,
-                )
+            # The diff of the bytes, redacted span by span (ctxnb.sandbox.review): a
+            # change the redaction hides is still a changed line, and is counted.
+            d = file_diff(
+                (p.old if p.base is None else p.base) or b"",
+                p.new or b"",
+                fromfile=fromfile,
+                tofile=tofile,
             )
-            # An empty file created or deleted (or a change the redaction hides) has no
-            # diff lines; its header still names it, so every change is in what is shown
-            # and hashed. A new file keeps its x bits: shown as git shows them.
-            text = text or f"--- {fromfile}\n+++ {tofile}\n"
+            hidden += d.hidden
+            spans += d.spans
+            # An empty file created or deleted has no diff lines; its header still names
+            # it, so every change is in what is shown and hashed. A new file keeps its x
+            # bits: shown as git shows them.
+            text = d.text or f"--- {fromfile}\n+++ {tofile}\n"
             if p.old is None and p.mode & 0o111:
                 text = f"new file mode 100{stat_mod.S_IMODE(p.mode) & 0o777:o}\n" + text
             return text
 
-        diff = "".join(file_diff(p) for p in planned)
+        diff = "".join(shown_diff(p) for p in planned)
         if len(diff) > MAX_DIFF_CHARS:
             diff = diff[:MAX_DIFF_CHARS] + f"\n[... ctxnb: diff cut at {MAX_DIFF_CHARS} chars]\n"
+        # What the redaction hides is said with the reasons, so every door's question
+        # (ctxnb.govern.approval) says it.
+        reasons += redaction_notes(hidden, spans)
         reason = "the command's changes are destructive: " + "; ".join(reasons)
         from ..redaction.redactor import redact
 
