@@ -335,10 +335,13 @@ def _held(action: str, hold_id: str, ns: Any) -> int:
     if ns.expect is None:
         # Typed in a terminal, not asked by Claude Code: the human reads the diff here,
         # and commits only what they read.
+        from ..govern.approval import held_question
         from ..sandbox.held import diff_sha256
 
         sha = diff_sha256(hold.diff)
-        sys.stderr.write(f"{hold.diff}ctxnb: the diff of the held changes {hold_id}\n")
+        # The question every door asks: the reasons (what the redaction hides among
+        # them) and the diff.
+        sys.stderr.write(f"{held_question(hold)}ctxnb: the diff of the held changes {hold_id}\n")
         if not sys.stdin.isatty():
             sys.stderr.write(
                 f"ctxnb: nothing was committed; to commit this diff run again with --expect {sha}\n"

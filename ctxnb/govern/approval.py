@@ -11,6 +11,12 @@ ctxnb ships three:
 
 Every decision carries who decided and when; the hook engine writes it to the trace.
 
+Every door asks the same question (:func:`approval_question`, :func:`question`): the
+notebook panel, MCP elicitation, ACP's permission request, A2A's input request and
+Claude Code's prompt for a held command. For a command it holds the whole diff of the
+command's changes as :mod:`ctxnb.sandbox.review` built it from the bytes (redacted spans
+by length and hash), and what the redaction hides is said in its reasons.
+
 Example:
     >>> ap = CallbackApprover(lambda req: req.tool != "run_command", by="policy-bot")
     >>> d = ap.request(ApprovalRequest.new("run_command", {"cmd": "rm -rf build"}, "deletes"))
@@ -27,9 +33,12 @@ import uuid
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
-from typing import Any, Protocol, runtime_checkable
+from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
 from ..errors import PolicyError
+
+if TYPE_CHECKING:
+    from ..sandbox.held import Hold
 
 __all__ = [
     "Answer",
@@ -40,7 +49,11 @@ __all__ = [
     "DenyAllApprover",
     "QueueApprover",
     "TerminalApprover",
+    "approval_question",
+    "held_question",
     "invalid_answer",
+    "one_line",
+    "question",
     "read_answer",
 ]
 
@@ -75,6 +88,82 @@ class ApprovalRequest:
 def args_summary(args: dict[str, Any], limit: int = 120) -> str:
     text = ", ".join(f"{k}={v!r}" for k, v in args.items())
     return text if len(text) <= limit else text[: limit - 1] + "…"
+
+
+COMMAND_CHARS = 300
+"""A command is shown on one line, cut here: it is the agent's text; the diff is what is
+committed."""
+
+
+def one_line(command: str, limit: int = COMMAND_CHARS) -> str:
+    """``command`` on one line (its whitespace runs made one space), cut at ``limit``.
+
+    Example:
+        >>> one_line("rm a\\n  b", 8)
+        'rm a b'
+    """
+    command = " ".join(command.split())
+    return command if len(command) <= limit else command[: limit - 1] + "…"
+
+
+def question(
+    act: str, reason: str, *, intent_id: str | None = None, diff: str | None = None
+) -> str:
+    """The question a human is asked: the act, why it needs a yes, and the diff.
+
+    ``act`` and ``reason`` are redacted here; ``diff`` is shown as given: it is the
+    approval diff, built redacted from the bytes (:mod:`ctxnb.sandbox.review`), and a
+    second pass over a diff could swallow it (a private key's header in its context
+    reads as a key that runs to the end of the text) and show less than is committed.
+    Control, bidi and invisible characters (the agent's, in the command or the diff)
+    are shown as escapes (:func:`~ctxnb._util.text.visible`): they must not redraw it.
+
+    Example:
+        >>> print(question("the changes of `rm a.txt`", "deletes a.txt", intent_id="INT-1",
+        ...                diff="--- a/a.txt\\n+++ /dev/null\\n@@ -1 +0,0 @@\\n-x\\n"), end="")
+        ctxnb: approve the changes of `rm a.txt` under INT-1?
+        Why: deletes a.txt
+        <BLANKLINE>
+        --- a/a.txt
+        +++ /dev/null
+        @@ -1 +0,0 @@
+        -x
+    """
+    from .._util.text import visible
+    from ..redaction.redactor import redact_text
+
+    head = f"ctxnb: approve {redact_text(act)}"
+    if intent_id:
+        head += f" under {redact_text(intent_id)}"
+    text = f"{head}?\nWhy: {redact_text(reason)}"
+    return visible(f"{text}\n\n{diff}" if diff else text)
+
+
+def approval_question(req: ApprovalRequest) -> str:
+    """:func:`question` for ``req``: a command's changes with their diff, any other act
+    by its tool and arguments.
+
+    Example:
+        >>> req = ApprovalRequest.new("delete_file", {"path": "a.txt"}, "deletes a.txt")
+        >>> print(approval_question(req))
+        ctxnb: approve delete_file(path='a.txt')?
+        Why: deletes a.txt
+    """
+    cmd, diff = req.args.get("cmd"), req.args.get("diff")
+    if req.tool == "run_command" and isinstance(cmd, str) and isinstance(diff, str):
+        # The diff of a command's changes is ctxnb's (the commit sets it), never the agent's.
+        act = f"the changes of `{one_line(cmd)}`"
+        return question(act, req.reason, intent_id=req.intent_id, diff=diff)
+    shown = {k: v for k, v in req.args.items() if k != "diff"}
+    act = f"{req.tool}({args_summary(shown)})"
+    return question(act, req.reason, intent_id=req.intent_id)
+
+
+def held_question(hold: Hold) -> str:
+    """:func:`question` for a command's held changes (``ctxnb sandbox commit ID``): its
+    reasons, what the redaction hides among them, and the diff the commit is bound to."""
+    act = f"the changes of `{one_line(hold.command)}`"
+    return question(act, "; ".join(hold.reasons), intent_id=hold.intent_id, diff=hold.diff)
 
 
 @dataclass(frozen=True)

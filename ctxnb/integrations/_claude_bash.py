@@ -128,10 +128,6 @@ _ASKING_MODES = ("default", "acceptEdits", "plan")
 others (``auto``, ``dontAsk``, ``bypassPermissions`` in some versions) it may be answered
 with no prompt, and a held commit would be traced as a yes nobody gave."""
 
-_HELD_COMMAND_CHARS = 300
-"""The held command's text is shown on one line, cut here: it is the agent's text, and
-only the diff is what gets committed."""
-
 # Terminal controls, bidirectional overrides, invisible and line-separator characters in
 # the agent's text (the command, the files' bytes in the diff) could redraw, reorder or
 # hide part of the prompt: shown escaped.
@@ -206,13 +202,11 @@ def _check_held(
             f"the record of the held changes {hold_id} is not the one ctxnb wrote",
             required_action=f"Run `ctxnb sandbox discard {hold_id}` and the command again.",
         )
-    command = " ".join(hold.command.split())
-    if len(command) > _HELD_COMMAND_CHARS:
-        command = command[: _HELD_COMMAND_CHARS - 1] + "…"
-    reason = (
-        f"ctxnb: commit the destructive changes of `{_shown(command)}` under "
-        f"{hold.intent_id}? ({_shown('; '.join(hold.reasons))})\n{_shown(hold.diff)}"
-    )
+    from ..govern.approval import held_question
+
+    # The question every door asks (ctxnb.govern.approval), its command on one line and
+    # nothing of the agent's bytes able to redraw the prompt.
+    reason = _shown(held_question(hold))
     if len(hold.diff) > PROMPT_DIFF_CHARS or len(reason) > MAX_OUTPUT_CHARS:
         raise PolicyError(
             "DIFF_TOO_LONG",

@@ -13,15 +13,17 @@ client, on the ``a2a-sdk`` package (protocol 1.0, with the 0.3 method names too)
   and one per changed file (``diff:<path>``: a unified diff, plus the text before and
   after as data), then ``completed``, ``failed`` or ``canceled``.
 * **Approvals** (a destructive command): the task goes ``input-required`` with the
-  command and the reason; the client answers by sending a message to the same task:
-  ``approve`` (or ``yes``/``allow``) or ``reject`` (``no``/``deny``). The decision is
+  question every door asks (:func:`ctxnb.govern.approval.approval_question`: the command,
+  the reason, the diff of its changes); the client answers by sending a message to the
+  same task: ``approve`` (or ``yes``/``allow``) or ``reject`` (``no``/``deny``). The decision is
   ctxnb's approval decision, written to the trace (``by="a2a-client-user"``); no answer
   within ``permission_timeout`` is a refusal.
 * ``GetTask`` / ``tasks/get`` and ``CancelTask`` / ``tasks/cancel``: a cancel stops the
   run before its next model call or command (a pending approval is refused).
 
-Everything sent to the client passes :func:`~ctxnb.redaction.redactor.redact_text` first. The
-server binds 127.0.0.1; ``Host`` and ``Origin`` must name it.
+Everything sent to the client passes :func:`~ctxnb.redaction.redactor.redact_text` first (an
+approval's diff was built redacted, span by span, from the bytes). The server binds
+127.0.0.1; ``Host`` and ``Origin`` must name it.
 
 **Callers.** Every request needs the bearer token, on loopback too: another local
 program (or a web page reaching 127.0.0.1) must not read or answer this agent's tasks.
@@ -54,7 +56,7 @@ from pathlib import Path
 from typing import Any, ClassVar
 
 from ..errors import ConfigError, MissingDependencyError
-from ..govern.approval import Answer, ApprovalRequest, Decision, read_answer
+from ..govern.approval import Answer, ApprovalRequest, Decision, approval_question, read_answer
 from ..redaction.redactor import redact_text
 from .http_guard import (
     BearerTokenMiddleware,
@@ -209,10 +211,8 @@ class _InputApprover:
         answer: concurrent.futures.Future[tuple[bool, str, str]] = concurrent.futures.Future()
         run.pending = answer
         command = redact_text(str(req.args.get("cmd", "")))
-        question = (
-            f"Approval needed: {redact_text(req.summary())}\nCommand: {command}\n"
-            f"Reason: {redact_text(req.reason or '')}\nReply 'approve' or 'reject'."
-        )
+        # The question every door asks: why, and a command's whole diff.
+        question = f"{approval_question(req)}\nReply 'approve' or 'reject'."
         try:
             run.call(lambda: run.ask(question, {"command": command, "approval_id": req.id}))
             approved, by, note = answer.result(self.timeout)

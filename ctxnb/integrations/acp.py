@@ -41,7 +41,14 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar
 
 from ..errors import ConfigError, CtxnbError, MissingDependencyError
-from ..govern.approval import Answer, ApprovalRequest, Decision, invalid_answer, read_answer
+from ..govern.approval import (
+    Answer,
+    ApprovalRequest,
+    Decision,
+    approval_question,
+    invalid_answer,
+    read_answer,
+)
 from ..redaction.redactor import redact_text
 from .live_agent import LiveAgentSettings, LiveSession, LoopBridge, is_submit
 
@@ -106,7 +113,12 @@ class _PermissionApprover:
             title=title,
             kind="execute",
             status="pending",
-            raw_input={"command": redact_text(str(req.args.get("cmd", ""))), "reason": req.reason},
+            # The question every door asks: why, and a command's whole diff.
+            content=[acp.tool_content(acp.text_block(approval_question(req)))],
+            raw_input={
+                "command": redact_text(str(req.args.get("cmd", ""))),
+                "reason": redact_text(req.reason),
+            },
         )
         try:
             answer = self.bridge.call(

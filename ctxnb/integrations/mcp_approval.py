@@ -20,8 +20,8 @@ Example:
     ...     "run_command", {"cmd": "rm a.txt", "diff": "-x\\n"}, "deletes"))
     True
     >>> print(approval_message(req))
-    ctxnb: approve a destructive act?
-    run_command(cmd='rm a.txt', diff='-x\\n'): deletes
+    ctxnb: approve the changes of `rm a.txt`?
+    Why: deletes
     <BLANKLINE>
     -x
     <BLANKLINE>
@@ -38,17 +38,16 @@ import time
 from collections.abc import Callable, Iterator, Mapping
 from typing import TYPE_CHECKING, Any
 
-from .._util.text import visible
 from ..errors import PolicyError
 from ..govern.approval import (
     Answer,
     ApprovalRequest,
     Approver,
     Decision,
+    approval_question,
     invalid_answer,
     read_answer,
 )
-from ..redaction.redactor import redact_text
 from ._mcp_sdk import MODERN_PROTOCOL_VERSIONS, MCPError, anyio, types
 
 if TYPE_CHECKING:
@@ -104,18 +103,10 @@ def approval_fingerprint(req: ApprovalRequest) -> str:
 
 
 def approval_message(req: ApprovalRequest) -> str:
-    """The question a user is shown: the act, why it needs a yes, and a command's whole
-    diff (redacted), since that diff is what is committed. Control, bidi and invisible
-    characters from the agent's text are shown as escapes (:func:`~ctxnb._util.text.
-    visible`): a terminal escape or a right-to-left override must not redraw the
-    question."""
-    message = f"ctxnb: approve a destructive act?\n{req.summary()}"
-    if req.intent_id:
-        message += f"\n(intent {req.intent_id})"
-    diff = req.args.get("diff")
-    if isinstance(diff, str) and diff:
-        message += "\n\n" + diff
-    return visible(redact_text(message))
+    """The question a user is shown: :func:`ctxnb.govern.approval.approval_question`,
+    the one every door asks (the act, why it needs a yes, and a command's whole diff;
+    control, bidi and invisible characters shown as escapes)."""
+    return approval_question(req)
 
 
 _VALID_ANSWER = 'action "accept" with content {"approve": true} or {"approve": false}, or "decline"'

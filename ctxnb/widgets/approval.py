@@ -16,8 +16,8 @@ from collections.abc import Callable
 from concurrent.futures import Future
 from typing import Any, TypeVar
 
-from ..govern.approval import ApprovalRequest, Decision, QueueApprover
-from ..redaction.redactor import redact_data
+from ..govern.approval import ApprovalRequest, Decision, QueueApprover, approval_question
+from ..redaction.redactor import redact_data, redact_text
 from ._ipw import widgets
 from .static import esc, html_table
 
@@ -205,10 +205,14 @@ class ApprovalPanel(widgets.VBox):
         if req is None:
             self.detail.value = ""
             return
+        # The question every door asks, whole (a command's diff is what is committed);
+        # the arguments beside it, without that diff.
+        args = {k: v for k, v in req.args.items() if k != "diff"}
         rows = [
+            ("question", approval_question(req)),
             ("tool", req.tool),
-            ("args", json.dumps(redact_data(req.args), indent=1, default=str)[:2000]),
-            ("reason", req.reason),
+            ("args", json.dumps(redact_data(args), indent=1, default=str)[:2000]),
+            ("reason", redact_text(req.reason)),
             ("risk", req.risk),
             ("intent", req.intent_id),
             ("caller", req.caller),
