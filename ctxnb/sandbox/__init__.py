@@ -10,7 +10,9 @@ masked, a private ``/tmp`` and ``HOME``, no network and none of the caller's sec
 variables. Afterwards the upper layer is read (:mod:`ctxnb.sandbox.upper`,
 :mod:`ctxnb.sandbox.changes`), and :mod:`ctxnb.sandbox.commit` commits the in-scope
 regular-file changes through the one governed write path; the rest is dropped with a
-reason. Importing this package is cheap (the hook path uses it).
+reason. A destructive change (:mod:`ctxnb.sandbox.destructive`, judged in bounded time)
+waits for a human, who is shown the diff of its bytes (:mod:`ctxnb.sandbox.review`).
+Importing this package is cheap (the hook path uses it).
 
 Example:
     >>> import tempfile, pathlib

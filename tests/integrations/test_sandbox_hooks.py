@@ -804,3 +804,45 @@ def test_a_commit_typed_in_a_terminal_commits_only_the_diff_it_printed(ws, capsy
     hold_id, _ = hold_changes(root, "truncate -s 0 inventory/models.py")
     assert main([*base, "--expect", sha, "--", hold_id]) == 0
     assert models.read_bytes() == b""
+
+
+def test_claude_codes_prompt_for_a_held_change_says_what_the_redaction_hides(ws):
+    """Through Claude Code's path: the command runs sandboxed and is held; the real hook
+    process asks the commit question; it carries the note and the changed line. The
+    user's no (the commit never runs) lands nothing; a yes commits those bytes."""
+    from _hidden_change import HIDDEN_ONE, key_then_code, marker
+
+    root = ws["root"]
+    select_intent(root, "INT-001", SID)
+    cfg = root / "inventory" / "deploy.cfg"
+    cfg.write_bytes(key_then_code("safe"))
+    models = root / "inventory" / "models.py"
+    before = models.read_bytes()
+    hold_id, told = hold_changes(
+        root, "cp /dev/null inventory/models.py; sed -i 's/safe/unsafe/' inventory/deploy.cfg"
+    )
+    assert HIDDEN_ONE in told  # the agent is told too
+    bin_dir = Path(sys.executable).parent
+    proc = subprocess.run(
+        [str(bin_dir / "ctxnb"), "hook", "pre-tool-use"],
+        input=json.dumps(
+            payload(root, {"command": f"ctxnb sandbox commit {hold_id}", "description": "x"})
+        ),
+        capture_output=True,
+        text=True,
+        env={**os.environ, "PATH": f"{bin_dir}{os.pathsep}{os.environ['PATH']}"},
+        timeout=60,
+        check=False,
+    )
+    assert proc.returncode == 0, proc.stderr
+    out = json.loads(proc.stdout)["hookSpecificOutput"]
+    assert out["permissionDecision"] == "ask"
+    reason = out["permissionDecisionReason"]
+    assert HIDDEN_ONE in reason
+    assert "+" + marker(b'run = "unsafe"') in reason
+    # No: Claude Code never runs the command; nothing was committed.
+    assert cfg.read_bytes() == key_then_code("safe") and models.read_bytes() == before
+    # Yes: the rewritten command commits exactly those bytes.
+    done = run_as_claude_code(root, out["updatedInput"]["command"])
+    assert done.returncode == 0, done.stderr
+    assert cfg.read_bytes() == key_then_code("unsafe") and models.read_bytes() == b""

