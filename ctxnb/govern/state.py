@@ -35,6 +35,9 @@ from pathlib import Path
 from typing import Any
 
 from .._util.defaults import DEFAULT_BREAKER_THRESHOLD, UNKNOWN_COMMAND_DEFAULT
+from .._util.jsoncache import file_key as _file_key
+from .._util.jsoncache import read_cache as _read_cache
+from .._util.jsoncache import write_json_atomic as _write_json_atomic
 from ..access.pathrules import DEFAULT_DENY, GOVERNANCE, MAX_PATH_BYTES
 from ..errors import ConfigError
 from ..hashing import sha256_hex
@@ -132,40 +135,6 @@ def state_dir(root: str | os.PathLike[str], env: Mapping[str, str] | None = None
 
 
 # -- settings and intents, cached -------------------------------------------------------------
-def _file_key(path: Path) -> list[Any] | None:
-    try:
-        st = path.stat()
-    except OSError:
-        return None
-    return [str(path), st.st_mtime_ns, st.st_size, st.st_ino]
-
-
-def _read_cache(path: Path, key: list[Any]) -> Any:
-    try:
-        with open(path, encoding="utf-8") as fh:
-            cached = json.load(fh)
-    except (OSError, ValueError):
-        return None
-    if isinstance(cached, dict) and cached.get("key") == key:
-        return cached.get("value")
-    return None
-
-
-def _write_json_atomic(path: Path, data: Any) -> None:
-    """Write JSON via a unique temporary file and a rename: readers see old or new."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.{os.urandom(4).hex()}.tmp")
-    try:
-        with open(tmp, "w", encoding="utf-8") as fh:
-            json.dump(data, fh, ensure_ascii=False, indent=1)
-            fh.flush()
-            os.fsync(fh.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        tmp.unlink(missing_ok=True)
-        raise
-
-
 def load_settings(root: Path, state_dir: Path | None) -> dict[str, Any]:
     """The settings a hook needs, from ctxnb.toml or [tool.ctxnb], validated on change."""
     toml_path = root / "ctxnb.toml"

@@ -528,6 +528,7 @@ POLICY_PATH_MODULES = {
     "ctxnb",
     "ctxnb._util",
     "ctxnb._util.defaults",
+    "ctxnb._util.jsoncache",  # the caches keyed by their source files (settings, protected)
     "ctxnb._util.lazy",
     "ctxnb._util.record",  # the records of SafePath and the parsed path, without dataclasses
     "ctxnb._version",
