@@ -135,6 +135,7 @@ class PathPolicy(_FdWalk):
         p = self._parse(path)
         if for_write:
             self._require_file_name(p)
+            self._check_protected(p)
         kind = self._probe(p)
         if kind == "dir":
             if for_write:
@@ -393,6 +394,7 @@ class PathPolicy(_FdWalk):
         p = self._parse(path)
         self._require_file_name(p)
         self._check_allow(p)
+        self._check_protected(p)
         name = p.parts[-1]
         parent = self._open_parent(p, make_parents=make_parents)
         try:
@@ -475,6 +477,7 @@ class PathPolicy(_FdWalk):
         p = self._parse(path)
         self._require_file_name(p)
         self._check_allow(p)
+        self._check_protected(p)
         parent = self._open_parent(p)
         try:
             st = self._lstat_at(parent, p)

@@ -55,6 +55,10 @@ rule's name):
 * ``governance:<glob>``: a policy made for an agent (``protect=GOVERNANCE``) refuses
   governance's own files (``.orchestration/``, ``.ctxnb/``, ``ctxnb.toml``) whatever
   the deny and allow globs say.
+* ``protected:<glob>`` (writes only): a policy made for an agent also refuses to write
+  or delete what runs on the host, derived from the workspace's real files
+  (:mod:`ctxnb.access.protected`): the scripts its configuration names, its Python
+  environments, ctxnb's own source when it lies here, byte code.
 """
 
 from __future__ import annotations
@@ -64,11 +68,14 @@ import re
 import unicodedata
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from pathlib import Path
-from typing import NoReturn
+from typing import TYPE_CHECKING, NoReturn
 
 from .._util.wildmatch import GlobList
 from ..errors import ConfigError, PolicyError
 from ._safepath import SafePath, _Parsed, _Root
+
+if TYPE_CHECKING:
+    from .protected import ProtectedSet
 
 __all__ = [
     "DEFAULT_DENY",
@@ -190,6 +197,8 @@ _REQUIRED_ACTION = {
     "list protects its bytes whatever they are called; work on another file.",
     "governance": "Governance's files are changed by governance only (select_active_intent, "
     "the intents file edited by a human); work on another file.",
+    "protected": "This file is run or imported on the host, outside the sandbox; a human "
+    "changes it. Work on another file.",
     "not-allowed": "Use a path that matches the allow list.",
     "symlink": "Use the path of the link's target inside the workspace; links are not followed.",
     "special-file": "Only regular files and directories can be used.",
@@ -242,6 +251,34 @@ def _build_spec(
     return globs, lines
 
 
+def match_folded(
+    spec: GlobList, spec_lower: GlobList, parts: tuple[str, ...], parent_checked: bool = False
+) -> int | None:
+    """The line of ``spec`` that refuses ``parts``, matched as denial is: as written, then
+    lower-cased, after NFKC and after stripping trailing dots and spaces from each name
+    (against ``spec_lower``, the same lines lower-cased), or None.
+
+    Each ancestor is matched as a directory, then the path itself as file and as
+    directory: the kind of an entry is not known here, and a refused directory refuses
+    its content. ``parent_checked``: a walk entered ``parts[:-1]``, whose ancestors were
+    judged on the way in (the transforms work name by name).
+    """
+    if not parts:
+        return None
+    ancestors = not parent_checked
+    hit = spec.match("/".join(parts), is_dir=None, ancestors=ancestors)
+    if hit is not None:
+        return hit
+    variants = {tuple(p.lower() for p in parts)}
+    variants.add(tuple(unicodedata.normalize("NFKC", p).lower() for p in parts))
+    variants.add(tuple((p.rstrip(" .") or p).lower() for p in parts))
+    for variant in sorted(variants):
+        hit = spec_lower.match("/".join(variant), is_dir=None, ancestors=ancestors)
+        if hit is not None:
+            return hit
+    return None
+
+
 def _fs_bytes(text: str, display: str) -> bytes:
     try:
         # A name that is not valid UTF-8 (a lone surrogate, from os.fsdecode or an
@@ -291,6 +328,9 @@ class PathRules:
             built-in rules (traversal, symlinks, special files, reserved names).
         protect: globs refused whatever ``deny`` and ``allow`` say (rule
             ``governance:<glob>``); agent-facing policies pass :data:`GOVERNANCE`.
+        protected: what may be read but never written or deleted (rule
+            ``protected:<glob>``): a :class:`~ctxnb.access.protected.ProtectedSet`, or a
+            function that computes it, called once, on the first write judged.
         max_path_bytes: the longest path accepted, in bytes of its filesystem encoding.
 
     Raises:
@@ -311,6 +351,7 @@ class PathRules:
         allow: Sequence[str] | None = None,
         deny: Sequence[str] | None = DEFAULT_DENY,
         protect: Sequence[str] = (),
+        protected: ProtectedSet | Callable[[], ProtectedSet] | None = None,
         max_path_bytes: int = MAX_PATH_BYTES,
     ) -> None:
         if isinstance(roots, str | os.PathLike):
@@ -364,6 +405,9 @@ class PathRules:
         self._allow_lines: list[str] = []
         if allow is not None:
             self._allow_spec, self._allow_lines = _build_spec(allow, "allow")
+        # Computed on the first write it judges: a read never pays for deriving it.
+        self._protected_source = protected
+        self._protected: ProtectedSet | None = None
 
     # ------------------------------------------------------------------ public API
 
@@ -386,6 +430,48 @@ class PathRules:
     def protect(self) -> tuple[str, ...]:
         """The globs refused whatever ``deny`` and ``allow`` say (governance's files)."""
         return tuple(self._protect_lines)
+
+    @property
+    def protected_set(self) -> ProtectedSet | None:
+        """What this policy never writes (computed now if it was not yet), or None."""
+        if self._protected is None and self._protected_source is not None:
+            source = self._protected_source
+            self._protected = source() if callable(source) else source
+        return self._protected
+
+    def protected_by(self, path: str | os.PathLike[str] | SafePath) -> str | None:
+        """Why a write to ``path`` is refused as protected (see
+        :mod:`ctxnb.access.protected`), or None; the other rules are not judged here.
+
+        Example:
+            >>> import pathlib, tempfile
+            >>> from ctxnb.access.protected import ProtectedSet
+            >>> ws = pathlib.Path(tempfile.mkdtemp())
+            >>> rules = PathRules([ws], protected=ProtectedSet(ws, {}))
+            >>> rules.protected_by("src/__pycache__/app.cpython-311.pyc")
+            'byte code runs instead of its reviewed source (matches __pycache__/)'
+            >>> rules.protected_by("src/app.py") is None
+            True
+        """
+        try:
+            p = self._parse(path)
+        except PolicyError:
+            return None
+        found = self._protected_hit(p.parts)
+        return None if found is None else f"{found[1]} (matches {found[0]})"
+
+    def _protected_hit(self, parts: tuple[str, ...]) -> tuple[str, str] | None:
+        if self._protected_source is None or not parts:
+            return None
+        protected = self.protected_set
+        return None if protected is None else protected.refusal(parts)
+
+    def _check_protected(self, p: _Parsed) -> None:
+        """``protected:<glob>`` for a write or a deletion of ``p``."""
+        found = self._protected_hit(p.parts)
+        if found is not None:
+            line, why = found
+            _deny(p.display, f"protected:{line}", why)
 
     def __repr__(self) -> str:
         roots = ", ".join(str(r.real) for r in self._roots)
@@ -582,27 +668,8 @@ class PathRules:
         return found
 
     def _denied_by_uncached(self, parts: tuple[str, ...], parent_checked: bool) -> str | None:
-        hit = self._match_prefixes(self._deny_spec, parts, parent_checked)
-        if hit is not None:
-            return self._guard_rules[hit]
-        variants = {tuple(p.lower() for p in parts)}
-        variants.add(tuple(unicodedata.normalize("NFKC", p).lower() for p in parts))
-        variants.add(tuple((p.rstrip(" .") or p).lower() for p in parts))
-        for variant in sorted(variants):
-            hit = self._match_prefixes(self._deny_spec_lower, variant, parent_checked)
-            if hit is not None:
-                return self._guard_rules[hit]
-        return None
-
-    @staticmethod
-    def _match_prefixes(
-        spec: GlobList, parts: tuple[str, ...], parent_checked: bool = False
-    ) -> int | None:
-        # Each ancestor as a directory, then the path itself as file and as directory:
-        # the kind of an entry is not known here, and a denied directory denies its content.
-        # When the parent was checked (a walk entered it), its ancestors were judged on
-        # the way in: the transforms of the variants work name by name.
-        return spec.match("/".join(parts), is_dir=None, ancestors=not parent_checked)
+        hit = match_folded(self._deny_spec, self._deny_spec_lower, parts, parent_checked)
+        return None if hit is None else self._guard_rules[hit]
 
     def _check_allow(self, p: _Parsed) -> None:
         if self._allow_spec is None or not p.parts:

@@ -1,0 +1,169 @@
+"""The derived protected set: what runs on the host is found from the real files.
+
+Claude Code's settings, git (asked, not parsed), the Python environments in the
+workspace, byte code by name; the hook's cache follows the files the set came from. The
+doors that refuse the set are attacked in ``test_protected_doors.py`` and
+``test_protected_sandbox.py``.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import time
+
+from _protected_ws import git, make_workspace
+
+from ctxnb.access.pathrules import PathRules
+from ctxnb.access.protected import STATIC, ProtectedSet, protected_set
+
+
+# -- what is derived ---------------------------------------------------------------------------
+def test_commands_in_claude_code_settings_name_what_is_protected(tmp_path):
+    root = tmp_path / "ws"
+    (root / ".claude").mkdir(parents=True)
+    (root / "tools").mkdir()
+    (root / "tools" / "lint.sh").write_text("#!/bin/sh\n")
+    (root / "sub" / ".claude").mkdir(parents=True)
+
+    def cmd(text: str) -> dict:
+        return {"type": "command", "command": text}
+
+    settings = {
+        "hooks": {
+            "PreToolUse": [{"matcher": "*", "hooks": [cmd('"$CLAUDE_PROJECT_DIR"/.claude/a.sh')]}],
+            "Stop": [{"hooks": [cmd("${CLAUDE_PROJECT_DIR}/.claude/b.py --fast")]}],
+            "PostToolUse": [
+                {"hooks": [cmd("cd tools && bash lint.sh; python3 -m checks.style")]},
+                {"hooks": [cmd("make -s lint 2>/dev/null || npm run lint")]},
+                {"hooks": [cmd("$UNKNOWN_DIR/.claude/c.sh")]},
+            ],
+        },
+        "statusLine": cmd("bash .claude/status.sh"),
+        "apiKeyHelper": "./.claude/key.sh",
+    }
+    (root / ".claude" / "settings.json").write_text(json.dumps(settings))
+    local = {"hooks": {"Stop": [{"hooks": [cmd("./.claude/local.sh")]}]}}
+    (root / ".claude" / "settings.local.json").write_text(json.dumps(local))
+    mcp = {"mcpServers": {"tickets": {"command": "python3", "args": ["servers/tickets.py"]}}}
+    (root / ".mcp.json").write_text(json.dumps(mcp))
+    # Claude Code started in sub/ reads sub/.claude/settings.json.
+    sub = {"hooks": {"Stop": [{"hooks": [cmd("./hooks/sub.sh")]}]}}
+    (root / "sub" / ".claude" / "settings.json").write_text(json.dumps(sub))
+
+    derived = protected_set(root, env={"HOME": str(tmp_path / "home")}, cwd=str(root / "sub"))
+    assert {
+        ".claude/a.sh",
+        ".claude/b.py",
+        "tools/lint.sh",
+        "checks/style.py",
+        "checks/__init__.py",
+        "Makefile",
+        "package.json",
+        ".claude/c.sh",
+        ".claude/status.sh",
+        ".claude/key.sh",
+        ".claude/local.sh",
+        "servers/tickets.py",
+        "sub/hooks/sub.sh",
+    } <= set(derived.entries)
+    why = derived.entries[".claude/a.sh"]
+    assert ".claude/settings.json" in why and "hooks.PreToolUse" in why
+    for rel in ("src/app.py", "tools/other.sh", ".claude/CLAUDE.md", "README.md"):
+        assert derived.refusal(tuple(rel.split("/"))) is None, rel
+    # Without cwd in sub/, sub's own settings are not Claude Code's project settings.
+    assert "sub/hooks/sub.sh" not in protected_set(root, env={}).entries
+
+
+def test_git_is_asked_for_its_hooks_and_the_programs_its_configuration_names(tmp_path):
+    root = make_workspace(tmp_path)
+    git(root, "config", "filter.crypt.clean", "./scripts/clean.sh %f")
+    git(root, "config", "diff.pdf.textconv", "tools/pdf2txt")
+    git(root, "config", "credential.helper", "!./bin/cred-helper get")
+    git(root, "config", "core.fsmonitor", "scripts/fsmon.py")
+    git(root, "config", "include.path", "../team.gitconfig")  # relative to .git/
+    (root / "team.gitconfig").write_text("[core]\n\thooksPath = tools/githooks\n")
+    derived = protected_set(root, env=dict(os.environ))
+    for rel in (
+        "tools/githooks",  # core.hooksPath, from an included file: asked of git
+        "team.gitconfig",  # that file is git configuration itself
+        "scripts/clean.sh",
+        "tools/pdf2txt",
+        "bin/cred-helper",
+        "scripts/fsmon.py",
+    ):
+        assert rel in derived.entries, (rel, derived.entries)
+    assert derived.refusal(("tools", "githooks", "pre-commit")) is not None
+    assert derived.refusal(("tools", "other.py")) is None
+
+
+def test_python_environments_in_the_workspace_are_protected_whole(tmp_path):
+    root = tmp_path / "ws"
+    root.mkdir()
+    subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(root / "env")], check=True)
+    (root / "conda" / "conda-meta").mkdir(parents=True)
+    (root / "node_modules" / ".bin").mkdir(parents=True)
+    env = {"PATH": f"{root / 'node_modules' / '.bin'}:/usr/bin:.", "HOME": str(tmp_path)}
+    derived = protected_set(root, env=env)
+    assert {"env", "conda", "node_modules/.bin"} <= set(derived.entries)
+    assert "pyvenv.cfg" in derived.entries["env"]
+    assert derived.refusal(("env", "lib", "python3.11", "site-packages", "x.py")) is not None
+    assert derived.refusal(("node_modules", "left-pad", "index.js")) is None
+
+
+def test_byte_code_and_startup_packages_are_protected_by_name(tmp_path):
+    derived = ProtectedSet(tmp_path, {})
+    for rel in (
+        "src/__pycache__/mod.cpython-311.pyc",
+        "src/__PYCACHE__/x.txt",
+        "mod.pyc",
+        "deep/a/b.pyo",
+        "lib/sitecustomize/__init__.py",
+        "usercustomize/x.py",
+        "somewhere/pyvenv.cfg",
+        ".claude/agents/reviewer.md",
+        "sub/.claude/skills/x/SKILL.md",
+        ".claude/commands/deploy.md",
+    ):
+        assert derived.refusal(tuple(rel.split("/"))) is not None, rel
+    assert len(STATIC) == 9 and derived.refusal(("src", "mod.py")) is None
+
+
+def test_the_hook_cache_follows_the_files_it_was_derived_from(tmp_path):
+    root = make_workspace(tmp_path)
+    states = tmp_path / "state"
+    # A source changed within the last 50 ms may be changing still: not cached. Past
+    # that window (no timing is asserted), the set is cached and used while nothing changes.
+    time.sleep(0.1)
+    first = protected_set(root, env={}, state_dir=states)
+    path = states / "cache" / "protected.json"
+    cache = json.loads(path.read_text())
+    assert cache["entries"] == first.entries
+    cache["entries"]["only/in/the/cache"] = "a marker"
+    path.write_text(json.dumps(cache))
+    assert "only/in/the/cache" in protected_set(root, env={}, state_dir=states).entries
+    # Another environment is another derivation.
+    assert (
+        "only/in/the/cache" not in protected_set(root, env={"HOME": "/x"}, state_dir=states).entries
+    )
+    # A human adds a hook: the next call sees it (the settings file's stat changed).
+    settings = json.loads((root / ".claude" / "settings.json").read_text())
+    settings["hooks"]["Stop"] = [{"hooks": [{"type": "command", "command": "./late.sh"}]}]
+    (root / ".claude" / "settings.json").write_text(json.dumps(settings))
+    second = protected_set(root, env={}, state_dir=states)
+    assert "late.sh" in second.entries and "late.sh" not in first.entries
+    assert "only/in/the/cache" not in second.entries
+    assert second.sha256 != first.sha256
+    # A settings file that did not exist before counts as a change when it appears.
+    (root / ".claude" / "settings.local.json").write_text(
+        json.dumps({"statusLine": {"type": "command", "command": "./status.sh"}})
+    )
+    assert "status.sh" in protected_set(root, env={}, state_dir=states).entries
+
+
+def test_a_policy_without_a_protected_set_writes_anything(tmp_path):
+    # ctxnb's own policy (the store's reads, its own state) is not an agent's.
+    rules = PathRules([tmp_path])
+    assert rules.protected_set is None and rules.protected_by("a/__pycache__/x.pyc") is None
