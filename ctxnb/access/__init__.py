@@ -7,6 +7,8 @@
   denied file.
 * :mod:`ctxnb.access.observe`: "changed? write a version" (:func:`observe`), the only
   way file bytes enter the store.
+* :mod:`ctxnb.access.protected`: what runs on the host, derived from the workspace's
+  files (:class:`ProtectedSet`): no agent writes it.
 
 Names load on first use, so the Claude Code hook can import the path rules alone.
 
@@ -26,6 +28,7 @@ if TYPE_CHECKING:
     from .fdio import FileEntry, PathPolicy
     from .observe import Observation, observe_bytes
     from .pathrules import DEFAULT_DENY, GOVERNANCE, PathRules, SafePath
+    from .protected import ProtectedSet
 
 _EXPORTS = {
     "DEFAULT_DENY": "pathrules",
@@ -34,6 +37,7 @@ _EXPORTS = {
     "Observation": "observe",
     "PathPolicy": "fdio",
     "PathRules": "pathrules",
+    "ProtectedSet": "protected",
     "SafePath": "pathrules",
     "observe_bytes": "observe",
 }

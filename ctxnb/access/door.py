@@ -4,7 +4,8 @@
 policies built from its settings: :attr:`Access.policy` for ctxnb's own reads (the
 indexer, sessions, resume, the watcher, the rules tracker, skills) and
 :attr:`Access.agent_policy` for every agent-facing tool, which also refuses
-governance's files (:data:`~ctxnb.access.pathrules.GOVERNANCE`). Every read goes through
+governance's files (:data:`~ctxnb.access.pathrules.GOVERNANCE`) and writes to what runs
+on the host (:attr:`Access.protected`, :mod:`ctxnb.access.protected`). Every read goes through
 the race-free descriptor walk; every "changed? write a version" through
 :meth:`Access.observe` (:func:`~ctxnb.access.observe.observe_bytes`).
 
@@ -46,6 +47,7 @@ from .pathrules import GOVERNANCE, SafePath, map_mount_prefix
 if TYPE_CHECKING:
     from ..config import CtxnbConfig
     from ..store.objectstore import ObjectStore
+    from .protected import ProtectedSet
 
 __all__ = ["Access", "own_roots"]
 
@@ -103,15 +105,29 @@ class Access:
 
     @cached_property
     def agent_policy(self) -> PathPolicy:
-        """Every agent-facing tool: ``[policy]`` allow and deny, and governance's files."""
+        """Every agent-facing tool: ``[policy]`` allow and deny, governance's files, and
+        no write to what runs on the host (:attr:`protected`, derived on the first write)."""
         cfg = self.config.policy
         return PathPolicy(
             [self.root],
             allow=cfg.allow,
             deny=cfg.deny,
             protect=self.governance_globs(),
+            protected=lambda: self.protected,
             max_path_bytes=cfg.max_path_bytes,
         )
+
+    @cached_property
+    def protected(self) -> ProtectedSet:
+        """What runs on the host from this workspace (:mod:`ctxnb.access.protected`):
+        derived once, from the real files, the first time it is asked for.
+
+        Raises:
+            ConfigError: a file that names what runs cannot be read.
+        """
+        from .protected import protected_set
+
+        return protected_set(self.root, env=os.environ, cwd=os.getcwd())
 
     def governance_globs(self) -> tuple[str, ...]:
         """:data:`GOVERNANCE`, plus ``pyproject.toml`` when it holds the settings, plus

@@ -30,6 +30,7 @@ from ..govern.state import (
 
 if TYPE_CHECKING:
     from ..access.fdio import PathPolicy
+    from ..access.protected import ProtectedSet
 
 
 MAX_OUTPUT_CHARS = 10_000
@@ -199,9 +200,21 @@ class _Context:
                 deny=s["deny"],
                 # The hook's own environment, when it lies in the workspace, is governance.
                 protect=[*s["protect"], *environment_globs(self.root)],
+                # Derived on the first write judged (a Read never pays), from the cache.
+                protected=self._protected_set,
                 max_path_bytes=s["max_path_bytes"],
             )
         return self._policy
+
+    def _protected_set(self) -> ProtectedSet:
+        from ..access.protected import protected_set
+
+        return protected_set(
+            self.root,
+            env=self.env,
+            cwd=self.cwd,
+            state_dir=self.state_dir if self.governed else None,
+        )
 
     def intents(self) -> dict[str, IntentLike]:
         if self._intents is None:

@@ -322,6 +322,10 @@ class _CommitSteps:
                 origin_meta["approval"] = approval
             if ws.config.source_sha256:
                 origin_meta["config_sha256"] = ws.config.source_sha256
+            protected = tools.policy.protected_set
+            if protected is not None:
+                # Which derived set of host-run files held while this was committed.
+                origin_meta["protected_sha256"] = protected.sha256
             recorded = engine.record_changes(
                 changes,
                 tool=tool,

@@ -6,11 +6,12 @@ sandbox runs it on an overlay (:class:`~ctxnb.sandbox.Sandbox`), and what it cha
 is read from the upper layer. Then:
 
 1. Only regular-file creations, modifications and deletions in the selected intent's
-   scope, on paths neither denied nor governance (:func:`ctxnb.access.pathrules.governance_reason`),
-   are candidates; everything else — outside the scope, symlinks, hard links, FIFOs,
-   sockets, devices, anything under ``.git/`` — is **dropped** and listed with its
-   reason. A file whose bytes did not change (``touch``, ``chmod``) is not a change; a
-   mode-only change is dropped.
+   scope, on paths neither denied, governance
+   (:func:`ctxnb.access.pathrules.governance_reason`) nor protected (what runs on the
+   host, :mod:`ctxnb.access.protected`), are candidates; everything else — outside the
+   scope, symlinks, hard links, FIFOs, sockets, devices, anything under ``.git/`` — is
+   **dropped** and listed with its reason. A file whose bytes did not change
+   (``touch``, ``chmod``) is not a change; a mode-only change is dropped.
 2. **Destructive** changes (:func:`destructive_reason`: a deletion, a truncation to
    zero bytes, a text file made binary, or a write that keeps less than half of a
    file's lines or bytes) are shown to the
@@ -152,14 +153,25 @@ class CommandEffects(_CommitSteps):
         self._since: dict[str, tuple[bytes, bytes]] = {}
 
     def keep(self, intent: Intent | None) -> Any:
-        """The sandbox's ``keep``: None when a change to ``rel`` may be committed."""
+        """The sandbox's ``keep``: None when a change to ``rel`` may be committed.
+
+        The protected set (what runs on the host) is derived here, before the command
+        runs: a workspace whose configuration cannot be read runs nothing.
+        """
         policy = self.engine.tools.policy
         from ..access.pathrules import governance_reason
+
+        policy.protected_set  # noqa: B018 - derived now, or the command does not run
 
         def keep(rel: str) -> str | None:
             reason = governance_reason(rel)
             if reason is not None:
                 return reason
+            protected = policy.protected_by(rel)
+            if protected is not None:
+                # Never committed and never offered to an approver: the agent's approver
+                # cannot consent to code that runs on the host.
+                return f"protected: {protected}; never written by an agent"
             if not policy.is_allowed(rel):
                 return "a denied path"
             if intent is None or not intent.in_scope(rel):

@@ -27,10 +27,12 @@ require(has_module("a2a") and has_module("starlette"), "the A2A SDK (ctxnb[a2a])
 
 import httpx  # noqa: E402
 from _agent_workspace import (  # noqa: E402
+    GUARD_PY,
     REPO,
     SUBMIT,
     TIMEOUT,
     make_workspace,
+    name_a_hook_script,
     require_live_agent,
     run_with_deadline,
 )
@@ -207,6 +209,27 @@ def test_a_message_edits_a_file_and_asks_approval_both_ways(ws: Path, serve: Any
     records = trace(ws)
     assert "calc.py" in records and "INT-CALC" in records
     assert "a2a-client-user" in records
+
+
+def test_a_hook_script_named_in_settings_is_never_written(ws: Path, serve: Any) -> None:
+    # In the intent's scope (*.py) and no destructive change: only the derived protected
+    # set keeps the agent's code out of the script Claude Code runs on the host.
+    plant = name_a_hook_script(ws)
+    script = [
+        {"content": "Adding a check.", "commands": [f"{plant}; echo 'X = 1' >> calc.py"]},
+        {"content": "Done.", "commands": [SUBMIT]},
+    ]
+    server = serve(script)
+
+    async def body() -> list[dict[str, Any]]:
+        async with connect(server.url) as client:
+            return await collect(client, message("add a check"))
+
+    events = run_with_deadline(body())
+    log = server.close()
+    assert states(events)[-1] == "TASK_STATE_COMPLETED", log
+    assert (ws / ".claude" / "hooks" / "guard.py").read_text() == GUARD_PY
+    assert "X = 1" in (ws / "calc.py").read_text()  # the rest of the command landed
 
 
 def test_cancel_stops_the_run_before_its_next_step(ws: Path, serve: Any) -> None:

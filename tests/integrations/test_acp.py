@@ -20,9 +20,11 @@ require(has_module("acp"), "the agent-client-protocol SDK (ctxnb[acp])")
 
 import acp  # noqa: E402
 from _agent_workspace import (  # noqa: E402
+    GUARD_PY,
     REPO,
     SUBMIT,
     make_workspace,
+    name_a_hook_script,
     require_live_agent,
     run_with_deadline,
 )
@@ -192,6 +194,32 @@ def test_cancel_stops_the_run_before_its_next_step(ws: Path) -> None:
     assert res.stop_reason == "cancelled"
     assert model_calls == 1
     assert not (ws / "notes_never.txt").exists()
+
+
+def test_a_hook_script_named_in_settings_is_never_written(ws: Path) -> None:
+    # In the intent's scope (*.py) and no destructive change: only the derived protected
+    # set keeps the agent's code out of the script Claude Code runs on the host.
+    plant = name_a_hook_script(ws)
+    script = [
+        {"content": "Adding a check.", "commands": [f"{plant}; echo 'X = 1' >> calc.py"]},
+        {"content": "Done.", "commands": [SUBMIT]},
+    ]
+    client = Client(answers=[])
+
+    async def body() -> Any:
+        with ScriptedModelServer(script) as server:
+            async with await _session(client, ws, server) as (conn, _proc):
+                await conn.initialize(protocol_version=acp.PROTOCOL_VERSION)
+                new = await conn.new_session(cwd=str(ws), mcp_servers=[])
+                return await conn.prompt(
+                    session_id=new.session_id, prompt=[acp.text_block("add a check")]
+                )
+
+    res = run_with_deadline(body())
+    assert res.stop_reason == "end_turn"
+    assert (ws / ".claude" / "hooks" / "guard.py").read_text() == GUARD_PY
+    assert "X = 1" in (ws / "calc.py").read_text()  # the rest of the command landed
+    assert client.permissions == []
 
 
 def test_a_custom_adapter_is_served(ws: Path, tmp_path: Path) -> None:

@@ -539,6 +539,9 @@ POLICY_PATH_MODULES = {
     "ctxnb.access.fdio",
     "ctxnb.access.ownenv",  # ctxnb's environment inside the workspace is governance
     "ctxnb.access.pathrules",
+    # A write is judged against what runs on the host: the cached derived set, never its
+    # derivation (ctxnb.access._whatruns, on a change only). A Read loads neither.
+    "ctxnb.access.protected",
     "ctxnb.cli",
     "ctxnb.cli.app",
     "ctxnb.errors",
@@ -551,6 +554,8 @@ POLICY_PATH_MODULES = {
     "ctxnb.integrations.claude_code",
     "ctxnb.hashing",
 }
+WRITE_CHECK_MODULES = {"ctxnb.access.protected"}
+"""On the policy path of a write only."""
 # Libraries (and slow standard modules) a path check never needs.
 NOT_ON_THE_POLICY_PATH = (
     *HEAVY,
@@ -593,7 +598,7 @@ def test_pre_tool_use_loads_only_the_policy_path(name, ws, payloads):
     assert report["code"] == 0
     modules = set(report["modules"])
     ours = {m for m in modules if m == "ctxnb" or m.startswith("ctxnb.")}
-    assert ours == POLICY_PATH_MODULES
+    assert ours == POLICY_PATH_MODULES - (WRITE_CHECK_MODULES if name == "pre-read" else set())
     loaded = sorted(m for m in modules if m.split(".")[0] in NOT_ON_THE_POLICY_PATH)
     assert loaded == []
 
