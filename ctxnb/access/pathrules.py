@@ -251,32 +251,19 @@ def _build_spec(
     return globs, lines
 
 
-def match_folded(
-    spec: GlobList, spec_lower: GlobList, parts: tuple[str, ...], parent_checked: bool = False
-) -> int | None:
-    """The line of ``spec`` that refuses ``parts``, matched as denial is: as written, then
-    lower-cased, after NFKC and after stripping trailing dots and spaces from each name
-    (against ``spec_lower``, the same lines lower-cased), or None.
+def folded(parts: tuple[str, ...]) -> list[tuple[str, ...]]:
+    """The forms of a path's names that denial matches, besides the names as written:
+    lower-cased, after NFKC, and with trailing dots and spaces stripped (what Windows and
+    some network filesystems do), sorted.
 
-    Each ancestor is matched as a directory, then the path itself as file and as
-    directory: the kind of an entry is not known here, and a refused directory refuses
-    its content. ``parent_checked``: a walk entered ``parts[:-1]``, whose ancestors were
-    judged on the way in (the transforms work name by name).
+    Example:
+        >>> folded((".ENV.",))
+        [('.env',), ('.env.',)]
     """
-    if not parts:
-        return None
-    ancestors = not parent_checked
-    hit = spec.match("/".join(parts), is_dir=None, ancestors=ancestors)
-    if hit is not None:
-        return hit
     variants = {tuple(p.lower() for p in parts)}
     variants.add(tuple(unicodedata.normalize("NFKC", p).lower() for p in parts))
     variants.add(tuple((p.rstrip(" .") or p).lower() for p in parts))
-    for variant in sorted(variants):
-        hit = spec_lower.match("/".join(variant), is_dir=None, ancestors=ancestors)
-        if hit is not None:
-            return hit
-    return None
+    return sorted(variants)
 
 
 def _fs_bytes(text: str, display: str) -> bytes:
@@ -668,8 +655,24 @@ class PathRules:
         return found
 
     def _denied_by_uncached(self, parts: tuple[str, ...], parent_checked: bool) -> str | None:
-        hit = match_folded(self._deny_spec, self._deny_spec_lower, parts, parent_checked)
-        return None if hit is None else self._guard_rules[hit]
+        hit = self._match_prefixes(self._deny_spec, parts, parent_checked)
+        if hit is not None:
+            return self._guard_rules[hit]
+        for variant in folded(parts):
+            hit = self._match_prefixes(self._deny_spec_lower, variant, parent_checked)
+            if hit is not None:
+                return self._guard_rules[hit]
+        return None
+
+    @staticmethod
+    def _match_prefixes(
+        spec: GlobList, parts: tuple[str, ...], parent_checked: bool = False
+    ) -> int | None:
+        # Each ancestor as a directory, then the path itself as file and as directory:
+        # the kind of an entry is not known here, and a denied directory denies its content.
+        # When the parent was checked (a walk entered it), its ancestors were judged on
+        # the way in: the transforms of the variants work name by name.
+        return spec.match("/".join(parts), is_dir=None, ancestors=not parent_checked)
 
     def _check_allow(self, p: _Parsed) -> None:
         if self._allow_spec is None or not p.parts:

@@ -51,16 +51,16 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from .._util.wildmatch import GlobList
 from ..hashing import sha256_hex, stable_stringify
-from .pathrules import match_folded
+from .pathrules import folded
 
 __all__ = ["STATIC", "ProtectedSet", "project_dirs", "protected_set"]
 
+_BYTE_CODE = "byte code runs instead of its reviewed source"
 STATIC: tuple[tuple[str, str], ...] = (
-    ("__pycache__/", "byte code runs instead of its reviewed source"),
-    ("*.pyc", "byte code runs instead of its reviewed source"),
-    ("*.pyo", "byte code runs instead of its reviewed source"),
+    ("__pycache__/", _BYTE_CODE),
+    ("*.pyc", _BYTE_CODE),
+    ("*.pyo", _BYTE_CODE),
     ("sitecustomize/", "a sitecustomize package runs at Python's start-up"),
     ("usercustomize/", "a usercustomize package runs at Python's start-up"),
     ("pyvenv.cfg", "it makes its directory a Python environment whose start-up code runs"),
@@ -68,7 +68,13 @@ STATIC: tuple[tuple[str, str], ...] = (
     ("**/.claude/skills/", "Claude Code's skills can run hooks and commands on the host"),
     ("**/.claude/commands/", "Claude Code's commands can run shell commands on the host"),
 )
-"""Protected by name wherever they are, whatever the workspace's files say: (glob, why)."""
+"""Protected by name wherever they are, whatever the workspace's files say: (glob, why).
+Matched by :func:`_static` (names compared, no pattern compiled: a hook process builds
+its set once per call)."""
+
+_STATIC_DIRS = {"__pycache__": 0, "sitecustomize": 3, "usercustomize": 4}
+_STATIC_SUFFIXES = ((".pyc", 1), (".pyo", 2))
+_CLAUDE_DIRS = {"agents": 6, "skills": 7, "commands": 8}
 
 _FORMAT = 1  # of the cached form; a change to the derivation bumps it
 # The environment variables the derivation reads (and git's own, GIT_*).
@@ -89,12 +95,23 @@ _ENV_KEYS = frozenset(
 _SETTLED_NS = 50_000_000
 
 
-def _anchored(rel: str) -> str:
-    """An anchored glob that names exactly ``rel`` (and, as a directory, its content)."""
-    out = []
-    for ch in rel:
-        out.append("\\" + ch if ch in "*?[\\ " else ch)
-    return "/" + "".join(out)
+def _static(form: tuple[str, ...]) -> int | None:
+    """The index in :data:`STATIC` of the rule that names ``form`` (lower-cased names),
+    or None. As the globs would with the kind unknown, a name matches as a file or a
+    directory, and a directory protects what is in it."""
+    for i, name in enumerate(form):
+        hit = _STATIC_DIRS.get(name)
+        if hit is not None:
+            return hit
+        if name == ".claude" and i + 1 < len(form):
+            hit = _CLAUDE_DIRS.get(form[i + 1])
+            if hit is not None:
+                return hit
+    last = form[-1]
+    for suffix, hit in _STATIC_SUFFIXES:
+        if last.endswith(suffix):
+            return hit
+    return 5 if last == "pyvenv.cfg" else None
 
 
 class ProtectedSet:
@@ -107,7 +124,6 @@ class ProtectedSet:
 
     Attributes:
         entries: the derived paths and their reasons, sorted by path.
-        sha256: a hash of the static globs and the entries.
 
     Example:
         >>> import pathlib, tempfile
@@ -116,27 +132,50 @@ class ProtectedSet:
         ('/tools/hooks', 'git runs it')
         >>> ps.refusal(("TOOLS", "Hooks", "pre-commit"))[0]  # case-insensitive, as denial
         '/tools/hooks'
+        >>> ps.refusal(("src", "__pycache__", "app.cpython-311.pyc"))[0]
+        '__pycache__/'
     """
 
-    __slots__ = ("_spec", "_spec_lower", "_whys", "entries", "root", "sha256")
+    __slots__ = ("_derived", "_sha256", "entries", "root")
 
     def __init__(self, root: str | os.PathLike[str], entries: Mapping[str, str]) -> None:
         self.root = Path(root)
         self.entries: dict[str, str] = dict(sorted(entries.items()))
-        lines = [glob for glob, _ in STATIC] + [_anchored(rel) for rel in self.entries]
-        self._whys = [why for _, why in STATIC] + list(self.entries.values())
-        self._spec = GlobList(lines)
-        self._spec_lower = GlobList([line.lower() for line in lines])
-        self.sha256 = sha256_hex(
-            stable_stringify({"static": [list(s) for s in STATIC], "derived": self.entries})
-        )
+        # Every form of each entry's names that denial matches (as written, lower-cased,
+        # NFKC, trailing dots and spaces stripped) → the entry.
+        derived: dict[tuple[str, ...], str] = {}
+        for rel in self.entries:
+            parts = tuple(p for p in rel.split("/") if p)
+            for form in (parts, *folded(parts)):
+                derived.setdefault(form, rel)
+        self._derived = derived
+        self._sha256: str | None = None
+
+    @property
+    def sha256(self) -> str:
+        """A hash of the static globs and the derived entries (recorded with commits)."""
+        if self._sha256 is None:
+            data = {"static": [list(s) for s in STATIC], "derived": self.entries}
+            self._sha256 = sha256_hex(stable_stringify(data))
+        return self._sha256
 
     def refusal(self, parts: tuple[str, ...]) -> tuple[str, str] | None:
-        """``(glob, why)`` when the workspace-relative path ``parts`` is protected."""
-        hit = match_folded(self._spec, self._spec_lower, parts)
-        if hit is None:
+        """``(glob, why)`` when the workspace-relative path ``parts`` is protected: it
+        or a directory above it is derived, or a :data:`STATIC` name matches."""
+        if not parts:
             return None
-        return self._spec.lines[hit], self._whys[hit]
+        forms = folded(parts)
+        derived = self._derived
+        for form in (parts, *forms):
+            for n in range(1, len(form) + 1):
+                rel = derived.get(form[:n])
+                if rel is not None:
+                    return "/" + rel, self.entries[rel]
+        for form in forms:
+            hit = _static(form)
+            if hit is not None:
+                return STATIC[hit]
+        return None
 
     def __len__(self) -> int:
         return len(self.entries)
