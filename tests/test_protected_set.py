@@ -144,6 +144,14 @@ def test_the_hook_cache_follows_the_files_it_was_derived_from(tmp_path):
     cache["entries"]["only/in/the/cache"] = "a marker"
     path.write_text(json.dumps(cache))
     assert "only/in/the/cache" in protected_set(root, env={}, state_dir=states).entries
+    # A file added beside the top-level directories changes nothing derived: still cached.
+    (root / "notes.txt").write_text("x\n")
+    assert "only/in/the/cache" in protected_set(root, env={}, state_dir=states).entries
+    # A new environment at the top is a change.
+    (root / "env2").mkdir()
+    (root / "env2" / "pyvenv.cfg").write_text("home = /usr/bin\n")
+    with_env = protected_set(root, env={}, state_dir=states).entries
+    assert "env2" in with_env and "only/in/the/cache" not in with_env
     # Another environment is another derivation.
     assert (
         "only/in/the/cache" not in protected_set(root, env={"HOME": "/x"}, state_dir=states).entries

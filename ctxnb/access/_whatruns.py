@@ -89,19 +89,19 @@ class Found:
         root: the workspace root.
     """
 
-    __slots__ = ("_roots", "entries", "read", "root")
+    __slots__ = ("entries", "read", "root", "roots")
 
     def __init__(self, root: str | os.PathLike[str]) -> None:
         given = os.path.abspath(os.fspath(root))
         self.root = os.path.realpath(given)
-        self._roots = tuple(dict.fromkeys((self.root, given)))
+        self.roots = tuple(dict.fromkeys((self.root, given)))
         self.entries: dict[str, str] = {}
         self.read: set[str] = set()
 
     def rel(self, path: str) -> str | None:
         """``path`` (absolute, normalised) relative to the root, or None when outside or
         the root itself (a workspace is never protected whole)."""
-        for base in self._roots:
+        for base in self.roots:
             if path.startswith(base + "/"):
                 return path[len(base) + 1 :]
         return None
@@ -397,19 +397,16 @@ def python_environments(found: Found, env: Mapping[str, str]) -> None:
     hold ``pyvenv.cfg`` or ``conda-meta/``, the one ctxnb runs in, ``$VIRTUAL_ENV`` and
     ``$CONDA_PREFIX``; and the workspace's directories on ``PATH``."""
     from .ownenv import within
+    from .protected import path_dirs, top_dirs
 
     root = found.root
-    found.read.add(root)
-    try:
-        children = [e for e in os.scandir(root) if e.is_dir(follow_symlinks=False)]
-    except OSError:
-        children = []
-    for entry in children:
+    for name in top_dirs(root):
         for marker in ("pyvenv.cfg", "conda-meta"):
-            path = os.path.join(entry.path, marker)
+            path = os.path.join(root, name, marker)
             found.read.add(path)
             if os.path.lexists(path):
-                found.add(entry.path, _ENV_WHY.format(found.shown(path)))
+                found.add(os.path.join(root, name), _ENV_WHY.format(found.shown(path)))
+    found.read.add(os.path.join(root, "pyvenv.cfg"))
     if os.path.lexists(os.path.join(root, "pyvenv.cfg")):
         # A workspace that is itself an environment: its programs and modules, not all of it.
         for name in ("bin", "lib", "lib64", "include", "Scripts", "Lib"):
@@ -420,9 +417,9 @@ def python_environments(found: Found, env: Mapping[str, str]) -> None:
         value = env.get(var)
         if value and os.path.isabs(value):
             found.add(value, _ENV_WHY.format(f"${var}"))
-    for entry_path in (env.get("PATH") or "").split(os.pathsep):
-        if not os.path.isabs(entry_path):
-            continue  # '.' or '': the current directory is no fixed place to protect
+    # By name: '.' or '' (the current directory) is no fixed place to protect, and a
+    # directory elsewhere that links into the workspace is not looked up (see path_dirs).
+    for entry_path in path_dirs(env.get("PATH") or "", found.roots):
         found.add(
             entry_path,
             "it is a directory on PATH: the programs in it run on the host by their name",

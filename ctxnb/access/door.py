@@ -89,6 +89,10 @@ class Access:
         self.config = config
         self.resolver = resolver
         self.store = store
+        # Where a process that serves one call of a longer session (Claude Code's Bash
+        # through `ctxnb sandbox exec`) finds the session's derived protected set, cached
+        # by the files it came from; None derives it here.
+        self.protected_cache: Path | None = None
 
     # -- the policies -------------------------------------------------------------------
     @cached_property
@@ -127,7 +131,11 @@ class Access:
         """
         from .protected import protected_set
 
-        return protected_set(self.root, env=os.environ, cwd=os.getcwd())
+        try:
+            cwd: str | None = os.getcwd()
+        except OSError:  # the current directory was removed: it holds no settings then
+            cwd = None
+        return protected_set(self.root, env=os.environ, cwd=cwd, state_dir=self.protected_cache)
 
     def governance_globs(self) -> tuple[str, ...]:
         """:data:`GOVERNANCE`, plus ``pyproject.toml`` when it holds the settings, plus

@@ -47,14 +47,21 @@ from __future__ import annotations
 import os
 import sys
 import time
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
 from ..hashing import sha256_hex, stable_stringify
 from .pathrules import folded
 
-__all__ = ["STATIC", "ProtectedSet", "project_dirs", "protected_set"]
+__all__ = [
+    "STATIC",
+    "ProtectedSet",
+    "path_dirs",
+    "project_dirs",
+    "protected_set",
+    "top_dirs",
+]
 
 _BYTE_CODE = "byte code runs instead of its reviewed source"
 STATIC: tuple[tuple[str, str], ...] = (
@@ -214,15 +221,45 @@ def project_dirs(
     return out
 
 
-def _context(root: str, bases: list[str], env: Mapping[str, str]) -> list[Any]:
-    """What the derivation depends on besides the files it reads."""
+def path_dirs(path: str, roots: Sequence[str]) -> list[str]:
+    """The absolute directories of a ``PATH`` value that lie in one of ``roots`` by name
+    (the only part of ``PATH`` the set depends on)."""
+    out = []
+    for entry in path.split(os.pathsep):
+        if os.path.isabs(entry):
+            norm = os.path.normpath(entry)
+            if any(norm.startswith(r + "/") for r in roots):
+                out.append(norm)
+    return out
+
+
+# Never an environment to find: governance's own directories (protected as names).
+_NOT_ENVIRONMENTS = frozenset({".git", ".ctxnb", ".orchestration"})
+
+
+def top_dirs(root: str) -> list[str]:
+    """The names of the workspace's top-level directories (not links) where a Python
+    environment may lie: a new one is a new name (files added beside them are not)."""
+    try:
+        with os.scandir(root) as it:
+            names = [e.name for e in it if e.is_dir(follow_symlinks=False)]
+    except OSError:
+        return []
+    return sorted(n for n in names if n not in _NOT_ENVIRONMENTS)
+
+
+def _context(roots: list[str], bases: list[str], env: Mapping[str, str]) -> list[Any]:
+    """What the derivation depends on besides the files it reads. Of ``PATH``, only the
+    workspace's directories count: a hook and a Bash command may see other ``PATH``s."""
     keys = sorted(k for k in env if k in _ENV_KEYS or k.startswith("GIT_"))
+    values = [[k, path_dirs(env[k], roots) if k == "PATH" else env[k]] for k in keys]
     ctxnb = sys.modules.get("ctxnb")
     return [
         _FORMAT,
-        root,
+        roots,
         bases,
-        [[k, env[k]] for k in keys],
+        top_dirs(roots[0]),
+        values,
         os.path.realpath(sys.executable),
         [os.fspath(p) for p in getattr(ctxnb, "__path__", [])],
     ]
@@ -254,7 +291,7 @@ def protected_set(
     env = os.environ if env is None else env
     real = os.path.realpath(root)
     bases = project_dirs(real, cwd, env)
-    context = _context(real, bases, env)
+    context = _context(list(dict.fromkeys((real, os.path.abspath(root)))), bases, env)
     cache = state_dir / "cache" / "protected.json" if state_dir is not None else None
     if cache is not None:
         entries = _cached(cache, context)
