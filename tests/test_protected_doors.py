@@ -9,6 +9,7 @@ own test files.
 from __future__ import annotations
 
 import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -94,6 +95,19 @@ def test_file_tools_never_patch_or_delete_in_the_protected_set(tmp_path):
     with pytest.raises(Exception, match="protected"):
         t.workspace.agent_policy.delete(".githooks/pre-commit")
     assert (root / ".githooks" / "pre-commit").exists()
+
+
+def test_file_tools_never_write_python_start_up_in_a_project_venv(tmp_path):
+    root = make_workspace(tmp_path)
+    subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(root / ".venv")], check=True)
+    site = next((root / ".venv" / "lib").glob("python3.*")) / "site-packages"
+    t = tools(root)
+    for rel in ("sitecustomize/__init__.py", "_distutils_hack/__init__.py", "evil.pth"):
+        path = str((site / rel).relative_to(root))
+        out = t.dispatch("write_file", {"path": path, "content": "import os\n"})
+        rule = refused_rule(out)
+        assert rule in ("protected:/.venv", "governance:*.pth"), (rel, rule)
+    assert not (site / "sitecustomize").exists() and not (site / "_distutils_hack").exists()
 
 
 # -- the Claude Code hook, as its own process ------------------------------------------------
