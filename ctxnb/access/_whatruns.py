@@ -392,15 +392,18 @@ _ENV_WHY = (
 )
 
 
-def python_environments(found: Found, env: Mapping[str, str]) -> None:
-    """Every Python environment inside the workspace, whole: the root's directories that
-    hold ``pyvenv.cfg`` or ``conda-meta/``, the one ctxnb runs in, ``$VIRTUAL_ENV`` and
-    ``$CONDA_PREFIX``; and the workspace's directories on ``PATH``."""
+def python_environments(
+    found: Found, env: Mapping[str, str], *, top: Sequence[str], on_path: Sequence[str]
+) -> None:
+    """Every Python environment inside the workspace, whole: the directories ``top`` (the
+    workspace's top-level ones) that hold ``pyvenv.cfg`` or ``conda-meta/``, the one ctxnb
+    runs in, ``$VIRTUAL_ENV`` and ``$CONDA_PREFIX``; and the workspace's directories on
+    ``PATH`` (``on_path``: by name, so '.' or '', the current directory, is no fixed place
+    to protect, and a directory elsewhere that links into the workspace is not looked up)."""
     from .ownenv import within
-    from .protected import path_dirs, top_dirs
 
     root = found.root
-    for name in top_dirs(root):
+    for name in top:
         for marker in ("pyvenv.cfg", "conda-meta"):
             path = os.path.join(root, name, marker)
             found.read.add(path)
@@ -417,9 +420,7 @@ def python_environments(found: Found, env: Mapping[str, str]) -> None:
         value = env.get(var)
         if value and os.path.isabs(value):
             found.add(value, _ENV_WHY.format(f"${var}"))
-    # By name: '.' or '' (the current directory) is no fixed place to protect, and a
-    # directory elsewhere that links into the workspace is not looked up (see path_dirs).
-    for entry_path in path_dirs(env.get("PATH") or "", found.roots):
+    for entry_path in on_path:
         found.add(
             entry_path,
             "it is a directory on PATH: the programs in it run on the host by their name",
@@ -442,12 +443,21 @@ def ctxnb_source(found: Found) -> None:
         )
 
 
-def derive(root: str | os.PathLike[str], bases: Sequence[str], env: Mapping[str, str]) -> Found:
-    """Every source, once: the paths to protect and the files that were read."""
+def derive(
+    root: str | os.PathLike[str],
+    bases: Sequence[str],
+    env: Mapping[str, str],
+    *,
+    top: Sequence[str],
+    on_path: Sequence[str],
+) -> Found:
+    """Every source, once: the paths to protect and the files that were read. ``top`` and
+    ``on_path`` are the parts of the cache's key that name places (see
+    :func:`ctxnb.access.protected.top_dirs`, :func:`~ctxnb.access.protected.path_dirs`)."""
     found = Found(root)
     claude_code(found, bases, env)
     git(found, env)
-    python_environments(found, env)
+    python_environments(found, env, top=top, on_path=on_path)
     ctxnb_source(found)
     found.read.add(os.path.realpath(sys.executable))
     return found

@@ -248,18 +248,20 @@ def top_dirs(root: str) -> list[str]:
     return sorted(n for n in names if n not in _NOT_ENVIRONMENTS)
 
 
-def _context(roots: list[str], bases: list[str], env: Mapping[str, str]) -> list[Any]:
+def _context(
+    roots: list[str], bases: list[str], top: list[str], on_path: list[str], env: Mapping[str, str]
+) -> list[Any]:
     """What the derivation depends on besides the files it reads. Of ``PATH``, only the
     workspace's directories count: a hook and a Bash command may see other ``PATH``s."""
-    keys = sorted(k for k in env if k in _ENV_KEYS or k.startswith("GIT_"))
-    values = [[k, path_dirs(env[k], roots) if k == "PATH" else env[k]] for k in keys]
+    keys = sorted(k for k in env if (k in _ENV_KEYS or k.startswith("GIT_")) and k != "PATH")
     ctxnb = sys.modules.get("ctxnb")
     return [
         _FORMAT,
         roots,
         bases,
-        top_dirs(roots[0]),
-        values,
+        top,
+        on_path,
+        [[k, env[k]] for k in keys],
         os.path.realpath(sys.executable),
         [os.fspath(p) for p in getattr(ctxnb, "__path__", [])],
     ]
@@ -290,8 +292,10 @@ def protected_set(
 
     env = os.environ if env is None else env
     real = os.path.realpath(root)
+    roots = list(dict.fromkeys((real, os.path.abspath(root))))
     bases = project_dirs(real, cwd, env)
-    context = _context(list(dict.fromkeys((real, os.path.abspath(root)))), bases, env)
+    top, on_path = top_dirs(real), path_dirs(env.get("PATH") or "", roots)
+    context = _context(roots, bases, top, on_path, env)
     cache = state_dir / "cache" / "protected.json" if state_dir is not None else None
     if cache is not None:
         entries = _cached(cache, context)
@@ -300,7 +304,7 @@ def protected_set(
     from ._whatruns import derive
 
     started = time.time_ns()
-    found = derive(root, bases, env)
+    found = derive(root, bases, env, top=top, on_path=on_path)
     protected = ProtectedSet(root, found.entries)
     if cache is not None:
         files = [(path, file_key(path)) for path in sorted(found.read)]

@@ -2,8 +2,8 @@
 
 Each door is attacked for real: ctxnb's file tools, the Claude Code hook as its own
 process (the installed ``ctxnb`` console script, the venv on ``PATH``), the MCP backend.
-The sandbox's commit is attacked in ``test_protected_sandbox.py``, ACP and A2A in their
-own test files.
+The sandbox's commit is attacked in ``tests/sandbox/test_protected_sandbox.py``, ACP and
+A2A in theirs (``tests/integrations/``).
 """
 
 from __future__ import annotations

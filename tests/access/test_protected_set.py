@@ -3,7 +3,7 @@
 Claude Code's settings, git (asked, not parsed), the Python environments in the
 workspace, byte code by name; the hook's cache follows the files the set came from. The
 doors that refuse the set are attacked in ``test_protected_doors.py`` and
-``test_protected_sandbox.py``.
+``tests/sandbox/test_protected_sandbox.py``.
 """
 
 from __future__ import annotations
