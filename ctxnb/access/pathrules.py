@@ -447,6 +447,20 @@ class PathRules:
         found = self._protected_hit(p.parts)
         return None if found is None else f"{found[1]} (matches {found[0]})"
 
+    def check_protected(self, path: str | os.PathLike[str] | SafePath) -> None:
+        """Refuse ``path`` when a write to it would be refused as protected (rule
+        ``protected:<glob>``), for a caller that cannot tell whether it will be written
+        (a tool ctxnb does not know by name); the other rules are not judged here.
+
+        Raises:
+            PolicyError: ``PATH_DENIED``, rule ``protected:<glob>``.
+        """
+        try:
+            p = self._parse(path)
+        except PolicyError:
+            return
+        self._check_protected(p)
+
     def _protected_hit(self, parts: tuple[str, ...]) -> tuple[str, str] | None:
         if self._protected_source is None or not parts:
             return None

@@ -240,7 +240,6 @@ def _exec_governed(root: Any, intent_id: str, argv: list[str], cwd: str, ns: Any
 
     from ..errors import PolicyError
     from ..govern.engine import engine_of
-    from ..govern.state import state_dir
     from ..redaction.redactor import redact
     from ..sandbox.held import PROMPT_DIFF_CHARS, Hold, hold_overlay
     from ..sandbox.runner import SandboxResult
@@ -265,9 +264,9 @@ def _exec_governed(root: Any, intent_id: str, argv: list[str], cwd: str, ns: Any
         )
 
     with Workspace.open(root) as ws:
-        # What runs on the host, from the hooks' cache: derived again only when one of
+        # What runs on the host, from the hook's cache: derived again only when one of
         # the files it came from changed, not once per command.
-        ws.protected_cache = state_dir(root)
+        ws.protected_cache = _states(root, ns)
         session = ws.session(f"claude-code-{sid}" if sid else None)
         tools = ws.tools(session, caller="claude-code", model_id=os.environ.get("CTXNB_MODEL_ID"))
         engine = engine_of(tools)
@@ -315,7 +314,7 @@ def _held(action: str, hold_id: str, ns: Any) -> int:
     import contextlib
 
     from ..errors import NotFoundError, PolicyError
-    from ..govern.state import find_workspace, state_dir
+    from ..govern.state import find_workspace
     from ..sandbox.held import discard_hold, load_hold
 
     root, _ = find_workspace(ns.workspace or os.getcwd())
@@ -361,7 +360,7 @@ def _held(action: str, hold_id: str, ns: Any) -> int:
 
     by = "human (asked by Claude Code)" if ns.session else "human (ctxnb sandbox commit)"
     with Workspace.open(root) as ws:
-        ws.protected_cache = state_dir(root)
+        ws.protected_cache = _states(root, ns)
         session = ws.session(f"claude-code-{ns.session}" if ns.session else None)
         tools = ws.tools(
             session,

@@ -3,7 +3,8 @@
 MCP servers' tools (``mcp__server__tool``) and tools Claude Code adds later take paths
 under names of their own. ctxnb cannot know which of them write, so every path it finds
 in their input goes through the same path policy as the file tools (governance's files
-and denied files are refused to reads and writes alike); it finds them
+and denied files are refused to reads and writes alike), and is refused when a write to
+it would be (what runs on the host, :mod:`ctxnb.access.protected`); it finds them
 
 * under keys that name a path (``path``, ``file_path``, ``filePath``, ``paths``,
   ``directory``, ``cwd``, ``root``, ``target`` …), at any depth: each is a path;
@@ -93,6 +94,8 @@ def check_tool_paths(ctx: _Context, tool: str, tool_input: Mapping[str, Any]) ->
         if is_path_key:
             if value.strip():
                 rules.check(_host_path(ctx, value))
+                # It may be written: what runs on the host is refused too.
+                rules.check_protected(_host_path(ctx, value))
             continue
         candidate = _path_like(ctx, value)
         if candidate is not None:
@@ -102,6 +105,7 @@ def check_tool_paths(ctx: _Context, tool: str, tool_input: Mapping[str, Any]) ->
                 outside = e.details.get("rule") == "outside-roots"
                 if not outside or os.path.lexists(candidate):
                     raise
+            rules.check_protected(candidate)
             continue
         if len(value) <= _MAX_WORD and value.strip() and not any(c.isspace() for c in value):
             if "://" in value:
@@ -109,6 +113,8 @@ def check_tool_paths(ctx: _Context, tool: str, tool_input: Mapping[str, Any]) ->
             rule = rules.denied_by(_host_path(ctx, value))
             if rule is not None and rule.startswith(("deny:", "governance:")):
                 rules.check(_host_path(ctx, value))  # raises, naming the rule
+            if "/" in value:  # a name that would be created (a hook script not there yet)
+                rules.check_protected(_host_path(ctx, value))
 
 
 def _strings(value: Any) -> Iterator[tuple[str, bool]]:
