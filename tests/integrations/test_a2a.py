@@ -222,7 +222,7 @@ def test_a_hook_script_named_in_settings_is_never_written(ws: Path, serve: Any) 
     server = serve(script)
 
     async def body() -> list[dict[str, Any]]:
-        async with connect(server.url) as client:
+        async with connect(server.url, server.token) as client:
             return await collect(client, message("add a check"))
 
     events = run_with_deadline(body())
