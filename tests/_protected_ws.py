@@ -15,9 +15,26 @@ import subprocess
 import sys
 from pathlib import Path
 
+from _git import git
+from _paths import REPO
+
 from ctxnb.govern import init_governance
 
-REPO = Path(__file__).resolve().parent.parent
+__all__ = [
+    "INTENTS",
+    "PRE_SH",
+    "REPO",
+    "SETTINGS",
+    "SID",
+    "git",
+    "hook_command",
+    "hook_env",
+    "make_workspace",
+    "run_hook_process",
+    "snapshot",
+    "write_payload",
+]
+
 SID = "5b0d8a62-7c1e-4a3b-9f0e-1d2c3b4a5f60"
 INTENTS = """\
 active_intents:
@@ -45,12 +62,6 @@ SETTINGS = {
         ],
     }
 }
-
-
-def git(root: Path, *args: str) -> str:
-    return subprocess.run(
-        ["git", *args], cwd=root, check=True, capture_output=True, text=True
-    ).stdout
 
 
 def make_workspace(tmp_path: Path, *, settings: dict | None = None) -> Path:
