@@ -68,15 +68,7 @@ class FileSources:
         *,
         source: Literal["active", "rag-snippet"] = "active",
     ) -> str:
-        """Register the client-side copy of a file (e.g. an unsaved editor buffer).
-
-        An ``active`` copy beats the disk for reads, is the base of ``write_patch`` and is
-        what the session's prompt shows for the file. A ``rag-snippet`` is remembered
-        only to refuse it as an edit base; it never displaces an active copy.
-
-        Returns:
-            The SHA-256 of the copy.
-        """
+        """:meth:`ctxnb.tools.FileTools.set_active_copy`: the copy's SHA-256."""
         rel = self.rel_for_doc_path(doc_path)
         if source == "rag-snippet":
             self.snippets[rel] = content
