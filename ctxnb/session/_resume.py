@@ -1,7 +1,8 @@
 """Resuming a stored session: its sets restored, its files checked against the disk.
 
-``_restore`` brings back a saved session document (its sets, chat, system prompt and
-restored items) without reading file contents; ``_reconcile`` then compares each file's
+:meth:`SessionResume.restore` brings back a saved session document (its sets, chat,
+system prompt and restored items) without reading file contents; :meth:`~SessionResume.reconcile`
+then compares each file's
 ``stat`` and bytes with what was stored, through the access layer, and reports what
 changed, went away or is out of reach (:class:`ctxnb.session.core.ResumeReport`).
 """
@@ -12,6 +13,7 @@ import contextlib
 import os
 import stat as stat_mod
 from collections.abc import Sequence
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from ..access.observe import StatCache, observe_bytes
@@ -20,19 +22,44 @@ from ..errors import PolicyError
 from ..hashing import source_hash
 from ..redaction.redactor import redact_text
 from ..resolver import _within
-from ._state import _LIGHT, ResumeReport, _SessionState
+
+#: Marks a file document made from the store's columns without its content.
+LIGHT = "__ctxnb_light__"
 
 if TYPE_CHECKING:
     from ._columns import FileColumns
+    from .core import Session
 
 
-class _SessionResume(_SessionState):
-    """How a :class:`ctxnb.session.core.Session` resumes."""
+@dataclass
+class ResumeReport:
+    """What resuming a session found."""
 
-    # -- resume ---------------------------------------------------------------------------------
-    _columns: FileColumns
+    objects: int = 0
+    unchanged: int = 0
+    updated: list[str] = field(default_factory=list)
+    deleted: list[str] = field(default_factory=list)
+    orphaned: list[str] = field(default_factory=list)
+    hashed: int = 0
+    watching: int = 0
 
-    def _restore(self, sdoc: dict[str, Any]) -> None:
+
+class SessionResume:
+    """How a :class:`~ctxnb.session.core.Session` resumes: an object that works on the
+    session it is given, not a base class of it (:func:`~ctxnb.session.core.open_session`
+    makes one).
+
+    It keeps the store's typed columns of the session's files, from which the files not
+    in the prompt are made into documents and metadata entries when first asked for (the
+    session's lazy mappings hold its ``light_doc`` and ``light_meta``).
+    """
+
+    def __init__(self, session: Session) -> None:
+        self.session = session
+        self.columns: FileColumns
+
+    def restore(self, sdoc: dict[str, Any]) -> None:
+        s = self.session
         # Imported here: numpy and pyarrow's compute cost a process that only makes or
         # uses a session (the CLI, a hook) ~0.1 s, and only a resume needs them.
         import numpy as np
@@ -41,46 +68,46 @@ class _SessionResume(_SessionState):
 
         from ._columns import LazyRows, file_columns
 
-        self.session_index = list(sdoc.get("session_index") or [])
-        self._index_set = set(self.session_index)
-        self.metadata_pool = list(sdoc.get("metadata_pool") or [])
-        self._pool_set = set(self.metadata_pool)
-        self._active = dict.fromkeys(sdoc.get("active_set") or [])
-        self._pinned = dict.fromkeys(sdoc.get("pinned_set") or [])
+        s.session_index = list(sdoc.get("session_index") or [])
+        s._index_set = set(s.session_index)
+        s.metadata_pool = list(sdoc.get("metadata_pool") or [])
+        s._pool_set = set(s.metadata_pool)
+        s._active = dict.fromkeys(sdoc.get("active_set") or [])
+        s._pinned = dict.fromkeys(sdoc.get("pinned_set") or [])
         assembly = sdoc.get("assembly") or {}
         entered = sdoc.get("entered") or assembly.get("entered") or {}
         if isinstance(assembly.get("hash"), str) and isinstance(sdoc.get("turn"), int):
-            self.last_context = (sdoc["turn"], assembly["hash"])
-        for i, oid in enumerate(self._active):
-            self._seq[oid] = i + 1
-            self._last_used[oid] = i + 1
-            self._entered[oid] = int(entered.get(oid, 0))
-        self._tick = len(self._active)
-        self._restores = list(sdoc.get("restores") or [])
-        self.chat_id = sdoc.get("chat_ref") or self.chat_id
-        self.system_prompt_id = sdoc.get("system_prompt_ref")
-        ids = self.session_index
-        extra = [x for x in (self.chat_id, self.system_prompt_id) if x]
+            s.last_context = (sdoc["turn"], assembly["hash"])
+        for i, oid in enumerate(s._active):
+            s._seq[oid] = i + 1
+            s._last_used[oid] = i + 1
+            s._entered[oid] = int(entered.get(oid, 0))
+        s._tick = len(s._active)
+        s._restores = list(sdoc.get("restores") or [])
+        s.chat_id = sdoc.get("chat_ref") or s.chat_id
+        s.system_prompt_id = sdoc.get("system_prompt_ref")
+        ids = s.session_index
+        extra = [x for x in (s.chat_id, s.system_prompt_id) if x]
         # Full documents (with content) only for what the prompt shows; the other files
         # are rows of the store's typed columns, made into a document (without its
         # content, loaded when activated) or a metadata entry when first asked for.
         # Resuming a session of thousands of files builds nothing per file.
-        cols = self._columns = file_columns(self.store, ids)
+        cols = self.columns = file_columns(s.store, ids)
         light = cols.found
-        if self._active:
-            shown = pa.array(list(self._active), type=pa.string())
+        if s._active:
+            shown = pa.array(list(s._active), type=pa.string())
             light = light & ~pc.is_in(cols.ids, value_set=shown).to_numpy(zero_copy_only=False)
         light_rows = np.flatnonzero(light)
         every = len(light_rows) == len(ids)
         light_ids = ids if every else cols.ids.take(light_rows).to_pylist()
         rows = dict(zip(light_ids, light_rows.tolist(), strict=True))
         full = [] if every else cols.ids.filter(pa.array(~light)).to_pylist()
-        docs = self.store.get_many([*full, *extra])
-        chat = docs.get(self.chat_id) or {}
-        self._turns = list(chat.get("turns") or [])
-        self._toolcall_refs = list(chat.get("toolcall_refs") or [])
-        if self.system_prompt_id and self.system_prompt_id in docs:
-            self._system_prompt = docs[self.system_prompt_id].get("content") or ""
+        docs = s.store.get_many([*full, *extra])
+        chat = docs.get(s.chat_id) or {}
+        s._turns = list(chat.get("turns") or [])
+        s._toolcall_refs = list(chat.get("toolcall_refs") or [])
+        if s.system_prompt_id and s.system_prompt_id in docs:
+            s._system_prompt = docs[s.system_prompt_id].get("content") or ""
         built_docs: dict[str, dict[str, Any]] = {}
         built_meta: dict[str, MetaEntry] = {}
         for oid in full:
@@ -88,20 +115,20 @@ class _SessionResume(_SessionState):
             if d is None:  # stored elsewhere or lost: keep the id, show it as orphaned
                 d = {"xt/id": oid, "type": "file", "source": None, "content": None}
             built_docs[oid] = d
-            built_meta[oid] = self._meta_for(
+            built_meta[oid] = s._meta_for(
                 d, orphaned=d.get("source") is None and d["type"] == "file"
             )
-        self._docs = LazyRows(built_docs, rows, self._light_doc)
-        self._meta = LazyRows(built_meta, dict(rows), self._light_meta)
+        s._docs = LazyRows(built_docs, rows, self.light_doc)
+        s._meta = LazyRows(built_meta, dict(rows), self.light_meta)
         # A light row without a path is orphaned (as its entry would say).
         lost = light & pc.is_null(cols.column("source_path")).to_numpy(zero_copy_only=False)
-        self._orphaned = {o for o, m in built_meta.items() if m.orphaned}
-        self._orphaned.update(cols.ids.filter(pa.array(lost)).to_pylist())
-        self._assembler.mark_many(ids)
+        s._orphaned = {o for o, m in built_meta.items() if m.orphaned}
+        s._orphaned.update(cols.ids.filter(pa.array(lost)).to_pylist())
+        s._assembler.mark_many(ids)
 
-    def _light_doc(self, row: int) -> dict[str, Any]:
+    def light_doc(self, row: int) -> dict[str, Any]:
         """A file without its content, from row ``row`` of the store's typed columns."""
-        c = self._columns.lists()
+        c = self.columns.lists()
         path, fs = c["source_path"][row], c["source_filesystem_id"][row]
         src = None
         if path is not None:
@@ -115,49 +142,38 @@ class _SessionResume(_SessionState):
             "char_count": c["char_count"][row] or 0,
             "source_hash": c["source_hash"][row],
             "content_hash": c["content_hash"][row],
-            _LIGHT: True,
+            LIGHT: True,
         }
 
-    def _light_meta(self, row: int) -> MetaEntry:
-        c = self._columns.lists()
+    def light_meta(self, row: int) -> MetaEntry:
+        s = self.session
+        c = self.columns.lists()
         path = c["source_path"][row]
         return MetaEntry(
             c["xt_id"][row],
             "file",
             # As meta_for shows a stored file: a secret in its name leaves redacted.
-            path=redact_text(
-                self.workspace.display_path(path or "", c["source_filesystem_id"][row])
-            ),
+            path=redact_text(s.workspace.display_path(path or "", c["source_filesystem_id"][row])),
             file_type=c["file_type"][row],
             char_count=c["char_count"][row] or 0,
             deleted=c["source_hash"][row] is None,
             orphaned=path is None,
         )
 
-    def _accessible_root(self, src: dict[str, Any]) -> str | None:
-        """The directory whose presence says a file's filesystem is reachable, or None.
-
-        The longest mount covering the path; for host paths no mount covers, the
-        workspace root (or ``/``); None for another filesystem no mount reaches.
-        """
-        res = self.workspace.resolver
-        return _root_for(
-            src, res.mounts, res.default_filesystem_id(), str(self.workspace.root) + "/"
-        )
-
-    def _reconcile(self) -> ResumeReport:
+    def reconcile(self) -> ResumeReport:
+        s = self.session
         import numpy as np
         import pyarrow.compute as pc
 
         from ._columns import ResumeBlock, StatRows, block_path, pick
 
-        report = ResumeReport(objects=len(self.session_index))
-        ws = self.workspace
+        report = ResumeReport(objects=len(s.session_index))
+        ws = s.workspace
         res = ws.resolver
         default_fs, mounts = res.default_filesystem_id(), res.mounts
         ws_root = str(ws.root)
         root_slash = ws_root + "/"
-        cols, ids = self._columns, self.session_index
+        cols, ids = self.columns, s.session_index
         paths = cols.column("source_path")
         # The stored files of the session with a path; first those whose filesystem is
         # reachable, as vectors when no mount is involved.
@@ -171,12 +187,12 @@ class _SessionResume(_SessionState):
             roots_ok: dict[str, bool] = {}
             reach = np.zeros(len(rows), dtype=bool)
             for k, i in enumerate(rows.tolist()):
-                root = _root_for(self._docs[ids[i]]["source"], mounts, default_fs, root_slash)
+                root = _root_for(s._docs[ids[i]]["source"], mounts, default_fs, root_slash)
                 if root is not None and root not in roots_ok:
                     roots_ok[root] = os.path.isdir(root)
                 reach[k] = root is not None and roots_ok[root]
         for i in rows[~reach].tolist():
-            self._set_orphaned(ids[i], True)
+            s._set_orphaned(ids[i], True)
             report.orphaned.append(ids[i])
         todo = rows[reach]
         # One batched lstat of all of them through the policy (each directory walked to
@@ -184,8 +200,8 @@ class _SessionResume(_SessionState):
         # read; it is orphaned (latest version kept).
         stats = ws.policy.stat_many(pick(paths, todo).to_pylist())
         fs_id = res.filesystem_of(ws_root)
-        tip = self.store.latest_tx()
-        where = block_path(ws.root, self.session_id)
+        tip = s.store.latest_tx()
+        where = block_path(ws.root, s.session_id)
         block = ResumeBlock.load(where, cols.ids, fs_id, tip.tx_id if tip else 0)
         # Then one compare of the stats with the session's block of stat-cache entries:
         # nothing per file in Python for the files that did not change.
@@ -194,23 +210,23 @@ class _SessionResume(_SessionState):
         quiet = st.gone & pc.is_null(pick(doc_hash, todo)).to_numpy(zero_copy_only=False)
         same = quiet if block is None else block.unchanged(st, todo, doc_hash) | quiet
         report.unchanged += int(same.sum())
-        if self._orphaned:  # reachable again (rare): as the entry will say
+        if s._orphaned:  # reachable again (rare): as the entry will say
             for k, oid in enumerate(cols.ids.take(todo).to_pylist()):
-                if oid in self._orphaned and not isinstance(stats[k], PolicyError):
-                    self._set_orphaned(oid, False)
+                if oid in s._orphaned and not isinstance(stats[k], PolicyError):
+                    s._set_orphaned(oid, False)
         if same.all() and block is not None:
             return report
         look = np.flatnonzero(~same)
-        cache = StatCache.open(ws.root, fs_id, self.store)
+        cache = StatCache.open(ws.root, fs_id, s.store)
         items: list[tuple[dict[str, Any], bytes | None]] = []
         lookup = cache.lookup
         for k in look.tolist():
             oid, st_k = ids[todo[k]], stats[k]
             if isinstance(st_k, PolicyError):
-                self._set_orphaned(oid, True)
+                s._set_orphaned(oid, True)
                 report.orphaned.append(oid)
                 continue
-            src = self._docs[oid]["source"]
+            src = s._docs[oid]["source"]
             if type(st_k) is not os.stat_result or stat_mod.S_ISDIR(st_k.st_mode):
                 items.append((src, None))  # gone (or a directory now)
                 continue
@@ -222,7 +238,7 @@ class _SessionResume(_SessionState):
             try:
                 data = ws.read(path)
             except (OSError, PolicyError):
-                self._set_orphaned(oid, True)
+                s._set_orphaned(oid, True)
                 report.orphaned.append(oid)
                 continue
             if data is not None:
@@ -230,7 +246,7 @@ class _SessionResume(_SessionState):
                 cache.record(path, st_k, source_hash(data))
             items.append((src, data))
         new_docs = []
-        for obs in observe_bytes(self.store, items):
+        for obs in observe_bytes(s.store, items):
             if obs.action == "unchanged":
                 report.unchanged += 1
                 continue
@@ -238,16 +254,16 @@ class _SessionResume(_SessionState):
             if obs.doc is not None:
                 new_docs.append(obs.doc)
         for d in new_docs:
-            self._install(d["xt/id"], d)
-            self._set_meta(d["xt/id"], self._meta_for(d, orphaned=False))
-        cache.save(self.store)
+            s._install(d["xt/id"], d)
+            s._set_meta(d["xt/id"], s._meta_for(d, orphaned=False))
+        cache.save(s.store)
         # What the stat cache now knows of the files looked at goes into the block, so
         # that the next resume finds them unchanged by the compare alone.
         if block is None:
             block, look = ResumeBlock.empty(cols.ids), np.arange(len(todo))
         redo = todo[look]
         block.record(redo.tolist(), [cache.entries.get(p) for p in paths.take(redo).to_pylist()])
-        tip = self.store.latest_tx()
+        tip = s.store.latest_tx()
         with contextlib.suppress(OSError):
             block.save(where, fs_id, tip.tx_id if tip else 0)
         return report
@@ -256,7 +272,11 @@ class _SessionResume(_SessionState):
 def _root_for(
     src: dict[str, Any], mounts: Sequence[Any], default_fs: str | None, root_slash: str
 ) -> str | None:
-    """See :meth:`Session._accessible_root`."""
+    """The directory whose presence says a file's filesystem is reachable, or None.
+
+    The longest mount covering the path; for host paths no mount covers, the
+    workspace root (or ``/``); None for another filesystem no mount reaches.
+    """
     fs, path = src.get("filesystemId"), src.get("path") or ""
     covering = [
         m.canonical_prefix
