@@ -69,7 +69,6 @@ SPLIT_CLASSES = {
     ("ctxnb.instructions.index", "RulesIndex", "_CommandPaths"),
     ("ctxnb.integrations._mcp_backend", "McpBackend", "_McpContent"),
     ("ctxnb.sandbox.commit", "CommandEffects", "_CommitSteps"),
-    ("ctxnb.shell.risk", "_Analyzer", "_Judgments"),
 }
 
 

@@ -1,10 +1,11 @@
 """What one program does to files, judged: the rules of the command-risk classifier.
 
-The base of :mod:`ctxnb.shell.risk`'s analyzer: it keeps the verdict (``flag``, the
-unknown-command rule with the allow list) and judges one program's arguments at a time:
-a write to a target, git, sed, copy-like commands, downloaders, package managers and
-interpreters. The analyzer in ``command_risk.py`` walks a script's structure and calls
-these for each simple command; the tables they read are in ``_command_tables.py``.
+What :mod:`ctxnb.shell.risk`'s analyzer holds and hands each program to: it keeps the
+verdict (``flag``, the unknown-command rule with the allow list) and judges one
+program's arguments at a time: a write to a target, git, sed, copy-like commands,
+downloaders, package managers and interpreters. The analyzer in ``risk.py`` walks a
+script's structure and calls these for each simple command; the tables they read are in
+``_tables.py``.
 """
 
 from __future__ import annotations
@@ -29,7 +30,7 @@ from ._tables import (
 RiskLevel = Literal["SAFE", "DESTRUCTIVE"]
 
 
-class _Judgments:
+class Judgments:
     """The verdict being built, and the judgment of single programs."""
 
     def __init__(

@@ -53,7 +53,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 
 from .._util.defaults import UNKNOWN_COMMAND_DEFAULT
-from ._programs import RiskLevel, _Judgments
+from ._programs import Judgments, RiskLevel
 from ._tables import (
     _ALWAYS_DESTRUCTIVE,
     _DEV_TOOLS,
@@ -132,33 +132,40 @@ def classify_command(
         raise ValueError(
             f"unknown_default must be 'SAFE' or 'DESTRUCTIVE', not {unknown_default!r}"
         )
-    analyzer = _Analyzer(scope_check, unknown_default, safe_commands or ())
+    judge = Judgments(scope_check, unknown_default, safe_commands or ())
+    analyzer = _Analyzer(judge)
     if isinstance(cmd, str):
         analyzer.script(cmd, depth=0)
     else:
         argv = [str(a) for a in cmd]
         if argv:
-            analyzer.commands.append(argv)
+            judge.commands.append(argv)
             analyzer.argv(argv, depth=0)
-    reasons = list(dict.fromkeys(analyzer.reasons))
-    level: RiskLevel = "DESTRUCTIVE" if analyzer.destructive else "SAFE"
-    return RiskAssessment(level=level, reasons=reasons, commands=analyzer.commands)
+    reasons = list(dict.fromkeys(judge.reasons))
+    level: RiskLevel = "DESTRUCTIVE" if judge.destructive else "SAFE"
+    return RiskAssessment(level=level, reasons=reasons, commands=judge.commands)
 
 
 _MAX_DEPTH = 8
 
 
-class _Analyzer(_Judgments):
+class _Analyzer:
+    """Walks a command line's structure (scripts, pipelines, wrappers, one command) and
+    hands each program to the :class:`~ctxnb.shell._programs.Judgments` it holds."""
+
+    def __init__(self, judge: Judgments) -> None:
+        self.judge = judge
+
     # -- structure
 
     def script(self, text: str, depth: int) -> None:
         if depth > _MAX_DEPTH:
-            self.flag("commands nested too deeply to check")
+            self.judge.flag("commands nested too deeply to check")
             return
         try:
             parsed = parse(text)
         except ShellSyntaxError as exc:
-            self.flag(f"cannot parse the command line: {exc}")
+            self.judge.flag(f"cannot parse the command line: {exc}")
             return
         for inner in parsed.substitutions:
             self.script(inner, depth + 1)
@@ -169,16 +176,16 @@ class _Analyzer(_Judgments):
         seen_downloader = None
         for simple in simples:
             if simple.argv:
-                self.commands.append(list(simple.argv))
+                self.judge.commands.append(list(simple.argv))
             for r in simple.redirects:
                 if r.writes_file:
-                    self.write(r.target, f"writes ({r.op})")
+                    self.judge.write(r.target, f"writes ({r.op})")
             if not simple.argv:
                 continue
             inner = unwrap(simple.argv)
             name = _basename(inner[0]) if inner else ""
             if seen_downloader and _reads_stdin(inner):
-                self.flag(
+                self.judge.flag(
                     f"pipes the output of {seen_downloader} into {name}: runs downloaded code"
                 )
             self.argv(simple.argv, depth)
@@ -189,7 +196,7 @@ class _Analyzer(_Judgments):
 
     def argv(self, argv: list[str], depth: int) -> None:
         if depth > _MAX_DEPTH:
-            self.flag("commands nested too deeply to check")
+            self.judge.flag("commands nested too deeply to check")
             return
         inner = unwrap(argv)
         if not inner:
@@ -198,82 +205,82 @@ class _Analyzer(_Judgments):
         if cmd.startswith("((") and cmd.endswith("))"):
             return  # arithmetic; the substitutions inside it were read with the script
         if "$" in cmd or "`" in cmd:
-            self.flag(f"runs a command whose name is computed at run time ({cmd!r})")
+            self.judge.flag(f"runs a command whose name is computed at run time ({cmd!r})")
             return
         name = _basename(cmd)
         args = inner[1:]
         if name in _ALWAYS_DESTRUCTIVE or name.startswith("mkfs."):
-            self.flag(f"{name}: {_ALWAYS_DESTRUCTIVE.get(name, 'formats a file system')}")
+            self.judge.flag(f"{name}: {_ALWAYS_DESTRUCTIVE.get(name, 'formats a file system')}")
         elif name in ("sudo", "doas"):
             if any(a in ("-s", "-i", "--shell", "--login") for a in args):
-                self.flag(f"{name} opens a root shell")
+                self.judge.flag(f"{name} opens a root shell")
         elif name == "kill":
             if not any(a in ("-l", "-L", "--list") for a in args):
-                self.flag("kill: sends a signal that stops processes")
+                self.judge.flag("kill: sends a signal that stops processes")
         elif name in _SHELLS:
             self.shell(inner, depth)
         elif _PYTHON_RE.match(name):
             self.python(inner, depth)
         elif name in _INTERPRETERS:
-            self.interpreter(inner)
+            self.judge.interpreter(inner)
         elif name == "git":
-            self.git(args)
+            self.judge.git(args)
         elif name == "find":
             self.find(args, depth)
         elif name == "sed":
-            self.sed(args)
+            self.judge.sed(args)
         elif name in ("tee",):
             for target in _positionals(args):
-                self.write(target, "writes (tee)")
+                self.judge.write(target, "writes (tee)")
         elif name in ("touch", "mkdir", "cp", "ln", "install", "rsync", "scp"):
-            self.copyish(name, args)
+            self.judge.copyish(name, args)
         elif name in ("chmod", "chown", "chgrp", "setfacl", "chattr"):
             if any(
                 a in ("-R", "--recursive")
                 or (a.startswith("-") and not a.startswith("--") and "R" in a)
                 for a in args
             ):
-                self.flag(f"{name} -R: changes permissions of a whole tree")
+                self.judge.flag(f"{name} -R: changes permissions of a whole tree")
             else:
                 for target in _positionals(args)[1:]:
-                    self.write(target, f"changes permissions ({name}) of")
+                    self.judge.write(target, f"changes permissions ({name}) of")
         elif name in ("curl", "wget"):
-            self.downloader(name, args)
+            self.judge.downloader(name, args)
         elif name == "uniq":
             for target in _positionals(args, {"-f", "-s", "-w"})[1:2]:
-                self.write(target, "writes (uniq)")
+                self.judge.write(target, "writes (uniq)")
         elif name in ("sort",):
             for i, a in enumerate(args):
                 if a == "-o" and i + 1 < len(args):
-                    self.write(args[i + 1], "writes (sort -o)")
+                    self.judge.write(args[i + 1], "writes (sort -o)")
                 elif a.startswith("--output="):
-                    self.write(a.split("=", 1)[1], "writes (sort -o)")
+                    self.judge.write(a.split("=", 1)[1], "writes (sort -o)")
         elif name == "systemctl":
             sub = _positionals(args)[:1]
             if sub and sub[0] not in tuple(
                 _w("status show list-units list-unit-files is-active is-enabled is-failed cat")
             ):
-                self.flag(f"systemctl {sub[0]}: changes system services")
+                self.judge.flag(f"systemctl {sub[0]}: changes system services")
         elif name in ("dpkg", "rpm"):
             if any(
                 a in tuple(_w("-i --install -r --remove -P --purge -e -U --erase --upgrade"))
                 for a in args
             ):
-                self.flag(f"{name}: installs or removes packages")
+                self.judge.flag(f"{name}: installs or removes packages")
         elif name == "pacman":
             opts = [a for a in args if a.startswith("-") and not a.startswith("--")]
             if any(
                 o[1:2] in ("R", "U") or (o[1:2] == "S" and not set(o[2:]) & {"s", "i"})
                 for o in opts
             ):
-                self.flag("pacman: installs or removes packages")
+                self.judge.flag("pacman: installs or removes packages")
         elif name == "uv":
             self.uv(args, depth)
         elif name in _PACKAGE_MANAGERS:
-            self.package_manager(name, args)
+            self.judge.package_manager(name, args)
         elif name in _READ_ONLY or name in _DEV_TOOLS:
             if name in ("awk", "gawk") and "inplace" in " ".join(args):
-                self.flag(f"{name} -i inplace: edits files in place")
+                self.judge.flag(f"{name} -i inplace: edits files in place")
         elif name in tuple(
             _w("[ [[ { } ! if then else elif fi do done while until esac for select function")
         ):
@@ -282,7 +289,7 @@ class _Analyzer(_Judgments):
             if name not in ("for", "select", "[", "[[", "function") and args:
                 self.argv(args, depth + 1)
         else:
-            self.unknown(inner)
+            self.judge.unknown(inner)
 
     def shell(self, argv: list[str], depth: int) -> None:
         name = _basename(argv[0])
@@ -291,9 +298,9 @@ class _Analyzer(_Judgments):
             if a.startswith("-") and not a.startswith("--") and "c" in a[1:]:
                 script = _positionals(args[i + 1 :])[:1]
                 if not script:
-                    self.flag(f"{name} -c without a script")
+                    self.judge.flag(f"{name} -c without a script")
                 elif _DOWNLOADER_RE.search(" " + script[0]):
-                    self.flag(f"{name} -c runs downloaded code")
+                    self.judge.flag(f"{name} -c runs downloaded code")
                     self.script(script[0], depth + 1)
                 else:
                     self.script(script[0], depth + 1)
@@ -301,12 +308,12 @@ class _Analyzer(_Judgments):
             if not a.startswith(("-", "+")):
                 break
         if any(_DOWNLOADER_RE.search(" " + a) for a in args):
-            self.flag(f"{name} runs downloaded code")
+            self.judge.flag(f"{name} runs downloaded code")
             return
         if _reads_stdin(argv):
-            self.unknown(argv, "a shell reading commands from its input")
+            self.judge.unknown(argv, "a shell reading commands from its input")
         else:
-            self.unknown(argv, "runs a script ctxnb cannot see")
+            self.judge.unknown(argv, "runs a script ctxnb cannot see")
 
     def python(self, argv: list[str], depth: int) -> None:
         args = argv[1:]
@@ -320,35 +327,35 @@ class _Analyzer(_Judgments):
                 continue
             if a == "-c" or (a.startswith("-") and not a.startswith("--") and a.endswith("c")):
                 if any(_DOWNLOADER_RE.search(" " + x) for x in args[i + 1 :]):
-                    self.flag("python -c runs downloaded code")
+                    self.judge.flag("python -c runs downloaded code")
                 else:
-                    self.unknown(argv, "inline code")
+                    self.judge.unknown(argv, "inline code")
                 return
             if a == "-m" or (a.startswith("-m") and len(a) > 2):
                 module = a[2:] if len(a) > 2 else (args[i + 1] if i + 1 < len(args) else "")
                 rest = args[i + 1 :] if len(a) > 2 else args[i + 2 :]
                 if module == "pip":
-                    self.package_manager("pip", rest)
+                    self.judge.package_manager("pip", rest)
                 elif module == "venv":
                     for target in _positionals(rest):
-                        self.write(target, "creates a virtual environment")
+                        self.judge.write(target, "creates a virtual environment")
                 elif module in _SAFE_PY_MODULES:
                     return
                 else:
-                    self.unknown(argv, "runs a module ctxnb has no rule for")
+                    self.judge.unknown(argv, "runs a module ctxnb has no rule for")
                 return
             if a.startswith("-") and a != "-":
                 i += 1
                 continue
             break
-        self.unknown(argv, "runs Python code ctxnb cannot see")
+        self.judge.unknown(argv, "runs Python code ctxnb cannot see")
 
     def find(self, args: list[str], depth: int) -> None:
         i = 0
         while i < len(args):
             a = args[i]
             if a == "-delete":
-                self.flag("find -delete deletes files")
+                self.judge.flag("find -delete deletes files")
             elif a in ("-exec", "-execdir", "-ok", "-okdir"):
                 j = i + 1
                 while j < len(args) and args[j] not in (";", "+"):
@@ -358,7 +365,7 @@ class _Analyzer(_Judgments):
                     self.argv(inner, depth + 1)
                 i = j
             elif a in ("-fprint", "-fprint0", "-fls", "-fprintf") and i + 1 < len(args):
-                self.write(args[i + 1], f"writes (find {a})")
+                self.judge.write(args[i + 1], f"writes (find {a})")
             i += 1
 
     def uv(self, args: list[str], depth: int) -> None:
@@ -366,7 +373,7 @@ class _Analyzer(_Judgments):
         if not pos:
             return
         if pos[0] == "pip":
-            self.package_manager("pip", pos[1:])
+            self.judge.package_manager("pip", pos[1:])
         elif pos[0] == "run":
             inner = _skip_options(
                 args[args.index("run") + 1 :], {"--with", "--python", "-p", "--package", "--extra"}
@@ -376,8 +383,8 @@ class _Analyzer(_Judgments):
         elif pos[0] in ("add", "remove", "sync", "tool", "python", "self", "venv"):
             if pos[0] == "tool" and pos[1:2] in (["list"], ["dir"]):
                 return
-            self.flag(f"uv {pos[0]}: installs or removes packages")
+            self.judge.flag(f"uv {pos[0]}: installs or removes packages")
         elif pos[0] in ("--version", "version", "tree", "help", "lock"):
             return
         else:
-            self.unknown(["uv", *args])
+            self.judge.unknown(["uv", *args])
