@@ -115,22 +115,31 @@ def _patch_paths(text: str) -> list[str]:
 # ------------------------------------------------------------------- paths of a command
 
 
-class _CommandPaths:
-    """:class:`~ctxnb.instructions.RulesIndex`'s reading of the paths a command names,
-    kept with the words it reads (the index derives from it)."""
+class CommandPaths:
+    """The paths a command names, read as :class:`~ctxnb.instructions.RulesIndex` keys
+    them (the index holds one and answers ``relative`` and ``paths_in_command`` with it).
 
-    root: Path
-    _root_prefix: str
-    _resolve: Callable[[str], str] | None
-    _by_dir: dict[str, tuple[str, ...]]
+    Args:
+        root: the workspace root.
+        resolve: makes an absolute agent path a host path through the workspace's mounts.
+        has_rules: whether a workspace-relative directory has rules files (a bare word
+            naming such a directory counts as a path).
+    """
+
+    def __init__(
+        self,
+        root: Path,
+        *,
+        resolve: Callable[[str], str] | None,
+        has_rules: Callable[[str], bool],
+    ) -> None:
+        self.root = root
+        self._root_prefix = str(root).rstrip("/") + "/"
+        self._resolve = resolve
+        self._has_rules = has_rules
 
     def relative(self, path: str, cwd: str = "") -> str | None:
-        """A path as the index keys it: workspace-relative, posix, normalised.
-
-        Relative paths are taken from ``cwd`` (itself workspace-relative); absolute
-        agent paths go through the workspace's mounts. Returns None for a path outside
-        the workspace.
-        """
+        """A path as the index keys it (see :meth:`ctxnb.instructions.RulesIndex.relative`)."""
         if path.startswith("/"):
             if not path.startswith(self._root_prefix) and self._resolve is not None:
                 try:
@@ -150,21 +159,8 @@ class _CommandPaths:
         return rel
 
     def paths_in_command(self, cmd: str | Sequence[str], *, cwd: str = "") -> list[str]:
-        """The workspace files a shell command names, as workspace-relative paths.
-
-        Reads arguments that look like paths (a ``/`` or a file extension, or a
-        directory that has rules), redirection targets, files written by ``tee``,
-        ``cp``, ``sed -i`` and here-documents, and follows ``cd``. Patterns and
-        scripts given to ``sed``, ``grep``, ``awk`` and ``python -c`` are not paths.
-        It is a reader of common commands, not a shell: paths computed at run time
-        (``$VAR/x``, ``$(…)``) are not followed, and paths outside the workspace are
-        left out.
-
-        Example:
-            >>> from ctxnb.instructions import RulesIndex
-            >>> RulesIndex(".").paths_in_command("grep -n 'a/b' src/x.py | head -3")
-            ['src/x.py']
-        """
+        """The workspace files a shell command names (see
+        :meth:`ctxnb.instructions.RulesIndex.paths_in_command`)."""
         writes: list[str] = []
 
         def collect(target: str) -> bool:
@@ -198,5 +194,5 @@ class _CommandPaths:
         rel = self.relative(word, cwd)
         if rel is None or not rel:
             return
-        if "/" in word or _EXTENSION.search(word) or rel in self._by_dir:
+        if "/" in word or _EXTENSION.search(word) or self._has_rules(rel):
             out.setdefault(rel, None)

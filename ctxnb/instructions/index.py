@@ -32,7 +32,7 @@ from ..retrieval.markdown_links import MarkdownLink, extract_markdown_links
 from ..retrieval.textsearch import reciprocal_rank_fusion
 from ._records import LinkHit, RuleLink, RulesFile, SkillHit
 from ._rulewalk import rules_file_paths
-from ._shellwords import _CommandPaths
+from ._shellwords import CommandPaths
 from .skills import SKILL_DIRS, Skill, SkillSet, discover_skills
 
 if TYPE_CHECKING:
@@ -65,7 +65,7 @@ _SKILL_ID = "\x00skill:"  # a prefix no link id (a path) can start with
 _MARKDOWN_EXTS = (".md", ".markdown", ".mdx")
 
 
-class RulesIndex(_CommandPaths):
+class RulesIndex:
     """Every rules file of a workspace, their links, and the workspace's skills.
 
     Build it with :meth:`discover`. Lookups are in-memory: :meth:`for_path` walks a
@@ -104,11 +104,12 @@ class RulesIndex(_CommandPaths):
         self.root = Path(root)
         self.min_similarity = min_similarity
         self._policy = policy
-        self._resolve = resolve
-        self._root_prefix = str(self.root).rstrip("/") + "/"
         self.names = tuple(names)
         self.files: dict[str, RulesFile] = {}
         self._by_dir: dict[str, tuple[str, ...]] = {}
+        self._command_paths = CommandPaths(
+            self.root, resolve=resolve, has_rules=lambda rel: rel in self._by_dir
+        )
         self._links: dict[str, RuleLink] = {}
         self._link_ids: dict[str, list[str]] = {}
         # BM25 and, when the embeddings extra is there, the shared embedder (by meaning).
@@ -121,6 +122,32 @@ class RulesIndex(_CommandPaths):
         self._sort()
         for skill in self.skills:
             self._add_skill(skill)
+
+    def relative(self, path: str, cwd: str = "") -> str | None:
+        """A path as the index keys it: workspace-relative, posix, normalised.
+
+        Relative paths are taken from ``cwd`` (itself workspace-relative); absolute
+        agent paths go through the workspace's mounts. Returns None for a path outside
+        the workspace.
+        """
+        return self._command_paths.relative(path, cwd)
+
+    def paths_in_command(self, cmd: str | Sequence[str], *, cwd: str = "") -> list[str]:
+        """The workspace files a shell command names, as workspace-relative paths.
+
+        Reads arguments that look like paths (a ``/`` or a file extension, or a
+        directory that has rules), redirection targets, files written by ``tee``,
+        ``cp``, ``sed -i`` and here-documents, and follows ``cd``. Patterns and
+        scripts given to ``sed``, ``grep``, ``awk`` and ``python -c`` are not paths.
+        It is a reader of common commands, not a shell: paths computed at run time
+        (``$VAR/x``, ``$(…)``) are not followed, and paths outside the workspace are
+        left out.
+
+        Example:
+            >>> RulesIndex(".").paths_in_command("grep -n 'a/b' src/x.py | head -3")
+            ['src/x.py']
+        """
+        return self._command_paths.paths_in_command(cmd, cwd=cwd)
 
     @property
     def policy(self) -> PathPolicy:
