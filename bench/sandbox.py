@@ -124,9 +124,9 @@ def bench_detection(runs: int) -> tuple[float, float, float, int]:
         tools = ws.tools(ws.session("bench"), caller="bench")
         engine = tools.engine  # type: ignore[attr-defined]
         engine.select_active_intent("INT-1")
-        effects = engine.command_effects()
+        effects = engine.commands.effects
         intent = engine.current_intent()
-        sb = engine.sandbox()
+        sb = engine.commands.sandbox()
         keep = effects.keep(intent)
         detect, commit, gits = [], [], []
         found = 0

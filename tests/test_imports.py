@@ -114,3 +114,12 @@ def test_file_tool_helpers_are_given_file_sources_not_file_tools() -> None:
             for a in f.args.args
             if a.annotation is not None
         }
+
+
+def test_commands_are_run_by_the_sandbox_wing_not_by_the_engine() -> None:
+    # The run_command tool, the sandbox of an intent and the commit of a command's changes
+    # live in ctxnb.sandbox; the engine reaches them through the one object it holds.
+    graph = import_graph()
+    from_sandbox = {m for m in graph["ctxnb.govern.engine"] if m.startswith("ctxnb.sandbox")}
+    assert from_sandbox == {"ctxnb.sandbox.commands"}
+    assert "ctxnb.sandbox.commit" in graph["ctxnb.sandbox.commands"]

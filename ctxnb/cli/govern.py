@@ -272,7 +272,7 @@ def _exec_governed(root: Any, intent_id: str, argv: list[str], cwd: str, ns: Any
         engine = engine_of(tools)
         engine.select_active_intent(intent_id)
         try:
-            out = engine.run_sandboxed(
+            out = engine.commands.run(
                 argv,
                 cwd=Path(cwd),
                 timeout=ns.timeout,
@@ -373,7 +373,9 @@ def _held(action: str, hold_id: str, ns: Any) -> int:
         engine = engine_of(tools)
         engine.select_active_intent(hold.intent_id)
         try:
-            out = engine.commit_held(hold_id, caller="claude-code", tool="Bash", expect=ns.expect)
+            out = engine.commands.commit_held(
+                hold_id, caller="claude-code", tool="Bash", expect=ns.expect
+            )
         except PolicyError as e:
             sys.stderr.write(f"ctxnb: {e.error_code}: {e.message}\n")
             return 1

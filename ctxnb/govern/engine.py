@@ -48,8 +48,8 @@ from typing import TYPE_CHECKING, Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from ..errors import NotFoundError, PolicyError
-from ..redaction.redactor import redact_data, redact_text
+from ..errors import PolicyError
+from ..redaction.redactor import redact_text
 from ..tools.call import ToolCall
 from ..tools.filetools import FileTools
 from ..tools.schemas import ToolInfo
@@ -79,7 +79,7 @@ from .record import FileChange, Origin, Recorded, Recorder, classify
 
 if TYPE_CHECKING:
     from ..access.door import Access
-    from ..sandbox.commit import CommandEffects
+    from ..sandbox.commands import EngineCommands
     from ..session.core import Session
 
 __all__ = [
@@ -106,15 +106,6 @@ _NOT_FAILURES = frozenset(
 
 
 # -- the engine ------------------------------------------------------------------------------------
-class RunCommandArgs(BaseModel):
-    model_config = ConfigDict(extra="forbid")
-
-    cmd: str = Field(description="The command line (no shell unless shell=true).")
-    cwd: str | None = Field(default=None, description="Working directory, relative to the root.")
-    timeout: float | None = Field(default=None, gt=0, le=3600, description="Seconds.")
-    shell: bool = Field(default=False, description="Run through /bin/sh (pipes, redirections).")
-
-
 class SelectIntentArgs(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
@@ -184,7 +175,7 @@ class HookEngine:
         self._intents: IntentFile | None = None
         self._intents_mtime: float | None = None
         self._intents_path = os.path.join(self.dir, "active_intents.yaml")
-        self._effects: CommandEffects | None = None
+        self._commands: EngineCommands | None = None
         self.tools: FileTools  # set by governed_tools()
 
     @property
@@ -462,98 +453,16 @@ class HookEngine:
             build_event_record(metadata=metadata, repo_root=self.root, clock=self.clock)
         )
 
-    # -- extra tools ---------------------------------------------------------------
-    def run_command_tool(
-        self,
-        cmd: str,
-        cwd: str | None = None,
-        timeout: float | None = None,
-        shell: bool = False,
-    ) -> dict[str, Any]:
-        """Run a command confined to the intent's scope (after the pre policies).
+    # -- commands ---------------------------------------------------------------------
+    @property
+    def commands(self) -> EngineCommands:
+        """This engine's commands: the ``run_command`` tool, the sandbox of the selected
+        intent and the commit of what a command changed (:mod:`ctxnb.sandbox.commands`)."""
+        if self._commands is None:
+            from ..sandbox.commands import EngineCommands
 
-        The command runs on an overlay of the workspace; the output is redacted; its
-        in-scope file changes are committed (stored, traced) and the rest dropped
-        (``result["effects"]``); destructive changes wait for the approver with their
-        diff.
-        """
-
-        def run(call: ToolCall) -> dict[str, Any]:
-            workdir = self.root
-            if cwd:
-                sp = self.tools.policy.check(cwd)
-                workdir = sp.abs
-                if not workdir.is_dir():
-                    raise NotFoundError(f"working directory {cwd!r} does not exist")
-            out = self.run_sandboxed(
-                cmd,
-                cwd=workdir,
-                timeout=timeout or self.command_timeout,
-                shell=shell,
-                session_id=call.session_id,
-                caller=call.caller,
-                call=call,
-            )
-            call.context["effects"] = out["effects"]
-            return out
-
-        return self.tools.run_call(
-            "run_command", {"cmd": cmd, "cwd": cwd, "timeout": timeout, "shell": shell}, run
-        )
-
-    def command_effects(self) -> CommandEffects:
-        """What commits this engine's commands' changes (one per engine: it remembers each
-        file's baseline across commands, so removals that add up to a wipe still ask)."""
-        if self._effects is None:
-            from ..sandbox.commit import CommandEffects
-
-            self._effects = CommandEffects(self)
-        return self._effects
-
-    def sandbox(self) -> Any:
-        """The :class:`~ctxnb.sandbox.Sandbox` for the selected intent (nothing writable
-        without one), configured by ``[sandbox]``."""
-        from ..sandbox import Sandbox
-
-        intent = self.current_intent()
-        return Sandbox.from_settings(
-            self.root,
-            self.workspace.config.sandbox.model_dump(),
-            owned_scope=intent.owned_scope if intent is not None else (),
-            in_scope=intent.in_scope if intent is not None else None,
-            deny=self.tools.policy.deny,
-            network=bool(intent is not None and intent.network),
-        )
-
-    def run_sandboxed(self, cmd: str | list[str], **options: Any) -> dict[str, Any]:
-        """Run ``cmd`` in the sandbox and commit its in-scope changes (no pre policies:
-        callers run those); the options and the result are those of
-        :func:`ctxnb.sandbox.commit.run_governed`."""
-        from ..sandbox.commit import run_governed
-
-        out = run_governed(self, cmd, **options)
-        # File names are text too: a name holding a token leaves redacted.
-        if isinstance(out.get("effects"), dict):
-            out["effects"] = redact_data(out["effects"])
-        return out
-
-    def commit_held(
-        self,
-        hold_id: str,
-        *,
-        caller: str = "agent",
-        tool: str = "run_command",
-        expect: str | None = None,
-    ) -> dict[str, Any]:
-        """Commit the changes of the held command ``hold_id`` for the human who approved
-        their diff (:func:`ctxnb.sandbox.commit.commit_held`)."""
-        from ..sandbox.commit import commit_held
-        from ..sandbox.held import load_hold
-
-        hold = load_hold(self.root, hold_id)
-        out = commit_held(self, hold, caller=caller, tool=tool, expect=expect)
-        out["effects"] = redact_data(out["effects"])
-        return out
+            self._commands = EngineCommands(self)
+        return self._commands
 
     def select_intent_tool(self, intent_id: str) -> str:
         return self.tools.run_call(
@@ -639,16 +548,7 @@ def governed_tools(
         ),
         engine.select_intent_tool,
     )
-    tools.register_tool(
-        ToolInfo(
-            name="run_command",
-            description="Run a command in the workspace (no shell unless shell=true). "
-            "Destructive commands wait for a human's approval.",
-            args=RunCommandArgs,
-            mutating=True,
-            idempotent=False,
-            destructive=True,
-        ),
-        engine.run_command_tool,
-    )
+    from ..sandbox.commands import RUN_COMMAND
+
+    tools.register_tool(RUN_COMMAND, engine.commands.tool)
     return tools

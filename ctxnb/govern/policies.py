@@ -396,7 +396,7 @@ class QualityLoop:
         feedback = []
         for cmd in engine.quality_commands:
             # Confined like any command; what it changes is traced or put back.
-            res = engine.run_sandboxed(
+            res = engine.commands.run(
                 cmd, shell=True, session_id=call.session_id, caller="quality-loop", tool="quality"
             )
             if res["returncode"] != 0:

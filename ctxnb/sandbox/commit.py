@@ -60,8 +60,9 @@ if TYPE_CHECKING:
     from ..govern.record import Recorded
     from ..tools.call import ToolCall
     from ..tools.filetools import FileTools
+    from .commands import EngineCommands
     from .held import Hold
-    from .runner import Sandbox, SandboxResult
+    from .runner import SandboxResult
 
 __all__ = [
     "CommandEffects",
@@ -98,8 +99,8 @@ class GoverningEngine(Protocol):
         waits: list[Callable[[], None]] | None = None,
     ) -> list[Recorded]: ...
     def current_intent(self) -> Intent | None: ...
-    def command_effects(self) -> CommandEffects: ...
-    def sandbox(self) -> Sandbox: ...
+    @property
+    def commands(self) -> EngineCommands: ...
     def ask(self, call: ToolCall, reason: str) -> Decision: ...
     def record_lesson(self, text: str, *, paths: list[str] = ...) -> None: ...
 
@@ -377,9 +378,9 @@ def run_governed(
     """
     from ..redaction.redactor import redact
 
-    effects = engine.command_effects()
+    effects = engine.commands.effects
     intent = engine.current_intent()
-    sb = engine.sandbox()
+    sb = engine.commands.sandbox()
     sres = sb.run(
         cmd,
         cwd=cwd or engine.root,
@@ -428,7 +429,7 @@ def commit_held(
     """
     from .held import resume_hold
 
-    effects = engine.command_effects()
+    effects = engine.commands.effects
     intent = engine.current_intent()
     if intent is None or intent.id != hold.intent_id:
         raise PolicyError(
