@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import json
 import sys
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from typing import Any
 
 try:  # the interpreter's own SHA-256 (3.12 and later: _sha2), which loads no OpenSSL
@@ -27,6 +27,7 @@ except ImportError:  # pragma: no cover - depends on the Python version
 __all__ = [
     "content_hash",
     "identity_hash",
+    "js_number",
     "sha256_for",
     "sha256_hex",
     "source_hash",
@@ -42,17 +43,141 @@ _HASH_FIELDS = ("source_hash", "content_hash")
 _STABLE = json.JSONEncoder(
     sort_keys=True, separators=(",", ":"), ensure_ascii=False, allow_nan=False
 ).encode
+_STRING = json.JSONEncoder(ensure_ascii=False).encode
 
 
 def stable_stringify(value: Any) -> str:
-    """Canonical JSON: keys sorted at every depth, no whitespace, UTF-8 (not escaped).
+    """Canonical JSON: keys sorted at every depth, no whitespace, UTF-8 (not escaped),
+    numbers written as JavaScript writes them.
 
-    The same value gives the same string in every process and on every machine.
+    The same value gives the same string in every process, on every machine, and as the
+    JavaScript ``stableStringify`` of the design gives it (RFC 8785's rules): a float
+    with an integral value has no ``.0`` (``1.0`` is ``1``), exponents follow
+    ``Number.prototype.toString`` (``1e-7``, ``0.000001``, ``1e+21``), keys are ordered
+    by their UTF-16 code units. Python integers are written exactly.
+
+    Example:
+        >>> stable_stringify({"b": 1.0, "a": [1e-7, 0.000001, 1e21, 2.5]})
+        '{"a":[1e-7,0.000001,1e+21,2.5],"b":1}'
 
     Raises:
-        TypeError: for values JSON cannot represent (sets, bytes, NaN is refused too).
+        TypeError: for values JSON cannot represent (sets, bytes).
+        ValueError: for NaN and infinities.
     """
-    return _STABLE(value)
+    # Values without a float or an astral-plane key (nearly all: ids, paths, text) are
+    # written by json's C encoder, whose output is already the canonical form.
+    if _plain(value):
+        return _STABLE(value)
+    return "".join(_canonical(value))
+
+
+_LEAVES = frozenset((str, int, bool, type(None)))
+
+
+def _plain(value: Any) -> bool:
+    """True when ``value`` holds no float and no key that sorts differently by UTF-16
+    code units than by code points (one with a character above U+FFFF)."""
+    t = type(value)
+    if t is dict:
+        for k, v in value.items():
+            if type(k) is not str or (not k.isascii() and max(k) > "\uffff"):
+                return False
+            if type(v) not in _LEAVES and not _plain(v):
+                return False
+        return True
+    if t is list or t is tuple:
+        return all(type(v) in _LEAVES or _plain(v) for v in value)
+    return not isinstance(value, float)
+
+
+def _utf16_order(key: str) -> bytes:
+    return key.encode("utf-16-be", "surrogatepass")
+
+
+def _canonical(value: Any) -> Iterator[str]:
+    """The canonical JSON of ``value``, in pieces (the path for floats and astral keys)."""
+    if isinstance(value, str):
+        yield _STRING(value)
+    elif value is None or value is True or value is False:
+        yield _STABLE(value)
+    elif isinstance(value, float):
+        yield js_number(value)
+    elif isinstance(value, int):
+        yield int.__repr__(value)
+    elif isinstance(value, dict):
+        keys = {_key(k): v for k, v in value.items()}
+        yield "{"
+        for i, k in enumerate(sorted(keys, key=_utf16_order)):
+            if i:
+                yield ","
+            yield _STRING(k)
+            yield ":"
+            yield from _canonical(keys[k])
+        yield "}"
+    elif isinstance(value, (list, tuple)):
+        yield "["
+        for i, v in enumerate(value):
+            if i:
+                yield ","
+            yield from _canonical(v)
+        yield "]"
+    else:
+        raise TypeError(f"Object of type {type(value).__name__} is not JSON serializable")
+
+
+def _key(k: Any) -> str:
+    """A dict key as JSON writes it (json's coercion of numbers, booleans and None)."""
+    if isinstance(k, str):
+        return k
+    if isinstance(k, float):
+        return js_number(k)
+    if k is True or k is False or k is None:
+        return _STABLE(k)  # type: ignore[no-any-return]
+    if isinstance(k, int):
+        return int.__repr__(k)
+    raise TypeError(f"keys must be str, int, float, bool or None, not {type(k).__name__}")
+
+
+def js_number(x: float) -> str:
+    """A float as JavaScript's ``Number.prototype.toString`` writes it (ECMA-262
+    Number::toString, the form RFC 8785 prescribes).
+
+    The digits are the shortest that read back as ``x`` (Python's ``repr`` finds the
+    same ones); only where the decimal point goes and how the exponent is written differ.
+
+    Example:
+        >>> [js_number(v) for v in (1.0, -0.0, 1e-7, 1e-6, 123e18, 1e21, 5e-324)]
+        ['1', '0', '1e-7', '0.000001', '123000000000000000000', '1e+21', '5e-324']
+
+    Raises:
+        ValueError: for NaN and infinities, which JSON cannot write.
+    """
+    if x != x or x in (_INF, -_INF):
+        raise ValueError(f"Out of range float values are not JSON compliant: {x!r}")
+    if x == 0:
+        return "0"
+    sign = "-" if x < 0 else ""
+    mantissa, _, exp = float.__repr__(abs(x)).partition("e")
+    whole, _, frac = mantissa.partition(".")
+    digits = whole + frac
+    # The value is 0.<digits> × 10**n: n is where the decimal point sits.
+    n = len(whole) + (int(exp) if exp else 0)
+    stripped = digits.lstrip("0")
+    n -= len(digits) - len(stripped)
+    digits = stripped.rstrip("0")
+    k = len(digits)
+    if k <= n <= 21:
+        return sign + digits + "0" * (n - k)
+    if 0 < n <= 21:
+        return sign + digits[:n] + "." + digits[n:]
+    if -6 < n <= 0:
+        return sign + "0." + "0" * -n + digits
+    e = n - 1
+    shown = digits if k == 1 else digits[0] + "." + digits[1:]
+    return f"{sign}{shown}e{'+' if e > 0 else '-'}{abs(e)}"
+
+
+_INF = float("inf")
 
 
 # Below this many bytes a digest is computed by the interpreter's built-in SHA-256:
@@ -170,8 +295,8 @@ def _sha256_of_json(value: Any) -> str:
         type(v) is str and len(v) >= _LONG for v in value.values()
     ):
         return sha256_hex(stable_stringify(value))
-    if any(type(k) is not str for k in value):
-        return sha256_hex(stable_stringify(value))  # json's key coercion: keep its rules
+    if not _plain(value):
+        return sha256_hex(stable_stringify(value))  # floats, astral or coerced keys
     h = sha256_for(sum(len(v) for v in value.values() if type(v) is str))()
     sep = b"{"
     for k in sorted(value):
