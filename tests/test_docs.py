@@ -197,3 +197,76 @@ def test_readme_first_screen_says_how_to_start() -> None:
         assert command in first_screen, (
             f"README.md's first 40 lines should mention `{command}` so a newcomer finds it"
         )
+
+
+def _tool_sections(text: str) -> dict[str, str]:
+    """The ``### `name` `` sections of docs/LLM_FILE_ACCESS.md, by tool name."""
+    parts = re.split(r"^### `(\w+)`\n", text, flags=re.M)
+    return {parts[i]: parts[i + 1].split("\n## ")[0] for i in range(1, len(parts), 2)}
+
+
+def _json_blocks(section: str) -> tuple[list[dict], list[dict]]:
+    """A section's argument examples and its ``dispatch`` results, in order."""
+    args, results = [], []
+    for block in code_blocks(section):
+        if block.info == "json":
+            value = json.loads(block.code)
+            (results if "ok" in value else args).append(value)
+    return args, results
+
+
+def _tool_arg_models() -> dict[str, type]:
+    from ctxnb.govern.engine import SelectIntentArgs
+    from ctxnb.sandbox.commands import RunCommandArgs
+    from ctxnb.tools.schemas import TOOL_INFO
+
+    models: dict[str, type] = {name: info.args for name, info in TOOL_INFO.items()}
+    return {**models, "run_command": RunCommandArgs, "select_active_intent": SelectIntentArgs}
+
+
+def test_llm_file_access_names_every_argument_and_its_examples_validate() -> None:
+    # Generated from nothing, so tested against the schemas: an argument added to a tool
+    # and not documented, or an example a model could not send, fails here.
+    sections = _tool_sections((DOCS / "LLM_FILE_ACCESS.md").read_text(encoding="utf-8"))
+    for name, model in _tool_arg_models().items():
+        body = sections[name]
+        missing = [f for f in model.model_fields if f"`{f}`" not in body and f'"{f}"' not in body]
+        assert not missing, f"docs/LLM_FILE_ACCESS.md `{name}` does not name {missing}"
+        args, _ = _json_blocks(body)
+        assert args, f"docs/LLM_FILE_ACCESS.md `{name}` has no argument example"
+        for example in args:
+            model.model_validate(example)  # type: ignore[attr-defined]
+
+
+def test_llm_file_access_results_have_the_keys_dispatch_returns(tmp_path: Path) -> None:
+    # The read-only tools run on the sample workspace with the documented arguments: the
+    # documented result has the same keys as the real one, at the top and in `result`.
+    from ctxnb import Workspace
+    from ctxnb.samples import copy_sample_workspace
+
+    sections = _tool_sections((DOCS / "LLM_FILE_ACCESS.md").read_text(encoding="utf-8"))
+    root = copy_sample_workspace(tmp_path / "ws")
+    with Workspace.open(root) as ws:
+        tools = ws.tools(ws.session("docs"), caller="docs")
+        checked = []
+        for name in (
+            "list_files",
+            "read_file",
+            "read_lines",
+            "get_excerpt",
+            "get_file_history",
+            "summarize_file",
+            "search",
+            "glob",
+        ):
+            args, results = _json_blocks(sections[name])
+            real, shown = tools.dispatch(name, args[0]), results[0]
+            assert real["ok"], (name, real)
+            assert set(real) == set(shown), f"`{name}`: dispatch returns {sorted(real)}"
+            r, s = real["result"], shown["result"]
+            if isinstance(r, list) and r and isinstance(r[0], dict):
+                r, s = r[0], s[0]
+            if isinstance(r, dict):
+                assert set(r) == set(s), f"`{name}` result: dispatch returns {sorted(r)}"
+            checked.append(name)
+    assert len(checked) == 8
