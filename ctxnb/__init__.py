@@ -83,6 +83,8 @@ _LAZY: dict[str, str] = {
     "RulesTracker": "ctxnb.instructions",
     "Sandbox": "ctxnb.sandbox.runner",
     "CommandEffects": "ctxnb.sandbox.commit",
+    "EngineCommands": "ctxnb.sandbox.commands",
+    "WorkspaceBackend": "ctxnb.integrations.backend",
     "Selection": "ctxnb.strategies.builtin",
     "Session": "ctxnb.session.core",
     "StrategyInput": "ctxnb.strategies.builtin",
@@ -169,6 +171,7 @@ if TYPE_CHECKING:  # pragma: no cover - for type checkers and IDEs only
     from .govern.why import WhyResult
     from .indexer import IndexReport, IndexResult, index_deletion, index_file, index_tree
     from .instructions import AllRules, RulesIndex, RulesTracker
+    from .integrations.backend import WorkspaceBackend
     from .llm.tokens import HeuristicTokenCounter, TokenCounter
     from .model import (
         ChatObject,
@@ -181,6 +184,7 @@ if TYPE_CHECKING:  # pragma: no cover - for type checkers and IDEs only
     from .resolver import FilesystemResolver, MountMapping, default_filesystem_id, doc_path
     from .retrieval.markdown_links import extract_markdown_links
     from .samples import copy_sample_workspace
+    from .sandbox.commands import EngineCommands
     from .sandbox.commit import CommandEffects
     from .sandbox.runner import Sandbox
     from .session.core import ResumeReport, Session

@@ -239,11 +239,10 @@ def _exec_governed(root: Any, intent_id: str, argv: list[str], cwd: str, ns: Any
     from pathlib import Path
 
     from ..errors import PolicyError
-    from ..govern.engine import engine_of
+    from ..integrations.backend import WorkspaceBackend
     from ..redaction.redactor import redact
     from ..sandbox.held import PROMPT_DIFF_CHARS, Hold, hold_overlay
     from ..sandbox.runner import SandboxResult
-    from ..workspace import Workspace
 
     sid = ns.session
     ran: list[Any] = []
@@ -263,13 +262,21 @@ def _exec_governed(root: Any, intent_id: str, argv: list[str], cwd: str, ns: Any
             cwd=cwd,
         )
 
-    with Workspace.open(root) as ws:
+    states = _states(root, ns)
+
+    def prepare(ws: Any) -> None:
         # What runs on the host, from the hook's cache: derived again only when one of
         # the files it came from changed, not once per command.
-        ws.protected_cache = _states(root, ns)
-        session = ws.session(f"claude-code-{sid}" if sid else None)
-        tools = ws.tools(session, caller="claude-code", model_id=os.environ.get("CTXNB_MODEL_ID"))
-        engine = engine_of(tools)
+        ws.protected_cache = states
+
+    with WorkspaceBackend.open(
+        root,
+        session_id=f"claude-code-{sid}" if sid else None,
+        caller="claude-code",
+        model_id=os.environ.get("CTXNB_MODEL_ID"),
+        prepare=prepare,
+    ) as backend:
+        engine = backend.engine
         engine.select_active_intent(intent_id)
         try:
             out = engine.commands.run(
@@ -305,7 +312,6 @@ def _exec_governed(root: Any, intent_id: str, argv: list[str], cwd: str, ns: Any
                     "dropped after an hour.\n"
                 )
             return 1
-        session.save()
     return _finish(out["stdout"], out["stderr"], out["returncode"], out["timed_out"], out)
 
 
@@ -355,22 +361,25 @@ def _held(action: str, hold_id: str, ns: Any) -> int:
             return 1
         ns.expect = sha
     from ..govern.approval import CallbackApprover
-    from ..govern.engine import engine_of
-    from ..workspace import Workspace
+    from ..integrations.backend import WorkspaceBackend
 
     by = "human (asked by Claude Code)" if ns.session else "human (ctxnb sandbox commit)"
-    with Workspace.open(root) as ws:
-        ws.protected_cache = _states(root, ns)
-        session = ws.session(f"claude-code-{ns.session}" if ns.session else None)
-        tools = ws.tools(
-            session,
-            caller="claude-code",
-            model_id=os.environ.get("CTXNB_MODEL_ID"),
-            # Whoever runs this is the human who saw the diff (Claude Code asks its user
-            # before this command runs; the commit checks it is still that diff).
-            approver=CallbackApprover(lambda req: True, by=by),
-        )
-        engine = engine_of(tools)
+    states = _states(root, ns)
+
+    def prepare(ws: Any) -> None:
+        ws.protected_cache = states
+
+    with WorkspaceBackend.open(
+        root,
+        session_id=f"claude-code-{ns.session}" if ns.session else None,
+        caller="claude-code",
+        model_id=os.environ.get("CTXNB_MODEL_ID"),
+        # Whoever runs this is the human who saw the diff (Claude Code asks its user
+        # before this command runs; the commit checks it is still that diff).
+        approver=CallbackApprover(lambda req: True, by=by),
+        prepare=prepare,
+    ) as backend:
+        engine = backend.engine
         engine.select_active_intent(hold.intent_id)
         try:
             out = engine.commands.commit_held(
@@ -379,7 +388,6 @@ def _held(action: str, hold_id: str, ns: Any) -> int:
         except PolicyError as e:
             sys.stderr.write(f"ctxnb: {e.error_code}: {e.message}\n")
             return 1
-        session.save()
     code = _finish("", "", 0, False, out)
     return 1 if out["effects"]["conflicts"] else code
 

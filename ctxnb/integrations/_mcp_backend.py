@@ -12,7 +12,6 @@ from __future__ import annotations
 import contextlib
 import os
 import re
-import threading
 import weakref
 from collections.abc import Callable, Iterator
 from typing import TYPE_CHECKING, Any
@@ -122,19 +121,22 @@ class McpBackend(_McpContent):
         system_prompt: str | None = None,
         elicitation_timeout: float = 300.0,
     ) -> None:
-        from ..workspace import Workspace
+        from .backend import WorkspaceBackend
 
-        self.workspace: Workspace = Workspace.open(workspace_root)
-        try:
-            self.session: Session = self.workspace.session(session_id, system_prompt=system_prompt)
-            self.approver: Approver = approver or ElicitationApprover(timeout=elicitation_timeout)
-            self.tools: FileTools = self.workspace.tools(
-                self.session, caller=caller, approver=self.approver
-            )
-        except BaseException:
-            self.workspace.close()
-            raise
-        self._lock = threading.RLock()
+        self.approver: Approver = approver or ElicitationApprover(timeout=elicitation_timeout)
+        # The one way in (ctxnb.integrations.backend); MCP adds resources, the listing
+        # and per-client intents around it.
+        self.backend = WorkspaceBackend.open(
+            workspace_root,
+            session_id=session_id,
+            caller=caller,
+            approver=self.approver,
+            system_prompt=system_prompt,
+        )
+        self.workspace: Workspace = self.backend.workspace
+        self.session: Session = self.backend.session
+        self.tools: FileTools = self.backend.tools
+        self._lock = self.backend.lock
         # client session (None for direct calls) -> its selected intent; weak keys, so a
         # closed session is forgotten.
         self._client_intents: Any = _ClientIntents()
@@ -161,18 +163,14 @@ class McpBackend(_McpContent):
     # -- lifecycle ------------------------------------------------------------------------
     @property
     def governed(self) -> bool:
-        return (self.workspace.root / ".orchestration").is_dir()
+        return self.backend.governed
 
     def close(self) -> None:
         """Save the session, disconnect outside servers and close the workspace."""
         with self._lock:
             if getattr(self, "registry", None) is not None:
                 self.registry.close()  # type: ignore[union-attr]
-            try:
-                self.session.save()
-            finally:
-                self.session.close()
-                self.workspace.close()
+            self.backend.close()
 
     def __enter__(self) -> McpBackend:
         return self

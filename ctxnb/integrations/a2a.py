@@ -388,7 +388,7 @@ class CtxnbA2aExecutor(AgentExecutor):
             approver = _InputApprover(self.settings.permission_timeout)
             root = Path(self.settings.workspace or os.getcwd())
             live = await asyncio.to_thread(
-                LiveSession.open, root, self.settings, caller="a2a", approver=approver
+                LiveSession.start, root, self.settings, caller="a2a", approver=approver
             )
             self.contexts[key] = (live, approver)
         return self.contexts[key]

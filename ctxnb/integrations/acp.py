@@ -286,7 +286,7 @@ class CtxnbAcpAgent:
 
     def _open_session(self, cwd: str, client_servers: list[Any]) -> _AcpSession:
         approver = _PermissionApprover(self.bridge, "", self.settings.permission_timeout)
-        live = LiveSession.open(
+        live = LiveSession.start(
             Path(self.settings.workspace or cwd), self.settings, caller="acp", approver=approver
         )
         approver.session_id = live.id

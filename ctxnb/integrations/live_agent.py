@@ -23,13 +23,12 @@ from typing import TYPE_CHECKING, Any, ClassVar, Self
 
 from ..errors import ConfigError
 from ..redaction.redactor import redact_text
+from .backend import WorkspaceBackend
 
 if TYPE_CHECKING:
     from ..govern.approval import Approver
     from ..live.run import RunEvents
-    from ..session.core import Session
     from ..strategies.builtin import ContextStrategy
-    from ..tools.filetools import FileTools
     from ..workspace import Workspace
 
 __all__ = ["LiveAgentSettings", "LiveSession", "LoopBridge", "is_submit", "only_active_intent"]
@@ -114,22 +113,18 @@ class LoopBridge:
         return asyncio.run_coroutine_threadsafe(coro_fn(), self.loop).result(timeout)
 
 
-@dataclass
-class LiveSession:
-    """A ctxnb session of the live agent: its workspace, session and governed tools."""
-
-    workspace: Workspace
-    session: Session
-    tools: FileTools
+class LiveSession(WorkspaceBackend):
+    """The :class:`~ctxnb.integrations.backend.WorkspaceBackend` of the live agent (ACP,
+    A2A): a new session under an intent, and one prompt's run."""
 
     @property
     def id(self) -> str:
         return str(self.session.session_id)
 
     @classmethod
-    def open(
+    def start(
         cls, root: Path, settings: LiveAgentSettings, *, caller: str, approver: Approver
-    ) -> LiveSession:
+    ) -> Self:
         """Open the workspace at ``root`` and a new session in it, under the intent of
         ``settings`` (else the only active intent, else none: nothing may change).
 
@@ -138,21 +133,23 @@ class LiveSession:
                 cannot be selected.
         """
         from ..live.run import SYSTEM_PROMPT
-        from ..workspace import Workspace
 
         if not root.is_absolute() or not root.is_dir():
             raise ConfigError(f"the workspace {str(root)!r} is not an existing absolute directory")
-        ws = Workspace.open(root)
+        state = cls.open(
+            root,
+            caller=caller,
+            approver=approver,
+            system_prompt=SYSTEM_PROMPT,
+            model_id=settings.model,
+        )
         try:
-            session = ws.session(None, system_prompt=SYSTEM_PROMPT)
-            tools = ws.tools(session, caller=caller, approver=approver, model_id=settings.model)
-            state = cls(ws, session, tools)
-            intent = settings.intent or only_active_intent(ws)
+            intent = settings.intent or only_active_intent(state.workspace)
             if intent is not None:
                 state.select(intent)
             return state
         except BaseException:
-            ws.close()
+            state.workspace.close()
             raise
 
     def select(self, intent_id: str) -> None:
@@ -161,7 +158,7 @@ class LiveSession:
         Raises:
             ConfigError: the workspace refused it (unknown, not active, not governed).
         """
-        out = self.tools.dispatch("select_active_intent", {"intent_id": intent_id})
+        out = self.call("select_active_intent", {"intent_id": intent_id})
         if not out.get("ok"):
             raise ConfigError(f"intent {intent_id!r} cannot be selected: {out.get('message')}")
 
@@ -203,13 +200,6 @@ class LiveSession:
             redact_text(old) if isinstance(old, str) else None,
             redact_text(new) if isinstance(new, str) else "",
         )
-
-    def close(self) -> None:
-        try:
-            self.session.save()
-        finally:
-            self.session.close()
-            self.workspace.close()
 
 
 def is_submit(command: str) -> bool:

@@ -33,6 +33,7 @@ from .._util.lazy import lazy_exports
 
 if TYPE_CHECKING:
     from .changes import Dropped, FileChange, classify
+    from .commands import EngineCommands
     from .commit import CommandEffects, EffectsReport, destructive_reason, run_governed
     from .plan import SandboxLimits, SandboxPlan, plan_sandbox, writable_dirs
     from .process import CommandResult, run_command
@@ -44,6 +45,7 @@ _EXPORTS = {
     "CommandResult": "process",
     "Dropped": "changes",
     "EffectsReport": "commit",
+    "EngineCommands": "commands",
     "FileChange": "changes",
     "Sandbox": "runner",
     "SandboxLimits": "plan",
@@ -65,6 +67,7 @@ __all__ = [
     "CommandResult",
     "Dropped",
     "EffectsReport",
+    "EngineCommands",
     "FileChange",
     "Sandbox",
     "SandboxLimits",

@@ -1,0 +1,192 @@
+"""The one way a protocol adapter reaches a workspace: a :class:`Backend`.
+
+Every client of ctxnb that is not the Python API speaks a wire — MCP, ACP, A2A, Claude
+Code's hooks — and each reaches the workspace the same way: a :class:`WorkspaceBackend`
+holds the workspace, one session and that session's governed tools, and every tool call
+and command goes through :meth:`~WorkspaceBackend.call` (the tools' ``dispatch``: the
+access layer, the policy engine, the recorder). Nothing else is a way in.
+
+- MCP: :class:`~ctxnb.integrations.mcp_server.McpBackend` holds one and adds MCP's
+  resources, tool listing and per-client intents;
+- ACP and A2A: :class:`~ctxnb.integrations.live_agent.LiveSession` *is* one, with the
+  governed live agent's run on top;
+- Claude Code: the ``Bash`` tool's command runs through ``ctxnb sandbox exec``, which
+  opens one; the pre and post hooks of the other tools judge Claude Code's own file
+  operations through the same access layer and policy core without opening a session
+  (a hook is a process per tool call, and opening the store costs it pyarrow).
+
+A new protocol adapter holds a :class:`WorkspaceBackend` and speaks its wire: it never
+opens a workspace's files itself. The shape follows mini-swe-agent's ``Environment``
+(``execute`` a command, and nothing the agent can reach around it).
+
+Example:
+    >>> import tempfile, pathlib
+    >>> root = pathlib.Path(tempfile.mkdtemp())
+    >>> _ = (root / "notes.md").write_text("# Notes\\n")
+    >>> with WorkspaceBackend.open(root, caller="docs") as backend:
+    ...     backend.call("read_file", {"path": "notes.md"})["result"]["content"]
+    '# Notes\\n'
+    >>> isinstance(backend, Backend)
+    True
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+from collections.abc import Callable, Mapping
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Protocol, Self, runtime_checkable
+
+if TYPE_CHECKING:
+    from ..govern.approval import Approver
+    from ..govern.engine import HookEngine
+    from ..session.core import Session
+    from ..tools.filetools import FileTools
+    from ..workspace import Workspace
+
+__all__ = ["Backend", "WorkspaceBackend"]
+
+
+@runtime_checkable
+class Backend(Protocol):
+    """What a protocol adapter needs of a workspace."""
+
+    workspace: Workspace
+    session: Session
+    tools: FileTools
+
+    @property
+    def governed(self) -> bool:
+        """Whether the workspace has governance (``.orchestration/``)."""
+        ...
+
+    def call(self, tool: str, args: Mapping[str, Any]) -> dict[str, Any]:
+        """Run one tool call through every check; ``{"ok": …}`` as ``dispatch`` answers."""
+        ...
+
+    def execute(
+        self,
+        command: str,
+        *,
+        cwd: str | None = None,
+        timeout: float | None = None,
+        shell: bool = False,
+    ) -> dict[str, Any]:
+        """Run a command as the ``run_command`` tool does (confined, its changes
+        committed or dropped)."""
+        ...
+
+    def close(self) -> None:
+        """Save the session and let go of the workspace."""
+        ...
+
+
+class WorkspaceBackend:
+    """A workspace, one session of it and the session's governed tools, for one client.
+
+    Calls are serialised by :attr:`lock` where the adapter serves several clients at
+    once (the session and the store see one tool call at a time, as with the Python API).
+
+    Args:
+        workspace: an open workspace.
+        session: a session of it.
+        tools: the session's tools (``workspace.tools(session, …)``).
+    """
+
+    def __init__(self, workspace: Workspace, session: Session, tools: FileTools) -> None:
+        self.workspace = workspace
+        self.session = session
+        self.tools = tools
+        self.lock = threading.RLock()
+
+    @classmethod
+    def open(
+        cls,
+        root: str | os.PathLike[str],
+        *,
+        session_id: str | None = None,
+        caller: str = "agent",
+        approver: Approver | None = None,
+        system_prompt: str | None = None,
+        model_id: str | None = None,
+        prepare: Callable[[Workspace], None] | None = None,
+    ) -> Self:
+        """Open the workspace at ``root``, the session ``session_id`` (resumed, or new:
+        a fresh id when omitted) and its tools for ``caller``.
+
+        ``prepare`` is called on the workspace before the session opens (the Claude Code
+        hook hands it the protected set it keeps between processes). Nothing is left
+        open when a step fails.
+        """
+        from ..workspace import Workspace
+
+        ws = Workspace.open(root)
+        try:
+            if prepare is not None:
+                prepare(ws)
+            session = ws.session(session_id, system_prompt=system_prompt)
+            extra: dict[str, Any] = {}
+            if model_id is not None and (ws.root / ".orchestration").is_dir():
+                extra["model_id"] = model_id  # the contributor of governed changes
+            tools = ws.tools(session, caller=caller, approver=approver, **extra)
+            return cls(ws, session, tools)
+        except BaseException:
+            ws.close()
+            raise
+
+    @property
+    def root(self) -> Path:
+        return self.workspace.root
+
+    @property
+    def governed(self) -> bool:
+        """Whether the workspace has governance (``.orchestration/``)."""
+        return (self.workspace.root / ".orchestration").is_dir()
+
+    @property
+    def engine(self) -> HookEngine:
+        """The governance engine of the tools.
+
+        Raises:
+            PolicyError: ``NOT_GOVERNED``, the workspace has no ``.orchestration/``.
+        """
+        from ..govern.engine import engine_of
+
+        return engine_of(self.tools)
+
+    def call(self, tool: str, args: Mapping[str, Any]) -> dict[str, Any]:
+        """Run one tool call through every check (``tools.dispatch``)."""
+        return self.tools.dispatch(tool, dict(args))
+
+    def execute(
+        self,
+        command: str,
+        *,
+        cwd: str | None = None,
+        timeout: float | None = None,
+        shell: bool = False,
+    ) -> dict[str, Any]:
+        """Run a command as the ``run_command`` tool (``dispatch`` answers it)."""
+        args: dict[str, Any] = {"cmd": command, "shell": shell}
+        if cwd is not None:
+            args["cwd"] = cwd
+        if timeout is not None:
+            args["timeout"] = timeout
+        return self.call("run_command", args)
+
+    def close(self) -> None:
+        """Save and close the session (:meth:`Session.close` saves), then the workspace."""
+        try:
+            self.session.close()
+        finally:
+            self.workspace.close()
+
+    def __enter__(self) -> Self:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def __repr__(self) -> str:
+        return f"<{type(self).__name__} {self.workspace.root} session={self.session.session_id!r}>"
