@@ -328,7 +328,14 @@ class McpBackend(_McpContent):
         """Whether ``name`` takes the ``intent_id`` argument: the tools a governed
         workspace refuses without an intent."""
         info = self.tools.tool_info(name)
-        return info is not None and info.mutating and not info.external
+        if info is None or not info.mutating:
+            return False
+        if not info.external:
+            return True
+        # A proxied tool is governed like ctxnb's own, so it takes the intent too, unless
+        # its own schema has an argument of that name: then the argument is its server's.
+        props = info.args.model_json_schema().get("properties") or {}
+        return "intent_id" not in props
 
     def call_tool(
         self,

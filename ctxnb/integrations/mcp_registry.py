@@ -14,6 +14,13 @@ handshake, a destructive one a human's approval, and every call is audited and t
 ctxnb's own MCP server re-exposes them that way when ``[adapters.mcp] expose_registry``
 is set (a governed proxy).
 
+What an outside server says of itself is a claim, not a grant. A tool is read-only (called
+without an intent) only when a human says so in ``ctxnb.toml`` (``read_only_tools``); its
+own ``readOnlyHint`` is kept as :attr:`RegisteredTool.claims_read_only` and decides
+nothing. Its name and description are redacted and escaped when they are listed (a tool
+is called by the name shown, the registry sends the server its own), and its error
+messages are redacted whole before they are cut (:mod:`._mcp_outside`).
+
 The clients run on an event loop of their own, in a background thread, so the registry is
 used synchronously from a script or a notebook cell (whose own loop is already running).
 
@@ -46,10 +53,10 @@ from ..errors import (
     NotFoundError,
     RegistryError,
 )
-from ..redaction.redactor import redact_data, redact_text
+from ..redaction.redactor import redact_data
 from ..retrieval.embedding import DEFAULT, HybridIndex
 from ..tools.schemas import ToolInfo
-from ._mcp_outside import cap_result, schema_model
+from ._mcp_outside import cap_result, error_text, schema_model, shown
 from ._mcp_sdk import (
     Client,
     ClientSession,
@@ -89,11 +96,15 @@ class RegisteredTool:
     """A tool of an outside server.
 
     Attributes:
-        server: the server's name in ``[mcp.servers]``. name: the tool's own name.
-        qualified: ``server__name``, unique in the registry.
-        read_only: it declares no side effects (``readOnlyHint``, or the server's
-            ``read_only_tools`` globs). destructive: MCP's ``destructiveHint``, which
-            defaults to true for a tool that is not read-only.
+        server: the server's name in ``[mcp.servers]``. name: the tool's own name, as
+            the server is called with it. shown_name: that name redacted and escaped,
+            as it is listed. qualified: ``server__shown_name``, unique in the registry.
+        description: the tool's description, redacted and escaped.
+        read_only: a human marked it read-only (the server's ``read_only_tools`` globs
+            in ``ctxnb.toml``, matched against the shown name): it is called without an
+            intent. claims_read_only: the tool's own ``readOnlyHint``, which grants
+            nothing. destructive: MCP's ``destructiveHint``, which defaults to true for a
+            tool that is not read-only (a claim of read-only does not change that).
     """
 
     server: str
@@ -102,10 +113,12 @@ class RegisteredTool:
     input_schema: Mapping[str, Any]
     read_only: bool
     destructive: bool
+    claims_read_only: bool = False
+    shown_name: str = ""
 
     @property
     def qualified(self) -> str:
-        return f"{self.server}{SEPARATOR}{self.name}"
+        return f"{self.server}{SEPARATOR}{self.shown_name or self.name}"
 
 
 @dataclass(frozen=True)
@@ -267,7 +280,8 @@ class McpRegistry:
             if isinstance(exc, CtxnbError):
                 raise
             raise RegistryError(
-                f"could not connect to the MCP servers ({type(exc).__name__}: {exc}); check "
+                "could not connect to the MCP servers "
+                f"({type(exc).__name__}: {error_text(str(exc))}); check "
                 "[mcp.servers] in ctxnb.toml and that each server starts on its own"
             ) from exc
         self._index = None
@@ -338,34 +352,43 @@ class McpRegistry:
         tools = await self._pages(name, "tools/list", session.list_tools, "tools")
         for t in tools:
             ann = t.annotations
-            read_only = bool(ann and ann.read_only_hint) or any(
-                fnmatch.fnmatchcase(t.name, g) for g in cfg.read_only_tools
-            )
+            label = shown(t.name)
+            # Only a human grants read-only; the server's readOnlyHint is its own claim, and
+            # a server that lies about it would otherwise act with no intent at all.
+            read_only = any(fnmatch.fnmatchcase(label, g) for g in cfg.read_only_tools)
             hint = ann.destructive_hint if ann is not None else None
             reg = RegisteredTool(
                 server=name,
                 name=t.name,
-                description=t.description or "",
+                description=shown(t.description or ""),
                 input_schema=dict(t.input_schema or {}),
                 read_only=read_only,
                 # MCP's default: a tool that is not read-only may destroy (destructiveHint).
                 destructive=(not read_only) and (hint is None or bool(hint)),
+                claims_read_only=bool(ann and ann.read_only_hint),
+                shown_name=label,
             )
-            self.tools[reg.qualified] = reg
+            # Two names that show alike (two secrets redacted to one marker) would make one
+            # call reach the other tool: the first keeps the name, the other is not offered.
+            self.tools.setdefault(reg.qualified, reg)
         if caps is None or getattr(caps, "resources", True):
             with contextlib.suppress(Exception):  # a server without resources says so
                 for r in await self._pages(
                     name, "resources/list", session.list_resources, "resources"
                 ):
                     res = RegisteredResource(
-                        name, str(r.uri), r.name or "", r.description or "", r.mime_type
+                        name,
+                        str(r.uri),
+                        shown(r.name or ""),
+                        shown(r.description or ""),
+                        r.mime_type,
                     )
                     self.resources[res.qualified] = res
         if caps is None or getattr(caps, "prompts", True):
             with contextlib.suppress(Exception):
                 for p in await self._pages(name, "prompts/list", session.list_prompts, "prompts"):
-                    args = tuple(a.name for a in (p.arguments or []))
-                    pr = RegisteredPrompt(name, p.name, p.description or "", args)
+                    args = tuple(shown(a.name) for a in (p.arguments or []))
+                    pr = RegisteredPrompt(name, p.name, shown(p.description or ""), args)
                     self.prompts[pr.qualified] = pr
 
     def _require(self) -> anyio.from_thread.BlockingPortal:
@@ -465,7 +488,10 @@ class McpRegistry:
         except CtxnbError:
             raise
         except Exception as exc:
-            raise RegistryError(f"{qualified} failed on server {server!r}: {exc}") from exc
+            # The message is the server's (an MCP error it sent): redacted whole, then cut.
+            raise RegistryError(
+                f"{qualified} failed on server {server!r}: {error_text(str(exc))}"
+            ) from exc
         structured = getattr(res, "structured_content", None)
         return ToolCallResult(_text_of(res.content), structured, bool(res.is_error))
 
@@ -511,10 +537,10 @@ class McpRegistry:
         """The :class:`~ctxnb.tools.schemas.ToolInfo` under which governance sees a tool."""
         t = self.tools[qualified]
         # The description and the schema go to the model in every tool list: what an
-        # outside server wrote there passes the same redaction as its results.
+        # outside server wrote there was redacted and escaped when it was listed.
         return ToolInfo(
             name=t.qualified,
-            description=redact_text(f"[{t.server}] {t.description}".strip()),
+            description=f"[{t.server}] {t.description}".strip(),
             args=schema_model(t.qualified, t.input_schema, server=t.server),
             mutating=not t.read_only,
             idempotent=t.read_only,
@@ -537,7 +563,7 @@ class McpRegistry:
                 result = self.call_tool(_q, kwargs)
                 # What an outside server says goes toward the model: the one redaction pass.
                 if result.is_error:
-                    raise RegistryError(f"{_q} reported an error: {redact_text(result.text[:500])}")
+                    raise RegistryError(f"{_q} reported an error: {error_text(result.text)}")
                 return cap_result(redact_data(result.to_dict()))
 
             tools.register_tool(self.tool_info(q), run, governed=True)

@@ -53,6 +53,7 @@ def setup(tmp_path: Path) -> dict[str, Path]:
 [mcp.servers.tickets]
 command = {json.dumps(sys.executable)}
 args = {_toml_list([str(server), str(calls)])}
+read_only_tools = ["find_ticket"]
 
 [mcp.servers.files]
 command = {json.dumps(sys.executable)}
@@ -86,7 +87,9 @@ def test_lists_every_page_of_both_servers(registry: McpRegistry) -> None:
         tools
     )  # close_all_tickets is on the second page
     assert "files__read_file" in tools and "files__write_file" in tools
+    # Read-only because ctxnb.toml says so (a human), not because the tool claims it.
     assert tools["tickets__find_ticket"].read_only
+    assert tools["tickets__find_ticket"].claims_read_only
     assert not tools["tickets__open_ticket"].read_only
     assert not tools["tickets__open_ticket"].destructive
     assert tools["tickets__close_all_tickets"].destructive  # MCP's default without hints
@@ -138,7 +141,8 @@ def test_speaks_the_handshake_revision_to_an_older_server(tmp_path: Path) -> Non
     cfg = McpServerConfig(command=sys.executable, args=[str(server)], timeout=30)
     with McpRegistry({"old": cfg}, root=tmp_path) as reg:
         assert reg.protocol_versions["old"] == "2025-06-18"
-        assert reg.tools["old__echo"].read_only
+        # It claims read-only (readOnlyHint); no human said so, so it is not.
+        assert reg.tools["old__echo"].claims_read_only and not reg.tools["old__echo"].read_only
         assert reg.call_tool("old__echo", {"text": "hi"}).text == "echo: hi"
 
 
