@@ -6,9 +6,14 @@ serve`` as a subprocess and calls ``read_file`` on a small file through the MCP 
 ``FileTools.dispatch`` in this process. Prints the median time per call of each, the
 ratio, and whether the MCP median meets the 5 ms target.
 
+Then, where the official MCP conformance suite is installed (``npm ci --prefix
+.ci/mcp-conformance``), prints how many of each revision's required server scenarios
+``ctxnb mcp serve --http`` passes (``scripts/mcp_conformance.py``; ``--no-conformance``
+leaves it out).
+
 Run with::
 
-    python bench/mcp.py [--calls 200] [--file README.md]
+    python bench/mcp.py [--calls 200] [--file README.md] [--no-conformance]
 """
 
 from __future__ import annotations
@@ -82,6 +87,7 @@ def main() -> None:
     ap.add_argument("--calls", type=int, default=200, help="timed calls of each kind")
     ap.add_argument("--warmup", type=int, default=20, help="untimed calls first")
     ap.add_argument("--file", default="README.md", help="workspace file to read")
+    ap.add_argument("--no-conformance", action="store_true", help="skip the conformance run")
     args = ap.parse_args()
 
     with tempfile.TemporaryDirectory() as tmp:
@@ -99,6 +105,20 @@ def main() -> None:
     print(f"  ratio MCP / in-process          {mcp_ms / local_ms:8.2f}x")
     verdict = "meets" if mcp_ms <= TARGET_MS else "misses"
     print(f"  target <= {TARGET_MS:g} ms per MCP call: {verdict}")
+    if not args.no_conformance:
+        _conformance()
+
+
+def _conformance() -> None:
+    sys.path.insert(0, str(REPO / "scripts"))
+    import mcp_conformance
+
+    print("MCP conformance suite (server scenarios each revision requires):")
+    if (why := mcp_conformance.missing()) is not None:
+        print(f"  not run: {why}")
+        return
+    for line in mcp_conformance.counts(mcp_conformance.run_all()).splitlines():
+        print(f"  {line}")
 
 
 if __name__ == "__main__":
