@@ -93,6 +93,9 @@ _CLI_SESSION = "mcp-cli"
 @arg("--allow-host", action="append", default=[], metavar="NAME",
      help="another Host header name clients may use with --http (repeatable)")  # fmt: skip
 @arg("--json", action="store_true", help="call: print the whole result as JSON")
+@arg("--conformance-fixtures", action="store_true",
+     help="serve --http: add the MCP conformance suite's test_* tools, test:// resources "
+     "and prompts (for running the suite, never for an agent)")  # fmt: skip
 def _cmd_mcp(ns: argparse.Namespace) -> int:
     # Raises MissingDependencyError (a clean CLI message) when the SDK is missing.
     from ..integrations import mcp_server
@@ -100,7 +103,9 @@ def _cmd_mcp(ns: argparse.Namespace) -> int:
     limit = 1 if ns.action == "serve" else (2 if ns.action == "call" else 0)
     if len(ns.args) > limit or (ns.action == "call" and not ns.args):
         raise ConfigError(f"usage: ctxnb mcp {_USAGE[ns.action]}")
-    if ns.action != "serve" and (ns.http is not None or ns.token or ns.allow_host):
+    if ns.action != "serve" and (
+        ns.http is not None or ns.token or ns.allow_host or ns.conformance_fixtures
+    ):
         raise ConfigError("--http, --token and --allow-host only apply to `ctxnb mcp serve`")
     root = ns.workspace or (ns.args[0] if ns.action == "serve" and ns.args else os.getcwd())
     if ns.action == "tools":
@@ -109,8 +114,11 @@ def _cmd_mcp(ns: argparse.Namespace) -> int:
         text = ns.args[1] if len(ns.args) > 1 else "{}"
         return _call(mcp_server, root, ns.session or _CLI_SESSION, ns.args[0], text, ns.json)
     if ns.http is None:
-        if ns.token or ns.host != "127.0.0.1" or ns.allow_host:
-            raise ConfigError("--host, --token and --allow-host only apply with --http PORT")
+        if ns.token or ns.host != "127.0.0.1" or ns.allow_host or ns.conformance_fixtures:
+            raise ConfigError(
+                "--host, --token, --allow-host and --conformance-fixtures only apply with "
+                "--http PORT"
+            )
         mcp_server.serve_stdio(root, session_id=ns.session)
         return 0
     mcp_server.serve_http(
@@ -121,6 +129,7 @@ def _cmd_mcp(ns: argparse.Namespace) -> int:
         session_id=ns.session,
         extra_hosts=tuple(ns.allow_host),
         on_listen=lambda url: _err(f"ctxnb mcp: listening on {url} (Ctrl-C stops)"),
+        conformance_fixtures=ns.conformance_fixtures,
     )
     return 0
 

@@ -120,6 +120,8 @@ class _McpContent:
             types.INVALID_PARAMS,
             f"unknown resource {uri!r}; use {URI_CONTEXT}, {URI_METADATA}, {URI_TRACE} or "
             f"{URI_HISTORY_TEMPLATE}",
+            # SEP-2164: the URI that was not found, for a client to match its request by.
+            data={"uri": uri},
         )
 
     def trace_tail(self, n: int = TRACE_TAIL) -> list[dict[str, Any]]:

@@ -95,6 +95,7 @@ def build_server(
     caller: str = "mcp",
     approver: Approver | None = None,
     elicitation_timeout: float = 300.0,
+    conformance_fixtures: bool = False,
 ) -> Server[Any]:
     """An MCP server (the SDK's low-level ``Server``) over one workspace.
 
@@ -109,6 +110,9 @@ def build_server(
         approver: decides destructive acts; by default MCP elicitation when the client
             supports it, else a refusal with ``DESTRUCTIVE_NEEDS_APPROVAL``.
         elicitation_timeout: seconds to wait for the user's answer.
+        conformance_fixtures: also serve the official MCP conformance suite's diagnostic
+            tools, resources and prompts, logging levels, completion and subscriptions
+            (:mod:`~ctxnb.integrations.mcp_fixtures`); for the suite, never for an agent.
 
     Example:
         >>> import anyio, tempfile
@@ -128,14 +132,23 @@ def build_server(
         elicitation_timeout=elicitation_timeout,
     )
 
+    fixtures = None
+    if conformance_fixtures:
+        from .mcp_fixtures import ConformanceFixtures
+
+        fixtures = ConformanceFixtures()
+
     async def on_list_tools(
         ctx: ServerRequestContext[Any], params: types.PaginatedRequestParams | None
     ) -> types.ListToolsResult:
-        return types.ListToolsResult(tools=await anyio.to_thread.run_sync(backend.list_tools, ctx))
+        tools = await anyio.to_thread.run_sync(backend.list_tools, ctx)
+        return types.ListToolsResult(tools=tools + (fixtures.tools() if fixtures else []))
 
     async def on_call_tool(
         ctx: ServerRequestContext[Any], params: types.CallToolRequestParams
     ) -> types.CallToolResult | types.InputRequiredResult:
+        if fixtures is not None and fixtures.has_tool(params.name):
+            return await fixtures.call_tool(ctx, params)
         result = await anyio.to_thread.run_sync(
             backend.call_tool,
             params.name,
@@ -159,19 +172,23 @@ def build_server(
     async def on_list_resources(
         ctx: ServerRequestContext[Any], params: types.PaginatedRequestParams | None
     ) -> types.ListResourcesResult:
-        return types.ListResourcesResult(resources=backend.list_resources())
+        extra = fixtures.resources() if fixtures else []
+        return types.ListResourcesResult(resources=backend.list_resources() + extra)
 
     async def on_list_resource_templates(
         ctx: ServerRequestContext[Any], params: types.PaginatedRequestParams | None
     ) -> types.ListResourceTemplatesResult:
+        extra = fixtures.templates() if fixtures else []
         return types.ListResourceTemplatesResult(
-            resource_templates=backend.list_resource_templates()
+            resource_templates=backend.list_resource_templates() + extra
         )
 
     async def on_read_resource(
         ctx: ServerRequestContext[Any], params: types.ReadResourceRequestParams
     ) -> types.ReadResourceResult:
         uri = str(params.uri)
+        if fixtures is not None and fixtures.owns_resource(uri):
+            return fixtures.read_resource(uri)
         text = await anyio.to_thread.run_sync(backend.read_resource, uri)
         mime = "text/plain" if uri == URI_CONTEXT else "application/json"
         return types.ReadResourceResult(
@@ -181,11 +198,14 @@ def build_server(
     async def on_list_prompts(
         ctx: ServerRequestContext[Any], params: types.PaginatedRequestParams | None
     ) -> types.ListPromptsResult:
-        return types.ListPromptsResult(prompts=backend.list_prompts())
+        extra = fixtures.prompts() if fixtures else []
+        return types.ListPromptsResult(prompts=backend.list_prompts() + extra)
 
     async def on_get_prompt(
         ctx: ServerRequestContext[Any], params: types.GetPromptRequestParams
-    ) -> types.GetPromptResult:
+    ) -> types.GetPromptResult | types.InputRequiredResult:
+        if fixtures is not None and fixtures.has_prompt(params.name):
+            return fixtures.get_prompt(params)
         return await anyio.to_thread.run_sync(backend.get_prompt, params.name, params.arguments)
 
     from .._version import __version__
@@ -206,6 +226,8 @@ def build_server(
         on_list_prompts=on_list_prompts,
         on_get_prompt=on_get_prompt,
     )
+    if fixtures is not None:
+        _serve_fixture_methods(server, fixtures)
     # A 2026-07-28 approval's state goes through the client: sealed (authenticated,
     # encrypted, bound to this very call, expiring) so it cannot be forged or replayed.
     # The key lives as long as this server; a restart asks again.
@@ -214,6 +236,44 @@ def build_server(
     )
     server.ctxnb_backend = backend  # type: ignore[attr-defined]
     return server
+
+
+def _serve_fixture_methods(server: Server[Any], fixtures: Any) -> None:
+    """Completion, logging levels and subscriptions for the conformance suite: added to
+    the built server, whose capabilities follow from the methods it serves."""
+
+    async def on_completion(
+        ctx: ServerRequestContext[Any], params: types.CompleteRequestParams
+    ) -> types.CompleteResult:
+        return fixtures.complete(params)
+
+    async def on_set_logging_level(
+        ctx: ServerRequestContext[Any], params: types.SetLevelRequestParams
+    ) -> types.EmptyResult:
+        fixtures.set_level(params.level)
+        return types.EmptyResult()
+
+    async def on_subscribe(
+        ctx: ServerRequestContext[Any], params: types.SubscribeRequestParams
+    ) -> types.EmptyResult:
+        fixtures.subscribed.add(str(params.uri))
+        return types.EmptyResult()
+
+    async def on_unsubscribe(
+        ctx: ServerRequestContext[Any], params: types.UnsubscribeRequestParams
+    ) -> types.EmptyResult:
+        fixtures.subscribed.discard(str(params.uri))
+        return types.EmptyResult()
+
+    server.add_request_handler("completion/complete", types.CompleteRequestParams, on_completion)
+    # logging/setLevel is deprecated as of 2026-07-28; the 2025-11-25 requirements test it.
+    server.add_request_handler(
+        "logging/setLevel", types.SetLevelRequestParams, on_set_logging_level
+    )
+    server.add_request_handler("resources/subscribe", types.SubscribeRequestParams, on_subscribe)
+    server.add_request_handler(
+        "resources/unsubscribe", types.UnsubscribeRequestParams, on_unsubscribe
+    )
 
 
 # -- transports ------------------------------------------------------------------------------
@@ -262,6 +322,7 @@ def serve_http(
     caller: str = "mcp",
     extra_hosts: tuple[str, ...] = (),
     on_listen: Callable[[str], None] | None = None,
+    conformance_fixtures: bool = False,
 ) -> None:
     """Serve the workspace over streamable HTTP at ``http://HOST:PORT/mcp``.
 
@@ -272,6 +333,8 @@ def serve_http(
     Args:
         port: the TCP port; 0 picks a free one (``on_listen`` tells which).
         on_listen: called once with ``http://HOST:PORT/mcp`` when the socket listens.
+        conformance_fixtures: serve the MCP conformance suite's fixtures too
+            (see :func:`build_server`).
 
     Raises:
         ConfigError: a non-loopback host without a token (checked before anything
@@ -287,7 +350,12 @@ def serve_http(
     sock = socket.create_server((host, port), family=family, backlog=128)
     try:
         port = sock.getsockname()[1]
-        server = build_server(workspace_root, session_id=session_id, caller=caller)
+        server = build_server(
+            workspace_root,
+            session_id=session_id,
+            caller=caller,
+            conformance_fixtures=conformance_fixtures,
+        )
         try:
             app = http_app(server, host=host, port=port, token=token, extra_hosts=extra_hosts)
             config = uvicorn.Config(app, log_level="warning", lifespan="on")

@@ -87,3 +87,41 @@ def test_missing_suite_is_named_with_the_command_that_installs_it(
 ) -> None:
     monkeypatch.setattr(conformance, "NODE", tmp_path / "node")
     assert "npm ci --prefix .ci/mcp-conformance" in (conformance.missing() or "")
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize(
+    ("http_server", "offered"),
+    [((None, []), False), ((None, ["--conformance-fixtures"]), True)],
+    indirect=["http_server"],
+)
+def test_fixtures_are_served_only_when_asked_for(http_server: dict, offered: bool) -> None:
+    """A workspace server offers an agent none of the suite's fixtures (a tool that
+    asks the client's model, a prompt that asks the user …), in either revision."""
+    from _mcp_client import run_async
+    from mcp.client.client import Client
+    from mcp.shared.exceptions import MCPError
+
+    async def body() -> None:
+        for mode in ("legacy", "auto"):
+            async with Client(http_server["url"], mode=mode, read_timeout_seconds=30) as c:
+                tools = [t.name for t in (await c.list_tools()).tools]
+                uris = [str(r.uri) for r in (await c.list_resources()).resources]
+                prompts = [p.name for p in (await c.list_prompts()).prompts]
+                assert "read_file" in tools
+                fixtures = [n for n in tools + uris + prompts if n.startswith(("test_", "test:"))]
+                assert bool(fixtures) is offered, (mode, fixtures)
+                if offered:
+                    continue
+                with pytest.raises(MCPError):
+                    await c.call_tool("test_simple_text", {})
+
+    run_async(body)
+
+
+def test_fixtures_need_http(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """Over stdio (an agent's usual door) the fixtures are refused, not quietly served."""
+    from ctxnb.cli.app import main
+
+    assert main(["mcp", "serve", str(tmp_path), "--conformance-fixtures"]) == 1
+    assert "--conformance-fixtures only apply with --http PORT" in capsys.readouterr().err
