@@ -151,7 +151,8 @@ class McpServerConfig(_Strict):
     enabled: bool = True
     read_only_tools: list[str] = Field(
         default_factory=list,
-        description="tool-name globs to treat as read-only whatever their annotations say",
+        description="tool-name globs (on the names as listed) a human marks read-only: "
+        "called without an intent; a tool's own readOnlyHint grants nothing",
     )
 
     @model_validator(mode="after")
