@@ -67,7 +67,6 @@ def test_no_import_cycle() -> None:
 SPLIT_CLASSES = {
     ("ctxnb.access.fdio", "PathPolicy", "_FdWalk"),
     ("ctxnb.integrations._mcp_backend", "McpBackend", "_McpContent"),
-    ("ctxnb.sandbox.commit", "CommandEffects", "_CommitSteps"),
 }
 
 

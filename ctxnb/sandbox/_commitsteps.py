@@ -1,10 +1,11 @@
 """The two steps of a command's commit: the approver's look, then the governed writes.
 
 :class:`ctxnb.sandbox.commit.CommandEffects` plans a command's changes and checks them
-for conflicts; these are the steps after that. ``_approve`` shows a destructive change's
-real diff to the approver (or holds it for ``ctxnb sandbox commit ID``), and
-``_commit_all`` writes each change through the access layer's descriptor walk and hands
-it to the one recorder, under the workspace lock ``apply`` holds.
+for conflicts; these are the steps after that, functions of the engine it is given.
+:func:`approve` shows a destructive change's real diff to the approver (or holds it for
+``ctxnb sandbox commit ID``), and :func:`commit_all` writes each change through the
+access layer's descriptor walk and hands it to the one recorder, under the workspace lock
+``apply`` holds. :class:`TrackedFiles` says which committed files are stored too.
 """
 
 from __future__ import annotations
@@ -45,17 +46,24 @@ class _Planned:
     destructive: bool = False
 
 
-class _CommitSteps:
-    """The approval and commit steps of :class:`~ctxnb.sandbox.commit.CommandEffects`."""
+class TrackedFiles:
+    """Which of a command's committed files are also stored: those the indexer would
+    store (not ignored by git's, ``.ctxnbignore``'s or ``[index]``'s rules, and within
+    ``[index] max_file_bytes``); the others are committed and traced, not stored.
 
-    engine: GoverningEngine
-    ws: Access
-    root: str
-    _ignore: Any
-    _max_bytes: int
+    Args:
+        ws: the workspace (its settings, and its reads of ignore files).
+        root: the workspace root, as a string.
+    """
 
-    def _ignored(self, rel: str) -> bool:
-        # The indexer's ignores (git's, .ctxnbignore, [index] ignore), decided per path.
+    def __init__(self, ws: Access, root: str) -> None:
+        self.ws = ws
+        self.root = root
+        self.max_bytes: int = ws.config.index.max_file_bytes
+        self._ignore: Any = None
+
+    def ignored(self, rel: str) -> bool:
+        """Whether the indexer's ignore rules leave ``rel`` out (decided per path)."""
         if self._ignore is None:
             from ..access.ignore import TreeIgnores
 
@@ -70,279 +78,282 @@ class _CommitSteps:
 
         return bool(self._ignore.decide(rel, read))
 
-    def _approve(
-        self,
-        planned: list[_Planned],
-        command: str,
-        session_id: str | None,
-        caller: str,
-        call: ToolCall | None,
-        *,
-        hold: Callable[[str, list[str]], Hold] | None = None,
-        expect_diff: str | None = None,
-    ) -> dict[str, Any] | None:
-        """Ask the approver when a change is destructive: the approval (who, when, the
-        hash of the diff they saw) when it was asked and approved, None when nothing was
-        destructive; raises when refused (or held)."""
-        from ..redaction.redactor import redact_text
+    def stored(self, p: _Planned) -> bool:
+        """Whether a planned change's file is stored (not ignored, not too large)."""
+        return not self.ignored(p.rel) and max(len(p.new or b""), len(p.old or b"")) <= (
+            self.max_bytes
+        )
 
-        reasons = []
-        for p in planned:
-            r = destructive_reason(p.rel, p.old, p.new)
-            if r is None and p.base is not None:
-                r = destructive_reason(p.rel, p.base, p.new)
-                if r is None:
-                    p.base = None  # the diff shows this command's change only
-                else:
-                    r += " (with this session's earlier commands; the diff starts before them)"
+
+def approve(
+    engine: GoverningEngine,
+    planned: list[_Planned],
+    command: str,
+    session_id: str | None,
+    caller: str,
+    call: ToolCall | None,
+    *,
+    hold: Callable[[str, list[str]], Hold] | None = None,
+    expect_diff: str | None = None,
+) -> dict[str, Any] | None:
+    """Ask the approver when a change is destructive: the approval (who, when, the
+    hash of the diff they saw) when it was asked and approved, None when nothing was
+    destructive; raises when refused (or held)."""
+    from ..redaction.redactor import redact_text
+
+    reasons = []
+    for p in planned:
+        r = destructive_reason(p.rel, p.old, p.new)
+        if r is None and p.base is not None:
+            r = destructive_reason(p.rel, p.base, p.new)
+            if r is None:
+                p.base = None  # the diff shows this command's change only
             else:
-                p.base = None
-            if r is not None:
-                p.destructive = True
-                # A command can name a file after a secret it read (touch "$(cat cred)"):
-                # its name leaves redacted here as in the effects, toward the agent and the
-                # approver alike.
-                reasons.append(redact_text(r))
-        if not reasons and expect_diff is None:
-            return None
-        # A held command's changes are compared with the approved diff even when what is
-        # left of them is harmless (a destructive file out of the scope now): the human
-        # approved all of them, not a part.
-        from .review import file_diff, redaction_notes
+                r += " (with this session's earlier commands; the diff starts before them)"
+        else:
+            p.base = None
+        if r is not None:
+            p.destructive = True
+            # A command can name a file after a secret it read (touch "$(cat cred)"):
+            # its name leaves redacted here as in the effects, toward the agent and the
+            # approver alike.
+            reasons.append(redact_text(r))
+    if not reasons and expect_diff is None:
+        return None
+    # A held command's changes are compared with the approved diff even when what is
+    # left of them is harmless (a destructive file out of the scope now): the human
+    # approved all of them, not a part.
+    from .review import file_diff, redaction_notes
 
-        hidden = spans = 0
+    hidden = spans = 0
 
-        def shown_diff(p: _Planned) -> str:
-            nonlocal hidden, spans
-            shown = redact_text(p.rel)
-            fromfile = f"a/{shown}" if p.old is not None else "/dev/null"
-            tofile = f"b/{shown}" if p.new is not None else "/dev/null"
-            # The diff of the bytes, redacted span by span (ctxnb.sandbox.review): a
-            # change the redaction hides is still a changed line, and is counted.
-            d = file_diff(
-                (p.old if p.base is None else p.base) or b"",
-                p.new or b"",
-                fromfile=fromfile,
-                tofile=tofile,
-            )
-            hidden += d.hidden
-            spans += d.spans
-            # An empty file created or deleted has no diff lines; its header still names
-            # it, so every change is in what is shown and hashed. A new file keeps its x
-            # bits: shown as git shows them.
-            text = d.text or f"--- {fromfile}\n+++ {tofile}\n"
-            if p.old is None and p.mode & 0o111:
-                text = f"new file mode 100{stat_mod.S_IMODE(p.mode) & 0o777:o}\n" + text
-            return text
+    def shown_diff(p: _Planned) -> str:
+        nonlocal hidden, spans
+        shown = redact_text(p.rel)
+        fromfile = f"a/{shown}" if p.old is not None else "/dev/null"
+        tofile = f"b/{shown}" if p.new is not None else "/dev/null"
+        # The diff of the bytes, redacted span by span (ctxnb.sandbox.review): a
+        # change the redaction hides is still a changed line, and is counted.
+        d = file_diff(
+            (p.old if p.base is None else p.base) or b"",
+            p.new or b"",
+            fromfile=fromfile,
+            tofile=tofile,
+        )
+        hidden += d.hidden
+        spans += d.spans
+        # An empty file created or deleted has no diff lines; its header still names
+        # it, so every change is in what is shown and hashed. A new file keeps its x
+        # bits: shown as git shows them.
+        text = d.text or f"--- {fromfile}\n+++ {tofile}\n"
+        if p.old is None and p.mode & 0o111:
+            text = f"new file mode 100{stat_mod.S_IMODE(p.mode) & 0o777:o}\n" + text
+        return text
 
-        diff = "".join(shown_diff(p) for p in planned)
-        if len(diff) > MAX_DIFF_CHARS:
-            diff = diff[:MAX_DIFF_CHARS] + f"\n[... ctxnb: diff cut at {MAX_DIFF_CHARS} chars]\n"
-        # What the redaction hides is said with the reasons, so every door's question
-        # (ctxnb.govern.approval) says it.
-        reasons += redaction_notes(hidden, spans)
-        reason = "the command's changes are destructive: " + "; ".join(reasons)
-        from ..redaction.redactor import redact
+    diff = "".join(shown_diff(p) for p in planned)
+    if len(diff) > MAX_DIFF_CHARS:
+        diff = diff[:MAX_DIFF_CHARS] + f"\n[... ctxnb: diff cut at {MAX_DIFF_CHARS} chars]\n"
+    # What the redaction hides is said with the reasons, so every door's question
+    # (ctxnb.govern.approval) says it.
+    reasons += redaction_notes(hidden, spans)
+    reason = "the command's changes are destructive: " + "; ".join(reasons)
+    from ..redaction.redactor import redact
 
-        details = {"reasons": reasons, "diff": diff, "paths": [redact_text(p.rel) for p in planned]}
-        if expect_diff is not None:
-            from .held import diff_sha256
+    details = {"reasons": reasons, "diff": diff, "paths": [redact_text(p.rel) for p in planned]}
+    if expect_diff is not None:
+        from .held import diff_sha256
 
-            if diff_sha256(diff) != expect_diff:
-                raise PolicyError(
-                    "APPROVAL_STALE",
-                    "the command's changes are not the ones the human approved (the "
-                    "workspace changed since): nothing was committed",
-                    recoverable=True,
-                    required_action="Run the command again; its changes are shown anew.",
-                    details=details,
-                )
-        elif self.engine.approver is None and hold is not None:
-            held = hold(diff, reasons)
-            from .held import hold_info
-
+        if diff_sha256(diff) != expect_diff:
             raise PolicyError(
-                "APPROVAL_HELD",
-                f"{reason}; they are held, not committed, until a human decides (hold {held.id})",
+                "APPROVAL_STALE",
+                "the command's changes are not the ones the human approved (the "
+                "workspace changed since): nothing was committed",
                 recoverable=True,
-                required_action="Ask for the held changes to be committed (the human is "
-                "shown this diff) or discard them; they are discarded after an hour.",
-                details={**details, **hold_info(held)},
-            )
-        if self.engine.approver is None:
-            raise PolicyError(
-                "DESTRUCTIVE_NEEDS_APPROVAL",
-                f"{reason}; no human approver is connected, so nothing was committed",
-                recoverable=True,
-                required_action="Ask a human to run it, or connect an approver "
-                "(notebook ApprovalPanel, terminal, or MCP elicitation).",
+                required_action="Run the command again; its changes are shown anew.",
                 details=details,
             )
-        if call is None:
-            from ..tools.call import ToolCall
+    elif engine.approver is None and hold is not None:
+        held = hold(diff, reasons)
+        from .held import hold_info
 
-            call = ToolCall("run_command", {"cmd": command}, caller, session_id or "")
-        call.args = {**call.args, "cmd": redact(command).text, "diff": diff}
+        raise PolicyError(
+            "APPROVAL_HELD",
+            f"{reason}; they are held, not committed, until a human decides (hold {held.id})",
+            recoverable=True,
+            required_action="Ask for the held changes to be committed (the human is "
+            "shown this diff) or discard them; they are discarded after an hour.",
+            details={**details, **hold_info(held)},
+        )
+    if engine.approver is None:
+        raise PolicyError(
+            "DESTRUCTIVE_NEEDS_APPROVAL",
+            f"{reason}; no human approver is connected, so nothing was committed",
+            recoverable=True,
+            required_action="Ask a human to run it, or connect an approver "
+            "(notebook ApprovalPanel, terminal, or MCP elicitation).",
+            details=details,
+        )
+    if call is None:
+        from ..tools.call import ToolCall
+
+        call = ToolCall("run_command", {"cmd": command}, caller, session_id or "")
+    call.args = {**call.args, "cmd": redact(command).text, "diff": diff}
+    try:
+        decision = engine.ask(call, reason)
+    finally:
+        call.args.pop("diff", None)
+    if not decision.approved:
+        engine.record_lesson(
+            f"the changes of {command!r} were refused by {decision.by}"
+            + (f": {decision.note}" if decision.note else ""),
+            paths=[p.rel for p in planned],
+        )
+        raise PolicyError(
+            "APPROVAL_REJECTED",
+            f"{decision.by} rejected the command's changes ({'; '.join(reasons)}); "
+            "nothing was committed" + (f" ({decision.note})" if decision.note else ""),
+            recoverable=True,
+            required_action="Do not retry the same act; find a non-destructive way or "
+            "ask the human what they want instead.",
+            details={**details, "decision": decision.to_dict()},
+        )
+    approval: dict[str, Any] = call.context.get("approval") or decision.to_dict()
+    return approval
+
+
+def commit_all(
+    engine: GoverningEngine,
+    tracked_files: TrackedFiles,
+    planned: list[_Planned],
+    report: EffectsReport,
+    intent: Intent,
+    command: str,
+    session_id: str | None,
+    caller: str,
+    tool: str,
+    approval: dict[str, Any] | None = None,
+) -> None:
+    """Write every change, then store and trace them in batches: one store
+    transaction for the versions the command started from, one for the new ones,
+    the fsyncs of the writes and of the trace lines overlapped."""
+    tools = engine.tools
+    ws = tracked_files.ws
+    tracked = [p for p in planned if tracked_files.stored(p)]
+    olds = [p for p in tracked if p.old is not None]
+    if olds:  # the version the command started from, so restore_file can go back
+        ws.observe([p.rel for p in olds], data=[p.old for p in olds])
+    from .._util.fsync import side_by_side, wait_all
+
+    waits: list[Any] = []
+    stale: list[_Planned] = []
+
+    def write(p: _Planned) -> None:
+        assert p.new is not None
         try:
-            decision = self.engine.ask(call, reason)
-        finally:
-            call.args.pop("diff", None)
-        if not decision.approved:
-            self.engine.record_lesson(
-                f"the changes of {command!r} were refused by {decision.by}"
-                + (f": {decision.note}" if decision.note else ""),
-                paths=[p.rel for p in planned],
+            # A new executable keeps its x bits (set-id bits are never kept), set on
+            # the temporary file's descriptor: a path could lead outside by then.
+            # Right before the rename the file is checked again: a save by someone
+            # else since the conflict check (an editor, Claude Code's Write, which
+            # takes no ctxnb lock) stays, and is reported as a conflict.
+            tools.policy.write_bytes_atomic(
+                p.rel,
+                p.new,
+                make_parents=True,
+                durable_waits=waits,
+                new_file_mode=stat_mod.S_IMODE(p.mode) & 0o777 if p.mode & 0o111 else None,
+                check_replaced=True,
+                expected_sha256=None if p.old is None else sha256_hex(p.old),
             )
-            raise PolicyError(
-                "APPROVAL_REJECTED",
-                f"{decision.by} rejected the command's changes ({'; '.join(reasons)}); "
-                "nothing was committed" + (f" ({decision.note})" if decision.note else ""),
-                recoverable=True,
-                required_action="Do not retry the same act; find a non-destructive way or "
-                "ask the human what they want instead.",
-                details={**details, "decision": decision.to_dict()},
+        except StaleFileError:
+            stale.append(p)
+
+    try:
+        # Deletions first (a file that becomes a directory), then the writes. Each
+        # is checked right before its unlink, as a write before its rename.
+        for p in planned:
+            if p.new is None:
+                assert p.old is not None  # a deletion of nothing is not planned
+                try:
+                    tools.policy.delete(p.rel, expected_sha256=sha256_hex(p.old))
+                except StaleFileError:
+                    stale.append(p)
+        writes = [p for p in planned if p.new is not None]
+        if len(writes) == 1:
+            write(writes[0])
+        elif writes:
+            # Each write fsyncs its file before the rename: run side by side, the
+            # fsyncs overlap instead of queueing (the files are distinct).
+            for at in range(0, len(writes), _MAX_PENDING // 2):
+                side_by_side(write, writes[at : at + _MAX_PENDING // 2])
+                if len(waits) >= _MAX_PENDING // 2:  # each holds a descriptor
+                    wait_all(waits)
+        if stale:
+            kept = {p.rel for p in stale}
+            report.conflicts.extend(
+                {"path": rel, "reason": "saved by someone else during the commit; kept"}
+                for rel in sorted(kept)
             )
-        approval: dict[str, Any] = call.context.get("approval") or decision.to_dict()
-        return approval
+            planned = [p for p in planned if p.rel not in kept]
+            tracked = [p for p in tracked if p.rel not in kept]
+        tracked_set = {p.rel for p in tracked}
+        report.untracked.extend(p.rel for p in planned if p.rel not in tracked_set)
+        if not planned:
+            return
+        observed = ws.observe([p.rel for p in tracked], data=[p.new for p in tracked])
+        stored = {p.rel: obs for p, obs in zip(tracked, observed, strict=True)}
+        from ..access.observe import decode_bytes
+        from ..redaction.redactor import redact
 
-    def _commit_all(
-        self,
-        planned: list[_Planned],
-        report: EffectsReport,
-        intent: Intent,
-        command: str,
-        session_id: str | None,
-        caller: str,
-        tool: str,
-        approval: dict[str, Any] | None = None,
-    ) -> None:
-        """Write every change, then store and trace them in batches: one store
-        transaction for the versions the command started from, one for the new ones,
-        the fsyncs of the writes and of the trace lines overlapped."""
-        engine = self.engine
-        tools = engine.tools
-        ws = self.ws
-        tracked = [
-            p
-            for p in planned
-            if not self._ignored(p.rel)
-            and max(len(p.new or b""), len(p.old or b"")) <= self._max_bytes
-        ]
-        olds = [p for p in tracked if p.old is not None]
-        if olds:  # the version the command started from, so restore_file can go back
-            ws.observe([p.rel for p in olds], data=[p.old for p in olds])
-        from .._util.fsync import side_by_side, wait_all
+        def text(data: bytes | None) -> str | None:
+            if data is None:
+                return None
+            # A file over the index's limit is not decoded: traced as binary.
+            return "" if len(data) > tracked_files.max_bytes else (decode_bytes(data) or "")
 
-        waits: list[Any] = []
-        stale: list[_Planned] = []
-
-        def write(p: _Planned) -> None:
-            assert p.new is not None
-            try:
-                # A new executable keeps its x bits (set-id bits are never kept), set on
-                # the temporary file's descriptor: a path could lead outside by then.
-                # Right before the rename the file is checked again: a save by someone
-                # else since the conflict check (an editor, Claude Code's Write, which
-                # takes no ctxnb lock) stays, and is reported as a conflict.
-                tools.policy.write_bytes_atomic(
-                    p.rel,
-                    p.new,
-                    make_parents=True,
-                    durable_waits=waits,
-                    new_file_mode=stat_mod.S_IMODE(p.mode) & 0o777 if p.mode & 0o111 else None,
-                    check_replaced=True,
-                    expected_sha256=None if p.old is None else sha256_hex(p.old),
-                )
-            except StaleFileError:
-                stale.append(p)
-
-        try:
-            # Deletions first (a file that becomes a directory), then the writes. Each
-            # is checked right before its unlink, as a write before its rename.
-            for p in planned:
-                if p.new is None:
-                    assert p.old is not None  # a deletion of nothing is not planned
-                    try:
-                        tools.policy.delete(p.rel, expected_sha256=sha256_hex(p.old))
-                    except StaleFileError:
-                        stale.append(p)
-            writes = [p for p in planned if p.new is not None]
-            if len(writes) == 1:
-                write(writes[0])
-            elif writes:
-                # Each write fsyncs its file before the rename: run side by side, the
-                # fsyncs overlap instead of queueing (the files are distinct).
-                for at in range(0, len(writes), _MAX_PENDING // 2):
-                    side_by_side(write, writes[at : at + _MAX_PENDING // 2])
-                    if len(waits) >= _MAX_PENDING // 2:  # each holds a descriptor
-                        wait_all(waits)
-            if stale:
-                kept = {p.rel for p in stale}
-                report.conflicts.extend(
-                    {"path": rel, "reason": "saved by someone else during the commit; kept"}
-                    for rel in sorted(kept)
-                )
-                planned = [p for p in planned if p.rel not in kept]
-                tracked = [p for p in tracked if p.rel not in kept]
-            tracked_set = {p.rel for p in tracked}
-            report.untracked.extend(p.rel for p in planned if p.rel not in tracked_set)
-            if not planned:
-                return
-            observed = ws.observe([p.rel for p in tracked], data=[p.new for p in tracked])
-            stored = {p.rel: obs for p, obs in zip(tracked, observed, strict=True)}
-            from ..access.observe import decode_bytes
-            from ..redaction.redactor import redact
-
-            def text(data: bytes | None) -> str | None:
-                if data is None:
-                    return None
-                # A file over the index's limit is not decoded: traced as binary.
-                return "" if len(data) > self._max_bytes else (decode_bytes(data) or "")
-
-            session = tools.session
-            changes = []
-            # Every committed change is traced, stored or not: which files are ignored
-            # is decided by files the agent may write (.gitignore, .ctxnbignore).
-            for p in planned:
-                obs = stored.get(p.rel)
-                version = obs.version_id if obs is not None and obs.tx_id is not None else None
-                if obs is not None and obs.tx_id is not None:
-                    session.took_version(obs.object_id)
-                meta: dict[str, Any] = {"change": p.kind}
-                if version:
-                    meta["version_id"] = version
-                changes.append((p.rel, text(p.old), text(p.new), meta))
-            # Only changes in the intent's scope get this far (the rest were dropped).
-            origin_meta: dict[str, Any] = {
-                "command": redact(command).text,
-                "scope": "in-scope",
-                **engine.context_metadata(),
-            }
-            if approval is not None:
-                origin_meta["approval"] = approval
-            if ws.config.source_sha256:
-                origin_meta["config_sha256"] = ws.config.source_sha256
-            protected = tools.policy.protected_set
-            if protected is not None:
-                # Which derived set of host-run files held while this was committed.
-                origin_meta["protected_sha256"] = protected.sha256
-            recorded = engine.record_changes(
-                changes,
-                tool=tool,
-                caller=caller,
-                session_id=session_id,
-                intent=intent,
-                metadata=origin_meta,
-                waits=waits,
+        session = tools.session
+        changes = []
+        # Every committed change is traced, stored or not: which files are ignored
+        # is decided by files the agent may write (.gitignore, .ctxnbignore).
+        for p in planned:
+            obs = stored.get(p.rel)
+            version = obs.version_id if obs is not None and obs.tx_id is not None else None
+            if obs is not None and obs.tx_id is not None:
+                session.took_version(obs.object_id)
+            meta: dict[str, Any] = {"change": p.kind}
+            if version:
+                meta["version_id"] = version
+            changes.append((p.rel, text(p.old), text(p.new), meta))
+        # Only changes in the intent's scope get this far (the rest were dropped).
+        origin_meta: dict[str, Any] = {
+            "command": redact(command).text,
+            "scope": "in-scope",
+            **engine.context_metadata(),
+        }
+        if approval is not None:
+            origin_meta["approval"] = approval
+        if ws.config.source_sha256:
+            origin_meta["config_sha256"] = ws.config.source_sha256
+        protected = tools.policy.protected_set
+        if protected is not None:
+            # Which derived set of host-run files held while this was committed.
+            origin_meta["protected_sha256"] = protected.sha256
+        recorded = engine.record_changes(
+            changes,
+            tool=tool,
+            caller=caller,
+            session_id=session_id,
+            intent=intent,
+            metadata=origin_meta,
+            waits=waits,
+        )
+        for done in recorded:
+            report.changed.append(
+                {
+                    "path": done.path,
+                    "kind": done.record["metadata"]["change"],
+                    "version": done.version_id,
+                    "trace_id": done.trace_id,
+                }
             )
-            for done in recorded:
-                report.changed.append(
-                    {
-                        "path": done.path,
-                        "kind": done.record["metadata"]["change"],
-                        "version": done.version_id,
-                        "trace_id": done.trace_id,
-                    }
-                )
-        finally:
-            wait_all(waits)
+    finally:
+        wait_all(waits)

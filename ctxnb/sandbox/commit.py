@@ -50,7 +50,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 from ..errors import NotFoundError, PolicyError
 from ._commitsteps import MAX_DIFF_CHARS as MAX_DIFF_CHARS
-from ._commitsteps import _CommitSteps, _Planned
+from ._commitsteps import TrackedFiles, _Planned, approve, commit_all
 from .destructive import destructive_reason
 
 if TYPE_CHECKING:
@@ -135,7 +135,7 @@ class EffectsReport:
         }
 
 
-class CommandEffects(_CommitSteps):
+class CommandEffects:
     """Commits the changes of commands run under one hook engine.
 
     Args:
@@ -146,8 +146,8 @@ class CommandEffects(_CommitSteps):
         self.engine = engine
         self.ws = engine.workspace
         self.root = str(engine.root)
-        self._ignore: Any = None
-        self._max_bytes = self.ws.config.index.max_file_bytes
+        # Which committed files are stored too (the indexer's ignores and size limit).
+        self.tracked = TrackedFiles(self.ws, self.root)
         # rel -> (the bytes before this engine's first change to it, or since its last
         # approved change; the SHA-256 of what this engine last committed there): so
         # several small removals that add up to a destructive one still ask.
@@ -255,7 +255,8 @@ class CommandEffects(_CommitSteps):
             if not planned:
                 return report
             assert intent is not None  # a change is only kept in an intent's scope
-            approval = self._approve(
+            approval = approve(
+                self.engine,
                 planned,
                 command,
                 session_id,
@@ -274,8 +275,17 @@ class CommandEffects(_CommitSteps):
                         report.conflicts.append({"path": p.rel, "reason": reason})
                 if report.conflicts:
                     return report
-                self._commit_all(
-                    planned, report, intent, command, session_id, caller, tool, approval
+                commit_all(
+                    self.engine,
+                    self.tracked,
+                    planned,
+                    report,
+                    intent,
+                    command,
+                    session_id,
+                    caller,
+                    tool,
+                    approval,
                 )
             self._remember(planned, approval is not None)
             self._remove_dirs(sres, planned)
@@ -287,7 +297,7 @@ class CommandEffects(_CommitSteps):
         """Keep each committed file's baseline: the bytes before this engine's first
         change to it, reset to the new bytes by a human's approval."""
         for p in planned:
-            if p.new is None or p.old is None or len(p.old) > self._max_bytes:
+            if p.new is None or p.old is None or len(p.old) > self.tracked.max_bytes:
                 self._since.pop(p.rel, None)
                 continue
             if approved and p.destructive:

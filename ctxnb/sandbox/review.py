@@ -1,6 +1,6 @@
 """What a human is shown of a command's changes before they are committed: the bytes.
 
-The approval diff (:meth:`~ctxnb.sandbox._commitsteps._CommitSteps._approve`) is
+The approval diff (:func:`~ctxnb.sandbox._commitsteps.approve`) is
 computed on the *bytes'* lines (split at ``\\n``) and only then shown redacted, so
 redaction can hide what a secret is, never that something changed:
 
