@@ -22,7 +22,7 @@ from ..errors import NotFoundError, PolicyError
 from ..govern.approval import Approver
 from ..redaction.redactor import redact_data
 from ..tools.schemas import ToolInfo
-from ._mcp_content import _McpContent
+from ._mcp_content import McpContent
 from ._mcp_sdk import MCPError, types
 from .mcp_approval import (
     APPROVAL_PENDING,
@@ -85,7 +85,7 @@ _SESSION_TOOLS: dict[str, str] = {
 # -- the backend ------------------------------------------------------------------------------
 
 
-class McpBackend(_McpContent):
+class McpBackend:
     """The workspace, session and tools behind an MCP server, with synchronous handlers.
 
     :func:`build_server` wraps one of these in an MCP ``Server``; tests and embedders
@@ -107,7 +107,7 @@ class McpBackend(_McpContent):
         >>> from ctxnb.integrations.mcp_server import URI_CONTEXT
         >>> with McpBackend(root) as backend:
         ...     _ = backend.call_tool("activate", {"target": "notes.md"})
-        ...     "# Notes" in backend.read_resource(URI_CONTEXT)
+        ...     "# Notes" in backend.content.read_resource(URI_CONTEXT)
         True
     """
 
@@ -137,6 +137,8 @@ class McpBackend(_McpContent):
         self.session: Session = self.backend.session
         self.tools: FileTools = self.backend.tools
         self._lock = self.backend.lock
+        #: The server's resources and prompts (:class:`McpContent`).
+        self.content = McpContent(self.backend)
         # client session (None for direct calls) -> its selected intent; weak keys, so a
         # closed session is forgotten.
         self._client_intents: Any = _ClientIntents()

@@ -1,16 +1,15 @@
 """What ctxnb's MCP server offers besides tools: resources and prompts.
 
 The resources (``ctxnb://context``, ``ctxnb://metadata-pool``, ``ctxnb://history/{path}``,
-``ctxnb://trace/tail``) and the ``intent-handshake`` prompt, as methods of
-:class:`~ctxnb.integrations.mcp_server.McpBackend` (its base here); every text that
-leaves is redacted.
+``ctxnb://trace/tail``) and the ``intent-handshake`` prompt, in
+:class:`McpContent`, which an :class:`~ctxnb.integrations.mcp_server.McpBackend` holds
+(``backend.content``); every text that leaves is redacted.
 """
 
 from __future__ import annotations
 
 import json
 import os
-import threading
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 from urllib.parse import quote, unquote
@@ -19,11 +18,10 @@ from ..redaction.redactor import redact_text
 from ._mcp_sdk import MCPError, types
 
 if TYPE_CHECKING:
-    from ..session.core import Session
-    from ..tools.filetools import FileTools
-    from ..workspace import Workspace
+    from .backend import WorkspaceBackend
 
 __all__ = [
+    "McpContent",
     "PROMPT_HANDSHAKE",
     "SERVER_NAME",
     "TRACE_TAIL",
@@ -47,13 +45,18 @@ URI_HISTORY_TEMPLATE = URI_HISTORY_PREFIX + "{path}"
 PROMPT_HANDSHAKE = "intent-handshake"
 
 
-class _McpContent:
-    """Resources and prompts over a workspace's session (see :class:`McpBackend`)."""
+class McpContent:
+    """Resources and prompts over the session of a
+    :class:`~ctxnb.integrations.backend.WorkspaceBackend` (an
+    :class:`~ctxnb.integrations.mcp_server.McpBackend` holds one: ``backend.content``).
 
-    workspace: Workspace
-    session: Session
-    tools: FileTools
-    _lock: threading.RLock
+    Args:
+        backend: the workspace, session and tools the server reaches; its lock
+            serialises reads with the tool calls.
+    """
+
+    def __init__(self, backend: WorkspaceBackend) -> None:
+        self.backend = backend
 
     # -- resources ------------------------------------------------------------------------
     def list_resources(self) -> list[types.Resource]:
@@ -101,17 +104,17 @@ class _McpContent:
         return redact_text(self._resource_text(uri))
 
     def _resource_text(self, uri: str) -> str:
-        with self._lock:
+        with self.backend.lock:
             if uri == URI_CONTEXT:
-                return self.session.assemble(record=False).to_text()
+                return self.backend.session.assemble(record=False).to_text()
             if uri == URI_METADATA:
-                frame = self.session.metadata_frame()
+                frame = self.backend.session.metadata_frame()
                 return _dumps(json.loads(frame.to_json(orient="records")))
             if uri == URI_TRACE:
                 return _dumps(self.trace_tail())
             if uri.startswith(URI_HISTORY_PREFIX):
                 path = unquote(uri[len(URI_HISTORY_PREFIX) :])
-                out = self.tools.dispatch("get_file_history", {"path": path})
+                out = self.backend.tools.dispatch("get_file_history", {"path": path})
                 if not out.get("ok"):
                     error = {k: v for k, v in out.items() if k != "ok"}
                     raise MCPError(types.INVALID_PARAMS, str(error.get("message")), data=error)
@@ -126,7 +129,7 @@ class _McpContent:
 
     def trace_tail(self, n: int = TRACE_TAIL) -> list[dict[str, Any]]:
         """The last ``n`` trace records; empty when the workspace is not governed."""
-        path = self.workspace.root / ".orchestration" / "agent_trace.jsonl"
+        path = self.backend.workspace.root / ".orchestration" / "agent_trace.jsonl"
         if not path.is_file():
             return []
         from ..govern.ledger import TraceLedger
@@ -170,7 +173,7 @@ class _McpContent:
             "Read a file before you edit it and pass the sha256 from the read as "
             "expected_sha256, so that a stale edit is refused rather than applied.",
         ]
-        path = self.workspace.root / ".orchestration" / "active_intents.yaml"
+        path = self.backend.workspace.root / ".orchestration" / "active_intents.yaml"
         if path.is_file():
             from ..govern.intents import load_intents
 

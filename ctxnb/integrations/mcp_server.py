@@ -173,14 +173,14 @@ def build_server(
         ctx: ServerRequestContext[Any], params: types.PaginatedRequestParams | None
     ) -> types.ListResourcesResult:
         extra = fixtures.resources() if fixtures else []
-        return types.ListResourcesResult(resources=backend.list_resources() + extra)
+        return types.ListResourcesResult(resources=backend.content.list_resources() + extra)
 
     async def on_list_resource_templates(
         ctx: ServerRequestContext[Any], params: types.PaginatedRequestParams | None
     ) -> types.ListResourceTemplatesResult:
         extra = fixtures.templates() if fixtures else []
         return types.ListResourceTemplatesResult(
-            resource_templates=backend.list_resource_templates() + extra
+            resource_templates=backend.content.list_resource_templates() + extra
         )
 
     async def on_read_resource(
@@ -189,7 +189,7 @@ def build_server(
         uri = str(params.uri)
         if fixtures is not None and fixtures.owns_resource(uri):
             return fixtures.read_resource(uri)
-        text = await anyio.to_thread.run_sync(backend.read_resource, uri)
+        text = await anyio.to_thread.run_sync(backend.content.read_resource, uri)
         mime = "text/plain" if uri == URI_CONTEXT else "application/json"
         return types.ReadResourceResult(
             contents=[types.TextResourceContents(uri=uri, mime_type=mime, text=text)]
@@ -199,14 +199,16 @@ def build_server(
         ctx: ServerRequestContext[Any], params: types.PaginatedRequestParams | None
     ) -> types.ListPromptsResult:
         extra = fixtures.prompts() if fixtures else []
-        return types.ListPromptsResult(prompts=backend.list_prompts() + extra)
+        return types.ListPromptsResult(prompts=backend.content.list_prompts() + extra)
 
     async def on_get_prompt(
         ctx: ServerRequestContext[Any], params: types.GetPromptRequestParams
     ) -> types.GetPromptResult | types.InputRequiredResult:
         if fixtures is not None and fixtures.has_prompt(params.name):
             return fixtures.get_prompt(params)
-        return await anyio.to_thread.run_sync(backend.get_prompt, params.name, params.arguments)
+        return await anyio.to_thread.run_sync(
+            backend.content.get_prompt, params.name, params.arguments
+        )
 
     from .._version import __version__
 

@@ -100,6 +100,6 @@ def test_resuming_keeps_one_tracker_and_the_root_rules(root: Path) -> None:
 
 def test_the_mcp_server_context_has_the_root_rules(root: Path) -> None:
     with McpBackend(root) as backend:
-        assert ROOT_RULE in backend.read_resource(URI_CONTEXT)
+        assert ROOT_RULE in backend.content.read_resource(URI_CONTEXT)
         backend.call_tool("read_file", {"path": "pkg/x.py"})
-        assert NESTED_RULE in backend.read_resource(URI_CONTEXT)
+        assert NESTED_RULE in backend.content.read_resource(URI_CONTEXT)

@@ -104,12 +104,12 @@ def test_session_tools_by_path_and_id(plain_ws: Path) -> None:
         assert not res.is_error
         info = res.structured_content["result"]
         assert info["active"] and info["pinned"]
-        assert "class " in b.read_resource(URI_CONTEXT)  # models.py content is in context
+        assert "class " in b.content.read_resource(URI_CONTEXT)  # models.py content is in context
         res = b.call_tool("unpin", {"target": info["id"]})
         assert res.structured_content["result"]["pinned"] is False
         res = b.call_tool("deactivate", {"target": info["id"]})
         assert res.structured_content["result"]["active"] is False
-        pool = json.loads(b.read_resource(URI_METADATA))
+        pool = json.loads(b.content.read_resource(URI_METADATA))
         row = next(r for r in pool if r["id"] == info["id"])
         assert row["active"] is False and row["path"].endswith("inventory/models.py")
         missing = b.call_tool("activate", {"target": "nope/missing.py"})
@@ -121,7 +121,7 @@ def test_activate_goes_through_the_path_policy(plain_ws: Path) -> None:
     with McpBackend(plain_ws) as b:
         res = b.call_tool("activate", {"target": ".env"})
         assert res.is_error and res.structured_content["error_code"] == "PATH_DENIED"
-        assert "abc" not in b.read_resource(URI_CONTEXT)
+        assert "abc" not in b.content.read_resource(URI_CONTEXT)
 
 
 def test_history_resource_and_trace_when_ungoverned(plain_ws: Path) -> None:
@@ -131,25 +131,27 @@ def test_history_resource_and_trace_when_ungoverned(plain_ws: Path) -> None:
             "write_file",
             {"path": "README.md", "content": "# changed\n", "expected_sha256": first["sha256"]},
         )
-        versions = json.loads(b.read_resource(history_uri("README.md")))
+        versions = json.loads(b.content.read_resource(history_uri("README.md")))
         assert [v["action"] for v in versions] == ["created", "updated"]
-        assert json.loads(b.read_resource(URI_TRACE)) == []
+        assert json.loads(b.content.read_resource(URI_TRACE)) == []
         with pytest.raises(MCPError) as e:
-            b.read_resource("ctxnb://nope")
+            b.content.read_resource("ctxnb://nope")
         assert e.value.code == types.INVALID_PARAMS
 
 
 def test_handshake_prompt_lists_active_intents(gov_ws: Path, plain_ws: Path) -> None:
     with McpBackend(gov_ws) as b:
-        text = b.get_prompt("intent-handshake", {"intent_id": "INT-INV"}).messages[0].content
+        text = (
+            b.content.get_prompt("intent-handshake", {"intent_id": "INT-INV"}).messages[0].content
+        )
         assert isinstance(text, types.TextContent)
         assert 'select_active_intent with intent_id="INT-INV"' in text.text
         assert "INT-INV: Inventory maintenance (owns inventory/**)" in text.text
         assert "INT-OLD" not in text.text  # done, not active
         with pytest.raises(MCPError):
-            b.get_prompt("other", None)
+            b.content.get_prompt("other", None)
     with McpBackend(plain_ws) as b:
-        assert "not governed" in b.handshake_text()
+        assert "not governed" in b.content.handshake_text()
 
 
 def test_governed_refusals_and_trace_in_process(gov_ws: Path) -> None:
@@ -166,7 +168,7 @@ def test_governed_refusals_and_trace_in_process(gov_ws: Path) -> None:
         res = b.call_tool("write_file", {"path": "README.md", "content": "x\n"})
         assert res.structured_content["error_code"] == "SCOPE_VIOLATION"
         assert not b.call_tool("write_file", args).is_error
-        trace = json.loads(b.read_resource(URI_TRACE))
+        trace = json.loads(b.content.read_resource(URI_TRACE))
         assert trace[-1]["files"][0]["path"] == "inventory/models.py"
         # No client to ask: destructive commands are refused and nothing is deleted.
         res = b.call_tool("run_command", {"cmd": "rm inventory/report.py"})
