@@ -38,6 +38,9 @@ from .errors import (
     SelectionError,
     StaleFileError,
     StoreError,
+    TaskError,
+    TaskFormatError,
+    TaskRepoError,
 )
 from .hashing import content_hash, identity_hash, source_hash, stable_stringify
 
@@ -137,6 +140,9 @@ __all__ = sorted(
         "SelectionError",
         "StaleFileError",
         "StoreError",
+        "TaskError",
+        "TaskFormatError",
+        "TaskRepoError",
         "__version__",
         "content_hash",
         "identity_hash",

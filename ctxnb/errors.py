@@ -17,7 +17,10 @@ Every error ctxnb raises on purpose derives from one root, so callers can catch
     ├── MissingDependencyError   an optional extra is not installed
     ├── RegistryError        an outside MCP server could not be reached or failed a call
     ├── SelectionError       a context strategy returned an inconsistent Selection
-    └── CycleError           a new edge would close a cycle in a relation graph
+    ├── CycleError           a new edge would close a cycle in a relation graph
+    └── TaskError            a benchmark task cannot be loaded, set up or mined
+        ├── TaskFormatError      an instance file lacks a key or holds a bad value
+        └── TaskRepoError        the checkout lacks a commit, or a task's patch does not apply
 
 ``PolicyError`` carries the machine-readable refusal that agents receive:
 ``{error_code, message, recoverable, required_action}``.
@@ -43,6 +46,9 @@ __all__ = [
     "SelectionError",
     "StaleFileError",
     "StoreError",
+    "TaskError",
+    "TaskFormatError",
+    "TaskRepoError",
 ]
 
 
@@ -213,3 +219,19 @@ class CycleError(CtxnbError, ValueError):
     def __init__(self, message: str, *, cycle: list[str] | None = None) -> None:
         super().__init__(message)
         self.cycle = cycle or []
+
+
+class TaskError(CtxnbError):
+    """A benchmark task (a SWE-bench-format instance, a mined commit) cannot be used."""
+
+
+class TaskFormatError(TaskError, ValueError):
+    """An instance file is not what SWE-bench's format says: a key is missing, a value has
+    the wrong type, or a line is not JSON. The message names the file, the instance and the
+    key."""
+
+
+class TaskRepoError(TaskError):
+    """The repository cannot give what a task needs: its base commit is not in the checkout,
+    or its test patch does not apply there. The message names the commit or the patch and
+    what to run."""

@@ -351,6 +351,7 @@ def _run(
         check=task.check,
         touched=touched,
         timeout=max(60.0, command_timeout),
+        read_paths=ws.config.sandbox.read_paths,
     )
     passed = verdict.passed
     traj = Trajectory(

@@ -115,6 +115,8 @@ def judge(
     check: str | None = None,
     touched: Sequence[str] = (),
     timeout: float = 60.0,
+    read_paths: Sequence[str] = (),
+    max_output_bytes: int = 64_000,
 ) -> Verdict:
     """Run the task's tests on a fresh copy of the workspace with the pristine tests.
 
@@ -126,6 +128,9 @@ def judge(
         check: the command that runs the hidden checks, or None.
         touched: test files the run's commands changed or tried to change.
         timeout: seconds per command.
+        read_paths: more host paths the tests may read (the agent's sandbox had the same:
+            a Python environment outside ctxnb's, say).
+        max_output_bytes: output kept per stream (the head and tail halves).
     """
     from ..sandbox import Sandbox
 
@@ -156,12 +161,13 @@ def judge(
 
         # What the tests print leaves like any command's output: redacted.
         res = (
-            Sandbox(fresh)
+            Sandbox(fresh, read_paths=read_paths)
             .run(
                 f"set -e\n{command}",
                 shell=True,
                 timeout=timeout * (2 if check else 1),
                 redact=redact_text,
+                max_output_bytes=max_output_bytes,
             )
             .result
         )
