@@ -40,6 +40,7 @@ WINGS: dict[str, tuple[str, ...]] = {
         "ctxnb.integrations",
         "ctxnb.live",
         "ctxnb.replay",
+        "ctxnb.tasks",
         "ctxnb.widgets",
     ),
     # One directory tree wired up: its settings, store, resolver, session, tools, engine.

@@ -30,6 +30,7 @@ PUBLIC_PACKAGES = (
     "ctxnb.session",
     "ctxnb.store",
     "ctxnb.strategies",
+    "ctxnb.tasks",
     "ctxnb.tools",
 )
 

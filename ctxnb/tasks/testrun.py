@@ -1,0 +1,191 @@
+"""Running a task's named tests: one confined command, its log read into statuses.
+
+Every run of a task's tests -- grading a patch, grading an agent's work, mining a commit on
+both of its sides -- is built by :func:`tests_command` and read by :func:`read_run`, and
+runs through the live runs' verdict (:func:`ctxnb.live.verdict.judge`): a fresh copy of the
+tree, the task's test files written over it, bubblewrap with nothing writable, no network,
+the user's Python environment readable. So a test that passes when a task is mined passes
+for the same reasons when a patch is graded.
+
+One command may run the tests several times (``repeats``): each round prints a marker and
+its exit status, so a test whose status differs between rounds is seen as flaky. A round
+whose log is cut short (the sandbox keeps a megabyte of output a round) or that never
+printed pytest's closing summary is *incomplete*: its statuses are kept, but a caller must
+not read a missing test as a failed one.
+
+Example:
+    >>> cmd = tests_command(["t.py::test_a"], python="/usr/bin/python3", repeats=1)
+    >>> "/usr/bin/python3 -m pytest" in cmd and "t.py::test_a" in cmd
+    True
+    >>> run = read_run("@@ctxnb-round 1@@\\nPASSED t.py::test_a\\n"
+    ...                "=== 1 passed in 0.01s ===\\n@@ctxnb-exit 1 0@@\\n", repeats=1)
+    >>> run.statuses, run.complete
+    (({'t.py::test_a': 'PASSED'},), True)
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import shlex
+import subprocess
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+
+from ..errors import TaskError
+from .grading import parse_pytest_log
+
+__all__ = [
+    "DEFAULT_TEST_CMD",
+    "TestRun",
+    "environment_paths",
+    "read_run",
+    "run_tests",
+    "tests_command",
+]
+
+#: The test command: ``{python}`` is the environment's interpreter, ``{tests}`` the test
+#: ids or files, shell-quoted. ``-rA`` prints the summary lines the grading reads; the
+#: captured output of passing tests is left out of the log (``--show-capture=no``), so a
+#: test cannot print a status line of its own into it.
+DEFAULT_TEST_CMD = "{python} -m pytest -rA --tb=no --show-capture=no -p no:cacheprovider {tests}"
+
+_ROUND = "@@ctxnb-round"
+_EXIT = "@@ctxnb-exit"
+_EXIT_RE = re.compile(rf"^{_EXIT} (\d+) (\d+)@@$", re.M)
+_ROUND_RE = re.compile(rf"^{_ROUND} (\d+)@@$", re.M)
+# pytest's closing line: "=== 3 passed, 1 failed in 0.12s ===" (or "no tests ran").
+_SUMMARY = re.compile(
+    r"^=+ .*\b(passed|failed|error|errors|skipped|no tests ran|deselected|"
+    r"xfailed|xpassed|warnings?)\b.* in [\d.]+s.*=+$",
+    re.M,
+)
+_DROPPED = "bytes of output dropped ...]"
+
+
+@dataclass(frozen=True)
+class TestRun:
+    """What one confined command of test rounds reported.
+
+    Attributes:
+        statuses: per round, test id -> status (``PASSED``, ``FAILED``, ...).
+        exit_codes: per round, the test command's exit status (None: never reported).
+        complete: every round printed pytest's closing summary and its exit status, and
+            no output was dropped.
+        output: the whole log (redacted, as every command's output is).
+    """
+
+    __test__ = False  # a result, not a test class, whatever pytest thinks of its name
+
+    statuses: tuple[dict[str, str], ...]
+    exit_codes: tuple[int | None, ...]
+    complete: bool
+    output: str
+
+    @property
+    def last(self) -> dict[str, str]:
+        """The statuses of the last round (the one to grade when there is one round)."""
+        return self.statuses[-1] if self.statuses else {}
+
+
+def environment_paths(python: str) -> list[str]:
+    """The directories a Python environment lives in (its prefixes, its interpreter's
+    directory, its site directories), asked of the interpreter itself; the sandbox binds
+    them read-only so the tests import what the environment holds.
+
+    Raises:
+        TaskError: ``python`` is not an interpreter that runs here.
+    """
+    code = (
+        "import json, os, sys; print(json.dumps([sys.prefix, sys.exec_prefix, sys.base_prefix, "
+        "os.path.dirname(os.path.realpath(sys.executable)), *[p for p in sys.path if "
+        "os.path.basename(p) in ('site-packages', 'dist-packages')]]))"
+    )
+    try:
+        proc = subprocess.run([python, "-I", "-c", code], capture_output=True, timeout=60)
+        paths = json.loads(proc.stdout) if proc.returncode == 0 else None
+    except (OSError, subprocess.TimeoutExpired, json.JSONDecodeError):
+        paths = None
+    if not isinstance(paths, list):
+        raise TaskError(
+            f"{python!r} is not a Python interpreter that runs here; give the path to the "
+            "python of the environment the repository's tests run in (e.g. .venv/bin/python)"
+        )
+    real = {os.path.realpath(p) for p in paths if isinstance(p, str) and p}
+    return sorted(p for p in real if p != "/" and os.path.isdir(p))
+
+
+def tests_command(
+    tests: Sequence[str],
+    *,
+    python: str,
+    test_cmd: str | None = None,
+    repeats: int = 1,
+) -> str:
+    """The shell command that runs ``tests`` ``repeats`` times, marking each round."""
+    template = test_cmd or DEFAULT_TEST_CMD
+    one = template.format(python=shlex.quote(python), tests=" ".join(shlex.quote(t) for t in tests))
+    lines = []
+    for r in range(1, max(1, repeats) + 1):
+        # `if` keeps a failing round from stopping the verdict's `set -e` script.
+        lines.append(
+            f"echo '{_ROUND} {r}@@'\nif {one}\nthen s=0\nelse s=$?\nfi\necho \"{_EXIT} {r} $s@@\""
+        )
+    return "\n".join(lines)
+
+
+def read_run(output: str, *, repeats: int) -> TestRun:
+    """Split a log of :func:`tests_command` into its rounds and read each one."""
+    marks = list(_ROUND_RE.finditer(output))
+    exits = {int(m.group(1)): int(m.group(2)) for m in _EXIT_RE.finditer(output)}
+    statuses: list[dict[str, str]] = []
+    codes: list[int | None] = []
+    complete = _DROPPED not in output and len(marks) == repeats
+    for i, m in enumerate(marks):
+        end = marks[i + 1].start() if i + 1 < len(marks) else len(output)
+        part = output[m.end() : end]
+        statuses.append(parse_pytest_log(part))
+        n = int(m.group(1))
+        codes.append(exits.get(n))
+        complete = complete and n in exits and bool(_SUMMARY.search(part))
+    return TestRun(tuple(statuses), tuple(codes), complete, output)
+
+
+def run_tests(
+    root: str | os.PathLike[str],
+    tests: Sequence[str],
+    *,
+    python: str,
+    files: Mapping[str, bytes] | None = None,
+    test_cmd: str | None = None,
+    repeats: int = 1,
+    read_paths: Sequence[str] = (),
+    timeout: float = 600.0,
+) -> TestRun:
+    """Run ``tests`` on a fresh, confined copy of ``root`` with ``files`` written over it.
+
+    Args:
+        root: the tree to test (it is copied; nothing in it changes).
+        tests: test ids or test files, as the test command takes them.
+        python: the interpreter of the environment the tests run in.
+        files: relative path -> bytes written over the copy (the task's tests).
+        test_cmd: the command template (:data:`DEFAULT_TEST_CMD` when None).
+        repeats: rounds in the one command.
+        read_paths: host paths the tests may read (the Python environment's prefix).
+        timeout: seconds for one round.
+    """
+    from ..live.verdict import judge
+
+    command = tests_command(tests, python=python, test_cmd=test_cmd, repeats=repeats)
+    verdict = judge(
+        root,
+        command,
+        pristine={},
+        hidden=dict(files or {}),
+        timeout=timeout * max(1, repeats),
+        read_paths=read_paths,
+        # A -rA log is about 70 bytes a test: room for ~15,000 tests a round.
+        max_output_bytes=1_000_000 * max(1, repeats),
+    )
+    return read_run(verdict.output, repeats=repeats)
