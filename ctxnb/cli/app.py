@@ -244,6 +244,7 @@ _PLUGIN_MODULES: dict[str, str] = {
     "mcp": "ctxnb.cli.integrations",
     "replay": "ctxnb.cli.replay",
     "sandbox": "ctxnb.cli.govern",
+    "tasks": "ctxnb.cli.tasks",
     "trace": "ctxnb.cli.govern",
     "why": "ctxnb.cli.govern",
 }

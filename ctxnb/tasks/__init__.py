@@ -33,6 +33,7 @@ _LAZY = {
     "evaluate_patch": "evaluate",
     "grade": "grading",
     "load_instances": "instances",
+    "load_predictions": "instances",
     "mine_tasks": "mine",
     "parse_pytest_log": "grading",
     "run_instance": "evaluate",

@@ -41,6 +41,7 @@ __all__ = [
     "Instance",
     "Prediction",
     "load_instances",
+    "load_predictions",
     "write_instances",
     "write_predictions",
 ]
@@ -224,6 +225,40 @@ def load_instances(path: str | os.PathLike[str]) -> list[Instance]:
         seen.add(inst.instance_id)
     if not out:
         raise TaskFormatError(f"{path}: no instances")
+    return out
+
+
+def load_predictions(path: str | os.PathLike[str]) -> list[Prediction]:
+    """The predictions of a ``.jsonl`` file, as the official harness reads them (a null
+    or missing ``model_patch`` is an empty one; ``model_name_or_path`` defaults to
+    ``"None"``, as there).
+
+    Raises:
+        TaskFormatError: a line is not a JSON object, lacks ``instance_id``, or two lines
+            answer the same instance.
+    """
+    path = Path(path)
+    try:
+        data = path.read_bytes()
+    except OSError as e:
+        raise TaskFormatError(f"{path}: cannot read the predictions ({e.strerror})") from None
+    skipped: list[SkippedLine] = []
+    out: list[Prediction] = []
+    for n, row in iter_jsonl(data, skipped=skipped):
+        name, patch = row.get("instance_id"), row.get("model_patch") or ""
+        model = row.get("model_name_or_path", "None")
+        if not isinstance(name, str) or not isinstance(patch, str) or not isinstance(model, str):
+            raise TaskFormatError(
+                f"{path}:{n}: a prediction needs instance_id, model_patch and "
+                "model_name_or_path as strings"
+            )
+        out.append(Prediction(name, model, patch))
+    if skipped:
+        s = skipped[0]
+        raise TaskFormatError(f"{path}:{s.lineno}: {s.reason}: {s.preview!r}")
+    names = [p.instance_id for p in out]
+    if len(set(names)) != len(names):
+        raise TaskFormatError(f"{path}: an instance_id has two predictions")
     return out
 
 

@@ -51,7 +51,7 @@ def _instance(repo: Path, **over: object) -> Instance:
 def _state(repo: Path) -> tuple[str, str, str]:
     return (
         git(repo, "rev-parse", "HEAD"),
-        git(repo, "status", "--porcelain", "--ignored"),
+        git(repo, "--no-optional-locks", "status", "--porcelain", "--ignored"),
         git(repo, "for-each-ref"),
     )
 
