@@ -4,7 +4,11 @@ import subprocess
 import sys
 from pathlib import Path
 
+from _git import git
 from _paths import TESTS
+
+from ctxnb.llm.prices import PriceTable
+from ctxnb.tasks import Instance
 
 TASK_DATA = TESTS / "data" / "tasks"
 PYTHON = sys.executable
@@ -24,3 +28,38 @@ def clone(name: str, dest: Path) -> Path:
         capture_output=True,
     )
     return dest
+
+
+F2P = ("tests/test_parse.py::test_numbers",)
+P2P = ("tests/test_parse.py::test_no_match", "tests/test_parse.py::test_hexadecimal")
+
+
+def parse_instance(repo: Path, **over: object) -> Instance:
+    """parse's own fix "Allow grouping char (,_) in decimal format string (#221)" as an
+    instance spelled as the official dataset spells one (``over`` replaces keys)."""
+    commit = git(repo, "log", "--format=%H", "-1", "--grep=Allow grouping char")
+    parent = git(repo, "rev-parse", f"{commit}^")
+
+    def diff(*paths: str) -> str:
+        return git(repo, "diff", parent, commit, "--", *paths) + "\n"
+
+    row: dict[str, object] = {
+        "instance_id": "r1chardj0n3s__parse-221",
+        "repo": "r1chardj0n3s/parse",
+        "base_commit": parent,
+        "problem_statement": git(repo, "log", "-1", "--format=%B", commit),
+        "test_patch": diff("tests"),
+        "patch": diff("parse.py"),
+        "FAIL_TO_PASS": list(F2P),
+        "PASS_TO_PASS": list(P2P),
+        "test_cmd": FAST_CMD,
+    }
+    row.update(over)
+    return Instance.from_dict(row)
+
+
+def scripted_prices() -> PriceTable:
+    """The scripted model billed as a real one, so that its dollars can be checked."""
+    return PriceTable.default().with_prices(
+        {"ctxnb-scripted": PriceTable.default().get("gpt-5-mini")}
+    )

@@ -10,42 +10,15 @@ from pathlib import Path
 
 import pytest
 from _git import git
-from _tasks import FAST_CMD, PYTHON, clone
+from _tasks import F2P, P2P, PYTHON, clone, parse_instance
 
 from ctxnb.errors import CtxnbError, TaskFormatError, TaskRepoError
-from ctxnb.tasks import Instance, evaluate_patch
-
-F2P = ("tests/test_parse.py::test_numbers",)
-P2P = ("tests/test_parse.py::test_no_match", "tests/test_parse.py::test_hexadecimal")
+from ctxnb.tasks import evaluate_patch
 
 
 @pytest.fixture(scope="module")
 def parse_repo(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return clone("parse", tmp_path_factory.mktemp("parse") / "parse")
-
-
-def _instance(repo: Path, **over: object) -> Instance:
-    # parse's own fix: "Allow grouping char (,_) in decimal format string (#221)", made
-    # into an instance as the official dataset spells one.
-    commit = git(repo, "log", "--format=%H", "-1", "--grep=Allow grouping char")
-    parent = git(repo, "rev-parse", f"{commit}^")
-
-    def diff(*paths: str) -> str:
-        return git(repo, "diff", parent, commit, "--", *paths) + "\n"
-
-    row: dict[str, object] = {
-        "instance_id": "r1chardj0n3s__parse-221",
-        "repo": "r1chardj0n3s/parse",
-        "base_commit": parent,
-        "problem_statement": git(repo, "log", "-1", "--format=%B", commit),
-        "test_patch": diff("tests"),
-        "patch": diff("parse.py"),
-        "FAIL_TO_PASS": list(F2P),
-        "PASS_TO_PASS": list(P2P),
-        "test_cmd": FAST_CMD,
-    }
-    row.update(over)
-    return Instance.from_dict(row)
 
 
 def _state(repo: Path) -> tuple[str, str, str]:
@@ -57,7 +30,7 @@ def _state(repo: Path) -> tuple[str, str, str]:
 
 
 def test_the_gold_patch_solves_and_an_empty_one_fails(parse_repo: Path) -> None:
-    inst = _instance(parse_repo)
+    inst = parse_instance(parse_repo)
     before = _state(parse_repo)
     gold = evaluate_patch(inst, inst.patch, repo=parse_repo, python=PYTHON)
     assert gold.resolved and gold.status == "RESOLVED_FULL", gold.output[-2000:]
@@ -74,7 +47,7 @@ def test_the_gold_patch_solves_and_an_empty_one_fails(parse_repo: Path) -> None:
 def test_a_patch_that_ends_the_test_process_early_is_not_solved(parse_repo: Path) -> None:
     # The gold fix, plus a line that ends pytest with exit 0 as soon as parse is imported:
     # the exit status says success, but no test reported a result.
-    inst = _instance(parse_repo)
+    inst = parse_instance(parse_repo)
     sneaky = inst.patch + (
         "diff --git a/conftest.py b/conftest.py\nnew file mode 100644\n--- /dev/null\n"
         "+++ b/conftest.py\n@@ -0,0 +1,2 @@\n+import os\n+os._exit(0)\n"
@@ -86,7 +59,7 @@ def test_a_patch_that_ends_the_test_process_early_is_not_solved(parse_repo: Path
 
 
 def test_a_patch_that_does_not_apply_is_graded_not_resolved(parse_repo: Path) -> None:
-    inst = _instance(parse_repo)
+    inst = parse_instance(parse_repo)
     # A change to a file the base commit does not have, after the real fix.
     bad = inst.patch + "diff --git a/nope.py b/nope.py\n--- a/nope.py\n+++ b/nope.py\n"
     bad += "@@ -1 +1 @@\n-x = 1\n+x = 2\n"
@@ -99,7 +72,7 @@ def test_a_base_commit_the_checkout_lacks_is_refused_with_the_fix(
     parse_repo: Path, tmp_path: Path
 ) -> None:
     missing = "0123456789abcdef0123456789abcdef01234567"
-    inst = _instance(parse_repo, base_commit=missing)
+    inst = parse_instance(parse_repo, base_commit=missing)
     before = _state(parse_repo)
     with pytest.raises(TaskRepoError) as err:
         evaluate_patch(inst, inst.patch, repo=parse_repo, python=PYTHON)
@@ -110,27 +83,31 @@ def test_a_base_commit_the_checkout_lacks_is_refused_with_the_fix(
         evaluate_patch(inst, inst.patch, repo=tmp_path, python=PYTHON)
 
 
-def test_a_test_patch_that_does_not_apply_names_the_instance(parse_repo: Path) -> None:
-    inst = _instance(parse_repo)
+def test_a_test_patch_that_does_not_apply_names_theparse_instance(parse_repo: Path) -> None:
+    inst = parse_instance(parse_repo)
     # Made for another tree: its context lines are not in this commit's test file.
     other = inst.test_patch.replace("\n ", "\n #", 3)
     before = _state(parse_repo)
     with pytest.raises(TaskRepoError) as err:
-        evaluate_patch(_instance(parse_repo, test_patch=other), "", repo=parse_repo, python=PYTHON)
+        evaluate_patch(
+            parse_instance(parse_repo, test_patch=other), "", repo=parse_repo, python=PYTHON
+        )
     assert "r1chardj0n3s__parse-221" in str(err.value) and "test patch" in str(err.value)
     assert _state(parse_repo) == before
     # A test patch that deletes a file cannot be written over a tree: said, not ignored.
     gone = "diff --git a/tests/test_bugs.py b/tests/test_bugs.py\ndeleted file mode 100644\n"
     gone += "--- a/tests/test_bugs.py\n+++ /dev/null\n@@ -1 +0,0 @@\n-x\n"
     with pytest.raises(TaskFormatError, match="deletes tests/test_bugs.py"):
-        evaluate_patch(_instance(parse_repo, test_patch=gone), "", repo=parse_repo, python=PYTHON)
+        evaluate_patch(
+            parse_instance(parse_repo, test_patch=gone), "", repo=parse_repo, python=PYTHON
+        )
 
 
 def test_a_python_that_is_not_an_interpreter_is_refused(parse_repo: Path, tmp_path: Path) -> None:
     fake = tmp_path / "python"
     fake.write_text("#!/bin/sh\nexit 3\n")
     fake.chmod(0o755)
-    inst = _instance(parse_repo)
+    inst = parse_instance(parse_repo)
     with pytest.raises(CtxnbError, match="not a Python interpreter"):
         evaluate_patch(inst, inst.patch, repo=parse_repo, python=str(fake))
     with pytest.raises(CtxnbError, match="not a Python interpreter"):
@@ -141,7 +118,7 @@ def test_the_gold_patch_applies_with_the_official_harness_tool(
     parse_repo: Path, tmp_path: Path
 ) -> None:
     # The official harness applies a patch with `git apply` (then `patch`) in the base tree.
-    inst = _instance(parse_repo)
+    inst = parse_instance(parse_repo)
     work = tmp_path / "w"
     subprocess.run(["git", "clone", "-q", str(parse_repo), str(work)], check=True)
     git(work, "checkout", "-q", inst.base_commit)

@@ -1,0 +1,105 @@
+"""An agent run on a SWE-bench-format instance through the live runs (scripted model over
+real HTTP, governed commands in the sandbox, a context strategy), graded, and its
+prediction written for the official harness; an agent that edits the tests is caught."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from _tasks import F2P, PYTHON, clone, parse_instance, scripted_prices
+
+from ctxnb.live import ScriptedModelServer
+from ctxnb.strategies import KeepAll, ObservationMasking
+from ctxnb.tasks import evaluate_patch, load_predictions, run_instance, write_predictions
+
+
+@pytest.fixture(scope="module")
+def parse_repo(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return clone("parse", tmp_path_factory.mktemp("parse") / "parse")
+
+
+def _apply(patch: str) -> str:
+    # What a model would run: the fix, through git in the repository it works in.
+    return f"git apply <<'CTXNB_EOF'\n{patch}CTXNB_EOF"
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("strategy", [KeepAll(), ObservationMasking(1)], ids=lambda s: s.name)
+def test_a_scripted_agent_that_applies_the_fix_resolves_and_its_prediction_grades_alike(
+    live_deps: None, parse_repo: Path, tmp_path: Path, strategy: object
+) -> None:
+    inst = parse_instance(parse_repo)
+    script = [
+        {"content": "Read the parser.", "commands": ["grep -n 'def _handle_field' parse.py"]},
+        {"content": "Apply the fix.", "commands": [_apply(inst.patch)]},
+    ]
+    with ScriptedModelServer(script) as server:
+        run = run_instance(
+            inst,
+            repo=parse_repo,
+            python=PYTHON,
+            strategy=strategy,  # type: ignore[arg-type]
+            model_name="ctxnb-scripted",
+            step_limit=6,
+            prices=scripted_prices(),
+            retries=1,
+            **server.model_args,
+        )
+        # The model was told the commit message, as the task's problem statement.
+        first = server.requests[0]["messages"]
+        assert any("Allow grouping char" in json.dumps(m) for m in first)
+    assert run.live.exit_status == "Submitted", run.live.test_output[-2000:]
+    assert run.resolved and run.evaluation.report is not None
+    assert run.evaluation.report.fail_to_pass_success == F2P
+    assert not run.live.tests_tampered and len(run.live.calls) >= 3 and run.live.cost_usd > 0
+    patch = run.prediction.model_patch
+    assert "+++ b/parse.py" in patch and ".ctxnb" not in patch and ".orchestration" not in patch
+    assert run.prediction.model_name_or_path == "ctxnb-scripted"
+    # The prediction, as the official harness would read it, grades the same way here.
+    (pred,) = load_predictions(write_predictions([run.prediction], tmp_path / "preds.jsonl"))
+    assert evaluate_patch(inst, pred.model_patch, repo=parse_repo, python=PYTHON).resolved
+
+
+@pytest.mark.slow
+def test_an_agent_that_edits_the_tests_is_not_resolved(live_deps: None, parse_repo: Path) -> None:
+    inst = parse_instance(parse_repo)
+    script = [
+        {"content": "Fix.", "commands": [_apply(inst.patch)]},
+        {
+            "content": "And make sure.",
+            "commands": ["echo 'def test_numbers(): pass' >> tests/test_parse.py"],
+        },
+    ]
+    with ScriptedModelServer(script) as server:
+        run = run_instance(
+            inst,
+            repo=parse_repo,
+            python=PYTHON,
+            step_limit=6,
+            prices=scripted_prices(),
+            retries=1,
+            **server.model_args,
+        )
+    assert run.live.tests_tampered and run.live.tampered == ("tests/test_parse.py",)
+    assert not run.resolved
+
+
+def test_an_agent_that_does_nothing_leaves_an_empty_prediction(
+    live_deps: None, parse_repo: Path
+) -> None:
+    inst = parse_instance(parse_repo)
+    with ScriptedModelServer([]) as server:  # submits at once
+        run = run_instance(
+            inst,
+            repo=parse_repo,
+            python=PYTHON,
+            step_limit=3,
+            prices=scripted_prices(),
+            retries=1,
+            **server.model_args,
+        )
+    assert run.prediction.model_patch == "" and not run.resolved
+    assert run.evaluation.report is not None
+    assert run.evaluation.report.fail_to_pass_failure == F2P and run.evaluation.complete
