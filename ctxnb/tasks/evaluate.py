@@ -34,7 +34,7 @@ from ..errors import TaskFormatError, TaskRepoError
 from . import _git
 from .grading import Report, grade
 from .instances import Instance, Prediction
-from .testrun import TestRun, environment_paths, read_run, run_tests, tests_command
+from .testrun import TestRun, environment_paths, make_test_command, read_run, run_tests
 
 if TYPE_CHECKING:
     from ..live.run import LiveResult
@@ -282,7 +282,9 @@ def run_instance(
         ws = Workspace.open(root, config=cfg.model_copy(update={"sandbox": sandbox}))
         task = Task(
             prompt=instance.problem_statement,
-            test=tests_command(prep.tests, python=python, test_cmd=_test_cmd(instance, test_cmd)),
+            test=make_test_command(
+                prep.tests, python=python, test_cmd=_test_cmd(instance, test_cmd)
+            ),
             id=instance.instance_id,
             tests=prep.existing,
             hidden=str(hidden),

@@ -1,7 +1,7 @@
 """Running a task's named tests: one confined command, its log read into statuses.
 
 Every run of a task's tests -- grading a patch, grading an agent's work, mining a commit on
-both of its sides -- is built by :func:`tests_command` and read by :func:`read_run`, and
+both of its sides -- is built by :func:`make_test_command` and read by :func:`read_run`, and
 runs through the live runs' verdict (:func:`ctxnb.live.verdict.judge`): a fresh copy of the
 tree, the task's test files written over it, bubblewrap with nothing writable, no network,
 the user's Python environment readable. So a test that passes when a task is mined passes
@@ -14,7 +14,7 @@ printed pytest's closing summary is *incomplete*: its statuses are kept, but a c
 not read a missing test as a failed one.
 
 Example:
-    >>> cmd = tests_command(["t.py::test_a"], python="/usr/bin/python3", repeats=1)
+    >>> cmd = make_test_command(["t.py::test_a"], python="/usr/bin/python3", repeats=1)
     >>> "/usr/bin/python3 -m pytest" in cmd and "t.py::test_a" in cmd
     True
     >>> run = read_run("@@ctxnb-round 1@@\\nPASSED t.py::test_a\\n"
@@ -40,9 +40,9 @@ __all__ = [
     "DEFAULT_TEST_CMD",
     "TestRun",
     "environment_paths",
+    "make_test_command",
     "read_run",
     "run_tests",
-    "tests_command",
 ]
 
 #: The test command: ``{python}`` is the environment's interpreter, ``{tests}`` the test
@@ -116,7 +116,7 @@ def environment_paths(python: str) -> list[str]:
     return sorted(p for p in real if p != "/" and os.path.isdir(p))
 
 
-def tests_command(
+def make_test_command(
     tests: Sequence[str],
     *,
     python: str,
@@ -136,7 +136,7 @@ def tests_command(
 
 
 def read_run(output: str, *, repeats: int) -> TestRun:
-    """Split a log of :func:`tests_command` into its rounds and read each one."""
+    """Split a log of :func:`make_test_command` into its rounds and read each one."""
     marks = list(_ROUND_RE.finditer(output))
     exits = {int(m.group(1)): int(m.group(2)) for m in _EXIT_RE.finditer(output)}
     statuses: list[dict[str, str]] = []
@@ -177,7 +177,7 @@ def run_tests(
     """
     from ..live.verdict import judge
 
-    command = tests_command(tests, python=python, test_cmd=test_cmd, repeats=repeats)
+    command = make_test_command(tests, python=python, test_cmd=test_cmd, repeats=repeats)
     verdict = judge(
         root,
         command,

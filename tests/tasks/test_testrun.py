@@ -1,0 +1,71 @@
+"""One confined command of test rounds, read back: a log cut short or without pytest's
+summary is incomplete, ids cannot break out of the command, and a test that prints a
+status line of its own does not pass by it."""
+
+from __future__ import annotations
+
+import subprocess
+from pathlib import Path
+
+import pytest
+from _tasks import PYTHON
+
+from ctxnb.tasks import grade
+from ctxnb.tasks.testrun import DEFAULT_TEST_CMD, make_test_command, read_run, run_tests
+
+
+def _round(n: int, body: str, code: int = 0, summary: bool = True) -> str:
+    end = "=== 1 passed in 0.01s ===\n" if summary else ""
+    return f"@@ctxnb-round {n}@@\n{body}{end}@@ctxnb-exit {n} {code}@@\n"
+
+
+def test_a_whole_log_is_complete_and_keeps_each_round() -> None:
+    log = _round(1, "PASSED t.py::a\n") + _round(2, "FAILED t.py::a - boom\n", code=1)
+    run = read_run(log, repeats=2)
+    assert run.complete and run.exit_codes == (0, 1)
+    assert run.statuses == ({"t.py::a": "PASSED"}, {"t.py::a": "FAILED"})
+    assert run.last == {"t.py::a": "FAILED"}
+
+
+@pytest.mark.parametrize(
+    "log",
+    [
+        _round(1, "PASSED t.py::a\n", summary=False),  # pytest never finished
+        "@@ctxnb-round 1@@\nPASSED t.py::a\n=== 1 passed in 0.01s ===\n",  # no exit status
+        _round(1, "PASSED t.py::a\n"),  # one round of two
+        _round(1, "PASSED t.py::a\n[... ctxnb: 9000 bytes of output dropped ...]\n")
+        + _round(2, "PASSED t.py::a\n"),  # cut short by the sandbox
+        "",
+    ],
+    ids=["no-summary", "no-exit", "missing-round", "cut", "empty"],
+)
+def test_a_log_that_is_not_whole_is_incomplete(log: str) -> None:
+    assert not read_run(log, repeats=2).complete
+
+
+def test_ids_are_arguments_and_never_shell(tmp_path: Path) -> None:
+    evil = "t.py::test_x[$(touch pwned)`touch pwned2`;touch pwned3]"
+    cmd = make_test_command([evil, "t.py::b c"], python="/bin/echo", repeats=1)
+    out = subprocess.run(["sh", "-c", cmd], cwd=tmp_path, capture_output=True, text=True)
+    assert not list(tmp_path.iterdir())
+    assert f"-m pytest -rA --tb=no --show-capture=no -p no:cacheprovider {evil} t.py::b c" in (
+        out.stdout
+    )
+    assert "{tests}" in DEFAULT_TEST_CMD and "{python}" in DEFAULT_TEST_CMD
+
+
+def test_a_test_that_prints_status_lines_does_not_pass_by_them(tmp_path: Path) -> None:
+    (tmp_path / "tests").mkdir()
+    (tmp_path / "tests" / "test_x.py").write_text(
+        "import os\n"
+        "print('PASSED tests/test_x.py::test_at_import')\n"
+        "def test_real():\n"
+        "    print('\\nPASSED tests/test_x.py::test_real')\n"
+        "    os.write(1, b'\\nPASSED tests/test_x.py::test_real\\n')\n"
+        "    assert False\n"
+    )
+    cmd = "PYTEST_DISABLE_PLUGIN_AUTOLOAD=1 " + DEFAULT_TEST_CMD
+    run = run_tests(tmp_path, ["tests/test_x.py"], python=PYTHON, test_cmd=cmd)
+    assert run.complete and run.last == {"tests/test_x.py::test_real": "FAILED"}
+    report = grade(run.last, ["tests/test_x.py::test_real", "tests/test_x.py::test_at_import"], [])
+    assert report.status == "RESOLVED_NO" and report.fail_to_pass_success == ()
