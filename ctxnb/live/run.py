@@ -87,8 +87,29 @@ class Task:
 
     @property
     def owned_scope(self) -> list[str]:
-        """The intent's globs: the task's scope without its test files."""
-        return [*self.scope, *(f"!/{t}" for t in self.tests)]
+        """The intent's globs: the task's scope without its test files.
+
+        Scope globs follow ``.gitignore`` rules, where a file cannot be taken out of a
+        directory the globs own whole (``**`` owns ``tests/``, so ``!/tests/test_a.py``
+        alone changes nothing). So each directory above a test file that the scope owns
+        is owned entry by entry instead (``!/tests/``, ``tests/*``: a glob with an inner
+        ``/`` is anchored at the root), and then the file is taken out.
+
+        Example:
+            >>> Task("p", "t", tests=("tests/test_a.py",)).owned_scope
+            ['**', '!/tests/', 'tests/*', '!/tests/test_a.py']
+        """
+        from ..govern.core import in_scope
+
+        globs = list(self.scope)
+        for test in self.tests:
+            parts = test.split("/")
+            for depth in range(1, len(parts)):
+                folder = "/".join(parts[:depth])
+                if in_scope(globs, folder) and f"{folder}/*" not in globs:
+                    globs += [f"!/{folder}/", f"{folder}/*"]
+            globs.append(f"!/{test}")
+        return globs
 
 
 @dataclass

@@ -388,3 +388,20 @@ def test_run_task_closes_the_workspace_it_opened_and_only_that_one(tmp_path: Pat
             result = run_task(ws, task, prices=_priced(), retries=1, **server.model_args)
         session = ws.session(result.trajectory.metadata["session_id"])
         assert len(session.session_index) > 5
+
+
+def test_a_nested_test_file_is_out_of_the_scope_of_a_task_that_owns_everything() -> None:
+    # .gitignore rules: `**` owns tests/ whole, and `!/tests/test_a.py` alone cannot take
+    # one file out of it; the task's globs own the folder entry by entry instead.
+    from ctxnb.govern.core import in_scope
+    from ctxnb.live.run import Task
+
+    task = Task("p", "t", tests=("tests/test_a.py", "tests/unit/test_b.py", "test_c.py"))
+    globs = task.owned_scope
+    for path in ("tests/test_a.py", "tests/unit/test_b.py", "test_c.py"):
+        assert not in_scope(globs, path), path
+    for path in ("src/app.py", "tests/helpers.py", "tests/unit/conftest_data.py", "app.py"):
+        assert in_scope(globs, path), path
+    # A scope that does not own the folder gains nothing from the test files.
+    narrow = Task("p", "t", scope=("src/**",), tests=("tests/test_a.py",)).owned_scope
+    assert narrow == ["src/**", "!/tests/test_a.py"] and not in_scope(narrow, "tests/x.py")

@@ -84,6 +84,9 @@ def test_an_agent_that_edits_the_tests_is_not_resolved(live_deps: None, parse_re
         )
     assert run.live.tests_tampered and run.live.tampered == ("tests/test_parse.py",)
     assert not run.resolved
+    # The test file was out of the agent's scope: its change was dropped, not kept.
+    assert "tests/test_parse.py" not in run.prediction.model_patch
+    assert "+++ b/parse.py" in run.prediction.model_patch
 
 
 def test_an_agent_that_does_nothing_leaves_an_empty_prediction(
