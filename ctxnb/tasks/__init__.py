@@ -37,6 +37,7 @@ _LAZY = {
     "mine_tasks": "mine",
     "parse_pytest_log": "grading",
     "run_instance": "evaluate",
+    "run_instances": "evaluate",
     "write_instances": "instances",
     "write_predictions": "instances",
 }

@@ -25,7 +25,7 @@ from __future__ import annotations
 import os
 import shutil
 import tempfile
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -33,14 +33,21 @@ from typing import TYPE_CHECKING, Any
 from ..errors import TaskFormatError, TaskRepoError
 from . import _git
 from .grading import Report, grade
-from .instances import Instance, Prediction
+from .instances import Instance, Prediction, load_predictions, write_predictions
 from .testrun import TestRun, environment_paths, make_test_command, read_run, run_tests
 
 if TYPE_CHECKING:
     from ..live.run import LiveResult
     from ..strategies.builtin import ContextStrategy
 
-__all__ = ["Evaluation", "InstanceRun", "evaluate_patch", "prepare", "run_instance"]
+__all__ = [
+    "Evaluation",
+    "InstanceRun",
+    "evaluate_patch",
+    "prepare",
+    "run_instance",
+    "run_instances",
+]
 
 
 @dataclass(frozen=True)
@@ -300,3 +307,49 @@ def run_instance(
             shutil.rmtree(base_dir, ignore_errors=True)
     prediction = Prediction(instance.instance_id, model_name or model, patch)
     return InstanceRun(instance.instance_id, live, evaluation, prediction)
+
+
+def run_instances(
+    instances: Iterable[Instance],
+    *,
+    repo: str | os.PathLike[str],
+    python: str,
+    model: str,
+    predictions: str | os.PathLike[str],
+    rerun: bool = False,
+    **options: Any,
+) -> list[InstanceRun]:
+    """Run :func:`run_instance` on each instance, writing each prediction to
+    ``predictions`` as soon as it is made.
+
+    The file is rewritten whole and atomically after every instance, so a run stopped
+    half-way keeps every prediction made so far; predictions already in it are kept, and
+    their instances are not run again unless ``rerun`` (then the new one replaces the
+    old in its place). Run the same call again to finish an interrupted run.
+
+    Args:
+        instances: the tasks.
+        repo, python, model: see :func:`run_instance`.
+        predictions: the predictions file (``.jsonl``) the official harness reads.
+        rerun: run instances the file already answers.
+        **options: passed on to :func:`run_instance` (``strategy``, ``model_name``,
+            ``api_base``, ``prices`` ...).
+
+    Returns:
+        The runs made now, in order.
+
+    Raises:
+        TaskFormatError: the predictions file exists and is not a predictions file
+            (nothing is run, nothing is overwritten).
+    """
+    path = Path(predictions)
+    done = {p.instance_id: p for p in load_predictions(path)} if path.exists() else {}
+    runs: list[InstanceRun] = []
+    for inst in instances:
+        if inst.instance_id in done and not rerun:
+            continue
+        run = run_instance(inst, repo=repo, python=python, model=model, **options)
+        done[inst.instance_id] = run.prediction
+        write_predictions(done.values(), path)
+        runs.append(run)
+    return runs

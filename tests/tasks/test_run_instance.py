@@ -10,9 +10,17 @@ from pathlib import Path
 import pytest
 from _tasks import F2P, PYTHON, clone, parse_instance, scripted_prices
 
+from ctxnb.errors import TaskFormatError
 from ctxnb.live import ScriptedModelServer
 from ctxnb.strategies import KeepAll, ObservationMasking
-from ctxnb.tasks import evaluate_patch, load_predictions, run_instance, write_predictions
+from ctxnb.tasks import (
+    Prediction,
+    evaluate_patch,
+    load_predictions,
+    run_instance,
+    run_instances,
+    write_predictions,
+)
 
 
 @pytest.fixture(scope="module")
@@ -106,3 +114,39 @@ def test_an_agent_that_does_nothing_leaves_an_empty_prediction(
     assert run.prediction.model_patch == "" and not run.resolved
     assert run.evaluation.report is not None
     assert run.evaluation.report.fail_to_pass_failure == F2P and run.evaluation.complete
+
+
+@pytest.mark.slow
+def test_run_instances_keeps_every_prediction_already_made(
+    live_deps: None, parse_repo: Path, tmp_path: Path
+) -> None:
+    first = parse_instance(parse_repo)
+    second = parse_instance(parse_repo, instance_id="r1chardj0n3s__parse-221-again")
+    preds = write_predictions(
+        [Prediction("elsewhere-1", "earlier", "x"), Prediction(second.instance_id, "earlier", "")],
+        tmp_path / "preds.jsonl",
+    )
+    with ScriptedModelServer([{"content": "Fix.", "commands": [_apply(first.patch)]}]) as server:
+        runs = run_instances(
+            [first, second],
+            repo=parse_repo,
+            python=PYTHON,
+            predictions=preds,
+            step_limit=4,
+            prices=scripted_prices(),
+            retries=1,
+            **server.model_args,
+        )
+    # Only the instance the file did not answer ran; the others' lines are as they were.
+    assert [r.instance_id for r in runs] == [first.instance_id] and runs[0].resolved
+    assert load_predictions(preds) == [
+        Prediction("elsewhere-1", "earlier", "x"),
+        Prediction(second.instance_id, "earlier", ""),
+        runs[0].prediction,
+    ]
+    # A file that is not a predictions file is refused before anything runs or is written.
+    bad = tmp_path / "bad.jsonl"
+    bad.write_text('{"model_patch": "x"}\n')
+    with pytest.raises(TaskFormatError, match="needs instance_id"):
+        run_instances([first], repo=parse_repo, python=PYTHON, predictions=bad, model="m")
+    assert bad.read_text() == '{"model_patch": "x"}\n'
