@@ -34,7 +34,14 @@ from ..errors import TaskFormatError, TaskRepoError
 from . import _git
 from .grading import Report, grade
 from .instances import Instance, Prediction, load_predictions, write_predictions
-from .testrun import TestRun, environment_paths, make_test_command, read_run, run_tests
+from .testrun import (
+    TestRun,
+    environment_paths,
+    make_test_command,
+    read_run,
+    resolve_python,
+    run_tests,
+)
 
 if TYPE_CHECKING:
     from ..live.run import LiveResult
@@ -44,7 +51,6 @@ __all__ = [
     "Evaluation",
     "InstanceRun",
     "evaluate_patch",
-    "prepare",
     "run_instance",
     "run_instances",
 ]
@@ -96,7 +102,7 @@ class _Prepared:
     read_paths: tuple[str, ...]
 
 
-def prepare(
+def _prepare(
     instance: Instance,
     *,
     repo: str | os.PathLike[str],
@@ -113,6 +119,7 @@ def prepare(
         TaskError: ``python`` is not an interpreter.
     """
     where = f"instance {instance.instance_id!r}"
+    python = resolve_python(python)
     base = _git.commit_of(repo, instance.base_commit)
     written, deleted = _git.patch_paths(instance.test_patch)
     if deleted:
@@ -174,9 +181,10 @@ def evaluate_patch(
         timeout: seconds for the test command.
 
     Raises:
-        TaskRepoError, TaskFormatError: see :func:`prepare`.
+        TaskRepoError, TaskFormatError: see :func:`_prepare`.
     """
-    prep = prepare(instance, repo=repo, python=python, read_paths=read_paths)
+    python = resolve_python(python)
+    prep = _prepare(instance, repo=repo, python=python, read_paths=read_paths)
     with tempfile.TemporaryDirectory(prefix="ctxnb-eval-") as tmp:
         tree = _git.export_tree(repo, instance.base_commit, Path(tmp) / "tree")
         why = _git.apply_patch(tree, patch, what="patch")
@@ -268,7 +276,8 @@ def run_instance(
     from ..live.run import Task, run_task
     from ..workspace import Workspace
 
-    prep = prepare(instance, repo=repo, python=python, read_paths=read_paths)
+    python = resolve_python(python)
+    prep = _prepare(instance, repo=repo, python=python, read_paths=read_paths)
     own = work_dir is None
     base_dir = (
         Path(work_dir) if work_dir is not None else Path(tempfile.mkdtemp(prefix="ctxnb-run-"))

@@ -43,7 +43,7 @@ from typing import Any
 from .._util.jsoncache import write_json_atomic
 from . import _git
 from .instances import Instance
-from .testrun import DEFAULT_TEST_CMD, environment_paths, run_tests
+from .testrun import DEFAULT_TEST_CMD, environment_paths, resolve_python, run_tests
 
 __all__ = ["MineReport", "default_cache_dir", "is_test_file", "mine_tasks"]
 
@@ -145,7 +145,7 @@ def mine_tasks(
         TaskRepoError: ``repo`` is not a repository or ``revs`` names nothing there.
         TaskError: ``python`` is not an interpreter.
     """
-    python = python or sys.executable
+    python = resolve_python(python or sys.executable)
     test_cmd = test_cmd or DEFAULT_TEST_CMD
     name = name or Path(os.path.realpath(repo)).name
     cache = Path(cache_dir) if cache_dir is not None else default_cache_dir()

@@ -29,6 +29,7 @@ import json
 import os
 import re
 import shlex
+import shutil
 import subprocess
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -42,6 +43,7 @@ __all__ = [
     "environment_paths",
     "make_test_command",
     "read_run",
+    "resolve_python",
     "run_tests",
 ]
 
@@ -87,6 +89,24 @@ class TestRun:
     def last(self) -> dict[str, str]:
         """The statuses of the last round (the one to grade when there is one round)."""
         return self.statuses[-1] if self.statuses else {}
+
+
+def resolve_python(python: str) -> str:
+    """``python`` as an absolute path (looked up on ``PATH`` when it is a bare name): the
+    sandbox has its own ``PATH``, where a bare ``python`` is ctxnb's own interpreter.
+    Links are kept (a virtual environment's ``bin/python`` is one, and is what makes it
+    that environment).
+
+    Raises:
+        TaskError: no such program.
+    """
+    found = shutil.which(python)
+    if found is None:
+        raise TaskError(
+            f"{python!r} is not a Python interpreter that runs here; give the path to the "
+            "python of the environment the repository's tests run in (e.g. .venv/bin/python)"
+        )
+    return os.path.abspath(found)
 
 
 def environment_paths(python: str) -> list[str]:

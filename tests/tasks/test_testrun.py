@@ -4,14 +4,22 @@ status line of its own does not pass by it."""
 
 from __future__ import annotations
 
+import os
 import subprocess
 from pathlib import Path
 
 import pytest
 from _tasks import PYTHON
 
+from ctxnb.errors import TaskError
 from ctxnb.tasks import grade
-from ctxnb.tasks.testrun import DEFAULT_TEST_CMD, make_test_command, read_run, run_tests
+from ctxnb.tasks.testrun import (
+    DEFAULT_TEST_CMD,
+    make_test_command,
+    read_run,
+    resolve_python,
+    run_tests,
+)
 
 
 def _round(n: int, body: str, code: int = 0, summary: bool = True) -> str:
@@ -69,3 +77,17 @@ def test_a_test_that_prints_status_lines_does_not_pass_by_them(tmp_path: Path) -
     assert run.complete and run.last == {"tests/test_x.py::test_real": "FAILED"}
     report = grade(run.last, ["tests/test_x.py::test_real", "tests/test_x.py::test_at_import"], [])
     assert report.status == "RESOLVED_NO" and report.fail_to_pass_success == ()
+
+
+def test_a_bare_interpreter_name_is_made_absolute_before_the_sandbox_sees_it(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # In the sandbox, PATH starts with ctxnb's own environment: a bare `python3` there
+    # would be another interpreter than the one the user named.
+    own = tmp_path / "env" / "bin"
+    own.mkdir(parents=True)
+    (own / "python3").symlink_to(PYTHON)
+    monkeypatch.setenv("PATH", f"{own}:{os.environ['PATH']}")
+    assert resolve_python("python3") == str(own / "python3")  # the link, not its target
+    with pytest.raises(TaskError, match="not a Python interpreter"):
+        resolve_python("no-such-python-here")
