@@ -54,17 +54,18 @@ _FAIL = ("FAILED", "ERROR")
 
 
 def is_test_file(path: str) -> bool:
-    """A Python test file by pytest's default names: ``test_*.py`` or ``*_test.py``, or
-    any ``.py`` file under a ``tests``/``test`` directory.
+    """A test file: any file under a ``tests``/``test`` directory (the tests' own data and
+    fixtures travel with the test patch, as SWE-bench's do), or a Python file named as
+    pytest finds tests (``test_*.py``, ``*_test.py``).
 
     Example:
-        >>> [is_test_file(p) for p in ("tests/conftest.py", "parse.py", "a/test_b.py")]
+        >>> [is_test_file(p) for p in ("tests/data/a.json", "parse.py", "a/test_b.py")]
         [True, False, True]
     """
     parts = path.split("/")
-    if not parts[-1].endswith(".py"):
-        return False
-    return bool(_TEST_NAME.search(parts[-1])) or any(p in ("tests", "test") for p in parts[:-1])
+    if any(p in ("tests", "test") for p in parts[:-1]):
+        return True
+    return parts[-1].endswith(".py") and bool(_TEST_NAME.search(parts[-1]))
 
 
 def default_cache_dir() -> Path:
