@@ -91,3 +91,12 @@ def test_a_bare_interpreter_name_is_made_absolute_before_the_sandbox_sees_it(
     assert resolve_python("python3") == str(own / "python3")  # the link, not its target
     with pytest.raises(TaskError, match="not a Python interpreter"):
         resolve_python("no-such-python-here")
+
+
+def test_tests_read_the_environments_compiled_modules(tmp_path: Path) -> None:
+    # The sandbox's byte-code prefix (an empty directory) would compile every module of
+    # the environment again at each start; a test round changes nothing kept, so it
+    # reads them where they are (bench/tasks_mine.py measures the difference).
+    cmd = "{python} -c 'import sys; print(\"prefix:\", sys.pycache_prefix)' {tests}"
+    run = run_tests(tmp_path, ["x"], python=PYTHON, test_cmd=cmd)
+    assert "prefix: None" in run.output, run.output
