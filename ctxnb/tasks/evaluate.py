@@ -309,7 +309,19 @@ def run_instance(
             live = run_task(ws, task, model=model, strategy=strategy, **run_args)
         finally:
             ws.close()
-        evaluation = _grade(instance, read_run(live.test_output, repeats=1))
+        run = read_run(live.test_output, repeats=1)
+        if run.cut:
+            # The live verdict keeps 64 kB of a log (about 900 tests' lines): grade the
+            # tree the agent left again, with room for the whole log.
+            run = run_tests(
+                root,
+                prep.tests,
+                python=python,
+                files=prep.files,
+                test_cmd=_test_cmd(instance, test_cmd),
+                read_paths=prep.read_paths,
+            )
+        evaluation = _grade(instance, run)
         patch = _git.diff_against(root, snapshot)
     finally:
         if own:

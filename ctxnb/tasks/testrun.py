@@ -74,7 +74,7 @@ class TestRun:
         statuses: per round, test id -> status (``PASSED``, ``FAILED``, ...).
         exit_codes: per round, the test command's exit status (None: never reported).
         complete: every round printed pytest's closing summary and its exit status, and
-            no output was dropped.
+            no output was dropped (:attr:`cut`).
         output: the whole log (redacted, as every command's output is).
     """
 
@@ -84,6 +84,11 @@ class TestRun:
     exit_codes: tuple[int | None, ...]
     complete: bool
     output: str
+
+    @property
+    def cut(self) -> bool:
+        """The sandbox dropped part of the log (it keeps a bounded head and tail)."""
+        return _DROPPED in self.output
 
     @property
     def last(self) -> dict[str, str]:

@@ -5,15 +5,17 @@ prediction written for the official harness; an agent that edits the tests is ca
 from __future__ import annotations
 
 import json
+import subprocess
 from pathlib import Path
 
 import pytest
-from _tasks import F2P, PYTHON, clone, parse_instance, scripted_prices
+from _tasks import F2P, FAST_CMD, PYTHON, clone, parse_instance, scripted_prices
 
 from ctxnb.errors import TaskFormatError
 from ctxnb.live import ScriptedModelServer
 from ctxnb.strategies import KeepAll, ObservationMasking
 from ctxnb.tasks import (
+    Instance,
     Prediction,
     evaluate_patch,
     load_predictions,
@@ -150,3 +152,58 @@ def test_run_instances_keeps_every_prediction_already_made(
     with pytest.raises(TaskFormatError, match="needs instance_id"):
         run_instances([first], repo=parse_repo, python=PYTHON, predictions=bad, model="m")
     assert bad.read_text() == '{"model_patch": "x"}\n'
+
+
+@pytest.mark.slow
+def test_an_agent_run_on_a_large_test_file_is_graded_on_its_whole_log(
+    live_deps: None, tmp_path: Path
+) -> None:
+    # 1,500 tests: their -rA lines are more than the live verdict keeps of a log.
+    repo = tmp_path / "calc"
+    (repo / "tests").mkdir(parents=True)
+    many = (
+        "import pytest\n\nfrom calc import add\n\n\n"
+        "@pytest.mark.parametrize('n', range(1500))\n"
+        "def test_a_long_name_so_that_every_line_of_the_log_is_long(n):\n    assert n == n\n"
+    )
+    (repo / "calc.py").write_text("def add(a, b):\n    return a - b\n")
+    (repo / "tests" / "test_many.py").write_text(many)
+    git = ["git", "-C", str(repo), "-c", "user.name=a", "-c", "user.email=a@example.com"]
+    subprocess.run(["git", "init", "-q", str(repo)], check=True)
+    subprocess.run([*git, "add", "-A"], check=True)
+    subprocess.run([*git, "commit", "-qm", "calc"], check=True)
+    base = subprocess.run([*git, "rev-parse", "HEAD"], capture_output=True, text=True).stdout
+    (repo / "tests" / "test_many.py").write_text(
+        many + "\n\ndef test_add():\n    assert add(2, 3) == 5\n"
+    )
+    test_patch = subprocess.run([*git, "diff"], capture_output=True, text=True).stdout
+    subprocess.run([*git, "checkout", "-q", "--", "."], check=True)
+    inst = Instance.from_dict(
+        {
+            "instance_id": "calc-1",
+            "repo": "calc",
+            "base_commit": base.strip(),
+            "problem_statement": "add() subtracts.",
+            "test_patch": test_patch,
+            "patch": "",
+            "FAIL_TO_PASS": ["tests/test_many.py::test_add"],
+            "PASS_TO_PASS": [
+                "tests/test_many.py::test_a_long_name_so_that_every_line_of_the_log_is_long[0]",
+                "tests/test_many.py::test_a_long_name_so_that_every_line_of_the_log_is_long[1499]",
+            ],
+            "test_cmd": FAST_CMD,
+        }
+    )
+    fix = {"content": "Fix.", "commands": ["sed -i 's/a - b/a + b/' calc.py"]}
+    with ScriptedModelServer([fix]) as server:
+        run = run_instance(
+            inst,
+            repo=repo,
+            python=PYTHON,
+            step_limit=4,
+            prices=scripted_prices(),
+            retries=1,
+            **server.model_args,
+        )
+    assert "bytes of output dropped" in run.live.test_output  # the live verdict's log is cut
+    assert run.evaluation.complete and run.resolved, run.evaluation.note
