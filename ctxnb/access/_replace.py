@@ -19,6 +19,7 @@ import errno
 import os
 import stat
 import sys
+from collections.abc import Callable
 
 from ..errors import StaleFileError
 from ..hashing import sha256_hex
@@ -109,17 +110,22 @@ def replace_checked(
     rel: str,
     began: os.stat_result | None,
     expected_sha256: str | None,
+    before: Callable[[], object] | None = None,
 ) -> None:
     """Rename ``tmp`` over ``name`` (in directory ``parent``) if ``name`` is unchanged.
 
     ``began``: the file's ``lstat`` when the write began. ``expected_sha256``: the
     content the edit was based on (None: it was based on no file, and none may exist).
-    On a conflict ``tmp`` is removed by the caller and the error says what was found.
+    ``before``: called after the check and before the rename (the commit that must be
+    durable first); if it raises, nothing is renamed. On a conflict ``tmp`` is removed
+    by the caller and the error says what was found.
     """
     now = _read(name, parent, rel)
     if expected_sha256 is None:  # the edit was computed for a new file
         if now is not None or began is not None:
             raise _stale(rel, None, now[0] if now else None, "it was created")
+        if before is not None:
+            before()
         os.rename(tmp, name, src_dir_fd=parent, dst_dir_fd=parent)
         return
     if began is None or now is None:
@@ -129,6 +135,8 @@ def replace_checked(
         expected_sha256 is not None and sha256_hex(data) != expected_sha256
     ):
         raise _stale(rel, expected_sha256, data, "its content or identity changed")
+    if before is not None:
+        before()
     if not _exchange(parent, tmp, name):
         os.rename(tmp, name, src_dir_fd=parent, dst_dir_fd=parent)
         return

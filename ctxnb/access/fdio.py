@@ -333,6 +333,7 @@ class PathPolicy(_FdWalk):
         expected_sha256: str | None = None,
         new_file_mode: int | None = None,
         while_syncing: Callable[[], object] | None = None,
+        before_replace: Callable[[], object] | None = None,
     ) -> SafePath:
         """Replace (or create) a file so that readers see all-old or all-new content.
 
@@ -368,6 +369,12 @@ class PathPolicy(_FdWalk):
             while_syncing: work to do while the temporary file's data is fsynced (on
                 the fsync thread); the rename waits for both. If it raises, nothing is
                 written and its error is raised.
+            before_replace: what must be durable before the new content is visible (a
+                governed write's store version and trace record): called once the new
+                bytes are durable under the temporary name and, with ``check_replaced``,
+                the file to replace has been checked; the rename follows only when it
+                returns. If it raises, the temporary file is removed, the file is left
+                as it was, and its error is raised.
 
         Returns:
             The :class:`SafePath` written.
@@ -418,6 +425,12 @@ class PathPolicy(_FdWalk):
             tmp = self._write_temp(parent, payload, old, new_file_mode, while_syncing)
             try:
                 if mode == "create":
+                    if before_replace is not None:
+                        # Refused before the commit when the name is taken already (the
+                        # link below still refuses, race-free, one taken since).
+                        if self._lstat_at(parent, p) is not None:
+                            self._file_exists(p)
+                        before_replace()
                     self._link_new(parent, tmp, p)
                 elif check_replaced:
                     # Imported here: the Claude Code hook's policy path never writes.
@@ -430,9 +443,12 @@ class PathPolicy(_FdWalk):
                         rel=p.safe.rel,
                         began=old,
                         expected_sha256=expected_sha256,
+                        before=before_replace,
                     )
                     tmp = ""
                 else:
+                    if before_replace is not None:
+                        before_replace()
                     os.rename(tmp, name, src_dir_fd=parent, dst_dir_fd=parent)
                     tmp = ""
             finally:
@@ -451,7 +467,11 @@ class PathPolicy(_FdWalk):
         return p.safe
 
     def delete(
-        self, path: str | os.PathLike[str] | SafePath, *, expected_sha256: str | None = None
+        self,
+        path: str | os.PathLike[str] | SafePath,
+        *,
+        expected_sha256: str | None = None,
+        before_unlink: Callable[[], object] | None = None,
     ) -> None:
         """Unlink a regular file through the walk; a link, directory or special file is refused.
 
@@ -459,6 +479,9 @@ class PathPolicy(_FdWalk):
             path: the file.
             expected_sha256: the content the deletion was decided on: checked right
                 before the unlink, so a save by another program since is kept.
+            before_unlink: what must be durable before the file is gone (a governed
+                deletion's store version), called after the checks; the unlink follows
+                only when it returns.
 
         Raises:
             PolicyError: ``PATH_DENIED``.
@@ -491,6 +514,8 @@ class PathPolicy(_FdWalk):
                 check_unchanged(
                     parent, p.parts[-1], rel=p.safe.rel, expected_sha256=expected_sha256
                 )
+            if before_unlink is not None:
+                before_unlink()
             # If the entry is swapped between the lstat and here, unlinkat removes a
             # link itself (never its target) and fails on a directory: still contained.
             try:

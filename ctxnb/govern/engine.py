@@ -40,6 +40,7 @@ Example:
 from __future__ import annotations
 
 import functools
+import logging
 import os
 from collections.abc import Callable, Sequence
 from datetime import UTC, datetime
@@ -81,6 +82,8 @@ if TYPE_CHECKING:
     from ..access.door import Access
     from ..sandbox.commands import EngineCommands
     from ..session.core import Session
+
+log = logging.getLogger("ctxnb.govern.engine")
 
 __all__ = [
     "NO_INTENT_MESSAGE",
@@ -382,7 +385,12 @@ class HookEngine:
         return self.breaker.counts()
 
     def _count(self, tool: str, *, failed: bool) -> None:
-        self.breaker.record(tool, failed=failed)
+        try:
+            self.breaker.record(tool, failed=failed)
+        except OSError as exc:
+            # A count that cannot be saved (a full disk) must not turn a change that is
+            # on disk, stored and traced into a failed call, nor hide a refusal.
+            log.warning("could not save the failure count of %s: %s", tool, exc)
 
     def reset_breaker(self, tool: str | None = None) -> None:
         """Close the circuit breaker of one tool (or of all), for every process."""

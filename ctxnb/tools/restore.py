@@ -120,8 +120,7 @@ def restore_file(files: FileSources, call: ToolCall, path: str, version: str | N
 
             call.old_text = decode_bytes(current) or ""
             call.new_text = ""
-            files.policy.delete(rel)
-            _, vid = files.index_bytes(rel, None)
+            vid = writing.delete_stored_first(files, rel)
             return PatchResult(
                 success=True,
                 message=f"removed {rel} (restored version {chosen.version_id}: deleted)",

@@ -14,7 +14,14 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Literal
 
-from ..errors import NotFoundError, PatchConflict, PatchError, PolicyError, StaleFileError
+from ..errors import (
+    CtxnbError,
+    NotFoundError,
+    PatchConflict,
+    PatchError,
+    PolicyError,
+    StaleFileError,
+)
 from ..hashing import sha256_hex
 from ..indexer import decode_bytes
 from ..redaction.redactor import MARK as REDACTION_MARK
@@ -27,7 +34,7 @@ from .results import PatchResult
 if TYPE_CHECKING:
     from ._filesources import FileSources
 
-__all__ = ["apply_one_patch", "delete_file", "patch", "write"]
+__all__ = ["apply_one_patch", "delete_file", "delete_stored_first", "patch", "write"]
 
 
 def write(
@@ -53,8 +60,19 @@ def write(
     data = new_text.encode("utf-8")
     _refuse_tool_ctxnb(rel, old, data)
     attach = call.attach
+    stored: list[tuple[str, str | None]] = []
+
+    def commit() -> None:
+        # The store version and its trace record are made durable before the rename:
+        # a write the store cannot keep leaves the file as it was (docs/store-format.md).
+        call.context.pop("_log_durable", None)
+        stored.append(files.index_bytes(rel, data, call))
+        durable = call.context.get("_log_durable")
+        if durable is not None:
+            durable()  # raises StoreError if the log's fsync failed: nothing is renamed
+
     try:
-        # The rename's directory fsync overlaps with the store commit below; the
+        # The rename's directory fsync overlaps with the recording of the call; the
         # call waits for it before it returns (see _run).
         files.policy.write_bytes_atomic(
             rel,
@@ -69,10 +87,12 @@ def write(
             # The trace record to commit with the store version is made from the texts
             # alone: prepared while the new data is fsynced (dropped if the write fails).
             while_syncing=(lambda: attach(files.object_id(rel))) if attach else None,
+            before_replace=commit,
         )
     except StaleFileError as exc:
         # Another program saved the file during this write: its version is kept on
-        # disk, and in the store, and the edit is refused as stale.
+        # disk, and in the store (after this edit's, if that was committed already),
+        # and the edit is refused as stale.
         if exc.outside is not None:
             files.index_bytes(rel, exc.outside)
         raise
@@ -82,12 +102,24 @@ def write(
             f"{rel} already exists; mode='create' only makes new files",
             required_action="Read it and use mode='truncate' with expected_sha256.",
         ) from None
+    except OSError as exc:
+        if stored:
+            # Committed, then not renamed: the store's latest version must be the
+            # file's, so what is on disk is observed again.
+            _observe_again(files, rel)
+        # A full disk is no internal error: the agent is told, and nothing changed.
+        raise PolicyError(
+            "WRITE_FAILED",
+            f"cannot write {rel}: {exc.strerror or exc}; the file was left as it was",
+            required_action="Free space on the disk (or fix the error named) and retry.",
+            details={"path": rel},
+        ) from exc
     call.after_sha256 = sha256_hex(data)
     files.read_hashes[rel] = call.after_sha256
     if rel in files.active:
         files.active[rel] = new_text
         files.show_active_copy(rel, new_text)
-    oid, version = files.index_bytes(rel, data, call)
+    oid, version = stored[0]
     files.session.activate(oid)
     # A diff of the redacted texts (same lines, same numbers): a hunk that shows only
     # part of a key block is redacted as the whole file would be.
@@ -196,10 +228,9 @@ def delete_file(
     call.old_text, call.new_text = old_text, ""
     call.before_sha256 = sha256_hex(old)
     _refuse_tool_ctxnb(rel, old, None)
-    files.policy.delete(rel)
+    version = delete_stored_first(files, rel)
     files.read_hashes.pop(rel, None)
     files.active.pop(rel, None)
-    _, version = files.index_bytes(rel, None)
     diff = redact(unified_diff(old_text, "", fromfile=f"a/{rel}", tofile="/dev/null")).text
     return PatchResult(
         success=True,
@@ -208,6 +239,29 @@ def delete_file(
         diff=diff,
         version_id=version,
     )
+
+
+def delete_stored_first(files: FileSources, rel: str) -> str | None:
+    """Delete ``rel`` once its deletion version is durable; returns that version's id.
+
+    A deletion the store cannot keep leaves the file in place (and the error raised).
+    """
+    stored: list[tuple[str, str | None]] = []
+    try:
+        files.policy.delete(rel, before_unlink=lambda: stored.append(files.index_bytes(rel, None)))
+    except (OSError, CtxnbError):
+        if stored:
+            _observe_again(files, rel)  # committed, then not removed: the file is stored again
+        raise
+    return stored[0][1]
+
+
+def _observe_again(files: FileSources, rel: str) -> None:
+    try:
+        current, _ = files.authoritative(rel)
+        files.index_bytes(rel, current)
+    except (OSError, CtxnbError):
+        pass  # the next read or index of the file observes it
 
 
 def _refuse_tool_ctxnb(rel: str, old: bytes | None, new: bytes | None) -> None:
