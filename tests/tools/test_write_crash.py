@@ -1,0 +1,84 @@
+"""A governed writer killed (SIGKILL) at random moments: the file never holds unkept bytes.
+
+Whenever the writer dies, the workspace file holds a version the store kept, and every
+write it acknowledged is in the store with its trace record in the store's log (the
+ledger's write-ahead log). Before the store commit moved ahead of the rename, a kill
+between the two left new bytes on disk that no version held.
+"""
+
+from __future__ import annotations
+
+import json
+import random
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+from _tracewal_setup import governed
+
+from ctxnb import Workspace
+from ctxnb.hashing import sha256_hex
+from ctxnb.store._attach import attached_lines
+from ctxnb.store.objectstore import ObjectStore
+
+HERE = Path(__file__).resolve().parent.parent
+
+
+def _run_and_kill(root: Path, seed: int, rng: random.Random) -> list[dict]:
+    proc = subprocess.Popen(
+        [sys.executable, str(HERE / "_write_crash.py"), str(root), str(seed)],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.DEVNULL,
+        cwd=HERE,
+    )
+    with proc:
+        assert proc.stdout is not None
+        assert proc.stdout.readline() == b"ready\n"
+        time.sleep(rng.uniform(0.0, 0.4))
+        proc.kill()
+        out = proc.stdout.read()
+    assert proc.returncode == -9
+    lines = out.split(b"\n")[:-1]  # a line cut by the kill is no report
+    return [json.loads(line) for line in lines]
+
+
+def _check(root: Path, acked: set[str]) -> None:
+    oid = Workspace.open(root).object_id("inventory/a.py")
+    store_dir = root / ".ctxnb" / "store"
+    with ObjectStore(store_dir, create=False) as store:
+        history = store.history(oid)
+    kept = {v.doc.get("source_hash"): v.tx_id for v in history}
+    disk = sha256_hex((root / "inventory" / "a.py").read_bytes())
+    assert disk in kept, "the file holds bytes that no version kept"
+    missing = [sha for sha in acked if sha not in kept]
+    assert missing == [], "an acknowledged write has no version"
+    logged = {ln.tx for ln in attached_lines(store_dir) for a in ln.attached}
+    untraced = [sha for sha in acked if kept[sha] not in logged]
+    assert untraced == [], "an acknowledged write has no trace record in the log"
+
+
+def _kills(tmp_path: Path, kills: int) -> None:
+    root = tmp_path / "ws"
+    (root / "inventory").mkdir(parents=True)
+    (root / "inventory" / "a.py").write_text("a = 1\n")
+    governed(root)
+    rng = random.Random(4343)
+    acked: set[str] = set()
+    writes = 0
+    for seed in range(kills):
+        reports = _run_and_kill(root, seed, rng)
+        acked |= {r["sha"] for r in reports if "acked" in r}
+        writes += sum("try" in r for r in reports)
+        _check(root, acked)
+    assert writes > kills  # the kills landed among writes, not only before the first
+
+
+def test_sigkill_during_governed_writes_never_leaves_unkept_bytes(tmp_path: Path) -> None:
+    _kills(tmp_path, 8)
+
+
+@pytest.mark.slow
+def test_many_sigkills_during_governed_writes(tmp_path: Path) -> None:
+    _kills(tmp_path, 25)
