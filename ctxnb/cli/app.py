@@ -178,6 +178,23 @@ def _cmd_show(ns: argparse.Namespace) -> int:
     return 0
 
 
+@command("store", help="check every file of the object store against its log (store verify)")
+@arg("action", choices=("verify",), help="verify: exit 0 if every file is as committed, 1 if not")
+@arg("path", nargs="?", default=None, help="workspace directory (default: current)")
+def _cmd_store(ns: argparse.Namespace) -> int:
+    """Read every segment, fold, snapshot, doc cache and archive that .ctxnb/store/txlog
+    names, whole, and check each against the size and SHA-256 committed with it; name
+    the first damaged file if one is."""
+    from ..store.objectstore import ObjectStore
+
+    root = os.path.abspath(ns.path or os.getcwd())
+    store_dir = os.path.join(root, ".ctxnb", "store")
+    with ObjectStore(store_dir, create=False, fold_after=None) as store:
+        report = store.verify()
+    _out(f"{store_dir}: {report}")
+    return 0
+
+
 @command("context", help="assemble a session's context and print its tokens per section and item")
 @arg("session", help="a stored session id (or a unique prefix of one)")
 @arg("-w", "--workspace", default=None, help="workspace directory (default: current)")

@@ -9,10 +9,10 @@ from typing import TYPE_CHECKING
 
 from .._util.lazy import lazy_exports
 
-__all__ = ["CompactReport", "ObjectStore", "TxRecord", "Version"]
+__all__ = ["CompactReport", "ObjectStore", "TxRecord", "VerifyReport", "Version"]
 _EXPORTS: dict[str, str] = {name: "objectstore" for name in __all__}
 
 __getattr__, __dir__ = lazy_exports(__name__, _EXPORTS, globals(), __all__)
 
 if TYPE_CHECKING:  # pragma: no cover - for type checkers and IDEs only
-    from .objectstore import CompactReport, ObjectStore, TxRecord, Version
+    from .objectstore import CompactReport, ObjectStore, TxRecord, VerifyReport, Version

@@ -10,13 +10,13 @@ process or another, applies it as its own.
 It commits nothing and returns None whenever the store needs what only
 :class:`~ctxnb.store.objectstore.ObjectStore` does: no store yet, a marker of another format or
 version, documents too large to go inline, a log whose last transaction it cannot
-read, or a log shorter than its guard mark (damage, which ObjectStore reports). The
+read, a log shorter than its guard mark (damage, which ObjectStore reports), or no
+``writer.lock`` beside a log that has lines (see :mod:`ctxnb.store._guard`). The
 caller then opens the store.
 """
 
 from __future__ import annotations
 
-import fcntl
 import json
 import os
 import re
@@ -82,14 +82,16 @@ def append_inline(
     blobs = [tlog.dumps(doc).encode("utf-8") for doc in docs]
     if sum(map(len, blobs)) > max_bytes:
         return None
+    lock_path = os.path.join(d, tlog.WRITER_LOCK)
+    if not os.path.exists(lock_path) and _size(os.path.join(d, tlog.TXLOG)):
+        # Its mark is the evidence that the log is whole: without it, ObjectStore
+        # decides (and refuses when a segment may hold a transaction the log lost).
+        return None
     try:
-        lock_fd = os.open(
-            os.path.join(d, tlog.WRITER_LOCK), os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW, 0o644
-        )
+        lock_fd = guard.lock_file(lock_path)
     except OSError:
         return None
     try:
-        fcntl.flock(lock_fd, fcntl.LOCK_EX)
         return _append_locked(d, lock_fd, blobs, clock)
     finally:
         os.close(lock_fd)  # releases the lock
@@ -130,6 +132,13 @@ def _append_locked(
         return InlineCommit(tx_id, *_waiting(fd, end + len(line)))
     finally:
         os.close(fd)
+
+
+def _size(path: str) -> int:
+    try:
+        return os.stat(path).st_size
+    except OSError:
+        return 0
 
 
 def _current_format(marker: str) -> bool:

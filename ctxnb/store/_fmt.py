@@ -13,6 +13,7 @@ and not listed there means the key was absent.
 from __future__ import annotations
 
 import array
+import hashlib
 import itertools
 import json
 import math
@@ -468,6 +469,30 @@ def _damaged(path: str, exc: Exception) -> CorruptStoreError:
         "from a backup of the store directory",
         path=path,
     )
+
+
+def file_sha256(path: str) -> str:
+    """SHA-256 (hex) of a whole file: recorded in the log line that names a segment or a
+    snapshot, checked when the store opens it (a segment) and by ``ctxnb store verify``."""
+    with open(path, "rb") as f:
+        return hashlib.file_digest(f, "sha256").hexdigest()
+
+
+def footer_sha256(path: str) -> str:
+    """SHA-256 (hex) of a Parquet file's footer (its metadata, their length and the magic).
+
+    What opening checks of a snapshot, which can be large: a file cut, swapped or
+    rewritten has another footer. A bit flipped inside a data page leaves it as it is;
+    the page checksums and the whole-file hash (``ctxnb store verify``) catch that.
+    """
+    with open(path, "rb") as f:
+        size = os.fstat(f.fileno()).st_size
+        f.seek(max(0, size - 8))
+        tail = f.read(8)
+        n = int.from_bytes(tail[:4], "little") if len(tail) == 8 else size
+        start = max(0, size - 8 - n)
+        f.seek(start)
+        return hashlib.sha256(f.read(size - start)).hexdigest()
 
 
 def read_parquet(path: str, *, columns: Iterable[str] | None = None) -> pa.Table:

@@ -18,11 +18,17 @@ says nothing about the new log, one of a newer generation than the log proves th
 was replaced by an older copy.
 
 A damaged mark is ignored (the log alone is then the evidence); a mark ahead of the log,
-or a file ahead of it, makes the store refuse to open, naming the file.
+or a file ahead of it, makes the store refuse to open, naming the file. A missing
+``writer.lock`` is recreated by the next writer (see :func:`lock_file`), but never taken
+as evidence that the log is whole: while it is missing, a segment written for the
+transaction after the log's last one (a writer killed before its line, or the line the
+log lost) makes the store refuse to open, and without a mark no segment ahead of the
+log is removed.
 """
 
 from __future__ import annotations
 
+import fcntl
 import os
 import zlib
 
@@ -50,9 +56,14 @@ def read_mark(path: str) -> tuple[int, int]:
     except OSError:
         return 0, 0
     try:
-        raw = os.pread(fd, 64, 0)
+        return read_mark_fd(fd)
     finally:
         os.close(fd)
+
+
+def read_mark_fd(fd: int) -> tuple[int, int]:
+    """:func:`read_mark` of a lock file already open."""
+    raw = os.pread(fd, 64, 0)
     line = raw.split(b"\n", 1)[0]
     body, _, crc = line.rpartition(b" ")
     if not body.startswith(_PREFIX):
@@ -64,6 +75,31 @@ def read_mark(path: str) -> tuple[int, int]:
         return int(end), int(gen) if gen else 0
     except ValueError:
         return 0, 0
+
+
+def lock_file(path: str, fd: int | None = None) -> int:
+    """``flock`` the lock file at ``path`` (created when missing) and return its descriptor.
+
+    A lock held on a file that was removed or replaced while this process waited for it
+    (or kept it open) locks nothing another process can see: a writer that opens the
+    path anew would lock another inode and commit beside it. So the lock is taken again
+    on the file now at ``path`` until the two are the same. ``fd``: a descriptor of the
+    file opened earlier (kept open between commits); it may be closed and replaced.
+    """
+    while True:
+        if fd is None:
+            fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW, 0o644)
+        fcntl.flock(fd, fcntl.LOCK_EX)
+        try:
+            here = os.stat(path, follow_symlinks=False)
+        except FileNotFoundError:
+            here = None
+        mine = os.fstat(fd)
+        if here is not None and (here.st_dev, here.st_ino) == (mine.st_dev, mine.st_ino):
+            return fd
+        fcntl.flock(fd, fcntl.LOCK_UN)
+        os.close(fd)
+        fd = None
 
 
 def data_files(store_dir: str) -> list[tuple[str, int, int]]:

@@ -75,7 +75,7 @@ def from_us(us: int) -> datetime:
 class TxEntry(FrozenRecord):
     """A committed transaction as the log records it."""
 
-    __slots__ = ("tx", "time_us", "count", "file", "size", "docs")
+    __slots__ = ("tx", "time_us", "count", "file", "size", "docs", "sha")
 
     tx: int
     time_us: int
@@ -85,6 +85,9 @@ class TxEntry(FrozenRecord):
     # The documents of an inline (``txdocs``) transaction; None for the others, and for
     # an inline one that a later compaction in the same read already covers.
     docs: list[dict[str, Any]] | None
+    # SHA-256 (hex) of the segment's bytes; None for inline transactions and for lines
+    # written before segments carried one.
+    sha: str | None
 
     def __init__(
         self,
@@ -94,14 +97,15 @@ class TxEntry(FrozenRecord):
         file: str | None,
         size: int,
         docs: list[dict[str, Any]] | None = None,
+        sha: str | None = None,
     ) -> None:
-        self._fill(tx, time_us, count, file, size, docs)
+        self._fill(tx, time_us, count, file, size, docs, sha)
 
 
 class CompactEntry(FrozenRecord):
     """A committed compaction: ``file`` and ``docs`` replace everything up to ``upto``."""
 
-    __slots__ = ("upto", "file", "size", "docs", "docs_size", "rows", "replaces")
+    __slots__ = ("upto", "file", "size", "docs", "docs_size", "rows", "replaces", "sha", "foot")
 
     upto: int
     file: str
@@ -110,6 +114,8 @@ class CompactEntry(FrozenRecord):
     docs_size: int
     rows: int
     replaces: tuple[str, ...]
+    sha: str | None  # SHA-256 of the snapshot Parquet file (None: written before it was kept)
+    foot: str | None  # SHA-256 of its footer, checked at every open (the whole file: verify)
 
     def __init__(
         self,
@@ -120,8 +126,10 @@ class CompactEntry(FrozenRecord):
         docs_size: int,
         rows: int,
         replaces: tuple[str, ...],
+        sha: str | None = None,
+        foot: str | None = None,
     ) -> None:
-        self._fill(upto, file, size, docs, docs_size, rows, replaces)
+        self._fill(upto, file, size, docs, docs_size, rows, replaces, sha, foot)
 
 
 class FoldEntry(FrozenRecord):
@@ -131,16 +139,19 @@ class FoldEntry(FrozenRecord):
     changes no reader's answer; it puts those versions in Parquet for outside readers.
     """
 
-    __slots__ = ("first", "upto", "file", "size", "rows")
+    __slots__ = ("first", "upto", "file", "size", "rows", "sha")
 
     first: int
     upto: int
     file: str
     size: int
     rows: int
+    sha: str | None  # SHA-256 of the segment's bytes (None: written before it was kept)
 
-    def __init__(self, first: int, upto: int, file: str, size: int, rows: int) -> None:
-        self._fill(first, upto, file, size, rows)
+    def __init__(
+        self, first: int, upto: int, file: str, size: int, rows: int, sha: str | None = None
+    ) -> None:
+        self._fill(first, upto, file, size, rows, sha)
 
 
 class BaseEntry(FrozenRecord):
@@ -198,6 +209,8 @@ def tx_line(e: TxEntry, attached: list[bytes] | None = None, ids: list[str] | No
     what an attachment may name, as a ``txdocs`` line's documents show them)."""
     obj: dict[str, Any] = {"tx": e.tx, "t": e.time_us, "n": e.count, "file": e.file}
     obj["size"] = e.size
+    if e.sha is not None:
+        obj["sha"] = e.sha
     if not attached:
         return _json_line("tx", obj)
     obj["ids"] = ids or []
@@ -215,11 +228,20 @@ def compact_line(e: CompactEntry) -> bytes:
         "rows": e.rows,
         "replaces": list(e.replaces),
     }
+    _digests(obj, e.sha, e.foot)
     return _json_line("compact", obj)
+
+
+def _digests(obj: dict[str, Any], sha: str | None, foot: str | None = None) -> None:
+    if sha is not None:
+        obj["sha"] = sha
+    if foot is not None:
+        obj["foot"] = foot
 
 
 def fold_line(e: FoldEntry) -> bytes:
     obj = {"first": e.first, "upto": e.upto, "file": e.file, "size": e.size, "rows": e.rows}
+    _digests(obj, e.sha)
     return _json_line("fold", obj)
 
 
@@ -241,6 +263,7 @@ def base_line(e: BaseEntry) -> bytes:
         "docs_size": c.docs_size,
         "rows": c.rows,
     }
+    _digests(obj, c.sha, c.foot)
     return _json_line("base", obj)
 
 
@@ -377,6 +400,7 @@ def _entry(obj: Any) -> Entry:
             count=_int(obj["n"]),
             file=file,
             size=_int(obj["size"]),
+            sha=_digest(obj, "sha"),
         )
     if op == "compact":
         _check_name(obj["file"], "snapshots/", SNAP_RE)
@@ -397,6 +421,8 @@ def _entry(obj: Any) -> Entry:
             docs_size=_int(obj["docs_size"]),
             rows=_int(obj["rows"]),
             replaces=tuple(replaces),
+            sha=_digest(obj, "sha"),
+            foot=_digest(obj, "foot"),
         )
     if op == "fold":
         _check_name(obj["file"], "segments/", SEG_RE)
@@ -409,6 +435,7 @@ def _entry(obj: Any) -> Entry:
             file=obj["file"],
             size=_int(obj["size"]),
             rows=_int(obj["rows"]),
+            sha=_digest(obj, "sha"),
         )
     if op == "base":
         _check_name(obj["txs"], "snapshots/", TXS_RE)
@@ -425,6 +452,8 @@ def _entry(obj: Any) -> Entry:
             docs_size=_int(obj["docs_size"]),
             rows=_int(obj["rows"]),
             replaces=(),
+            sha=_digest(obj, "sha"),
+            foot=_digest(obj, "foot"),
         )
         return BaseEntry(
             gen=obj["gen"],
@@ -458,6 +487,18 @@ def _entry(obj: Any) -> Entry:
             docs=docs,
         )
     raise ValueError(f"unknown op {op!r}")
+
+
+_HEX64 = re.compile(r"[0-9a-f]{64}")
+
+
+def _digest(obj: dict[str, Any], key: str) -> str | None:
+    v = obj.get(key)
+    if v is None:
+        return None
+    if not isinstance(v, str) or _HEX64.fullmatch(v) is None:
+        raise ValueError(f"{key!r} must be a SHA-256 in hex, not {v!r}")
+    return v
 
 
 def _int(v: Any) -> int:

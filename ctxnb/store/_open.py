@@ -168,7 +168,9 @@ class StoreState:
         for sub in (SEGMENTS, SNAPSHOTS):
             os.makedirs(os.path.join(self.dir, sub), exist_ok=True)
         # Read before the log: a commit after this only moves the log further ahead.
-        committed_end, committed_gen = guard.read_mark(os.path.join(self.dir, WRITER_LOCK))
+        lock_path = os.path.join(self.dir, WRITER_LOCK)
+        witnessed = os.path.exists(lock_path)
+        committed_end, committed_gen = guard.read_mark(lock_path)
         if not os.path.exists(self.log_path):
             if self._has_data_files() or committed_end:
                 raise CorruptStoreError(
@@ -197,6 +199,28 @@ class StoreState:
                 path=self.log_path,
             )
         self.refuse_files_ahead(files)
+        if not witnessed and self.log_offset:
+            self._refuse_unwitnessed(files)
+
+    def _refuse_unwitnessed(self, files: list[tuple[str, int, int]]) -> None:
+        """Without ``writer.lock`` nothing says whether the log is whole: a segment for
+        the transaction after its last one is then either a killed writer's (never
+        committed) or the one the log's lost last line named (committed). ctxnb cannot
+        tell which, so it refuses rather than let a compaction delete it."""
+        named = {os.path.basename(e.file) for e in self.segments.values() if e.file}
+        named |= {os.path.basename(f) for f in self.folds}
+        for path, tx, slack in files:
+            if slack and tx > len(self.txs) and os.path.basename(path) not in named:
+                raise CorruptStoreError(
+                    f"{path} holds transaction {tx}, which {self.log_path} does not name, "
+                    f"and {WRITER_LOCK}, which records where the log's committed lines end, "
+                    "is missing: either a writer was killed before its log line (the file "
+                    "was never committed) or the log lost its last line (the file holds a "
+                    "committed transaction). If the log is a restored or edited copy, "
+                    "restore the complete log from a backup; if a writer was killed, move "
+                    "this file out of the store. Then open the store again",
+                    path=path,
+                )
 
     def refuse_files_ahead(self, files: list[tuple[str, int, int]]) -> None:
         ahead = guard.ahead_of_log(files, len(self.txs))
@@ -435,6 +459,11 @@ class StoreState:
             self.txs.set_archive(base.upto, (base.last_us, base.last_count), load)
         loaded: list[tuple[tlog.TxEntry, _PendingSegment]] = []
         try:
+            for e in entries:
+                # What outside readers (pandas, DuckDB) read as these transactions' rows:
+                # checked whole, as cheap as reading a small file once.
+                if isinstance(e, tlog.FoldEntry) and e.upto > upto:
+                    check_file(self.abs_path(e.file), e.size, e.sha, "fold segment")
             for e in new_txs:
                 if e.tx > upto and e.file is not None:
                     loaded.append((e, _PendingSegment(self._read_segment(e))))
@@ -505,6 +534,7 @@ class StoreState:
                 "damaged. Restore it from a backup",
                 path=path,
             )
+        check_digest(path, e.sha, "segment")
         table = fmt.read_parquet(path)
         if table.num_rows != e.count:
             raise CorruptStoreError(
@@ -528,6 +558,13 @@ class StoreState:
                 "is damaged. Restore it from a backup",
                 path=parquet,
             )
+        if e.foot is not None and fmt.footer_sha256(parquet) != e.foot:
+            raise CorruptStoreError(
+                f"{parquet} is not the snapshot its log line names: its footer's SHA-256 "
+                "differs (the file was rewritten, swapped or damaged). Restore it from a "
+                "backup; `ctxnb store verify` checks every file of the store",
+                path=parquet,
+            )
         docs_path = self.abs_path(e.docs)
         try:
             if os.path.getsize(docs_path) != e.docs_size:
@@ -548,10 +585,27 @@ class StoreState:
     # --- for the writes -------------------------------------------------------------
 
     def lock(self, name: str, fd: int | None) -> int:
-        if fd is None:
-            fd = os.open(os.path.join(self.dir, name), os.O_RDWR | os.O_CREAT, 0o644)
-        fcntl.flock(fd, fcntl.LOCK_EX)
+        fd = guard.lock_file(os.path.join(self.dir, name), fd)
+        if name == WRITER_LOCK:
+            try:
+                self._check_witness(fd)
+            except BaseException:
+                fcntl.flock(fd, fcntl.LOCK_UN)
+                raise
         return fd
+
+    def _check_witness(self, fd: int) -> None:
+        """A writer lock without a mark of the log's generation (recreated after it was
+        removed, or damaged) is no evidence that the log is whole: until a commit marks
+        it again, every commit first refuses a segment the log may have lost (see
+        :meth:`_refuse_unwitnessed`). Costs one ``pread`` when the mark is there."""
+        end, gen = guard.read_mark_fd(fd)
+        if end > 0 and gen == self.gen:
+            return
+        files = guard.data_files(self.dir)
+        self.refresh(force=True)
+        if self.log_offset and not (end > 0 and gen == self.gen):
+            self._refuse_unwitnessed(files)
 
     def now(self) -> datetime:
         now = self.clock()
@@ -594,6 +648,34 @@ class StoreState:
                 setattr(self, name, None)
                 with contextlib.suppress(OSError):
                     os.close(fd)
+
+
+def check_file(path: str, size: int, sha: str | None, what: str) -> None:
+    """Refuse ``path`` unless it has the size and SHA-256 its log line recorded.
+
+    Raises:
+        FileNotFoundError: the file is gone (a compaction may just have replaced it).
+        CorruptStoreError: it is another size or its bytes changed, naming it.
+    """
+    actual = os.path.getsize(path)
+    if actual != size:
+        raise CorruptStoreError(
+            f"{path} is {actual} bytes but the {what} was committed with {size}; the file "
+            "is damaged. Restore it from a backup; `ctxnb store verify` checks every file",
+            path=path,
+        )
+    check_digest(path, sha, what)
+
+
+def check_digest(path: str, sha: str | None, what: str) -> None:
+    """Refuse ``path`` unless its SHA-256 is ``sha`` (None: a line older than digests)."""
+    if sha is not None and fmt.file_sha256(path) != sha:
+        raise CorruptStoreError(
+            f"{path} does not hold the bytes its {what} was committed with (its SHA-256 "
+            "differs from the log's): the file is damaged, and readers of it would get "
+            "wrong rows. Restore it from a backup; `ctxnb store verify` checks every file",
+            path=path,
+        )
 
 
 def _unlink(path: str) -> None:

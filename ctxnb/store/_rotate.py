@@ -92,15 +92,34 @@ def _rotate(state: StoreState, entry: tlog.CompactEntry, carried: bytes) -> None
 
 
 def remove_unlogged_segments(state: StoreState) -> None:
-    """Remove segment files the log does not reference (needs the writer lock)."""
+    """Remove segment files the log does not reference (needs the writer lock).
+
+    Only those whose transactions the log accounts for: a segment of a transaction the
+    log holds (the log's line for it is the truth: the file is a failed or killed
+    commit's, or one a compaction replaced), or of the one after its last when the
+    mark in ``writer.lock`` proves the log whole (a killed writer's). Without a mark
+    (the lock file was missing and has just been recreated) such a file is kept.
+    """
     live = {os.path.basename(e.file) for e in state.segments.values() if e.file}
     live |= {os.path.basename(f) for f in state.folds}
     folder = os.path.join(state.dir, SEGMENTS)
+    end, gen = guard.read_mark(os.path.join(state.dir, tlog.WRITER_LOCK))
+    witnessed = end > 0 and gen == state.gen
     removed = 0
     for name in os.listdir(folder):
-        if name not in live:
-            _unlink(os.path.join(folder, name))
-            removed += 1
+        if name in live:
+            continue
+        m = tlog.SEG_RE.fullmatch(name)
+        if m is not None and int(m.group(1)) > len(state.txs) and not witnessed:
+            log.warning(
+                "keeping %s: it holds a transaction the log does not name, and no mark in "
+                "%s says whether the log lost it",
+                os.path.join(folder, name),
+                tlog.WRITER_LOCK,
+            )
+            continue
+        _unlink(os.path.join(folder, name))
+        removed += 1
     if removed:
         fmt.fsync_dir(folder)
 
