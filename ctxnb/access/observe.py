@@ -246,7 +246,7 @@ def observe_bytes(
 def observe_inline(
     store_dir: str | os.PathLike[str],
     items: Iterable[tuple[Source, bytes]],
-) -> tuple[list[Observation], int, int] | None:
+) -> tuple[list[Observation], int, int, int | None] | None:
     """Write a version of each file as one inline transaction, without opening the store.
 
     For a process that records one edit and exits (the Claude Code post hook): the
@@ -259,7 +259,8 @@ def observe_inline(
     Returns:
         The observations; how many inline transactions now wait for a fold into
         Parquet, and how many transactions for a compaction (the caller opens the
-        store to do either when too many wait).
+        store to do either when too many wait), and when the oldest of the former was
+        committed (µs since 1970; None: none waits), to fold those that waited too long.
     """
     from ..store._append import append_inline
 
@@ -272,7 +273,7 @@ def observe_inline(
     if done is None:
         return None
     out = [Observation(d["xt/id"], "updated", done.tx_id, d, d["source_hash"]) for d in docs]
-    return out, done.unfolded, done.uncompacted
+    return out, done.unfolded, done.uncompacted, done.oldest_unfolded_us
 
 
 class IndexResult(FrozenRecord):

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import os
 import re
+import time
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -291,11 +292,12 @@ def store_versions(
 ) -> list[str | None]:
     """Store versions of the changed files, through the access layer: as one inline
     transaction when the store takes it (no pyarrow in this process), else by opening
-    the store. Every ``FOLD_EVERY_TX`` inline transactions the store is opened to fold
-    them, so outside readers of its Parquet files never lag far behind."""
+    the store. Every ``FOLD_EVERY_TX`` inline transactions, or once the oldest waited
+    the fold interval (``CTXNB_FOLD_AFTER``, 30 s), the store is opened to fold them, so
+    outside readers of its Parquet files never lag far behind."""
     from ..access.observe import observe_inline
     from ..resolver import default_filesystem_id, filesystem_of, normalize_path
-    from ..store._log import COMPACT_AFTER, FOLD_EVERY_TX
+    from ..store._log import COMPACT_AFTER, FOLD_EVERY_TX, fold_after_seconds
 
     real = os.path.realpath(root)  # as Workspace.open names the files
     fs = default_filesystem_id()
@@ -307,9 +309,17 @@ def store_versions(
         items.append(({**source, "path": path}, c.data or b""))
     inline = observe_inline(os.path.join(real, ".ctxnb", "store"), items)
     if inline is not None:
-        observed, unfolded, uncompacted = inline
+        observed, unfolded, uncompacted, oldest_us = inline
         compact_after = int(settings.get("compact_after", COMPACT_AFTER))
-        if unfolded < FOLD_EVERY_TX and uncompacted <= compact_after:
+        fold_after = fold_after_seconds()
+        # No timer outlives this process: the edits it leaves inline are folded by the
+        # first hook (or any process opening the store) after the interval.
+        overdue = (
+            oldest_us is not None
+            and fold_after is not None
+            and time.time() - oldest_us / 1e6 >= fold_after
+        )
+        if unfolded < FOLD_EVERY_TX and uncompacted <= compact_after and not overdue:
             return [o.version_id for o in observed]
     from ..workspace import Workspace  # pyarrow: a large change, a new store, or a fold
 

@@ -37,6 +37,7 @@ _GEN = re.compile(rb'\{"op":"base","crc":"[0-9a-f]{8}","tx":\d+,"t":\d+,"gen":(\
 _TX_START = b'\n{"op":"tx'
 _BASE = b'{"op":"base"'
 _FOLD_START = b'\n{"op":"fold"'
+_TXDOCS_START = b'\n{"op":"txdocs"'
 _COMPACT_START = b'\n{"op":"compact"'
 _CHUNK = 64 * 1024
 # How far back the counts of transactions waiting for a fold or a compaction look (a
@@ -50,12 +51,17 @@ class InlineCommit:
     each at least that many when the log's tail did not reach the last fold or
     compaction)."""
 
-    __slots__ = ("tx_id", "uncompacted", "unfolded")
+    __slots__ = ("oldest_unfolded_us", "tx_id", "uncompacted", "unfolded")
 
-    def __init__(self, tx_id: int, unfolded: int, uncompacted: int) -> None:
+    def __init__(
+        self, tx_id: int, unfolded: int, uncompacted: int, oldest_unfolded_us: int | None = None
+    ) -> None:
         self.tx_id = tx_id
         self.unfolded = unfolded
         self.uncompacted = uncompacted
+        # When the oldest inline transaction that waits for a fold was committed (µs
+        # since 1970), or None: the caller folds once it is older than the interval.
+        self.oldest_unfolded_us = oldest_unfolded_us
 
     def __repr__(self) -> str:
         return (
@@ -206,12 +212,18 @@ def _last_tx(fd: int, end: int) -> tuple[int, int] | None:
     return None
 
 
-def _waiting(fd: int, end: int) -> tuple[int, int]:
+def _waiting(fd: int, end: int) -> tuple[int, int, int | None]:
     """(inline transactions after the last fold or compaction, transactions after the
-    last compaction), counted in the log's last ``_MAX_SCAN`` bytes."""
+    last compaction, the time of the first of those inline ones), counted in the log's
+    last ``_MAX_SCAN`` bytes."""
     start = max(0, end - _MAX_SCAN)
     data = b"\n" + os.pread(fd, end - start, start)
     compacted = max(data.rfind(_COMPACT_START), data.rfind(b"\n" + _BASE))
     folded = max(data.rfind(_FOLD_START), compacted)
-    unfolded = data.count(b'\n{"op":"txdocs"', max(folded, 0))
-    return unfolded, data.count(_TX_START, max(compacted, 0))
+    unfolded = data.count(_TXDOCS_START, max(folded, 0))
+    oldest = None
+    first = data.find(_TXDOCS_START, max(folded, 0))
+    if first >= 0:
+        m = _TX_HEAD.match(data, first + 1)
+        oldest = int(m.group(2)) if m is not None else None
+    return unfolded, data.count(_TX_START, max(compacted, 0)), oldest

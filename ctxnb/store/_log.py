@@ -32,6 +32,51 @@ INLINE_MAX_BYTES = 32 * 1024
 FOLD_EVERY_TX = 64
 # ``[index] compact_after``'s default: compact once more transactions than this wait.
 COMPACT_AFTER = 32
+# Inline transactions are folded at the latest this many seconds after their commit
+# (the default of ObjectStore's ``fold_after``; ``CTXNB_FOLD_AFTER`` overrides it).
+FOLD_AFTER_SECONDS = 30.0
+FOLD_AFTER_ENV = "CTXNB_FOLD_AFTER"
+
+
+class Inherit:
+    """The type of :data:`INHERIT`: "use the default", kept apart from None ("off")."""
+
+    __slots__ = ()
+
+    def __repr__(self) -> str:
+        return "INHERIT"
+
+
+INHERIT = Inherit()
+
+
+def fold_after_seconds(explicit: float | None | Inherit = INHERIT) -> float | None:
+    """The fold interval: ``explicit`` (None: no timer), else ``CTXNB_FOLD_AFTER`` (in
+    seconds; ``off`` for none), else :data:`FOLD_AFTER_SECONDS`.
+
+    Raises:
+        ConfigError: the environment variable is neither a number of seconds nor ``off``.
+    """
+    if not isinstance(explicit, Inherit):
+        return explicit
+    raw = os.environ.get(FOLD_AFTER_ENV, "").strip()
+    if not raw:
+        return FOLD_AFTER_SECONDS
+    if raw.lower() == "off":
+        return None
+    try:
+        value = float(raw)
+    except ValueError:
+        value = -1.0
+    if not value >= 0:
+        from ..errors import ConfigError
+
+        raise ConfigError(
+            f"{FOLD_AFTER_ENV}={raw!r}: give the seconds after which inline transactions "
+            "are folded into Parquet (e.g. 30), or 'off'"
+        )
+    return value
+
 
 FORMAT_NAME = "ctxnb-store"
 FORMAT_VERSION = 4

@@ -50,7 +50,7 @@ _INLINE_MAX_DOCS = 256
 # many wait, or this many seconds after the first of them: outside readers of the
 # Parquet files never lag further behind. A fold costs about one segment commit.
 FOLD_EVERY_TX = tlog.FOLD_EVERY_TX
-FOLD_AFTER_SECONDS = 30.0
+FOLD_AFTER_SECONDS = tlog.FOLD_AFTER_SECONDS
 
 
 __all__ = ["TxRecord"]  # defined with the table of transactions; its home for callers

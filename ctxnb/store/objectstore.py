@@ -135,7 +135,10 @@ class ObjectStore:
         fold_every: fold once this many inline transactions wait (see :meth:`fold`).
         fold_after: seconds after an inline commit by which a background timer folds
             it; None: no timer (folds happen at ``fold_every``, :meth:`fold` and
-            :meth:`close`).
+            :meth:`close`). By default ``CTXNB_FOLD_AFTER``, else 30. Opening a store
+            folds the inline transactions another process left that are older than
+            this (a short-lived writer's, which no timer of its own outlived), and
+            starts the timer for younger ones.
 
     Raises:
         StoreError: no store at ``path`` and ``create`` is false.
@@ -171,16 +174,34 @@ class ObjectStore:
         clock: Callable[[], datetime] | None = None,
         inline_max_bytes: int = INLINE_MAX_BYTES,
         fold_every: int = FOLD_EVERY_TX,
-        fold_after: float | None = FOLD_AFTER_SECONDS,
+        fold_after: float | None | tlog.Inherit = tlog.INHERIT,
     ) -> None:
         self._inline_max = inline_max_bytes
         self._fold_every = max(1, fold_every)
-        self._fold_after = fold_after
+        self._fold_after = tlog.fold_after_seconds(fold_after)
         self._fold_timer: threading.Timer | None = None
         self._cleaned = False  # unlogged segments removed (at the first commit)
         self._state = StoreState(path, create=create, clock=clock)
         self._reader = StoreReader(self._state)
         self.path = self._state.path
+        if self._state.unfolded and self._fold_after is not None:
+            self._fold_overdue()
+
+    def _fold_overdue(self) -> None:
+        """Fold what other processes left inline past the fold interval (or start the
+        timer for it): a process that commits and exits (the Claude Code hook) has no
+        timer that outlives it, so the next one to open the store keeps the promise."""
+        st = self._state
+        assert self._fold_after is not None
+        age = (st.now() - st.txs.time(st.unfolded[0])).total_seconds()
+        if age < self._fold_after:
+            self._start_timer(self._fold_after - age)
+            return
+        try:
+            self._fold(wait=False)
+        except (StoreError, OSError) as exc:
+            # Nothing is lost (the log holds the documents); the next fold retries.
+            log.warning("could not fold inline transactions of %s: %s", st.dir, exc)
 
     # --- writes -----------------------------------------------------------------------
     def put(
@@ -302,13 +323,18 @@ class ObjectStore:
         st = self._state
         if len(st.unfolded) >= self._fold_every:
             self._fold(wait=False)
-        elif st.unfolded and self._fold_after is not None and self._fold_timer is None:
-            # The timer holds the store weakly: a store dropped without close() is
-            # collected (its descriptors closed) instead of living on for the timer.
-            timer = threading.Timer(self._fold_after, _fold_later, (weakref.ref(self),))
-            timer.daemon = True
-            self._fold_timer = timer
-            timer.start()
+        elif st.unfolded and self._fold_after is not None:
+            self._start_timer(self._fold_after)
+
+    def _start_timer(self, seconds: float) -> None:
+        if self._fold_timer is not None:
+            return
+        # The timer holds the store weakly: a store dropped without close() is
+        # collected (its descriptors closed) instead of living on for the timer.
+        timer = threading.Timer(seconds, _fold_later, (weakref.ref(self),))
+        timer.daemon = True
+        self._fold_timer = timer
+        timer.start()
 
     def _fold_on_timer(self) -> None:
         st = self._state

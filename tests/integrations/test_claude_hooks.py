@@ -858,3 +858,78 @@ def test_a_refusal_names_the_path_the_way_the_call_did(ws, form):
     assert f"'{path}'" in out["permissionDecisionReason"]
     if form == "agent":
         assert str(root) not in result.stdout  # the host's layout stays out
+
+
+def _in_parquet(ws: Path, contents: list[str]) -> list[str]:
+    """Which of ``contents`` a reader of the store's Parquet files (no ctxnb) finds."""
+    import pyarrow.dataset as ds
+
+    files = [str(p) for p in (ws / ".ctxnb" / "store").glob("*/*.parquet")]
+    found = set(ds.dataset(files).to_table(columns=["content"]).column(0).to_pylist())
+    return [c for c in contents if c in found]
+
+
+def _edit_in_hook_processes(ws: Path, payloads: Callable[..., dict[str, Any]], n: int) -> list:
+    """``n`` Writes of inventory/models.py, each traced by its own ``ctxnb hook`` process."""
+    main(["hook", "select-intent", "INT-001", "--session", "s-f", "-w", str(ws)])
+    models = ws / "inventory" / "models.py"
+    texts = [f"x = {i}  # edit {i}\n" for i in range(n)]
+    for text in texts:
+        models.write_text(text)
+        post = payloads("post-write", ws, file_path=str(models), content=text)
+        post["session_id"] = "s-f"
+        post["tool_response"]["filePath"] = str(models)
+        result = _subprocess("post-tool-use", post, dict(os.environ))
+        assert (result.exit_code, result.stderr) == (0, "")
+    return texts
+
+
+def _wait_past(seconds: float) -> None:
+    import time
+
+    time.sleep(seconds)
+
+
+def test_hook_edits_are_folded_into_parquet_by_the_next_hook_after_the_interval(
+    ws, payloads, monkeypatch
+):
+    """Each hook is a process that commits inline and exits: no timer of its own
+    outlives it. The first hook after the interval folds what the others left."""
+    monkeypatch.setenv("CTXNB_FOLD_AFTER", "1.5")
+    texts = _edit_in_hook_processes(ws, payloads, 3)
+    _wait_past(1.6)
+    more = _edit_in_hook_processes(ws, payloads, 1)
+    assert _in_parquet(ws, texts) == texts
+    assert more  # the fourth may wait for the next fold: it is not overdue yet
+
+
+def test_hook_edits_are_folded_into_parquet_by_the_next_process_that_opens_the_store(
+    ws, payloads, monkeypatch
+):
+    """A process that only opens the store (a notebook, an MCP server that stays up)
+    folds the inline transactions older than the interval as it opens, before it
+    closes anything; younger ones get its timer."""
+    monkeypatch.setenv("CTXNB_FOLD_AFTER", "1.5")
+    texts = _edit_in_hook_processes(ws, payloads, 3)
+    _wait_past(1.6)
+    probe = (
+        "import os, sys\n"
+        "from ctxnb.store.objectstore import ObjectStore\n"
+        "store = ObjectStore(sys.argv[1], create=False)\n"
+        "os._exit(0)  # no close(), which would fold whatever waits\n"
+    )
+    store = ws / ".ctxnb" / "store"
+    subprocess.run([sys.executable, "-c", probe, str(store)], check=True, timeout=60)
+    assert _in_parquet(ws, texts) == texts
+
+
+def test_a_fold_interval_that_is_not_a_number_is_refused(monkeypatch):
+    from ctxnb.errors import ConfigError
+    from ctxnb.store._log import fold_after_seconds
+
+    monkeypatch.setenv("CTXNB_FOLD_AFTER", "soon")
+    with pytest.raises(ConfigError, match="CTXNB_FOLD_AFTER='soon'"):
+        fold_after_seconds()
+    monkeypatch.setenv("CTXNB_FOLD_AFTER", "off")
+    assert fold_after_seconds() is None
+    assert fold_after_seconds(2.0) == 2.0

@@ -139,7 +139,7 @@ def test_observe_inline_writes_the_document_observe_bytes_would(tmp_path: Path) 
     src = {"type": "filesystem", "filesystemId": "fs", "path": "/ws/a.py"}
     got = observe_inline(d, [(src, b"x = 1\n")])
     assert got is not None
-    (obs,), _, _ = got
+    (obs,), _, _, _ = got
     other = tmp_path / "other"
     from ctxnb.access.observe import observe_bytes
 
