@@ -307,10 +307,10 @@ class RecordPolicy:
             return []
         pending = call.context.get("_trace_pending")
         if pending is not None and call.logged_tx is not None:
-            # Committed with the store version, in its log line, whose fsync runs while
-            # the call is recorded. The ledger line (one write, no fsync) must never
-            # name a version that is not durable: it is appended after that fsync's
-            # wait, among the call's durable waits, before the call returns.
+            # Committed with the store version, in its log line, whose fsync the write
+            # waited for before its rename. The ledger line (one write, no fsync) must
+            # never name a version that is not durable: it is appended after that
+            # fsync's wait, among the call's durable waits, before the call returns.
             call.context["trace_id"] = pending.recorded.trace_id
             call.durable_waits.append(
                 functools.partial(

@@ -21,6 +21,7 @@ from ..errors import (
     PatchError,
     PolicyError,
     StaleFileError,
+    StoreError,
 )
 from ..hashing import sha256_hex
 from ..indexer import decode_bytes
@@ -102,11 +103,13 @@ def write(
             f"{rel} already exists; mode='create' only makes new files",
             required_action="Read it and use mode='truncate' with expected_sha256.",
         ) from None
-    except OSError as exc:
+    except (OSError, StoreError) as exc:
         if stored:
-            # Committed, then not renamed: the store's latest version must be the
-            # file's, so what is on disk is observed again.
+            # Committed (or its durability unknown), then not renamed: the store's
+            # latest version must be the file's, so what is on disk is observed again.
             _observe_again(files, rel)
+        if isinstance(exc, StoreError):
+            raise
         # A full disk is no internal error: the agent is told, and nothing changed.
         raise PolicyError(
             "WRITE_FAILED",
@@ -257,8 +260,13 @@ def delete_stored_first(files: FileSources, rel: str) -> str | None:
 
 
 def _observe_again(files: FileSources, rel: str) -> None:
+    """Store what is on disk now (a version committed for bytes never renamed there
+    is followed by the file's own); best effort on a failing disk."""
     try:
-        current, _ = files.authoritative(rel)
+        try:
+            current: bytes | None = files.policy.read_bytes(rel)
+        except NotFoundError:
+            current = None
         files.index_bytes(rel, current)
     except (OSError, CtxnbError):
         pass  # the next read or index of the file observes it

@@ -185,6 +185,10 @@ def test_no_ledger_line_names_a_version_whose_log_fsync_failed(
     # The failure is the caller's to see, and the ledger says nothing of that version.
     assert _ids(gov) == before
     assert verify_ledger(_ledger_path(gov)).ok
+    # Nor did the file change: the rename waits for the log's fsync; and the store's
+    # latest version is the file's again (the unknown one is followed by it).
+    assert (gov / "inventory" / "a.py").read_text() == "a = 1\n"
+    assert ws.store.get(ws.object_id("inventory/a.py"))["content"] == "a = 1\n"
     ws.close()
 
 
