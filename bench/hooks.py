@@ -118,9 +118,11 @@ def bench_in_process(root: Path, writes: int) -> None:
     timer.wrap(engine.recorder, "prepare_logged", "  trace record prepared (during fsync)")
     timer.wrap(engine.recorder, "finish_logged", "ledger line (no fsync), after the log's")
     timer.wrap(tools.audit_log, "append", "audit line (.ctxnb/audit.jsonl)")
-    timer.wrap(tools._files, "index_bytes", "store version (index_bytes)")
+    # Inside the atomic write: the store version and its trace record are made durable
+    # after the new data is fsynced under a temporary name and before the rename.
+    timer.wrap(tools._files, "index_bytes", "  store version + its log fsync (before rename)")
     timer.wrap(tools.session, "record_toolcall", "session.record_toolcall")
-    timer.wrap(tools.policy, "write_bytes_atomic", "atomic write (temp+fsync+rename)")
+    timer.wrap(tools.policy, "write_bytes_atomic", "atomic write (temp+fsync, commit, rename)")
     timer.wrap(engine, "mutation_class", "  mutation class (during fsync)")
 
     from ctxnb.tools.filetools import FileTools

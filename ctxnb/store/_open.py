@@ -203,10 +203,10 @@ class StoreState:
             self._refuse_unwitnessed(files)
 
     def _refuse_unwitnessed(self, files: list[tuple[str, int, int]]) -> None:
-        """Without ``writer.lock`` nothing says whether the log is whole: a segment for
-        the transaction after its last one is then either a killed writer's (never
-        committed) or the one the log's lost last line named (committed). ctxnb cannot
-        tell which, so it refuses rather than let a compaction delete it."""
+        """Without ``writer.lock``'s mark nothing says whether the log is whole: a
+        segment for the transaction after its last one is then either a killed writer's
+        (never committed) or the one the log's lost last line named (committed). ctxnb
+        cannot tell which, so it refuses rather than let a compaction delete it."""
         named = {os.path.basename(e.file) for e in self.segments.values() if e.file}
         named |= {os.path.basename(f) for f in self.folds}
         for path, tx, slack in files:
@@ -214,9 +214,10 @@ class StoreState:
                 raise CorruptStoreError(
                     f"{path} holds transaction {tx}, which {self.log_path} does not name, "
                     f"and {WRITER_LOCK}, which records where the log's committed lines end, "
-                    "is missing: either a writer was killed before its log line (the file "
-                    "was never committed) or the log lost its last line (the file holds a "
-                    "committed transaction). If the log is a restored or edited copy, "
+                    "is missing or holds no mark of this log: either a writer was killed "
+                    "before its log line (the file was never committed) or the log lost its "
+                    "last line (the file holds a committed transaction). If the log is a "
+                    "restored or edited copy, "
                     "restore the complete log from a backup; if a writer was killed, move "
                     "this file out of the store. Then open the store again",
                     path=path,
