@@ -36,7 +36,7 @@ def _run_and_kill(root: Path, seed: int, rng: random.Random) -> list[dict]:
     with proc:
         assert proc.stdout is not None
         assert proc.stdout.readline() == b"ready\n"
-        time.sleep(rng.uniform(0.0, 0.4))
+        time.sleep(rng.uniform(0.0, 0.8))
         proc.kill()
         out = proc.stdout.read()
     assert proc.returncode == -9
@@ -66,13 +66,13 @@ def _kills(tmp_path: Path, kills: int) -> None:
     governed(root)
     rng = random.Random(4343)
     acked: set[str] = set()
-    writes = 0
+    amid = 0  # kills that landed after a write began, not while the writer started
     for seed in range(kills):
         reports = _run_and_kill(root, seed, rng)
         acked |= {r["sha"] for r in reports if "acked" in r}
-        writes += sum("try" in r for r in reports)
+        amid += any("try" in r for r in reports)
         _check(root, acked)
-    assert writes > kills  # the kills landed among writes, not only before the first
+    assert amid >= kills // 2
 
 
 def test_sigkill_during_governed_writes_never_leaves_unkept_bytes(tmp_path: Path) -> None:
@@ -81,4 +81,4 @@ def test_sigkill_during_governed_writes_never_leaves_unkept_bytes(tmp_path: Path
 
 @pytest.mark.slow
 def test_many_sigkills_during_governed_writes(tmp_path: Path) -> None:
-    _kills(tmp_path, 25)
+    _kills(tmp_path, 20)
