@@ -320,9 +320,9 @@ def _cmd_acp(ns: argparse.Namespace) -> int:
 @_live_agent_options("a2a", "task")
 @arg("--host", default=None, help="address to bind (default: 127.0.0.1)")
 @arg("--port", type=_port, default=None, help="TCP port (default: 9999; 0: a free one)")
-@arg("--token", default=None,
-     help="bearer token clients must send (default: $CTXNB_A2A_TOKEN, else one is "
-          "generated and printed)")  # fmt: skip
+@arg("--token", action="append", default=[],
+     help="bearer token clients must send, repeatable: one per client, each a caller of its "
+          "own (default: $CTXNB_A2A_TOKEN, else one is generated and printed)")  # fmt: skip
 @arg("--no-token", action="store_true",
      help="serve without a token (loopback only): any local program can then read and "
           "answer this agent's tasks")  # fmt: skip
@@ -335,17 +335,17 @@ def _cmd_a2a(ns: argparse.Namespace) -> int:
     workspace = os.path.abspath(ns.workspace or os.getcwd())
     settings = _live_settings(a2a.A2aSettings, ns, workspace, host=ns.host, port=ns.port)
 
-    def say(url: str, token: str | None) -> None:
+    def say(url: str, tokens: tuple[str, ...]) -> None:
         card = f"{url}.well-known/agent-card.json"
         sys.stderr.write(f"ctxnb a2a: serving {url} (agent card: {card})\n")
-        if token is None:
+        if not tokens:
             sys.stderr.write(
                 "ctxnb a2a: WARNING: serving without a token (--no-token): any program on "
                 "this machine can read, start and answer this agent's tasks\n"
             )
-        else:
+        for token in tokens:
             sys.stderr.write(f"ctxnb a2a: clients send the header: Authorization: Bearer {token}\n")
         sys.stderr.flush()
 
-    a2a.serve_a2a(settings, token=ns.token, no_token=ns.no_token, on_listen=say)
+    a2a.serve_a2a(settings, token=tuple(ns.token), no_token=ns.no_token, on_listen=say)
     return 0

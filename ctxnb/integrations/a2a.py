@@ -25,14 +25,15 @@ Everything sent to the client passes :func:`~ctxnb.redaction.redactor.redact_tex
 approval's diff was built redacted, span by span, from the bytes). The server binds
 127.0.0.1; ``Host`` and ``Origin`` must name it.
 
-**Callers.** Every request needs the bearer token, on loopback too: another local
+**Callers.** Every request needs a bearer token, on loopback too: another local
 program (or a web page reaching 127.0.0.1) must not read or answer this agent's tasks.
 Without ``--token`` (or ``$CTXNB_A2A_TOKEN``) one is generated and printed at start, as
-Jupyter does; ``--no-token`` turns the check off on loopback only, with a warning. The
-token a request carries is its caller: tasks are kept per caller (another caller's task
-is not found, nor listed), and so are contexts (a caller naming another's context id
-gets a session of its own), so an approval is answered only by the caller that was
-asked.
+Jupyter does; ``--no-token`` turns the check off on loopback only, with a warning.
+``--token`` may be given once per client: the token a request carries is its caller
+(:func:`~ctxnb.integrations.http_guard.caller_of_token`). Tasks are kept per caller
+(another caller's task is not found, nor listed, nor answered), and so are contexts (a
+caller naming another's context id gets a session of its own), so an approval is
+answered only by the caller that was asked.
 
 Example:
     >>> A2aSettings(model="openai/x").section, A2aSettings().port
@@ -44,13 +45,12 @@ from __future__ import annotations
 import asyncio
 import concurrent.futures
 import difflib
-import hashlib
 import itertools
 import logging
 import os
 import secrets
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, ClassVar
@@ -59,10 +59,12 @@ from ..errors import ConfigError, MissingDependencyError
 from ..govern.approval import Answer, ApprovalRequest, Decision, approval_question, read_answer
 from ..redaction.redactor import redact_text
 from .http_guard import (
+    CALLER_SCOPE_KEY,
     BearerTokenMiddleware,
     BodyLimitMiddleware,
     HostCheckMiddleware,
     allowed_hosts,
+    caller_of_token,
     is_loopback,
 )
 from .live_agent import LiveAgentSettings, LiveSession, LoopBridge, is_submit
@@ -84,7 +86,15 @@ except ImportError as e:  # pragma: no cover - depends on the environment
         "`ctxnb a2a serve` needs the A2A SDK; install it with `pip install 'ctxnb[a2a]'`"
     ) from e
 
-__all__ = ["TOKEN_ENV", "A2aSettings", "CtxnbA2aExecutor", "a2a_app", "agent_card", "serve_a2a"]
+__all__ = [
+    "TOKEN_ENV",
+    "A2aSettings",
+    "CtxnbA2aExecutor",
+    "a2a_app",
+    "agent_card",
+    "caller_of_token",
+    "serve_a2a",
+]
 
 log = logging.getLogger(__name__)
 
@@ -109,21 +119,16 @@ class _Caller(User):
         return self._name
 
 
-def caller_of_token(token: str) -> str:
-    """The caller name of a bearer token: its hash, so that logs never hold the token."""
-    return "bearer:" + hashlib.sha256(token.encode("utf-8")).hexdigest()[:16]
-
-
 class _CallerContextBuilder(DefaultServerCallContextBuilder):
-    """Names each request's caller by its bearer token (checked before, by
-    :class:`~ctxnb.integrations.http_guard.BearerTokenMiddleware`): the SDK's task store
-    keeps tasks per caller name, and the executor binds contexts and approvals to it."""
+    """Names each request's caller as
+    :class:`~ctxnb.integrations.http_guard.BearerTokenMiddleware` found it (the token it
+    accepted): the SDK's task store keeps tasks per caller name, and the executor binds
+    contexts and approvals to it. Without a token (``--no-token``) every request is the
+    one unauthenticated caller."""
 
     def build_user(self, request: Any) -> User:
-        scheme, _, credential = request.headers.get("authorization", "").partition(" ")
-        if scheme.lower() == "bearer" and credential.strip():
-            return _Caller(caller_of_token(credential.strip()))
-        return UnauthenticatedUser()
+        caller = request.scope.get(CALLER_SCOPE_KEY)
+        return _Caller(caller) if isinstance(caller, str) else UnauthenticatedUser()
 
 
 def _caller(context: RequestContext) -> str:
@@ -425,12 +430,17 @@ def _text(updater: TaskUpdater, text: str) -> pb.Message:
 
 
 def a2a_app(
-    executor: CtxnbA2aExecutor, *, url: str, host: str, port: int, token: str | None = None
+    executor: CtxnbA2aExecutor,
+    *,
+    url: str,
+    host: str,
+    port: int,
+    token: str | Sequence[str] | None = None,
 ) -> Any:
     """The ASGI app: the agent card, the JSON-RPC endpoint (1.0 and 0.3 method names),
     behind the ``Host``/``Origin`` check, a request-body limit
     (:data:`~ctxnb.integrations.http_guard.DEFAULT_MAX_BODY_BYTES`) and, when given,
-    the bearer token."""
+    the bearer token (several: one caller each)."""
     card = agent_card(url)
     handler = DefaultRequestHandler(
         agent_executor=executor, task_store=InMemoryTaskStore(), agent_card=card
@@ -448,15 +458,16 @@ def a2a_app(
 def serve_a2a(
     settings: A2aSettings,
     *,
-    token: str | None = None,
+    token: str | Sequence[str] | None = None,
     no_token: bool = False,
-    on_listen: Callable[[str, str | None], None] | None = None,
+    on_listen: Callable[[str, tuple[str, ...]], None] | None = None,
 ) -> None:
     """Serve the A2A agent over HTTP until interrupted.
 
-    Every request needs a bearer token: ``token``, else ``$CTXNB_A2A_TOKEN``, else one
-    generated here (``on_listen`` gets it with the URL, to print). ``no_token`` serves
-    without one, on loopback only.
+    Every request needs a bearer token: ``token`` (several: one per client, each its own
+    caller), else ``$CTXNB_A2A_TOKEN``, else one generated here. ``on_listen`` gets the
+    URL and the tokens clients may send (none with ``no_token``), to print. ``no_token``
+    serves without one, on loopback only.
 
     Raises:
         ConfigError: ``no_token`` on a non-loopback host, checked before anything is
@@ -475,9 +486,11 @@ def serve_a2a(
                 "reach that address could change the workspace. Drop --no-token (a token is "
                 f"generated), pass --token or set {TOKEN_ENV}, or bind 127.0.0.1"
             )
-        token = None
+        tokens: tuple[str, ...] = ()
     else:
-        token = token or os.environ.get(TOKEN_ENV) or secrets.token_urlsafe(24)
+        tokens = (token,) if isinstance(token, str) else tuple(token or ())
+        tokens = tokens or tuple(filter(None, [os.environ.get(TOKEN_ENV)]))
+        tokens = tokens or (secrets.token_urlsafe(24),)
     family = socket.getaddrinfo(host, settings.port, type=socket.SOCK_STREAM)[0][0]
     sock = socket.create_server((host, settings.port), family=family, backlog=128)
     executor = CtxnbA2aExecutor(settings)
@@ -486,10 +499,10 @@ def serve_a2a(
         # The card's URL is where clients connect: a wildcard bind names this machine.
         shown = socket.getfqdn() if host in ("0.0.0.0", "::") else host
         url = f"http://{f'[{shown}]' if ':' in shown else shown}:{port}/"
-        app = a2a_app(executor, url=url, host=host, port=port, token=token)
+        app = a2a_app(executor, url=url, host=host, port=port, token=tokens or None)
         config = uvicorn.Config(app, log_level="warning", lifespan="off")
         if on_listen is not None:
-            on_listen(url, token)
+            on_listen(url, tokens)
         uvicorn.Server(config).run(sockets=[sock])
     finally:
         executor.close()

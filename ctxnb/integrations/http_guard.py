@@ -3,6 +3,12 @@ bearer token for a wider bind, ``Host``/``Origin`` naming the bound address
 (DNS-rebinding and cross-site protection), and a bounded request body. Plain ASGI, so
 it wraps any app.
 
+**Callers.** A server may accept several tokens, one per client; the token a request
+carries names its caller (:func:`caller_of_token`: a hash, so that no log or store ever
+holds the token), put in the ASGI scope under :data:`CALLER_SCOPE_KEY`. What a caller
+starts (an MCP session, an approval's sealed state, an A2A task) is bound to that name,
+so another client, even one with a valid token of its own, finds none of it.
+
 Example:
     >>> allowed_hosts("127.0.0.1", 8000)[:2]
     ['127.0.0.1:8000', 'localhost:8000']
@@ -10,20 +16,27 @@ Example:
 
 from __future__ import annotations
 
+import hashlib
 import hmac
 import ipaddress
 import json
 import socket
+from collections.abc import Iterable
 from typing import Any
 
 __all__ = [
+    "CALLER_SCOPE_KEY",
     "DEFAULT_MAX_BODY_BYTES",
     "BearerTokenMiddleware",
     "BodyLimitMiddleware",
     "HostCheckMiddleware",
     "allowed_hosts",
+    "caller_of_token",
     "is_loopback",
 ]
+
+CALLER_SCOPE_KEY = "ctxnb.caller"
+"""The ASGI scope key :class:`BearerTokenMiddleware` names a request's caller under."""
 
 # The MCP SDK's own limit for its HTTP transport: one ceiling for every ctxnb server.
 DEFAULT_MAX_BODY_BYTES = 4 * 1024 * 1024
@@ -70,22 +83,52 @@ async def _refuse(send: Any, status: int, body: dict[str, str], headers: list[An
     await send({"type": "http.response.body", "body": json.dumps(body).encode()})
 
 
-class BearerTokenMiddleware:
-    """ASGI middleware: every HTTP request must carry ``Authorization: Bearer <token>``."""
+def caller_of_token(token: str) -> str:
+    """The caller name of a bearer token: its hash, so that logs never hold the token.
 
-    def __init__(self, app: Any, token: str) -> None:
+    Example:
+        >>> caller_of_token("tok-a") != caller_of_token("tok-b")
+        True
+        >>> "tok-a" in caller_of_token("tok-a")
+        False
+    """
+    return "bearer:" + hashlib.sha256(token.encode("utf-8")).hexdigest()[:16]
+
+
+class BearerTokenMiddleware:
+    """ASGI middleware: every HTTP request must carry ``Authorization: Bearer <token>``,
+    one of ``tokens``; the request's caller (:func:`caller_of_token`) goes into its scope
+    under :data:`CALLER_SCOPE_KEY`.
+
+    Raises:
+        ValueError: no token, or an empty one (a server that accepts "" accepts anyone).
+    """
+
+    def __init__(self, app: Any, tokens: str | Iterable[str]) -> None:
         self.app = app
-        self._token = token.encode("utf-8")
+        given = [tokens] if isinstance(tokens, str) else list(tokens)
+        if not given or not all(given):
+            raise ValueError("a bearer token must not be empty; pass at least one token")
+        self._tokens = [(t.encode("utf-8"), caller_of_token(t)) for t in dict.fromkeys(given)]
+
+    def _caller(self, given: bytes) -> str | None:
+        found = None
+        for token, caller in self._tokens:  # every token compared: no early exit to time
+            if hmac.compare_digest(given, token):
+                found = caller
+        return found
 
     async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
         if scope["type"] == "http":
             headers = dict(scope.get("headers") or [])
             auth = headers.get(b"authorization", b"")
             scheme, _, given = auth.partition(b" ")
-            if scheme.lower() != b"bearer" or not hmac.compare_digest(given.strip(), self._token):
+            caller = self._caller(given.strip()) if scheme.lower() == b"bearer" else None
+            if caller is None:
                 body = {"error": "unauthorized", "message": "send Authorization: Bearer <token>"}
                 await _refuse(send, 401, body, [(b"www-authenticate", b'Bearer realm="ctxnb"')])
                 return
+            scope = {**scope, CALLER_SCOPE_KEY: caller}
         await self.app(scope, receive, send)
 
 

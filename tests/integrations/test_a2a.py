@@ -13,6 +13,7 @@ import contextlib
 import json
 import os
 import re
+import secrets
 import subprocess
 import sys
 import uuid
@@ -598,16 +599,82 @@ def test_no_token_is_explicit_and_warned(ws: Path, serve: Any) -> None:
     assert "WARNING: serving without a token" in log
 
 
-def test_the_caller_is_named_by_its_token_never_by_the_token_itself() -> None:
+def test_another_caller_with_its_own_token_cannot_see_or_answer_an_approval(
+    ws: Path, serve: Any
+) -> None:
+    """Two clients, each with a token of its own (``--token`` twice): while A's task
+    waits on its approval, B is served (its own task runs to the end) but can neither
+    list, get, answer nor cancel A's task, by the SDK's client or by hand; A's own
+    answer still decides. B's whole task ends while A's approval is still pending."""
+    tok_a, tok_b = secrets.token_urlsafe(16), secrets.token_urlsafe(16)
+    server = serve([
+        {"content": "Clearing old notes.", "commands": ["rm notes_a.txt"]},
+        {"content": "Nothing to do.", "commands": [SUBMIT]},
+    ], "--token", tok_a, "--token", tok_b)  # fmt: skip
+    order: list[str] = []
+
+    async def body() -> dict[str, Any]:
+        got: dict[str, Any] = {}
+        async with connect(server.url, tok_a) as a, connect(server.url, tok_b) as b:
+            first = await collect(a, message("clear the notes"))
+            task = task_of(first)
+            order.append(f"A {states(first)[-1]}")
+            own = await collect(b, message("say hello"))
+            order.append(f"B {states(own)[-1]}")
+            listed = await b.list_tasks(pb.ListTasksRequest())
+            got["b_lists"] = [t.id for t in listed.tasks]
+            got["b_own"] = task_of(own).id
+            for name, call in [
+                ("get", lambda: b.get_task(pb.GetTaskRequest(id=task.id))),
+                ("cancel", lambda: b.cancel_task(pb.CancelTaskRequest(id=task.id))),
+                ("answer", lambda: collect(b, message("approve", task))),
+            ]:
+                try:
+                    got[name] = await call()
+                except (TaskNotFoundError, A2AClientError) as e:
+                    got[name] = e
+            async with httpx.AsyncClient(timeout=TIMEOUT, headers={
+                    "Authorization": f"Bearer {tok_b}", "A2A-Version": "1.0"}) as raw:  # fmt: skip
+                body = {"jsonrpc": "2.0", "id": 1, "method": "GetTask", "params": {"id": task.id}}
+                got["raw_get"] = (await raw.post(server.url, json=body)).json()
+            got["a_lists"] = [t.id for t in (await a.list_tasks(pb.ListTasksRequest())).tasks]
+            assert (ws / "notes_a.txt").exists()  # B's "approve" did not reach A's approval
+            second = await collect(a, message("reject", task))
+            order.append(f"A {states(second)[-1]}")
+            return got
+
+    got = run_with_deadline(body())
+    log = server.close()
+    assert order == [
+        "A TASK_STATE_INPUT_REQUIRED",
+        "B TASK_STATE_COMPLETED",
+        "A TASK_STATE_COMPLETED",
+    ], log
+    assert got["b_lists"] == [got["b_own"]]
+    assert got["b_own"] not in got["a_lists"] and len(got["a_lists"]) == 1
+    for name in ("get", "cancel", "answer"):
+        assert isinstance(got[name], Exception), (name, got[name])
+        assert "not found" in str(got[name]).lower(), (name, got[name])
+    assert got["raw_get"]["error"]["code"] == -32001, got["raw_get"]  # TaskNotFoundError
+    assert (ws / "notes_a.txt").read_text() == "old notes a\n"
+    assert "a2a-client-user" in trace(ws)  # A's refusal, recorded as A's user's
+
+
+def test_the_caller_is_named_by_the_token_the_guard_accepted() -> None:
     """Tasks, contexts and approvals are kept per caller name: two tokens are two
-    callers, and the name (it reaches the task store and logs) does not hold the token."""
+    callers, and the name (it reaches the task store and logs) does not hold the token;
+    a header the guard did not check names nobody."""
     from ctxnb.integrations.a2a import _CallerContextBuilder
+    from ctxnb.integrations.http_guard import CALLER_SCOPE_KEY, caller_of_token
 
     class Req:
-        def __init__(self, token: str) -> None:
+        def __init__(self, token: str, checked: bool = True) -> None:
             self.headers = {"authorization": f"Bearer {token}"} if token else {}
-            self.scope: dict[str, Any] = {}
+            self.scope: dict[str, Any] = (
+                {CALLER_SCOPE_KEY: caller_of_token(token)} if token and checked else {}
+            )
 
     a, b, none = (_CallerContextBuilder().build_user(Req(t)) for t in ("tok-a", "tok-b", ""))
     assert a.is_authenticated and a.user_name != b.user_name
     assert "tok-a" not in a.user_name and not none.is_authenticated
+    assert not _CallerContextBuilder().build_user(Req("tok-a", checked=False)).is_authenticated
