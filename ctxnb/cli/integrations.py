@@ -80,9 +80,11 @@ _CLI_SESSION = "mcp-cli"
 @arg("--host", default="127.0.0.1", help="address to bind with --http (default: 127.0.0.1)")
 @arg(
     "--token",
-    default=None,
-    help="bearer token HTTP clients must send (default: $CTXNB_MCP_TOKEN); "
-    "required for a non-loopback --host",
+    action="append",
+    default=[],
+    help="bearer token HTTP clients must send (default: $CTXNB_MCP_TOKEN), repeatable: one "
+    "per client, each a caller with its own sessions and approvals; required for a "
+    "non-loopback --host",
 )
 @arg(
     "--session",
@@ -125,7 +127,7 @@ def _cmd_mcp(ns: argparse.Namespace) -> int:
         root,
         port=ns.http,
         host=ns.host,
-        token=ns.token,
+        token=tuple(ns.token),
         session_id=ns.session,
         extra_hosts=tuple(ns.allow_host),
         on_listen=lambda url: _err(f"ctxnb mcp: listening on {url} (Ctrl-C stops)"),

@@ -54,7 +54,7 @@ from __future__ import annotations
 
 import contextlib
 import os
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
 from ..govern.approval import Approver
@@ -64,7 +64,14 @@ from ._mcp_content import URI_METADATA as URI_METADATA  # importable from here, 
 from ._mcp_content import URI_TRACE as URI_TRACE
 from ._mcp_sdk import RequestStateBoundary, RequestStateSecurity, Server, anyio, types
 from .mcp_approval import DenyDestructiveApprover, ElicitationApprover, is_stateless
-from .mcp_http import BearerTokenMiddleware, check_bind, http_app, is_loopback, transport_security
+from .mcp_http import (
+    BearerTokenMiddleware,
+    caller_principal,
+    check_bind,
+    http_app,
+    is_loopback,
+    transport_security,
+)
 
 if TYPE_CHECKING:
     from mcp.server.context import ServerRequestContext
@@ -232,10 +239,12 @@ def build_server(
         _serve_fixture_methods(server, fixtures)
     # A 2026-07-28 approval's state goes through the client: sealed (authenticated,
     # encrypted, bound to this very call, expiring) so it cannot be forged or replayed.
-    # The key lives as long as this server; a restart asks again.
-    server.middleware.append(
-        RequestStateBoundary(RequestStateSecurity.ephemeral(), default_audience=SERVER_NAME)
-    )
+    # The key lives as long as this server (as RequestStateSecurity.ephemeral's); a
+    # restart asks again.
+    # The state names its caller (the token's name over HTTP): another caller sending it
+    # back is refused, whatever answer it carries.
+    security = RequestStateSecurity(keys=[os.urandom(32)], bind_principal=caller_principal)
+    server.middleware.append(RequestStateBoundary(security, default_audience=SERVER_NAME))
     server.ctxnb_backend = backend  # type: ignore[attr-defined]
     return server
 
@@ -319,7 +328,7 @@ def serve_http(
     *,
     port: int,
     host: str = "127.0.0.1",
-    token: str | None = None,
+    token: str | Sequence[str] | None = None,
     session_id: str | None = None,
     caller: str = "mcp",
     extra_hosts: tuple[str, ...] = (),
@@ -329,8 +338,10 @@ def serve_http(
     """Serve the workspace over streamable HTTP at ``http://HOST:PORT/mcp``.
 
     Binds 127.0.0.1 unless told otherwise; a non-loopback host needs a bearer token
-    (``token`` or ``$CTXNB_MCP_TOKEN``). The socket is bound and listening before
-    ``on_listen`` is called with the endpoint's URL, so a client may connect at once.
+    (``token`` or ``$CTXNB_MCP_TOKEN``). Several tokens are several callers, each with
+    its own sessions and approvals (see :mod:`~ctxnb.integrations.mcp_http`). The socket
+    is bound and listening before ``on_listen`` is called with the endpoint's URL, so a
+    client may connect at once.
 
     Args:
         port: the TCP port; 0 picks a free one (``on_listen`` tells which).

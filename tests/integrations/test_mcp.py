@@ -182,10 +182,13 @@ def test_bind_rules() -> None:
     assert not is_loopback("example.com")
     with pytest.raises(ConfigError, match="CTXNB_MCP_TOKEN"):
         check_bind("0.0.0.0", None)
-    assert check_bind("0.0.0.0", "s3cret") == "s3cret"
+    assert check_bind("0.0.0.0", "s3cret") == ("s3cret",)
+    assert check_bind("0.0.0.0", ["tok-a", "tok-b"]) == ("tok-a", "tok-b")
+    assert check_bind("127.0.0.1", None) == ()
     os.environ["CTXNB_MCP_TOKEN"] = "from-env"
-    assert check_bind("0.0.0.0", None) == "from-env"
-    assert check_bind("127.0.0.1", None) == "from-env"
+    assert check_bind("0.0.0.0", None) == ("from-env",)
+    assert check_bind("127.0.0.1", None) == ("from-env",)
+    assert check_bind("127.0.0.1", ["given"]) == ("given",)  # the flag wins over the env
     sec = transport_security("127.0.0.1", 8765)
     assert sec.enable_dns_rebinding_protection
     assert "127.0.0.1:8765" in sec.allowed_hosts and "localhost:8765" in sec.allowed_hosts
@@ -220,6 +223,39 @@ def test_bearer_middleware() -> None:
     assert run_async(lambda: status([(b"authorization", b"Basic tok")])) == 401
     assert run_async(lambda: status([(b"authorization", b"Bearer tok")])) == 200
     assert calls == ["/mcp"]
+
+
+def test_bearer_middleware_names_each_token_its_own_caller() -> None:
+    """Several tokens, several callers: the scope names the one the request's token
+    belongs to (by its hash, never the token), and nothing else passes."""
+    from ctxnb.integrations.http_guard import CALLER_SCOPE_KEY, caller_of_token
+
+    seen: list[str] = []
+
+    async def app(scope: Any, receive: Any, send: Any) -> None:
+        seen.append(scope[CALLER_SCOPE_KEY])
+        await send({"type": "http.response.start", "status": 200, "headers": []})
+
+    mw = BearerTokenMiddleware(app, ["tok-a", "tok-b"])
+
+    async def status(token: bytes) -> int:
+        sent: list[dict[str, Any]] = []
+
+        async def send(msg: dict[str, Any]) -> None:
+            sent.append(msg)
+
+        headers = [(b"authorization", b"Bearer " + token)]
+        await mw({"type": "http", "path": "/mcp", "headers": headers}, None, send)
+        return int(sent[0]["status"])
+
+    assert [run_async(lambda t=t: status(t)) for t in (b"tok-a", b"tok-b", b"tok-c", b"")] == [
+        200, 200, 401, 401,
+    ]  # fmt: skip
+    assert seen == [caller_of_token("tok-a"), caller_of_token("tok-b")]
+    assert not any("tok-" in name for name in seen)
+    for empty in ("", [], ["tok-a", ""]):
+        with pytest.raises(ValueError, match="must not be empty"):
+            BearerTokenMiddleware(app, empty)
 
 
 def test_cli_refuses_wide_bind_without_token(

@@ -1,6 +1,7 @@
 """Approvals over MCP, tried as an attacker and as a careless client: an answer counts
 only when it is the schema's own yes, the question shows the agent's control characters
-as escapes, and a client waiting on its approval blocks nobody else.
+as escapes, a client waiting on its approval blocks nobody else, and another client
+(with a token of its own) can neither see nor answer it.
 
 Every test drives ``python -m ctxnb mcp serve`` with the MCP SDK's own clients over
 stdio or streamable HTTP on 127.0.0.1.
@@ -8,6 +9,10 @@ stdio or streamable HTTP on 127.0.0.1.
 
 from __future__ import annotations
 
+import json
+import secrets
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import Any
 
@@ -17,6 +22,7 @@ from _needs import has_module, require
 require(has_module("mcp"), "the mcp SDK (ctxnb[mcp])")
 
 import anyio  # noqa: E402
+import httpx2  # noqa: E402
 import mcp_types as types  # noqa: E402
 from _mcp_client import _text, run_async, server_params, stdio_session  # noqa: E402
 from mcp.client.client import Client  # noqa: E402
@@ -164,3 +170,179 @@ def test_a_pending_approval_blocks_no_other_http_client(http_server: dict[str, A
     assert order == ["A asked", "B served", "A answered", "A done"]
     assert not results[0].is_error, _text(results[0])
     assert not (ws / "inventory" / "report.py").exists()
+
+
+# -- another caller: two clients, each with a token of its own -----------------------------------
+
+TOK_A, TOK_B = secrets.token_urlsafe(16), secrets.token_urlsafe(16)  # generated, never real
+TWO_CALLERS = ("governed", ["--token", TOK_A, "--token", TOK_B])
+
+
+def _http(token: str, seen: list[str] | None = None) -> httpx2.AsyncClient:
+    """An HTTP client with ``token``; ``seen`` collects the session ids it sends."""
+
+    async def note(request: httpx2.Request) -> None:
+        sid = request.headers.get("mcp-session-id")
+        if seen is not None and sid and sid not in seen:
+            seen.append(sid)
+
+    return httpx2.AsyncClient(
+        headers={"Authorization": f"Bearer {token}"},
+        timeout=httpx2.Timeout(30, read=120),
+        event_hooks={"request": [note]},
+    )
+
+
+@asynccontextmanager
+async def _legacy(
+    url: str, token: str, **kw: Any
+) -> AsyncIterator[tuple[ClientSession, list[str]]]:
+    seen: list[str] = []
+    async with (
+        _http(token, seen) as http,
+        streamable_http_client(url, http_client=http) as (r, w),
+        ClientSession(r, w, read_timeout_seconds=60, **kw) as s,
+    ):
+        await s.initialize()
+        yield s, seen
+
+
+async def _post(url: str, token: str, message: dict[str, Any], session: str) -> int:
+    """One JSON-RPC message sent by hand on ``session``, as a client would: its status."""
+    headers = {
+        "Authorization": f"Bearer {token}",
+        "Mcp-Session-Id": session,
+        "MCP-Protocol-Version": "2025-11-25",
+        "Accept": "application/json, text/event-stream",
+        "Content-Type": "application/json",
+    }
+    async with httpx2.AsyncClient(timeout=30) as raw:
+        r = await raw.post(url, content=json.dumps(message), headers=headers)
+        return int(r.status_code)
+
+
+def _yes(request_id: int) -> dict[str, Any]:
+    """The answer "approve" to the server's request ``request_id``."""
+    result = {"action": "accept", "content": {"approve": True}}
+    return {"jsonrpc": "2.0", "id": request_id, "result": result}
+
+
+@pytest.mark.parametrize("http_server", [TWO_CALLERS], indirect=True)
+def test_another_caller_can_neither_see_nor_answer_a_pending_approval(
+    http_server: dict[str, Any],
+) -> None:
+    """Client A's removal waits on A's user. Client B, with a valid token of its own, is
+    served meanwhile; it answers "approve" to every request id on its own session, and
+    then on A's session (its id learned somehow): its own answers reach nothing, and
+    A's session is not found for B's token. Only A's "no" decides."""
+    url, ws = http_server["url"], http_server["ws"]
+    order: list[str] = []
+    asked, answer = anyio.Event(), anyio.Event()
+    statuses: dict[str, Any] = {}
+
+    async def on_elicit(context: Any, params: types.ElicitRequestParams) -> types.ElicitResult:
+        order.append("A asked")
+        asked.set()
+        await answer.wait()
+        order.append("A answered")
+        return types.ElicitResult(action="accept", content={"approve": False})
+
+    async def client_a(sessions: list[list[str]]) -> types.CallToolResult:
+        async with _legacy(url, TOK_A, elicitation_callback=on_elicit) as (a, seen):
+            sessions.append(seen)  # filled as A's requests go out
+            await a.call_tool("select_active_intent", {"intent_id": "INT-INV"})
+            res = await a.call_tool("run_command", {"cmd": REMOVE["cmd"]})
+            order.append("A done")
+            return res
+
+    async def client_b(sessions: list[list[str]]) -> None:
+        await asked.wait()
+        async with _legacy(url, TOK_B) as (b, seen):
+            read = await b.call_tool("read_file", {"path": "inventory/models.py"})
+            assert not read.is_error, _text(read)
+            order.append("B served")
+            (own,) = seen
+            statuses["own"] = [await _post(url, TOK_B, _yes(i), own) for i in range(4)]
+            ((a_session,),) = sessions
+            assert a_session != own
+            statuses["a's"] = [await _post(url, TOK_B, _yes(i), a_session) for i in range(4)]
+            read_it = {"name": "read_file", "arguments": {"path": "inventory/models.py"}}
+            call = {"jsonrpc": "2.0", "id": 7, "method": "tools/call", "params": read_it}
+            statuses["a's call"] = await _post(url, TOK_B, call, a_session)
+            still = await b.call_tool("read_file", {"path": "inventory/models.py"})
+            assert not still.is_error  # B's own session works on
+        assert (ws / "inventory" / "report.py").exists()  # nothing B sent decided
+        order.append("B gave up")
+        answer.set()
+
+    results: list[types.CallToolResult] = []
+
+    async def body() -> None:
+        sessions: list[list[str]] = []
+
+        async def run_a() -> None:
+            results.append(await client_a(sessions))
+
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(run_a)
+            tg.start_soon(client_b, sessions)
+
+    run_async(body)
+    assert order == ["A asked", "B served", "B gave up", "A answered", "A done"]
+    assert statuses["a's"] == [404] * 4 and statuses["a's call"] == 404, statuses
+    assert all(s < 500 for s in statuses["own"]), statuses
+    assert results[0].is_error
+    assert results[0].structured_content["error_code"] == "APPROVAL_REJECTED", _text(results[0])
+    assert (ws / "inventory" / "report.py").exists()
+
+
+@pytest.mark.parametrize("http_server", [TWO_CALLERS], indirect=True)
+def test_another_caller_cannot_answer_a_stateless_approval_with_its_sealed_state(
+    http_server: dict[str, Any],
+) -> None:
+    """Under 2026-07-28 the question and its sealed ``requestState`` go to A. B, holding
+    A's state (leaked, logged, shared), sends the very same call with "approve": the
+    state names A, so B is refused and nothing runs; A's own answer still counts."""
+    url, ws = http_server["url"], http_server["ws"]
+    yes = types.ElicitResult(action="accept", content={"approve": True})
+    target = ws / "inventory" / "report.py"
+
+    async def never(context: Any, params: types.ElicitRequestParams) -> types.ElicitResult:
+        raise AssertionError("B is never asked: the question is A's")
+
+    async def body() -> tuple[str, types.CallToolResult]:
+        async with (
+            _http(TOK_A) as http_a,
+            _http(TOK_B) as http_b,
+            Client(
+                streamable_http_client(url, http_client=http_a),
+                mode="auto",
+                read_timeout_seconds=30,
+                elicitation_callback=never,
+            ) as a,  # fmt: skip
+            Client(
+                streamable_http_client(url, http_client=http_b),
+                mode="auto",
+                read_timeout_seconds=30,
+                elicitation_callback=never,
+            ) as b,  # fmt: skip
+        ):
+            assert a.protocol_version == b.protocol_version == "2026-07-28"
+            asked = await a.session.call_tool("run_command", REMOVE, allow_input_required=True)
+            assert isinstance(asked, types.InputRequiredResult), asked
+            stolen = {"input_responses": {"approval": yes}, "request_state": asked.request_state}
+            with pytest.raises(MCPError) as refused:
+                await b.session.call_tool(
+                    "run_command", REMOVE, allow_input_required=True, **stolen
+                )
+            assert target.exists()
+            done = await a.session.call_tool(
+                "run_command", REMOVE, allow_input_required=True, **stolen
+            )
+            assert isinstance(done, types.CallToolResult)
+            return refused.value.error.message, done
+
+    message, done = run_async(body)
+    assert "requestState" in message
+    assert not done.is_error, _text(done)
+    assert not target.exists()  # A's own approval of A's act ran it
