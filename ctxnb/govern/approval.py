@@ -15,7 +15,11 @@ Every door asks the same question (:func:`approval_question`, :func:`question`):
 notebook panel, MCP elicitation, ACP's permission request, A2A's input request and
 Claude Code's prompt for a held command. For a command it holds the whole diff of the
 command's changes as :mod:`ctxnb.sandbox.review` built it from the bytes (redacted spans
-by length and hash), and what the redaction hides is said in its reasons.
+by length and hash), and what the redaction hides is said in its reasons. A question
+whose diff is longer than a person is shown at once
+(:data:`~ctxnb.sandbox.held.PROMPT_DIFF_CHARS`) or whose text is longer than
+:data:`QUESTION_CHARS` is not asked at any door: the act is refused with
+``DIFF_TOO_LONG``, since the user would approve changes they were not shown.
 
 Example:
     >>> ap = CallbackApprover(lambda req: req.tool != "run_command", by="policy-bot")
@@ -47,6 +51,7 @@ __all__ = [
     "CallbackApprover",
     "Decision",
     "DenyAllApprover",
+    "QUESTION_CHARS",
     "QueueApprover",
     "TerminalApprover",
     "approval_question",
@@ -90,6 +95,9 @@ def args_summary(args: dict[str, Any], limit: int = 120) -> str:
     return text if len(text) <= limit else text[: limit - 1] + "…"
 
 
+QUESTION_CHARS = 10_000
+"""The longest approval question any door asks (Claude Code cuts a hook's words there)."""
+
 COMMAND_CHARS = 300
 """A command is shown on one line, cut here: it is the agent's text; the diff is what is
 committed."""
@@ -118,6 +126,11 @@ def question(
     Control, bidi and invisible characters (the agent's, in the command or the diff)
     are shown as escapes (:func:`~ctxnb._util.text.visible`): they must not redraw it.
 
+    Raises:
+        PolicyError: ``DIFF_TOO_LONG`` when ``diff`` is longer than
+            :data:`~ctxnb.sandbox.held.PROMPT_DIFF_CHARS` or the question longer than
+            :data:`QUESTION_CHARS`: no door asks it, and the act is not run.
+
     Example:
         >>> print(question("the changes of `rm a.txt`", "deletes a.txt", intent_id="INT-1",
         ...                diff="--- a/a.txt\\n+++ /dev/null\\n@@ -1 +0,0 @@\\n-x\\n"), end="")
@@ -131,12 +144,26 @@ def question(
     """
     from .._util.text import visible
     from ..redaction.redactor import redact_text
+    from ..sandbox.held import PROMPT_DIFF_CHARS
 
     head = f"ctxnb: approve {redact_text(act)}"
     if intent_id:
         head += f" under {redact_text(intent_id)}"
     text = f"{head}?\nWhy: {redact_text(reason)}"
-    return visible(f"{text}\n\n{diff}" if diff else text)
+    asked = visible(f"{text}\n\n{diff}" if diff else text)
+    if len(diff or "") > PROMPT_DIFF_CHARS or len(asked) > QUESTION_CHARS:
+        raise PolicyError(
+            "DIFF_TOO_LONG",
+            f"the approval of {one_line(visible(redact_text(act)), 120)} would show "
+            f"{len(asked)} characters ({len(diff or '')} of diff): more than a person is "
+            f"asked to read at once ({PROMPT_DIFF_CHARS} characters of diff, "
+            f"{QUESTION_CHARS} in all), so the user would approve changes they were not "
+            "shown; they are not asked, and nothing was run",
+            required_action="Make the change in smaller steps (fewer files or lines each), "
+            "or ask the user to make it.",
+            details={"question_chars": len(asked), "diff_chars": len(diff or "")},
+        )
+    return asked
 
 
 def approval_question(req: ApprovalRequest) -> str:
@@ -371,7 +398,13 @@ class QueueApprover:
                 pass
 
     def submit(self, req: ApprovalRequest) -> threading.Event:
-        """Queue a request without waiting; returns the event set on decision."""
+        """Queue a request without waiting; returns the event set on decision.
+
+        Raises:
+            PolicyError: ``DIFF_TOO_LONG``: the request's question
+                (:func:`approval_question`) is too long to ask; it is not queued.
+        """
+        approval_question(req)  # a UI shows this question: past its bound, none is asked
         ev = threading.Event()
         with self._lock:
             self._pending[req.id] = (req, ev)

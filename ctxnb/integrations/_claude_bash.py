@@ -205,9 +205,15 @@ def _check_held(
     from ..govern.approval import held_question
 
     # The question every door asks (ctxnb.govern.approval), its command on one line and
-    # nothing of the agent's bytes able to redraw the prompt.
-    reason = _shown(held_question(hold))
-    if len(hold.diff) > PROMPT_DIFF_CHARS or len(reason) > MAX_OUTPUT_CHARS:
+    # nothing of the agent's bytes able to redraw the prompt; past its bound (the
+    # builder's, which is Claude Code's) nobody is asked.
+    try:
+        reason = _shown(held_question(hold))
+    except PolicyError as e:
+        if e.error_code != "DIFF_TOO_LONG":
+            raise
+        reason = ""
+    if not reason or len(hold.diff) > PROMPT_DIFF_CHARS or len(reason) > MAX_OUTPUT_CHARS:
         raise PolicyError(
             "DIFF_TOO_LONG",
             f"the diff of the held changes {hold_id} ({len(hold.diff)} characters) is "

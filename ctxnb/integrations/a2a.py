@@ -55,6 +55,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, ClassVar
 
+from .._util.text import visible
 from ..errors import ConfigError, MissingDependencyError
 from ..govern.approval import Answer, ApprovalRequest, Decision, approval_question, read_answer
 from ..redaction.redactor import redact_text
@@ -201,6 +202,8 @@ def unified_diff(path: str, old: str | None, new: str) -> str:
 
 # -- one task's run ---------------------------------------------------------------------------
 
+_HOW_TO_ANSWER = "Reply 'approve' or 'reject' to this question of ctxnb:"
+
 
 class _InputApprover:
     """ctxnb's approval of a destructive act, asked as the task's ``input-required``."""
@@ -213,11 +216,12 @@ class _InputApprover:
         run = self.run
         if run is None or run.cancelled():
             return Decision(False, by="a2a", note="no task to ask in", request_id=req.id)
+        # The question every door asks, as its own text part: the act, why, and a
+        # command's whole diff; past its bound it raises DIFF_TOO_LONG, nobody asked.
+        question = approval_question(req)
+        command = visible(redact_text(str(req.args.get("cmd", ""))))
         answer: concurrent.futures.Future[tuple[bool, str, str]] = concurrent.futures.Future()
         run.pending = answer
-        command = redact_text(str(req.args.get("cmd", "")))
-        # The question every door asks: why, and a command's whole diff.
-        question = f"{approval_question(req)}\nReply 'approve' or 'reject'."
         try:
             run.call(lambda: run.ask(question, {"command": command, "approval_id": req.id}))
             approved, by, note = answer.result(self.timeout)
@@ -243,6 +247,7 @@ class _Run:
         self.stop = threading.Event()
         self.paused = asyncio.Event()  # input-required: execute() hands control back
         self.pending: concurrent.futures.Future[tuple[bool, str, str]] | None = None
+        self.question: str | None = None  # the approval question last asked
         self.driver: asyncio.Task[None] | None = None
         self._ids = itertools.count(1)
 
@@ -292,8 +297,14 @@ class _Run:
         )
 
     # on the event loop
-    async def ask(self, question: str, meta: dict[str, Any]) -> None:
-        msg = self.updater.new_agent_message([new_text_part(question)], metadata=meta)
+    async def ask(self, question: str | None, meta: dict[str, Any]) -> None:
+        """Ask the client: how to answer, then ``question`` (the approval's, as built;
+        None asks the last one again)."""
+        self.question = question if question is not None else self.question
+        parts = [new_text_part(_HOW_TO_ANSWER)]
+        if self.question is not None:
+            parts.append(new_text_part(self.question))
+        msg = self.updater.new_agent_message(parts, metadata=meta)
         await self.updater.requires_input(msg)
         self.paused.set()
 
@@ -381,7 +392,7 @@ class CtxnbA2aExecutor(AgentExecutor):
         if read is Answer.INVALID or pending is None:
             # Not a yes: the task asks again and nothing runs until a valid answer.
             run.paused.clear()
-            await run.ask("Reply 'approve' or 'reject'.", {"unclear_reply": redact_text(reply)})
+            await run.ask(None, {"unclear_reply": visible(redact_text(reply))})
             return
         run.paused.clear()
         pending.set_result((read is Answer.APPROVE, "a2a-client-user", read.value))

@@ -40,6 +40,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar
 
+from .._util.text import visible
 from ..errors import ConfigError, CtxnbError, MissingDependencyError
 from ..govern.approval import (
     Answer,
@@ -103,7 +104,10 @@ class _PermissionApprover:
         self.tool_call_id: str | None = None
 
     def request(self, req: ApprovalRequest) -> Decision:
-        title = redact_text(req.summary())
+        # The question every door asks: the act, why, and a command's whole diff; past
+        # its bound it raises DIFF_TOO_LONG and nobody is asked.
+        question = approval_question(req)
+        title = visible(redact_text(req.summary()))
         options = [
             acp_schema.PermissionOption(option_id=ALLOW, name="Allow once", kind="allow_once"),
             acp_schema.PermissionOption(option_id=REJECT, name="Reject", kind="reject_once"),
@@ -113,11 +117,11 @@ class _PermissionApprover:
             title=title,
             kind="execute",
             status="pending",
-            # The question every door asks: why, and a command's whole diff.
-            content=[acp.tool_content(acp.text_block(approval_question(req)))],
+            content=[acp.tool_content(acp.text_block(question))],
+            # The agent's words a client may show beside the question, escaped as in it.
             raw_input={
-                "command": redact_text(str(req.args.get("cmd", ""))),
-                "reason": redact_text(req.reason),
+                "command": visible(redact_text(str(req.args.get("cmd", "")))),
+                "reason": visible(redact_text(req.reason)),
             },
         )
         try:

@@ -206,10 +206,13 @@ class ElicitationApprover:
         if is_stateless(ctx):
             return self._answered(req)
         assert ctx is not None
+        # Built here, in the call's thread: a question too long to ask refuses the act
+        # (DIFF_TOO_LONG) before anything is sent or let go.
+        question = approval_message(req)
         released = getattr(self._local, "released", None)
         try:
             with released() if released is not None else contextlib.nullcontext():
-                result = anyio.from_thread.run(self._ask, ctx, req)
+                result = anyio.from_thread.run(self._ask, ctx, question)
         except RuntimeError:  # not called from one of the server's worker threads
             return self.fallback.request(req)
         except MCPError as e:
@@ -242,11 +245,11 @@ class ElicitationApprover:
         )
 
     async def _ask(
-        self, ctx: ServerRequestContext[Any], req: ApprovalRequest
+        self, ctx: ServerRequestContext[Any], question: str
     ) -> types.ElicitResult | None:
         with anyio.move_on_after(self.timeout):
             return await ctx.session.elicit_form(
-                approval_message(req), APPROVAL_SCHEMA, related_request_id=ctx.request_id
+                question, APPROVAL_SCHEMA, related_request_id=ctx.request_id
             )
         return None
 

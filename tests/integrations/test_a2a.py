@@ -37,6 +37,7 @@ from _agent_workspace import (  # noqa: E402
     require_live_agent,
     run_with_deadline,
 )
+from _approval_question import ESCAPES, HOSTILE, HOSTILE_RM, LONG, expected_question  # noqa: E402
 from _secret_corpus import SECRETS  # noqa: E402
 from a2a.client import A2AClientError, ClientConfig, create_client  # noqa: E402
 from a2a.helpers import new_text_part  # noqa: E402
@@ -44,6 +45,7 @@ from a2a.types import a2a_pb2 as pb  # noqa: E402
 from a2a.utils.errors import TaskNotFoundError  # noqa: E402
 from google.protobuf.json_format import MessageToDict  # noqa: E402
 
+from ctxnb._util.text import _CONTROL  # noqa: E402
 from ctxnb.errors import ConfigError  # noqa: E402
 from ctxnb.live import ScriptedModelServer  # noqa: E402
 
@@ -678,3 +680,44 @@ def test_the_caller_is_named_by_the_token_the_guard_accepted() -> None:
     assert a.is_authenticated and a.user_name != b.user_name
     assert "tok-a" not in a.user_name and not none.is_authenticated
     assert not _CallerContextBuilder().build_user(Req("tok-a", checked=False)).is_authenticated
+
+
+def test_the_input_request_asks_the_one_question_and_refuses_past_its_bound(
+    ws: Path, serve: Any
+) -> None:
+    """The task's input request carries the question every door asks as a text part of
+    its own, character for character (the agent's terminal escapes and right-to-left
+    override escaped, in the metadata too); a deletion whose diff is too long to read is
+    refused with DIFF_TOO_LONG and the client is not asked."""
+    (ws / "notes_a.txt").write_text(HOSTILE, encoding="utf-8")
+    (ws / "notes_b.txt").write_text(LONG, encoding="utf-8")
+    cmd = HOSTILE_RM.format(path="notes_a.txt")
+    server = serve([
+        {"content": "Clearing old notes.", "commands": [cmd]},
+        {"content": "And the long ones.", "commands": ["rm notes_b.txt"]},
+        {"content": "Done.", "commands": [SUBMIT]},
+    ])  # fmt: skip
+
+    async def body() -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+        async with connect(server.url, server.token) as client:
+            first = await collect(client, message("clear the notes"))
+            second = await collect(client, message("reject", task_of(first)))
+            return first, second
+
+    first, second = run_with_deadline(body())
+    log = server.close()
+    assert states(first)[-1] == "TASK_STATE_INPUT_REQUIRED", log
+    asking = first[-1]["statusUpdate"]["status"]["message"]
+    how, question = (p["text"] for p in asking["parts"])
+    assert "approve" in how and "reject" in how
+    assert question == expected_question(cmd, "notes_a.txt", HOSTILE.encode(), "INT-CALC")
+    assert all(e in question for e in ESCAPES)
+    assert _CONTROL.search(json.dumps(asking, ensure_ascii=False)) is None, asking
+    # The long deletion: refused, never asked about; the task ends.
+    assert "TASK_STATE_INPUT_REQUIRED" not in states(second)
+    assert states(second)[-1] == "TASK_STATE_COMPLETED"
+    long_rm = artifacts(second)["command: rm notes_b.txt"]
+    assert long_rm["metadata"]["status"] == "failed"
+    assert "DIFF_TOO_LONG" in json.dumps(long_rm)
+    assert (ws / "notes_a.txt").read_bytes() == HOSTILE.encode()
+    assert (ws / "notes_b.txt").read_bytes() == LONG.encode()

@@ -7,6 +7,7 @@ trace afterwards.
 
 from __future__ import annotations
 
+import asyncio
 import json
 import os
 import sys
@@ -28,8 +29,10 @@ from _agent_workspace import (  # noqa: E402
     require_live_agent,
     run_with_deadline,
 )
+from _approval_question import ESCAPES, HOSTILE, HOSTILE_RM, LONG, expected_question  # noqa: E402
 from acp import schema  # noqa: E402
 
+from ctxnb._util.text import _CONTROL  # noqa: E402
 from ctxnb.live import ScriptedModelServer  # noqa: E402
 
 require_live_agent()
@@ -356,3 +359,110 @@ def test_malformed_lines_get_json_rpc_errors_and_the_agent_keeps_serving(ws: Pat
             proc.kill()
             proc.wait(10)
         proc.stdout.close()
+
+
+def _strings(value: Any) -> list[str]:
+    """Every string in a JSON-like value (keys included)."""
+    if isinstance(value, str):
+        return [value]
+    if isinstance(value, dict):
+        return [s for k, v in value.items() for s in (*_strings(k), *_strings(v))]
+    if isinstance(value, list | tuple):
+        return [s for v in value for s in _strings(v)]
+    return []
+
+
+def test_the_permission_asks_the_one_question_and_refuses_past_its_bound(ws: Path) -> None:
+    """The permission request shows the question every door asks, character for
+    character (the agent's terminal escapes and right-to-left override escaped, in the
+    title and raw input too); a deletion whose diff is too long to read is refused with
+    DIFF_TOO_LONG and nobody is asked."""
+    (ws / "notes_a.txt").write_text(HOSTILE, encoding="utf-8")
+    (ws / "notes_b.txt").write_text(LONG, encoding="utf-8")
+    cmd = HOSTILE_RM.format(path="notes_a.txt")
+    script = [
+        {"content": "Clearing old notes.", "commands": [cmd]},
+        {"content": "And the long ones.", "commands": ["rm notes_b.txt"]},
+        {"content": "Done.", "commands": [SUBMIT]},
+    ]
+    client = Client(answers=["reject-once"])
+
+    async def body() -> Any:
+        with ScriptedModelServer(script) as server:
+            async with await _session(client, ws, server) as (conn, _proc):
+                await conn.initialize(protocol_version=acp.PROTOCOL_VERSION)
+                new = await conn.new_session(cwd=str(ws), mcp_servers=[])
+                return await conn.prompt(
+                    session_id=new.session_id, prompt=[acp.text_block("clear the notes")]
+                )
+
+    res = run_with_deadline(body())
+    assert res.stop_reason == "end_turn"
+    (perm,) = client.permissions  # the long diff was never asked about
+    (block,) = perm.tool_call.content
+    expected = expected_question(cmd, "notes_a.txt", HOSTILE.encode(), "INT-CALC")
+    assert block.content.text == expected
+    shown = _strings(perm.tool_call.model_dump())
+    assert not [s for s in shown if _CONTROL.search(s)], shown
+    assert all(e in block.content.text for e in ESCAPES)
+    calls = {c.get("raw_input", {}).get("command"): c for c in client.tool_calls().values()}
+    long_rm = calls["rm notes_b.txt"]
+    assert long_rm["statuses"][-1] == "failed"
+    assert "DIFF_TOO_LONG" in json.dumps(long_rm["content"])
+    assert (ws / "notes_a.txt").read_bytes() == HOSTILE.encode()
+    assert (ws / "notes_b.txt").read_bytes() == LONG.encode()
+
+
+class _WaitingClient(Client):
+    """A client whose user thinks about the first permission until told to answer."""
+
+    def __init__(self) -> None:
+        super().__init__(answers=["reject-once"])
+        self.asked = asyncio.Event()
+        self.answer = asyncio.Event()
+        self.order: list[str] = []
+
+    async def request_permission(
+        self, session_id: str, tool_call: Any, options: list[Any], **kw: Any
+    ) -> schema.RequestPermissionResponse:
+        self.order.append("X asked")
+        self.asked.set()
+        await self.answer.wait()
+        self.order.append("X answered")
+        return await super().request_permission(session_id, tool_call, options, **kw)
+
+
+def test_a_session_waiting_on_its_permission_blocks_no_other_session(ws: Path) -> None:
+    """Two sessions on one agent: while session X waits on its user's permission,
+    session Y's whole prompt (a command, then the end) is served; X's own answer then
+    decides X's act."""
+    script = [
+        {"content": "Clearing old notes.", "commands": ["rm notes_a.txt"]},  # X
+        {"content": "Reading.", "commands": ["cat calc.py"]},  # Y
+        {"content": "Done.", "commands": [SUBMIT]},  # Y
+        {"content": "Done too.", "commands": [SUBMIT]},  # X, after its answer
+    ]
+    client = _WaitingClient()
+
+    async def body() -> tuple[Any, Any]:
+        with ScriptedModelServer(script) as server:
+            async with await _session(client, ws, server) as (conn, _proc):
+                await conn.initialize(protocol_version=acp.PROTOCOL_VERSION)
+                x = await conn.new_session(cwd=str(ws), mcp_servers=[])
+                y = await conn.new_session(cwd=str(ws), mcp_servers=[])
+                assert x.session_id != y.session_id
+                prompt_x = asyncio.ensure_future(
+                    conn.prompt(session_id=x.session_id, prompt=[acp.text_block("clear")])
+                )
+                await client.asked.wait()
+                res_y = await conn.prompt(session_id=y.session_id, prompt=[acp.text_block("read")])
+                client.order.append(f"Y {res_y.stop_reason}")
+                assert (ws / "notes_a.txt").exists() and not prompt_x.done()
+                client.answer.set()
+                res_x = await prompt_x
+                client.order.append(f"X {res_x.stop_reason}")
+                return res_x, res_y
+
+    run_with_deadline(body())
+    assert client.order == ["X asked", "Y end_turn", "X answered", "X end_turn"]
+    assert (ws / "notes_a.txt").read_text() == "old notes a\n"  # X's user said no

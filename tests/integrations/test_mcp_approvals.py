@@ -24,6 +24,7 @@ require(has_module("mcp"), "the mcp SDK (ctxnb[mcp])")
 import anyio  # noqa: E402
 import httpx2  # noqa: E402
 import mcp_types as types  # noqa: E402
+from _approval_question import ESCAPES, HOSTILE, HOSTILE_RM, LONG, expected_question  # noqa: E402
 from _mcp_client import _text, run_async, server_params, stdio_session  # noqa: E402
 from mcp.client.client import Client  # noqa: E402
 from mcp.client.session import ClientSession  # noqa: E402
@@ -97,23 +98,58 @@ def test_the_question_shows_control_and_bidi_characters_as_escapes(
     gov_ws: Path, tmp_path: Path
 ) -> None:
     """A file whose bytes would clear the line, return the carriage and reverse the text
-    in the user's terminal: the question names each one, and carries none."""
-    hostile = "fine\x1b[2K\rall clear \u202etxt.exe\u2066\x07\n"
-    (gov_ws / "inventory" / "report.py").write_text(hostile, encoding="utf-8")
+    in the user's terminal: the question names each one, and carries none; it is the one
+    question every door asks, character for character."""
+    rel = "inventory/report.py"
+    (gov_ws / rel).write_text(HOSTILE, encoding="utf-8")
+    cmd = HOSTILE_RM.format(path=rel)
     asked: list[str] = []
 
     async def body() -> None:
         on_elicit = _answering({"approve": False}, asked)
         async with stdio_session(gov_ws, tmp_path / "err.log", elicitation_callback=on_elicit) as s:
             await s.call_tool("select_active_intent", {"intent_id": "INT-INV"})
-            await s.call_tool("run_command", {"cmd": REMOVE["cmd"] + " # \u202egnp.cod"})
+            await s.call_tool("run_command", {"cmd": cmd})
 
     run_async(body)
     (question,) = asked
     assert _CONTROL.search(question) is None, repr(question)
-    for shown in ("\\u001b[2K", "\\u000d", "\\u202e", "\\u2066", "\\u0007"):
+    for shown in ESCAPES:
         assert shown in question
     assert "-fine" in question  # the diff is still there, line by line
+    assert question == expected_question(cmd, rel, HOSTILE.encode(), "INT-INV")
+
+
+@pytest.mark.parametrize("revision", ["handshake", "stateless"])
+def test_a_diff_too_long_to_show_is_never_asked_about(
+    gov_ws: Path, tmp_path: Path, revision: str
+) -> None:
+    """A deletion whose diff no person would read through: the user is not asked (an
+    approval of what they were not shown is none), the act is refused with
+    DIFF_TOO_LONG, and the file stays."""
+    target = gov_ws / "inventory" / "report.py"
+    target.write_text(LONG, encoding="utf-8")
+    asked: list[str] = []
+    on_elicit = _answering({"approve": True}, asked)
+
+    async def body() -> types.CallToolResult:
+        if revision == "handshake":
+            async with stdio_session(
+                gov_ws, tmp_path / "err.log", elicitation_callback=on_elicit
+            ) as s:
+                await s.call_tool("select_active_intent", {"intent_id": "INT-INV"})
+                return await s.call_tool("run_command", {"cmd": REMOVE["cmd"]})
+        with open(tmp_path / "err.log", "w", encoding="utf-8") as log:
+            transport = stdio_client(server_params(gov_ws, "mcp-rev"), errlog=log)
+            async with Client(
+                transport, mode="auto", read_timeout_seconds=30, elicitation_callback=on_elicit
+            ) as c:
+                return await c.call_tool("run_command", REMOVE)
+
+    res = run_async(body)
+    assert asked == []
+    assert res.is_error and res.structured_content["error_code"] == "DIFF_TOO_LONG", _text(res)
+    assert target.read_bytes() == LONG.encode()
 
 
 @pytest.mark.parametrize("http_server", [("governed", [])], indirect=True)

@@ -182,7 +182,7 @@ def test_every_door_asks_the_one_question_with_the_whole_diff():
     approver = _InputApprover(5)
     approver.run = Run()  # type: ignore[assignment]
     assert not approver.request(req).approved
-    assert approver.run.asked == [f"{asked}\nReply 'approve' or 'reject'."]
+    assert approver.run.asked == [asked]  # its own text part, after how to answer
 
     from ctxnb.govern.approval import QueueApprover
     from ctxnb.widgets.approval import ApprovalPanel, run_in_background
@@ -224,3 +224,28 @@ def test_a_change_the_redaction_hides_is_flagged_in_the_question(git_repo, appro
         assert out["error_code"] == "APPROVAL_REJECTED", out
         assert HIDDEN_ONE in out["message"]
         assert fingerprint(root / "inventory") == before
+
+
+def test_a_question_past_its_bound_is_asked_at_no_door() -> None:
+    """A diff longer than a person is shown at once, or a question longer than any door
+    asks (a diff of escapes grows six-fold when shown): the builder refuses to ask,
+    so the notebook's queue never shows it and the act is refused, not run."""
+    from ctxnb.errors import PolicyError
+    from ctxnb.govern.approval import QUESTION_CHARS, QueueApprover, approval_question
+    from ctxnb.sandbox.held import PROMPT_DIFF_CHARS
+
+    def req(diff: str) -> ApprovalRequest:
+        return ApprovalRequest.new("run_command", {"cmd": "rm x", "diff": diff}, "deletes x")
+
+    fits = "-" + "x" * (PROMPT_DIFF_CHARS - 2) + "\n"
+    assert approval_question(req(fits)).endswith(fits)
+    escapes = "-" + "\x1b" * (QUESTION_CHARS // 6) + "\n"  # short as bytes, long as shown
+    for diff in (fits + "-y\n", escapes):
+        with pytest.raises(PolicyError) as e:
+            approval_question(req(diff))
+        assert e.value.error_code == "DIFF_TOO_LONG"
+        assert "nothing was run" in str(e.value)
+        queue = QueueApprover(timeout=5)
+        with pytest.raises(PolicyError):
+            queue.request(req(diff))
+        assert queue.pending() == []
