@@ -30,6 +30,7 @@ Example:
 
 from __future__ import annotations
 
+import contextlib
 import enum
 import sys
 import threading
@@ -357,6 +358,18 @@ class TerminalApprover:
         return Decision(answer in ("y", "yes"), by=self.by, request_id=req.id)
 
 
+class _Queue:
+    """What the views of one :class:`QueueApprover` share: the pending requests (each
+    with the owner that asked), the decisions, the listeners and the history."""
+
+    def __init__(self) -> None:
+        self.lock = threading.Lock()
+        self.pending: dict[str, tuple[ApprovalRequest, threading.Event, str | None]] = {}
+        self.decisions: dict[str, tuple[Decision, str | None]] = {}
+        self.listeners: list[Callable[[], None]] = []
+        self.history: list[tuple[ApprovalRequest, Decision, str | None]] = []
+
+
 class QueueApprover:
     """Pending requests wait here until a UI calls :meth:`decide`.
 
@@ -364,6 +377,13 @@ class QueueApprover:
     arrives or ``timeout`` passes (then it is refused). Listeners registered with
     :meth:`on_change` are called whenever the pending list changes, so a view can
     redraw.
+
+    **Owners.** The queue itself is the workspace's own UI (the notebook's
+    ``ApprovalPanel``, the person at the workspace): it lists and decides every request.
+    :meth:`for_owner` gives one asker (a client, a connection, a session) a view of the
+    same queue: what it asks through the view is its own, and it lists, reads and decides
+    only its own; another owner's request is not found, exactly as one that does not
+    exist.
 
     Example:
         >>> import threading
@@ -373,32 +393,57 @@ class QueueApprover:
         >>> t.start()
         >>> q.request(req).by
         'ana'
+        >>> a, b = q.for_owner("client-a"), q.for_owner("client-b")
+        >>> _ = a.submit(ApprovalRequest.new("delete_file", {"path": "x"}, "deletes x"))
+        >>> len(a.pending()), len(b.pending()), len(q.pending())
+        (1, 0, 1)
     """
 
     def __init__(self, *, timeout: float | None = 300.0) -> None:
         self.timeout = timeout
-        self._lock = threading.Lock()
-        self._pending: dict[str, tuple[ApprovalRequest, threading.Event]] = {}
-        self._decisions: dict[str, Decision] = {}
-        self._listeners: list[Callable[[], None]] = []
-        self.history: list[tuple[ApprovalRequest, Decision]] = []
+        self._queue = _Queue()
+        self.owner: str | None = None  # None: the workspace's own UI, which sees all
+
+    def for_owner(self, owner: str) -> QueueApprover:
+        """A view of this queue for ``owner``: it asks as ``owner`` and lists, reads and
+        decides only ``owner``'s requests (see the class).
+
+        Raises:
+            ValueError: an empty owner (it would name nobody in particular).
+        """
+        if not owner:
+            raise ValueError("an approval's owner must be a non-empty name")
+        view = QueueApprover(timeout=self.timeout)
+        view._queue, view.owner = self._queue, owner
+        return view
+
+    def _sees(self, owner: str | None) -> bool:
+        return self.owner is None or owner == self.owner
 
     def pending(self) -> list[ApprovalRequest]:
-        with self._lock:
-            return [r for r, _ in self._pending.values()]
+        """The requests waiting for a decision that this view may see."""
+        with self._queue.lock:
+            return [r for r, _, o in self._queue.pending.values() if self._sees(o)]
+
+    @property
+    def history(self) -> list[tuple[ApprovalRequest, Decision]]:
+        """The decided requests this view may see, with their decisions, oldest first."""
+        with self._queue.lock:
+            return [(r, d) for r, d, o in self._queue.history if self._sees(o)]
 
     def on_change(self, fn: Callable[[], None]) -> None:
-        self._listeners.append(fn)
+        self._queue.listeners.append(fn)
 
     def _changed(self) -> None:
-        for fn in list(self._listeners):
+        for fn in list(self._queue.listeners):
             try:
                 fn()
             except Exception:  # a broken view must not break the agent
                 pass
 
     def submit(self, req: ApprovalRequest) -> threading.Event:
-        """Queue a request without waiting; returns the event set on decision.
+        """Queue a request (as this view's owner) without waiting; returns the event set
+        on decision.
 
         Raises:
             PolicyError: ``DIFF_TOO_LONG``: the request's question
@@ -406,33 +451,41 @@ class QueueApprover:
         """
         approval_question(req)  # a UI shows this question: past its bound, none is asked
         ev = threading.Event()
-        with self._lock:
-            self._pending[req.id] = (req, ev)
+        with self._queue.lock:
+            self._queue.pending[req.id] = (req, ev, self.owner)
         self._changed()
         return ev
 
     def result(self, request_id: str) -> Decision | None:
-        return self._decisions.get(request_id)
+        """The decision on a request this view may see, or None."""
+        with self._queue.lock:
+            got = self._queue.decisions.get(request_id)
+        return got[0] if got is not None and self._sees(got[1]) else None
 
     def request(self, req: ApprovalRequest) -> Decision:
         ev = self.submit(req)
         if not ev.wait(self.timeout):
-            self.decide(req.id, False, by="timeout", note=f"no decision within {self.timeout}s")
-        return self._decisions[req.id]
+            with contextlib.suppress(KeyError):  # decided just now: that decision stands
+                self.decide(req.id, False, by="timeout", note=f"no decision within {self.timeout}s")
+        with self._queue.lock:
+            return self._queue.decisions[req.id][0]
 
     def decide(self, request_id: str, approved: bool, *, by: str, note: str = "") -> Decision:
-        """Record a decision for a pending request and wake the waiting call.
+        """Record a decision for a pending request this view may see and wake the
+        waiting call.
 
         Raises:
-            KeyError: when no request with that id is pending.
+            KeyError: when no such request is pending, or it is another owner's (the
+                same error: another's request is not found).
         """
-        with self._lock:
-            if request_id not in self._pending:
+        with self._queue.lock:
+            entry = self._queue.pending.get(request_id)
+            if entry is None or not self._sees(entry[2]):
                 raise KeyError(f"no pending approval request {request_id!r}")
-            req, ev = self._pending.pop(request_id)
+            req, ev, owner = self._queue.pending.pop(request_id)
             d = Decision(approved, by=by, note=note, request_id=request_id)
-            self._decisions[request_id] = d
-            self.history.append((req, d))
+            self._queue.decisions[request_id] = (d, owner)
+            self._queue.history.append((req, d, owner))
         ev.set()
         self._changed()
         return d
