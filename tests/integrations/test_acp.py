@@ -444,7 +444,7 @@ def test_a_session_waiting_on_its_permission_blocks_no_other_session(ws: Path) -
     ]
     client = _WaitingClient()
 
-    async def body() -> tuple[Any, Any]:
+    async def body() -> tuple[str, str]:
         with ScriptedModelServer(script) as server:
             async with await _session(client, ws, server) as (conn, _proc):
                 await conn.initialize(protocol_version=acp.PROTOCOL_VERSION)
@@ -461,8 +461,10 @@ def test_a_session_waiting_on_its_permission_blocks_no_other_session(ws: Path) -
                 client.answer.set()
                 res_x = await prompt_x
                 client.order.append(f"X {res_x.stop_reason}")
-                return res_x, res_y
+                return x.session_id, y.session_id
 
-    run_with_deadline(body())
+    x_id, _ = run_with_deadline(body())
     assert client.order == ["X asked", "Y end_turn", "X answered", "X end_turn"]
+    (perm,) = client.permissions
+    assert perm.session_id == x_id  # the question names the session that asked it
     assert (ws / "notes_a.txt").read_text() == "old notes a\n"  # X's user said no
