@@ -11,7 +11,7 @@ from __future__ import annotations
 import json
 import os
 import sys
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Collection, Sequence
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
@@ -31,6 +31,9 @@ def command(name: str, help: str) -> Callable[[Handler], Handler]:
     def deco(fn: Handler) -> Handler:
         def configure(p: argparse.ArgumentParser) -> None:
             for args, kwargs in getattr(fn, "_ctxnb_args", []):
+                if callable(kwargs.get("help")):
+                    # A help text computed from a table its module would import.
+                    kwargs = {**kwargs, "help": kwargs["help"]()}
                 p.add_argument(*args, **kwargs)
 
         _COMMANDS[name] = (configure, fn)
@@ -41,6 +44,10 @@ def command(name: str, help: str) -> Callable[[Handler], Handler]:
 
 
 def arg(*args: Any, **kwargs: Any) -> Callable[[Handler], Handler]:
+    """An argument of a sub-command, as ``add_argument`` takes it. ``help`` may be a
+    function that returns the text: it runs only when that command's parser is built, so
+    registering the command imports nothing it needs."""
+
     def deco(fn: Handler) -> Handler:
         lst = getattr(fn, "_ctxnb_args", [])
         fn._ctxnb_args = [(args, kwargs), *lst]  # type: ignore[attr-defined]
@@ -232,8 +239,13 @@ def _cmd_context(ns: argparse.Namespace) -> int:
     return 0
 
 
-def build_parser() -> argparse.ArgumentParser:
-    """The argument parser of the ``ctxnb`` command (used for the CLI reference too)."""
+def build_parser(only: Collection[str] | None = None) -> argparse.ArgumentParser:
+    """The argument parser of the ``ctxnb`` command (used for the CLI reference too).
+
+    ``only`` names the sub-commands whose arguments are added; the others are listed with
+    their help and take none. The command line passes the one command it runs (none for
+    ``ctxnb --help``), so it never builds, nor imports for, the rest. Default: all.
+    """
     import argparse
 
     from .._version import __version__
@@ -246,7 +258,8 @@ def build_parser() -> argparse.ArgumentParser:
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
     for name, (configure, fn) in sorted(_COMMANDS.items()):
         p = sub.add_parser(name, help=fn._ctxnb_help, description=fn._ctxnb_help)  # type: ignore[attr-defined]
-        configure(p)
+        if only is None or name in only:
+            configure(p)
         p.set_defaults(_handler=fn)
     return parser
 
@@ -344,7 +357,8 @@ def _main(args: list[str]) -> int:
         cut = args.index("--")
         args, passthrough = args[:cut], args[cut + 1 :]
     _load_plugins(args)
-    parser = build_parser()
+    first = next((a for a in args if not a.startswith("-")), None)
+    parser = build_parser(only=() if first is None else (first,))
     ns = parser.parse_args(args)
     if passthrough is not None:
         ns.argv = passthrough

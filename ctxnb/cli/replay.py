@@ -9,22 +9,31 @@ Example:
 from __future__ import annotations
 
 import argparse
-import multiprocessing
 import sys
-import warnings
-from concurrent.futures import Executor, ProcessPoolExecutor, ThreadPoolExecutor
+from typing import TYPE_CHECKING
 
-from ..strategies.registry import STRATEGY_SPECS, parse_strategy
 from .app import _out, arg, command
+
+if TYPE_CHECKING:
+    from concurrent.futures import Executor
 
 __all__: list[str] = []
 
 
 def _strategy(spec: str) -> object:
+    # Imported when a --strategy is parsed: `ctxnb --help` lists this command without it.
+    from ..strategies.registry import parse_strategy
+
     try:
         return parse_strategy(spec)
     except ValueError as e:
         raise argparse.ArgumentTypeError(str(e)) from None
+
+
+def _specs() -> list[str]:
+    from ..strategies.registry import STRATEGY_SPECS
+
+    return list(STRATEGY_SPECS.values())
 
 
 @command("replay", help="replay agent trajectories under context strategies and compare them")
@@ -35,7 +44,7 @@ def _strategy(spec: str) -> object:
     action="append",
     type=_strategy,
     metavar="SPEC",
-    help="a strategy, repeatable: " + "; ".join(STRATEGY_SPECS.values()) + " (default: six)",
+    help=lambda: "a strategy, repeatable: " + "; ".join(_specs()) + " (default: six)",
 )
 @arg("--budget", type=int, default=None, help="total token budget per context")
 @arg("--out", default=None, help="write the per-step results here as Parquet")
@@ -43,6 +52,10 @@ def _strategy(spec: str) -> object:
 @arg("--price", type=float, default=None, help="dollars per million input tokens")
 @arg("--no-progress", action="store_true", help="never show a progress bar")
 def _cmd_replay(ns: argparse.Namespace) -> int:
+    import multiprocessing
+    import warnings
+    from concurrent.futures import ProcessPoolExecutor, ThreadPoolExecutor
+
     import pandas as pd
 
     from ..replay.analysis import summarize

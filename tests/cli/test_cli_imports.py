@@ -1,0 +1,139 @@
+"""What each ``ctxnb`` command imports, as a real process.
+
+A user meets the command line as a fresh process: every module it imports is paid on
+every run. pandas, pyarrow and pydantic (with numpy under them) take about half a second
+together, so a command that the store's files and the ledger answer without them must
+not load them. The CLI parses and dispatches before it imports anything a command needs,
+and builds the arguments of the one command it runs, so ``ctxnb --help`` pays for no
+command's libraries. The Claude Code hook's own list is pinned in
+``tests/integrations/test_claude_hooks.py``.
+
+Not pinned here: ``index``, ``history``, ``show``, ``why`` and a governed ``sandbox exec``
+open the object store, whose Parquet segments and models need pyarrow and pydantic
+(``docs/performance.md`` says what that costs).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from _paths import REPO
+from _tracewal_setup import governed, ledger_path, tools_of
+
+from ctxnb.samples import copy_sample_workspace
+
+HEAVY = {"pandas", "pyarrow", "pydantic", "numpy"}
+# The command line's own modules and the base it stands on: all that `ctxnb --help` needs.
+HELP_MODULES = {
+    "ctxnb",
+    "ctxnb._util",
+    "ctxnb._util.lazy",
+    "ctxnb._version",
+    "ctxnb.cli",
+    "ctxnb.cli.app",
+    "ctxnb.cli.govern",
+    "ctxnb.cli.integrations",
+    "ctxnb.cli.replay",
+    "ctxnb.errors",
+    "ctxnb.hashing",
+}
+# What one command's arguments would bring in (replay's strategies and process pools).
+NOT_FOR_HELP = ("multiprocessing", "concurrent", "dataclasses", "pandas")
+
+_PROBE = """
+import json, sys
+from ctxnb.cli.app import main
+try:
+    code = main(sys.argv[1:])
+except SystemExit as e:
+    code = e.code
+print(json.dumps({"code": code, "modules": sorted(sys.modules)}), file=sys.stderr)
+"""
+
+
+def _run(*args: str, cwd: Path | None = None) -> tuple[int, set[str], str]:
+    """Run ``ctxnb ARGS`` in a fresh interpreter; its exit code, modules and stdout."""
+    env = {**os.environ, "PYTHONPATH": str(REPO), "COLUMNS": "100"}
+    proc = subprocess.run(
+        [sys.executable, "-c", _PROBE, *args],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        cwd=cwd,
+        env=env,
+        check=False,
+    )
+    report = json.loads(proc.stderr.strip().splitlines()[-1])
+    return report["code"], set(report["modules"]), proc.stdout
+
+
+def _heavy(modules: set[str]) -> list[str]:
+    return sorted({m.split(".")[0] for m in modules} & HEAVY)
+
+
+def test_help_builds_no_command_and_imports_only_the_command_line() -> None:
+    code, modules, out = _run("--help")
+    assert code == 0
+    # Every command is listed, though none of their arguments was built.
+    for name in ("index", "history", "replay", "sandbox", "trace", "why", "hook"):
+        assert f"    {name} " in out
+    ours = {m for m in modules if m == "ctxnb" or m.startswith("ctxnb.")}
+    assert ours == HELP_MODULES
+    assert sorted(m for m in modules if m.split(".")[0] in NOT_FOR_HELP) == []
+
+
+def test_a_commands_help_still_shows_what_its_arguments_are_built_from() -> None:
+    # replay's --strategy help is made from the strategy table when replay's parser is
+    # built: asked for, it is there; the table is not imported for `ctxnb --help`.
+    code, modules, out = _run("replay", "--help")
+    assert code == 0
+    assert "observation-masking[:KEEP_LAST]" in " ".join(out.split())
+    assert "ctxnb.strategies.registry" in modules
+    assert _heavy(modules) == []
+
+
+def test_a_command_given_wrong_arguments_is_still_refused() -> None:
+    # Only the named command's arguments are built: its own options are still checked.
+    code, _, _ = _run("index", "--no-such-option")
+    assert code == 2
+    code, _, _ = _run("no-such-command")
+    assert code == 2
+
+
+@pytest.fixture
+def ws(tmp_path: Path) -> Path:
+    """A governed sample workspace with one traced write in its ledger and store."""
+    root = governed(copy_sample_workspace(tmp_path / "ws"))
+    workspace, tools = tools_of(root)
+    try:
+        assert tools.write_file("inventory/new.py", "x = 1\n").success
+    finally:
+        workspace.close()
+    assert ledger_path(root).read_text().count("\n") == 1
+    return root
+
+
+def test_trace_verify_reads_the_ledger_and_the_log_without_heavy_modules(ws: Path) -> None:
+    code, modules, out = _run("trace", "verify", str(ws))
+    assert code == 0 and "agent_trace.jsonl" in out
+    assert _heavy(modules) == []
+
+
+def test_a_forged_ledger_is_still_found_on_the_light_path(ws: Path) -> None:
+    # The light path checks the chain as the full one does: a rewritten line fails.
+    ledger = ledger_path(ws)
+    ledger.write_text(ledger.read_text().replace("inventory/new.py", "inventory/old.py"))
+    code, modules, _ = _run("trace", "verify", str(ws))
+    assert code == 1
+    assert _heavy(modules) == []
+
+
+def test_sandbox_exec_without_an_intent_imports_no_store(ws: Path) -> None:
+    code, modules, out = _run("sandbox", "exec", "-w", str(ws), "--", "echo", "confined")
+    assert code == 0 and "confined" in out
+    assert _heavy(modules) == []
