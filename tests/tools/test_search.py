@@ -130,8 +130,15 @@ CASES: list[tuple[str, dict[str, object]]] = [
 ]
 
 
+def _case_id(pattern: str, options: dict[str, object]) -> str:
+    # A function's repr holds its address, which differs between processes; test ids
+    # must not (the workers of `make test` each collect the suite and must agree).
+    shown = {k: getattr(v, "__name__", v) if callable(v) else v for k, v in options.items()}
+    return f"{pattern!r}-{shown}"
+
+
 @needs_rg
-@pytest.mark.parametrize(("pattern", "options"), CASES, ids=[f"{p!r}-{o}" for p, o in CASES])
+@pytest.mark.parametrize(("pattern", "options"), CASES, ids=[_case_id(p, o) for p, o in CASES])
 def test_backends_agree(tree: Path, pattern: str, options: dict[str, object]) -> None:
     via_rg = search(tree, pattern, backend="ripgrep", **options)  # type: ignore[arg-type]
     via_py = search(tree, pattern, backend="python", **options)  # type: ignore[arg-type]
