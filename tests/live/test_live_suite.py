@@ -75,7 +75,11 @@ def test_the_suite_runs_under_two_strategies_on_dask_and_in_process_alike(
     strategies = [KeepAll(), ObservationMasking(1)]
     local = run_experiment(tasks, strategies)
     with (
-        LocalCluster(n_workers=2, threads_per_worker=1, processes=True) as cluster,
+        # A dashboard on a free port: 8787, dask's default, is taken by any other
+        # cluster on the machine (another test worker's, a developer's).
+        LocalCluster(
+            n_workers=2, threads_per_worker=1, processes=True, dashboard_address=":0"
+        ) as cluster,
         Client(cluster) as client,
     ):
         remote = run_experiment(tasks, strategies, executor=client)
