@@ -37,7 +37,10 @@ from _needs import require
 from _notebooks import expected_outputs
 from _paths import REPO
 
-pytestmark = pytest.mark.browser
+# Each test runs a notebook server, its kernels and Chromium, with deadlines for what
+# they render: under `make test`'s workers they run one at a time (one xdist group), so
+# two of them never share the two cores with each other.
+pytestmark = [pytest.mark.browser, pytest.mark.xdist_group("browser")]
 
 NOTEBOOK = REPO / "tests" / "notebooks" / "approval_and_trace.ipynb"
 TUTORIALS = sorted((REPO / "notebooks").glob("*.ipynb"))
