@@ -39,6 +39,7 @@ HELP_MODULES = {
     "ctxnb.cli.govern",
     "ctxnb.cli.integrations",
     "ctxnb.cli.replay",
+    "ctxnb.cli.tasks",
     "ctxnb.errors",
     "ctxnb.hashing",
 }
