@@ -6,7 +6,8 @@ Every error ctxnb raises on purpose derives from one root, so callers can catch
     CtxnbError
     ├── ConfigError          a bad ctxnb.toml / [tool.ctxnb] key or value
     ├── StoreError           the object store cannot do what was asked
-    │   └── CorruptStoreError    a file in .ctxnb/ is damaged or foreign
+    │   ├── CorruptStoreError    a file in .ctxnb/ is damaged or foreign
+    │   └── TamperedTraceError   the trace ledger was changed outside ctxnb
     ├── NotFoundError        no object, version or file by that name
     ├── ResolverError        a path cannot be resolved or is malformed
     ├── PolicyError          a governed tool call was refused (structured)
@@ -46,6 +47,7 @@ __all__ = [
     "SelectionError",
     "StaleFileError",
     "StoreError",
+    "TamperedTraceError",
     "TaskError",
     "TaskFormatError",
     "TaskRepoError",
@@ -74,6 +76,21 @@ class CorruptStoreError(StoreError):
     def __init__(self, message: str, *, path: str | None = None) -> None:
         super().__init__(message)
         self.path = path
+
+
+class TamperedTraceError(StoreError):
+    """The Agent Trace ledger was changed outside ctxnb: a line breaks the hash chain,
+    differs from its copy in the store's log, or a record the log holds is missing.
+
+    Attributes:
+        path: the ledger.
+        lines: the line numbers found tampered.
+    """
+
+    def __init__(self, message: str, *, path: str, lines: list[int] | None = None) -> None:
+        super().__init__(message)
+        self.path = path
+        self.lines = lines or []
 
 
 class NotFoundError(CtxnbError, KeyError):

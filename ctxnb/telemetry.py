@@ -11,6 +11,10 @@ collector) read OpenTelemetry spans in the GenAI semantic conventions. ctxnb wri
   the whole record (``ctxnb.agent_trace.record``, JSON) and its intent, files, tool and
   context ids as attributes, so the ledger can be rebuilt from the spans
   (:func:`trace_frame_from_spans` gives the frame :func:`ctxnb.analysis.load_trace` gives);
+  the ledger is read through the verifier every reader uses
+  (:mod:`ctxnb.govern.ledgercheck`), and each event carries its record's verdict
+  (``ctxnb.agent_trace.integrity``: ``verified``, ``chained``, ``unchained`` or
+  ``tampered``), so a record changed outside ctxnb is exported marked, never as genuine;
 * for a trajectory (a replay or a live run), one ``chat`` span per model call with the
   model and token usage, and one ``execute_tool`` span per action.
 
@@ -60,6 +64,7 @@ __all__ = [
 AGENT_NAME = "ctxnb"
 RECORD_EVENT = "agent_trace.record"
 RECORD_ATTRIBUTE = "ctxnb.agent_trace.record"
+INTEGRITY_ATTRIBUTE = "ctxnb.agent_trace.integrity"
 # A trajectory records no times; its steps are laid out one second apart from its start.
 STEP_SPACING = timedelta(seconds=1)
 
@@ -111,10 +116,23 @@ def _jsonl(path: Path) -> list[dict[str, Any]]:
     return [rec for _, rec in iter_jsonl(data)]
 
 
-def _record_event(line: int, record: Mapping[str, Any]) -> tuple[str, int, Attributes]:
+def _checked_records(path: Path) -> list[tuple[dict[str, Any], str]]:
+    """The ledger's records with the verifier's verdict on each."""
+    from .govern.ledgercheck import check_ledger
+
+    check = check_ledger(path)
+    if check.refused is not None:
+        raise check.refused
+    return [(rec, check.integrity[n]) for n, rec in check.records]
+
+
+def _record_event(
+    line: int, record: Mapping[str, Any], integrity: str
+) -> tuple[str, int, Attributes]:
     meta = record.get("metadata") or {}
     attrs: Attributes = {
         RECORD_ATTRIBUTE: _text(record),
+        INTEGRITY_ATTRIBUTE: integrity,
         # The ledger's order, which timestamps alone cannot give back (ties, clock steps).
         "ctxnb.agent_trace.line": line,
         "ctxnb.agent_trace.id": str(record.get("id", "")),
@@ -140,7 +158,7 @@ def workspace_spans(root: str | os.PathLike[str]) -> list[SpanData]:
     """
     root = Path(root)
     calls = _jsonl(root / ".ctxnb" / "audit.jsonl")
-    records = _jsonl(root / ".orchestration" / "agent_trace.jsonl")
+    records = _checked_records(root / ".orchestration" / "agent_trace.jsonl")
     children: dict[str | None, list[SpanData]] = {}
     events: dict[str | None, list[tuple[str, int, Attributes]]] = {}
     for i, call in enumerate(calls):
@@ -168,8 +186,10 @@ def workspace_spans(root: str | os.PathLike[str]) -> list[SpanData]:
                 key, f"session:{session}", f"execute_tool {tool}", start, end, attrs, (), error
             )
         )
-    for line, record in enumerate(records):
-        events.setdefault(record_session_id(record), []).append(_record_event(line, record))
+    for line, (record, integrity) in enumerate(records):
+        events.setdefault(record_session_id(record), []).append(
+            _record_event(line, record, integrity)
+        )
     spans: list[SpanData] = []
     for session in sorted(set(children) | set(events), key=lambda s: (s is None, s or "")):
         kids, evs = children.get(session, []), events.get(session, [])
@@ -355,11 +375,19 @@ def trace_frame_from_spans(spans: Iterable[Any]) -> pd.DataFrame:
     """
     from .analysis._trace import trace_frame_from_jsonl
 
-    found: list[tuple[int, str]] = []
+    found: list[tuple[int, str, str | None]] = []
     for span in spans:
         for event in span.events:
             attrs = event.attributes or {}
             if event.name == RECORD_EVENT and RECORD_ATTRIBUTE in attrs:
-                found.append((int(attrs["ctxnb.agent_trace.line"]), str(attrs[RECORD_ATTRIBUTE])))
-    lines = [text for _, text in sorted(found)]
-    return trace_frame_from_jsonl("\n".join(lines).encode())
+                verdict = attrs.get(INTEGRITY_ATTRIBUTE)
+                found.append(
+                    (
+                        int(attrs["ctxnb.agent_trace.line"]),
+                        str(attrs[RECORD_ATTRIBUTE]),
+                        str(verdict) if verdict is not None else None,
+                    )
+                )
+    found.sort(key=lambda f: f[0])
+    lines = [text for _, text, _ in found]
+    return trace_frame_from_jsonl("\n".join(lines).encode(), [v for _, _, v in found])

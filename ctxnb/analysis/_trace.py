@@ -1,7 +1,9 @@
 """The trace ledger, the audit log and the store as pandas frames.
 
 The Agent Trace ledger nests records → files → conversations → ranges; :func:`load_trace`
-flattens it with Arrow's multi-threaded JSON reader and list kernels (one row per range).
+flattens it with Arrow's multi-threaded JSON reader and list kernels (one row per range),
+and gives every row its record's verdict from the ledger verifier
+(:mod:`ctxnb.govern.ledgercheck`) in the ``integrity`` column.
 """
 
 from __future__ import annotations
@@ -10,7 +12,7 @@ import json
 import os
 from collections.abc import Mapping
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Literal
 from urllib.parse import unquote
 
 import numpy as np
@@ -19,6 +21,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from .._util.jsonl import SkippedLine, iter_jsonl
+from ..govern import ledgercheck
 
 if TYPE_CHECKING:
     from ..govern.ledger import TraceLedger
@@ -50,7 +53,10 @@ TRACE_COLUMNS = (
     "content_hash",
     "tool",
     "mutation_class",
+    "integrity",
 )
+# The verdicts of ctxnb.govern.ledgercheck, as the categories of the integrity column.
+INTEGRITY = pa.array(ledgercheck.INTEGRITY, pa.string())
 
 INTENT_URN = "urn:ctxnb:intent:"
 SESSION_URN = "urn:ctxnb:session:"
@@ -101,6 +107,7 @@ RECORD_SCHEMA = pa.schema(
                     ("session_id", pa.string()),
                     ("tool", pa.string()),
                     ("mutation_class", pa.string()),
+                    ("prev_hash", pa.string()),
                 ]
             ),
         ),
@@ -190,7 +197,10 @@ def _coerce(rec: Mapping[str, Any]) -> dict[str, Any]:
             for f in lst(rec.get("files"))
         ],
         "metadata": (
-            {k: _str(meta.get(k)) for k in ("intent_id", "session_id", "tool", "mutation_class")}
+            {
+                k: _str(meta.get(k))
+                for k in ("intent_id", "session_id", "tool", "mutation_class", "prev_hash")
+            }
             if isinstance(meta, Mapping)
             else None
         ),
@@ -204,23 +214,47 @@ def _json_objects(data: bytes) -> tuple[list[dict[str, Any]], int]:
     return rows, len(skipped)
 
 
-def _records_table_slow(data: bytes) -> tuple[pa.Table, int]:
+def _records_table_slow(data: bytes) -> tuple[pa.Table, int, list[int]]:
     """Line by line: skips lines that are not JSON objects, coerces odd field shapes."""
-    rows, skipped = _json_objects(data)
-    return pa.Table.from_pylist([_coerce(r) for r in rows], schema=RECORD_SCHEMA), skipped
+    skipped: list[SkippedLine] = []
+    pairs = list(iter_jsonl(data, skipped=skipped))
+    table = pa.Table.from_pylist([_coerce(r) for _, r in pairs], schema=RECORD_SCHEMA)
+    return table, len(skipped), [n for n, _ in pairs]
 
 
-def _read_records(data: bytes) -> tuple[pa.Table, int]:
+def _read_records(data: bytes) -> tuple[pa.Table, int, list[int]]:
+    """The records, the lines skipped, and each record's line number."""
     data, skipped = _split_cut_tail(data)
     if not data.strip():
-        return RECORD_SCHEMA.empty_table(), skipped
+        return RECORD_SCHEMA.empty_table(), skipped, []
     try:
-        return _records_table_fast(data), skipped
+        table = _records_table_fast(data)
     except (pa.ArrowInvalid, pa.ArrowTypeError):
         # A damaged line in the middle or a field of an unexpected type: the slow path
         # reads what it can instead of failing the whole ledger.
-        table, more = _records_table_slow(data)
-        return table, skipped + more
+        table, more, linenos = _records_table_slow(data)
+        return table, skipped + more, linenos
+    # Arrow reads every line that is not blank, in order, or fails.
+    linenos = [n for n, raw in enumerate(data.split(b"\n"), 1) if raw.strip()]
+    if len(linenos) != table.num_rows:  # not expected; the line-by-line reader decides
+        table, more, linenos = _records_table_slow(data)
+        return table, skipped + more, linenos
+    return table, skipped, linenos
+
+
+def _verdicts(path: Path, data: bytes, table: pa.Table, linenos: list[int]) -> Any:
+    """The ledger verifier's check of a ledger whose records Arrow has read: the links
+    and ids come from Arrow's columns, so no line is parsed twice (a line with a copy in
+    the store's log is parsed again to be compared)."""
+    raws = ledgercheck.split_lines(data)
+    links: list[Any] = [ledgercheck.NOT_A_RECORD] * len(raws)
+    ids: list[str | None] = [None] * len(raws)
+    rec = table.combine_chunks()
+    prevs = _field(_column(rec, "metadata"), "prev_hash").to_pylist()
+    for n, rid, prev in zip(linenos, _column(rec, "id").to_pylist(), prevs, strict=True):
+        links[n - 1], ids[n - 1] = prev, rid
+    anchors = ledgercheck.store_anchors(ledgercheck.default_store_dir(path))
+    return ledgercheck.check_data(path, data, raws, links, ids=ids, anchors=anchors)
 
 
 # -- flattening ------------------------------------------------------------------------------
@@ -295,8 +329,17 @@ def _timestamps(ts: pa.Array) -> pa.Array:
         return pa.array(parsed.dt.as_unit("us"), pa.timestamp("us", tz="UTC"))
 
 
-def _flatten(records: pa.Table) -> pa.Table:
-    """Records → one row per (file, conversation, range); see :data:`TRACE_COLUMNS`."""
+def _integrity(verdicts: list[str | None]) -> pa.Array:
+    """Per record, its verdict as a dictionary array over every verdict (a categorical
+    with all four categories in pandas, whichever occur)."""
+    index = {v: i for i, v in enumerate(ledgercheck.INTEGRITY)}
+    codes = pa.array([index.get(v) if v else None for v in verdicts], pa.int8())
+    return pa.DictionaryArray.from_arrays(codes, INTEGRITY)
+
+
+def _flatten(records: pa.Table, integrity: pa.Array) -> pa.Table:
+    """Records → one row per (file, conversation, range); see :data:`TRACE_COLUMNS`.
+    ``integrity`` holds each record's verdict."""
     rec = records.combine_chunks()
     rec_parent, files, _ = _explode(_column(rec, "files"))
     file_parent, convs, conv_pos = _explode(_field(files, "conversations"))
@@ -355,6 +398,7 @@ def _flatten(records: pa.Table) -> pa.Table:
             "content_hash": _field(ranges, "content_hash"),
             "tool": rec_col("metadata", "tool").take(take_rec),
             "mutation_class": rec_col("metadata", "mutation_class").take(take_rec),
+            "integrity": integrity.take(take_rec),
         }
     )
 
@@ -377,11 +421,16 @@ def _to_pandas(table: pa.Table) -> pd.DataFrame:
     return df
 
 
-def _trace_table(path: Path) -> tuple[pa.Table, int]:
+def _trace_table(path: Path) -> tuple[pa.Table, int, ledgercheck.LedgerCheck | None]:
+    """The flattened table, the lines skipped, and the verifier's check (None for a
+    Parquet file, whose ``integrity`` column was filled when it was written)."""
     if path.suffix == ".parquet":
         import pyarrow.parquet as pq
 
-        return pq.read_table(path), 0
+        table = pq.read_table(path)
+        if "integrity" not in table.column_names:  # written before ctxnb checked
+            table = table.append_column("integrity", _integrity([None] * table.num_rows))
+        return table, 0, None
     try:
         data = path.read_bytes()
     except FileNotFoundError:
@@ -389,18 +438,21 @@ def _trace_table(path: Path) -> tuple[pa.Table, int]:
             f"no trace ledger at {str(path)!r}; a governed workspace keeps it in "
             ".orchestration/agent_trace.jsonl"
         ) from None
-    return _jsonl_table(data)
+    records, skipped, linenos = _read_records(data)
+    check = _verdicts(path, data, records, linenos)
+    verdicts = [check.integrity.get(n) for n in linenos]
+    return _encode(_flatten(records, _integrity(verdicts))), skipped, check
 
 
-def _jsonl_table(data: bytes) -> tuple[pa.Table, int]:
-    records, skipped = _read_records(data)
-    return _encode(_flatten(records)), skipped
-
-
-def trace_frame_from_jsonl(data: bytes) -> pd.DataFrame:
-    """:func:`load_trace`'s frame of ledger records given as JSON-lines bytes."""
-    table, skipped = _jsonl_table(data)
-    df = _to_pandas(table)
+def trace_frame_from_jsonl(data: bytes, integrity: list[str | None] | None = None) -> pd.DataFrame:
+    """:func:`load_trace`'s frame of ledger records given as JSON-lines bytes, with each
+    record's verdict given in ``integrity`` (in line order; null when not given)."""
+    records, skipped, linenos = _read_records(data)
+    if integrity is None:
+        verdicts: list[str | None] = [None] * len(linenos)
+    else:
+        verdicts = [integrity[n - 1] if n <= len(integrity) else None for n in linenos]
+    df = _to_pandas(_encode(_flatten(records, _integrity(verdicts))))
     df.attrs["skipped_lines"] = skipped
     return df
 
@@ -416,6 +468,8 @@ def _ledger_path(source: str | os.PathLike[str] | TraceLedger | Workspace) -> Pa
 
 def load_trace(
     source: str | os.PathLike[str] | TraceLedger | Workspace,
+    *,
+    on_tampered: Literal["mark", "raise"] = "mark",
 ) -> pd.DataFrame:
     """The trace ledger as a DataFrame with one row per attributed range.
 
@@ -430,10 +484,26 @@ def load_trace(
     A line cut by a crash (or any line that is not a JSON object) is skipped; the count
     is in ``df.attrs["skipped_lines"]``.
 
+    The ledger is checked as it is read, by the verifier every reader of it uses
+    (:mod:`ctxnb.govern.ledgercheck`: the hash chain, and each record against its copy in
+    the store's log). Like ``on_bad_lines`` of :func:`pandas.read_csv`, ``on_tampered``
+    says what a changed record does: by default every row carries its record's verdict
+    in the ``integrity`` column (a categorical: ``verified``, ``chained``, ``unchained``,
+    ``tampered``), so ``df[df.integrity != "tampered"]`` keeps the evidence, and
+    ``df.attrs["ledger_problems"]`` lists what is wrong, ``(line, message)``, and
+    ``df.attrs["missing_records"]`` the ids of records the store's log holds and the
+    ledger lacks. A ``.parquet`` file keeps the verdicts found when it was written.
+
     Args:
         source: a ``.jsonl`` ledger, a ``.parquet`` file made by
             :func:`trace_to_parquet`, a :class:`~ctxnb.govern.ledger.TraceLedger`, a
             workspace or its directory.
+        on_tampered: ``"mark"`` (the ``integrity`` column) or ``"raise"``.
+
+    Raises:
+        TamperedTraceError: with ``on_tampered="raise"``, when a line was changed
+            outside ctxnb.
+        ValueError: ``on_tampered`` is neither.
 
     Returns:
         A DataFrame with the columns of :data:`TRACE_COLUMNS`; ``timestamp`` is
@@ -450,9 +520,27 @@ def load_trace(
         >>> (len(df), df.attrs["skipped_lines"], bool(df["start_line"].isna().all()))
         (1, 1, True)
     """
-    table, skipped = _trace_table(_ledger_path(source))
+    if on_tampered not in ("mark", "raise"):
+        raise ValueError(f"on_tampered={on_tampered!r}: use 'mark' (the default) or 'raise'")
+    path = _ledger_path(source)
+    table, skipped, check = _trace_table(path)
+    if on_tampered == "raise":
+        if check is not None:
+            check.raise_if_tampered()
+        elif pc.any(pc.equal(pc.cast(table.column("integrity"), pa.string()), "tampered")).as_py():
+            from ..errors import TamperedTraceError
+
+            raise TamperedTraceError(
+                f"{path} holds rows of records found tampered when it was written; "
+                "read it with on_tampered='mark' and filter the integrity column",
+                path=str(path),
+            )
     df = _to_pandas(table)
     df.attrs["skipped_lines"] = skipped
+    df.attrs["ledger_problems"] = [] if check is None else list(check.problems)
+    df.attrs["missing_records"] = (
+        [] if check is None else [str(a.record.get("id")) for a in check.missing]
+    )
     return df
 
 
@@ -477,7 +565,7 @@ def trace_to_parquet(
     """
     import pyarrow.parquet as pq
 
-    table, skipped = _trace_table(_ledger_path(jsonl))
+    table, skipped, _ = _trace_table(_ledger_path(jsonl))
     out = Path(parquet)
     out.parent.mkdir(parents=True, exist_ok=True)
     tmp = out.with_name(out.name + ".tmp")

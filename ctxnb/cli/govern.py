@@ -50,13 +50,19 @@ def _cmd_init_governance(ns: argparse.Namespace) -> int:
     return 0
 
 
-@command("trace", help="check the Agent Trace ledger's hash chain (trace verify)")
+@command(
+    "trace",
+    help="check the Agent Trace ledger: its hash chain, and each record against its copy "
+    "in the store's log (trace verify)",
+)
 @arg("action", choices=("verify",), help="verify: exit 0 if no line was forged, 1 if one was")
 @arg("path", nargs="?", default=None, help="workspace directory (default: current)")
 def _cmd_trace(ns: argparse.Namespace) -> int:
     """Check that no line of .orchestration/agent_trace.jsonl was edited, inserted,
-    deleted or moved since ctxnb appended it; name the first bad line if one was."""
-    from ..govern.chain import verify_ledger
+    deleted or moved since ctxnb appended it, and that every record the store's log holds
+    a copy of equals it (so an edit that recomputed the chain is caught too); name the
+    first bad line, then every other one."""
+    from ..govern.ledgercheck import check_ledger
 
     root = os.path.abspath(ns.path or os.getcwd())
     if not os.path.isdir(root):
@@ -70,15 +76,22 @@ def _cmd_trace(ns: argparse.Namespace) -> int:
         from ..govern.tracewal import restore
 
         # Records a crash or a power loss took from the ledger after their store
-        # transaction committed them: put back (chained) before the chain is checked.
+        # transaction committed them (or that someone deleted): put back, chained,
+        # before the ledger is checked.
         restored = restore(store_dir, TraceLedger(ledger), durable=True)
         if restored:
-            _out(f"{ledger}: restored {len(restored)} record(s) from the store's log")
-    report = verify_ledger(ledger)
-    if report.ok:
-        _out(f"{ledger}: {report.message}")
+            _out(
+                f"{ledger}: restored {len(restored)} record(s) from the store's log "
+                "(missing from the ledger: lost in a crash, or deleted)"
+            )
+    check = check_ledger(ledger)
+    if check.ok:
+        _out(f"{ledger}: {check.message}")
         return 0
-    sys.stderr.write(f"{ledger}:{report.first_bad_line}: {report.message}\n")
+    sys.stderr.write(f"{ledger}:{check.first_bad_line}: {check.message}\n")
+    for n, message in check.problems:
+        if (n, message) != (check.first_bad_line, check.message):
+            sys.stderr.write(f"{ledger}:{n}: {message}\n")
     return 1
 
 
@@ -97,16 +110,20 @@ def _cmd_trace(ns: argparse.Namespace) -> int:
 )
 def _cmd_why(ns: argparse.Namespace) -> int:
     """Lines are matched to records by content, so the answer survives edits and history
-    rewrites (rebase, squash, amend, cherry-pick); a line no record wrote says so."""
+    rewrites (rebase, squash, amend, cherry-pick); a line no record wrote says so. A record
+    changed outside ctxnb is marked TAMPERED, and the exit status is then 1."""
     file, line = ns.file, None
     head, sep, tail = file.rpartition(":")
     if sep and head and tail.isdigit() and not os.path.exists(file):
         file, line = head, int(tail)
     with _workspace(ns.workspace) as ws:
         result = ws.why(workspace_path(ws, file), line, context=True)
+    # A line written by a record changed outside ctxnb: the answer is printed with the
+    # record marked, and the status says it is not evidence.
+    status = 1 if result.tampered else 0
     if ns.json:
         _out(result.to_json(context_text=ns.context))
-        return 0
+        return status
     _out(str(result))
     if ns.context:
         for key, rec in result.records.items():
@@ -114,7 +131,7 @@ def _cmd_why(ns: argparse.Namespace) -> int:
                 # Assembled text is redacted as it is built (ctxnb.context).
                 _out(f"\n--- context of record {key} (session {rec.session_id}, turn {rec.turn})")
                 _out(rec.context.to_text())
-    return 0
+    return status
 
 
 @command(

@@ -8,8 +8,9 @@ valid. A *head* file next to the ledger (``agent_trace.jsonl.head``) holds the b
 length of the ledger and the hash of its last line after every append, so that a
 line removed from the end is noticed too.
 
-:func:`verify_ledger` walks the file: a line edited, inserted, deleted or moved breaks
-the link of the line after it (or the head), and the first broken line is named. A
+:func:`ctxnb.govern.ledgercheck.verify_ledger` walks the file (through the verifier every
+reader of the ledger uses): a line edited, inserted, deleted or moved breaks the link of
+the line after it (or the head), and the first broken line is named. A
 line a crash cut short (not JSON) is kept in the chain: the next record links to it as
 it is, so it is reported but is not a forgery. Records written before ctxnb kept the
 chain (no ``prev_hash``) are accepted up to the first chained one.
@@ -22,6 +23,7 @@ Example:
     ...     ledger.append(build_trace_record(
     ...         file_path=f"f{n}.py", ranges=[], new_text="", intent_id="I",
     ...         session_id=None, model_id=None, repo_root=None))
+    >>> from ctxnb.govern.ledgercheck import verify_ledger
     >>> verify_ledger(ledger.path).ok
     True
 """
@@ -39,7 +41,7 @@ from .._util.record import Record
 from ..errors import PolicyError
 from ..hashing import sha256_hex
 
-__all__ = ["ChainReport", "line_hash", "verify_ledger"]
+__all__ = ["ChainReport", "line_hash"]
 
 PREV_KEY = "prev_hash"
 _HEAD_SUFFIX = ".head"
@@ -233,89 +235,3 @@ class ChainReport(Record):
         self._fill(
             ok, lines, first_bad_line, message, [] if unreadable is None else unreadable, unchained
         )
-
-
-def verify_ledger(path: str | os.PathLike[str]) -> ChainReport:
-    """Check the hash chain of a trace ledger and its head.
-
-    Example:
-        >>> import pathlib, tempfile
-        >>> verify_ledger(pathlib.Path(tempfile.mkdtemp()) / "none.jsonl").ok
-        True
-    """
-    ledger = Path(path)
-    try:
-        read = _read_regular(ledger)
-    except FileNotFoundError:
-        read = b""
-    if read is None:
-        return ChainReport(ok=False, lines=0, first_bad_line=1, message=str(not_regular(ledger)))
-    data = read
-    lines = data.split(b"\n")
-    if lines and lines[-1] == b"":
-        lines.pop()
-    report = ChainReport(ok=True, lines=len(lines))
-
-    def bad(n: int, msg: str) -> ChainReport:
-        report.ok, report.first_bad_line, report.message = False, n, msg
-        return report
-
-    prev, chained = GENESIS, False
-    for n, raw in enumerate(lines, 1):
-        try:
-            rec = json.loads(raw)
-        except ValueError:
-            rec = None
-        if not isinstance(rec, dict):
-            report.unreadable.append(n)
-            prev = line_hash(raw)
-            continue
-        meta = rec.get("metadata")
-        got = meta.get(PREV_KEY) if isinstance(meta, dict) else None
-        if got is None:
-            if chained:
-                return bad(n, f"line {n} has no {PREV_KEY}: it was inserted or edited")
-            report.unchained += 1
-        elif got != prev:
-            return bad(*_diagnose(lines, n, got))
-        else:
-            chained = True
-        prev = line_hash(raw)
-    head = _read_head(ledger)
-    if head is None:
-        if chained:
-            return bad(
-                len(lines) + 1,
-                f"{head_path(ledger).name} is missing, so lines removed from the end "
-                "cannot be ruled out",
-            )
-    else:
-        end, last = head
-        if end < 0:
-            return bad(len(lines) + 1, f"{head_path(ledger).name} is damaged")
-        if end > len(data):
-            return bad(
-                len(lines) + 1,
-                f"the ledger is {len(data)} bytes but had {end} after its last append: "
-                f"lines from line {len(lines) + 1} on were deleted",
-            )
-        before = data[:end]
-        n_head = before.count(b"\n")
-        if not before.endswith(b"\n") or line_hash(before[:-1].rsplit(b"\n", 1)[-1]) != last:
-            return bad(
-                max(1, n_head),
-                f"line {max(1, n_head)} is not the line the last append ended with "
-                f"(recorded in {head_path(ledger).name})",
-            )
-        if end < len(data):
-            return bad(
-                n_head + 1,
-                f"line {n_head + 1} was added after the last append ctxnb recorded "
-                f"(in {head_path(ledger).name}): it was not written by ctxnb",
-            )
-    report.message = (
-        f"{len(lines)} lines, chain intact"
-        + (f"; {report.unchained} written before the chain" if report.unchained else "")
-        + (f"; unreadable (cut by a crash): {report.unreadable}" if report.unreadable else "")
-    )
-    return report

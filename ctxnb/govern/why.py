@@ -27,6 +27,12 @@ range of every record:
 A line claimed by several records goes to the newest; it is **ambiguous** only when
 the claimants' contributors differ. A line no record claims says so.
 
+The ledger is read through :func:`~ctxnb.govern.ledgercheck.check_ledger`, the verifier
+every reader uses: each record carries its verdict (``verified``, ``chained``,
+``unchained`` or ``tampered``, see :attr:`RecordWhy.integrity`), a tampered record is
+marked wherever it is printed, and ``ctxnb why`` exits with status 1 when a line it
+answers for was written by one.
+
 Example:
     >>> import pathlib, tempfile
     >>> from ctxnb import Workspace
@@ -57,7 +63,7 @@ from typing import TYPE_CHECKING, Any
 from ..errors import NotFoundError
 from ._linematch import LineMatcher, MatchKind, Range, line_key, split_lines
 from ._tracerecord import _relative_path, record_intent_id, record_session_id
-from .ledger import TraceLedger
+from .ledgercheck import TAMPERED, check_ledger
 
 if TYPE_CHECKING:
     from ..access.door import Access
@@ -92,6 +98,11 @@ class RecordWhy:
             the store; None when the record names no session and turn, or it cannot be
             rebuilt (``context_note`` says why).
         context_note: how the context was rebuilt, or why not.
+        integrity: the ledger verifier's verdict on the record's line: ``verified``
+            (the chain holds and it equals its copy in the store's log), ``chained``
+            (the chain holds; the log has no copy), ``unchained`` (written before the
+            chain) or ``tampered``.
+        integrity_note: why it is ``tampered``.
     """
 
     key: str
@@ -109,6 +120,13 @@ class RecordWhy:
     revision: str | None
     context: Context | None = field(default=None, repr=False, compare=False)
     context_note: str = ""
+    integrity: str = "chained"
+    integrity_note: str = ""
+
+    @property
+    def tampered(self) -> bool:
+        """The record's line was changed outside ctxnb: nothing it says is evidence."""
+        return self.integrity == TAMPERED
 
     @property
     def contributor(self) -> str:
@@ -133,6 +151,8 @@ class RecordWhy:
                 "context_id",
                 "revision",
                 "context_note",
+                "integrity",
+                "integrity_note",
             )
         }
         out["approval"] = None if self.approval is None else vars(self.approval).copy()
@@ -146,7 +166,12 @@ class RecordWhy:
 
     def describe(self) -> list[str]:
         """The record's details, one ``label  value`` line each."""
-        rows = [
+        rows = []
+        if self.tampered:
+            rows.append(
+                ("TAMPERED", f"this record was changed outside ctxnb: {self.integrity_note}")
+            )
+        rows += [
             ("contributor", self.contributor),
             ("intent", self.intent_id or "none"),
             ("tool", self.tool or "unknown"),
@@ -161,7 +186,16 @@ class RecordWhy:
             rows.append(("context", ctx + self.context_note))
         if self.revision:
             rows.append(("git HEAD", self.revision))
+        if not self.tampered:
+            rows.append(("integrity", _INTEGRITY_NOTES.get(self.integrity, self.integrity)))
         return [f"{label:<12} {value}" for label, value in rows]
+
+
+_INTEGRITY_NOTES = {
+    "verified": "verified (hash chain intact; equals its copy in the store's log)",
+    "chained": "chained (hash chain intact; the store's log holds no copy to compare)",
+    "unchained": "unchained (written before ctxnb kept the hash chain)",
+}
 
 
 @dataclass(frozen=True)
@@ -196,6 +230,11 @@ class WhyResult:
         records: the records those lines were written by, by key, oldest first.
         skipped_ledger_lines: damaged ledger lines that could not be read.
         asked: the line asked about, or None when the whole file was.
+        ledger_problems: everything the ledger verifier found wrong, ``(line, message)``,
+            whether or not it concerns this file.
+        missing_records: records of this file that the store's log holds and the
+            ledger lacks (deleted, or lost in a crash; ``ctxnb trace verify`` restores
+            them).
     """
 
     path: str
@@ -203,6 +242,17 @@ class WhyResult:
     records: dict[str, RecordWhy]
     skipped_ledger_lines: int = 0
     asked: int | None = None
+    ledger_problems: list[tuple[int, str]] = field(default_factory=list)
+    missing_records: list[str] = field(default_factory=list)
+
+    @property
+    def tampered(self) -> bool:
+        """A line of the answer was written by a tampered record."""
+        return any(
+            self.records[k].tampered
+            for lw in self.lines
+            for k in ((lw.record,) if lw.record else ()) + lw.others
+        )
 
     def line(self, n: int) -> LineWhy:
         """The answer for line ``n``.
@@ -249,6 +299,9 @@ class WhyResult:
             "records": {k: r.to_dict(context_text=context_text) for k, r in self.records.items()},
             "skipped_ledger_lines": self.skipped_ledger_lines,
             "asked": self.asked,
+            "tampered": self.tampered,
+            "ledger_problems": [list(p) for p in self.ledger_problems],
+            "missing_records": list(self.missing_records),
         }
         # Lines and record fields hold what files and agents wrote: they leave redacted.
         return dict(redact_data(data))
@@ -260,6 +313,11 @@ class WhyResult:
         from ..redaction.redactor import redact_text
 
         out: list[str] = []
+        if self.tampered:
+            out.append(
+                "WARNING: the trace ledger was changed outside ctxnb; records marked "
+                "TAMPERED below are not evidence (run `ctxnb trace verify`)"
+            )
         if self.asked is not None:
             lw = self.lines[0]
             out.append(f"{self.path}:{lw.line}: {lw.text.rstrip()}")
@@ -281,8 +339,9 @@ class WhyResult:
                     out.append(f"  {span:<9} no record")
                     continue
                 rec = self.records[lw.record]
+                mark = "TAMPERED " if rec.tampered else ""
                 out.append(
-                    f"  {span:<9} {rec.contributor} · intent {rec.intent_id or 'none'} · "
+                    f"  {span:<9} {mark}{rec.contributor} · intent {rec.intent_id or 'none'} · "
                     f"{rec.tool or 'unknown tool'} · record {rec.record_id[:8]} ({lw.match})"
                 )
             for key, rec in self.records.items():
@@ -296,6 +355,12 @@ class WhyResult:
                 )
         if self.skipped_ledger_lines:
             out.append(f"({self.skipped_ledger_lines} damaged ledger line(s) were skipped)")
+        if self.missing_records:
+            out.append(
+                f"({len(self.missing_records)} record(s) of this file are in the store's log "
+                "but not in the ledger: deleted, or lost in a crash; `ctxnb trace verify` "
+                "restores them)"
+            )
         return redact_text("\n".join(out))
 
 
@@ -459,18 +524,27 @@ def why(
     except ValueError as e:
         raise NotFoundError(f"{path!r}: {e}") from None
 
-    ledger = TraceLedger(trace, validate=False)
+    check = check_ledger(trace)
+    if check.refused is not None:
+        raise check.refused
     infos: dict[str, RecordWhy] = {}
     ranges: list[list[Range]] = []  # per record (and conversation), its ranges here
     times: list[datetime | None] = []
-    for record in ledger.records(file=ledger_path):
-        for f in record.get("files") or []:
+    for n, record in check.records:
+        files = record.get("files")
+        if not isinstance(files, list) or not any(
+            isinstance(f, Mapping) and f.get("path") == ledger_path for f in files
+        ):
+            continue
+        for f in files:
             if not isinstance(f, Mapping) or f.get("path") != ledger_path:
                 continue
             convs = [c for c in f.get("conversations") or [] if isinstance(c, Mapping)]
             for j, conv in enumerate(convs):
                 key = str(record.get("id")) + (f"#{j}" if len(convs) > 1 else "")
-                infos[key] = _record_why(record, key, conv)
+                info = infos[key] = _record_why(record, key, conv)
+                info.integrity = check.integrity[n]
+                info.integrity_note = check.reasons.get(n, "")
                 order = len(ranges)
                 ranges.append(
                     [
@@ -521,4 +595,20 @@ def why(
     records = {k: r for k, r in infos.items() if k in used}
     if context:
         _rebuild_contexts(access, list(records.values()))
-    return WhyResult(rel, lines, records, len(ledger.skipped_lines), asked=line)
+    missing = [
+        a.record["id"]
+        for a in check.missing
+        if any(
+            isinstance(f, Mapping) and f.get("path") == ledger_path
+            for f in a.record.get("files") or []
+        )
+    ]
+    return WhyResult(
+        rel,
+        lines,
+        records,
+        len(check.unreadable),
+        asked=line,
+        ledger_problems=list(check.problems),
+        missing_records=missing,
+    )

@@ -28,6 +28,7 @@ COLUMNS = (
     "model_id",
     "tool",
     "mutation_class",
+    "integrity",
 )
 MAX_INTENT_OPTIONS = 200  # suggestions in the intent box; any intent can still be typed
 # Times to the second, in UTC: the ledger's microseconds and "+00:00" made the column
@@ -80,7 +81,9 @@ class TraceView(widgets.VBox):
     Filter by intent, file (substring), contributor type and time range; sort by any
     column; pick a row to see its record's detail. Filtering and sorting are pandas
     operations over the frame from :func:`ctxnb.analysis.load_trace`, and each page is
-    one HTML payload, so a ledger of 100,000 records stays responsive.
+    one HTML payload, so a ledger of 100,000 records stays responsive. Each row shows its
+    record's ``integrity`` (the ledger verifier's verdict), and a ledger with tampered
+    records says so above the table.
 
     Args:
         source: a :class:`~ctxnb.govern.ledger.TraceLedger`, a ledger or Parquet path,
@@ -307,10 +310,24 @@ class TraceView(widgets.VBox):
         self.row.value = None
         self.detail.value = ""
         total = len(self.frame)
-        self.status.value = (
+        self.status.value = self._warning() + (
             f"<small>rows {start + 1 if len(page) else 0}–{start + len(page)} of "
             f"{len(self._view):,} matching ({total:,} in all) · of {self.page.max} "
             f"page{'s' if self.page.max > 1 else ''} · times in UTC</small>"
+        )
+
+    def _warning(self) -> str:
+        """A line above the table when records were changed outside ctxnb."""
+        if "integrity" not in self.frame:
+            return ""
+        rows = self.frame[self.frame["integrity"] == "tampered"]
+        if not len(rows):
+            return ""
+        n = rows["record_id"].nunique() if "record_id" in rows else len(rows)
+        return (
+            f"<div style='color:#b00'><b>{n:,} record(s) of this ledger were "
+            "changed outside ctxnb</b> (integrity: tampered); they are not evidence. "
+            "Run <code>ctxnb trace verify</code>.</div>"
         )
 
     def _table(self, records: list[dict[str, Any]], start: int) -> str:
@@ -402,7 +419,10 @@ class TraceView(widgets.VBox):
         page = self._view.iloc[: self.page_size]
         return (
             f"<div><b>TraceView</b> {len(self._view):,} of {len(self.frame):,} rows "
-            "(times in UTC)" + self._table(page[self.columns].to_dict("records"), 0) + "</div>"
+            "(times in UTC)"
+            + self._warning()
+            + self._table(page[self.columns].to_dict("records"), 0)
+            + "</div>"
         )
 
     def __repr__(self) -> str:

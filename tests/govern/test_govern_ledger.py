@@ -375,7 +375,7 @@ def test_the_ledger_tail_is_read_once_and_finds_the_last_line_however_long() -> 
 
 def test_a_ledger_given_another_path_appends_there_and_heads_it_there(tmp_path: Path) -> None:
     # The folder, name and head strings are kept for the path they were made from.
-    from ctxnb.govern.chain import verify_ledger
+    from ctxnb.govern.ledgercheck import verify_ledger
 
     ledger = TraceLedger(tmp_path / "a" / "agent_trace.jsonl")
     ledger.append(make())
@@ -713,7 +713,8 @@ def test_a_batch_of_records_is_one_chained_write_or_nothing(tmp_path: Path) -> N
     """A command's commit appends one trace line per file as one write with one fsync;
     the chain links every line to the one before, across the batch, and a batch with
     one bad record writes none of it."""
-    from ctxnb.govern.chain import PREV_KEY, verify_ledger
+    from ctxnb.govern.chain import PREV_KEY
+    from ctxnb.govern.ledgercheck import verify_ledger
 
     ledger = TraceLedger(tmp_path / "agent_trace.jsonl")
 

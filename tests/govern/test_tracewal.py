@@ -25,8 +25,8 @@ from ctxnb import Workspace
 from ctxnb._util import fsync as _fsync
 from ctxnb.errors import StoreError
 from ctxnb.govern import tracewal
-from ctxnb.govern.chain import verify_ledger
 from ctxnb.govern.ledger import TraceLedger, build_trace_record
+from ctxnb.govern.ledgercheck import verify_ledger
 from ctxnb.govern.tracewal import attachment, restore
 from ctxnb.store._attach import attached_lines
 

@@ -25,8 +25,8 @@ from _tracewal_setup import fail_log_fsync, governed, ledger_path, logged_versio
 from ctxnb import Workspace
 from ctxnb._util import fsync as _fsync
 from ctxnb.errors import PolicyError, StaleFileError, StoreError
-from ctxnb.govern.chain import verify_ledger
 from ctxnb.govern.ledger import TraceLedger, build_event_record
+from ctxnb.govern.ledgercheck import verify_ledger
 from ctxnb.govern.tracewal import restore
 from ctxnb.store._attach import attached_lines
 
