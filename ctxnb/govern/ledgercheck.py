@@ -47,9 +47,10 @@ Example:
 
 from __future__ import annotations
 
+import gc
 import json
 import os
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -290,8 +291,13 @@ def check_ledger(
     *,
     store_dir: str | os.PathLike[str] | None = None,
     anchors: Mapping[str, Sequence[Anchor]] | None = None,
+    keep: Callable[[dict[str, Any]], bool] | None = None,
 ) -> LedgerCheck:
     """Read and check a ledger: every record with its verdict.
+
+    Every line is parsed (its link is in it), but only the records ``keep`` accepts are
+    kept in :attr:`LedgerCheck.records` (all by default): ``why`` keeps one file's, and
+    a large ledger's other records are not held in memory at once.
 
     Args:
         path: the ledger (``.orchestration/agent_trace.jsonl``).
@@ -299,6 +305,7 @@ def check_ledger(
             (``.ctxnb/store`` beside ``.orchestration/``), when there is one.
         anchors: the anchors already read (:func:`store_anchors`); wins over
             ``store_dir``.
+        keep: which records to keep in :attr:`LedgerCheck.records`.
 
     Example:
         >>> import pathlib, tempfile
@@ -313,11 +320,30 @@ def check_ledger(
         out._bad(1, str(out.refused))
         return out
     raws = split_lines(data)
-    parsed = [parse_line(raw) for raw in raws]
     if anchors is None:
         anchors = store_anchors(store_dir if store_dir is not None else default_store_dir(ledger))
-    out = check_data(ledger, data, raws, [p[1] for p in parsed], anchors=anchors, parsed=parsed)
-    out.records = [(n, rec) for n, (rec, _) in enumerate(parsed, 1) if rec is not None]
+    links: list[Any] = []
+    ids: list[str | None] = []
+    kept: dict[int, dict[str, Any]] = {}
+    # JSON makes no reference cycles, but every record parsed counts towards the cyclic
+    # collector's next pass, which walks all the records held so far: on a large ledger
+    # those passes cost more than the parsing. Paused for the loop, as it was.
+    collecting = gc.isenabled()
+    gc.disable()
+    try:
+        for n, raw in enumerate(raws, 1):
+            rec, link = parse_line(raw)
+            links.append(link)
+            rid = rec.get("id") if rec is not None else None
+            ids.append(rid if isinstance(rid, str) else None)
+            # Held only when asked for or compared with the log.
+            if rec is not None and (keep is None or keep(rec) or rid in anchors):
+                kept[n] = rec
+    finally:
+        if collecting:
+            gc.enable()
+    out = check_data(ledger, data, raws, links, ids=ids, anchors=anchors, records=kept)
+    out.records = [(n, rec) for n, rec in kept.items() if keep is None or keep(rec)]
     return out
 
 
@@ -329,7 +355,7 @@ def check_data(
     *,
     ids: Sequence[str | None] | None = None,
     anchors: Mapping[str, Sequence[Anchor]],
-    parsed: Sequence[tuple[dict[str, Any] | None, Any]] | None = None,
+    records: Mapping[int, dict[str, Any]] | None = None,
 ) -> LedgerCheck:
     """The verdicts for a ledger's bytes, when the caller has read its lines' links.
 
@@ -340,11 +366,10 @@ def check_data(
         links: per line, its ``metadata.prev_hash`` (None when it has none) or
             :data:`NOT_A_RECORD` (a cut or damaged line). :func:`ctxnb.analysis.load_trace`
             takes them from Arrow's parse, so that no line is parsed twice.
-        ids: per line, the record id (None when not a record); taken from ``parsed``
-            when not given.
+        ids: per line, the record id (None when not a record).
         anchors: the records' copies in the store's log, by id.
-        parsed: per line, ``(record, link)`` when the caller parsed them; a line with
-            an anchor is parsed here otherwise.
+        records: line number → record, for lines the caller parsed; a line with an
+            anchor that is not among them is parsed here.
     """
     out = LedgerCheck(ledger, len(raws))
     hashes = [chain.line_hash(raw) for raw in raws]
@@ -375,7 +400,7 @@ def check_data(
         if n > 1 and links[n - 2] is not NOT_A_RECORD:
             out._bad(n - 1, f"line {n} does not link to it: it, or what followed it, changed")
     _check_head(out, ledger, data, raws, chained)
-    _check_anchors(out, raws, ids, anchors, parsed)
+    _check_anchors(out, raws, ids, anchors, records or {})
     out.problems.sort(key=lambda p: p[0])  # stable: a line's problems keep their order
     if out.ok:
         out.message = (
@@ -410,9 +435,11 @@ def _check_head(
             f"lines from line {end_no} on were deleted",
         )
         return
-    before = data[:end]
-    n_head = before.count(b"\n")
-    if not before.endswith(b"\n") or chain.line_hash(before[:-1].rsplit(b"\n", 1)[-1]) != last:
+    # Without copying the ledger: the line that ends at ``end`` and the lines before it.
+    n_head = data.count(b"\n", 0, end)
+    ended = end > 0 and data[end - 1 : end] == b"\n"
+    start = data.rfind(b"\n", 0, max(end - 1, 0)) + 1
+    if not ended or chain.line_hash(data[start : end - 1]) != last:
         where = max(1, n_head)
         out._bad(
             where,
@@ -432,17 +459,12 @@ def _check_anchors(
     raws: Sequence[bytes],
     ids: Sequence[str | None] | None,
     anchors: Mapping[str, Sequence[Anchor]],
-    parsed: Sequence[tuple[dict[str, Any] | None, Any]] | None,
+    records: Mapping[int, dict[str, Any]],
 ) -> None:
     """Each record against its copy in the store's log; copies, and missing records."""
     seen: dict[str, int] = {}
     for n in list(out.integrity):
-        if parsed is not None:
-            rec = parsed[n - 1][0]
-            rid = rec.get("id") if rec is not None else None
-        else:
-            rid = ids[n - 1] if ids is not None else None
-            rec = None
+        rid = ids[n - 1] if ids is not None else None
         if not isinstance(rid, str):
             continue
         if rid in seen:
@@ -452,6 +474,7 @@ def _check_anchors(
         copies = anchors.get(rid)
         if not copies:
             continue
+        rec = records.get(n)
         if rec is None:
             rec = parse_line(raws[n - 1])[0] or {}
         if any(_matches(rec, a) for a in copies):

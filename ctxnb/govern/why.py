@@ -524,19 +524,20 @@ def why(
     except ValueError as e:
         raise NotFoundError(f"{path!r}: {e}") from None
 
-    check = check_ledger(trace)
+    def about_this_file(record: Mapping[str, Any]) -> bool:
+        files = record.get("files")
+        return isinstance(files, list) and any(
+            isinstance(f, Mapping) and f.get("path") == ledger_path for f in files
+        )
+
+    check = check_ledger(trace, keep=about_this_file)
     if check.refused is not None:
         raise check.refused
     infos: dict[str, RecordWhy] = {}
     ranges: list[list[Range]] = []  # per record (and conversation), its ranges here
     times: list[datetime | None] = []
     for n, record in check.records:
-        files = record.get("files")
-        if not isinstance(files, list) or not any(
-            isinstance(f, Mapping) and f.get("path") == ledger_path for f in files
-        ):
-            continue
-        for f in files:
+        for f in record.get("files") or []:
             if not isinstance(f, Mapping) or f.get("path") != ledger_path:
                 continue
             convs = [c for c in f.get("conversations") or [] if isinstance(c, Mapping)]
@@ -595,14 +596,7 @@ def why(
     records = {k: r for k, r in infos.items() if k in used}
     if context:
         _rebuild_contexts(access, list(records.values()))
-    missing = [
-        a.record["id"]
-        for a in check.missing
-        if any(
-            isinstance(f, Mapping) and f.get("path") == ledger_path
-            for f in a.record.get("files") or []
-        )
-    ]
+    missing = [a.record["id"] for a in check.missing if about_this_file(a.record)]
     return WhyResult(
         rel,
         lines,
