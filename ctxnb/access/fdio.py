@@ -360,7 +360,9 @@ class PathPolicy(_FdWalk):
                 again: the same file as when the write began (inode, size, mtime), with
                 the content ``expected_sha256`` (when given), or still no file if there
                 was none. Where Linux allows, the new file is swapped in and the one it
-                displaced is checked too, so a save landing in between is put back.
+                displaced is checked too, so a save landing in between is put back; a
+                read lease held from the check to the swap also catches a program
+                writing in place through a descriptor (see ``ctxnb.access._replace``).
             expected_sha256: the SHA-256 of the content the new bytes were computed from;
                 with ``check_replaced``, None means they were computed for a new file.
             new_file_mode: the permission bits (``0o777`` part) of a file that did not
