@@ -79,7 +79,8 @@ class McpContent:
                 name="trace-tail",
                 uri=URI_TRACE,
                 description=f"The last {TRACE_TAIL} records of .orchestration/agent_trace.jsonl "
-                "(empty when the workspace is not governed).",
+                "(empty when the workspace is not governed), each with the ledger check's "
+                "verdict in metadata.integrity ('tampered': changed outside ctxnb).",
                 mime_type="application/json",
             ),
         ]
@@ -128,13 +129,28 @@ class McpContent:
         )
 
     def trace_tail(self, n: int = TRACE_TAIL) -> list[dict[str, Any]]:
-        """The last ``n`` trace records; empty when the workspace is not governed."""
-        path = self.backend.workspace.root / ".orchestration" / "agent_trace.jsonl"
-        if not path.is_file():
-            return []
-        from ..govern.ledger import TraceLedger
+        """The last ``n`` trace records; empty when the workspace is not governed.
 
-        return TraceLedger(path).tail(n)
+        Read through the ledger verifier every reader uses: each record shown carries
+        its verdict in ``metadata.integrity`` (``verified``, ``chained``, ``unchained``
+        or ``tampered``), so a model is never shown a changed record as genuine.
+        """
+        path = self.backend.workspace.root / ".orchestration" / "agent_trace.jsonl"
+        if not path.is_file() or n <= 0:
+            return []
+        from ..govern.ledgercheck import check_ledger
+
+        check = check_ledger(path)
+        if check.refused is not None:
+            raise check.refused
+        out = []
+        for line, record in check.records[-n:]:
+            shown = dict(record)
+            meta = shown.get("metadata")
+            shown["metadata"] = {**(meta if isinstance(meta, dict) else {})}
+            shown["metadata"]["integrity"] = check.integrity[line]
+            out.append(shown)
+        return out
 
     # -- prompts ------------------------------------------------------------------------
     def list_prompts(self) -> list[types.Prompt]:

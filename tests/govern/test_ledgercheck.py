@@ -117,6 +117,11 @@ def test_an_untouched_ledger_is_verified_by_every_reader(
     code, text = _cli(["why", "-w", str(gov), FILES[TARGET]], capsys)
     assert code == 0 and "TAMPERED" not in text and "verified" in text, text
     assert _cli(["trace", "verify", str(gov)], capsys)[0] == 0
+    from ctxnb.integrations.mcp_server import URI_TRACE, McpBackend
+
+    with McpBackend(gov) as backend:
+        shown = json.loads(backend.read_resource(URI_TRACE))
+    assert [r["metadata"]["integrity"] for r in shown] == ["verified"] * len(FILES)
 
 
 @pytest.mark.parametrize("how", ["edit", "edit+recompute", "reorder"])
@@ -168,6 +173,12 @@ def test_a_changed_record_is_tampered_in_every_reader(
 
     html = TraceView(gov)._repr_html_()
     assert "changed outside ctxnb" in html and "tampered" in html
+
+    from ctxnb.integrations.mcp_server import URI_TRACE, McpBackend
+
+    with McpBackend(gov) as backend:
+        shown = json.loads(backend.read_resource(URI_TRACE))
+    assert {r["id"]: r["metadata"]["integrity"] for r in shown}[rid] == "tampered"
 
 
 @pytest.mark.parametrize("how", ["delete", "delete+recompute"])
