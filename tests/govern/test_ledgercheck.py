@@ -120,7 +120,7 @@ def test_an_untouched_ledger_is_verified_by_every_reader(
     from ctxnb.integrations.mcp_server import URI_TRACE, McpBackend
 
     with McpBackend(gov) as backend:
-        shown = json.loads(backend.read_resource(URI_TRACE))
+        shown = json.loads(backend.content.read_resource(URI_TRACE))
     assert [r["metadata"]["integrity"] for r in shown] == ["verified"] * len(FILES)
 
 
@@ -177,7 +177,7 @@ def test_a_changed_record_is_tampered_in_every_reader(
     from ctxnb.integrations.mcp_server import URI_TRACE, McpBackend
 
     with McpBackend(gov) as backend:
-        shown = json.loads(backend.read_resource(URI_TRACE))
+        shown = json.loads(backend.content.read_resource(URI_TRACE))
     assert {r["id"]: r["metadata"]["integrity"] for r in shown}[rid] == "tampered"
 
 
