@@ -3,7 +3,8 @@
 :func:`run_experiment` runs every task of a suite (see :mod:`ctxnb.live.suite`) under
 every strategy, ``repeats`` times, each run in a fresh copy of the task, and returns
 one row per run: whether it was solved (pristine tests and hidden check pass, tests
-untouched), its steps, tokens, cached tokens, dollars and exit status. With no
+untouched), the verdict's reason (``passed``, ``failed``, ``missing-report`` …), its
+steps, tokens, cached tokens, dollars and exit status. With no
 ``model`` each task's recorded solution answers (a :class:`~ctxnb.live.ScriptedModelServer`
 per run); with one, that litellm model does. Runs go in process one after another, or
 to any :class:`concurrent.futures.Executor` or ``dask.distributed`` client; the frame
@@ -47,6 +48,7 @@ RUN_COLUMNS: tuple[str, ...] = (
     "solved",
     "passed",
     "tests_tampered",
+    "verdict",
     "exit_status",
     "steps",
     "calls",
@@ -90,6 +92,7 @@ def _run_one(task: SuiteTask, setup: bytes, repeat: int, options: dict[str, Any]
         "solved": result.solved,
         "passed": result.passed,
         "tests_tampered": result.tests_tampered,
+        "verdict": result.verdict,
         "exit_status": result.exit_status,
         "steps": len(result.trajectory.steps),
         "calls": len(result.calls),

@@ -45,7 +45,15 @@ from ._agent import (
     build_agent,
     run_agent,
 )
-from .verdict import judge, pristine_files, refused_tests, touched_tests
+from .verdict import (
+    Runner,
+    check_scripts,
+    collect_tests,
+    judge,
+    pristine_files,
+    refused_tests,
+    touched_tests,
+)
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -62,18 +70,24 @@ class Task:
 
     Attributes:
         prompt: the instruction the agent gets.
-        test: a shell command run in the workspace after the agent stops; the task is
-            solved when it exits 0.
+        test: the test command as the agent would run it (``python -m unittest -q``);
+            the verdict does not run it through a shell, but runs the task's test ids
+            with ctxnb's runner (see :mod:`ctxnb.live.verdict`). The task is solved when
+            every one of them passes.
         id: a name for the run.
         scope: globs the agent's intent owns (what its commands may change).
         tests: the task's test files (relative paths). They are outside the agent's
             scope, and the verdict runs the pristine copies of them, on a fresh copy of
             the workspace; a run that touched them is flagged and not solved (see
             :mod:`ctxnb.live.verdict`).
-        check: a command that runs the hidden checks (after ``test``), or None.
+        check: the hidden checks to run after the tests, as ``python check_x.py``
+            (each a script among ``hidden``), or None.
         pristine: the task's own copy, where the pristine test files are read; None
             reads them from the workspace before the run.
         hidden: a directory of checks the agent never sees, added for the verdict.
+        test_ids: the test ids that must pass; empty: those the pristine tests define,
+            collected on the task's own copy before the agent starts.
+        runner: ``unittest`` or ``pytest``; None: ``pytest`` when ``test`` names it.
     """
 
     prompt: str
@@ -84,6 +98,15 @@ class Task:
     check: str | None = None
     pristine: str | None = None
     hidden: str | None = None
+    test_ids: tuple[str, ...] = ()
+    runner: Runner | None = None
+
+    @property
+    def test_runner(self) -> Runner:
+        """The framework the verdict runs the tests with."""
+        if self.runner is not None:
+            return self.runner
+        return "pytest" if "pytest" in self.test else "unittest"
 
     @property
     def owned_scope(self) -> list[str]:
@@ -125,6 +148,9 @@ class LiveResult:
         calls: tokens and dollars of each model call, in order.
         tests_tampered: the run changed, or tried to change, one of the task's tests.
         tampered: those test files.
+        verdict: ``passed``, or why not (``missing-report``, ``failed``, ``errored``,
+            ``skipped``, ``missing`` …: see :class:`~ctxnb.live.verdict.Verdict`).
+        outcomes: each expected test id's outcome.
     """
 
     trajectory: Trajectory
@@ -134,6 +160,8 @@ class LiveResult:
     calls: list[CallUsage] = field(default_factory=list)
     tests_tampered: bool = False
     tampered: tuple[str, ...] = ()
+    verdict: str = ""
+    outcomes: dict[str, str] = field(default_factory=dict)
 
     @property
     def solved(self) -> bool:
@@ -332,6 +360,16 @@ def _run(
     pristine, hidden = pristine_files(
         task.tests, source=task.pristine or ws.root, hidden=task.hidden
     )
+    scripts = check_scripts(task.check, hidden)
+    runner = task.test_runner
+    # The ids that must pass, named before the agent can add, skip or rename any.
+    expected = task.test_ids or collect_tests(
+        task.pristine or ws.root,
+        pristine,
+        runner=runner,
+        timeout=max(60.0, command_timeout),
+        read_paths=ws.config.sandbox.read_paths,
+    )
     touched: list[str] = []
     session = ws.session(session_id, system_prompt=SYSTEM_PROMPT)
     tools = ws.tools(session, caller="mini-swe-agent", approver=approver, model_id=model)
@@ -366,12 +404,13 @@ def _run(
     # writable: it cannot change the work it judges, nor trust tests the agent edited.
     verdict = judge(
         ws.root,
-        task.test,
         pristine=pristine,
+        expected=expected,
         hidden=hidden,
-        check=task.check,
+        scripts=scripts,
+        runner=runner,
         touched=touched,
-        timeout=max(60.0, command_timeout),
+        timeout=max(60.0, command_timeout) * (2 if scripts else 1),
         read_paths=ws.config.sandbox.read_paths,
     )
     passed = verdict.passed
@@ -387,6 +426,7 @@ def _run(
             "exit_status": info.get("exit_status", ""),
             "passed": passed,
             "tests_tampered": verdict.tests_tampered,
+            "verdict": verdict.reason,
             "session_id": session.session_id,
         },
     )
@@ -398,6 +438,8 @@ def _run(
         calls=calls,
         tests_tampered=verdict.tests_tampered,
         tampered=verdict.tampered,
+        verdict=verdict.reason,
+        outcomes=dict(verdict.outcomes),
     )
 
 

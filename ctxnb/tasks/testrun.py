@@ -2,10 +2,10 @@
 
 Every run of a task's tests -- grading a patch, grading an agent's work, mining a commit on
 both of its sides -- is built by :func:`make_test_command` and read by :func:`read_run`, and
-runs through the live runs' verdict (:func:`ctxnb.live.verdict.judge`): a fresh copy of the
-tree, the task's test files written over it, bubblewrap with nothing writable, no network,
-the user's Python environment readable. So a test that passes when a task is mined passes
-for the same reasons when a patch is graded.
+runs through the live runs' confinement (:func:`ctxnb.live.verdict.run_confined`): a fresh
+copy of the tree, the task's test files written over it, bubblewrap with nothing writable,
+no network, the user's Python environment readable. So a test that passes when a task is
+mined passes for the same reasons when a patch is graded.
 
 One command may run the tests several times (``repeats``): each round prints a marker and
 its exit status, so a test whose status differs between rounds is seen as flaky. A round
@@ -204,17 +204,16 @@ def run_tests(
         read_paths: host paths the tests may read (the Python environment's prefix).
         timeout: seconds for one round.
     """
-    from ..live.verdict import judge
+    from ..live.verdict import run_confined
 
     command = make_test_command(tests, python=python, test_cmd=test_cmd, repeats=repeats)
-    verdict = judge(
+    run = run_confined(
         root,
         command,
-        pristine={},
-        hidden=dict(files or {}),
+        files=dict(files or {}),
         timeout=timeout * max(1, repeats),
         read_paths=read_paths,
         # A -rA log is about 70 bytes a test: room for ~15,000 tests a round.
         max_output_bytes=1_000_000 * max(1, repeats),
     )
-    return read_run(verdict.output, repeats=repeats)
+    return read_run(run.output, repeats=repeats)

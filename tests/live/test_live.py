@@ -311,9 +311,12 @@ def test_what_the_verdict_s_tests_print_leaves_redacted(tmp_path: Path) -> None:
     from ctxnb.live.verdict import judge, pristine_files
 
     key = "ghp_" + secrets.token_hex(18)  # a generated GitHub-style token, never a real one
-    (tmp_path / "test_calc.py").write_text(f"print('token={key}')\n")
+    (tmp_path / "test_calc.py").write_text(
+        "import unittest\n\nclass T(unittest.TestCase):\n"
+        f"    def test(self):\n        print('token={key}')\n"
+    )
     pristine, _ = pristine_files(["test_calc.py"], source=tmp_path, hidden=None)
-    v = judge(tmp_path, "python test_calc.py", pristine=pristine)
+    v = judge(tmp_path, pristine=pristine, expected=["test_calc.T.test"])
     assert v.passed and "token=" in v.output and key not in v.output
 
 
@@ -330,18 +333,18 @@ def test_tests_changed_behind_the_sandbox_s_back_are_still_caught(tmp_path: Path
     (tmp_path / "test_calc.py").write_text(
         test + "    def test(self):\n        self.assertEqual(add(2, 3), -1)\n"
     )
-    v = judge(tmp_path, "python -m unittest -q", pristine=pristine)
+    v = judge(tmp_path, pristine=pristine, expected=["test_calc.T.test"])
     assert v.tests_tampered and not v.passed and not v.solved
     # A link in place of the test is no test either.
     (tmp_path / "test_calc.py").unlink()
     (tmp_path / "test_calc.py").symlink_to("/etc/hostname")
-    v = judge(tmp_path, "python -m unittest -q", pristine=pristine)
+    v = judge(tmp_path, pristine=pristine, expected=["test_calc.T.test"])
     assert v.tests_tampered and v.tampered == ("test_calc.py",) and not v.passed
     # With the code fixed and the test untouched, the same verdict passes.
     (tmp_path / "test_calc.py").unlink()
     (tmp_path / "test_calc.py").write_bytes(pristine["test_calc.py"])
     (tmp_path / "calc.py").write_text("def add(a, b):\n    return a + b\n")
-    v = judge(tmp_path, "python -m unittest -q", pristine=pristine)
+    v = judge(tmp_path, pristine=pristine, expected=["test_calc.T.test"])
     assert v.passed and v.solved and not v.tests_tampered
 
 
@@ -352,14 +355,9 @@ def test_a_hidden_check_the_agent_never_saw_decides_too(tmp_path: Path) -> None:
         "def add(a, b):\n    return 5\n"
     )  # fits the visible test only
     hidden = {"check_calc.py": b"from calc import add\nassert add(1, 1) == 2, add(1, 1)\n"}
-    v = judge(
-        tmp_path,
-        "python -c 'from calc import add; assert add(2, 3) == 5'",
-        pristine={},
-        hidden=hidden,
-        check="python check_calc.py",
-    )
+    v = judge(tmp_path, pristine={}, expected=[], hidden=hidden, scripts=["check_calc.py"])
     assert not v.passed and "AssertionError" in v.output
+    assert v.reason == "failed" and v.outcomes == {"script:check_calc.py": "failed"}
     assert not (tmp_path / "check_calc.py").exists()  # never in the agent's workspace
 
 

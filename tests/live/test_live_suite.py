@@ -19,23 +19,34 @@ from ctxnb.live.suite import load_suite
 def test_every_suite_task_starts_failing_and_its_recorded_fix_is_judged_as_noted(
     tmp_path: Path,
 ) -> None:
-    # The suite is data: check each task for real (plain Python, no agent): its test
-    # fails as shipped, the recorded fix makes it pass, and the hidden check fails
-    # exactly the fixes whose note says they overfit.
+    # The suite is data: check each task for real with the verdict's own runner (no
+    # agent): its tests fail as shipped, the recorded fix makes them pass, and the hidden
+    # check fails exactly the fixes whose note says they overfit.
+    from ctxnb.live.verdict import check_scripts, collect_tests, judge, pristine_files
+
     tasks = load_suite()
     assert len(tasks) >= 20 and len({t.id for t in tasks}) == len(tasks)
     for t in tasks:
         task = t.materialize(tmp_path / t.id)
         work = tmp_path / t.id / "work"
         assert set(t.tests) <= set(t.files) and not set(t.hidden) & set(t.files)
-        before = subprocess.run(task.test, shell=True, cwd=work, capture_output=True)
-        assert before.returncode != 0, t.id
+        pristine, hidden = pristine_files(task.tests, source=work, hidden=task.hidden)
+        ids = collect_tests(work, pristine)
+        assert ids and all(i.startswith(Path(task.tests[0]).stem + ".") for i in ids), ids
+        before = judge(work, pristine=pristine, expected=ids)
+        assert before.reason in ("failed", "errored"), (t.id, before.outcomes)
         fix = t.script[1]["commands"][0]
         assert subprocess.run(fix, shell=True, cwd=work, capture_output=True).returncode == 0
-        for rel, text in t.hidden.items():
-            (work / rel).write_text(text)
-        check = subprocess.run(t.check or "true", shell=True, cwd=work, capture_output=True)
-        assert (check.returncode == 0) == (not t.note), t.id
+        after = judge(
+            work,
+            pristine=pristine,
+            expected=ids,
+            hidden=hidden,
+            scripts=check_scripts(task.check, hidden),
+        )
+        assert after.passed == (not t.note), (t.id, after.outcomes, after.output)
+        # What fails an overfit fix is its hidden check, not the visible tests.
+        assert all(after.outcomes[i] == "passed" for i in ids), t.id
 
 
 def test_a_bad_suite_file_says_what_a_task_needs(tmp_path: Path) -> None:
