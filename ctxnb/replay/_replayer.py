@@ -159,7 +159,7 @@ class _Replayer:
         traj: Trajectory,
         counter: TokenCounter,
         root: str,
-        files: FileMode = "active",
+        files: FileMode = "pool",
         on_compaction: OnCompaction | None = None,
     ) -> None:
         from ..store.objectstore import ObjectStore

@@ -359,7 +359,7 @@ def compare_at(
     *,
     budget: int | None = None,
     token_counter: TokenCounter | Callable[[str], int] | str | None = None,
-    files: str = "active",
+    files: str = "pool",
 ) -> tuple[Context, Context]:
     """The contexts two strategies give the model at one step of a run.
 

@@ -212,7 +212,7 @@ def run_experiment(
     executor: Executor | None = None,
     out_dir: str | os.PathLike[str] | None = None,
     progress: bool | None = None,
-    files: FileMode = "active",
+    files: FileMode = "pool",
     hidden_prompt_tokens: HiddenPrompt = None,
     model: str | None = None,
     prices: PriceTable | Mapping[str, Any] | str | os.PathLike[str] | None = None,

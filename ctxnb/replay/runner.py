@@ -154,7 +154,7 @@ def replay_contexts(
     budget: int | None = None,
     token_counter: TokenCounter | Callable[[str], int] | str | None = None,
     stop_after: int | None = None,
-    files: FileMode = "active",
+    files: FileMode = "pool",
 ) -> Iterator[tuple[Step, str, Context, tuple[int, int]]]:
     """Replay a run and yield, step by step, the context under each strategy.
 
@@ -168,10 +168,15 @@ def replay_contexts(
         budget: total token budget per context, or None for no limit.
         token_counter: a counter, a name such as ``"heuristic"``, or None for the default.
         stop_after: stop once this step's contexts have been yielded.
-        files: ``"active"``: file objects are content the strategies manage (the
-            default); ``"pool"``: they are versioned and listed in the metadata pool
-            but never shown in full, so the context holds what a shell-only agent saw
-            (tool outputs only); the fidelity check uses this.
+        files: ``"pool"`` (the default): file objects are versioned and listed in
+            the metadata pool but never shown in full, so the context holds what the
+            recorded agent saw (tool outputs only): the faithful mode for mini-swe-agent,
+            SWE-agent and Claude Code, whose prompts hold a file only as the output of
+            the call that read it. ``"active"``: file objects are also content the
+            strategies manage, shown beside the outputs that read them, which models an
+            agent that keeps its open files in the prompt (ctxnb's own sessions, a
+            Cursor-style "open files" pane); it puts a Claude Code session at 1.3x its
+            recorded prompt sizes.
 
     Yields:
         ``(step, strategy label, context, (re_reads, stale_reads))``.
@@ -247,7 +252,7 @@ def replay(
     budget: int | None = None,
     token_counter: TokenCounter | Callable[[str], int] | str | None = None,
     *,
-    files: FileMode = "active",
+    files: FileMode = "pool",
     hidden_prompt_tokens: HiddenPrompt = None,
     model: str | None = None,
     prices: PriceTable | Mapping[str, Any] | str | os.PathLike[str] | None = None,

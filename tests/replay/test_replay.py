@@ -112,7 +112,8 @@ def test_observation_masking_reads_fewer_tokens(django: Trajectory) -> None:
 
 
 def test_re_reads_and_stale_reads_are_counted(small: Trajectory) -> None:
-    df = replay(small, [KeepAll(), MetadataOnly(), ObservationMasking(0)])
+    # File objects shown beside the outputs (files="active"), as ctxnb's own sessions do.
+    df = replay(small, [KeepAll(), MetadataOnly(), ObservationMasking(0)], files="active")
     by = df.set_index(["strategy", "step"])
     # Keep-all: the read at step 0 shows a.py v1; a.py changes at step 1, so from step 2
     # on that tool output is stale (steps 2, 3, 4, 5). The read at step 3 is current.
@@ -124,14 +125,14 @@ def test_re_reads_and_stale_reads_are_counted(small: Trajectory) -> None:
     assert by.loc["metadata-only", "stale_reads"].sum() == 0
     # Masking every tool output keeps the file objects whole: nothing lost.
     assert by.loc["observation-masking", "re_reads"].sum() == 0
-    # ... unless files are only in the pool, as for a shell-only agent.
-    pool = replay(small, [ObservationMasking(0)], files="pool")
+    # ... unless files are only in the pool, as for a shell-only agent (the default).
+    pool = replay(small, [ObservationMasking(0)])
     assert pool["re_reads"].tolist() == [0, 0, 0, 1, 0, 1]
 
 
 def test_partial_reads_and_edits_make_file_versions(small: Trajectory) -> None:
     last = None
-    for step, _, ctx, _ in replay_contexts(small, [KeepAll()]):
+    for step, _, ctx, _ in replay_contexts(small, [KeepAll()], files="active"):
         last = ctx if step.index == 5 else last
     assert last is not None
     files = {it.label: it.text for it in last.items if it.type == "file"}
@@ -149,7 +150,7 @@ def test_range_read_splices_into_known_content() -> None:
             Step(index=2, action=Action(tool="submit")),
         ],
     )
-    *_, (_, _, ctx, _) = replay_contexts(t, [KeepAll()])
+    *_, (_, _, ctx, _) = replay_contexts(t, [KeepAll()], files="active")
     text = next(it.text for it in ctx.items if it.type == "file")
     assert "1\nTWO\nTHREE\n4\n" in text
 
