@@ -21,6 +21,8 @@ import math
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
+from .._util.intervals import LEVEL, RESAMPLES, SEED
+
 if TYPE_CHECKING:
     import pandas as pd
 
@@ -69,18 +71,34 @@ def mcnemar_exact(only_a: int, only_b: int) -> float:
     return min(1.0, 2 * tail)
 
 
-def summarize(df: pd.DataFrame) -> pd.DataFrame:
+def summarize(
+    df: pd.DataFrame,
+    *,
+    baseline: str = "keep-all",
+    resamples: int = RESAMPLES,
+    seed: int = SEED,
+    level: float = LEVEL,
+) -> pd.DataFrame:
     """One row per strategy: solve rate and mean cost per run, each with a 95% interval.
 
     Args:
         df: a frame of :func:`~ctxnb.live.experiment.run_experiment`.
+        baseline: the strategy the ``*_rel`` columns divide by.
+        resamples: bootstrap resamples of the intervals.
+        seed: the bootstrap's seed.
+        level: the bootstrap intervals' level (Wilson's is 95%).
 
     Returns:
         Indexed by strategy: ``runs``, ``tasks``, ``solved``, ``solve_rate``,
         ``solve_rate_lo``/``_hi`` (Wilson), ``tests_tampered`` (runs), ``steps`` (mean),
         ``prompt_tokens`` and ``cached_tokens`` (totals), ``cost_usd`` (mean per run;
         NaN when any run is unpriced), ``cost_usd_lo``/``_hi`` (bootstrap),
-        ``unpriced_runs``.
+        ``unpriced_runs``; ``prompt_tokens_rel`` and ``cost_usd_rel``, the strategy's
+        totals over the baseline's. ``steps``, ``prompt_tokens``, ``cached_tokens``,
+        ``cost_usd`` and the ``*_rel`` ratios have ``_lo``/``_hi`` columns: a
+        bootstrap over runs, each resample drawing the same (task, repeat) pairs for
+        every strategy, so a ratio is paired. ``attrs["intervals"]`` records the
+        method, level, resamples, seed and number of runs.
     """
     import pandas as pd
 
@@ -89,7 +107,7 @@ def summarize(df: pd.DataFrame) -> pd.DataFrame:
         solved = int(g["solved"].sum())
         lo, hi = wilson(solved, len(g))
         cost = g["cost_usd"].astype(float)
-        clo, chi = bootstrap_mean_ci(cost.tolist())
+        clo, chi = bootstrap_mean_ci(cost.tolist(), resamples=resamples, seed=seed, level=level)
         rows[name] = {
             "runs": len(g),
             "tasks": g["task"].nunique(),
@@ -108,6 +126,65 @@ def summarize(df: pd.DataFrame) -> pd.DataFrame:
         }
     out = pd.DataFrame.from_dict(rows, orient="index")
     out.index.name = "strategy"
+    return _add_intervals(df, out, baseline, resamples, seed, level)
+
+
+def _add_intervals(
+    df: pd.DataFrame, out: pd.DataFrame, baseline: str, resamples: int, seed: int, level: float
+) -> pd.DataFrame:
+    """``_lo``/``_hi`` columns and the ``*_rel`` ratios of :func:`summarize`'s table."""
+    import numpy as np
+
+    from .._util.intervals import interval_attrs, percentile_interval, run_weights
+
+    # The resampling unit is a (task, repeat): every strategy ran it, so one draw of
+    # units resamples all strategies alike, and a ratio to the baseline is paired.
+    unit = df["task"].astype(str) + "\x00" + df["repeat"].astype(str)
+    units = list(dict.fromkeys(unit))
+    strategy = df["strategy"].astype(str)
+
+    def wide(col: str) -> np.ndarray:
+        # strategy x unit; NaN where a strategy lacks the unit, or the value is NaN.
+        t = df[col].astype(float).groupby([strategy, unit], sort=False).sum(min_count=1)
+        return t.unstack().reindex(index=out.index, columns=units).to_numpy(dtype=float)
+
+    w = run_weights(len(units), resamples=resamples, seed=seed).astype(float)
+    ran = np.isfinite(wide("steps"))
+    count = w @ ran.T.astype(float)  # runs of each strategy in each resample
+    totals: dict[str, np.ndarray] = {}
+    for col in ("steps", "prompt_tokens", "cached_tokens", "cost_usd"):
+        x = wide(col)
+        # A run that did not happen adds nothing; an unpriced one keeps the total NaN.
+        totals[col] = w @ np.where(ran, x, 0.0).T
+    with np.errstate(divide="ignore", invalid="ignore"):
+        reps = {
+            "steps": totals["steps"] / count,
+            "prompt_tokens": totals["prompt_tokens"],
+            "cached_tokens": totals["cached_tokens"],
+        }
+        if baseline in out.index:
+            b = list(out.index).index(baseline)
+            for col in ("prompt_tokens", "cost_usd"):
+                whole = df[col].astype(float).groupby(strategy, sort=False).sum(min_count=1)
+                # A NaN cost anywhere in a strategy leaves its total NaN, not lower.
+                if col == "cost_usd":
+                    whole[df.loc[df[col].isna(), "strategy"].astype(str).unique()] = math.nan
+                whole = whole.reindex(out.index)
+                out[f"{col}_rel"] = whole / float(whole.iloc[b])
+                reps[f"{col}_rel"] = totals[col] / totals[col][:, [b]]
+    for col, samples in reps.items():
+        bounds = [
+            percentile_interval(samples[:, i], level=level)
+            if out["runs"].iloc[i] >= 2 and not np.isnan(float(out[col].iloc[i]))
+            else (math.nan, math.nan)
+            for i in range(len(out.index))
+        ]
+        out[f"{col}_lo"] = [a for a, _ in bounds]
+        out[f"{col}_hi"] = [z for _, z in bounds]
+    out.attrs["intervals"] = {
+        **interval_attrs(len(units), resamples=resamples, seed=seed, level=level),
+        "solve_rate": "Wilson score interval, 95%",
+    }
     return out
 
 

@@ -34,6 +34,7 @@ import os
 from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any
 
+from .._util.intervals import LEVEL, RESAMPLES, SEED
 from .._util.plotting import line_style, marker_style, new_axes, outside_legend, styled
 from ..context import Context
 from ..llm.tokens import TokenCounter
@@ -50,9 +51,12 @@ __all__ = [
     "plot_dollars_per_step",
     "plot_tokens_per_step",
     "summarize",
+    "with_intervals",
 ]
 
 _PRICE_KEYS = ("input_per_mtok",)
+# Figures summarize() rounds (to these decimals); their bounds are rounded alike.
+_ROUNDED = {"mean_tokens": 1, "cache_read_share": 4, "recorded_cache_share": 4}
 
 
 def summarize(
@@ -60,6 +64,9 @@ def summarize(
     prices: Mapping[str, float] | None = None,
     *,
     baseline: str = "keep-all",
+    resamples: int = RESAMPLES,
+    seed: int = SEED,
+    level: float = LEVEL,
 ) -> pd.DataFrame:
     """One row per strategy: tokens, cache reuse, dollars and information lost.
 
@@ -76,6 +83,9 @@ def summarize(
             ``cost_usd`` columns, priced per model with caching, are summed whatever
             this says.
         baseline: the strategy the ``*_rel`` columns divide by.
+        resamples: bootstrap resamples of the intervals.
+        seed: the bootstrap's seed (the same frame gives the same intervals).
+        level: the intervals' confidence level.
 
     Returns:
         Indexed by strategy (in the frame's order): ``runs``, ``steps``,
@@ -90,7 +100,11 @@ def summarize(
         and ``tokens_rel``, ``peak_rel``,
         ``re_reads_rel``, ``stale_reads_rel``, ``cost_rel``, ``cost_usd_rel``: each
         value divided by the baseline's (NaN where the baseline's is 0, or without a
-        baseline).
+        baseline). Every figure but the counts has ``<figure>_lo`` and ``<figure>_hi``
+        beside it: a bootstrap interval over runs, paired for the ``*_rel`` ratios
+        (see :mod:`ctxnb._util.intervals`; NaN with fewer than two runs), with the
+        method, level, resamples, seed and number of runs in ``attrs["intervals"]``.
+        :func:`with_intervals` shows them as ``value [lo–hi]``.
 
     Raises:
         ValueError: ``prices`` has an unknown key.
@@ -187,7 +201,126 @@ def summarize(
             out[rel] = out[col] / float(out.loc[baseline, col])
         else:
             out[rel] = np.nan
+    return _add_intervals(df, out, prices, baseline, pairs, resamples, seed, level)
+
+
+def _add_intervals(
+    df: pd.DataFrame,
+    out: pd.DataFrame,
+    prices: Mapping[str, float] | None,
+    baseline: str,
+    pairs: list[tuple[str, str]],
+    resamples: int,
+    seed: int,
+    level: float,
+) -> pd.DataFrame:
+    """``<figure>_lo``/``_hi`` beside each figure of :func:`summarize`'s table."""
+    import numpy as np
+
+    from .._util.intervals import interval_attrs, percentile_interval, run_weights
+
+    runs = list(dict.fromkeys(df["trajectory"].astype(str)))
+    key = [df["strategy"].astype(str), df["trajectory"].astype(str)]
+
+    def per_run(values: pd.Series, how: str = "sum") -> pd.DataFrame:
+        # strategy x run; a run a strategy lacks counts as 0 (nothing read).
+        g = values.groupby(key, sort=False)
+        agg = g.max() if how == "max" else g.sum(min_count=1) if how == "nan" else g.sum()
+        wide = agg.unstack().reindex(index=out.index, columns=runs)
+        return wide if how == "nan" else wide.fillna(0)
+
+    table = {
+        "total_tokens": per_run(df["total_tokens"]),
+        "peak_tokens": per_run(df["total_tokens"], "max"),
+        "steps": per_run(df["total_tokens"] * 0 + 1),
+        "re_reads": per_run(df["re_reads"]),
+        "stale_reads": per_run(df["stale_reads"]),
+    }
+    if "cost_usd" in out:
+        own = df["strategy_cost_usd"] if "strategy_cost_usd" in df else 0.0
+        # NaN in a run's cost (an unpriced step) keeps every resample with it NaN.
+        table["cost_usd"] = per_run(df["cost_usd"] + own, "nan")
+        table["cost_usd_uncached"] = per_run(df["cost_usd_uncached"] + own, "nan")
+        table["cache_read_tokens"] = per_run(df["cache_read_tokens"])
+        if "recorded_cost_usd" in out:
+            table["recorded_cost_usd"] = per_run(df["recorded_cost_usd"])
+        if "recorded_cache_share" in out:
+            both = df["recorded_cached_tokens"].notna() & df["prompt_tokens"].notna()
+            table["rec_cached"] = per_run(df["recorded_cached_tokens"].where(both, 0))
+            table["rec_prompt"] = per_run(df["prompt_tokens"].where(both, 0).astype(float))
+    w = run_weights(len(runs), resamples=resamples, seed=seed).astype(float)
+
+    def sums(name: str) -> np.ndarray:
+        # resamples x strategies: each strategy's figure over the same resampled runs.
+        return np.asarray(w @ table[name].to_numpy(dtype=float).T)
+
+    with np.errstate(divide="ignore", invalid="ignore"):
+        reps: dict[str, np.ndarray] = {
+            c: sums(c) for c in ("total_tokens", "re_reads", "stale_reads")
+        }
+        reps["mean_tokens"] = reps["total_tokens"] / sums("steps")
+        peaks = table["peak_tokens"].to_numpy(dtype=float)
+        reps["peak_tokens"] = np.where(w[:, None, :] > 0, peaks[None, :, :], -np.inf).max(axis=2)
+        if "cost_usd" in out:
+            reps["cost_usd"] = sums("cost_usd")
+            reps["cost_usd_uncached"] = sums("cost_usd_uncached")
+            reps["cache_read_share"] = sums("cache_read_tokens") / reps["total_tokens"]
+            if "recorded_cost_usd" in table:
+                reps["recorded_cost_usd"] = sums("recorded_cost_usd")
+            if "rec_cached" in table:
+                reps["recorded_cache_share"] = sums("rec_cached") / sums("rec_prompt")
+        if "cost" in out and prices is not None:
+            reps["cost"] = reps["total_tokens"] * float(prices["input_per_mtok"]) / 1e6
+        if baseline in out.index:
+            b = list(out.index).index(baseline)
+            for col, rel in pairs:
+                # Paired: each resample divides by the baseline over the same runs.
+                reps[rel] = reps[col] / reps[col][:, [b]]
+    for col, samples in reps.items():
+        bounds = [
+            percentile_interval(samples[:, i], level=level)
+            if len(runs) >= 2 and not np.isnan(float(out[col].iloc[i]))
+            else (np.nan, np.nan)
+            for i in range(len(out.index))
+        ]
+        out[f"{col}_lo"] = [a for a, _ in bounds]
+        out[f"{col}_hi"] = [z for _, z in bounds]
+        if col in _ROUNDED:
+            # Rounded as the figure is, so that the interval still holds it.
+            out[[f"{col}_lo", f"{col}_hi"]] = out[[f"{col}_lo", f"{col}_hi"]].round(_ROUNDED[col])
+    out.attrs["intervals"] = interval_attrs(len(runs), resamples=resamples, seed=seed, level=level)
     return out
+
+
+def with_intervals(table: pd.DataFrame, formats: Mapping[str, str] | None = None) -> pd.DataFrame:
+    """The table with each figure that has ``_lo``/``_hi`` columns shown as
+    ``value [lo–hi]`` (text), the bound columns dropped: for notebooks and reports.
+
+    Args:
+        table: a :func:`summarize` table (replay or live).
+        formats: a format per column (``{"tokens_rel": "{:.3f}"}``); ``{:,.4g}`` else.
+
+    Example:
+        >>> import pandas as pd
+        >>> t = pd.DataFrame({"x": [2.0], "x_lo": [1.5], "x_hi": [2.5]}, index=["s"])
+        >>> with_intervals(t).loc["s", "x"]
+        '2 [1.5–2.5]'
+    """
+    from .._util.intervals import format_interval
+
+    formats = dict(formats or {})
+    shown = table.copy()
+    for col in table.columns:
+        lo, hi = f"{col}_lo", f"{col}_hi"
+        if lo in table.columns and hi in table.columns:
+            fmt = formats.get(col, "{:,.4g}")
+            shown[col] = [
+                format_interval(v, a, z, fmt)
+                for v, a, z in zip(table[col], table[lo], table[hi], strict=True)
+            ]
+            shown = shown.drop(columns=[lo, hi])
+    shown.attrs = dict(table.attrs)
+    return shown
 
 
 @styled

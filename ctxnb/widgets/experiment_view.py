@@ -8,6 +8,7 @@ import math
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
+from .._util.intervals import format_interval
 from .._util.plotting import plot_style
 from ._ipw import widgets
 from .static import TEXT, esc
@@ -136,6 +137,9 @@ class ExperimentView(widgets.VBox):
             cells = []
             for c, _, fmt, _ in cols:
                 text = _fmt(fmt, r[c])
+                if f"{c}_lo" in s.columns and text != "–":
+                    # value [lo–hi]: the bootstrap interval summarize() gives.
+                    text = esc(format_interval(r[c], r[f"{c}_lo"], r[f"{c}_hi"], fmt))
                 bold = c in best and r[c] == best[c]
                 cells.append(
                     f"<td style='text-align:right'>{'<b>' + text + '</b>' if bold else text}</td>"
@@ -145,9 +149,15 @@ class ExperimentView(widgets.VBox):
                 f"<tr><th style='text-align:left'>{esc(strategy)}{mark}</th>{''.join(cells)}</tr>"
             )
         shown = "" if self.run.value == ALL_RUNS else f" · run {esc(self.run.value)}"
+        ci = s.attrs.get("intervals", {})
+        note = (
+            f"; [{ci['level']:.0%} interval: {esc(ci['method'])}, seed {ci['seed']}]"
+            if ci and int(s["runs"].max()) >= 2
+            else ""
+        )
         return (
             f'<div style="{TEXT}"><b>Experiment</b> {int(s["runs"].max())} runs × '
-            f"{len(s)} strategies{shown}; best value of each column in bold</div>"
+            f"{len(s)} strategies{shown}; best value of each column in bold{note}</div>"
             f'<table class="ctxnb-table" style="{TEXT}"><thead><tr><th>strategy</th>{head}'
             f"</tr></thead><tbody>{''.join(rows)}</tbody></table>"
         )

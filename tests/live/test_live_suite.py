@@ -207,3 +207,45 @@ def test_the_module_imports_without_dask_or_litellm() -> None:
     code = "import sys, ctxnb.live.experiment, ctxnb.live.stats; print('litellm' in sys.modules)"
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "False"
+
+
+def test_live_summaries_give_every_figure_a_seeded_paired_interval() -> None:
+    # Ten tasks of uneven size; "same" spends exactly what keep-all does on each, "lean"
+    # a fifth less prompt on each: paired, both ratios are exact, with zero width.
+    rows = []
+    for i in range(10):
+        for strategy, f in (("keep-all", 1.0), ("same", 1.0), ("lean", 0.8)):
+            rows.append(
+                {
+                    "task": f"t{i}",
+                    "strategy": strategy,
+                    "repeat": 0,
+                    "solved": i % 3 > 0,
+                    "tests_tampered": False,
+                    "steps": 3 + i,
+                    "prompt_tokens": int(1000 * (i + 1) ** 1.5 * f),
+                    "cached_tokens": 400 * (i + 1),
+                    "cost_usd": 0.001 * (i + 1) ** 1.5,
+                }
+            )
+    df = pd.DataFrame(rows)
+    s = summarize(df)
+    for strategy in s.index:
+        for col in ("steps", "prompt_tokens", "cached_tokens", "cost_usd"):
+            lo, v, hi = (s.loc[strategy, c] for c in (f"{col}_lo", col, f"{col}_hi"))
+            assert lo < v < hi, (strategy, col)
+    for col in ("prompt_tokens_rel", "cost_usd_rel"):
+        assert s.loc["same", col] == s.loc["same", f"{col}_lo"] == s.loc["same", f"{col}_hi"] == 1
+    lean = s.loc["lean", ["prompt_tokens_rel", "prompt_tokens_rel_lo", "prompt_tokens_rel_hi"]]
+    assert lean.tolist() == pytest.approx([0.8] * 3, abs=1e-3)
+    assert s.attrs["intervals"]["n"] == 10 and s.attrs["intervals"]["seed"] == 0
+    assert "Wilson" in s.attrs["intervals"]["solve_rate"]
+    # Seeded: the same frame, the same numbers; another seed, others.
+    pd.testing.assert_frame_equal(summarize(df), s)
+    assert summarize(df, seed=5).loc["lean", "steps_lo"] != s.loc["lean", "steps_lo"] or (
+        summarize(df, seed=5).loc["lean", "cost_usd_lo"] != s.loc["lean", "cost_usd_lo"]
+    )
+    # More runs, narrower: the same ten tasks repeated four times.
+    more = summarize(pd.concat([df.assign(repeat=r) for r in range(4)], ignore_index=True))
+    width = lambda t: t.loc["lean", "steps_hi"] - t.loc["lean", "steps_lo"]  # noqa: E731
+    assert width(more) < width(s) * 0.75

@@ -600,6 +600,15 @@ def test_experiment_view_table_and_plots() -> None:
     table = view.table.value
     assert table.count("<tr><th style") == 2 and "keep-all (baseline)" in table
     assert "<b>1.00×</b>" not in table  # metadata-only is the cheaper one: it is bold
+    # Over both runs every figure shows its bootstrap interval, and the table says how.
+    s = view.summary
+    lo, hi, v = (
+        s.loc["metadata-only", c] for c in ("tokens_rel_lo", "tokens_rel_hi", "tokens_rel")
+    )
+    assert f"{v:.2f}× [{lo:.2f}×–{hi:.2f}×]" in table
+    total = s.loc["keep-all", ["total_tokens", "total_tokens_lo", "total_tokens_hi"]]
+    assert "{:,.0f} [{:,.0f}–{:,.0f}]".format(*total) in table
+    assert "95% interval: percentile bootstrap over runs" in table and "seed 0" in table
     for png in (view.tokens_plot.value, view.loss_plot.value):
         pixels = imread(io.BytesIO(png), format="png")
         assert pixels.std() > 0.01  # drawn, not blank
@@ -615,6 +624,8 @@ def test_experiment_view_table_and_plots() -> None:
     one = summarize(df[df["trajectory"] == run])
     assert view.summary.equals(one) and not one.equals(everything)
     assert f"{int(one.loc['keep-all', 'total_tokens']):,}" in view.table.value
+    # One run has nothing to resample: values alone, no interval, no note.
+    assert "[" not in view.table.value.split("<table")[1] and "interval" not in view.table.value
     view.run.value = view.run.options[0]
     assert view.summary.equals(everything) and view.table.value == first[2]
     html = view._repr_html_()
