@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import os
 import pickle
 import tempfile
 from collections.abc import Mapping, Sequence
@@ -124,6 +125,7 @@ def run_experiment(
     scripted_priced_as: str = "gpt-5-mini",
     scripted_token_counter: str = "chars4",
     model_kwargs: dict[str, Any] | None = None,
+    out_dir: str | os.PathLike[str] | None = None,
 ) -> pd.DataFrame:
     """Run tasks x strategies x repeats live and return one row per run.
 
@@ -144,6 +146,9 @@ def run_experiment(
             counts by length only, so that runs whose prompts differ only in random
             ids (paths of temporary copies, call ids) count the same.
         model_kwargs: passed on to ``litellm.completion``.
+        out_dir: if given, the frame is also written there as Parquet, partitioned by
+            strategy, its provenance in every file's metadata
+            (:func:`~ctxnb.replay.experiment.write_parquet`).
 
     Returns:
         The columns of :data:`RUN_COLUMNS`, sorted by task, strategy and repeat, with
@@ -151,8 +156,8 @@ def run_experiment(
     """
     import pandas as pd
 
-    from ..replay.experiment import _executor
-    from ..replay.provenance import provenance
+    from ..replay.experiment import _executor, write_parquet
+    from ..replay.provenance import provenance, redact_settings
     from ..replay.runner import strategy_labels
 
     tasks = list(tasks) if tasks is not None else load_suite()
@@ -194,6 +199,25 @@ def run_experiment(
         prices=table,
         inputs={"suite": suite_hash},
         token_counter=scripted_token_counter if model is None else None,
-        extra={"model": model or f"scripted (priced as {scripted_priced_as})", "repeats": repeats},
+        extra={
+            "model": model or f"scripted (priced as {scripted_priced_as})",
+            "repeats": repeats,
+            # Every setting of the runs, credentials recorded as set or not.
+            "settings": redact_settings(
+                {
+                    "model": model,
+                    "api_base": api_base,
+                    "api_key": api_key,
+                    "budget": budget,
+                    "step_limit": step_limit,
+                    "model_kwargs": model_kwargs,
+                    "scripted_priced_as": None if model else scripted_priced_as,
+                    "scripted_token_counter": None if model else scripted_token_counter,
+                    "executor": None if executor is None else type(executor).__name__,
+                }
+            ),
+        },
     )
+    if out_dir is not None:
+        write_parquet(df, out_dir)
     return df

@@ -249,3 +249,38 @@ def test_live_summaries_give_every_figure_a_seeded_paired_interval() -> None:
     more = summarize(pd.concat([df.assign(repeat=r) for r in range(4)], ignore_index=True))
     width = lambda t: t.loc["lean", "steps_hi"] - t.loc["lean", "steps_lo"]  # noqa: E731
     assert width(more) < width(s) * 0.75
+
+
+def test_a_live_frame_and_its_parquet_record_every_setting_without_secrets(
+    tmp_path: Path,
+) -> None:
+    require(has_module("minisweagent") and has_module("litellm"), "mini-swe-agent and litellm")
+    import secrets
+
+    import pyarrow.parquet as pq
+
+    from ctxnb.live.experiment import run_experiment
+    from ctxnb.strategies import KeepAll
+
+    key = "sk-" + secrets.token_hex(24)  # generated, never a real key
+    df = run_experiment(
+        load_suite()[:1],
+        [KeepAll()],
+        budget=50_000,
+        step_limit=7,
+        api_key=key,
+        model_kwargs={"temperature": 0.0, "extra_headers": {"Authorization": f"Bearer {key}"}},
+        out_dir=tmp_path / "out",
+    )
+    prov = df.attrs["ctxnb"]
+    settings = prov["settings"]
+    assert settings["budget"] == 50_000 and settings["step_limit"] == 7
+    assert settings["model_kwargs"] == {"temperature": 0.0, "extra_headers": "[set]"}
+    assert settings["api_key"] == "[set]" and settings["api_base"] is None
+    assert settings["scripted_priced_as"] == "gpt-5-mini" and prov["ctxnb_commit"]
+    files = sorted((tmp_path / "out").rglob("*.parquet"))
+    assert files
+    for f in files:
+        meta = pq.read_schema(f).metadata[b"ctxnb"]
+        assert json.loads(meta) == json.loads(json.dumps(prov)) and key.encode() not in meta
+    assert key not in json.dumps(prov)
