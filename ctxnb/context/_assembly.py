@@ -157,14 +157,18 @@ class Assembler:
         sel.validate(cands, strategy=getattr(strategy, "name", None))
         chosen = sel
         sel = self.enforce_budget(sel, cands, content_budget, state)
-        # Reading order: pinned items first, then by entry (append-only), whatever order
-        # the strategy listed them in -- so consecutive prompts share their prefix.
+        # Reading order: the head (rules, then pinned items, present from the start)
+        # first, then by entry (append-only), whatever order the strategy listed them
+        # in -- so consecutive prompts share their prefix. A rule found mid-session is
+        # not head: it enters after everything so far (AssemblyState.in_head).
         rank = {oid: n for n, oid in enumerate(state.head)}
 
         def place(oid: str) -> tuple[int, int]:
+            if not state.in_head(oid):
+                return (2, state.seq.get(oid, 0))
             if oid in rank:
                 return (0, rank[oid])
-            return (1 if oid in state.pinned else 2, state.seq.get(oid, 0))
+            return (1, state.seq.get(oid, 0))
 
         order = sorted(sel.active, key=place)
         assembly: dict[str, Any] = {
@@ -369,7 +373,9 @@ class Assembler:
         else:
             metadata = meta_section or section_of(meta_blocks)
         sections = (system, metadata, active, self.chat_section(turns))
-        head = set(assembly.get("head") or ()) | pinned_set
+        # The record says which items were read in the head; a record older than the
+        # "head" key read every pinned item there.
+        head = set(assembly["head"]) if "head" in assembly else pinned_set
         layout = self.layout(system, items, turns, metadata, head=head, blocks=meta_blocks)
         ctx = Context(
             sections=sections,

@@ -120,7 +120,8 @@ class AssemblyState:
         system_prompt: the system prompt's text.
         turns: the chat turns so far.
         head: ids read right after the system prompt, in this order (the rules files a
-            tracker loaded, root to leaf); pinned items follow them.
+            tracker loaded, root to leaf); pinned items follow them. Only those that
+            entered before the first chat turn are read there (see :meth:`in_head`).
         overlays: id -> a client's active copy of a file, shown instead of its content.
         meta_log: the metadata log (:mod:`ctxnb.context._metalog`); assembly appends
             a block to it when a line is new or changed.
@@ -140,6 +141,19 @@ class AssemblyState:
     head: Sequence[str] = ()
     overlays: Mapping[str, str] = field(default_factory=dict)
     meta_log: list[dict[str, Any]] = field(default_factory=list)
+
+    def in_head(self, oid: str) -> bool:
+        """Whether ``oid`` is read in the head, with the system prompt.
+
+        Rules and pinned items that entered before the first chat turn are; one found
+        or pinned later (a folder's AGENTS.md when the agent first reads a file there)
+        enters after everything so far, like any new item: putting it in the head
+        would change the first message, and the provider's prefix cache would miss
+        the whole prompt at that step.
+        """
+        if self.entered.get(oid, 0) > 0:
+            return False
+        return oid in self.pinned or oid in self.head
 
 
 def with_active_copy(doc: Mapping[str, Any], text: str) -> dict[str, Any]:

@@ -268,10 +268,9 @@ class MetaLog:
 
 def _anchor(state: AssemblyState, turn: int) -> str | None:
     """The item a block made now follows: the last to enter at ``turn`` outside the head."""
-    head = set(state.head)
     best: tuple[int, str] | None = None
     for oid in state.active:
-        if oid in head or oid in state.pinned or state.entered.get(oid, 0) < turn:
+        if state.in_head(oid) or state.entered.get(oid, 0) < turn:
             continue
         key = (state.seq.get(oid, 0), oid)
         if best is None or key > best:

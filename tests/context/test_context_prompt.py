@@ -286,3 +286,45 @@ def test_an_assembler_handed_another_log_compares_every_line_with_it(tmp_path: P
     ctx, _ = s._assembler.assemble(state, KeepAll(), None, tx_id=0)
     assert ctx.section("metadata").text == first.section("metadata").text
     assert len(state.meta_log) == 1 and len(state.meta_log[0]["ids"]) == len(s.metadata_pool)
+
+
+def test_a_rules_file_found_mid_session_enters_after_the_last_item(tmp_path: Path) -> None:
+    # Reading a file in a folder with its own AGENTS.md loads that file's rules: they
+    # come in as a new item after everything so far, never into the system message,
+    # so every step's messages still begin with the previous step's. A later pin too.
+    (tmp_path / "AGENTS.md").write_text("# Project rules\n- run the tests first.\n")
+    (tmp_path / "pkg").mkdir()
+    (tmp_path / "pkg" / "AGENTS.md").write_text("# pkg rules\n- pkg/gen.py is generated.\n")
+    (tmp_path / "pkg" / "gen.py").write_text("X = 1\n")
+    (tmp_path / "main.py").write_text("print('hi')\n")
+    ws = Workspace.open(tmp_path)
+    s = ws.session("rules", system_prompt="You are a careful engineer.")
+    s.add_turn("user", "Fix main.py.")
+    contexts = [s.assemble(KeepAll())]
+    system = contexts[0].to_messages("openai")[0]
+    assert system["role"] == "system" and "run the tests first" in system["content"]
+    s.add_turn("assistant", "Reading main.py.")
+    s.record_toolcall("bash", {"command": "cat main.py"}, "print('hi')\n")
+    contexts.append(s.assemble(KeepAll()))
+    s.add_turn("assistant", "Reading pkg/gen.py.")
+    s.record_toolcall("bash", {"command": "cat pkg/gen.py"}, "X = 1\n")
+    assert s.find("pkg/AGENTS.md") in s.active_set  # found now, a rule of the session
+    contexts.append(s.assemble(KeepAll()))
+    s.add_turn("assistant", "Noted.")
+    s.pin(s.find("main.py") or s.add_path("main.py"))  # pinned mid-session, too
+    contexts.append(s.assemble(KeepAll()))
+    for prev, cur in zip(contexts, contexts[1:], strict=False):
+        _assert_prefix(prev, cur)
+    found = contexts[2]
+    # The nested rules are in the prompt, after the call that found them, not in message 0.
+    msgs = found.to_messages("openai")
+    assert msgs[0] == system and "pkg/gen.py is generated" not in msgs[0]["content"]
+    text = found.to_text()
+    assert text.index("cat pkg/gen.py") < text.index("pkg/gen.py is generated")
+    # context_at rebuilds every step exactly, from the store and after reopening.
+    reopened = Workspace.open(tmp_path).session("rules")
+    for ctx in contexts:
+        for session in (s, reopened):
+            again = session.context_at(ctx.turn)
+            assert again.hash == ctx.hash and again.layout == ctx.layout
+            assert _transcripts(again) == _transcripts(ctx)
