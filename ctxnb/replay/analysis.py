@@ -298,7 +298,9 @@ def with_intervals(table: pd.DataFrame, formats: Mapping[str, str] | None = None
 
     Args:
         table: a :func:`summarize` table (replay or live).
-        formats: a format per column (``{"tokens_rel": "{:.3f}"}``); ``{:,.4g}`` else.
+        formats: a format per column (``{"tokens_rel": "{:.3f}"}``); else whole
+            numbers with thousands separators for a column of values of 1,000 or
+            more, four significant digits for the rest.
 
     Example:
         >>> import pandas as pd
@@ -313,7 +315,8 @@ def with_intervals(table: pd.DataFrame, formats: Mapping[str, str] | None = None
     for col in table.columns:
         lo, hi = f"{col}_lo", f"{col}_hi"
         if lo in table.columns and hi in table.columns:
-            fmt = formats.get(col, "{:,.4g}")
+            big = table[col].dropna().abs()
+            fmt = formats.get(col, "{:,.0f}" if len(big) and (big >= 1000).all() else "{:,.4g}")
             shown[col] = [
                 format_interval(v, a, z, fmt)
                 for v, a, z in zip(table[col], table[lo], table[hi], strict=True)

@@ -136,7 +136,7 @@ def test_context_at_rebuilds_each_step_after_later_changes(tmp_path: Path) -> No
         (tmp_path / f"m{i % 3}.py").write_text(f"# edited at step {i}\n")
         call = s.record_toolcall("run", {"cmd": f"step {i}"}, f"ok {i}\n")
         if i == 1:
-            s.pin(call)  # to the head: the block that followed it stays in its place
+            s.pin(call)  # pinned mid-session: it keeps its place, and so does its block
         if i == 3:
             s.deactivate(s.find("m0.py") or "")
         seen.append(s.assemble(strategy))
