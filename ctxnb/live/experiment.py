@@ -202,7 +202,8 @@ def run_experiment(
         extra={
             "model": model or f"scripted (priced as {scripted_priced_as})",
             "repeats": repeats,
-            # Every setting of the runs, credentials recorded as set or not.
+            # Every setting the runs depend on, credentials recorded as set or not
+            # (where they ran is not one: the frame is the same on any executor).
             "settings": redact_settings(
                 {
                     "model": model,
@@ -213,7 +214,6 @@ def run_experiment(
                     "model_kwargs": model_kwargs,
                     "scripted_priced_as": None if model else scripted_priced_as,
                     "scripted_token_counter": None if model else scripted_token_counter,
-                    "executor": None if executor is None else type(executor).__name__,
                 }
             ),
         },
