@@ -126,8 +126,9 @@ def test_one_interval_matches_a_bootstrap_computed_by_hand() -> None:
 def test_one_run_has_no_interval_and_a_table_shows_value_and_interval() -> None:
     one = summarize(_frame(1))
     assert math.isnan(one.loc["masking", "total_tokens_lo"])
+    # (a figure of thousands is shown whole, with separators, and without bounds here)
     assert with_intervals(one).loc["masking", "total_tokens"] == format(
-        one.loc["masking", "total_tokens"], ",.4g"
+        one.loc["masking", "total_tokens"], ",.0f"
     )
     s = summarize(_frame(10))
     shown = with_intervals(s, {"tokens_rel": "{:.3f}"})
