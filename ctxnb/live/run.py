@@ -88,6 +88,8 @@ class Task:
         test_ids: the test ids that must pass; empty: those the pristine tests define,
             collected on the task's own copy before the agent starts.
         runner: ``unittest`` or ``pytest``; None: ``pytest`` when ``test`` names it.
+        python: the interpreter the verdict runs the tests with (the environment the
+            task's code needs); the one ctxnb runs in when None.
     """
 
     prompt: str
@@ -100,6 +102,7 @@ class Task:
     hidden: str | None = None
     test_ids: tuple[str, ...] = ()
     runner: Runner | None = None
+    python: str | None = None
 
     @property
     def test_runner(self) -> Runner:
@@ -367,6 +370,7 @@ def _run(
         task.pristine or ws.root,
         pristine,
         runner=runner,
+        python=task.python,
         timeout=max(60.0, command_timeout),
         read_paths=ws.config.sandbox.read_paths,
     )
@@ -409,6 +413,7 @@ def _run(
         hidden=hidden,
         scripts=scripts,
         runner=runner,
+        python=task.python,
         touched=touched,
         timeout=max(60.0, command_timeout) * (2 if scripts else 1),
         read_paths=ws.config.sandbox.read_paths,

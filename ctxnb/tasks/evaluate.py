@@ -38,7 +38,6 @@ from .testrun import (
     TestRun,
     environment_paths,
     make_test_command,
-    read_run,
     resolve_python,
     run_tests,
 )
@@ -304,23 +303,26 @@ def run_instance(
             id=instance.instance_id,
             tests=prep.existing,
             hidden=str(hidden),
+            # The live verdict runs the named tests with ctxnb's runner, in the
+            # instance's environment: `solved` cannot come from a log the agent shaped.
+            test_ids=(*instance.fail_to_pass, *instance.pass_to_pass),
+            runner="pytest",
+            python=python,
         )
         try:
             live = run_task(ws, task, model=model, strategy=strategy, **run_args)
         finally:
             ws.close()
-        run = read_run(live.test_output, repeats=1)
-        if run.cut:
-            # The live verdict keeps 64 kB of a log (about 900 tests' lines): grade the
-            # tree the agent left again, with room for the whole log.
-            run = run_tests(
-                root,
-                prep.tests,
-                python=python,
-                files=prep.files,
-                test_cmd=_test_cmd(instance, test_cmd),
-                read_paths=prep.read_paths,
-            )
+        # The grade reads the instance's own test log (the harness's parsers): the
+        # tree the agent left is tested again, with room for the whole log.
+        run = run_tests(
+            root,
+            prep.tests,
+            python=python,
+            files=prep.files,
+            test_cmd=_test_cmd(instance, test_cmd),
+            read_paths=prep.read_paths,
+        )
         evaluation = _grade(instance, run)
         patch = _git.diff_against(root, snapshot)
     finally:

@@ -205,5 +205,6 @@ def test_an_agent_run_on_a_large_test_file_is_graded_on_its_whole_log(
             retries=1,
             **server.model_args,
         )
-    assert "bytes of output dropped" in run.live.test_output  # the live verdict's log is cut
+    # The live verdict ran the named ids with ctxnb's runner, each reported passed.
+    assert set(run.live.outcomes.values()) == {"passed"} and len(run.live.outcomes) == 3
     assert run.evaluation.complete and run.resolved, run.evaluation.note
