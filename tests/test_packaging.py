@@ -22,7 +22,7 @@ from pathlib import Path
 
 import pytest
 from _paths import REPO
-from test_docs import code_blocks
+from _readme import readme_quickstart
 
 pytestmark = pytest.mark.slow  # two builds, two installs, the demo twice: about a minute
 
@@ -106,13 +106,6 @@ def _outside_env(venv: Path) -> dict[str, str]:
     env["PATH"] = f"{venv / 'bin'}{os.pathsep}{env.get('PATH', '')}"
     env["VIRTUAL_ENV"] = str(venv)
     return env
-
-
-def readme_quickstart() -> str:
-    """The README's "Five minutes in Python" block, as a user copies it."""
-    text = (REPO / "README.md").read_text(encoding="utf-8")
-    section = text.split("## Five minutes in Python", 1)[1]
-    return next(b.code for b in code_blocks(section) if b.info == "python")
 
 
 @pytest.mark.parametrize("kind", ["wheel", "sdist"])

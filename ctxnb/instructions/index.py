@@ -27,7 +27,7 @@ from ..access.fdio import PathPolicy
 from ..access.ignore import TreeIgnores
 from ..access.pathrules import DEFAULT_DENY
 from ..errors import NotFoundError, PolicyError
-from ..retrieval.embedding import DEFAULT, HybridIndex
+from ..retrieval.embedding import CONFIGURED, HybridIndex
 from ..retrieval.markdown_links import MarkdownLink, extract_markdown_links
 from ..retrieval.textsearch import reciprocal_rank_fusion
 from ._records import LinkHit, RuleLink, RulesFile, SkillHit
@@ -98,7 +98,7 @@ class RulesIndex:
         names: Sequence[str] = RULES_FILE_NAMES,
         resolve: Callable[[str], str] | None = None,
         policy: PathPolicy | None = None,
-        embedder: Any = DEFAULT,
+        embedder: Any = CONFIGURED,
         min_similarity: float = DEFAULT_MIN_SIMILARITY,
     ) -> None:
         self.root = Path(root)
@@ -112,7 +112,9 @@ class RulesIndex:
         )
         self._links: dict[str, RuleLink] = {}
         self._link_ids: dict[str, list[str]] = {}
-        # BM25 and, when the embeddings extra is there, the shared embedder (by meaning).
+        # BM25 and, when CTXNB_EMBEDDER configures one, the shared embedder (by meaning).
+        # Links are matched on every user turn: loading a model (torch) nobody configured
+        # would make a session's first turn take seconds instead of milliseconds.
         self._bm25 = HybridIndex(embedder=embedder)
         self._headings: dict[str, str | None] = {}
         self.skills = skills if skills is not None else SkillSet()
@@ -549,6 +551,11 @@ class RulesIndex:
             shared = query_terms & set(self._bm25.tokenizer(text))
             hits.append(SkillHit(skill, score, strength, tuple(sorted(shared)), sim))
         return hits
+
+    @property
+    def matched_by(self) -> str:
+        """What matches queries: ``"BM25"`` (words alone) or ``"BM25+<embedder>"``."""
+        return self._bm25.mode
 
     def __repr__(self) -> str:
         return (

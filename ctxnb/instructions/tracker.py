@@ -50,6 +50,7 @@ STATUS_COLUMNS: tuple[str, ...] = (
     "loaded_at",
     "kind",
     "load_reason",
+    "matched_by",
     "id",
     "active",
     "pinned",
@@ -79,6 +80,9 @@ class LoadRecord:
         loaded_at: when (UTC).
         seq: load order within the tracker.
         updated_at: when a changed file was last re-read, if ever.
+        matched_by: for a query's match, what matched it: ``"BM25"`` when words alone
+            answered (no embedder configured: set ``CTXNB_EMBEDDER=minilm`` to match by
+            meaning too), ``"BM25+minilm"`` when meaning was fused in; ``None`` otherwise.
     """
 
     id: str
@@ -92,6 +96,7 @@ class LoadRecord:
     loaded_at: datetime
     seq: int = 0
     updated_at: datetime | None = None
+    matched_by: str | None = None
 
 
 _KIND_ORDER = {"rules": 0, "import": 1, "skills-index": 2}
@@ -190,7 +195,15 @@ class RulesTracker:
         self._by_id[oid] = record.path
 
     def _load(
-        self, rel: str, tier: int, kind: str, reason: str, load_reason: str, trigger: str
+        self,
+        rel: str,
+        tier: int,
+        kind: str,
+        reason: str,
+        load_reason: str,
+        trigger: str,
+        *,
+        matched_by: str | None = None,
     ) -> list[LoadRecord]:
         if rel in self._records:
             return []
@@ -214,6 +227,7 @@ class RulesTracker:
             self.session.turn,
             self._clock(),
             self._seq,
+            matched_by=matched_by,
         )
         self._records[rel] = record
         self._by_id[oid] = rel
@@ -287,6 +301,7 @@ class RulesTracker:
                 f"query matched {link.text!r} ({link.source}:{link.line_number})",
                 "link_match",
                 text,
+                matched_by=self.index.matched_by,
             )
         if not self.skills:
             return out
@@ -302,6 +317,7 @@ class RulesTracker:
                 f"query matched the description of skill {sh.skill.name!r}",
                 "skill_match",
                 text,
+                matched_by=self.index.matched_by,
             )
         return out
 
@@ -472,6 +488,7 @@ class RulesTracker:
                 "loaded_at": r.loaded_at,
                 "kind": r.kind,
                 "load_reason": r.load_reason,
+                "matched_by": r.matched_by,
                 "id": r.id,
                 "active": r.id in active,
                 "pinned": r.id in pinned,

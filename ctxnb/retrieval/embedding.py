@@ -14,7 +14,13 @@ gives the similarity scores a threshold needs (the semantic cache).
 
 Which embedder is used, in one order everywhere: an explicit ``embedder=`` argument,
 then the ``CTXNB_EMBEDDER`` environment variable (``auto``, ``minilm``, ``lexical`` or
-``none``), then ``"auto"`` (MiniLM when installed, else none).
+``none``), then a default that depends on who asks. A search the caller asked for by
+meaning (the MCP registry's ``search_tools``, the semantic cache) defaults to ``"auto"``
+(MiniLM when installed, else none): :data:`DEFAULT`. Matching nobody asked for (the rules
+links a user turn may call for, on every ``session.add_turn``) defaults to BM25 alone:
+:data:`CONFIGURED`. Loading the model imports torch (about 15 s and 500 MB), which a
+session's first turn must not cost a user who never configured embeddings; such matches
+say they came by words (:attr:`HybridIndex.mode`).
 
 Example:
     >>> index = HybridIndex({"a": "read a file from disk", "b": "send a Slack message"},
@@ -254,7 +260,17 @@ class _Default:
         return "DEFAULT"
 
 
+class _Configured:
+    """Only what ``CTXNB_EMBEDDER`` names; BM25 alone when it is not set."""
+
+    def __repr__(self) -> str:
+        return "CONFIGURED"
+
+
 DEFAULT: Any = _Default()
+#: The embedder ``CTXNB_EMBEDDER`` configures, else none: for matching that runs on its own
+#: (a user turn's rules links), never worth loading a model the user did not ask for.
+CONFIGURED: Any = _Configured()
 _default_lock = threading.Lock()
 _default: dict[str, Embedder | None] = {}
 
@@ -286,8 +302,27 @@ def default_embedder() -> Embedder | None:
         return _default[setting]
 
 
+def embedding_configured() -> bool:
+    """Whether ``CTXNB_EMBEDDER`` names an embedder (any value but empty)."""
+    return bool(os.environ.get(EMBEDDER_ENV, "").strip())
+
+
 def embedder_for(arg: Any) -> Embedder | None:
-    """``DEFAULT`` → :func:`default_embedder`; anything else → :func:`resolve_embedder`."""
+    """``DEFAULT`` → :func:`default_embedder`; ``CONFIGURED`` → the configured one or
+    ``None``; anything else → :func:`resolve_embedder`.
+
+    Example:
+        >>> import os
+        >>> os.environ.pop("CTXNB_EMBEDDER", None) and None
+        >>> embedder_for(CONFIGURED) is None  # nothing configured: BM25, no model loaded
+        True
+        >>> os.environ["CTXNB_EMBEDDER"] = "lexical"
+        >>> embedder_for(CONFIGURED).name
+        'lexical'
+        >>> del os.environ["CTXNB_EMBEDDER"]
+    """
+    if arg is CONFIGURED:
+        return default_embedder() if embedding_configured() else None
     return default_embedder() if arg is DEFAULT else resolve_embedder(arg)
 
 
@@ -320,7 +355,8 @@ class HybridIndex:
 
     Args:
         items: ``{id: text}`` or ``(id, text)`` pairs.
-        embedder: ``DEFAULT`` (the shared :func:`default_embedder`), ``None`` for BM25
+        embedder: ``DEFAULT`` (the shared :func:`default_embedder`), ``CONFIGURED`` (the
+            shared one only when ``CTXNB_EMBEDDER`` is set, else BM25), ``None`` for BM25
             alone, or anything :func:`resolve_embedder` accepts.
         rrf_k: the reciprocal rank fusion constant.
         k1: BM25 term saturation. b: BM25 length normalisation.
@@ -373,8 +409,12 @@ class HybridIndex:
     def __repr__(self) -> str:
         if not self._resolved:
             return f"HybridIndex({len(self)} entries)"
-        mode = f"BM25+{self.embedder.name}" if self.embedder is not None else "BM25"
-        return f"HybridIndex({len(self)} entries, {mode})"
+        return f"HybridIndex({len(self)} entries, {self.mode})"
+
+    @property
+    def mode(self) -> str:
+        """What ranks: ``"BM25"`` (words alone) or ``"BM25+<embedder>"`` (resolves it)."""
+        return f"BM25+{self.embedder.name}" if self.embedder is not None else "BM25"
 
     @property
     def tokenizer(self) -> Any:

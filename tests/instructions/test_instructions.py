@@ -578,7 +578,11 @@ def test_a_query_naming_a_skill_reference_loads_it_with_words_alone(
 
 
 @needs(HAS_MINILM, "the embeddings extra (ctxnb[embeddings])")
-def test_with_the_embedder_hits_carry_their_similarity(ws_root: Path) -> None:
+def test_with_the_embedder_hits_carry_their_similarity(
+    ws_root: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Rules match by meaning only when embeddings are configured (a turn loads no torch).
+    monkeypatch.setenv("CTXNB_EMBEDDER", "minilm")
     s = Workspace.open(ws_root).session("by-meaning", rules=False)
     index = RulesTracker(s, skills=False).index
     (hit,) = index.match("python style rules", k=1)

@@ -3,10 +3,14 @@
 from __future__ import annotations
 
 import doctest
+import subprocess
+import sys
 import threading
+from pathlib import Path
 
 import pytest
 from _needs import has_module, needs
+from _readme import readme_quickstart
 
 import ctxnb.retrieval.embedding as embedding
 from ctxnb.errors import ConfigError
@@ -136,3 +140,49 @@ def test_minilm_knows_synonyms_the_lexical_side_does_not() -> None:
     assert hit.lexical == 0.0  # no shared word: the dense side found it
     assert hit.semantic is not None and other.semantic is not None
     assert hit.semantic > other.semantic
+
+
+# A program of its own, so that nothing an earlier test imported counts.
+_NO_TORCH = """
+import sys
+exec(compile(open(sys.argv[1]).read(), "README quickstart", "exec"))
+from ctxnb.instructions import rules_status
+session.add_turn("user", "how we test this project")
+heavy = sorted(m for m in ("torch", "sentence_transformers", "transformers") if m in sys.modules)
+assert not heavy, f"the quickstart imported {heavy}"
+status = rules_status(session).set_index("path")
+assert status.loc["docs/testing.md", "matched_by"] == "BM25", status
+print("light")
+"""
+
+
+@needs(HAS_MINILM, "the embeddings extra (ctxnb[embeddings])")
+def test_a_sessions_turns_load_no_torch_unless_embeddings_are_configured(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """With the embeddings extra installed, the README's quickstart and a user turn that
+    loads a linked doc import no torch; the load says BM25 answered."""
+    monkeypatch.delenv(EMBEDDER_ENV, raising=False)
+    script = tmp_path / "quickstart.py"
+    script.write_text(readme_quickstart())
+    proc = subprocess.run(
+        [sys.executable, "-c", _NO_TORCH, str(script)],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert proc.returncode == 0 and "light" in proc.stdout, proc.stderr
+
+
+def test_configured_matching_uses_only_what_the_environment_names(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.delenv(EMBEDDER_ENV, raising=False)
+    idx = HybridIndex({"a": "run the test suite"}, embedder=embedding.CONFIGURED)
+    assert idx.embedder is None and idx.mode == "BM25"
+    monkeypatch.setenv(EMBEDDER_ENV, "lexical")
+    idx = HybridIndex({"a": "run the test suite"}, embedder=embedding.CONFIGURED)
+    assert idx.mode == "BM25+lexical"
+    # DEFAULT, for a search the caller asked for by meaning, still means "auto".
+    assert embedding.embedder_for(embedding.DEFAULT) is default_embedder()
