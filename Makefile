@@ -15,6 +15,10 @@ PYTEST_ARGS ?=
 # a tutorial's cells share one kernel, so the notebooks are dealt out whole (loadfile).
 # PYTEST_WORKERS=0 runs everything in this process.
 PYTEST_WORKERS ?= auto
+# LAB_ARGS: more `jupyter lab` arguments for `make lab` (`LAB_ARGS="--no-browser --port 8890"`).
+LAB_ARGS ?=
+# Jupyter refuses to start as root without --allow-root (a container, a cloud notebook).
+LAB_ROOT := $(if $(filter 0,$(shell id -u)),--allow-root)
 TEST_ENV := PATH="$(abspath $(BIN)):$$PATH"
 
 .PHONY: demo test check suite lab lock lint format bench clean
@@ -54,7 +58,7 @@ suite: $(ALL)
 
 # The tutorials in JupyterLab (notebooks/01-quickstart.ipynb first).
 lab: $(ALL)
-	$(TEST_ENV) $(BIN)/jupyter lab notebooks/
+	$(TEST_ENV) $(BIN)/jupyter lab $(LAB_ROOT) $(LAB_ARGS) notebooks/
 
 lock: $(ALL)
 	$(BIN)/python scripts/lock.py
