@@ -147,6 +147,12 @@ class IntentFile(BaseModel):
 
     _path: Path | None = PrivateAttr(default=None)
 
+    @field_validator("active_intents", mode="before")
+    @classmethod
+    def _nothing_is_empty(cls, value: Any) -> Any:
+        # `active_intents:` with every example line commented out is YAML's null.
+        return [] if value is None else value
+
     @field_validator("active_intents")
     @classmethod
     def _ids_are_unique(cls, intents: list[Intent]) -> list[Intent]:
@@ -341,19 +347,20 @@ _INTENTS_TEMPLATE = """\
 #   constraints          rules the work must respect
 #   acceptance_criteria  how to tell the work is done
 #
-# An example; remove the leading "# " on its lines to use it.
-#
-# - id: INT-001
-#   name: Add CSV export
-#   status: active
-#   owned_scope:
-#     - src/export/**
-#     - tests/test_export.py
-#   constraints:
-#     - Do not change the public API of src/export/base.py
-#   acceptance_criteria:
-#     - pytest tests/test_export.py passes
-active_intents: []
+# An example follows. To use it, remove the leading "# " of every line after
+# "active_intents:" (the two spaces before "- id" stay: the intent is an item of the list).
+# "active_intents:" with nothing under it is an empty list.
+active_intents:
+#   - id: INT-001
+#     name: Add CSV export
+#     status: active
+#     owned_scope:
+#       - src/export/**
+#       - tests/test_export.py
+#     constraints:
+#       - Do not change the public API of src/export/base.py
+#     acceptance_criteria:
+#       - pytest tests/test_export.py passes
 """
 
 _INTENT_MAP_TEMPLATE = """\

@@ -247,7 +247,9 @@ def _intent_file(root: Path, task: Task) -> str:
     if any(i.id == intent_id for i in current.active_intents):
         return intent_id
     data = yaml.safe_load(path.read_text(encoding="utf-8")) or {}
-    data.setdefault("active_intents", []).append(
+    if data.get("active_intents") is None:  # the template's "active_intents:" is empty
+        data["active_intents"] = []
+    data["active_intents"].append(
         {
             "id": intent_id,
             "name": f"Live run: {task.id}",

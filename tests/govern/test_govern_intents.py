@@ -161,15 +161,23 @@ def test_init_governance_is_idempotent(tmp_path: Path) -> None:
     assert (base / "AGENT.md").read_text() == "mine\n"
 
 
-def test_template_example_is_valid_when_uncommented(tmp_path: Path) -> None:
+def test_template_example_works_when_uncommented_as_it_says(tmp_path: Path) -> None:
+    """A user follows the file's own instruction, in the file itself, and the intent loads."""
     init_governance(tmp_path)
-    text = (tmp_path / ".orchestration" / "active_intents.yaml").read_text()
+    path = tmp_path / ".orchestration" / "active_intents.yaml"
+    text = path.read_text()
+    assert load_intents(path).ids == []  # as created: valid, with no intents
+    # The instruction, as the file words it (a reworded one must be re-read by this test).
+    assert 'remove the leading "# " of every line after\n# "active_intents:"' in text
     lines = text.splitlines()
-    start = next(i for i, line in enumerate(lines) if line.startswith("# - id:"))
-    example = [line[2:] for line in lines[start:] if line.startswith("# ")]
-    path = write(tmp_path, "active_intents:\n" + "\n".join("  " + e for e in example) + "\n")
+    key = lines.index("active_intents:")
+    after = [ln.removeprefix("# ") for ln in lines[key + 1 :]]
+    assert after and all(not ln.startswith("#") for ln in after), after
+    path.write_text("\n".join([*lines[: key + 1], *after]) + "\n")
     f = load_intents(path)
+    assert f.ids == ["INT-001"]
     assert f.get("INT-001").in_scope("src/export/a.py")
+    assert not f.get("INT-001").in_scope("src/other.py")
 
 
 def test_intent_context_lists_fields_and_recent_trace() -> None:
