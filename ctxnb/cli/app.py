@@ -270,6 +270,7 @@ _PLUGIN_MODULES: dict[str, str] = {
     "a2a": "ctxnb.cli.integrations",
     "acp": "ctxnb.cli.integrations",
     "hook": "ctxnb.cli.integrations",
+    "init": "ctxnb.cli.govern",
     "init-governance": "ctxnb.cli.govern",
     "mcp": "ctxnb.cli.integrations",
     "replay": "ctxnb.cli.replay",

@@ -1,5 +1,5 @@
-"""The governance commands: ``ctxnb init-governance``, ``ctxnb trace``, ``ctxnb why``,
-``ctxnb sandbox``.
+"""The governance commands: ``ctxnb init``, ``ctxnb init-governance``, ``ctxnb trace``,
+``ctxnb why``, ``ctxnb sandbox``.
 
 ``ctxnb sandbox exec`` is what a Claude Code Bash call runs, so this module imports
 only the command-line framework; each command imports what it needs.
@@ -24,6 +24,69 @@ from typing import Any
 from .app import _out, _workspace, arg, command, workspace_path
 
 __all__: list[str] = []
+
+
+# The store is every version of every file the agent saw, secrets the path rules let
+# through included: `git add -A` must not commit it.
+_CTXNB_GITIGNORE = "# ctxnb's store and state: never committed (ctxnb init wrote this file)\n*\n"
+
+
+@command(
+    "init",
+    help="set up a project: governance files, .ctxnb/.gitignore, Claude Code's hooks "
+    "(--claude-code); prints the next steps",
+)
+@arg("path", nargs="?", default=None, help="project directory (default: current)")
+@arg(
+    "--claude-code",
+    action="store_true",
+    help="also add ctxnb's hooks to the project's .claude/settings.json",
+)
+def _cmd_init(ns: argparse.Namespace) -> int:
+    """Set up a project for a governed agent, in one step: ``.orchestration/`` (intents with
+    a commented example, the trace, the intent map, AGENT.md), ``.ctxnb/.gitignore`` (the
+    store is never committed) and, with ``--claude-code``, Claude Code's hooks. Existing
+    files are left as they are, so running it again is safe."""
+    from ..govern.intents import init_governance
+
+    root = os.path.abspath(ns.path or os.getcwd())
+    if not os.path.isdir(root):
+        from ..errors import NotFoundError
+
+        raise NotFoundError(f"{root} is not a directory; create it first")
+    created = [str(p) for p in init_governance(root)]
+    store_dir = os.path.join(root, ".ctxnb")
+    os.makedirs(store_dir, exist_ok=True)
+    ignore = os.path.join(store_dir, ".gitignore")
+    try:
+        with open(ignore, "x", encoding="utf-8") as fh:
+            fh.write(_CTXNB_GITIGNORE)
+        created.append(ignore)
+    except FileExistsError:
+        pass
+    for p in created:
+        _out(f"created {p}")
+    if ns.claude_code:
+        from ..integrations.claude_code_install import install_settings
+
+        path, changed = install_settings(root)
+        _out(f"{'updated' if changed else 'unchanged'} {path} (Claude Code's hooks)")
+    if not created and not ns.claude_code:
+        _out(f"{root} is set up already; nothing created")
+    intents = os.path.join(".orchestration", "active_intents.yaml")
+    agent = (
+        "start Claude Code here (`claude`) and name the intent in your prompt "
+        '("... under INT-001"); every edit is checked and recorded'
+        if ns.claude_code
+        else "connect an agent: `ctxnb init --claude-code` for Claude Code, "
+        "`ctxnb mcp serve` for MCP clients, `ctxnb acp serve` for ACP editors "
+        "(docs/integrations.md)"
+    )
+    _out("next:")
+    _out(f"  1. describe the work in {intents}: uncomment the example intent as it says")
+    _out("  2. `ctxnb index`: store every file's first version, so any change can be undone")
+    _out(f"  3. {agent}")
+    return 0
 
 
 @command("init-governance", help="create .orchestration/ (intents, trace, intent map, AGENT.md)")

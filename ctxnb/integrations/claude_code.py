@@ -467,8 +467,10 @@ def _post_tool_use(ctx: _Context) -> HookResult:
         from ._claude_bash import check_receipt
 
         return check_receipt(ctx, ctx.tool_input())
-    if tool not in TRACED_TOOLS or not ctx.governed:
+    if tool not in TRACED_TOOLS:
         return HookResult()
+    if not ctx.governed:
+        return _unrecorded_notice(ctx, tool)
     tool_input = ctx.tool_input()
     response = ctx.payload.get("tool_response")
     response = response if isinstance(response, Mapping) else {}
@@ -583,6 +585,35 @@ def _audit_refusal(ctx: _Context, tool: str, tool_input: Mapping[str, Any], code
         )
     except OSError:
         pass  # the refusal stands whether or not it could be logged
+
+
+def _unrecorded_notice(ctx: _Context, tool: str) -> HookResult:
+    """An edit in a project with no ``.orchestration/`` is not recorded; say so, once per
+    session, to the user (``systemMessage``) and to the model, rather than stay silent."""
+    marker = ctx.state_dir / "unrecorded-noticed" / _safe_name(ctx.session_id or "no-session")
+    if marker.exists():
+        return HookResult()
+    try:
+        marker.parent.mkdir(parents=True, exist_ok=True)
+        marker.touch()
+    except OSError:
+        pass  # without the marker the notice repeats; the edit is unrecorded either way
+    text = (
+        f"ctxnb: {ctx.root} is not governed (no .orchestration/), so this {tool} and the "
+        "edits after it are not recorded: no stored version, no Agent Trace record. Run "
+        "`ctxnb init` there to record them."
+    )
+    return _answer(
+        {
+            "systemMessage": _cap(text),
+            "hookSpecificOutput": {"hookEventName": "PostToolUse", "additionalContext": _cap(text)},
+        }
+    )
+
+
+def _safe_name(session_id: str) -> str:
+    # A session id names a file in the state directory: nothing in it may climb out.
+    return re.sub(r"[^A-Za-z0-9_.-]", "_", session_id)[:128] or "_"
 
 
 # -- UserPromptSubmit ---------------------------------------------------------------------------

@@ -344,6 +344,22 @@ def test_ungoverned_workspace_only_applies_the_path_policy(tmp_path, payloads, r
     assert not (root / ".ctxnb").exists()
 
 
+def test_an_edit_in_an_ungoverned_project_says_it_is_not_recorded(tmp_path, payloads, run):
+    """No .orchestration/: the edit is not recorded, and the user and the model are told
+    so on the session's first edit (not on every one), with the command that fixes it."""
+    root = copy_sample_workspace(tmp_path)
+    first = run(payloads("post-edit", root))
+    assert first.exit_code == 0
+    told = first.answer
+    for text in (told["systemMessage"], told["hookSpecificOutput"]["additionalContext"]):
+        assert "not recorded" in text and "ctxnb init" in text and str(root) in text
+    assert run(payloads("post-write", root)).stdout == ""  # once per session
+    other = payloads("post-edit", root)
+    other["session_id"] = "../../another-session"  # a new session is told again, safely
+    assert "not recorded" in run(other).answer["systemMessage"]
+    assert not (root / ".ctxnb").exists() and not (root / ".orchestration").exists()
+
+
 def test_paths_outside_the_workspace_are_denied(ws, payloads, run):
     outside = ws.parent / "elsewhere.py"
     assert run(payloads("pre-read", ws, file_path=str(outside))).decision == "deny"
