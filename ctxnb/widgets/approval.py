@@ -4,22 +4,35 @@ The agent's tool call runs in a background thread and blocks in
 :meth:`QueueApprover.request <ctxnb.govern.approval.QueueApprover.request>`; the
 kernel's main thread stays free, so the panel's buttons answer it. Start the call with
 :func:`run_in_background` so the notebook cell returns at once.
+
+The panel shows what a human decides on: the act and why, its risk in colour, the diff of
+a command's changes as a coloured unified diff (exactly the diff that is committed), the
+other arguments one per line, and a countdown to the approver's timeout, after which the
+act is refused on its own. A ticker thread redraws the countdown once a second while a
+request is pending, and stops with the panel.
 """
 
 from __future__ import annotations
 
 import getpass
-import json
 import threading
 import weakref
 from collections.abc import Callable
 from concurrent.futures import Future
+from datetime import UTC, datetime
 from typing import Any, TypeVar
 
-from ..govern.approval import ApprovalRequest, Decision, QueueApprover, approval_question
+from .._util.text import visible
+from ..govern.approval import (
+    ApprovalRequest,
+    Decision,
+    QueueApprover,
+    approval_question,
+    args_summary,
+)
 from ..redaction.redactor import redact_data, redact_text
 from ._ipw import widgets
-from .static import esc, html_table
+from .static import MONO, diff_html, esc, html_table
 
 __all__ = ["ApprovalPanel", "run_in_background"]
 
@@ -53,6 +66,29 @@ def run_in_background(fn: Callable[..., T], *args: Any, **kwargs: Any) -> Future
     return fut
 
 
+#: Risk badges: a destructive act in red, anything else that still asks a human in amber.
+RISK_COLORS = {"DESTRUCTIVE": "#cf222e"}
+OTHER_RISK_COLOR = "#9a6700"
+
+
+def _now() -> datetime:
+    return datetime.now(UTC)
+
+
+def _act(req: ApprovalRequest) -> str:
+    """One line for the list: the tool and its arguments without the diff (shown below)."""
+    shown = {k: v for k, v in req.args.items() if k != "diff"}
+    return redact_text(f"{req.tool}({args_summary(shown)}): {req.reason}")
+
+
+def _risk_badge(risk: str) -> str:
+    color = RISK_COLORS.get(risk.upper(), OTHER_RISK_COLOR)
+    return (
+        f'<span class="ctxnb-risk" data-risk="{esc(risk)}" style="background:{color};'
+        f'color:white;border-radius:3px;padding:0 6px;font-weight:600">{esc(risk)}</span>'
+    )
+
+
 def _who() -> str:
     try:
         return getpass.getuser()
@@ -68,6 +104,7 @@ class ApprovalPanel(widgets.VBox):
             ``approver`` attribute holding one (the hook engine).
         by: the name recorded as the decider (default: the user name); editable in
             the panel.
+        clock: the current time, for the countdown (default: the system clock).
 
     Raises:
         TypeError: when ``source`` has no queue approver.
@@ -86,7 +123,13 @@ class ApprovalPanel(widgets.VBox):
     """
 
     def __init__(
-        self, source: Any, *, by: str | None = None, max_history: int = 10, **kwargs: Any
+        self,
+        source: Any,
+        *,
+        by: str | None = None,
+        max_history: int = 10,
+        clock: Callable[[], datetime] | None = None,
+        **kwargs: Any,
     ) -> None:
         approver = getattr(source, "approver", source)
         if not all(hasattr(approver, a) for a in ("pending", "decide", "on_change")):
@@ -97,12 +140,17 @@ class ApprovalPanel(widgets.VBox):
             )
         self.approver: QueueApprover = approver
         self.max_history = max_history
+        self._clock = clock or _now
+        self._ticker: threading.Thread | None = None
         self._lock = threading.RLock()
         self._changed = threading.Condition(self._lock)
         self.header = widgets.HTML()
         self.requests = widgets.Select(options=[], rows=5, layout=widgets.Layout(width="100%"))
         self.requests.add_class("ctxnb-approval-requests")
         self.detail = widgets.HTML()
+        self.detail.add_class("ctxnb-approval-detail")
+        self.countdown = widgets.HTML()
+        self.countdown.add_class("ctxnb-approval-countdown")
         self.by = widgets.Text(value=by or _who(), description="Decided by")
         self.note = widgets.Text(placeholder="optional note", description="Note")
         self.approve_button = widgets.Button(description="Approve", button_style="success")
@@ -119,6 +167,7 @@ class ApprovalPanel(widgets.VBox):
             [
                 self.header,
                 self.requests,
+                self.countdown,
                 self.detail,
                 widgets.HBox([self.by, self.note]),
                 widgets.HBox([self.approve_button, self.reject_button]),
@@ -144,9 +193,11 @@ class ApprovalPanel(widgets.VBox):
         return self.approver.pending()
 
     def wait_for_pending(self, n: int = 1, *, timeout: float = 10.0) -> bool:
-        """Block until at least ``n`` requests are pending (for scripts and tests)."""
+        """Block until the panel shows at least ``n`` pending requests (for scripts and
+        tests). What it shows, not the approver's list: a request that arrived a moment
+        ago may not be drawn yet."""
         with self._changed:
-            return self._changed.wait_for(lambda: len(self.pending()) >= n, timeout)
+            return self._changed.wait_for(lambda: len(self.requests.options) >= n, timeout)
 
     def refresh(self) -> None:
         """Redraw from the approver's pending list (safe to call from any thread)."""
@@ -154,7 +205,7 @@ class ApprovalPanel(widgets.VBox):
             pending = self.pending()
             ids = [r.id for r in pending]
             current = self.requests.value
-            self.requests.options = [(r.summary(), r.id) for r in pending]
+            self.requests.options = [(_act(r), r.id) for r in pending]
             self.requests.value = current if current in ids else (ids[0] if ids else None)
             self.header.value = (
                 f"<b>Approvals</b>: {len(pending)} pending destructive act(s)"
@@ -165,8 +216,29 @@ class ApprovalPanel(widgets.VBox):
             self.approve_button.disabled = disabled
             self.reject_button.disabled = disabled
             self._render_detail()
+            self._render_countdown()
             self._render_history()
+            if pending:
+                self._start_ticker()
             self._changed.notify_all()
+
+    def _start_ticker(self) -> None:
+        if self.approver.timeout is None or (self._ticker and self._ticker.is_alive()):
+            return
+        ref = weakref.ref(self)
+        stop = threading.Event()
+
+        def tick() -> None:
+            # Holds the panel only weakly between ticks: a dropped panel stops its ticker.
+            while not stop.wait(1.0):
+                panel = ref()
+                if panel is None or not panel.pending():
+                    return
+                panel._render_countdown()
+                del panel
+
+        self._ticker = threading.Thread(target=tick, name="ctxnb-approval-countdown", daemon=True)
+        self._ticker.start()
 
     # -- actions ---------------------------------------------------------------------------
     def _decide(self, approved: bool, request_id: str | None, note: str | None) -> Decision | None:
@@ -199,33 +271,62 @@ class ApprovalPanel(widgets.VBox):
         return self._decide(False, request_id, note)
 
     # -- drawing ---------------------------------------------------------------------------
-    def _render_detail(self) -> None:
+    def _selected(self) -> ApprovalRequest | None:
         rid = self.requests.value
-        req = next((r for r in self.pending() if r.id == rid), None)
+        return next((r for r in self.pending() if r.id == rid), None)
+
+    def remaining(self, req: ApprovalRequest) -> float | None:
+        """Seconds until ``req`` is refused for want of a decision (``None``: never)."""
+        if self.approver.timeout is None:
+            return None
+        waited = (self._clock() - req.created_at).total_seconds()
+        return max(0.0, self.approver.timeout - waited)
+
+    def _render_countdown(self) -> None:
+        req = self._selected()
+        left = self.remaining(req) if req is not None else None
+        if req is None or left is None:
+            self.countdown.value = ""
+            return
+        color = "#cf222e" if left <= 10 else "#57606a"
+        self.countdown.value = (
+            f'<span style="color:{color}" data-seconds="{int(left)}">⏱ {int(left)} s left to '
+            "decide; then it is refused on its own</span>"
+        )
+
+    def _render_detail(self) -> None:
+        req = self._selected()
         if req is None:
             self.detail.value = ""
             return
-        # The question every door asks, whole (a command's diff is what is committed);
-        # the arguments beside it, without that diff.
-        args = {k: v for k, v in req.args.items() if k != "diff"}
+        diff = req.args.get("diff")
+        args = {k: v for k, v in req.args.items() if k != "diff" and v is not None}
+        head = approval_question(req).split("\n\n", 1)[0]  # the act and why, without the diff
         rows = [
-            ("question", approval_question(req)),
-            ("tool", req.tool),
-            ("args", json.dumps(redact_data(args), indent=1, default=str)[:2000]),
-            ("reason", redact_text(req.reason)),
-            ("risk", req.risk),
-            ("intent", req.intent_id),
-            ("caller", req.caller),
-            ("session", req.session_id),
+            ("risk", _risk_badge(req.risk)),
+            ("tool", esc(req.tool)),
+            (
+                "args",
+                "<br>".join(
+                    f"<code>{esc(k)}</code> = {esc(repr(v))}" for k, v in redact_data(args).items()
+                ),
+            ),
+            ("intent", esc(req.intent_id) if req.intent_id else None),
+            ("caller", esc(req.caller) if req.caller else None),
+            ("session", esc(req.session_id) if req.session_id else None),
             ("requested at", f"{req.created_at:%Y-%m-%d %H:%M:%S} UTC"),
         ]
+        # The diff is the one committed, redacted once where it was made; a second pass
+        # could swallow part of it (see ctxnb.govern.approval.question). Control and bidi
+        # characters are shown as escapes, as in the question.
+        shown = diff_html(visible(diff), redact=False) if isinstance(diff, str) else ""
         self.detail.value = (
-            "<table class='ctxnb-table'>"
+            f'<pre class="ctxnb-code" style="{MONO};white-space:pre-wrap;margin:0 0 4px 0">'
+            f"{esc(head)}</pre>"
+            + shown
+            + "<table class='ctxnb-table'>"
             + "".join(
-                f"<tr><th style='text-align:left'>{k}</th><td><pre style='margin:0'>{esc(v)}</pre>"
-                "</td></tr>"
-                for k, v in rows
-                if v is not None
+                f"<tr><th style='text-align:left'>{k}</th><td>{v}</td></tr>" for k, v in rows if v
             )
             + "</table>"
         )
@@ -236,7 +337,7 @@ class ApprovalPanel(widgets.VBox):
                 "decision": "approved" if d.approved else "rejected",
                 "by": d.by,
                 "at": f"{d.at:%H:%M:%S}",
-                "act": r.summary(),
+                "act": _act(r),
                 "note": d.note,
             }
             for r, d in reversed(self.approver.history[-self.max_history :])
@@ -251,7 +352,7 @@ class ApprovalPanel(widgets.VBox):
         )
 
     def _repr_html_(self) -> str:
-        pending = [{"id": r.id, "act": r.summary(), "intent": r.intent_id} for r in self.pending()]
+        pending = [{"id": r.id, "act": _act(r), "intent": r.intent_id} for r in self.pending()]
         body = (
             html_table(pending, ["id", "act", "intent"], max_rows=20)
             if pending

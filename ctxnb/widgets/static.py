@@ -53,11 +53,16 @@ def pre(text: str, *, limit: int = MAX_TEXT) -> str:
     )
 
 
-def diff_html(diff: str, *, limit: int = MAX_TEXT) -> str:
-    """A unified diff with added lines green and removed lines red."""
+def diff_html(diff: str, *, limit: int = MAX_TEXT, redact: bool = True) -> str:
+    """A unified diff with added lines green and removed lines red.
+
+    ``redact=False`` only for a diff redacted already and meant to be shown exactly as
+    it is committed (an approval's diff, :func:`ctxnb.govern.approval.question`).
+    """
     if not diff:
         return "<p><i>no differences</i></p>"
-    diff = redact_text(diff)
+    if redact:
+        diff = redact_text(diff)
     cut = len(diff) > limit
     lines = []
     for line in diff[:limit].splitlines():

@@ -6,6 +6,8 @@
   the ReplayView of tutorial 05 with the keyboard.
 - JupyterLab runs a tutorial from scratch (its stored outputs cleared) the same way.
 - An ApprovalPanel is approved with a click and a TraceView row picked.
+- Tutorial 02 runs in JupyterLab up to its approval panel, which shows the diff coloured,
+  the risk and a countdown; Approve or Reject is clicked, and every cell after it runs.
 
 No request may leave 127.0.0.1: every other request is aborted and the test fails.
 Screenshots are kept in ``test-artifacts/``.
@@ -461,6 +463,128 @@ def test_a_tutorial_runs_in_jupyterlab(tmp_path: Path) -> None:
             assert page.locator(".jp-OutputArea-output img").count() == 0  # nothing stored
             page.evaluate(_RUN_ALL_JS)
             _check_rendered(page, f"jupyterlab-{source.stem}", plots, widgets)
+        finally:
+            browser.close()
+    assert external == [], external
+
+
+_RUN_UP_TO_JS = """
+async (idx) => {
+  const app = window.jupyterapp;
+  const panel = app.shell.currentWidget;
+  await panel.context.ready;
+  await panel.sessionContext.ready;
+  panel.content.activeCellIndex = idx;
+  await app.commands.execute('notebook:run-all-above');
+  await app.commands.execute('notebook:run-cell');
+}
+"""
+
+_RUN_FROM_JS = """
+async (idx) => {
+  const app = window.jupyterapp;
+  const panel = app.shell.currentWidget;
+  panel.content.activeCellIndex = idx;
+  await app.commands.execute('notebook:run-all-below');
+}
+"""
+
+# Each code cell: whether it ran (an execution count) and the errors among its outputs.
+_CELLS_JS = """
+() => {
+  const panel = window.jupyterapp.shell.currentWidget;
+  const kernel = panel.sessionContext.session && panel.sessionContext.session.kernel;
+  return {
+    idle: !!kernel && kernel.status === 'idle',
+    cells: panel.content.widgets.filter((c) => c.model.type === 'code').map((c) => ({
+      ran: c.model.executionCount !== null && c.model.executionCount !== undefined,
+      errors: c.model.outputs.toJSON().filter((o) => o.output_type === 'error')
+        .map((o) => o.ename + ': ' + o.evalue),
+    })),
+  };
+}
+"""
+
+
+_OUTPUTS_JS = """
+() => window.jupyterapp.shell.currentWidget.content.widgets
+  .filter((c) => c.model.type === 'code')
+  .map((c) => JSON.stringify(c.model.outputs.toJSON())).join('\\n')
+"""
+
+
+@pytest.mark.parametrize("answer", ["Approve", "Reject"])
+def test_tutorial_02_approve_or_reject_by_click_then_the_next_cells_run(
+    answer: str, tmp_path: Path
+) -> None:
+    """Tutorial 02 in JupyterLab, as a reader runs it: the cells up to the approval panel,
+    a click on Approve or Reject, then every cell after it, with no error."""
+    _require_browser()
+    from playwright.sync_api import sync_playwright
+
+    ARTIFACTS.mkdir(exist_ok=True)
+    source = next(p for p in TUTORIALS if p.name.startswith("02-"))
+    root = tmp_path / "lab"
+    root.mkdir()
+    nb = nbformat.read(source, as_version=4)
+    for cell in nb.cells:
+        if cell.cell_type == "code":
+            cell.outputs, cell.execution_count = [], None
+    panel_at = next(i for i, c in enumerate(nb.cells) if "ApprovalPanel(" in c.source)
+    nbformat.write(nb, root / source.name)
+    external: list[tuple[str, str]] = []
+    with _jupyterlab(root, tmp_path) as url, sync_playwright() as pw:
+        browser = pw.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS, headless=True)
+        try:
+            page = browser.new_page(viewport={"width": 1400, "height": 1000})
+            _block_outside(page, external)
+            page.goto(f"{url}lab/tree/{source.name}", timeout=RENDER_S * 1000)
+            page.locator(".jp-NotebookPanel").wait_for(state="visible", timeout=RENDER_S * 1000)
+            _wait_until(
+                lambda: page.evaluate(
+                    "() => !!(window.jupyterapp && window.jupyterapp.shell"
+                    " && window.jupyterapp.shell.currentWidget)"
+                ),
+                RENDER_S,
+                "JupyterLab to open the notebook",
+            )
+            page.evaluate(_RUN_UP_TO_JS, panel_at)
+            button = page.locator(f".ctxnb-{answer.lower()}")
+            button.wait_for(state="visible", timeout=RENDER_S * 1000)
+            _wait_until(lambda: button.is_enabled(), DECISION_S, "a pending request")
+            # What the human decides on: a coloured diff, the risk, the time left.
+            detail = page.locator(".ctxnb-approval-detail")
+            assert detail.locator("pre.ctxnb-diff").count() == 1
+            assert "-// generated" in detail.locator("pre.ctxnb-diff").inner_text()
+            assert detail.locator(".ctxnb-risk").inner_text() == "DESTRUCTIVE"
+            countdown = page.locator(".ctxnb-approval-countdown")
+            assert "s left to decide" in countdown.inner_text()
+            page.screenshot(path=str(ARTIFACTS / f"jupyterlab-02-{answer}-pending.png"))
+
+            button.click()
+            status = page.locator(".ctxnb-approval-status")
+            word = "approved" if answer == "Approve" else "rejected"
+            _wait_until(
+                lambda: f"{word} by tutorial reviewer" in status.inner_text(),
+                DECISION_S,
+                "the panel to show the decision",
+            )
+            page.evaluate(_RUN_FROM_JS, panel_at + 1)
+
+            def finished() -> dict[str, Any] | None:
+                state = page.evaluate(_CELLS_JS)
+                errors = [e for c in state["cells"] for e in c["errors"]]
+                assert not errors, f"a cell after the {answer} click failed: {errors}"
+                done = state["idle"] and all(c["ran"] for c in state["cells"])
+                return state if done else None
+
+            _wait_until(finished, RENDER_S, "every cell after the click to run", 1.0)
+            page.screenshot(path=str(ARTIFACTS / f"jupyterlab-02-{answer}-done.png"))
+            # The answer reached the waiting call: its result, and AGENT.md's Decisions.
+            outputs = page.evaluate(_OUTPUTS_JS)
+            assert ("'error_code': 'APPROVAL_REJECTED'" in outputs) == (answer == "Reject")
+            refused = "'rm -rf build/assets' were refused by tutorial reviewer"
+            assert (refused in outputs) == (answer == "Reject")
         finally:
             browser.close()
     assert external == [], external

@@ -672,3 +672,47 @@ def test_trace_view_shows_no_nan_one_line_times_and_one_page_number(tmp_path: Pa
     assert "of 1 page ·" in view.status.value and "page 0" not in view.status.value.lower()
     view.next_button.click()
     assert view.page.value == 1
+
+
+def test_approval_panel_shows_the_diff_coloured_the_risk_and_a_countdown() -> None:
+    from datetime import timedelta
+
+    q = QueueApprover(timeout=30)
+    diff = "--- a/build/x.js\n+++ /dev/null\n@@ -1 +0,0 @@\n-</pre><script>alert(1)</script>\n"
+    req = ApprovalRequest.new(
+        "run_command", {"cmd": "rm -rf build", "diff": diff}, "deletes build/x.js"
+    )
+    now = [req.created_at + timedelta(seconds=5)]
+    panel = ApprovalPanel(q, by="ana", clock=lambda: now[0])
+    fut = run_in_background(q.request, req)
+    assert panel.wait_for_pending(timeout=10)
+    # The list names the act without the diff (no escaped "\n" of a repr).
+    ((label, _),) = panel.requests.options
+    assert "diff=" not in label and "\\n" not in label and "rm -rf build" in label
+    detail = panel.detail.value
+    # A unified diff, line by line, the removed line on red; the agent's markup escaped.
+    assert '<pre class="ctxnb-diff"' in detail
+    assert '<span style="background:#ffebe9">-&lt;/pre&gt;&lt;script&gt;' in detail
+    assert "<script>" not in detail and "&quot;diff&quot;" not in detail
+    assert 'data-risk="DESTRUCTIVE" style="background:#cf222e' in detail
+    # The countdown: 25 s of 30 left, grey; red in the last ten seconds.
+    assert 'data-seconds="25"' in panel.countdown.value and "#57606a" in panel.countdown.value
+    now[0] = req.created_at + timedelta(seconds=24)
+    panel.refresh()
+    assert 'data-seconds="6"' in panel.countdown.value and "#cf222e" in panel.countdown.value
+    panel.reject_button.click()
+    assert fut.result(timeout=10).approved is False
+    assert panel.countdown.value == "" and panel.detail.value == ""
+
+
+def test_approval_panel_risk_colours_and_no_countdown_without_a_timeout() -> None:
+    q = QueueApprover(timeout=None)
+    panel = ApprovalPanel(q, by="ana")
+    fut = run_in_background(
+        q.request, ApprovalRequest.new("write_file", {"path": "a"}, "asks", risk="REVIEW")
+    )
+    assert panel.wait_for_pending(timeout=10)
+    assert 'data-risk="REVIEW" style="background:#9a6700' in panel.detail.value
+    assert panel.countdown.value == ""  # it waits for a human, however long
+    panel.approve()
+    assert fut.result(timeout=10).approved is True
