@@ -270,3 +270,31 @@ def test_llm_file_access_results_have_the_keys_dispatch_returns(tmp_path: Path) 
                 assert set(r) == set(s), f"`{name}` result: dispatch returns {sorted(r)}"
             checked.append(name)
     assert len(checked) == 8
+
+
+def test_readme_reading_the_store_from_outside_runs(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The README's store examples run in a workspace ctxnb indexed: the first with the
+    core install's pandas and pyarrow alone, the DuckDB one with the duckdb it names."""
+    from ctxnb import Workspace
+    from ctxnb.samples import copy_sample_workspace
+
+    root = copy_sample_workspace(tmp_path)
+    ws = Workspace.open(root)
+    ws.index(progress=False)
+    ws.close()
+    text = (REPO / "README.md").read_text(encoding="utf-8")
+    section = text.split("## Reading the store from outside", 1)[1].split("\n## ", 1)[0]
+    core, with_duckdb = [b.code for b in code_blocks(section) if b.info == "python"]
+    assert "duckdb" not in core and "pip install duckdb" in section
+    monkeypatch.chdir(root)
+    names: dict[str, object] = {}
+    exec(compile(core, "README core example", "exec"), names)
+    by_type = names["versions"].groupby("type").size()  # type: ignore[attr-defined]
+    assert by_type["file"] >= 15
+    assert names["table"].num_rows == len(names["versions"])  # type: ignore[attr-defined]
+    lines = with_duckdb.rstrip().splitlines()
+    lines[-1] = "result = " + lines[-1]  # the block's last expression, as a REPL shows it
+    exec(compile("\n".join(lines), "README DuckDB example", "exec"), names)
+    assert dict(names["result"].fetchall())["file"] == by_type["file"]  # type: ignore[attr-defined]

@@ -118,3 +118,22 @@ def test_an_edited_dependency_table_is_detected(tmp_path: Path) -> None:
     # Text outside the dependency tables (a comment, the description) changes nothing.
     pyproject.write_text("# a comment\n" + text.replace("description = ", "description =  "))
     assert lock.dependencies_hash(pyproject) == before
+
+
+# Releases published by a supply-chain compromise: no extra may accept them, whatever the
+# index offers tomorrow, and no lock may pin them (docs/decisions.md, issue 45).
+COMPROMISED = {"litellm": ["1.82.7", "1.82.8"]}
+
+
+@pytest.mark.parametrize("extra", _extras())
+def test_no_extra_accepts_a_compromised_release(extra: str) -> None:
+    for req in _requirements(extra):
+        for bad in COMPROMISED.get(canonicalize_name(req.name), []):
+            assert not req.specifier.contains(bad, prereleases=True), (
+                f"[{extra}] {req} accepts {req.name} {bad}, a compromised release; "
+                f"add '!={bad}'"
+            )
+    for path in (lock.CORE, lock.ALL):
+        pins = _pins(path)
+        for name, versions in COMPROMISED.items():
+            assert str(pins.get(name)) not in versions, f"{path.name} pins {name} {pins[name]}"
