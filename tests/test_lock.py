@@ -130,8 +130,7 @@ def test_no_extra_accepts_a_compromised_release(extra: str) -> None:
     for req in _requirements(extra):
         for bad in COMPROMISED.get(canonicalize_name(req.name), []):
             assert not req.specifier.contains(bad, prereleases=True), (
-                f"[{extra}] {req} accepts {req.name} {bad}, a compromised release; "
-                f"add '!={bad}'"
+                f"[{extra}] {req} accepts {req.name} {bad}, a compromised release; add '!={bad}'"
             )
     for path in (lock.CORE, lock.ALL):
         pins = _pins(path)

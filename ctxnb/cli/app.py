@@ -66,6 +66,21 @@ def _workspace(path: str | None):  # type: ignore[no-untyped-def]
     return Workspace.open(path or os.getcwd())
 
 
+def _read_workspace(path: str | None):  # type: ignore[no-untyped-def]
+    """The workspace for a command that only reads: one with no ``.ctxnb/`` has nothing
+    stored, which is said, and nothing is created (opening would make an empty store)."""
+    root = os.path.abspath(path or os.getcwd())
+    if os.path.isdir(root) and not os.path.isdir(os.path.join(root, ".ctxnb")):
+        from ..errors import NotFoundError
+
+        raise NotFoundError(
+            f"{root} has no ctxnb store (.ctxnb/), so nothing is recorded there; run "
+            "`ctxnb index` in it first (`ctxnb init` sets a project up), or pass the "
+            "workspace with -w"
+        )
+    return _workspace(path)
+
+
 def workspace_path(ws: Any, file: str) -> str:
     """A FILE argument as the workspace names it: a path that exists from the current
     directory (or an absolute one) is made relative to the workspace root; any other is
@@ -104,7 +119,7 @@ def _cmd_history(ns: argparse.Namespace) -> int:
     from ..ids import short_id
     from ..indexer import is_deleted
 
-    with _workspace(ns.workspace) as ws:
+    with _read_workspace(ns.workspace) as ws:
         path = workspace_path(ws, ns.file)
         versions = ws.history(path)
         if not versions:
@@ -174,7 +189,7 @@ def _cmd_show(ns: argparse.Namespace) -> int:
     from ..ids import resolve_version
     from ..redaction.redactor import redact_data
 
-    with _workspace(ns.workspace) as ws:
+    with _read_workspace(ns.workspace) as ws:
         oid, tx = resolve_version(ws.store, ns.id)
         at = ns.as_of if ns.as_of is not None else tx
         doc = ws.store.as_of(oid, at) if at is not None else ws.store.get(oid)
@@ -225,7 +240,7 @@ def _cmd_context(ns: argparse.Namespace) -> int:
         strategy = parse_strategy(ns.strategy)
     except ValueError as e:
         raise ConfigError(f"--strategy: {e}") from None
-    with _workspace(ns.workspace) as ws:
+    with _read_workspace(ns.workspace) as ws:
         sid = resolve_id(ws.store, ns.session, type="session")
         session = ws.session(sid)
         try:

@@ -21,7 +21,7 @@ import os
 import sys
 from typing import Any
 
-from .app import _out, _workspace, arg, command, workspace_path
+from .app import _out, _read_workspace, arg, command, workspace_path
 
 __all__: list[str] = []
 
@@ -133,6 +133,14 @@ def _cmd_trace(ns: argparse.Namespace) -> int:
 
         raise NotFoundError(f"{root} is not a directory; pass a workspace")
     ledger = os.path.join(root, ".orchestration", "agent_trace.jsonl")
+    if not os.path.isfile(ledger):
+        # Nothing to check is not "intact": an ungoverned tree (or a ledger someone
+        # deleted) must not read as a chain that holds.
+        sys.stderr.write(
+            f"{ledger}: no ledger, so nothing to verify ({root} is not governed, or its "
+            "ledger was removed); `ctxnb init` starts one\n"
+        )
+        return 1
     store_dir = os.path.join(root, ".ctxnb", "store")
     if os.path.isdir(store_dir):
         from ..govern.ledger import TraceLedger
@@ -179,7 +187,7 @@ def _cmd_why(ns: argparse.Namespace) -> int:
     head, sep, tail = file.rpartition(":")
     if sep and head and tail.isdigit() and not os.path.exists(file):
         file, line = head, int(tail)
-    with _workspace(ns.workspace) as ws:
+    with _read_workspace(ns.workspace) as ws:
         result = ws.why(workspace_path(ws, file), line, context=True)
     # A line written by a record changed outside ctxnb: the answer is printed with the
     # record marked, and the status says it is not evidence.

@@ -22,6 +22,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+import pytest
 from _needs import has_module, require
 from _paths import REPO
 
@@ -83,6 +84,8 @@ def test_index_history_show(sample_ws, capsys, monkeypatch):
 
 def test_errors_are_one_line_and_exit_1(sample_ws, capsys, monkeypatch):
     monkeypatch.chdir(sample_ws)
+    assert main(["index", str(sample_ws), "--no-progress"]) == 0  # a store to look in
+    capsys.readouterr()
     assert main(["show", "no-such-id"]) == 1
     err = capsys.readouterr().err
     assert err.startswith("ctxnb show: error:") and "no-such-id" in err
@@ -493,3 +496,31 @@ def test_readme_lists_every_command_as_the_parser_has_them() -> None:
     for name in names:
         assert re.search(rf"^ctxnb {name}\b", section, flags=re.M), name
     assert "ctxnb restore FILE" in section and "ctxnb sandbox exec" in section
+
+
+# -- reads never write (issue 45) ----------------------------------------------------------
+def _listing(root: Path) -> list[str]:
+    return sorted(str(p.relative_to(root)) for p in root.rglob("*"))
+
+
+@pytest.mark.parametrize(
+    "args", [["history", "a.txt"], ["show", "abc"], ["context", "s1"], ["why", "a.txt"]]
+)
+def test_read_commands_on_a_tree_with_no_store_say_so_and_create_nothing(
+    tmp_path: Path, args: list[str]
+) -> None:
+    (tmp_path / "a.txt").write_text("hello\n")
+    before = _listing(tmp_path)
+    line = one_line_error(ctxnb(*args, cwd=tmp_path), args[0])
+    assert "has no ctxnb store (.ctxnb/)" in line and "ctxnb index" in line
+    assert _listing(tmp_path) == before  # no .ctxnb/, nothing else either
+    # The same through -w from elsewhere.
+    line = one_line_error(ctxnb(*args, "-w", str(tmp_path), cwd=tmp_path.parent), args[0])
+    assert str(tmp_path) in line and _listing(tmp_path) == before
+
+
+def test_trace_verify_on_an_ungoverned_tree_fails_and_says_why(tmp_path: Path) -> None:
+    proc = ctxnb("trace", "verify", str(tmp_path))
+    assert proc.returncode == 1 and "intact" not in proc.stdout + proc.stderr
+    assert "no ledger, so nothing to verify" in proc.stderr
+    assert _listing(tmp_path) == []
