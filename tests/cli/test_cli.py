@@ -461,7 +461,7 @@ def test_replay_separates_duplicate_runs_with_a_warning(tmp_path: Path) -> None:
     for i in range(3):
         shutil.copy(TRAJ, runs / f"copy{i}.traj.json")
     code, out, err = _run_on_pty(
-        [*CTXNB, "replay", str(runs), "--strategy", "keep-all", "--workers", "1"]
+        [*CTXNB, "replay", str(runs), "--strategy", "keep-all", "--workers", "1", "--wide"]
     )
     assert code == 0, err
     assert re.search(r"replay: 100%.*3/3", err), err  # the bar, on the terminal
@@ -469,7 +469,7 @@ def test_replay_separates_duplicate_runs_with_a_warning(tmp_path: Path) -> None:
     assert len(warning) == 1 and warning[0].startswith("ctxnb replay: warning: 3 runs share")
     assert "copy0.traj.json" in warning[0] and "#2" in warning[0]
     row = next(ln for ln in out.splitlines() if ln.startswith("keep-all"))
-    single = ctxnb("replay", str(TRAJ), "--strategy", "keep-all", "--workers", "1")
+    single = ctxnb("replay", str(TRAJ), "--strategy", "keep-all", "--workers", "1", "--wide")
     assert single.returncode == 0 and single.stderr == ""
     one = next(ln for ln in single.stdout.splitlines() if ln.startswith("keep-all")).split()
     runs_col, steps_col = int(row.split()[1]), int(row.split()[2])

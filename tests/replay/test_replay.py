@@ -358,6 +358,31 @@ def test_cli_replay(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["replay", str(tmp_path / "empty-dir-does-not-exist"), "--workers", "1"]) == 1
 
 
+def test_cli_replay_table_fits_100_columns_and_warns_about_unpriced_runs(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """The shipped runs under the six default strategies: one of them has no price."""
+    from ctxnb.cli.app import main
+
+    assert main(["replay", str(DATA), "--workers", "1", "--no-progress"]) == 0
+    out, err = capsys.readouterr()
+    lines = out.splitlines()
+    assert max(len(ln) for ln in lines) <= 100, max(lines, key=len)
+    assert len([ln for ln in lines if ln.startswith(("keep-all", "metadata-only"))]) == 2
+    assert "NaN" not in out and "cost_usd" in out  # the priced runs' dollars, never NaN
+    assert "warning: 1 of 5 run(s) have no price" in " ".join(err.split())
+    assert "--price" in err and max(len(ln) for ln in err.splitlines()) <= 100
+    # A flat price adds its column, and the table still fits.
+    assert main(["replay", str(DATA), "--workers", "1", "--no-progress", "--price", "3"]) == 0
+    out, _ = capsys.readouterr()
+    assert "cost_flat" in out and max(len(ln) for ln in out.splitlines()) <= 100
+    # Every column, under summarize()'s own names, with --wide.
+    assert main(["replay", str(DATA), "--workers", "1", "--no-progress", "--wide"]) == 0
+    out, _ = capsys.readouterr()
+    assert "unpriced_runs" in out and "recorded_cost_usd" in out
+    assert max(len(ln) for ln in out.splitlines()) > 100
+
+
 def test_on_context_sees_every_context_of_the_frame_once(small: Trajectory) -> None:
     seen: list[tuple[int, str, str]] = []
     df = replay(
