@@ -114,7 +114,11 @@ def data_files(store_dir: str) -> list[tuple[str, int, int]]:
         ("segments", (tlog.SEG_RE,), 1),
     ):
         folder = os.path.join(store_dir, sub)
-        for name in sorted(os.listdir(folder)):
+        try:
+            names = sorted(os.listdir(folder))
+        except FileNotFoundError:
+            continue  # no file there to be ahead of the log (a write there fails on its own)
+        for name in names:
             for pattern in patterns:
                 m = pattern.fullmatch(name)
                 if m is not None:
