@@ -191,7 +191,14 @@ def test_every_door_asks_the_one_question_with_the_whole_diff():
     panel = ApprovalPanel(queue, by="ana")
     pending = run_in_background(queue.request, req)
     assert panel.wait_for_pending(timeout=5)
-    assert html.escape(asked) in panel.detail.value
+    # The panel lays the same question out for a notebook: the act and why as text, then
+    # the diff coloured line by line; every line of the question is on it, in order.
+    shown = html.unescape(re.sub(r"<[^>]+>", "\n", panel.detail.value))
+    at = 0
+    for line in filter(None, asked.splitlines()):
+        found = shown.find(line, at)
+        assert found >= 0, f"the panel lacks {line!r}"
+        at = found + len(line)
     panel.reject_button.click()
     assert not pending.result(timeout=5).approved
 
