@@ -52,14 +52,19 @@ def clean_environ(
 
 
 _FD_DIR = "/proc/self/fd"
+_COLLECT_EVERY_TEST = os.environ.get("CTXNB_TEST_COLLECT") == "1"
 
 
 def _collect_dropped_workspaces() -> None:
     """Many tests drop a workspace without closing it; it is cyclic garbage that keeps
     its store's and audit log's descriptors until a full collection, which a long
     session rarely runs. Collect when descriptors pile up, so that one test session
-    stays far from the descriptor limit (a test lowers it on purpose)."""
-    if os.path.isdir(_FD_DIR) and len(os.listdir(_FD_DIR)) > 128:
+    stays far from the descriptor limit (a test lowers it on purpose).
+
+    ``CTXNB_TEST_COLLECT=1`` collects after every test instead: an unclosed socket or
+    event loop is then reported against the test that left it, not against whichever
+    test a later collection happens to run in."""
+    if _COLLECT_EVERY_TEST or (os.path.isdir(_FD_DIR) and len(os.listdir(_FD_DIR)) > 128):
         gc.collect()
 
 
