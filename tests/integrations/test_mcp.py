@@ -26,6 +26,7 @@ import anyio  # noqa: E402
 import httpx2  # noqa: E402
 import mcp_types as types  # noqa: E402
 from _mcp_client import (  # noqa: E402
+    TIMEOUT,
     _free_port,
     _resource_text,
     _stop,
@@ -665,15 +666,18 @@ def test_http_token_is_required_when_given(http_server: dict[str, Any]) -> None:
         wrong = {**_HEADERS, "authorization": "Bearer wrong"}
         assert c.post(url, json=_initialize_body(), headers=wrong).status_code == 401
 
+    # The deadlines guard a hang, not speed: the first call opens the workspace, which on
+    # a loaded machine has taken longer than 30 s.
     async def body() -> None:
-        client = httpx2.AsyncClient(headers={"Authorization": "Bearer s3cret-token"}, timeout=30)
+        auth = {"Authorization": "Bearer s3cret-token"}
+        client = httpx2.AsyncClient(headers=auth, timeout=TIMEOUT)
         async with client, streamable_http_client(url, http_client=client) as (read, write):
-            async with ClientSession(read, write, read_timeout_seconds=30) as s:
+            async with ClientSession(read, write, read_timeout_seconds=TIMEOUT) as s:
                 await s.initialize()
                 res = await s.call_tool("glob", {"pattern": "inventory/*.py"})
                 assert "inventory/models.py" in _text(res)
 
-    run_async(body)
+    run_async(body, timeout=2 * TIMEOUT)
 
 
 @pytest.mark.slow
