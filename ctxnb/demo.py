@@ -5,8 +5,9 @@ workspace (a small inventory tracker), so it can run any number of times:
 
 1. index the workspace and show what the store holds;
 2. govern it: ``.orchestration/`` with one intent;
-3. a scripted agent reads, is refused once, declares its intent, edits, runs the tests
-   and one shell command confined to the intent's scope;
+3. a scripted agent reads, is refused once, declares its intent, edits, is refused out
+   of its scope and on a stale version, runs the tests and one shell command confined to
+   the intent's scope;
 4. the context the model would see, under two strategies;
 5. the Agent Trace ledger, summarized (with the confined command's record), and the
    edited file's history.
@@ -85,6 +86,21 @@ def _held_for_approval(ws: Workspace, session: Any, root: Path) -> None:
     print(f"      -> {held.get('error_code')}: inventory/report.py still has {lines} lines")
 
 
+def _refusals_by_scope_and_staleness(tools: Any, root: Path, text: str, sha: str) -> None:
+    """A write outside the intent's scope is refused; so is a write based on a version
+    someone else has changed since the agent read it (the optimistic lock)."""
+    print("  outside INT-001's scope, a write is refused even with the intent declared:")
+    _call(tools, "write_file", {"path": "README.md", "content": "# tinyinv\n"})
+    print("  a person edits inventory/models.py meanwhile; the agent's next write, based on")
+    print("  the version it wrote, is stale and refused; it reads again:")
+    models = root / "inventory" / "models.py"
+    models.write_text(models.read_text() + "# reviewed by a person\n")
+    later = text.replace("reorder_level: int = 10", "reorder_level: int = 12")
+    args = {"path": "inventory/models.py", "content": later, "expected_sha256": sha}
+    _call(tools, "write_file", args)
+    _call(tools, "read_file", {"path": "inventory/models.py"})
+
+
 def _call(tools: Any, name: str, args: dict[str, Any]) -> dict[str, Any]:
     shown = ", ".join(f"{k}={v!r}" if len(repr(v)) < 50 else f"{k}=…" for k, v in args.items())
     out = tools.dispatch(name, args)
@@ -144,7 +160,7 @@ def run(base: Path) -> None:
     _call(tools, "write_file", {"path": "inventory/models.py", "content": new_text})
     session.add_turn("assistant", "I must declare my intent first: INT-001.")
     _call(tools, "select_active_intent", {"intent_id": "INT-001"})
-    _call(
+    wrote = _call(
         tools,
         "write_file",
         {
@@ -153,6 +169,7 @@ def run(base: Path) -> None:
             "expected_sha256": read["result"]["sha256"],
         },
     )
+    _refusals_by_scope_and_staleness(tools, root, new_text, wrote["result"]["sha256"])
     test = _call(tools, "read_file", {"path": "tests/test_models.py"})
     test_text = test["result"]["content"]
     extra = (

@@ -41,8 +41,12 @@ def test_demo_runs_the_scripted_session(demo_output: str) -> None:
         "5. the Agent",
     ):
         assert section in text
-    assert "REFUSED NO_ACTIVE_INTENT" in text
-    assert text.count("REFUSED") == 1
+    # The seed's demo script whole: no intent, out of scope, a stale version; each once,
+    # in that order, and the file the person changed keeps the person's line.
+    refused = re.findall(r"REFUSED (\w+)", text)
+    assert refused == ["NO_ACTIVE_INTENT", "SCOPE_VIOLATION", "STALE_FILE"]
+    assert "README.md is outside the scope of intent INT-001" in text
+    assert "nothing was written" in text
     assert "Ran 4 tests" in text and "OK" in text  # the agent's test run
     assert "keep-all" in text and "observation-masking" in text
     assert "INT-001  inventory/models.py" in text
