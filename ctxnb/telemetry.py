@@ -15,8 +15,14 @@ collector) read OpenTelemetry spans in the GenAI semantic conventions. ctxnb wri
   (:mod:`ctxnb.govern.ledgercheck`), and each event carries its record's verdict
   (``ctxnb.agent_trace.integrity``: ``verified``, ``chained``, ``unchained`` or
   ``tampered``), so a record changed outside ctxnb is exported marked, never as genuine;
-* for a trajectory (a replay or a live run), one ``chat`` span per model call with the
-  model and token usage, and one ``execute_tool`` span per action.
+* for a trajectory (a replay or a live run), one ``chat`` span per model call (span kind
+  CLIENT) with the provider (``gen_ai.provider.name``), the model and token usage (input,
+  output, cache reads and cache writes), and one ``execute_tool`` span per action.
+
+Span names, kinds and attributes follow the OpenTelemetry GenAI semantic conventions;
+``tests/analysis/test_telemetry.py`` checks every ``gen_ai.*`` attribute written against
+the conventions' registry as the ``opentelemetry-semantic-conventions`` package ships it,
+deprecated names excluded. Spans leave in batches (one OTLP request per 512 spans).
 
 Spans are built as plain data first (:class:`SpanData`), then emitted through the
 ``opentelemetry-sdk`` with their recorded times, to any ``SpanExporter``, to an OTLP/HTTP
@@ -53,6 +59,7 @@ if TYPE_CHECKING:
 
 __all__ = [
     "SpanData",
+    "provider_name",
     "TelemetryReport",
     "export_spans",
     "export_workspace",
@@ -83,6 +90,9 @@ class SpanData:
     attributes: Attributes = field(default_factory=dict)
     events: tuple[tuple[str, int, Attributes], ...] = ()
     error: str | None = None
+    # The GenAI conventions' span kinds: a model call goes to a remote service (CLIENT);
+    # ctxnb's agent and its tools run in process (INTERNAL).
+    kind: str = "internal"
 
 
 @dataclass(frozen=True)
@@ -95,6 +105,54 @@ class TelemetryReport:
 
     def __str__(self) -> str:
         return f"exported {self.spans} spans and {self.events} events to {self.destination}"
+
+
+# litellm's provider prefixes (and model name families) mapped to the GenAI conventions'
+# well-known `gen_ai.provider.name` values; a prefix not listed is kept as it is (the
+# conventions allow a custom value), and a bare unknown name is "unknown".
+_PROVIDERS = {
+    "anthropic": "anthropic",
+    "openai": "openai",
+    "azure": "azure.ai.openai",
+    "azure_ai": "azure.ai.inference",
+    "gemini": "gcp.gemini",
+    "vertex_ai": "gcp.vertex_ai",
+    "bedrock": "aws.bedrock",
+    "cohere": "cohere",
+    "mistral": "mistral_ai",
+    "groq": "groq",
+    "deepseek": "deepseek",
+    "xai": "x_ai",
+    "perplexity": "perplexity",
+    "watsonx": "ibm.watsonx.ai",
+}
+_FAMILIES = (
+    ("claude", "anthropic"),
+    ("gpt-", "openai"),
+    ("o1", "openai"),
+    ("o3", "openai"),
+    ("o4", "openai"),
+    ("gemini", "gcp.gemini"),
+    ("mistral", "mistral_ai"),
+    ("deepseek", "deepseek"),
+    ("grok", "x_ai"),
+    ("command", "cohere"),
+)
+
+
+def provider_name(model: str) -> str:
+    """``gen_ai.provider.name`` for a model id as litellm names it.
+
+    Example:
+        >>> [provider_name(m) for m in ("anthropic/claude-sonnet-4", "gpt-5-mini",
+        ...  "gemini/gemini-2.5-pro", "openrouter/google/gemini-2.5-flash", "local-model")]
+        ['anthropic', 'openai', 'gcp.gemini', 'openrouter', 'unknown']
+    """
+    prefix, _, rest = model.partition("/")
+    if rest:
+        return _PROVIDERS.get(prefix.lower(), prefix.lower())
+    name = model.lower()
+    return next((p for family, p in _FAMILIES if name.startswith(family)), "unknown")
 
 
 def _ns(ts: str | datetime) -> int:
@@ -228,6 +286,7 @@ def trajectory_spans(
         start: the run's start; the steps are laid out one second apart from it.
     """
     model = model or str(trajectory.metadata.get("model") or "unknown")
+    provider = provider_name(model)
     t0 = start or datetime(1970, 1, 1, tzinfo=UTC)
     run_key = f"run:{trajectory.id}"
     spans: list[SpanData] = []
@@ -236,6 +295,7 @@ def trajectory_spans(
         mid, end = begin + 500_000_000, begin + 900_000_000
         chat: Attributes = {
             "gen_ai.operation.name": "chat",
+            "gen_ai.provider.name": provider,
             "gen_ai.request.model": _text(model),
             "gen_ai.conversation.id": _text(trajectory.id),
         }
@@ -245,11 +305,20 @@ def trajectory_spans(
             chat["gen_ai.usage.output_tokens"] = int(call.completion_tokens)
             chat["gen_ai.usage.cache_read.input_tokens"] = int(call.cached_tokens)
         elif step.usage is not None:
-            if step.usage.prompt_tokens is not None:
-                chat["gen_ai.usage.input_tokens"] = step.usage.prompt_tokens
-            if step.usage.completion_tokens is not None:
-                chat["gen_ai.usage.output_tokens"] = step.usage.completion_tokens
-        spans.append(SpanData(f"chat:{step.index}", run_key, f"chat {model}", begin, mid, chat))
+            usage = step.usage
+            for key, value in (
+                ("gen_ai.usage.input_tokens", usage.prompt_tokens),
+                ("gen_ai.usage.output_tokens", usage.completion_tokens),
+                ("gen_ai.usage.cache_read.input_tokens", usage.cached_tokens),
+                ("gen_ai.usage.cache_creation.input_tokens", _writes(usage)),
+            ):
+                if value is not None:
+                    chat[key] = int(value)
+        spans.append(
+            SpanData(
+                f"chat:{step.index}", run_key, f"chat {model}", begin, mid, chat, kind="client"
+            )
+        )
         tool: Attributes = {
             "gen_ai.operation.name": "execute_tool",
             "gen_ai.tool.name": step.action.tool,
@@ -266,9 +335,16 @@ def trajectory_spans(
         "gen_ai.operation.name": "invoke_agent",
         "gen_ai.agent.name": AGENT_NAME,
         "gen_ai.conversation.id": _text(trajectory.id),
+        "gen_ai.provider.name": provider,
         "gen_ai.request.model": _text(model),
     }
     return [SpanData(run_key, None, f"invoke_agent {AGENT_NAME}", first, last, agent), *spans]
+
+
+def _writes(usage: Any) -> int | None:
+    """Prompt tokens written to the provider's cache, for five minutes or an hour."""
+    parts = [usage.cache_write_tokens, usage.cache_write_1h_tokens]
+    return None if all(p is None for p in parts) else sum(p or 0 for p in parts)
 
 
 def _sdk() -> Any:
@@ -329,7 +405,7 @@ def export_spans(
     sdk_trace = _sdk()
     from opentelemetry import trace
     from opentelemetry.sdk.resources import Resource
-    from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+    from opentelemetry.sdk.trace.export import BatchSpanProcessor
 
     if path is not None:
         exporter, destination = _OtlpJsonLinesExporter(Path(path)), str(path)
@@ -340,16 +416,23 @@ def export_spans(
     else:
         destination = type(exporter).__name__
     provider = sdk_trace.TracerProvider(resource=Resource.create({"service.name": service_name}))
-    provider.add_span_processor(SimpleSpanProcessor(exporter))
+    # Batched: one OTLP request carries up to 512 spans (the SDK's default batch), not one
+    # request per span; shutdown() flushes what is left.
+    provider.add_span_processor(BatchSpanProcessor(exporter))
     tracer = provider.get_tracer("ctxnb.telemetry")
     ordered = list(spans)
+    kinds = {"internal": trace.SpanKind.INTERNAL, "client": trace.SpanKind.CLIENT}
     live: dict[str, Any] = {}
     n_events = 0
     for data in ordered:  # parents come before their children
         parent = live.get(data.parent) if data.parent else None
         ctx = trace.set_span_in_context(parent) if parent is not None else None
         span = tracer.start_span(
-            data.name, context=ctx, start_time=data.start_ns, attributes=data.attributes
+            data.name,
+            context=ctx,
+            kind=kinds[data.kind],
+            start_time=data.start_ns,
+            attributes=data.attributes,
         )
         for name, ts, attrs in data.events:
             span.add_event(name, attrs, timestamp=ts)

@@ -216,3 +216,116 @@ def test_a_destination_must_be_given_once(tmp_path: Path) -> None:
         export_spans([])
     with pytest.raises(ValueError, match="exactly one"):
         export_spans([], path=tmp_path / "a", endpoint="http://127.0.0.1:9/v1/traces")
+
+
+# -- the GenAI semantic conventions -----------------------------------------------------------
+
+CONVENTIONS = json.loads(
+    (Path(__file__).parent.parent / "data" / "otel-genai" / "registry.json").read_text()
+)
+
+
+def _genai_keys(spans: list[Any]) -> set[str]:
+    return {k for s in spans for k in (s.attributes or {}) if k.startswith("gen_ai.")} | {
+        k for s in spans for e in s.events for k in (e.attributes or {}) if k.startswith("gen_ai.")
+    }
+
+
+def _claude_code_spans(test_data: Path) -> list[Any]:
+    from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+
+    from ctxnb.replay import load
+    from ctxnb.telemetry import export_spans, trajectory_spans
+
+    path = test_data / "trajectories" / "claude-code" / "258c7280-ae70-4798-800f-63464d01a85d.jsonl"
+    exporter = InMemorySpanExporter()
+    export_spans(trajectory_spans(load(path)), exporter=exporter)
+    return list(exporter.get_finished_spans())
+
+
+def test_every_genai_attribute_is_one_the_conventions_define(
+    governed: tuple[Path, str], test_data: Path
+) -> None:
+    spans = _memory_spans(governed[0]) + _claude_code_spans(test_data)
+    used = _genai_keys(spans)
+    assert {"gen_ai.provider.name", "gen_ai.usage.cache_creation.input_tokens"} <= used
+    assert used - set(CONVENTIONS["attributes"]) == set()
+    ops = {s.attributes["gen_ai.operation.name"] for s in spans}
+    assert ops == {"invoke_agent", "execute_tool", "chat"}
+    assert ops <= set(CONVENTIONS["operation_names"])
+
+
+def test_span_kinds_and_the_provider_follow_the_conventions(test_data: Path) -> None:
+    from opentelemetry.trace import SpanKind
+
+    spans = _claude_code_spans(test_data)
+    for span in spans:
+        op = span.attributes["gen_ai.operation.name"]
+        expected = CONVENTIONS["span_kinds"][op]
+        assert span.kind.name in (expected if isinstance(expected, list) else [expected]), op
+    chats = [s for s in spans if s.attributes["gen_ai.operation.name"] == "chat"]
+    assert chats and all(s.kind is SpanKind.CLIENT for s in chats)
+    for key in CONVENTIONS["required_on_inference"]:
+        assert all(key in s.attributes for s in chats), key
+    # The recorded session is Claude's: a well-known provider value, not a guess.
+    assert {s.attributes["gen_ai.provider.name"] for s in chats} == {"anthropic"}
+    assert "anthropic" in CONVENTIONS["provider_names"]
+    # Cache writes and reads are counted, and both are part of the input tokens.
+    written = sum(s.attributes.get("gen_ai.usage.cache_creation.input_tokens", 0) for s in chats)
+    assert written > 0
+    for s in chats:
+        a = s.attributes
+        cached = a.get("gen_ai.usage.cache_read.input_tokens", 0) + a.get(
+            "gen_ai.usage.cache_creation.input_tokens", 0
+        )
+        assert cached <= a.get("gen_ai.usage.input_tokens", cached)
+
+
+@pytest.mark.parametrize(
+    ("model", "provider"),
+    [
+        ("anthropic/claude-opus-4-6", "anthropic"),
+        ("claude-sonnet-4", "anthropic"),
+        ("gpt-5-mini", "openai"),
+        ("openai/gpt-5-mini", "openai"),
+        ("gemini/gemini-2.5-pro", "gcp.gemini"),
+        ("vertex_ai/gemini-2.5-pro", "gcp.vertex_ai"),
+        ("bedrock/anthropic.claude-3", "aws.bedrock"),
+        ("azure/gpt-4o", "azure.ai.openai"),
+        ("mistral/mistral-large", "mistral_ai"),
+        ("xai/grok-4", "x_ai"),
+        ("openrouter/google/gemini-2.5-flash", "openrouter"),
+        ("smollm2-135m", "unknown"),
+    ],
+)
+def test_the_provider_is_the_conventions_value_for_litellm_names(model: str, provider: str) -> None:
+    from ctxnb.telemetry import provider_name
+
+    assert provider_name(model) == provider
+    if provider not in ("openrouter", "unknown"):
+        assert provider in CONVENTIONS["provider_names"]
+
+
+def test_spans_leave_in_batches_not_one_request_each(
+    test_data: Path, collector: tuple[str, list[bytes]]
+) -> None:
+    from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import (
+        ExportTraceServiceRequest,
+    )
+
+    from ctxnb.replay import load
+    from ctxnb.telemetry import export_spans, trajectory_spans
+
+    url, bodies = collector
+    path = next((test_data / "trajectories" / "mini-swe-agent").glob("*.traj.json"))
+    report = export_spans(trajectory_spans(load(path)), endpoint=url)
+    received = [
+        s
+        for body in bodies
+        for rs in ExportTraceServiceRequest.FromString(body).resource_spans
+        for ss in rs.scope_spans
+        for s in ss.spans
+    ]
+    assert len(received) == report.spans > 20
+    # The SDK's batch holds 512 spans: a run of this size is one request, not one per span.
+    assert len(bodies) <= -(-report.spans // 512)
