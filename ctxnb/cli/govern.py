@@ -233,6 +233,11 @@ def _cmd_why(ns: argparse.Namespace) -> int:
     "unless the diff now is that one (without it the diff is printed and a terminal asks)",
 )
 @arg(
+    "--prompt-id",
+    default=None,
+    help="the Claude Code prompt the command serves, kept in its trace records",
+)
+@arg(
     "--receipt",
     default=None,
     metavar="TOOL_USE_ID",
@@ -365,6 +370,10 @@ def _exec_governed(root: Any, intent_id: str, argv: list[str], cwd: str, ns: Any
         prepare=prepare,
     ) as backend:
         engine = backend.engine
+        from ..govern.tracecontext import carried_metadata
+
+        # Claude Code exports its trace context to the commands its Bash tool runs.
+        engine.recorder.carried.update(carried_metadata(os.environ, ns.prompt_id))
         engine.select_active_intent(intent_id)
         try:
             out = engine.commands.run(

@@ -191,6 +191,9 @@ class Recorder:
         model_id: the contributor's model, in models.dev form.
         contributor_type: who wrote the changes (``ai`` by default).
         clock: the records' time (timezone-aware).
+        carried: ``metadata`` for every record this recorder makes: what the process it
+            runs in carries (the agent's trace context and prompt,
+            :func:`ctxnb.govern.tracecontext.carried_metadata`).
     """
 
     def __init__(
@@ -201,8 +204,10 @@ class Recorder:
         model_id: str | None = None,
         contributor_type: ContributorType = "ai",
         clock: Callable[[], datetime] | None = None,
+        carried: Mapping[str, Any] | None = None,
     ) -> None:
         self.root = Path(root)
+        self.carried: dict[str, Any] = dict(carried or {})
         # Resolved once, as the workspace's own root is (see RepoRoot).
         self._where = RepoRoot(self.root)
         self.ledger = ledger or TraceLedger(self.root / ".orchestration" / "agent_trace.jsonl")
@@ -276,7 +281,12 @@ class Recorder:
             from ..tools._textlines import changed_line_ranges
 
             ranges = changed_line_ranges(change.old or "", new_text) if new_text else []
-        meta: dict[str, Any] = {"caller": origin.caller, **origin.metadata, **change.metadata}
+        meta: dict[str, Any] = {
+            "caller": origin.caller,
+            **self.carried,
+            **origin.metadata,
+            **change.metadata,
+        }
         if version is not None:
             meta["version_id"] = version
         record = build_trace_record(

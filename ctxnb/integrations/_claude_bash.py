@@ -257,7 +257,12 @@ def _tool_use_id(ctx: _Context) -> str:
 def _receipt_args(ctx: _Context, tool_use_id: str) -> list[str]:
     # The hook's own state directory, by name: the command's shell (with the user's
     # profile) may see another $XDG_STATE_HOME than Claude Code gives its hooks.
-    return ["--receipt", tool_use_id, "--state-dir", str(ctx.state_dir)]
+    from ..govern.tracecontext import prompt_id
+
+    args = ["--receipt", tool_use_id, "--state-dir", str(ctx.state_dir)]
+    # The prompt the command serves, for its records (the Bash process has no payload).
+    pid = prompt_id(ctx.payload.get("prompt_id"))
+    return [*args, "--prompt-id", pid] if pid is not None else args
 
 
 def _confined(tool_input: Mapping[str, Any]) -> dict[str, Any]:

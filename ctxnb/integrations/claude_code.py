@@ -516,8 +516,13 @@ def _post_tool_use(ctx: _Context) -> HookResult:
     for key in ("tool_use_id", "transcript_path"):
         if isinstance(ctx.payload.get(key), str):
             meta[key] = ctx.payload[key]
+    from ..govern.tracecontext import carried_metadata
+
     recorder = Recorder(
-        ctx.root, model_id=ctx.env.get("CTXNB_MODEL_ID") or ctx.settings["model_id"]
+        ctx.root,
+        model_id=ctx.env.get("CTXNB_MODEL_ID") or ctx.settings["model_id"],
+        # The prompt that led to the edit, and Claude Code's trace when it exports one.
+        carried=carried_metadata(ctx.env, ctx.payload.get("prompt_id")),
     )
     origin = Origin(
         tool,
