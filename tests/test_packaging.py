@@ -1,5 +1,5 @@
 """The package is complete on its own: a wheel or sdist, installed without the repository,
-runs the README's quickstart and ``python -m ctxnb.demo``.
+runs the README's quickstart, ``python -m ctxnb.demo`` and the first tutorial through nbval.
 
 The artifacts are built from a copy of the checkout's files (tracked and new, not ignored),
 offline: ``pip wheel --no-build-isolation`` and setuptools' own sdist hook, with the
@@ -8,7 +8,9 @@ fresh venv that reaches the project venv's *dependencies* through a ``.pth`` lin
 ``.pth`` file adds are not site directories, so the project's editable install of ctxnb
 (itself a ``.pth`` hook there) is not picked up; the fresh venv's ctxnb is the installed
 one, which the test checks. The programs run from a directory outside the checkout, with no
-``CTXNB_DATA_DIR`` and no ``PYTHONPATH``.
+``CTXNB_DATA_DIR`` and no ``PYTHONPATH``; the tutorial is copied there alone (with the
+sanitizing patterns of ``make test``), so it reads its sample workspace from the installed
+package or fails.
 """
 
 from __future__ import annotations
@@ -24,7 +26,11 @@ import pytest
 from _paths import REPO
 from _readme import readme_quickstart
 
-pytestmark = pytest.mark.slow  # two builds, two installs, the demo twice: about a minute
+pytestmark = pytest.mark.slow  # two builds, three installs, the demo and tutorial twice
+
+# The tutorial run from the install: it reads the sample workspace (copy_sample_workspace).
+TUTORIAL = REPO / "notebooks" / "01-quickstart.ipynb"
+SANITIZE = REPO / "notebooks" / "sanitize.cfg"
 
 
 def _run(cmd: list[str], *, cwd: Path, env: dict[str, str] | None = None) -> str:
@@ -142,3 +148,43 @@ def test_installed_package_runs_quickstart_and_demo(
     assert "REFUSED NO_ACTIVE_INTENT" in demo, demo
     # The console script is installed too, and answers outside the checkout.
     assert "index a workspace" in _run([str(venv / "bin" / "ctxnb"), "--help"], cwd=away, env=env)
+
+    tutorial = _nbval(python, away, env)
+    assert tutorial.returncode == 0, tutorial.stdout + tutorial.stderr
+    cells = _code_cells(TUTORIAL)
+    assert f"{cells} passed" in tutorial.stdout, tutorial.stdout
+
+
+def test_the_tutorial_fails_from_an_install_without_the_sample_data(
+    artifacts: dict[str, Path], tmp_path: Path
+) -> None:
+    """The tutorial check can fail: the same wheel, its sample data removed after the
+    install, and the first cell's copy_sample_workspace says where it looked."""
+    venv = _fresh_venv(tmp_path, artifacts["wheel"])
+    python = str(venv / "bin" / "python")
+    env = _outside_env(venv)
+    away = tmp_path / "elsewhere"
+    away.mkdir()
+    data = _run([python, "-c", "import ctxnb.samples as s; print(s.data_dir())"], cwd=away, env=env)
+    shutil.rmtree(data.strip())
+    tutorial = _nbval(python, away, env)
+    assert tutorial.returncode != 0, tutorial.stdout
+    assert "ctxnb's sample data was not found" in tutorial.stdout, tutorial.stdout
+
+
+def _code_cells(notebook: Path) -> int:
+    import nbformat
+
+    return sum(c.cell_type == "code" for c in nbformat.read(notebook, as_version=4).cells)
+
+
+def _nbval(python: str, away: Path, env: dict[str, str]) -> subprocess.CompletedProcess[str]:
+    """The first tutorial through nbval, as ``make test`` runs it, from ``away``: the
+    kernel is the fresh venv's interpreter (--nbval-current-env), and a ``pytest.ini``
+    there keeps the checkout's configuration and conftest files out."""
+    shutil.copy2(TUTORIAL, away / TUTORIAL.name)
+    shutil.copy2(SANITIZE, away / SANITIZE.name)
+    (away / "pytest.ini").write_text("[pytest]\n")
+    cmd = [python, "-m", "pytest", "-p", "no:cacheprovider", "-q", "--nbval"]
+    cmd += ["--nbval-current-env", "--nbval-sanitize-with", SANITIZE.name, TUTORIAL.name]
+    return subprocess.run(cmd, cwd=away, env=env, capture_output=True, text=True, timeout=300)
