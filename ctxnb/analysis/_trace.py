@@ -53,6 +53,7 @@ TRACE_COLUMNS = (
     "content_hash",
     "tool",
     "mutation_class",
+    "approval",
     "integrity",
 )
 # The verdicts of ctxnb.govern.ledgercheck, as the categories of the integrity column.
@@ -72,6 +73,7 @@ _CATEGORICAL = (
     "session_id",
     "tool",
     "mutation_class",
+    "approval",
 )
 
 _CONTRIBUTOR = pa.struct([("type", pa.string()), ("model_id", pa.string())])
@@ -108,6 +110,8 @@ RECORD_SCHEMA = pa.schema(
                     ("tool", pa.string()),
                     ("mutation_class", pa.string()),
                     ("prev_hash", pa.string()),
+                    # A human's answer to the approval question (engine and sandbox).
+                    ("approval", pa.struct([("approved", pa.bool_()), ("by", pa.string())])),
                 ]
             ),
         ),
@@ -198,13 +202,22 @@ def _coerce(rec: Mapping[str, Any]) -> dict[str, Any]:
         ],
         "metadata": (
             {
-                k: _str(meta.get(k))
-                for k in ("intent_id", "session_id", "tool", "mutation_class", "prev_hash")
+                **{
+                    k: _str(meta.get(k))
+                    for k in ("intent_id", "session_id", "tool", "mutation_class", "prev_hash")
+                },
+                "approval": _approval(meta.get("approval")),
             }
             if isinstance(meta, Mapping)
             else None
         ),
     }
+
+
+def _approval(value: Any) -> dict[str, Any] | None:
+    if not isinstance(value, Mapping) or not isinstance(value.get("approved"), bool):
+        return None
+    return {"approved": value["approved"], "by": _str(value.get("by"))}
 
 
 def _json_objects(data: bytes) -> tuple[list[dict[str, Any]], int]:
@@ -337,6 +350,15 @@ def _integrity(verdicts: list[str | None]) -> pa.Array:
     return pa.DictionaryArray.from_arrays(codes, INTEGRITY)
 
 
+def _approval_text(approval: pa.Array) -> pa.Array:
+    """Per record, ``approved by NAME`` or ``rejected by NAME`` (null: nobody was asked)."""
+    verdict = pc.if_else(_field(approval, "approved"), "approved", "rejected")
+    by = pc.fill_null(_field(approval, "by"), "")
+    text = pc.binary_join_element_wise(verdict, by, " by ")
+    # "approved by " when the decision names nobody: the verdict alone.
+    return pc.if_else(pc.equal(by, ""), verdict, text)
+
+
 def _flatten(records: pa.Table, integrity: pa.Array) -> pa.Table:
     """Records → one row per (file, conversation, range); see :data:`TRACE_COLUMNS`.
     ``integrity`` holds each record's verdict."""
@@ -380,6 +402,7 @@ def _flatten(records: pa.Table, integrity: pa.Array) -> pa.Table:
     start = _field(ranges, "start_line")
     end = _field(ranges, "end_line")
     lines = pc.add(pc.subtract(end, start), 1)
+    approval = _approval_text(rec_col("metadata", "approval")).take(take_rec)
     return pa.table(
         {
             "record_id": rec_col("id").take(take_rec),
@@ -398,6 +421,7 @@ def _flatten(records: pa.Table, integrity: pa.Array) -> pa.Table:
             "content_hash": _field(ranges, "content_hash"),
             "tool": rec_col("metadata", "tool").take(take_rec),
             "mutation_class": rec_col("metadata", "mutation_class").take(take_rec),
+            "approval": approval,
             "integrity": integrity.take(take_rec),
         }
     )
@@ -428,6 +452,9 @@ def _trace_table(path: Path) -> tuple[pa.Table, int, ledgercheck.LedgerCheck | N
         import pyarrow.parquet as pq
 
         table = pq.read_table(path)
+        if "approval" not in table.column_names:  # written before it was a column
+            at = table.column_names.index("mutation_class") + 1
+            table = table.add_column(at, "approval", pa.nulls(table.num_rows, pa.string()))
         if "integrity" not in table.column_names:  # written before ctxnb checked
             table = table.append_column("integrity", _integrity([None] * table.num_rows))
         return table, 0, None
@@ -479,7 +506,8 @@ def load_trace(
     conversations (one row with null lines). ``intent_id`` and ``session_id`` come from
     the conversation's ``related`` URNs (``urn:ctxnb:intent:<id>``,
     ``urn:ctxnb:session:<id>``), else from the record's ``metadata``; ``tool`` and
-    ``mutation_class`` from ``metadata``.
+    ``mutation_class`` from ``metadata``, and ``approval`` from its human decision
+    (``approved by NAME`` or ``rejected by NAME``; null when nobody was asked).
 
     A line cut by a crash (or any line that is not a JSON object) is skipped; the count
     is in ``df.attrs["skipped_lines"]``.

@@ -28,6 +28,7 @@ COLUMNS = (
     "model_id",
     "tool",
     "mutation_class",
+    "approval",
     "integrity",
 )
 MAX_INTENT_OPTIONS = 200  # suggestions in the intent box; any intent can still be typed
@@ -79,9 +80,12 @@ class TraceView(widgets.VBox):
     """The trace ledger, one row per attributed range, 50 rows to a page.
 
     Filter by intent, file (substring), contributor type and time range; sort by any
-    column; pick a row to see its record's detail. Filtering and sorting are pandas
-    operations over the frame from :func:`ctxnb.analysis.load_trace`, and each page is
-    one HTML payload, so a ledger of 100,000 records stays responsive. Each row shows its
+    column; pick a row to see its record's detail. A human's answer to an approval
+    question shows in the ``approval`` column (``approved by NAME``, ``rejected by
+    NAME``), on the record of the decision and on the changes it let through. Filtering
+    and sorting are pandas operations over the frame from
+    :func:`ctxnb.analysis.load_trace`, and each page is one HTML payload, so a ledger of
+    100,000 records stays responsive. Each row shows its
     record's ``integrity`` (the ledger verifier's verdict), and a ledger with tampered
     records says so above the table.
 
@@ -337,7 +341,7 @@ class TraceView(widgets.VBox):
             self.columns,
             max_rows=self.page_size,
             first_index=start,
-            nowrap=("timestamp", "intent_id", "model_id", "mutation_class"),
+            nowrap=("timestamp", "intent_id", "model_id", "mutation_class", "approval"),
         )
 
     @staticmethod
@@ -397,15 +401,20 @@ class TraceView(widgets.VBox):
     def _render_summary(self) -> None:
         parts = []
         view = self._view
-        for col, title in (("intent_id", "by intent"), ("file", "by file")):
+        # A record that touched no file (a human's decision, a command that changed
+        # nothing) is counted under a name, not as a blank row.
+        for col, title, none in (
+            ("intent_id", "by intent", "(no intent)"),
+            ("file", "by file", "(no file)"),
+        ):
             if col not in view or not len(view):
                 continue
             key = view["record_id"] if "record_id" in view else view.index.to_series()
             counts = (
-                pd.DataFrame({col: view[col].astype(object), "r": key.to_numpy()})
-                .groupby(col, dropna=False)["r"]
+                pd.DataFrame({col: view[col].astype(object).fillna(none), "r": key.to_numpy()})
+                .groupby(col)["r"]
                 .nunique()
-                .sort_values(ascending=False)
+                .sort_values(ascending=False, kind="stable")
                 .head(10)
             )
             rows = [{col: k, "records": v} for k, v in counts.items()]

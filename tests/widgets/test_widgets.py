@@ -716,3 +716,46 @@ def test_approval_panel_risk_colours_and_no_countdown_without_a_timeout() -> Non
     assert panel.countdown.value == ""  # it waits for a human, however long
     panel.approve()
     assert fut.result(timeout=10).approved is True
+
+
+def test_trace_view_shows_the_human_decision_and_names_records_without_a_file(
+    tmp_path: Path,
+) -> None:
+    """A human's answer to an approval question is a record with no file (the engine's
+    event record): the view shows who approved or rejected in its own column, on that
+    record and in its detail, and the "by file" summary counts it under "(no file)"
+    instead of a blank row."""
+    import re
+
+    from ctxnb.govern.ledger import build_event_record
+
+    _trace_frame(tmp_path, n=4)  # four edits, each with a file
+    ledger = TraceLedger(tmp_path / "agent_trace.jsonl", validate=False)
+    q = QueueApprover(timeout=30)
+    for approve, cmd in ((True, "rm -rf build"), (False, "rm -rf src")):
+        req = ApprovalRequest.new("run_command", {"cmd": cmd}, "deletes files", intent_id="INT-1")
+        fut = run_in_background(q.request, req)
+        panel = ApprovalPanel(q, by="ana")
+        assert panel.wait_for_pending(timeout=10)
+        (panel.approve_button if approve else panel.reject_button).click()
+        decision = fut.result(timeout=10)
+        meta = {"intent_id": "INT-1", "tool": "run_command", "approval": decision.to_dict()}
+        ledger.append(build_event_record(metadata=meta, repo_root=None))
+    df = load_trace(ledger)
+    assert df["approval"].astype(object).tolist()[-2:] == ["approved by ana", "rejected by ana"]
+    assert df["approval"].isna().sum() == len(df) - 2  # nobody was asked about the edits
+
+    view = TraceView(df)
+    assert "approval" in view.columns
+    assert ">approved by ana</td>" in view.table.value
+    assert ">rejected by ana</td>" in view.table.value
+    view.filter(sort_by="timestamp", descending=True)
+    view.select_row(0)  # the latest: the rejection
+    assert "rejected by ana" in view.detail.value
+
+    summary = view.summary.value
+    by_file = summary.split("<b>by file</b>", 1)[1]
+    names = re.findall(r'<tr data-row="\d+"><td[^>]*>([^<]*)</td>', by_file)
+    assert "(no file)" in names and all(n.strip() for n in names), names
+    row = re.search(r"<td[^>]*>\(no file\)</td><td[^>]*>(\d+)</td>", by_file)
+    assert row is not None and row.group(1) == "2", by_file
