@@ -275,7 +275,7 @@ class _Replayer:
                 step.observation or "",
                 status="ok" if step.parsed else "fail",
                 file_refs=[self._file_id(p) for p in touched],
-                id=str(uuid.uuid5(_ID_NAMESPACE, f"{self.traj.id}\x00{step.index}")),
+                id=toolcall_id(self.traj.id, step.index),
             )
             for path in touched:
                 self.refs_by_path.setdefault(path, []).append(tid)
@@ -330,6 +330,15 @@ class _Replayer:
             if tid in full and any(self.version.get(p, 0) > v for p, v in shown.items())
         )
         return re_reads, stale
+
+
+def toolcall_id(run_id: str, index: int) -> str:
+    """The id of the tool call a replay records for step ``index`` of run ``run_id``.
+
+    Derived from the run and the step, so equal inputs give equal contexts, and a view of
+    the replay can name the step behind an item (an unparsed step's call has no args).
+    """
+    return str(uuid.uuid5(_ID_NAMESPACE, f"{run_id}\x00{index}"))
 
 
 def _fast_tmp() -> str | None:

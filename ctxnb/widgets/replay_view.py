@@ -20,6 +20,7 @@ from ..context import SECTION_ORDER as SECTIONS
 from ..context._changes import changes_html
 from ._ipw import widgets
 from ._replay_items import (
+    AXIS_W,
     ItemState,
     _badge,
     _counts,
@@ -27,7 +28,10 @@ from ._replay_items import (
     _num,
     _Series,
     _svg,
+    _with_y_axis,
+    _x_axis,
     item_states,
+    unparsed_label,
 )
 from .static import MONO, TEXT, esc, token_bar
 
@@ -50,6 +54,11 @@ class ReplayView(widgets.VBox):
     context under two strategies side by side, per-step stacked token bars for the whole
     run (system, metadata, active, chat; cache-readable against new tokens when the
     replay measured them), and which items were masked, truncated or evicted.
+
+    The caption names the run's own step number (as the frame, :meth:`show` and
+    :meth:`items_at` do); the charts have a y axis in tokens and share an x axis of step
+    numbers. An unparsed step's tool call, ``unknown()`` in the context, is listed as
+    ``step N, not parsed: <the converter's reason>``.
 
     Build it with :meth:`from_trajectory` (item lists included), from a replay frame
     alone (sizes and counts), or empty with :meth:`live` and :meth:`add_step` during a
@@ -121,8 +130,10 @@ class ReplayView(widgets.VBox):
         for dd in (self.left, self.right):
             dd.layout = widgets.Layout(width="auto")
         last = max(0, len(self.steps) - 1)
+        # The slider counts positions; the step number is in the caption below it (a
+        # run's numbers need not start at 0 or be contiguous), so it shows no number.
         self.slider = widgets.IntSlider(
-            value=0, min=0, max=last, description="step", continuous_update=True
+            value=0, min=0, max=last, description="step", readout=False, continuous_update=True
         )
         self.slider.layout = widgets.Layout(width="60%")
         self.play = widgets.Play(value=0, min=0, max=last, interval=400)
@@ -178,19 +189,31 @@ class ReplayView(widgets.VBox):
             **replay_options: passed to :func:`~ctxnb.replay.runner.replay`
                 (``files``, ``hidden_prompt_tokens``, ``model``, ``prices``).
         """
+        import dataclasses
+
+        from ..replay._replayer import toolcall_id
         from ..replay.converters import load
         from ..replay.runner import default_strategies, replay
 
         run = trajectory if not isinstance(trajectory, str | os.PathLike) else load(trajectory)
         chosen = list(strategies) if strategies is not None else default_strategies()
+        # An unparsed step's call is "unknown()" in the context: name its step and why.
+        labels = {
+            toolcall_id(run.id, s.index): unparsed_label(s)
+            for s in run.steps
+            if s.action.tool == "unknown"
+        }
         names: dict[str, tuple[str, str]] = {}
         items: dict[tuple[str, int], tuple[ItemState, ...]] = {}
         changes: dict[tuple[str, int], tuple[ContextChange, ...]] = {}
         compactions: dict[int, list[ContextChange]] = {}
 
         def keep(step: Step, label: str, ctx: Context) -> None:
-            items[(label, step.index)] = item_states(ctx, names)
-            changes[(label, step.index)] = _lossy(ctx.changes)
+            items[(label, step.index)] = item_states(ctx, names, labels)
+            changes[(label, step.index)] = tuple(
+                dataclasses.replace(c, label=labels[c.id]) if c.id in labels else c
+                for c in _lossy(ctx.changes)
+            )
 
         def compacted(step: Step, dropped: list[ContextChange]) -> None:
             compactions[step.index] = dropped
@@ -416,7 +439,11 @@ class ReplayView(widgets.VBox):
                         d.append(f"M{p + 0.1:.2f} {y:.2f}h0.8v{h:.2f}h-0.8z")
                 if d:
                     paths.append(f'<path fill="{SECTION_COLORS[name]}" d="{"".join(d)}"/>')
-            bars = _svg(n, _CHART_H, "".join(paths), f"{label}: tokens per step by section")
+            bars = _with_y_axis(
+                _svg(n, _CHART_H, "".join(paths), f"{label}: tokens per step by section"),
+                _CHART_H,
+                scale,
+            )
             cache = ""
             if self.has_cache:
                 cp = []
@@ -430,7 +457,11 @@ class ReplayView(widgets.VBox):
                             d.append(f"M{p + 0.1:.2f} {y:.2f}h0.8v{h:.2f}h-0.8z")
                     if d:
                         cp.append(f'<path fill="{CACHE_COLORS[key]}" d="{"".join(d)}"/>')
-                cache = _svg(n, _CACHE_H, "".join(cp), f"{label}: cache-readable and new tokens")
+                cache = _with_y_axis(
+                    _svg(n, _CACHE_H, "".join(cp), f"{label}: cache-readable and new tokens"),
+                    _CACHE_H,
+                    scale,
+                )
             rows.append(
                 f'<div style="{TEXT}"><b>{esc(label)}</b> <small>peak '
                 f"{max(s.total, default=0):,} tokens</small></div>{bars}{cache}"
@@ -446,9 +477,9 @@ class ReplayView(widgets.VBox):
                 for k, c in CACHE_COLORS.items()
             )
         return (
-            f'<div class="ctxnb-replay-bars">{"".join(rows)}'
+            f'<div class="ctxnb-replay-bars">{"".join(rows)}{_x_axis(self.steps)}'
             f'<div style="font-size:12px;line-height:1.45">{legend} · '
-            f"one bar per step, same scale for both</div></div>"
+            f"one bar per step, tokens on the same scale for both</div></div>"
         )
 
     def step_html(self, position: int) -> str:
@@ -459,15 +490,19 @@ class ReplayView(widgets.VBox):
             return ""
         position = min(max(position, 0), n - 1)
         step = self.steps[position]
+        # Above the bars: the same gutter as the charts' y axis, then one slot per step.
         marker = (
-            '<div style="position:relative;height:8px;margin:0 0 4px 0">'
+            f'<div style="margin:0 0 4px {AXIS_W}"><div style="position:relative;height:8px">'
             f'<div style="position:absolute;left:{100 * position / n:.3f}%;'
-            f'width:max(2px,{100 / n:.3f}%);height:8px;background:#222"></div></div>'
+            f'width:max(2px,{100 / n:.3f}%);height:8px;background:#222"></div></div></div>'
         )
         tool = esc(self.tools[position]) if position < len(self.tools) else ""
         cols = "".join(self._column_html(label, position, step) for label in pair)
         return (
-            f'<div style="{TEXT}">{marker}<div><b>step {step}</b> ({position + 1} of {n})'
+            # The run's own step number (the frame's, goto's and show's), and the range
+            # it is in: a second count from 1 beside it read as another step.
+            f'<div style="{TEXT}">{marker}<div><b>step {step}</b> '
+            f"<small>(steps {self.steps[0]}–{self.steps[-1]})</small>"
             f"{' · action ' + tool if tool else ''}</div>{self._compaction_html(step)}"
             f'<div style="display:grid;grid-template-columns:repeat({len(pair)},minmax(0,1fr));'
             f'gap:12px">{cols}</div></div>'

@@ -759,3 +759,54 @@ def test_trace_view_shows_the_human_decision_and_names_records_without_a_file(
     assert "(no file)" in names and all(n.strip() for n in names), names
     row = re.search(r"<td[^>]*>\(no file\)</td><td[^>]*>(\d+)</td>", by_file)
     assert row is not None and row.group(1) == "2", by_file
+
+
+def test_replay_view_names_the_step_once_and_unparsed_calls_by_their_step(
+    replay_view: Any,
+) -> None:
+    """The caption says the run's step number and the range it is in, not a second
+    count from 1 beside it ("step 14 (15 of 22)"); the slider shows no number of its own.
+    Step 10 of the vendored run is unparsed (two bash blocks): its call is "unknown()" in
+    the context, and the view names it by its step and the converter's reason."""
+    import re
+
+    from ctxnb.replay import load
+
+    replay_view.left.value, replay_view.right.value = "keep-all", "observation-masking"
+    replay_view.show(14)
+    caption = re.search(r"<b>step 14</b>[^·<]*<small>[^<]*</small>", replay_view.detail.value)
+    n = len(replay_view.steps)
+    assert caption is not None and f"(steps 0–{n - 1})" in caption.group(0), caption
+    assert "15 of" not in replay_view.detail.value and not replay_view.slider.readout
+
+    [unparsed] = [s for s in load(RUN).steps if not s.parsed]
+    labels = {i.label for items in replay_view.items.values() for i in items}
+    labels |= {c.label for changes in replay_view.changes.values() for c in changes}
+    assert not any(label.startswith("unknown(") for label in labels), labels
+    named = f"step {unparsed.index}, not parsed: {unparsed.note}"
+    later = {i.label: i.state for i in replay_view.items_at("observation-masking", 15)}
+    assert later.get(named) == "masked", sorted(later)
+    assert named in replay_view.detail.value.replace("&#x27;", "'")
+    masked = {c.label for c in replay_view.changes_at("observation-masking", 15)}
+    assert named in masked
+
+
+def test_replay_view_charts_have_axes(replay_view: Any) -> None:
+    """Every chart has a y axis (its top in tokens, 0 at the bottom) and the bars share
+    an x axis of step numbers, first and last included; the step marker keeps the axis'
+    gutter so that it stays above its bar."""
+    import re
+
+    replay_view.left.value, replay_view.right.value = "keep-all", "recency-window"
+    chart = replay_view.chart.value
+    top = max(max(replay_view.series[s].total) for s in ("keep-all", "recency-window"))
+    y = re.findall(r'class="ctxnb-y-axis"[^>]*><span>([^<]+)</span><span>0</span>', chart)
+    assert len(y) == chart.count("<svg") == 4, y
+    want = f"{top / 1000:.1f}".removesuffix(".0") + "k" if top >= 1000 else str(top)
+    assert set(y) == {want}, (y, top)
+    x = chart.split('class="ctxnb-x-axis"', 1)[1]
+    ticks = [int(t) for t in re.findall(r"translateX\(-50%\)\">(\d+)</span>", x)]
+    steps = replay_view.steps
+    assert ticks[0] == steps[0] and ticks[-1] == steps[-1] and ticks == sorted(ticks), ticks
+    assert ">step</div>" in x
+    assert "margin:0 0 4px 4.5em" in replay_view.detail.value
