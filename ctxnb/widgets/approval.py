@@ -6,8 +6,9 @@ kernel's main thread stays free, so the panel's buttons answer it. Start the cal
 :func:`run_in_background` so the notebook cell returns at once.
 
 The panel shows what a human decides on: the act and why, its risk in colour, the diff of
-a command's changes as a coloured unified diff (exactly the diff that is committed), the
-other arguments one per line, and a countdown to the approver's timeout, after which the
+a command's changes as a coloured unified diff (exactly the diff that is committed), or
+side by side (old lines left, new right) with a toggle for long files, the other
+arguments one per line, and a countdown to the approver's timeout, after which the
 act is refused on its own. A ticker thread redraws the countdown once a second while a
 request is pending, and stops with the panel.
 """
@@ -32,7 +33,7 @@ from ..govern.approval import (
 )
 from ..redaction.redactor import redact_data, redact_text
 from ._ipw import widgets
-from .static import MONO, diff_html, esc, html_table
+from .static import MONO, diff_html, diff_side_by_side_html, esc, html_table
 
 __all__ = ["ApprovalPanel", "run_in_background"]
 
@@ -151,6 +152,16 @@ class ApprovalPanel(widgets.VBox):
         self.detail.add_class("ctxnb-approval-detail")
         self.countdown = widgets.HTML()
         self.countdown.add_class("ctxnb-approval-countdown")
+        # How the diff is drawn; shown only while the selected request has a diff.
+        self.diff_layout = widgets.ToggleButtons(
+            options=[("unified", "unified"), ("side by side", "side-by-side")],
+            value="unified",
+            description="Diff",
+            tooltips=["one column, - and + lines", "old lines left, new lines right"],
+            style={"button_width": "auto"},
+        )
+        self.diff_layout.add_class("ctxnb-diff-layout")
+        self.diff_layout.observe(lambda _: self._render_detail(), names="value")
         self.by = widgets.Text(value=by or _who(), description="Decided by")
         self.note = widgets.Text(placeholder="optional note", description="Note")
         self.approve_button = widgets.Button(description="Approve", button_style="success")
@@ -168,6 +179,7 @@ class ApprovalPanel(widgets.VBox):
                 self.header,
                 self.requests,
                 self.countdown,
+                self.diff_layout,
                 self.detail,
                 widgets.HBox([self.by, self.note]),
                 widgets.HBox([self.approve_button, self.reject_button]),
@@ -296,10 +308,11 @@ class ApprovalPanel(widgets.VBox):
 
     def _render_detail(self) -> None:
         req = self._selected()
+        diff = req.args.get("diff") if req is not None else None
+        self.diff_layout.layout.display = None if isinstance(diff, str) and diff else "none"
         if req is None:
             self.detail.value = ""
             return
-        diff = req.args.get("diff")
         args = {k: v for k, v in req.args.items() if k != "diff" and v is not None}
         head = approval_question(req).split("\n\n", 1)[0]  # the act and why, without the diff
         rows = [
@@ -319,7 +332,8 @@ class ApprovalPanel(widgets.VBox):
         # The diff is the one committed, redacted once where it was made; a second pass
         # could swallow part of it (see ctxnb.govern.approval.question). Control and bidi
         # characters are shown as escapes, as in the question.
-        shown = diff_html(visible(diff), redact=False) if isinstance(diff, str) else ""
+        draw = diff_side_by_side_html if self.diff_layout.value == "side-by-side" else diff_html
+        shown = draw(visible(diff), redact=False) if isinstance(diff, str) else ""
         self.detail.value = (
             f'<pre class="ctxnb-code" style="{MONO};white-space:pre-wrap;margin:0 0 4px 0">'
             f"{esc(head)}</pre>"

@@ -13,6 +13,7 @@ Example:
 from __future__ import annotations
 
 import html
+import re
 from collections.abc import Mapping, Sequence
 
 from .._html import TEXT, esc, html_table
@@ -23,6 +24,7 @@ __all__ = [
     "MONO",
     "SECTION_COLORS",
     "diff_html",
+    "diff_side_by_side_html",
     "esc",
     "html_table",
     "pre",
@@ -81,6 +83,96 @@ def diff_html(diff: str, *, limit: int = MAX_TEXT, redact: bool = True) -> str:
         + "\n".join(lines)
         + html.escape(note)
         + "</pre>"
+    )
+
+
+_HUNK = re.compile(r"^@@ -(\d+)(?:,(\d+))? \+(\d+)(?:,(\d+))? @@")
+_OLD_BG, _NEW_BG, _HUNK_BG = "#ffebe9", "#e6ffec", "#ddf4ff"
+
+
+def diff_side_by_side_html(diff: str, *, limit: int = MAX_TEXT, redact: bool = True) -> str:
+    """A unified diff as two columns: the old lines left, the new lines right, each with
+    its line number; a removed line and the added line that replaces it share a row.
+
+    For long files, where a unified diff's alternating red and green runs are hard to
+    follow. Every line of the diff is shown once, in order, as in :func:`diff_html`; the
+    same ``limit`` and ``redact`` apply.
+
+    Example:
+        >>> html = diff_side_by_side_html("@@ -1,2 +1,2 @@\\n a\\n-b\\n+c\\n")
+        >>> html.count("<tr")
+        3
+    """
+    if not diff:
+        return "<p><i>no differences</i></p>"
+    if redact:
+        diff = redact_text(diff)
+    cut = len(diff) > limit
+    rows: list[str] = []
+    old: list[tuple[int, str]] = []
+    new: list[tuple[int, str]] = []
+    o = n = 0  # the next old and new line numbers
+
+    def cell(num: int | None, text: str | None, bg: str) -> str:
+        style = f"background:{bg};" if bg and text is not None else ""
+        no = "" if num is None else str(num)
+        body = "" if text is None else html.escape(text)
+        return (
+            f'<td class="ctxnb-diff-no" style="color:#8c959f;text-align:right;'
+            f'padding:0 6px;user-select:none">{no}</td>'
+            f'<td style="{style}white-space:pre-wrap;word-break:break-all;width:50%">{body}</td>'
+        )
+
+    def flush() -> None:
+        # Removed and added lines of one change pair up row by row; the longer side
+        # runs on against blank cells.
+        for i in range(max(len(old), len(new))):
+            lo, lt = old[i] if i < len(old) else (None, None)
+            ro, rt = new[i] if i < len(new) else (None, None)
+            rows.append(f"<tr>{cell(lo, lt, _OLD_BG)}{cell(ro, rt, _NEW_BG)}</tr>")
+        old.clear()
+        new.clear()
+
+    def whole(text: str, bg: str = "") -> None:
+        style = f' style="background:{bg}"' if bg else ""
+        rows.append(f'<tr><td colspan="4"{style}>{html.escape(text)}</td></tr>')
+
+    ol = nl = 0  # old and new lines of the current hunk still to come (its header says)
+    for line in diff[:limit].splitlines():
+        if ol or nl:
+            if line.startswith("-") and ol:
+                old.append((o, line[1:]))
+                o, ol = o + 1, ol - 1
+                continue
+            if line.startswith("+") and nl:
+                new.append((n, line[1:]))
+                n, nl = n + 1, nl - 1
+                continue
+            if (line.startswith(" ") or not line) and ol and nl:
+                flush()
+                rows.append(f"<tr>{cell(o, line[1:], '')}{cell(n, line[1:], '')}</tr>")
+                o, n, ol, nl = o + 1, n + 1, ol - 1, nl - 1
+                continue
+        m = _HUNK.match(line)
+        flush()
+        if m:
+            o, n = int(m.group(1)), int(m.group(3))
+            ol = 1 if m.group(2) is None else int(m.group(2))
+            nl = 1 if m.group(4) is None else int(m.group(4))
+            whole(line, _HUNK_BG)
+        else:  # a file header, "\\ No newline at end of file", any other text
+            whole(line)
+    flush()
+    note = (
+        f'<tr><td colspan="4">[… {len(diff) - limit:,} more characters of diff]</td></tr>'
+        if cut
+        else ""
+    )
+    return (
+        f'<div style="max-height:30em;overflow:auto"><table class="ctxnb-diff-sbs" '
+        f'style="{MONO};border-collapse:collapse;width:100%;table-layout:fixed">'
+        '<colgroup><col style="width:3.5em"><col><col style="width:3.5em"><col></colgroup>'
+        f"<tbody>{''.join(rows)}{note}</tbody></table></div>"
     )
 
 

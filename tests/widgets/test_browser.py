@@ -7,7 +7,8 @@
 - JupyterLab runs a tutorial from scratch (its stored outputs cleared) the same way.
 - An ApprovalPanel is approved with a click and a TraceView row picked.
 - Tutorial 02 runs in JupyterLab up to its approval panel, which shows the diff coloured,
-  the risk and a countdown; Approve or Reject is clicked, and every cell after it runs.
+  the risk and a countdown; its toggle draws the diff side by side and back; Approve or
+  Reject is clicked, and every cell after it runs.
 
 No request may leave 127.0.0.1: every other request is aborted and the test fails.
 Screenshots are kept in ``test-artifacts/``.
@@ -559,6 +560,21 @@ def test_tutorial_02_approve_or_reject_by_click_then_the_next_cells_run(
             assert detail.locator(".ctxnb-risk").inner_text() == "DESTRUCTIVE"
             countdown = page.locator(".ctxnb-approval-countdown")
             assert "s left to decide" in countdown.inner_text()
+            # The toggle redraws the diff side by side (the deleted bundle's line on the
+            # left, nothing on the right), and back; the request stays pending meanwhile.
+            toggle = page.locator(".ctxnb-diff-layout button", has_text="side by side")
+            toggle.click()
+            table = detail.locator("table.ctxnb-diff-sbs")
+            _wait_until(lambda: table.count() == 1, DECISION_S, "the side-by-side diff")
+            row = table.locator("tr", has_text="// generated")
+            cells = [c.strip() for c in row.locator("td").all_inner_texts()]
+            assert cells == ["1", "// generated", "", ""], cells
+            assert detail.locator("pre.ctxnb-diff").count() == 0
+            page.screenshot(path=str(ARTIFACTS / f"jupyterlab-02-{answer}-side-by-side.png"))
+            page.locator(".ctxnb-diff-layout button", has_text="unified").click()
+            unified = detail.locator("pre.ctxnb-diff")
+            _wait_until(lambda: unified.count() == 1, DECISION_S, "the unified diff")
+            assert button.is_enabled()
             page.screenshot(path=str(ARTIFACTS / f"jupyterlab-02-{answer}-pending.png"))
 
             button.click()

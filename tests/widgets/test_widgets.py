@@ -810,3 +810,76 @@ def test_replay_view_charts_have_axes(replay_view: Any) -> None:
     assert ticks[0] == steps[0] and ticks[-1] == steps[-1] and ticks == sorted(ticks), ticks
     assert ">step</div>" in x
     assert "margin:0 0 4px 4.5em" in replay_view.detail.value
+
+
+def _side_by_side_rows(html: str) -> list[tuple[str, str, str, str]]:
+    """The four cells of each paired row: old number, old text, new number, new text."""
+    import html as html_mod
+    import re
+
+    out = []
+    for row in re.findall(r"<tr>(.*?)</tr>", html):
+        cells = re.findall(r"<td[^>]*>(.*?)</td>", row)
+        if len(cells) == 4:
+            out.append(tuple(html_mod.unescape(c) for c in cells))
+    return out  # type: ignore[return-value]
+
+
+def test_approval_panel_shows_a_long_diff_side_by_side() -> None:
+    """A toggle draws the diff side by side: every old line left at its own number,
+    every new line right at its own, a changed line beside its replacement; a removed
+    line that looks like a file header ("--- ...") stays a line of the hunk; back to
+    unified, the coloured one-column diff returns. A request without a diff hides the
+    toggle."""
+    import difflib
+
+    old = [f"value_{i} = {i}" for i in range(1, 301)]
+    new = list(old)
+    new[99] = "value_100 = 'changed'"  # line 100, replaced
+    new[199:201] = []  # lines 200 and 201 removed
+    new.insert(250, "<script>alert(1)</script>")  # an added line that is markup
+    old[149] = "-- x"  # removed below: its diff line reads "--- x"
+    new[149] = "kept"
+    diff = "\n".join(difflib.unified_diff(old, new, "a/f.py", "b/f.py", lineterm="")) + "\n"
+    assert "\n--- x\n" in diff
+
+    q = QueueApprover(timeout=30)
+    panel = ApprovalPanel(q, by="ana")
+    req = ApprovalRequest.new(
+        "run_command", {"cmd": "python rewrite.py", "diff": diff}, "rewrites f.py"
+    )
+    fut = run_in_background(q.request, req)
+    assert panel.wait_for_pending(timeout=10)
+    assert panel.diff_layout.layout.display is None  # shown: there is a diff
+    assert 'class="ctxnb-diff"' in panel.detail.value and "ctxnb-diff-sbs" not in panel.detail.value
+
+    panel.diff_layout.value = "side-by-side"
+    shown = panel.detail.value
+    assert "ctxnb-diff-sbs" in shown and 'class="ctxnb-diff"' not in shown
+    assert "<script>" not in shown and "&lt;script&gt;" in shown
+    rows = _side_by_side_rows(shown)
+    left = [(int(a), b) for a, b, _, _ in rows if a]
+    right = [(int(c), d) for _, _, c, d in rows if c]
+    assert left and all(old[n - 1] == text for n, text in left), left
+    assert right and all(new[n - 1] == text for n, text in right), right
+    assert [n for n, _ in left] == sorted({n for n, _ in left})  # each once, in order
+    assert ("100", "value_100 = 100", "100", "value_100 = 'changed'") in rows
+    assert ("150", "-- x", "150", "kept") in rows
+    assert ("200", "value_200 = 200", "", "") in rows  # removed: blank on the right
+    assert any(d == "<script>alert(1)</script>" and a == "" for a, _, _, d in rows)
+    # Every -/+ line of the unified diff is in the side-by-side view, nothing more.
+    minus = [ln[1:] for ln in diff.splitlines() if ln.startswith("-") and ln != "--- a/f.py"]
+    plus = [ln[1:] for ln in diff.splitlines() if ln.startswith("+") and ln != "+++ b/f.py"]
+    assert [b for a, b, c, d in rows if a and b != d] == minus
+    assert [d for a, b, c, d in rows if c and b != d] == plus
+
+    panel.diff_layout.value = "unified"
+    assert 'class="ctxnb-diff"' in panel.detail.value
+    panel.approve_button.click()
+    assert fut.result(timeout=10).approved
+
+    other = run_in_background(q.request, ApprovalRequest.new("delete_file", {"path": "x"}, "x"))
+    assert panel.wait_for_pending(timeout=10)
+    assert panel.diff_layout.layout.display == "none"  # nothing to lay out
+    panel.reject_button.click()
+    assert not other.result(timeout=10).approved
