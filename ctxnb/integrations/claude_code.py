@@ -491,10 +491,15 @@ def _post_tool_use(ctx: _Context) -> HookResult:
         clamp,
         original_text,
         store_versions,
+        stored_text,
     )
 
     new_text = data.decode("utf-8", errors="replace")
     old_text = original_text(tool, tool_input, response, new_text)
+    if old_text is None and not isinstance(response.get("structuredPatch"), list):
+        # A Write that says neither what it replaced nor its patch: what it replaced is
+        # the store's newest version, when the store has one (else a new file's lines).
+        old_text = stored_text(ctx.root, sp.rel)
     ranges = clamp(changed_ranges(tool, tool_input, response, new_text, old_text), new_text)
 
     intent: IntentLike | None = None

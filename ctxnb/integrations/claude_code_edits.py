@@ -199,6 +199,24 @@ def original_text(
     return reverse_edits(tool, tool_input, new_text)
 
 
+def stored_text(root: Path, rel: str) -> str | None:
+    """The text of the newest version of ``rel`` the store holds, None when it holds none.
+
+    What a Write replaced when Claude Code's answer says neither the file before
+    (``originalFile``) nor its patch: without it the whole file would be recorded as
+    written by Claude Code, lines the store shows were there before included. Opening the
+    store loads pyarrow; only this rare answer pays for it.
+    """
+    if not (root / ".ctxnb" / "store").is_dir():
+        return None
+    from ..workspace import Workspace
+
+    with Workspace.open(root) as ws:
+        doc = ws.store.get(ws.object_id(rel))
+    content = doc.get("content") if doc is not None else None
+    return content if isinstance(content, str) else None
+
+
 def changed_ranges(
     tool: str,
     tool_input: Mapping[str, Any],

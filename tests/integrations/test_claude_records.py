@@ -1,4 +1,9 @@
-"""Claude Code's prompt and trace context reach the records of the changes made for them.
+"""What the records of Claude Code's changes keep: the prompt, the trace, the lines.
+
+A Write whose answer holds neither the file before nor a patch is diffed against the
+store's newest version, so only the lines it changed are Claude Code's.
+
+Claude Code's prompt and trace context reach the records of the changes made for them.
 
 Claude Code names the user's prompt in every hook payload (``prompt_id``) and exports its
 W3C trace context (``TRACEPARENT``, ``TRACESTATE``) to what it runs. The records of an
@@ -135,3 +140,31 @@ def test_a_confined_command_keeps_the_prompt_and_the_trace_it_ran_in(ws: Path) -
     assert record["metadata"]["tool"] == "Bash"
     assert record["metadata"]["prompt_id"] == PROMPT
     assert record["metadata"]["trace_context"] == {"traceparent": PARENT}
+
+
+def test_a_write_without_its_patch_is_diffed_against_the_stored_version(ws: Path) -> None:
+    """Claude Code's answer to a Write may hold neither ``originalFile`` nor a patch; the
+    store still knows what the file held, so only the changed line is Claude Code's."""
+    assert main(["index", str(ws)]) == 0
+    target = ws / "inventory" / "models.py"
+    lines = target.read_text().splitlines(keepends=True)
+    changed = next(i for i, line in enumerate(lines) if "reorder_level" in line)
+    lines[changed] = lines[changed].replace("5", "7")
+    target.write_text("".join(lines))
+    data = json.loads((HOOKS / "post-write.json").read_text())
+    data.update(cwd=str(ws), session_id=SID)
+    data["tool_input"] = {"file_path": str(target), "content": "".join(lines)}
+    data["tool_response"] = {"filePath": str(target), "success": True}
+    out = _hook("post-tool-use", data)
+    assert out.returncode == 0, out.stderr
+    (record,) = _records(ws)
+    ranges = record["files"][0]["conversations"][0]["ranges"]
+    assert [(r["start_line"], r["end_line"]) for r in ranges] == [(changed + 1, changed + 1)]
+    why = subprocess.run(
+        [sys.executable, "-m", "ctxnb", "why", "inventory/models.py:1", "-w", str(ws)],
+        capture_output=True,
+        text=True,
+        env={**os.environ, "PYTHONPATH": str(REPO)},
+        timeout=120,
+    )
+    assert "no trace record wrote this line" in why.stdout, why.stdout + why.stderr
