@@ -55,6 +55,9 @@ def _git(root: Path, *args: str) -> bool:
     return proc.returncode == 0
 
 
+# What a person adds to inventory/models.py while the agent works: no record's line.
+PERSONS_LINE = "# reviewed by a person\n"
+
 # The sample's tests are unittest cases: the demo needs the core install only, no pytest.
 RUN_TESTS = "python -m unittest discover -q -s tests"
 
@@ -94,7 +97,7 @@ def _refusals_by_scope_and_staleness(tools: Any, root: Path, text: str, sha: str
     print("  a person edits inventory/models.py meanwhile; the agent's next write, based on")
     print("  the version it wrote, is stale and refused; it reads again:")
     models = root / "inventory" / "models.py"
-    models.write_text(models.read_text() + "# reviewed by a person\n")
+    models.write_text(models.read_text() + PERSONS_LINE)
     later = text.replace("reorder_level: int = 10", "reorder_level: int = 12")
     args = {"path": "inventory/models.py", "content": later, "expected_sha256": sha}
     _call(tools, "write_file", args)
