@@ -33,6 +33,10 @@ __all__ = [
 AGENT_TRACE_VERSION = "0.1.0"
 INTENT_URN_PREFIX = "urn:ctxnb:intent:"
 SESSION_URN_PREFIX = "urn:ctxnb:session:"
+# conversations[].url of a change made through one of ctxnb's doors (API, MCP, ACP, A2A,
+# live runs): the session whose chat the workspace's store keeps (`ws.session(id)`).
+# Claude Code's own transcript, when its hook names one, is a file:// URI instead.
+CONVERSATION_URN_PREFIX = "urn:ctxnb:conversation:"
 
 ContributorType = Literal["ai", "human", "mixed", "unknown"]
 

@@ -302,7 +302,7 @@ class Recorder:
             mutation_class=mclass,
             extra_metadata=meta,
             clock=self.clock,
-            conversation_url=origin.conversation_url,
+            conversation_url=origin.conversation_url or _conversation_urn(origin.session_id),
         )
         symbols: list[str] = []
         if mclass == "INTENT_EVOLUTION" and origin.intent is not None:
@@ -526,3 +526,12 @@ def _flocked(path: Path | None) -> Iterator[None]:
         yield
     finally:
         os.close(fd)
+
+
+def _conversation_urn(session_id: str | None) -> str | None:
+    """Where a session's conversation can be read, for every door that has a session."""
+    from urllib.parse import quote
+
+    from ._tracerecord import CONVERSATION_URN_PREFIX
+
+    return CONVERSATION_URN_PREFIX + quote(session_id, safe="") if session_id else None
