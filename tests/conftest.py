@@ -44,11 +44,38 @@ def clean_environ(
     config = tmp_path_factory.mktemp("user-config")
     monkeypatch.setenv("XDG_CONFIG_HOME", str(config))
     monkeypatch.setenv("GIT_CONFIG_GLOBAL", str(config / "gitconfig"))
+    loop_before = _current_event_loop()
     yield
+    _close_event_loop_left_behind(loop_before)
     os.chdir(cwd)
     os.environ.clear()
     os.environ.update(saved)
     _collect_dropped_workspaces()
+
+
+def _current_event_loop() -> object:
+    import asyncio
+
+    policy = asyncio.get_event_loop_policy()
+    return getattr(getattr(policy, "_local", None), "_loop", None)
+
+
+def _close_event_loop_left_behind(before: object) -> None:
+    """Close an event loop a test left set as this thread's current one.
+
+    litellm sets up an event loop in the calling thread for its logging and never closes
+    it. Left set, it is dropped only when a later test's ``asyncio.run``/``anyio.run``
+    replaces it, and its unclosed sockets are then reported against that test (CI saw
+    one such report fail an unrelated test). Closed here, at the end of the test that
+    left it."""
+    import asyncio
+
+    loop = _current_event_loop()
+    if loop is None or loop is before or not isinstance(loop, asyncio.AbstractEventLoop):
+        return
+    if not loop.is_running():
+        loop.close()
+        asyncio.get_event_loop_policy().set_event_loop(before)  # type: ignore[arg-type]
 
 
 _FD_DIR = "/proc/self/fd"
@@ -93,19 +120,9 @@ def git_repo(sample_ws: Path) -> Path:
 
 @pytest.fixture
 def live_deps() -> Iterator[None]:
-    """Live runs need mini-swe-agent and litellm; closes the event loop litellm leaves."""
+    """Live runs need mini-swe-agent and litellm (the event loop litellm leaves set is
+    closed after every test: see ``_close_event_loop_left_behind``)."""
     from _needs import has_module, require
 
     require(has_module("minisweagent") and has_module("litellm"), "mini-swe-agent and litellm")
-    # litellm.completion() sets up an event loop for its logging in the calling thread
-    # and never closes it; close the one a test left behind so that it is not reported
-    # as an unclosed resource at the end of the session.
-    import asyncio
-
-    policy = asyncio.get_event_loop_policy()
-    before = getattr(getattr(policy, "_local", None), "_loop", None)
     yield
-    loop = getattr(getattr(policy, "_local", None), "_loop", None)
-    if loop is not None and loop is not before and not loop.is_running():
-        loop.close()
-        policy.set_event_loop(before)
