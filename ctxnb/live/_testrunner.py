@@ -6,6 +6,10 @@ workspace. Isolated mode keeps the workspace off ``sys.path`` while the runner l
 ``unittest`` (or ``pytest``) and everything it needs to write its report; only then is
 the workspace *appended* to ``sys.path``, so a ``unittest/`` or ``pytest.py`` the agent
 left there cannot stand in for the runner, nor a ``json.py`` for the report's writer.
+Under pytest it is appended only once pytest has loaded the environment's plugins, so a
+``*.dist-info`` left in the workspace cannot name a module of its own as a ``pytest11``
+plugin. (A ``conftest.py`` the task does not ship never reaches the runner's copy:
+:mod:`ctxnb.live.verdict` leaves it out.)
 
 The report is a JSON file holding a secret the runner read (and deleted) before any
 workspace code ran, and the outcome of every test id that ran. Code that ends the
@@ -132,6 +136,14 @@ def _pytest(targets: list[str], collect: bool) -> dict[str, str]:
     rank = {"passed": 0, "xfailed": 1, "skipped": 2, "failed": 3, "errored": 4}
 
     class Plugin:
+        @pytest.hookimpl(tryfirst=True)
+        def pytest_load_initial_conftests(self) -> None:
+            # Only now, after pytest loaded the environment's plugins (``pytest11`` entry
+            # points, found by a scan of sys.path): on the path earlier, a
+            # ``*.dist-info`` the agent left in the workspace would load its module as
+            # a plugin that rewrites every report.
+            sys.path.append(os.getcwd())
+
         def pytest_collection_finish(self, session):  # type: ignore[no-untyped-def]
             if collect:
                 for item in session.items:
@@ -212,10 +224,13 @@ def main(argv: list[str]) -> int:
     if mode.endswith("pytest"):
         import pytest  # noqa: F401  (loaded before the workspace is on sys.path)
     helpers = _helpers()
-    sys.path.append(os.getcwd())
     collect = mode.startswith("collect-")
     kind = mode.removeprefix("collect-")
+    if kind != "pytest":  # pytest's run appends it once its plugins are loaded
+        sys.path.append(os.getcwd())
     outcomes = _pytest(targets, collect) if kind == "pytest" else _unittest(targets, collect)
+    if os.getcwd() not in sys.path:  # a pytest run that ended before its plugins loaded
+        sys.path.append(os.getcwd())
     for s in scripts:
         outcomes[f"script:{s}"] = "collected" if collect else _script(s, helpers)
     _write(fd, _dumps({"secret": secret, "outcomes": outcomes}).encode())

@@ -58,7 +58,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 from ..access.fdio import PathPolicy
-from ..errors import ConfigError
+from ..errors import ConfigError, NotFoundError
 
 __all__ = [
     "RUNNER",
@@ -127,14 +127,39 @@ def pristine_files(
         hidden: a directory of checks the agent never sees, or None.
 
     Returns:
-        ``(tests, hidden)``: relative path to bytes.
+        ``(tests, hidden)``: relative path to bytes. The tests include the
+        ``conftest.py`` files pytest loads for them (in their folders and the folders
+        above): those are test code too, run by the verdict as the task ships them.
     """
     policy = PathPolicy([Path(source)])
     pristine = {rel: policy.read_bytes(rel) for rel in tests}
+    for rel in _conftests_of(tests):
+        try:
+            pristine.setdefault(rel, policy.read_bytes(rel))
+        except NotFoundError:
+            continue  # the task has none there: none is run there
     extra: dict[str, bytes] = {}
     if hidden is not None:
         extra = {e.safe.rel: e.read() or b"" for e in PathPolicy([Path(hidden)]).walk()}
     return pristine, extra
+
+
+_CONFTEST = "conftest.py"
+
+
+def _is_conftest(rel: str) -> bool:
+    return rel.rsplit("/", 1)[-1] == _CONFTEST
+
+
+def _conftests_of(tests: Sequence[str]) -> list[str]:
+    """Where pytest looks for a ``conftest.py`` for ``tests``: their folders and every
+    folder above them, up to the root."""
+    out: dict[str, None] = {}
+    for rel in tests:
+        parts = os.path.normpath(rel).split(os.sep)[:-1]
+        for depth in range(len(parts) + 1):
+            out["/".join([*parts[:depth], _CONFTEST])] = None
+    return list(out)
 
 
 def check_scripts(check: str | None, hidden: Mapping[str, bytes]) -> list[str]:
@@ -219,7 +244,7 @@ def collect_tests(
         source,
         tests,
         {},
-        targets=sorted(tests),
+        targets=sorted(r for r in tests if not _is_conftest(r)),
         scripts=(),
         mode=f"collect-{runner}",
         python=python,
@@ -325,7 +350,7 @@ def _targets(expected: Sequence[str], pristine: Mapping[str, bytes], runner: Run
         # Node ids run exactly what is expected; one that does not exist fails the run.
         return list(dict.fromkeys(expected))
     # unittest loads whole modules: the pristine test files.
-    return sorted(r for r in pristine if r.endswith(".py"))
+    return sorted(r for r in pristine if r.endswith(".py") and not _is_conftest(r))
 
 
 def _run(
@@ -346,7 +371,9 @@ def _run(
     from ..redaction.redactor import redact_text
     from ..sandbox import Sandbox
 
-    fresh = _fresh_copy(root, {**pristine, **hidden})
+    # pytest runs every conftest.py on its way to a test as a plugin, one that can
+    # rewrite each report to "passed": only the task's own (in ``pristine``) are run.
+    fresh = _fresh_copy(root, {**pristine, **hidden}, drop_conftest=mode.endswith("pytest"))
     try:
         secret = secrets.token_hex(16)
         _write(fresh, f"{_REPORT_DIR}/secret", secret.encode())
@@ -419,15 +446,20 @@ def run_confined(
         shutil.rmtree(fresh, ignore_errors=True)
 
 
-def _fresh_copy(root: str | os.PathLike[str], files: Mapping[str, bytes]) -> Path:
+def _fresh_copy(
+    root: str | os.PathLike[str], files: Mapping[str, bytes], *, drop_conftest: bool = False
+) -> Path:
     """A new directory holding ``root`` (through the access layer's walk: no link
-    followed, denied names left out; ctxnb's own state neither) with ``files`` over it."""
+    followed, denied names left out; ctxnb's own state neither) with ``files`` over it;
+    with ``drop_conftest``, no ``conftest.py`` of ``root`` that ``files`` does not hold."""
     policy = PathPolicy([Path(root)])
     fresh = Path(tempfile.mkdtemp(prefix="ctxnb-verdict-"))
     try:
         for entry in policy.walk():
             rel = entry.safe.rel
             if rel.split("/", 1)[0] in (".ctxnb", ".orchestration", _REPORT_DIR):
+                continue
+            if drop_conftest and _is_conftest(rel) and rel not in files:
                 continue
             data = entry.read()
             if data is not None:
