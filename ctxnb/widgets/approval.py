@@ -11,6 +11,13 @@ side by side (old lines left, new right) with a toggle for long files, the other
 arguments one per line, and a countdown to the approver's timeout, after which the
 act is refused on its own. A ticker thread redraws the countdown once a second while a
 request is pending, and stops with the panel.
+
+A click decides the request the human is looking at, never one put in its place. The
+first request to reach a panel is selected for the human; once a request they were shown
+leaves the list (decided here or elsewhere, or timed out), the panel selects nothing on
+its own: the next is decided only after the human picks it in the list (and sees its
+diff). Otherwise a click aimed at a request that timed out a moment before, or a second
+click of a double click, would approve the next request unseen.
 """
 
 from __future__ import annotations
@@ -145,6 +152,10 @@ class ApprovalPanel(widgets.VBox):
         self._ticker: threading.Thread | None = None
         self._lock = threading.RLock()
         self._changed = threading.Condition(self._lock)
+        # Set once a request the human was shown has left the list: the panel then
+        # selects nothing on its own until the human picks a request.
+        self._lost = False
+        self._setting = False  # the panel itself is changing the selection
         self.header = widgets.HTML()
         self.requests = widgets.Select(options=[], rows=5, layout=widgets.Layout(width="100%"))
         self.requests.add_class("ctxnb-approval-requests")
@@ -173,7 +184,7 @@ class ApprovalPanel(widgets.VBox):
         self.status = widgets.HTML()
         self.status.add_class("ctxnb-approval-status")
         self.history_html = widgets.HTML()
-        self.requests.observe(lambda _: self._render_detail(), names="value")
+        self.requests.observe(lambda _: self._picked(), names="value")
         super().__init__(
             [
                 self.header,
@@ -217,17 +228,30 @@ class ApprovalPanel(widgets.VBox):
             pending = self.pending()
             ids = [r.id for r in pending]
             current = self.requests.value
-            self.requests.options = [(_act(r), r.id) for r in pending]
-            self.requests.value = current if current in ids else (ids[0] if ids else None)
-            self.header.value = (
-                f"<b>Approvals</b>: {len(pending)} pending destructive act(s)"
-                if pending
-                else "<b>Approvals</b>: nothing pending"
-            )
-            disabled = not pending
-            self.approve_button.disabled = disabled
-            self.reject_button.disabled = disabled
+            if current is not None and current not in ids:
+                self._lost = True  # the request in view left: no other takes its place
+            if current in ids:
+                chosen = current
+            else:
+                chosen = None if self._lost or not ids else ids[0]
+            self._setting = True
+            try:
+                self.requests.options = [(_act(r), r.id) for r in pending]
+                self.requests.value = chosen
+            finally:
+                self._setting = False
+            if not pending:
+                self.header.value = "<b>Approvals</b>: nothing pending"
+            elif chosen is None:
+                self.header.value = (
+                    f"<b>Approvals</b>: {len(pending)} pending destructive act(s); "
+                    "select one to see it before you decide"
+                )
+            else:
+                self.header.value = f"<b>Approvals</b>: {len(pending)} pending destructive act(s)"
+            # What the buttons decide is drawn before they are enabled.
             self._render_detail()
+            self._enable()
             self._render_countdown()
             self._render_history()
             if pending:
@@ -252,11 +276,32 @@ class ApprovalPanel(widgets.VBox):
         self._ticker = threading.Thread(target=tick, name="ctxnb-approval-countdown", daemon=True)
         self._ticker.start()
 
+    def _picked(self) -> None:
+        """The selection changed: the human's pick (not the panel's own) is what they
+        now look at."""
+        with self._lock:
+            if not self._setting and self.requests.value is not None:
+                self._lost = False
+            self._render_detail()
+            self._enable()
+            self._render_countdown()
+
+    def _enable(self) -> None:
+        # A button decides the selected request: with none selected there is nothing to
+        # decide.
+        disabled = self.requests.value is None
+        self.approve_button.disabled = disabled
+        self.reject_button.disabled = disabled
+
     # -- actions ---------------------------------------------------------------------------
     def _decide(self, approved: bool, request_id: str | None, note: str | None) -> Decision | None:
         rid = request_id or self.requests.value
         if rid is None:
-            self.status.value = "nothing pending"
+            self.status.value = (
+                "select a request in the list to see it before you decide"
+                if self.pending()
+                else "nothing pending"
+            )
             return None
         try:
             d = self.approver.decide(

@@ -383,8 +383,48 @@ def test_approval_panel_reject_and_engine_like_source() -> None:
     assert len(panel.requests.options) == 1
     assert "Approvals" in panel._repr_html_() and "rejected" in panel._repr_html_()
     assert panel.approve(second) is None and "no longer pending" in panel.status.value
+    # The request in view left: the other one is decided once it is picked (and seen).
+    assert panel.requests.value is None and panel.approve() is None
+    panel.requests.value = panel.requests.options[0][1]
     panel.approve()
     assert (f1 if rejected is f2 else f2).result(timeout=5).approved is True
+
+
+def test_a_click_aimed_at_a_request_that_timed_out_does_not_approve_the_next() -> None:
+    # The human reads a deletion and clicks Approve as its countdown runs out: the click
+    # reaches the kernel after that request was refused and another one arrived.
+    q = QueueApprover(timeout=0.3)
+    panel = ApprovalPanel(q, by="ana")
+    seen = ApprovalRequest.new("delete_file", {"path": "notes.md"}, "deletes notes.md")
+    assert run_in_background(q.request, seen).result(timeout=10).by == "timeout"
+    q.timeout = 30
+    unseen = ApprovalRequest.new("delete_file", {"path": "src/app.py"}, "deletes src/app.py")
+    fut = run_in_background(q.request, unseen)
+    assert panel.wait_for_pending(timeout=10)
+    panel.approve_button.click()
+    assert not fut.done() and "select a request" in panel.status.value
+    assert panel.requests.value is None and panel.approve_button.disabled
+    assert "src/app.py" not in panel.detail.value
+    panel.requests.value = unseen.id  # the human picks it and sees what it deletes
+    assert "src/app.py" in panel.detail.value and not panel.approve_button.disabled
+    panel.reject_button.click()
+    assert fut.result(timeout=10).approved is False
+
+
+def test_a_double_click_decides_one_request_not_the_next() -> None:
+    q = QueueApprover(timeout=30)
+    panel = ApprovalPanel(q, by="ana")
+    first = ApprovalRequest.new("run_command", {"cmd": "rm a.txt"}, "deletes a.txt")
+    second = ApprovalRequest.new("run_command", {"cmd": "rm -rf src"}, "deletes src/")
+    f1 = run_in_background(q.request, first)
+    assert panel.wait_for_pending(timeout=10) and panel.requests.value == first.id
+    f2 = run_in_background(q.request, second)
+    assert panel.wait_for_pending(2, timeout=10)
+    panel.approve_button.click()
+    panel.approve_button.click()  # the second click of a double click
+    assert f1.result(timeout=10).approved is True
+    assert not f2.done() and q.pending() == [second]
+    q.decide(second.id, False, by="test")
 
 
 def test_approval_panel_needs_a_queue_approver() -> None:
