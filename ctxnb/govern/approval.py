@@ -236,9 +236,11 @@ def read_answer(protocol: str, answer: Any) -> Answer:
             {"approve": true}}`` (``approve`` a JSON boolean; ``decline`` and ``cancel``
             are refusals); ``"acp"``: the option id the client selected (``"allow-once"`` or
             ``"reject-once"``; a cancelled permission request is ``None``, a refusal);
-            ``"a2a"``: the text of the client's reply (its first word, any case:
-            ``approve``/``yes``/``allow`` or ``reject``/``no``/``deny``) or a data part
-            ``{"approve": true|false}``.
+            ``"a2a"``: the text of the client's reply or a data part ``{"approve":
+            true|false}``. A yes is the reply ``approve``, ``yes`` or ``allow`` alone (any
+            case, a closing ``.`` or ``!``); a no is a reply whose first word is
+            ``reject``, ``no`` or ``deny``. A yes with more words ("approve only the
+            build folder") is no yes: a condition ctxnb cannot check is not an approval.
         answer: the client's answer in that shape (a mapping, or an SDK object with
             the same attributes).
 
@@ -251,6 +253,8 @@ def read_answer(protocol: str, answer: Any) -> Answer:
         <Answer.REJECT: 'reject'>
         >>> read_answer("a2a", "Approve."), read_answer("a2a", "sure")
         (<Answer.APPROVE: 'approve'>, <Answer.INVALID: 'invalid'>)
+        >>> read_answer("a2a", "approve only if README.md stays"), read_answer("a2a", "No, wait")
+        (<Answer.INVALID: 'invalid'>, <Answer.REJECT: 'reject'>)
     """
     if protocol == "mcp":
         action = _field(answer, "action")
@@ -271,10 +275,15 @@ def read_answer(protocol: str, answer: Any) -> Answer:
             return _boolean(answer.get("approve"))
         if not isinstance(answer, str) or not answer.strip():
             return Answer.INVALID
-        word = answer.strip().split()[0].strip(".!").lower()
-        if word in _A2A_YES:
+        words = answer.split()
+        first = words[0].strip(".!,;:").lower()
+        if first in _A2A_NO:
+            return Answer.REJECT  # a no, whatever follows it, runs nothing
+        # A yes is the word alone: what follows it may be a condition ("approve if ...",
+        # "yes, but not src/") that the approval could not honour.
+        if len(words) == 1 and words[0].rstrip(".!").lower() in _A2A_YES:
             return Answer.APPROVE
-        return Answer.REJECT if word in _A2A_NO else Answer.INVALID
+        return Answer.INVALID
     raise ValueError(f"no answer schema for protocol {protocol!r}; expected mcp, acp or a2a")
 
 

@@ -304,14 +304,19 @@ def test_unknown_task_and_unclear_answer_through_the_client(ws: Path, serve: Any
                 await client.get_task(pb.GetTaskRequest(id="no-such-task"))
             first = await collect(client, message("clear the notes"))
             unclear = await collect(client, message("maybe later", task_of(first)))
-            return missing.value, first, unclear
+            # A yes with a condition ctxnb cannot hold the command to is no yes.
+            conditional = await collect(
+                client, message("approve only if notes_b.txt stays", task_of(first))
+            )
+            return missing.value, first, unclear, conditional
 
-    missing, first, unclear = run_with_deadline(body())
+    missing, first, unclear, conditional = run_with_deadline(body())
     server.close()
     assert "not found" in str(missing).lower()
     # An answer that is neither approve nor reject asks again and changes nothing.
-    assert states(unclear)[-1] == "TASK_STATE_INPUT_REQUIRED"
-    assert "approve" in texts(unclear)[-1]
+    for reply in (unclear, conditional):
+        assert states(reply)[-1] == "TASK_STATE_INPUT_REQUIRED"
+        assert "approve" in texts(reply)[-1]
     assert (ws / "notes_a.txt").exists()
 
 
