@@ -398,7 +398,9 @@ class QueueApprover:
         >>> import threading
         >>> q = QueueApprover(timeout=5)
         >>> req = ApprovalRequest.new("run_command", {"cmd": "git clean -fdx"}, "deletes files")
-        >>> t = threading.Timer(0.05, lambda: q.decide(q.pending()[0].id, True, by="ana"))
+        >>> asked = threading.Event()
+        >>> q.on_change(asked.set)
+        >>> t = threading.Thread(target=lambda: asked.wait(5) and q.decide(req.id, True, by="ana"))
         >>> t.start()
         >>> q.request(req).by
         'ana'
