@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING, Any
 from pydantic import BaseModel, ConfigDict, Field
 
 from ..errors import NotFoundError, PolicyError
-from ..govern.approval import Approver
+from ..govern.approval import ApprovalRequest, Approver, Decision
 from ..redaction.redactor import redact_data
 from ..tools.schemas import ToolInfo
 from ._mcp_content import McpContent
@@ -85,6 +85,25 @@ _SESSION_TOOLS: dict[str, str] = {
 # -- the backend ------------------------------------------------------------------------------
 
 
+class _Unlocked:
+    """The approver a backend's engine asks: ``inner``, asked with the backend's lock let
+    go (``released``), so that a call waiting on a human blocks no other client. Every
+    other attribute is ``inner``'s (an ApprovalPanel over the engine finds its queue)."""
+
+    def __init__(
+        self, inner: Approver, released: Callable[[], contextlib.AbstractContextManager[Any]]
+    ) -> None:
+        self.inner = inner
+        self._released = released
+
+    def request(self, req: ApprovalRequest) -> Decision:
+        with self._released():
+            return self.inner.request(req)
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.inner, name)
+
+
 class McpBackend:
     """The workspace, session and tools behind an MCP server, with synchronous handlers.
 
@@ -124,13 +143,18 @@ class McpBackend:
         from .backend import WorkspaceBackend
 
         self.approver: Approver = approver or ElicitationApprover(timeout=elicitation_timeout)
+        asked = self.approver
+        if not isinstance(asked, ElicitationApprover):
+            # Any other approver (a notebook's queue, a terminal) waits on its human with
+            # the lock let go, as elicitation does: the other clients are served meanwhile.
+            asked = _Unlocked(asked, self._released)
         # The one way in (ctxnb.integrations.backend); MCP adds resources, the listing
         # and per-client intents around it.
         self.backend = WorkspaceBackend.open(
             workspace_root,
             session_id=session_id,
             caller=caller,
-            approver=self.approver,
+            approver=asked,
             system_prompt=system_prompt,
         )
         self.workspace: Workspace = self.backend.workspace

@@ -202,7 +202,7 @@ class ElicitationApprover:
     def request(self, req: ApprovalRequest) -> Decision:
         ctx = getattr(self._local, "ctx", None)
         if not self.supported(ctx):
-            return self.fallback.request(req)
+            return self._fallback(req)
         if is_stateless(ctx):
             return self._answered(req)
         assert ctx is not None
@@ -214,7 +214,7 @@ class ElicitationApprover:
             with released() if released is not None else contextlib.nullcontext():
                 result = anyio.from_thread.run(self._ask, ctx, question)
         except RuntimeError:  # not called from one of the server's worker threads
-            return self.fallback.request(req)
+            return self._fallback(req)
         except MCPError as e:
             return Decision(
                 False, by="mcp-client", note=f"elicitation failed: {e}", request_id=req.id
@@ -229,6 +229,12 @@ class ElicitationApprover:
         return Decision(
             read is Answer.APPROVE, by="mcp-client-user", note=_note(result), request_id=req.id
         )
+
+    def _fallback(self, req: ApprovalRequest) -> Decision:
+        # The fallback may wait on a human too (a notebook's queue): not with the lock.
+        released = getattr(self._local, "released", None)
+        with released() if released is not None else contextlib.nullcontext():
+            return self.fallback.request(req)
 
     def _answered(self, req: ApprovalRequest) -> Decision:
         """The answer the call carries for exactly this act, or a stop to ask for it."""

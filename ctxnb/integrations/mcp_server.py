@@ -115,7 +115,9 @@ def build_server(
         session_id: the session to resume or create (a new id when omitted).
         caller: the caller name for the audit log and the trace.
         approver: decides destructive acts; by default MCP elicitation when the client
-            supports it, else a refusal with ``DESTRUCTIVE_NEEDS_APPROVAL``.
+            supports it, else a refusal with ``DESTRUCTIVE_NEEDS_APPROVAL``. Whichever
+            it is (a notebook's ``QueueApprover`` too), a call waiting on it holds no
+            lock: the other clients are served meanwhile.
         elicitation_timeout: seconds to wait for the user's answer.
         conformance_fixtures: also serve the official MCP conformance suite's diagnostic
             tools, resources and prompts, logging levels, completion and subscriptions

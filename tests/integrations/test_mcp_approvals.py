@@ -208,6 +208,84 @@ def test_a_pending_approval_blocks_no_other_http_client(http_server: dict[str, A
     assert not (ws / "inventory" / "report.py").exists()
 
 
+def test_a_notebook_approver_waiting_on_its_human_blocks_no_other_client(
+    gov_ws: Path,
+) -> None:
+    """A server embedded with the notebook's queue as its approver (an ApprovalPanel
+    decides): client A's destructive command waits on the person at the notebook, and
+    client B, over HTTP on 127.0.0.1 like A, is answered meanwhile."""
+    import socket
+    import threading
+
+    import uvicorn
+
+    from ctxnb.govern.approval import QueueApprover
+    from ctxnb.integrations.mcp_server import build_server, http_app
+
+    queue = QueueApprover(timeout=60)
+    sock = socket.create_server(("127.0.0.1", 0))
+    port = sock.getsockname()[1]
+    server = build_server(gov_ws, approver=queue)
+    app = http_app(server, host="127.0.0.1", port=port)
+    web = uvicorn.Server(uvicorn.Config(app, log_level="warning", lifespan="on"))
+    thread = threading.Thread(target=web.run, kwargs={"sockets": [sock]}, daemon=True)
+    thread.start()
+    url = f"http://127.0.0.1:{port}/mcp"
+    order: list[str] = []
+
+    async def client_a() -> types.CallToolResult:
+        async with (
+            streamable_http_client(url) as (r, w),
+            ClientSession(r, w, read_timeout_seconds=90) as a,
+        ):
+            await a.initialize()
+            await a.call_tool("select_active_intent", {"intent_id": "INT-INV"})
+            res = await a.call_tool("run_command", {"cmd": REMOVE["cmd"]})
+            order.append("A done")
+            return res
+
+    async def client_b() -> None:
+        with anyio.fail_after(60):
+            while not queue.pending():  # A's act waits in the notebook's queue
+                await anyio.sleep(0.05)
+        order.append("A asked")
+        # Served while A waits, or never: the lock A's call held until its human decided.
+        with anyio.fail_after(20):
+            async with (
+                streamable_http_client(url) as (r, w),
+                ClientSession(r, w, read_timeout_seconds=20) as b,
+            ):
+                await b.initialize()
+                read = await b.call_tool("read_file", {"path": "inventory/models.py"})
+                assert not read.is_error, _text(read)
+                order.append("B served")
+        (req,) = queue.pending()
+        queue.decide(req.id, True, by="the person at the notebook")
+
+    results: list[types.CallToolResult] = []
+
+    async def body() -> None:
+        async def run_a() -> None:
+            results.append(await client_a())
+
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(run_a)
+            tg.start_soon(client_b)
+
+    try:
+        run_async(body, timeout=120)
+    finally:
+        for req in queue.pending():  # a failure above leaves A's act refused, not waiting
+            queue.decide(req.id, False, by="test")
+        web.should_exit = True
+        thread.join(30)
+        server.ctxnb_backend.close()  # type: ignore[attr-defined]
+        sock.close()
+    assert order == ["A asked", "B served", "A done"]
+    assert not results[0].is_error, _text(results[0])
+    assert not (gov_ws / "inventory" / "report.py").exists()
+
+
 # -- another caller: two clients, each with a token of its own -----------------------------------
 
 TOK_A, TOK_B = secrets.token_urlsafe(16), secrets.token_urlsafe(16)  # generated, never real
