@@ -84,9 +84,11 @@ def _now() -> datetime:
 
 
 def _act(req: ApprovalRequest) -> str:
-    """One line for the list: the tool and its arguments without the diff (shown below)."""
+    """One line for the list: the tool and its arguments without the diff (shown below);
+    control, bidi and invisible characters (a file name in the reason is the agent's) as
+    escapes, as in the question."""
     shown = {k: v for k, v in req.args.items() if k != "diff"}
-    return redact_text(f"{req.tool}({args_summary(shown)}): {req.reason}")
+    return visible(redact_text(f"{req.tool}({args_summary(shown)}): {req.reason}"))
 
 
 def _risk_badge(risk: str) -> str:

@@ -411,6 +411,26 @@ def test_a_click_aimed_at_a_request_that_timed_out_does_not_approve_the_next() -
     assert fut.result(timeout=10).approved is False
 
 
+def test_the_list_shows_a_file_name_s_control_and_bidi_characters_as_escapes() -> None:
+    # A deleted file's name is the agent's: in the list's one line, as in the question, a
+    # right-to-left override must not reverse what follows it.
+    from ctxnb.sandbox.destructive import destructive_reason
+
+    name = "notes \u202etxt.exe\u2066\x1b[2K.md"
+    reason = destructive_reason(name, b"x\n", None)
+    assert reason is not None and "\u202e" in reason
+    q = QueueApprover(timeout=30)
+    panel = ApprovalPanel(q, by="ana")
+    req = ApprovalRequest.new("run_command", {"cmd": "rm notes*"}, reason)
+    fut = run_in_background(q.request, req)
+    assert panel.wait_for_pending(timeout=10)
+    ((label, _),) = panel.requests.options
+    assert not any(c in label for c in ("\u202e", "\u2066", "\x1b"))
+    assert "\\u202e" in label and "\\u2066" in label and "\\u001b" in label
+    panel.reject_button.click()
+    assert fut.result(timeout=10).approved is False
+
+
 def test_a_double_click_decides_one_request_not_the_next() -> None:
     q = QueueApprover(timeout=30)
     panel = ApprovalPanel(q, by="ana")
