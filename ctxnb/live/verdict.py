@@ -148,7 +148,8 @@ _CONFTEST = "conftest.py"
 
 
 def _is_conftest(rel: str) -> bool:
-    return rel.rsplit("/", 1)[-1] == _CONFTEST
+    # Any case: on a case-insensitive folder pytest's conftest.py opens Conftest.py.
+    return rel.rsplit("/", 1)[-1].casefold() == _CONFTEST
 
 
 def _conftests_of(tests: Sequence[str]) -> list[str]:

@@ -247,6 +247,25 @@ def test_the_task_s_own_conftest_runs_as_shipped_and_a_change_to_it_is_tampering
     assert v.tests_tampered and v.tampered == ("conftest.py",)
 
 
+def test_a_conftest_the_task_does_not_ship_is_left_out_in_any_case(tmp_path: Path) -> None:
+    # On a case-insensitive folder (ext4 casefold, vfat) pytest's conftest.py opens
+    # Conftest.py: the name is compared in any case, the task's own copy written over.
+    import shutil
+
+    from ctxnb.live.verdict import _fresh_copy
+
+    (tmp_path / "sub").mkdir()
+    for rel in ("Conftest.py", "sub/CONFTEST.PY", "conftest_helpers.py", "sub/conftest.py"):
+        (tmp_path / rel).write_text("raise SystemExit\n")
+    fresh = _fresh_copy(tmp_path, {"conftest.py": b"# the task's\n"}, drop_conftest=True)
+    try:
+        kept = sorted(p.relative_to(fresh).as_posix() for p in fresh.rglob("*") if p.is_file())
+        assert kept == ["conftest.py", "conftest_helpers.py"]
+        assert (fresh / "conftest.py").read_text() == "# the task's\n"
+    finally:
+        shutil.rmtree(fresh)
+
+
 def test_a_verdict_with_nothing_to_check_and_a_check_it_cannot_run_are_refused(
     tmp_path: Path,
 ) -> None:
