@@ -221,7 +221,7 @@ class _InputApprover:
         question = approval_question(req)
         command = visible(redact_text(str(req.args.get("cmd", ""))))
         answer: concurrent.futures.Future[tuple[bool, str, str]] = concurrent.futures.Future()
-        run.pending = answer
+        run.pending, run.pending_id = answer, req.id
         try:
             run.call(lambda: run.ask(question, {"command": command, "approval_id": req.id}))
             approved, by, note = answer.result(self.timeout)
@@ -247,7 +247,10 @@ class _Run:
         self.stop = threading.Event()
         self.paused = asyncio.Event()  # input-required: execute() hands control back
         self.pending: concurrent.futures.Future[tuple[bool, str, str]] | None = None
+        self.pending_id: str | None = None  # the id of the approval pending
         self.question: str | None = None  # the approval question last asked
+        self.asked_meta: dict[str, Any] = {}  # and its metadata (its approval_id)
+        self.answered: set[str] = set()  # the ids of the messages that answered one
         self.driver: asyncio.Task[None] | None = None
         self._ids = itertools.count(1)
 
@@ -300,11 +303,13 @@ class _Run:
     async def ask(self, question: str | None, meta: dict[str, Any]) -> None:
         """Ask the client: how to answer, then ``question`` (the approval's, as built;
         None asks the last one again)."""
-        self.question = question if question is not None else self.question
+        if question is not None:
+            self.question, self.asked_meta = question, dict(meta)
         parts = [new_text_part(_HOW_TO_ANSWER)]
         if self.question is not None:
             parts.append(new_text_part(self.question))
-        msg = self.updater.new_agent_message(parts, metadata=meta)
+        # Asked again, the question keeps its approval_id: the one an answer may name.
+        msg = self.updater.new_agent_message(parts, metadata={**self.asked_meta, **meta})
         await self.updater.requires_input(msg)
         self.paused.set()
 
@@ -363,7 +368,7 @@ class CtxnbA2aExecutor(AgentExecutor):
             # store is swapped in that does not.
             raise TaskNotFoundError()
         if run is not None and run.pending is not None and not run.pending.done():
-            await self._answer(run, context.get_user_input())
+            await self._answer(run, context.get_user_input(), context.message)
             return
         updater = TaskUpdater(event_queue, task_id, context_id)
         if context.current_task is None and context.message is not None:
@@ -386,14 +391,25 @@ class CtxnbA2aExecutor(AgentExecutor):
         run.driver = asyncio.create_task(run.drive(self.settings, context.get_user_input()))
         await run.until_paused_or_done()
 
-    async def _answer(self, run: _Run, reply: str) -> None:
-        read = read_answer("a2a", reply)
+    async def _answer(self, run: _Run, reply: str, msg: pb.Message | None) -> None:
         pending = run.pending
+        message_id = msg.message_id if msg is not None else ""
+        named = _approval_named(msg)
+        resent = bool(message_id) and message_id in run.answered
+        if resent or (named is not None and named != run.pending_id):
+            # A message that answered an earlier question (sent again), or one naming
+            # another approval, is no answer to this one, which its sender never read.
+            run.paused.clear()
+            await run.ask(None, {"stale_reply": "it answered another approval question"})
+            return
+        read = read_answer("a2a", reply)
         if read is Answer.INVALID or pending is None:
             # Not a yes: the task asks again and nothing runs until a valid answer.
             run.paused.clear()
             await run.ask(None, {"unclear_reply": visible(redact_text(reply))})
             return
+        if message_id:
+            run.answered.add(message_id)
         run.paused.clear()
         pending.set_result((read is Answer.APPROVE, "a2a-client-user", read.value))
         await run.until_paused_or_done()
@@ -431,6 +447,13 @@ class CtxnbA2aExecutor(AgentExecutor):
             except Exception:  # one broken session must not keep the others open
                 log.exception("closing A2A context session %s", live.id)
         self.contexts.clear()
+
+
+def _approval_named(msg: pb.Message | None) -> str | None:
+    """The approval a reply says it answers (its metadata's ``approval_id``), if any."""
+    if msg is None or not msg.HasField("metadata") or "approval_id" not in msg.metadata:
+        return None
+    return str(msg.metadata["approval_id"])
 
 
 def _text(updater: TaskUpdater, text: str) -> pb.Message:

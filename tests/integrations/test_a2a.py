@@ -295,6 +295,53 @@ def test_bad_requests_get_clear_json_rpc_errors(ws: Path, serve: Any) -> None:
     assert rebound.status_code == 421 and cross_site.status_code == 403
 
 
+def test_an_answer_counts_for_the_question_it_answered_only(ws: Path, serve: Any) -> None:
+    # A client that sends its "approve" again (a retry after a lost response) would
+    # approve the next question, which nobody read; one that names the approval it
+    # answers (the question's approval_id) cannot answer another with it either.
+    script = [
+        {"content": "Clearing old notes.", "commands": ["rm notes_a.txt"]},
+        {"content": "And the other ones.", "commands": ["rm notes_b.txt"]},
+        {"content": "Done.", "commands": [SUBMIT]},
+    ]
+    server = serve(script)
+
+    async def body() -> tuple[Any, ...]:
+        async with connect(server.url, server.token) as client:
+            first = await collect(client, message("clear the notes"))
+            task = task_of(first)
+            yes = message("approve", task)
+            second = await collect(client, yes)
+            again = await collect(client, yes)  # the same message, sent again
+            named = message("approve", task)
+            named.message.metadata.update({"approval_id": _approval_id(first)})
+            stale = await collect(client, named)
+            final = await collect(client, message("reject", task))
+            return first, second, again, stale, final
+
+    first, second, again, stale, final = run_with_deadline(body())
+    server.close()
+    assert not (ws / "notes_a.txt").exists()  # the first question's yes
+    assert "rm notes_b.txt" in texts(second)[-1]
+    for reply in (again, stale):  # neither is an answer to the second question
+        assert states(reply)[-1] == "TASK_STATE_INPUT_REQUIRED"
+        assert "rm notes_b.txt" in texts(reply)[-1]
+    assert (ws / "notes_b.txt").exists()  # rejected by the answer that was its own
+    assert _approval_id(second) != _approval_id(first)
+    assert "TASK_STATE_INPUT_REQUIRED" not in states(final)[-1:]
+
+
+def _approval_id(events: list[dict[str, Any]]) -> str:
+    """The approval_id of the last question asked in ``events``."""
+    ids = [
+        e["statusUpdate"]["status"]["message"]["metadata"]["approval_id"]
+        for e in events
+        if "approval_id"
+        in e.get("statusUpdate", {}).get("status", {}).get("message", {}).get("metadata", {})
+    ]
+    return str(ids[-1])
+
+
 def test_unknown_task_and_unclear_answer_through_the_client(ws: Path, serve: Any) -> None:
     server = serve([{"content": "Clearing.", "commands": ["rm notes_a.txt"]}])
 
