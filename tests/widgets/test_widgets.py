@@ -940,6 +940,7 @@ def test_approval_panel_shows_a_long_diff_side_by_side() -> None:
 
     other = run_in_background(q.request, ApprovalRequest.new("delete_file", {"path": "x"}, "x"))
     assert panel.wait_for_pending(timeout=10)
+    panel.requests.value = panel.requests.options[0][1]  # picked: the one decided is gone
     assert panel.diff_layout.layout.display == "none"  # nothing to lay out
     panel.reject_button.click()
     assert not other.result(timeout=10).approved
