@@ -91,6 +91,10 @@ _SYSTEM_RO = ("/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32", "/
 _ETC_MASK = ("/etc/shadow", "/etc/gshadow", "/etc/sudoers", "/etc/ssh", "/etc/ssl/private")
 _GLOB_CHARS = re.compile(r"[*?\[\\]")
 SANDBOX_HOME = "/tmp/home"
+PROXY_SOCKET = "/run/ctxnb/proxy.sock"
+"""Where the network proxy's socket is inside the sandbox."""
+BRIDGE = "/run/ctxnb/netbridge.py"
+_BRIDGE = os.path.join(os.path.dirname(os.path.abspath(__file__)), "_netbridge.py")
 
 
 @dataclass(frozen=True)
@@ -133,6 +137,8 @@ class SandboxPlan:
             (files with several hard links).
         read_paths: host paths bound read-only besides the system and the workspace.
         network: whether the command shares the host's network.
+        allowed_domains: without ``network``, the domains the command may reach
+            through ctxnb's proxy (:mod:`ctxnb.sandbox.netproxy`); empty: none.
         env: the command's whole environment.
         limits: resource limits.
         hidden_git_objects: the note saying which git object stores are hidden and
@@ -148,6 +154,7 @@ class SandboxPlan:
     pinned: tuple[str, ...] = ()
     read_paths: tuple[str, ...] = ()
     network: bool = False
+    allowed_domains: tuple[str, ...] = ()
     env: Mapping[str, str] = field(default_factory=dict)
     limits: SandboxLimits = field(default_factory=SandboxLimits)
     hidden_git_objects: str | None = None
@@ -291,6 +298,7 @@ def plan_sandbox(
     owned_scope: Sequence[str] = (),
     deny: Sequence[str] | None = None,
     network: bool = False,
+    allowed_domains: Sequence[str] = (),
     env: Mapping[str, str] | None = None,
     env_allow: Sequence[str] = (),
     read_paths: Sequence[str] = (),
@@ -304,6 +312,8 @@ def plan_sandbox(
         owned_scope: the selected intent's globs; empty means nothing is writable.
         deny: the deny list (gitignore globs); None means the default deny list.
         network: share the host's network.
+        allowed_domains: without ``network``, the domains reachable through ctxnb's
+            proxy (exact names and ``*.`` suffixes).
         env: the caller's environment (``os.environ`` by default); only
             :data:`ENV_ALLOW` and ``env_allow`` names pass.
         env_allow: more variable names to pass through.
@@ -368,6 +378,7 @@ def plan_sandbox(
         pinned=pinned,
         read_paths=tuple(read_paths),
         network=network,
+        allowed_domains=() if network else tuple(dict.fromkeys(allowed_domains)),
         env=passed,
         limits=limits or SandboxLimits(),
         hidden_git_objects=hidden_git,
@@ -502,13 +513,28 @@ def bwrap_argv(
     cwd: str | os.PathLike[str],
     bwrap: str,
     overlay: tuple[str, str],
+    proxy_socket: str | None = None,
 ) -> list[str]:
     """The full argv that runs ``command`` under ``plan`` with bubblewrap.
 
     The order matters: later mounts cover earlier ones (the workspace as an overlay with
     the ``(upper, work)`` directories of ``overlay``, then the protected directories
     read-only and the masks on top).
+
+    With ``plan.allowed_domains`` the command has no network interface all the same;
+    ``proxy_socket`` (a :class:`~ctxnb.sandbox.netproxy.NetworkProxy`'s, required then)
+    is bound in, and the command runs under :mod:`ctxnb.sandbox._netbridge`, which
+    offers it on the sandbox's loopback as ``HTTP_PROXY``.
+
+    Raises:
+        SandboxError: the plan allows domains but no proxy socket is given.
     """
+    proxied = bool(plan.allowed_domains) and not plan.network
+    if proxied and not proxy_socket:
+        raise SandboxError(
+            "the sandbox allows domains through ctxnb's proxy, but no proxy is running; "
+            "run the command through Sandbox.run, which starts it"
+        )
     root = str(plan.root)
     a = [bwrap]
     for p in _SYSTEM_RO:
@@ -523,6 +549,9 @@ def bwrap_argv(
             a += ["--ro-bind", "/dev/null", p]
     a += ["--proc", "/proc", "--dev", "/dev", "--tmpfs", "/tmp", "--dir", SANDBOX_HOME]
     a += ["--tmpfs", "/var/tmp", "--tmpfs", "/run"]
+    if proxied:
+        # In the private /run, read-only: the proxy's socket and the forwarder to it.
+        a += ["--ro-bind", str(proxy_socket), PROXY_SOCKET, "--ro-bind", _BRIDGE, BRIDGE]
     # After the private /tmp: a Python environment (or a read path) that lives under /tmp,
     # as in a CI checkout there, must not be hidden by it.
     for p in (*_python_paths(), *plan.read_paths):
@@ -585,4 +614,6 @@ def bwrap_argv(
     limits = plan.limits.prlimit_args()
     if limits and os.path.exists(prlimit):
         a += [prlimit, *limits, "--"]
+    if proxied:
+        a += [sys.executable, "-I", "-S", BRIDGE, PROXY_SOCKET, "--"]
     return [*a, *command]

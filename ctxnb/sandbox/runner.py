@@ -80,6 +80,9 @@ class SandboxResult:
             whose ctime is at or after it was changed by someone else meanwhile.
         upper: the overlay's upper directory (None once discarded).
         entries: the upper layer's entries.
+        network: what the network proxy decided for each request of the command
+            (:class:`~ctxnb.sandbox.netproxy.NetDecision` as data), when the command
+            could reach allowed domains.
     """
 
     result: CommandResult
@@ -90,6 +93,7 @@ class SandboxResult:
     started_ns: int = 0
     upper: Path | None = None
     entries: list[UpperEntry] = field(default_factory=list)
+    network: list[dict[str, Any]] = field(default_factory=list)
     _state: Path | None = field(default=None, repr=False)
 
     def read(self, rel: str) -> bytes:
@@ -209,6 +213,12 @@ class Sandbox:
         backend: ``bwrap`` (default); ``none`` is refused by :meth:`run` (there is no
             unconfined mode any more).
         network: let commands reach the network.
+        allowed_domains: without ``network``, the domains commands may reach through
+            ctxnb's proxy (:mod:`ctxnb.sandbox.netproxy`): exact names and ``*.``
+            suffixes; empty: no network at all.
+        proxy_hosts: names the proxy resolves without DNS, to the address given (a
+            seam for tests and notebooks: ``{"allowed.test": "127.0.0.1"}``); the
+            allowlist still decides.
         env_allow: more environment variable names to pass through.
         read_paths: more host paths readable in the sandbox.
         limits: resource limits.
@@ -230,6 +240,8 @@ class Sandbox:
         deny: Sequence[str] | None = None,
         backend: Backend = "bwrap",
         network: bool = False,
+        allowed_domains: Sequence[str] = (),
+        proxy_hosts: Mapping[str, str] | None = None,
         env_allow: Sequence[str] = (),
         read_paths: Sequence[str] = (),
         limits: SandboxLimits | None = None,
@@ -244,6 +256,8 @@ class Sandbox:
         self.deny = deny
         self.backend: Backend = backend
         self.network = network
+        self.allowed_domains = list(dict.fromkeys(allowed_domains))
+        self.proxy_hosts = dict(proxy_hosts or {})
         self.env_allow = list(env_allow)
         self.read_paths = list(read_paths)
         self.limits = limits
@@ -260,6 +274,8 @@ class Sandbox:
         in_scope: Callable[[str], bool] | None = None,
         deny: Sequence[str] | None = None,
         network: bool = False,
+        allowed_domains: Sequence[str] = (),
+        proxy_hosts: Mapping[str, str] | None = None,
     ) -> Sandbox:
         """The sandbox a ``[sandbox]`` section describes, as a mapping (the configuration
         model's dump, or the settings the Claude Code hooks cache); a missing key takes
@@ -274,6 +290,9 @@ class Sandbox:
             deny: the deny list (None: the default).
             network: let commands reach the network even when ``settings`` does not
                 (the intent asks for it).
+            allowed_domains: domains reachable through the proxy besides the
+                settings' ``allowed_domains`` (the intent's).
+            proxy_hosts: see the class.
 
         Example:
             >>> import tempfile
@@ -289,6 +308,8 @@ class Sandbox:
             deny=deny,
             backend=settings.get("backend", "bwrap"),
             network=network or bool(settings.get("network")),
+            allowed_domains=[*(settings.get("allowed_domains") or ()), *allowed_domains],
+            proxy_hosts=proxy_hosts,
             env_allow=settings.get("env") or (),
             read_paths=settings.get("read_paths") or (),
             limits=SandboxLimits(**limits),
@@ -309,6 +330,7 @@ class Sandbox:
             owned_scope=self.owned_scope,
             deny=self.deny,
             network=self.network,
+            allowed_domains=self.allowed_domains,
             env=self.env,
             env_allow=self.env_allow,
             read_paths=self.read_paths,
@@ -359,14 +381,33 @@ class Sandbox:
                 f"working directory {str(cwd)!r} is not inside the workspace {self.root}"
             )
         plan = self.plan()
-        state = self._new_state()
+        proxy = None
+        if plan.allowed_domains:
+            from .netproxy import NetworkProxy
+
+            proxy = NetworkProxy(plan.allowed_domains, hosts=self.proxy_hosts)
+            proxy.start()
+        try:
+            state = self._new_state()
+        except BaseException:
+            if proxy is not None:
+                proxy.stop()
+            raise
         upper, work = state / "upper", state / "work"
+        socket_path = proxy.socket_path if proxy is not None else None
 
         def wrap(argv: list[str]) -> list[str]:
             # exec through sh: a missing program is 127 and a non-executable 126, as
             # without the sandbox.
             inner = argv if shell else ["/bin/sh", "-c", 'exec "$@"', "sh", *argv]
-            return bwrap_argv(plan, inner, cwd=workdir, bwrap=exe, overlay=(str(upper), str(work)))
+            return bwrap_argv(
+                plan,
+                inner,
+                cwd=workdir,
+                bwrap=exe,
+                overlay=(str(upper), str(work)),
+                proxy_socket=socket_path,
+            )
 
         started = time.time_ns()
         try:
@@ -384,6 +425,9 @@ class Sandbox:
         except BaseException:
             _rmtree(state)
             raise
+        finally:
+            if proxy is not None:
+                proxy.stop()
         keep = keep or (lambda rel: None if self.in_scope(rel) else "outside the scope")
         changes, dropped = classify(self.root, entries, keep=keep)
         return SandboxResult(
@@ -395,6 +439,7 @@ class Sandbox:
             started_ns=started,
             upper=upper,
             entries=entries,
+            network=[d.to_dict() for d in proxy.decisions] if proxy is not None else [],
             _state=state,
         )
 
