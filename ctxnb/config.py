@@ -42,6 +42,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from ._util.defaults import DEFAULT_BREAKER_THRESHOLD, UNKNOWN_COMMAND_DEFAULT
+from ._util.domains import check_pattern
 from .access.pathrules import DEFAULT_DENY, MAX_PATH_BYTES
 from .errors import ConfigError
 from .store._log import COMPACT_AFTER
@@ -268,6 +269,12 @@ class SandboxConfig(_Strict):
     its history, reflogs or index, or it holds a denied file's current bytes, since
     ``git show HEAD~1:.env`` would print them (see :mod:`ctxnb.sandbox.gitstores`).
     A human's setting: no agent tool writes it.
+
+    ``allowed_domains`` lets commands reach those domains (and no others) through
+    ctxnb's HTTP proxy, while the sandbox keeps no network interface: exact names
+    (``pypi.org``) and suffixes (``*.pythonhosted.org``, the names below it). An
+    intent's own ``allowed_domains`` add to these; ``network = true`` (here or on the
+    intent) shares the host's whole network instead.
     """
 
     backend: Literal["bwrap", "none"] = "bwrap"
@@ -277,6 +284,11 @@ class SandboxConfig(_Strict):
         "denied bytes (by default such a store is hidden)",
     )
     network: bool = Field(default=False, description="let commands reach the network")
+    allowed_domains: list[str] = Field(
+        default_factory=list,
+        description="domains commands may reach through ctxnb's proxy (pypi.org, "
+        "*.pythonhosted.org); all others are refused",
+    )
     env: list[str] = Field(default_factory=list, description="more variables passed through")
     read_paths: list[str] = Field(default_factory=list, description="more read-only host paths")
     max_memory_mb: int | None = Field(default=8192, gt=0)
@@ -288,6 +300,11 @@ class SandboxConfig(_Strict):
     @classmethod
     def _shorthand(cls, data: Any) -> Any:
         return {"backend": data} if isinstance(data, str) else data
+
+    @field_validator("allowed_domains")
+    @classmethod
+    def _domains(cls, value: list[str]) -> list[str]:
+        return [check_pattern(d) for d in value]
 
 
 class CtxnbConfig(_Strict):

@@ -51,6 +51,7 @@ from pydantic import (
     field_validator,
 )
 
+from .._util.domains import check_pattern
 from ..errors import ConfigError
 from ..redaction.redactor import redact_text
 from .core import get_intent, in_scope
@@ -89,6 +90,7 @@ def _relative_glob(glob: str) -> str:
 
 # Validated per item so that an error points at the offending line of the file.
 _Glob = Annotated[str, AfterValidator(_relative_glob)]
+_Domain = Annotated[str, AfterValidator(check_pattern)]
 
 
 class Intent(BaseModel):
@@ -112,6 +114,11 @@ class Intent(BaseModel):
     acceptance_criteria: list[str] = Field(default_factory=list)
     network: bool = Field(
         default=False, description="commands under this intent may reach the network"
+    )
+    allowed_domains: list[_Domain] = Field(
+        default_factory=list,
+        description="domains commands under this intent may reach through ctxnb's proxy, "
+        "besides [sandbox] allowed_domains",
     )
 
     @property

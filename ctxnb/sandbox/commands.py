@@ -60,6 +60,9 @@ class EngineCommands:
     def __init__(self, engine: GoverningEngine) -> None:
         self.engine = engine
         self._effects: CommandEffects | None = None
+        self.proxy_hosts: dict[str, str] = {}
+        """Names the network proxy resolves without DNS (a seam for tests and notebooks,
+        see :class:`~ctxnb.sandbox.Sandbox`); the allowlist still decides."""
 
     @property
     def effects(self) -> CommandEffects:
@@ -73,7 +76,8 @@ class EngineCommands:
 
     def sandbox(self) -> Sandbox:
         """The :class:`~ctxnb.sandbox.Sandbox` for the selected intent (nothing writable
-        without one), configured by ``[sandbox]``."""
+        without one), configured by ``[sandbox]``; the intent's ``network`` and
+        ``allowed_domains`` add to the settings'."""
         from .runner import Sandbox
 
         engine = self.engine
@@ -85,6 +89,8 @@ class EngineCommands:
             in_scope=intent.in_scope if intent is not None else None,
             deny=engine.tools.policy.deny,
             network=bool(intent is not None and intent.network),
+            allowed_domains=intent.allowed_domains if intent is not None else (),
+            proxy_hosts=self.proxy_hosts,
         )
 
     def run(self, cmd: str | list[str], **options: Any) -> dict[str, Any]:
@@ -150,6 +156,8 @@ class EngineCommands:
                 call=call,
             )
             call.context["effects"] = out["effects"]
+            if out.get("network"):
+                call.context["network"] = out["network"]
             return out
 
         return engine.tools.run_call(

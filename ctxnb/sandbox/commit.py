@@ -415,6 +415,9 @@ def run_governed(
     out["sandbox"] = sres.backend
     if sres.plan is not None and sres.plan.notes:
         out["notes"] = sres.plan.notes
+    if sres.network:
+        # What the proxy let through and refused, with why: for the agent and the audit.
+        out["network"] = sres.network
     return out
 
 

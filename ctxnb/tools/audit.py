@@ -1,7 +1,9 @@
 """The audit log: one JSON line per tool call in ``.ctxnb/audit.jsonl``.
 
 Each record has ``ts`` (ISO 8601 UTC), ``caller``, ``session_id``, ``tool``, ``args``,
-``duration_ms``, ``success``, ``error_code``, ``before_sha256`` and ``after_sha256``.
+``duration_ms``, ``success``, ``error_code``, ``before_sha256`` and ``after_sha256``;
+a command that used the sandbox's network proxy adds ``network``, its requests with what
+the proxy decided (``host``, ``port``, ``method``, ``allowed``, ``reason``).
 The log is append-only: each record is written with one ``write`` on a descriptor
 opened with ``O_APPEND``, so concurrent writers never interleave inside a line and a
 crash loses at most the last, partial line, which the reader skips and counts.
@@ -132,8 +134,12 @@ def audit_record(
     before: str | None = None,
     after: str | None = None,
     intent_id: str | None = None,
+    network: list[dict[str, Any]] | None = None,
 ) -> dict[str, Any]:
     """The one audit line of a tool call, whichever engine ran it.
+
+    ``network`` (a command's requests to the sandbox's proxy, each allowed or refused
+    with its reason) is added only when there were any.
 
     Example:
         >>> rec = audit_record(caller="claude-code", session_id="s", tool="Edit",
@@ -142,7 +148,7 @@ def audit_record(
         >>> rec["tool"], rec["duration_ms"], rec["args"]
         ('Edit', 1.235, {'file_path': 'a.py'})
     """
-    return {
+    out: dict[str, Any] = {
         "ts": (ts or datetime.now(UTC)).isoformat(),
         "caller": caller,
         "session_id": session_id,
@@ -155,3 +161,6 @@ def audit_record(
         "after_sha256": after,
         "intent_id": intent_id,
     }
+    if network:
+        out["network"] = network
+    return out

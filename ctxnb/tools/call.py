@@ -186,6 +186,7 @@ class ToolRunner:
             before=call.before_sha256,
             after=call.after_sha256,
             intent_id=call.context.get("intent_id"),
+            network=call.context.get("network"),
         )
         file_refs = [self.object_id(p) for p in call.paths]
         content = _toolcall_content(result, error)
@@ -365,6 +366,7 @@ class ToolRunner:
         before: str | None = None,
         after: str | None = None,
         intent_id: str | None = None,
+        network: list[dict[str, Any]] | None = None,
     ) -> None:
         """The one audit line of a call (see :mod:`ctxnb.tools.audit` for the fields)."""
         self.audit_log.append(
@@ -380,6 +382,7 @@ class ToolRunner:
                 before=before,
                 after=after,
                 intent_id=intent_id,
+                network=network,
             )
         )
 
