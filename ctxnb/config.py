@@ -155,6 +155,28 @@ class McpServerConfig(_Strict):
         description="tool-name globs (on the names as listed) a human marks read-only: "
         "called without an intent; a tool's own readOnlyHint grants nothing",
     )
+    sandbox: bool | None = Field(
+        default=None,
+        description="run this stdio server in bubblewrap with the workspace read-only "
+        "(default: as [sandbox] agent says)",
+    )
+    allowed_domains: list[str] = Field(
+        default_factory=list,
+        description="domains this confined server may reach through ctxnb's proxy",
+    )
+    network: bool = Field(
+        default=False, description="let this confined server share the host's network"
+    )
+    read_paths: list[str] = Field(
+        default_factory=list,
+        description="host paths this confined server may read (its own files outside the "
+        "workspace)",
+    )
+
+    @field_validator("allowed_domains")
+    @classmethod
+    def _domains(cls, value: list[str]) -> list[str]:
+        return [check_pattern(d) for d in value]
 
     @model_validator(mode="after")
     def _one_transport(self) -> McpServerConfig:
@@ -275,6 +297,12 @@ class SandboxConfig(_Strict):
     (``pypi.org``) and suffixes (``*.pythonhosted.org``, the names below it). An
     intent's own ``allowed_domains`` add to these; ``network = true`` (here or on the
     intent) shares the host's whole network instead.
+
+    ``agent = true`` confines more than commands: each outside MCP server of the
+    registry (``[mcp.servers.NAME]``, stdio) runs in its own bubblewrap sandbox with the
+    workspace read-only, a private ``HOME``, the limits above and the network its own
+    ``allowed_domains`` (or ``network``) give it. ``production = true`` refuses to
+    start any of them unconfined.
     """
 
     backend: Literal["bwrap", "none"] = "bwrap"
@@ -284,6 +312,16 @@ class SandboxConfig(_Strict):
         "denied bytes (by default such a store is hidden)",
     )
     network: bool = Field(default=False, description="let commands reach the network")
+    agent: bool = Field(
+        default=False,
+        description="confine the agent too: outside MCP servers of the registry run in "
+        "bubblewrap with the workspace read-only (per server: [mcp.servers.NAME] sandbox)",
+    )
+    production: bool = Field(
+        default=False,
+        description="refuse to start what should be confined when it cannot be: an outside "
+        "MCP server with sandbox = false, or without a bubblewrap that works here",
+    )
     allowed_domains: list[str] = Field(
         default_factory=list,
         description="domains commands may reach through ctxnb's proxy (pypi.org, "

@@ -24,6 +24,13 @@ messages are redacted whole before they are cut (:mod:`._mcp_outside`).
 The clients run on an event loop of their own, in a background thread, so the registry is
 used synchronously from a script or a notebook cell (whose own loop is already running).
 
+A stdio server may be confined (``[sandbox] agent = true``, or its own ``sandbox =
+true``): it then runs in bubblewrap with the workspace read-only, a private ``HOME``,
+the ``[sandbox]`` limits and no network but its ``allowed_domains`` through ctxnb's
+proxy (:mod:`ctxnb.sandbox.service`). :meth:`McpRegistry.sandbox_status` says, per
+server, whether it is isolated and its process id. With ``[sandbox] production =
+true`` a server that would run unconfined is refused before it starts.
+
 Example ``ctxnb.toml``::
 
     [mcp.servers.docs]
@@ -52,6 +59,7 @@ from ..errors import (
     CtxnbError,
     NotFoundError,
     RegistryError,
+    SandboxError,
 )
 from ..redaction.redactor import redact_data
 from ..retrieval.embedding import DEFAULT, HybridIndex
@@ -70,7 +78,9 @@ from ._mcp_sdk import (
 )
 
 if TYPE_CHECKING:
+    from ..config import SandboxConfig
     from ..govern.intents import Intent
+    from ..sandbox.service import ConfinedService
     from ..tools.filetools import FileTools
 
 __all__ = [
@@ -198,9 +208,16 @@ class McpRegistry:
         embedder: for :meth:`search` (the shared embedder by default; ``None`` for BM25).
         on_request: called as ``on_request(server, method, params)`` before each request.
         on_response: called as ``on_response(server, method, result)`` after each answer.
+        sandbox: the workspace's ``[sandbox]`` settings: whether stdio servers are
+            confined by default (``agent``), refused unconfined (``production``), their
+            limits and read paths (None: the defaults, nothing confined).
+        deny: the deny list masked in a confined server's view (None: the default).
+        proxy_hosts: names a confined server's proxy resolves without DNS (a seam for
+            tests and notebooks, see :class:`~ctxnb.sandbox.Sandbox`).
 
     Raises:
-        ConfigError: a server's bearer token variable is unset.
+        ConfigError: a server's bearer token variable is unset, or a server would run
+            unconfined under ``[sandbox] production = true``.
 
     Use it as a context manager (or call :meth:`connect` and :meth:`close`).
     """
@@ -213,8 +230,17 @@ class McpRegistry:
         embedder: Any = DEFAULT,
         on_request: RequestHook | None = None,
         on_response: ResponseHook | None = None,
+        sandbox: SandboxConfig | None = None,
+        deny: list[str] | None = None,
+        proxy_hosts: Mapping[str, str] | None = None,
     ) -> None:
+        from ..config import SandboxConfig
+
         self.servers = {n: s for n, s in servers.items() if s.enabled}
+        self.sandbox = sandbox if sandbox is not None else SandboxConfig()
+        self.deny = deny
+        self.proxy_hosts = dict(proxy_hosts or {})
+        self._confined: dict[str, ConfinedService] = {}
         self.root = Path(root)
         self._embedder = embedder
         self.on_request = on_request
@@ -236,6 +262,12 @@ class McpRegistry:
                     f"MCP server {name!r} takes its bearer token from ${cfg.bearer_token_env}, "
                     "which is not set; export it before connecting"
                 )
+            if self.sandbox.production and cfg.command is not None and not self.confines(name):
+                raise ConfigError(
+                    f"MCP server {name!r} would run on the host with the user's rights, and "
+                    "[sandbox] production = true refuses that; remove its 'sandbox = false' "
+                    "(or set [sandbox] agent = true) in ctxnb.toml"
+                )
 
     @classmethod
     def from_workspace(cls, root: str | os.PathLike[str], **kwargs: Any) -> McpRegistry:
@@ -246,7 +278,40 @@ class McpRegistry:
             >>> McpRegistry.from_workspace(tempfile.mkdtemp()).servers
             {}
         """
-        return cls(load_config(root).mcp.servers, root=root, **kwargs)
+        cfg = load_config(root)
+        kwargs.setdefault("sandbox", cfg.sandbox)
+        kwargs.setdefault("deny", cfg.policy.deny)
+        return cls(cfg.mcp.servers, root=root, **kwargs)
+
+    def confines(self, name: str) -> bool:
+        """Whether the stdio server ``name`` runs in a sandbox: its own ``sandbox``
+        setting, else ``[sandbox] agent``."""
+        cfg = self.servers[name]
+        return cfg.sandbox if cfg.sandbox is not None else self.sandbox.agent
+
+    def sandbox_status(self) -> dict[str, dict[str, Any]]:
+        """``sandboxStatus`` of each server: ``isolated``, ``pid`` (the sandbox's, while
+        connected), the network it has; for one that is not, the reason.
+
+        Example:
+            >>> import tempfile
+            >>> McpRegistry.from_workspace(tempfile.mkdtemp()).sandbox_status()
+            {}
+        """
+        from ..sandbox.service import unconfined_status
+
+        out: dict[str, dict[str, Any]] = {}
+        for name, cfg in self.servers.items():
+            if name in self._confined:
+                out[name] = self._confined[name].status()
+            elif cfg.url is not None:
+                out[name] = unconfined_status("a remote server over HTTP: ctxnb does not run it")
+            elif self.confines(name):
+                out[name] = {**unconfined_status("not connected"), "isolated": None}
+            else:
+                why = "sandbox = false" if cfg.sandbox is False else "[sandbox] agent is off"
+                out[name] = unconfined_status(f"runs on the host ({why})")
+        return out
 
     def __repr__(self) -> str:
         state = "connected" if self._portal is not None else "not connected"
@@ -294,15 +359,20 @@ class McpRegistry:
         self._stack = contextlib.ExitStack()
         self._sessions.clear()
         self._portal = None
+        for svc in self._confined.values():
+            svc.close()
+        self._confined.clear()
 
     @contextlib.asynccontextmanager
     async def _open(self, name: str, cfg: McpServerConfig) -> AsyncIterator[ClientSession]:
         if cfg.command is not None:
             env = {**get_default_environment(), **cfg.env}
             cwd = self.root / cfg.cwd if cfg.cwd else self.root
-            params = StdioServerParameters(
-                command=cfg.command, args=list(cfg.args), env=env, cwd=str(cwd)
-            )
+            command, args = cfg.command, list(cfg.args)
+            if self.confines(name):
+                svc = self._confine(name, cfg, env, cwd)
+                command, args = svc.argv[0], svc.argv[1:]
+            params = StdioServerParameters(command=command, args=args, env=env, cwd=str(cwd))
             with open(os.devnull, "w") as errlog:
                 transport = stdio_client(params, errlog=errlog)
                 async with Client(
@@ -323,6 +393,42 @@ class McpRegistry:
                 ) as mcp_client:
                     self.protocol_versions[name] = mcp_client.protocol_version
                     yield mcp_client.session
+
+    def _confine(
+        self, name: str, cfg: McpServerConfig, env: dict[str, str], cwd: Path
+    ) -> ConfinedService:
+        from ..sandbox.plan import SandboxLimits
+        from ..sandbox.service import confine_service
+
+        s = self.sandbox
+        try:
+            svc = confine_service(
+                self.root,
+                [cfg.command or "", *cfg.args],
+                cwd=cwd,
+                env=env,
+                env_allow=list(cfg.env),  # what a human named for this server passes
+                deny=self.deny,
+                network=cfg.network,
+                allowed_domains=[*s.allowed_domains, *cfg.allowed_domains],
+                read_paths=[*s.read_paths, *cfg.read_paths],
+                limits=SandboxLimits(
+                    max_memory_mb=s.max_memory_mb,
+                    max_file_mb=s.max_file_mb,
+                    max_processes=s.max_processes,
+                    max_open_files=s.max_open_files,
+                ),
+                proxy_hosts=self.proxy_hosts,
+                git=s.git,
+            )
+        except SandboxError as e:
+            raise SandboxError(
+                f"MCP server {name!r} is to run confined, and cannot be: {e.message}",
+                required_action="Fix the sandbox set-up, or (a human, outside production) "
+                f"set sandbox = false under [mcp.servers.{name}] in ctxnb.toml.",
+            ) from e
+        self._confined[name] = svc
+        return svc
 
     async def _request(self, server: str, method: str, params: dict[str, Any], send: Any) -> Any:
         if self.on_request is not None:

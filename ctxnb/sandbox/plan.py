@@ -512,14 +512,15 @@ def bwrap_argv(
     *,
     cwd: str | os.PathLike[str],
     bwrap: str,
-    overlay: tuple[str, str],
+    overlay: tuple[str, str] | None,
     proxy_socket: str | None = None,
 ) -> list[str]:
     """The full argv that runs ``command`` under ``plan`` with bubblewrap.
 
     The order matters: later mounts cover earlier ones (the workspace as an overlay with
     the ``(upper, work)`` directories of ``overlay``, then the protected directories
-    read-only and the masks on top).
+    read-only and the masks on top). ``overlay`` None binds the workspace read-only
+    instead (a long-running process that changes nothing: :mod:`ctxnb.sandbox.service`).
 
     With ``plan.allowed_domains`` the command has no network interface all the same;
     ``proxy_socket`` (a :class:`~ctxnb.sandbox.netproxy.NetworkProxy`'s, required then)
@@ -565,8 +566,11 @@ def bwrap_argv(
     # The workspace is the lower layer of an overlay: the command may write anywhere in
     # it, and every write lands in the upper directory (outside the sandbox's view);
     # the real tree is never writable here. What is committed is decided afterwards.
-    upper, work = overlay
-    a += ["--overlay-src", root, "--overlay", upper, work, root]
+    if overlay is None:
+        a += ["--ro-bind", root, root]
+    else:
+        upper, work = overlay
+        a += ["--overlay-src", root, "--overlay", upper, work, root]
     for name in PROTECTED:
         p = f"{root}/{name}"
         if os.path.lexists(p) and not os.path.islink(p):
