@@ -270,6 +270,10 @@ def _live_agent_options(section: str, unit: str) -> Callable[[Handler], Handler]
         arg("--budget", type=int, default=None, help="token budget of each context"),
         arg("--intent", default=None, metavar="ID", help="the intent the agent works under"),
         arg("--step-limit", type=int, default=None, help=f"most model calls per {unit}"),
+        arg("--sandbox", action=argparse.BooleanOptionalAction, default=None,
+            help="run the agent loop in bubblewrap with the workspace read-only, its tool "
+                 "calls governed here (default: [sandbox] agent; required by [sandbox] "
+                 "production)"),
     ]  # fmt: skip
 
     def deco(fn: Handler) -> Handler:
@@ -287,7 +291,7 @@ def _live_settings(cls: Any, ns: argparse.Namespace, workspace: str | None,
     settings = cls.resolve(
         workspace, model=ns.model, api_base=ns.api_base, api_key_env=ns.api_key_env,
         strategy=ns.strategy, budget=ns.budget, intent=ns.intent, step_limit=ns.step_limit,
-        **extra,
+        sandbox=ns.sandbox, **extra,
     )  # fmt: skip
     if need_model and not settings.model:
         raise ConfigError(

@@ -180,7 +180,12 @@ class McpBackend:
             from .mcp_registry import McpRegistry
 
             try:
-                self.registry = McpRegistry(cfg.mcp.servers, root=self.workspace.root).connect()
+                self.registry = McpRegistry(
+                    cfg.mcp.servers,
+                    root=self.workspace.root,
+                    sandbox=cfg.sandbox,
+                    deny=cfg.policy.deny,
+                ).connect()
                 self.registry.attach(self.tools)
             except BaseException:
                 self.close()

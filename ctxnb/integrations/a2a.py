@@ -82,6 +82,9 @@ try:
     from a2a.types import a2a_pb2 as pb
     from a2a.utils.errors import TaskNotFoundError
     from starlette.applications import Starlette
+    from starlette.requests import Request
+    from starlette.responses import JSONResponse
+    from starlette.routing import Route
 except ImportError as e:  # pragma: no cover - depends on the environment
     raise MissingDependencyError(
         "`ctxnb a2a serve` needs the A2A SDK; install it with `pip install 'ctxnb[a2a]'`"
@@ -358,6 +361,16 @@ class CtxnbA2aExecutor(AgentExecutor):
         self.contexts: dict[tuple[str, str], tuple[LiveSession, _InputApprover]] = {}
         self.runs: dict[str, _Run] = {}
 
+    def sandbox_status(self) -> dict[str, Any]:
+        """``sandboxStatus`` (``GET /status``): whether the agent loop runs isolated, and
+        the last sandboxed run's process, once one ran."""
+        runs = [
+            live.last_sandbox_status
+            for live, _ in self.contexts.values()
+            if live.last_sandbox_status is not None
+        ]
+        return {"agent": runs[-1] if runs else self.settings.sandbox_status()}
+
     async def execute(self, context: RequestContext, event_queue: EventQueue) -> None:
         self.bridge.loop = asyncio.get_running_loop()
         task_id, context_id = str(context.task_id), str(context.context_id)
@@ -482,7 +495,12 @@ def a2a_app(
     rpc = create_jsonrpc_routes(
         handler, "/", context_builder=_CallerContextBuilder(), enable_v0_3_compat=True
     )
-    routes = [*create_agent_card_routes(card), *rpc]
+
+    async def status(_request: Request) -> JSONResponse:
+        return JSONResponse({"sandboxStatus": executor.sandbox_status()})
+
+    # Behind the same token and Host check as the rest: it names a process id.
+    routes = [*create_agent_card_routes(card), Route("/status", status), *rpc]
     # Starlette reads a request body whole and uvicorn sets no ceiling: bound it here.
     app: Any = BodyLimitMiddleware(Starlette(routes=routes))
     app = HostCheckMiddleware(app, allowed_hosts(host, port))

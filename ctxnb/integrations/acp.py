@@ -284,9 +284,17 @@ class CtxnbAcpAgent:
         return acp.NewSessionResponse(
             session_id=state.id,
             modes=self._modes(state),
-            # Which outside tools the session's governed tools now include.
-            field_meta={"ctxnb": {"mcp_tools": attached}},
+            # Which outside tools the session's governed tools now include, and what
+            # runs isolated: the agent loop, each outside MCP server.
+            field_meta={"ctxnb": {"mcp_tools": attached, "sandboxStatus": self._status(state)}},
         )
+
+    def _status(self, state: _AcpSession) -> dict[str, Any]:
+        """``sandboxStatus``: the agent loop's (its last run's pid, once one ran) and each
+        outside MCP server's."""
+        agent = state.live.last_sandbox_status or self.settings.sandbox_status()
+        servers = state.registry.sandbox_status() if state.registry is not None else {}
+        return {"agent": agent, "mcp_servers": servers}
 
     def _open_session(self, cwd: str, client_servers: list[Any]) -> _AcpSession:
         approver = _PermissionApprover(self.bridge, "", self.settings.permission_timeout)
@@ -300,7 +308,10 @@ class CtxnbAcpAgent:
             if servers:
                 from .mcp_registry import McpRegistry
 
-                state.registry = McpRegistry(servers, root=live.workspace.root).connect()
+                cfg = live.workspace.config
+                state.registry = McpRegistry(
+                    servers, root=live.workspace.root, sandbox=cfg.sandbox, deny=cfg.policy.deny
+                ).connect()
                 state.registry.attach(live.tools)
             return state
         except BaseException:
@@ -354,11 +365,12 @@ class CtxnbAcpAgent:
             info = await asyncio.to_thread(state.live.work, self.settings, text, run)
         finally:
             state.run = None
+        meta = {"ctxnb": {"sandboxStatus": self._status(state)}}
         if run.cancelled():
-            return acp.PromptResponse(stop_reason="cancelled")
+            return acp.PromptResponse(stop_reason="cancelled", field_meta=meta)
         if info.get("exit_status") == "LimitsExceeded":
-            return acp.PromptResponse(stop_reason="max_turn_requests")
-        return acp.PromptResponse(stop_reason="end_turn")
+            return acp.PromptResponse(stop_reason="max_turn_requests", field_meta=meta)
+        return acp.PromptResponse(stop_reason="end_turn", field_meta=meta)
 
     async def cancel(self, session_id: str, **kwargs: Any) -> None:
         state = self.sessions.get(session_id)

@@ -55,6 +55,9 @@ class LiveAgentSettings:
         step_limit: the most model calls per prompt.
         command_timeout: seconds per command.
         permission_timeout: seconds to wait for the user's answer (then: refused).
+        sandbox: run the agent loop in bubblewrap with the workspace read-only, its
+            tool calls crossing to the server (:mod:`ctxnb.live.boxed`); None: as
+            ``[sandbox] agent`` says.
     """
 
     section: ClassVar[str] = "acp"
@@ -69,6 +72,7 @@ class LiveAgentSettings:
     step_limit: int = 30
     command_timeout: float = 60.0
     permission_timeout: float = 300.0
+    sandbox: bool | None = None
 
     @classmethod
     def resolve(cls, workspace: str | None = None, **flags: Any) -> Self:
@@ -82,10 +86,25 @@ class LiveAgentSettings:
         """
         from ..config import load_config
 
-        adapters = load_config(workspace or os.getcwd()).adapters
-        values = getattr(adapters, cls.section).model_dump()
+        cfg = load_config(workspace or os.getcwd())
+        values = getattr(cfg.adapters, cls.section).model_dump()
         values.update({k: v for k, v in flags.items() if v is not None})
+        if values.get("sandbox") is None:
+            values["sandbox"] = cfg.sandbox.agent
+        if cfg.sandbox.production and not values["sandbox"]:
+            raise ConfigError(
+                "[sandbox] production = true refuses to run the agent loop without isolation; "
+                "drop --no-sandbox (or set [sandbox] agent = true) in ctxnb.toml"
+            )
         return cls(workspace=workspace, **values)
+
+    def sandbox_status(self) -> dict[str, Any]:
+        """``sandboxStatus`` before a run: whether the loop will be isolated (the pid is
+        the run's, reported by :attr:`LiveSession.sandbox_status` once it started)."""
+        if self.sandbox:
+            return {"isolated": True, "backend": "bwrap", "pid": None, "running": False}
+        return {"isolated": False, "backend": "none", "pid": os.getpid(),
+                "reason": "the agent loop runs in the server's process (--no-sandbox)"}  # fmt: skip
 
     def context_strategy(self) -> ContextStrategy:
         """The strategy object of :attr:`strategy`.
@@ -116,6 +135,11 @@ class LoopBridge:
 class LiveSession(WorkspaceBackend):
     """The :class:`~ctxnb.integrations.backend.WorkspaceBackend` of the live agent (ACP,
     A2A): a new session under an intent, and one prompt's run."""
+
+    proxy_hosts: dict[str, str] | None = None
+    """Names the sandboxed loop's proxy resolves without DNS (a seam for tests)."""
+    last_sandbox_status: dict[str, Any] | None = None
+    """``sandboxStatus`` of the last sandboxed run (isolated, pid), once it started."""
 
     @property
     def id(self) -> str:
@@ -168,6 +192,31 @@ class LiveSession(WorkspaceBackend):
 
         s = settings
         self.session.add_turn("user", text)
+        if s.sandbox:
+            from ..live.boxed import run_boxed
+
+            def seen(status: dict[str, Any]) -> None:
+                self.last_sandbox_status = status
+
+            try:
+                return run_boxed(
+                    self.session,
+                    self.tools,
+                    text,
+                    model=s.model or "",
+                    strategy=s.context_strategy(),
+                    budget=s.budget,
+                    api_base=s.api_base,
+                    api_key=os.environ.get(s.api_key_env) if s.api_key_env else None,
+                    step_limit=s.step_limit,
+                    command_timeout=s.command_timeout,
+                    events=events,
+                    proxy_hosts=self.proxy_hosts,
+                    sandbox_settings=self.workspace.config.sandbox.model_dump(),
+                    on_status=seen,
+                )
+            finally:
+                self.session.save()
         agent, _, _ = build_agent(
             self.session,
             self.tools,

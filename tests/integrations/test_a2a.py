@@ -773,3 +773,26 @@ def test_the_input_request_asks_the_one_question_and_refuses_past_its_bound(
     assert "DIFF_TOO_LONG" in json.dumps(long_rm)
     assert (ws / "notes_a.txt").read_bytes() == HOSTILE.encode()
     assert (ws / "notes_b.txt").read_bytes() == LONG.encode()
+
+
+@pytest.mark.parametrize("sandbox", [True, False])
+def test_status_reports_whether_the_agent_loop_runs_isolated(ws: Path, sandbox: bool) -> None:
+    from ctxnb.integrations.a2a import A2aSettings, CtxnbA2aExecutor, a2a_app
+
+    settings = A2aSettings(workspace=str(ws), model="openai/x", sandbox=sandbox)
+    executor = CtxnbA2aExecutor(settings)
+    app = a2a_app(executor, url="http://127.0.0.1:9/", host="127.0.0.1", port=9, token="s3cret")
+
+    async def body() -> tuple[int, Any]:
+        transport = httpx.ASGITransport(app=app)
+        async with httpx.AsyncClient(transport=transport, base_url="http://127.0.0.1:9") as c:
+            refused = (await c.get("/status")).status_code  # it names a process: token first
+            ok = await c.get("/status", headers={"Authorization": "Bearer s3cret"})
+            return refused, ok.json()
+
+    refused, status = run_with_deadline(body())
+    executor.close()
+    assert refused == 401
+    agent = status["sandboxStatus"]["agent"]
+    assert agent["isolated"] is sandbox
+    assert agent["pid"] == (None if sandbox else os.getpid())

@@ -468,3 +468,22 @@ def test_a_session_waiting_on_its_permission_blocks_no_other_session(ws: Path) -
     (perm,) = client.permissions
     assert perm.session_id == x_id  # the question names the session that asked it
     assert (ws / "notes_a.txt").read_text() == "old notes a\n"  # X's user said no
+
+
+@pytest.mark.parametrize("flag", ["--sandbox", "--no-sandbox"])
+def test_a_new_session_says_whether_the_agent_loop_runs_isolated(ws: Path, flag: str) -> None:
+    client = Client(answers=[])
+
+    async def body() -> Any:
+        with ScriptedModelServer([]) as server:
+            async with await _session(client, ws, server, flag) as (conn, proc):
+                await conn.initialize(protocol_version=acp.PROTOCOL_VERSION)
+                new = await conn.new_session(cwd=str(ws), mcp_servers=[])
+                return new.field_meta["ctxnb"]["sandboxStatus"], proc.pid
+
+    status, pid = run_with_deadline(body())
+    assert status["mcp_servers"] == {}
+    if flag == "--sandbox":
+        assert status["agent"]["isolated"] is True and status["agent"]["backend"] == "bwrap"
+    else:
+        assert status["agent"]["isolated"] is False and status["agent"]["pid"] == pid
