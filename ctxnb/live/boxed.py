@@ -88,8 +88,6 @@ def run_boxed(
     """
     import subprocess
 
-    import ctxnb
-
     from ..sandbox.plan import SandboxLimits
     from ..sandbox.service import confine_service
 
@@ -99,7 +97,9 @@ def run_boxed(
         host = urlsplit(api_base).hostname
         if host:
             domains.append(host)
-    package = os.path.dirname(os.path.abspath(ctxnb.__path__[0]))
+    # Where ctxnb is imported from (an editable install's source tree, or site-packages):
+    # bound read-only for the loop's interpreter, which starts isolated (-I).
+    package = str(Path(__file__).resolve().parents[2])
     limits = {
         k: s[k]
         for k in ("max_memory_mb", "max_file_mb", "max_processes", "max_open_files")
