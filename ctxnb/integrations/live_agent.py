@@ -214,7 +214,7 @@ class LiveSession(WorkspaceBackend):
                     proxy_hosts=self.proxy_hosts,
                     sandbox_settings=self.workspace.config.sandbox.model_dump(),
                     on_status=seen,
-                )
+                ).info
             finally:
                 self.session.save()
         agent, _, _ = build_agent(

@@ -24,16 +24,19 @@ beyond a tool call's name and arguments, which pass the same governance as any a
 
 from __future__ import annotations
 
+import itertools
 import json
 import os
 import sys
 import threading
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import IO, TYPE_CHECKING, Any
 from urllib.parse import urlsplit
 
-from ..errors import CtxnbError, SandboxError
+from ..errors import ConfigError, CtxnbError, SandboxError
+from ..llm.calls import CallUsage
 
 if TYPE_CHECKING:
     from ..session.core import Session
@@ -41,9 +44,25 @@ if TYPE_CHECKING:
     from ..tools.filetools import FileTools
     from ._agent import RunEvents
 
-__all__ = ["run_boxed"]
+__all__ = ["BoxedRun", "run_boxed"]
 
 _MAX_LINE = 64 * 1024 * 1024
+
+
+@dataclass
+class BoxedRun:
+    """What a sandboxed run of the loop gives back.
+
+    Attributes:
+        info: mini-swe-agent's exit info (``exit_status``, ``submission``).
+        turns: per model call, its text and the commands it ran (as
+            :func:`~ctxnb.live._agent.build_agent` fills them).
+        calls: the usage and cost of each model call.
+    """
+
+    info: dict[str, Any]
+    turns: list[dict[str, Any]] = field(default_factory=list)
+    calls: list[CallUsage] = field(default_factory=list)
 
 
 def run_boxed(
@@ -62,8 +81,12 @@ def run_boxed(
     allowed_domains: Sequence[str] = (),
     proxy_hosts: Mapping[str, str] | None = None,
     sandbox_settings: Mapping[str, Any] | None = None,
-    on_status: Any = None,
-) -> dict[str, Any]:
+    on_status: Callable[[dict[str, Any]], None] | None = None,
+    on_answer: Callable[[str, dict[str, Any]], None] | None = None,
+    prices: Mapping[str, Any] | str | None = None,
+    model_kwargs: Mapping[str, Any] | None = None,
+    retries: int = 2,
+) -> BoxedRun:
     """Run the live agent on ``text`` in a sandbox, serving its requests until it ends.
 
     Args:
@@ -79,9 +102,13 @@ def run_boxed(
         proxy_hosts: the proxy's ``hosts`` seam (tests, notebooks).
         sandbox_settings: ``[sandbox]`` (limits, read paths, ``allowed_domains``).
         on_status: called with the sandbox's ``sandboxStatus`` once it started.
+        on_answer: gets each command and the governed tool's answer, on this side.
+        prices: the price table as a mapping or a path (a table object cannot cross).
+        model_kwargs: passed on to ``litellm.completion`` in the sandbox (plain data).
+        retries: attempts per model call before the run stops with the error.
 
     Returns:
-        mini-swe-agent's exit info (``exit_status``, ``submission``).
+        The exit info, the turns and the calls' usage.
 
     Raises:
         SandboxError: the sandbox cannot start, or the loop in it failed.
@@ -91,6 +118,11 @@ def run_boxed(
     from ..sandbox.plan import SandboxLimits
     from ..sandbox.service import confine_service
 
+    if prices is not None and not isinstance(prices, (str, os.PathLike, Mapping)):
+        raise ConfigError(
+            "a price table object cannot cross into the agent's sandbox; pass prices as a "
+            "mapping or the path of a JSON table"
+        )
     s = dict(sandbox_settings or {})
     domains = [*(s.get("allowed_domains") or ()), *allowed_domains]
     if api_base:
@@ -138,10 +170,15 @@ def run_boxed(
                 "command_timeout": command_timeout,
                 "text": text,
                 "root": str(session.workspace.root),
+                "prices": os.fspath(prices) if isinstance(prices, os.PathLike) else prices,
+                "model_kwargs": dict(model_kwargs or {}),
+                "retries": retries,
             }
             try:
                 _send(proc.stdin, start)
-                return _serve(proc.stdin, proc.stdout, session, tools, strategy, budget, events)
+                return _serve(
+                    proc.stdin, proc.stdout, session, tools, strategy, budget, events, on_answer
+                )
             except (SandboxError, OSError) as e:
                 proc.kill()
                 err.join(timeout=5)
@@ -181,11 +218,13 @@ def _serve(
     strategy: ContextStrategy,
     budget: int | None,
     events: RunEvents | None,
-) -> dict[str, Any]:
+    on_answer: Callable[[str, dict[str, Any]], None] | None = None,
+) -> BoxedRun:
     """Answer the loop's requests until it says ``done``."""
     from ._agent import as_bash_history
 
     handles: dict[int, Any] = {}
+    counter = itertools.count()
     while True:
         line = from_child.readline(_MAX_LINE)
         if not line:
@@ -200,8 +239,7 @@ def _serve(
             raise SandboxError("the sandboxed agent loop sent a line that is no request") from None
         result: Any = None
         if op == "done":
-            info = req.get("info")
-            return info if isinstance(info, dict) else {"exit_status": "error"}
+            return _done(req)
         if op == "error":
             raise SandboxError(f"the sandboxed agent loop failed: {str(req.get('message'))[:2000]}")
         if op == "messages":
@@ -210,15 +248,17 @@ def _serve(
             session.add_turn(req["role"], str(req.get("text", "")))
         elif op == "dispatch" and req.get("name") == "run_command":
             # The one tool the loop has; its arguments pass governance like any agent's.
-            args = req.get("args")
-            result = tools.dispatch("run_command", args if isinstance(args, dict) else {})
+            args = req.get("args") if isinstance(req.get("args"), dict) else {}
+            result = tools.dispatch("run_command", args)
+            if on_answer is not None:
+                on_answer(str(args.get("cmd", "")), result)
         elif op == "cancelled":
             result = bool(events is not None and events.cancelled())
         elif op == "message" and events is not None:
             events.message(str(req.get("text", "")))
         elif op == "command_started" and events is not None:
-            handles[len(handles)] = events.command_started(str(req.get("command", "")))
-            result = len(handles) - 1
+            result = next(counter)
+            handles[result] = events.command_started(str(req.get("command", "")))
         elif op == "command_finished" and events is not None:
             handle = handles.pop(req.get("handle"), None)
             answer = req.get("answer")
@@ -228,6 +268,26 @@ def _serve(
         elif op not in ("message", "command_started", "command_finished", "add_turn"):
             result = {"ok": False, "error_code": "UNKNOWN_REQUEST", "message": str(op)[:100]}
         _send(to_child, {"result": result})
+
+
+def _done(req: dict[str, Any]) -> BoxedRun:
+    """The loop's last message, read as data of the shapes it must have."""
+    got = req.get("info")
+    info: dict[str, Any] = got if isinstance(got, dict) else {"exit_status": "error"}
+    turns = []
+    for t in req.get("turns") or []:
+        if isinstance(t, dict):
+            cmds = [
+                tuple(c) for c in t.get("commands") or [] if isinstance(c, list) and len(c) == 2
+            ]
+            turns.append({"thought": t.get("thought"), "commands": cmds})
+    calls = []
+    for c in req.get("calls") or []:
+        try:
+            calls.append(CallUsage(**c))
+        except TypeError:
+            continue
+    return BoxedRun(info, turns, calls)
 
 
 # -- inside the sandbox ------------------------------------------------------------------------
@@ -308,7 +368,7 @@ def main() -> None:
     from ._agent import build_agent, run_agent
 
     try:
-        agent, _, _ = build_agent(
+        agent, turns, calls = build_agent(
             _RemoteSession(link, start["root"]),  # type: ignore[arg-type]
             _RemoteTools(link),  # type: ignore[arg-type]
             model=start["model"],
@@ -319,12 +379,25 @@ def main() -> None:
             step_limit=start["step_limit"],
             command_timeout=start["command_timeout"],
             events=_RemoteEvents(link),
+            prices=start.get("prices"),
+            model_kwargs=start.get("model_kwargs") or None,
         )
-        info = run_agent(agent, start["text"], retries=2)
+        info = run_agent(agent, start["text"], retries=int(start.get("retries") or 2))
     except (CtxnbError, Exception) as e:
         _send(proto, {"op": "error", "message": f"{type(e).__name__}: {e}"})
         return
-    _send(proto, {"op": "done", "info": {k: v for k, v in info.items() if _plain(v)}})
+    _send(
+        proto,
+        {
+            "op": "done",
+            "info": {k: v for k, v in info.items() if _plain(v)},
+            "turns": [
+                {"thought": t["thought"], "commands": [list(c) for c in t["commands"]]}
+                for t in turns
+            ],
+            "calls": [asdict(c) for c in calls],
+        },
+    )
 
 
 def _plain(v: Any) -> bool:

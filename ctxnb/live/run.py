@@ -23,6 +23,7 @@ from __future__ import annotations
 import json
 import math
 import shutil
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from importlib.resources import as_file, files
 from pathlib import Path
@@ -278,6 +279,8 @@ def run_task(
     model_kwargs: dict[str, Any] | None = None,
     session_id: str | None = None,
     retries: int = 10,
+    sandbox: bool | None = None,
+    proxy_hosts: Mapping[str, str] | None = None,
 ) -> LiveResult:
     """Run an agent on a task, with ctxnb's context and governed commands, and test it.
 
@@ -298,6 +301,14 @@ def run_task(
         session_id: the session that records the run (a new one when None).
         retries: attempts per model call before the run stops with the error
             (mini-swe-agent backs off exponentially between them).
+        sandbox: run the agent loop in bubblewrap with the workspace read-only, its
+            commands governed here (:mod:`ctxnb.live.boxed`); None: as ``[sandbox]
+            agent`` says. ``[sandbox] production`` refuses a run without it.
+        proxy_hosts: names the sandboxed loop's proxy resolves without DNS (a seam for
+            tests: a scripted model reached by name).
+
+    Raises:
+        ConfigError: ``[sandbox] production = true`` and the loop would run unconfined.
 
     Returns:
         A :class:`LiveResult`.
@@ -332,6 +343,8 @@ def run_task(
             model_kwargs=model_kwargs,
             session_id=session_id,
             retries=retries,
+            sandbox=ws.config.sandbox.agent if sandbox is None else sandbox,
+            proxy_hosts=proxy_hosts,
         )
     finally:
         if own:
@@ -356,8 +369,15 @@ def _run(
     model_kwargs: dict[str, Any] | None,
     session_id: str | None,
     retries: int,
+    sandbox: bool,
+    proxy_hosts: Mapping[str, str] | None,
 ) -> LiveResult:
     # run_task's body, on a workspace whose closing run_task owns.
+    if ws.config.sandbox.production and not sandbox:
+        raise ConfigError(
+            "[sandbox] production = true refuses to run the agent loop without isolation; "
+            "pass sandbox=True (or set [sandbox] agent = true) in ctxnb.toml"
+        )
     intent_id = _intent_file(ws.root, task)
     table = resolve_prices(prices)
     strategy = strategy or KeepAll()
@@ -390,21 +410,44 @@ def _run(
             # Asking to change a test is tampering, even when governance refused it.
             touched.extend(refused_tests(command, pristine))
 
-    agent, turns, calls = build_agent(
-        session,
-        tools,
-        model=model,
-        strategy=strategy,
-        budget=budget,
-        api_base=api_base,
-        api_key=api_key,
-        on_answer=watch_tests,
-        step_limit=step_limit,
-        command_timeout=command_timeout,
-        prices=table,
-        model_kwargs=model_kwargs,
-    )
-    info = run_agent(agent, task.prompt, retries=retries)
+    if sandbox:
+        from .boxed import run_boxed
+
+        boxed = run_boxed(
+            session,
+            tools,
+            task.prompt,
+            model=model,
+            strategy=strategy,
+            budget=budget,
+            api_base=api_base,
+            api_key=api_key,
+            step_limit=step_limit,
+            command_timeout=command_timeout,
+            proxy_hosts=proxy_hosts,
+            sandbox_settings=ws.config.sandbox.model_dump(),
+            on_answer=watch_tests,
+            prices=prices,
+            model_kwargs=model_kwargs,
+            retries=retries,
+        )
+        info, turns, calls = boxed.info, boxed.turns, boxed.calls
+    else:
+        agent, turns, calls = build_agent(
+            session,
+            tools,
+            model=model,
+            strategy=strategy,
+            budget=budget,
+            api_base=api_base,
+            api_key=api_key,
+            on_answer=watch_tests,
+            step_limit=step_limit,
+            command_timeout=command_timeout,
+            prices=table,
+            model_kwargs=model_kwargs,
+        )
+        info = run_agent(agent, task.prompt, retries=retries)
     session.save()
     # The verdict runs the pristine tests on a fresh copy, confined with nothing
     # writable: it cannot change the work it judges, nor trust tests the agent edited.

@@ -137,3 +137,44 @@ def test_agent_true_turns_the_sandbox_on_by_default(tmp_path):
         "pid": os.getpid(),
         "reason": "the agent loop runs in the server's process (--no-sandbox)",
     }
+
+
+def test_a_live_task_run_in_the_sandbox_solves_the_sample_task_through_ctxnb(tmp_path):
+    """run_task(sandbox=True): the loop in bubblewrap, the model reached by name through
+    the proxy, every command governed on the host, the verdict and the usage as without."""
+    require_live_agent()
+    from ctxnb.live import run_task, sample_task
+    from ctxnb.live.run import sample_script
+
+    task = sample_task(tmp_path)
+    with ScriptedModelServer(sample_script()) as server:
+        port = server.url.rsplit(":", 1)[1].split("/")[0]
+        result = run_task(
+            tmp_path,
+            task,
+            model=server.model_args["model"],
+            api_base=f"http://model.test:{port}/v1",
+            api_key="unused",
+            retries=1,
+            sandbox=True,
+            proxy_hosts={"model.test": "127.0.0.1"},
+        )
+        requests = len(server.requests)
+    assert result.passed and result.exit_status == "Submitted", result.verdict
+    assert "return a + b" in (tmp_path / "calc.py").read_text()
+    assert requests == len(result.calls) == 5
+    assert result.prompt_tokens > 0 and result.cached_tokens > 0
+    t = result.trajectory
+    assert [s.action.tool for s in t.steps] == ["bash", "bash", "bash", "bash", "submit"]
+    assert t.steps[2].files[0].path == "calc.py" and t.steps[2].files[0].op == "edit"
+
+
+def test_production_refuses_a_live_task_run_without_the_sandbox(tmp_path):
+    require_live_agent()
+    from ctxnb.live import run_task, sample_task
+
+    task = sample_task(tmp_path)
+    (tmp_path / "ctxnb.toml").write_text("[sandbox]\nproduction = true\n")
+    with pytest.raises(ConfigError, match="production = true refuses"):
+        run_task(tmp_path, task, model="openai/x", sandbox=False)
+    assert "return a - b" in (tmp_path / "calc.py").read_text()
