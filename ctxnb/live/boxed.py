@@ -160,6 +160,7 @@ def run_boxed(
             err = threading.Thread(target=_drain, args=(proc.stderr, stderr), daemon=True)
             err.start()
             if on_status is not None:
+                svc.wait_pid()  # so that the status names the process, not None
                 on_status(svc.status())
             start = {
                 "model": model,

@@ -77,6 +77,16 @@ class ConfinedService:
                 self._pid = int((self._state / "pid").read_text().strip())
         return self._pid
 
+    def wait_pid(self, timeout: float = 5.0) -> int | None:
+        """The sandbox's process id, waiting up to ``timeout`` seconds for the started
+        process to write it (it does so first thing, before it becomes ``bwrap``)."""
+        import time
+
+        end = time.monotonic() + timeout
+        while self.pid is None and time.monotonic() < end:
+            time.sleep(0.005)
+        return self.pid
+
     @property
     def decisions(self) -> list[dict[str, Any]]:
         """What its proxy decided for each request (see :class:`NetDecision`)."""
