@@ -294,7 +294,9 @@ def _cmd_sandbox(ns: argparse.Namespace) -> int:
     sres.discard()
     res = sres.result
     notes = sres.plan.notes if sres.plan is not None else []
-    out = {"notes": notes} if notes else None
+    out: dict[str, Any] | None = {"notes": notes} if notes else None
+    if sres.network:
+        out = {**(out or {}), "network": sres.network}
     return _finish(res.stdout, res.stderr, res.returncode, res.timed_out, out)
 
 
@@ -497,6 +499,13 @@ def _finish(stdout: str, stderr: str, code: int, timed_out: bool, out: Any) -> i
         notes.append("ctxnb: the command was stopped at the timeout")
     if out is not None:
         notes += [f"ctxnb: {n}" for n in out.get("notes", ())]
+        # A refusal a client prints only as "403" (curl's CONNECT): the reason, once each.
+        refused = {f"{d['host']}:{d['port']}": d["reason"] for d in out.get("network", ())
+                   if not d.get("allowed")}  # fmt: skip
+        notes += [
+            f"ctxnb: network refused {where}: {why.removeprefix('ctxnb: ')}"
+            for where, why in refused.items()
+        ]
     if out is not None and "effects" in out:
         eff = out["effects"]
         if eff["changed"]:

@@ -13,13 +13,14 @@ import json
 import os
 import re
 import secrets
+import shutil
 import subprocess
 import sys
 from pathlib import Path
 
 import jsonschema
 import pytest
-from _needs import needs
+from _needs import needs, require
 from _paths import REPO, TESTS
 
 from ctxnb.govern import init_governance
@@ -848,3 +849,21 @@ def test_claude_codes_prompt_for_a_held_change_says_what_the_redaction_hides(ws)
     done = run_as_claude_code(root, out["updatedInput"]["command"])
     assert done.returncode == 0, done.stderr
     assert cfg.read_bytes() == key_then_code("unsafe") and models.read_bytes() == b""
+
+
+def test_a_bash_command_refused_by_the_network_proxy_is_told_why(ws):
+    """curl prints only "CONNECT tunnel failed, response 403": the reason comes from ctxnb,
+    and the refused name was never resolved (no seam: a refused name needs no DNS)."""
+    require(shutil.which("curl") is not None, "curl")
+    root = ws["root"]
+    (root / "ctxnb.toml").write_text('[sandbox]\nallowed_domains = ["allowed.test"]\n')
+    cmd = "curl -sS -p http://refused.test/ ; curl -sS http://refused.test:8080/x"
+    out = answer(root, {"command": cmd, "description": "Fetch"})
+    proc = run_as_claude_code(root, out["updatedInput"]["command"])
+    assert "CONNECT tunnel failed, response 403" in proc.stderr
+    assert "refused.test is not in the sandbox's allowed domains (allowed.test)" in proc.stdout
+    assert (
+        "ctxnb: network refused refused.test:80: refused.test is not in the sandbox's "
+        "allowed domains (allowed.test)"
+    ) in proc.stderr
+    assert "network refused refused.test:8080" in proc.stderr
