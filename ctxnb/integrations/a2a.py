@@ -33,10 +33,11 @@ Everything sent to the client passes :func:`~ctxnb.redaction.redactor.redact_tex
 approval's diff was built redacted, span by span, from the bytes). The server binds
 127.0.0.1; ``Host`` and ``Origin`` must name it.
 
-**Callers.** Every request needs a bearer token, on loopback too: another local
-program (or a web page reaching 127.0.0.1) must not read or answer this agent's tasks.
-Without ``--token`` (or ``$CTXNB_A2A_TOKEN``) one is generated and printed at start, as
-Jupyter does; ``--no-token`` turns the check off on loopback only, with a warning.
+**Callers.** Every request but a read of the agent card needs a bearer token, on
+loopback too: another local program (or a web page reaching 127.0.0.1) must not read or
+answer this agent's tasks. Without ``--token`` (or ``$CTXNB_A2A_TOKEN``) one is
+generated and printed at start, as Jupyter does; ``--no-token`` turns the check off on
+loopback only, with a warning.
 ``--token`` may be given once per client: the token a request carries is its caller
 (:func:`~ctxnb.integrations.http_guard.caller_of_token`). Tasks are kept per caller
 (another caller's task is not found, nor listed, nor answered), and so are contexts (a
