@@ -55,6 +55,7 @@ import asyncio
 import concurrent.futures
 import difflib
 import itertools
+import json
 import logging
 import os
 import secrets
@@ -591,6 +592,81 @@ class _TextOnlyHandler(DefaultRequestHandler):
             await events.aclose()
 
 
+def _unknown_list_status(body: bytes) -> dict[str, Any] | None:
+    """The JSON-RPC error for a ``ListTasks`` request filtering on a task state that does
+    not exist, or None for any other body.
+
+    The SDK reads parameters with protobuf's ``ignore_unknown_fields``, which turns an
+    unknown enum name into "unspecified": ``status: "TASK_STATE_DONE"`` would list every
+    task, unfiltered, as if the filter had matched. A filter that cannot match is the
+    client's mistake, so it is -32602, as the A2A compatibility kit requires.
+
+    Example:
+        >>> _unknown_list_status(b'{"jsonrpc": "2.0", "id": 7, "method": "ListTasks",'
+        ...     b' "params": {"status": "DONE"}}')["error"]["code"]
+        -32602
+        >>> _unknown_list_status(b'{"jsonrpc": "2.0", "id": 7, "method": "ListTasks",'
+        ...     b' "params": {"status": "TASK_STATE_COMPLETED"}}') is None
+        True
+    """
+    if b"ListTasks" not in body:  # the cheap test first: most requests are not lists
+        return None
+    try:
+        request = json.loads(body)
+    except ValueError:
+        return None  # the SDK answers -32700
+    if not isinstance(request, dict) or request.get("method") != "ListTasks":
+        return None
+    params = request.get("params")
+    status = params.get("status") if isinstance(params, dict) else None
+    if not isinstance(status, str) or status in pb.TaskState.keys():
+        return None
+    rid = request.get("id")
+    shown = visible(status[:64])
+    return {
+        "jsonrpc": "2.0",
+        "id": rid if isinstance(rid, str | int) and not isinstance(rid, bool) else None,
+        "error": {
+            "code": -32602,
+            "message": f"Invalid params: status '{shown}' is no task state; use one of "
+            + ", ".join(pb.TaskState.keys()[1:]),
+        },
+    }
+
+
+class _ListStatusCheck:
+    """ASGI middleware: answers :func:`_unknown_list_status`'s error before the SDK reads
+    the request. It sits behind :class:`~ctxnb.integrations.http_guard.BodyLimitMiddleware`,
+    which hands the body on whole, in one message."""
+
+    def __init__(self, app: Any) -> None:
+        self.app = app
+
+    async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
+        if scope["type"] != "http" or scope.get("method") != "POST":
+            await self.app(scope, receive, send)
+            return
+        first = await receive()
+        body = first.get("body", b"") if first["type"] == "http.request" else b""
+        error = _unknown_list_status(body)
+        if error is not None:
+            payload = json.dumps(error).encode()
+            headers = [(b"content-type", b"application/json")]
+            await send({"type": "http.response.start", "status": 200, "headers": headers})
+            await send({"type": "http.response.body", "body": payload})
+            return
+        replayed = False
+
+        async def replay() -> Any:
+            nonlocal replayed
+            if not replayed:
+                replayed = True
+                return first
+            return await receive()
+
+        await self.app(scope, replay, send)
+
+
 def a2a_app(
     executor: CtxnbA2aExecutor,
     *,
@@ -616,7 +692,7 @@ def a2a_app(
     rpc = create_jsonrpc_routes(handler, "/", context_builder=builder, enable_v0_3_compat=True)
     routes = [*create_agent_card_routes(card), *rpc]
     # Starlette reads a request body whole and uvicorn sets no ceiling: bound it here.
-    app: Any = BodyLimitMiddleware(Starlette(routes=routes))
+    app: Any = BodyLimitMiddleware(_ListStatusCheck(Starlette(routes=routes)))
     app = HostCheckMiddleware(app, allowed_hosts(host, port))
     if not token:
         return app

@@ -372,7 +372,7 @@ def test_list_tasks_pages_filters_and_refuses_bad_bounds(ws: Path, serve: Any) -
     """TCK protocol/test_tasks_list_method.py: ListTasks counts, pages, filters by
     context, state and time (alone and together), leaves history and artifacts out
     unless asked, sorts newest first, and refuses a bad page size, page token, history
-    length or timestamp."""
+    length, timestamp or task state."""
     server = serve([{"content": "Fixing.", "commands": ["sed -i 's/a - b/a + b/' calc.py"]}])
     rpc = Rpc(server)
     try:
@@ -393,6 +393,7 @@ def test_list_tasks_pages_filters_and_refuses_bad_bounds(ws: Path, serve: Any) -
         bad = [rpc.call("ListTasks", params) for params in (
             {"pageSize": -1}, {"pageSize": 0}, {"pageSize": 1000}, {"pageToken": "garbage"},
             {"historyLength": -1}, {"statusTimestampAfter": "yesterday"},
+            {"status": "INVALID_STATUS"}, {"status": "TASK_STATE_DONE\u202e"},
         )]  # fmt: skip
     finally:
         rpc.close()
@@ -417,3 +418,5 @@ def test_list_tasks_pages_filters_and_refuses_bad_bounds(ws: Path, serve: Any) -
     assert {a["name"] for a in listed[-1]["artifacts"]} >= {"diff:calc.py"}
     for reply in bad:
         error_of(reply, -32602)
+    # An unknown state is named back escaped (the SDK would have read it as no filter).
+    assert "\\u202e" in bad[-1]["error"]["message"]
