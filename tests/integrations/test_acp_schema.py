@@ -225,3 +225,53 @@ def test_the_check_finds_a_missing_required_field(schema: dict[str, Any]) -> Non
     update = {"sessionId": "s", "update": {"sessionUpdate": "tool_call", "title": "x"}}
     assert any("toolCallId" in e for e in errors(schema, "SessionNotification", update))
     assert errors(schema, "PromptResponse", {"stopReason": "finished"})  # not a stop reason
+
+
+def test_a_newer_clients_methods_get_method_not_found_and_the_session_goes_on(
+    tmp_path: Path, schema: dict[str, Any]
+) -> None:
+    """Methods the newer schema has and ctxnb's agent does not offer (closing, listing,
+    resuming sessions, logging out) are each answered -32601 under their id, never left
+    unanswered; the protocol-level ``$/cancel_request`` notification is dropped without
+    ending the connection, which then still makes sessions."""
+    ws = make_workspace(tmp_path)
+    client = RawClient(schema, answers=[])
+
+    async def ask(method: str, params: dict[str, Any]) -> dict[str, Any]:
+        rid = next(client.ids)
+        client.methods[rid] = method
+        done: asyncio.Future[dict[str, Any]] = asyncio.get_running_loop().create_future()
+        client.pending[rid] = done
+        await client._write({"jsonrpc": "2.0", "id": rid, "method": method, "params": params})
+        # Matched to its request by id (RawClient's reader), or no answer: a timeout.
+        return await asyncio.wait_for(done, 30)
+
+    async def body() -> tuple[list[dict[str, Any]], dict[str, Any]]:
+        with ScriptedModelServer([]) as model:
+            await client.start(ws, model)
+            try:
+                await client.request("initialize", {"protocolVersion": 1, "clientCapabilities": {}})
+                sid = (await client.request("session/new", {"cwd": str(ws), "mcpServers": []}))[
+                    "sessionId"
+                ]
+                replies = [
+                    await ask(method, params)
+                    for method, params in [
+                        ("session/close", {"sessionId": sid}),
+                        ("session/list", {}),
+                        ("session/resume", {"sessionId": sid, "cwd": str(ws)}),
+                        ("logout", {}),
+                    ]
+                ]
+                note = {"jsonrpc": "2.0", "method": "$/cancel_request", "params": {"requestId": 1}}
+                await client._write(note)
+                after = await client.request("session/new", {"cwd": str(ws), "mcpServers": []})
+                return replies, after
+            finally:
+                await client.close()
+
+    replies, after = run_with_deadline(body())
+    for reply in replies:
+        assert reply["error"]["code"] == -32601 and reply["jsonrpc"] == "2.0", reply
+    assert after["sessionId"]
+    assert client.problems() == []
