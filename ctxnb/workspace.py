@@ -22,7 +22,6 @@ from .access.door import Access
 from .config import CtxnbConfig, load_config
 from .errors import NotFoundError
 from .resolver import FilesystemResolver, MountMapping, default_filesystem_id
-from .store.objectstore import ObjectStore, Version
 
 if TYPE_CHECKING:
     from collections.abc import Callable
@@ -32,6 +31,7 @@ if TYPE_CHECKING:
     from .govern.why import WhyResult
     from .indexer import IndexReport
     from .session.core import Session
+    from .store.objectstore import ObjectStore, Version
     from .tools.filetools import FileTools
 
 __all__ = ["Workspace"]
@@ -65,7 +65,9 @@ class Workspace(Access):
             path: the workspace directory; it must exist.
             mounts: the agent's mount mappings; added to those of the config file.
             config: settings to use instead of reading ``ctxnb.toml``.
-            store: an object store to use instead of ``<root>/.ctxnb/store``.
+            store: an object store to use instead of ``<root>/.ctxnb/store`` (which is
+                opened when first used: an index that finds nothing changed reads only
+                its log).
 
         Raises:
             NotFoundError: when the directory does not exist.
@@ -85,8 +87,13 @@ class Workspace(Access):
         ]
         all_mounts.extend(mounts or ())
         resolver = FilesystemResolver(fs, all_mounts)
-        st = store if store is not None else ObjectStore.for_workspace(root)
-        return cls(root, config=cfg, resolver=resolver, store=st)
+        return cls(
+            root,
+            config=cfg,
+            resolver=resolver,
+            store=store,
+            store_dir=root / ".ctxnb" / "store",
+        )
 
     # -- indexing and history -----------------------------------------------------------
     def index(self, *, progress: bool | None = None) -> IndexReport:
@@ -94,9 +101,17 @@ class Workspace(Access):
         from .indexer import index_tree
 
         report = index_tree(self, progress=progress)
+        threshold = self.config.index.compact_after
+        if not self.store_is_open:
+            # Nothing was written: the log says whether anything waits (another process's
+            # commits), and the store is opened only then.
+            tip = self.store_tip()
+            if not self.store_is_open and tip.unfolded == 0:
+                if tip.uncompacted is not None and tip.uncompacted <= threshold:
+                    return report
         # Every scan and every open reads each transaction not yet compacted; indexing
         # is the natural moment to fold them into the snapshot.
-        self.store.maybe_compact(self.config.index.compact_after)
+        self.store.maybe_compact(threshold)
         # ... and after it every version is in a Parquet file outside readers see.
         self.store.fold()
         return report
@@ -264,7 +279,8 @@ class Workspace(Access):
         return FileTools(self, session, caller=caller, profile=profile, clock=clock, **kwargs)
 
     def close(self) -> None:
-        self.store.close()
+        if self.store_is_open:
+            self.store.close()
 
     def __enter__(self) -> Workspace:
         return self
