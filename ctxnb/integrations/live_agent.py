@@ -17,7 +17,7 @@ from __future__ import annotations
 import asyncio
 import os
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar, Self
 
@@ -83,7 +83,7 @@ class LiveAgentSettings:
         from ..config import load_config
 
         adapters = load_config(workspace or os.getcwd()).adapters
-        values = getattr(adapters, cls.section).model_dump()
+        values = asdict(getattr(adapters, cls.section))
         values.update({k: v for k, v in flags.items() if v is not None})
         return cls(workspace=workspace, **values)
 

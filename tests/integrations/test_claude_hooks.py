@@ -624,20 +624,22 @@ def test_hook_sandbox_defaults_match_the_config(tmp_path):
     # Without a configuration the hook builds its sandbox from an empty section (pydantic
     # stays out of it): every default then comes from Sandbox.from_settings, and must be
     # the configuration's default.
-    from ctxnb.config import CtxnbConfig
+    from dataclasses import asdict
+
+    from ctxnb.config import CtxnbConfig, validate_config
     from ctxnb.sandbox import Sandbox
 
     def shape(sb):
         return (sb.backend, sb.network, sb.env_allow, sb.read_paths, sb.limits, sb.git)
 
     hook = Sandbox.from_settings(tmp_path, state_mod.DEFAULT_SETTINGS["sandbox"])
-    config = Sandbox.from_settings(tmp_path, CtxnbConfig().sandbox.model_dump())
+    config = Sandbox.from_settings(tmp_path, asdict(CtxnbConfig().sandbox))
     assert shape(hook) == shape(config)
     # And a setting given in either form reaches the sandbox the same way.
     given = {"network": True, "env": ["LANG"], "max_file_mb": 8, "git": "read"}
     both = [
         Sandbox.from_settings(tmp_path, given),
-        Sandbox.from_settings(tmp_path, CtxnbConfig(sandbox=given).sandbox.model_dump()),
+        Sandbox.from_settings(tmp_path, asdict(validate_config({"sandbox": given}).sandbox)),
     ]
     assert shape(both[0]) == shape(both[1])
     assert both[0].network and both[0].env_allow == ["LANG"] and both[0].limits.max_file_mb == 8
