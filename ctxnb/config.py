@@ -40,14 +40,13 @@ from functools import cache
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any, Literal, get_args, get_origin, get_type_hints
 
-from annotated_types import Ge, Gt, Le
-
 from ._util.defaults import DEFAULT_BREAKER_THRESHOLD, UNKNOWN_COMMAND_DEFAULT
 from .access.pathrules import DEFAULT_DENY, MAX_PATH_BYTES
 from .errors import ConfigError
 from .store._log import COMPACT_AFTER
 
 if TYPE_CHECKING:
+    from annotated_types import Ge, Gt, Le
     from pydantic import TypeAdapter, ValidationError
 
 __all__ = [
@@ -73,10 +72,10 @@ CONFIG_FILE = "ctxnb.toml"
 
 # The settings are frozen dataclasses, validated by pydantic only when a file gives
 # values (validate_config): a workspace without settings, or a command that a stat
-# cache and a log answer, never imports pydantic (about 0.1 s of every process).
+# cache and a log answer, never imports pydantic (about 0.1 s of every process). The
+# constraints in the field annotations (Gt, Ge, Le of annotated_types) are names that
+# only validation reads: annotations stay strings until then (see _adapter).
 _STRICT = {"extra": "forbid"}  # pydantic's ConfigDict for each class: unknown keys refused
-Positive = Annotated[int, Gt(0)]
-PositiveFloat = Annotated[float, Gt(0)]
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -95,9 +94,9 @@ class IndexConfig:
 
     __pydantic_config__ = _STRICT
     ignore: list[str] = field(default_factory=list)
-    max_file_bytes: Positive = 20 * 1024 * 1024
+    max_file_bytes: Annotated[int, Gt(0)] = 20 * 1024 * 1024
     use_gitignore: bool = True
-    batch_size: Positive = 2000
+    batch_size: Annotated[int, Gt(0)] = 2000
     # Compact the store when more transactions wait.
     compact_after: Annotated[int, Ge(0)] = COMPACT_AFTER
 
@@ -109,7 +108,7 @@ class PolicyConfig:
     __pydantic_config__ = _STRICT
     allow: list[str] | None = None
     deny: list[str] = field(default_factory=lambda: list(DEFAULT_DENY))
-    max_path_bytes: Positive = MAX_PATH_BYTES
+    max_path_bytes: Annotated[int, Gt(0)] = MAX_PATH_BYTES
     # Globs of files whose reading or writing waits for a human's approval (governed
     # workspaces).
     sensitive: list[str] = field(default_factory=list)
@@ -120,9 +119,9 @@ class Profile:
     """How much one read may return to the model."""
 
     __pydantic_config__ = _STRICT
-    max_read_chars: Positive
-    excerpt_lines: Positive
-    summary_tokens: Positive
+    max_read_chars: Annotated[int, Gt(0)]
+    excerpt_lines: Annotated[int, Gt(0)]
+    summary_tokens: Annotated[int, Gt(0)]
 
 
 DEFAULT_PROFILES: dict[str, Profile] = {
@@ -141,8 +140,8 @@ class GovernanceConfig:
     unknown_command: Literal["SAFE", "DESTRUCTIVE"] = UNKNOWN_COMMAND_DEFAULT
     safe_commands: list[str] = field(default_factory=list)
     quality_commands: list[str] = field(default_factory=list)
-    breaker_threshold: Positive = DEFAULT_BREAKER_THRESHOLD
-    command_timeout: PositiveFloat = 120.0
+    breaker_threshold: Annotated[int, Gt(0)] = DEFAULT_BREAKER_THRESHOLD
+    command_timeout: Annotated[float, Gt(0)] = 120.0
     model_id: str | None = None
 
 
@@ -162,7 +161,7 @@ class McpServerConfig:
     url: str | None = None  # streamable HTTP endpoint
     headers: dict[str, str] = field(default_factory=dict)
     bearer_token_env: str | None = None
-    timeout: PositiveFloat = 30.0
+    timeout: Annotated[float, Gt(0)] = 30.0
     enabled: bool = True
     # Tool-name globs (on the names as listed) a human marks read-only: called without
     # an intent; a tool's own readOnlyHint grants nothing.
@@ -228,7 +227,7 @@ class McpAdapterConfig:
     # Re-expose the tools of [mcp.servers] through ctxnb's server, governed.
     expose_registry: bool = False
     # Longest JSON-RPC line accepted over stdio; a longer one is refused with -32600.
-    max_message_bytes: Positive = 16 * 1024 * 1024
+    max_message_bytes: Annotated[int, Gt(0)] = 16 * 1024 * 1024
     # 'intent': tools/list shows what the client's intent may use plus search_tools
     # (outside servers' tools are found with it); 'all': every tool.
     tool_listing: Literal["intent", "all"] = "intent"
@@ -243,11 +242,11 @@ class AcpAdapterConfig:
     api_base: str | None = None  # an OpenAI-compatible endpoint
     api_key_env: str | None = None  # the environment variable that holds the API key
     strategy: str = "keep-all"  # a context strategy spec
-    budget: Positive | None = None
+    budget: Annotated[int, Gt(0)] | None = None
     intent: str | None = None  # the intent sessions start under
-    step_limit: Positive = 30
-    command_timeout: PositiveFloat = 60.0
-    permission_timeout: PositiveFloat = 300.0
+    step_limit: Annotated[int, Gt(0)] = 30
+    command_timeout: Annotated[float, Gt(0)] = 60.0
+    permission_timeout: Annotated[float, Gt(0)] = 300.0
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -293,10 +292,10 @@ class SandboxConfig:
     network: bool = False  # let commands reach the network
     env: list[str] = field(default_factory=list)  # more variables passed through
     read_paths: list[str] = field(default_factory=list)  # more read-only host paths
-    max_memory_mb: Positive | None = 8192
-    max_file_mb: Positive | None = 1024
-    max_processes: Positive | None = 4096
-    max_open_files: Positive | None = 4096
+    max_memory_mb: Annotated[int, Gt(0)] | None = 8192
+    max_file_mb: Annotated[int, Gt(0)] | None = 1024
+    max_processes: Annotated[int, Gt(0)] | None = 4096
+    max_open_files: Annotated[int, Gt(0)] | None = 4096
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -338,8 +337,13 @@ class CtxnbConfig:
 
 @cache
 def _adapter() -> TypeAdapter[CtxnbConfig]:
+    import annotated_types
     from pydantic import TypeAdapter  # only when there are values to validate
 
+    # The constraint names the annotations use, bound where pydantic (and
+    # typing.get_type_hints) resolve them: this module's namespace.
+    for name in ("Ge", "Gt", "Le"):
+        globals().setdefault(name, getattr(annotated_types, name))
     return TypeAdapter(CtxnbConfig)
 
 
@@ -395,6 +399,7 @@ def _settings_class(hint: Any) -> type | None:
 
 
 def _allowed_keys(loc: tuple[Any, ...]) -> list[str]:
+    _adapter()  # binds the names the annotations use
     cls: type | None = CtxnbConfig
     keyed = False  # the last field was a dict: the next part is a key the user chose
     for part in loc:
