@@ -160,7 +160,7 @@ def index_tree(
     report = IndexReport(root=root_str)
     # The store is opened only when something is to be written or looked up: an
     # unchanged tree is answered by the stat cache and the store's log.
-    tip = workspace.store_tip().tx_id
+    tip = workspace.store_tip()
     cache = StatCache.open(workspace.root, fs_id, tip)
     prefix = root_str + "/"
     seen: set[str] = set()
@@ -271,7 +271,7 @@ def index_tree(
     finally:
         if bar is not None:
             bar.close()
-    cache.save(workspace.store_tip().tx_id if cache.dirty else tip)
+    cache.save(workspace.store_tip() if cache.dirty else tip)
     report.duration_s = time.perf_counter() - t0
     return report
 

@@ -96,25 +96,54 @@ class Workspace(Access):
         )
 
     # -- indexing and history -----------------------------------------------------------
-    def index(self, *, progress: bool | None = None) -> IndexReport:
-        """Index the whole tree (see :func:`ctxnb.indexer.index_tree`)."""
+    def index(self, *, progress: bool | None = None, settle: bool = True) -> IndexReport:
+        """Index the whole tree (see :func:`ctxnb.indexer.index_tree`).
+
+        Args:
+            progress: show a progress bar (None: when a terminal or notebook shows it).
+            settle: then fold and, when due, compact the store (:meth:`settle_store`);
+                False leaves that to the caller (the command line prints its summary
+                first, since a compaction of a large index takes seconds).
+        """
         from .indexer import index_tree
 
         report = index_tree(self, progress=progress)
+        if settle:
+            self.settle_store()
+        return report
+
+    def settle_store(self) -> None:
+        """Compact the store when more than ``[index] compact_after`` transactions wait,
+        and fold inline transactions into Parquet; from the log alone, without opening
+        the store, when nothing waits.
+
+        Example:
+            >>> import pathlib, tempfile
+            >>> root = pathlib.Path(tempfile.mkdtemp())
+            >>> _ = (root / "a.py").write_text("x = 1\\n")
+            >>> ws = Workspace.open(root)
+            >>> ws.index(settle=False).created
+            1
+            >>> ws.settle_store()  # one transaction: folded, not worth a compaction
+            >>> ws.store.pending_segments()
+            1
+        """
         threshold = self.config.index.compact_after
         if not self.store_is_open:
+            from .store._tip import read_tip
+
             # Nothing was written: the log says whether anything waits (another process's
-            # commits), and the store is opened only then.
-            tip = self.store_tip()
-            if not self.store_is_open and tip.unfolded == 0:
+            # commits), and the store is opened only then. A count the log's tail cannot
+            # tell (None) or a log it cannot read opens the store, which then decides.
+            tip = read_tip(self.store_dir)
+            if tip is not None and tip.unfolded == 0:
                 if tip.uncompacted is not None and tip.uncompacted <= threshold:
-                    return report
+                    return
         # Every scan and every open reads each transaction not yet compacted; indexing
         # is the natural moment to fold them into the snapshot.
         self.store.maybe_compact(threshold)
         # ... and after it every version is in a Parquet file outside readers see.
         self.store.fold()
-        return report
 
     def get(self, path: str | os.PathLike[str]) -> dict[str, Any]:
         """The latest stored version of a file.

@@ -46,7 +46,6 @@ from .pathrules import GOVERNANCE, SafePath, map_mount_prefix
 if TYPE_CHECKING:
     from ..config import CtxnbConfig
     from ..model import FilesystemSource
-    from ..store._tip import LogTip
     from ..store.objectstore import ObjectStore
     from .protected import ProtectedSet
 
@@ -120,20 +119,19 @@ class Access:
         """Whether :attr:`store` was opened (or handed in)."""
         return "store" in self.__dict__
 
-    def store_tip(self) -> LogTip:
-        """The store's last committed transaction and what waits for a fold or a
-        compaction: from the open store, else from its log alone
-        (:func:`~ctxnb.store._tip.read_tip`), else by opening it when the log cannot
-        answer (no store yet, another format, damage the store reports)."""
-        from ..store._tip import LogTip, read_tip
+    def store_tip(self) -> int:
+        """The id of the store's last committed transaction (0: none yet): from the open
+        store, else from its log alone (:func:`~ctxnb.store._tip.read_tip`), else by
+        opening it when the log cannot answer (no store yet, another format, damage the
+        store reports)."""
+        from ..store._tip import read_tip
 
         if not self.store_is_open:
             tip = read_tip(self.store_dir)
             if tip is not None:
-                return tip
-        store = self.store
-        latest = store.latest_tx()
-        return LogTip(latest.tx_id if latest else 0, None, store.pending_segments())
+                return tip.tx_id
+        latest = self.store.latest_tx()
+        return latest.tx_id if latest else 0
 
     # -- the policies -------------------------------------------------------------------
     @cached_property
