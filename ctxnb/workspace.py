@@ -59,7 +59,8 @@ class Workspace(Access):
         config: CtxnbConfig | None = None,
         store: ObjectStore | None = None,
     ) -> Workspace:
-        """Open (and on first use, create ``.ctxnb/`` in) the workspace at ``path``.
+        """Open the workspace at ``path`` (its store, ``.ctxnb/store``, is opened, and
+        created if missing, when first used).
 
         Args:
             path: the workspace directory; it must exist.
