@@ -73,7 +73,6 @@ from ._ripgrep import _search_ripgrep, find_ripgrep, ripgrep_available
 from ._searchfiles import (
     Match,
     _check_root,
-    _confirm,
     _policy_walk,
     _search_python,
     _whole_tree,
@@ -169,17 +168,17 @@ def search(
                 glob_filter,
                 exclude,
                 policy,
+                # rg opens directories by name, so one swapped for a link during the
+                # search is followed: under a policy, only what a race-free read matches
+                # again counts (read there, group by group, until ``cap`` are final).
+                enough=cap,
+                start=None if after is None else after[0],
             )
         except CtxnbError:
             if find_ripgrep() is None:
                 raise
             # rg trips over a tree that changes while it runs; the descriptor walk does not.
             backend = "python"
-        else:
-            if policy is not None:
-                # rg opens directories by name, so one swapped for a link during the
-                # search is followed: only what a race-free read matches again counts.
-                matches = _confirm(policy, compiled, matches, cap)
     if backend == "python":
         matches = _search_python(root, compiled, glob_filter, exclude, cap, policy)
     elif backend != "ripgrep":

@@ -144,3 +144,45 @@ def test_an_offset_cursor_from_before_still_pages(root: Path) -> None:
     expected = _rg_all(root)
     page, _ = _page(tools, "40", 10)
     assert page == expected[40:50]
+
+
+def test_the_first_page_stops_ripgrep_before_the_end_of_the_tree(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # 60 directories full of hits: a page of 5 is final after the first few, so rg is
+    # never handed the last ones; the whole answer (no cap) hands it every one.
+    require(ripgrep_available(), "ripgrep (rg)")
+    import subprocess as sp
+
+    from ctxnb.tools import _ripgrep
+
+    for d in range(60):
+        (tmp_path / f"d{d:02}").mkdir()
+        (tmp_path / f"d{d:02}" / "m.py").write_text("self.x = 1\n" * 20)
+    runs: list[list[str]] = []
+    real = sp.Popen
+
+    def spy(args, *a, **kw):  # type: ignore[no-untyped-def]
+        runs.append([str(x) for x in args])
+        return real(args, *a, **kw)
+
+    monkeypatch.setattr(_ripgrep.subprocess, "Popen", spy)
+    tools = _tools(tmp_path, "ripgrep")
+    page, cursor = _page(tools, None, 5)
+    assert page == [("d00/m.py", n) for n in range(1, 6)] and cursor == "d00/m.py:5"
+    named = {x for run in runs for x in run if x.startswith("./d")}
+    assert "./d00" in named and "./d59" not in named
+    # The next page from a cursor deep in the tree does not hand rg what lies before it.
+    runs.clear()
+    page, _ = _page(tools, "d40/m.py:20", 3)
+    assert page == [("d41/m.py", 1), ("d41/m.py", 2), ("d41/m.py", 3)]
+    named = {x for run in runs for x in run if x.startswith("./d")}
+    assert "./d39" not in named and "./d41" in named
+    # Uncapped, every directory is searched.
+    runs.clear()
+    ws = Workspace.open(tmp_path)
+    from ctxnb.tools.search import search
+
+    assert len(search(tmp_path, "self", backend="ripgrep", policy=ws.policy)) == 60 * 20
+    named = {x for run in runs for x in run if x.startswith("./d")}
+    assert {f"./d{d:02}" for d in range(60)} <= named
