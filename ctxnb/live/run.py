@@ -42,6 +42,7 @@ from ._agent import (
     RunEvents,
     _minisweagent,
     as_bash_history,  # noqa: F401  (importable from here, as before the split)
+    bash_view,
     build_agent,
     run_agent,
 )
@@ -379,6 +380,8 @@ def _run(
     touched: list[str] = []
     session = ws.session(session_id, system_prompt=SYSTEM_PROMPT)
     tools = ws.tools(session, caller="mini-swe-agent", approver=approver, model_id=model)
+    # Before the harness's own call: the model never made it, so it is never shown it.
+    tools.call_view = bash_view
     if tools.dispatch("select_active_intent", {"intent_id": intent_id}).get("ok") is not True:
         raise ConfigError(f"the workspace refused intent {intent_id!r}; check its .orchestration/")
     session.add_turn("user", task.prompt)
