@@ -19,6 +19,7 @@ from ..llm.calls import CallUsage, call_usage, litellm_module, offline_environme
 from ..llm.prices import resolve_prices
 from ..strategies.builtin import ContextStrategy
 from ..tools.call import command_text
+from ..tools.recall import RECALL, parse_recall, recall_command, register_recall
 
 if TYPE_CHECKING:
     from ..session.core import Session
@@ -144,6 +145,11 @@ def build_agent(
     agents, local, models = _minisweagent()
     # The model hears of its own tool only: ctxnb's names stay in the audit and trace.
     tools.call_view = bash_view
+    # A strategy that pairs masking with recall names `recall HANDLE` in its
+    # placeholders; the command is then answered from the session, not run.
+    recalls = bool(getattr(strategy, "recall", False))
+    if recalls and tools.tool_info(RECALL.name) is None:
+        register_recall(tools)
     table = resolve_prices(prices)
     calls: list[CallUsage] = []
     turns: list[dict[str, Any]] = []  # per model call: its text and the commands it ran
@@ -179,10 +185,17 @@ def build_agent(
             command = str(action.get("command", ""))
             _stop_if_cancelled(events)
             handle = events.command_started(command) if events is not None else None
-            answer = tools.dispatch(
-                "run_command",
-                {"cmd": command, "shell": True, "timeout": timeout or command_timeout},
-            )
+            recall = parse_recall(command) if recalls else None
+            if recall is not None:
+                answer = tools.dispatch(RECALL.name, recall)
+                if answer.get("ok"):  # the shape of a command's answer: output, status 0
+                    text = str(answer["result"])
+                    answer = {**answer, "result": {"stdout": text, "returncode": 0}}
+            else:
+                answer = tools.dispatch(
+                    "run_command",
+                    {"cmd": command, "shell": True, "timeout": timeout or command_timeout},
+                )
             if on_answer is not None:
                 on_answer(command, answer)
             if answer.get("ok"):
@@ -241,10 +254,13 @@ def build_agent(
 
 def bash_view(tool: str, args: dict[str, Any]) -> tuple[str, dict[str, Any]] | None:
     """How the model of a live run is shown a call (a :data:`~ctxnb.tools.call.CallView`):
-    the governed ``run_command`` as the ``bash`` call it made; every other call (the
-    harness selecting the intent) it did not make, and is not shown."""
+    the governed ``run_command``, and a ``recall`` it typed, as the ``bash`` call it made;
+    every other call (the harness selecting the intent) it did not make, and is not
+    shown."""
     if tool == "run_command":
         return "bash", {"command": str(args.get("cmd", ""))}
+    if tool == RECALL.name:  # the model's `recall ...` command, answered by ctxnb
+        return "bash", {"command": recall_command(args)}
     return None
 
 
