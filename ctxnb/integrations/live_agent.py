@@ -143,6 +143,11 @@ class LiveSession(WorkspaceBackend):
             system_prompt=SYSTEM_PROMPT,
             model_id=settings.model,
         )
+        from ..live.run import bash_view
+
+        # The model is offered its bash tool only: the intent selected here, on its
+        # behalf, is never shown to it (ctxnb's names stay in the audit and the trace).
+        state.tools.call_view = bash_view
         try:
             intent = settings.intent or only_active_intent(state.workspace)
             if intent is not None:
