@@ -73,7 +73,10 @@ _CODE_CHARS = set("()[]{}")
 _SECRET_NAME = lazy_compile(
     r"passw(?:or)?d|passphrase|pwd|(?:^|[_.-])pass$|secret|token|api[_.-]?key|apikey"
     r"|access[_.-]?key|auth[_.-]?key|private[_.-]?key|credentials?|^_?auth$"
-    r"|(?:account|storage|signing|encryption|master|license|app)[_.-]?key$",
+    r"|(?:account|storage|signing|encryption|master|license|app)[_.-]?key$"
+    # keytool's -storepass, ssmtp's AuthPass; kubeconfig's client-key-data
+    r"|(?:store|key|auth|smtp|imap|pop|root|admin|db|ftp|mail|proxy|src|dest)pass$"
+    r"|client[_.-]?key(?:[_.-]?data)?$",
 )
 _PASSWORD_NAME = lazy_compile(r"passw(?:or)?d|passphrase|pwd|(?:^|[_.-])pass$")
 # A name ending so says the value is about the secret, not the secret itself.
