@@ -121,8 +121,13 @@ CLIENTS: dict[str, dict[str, str]] = {
     "openssl": {"-passin": "next", "-passout": "next", "-pass": "next", "-k": "next"},
     **dict.fromkeys(("sqlplus", "expdp", "impdp"), {"": "slash"}),
 }
-_PROGRAM_WORDS = tuple(sorted(CLIENTS))
-
+# A client's password follows one of these flags (or is positional, see _POSITIONAL):
+# lines are found by them, a literal-led pattern the regex engine scans at C speed, and
+# only those lines are split into words and looked up in CLIENTS.
+# (" -" leads the pattern as a literal: a class such as "[ \t]" stops at every space.)
+_FLAG_HIT = lazy_compile(r" -(?:[pwuatkAXPU]|-user|-proxy-user)")
+_FLAG_HIT_RARE = lazy_compile(r"\t-(?:[pwuatkAXPU]|-user|-proxy-user)| /p:")
+_POSITIONAL = ("add_user", "change_password", "sqlplus", "expdp", "impdp")
 # user:password after -u/--user/--basic-auth of any program (httpie -a is "--auth").
 _USER_PASS = lazy_compile(
     r"(?:^|[\s\"'])(?:-u|--user|--basic-auth|-a|--auth)[ \t=]*[\"']?[^\s:\"'$%]+:"
@@ -250,8 +255,12 @@ def _named_flags(text: str, words: list[tuple[int, int]]) -> Iterator[tuple[int,
             yield got
 
 
-def command_spans(text: str, lowered: str) -> Iterator[Span]:
-    """The passwords on the command lines of ``text`` (see the module docstring)."""
+def command_spans(text: str, lowered: str, lines: list[tuple[int, int]]) -> Iterator[Span]:
+    """The passwords on the command lines of ``text`` (see the module docstring).
+
+    ``lines`` are the spans of the lines holding a secret-name word (where a named flag
+    can be).
+    """
     if "convertto-securestring" in lowered:
         for m in _SECURE_STRING.finditer(text):
             g = "dq" if m.group("dq") is not None else "sq"
@@ -261,24 +270,29 @@ def command_spans(text: str, lowered: str) -> Iterator[Span]:
     if not any(w in lowered for w in _GATE):
         return
     seen: set[tuple[int, int]] = set()
-    for start, end in lines_holding(
-        text, lowered, (" -u", "--user", "--basic-auth", " -a", "--auth")
-    ):
+    for start, end in lines_holding(text, lowered, _USER_WORDS):
         for m in _USER_PASS.finditer(text, start, end):
             got = _value(text, *m.span("pw"))
             if got:
                 seen.add(got)
-    for start, end in lines_holding(text, lowered, _PROGRAM_WORDS):
-        words = _words(text, start, end)
+    done: set[int] = set()
+    hits = [text.rfind("\n", 0, m.start()) + 1 for m in _FLAG_HIT.finditer(text)]
+    if "\t-" in text or " /p:" in text:
+        hits += [text.rfind("\n", 0, m.start()) + 1 for m in _FLAG_HIT_RARE.finditer(text)]
+    hits += [start for start, _ in lines_holding(text, lowered, _POSITIONAL)]
+    for start in hits:
+        if start in done:
+            continue
+        done.add(start)
+        end = text.find("\n", start)
+        words = _words(text, start, len(text) if end < 0 else end)
         for i, (a, b) in enumerate(words):
             name = _program(text[a:b])
             if name is not None:
-                for span in _client_args(text, words, i, CLIENTS[name]):
-                    seen.add(span)
-    for start, end in lines_holding(text, lowered, (" -", "\t-")):
-        if not any(w in lowered[start:end] for w in _FLAG_WORDS):
-            continue
-        seen.update(_named_flags(text, _words(text, start, end)))
+                seen.update(_client_args(text, words, i, CLIENTS[name]))
+    for start, end in lines:
+        if lowered.find(" -", start, end) >= 0 or lowered.find("\t-", start, end) >= 0:
+            seen.update(_named_flags(text, _words(text, start, end)))
     for a, b in sorted(seen):
         if b - a >= 3:
             yield (a, b, "cli-credential")
@@ -287,5 +301,3 @@ def command_spans(text: str, lowered: str) -> Iterator[Span]:
 _USER_WORDS = (" -u", "--user", "--basic-auth", " -a", "--auth")
 # A client's password needs a flag or one of its positional forms.
 _GATE = (" -", "\t-", "/p:", "add_user", "change_password", "sqlplus", "expdp", "impdp")
-# A named flag needs one of these in its line (most command lines hold none).
-_FLAG_WORDS = ("pass", "pwd", "secret", "token", "key", "auth", "credential")

@@ -31,6 +31,7 @@ _PGPASS = lazy_compile(
     r"(?P<pw>(?:[^\s\\]|\\.)+)[ \t]*\r?$",
     re.MULTILINE,
 )
+_PORT = lazy_compile(r":(?:\d{1,5}|\*):")
 _CONTINUED = lazy_compile(
     r"^[ \t]*(?P<key>[\w.-]{1,80})[ \t]*[=:]?[ \t]*(?P<first>[^\n]*?)\\\r?\n", re.MULTILINE
 )
@@ -46,10 +47,20 @@ def credential_file_spans(text: str, lowered: str, lines: list[tuple[int, int]])
     ``lines`` are the spans of the lines holding a secret-name word (a property's key).
     """
     if text.count(":") >= 4:
-        for m in _PGPASS.finditer(text):
-            pw = m.group("pw")
-            if len(pw) >= 4 and not pw.isdigit() and not is_placeholder(pw):
-                yield (*m.span("pw"), "pgpass")
+        # Found by its port field (":5432:" or ":*:"): a literal ":" the regex engine
+        # skips to, then the whole line is read (a MULTILINE "^" scan tries every place).
+        done = -1
+        for hit in _PORT.finditer(text):
+            start = text.rfind("\n", 0, hit.start()) + 1
+            if start <= done:
+                continue
+            end = text.find("\n", hit.end())
+            done = end = len(text) if end < 0 else end
+            m = _PGPASS.match(text, start, end)
+            if m is not None:
+                pw = m.group("pw")
+                if len(pw) >= 4 and not pw.isdigit() and not is_placeholder(pw):
+                    yield (*m.span("pw"), "pgpass")
     continued = "\\\n" in text or "\\\r\n" in text
     for start, end in lines:
         if text[end - 1 : end] == "\r":

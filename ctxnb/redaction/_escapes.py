@@ -19,12 +19,14 @@ from collections.abc import Callable, Iterator
 from urllib.parse import quote, quote_plus, unquote, unquote_plus
 
 from .._util.lazyre import lazy_compile
+from ._checks import lines_holding
 
 __all__ = ["escaped_spans"]
 
 Span = tuple[int, int, str]
 Finder = Callable[[str], list[Span]]
 
+_ESCAPES = ('\\"', "\\/", "\\\\", "\\u")
 _JSON_STRING = lazy_compile(r'"((?:[^"\\\r\n]|\\.)*)"')
 _PERCENT = lazy_compile(r"[A-Za-z0-9._~+!*'()/:=&?-]*%[0-9A-Fa-f]{2}[A-Za-z0-9._~+!*'()/:=&?%-]*")
 
@@ -83,8 +85,12 @@ def _place(raw: str, base: int, forms: set[str], rule: str) -> Iterator[Span]:
 
 def escaped_spans(text: str, lowered: str, find: Finder) -> Iterator[Span]:
     """The secrets of ``text`` found only after decoding its escaped strings."""
-    if "\\" in text:
-        for m in _JSON_STRING.finditer(text):
+    # Only \" \/ \\ and \uXXXX hide what a reader of the raw text would see (a value
+    # ends at a backslash there, so "\n" and "\t" already cut it right): the strings on
+    # the lines holding one are decoded, the rest of the text is not scanned at all.
+    escaped = [e for e in _ESCAPES if e in text]
+    for start, end in lines_holding(text, text, tuple(escaped)) if escaped else ():
+        for m in _JSON_STRING.finditer(text, start, end):
             raw = m.group(1)
             if "\\" not in raw:
                 continue

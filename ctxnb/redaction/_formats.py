@@ -29,7 +29,8 @@ What stays (the stop-list, :func:`is_placeholder`): empty values, references and
 templates (``${VAR}``, ``$VAR``, ``{{ … }}``, ``${{ secrets.X }}``, ``os.environ[…]``,
 ``process.env.X``, ``var.x``, ``vault:…``, ``!vault``), placeholders (``<your-token>``,
 ``changeme``, ``xxxx``, ``***``, ``TODO``, ``example``…), type names (``str``,
-``SecretStr``), numbers under six digits, booleans and null, the published AWS example
+``SecretStr``), language keywords (``await``, ``new``, ``this`` …: the value is code),
+numbers under six digits, booleans and null, the published AWS example
 keys, and bare values that read as code (calls, subscripts, dotted or snake/camel-case
 names).
 
@@ -60,6 +61,8 @@ _STOP = lazy_compile(
         <[^>]*>.* | .*\$\{[^}]*\}.* | .*\$\([^)]*\).* | .*\{\{.*\}\}.* | \{[A-Za-z_][\w.]*\}
       | \$[A-Za-z_]\w* | \$\{\{.* | %\([^)]*\)s | %s | [*.x•-]+ | \[REDACTED:[\w-]+\]
       | none | null | nil | true | false | yes | no | on | off | undefined | required
+      | await | new | yield | typeof | function | async | lambda | not | this | self
+      | super | require | import | return | static | const | let | var
       | password | passwd | secret | token | pass | str | bytes | string | int | bool
       | any | number | secretstr | optional\b.* | [0-9]{1,5}
       | .*(?:os\.environ|os\.getenv|getenv\(|process\.env|env\(|environ\[|secretkeyref

@@ -17,7 +17,7 @@ import re
 from collections.abc import Iterator
 
 from .._util.lazyre import lazy_compile
-from ._checks import secret_name
+from ._checks import lines_holding, secret_name
 from ._efficiency import looks_random
 from ._formats import is_placeholder
 
@@ -41,9 +41,13 @@ _ATTRIBUTES = frozenset(
 
 def cookie_spans(text: str, lowered: str) -> Iterator[Span]:
     """The credential values of the cookies in ``text``."""
-    if "cookie" not in lowered:
+    if "cookie" not in lowered and " -b " not in lowered:
         return
-    for m in _HEADER.finditer(text):
+    for m in (
+        m
+        for start, end in lines_holding(text, lowered, ("cookie", " -b "))
+        for m in _HEADER.finditer(text, start, end)
+    ):
         set_cookie = "set-" in lowered[m.start() : m.start("v")]
         pos, end = m.start("v"), m.end("v")
         first = True

@@ -19,6 +19,7 @@ import re
 from collections.abc import Iterator
 
 from .._util.lazyre import lazy_compile
+from ._checks import lines_holding
 from ._formats import is_placeholder
 
 __all__ = ["sql_spans"]
@@ -42,7 +43,11 @@ def sql_spans(text: str, lowered: str) -> Iterator[Span]:
     """The password literals of SQL statements in ``text``."""
     if "password" not in lowered and "identified" not in lowered:
         return
-    for m in _SQL.finditer(text):
+    for m in (
+        m
+        for start, end in lines_holding(text, lowered, ("password", "identified"))
+        for m in _SQL.finditer(text, start, end)
+    ):
         g = next((g for g in ("sq", "dq", "bare") if m.group(g) is not None), None)
         if g is None:
             continue

@@ -128,6 +128,7 @@ import re
 from collections.abc import Callable, Iterator
 from typing import Any
 
+from .._util.lazyre import lazy_compile
 from .._util.record import FrozenRecord
 from ._commands import command_spans
 from ._credfiles import credential_file_spans
@@ -308,7 +309,7 @@ def _find(text: str) -> list[tuple[int, int, str]]:
         # The same answer two ways: one regex search is faster on a short text (an id, a
         # path, a timestamp: most strings redacted), the words' `in` tests on a long one.
         # A .pgpass line (host:port:db:user:password) holds no word at all: four colons.
-        if text.count(":") >= 4:
+        if text.count(":") >= 4 and _PGPASS_PORT.search(text) is not None:
             pass
         elif len(text) < 100:
             if _TRIGGER.search(lowered) is None:
@@ -364,7 +365,7 @@ def structural_spans(scan: _Scan) -> list[tuple[int, int, str]]:
     text, lowered, lines = scan.text, scan.lowered, scan.lines()
     return [
         *structured_spans(text, lowered, lines),
-        *command_spans(text, lowered),
+        *command_spans(text, lowered, lines),
         *sql_spans(text, lowered),
         *cookie_spans(text, lowered),
         *credential_file_spans(text, lowered, lines),
@@ -372,6 +373,8 @@ def structural_spans(scan: _Scan) -> list[tuple[int, int, str]]:
     ]
 
 
+# A .pgpass line's port field (":5432:" or ":*:").
+_PGPASS_PORT = lazy_compile(r":(?:\d{1,5}|\*):")
 _MERGEABLE = frozenset({"generic-secret", "url-credentials"})
 _TRIGGER = re.compile("|".join(re.escape(w) for w in TRIGGER_WORDS))
 # Each rule, whether _matches runs it as a plain finditer over the whole text, and its

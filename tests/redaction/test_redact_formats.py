@@ -263,6 +263,9 @@ def test_language_look_alikes() -> None:
     kept("api_secret <- Sys.getenv('API_SECRET')")
     kept("Dim password As String = txtPassword.Text")
     kept("ch <- token")
+    # A language keyword is the start of an expression, never the secret.
+    kept("const authToken = await fetchSessionToken(userId);")
+    kept("password = new PasswordField(form)")
 
 
 # --- vendor tokens glued by "_" ---------------------------------------------------------
