@@ -19,8 +19,10 @@ look-alike is falsely redacted when a ``[REDACTED:`` marker is in what left.
 from __future__ import annotations
 
 import json
+import shlex
 import shutil
 import subprocess
+import sys
 import tempfile
 from collections.abc import Callable, Sequence
 from pathlib import Path
@@ -133,14 +135,21 @@ def _command(tools: Any, rels: list[str], batch: int) -> list[str]:
     texts: list[str] = []
     for i in range(0, len(rels), batch):
         part = rels[i : i + batch]
-        cmd = "for f in " + " ".join(part) + '; do echo "@@@@ $f"; cat "$f"; echo; done'
-        res = tools.dispatch("run_command", {"cmd": cmd})
-        stdout = res.get("result", {}).get("stdout", "") if res.get("ok") else json.dumps(res)
+        loop = "for f in " + " ".join(part) + '; do echo "@@@@ $f"; cat "$f"; echo; done'
+        res = tools.dispatch("run_command", {"cmd": "sh -c " + shlex.quote(loop)})
+        result = res.get("result") or {}
+        if not res.get("ok") or result.get("returncode") != 0 or result.get("truncated"):
+            # A command that did not run shows no secret: that is no finding, say so.
+            raise RuntimeError(f"the command exit did not run: {json.dumps(res)[:400]}")
+        stdout = result["stdout"]
         pieces = {}
         for chunk in stdout.split("@@@@ ")[1:]:
             name, _, body = chunk.partition("\n")
             pieces[name.strip()] = body
-        texts += [pieces.get(r, json.dumps(res)) for r in part]
+        missing = [r for r in part if r not in pieces]
+        if missing:
+            raise RuntimeError(f"the command exit printed no output for {missing[:3]}")
+        texts += [pieces[r] for r in part]
     return texts
 
 
@@ -159,7 +168,15 @@ def _write(tools: Any, root: Path, cases: Sequence[Case]) -> list[str]:
 
 
 def _mcp(root: Path, rels: list[str], tmp: Path) -> list[str]:
-    from _mcp_client import _text, run_async, stdio_session
+    # bench/mcp.py would shadow the MCP SDK's package: import it without bench/ on the path.
+    here = Path(__file__).resolve().parent
+    saved = sys.path[:]
+    sys.path[:] = [p for p in sys.path if Path(p or ".").resolve() != here]
+    try:
+        import mcp.client.session  # noqa: F401
+        from _mcp_client import _text, run_async, stdio_session
+    finally:
+        sys.path[:] = saved
 
     texts: list[str] = []
 

@@ -312,6 +312,7 @@ def main() -> None:
     ap.add_argument("--exits", default=",".join(EXITS), help="comma-separated exits to drive")
     ap.add_argument("--baseline-ref", default=BASELINE_REF, help="the detector to compare")
     args = ap.parse_args()
+    sys.stdout.reconfigure(line_buffering=True)  # type: ignore[attr-defined]
     if args.only != "43":
         accuracy()
         heldout()
