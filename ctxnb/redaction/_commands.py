@@ -125,8 +125,8 @@ CLIENTS: dict[str, dict[str, str]] = {
 # lines are found by them, a literal-led pattern the regex engine scans at C speed, and
 # only those lines are split into words and looked up in CLIENTS.
 # (" -" leads the pattern as a literal: a class such as "[ \t]" stops at every space.)
-_FLAG_HIT = lazy_compile(r" -(?:[pwuatkAXPU]|-user|-proxy-user)")
-_FLAG_HIT_RARE = lazy_compile(r"\t-(?:[pwuatkAXPU]|-user|-proxy-user)| /p:")
+_FLAG_HIT = lazy_compile(r" -(?:[pwuatkAXPU]|-user|-proxy-user|-basic-auth|-auth)")
+_FLAG_HIT_RARE = lazy_compile(r"\t-(?:[pwuatkAXPU]|-user|-proxy-user|-basic-auth|-auth)| /p:")
 _POSITIONAL = ("add_user", "change_password", "sqlplus", "expdp", "impdp")
 # user:password after -u/--user/--basic-auth of any program (httpie -a is "--auth").
 _USER_PASS = lazy_compile(
@@ -270,11 +270,6 @@ def command_spans(text: str, lowered: str, lines: list[tuple[int, int]]) -> Iter
     if not any(w in lowered for w in _GATE):
         return
     seen: set[tuple[int, int]] = set()
-    for start, end in lines_holding(text, lowered, _USER_WORDS):
-        for m in _USER_PASS.finditer(text, start, end):
-            got = _value(text, *m.span("pw"))
-            if got:
-                seen.add(got)
     done: set[int] = set()
     hits = [text.rfind("\n", 0, m.start()) + 1 for m in _FLAG_HIT.finditer(text)]
     if "\t-" in text or " /p:" in text:
@@ -285,7 +280,12 @@ def command_spans(text: str, lowered: str, lines: list[tuple[int, int]]) -> Iter
             continue
         done.add(start)
         end = text.find("\n", start)
-        words = _words(text, start, len(text) if end < 0 else end)
+        end = len(text) if end < 0 else end
+        for m in _USER_PASS.finditer(text, start, end):
+            got = _value(text, *m.span("pw"))
+            if got:
+                seen.add(got)
+        words = _words(text, start, end)
         for i, (a, b) in enumerate(words):
             name = _program(text[a:b])
             if name is not None:
@@ -298,6 +298,5 @@ def command_spans(text: str, lowered: str, lines: list[tuple[int, int]]) -> Iter
             yield (a, b, "cli-credential")
 
 
-_USER_WORDS = (" -u", "--user", "--basic-auth", " -a", "--auth")
 # A client's password needs a flag or one of its positional forms.
 _GATE = (" -", "\t-", "/p:", "add_user", "change_password", "sqlplus", "expdp", "impdp")

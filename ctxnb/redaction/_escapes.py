@@ -26,7 +26,6 @@ __all__ = ["escaped_spans"]
 Span = tuple[int, int, str]
 Finder = Callable[[str], list[Span]]
 
-_ESCAPES = ('\\"', "\\/", "\\\\", "\\u")
 _JSON_STRING = lazy_compile(r'"((?:[^"\\\r\n]|\\.)*)"')
 _PERCENT = lazy_compile(r"[A-Za-z0-9._~+!*'()/:=&?-]*%[0-9A-Fa-f]{2}[A-Za-z0-9._~+!*'()/:=&?%-]*")
 
@@ -83,13 +82,21 @@ def _place(raw: str, base: int, forms: set[str], rule: str) -> Iterator[Span]:
             i = raw.find(form, i + len(form))
 
 
-def escaped_spans(text: str, lowered: str, find: Finder) -> Iterator[Span]:
-    """The secrets of ``text`` found only after decoding its escaped strings."""
-    # Only \" \/ \\ and \uXXXX hide what a reader of the raw text would see (a value
-    # ends at a backslash there, so "\n" and "\t" already cut it right): the strings on
-    # the lines holding one are decoded, the rest of the text is not scanned at all.
-    escaped = [e for e in _ESCAPES if e in text]
-    for start, end in lines_holding(text, text, tuple(escaped)) if escaped else ():
+def escaped_spans(
+    text: str, lowered: str, lines: list[tuple[int, int]], find: Finder
+) -> Iterator[Span]:
+    """The secrets of ``text`` found only after decoding its escaped strings.
+
+    ``lines`` are the spans of the lines holding a secret-name word.
+    """
+    # A value ends at a backslash for the raw readers, so "\n" and "\t" already cut it
+    # right; what hides a secret from them is a quote escaped after a secret name
+    # (api_key=\"…\"), an escaped URL (https:\/\/u:p@h) or a \uXXXX escape. Only the
+    # lines holding one are decoded: the rest of the text is not scanned at all.
+    todo = {start: end for start, end in lines if text.find('\\"', start, end) >= 0}
+    if ":\\/\\/" in text or "\\u" in text:
+        todo.update(lines_holding(text, text, (":\\/\\/", "\\u")))
+    for start, end in sorted(todo.items()):
         for m in _JSON_STRING.finditer(text, start, end):
             raw = m.group(1)
             if "\\" not in raw:

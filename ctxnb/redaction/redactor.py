@@ -369,7 +369,7 @@ def structural_spans(scan: _Scan) -> list[tuple[int, int, str]]:
         *sql_spans(text, lowered),
         *cookie_spans(text, lowered),
         *credential_file_spans(text, lowered, lines),
-        *escaped_spans(text, lowered, _find),
+        *escaped_spans(text, lowered, lines, _find),
     ]
 
 
