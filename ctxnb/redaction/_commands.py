@@ -127,6 +127,7 @@ CLIENTS: dict[str, dict[str, str]] = {
 # (" -" leads the pattern as a literal: a class such as "[ \t]" stops at every space.)
 _FLAG_HIT = lazy_compile(r" -(?:[pwuatkAXPU]|-user|-proxy-user|-basic-auth|-auth)")
 _FLAG_HIT_RARE = lazy_compile(r"\t-(?:[pwuatkAXPU]|-user|-proxy-user|-basic-auth|-auth)| /p:")
+_CLIENT_NAMES = frozenset(CLIENTS)
 _POSITIONAL = ("add_user", "change_password", "sqlplus", "expdp", "impdp")
 # user:password after -u/--user/--basic-auth of any program (httpie -a is "--auth").
 _USER_PASS = lazy_compile(
@@ -285,6 +286,13 @@ def command_spans(text: str, lowered: str, lines: list[tuple[int, int]]) -> Iter
             got = _value(text, *m.span("pw"))
             if got:
                 seen.add(got)
+        # Most lines with a "-p"/"-u"/"-a" flag name no client (a docstring, an option
+        # table): a set of the line's words tells before it is split as a shell would.
+        if _CLIENT_NAMES.isdisjoint(
+            w.rsplit("/", 1)[-1].strip("\"'").lower().removesuffix(".exe")
+            for w in text[start:end].split()
+        ):
+            continue
         words = _words(text, start, end)
         for i, (a, b) in enumerate(words):
             name = _program(text[a:b])

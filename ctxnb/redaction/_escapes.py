@@ -93,7 +93,9 @@ def escaped_spans(
     # right; what hides a secret from them is a quote escaped after a secret name
     # (api_key=\"…\"), an escaped URL (https:\/\/u:p@h) or a \uXXXX escape. Only the
     # lines holding one are decoded: the rest of the text is not scanned at all.
-    todo = {start: end for start, end in lines if text.find('\\"', start, end) >= 0}
+    todo: dict[int, int] = {}
+    if '\\"' in text:
+        todo.update((a, b) for a, b in lines if text.find('\\"', a, b) >= 0)
     if ":\\/\\/" in text or "\\u" in text:
         todo.update(lines_holding(text, text, (":\\/\\/", "\\u")))
     for start, end in sorted(todo.items()):
