@@ -16,6 +16,7 @@ Usage: python bench/cli.py [--repeat N]
 from __future__ import annotations
 
 import argparse
+import compileall
 import os
 import shutil
 import statistics
@@ -79,6 +80,11 @@ def main() -> None:
     if not ctxnb.exists():
         raise SystemExit(f"no console script at {ctxnb}; install ctxnb (make test installs it)")
     env = git_env()
+    # Bytecode for every module first: with PYTHONDONTWRITEBYTECODE set (or a read-only
+    # tree) a changed module would otherwise be compiled again in every timed process.
+    import ctxnb as package
+
+    compileall.compile_dir(Path(package.__file__).parent, quiet=1)
     base = Path(tempfile.mkdtemp(prefix="ctxnb-bench-cli-"))
     try:
         root = copy_corpus(base / "stdlib")

@@ -10,6 +10,14 @@
    session (its usage at the shipped prices, 1-hour cache writes at 2x input), the
    latter with files as tool output only (``files="pool"``) and over the steps that
    are model calls (a message with parallel tool calls is one call, several steps).
+3. Tasks mined from the vendored histories of ``tests/data/tasks/`` (parse and
+   inflection, MIT) under keep-all, masking the last output but one, and the same
+   masking paired with recall, answered by the scripted model from each task's gold
+   patch (``ctxnb.tasks.gold_script``: the fix needs a line of the file it read): solve
+   rate with its Wilson interval, dollars and tokens with paired bootstrap intervals,
+   re-reads and recalls, the paired comparisons (McNemar, cost difference), the
+   provenance. ``--mined-only`` runs this part alone, ``--skip-mined`` leaves it out;
+   ``--revs`` limits the commits mined (``HEAD~6..HEAD``).
 
 Needs bubblewrap on PATH (the wheel's: see docs/sandbox.md). Run:
 ``python bench/live_suite.py [--data tests/data/trajectories]``.
@@ -142,13 +150,78 @@ def dollars(data: Path) -> None:
         )
 
 
+def mined(revs: str) -> None:
+    import sys
+
+    sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))
+    from _tasks import FAST_CMD, clone
+
+    from ctxnb.live.stats import compare, summarize
+    from ctxnb.replay.analysis import with_intervals
+    from ctxnb.strategies import KeepAll, ObservationMasking, WithRecall
+    from ctxnb.tasks import mine_tasks, run_task_experiment
+
+    tmp = Path(tempfile.mkdtemp(prefix="ctxnb-bench-mined-"))
+    frames = []
+    t0 = time.perf_counter()
+    for name in ("parse", "inflection"):
+        repo = clone(name, tmp / name)
+        report = mine_tasks(
+            repo,
+            revs=revs,
+            python=sys.executable,
+            test_cmd=FAST_CMD,
+            cache_dir=tmp / f"cache-{name}",
+            progress=False,
+        )
+        print(f"{name}: {len(report.instances)} tasks mined")
+        strategies = [KeepAll(), ObservationMasking(1), WithRecall(ObservationMasking(1))]
+        frames.append(
+            run_task_experiment(report.instances, strategies, repo=repo, python=sys.executable)
+        )
+    df = pd.concat(frames, ignore_index=True)
+    df.attrs = frames[0].attrs
+    took = time.perf_counter() - t0
+    print(f"mined tasks: {len(df)} runs in {took:.0f} s")
+    summary = summarize(df)
+    cols = ["runs", "solved", "solve_rate", "cost_usd", "prompt_tokens", "cached_tokens"]
+    cols += ["cost_usd_rel", "re_reads", "recalls"]
+    table = with_intervals(summary, {"solve_rate": "{:.2f}", "cost_usd": "{:.5f}"})
+    with pd.option_context("display.width", 250, "display.max_columns", 20):
+        print(table[cols])
+    for a, b in [
+        ("keep-all", "observation-masking"),
+        ("observation-masking", "observation-masking-recall"),
+        ("keep-all", "observation-masking-recall"),
+    ]:
+        c = compare(df, a, b)
+        print(
+            f"paired ({a} vs {b}): both {c['both']}, only one {c['only_a'] + c['only_b']}, "
+            f"neither {c['neither']}, McNemar p = {c['p_mcnemar']:.3g}; cost difference per "
+            f"run ${c['cost_diff_usd']:.6f} [{c['cost_diff_lo']:.6f}, {c['cost_diff_hi']:.6f}]"
+        )
+    prov = df.attrs["ctxnb"]
+    print(
+        f"ctxnb {prov['ctxnb_version']} at {prov['ctxnb_commit']} (dirty {prov['ctxnb_dirty']}); "
+        f"prices of {prov['price_table_as_of']}; {prov['model']}"
+    )
+
+
 if __name__ == "__main__":
     ap = argparse.ArgumentParser()
     ap.add_argument("--data", type=Path, default=Path("tests/data/trajectories"))
     ap.add_argument("--skip-suite", action="store_true")
     ap.add_argument("--skip-dollars", action="store_true")
+    ap.add_argument("--skip-mined", action="store_true")
+    ap.add_argument("--mined-only", action="store_true")
+    ap.add_argument("--revs", default="HEAD", help="the commits to mine (default: all)")
     args = ap.parse_args()
+    if args.mined_only:
+        mined(args.revs)
+        raise SystemExit
     if not args.skip_dollars:
         dollars(args.data)
     if not args.skip_suite:
         suite()
+    if not args.skip_mined:
+        mined(args.revs)

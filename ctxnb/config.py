@@ -35,17 +35,20 @@ environment variable (``CTXNB_PROFILE``), then the config file, then the default
 from __future__ import annotations
 
 import os
-import tomllib
+from dataclasses import asdict, dataclass, field, fields
+from functools import cache
 from pathlib import Path
-from typing import Any, Literal
-
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+from typing import TYPE_CHECKING, Annotated, Any, Literal, get_args, get_origin, get_type_hints
 
 from ._util.defaults import DEFAULT_BREAKER_THRESHOLD, UNKNOWN_COMMAND_DEFAULT
 from ._util.domains import check_pattern
 from .access.pathrules import DEFAULT_DENY, MAX_PATH_BYTES
 from .errors import ConfigError
 from .store._log import COMPACT_AFTER
+
+if TYPE_CHECKING:
+    from annotated_types import Ge, Gt, Le
+    from pydantic import TypeAdapter, ValidationError
 
 __all__ = [
     "CONFIG_FILE",
@@ -63,56 +66,69 @@ __all__ = [
     "SkillsConfig",
     "load_config",
     "tool_ctxnb_changed",
+    "validate_config",
 ]
 
 CONFIG_FILE = "ctxnb.toml"
 
+# The settings are frozen dataclasses, validated by pydantic only when a file gives
+# values (validate_config): a workspace without settings, or a command that a stat
+# cache and a log answer, never imports pydantic (about 0.1 s of every process). The
+# constraints in the field annotations (Gt, Ge, Le of annotated_types) are names that
+# only validation reads: annotations stay strings until then (see _adapter).
+_STRICT = {"extra": "forbid"}  # pydantic's ConfigDict for each class: unknown keys refused
 
-class _Strict(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True)
+
+def _normalize_domains(settings: Any) -> None:
+    """Check and normalize ``allowed_domains`` (a ValueError names a bad entry)."""
+    domains = [check_pattern(d) for d in settings.allowed_domains]
+    object.__setattr__(settings, "allowed_domains", domains)  # frozen: set once, here
 
 
-class MountConfig(_Strict):
+@dataclass(frozen=True, kw_only=True)
+class MountConfig:
     """A mount mapping: what the agent sees at ``agent_prefix`` lives at ``canonical_prefix``."""
 
+    __pydantic_config__ = _STRICT
     agent_prefix: str
     canonical_prefix: str
-    filesystem_id: str | None = Field(
-        default=None, description="defaults to this machine's filesystem id"
-    )
+    filesystem_id: str | None = None  # defaults to this machine's filesystem id
 
 
-class IndexConfig(_Strict):
+@dataclass(frozen=True, kw_only=True)
+class IndexConfig:
     """What ``index_tree`` walks: extra ignore patterns (gitignore syntax) and limits."""
 
-    ignore: list[str] = Field(default_factory=list)
-    max_file_bytes: int = Field(default=20 * 1024 * 1024, gt=0)
+    __pydantic_config__ = _STRICT
+    ignore: list[str] = field(default_factory=list)
+    max_file_bytes: Annotated[int, Gt(0)] = 20 * 1024 * 1024
     use_gitignore: bool = True
-    batch_size: int = Field(default=2000, gt=0)
-    compact_after: int = Field(
-        default=COMPACT_AFTER, ge=0, description="compact the store when more transactions wait"
-    )
+    batch_size: Annotated[int, Gt(0)] = 2000
+    # Compact the store when more transactions wait.
+    compact_after: Annotated[int, Ge(0)] = COMPACT_AFTER
 
 
-class PolicyConfig(_Strict):
+@dataclass(frozen=True, kw_only=True)
+class PolicyConfig:
     """Path policy of the file tools: allow and deny globs (gitignore syntax)."""
 
+    __pydantic_config__ = _STRICT
     allow: list[str] | None = None
-    deny: list[str] = Field(default_factory=lambda: list(DEFAULT_DENY))
-    max_path_bytes: int = Field(default=MAX_PATH_BYTES, gt=0)
-    sensitive: list[str] = Field(
-        default_factory=list,
-        description="globs of files whose reading or writing waits for a human's approval "
-        "(governed workspaces)",
-    )
+    deny: list[str] = field(default_factory=lambda: list(DEFAULT_DENY))
+    max_path_bytes: Annotated[int, Gt(0)] = MAX_PATH_BYTES
+    # Globs of files whose reading or writing waits for a human's approval (governed
+    # workspaces).
+    sensitive: list[str] = field(default_factory=list)
 
 
-class Profile(_Strict):
+@dataclass(frozen=True, kw_only=True)
+class Profile:
     """How much one read may return to the model."""
 
-    max_read_chars: int = Field(gt=0)
-    excerpt_lines: int = Field(gt=0)
-    summary_tokens: int = Field(gt=0)
+    __pydantic_config__ = _STRICT
+    max_read_chars: Annotated[int, Gt(0)]
+    excerpt_lines: Annotated[int, Gt(0)]
+    summary_tokens: Annotated[int, Gt(0)]
 
 
 DEFAULT_PROFILES: dict[str, Profile] = {
@@ -123,163 +139,154 @@ DEFAULT_PROFILES: dict[str, Profile] = {
 }
 
 
-class GovernanceConfig(_Strict):
+@dataclass(frozen=True, kw_only=True)
+class GovernanceConfig:
     """Settings of the hook engine."""
 
+    __pydantic_config__ = _STRICT
     unknown_command: Literal["SAFE", "DESTRUCTIVE"] = UNKNOWN_COMMAND_DEFAULT
-    safe_commands: list[str] = Field(default_factory=list)
-    quality_commands: list[str] = Field(default_factory=list)
-    breaker_threshold: int = Field(default=DEFAULT_BREAKER_THRESHOLD, gt=0)
-    command_timeout: float = Field(default=120.0, gt=0)
+    safe_commands: list[str] = field(default_factory=list)
+    quality_commands: list[str] = field(default_factory=list)
+    breaker_threshold: Annotated[int, Gt(0)] = DEFAULT_BREAKER_THRESHOLD
+    command_timeout: Annotated[float, Gt(0)] = 120.0
     model_id: str | None = None
 
 
-class McpServerConfig(_Strict):
+@dataclass(frozen=True, kw_only=True)
+class McpServerConfig:
     """One outside MCP server: a command over stdio, or a URL over streamable HTTP.
 
     A bearer token is never written in the file: ``bearer_token_env`` names the
     environment variable that holds it.
     """
 
-    command: str | None = Field(default=None, description="stdio: the program to start")
-    args: list[str] = Field(default_factory=list)
-    env: dict[str, str] = Field(default_factory=dict)
+    __pydantic_config__ = _STRICT
+    command: str | None = None  # stdio: the program to start
+    args: list[str] = field(default_factory=list)
+    env: dict[str, str] = field(default_factory=dict)
     cwd: str | None = None
-    url: str | None = Field(default=None, description="streamable HTTP endpoint")
-    headers: dict[str, str] = Field(default_factory=dict)
+    url: str | None = None  # streamable HTTP endpoint
+    headers: dict[str, str] = field(default_factory=dict)
     bearer_token_env: str | None = None
-    timeout: float = Field(default=30.0, gt=0)
+    timeout: Annotated[float, Gt(0)] = 30.0
     enabled: bool = True
-    read_only_tools: list[str] = Field(
-        default_factory=list,
-        description="tool-name globs (on the names as listed) a human marks read-only: "
-        "called without an intent; a tool's own readOnlyHint grants nothing",
-    )
-    sandbox: bool | None = Field(
-        default=None,
-        description="run this stdio server in bubblewrap with the workspace read-only "
-        "(default: as [sandbox] agent says)",
-    )
-    allowed_domains: list[str] = Field(
-        default_factory=list,
-        description="domains this confined server may reach through ctxnb's proxy",
-    )
-    network: bool = Field(
-        default=False, description="let this confined server share the host's network"
-    )
-    read_paths: list[str] = Field(
-        default_factory=list,
-        description="host paths this confined server may read (its own files outside the "
-        "workspace)",
-    )
+    # Tool-name globs (on the names as listed) a human marks read-only: called without
+    # an intent; a tool's own readOnlyHint grants nothing.
+    read_only_tools: list[str] = field(default_factory=list)
+    # Run this stdio server in bubblewrap with the workspace read-only (None: as
+    # [sandbox] agent says).
+    sandbox: bool | None = None
+    # Domains this confined server may reach through ctxnb's proxy.
+    allowed_domains: list[str] = field(default_factory=list)
+    network: bool = False  # let this confined server share the host's network
+    # Host paths this confined server may read (its own files outside the workspace).
+    read_paths: list[str] = field(default_factory=list)
 
-    @field_validator("allowed_domains")
-    @classmethod
-    def _domains(cls, value: list[str]) -> list[str]:
-        return [check_pattern(d) for d in value]
-
-    @model_validator(mode="after")
-    def _one_transport(self) -> McpServerConfig:
+    def __post_init__(self) -> None:
         if (self.command is None) == (self.url is None):
             raise ValueError(
                 "give exactly one of 'command' (a stdio server) or 'url' (an HTTP server)"
             )
-        return self
+        _normalize_domains(self)
 
 
-class McpConfig(_Strict):
+@dataclass(frozen=True, kw_only=True)
+class McpConfig:
     """Outside MCP servers that ctxnb connects to (``[mcp.servers.NAME]``)."""
 
-    servers: dict[str, McpServerConfig] = Field(default_factory=dict)
+    __pydantic_config__ = _STRICT
+    servers: dict[str, McpServerConfig] = field(default_factory=dict)
 
-    @field_validator("servers")
-    @classmethod
-    def _names(cls, v: dict[str, McpServerConfig]) -> dict[str, McpServerConfig]:
-        for name in v:
+    def __post_init__(self) -> None:
+        for name in self.servers:
             if not name or "__" in name or not name.replace("-", "_").isidentifier():
                 raise ValueError(
                     f"server name {name!r} must be a simple identifier without '__' (it "
                     "prefixes the server's tool names, e.g. 'github__create_issue')"
                 )
-        return v
 
 
-class SkillsConfig(_Strict):
+@dataclass(frozen=True, kw_only=True)
+class SkillsConfig:
     """Where SKILL.md skills live, relative to the workspace root.
 
     ``root`` is searched first, then ``.ctxnb/skills`` and ``.claude/skills``.
     """
 
+    __pydantic_config__ = _STRICT
     root: str | None = None
 
 
-class RulesConfig(_Strict):
+@dataclass(frozen=True, kw_only=True)
+class RulesConfig:
     """Where AGENTS.md rules discovery looks, relative to the workspace root: only rules
     files in this subtree are found (``"."``, the default, is the whole workspace)."""
 
+    __pydantic_config__ = _STRICT
     root: str = "."
 
 
-class ClaudeCodeAdapterConfig(_Strict):
+@dataclass(frozen=True, kw_only=True)
+class ClaudeCodeAdapterConfig:
     """The Claude Code hook adapter."""
 
+    __pydantic_config__ = _STRICT
     enabled: bool = True
 
 
-class McpAdapterConfig(_Strict):
+@dataclass(frozen=True, kw_only=True)
+class McpAdapterConfig:
     """ctxnb's own MCP server."""
 
+    __pydantic_config__ = _STRICT
     enabled: bool = True
-    expose_registry: bool = Field(
-        default=False,
-        description="re-expose the tools of [mcp.servers] through ctxnb's server, governed",
-    )
-    max_message_bytes: int = Field(
-        default=16 * 1024 * 1024,
-        gt=0,
-        description="longest JSON-RPC line accepted over stdio; a longer one is refused "
-        "with -32600",
-    )
-    tool_listing: Literal["intent", "all"] = Field(
-        default="intent",
-        description="'intent': tools/list shows what the client's intent may use plus "
-        "search_tools (outside servers' tools are found with it); 'all': every tool",
-    )
+    # Re-expose the tools of [mcp.servers] through ctxnb's server, governed.
+    expose_registry: bool = False
+    # Longest JSON-RPC line accepted over stdio; a longer one is refused with -32600.
+    max_message_bytes: Annotated[int, Gt(0)] = 16 * 1024 * 1024
+    # 'intent': tools/list shows what the client's intent may use plus search_tools
+    # (outside servers' tools are found with it); 'all': every tool.
+    tool_listing: Literal["intent", "all"] = "intent"
 
 
-class AcpAdapterConfig(_Strict):
+@dataclass(frozen=True, kw_only=True)
+class AcpAdapterConfig:
     """``ctxnb acp serve``: the live agent for ACP clients (flags override these)."""
 
-    model: str | None = Field(default=None, description="a litellm model name")
-    api_base: str | None = Field(default=None, description="an OpenAI-compatible endpoint")
-    api_key_env: str | None = Field(
-        default=None, description="the environment variable that holds the API key"
-    )
-    strategy: str = Field(default="keep-all", description="a context strategy spec")
-    budget: int | None = Field(default=None, gt=0)
-    intent: str | None = Field(default=None, description="the intent sessions start under")
-    step_limit: int = Field(default=30, gt=0)
-    command_timeout: float = Field(default=60.0, gt=0)
-    permission_timeout: float = Field(default=300.0, gt=0)
+    __pydantic_config__ = _STRICT
+    model: str | None = None  # a litellm model name
+    api_base: str | None = None  # an OpenAI-compatible endpoint
+    api_key_env: str | None = None  # the environment variable that holds the API key
+    strategy: str = "keep-all"  # a context strategy spec
+    budget: Annotated[int, Gt(0)] | None = None
+    intent: str | None = None  # the intent sessions start under
+    step_limit: Annotated[int, Gt(0)] = 30
+    command_timeout: Annotated[float, Gt(0)] = 60.0
+    permission_timeout: Annotated[float, Gt(0)] = 300.0
 
 
+@dataclass(frozen=True, kw_only=True)
 class A2aAdapterConfig(AcpAdapterConfig):
     """``ctxnb a2a serve``: the live agent for A2A peers (flags override these)."""
 
-    host: str = Field(default="127.0.0.1", description="the address to bind (loopback)")
-    port: int = Field(default=9999, ge=0, le=65535, description="the TCP port (0: a free one)")
+    __pydantic_config__ = _STRICT
+    host: str = "127.0.0.1"  # the address to bind (loopback)
+    port: Annotated[int, Ge(0), Le(65535)] = 9999  # the TCP port (0: a free one)
 
 
-class AdaptersConfig(_Strict):
+@dataclass(frozen=True, kw_only=True)
+class AdaptersConfig:
     """The integrations that put ctxnb between an agent and the workspace."""
 
-    claude_code: ClaudeCodeAdapterConfig = Field(default_factory=ClaudeCodeAdapterConfig)
-    mcp: McpAdapterConfig = Field(default_factory=McpAdapterConfig)
-    acp: AcpAdapterConfig = Field(default_factory=AcpAdapterConfig)
-    a2a: A2aAdapterConfig = Field(default_factory=A2aAdapterConfig)
+    __pydantic_config__ = _STRICT
+    claude_code: ClaudeCodeAdapterConfig = field(default_factory=ClaudeCodeAdapterConfig)
+    mcp: McpAdapterConfig = field(default_factory=McpAdapterConfig)
+    acp: AcpAdapterConfig = field(default_factory=AcpAdapterConfig)
+    a2a: A2aAdapterConfig = field(default_factory=A2aAdapterConfig)
 
 
-class SandboxConfig(_Strict):
+@dataclass(frozen=True, kw_only=True)
+class SandboxConfig:
     """How commands are confined (see :mod:`ctxnb.sandbox`).
 
     ``backend = "none"`` (or the shorthand ``sandbox = "none"`` at the top level) is
@@ -305,66 +312,56 @@ class SandboxConfig(_Strict):
     start any of them unconfined.
     """
 
+    __pydantic_config__ = _STRICT
     backend: Literal["bwrap", "none"] = "bwrap"
-    git: Literal["auto", "read"] = Field(
-        default="auto",
-        description="'read': let commands read git's object stores even when they hold "
-        "denied bytes (by default such a store is hidden)",
-    )
-    network: bool = Field(default=False, description="let commands reach the network")
-    agent: bool = Field(
-        default=False,
-        description="confine the agent too: outside MCP servers of the registry run in "
-        "bubblewrap with the workspace read-only (per server: [mcp.servers.NAME] sandbox)",
-    )
-    production: bool = Field(
-        default=False,
-        description="refuse to start what should be confined when it cannot be: an outside "
-        "MCP server with sandbox = false, or without a bubblewrap that works here",
-    )
-    allowed_domains: list[str] = Field(
-        default_factory=list,
-        description="domains commands may reach through ctxnb's proxy (pypi.org, "
-        "*.pythonhosted.org); all others are refused",
-    )
-    env: list[str] = Field(default_factory=list, description="more variables passed through")
-    read_paths: list[str] = Field(default_factory=list, description="more read-only host paths")
-    max_memory_mb: int | None = Field(default=8192, gt=0)
-    max_file_mb: int | None = Field(default=1024, gt=0)
-    max_processes: int | None = Field(default=4096, gt=0)
-    max_open_files: int | None = Field(default=4096, gt=0)
+    # 'read': let commands read git's object stores even when they hold denied bytes
+    # (by default such a store is hidden).
+    git: Literal["auto", "read"] = "auto"
+    network: bool = False  # let commands reach the network
+    # Confine the agent too: outside MCP servers of the registry run in bubblewrap with
+    # the workspace read-only (per server: [mcp.servers.NAME] sandbox).
+    agent: bool = False
+    # Refuse to start what should be confined when it cannot be: an outside MCP server
+    # with sandbox = false, or without a bubblewrap that works here.
+    production: bool = False
+    # Domains commands may reach through ctxnb's proxy (pypi.org, *.pythonhosted.org);
+    # all others are refused.
+    allowed_domains: list[str] = field(default_factory=list)
+    env: list[str] = field(default_factory=list)  # more variables passed through
+    read_paths: list[str] = field(default_factory=list)  # more read-only host paths
+    max_memory_mb: Annotated[int, Gt(0)] | None = 8192
+    max_file_mb: Annotated[int, Gt(0)] | None = 1024
+    max_processes: Annotated[int, Gt(0)] | None = 4096
+    max_open_files: Annotated[int, Gt(0)] | None = 4096
 
-    @model_validator(mode="before")
-    @classmethod
-    def _shorthand(cls, data: Any) -> Any:
-        return {"backend": data} if isinstance(data, str) else data
-
-    @field_validator("allowed_domains")
-    @classmethod
-    def _domains(cls, value: list[str]) -> list[str]:
-        return [check_pattern(d) for d in value]
+    def __post_init__(self) -> None:
+        _normalize_domains(self)
 
 
-class CtxnbConfig(_Strict):
-    """All settings of one workspace."""
+@dataclass(frozen=True, kw_only=True)
+class CtxnbConfig:
+    """All settings of one workspace.
 
+    A frozen dataclass: ``dataclasses.asdict`` dumps it, ``dataclasses.replace`` makes
+    a changed copy, and :func:`validate_config` builds one from a table of settings.
+    """
+
+    __pydantic_config__ = _STRICT
     profile: str = "cloud"
-    profiles: dict[str, Profile] = Field(default_factory=lambda: dict(DEFAULT_PROFILES))
-    mounts: list[MountConfig] = Field(default_factory=list)
-    index: IndexConfig = Field(default_factory=IndexConfig)
-    policy: PolicyConfig = Field(default_factory=PolicyConfig)
-    governance: GovernanceConfig = Field(default_factory=GovernanceConfig)
-    mcp: McpConfig = Field(default_factory=McpConfig)
-    skills: SkillsConfig = Field(default_factory=SkillsConfig)
-    rules: RulesConfig = Field(default_factory=RulesConfig)
-    adapters: AdaptersConfig = Field(default_factory=AdaptersConfig)
-    sandbox: SandboxConfig = Field(default_factory=SandboxConfig)
-    source: str | None = Field(default=None, description="the file the settings came from")
-    source_sha256: str | None = Field(
-        default=None,
-        description="SHA-256 of the settings file's bytes (recorded with each command's "
-        "commit, so a trace says which settings governed it)",
-    )
+    profiles: dict[str, Profile] = field(default_factory=lambda: dict(DEFAULT_PROFILES))
+    mounts: list[MountConfig] = field(default_factory=list)
+    index: IndexConfig = field(default_factory=IndexConfig)
+    policy: PolicyConfig = field(default_factory=PolicyConfig)
+    governance: GovernanceConfig = field(default_factory=GovernanceConfig)
+    mcp: McpConfig = field(default_factory=McpConfig)
+    skills: SkillsConfig = field(default_factory=SkillsConfig)
+    rules: RulesConfig = field(default_factory=RulesConfig)
+    adapters: AdaptersConfig = field(default_factory=AdaptersConfig)
+    sandbox: SandboxConfig = field(default_factory=SandboxConfig)
+    source: str | None = None  # the file the settings came from
+    # SHA-256 of the settings file's bytes (recorded with each command's commit, so a
+    # trace says which settings governed it).
+    source_sha256: str | None = None
 
     def active_profile(self, name: str | None = None) -> Profile:
         """The profile named explicitly, else by ``CTXNB_PROFILE``, else by the file."""
@@ -378,46 +375,94 @@ class CtxnbConfig(_Strict):
             ) from None
 
 
+@cache
+def _adapter() -> TypeAdapter[CtxnbConfig]:
+    import annotated_types
+    from pydantic import TypeAdapter  # only when there are values to validate
+
+    # The constraint names the annotations use, bound where pydantic (and
+    # typing.get_type_hints) resolve them: this module's namespace.
+    for name in ("Ge", "Gt", "Le"):
+        globals().setdefault(name, getattr(annotated_types, name))
+    return TypeAdapter(CtxnbConfig)
+
+
+def validate_config(data: dict[str, Any], where: str = "settings") -> CtxnbConfig:
+    """The settings a table gives (as ``ctxnb.toml`` holds them), every key checked.
+
+    ``sandbox = "none"`` is the shorthand of ``[sandbox] backend = "none"``; profiles
+    given add to (or override) the built-in ones.
+
+    Raises:
+        ConfigError: naming ``where``, the key and what is allowed.
+
+    Example:
+        >>> validate_config({"index": {"batch_size": 10}}).index.batch_size
+        10
+        >>> validate_config({"index": {"batch": 10}}, "ctxnb.toml")
+        Traceback (most recent call last):
+        ...
+        ctxnb.errors.ConfigError: invalid ctxnb settings in ctxnb.toml:
+          unknown key 'index.batch'; allowed here: batch_size, compact_after, ...
+    """
+    from pydantic import ValidationError
+
+    data = _merge_profiles(data)
+    if isinstance(data.get("sandbox"), str):
+        data = {**data, "sandbox": {"backend": data["sandbox"]}}
+    try:
+        return _adapter().validate_python(data)
+    except ValidationError as e:
+        raise ConfigError(_format_validation(where, e)) from None
+
+
 def _format_validation(where: str, err: ValidationError) -> str:
     lines = [f"invalid ctxnb settings in {where}:"]
     for e in err.errors():
         key = ".".join(str(p) for p in e["loc"]) or "(top level)"
-        if e["type"] == "extra_forbidden":
+        if e["type"] in ("extra_forbidden", "unexpected_keyword_argument"):
             parent = e["loc"][:-1]
             allowed = _allowed_keys(parent)
             lines.append(f"  unknown key {key!r}; allowed here: {', '.join(allowed) or '(none)'}")
         else:
-            lines.append(f"  {key}: {e['msg']} (got {e.get('input')!r})")
+            msg = e["msg"].removeprefix("Value error, ")
+            lines.append(f"  {key}: {msg} (got {e.get('input')!r})")
     return "\n".join(lines)
 
 
+def _settings_class(hint: Any) -> type | None:
+    """The settings dataclass a field's type names (through ``X | None``, ``Annotated``)."""
+    for t in (hint, *get_args(hint)):
+        if isinstance(t, type) and "__dataclass_fields__" in vars(t):
+            return t
+    return None
+
+
 def _allowed_keys(loc: tuple[Any, ...]) -> list[str]:
-    model: Any = CtxnbConfig
+    _adapter()  # binds the names the annotations use
+    cls: type | None = CtxnbConfig
     keyed = False  # the last field was a dict: the next part is a key the user chose
     for part in loc:
-        if isinstance(part, int) or model is None:
+        if isinstance(part, int) or cls is None:
             continue
         if keyed:
             keyed = False
             continue
-        field = model.model_fields.get(str(part)) if hasattr(model, "model_fields") else None
-        if field is None:
+        hint = get_type_hints(cls, include_extras=False).get(str(part))
+        if hint is None:
             return []
-        ann = field.annotation
-        args = getattr(ann, "__args__", ())
-        keyed = getattr(ann, "__origin__", None) is dict
-        model = next(
-            (a for a in (ann, *args) if isinstance(a, type) and issubclass(a, BaseModel)), None
-        )
-    if model is None:
+        keyed = get_origin(hint) is dict
+        args = get_args(hint)
+        cls = _settings_class(args[-1] if keyed and args else hint)
+    if cls is None:
         return []
-    return sorted(k for k in model.model_fields if k != "source")
+    return sorted(f.name for f in fields(cls) if f.name != "source")
 
 
 def _merge_profiles(data: dict[str, Any]) -> dict[str, Any]:
     # User profiles add to (or override) the built-in ones instead of replacing all of them.
     if "profiles" in data and isinstance(data["profiles"], dict):
-        merged: dict[str, Any] = {k: v.model_dump() for k, v in DEFAULT_PROFILES.items()}
+        merged: dict[str, Any] = {k: asdict(v) for k, v in DEFAULT_PROFILES.items()}
         merged.update(data["profiles"])
         data = {**data, "profiles": merged}
     return data
@@ -427,7 +472,7 @@ def load_config(root: str | os.PathLike[str]) -> CtxnbConfig:
     """Load the settings of the workspace at ``root``.
 
     ``ctxnb.toml`` wins over ``[tool.ctxnb]`` in ``pyproject.toml``; with neither,
-    every default applies.
+    every default applies (and pydantic is not imported).
 
     Raises:
         ConfigError: naming the file, the key and what is allowed.
@@ -457,12 +502,7 @@ def load_config(root: str | os.PathLike[str]) -> CtxnbConfig:
         return CtxnbConfig()
     if not isinstance(data, dict):
         raise ConfigError(f"{where}: expected a table of settings")
-    try:
-        cfg = CtxnbConfig.model_validate(
-            {**_merge_profiles(data), "source": where, "source_sha256": digest}
-        )
-    except ValidationError as e:
-        raise ConfigError(_format_validation(where, e)) from None
+    cfg = validate_config({**data, "source": where, "source_sha256": digest}, where)
     if cfg.profile not in cfg.profiles:
         raise ConfigError(
             f"{where}: profile {cfg.profile!r} is not defined; "
@@ -483,6 +523,7 @@ def _read_toml(path: Path) -> tuple[dict[str, Any], str]:
     with os.fdopen(fd, "rb") as f:
         data = f.read()
     import hashlib
+    import tomllib  # only when there is a file to read
 
     try:
         return tomllib.loads(data.decode("utf-8")), hashlib.sha256(data).hexdigest()
@@ -501,6 +542,8 @@ def tool_ctxnb_changed(old: bytes | None, new: bytes | None) -> bool:
         >>> tool_ctxnb_changed(b"", b"[tool.ctxnb]\\nsandbox='none'\\n")
         True
     """
+
+    import tomllib
 
     def table(data: bytes | None) -> object:
         if data is None:

@@ -152,14 +152,16 @@ def index_tree(
         (1, 1, [('key.pem', 'deny:**/*.pem')])
     """
     t0 = time.perf_counter()
-    store = workspace.store
     cfg = workspace.config.index
     root_str = str(workspace.root)
     fs_id = workspace.resolver.filesystem_of(root_str)
     # A mount below the root may put part of the tree on another filesystem.
     fs_of = workspace.resolver.filesystem_of if workspace.resolver.mounts else None
     report = IndexReport(root=root_str)
-    cache = StatCache.open(workspace.root, fs_id, store)
+    # The store is opened only when something is to be written or looked up: an
+    # unchanged tree is answered by the stat cache and the store's log.
+    tip = workspace.store_tip()
+    cache = StatCache.open(workspace.root, fs_id, tip)
     prefix = root_str + "/"
     seen: set[str] = set()
 
@@ -178,13 +180,13 @@ def index_tree(
         report.denied_paths.append((rel, rule))
 
     known_paths = {p[len(prefix) :] for p in cache.entries if p.startswith(prefix)}
-    tip = store.latest_tx()
-    if not known_paths or (tip is not None and tip.tx_id > cache.tx):
+    if not known_paths or tip > cache.tx:
         # Files stored since the cache was saved (a tool wrote them, the watcher saw
         # them) are known too, so that their deletion on disk is noticed.
-        known_paths |= _stored_paths(
-            store, fs_id, root_str, since_tx=cache.tx if known_paths else 0
-        )
+        if tip:
+            known_paths |= _stored_paths(
+                workspace.store, fs_id, root_str, since_tx=cache.tx if known_paths else 0
+            )
         cache.dirty = True  # saved with the new tip: the next run need not look again
     ignores = TreeIgnores(cfg.ignore, use_gitignore=cfg.use_gitignore, root=workspace.root)
     # Only the workspace root: mounts elsewhere are indexed by their own workspace.
@@ -217,7 +219,9 @@ def index_tree(
         nonlocal pending, pending_bytes
         if not pending:
             return
-        seen_obs = observe_bytes(store, [(source_of(rel), data) for rel, _, data in pending])
+        seen_obs = observe_bytes(
+            workspace.store, [(source_of(rel), data) for rel, _, data in pending]
+        )
         for (rel, st, _), obs in zip(pending, seen_obs, strict=True):
             setattr(report, obs.action, getattr(report, obs.action) + 1)
             if obs.doc is not None:
@@ -256,7 +260,7 @@ def index_tree(
         flush()
         gone = _gone(workspace, known_paths - seen, cache, prefix, now_ns)
         if gone:
-            obs_gone = observe_bytes(store, [(source_of(rel), None) for rel in gone])
+            obs_gone = observe_bytes(workspace.store, [(source_of(rel), None) for rel in gone])
             for rel, obs in zip(gone, obs_gone, strict=True):
                 if obs.action == "deleted":
                     report.deleted += 1
@@ -267,7 +271,7 @@ def index_tree(
     finally:
         if bar is not None:
             bar.close()
-    cache.save(store)
+    cache.save(workspace.store_tip() if cache.dirty else tip)
     report.duration_s = time.perf_counter() - t0
     return report
 

@@ -22,7 +22,6 @@ from .access.door import Access
 from .config import CtxnbConfig, load_config
 from .errors import NotFoundError
 from .resolver import FilesystemResolver, MountMapping, default_filesystem_id
-from .store.objectstore import ObjectStore, Version
 
 if TYPE_CHECKING:
     from collections.abc import Callable
@@ -32,6 +31,7 @@ if TYPE_CHECKING:
     from .govern.why import WhyResult
     from .indexer import IndexReport
     from .session.core import Session
+    from .store.objectstore import ObjectStore, Version
     from .tools.filetools import FileTools
 
 __all__ = ["Workspace"]
@@ -59,13 +59,16 @@ class Workspace(Access):
         config: CtxnbConfig | None = None,
         store: ObjectStore | None = None,
     ) -> Workspace:
-        """Open (and on first use, create ``.ctxnb/`` in) the workspace at ``path``.
+        """Open the workspace at ``path`` (its store, ``.ctxnb/store``, is opened, and
+        created if missing, when first used).
 
         Args:
             path: the workspace directory; it must exist.
             mounts: the agent's mount mappings; added to those of the config file.
             config: settings to use instead of reading ``ctxnb.toml``.
-            store: an object store to use instead of ``<root>/.ctxnb/store``.
+            store: an object store to use instead of ``<root>/.ctxnb/store`` (which is
+                opened when first used: an index that finds nothing changed reads only
+                its log).
 
         Raises:
             NotFoundError: when the directory does not exist.
@@ -85,21 +88,63 @@ class Workspace(Access):
         ]
         all_mounts.extend(mounts or ())
         resolver = FilesystemResolver(fs, all_mounts)
-        st = store if store is not None else ObjectStore.for_workspace(root)
-        return cls(root, config=cfg, resolver=resolver, store=st)
+        return cls(
+            root,
+            config=cfg,
+            resolver=resolver,
+            store=store,
+            store_dir=root / ".ctxnb" / "store",
+        )
 
     # -- indexing and history -----------------------------------------------------------
-    def index(self, *, progress: bool | None = None) -> IndexReport:
-        """Index the whole tree (see :func:`ctxnb.indexer.index_tree`)."""
+    def index(self, *, progress: bool | None = None, settle: bool = True) -> IndexReport:
+        """Index the whole tree (see :func:`ctxnb.indexer.index_tree`).
+
+        Args:
+            progress: show a progress bar (None: when a terminal or notebook shows it).
+            settle: then fold and, when due, compact the store (:meth:`settle_store`);
+                False leaves that to the caller (the command line prints its summary
+                first, since a compaction of a large index takes seconds).
+        """
         from .indexer import index_tree
 
         report = index_tree(self, progress=progress)
+        if settle:
+            self.settle_store()
+        return report
+
+    def settle_store(self) -> None:
+        """Compact the store when more than ``[index] compact_after`` transactions wait,
+        and fold inline transactions into Parquet; from the log alone, without opening
+        the store, when nothing waits.
+
+        Example:
+            >>> import pathlib, tempfile
+            >>> root = pathlib.Path(tempfile.mkdtemp())
+            >>> _ = (root / "a.py").write_text("x = 1\\n")
+            >>> ws = Workspace.open(root)
+            >>> ws.index(settle=False).created
+            1
+            >>> ws.settle_store()  # one transaction: folded, not worth a compaction
+            >>> ws.store.pending_segments()
+            1
+        """
+        threshold = self.config.index.compact_after
+        if not self.store_is_open:
+            from .store._tip import read_tip
+
+            # Nothing was written: the log says whether anything waits (another process's
+            # commits), and the store is opened only then. A count the log's tail cannot
+            # tell (None) or a log it cannot read opens the store, which then decides.
+            tip = read_tip(self.store_dir)
+            if tip is not None and tip.unfolded == 0:
+                if tip.uncompacted is not None and tip.uncompacted <= threshold:
+                    return
         # Every scan and every open reads each transaction not yet compacted; indexing
         # is the natural moment to fold them into the snapshot.
-        self.store.maybe_compact(self.config.index.compact_after)
+        self.store.maybe_compact(threshold)
         # ... and after it every version is in a Parquet file outside readers see.
         self.store.fold()
-        return report
 
     def get(self, path: str | os.PathLike[str]) -> dict[str, Any]:
         """The latest stored version of a file.
@@ -264,7 +309,8 @@ class Workspace(Access):
         return FileTools(self, session, caller=caller, profile=profile, clock=clock, **kwargs)
 
     def close(self) -> None:
-        self.store.close()
+        if self.store_is_open:
+            self.store.close()
 
     def __enter__(self) -> Workspace:
         return self

@@ -4,7 +4,9 @@ ballast up to a given number of free bytes before each write.
 Run as a script inside a private mount namespace (``unshare --mount``, see
 ``tests/tools/test_write_full_disk.py``), it mounts the tmpfs itself, so no mount outlives
 it. For each ``(budget, size)`` it prints one JSON line: what ``write_file`` answered
-and what was found afterwards on disk, in the store and in its log.
+and what was found afterwards on disk, in the store and in its log. ``op`` is a
+``write_file``, a deletion through ``apply_patch``, or a sandboxed ``command`` whose
+change is committed from its overlay.
 """
 
 from __future__ import annotations
@@ -57,6 +59,14 @@ def one(mnt: Path, budget: int, size: int, op: str) -> dict[str, object]:
             "write_file",
             {"path": "inventory/a.py", "content": new, "expected_sha256": read.sha256},
         )
+    elif op == "command":  # a sandboxed command's change, committed from its overlay
+        lines = max(1, size // 12)
+        # Appended: the old lines stay, so no approver is needed (not destructive).
+        new = OLD + "".join(f"b{i} = {i}\n" for i in range(1, lines + 1))
+        out = tools.dispatch(
+            "run_command",
+            {"cmd": f"seq 1 {lines} | sed 's/.*/b& = &/' >> inventory/a.py", "shell": True},
+        )
     else:  # a deletion through a patch
         out = tools.dispatch(
             "apply_patch",
@@ -80,17 +90,23 @@ def one(mnt: Path, budget: int, size: int, op: str) -> dict[str, object]:
         history = store.history(oid)
         versions = [v.doc.get("content") for v in history]
         logged = {ln.tx for ln in attached_lines(store_dir) for a in ln.attached}
-        want = new if op == "write" else None
+        want = new if op in ("write", "command") else None
         acked_tx = [v.tx_id for v in history[1:] if v.doc.get("content") == want]
     temps = [p.name for p in (root / "inventory").iterdir() if p.name.startswith(".ctxnb-tmp")]
+    if op == "command":  # acknowledged: listed as changed by the command's result
+        effects = out.get("result", {}).get("effects", {}) if out["ok"] else {}
+        acked = any(c["path"] == "inventory/a.py" for c in effects.get("changed", []))
+    else:
+        acked = bool(out["ok"])
     return {
         "budget": budget,
+        "acked": acked,
         "size": size,
         "op": op,
         "ok": out["ok"],
         "code": out.get("error_code"),
         "disk_old": disk == OLD,
-        "disk_new": disk == (new if op == "write" else None),
+        "disk_new": disk == (new if op in ("write", "command") else None),
         "versioned": bool(acked_tx),
         "traced": any(tx in logged for tx in acked_tx),
         "latest_is_disk": versions[-1] == disk,

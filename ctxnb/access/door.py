@@ -38,7 +38,6 @@ from typing import TYPE_CHECKING, Any
 
 from ..errors import NotFoundError, ResolverError
 from ..hashing import identity_hash
-from ..model import FilesystemSource
 from ..resolver import FilesystemResolver, normalize_path
 from .fdio import PathPolicy
 from .observe import Observation, observe_bytes
@@ -46,6 +45,7 @@ from .pathrules import GOVERNANCE, SafePath, map_mount_prefix
 
 if TYPE_CHECKING:
     from ..config import CtxnbConfig
+    from ..model import FilesystemSource
     from ..store.objectstore import ObjectStore
     from .protected import ProtectedSet
 
@@ -74,7 +74,9 @@ class Access:
         root: the absolute, symlink-free path of the tree.
         config: the workspace's settings.
         resolver: agent paths to sources and back.
-        store: the versioned object store.
+        store: the versioned object store; None opens the one in ``store_dir`` when it
+            is first used (see :attr:`store`).
+        store_dir: where the store lives when ``store`` is None.
     """
 
     def __init__(
@@ -83,16 +85,53 @@ class Access:
         *,
         config: CtxnbConfig,
         resolver: FilesystemResolver,
-        store: ObjectStore,
+        store: ObjectStore | None = None,
+        store_dir: Path | None = None,
     ) -> None:
         self.root = root
         self.config = config
         self.resolver = resolver
-        self.store = store
+        if store is not None:
+            self.__dict__["store"] = store
+            store_dir = store.path
+        elif store_dir is None:
+            raise TypeError("Access needs a store or a store_dir")
+        self.store_dir: Path = store_dir
         # Where a process that serves one call of a longer session (Claude Code's Bash
         # through `ctxnb sandbox exec`) finds the session's derived protected set, cached
         # by the files it came from; None derives it here.
         self.protected_cache: Path | None = None
+
+    # -- the store ----------------------------------------------------------------------
+    @cached_property
+    def store(self) -> ObjectStore:
+        """The versioned object store, opened (and created) on first use.
+
+        Opening imports pyarrow and reads the store's segments; a caller that only needs
+        to know whether anything was committed asks :meth:`store_tip` first.
+        """
+        from ..store.objectstore import ObjectStore
+
+        return ObjectStore(self.store_dir)
+
+    @property
+    def store_is_open(self) -> bool:
+        """Whether :attr:`store` was opened (or handed in)."""
+        return "store" in self.__dict__
+
+    def store_tip(self) -> int:
+        """The id of the store's last committed transaction (0: none yet): from the open
+        store, else from its log alone (:func:`~ctxnb.store._tip.read_tip`), else by
+        opening it when the log cannot answer (no store yet, another format, damage the
+        store reports)."""
+        from ..store._tip import read_tip
+
+        if not self.store_is_open:
+            tip = read_tip(self.store_dir)
+            if tip is not None:
+                return tip.tx_id
+        latest = self.store.latest_tx()
+        return latest.tx_id if latest else 0
 
     # -- the policies -------------------------------------------------------------------
     @cached_property
@@ -187,6 +226,8 @@ class Access:
         """The source of a workspace file, by relative or absolute host path: on the
         filesystem of the mount that covers it, if one does (so that the file is one
         object however it is named), else the default one."""
+        from ..model import FilesystemSource  # pydantic: only when a source is asked for
+
         canonical = self.abspath(path)
         return FilesystemSource(
             filesystem_id=self.resolver.filesystem_of(canonical), path=canonical

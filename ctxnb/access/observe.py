@@ -371,11 +371,14 @@ class StatCache:
         self.dirty = False
 
     @classmethod
-    def open(cls, root: str | os.PathLike[str], fs_id: str, store: ObjectStore) -> StatCache:
-        """The cache of the workspace at ``root`` (empty when missing or stale)."""
+    def open(cls, root: str | os.PathLike[str], fs_id: str, tip: int) -> StatCache:
+        """The cache of the workspace at ``root`` (empty when missing or stale).
+
+        ``tip`` is the store's last committed transaction id (0 when empty): a cache
+        saved at a later one belongs to another store.
+        """
         path = Path(root) / ".ctxnb" / "statcache.json"
-        latest = store.latest_tx()
-        entries, tx = cls._load(path, fs_id, latest.tx_id if latest else 0)
+        entries, tx = cls._load(path, fs_id, tip)
         return cls(path, fs_id, entries, tx)
 
     @staticmethod
@@ -422,12 +425,12 @@ class StatCache:
         if self.entries.pop(path, None) is not None:
             self.dirty = True
 
-    def save(self, store: ObjectStore) -> None:
-        """Write the cache if anything changed (atomically: temp file + rename)."""
+    def save(self, tip: int) -> None:
+        """Write the cache if anything changed (atomically: temp file + rename), as of
+        the store's transaction ``tip``."""
         if not self.dirty:
             return
         self.dirty = False
-        tip = store.latest_tx()
         self.path.parent.mkdir(parents=True, exist_ok=True)
         tmp = self.path.with_name(f".{self.path.name}.{os.getpid()}.tmp")
         tmp.write_text(
@@ -435,7 +438,7 @@ class StatCache:
                 {
                     "version": _CACHE_VERSION,
                     "filesystem_id": self.fs_id,
-                    "tx": tip.tx_id if tip else 0,
+                    "tx": tip,
                     "entries": self.entries,
                 },
                 separators=(",", ":"),

@@ -98,17 +98,22 @@ def workspace_path(ws: Any, file: str) -> str:
 def _cmd_index(ns: argparse.Namespace) -> int:
     """Prints one summary line; a progress bar on stderr when it is a terminal."""
     with _workspace(ns.path) as ws:
-        report = ws.index(progress=False if ns.no_progress else None)
-    if ns.json:
-        _out(json.dumps({"root": report.root, **report.counts(), "files": report.files}))
-        return 0
-    _out(str(report))
-    if ns.list:
-        from ..redaction.redactor import redact_text
+        report = ws.index(progress=False if ns.no_progress else None, settle=False)
+        # The summary as soon as the walk ends: the store's compaction after a large
+        # index takes seconds, and says nothing.
+        if ns.json:
+            _out(json.dumps({"root": report.root, **report.counts(), "files": report.files}))
+        else:
+            _out(str(report))
+            if ns.list:
+                from ..redaction.redactor import redact_text
 
-        # A file's name can hold a secret: the listing leaves redacted like `ctxnb show`.
-        for rel, action in sorted(report.changed_paths.items()):
-            _out(f"  {action:<8} {redact_text(rel)}")
+                # A file's name can hold a secret: the listing leaves redacted like
+                # `ctxnb show`.
+                for rel, action in sorted(report.changed_paths.items()):
+                    _out(f"  {action:<8} {redact_text(rel)}")
+        sys.stdout.flush()
+        ws.settle_store()
     return 0
 
 

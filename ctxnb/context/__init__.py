@@ -5,7 +5,7 @@
 - :class:`Assembler` and :func:`context_at`: from a session's state (or from the
   store's history) to a context.
 - :func:`render_block`, :func:`delimiter_nonce` and :func:`inline`: the framing that
-  content cannot forge.
+  content cannot forge; :func:`unframe` takes it off again.
 - :func:`to_messages`: a context as an OpenAI or Anthropic transcript, with cache
   breakpoints.
 - :func:`context_diff` and :func:`item_text_diff`: what changed between two contexts,
@@ -36,7 +36,7 @@ from __future__ import annotations
 from ._assembly import Assembler, AssemblyState, MetaEntry, context_at, meta_for
 from ._changes import ContextChange, changes_frame
 from ._diff import context_diff, item_text_diff
-from ._framing import delimiter_nonce, inline, render_block
+from ._framing import delimiter_nonce, inline, render_block, unframe
 from ._messages import to_messages
 from ._model import SECTION_ORDER, Context, ContextItem, Section, Segment
 from ._report import usage_report
@@ -63,5 +63,6 @@ __all__ = [
     "prefix_reuse",
     "render_block",
     "to_messages",
+    "unframe",
     "usage_report",
 ]

@@ -17,7 +17,14 @@ from ..hashing import sha256_hex, stable_stringify
 from ..llm.tokens import TokenCounter
 from ..redaction.redactor import redact_data, redact_text
 from ..strategies.builtin import ContextStrategy, Item, Selection, StrategyInput, strategy_spec
-from ._assemblystate import AssemblyState, MetaEntry, meta_for, view_doc, with_active_copy
+from ._assemblystate import (
+    AssemblyState,
+    MetaEntry,
+    meta_for,
+    shown_call,
+    view_doc,
+    with_active_copy,
+)
 from ._changes import record_changes, recorded_assembly
 from ._framing import inline, render_block
 from ._metalog import META_HEADER, MetaBlock, MetaLog, place_blocks, render_log, section_of
@@ -359,7 +366,7 @@ class Assembler:
                     entered=int(entered.get(oid, 0)),
                     tool=m.tool,
                     args=(
-                        inline(stable_stringify(redact_data(dict(doc.get("args") or {}))))
+                        inline(stable_stringify(redact_data(shown_call(doc)[1])))
                         if m.type == "toolcall"
                         else None
                     ),

@@ -92,7 +92,9 @@ def meta_for(
         return MetaEntry(
             doc["xt/id"],
             "toolcall",
-            tool=doc.get("tool"),
+            # The name the model gave the call, when it was recorded as a call of another
+            # tool (a live run's bash for ctxnb's run_command): the prompt speaks its terms.
+            tool=shown_call(doc)[0],
             status=doc.get("status"),
             # Stored calls predating redaction, or recorded by other writers, are
             # shown redacted too.
@@ -100,6 +102,15 @@ def meta_for(
             char_count=len(doc.get("content") or ""),
         )
     return MetaEntry(doc["xt/id"], t, char_count=len(str(doc.get("content") or "")))
+
+
+def shown_call(doc: Mapping[str, Any]) -> tuple[str | None, dict[str, Any]]:
+    """A tool call's name and arguments as the model made it (the record's ``shown``
+    form, see :meth:`~ctxnb.session.Session.record_toolcall`), else as ctxnb ran it."""
+    shown = doc.get("shown")
+    if isinstance(shown, Mapping) and isinstance(shown.get("tool"), str):
+        return shown["tool"], dict(shown.get("args") or {})
+    return doc.get("tool"), dict(doc.get("args") or {})
 
 
 @dataclass

@@ -28,7 +28,7 @@ from __future__ import annotations
 
 import hashlib
 
-__all__ = ["delimiter_nonce", "inline", "render_block"]
+__all__ = ["delimiter_nonce", "inline", "render_block", "unframe"]
 
 _ALPHABET = "abcdefghijkmnpqrstuvwxyz23456789"  # no look-alikes (l/1, o/0)
 NONCE_LENGTH = 2
@@ -79,6 +79,24 @@ def render_block(kind: str, content: str, label: str = "") -> str:
     head = f"<{kind} {nonce} {inline(label)}>" if label else f"<{kind} {nonce}>"
     body = content if content.endswith("\n") or not content else content + "\n"
     return f"{head}\n{body}</{kind} {nonce}>\n"
+
+
+def unframe(block: str) -> str:
+    """The content of a block :func:`render_block` made, its two frame lines taken off
+    (for a transport that frames it already: a tool result bound to its call by the
+    provider's API). Text that is not such a block comes back as it is.
+
+    Example:
+        >>> unframe(render_block("tool", "a.py\\n", "bash(command=ls)"))
+        'a.py\\n'
+        >>> unframe("plain text")
+        'plain text'
+    """
+    head, sep, rest = block.partition("\n")
+    if not sep or not head.startswith("<") or not head.endswith(">") or head.startswith("</"):
+        return block
+    close = "</" + " ".join(head[1:-1].split(" ", 2)[:2]) + ">\n"
+    return rest[: -len(close)] if rest.endswith(close) else block
 
 
 # Every character that some reader treats as a line break or that a terminal acts on:

@@ -27,13 +27,14 @@ if TYPE_CHECKING:
     from .intents import Intent, IntentFile, init_governance, intent_context, load_intents
     from .ledger import TraceLedger, build_trace_record, validate_record
     from .mutation import classify_mutation, touched_symbols
-    from .record import FileChange, Origin, Recorded, Recorder
+    from .record import FileChange, Origin, PendingRecord, Recorded, Recorder
 
 _EXPORTS = {
     "FileChange": "record",
     "Intent": "intents",
     "IntentFile": "intents",
     "Origin": "record",
+    "PendingRecord": "record",
     "Recorded": "record",
     "Recorder": "record",
     "RiskAssessment": "ctxnb.shell.risk",
@@ -53,6 +54,7 @@ __all__ = [
     "Intent",
     "IntentFile",
     "Origin",
+    "PendingRecord",
     "Recorded",
     "Recorder",
     "RiskAssessment",

@@ -76,7 +76,7 @@ from .policies import (
     Sensitivity,
     policy_error,
 )
-from .record import FileChange, Origin, Recorded, Recorder, classify
+from .record import FileChange, Origin, PendingRecord, Recorded, Recorder, classify
 
 if TYPE_CHECKING:
     from ..access.door import Access
@@ -299,6 +299,36 @@ class HookEngine:
             tool, caller=caller, session_id=session_id, intent=intent, metadata=metadata
         )
         return self.recorder.record(files, origin, waits=waits)
+
+    def prepare_change(
+        self,
+        change: tuple[str, str | None, str | None, dict[str, Any]],
+        *,
+        oid: str,
+        store_dir: str | os.PathLike[str],
+        tool: str,
+        caller: str,
+        session_id: str | None,
+        intent: Intent | None,
+        metadata: dict[str, Any],
+    ) -> PendingRecord:
+        """The trace record of a change about to be committed with its store version
+        (object ``oid``), to go in the same log line (see :mod:`ctxnb.govern.tracewal`):
+        the sandbox's commit makes both durable before it replaces the file."""
+        path, old, new, meta = change
+        origin = Origin(
+            tool, caller=caller, session_id=session_id, intent=intent, metadata=metadata
+        )
+        return self.recorder.prepare_logged(
+            FileChange(path, old=old, new=new, metadata=meta),
+            origin,
+            oid=oid,
+            store_dir=store_dir,
+        )
+
+    def finish_change(self, pending: PendingRecord, tx_id: int) -> Recorded:
+        """Append the record :meth:`prepare_change` made, committed in ``tx_id``."""
+        return self.recorder.finish_logged(pending, tx_id)
 
     def context_metadata(self) -> dict[str, Any]:
         """The session's turn and the id (hash) of the context it last assembled: what

@@ -281,6 +281,30 @@ class TraceLedger:
             where = self._strings = (self.path, os.fspath(self.path.parent), self.path.name)
         return where[1], where[2]
 
+    def checkpoint(self) -> tuple[int, str | None]:
+        """The ledger's length and the hash of its last line, read under its lock.
+
+        A true statement about the ledger as it is now, and so forever (it is only
+        appended to): a store transaction that carries it pins every line before that
+        offset (see :mod:`ctxnb.govern.ledgercheck`). The hash is None when the ledger
+        is empty, or its last line is cut (a crash) or it is not a regular file.
+        """
+        flags = os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC
+        try:
+            fd = os.open(self.path, flags)
+        except OSError:
+            return 0, None  # missing (the first record), or a link: no line to pin
+        try:
+            if not stat.S_ISREG(os.fstat(fd).st_mode):
+                return 0, None
+            if fcntl is not None:
+                fcntl.flock(fd, fcntl.LOCK_SH)  # a writer's lines are whole under it
+            size = os.fstat(fd).st_size
+            last, ended = chain.tail(fd, size)
+            return size, chain.line_hash(last) if ended else None
+        finally:
+            os.close(fd)  # also releases the lock
+
     def write_locked(self, fd: int, prepared: Sequence[dict[str, Any]]) -> None:
         """Append prepared records as one write, each chained to the line before it
         (the caller holds the lock, see :meth:`open_locked`); not fsynced."""

@@ -8,26 +8,34 @@ through :func:`check_ledger`, which gives each line a verdict from two kinds of 
   line before it, and the head file names the ledger's length and last line. A line
   edited, inserted, deleted or moved breaks a link; both lines of a broken link are
   marked, since the chain alone cannot tell which of the two was changed;
-* **the anchor outside the ledger**: a governed ``write_file`` commits its record in the
-  store's log line with its file version (:mod:`ctxnb.govern.tracewal`). A ledger line
-  whose record has a copy there must equal it (apart from ``prev_hash``, and a
-  ``version_id`` that must name that transaction), so an edit whose following hashes and
-  head were recomputed is still caught; a record the log holds and the ledger lacks is
-  reported as missing (deleted, or lost in a crash; ``trace verify`` puts it back).
+* **the anchors outside the ledger**: a governed ``write_file`` commits its record in the
+  store's log line with its file version (:mod:`ctxnb.govern.tracewal`); a compaction's
+  rotation moves the copy to the store's archive of attachments
+  (:mod:`ctxnb.store._attach`), so it outlives the log line. A ledger line whose record
+  has a copy there must equal it (apart from ``prev_hash``, and a ``version_id`` that
+  must name that transaction), so an edit whose following hashes and head were
+  recomputed is still caught; a record the store holds and the ledger lacks is reported
+  as missing (deleted, or lost in a crash; ``trace verify`` puts it back);
+* **the checkpoints** (:class:`Checkpoint`): every copy also holds the ledger's length
+  and last line's hash when the record was prepared, and every rotation one more. The
+  ledger is only appended to, so each stays true, and with the chain it pins every line
+  before it: a reorder, an insertion, a deletion or an edit there, chain recomputed or
+  not, is caught, records with no copy of their own included.
 
 Verdicts (:data:`INTEGRITY`), per record:
 
 ``verified``
     the chain holds around it and it equals its copy in the store's log;
 ``chained``
-    the chain holds around it, but the log holds no copy to compare it with (an event or
-    a command's record, or a write whose transaction a compaction has rotated out of
-    the log): an edit that recomputes the chain and the head goes unnoticed here;
+    the chain holds around it, but the store holds no copy to compare it with (an event
+    or a command's record): an edit that recomputes the chain and the head goes
+    unnoticed here only after the newest checkpoint;
 ``unchained``
     written before ctxnb kept the chain, and not in the log;
 ``tampered``
-    it breaks the chain, differs from its copy in the log, repeats another line's
-    record id, or lies past the end the head file recorded.
+    it breaks the chain, differs from its copy in the store, repeats another line's
+    record id, lies past the end the head file recorded, or lies where a checkpoint no
+    longer matches the ledger.
 
 What an attacker who can write ``.orchestration/`` or ``.ctxnb/`` can and cannot forge
 is spelled out in ``docs/agent-trace-mapping.md``.
@@ -61,6 +69,8 @@ from . import chain
 __all__ = [
     "INTEGRITY",
     "Anchor",
+    "Anchors",
+    "Checkpoint",
     "LedgerCheck",
     "check_data",
     "check_ledger",
@@ -71,6 +81,7 @@ __all__ = [
 VERIFIED, CHAINED, UNCHAINED, TAMPERED = "verified", "chained", "unchained", "tampered"
 INTEGRITY = (VERIFIED, CHAINED, UNCHAINED, TAMPERED)
 KIND = "agent-trace"  # the attachment kind tracewal writes (kept here: no import of it)
+HEAD_KIND = "agent-trace-head"  # a checkpoint alone, kept by a rotation
 # A line's link, when the line is not a record: it is kept in the chain as it is.
 NOT_A_RECORD = object()
 
@@ -79,39 +90,89 @@ class Anchor(FrozenRecord):
     """A record's copy in the store's log: the transaction that committed it with the
     version of object ``oid``, and the record as ctxnb prepared it."""
 
-    __slots__ = ("tx", "oid", "record")
+    __slots__ = ("tx", "oid", "record", "at", "head")
     tx: int
     oid: str
     record: dict[str, Any]
+    at: int | None
+    head: str | None
 
-    def __init__(self, tx: int, oid: str, record: dict[str, Any]) -> None:
-        self._fill(tx, oid, record)
+    def __init__(
+        self,
+        tx: int,
+        oid: str,
+        record: dict[str, Any],
+        at: int | None = None,
+        head: str | None = None,
+    ) -> None:
+        self._fill(tx, oid, record, at, head)
 
     def __hash__(self) -> int:
         return hash((self.tx, self.oid, self.record.get("id")))
 
 
-def store_anchors(store_dir: str | os.PathLike[str] | None) -> dict[str, list[Anchor]]:
-    """The trace records in the store's log, by record id (empty without a store).
+class Checkpoint(FrozenRecord):
+    """What the ledger was when store transaction ``tx`` was prepared: ``at`` bytes long,
+    its last line hashing to ``head``. The ledger is only appended to, so this stays
+    true: with the chain, it pins every line before ``at``."""
 
-    Only what tracewal's restore would trust counts: a complete log line whose checksum
+    __slots__ = ("tx", "at", "head")
+    tx: int
+    at: int
+    head: str
+
+    def __init__(self, tx: int, at: int, head: str) -> None:
+        self._fill(tx, at, head)
+
+
+class Anchors(dict[str, list[Anchor]]):
+    """The records' copies in the store (by record id), and the ledger checkpoints the
+    store committed (:attr:`checkpoints`, in commit order)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.checkpoints: list[Checkpoint] = []
+
+
+def store_anchors(store_dir: str | os.PathLike[str] | None) -> Anchors:
+    """The trace records in the store's log and its archive of rotated ones, by record
+    id, with the ledger checkpoints they carry (empty without a store).
+
+    Only what tracewal's restore would trust counts: a complete line whose checksum
     holds, an attachment of the trace kind naming a document of that transaction.
+
+    Raises:
+        CorruptStoreError: the archive of rotated records is missing or damaged (then
+            nothing before the last rotation could be checked).
     """
+    out = Anchors()
     if store_dir is None or not os.path.isdir(store_dir):
-        return {}
+        return out
     from ..store._attach import attached_lines  # only readers that anchor pay for it
 
-    out: dict[str, list[Anchor]] = {}
-    for line in attached_lines(store_dir):
+    for line in attached_lines(store_dir, archived=True):
         for att in line.attached:
-            if not isinstance(att, dict) or att.get("kind") != KIND:
+            if not isinstance(att, dict):
+                continue
+            kind, at, head = att.get("kind"), att.get("at"), att.get("head")
+            pin = None
+            if type(at) is int and at > 0 and isinstance(head, str):
+                # A ledger that had lines then, its last one whole.
+                pin = Checkpoint(line.tx, at, head)
+            if kind == HEAD_KIND and pin is not None:
+                out.checkpoints.append(pin)
+            if kind != KIND:
                 continue
             oid, record = att.get("oid"), att.get("record")
             if not isinstance(oid, str) or oid not in line.doc_ids or not isinstance(record, dict):
                 continue
             rid = record.get("id")
             if isinstance(rid, str):
-                out.setdefault(rid, []).append(Anchor(line.tx, oid, record))
+                if pin is not None:
+                    out.checkpoints.append(pin)
+                at_ = at if type(at) is int else None
+                head_ = head if pin is not None else None
+                out.setdefault(rid, []).append(Anchor(line.tx, oid, record, at_, head_))
     return out
 
 
@@ -401,6 +462,7 @@ def check_data(
             out._bad(n - 1, f"line {n} does not link to it: it, or what followed it, changed")
     _check_head(out, ledger, data, raws, chained)
     _check_anchors(out, raws, ids, anchors, records or {})
+    _check_checkpoints(out, data, raws, hashes, getattr(anchors, "checkpoints", ()))
     out.problems.sort(key=lambda p: p[0])  # stable: a line's problems keep their order
     if out.ok:
         out.message = (
@@ -490,6 +552,60 @@ def _check_anchors(
     # ledger's write leaves exactly this, and restoring (every recorder's first write,
     # ``trace verify``) puts the record back, so a deletion does not hold either.
     out.missing = [copies[-1] for rid, copies in anchors.items() if rid not in seen]
+
+
+def _check_checkpoints(
+    out: LedgerCheck,
+    data: bytes,
+    raws: Sequence[bytes],
+    hashes: Sequence[str],
+    checkpoints: Sequence[Checkpoint],
+) -> None:
+    """Each checkpoint the store committed against the ledger as it is.
+
+    A checkpoint that holds pins every line before it (each line's hash covers the link
+    to the one before). One that does not says that a line at or before its offset was
+    edited, moved, inserted or removed after the store committed it, even when every
+    following hash and the head were recomputed; the chain cannot say which line, so
+    every line after the nearest checkpoint that holds, up to the first that does not,
+    is marked. A later checkpoint's failure follows from that one (its last line's hash
+    covers the changed prefix), so it marks nothing more: a line after it is judged by
+    its own copy in the store, when it has one.
+    """
+    if not checkpoints:
+        return
+    ends: dict[int, int] = {}  # offset after a line's newline -> its number
+    pos = 0
+    for n, raw in enumerate(raws, 1):
+        pos += len(raw) + 1
+        ends[pos] = n
+    starts = [0, *ends][: len(raws)]  # where each line starts
+    held: list[int] = sorted(
+        {c.at for c in checkpoints if c.at in ends and hashes[ends[c.at] - 1] == c.head}
+    )
+    failed = [c for c in checkpoints if not (c.at in ends and hashes[ends[c.at] - 1] == c.head)]
+    if not failed:
+        return
+    c = min(failed, key=lambda f: (f.at, f.tx))
+    at = c.at
+    below = [h for h in held if h < at]
+    good = below[-1] if below else 0
+    lines = [n for n, start in enumerate(starts, 1) if good <= start < at]
+    if at > len(data):
+        why = (
+            f"the ledger is {len(data)} bytes, but it was {at} when store transaction "
+            f"{c.tx} was committed (.ctxnb/store): lines were removed, or the ledger "
+            "was replaced by an older copy"
+        )
+    else:
+        why = (
+            f"the ledger's first {at} bytes are not what they were when store "
+            f"transaction {c.tx} was committed (.ctxnb/store keeps their last line's "
+            "hash): a line among these was edited, moved, inserted or removed, and the "
+            "chain recomputed after it"
+        )
+    for n in lines or [len(raws) + 1]:
+        out._bad(n, why)
 
 
 def verify_ledger(

@@ -333,12 +333,12 @@ class Recorder:
         """
         done = self._build(change, None, origin, mutation_class)
         prepared = self.ledger.prepare([done.record])[0]
-        try:
-            at = os.stat(self.ledger.path).st_size
-        except FileNotFoundError:
-            at = 0
+        # Where the ledger ends now, and its last line: committed with the version, it
+        # pins every line before this record (a reorder or an edit that recomputed the
+        # chain is caught, see ctxnb.govern.ledgercheck).
+        at, head = self.ledger.checkpoint()
         tracewal.ledger_for(store_dir, self.ledger.path)
-        return PendingRecord(done, origin, prepared, oid, at, os.fspath(store_dir))
+        return PendingRecord(done, origin, prepared, oid, at, os.fspath(store_dir), head)
 
     def finish_logged(self, pending: PendingRecord, tx_id: int) -> Recorded:
         """Append the record :meth:`prepare_logged` made, committed in transaction
@@ -364,7 +364,16 @@ class PendingRecord:
     """A record prepared to be committed with a store version (see
     :meth:`Recorder.prepare_logged`)."""
 
-    __slots__ = ("_attachment", "at", "oid", "origin", "prepared", "recorded", "store_dir")
+    __slots__ = (
+        "_attachment",
+        "at",
+        "head",
+        "oid",
+        "origin",
+        "prepared",
+        "recorded",
+        "store_dir",
+    )
 
     def __init__(
         self,
@@ -374,12 +383,14 @@ class PendingRecord:
         oid: str,
         at: int,
         store_dir: str,
+        head: str | None = None,
     ) -> None:
         self.recorded = recorded
         self.origin = origin
         self.prepared = prepared
         self.oid = oid
         self.at = at
+        self.head = head
         self.store_dir = store_dir
         self._attachment: bytes | None = None  # asked for more than once, made once
 
@@ -387,7 +398,7 @@ class PendingRecord:
     def attachment(self) -> bytes:
         """What the store's log line carries: the prepared record, bound to ``oid``."""
         if self._attachment is None:
-            self._attachment = tracewal.attachment(self.prepared, self.oid, self.at)
+            self._attachment = tracewal.attachment(self.prepared, self.oid, self.at, self.head)
         return self._attachment
 
 

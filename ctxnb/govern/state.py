@@ -164,6 +164,8 @@ def _settings_from_file(root: Path, source: Path) -> dict[str, Any]:
             has_section = True  # let load_config name the error
         if not has_section:
             return {**DEFAULT_SETTINGS, "protect": list(GOVERNANCE), "mounts": []}
+    from dataclasses import asdict
+
     from ..config import load_config  # validates every key; only when the file changed
 
     cfg = load_config(root)
@@ -183,7 +185,7 @@ def _settings_from_file(root: Path, source: Path) -> dict[str, Any]:
         "model_id": cfg.governance.model_id,
         "breaker_threshold": cfg.governance.breaker_threshold,
         "sensitive": list(cfg.policy.sensitive),
-        "sandbox": cfg.sandbox.model_dump(),
+        "sandbox": asdict(cfg.sandbox),
         "compact_after": cfg.index.compact_after,
     }
 

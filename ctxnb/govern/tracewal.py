@@ -36,15 +36,18 @@ from . import chain
 from .ledger import TraceLedger, dump_record
 
 __all__ = [
+    "HEAD_KIND",
     "KIND",
     "Logged",
     "append_logged",
     "attachment",
+    "checkpoint",
     "ledger_for",
     "restore",
 ]
 
 KIND = "agent-trace"
+HEAD_KIND = "agent-trace-head"
 _UUID = re.compile(r"[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}")
 # The ledgers of the stores this process wrote attachments to (the settler's answer
 # when a compaction of that store asks); else the workspace layout says where.
@@ -67,9 +70,19 @@ class Logged:
         return str(self.record["id"])
 
 
-def attachment(prepared: Mapping[str, Any], oid: str, at: int) -> bytes:
-    """The bytes the store's log line carries for a prepared record of object ``oid``."""
-    return dump_record({"kind": KIND, "oid": oid, "at": at, "record": prepared})
+def attachment(prepared: Mapping[str, Any], oid: str, at: int, head: str | None = None) -> bytes:
+    """The bytes the store's log line carries for a prepared record of object ``oid``:
+    with ``at`` the ledger's length when it was prepared and ``head`` the hash of its
+    last line then (the checkpoint, see :mod:`ctxnb.govern.ledgercheck`)."""
+    if head is None:
+        return dump_record({"kind": KIND, "oid": oid, "at": at, "record": prepared})
+    return dump_record({"kind": KIND, "oid": oid, "at": at, "head": head, "record": prepared})
+
+
+def checkpoint(at: int, head: str) -> bytes:
+    """An attachment that only pins the ledger's first ``at`` bytes (a rotation keeps
+    one, taken when it settled the ledger)."""
+    return dump_record({"kind": HEAD_KIND, "at": at, "head": head})
 
 
 _NAMED: dict[str, Path] = {}  # the same, by the name a writer gave (no realpath per write)
@@ -210,15 +223,20 @@ def restore(
     return append_logged(ledger, items, durable=durable, anywhere=True)
 
 
-def _settle(store_dir: str, end: int) -> None:
-    """Before a compaction rotates the log's first ``end`` bytes away."""
+def _settle(store_dir: str, end: int) -> list[bytes]:
+    """Before a compaction rotates the log's first ``end`` bytes away: the ledger made
+    whole and durable, and its checkpoint then for the archive to keep (it pins every
+    line the ledger had, records with no copy in the log included)."""
     path = _LEDGERS.get(os.path.realpath(store_dir))
     if path is None:
         parent = Path(store_dir).resolve()
         if parent.name != "store" or parent.parent.name != ".ctxnb":
             raise FileNotFoundError(f"no trace ledger is known for the store {store_dir}")
         path = parent.parent.parent / ".orchestration" / "agent_trace.jsonl"
-    restore(store_dir, TraceLedger(path), end=end, durable=True)
+    ledger = TraceLedger(path)
+    restore(store_dir, ledger, end=end, durable=True)
+    at, head = ledger.checkpoint()
+    return [checkpoint(at, head)] if head is not None else []
 
 
 register_settler(_settle)

@@ -5,9 +5,14 @@ does (mini-swe-agent's loop with ctxnb's context and governed commands) to any A
 client, on the ``a2a-sdk`` package (protocol 1.0, with the 0.3 method names too).
 
 * **The agent card** at ``/.well-known/agent-card.json``: one skill, ``code``, and the
-  JSON-RPC endpoint ``/``; streaming is on.
+  JSON-RPC endpoint ``/``; streaming is on. It is the one thing readable without a
+  token (a ``GET`` of that path): it says the server wants an HTTP bearer token
+  (``securitySchemes``/``securityRequirements``), which is how a client learns to send
+  one, and it holds nothing secret.
 * ``SendMessage`` / ``message/send`` and ``SendStreamingMessage`` / ``message/stream``:
-  each message starts a task in the workspace. Every A2A context is one ctxnb session
+  each message starts a task in the workspace; it is read as text (``text/plain``), so
+  a part of another media type, or a message with no text at all, is refused with
+  ``ContentTypeNotSupportedError`` (-32005) and nothing runs. Every A2A context is one ctxnb session
   (its turns are the context the model sees). The task streams its status (``working``
   with the model's text as a status message), one artifact per command (its output)
   and one per changed file (``diff:<path>``: a unified diff, plus the text before and
@@ -15,7 +20,10 @@ client, on the ``a2a-sdk`` package (protocol 1.0, with the 0.3 method names too)
 * **Approvals** (a destructive command): the task goes ``input-required`` with the
   question every door asks (:func:`ctxnb.govern.approval.approval_question`: the command,
   the reason, the diff of its changes); the client answers by sending a message to the
-  same task: ``approve`` (or ``yes``/``allow``) or ``reject`` (``no``/``deny``). The decision is
+  same task: ``approve`` (or ``yes``/``allow``) or ``reject`` (``no``/``deny``). Only a
+  message that reached the server after the question was asked answers it: one sent
+  while the task was working (the SDK holds it until the task pauses) is not read as an
+  answer to a question its sender had not seen; the task asks again. The decision is
   ctxnb's approval decision, written to the trace (``by="a2a-client-user"``); no answer
   within ``permission_timeout`` is a refusal.
 * ``GetTask`` / ``tasks/get`` and ``CancelTask`` / ``tasks/cancel``: a cancel stops the
@@ -25,10 +33,11 @@ Everything sent to the client passes :func:`~ctxnb.redaction.redactor.redact_tex
 approval's diff was built redacted, span by span, from the bytes). The server binds
 127.0.0.1; ``Host`` and ``Origin`` must name it.
 
-**Callers.** Every request needs a bearer token, on loopback too: another local
-program (or a web page reaching 127.0.0.1) must not read or answer this agent's tasks.
-Without ``--token`` (or ``$CTXNB_A2A_TOKEN``) one is generated and printed at start, as
-Jupyter does; ``--no-token`` turns the check off on loopback only, with a warning.
+**Callers.** Every request but a read of the agent card needs a bearer token, on
+loopback too: another local program (or a web page reaching 127.0.0.1) must not read or
+answer this agent's tasks. Without ``--token`` (or ``$CTXNB_A2A_TOKEN``) one is
+generated and printed at start, as Jupyter does; ``--no-token`` turns the check off on
+loopback only, with a warning.
 ``--token`` may be given once per client: the token a request carries is its caller
 (:func:`~ctxnb.integrations.http_guard.caller_of_token`). Tasks are kept per caller
 (another caller's task is not found, nor listed, nor answered), and so are contexts (a
@@ -46,6 +55,7 @@ import asyncio
 import concurrent.futures
 import difflib
 import itertools
+import json
 import logging
 import os
 import secrets
@@ -76,11 +86,17 @@ try:
     from a2a.server.agent_execution import AgentExecutor, RequestContext
     from a2a.server.events import EventQueue
     from a2a.server.request_handlers import DefaultRequestHandler
+    from a2a.server.request_handlers.request_handler import validate_request_params
     from a2a.server.routes import create_agent_card_routes, create_jsonrpc_routes
     from a2a.server.routes.common import DefaultServerCallContextBuilder
     from a2a.server.tasks import InMemoryTaskStore, TaskUpdater
     from a2a.types import a2a_pb2 as pb
-    from a2a.utils.errors import TaskNotFoundError
+    from a2a.utils.constants import AGENT_CARD_WELL_KNOWN_PATH
+    from a2a.utils.errors import (
+        ContentTypeNotSupportedError,
+        TaskNotFoundError,
+        UnsupportedOperationError,
+    )
     from starlette.applications import Starlette
     from starlette.requests import Request
     from starlette.responses import JSONResponse
@@ -123,12 +139,27 @@ class _Caller(User):
         return self._name
 
 
+_ARRIVED = "ctxnb_arrived"  # the call context's state key: when the request arrived
+
+
 class _CallerContextBuilder(DefaultServerCallContextBuilder):
     """Names each request's caller as
     :class:`~ctxnb.integrations.http_guard.BearerTokenMiddleware` found it (the token it
     accepted): the SDK's task store keeps tasks per caller name, and the executor binds
     contexts and approvals to it. Without a token (``--no-token``) every request is the
-    one unauthenticated caller."""
+    one unauthenticated caller.
+
+    It also stamps each request with its place in the order of arrival (``clock``, shared
+    with the executor), so an answer can be told from a message sent before the question
+    it would answer."""
+
+    def __init__(self, clock: Callable[[], int]) -> None:
+        self._clock = clock
+
+    def build(self, request: Any) -> Any:
+        call = super().build(request)
+        call.state[_ARRIVED] = self._clock()
+        return call
 
     def build_user(self, request: Any) -> User:
         caller = request.scope.get(CALLER_SCOPE_KEY)
@@ -156,8 +187,22 @@ class A2aSettings(LiveAgentSettings):
     port: int = 9999
 
 
-def agent_card(url: str) -> pb.AgentCard:
-    """The agent card: who ctxnb is, its one skill and where its JSON-RPC endpoint is."""
+BEARER_SCHEME = "bearer"  # the agent card's name for the bearer token it asks for
+
+
+def agent_card(url: str, *, bearer: bool = True) -> pb.AgentCard:
+    """The agent card: who ctxnb is, its one skill, where its JSON-RPC endpoint is and,
+    with ``bearer``, that every call needs ``Authorization: Bearer <token>`` (the token
+    itself is never in the card).
+
+    Example:
+        >>> card = agent_card("http://127.0.0.1:9999/")
+        >>> card.security_schemes["bearer"].http_auth_security_scheme.scheme
+        'bearer'
+        >>> list(card.security_requirements[0].schemes), len(agent_card("u", bearer=False)
+        ...     .security_requirements)
+        (['bearer'], 0)
+    """
     from .._version import __version__
 
     skill = pb.AgentSkill(
@@ -169,7 +214,7 @@ def agent_card(url: str) -> pb.AgentCard:
         tags=["coding", "governed", "workspace"],
         examples=["Fix add() in calc.py", "Run the tests and fix what fails"],
     )
-    return pb.AgentCard(
+    card = pb.AgentCard(
         name="ctxnb",
         description="ctxnb's live agent: an LLM coding agent with a governed workspace.",
         version=__version__,
@@ -181,6 +226,18 @@ def agent_card(url: str) -> pb.AgentCard:
         default_output_modes=["text/plain", "text/x-diff", "application/json"],
         skills=[skill],
     )
+    if bearer:
+        scheme = pb.HTTPAuthSecurityScheme(
+            scheme="bearer",
+            description="The token `ctxnb a2a serve` printed at start, or one given with "
+            f"--token or ${TOKEN_ENV}; each token is a caller of its own.",
+        )
+        card.security_schemes[BEARER_SCHEME].CopyFrom(
+            pb.SecurityScheme(http_auth_security_scheme=scheme)
+        )
+        requirement = card.security_requirements.add()
+        requirement.schemes[BEARER_SCHEME].SetInParent()
+    return card
 
 
 def unified_diff(path: str, old: str | None, new: str) -> str:
@@ -241,10 +298,17 @@ class _Run:
     """One task's run of the live agent: its events become the task's events."""
 
     def __init__(
-        self, bridge: LoopBridge, live: LiveSession, updater: TaskUpdater, caller: str
+        self,
+        bridge: LoopBridge,
+        live: LiveSession,
+        updater: TaskUpdater,
+        caller: str,
+        clock: Callable[[], int],
     ) -> None:
         self.bridge = bridge
         self.caller = caller  # who may answer this run's approvals
+        self.clock = clock
+        self.asked_at = 0  # the arrival clock's reading when the question was last asked
         self.live = live
         self.updater = updater
         self.stop = threading.Event()
@@ -308,6 +372,9 @@ class _Run:
         None asks the last one again)."""
         if question is not None:
             self.question, self.asked_meta = question, dict(meta)
+        # Read before the question goes out: whatever arrives later was sent by a
+        # client that could have seen it.
+        self.asked_at = self.clock()
         parts = [new_text_part(_HOW_TO_ANSWER)]
         if self.question is not None:
             parts.append(new_text_part(self.question))
@@ -360,6 +427,11 @@ class CtxnbA2aExecutor(AgentExecutor):
         # task), so another caller naming it gets a session of its own.
         self.contexts: dict[tuple[str, str], tuple[LiveSession, _InputApprover]] = {}
         self.runs: dict[str, _Run] = {}
+        self._arrivals = itertools.count(1)
+
+    def clock(self) -> int:
+        """The next place in the order requests and questions happen in (on the loop)."""
+        return next(self._arrivals)
 
     def sandbox_status(self) -> dict[str, Any]:
         """``sandboxStatus`` (``GET /status``): whether the agent loop runs isolated, and
@@ -381,14 +453,28 @@ class CtxnbA2aExecutor(AgentExecutor):
             # store is swapped in that does not.
             raise TaskNotFoundError()
         if run is not None and run.pending is not None and not run.pending.done():
+            call = context.call_context
+            arrived = call.state.get(_ARRIVED) if call is not None else None
+            if not isinstance(arrived, int) or arrived < run.asked_at:
+                # Sent while the task was working, before this question was asked: its
+                # sender did not see the question, so it is no answer to it.
+                run.paused.clear()
+                early = visible(redact_text(context.get_user_input()))
+                await run.ask(None, {"unanswered_reply": early})
+                return
             await self._answer(run, context.get_user_input(), context.message)
             return
+        if run is not None:
+            # A message to a task that waits for nothing: its run has ended (the SDK
+            # holds a message to a working task until it pauses or ends). Refused as a
+            # message to a finished task is; the task's state stays what it was.
+            raise UnsupportedOperationError(
+                message=f"task {task_id} is not waiting for input: its run has ended; "
+                "send a new message (without this task id) to start another"
+            )
         updater = TaskUpdater(event_queue, task_id, context_id)
         if context.current_task is None and context.message is not None:
             await event_queue.enqueue_event(new_task_from_user_message(context.message))
-        if run is not None:  # a message to a task that is not waiting for one
-            await updater.reject(_text(updater, "this task is not waiting for input"))
-            return
         try:
             live, approver = await self._context(caller, context_id)
         except ConfigError as e:  # a bad workspace or intent: say which
@@ -399,7 +485,8 @@ class CtxnbA2aExecutor(AgentExecutor):
                 msg = "another task of this context is running; wait for it or cancel it"
                 await updater.reject(_text(updater, msg))
                 return
-        run = self.runs[task_id] = approver.run = _Run(self.bridge, live, updater, caller)
+        run = _Run(self.bridge, live, updater, caller, self.clock)
+        self.runs[task_id] = approver.run = run
         await updater.start_work()
         run.driver = asyncio.create_task(run.drive(self.settings, context.get_user_input()))
         await run.until_paused_or_done()
@@ -473,7 +560,124 @@ def _text(updater: TaskUpdater, text: str) -> pb.Message:
     return updater.new_agent_message([new_text_part(text)])
 
 
+def _check_text_only(message: pb.Message) -> None:
+    """Refuse a message the agent could not read whole: it reads text parts only, and a
+    file or data part silently dropped would start a task on part of what was asked (or
+    on nothing), and an answer to an approval must be text too.
+
+    Raises:
+        ContentTypeNotSupportedError: a part that is not text, or no text at all.
+    """
+    parts = list(message.parts)
+    kinds = {part.WhichOneof("content") for part in parts}
+    others = sorted(str(k) for k in kinds - {"text"})
+    if others or not any(part.text.strip() for part in parts):
+        has = f"{', '.join(others)} parts" if others else "no text"
+        raise ContentTypeNotSupportedError(
+            message=f"ctxnb's agent reads text parts only (text/plain), and this message has "
+            f"{has}: send what to do (or the answer to its question) as text"
+        )
+
+
 # -- the server -------------------------------------------------------------------------------
+
+
+class _TextOnlyHandler(DefaultRequestHandler):
+    """The SDK's request handler, refusing a message the agent cannot read
+    (:func:`_check_text_only`) before a task exists for it or a waiting task reads it:
+    refused there, a waiting approval stays waiting and no failed task is left behind.
+    The SDK's own check of the request's shape comes first (-32602 for a malformed
+    message, as before)."""
+
+    @validate_request_params
+    async def on_message_send(self, params: Any, context: Any) -> Any:
+        _check_text_only(params.message)
+        return await super().on_message_send(params, context)
+
+    @validate_request_params
+    async def on_message_send_stream(self, params: Any, context: Any) -> Any:
+        _check_text_only(params.message)
+        events = super().on_message_send_stream(params, context)
+        try:
+            async for event in events:
+                yield event
+        finally:  # a client that hangs up ends the SDK's stream too
+            await events.aclose()
+
+
+def _unknown_list_status(body: bytes) -> dict[str, Any] | None:
+    """The JSON-RPC error for a ``ListTasks`` request filtering on a task state that does
+    not exist, or None for any other body.
+
+    The SDK reads parameters with protobuf's ``ignore_unknown_fields``, which turns an
+    unknown enum name into "unspecified": ``status: "TASK_STATE_DONE"`` would list every
+    task, unfiltered, as if the filter had matched. A filter that cannot match is the
+    client's mistake, so it is -32602, as the A2A compatibility kit requires.
+
+    Example:
+        >>> _unknown_list_status(b'{"jsonrpc": "2.0", "id": 7, "method": "ListTasks",'
+        ...     b' "params": {"status": "DONE"}}')["error"]["code"]
+        -32602
+        >>> _unknown_list_status(b'{"jsonrpc": "2.0", "id": 7, "method": "ListTasks",'
+        ...     b' "params": {"status": "TASK_STATE_COMPLETED"}}') is None
+        True
+    """
+    if b"ListTasks" not in body:  # the cheap test first: most requests are not lists
+        return None
+    try:
+        request = json.loads(body)
+    except ValueError:
+        return None  # the SDK answers -32700
+    if not isinstance(request, dict) or request.get("method") != "ListTasks":
+        return None
+    params = request.get("params")
+    status = params.get("status") if isinstance(params, dict) else None
+    if not isinstance(status, str) or status in pb.TaskState.keys():
+        return None
+    rid = request.get("id")
+    shown = visible(status[:64])
+    return {
+        "jsonrpc": "2.0",
+        "id": rid if isinstance(rid, str | int) and not isinstance(rid, bool) else None,
+        "error": {
+            "code": -32602,
+            "message": f"Invalid params: status '{shown}' is no task state; use one of "
+            + ", ".join(pb.TaskState.keys()[1:]),
+        },
+    }
+
+
+class _ListStatusCheck:
+    """ASGI middleware: answers :func:`_unknown_list_status`'s error before the SDK reads
+    the request. It sits behind :class:`~ctxnb.integrations.http_guard.BodyLimitMiddleware`,
+    which hands the body on whole, in one message."""
+
+    def __init__(self, app: Any) -> None:
+        self.app = app
+
+    async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
+        if scope["type"] != "http" or scope.get("method") != "POST":
+            await self.app(scope, receive, send)
+            return
+        first = await receive()
+        body = first.get("body", b"") if first["type"] == "http.request" else b""
+        error = _unknown_list_status(body)
+        if error is not None:
+            payload = json.dumps(error).encode()
+            headers = [(b"content-type", b"application/json")]
+            await send({"type": "http.response.start", "status": 200, "headers": headers})
+            await send({"type": "http.response.body", "body": payload})
+            return
+        replayed = False
+
+        async def replay() -> Any:
+            nonlocal replayed
+            if not replayed:
+                replayed = True
+                return first
+            return await receive()
+
+        await self.app(scope, replay, send)
 
 
 def a2a_app(
@@ -488,13 +692,17 @@ def a2a_app(
     behind the ``Host``/``Origin`` check, a request-body limit
     (:data:`~ctxnb.integrations.http_guard.DEFAULT_MAX_BODY_BYTES`) and, when given,
     the bearer token (several: one caller each)."""
-    card = agent_card(url)
-    handler = DefaultRequestHandler(
-        agent_executor=executor, task_store=InMemoryTaskStore(), agent_card=card
+    card = agent_card(url, bearer=bool(token))
+    # validate_input_modes: a part whose media type the card does not list is refused
+    # (-32005) before the executor sees it.
+    handler = _TextOnlyHandler(
+        agent_executor=executor,
+        task_store=InMemoryTaskStore(),
+        agent_card=card,
+        validate_input_modes=True,
     )
-    rpc = create_jsonrpc_routes(
-        handler, "/", context_builder=_CallerContextBuilder(), enable_v0_3_compat=True
-    )
+    builder = _CallerContextBuilder(executor.clock)
+    rpc = create_jsonrpc_routes(handler, "/", context_builder=builder, enable_v0_3_compat=True)
 
     async def status(_request: Request) -> JSONResponse:
         return JSONResponse({"sandboxStatus": executor.sandbox_status()})
@@ -502,9 +710,13 @@ def a2a_app(
     # Behind the same token and Host check as the rest: it names a process id.
     routes = [*create_agent_card_routes(card), Route("/status", status), *rpc]
     # Starlette reads a request body whole and uvicorn sets no ceiling: bound it here.
-    app: Any = BodyLimitMiddleware(Starlette(routes=routes))
+    app: Any = BodyLimitMiddleware(_ListStatusCheck(Starlette(routes=routes)))
     app = HostCheckMiddleware(app, allowed_hosts(host, port))
-    return BearerTokenMiddleware(app, token) if token else app
+    if not token:
+        return app
+    # The card is public (it tells a client to send a token); the Host/Origin check
+    # behind this still holds for it.
+    return BearerTokenMiddleware(app, token, public_paths=[AGENT_CARD_WELL_KNOWN_PATH])
 
 
 def serve_a2a(

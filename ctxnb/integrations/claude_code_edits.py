@@ -312,7 +312,8 @@ def store_versions(
     transaction when the store takes it (no pyarrow in this process), else by opening
     the store. Every ``FOLD_EVERY_TX`` inline transactions, or once the oldest waited
     the fold interval (``CTXNB_FOLD_AFTER``, 30 s), the store is opened to fold them, so
-    outside readers of its Parquet files never lag far behind."""
+    outside readers of its Parquet files never lag far behind; what is not due yet is
+    handed to a waiting process that folds it when it is (:mod:`ctxnb.store._foldlater`)."""
     from ..access.observe import observe_inline
     from ..resolver import default_filesystem_id, filesystem_of, normalize_path
     from ..store._log import COMPACT_AFTER, FOLD_EVERY_TX, fold_after_seconds
@@ -338,6 +339,12 @@ def store_versions(
             and time.time() - oldest_us / 1e6 >= fold_after
         )
         if unfolded < FOLD_EVERY_TX and uncompacted <= compact_after and not overdue:
+            if fold_after is not None:
+                from ..store._foldlater import hand_off
+
+                # Nothing outlives this process to fold what it leaves within the
+                # interval: a waiter does (one per store), unless one is there already.
+                hand_off(os.path.join(real, ".ctxnb", "store"))
             return [o.version_id for o in observed]
     from ..workspace import Workspace  # pyarrow: a large change, a new store, or a fold
 

@@ -100,16 +100,23 @@ class BearerTokenMiddleware:
     one of ``tokens``; the request's caller (:func:`caller_of_token`) goes into its scope
     under :data:`CALLER_SCOPE_KEY`.
 
+    ``public_paths``: paths a ``GET`` (or ``HEAD``) may read without a token, such as an
+    A2A agent card, which is how a client learns that it must send one. Only those
+    exact paths and methods: a ``POST`` there still needs the token.
+
     Raises:
         ValueError: no token, or an empty one (a server that accepts "" accepts anyone).
     """
 
-    def __init__(self, app: Any, tokens: str | Iterable[str]) -> None:
+    def __init__(
+        self, app: Any, tokens: str | Iterable[str], *, public_paths: Iterable[str] = ()
+    ) -> None:
         self.app = app
         given = [tokens] if isinstance(tokens, str) else list(tokens)
         if not given or not all(given):
             raise ValueError("a bearer token must not be empty; pass at least one token")
         self._tokens = [(t.encode("utf-8"), caller_of_token(t)) for t in dict.fromkeys(given)]
+        self._public = frozenset(public_paths)
 
     def _caller(self, given: bytes) -> str | None:
         found = None
@@ -119,7 +126,8 @@ class BearerTokenMiddleware:
         return found
 
     async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
-        if scope["type"] == "http":
+        public = scope.get("method") in ("GET", "HEAD") and scope.get("path") in self._public
+        if scope["type"] == "http" and not public:
             headers = dict(scope.get("headers") or [])
             auth = headers.get(b"authorization", b"")
             scheme, _, given = auth.partition(b" ")

@@ -17,7 +17,7 @@ from __future__ import annotations
 import asyncio
 import os
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar, Self
 
@@ -87,7 +87,7 @@ class LiveAgentSettings:
         from ..config import load_config
 
         cfg = load_config(workspace or os.getcwd())
-        values = getattr(cfg.adapters, cls.section).model_dump()
+        values = asdict(getattr(cfg.adapters, cls.section))
         values.update({k: v for k, v in flags.items() if v is not None})
         if values.get("sandbox") is None:
             values["sandbox"] = cfg.sandbox.agent
@@ -167,6 +167,11 @@ class LiveSession(WorkspaceBackend):
             system_prompt=SYSTEM_PROMPT,
             model_id=settings.model,
         )
+        from ..live.run import bash_view
+
+        # The model is offered its bash tool only: the intent selected here, on its
+        # behalf, is never shown to it (ctxnb's names stay in the audit and the trace).
+        state.tools.call_view = bash_view
         try:
             intent = settings.intent or only_active_intent(state.workspace)
             if intent is not None:
@@ -212,7 +217,7 @@ class LiveSession(WorkspaceBackend):
                     command_timeout=s.command_timeout,
                     events=events,
                     proxy_hosts=self.proxy_hosts,
-                    sandbox_settings=self.workspace.config.sandbox.model_dump(),
+                    sandbox_settings=asdict(self.workspace.config.sandbox),
                     on_status=seen,
                 ).info
             finally:

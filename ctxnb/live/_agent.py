@@ -13,17 +13,27 @@ import os
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, Protocol
 
+from ..context import unframe
 from ..errors import MissingDependencyError
 from ..llm.calls import CallUsage, call_usage, litellm_module, offline_environment
 from ..llm.prices import resolve_prices
 from ..strategies.builtin import ContextStrategy
 from ..tools.call import command_text
+from ..tools.recall import RECALL, parse_recall, recall_command, register_recall
 
 if TYPE_CHECKING:
     from ..session.core import Session
     from ..tools.filetools import FileTools
 
-__all__ = ["SUBMIT", "SYSTEM_PROMPT", "RunEvents", "as_bash_history", "build_agent", "run_agent"]
+__all__ = [
+    "SUBMIT",
+    "SYSTEM_PROMPT",
+    "RunEvents",
+    "as_bash_history",
+    "bash_view",
+    "build_agent",
+    "run_agent",
+]
 
 SUBMIT = "COMPLETE_TASK_AND_SUBMIT_FINAL_OUTPUT"
 # mini-swe-agent reads its retry count from the environment at every model call.
@@ -133,6 +143,13 @@ def build_agent(
     and the governed tool's answer (the verdict watches the task's tests with it).
     """
     agents, local, models = _minisweagent()
+    # The model hears of its own tool only: ctxnb's names stay in the audit and trace.
+    tools.call_view = bash_view
+    # A strategy that pairs masking with recall names `recall HANDLE` in its
+    # placeholders; the command is then answered from the session, not run.
+    recalls = bool(getattr(strategy, "recall", False))
+    if recalls and tools.tool_info(RECALL.name) is None:
+        register_recall(tools)
     table = resolve_prices(prices)
     calls: list[CallUsage] = []
     turns: list[dict[str, Any]] = []  # per model call: its text and the commands it ran
@@ -168,10 +185,17 @@ def build_agent(
             command = str(action.get("command", ""))
             _stop_if_cancelled(events)
             handle = events.command_started(command) if events is not None else None
-            answer = tools.dispatch(
-                "run_command",
-                {"cmd": command, "shell": True, "timeout": timeout or command_timeout},
-            )
+            recall = parse_recall(command) if recalls else None
+            if recall is not None:
+                answer = tools.dispatch(RECALL.name, recall)
+                if answer.get("ok"):  # the shape of a command's answer: output, status 0
+                    text = str(answer["result"])
+                    answer = {**answer, "result": {"stdout": text, "returncode": 0}}
+            else:
+                answer = tools.dispatch(
+                    "run_command",
+                    {"cmd": command, "shell": True, "timeout": timeout or command_timeout},
+                )
             if on_answer is not None:
                 on_answer(command, answer)
             if answer.get("ok"):
@@ -228,28 +252,47 @@ def build_agent(
     return agent, turns, calls
 
 
+def bash_view(tool: str, args: dict[str, Any]) -> tuple[str, dict[str, Any]] | None:
+    """How the model of a live run is shown a call (a :data:`~ctxnb.tools.call.CallView`):
+    the governed ``run_command``, and a ``recall`` it typed, as the ``bash`` call it made;
+    every other call (the harness selecting the intent) it did not make, and is not
+    shown."""
+    if tool == "run_command":
+        return "bash", {"command": str(args.get("cmd", ""))}
+    if tool == RECALL.name:  # the model's `recall ...` command, answered by ctxnb
+        return "bash", {"command": recall_command(args)}
+    return None
+
+
 def as_bash_history(messages: Any) -> list[dict[str, Any]]:
     """The context's messages in the terms of the tool the model was offered: each
-    governed ``run_command`` call becomes the ``bash`` call the model made
-    (``{"command": ...}``); the harness's own calls (selecting the intent), which the
-    model never made, are left out with their results."""
+    ``bash`` call the model made, with its output as plain text (the provider's API binds
+    a result to its call; ctxnb's frame is taken off). A governed ``run_command``
+    recorded without :func:`bash_view` (a session made before it) becomes the ``bash``
+    call it was; any other tool's call, which the model never made, is left out with
+    its result."""
     out: list[dict[str, Any]] = []
     hidden: set[str] = set()
     for m in messages:
-        if m.get("role") == "tool" and m.get("tool_call_id") in hidden:
-            continue
+        if m.get("role") == "tool":
+            if m.get("tool_call_id") in hidden:
+                continue
+            m = {**m, "content": unframe(str(m.get("content") or ""))}
         calls = m.get("tool_calls")
         if m.get("role") == "assistant" and calls:
             kept = []
             for c in calls:
                 fn = c.get("function", {})
-                if fn.get("name") != "run_command":
+                name = fn.get("name")
+                if name not in ("bash", "run_command"):
                     hidden.add(c.get("id"))
                     continue
                 try:
-                    cmd = json.loads(fn.get("arguments") or "{}").get("cmd", "")
-                except (json.JSONDecodeError, AttributeError):
-                    cmd = ""
+                    parsed = json.loads(fn.get("arguments") or "{}")
+                except json.JSONDecodeError:
+                    parsed = {}
+                parsed = parsed if isinstance(parsed, dict) else {}
+                cmd = parsed.get("command" if name == "bash" else "cmd", "")
                 args = json.dumps({"command": cmd})
                 kept.append({**c, "function": {"name": "bash", "arguments": args}})
             m = {k: v for k, v in m.items() if k != "tool_calls"}

@@ -24,7 +24,7 @@ import json
 import math
 import shutil
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from importlib.resources import as_file, files
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -35,6 +35,7 @@ from ..llm.prices import resolve_prices
 from ..replay._shell import FileMemory, parse_command
 from ..replay.model import Action, Step, Trajectory, Usage
 from ..strategies.builtin import ContextStrategy, KeepAll
+from ..tools.recall import parse_recall
 
 # The agent itself is in ._agent; its names are still importable from here.
 from ._agent import (
@@ -43,6 +44,7 @@ from ._agent import (
     RunEvents,
     _minisweagent,
     as_bash_history,  # noqa: F401  (importable from here, as before the split)
+    bash_view,
     build_agent,
     run_agent,
 )
@@ -62,7 +64,16 @@ if TYPE_CHECKING:
     from ..govern.approval import Approver
     from ..workspace import Workspace
 
-__all__ = ["LiveResult", "RunEvents", "Task", "build_agent", "run_agent", "run_task", "sample_task"]
+__all__ = [
+    "LiveResult",
+    "RunEvents",
+    "Task",
+    "build_agent",
+    "re_reads",
+    "run_agent",
+    "run_task",
+    "sample_task",
+]
 
 
 @dataclass(frozen=True)
@@ -173,6 +184,21 @@ class LiveResult:
         return self.passed and not self.tests_tampered
 
     @property
+    def re_reads(self) -> int:
+        """Commands that read a file the run had read already and not changed since:
+        what an agent runs again when its context no longer shows an output."""
+        return re_reads(self.trajectory)
+
+    @property
+    def recalls(self) -> int:
+        """``recall`` commands: elided outputs fetched back from the session."""
+        return sum(
+            1
+            for s in self.trajectory.steps
+            if s.action.tool == "bash" and parse_recall(s.action.raw or "") is not None
+        )
+
+    @property
     def prompt_tokens(self) -> int:
         return sum(c.prompt_tokens for c in self.calls)
 
@@ -207,6 +233,38 @@ class LiveResult:
             f"calls={len(self.calls)} prompt_tokens={self.prompt_tokens} "
             f"cached={self.cached_tokens} cost=${self.cost_usd:.4f}>"
         )
+
+
+def re_reads(trajectory: Trajectory) -> int:
+    """Steps that read a file the run had already read, with no change to it between.
+
+    Reads are those the replay's shell parser recognizes (a command that shows one
+    file: ``cat``, ``sed -n``, ``head``, ``grep`` on a file ...); ``cat a b`` is not
+    counted, its output being two files at once.
+
+    Example:
+        >>> from ctxnb.replay.model import FileTouch
+        >>> def step(n, op):
+        ...     return Step(index=n, action=Action(tool="bash", raw="x"),
+        ...                 files=[FileTouch(path="a.py", op=op)])
+        >>> ops = ["read", "read", "edit", "read"]
+        >>> t = Trajectory(id="t", source_format="x", task="",
+        ...                steps=[step(n, op) for n, op in enumerate(ops)])
+        >>> re_reads(t)
+        1
+    """
+    seen: set[str] = set()
+    count = 0
+    for step in trajectory.steps:
+        again = False
+        for f in step.files:
+            if f.op == "read":
+                again |= f.path in seen
+                seen.add(f.path)
+            else:  # written, edited, created, deleted: reading it next is news
+                seen.discard(f.path)
+        count += again
+    return count
 
 
 def sample_task(dest: str | Path) -> Task:
@@ -399,6 +457,8 @@ def _run(
     touched: list[str] = []
     session = ws.session(session_id, system_prompt=SYSTEM_PROMPT)
     tools = ws.tools(session, caller="mini-swe-agent", approver=approver, model_id=model)
+    # Before the harness's own call: the model never made it, so it is never shown it.
+    tools.call_view = bash_view
     if tools.dispatch("select_active_intent", {"intent_id": intent_id}).get("ok") is not True:
         raise ConfigError(f"the workspace refused intent {intent_id!r}; check its .orchestration/")
     session.add_turn("user", task.prompt)
@@ -425,7 +485,7 @@ def _run(
             step_limit=step_limit,
             command_timeout=command_timeout,
             proxy_hosts=proxy_hosts,
-            sandbox_settings=ws.config.sandbox.model_dump(),
+            sandbox_settings=asdict(ws.config.sandbox),
             on_answer=watch_tests,
             prices=prices,
             model_kwargs=model_kwargs,

@@ -24,6 +24,7 @@ Example:
 from __future__ import annotations
 
 import json
+import re
 import threading
 import time
 from collections.abc import Sequence
@@ -57,6 +58,14 @@ class ScriptedModelServer:
     the base URL to pass as ``api_base``, and :attr:`model_args` all a run needs
     (``run_task(root, task, **server.model_args)``). After the script is used up, every
     request gets a final answer that submits.
+
+    A response may say what it relies on having read: ``"needs": text`` (a line of an
+    earlier output). When no tool output or user message of the request shows that
+    text (a strategy elided it), the model first gets it back, as an agent would, and
+    answers the response at the next request: with ``recall --search WORDS`` when a
+    placeholder offers recall, else with the response's ``"reread"`` command (``cat
+    calc.py``). So a script measures what masking costs in re-reads, and what recall
+    saves, while its answers stay fixed. :attr:`recoveries` counts both kinds.
     """
 
     def __init__(
@@ -68,6 +77,10 @@ class ScriptedModelServer:
         self.responses = list(responses)
         self.counter = resolve_token_counter(token_counter)
         self.requests: list[dict[str, Any]] = []
+        #: The answers that got an elided text back: ``{"recall": n, "reread": n}``.
+        self.recoveries: dict[str, int] = {"recall": 0, "reread": 0}
+        self._step = 0  # the script's next response (recoveries do not advance it)
+        self._recovering = False
         self._prev: list[str] = []
         self._lock = threading.Lock()
         self._server: ThreadingHTTPServer | None = None
@@ -135,18 +148,45 @@ class ScriptedModelServer:
     def __exit__(self, *exc: object) -> None:
         self.stop()
 
+    def _recovery(self, script: dict[str, Any], body: dict[str, Any]) -> dict[str, Any] | None:
+        """The answer that gets back what ``script`` needs, or None when it is in view."""
+        needs = script.get("needs")
+        if not needs:
+            return None
+        seen = "\n".join(
+            str(m.get("content") or "")
+            for m in body.get("messages", [])
+            if m.get("role") in ("tool", "user", "system")
+        )
+        if needs in seen:
+            return None
+        if "`recall --search" in seen:
+            words = " ".join(re.findall(r"\w+", needs))
+            self.recoveries["recall"] += 1
+            return {"content": "Get that output back.", "commands": [f"recall --search {words}"]}
+        if script.get("reread"):
+            self.recoveries["reread"] += 1
+            return {"content": "Read it again.", "commands": [script["reread"]]}
+        return None
+
     def _answer(self, body: dict[str, Any]) -> dict[str, Any]:
         with self._lock:
             n = len(self.requests)
             self.requests.append(body)
             script = (
-                self.responses[n]
-                if n < len(self.responses)
+                self.responses[self._step]
+                if self._step < len(self.responses)
                 else {
                     "content": "Done.",
                     "commands": ["echo COMPLETE_TASK_AND_SUBMIT_FINAL_OUTPUT"],
                 }
             )
+            recovery = None if self._recovering else self._recovery(script, body)
+            self._recovering = recovery is not None
+            if recovery is None:
+                self._step += 1
+            else:
+                script = recovery
             messages = [
                 json.dumps(m, ensure_ascii=False, sort_keys=True) for m in body.get("messages", [])
             ]

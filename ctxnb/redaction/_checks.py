@@ -1,4 +1,4 @@
-"""The checks behind the secret patterns: entropy, placeholders, secret-looking names.
+"""The checks behind the secret patterns: token efficiency, placeholders, secret-looking names.
 
 A rule of :mod:`ctxnb.redaction._patterns` matches a shape; its ``accept`` check, here,
 decides whether what matched is a secret or a sample, a placeholder, a variable's name
@@ -13,10 +13,10 @@ from collections import Counter
 from collections.abc import Callable
 
 from .._util.lazyre import lazy_compile
+from ._efficiency import looks_random
 
 __all__ = [
     "AWS_EXAMPLES",
-    "GENERIC_MIN_ENTROPY",
     "GENERIC_MIN_LENGTH",
     "PASSWORD_MIN_LENGTH",
     "TOKEN_MIN_ENTROPY",
@@ -29,8 +29,6 @@ __all__ = [
 GENERIC_MIN_LENGTH = 12
 #: Minimum length of a value assigned to a password-like name.
 PASSWORD_MIN_LENGTH = 8
-#: Minimum Shannon entropy (bits per character) of a generic-secret value of 16+ chars.
-GENERIC_MIN_ENTROPY = 3.0
 #: Minimum entropy of the random part of a vendor token; rules out ``ghp_xxxx…`` samples.
 TOKEN_MIN_ENTROPY = 2.5
 
@@ -75,7 +73,10 @@ _CODE_CHARS = set("()[]{}")
 _SECRET_NAME = lazy_compile(
     r"passw(?:or)?d|passphrase|pwd|(?:^|[_.-])pass$|secret|token|api[_.-]?key|apikey"
     r"|access[_.-]?key|auth[_.-]?key|private[_.-]?key|credentials?|^_?auth$"
-    r"|(?:account|storage|signing|encryption|master|license|app)[_.-]?key$",
+    r"|(?:account|storage|signing|encryption|master|license|app)[_.-]?key$"
+    # keytool's -storepass, ssmtp's AuthPass; kubeconfig's client-key-data
+    r"|(?:store|key|auth|smtp|imap|pop|root|admin|db|ftp|mail|proxy|src|dest)pass$"
+    r"|client[_.-]?key(?:[_.-]?data)?$",
 )
 _PASSWORD_NAME = lazy_compile(r"passw(?:or)?d|passphrase|pwd|(?:^|[_.-])pass$")
 # A name ending so says the value is about the secret, not the secret itself.
@@ -122,9 +123,10 @@ def _looks_random(value: str, *, password: bool) -> bool:
         # A short password of letters and one symbol is a word ("anonymous@",
         # "geheim$parole" in docs), not a generated one; hunter2hunter2 still counts.
         return False
-    # Short values cannot reach a high entropy: ask for most characters to differ.
-    floor = min(GENERIC_MIN_ENTROPY, math.log2(len(value)) - 0.6)
-    return shannon_entropy(value) >= floor
+    # Rare text, by the characters a BPE tokenizer packs into a token (not Shannon
+    # entropy, which calls camelCase prose random and repeated random pairs not): last,
+    # so that the tokenizer loads only for a value every cheaper check let through.
+    return looks_random(value)
 
 
 def _name_ok(key: str) -> tuple[bool, bool]:

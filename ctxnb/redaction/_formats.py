@@ -29,7 +29,8 @@ What stays (the stop-list, :func:`is_placeholder`): empty values, references and
 templates (``${VAR}``, ``$VAR``, ``{{ … }}``, ``${{ secrets.X }}``, ``os.environ[…]``,
 ``process.env.X``, ``var.x``, ``vault:…``, ``!vault``), placeholders (``<your-token>``,
 ``changeme``, ``xxxx``, ``***``, ``TODO``, ``example``…), type names (``str``,
-``SecretStr``), numbers under six digits, booleans and null, the published AWS example
+``SecretStr``), language keywords (``await``, ``new``, ``this`` …: the value is code),
+numbers under six digits, booleans and null, the published AWS example
 keys, and bare values that read as code (calls, subscripts, dotted or snake/camel-case
 names).
 
@@ -45,9 +46,9 @@ from collections.abc import Iterator
 from urllib.parse import quote, urlsplit
 
 from .._util.lazyre import lazy_compile
-from ._patterns import AWS_EXAMPLES, NAME_IDENT, lines_holding, secret_name
+from ._patterns import AWS_EXAMPLES, NAME_IDENT, secret_name
 
-__all__ = ["STRUCTURAL_RULES", "is_placeholder", "structured_spans"]
+__all__ = ["STRUCTURAL_RULES", "is_placeholder", "structured_spans", "value_ok"]
 
 #: The rule names this layer reports.
 STRUCTURAL_RULES = ("secret-value", "url-credentials", "cli-credential", "k8s-secret")
@@ -60,6 +61,8 @@ _STOP = lazy_compile(
         <[^>]*>.* | .*\$\{[^}]*\}.* | .*\$\([^)]*\).* | .*\{\{.*\}\}.* | \{[A-Za-z_][\w.]*\}
       | \$[A-Za-z_]\w* | \$\{\{.* | %\([^)]*\)s | %s | [*.x•-]+ | \[REDACTED:[\w-]+\]
       | none | null | nil | true | false | yes | no | on | off | undefined | required
+      | await | new | yield | typeof | function | async | lambda | not | this | self
+      | super | require | import | return | static | const | let | var
       | password | passwd | secret | token | pass | str | bytes | string | int | bool
       | any | number | secretstr | optional\b.* | [0-9]{1,5}
       | .*(?:os\.environ|os\.getenv|getenv\(|process\.env|env\(|environ\[|secretkeyref
@@ -98,7 +101,9 @@ def _code_like(value: str) -> bool:
     return value.isidentifier() and ("_" in value or bool(re.search(r"[a-z][A-Z]", value)))
 
 
-def _value_ok(value: str, *, bare: bool) -> bool:
+def value_ok(value: str, *, bare: bool) -> bool:
+    """Whether a value under a secret name is a literal secret (not a placeholder, a URL,
+    a path or, unquoted, code)."""
     v = value.strip()
     if len(v) < 4 or len(set(v)) < 3 or is_placeholder(v):
         return False
@@ -118,18 +123,24 @@ _OPEN = r"(?P<paren>\()[ \t]*(?=\r?\n)"
 _BARE = r"(?P<bare>[^\s\"'`,;{}\[\]\\#][^\s\"'`,;{}\[\]\\&]*)"
 _PAIR = lazy_compile(
     r"(?P<key>[\w.-]{1,80})(?![\w.-])[\"'`\]]?"
-    r"(?:\s*:\s*[A-Za-z_][\w.\[\]| ]*?(?==))?"  # a type annotation before "="
-    r"(?:[ \t]+(?:string|\[\]byte)[ \t]*(?==))?"  # a Go type: var token string = "…"
+    # A type annotation before "=" (Python, TypeScript, Kotlin; Rust's &str and
+    # &'static str), a Go type (var token string = "…"), VB's "As String".
+    r"(?:\s*:\s*[&A-Za-z_][\w.\[\]|&'<> ]*?(?==))?"
+    r"(?:[ \t]+(?:string|\[\]byte|(?i:as)[ \t]+\w+)[ \t]*(?==))?"
     # Make's ::= :::= ?= and PHP's .= ??= with a quoted value (a bare one is code:
     # token .= nextchar), then the usual operators.
-    r"(?:[ \t]*(?P<op>=>|(?::{2,3}=|\?\?=|[?.]=)(?=[ \t]*[\"'`])|:=|=(?!=)|:(?![:\\])"
+    # R's <- and <<- before a quoted value.
+    r"(?:[ \t]*(?P<op>=>|(?::{2,3}=|\?\?=|[?.]=|<<?-)(?=[ \t]*[\"'`])|:=|=(?!=)|:(?![:\\])"
     r"|,(?=\s*[\"'])|\((?=[\"'])"
     r"|[ \t](?=[ \t]*[\"']))"
-    r"[ \t]*(?:" + "|".join((_TQ, _DQ, _SQ, _BQ, _BLOCK, _OPEN, _BRACE, _BARE)) + "))",
+    # A string prefix: Python's f"" r"" b"", Scala's s"", C#'s @"" and $"".
+    r"[ \t]*(?:[rRbBuUfFsS]{1,2}(?=[\"'])|[@$](?=\"))?"
+    r"(?:" + "|".join((_TQ, _DQ, _SQ, _BQ, _BLOCK, _OPEN, _BRACE, _BARE)) + "))",
     re.MULTILINE,
 )
 _CONCAT = lazy_compile(
-    r"[ \t]*(?:\+|\.|\|\||~)?[ \t]*(?:\\\r?\n[ \t]*)?(?:" + _DQ + "|" + _SQ + ")"
+    # + . || ~ and Lua's .., VB's &
+    r"[ \t]*(?:\+|\.\.|\.|\|\||~|&)?[ \t]*(?:\\\r?\n[ \t]*)?(?:" + _DQ + "|" + _SQ + ")"
 )
 _PAREN_STR = lazy_compile(r"\s*(?:\+\s*)?(?:" + _DQ + "|" + _SQ + ")")
 _CONDITION = lazy_compile(r"[ \t]*(?:if|elif|while|for|def|class|with|case|lambda|else|try)\b")
@@ -169,7 +180,7 @@ def _value_spans(text: str, m: re.Match[str], line_start: int, key_at: int) -> I
     name = "secret-value"
     for g in ("tq", "tq2"):
         if m.group(g) is not None:
-            if _value_ok(m.group(g), bare=False):
+            if value_ok(m.group(g), bare=False):
                 yield from _lines_of(text, *m.span(g), name)
             return
     if m.group("block") is not None:
@@ -179,7 +190,7 @@ def _value_spans(text: str, m: re.Match[str], line_start: int, key_at: int) -> I
         pos = m.end()
         while (s := _PAREN_STR.match(text, pos)) is not None:
             g = "dq" if s.group("dq") is not None else "sq"
-            if _value_ok(s.group(g), bare=False) or len(s.group(g)) >= 4:
+            if value_ok(s.group(g), bare=False) or len(s.group(g)) >= 4:
                 yield (*s.span(g), name)
             pos = s.end()
         return
@@ -195,12 +206,15 @@ def _value_spans(text: str, m: re.Match[str], line_start: int, key_at: int) -> I
                 parts.append(c.span(cg))
                 pos = c.end()
             whole = "".join(text[a:b] for a, b in parts)
-            if _value_ok(whole, bare=False):
+            if value_ok(whole, bare=False):
                 yield from ((a, b, name) for a, b in parts if b > a)
             return
     a, b = m.span("bare")
     if m.group("op") == ":" and text[a - 1] == ":":
-        return  # YAML needs "key: value"; "token.ex:266" is a file and a line
+        # YAML needs "key: value"; "token.ex:266" is a file and a line. A .properties
+        # key (dotted) may take "key:value", unless the value is a line number.
+        if "." not in m.group("key") or text[a].isdigit():
+            return
     value = text[a:b]
     if m.group("op") == ":":
         # YAML and headers: a plain scalar runs to the end of the line (or a comment),
@@ -217,7 +231,7 @@ def _value_spans(text: str, m: re.Match[str], line_start: int, key_at: int) -> I
     key = m.group("key").rsplit(".", 1)[-1].lower()
     if value.lower() in key:
         return  # auth=auth, password=password
-    if _value_ok(value, bare=True):
+    if value_ok(value, bare=True):
         yield (a, b, name)
 
 
@@ -260,7 +274,7 @@ def _walk(value: object, under_secret: bool) -> Iterator[str]:
     elif isinstance(value, list):
         for v in value:
             yield from _walk(v, under_secret)
-    elif isinstance(value, str) and under_secret and _value_ok(value, bare=False):
+    elif isinstance(value, str) and under_secret and value_ok(value, bare=False):
         yield value
 
 
@@ -379,50 +393,6 @@ def _token_like(user: str) -> bool:
     )
 
 
-# ----------------------------------------------------------------------- command lines
-_CLI = lazy_compile(
-    r"(?:^|[\s\"'])(?:(?:-u|--user|--basic-auth)[ \t=]*[\"']?(?P<user>[^\s:\"']+):(?P<pw>[^\s\"']+)"
-    r"|(?:mysql\w*|mariadb\w*)\b[^\n]*?[ \t]-p(?P<attached>[^\s\"']+)"
-    r"|(?:sshpass|login|redis-cli)\b[^\n]*?[ \t](?:-p|-a)[ \t]+[\"']?(?P<flagval>[^\s\"']+))",
-    re.MULTILINE,
-)
-_DOUBLE_DASH = lazy_compile(
-    r"(?:^|\s)--(?P<key>[\w-]*(?:pass|pwd|secret|token|api-?key|auth)[\w-]*)"
-    r"(?:=|[ \t]+)(?:\"(?P<dq>[^\"\n]*)\"|'(?P<sq>[^'\n]*)'|(?P<bare>[^\s\"'-][^\s\"']*))",
-    re.IGNORECASE | re.MULTILINE,
-)
-
-
-_CLI_WORDS = (
-    " -u",
-    "--user",
-    "--basic-auth",
-    "mysql",
-    "mariadb",
-    "sshpass",
-    " login ",
-    "redis-cli",
-)
-
-
-def _command_lines(text: str, lowered: str, lines: list[tuple[int, int]]) -> Iterator[Span]:
-    # Only the lines holding a command word are searched: a search of the whole text
-    # for a pattern with no literal start costs as much as every other rule together.
-    # A password flag needs " -p", " -a" or a user:password after -u/--user.
-    words = _CLI_WORDS if " -p" in lowered or " -a " in lowered else _CLI_WORDS[:3]
-    for start, end in lines_holding(text, lowered, words):
-        for m in _CLI.finditer(text, start, end):
-            g = next(g for g in ("pw", "attached", "flagval") if m.group(g) is not None)
-            if not is_placeholder(m.group(g)) and len(m.group(g)) >= 3:
-                yield (*m.span(g), "cli-credential")
-    for start, end in lines:
-        if lowered.find("--", start, end) >= 0:
-            for m in _DOUBLE_DASH.finditer(text, start, end):
-                g = next(g for g in ("dq", "sq", "bare") if m.group(g) is not None)
-                if secret_name(m.group("key")) and _value_ok(m.group(g), bare=g == "bare"):
-                    yield (*m.span(g), "cli-credential")
-
-
 # ------------------------------------------------------------------ manifests, HCL, XML
 _K8S_SECRET = lazy_compile(r"^kind:[ \t]*[\"']?Secret[\"']?[ \t]*$", re.MULTILINE)
 _K8S_DATA = lazy_compile(r"^(?P<ind>[ \t]*)(?:data|stringData):[ \t]*$", re.MULTILINE)
@@ -456,28 +426,28 @@ def _manifests(text: str, lowered: str, lines: list[tuple[int, int]]) -> Iterato
     if "value:" in lowered:
         for m in _K8S_ENV.finditer(text):
             g = next(g for g in ("dq", "sq", "bare") if m.group(g) is not None)
-            if secret_name(m.group("key")) and _value_ok(m.group(g), bare=False):
+            if secret_name(m.group("key")) and value_ok(m.group(g), bare=False):
                 yield (*m.span(g), "secret-value")
     if 'variable "' in text:
         for m in _TF_VAR.finditer(text):
             if secret_name(m.group("key")):
                 d = _TF_DEFAULT.search(m.group("body"))
-                if d and _value_ok(d.group("v"), bare=False):
+                if d and value_ok(d.group("v"), bare=False):
                     off = m.start("body")
                     yield (off + d.start("v"), off + d.end("v"), "secret-value")
     if text.startswith("ENV ") or "\nENV " in text:
         for m in _DOCKER_ENV.finditer(text):
-            if secret_name(m.group("key")) and _value_ok(m.group("v"), bare=True):
+            if secret_name(m.group("key")) and value_ok(m.group("v"), bare=True):
                 yield (*m.span("v"), "secret-value")
     if "</" in text:
         for m in _XML_BLOCK.finditer(text):
-            if secret_name(m.group("key")) and _value_ok(m.group("v"), bare=False):
+            if secret_name(m.group("key")) and value_ok(m.group("v"), bare=False):
                 yield (*m.span("v"), "secret-value")
         for start, end in lines:
             if text.find("</", start, end) < 0:
                 continue
             for m in _XML_ELEM.finditer(text, start, end):
-                if secret_name(m.group("key")) and _value_ok(m.group("v"), bare=False):
+                if secret_name(m.group("key")) and value_ok(m.group("v"), bare=False):
                     yield (*m.span("v"), "secret-value")
 
 
@@ -516,7 +486,7 @@ def _tables(text: str, lines: list[tuple[int, int]]) -> Iterator[Span]:
             for i in columns:
                 cell = cells[i]
                 v = cell.strip().strip("\"'")
-                if _value_ok(v, bare=True):
+                if value_ok(v, bare=True):
                     a = offsets[i] + cell.index(v)
                     yield (a, a + len(v), "secret-value")
             pos = row_end + 1
@@ -556,6 +526,4 @@ def structured_spans(text: str, lowered: str, lines: list[tuple[int, int]]) -> l
             spans += _tables(text, lines)
     if "://" in text or "jdbc:" in lowered:
         spans += _urls(text, lowered)
-    if " -" in text:
-        spans += _command_lines(text, lowered, lines)
     return spans

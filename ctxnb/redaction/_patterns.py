@@ -445,6 +445,9 @@ TRIGGER_WORDS = (
     *("hvb.", "hvr.", "lin_api_", "glsa_", "glc_", "pmak-", "dapi", "age-secret-key-1"),
     # The structural layer's (command lines, JDBC URLs without "://").
     *(" -p", " -u", " -a ", "jdbc:"),
+    # Client argument grammars, SQL, cookies, escaped URLs (#43).
+    *(" -w", "-pw", "/p:", "pass:", "sqlplus", "expdp", "impdp", "add_user", "identified"),
+    *("cookie", "securestring", "%3a%2f%2f", "%40", ":\\/\\/", "\\u00"),
 )
 #: The shortest text the key-body rule can match (three 64-character lines).
 KEY_BODY_MIN = 3 * 65

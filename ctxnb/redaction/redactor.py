@@ -56,9 +56,10 @@ Rules (the ``rule`` name of each finding):
                              argument, an XML element or ``key=… value=…`` pair, a
                              ``--flag=``, a ``.netrc`` ``password`` word) to a name
                              containing password, secret, token, api key, access key,
-                             credential, auth…, when the value looks random: at least 8
+                             credential, auth…, when the value is rare text: at least 8
                              characters for a password and 12 for the rest, two character
-                             classes, enough entropy, no spaces, and is not a
+                             classes, no spaces, fewer than 2.8 characters per cl100k
+                             token (:mod:`ctxnb.redaction._efficiency`), and is not a
                              placeholder, a path, a URL or an expression
 ``secret-value``             (structural layer, :mod:`ctxnb.redaction._formats`) the value
                              of any key whose name says secret, whatever its entropy,
@@ -68,10 +69,29 @@ Rules (the ``rule`` name of each finding):
 ``url-credentials``          (also structural) URL userinfo read with ``urllib.parse``
                              (``@ : / #`` in a password), secret query parameters,
                              ``jdbc:oracle:…:user/password@``, a token as the user name
-``cli-credential``           ``--password x``, ``-u user:pass``, ``mysql -pX``,
-                             ``sshpass -p X``, ``docker login -p X``
+``cli-credential``           (:mod:`ctxnb.redaction._commands`) a password where its
+                             client's argument grammar puts it: ``mysql -pX``,
+                             ``ldapsearch -w X``, ``sqlcmd -P X``, ``smbclient -U u%X``,
+                             ``openssl -passout pass:X``, ``sqlplus u/X@db``,
+                             ``rabbitmqctl add_user u X``, ``docker login -p X`` …; any
+                             program's secret-named flag (``--db-password=X``,
+                             ``-storepass X``); ``-u user:X``; ``ConvertTo-SecureString``
+``sql-password``             (:mod:`ctxnb.redaction._sql`) ``IDENTIFIED BY 'x'``,
+                             ``[ENCRYPTED] PASSWORD 'x'``, ``PASSWORD = 'x'``,
+                             ``SET PASSWORD … = 'x'`` in every dialect
+``cookie``                   (:mod:`ctxnb.redaction._http`) session and auth cookies of
+                             ``Cookie:``/``Set-Cookie:`` headers, ``curl -b``, JSON
+``pgpass``                   (:mod:`ctxnb.redaction._credfiles`) the password field of a
+                             ``.pgpass`` line; ``.properties`` continuations and
+                             ``key value`` lines are ``secret-value``
 ``k8s-secret``               every value under ``data:``/``stringData:`` of a ``Secret``
 ===========================  ==========================================================
+
+Escaped text is decoded and redacted whole (:mod:`ctxnb.redaction._escapes`): a secret
+inside a JSON string (a notebook cell, a JSON log line, a transcript), with ``\\"`` and
+``\\/`` escapes, or inside a percent-encoded URL, is found in the decoded text and
+replaced where its escaped form stands. A vendor token glued to a name by ``_``
+(``key_ghp_…``) is still a token.
 
 Two layers, structure first: the structural layer reads what the text is and redacts
 values under secret-named keys (its stop-list of placeholders and references is in
@@ -108,8 +128,13 @@ import re
 from collections.abc import Callable, Iterator
 from typing import Any
 
+from .._util.lazyre import lazy_compile
 from .._util.record import FrozenRecord
+from ._commands import command_spans
+from ._credfiles import credential_file_spans
+from ._escapes import escaped_spans
 from ._formats import structured_spans
+from ._http import cookie_spans
 from ._patterns import (
     KEY_BODY_MIN,
     NAME_IDENT,
@@ -120,6 +145,7 @@ from ._patterns import (
     lines_holding,
     shannon_entropy,
 )
+from ._sql import sql_spans
 
 __all__ = [
     "RULES",
@@ -223,7 +249,7 @@ def ascii_lower(text: str) -> str:
 
 # Spelled out rather than taken from the string module, which a hook process would import
 # (and compile a Template pattern) for these 63 characters.
-_WORD = frozenset("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_")
+_WORD_NOT_UNDERSCORE = frozenset("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789")
 
 
 def _matches(rule: Rule, scan: _Scan) -> Iterator[re.Match[str]]:
@@ -251,7 +277,9 @@ def _matches(rule: Rule, scan: _Scan) -> Iterator[re.Match[str]]:
         yield from rule.pattern.finditer("\n" + text)
         return
     for m in rule.pattern.finditer(text):
-        if rule.word_start and m.start() and text[m.start() - 1] in _WORD:
+        # A token glued to a name by "_" (key_ghp_…, deploy_glpat-…) is still a token: "_"
+        # joins words, it does not make the token part of one.
+        if rule.word_start and m.start() and text[m.start() - 1] in _WORD_NOT_UNDERSCORE:
             continue
         yield m
 
@@ -280,7 +308,10 @@ def _find(text: str) -> list[tuple[int, int, str]]:
         lowered = text.lower()
         # The same answer two ways: one regex search is faster on a short text (an id, a
         # path, a timestamp: most strings redacted), the words' `in` tests on a long one.
-        if len(text) < 100:
+        # A .pgpass line (host:port:db:user:password) holds no word at all: four colons.
+        if text.count(":") >= 4 and _PGPASS_PORT.search(text) is not None:
+            pass
+        elif len(text) < 100:
             if _TRIGGER.search(lowered) is None:
                 return []
         elif not any(w in lowered for w in TRIGGER_WORDS):
@@ -310,9 +341,10 @@ def _find(text: str) -> list[tuple[int, int, str]]:
             if any(start < t_end and t_start < end for t_start, t_end, _ in taken):
                 continue
             taken.append((start, end, rule.name))
-    # The structural layer (values read by format): what the patterns already took keeps
-    # its rule's name, the rest of a structural span is added around it.
-    for start, end, name in structured_spans(text, scan.lowered, scan.lines()):
+    # The structural layer (values read by format, command lines by their clients'
+    # grammars, SQL, cookies, credential files, escaped strings decoded): what the
+    # patterns already took keeps its rule's name, the rest of a span is added around it.
+    for start, end, name in structural_spans(scan):
         # A pattern's partial view of the same value (a URL password cut at its "@")
         # gives way to the whole value: one marker, not two side by side.
         taken = [
@@ -328,6 +360,21 @@ def _find(text: str) -> list[tuple[int, int, str]]:
     return taken
 
 
+def structural_spans(scan: _Scan) -> list[tuple[int, int, str]]:
+    """The spans of every reader that knows a format or a grammar (not a token's shape)."""
+    text, lowered, lines = scan.text, scan.lowered, scan.lines()
+    return [
+        *structured_spans(text, lowered, lines),
+        *command_spans(text, lowered, lines),
+        *sql_spans(text, lowered),
+        *cookie_spans(text, lowered),
+        *credential_file_spans(text, lowered, lines),
+        *escaped_spans(text, lowered, lines, _find),
+    ]
+
+
+# A .pgpass line's port field (":5432:" or ":*:").
+_PGPASS_PORT = lazy_compile(r":(?:\d{1,5}|\*):")
 _MERGEABLE = frozenset({"generic-secret", "url-credentials"})
 _TRIGGER = re.compile("|".join(re.escape(w) for w in TRIGGER_WORDS))
 # Each rule, whether _matches runs it as a plain finditer over the whole text, and its

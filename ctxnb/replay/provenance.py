@@ -99,7 +99,10 @@ def _git(cwd: Path, *args: str) -> str | None:
 
 
 # Setting names whose values are credentials: recorded as set or not, never as they are.
-_SECRET_NAME = re.compile(r"(?i)(key|token|secret|passw|auth|cookie|credential|header)")
+# A token counter counts tokens: its name says how, and is no credential.
+_SECRET_NAME = re.compile(
+    r"(?i)(key|token(?!_?counter)|secret|passw|auth|cookie|credential|header)"
+)
 
 
 def redact_settings(value: Any, name: str = "") -> Any:
@@ -113,6 +116,8 @@ def redact_settings(value: Any, name: str = "") -> Any:
         >>> redact_settings({"api_key": "sk-x", "api_base": "http://u:p@host:1/v1",
         ...                  "temperature": 0.0})
         {'api_key': '[set]', 'api_base': 'http://host:1/v1', 'temperature': 0.0}
+        >>> redact_settings({"token_counter": "chars4", "access_token": "t"})
+        {'token_counter': 'chars4', 'access_token': '[set]'}
     """
     from ..redaction.redactor import redact_text
 

@@ -10,7 +10,9 @@ access layer's descriptor walk and hands it to the one recorder, under the works
 
 from __future__ import annotations
 
+import logging
 import stat as stat_mod
+import threading
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
@@ -25,6 +27,8 @@ if TYPE_CHECKING:
     from ..tools.call import ToolCall
     from .commit import EffectsReport, GoverningEngine
     from .held import Hold
+
+_log = logging.getLogger("ctxnb.sandbox.commit")
 
 MAX_DIFF_CHARS = 40_000
 """The diff an approver sees is cut here (the message says so)."""
@@ -233,9 +237,15 @@ def commit_all(
     tool: str,
     approval: dict[str, Any] | None = None,
 ) -> None:
-    """Write every change, then store and trace them in batches: one store
-    transaction for the versions the command started from, one for the new ones,
-    the fsyncs of the writes and of the trace lines overlapped."""
+    """Write every change, its store version and trace record durable before its file
+    is replaced (or removed), as a governed ``write_file``'s are.
+
+    The new bytes wait, fsynced, under a temporary name; the versions of the files
+    ready at once go into one store transaction (a group commit: whoever finds no commit
+    running commits every change waiting, so the fsyncs are shared without waiting for
+    a whole batch) that also carries their trace records; only then are they renamed.
+    A commit that fails (a full disk) leaves those files as they were and raises. A
+    file the store does not keep (ignored, too large) is written, then traced."""
     tools = engine.tools
     ws = tracked_files.ws
     tracked = [p for p in planned if tracked_files.stored(p)]
@@ -243,9 +253,66 @@ def commit_all(
     if olds:  # the version the command started from, so restore_file can go back
         ws.observe([p.rel for p in olds], data=[p.old for p in olds])
     from .._util.fsync import side_by_side, wait_all
+    from ..access.observe import decode_bytes
+    from ..redaction.redactor import redact
 
+    def text(data: bytes | None) -> str | None:
+        if data is None:
+            return None
+        # A file over the index's limit is not decoded: traced as binary.
+        return "" if len(data) > tracked_files.max_bytes else (decode_bytes(data) or "")
+
+    # Only changes in the intent's scope get this far (the rest were dropped).
+    origin_meta: dict[str, Any] = {
+        "command": redact(command).text,
+        "scope": "in-scope",
+        **engine.context_metadata(),
+    }
+    if approval is not None:
+        origin_meta["approval"] = approval
+    if ws.config.source_sha256:
+        origin_meta["config_sha256"] = ws.config.source_sha256
+    protected = tools.policy.protected_set
+    if protected is not None:
+        # Which derived set of host-run files held while this was committed.
+        origin_meta["protected_sha256"] = protected.sha256
+    origin: dict[str, Any] = {
+        "tool": tool,
+        "caller": caller,
+        "session_id": session_id,
+        "intent": intent,
+        "metadata": origin_meta,
+    }
+    store_dir = ws.store.path
+    # rel -> (its committed observation, its prepared trace record)
+    committed: dict[str, tuple[Any, Any]] = {}
+
+    def commit_batch(batch: list[_Planned]) -> None:
+        pending = [
+            engine.prepare_change(
+                (p.rel, text(p.old), text(p.new), {"change": p.kind}),
+                oid=ws.object_id(p.rel),
+                store_dir=store_dir,
+                **origin,
+            )
+            for p in batch
+        ]
+        observed = ws.observe(
+            [p.rel for p in batch],
+            data=[p.new for p in batch],
+            attached=[x.attachment for x in pending],
+        )
+        for p, obs, x in zip(batch, observed, pending, strict=True):
+            committed[p.rel] = (obs, x)
+
+    group = _GroupCommit(commit_batch)
+    tracked_set = {p.rel for p in tracked}
     waits: list[Any] = []
     stale: list[_Planned] = []
+    replaced: list[_Planned] = []
+
+    def first(p: _Planned) -> Callable[[], object] | None:
+        return (lambda: group(p)) if p.rel in tracked_set else None
 
     def write(p: _Planned) -> None:
         assert p.new is not None
@@ -263,9 +330,15 @@ def commit_all(
                 new_file_mode=stat_mod.S_IMODE(p.mode) & 0o777 if p.mode & 0o111 else None,
                 check_replaced=True,
                 expected_sha256=None if p.old is None else sha256_hex(p.old),
+                before_replace=first(p),
             )
         except StaleFileError:
             stale.append(p)
+            return
+        except BaseException:
+            group.drop(p)
+            raise
+        replaced.append(p)
 
     try:
         # Deletions first (a file that becomes a directory), then the writes. Each
@@ -274,9 +347,13 @@ def commit_all(
             if p.new is None:
                 assert p.old is not None  # a deletion of nothing is not planned
                 try:
-                    tools.policy.delete(p.rel, expected_sha256=sha256_hex(p.old))
+                    tools.policy.delete(
+                        p.rel, expected_sha256=sha256_hex(p.old), before_unlink=first(p)
+                    )
                 except StaleFileError:
                     stale.append(p)
+                    continue
+                replaced.append(p)
         writes = [p for p in planned if p.new is not None]
         if len(writes) == 1:
             write(writes[0])
@@ -287,73 +364,158 @@ def commit_all(
                 side_by_side(write, writes[at : at + _MAX_PENDING // 2])
                 if len(waits) >= _MAX_PENDING // 2:  # each holds a descriptor
                     wait_all(waits)
-        if stale:
-            kept = {p.rel for p in stale}
-            report.conflicts.extend(
-                {"path": rel, "reason": "saved by someone else during the commit; kept"}
-                for rel in sorted(kept)
-            )
-            planned = [p for p in planned if p.rel not in kept]
-            tracked = [p for p in tracked if p.rel not in kept]
-        tracked_set = {p.rel for p in tracked}
-        report.untracked.extend(p.rel for p in planned if p.rel not in tracked_set)
-        if not planned:
-            return
-        observed = ws.observe([p.rel for p in tracked], data=[p.new for p in tracked])
-        stored = {p.rel: obs for p, obs in zip(tracked, observed, strict=True)}
-        from ..access.observe import decode_bytes
-        from ..redaction.redactor import redact
-
-        def text(data: bytes | None) -> str | None:
-            if data is None:
-                return None
-            # A file over the index's limit is not decoded: traced as binary.
-            return "" if len(data) > tracked_files.max_bytes else (decode_bytes(data) or "")
-
-        session = tools.session
-        changes = []
-        # Every committed change is traced, stored or not: which files are ignored
-        # is decided by files the agent may write (.gitignore, .ctxnbignore).
-        for p in planned:
-            obs = stored.get(p.rel)
-            version = obs.version_id if obs is not None and obs.tx_id is not None else None
-            if obs is not None and obs.tx_id is not None:
-                session.took_version(obs.object_id)
-            meta: dict[str, Any] = {"change": p.kind}
-            if version:
-                meta["version_id"] = version
-            changes.append((p.rel, text(p.old), text(p.new), meta))
-        # Only changes in the intent's scope get this far (the rest were dropped).
-        origin_meta: dict[str, Any] = {
-            "command": redact(command).text,
-            "scope": "in-scope",
-            **engine.context_metadata(),
-        }
-        if approval is not None:
-            origin_meta["approval"] = approval
-        if ws.config.source_sha256:
-            origin_meta["config_sha256"] = ws.config.source_sha256
-        protected = tools.policy.protected_set
-        if protected is not None:
-            # Which derived set of host-run files held while this was committed.
-            origin_meta["protected_sha256"] = protected.sha256
-        recorded = engine.record_changes(
-            changes,
-            tool=tool,
-            caller=caller,
-            session_id=session_id,
-            intent=intent,
-            metadata=origin_meta,
-            waits=waits,
-        )
-        for done in recorded:
-            report.changed.append(
-                {
-                    "path": done.path,
-                    "kind": done.record["metadata"]["change"],
-                    "version": done.version_id,
-                    "trace_id": done.trace_id,
-                }
-            )
+    except OSError as exc:
+        # A full disk is no internal error: the agent is told what was kept.
+        raise PolicyError(
+            "WRITE_FAILED",
+            f"cannot write the command's changes: {exc.strerror or exc}; a file not yet "
+            "replaced was left as it was (the trace ledger lists the ones committed)",
+            required_action="Free space on the disk (or fix the error named) and run the "
+            "command again.",
+            details={"path": getattr(exc, "filename", None)},
+        ) from exc
     finally:
-        wait_all(waits)
+        try:
+            wait_all(waits)
+        finally:
+            # Committed, then not replaced (a save by someone else, an error): the
+            # store's latest version must be the file's, so it is observed again.
+            done = {p.rel for p in replaced}
+            again = [rel for rel in committed if rel not in done]
+            if again:
+                try:
+                    ws.observe(again)
+                except (OSError, CtxnbError):
+                    pass  # the next read or index of the file observes it
+            _finish(engine, planned, replaced, committed, report, text, origin)
+    if stale:
+        report.conflicts.extend(
+            {"path": rel, "reason": "saved by someone else during the commit; kept"}
+            for rel in sorted({p.rel for p in stale})
+        )
+
+
+def _finish(
+    engine: GoverningEngine,
+    planned: list[_Planned],
+    replaced: list[_Planned],
+    committed: dict[str, tuple[Any, Any]],
+    report: EffectsReport,
+    text: Callable[[bytes | None], str | None],
+    origin: dict[str, Any],
+) -> None:
+    """Report what was replaced: the ledger lines of the committed changes (their
+    records are durable in the store's log already), then the untracked changes',
+    written and fsynced now."""
+    from ..redaction.redactor import redact_text
+
+    session = engine.tools.session
+    done = {p.rel for p in replaced}
+    untracked = [p for p in planned if p.rel in done and p.rel not in committed]
+    report.untracked.extend(p.rel for p in untracked)
+    for p in planned:
+        if p.rel not in done or p.rel not in committed:
+            continue
+        obs, pending = committed[p.rel]
+        if obs.tx_id is not None:
+            session.took_version(obs.object_id)
+        try:
+            engine.finish_change(pending, obs.tx_id)
+        except Exception as exc:  # noqa: BLE001 - the change and its record are durable
+            # The record is in the store's log; the next restore appends it (a full
+            # disk may refuse the ledger's line, not undo what the log holds).
+            _log.warning(
+                "trace record %s of %s is in the store log, not yet in the ledger (%s); "
+                "`ctxnb trace verify` appends it",
+                pending.recorded.trace_id,
+                redact_text(p.rel),
+                redact_text(str(exc)),  # a log is an exit too
+            )
+        report.changed.append(
+            {
+                "path": p.rel,
+                "kind": p.kind,
+                "version": f"{pending.oid}@{obs.tx_id}",
+                "trace_id": pending.recorded.trace_id,
+            }
+        )
+    if not untracked:
+        return
+    # Every committed change is traced, stored or not: which files are ignored is
+    # decided by files the agent may write (.gitignore, .ctxnbignore).
+    try:
+        recorded = engine.record_changes(
+            [(p.rel, text(p.old), text(p.new), {"change": p.kind}) for p in untracked], **origin
+        )
+    except Exception as exc:  # noqa: BLE001 - the files are replaced already
+        # No store version to commit them with: traced after the rename, so a full disk
+        # here leaves them changed and untraced; said, not hidden.
+        _log.warning(
+            "could not trace the command's change to %s (%s)",
+            ", ".join(redact_text(p.rel) for p in untracked),
+            redact_text(str(exc)),
+        )
+        report.changed.extend(
+            {"path": p.rel, "kind": p.kind, "version": None, "trace_id": None} for p in untracked
+        )
+        return
+    for done_rec in recorded:
+        report.changed.append(
+            {
+                "path": done_rec.path,
+                "kind": done_rec.record["metadata"]["change"],
+                "version": None,
+                "trace_id": done_rec.trace_id,
+            }
+        )
+
+
+class _GroupCommit:
+    """One store transaction for every change waiting when a commit can start.
+
+    Each writer calls it from its own thread once its new bytes are durable under a
+    temporary name: the first to find no commit running commits everything waiting
+    (its own change among them); the others wait for the commit that took theirs and
+    get its outcome (its error, if it failed). A writer never waits for one that has not
+    arrived, so a thread pool of any size cannot deadlock it.
+    """
+
+    def __init__(self, commit: Callable[[list[_Planned]], None]) -> None:
+        self._commit = commit
+        self._cv = threading.Condition()
+        self._waiting: list[_Planned] = []
+        self._busy = False
+        self._outcome: dict[int, BaseException | None] = {}
+
+    def __call__(self, p: _Planned) -> None:
+        key = id(p)
+        with self._cv:
+            self._waiting.append(p)
+            while key not in self._outcome and self._busy:
+                self._cv.wait()
+            if key not in self._outcome:
+                batch, self._waiting = self._waiting, []
+                self._busy = True
+            else:
+                batch = []
+        if batch:
+            error: BaseException | None = None
+            try:
+                self._commit(batch)
+            except BaseException as exc:  # every writer of the batch gets it
+                error = exc
+            with self._cv:
+                for q in batch:
+                    self._outcome[id(q)] = error
+                self._busy = False
+                self._cv.notify_all()
+        with self._cv:
+            error = self._outcome.pop(key)
+        if error is not None:
+            raise error
+
+    def drop(self, p: _Planned) -> None:
+        """Forget an outcome ``p`` will not collect (its write failed after the
+        commit)."""
+        with self._cv:
+            self._outcome.pop(id(p), None)

@@ -78,13 +78,15 @@ class EngineCommands:
         """The :class:`~ctxnb.sandbox.Sandbox` for the selected intent (nothing writable
         without one), configured by ``[sandbox]``; the intent's ``network`` and
         ``allowed_domains`` add to the settings'."""
+        from dataclasses import asdict
+
         from .runner import Sandbox
 
         engine = self.engine
         intent = engine.current_intent()
         return Sandbox.from_settings(
             engine.root,
-            engine.workspace.config.sandbox.model_dump(),
+            asdict(engine.workspace.config.sandbox),
             owned_scope=intent.owned_scope if intent is not None else (),
             in_scope=intent.in_scope if intent is not None else None,
             deny=engine.tools.policy.deny,

@@ -28,7 +28,10 @@ is read from the upper layer. Then:
    walk with ``O_NOFOLLOW`` at every component (:meth:`PathPolicy.write_bytes_atomic`,
    :meth:`PathPolicy.delete`), a store version (the previous bytes first, so
    ``restore_file`` can take the change back), one Agent Trace record with the
-   mutation class, ``intent_map.md``.
+   mutation class, ``intent_map.md``. As a governed ``write_file``, the version and its
+   trace record are committed, in one durable log line, before the file is replaced or
+   removed: a commit the store cannot make (a full disk) leaves the file as it was, and
+   what the report lists as changed is durable.
 
 Nothing here writes stored bytes back into the workspace to undo a command: what is not
 committed was never in the workspace.
@@ -57,7 +60,7 @@ if TYPE_CHECKING:
     from ..access.door import Access
     from ..govern.approval import Approver, Decision
     from ..govern.intents import Intent
-    from ..govern.record import Recorded
+    from ..govern.record import PendingRecord, Recorded
     from ..tools.call import ToolCall
     from ..tools.filetools import FileTools
     from .commands import EngineCommands
@@ -87,6 +90,19 @@ class GoverningEngine(Protocol):
     command_timeout: float
 
     def context_metadata(self) -> dict[str, Any]: ...
+    def prepare_change(
+        self,
+        change: tuple[str, str | None, str | None, dict[str, Any]],
+        *,
+        oid: str,
+        store_dir: str | os.PathLike[str],
+        tool: str,
+        caller: str,
+        session_id: str | None,
+        intent: Intent | None,
+        metadata: dict[str, Any],
+    ) -> PendingRecord: ...
+    def finish_change(self, pending: PendingRecord, tx_id: int) -> Recorded: ...
     def record_changes(
         self,
         changes: Sequence[tuple[str, str | None, str | None, dict[str, Any]]],

@@ -217,7 +217,7 @@ class SessionResume:
         if same.all() and block is not None:
             return report
         look = np.flatnonzero(~same)
-        cache = StatCache.open(ws.root, fs_id, s.store)
+        cache = StatCache.open(ws.root, fs_id, tip.tx_id if tip else 0)
         items: list[tuple[dict[str, Any], bytes | None]] = []
         lookup = cache.lookup
         for k in look.tolist():
@@ -256,7 +256,8 @@ class SessionResume:
         for d in new_docs:
             s._install(d["xt/id"], d)
             s._set_meta(d["xt/id"], s._meta_for(d, orphaned=False))
-        cache.save(s.store)
+        latest = s.store.latest_tx()
+        cache.save(latest.tx_id if latest else 0)
         # What the stat cache now knows of the files looked at goes into the block, so
         # that the next resume finds them unchanged by the compare alone.
         if block is None:

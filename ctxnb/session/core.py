@@ -267,7 +267,9 @@ class Session:
         if new:
             self._index_set.add(oid)
             self.session_index.append(oid)
-        if oid not in self._pool_set:
+        # A hidden call (the harness's own) is indexed and stored, but the model never
+        # reads a line of it.
+        if oid not in self._pool_set and not doc.get("hidden"):
             self._pool_set.add(oid)
             self.metadata_pool.append(oid)
         if new:
@@ -462,6 +464,8 @@ class Session:
         *,
         activate: bool = True,
         id: str | None = None,
+        shown_as: tuple[str, Mapping[str, Any]] | None = None,
+        hidden: bool = False,
     ) -> str:
         """Store a tool call and its output as a content object of this session.
 
@@ -474,6 +478,13 @@ class Session:
             activate: put its output in the prompt.
             id: a deterministic id (replays use one so their contexts hash the same);
                 a fresh UUID by default.
+            shown_as: the call's name and arguments as the model made it (a live run's
+                ``bash`` call for ctxnb's ``run_command``): the prompt shows these, the
+                record keeps ``tool`` and ``args`` too (see
+                :data:`~ctxnb.tools.call.CallView`).
+            hidden: a call the model did not make (the harness selecting its intent):
+                kept in the store and the session's index, never in the metadata pool
+                or the prompt.
         """
         with self._lock:
             tid = id or new_id()
@@ -481,7 +492,10 @@ class Session:
             # arguments are redacted (whole, before the display form cuts them).
             args = redact_data(dict(args))
             content = None if content is None else redact_text(content)
-            shown = ", ".join(f"{k}={_short(v)}" for k, v in args.items())
+            name, shown_args = tool, args
+            if shown_as is not None:
+                name, shown_args = shown_as[0], redact_data(dict(shown_as[1]))
+            shown = ", ".join(f"{k}={_short(v)}" for k, v in shown_args.items())
             doc: dict[str, Any] = {
                 "xt/id": tid,
                 "type": "toolcall",
@@ -490,18 +504,22 @@ class Session:
                 "content": content,
                 "tool": tool,
                 "args": dict(args),
-                "args_display": f"{tool}({shown})",
+                "args_display": f"{name}({shown})",
                 "status": status,
                 "chat_ref": self.chat_id,
                 "file_refs": list(file_refs),
             }
+            if shown_as is not None:
+                doc["shown"] = {"tool": name, "args": dict(shown_args)}
+            if hidden:
+                doc["hidden"] = True
             doc["content_hash"] = content_hash(_payload(doc))
             # Tool calls are written in batches (at save, assemble or flush) so that a
             # tool call costs no store commit of its own.
             self._pending.append(doc)
             self._admit(doc)
             self._toolcall_refs.append(tid)
-            if activate:
+            if activate and not hidden:
                 self.activate(tid)
             for ref in file_refs:
                 if self.in_index(ref):

@@ -160,11 +160,14 @@ def _current_format(marker: str) -> bool:
         return False
     finally:
         os.close(fd)
-    # A format-3 log takes the same lines (rotation, format 4, only adds a first line).
+    # A format-3 log takes the same lines (rotation, format 4, only adds a first line;
+    # format 5 only an archive that the base line names).
+    version = info.get("version") if isinstance(info, dict) else None
     return (
         isinstance(info, dict)
         and info.get("format") == tlog.FORMAT_NAME
-        and info.get("version") in (tlog.FOLD_FORMAT_VERSION, tlog.FORMAT_VERSION)
+        and type(version) is int
+        and tlog.FOLD_FORMAT_VERSION <= version <= tlog.FORMAT_VERSION
     )
 
 

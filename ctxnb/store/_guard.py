@@ -110,7 +110,7 @@ def data_files(store_dir: str) -> list[tuple[str, int, int]]:
     """
     out = []
     for sub, patterns, slack in (
-        ("snapshots", (tlog.SNAP_RE, tlog.DOCS_RE, tlog.TXS_RE), 0),
+        ("snapshots", (tlog.SNAP_RE, tlog.DOCS_RE, tlog.TXS_RE, tlog.ATT_RE), 0),
         ("segments", (tlog.SEG_RE,), 1),
     ):
         folder = os.path.join(store_dir, sub)

@@ -79,7 +79,7 @@ def fold_after_seconds(explicit: float | None | Inherit = INHERIT) -> float | No
 
 
 FORMAT_NAME = "ctxnb-store"
-FORMAT_VERSION = 4
+FORMAT_VERSION = 5
 # The first format whose log may carry inline transactions (``"op":"txdocs"``). A
 # format-1 store stays format 1 until its first inline transaction.
 INLINE_FORMAT_VERSION = 2
@@ -88,6 +88,9 @@ FOLD_FORMAT_VERSION = 3
 # The first format whose log may start with a base line (``"op":"base"``): the log was
 # rotated at a compaction, and older transactions are in an archive file.
 ROTATE_FORMAT_VERSION = 4
+# The first format whose base line may name an archive of attachments (``att``): the
+# attachments of the lines a rotation dropped, kept as the anchors of another log.
+ATT_FORMAT_VERSION = 5
 
 EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 _US = timedelta(microseconds=1)
@@ -96,6 +99,7 @@ SEG_RE = re.compile(r"seg-(\d{12})-([0-9a-f]{8})\.parquet")
 SNAP_RE = re.compile(r"snap-(\d{12})-([0-9a-f]{8})\.parquet")
 DOCS_RE = re.compile(r"snap-(\d{12})-([0-9a-f]{8})\.docs\.arrow")
 TXS_RE = re.compile(r"txs-(\d{12})-([0-9a-f]{8})\.arrow")
+ATT_RE = re.compile(r"att-(\d{12})-([0-9a-f]{8})\.jsonl")
 TMP_PREFIX = ".tmp-"
 
 
@@ -204,10 +208,24 @@ class BaseEntry(FrozenRecord):
 
     ``gen`` counts rotations. Transactions ``1..upto`` are in the archive ``txs`` (the
     last committed at ``last_us``, with ``last_count`` documents); ``compact`` is the
-    compaction that covers them all.
+    compaction that covers them all. ``att`` (format 5, optional) is the archive of the
+    attachments those transactions' lines carried (see :mod:`ctxnb.store._attach`), of
+    ``att_size`` bytes with SHA-256 ``att_sha``.
     """
 
-    __slots__ = ("gen", "upto", "last_us", "last_count", "txs", "txs_size", "txs_crc", "compact")
+    __slots__ = (
+        "gen",
+        "upto",
+        "last_us",
+        "last_count",
+        "txs",
+        "txs_size",
+        "txs_crc",
+        "compact",
+        "att",
+        "att_size",
+        "att_sha",
+    )
 
     gen: int
     upto: int
@@ -217,6 +235,9 @@ class BaseEntry(FrozenRecord):
     txs_size: int
     txs_crc: int  # CRC-32 of the archive's bytes: it is checked when it is read
     compact: CompactEntry
+    att: str | None
+    att_size: int
+    att_sha: str | None
 
     def __init__(
         self,
@@ -228,8 +249,13 @@ class BaseEntry(FrozenRecord):
         txs_size: int,
         txs_crc: int,
         compact: CompactEntry,
+        att: str | None = None,
+        att_size: int = 0,
+        att_sha: str | None = None,
     ) -> None:
-        self._fill(gen, upto, last_us, last_count, txs, txs_size, txs_crc, compact)
+        self._fill(
+            gen, upto, last_us, last_count, txs, txs_size, txs_crc, compact, att, att_size, att_sha
+        )
 
 
 Entry = TxEntry | CompactEntry | FoldEntry | BaseEntry
@@ -309,6 +335,8 @@ def base_line(e: BaseEntry) -> bytes:
         "rows": c.rows,
     }
     _digests(obj, c.sha, c.foot)
+    if e.att is not None:
+        obj.update(att=e.att, att_size=e.att_size, att_sha=e.att_sha)
     return _json_line("base", obj)
 
 
@@ -509,6 +537,7 @@ def _entry(obj: Any) -> Entry:
             txs_size=_int(obj["txs_size"]),
             txs_crc=_int(obj["txs_crc"]),
             compact=compact,
+            **_att_fields(obj),
         )
     if op == "txdocs":
         count = _int(obj["n"])
@@ -535,6 +564,17 @@ def _entry(obj: Any) -> Entry:
 
 
 _HEX64 = re.compile(r"[0-9a-f]{64}")
+
+
+def _att_fields(obj: dict[str, Any]) -> dict[str, Any]:
+    """A base line's archive of attachments (format 5), when it names one."""
+    if "att" not in obj:
+        return {}
+    _check_name(obj["att"], "snapshots/", ATT_RE)
+    sha = _digest(obj, "att_sha")
+    if sha is None:
+        raise ValueError("the archive of attachments has no 'att_sha'")
+    return {"att": obj["att"], "att_size": _int(obj["att_size"]), "att_sha": sha}
 
 
 def _digest(obj: dict[str, Any], key: str) -> str | None:

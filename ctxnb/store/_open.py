@@ -106,6 +106,7 @@ class StoreState:
         self.log_lines = 0
         self.gen = 0  # rotations the log went through (its base line says)
         self.archive: str | None = None  # the base line's archive of transactions
+        self.base: tlog.BaseEntry | None = None  # the log's base line, when rotated
         self.txs = TxTable()
         self.segments: dict[int, tlog.TxEntry] = {}  # live segments: tx > snapshot upto
         # Live folds (newer than the snapshot) by file, the last tx they or the snapshot
@@ -321,7 +322,7 @@ class StoreState:
                 foreign.append(os.path.join(self.dir, e))
         for sub, patterns in (
             (SEGMENTS, (tlog.SEG_RE,)),
-            (SNAPSHOTS, (tlog.SNAP_RE, tlog.DOCS_RE, tlog.TXS_RE)),
+            (SNAPSHOTS, (tlog.SNAP_RE, tlog.DOCS_RE, tlog.TXS_RE, tlog.ATT_RE)),
         ):
             folder = os.path.join(self.dir, sub)
             for e in os.listdir(folder):
@@ -447,6 +448,8 @@ class StoreState:
             elif isinstance(e, tlog.BaseEntry):
                 base, last_compact = e, e.compact
                 check_archive(self.abs_path(e.txs), e.txs_size)
+                if e.att is not None:
+                    check_archive(self.abs_path(e.att), e.att_size, "archive of attachments")
         snap = self.snap
         new_snap: _Snapshot | None = None
         upto = snap.entry.upto if snap else 0
@@ -455,7 +458,7 @@ class StoreState:
             upto = last_compact.upto
         new_txs = [e for e in entries if isinstance(e, tlog.TxEntry)]
         if base is not None:
-            self.gen, self.archive = base.gen, base.txs
+            self.gen, self.archive, self.base = base.gen, base.txs, base
             load = archive_loader(self.abs_path(base.txs), base.upto, base.txs_size, base.txs_crc)
             self.txs.set_archive(base.upto, (base.last_us, base.last_count), load)
         loaded: list[tuple[tlog.TxEntry, _PendingSegment]] = []

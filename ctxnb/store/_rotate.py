@@ -7,6 +7,9 @@ line is durable, the log is replaced (one atomic rename) by a new one whose firs
 the *base*, names the new snapshot and an archive of the transactions it covers
 (``snapshots/txs-<upto>-<hex>.arrow``: their ids, times and counts), followed by the
 lines of the transactions committed while the compaction ran, copied byte for byte.
+The attachments of the lines it drops move to the archive of attachments
+(``snapshots/att-<upto>-<hex>.jsonl``, see :mod:`ctxnb.store._attach`), which the base
+line names too: a trace record's copy outlives the rotation.
 
 Crash safety: until the rename the old log is the truth (and the archive an
 unreferenced file that the next compaction removes); after it, the new one. The guard
@@ -16,14 +19,16 @@ read against the new one, and a log swapped back for the old one is refused.
 
 from __future__ import annotations
 
+import hashlib
 import logging
 import os
 import secrets
 
+from ..errors import CorruptStoreError
 from . import _fmt as fmt
 from . import _guard as guard
 from . import _log as tlog
-from ._attach import settle
+from ._attach import archive_lines, parse_lines, read_archive, settle
 from ._open import SEGMENTS, SNAPSHOTS, StoreState, _unlink
 from ._txs import write_archive
 
@@ -40,22 +45,56 @@ def rotate(state: StoreState, entry: tlog.CompactEntry, start: int, end: int) ->
     dropped lines carry attachments (trace records) that cannot be made durable in
     their ledger first (see :mod:`ctxnb.store._attach`): rotation never loses one.
     """
-    if not settle(state.dir, start):
+    kept = settle(state.dir, start)
+    if kept is None:
         return False
     try:
         with open(state.log_path, "rb") as f:
-            f.seek(start)
+            dropped = f.read(start)
             carried = f.read(end - start)
-        _rotate(state, entry, carried)
-    except OSError as exc:
+        _rotate(state, entry, carried, _attachments(state, entry, dropped, kept))
+    except (OSError, CorruptStoreError) as exc:
+        # A damaged archive of attachments is not made worse: the log, which still
+        # holds the dropped lines' attachments, is kept; ``store verify`` names it.
         log.warning("could not rotate %s (%s); the next compaction will", state.log_path, exc)
         state.refresh(force=True)  # whichever log is in place now
         return False
     return True
 
 
-def _rotate(state: StoreState, entry: tlog.CompactEntry, carried: bytes) -> None:
-    if state.marker_version < tlog.ROTATE_FORMAT_VERSION:
+def _attachments(
+    state: StoreState, entry: tlog.CompactEntry, dropped: bytes, kept: list[bytes]
+) -> tuple[str, int, str] | None:
+    """Write the archive of attachments the new base line names: the previous one's
+    lines (checked), the dropped lines', and ``kept`` (the settler's) in a line of its
+    own. Returns its name, size and SHA-256; None when there is nothing to keep."""
+    base = state.base
+    old = b""
+    if base is not None and base.att is not None and base.att_sha is not None:
+        old = read_archive(state.dir, base.att, base.att_size, base.att_sha)
+    new = archive_lines(parse_lines(dropped))
+    if kept:
+        # The settler's own line: the last transaction it settled, no documents.
+        body = b'"tx":%d,"ids":[]' % entry.upto + tlog.ATTACHED_KEY + b",".join(kept) + b"]}"
+        new += tlog._sealed("att", body)
+    if not old and not new:
+        return None
+    data = old + new
+    name = f"att-{entry.upto:012d}-{secrets.token_hex(4)}.jsonl"
+    final = os.path.join(state.dir, SNAPSHOTS, name)
+    with fmt.publishing(state.tmp_name(SNAPSHOTS, name), final) as tmp:
+        with open(tmp, "wb") as f:
+            f.write(data)
+    return f"{SNAPSHOTS}/{name}", len(data), hashlib.sha256(data).hexdigest()
+
+
+def _rotate(
+    state: StoreState,
+    entry: tlog.CompactEntry,
+    carried: bytes,
+    att: tuple[str, int, str] | None,
+) -> None:
+    if state.marker_version < (tlog.ATT_FORMAT_VERSION if att else tlog.ROTATE_FORMAT_VERSION):
         state.upgrade_marker()
     times, counts = state.txs.columns(entry.upto)
     name = f"txs-{entry.upto:012d}-{secrets.token_hex(4)}.arrow"
@@ -72,6 +111,9 @@ def _rotate(state: StoreState, entry: tlog.CompactEntry, carried: bytes) -> None
         txs_size=os.path.getsize(final),
         txs_crc=crc,
         compact=entry,
+        att=att[0] if att else None,
+        att_size=att[1] if att else 0,
+        att_sha=att[2] if att else None,
     )
     log_tmp = os.path.join(state.dir, f"{tlog.TMP_PREFIX}{secrets.token_hex(4)}-{tlog.TXLOG}")
     fd = os.open(log_tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o644)
@@ -136,6 +178,8 @@ def remove_old_snapshots(state: StoreState) -> None:
     live = {os.path.basename(snap.entry.file), os.path.basename(snap.entry.docs)} if snap else set()
     if state.archive is not None:
         live.add(os.path.basename(state.archive))
+    if state.base is not None and state.base.att is not None:
+        live.add(os.path.basename(state.base.att))
     folder = os.path.join(state.dir, SNAPSHOTS)
     for name in os.listdir(folder):
         if name not in live:

@@ -161,13 +161,13 @@ def write_archive(path: str, times: list[int], counts: list[int]) -> int:
         return zlib.crc32(f.read())
 
 
-def check_archive(path: str, size: int) -> None:
-    """One stat of the archive a base line names (it is read only when needed)."""
+def check_archive(path: str, size: int, what: str = "archive of transactions") -> None:
+    """One stat of an archive a base line names (it is read only when needed)."""
     actual = os.path.getsize(path)  # FileNotFoundError: the caller names the file
     if actual != size:
         raise CorruptStoreError(
-            f"{path} is {actual} bytes but was committed with {size}; the archive of "
-            "transactions is damaged. Restore it from a backup",
+            f"{path} is {actual} bytes but was committed with {size}; the {what} "
+            "is damaged. Restore it from a backup",
             path=path,
         )
 

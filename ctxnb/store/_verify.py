@@ -7,8 +7,9 @@ can be large. A bit flipped inside one of the snapshot's data pages passes those
 checks (Parquet's page checksums catch it when the page is read). ``verify`` reads
 every file the log names, whole: segments, folds and the snapshot against the SHA-256
 their log lines recorded (files written before digests were recorded are read through
-Parquet's page checksums instead), the doc cache frame by frame, and the archive of
-transactions against its CRC-32. ``ctxnb store verify`` is the command line's door.
+Parquet's page checksums instead), the doc cache frame by frame, the archive of
+transactions against its CRC-32, and the archive of attachments (rotated trace
+records' copies) against its SHA-256. ``ctxnb store verify`` is the command line's door.
 """
 
 from __future__ import annotations
@@ -58,10 +59,13 @@ def verify_state(st: StoreState) -> VerifyReport:
         named.append((snap.entry.file, snap.entry.size, snap.entry.sha, "snapshot"))
     named += [(e.file, e.size, e.sha, "segment") for e in st.segments.values() if e.file]
     named += [(f, e.size, e.sha, "fold segment") for f, e in st.folds.items()]
+    base = st.base
+    if base is not None and base.att is not None:
+        named.append((base.att, base.att_size, base.att_sha, "archive of attachments"))
     for rel, size, sha, what in sorted(named):
         path = st.abs_path(rel)
         check_file(path, size, sha, what)
-        if sha is None:
+        if sha is None and what != "archive of attachments":
             # Every page read with its checksum verified (fmt's reader asks for that).
             fmt.read_parquet(path)
             report.by_page_checksums.append(rel)

@@ -12,6 +12,8 @@ Example:
     FileViewLimits(2, 5000)
     >>> STRATEGY_SPECS["recency-window"]
     'recency-window[:N] (default 10)'
+    >>> parse_strategy("observation-masking-recall:1")
+    WithRecall(ObservationMasking(keep_last=1))
 """
 
 from __future__ import annotations
@@ -30,6 +32,7 @@ from .builtin import (
     Summarize,
     TokenBudgetLRU,
 )
+from .recall import WithRecall
 
 __all__ = ["STRATEGIES", "STRATEGY_SPECS", "StrategyName", "parse_strategy"]
 
@@ -48,6 +51,14 @@ def _summarize(keep_last: int = 5, max_tokens: int = 200) -> ContextStrategy:
 
 def _recency(n: int = 10) -> ContextStrategy:
     return RecencyWindow(n)
+
+
+def _masking_recall(keep_last: int = 5) -> ContextStrategy:
+    return WithRecall(ObservationMasking(keep_last))
+
+
+def _block_recall(keep_last: int = 5, block: int = 10) -> ContextStrategy:
+    return WithRecall(BlockMasking(keep_last, block))
 
 
 #: Every built-in strategy by its command-line name. A new strategy is added here.
@@ -70,6 +81,13 @@ STRATEGIES: dict[str, StrategyName] = {
         FileViewLimits, 2, "file-view-limits[:MAX_OPEN[,CHAR_LIMIT]] (default 5,20000)"
     ),
     "metadata-only": StrategyName(MetadataOnly, 0, "metadata-only"),
+    # Masking paired with recall: the placeholders name the `recall` command's handle.
+    "observation-masking-recall": StrategyName(
+        _masking_recall, 1, "observation-masking-recall[:KEEP_LAST] (default 5)"
+    ),
+    "block-masking-recall": StrategyName(
+        _block_recall, 2, "block-masking-recall[:KEEP_LAST[,BLOCK]] (default 5,10)"
+    ),
 }
 
 #: Strategy names :func:`parse_strategy` knows, with the meaning of their settings.

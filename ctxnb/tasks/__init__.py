@@ -8,6 +8,8 @@ Files:
 - ``testrun.py``: one confined command that runs a task's named tests, read into statuses.
 - ``evaluate.py``: a patch graded on an instance; an agent run on one and graded.
 - ``mine.py``: tasks from the commits of a local git history.
+- ``experiment.py``: strategies compared on instances, live runs graded (scripted with
+  the gold patches, or any model).
 - ``_git.py``: the git a task needs (trees out, patches in, the agent's diff).
 
 Example:
@@ -31,6 +33,7 @@ _LAZY = {
     "Prediction": "instances",
     "Report": "grading",
     "evaluate_patch": "evaluate",
+    "gold_script": "experiment",
     "grade": "grading",
     "load_instances": "instances",
     "load_predictions": "instances",
@@ -38,6 +41,7 @@ _LAZY = {
     "parse_pytest_log": "grading",
     "run_instance": "evaluate",
     "run_instances": "evaluate",
+    "run_task_experiment": "experiment",
     "write_instances": "instances",
     "write_predictions": "instances",
 }

@@ -26,7 +26,7 @@ import os
 import shutil
 import tempfile
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -291,10 +291,8 @@ def run_instance(
             target.write_bytes(data)
         hidden.mkdir(exist_ok=True)
         cfg = load_config(root)
-        sandbox = cfg.sandbox.model_copy(
-            update={"read_paths": [*cfg.sandbox.read_paths, *prep.read_paths]}
-        )
-        ws = Workspace.open(root, config=cfg.model_copy(update={"sandbox": sandbox}))
+        sandbox = replace(cfg.sandbox, read_paths=[*cfg.sandbox.read_paths, *prep.read_paths])
+        ws = Workspace.open(root, config=replace(cfg, sandbox=sandbox))
         task = Task(
             prompt=instance.problem_statement,
             test=make_test_command(

@@ -155,7 +155,12 @@ def make_test_command(
     # command leaves none in its scope; but then every module of the environment is
     # compiled again at every start (pytest starts 3-4x slower). A test run changes
     # nothing that is kept, so it reads the environment's compiled modules as outside.
-    lines = ["unset PYTHONPYCACHEPREFIX"]
+    # A log is read by its plain text: a terminal's demand for colour (a Jupyter kernel
+    # sets FORCE_COLOR) would put escape codes into pytest's summary lines.
+    lines = [
+        "unset PYTHONPYCACHEPREFIX FORCE_COLOR CLICOLOR_FORCE",
+        "export PY_COLORS=0 NO_COLOR=1",
+    ]
     for r in range(1, max(1, repeats) + 1):
         # `if` keeps a failing round from stopping the verdict's `set -e` script.
         lines.append(

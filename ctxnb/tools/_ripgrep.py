@@ -24,6 +24,7 @@ from ctxnb.errors import CtxnbError
 
 from ._searchfiles import (
     Match,
+    _confirm,
     _file_matches,
     _policy_text,
     _search_python,
@@ -133,7 +134,18 @@ def _search_ripgrep(
     glob_filter: _GlobFilter,
     exclude: Callable[[str], bool] | None,
     policy: PathPolicy | None,
+    *,
+    enough: int | None = None,
+    start: str | None = None,
 ) -> list[Match]:
+    """The matches, in result order; under a ``policy``, already read again race-free.
+
+    ``enough``: with a policy, rg runs over the directories in walk order, a small group
+    first and groups eight times as large after, and stops once that many matches are final
+    (no directory left can hold a file before them): the first page of a search with
+    many hits reads a few directories, not the tree. ``start``: a path; directories
+    whose files all come before it are not searched (the next page of a search).
+    """
     rg = find_ripgrep()
     if rg is None:
         raise CtxnbError(
@@ -151,6 +163,8 @@ def _search_ripgrep(
     else:
         dirs, ignores = _searchable_dirs(walker, root, glob_filter)
         targets = dirs
+    if start is not None:
+        targets = [t for t in targets if not _all_before(t, start.split("/"))]
     cmd = [
         rg,
         # Plain "path NUL line:column:text" records: parsing them is several times
@@ -187,13 +201,79 @@ def _search_ripgrep(
         # parsed to be thrown away, so it names the files alone.
         cmd += ["--files-with-matches"]
     cmd += ["--"]
+    if not targets:
+        return []
+    if policy is not None:
+
+        def nominated(stream: IO[bytes]) -> _Parsed:
+            return _parse_rg_files(stream, ignores, glob_filter, exclude)
+
+        return _confirmed_in_groups(cmd, root, targets, nominated, policy, compiled, enough)
+    by_file, binary, other = _rg_over(
+        cmd,
+        root,
+        targets,
+        lambda stream: _parse_rg(stream, ignores, compiled, glob_filter, exclude),
+    )
+    for raw in binary:
+        by_file.pop(os.fsdecode(raw).removeprefix("./"), None)
+    for rel in other:  # not UTF-8: Python reads the whole file as windows-1252
+        text = _policy_text(functools.partial(walker.read_bytes, rel))
+        by_file[rel] = [] if text is None else _file_matches(rel, text, compiled, None)
+    return _in_order({rel: found for rel, found in by_file.items() if found})
+
+
+_Parsed = tuple[dict[str, list[Match]], set[bytes], set[str]]
+_FIRST_GROUP = 16  # directories (or files) in the first run of rg of a capped search
+_GROWTH = 8  # each run after it that many times the last
+
+
+def _all_before(target: str, start: list[str]) -> bool:
+    """Whether every file a target (a directory searched one level deep, or a file)
+    can hold comes before the path ``start`` in result order."""
+    parts = target.split("/") if target else []
+    return parts < start and parts != start[: len(parts)]
+
+
+def _confirmed_in_groups(
+    cmd: list[str],
+    root: Path,
+    targets: list[str],
+    nominated: Callable[[IO[bytes]], _Parsed],
+    policy: PathPolicy,
+    compiled: re.Pattern[str],
+    enough: int | None,
+) -> list[Match]:
+    """rg names the files with matches, group by group in walk order; each is read
+    again race-free and matched here (every byte returned comes from a file the policy
+    accepts). With ``enough``, stop once that many matches come before every file of
+    the directories left (the walk is in result order, so they can only come after)."""
+    out: list[Match] = []
+    i, size = 0, len(targets) if enough is None else _FIRST_GROUP
+    while i < len(targets):
+        group = targets[i : i + size]
+        # Each group eight times the last: a search that finds little pays for few rg starts.
+        i, size = i + size, size * _GROWTH
+        found, _, _ = _rg_over(cmd, root, group, nominated)
+        # At most ``enough`` of a group's matches can be in the answer: the rest unread.
+        out.extend(_confirm(policy, compiled, _in_order(found), enough))
+        if enough is not None and i < len(targets):
+            left = targets[i].split("/") if targets[i] else []
+            if sum(1 for m in out if m.path.split("/") < left) >= enough:
+                break
+    out.sort(key=lambda m: (m.path.split("/"), m.line_number))
+    return out
+
+
+def _rg_over(
+    cmd: list[str], root: Path, targets: list[str], parse: Callable[[IO[bytes]], _Parsed]
+) -> _Parsed:
+    """One run of rg over ``targets`` (several when the arguments are too long)."""
     by_file: dict[str, list[Match]] = {}
     binary: set[bytes] = set()
     other: set[str] = set()
     # "./" first: a directory named "-" is not rg's standard input, and none starts an
     # option (the "--" above covers that too).
-    if not targets:
-        return []
     for chunk in _arg_chunks([f"./{t}" if t else "." for t in targets]):
         # Parse while rg is still searching; stderr goes to a file so that a flood of
         # warnings (unreadable files) cannot fill a pipe and stall rg.
@@ -204,10 +284,7 @@ def _search_ripgrep(
             ) as proc,
         ):
             assert proc.stdout is not None
-            if policy is not None:
-                found, bin_, oth = _parse_rg_files(proc.stdout, ignores, glob_filter, exclude)
-            else:
-                found, bin_, oth = _parse_rg(proc.stdout, ignores, compiled, glob_filter, exclude)
+            found, bin_, oth = parse(proc.stdout)
             returncode = proc.wait()
             if returncode not in (0, 1) and not found:
                 errors.seek(0)
@@ -218,12 +295,7 @@ def _search_ripgrep(
         by_file.update(found)
         binary |= bin_
         other |= oth
-    for raw in binary:
-        by_file.pop(os.fsdecode(raw).removeprefix("./"), None)
-    for rel in other:  # not UTF-8: Python reads the whole file as windows-1252
-        text = _policy_text(functools.partial(walker.read_bytes, rel))
-        by_file[rel] = [] if text is None else _file_matches(rel, text, compiled, None)
-    return _in_order({rel: found for rel, found in by_file.items() if found})
+    return by_file, binary, other
 
 
 _RG_ARGS_BUDGET = 256 * 1024  # bytes of directory arguments per rg run

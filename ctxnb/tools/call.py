@@ -43,7 +43,14 @@ if TYPE_CHECKING:
     from ..access.pathrules import SafePath
     from ..session.core import Session
 
-__all__ = ["ToolCall", "ToolHooks", "ToolRunner", "command_text"]
+__all__ = ["CallView", "ToolCall", "ToolHooks", "ToolRunner", "command_text"]
+
+#: What the model is shown of a call: ``view(tool, args)`` gives the call's name and
+#: arguments in the terms of the tool the model was offered (``("bash", {"command":
+#: ...})`` for a ``run_command``), or None for a call the model did not make (the
+#: harness's own), which the model is not shown at all. The audit line, the trace and the
+#: session's record keep ctxnb's own name and arguments either way.
+CallView = Callable[[str, dict[str, Any]], "tuple[str, dict[str, Any]] | None"]
 
 
 @dataclass
@@ -108,6 +115,9 @@ class ToolRunner:
     audit_log: AuditLog
     clock: Callable[[], datetime]
     _extra_tools: dict[str, tuple[ToolInfo, Callable[..., Any]]]
+    #: How the session shows this runner's calls to the model (see :data:`CallView`);
+    #: None shows them as ctxnb names them. A live run's agent sets it to its own tool.
+    call_view: CallView | None = None
 
     def object_id(self, rel: str) -> str:
         """The object id of a workspace file (the session's ``file_refs``)."""
@@ -193,6 +203,8 @@ class ToolRunner:
         # A whole-file read shows the file object itself; a partial read (a line range, an
         # excerpt, a capped read) shows only what was read, as this call's output.
         reads = ("read_file", "read_lines", "get_excerpt")
+        view = self.call_view
+        shown = view(call.tool, dict(args)) if view is not None else None
         self.session.record_toolcall(
             call.tool,
             audit_args(args),
@@ -200,6 +212,9 @@ class ToolRunner:
             status="ok" if success else "fail",
             file_refs=[f for f in file_refs if self.session.in_index(f)],
             activate=call.tool not in reads or _partial(result),
+            # No view: shown as ctxnb names it; a view's None: the model never sees it.
+            shown_as=shown,
+            hidden=view is not None and shown is None,
         )
 
     def audit(self) -> Any:

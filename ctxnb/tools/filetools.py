@@ -430,7 +430,7 @@ class FileTools(ToolRunner):
                 f"search limit must be at least 1, got {limit}",
                 required_action="Pass limit >= 1 (200 by default).",
             )
-        start = lookups.cursor_offset(cursor)
+        start = lookups.SearchCursor.parse(cursor)
         return self.run_call(
             "search",
             {"pattern": pattern, "globs": globs, "regex": regex, "limit": limit, "cursor": cursor},

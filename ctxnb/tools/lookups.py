@@ -31,8 +31,8 @@ if TYPE_CHECKING:
 
 __all__ = [
     "TAG_RULES",
+    "SearchCursor",
     "agent_glob",
-    "cursor_offset",
     "get_diff",
     "get_file_history",
     "glob",
@@ -222,7 +222,7 @@ def search(
     globs: list[str] | None,
     regex: bool,
     limit: int,
-    start: int,
+    start: SearchCursor,
     *,
     backend: Literal["auto", "ripgrep", "python"],
 ) -> SearchHits:
@@ -239,18 +239,20 @@ def search(
         regex=regex,
         backend=backend,
         policy=files.policy,
-        max_results=start + limit + 1,
+        max_results=start.skip + limit + 1,
+        after=start.after,
     )
-    more = len(hits) > start + limit
-    page = hits[start : start + limit]
+    more = len(hits) > start.skip + limit
+    page = hits[start.skip : start.skip + limit]
     lines = _hit_lines(files, page)
+    shown_paths = [redact_text(shown(m.path)) for m in page]
     return SearchHits(
         [
-            {"path": redact_text(shown(m.path)), "line_number": m.line_number, "line": line}
-            for m, line in zip(page, lines, strict=True)
+            {"path": p, "line_number": m.line_number, "line": line}
+            for m, p, line in zip(page, shown_paths, lines, strict=True)
         ],
         truncated=more,
-        cursor=str(start + limit) if more else None,
+        cursor=start.next(page, limit).text() if more else None,
     )
 
 
@@ -280,17 +282,62 @@ def _hit_lines(files: FileSources, hits: list[Any]) -> list[str]:
     return out
 
 
-def cursor_offset(cursor: str | None) -> int:
-    """The offset a search cursor stands for (None: the first page)."""
-    if cursor is None:
-        return 0
-    if not cursor.isdigit():
-        raise PolicyError(
-            "INVALID_ARGUMENTS",
-            f"bad search cursor {cursor!r}",
-            required_action="Pass the cursor of a truncated search answer unchanged.",
-        )
-    return int(cursor)
+class SearchCursor:
+    """Where the next page of a search starts: after the hit at ``after`` (a path and a
+    line number; None: the first hit), then ``skip`` hits more.
+
+    The next page searches only the files from the position on, so page 50 costs
+    about what page 1 does, and a file changed before the position moves no hit after
+    it. As text: ``PATH:LINE`` (``+SKIP`` when hits whose path redaction changes came
+    after it: such a path is never written into a cursor, they are counted instead),
+    or a plain number of hits to skip from the first.
+    """
+
+    __slots__ = ("after", "skip")
+
+    def __init__(self, after: tuple[str, int] | None = None, skip: int = 0) -> None:
+        self.after = after
+        self.skip = skip
+
+    @classmethod
+    def parse(cls, cursor: str | None) -> SearchCursor:
+        """The cursor a search answer gave (None: the first page).
+
+        Raises:
+            PolicyError: ``INVALID_ARGUMENTS``, the text is not a cursor.
+
+        Example:
+            >>> c = SearchCursor.parse("src/a:b.py:12+3")
+            >>> c.after, c.skip, c.text()
+            (('src/a:b.py', 12), 3, 'src/a:b.py:12+3')
+        """
+        if cursor is None:
+            return cls()
+        if cursor.isdigit():
+            return cls(None, int(cursor))
+        path, _, rest = cursor.rpartition(":")
+        line, _, skip = rest.partition("+")
+        if not path or not line.isdigit() or not (skip == "" or skip.isdigit()):
+            raise PolicyError(
+                "INVALID_ARGUMENTS",
+                f"bad search cursor {cursor!r}",
+                required_action="Pass the cursor of a truncated search answer unchanged.",
+            )
+        return cls((path, int(line)), int(skip or 0))
+
+    def next(self, page: Sequence[Any], limit: int) -> SearchCursor:
+        """The cursor after ``page`` (the hits this one gave, ``limit`` of them)."""
+        for k in range(len(page) - 1, -1, -1):
+            m = page[k]
+            if redact_text(m.path) == m.path:
+                return SearchCursor((m.path, m.line_number), len(page) - 1 - k)
+        return SearchCursor(self.after, self.skip + limit)
+
+    def text(self) -> str:
+        if self.after is None:
+            return str(self.skip)
+        path, line = self.after
+        return f"{path}:{line}" + (f"+{self.skip}" if self.skip else "")
 
 
 def registry(files: FileSources, tag_rules: Sequence[tuple[str, Callable[[str], bool]]]) -> Any:

@@ -73,7 +73,6 @@ from ._ripgrep import _search_ripgrep, find_ripgrep, ripgrep_available
 from ._searchfiles import (
     Match,
     _check_root,
-    _confirm,
     _policy_walk,
     _search_python,
     _whole_tree,
@@ -108,6 +107,7 @@ def search(
     exclude: Callable[[str], bool] | None = None,
     backend: Backend = "auto",
     policy: PathPolicy | None = None,
+    after: tuple[str, int] | None = None,
 ) -> list[Match]:
     """Find the lines matching ``pattern`` in the files below ``root``.
 
@@ -127,6 +127,9 @@ def search(
             which are then read race-free and matched again here, so every byte
             returned comes from a file the policy accepts, even while directories are
             swapped for symbolic links during the search.
+        after: a ``(path, line_number)`` position: only the matches after it, in the
+            result order, are returned (the next page of a search that stopped there).
+            Files before it are not read; what changed before it does not move it.
 
     Returns:
         The matches, sorted by path (component-wise) then line number.
@@ -148,6 +151,9 @@ def search(
     if max_results is not None and max_results < 0:
         raise ValueError(f"max_results must be >= 0 or None, got {max_results}")
     glob_filter = _GlobFilter(list(globs or ()))
+    cap = max_results
+    if after is not None:
+        exclude, cap = _after(after, exclude, max_results)
     if backend == "auto":
         backend = "ripgrep" if ripgrep_available() else "python"
     if backend == "ripgrep":
@@ -162,22 +168,42 @@ def search(
                 glob_filter,
                 exclude,
                 policy,
+                # rg opens directories by name, so one swapped for a link during the
+                # search is followed: under a policy, only what a race-free read matches
+                # again counts (read there, group by group, until ``cap`` are final).
+                enough=cap,
+                start=None if after is None else after[0],
             )
         except CtxnbError:
             if find_ripgrep() is None:
                 raise
             # rg trips over a tree that changes while it runs; the descriptor walk does not.
             backend = "python"
-        else:
-            if policy is not None:
-                # rg opens directories by name, so one swapped for a link during the
-                # search is followed: only what a race-free read matches again counts.
-                matches = _confirm(policy, compiled, matches, max_results)
     if backend == "python":
-        matches = _search_python(root, compiled, glob_filter, exclude, max_results, policy)
+        matches = _search_python(root, compiled, glob_filter, exclude, cap, policy)
     elif backend != "ripgrep":
         raise ValueError(f"backend must be 'auto', 'ripgrep' or 'python', got {backend!r}")
+    if after is not None:
+        path, line = after
+        matches = [m for m in matches if m.path != path or m.line_number > line]
     return matches if max_results is None else matches[:max_results]
+
+
+def _after(
+    after: tuple[str, int], exclude: Callable[[str], bool] | None, max_results: int | None
+) -> tuple[Callable[[str], bool], int | None]:
+    """The exclude of a search that starts after ``after`` and the cap of what it reads.
+
+    Files before the position's file (component-wise, the result order) are excluded,
+    so neither backend reads them. The position's own file holds at most ``line``
+    matches at or before it: the cap grows by that much, and they are dropped after.
+    """
+    key = after[0].split("/")
+
+    def before(rel: str) -> bool:
+        return rel.split("/") < key or (exclude is not None and exclude(rel))
+
+    return before, None if max_results is None else max_results + max(after[1], 0)
 
 
 def glob_files(root: Path | str, pattern: str, *, policy: PathPolicy | None = None) -> list[str]:

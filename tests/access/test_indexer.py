@@ -256,3 +256,75 @@ def test_a_replaced_stat_cache_file_is_read_again(sample_ws):
     again = ws.index(progress=False)
     assert again.hashed == again.files > 0
     assert ws.index(progress=False).hashed == 0
+
+
+def _settled(root):
+    """An indexed tree whose files are old enough for the stat cache to answer."""
+    ws = Workspace.open(root)
+    ws.index(progress=False)
+    age_files(root)
+    ws.index(progress=False)  # the ctime changed: hashed once more
+    ws.close()
+
+
+def test_an_unchanged_reindex_answers_from_the_stat_cache_and_the_log(sample_ws):
+    from ctxnb.store._tip import read_tip
+
+    _settled(sample_ws)
+    ws = Workspace.open(sample_ws)
+    rep = ws.index(progress=False)
+    assert rep.hashed == 0 and rep.unchanged > 0 and rep.transactions == []
+    assert not ws.store_is_open, "nothing changed, yet the store was opened"
+    # ... and a change is still found by a fresh workspace (the store opened for it).
+    (sample_ws / "README.md").write_text("# changed\n")
+    ws = Workspace.open(sample_ws)
+    assert ws.index(progress=False).changed_paths == {"README.md": "updated"}
+    assert ws.store_is_open
+    tip = read_tip(sample_ws / ".ctxnb" / "store")
+    assert tip is not None and tip.unfolded == 0  # what it wrote reached Parquet
+
+
+def test_a_commit_by_another_process_since_the_last_index_is_not_skipped(sample_ws):
+    # Another writer stores a file the stat cache has never seen; the file is then
+    # removed from disk. The log's tip is past the cache's, so the store is asked which
+    # files it knows: the deletion is recorded, not hidden by the light path.
+    _settled(sample_ws)
+    (sample_ws / "extra.py").write_text("x = 1\n")
+    other = Workspace.open(sample_ws)
+    assert [o.action for o in other.observe(["extra.py"])] == ["created"]
+    other.close()
+    (sample_ws / "extra.py").unlink()
+    ws = Workspace.open(sample_ws)
+    rep = ws.index(progress=False)
+    assert rep.changed_paths == {"extra.py": "deleted"}
+    assert is_deleted(ws.get("extra.py"))
+
+
+def test_an_unchanged_reindex_still_folds_what_another_process_left_inline(sample_ws):
+    # The Claude Code post hook commits inline and exits; the next index keeps the
+    # promise that every version reaches a Parquet file, though nothing in the tree changed.
+    from ctxnb.store._append import append_inline
+    from ctxnb.store._tip import read_tip
+
+    _settled(sample_ws)
+    d = sample_ws / ".ctxnb" / "store"
+    assert append_inline(d, [{"xt/id": "note-1", "type": "note", "v": 1}]) is not None
+    assert read_tip(d).unfolded == 1
+    ws = Workspace.open(sample_ws)
+    assert ws.index(progress=False).transactions == []
+    assert read_tip(d).unfolded == 0
+    assert ws.store.get("note-1") == {"xt/id": "note-1", "type": "note", "v": 1}
+
+
+def test_an_unchanged_reindex_compacts_once_enough_transactions_wait(sample_ws):
+    from ctxnb.store._append import append_inline
+    from ctxnb.store._tip import read_tip
+
+    (sample_ws / "ctxnb.toml").write_text("[index]\ncompact_after = 2\n")
+    _settled(sample_ws)
+    d = sample_ws / ".ctxnb" / "store"
+    for i in range(3):
+        assert append_inline(d, [{"xt/id": f"n{i}", "type": "note"}]) is not None
+    assert read_tip(d).uncompacted >= 3
+    Workspace.open(sample_ws).index(progress=False)
+    assert read_tip(d).uncompacted == 0

@@ -524,3 +524,24 @@ def test_trace_verify_on_an_ungoverned_tree_fails_and_says_why(tmp_path: Path) -
     assert proc.returncode == 1 and "intact" not in proc.stdout + proc.stderr
     assert "no ledger, so nothing to verify" in proc.stderr
     assert _listing(tmp_path) == []
+
+
+def test_index_prints_its_summary_before_the_store_is_compacted(
+    sample_ws: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # A compaction after a large index takes seconds; the summary must not wait for it.
+    from ctxnb.workspace import Workspace
+
+    (sample_ws / "ctxnb.toml").write_text("[index]\ncompact_after = 0\n")
+    seen: list[str] = []
+    settle = Workspace.settle_store
+
+    def watching(ws: Workspace) -> None:
+        seen.append(capsys.readouterr().out)  # what the user had been shown by then
+        settle(ws)
+        seen.append(str(ws.store.pending_segments()))
+
+    monkeypatch.setattr(Workspace, "settle_store", watching)
+    assert main(["index", str(sample_ws), "--no-progress"]) == 0
+    assert seen[0].startswith("indexed ") and "created" in seen[0]
+    assert seen[1] == "0"  # and the compaction still ran after it

@@ -8,9 +8,11 @@ and builds the arguments of the one command it runs, so ``ctxnb --help`` pays fo
 command's libraries. The Claude Code hook's own list is pinned in
 ``tests/integrations/test_claude_hooks.py``.
 
-Not pinned here: ``index``, ``history``, ``show``, ``why`` and a governed ``sandbox exec``
-open the object store, whose Parquet segments and models need pyarrow and pydantic
-(``docs/performance.md`` says what that costs).
+``index`` of a tree the stat cache answers for is pinned: the store's log says nothing
+was committed since, so the store (pyarrow) is not opened, and settings are validated
+by pydantic only when a file gives them. Not pinned here: ``history``, ``show``, ``why``
+and a governed ``sandbox exec`` read versions from the object store, whose Parquet
+segments need pyarrow (``docs/performance.md`` says what that costs).
 """
 
 from __future__ import annotations
@@ -22,6 +24,7 @@ import sys
 from pathlib import Path
 
 import pytest
+from _data import age_files
 from _paths import REPO
 from _tracewal_setup import governed, ledger_path, tools_of
 
@@ -138,3 +141,41 @@ def test_sandbox_exec_without_an_intent_imports_no_store(ws: Path) -> None:
     code, modules, out = _run("sandbox", "exec", "-w", str(ws), "--", "echo", "confined")
     assert code == 0 and "confined" in out
     assert _heavy(modules) == []
+
+
+def test_index_of_an_unchanged_tree_imports_no_heavy_module(tmp_path: Path) -> None:
+    root = copy_sample_workspace(tmp_path / "ws")
+    code, modules, _ = _run("index", "--no-progress", str(root))
+    assert code == 0
+    assert "pyarrow" in {m.split(".")[0] for m in modules}  # the first index stores files
+    age_files(root)  # out of the stat cache's racy window
+    assert _run("index", "--no-progress", str(root))[0] == 0  # the ctimes changed: hashed
+    code, modules, out = _run("index", "--json", str(root))
+    report = json.loads(out)
+    assert code == 0 and report["unchanged"] > 0
+    assert report["created"] == report["updated"] == report["deleted"] == 0
+    assert _heavy(modules) == []
+    # A change is still found (and then the store is opened to write it).
+    (root / "README.md").write_text("# changed\n")
+    code, modules, out = _run("index", "--json", str(root))
+    assert code == 0 and json.loads(out)["updated"] == 1
+    assert "pyarrow" in {m.split(".")[0] for m in modules}
+
+
+def test_settings_from_a_file_are_still_validated_on_the_light_path(tmp_path: Path) -> None:
+    # Defaults need no validation; a file's values do, so pydantic is loaded for them and
+    # an unknown key is refused with the file and the key named.
+    root = copy_sample_workspace(tmp_path / "ws")
+    (root / "ctxnb.toml").write_text("[index]\nbatch = 10\n")
+    code, modules, _ = _run("index", "--no-progress", str(root))
+    assert code == 1
+    assert "pydantic" in {m.split(".")[0] for m in modules}
+    proc = subprocess.run(
+        [sys.executable, "-m", "ctxnb", "index", "--no-progress", str(root)],
+        capture_output=True,
+        text=True,
+        env={**os.environ, "PYTHONPATH": str(REPO)},
+        timeout=120,
+        check=False,
+    )
+    assert "unknown key 'index.batch'" in proc.stderr and "ctxnb.toml" in proc.stderr

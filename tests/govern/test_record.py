@@ -101,6 +101,8 @@ def test_a_logged_record_and_its_attachment_are_the_bytes_its_dict_gives(
         store = tmp_path / "store"
         pending = rec.prepare_logged(change, origin, oid=f"obj-{n}", store_dir=store)
         whole = {"kind": "agent-trace", "oid": f"obj-{n}", "at": pending.at}
+        if pending.head is not None:  # the ledger's last line then (none at first)
+            whole["head"] = pending.head
         whole["record"] = pending.prepared
         as_dict = json.dumps(whole, ensure_ascii=False, separators=(",", ":")).encode()
         assert pending.attachment == as_dict

@@ -99,7 +99,10 @@ def test_a_record_restored_below_its_offset_is_not_restored_again(gov: Path) -> 
     assert restore(_store(gov), TraceLedger(_ledger_path(gov))) == []
     ids = _ids(gov)
     assert len(ids) == len(set(ids)) == 5
-    assert verify_ledger(_ledger_path(gov)).ok
+    # The reset itself stays visible: the decision line is gone, and the store's
+    # checkpoints remember a longer ledger than the one restored over.
+    report = verify_ledger(_ledger_path(gov))
+    assert not report.ok and "not what they were" in report.message, report.message
 
 
 def test_a_forged_offset_in_the_log_does_not_duplicate_a_record(gov: Path) -> None:
@@ -443,6 +446,13 @@ def test_a_ledger_line_a_full_disk_cut_after_its_id_is_restored_once_space_is_fr
     assert report.ok and len(report.unreadable) == 1, report.message
 
 
+# Not done, because no fix is sound: undoing the line needs a durable revocation (a
+# "void" line, or cutting the log back), and both need the fsync that just failed; after
+# a failed fsync the kernel may have dropped or kept the line's pages, and a later fsync
+# can succeed either way, so the revocation could be lost while the line survives. Readers
+# may also have seen the transaction already (they take no lock). The store keeps the
+# version as committed, so the restored record agrees with the store's history; only the
+# workspace file (left as it was) disagrees, and the next read stores it again.
 @pytest.mark.xfail(
     strict=True,
     reason="the log line of a transaction whose fsync failed stays in the log (its "

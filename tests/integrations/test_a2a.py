@@ -496,18 +496,27 @@ def test_a_wide_bind_needs_the_bearer_token(ws: Path) -> None:
     app = a2a_app(executor, url="http://127.0.0.1:9/", host="0.0.0.0", port=9, token="s3cret")
     card = "/.well-known/agent-card.json"
 
+    rpc = {"jsonrpc": "2.0", "id": 1, "method": "ListTasks", "params": {}}
+
     async def body() -> list[int]:
         transport = httpx.ASGITransport(app=app)
         async with httpx.AsyncClient(transport=transport, base_url="http://127.0.0.1:9") as c:
+
+            async def post(token: str | None, **headers: str) -> int:
+                if token is not None:
+                    headers["Authorization"] = f"Bearer {token}"
+                return (await c.post("/", json=rpc, headers=headers)).status_code
+
             return [
+                await post(None), await post("wrong"), await post("s3cret"),
+                await post("s3cret", Host="evil.example:9"),
+                # The card says a token is needed, so it is read without one; Host holds.
                 (await c.get(card)).status_code,
-                (await c.get(card, headers={"Authorization": "Bearer wrong"})).status_code,
-                (await c.get(card, headers={"Authorization": "Bearer s3cret"})).status_code,
-                (await c.get(card, headers={"Authorization": "Bearer s3cret",
-                                            "Host": "evil.example:9"})).status_code,
+                (await c.get(card, headers={"Host": "evil.example:9"})).status_code,
+                (await c.post(card)).status_code,
             ]  # fmt: skip
 
-    assert run_with_deadline(body()) == [401, 401, 200, 421]
+    assert run_with_deadline(body()) == [401, 401, 200, 421, 200, 421, 401]
     executor.close()
 
 
@@ -728,10 +737,11 @@ def test_the_caller_is_named_by_the_token_the_guard_accepted() -> None:
                 {CALLER_SCOPE_KEY: caller_of_token(token)} if token and checked else {}
             )
 
-    a, b, none = (_CallerContextBuilder().build_user(Req(t)) for t in ("tok-a", "tok-b", ""))
+    builder = _CallerContextBuilder(lambda: 0)
+    a, b, none = (builder.build_user(Req(t)) for t in ("tok-a", "tok-b", ""))
     assert a.is_authenticated and a.user_name != b.user_name
     assert "tok-a" not in a.user_name and not none.is_authenticated
-    assert not _CallerContextBuilder().build_user(Req("tok-a", checked=False)).is_authenticated
+    assert not builder.build_user(Req("tok-a", checked=False)).is_authenticated
 
 
 def test_the_input_request_asks_the_one_question_and_refuses_past_its_bound(

@@ -112,7 +112,7 @@ def test_a_prompt_edits_a_file_under_the_intent_and_asks_permission_both_ways(ws
     # still put it back, whatever the human said.
     client = Client(answers=["allow-once", "reject-once", "allow-once"])
 
-    async def body() -> tuple[Any, Any, Any]:
+    async def body() -> tuple[Any, Any, Any, str]:
         with ScriptedModelServer(script) as server:
             async with await _session(client, ws, server) as (conn, _proc):
                 init = await conn.initialize(protocol_version=acp.PROTOCOL_VERSION)
@@ -120,9 +120,12 @@ def test_a_prompt_edits_a_file_under_the_intent_and_asks_permission_both_ways(ws
                 res = await conn.prompt(
                     session_id=new.session_id, prompt=[acp.text_block("Fix add() in calc.py")]
                 )
-                return init, new, res
+                return init, new, res, json.dumps(server.requests)
 
-    init, new, res = run_with_deadline(body())
+    init, new, res, sent = run_with_deadline(body())
+    # The model heard of its bash tool only: not of the intent the session selected for
+    # it, nor of the governed tool its commands ran through.
+    assert "select_active_intent" not in sent and "run_command" not in sent
     assert init.agent_info.name == "ctxnb"
     assert new.modes.current_mode_id == "INT-CALC"  # the only active intent
     assert {m.id for m in new.modes.available_modes} == {"INT-CALC", "no-intent"}

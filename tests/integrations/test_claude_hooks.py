@@ -624,20 +624,22 @@ def test_hook_sandbox_defaults_match_the_config(tmp_path):
     # Without a configuration the hook builds its sandbox from an empty section (pydantic
     # stays out of it): every default then comes from Sandbox.from_settings, and must be
     # the configuration's default.
-    from ctxnb.config import CtxnbConfig
+    from dataclasses import asdict
+
+    from ctxnb.config import CtxnbConfig, validate_config
     from ctxnb.sandbox import Sandbox
 
     def shape(sb):
         return (sb.backend, sb.network, sb.env_allow, sb.read_paths, sb.limits, sb.git)
 
     hook = Sandbox.from_settings(tmp_path, state_mod.DEFAULT_SETTINGS["sandbox"])
-    config = Sandbox.from_settings(tmp_path, CtxnbConfig().sandbox.model_dump())
+    config = Sandbox.from_settings(tmp_path, asdict(CtxnbConfig().sandbox))
     assert shape(hook) == shape(config)
     # And a setting given in either form reaches the sandbox the same way.
     given = {"network": True, "env": ["LANG"], "max_file_mb": 8, "git": "read"}
     both = [
         Sandbox.from_settings(tmp_path, given),
-        Sandbox.from_settings(tmp_path, CtxnbConfig(sandbox=given).sandbox.model_dump()),
+        Sandbox.from_settings(tmp_path, asdict(validate_config({"sandbox": given}).sandbox)),
     ]
     assert shape(both[0]) == shape(both[1])
     assert both[0].network and both[0].env_allow == ["LANG"] and both[0].limits.max_file_mb == 8
@@ -949,3 +951,73 @@ def test_a_fold_interval_that_is_not_a_number_is_refused(monkeypatch):
     monkeypatch.setenv("CTXNB_FOLD_AFTER", "off")
     assert fold_after_seconds() is None
     assert fold_after_seconds(2.0) == 2.0
+
+
+def _parquet_contents(store: Path) -> set[str]:
+    """Every ``content`` a pandas reader of the store's Parquet files (no ctxnb) finds;
+    files being written (``.tmp-``) are not data."""
+    import pandas as pd
+
+    files = [p for p in store.glob("*/*.parquet") if not p.name.startswith(".tmp-")]
+    if not files:
+        return set()
+    return set(pd.concat(pd.read_parquet(p, columns=["content"]) for p in files)["content"])
+
+
+def _no_waiter(store: Path) -> bool:
+    """Whether no process holds the fold waiter's lock (ctxnb.store._foldlater)."""
+    import fcntl
+
+    fd = os.open(store / "ctxnb-store.json", os.O_RDONLY)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except OSError:
+        return False
+    finally:
+        os.close(fd)
+    return True
+
+
+def _poll(what: Callable[[], bool], seconds: float = 60.0) -> bool:
+    import time
+
+    deadline = time.monotonic() + seconds
+    while not what():
+        if time.monotonic() > deadline:
+            return False
+        time.sleep(0.1)
+    return True
+
+
+def test_hook_edits_reach_parquet_within_the_interval_with_no_process_after_them(
+    ws, payloads, monkeypatch
+):
+    """Three edits, each traced by its own real ``ctxnb hook`` process that commits
+    inline and exits; then nothing of ctxnb runs. The edits are in Parquet once the
+    interval has passed: the first hook handed them to a waiting process, which folds
+    them when due and exits."""
+    monkeypatch.setenv("CTXNB_FOLD_AFTER", "1.5")
+    main(["hook", "select-intent", "INT-001", "--session", "s-w", "-w", str(ws)])
+    models = ws / "inventory" / "models.py"
+    store = ws / ".ctxnb" / "store"
+    hook = Path(sys.executable).with_name("ctxnb")
+    env = dict(os.environ, PATH=f"{hook.parent}{os.pathsep}{os.environ.get('PATH', '')}")
+    texts = [f"x = {i}  # waited edit {i}\n" for i in range(3)]
+    for text in texts:
+        models.write_text(text)
+        post = payloads("post-write", ws, file_path=str(models), content=text)
+        post["session_id"] = "s-w"
+        post["tool_response"]["filePath"] = str(models)
+        proc = subprocess.run(
+            [str(hook), "hook", "post-tool-use"],
+            input=json.dumps(post).encode(),
+            capture_output=True,
+            env=env,
+            timeout=60,
+            check=False,
+        )
+        # The hook's caller reads its output to the end: the waiter holds none of it.
+        assert (proc.returncode, proc.stderr) == (0, b"")
+    assert _poll(lambda: set(texts) <= _parquet_contents(store)), _parquet_contents(store)
+    # The waiter leaves once nothing waits: no process is left behind.
+    assert _poll(lambda: _no_waiter(store))

@@ -59,8 +59,8 @@ def test_the_scripted_run_solves_the_sample_task_through_ctxnb(tmp_path: Path) -
     assert len(server.requests) == len(result.calls) == 5
     first, third = server.requests[0]["messages"], server.requests[2]["messages"]
     assert SYSTEM_PROMPT in first[0]["content"]
-    # The task is the last turn; only a block of the metadata log comes after it.
-    assert first[-2]["content"] == task.prompt and first[-1]["content"].startswith("Objects")
+    # The task is the last turn: nothing of the harness's own call (the intent) follows.
+    assert [m["role"] for m in first] == ["system", "user"] and first[-1]["content"] == task.prompt
     # Each call's messages are the previous call's and more (a prefix cache serves them).
     for prev, nxt in zip(server.requests, server.requests[1:], strict=False):
         assert nxt["messages"][: len(prev["messages"])] == prev["messages"]
@@ -72,9 +72,7 @@ def test_the_scripted_run_solves_the_sample_task_through_ctxnb(tmp_path: Path) -
     assert [f["name"] for f in made] == ["bash"] * 4
     assert [json.loads(f["arguments"]) for f in made][0] == {"command": "cat calc.py test_calc.py"}
     outputs = [m["content"] for m in last if m["role"] == "tool"]
-    # (The metadata log lists every object of the session, the harness's calls too.)
-    history = [m for m in last if not str(m.get("content") or "").startswith("Objects in")]
-    assert len(outputs) == 4 and "select_active_intent" not in json.dumps(history)
+    assert len(outputs) == 4 and "select_active_intent" not in json.dumps(last)
     assert "def add(a, b):\n    return a - b\n" in outputs[0]  # real newlines, no repr
     assert "'returncode'" not in json.dumps(last) and "[changed: calc.py]" in outputs[2]
     assert "[exit status 1]" in outputs[1]  # the failing test run says how it ended

@@ -278,6 +278,8 @@ def test_a_live_frame_and_its_parquet_record_every_setting_without_secrets(
     assert settings["model_kwargs"] == {"temperature": 0.0, "extra_headers": "[set]"}
     assert settings["api_key"] == "[set]" and settings["api_base"] is None
     assert settings["scripted_priced_as"] == "gpt-5-mini" and prov["ctxnb_commit"]
+    # How tokens were counted is a setting to read, not a credential to hide.
+    assert settings["scripted_token_counter"] == "chars4"
     files = sorted((tmp_path / "out").rglob("*.parquet"))
     assert files
     for f in files:

@@ -384,7 +384,6 @@ def test_the_rule_loops_shortcuts_find_what_every_rule_run_in_full_finds():
     # text) finds nothing, without its candidate generators: the spans must be those of
     # every rule run through _candidates, on secrets, look-alikes and their mixes.
     from ctxnb.redaction import redactor as redaction
-    from ctxnb.redaction._formats import structured_spans
 
     def reference(text: str) -> list[tuple[int, int, str]]:
         scan = redaction._Scan(text)
@@ -398,7 +397,7 @@ def test_the_rule_loops_shortcuts_find_what_every_rule_run_in_full_finds():
             for start, end in redaction._candidates(rule, scan):
                 if not any(start < b and a < end for a, b, _ in taken):
                     taken.append((start, end, rule.name))
-        for start, end, name in structured_spans(text, scan.lowered, scan.lines()):
+        for start, end, name in redaction.structural_spans(scan):
             taken = [
                 t
                 for t in taken

@@ -8,6 +8,8 @@ import json
 import os
 from pathlib import Path
 
+from _git import git
+
 from ctxnb import Workspace
 from ctxnb.govern import init_governance
 from ctxnb.govern.approval import CallbackApprover
@@ -202,3 +204,38 @@ def test_claude_code_hook_answers_name_files_redacted(sample_ws: Path) -> None:
     assert "[REDACTED:github-token]" in blocked.answer["reason"], blocked
     for result in (denied, blocked):
         assert TOKEN not in result.stdout + result.stderr, result
+
+
+def test_secrets_found_by_grammar_leave_no_exit(git_repo: Path) -> None:
+    # A command line, SQL, a cookie and a notebook cell, each a family the grammars of
+    # #43 read: redacted in what read_file, search, the context, a governed command's
+    # output, the audit log and the trace hold.
+    pw = "Qz7" + "mK2vXr9Lp4Tw"
+    files = {
+        "ops/backup.sh": f"mysqldump -uroot -p{pw} shop > shop.sql\n",
+        "db/users.sql": f"ALTER USER app IDENTIFIED BY '{pw}';\n",
+        "logs/req.log": f"> Cookie: theme=dark; sessionid={pw}x9\n",
+        "nb/explore.ipynb": json.dumps(
+            {"cells": [{"cell_type": "code", "source": [f'c = Client(api_key="{pw}")\n']}]}
+        ),
+    }
+    for rel, text in files.items():
+        (git_repo / rel).parent.mkdir(parents=True, exist_ok=True)
+        (git_repo / rel).write_text(text, encoding="utf-8")
+    git(git_repo, "add", "-A")
+    git(git_repo, "commit", "-qm", "grammar")
+    governed(git_repo)
+    ws = Workspace.open(git_repo)
+    session = ws.session("s")
+    tools = ws.tools(session, caller="agent", model_id="test/model")
+    assert tools.dispatch("select_active_intent", {"intent_id": "INT-001"})["ok"]
+    outs = [json.dumps(tools.dispatch("read_file", {"path": rel})) for rel in files]
+    outs.append(json.dumps(tools.dispatch("search", {"pattern": pw[:6], "regex": False})))
+    outs.append(session.assemble().to_text())
+    ran = tools.dispatch("run_command", {"cmd": "cat " + " ".join(files)})
+    assert ran["ok"] and ran["result"]["returncode"] == 0, ran
+    outs.append(json.dumps(ran))
+    outs.append((git_repo / ".ctxnb" / "audit.jsonl").read_text(encoding="utf-8"))
+    outs.append((git_repo / ".orchestration" / "agent_trace.jsonl").read_text(encoding="utf-8"))
+    assert all(pw not in o for o in outs)
+    assert sum("[REDACTED:" in o for o in outs[:4]) == 4  # each file had its secret

@@ -118,6 +118,24 @@ def test_resume_with_nothing_changed_hashes_nothing(ws, sample_ws):
     assert r.last_resume.hashed == 0 and r.last_resume.unchanged == 3
 
 
+def test_a_hidden_call_stays_out_of_the_model_s_view_after_a_resume(ws):
+    # The harness's own call (a live run selecting its intent) is stored and indexed,
+    # never in the metadata pool or the prompt, and a resumed session does not let it in.
+    s = ws.session("h", rules=False)
+    hid = s.record_toolcall("select_active_intent", {"intent_id": "I-1"}, "<ctx>", hidden=True)
+    shown = s.record_toolcall(
+        "run_command", {"cmd": "ls"}, "a.py\n", shown_as=("bash", {"command": "ls"})
+    )
+    s.save()
+    for session in (s, ws.session("h", rules=False)):
+        assert hid in session.session_index and hid not in session.metadata_pool
+        assert hid not in session.active_set and shown in session.active_set
+        text = session.assemble(record=False).to_text()
+        assert "select_active_intent" not in text and "<ctx>" not in text
+        assert "bash(command=ls)" in text and "run_command" not in text
+        assert session.get(shown)["tool"] == "run_command"  # the record keeps ctxnb's name
+
+
 def test_pin_activate_and_errors(ws):
     s = ws.session("p")
     a = s.add_path("README.md", activate=False)

@@ -94,7 +94,7 @@ def test_compaction_rotates_the_log_and_every_answer_stays(tmp_path: Path) -> No
     with ObjectStore(root) as reopened:
         assert _answers(reopened) == before
     marker = json.loads((root / "ctxnb-store.json").read_text())
-    assert marker["version"] == _storelog.ROTATE_FORMAT_VERSION
+    assert marker["version"] == _storelog.FORMAT_VERSION
 
 
 def test_opening_a_rotated_store_reads_no_archive_until_asked(tmp_path: Path) -> None:
@@ -269,7 +269,7 @@ def test_a_format3_store_is_rotated_at_its_next_compaction(tmp_path: Path) -> No
     with ObjectStore(root) as store:
         assert _answers(store)["txs"][:5] == want["txs"]
         store.compact()
-        assert json.loads(marker.read_text())["version"] == 4
+        assert json.loads(marker.read_text())["version"] == _storelog.FORMAT_VERSION
         assert len(store.transactions()) == 6
 
 

@@ -100,3 +100,17 @@ def test_tests_read_the_environments_compiled_modules(tmp_path: Path) -> None:
     cmd = "{python} -c 'import sys; print(\"prefix:\", sys.pycache_prefix)' {tests}"
     run = run_tests(tmp_path, ["x"], python=PYTHON, test_cmd=cmd)
     assert "prefix: None" in run.output, run.output
+
+
+@pytest.mark.parametrize("force", ["FORCE_COLOR", "PY_COLORS", "CLICOLOR_FORCE"])
+def test_a_terminal_that_forces_colour_leaves_the_log_readable(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, force: str
+) -> None:
+    # A Jupyter kernel sets FORCE_COLOR=1 and CLICOLOR_FORCE=1: pytest then colours its
+    # summary, which no log parser reads, and mining in a notebook found no task at all.
+    monkeypatch.setenv(force, "1")
+    (tmp_path / "test_x.py").write_text("def test_ok():\n    pass\n")
+    cmd = "PYTEST_DISABLE_PLUGIN_AUTOLOAD=1 " + DEFAULT_TEST_CMD
+    run = run_tests(tmp_path, ["test_x.py"], python=PYTHON, test_cmd=cmd)
+    assert "\x1b[" not in run.output
+    assert run.complete and run.last == {"test_x.py::test_ok": "PASSED"}

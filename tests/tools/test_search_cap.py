@@ -61,8 +61,9 @@ def test_dispatch_and_the_context_say_the_answer_was_cut(ws: Workspace) -> None:
     tools = ws.tools(session)
     out = tools.dispatch("search", {"pattern": "self", "limit": 10})
     assert out["ok"] and len(out["result"]) == 10 and out["truncated"] is True
-    assert out["cursor"] == "10"
-    assert "search again with cursor='10'" in session.assemble().to_text()
+    # The cursor names the last hit: the next page starts after it.
+    assert out["cursor"] == "d0/m0.py:10"
+    assert "search again with cursor='d0/m0.py:10'" in session.assemble().to_text()
     last = tools.dispatch("search", {"pattern": "x29 = 29", "limit": 50})
     assert len(last["result"]) == 35 and last["truncated"] is False and last["cursor"] is None
 

@@ -1,0 +1,86 @@
+"""Credential files whose grammar no key names: ``.pgpass`` and ``.properties`` continuations.
+
+Most client credential files are key/value formats the format layer reads already
+(``.my.cnf``/``pg_service.conf``/``.s3cfg`` are INI, ``.npmrc``/``.pypirc`` are
+``key=value``, docker's ``config.json`` and composer's ``auth.json`` are JSON, ``.netrc``
+is ``password x``, kubeconfig is YAML with ``token``/``password``/``client-key-data``).
+Two are not:
+
+- PostgreSQL's ``.pgpass``: ``hostname:port:database:username:password`` a line, with
+  ``*`` wildcards and ``\\:`` escapes; the fifth field is the password.
+- Java ``.properties``: a value continued over lines ending in ``\\`` (each continuation
+  line is part of the secret), and ``key value`` with white space as the separator
+  (``mail.smtp.password s3cr3t``), read for dotted keys only: prose is not a property.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterator
+
+from .._util.lazyre import lazy_compile
+from ._checks import secret_name
+from ._formats import is_placeholder, value_ok
+
+__all__ = ["credential_file_spans"]
+
+Span = tuple[int, int, str]
+
+_PGPASS = lazy_compile(
+    r"^[ \t]*(?:[^:\s#][^:\s]*|\*):(?:\d{1,5}|\*):(?:[^:\s]+):(?:[^:\s]+):"
+    r"(?P<pw>(?:[^\s\\]|\\.)+)[ \t]*\r?$",
+    re.MULTILINE,
+)
+_PORT = lazy_compile(r":(?:\d{1,5}|\*):")
+_CONTINUED = lazy_compile(
+    r"^[ \t]*(?P<key>[\w.-]{1,80})[ \t]*[=:]?[ \t]*(?P<first>[^\n]*?)\\\r?\n", re.MULTILINE
+)
+_NEXT_LINE = lazy_compile(r"[ \t]*(?P<part>[^\n]*?)(?P<more>\\?)\r?(?:\n|\Z)")
+_SPACE_SEPARATED = lazy_compile(
+    r"^[ \t]*(?P<key>[\w-]+(?:\.[\w-]+)+)[ \t]+(?P<v>[^\s=:][^\s]*)[ \t]*\r?$", re.MULTILINE
+)
+
+
+def credential_file_spans(text: str, lowered: str, lines: list[tuple[int, int]]) -> Iterator[Span]:
+    """The passwords of ``.pgpass`` lines and of continued or space-separated properties.
+
+    ``lines`` are the spans of the lines holding a secret-name word (a property's key).
+    """
+    if text.count(":") >= 4:
+        # Found by its port field (":5432:" or ":*:"): a literal ":" the regex engine
+        # skips to, then the whole line is read (a MULTILINE "^" scan tries every place).
+        done = -1
+        for hit in _PORT.finditer(text):
+            start = text.rfind("\n", 0, hit.start()) + 1
+            if start <= done:
+                continue
+            end = text.find("\n", hit.end())
+            done = end = len(text) if end < 0 else end
+            m = _PGPASS.match(text, start, end)
+            if m is not None:
+                pw = m.group("pw")
+                if len(pw) >= 4 and not pw.isdigit() and not is_placeholder(pw):
+                    yield (*m.span("pw"), "pgpass")
+    continued = "\\\n" in text or "\\\r\n" in text
+    for start, end in lines:
+        if text[end - 1 : end] == "\r":
+            end -= 1
+        sp = _SPACE_SEPARATED.match(text, start, end)
+        if sp is not None and secret_name(sp.group("key")) and value_ok(sp.group("v"), bare=True):
+            yield (*sp.span("v"), "secret-value")
+        if not continued or text[end - 1 : end] != "\\":
+            continue
+        for m in _CONTINUED.finditer(text, start, min(end + 2, len(text))):
+            if not secret_name(m.group("key")):
+                continue
+            parts = [m.span("first")] if m.group("first").strip() else []
+            pos = m.end()
+            while (n := _NEXT_LINE.match(text, pos)) is not None and pos < len(text):
+                if n.group("part").strip():
+                    parts.append(n.span("part"))
+                pos = n.end()
+                if not n.group("more"):
+                    break
+            whole = "".join(text[a:b] for a, b in parts)
+            if value_ok(whole, bare=False):
+                yield from ((a, b, "secret-value") for a, b in parts if b > a)
