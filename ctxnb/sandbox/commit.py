@@ -206,6 +206,29 @@ class CommandEffects:
         except NotFoundError:
             return None, None
 
+    def _variant_of(self, rel: str, new_keys: dict[str, str]) -> str | None:
+        """The file a new ``rel`` would share its docPath key with (one already in the
+        workspace, or another new one of this commit), else None; the key is then taken.
+
+        A case-sensitive filesystem holds ``src/app.py`` beside ``src/App.py``, but ctxnb
+        keys documents by docPath (lowercase, NFC), so the pair would be one ambiguous
+        document; the file tools refuse to create it, and so does a command's commit."""
+        from ..access.docpath import find_document
+        from ..resolver import doc_path
+
+        key = doc_path(rel)
+        if key in new_keys and new_keys[key] != rel:
+            return new_keys[key]
+        policy = self.engine.tools.policy
+        try:
+            found = find_document(policy, policy.check(rel)).rel
+        except PolicyError as e:
+            return str((e.details or {}).get("files") or (e.details or {}).get("document") or rel)
+        if found != rel:
+            return found
+        new_keys[key] = rel
+        return None
+
     # -- the commit ---------------------------------------------------------------------------
     def apply(
         self,
@@ -238,6 +261,7 @@ class CommandEffects:
         try:
             report = EffectsReport(dropped=[d.to_dict() for d in sres.dropped])
             planned: list[_Planned] = []
+            new_keys: dict[str, str] = {}  # docPath key -> the new file this commit keeps
             for ch in sres.changes:
                 try:
                     old, st = self._current(ch.path)
@@ -248,6 +272,17 @@ class CommandEffects:
                 new = None if ch.kind == "deleted" else sres.read(ch.path)
                 if ch.kind == "deleted" and old is None:
                     continue
+                if old is None and new is not None:
+                    variant = self._variant_of(ch.path, new_keys)
+                    if variant is not None:
+                        report.dropped.append(
+                            {
+                                "path": ch.path,
+                                "reason": f"a case or Unicode variant of {variant}: the two "
+                                "names would be one document (the file tools refuse it too)",
+                            }
+                        )
+                        continue
                 if ch.path == "pyproject.toml":
                     from ..config import tool_ctxnb_changed
 
