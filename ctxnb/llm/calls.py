@@ -58,7 +58,25 @@ def litellm_module() -> Any:
             "litellm is not installed; install it with: pip install 'ctxnb[live]'"
         ) from None
     litellm.suppress_debug_info = True  # no "Give Feedback" banners in notebooks and logs
+    _quiet_first_call_imports()
     return litellm
+
+
+def _quiet_first_call_imports() -> None:
+    """Import what litellm imports on its first completion, without its warning.
+
+    litellm's first ``completion()`` imports its GitHub Copilot authenticator, whose
+    module-level pydantic schema warns (a UserWarning about ``ReadOnly`` TypedDict items)
+    in the caller's notebook or log: a library's note to itself, about no call of ctxnb.
+    """
+    import warnings
+
+    with warnings.catch_warnings():
+        warnings.filterwarnings("ignore", message=r".*`ReadOnly` qualifier", category=UserWarning)
+        try:
+            import litellm.llms.github_copilot.per_user_auth  # noqa: F401
+        except ImportError:  # another litellm layout: nothing to quiet
+            pass
 
 
 @dataclass(frozen=True)

@@ -354,6 +354,12 @@ def test_bad_input_is_one_clear_error(gov: Path, tmp_path: Path):
         code, out, err = run_cli([*args, "-w", str(gov)])
         assert code == 1 and out == "" and err.count("\n") == 1
         assert err.startswith("ctxnb why: error: ")
+    # Opening the workspace created no store there, so the CLI says that first.
+    assert not (plain / ".ctxnb").exists()
+    code, _, err = run_cli(["why", "a.py", "-w", str(plain)])
+    assert code == 1 and "has no ctxnb store" in err
+    code, _, err = run_cli(["index", str(plain)])
+    assert code == 0
     code, _, err = run_cli(["why", "a.py", "-w", str(plain)])
     assert code == 1 and "not governed" in err
 
