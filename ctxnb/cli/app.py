@@ -66,9 +66,9 @@ def _workspace(path: str | None):  # type: ignore[no-untyped-def]
     return Workspace.open(path or os.getcwd())
 
 
-def _read_workspace(path: str | None):  # type: ignore[no-untyped-def]
-    """The workspace for a command that only reads: one with no ``.ctxnb/`` has nothing
-    stored, which is said, and nothing is created (opening would make an empty store)."""
+def recorded_root(path: str | None) -> str:
+    """The workspace directory of a command that only reads what is recorded: one with
+    no ``.ctxnb/`` has nothing recorded, which is said, and nothing is created."""
     root = os.path.abspath(path or os.getcwd())
     if os.path.isdir(root) and not os.path.isdir(os.path.join(root, ".ctxnb")):
         from ..errors import NotFoundError
@@ -78,6 +78,12 @@ def _read_workspace(path: str | None):  # type: ignore[no-untyped-def]
             "`ctxnb index` in it first (`ctxnb init` sets a project up), or pass the "
             "workspace with -w"
         )
+    return root
+
+
+def _read_workspace(path: str | None):  # type: ignore[no-untyped-def]
+    """The workspace for a command that only reads (opening would make an empty store)."""
+    recorded_root(path)
     return _workspace(path)
 
 
@@ -289,12 +295,16 @@ def build_parser(only: Collection[str] | None = None) -> argparse.ArgumentParser
 _PLUGIN_MODULES: dict[str, str] = {
     "a2a": "ctxnb.cli.integrations",
     "acp": "ctxnb.cli.integrations",
+    "files": "ctxnb.cli.files",
     "hook": "ctxnb.cli.integrations",
     "init": "ctxnb.cli.govern",
     "init-governance": "ctxnb.cli.govern",
     "mcp": "ctxnb.cli.integrations",
+    "open": "ctxnb.cli.files",
+    "patch": "ctxnb.cli.files",
     "replay": "ctxnb.cli.replay",
     "sandbox": "ctxnb.cli.govern",
+    "stats": "ctxnb.cli.files",
     "tasks": "ctxnb.cli.tasks",
     "trace": "ctxnb.cli.govern",
     "why": "ctxnb.cli.govern",

@@ -386,5 +386,6 @@ def audit_change(
             before=before,
             after=sha256_hex(data),
             intent_id=intent_id,
+            mutating=True,
         )
     )

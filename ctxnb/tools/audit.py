@@ -1,9 +1,12 @@
 """The audit log: one JSON line per tool call in ``.ctxnb/audit.jsonl``.
 
 Each record has ``ts`` (ISO 8601 UTC), ``caller``, ``session_id``, ``tool``, ``args``,
-``duration_ms``, ``success``, ``error_code``, ``before_sha256`` and ``after_sha256``;
-a command that used the sandbox's network proxy adds ``network``, its requests with what
-the proxy decided (``host``, ``port``, ``method``, ``allowed``, ``reason``).
+``duration_ms``, ``success``, ``error_code``, ``before_sha256``, ``after_sha256``,
+``intent_id``, ``mutating`` (the tool may change files) and, for a read, ``read_bytes``
+and ``read_tokens``: what the read returned to the model (UTF-8 bytes, and tokens by
+the session's counter); :mod:`ctxnb.tools.usage` sums them per session. A command that
+used the sandbox's network proxy adds ``network``, its requests with what the proxy
+decided (``host``, ``port``, ``method``, ``allowed``, ``reason``).
 The log is append-only: each record is written with one ``write`` on a descriptor
 opened with ``O_APPEND``, so concurrent writers never interleave inside a line and a
 crash loses at most the last, partial line, which the reader skips and counts.
@@ -135,6 +138,9 @@ def audit_record(
     after: str | None = None,
     intent_id: str | None = None,
     network: list[dict[str, Any]] | None = None,
+    mutating: bool = False,
+    read_bytes: int | None = None,
+    read_tokens: int | None = None,
 ) -> dict[str, Any]:
     """The one audit line of a tool call, whichever engine ran it.
 
@@ -160,6 +166,9 @@ def audit_record(
         "before_sha256": before,
         "after_sha256": after,
         "intent_id": intent_id,
+        "mutating": mutating,
+        "read_bytes": read_bytes,
+        "read_tokens": read_tokens,
     }
     if network:
         out["network"] = network

@@ -187,6 +187,12 @@ class ToolRunner:
             code = call.context["post_errors"][0]["error_code"]
         # A patch's arguments quote lines of its file: redacted as that file is (see _patch).
         args = call.context.get("scrub", redact_data)(call.args)
+        read_bytes = read_tokens = None
+        if isinstance(result, ReadResult) and error is None:
+            # What reached the model, as the per-session stats and budgets count it.
+            text = result.content or ""
+            read_bytes = len(text.encode("utf-8"))
+            read_tokens = self.session.token_counter.count(text) if text else 0
         self._audit(
             call.tool,
             args,
@@ -197,6 +203,9 @@ class ToolRunner:
             after=call.after_sha256,
             intent_id=call.context.get("intent_id"),
             network=call.context.get("network"),
+            mutating=call.mutating,
+            read_bytes=read_bytes,
+            read_tokens=read_tokens,
         )
         file_refs = [self.object_id(p) for p in call.paths]
         content = _toolcall_content(result, error)
@@ -382,6 +391,9 @@ class ToolRunner:
         after: str | None = None,
         intent_id: str | None = None,
         network: list[dict[str, Any]] | None = None,
+        mutating: bool = False,
+        read_bytes: int | None = None,
+        read_tokens: int | None = None,
     ) -> None:
         """The one audit line of a call (see :mod:`ctxnb.tools.audit` for the fields)."""
         self.audit_log.append(
@@ -398,6 +410,9 @@ class ToolRunner:
                 after=after,
                 intent_id=intent_id,
                 network=network,
+                mutating=mutating,
+                read_bytes=read_bytes,
+                read_tokens=read_tokens,
             )
         )
 

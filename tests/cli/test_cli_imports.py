@@ -39,6 +39,7 @@ HELP_MODULES = {
     "ctxnb._version",
     "ctxnb.cli",
     "ctxnb.cli.app",
+    "ctxnb.cli.files",
     "ctxnb.cli.govern",
     "ctxnb.cli.integrations",
     "ctxnb.cli.replay",
@@ -179,3 +180,10 @@ def test_settings_from_a_file_are_still_validated_on_the_light_path(tmp_path: Pa
         check=False,
     )
     assert "unknown key 'index.batch'" in proc.stderr and "ctxnb.toml" in proc.stderr
+
+
+def test_stats_reads_the_audit_log_without_heavy_modules(ws: Path) -> None:
+    # Per-session figures come from the audit log alone: no store, no Parquet reader.
+    code, modules, out = _run("stats", "-w", str(ws), "--json")
+    assert code == 0 and json.loads(out)["agent-1"]["writes"] == 1
+    assert _heavy(modules) == []
