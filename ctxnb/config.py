@@ -28,6 +28,11 @@ Example ``ctxnb.toml``::
     [adapters.mcp]
     expose_registry = true              # ctxnb's MCP server re-exposes them, governed
 
+    [budget]                            # per session, at the tool runner (every door)
+    read_bytes = 2_000_000              # file content returned to the model
+    read_tokens = 500_000
+    writes = 200                        # successful calls of tools that change files
+
 Settings are resolved in one order everywhere: an explicit argument, then an
 environment variable (``CTXNB_PROFILE``), then the config file, then the default.
 """
@@ -53,6 +58,7 @@ if TYPE_CHECKING:
 __all__ = [
     "CONFIG_FILE",
     "AdaptersConfig",
+    "BudgetConfig",
     "CtxnbConfig",
     "GovernanceConfig",
     "IndexConfig",
@@ -227,6 +233,25 @@ class RulesConfig:
 
 
 @dataclass(frozen=True, kw_only=True)
+class BudgetConfig:
+    """Limits per session, enforced where every tool call passes (:mod:`ctxnb.tools.budget`).
+
+    Unset (the default) is no limit. ``read_bytes`` and ``read_tokens`` cap the file
+    content reads return to the model (UTF-8 bytes; tokens by the session's counter);
+    ``writes`` caps the successful calls of tools that change files. ``0`` allows none.
+    """
+
+    __pydantic_config__ = _STRICT
+    read_bytes: Annotated[int, Ge(0)] | None = None
+    read_tokens: Annotated[int, Ge(0)] | None = None
+    writes: Annotated[int, Ge(0)] | None = None
+
+    def any(self) -> bool:
+        """Whether any limit is set."""
+        return any(v is not None for v in (self.read_bytes, self.read_tokens, self.writes))
+
+
+@dataclass(frozen=True, kw_only=True)
 class ClaudeCodeAdapterConfig:
     """The Claude Code hook adapter."""
 
@@ -358,6 +383,7 @@ class CtxnbConfig:
     rules: RulesConfig = field(default_factory=RulesConfig)
     adapters: AdaptersConfig = field(default_factory=AdaptersConfig)
     sandbox: SandboxConfig = field(default_factory=SandboxConfig)
+    budget: BudgetConfig = field(default_factory=BudgetConfig)
     source: str | None = None  # the file the settings came from
     # SHA-256 of the settings file's bytes (recorded with each command's commit, so a
     # trace says which settings governed it).

@@ -407,9 +407,12 @@ class McpBackend:
             text = tool_text(name, result)
             if name == "select_active_intent" and is_stateless(ctx):
                 text += _STATELESS_NOTE.format(intent_id=args.get("intent_id"))
+            structured: dict[str, Any] = {"result": result}
+            if "budget_remaining" in out:  # the session's [budget], after this call
+                structured["budget_remaining"] = out["budget_remaining"]
             return types.CallToolResult(
                 content=[types.TextContent(type="text", text=text)],
-                structured_content={"result": result},
+                structured_content=structured,
             )
         error = {k: v for k, v in out.items() if k != "ok"}
         if error.get("error_code") in _PROTOCOL_ERROR_CODES:

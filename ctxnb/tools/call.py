@@ -41,7 +41,9 @@ from .schemas import TOOL_INFO, ToolInfo, tool_schemas
 
 if TYPE_CHECKING:
     from ..access.pathrules import SafePath
+    from ..config import BudgetConfig
     from ..session.core import Session
+    from .budget import SessionBudget
 
 __all__ = ["CallView", "ToolCall", "ToolHooks", "ToolRunner", "command_text"]
 
@@ -118,6 +120,9 @@ class ToolRunner:
     #: How the session shows this runner's calls to the model (see :data:`CallView`);
     #: None shows them as ctxnb names them. A live run's agent sets it to its own tool.
     call_view: CallView | None = None
+    #: The ``[budget]`` limits of every session these tools serve (None: no limits).
+    budget_limits: BudgetConfig | None = None
+    _budget: SessionBudget | None = None
 
     def object_id(self, rel: str) -> str:
         """The object id of a workspace file (the session's ``file_refs``)."""
@@ -152,6 +157,10 @@ class ToolRunner:
         error: BaseException | None = None
         result: Any = None
         try:
+            budget = self._session_budget()
+            if budget is not None and call.mutating:
+                # Before the policies: a write past the budget asks no human and locks nothing.
+                budget.check_write(tool)
             if self.hooks is not None:
                 self.hooks.before(call)
             result = fn(call)
@@ -192,7 +201,9 @@ class ToolRunner:
             # What reached the model, as the per-session stats and budgets count it.
             text = result.content or ""
             read_bytes = len(text.encode("utf-8"))
-            read_tokens = self.session.token_counter.count(text) if text else 0
+            read_tokens = call.context.get("read_tokens")
+            if read_tokens is None:
+                read_tokens = self.session.token_counter.count(text) if text else 0
         self._audit(
             call.tool,
             args,
@@ -229,6 +240,42 @@ class ToolRunner:
     def audit(self) -> Any:
         """The audit log as a DataFrame (a cut last line is skipped; see ``attrs``)."""
         return self.audit_log.frame()
+
+    def _session_budget(self) -> SessionBudget | None:
+        """The budget of the current session, or None when ``[budget]`` sets no limit."""
+        limits = self.budget_limits
+        if limits is None or not limits.any():
+            return None
+        budget = self._budget
+        if budget is None or budget.session_id != self.session.session_id:
+            from .budget import SessionBudget
+
+            budget = self._budget = SessionBudget(
+                limits, self.audit_log.path, self.session.session_id
+            )
+        return budget
+
+    def budget_remaining(self) -> dict[str, int] | None:
+        """What is left of the session's ``[budget]`` (None when no limit is set).
+
+        ``dispatch`` adds the same as ``budget_remaining`` to every answer.
+        """
+        budget = self._session_budget()
+        return budget.remaining() if budget is not None else None
+
+    def check_read_budget(self, call: ToolCall, path: str, shown: str) -> None:
+        """Refuse a read whose content would cross the session's budget; called by a
+        read tool after shaping what it returns and before anything else sees it.
+
+        Raises:
+            PolicyError: ``BUDGET_EXCEEDED``.
+        """
+        budget = self._session_budget()
+        if budget is None:
+            return
+        tokens = self.session.token_counter.count(shown) if shown else 0
+        call.context["read_tokens"] = tokens  # counted once: the audit line reuses it
+        budget.check_read(call.tool, path, len(shown.encode("utf-8")), tokens)
 
     def register_tool(
         self, info: ToolInfo, fn: Callable[..., Any], *, governed: bool = False
@@ -267,8 +314,17 @@ class ToolRunner:
 
         Returns:
             ``{"ok": True, "result": …}``, or ``{"ok": False, "error_code", "message",
-            "recoverable", "required_action"}`` (never a traceback).
+            "recoverable", "required_action"}`` (never a traceback). When ``[budget]``
+            sets a limit, every answer also has ``budget_remaining``: what is left of
+            each limit after the call.
         """
+        out = self._dispatch(name, args)
+        remaining = self.budget_remaining()
+        if remaining is not None:
+            out["budget_remaining"] = remaining
+        return out
+
+    def _dispatch(self, name: str, args: dict[str, Any] | None) -> dict[str, Any]:
         args = dict(args or {})
         extra = self._extra_tools.get(name)
         info = TOOL_INFO.get(name) or (extra[0] if extra else None)

@@ -111,6 +111,7 @@ class FileTools(ToolRunner):
         self.search_backend = search_backend
         self.clock = clock or (lambda: datetime.now(UTC))
         self._extra_tools: dict[str, tuple[ToolInfo, Callable[..., Any]]] = {}
+        self.budget_limits = cfg.budget
 
     def _shape(
         self, rel: str, text: str, start: int, end: int | None
@@ -170,10 +171,10 @@ class FileTools(ToolRunner):
         if active is not None:
             text, source = active, "active"
             sha = sha256_hex(text.encode("utf-8"))
-        self._files.read_hashes[rel] = sha
         call.before_sha256 = sha
         oid = self.workspace.object_id(rel)
         if text is None:
+            self._files.read_hashes[rel] = sha
             self.session.activate(oid)
             return ReadResult(
                 path=rel, doc_path=key, content=None, sha256=sha, version_id=version,
@@ -191,6 +192,10 @@ class FileTools(ToolRunner):
         # line still loses the key's body (redaction keeps line numbers).
         red = redact(text)
         shown, first, last, truncated, note = self._shape(rel, red.text, start, end)
+        # Past the budget, the read ends here: no content returned, none in the context,
+        # and no read hash for an edit to be based on.
+        self.check_read_budget(call, rel, shown)
+        self._files.read_hashes[rel] = sha
         if first == 1 and last >= total_lines and not truncated:
             self.session.activate(oid)  # the whole file was read: it is in the context
         count = sum(
