@@ -7,7 +7,8 @@ as the model gets it, with the sha256 an edit must name), ``patch`` is ``apply_p
 (a unified diff on stdin; in a governed workspace under ``--intent``). Every call is
 audited under its session (``--session``, default ``cli``) and caller ``cli``, so what
 a person does here is governed, versioned and counted like an agent's call. ``stats``
-sums the audit log per session (:mod:`ctxnb.tools.usage`).
+sums the audit log per session (:mod:`ctxnb.tools.usage`). With a ``[budget]`` set,
+``open`` and ``patch`` end their first line with what is left of it.
 
 A refusal is printed as one line with its error code and what to do, and the command
 exits 1; nothing was written.
@@ -35,9 +36,12 @@ class _Refused(CtxnbError):
     """A tool call the policy (or the tool) refused, as ``dispatch`` reported it."""
 
 
-def _run(ws: Any, session_id: str, tool: str, args: dict[str, Any], *, intent: str | None) -> Any:
-    """One dispatched call in ``session_id``; its result, or :class:`_Refused` with the
-    error code, message and required action on one line."""
+def _run(
+    ws: Any, session_id: str, tool: str, args: dict[str, Any], *, intent: str | None
+) -> tuple[Any, dict[str, int] | None]:
+    """One dispatched call in ``session_id``: its result and what is left of the session's
+    ``[budget]`` (None: no limit), or :class:`_Refused` with the error code, message and
+    required action on one line."""
     session = ws.session(session_id)
     try:
         tools = ws.tools(session, caller="cli")
@@ -48,7 +52,8 @@ def _run(ws: Any, session_id: str, tool: str, args: dict[str, Any], *, intent: s
                     "there are no intents; drop --intent, or run `ctxnb init-governance`"
                 )
             _check(tools.dispatch("select_active_intent", {"intent_id": intent}))
-        return _check(tools.dispatch(tool, args), tool=tool, path=args.get("path"))
+        answer = tools.dispatch(tool, args)
+        return _check(answer, tool=tool, path=args.get("path")), answer.get("budget_remaining")
     finally:
         session.save()
         session.close()
@@ -72,6 +77,13 @@ def _check(answer: dict[str, Any], *, tool: str = "", path: Any = None) -> Any:
     raise _Refused(f"{answer.get('error_code')}: {message}{fix}")
 
 
+def _left(remaining: dict[str, int] | None) -> str:
+    """What is left of the session's budget, for the end of a result line."""
+    if not remaining:
+        return ""
+    return "  budget left: " + ", ".join(f"{k} {v}" for k, v in remaining.items())
+
+
 @command("files", help="list the files an agent may see (the governed list_files)")
 @arg("path", nargs="?", default=None, help="only files under this directory or this one file")
 @arg("-w", "--workspace", default=None, help="workspace directory (default: current)")
@@ -89,7 +101,7 @@ def _cmd_files(ns: argparse.Namespace) -> int:
                     f"{ns.path} is outside the workspace {ws.root}; name a directory in it"
                 )
             args["globs"] = [f"/{rel}", f"/{rel}/**"] if rel not in ("", ".") else None
-        files = _run(ws, ns.session, "list_files", args, intent=None)
+        files, _ = _run(ws, ns.session, "list_files", args, intent=None)
     if ns.json:
         _out(json.dumps(files, ensure_ascii=False))
     else:
@@ -109,11 +121,11 @@ def _cmd_open(ns: argparse.Namespace) -> int:
     the model gets it (secrets replaced by markers, a large file as excerpt and outline)."""
     with _workspace(ns.workspace) as ws:
         rel = workspace_path(ws, ns.file)
-        res = _run(ws, ns.session, "read_file", {"path": rel}, intent=None)
+        res, left = _run(ws, ns.session, "read_file", {"path": rel}, intent=None)
     if ns.json:
-        _out(json.dumps(res, ensure_ascii=False))
+        _out(json.dumps({**res, **({"budget_remaining": left} if left else {})}))
         return 0
-    _out(f"==> {res['path']}  sha256 {res['sha256']}  version {res['version_id']}")
+    _out(f"==> {res['path']}  sha256 {res['sha256']}  version {res['version_id']}{_left(left)}")
     if res.get("content") is not None:
         sys.stdout.write(res["content"])
         if res["content"] and not res["content"].endswith("\n"):
@@ -141,8 +153,11 @@ def _cmd_patch(ns: argparse.Namespace) -> int:
     with _workspace(ns.workspace) as ws:
         rel = workspace_path(ws, ns.file)
         args = {"path": rel, "unified_diff": diff, "expected_sha256": ns.sha256}
-        res = _run(ws, ns.session, "apply_patch", args, intent=ns.intent)
-    _out(f"{res['message']} (sha256 {res.get('sha256')}, version {res.get('version_id')})")
+        res, left = _run(ws, ns.session, "apply_patch", args, intent=ns.intent)
+    _out(
+        f"{res['message']} (sha256 {res.get('sha256')}, version {res.get('version_id')})"
+        f"{_left(left)}"
+    )
     for item in res.get("feedback") or ():
         _out(f"  {item.get('error_code', 'feedback')}: {item.get('message', item)}")
     return 0

@@ -136,6 +136,7 @@ def test_the_budget_survives_a_new_process_on_the_same_session(ws: Path) -> None
     budgeted(ws, "read_bytes = 250\nwrites = 1")
     first = ctxnb("open", B, "--session", "agent", cwd=ws)
     assert first.returncode == 0, first.stderr
+    assert "budget left: read_bytes 50, writes 1" in first.stdout.splitlines()[0]
     # A second process on the same session has 50 bytes left: a.py (100) is refused.
     again = ctxnb("open", A, "--session", "agent", cwd=ws)
     assert again.returncode == 1 and "BUDGET_EXCEEDED" in again.stderr
@@ -147,6 +148,7 @@ def test_the_budget_survives_a_new_process_on_the_same_session(ws: Path) -> None
     diff = "".join(difflib.unified_diff(["#" * 199 + "\n"], ["b\n"], f"a/{B}", f"b/{B}"))
     ok = ctxnb("patch", B, "--session", "agent", "--sha256", sha, cwd=ws, stdin=diff)
     assert ok.returncode == 0, ok.stderr
+    assert ok.stdout.rstrip().endswith("budget left: read_bytes 50, writes 0")
     sha = hashlib.sha256((ws / B).read_bytes()).hexdigest()
     diff = "".join(difflib.unified_diff(["b\n"], ["c\n"], f"a/{B}", f"b/{B}"))
     no = ctxnb("patch", B, "--session", "agent", "--sha256", sha, cwd=ws, stdin=diff)
