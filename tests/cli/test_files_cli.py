@@ -284,3 +284,32 @@ def test_stats_sums_each_sessions_reads_writes_tokens_and_refusals(gws: Path) ->
 def test_stats_on_a_tree_with_nothing_recorded_says_so_and_creates_nothing(tmp_path: Path) -> None:
     refused(ctxnb("stats", cwd=tmp_path), "stats", "")
     assert list(tmp_path.iterdir()) == []
+
+
+def test_stats_counts_a_claude_code_edit_as_a_write(gws: Path) -> None:
+    # The real post-tool-use hook process records Claude Code's Write; stats counts it.
+    from _paths import TESTS
+
+    from ctxnb.cli.app import main
+
+    sid = "3f1c2a9e-0d6b-4c1e-9a57-2b8f7d1e4c21"
+    assert main(["hook", "select-intent", "INT-001", "--session", sid, "-w", str(gws)]) == 0
+    target = gws / "inventory" / "export.py"
+    target.write_text("import csv\n")
+    data = json.loads((TESTS / "data" / "claude-code-hooks" / "post-write.json").read_text())
+    data.update(cwd=str(gws), session_id=sid)
+    data["tool_input"] = {"file_path": str(target), "content": "import csv\n"}
+    data["tool_response"]["filePath"] = str(target)
+    hook = subprocess.run(
+        [sys.executable, "-m", "ctxnb", "hook", "post-tool-use"],
+        input=json.dumps(data),
+        capture_output=True,
+        text=True,
+        env=ENV,
+        timeout=120,
+        check=False,
+    )
+    assert hook.returncode == 0, hook.stderr
+    proc = ctxnb("stats", "--json", "--session", sid, cwd=gws)
+    assert proc.returncode == 0, proc.stderr
+    assert json.loads(proc.stdout)[sid]["writes"] == 1
