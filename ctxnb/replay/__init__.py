@@ -1,7 +1,8 @@
 """Replay recorded agent trajectories through ctxnb under context strategies.
 
 This package holds the neutral trajectory format (:mod:`ctxnb.replay.model`) and the
-converters from real agents' logs into it (mini-swe-agent, SWE-agent, Claude Code).
+converters from real agents' logs into it (mini-swe-agent, SWE-agent, Claude Code,
+Harbor's ATIF), and a writer of ATIF (:func:`write_atif`).
 
 Example:
     >>> from ctxnb.replay import load
@@ -13,6 +14,7 @@ Example:
 from __future__ import annotations
 
 from .._util.lazy import lazy_exports
+from .atif import from_atif, to_atif, write_atif
 from .claude_code import from_claude_code
 from .converters import KNOWN_FORMATS, load, sniff_format
 from .mini_swe_agent import from_mini_swe_agent
@@ -62,11 +64,14 @@ __all__ = sorted(
         "Trajectory",
         "TrajectoryFormatError",
         "Usage",
+        "from_atif",
         "from_claude_code",
         "from_mini_swe_agent",
         "from_swe_agent",
         "load",
         "sniff_format",
+        "to_atif",
+        "write_atif",
         *_LAZY,
     ]
 )

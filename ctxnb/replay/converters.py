@@ -8,6 +8,8 @@
                            (or ``messages`` plus ``info.mini_version``)
 ``swe-agent``              a JSON object with ``trajectory`` or ``history`` entries
 ``claude-code``            JSONL records with ``type`` and ``uuid``/``sessionId``
+``atif``                   a JSON object with ``schema_version: ATIF-v1.x`` and
+                           ``steps`` (Harbor's Agent Trajectory Interchange Format)
 =========================  ==========================================================
 """
 
@@ -19,6 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from .._util.jsonl import SkippedLine, iter_jsonl
+from .atif import from_atif, is_atif
 from .claude_code import from_claude_code
 from .mini_swe_agent import from_mini_swe_agent
 from .model import FORMAT_NAME, Trajectory, TrajectoryFormatError
@@ -31,6 +34,7 @@ KNOWN_FORMATS: tuple[str, ...] = (
     "mini-swe-agent-1 (JSON)",
     "swe-agent .traj (JSON)",
     "claude-code transcript (JSONL)",
+    "Harbor ATIF trajectory (JSON)",
 )
 _CLAUDE_TYPES = frozenset(
     {
@@ -52,6 +56,8 @@ def _known() -> str:
 def _sniff_object(data: Any) -> str | None:
     if not isinstance(data, dict):
         return None
+    if is_atif(data):
+        return "atif"
     fmt = data.get("trajectory_format")
     if isinstance(fmt, str) and fmt.startswith("mini-swe-agent"):
         return "mini-swe-agent-1"
@@ -85,7 +91,8 @@ def sniff_format(path: str | Path) -> str:
     """Name the format of a trajectory file from its content.
 
     Returns:
-        ``"ctxnb-trajectory"``, ``"mini-swe-agent-1"``, ``"swe-agent"`` or ``"claude-code"``.
+        ``"ctxnb-trajectory"``, ``"mini-swe-agent-1"``, ``"swe-agent"``, ``"claude-code"``
+        or ``"atif"``.
 
     Raises:
         TrajectoryFormatError: the content is damaged or in none of the known formats.
@@ -166,7 +173,8 @@ def load(path: str | os.PathLike[str]) -> Trajectory:
 
     Args:
         path: a mini-swe-agent ``.traj.json``, a SWE-agent ``.traj``, a Claude Code
-            transcript ``.jsonl`` or a ctxnb-trajectory ``.jsonl``.
+            transcript ``.jsonl``, a Harbor ATIF ``trajectory.json`` or a
+            ctxnb-trajectory ``.jsonl``.
 
     Raises:
         TrajectoryFormatError: the file is missing, damaged or in no known format; the
@@ -188,4 +196,6 @@ def load(path: str | os.PathLike[str]) -> Trajectory:
         return from_mini_swe_agent(data, source_path=where)
     if fmt == "swe-agent":
         return from_swe_agent(data, source_path=where)
+    if fmt == "atif":
+        return from_atif(data, source_path=where)
     return from_claude_code(data, source_path=where, skipped_lines=bad)
