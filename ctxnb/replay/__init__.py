@@ -14,7 +14,7 @@ Example:
 from __future__ import annotations
 
 from .._util.lazy import lazy_exports
-from .atif import from_atif, to_atif, write_atif
+from .atif import atif_fidelity, from_atif, to_atif, write_atif
 from .claude_code import from_claude_code
 from .converters import KNOWN_FORMATS, load, sniff_format
 from .mini_swe_agent import from_mini_swe_agent
@@ -64,6 +64,7 @@ __all__ = sorted(
         "Trajectory",
         "TrajectoryFormatError",
         "Usage",
+        "atif_fidelity",
         "from_atif",
         "from_claude_code",
         "from_mini_swe_agent",

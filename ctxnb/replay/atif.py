@@ -47,7 +47,15 @@ from .model import (
     json_obj,
 )
 
-__all__ = ["ATIF_VERSION", "SOURCE_FORMAT", "from_atif", "is_atif", "to_atif", "write_atif"]
+__all__ = [
+    "ATIF_VERSION",
+    "SOURCE_FORMAT",
+    "atif_fidelity",
+    "from_atif",
+    "is_atif",
+    "to_atif",
+    "write_atif",
+]
 
 SOURCE_FORMAT = "atif"
 #: The version ctxnb writes: it uses no field newer than v1.4 of the specification.
@@ -550,3 +558,68 @@ def write_atif(trajectory: Trajectory, path: str | os.PathLike[str]) -> Path:
     )
     tmp.replace(path)
     return path
+
+
+# --------------------------------------------------------------------------- fidelity
+
+
+def atif_fidelity(path: str | os.PathLike[str]) -> dict[str, Any]:
+    """What a load keeps of an ATIF file: each figure as the file has it and as kept.
+
+    Returns:
+        ``steps`` and ``tool_calls`` (the file's ATIF steps and tool calls, against the
+        neutral steps and the steps that are tool calls; the system prompt and the task
+        are not steps once loaded, and a step with several calls is several steps),
+        ``prompt_tokens``, ``completion_tokens``, ``cached_tokens`` and ``cost_usd``
+        (summed over the file's step metrics, against the loaded steps' usage), each as
+        a ``(file, kept)`` pair; ``final_prompt_tokens``, the file's own
+        ``final_metrics`` total (it also counts calls kept in other files, such as
+        terminus-2's summarization subagents); and ``unparsed`` steps.
+
+    Raises:
+        TrajectoryFormatError: the file is not ATIF v1.
+
+    Example:
+        >>> import json, tempfile, pathlib
+        >>> p = pathlib.Path(tempfile.mkdtemp()) / "t.json"
+        >>> _ = p.write_text(json.dumps({"schema_version": "ATIF-v1.4", "steps": [
+        ...     {"step_id": 1, "source": "agent", "message": "hi",
+        ...      "metrics": {"prompt_tokens": 7}}]}))
+        >>> atif_fidelity(p)["prompt_tokens"]
+        (7, 7)
+    """
+    where = str(path)
+    try:
+        data = json.loads(Path(path).read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
+        raise TrajectoryFormatError(
+            f"{where}: cannot be read as JSON ({exc}).", path=where
+        ) from None
+    if not is_atif(data):
+        raise TrajectoryFormatError(
+            f'{where}: not an ATIF trajectory (no schema_version "ATIF-v…" with steps).',
+            path=where,
+        )
+    t = from_atif(data, source_path=where)
+    raw = [s for s in data["steps"] if isinstance(s, dict)]
+    metrics = [m for m in (s.get("metrics") for s in raw) if isinstance(m, dict)]
+    usages = [s.usage for s in t.steps if s.usage is not None]
+
+    def in_file(key: str) -> int | float:
+        return sum(v for m in metrics if isinstance(v := m.get(key), int | float) and v is not True)
+
+    def kept(field: str) -> int | float:
+        return sum(v for u in usages if (v := getattr(u, field)) is not None)
+
+    calls = sum(len(c) for s in raw if isinstance(c := s.get("tool_calls"), list))
+    as_calls = sum(1 for s in t.steps if s.action.tool not in ("reply", "user", "compact"))
+    return {
+        "steps": (len(raw), len(t.steps)),
+        "tool_calls": (calls, as_calls),
+        "prompt_tokens": (in_file("prompt_tokens"), kept("prompt_tokens")),
+        "completion_tokens": (in_file("completion_tokens"), kept("completion_tokens")),
+        "cached_tokens": (in_file("cached_tokens"), kept("cached_tokens")),
+        "cost_usd": (round(in_file("cost_usd"), 9), round(kept("cost_usd"), 9)),
+        "final_prompt_tokens": json_obj(data, "final_metrics").get("total_prompt_tokens"),
+        "unparsed": t.unparsed_count,
+    }

@@ -349,3 +349,57 @@ def test_terminus_2s_context_summarization_is_a_compaction_the_replay_follows() 
 
     df = replay(t, [KeepAll()])
     assert sorted(set(df["segment"])) == [0, 1]
+
+
+def test_atif_fidelity_gives_the_figures_docs_research_prints() -> None:
+    from ctxnb.replay import atif_fidelity
+
+    # The table in docs/research.md ("Harbor's ATIF trajectories") shows these.
+    assert atif_fidelity(HARBOR) == {
+        "steps": (5, 4),
+        "tool_calls": (3, 3),
+        "prompt_tokens": (2417, 2417),
+        "completion_tokens": (200, 200),
+        "cached_tokens": (0, 0),
+        "cost_usd": (0.0080425, 0.0080425),
+        "final_prompt_tokens": 2417,
+        "unparsed": 0,
+    }
+    fig = atif_fidelity(SUMMARIZED)
+    assert fig["steps"] == (10, 8) and fig["tool_calls"] == (7, 7)
+    assert fig["prompt_tokens"] == (6502, 6502) and fig["final_prompt_tokens"] == 7802
+    assert fig["completion_tokens"] == (690, 690)
+    fig = atif_fidelity(OPENAGENTS)
+    assert fig["steps"] == (7, 6) and fig["tool_calls"] == (6, 6)
+
+
+def test_atif_fidelity_refuses_a_file_that_is_not_atif(tmp_path: Path) -> None:
+    with pytest.raises(TrajectoryFormatError, match="not an ATIF trajectory"):
+        from ctxnb.replay import atif_fidelity
+
+        atif_fidelity(_write(tmp_path, {"trajectory_format": "mini-swe-agent-1"}))
+
+
+def test_ctxnb_replay_takes_a_directory_of_atif_runs(tmp_path: Path) -> None:
+    import shutil
+    import subprocess
+    import sys
+
+    runs = tmp_path / "runs"
+    runs.mkdir()
+    for src in (HARBOR, SUMMARIZED):
+        shutil.copy(src, runs / src.name)
+    # and one that ctxnb wrote itself, from a mini-swe-agent run
+    write_atif(load(MINI), runs / "mini.trajectory.json")
+    (runs / "notes.json").write_text('{"not": "a run"}')  # skipped, as for any format
+    proc = subprocess.run(
+        [sys.executable, "-m", "ctxnb", "replay", str(runs), "--strategy", "keep-all"]
+        + ["--workers", "1", "--wide", "--no-progress"],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        cwd=tmp_path,
+    )
+    assert proc.returncode == 0, proc.stderr
+    row = next(ln for ln in proc.stdout.splitlines() if ln.startswith("keep-all")).split()
+    assert (int(row[1]), int(row[2])) == (3, 4 + 8 + len(load(MINI).steps))
