@@ -334,8 +334,13 @@ def _native(raw: dict[str, Any], index: int, memory: FileMemory) -> list[Step]:
         ]
     thought = "\n\n".join(t for t in (reasoning, message.strip() or None) if t) or None
     out: list[Step] = []
+    ids = [str(c.get("tool_call_id")) for c in calls]
     for n, call in enumerate(calls):
-        outputs = by_call.get(str(call.get("tool_call_id")), [])
+        pending = by_call.get(ids[n], [])
+        # Calls that share an id (a writer's slip) take its results one each, in order,
+        # so that no output is shown twice; the last of them takes what is left.
+        take = 1 if ids[n] in ids[n + 1 :] else len(pending)
+        outputs, pending[:take] = pending[:take], []
         if n == len(calls) - 1:
             outputs = outputs + loose
         observation = "\n".join(outputs) if outputs else None

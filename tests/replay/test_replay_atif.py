@@ -403,3 +403,24 @@ def test_ctxnb_replay_takes_a_directory_of_atif_runs(tmp_path: Path) -> None:
     assert proc.returncode == 0, proc.stderr
     row = next(ln for ln in proc.stdout.splitlines() if ln.startswith("keep-all")).split()
     assert (int(row[1]), int(row[2])) == (3, 4 + 8 + len(load(MINI).steps))
+
+
+def test_calls_sharing_an_id_do_not_show_one_output_twice(tmp_path: Path) -> None:
+    call = {"function_name": "bash", "tool_call_id": "same"}
+    step = {
+        "step_id": 1,
+        "source": "agent",
+        "message": "",
+        "tool_calls": [
+            {**call, "arguments": {"command": "echo one"}},
+            {**call, "arguments": {"command": "echo two"}},
+        ],
+        "observation": {
+            "results": [
+                {"source_call_id": "same", "content": "one"},
+                {"source_call_id": "same", "content": "two"},
+            ]
+        },
+    }
+    t = load(_write(tmp_path, _doc([step])))
+    assert [s.observation for s in t.steps] == ["one", "two"]
