@@ -45,7 +45,11 @@ from functools import cache
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any, Literal, get_args, get_origin, get_type_hints
 
-from ._util.defaults import DEFAULT_BREAKER_THRESHOLD, UNKNOWN_COMMAND_DEFAULT
+from ._util.defaults import (
+    DEFAULT_BREAKER_THRESHOLD,
+    DEFAULT_COMMAND_TIMEOUT,
+    UNKNOWN_COMMAND_DEFAULT,
+)
 from ._util.domains import check_pattern
 from .access.pathrules import DEFAULT_DENY, MAX_PATH_BYTES
 from .errors import ConfigError
@@ -154,7 +158,7 @@ class GovernanceConfig:
     safe_commands: list[str] = field(default_factory=list)
     quality_commands: list[str] = field(default_factory=list)
     breaker_threshold: Annotated[int, Gt(0)] = DEFAULT_BREAKER_THRESHOLD
-    command_timeout: Annotated[float, Gt(0)] = 120.0
+    command_timeout: Annotated[float, Gt(0)] = DEFAULT_COMMAND_TIMEOUT
     model_id: str | None = None
 
 

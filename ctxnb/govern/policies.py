@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import functools
 import logging
+from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any, Protocol
 
 from ..errors import NotFoundError, PolicyError
@@ -47,6 +48,7 @@ __all__ = [
     "Scope",
     "Sensitivity",
     "policy_error",
+    "run_quality",
 ]
 
 _PATH_ARGS = ("path", "doc_path")
@@ -393,30 +395,84 @@ class QualityLoop:
             return []
         # What the commands change is recorded after this call's own change.
         call.wait_durable()
-        feedback = []
-        for cmd in engine.quality_commands:
-            # Confined like any command; what it changes is traced or put back.
-            res = engine.commands.run(
-                cmd, shell=True, session_id=call.session_id, caller="quality-loop", tool="quality"
-            )
-            if res["returncode"] != 0:
-                out = (res["stdout"] + res["stderr"])[-2000:]
+        feedback = run_quality(
+            engine, session_id=call.session_id, after=call.tool, paths=call.paths
+        )
+        if feedback:
+            call.context["quality_failed"] = True
+        return feedback
+
+
+def run_quality(
+    engine: HookEngine,
+    *,
+    session_id: str | None,
+    after: str,
+    paths: Sequence[str] = (),
+    budget: float | None = None,
+) -> list[dict[str, Any]]:
+    """Run ``engine.quality_commands`` in the engine's sandbox, one after the other, and
+    return each failure as ``{kind: "quality", command, returncode, output}`` (a lesson
+    is recorded when any failed). The one quality loop of every door: the engine's
+    post policy and the Claude Code post-tool-use hook.
+
+    Args:
+        engine: the governing engine (its sandbox, its intent, its lessons).
+        session_id: the session the commands run for (their trace records name it).
+        after: the tool whose change the commands check (named in the lesson).
+        paths: the files it changed.
+        budget: seconds for all the commands together (each is also bounded by
+            ``command_timeout``); a command the budget leaves no time for is a failure
+            that says it did not run, never a silent pass. None: no overall bound.
+    """
+    import time
+
+    deadline = None if budget is None else time.monotonic() + budget
+    feedback: list[dict[str, Any]] = []
+    for cmd in engine.quality_commands:
+        timeout = engine.command_timeout
+        if deadline is not None:
+            left = deadline - time.monotonic()
+            if left < 1.0:
                 feedback.append(
                     {
                         "kind": "quality",
                         "command": cmd,
-                        "returncode": res["returncode"],
-                        "output": redact(out).text,
+                        "returncode": None,
+                        "output": f"not run: the quality commands' {budget:g} s ran out "
+                        "before it; run it yourself and fix what it reports",
                     }
                 )
-        if feedback:
-            call.context["quality_failed"] = True
-            engine.record_lesson(
-                f"after {call.tool}: "
-                + "; ".join(f"`{f['command']}` failed ({f['returncode']})" for f in feedback),
-                paths=call.paths,
+                continue
+            timeout = min(timeout, left)
+        # Confined like any command; what it changes is traced or put back.
+        res = engine.commands.run(
+            cmd,
+            shell=True,
+            session_id=session_id,
+            caller="quality-loop",
+            tool="quality",
+            timeout=timeout,
+        )
+        if res["returncode"] != 0 or res.get("timed_out"):
+            out = (res["stdout"] + res["stderr"])[-2000:]
+            if res.get("timed_out"):
+                out += f"\n(stopped after {timeout:g} s)"
+            feedback.append(
+                {
+                    "kind": "quality",
+                    "command": cmd,
+                    "returncode": res["returncode"],
+                    "output": redact(out).text,
+                }
             )
-        return feedback
+    if feedback:
+        engine.record_lesson(
+            f"after {after}: "
+            + "; ".join(f"`{f['command']}` failed ({f['returncode']})" for f in feedback),
+            paths=paths,
+        )
+    return feedback
 
 
 def policy_error(name: str, e: Exception) -> dict[str, Any]:

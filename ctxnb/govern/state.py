@@ -34,7 +34,11 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from .._util.defaults import DEFAULT_BREAKER_THRESHOLD, UNKNOWN_COMMAND_DEFAULT
+from .._util.defaults import (
+    DEFAULT_BREAKER_THRESHOLD,
+    DEFAULT_COMMAND_TIMEOUT,
+    UNKNOWN_COMMAND_DEFAULT,
+)
 from .._util.jsoncache import file_key as _file_key
 from .._util.jsoncache import read_cache as _read_cache
 from .._util.jsoncache import write_json_atomic as _write_json_atomic
@@ -67,11 +71,16 @@ DEFAULT_SETTINGS: dict[str, Any] = {
     "safe_commands": [],
     "model_id": None,
     "breaker_threshold": DEFAULT_BREAKER_THRESHOLD,
+    # The quality loop the post-tool-use hook runs after a Claude Code edit.
+    "quality_commands": [],
+    "command_timeout": DEFAULT_COMMAND_TIMEOUT,
     "sensitive": [],
     # Without a configuration every [sandbox] key takes its default in
     # Sandbox.from_settings (defined once there, not copied here).
     "sandbox": {},
 }
+_SETTINGS_FORM = 2
+"""Bumped whenever the settings a hook caches gain or change a key."""
 _ORCHESTRATION = ".orchestration"
 _SAFE_SESSION_ID = re.compile(r"[A-Za-z0-9_-][A-Za-z0-9._-]{0,127}")
 
@@ -139,9 +148,11 @@ def load_settings(root: Path, state_dir: Path | None) -> dict[str, Any]:
     """The settings a hook needs, from ctxnb.toml or [tool.ctxnb], validated on change."""
     toml_path = root / "ctxnb.toml"
     source = toml_path if toml_path.is_file() else root / "pyproject.toml"
-    key = _file_key(source)
-    if key is None:
+    if _file_key(source) is None:
         return {**DEFAULT_SETTINGS, "protect": list(GOVERNANCE), "mounts": []}
+    # The form of the cached value is part of its key: a cache written before a key was
+    # added (quality_commands) is read again from the file, never taken as "none".
+    key = [_SETTINGS_FORM, _file_key(source)]
     cache = state_dir / "cache" / "settings.json" if state_dir is not None else None
     if cache is not None:
         cached = _read_cache(cache, key)
@@ -184,6 +195,8 @@ def _settings_from_file(root: Path, source: Path) -> dict[str, Any]:
         "safe_commands": list(cfg.governance.safe_commands),
         "model_id": cfg.governance.model_id,
         "breaker_threshold": cfg.governance.breaker_threshold,
+        "quality_commands": list(cfg.governance.quality_commands),
+        "command_timeout": cfg.governance.command_timeout,
         "sensitive": list(cfg.policy.sensitive),
         "sandbox": asdict(cfg.sandbox),
         "compact_after": cfg.index.compact_after,

@@ -474,8 +474,9 @@ def _post_tool_use(ctx: _Context) -> HookResult:
     tool_input = ctx.tool_input()
     response = ctx.payload.get("tool_response")
     response = response if isinstance(response, Mapping) else {}
-    _breaker(ctx).record(ENGINE_TOOLS.get(tool, tool), failed=response.get("success") is False)
+    breaker_tool = ENGINE_TOOLS.get(tool, tool)
     if response.get("success") is False:
+        _breaker(ctx).record(breaker_tool, failed=True)
         return HookResult()
     path = _path_arg(tool_input, "file_path") or _path_arg(response, "filePath")
     if path is None:
@@ -484,6 +485,7 @@ def _post_tool_use(ctx: _Context) -> HookResult:
         sp = ctx.policy.check(ctx.abs_path(path))
         data = ctx.policy.read_bytes(sp, max_bytes=_MAX_TRACE_READ)
     except CtxnbError:
+        _breaker(ctx).record(breaker_tool, failed=False)
         return HookResult()  # outside the workspace, denied or gone: nothing to trace
     from .claude_code_edits import (
         audit_change,
@@ -554,6 +556,7 @@ def _post_tool_use(ctx: _Context) -> HookResult:
 
     if not in_scope:
         assert intent is not None
+        _breaker(ctx).record(breaker_tool, failed=False)
         return _answer(
             {
                 "decision": "block",
@@ -568,6 +571,27 @@ def _post_tool_use(ctx: _Context) -> HookResult:
         notes.append(
             f"ctxnb: {sp.rel} was changed with no active intent; the trace records it under "
             "'unknown'. Ask the user which intent this work belongs to."
+        )
+    feedback: list[dict[str, Any]] = []
+    if ctx.settings.get("quality_commands"):
+        # The quality loop of ctxnb's own write tools, in the same sandbox; a failing
+        # check is a failed write for the circuit breaker, as it is for the engine.
+        from ._claude_quality import quality_answer, quality_feedback
+
+        feedback = quality_feedback(ctx, tool, sp.rel, intent_id)
+    _breaker(ctx).record(breaker_tool, failed=bool(feedback))
+    if feedback:
+        reason, detail = quality_answer(sp.rel, feedback)
+        context = "\n".join([*notes, detail])
+        return _answer(
+            {
+                "decision": "block",
+                "reason": _cap(reason),
+                "hookSpecificOutput": {
+                    "hookEventName": "PostToolUse",
+                    "additionalContext": _cap(context),
+                },
+            }
         )
     if notes:
         return _context_answer("PostToolUse", "\n".join(notes))
