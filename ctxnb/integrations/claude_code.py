@@ -141,6 +141,9 @@ SEARCH_TOOLS = frozenset({"Glob", "Grep"})
 WRITE_TOOLS = frozenset({"Write", "Edit", "MultiEdit", "NotebookEdit"})
 TRACED_TOOLS = frozenset({"Write", "Edit", "MultiEdit"})
 ENGINE_TOOLS = {
+    "Read": "read_file",
+    "Glob": "search",
+    "Grep": "search",
     "Write": "write_file",
     "NotebookEdit": "write_file",
     "Edit": "write_patch",
@@ -149,6 +152,14 @@ ENGINE_TOOLS = {
 }
 """The engine's tool each Claude Code tool counts as for the circuit breaker: one breaker
 for every way an agent reaches the workspace, so Write stops when write_file's is open."""
+
+NOT_COUNTED = frozenset({"CIRCUIT_OPEN", "SANDBOX_UNAVAILABLE"})
+"""Refusals of the pre-tool-use hook that are not the agent's failures: the breaker's own
+(counting them would only push the count up while it is open) and a sandbox missing from
+the machine (the user's set-up). Every other refusal counts toward the breaker of the
+engine's tool. That is more than the engine counts: its agent can fix a missing or
+invalid intent itself (``select_active_intent``), while Claude Code's cannot (a human
+names the intent), so repeating a write without one is a loop to stop."""
 
 _ORCHESTRATION = ".orchestration"
 _MAX_TRACE_READ = 20 * 1024 * 1024
@@ -293,18 +304,20 @@ def _pre_tool_use(ctx: _Context) -> HookResult:
                 required_action="Work inside the project, or ask the user to govern that "
                 "folder too (`ctxnb init-governance DIR`).",
             )
-        if ctx.governed and (tool in WRITE_TOOLS or tool == "Bash"):
-            _check_breaker(ctx, ENGINE_TOOLS.get(tool, tool))
+        if ctx.governed and tool in ENGINE_TOOLS:
+            _check_breaker(ctx, ENGINE_TOOLS[tool])
         if tool == "Read":
             path = _path_arg(tool_input, "file_path")
             if path is None:
                 raise PayloadError("a Read call needs tool_input.file_path")
             ctx.policy.check(ctx.abs_path(path))
+            _count_passed(ctx, tool)
             return _ask_if_sensitive(ctx, tool, tool_input, "read")
         elif tool in SEARCH_TOOLS:
             from ._claude_search import check_search  # only searches pay for ripgrep
 
             check_search(ctx, tool, tool_input)
+            _count_passed(ctx, tool)
             return HookResult()
         elif tool in WRITE_TOOLS:
             _pre_write(ctx, tool, tool_input)
@@ -322,6 +335,7 @@ def _pre_tool_use(ctx: _Context) -> HookResult:
             check_tool_paths(ctx, tool, tool_input)
     except PolicyError as e:
         _audit_refusal(ctx, tool, tool_input, e.error_code)
+        _count_refusal(ctx, tool, e.error_code)
         return _pre_answer("deny", _refusal(e))
     except ConfigError as e:
         # Fail closed: a policy that cannot be loaded cannot let the call through.
@@ -331,6 +345,30 @@ def _pre_tool_use(ctx: _Context) -> HookResult:
             "the intents file.",
         )
     return HookResult()
+
+
+def _count_refusal(ctx: _Context, tool: str, code: str) -> None:
+    """A refusal is a failure of the engine's tool for the breaker (governed workspaces
+    only, where the breaker is kept), so that an agent that keeps trying what is refused
+    is stopped, in every later hook process and in the engine alike."""
+    engine_tool = ENGINE_TOOLS.get(tool)
+    if not ctx.governed or engine_tool is None or code in NOT_COUNTED:
+        return
+    try:
+        _breaker(ctx).record(engine_tool, failed=True)
+    except OSError:
+        pass  # the refusal stands whether or not it could be counted
+
+
+def _count_passed(ctx: _Context, tool: str) -> None:
+    """A read or a search that passed ends its tool's run of refusals, as a successful
+    call does in the engine (there is no post-tool-use record for them to do it). Writes
+    and Bash are counted by their outcome, in post-tool-use."""
+    if ctx.governed:
+        try:
+            _breaker(ctx).record(ENGINE_TOOLS[tool], failed=False)
+        except OSError:
+            pass  # nothing to reset is the common case, and it needs no write
 
 
 def _check_breaker(ctx: _Context, tool: str) -> None:

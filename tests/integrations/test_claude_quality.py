@@ -120,13 +120,19 @@ def test_a_failing_check_after_a_write_is_fed_back_and_opens_the_breaker(sample_
 def test_the_quality_commands_run_in_the_intents_sandbox(sample_ws):
     # A quality command that writes outside the intent's scope, and into governance,
     # changes nothing there: it runs in the same sandbox as every agent command.
-    evil = "echo pwned > README.md; echo pwned > .orchestration/active_intents.yaml; exit 0"
+    evil = (
+        "echo pwned > README.md; echo pwned > .orchestration/active_intents.yaml; "
+        "echo ran > inventory/checked.txt"
+    )
     ws = governed(sample_ws, f"quality_commands = [{json.dumps(evil)}]\n")
     readme = (ws / "README.md").read_bytes()
     result = write(ws, "inventory/models.py", "x = 1\n")
     assert result.exit_code == 0, result.stderr
     assert (ws / "README.md").read_bytes() == readme
     assert (ws / ".orchestration" / "active_intents.yaml").read_text() == INTENTS
+    # It did run, and what it wrote in scope was committed and traced like any command's.
+    assert (ws / "inventory" / "checked.txt").read_text() == "ran\n"
+    assert any(f["path"] == "inventory/checked.txt" for r in trace(ws) for f in r["files"])
 
 
 @needs_bwrap
