@@ -155,3 +155,19 @@ def test_a_check_that_cannot_run_is_a_failure_not_a_pass(sample_ws):
     assert result.answer["decision"] == "block"
     reason = result.answer["reason"]
     assert "the quality commands could not run" in reason and "backend" in reason
+
+
+@needs_bwrap
+def test_settings_cached_before_the_quality_loop_are_read_again(sample_ws):
+    # A settings cache written by an older ctxnb, keyed by the file alone and without
+    # quality_commands, must not read as "no quality commands" (the loop skipped).
+    from ctxnb._util.jsoncache import file_key, write_json_atomic
+    from ctxnb.govern.state import DEFAULT_SETTINGS, state_dir
+
+    ws = governed(sample_ws, 'quality_commands = ["false"]\n')
+    old = {k: v for k, v in DEFAULT_SETTINGS.items() if k != "quality_commands"}
+    cache = state_dir(ws) / "cache" / "settings.json"
+    write_json_atomic(cache, {"key": file_key(ws / "ctxnb.toml"), "value": old})
+    result = write(ws, "inventory/models.py", "x = 1\n")
+    assert result.exit_code == 0, result.stderr
+    assert result.answer["decision"] == "block" and "$ false (exit 1)" in result.answer["reason"]
