@@ -66,7 +66,11 @@ parser under INT-001"; ``user-prompt-submit`` records it) or with
 the user's state directory (:func:`state_dir`), outside the workspace, where the
 agent's file tools cannot write. After each Write, Edit or MultiEdit, ``post-tool-use``
 appends an Agent Trace record to ``.orchestration/agent_trace.jsonl``, stores the new
-version of the file (through :mod:`ctxnb.access`) and writes an audit line.
+version of the file (through :mod:`ctxnb.access`) and writes an audit line; then it runs
+the ``[governance] quality_commands`` in the intent's sandbox and hands their failures
+back to Claude Code (:mod:`~ctxnb.integrations._claude_quality`). Every refusal of
+``pre-tool-use`` (but the breaker's own) and every failed check counts toward the
+engine's circuit breaker (:data:`ENGINE_TOOLS`, :data:`NOT_COUNTED`).
 
 Hooks run on every tool call, so this module imports nothing heavy: no pandas, no
 pyarrow, no pydantic, no jsonschema. The validated forms of ``active_intents.yaml`` and
