@@ -41,7 +41,7 @@ from ..hashing import identity_hash
 from ..resolver import FilesystemResolver, normalize_path
 from .fdio import PathPolicy
 from .observe import Observation, observe_bytes
-from .pathrules import GOVERNANCE, SafePath, map_mount_prefix
+from .pathrules import GOVERNANCE, SafePath, in_agent_terms, map_mount_prefix
 
 if TYPE_CHECKING:
     from ..config import CtxnbConfig
@@ -269,6 +269,44 @@ class Access:
         return map_mount_prefix(
             agent_path, [(m.agent_prefix, m.canonical_prefix) for m in self.resolver.mounts]
         )
+
+    def agent_root(self) -> str | None:
+        """The workspace root as the agent names it (``/workspace``) when a mount covers
+        it, else None (the agent sees the host's paths). Commands run there
+        (:mod:`ctxnb.sandbox`).
+
+        Example:
+            >>> import pathlib, tempfile
+            >>> from ctxnb import MountMapping, Workspace
+            >>> root = pathlib.Path(tempfile.mkdtemp()).resolve()
+            >>> fs = Workspace.open(root).resolver.default_filesystem_id()
+            >>> mounted = Workspace.open(root, mounts=[MountMapping("/workspace", str(root), fs)])
+            >>> mounted.agent_root()
+            '/workspace'
+            >>> Workspace.open(root).agent_root() is None
+            True
+        """
+        resolver = self.resolver
+        if not resolver.mounts:
+            return None
+        root = str(self.root)
+        shown = resolver.reverse_resolve(root, resolver.filesystem_of(root))
+        return shown if shown != root and shown.startswith("/") else None
+
+    def in_agent_terms(self, value: Any) -> Any:
+        """``value`` with every host directory of the mounts named by its agent path,
+        in every string at any depth (see :func:`~ctxnb.access.pathrules.in_agent_terms`);
+        unchanged without mounts."""
+        mounts = self.resolver.mounts
+        if not mounts:
+            return value
+        pairs = [(m.agent_prefix, m.canonical_prefix) for m in mounts]
+        # The root as the resolver sees it (symlinks resolved) may differ from the
+        # prefix as configured: both name the same directory.
+        at = self.agent_root()
+        if at is not None:
+            pairs.append((at, str(self.root)))
+        return in_agent_terms(value, pairs)
 
     # -- reading and observing ----------------------------------------------------------
     def read(self, path: PathArg, *, max_bytes: int | None = None) -> bytes | None:

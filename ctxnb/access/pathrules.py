@@ -68,7 +68,7 @@ import re
 import unicodedata
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, NoReturn
+from typing import TYPE_CHECKING, Any, NoReturn
 
 from .._util.wildmatch import GlobList
 from ..errors import ConfigError, PolicyError
@@ -86,6 +86,7 @@ __all__ = [
     "PathRules",
     "governance_reason",
     "SafePath",
+    "in_agent_terms",
     "map_mount_prefix",
     "skills_readable",
 ]
@@ -300,6 +301,54 @@ def map_mount_prefix(path: str, mounts: Iterable[tuple[str, str]]) -> str:
             rest = path[len(prefix) :]
             return host.rstrip("/") + rest if rest else host
     return path
+
+
+# After a host prefix: the end, a character no file name continues with (a control
+# character too: the NULs between the arguments in /proc/N/cmdline), or a full
+# stop that ends a sentence. A sibling (/home/me/proj.bak, /home/me/project) is another
+# directory and stays as it is.
+_AFTER_PREFIX = r"(?=$|[/\s\x00-\x1f'\"`:;,()\[\]{}<>|=]|\.(?:$|\s))"
+
+
+def in_agent_terms(value: Any, mounts: Iterable[tuple[str, str]]) -> Any:
+    """``value`` with every host directory of ``mounts`` named by its agent prefix, in
+    every string at any depth (dict keys too): what a command's answer says to an agent
+    that sees the workspace only through its mounts.
+
+    ``mounts`` are ``(agent_prefix, host_prefix)`` pairs; the longest host prefix wins,
+    on whole components.
+
+    Example:
+        >>> m = [("/workspace", "/home/me/proj")]
+        >>> in_agent_terms({"msg": "Path '/home/me/proj/.env' is refused",
+        ...                 "cwd": "/home/me/proj"}, m)
+        {'msg': "Path '/workspace/.env' is refused", 'cwd': '/workspace'}
+        >>> in_agent_terms(["/home/me/project/x", "/home/me/proj.bak"], m)
+        ['/home/me/project/x', '/home/me/proj.bak']
+    """
+    pairs = sorted(
+        ((h.rstrip("/"), a.rstrip("/") or "/") for a, h in mounts if h.rstrip("/")),
+        key=lambda p: len(p[0]),
+        reverse=True,
+    )
+    if not pairs:
+        return value
+    pattern = re.compile("|".join(f"({re.escape(h)}){_AFTER_PREFIX}" for h, _ in pairs))
+    agents = [a for _, a in pairs]
+
+    def text(s: str) -> str:
+        return pattern.sub(lambda m: agents[(m.lastindex or 1) - 1], s)
+
+    def walk(v: Any) -> Any:
+        if isinstance(v, str):
+            return text(v)
+        if isinstance(v, dict):
+            return {walk(k): walk(x) for k, x in v.items()}
+        if isinstance(v, (list, tuple)):
+            return type(v)(walk(x) for x in v)
+        return v
+
+    return walk(value)
 
 
 class PathRules:

@@ -77,7 +77,8 @@ class EngineCommands:
     def sandbox(self) -> Sandbox:
         """The :class:`~ctxnb.sandbox.Sandbox` for the selected intent (nothing writable
         without one), configured by ``[sandbox]``; the intent's ``network`` and
-        ``allowed_domains`` add to the settings'."""
+        ``allowed_domains`` add to the settings'. Under a ``[[mounts]]`` entry that covers
+        the root, the workspace is bound at its agent path."""
         from dataclasses import asdict
 
         from .runner import Sandbox
@@ -93,6 +94,7 @@ class EngineCommands:
             network=bool(intent is not None and intent.network),
             allowed_domains=intent.allowed_domains if intent is not None else (),
             proxy_hosts=self.proxy_hosts,
+            at=engine.workspace.agent_root(),
         )
 
     def run(self, cmd: str | list[str], **options: Any) -> dict[str, Any]:
@@ -145,7 +147,8 @@ class EngineCommands:
         def run(call: ToolCall) -> dict[str, Any]:
             workdir = engine.root
             if cwd:
-                workdir = engine.tools.policy.check(cwd).abs
+                # An agent path (/workspace/src) names the host directory it maps to.
+                workdir = engine.tools.policy.check(engine.workspace.host_path(cwd)).abs
                 if not workdir.is_dir():
                     raise NotFoundError(f"working directory {cwd!r} does not exist")
             out = self.run(

@@ -59,6 +59,7 @@ __all__ = [
     "SandboxLimits",
     "SandboxPlan",
     "bwrap_argv",
+    "check_mount_point",
     "find_bwrap",
     "plan_sandbox",
     "writable_dirs",
@@ -145,6 +146,9 @@ class SandboxPlan:
             why (they hold denied bytes), or None.
         hidden_object_stores: the workspace-relative object directories hidden.
         linked: ``(name, denied path)`` of the hard links of denied files masked.
+        at: where the workspace is inside the sandbox: the agent path of the root when
+            a ``[[mounts]]`` entry covers it (``/workspace``), so that ``pwd`` and
+            absolute paths in the command are the agent's; ``""``: at ``root``.
     """
 
     root: Path
@@ -160,6 +164,12 @@ class SandboxPlan:
     hidden_git_objects: str | None = None
     hidden_object_stores: tuple[str, ...] = ()
     linked: tuple[tuple[str, str], ...] = ()
+    at: str = ""
+
+    @property
+    def inside(self) -> str:
+        """The workspace root as the command sees it."""
+        return self.at or str(self.root)
 
     @property
     def notes(self) -> list[str]:
@@ -304,6 +314,7 @@ def plan_sandbox(
     read_paths: Sequence[str] = (),
     limits: SandboxLimits | None = None,
     git: str = "auto",
+    at: str | None = None,
 ) -> SandboxPlan:
     """The plan for one command in the workspace at ``root``.
 
@@ -321,9 +332,12 @@ def plan_sandbox(
         limits: resource limits (defaults of :class:`SandboxLimits`).
         git: ``read`` keeps git's object stores readable even when they hold denied
             bytes (a human's choice).
+        at: the absolute path the workspace is bound at inside the sandbox (the
+            agent prefix of the mount that covers it); None: at ``root``.
 
     Raises:
-        SandboxError: a scope directory goes through a symlink.
+        SandboxError: a scope directory goes through a symlink; ``at`` is not a path
+            the workspace can be bound at (see :func:`check_mount_point`).
 
     Example:
         >>> import tempfile, pathlib
@@ -334,6 +348,7 @@ def plan_sandbox(
         (('src',), ('.env',), True, False)
     """
     root_path = Path(os.path.realpath(root))
+    inside = check_mount_point(at, read_paths) if at and at != str(root_path) else ""
     if deny is None:
         from ..access.pathrules import DEFAULT_DENY  # the one deny list
 
@@ -384,7 +399,52 @@ def plan_sandbox(
         hidden_git_objects=hidden_git,
         hidden_object_stores=tuple(s.objects for s in stores),
         linked=tuple(sorted(linked.items())),
+        at=inside,
     )
+
+
+def check_mount_point(at: str, read_paths: Sequence[str] = ()) -> str:
+    """``at`` normalized, when the workspace can be bound there inside the sandbox.
+
+    The workspace is mounted over whatever the sandbox has at ``at``: on or above a
+    system directory, ``/proc``, ``/dev``, the private ``/tmp`` or ``/run``, the Python
+    environment or a read path, it would hide them (or be hidden by them), and below a
+    read-only system directory it cannot be made. Such a mount prefix is refused, not
+    bent.
+
+    Example:
+        >>> check_mount_point("/workspace/")
+        '/workspace'
+        >>> try:
+        ...     check_mount_point("/usr/src/app")
+        ... except SandboxError as e:
+        ...     print(str(e).split(": ")[1].split(";")[0])
+        it is under the system directory /usr
+    """
+    path = os.path.normpath(at) if at.startswith("/") else ""
+    if path.startswith("//"):
+        path = "/" + path.lstrip("/")
+
+    def refuse(why: str) -> SandboxError:
+        return SandboxError(
+            f"the workspace cannot be bound at {at!r} inside the sandbox: {why}; choose "
+            "another agent_prefix in [[mounts]] of ctxnb.toml (/workspace)"
+        )
+
+    if not path or path == "/":
+        raise refuse("it must be an absolute directory other than /")
+    if any(c in path for c in ("\0", "\n")):
+        raise refuse("it holds a NUL or newline")
+    taken = (*_SYSTEM_RO, "/proc", "/dev", "/sys")
+    for p in taken:
+        if path == p or path.startswith(p + "/"):
+            raise refuse(f"it is under the system directory {p}")
+    shared = (*taken, "/tmp", SANDBOX_HOME, "/var/tmp", "/run", *_python_paths(), *read_paths)
+    for p in shared:
+        q = os.path.normpath(p)
+        if q == path or q.startswith(path + "/") or path.startswith(q + "/") and q != "/tmp":
+            raise refuse(f"it overlaps {q}, which the sandbox binds itself")
+    return path
 
 
 def _hidden_stores(
@@ -523,6 +583,8 @@ def bwrap_argv(
     instead (a long-running process that changes nothing: :mod:`ctxnb.sandbox.service`).
 
     With ``plan.allowed_domains`` the command has no network interface all the same;
+    ``cwd`` is a host path; under ``plan.at`` the command starts at its agent path.
+
     ``proxy_socket`` (a :class:`~ctxnb.sandbox.netproxy.NetworkProxy`'s, required then)
     is bound in, and the command runs under :mod:`ctxnb.sandbox._netbridge`, which
     offers it on the sandbox's loopback as ``HTTP_PROXY``.
@@ -566,36 +628,39 @@ def bwrap_argv(
     # The workspace is the lower layer of an overlay: the command may write anywhere in
     # it, and every write lands in the upper directory (outside the sandbox's view);
     # the real tree is never writable here. What is committed is decided afterwards.
+    # Under a mount it is at the agent's path (plan.at), not the host's: the command's
+    # pwd, its absolute paths and its messages are the agent's.
+    at = plan.inside
     if overlay is None:
-        a += ["--ro-bind", root, root]
+        a += ["--ro-bind", root, at]
     else:
         upper, work = overlay
-        a += ["--overlay-src", root, "--overlay", upper, work, root]
+        a += ["--overlay-src", root, "--overlay", upper, work, at]
     for name in PROTECTED:
         p = f"{root}/{name}"
         if os.path.lexists(p) and not os.path.islink(p):
-            a += ["--ro-bind", p, p]
+            a += ["--ro-bind", p, f"{at}/{name}"]
     from ..access.ownenv import within
 
     # ctxnb's own environment inside the workspace (a project's .venv): read-only, as
     # outside it; its code runs in ctxnb's processes on the host.
     for p in within(root):
-        a += ["--ro-bind", p, p]
+        a += ["--ro-bind", p, at + p[len(root) :]]
     # Over the read-only .git bound above (a submodule's store is inside it), before the
     # masks (a store inside a masked directory is covered by the mask all the same).
     for rel in plan.hidden_object_stores:
-        p = f"{root}/{rel}"
+        p, q = f"{root}/{rel}", f"{at}/{rel}"
         if os.path.isdir(p) and not os.path.islink(p):
-            a += ["--tmpfs", p, "--remount-ro", p]
+            a += ["--tmpfs", q, "--remount-ro", q]
     for name in HIDDEN:
-        p = f"{root}/{name}"
+        p, q = f"{root}/{name}", f"{at}/{name}"
         if os.path.isdir(p) and not os.path.islink(p):
-            a += ["--tmpfs", p, "--remount-ro", p]
+            a += ["--tmpfs", q, "--remount-ro", q]
     for rel in plan.masked_dirs:
-        p = f"{root}/{rel}"
-        a += ["--tmpfs", p, "--remount-ro", p]
+        q = f"{at}/{rel}"
+        a += ["--tmpfs", q, "--remount-ro", q]
     for rel in plan.masked_files:
-        a += ["--ro-bind", "/dev/null", f"{root}/{rel}"]
+        a += ["--ro-bind", "/dev/null", f"{at}/{rel}"]
     a += [
         "--unshare-user",
         "--disable-userns",  # no nested namespaces: they could remount what we made read-only
@@ -613,7 +678,10 @@ def bwrap_argv(
         a.append("--unshare-net")
     for k, v in sorted(plan.env.items()):
         a += ["--setenv", k, v]
-    a += ["--chdir", os.fspath(cwd), "--"]
+    workdir = os.fspath(cwd)
+    if workdir == root or workdir.startswith(root + "/"):
+        workdir = at + workdir[len(root) :]
+    a += ["--chdir", workdir, "--"]
     prlimit = shutil.which("prlimit") or "/usr/bin/prlimit"
     limits = plan.limits.prlimit_args()
     if limits and os.path.exists(prlimit):

@@ -225,6 +225,8 @@ class Sandbox:
         env: the environment to filter (``os.environ`` by default).
         git: ``read`` keeps git's object stores readable even when they hold denied
             bytes (by default they are hidden then: :mod:`ctxnb.sandbox.gitstores`).
+        at: the absolute path the workspace is bound at inside the sandbox (the agent
+            prefix of the ``[[mounts]]`` entry that covers the root); None: at ``root``.
 
     Raises:
         SandboxError: on :meth:`run`, when no bubblewrap here can run a command on an
@@ -247,6 +249,7 @@ class Sandbox:
         limits: SandboxLimits | None = None,
         env: Mapping[str, str] | None = None,
         git: str = "auto",
+        at: str | None = None,
     ) -> None:
         if backend not in ("bwrap", "none"):
             raise SandboxError(f"unknown sandbox backend {backend!r}; use 'bwrap' or 'none'")
@@ -263,6 +266,7 @@ class Sandbox:
         self.limits = limits
         self.env = env
         self.git = git
+        self.at = at
 
     @classmethod
     def from_settings(
@@ -276,6 +280,7 @@ class Sandbox:
         network: bool = False,
         allowed_domains: Sequence[str] = (),
         proxy_hosts: Mapping[str, str] | None = None,
+        at: str | None = None,
     ) -> Sandbox:
         """The sandbox a ``[sandbox]`` section describes, as a mapping (the configuration
         model's dump, or the settings the Claude Code hooks cache); a missing key takes
@@ -293,6 +298,7 @@ class Sandbox:
             allowed_domains: domains reachable through the proxy besides the
                 settings' ``allowed_domains`` (the intent's).
             proxy_hosts: see the class.
+            at: see the class.
 
         Example:
             >>> import tempfile
@@ -314,6 +320,7 @@ class Sandbox:
             read_paths=settings.get("read_paths") or (),
             limits=SandboxLimits(**limits),
             git=settings.get("git", "auto"),
+            at=at,
         )
 
     def in_scope(self, rel: str) -> bool:
@@ -336,6 +343,7 @@ class Sandbox:
             read_paths=self.read_paths,
             limits=self.limits,
             git=self.git,
+            at=self.at,
         )
 
     def run(

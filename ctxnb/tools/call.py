@@ -309,6 +309,11 @@ class ToolRunner:
         tools = {**TOOL_INFO, **{k: v[0] for k, v in self._extra_tools.items()}}
         return tool_schemas(format, tools=tools)
 
+    def answer_in_agent_terms(self, name: str, answer: dict[str, Any]) -> dict[str, Any]:
+        """What :meth:`dispatch` returns for tool ``name``, in the paths the agent sees
+        (a runner behind mounts rewrites the host directory); here, ``answer``."""
+        return answer
+
     def dispatch(self, name: str, args: dict[str, Any] | None = None) -> dict[str, Any]:
         """Validate and run one tool call; return its result or a structured error.
 
@@ -318,7 +323,7 @@ class ToolRunner:
             sets a limit, every answer also has ``budget_remaining``: what is left of
             each limit after the call.
         """
-        out = self._dispatch(name, args)
+        out = self.answer_in_agent_terms(name, self._dispatch(name, args))
         remaining = self.budget_remaining()
         if remaining is not None:
             out["budget_remaining"] = remaining

@@ -505,6 +505,15 @@ class FileTools(ToolRunner):
         """SHA-256 of the authoritative copy: the active copy if any, else the file on disk."""
         return self._files.active_file_sha256(doc_path)
 
+    def answer_in_agent_terms(self, name: str, answer: dict[str, Any]) -> dict[str, Any]:
+        """A command's answer (its result, refusal or error) when a mount covers the root:
+        the command ran at the agent's path (:mod:`ctxnb.sandbox`), so every string of
+        the answer names the agent's paths, never the host directory."""
+        if name != "run_command" or self.workspace.agent_root() is None:
+            return answer
+        out: dict[str, Any] = self.workspace.in_agent_terms(answer)
+        return out
+
     def path_as_given(self, given: str, rel: str) -> str:
         """``rel`` as the agent's path when ``given`` came through a mount (see
         :meth:`ToolRunner.path_as_given`)."""
