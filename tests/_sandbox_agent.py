@@ -7,6 +7,9 @@ from __future__ import annotations
 import hashlib
 import os
 from pathlib import Path
+from typing import Any
+
+from _git import git
 
 from ctxnb import Workspace
 from ctxnb.govern import init_governance
@@ -89,3 +92,42 @@ def save_after_the_check(monkeypatch, root: Path, rel: str) -> None:
         return reason
 
     monkeypatch.setattr(CommandEffects, "_conflict", check_then_save)
+
+
+AGENT = "/workspace"
+"""The agent prefix of the mount in :func:`mounted_ws`."""
+
+
+def mounted_ws(root: Path, prefix: str = AGENT) -> Path:
+    """A governed git repository whose ``ctxnb.toml`` maps ``prefix`` to its root."""
+    (root / "inventory").mkdir(parents=True)
+    (root / "inventory" / "stock.txt").write_text("apples 3\n")
+    (root / "docs").mkdir()
+    (root / "docs" / "guide.md").write_text("# Guide\n")
+    (root / ".env").write_text("SUPPLIER_TOKEN=generated-" + os.urandom(8).hex() + "\n")
+    os.symlink("/etc", root / "inventory" / "etc-link")
+    git(root, "init", "-q", "-b", "main")
+    git(root, "add", "-A")
+    git(root, "commit", "-q", "-m", "initial")
+    init_governance(root)
+    (root / ".orchestration" / "active_intents.yaml").write_text(INTENTS)
+    (root / "ctxnb.toml").write_text(
+        f'[[mounts]]\nagent_prefix = "{prefix}"\ncanonical_prefix = "{root}"\n'
+    )
+    return root
+
+
+def strings(value: Any) -> list[str]:
+    """Every string of a JSON value, keys included."""
+    if isinstance(value, str):
+        return [value]
+    if isinstance(value, dict):
+        return [s for k, v in value.items() for s in (*strings(k), *strings(v))]
+    if isinstance(value, list):
+        return [s for v in value for s in strings(v)]
+    return []
+
+
+def assert_no_host_path(answer: Any, root: Path) -> None:
+    leaked = [s for s in strings(answer) if str(root) in s]
+    assert not leaked, leaked

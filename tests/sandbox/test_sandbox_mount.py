@@ -15,38 +15,15 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from _git import git
 from _needs import needs
-from _sandbox_agent import INTENTS, fingerprint
+from _sandbox_agent import AGENT, assert_no_host_path, fingerprint, mounted_ws
 
 from ctxnb import Workspace
 from ctxnb.access.pathrules import in_agent_terms
 from ctxnb.errors import SandboxError
-from ctxnb.govern import init_governance
 from ctxnb.sandbox.plan import check_mount_point, find_bwrap
 
 pytestmark = needs(find_bwrap() is not None, "bubblewrap (bwrap)")
-
-AGENT = "/workspace"
-
-
-def mounted_ws(root: Path, prefix: str = AGENT) -> Path:
-    """A governed git repository whose ``ctxnb.toml`` maps ``prefix`` to its root."""
-    (root / "inventory").mkdir(parents=True)
-    (root / "inventory" / "stock.txt").write_text("apples 3\n")
-    (root / "docs").mkdir()
-    (root / "docs" / "guide.md").write_text("# Guide\n")
-    (root / ".env").write_text("SUPPLIER_TOKEN=generated-" + os.urandom(8).hex() + "\n")
-    os.symlink("/etc", root / "inventory" / "etc-link")
-    git(root, "init", "-q", "-b", "main")
-    git(root, "add", "-A")
-    git(root, "commit", "-q", "-m", "initial")
-    init_governance(root)
-    (root / ".orchestration" / "active_intents.yaml").write_text(INTENTS)
-    (root / "ctxnb.toml").write_text(
-        f'[[mounts]]\nagent_prefix = "{prefix}"\ncanonical_prefix = "{root}"\n'
-    )
-    return root
 
 
 @pytest.fixture
@@ -60,22 +37,6 @@ def agent_tools(root: Path) -> Any:
     assert t.workspace.agent_root() == AGENT
     assert t.dispatch("select_active_intent", {"intent_id": "INT-001"})["ok"]
     return t
-
-
-def strings(value: Any) -> list[str]:
-    """Every string of a JSON value, keys included."""
-    if isinstance(value, str):
-        return [value]
-    if isinstance(value, dict):
-        return [s for k, v in value.items() for s in (*strings(k), *strings(v))]
-    if isinstance(value, list):
-        return [s for v in value for s in strings(v)]
-    return []
-
-
-def assert_no_host_path(answer: Any, root: Path) -> None:
-    leaked = [s for s in strings(answer) if str(root) in s]
-    assert not leaked, leaked
 
 
 def test_a_command_runs_at_the_agent_path(ws_root: Path) -> None:
