@@ -11,7 +11,9 @@ A :class:`SandboxPlan` is computed from the workspace, the selected intent's
 * **the workspace**: the lower layer of an overlay (see :mod:`ctxnb.sandbox.runner`):
   the command may write anywhere in it, and every write lands in a private upper
   directory; only in-scope regular-file changes are committed afterwards
-  (:mod:`ctxnb.sandbox.commit`).
+  (:mod:`ctxnb.sandbox.commit`). Under a ``[[mounts]]`` entry that covers the root it
+  is bound at the agent prefix (``/workspace``, :func:`check_mount_point`), not at the
+  host path.
 * **protected**: ``.git`` and ``.orchestration`` are bound read-only on top; ``.ctxnb``
   (the store, and the overlays' own state) is hidden behind an empty read-only
   directory; so is every git object store that holds denied bytes (the root's, a
