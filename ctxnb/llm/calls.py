@@ -63,20 +63,18 @@ def litellm_module() -> Any:
 
 
 def _quiet_first_call_imports() -> None:
-    """Import what litellm imports on its first completion, without its warning.
+    """Keep litellm's own schema note out of the caller's notebook and log.
 
-    litellm's first ``completion()`` imports its GitHub Copilot authenticator, whose
-    module-level pydantic schema warns (a UserWarning about ``ReadOnly`` TypedDict items)
-    in the caller's notebook or log: a library's note to itself, about no call of ctxnb.
-    """
+    litellm's first ``completion()`` imports modules whose TypedDicts (its GitHub Copilot
+    authenticator, its thinking blocks …) make pydantic warn that ``ReadOnly`` items are
+    not protected: a library's note to itself, about no call of ctxnb, printed in the
+    middle of a run (and an error where warnings are). Which modules do it changes with
+    litellm's version, so the one message is filtered, not a list of modules."""
     import warnings
 
-    with warnings.catch_warnings():
-        warnings.filterwarnings("ignore", message=r".*`ReadOnly` qualifier", category=UserWarning)
-        try:
-            import litellm.llms.github_copilot.per_user_auth  # noqa: F401
-        except ImportError:  # another litellm layout: nothing to quiet
-            pass
+    warnings.filterwarnings(
+        "ignore", message=r"Items .* are using the `ReadOnly` qualifier", category=UserWarning
+    )
 
 
 @dataclass(frozen=True)
