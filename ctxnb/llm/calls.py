@@ -73,7 +73,7 @@ def _quiet_first_call_imports() -> None:
     import warnings
 
     warnings.filterwarnings(
-        "ignore", message=r"Items .* are using the `ReadOnly` qualifier", category=UserWarning
+        "ignore", message=r"Items? .* (is|are) using the `ReadOnly` qualifier", category=UserWarning
     )
 
 

@@ -356,6 +356,11 @@ def test_held_changes_cannot_be_committed_around_the_users_question(ws):
     variant = [hold_id.upper()] if hold_id.upper() != hold_id else []
     for bad in ("../../etc", "0" * 11, *variant):
         assert pre(root, f"ctxnb sandbox commit {bad}")["permissionDecision"] == "deny", bad
+    # Those refusals count toward the circuit breaker, as every pre-hook refusal does; a
+    # human closes it, since what follows tests the commit, not the breaker.
+    from ctxnb.cli.app import main
+
+    assert main(["hook", "reset-breaker", "-w", str(root)]) == 0
     python = os.path.abspath(sys.executable)
     sneaky = [
         f"ctxnb sandbox commit {hold_id}; true",
