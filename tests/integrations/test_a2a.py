@@ -670,10 +670,11 @@ def test_another_caller_with_its_own_token_cannot_see_or_answer_an_approval(
     list, get, answer nor cancel A's task, by the SDK's client or by hand; A's own
     answer still decides. B's whole task ends while A's approval is still pending."""
     tok_a, tok_b = secrets.token_urlsafe(16), secrets.token_urlsafe(16)
+    # `--token=VALUE`: a generated token may start with "-".
     server = serve([
         {"content": "Clearing old notes.", "commands": ["rm notes_a.txt"]},
         {"content": "Nothing to do.", "commands": [SUBMIT]},
-    ], "--token", tok_a, "--token", tok_b)  # fmt: skip
+    ], f"--token={tok_a}", f"--token={tok_b}")  # fmt: skip
     order: list[str] = []
 
     async def body() -> dict[str, Any]:

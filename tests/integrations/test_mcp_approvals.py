@@ -289,7 +289,9 @@ def test_a_notebook_approver_waiting_on_its_human_blocks_no_other_client(
 # -- another caller: two clients, each with a token of its own -----------------------------------
 
 TOK_A, TOK_B = secrets.token_urlsafe(16), secrets.token_urlsafe(16)  # generated, never real
-TWO_CALLERS = ("governed", ["--token", TOK_A, "--token", TOK_B])
+# `--token=VALUE`: a generated token may start with "-", which argparse would read as
+# an option after a bare `--token`.
+TWO_CALLERS = ("governed", [f"--token={TOK_A}", f"--token={TOK_B}"])
 
 
 def _http(token: str, seen: list[str] | None = None) -> httpx2.AsyncClient:
