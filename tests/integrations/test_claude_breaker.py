@@ -4,19 +4,17 @@ real ``ctxnb hook`` processes: each call below is a new process, as under Claude
 from __future__ import annotations
 
 import json
-import os
 import subprocess
-import sys
 from pathlib import Path
 from typing import Any
 
+from _claude_hook_process import CTXNB, hook_process
 from _paths import TESTS
 
 from ctxnb.govern import init_governance
 from ctxnb.integrations.claude_code import HookResult
 
 DATA = TESTS / "data" / "claude-code-hooks"
-CTXNB = Path(sys.executable).with_name("ctxnb")  # the console script Claude Code runs
 SID = "5b7c9d1e-2f3a-4b5c-8d6e-7f8091a2b3c4"
 INTENTS = """\
 active_intents:
@@ -28,16 +26,8 @@ active_intents:
 
 
 def hook(event: str, payload: dict[str, Any]) -> HookResult:
-    proc = subprocess.run(
-        [str(CTXNB), "hook", event],
-        input=json.dumps(payload).encode(),
-        capture_output=True,
-        env={**os.environ, "PATH": f"{CTXNB.parent}:{os.environ['PATH']}"},
-        timeout=120,
-        check=False,
-    )
-    result = HookResult(proc.returncode, proc.stdout.decode(), proc.stderr.decode())
-    assert result.exit_code == 0 and "Traceback" not in result.stderr, result.stderr
+    result = hook_process(event, payload)
+    assert result.exit_code == 0, result.stderr
     return result
 
 

