@@ -58,11 +58,11 @@ def litellm_module() -> Any:
             "litellm is not installed; install it with: pip install 'ctxnb[live]'"
         ) from None
     litellm.suppress_debug_info = True  # no "Give Feedback" banners in notebooks and logs
-    _quiet_first_call_imports()
+    _filter_litellm_schema_warning()
     return litellm
 
 
-def _quiet_first_call_imports() -> None:
+def _filter_litellm_schema_warning() -> None:
     """Keep litellm's own schema note out of the caller's notebook and log.
 
     litellm's first ``completion()`` imports modules whose TypedDicts (its GitHub Copilot
