@@ -11,7 +11,8 @@ The public names of :mod:`ctxnb.redaction.redactor`, loaded on first use. Its fi
 - ``_sql.py``: SQL that sets a password;
 - ``_http.py``: session and auth cookies;
 - ``_credfiles.py``: ``.pgpass`` lines, ``.properties`` continuations and separators;
-- ``_escapes.py``: JSON-escaped strings and percent-encoded URLs, decoded and redacted.
+- ``_escapes.py``: JSON-escaped strings and percent-encoded URLs, decoded and redacted;
+- ``_prose.py``: what a value under a secret name is when it is prose, code or a template.
 """
 
 from __future__ import annotations

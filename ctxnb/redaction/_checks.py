@@ -71,7 +71,7 @@ _DOTTED_NAME = lazy_compile(r"^[A-Za-z_]\w*(?:\.[A-Za-z_]\w*)+$")
 _CODE_CHARS = set("()[]{}")
 
 _SECRET_NAME = lazy_compile(
-    r"passw(?:or)?d|passphrase|pwd|(?:^|[_.-])pass$|secret|token|api[_.-]?key|apikey"
+    r"passw(?:or)?d|passphrase|pwd|(?:^|[_.-])pass$|secret|token(?!i[sz])|api[_.-]?key|apikey"
     r"|access[_.-]?key|auth[_.-]?key|private[_.-]?key|credentials?|^_?auth$"
     r"|(?:account|storage|signing|encryption|master|license|app)[_.-]?key$"
     # keytool's -storepass, ssmtp's AuthPass; kubeconfig's client-key-data
@@ -86,7 +86,7 @@ _NOT_SECRET_NAME = lazy_compile(
     r"|count|format|id|header|param|size|timeout|limit|prefix|suffix|style|class|mode"
     r"|enabled|required|valid|hint|help|text|message|msg|error|tokens|stdin|description|desc|title"
     r"|comment|placeholder|ref|version|algorithm|algo|strength|reset|manager|store|provider"
-    r"|rotation|source|backend|kind|generator|hash|hashed|digest|question)$"
+    r"|rotation|source|backend|kind|generator|hash|hashed|digest|question|counter)$"
 )
 
 

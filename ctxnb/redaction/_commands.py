@@ -147,6 +147,8 @@ _STOP_REF = lazy_compile(r"(?i)^(?:\$.*|%\w+%|env:.*|file:.*|fd:.*|stdin|-.*|\*+
 
 def _unquote(text: str, a: int, b: int) -> tuple[int, int]:
     """The span of a word's value inside its quotes (``'x'`` or ``"x"`` → ``x``)."""
+    while b - a > 1 and text[b - 1] == "`" and text[a] != "`":
+        b -= 1  # a markdown code span closes after the word (`--token "x"`)
     if b - a >= 2 and text[a] == text[b - 1] and text[a] in "\"'":
         return a + 1, b - 1
     return a, b
@@ -245,6 +247,8 @@ def _named_flags(text: str, words: list[tuple[int, int]]) -> Iterator[tuple[int,
         m = _NAMED_FLAG.match(text, a, b)
         if m is None or not secret_name(m.group("name")):
             continue
+        if m.group("name").lower().startswith("no-"):
+            continue  # --no-token: a negation takes no value
         if m.group("sep") is not None:
             got = _value(text, m.start("v"), b)
         elif k + 1 < len(words) and text[words[k + 1][0]] not in "-|;&<>()":

@@ -47,6 +47,7 @@ from urllib.parse import quote, urlsplit
 
 from .._util.lazyre import lazy_compile
 from ._patterns import AWS_EXAMPLES, NAME_IDENT, secret_name
+from ._prose import not_literal, word_run
 
 __all__ = ["STRUCTURAL_RULES", "is_placeholder", "structured_spans", "value_ok"]
 
@@ -109,7 +110,10 @@ def value_ok(value: str, *, bare: bool) -> bool:
         return False
     if "://" in v or (bare and v.startswith(("/", "./", "~/", "../"))):
         return False  # a URL (its credentials are read as a URL) or a path
-    return not (bare and _code_like(v))
+    if bare and _code_like(v):
+        return False
+    # Prose, a name in code or a template (docs and source hold these under secret names).
+    return not not_literal(v)
 
 
 # ----------------------------------------------------------------------------- pairs
@@ -163,15 +167,48 @@ def _pairs(text: str, lowered: str, lines: list[tuple[int, int]]) -> Iterator[Sp
                 continue  # a URL's user name: the URL reader below takes it
             if op == ":" and _CONDITION.match(text, start):
                 continue  # "if password == other:" is a statement, not a pair
+            if op == ":" and key.startswith("-"):
+                continue  # a flag named in prose ("-pSECRET: …"): flags take "=" or a space
             if not secret_name(key):
+                continue
+            if _in_code_span(text, start, ident.start(), m):
+                continue
+            if op == "=" and _expression(text, m, ident.start()):
                 continue
             yield from _value_spans(text, m, start, ident.start())
 
 
+def _in_code_span(text: str, line_start: int, key_at: int, m: re.Match[str]) -> bool:
+    """Whether the key is inside a markdown code span that closes before its value:
+    `` `token:` stays `` names a symbol in prose; `` `TOKEN=x1` `` holds a pair."""
+    if text.count("`", line_start, key_at) % 2 == 0:
+        return False
+    close = text.find("`", key_at)
+    value = next((g for g in ("dq", "sq", "bq", "br", "bare") if m.group(g) is not None), None)
+    return close >= 0 and (value is None or close < m.start(value))
+
+
+def _expression(text: str, m: re.Match[str], key_at: int) -> bool:
+    """Whether an unquoted value after ``=`` is code: a subscript or generic type
+    (``secret = text[a:b]``, ``Token = Callable[…]``), or a call's keyword argument
+    (``AccessToken(token=caller)``), where a literal secret would be quoted."""
+    if m.group("bare") is None:
+        return False
+    b = m.end("bare")
+    if text[b : b + 1] == "[":
+        return True
+    before = text[:key_at].rstrip(" \t")
+    return before.endswith(("(", ",")) and m.group("bare").isidentifier()
+
+
 def _quoted_key_or_sql(text: str, at: int, op: str, key: str) -> bool:
     if op == ",":
-        # define('DB_PASSWORD', '…'), putenv("TOKEN", "…"): a quoted first argument.
-        return at > 1 and text[at - 1] in "\"'" and text[: at - 1].rstrip().endswith("(")
+        # define('DB_PASSWORD', '…'), putenv("TOKEN", "…"): a quoted first argument of
+        # a call (a name before the parenthesis; a tuple of strings is no pair).
+        if not (at > 1 and text[at - 1] in "\"'"):
+            return False
+        before = text[: at - 1].rstrip()
+        return before.endswith("(") and (before[-2:-1].isalnum() or before[-2:-1] == "_")
     # PASSWORD '…' (SQL), ENV X "…": an upper-case word before a quoted value.
     return (at == 0 or text[at - 1].isspace()) and key.isupper()
 
@@ -194,6 +231,8 @@ def _value_spans(text: str, m: re.Match[str], line_start: int, key_at: int) -> I
                 yield (*s.span(g), name)
             pos = s.end()
         return
+    if m.group("br") is not None and _mapping_or_template(m.group("br")):
+        return
     for g in ("dq", "sq", "bq", "br"):
         if m.group(g) is not None:
             parts = [m.span(g)]
@@ -206,6 +245,10 @@ def _value_spans(text: str, m: re.Match[str], line_start: int, key_at: int) -> I
                 parts.append(c.span(cg))
                 pos = c.end()
             whole = "".join(text[a:b] for a, b in parts)
+            if _COMPUTED.match(text, pos) is not None:
+                return  # "ghp_" + secrets.token_hex(18): the secret is computed
+            if g in ("dq", "sq") and len(parts) == 1 and _repeated(text, m, g, line_start):
+                return
             if value_ok(whole, bare=False):
                 yield from ((a, b, name) for a, b in parts if b > a)
             return
@@ -217,6 +260,10 @@ def _value_spans(text: str, m: re.Match[str], line_start: int, key_at: int) -> I
             return
     value = text[a:b]
     if m.group("op") == ":":
+        eol = text.find("\n", b)
+        tail = text[a : len(text) if eol < 0 else eol]
+        if word_run(re.split(r"[\"'`]", tail, maxsplit=1)[0]):
+            return  # "a bearer token: anyone who can …" is a sentence
         # YAML and headers: a plain scalar runs to the end of the line (or a comment),
         # unless it holds quotes or brackets (then it is code or a flow collection).
         eol = text.find("\n", b)
@@ -233,6 +280,26 @@ def _value_spans(text: str, m: re.Match[str], line_start: int, key_at: int) -> I
         return  # auth=auth, password=password
     if value_ok(value, bare=True):
         yield (a, b, name)
+
+
+# A concatenation that goes on with code: + name, + call(…).
+_COMPUTED = lazy_compile(r"[ \t]*\+[ \t]*[A-Za-z_]")
+
+
+def _repeated(text: str, m: re.Match[str], g: str, line_start: int) -> bool:
+    """Whether the quoted value occurs again, quoted, on its line: a label or a type
+    shared by several keys (``{"turn": "int64", "tokens_before": "int64"}``) or a name
+    repeated as its own argument, where a secret is written once."""
+    q = text[m.start(g) - 1]
+    quoted = q + m.group(g) + q
+    eol = text.find("\n", line_start)
+    return text.count(quoted, line_start, len(text) if eol < 0 else eol) >= 2
+
+
+def _mapping_or_template(braced: str) -> bool:
+    """A ``{…}`` value that is a mapping (``{"Authorization": f"Bearer {T}"}``) or a
+    placeholder (``{token}``), not a braced literal (ODBC's ``PWD={p;w}``)."""
+    return "{" in braced or bool(re.search(r"[\"']\s*:", braced)) or braced.isidentifier()
 
 
 def _lines_of(text: str, a: int, b: int, name: str) -> Iterator[Span]:

@@ -51,6 +51,9 @@ def sql_spans(text: str, lowered: str) -> Iterator[Span]:
         g = next((g for g in ("sq", "dq", "bare") if m.group(g) is not None), None)
         if g is None:
             continue
+        a, b = m.span("kw")
+        if a and text[a - 1] in "\"'" and text[b : b + 1] == text[a - 1]:
+            continue  # "password" in quotes is a string of a program, not SQL's keyword
         if g == "bare" and not (
             m.group("kw").lower().startswith("identified")
             and _STATEMENT.search(text, max(0, m.start() - 120), m.start())

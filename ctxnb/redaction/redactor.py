@@ -100,10 +100,15 @@ assignments by entropy. Both run on every text; where both match, the pattern's 
 names the marker. A text that does not parse as its format is still read line by line.
 
 What is deliberately not redacted: empty values (``password = ""``), expressions
-(``password = os.environ["X"]``, ``token = get_token()``, ``self.secret``),
+(``password = os.environ["X"]``, ``token = get_token()``, ``self.secret``,
+``secret = text[a:b]``, ``Client(token=caller)``, ``"ghp_" + secrets.token_hex(18)``),
 placeholders (``<your-token-here>``, ``${TOKEN}``, ``{{ token }}``, ``changeme``,
-``xxxxxxxx…``), names that say the value is not the secret (``password_reset_path``,
-``TOKEN_URL``, ``token_type``, ``secret_key_name``), and high-entropy strings that are
+``xxxxxxxx…``, ``f"Bearer {TOKEN}"``, ``[set]``), prose and code names under a secret
+name (:mod:`ctxnb.redaction._prose`: ``bearer token: give each client its own``, a
+markdown code span naming a symbol, ``--no-token``, ``ctxnb.llm.tokens``,
+``tokens_rel``, one dictionary word, a label several keys share), names that say the
+value is not the secret (``password_reset_path``, ``TOKEN_URL``, ``token_type``,
+``secret_key_name``, ``token_counter``, ``tokenizer``), and high-entropy strings that are
 not assigned to a secret-like name (git SHAs, UUIDs, hashes, base64 data, public
 certificates), and AWS's published documentation keys (``AKIAIOSFODNN7EXAMPLE`` and
 its secret), which are samples. Vendor-format tokens are redacted wherever they appear.
