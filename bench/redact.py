@@ -10,7 +10,7 @@
      for a key block on its BEGIN line.
    - A look-alike is a false redaction when anything in it is redacted (ctxnb) or
      reported (detect-secrets).
-2. The same on the held-out corpus of ``bench/_heldout_spec.py`` (realistic files written
+2. The same on the held-out corpus of ``tests/_heldout_spec.py`` (realistic files written
    from a spec, not from the rules; #29), counted per secret value: recall, false
    redactions among its look-alikes, and MB/s of both tools on those files.
 3. Throughput in MB/s on the standard library corpus (``bench/_corpus.py``): ctxnb on

@@ -16,6 +16,12 @@ parts at run time, so nothing here is a real credential or looks like one to a s
 ``heldout_cases()`` returns ``(secrets, lookalikes)``; each case is one file with the
 exact values that must not survive (``secrets``) or none (a look-alike must come back
 byte for byte).
+
+It lived in ``bench/`` until #43 and moved here beside the #43 spec
+(``tests/_heldout_shapes.py``) so that a test measures it too; ``bench/redact.py`` reads
+both from here. ``tests/redaction/test_redact_heldout.py`` pins what both generate: the
+pins are the output of each spec as first committed (c054b59 and a7e14ec), before the
+rules they measure (320e75a and 981a845).
 """
 
 from __future__ import annotations
