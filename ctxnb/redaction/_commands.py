@@ -128,7 +128,9 @@ CLIENTS: dict[str, dict[str, str]] = {
 _FLAG_HIT = lazy_compile(r" -(?:[pwuatkAXPU]|-user|-proxy-user|-basic-auth|-auth)")
 _FLAG_HIT_RARE = lazy_compile(r"\t-(?:[pwuatkAXPU]|-user|-proxy-user|-basic-auth|-auth)| /p:")
 _CLIENT_NAMES = frozenset(CLIENTS)
-_POSITIONAL = ("add_user", "change_password", "sqlplus", "expdp", "impdp")
+# The clients whose password is positional: a line is read only when it names one (a
+# sub-command such as add_user is read on rabbitmqctl's line anyway).
+_POSITIONAL = ("rabbitmqctl", "sqlplus", "expdp", "impdp")
 # user:password after -u/--user/--basic-auth of any program (httpie -a is "--auth").
 _USER_PASS = lazy_compile(
     r"(?:^|[\s\"'])(?:-u|--user|--basic-auth|-a|--auth)[ \t=]*[\"']?[^\s:\"'$%]+:"
@@ -277,7 +279,9 @@ def command_spans(text: str, lowered: str, lines: list[tuple[int, int]]) -> Iter
     seen: set[tuple[int, int]] = set()
     done: set[int] = set()
     hits = [text.rfind("\n", 0, m.start()) + 1 for m in _FLAG_HIT.finditer(text)]
-    if "\t-" in text or " /p:" in text:
+    # "\t" first: a one-character search (memchr) rules out most texts, where a scan for
+    # "\t-" costs as much as a regex.
+    if ("\t" in text and "\t-" in text) or " /p:" in text:
         hits += [text.rfind("\n", 0, m.start()) + 1 for m in _FLAG_HIT_RARE.finditer(text)]
     hits += [start for start, _ in lines_holding(text, lowered, _POSITIONAL)]
     for start in hits:
@@ -311,4 +315,4 @@ def command_spans(text: str, lowered: str, lines: list[tuple[int, int]]) -> Iter
 
 
 # A client's password needs a flag or one of its positional forms.
-_GATE = (" -", "\t-", "/p:", "add_user", "change_password", "sqlplus", "expdp", "impdp")
+_GATE = (" -", "\t-", "/p:", *_POSITIONAL)

@@ -61,14 +61,15 @@ def credential_file_spans(text: str, lowered: str, lines: list[tuple[int, int]])
                 pw = m.group("pw")
                 if len(pw) >= 4 and not pw.isdigit() and not is_placeholder(pw):
                     yield (*m.span("pw"), "pgpass")
-    continued = "\\\n" in text or "\\\r\n" in text
     for start, end in lines:
         if text[end - 1 : end] == "\r":
             end -= 1
         sp = _SPACE_SEPARATED.match(text, start, end)
         if sp is not None and secret_name(sp.group("key")) and value_ok(sp.group("v"), bare=True):
             yield (*sp.span("v"), "secret-value")
-        if not continued or text[end - 1 : end] != "\\":
+        # A continued value's first line holds its key (a secret word): looked for on
+        # those lines, not by scanning the whole text for "\\\n".
+        if text[end - 1 : end] != "\\":
             continue
         for m in _CONTINUED.finditer(text, start, min(end + 2, len(text))):
             if not secret_name(m.group("key")):

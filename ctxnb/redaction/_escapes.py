@@ -94,10 +94,14 @@ def escaped_spans(
     # (api_key=\"…\"), an escaped URL (https:\/\/u:p@h) or a \uXXXX escape. Only the
     # lines holding one are decoded: the rest of the text is not scanned at all.
     todo: dict[int, int] = {}
-    if '\\"' in text:
-        todo.update((a, b) for a, b in lines if text.find('\\"', a, b) >= 0)
-    if ":\\/\\/" in text or "\\u" in text:
-        todo.update(lines_holding(text, text, (":\\/\\/", "\\u")))
+    # One character each tells whether any escape can be there at all: a single
+    # character is found by memchr, several times faster than the escapes' own strings,
+    # and most text holds no backslash (prose, configuration) or no percent sign.
+    if "\\" in text:
+        if '\\"' in text:
+            todo.update((a, b) for a, b in lines if text.find('\\"', a, b) >= 0)
+        if ":\\/\\/" in text or "\\u" in text:
+            todo.update(lines_holding(text, text, (":\\/\\/", "\\u")))
     for start, end in sorted(todo.items()):
         for m in _JSON_STRING.finditer(text, start, end):
             raw = m.group(1)
@@ -110,7 +114,7 @@ def escaped_spans(
             base = m.start(1)
             for a, b, rule in find(plain):
                 yield (base + at[a], base + at[b], rule)
-    if "%3a%2f%2f" in lowered or "%40" in lowered:
+    if "%" in text and ("%3a%2f%2f" in lowered or "%40" in lowered):
         for m in _PERCENT.finditer(text):
             raw = m.group()
             unescaped = unquote_plus(raw) if "+" in raw else unquote(raw)

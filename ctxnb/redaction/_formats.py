@@ -482,7 +482,14 @@ _XML_BLOCK = lazy_compile(
 
 def _manifests(text: str, lowered: str, lines: list[tuple[int, int]]) -> Iterator[Span]:
     # Each reader runs only when its literal is in the text (most texts hold none).
-    if "kind:" in lowered and _K8S_SECRET.search(text):
+    # "kind: Secret", 'variable "db_password"' and "ENV API_TOKEN x" each hold a secret
+    # word on their own line: looked for on those lines, not in the whole text.
+    secret_kind = tf_var = docker_env = False
+    for a, b in lines:
+        secret_kind = secret_kind or lowered.find("kind:", a, b) >= 0
+        tf_var = tf_var or text.find('variable "', a, b) >= 0
+        docker_env = docker_env or text.find("ENV", a, b) >= 0
+    if secret_kind and _K8S_SECRET.search(text):
         for m in _K8S_DATA.finditer(text):
             yield from (
                 (a, b, "k8s-secret")
@@ -495,14 +502,14 @@ def _manifests(text: str, lowered: str, lines: list[tuple[int, int]]) -> Iterato
             g = next(g for g in ("dq", "sq", "bare") if m.group(g) is not None)
             if secret_name(m.group("key")) and value_ok(m.group(g), bare=False):
                 yield (*m.span(g), "secret-value")
-    if 'variable "' in text:
+    if tf_var:
         for m in _TF_VAR.finditer(text):
             if secret_name(m.group("key")):
                 d = _TF_DEFAULT.search(m.group("body"))
                 if d and value_ok(d.group("v"), bare=False):
                     off = m.start("body")
                     yield (off + d.start("v"), off + d.end("v"), "secret-value")
-    if text.startswith("ENV ") or "\nENV " in text:
+    if docker_env:
         for m in _DOCKER_ENV.finditer(text):
             if secret_name(m.group("key")) and value_ok(m.group("v"), bare=True):
                 yield (*m.span("v"), "secret-value")

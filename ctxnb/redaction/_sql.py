@@ -39,15 +39,16 @@ _STATEMENT = lazy_compile(r"(?i)\b(?:(?:create|alter)\s+(?:user|role)|connect\s+
 _CONCAT = lazy_compile(r"\s*\|\|\s*(?:" + _LIT + ")")
 
 
-def sql_spans(text: str, lowered: str) -> Iterator[Span]:
-    """The password literals of SQL statements in ``text``."""
-    if "password" not in lowered and "identified" not in lowered:
-        return
-    for m in (
-        m
-        for start, end in lines_holding(text, lowered, ("password", "identified"))
-        for m in _SQL.finditer(text, start, end)
-    ):
+def sql_spans(text: str, lowered: str, lines: list[tuple[int, int]]) -> Iterator[Span]:
+    """The password literals of SQL statements in ``text``.
+
+    ``lines`` are the spans of the lines holding a secret-name word: every line with
+    "password" is one of them (it holds "pass"); "identified" is looked for apart.
+    """
+    todo = [(a, b) for a, b in lines if lowered.find("password", a, b) >= 0]
+    if "identified" in lowered:
+        todo = sorted({*todo, *lines_holding(text, lowered, ("identified",))})
+    for m in (m for start, end in todo for m in _SQL.finditer(text, start, end)):
         g = next((g for g in ("sq", "dq", "bare") if m.group(g) is not None), None)
         if g is None:
             continue

@@ -371,7 +371,7 @@ def structural_spans(scan: _Scan) -> list[tuple[int, int, str]]:
     return [
         *structured_spans(text, lowered, lines),
         *command_spans(text, lowered, lines),
-        *sql_spans(text, lowered),
+        *sql_spans(text, lowered, lines),
         *cookie_spans(text, lowered),
         *credential_file_spans(text, lowered, lines),
         *escaped_spans(text, lowered, lines, _find),
