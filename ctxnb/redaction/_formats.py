@@ -179,13 +179,35 @@ def _pairs(text: str, lowered: str, lines: list[tuple[int, int]]) -> Iterator[Sp
 
 
 def _in_code_span(text: str, line_start: int, key_at: int, m: re.Match[str]) -> bool:
-    """Whether the key is inside a markdown code span that closes before its value:
-    `` `token:` stays `` names a symbol in prose; `` `TOKEN=x1` `` holds a pair."""
-    if text.count("`", line_start, key_at) % 2 == 0:
+    """Whether the key is inside a markdown code span and its value is not: `` `token:`
+    stays `` names a symbol in prose; `` `TOKEN=x1` `` holds a pair. Spans as CommonMark
+    reads them on the line: a run of n backticks opens one, the next run of exactly n
+    closes it (inside ``` `` `token:` stays `` ``` the single backticks are text)."""
+    if text.find("`", line_start, key_at) < 0:
         return False
-    close = text.find("`", key_at)
-    value = next((g for g in ("dq", "sq", "bq", "br", "bare") if m.group(g) is not None), None)
-    return close >= 0 and (value is None or close < m.start(value))
+    eol = text.find("\n", key_at)
+    eol = len(text) if eol < 0 else eol
+    # A span may open on an earlier line of its paragraph: read from the paragraph's start
+    # (a blank line), within a bound, else from the line's.
+    para = text.rfind("\n\n", max(0, line_start - 2000), line_start)
+    pos = para + 2 if para >= 0 else 0 if line_start <= 2000 else line_start
+    while (run := _BACKTICKS.search(text, pos, eol)) is not None and run.start() < key_at:
+        n = len(run.group())
+        close = next(
+            (c.start() for c in _BACKTICKS.finditer(text, run.end(), eol) if len(c.group()) == n),
+            -1,
+        )
+        if close < 0:
+            return False  # an unclosed run is text, and so is the rest of the line
+        if key_at < close:
+            value = next((g for g in ("dq", "sq", "bq", "br", "bare") if m.group(g)), None)
+            # The value must lie inside the span, and not be quoted by its backticks.
+            return value is None or value == "bq" or m.end(value) > close
+        pos = close + n  # the span closes before the key
+    return False
+
+
+_BACKTICKS = lazy_compile(r"`+")
 
 
 def _expression(text: str, m: re.Match[str], key_at: int) -> bool:
@@ -233,6 +255,8 @@ def _value_spans(text: str, m: re.Match[str], line_start: int, key_at: int) -> I
         return
     if m.group("br") is not None and _mapping_or_template(m.group("br")):
         return
+    if m.group("bq") is not None and m.group("bq") != m.group("bq").strip():
+        return  # `a` then text then `b`: prose between two code spans, not a quoted value
     for g in ("dq", "sq", "bq", "br"):
         if m.group(g) is not None:
             parts = [m.span(g)]

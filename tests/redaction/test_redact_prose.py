@@ -87,6 +87,11 @@ PAIRS = [
         id="code-span-then-prose",
     ),
     pytest.param(
+        '(`{"a":\nb}`, `` `token:` stays ``, and `api_key: str | None`)\n',
+        f"```\ntoken: `{S}`\n```\n",
+        id="double-backtick-span-opened-on-an-earlier-line",
+    ),
+    pytest.param(
         'auth = {"Authorization": f"Bearer {TOKEN}"}\n',
         f'auth = {{"Authorization": "Bearer {S}"}}\n',
         id="f-string-placeholder",
