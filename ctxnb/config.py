@@ -230,10 +230,14 @@ class SkillsConfig:
 @dataclass(frozen=True, kw_only=True)
 class RulesConfig:
     """Where AGENTS.md rules discovery looks, relative to the workspace root: only rules
-    files in this subtree are found (``"."``, the default, is the whole workspace)."""
+    files in this subtree are found (``"."``, the default, is the whole workspace); and
+    how many tokens a new session's startup excerpts may take."""
 
     __pydantic_config__ = _STRICT
     root: str = "."
+    #: Tokens a new session spends on excerpts of the README and the package manifest
+    #: (:mod:`ctxnb.session.excerpts`), pinned before the chat; 0 loads none.
+    startup_tokens: Annotated[int, Ge(0)] = 1000
 
 
 @dataclass(frozen=True, kw_only=True)

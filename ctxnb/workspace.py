@@ -206,6 +206,7 @@ class Workspace(Access):
         token_counter: Any = None,
         watch: bool = False,
         rules: bool = True,
+        excerpts: bool | None = None,
     ) -> Session:
         """Create a session, or resume the stored one with this id.
 
@@ -222,6 +223,9 @@ class Workspace(Access):
                 the root ``AGENTS.md`` pinned in every context, linked docs loaded on a
                 matching user turn or tool query, nested ``AGENTS.md`` files when the agent
                 touches their subtree. ``False`` leaves rules out of this session.
+            excerpts: a new session pins shaped excerpts of the README and the package
+                manifest before the chat, within ``[rules] startup_tokens``
+                (:mod:`ctxnb.session.excerpts`); by default when ``rules`` is on.
 
         Example:
             >>> import pathlib, tempfile
@@ -248,6 +252,12 @@ class Workspace(Access):
             follow_rules(session)
         else:
             session.rules_off = True
+        if (rules if excerpts is None else excerpts) and session.last_resume is None:
+            # Only a new session: a resumed one holds the excerpts it started with, and
+            # its earlier contexts must rebuild as they were.
+            from .session.excerpts import preload_excerpts
+
+            preload_excerpts(session, self.config.rules.startup_tokens)
         return session
 
     def tools(
