@@ -115,6 +115,7 @@ _LAZY: dict[str, str] = {
     "TxRecord": "ctxnb.store.objectstore",
     "Version": "ctxnb.store.objectstore",
     "WhyResult": "ctxnb.govern.why",
+    "AuthoredVersion": "ctxnb.govern.authors",
     "Workspace": "ctxnb.workspace",
     "default_filesystem_id": "ctxnb.resolver",
     "doc_path": "ctxnb.resolver",
@@ -173,6 +174,7 @@ if TYPE_CHECKING:  # pragma: no cover - for type checkers and IDEs only
         Decision,
         QueueApprover,
     )
+    from .govern.authors import AuthoredVersion
     from .govern.engine import HookEngine
     from .govern.intents import init_governance
     from .govern.ledger import TraceLedger

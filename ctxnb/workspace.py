@@ -28,10 +28,11 @@ if TYPE_CHECKING:
     from datetime import datetime
 
     from .govern.approval import Approver
+    from .govern.authors import AuthoredVersion
     from .govern.why import WhyResult
     from .indexer import IndexReport
     from .session.core import Session
-    from .store.objectstore import ObjectStore, Version
+    from .store.objectstore import ObjectStore
     from .tools.filetools import FileTools
 
 __all__ = ["Workspace"]
@@ -159,9 +160,28 @@ class Workspace(Access):
             )
         return doc
 
-    def history(self, path: str | os.PathLike[str]) -> list[Version]:
-        """Every stored version of a file, oldest first."""
-        return self.store.history(self.object_id(path))
+    def history(self, path: str | os.PathLike[str]) -> list[AuthoredVersion]:
+        """Every stored version of a file, oldest first, each with who wrote it.
+
+        A version's ``author`` is the caller of the Agent Trace record of its change
+        (``caller`` and ``contributor`` as the record gives them), ``index`` for a
+        first version no record names, ``outside edit`` for a later one; see
+        :mod:`ctxnb.govern.authors`.
+
+        Example:
+            >>> import pathlib, tempfile
+            >>> root = pathlib.Path(tempfile.mkdtemp())
+            >>> _ = (root / "a.py").write_text("x = 1\\n")
+            >>> ws = Workspace.open(root)
+            >>> _ = ws.index()
+            >>> _ = (root / "a.py").write_text("x = 2\\n")
+            >>> _ = ws.index()
+            >>> [v.author for v in ws.history("a.py")]
+            ['index', 'outside edit']
+        """
+        from .govern.authors import authored_history
+
+        return authored_history(self, path)
 
     def why(
         self, path: str | os.PathLike[str], line: int | None = None, *, context: bool = True

@@ -42,9 +42,12 @@ none is left half written). `python -m ctxnb` is the same command.
 Ids: `ctxnb history FILE` prints one version id per version, `<id>@<tx>`, with the
 object id shortened as git shortens hashes; `ctxnb show` takes it, a full id, or any
 prefix of an id that names one object (an ambiguous prefix is refused with the
-candidates listed). Long work (`index`, `replay`) draws a progress bar on stderr when
-stderr is a terminal; `ctxnb index` prints one summary line (`--list` adds the changed
-files).
+candidates listed). Beside each version it prints who wrote it: the caller and
+contributor of the Agent Trace record of the change (`bob-agent (ai (anthropic/…))`,
+`claude-code (ai)`), `index` for a first version no record names and `outside edit`
+for a later one (see `ws.history`). Long work (`index`, `replay`) draws a progress bar
+on stderr when stderr is a terminal; `ctxnb index` prints one summary line (`--list`
+adds the changed files).
 """
 
 

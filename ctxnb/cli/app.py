@@ -123,12 +123,17 @@ def _cmd_index(ns: argparse.Namespace) -> int:
     return 0
 
 
-@command("history", help="list the stored versions of one file, with ids `ctxnb show` takes")
+@command(
+    "history",
+    help="list the stored versions of one file, who wrote each, and ids `ctxnb show` takes",
+)
 @arg("file", help="path of the file, relative to the workspace or absolute")
 @arg("-w", "--workspace", default=None, help="workspace directory (default: current)")
 def _cmd_history(ns: argparse.Namespace) -> int:
+    from .._util.text import visible
     from ..ids import short_id
     from ..indexer import is_deleted
+    from ..redaction.redactor import redact_text
 
     with _read_workspace(ns.workspace) as ws:
         path = workspace_path(ws, ns.file)
@@ -139,7 +144,10 @@ def _cmd_history(ns: argparse.Namespace) -> int:
             raise NotFoundError(f"{ns.file!r} has no stored versions; run `ctxnb index` first")
         oid = short_id(ws.store, versions[0].doc["xt/id"])
         width = max(len(f"{oid}@{v.tx_id}") for v in versions)
-        _out(f"{'version':<{width}}  {'tx time (UTC)':<29} {'action':<8} {'chars':>8}")
+        _out(
+            f"{'version':<{width}}  {'tx time (UTC)':<29} {'action':<8} {'chars':>8}  "
+            "author (contributor)"
+        )
         prev = None
         for v in versions:
             d = v.doc
@@ -149,10 +157,13 @@ def _cmd_history(ns: argparse.Namespace) -> int:
                 action = "created"
             else:
                 action = "updated"
+            # The author comes from a trace record, text anyone with the ledger could
+            # have written: shown with its controls escaped, and redacted.
+            who = v.author if v.record_id is None else f"{v.author} ({v.contributor_label})"
             _out(
                 f"{oid + '@' + str(v.tx_id):<{width}}  "
                 f"{v.tx_time.isoformat(timespec='milliseconds'):<29} "
-                f"{action:<8} {d.get('char_count', 0):>8}"
+                f"{action:<8} {d.get('char_count', 0):>8}  {visible(redact_text(who))}"
             )
             prev = d
     return 0
