@@ -39,7 +39,7 @@ class SessionView(widgets.VBox):
         >>> from ctxnb import Workspace
         >>> from ctxnb.samples import copy_sample_workspace
         >>> ws = Workspace.open(copy_sample_workspace(tempfile.mkdtemp()))
-        >>> s = ws.session("demo")
+        >>> s = ws.session("demo", excerpts=False)
         >>> oid = s.add_path("AGENTS.md", activate=False)
         >>> view = SessionView(s)
         >>> view.select.value = (oid,)

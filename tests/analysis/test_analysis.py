@@ -259,7 +259,7 @@ def test_scan_passthrough(sample_ws: Path) -> None:
 
 def _contexts(sample_ws: Path) -> list[Any]:
     ws = Workspace.open(sample_ws)
-    s = ws.session("t", system_prompt="Be careful.")
+    s = ws.session("t", system_prompt="Be careful.", excerpts=False)
     a = s.add_path("AGENTS.md")
     s.add_turn("user", "hello")
     c1 = s.assemble()

@@ -5,6 +5,8 @@ policy and redaction like any read; rebuilt exactly by ``context_at``."""
 from __future__ import annotations
 
 import secrets
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -139,3 +141,22 @@ def test_the_mcp_context_resource_holds_the_excerpts(root: Path) -> None:
     with McpBackend(root) as backend:
         context = backend.content.read_resource(URI_CONTEXT)
     assert README_HEAD in context and MANIFEST_NAME in context
+
+
+def test_ctxnb_context_shows_the_excerpts_of_a_stored_session_once(root: Path) -> None:
+    with Workspace.open(root) as ws:
+        s = ws.session("cli-s")
+        s.add_turn("user", "hello")
+        s.save()
+    ctxnb = Path(sys.executable).with_name("ctxnb")
+    proc = subprocess.run(
+        [str(ctxnb), "context", "cli-s", "-w", str(root), "--text"],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert proc.returncode == 0, proc.stderr
+    # Another process resumes the session: its excerpts are the stored ones, once each.
+    assert proc.stdout.count("Widget makes widgets") == 1
+    assert proc.stdout.count(MANIFEST_NAME) == 1
+    assert proc.stdout.index(MANIFEST_NAME) < proc.stdout.index("hello")

@@ -15,7 +15,7 @@ from ctxnb.strategies.builtin import (
 @pytest.fixture
 def session(sample_ws):
     ws = Workspace.open(sample_ws)
-    s = ws.session("strat", system_prompt="You are a careful engineer.")
+    s = ws.session("strat", system_prompt="You are a careful engineer.", excerpts=False)
     ids = []
     for p in sorted(sample_ws.rglob("*")):
         if p.is_file() and ".ctxnb" not in p.parts and p.suffix in (".py", ".md", ".sql", ".js"):
