@@ -111,13 +111,15 @@ class WorkspaceBackend:
         system_prompt: str | None = None,
         model_id: str | None = None,
         prepare: Callable[[Workspace], None] | None = None,
+        excerpts: bool | None = None,
     ) -> Self:
         """Open the workspace at ``root``, the session ``session_id`` (resumed, or new:
         a fresh id when omitted) and its tools for ``caller``.
 
         ``prepare`` is called on the workspace before the session opens (the Claude Code
-        hook hands it the protected set it keeps between processes). Nothing is left
-        open when a step fails.
+        hook hands it the protected set it keeps between processes). ``excerpts`` is
+        :meth:`Workspace.session`'s (False: a new session pins no startup excerpts).
+        Nothing is left open when a step fails.
         """
         from ..workspace import Workspace
 
@@ -125,7 +127,7 @@ class WorkspaceBackend:
         try:
             if prepare is not None:
                 prepare(ws)
-            session = ws.session(session_id, system_prompt=system_prompt)
+            session = ws.session(session_id, system_prompt=system_prompt, excerpts=excerpts)
             extra: dict[str, Any] = {}
             if model_id is not None and (ws.root / ".orchestration").is_dir():
                 extra["model_id"] = model_id  # the contributor of governed changes

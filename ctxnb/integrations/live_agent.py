@@ -166,6 +166,9 @@ class LiveSession(WorkspaceBackend):
             approver=approver,
             system_prompt=SYSTEM_PROMPT,
             model_id=settings.model,
+            # The model hears of its bash tool only (see below): startup excerpts are
+            # ctxnb's reads, which its own harness would not have made for it.
+            excerpts=False,
         )
         from ..live.run import bash_view
 

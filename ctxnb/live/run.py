@@ -455,7 +455,10 @@ def _run(
         read_paths=ws.config.sandbox.read_paths,
     )
     touched: list[str] = []
-    session = ws.session(session_id, system_prompt=SYSTEM_PROMPT)
+    # No startup excerpts: they are ctxnb's reads (``get_excerpt``), which neither the
+    # model nor mini-swe-agent made; the model starts from the task alone, as it would
+    # under its own harness, and hears of no ctxnb tool.
+    session = ws.session(session_id, system_prompt=SYSTEM_PROMPT, excerpts=False)
     tools = ws.tools(session, caller="mini-swe-agent", approver=approver, model_id=model)
     # Before the harness's own call: the model never made it, so it is never shown it.
     tools.call_view = bash_view

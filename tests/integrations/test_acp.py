@@ -111,6 +111,9 @@ def test_a_prompt_edits_a_file_under_the_intent_and_asks_permission_both_ways(ws
     # The third answer approves a write outside the intent's scope: the sandbox must
     # still put it back, whatever the human said.
     client = Client(answers=["allow-once", "reject-once", "allow-once"])
+    # What a new notebook session pins excerpts of (ctxnb's `get_excerpt` calls): the
+    # live agent's model starts from the prompt alone and hears of neither.
+    (ws / "README.md").write_text("# calc\n\nSUMMATION-ENGINE-README for adding.\n")
 
     async def body() -> tuple[Any, Any, Any, str]:
         with ScriptedModelServer(script) as server:
@@ -126,6 +129,7 @@ def test_a_prompt_edits_a_file_under_the_intent_and_asks_permission_both_ways(ws
     # The model heard of its bash tool only: not of the intent the session selected for
     # it, nor of the governed tool its commands ran through.
     assert "select_active_intent" not in sent and "run_command" not in sent
+    assert "get_excerpt" not in sent and "SUMMATION-ENGINE-README" not in sent
     assert init.agent_info.name == "ctxnb"
     assert new.modes.current_mode_id == "INT-CALC"  # the only active intent
     assert {m.id for m in new.modes.available_modes} == {"INT-CALC", "no-intent"}

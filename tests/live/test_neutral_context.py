@@ -42,6 +42,10 @@ def test_no_request_the_model_endpoint_receives_names_ctxnb_s_api(
     from ctxnb.live import ScriptedModelServer, run_task, sample_task
 
     task = sample_task(tmp_path)
+    # A README and a manifest, which a new notebook or MCP session would pin excerpts
+    # of (recorded as ctxnb's `get_excerpt` calls): the live model must hear of neither.
+    (tmp_path / "README.md").write_text("# calc\n\nSUMMATION-ENGINE-README for adding.\n")
+    (tmp_path / "pyproject.toml").write_text('[project]\nname = "calc-manifest-7"\n')
     # A run that meets every path ctxnb takes: a plain read, a failing test run, a
     # destructive command refused for want of an approver, an edit of a test file the
     # sandbox drops, the fix, and the submission.
@@ -71,6 +75,7 @@ def test_no_request_the_model_endpoint_receives_names_ctxnb_s_api(
         text = json.dumps(body)
         found = pattern.findall(text)
         assert not found, f"request {n} names {sorted(set(found))}"
+        assert "SUMMATION-ENGINE-README" not in text and "calc-manifest-7" not in text
         offered = [t["function"]["name"] for t in body["tools"]]
         made = [c["function"]["name"] for m in body["messages"] for c in m.get("tool_calls") or ()]
         assert offered == ["bash"] and set(made) <= {"bash"}
