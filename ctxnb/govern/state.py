@@ -78,8 +78,10 @@ DEFAULT_SETTINGS: dict[str, Any] = {
     # Without a configuration every [sandbox] key takes its default in
     # Sandbox.from_settings (defined once there, not copied here).
     "sandbox": {},
+    # [budget]: only the limits that are set (none: no limit, and nothing more loaded).
+    "budget": {},
 }
-_SETTINGS_FORM = 2
+_SETTINGS_FORM = 3
 """Bumped whenever the settings a hook caches gain or change a key."""
 _ORCHESTRATION = ".orchestration"
 _SAFE_SESSION_ID = re.compile(r"[A-Za-z0-9_-][A-Za-z0-9._-]{0,127}")
@@ -200,6 +202,7 @@ def _settings_from_file(root: Path, source: Path) -> dict[str, Any]:
         "sensitive": list(cfg.policy.sensitive),
         "sandbox": asdict(cfg.sandbox),
         "compact_after": cfg.index.compact_after,
+        "budget": {k: v for k, v in asdict(cfg.budget).items() if v is not None},
     }
 
 

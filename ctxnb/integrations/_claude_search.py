@@ -30,13 +30,20 @@ from __future__ import annotations
 import os
 import subprocess
 from collections.abc import Mapping
-from typing import Any
+from typing import Any, NamedTuple
 
 from ..access.pathrules import PathRules
 from ..errors import PolicyError
 from ._claude_hookio import PayloadError, _Context, _path_arg
 
-__all__ = ["VCS_DIRECTORIES", "check_search", "reachable_files", "search_rules"]
+__all__ = [
+    "VCS_DIRECTORIES",
+    "SearchReach",
+    "check_search",
+    "grep_output",
+    "reachable_files",
+    "search_rules",
+]
 
 VCS_DIRECTORIES = (".git", ".svn", ".hg", ".bzr", ".jj", ".sl")
 """The directories Claude Code's Grep excludes (``--glob '!.git'`` …)."""
@@ -55,12 +62,46 @@ def search_rules(ctx: _Context) -> PathRules:
     return PathRules([ctx.root], deny=[*s["deny"], ".git", ".ctxnb/"], protect=())
 
 
-def check_search(ctx: _Context, tool: str, tool_input: Mapping[str, Any]) -> None:
+def check_search(ctx: _Context, tool: str, tool_input: Mapping[str, Any]) -> SearchReach:
     """Refuse a Grep or Glob that can reach a hidden file (or leaves the workspace).
+
+    Returns:
+        What the search reaches, when nothing in it is refused.
 
     Raises:
         PolicyError: ``PATH_DENIED``, naming the files reached and how to narrow it.
     """
+    reach = _reach(ctx, tool, tool_input)
+    reached = reach.files
+    roots = {str(ctx.root).rstrip("/") + "/", os.path.realpath(ctx.root).rstrip("/") + "/"}
+    refused = list(search_rules(ctx).refused_among(_relative(roots, name) for name in reached))
+    if not refused:
+        refused = _links_of_denied(ctx, roots, reached)
+    if not refused:
+        return reach
+    shown = ", ".join(f"{rel} ({rule})" for rel, rule in refused[:_SHOWN])
+    more = f" and {len(refused) - _SHOWN} more" if len(refused) > _SHOWN else ""
+    raise PolicyError(
+        "PATH_DENIED",
+        f"this {tool} reaches files that are refused to every tool: {shown}{more}",
+        recoverable=True,
+        required_action="Narrow the search so that it reaches none of them: a glob or "
+        "type naming the files you want (e.g. glob '*.py'), or a path below them.",
+        details={"rule": refused[0][1], "path": refused[0][0]},
+    )
+
+
+class SearchReach(NamedTuple):
+    """A search as ripgrep runs it: the directory or file searched (canonical), the
+    readings of its glob, its type, and the files it reaches (absolute)."""
+
+    searched: str
+    readings: list[list[str]]
+    kind: str | None
+    files: list[str]
+
+
+def _reach(ctx: _Context, tool: str, tool_input: Mapping[str, Any]) -> SearchReach:
     path = _path_arg(tool_input, "path")
     pattern = _path_arg(tool_input, "glob" if tool == "Grep" else "pattern")
     base = ctx.abs_path(path) if path else ctx.cwd
@@ -77,23 +118,74 @@ def check_search(ctx: _Context, tool: str, tool_input: Mapping[str, Any]) -> Non
     if kind is not None and not isinstance(kind, str):
         raise PayloadError(f"tool_input.type must be a string, got {type(kind).__name__}")
     _hide_own_directory(ctx)
-    reached = reachable_files(tool, searched, pattern, kind or None, cwd=ctx.cwd)
-    roots = {str(ctx.root).rstrip("/") + "/", os.path.realpath(ctx.root).rstrip("/") + "/"}
-    refused = list(search_rules(ctx).refused_among(_relative(roots, name) for name in reached))
-    if not refused:
-        refused = _links_of_denied(ctx, roots, reached)
-    if not refused:
-        return
-    shown = ", ".join(f"{rel} ({rule})" for rel, rule in refused[:_SHOWN])
-    more = f" and {len(refused) - _SHOWN} more" if len(refused) > _SHOWN else ""
-    raise PolicyError(
-        "PATH_DENIED",
-        f"this {tool} reaches files that are refused to every tool: {shown}{more}",
-        recoverable=True,
-        required_action="Narrow the search so that it reaches none of them: a glob or "
-        "type naming the files you want (e.g. glob '*.py'), or a path below them.",
-        details={"rule": refused[0][1], "path": refused[0][0]},
-    )
+    readings = _readings(tool, pattern, kind or None)
+    files = reachable_files(tool, searched, pattern, kind or None, cwd=ctx.cwd)
+    return SearchReach(searched, readings, kind or None, files)
+
+
+def grep_output(ctx: _Context, tool_input: Mapping[str, Any], reach: SearchReach) -> str:
+    """What Claude Code's Grep will print for this call, as ripgrep prints it with the
+    call's pattern and output mode (``files_with_matches`` by default, ``content``,
+    ``count``), case and context flags and ``head_limit``; the longest of the glob's
+    readings. Used to charge a read budget before the search runs.
+
+    Raises:
+        PolicyError: ripgrep could not run or took too long: ctxnb cannot tell what the
+            search returns.
+    """
+    from ..tools._ripgrep import find_ripgrep
+
+    pattern = tool_input.get("pattern")
+    if not isinstance(pattern, str) or not pattern:
+        raise PayloadError("a Grep call needs tool_input.pattern (a non-empty string)")
+    rg = find_ripgrep()
+    if rg is None:
+        raise _unknown_reach("no ripgrep to run this Grep", "Ask the user to reinstall ctxnb.")
+    mode = tool_input.get("output_mode") or "files_with_matches"
+    flags: list[str] = ["--no-heading", "--with-filename", "--color=never"]
+    if mode == "content":
+        if tool_input.get("-n"):
+            flags.append("--line-number")
+        for key in ("-A", "-B", "-C"):
+            n = tool_input.get(key)
+            if isinstance(n, int) and not isinstance(n, bool) and n >= 0:
+                flags += [key, str(n)]
+    elif mode == "count":
+        flags.append("--count")
+    else:
+        flags.append("--files-with-matches")
+    if tool_input.get("-i"):
+        flags.append("--ignore-case")
+    if tool_input.get("multiline"):
+        flags += ["--multiline", "--multiline-dotall"]
+    head = tool_input.get("head_limit")
+    longest = ""
+    for extra in reach.readings:
+        argv = [rg, "--hidden", "--no-messages", *extra, *flags, "-e", pattern, "--"]
+        try:
+            proc = subprocess.run(
+                [*argv, reach.searched], cwd=ctx.cwd, capture_output=True, timeout=_TIMEOUT
+            )
+        except (subprocess.TimeoutExpired, OSError) as e:
+            raise _unknown_reach(
+                f"running this Grep to size it failed ({e})", "Search a smaller directory."
+            ) from None
+        out = os.fsdecode(proc.stdout)
+        if isinstance(head, int) and not isinstance(head, bool) and head > 0:
+            out = "".join(out.splitlines(keepends=True)[:head])
+        longest = max(longest, out, key=len)
+    return longest
+
+
+def _readings(tool: str, pattern: str | None, kind: str | None) -> list[list[str]]:
+    """ripgrep's arguments for each reading of the call's glob (and type)."""
+    if tool == "Glob":
+        assert pattern is not None
+        return [["--no-ignore", "--glob-case-insensitive", "--glob", pattern.removeprefix("./")]]
+    common = [arg for d in VCS_DIRECTORIES for arg in ("--glob", f"!{d}")]
+    if kind:
+        common += ["--type", kind]
+    return [[*common, *(a for g in globs for a in ("--glob", g))] for globs in _grep_globs(pattern)]
 
 
 def reachable_files(
@@ -113,18 +205,7 @@ def reachable_files(
             f"no ripgrep to list the files this {tool} reaches",
             "Ask the user to reinstall ctxnb (its 'ripgrep' dependency ships rg).",
         )
-    if tool == "Glob":
-        assert pattern is not None
-        readings: list[list[str]] = [
-            ["--no-ignore", "--glob-case-insensitive", "--glob", pattern.removeprefix("./")]
-        ]
-    else:
-        common = [arg for d in VCS_DIRECTORIES for arg in ("--glob", f"!{d}")]
-        if kind:
-            common += ["--type", kind]
-        readings = [
-            [*common, *(a for g in globs for a in ("--glob", g))] for globs in _grep_globs(pattern)
-        ]
+    readings = _readings(tool, pattern, kind)
     found: set[str] = set()
     for extra in readings:
         argv = [rg, "--files", "--null", "--hidden", "--no-messages", *extra, "--", base]

@@ -70,7 +70,10 @@ version of the file (through :mod:`ctxnb.access`) and writes an audit line; then
 the ``[governance] quality_commands`` in the intent's sandbox and hands their failures
 back to Claude Code (:mod:`~ctxnb.integrations._claude_quality`). Every refusal of
 ``pre-tool-use`` (but the breaker's own) and every failed check counts toward the
-engine's circuit breaker (:data:`ENGINE_TOOLS`, :data:`NOT_COUNTED`).
+engine's circuit breaker (:data:`ENGINE_TOOLS`, :data:`NOT_COUNTED`). A ``[budget]``
+holds these tools as it holds ctxnb's own: writes and Bash are refused when the session
+has none left, a read is charged what it will return and refused when that would cross a
+limit (:mod:`~ctxnb.integrations._claude_budget`).
 
 Hooks run on every tool call, so this module imports nothing heavy: no pandas, no
 pyarrow, no pydantic, no jsonschema. The validated forms of ``active_intents.yaml`` and
@@ -310,17 +313,33 @@ def _pre_tool_use(ctx: _Context) -> HookResult:
             )
         if ctx.governed and tool in ENGINE_TOOLS:
             _check_breaker(ctx, ENGINE_TOOLS[tool])
+        # [budget] in a governed workspace (only it keeps the audit log budgets count).
+        budgeted = ctx.governed and tool in ENGINE_TOOLS and bool(ctx.settings.get("budget"))
+        if budgeted and tool in WRITE_TOOLS | {"Bash"}:
+            from ._claude_budget import check_write  # only a [budget] pays for it
+
+            # Before the other policies, as the runner does: a write past the budget
+            # asks no human and runs in no sandbox.
+            check_write(ctx, tool)
         if tool == "Read":
             path = _path_arg(tool_input, "file_path")
             if path is None:
                 raise PayloadError("a Read call needs tool_input.file_path")
             ctx.policy.check(ctx.abs_path(path))
+            if budgeted:
+                from ._claude_budget import charge_read
+
+                charge_read(ctx, tool, tool_input)
             _count_passed(ctx, tool)
             return _ask_if_sensitive(ctx, tool, tool_input, "read")
         elif tool in SEARCH_TOOLS:
             from ._claude_search import check_search  # only searches pay for ripgrep
 
-            check_search(ctx, tool, tool_input)
+            reach = check_search(ctx, tool, tool_input)
+            if budgeted:
+                from ._claude_budget import charge_read
+
+                charge_read(ctx, tool, tool_input, reach)
             _count_passed(ctx, tool)
             return HookResult()
         elif tool in WRITE_TOOLS:

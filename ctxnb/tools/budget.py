@@ -32,6 +32,7 @@ from __future__ import annotations
 
 import json
 import os
+from collections.abc import Iterable
 from typing import TYPE_CHECKING
 
 from ..errors import PolicyError
@@ -53,17 +54,25 @@ class SessionBudget:
     """The budget of one session: its limits and what its audit lines say it used.
 
     Args:
-        limits: the ``[budget]`` settings.
+        limits: the ``[budget]`` settings (any object with their three attributes).
         audit_path: the audit log (``.ctxnb/audit.jsonl``).
         session_id: the session whose lines count.
+        also: more session ids whose lines count toward the same budget (a Claude Code
+            session's commands are recorded by ``sandbox exec`` as ``claude-code-<id>``).
     """
 
     def __init__(
-        self, limits: BudgetConfig, audit_path: str | os.PathLike[str], session_id: str
+        self,
+        limits: BudgetConfig,
+        audit_path: str | os.PathLike[str],
+        session_id: str,
+        *,
+        also: Iterable[str] = (),
     ) -> None:
         self.limits = limits
         self.path = os.fspath(audit_path)
         self.session_id = session_id
+        self._ids = frozenset({session_id, *also})
         self.used = SessionUsage(session_id)
         self._offset = 0
 
@@ -81,7 +90,8 @@ class SessionBudget:
                 rec = json.loads(line)
             except ValueError:
                 continue  # a line a crash cut short: the audit reader skips it too
-            if isinstance(rec, dict) and rec.get("session_id") == self.session_id:
+            sid = rec.get("session_id") if isinstance(rec, dict) else None
+            if isinstance(sid, str) and sid in self._ids:
                 self.used.add(rec)
         self._offset += end
 
