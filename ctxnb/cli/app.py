@@ -322,7 +322,9 @@ _PLUGIN_MODULES: dict[str, str] = {
 }
 
 
-_FAST_HOOK_EVENTS = frozenset({"pre-tool-use", "post-tool-use", "user-prompt-submit"})
+_FAST_HOOK_EVENTS = frozenset(
+    {"pre-tool-use", "post-tool-use", "user-prompt-submit", "post-compact"}
+)
 
 
 def _load_plugins(argv: Sequence[str]) -> None:

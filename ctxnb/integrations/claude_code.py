@@ -1,9 +1,10 @@
 """Claude Code hooks: ctxnb's governance for Claude Code's own tools.
 
 Claude Code runs a command on each hook event and passes the event as JSON on stdin.
-``ctxnb hook pre-tool-use``, ``ctxnb hook post-tool-use`` and
-``ctxnb hook user-prompt-submit`` answer those events with the same policies the
-:class:`~ctxnb.govern.engine.HookEngine` applies to ctxnb's file tools:
+``ctxnb hook pre-tool-use``, ``ctxnb hook post-tool-use``,
+``ctxnb hook user-prompt-submit`` and ``ctxnb hook post-compact`` answer those events
+with the same policies the :class:`~ctxnb.govern.engine.HookEngine` applies to ctxnb's
+file tools:
 
 ======================================  ==============================================
 Claude Code tool                        ctxnb policies (first refusal wins)
@@ -70,7 +71,10 @@ version of the file (through :mod:`ctxnb.access`) and writes an audit line; then
 the ``[governance] quality_commands`` in the intent's sandbox and hands their failures
 back to Claude Code (:mod:`~ctxnb.integrations._claude_quality`). Every refusal of
 ``pre-tool-use`` (but the breaker's own) and every failed check counts toward the
-engine's circuit breaker (:data:`ENGINE_TOOLS`, :data:`NOT_COUNTED`). A ``[budget]``
+engine's circuit breaker (:data:`ENGINE_TOOLS`, :data:`NOT_COUNTED`). After Claude
+Code compacts its conversation, ``post-compact`` records what it dropped as a compaction
+of the session's context, restorable from the store
+(:mod:`~ctxnb.integrations._claude_compact`). A ``[budget]``
 holds these tools as it holds ctxnb's own: writes and Bash are refused when the session
 has none left, a read is charged what it will return and refused when that would cross a
 limit (:mod:`~ctxnb.integrations._claude_budget`).
@@ -139,7 +143,7 @@ __all__ = [
     "state_dir",
 ]
 
-EVENTS = ("pre-tool-use", "post-tool-use", "user-prompt-submit")
+EVENTS = ("pre-tool-use", "post-tool-use", "user-prompt-submit", "post-compact")
 """The Claude Code events ``ctxnb hook`` answers."""
 
 
@@ -261,6 +265,7 @@ def handle_event(
         "pre-tool-use": _pre_tool_use,
         "post-tool-use": _post_tool_use,
         "user-prompt-submit": _user_prompt_submit,
+        "post-compact": _post_compact,
     }
     handler = handlers.get(event)
     if handler is None:
@@ -709,6 +714,13 @@ def _unrecorded_notice(ctx: _Context, tool: str) -> HookResult:
 def _safe_name(session_id: str) -> str:
     # A session id names a file in the state directory: nothing in it may climb out.
     return re.sub(r"[^A-Za-z0-9_.-]", "_", session_id)[:128] or "_"
+
+
+# -- PostCompact ------------------------------------------------------------------------------
+def _post_compact(ctx: _Context) -> HookResult:
+    from ._claude_compact import post_compact  # only a compaction opens the store for it
+
+    return post_compact(ctx)
 
 
 # -- UserPromptSubmit ---------------------------------------------------------------------------

@@ -32,6 +32,8 @@ _INSTALL_EVENTS: tuple[tuple[str, str | None, str], ...] = (
     ("PreToolUse", PRE_TOOL_USE_MATCHER, "pre-tool-use"),
     ("PostToolUse", POST_TOOL_USE_MATCHER, "post-tool-use"),
     ("UserPromptSubmit", None, "user-prompt-submit"),
+    # Both triggers (manual /compact and auto): no matcher.
+    ("PostCompact", None, "post-compact"),
 )
 
 
@@ -61,7 +63,7 @@ def install_settings(
         >>> install_settings(proj)[1], install_settings(proj)[1]
         (True, False)
         >>> sorted(json.loads((proj / ".claude" / "settings.json").read_text())["hooks"])
-        ['PostToolUse', 'PreToolUse', 'UserPromptSubmit']
+        ['PostCompact', 'PostToolUse', 'PreToolUse', 'UserPromptSubmit']
     """
     if command is None:
         import shlex

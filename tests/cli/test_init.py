@@ -141,6 +141,15 @@ def test_claude_code_steps_record_an_edit(project: Path, test_data: Path) -> Non
     assert "INT-001" in json.dumps(records[0])
     history = _bash("ctxnb history src/app.py", project)
     assert len([ln for ln in history.splitlines() if "@" in ln]) == 2, history  # index + edit
+    # Claude Code compacts the conversation (a real transcript of a short session): the
+    # installed hook records what it dropped.
+    compact = json.loads(_payload(test_data, "post-compact", project))
+    compact["transcript_path"] = str(test_data / "trajectories" / "claude-code" / "short.jsonl")
+    done = _claude_runs(hooks["PostCompact"], json.dumps(compact), project)
+    assert (done.returncode, done.stdout) == (0, ""), (done.stdout, done.stderr)
+    audit = (project / ".ctxnb" / "audit.jsonl").read_text().splitlines()
+    (compacted,) = [r for r in map(json.loads, audit) if r["tool"] == "PostCompact"]
+    assert compacted["success"] and compacted["args"]["dropped"] > 0
     assert "intact" in _bash(verify, project)  # exits 0: the ledger's chain holds
 
     # The store is not the project's to commit: `git add -A` leaves .ctxnb/ out.
