@@ -355,6 +355,13 @@ class HookEngine:
         if call.tool == "write_file" and any(isinstance(p, RecordPolicy) for p in self.post):
             call.attach = functools.partial(self._attach, call)
 
+    def refused(self, call: ToolCall, error: PolicyError) -> None:
+        """A refusal of the tool runner's own (``BUDGET_EXCEEDED``): a failure of the tool
+        for the breaker, as a policy's refusal is, so an agent that keeps calling past its
+        budget is stopped and a human looks."""
+        if error.error_code not in _NOT_FAILURES:
+            self._count(call.tool, failed=True)
+
     def _attach(self, call: ToolCall, oid: str) -> bytes | None:
         """The trace record of ``call``'s write, prepared to be committed with its store
         version (see :mod:`ctxnb.govern.tracewal`); None leaves it to the record policy."""

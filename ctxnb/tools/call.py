@@ -36,6 +36,7 @@ from pydantic import BaseModel, ValidationError
 from ..errors import CtxnbError, NotFoundError, PatchConflict, PatchError, PolicyError
 from ..redaction.redactor import redact_data, redact_text
 from .audit import AuditLog, audit_args, audit_record
+from .budget import BUDGET_EXCEEDED
 from .results import DiffResult, PatchResult, ReadResult, SearchHits
 from .schemas import TOOL_INFO, ToolInfo, tool_schemas
 
@@ -102,6 +103,10 @@ class ToolHooks(Protocol):
     def before(self, call: ToolCall) -> None: ...
 
     def after(self, call: ToolCall, result: Any) -> list[dict[str, Any]]: ...
+
+    def refused(self, call: ToolCall, error: PolicyError) -> None:
+        """A refusal the runner itself made (``BUDGET_EXCEEDED``), for the breaker."""
+        ...
 
 
 class ToolRunner:
@@ -178,6 +183,14 @@ class ToolRunner:
             return result
         except BaseException as e:
             error = e
+            if (
+                self.hooks is not None
+                and isinstance(e, PolicyError)
+                and e.error_code == BUDGET_EXCEEDED
+            ):
+                # The runner's own refusal, before the policies or inside a read: the
+                # engine counts it toward the breaker as it counts the policies' refusals.
+                self.hooks.refused(call, e)
             raise
         finally:
             try:

@@ -170,6 +170,23 @@ def test_a_governed_write_past_the_budget_asks_nothing_and_traces_nothing(tmp_pa
     assert (root / ".orchestration" / "agent_trace.jsonl").read_text() == ""
 
 
+def test_budget_refusals_count_toward_the_engines_breaker(tmp_path: Path) -> None:
+    root = budgeted(governed(copy_sample_workspace(tmp_path)), "writes = 0\nread_bytes = 10")
+    with Workspace.open(root) as w:
+        tools = w.tools(w.session("s1"))
+        tools.engine.select_active_intent("INT-001")
+        for _ in range(2):  # an agent that keeps writing and reading past its budget
+            out = tools.dispatch("write_file", {"path": "inventory/new.py", "content": "x\n"})
+            assert out["error_code"] == "BUDGET_EXCEEDED"
+            assert tools.dispatch("read_file", {"path": A})["error_code"] == "BUDGET_EXCEEDED"
+        assert tools.engine.failures == {"write_file": 2, "read_file": 2}
+    # The breaker is the workspace's file: another process (Claude Code's hook) sees it.
+    from ctxnb.govern.breaker import BreakerState
+
+    counts = BreakerState(root / ".ctxnb" / "breaker.json").counts()
+    assert counts == {"write_file": 2, "read_file": 2}
+
+
 def test_no_budget_section_means_no_limit_and_no_key(ws: Path) -> None:
     with Workspace.open(ws) as w:
         tools = w.tools(w.session("s1"))
