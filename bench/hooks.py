@@ -19,12 +19,16 @@ Bytecode is written once before timing, as an installed package has it.
 Agent Trace record, the store version, the audit line), against ``python -c pass``:
 Claude Code waits for it after every edit. No target; it shows what the store costs.
 
+(c) ``ctxnb hook pre-tool-use`` for a Read as a process in a workspace with ``[budget]``
+(the read sized and charged, an audit line appended) against the same Read in a workspace
+without one, interleaved: what a budget adds to every Read. No target.
+
 Targets: (a) the whole governed write <= 5x the bare write + fsync, and the pre+post
 policies (governed minus ungoverned) <= 1 ms; (b) ratio <= 2x and median <= 120 ms.
 
 Run with::
 
-    python bench/hooks.py [--writes 200] [--runs 30]
+    python bench/hooks.py [--writes 200] [--runs 30] [--only budget]
 """
 
 from __future__ import annotations
@@ -321,6 +325,48 @@ def bench_post_process(root: Path, runs: int) -> None:
     )
 
 
+def bench_budget_process(runs: int) -> None:
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"}
+    argv = [sys.executable, "-m", "ctxnb", "hook", "pre-tool-use"]
+    configs = {
+        "without [budget]": "",
+        "read_bytes": "[budget]\nread_bytes = 1_000_000_000\n",
+        "read_bytes + read_tokens": (
+            "[budget]\nread_bytes = 1_000_000_000\nread_tokens = 1_000_000_000\n"
+        ),
+    }
+    with tempfile.TemporaryDirectory() as tmp:
+        roots = {}
+        for n, (label, toml) in enumerate(configs.items()):
+            (Path(tmp) / str(n)).mkdir()
+            roots[label] = _governed_copy(str(Path(tmp) / str(n)))
+            (roots[label] / "ctxnb.toml").write_text(toml)
+        stdins = {}
+        for label, root in roots.items():
+            payload = {
+                "session_id": "bench-budget",
+                "cwd": str(root),
+                "hook_event_name": "PreToolUse",
+                "tool_name": "Read",
+                "tool_input": {"file_path": str(root / "inventory" / "models.py")},
+            }
+            stdins[label] = json.dumps(payload).encode()
+            _time_process(argv, stdins[label], 2, env)  # bytecode and the settings cache
+        results: dict[str, list[float]] = {label: [] for label in stdins}
+        for _ in range(runs):  # interleaved, so load on the machine hits both alike
+            for label, stdin in stdins.items():
+                results[label].extend(_time_process(argv, stdin, 1, env))
+        audit = roots["read_bytes"] / ".ctxnb" / "audit.jsonl"
+        lines = len(audit.read_text().splitlines())
+    base = _ms(results["without [budget]"])
+    print("(c) pre-tool-use for a Read as a process: what [budget] adds (sized, charged)")
+    print(f"    runs: {runs} each, interleaved; the audit log ends at {lines} lines")
+    print(f"    {'without [budget]':<36} {base:8.1f} ms")
+    for label in list(configs)[1:]:
+        median = _ms(results[label])
+        print(f"    {label:<36} {median:8.1f} ms  {median / base:4.2f}x")
+
+
 def _governed_copy(tmp: str) -> Path:
     root = copy_sample_workspace(tmp)
     init_governance(root)
@@ -332,7 +378,11 @@ def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--writes", type=int, default=200, help="writes per in-process figure")
     parser.add_argument("--runs", type=int, default=30, help="processes per command")
+    parser.add_argument("--only", choices=["budget"], help="run only this part")
     args = parser.parse_args(argv)
+    if args.only == "budget":
+        bench_budget_process(args.runs)
+        return
     steps: list[Callable[[Path], None]] = [
         lambda root: bench_in_process(root, args.writes),
         lambda root: bench_hook_handlers(root, args.writes),
@@ -342,6 +392,7 @@ def main(argv: list[str] | None = None) -> None:
     for step in steps:
         with tempfile.TemporaryDirectory() as tmp:
             step(_governed_copy(tmp))
+    bench_budget_process(args.runs)
 
 
 if __name__ == "__main__":
