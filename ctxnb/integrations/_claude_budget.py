@@ -94,9 +94,13 @@ def read_shown(data: bytes, tool_input: Mapping[str, Any]) -> str:
     which Read adds, are not file content and are not counted)."""
     offset, limit = tool_input.get("offset"), tool_input.get("limit")
     start = offset - 1 if isinstance(offset, int) and not isinstance(offset, bool) else 0
-    count = limit if isinstance(limit, int) and not isinstance(limit, bool) else READ_LINES
+    # A limit that is not a positive number may be read as none at all (JavaScript's
+    # `limit || default`): sized as the default, the larger answer.
+    count = READ_LINES
+    if isinstance(limit, int) and not isinstance(limit, bool) and limit > 0:
+        count = limit
     lines = data.decode("utf-8", errors="replace").splitlines(keepends=True)
-    picked = lines[max(0, start) : max(0, start) + max(0, count)]
+    picked = lines[max(0, start) : max(0, start) + count]
     return "".join(line[:LINE_CHARS] + ("\n" if len(line) > LINE_CHARS else "") for line in picked)
 
 

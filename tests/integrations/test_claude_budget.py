@@ -134,6 +134,8 @@ def test_a_read_that_would_cross_the_read_budget_is_refused_before_it_runs(sampl
     assert why.startswith("BUDGET_EXCEEDED: Read inventory/ten.txt: 100 bytes")
     assert "Left of this session's budget: read_bytes 20" in why
     assert len([r for r in audit(ws) if r["tool"] == "Read" and r["success"]]) == 2
+    # A limit of 0 (or a negative one) may mean no limit to Claude Code: sized as none.
+    assert "100 bytes" in reason(pre(ws, "Read", {"file_path": path, "limit": 0}))
     # What still fits is read: the last two lines.
     assert pre(ws, "Read", {"file_path": path, "offset": 9}).decision is None
     assert "read_bytes 0" in reason(pre(ws, "Read", {"file_path": path, "limit": 1}))
