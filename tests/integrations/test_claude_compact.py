@@ -6,6 +6,7 @@ spotter session, compacted once, automatically, at its line 1256)."""
 from __future__ import annotations
 
 import json
+import secrets
 from pathlib import Path
 from typing import Any
 
@@ -123,6 +124,31 @@ def test_the_same_compaction_delivered_twice_stores_each_result_once(tmp_path):
     calls = [session.get(i) for i in session.session_index]
     stored = [d for d in calls if d.get("type") == "toolcall" and "transcript_step" in d["args"]]
     assert len(stored) == 124 and len(audit(root)) == 2
+
+
+def test_a_secret_a_dropped_result_printed_is_stored_redacted(tmp_path):
+    # Claude Code's Bash printed a token; the compaction stores the result, never the token.
+    token = "ghp_" + secrets.token_hex(18)
+    root = governed(tmp_path)
+    records = [
+        {"type": "user", "uuid": "u1", "parentUuid": None,
+         "message": {"role": "user", "content": "Show the deploy settings"}},
+        {"type": "assistant", "uuid": "a1", "parentUuid": "u1",
+         "message": {"id": "m1", "role": "assistant", "content": [
+             {"type": "tool_use", "id": "t1", "name": "Bash",
+              "input": {"command": "cat deploy.env"}}]}},
+        {"type": "user", "uuid": "u2", "parentUuid": "a1", "message": {"role": "user",
+         "content": [{"type": "tool_result", "tool_use_id": "t1",
+                      "content": f"REGION=eu-west-1\nGITHUB_TOKEN={token}\n"}]}},
+    ]  # fmt: skip
+    path = tmp_path / "t.jsonl"
+    path.write_text("".join(json.dumps(r) + "\n" for r in records))
+    assert post_compact(root, path).exit_code == 0
+    session, (change,) = compaction(root)
+    restored = session.restore_item(change)["content"]
+    assert "REGION=eu-west-1" in restored and token not in restored
+    stored = b"".join(p.read_bytes() for p in (root / ".ctxnb").rglob("*") if p.is_file())
+    assert token.encode() not in stored
 
 
 def test_an_unreadable_transcript_records_the_summary_and_tells_the_user(tmp_path):
