@@ -28,11 +28,11 @@ import re
 import threading
 import time
 from collections.abc import Sequence
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 
 from ..llm.tokens import TokenCounter, resolve_token_counter
+from ._chatserver import ChatServer
 
 __all__ = ["ScriptedModelServer", "load_script"]
 
@@ -45,7 +45,7 @@ def load_script(path: str | Path) -> list[dict[str, Any]]:
     return data
 
 
-class ScriptedModelServer:
+class ScriptedModelServer(ChatServer):
     """An OpenAI-compatible chat-completions server answering from a script.
 
     Args:
@@ -68,6 +68,8 @@ class ScriptedModelServer:
     saves, while its answers stay fixed. :attr:`recoveries` counts both kinds.
     """
 
+    thread_name = "ctxnb-scripted-model"
+
     def __init__(
         self,
         responses: Sequence[dict[str, Any]],
@@ -83,70 +85,12 @@ class ScriptedModelServer:
         self._recovering = False
         self._prev: list[str] = []
         self._lock = threading.Lock()
-        self._server: ThreadingHTTPServer | None = None
-        self._thread: threading.Thread | None = None
-
-    @property
-    def url(self) -> str:
-        if self._server is None:
-            raise RuntimeError("the server is not running; use it as a context manager")
-        host, port = self._server.server_address[:2]
-        return f"http://{host!s}:{port}/v1"
+        super().__init__()
 
     @property
     def model_args(self) -> dict[str, str]:
         """``model``, ``api_base`` and ``api_key`` for :func:`~ctxnb.live.run_task`."""
         return {"model": "openai/ctxnb-scripted", "api_base": self.url, "api_key": "unused"}
-
-    def start(self) -> ScriptedModelServer:
-        owner = self
-
-        class Handler(BaseHTTPRequestHandler):
-            def do_POST(self) -> None:  # noqa: N802 (http.server's naming)
-                length = int(self.headers.get("Content-Length") or 0)
-                try:
-                    body = json.loads(self.rfile.read(length) or b"{}")
-                except json.JSONDecodeError:
-                    self._send(400, {"error": {"message": "the body is not JSON"}})
-                    return
-                if not self.path.rstrip("/").endswith("/chat/completions"):
-                    self._send(404, {"error": {"message": f"no route {self.path}"}})
-                    return
-                self._send(200, owner._answer(body))
-
-            def _send(self, status: int, payload: dict[str, Any]) -> None:
-                data = json.dumps(payload).encode()
-                self.send_response(status)
-                self.send_header("Content-Type", "application/json")
-                self.send_header("Content-Length", str(len(data)))
-                self.end_headers()
-                self.wfile.write(data)
-
-            def log_message(self, format: str, *args: Any) -> None:
-                pass  # quiet: tests and notebooks do not want request logs
-
-        self._server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self._thread = threading.Thread(
-            # A short poll: stop() waits for it, once per run of a suite.
-            target=self._server.serve_forever,
-            kwargs={"poll_interval": 0.02},
-            name="ctxnb-scripted-model",
-            daemon=True,
-        )
-        self._thread.start()
-        return self
-
-    def stop(self) -> None:
-        if self._server is not None:
-            self._server.shutdown()
-            self._server.server_close()
-            self._server = None
-
-    def __enter__(self) -> ScriptedModelServer:
-        return self.start()
-
-    def __exit__(self, *exc: object) -> None:
-        self.stop()
 
     def _recovery(self, script: dict[str, Any], body: dict[str, Any]) -> dict[str, Any] | None:
         """The answer that gets back what ``script`` needs, or None when it is in view."""
@@ -169,7 +113,7 @@ class ScriptedModelServer:
             return {"content": "Read it again.", "commands": [script["reread"]]}
         return None
 
-    def _answer(self, body: dict[str, Any]) -> dict[str, Any]:
+    def answer(self, body: dict[str, Any]) -> dict[str, Any]:
         with self._lock:
             n = len(self.requests)
             self.requests.append(body)
