@@ -38,7 +38,11 @@ from ..llm.prices import PriceTable
 from ._chatserver import ChatServer, RequestError
 from .grammar import parse_call, plain_messages, tool_call_grammar
 
-__all__ = ["LocalModelServer", "smollm2_gguf"]
+__all__ = ["LOCAL_PREFIX", "LocalModelServer", "smollm2_gguf"]
+
+#: ``run_task(model="local/smollm2")`` (or ``"local//path/to/model.gguf"``) starts a
+#: :class:`LocalModelServer` for the run.
+LOCAL_PREFIX = "local/"
 
 # Request fields passed on to llama.cpp as they are; anything else (tools, the client's
 # stream flag, provider extras) is ctxnb's to handle or is dropped.
@@ -126,6 +130,25 @@ class LocalModelServer(ChatServer):
         self._engine: Any = None
         self._lock = threading.Lock()
 
+    @classmethod
+    def for_model(cls, model: str) -> LocalModelServer:
+        """The server a ``local/...`` model name asks for: ``local/smollm2`` (the packaged
+        SmolLM2-135M-Instruct) or ``local/<path of a .gguf file>``.
+
+        Example:
+            >>> LocalModelServer.for_model("local//models/tiny.gguf").name
+            'tiny'
+        """
+        rest = model[len(LOCAL_PREFIX) :] if model.startswith(LOCAL_PREFIX) else ""
+        if rest == "smollm2":
+            return cls()
+        if rest.endswith(".gguf"):
+            return cls(rest, name=Path(rest).stem)
+        raise ConfigError(
+            f"model {model!r}: a local model is 'local/smollm2' (the packaged "
+            "SmolLM2-135M-Instruct) or 'local/<path of a .gguf file>'"
+        )
+
     @property
     def model_args(self) -> dict[str, str]:
         """``model``, ``api_base`` and ``api_key`` for :func:`~ctxnb.live.run_task`."""
@@ -139,10 +162,10 @@ class LocalModelServer(ChatServer):
         return PriceTable.default().with_prices({self.name: free})
 
     def start(self) -> Self:
-        xlc = _xllamacpp()
         path = self.model_path or smollm2_gguf()
         if not path.is_file():
             raise ConfigError(f"model file {path} does not exist; pass the path of a GGUF file")
+        xlc = _xllamacpp()
         params = xlc.CommonParams()
         params.model.path = str(path)
         params.n_ctx = self.n_ctx

