@@ -6,9 +6,13 @@ workspace. Isolated mode keeps the workspace off ``sys.path`` while the runner l
 ``unittest`` (or ``pytest``) and everything it needs to write its report; only then is
 the workspace *appended* to ``sys.path``, so a ``unittest/`` or ``pytest.py`` the agent
 left there cannot stand in for the runner, nor a ``json.py`` for the report's writer.
-Under pytest it is appended only once pytest has loaded the environment's plugins, so a
-``*.dist-info`` left in the workspace cannot name a module of its own as a ``pytest11``
-plugin. (A ``conftest.py`` the task does not ship never reaches the runner's copy:
+Under pytest no plugin of the environment is loaded by itself
+(``PYTEST_DISABLE_PLUGIN_AUTOLOAD``): only those the task names (``--plugin NAME``, an
+entry-point or module name, as ``-p`` takes it), and those while the workspace is not yet
+on ``sys.path``, so a ``*.dist-info`` left there cannot name a module of its own as a
+``pytest11`` plugin. (Loading every plugin of a large environment cost seconds a run,
+and any of them could decide an outcome the task never asked it to.) (A ``conftest.py``
+the task does not ship never reaches the runner's copy:
 :mod:`ctxnb.live.verdict` leaves it out.)
 
 The report is a JSON file holding a secret the runner read (and deleted) before any
@@ -20,7 +24,8 @@ the bar against the ways that work by accident or by a line appended to a module
 
 Usage (by the verdict, not by people)::
 
-    python -I _testrunner.py MODE SECRET_FILE REPORT_FILE [--script FILE]... -- TARGET...
+    python -I _testrunner.py MODE SECRET_FILE REPORT_FILE [--script FILE]... \
+        [--plugin NAME]... -- TARGET...
 
 ``MODE`` is ``unittest``, ``pytest``, ``collect-unittest`` or ``collect-pytest``;
 ``TARGET`` a test file (unittest: its module is loaded; pytest: the file or node id).
@@ -129,7 +134,7 @@ def _unittest(targets: list[str], collect: bool) -> dict[str, str]:
     return {**failed, **result.outcomes}  # type: ignore[attr-defined]
 
 
-def _pytest(targets: list[str], collect: bool) -> dict[str, str]:
+def _pytest(targets: list[str], collect: bool, plugins: list[str]) -> dict[str, str]:
     import pytest
 
     outcomes: dict[str, str] = {}
@@ -138,10 +143,10 @@ def _pytest(targets: list[str], collect: bool) -> dict[str, str]:
     class Plugin:
         @pytest.hookimpl(tryfirst=True)
         def pytest_load_initial_conftests(self) -> None:
-            # Only now, after pytest loaded the environment's plugins (``pytest11`` entry
-            # points, found by a scan of sys.path): on the path earlier, a
-            # ``*.dist-info`` the agent left in the workspace would load its module as
-            # a plugin that rewrites every report.
+            # Only now, after pytest loaded the plugins the task named (an entry point
+            # is found by a scan of sys.path): on the path earlier, a ``*.dist-info``
+            # the agent left in the workspace could load its module as one of them, a
+            # plugin that rewrites every report.
             sys.path.append(os.getcwd())
 
         def pytest_collection_finish(self, session):  # type: ignore[no-untyped-def]
@@ -176,7 +181,10 @@ def _pytest(targets: list[str], collect: bool) -> dict[str, str]:
 
     # append: the workspace's folders go after the runner's, never before.
     args = ["-p", "no:cacheprovider", "--import-mode=append", "-o", "addopts="]
+    args += [w for name in plugins for w in ("-p", name)]
     args += ["--collect-only", "-q"] if collect else ["-q"]
+    # The environment's plugins only when named: pytest reads this at its start.
+    os.environ["PYTEST_DISABLE_PLUGIN_AUTOLOAD"] = "1"
     pytest.main([*args, *targets], plugins=[Plugin()])
     return outcomes
 
@@ -213,8 +221,9 @@ def main(argv: list[str]) -> int:
     mode, secret_file, report_file = argv[0], argv[1], argv[2]
     rest = argv[3:]
     scripts: list[str] = []
-    while rest and rest[0] == "--script":
-        scripts.append(rest[1])
+    plugins: list[str] = []
+    while rest and rest[0] in ("--script", "--plugin"):
+        (scripts if rest[0] == "--script" else plugins).append(rest[1])
         rest = rest[2:]
     targets = rest[1:] if rest[:1] == ["--"] else rest
     with open(secret_file, encoding="utf-8") as f:
@@ -228,7 +237,10 @@ def main(argv: list[str]) -> int:
     kind = mode.removeprefix("collect-")
     if kind != "pytest":  # pytest's run appends it once its plugins are loaded
         sys.path.append(os.getcwd())
-    outcomes = _pytest(targets, collect) if kind == "pytest" else _unittest(targets, collect)
+    if kind == "pytest":
+        outcomes = _pytest(targets, collect, plugins)
+    else:
+        outcomes = _unittest(targets, collect)
     if os.getcwd() not in sys.path:  # a pytest run that ended before its plugins loaded
         sys.path.append(os.getcwd())
     for s in scripts:

@@ -102,6 +102,9 @@ class Task:
         runner: ``unittest`` or ``pytest``; None: ``pytest`` when ``test`` names it.
         python: the interpreter the verdict runs the tests with (the environment the
             task's code needs); the one ctxnb runs in when None.
+        plugins: the pytest plugins the tests need, by entry-point or module name
+            (``anyio``, ``pytest_asyncio.plugin``); the verdict loads no other plugin
+            of the environment (see :func:`~ctxnb.live.verdict.judge`).
     """
 
     prompt: str
@@ -115,6 +118,7 @@ class Task:
     test_ids: tuple[str, ...] = ()
     runner: Runner | None = None
     python: str | None = None
+    plugins: tuple[str, ...] = ()
 
     @property
     def test_runner(self) -> Runner:
@@ -512,6 +516,7 @@ def _run(
         python=task.python,
         timeout=max(60.0, command_timeout),
         read_paths=ws.config.sandbox.read_paths,
+        plugins=task.plugins,
     )
     touched: list[str] = []
     # No startup excerpts: they are ctxnb's reads (``get_excerpt``), which neither the
@@ -584,6 +589,7 @@ def _run(
         touched=touched,
         timeout=max(60.0, command_timeout) * (2 if scripts else 1),
         read_paths=ws.config.sandbox.read_paths,
+        plugins=task.plugins,
     )
     passed = verdict.passed
     traj = Trajectory(

@@ -47,6 +47,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import secrets
 import shlex
 import shutil
@@ -79,6 +80,8 @@ Runner = Literal["unittest", "pytest"]
 node ids (``tests/test_a.py::test_b[1]``)."""
 
 RUNNER = Path(__file__).with_name("_testrunner.py")
+# A pytest plugin as `-p` takes it: no "no:" prefix, no option, nothing for a shell.
+_PLUGIN = re.compile(r"[A-Za-z_][A-Za-z0-9_.-]*")
 """The runner script, run by its path (never imported from the workspace)."""
 
 _REPORT_DIR = ".ctxnb-verdict"
@@ -227,6 +230,7 @@ def collect_tests(
     python: str | None = None,
     timeout: float = 60.0,
     read_paths: Sequence[str] = (),
+    plugins: Sequence[str] = (),
 ) -> tuple[str, ...]:
     """The test ids the pristine tests define, collected (not run) on ``source``.
 
@@ -237,9 +241,10 @@ def collect_tests(
         python: the interpreter (the one ctxnb runs in when None).
         timeout: seconds.
         read_paths: host paths the sandbox binds read-only (another environment's).
+        plugins: the pytest plugins the tests need (see :func:`judge`).
 
     Raises:
-        ConfigError: the tests do not load, or define no test.
+        ConfigError: the tests do not load, or define no test; a bad plugin name.
     """
     ok, outcomes, output = _run(
         source,
@@ -251,6 +256,7 @@ def collect_tests(
         python=python,
         timeout=timeout,
         read_paths=read_paths,
+        plugins=plugins,
     )
     ids = tuple(i for i, o in outcomes.items() if o == "collected" and ".loader." not in i)
     if not ok or not ids or len(ids) != len(outcomes):
@@ -275,6 +281,7 @@ def judge(
     timeout: float = 60.0,
     read_paths: Sequence[str] = (),
     max_output_bytes: int = 64_000,
+    plugins: Sequence[str] = (),
 ) -> Verdict:
     """Run the pristine tests on a fresh copy of the workspace with ctxnb's runner.
 
@@ -291,9 +298,13 @@ def judge(
         timeout: seconds for the whole verdict.
         read_paths: host paths the sandbox binds read-only (another environment's).
         max_output_bytes: output kept per stream (the head and tail halves).
+        plugins: the pytest plugins the tests need, by entry-point or module name (as
+            ``pytest -p`` takes them: ``anyio``, ``pytest_asyncio.plugin``); no other
+            plugin of the environment is loaded. Ignored by unittest.
 
     Raises:
-        ConfigError: no expected id (a verdict with nothing to check passes nothing).
+        ConfigError: no expected id (a verdict with nothing to check passes nothing);
+            a plugin name that is not a plain (dotted) name.
 
     Example:
         >>> v = judge(root, pristine=tests, expected=["test_calc.T.test_add"])  # doctest: +SKIP
@@ -326,6 +337,7 @@ def judge(
         timeout=timeout,
         read_paths=read_paths,
         max_output_bytes=max_output_bytes,
+        plugins=plugins,
     )
     wanted = {i: ("missing" if ok else "missing-report") for i in expected}
     wanted |= {f"script:{s}": ("missing" if ok else "missing-report") for s in scripts}
@@ -366,11 +378,19 @@ def _run(
     timeout: float,
     read_paths: Sequence[str],
     max_output_bytes: int = 64_000,
+    plugins: Sequence[str] = (),
 ) -> tuple[bool, dict[str, str], str]:
     """Copy ``root`` with the pristine files over it, run the runner there; return
     (the report was the runner's, outcomes, output)."""
     from ..redaction.redactor import redact_text
     from ..sandbox import Sandbox
+
+    for name in plugins:
+        if not _PLUGIN.fullmatch(name):
+            raise ConfigError(
+                f"pytest plugin {name!r}: name an entry point or a module (letters, digits, "
+                "'_', '-' and dots), as `pytest -p NAME` takes it"
+            )
 
     # pytest runs every conftest.py on its way to a test as a plugin, one that can
     # rewrite each report to "passed": only the task's own (in ``pristine``) are run.
@@ -380,7 +400,8 @@ def _run(
         _write(fresh, f"{_REPORT_DIR}/secret", secret.encode())
         report = f"{_REPORT_DIR}/report.json"
         argv = [python or sys.executable, "-I", str(RUNNER), mode, f"{_REPORT_DIR}/secret"]
-        argv += [report, *(w for s in scripts for w in ("--script", s)), "--", *targets]
+        argv += [report, *(w for s in scripts for w in ("--script", s))]
+        argv += [*(w for p in plugins for w in ("--plugin", p)), "--", *targets]
         res = Sandbox(
             fresh, read_paths=[str(RUNNER), str(RUNNER.with_name("checks.py")), *read_paths]
         ).run(argv, timeout=timeout, redact=redact_text, max_output_bytes=max_output_bytes)

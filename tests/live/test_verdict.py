@@ -303,3 +303,77 @@ def test_same_tells_an_always_equal_object_from_the_value() -> None:
     assert not same((1, 2), [1, 2]) and not same("5", 5) and not same(None, 0)
     with pytest.raises(AssertionError, match="expected 5 \\(int\\), got 1 \\(Liar\\)"):
         assert_same(Liar(1), 5)
+
+
+def _async_task(root: Path) -> dict[str, bytes]:
+    """Fixed code whose test needs an environment plugin (anyio runs async tests)."""
+    from ctxnb.live.verdict import pristine_files
+
+    root.mkdir(parents=True, exist_ok=True)
+    (root / "calc.py").write_text("def add(a, b):\n    return a + b\n")
+    (root / "test_calc.py").write_text(
+        "import pytest\nfrom calc import add\n\n\n@pytest.mark.anyio\n"
+        "async def test_add():\n    assert add(2, 3) == 5\n"
+    )
+    pristine, _ = pristine_files(["test_calc.py"], source=root, hidden=None)
+    return pristine
+
+
+def test_the_verdict_loads_only_the_plugins_the_task_names(tmp_path: Path) -> None:
+    # The environment has anyio's pytest11 entry point; the verdict does not load it by
+    # itself (every plugin of a large environment cost seconds a run, and any of them
+    # could decide an outcome), only when the task names it.
+    from ctxnb.live.verdict import collect_tests, judge
+
+    pristine = _async_task(tmp_path)
+    # anyio names the test by its backend (test_add[asyncio]), when it is loaded.
+    expected = list(collect_tests(tmp_path, pristine, runner="pytest", plugins=["anyio"]))
+    assert expected and all(i.startswith("test_calc.py::test_add") for i in expected)
+    unnamed = judge(tmp_path, pristine=pristine, expected=expected, runner="pytest")
+    assert not unnamed.passed and unnamed.reason in ("failed", "missing"), unnamed.output
+    named = judge(
+        tmp_path, pristine=pristine, expected=expected, runner="pytest", plugins=["anyio"]
+    )
+    assert named.passed, (named.reason, named.output)
+
+
+def test_a_plugin_the_task_names_cannot_come_from_the_workspace(tmp_path: Path) -> None:
+    # The agent ships a package whose pytest11 entry point has the name of the plugin the
+    # task asks for: named plugins load before the workspace is on sys.path, so neither
+    # its entry point nor its module is found, and no report says "passed".
+    import subprocess
+
+    from ctxnb.live.verdict import judge, pristine_files
+
+    (tmp_path / "calc.py").write_text("def add(a, b):\n    return a - b\n")
+    (tmp_path / "test_calc.py").write_text(
+        "from calc import add\n\n\ndef test_add():\n    assert add(2, 3) == 5\n"
+    )
+    pristine, _ = pristine_files(["test_calc.py"], source=tmp_path, hidden=None)
+    subprocess.run(["bash", "-c", PLUGIN_BY_ENTRY_POINT], cwd=tmp_path, check=True)
+    assert (tmp_path / "helper-1.0.dist-info" / "entry_points.txt").is_file()
+    for name in ("helper", "helper_plugin"):  # by entry-point name, by module name
+        v = judge(
+            tmp_path,
+            pristine=pristine,
+            expected=["test_calc.py::test_add"],
+            runner="pytest",
+            plugins=[name],
+        )
+        assert not v.passed and v.outcomes != {"test_calc.py::test_add": "passed"}, v.output
+
+
+@pytest.mark.parametrize("name", ["no:cacheprovider", "-p", "x y", "a;b", "", "../evil"])
+def test_a_plugin_name_that_is_not_a_name_is_refused(tmp_path: Path, name: str) -> None:
+    from ctxnb.errors import ConfigError
+    from ctxnb.live.verdict import judge
+
+    pristine = _async_task(tmp_path)
+    with pytest.raises(ConfigError, match="pytest -p NAME"):
+        judge(
+            tmp_path,
+            pristine=pristine,
+            expected=["test_calc.py::test_add"],
+            runner="pytest",
+            plugins=[name],
+        )
