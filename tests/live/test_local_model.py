@@ -19,7 +19,12 @@ from typing import Any
 import pytest
 from _needs import has_module, require
 
-pytestmark = [pytest.mark.slow, pytest.mark.usefixtures("live_deps")]
+# One worker loads the model once for the module (its threads take the machine's cores).
+pytestmark = [
+    pytest.mark.slow,
+    pytest.mark.usefixtures("live_deps"),
+    pytest.mark.xdist_group("local-model"),
+]
 
 BASH = {
     "type": "function",
@@ -126,3 +131,4 @@ def test_a_live_run_on_the_local_model_is_parsed_governed_recorded_and_counted(
     assert result.trajectory.metadata["model"] == "openai/smollm2"
     assert result.cost_usd == 0.0  # priced, at nothing: not an unknown model's NaN
     assert result.verdict  # the verdict ran (a 135M model is not expected to solve it)
+    print(f"the model ran {command!r}; verdict {result.verdict}; {usage}")
