@@ -247,6 +247,7 @@ def run_instance(
     test_cmd: str | None = None,
     read_paths: Sequence[str] = (),
     work_dir: str | os.PathLike[str] | None = None,
+    plugins: Sequence[str] = (),
     **run_args: Any,
 ) -> InstanceRun:
     """Run an agent on ``instance`` under ``strategy`` and grade what it leaves.
@@ -268,6 +269,8 @@ def run_instance(
         read_paths: more host paths the agent's commands and the tests may read.
         work_dir: where the agent's tree is made (a new temporary directory when None,
             removed afterwards; a given one is kept).
+        plugins: the pytest plugins the instance's tests need (``anyio`` ...): the live
+            verdict loads no other plugin of the environment (``Task.plugins``).
         **run_args: passed on to :func:`ctxnb.live.run_task` (``api_base``,
             ``step_limit``, ``budget``, ``prices`` ...).
     """
@@ -306,6 +309,7 @@ def run_instance(
             test_ids=(*instance.fail_to_pass, *instance.pass_to_pass),
             runner="pytest",
             python=python,
+            plugins=tuple(plugins),
         )
         try:
             live = run_task(ws, task, model=model, strategy=strategy, **run_args)

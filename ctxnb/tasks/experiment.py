@@ -132,6 +132,7 @@ def run_task_experiment(
     prices: PriceTable | Mapping[str, Any] | str | None = None,
     scripted_priced_as: str = "gpt-5-mini",
     scripted_token_counter: str = "chars4",
+    plugins: Sequence[str] = (),
 ) -> pd.DataFrame:
     """Run ``instances`` x ``strategies`` x ``repeats`` live and grade each run.
 
@@ -149,6 +150,8 @@ def run_task_experiment(
         scripted_priced_as: the real model the scripted one is billed as.
         scripted_token_counter: how the scripted model counts tokens (``chars4``:
             by length, so that random ids in paths count the same in every run).
+        plugins: the pytest plugins the tests need (see
+            :func:`~ctxnb.tasks.run_instance`); the verdict loads no other.
 
     Returns:
         The columns of :data:`ctxnb.live.experiment.RUN_COLUMNS` (``verdict`` is the
@@ -177,6 +180,7 @@ def run_task_experiment(
                     "strategy": strategy,
                     "step_limit": step_limit,
                     "prices": table,
+                    "plugins": tuple(plugins),
                 }
                 if model is not None:
                     model_args: dict[str, Any] = {
@@ -213,6 +217,7 @@ def run_task_experiment(
                     "api_base": api_base,
                     "api_key": api_key,
                     "step_limit": step_limit,
+                    "plugins": list(plugins),
                     "python": python,
                     "scripted_priced_as": None if model else scripted_priced_as,
                     "scripted_token_counter": None if model else scripted_token_counter,

@@ -118,6 +118,31 @@ def test_an_agent_that_does_nothing_leaves_an_empty_prediction(
     assert run.evaluation.report.fail_to_pass_failure == F2P and run.evaluation.complete
 
 
+def test_the_plugins_an_instance_names_reach_its_live_verdict(
+    live_deps: None, parse_repo: Path
+) -> None:
+    # The live verdict loads only the pytest plugins a run names. One that does not exist
+    # stops pytest before any test runs: the verdict says the tests are missing, where
+    # without the plugin it says they failed (the agent changed nothing).
+    inst = parse_instance(parse_repo)
+    verdicts = {}
+    for plugins in ((), ("ctxnb_no_such_plugin",)):
+        with ScriptedModelServer([]) as server:
+            run = run_instance(
+                inst,
+                repo=parse_repo,
+                python=PYTHON,
+                step_limit=3,
+                prices=scripted_prices(),
+                retries=1,
+                plugins=plugins,
+                **server.model_args,
+            )
+        verdicts[plugins] = run.live.verdict
+        assert not run.resolved
+    assert verdicts == {(): "failed", ("ctxnb_no_such_plugin",): "missing"}
+
+
 @pytest.mark.slow
 def test_run_instances_keeps_every_prediction_already_made(
     live_deps: None, parse_repo: Path, tmp_path: Path
