@@ -132,3 +132,20 @@ def test_a_live_run_on_the_local_model_is_parsed_governed_recorded_and_counted(
     assert result.cost_usd == 0.0  # priced, at nothing: not an unknown model's NaN
     assert result.verdict  # the verdict ran (a 135M model is not expected to solve it)
     print(f"the model ran {command!r}; verdict {result.verdict}; {usage}")
+
+
+def test_llama_cpp_s_own_listener_answers_no_one(server: Any) -> None:
+    # xllamacpp opens llama.cpp's HTTP server beside ctxnb's door: it must be on loopback
+    # and refuse a request, since no one is given its key.
+    import urllib.error
+
+    address = server._engine.listening_address
+    assert address.startswith("http://127.0.0.1:"), address
+    body = json.dumps({"messages": [{"role": "user", "content": "hi"}], "max_tokens": 1})
+    req = urllib.request.Request(
+        address + "/v1/chat/completions", body.encode(), {"Content-Type": "application/json"}
+    )
+    with pytest.raises(urllib.error.HTTPError) as err:
+        urllib.request.urlopen(req, timeout=60)
+    err.value.close()  # the refusal's response holds the socket
+    assert err.value.code == 401
