@@ -114,6 +114,24 @@ def test_file_tool_helpers_are_given_file_sources_not_file_tools() -> None:
         }
 
 
+def test_session_helpers_are_given_its_state_not_the_session() -> None:
+    # A session has its state (session/state.py); the resume fills one and the watcher
+    # uses the session's public methods. Even a typing-only import of session/core.py
+    # would let a helper reach into Session's privates again.
+    for helper in ("_resume", "state", "watch", "_columns"):
+        tree = ast.parse(module_files()[f"ctxnb.session.{helper}"].read_text())
+        imports = set(_imported_names(tree).values())
+        assert not {"core", "session.core", "ctxnb.session.core"} & imports, helper
+        annotations = {
+            ast.unparse(a.annotation)
+            for f in ast.walk(tree)
+            if isinstance(f, ast.FunctionDef)
+            for a in f.args.args
+            if a.annotation is not None
+        }
+        assert "Session" not in annotations, helper
+
+
 def test_commands_are_run_by_the_sandbox_wing_not_by_the_engine() -> None:
     # The run_command tool, the sandbox of an intent and the commit of a command's changes
     # live in ctxnb.sandbox; the engine reaches them through the one object it holds.

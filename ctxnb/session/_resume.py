@@ -1,10 +1,11 @@
 """Resuming a stored session: its sets restored, its files checked against the disk.
 
 :meth:`SessionResume.restore` brings back a saved session document (its sets, chat,
-system prompt and restored items) without reading file contents; :meth:`~SessionResume.reconcile`
-then compares each file's
-``stat`` and bytes with what was stored, through the access layer, and reports what
-changed, went away or is out of reach (:class:`ctxnb.session.core.ResumeReport`).
+system prompt and restored items) into a :class:`~ctxnb.session.state.SessionState`
+without reading file contents; :meth:`~SessionResume.reconcile` then compares each
+file's ``stat`` and bytes with what was stored, through the access layer, and reports
+what changed, went away or is out of reach (:class:`ResumeReport`). It is handed the
+state, the workspace and the store, never the session.
 """
 
 from __future__ import annotations
@@ -17,7 +18,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from ..access.observe import StatCache, observe_bytes
-from ..context import MetaEntry
+from ..context import MetaEntry, meta_for
 from ..errors import PolicyError
 from ..hashing import source_hash
 from ..redaction.redactor import redact_text
@@ -27,8 +28,10 @@ from ..resolver import _within
 LIGHT = "__ctxnb_light__"
 
 if TYPE_CHECKING:
+    from ..access.door import Access
+    from ..store.objectstore import ObjectStore
     from ._columns import FileColumns
-    from .core import Session
+    from .state import SessionState
 
 
 @dataclass
@@ -45,21 +48,35 @@ class ResumeReport:
 
 
 class SessionResume:
-    """How a :class:`~ctxnb.session.core.Session` resumes: an object that works on the
-    session it is given, not a base class of it (:func:`~ctxnb.session.core.open_session`
-    makes one).
+    """How a :class:`~ctxnb.session.core.Session` resumes: an object given the session's
+    state, workspace and store (the session makes one when it is opened on a stored id).
 
     It keeps the store's typed columns of the session's files, from which the files not
     in the prompt are made into documents and metadata entries when first asked for (the
-    session's lazy mappings hold its ``light_doc`` and ``light_meta``).
+    state's lazy mappings hold its ``light_doc`` and ``light_meta``).
+
+    Args:
+        state: the state to fill (a new session's).
+        workspace: the workspace the session reads through.
+        store: the workspace's store.
+        session_id: the id of the stored session.
     """
 
-    def __init__(self, session: Session) -> None:
-        self.session = session
+    def __init__(
+        self, state: SessionState, workspace: Access, store: ObjectStore, session_id: str
+    ) -> None:
+        self.state = state
+        self.workspace = workspace
+        self.store = store
+        self.session_id = session_id
         self.columns: FileColumns
 
+    def _meta_for(self, doc: dict[str, Any], *, orphaned: bool) -> MetaEntry:
+        return meta_for(doc, orphaned=orphaned, reverse_resolve=self.workspace.display_path)
+
     def restore(self, sdoc: dict[str, Any]) -> None:
-        s = self.session
+        """Fill the state from a stored session document (no file content is read)."""
+        s = self.state
         # Imported here: numpy and pyarrow's compute cost a process that only makes or
         # uses a session (the CLI, a hook) ~0.1 s, and only a resume needs them.
         import numpy as np
@@ -68,46 +85,49 @@ class SessionResume:
 
         from ._columns import LazyRows, file_columns
 
-        s.session_index = list(sdoc.get("session_index") or [])
-        s._index_set = set(s.session_index)
-        s.metadata_pool = list(sdoc.get("metadata_pool") or [])
-        s._pool_set = set(s.metadata_pool)
-        s._active = dict.fromkeys(sdoc.get("active_set") or [])
-        s._pinned = dict.fromkeys(sdoc.get("pinned_set") or [])
+        s.restore_sets(
+            list(sdoc.get("session_index") or []),
+            list(sdoc.get("metadata_pool") or []),
+            list(sdoc.get("active_set") or []),
+            list(sdoc.get("pinned_set") or []),
+        )
         assembly = sdoc.get("assembly") or {}
         entered = sdoc.get("entered") or assembly.get("entered") or {}
         if isinstance(assembly.get("hash"), str) and isinstance(sdoc.get("turn"), int):
             s.last_context = (sdoc["turn"], assembly["hash"])
-        for i, oid in enumerate(s._active):
-            s._seq[oid] = i + 1
-            s._last_used[oid] = i + 1
-            s._entered[oid] = int(entered.get(oid, 0))
-        s._tick = len(s._active)
-        s._restores = list(sdoc.get("restores") or [])
+        for i, oid in enumerate(s.active):
+            s.seq[oid] = i + 1
+            s.last_used[oid] = i + 1
+            s.entered[oid] = int(entered.get(oid, 0))
+        s.tick = len(s.active)
+        s.restores = list(sdoc.get("restores") or [])
+        # A session saved before the metadata log has none: its next context lists
+        # every object in one first block.
+        s.meta_log = list(sdoc.get("metadata_log") or [])
         s.chat_id = sdoc.get("chat_ref") or s.chat_id
         s.system_prompt_id = sdoc.get("system_prompt_ref")
-        ids = s.session_index
+        ids = s.index
         extra = [x for x in (s.chat_id, s.system_prompt_id) if x]
         # Full documents (with content) only for what the prompt shows; the other files
         # are rows of the store's typed columns, made into a document (without its
         # content, loaded when activated) or a metadata entry when first asked for.
         # Resuming a session of thousands of files builds nothing per file.
-        cols = self.columns = file_columns(s.store, ids)
+        cols = self.columns = file_columns(self.store, ids)
         light = cols.found
-        if s._active:
-            shown = pa.array(list(s._active), type=pa.string())
+        if s.active:
+            shown = pa.array(list(s.active), type=pa.string())
             light = light & ~pc.is_in(cols.ids, value_set=shown).to_numpy(zero_copy_only=False)
         light_rows = np.flatnonzero(light)
         every = len(light_rows) == len(ids)
         light_ids = ids if every else cols.ids.take(light_rows).to_pylist()
         rows = dict(zip(light_ids, light_rows.tolist(), strict=True))
         full = [] if every else cols.ids.filter(pa.array(~light)).to_pylist()
-        docs = s.store.get_many([*full, *extra])
+        docs = self.store.get_many([*full, *extra])
         chat = docs.get(s.chat_id) or {}
-        s._turns = list(chat.get("turns") or [])
-        s._toolcall_refs = list(chat.get("toolcall_refs") or [])
+        s.turns = list(chat.get("turns") or [])
+        s.toolcall_refs = list(chat.get("toolcall_refs") or [])
         if s.system_prompt_id and s.system_prompt_id in docs:
-            s._system_prompt = docs[s.system_prompt_id].get("content") or ""
+            s.system_prompt = docs[s.system_prompt_id].get("content") or ""
         built_docs: dict[str, dict[str, Any]] = {}
         built_meta: dict[str, MetaEntry] = {}
         for oid in full:
@@ -115,16 +135,15 @@ class SessionResume:
             if d is None:  # stored elsewhere or lost: keep the id, show it as orphaned
                 d = {"xt/id": oid, "type": "file", "source": None, "content": None}
             built_docs[oid] = d
-            built_meta[oid] = s._meta_for(
+            built_meta[oid] = self._meta_for(
                 d, orphaned=d.get("source") is None and d["type"] == "file"
             )
-        s._docs = LazyRows(built_docs, rows, self.light_doc)
-        s._meta = LazyRows(built_meta, dict(rows), self.light_meta)
+        s.docs = LazyRows(built_docs, rows, self.light_doc)
+        s.meta = LazyRows(built_meta, dict(rows), self.light_meta)
         # A light row without a path is orphaned (as its entry would say).
         lost = light & pc.is_null(cols.column("source_path")).to_numpy(zero_copy_only=False)
-        s._orphaned = {o for o, m in built_meta.items() if m.orphaned}
-        s._orphaned.update(cols.ids.filter(pa.array(lost)).to_pylist())
-        s._assembler.mark_many(ids)
+        s.orphaned = {o for o, m in built_meta.items() if m.orphaned}
+        s.orphaned.update(cols.ids.filter(pa.array(lost)).to_pylist())
 
     def light_doc(self, row: int) -> dict[str, Any]:
         """A file without its content, from row ``row`` of the store's typed columns."""
@@ -146,14 +165,16 @@ class SessionResume:
         }
 
     def light_meta(self, row: int) -> MetaEntry:
-        s = self.session
+        """A file's metadata entry, from row ``row`` of the store's typed columns."""
         c = self.columns.lists()
         path = c["source_path"][row]
         return MetaEntry(
             c["xt_id"][row],
             "file",
             # As meta_for shows a stored file: a secret in its name leaves redacted.
-            path=redact_text(s.workspace.display_path(path or "", c["source_filesystem_id"][row])),
+            path=redact_text(
+                self.workspace.display_path(path or "", c["source_filesystem_id"][row])
+            ),
             file_type=c["file_type"][row],
             char_count=c["char_count"][row] or 0,
             deleted=c["source_hash"][row] is None,
@@ -161,19 +182,20 @@ class SessionResume:
         )
 
     def reconcile(self) -> ResumeReport:
-        s = self.session
+        """Check the restored files against the disk; new versions go to the store."""
+        s = self.state
         import numpy as np
         import pyarrow.compute as pc
 
         from ._columns import ResumeBlock, StatRows, block_path, pick
 
-        report = ResumeReport(objects=len(s.session_index))
-        ws = s.workspace
+        report = ResumeReport(objects=len(s.index))
+        ws = self.workspace
         res = ws.resolver
         default_fs, mounts = res.default_filesystem_id(), res.mounts
         ws_root = str(ws.root)
         root_slash = ws_root + "/"
-        cols, ids = self.columns, s.session_index
+        cols, ids = self.columns, s.index
         paths = cols.column("source_path")
         # The stored files of the session with a path; first those whose filesystem is
         # reachable, as vectors when no mount is involved.
@@ -187,12 +209,12 @@ class SessionResume:
             roots_ok: dict[str, bool] = {}
             reach = np.zeros(len(rows), dtype=bool)
             for k, i in enumerate(rows.tolist()):
-                root = _root_for(s._docs[ids[i]]["source"], mounts, default_fs, root_slash)
+                root = _root_for(s.docs[ids[i]]["source"], mounts, default_fs, root_slash)
                 if root is not None and root not in roots_ok:
                     roots_ok[root] = os.path.isdir(root)
                 reach[k] = root is not None and roots_ok[root]
         for i in rows[~reach].tolist():
-            s._set_orphaned(ids[i], True)
+            s.set_orphaned(ids[i], True)
             report.orphaned.append(ids[i])
         todo = rows[reach]
         # One batched lstat of all of them through the policy (each directory walked to
@@ -200,8 +222,8 @@ class SessionResume:
         # read; it is orphaned (latest version kept).
         stats = ws.policy.stat_many(pick(paths, todo).to_pylist())
         fs_id = res.filesystem_of(ws_root)
-        tip = s.store.latest_tx()
-        where = block_path(ws.root, s.session_id)
+        tip = self.store.latest_tx()
+        where = block_path(ws.root, self.session_id)
         block = ResumeBlock.load(where, cols.ids, fs_id, tip.tx_id if tip else 0)
         # Then one compare of the stats with the session's block of stat-cache entries:
         # nothing per file in Python for the files that did not change.
@@ -210,10 +232,10 @@ class SessionResume:
         quiet = st.gone & pc.is_null(pick(doc_hash, todo)).to_numpy(zero_copy_only=False)
         same = quiet if block is None else block.unchanged(st, todo, doc_hash) | quiet
         report.unchanged += int(same.sum())
-        if s._orphaned:  # reachable again (rare): as the entry will say
+        if s.orphaned:  # reachable again (rare): as the entry will say
             for k, oid in enumerate(cols.ids.take(todo).to_pylist()):
-                if oid in s._orphaned and not isinstance(stats[k], PolicyError):
-                    s._set_orphaned(oid, False)
+                if oid in s.orphaned and not isinstance(stats[k], PolicyError):
+                    s.set_orphaned(oid, False)
         if same.all() and block is not None:
             return report
         look = np.flatnonzero(~same)
@@ -223,10 +245,10 @@ class SessionResume:
         for k in look.tolist():
             oid, st_k = ids[todo[k]], stats[k]
             if isinstance(st_k, PolicyError):
-                s._set_orphaned(oid, True)
+                s.set_orphaned(oid, True)
                 report.orphaned.append(oid)
                 continue
-            src = s._docs[oid]["source"]
+            src = s.docs[oid]["source"]
             if type(st_k) is not os.stat_result or stat_mod.S_ISDIR(st_k.st_mode):
                 items.append((src, None))  # gone (or a directory now)
                 continue
@@ -238,7 +260,7 @@ class SessionResume:
             try:
                 data = ws.read(path)
             except (OSError, PolicyError):
-                s._set_orphaned(oid, True)
+                s.set_orphaned(oid, True)
                 report.orphaned.append(oid)
                 continue
             if data is not None:
@@ -246,7 +268,7 @@ class SessionResume:
                 cache.record(path, st_k, source_hash(data))
             items.append((src, data))
         new_docs = []
-        for obs in observe_bytes(s.store, items):
+        for obs in observe_bytes(self.store, items):
             if obs.action == "unchanged":
                 report.unchanged += 1
                 continue
@@ -254,9 +276,9 @@ class SessionResume:
             if obs.doc is not None:
                 new_docs.append(obs.doc)
         for d in new_docs:
-            s._install(d["xt/id"], d)
-            s._set_meta(d["xt/id"], s._meta_for(d, orphaned=False))
-        latest = s.store.latest_tx()
+            s.install(d["xt/id"], d)
+            s.set_meta(d["xt/id"], self._meta_for(d, orphaned=False))
+        latest = self.store.latest_tx()
         cache.save(latest.tx_id if latest else 0)
         # What the stat cache now knows of the files looked at goes into the block, so
         # that the next resume finds them unchanged by the compare alone.
@@ -264,7 +286,7 @@ class SessionResume:
             block, look = ResumeBlock.empty(cols.ids), np.arange(len(todo))
         redo = todo[look]
         block.record(redo.tolist(), [cache.entries.get(p) for p in paths.take(redo).to_pylist()])
-        tip = s.store.latest_tx()
+        tip = self.store.latest_tx()
         with contextlib.suppress(OSError):
             block.save(where, fs_id, tip.tx_id if tip else 0)
         return report

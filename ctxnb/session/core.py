@@ -11,12 +11,21 @@ Files and tool calls are content objects and live in those sets. The chat and th
 system prompt are infrastructure objects: stored and versioned, referenced from the
 session document, rendered in fixed places, and never in the sets.
 
+A session *has* its parts, as httpx's ``Client`` has a transport: what it holds (the
+sets, each object's copy and entry, the chat and their order) is a
+:class:`~ctxnb.session.state.SessionState` (``session.state``), the one object the
+session's helpers are handed; :class:`~ctxnb.session._resume.SessionResume` fills a
+state from a stored session and checks its files against the disk; :mod:`ctxnb.context`
+lays out and renders the prompt; :mod:`ctxnb.session._columns` makes a resumed session's
+files from the store's columns; the :class:`~ctxnb.session.watch.Watcher` follows the
+disk through the session's public methods. ``Session`` itself keeps the lock, the store,
+the listeners and the write buffer, and every public method changes its state under
+that lock.
+
 One class in one module, over the usual ~800 lines, because it is one concept: the sets,
-the chat, saving and assembling all change the same state under the same lock, and
-cutting the class by its methods would only hide that. The parts that stand on their
-own are objects it uses: :mod:`ctxnb.context` lays out and renders the prompt,
-:class:`~ctxnb.session._resume.SessionResume` brings a stored session back, and
-:mod:`ctxnb.session._columns` makes a resumed session's files from the store's columns.
+the chat, saving and assembling change the same state under the same lock, and cutting
+the class by its methods would only hide that (most of its length is the docstrings of
+its public methods).
 
 Example:
     >>> import tempfile, pathlib
@@ -39,7 +48,7 @@ from __future__ import annotations
 import html
 import os
 import threading
-from collections.abc import Callable, Iterable, Mapping, MutableMapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, Protocol
 
 from ..context import (
@@ -60,6 +69,7 @@ from ..model import INFRA_TYPES, new_id
 from ..redaction.redactor import redact_data, redact_text
 from ..strategies.builtin import ContextStrategy, KeepAll
 from ._resume import LIGHT, ResumeReport, SessionResume
+from .state import SessionState, payload_of, version_of
 
 if TYPE_CHECKING:
     from ..access.door import Access
@@ -96,44 +106,20 @@ class Session:
         self.session_id = session_id
         self.token_counter = resolve_token_counter(token_counter)
         self._lock = threading.RLock()
-        self.session_index: list[str] = []
-        self.metadata_pool: list[str] = []
-        self._active: dict[str, None] = {}
-        self._pinned: dict[str, None] = {}
-        self._index_set: set[str] = set()
-        self._pool_set: set[str] = set()
-        # Plain dicts, or after a resume mappings that make a file's row of the store's
-        # columns into its document or entry when first asked for (_session_columns).
-        self._docs: MutableMapping[str, dict[str, Any]] = {}
-        self._meta: MutableMapping[str, MetaEntry] = {}
-        self._last_used: dict[str, int] = {}
-        self._seq: dict[str, int] = {}
-        # The number of chat turns when each active item entered: its place in the
-        # append-only layout of the context (ctxnb.context).
-        self._entered: dict[str, int] = {}
-        # Client-registered active copies (unsaved editor buffers): what the prompt shows
-        # instead of the stored content (DESIGN §3: active copy > stored > snippet).
-        self._overlays: dict[str, str] = {}
+        # Rendering and its caches live in ctxnb.context; the state tells it what changed.
+        self._assembler = Assembler(self.token_counter)
+        #: What the session holds (its sets, copies, chat and their order): the part a
+        #: saved session stores and a resume brings back (:class:`SessionState`).
+        self.state = SessionState(mark=self._assembler.mark)
         # The store transaction each active file was last checked against, and the
         # store's latest transaction at the last check (see _sync_with_store).
         self._seen_tx: dict[str, int] = {}
         self._synced_tx: int | None = None
-        self._tick = 0
-        self._turns: list[dict[str, Any]] = []
-        # (turn, hash) of the last context assembled with record=True: what the model
-        # saw when it asked for a change; the recorder puts it in the change's trace.
-        self.last_context: tuple[int, str] | None = None
-        self._toolcall_refs: list[str] = []
-        self.chat_id = new_id()
-        self.system_prompt_id: str | None = None
-        self._system_prompt = ""
         self._sp_dirty = False
-        # Rendering and its caches live in ctxnb.context; the session tells it what changed.
-        self._assembler = Assembler(self.token_counter)
-        self._orphaned: set[str] = set()
         self._watcher: Watcher | None = None
         self._listeners: list[Callable[[str, str], None]] = []
         self.last_resume: ResumeReport | None = None
+        # Tool calls recorded since the last write (written in one transaction).
         self._pending: list[dict[str, Any]] = []
         #: The instruction-file tracker attached to this session (it attaches itself,
         #: :class:`ctxnb.instructions.RulesTracker`), or None.
@@ -141,75 +127,59 @@ class Session:
         #: True when the session was opened with ``rules=False``: nothing attaches a
         #: rules tracker to it later (``ws.tools`` included).
         self.rules_off = False
-        # Items brought back with restore_item (ctxnb.context._changes): saved with the session.
-        self._restores: list[dict[str, Any]] = []
-        # The metadata lines the prompt has shown, in blocks (ctxnb.context._metalog):
-        # append-only, saved with the session so that past contexts rebuild exactly.
-        self._meta_log: list[dict[str, Any]] = []
 
     def in_index(self, object_id: str) -> bool:
         """Whether the object is in this session's index (it was read or indexed in it)."""
-        return object_id in self._index_set
-
-    def _set_meta(self, oid: str, entry: MetaEntry) -> None:
-        self._meta[oid] = entry
-        if entry.orphaned:
-            self._orphaned.add(oid)
-        else:
-            self._orphaned.discard(oid)
-        self._dirty(oid)
-
-    def _set_orphaned(self, oid: str, value: bool) -> None:
-        m = self._meta[oid]
-        if m.orphaned != value:
-            self._set_meta(oid, MetaEntry(**{**vars(m), "orphaned": value}))
-
-    def _dirty(self, oid: str) -> None:
-        self._assembler.mark(oid)
+        return self.state.in_index(object_id)
 
     # -- sets -----------------------------------------------------------------------------
     @property
+    def session_index(self) -> list[str]:
+        """Every object the session ever touched, in order (append-only)."""
+        return self.state.index
+
+    @property
+    def metadata_pool(self) -> list[str]:
+        """The objects whose one-line metadata the model sees, in order."""
+        return self.state.pool
+
+    @property
     def active_set(self) -> list[str]:
-        return list(self._active)
+        return list(self.state.active)
 
     @property
     def pinned_set(self) -> list[str]:
-        return list(self._pinned)
+        return list(self.state.pinned)
+
+    @property
+    def chat_id(self) -> str:
+        """The id of the session's chat object."""
+        return self.state.chat_id
+
+    @property
+    def system_prompt_id(self) -> str | None:
+        """The id of the session's system prompt object (None before one is set)."""
+        return self.state.system_prompt_id
+
+    @property
+    def last_context(self) -> tuple[int, str] | None:
+        """(turn, hash) of the last context assembled with ``record=True``, or None: what
+        the model saw when it asked for a change (the recorder puts it in the trace)."""
+        return self.state.last_context
 
     @property
     def system_prompt(self) -> str:
-        return self._system_prompt
+        return self.state.system_prompt
 
     def set_system_prompt(self, text: str) -> None:
         """Replace the system prompt (a new version is stored at the next save)."""
         with self._lock:
-            if text != self._system_prompt or self.system_prompt_id is None:
-                self._system_prompt = text
-                self.system_prompt_id = self.system_prompt_id or new_id()
+            st = self.state
+            if text != st.system_prompt or st.system_prompt_id is None:
+                st.system_prompt = text
+                st.system_prompt_id = st.system_prompt_id or new_id()
                 self._sp_dirty = True
-                self._notify(self.system_prompt_id, "system prompt")
-
-    def _touch(self, oid: str) -> None:
-        self._tick += 1
-        self._last_used[oid] = self._tick
-
-    def _install(self, oid: str, doc: dict[str, Any]) -> None:
-        """Take a new version of an object; an active item whose content changed re-enters."""
-        old = self._docs.get(oid)
-        self._docs[oid] = doc
-        if old is not None and _version(old) != _version(doc):
-            self._reenter(oid)
-
-    def _reenter(self, oid: str) -> None:
-        """An active item's content changed: it takes its place after everything so far.
-
-        The model reads the new content after what happened since the old one, as in a
-        transcript; everything before the item's old place stays a cacheable prefix.
-        """
-        if oid in self._active and oid not in self._overlays:
-            self._tick += 1
-            self._seq[oid] = self._tick
-            self._entered[oid] = self.turn
+                self.notify(st.system_prompt_id, "system prompt")
 
     def set_active_copy(self, oid: str, text: str | None) -> None:
         """Show a client's active copy of a file (e.g. an unsaved buffer) instead of its
@@ -220,18 +190,17 @@ class Session:
         """
         with self._lock:
             self._require(oid)
-            if self._overlays.get(oid) == text:
+            st = self.state
+            if st.overlays.get(oid) == text:
                 return
             if text is None:
-                self._overlays.pop(oid, None)
+                st.overlays.pop(oid, None)
             else:
-                self._overlays[oid] = text
-            if oid in self._active:
-                self._tick += 1
-                self._seq[oid] = self._tick
-                self._entered[oid] = self.turn
-            self._dirty(oid)
-            self._notify(oid, "active copy")
+                st.overlays[oid] = text
+            if oid in st.active:
+                st.move_to_end(oid)
+            st.mark(oid)
+            self.notify(oid, "active copy")
 
     def _sync_with_store(self) -> None:
         """Take every newer stored version of an active file (index, watcher, other
@@ -240,15 +209,16 @@ class Session:
         mark = latest.tx_id if latest else 0
         if mark == self._synced_tx:
             return
-        for oid in list(self._active):
-            if self._meta[oid].type == "toolcall":  # tool calls never change
+        st = self.state
+        for oid in list(st.active):
+            if st.meta[oid].type == "toolcall":  # tool calls never change
                 continue
             tx = self.store.latest_tx_of(oid)
             if tx is None or tx == self._seen_tx.get(oid):
                 continue
             self._seen_tx[oid] = tx
             doc = self.store.get(oid)
-            if doc is not None and _version(doc) != _version(self._docs[oid]):
+            if doc is not None and version_of(doc) != version_of(st.docs[oid]):
                 self.refresh(oid)
         self._synced_tx = mark
 
@@ -259,25 +229,22 @@ class Session:
                 f"{doc.get('type')} objects are infrastructure: they are referenced from the "
                 "session, never added to its index, pool or sets"
             )
-        self._install(oid, doc)
-        self._set_meta(
-            oid, self._meta_for(doc, orphaned=self._meta.get(oid, MetaEntry(oid, "")).orphaned)
+        st = self.state
+        st.install(oid, doc)
+        st.set_meta(
+            oid, self._meta_for(doc, orphaned=st.meta.get(oid, MetaEntry(oid, "")).orphaned)
         )
-        new = oid not in self._index_set
-        if new:
-            self._index_set.add(oid)
-            self.session_index.append(oid)
+        new = st.add_to_index(oid)
         # A hidden call (the harness's own) is indexed and stored, but the model never
         # reads a line of it.
-        if oid not in self._pool_set and not doc.get("hidden"):
-            self._pool_set.add(oid)
-            self.metadata_pool.append(oid)
+        if not doc.get("hidden"):
+            st.add_to_pool(oid)
         if new:
-            self._notify(oid, "added")
+            self.notify(oid, "added")
         return oid
 
     def _require(self, oid: str) -> None:
-        if oid not in self._index_set:
+        if not self.state.in_index(oid):
             raise NotFoundError(
                 f"object {oid!r} is not in session {self.session_id!r}; add it first "
                 "(add_path, add or record_toolcall)"
@@ -337,61 +304,63 @@ class Session:
         """Put an object's full content in the prompt (and mark it used now)."""
         with self._lock:
             self._require(oid)
-            new = oid not in self._active
+            st = self.state
+            new = oid not in st.active
             if new:
-                self._active[oid] = None
-                self._seq.setdefault(oid, self._tick + 1)
-                self._entered.setdefault(oid, self.turn)
-                self._dirty(oid)
-            self._touch(oid)
-            if oid not in self._pool_set:
-                self._pool_set.add(oid)
-                self.metadata_pool.append(oid)
+                st.active[oid] = None
+                st.seq.setdefault(oid, st.tick + 1)
+                st.entered.setdefault(oid, st.turn)
+                st.mark(oid)
+            st.touch(oid)
+            st.add_to_pool(oid)
             if new:
-                self._notify(oid, "activated")
+                self.notify(oid, "activated")
 
     def deactivate(self, oid: str) -> None:
         """Take an object's content out of the prompt; it stays in the index and the pool."""
         with self._lock:
             self._require(oid)
-            was = oid in self._active
-            self._active.pop(oid, None)
-            self._seq.pop(oid, None)
-            self._entered.pop(oid, None)
-            self._dirty(oid)
+            st = self.state
+            was = oid in st.active
+            st.active.pop(oid, None)
+            st.seq.pop(oid, None)
+            st.entered.pop(oid, None)
+            st.mark(oid)
             if was:
-                self._notify(oid, "deactivated")
+                self.notify(oid, "deactivated")
 
     def pin(self, oid: str) -> None:
         """Keep an object in the prompt whatever the strategy (activates it)."""
         with self._lock:
             self.activate(oid)
-            new = oid not in self._pinned
-            self._pinned[oid] = None
-            self._dirty(oid)
+            st = self.state
+            new = oid not in st.pinned
+            st.pinned[oid] = None
+            st.mark(oid)
             if new:
-                self._notify(oid, "pinned")
+                self.notify(oid, "pinned")
 
     def unpin(self, oid: str) -> None:
         with self._lock:
             self._require(oid)
-            was = oid in self._pinned
-            self._pinned.pop(oid, None)
-            self._dirty(oid)
+            st = self.state
+            was = oid in st.pinned
+            st.pinned.pop(oid, None)
+            st.mark(oid)
             if was:
-                self._notify(oid, "unpinned")
+                self.notify(oid, "unpinned")
 
     def touch(self, oid: str) -> None:
         """Mark an object as used now (recency strategies keep recent items)."""
         with self._lock:
             self._require(oid)
-            self._touch(oid)
+            self.state.touch(oid)
 
     def took_version(self, oid: str) -> None:
         """A new version of ``oid`` was stored by this session's tools: reload it if the
         session holds it, else add it to the index without activating it."""
         with self._lock:
-            if oid in self._index_set:
+            if self.state.in_index(oid):
                 self.refresh(oid)
             else:
                 self.add(oid, activate=False)
@@ -400,9 +369,9 @@ class Session:
         """Reload an object's latest version from the store into the session."""
         with self._lock:
             doc = self.store.get(oid)
-            if doc is not None and oid in self._index_set:
-                self._install(oid, doc)
-                self._set_meta(oid, self._meta_for(doc, orphaned=False))
+            if doc is not None and self.state.in_index(oid):
+                self.state.install(oid, doc)
+                self.state.set_meta(oid, self._meta_for(doc, orphaned=False))
             return doc
 
     def get(self, oid: str) -> dict[str, Any]:
@@ -412,17 +381,17 @@ class Session:
 
     def metadata(self, oid: str) -> MetaEntry:
         self._require(oid)
-        return self._meta[oid]
+        return self.state.meta[oid]
 
     def find(self, path: str | os.PathLike[str]) -> str | None:
         """The id of a file in this session by path, or None."""
         oid = self.workspace.object_id(path)
-        return oid if oid in self._index_set else None
+        return oid if self.state.in_index(oid) else None
 
     @property
     def turn(self) -> int:
         """The number of chat turns so far."""
-        return len(self._turns)
+        return self.state.turn
 
     # -- metadata ----------------------------------------------------------------------------
     def _meta_for(self, doc: dict[str, Any], *, orphaned: bool) -> MetaEntry:
@@ -430,11 +399,12 @@ class Session:
 
     def _doc(self, oid: str) -> dict[str, Any]:
         """The session's copy of an object, loading its content if it was left out."""
-        doc = self._docs[oid]
+        docs = self.state.docs
+        doc = docs[oid]
         if doc.get(LIGHT):
             full = self.store.get(oid)
             if full is not None:
-                self._docs[oid] = doc = full
+                docs[oid] = doc = full
         return doc
 
     def on_change(self, callback: Callable[[str, str], None]) -> None:
@@ -449,7 +419,12 @@ class Session:
         """
         self._listeners.append(callback)
 
-    def _notify(self, oid: str, action: str) -> None:
+    def notify(self, oid: str, action: str) -> None:
+        """Call every :meth:`on_change` callback with ``(oid, action)``.
+
+        The session calls it for its own changes; the :class:`~ctxnb.session.watch.Watcher`
+        calls it when a file of the session changed on disk (``updated``, ``deleted`` …).
+        """
         for cb in list(self._listeners):
             cb(oid, action)
 
@@ -506,24 +481,24 @@ class Session:
                 "args": dict(args),
                 "args_display": f"{name}({shown})",
                 "status": status,
-                "chat_ref": self.chat_id,
+                "chat_ref": self.state.chat_id,
                 "file_refs": list(file_refs),
             }
             if shown_as is not None:
                 doc["shown"] = {"tool": name, "args": dict(shown_args)}
             if hidden:
                 doc["hidden"] = True
-            doc["content_hash"] = content_hash(_payload(doc))
+            doc["content_hash"] = content_hash(payload_of(doc))
             # Tool calls are written in batches (at save, assemble or flush) so that a
             # tool call costs no store commit of its own.
             self._pending.append(doc)
             self._admit(doc)
-            self._toolcall_refs.append(tid)
+            self.state.toolcall_refs.append(tid)
             if activate and not hidden:
                 self.activate(tid)
             for ref in file_refs:
                 if self.in_index(ref):
-                    self._touch(ref)
+                    self.state.touch(ref)
             self._follow_rules(tool, args, file_refs)
             return tid
 
@@ -537,7 +512,8 @@ class Session:
         for key in _QUERY_ARGS:  # tier 2: a search's query may call for linked docs
             if isinstance(args.get(key), str):
                 tracker.on_query(args[key])
-        touched = [self._meta[r].path for r in file_refs if r in self._meta]
+        meta = self.state.meta
+        touched = [meta[r].path for r in file_refs if r in meta]
         paths = [p for p in touched if p]
         if paths:
             given = args.get("paths")
@@ -549,9 +525,9 @@ class Session:
         if role not in ("user", "assistant", "system", "tool"):
             raise ValueError(f"unknown chat role {role!r}; use user, assistant, system or tool")
         with self._lock:
-            self._turns.append({"role": role, "content": content})
-            self._notify(self.chat_id, "turn")
-            count = len(self._turns)
+            self.state.turns.append({"role": role, "content": content})
+            self.notify(self.state.chat_id, "turn")
+            count = self.state.turn
         tracker = self.rules_tracker
         if tracker is not None and role == "user":
             tracker.on_query(content)  # tier 2: a user turn may call for linked docs
@@ -559,46 +535,48 @@ class Session:
 
     @property
     def turns(self) -> list[dict[str, Any]]:
-        return list(self._turns)
+        return list(self.state.turns)
 
     # -- documents ----------------------------------------------------------------------------
     def _chat_doc(self) -> dict[str, Any]:
+        st = self.state
         doc: dict[str, Any] = {
-            "xt/id": self.chat_id,
+            "xt/id": st.chat_id,
             "type": "chat",
             "source": None,
             "identity_hash": None,
-            "turns": list(self._turns),
-            "turn_count": len(self._turns),
-            "toolcall_refs": list(self._toolcall_refs),
+            "turns": list(st.turns),
+            "turn_count": st.turn,
+            "toolcall_refs": list(st.toolcall_refs),
             "session_ref": self.session_id,
         }
-        doc["content_hash"] = content_hash(_payload(doc))
+        doc["content_hash"] = content_hash(payload_of(doc))
         return doc
 
     def _session_doc(self, assembly: dict[str, Any] | None) -> dict[str, Any]:
+        st = self.state
         doc: dict[str, Any] = {
             "xt/id": self.session_id,
             "type": "session",
             "source": None,
             "identity_hash": None,
             "session_id": self.session_id,
-            "chat_ref": self.chat_id,
-            "system_prompt_ref": self.system_prompt_id,
-            "session_index": list(self.session_index),
-            "metadata_pool": list(self.metadata_pool),
+            "chat_ref": st.chat_id,
+            "system_prompt_ref": st.system_prompt_id,
+            "session_index": list(st.index),
+            "metadata_pool": list(st.pool),
             # In reading order, so that a resumed session lays its context out the same way.
-            "active_set": sorted(self._active, key=lambda o: self._seq.get(o, 0)),
-            "pinned_set": list(self._pinned),
+            "active_set": sorted(st.active, key=lambda o: st.seq.get(o, 0)),
+            "pinned_set": list(st.pinned),
             # Where each active item sits among the chat turns (the layout's order).
-            "entered": {o: self._entered.get(o, 0) for o in self._active},
-            "turn": self.turn,
+            "entered": {o: st.entered.get(o, 0) for o in st.active},
+            "turn": st.turn,
             "assembly": assembly,
-            "metadata_log": list(self._meta_log),
+            "metadata_log": list(st.meta_log),
         }
-        if self._restores:
-            doc["restores"] = list(self._restores)
-        doc["content_hash"] = content_hash(_payload(doc))
+        if st.restores:
+            doc["restores"] = list(st.restores)
+        doc["content_hash"] = content_hash(payload_of(doc))
         return doc
 
     def flush(self) -> None:
@@ -613,15 +591,16 @@ class Session:
         with self._lock:
             docs = [*self._pending, self._chat_doc(), self._session_doc(assembly)]
             self._pending = []
-            if self._sp_dirty and self.system_prompt_id:
+            st = self.state
+            if self._sp_dirty and st.system_prompt_id:
                 sp = {
-                    "xt/id": self.system_prompt_id,
+                    "xt/id": st.system_prompt_id,
                     "type": "system_prompt",
                     "source": None,
                     "identity_hash": None,
-                    "content": self._system_prompt,
+                    "content": st.system_prompt,
                 }
-                sp["content_hash"] = content_hash(_payload(sp))
+                sp["content_hash"] = content_hash(payload_of(sp))
                 docs.append(sp)
                 self._sp_dirty = False
             tx = self.store.put(docs)
@@ -633,9 +612,10 @@ class Session:
         """The metadata pool as a pandas DataFrame (one row per object)."""
         import pandas as pd
 
+        st = self.state
         rows = []
-        for oid in self.metadata_pool:
-            m = self._meta[oid]
+        for oid in st.pool:
+            m = st.meta[oid]
             rows.append(
                 {
                     "id": oid,
@@ -645,8 +625,8 @@ class Session:
                     "char_count": m.char_count,
                     "tool": m.tool,
                     "status": m.status,
-                    "active": oid in self._active,
-                    "pinned": oid in self._pinned,
+                    "active": oid in st.active,
+                    "pinned": oid in st.pinned,
                     "deleted": m.deleted,
                     "orphaned": m.orphaned,
                 }
@@ -655,21 +635,22 @@ class Session:
 
     # -- assembly (ctxnb.context does the work) ------------------------------------------------
     def _assembly_state(self) -> AssemblyState:
+        st = self.state
         return AssemblyState(
-            active=self._active,
-            pinned=self._pinned,
-            pool=self.metadata_pool,
-            meta=self._meta,
+            active=st.active,
+            pinned=st.pinned,
+            pool=st.pool,
+            meta=st.meta,
             doc=self._doc,
-            last_used=self._last_used,
-            seq=self._seq,
-            entered=self._entered,
-            orphaned=self._orphaned,
-            system_prompt=self._system_prompt,
-            turns=self._turns,
+            last_used=st.last_used,
+            seq=st.seq,
+            entered=st.entered,
+            orphaned=st.orphaned,
+            system_prompt=st.system_prompt,
+            turns=st.turns,
             head=self._head(),
-            overlays=self._overlays,
-            meta_log=self._meta_log,
+            overlays=st.overlays,
+            meta_log=st.meta_log,
         )
 
     def _head(self) -> list[str]:
@@ -711,7 +692,7 @@ class Session:
             if record:
                 assembly["hash"] = ctx.hash
                 self.save(assembly=assembly)
-                self.last_context = (ctx.turn, ctx.hash)
+                self.state.last_context = (ctx.turn, ctx.hash)
             return ctx
 
     # -- the past -------------------------------------------------------------------------------
@@ -759,7 +740,11 @@ class Session:
             NotFoundError: nothing was recorded at that turn.
         """
         found = changes.changes_at(
-            self.store, self.session_id, turn, meta_of=self._stored_meta, restores=self._restores
+            self.store,
+            self.session_id,
+            turn,
+            meta_of=self._stored_meta,
+            restores=self.state.restores,
         )
         return changes_frame(found) if as_frame else found
 
@@ -799,7 +784,7 @@ class Session:
                 self.pin(oid)
             else:
                 self.activate(oid)
-            self._restores.append(changes.restore_record(found, turn=self.turn, pinned=pin))
+            self.state.restores.append(changes.restore_record(found, turn=self.turn, pinned=pin))
             self.save()
             return doc
 
@@ -815,15 +800,29 @@ class Session:
     def _stored_meta(self, doc: Mapping[str, Any]) -> MetaEntry:
         return meta_for(doc, orphaned=False, reverse_resolve=self.workspace.display_path)
 
+    # -- resume and watch -----------------------------------------------------------------------
+    def _resume(self, sdoc: dict[str, Any]) -> None:
+        """Take back a stored session document, then check its files against the disk.
+
+        The resume is handed the session's state, the workspace and the store, not the
+        session: it fills the state and reports what changed (``last_resume``).
+        """
+        with self._lock:
+            resume = SessionResume(self.state, self.workspace, self.store, self.session_id)
+            resume.restore(sdoc)
+            self._assembler.mark_many(self.state.index)
+            self.last_resume = resume.reconcile()
+
     def watchable_paths(self) -> list[str]:
         """Canonical paths of the session's files the host can watch."""
+        st = self.state
         out = []
-        for oid in self.session_index:
-            d = self._docs.get(oid) or {}
+        for oid in st.index:
+            d = st.docs.get(oid) or {}
             src = d.get("source")
-            if d.get("type") != "file" or not src or self._meta[oid].orphaned:
+            if d.get("type") != "file" or not src or st.meta[oid].orphaned:
                 continue
-            agent_path = self._meta[oid].path or src["path"]
+            agent_path = st.meta[oid].path or src["path"]
             # A path no mount covers is container-internal when the agent runs behind
             # mounts; with no mounts at all the agent runs on the host.
             res = self.workspace.resolver
@@ -858,17 +857,19 @@ class Session:
 
     # -- display --------------------------------------------------------------------------------
     def __repr__(self) -> str:
+        st = self.state
         return (
-            f"<Session {self.session_id!r} index={len(self.session_index)} "
-            f"pool={len(self.metadata_pool)} active={len(self._active)} "
-            f"pinned={len(self._pinned)} turns={self.turn}>"
+            f"<Session {self.session_id!r} index={len(st.index)} "
+            f"pool={len(st.pool)} active={len(st.active)} "
+            f"pinned={len(st.pinned)} turns={st.turn}>"
         )
 
     def _repr_html_(self) -> str:
+        st = self.state
         rows = []
-        for oid in self.metadata_pool[:50]:
-            m = self._meta[oid]
-            state = "pinned" if oid in self._pinned else ("active" if oid in self._active else "")
+        for oid in st.pool[:50]:
+            m = st.meta[oid]
+            state = "pinned" if oid in st.pinned else ("active" if oid in st.active else "")
             flags = " ".join(
                 f for f, on in (("deleted", m.deleted), ("orphaned", m.orphaned)) if on
             )
@@ -876,26 +877,14 @@ class Session:
                 f"<tr><td>{m.type}</td><td>{html.escape(m.path or m.args_display or oid)}</td>"
                 f"<td>{m.char_count}</td><td>{state}</td><td>{flags}</td></tr>"
             )
-        more = (
-            f"<p>… {len(self.metadata_pool) - 50} more</p>" if len(self.metadata_pool) > 50 else ""
-        )
+        more = f"<p>… {len(st.pool) - 50} more</p>" if len(st.pool) > 50 else ""
         return (
             f"<div><b>Session</b> {html.escape(self.session_id)}: "
-            f"{len(self.session_index)} objects, {len(self._active)} active, "
-            f"{len(self._pinned)} pinned, {self.turn} turns"
+            f"{len(st.index)} objects, {len(st.active)} active, "
+            f"{len(st.pinned)} pinned, {st.turn} turns"
             "<table><tr><th>type</th><th>object</th><th>chars</th><th>state</th><th></th></tr>"
             f"{''.join(rows)}</table>{more}</div>"
         )
-
-
-def _version(doc: dict[str, Any]) -> str:
-    """What tells two versions of an object apart: its content hash (or, for documents
-    stored without one, such as plans, the whole document)."""
-    return doc.get("content_hash") or stable_stringify(_payload(doc))
-
-
-def _payload(doc: dict[str, Any]) -> dict[str, Any]:
-    return {k: v for k, v in doc.items() if k not in ("xt/id", "type", "source", "identity_hash")}
 
 
 # The arguments of a tool call that are a query in words (search_tools' query, search's
@@ -923,12 +912,7 @@ def open_session(
     if sdoc is not None:
         if sdoc.get("type") != "session":
             raise NotFoundError(f"object {sid!r} is a {sdoc.get('type')}, not a session")
-        resume = SessionResume(s)
-        resume.restore(sdoc)
-        # A session saved before the metadata log has none: its next context lists
-        # every object in one first block.
-        s._meta_log = list(sdoc.get("metadata_log") or [])
-        s.last_resume = resume.reconcile()
+        s._resume(sdoc)
         if system_prompt is not None and system_prompt != s.system_prompt:
             s.set_system_prompt(system_prompt)
             s.save()

@@ -58,7 +58,7 @@ class WatchedSession(Protocol):
 
     def refresh(self, oid: str) -> dict[str, Any] | None: ...
 
-    def _notify(self, oid: str, action: str) -> None: ...
+    def notify(self, oid: str, action: str) -> None: ...
 
 
 Backend = Callable[[list[str], threading.Event], Iterable[set[tuple[Any, str]]]]
@@ -185,7 +185,7 @@ class Watcher:
                 if res.action != "unchanged":
                     s.refresh(oid)
                     self.events += 1
-                    s._notify(oid, res.action)
+                    s.notify(oid, res.action)
             except Exception as e:  # keep watching; report the failure
                 self.errors.append(e)
                 if self._on_error is not None:

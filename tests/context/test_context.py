@@ -13,7 +13,7 @@ import pytest
 import ctxnb.context as context_pkg
 from ctxnb import Workspace
 from ctxnb.access.observe import build_file_doc
-from ctxnb.context import context_at
+from ctxnb.context import Assembler, context_at
 from ctxnb.errors import PolicyError
 from ctxnb.strategies.builtin import ObservationMasking
 
@@ -60,7 +60,7 @@ def test_session_delegates_and_context_at_rebuilds(sample_ws: Path) -> None:
             ws.store,
             "delegate",
             turn,
-            assembler=s._assembler,
+            assembler=Assembler(s.token_counter),
             reverse_resolve=ws.display_path,
         )
         assert again.hash == ctx.hash == s.context_at(turn).hash

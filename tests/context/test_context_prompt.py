@@ -18,7 +18,7 @@ import pytest
 from _paths import TESTS
 
 from ctxnb import MountMapping, Workspace
-from ctxnb.context import Context, prefix_reuse
+from ctxnb.context import Assembler, AssemblyState, Context, prefix_reuse
 from ctxnb.context._metalog import META_HEADER, META_UPDATE_HEADER
 from ctxnb.strategies.builtin import BlockMasking, KeepAll, RecencyWindow
 
@@ -141,7 +141,7 @@ def test_context_at_rebuilds_each_step_after_later_changes(tmp_path: Path) -> No
             s.deactivate(s.find("m0.py") or "")
         seen.append(s.assemble(strategy))
         # No block is ever lost: every line made so far is shown.
-        made = sum(len(b["ids"]) for b in s._meta_log)
+        made = sum(len(b["ids"]) for b in s.state.meta_log)
         shown = seen[-1].section("metadata").text.splitlines()
         assert sum(1 for ln in shown if ln.startswith("- ")) == made
     reopened = Workspace.open(tmp_path).session("loop")
@@ -152,7 +152,7 @@ def test_context_at_rebuilds_each_step_after_later_changes(tmp_path: Path) -> No
             assert again.layout == ctx.layout
             assert _transcripts(again) == _transcripts(ctx)
             assert again.to_messages("anthropic") == ctx.to_messages("anthropic")
-    assert ws.store.get("loop")["metadata_log"] == s._meta_log
+    assert ws.store.get("loop")["metadata_log"] == s.state.meta_log
 
 
 def test_a_resumed_session_continues_its_prompt(tmp_path: Path) -> None:
@@ -279,13 +279,35 @@ def test_an_assembler_handed_another_log_compares_every_line_with_it(tmp_path: P
     s.add_path("m0.py")
     s.record_toolcall("run", {"cmd": "ls"}, "m0.py\n")
     first = s.assemble(KeepAll(), record=False)
-    # A state whose log is empty (an AssemblyState made without the session's log):
-    # every object is listed again in its first block, nothing is left out.
-    state = s._assembly_state()
-    state.meta_log = []
-    ctx, _ = s._assembler.assemble(state, KeepAll(), None, tx_id=0)
+    st = s.state
+
+    def state(log: list[dict[str, Any]]) -> AssemblyState:
+        return AssemblyState(
+            active=st.active,
+            pinned=st.pinned,
+            pool=st.pool,
+            meta=st.meta,
+            doc=s.get,
+            last_used=st.last_used,
+            seq=st.seq,
+            entered=st.entered,
+            orphaned=st.orphaned,
+            system_prompt=st.system_prompt,
+            turns=st.turns,
+            head=[],
+            overlays=st.overlays,
+            meta_log=log,
+        )
+
+    # An assembler that has rendered one log, then is handed a state whose log is empty
+    # (an AssemblyState made without the session's log): every object is listed again in
+    # its first block, nothing is left out.
+    assembler = Assembler(s.token_counter)
+    assembler.assemble(state(list(st.meta_log)), KeepAll(), None, tx_id=0)
+    empty = state([])
+    ctx, _ = assembler.assemble(empty, KeepAll(), None, tx_id=0)
     assert ctx.section("metadata").text == first.section("metadata").text
-    assert len(state.meta_log) == 1 and len(state.meta_log[0]["ids"]) == len(s.metadata_pool)
+    assert len(empty.meta_log) == 1 and len(empty.meta_log[0]["ids"]) == len(s.metadata_pool)
 
 
 def test_a_rules_file_found_mid_session_enters_after_the_last_item(tmp_path: Path) -> None:

@@ -49,7 +49,7 @@ def test_nothing_changed_is_one_compare_and_the_same_answers(sample_ws):
     rep = again.last_resume
     assert (rep.unchanged, rep.hashed, rep.updated, rep.deleted) == (len(FILES), 0, [], [])
     # Nothing was made per file: entries and documents are built when asked for.
-    assert again._meta.pending() == len(FILES) - 1  # the active README is whole
+    assert again.state.meta.pending() == len(FILES) - 1  # the active README is whole
     # ... and then say what the documents say, as a session that read every file.
     fresh = ws.session("fresh", rules=False)
     for rel in FILES:

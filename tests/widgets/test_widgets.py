@@ -75,7 +75,7 @@ def test_session_view_updates_live_from_a_background_thread(ws: Workspace) -> No
     (ws.root / "AGENTS.md").write_text("# changed\n")
     s.add_path("AGENTS.md")  # re-index, as the watcher does before it notifies
 
-    t = threading.Thread(target=s._notify, args=(a, "updated"))
+    t = threading.Thread(target=s.notify, args=(a, "updated"))
     t.start()
     t.join(5)
     assert [action for _, action, _ in view.changes] == ["updated"]
