@@ -5,8 +5,10 @@ component opened with ``O_NOFOLLOW`` relative to its parent's descriptor, so a s
 link or a swapped directory met on the way is reported, never followed. This module holds
 that walk (roots, nested roots, parents, subdirectories, directory walks with their
 judgments) and the single-file primitives built on it (``lstat``, open a regular file,
-read it, write a temporary file, link it in). ``fdio.py`` holds the public operations
-that compose them. The hook process imports both: standard library only.
+read it, write a temporary file, link it in), as :class:`FdWalk`, an object a policy
+holds and hands its rules, which judge every name met through their public methods.
+``fdio.py`` holds the public operations that compose them. The hook process imports
+both: standard library only.
 
 A regular file with more than one link is also judged by its identity: when it is the
 inode of a denied file (a hard link, see :mod:`ctxnb.access.identity`), it is refused
@@ -19,7 +21,6 @@ from __future__ import annotations
 
 import errno
 import os
-import re
 import stat as stat_mod
 import time
 from collections.abc import Callable, Iterator
@@ -54,11 +55,23 @@ _UNJUDGED = "\x00unjudged"  # no rule name holds a NUL
 _JUDGED_MAX = 1 << 17  # names whose walk judgment is remembered (a few MB at most)
 _IDENTITY_MAX = 1 << 14  # inodes whose identity judgment is remembered
 _CTIME_SLACK_NS = 2_000_000_000  # FAT keeps 2-second times; the kernel's clock is coarse
-_ODD_END = re.compile(r"[. ](?:/|$)")  # a name Windows would strip (the rules fold it)
 
 
-class _FdWalk(PathRules):
-    """The descriptor walk and the single-file primitives of :class:`PathPolicy`."""
+class FdWalk:
+    """The descriptor walk and the single-file primitives of a
+    :class:`~ctxnb.access.fdio.PathPolicy`, over the rules it is given (the policy's).
+
+    Args:
+        rules: the path rules that judge every name the walk meets.
+    """
+
+    def __init__(self, rules: PathRules) -> None:
+        self.rules = rules
+        # The walk's judgment of each name it met (see walk_dir): lexical, so it holds
+        # for as long as the rules do.
+        self.judged: dict[str, str | None] = {}
+        # The last walk of the denied names (see identity_rule), or None.
+        self._identity_scan: DeniedInodes | None = None
 
     # -- identity: a hard link of a denied file is refused as that file ----------------
     @cached_property
@@ -69,16 +82,17 @@ class _FdWalk(PathRules):
     @cached_property
     def _deny_only(self) -> PathRules:
         """The deny globs alone (governance's globs refuse writes, not these bytes)."""
-        return PathRules(self.roots, deny=self._deny_lines, max_path_bytes=self.max_path_bytes)
+        rules = self.rules
+        return PathRules(rules.roots, deny=rules.deny, max_path_bytes=rules.max_path_bytes)
 
-    def _identity_rule(self, st: os.stat_result, since_ns: int) -> str | None:
+    def identity_rule(self, st: os.stat_result, since_ns: int) -> str | None:
         """``identity:<denied path>`` when the regular file ``st`` (its ``lstat`` or the
         ``fstat`` of the open file) is an inode a denied name holds, else None.
 
         ``since_ns``: when the operation (or walk) began; a walk of the denied names
         taken before it is not trusted for an inode changed (ctime) since that walk.
         """
-        if st.st_nlink < 2 or st.st_mode & _S_IFMT != _S_IFREG or not self._deny_lines:
+        if st.st_nlink < 2 or st.st_mode & _S_IFMT != _S_IFREG or not self.rules.deny:
             return None
         key = (st.st_dev, st.st_ino)
         memo = self._identity_memo
@@ -87,14 +101,14 @@ class _FdWalk(PathRules):
         # rename) its link count: the same pair means the same set of names.
         if hit is not None and hit[0] == st.st_ctime_ns and hit[1] == st.st_nlink:
             return hit[2]
-        scan: DeniedInodes | None = self.__dict__.get("_identity_scan")
+        scan = self._identity_scan
         # A walk taken before this operation still answers for an inode whose ctime is
         # older than the walk: no link of it was made, removed or renamed since (with
         # a margin for filesystems that keep coarse times).
         if scan is None or (
             scan.taken_ns < since_ns and st.st_ctime_ns >= scan.taken_ns - _CTIME_SLACK_NS
         ):
-            scan = self._scan_identities()
+            scan = self.scan_identities()
         name = scan.name_of(st)
         rule = None if name is None else f"identity:{name}"
         if len(memo) >= _IDENTITY_MAX:
@@ -102,30 +116,20 @@ class _FdWalk(PathRules):
         memo[key] = (st.st_ctime_ns, st.st_nlink, rule)
         return rule
 
-    def _scan_identities(self) -> DeniedInodes:
+    def scan_identities(self) -> DeniedInodes:
         """Walk every root's denied names once; keep the answer for this policy."""
         from .identity import DeniedInodes, scan_denied
 
-        rules = self._deny_only
-        judge = rules._denied_by
-        raw, lower = rules._deny_spec, rules._deny_spec_lower
+        found = self._deny_only.denies_found
 
         def denied(rel: str, is_dir: bool) -> bool:
-            # The walk asks only below directories it found not denied. An ASCII path with
-            # no name ending in a dot or a space is its own NFKC form and stripped form:
-            # the rules' variants reduce to the path and its lower case, matched here
-            # without building them (this runs once per name of the workspace).
-            if rel.isascii() and _ODD_END.search(rel) is None:
-                return (
-                    raw.match(rel, is_dir=None, ancestors=False) is not None
-                    or lower.match(rel.lower(), is_dir=None, ancestors=False) is not None
-                )
-            return judge(tuple(rel.split("/")), parent_checked=True) is not None
+            # The walk asks only below directories it found not denied.
+            return found(rel)
 
         scan = DeniedInodes()
-        for root in self._roots:
+        for root in self.rules.root_entries:
             try:
-                fd = self._open_root(_Parsed(root, (), True, str(root.real)))
+                fd = self.open_root(_Parsed(root, (), True, str(root.real)))
             except (NotFoundError, PolicyError):
                 continue
             try:
@@ -134,19 +138,19 @@ class _FdWalk(PathRules):
                 os.close(fd)
             for key, rel in part.by_key.items():
                 scan.by_key.setdefault(key, rel)
-        self.__dict__["_identity_scan"] = scan
+        self._identity_scan = scan
         return scan
 
-    def _refuse_identity(self, st: os.stat_result, p: _Parsed, since_ns: int) -> None:
-        rule = self._identity_rule(st, since_ns)
+    def refuse_identity(self, st: os.stat_result, p: _Parsed, since_ns: int) -> None:
+        rule = self.identity_rule(st, since_ns)
         if rule is not None:
             _deny_identity(p.display, rule)
 
-    def _open_root(self, p: _Parsed) -> int:
-        nested = self._nested_roots.get(p.root.real)
+    def open_root(self, p: _Parsed) -> int:
+        nested = self.nested_roots.get(p.root.real)
         try:
             if nested is not None:
-                return self._open_nested_root(p, *nested)
+                return self.open_nested_root(p, *nested)
             return os.open(p.root.real, _DIR_FLAGS)
         except OSError as exc:
             raise NotFoundError(
@@ -154,7 +158,7 @@ class _FdWalk(PathRules):
             ) from exc
 
     @cached_property
-    def _nested_roots(self) -> dict[Path, tuple[Path, tuple[str, ...]]]:
+    def nested_roots(self) -> dict[Path, tuple[Path, tuple[str, ...]]]:
         """Roots inside another root (the skills folder), with that root and the way down.
 
         Such a root is opened by a descriptor walk from the outer one: opened by name, a
@@ -162,16 +166,15 @@ class _FdWalk(PathRules):
         -> elsewhere) would be followed.
         """
         found = {}
-        for r in self._roots:
-            outer = next(
-                (o for o in self._roots if o is not r and r.real.is_relative_to(o.real)), None
-            )
+        roots = self.rules.root_entries
+        for r in roots:
+            outer = next((o for o in roots if o is not r and r.real.is_relative_to(o.real)), None)
             if outer is not None:
                 found[r.real] = (outer.real, r.real.relative_to(outer.real).parts)
         return found
 
     @staticmethod
-    def _open_nested_root(p: _Parsed, outer: Path, parts: tuple[str, ...]) -> int:
+    def open_nested_root(p: _Parsed, outer: Path, parts: tuple[str, ...]) -> int:
         fd = os.open(outer, _DIR_FLAGS)
         try:
             for depth, name in enumerate(parts):
@@ -191,8 +194,8 @@ class _FdWalk(PathRules):
             raise
         return fd
 
-    def _open_parent(self, p: _Parsed, *, make_parents: bool = False) -> int:
-        fd = self._walk_parents(p, make_parents=make_parents)
+    def open_parent(self, p: _Parsed, *, make_parents: bool = False) -> int:
+        fd = self.walk_parents(p, make_parents=make_parents)
         if fd is None:
             hint = " (pass make_parents=True to create it)" if not make_parents else ""
             raise NotFoundError(
@@ -200,13 +203,13 @@ class _FdWalk(PathRules):
             )
         return fd
 
-    def _walk_parents(self, p: _Parsed, *, make_parents: bool = False) -> int | None:
+    def walk_parents(self, p: _Parsed, *, make_parents: bool = False) -> int | None:
         """Descriptor of the directory holding the last name, or None if one is missing."""
-        fd = self._open_root(p)
+        fd = self.open_root(p)
         ok = False
         try:
             for depth, name in enumerate(p.parts[:-1]):
-                nfd = self._open_subdir(fd, name, p, depth, make_parents)
+                nfd = self.open_subdir(fd, name, p, depth, make_parents)
                 if nfd is None:
                     return None
                 os.close(fd)
@@ -217,7 +220,7 @@ class _FdWalk(PathRules):
             if not ok:
                 os.close(fd)
 
-    def _open_subdir(self, fd: int, name: str, p: _Parsed, depth: int, make: bool) -> int | None:
+    def open_subdir(self, fd: int, name: str, p: _Parsed, depth: int, make: bool) -> int | None:
         prefix = "/".join(p.parts[: depth + 1])
         made = False
         for _ in range(4):
@@ -247,25 +250,25 @@ class _FdWalk(PathRules):
                 # swapped under us. Try again; a steady swap is refused below.
         _deny(p.display, "symlink", f"{prefix!r} keeps changing into a symbolic link")
 
-    def _probe(self, p: _Parsed) -> PathKind:
+    def probe(self, p: _Parsed) -> PathKind:
         if not p.parts:
             return "dir"
-        parent = self._walk_parents(p)
+        parent = self.walk_parents(p)
         if parent is None:
             return "missing"
         try:
-            st = self._lstat_at(parent, p)
+            st = self.lstat_at(parent, p)
         finally:
             os.close(parent)
         if st is None:
             return "missing"
-        self._require_plain(st, p, allow_dir=True)
+        self.require_plain(st, p, allow_dir=True)
         if stat_mod.S_ISDIR(st.st_mode):
             return "dir"
-        self._refuse_identity(st, p, time.time_ns())
+        self.refuse_identity(st, p, time.time_ns())
         return "file"
 
-    def _enter(
+    def enter(
         self, opened: list[tuple[tuple[str, ...], int]], dparts: tuple[str, ...], p: _Parsed
     ) -> int | None:
         """The descriptor of ``dparts`` (below ``p``'s root), reusing the open chain."""
@@ -273,11 +276,11 @@ class _FdWalk(PathRules):
             os.close(opened.pop()[1])
         try:
             if not opened:
-                opened.append(((), self._open_root(p)))
+                opened.append(((), self.open_root(p)))
             while len(opened[-1][0]) < len(dparts):
                 have, fd = opened[-1]
                 depth = len(have)
-                nfd = self._open_subdir(fd, dparts[depth], p, depth, False)
+                nfd = self.open_subdir(fd, dparts[depth], p, depth, False)
                 if nfd is None:
                     return None
                 opened.append((dparts[: depth + 1], nfd))
@@ -285,7 +288,7 @@ class _FdWalk(PathRules):
             return None
         return opened[-1][1]
 
-    def _stat_in(
+    def stat_in(
         self, fd: int, p: _Parsed, allow: bool, since_ns: int
     ) -> os.stat_result | NotFoundError | PolicyError:
         """What ``PathPolicy.stat`` answers for ``p``, its parent open as ``fd``."""
@@ -297,25 +300,25 @@ class _FdWalk(PathRules):
         if fmt == _S_IFREG and not p.dir_form and not allow and st.st_nlink < 2:
             return st  # the common answer, decided without the checks below
         try:
-            self._require_plain(st, p, allow_dir=True)
+            self.require_plain(st, p, allow_dir=True)
             if fmt == _S_IFREG:
                 if p.dir_form:
                     _deny(p.display, "trailing-slash", "it is a file, not a directory")
-                self._check_allow(p)
-                self._refuse_identity(st, p, since_ns)
+                self.rules.check_allow(p)
+                self.refuse_identity(st, p, since_ns)
         except PolicyError as e:
             return e
         return st
 
     @staticmethod
-    def _lstat_at(parent: int, p: _Parsed) -> os.stat_result | None:
+    def lstat_at(parent: int, p: _Parsed) -> os.stat_result | None:
         try:
             return os.stat(p.parts[-1], dir_fd=parent, follow_symlinks=False)
         except (FileNotFoundError, NotADirectoryError):
             return None
 
     @staticmethod
-    def _require_plain(st: os.stat_result, p: _Parsed, *, allow_dir: bool) -> None:
+    def require_plain(st: os.stat_result, p: _Parsed, *, allow_dir: bool) -> None:
         mode = st.st_mode
         if stat_mod.S_ISLNK(mode):
             _deny(p.display, "symlink", "it is a symbolic link")
@@ -327,7 +330,7 @@ class _FdWalk(PathRules):
             _deny(p.display, "special-file", f"it is a {_kind(mode)}, not a regular file")
 
     @staticmethod
-    def _open_regular(
+    def open_regular(
         parent: int, p: _Parsed, lstat: os.stat_result | None = None
     ) -> tuple[int, os.stat_result]:
         """Open a regular file of ``parent``: its descriptor and its ``fstat``.
@@ -338,10 +341,10 @@ class _FdWalk(PathRules):
         # lstat first so that a device node is never opened (opening one can act on
         # the device); the O_NOFOLLOW | O_NONBLOCK open plus fstat below is what makes
         # it safe if the entry is swapped in between.
-        st = lstat if lstat is not None else _FdWalk._lstat_at(parent, p)
+        st = lstat if lstat is not None else FdWalk.lstat_at(parent, p)
         if st is None:
             raise NotFoundError(f"No file {_short(p.display)!r} in {p.root.real}.")
-        _FdWalk._require_plain(st, p, allow_dir=False)
+        FdWalk.require_plain(st, p, allow_dir=False)
         try:
             fd = os.open(name, _FILE_FLAGS, dir_fd=parent)
         except FileNotFoundError:
@@ -364,7 +367,7 @@ class _FdWalk(PathRules):
         return fd, st
 
     @staticmethod
-    def _read_fd(fd: int, p: _Parsed, max_bytes: int | None, size: int) -> bytes:
+    def read_fd(fd: int, p: _Parsed, max_bytes: int | None, size: int) -> bytes:
         """The file's bytes; ``size`` is its ``fstat`` size: the first read asks for all
         of it and a byte more, so a file that does not change takes one read (and one
         that returns nothing at its end)."""
@@ -386,7 +389,7 @@ class _FdWalk(PathRules):
         return b"".join(chunks)
 
     @staticmethod
-    def _write_temp(
+    def write_temp(
         parent: int,
         data: bytes,
         old: os.stat_result | None,
@@ -441,14 +444,14 @@ class _FdWalk(PathRules):
         os.close(fd)
         return name
 
-    def _link_new(self, parent: int, tmp: str, p: _Parsed) -> None:
+    def link_new(self, parent: int, tmp: str, p: _Parsed) -> None:
         name = p.parts[-1]
         try:
             # link() fails if the name exists: an O_EXCL create whose content is
             # complete the moment it appears.
             os.link(tmp, name, src_dir_fd=parent, dst_dir_fd=parent, follow_symlinks=False)
         except FileExistsError:
-            self._file_exists(p)
+            self.file_exists(p)
         except (OSError, NotImplementedError) as exc:
             # NotImplementedError: a platform without linkat(); OSError: a filesystem
             # without hard links (FAT, some FUSE and network filesystems).
@@ -456,14 +459,14 @@ class _FdWalk(PathRules):
             if isinstance(exc, OSError) and exc.errno not in no_links:
                 raise
             # Filesystems without hard links: check again, then rename (a small window).
-            if self._lstat_at(parent, p) is not None:
-                self._file_exists(p)
+            if self.lstat_at(parent, p) is not None:
+                self.file_exists(p)
             os.rename(tmp, name, src_dir_fd=parent, dst_dir_fd=parent)
             return
         _unlink_quiet(tmp, parent)
 
     @staticmethod
-    def _file_exists(p: _Parsed) -> NoReturn:
+    def file_exists(p: _Parsed) -> NoReturn:
         raise PolicyError(
             "FILE_EXISTS",
             f"File {_short(p.display)!r} already exists and mode='create' does not replace it.",
@@ -472,7 +475,7 @@ class _FdWalk(PathRules):
             details={"path": _short(p.display, 512)},
         )
 
-    def _walk_dir(
+    def walk_dir(
         self,
         root: _Root,
         fd: int,
@@ -499,8 +502,8 @@ class _FdWalk(PathRules):
         # The nothing-changed path of a re-index runs this loop once per file: no
         # per-file objects beyond the lstat, and a name's lexical judgment (a pure
         # function of its path) is remembered across walks by the rules.
-        judged = self._walk_judged
-        allow = self._allow_spec
+        judged = self.judged
+        allow = self.rules.allow_spec
         base = "/".join(prefix) + "/" if prefix else ""
         for name in names:
             rel = base + name
@@ -515,21 +518,19 @@ class _FdWalk(PathRules):
                     yield FileEntry(root, rel, st, fd)
                 continue
             if temps:
-                if is_dir and self._judge(judged, prefix, name, rel) is None:
-                    yield from self._descend(
-                        root, fd, (*prefix, name), None, None, None, temps=True
-                    )
+                if is_dir and self.judge(judged, prefix, name, rel) is None:
+                    yield from self.descend(root, fd, (*prefix, name), None, None, None, temps=True)
                 continue
             if not (is_dir or is_file):
                 if on_refused is not None:
                     on_refused(rel, "symlink" if fmt == _S_IFLNK else "special-file")
                 continue
             got = judged.get(rel, _UNJUDGED)
-            rule = self._judge(judged, prefix, name, rel) if got is _UNJUDGED else got
+            rule = self.judge(judged, prefix, name, rel) if got is _UNJUDGED else got
             if rule is None and is_file and allow is not None:
                 rule = None if allow.match_file(rel) else "not-allowed"
             if rule is None and is_file and st.st_nlink > 1:
-                rule = self._identity_rule(st, since_ns)
+                rule = self.identity_rule(st, since_ns)
             if rule is not None:
                 if on_refused is not None:
                     on_refused(rel, rule)
@@ -537,14 +538,14 @@ class _FdWalk(PathRules):
             if skip is not None and skip(rel, is_dir):
                 continue
             if is_dir:
-                yield from self._descend(
+                yield from self.descend(
                     root, fd, (*prefix, name), skip, on_dir, on_refused, temps=False,
                     since_ns=since_ns,
                 )  # fmt: skip
             else:
                 yield FileEntry(root, rel, st, fd)
 
-    def _judge(
+    def judge(
         self, judged: dict[str, str | None], prefix: tuple[str, ...], name: str, rel: str
     ) -> str | None:
         """The walk's refusal of ``rel`` (its parent accepted), remembered by path."""
@@ -553,10 +554,10 @@ class _FdWalk(PathRules):
             return got
         if len(judged) >= _JUDGED_MAX:
             judged.clear()
-        judged[rel] = rule = self._refusal((*prefix, name), parent_checked=True)
+        judged[rel] = rule = self.rules.refusal((*prefix, name), parent_checked=True)
         return rule
 
-    def _descend(
+    def descend(
         self,
         root: _Root,
         fd: int,
@@ -578,7 +579,7 @@ class _FdWalk(PathRules):
                     on_refused("/".join(parts), "symlink")
             return
         try:
-            yield from self._walk_dir(
+            yield from self.walk_dir(
                 root, nfd, parts, skip, on_dir, on_refused, temps=temps, since_ns=since_ns
             )
         finally:
@@ -630,13 +631,13 @@ class FileEntry:
             NotFoundError: the file is gone.
         """
         p = self._parsed()
-        fd, st = _FdWalk._open_regular(self.dir_fd, p, self.stat)
+        fd, st = FdWalk.open_regular(self.dir_fd, p, self.stat)
         try:
             if st.st_nlink > 1 and (st.st_dev, st.st_ino) != (self.stat.st_dev, self.stat.st_ino):
                 # Another file took the name since the walk judged it, and it has other
                 # names: it may be a denied file's (the walk judged the one it saw).
                 _deny_identity(p.display, "identity")
-            return _FdWalk._read_fd(fd, p, max_bytes, st.st_size)
+            return FdWalk.read_fd(fd, p, max_bytes, st.st_size)
         finally:
             os.close(fd)
 

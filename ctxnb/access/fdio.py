@@ -3,6 +3,9 @@
 :class:`PathPolicy` adds file operations to :class:`~ctxnb.access.pathrules.PathRules`.
 It answers *how to touch a path without a race*: every open walks the path one
 component at a time from an open descriptor of the root, never by name from the top.
+A policy *is* its rules (every check of a name is theirs) and *has* a walk
+(:class:`~ctxnb.access._fdwalk.FdWalk`, given the rules): this module holds the public
+operations, which compose the walk's steps.
 Directory walks (:meth:`PathPolicy.walk`) work the same way, so the indexer and the
 search never follow a directory swapped for a symbolic link while they run.
 
@@ -67,22 +70,23 @@ import os
 import stat as stat_mod
 import time
 from collections.abc import Callable, Iterator, Sequence
+from functools import cached_property
 
 from ..errors import NotFoundError, PolicyError
 from ._fdwalk import (
+    FdWalk,
     FileEntry,
     PathKind,
     WriteMode,
     _close_all,
-    _FdWalk,
     _unlink_quiet,
 )
-from .pathrules import SafePath, _build_spec, _deny, _Parsed, _short
+from .pathrules import PathRules, SafePath, _build_spec, _deny, _Parsed, _short
 
 __all__ = ["FileEntry", "PathKind", "PathPolicy"]
 
 
-class PathPolicy(_FdWalk):
+class PathPolicy(PathRules):
     """Decides which paths a governed tool may touch, and touches them without races.
 
     Takes the arguments of :class:`~ctxnb.access.pathrules.PathRules`.
@@ -95,6 +99,11 @@ class PathPolicy(_FdWalk):
         >>> policy.is_allowed("src/app.py"), policy.is_allowed("README.md")
         (True, False)
     """
+
+    @cached_property
+    def _walk(self) -> FdWalk:
+        """The descriptor walk over these rules (made on the first file operation)."""
+        return FdWalk(self)
 
     def check(
         self, path: str | os.PathLike[str] | SafePath, *, for_write: bool = False
@@ -136,7 +145,7 @@ class PathPolicy(_FdWalk):
         if for_write:
             self._require_file_name(p)
             self._check_protected(p)
-        kind = self._probe(p)
+        kind = self._walk.probe(p)
         if kind == "dir":
             if for_write:
                 _deny(p.display, "not-a-regular-file", "it is a directory")
@@ -144,7 +153,7 @@ class PathPolicy(_FdWalk):
             if p.dir_form and kind == "file":
                 _deny(p.display, "trailing-slash", "it is a file, not a directory")
             if p.parts:
-                self._check_allow(p)
+                self.check_allow(p)
         return p.safe, kind
 
     def check_name(self, path: str | os.PathLike[str] | SafePath) -> SafePath:
@@ -152,7 +161,7 @@ class PathPolicy(_FdWalk):
         globs, as for a path with nothing there. For a path whose bytes the caller has
         just read or written through a policy's own walk (which looked, race-free)."""
         p = self._parse(path)
-        self._check_allow(p)
+        self.check_allow(p)
         return p.safe
 
     def is_allowed(self, path: str | os.PathLike[str] | SafePath) -> bool:
@@ -185,7 +194,7 @@ class PathPolicy(_FdWalk):
             >>> PathPolicy([ws]).denied_by_identity(os.lstat(ws / "notes.txt"))
             'identity:.env'
         """
-        return self._identity_rule(st, time.time_ns())
+        return self._walk.identity_rule(st, time.time_ns())
 
     def read_bytes(
         self, path: str | os.PathLike[str] | SafePath, *, max_bytes: int | None = None
@@ -210,16 +219,16 @@ class PathPolicy(_FdWalk):
         began = time.time_ns()
         p = self._parse(path)
         self._require_file_name(p)
-        self._check_allow(p)
-        parent = self._open_parent(p)
+        self.check_allow(p)
+        parent = self._walk.open_parent(p)
         try:
-            fd, st = self._open_regular(parent, p)
+            fd, st = self._walk.open_regular(parent, p)
         finally:
             os.close(parent)
         try:
             if st.st_nlink > 1:
-                self._refuse_identity(st, p, began)  # the file open here, by its fstat
-            return self._read_fd(fd, p, max_bytes, st.st_size)
+                self._walk.refuse_identity(st, p, began)  # the file open here, by its fstat
+            return self._walk.read_fd(fd, p, max_bytes, st.st_size)
         finally:
             os.close(fd)
 
@@ -239,24 +248,24 @@ class PathPolicy(_FdWalk):
         """
         p = self._parse(path)
         if not p.parts:
-            fd = self._open_root(p)
+            fd = self._walk.open_root(p)
             try:
                 return os.fstat(fd)
             finally:
                 os.close(fd)
-        parent = self._open_parent(p)
+        parent = self._walk.open_parent(p)
         try:
-            st = self._lstat_at(parent, p)
+            st = self._walk.lstat_at(parent, p)
         finally:
             os.close(parent)
         if st is None:
             raise NotFoundError(f"Nothing at {_short(p.display)!r} in {p.root.real}.")
-        self._require_plain(st, p, allow_dir=True)
+        self._walk.require_plain(st, p, allow_dir=True)
         if stat_mod.S_ISREG(st.st_mode):
             if p.dir_form:
                 _deny(p.display, "trailing-slash", "it is a file, not a directory")
-            self._check_allow(p)
-            self._refuse_identity(st, p, time.time_ns())
+            self.check_allow(p)
+            self._walk.refuse_identity(st, p, time.time_ns())
         return st
 
     def stat_many(self, paths: Sequence[str]) -> list[os.stat_result | NotFoundError | PolicyError]:
@@ -304,13 +313,13 @@ class PathPolicy(_FdWalk):
                 if rid != root_id:
                     _close_all(opened)
                     root_id = rid
-                fd = self._enter(opened, dparts, items[0][1])
+                fd = self._walk.enter(opened, dparts, items[0][1])
                 if fd is None:  # a parent is missing or refused: each path says how
                     for i, _ in items:
                         out[i] = self._stat_one(paths[i])
                     continue
                 for i, p in items:
-                    out[i] = self._stat_in(fd, p, allow, began)
+                    out[i] = self._walk.stat_in(fd, p, allow, began)
         finally:
             _close_all(opened)
         return out  # type: ignore[return-value]  # every slot was filled
@@ -402,38 +411,38 @@ class PathPolicy(_FdWalk):
         began = time.time_ns()
         p = self._parse(path)
         self._require_file_name(p)
-        self._check_allow(p)
+        self.check_allow(p)
         self._check_protected(p)
         name = p.parts[-1]
-        parent = self._open_parent(p, make_parents=make_parents)
+        parent = self._walk.open_parent(p, make_parents=make_parents)
         try:
-            old = self._lstat_at(parent, p)
+            old = self._walk.lstat_at(parent, p)
             if old is not None:
-                self._require_plain(old, p, allow_dir=False)
+                self._walk.require_plain(old, p, allow_dir=False)
                 if mode == "create":
-                    self._file_exists(p)
+                    self._walk.file_exists(p)
                 # Replacing the name would leave the denied file as it is, but an append
                 # reads it, and a refusal must not depend on the mode.
-                self._refuse_identity(old, p, began)
+                self._walk.refuse_identity(old, p, began)
             payload = bytes(data)
             if mode == "append" and old is not None:
-                fd, st = self._open_regular(parent, p)
+                fd, st = self._walk.open_regular(parent, p)
                 try:
                     if st.st_nlink > 1:
-                        self._refuse_identity(st, p, began)
-                    payload = self._read_fd(fd, p, None, st.st_size) + payload
+                        self._walk.refuse_identity(st, p, began)
+                    payload = self._walk.read_fd(fd, p, None, st.st_size) + payload
                 finally:
                     os.close(fd)
-            tmp = self._write_temp(parent, payload, old, new_file_mode, while_syncing)
+            tmp = self._walk.write_temp(parent, payload, old, new_file_mode, while_syncing)
             try:
                 if mode == "create":
                     if before_replace is not None:
                         # Refused before the commit when the name is taken already (the
                         # link below still refuses, race-free, one taken since).
-                        if self._lstat_at(parent, p) is not None:
-                            self._file_exists(p)
+                        if self._walk.lstat_at(parent, p) is not None:
+                            self._walk.file_exists(p)
                         before_replace()
-                    self._link_new(parent, tmp, p)
+                    self._walk.link_new(parent, tmp, p)
                 elif check_replaced:
                     # Imported here: the Claude Code hook's policy path never writes.
                     from ._replace import replace_checked
@@ -501,15 +510,15 @@ class PathPolicy(_FdWalk):
         began = time.time_ns()
         p = self._parse(path)
         self._require_file_name(p)
-        self._check_allow(p)
+        self.check_allow(p)
         self._check_protected(p)
-        parent = self._open_parent(p)
+        parent = self._walk.open_parent(p)
         try:
-            st = self._lstat_at(parent, p)
+            st = self._walk.lstat_at(parent, p)
             if st is None:
                 raise NotFoundError(f"No file {_short(p.display)!r} in {p.root.real}.")
-            self._require_plain(st, p, allow_dir=False)
-            self._refuse_identity(st, p, began)
+            self._walk.require_plain(st, p, allow_dir=False)
+            self._walk.refuse_identity(st, p, began)
             if expected_sha256 is not None:
                 from ._replace import check_unchanged
 
@@ -593,9 +602,9 @@ class PathPolicy(_FdWalk):
         began = time.time_ns()
         for root in self._roots:
             probe = _Parsed(root, (), True, str(root.real))
-            fd = self._open_root(probe)
+            fd = self._walk.open_root(probe)
             try:
-                yield from self._walk_dir(
+                yield from self._walk.walk_dir(
                     root, fd, (), skip, on_dir, on_refused, temps=False, since_ns=began
                 )
             finally:
@@ -618,9 +627,9 @@ class PathPolicy(_FdWalk):
         removed = 0
         now = time.time()
         for root in self._roots:
-            fd = self._open_root(_Parsed(root, (), True, str(root.real)))
+            fd = self._walk.open_root(_Parsed(root, (), True, str(root.real)))
             try:
-                for entry in self._walk_dir(root, fd, (), None, None, None, temps=True):
+                for entry in self._walk.walk_dir(root, fd, (), None, None, None, temps=True):
                     if now - entry.stat.st_mtime < older_than:
                         continue
                     try:

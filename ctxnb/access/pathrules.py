@@ -176,6 +176,7 @@ NAME_MAX = 255  # bytes per name on every filesystem ctxnb targets (ext4, APFS, 
 _PARSE_CACHE_MAX = 1 << 16  # accepted path strings remembered per policy
 _ASCII_CC = re.compile("[\x00-\x1f\x7f]")
 _ASCII_CC_OR_BACKSLASH = re.compile("[\x00-\x1f\x7f\\\\]")
+_ODD_END = re.compile(r"[. ](?:/|$)")  # a name Windows would strip (the rules fold it)
 _BIDI = frozenset("\u061c\u200e\u200f\u202a\u202b\u202c\u202d\u202e\u2066\u2067\u2068\u2069")
 
 _REQUIRED_ACTION = {
@@ -433,9 +434,6 @@ class PathRules:
             [unicodedata.normalize("NFC", p).lower() for p in guard], "deny"
         )
         self._deny_cache: dict[tuple[str, ...], str | None] = {}
-        # The walk's judgment of each name it met (see PathPolicy._walk_dir): lexical,
-        # so it holds for as long as the rules do.
-        self._walk_judged: dict[str, str | None] = {}
         self._parse_cache: dict[str, tuple[int, _Parsed]] = {}
         self._allow_spec: GlobList | None = None
         self._allow_lines: list[str] = []
@@ -466,6 +464,32 @@ class PathRules:
     def protect(self) -> tuple[str, ...]:
         """The globs refused whatever ``deny`` and ``allow`` say (governance's files)."""
         return tuple(self._protect_lines)
+
+    @property
+    def root_entries(self) -> tuple[_Root, ...]:
+        """The workspace roots, each as given and as resolved (what a walk opens)."""
+        return self._roots
+
+    @property
+    def allow_spec(self) -> GlobList | None:
+        """The compiled allow globs, or ``None`` when every non-denied file is allowed."""
+        return self._allow_spec
+
+    def denies_found(self, rel: str) -> bool:
+        """Whether the deny or governance globs refuse ``rel``, a name a walk found below
+        directories it found not refused (see :mod:`ctxnb.access.identity`).
+
+        An ASCII path with no name ending in a dot or a space is its own NFKC form and
+        stripped form: the variants reduce to the path and its lower case, matched here
+        without building them (a walk asks this once per name of the workspace).
+        """
+        if rel.isascii() and _ODD_END.search(rel) is None:
+            return (
+                self._deny_spec.match(rel, is_dir=None, ancestors=False) is not None
+                or self._deny_spec_lower.match(rel.lower(), is_dir=None, ancestors=False)
+                is not None
+            )
+        return self._denied_by(tuple(rel.split("/")), parent_checked=True) is not None
 
     @property
     def protected_set(self) -> ProtectedSet | None:
@@ -542,7 +566,7 @@ class PathRules:
         try:
             p = self._parse(path)
             if p.parts and not p.dir_form:
-                self._check_allow(p)
+                self.check_allow(p)
         except PolicyError as e:
             return str(e.details.get("rule"))
         return None
@@ -573,19 +597,19 @@ class PathRules:
             for i in range(1, len(parts)):
                 key = parts[:i]
                 if key not in judged:
-                    judged[key] = self._refusal(key, parent_checked=i > 1)
+                    judged[key] = self.refusal(key, parent_checked=i > 1)
                 rule = judged[key]
                 if rule is not None:
                     break  # nothing inside a refused directory is taken back
             if rule is None:
                 if by_name is None or len(parts) < 2:
-                    rule = self._refusal(parts, parent_checked=len(parts) > 1)
+                    rule = self.refusal(parts, parent_checked=len(parts) > 1)
                 elif len(os.fsencode(rel)) > self.max_path_bytes:
-                    rule = self._refusal(parts, parent_checked=True)
+                    rule = self.refusal(parts, parent_checked=True)
                 else:
                     name = parts[-1]
                     if name not in by_name:
-                        by_name[name] = self._refusal(parts, parent_checked=True)
+                        by_name[name] = self.refusal(parts, parent_checked=True)
                     rule = by_name[name]
             if rule is not None:
                 yield rel, rule
@@ -737,7 +761,8 @@ class PathRules:
         # the way in: the transforms of the variants work name by name.
         return spec.match("/".join(parts), is_dir=None, ancestors=not parent_checked)
 
-    def _check_allow(self, p: _Parsed) -> None:
+    def check_allow(self, p: _Parsed) -> None:
+        """Refuse a parsed path none of the allow globs matches (``not-allowed``)."""
         if self._allow_spec is None or not p.parts:
             return
         if not self._allow_spec.match_file("/".join(p.parts)):
@@ -754,7 +779,7 @@ class PathRules:
         if p.dir_form:
             _deny(p.display, "trailing-slash", "a path ending in '/' names a directory")
 
-    def _refusal(self, parts: tuple[str, ...], *, parent_checked: bool = False) -> str | None:
+    def refusal(self, parts: tuple[str, ...], *, parent_checked: bool = False) -> str | None:
         """The rule refusing a name found on disk (``parts`` from a root), or None.
 
         ``parent_checked``: ``parts[:-1]`` was accepted by this method already (a walk

@@ -872,7 +872,7 @@ def test_property_a_tilde_never_leads_an_accepted_path_and_its_rel_checks_the_sa
         assert not lead.startswith("~")
         assert not unicodedata.normalize("NFKC", lead).startswith("~")
         # A file of that name found by a walk is judged as the path was.
-        assert policy._refusal(sp.parts) is None
+        assert policy.refusal(sp.parts) is None
     assert policy.check(sp.rel) == sp
     assert policy.check(f"./{sp.rel}") == sp
     assert policy.check(str(sp.abs)) == sp
@@ -903,12 +903,12 @@ def test_property_a_walk_judges_only_the_last_name_with_the_same_answer(
     ws.mkdir(exist_ok=True)
     for policy in (PathPolicy([ws]), PathPolicy([ws], protect=rules_mod.GOVERNANCE)):
         path = tuple(parts)
-        if any(policy._refusal(path[:i]) is not None for i in range(1, len(path))):
+        if any(policy.refusal(path[:i]) is not None for i in range(1, len(path))):
             continue
         policy._deny_cache.clear()
-        walked = policy._refusal(path, parent_checked=True)
+        walked = policy.refusal(path, parent_checked=True)
         policy._deny_cache.clear()
-        assert walked == policy._refusal(path)
+        assert walked == policy.refusal(path)
 
 
 # --------------------------------------------------------------- stat_many

@@ -22,7 +22,7 @@ from _intents import PATCH_INTENTS as INTENTS  # the one intent these write test
 
 from ctxnb import Workspace
 from ctxnb.access import PathPolicy
-from ctxnb.access._fdwalk import _FdWalk
+from ctxnb.access._fdwalk import FdWalk
 from ctxnb.errors import PolicyError
 from ctxnb.govern import init_governance
 
@@ -68,13 +68,13 @@ def test_a_governed_write_of_an_existing_file_walks_to_it_three_times(
     tools = _tools(gov)
     read = tools.read_file(TARGET)
     opened: list[int] = []
-    real = _FdWalk._open_root
+    real = FdWalk.open_root
 
-    def counting(self: _FdWalk, p: Any) -> int:
+    def counting(self: FdWalk, p: Any) -> int:
         opened.append(1)
         return real(self, p)
 
-    monkeypatch.setattr(_FdWalk, "_open_root", counting)
+    monkeypatch.setattr(FdWalk, "open_root", counting)
     assert tools.write_file(TARGET, read.content + "# more\n").success
     # The path policy's look, the read under the lock, the write: the find of the
     # document, the optimistic lock and the store's observe take the look's answer.
