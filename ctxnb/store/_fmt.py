@@ -445,8 +445,18 @@ def write_segment(table: pa.Table, tmp: str, final: str) -> int:
         os.close(fd)
 
 
-def _open_parquet(path: str) -> pq.ParquetFile:
-    pf = pq.ParquetFile(path, page_checksum_verification=True)
+def read_parquet_bytes(data: bytes, path: str) -> pa.Table:
+    """Read a store Parquet file already read into memory (``path`` names it in errors)."""
+    try:
+        return _open_parquet(path, pa.BufferReader(data)).read(use_threads=False)
+    except CorruptStoreError:
+        raise
+    except (OSError, pa.ArrowException, UnicodeDecodeError) as exc:
+        raise _damaged(path, exc) from exc
+
+
+def _open_parquet(path: str, source: Any = None) -> pq.ParquetFile:
+    pf = pq.ParquetFile(path if source is None else source, page_checksum_verification=True)
     meta = pf.schema_arrow.metadata or {}
     if META_KEY not in meta:
         raise CorruptStoreError(

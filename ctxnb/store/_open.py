@@ -19,19 +19,19 @@ import os
 import secrets
 import stat
 import threading
+from collections import OrderedDict
 from collections.abc import Callable
 from datetime import UTC, datetime
 from pathlib import Path
 
 import pyarrow as pa
-import pyarrow.compute as pc
 
 from ..errors import CorruptStoreError, StoreError
 from . import _cache as cache
 from . import _fmt as fmt
 from . import _guard as guard
 from . import _log as tlog
-from ._pending import _PendingSegment
+from ._pending import SegmentFile, _PendingSegment
 from ._rebuild import rebuild_docs
 from ._txs import TxRecord, TxTable, archive_loader, check_archive
 
@@ -44,6 +44,8 @@ SEGMENTS = "segments"
 SNAPSHOTS = "snapshots"
 _KNOWN_TOP = frozenset({MARKER, TXLOG, WRITER_LOCK, COMPACT_LOCK, SEGMENTS, SNAPSHOTS})
 _RETRIES = 8
+# The JSON kept of segments read from their files (at least the last one read).
+_JSON_CACHE_BYTES = 32 << 20
 INLINE_MAX_BYTES = tlog.INLINE_MAX_BYTES
 _INLINE_MAX_DOCS = 256
 # Inline transactions are folded into a Parquet file (see ObjectStore.fold) once this
@@ -121,6 +123,8 @@ class StoreState:
         # version is row ``row`` of ``self.pending[tx_id]``.
         self.overlay: dict[str, list[tuple[int, int, str]]] = {}
         self.pending: dict[int, _PendingSegment] = {}
+        self._json_cache: OrderedDict[int, list[bytes]] = OrderedDict()
+        self._json_bytes = 0
         if self.log_fd is not None:
             os.close(self.log_fd)  # it may be the log a rotation replaced
             self.log_fd = None
@@ -470,7 +474,7 @@ class StoreState:
                     check_file(self.abs_path(e.file), e.size, e.sha, "fold segment")
             for e in new_txs:
                 if e.tx > upto and e.file is not None:
-                    loaded.append((e, _PendingSegment(self._read_segment(e))))
+                    loaded.append((e, self._read_segment(e)))
                 elif e.tx > upto and e.docs:
                     loaded.append((e, _PendingSegment.inline(e.docs, None, e.tx, e.time_us)))
         except BaseException:
@@ -486,6 +490,7 @@ class StoreState:
                 old.docs.close()
             self.segments = {tx: s for tx, s in self.segments.items() if tx > upto}
             self.pending = {tx: p for tx, p in self.pending.items() if tx > upto}
+            self.forget_json()
             for key in list(self.overlay):
                 kept = [v for v in self.overlay[key] if v[0] > upto]
                 if kept:
@@ -521,14 +526,12 @@ class StoreState:
             else:
                 versions.append((tx, row, typ))
 
-    def version_json(self, tx: int, row: int) -> bytes:
-        """The JSON bytes of a version newer than the snapshot."""
-        return self.pending[tx].json(row)
-
     def abs_path(self, rel: str) -> str:
         return os.path.join(self.dir, rel)
 
-    def _read_segment(self, e: tlog.TxEntry) -> pa.Table:
+    def _read_segment(self, e: tlog.TxEntry) -> _PendingSegment:
+        """A live segment, checked whole (size, SHA-256, rows); held in memory only
+        when small (see :data:`ctxnb.store._pending.RESIDENT_BYTES`)."""
         assert e.file is not None
         path = self.abs_path(e.file)
         size = os.path.getsize(path)  # FileNotFoundError: handled by _refresh
@@ -538,20 +541,38 @@ class StoreState:
                 "damaged. Restore it from a backup",
                 path=path,
             )
-        check_digest(path, e.sha, "segment")
-        table = fmt.read_parquet(path)
-        if table.num_rows != e.count:
-            raise CorruptStoreError(
-                f"{path} has {table.num_rows} rows but tx {e.tx} committed {e.count}",
-                path=path,
-            )
-        if table.num_rows and not pc.all(pc.equal(table.column("tx_id"), e.tx)).as_py():
-            raise CorruptStoreError(
-                f"{path} holds rows of another transaction than tx {e.tx}, which names it; "
-                "restore it from a backup",
-                path=path,
-            )
-        return table
+        file = SegmentFile(path, e.size, e.sha, e.tx, e.count, 0)
+        return _PendingSegment.segment(file.read(), file)
+
+    def version_json(self, tx: int, row: int) -> bytes:
+        """The JSON bytes of a version newer than the snapshot.
+
+        A segment whose rows are not held is read from its file; the JSON of the last
+        few read stays for the next reads (a ``get_many`` asks segment by segment).
+
+        Raises:
+            FileNotFoundError: a compaction in another process removed the segment
+                (the reader refreshes from the log and asks again).
+        """
+        pending = self.pending[tx]
+        if pending.file is None:
+            return pending.json(row)
+        rows = self._json_cache.get(tx)
+        if rows is None:
+            rows = pending.all_json()
+            self._json_cache[tx] = rows
+            self._json_bytes += sum(map(len, rows))
+            while self._json_bytes > _JSON_CACHE_BYTES and len(self._json_cache) > 1:
+                _, dropped = self._json_cache.popitem(last=False)
+                self._json_bytes -= sum(map(len, dropped))
+        else:
+            self._json_cache.move_to_end(tx)
+        return rows[row]
+
+    def forget_json(self) -> None:
+        """Drop the JSON kept of segments read from their files."""
+        self._json_cache.clear()
+        self._json_bytes = 0
 
     def _open_docs(self, e: tlog.CompactEntry) -> cache.DocsFile:
         parquet = self.abs_path(e.file)
@@ -642,6 +663,7 @@ class StoreState:
             self.snap = None
         self.overlay = {}
         self.pending = {}
+        self.forget_json()
 
     def __del__(self) -> None:
         # A store dropped without close(): its descriptors go with it, as a file

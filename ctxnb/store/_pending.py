@@ -1,18 +1,84 @@
 """A committed transaction newer than the snapshot, as the store keeps it in memory.
 
 A segment's Parquet rows or an inline transaction's documents, each turned into the
-other form only when a read, a scan or a compaction needs it.
+other form only when a read, a scan or a compaction needs it. A large segment (an
+index's batch of files) keeps only its ids and types in memory and reads its rows from
+its file when asked, checked against the size and SHA-256 its log line recorded: an open
+store then holds a constant per version, not every file's text, however many batches
+wait for the next compaction.
 """
 
 from __future__ import annotations
 
+import hashlib
 import json
 from typing import Any
 
 import pyarrow as pa
+import pyarrow.compute as pc
 
+from ..errors import CorruptStoreError
 from . import _fmt as fmt
 from . import _log as tlog
+
+# A segment whose rows take more than this in memory is read from its file when needed
+# instead of being held (a tool's write stays resident: it is small, and read back soon).
+RESIDENT_BYTES = 1 << 20
+
+
+class SegmentFile:
+    """Where a segment's rows are, and what its log line says they are.
+
+    ``read`` raises FileNotFoundError when the file is gone (a compaction in another
+    process replaced it: the caller refreshes from the log and asks again) and
+    CorruptStoreError when its bytes are not the committed ones.
+    """
+
+    __slots__ = ("count", "path", "row_bytes", "sha", "size", "tx")
+
+    def __init__(
+        self, path: str, size: int, sha: str | None, tx: int, count: int, row_bytes: int
+    ) -> None:
+        self.path, self.size, self.sha = path, size, sha
+        self.tx, self.count = tx, count
+        self.row_bytes = row_bytes  # the rows' size in memory, about (Arrow's nbytes)
+
+    def read(self) -> pa.Table:
+        with open(self.path, "rb") as f:
+            data = f.read(self.size + 1)
+        if len(data) != self.size:
+            raise CorruptStoreError(
+                f"{self.path} is {len(data)} bytes but was committed with {self.size}; the "
+                "file is damaged. Restore it from a backup; `ctxnb store verify` checks "
+                "every file",
+                path=self.path,
+            )
+        if self.sha is not None and hashlib.sha256(data).hexdigest() != self.sha:
+            raise CorruptStoreError(
+                f"{self.path} does not hold the bytes its segment was committed with (its "
+                "SHA-256 differs from the log's): the file changed after it was committed. "
+                "Restore it from a backup; `ctxnb store verify` checks every file",
+                path=self.path,
+            )
+        table = fmt.read_parquet_bytes(data, self.path)
+        del data
+        check_rows(table, self.path, self.tx, self.count)
+        return table.replace_schema_metadata(fmt.SCHEMA.metadata)
+
+
+def check_rows(table: pa.Table, path: str, tx: int, count: int) -> None:
+    """Refuse a segment whose rows are not the transaction its log line names."""
+    if table.num_rows != count:
+        raise CorruptStoreError(
+            f"{path} has {table.num_rows} rows but tx {tx} committed {count}",
+            path=path,
+        )
+    if table.num_rows and not pc.all(pc.equal(table.column("tx_id"), tx)).as_py():
+        raise CorruptStoreError(
+            f"{path} holds rows of another transaction than tx {tx}, which names it; "
+            "restore it from a backup",
+            path=path,
+        )
 
 
 class _PendingSegment:
@@ -25,7 +91,7 @@ class _PendingSegment:
     scan or a compaction needs them.
     """
 
-    __slots__ = ("_table", "_json", "_docs", "_tx", "_time_us", "_ids")
+    __slots__ = ("_table", "_json", "_docs", "_tx", "_time_us", "_ids", "file")
 
     def __init__(self, table: pa.Table | None) -> None:
         self._table = (
@@ -36,6 +102,27 @@ class _PendingSegment:
         self._tx = 0
         self._time_us = 0
         self._ids: tuple[list[str], list[str]] | None = None
+        # Set when the rows are not held: they are read from this file when needed.
+        self.file: SegmentFile | None = None
+
+    @classmethod
+    def segment(cls, table: pa.Table, file: SegmentFile) -> _PendingSegment:
+        """From a segment's rows: held when small, else only its ids and types (the
+        rows are read again from ``file`` when a read or a compaction needs them)."""
+        if table.nbytes <= RESIDENT_BYTES:
+            return cls(table)
+        out = cls(None)
+        out._ids = (table.column("xt_id").to_pylist(), table.column("type").to_pylist())
+        file.row_bytes = table.nbytes
+        out.file = file
+        return out
+
+    @property
+    def est_bytes(self) -> int:
+        """About how much memory the rows take once read."""
+        if self.file is not None:
+            return self.file.row_bytes
+        return self.table.nbytes
 
     @classmethod
     def inline(
@@ -58,7 +145,10 @@ class _PendingSegment:
 
     @property
     def table(self) -> pa.Table:
-        """The rows, with tx columns, in :data:`ctxnb.store._fmt.SCHEMA`."""
+        """The rows, with tx columns, in :data:`ctxnb.store._fmt.SCHEMA` (read from the
+        segment's file, and not kept, when the rows are not held)."""
+        if self.file is not None:
+            return self.file.read()
         if self._table is None:
             data = fmt.to_table(fmt.encode(self._documents()))
             self._table = fmt.with_tx(data, self._tx, tlog.from_us(self._time_us))
@@ -79,6 +169,11 @@ class _PendingSegment:
             return [d[fmt.ID_KEY] for d in self._docs], [d["type"] for d in self._docs]
         table = self.table
         return table.column("xt_id").to_pylist(), table.column("type").to_pylist()
+
+    def all_json(self) -> list[bytes]:
+        """Every row's JSON, read from the file of a segment whose rows are not held."""
+        assert self.file is not None, "a held segment answers json(row)"
+        return [tlog.dumps(d).encode() for d in fmt.decode(self.file.read())]
 
     def json(self, row: int) -> bytes:
         if self._json is None:

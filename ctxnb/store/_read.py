@@ -10,15 +10,15 @@ cache, the live segments and the inline transactions that the store's
 from __future__ import annotations
 
 import json
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Any, Literal
+from typing import Any, Literal, TypeVar
 
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from ..errors import StoreError
+from ..errors import CorruptStoreError, StoreError
 from ..model import OBJECT_TYPES, model_for_type
 from . import _compact as compaction
 from . import _fmt as fmt
@@ -40,6 +40,7 @@ class Version:
 
 
 _SORT_KEYS = compaction.SORT_KEYS
+_T = TypeVar("_T")
 
 
 class StoreReader:
@@ -50,12 +51,33 @@ class StoreReader:
     def __init__(self, state: StoreState) -> None:
         self._state = state
 
-    def get(self, id: str) -> dict[str, Any] | None:
-        """The latest version of a document, or None if the store has never seen ``id``."""
+    def _read(self, read: Callable[[], _T]) -> _T:
+        """Run ``read`` on the state after a refresh, again after a compaction in another
+        process removed a segment it was reading (the log then says which snapshot holds
+        those versions)."""
         st = self._state
         with st.mu:
             st.check_open()
-            st.refresh()
+            gone: FileNotFoundError | None = None
+            for attempt in range(_RETRIES):
+                st.refresh(force=attempt > 0)
+                try:
+                    return read()
+                except FileNotFoundError as exc:
+                    gone = exc
+            path = getattr(gone, "filename", None) or st.dir
+            raise CorruptStoreError(
+                f"{path} is missing, though the store's log names it: the file was removed "
+                "by something other than a compaction. Restore the store directory from a "
+                "backup",
+                path=str(path),
+            )
+
+    def get(self, id: str) -> dict[str, Any] | None:
+        """The latest version of a document, or None if the store has never seen ``id``."""
+        st = self._state
+
+        def read() -> dict[str, Any] | None:
             versions = st.overlay.get(id)
             if versions is not None:
                 return json.loads(st.version_json(*versions[-1][:2]))
@@ -66,26 +88,36 @@ class StoreReader:
                     return json.loads(snap.docs.raw(snap.docs.starts[k + 1] - 1))
             return None
 
+        return self._read(read)
+
     def get_many(self, ids: Iterable[str]) -> dict[str, dict[str, Any]]:
         """The latest versions of several documents; ids the store lacks are left out."""
         st = self._state
-        with st.mu:
-            st.check_open()
-            st.refresh()
-            overlay, out = st.overlay, {}
+        wanted = list(ids)
+
+        def read() -> dict[str, dict[str, Any]]:
+            overlay = st.overlay
+            found: dict[str, Any] = {}
             snap = st.snap.docs if st.snap else None
             loads = json.loads
-            for key in ids:
-                if key in out:
+            newer: list[tuple[int, int, str]] = []
+            for key in wanted:
+                if key in found:
                     continue
                 versions = overlay.get(key)
                 if versions is not None:
-                    out[key] = loads(st.version_json(*versions[-1][:2]))
+                    found[key] = None
+                    newer.append((*versions[-1][:2], key))
                 elif snap is not None:
                     k = snap.index.get(key)
                     if k is not None:
-                        out[key] = loads(snap.raw(snap.starts[k + 1] - 1))
-            return out
+                        found[key] = loads(snap.raw(snap.starts[k + 1] - 1))
+            # Segment by segment: one whose rows are not held is read from its file once.
+            for tx, row, key in sorted(newer, key=lambda v: v[0]):
+                found[key] = loads(st.version_json(tx, row))
+            return found  # in the order asked
+
+        return self._read(read)
 
     def latest_tx_of(self, id: str) -> int | None:
         """The transaction of the latest version of ``id`` (None if unknown), without"""
@@ -106,9 +138,8 @@ class StoreReader:
     def history(self, id: str) -> list[Version]:
         """Every version of a document, oldest first (empty if the id is unknown)."""
         st = self._state
-        with st.mu:
-            st.check_open()
-            st.refresh()
+
+        def read() -> list[Version]:
             time, out = st.txs.time, []
             snap = st.snap.docs if st.snap else None
             if snap is not None:
@@ -122,12 +153,13 @@ class StoreReader:
                 out.append(Version(json.loads(st.version_json(tx, row)), tx, time(tx)))
             return out
 
+        return self._read(read)
+
     def as_of(self, id: str, tx: int | datetime | TxRecord) -> dict[str, Any] | None:
         """The version of ``id`` that was current at a transaction or time."""
         st = self._state
-        with st.mu:
-            st.check_open()
-            st.refresh()
+
+        def read() -> dict[str, Any] | None:
             limit = self.resolve_tx(tx)
             if limit is None:
                 return None
@@ -143,6 +175,8 @@ class StoreReader:
                         if txs[row] <= limit:
                             return json.loads(snap.raw(row))
             return None
+
+        return self._read(read)
 
     def resolve_tx(self, tx: int | datetime | TxRecord | None) -> int | None:
         """A tx reference to a tx id (None: before the first transaction)."""

@@ -78,7 +78,7 @@ from ._open import (
 from ._open import (
     TXLOG as TXLOG,
 )
-from ._pending import _PendingSegment, fold_table
+from ._pending import SegmentFile, _PendingSegment, fold_table
 from ._read import StoreReader, Version
 from ._rotate import remove_old_snapshots, remove_unlogged_segments, rotate
 from ._verify import VerifyReport, verify_state
@@ -299,7 +299,11 @@ class ObjectStore:
                         sha=fmt.file_sha256(final),
                     )
                     line = tlog.tx_line(entry, extra, list(batch))
-                    pending = _PendingSegment(table)
+                    # A large segment (an index's batch) is read back from its file when
+                    # needed, so that an index holds one batch's text at a time.
+                    pending = _PendingSegment.segment(
+                        table, SegmentFile(final, size, entry.sha, tx_id, len(batch), 0)
+                    )
                 self._append_log(line, later)
             except OSError as exc:
                 if written is not None:
@@ -540,26 +544,31 @@ class ObjectStore:
         bytes_before = sum(
             os.path.getsize(st.abs_path(f)) for f in replaced if os.path.exists(st.abs_path(f))
         )
-        pending = [st.pending[s.tx].table for s in segs if s.tx in st.pending]
-        new = pa.concat_tables(pending) if pending else fmt.SCHEMA.empty_table()
+        name = f"snap-{upto:012d}-{secrets.token_hex(4)}"
+        folder = os.path.join(st.dir, SNAPSHOTS)
+        # The rows of large segments are read from their files, one at a time.
+        new = compaction.NewVersions(
+            [(s.tx, st.pending[s.tx]) for s in segs if s.tx in st.pending], folder
+        )
         if new.num_rows != sum(s.count for s in segs):
             raise StoreError(
                 f"compaction of {st.dir} stopped: the versions in memory do not match the "
                 "log. Nothing was changed; reopen the store and retry"
             )
-        name = f"snap-{upto:012d}-{secrets.token_hex(4)}"
-        folder = os.path.join(st.dir, SNAPSHOTS)
         final = os.path.join(folder, name + ".parquet")
         docs_final = os.path.join(folder, name + ".docs.arrow")
         tmp, docs_tmp = st.tmp_name(SNAPSHOTS, name), st.tmp_name(SNAPSHOTS, name + "-docs")
-        with fmt.publishing(tmp, final), fmt.publishing(docs_tmp, docs_final):
-            rows = compaction.write_snapshot(
-                old_parquet=st.abs_path(snap.entry.file) if snap else None,
-                old_docs=snap.docs if snap else None,
-                new=new,
-                parquet_tmp=tmp,
-                docs_tmp=docs_tmp,
-            )
+        try:
+            with fmt.publishing(tmp, final), fmt.publishing(docs_tmp, docs_final):
+                rows = compaction.write_snapshot(
+                    old_parquet=st.abs_path(snap.entry.file) if snap else None,
+                    old_docs=snap.docs if snap else None,
+                    new=new,
+                    parquet_tmp=tmp,
+                    docs_tmp=docs_tmp,
+                )
+        finally:
+            new.close()
         size, docs_size = os.path.getsize(final), os.path.getsize(docs_final)
         fmt.fsync_dir(folder)
         entry = tlog.CompactEntry(
