@@ -40,8 +40,8 @@ _NEW_PIECE = 8192
 # Newer versions whose rows take more than this are merged through a spill file, in
 # ranges of about SPILL_RANGE_BYTES (estimated from each transaction's size in memory).
 SPILL_BYTES = 64 << 20
-SPILL_RANGE_BYTES = 8 << 20
-PIECE_BYTES = 4 << 20
+SPILL_RANGE_BYTES = 4 << 20
+PIECE_BYTES = 2 << 20
 
 
 def write_snapshot(

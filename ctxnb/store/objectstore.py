@@ -546,7 +546,9 @@ class ObjectStore:
         )
         name = f"snap-{upto:012d}-{secrets.token_hex(4)}"
         folder = os.path.join(st.dir, SNAPSHOTS)
-        # The rows of large segments are read from their files, one at a time.
+        # The rows of large segments are read from their files, one at a time; what the
+        # writes before left in Arrow's allocator goes back to the system first.
+        pa.default_memory_pool().release_unused()
         new = compaction.NewVersions(
             [(s.tx, st.pending[s.tx]) for s in segs if s.tx in st.pending], folder
         )
