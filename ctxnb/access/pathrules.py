@@ -262,9 +262,14 @@ def folded(parts: tuple[str, ...]) -> list[tuple[str, ...]]:
         >>> folded((".ENV.",))
         [('.env',), ('.env.',)]
     """
-    variants = {tuple(p.lower() for p in parts)}
-    variants.add(tuple(unicodedata.normalize("NFKC", p).lower() for p in parts))
-    variants.add(tuple((p.rstrip(" .") or p).lower() for p in parts))
+    lower = tuple(p.lower() for p in parts)
+    variants = {lower}
+    # NFKC leaves ASCII as it is: a walk's names are mostly ASCII, and this runs for
+    # every name a cold walk meets.
+    if not all(p.isascii() for p in parts):
+        variants.add(tuple(unicodedata.normalize("NFKC", p).lower() for p in parts))
+    if any(p.endswith((" ", ".")) for p in parts):
+        variants.add(tuple((p.rstrip(" .") or p).lower() for p in parts))
     return sorted(variants)
 
 
@@ -717,7 +722,8 @@ class PathRules:
             if not name.strip():
                 # Legal on POSIX, but a blank name is invisible in every listing.
                 _deny(display, "empty", "a name in it is blank")
-            size = len(_fs_bytes(name, display))
+            # An ASCII name's bytes are its characters (and it always encodes).
+            size = len(name) if name.isascii() else len(_fs_bytes(name, display))
             if size > NAME_MAX:
                 _deny(display, "component-too-long", f"a name is {size} bytes, over {NAME_MAX}")
             if name.startswith(TEMP_PREFIX):
@@ -806,7 +812,8 @@ class PathRules:
         if len(parts) == 1 and (name.startswith("~") or folded.startswith("~")):
             return "home-tilde"
         try:
-            if len(_fs_bytes(display, display)) > self.max_path_bytes:
+            size = len(display) if display.isascii() else len(_fs_bytes(display, display))
+            if size > self.max_path_bytes:
                 return "path-too-long"
             self._check_parts(parts, display, parent_checked=parent_checked)
         except PolicyError as e:

@@ -7,6 +7,7 @@ import shutil
 import tempfile
 from pathlib import Path
 
+import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -165,3 +166,41 @@ def test_a_mounts_filesystem_id_is_the_identity_of_its_files(tmp_path: Path) -> 
         docs = ws.store.get_many(ws.store.ids("file")).values()
         sources = {(d["source"]["filesystemId"], d["source"]["path"]) for d in docs}
         assert sources == {("proj-fs", f"{root}/src/a.py"), ("nfs", f"{root}/data/d.csv")}
+
+
+def _folded_reference(parts: tuple[str, ...]) -> list[tuple[str, ...]]:
+    """The three forms computed for every name, as before the ASCII shortcuts."""
+    import unicodedata
+
+    variants = {tuple(p.lower() for p in parts)}
+    variants.add(tuple(unicodedata.normalize("NFKC", p).lower() for p in parts))
+    variants.add(tuple((p.rstrip(" .") or p).lower() for p in parts))
+    return sorted(variants)
+
+
+_NAME_CHARS = st.sampled_from(list("aZ.  _-~9") + ["Ｅ", "ﬁ", "é", "\u2024", "K", "ß", "İ"])
+
+
+@settings(max_examples=400, suppress_health_check=[HealthCheck.too_slow])
+@given(st.lists(st.text(_NAME_CHARS, min_size=1, max_size=6), min_size=1, max_size=4))
+def test_the_denial_forms_of_a_name_skip_no_form_that_differs(names: list[str]) -> None:
+    # The walk judges every name it meets: ASCII names skip NFKC, names without a
+    # trailing dot or space skip the stripped form. Neither may drop a form that
+    # differs from the others (a denied name matched only by it would be let through).
+    from ctxnb.access.pathrules import folded
+
+    parts = tuple(names)
+    assert folded(parts) == _folded_reference(parts)
+
+
+def test_a_long_non_ascii_name_is_measured_in_bytes(tmp_path: Path) -> None:
+    from ctxnb.access import PathPolicy
+    from ctxnb.errors import PolicyError
+
+    policy = PathPolicy([tmp_path])
+    (tmp_path / ("a" * 255)).write_text("x")  # 255 bytes: the longest name
+    (tmp_path / ("é" * 127)).write_text("x")  # 254 bytes
+    entries = {e.rel for e in policy.walk()}
+    assert "a" * 255 in entries and "é" * 127 in entries
+    with pytest.raises(PolicyError, match="over 255"):
+        policy.stat("é" * 128)  # 256 bytes in 128 characters
