@@ -74,6 +74,7 @@ _LAZY: dict[str, str] = {
     "MetadataOnly": "ctxnb.strategies.builtin",
     "ObservationMasking": "ctxnb.strategies.builtin",
     "ModelPrice": "ctxnb.llm.prices",
+    "MergeProposal": "ctxnb.tools.merging",
     "PatchResult": "ctxnb.tools.results",
     "PriceTable": "ctxnb.llm.prices",
     "PathPolicy": "ctxnb.access.fdio",
@@ -213,5 +214,6 @@ if TYPE_CHECKING:  # pragma: no cover - for type checkers and IDEs only
         TokenBudgetLRU,
     )
     from .tools.filetools import FileTools
+    from .tools.merging import MergeProposal
     from .tools.results import DiffResult, PatchResult, ReadResult, SearchHits, VersionInfo
     from .workspace import Workspace

@@ -169,7 +169,8 @@ class StaleFileError(PolicyError):
             "STALE_FILE",
             message,
             recoverable=True,
-            required_action="Read the file again and recompute the edit from its current content.",
+            required_action="Read the file again and recompute the edit from its current content, "
+            "or merge it with the change made since: propose_merge(path, content).",
             details={"expected_sha256": expected, "actual_sha256": actual},
         )
         # The bytes another program saved while a governed write was in progress (see

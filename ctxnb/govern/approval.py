@@ -182,6 +182,10 @@ def approval_question(req: ApprovalRequest) -> str:
         # The diff of a command's changes is ctxnb's (the commit sets it), never the agent's.
         act = f"the changes of `{one_line(cmd)}`"
         return question(act, req.reason, intent_id=req.intent_id, diff=diff)
+    if req.tool == "apply_merge" and isinstance(diff, str):
+        # The merged file's diff is ctxnb's (the approval policy sets it from the bytes).
+        act = f"the merge proposal {req.args.get('proposal_id')} for {req.args.get('path')}"
+        return question(act, req.reason, intent_id=req.intent_id, diff=diff)
     shown = {k: v for k, v in req.args.items() if k != "diff"}
     act = f"{req.tool}({args_summary(shown)})"
     return question(act, req.reason, intent_id=req.intent_id)

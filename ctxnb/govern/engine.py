@@ -254,6 +254,13 @@ class HookEngine:
                 if call.info.destructive
                 else {"level": "SAFE", "reasons": []}
             )
+        elif call.tool == "apply_merge":
+            # Lines neither the agent nor the person who changed the file wrote as they
+            # stand together: a human approves the merged file (ctxnb.tools.merging).
+            out = {
+                "level": "DESTRUCTIVE",
+                "reasons": ["a merge proposal writes a three-way merge of a stale edit"],
+            }
         elif call.tool != "run_command":
             out = {"level": "SAFE", "reasons": []}
         else:

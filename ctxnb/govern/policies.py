@@ -231,7 +231,18 @@ class Approval:
                 "(notebook ApprovalPanel, terminal, or MCP elicitation).",
                 details={"reasons": risk["reasons"]},
             )
-        decision = engine.ask(call, reason)
+        if call.tool == "apply_merge":
+            # The human is shown the diff ctxnb computes from the bytes (never the
+            # agent's words): the file now against the merged text.
+            diff, notes = merge_diff(engine, str(call.args.get("proposal_id", "")))
+            reason = "; ".join([reason, *notes])
+            call.args["diff"] = diff
+            try:
+                decision = engine.ask(call, reason)
+            finally:
+                call.args.pop("diff", None)
+        else:
+            decision = engine.ask(call, reason)
         if not decision.approved:
             engine.record_lesson(
                 f"{call.tool}({args_summary(call.args)}) was refused by {decision.by}"
@@ -247,6 +258,31 @@ class Approval:
                 "ask the human what they want instead.",
                 details={"decision": decision.to_dict()},
             )
+
+
+def merge_diff(engine: HookEngine, proposal_id: str) -> tuple[str, list[str]]:
+    """The approval diff of a merge proposal (from the file it was made against to the
+    merged text, as :mod:`ctxnb.sandbox.review` builds it from the bytes) and what the
+    redaction hides in it."""
+    from ..redaction.redactor import redact_text
+    from ..sandbox.review import file_diff, redaction_notes
+
+    proposal = engine.tools.merge_proposal(proposal_id)
+    if proposal.merged is None:
+        raise PolicyError(
+            "MERGE_UNRESOLVED",
+            f"merge proposal {proposal.id} of {proposal.path} has {proposal.conflicts} "
+            "unresolved conflict(s); it is never written",
+            required_action="Read the file again and redo the edit, or ask the user.",
+        )
+    shown = redact_text(proposal.path)
+    d = file_diff(
+        proposal.theirs,
+        proposal.merged.encode("utf-8"),
+        fromfile=f"a/{shown}",
+        tofile=f"b/{shown}",
+    )
+    return d.text or f"--- a/{shown}\n+++ b/{shown}\n", redaction_notes(d.hidden, d.spans)
 
 
 class OptimisticLock:
@@ -346,6 +382,8 @@ class RecordPolicy:
         meta: dict[str, Any] = {"scope": "in-scope", **engine.context_metadata()}
         if call.context.get("approval"):
             meta["approval"] = call.context["approval"]
+        if call.context.get("merged_from"):  # a merge proposal's three sides, by hash
+            meta["merged_from"] = call.context["merged_from"]
         change = FileChange(
             rel,
             old=call.old_text,

@@ -20,6 +20,7 @@ if TYPE_CHECKING:
     from ..access.pathrules import DEFAULT_DENY, SafePath
     from .call import ToolCall, ToolRunner
     from .filetools import FileTools
+    from .merging import MergeProposal, MergeReviewer
     from .results import DiffResult, PatchResult, ReadResult, VersionInfo
     from .schemas import TOOL_INFO, ToolInfo, tool_schemas
 
@@ -27,6 +28,8 @@ _EXPORTS = {
     "DEFAULT_DENY": "ctxnb.access.pathrules",
     "DiffResult": "results",
     "FileTools": "filetools",
+    "MergeProposal": "merging",
+    "MergeReviewer": "merging",
     "PatchResult": "results",
     "PathPolicy": "ctxnb.access.fdio",
     "ReadResult": "results",

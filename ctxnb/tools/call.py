@@ -533,6 +533,9 @@ def _jsonable(v: Any) -> Any:
         return [_jsonable(x) for x in v]
     if isinstance(v, tuple) and hasattr(v, "_asdict"):
         return dict(v._asdict())
+    to_dict = getattr(v, "to_dict", None)
+    if callable(to_dict):  # a result that says how an agent sees it (a merge proposal)
+        return to_dict()
     return v
 
 

@@ -34,7 +34,7 @@ from typing import TYPE_CHECKING, Any, Literal
 
 from ..access.fdio import PathKind, PathPolicy
 from ..access.pathrules import SafePath
-from ..errors import PatchError, PolicyError
+from ..errors import NotFoundError, PatchError, PolicyError
 from ..hashing import sha256_hex
 from ..indexer import decode_bytes
 from ..redaction.redactor import redact
@@ -57,6 +57,7 @@ from .schemas import ToolInfo
 if TYPE_CHECKING:
     from ..access.door import Access
     from ..session.core import Session
+    from .merging import MergeProposal, MergeReviewer
 
 __all__ = ["FileTools"]
 
@@ -112,6 +113,9 @@ class FileTools(ToolRunner):
         self.clock = clock or (lambda: datetime.now(UTC))
         self._extra_tools: dict[str, tuple[ToolInfo, Callable[..., Any]]] = {}
         self.budget_limits = cfg.budget
+        #: The review backend of merge proposals' conflicts (None: clean merges only).
+        self.merge_reviewer: MergeReviewer | None = None
+        self._proposals: dict[str, MergeProposal] = {}
 
     def _shape(
         self, rel: str, text: str, start: int, end: int | None
@@ -371,6 +375,97 @@ class FileTools(ToolRunner):
                 lambda old: apply_line_edits(old, parsed),
             ),
         )
+
+    def propose_merge(
+        self,
+        path: str,
+        content: str,
+        base_sha256: str | None = None,
+        *,
+        reviewer: MergeReviewer | None = None,
+    ) -> MergeProposal:
+        """A merge proposal for an edit refused as stale (see :mod:`ctxnb.tools.merging`).
+
+        Args:
+            path: the file.
+            content: the edited text (what the refused write would have written).
+            base_sha256: the hash of the copy the edit was computed from; by default the
+                hash this session last read.
+            reviewer: resolves conflicts (default: :attr:`merge_reviewer`); without one,
+                a proposal with conflicts shows them and cannot be written.
+
+        Raises:
+            PolicyError: ``MERGE_BASE_UNKNOWN`` when the store does not hold the base;
+                ``NOT_STALE`` when the file is still the base.
+        """
+        from . import merging
+
+        def run(call: ToolCall) -> MergeProposal:
+            sp = call.resolved.get("path") or self.resolve(path)
+            rel = sp.rel
+            call.paths = [rel]
+            base = base_sha256 or self.lock_base(rel, None, "propose_merge")
+            proposal = merging.build(
+                self._files, rel, content, base, reviewer or self.merge_reviewer
+            )
+            self._proposals[proposal.id] = proposal
+            return proposal
+
+        return self.run_call(
+            "propose_merge",
+            {"path": path, "content": content, "base_sha256": base_sha256},
+            run,
+        )
+
+    def merge_proposal(self, proposal_id: str) -> MergeProposal:
+        """A proposal :meth:`propose_merge` made in this session.
+
+        Raises:
+            NotFoundError: no proposal by that id.
+        """
+        found = self._proposals.get(proposal_id)
+        if found is None:
+            raise NotFoundError(
+                f"no merge proposal {proposal_id!r} in this session; make one with propose_merge"
+            )
+        return found
+
+    def apply_merge(self, proposal_id: str) -> PatchResult:
+        """Write a ready merge proposal (a governed write, traced as ``MERGE``).
+
+        In a governed workspace the human approves the diff from the file now to the
+        merged text first. The file must still be the proposal's *theirs*: otherwise it
+        is ``STALE_FILE`` and nothing is written; a proposal with unresolved conflicts
+        is ``MERGE_UNRESOLVED``.
+        """
+        proposal = self._proposals.get(proposal_id)
+
+        def run(call: ToolCall) -> PatchResult:
+            p = self.merge_proposal(proposal_id)
+            if p.merged is None:
+                raise PolicyError(
+                    "MERGE_UNRESOLVED",
+                    f"merge proposal {p.id} of {p.path} has {p.conflicts} unresolved "
+                    "conflict(s); it is never written",
+                    required_action="Read the file again and redo the edit, or ask the user.",
+                )
+            rel = p.path
+            call.paths = [rel]
+            call.context["mutation_class"] = "MERGE"
+            call.context["merged_from"] = p.merged_from
+            with self._files.locked(rel):
+                current, _ = self._files.authoritative(rel)
+                # The file the human saw the diff against, or nothing is written.
+                self._files.check_lock(rel, current, p.theirs_sha256, "apply_merge")
+                result = writing.write(self._files, call, rel, current, p.merged)
+            self._proposals.pop(p.id, None)
+            result.message = f"merged {rel} (proposal {p.id}); " + result.message
+            return result
+
+        args: dict[str, Any] = {"proposal_id": proposal_id}
+        if proposal is not None:
+            args["path"] = proposal.path  # governed as the write it is: policy, scope
+        return self.run_call("apply_merge", args, run)
 
     def get_diff(
         self, path: str, version1: str | None = None, version2: str | None = None

@@ -111,6 +111,19 @@ class RestoreFileArgs(_Args):
     )
 
 
+class ProposeMergeArgs(_Args):
+    path: str = Field(description="File path, relative to the workspace root.")
+    content: str = Field(description="The edited text that was refused as stale.")
+    base_sha256: str | None = Field(
+        default=None,
+        description="sha256 of the copy the edit was computed from (default: your last read)",
+    )
+
+
+class ApplyMergeArgs(_Args):
+    proposal_id: str = Field(description="The proposal_id propose_merge returned.")
+
+
 class ToolInfo(BaseModel):
     """What a tool is, for schemas and for the hook engine."""
 
@@ -182,6 +195,22 @@ TOOL_INFO: dict[str, ToolInfo] = {
             description="Put a file back as it was in a stored version (default: before its "
             "last change, whether a tool or a command made it). Deleted files come back.",
             args=RestoreFileArgs,
+            mutating=True,
+            idempotent=False,
+        ),
+        ToolInfo(
+            name="propose_merge",
+            description="After a STALE_FILE refusal: merge your edit with the change made "
+            "to the file since you read it (three-way, as git merge-file). Returns the "
+            "merged text and a proposal_id, or the conflicts it could not resolve. Writes "
+            "nothing.",
+            args=ProposeMergeArgs,
+        ),
+        ToolInfo(
+            name="apply_merge",
+            description="Write a ready merge proposal once a human approves its diff; "
+            "refused if the file changed again.",
+            args=ApplyMergeArgs,
             mutating=True,
             idempotent=False,
         ),

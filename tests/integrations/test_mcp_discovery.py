@@ -25,7 +25,7 @@ from ctxnb.govern import init_governance  # noqa: E402
 from ctxnb.integrations.mcp_server import McpBackend  # noqa: E402
 from ctxnb.samples import copy_sample_workspace  # noqa: E402
 
-MUTATING = {"write_file", "apply_patch", "run_command", "restore_file"}
+MUTATING = {"write_file", "apply_patch", "run_command", "restore_file", "apply_merge"}
 
 
 class Ctx:
