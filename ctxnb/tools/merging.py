@@ -86,7 +86,7 @@ class MergeReviewer(Protocol):
 
     name: str
 
-    def review(self, request: dict[str, Any]) -> dict[str, Any]: ...
+    def review(self, request: dict[str, Any]) -> Any: ...
 
 
 @dataclass
