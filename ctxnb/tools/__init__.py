@@ -6,7 +6,7 @@ Names are loaded from their modules on first use, so ``ctxnb.access`` alone
 Example:
     >>> from ctxnb.tools import tool_schemas
     >>> sorted(t["name"] for t in tool_schemas("anthropic"))[:3]
-    ['apply_patch', 'get_diff', 'get_excerpt']
+    ['apply_merge', 'apply_patch', 'get_diff']
 """
 
 from __future__ import annotations

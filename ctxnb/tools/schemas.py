@@ -208,8 +208,8 @@ TOOL_INFO: dict[str, ToolInfo] = {
         ),
         ToolInfo(
             name="apply_merge",
-            description="Write a ready merge proposal once a human approves its diff; "
-            "refused if the file changed again.",
+            description="Write a ready merge proposal (by its proposal_id) once a human "
+            "approves it; refused if the file changed again since the proposal.",
             args=ApplyMergeArgs,
             mutating=True,
             idempotent=False,

@@ -320,7 +320,7 @@ def test_audit_log_records_every_call_and_survives_a_cut_line(tools, ws):
 @pytest.mark.parametrize("fmt", ["openai", "anthropic", "mcp"])
 def test_tool_schemas_are_valid_json_schema(tools, fmt):
     schemas = tools.tool_schemas(fmt)
-    assert len(schemas) == 13
+    assert len(schemas) == 15
     for t in schemas:
         params = {"openai": lambda x: x["function"]["parameters"],
                   "anthropic": lambda x: x["input_schema"],
