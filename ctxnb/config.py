@@ -33,6 +33,10 @@ Example ``ctxnb.toml``::
     read_tokens = 500_000
     writes = 200                        # successful calls of tools that change files
 
+    [merge]                             # merge proposals' review backend (docs/merge.md)
+    review_model = "anthropic/claude-sonnet-4-5"   # any litellm model; unset: none
+    review_api_key_env = "ANTHROPIC_API_KEY"
+
 Settings are resolved in one order everywhere: an explicit argument, then an
 environment variable (``CTXNB_PROFILE``), then the config file, then the default.
 """
@@ -68,6 +72,7 @@ __all__ = [
     "IndexConfig",
     "McpConfig",
     "McpServerConfig",
+    "MergeConfig",
     "MountConfig",
     "PolicyConfig",
     "Profile",
@@ -260,6 +265,21 @@ class BudgetConfig:
 
 
 @dataclass(frozen=True, kw_only=True)
+class MergeConfig:
+    """The review backend of merge proposals (:mod:`ctxnb.tools.merging`).
+
+    Unset ``review_model`` (the default): clean merges are proposed, conflicts are shown
+    and never written. Set, the conflicts go to that litellm model (``review_api_base``
+    for an OpenAI-compatible endpoint, the key read from ``review_api_key_env``).
+    """
+
+    __pydantic_config__ = _STRICT
+    review_model: str | None = None
+    review_api_base: str | None = None
+    review_api_key_env: str | None = None
+
+
+@dataclass(frozen=True, kw_only=True)
 class ClaudeCodeAdapterConfig:
     """The Claude Code hook adapter."""
 
@@ -392,6 +412,7 @@ class CtxnbConfig:
     adapters: AdaptersConfig = field(default_factory=AdaptersConfig)
     sandbox: SandboxConfig = field(default_factory=SandboxConfig)
     budget: BudgetConfig = field(default_factory=BudgetConfig)
+    merge: MergeConfig = field(default_factory=MergeConfig)
     source: str | None = None  # the file the settings came from
     # SHA-256 of the settings file's bytes (recorded with each command's commit, so a
     # trace says which settings governed it).

@@ -62,6 +62,19 @@ if TYPE_CHECKING:
 __all__ = ["FileTools"]
 
 
+def _configured_reviewer(cfg: Any) -> MergeReviewer | None:
+    """The ``[merge]`` review model as a review backend (litellm is imported at its
+    first call, never here)."""
+    if not cfg.review_model:
+        return None
+    import os
+
+    from ..llm.merge_review import LiteLLMMergeReviewer
+
+    key = os.environ.get(cfg.review_api_key_env) if cfg.review_api_key_env else None
+    return LiteLLMMergeReviewer(cfg.review_model, api_base=cfg.review_api_base, api_key=key)
+
+
 class FileTools(ToolRunner):
     """The governed file tools of one session. Create with ``ws.tools(session)``.
 
@@ -113,8 +126,9 @@ class FileTools(ToolRunner):
         self.clock = clock or (lambda: datetime.now(UTC))
         self._extra_tools: dict[str, tuple[ToolInfo, Callable[..., Any]]] = {}
         self.budget_limits = cfg.budget
-        #: The review backend of merge proposals' conflicts (None: clean merges only).
-        self.merge_reviewer: MergeReviewer | None = None
+        #: The review backend of merge proposals' conflicts (None: clean merges only);
+        #: by default the ``[merge] review_model`` of the settings, if set.
+        self.merge_reviewer: MergeReviewer | None = _configured_reviewer(cfg.merge)
         self._proposals: dict[str, MergeProposal] = {}
 
     def _shape(
