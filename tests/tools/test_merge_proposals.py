@@ -282,3 +282,20 @@ def test_what_the_reviewer_is_sent_is_redacted_and_only_the_conflict(gov: Path) 
     assert c["theirs"] == "    reorder_level: int = 7\n"
     # Three lines around the conflict, not the file: the docstrings far below are not sent.
     assert "Units of `sku` in stock" not in wire and len(c["before"].splitlines()) == 3
+
+
+def test_a_proposal_is_written_once_and_only_by_the_session_that_made_it(gov: Path) -> None:
+    t = tools_for(gov, approver=CallbackApprover(lambda req: True, by="ana"))
+    _, ours, _ = stale_edit(gov, t)
+    pid = t.dispatch("propose_merge", {"path": MODELS, "content": ours})["result"]["proposal_id"]
+    # Another session (another agent) cannot write this session's proposal.
+    ws = Workspace.open(gov)
+    other = ws.tools(ws.session("agent-2"), caller="other-agent",
+                     approver=CallbackApprover(lambda req: True, by="ana"))  # fmt: skip
+    assert other.dispatch("select_active_intent", {"intent_id": "INT-001"})["ok"]
+    assert other.dispatch("apply_merge", {"proposal_id": pid})["error_code"] == "NOT_FOUND"
+    assert t.dispatch("apply_merge", {"proposal_id": pid})["ok"]
+    written = (gov / MODELS).read_text()
+    # A replay of the same call writes nothing again.
+    again = t.dispatch("apply_merge", {"proposal_id": pid})
+    assert again["error_code"] == "NOT_FOUND" and (gov / MODELS).read_text() == written
