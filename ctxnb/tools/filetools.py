@@ -48,6 +48,7 @@ from .call import ToolCall, ToolHooks, ToolRunner
 from .patching import (
     FilePatch,
     LineEdit,
+    apply_file_patch,
     apply_line_edits,
     parse_patch,
 )
@@ -393,8 +394,9 @@ class FileTools(ToolRunner):
     def propose_merge(
         self,
         path: str,
-        content: str,
+        content: str | None = None,
         base_sha256: str | None = None,
+        unified_diff: str | None = None,
         *,
         reviewer: MergeReviewer | None = None,
     ) -> MergeProposal:
@@ -405,12 +407,16 @@ class FileTools(ToolRunner):
             content: the edited text (what the refused write would have written).
             base_sha256: the hash of the copy the edit was computed from; by default the
                 hash this session last read.
+            unified_diff: instead of ``content``, the refused patch: the edited text is
+                the patch applied to the base.
             reviewer: resolves conflicts (default: :attr:`merge_reviewer`); without one,
                 a proposal with conflicts shows them and cannot be written.
 
         Raises:
             PolicyError: ``MERGE_BASE_UNKNOWN`` when the store does not hold the base;
-                ``NOT_STALE`` when the file is still the base.
+                ``NOT_STALE`` when the file is still the base; ``INVALID_ARGUMENTS``
+                unless exactly one of ``content`` and ``unified_diff`` is given.
+            PatchConflict: the patch does not apply to the base it names.
         """
         from . import merging
 
@@ -418,18 +424,30 @@ class FileTools(ToolRunner):
             sp = call.resolved.get("path") or self.resolve(path)
             rel = sp.rel
             call.paths = [rel]
+            if (content is None) == (unified_diff is None):
+                raise PolicyError(
+                    "INVALID_ARGUMENTS",
+                    "propose_merge takes the edit as content or as unified_diff, exactly one",
+                    required_action="Pass the refused write's content, or the refused patch "
+                    "as unified_diff.",
+                )
             base = base_sha256 or self.lock_base(rel, None, "propose_merge")
-            proposal = merging.build(
-                self._files, rel, content, base, reviewer or self.merge_reviewer
-            )
+            ours = content
+            if unified_diff is not None:
+                files = parse_patch(unified_diff)
+                if len(files) != 1 or files[0].kind != "modify":
+                    raise PatchError("a merge takes one file's diff that modifies it")
+                base_text = decode_bytes(merging.find_base(self._files, rel, base)) or ""
+                ours = apply_file_patch(base_text, files[0]) or ""
+            assert ours is not None
+            proposal = merging.build(self._files, rel, ours, base, reviewer or self.merge_reviewer)
             self._proposals[proposal.id] = proposal
             return proposal
 
-        return self.run_call(
-            "propose_merge",
-            {"path": path, "content": content, "base_sha256": base_sha256},
-            run,
-        )
+        args = {"path": path, "content": content, "base_sha256": base_sha256}
+        if unified_diff is not None:
+            args["unified_diff"] = unified_diff
+        return self.run_call("propose_merge", args, run)
 
     def merge_proposal(self, proposal_id: str) -> MergeProposal:
         """A proposal :meth:`propose_merge` made in this session.

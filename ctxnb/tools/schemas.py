@@ -113,10 +113,15 @@ class RestoreFileArgs(_Args):
 
 class ProposeMergeArgs(_Args):
     path: str = Field(description="File path, relative to the workspace root.")
-    content: str = Field(description="The edited text that was refused as stale.")
+    content: str | None = Field(
+        default=None, description="The edited text that was refused as stale."
+    )
     base_sha256: str | None = Field(
         default=None,
         description="sha256 of the copy the edit was computed from (default: your last read)",
+    )
+    unified_diff: str | None = Field(
+        default=None, description="Instead of content: the patch that was refused as stale."
     )
 
 

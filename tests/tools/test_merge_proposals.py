@@ -299,3 +299,28 @@ def test_a_proposal_is_written_once_and_only_by_the_session_that_made_it(gov: Pa
     # A replay of the same call writes nothing again.
     again = t.dispatch("apply_merge", {"proposal_id": pid})
     assert again["error_code"] == "NOT_FOUND" and (gov / MODELS).read_text() == written
+
+
+def test_a_stale_patch_is_merged_from_its_diff(gov: Path, tmp_path: Path) -> None:
+    from ctxnb.tools.patching import unified_diff
+
+    t = tools_for(gov, approver=CallbackApprover(lambda req: True, by="ana"))
+    r = t.read_file(MODELS)
+    base = (gov / MODELS).read_text()
+    ours = base.replace("reorder_level: int = 5", "reorder_level: int = 10")
+    theirs = base.replace("at or below its reorder level", "at or under its reorder level")
+    (gov / MODELS).write_text(theirs)
+    patch = unified_diff(base, ours, fromfile=f"a/{MODELS}", tofile=f"b/{MODELS}")
+    args = {"path": MODELS, "unified_diff": patch, "expected_sha256": r.sha256}
+    assert t.dispatch("apply_patch", args)["error_code"] == "STALE_FILE"
+    p = t.dispatch("propose_merge", {"path": MODELS, "unified_diff": patch})
+    assert p["ok"] and p["result"]["ready"], p
+    assert t.dispatch("apply_merge", {"proposal_id": p["result"]["proposal_id"]})["ok"]
+    assert (gov / MODELS).read_text() == git_merge(tmp_path, base, ours, theirs)
+    # Both forms at once, or a diff that does not apply to its base: refused, not guessed.
+    both = t.dispatch("propose_merge", {"path": MODELS, "content": ours, "unified_diff": patch})
+    assert both["error_code"] == "INVALID_ARGUMENTS"
+    wrong = patch.replace("-    reorder_level: int = 5", "-    reorder_level: int = 6")
+    off = t.dispatch("propose_merge", {"path": MODELS, "unified_diff": wrong,
+                                       "base_sha256": r.sha256})  # fmt: skip
+    assert off["ok"] is False and off["error_code"] == "PATCH_CONFLICT"
