@@ -2,7 +2,7 @@
 
 This package holds the neutral trajectory format (:mod:`ctxnb.replay.model`) and the
 converters from real agents' logs into it (mini-swe-agent, SWE-agent, Claude Code,
-Harbor's ATIF), and a writer of ATIF (:func:`write_atif`).
+Harbor's ATIF, Codex CLI rollouts), and a writer of ATIF (:func:`write_atif`).
 
 Example:
     >>> from ctxnb.replay import load
@@ -16,6 +16,7 @@ from __future__ import annotations
 from .._util.lazy import lazy_exports
 from .atif import atif_fidelity, from_atif, to_atif, write_atif
 from .claude_code import from_claude_code
+from .codex import codex_fidelity, from_codex
 from .converters import KNOWN_FORMATS, load, sniff_format
 from .mini_swe_agent import from_mini_swe_agent
 from .model import (
@@ -65,8 +66,10 @@ __all__ = sorted(
         "TrajectoryFormatError",
         "Usage",
         "atif_fidelity",
+        "codex_fidelity",
         "from_atif",
         "from_claude_code",
+        "from_codex",
         "from_mini_swe_agent",
         "from_swe_agent",
         "load",

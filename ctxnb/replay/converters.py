@@ -10,7 +10,15 @@
 ``claude-code``            JSONL records with ``type`` and ``uuid``/``sessionId``
 ``atif``                   a JSON object with ``schema_version: ATIF-v1.x`` and
                            ``steps`` (Harbor's Agent Trajectory Interchange Format)
+``codex``                  JSONL lines ``{"timestamp", "type", "payload"}`` with
+                           ``type`` ``session_meta``, ``response_item`` … (a Codex CLI
+                           rollout)
 =========================  ==========================================================
+
+A JSONL file whose last line was cut by a crash mid-append loads without that line and
+counts it in ``metadata["skipped_lines"]``. In a Codex rollout a damaged line anywhere
+else is an error naming the line: Codex writes whole lines, so damage there means the
+file was edited or corrupted, and a replay of what is left would not be the run.
 """
 
 from __future__ import annotations
@@ -23,6 +31,7 @@ from typing import Any
 from .._util.jsonl import SkippedLine, iter_jsonl
 from .atif import from_atif, is_atif
 from .claude_code import from_claude_code
+from .codex import from_codex, is_codex_record
 from .mini_swe_agent import from_mini_swe_agent
 from .model import FORMAT_NAME, Trajectory, TrajectoryFormatError
 from .swe_agent import from_swe_agent
@@ -35,6 +44,7 @@ KNOWN_FORMATS: tuple[str, ...] = (
     "swe-agent .traj (JSON)",
     "claude-code transcript (JSONL)",
     "Harbor ATIF trajectory (JSON)",
+    "Codex CLI rollout (JSONL)",
 )
 _CLAUDE_TYPES = frozenset(
     {
@@ -77,6 +87,8 @@ def _sniff_record(rec: Any) -> str | None:
         return None
     if rec.get("format") == FORMAT_NAME:
         return "ctxnb-trajectory"
+    if is_codex_record(rec):
+        return "codex"
     kind = rec.get("type")
     if (
         isinstance(kind, str)
@@ -91,8 +103,8 @@ def sniff_format(path: str | Path) -> str:
     """Name the format of a trajectory file from its content.
 
     Returns:
-        ``"ctxnb-trajectory"``, ``"mini-swe-agent-1"``, ``"swe-agent"``, ``"claude-code"``
-        or ``"atif"``.
+        ``"ctxnb-trajectory"``, ``"mini-swe-agent-1"``, ``"swe-agent"``, ``"claude-code"``,
+        ``"atif"`` or ``"codex"``.
 
     Raises:
         TrajectoryFormatError: the content is damaged or in none of the known formats.
@@ -145,7 +157,8 @@ def _read(path: Path) -> tuple[str, Any, int]:
             )
     # JSONL: one record per line.
     skipped: list[SkippedLine] = []
-    records = [rec for _, rec in iter_jsonl(text, skipped=skipped, objects=False)]
+    numbered = list(iter_jsonl(text, skipped=skipped, objects=False))
+    records = [rec for _, rec in numbered]
     bad = [s.lineno for s in skipped]
     fmt = next((f for f in (_sniff_record(r) for r in records[:20]) if f), None)
     if fmt is None or (records and len(bad) > len(records)):
@@ -161,7 +174,26 @@ def _read(path: Path) -> tuple[str, Any, int]:
         )
     if fmt == "ctxnb-trajectory":
         return fmt, text, 0
+    if fmt == "codex":
+        _check_codex_lines(where, skipped, [n for n, r in numbered if not isinstance(r, dict)])
+        return fmt, [(n, r) for n, r in numbered if isinstance(r, dict)], len(bad)
     return fmt, [r for r in records if isinstance(r, dict)], len(bad)
+
+
+def _check_codex_lines(where: str, skipped: list[SkippedLine], not_objects: list[int]) -> None:
+    # Fail closed on damage inside the file; only the cut last line of a live file passes.
+    damaged = [s for s in skipped if not s.reason.startswith("cut line")]
+    damaged += [SkippedLine(n, "not a JSON object", "") for n in not_objects]
+    damaged.sort(key=lambda s: s.lineno)
+    if damaged:
+        first = damaged[0]
+        raise TrajectoryFormatError(
+            f"{where}: line {first.lineno} of the Codex rollout is damaged ({first.reason}: "
+            f"{first.preview!r}); {len(damaged)} damaged line(s) in all. Codex writes whole "
+            "JSON lines, so the file was edited or corrupted: restore it, or delete the "
+            "damaged line if the run without it is what you want to replay.",
+            path=where,
+        )
 
 
 def load(path: str | os.PathLike[str]) -> Trajectory:
@@ -173,8 +205,8 @@ def load(path: str | os.PathLike[str]) -> Trajectory:
 
     Args:
         path: a mini-swe-agent ``.traj.json``, a SWE-agent ``.traj``, a Claude Code
-            transcript ``.jsonl``, a Harbor ATIF ``trajectory.json`` or a
-            ctxnb-trajectory ``.jsonl``.
+            transcript ``.jsonl``, a Harbor ATIF ``trajectory.json``, a Codex
+            ``rollout-*.jsonl`` or a ctxnb-trajectory ``.jsonl``.
 
     Raises:
         TrajectoryFormatError: the file is missing, damaged or in no known format; the
@@ -198,4 +230,6 @@ def load(path: str | os.PathLike[str]) -> Trajectory:
         return from_swe_agent(data, source_path=where)
     if fmt == "atif":
         return from_atif(data, source_path=where)
+    if fmt == "codex":
+        return from_codex(data, source_path=where, skipped_lines=bad)
     return from_claude_code(data, source_path=where, skipped_lines=bad)
