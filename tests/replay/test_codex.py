@@ -60,6 +60,7 @@ def _out(cid: str, text: str) -> dict[str, Any]:
 
 
 def test_the_rollout_loads_every_call_output_and_token() -> None:
+    # The table in docs/research.md ("Codex CLI rollouts") shows these figures.
     fig = codex_fidelity(ROLLOUT)
     assert fig["tool_calls"] == (7, 7)
     assert fig["outputs"] == (7, 7)

@@ -32,6 +32,7 @@ SWE = REPO / "data" / "trajectories" / "replay__marshmallow-code__marshmallow-18
 CLAUDE_FULL = (
     TEST_DATA / "trajectories" / "claude-code" / "258c7280-ae70-4798-800f-63464d01a85d.jsonl"
 )
+CODEX = next((TEST_DATA / "trajectories" / "codex").glob("rollout-*.jsonl"))
 
 
 def _figures(path: Path) -> dict[str, Any]:
@@ -222,6 +223,7 @@ def test_sniffed_by_content_under_any_name(tmp_path: Path) -> None:
         MINI,
         SWE,
         CLAUDE_FULL,
+        CODEX,
         HARBOR,
         OPENAGENTS,
         ATIF / "harbor-terminus-2-hello-world-context-summarization.trajectory.json",
