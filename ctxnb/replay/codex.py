@@ -11,12 +11,14 @@ Each line is ``{"timestamp", "type", "payload"}`` (``RolloutLine`` in openai/cod
 - **Steps.** One step per tool call, in file order. Shell calls (``shell`` with an argv,
   ``shell_command``, ``exec_command``, ``local_shell_call``) are ``bash`` steps whose
   command is the argv as one shell line (``bash -lc SCRIPT`` is ``SCRIPT``), read for the
-  files they touch as mini-swe-agent's are. ``apply_patch`` (a ``custom_tool_call`` or
-  a ``function_call``) is an ``edit`` step with one touch per file of the patch
-  (``create``, ``edit``, ``delete``; a move is a delete and a write). Any other tool
-  keeps its own name. Reasoning summaries and assistant text before a call are its
-  thought; assistant text with no call after it is a ``reply``. A ``compacted`` line is a
-  ``compact`` step whose observation is the summary the next context starts from.
+  files they touch as mini-swe-agent's are. ``apply_patch`` (a ``custom_tool_call``, a
+  ``function_call``, or run through the shell tool as ``["apply_patch", PATCH]`` or as a
+  script that is only ``apply_patch <<'EOF'`` … ``EOF``) is an ``edit`` step with one
+  touch per file of the patch (``create``, ``edit``, ``delete``; a move is a delete and a
+  write). Any other tool keeps its own name. Reasoning summaries and assistant text
+  before a call are its thought; assistant text with no call after it is a ``reply``. A
+  ``compacted`` line is a ``compact`` step whose observation is the summary the next
+  context starts from.
 - **Outputs.** A ``*_output`` item is the observation of the call with its ``call_id``;
   an output that names no call of the file is an unparsed step, so it is not lost.
 - **Usage.** Each ``event_msg`` ``token_count`` reports the model call just made:
@@ -35,6 +37,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shlex
 from collections import Counter
 from pathlib import Path
@@ -61,6 +64,14 @@ _CONTEXT_PREFIXES = (
     "<INSTRUCTIONS>",
 )
 _CALL_ITEMS = frozenset({"function_call", "custom_tool_call", "local_shell_call"})
+_SHELL_TOOLS = frozenset({"shell", "container.exec", "shell_command", "exec_command"})
+_PATCH_COMMANDS = frozenset({"apply_patch", "applypatch"})
+# `apply_patch <<'EOF'` … `EOF`, as the model writes it inside a shell script.
+_PATCH_HEREDOC = re.compile(
+    r"\A\s*(?:cd\s+\S+\s*&&\s*)?(?:apply_patch|applypatch)\s*<<-?\s*['\"]?(\w+)['\"]?\s*\n"
+    r"(?P<body>.*?)\n\1\s*\Z",
+    re.DOTALL,
+)
 _SHELL_WRAPPERS = frozenset({"bash", "sh", "zsh", "/bin/bash", "/bin/sh", "/bin/zsh"})
 
 
@@ -199,6 +210,12 @@ def _shell_line(argv: list[str]) -> str:
     if len(argv) == 3 and argv[0] in _SHELL_WRAPPERS and argv[1] in ("-lc", "-c"):
         return argv[2]
     return shlex.join(argv)
+
+
+def _patch_heredoc(script: str) -> str | None:
+    """The patch of a script that is only ``apply_patch <<'EOF' … EOF``."""
+    m = _PATCH_HEREDOC.match(script)
+    return m.group("body") if m else None
 
 
 def _command_output(output: str) -> tuple[str, bool]:
@@ -418,13 +435,20 @@ class _Converter:
         if name in ("shell", "container.exec"):
             argv = args.get("command")
             if isinstance(argv, list) and argv and all(isinstance(a, str) for a in argv):
-                command = _shell_line(argv)
+                if len(argv) == 2 and argv[0] in _PATCH_COMMANDS:
+                    # Codex's model calls apply_patch as a command too; Codex runs it
+                    # itself, not in a shell.
+                    name, args = "apply_patch", {"input": argv[1]}
+                else:
+                    command = _shell_line(argv)
             elif isinstance(argv, str):
                 command = argv
         elif name in ("shell_command", "exec_command"):
             value = args.get("cmd", args.get("command"))
             command = value if isinstance(value, str) else None
-        elif name == "apply_patch":
+        if command is not None and (heredoc := _patch_heredoc(command)) is not None:
+            name, args = "apply_patch", {"input": heredoc}
+        if name == "apply_patch":
             patch = args.get("input")
             if not isinstance(patch, str):
                 return Step(
@@ -440,7 +464,7 @@ class _Converter:
                 action=Action(tool="edit", args={"patch": patch}, raw=raw),
                 note="no tool output in the rollout",
             )
-        else:
+        if name not in _SHELL_TOOLS:
             return Step(index=0, thought=thought, action=Action(tool=name, args=args, raw=raw))
         if command is None:
             return Step(

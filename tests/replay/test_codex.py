@@ -367,3 +367,40 @@ def test_a_type_of_the_wrong_kind_is_named_not_crashed_on(tmp_path: Path) -> Non
     assert "a response item whose type is list" in bad.note
     assert t.metadata["unknown_items"] == {"line:{'x': 1}": 1}
     assert t.steps[-1].action.args["command"] == "ls"
+
+
+@pytest.mark.parametrize(
+    "argv",
+    [
+        ["apply_patch", "*** Begin Patch\n*** Add File: b.py\n+y = 2\n*** End Patch\n"],
+        [
+            "bash",
+            "-lc",
+            "apply_patch <<'PATCH'\n*** Begin Patch\n*** Add File: b.py\n+y = 2\n"
+            "*** End Patch\nPATCH",
+        ],
+    ],
+    ids=["argv", "heredoc"],
+)
+def test_apply_patch_run_through_the_shell_tool_is_an_edit(tmp_path: Path, argv: list[str]) -> None:
+    call = _item(
+        {
+            "type": "function_call",
+            "name": "shell",
+            "arguments": json.dumps({"command": argv}),
+            "call_id": "p",
+        }
+    )
+    done = json.dumps({"output": "Success. Updated the following files:\nA b.py\n"})
+    step = load(_write(tmp_path, [_meta(), _task(), call, _out("p", done)])).steps[0]
+    assert step.action.tool == "edit"
+    assert [(f.path, f.op, f.content) for f in step.files] == [("b.py", "create", "y = 2\n")]
+
+
+def test_a_script_that_does_more_than_apply_a_patch_stays_a_shell_command(tmp_path: Path) -> None:
+    script = (
+        "apply_patch <<'P'\n*** Begin Patch\n*** Add File: b.py\n+y\n*** End Patch\nP\nrm -rf b.py"
+    )
+    step = load(_write(tmp_path, [_meta(), _task(), _call("c", script), _out("c", "")])).steps[0]
+    assert step.action.tool == "bash"
+    assert step.action.args["command"] == script
