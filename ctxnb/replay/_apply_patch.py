@@ -17,13 +17,16 @@ from .model import FileTouch
 __all__ = ["parse_apply_patch"]
 
 
-def parse_apply_patch(patch: str, memory: FileMemory, cwd: str | None = None) -> list[FileTouch]:
+def parse_apply_patch(
+    patch: str, memory: FileMemory, cwd: str | None = None, *, root: str | None = None
+) -> list[FileTouch]:
     """The file touches of a Codex ``apply_patch`` envelope.
 
     ``*** Begin Patch`` … ``*** End Patch`` holds ``*** Add File: P`` (lines ``+``),
     ``*** Delete File: P`` and ``*** Update File: P`` (an optional ``*** Move to: Q``, then
     ``@@`` chunks of `` ``/``-``/``+`` lines). An update's content is computed when the
-    file's whole text is known and every chunk's old lines are found in it.
+    file's whole text is known and every chunk's old lines are found in it. A path under
+    ``root`` (the session's directory) is made relative to it.
 
     Raises:
         ValueError: the text is not an apply_patch envelope.
@@ -41,6 +44,10 @@ def parse_apply_patch(patch: str, memory: FileMemory, cwd: str | None = None) ->
 
     def where(p: str) -> str:
         p = p.strip()
+        if root and p.startswith(root.rstrip("/") + "/"):
+            # Codex's model often names files by absolute path; the shell commands that
+            # read them name them relative to the session's directory.
+            return posixpath.normpath(p[len(root.rstrip("/")) + 1 :])
         return posixpath.normpath(posixpath.join(cwd, p)) if cwd and not p.startswith("/") else p
 
     while i < len(lines):

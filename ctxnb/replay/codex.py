@@ -535,7 +535,7 @@ class _Converter:
             return
         try:
             step.files = parse_apply_patch(
-                str(step.action.args["patch"]), self.memory, _relative(self.cwd, self.cwd)
+                str(step.action.args["patch"]), self.memory, root=self.cwd
             )
         except ValueError as exc:
             step.parsed = False

@@ -404,3 +404,17 @@ def test_a_script_that_does_more_than_apply_a_patch_stays_a_shell_command(tmp_pa
     step = load(_write(tmp_path, [_meta(), _task(), _call("c", script), _out("c", "")])).steps[0]
     assert step.action.tool == "bash"
     assert step.action.args["command"] == script
+
+
+def test_a_patch_by_absolute_path_edits_the_file_the_shell_read(tmp_path: Path) -> None:
+    patch = "*** Begin Patch\n*** Update File: /w/src/a.py\n@@\n-x = 1\n+x = 2\n*** End Patch"
+    lines = [
+        _meta(),  # the session's directory is /w
+        _task(),
+        _call("c1", "cat src/a.py"),
+        _out("c1", "x = 1\n"),
+        _item({"type": "custom_tool_call", "call_id": "p", "name": "apply_patch", "input": patch}),
+        _item({"type": "custom_tool_call_output", "call_id": "p", "output": "Success."}),
+    ]
+    edit = load(_write(tmp_path, lines)).steps[1]
+    assert [(f.path, f.op, f.content) for f in edit.files] == [("src/a.py", "edit", "x = 2\n")]
