@@ -418,3 +418,35 @@ def test_a_patch_by_absolute_path_edits_the_file_the_shell_read(tmp_path: Path) 
     ]
     edit = load(_write(tmp_path, lines)).steps[1]
     assert [(f.path, f.op, f.content) for f in edit.files] == [("src/a.py", "edit", "x = 2\n")]
+
+
+@pytest.mark.parametrize("odd", [None, [], {"x": [1]}, 7, "text"], ids=repr)
+def test_any_field_of_any_line_of_the_wrong_type_loses_at_most_that_line(
+    tmp_path: Path, odd: Any
+) -> None:
+    """Each payload field of each line of the fixture, in turn, set to a value of the
+    wrong type: load() never fails with anything but a CtxnbError, and the run keeps the
+    tool calls of every other line."""
+    lines = _lines()
+    whole = load(ROLLOUT)
+    calls = sum(1 for s in whole.steps if s.action.tool not in ("reply", "user", "compact"))
+    assert calls == 7
+    refused = 0
+    for n, line in enumerate(lines):
+        payload = line["payload"]
+        for key in [k for k in payload if k != "type"] if isinstance(payload, dict) else []:
+            damaged = [dict(x) for x in lines]
+            damaged[n] = {**line, "payload": {**payload, key: odd}}
+            p = _write(tmp_path, damaged)
+            try:
+                t = load(p)
+            except CtxnbError:
+                refused += 1
+                continue
+            kept = sum(1 for s in t.steps if s.action.tool not in ("reply", "user", "compact"))
+            assert kept >= calls - 1, (n + 1, key, odd)
+            for s in t.steps:
+                if not s.parsed and s.note and "converter error" in s.note:
+                    assert s.note.startswith(f"line {n + 1}:"), (n + 1, key, s.note)
+    # No damaged field makes the whole file unreadable: each costs one line at most.
+    assert refused == 0
