@@ -11,7 +11,9 @@ usage, and every later call is then a prediction). Target: within ±20% of 1.
 Usage: ``python bench/fidelity_claude_code.py [SESSION.jsonl ...]`` (default: the
 vendored session ``tests/data/trajectories/claude-code/258c7280-….jsonl``). Sessions
 not used to develop the replay are a fair test of it; a source checkout's test data
-holds one, other real transcripts can be passed by path.
+holds one, other real transcripts can be passed by path. Any run ``load()`` reads can be
+passed the same way, a Codex CLI rollout included (its recorded prompt is each
+``token_count``'s ``input_tokens``).
 """
 
 from __future__ import annotations
