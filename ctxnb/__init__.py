@@ -50,6 +50,7 @@ _LAZY: dict[str, str] = {
     "Access": "ctxnb.access.door",
     "AllRules": "ctxnb.instructions",
     "Approver": "ctxnb.govern.approval",
+    "Backend": "ctxnb.tools.backend",
     "DiffResult": "ctxnb.tools.results",
     "Observation": "ctxnb.access.observe",
     "ResumeReport": "ctxnb.session.core",
@@ -213,6 +214,7 @@ if TYPE_CHECKING:  # pragma: no cover - for type checkers and IDEs only
         StrategyInput,
         TokenBudgetLRU,
     )
+    from .tools.backend import Backend
     from .tools.filetools import FileTools
     from .tools.merging import MergeProposal
     from .tools.results import DiffResult, PatchResult, ReadResult, SearchHits, VersionInfo

@@ -1,23 +1,26 @@
-"""The one way a protocol adapter reaches a workspace: a :class:`Backend`.
+"""The in-process :class:`~ctxnb.tools.backend.Backend`: :class:`WorkspaceBackend`.
 
-Every client of ctxnb that is not the Python API speaks a wire — MCP, ACP, A2A, Claude
-Code's hooks — and each reaches the workspace the same way: a :class:`WorkspaceBackend`
-holds the workspace, one session and that session's governed tools, and every tool call
-and command goes through :meth:`~WorkspaceBackend.call` (the tools' ``dispatch``: the
-access layer, the policy engine, the recorder). Nothing else is a way in.
+Every client of ctxnb that is not the Python API speaks a wire (MCP, ACP, A2A, Claude
+Code's hooks) and reaches the workspace through a :class:`~ctxnb.tools.backend.Backend`:
+:meth:`~WorkspaceBackend.call` for a tool call, :meth:`~WorkspaceBackend.execute` for a
+command, both answered by the tools' ``dispatch`` (the access layer, the policy engine,
+the recorder). :class:`WorkspaceBackend` is that protocol in process: it holds the
+workspace, one session and the session's governed tools. Nothing else is a way in.
 
-- MCP: :class:`~ctxnb.integrations.mcp_server.McpBackend` holds one and adds MCP's
-  resources, tool listing and per-client intents;
-- ACP and A2A: :class:`~ctxnb.integrations.live_agent.LiveSession` *is* one, with the
-  governed live agent's run on top;
+- MCP: :class:`~ctxnb.integrations.mcp_server.McpBackend` holds one (or is handed one)
+  and adds MCP's resources, tool listing and per-client intents; every tool call it
+  serves is the backend's ``call``;
+- ACP and A2A: :class:`~ctxnb.integrations.live_agent.LiveSession` *is* one; the live
+  agent it runs executes each command through it (or, sandboxed, through a backend
+  whose calls cross to it: ``ctxnb/live/boxed.py``);
 - Claude Code: the ``Bash`` tool's command runs through ``ctxnb sandbox exec``, which
-  opens one; the pre and post hooks of the other tools judge Claude Code's own file
-  operations through the same access layer and policy core without opening a session
-  (a hook is a process per tool call, and opening the store costs it pyarrow).
+  opens one, and an unconfined run is recorded in the session one opens; the pre and
+  post hooks of the other tools judge Claude Code's own file operations through the
+  same access layer and policy core without opening a session (a hook is a process per
+  tool call, and opening the store costs it pyarrow).
 
-A new protocol adapter holds a :class:`WorkspaceBackend` and speaks its wire: it never
-opens a workspace's files itself. The shape follows mini-swe-agent's ``Environment``
-(``execute`` a command, and nothing the agent can reach around it).
+A new protocol adapter holds a :class:`~ctxnb.tools.backend.Backend` and speaks its
+wire: it never opens a workspace's files itself.
 
 Example:
     >>> import tempfile, pathlib
@@ -36,7 +39,9 @@ import os
 import threading
 from collections.abc import Callable, Mapping
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Protocol, Self, runtime_checkable
+from typing import TYPE_CHECKING, Any, Self
+
+from ..tools.backend import Backend, run_command_args
 
 if TYPE_CHECKING:
     from ..govern.approval import Approver
@@ -46,40 +51,6 @@ if TYPE_CHECKING:
     from ..workspace import Workspace
 
 __all__ = ["Backend", "WorkspaceBackend"]
-
-
-@runtime_checkable
-class Backend(Protocol):
-    """What a protocol adapter needs of a workspace."""
-
-    workspace: Workspace
-    session: Session
-    tools: FileTools
-
-    @property
-    def governed(self) -> bool:
-        """Whether the workspace has governance (``.orchestration/``)."""
-        ...
-
-    def call(self, tool: str, args: Mapping[str, Any]) -> dict[str, Any]:
-        """Run one tool call through every check; ``{"ok": …}`` as ``dispatch`` answers."""
-        ...
-
-    def execute(
-        self,
-        command: str,
-        *,
-        cwd: str | None = None,
-        timeout: float | None = None,
-        shell: bool = False,
-    ) -> dict[str, Any]:
-        """Run a command as the ``run_command`` tool does (confined, its changes
-        committed or dropped)."""
-        ...
-
-    def close(self) -> None:
-        """Save the session and let go of the workspace."""
-        ...
 
 
 class WorkspaceBackend:
@@ -170,12 +141,9 @@ class WorkspaceBackend:
         shell: bool = False,
     ) -> dict[str, Any]:
         """Run a command as the ``run_command`` tool (``dispatch`` answers it)."""
-        args: dict[str, Any] = {"cmd": command, "shell": shell}
-        if cwd is not None:
-            args["cwd"] = cwd
-        if timeout is not None:
-            args["timeout"] = timeout
-        return self.call("run_command", args)
+        return self.call(
+            "run_command", run_command_args(command, cwd=cwd, timeout=timeout, shell=shell)
+        )
 
     def close(self) -> None:
         """Save and close the session (:meth:`Session.close` saves), then the workspace."""

@@ -18,6 +18,7 @@ from .._util.lazy import lazy_exports
 if TYPE_CHECKING:
     from ..access.fdio import PathPolicy
     from ..access.pathrules import DEFAULT_DENY, SafePath
+    from .backend import Backend
     from .call import ToolCall, ToolRunner
     from .filetools import FileTools
     from .merging import MergeProposal, MergeReviewer
@@ -25,6 +26,7 @@ if TYPE_CHECKING:
     from .schemas import TOOL_INFO, ToolInfo, tool_schemas
 
 _EXPORTS = {
+    "Backend": "backend",
     "DEFAULT_DENY": "ctxnb.access.pathrules",
     "DiffResult": "results",
     "FileTools": "filetools",

@@ -1,0 +1,78 @@
+"""The one shape in which a door reaches a workspace: the :class:`Backend` protocol.
+
+Every client of ctxnb that is not the Python API speaks a wire (MCP, ACP, A2A, Claude
+Code's hooks) or runs an agent loop (the live agent, in the server's process or in its
+own sandbox), and each reaches the workspace through two operations, modelled on
+mini-swe-agent's ``Environment``: :meth:`Backend.call` runs one tool call and
+:meth:`Backend.execute` one command. Both answer what
+:meth:`~ctxnb.tools.filetools.FileTools.dispatch` answers: ``{"ok": True, "result": …}``
+or a refusal ``{"ok": False, "error_code", "message", "recoverable", "required_action"}``.
+
+The protocol lives with the runner whose answers it carries, below every door, so that
+an agent loop (``ctxnb/live/``) and a protocol adapter (``ctxnb/integrations/``) type
+against the same thing. Its implementations:
+
+- :class:`~ctxnb.integrations.backend.WorkspaceBackend`: in process, over a session's
+  governed tools (the access layer, the policy engine, the recorder);
+- the sandboxed agent loop's backend (``ctxnb/live/boxed.py``), whose calls cross to
+  the server's :class:`~ctxnb.integrations.backend.WorkspaceBackend` on a pipe.
+
+A door given any :class:`Backend` uses it and nothing beside it: that is the seam a test
+(or a remote workspace) hands in.
+
+Example:
+    >>> class Echo:
+    ...     def call(self, tool, args):
+    ...         return {"ok": True, "result": {"tool": tool, **args}}
+    ...     def execute(self, command, *, cwd=None, timeout=None, shell=False):
+    ...         return self.call("run_command", run_command_args(command, shell=shell))
+    >>> isinstance(Echo(), Backend)
+    True
+    >>> Echo().execute("ls")["result"]
+    {'tool': 'run_command', 'cmd': 'ls', 'shell': False}
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any, Protocol, runtime_checkable
+
+__all__ = ["Backend", "run_command_args"]
+
+
+@runtime_checkable
+class Backend(Protocol):
+    """What a door needs of a workspace: a tool call and a command."""
+
+    def call(self, tool: str, args: Mapping[str, Any]) -> dict[str, Any]:
+        """Run one tool call through every check; the answer ``dispatch`` gives."""
+        ...
+
+    def execute(
+        self,
+        command: str,
+        *,
+        cwd: str | None = None,
+        timeout: float | None = None,
+        shell: bool = False,
+    ) -> dict[str, Any]:
+        """Run a command as the ``run_command`` tool does (confined, its changes committed
+        or dropped); the answer ``dispatch`` gives."""
+        ...
+
+
+def run_command_args(
+    command: str,
+    *,
+    cwd: str | None = None,
+    timeout: float | None = None,
+    shell: bool = False,
+) -> dict[str, Any]:
+    """The arguments of the ``run_command`` tool for :meth:`Backend.execute` (an option
+    left out is the tool's default, not ``None``)."""
+    args: dict[str, Any] = {"cmd": command, "shell": shell}
+    if cwd is not None:
+        args["cwd"] = cwd
+    if timeout is not None:
+        args["timeout"] = timeout
+    return args
