@@ -196,10 +196,11 @@ class LiveSession(WorkspaceBackend):
 
     def work(self, settings: LiveAgentSettings, text: str, events: RunEvents) -> dict[str, Any]:
         """Run the governed live agent on ``text`` (blocking); mini-swe-agent's exit info."""
-        from ..live.run import build_agent, run_agent
+        from ..live.run import build_agent, offer_recall, run_agent
 
         s = settings
         self.session.add_turn("user", text)
+        strategy = s.context_strategy()
         if s.sandbox:
             from ..live.boxed import run_boxed
 
@@ -209,10 +210,10 @@ class LiveSession(WorkspaceBackend):
             try:
                 return run_boxed(
                     self.session,
-                    self.tools,
+                    self,  # the loop's calls cross to this backend
                     text,
                     model=s.model or "",
-                    strategy=s.context_strategy(),
+                    strategy=strategy,
                     budget=s.budget,
                     api_base=s.api_base,
                     api_key=os.environ.get(s.api_key_env) if s.api_key_env else None,
@@ -225,11 +226,12 @@ class LiveSession(WorkspaceBackend):
                 ).info
             finally:
                 self.session.save()
+        offer_recall(self.tools, strategy)
         agent, _, _ = build_agent(
             self.session,
-            self.tools,
+            self,  # every command of the agent is this backend's execute
             model=s.model or "",
-            strategy=s.context_strategy(),
+            strategy=strategy,
             budget=s.budget,
             api_base=s.api_base,
             api_key=os.environ.get(s.api_key_env) if s.api_key_env else None,

@@ -1,9 +1,11 @@
 """The agent of a live run: mini-swe-agent's ``DefaultAgent`` with ctxnb's parts.
 
 :func:`build_agent` swaps two parts of the agent for ctxnb's (the messages come from the
-session's assembled context, the commands go through the governed ``run_command``
-tool); :func:`run_agent` runs it. :mod:`ctxnb.live.run` runs a task with them, and the
-ACP agent uses them directly.
+session's assembled context; the environment executes each command through a
+:class:`~ctxnb.tools.backend.Backend`, the governed ``run_command`` tool, as every door
+reaches a workspace); :func:`run_agent` runs it. :mod:`ctxnb.live.run` runs a task with
+them, the ACP and A2A agents use them directly, and the sandboxed loop
+(:mod:`ctxnb.live.boxed`) hands in a backend whose calls cross to the server.
 """
 
 from __future__ import annotations
@@ -23,7 +25,8 @@ from ..tools.recall import RECALL, parse_recall, recall_command, register_recall
 
 if TYPE_CHECKING:
     from ..session.core import Session
-    from ..tools.filetools import FileTools
+    from ..tools.backend import Backend
+    from ..tools.call import ToolRunner
 
 __all__ = [
     "SUBMIT",
@@ -32,6 +35,7 @@ __all__ = [
     "as_bash_history",
     "bash_view",
     "build_agent",
+    "offer_recall",
     "run_agent",
 ]
 
@@ -118,9 +122,17 @@ def _stop_if_cancelled(events: RunEvents | None) -> None:
         )
 
 
+def offer_recall(tools: ToolRunner, strategy: ContextStrategy) -> None:
+    """Give ``tools`` the ``recall`` tool when ``strategy`` pairs masking with recall (its
+    placeholders name ``recall HANDLE``; the command is then answered from the session,
+    not run). Called where the tools are, before :func:`build_agent`."""
+    if getattr(strategy, "recall", False) and tools.tool_info(RECALL.name) is None:
+        register_recall(tools)
+
+
 def build_agent(
     session: Session,
-    tools: FileTools,
+    backend: Backend,
     *,
     model: str,
     strategy: ContextStrategy,
@@ -137,19 +149,20 @@ def build_agent(
     """mini-swe-agent's ``DefaultAgent`` with ctxnb's messages and governed commands.
 
     The session must already hold the user's turn; ``agent.run(prompt)`` then works on
-    it. Returns the agent, the per-call turns (text and commands) and the usage list,
-    both filled while it runs. ``events`` hears of messages and commands as they happen
+    it. Every command goes to ``backend`` (:meth:`~ctxnb.tools.backend.Backend.execute`,
+    a ``recall`` to its ``call``), never to the disk: the tools behind it must show the
+    model its own call (``call_view = bash_view``) and offer ``recall`` when the strategy
+    uses it (:func:`offer_recall`).
+
+    Returns the agent, the per-call turns (text and commands) and the usage list, both
+    filled while it runs. ``events`` hears of messages and commands as they happen
     and can stop the run (exit status ``Cancelled``); ``on_answer`` gets each command
     and the governed tool's answer (the verdict watches the task's tests with it).
     """
     agents, local, models = _minisweagent()
-    # The model hears of its own tool only: ctxnb's names stay in the audit and trace.
-    tools.call_view = bash_view
     # A strategy that pairs masking with recall names `recall HANDLE` in its
     # placeholders; the command is then answered from the session, not run.
     recalls = bool(getattr(strategy, "recall", False))
-    if recalls and tools.tool_info(RECALL.name) is None:
-        register_recall(tools)
     table = resolve_prices(prices)
     calls: list[CallUsage] = []
     turns: list[dict[str, Any]] = []  # per model call: its text and the commands it ran
@@ -187,15 +200,12 @@ def build_agent(
             handle = events.command_started(command) if events is not None else None
             recall = parse_recall(command) if recalls else None
             if recall is not None:
-                answer = tools.dispatch(RECALL.name, recall)
+                answer = backend.call(RECALL.name, recall)
                 if answer.get("ok"):  # the shape of a command's answer: output, status 0
                     text = str(answer["result"])
                     answer = {**answer, "result": {"stdout": text, "returncode": 0}}
             else:
-                answer = tools.dispatch(
-                    "run_command",
-                    {"cmd": command, "shell": True, "timeout": timeout or command_timeout},
-                )
+                answer = backend.execute(command, shell=True, timeout=timeout or command_timeout)
             if on_answer is not None:
                 on_answer(command, answer)
             if answer.get("ok"):

@@ -11,7 +11,8 @@ one answer per line on its standard input:
 
 * ``messages``: the context the server assembled from the session (under the strategy);
 * ``add_turn``: a turn for the session's chat;
-* ``dispatch``: a governed tool call (``run_command``), run by the server's tools with
+* ``dispatch``: a governed tool call (``run_command``): the loop's
+  :class:`~ctxnb.tools.backend.Backend` sends it, the server's backend answers it with
   every policy, approval and trace as without the sandbox;
 * ``cancelled``, ``message``, ``command_started``, ``command_finished``: the run's
   events, for the protocol's client;
@@ -37,11 +38,12 @@ from urllib.parse import urlsplit
 
 from ..errors import ConfigError, CtxnbError, SandboxError
 from ..llm.calls import CallUsage
+from ..tools.backend import run_command_args
 
 if TYPE_CHECKING:
     from ..session.core import Session
     from ..strategies.builtin import ContextStrategy
-    from ..tools.filetools import FileTools
+    from ..tools.backend import Backend
     from ._agent import RunEvents
 
 __all__ = ["BoxedRun", "run_boxed"]
@@ -67,7 +69,7 @@ class BoxedRun:
 
 def run_boxed(
     session: Session,
-    tools: FileTools,
+    backend: Backend,
     text: str,
     *,
     model: str,
@@ -91,7 +93,8 @@ def run_boxed(
 
     Args:
         session: the session (holds the user's turn already).
-        tools: the governed tools its calls go to.
+        backend: where its calls go (the governed tools of a
+            :class:`~ctxnb.integrations.backend.WorkspaceBackend`).
         text: the prompt.
         model, strategy, budget, api_base, api_key, step_limit, command_timeout: as
             :func:`ctxnb.live._agent.build_agent` (the key is sent on the child's
@@ -178,7 +181,7 @@ def run_boxed(
             try:
                 _send(proc.stdin, start)
                 return _serve(
-                    proc.stdin, proc.stdout, session, tools, strategy, budget, events, on_answer
+                    proc.stdin, proc.stdout, session, backend, strategy, budget, events, on_answer
                 )
             except (SandboxError, OSError) as e:
                 proc.kill()
@@ -215,7 +218,7 @@ def _serve(
     to_child: IO[bytes],
     from_child: IO[bytes],
     session: Session,
-    tools: FileTools,
+    backend: Backend,
     strategy: ContextStrategy,
     budget: int | None,
     events: RunEvents | None,
@@ -250,7 +253,7 @@ def _serve(
         elif op == "dispatch" and req.get("name") == "run_command":
             # The one tool the loop has; its arguments pass governance like any agent's.
             args = req.get("args") if isinstance(req.get("args"), dict) else {}
-            result = tools.dispatch("run_command", args)
+            result = backend.call("run_command", args)
             if on_answer is not None:
                 on_answer(str(args.get("cmd", "")), result)
         elif op == "cancelled":
@@ -330,13 +333,28 @@ class _RemoteSession:
         self.link.ask("add_turn", role=role, text=text)
 
 
-class _RemoteTools:
+class _RemoteBackend:
+    """The loop's :class:`~ctxnb.tools.backend.Backend`: each call crosses to the server,
+    whose backend answers it (the server runs ``run_command`` and nothing else)."""
+
     def __init__(self, link: _Link) -> None:
         self.link = link
 
-    def dispatch(self, name: str, args: dict[str, Any]) -> dict[str, Any]:
-        out = self.link.ask("dispatch", name=name, args=args)
+    def call(self, tool: str, args: Mapping[str, Any]) -> dict[str, Any]:
+        out = self.link.ask("dispatch", name=tool, args=dict(args))
         return out if isinstance(out, dict) else {"ok": False, "error_code": "NO_ANSWER"}
+
+    def execute(
+        self,
+        command: str,
+        *,
+        cwd: str | None = None,
+        timeout: float | None = None,
+        shell: bool = False,
+    ) -> dict[str, Any]:
+        return self.call(
+            "run_command", run_command_args(command, cwd=cwd, timeout=timeout, shell=shell)
+        )
 
 
 class _RemoteEvents:
@@ -371,7 +389,7 @@ def main() -> None:
     try:
         agent, turns, calls = build_agent(
             _RemoteSession(link, start["root"]),  # type: ignore[arg-type]
-            _RemoteTools(link),  # type: ignore[arg-type]
+            _RemoteBackend(link),
             model=start["model"],
             strategy=KeepAll(),  # the server assembles under the real one
             budget=start["budget"],

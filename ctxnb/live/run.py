@@ -46,6 +46,7 @@ from ._agent import (
     as_bash_history,  # noqa: F401  (importable from here, as before the split)
     bash_view,
     build_agent,
+    offer_recall,
     run_agent,
 )
 from .verdict import (
@@ -69,6 +70,7 @@ __all__ = [
     "RunEvents",
     "Task",
     "build_agent",
+    "offer_recall",
     "re_reads",
     "run_agent",
     "run_task",
@@ -526,7 +528,11 @@ def _run(
     tools = ws.tools(session, caller="mini-swe-agent", approver=approver, model_id=model)
     # Before the harness's own call: the model never made it, so it is never shown it.
     tools.call_view = bash_view
-    if tools.dispatch("select_active_intent", {"intent_id": intent_id}).get("ok") is not True:
+    from ..integrations.backend import WorkspaceBackend
+
+    # The agent reaches the workspace as every door does: through a Backend.
+    backend = WorkspaceBackend(ws, session, tools)
+    if backend.call("select_active_intent", {"intent_id": intent_id}).get("ok") is not True:
         raise ConfigError(f"the workspace refused intent {intent_id!r}; check its .orchestration/")
     session.add_turn("user", task.prompt)
 
@@ -542,7 +548,7 @@ def _run(
 
         boxed = run_boxed(
             session,
-            tools,
+            backend,
             task.prompt,
             model=model,
             strategy=strategy,
@@ -560,9 +566,10 @@ def _run(
         )
         info, turns, calls = boxed.info, boxed.turns, boxed.calls
     else:
+        offer_recall(tools, strategy)
         agent, turns, calls = build_agent(
             session,
-            tools,
+            backend,
             model=model,
             strategy=strategy,
             budget=budget,
