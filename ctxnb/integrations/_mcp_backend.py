@@ -14,11 +14,12 @@ import os
 import re
 import weakref
 from collections.abc import Callable, Iterator
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from ..errors import NotFoundError, PolicyError
+from ..errors import ConfigError, NotFoundError, PolicyError
 from ..govern.approval import ApprovalRequest, Approver, Decision
 from ..redaction.redactor import redact_data
 from ..tools.schemas import ToolInfo
@@ -40,6 +41,7 @@ if TYPE_CHECKING:
     from ..session.core import Session
     from ..tools.filetools import FileTools
     from ..workspace import Workspace
+    from .backend import WorkspaceBackend
     from .mcp_registry import McpRegistry
 
 __all__ = ["McpBackend"]
@@ -118,6 +120,11 @@ class McpBackend:
         approver: decides destructive acts; by default an :class:`ElicitationApprover`.
         system_prompt: the session's system prompt, if any.
         elicitation_timeout: seconds to wait for a user's approval.
+        backend: an open backend of the workspace to serve instead of opening one (a
+            seam: an embedder's session, a backend that records its calls); every tool
+            call the server answers is its :meth:`~WorkspaceBackend.call`. Its tools ask
+            the approver it was opened with (``approver`` only binds elicitation to the
+            client's request), and :meth:`close` closes it.
 
     Example:
         >>> import tempfile, pathlib
@@ -139,9 +146,15 @@ class McpBackend:
         approver: Approver | None = None,
         system_prompt: str | None = None,
         elicitation_timeout: float = 300.0,
+        backend: WorkspaceBackend | None = None,
     ) -> None:
         from .backend import WorkspaceBackend
 
+        if backend is not None and backend.root != Path(workspace_root).resolve():
+            raise ConfigError(
+                f"the backend serves {str(backend.root)!r}, not {os.fspath(workspace_root)!r}: "
+                "pass the root of the backend's workspace"
+            )
         self.approver: Approver = approver or ElicitationApprover(timeout=elicitation_timeout)
         asked = self.approver
         if not isinstance(asked, ElicitationApprover):
@@ -150,7 +163,7 @@ class McpBackend:
             asked = _Unlocked(asked, self._released)
         # The one way in (ctxnb.integrations.backend); MCP adds resources, the listing
         # and per-client intents around it.
-        self.backend = WorkspaceBackend.open(
+        self.backend = backend or WorkspaceBackend.open(
             workspace_root,
             session_id=session_id,
             caller=caller,
@@ -280,7 +293,7 @@ class McpBackend:
             return oid
         # Not in the session yet: read it through the governed tools (path policy,
         # hooks, records), which adds it to the session; never read the disk here.
-        out = self.tools.dispatch("read_file", {"path": target})
+        out = self.backend.call("read_file", {"path": target})
         if not out["ok"]:
             raise PolicyError(
                 out["error_code"],
@@ -400,7 +413,7 @@ class McpBackend:
             else:
                 # Tool results are redacted by the tools; this pass also covers messages,
                 # conflict details and tools registered by others, at the server's one exit.
-                out = redact_data(self.tools.dispatch(name, args))
+                out = redact_data(self.backend.call(name, args))
         if out.get("ok"):
             result = out.get("result")
             # The model reads the text; programs read the full JSON in structuredContent.

@@ -115,7 +115,7 @@ class McpContent:
                 return _dumps(self.trace_tail())
             if uri.startswith(URI_HISTORY_PREFIX):
                 path = unquote(uri[len(URI_HISTORY_PREFIX) :])
-                out = self.backend.tools.dispatch("get_file_history", {"path": path})
+                out = self.backend.call("get_file_history", {"path": path})
                 if not out.get("ok"):
                     error = {k: v for k, v in out.items() if k != "ok"}
                     raise MCPError(types.INVALID_PARAMS, str(error.get("message")), data=error)

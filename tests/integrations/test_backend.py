@@ -9,7 +9,9 @@ makes governed tools of its own) and the behaviour through real workspaces.
 from __future__ import annotations
 
 import ast
+from collections.abc import Mapping
 from pathlib import Path
+from typing import Any
 
 import pytest
 from _paths import REPO
@@ -126,3 +128,107 @@ def test_a_live_session_with_a_model_opens_in_a_workspace_without_governance(
         assert live.call("read_file", {"path": "README.md"})["ok"]
     finally:
         live.close()
+
+
+def _dispatch_calls(path: Path) -> list[int]:
+    """Lines where a module calls ``<something>.dispatch(…)`` (the tools' runner)."""
+    tree = ast.parse(path.read_text(encoding="utf-8"))
+    return [
+        node.lineno
+        for node in ast.walk(tree)
+        if isinstance(node, ast.Call)
+        and isinstance(node.func, ast.Attribute)
+        and node.func.attr == "dispatch"
+    ]
+
+
+def test_no_door_and_no_agent_loop_calls_the_tools_beside_the_backend() -> None:
+    # MCP, ACP, A2A, Claude Code's sandbox exec and the live agent reach the tools only
+    # through Backend.call / Backend.execute; WorkspaceBackend is the one that dispatches.
+    found = {
+        str(p.relative_to(REPO)): lines
+        for folder in ("integrations", "live")
+        for p in sorted((REPO / "ctxnb" / folder).glob("*.py"))
+        if p.name != "backend.py" and (lines := _dispatch_calls(p))
+    }
+    assert found == {}, f"tool calls made beside the Backend: {found}"
+
+
+class _Recording(WorkspaceBackend):
+    """A backend that records every call, and refuses ``web/`` as no workspace would:
+    what the door answers must be what its backend said."""
+
+    seen: list[tuple[str, dict[str, Any]]]
+
+    def call(self, tool: str, args: Mapping[str, Any]) -> dict[str, Any]:
+        self.seen.append((tool, dict(args)))
+        if str(args.get("path", "")).startswith("web/"):
+            return {
+                "ok": False,
+                "error_code": "REFUSED_BY_THE_BACKEND",
+                "message": "this backend serves no web/",
+                "recoverable": False,
+                "required_action": "",
+            }
+        return super().call(tool, args)
+
+
+def _recording(root: Path, session_id: str) -> _Recording:
+    backend = _Recording.open(root, session_id=session_id, caller="mcp")
+    backend.seen = []
+    return backend
+
+
+def test_the_mcp_server_answers_every_tool_call_through_the_backend_it_is_handed(
+    gov_ws: Path,
+) -> None:
+    from ctxnb.integrations._mcp_content import URI_HISTORY_PREFIX
+    from ctxnb.integrations._mcp_sdk import MCPError
+
+    backend = _recording(gov_ws, "mcp-seam")
+    with McpBackend(gov_ws, backend=backend) as mcp:
+        assert mcp.backend is backend and mcp.session is backend.session
+        read = mcp.call_tool("read_file", {"path": "inventory/models.py"})
+        assert not read.is_error and "class Item" in str(read)
+        # activate resolves a file the session has not seen by reading it: through the
+        # backend too, never the disk.
+        assert not mcp.call_tool("activate", {"target": "README.md"}).is_error
+        mcp.content.read_resource(URI_HISTORY_PREFIX + "README.md")
+        refused = mcp.call_tool("read_file", {"path": "web/app.js"})
+        assert refused.is_error
+        assert refused.structured_content["error_code"] == "REFUSED_BY_THE_BACKEND"
+        with pytest.raises(MCPError, match="this backend serves no web/"):
+            mcp.content.read_resource(URI_HISTORY_PREFIX + "web/app.js")
+    assert [tool for tool, _ in backend.seen] == [
+        "read_file",
+        "activate",
+        "read_file",
+        "get_file_history",
+        "read_file",
+        "get_file_history",
+    ]
+    # Closing the server closed the backend it was handed (its session saved).
+    assert backend.workspace.store._state.closed  # type: ignore[attr-defined]
+
+
+def test_the_mcp_server_refuses_a_backend_of_another_workspace(
+    gov_ws: Path, plain_ws: Path
+) -> None:
+    backend = _recording(plain_ws, "other")
+    try:
+        with pytest.raises(ConfigError, match="pass the root of the backend's workspace"):
+            McpBackend(gov_ws, backend=backend)
+    finally:
+        backend.close()
+
+
+def test_each_door_s_way_in_is_a_backend(gov_ws: Path) -> None:
+    from ctxnb.tools.backend import Backend as ToolsBackend
+
+    assert Backend is ToolsBackend
+    with McpBackend(gov_ws, session_id="door") as mcp:
+        assert isinstance(mcp.backend, ToolsBackend)
+    assert issubclass(LiveSession, WorkspaceBackend)  # ACP's and A2A's sessions
+    # Claude Code's Bash: `ctxnb sandbox exec` and `ctxnb sandbox commit` open one.
+    source = (REPO / "ctxnb" / "cli" / "govern.py").read_text(encoding="utf-8")
+    assert source.count("WorkspaceBackend.open(") == 2
