@@ -418,10 +418,17 @@ class CtxnbA2aExecutor(AgentExecutor):
 
     Args:
         settings: the model, strategy and limits (see :class:`A2aSettings`).
+        session_type: the backend each A2A context opens (a seam: a subclass that
+            records or answers its calls); every tool call and command of the context
+            is its :meth:`~ctxnb.integrations.backend.WorkspaceBackend.call` or
+            :meth:`~ctxnb.integrations.backend.WorkspaceBackend.execute`.
     """
 
-    def __init__(self, settings: A2aSettings) -> None:
+    def __init__(
+        self, settings: A2aSettings, *, session_type: type[LiveSession] = LiveSession
+    ) -> None:
         self.settings = settings
+        self.session_type = session_type
         self.bridge = LoopBridge()
         # (caller, context id) -> its session: a context id is no secret (it is in every
         # task), so another caller naming it gets a session of its own.
@@ -520,7 +527,7 @@ class CtxnbA2aExecutor(AgentExecutor):
             approver = _InputApprover(self.settings.permission_timeout)
             root = Path(self.settings.workspace or os.getcwd())
             live = await asyncio.to_thread(
-                LiveSession.start, root, self.settings, caller="a2a", approver=approver
+                self.session_type.start, root, self.settings, caller="a2a", approver=approver
             )
             self.contexts[key] = (live, approver)
         return self.contexts[key]

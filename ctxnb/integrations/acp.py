@@ -244,10 +244,17 @@ class CtxnbAcpAgent:
 
     Args:
         settings: the model, strategy and limits (see :class:`AcpSettings`).
+        session_type: the backend each ACP session opens (a seam: a subclass that
+            records or answers its calls); every tool call and command of the session
+            is its :meth:`~ctxnb.integrations.backend.WorkspaceBackend.call` or
+            :meth:`~ctxnb.integrations.backend.WorkspaceBackend.execute`.
     """
 
-    def __init__(self, settings: AcpSettings) -> None:
+    def __init__(
+        self, settings: AcpSettings, *, session_type: type[LiveSession] = LiveSession
+    ) -> None:
         self.settings = settings
+        self.session_type = session_type
         self.bridge = _Bridge()
         self.sessions: dict[str, _AcpSession] = {}
 
@@ -298,7 +305,7 @@ class CtxnbAcpAgent:
 
     def _open_session(self, cwd: str, client_servers: list[Any]) -> _AcpSession:
         approver = _PermissionApprover(self.bridge, "", self.settings.permission_timeout)
-        live = LiveSession.start(
+        live = self.session_type.start(
             Path(self.settings.workspace or cwd), self.settings, caller="acp", approver=approver
         )
         approver.session_id = live.id

@@ -232,3 +232,56 @@ def test_each_door_s_way_in_is_a_backend(gov_ws: Path) -> None:
     # Claude Code's Bash: `ctxnb sandbox exec` and `ctxnb sandbox commit` open one.
     source = (REPO / "ctxnb" / "cli" / "govern.py").read_text(encoding="utf-8")
     assert source.count("WorkspaceBackend.open(") == 2
+
+
+class _RecordingLive(LiveSession):
+    """ACP's and A2A's session, recording every call the door makes of it."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.seen: list[tuple[str, dict[str, Any]]] = []
+
+    def call(self, tool: str, args: Mapping[str, Any]) -> dict[str, Any]:
+        self.seen.append((tool, dict(args)))
+        return super().call(tool, args)
+
+
+def test_an_acp_session_is_the_backend_the_agent_is_handed(gov_ws: Path) -> None:
+    import asyncio
+
+    from ctxnb.integrations.acp import AcpSettings, CtxnbAcpAgent
+
+    agent = CtxnbAcpAgent(AcpSettings(workspace=str(gov_ws)), session_type=_RecordingLive)
+
+    async def session_with_a_mode() -> str:
+        made = await agent.new_session(cwd=str(gov_ws))
+        await agent.set_session_mode(mode_id="INT-INV", session_id=made.session_id)
+        return str(made.session_id)
+
+    sid = asyncio.run(session_with_a_mode())
+    live = agent.sessions[sid].live
+    try:
+        assert isinstance(live, _RecordingLive)
+        # The only active intent, selected at the start, then the mode the client chose:
+        # both through the backend's call.
+        assert live.seen == [("select_active_intent", {"intent_id": "INT-INV"})] * 2
+    finally:
+        agent.sessions[sid].close()
+
+
+def test_an_a2a_context_is_the_backend_the_executor_is_handed(gov_ws: Path) -> None:
+    import asyncio
+
+    from ctxnb.integrations.a2a import A2aSettings, CtxnbA2aExecutor
+
+    executor = CtxnbA2aExecutor(A2aSettings(workspace=str(gov_ws)), session_type=_RecordingLive)
+    live, _ = asyncio.run(executor._context("a-caller", "ctx-1"))
+    try:
+        assert isinstance(live, _RecordingLive)
+        assert live.seen == [("select_active_intent", {"intent_id": "INT-INV"})]
+        # Another caller naming the same context gets a backend of its own.
+        other, _ = asyncio.run(executor._context("another-caller", "ctx-1"))
+        assert other is not live and isinstance(other, _RecordingLive)
+        other.close()
+    finally:
+        live.close()
