@@ -388,16 +388,26 @@ def _unconfined_run(
 
 def _record_in_session(ctx: _Context, shown: str, tool_use_id: str | None) -> None:
     """The unconfined run as a failed tool call of the ctxnb session of this Claude Code
-    session (what ``sandbox exec`` records its runs in)."""
-    from ..workspace import Workspace  # the store: paid only when this happens
+    session (what ``sandbox exec`` records its runs in), opened as every door opens one:
+    a :class:`~ctxnb.integrations.backend.WorkspaceBackend`."""
+    from .backend import WorkspaceBackend  # the store: paid only when this happens
 
-    with Workspace.open(ctx.root) as ws:
-        session = ws.session(f"claude-code-{ctx.session_id}" if ctx.session_id else None)
-        session.record_toolcall(
+    states = ctx.state_dir
+
+    def prepare(ws: Any) -> None:
+        ws.protected_cache = states  # what runs on the host, from the hook's cache
+
+    with WorkspaceBackend.open(
+        ctx.root,
+        session_id=f"claude-code-{ctx.session_id}" if ctx.session_id else None,
+        caller="claude-code",
+        prepare=prepare,
+    ) as backend:
+        # Closing the backend saves the session.
+        backend.session.record_toolcall(
             "Bash",
             {"command": shown, "tool_use_id": tool_use_id},
             f"{UNCONFINED_RUN}: the command ran outside ctxnb's sandbox (no receipt)",
             status="fail",
             activate=False,
         )
-        session.save()

@@ -154,6 +154,30 @@ def test_no_door_and_no_agent_loop_calls_the_tools_beside_the_backend() -> None:
     assert found == {}, f"tool calls made beside the Backend: {found}"
 
 
+def _session_opens(path: Path) -> list[int]:
+    """Lines where a module opens a session of a workspace (``<workspace>.session(…)``)."""
+    tree = ast.parse(path.read_text(encoding="utf-8"))
+    return [
+        node.lineno
+        for node in ast.walk(tree)
+        if isinstance(node, ast.Call)
+        and isinstance(node.func, ast.Attribute)
+        and node.func.attr == "session"
+    ]
+
+
+def test_no_door_opens_a_session_beside_the_backend() -> None:
+    # Claude Code's record of an unconfined run opened the workspace and a session of
+    # its own; every door's session is a WorkspaceBackend's.
+    pkg = REPO / "ctxnb" / "integrations"
+    found = {
+        p.name: lines
+        for p in sorted(pkg.glob("*.py"))
+        if p.name != "backend.py" and (lines := _session_opens(p))
+    }
+    assert found == {}, f"sessions opened beside the backend: {found}"
+
+
 class _Recording(WorkspaceBackend):
     """A backend that records every call, and refuses ``web/`` as no workspace would:
     what the door answers must be what its backend said."""
