@@ -37,11 +37,11 @@ from __future__ import annotations
 
 import os
 import threading
-from collections.abc import Callable, Mapping
+from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Self
 
-from ..tools.backend import Backend, run_command_args
+from ..tools.backend import Backend, ToolsBackend
 
 if TYPE_CHECKING:
     from ..govern.approval import Approver
@@ -53,8 +53,10 @@ if TYPE_CHECKING:
 __all__ = ["Backend", "WorkspaceBackend"]
 
 
-class WorkspaceBackend:
-    """A workspace, one session of it and the session's governed tools, for one client.
+class WorkspaceBackend(ToolsBackend):
+    """A workspace, one session of it and the session's governed tools, for one client:
+    a :class:`~ctxnb.tools.backend.ToolsBackend` (its ``call`` and ``execute`` are the
+    tools' ``dispatch``) that also owns the workspace and the session it was opened with.
 
     Calls are serialised by :attr:`lock` where the adapter serves several clients at
     once (the session and the store see one tool call at a time, as with the Python API).
@@ -65,10 +67,12 @@ class WorkspaceBackend:
         tools: the session's tools (``workspace.tools(session, …)``).
     """
 
+    tools: FileTools
+
     def __init__(self, workspace: Workspace, session: Session, tools: FileTools) -> None:
+        super().__init__(tools)
         self.workspace = workspace
         self.session = session
-        self.tools = tools
         self.lock = threading.RLock()
 
     @classmethod
@@ -127,23 +131,6 @@ class WorkspaceBackend:
         from ..govern.engine import engine_of
 
         return engine_of(self.tools)
-
-    def call(self, tool: str, args: Mapping[str, Any]) -> dict[str, Any]:
-        """Run one tool call through every check (``tools.dispatch``)."""
-        return self.tools.dispatch(tool, dict(args))
-
-    def execute(
-        self,
-        command: str,
-        *,
-        cwd: str | None = None,
-        timeout: float | None = None,
-        shell: bool = False,
-    ) -> dict[str, Any]:
-        """Run a command as the ``run_command`` tool (``dispatch`` answers it)."""
-        return self.call(
-            "run_command", run_command_args(command, cwd=cwd, timeout=timeout, shell=shell)
-        )
 
     def close(self) -> None:
         """Save and close the session (:meth:`Session.close` saves), then the workspace."""

@@ -93,7 +93,8 @@ def run_boxed(
 
     Args:
         session: the session (holds the user's turn already).
-        backend: where its calls go (the governed tools of a
+        backend: where its calls go (a session's governed tools, as a
+            :class:`~ctxnb.tools.backend.ToolsBackend` or a
             :class:`~ctxnb.integrations.backend.WorkspaceBackend`).
         text: the prompt.
         model, strategy, budget, api_base, api_key, step_limit, command_timeout: as

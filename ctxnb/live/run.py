@@ -35,6 +35,7 @@ from ..llm.prices import resolve_prices
 from ..replay._shell import FileMemory, parse_command
 from ..replay.model import Action, Step, Trajectory, Usage
 from ..strategies.builtin import ContextStrategy, KeepAll
+from ..tools.backend import ToolsBackend
 from ..tools.recall import parse_recall
 
 # The agent itself is in ._agent; its names are still importable from here.
@@ -528,10 +529,8 @@ def _run(
     tools = ws.tools(session, caller="mini-swe-agent", approver=approver, model_id=model)
     # Before the harness's own call: the model never made it, so it is never shown it.
     tools.call_view = bash_view
-    from ..integrations.backend import WorkspaceBackend
-
     # The agent reaches the workspace as every door does: through a Backend.
-    backend = WorkspaceBackend(ws, session, tools)
+    backend = ToolsBackend(tools)
     if backend.call("select_active_intent", {"intent_id": intent_id}).get("ok") is not True:
         raise ConfigError(f"the workspace refused intent {intent_id!r}; check its .orchestration/")
     session.add_turn("user", task.prompt)

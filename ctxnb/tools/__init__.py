@@ -18,7 +18,7 @@ from .._util.lazy import lazy_exports
 if TYPE_CHECKING:
     from ..access.fdio import PathPolicy
     from ..access.pathrules import DEFAULT_DENY, SafePath
-    from .backend import Backend
+    from .backend import Backend, ToolsBackend
     from .call import ToolCall, ToolRunner
     from .filetools import FileTools
     from .merging import MergeProposal, MergeReviewer
@@ -40,6 +40,7 @@ _EXPORTS = {
     "ToolCall": "call",
     "ToolInfo": "schemas",
     "ToolRunner": "call",
+    "ToolsBackend": "backend",
     "VersionInfo": "results",
     "tool_schemas": "schemas",
 }

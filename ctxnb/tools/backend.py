@@ -12,10 +12,13 @@ The protocol lives with the runner whose answers it carries, below every door, s
 an agent loop (``ctxnb/live/``) and a protocol adapter (``ctxnb/integrations/``) type
 against the same thing. Its implementations:
 
-- :class:`~ctxnb.integrations.backend.WorkspaceBackend`: in process, over a session's
-  governed tools (the access layer, the policy engine, the recorder);
+- :class:`ToolsBackend`: in process, over a runner's ``dispatch`` (a session's governed
+  tools: the access layer, the policy engine, the recorder); the one place a backend
+  dispatches;
+- :class:`~ctxnb.integrations.backend.WorkspaceBackend`: a :class:`ToolsBackend` with the
+  workspace and session it was opened with, for the protocol adapters;
 - the sandboxed agent loop's backend (``ctxnb/live/boxed.py``), whose calls cross to
-  the server's :class:`~ctxnb.integrations.backend.WorkspaceBackend` on a pipe.
+  the server's backend on a pipe.
 
 A door given any :class:`Backend` uses it and nothing beside it: that is the seam a test
 (or a remote workspace) hands in.
@@ -35,9 +38,12 @@ Example:
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Any, Protocol, runtime_checkable
+from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
-__all__ = ["Backend", "run_command_args"]
+if TYPE_CHECKING:
+    from .call import ToolRunner
+
+__all__ = ["Backend", "ToolsBackend", "run_command_args"]
 
 
 @runtime_checkable
@@ -76,3 +82,35 @@ def run_command_args(
     if timeout is not None:
         args["timeout"] = timeout
     return args
+
+
+class ToolsBackend:
+    """A :class:`Backend` in process: each call is ``tools.dispatch`` (validation, the
+    governed workspace's policies, the tool, its audit line and session record).
+
+    Args:
+        tools: the runner to dispatch to (a session's :class:`~ctxnb.tools.FileTools`).
+    """
+
+    def __init__(self, tools: ToolRunner) -> None:
+        self.tools = tools
+
+    def call(self, tool: str, args: Mapping[str, Any]) -> dict[str, Any]:
+        """Run one tool call through every check (``tools.dispatch``)."""
+        return self.tools.dispatch(tool, dict(args))
+
+    def execute(
+        self,
+        command: str,
+        *,
+        cwd: str | None = None,
+        timeout: float | None = None,
+        shell: bool = False,
+    ) -> dict[str, Any]:
+        """Run a command as the ``run_command`` tool (``dispatch`` answers it)."""
+        return self.call(
+            "run_command", run_command_args(command, cwd=cwd, timeout=timeout, shell=shell)
+        )
+
+    def __repr__(self) -> str:
+        return f"<{type(self).__name__} {type(self.tools).__name__}>"

@@ -15,7 +15,7 @@ from typing import Any
 import pytest
 
 from ctxnb.tools import Backend as FaceBackend
-from ctxnb.tools.backend import Backend, run_command_args
+from ctxnb.tools.backend import Backend, ToolsBackend, run_command_args
 
 
 class _CallOnly:
@@ -70,3 +70,27 @@ def test_a_falsy_option_is_passed_on_to_be_judged_not_dropped(key: str, value: A
     # timeout=0 is out of the tool's range (it refuses it); dropping it would run the
     # command with the default timeout instead, without a word.
     assert run_command_args("ls", **{key: value})[key] == value
+
+
+def test_the_in_process_backend_answers_what_dispatch_answers(tmp_path: Path) -> None:
+    from types import MappingProxyType
+
+    from ctxnb.workspace import Workspace
+
+    (tmp_path / "a.txt").write_text("a\n")
+    (tmp_path / ".env").write_text("TOKEN=generated-" + "x" * 8 + "\n")
+    with Workspace.open(tmp_path) as ws:
+        tools = ws.tools(ws.session("s"), caller="test")
+        backend = ToolsBackend(tools)
+        assert isinstance(backend, Backend)
+        # A wire's arguments may be read-only; the backend hands dispatch its own copy.
+        args = MappingProxyType({"path": "a.txt"})
+        read = backend.call("read_file", args)
+        assert read["ok"] and read["result"]["content"] == "a\n"
+        assert dict(args) == {"path": "a.txt"}
+        denied = backend.call("read_file", {"path": ".env"})
+        assert not denied["ok"] and denied["error_code"] == "PATH_DENIED"
+        # No governance, no run_command: a refusal in dispatch's shape, nothing run.
+        ran = backend.execute("touch made.txt", shell=True)
+        assert not ran["ok"] and {"error_code", "message"} <= set(ran)
+        assert not (tmp_path / "made.txt").exists()
