@@ -6,6 +6,8 @@
 2. Policy overhead: ``read_file`` of a small file through ``dispatch`` (path policy,
    indexing, the toolcall record, the audit line) vs a bare ``open().read()``; the
    per-call overhead (target ≤ 1 ms).
+3. The door's way in: the same read through ``Backend.call`` (``ToolsBackend``, what
+   every door and the live agent call) vs ``dispatch``; the ratio (target ≈ 1.0).
 
 Usage: python bench/tools.py [--calls N] [--skip-search]
 """
@@ -24,6 +26,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from ctxnb import Workspace  # noqa: E402
 from ctxnb.samples import copy_sample_workspace  # noqa: E402
+from ctxnb.tools.backend import ToolsBackend  # noqa: E402
 
 
 def policy_overhead(calls: int) -> None:
@@ -43,8 +46,18 @@ def policy_overhead(calls: int) -> None:
             out = tools.dispatch("read_file", {"path": "inventory/models.py"})
             assert out["ok"]
 
+        backend = ToolsBackend(tools)
+
+        def through_backend() -> None:
+            out = backend.call("read_file", {"path": "inventory/models.py"})
+            assert out["ok"]
+
         results = {}
-        for name, fn in (("bare open().read()", bare), ("dispatch read_file", governed)):
+        for name, fn in (
+            ("bare open().read()", bare),
+            ("dispatch read_file", governed),
+            ("Backend.call read_file", through_backend),
+        ):
             ts = []
             for _ in range(calls):
                 t = time.perf_counter()
@@ -52,9 +65,11 @@ def policy_overhead(calls: int) -> None:
                 ts.append(time.perf_counter() - t)
             results[name] = statistics.median(ts) * 1000
         for name, ms in results.items():
-            print(f"{name:<22} median {ms * 1000:8.1f} µs")
+            print(f"{name:<24} median {ms * 1000:8.1f} µs")
         over = results["dispatch read_file"] - results["bare open().read()"]
         print(f"per-call overhead        {over * 1000:8.1f} µs  (target <= 1000 µs)")
+        ratio = results["Backend.call read_file"] / results["dispatch read_file"]
+        print(f"Backend.call / dispatch  {ratio:8.3f}x  (target ~1.0)")
         tools.session.close()
     finally:
         shutil.rmtree(base, ignore_errors=True)
