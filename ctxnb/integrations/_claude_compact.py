@@ -175,11 +175,22 @@ def _record(
     """Store the dropped results and the compaction in the Claude Code session; their
     ids, and the ids of those the summary does not mention."""
     from ..replay.compaction import survival
-    from ..workspace import Workspace
+    from .backend import WorkspaceBackend
 
     sid = ctx.session_id
-    with Workspace.open(ctx.root) as ws:
-        session = ws.session(f"claude-code-{sid}" if sid else None)
+    states = ctx.state_dir
+
+    def prepare(ws: Any) -> None:
+        ws.protected_cache = states  # what runs on the host, from the hook's cache
+
+    # The session is opened as every door opens one (closing the backend saves it).
+    with WorkspaceBackend.open(
+        ctx.root,
+        session_id=f"claude-code-{sid}" if sid else None,
+        caller="claude-code",
+        prepare=prepare,
+    ) as backend:
+        session = backend.session
         stored: dict[int, str] = {}
         for oid in session.session_index:
             doc = session.get(oid)
