@@ -165,6 +165,13 @@ class GovernanceConfig:
     breaker_threshold: Annotated[int, Gt(0)] = DEFAULT_BREAKER_THRESHOLD
     command_timeout: Annotated[float, Gt(0)] = DEFAULT_COMMAND_TIMEOUT
     model_id: str | None = None
+    # Write partitioning (ctxnb.govern.partition): selecting an intent whose scope
+    # overlaps one held by another live session is refused, or asked of the approver.
+    overlap: Literal["refuse", "ask"] = "refuse"
+    # Globs that may overlap count as an overlap even when no indexed file confirms it.
+    overlap_strict: bool = False
+    # Minutes a session's lease on its scope lives without activity.
+    lease_minutes: Annotated[float, Gt(0)] = 30.0
 
 
 @dataclass(frozen=True, kw_only=True)

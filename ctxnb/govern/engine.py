@@ -42,10 +42,11 @@ from __future__ import annotations
 import functools
 import logging
 import os
+import time
 from collections.abc import Callable, Sequence
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -56,7 +57,7 @@ from ..tools.filetools import FileTools
 from ..tools.schemas import ToolInfo
 from .approval import ApprovalRequest, Approver, Decision, args_summary
 from .breaker import BreakerState
-from .core import NO_INTENT_MESSAGE
+from .core import NO_INTENT_MESSAGE, in_scope
 from .intents import Intent, IntentFile, intent_context, load_intents
 from .ledger import ContributorType, TraceLedger
 from .lessons import format_lesson, lessons_for, read_lessons
@@ -82,6 +83,7 @@ if TYPE_CHECKING:
     from ..access.door import Access
     from ..sandbox.commands import EngineCommands
     from ..session.core import Session
+    from ..workspace import Workspace
 
 log = logging.getLogger("ctxnb.govern.engine")
 
@@ -180,6 +182,15 @@ class HookEngine:
         self._intents_path = os.path.join(self.dir, "active_intents.yaml")
         self._commands: EngineCommands | None = None
         self.tools: FileTools  # set by governed_tools()
+        # Write partitioning (ctxnb.govern.partition): this session's lease on its scope.
+        self.overlap = gov.overlap
+        self.overlap_strict = gov.overlap_strict
+        self.lease_minutes = gov.lease_minutes
+        self._leased_at: float | None = None
+        # A worker (spawn_worker): its supervisor's session and its narrowed scope.
+        self.parent_session: str | None = None
+        self.narrowed_scope: list[str] | None = None
+        self.workers: list[str] = []
 
     @property
     def model_id(self) -> str | None:
@@ -218,10 +229,20 @@ class HookEngine:
             return None
         if call is not None and "_intent" in call.context:
             return call.context["_intent"]  # type: ignore[no-any-return]
-        intent = self.intents().find(self.active_intent_id)
+        found = self.intents().find(self.active_intent_id)
+        intent = None if found is None else self.narrow(found)
         if call is not None:
             call.context["_intent"] = intent
         return intent
+
+    def narrow(self, intent: Intent) -> Intent:
+        """``intent`` as this session may act under it: a worker's has its narrowed scope.
+
+        Every policy that asks for the selected intent gets it through here, so no path
+        hands a worker its supervisor's wider scope."""
+        if self.narrowed_scope is None:
+            return intent
+        return intent.model_copy(update={"owned_scope": list(self.narrowed_scope)})
 
     def select_active_intent(self, intent_id: str) -> str:
         """The handshake: make ``intent_id`` the active intent; returns its context block.
@@ -230,10 +251,123 @@ class HookEngine:
             PolicyError: ``INVALID_INTENT`` for an unknown or inactive intent.
         """
         intent = self.intents().get(intent_id)
+        if self.narrowed_scope is not None:
+            if intent.id != self.active_intent_id:
+                raise PolicyError(
+                    "INVALID_INTENT",
+                    f"this worker works under intent {self.active_intent_id} of its supervisor "
+                    f"(session {self.parent_session}); it cannot select {intent.id}",
+                    required_action=f"Select {self.active_intent_id}, or ask the supervisor.",
+                )
+            intent = intent.model_copy(update={"owned_scope": list(self.narrowed_scope)})
+        self.claim_scope(intent.id, list(intent.owned_scope))
         self.active_intent_id = intent.id
         recent = list(self.ledger.records(intent_id=intent.id))[-10:]
         lessons = lessons_for(intent, read_lessons(self.dir / "AGENT.md"))
         return intent_context(intent, recent, lessons=lessons)
+
+    # -- write partitioning ------------------------------------------------------------------------
+    def indexed_files(self) -> list[str] | None:
+        """The workspace-relative paths of the files the store holds a live version of
+        (None: the workspace was never indexed)."""
+        from .partition import indexed_files
+
+        return indexed_files(self.workspace)
+
+    def claim_scope(self, intent_id: str, scope: list[str]) -> None:
+        """Take this session's lease on ``scope``, refused (or asked, per ``[governance]
+        overlap``) when another live session holds an overlapping one."""
+        from .partition import check_partition, write_lease
+
+        session_id = self.tools.session.session_id
+        err = check_partition(
+            self.root,
+            session_id,
+            intent_id,
+            scope,
+            files=self.indexed_files,
+            minutes=self.lease_minutes,
+            strict=self.overlap_strict,
+            parent=self.parent_session,
+        )
+        if err is not None:
+            if self.overlap != "ask" or self.approver is None:
+                raise err
+            req = ApprovalRequest.new(
+                "select_active_intent",
+                {"intent_id": intent_id},
+                err.message,
+                risk="SCOPE_OVERLAP",
+                intent_id=intent_id,
+                session_id=session_id,
+            )
+            decision = self.approver.request(req)
+            self.decisions.append((req, decision))
+            if not decision.approved:
+                raise err
+        write_lease(self.root, session_id, intent_id, scope, parent=self.parent_session)
+        self._leased_at = time.time()
+
+    def refresh_lease(self) -> None:
+        """Keep this session's lease live; fail closed when it lapsed and another session
+        took an overlapping scope meanwhile (the check runs again)."""
+        if self._leased_at is None or self.active_intent_id is None:
+            return
+        if time.time() - self._leased_at < 30:
+            return  # one small write per half minute is enough to stay live
+        intent = self.current_intent()
+        if intent is None:
+            return
+        self.claim_scope(intent.id, list(intent.owned_scope))
+
+    def spawn_worker(
+        self, *, scope: list[str], budget: int | None = None, session_id: str | None = None
+    ) -> Session:
+        """See :meth:`ctxnb.session.Session.spawn_worker`."""
+        from .partition import check_subset
+        from .worker import worker_context
+
+        intent = self.current_intent()
+        supervisor = self.tools.session
+        if intent is None:
+            raise PolicyError(
+                "NO_ACTIVE_INTENT",
+                f"session {supervisor.session_id} has no active intent to narrow a worker from",
+                required_action="Select an intent with select_active_intent first.",
+            )
+        files = self.indexed_files() or []
+        check_subset(intent.owned_scope, scope, files)
+        ws = cast("Workspace", self.workspace)
+        worker_id = session_id or f"{supervisor.session_id}.w{len(self.workers) + 1}"
+        worker = ws.session(worker_id, rules=False)
+        tools = ws.tools(
+            worker,
+            caller=f"{self.tools.caller}/worker",
+            approver=self.approver,
+            model_id=self.model_id,
+            clock=self.clock,
+        )
+        child = tools.engine  # type: ignore[attr-defined]
+        child.parent_session = supervisor.session_id
+        child.narrowed_scope = list(scope)
+        child.active_intent_id = intent.id
+        try:
+            child.select_active_intent(intent.id)
+        except BaseException:
+            child.active_intent_id = None
+            raise
+        own = [f for f in files if in_scope(scope, f)]
+        worker_context(supervisor, worker, child.current_intent() or intent, own, budget=budget)
+        self.workers.append(worker_id)
+        return worker
+
+    def release(self) -> None:
+        """Release this session's lease (its scope is free for other sessions)."""
+        from .partition import release_lease
+
+        if self._leased_at is not None:
+            release_lease(self.root, self.tools.session.session_id)
+            self._leased_at = None
 
     # -- classification --------------------------------------------------------------------------
     def needs_intent(self, call: ToolCall) -> bool:
@@ -342,14 +476,18 @@ class HookEngine:
         the model saw when it asked for a change (``ctxnb why`` rebuilds it)."""
         session = self.tools.session
         last = session.last_context
-        if last is None:
-            return {"turn": session.turn}
-        return {"turn": last[0], "context_id": last[1]}
+        out: dict[str, Any] = (
+            {"turn": session.turn} if last is None else {"turn": last[0], "context_id": last[1]}
+        )
+        if self.parent_session is not None:
+            out["parent_session"] = self.parent_session
+        return out
 
     # -- the hooks the tools call ---------------------------------------------------------------
     def before(self, call: ToolCall) -> None:
         if self.active_intent_id is not None:
             call.context["intent_id"] = self.active_intent_id
+            self.refresh_lease()
         try:
             for policy in self.pre:
                 policy.check(call, self)
@@ -585,6 +723,11 @@ def governed_tools(
     ``select_active_intent`` and ``run_command`` become tools of ``dispatch`` too. One
     ``clock`` times the audit lines, the trace records and the lessons.
     """
+    held = session.governor
+    if isinstance(held, HookEngine) and held.narrowed_scope is not None:
+        # A worker keeps the tools it was spawned with: opening them again must not
+        # hand it an engine without its narrowed scope.
+        return held.tools  # type: ignore[return-value]
     engine = HookEngine(workspace, approver=approver, model_id=model_id, clock=clock)
     tools = GovernedTools(
         workspace, session, engine=engine, caller=caller, profile=profile, clock=clock, **kwargs
@@ -603,4 +746,5 @@ def governed_tools(
     from ..sandbox.commands import RUN_COMMAND
 
     tools.register_tool(RUN_COMMAND, engine.commands.tool)
+    session.governor = engine
     return tools

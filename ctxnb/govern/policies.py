@@ -134,7 +134,8 @@ class IntentValidity:
 
     def check(self, call: ToolCall, engine: HookEngine) -> None:
         if engine.needs_intent(call) and engine.active_intent_id is not None:
-            intent = engine.intents().get(engine.active_intent_id)  # raises INVALID_INTENT
+            # get() raises INVALID_INTENT; narrow() gives a worker its narrowed scope.
+            intent = engine.narrow(engine.intents().get(engine.active_intent_id))
             call.context["intent_id"] = intent.id
             call.context["_intent"] = intent  # the call's later policies ask again
 

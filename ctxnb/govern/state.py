@@ -50,11 +50,13 @@ from .core import IntentLike, IntentView, get_intent
 __all__ = [
     "DEFAULT_SETTINGS",
     "find_workspace",
+    "claim_scope",
     "intent_context_of",
     "intents_file",
     "load_intents_cached",
     "load_settings",
     "read_session_intent",
+    "refresh_lease",
     "select_intent",
     "state_dir",
     "take_receipt",
@@ -75,6 +77,9 @@ DEFAULT_SETTINGS: dict[str, Any] = {
     "quality_commands": [],
     "command_timeout": DEFAULT_COMMAND_TIMEOUT,
     "sensitive": [],
+    "overlap": "refuse",
+    "overlap_strict": False,
+    "lease_minutes": 30.0,
     # Without a configuration every [sandbox] key takes its default in
     # Sandbox.from_settings (defined once there, not copied here).
     "sandbox": {},
@@ -200,6 +205,9 @@ def _settings_from_file(root: Path, source: Path) -> dict[str, Any]:
         "quality_commands": list(cfg.governance.quality_commands),
         "command_timeout": cfg.governance.command_timeout,
         "sensitive": list(cfg.policy.sensitive),
+        "overlap": cfg.governance.overlap,
+        "overlap_strict": cfg.governance.overlap_strict,
+        "lease_minutes": cfg.governance.lease_minutes,
         "sandbox": asdict(cfg.sandbox),
         "compact_after": cfg.index.compact_after,
         "budget": {k: v for k, v in asdict(cfg.budget).items() if v is not None},
@@ -314,8 +322,48 @@ def select_intent(root: str | os.PathLike[str], intent_id: str, session_id: str)
     states = state_dir(ws, os.environ)
     intents = load_intents_cached(ws, states)
     intent = get_intent(intents, intent_id, where=intents_file(ws), how_to_select=_HOW_TO_SELECT)
+    claim_scope(ws, states, session_id, intent)
     write_session_intent(states, session_id, intent.id, source="select-intent")
     return intent_context_of(ws, intent)
+
+
+def claim_scope(root: Path, states: Path, session_id: str, intent: IntentLike) -> None:
+    """Take a Claude Code session's lease on its intent's scope (:mod:`ctxnb.govern.partition`).
+
+    Raises:
+        PolicyError: ``SCOPE_OVERLAP`` when another live session holds an overlapping
+            scope (a hook has no one to ask: ``overlap = "ask"`` refuses too, saying so).
+    """
+    from .partition import check_partition, indexed_files_at, write_lease
+
+    settings = load_settings(root, states)
+    err = check_partition(
+        root,
+        session_id,
+        intent.id,
+        list(intent.owned_scope),
+        files=lambda: indexed_files_at(root),
+        minutes=float(settings.get("lease_minutes", 30.0)),
+        strict=bool(settings.get("overlap_strict", False)),
+    )
+    if err is not None:
+        if settings.get("overlap") == "ask":
+            err.required_action += (
+                ' ([governance] overlap = "ask": a hook has no one to ask, so it refuses.)'
+            )
+        raise err
+    write_lease(root, session_id, intent.id, list(intent.owned_scope))
+
+
+def refresh_lease(root: Path, states: Path, session_id: str, intent: IntentLike) -> None:
+    """Keep a Claude Code session's lease live on each of its tool calls; when it lapsed,
+    take it again (refused if another session took an overlapping scope meanwhile)."""
+    from .partition import lease_age
+
+    age = lease_age(root, session_id)
+    if age is not None and age < 30:
+        return
+    claim_scope(root, states, session_id, intent)
 
 
 # -- receipts of confined runs ---------------------------------------------------------------

@@ -122,6 +122,8 @@ class RecordWhy:
     context_note: str = ""
     integrity: str = "chained"
     integrity_note: str = ""
+    # A worker's change: the supervisor session that spawned it (metadata.parent_session).
+    parent_session: str | None = None
 
     @property
     def tampered(self) -> bool:
@@ -147,6 +149,7 @@ class RecordWhy:
                 "tool",
                 "mutation_class",
                 "session_id",
+                "parent_session",
                 "turn",
                 "context_id",
                 "revision",
@@ -181,6 +184,9 @@ class RecordWhy:
         if self.session_id:
             turn = f", turn {self.turn}" if self.turn is not None else ""
             rows.append(("session", f"{self.session_id}{turn}"))
+            if self.parent_session:
+                # Supervisor → worker: who handed this session its narrowed scope.
+                rows.append(("chain", f"{self.parent_session} → {self.session_id} (worker)"))
         if self.context_id or self.context_note:
             ctx = f"{self.context_id}: " if self.context_id else ""
             rows.append(("context", ctx + self.context_note))
@@ -427,6 +433,7 @@ def _record_why(record: Mapping[str, Any], key: str, conv: Mapping[str, Any]) ->
         turn=turn if isinstance(turn, int) and not isinstance(turn, bool) else None,
         context_id=text(meta.get("context_id")),
         revision=text(vcs.get("revision")),
+        parent_session=text(meta.get("parent_session")),
     )
 
 

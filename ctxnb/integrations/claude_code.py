@@ -108,9 +108,11 @@ from .._util.defaults import DEFAULT_BREAKER_THRESHOLD
 from ..errors import ConfigError, CtxnbError, PolicyError
 from ..govern.core import IntentLike, check_mutation, get_intent
 from ..govern.state import (
+    claim_scope,
     find_workspace,
     intent_context_of,
     intents_file,
+    refresh_lease,
     select_intent,
     state_dir,
     write_session_intent,
@@ -454,6 +456,10 @@ def _pre_write(ctx: _Context, tool: str, tool_input: Mapping[str, Any]) -> None:
         "prompt, e.g. 'under INT-001'), or run `ctxnb hook select-intent ID --session "
         f"{ctx.session_id or '<session_id>'}`.",
     )
+    intent_id = ctx.session_intent()
+    if governed and intent_id is not None and ctx.session_id is not None:
+        # A write keeps the session's lease on its scope live (write partitioning).
+        refresh_lease(ctx.root, ctx.state_dir, ctx.session_id, ctx.intents()[intent_id])
     _refuse_tool_ctxnb(ctx, tool, tool_input, safe)
 
 
@@ -740,6 +746,15 @@ def _user_prompt_submit(ctx: _Context) -> HookResult:
         intent = intents[active[0]]
         if ctx.session_id is None:
             raise PayloadError("a UserPromptSubmit payload needs 'session_id'")
+        try:
+            claim_scope(ctx.root, ctx.state_dir, ctx.session_id, intent)
+        except PolicyError as err:
+            kept = f"the active intent stays {current}" if current else "no intent is selected"
+            return _context_answer(
+                "UserPromptSubmit",
+                f"ctxnb: {intent.id} was not selected ({kept}): {err.message}. "
+                f"{err.required_action}",
+            )
         write_session_intent(ctx.state_dir, ctx.session_id, intent.id, source="prompt")
         head = f"ctxnb: {intent.id} is now the active intent of this session."
         return _context_answer(

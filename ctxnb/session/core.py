@@ -79,6 +79,17 @@ if TYPE_CHECKING:
 __all__ = ["MetaEntry", "ResumeReport", "Session", "open_session"]
 
 
+class Governor(Protocol):
+    """What a session asks of the governance engine of its tools (a seam: the engine,
+    :class:`ctxnb.govern.engine.HookEngine`, sits in a wing above sessions)."""
+
+    def release(self) -> None: ...
+
+    def spawn_worker(
+        self, *, scope: list[str], budget: int | None, session_id: str | None
+    ) -> Session: ...
+
+
 class RuleTracking(Protocol):
     """What a session asks of the instruction-file tracker attached to it (a seam: the
     tracker, :class:`ctxnb.instructions.RulesTracker`, sits in a package that imports
@@ -127,6 +138,9 @@ class Session:
         #: True when the session was opened with ``rules=False``: nothing attaches a
         #: rules tracker to it later (``ws.tools`` included).
         self.rules_off = False
+        #: The governance engine of this session's tools (set by ``ws.tools`` on a
+        #: governed workspace): it holds the session's lease and spawns its workers.
+        self.governor: Governor | None = None
 
     def in_index(self, object_id: str) -> bool:
         """Whether the object is in this session's index (it was read or indexed in it)."""
@@ -843,11 +857,57 @@ class Session:
         return self._watcher
 
     def close(self) -> None:
-        """Stop the watcher and save."""
+        """Stop the watcher, release the session's lease on its scope, and save."""
         if self._watcher is not None:
             self._watcher.stop()
             self._watcher = None
+        if self.governor is not None:
+            self.governor.release()
         self.save()
+
+    def spawn_worker(
+        self, *, scope: Sequence[str], budget: int | None = None, session_id: str | None = None
+    ) -> Session:
+        """A worker session under this one's intent, narrowed to ``scope``.
+
+        The worker's intent is this session's active intent with ``scope`` as its owned
+        scope, which must lie inside this session's (refused otherwise); its context is
+        compact: this session's rules, the worker's files and a summary of this
+        session's plan, within ``budget`` tokens. The worker's trace records name this
+        session as ``metadata.parent_session``; ``ws.tools(worker)`` are its narrowed tools.
+
+        Raises:
+            PolicyError: no governed tools or no active intent here, or ``scope`` is not
+                a subset of this session's scope (``SCOPE_NOT_SUBSET``).
+
+        Example:
+            >>> import pathlib, tempfile
+            >>> from ctxnb import Workspace
+            >>> from ctxnb.govern import init_governance
+            >>> root = pathlib.Path(tempfile.mkdtemp()); (root / "src").mkdir()
+            >>> _ = (root / "src" / "a.py").write_text("x = 1\\n")
+            >>> _ = init_governance(root)
+            >>> _ = (root / ".orchestration" / "active_intents.yaml").write_text(
+            ...     "active_intents:\\n  - id: INT-1\\n    name: App\\n"
+            ...     "    owned_scope: [src/**]\\n")
+            >>> ws = Workspace.open(root); _ = ws.index()
+            >>> boss = ws.session("boss"); tools = ws.tools(boss)
+            >>> _ = tools.dispatch("select_active_intent", {"intent_id": "INT-1"})
+            >>> worker = boss.spawn_worker(scope=["src/a.py"], budget=2000)
+            >>> ws.tools(worker).engine.current_intent().owned_scope
+            ['src/a.py']
+        """
+        if self.governor is None:
+            from ..errors import PolicyError
+
+            raise PolicyError(
+                "NOT_GOVERNED",
+                f"session {self.session_id} has no governed tools to narrow a worker from",
+                recoverable=False,
+                required_action="Open ws.tools(session) on a governed workspace "
+                "(one with .orchestration/) and select an intent first.",
+            )
+        return self.governor.spawn_worker(scope=list(scope), budget=budget, session_id=session_id)
 
     def __enter__(self) -> Session:
         return self

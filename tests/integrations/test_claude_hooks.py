@@ -569,6 +569,9 @@ POLICY_PATH_MODULES = {
     "ctxnb.govern",
     "ctxnb.govern.breaker",
     "ctxnb.govern.core",
+    # A write refreshes the session's lease on its scope (write partitioning): json and
+    # one stat; the store is opened only when a lapsed lease is taken again.
+    "ctxnb.govern.partition",
     "ctxnb.govern.state",
     "ctxnb.integrations",
     "ctxnb.integrations._claude_hookio",  # the payload and the answer, split from claude_code

@@ -1,0 +1,389 @@
+"""Write partitioning: two live sessions never hold intents whose scopes overlap.
+
+Many agents may work on one tree as long as each writes its own files. A session that
+selects an intent takes a *lease* on its scope; selecting an intent whose scope overlaps
+the scope leased by another live session is refused (``SCOPE_OVERLAP``, or asked when
+``[governance] overlap = "ask"``), naming both intents and both sessions.
+
+- **Live session.** A lease is a JSON file per session under ``.ctxnb/leases/`` (a
+  folder no agent tool may touch): the session, its intent, its scope, its parent (a
+  worker's supervisor) and when it was last refreshed. Every governed call refreshes
+  it; closing the session releases it; a lease not refreshed for
+  ``[governance] lease_minutes`` (30 by default) has expired and no longer counts, so
+  a crashed agent does not hold its files forever.
+- **Overlap.** Decided on the globs first, conservatively: two globs may overlap unless
+  their literal leading directories diverge (``src/a/**`` and ``src/b/**`` cannot; a
+  glob without ``/`` matches at any depth and may overlap anything). Globs that may
+  overlap are then confirmed on the indexed files: they overlap when one file matches
+  both. Globs that could overlap but share no existing file are not an overlap, unless
+  ``[governance] overlap_strict = true``.
+- **Subset.** A worker's scope (:meth:`ctxnb.session.Session.spawn_worker`) must lie
+  inside its supervisor's: each worker glob must be provably contained in a supervisor
+  glob (:func:`glob_contains`), and every indexed file the worker's globs match must be
+  in the supervisor's scope.
+
+This module imports nothing heavy: the Claude Code hooks use it.
+
+Example:
+    >>> globs_may_overlap("src/a/**", "src/b/**"), globs_may_overlap("src/**", "*.py")
+    (False, True)
+    >>> scope_overlap(["src/**"], ["*.md"], ["src/app.py", "docs/x.md"])
+    []
+    >>> scope_overlap(["src/**"], ["*.py"], ["src/app.py", "docs/x.md"])
+    ['src/app.py']
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import time
+from collections.abc import Callable, Iterable, Sequence
+from pathlib import Path
+from typing import TYPE_CHECKING, NamedTuple
+
+from ..errors import PolicyError
+from ..hashing import sha256_hex
+from .core import in_scope
+
+if TYPE_CHECKING:
+    from ..access.door import Access
+    from ..store.objectstore import ObjectStore
+
+__all__ = [
+    "DEFAULT_LEASE_MINUTES",
+    "Lease",
+    "check_partition",
+    "check_subset",
+    "glob_contains",
+    "globs_may_overlap",
+    "indexed_files",
+    "indexed_files_at",
+    "lease_age",
+    "live_leases",
+    "release_lease",
+    "scope_overlap",
+    "write_lease",
+]
+
+DEFAULT_LEASE_MINUTES = 30.0
+"""Minutes a lease stays live without activity."""
+
+_LEASES = (".ctxnb", "leases")
+_WILD = re.compile(r"[*?\[\\]")
+
+
+class Lease(NamedTuple):
+    """One session's hold on the scope of its intent (a named tuple: the Claude Code
+    hook refreshes leases on its tool calls and does not load dataclasses)."""
+
+    session_id: str
+    intent_id: str
+    scope: list[str]
+    refreshed: float  # seconds since the epoch
+    parent: str | None = None  # the supervisor's session, for a worker
+    pid: int | None = None
+
+
+def _lease_file(root: Path, session_id: str) -> Path:
+    # Any session id names exactly one file, and none can name a path elsewhere.
+    return root.joinpath(*_LEASES, sha256_hex(session_id.encode("utf-8"))[:32] + ".json")
+
+
+def write_lease(
+    root: str | os.PathLike[str],
+    session_id: str,
+    intent_id: str,
+    scope: Sequence[str],
+    *,
+    parent: str | None = None,
+    now: float | None = None,
+) -> Lease:
+    """Take or refresh ``session_id``'s lease (written atomically)."""
+    lease = Lease(
+        session_id,
+        intent_id,
+        list(scope),
+        time.time() if now is None else now,
+        parent,
+        os.getpid(),
+    )
+    path = _lease_file(Path(root), session_id)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    tmp.write_text(json.dumps(lease._asdict()), encoding="utf-8")
+    os.replace(tmp, path)
+    return lease
+
+
+def release_lease(root: str | os.PathLike[str], session_id: str) -> bool:
+    """Release ``session_id``'s lease; False when it held none."""
+    try:
+        os.unlink(_lease_file(Path(root), session_id))
+    except FileNotFoundError:
+        return False
+    return True
+
+
+def lease_age(root: str | os.PathLike[str], session_id: str) -> float | None:
+    """Seconds since ``session_id``'s lease was refreshed; None when it holds none."""
+    try:
+        return time.time() - os.stat(_lease_file(Path(root), session_id)).st_mtime
+    except OSError:
+        return None
+
+
+def live_leases(
+    root: str | os.PathLike[str],
+    *,
+    minutes: float = DEFAULT_LEASE_MINUTES,
+    now: float | None = None,
+) -> list[Lease]:
+    """The leases refreshed within the last ``minutes``; expired ones are removed."""
+    now = time.time() if now is None else now
+    folder = Path(root).joinpath(*_LEASES)
+    out: list[Lease] = []
+    try:
+        entries = sorted(folder.glob("*.json"))
+    except OSError:
+        return out
+    for path in entries:
+        try:
+            data = json.loads(path.read_text(encoding="utf-8"))
+            lease = Lease(**data)
+        except (OSError, ValueError, TypeError):
+            continue  # a half-written or foreign file holds nothing
+        if now - lease.refreshed > minutes * 60:
+            try:
+                path.unlink()
+            except OSError:
+                pass
+            continue
+        out.append(lease)
+    return out
+
+
+# -- globs -----------------------------------------------------------------------------------------
+def _positive(scope: Iterable[str]) -> list[str]:
+    return [g.strip() for g in scope if g.strip() and not g.lstrip().startswith(("#", "!"))]
+
+
+def _literal_dirs(glob: str) -> tuple[str, ...] | None:
+    """The literal leading segments of an anchored glob; None when it matches at any depth."""
+    g = glob.rstrip("/")
+    if "/" not in g:
+        return None  # .gitignore: a glob without a slash matches at any depth
+    out: list[str] = []
+    for seg in g.lstrip("/").split("/"):
+        if _WILD.search(seg):
+            break
+        out.append(seg.lower())  # case-folded: claims more overlap, never less
+    return tuple(out)
+
+
+def globs_may_overlap(a: str, b: str) -> bool:
+    """Whether some path could match both globs (True when unsure).
+
+    Example:
+        >>> globs_may_overlap("docs/**", "docs/api/*.md"), globs_may_overlap("a/x", "b/x")
+        (True, False)
+    """
+    pa, pb = _literal_dirs(a), _literal_dirs(b)
+    if pa is None or pb is None:
+        return True
+    n = min(len(pa), len(pb))
+    return pa[:n] == pb[:n]
+
+
+def scope_overlap(
+    a: Sequence[str], b: Sequence[str], files: Iterable[str], *, strict: bool = False
+) -> list[str] | None:
+    """The indexed files both scopes own; None when the scopes cannot overlap.
+
+    An empty list means the globs may overlap but no file confirms it: not an overlap
+    unless ``strict`` (then the caller treats it as one).
+    """
+    pairs = [(x, y) for x in _positive(a) for y in _positive(b) if globs_may_overlap(x, y)]
+    if not pairs:
+        return None
+    common = sorted(f for f in files if in_scope(a, f) and in_scope(b, f))
+    if common or strict:
+        return common
+    return None
+
+
+def glob_contains(outer: str, inner: str) -> bool:
+    """Whether every path ``inner`` matches is provably matched by ``outer`` (False when unsure).
+
+    Example:
+        >>> glob_contains("src/**", "src/api/*.py"), glob_contains("src/*.py", "src/**")
+        (True, False)
+    """
+    o, i = outer.strip(), inner.strip()
+    if o.startswith("!") or i.startswith("!"):
+        return False
+    if o == i:
+        return True
+    if o in ("**", "**/*", "*", "**/"):
+        return True
+    # "P/**", "P/" or a literal "P" own everything under P (case-sensitive: folding
+    # could claim a containment the matcher does not make).
+    anchored = "/" in o.rstrip("/")
+    base = (o[:-3] if o.endswith("/**") else o.rstrip("/")).lstrip("/")
+    if not base or _WILD.search(base) or i.startswith("**"):
+        return False
+    base_segs = base.split("/")
+    inner_segs = i.rstrip("/").lstrip("/").split("/")
+    if "/" not in i.rstrip("/"):
+        return False  # inner matches at any depth: only a match-all outer holds it
+    lit = 0
+    while lit < len(inner_segs) and not _WILD.search(inner_segs[lit]):
+        lit += 1
+    # Every path inner matches starts with inner_segs[:lit] and has len(inner_segs)
+    # segments or more (a trailing ** may add more; a literal inner may be a directory).
+    starts = [0] if anchored else range(lit)
+    for k in starts:
+        end_ = k + len(base_segs)
+        if end_ <= lit and inner_segs[k:end_] == base_segs:
+            if end_ < len(inner_segs) or lit == len(inner_segs):
+                return True
+    return False
+
+
+def indexed_files(workspace: Access) -> list[str] | None:
+    """The workspace-relative paths the store holds a live version of (the index); None
+    when nothing was ever indexed (then there is nothing to confirm an overlap on).
+
+    Read only when two scopes' globs may overlap: it opens the store (pyarrow).
+    """
+    if workspace.store_tip() == 0:
+        return None
+    return _live_paths(workspace.store, str(workspace.root))
+
+
+def indexed_files_at(root: str | os.PathLike[str]) -> list[str] | None:
+    """:func:`indexed_files` of the workspace at ``root`` by its default store
+    (``.ctxnb/store``), for the Claude Code hooks, which open no workspace."""
+    from ..store.objectstore import ObjectStore
+
+    store_dir = Path(root, ".ctxnb", "store")
+    if not store_dir.is_dir():
+        return None
+    store = ObjectStore(store_dir)
+    if store.latest_tx() is None:
+        return None
+    return _live_paths(store, os.path.realpath(root))
+
+
+def _live_paths(store: ObjectStore, root_path: str) -> list[str]:
+    cols = store.scan("file", columns=["source_path", "source_hash"], format="arrow").to_pydict()
+    root = root_path + "/"
+    live: dict[str, bool] = {}
+    # Versions come in transaction order: the last one of a path says whether it lives.
+    for path, shash in zip(cols["source_path"], cols["source_hash"], strict=True):
+        if path and path.startswith(root):
+            live[path[len(root) :]] = shash is not None
+    return sorted(p for p, alive in live.items() if alive)
+
+
+# -- the checks ------------------------------------------------------------------------------------
+def check_partition(
+    root: str | os.PathLike[str],
+    session_id: str,
+    intent_id: str,
+    scope: Sequence[str],
+    *,
+    files: Callable[[], Iterable[str] | None],
+    minutes: float = DEFAULT_LEASE_MINUTES,
+    strict: bool = False,
+    parent: str | None = None,
+    now: float | None = None,
+) -> PolicyError | None:
+    """The refusal when another live session holds an overlapping scope, else None.
+
+    ``files`` lists the indexed files (workspace-relative), or returns None when the
+    workspace was never indexed: then globs that may overlap count as an overlap (fail
+    closed: nothing can confirm they do not). It is called only when two scopes' globs
+    may overlap. A worker does not conflict with its own supervisor.
+    """
+    listed: list[str] | None = None
+    unindexed = False
+    for lease in live_leases(root, minutes=minutes, now=now):
+        if lease.session_id == session_id:
+            continue
+        if parent is not None and lease.session_id == parent:
+            continue  # a worker's scope lies inside its supervisor's by construction
+        if lease.parent is not None and lease.parent == session_id:
+            continue  # the supervisor re-selecting beside its own workers
+        if not any(globs_may_overlap(x, y) for x in _positive(scope) for y in lease.scope):
+            continue
+        if listed is None:
+            found = files()
+            unindexed = found is None
+            listed = [] if found is None else list(found)
+        common = scope_overlap(scope, lease.scope, listed, strict=strict or unindexed)
+        if common is None:
+            continue
+        shown = ", ".join(common[:5]) + (f" and {len(common) - 5} more" if len(common) > 5 else "")
+        why = (
+            f"both own {shown}"
+            if common
+            else "their globs may overlap and the workspace has no index to confirm on "
+            "(run `ctxnb index`)"
+            if unindexed
+            else "their globs may overlap (overlap_strict)"
+        )
+        return PolicyError(
+            "SCOPE_OVERLAP",
+            f"intent {intent_id} ({', '.join(scope)}) for session {session_id} overlaps "
+            f"intent {lease.intent_id} ({', '.join(lease.scope)}) held by live session "
+            f"{lease.session_id}: {why}",
+            recoverable=True,
+            required_action=(
+                f"Pick an intent with a disjoint scope, wait until session {lease.session_id} "
+                "closes (or its lease expires), or narrow the work with spawn_worker."
+            ),
+        )
+    return None
+
+
+def check_subset(
+    supervisor_scope: Sequence[str], worker_scope: Sequence[str], files: Iterable[str]
+) -> None:
+    """Refuse a worker scope that is not inside the supervisor's.
+
+    Raises:
+        PolicyError: ``SCOPE_NOT_SUBSET``, naming the glob or the files outside.
+    """
+    globs = _positive(worker_scope)
+    if not globs:
+        raise PolicyError(
+            "SCOPE_NOT_SUBSET",
+            "a worker needs a scope: pass at least one glob",
+            required_action="Call spawn_worker(scope=[...]) with globs inside the supervisor's.",
+        )
+    outer = _positive(supervisor_scope)
+    negated = [g for g in supervisor_scope if g.strip().startswith("!")]
+    for g in globs:
+        if any(seg in (".", "..") for seg in g.strip("/").split("/")):
+            raise PolicyError(
+                "SCOPE_NOT_SUBSET",
+                f"worker glob {g!r} has a '.' or '..' segment; globs name paths as they are",
+                required_action="Name the glob without '.' or '..' segments.",
+            )
+        if negated or not any(glob_contains(o, g) for o in outer):
+            raise PolicyError(
+                "SCOPE_NOT_SUBSET",
+                f"worker glob {g!r} is not provably inside the supervisor's scope "
+                f"({', '.join(supervisor_scope)})",
+                required_action="Name a narrower glob under one of the supervisor's globs.",
+            )
+    outside = sorted(f for f in files if in_scope(globs, f) and not in_scope(supervisor_scope, f))
+    if outside:
+        raise PolicyError(
+            "SCOPE_NOT_SUBSET",
+            f"worker scope ({', '.join(globs)}) owns files outside the supervisor's scope: "
+            + ", ".join(outside[:5]),
+            required_action="Name a narrower glob under one of the supervisor's globs.",
+        )
