@@ -166,8 +166,9 @@ class GovernanceConfig:
     command_timeout: Annotated[float, Gt(0)] = DEFAULT_COMMAND_TIMEOUT
     model_id: str | None = None
     # Write partitioning (ctxnb.govern.partition): selecting an intent whose scope
-    # overlaps one held by another live session is refused, or asked of the approver.
-    overlap: Literal["refuse", "ask"] = "refuse"
+    # overlaps one held by another live session is refused, asked of the approver, or
+    # allowed ("allow": concurrent writers meet only the optimistic lock).
+    overlap: Literal["refuse", "ask", "allow"] = "refuse"
     # Globs that may overlap count as an overlap even when no indexed file confirms it.
     overlap_strict: bool = False
     # Minutes a session's lease on its scope lives without activity.

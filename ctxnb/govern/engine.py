@@ -280,15 +280,19 @@ class HookEngine:
         from .partition import check_partition, write_lease
 
         session_id = self.tools.session.session_id
-        err = check_partition(
-            self.root,
-            session_id,
-            intent_id,
-            scope,
-            files=self.indexed_files,
-            minutes=self.lease_minutes,
-            strict=self.overlap_strict,
-            parent=self.parent_session,
+        err = (
+            None
+            if self.overlap == "allow"
+            else check_partition(
+                self.root,
+                session_id,
+                intent_id,
+                scope,
+                files=self.indexed_files,
+                minutes=self.lease_minutes,
+                strict=self.overlap_strict,
+                parent=self.parent_session,
+            )
         )
         if err is not None:
             if self.overlap != "ask" or self.approver is None:

@@ -337,14 +337,18 @@ def claim_scope(root: Path, states: Path, session_id: str, intent: IntentLike) -
     from .partition import check_partition, indexed_files_at, write_lease
 
     settings = load_settings(root, states)
-    err = check_partition(
-        root,
-        session_id,
-        intent.id,
-        list(intent.owned_scope),
-        files=lambda: indexed_files_at(root),
-        minutes=float(settings.get("lease_minutes", 30.0)),
-        strict=bool(settings.get("overlap_strict", False)),
+    err = (
+        None
+        if settings.get("overlap") == "allow"
+        else check_partition(
+            root,
+            session_id,
+            intent.id,
+            list(intent.owned_scope),
+            files=lambda: indexed_files_at(root),
+            minutes=float(settings.get("lease_minutes", 30.0)),
+            strict=bool(settings.get("overlap_strict", False)),
+        )
     )
     if err is not None:
         if settings.get("overlap") == "ask":

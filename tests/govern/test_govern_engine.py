@@ -124,6 +124,7 @@ def test_destructive_command_reject_and_approve_paths(gov):
     assert out["error_code"] == "APPROVAL_REJECTED"
     assert out["details"]["decision"]["by"] == "reviewer-ana"
     assert (gov / "inventory" / "build" / "out.txt").exists()
+    no.session.close()  # its scope is free for the next agent (write partitioning)
 
     q = QueueApprover(timeout=10)
     yes = tools_for(gov, sid="agent-2", approver=q)
@@ -218,6 +219,8 @@ print(json.dumps({"ok": ok, "stale": stale}))
 
 
 def test_overlapping_writers_in_processes_never_lose_a_write(gov):
+    # Three writers under one intent on purpose: what is tested is the optimistic lock.
+    (gov / "ctxnb.toml").write_text('[governance]\noverlap = "allow"\n')
     procs = [
         subprocess.Popen(
             [sys.executable, "-c", WRITER, str(gov), f"p{k}", f"p{k}-"],
@@ -327,6 +330,7 @@ def test_a_refusal_comes_back_as_a_lesson_to_the_next_agent_in_scope(gov) -> Non
     assert out["error_code"] == "APPROVAL_REJECTED"
     agent_md = (gov / ".orchestration" / "AGENT.md").read_text()
     assert "[INT-001]" in agent_md and "refused by ana" in agent_md
+    t.session.close()  # the next agent takes the intent's scope after this one
 
     # a quality failure after an edit is a lesson about that file
     (gov / "ctxnb.toml").write_text('[governance]\nquality_commands = ["false"]\n')
@@ -336,6 +340,7 @@ def test_a_refusal_comes_back_as_a_lesson_to_the_next_agent_in_scope(gov) -> Non
     assert t2.write_file(
         "inventory/store.py", r.content + "# x\n", expected_sha256=r.sha256
     ).feedback
+    t2.session.close()
 
     # a new agent selecting the intent is told both; another intent's agent is not
     fresh = tools_for(gov, sid="agent-3")

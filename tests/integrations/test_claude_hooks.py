@@ -569,16 +569,16 @@ POLICY_PATH_MODULES = {
     "ctxnb.govern",
     "ctxnb.govern.breaker",
     "ctxnb.govern.core",
-    # A write refreshes the session's lease on its scope (write partitioning): json and
-    # one stat; the store is opened only when a lapsed lease is taken again.
-    "ctxnb.govern.partition",
+    "ctxnb.govern.partition",  # on a write only (below)
     "ctxnb.govern.state",
     "ctxnb.integrations",
     "ctxnb.integrations._claude_hookio",  # the payload and the answer, split from claude_code
     "ctxnb.integrations.claude_code",
     "ctxnb.hashing",
 }
-WRITE_CHECK_MODULES = {"ctxnb.access.protected"}
+# A write refreshes the session's lease on its scope (write partitioning): json and one
+# stat; the store is opened only when a lapsed lease is taken again.
+WRITE_CHECK_MODULES = {"ctxnb.access.protected", "ctxnb.govern.partition"}
 """On the policy path of a write only."""
 # Libraries (and slow standard modules) a path check never needs.
 NOT_ON_THE_POLICY_PATH = (
@@ -763,7 +763,11 @@ def test_a_claude_code_write_gets_the_record_an_engine_write_gets(ws, payloads, 
         assert latest.doc["content"] == after
         assert meta["version_id"] == latest.version_id
 
-    # the same change through the engine's write_file gets the same kind of record
+    # the same change through the engine's write_file gets the same kind of record, once
+    # the Claude Code session is over (its lease would keep the scope otherwise)
+    from ctxnb.govern.partition import release_lease
+
+    release_lease(ws, "s-r")
     w = Workspace.open(ws)
     tools = w.tools(w.session("nb"), caller="nb")
     tools.engine.select_active_intent("INT-001")
