@@ -27,7 +27,9 @@ This module imports nothing heavy: the Claude Code hooks use it.
 Example:
     >>> globs_may_overlap("src/a/**", "src/b/**"), globs_may_overlap("src/**", "*.py")
     (False, True)
-    >>> scope_overlap(["src/**"], ["*.md"], ["src/app.py", "docs/x.md"])
+    >>> print(scope_overlap(["src/**"], ["*.md"], ["src/app.py", "docs/x.md"]))
+    None
+    >>> scope_overlap(["src/**"], ["*.md"], ["src/app.py", "docs/x.md"], strict=True)
     []
     >>> scope_overlap(["src/**"], ["*.py"], ["src/app.py", "docs/x.md"])
     ['src/app.py']
