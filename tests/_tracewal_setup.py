@@ -20,6 +20,10 @@ def governed(root: Path) -> Path:
     """``root`` with governance on and one intent, INT-001, owning ``inventory/**``."""
     init_governance(root)
     (root / ".orchestration" / "active_intents.yaml").write_text(INTENTS)
+    # Several writers of one intent in turn, some killed mid-write: what these tests
+    # are about is the ledger's recovery, not write partitioning (a killed writer's
+    # lease would hold the scope for lease_minutes).
+    (root / "ctxnb.toml").write_text('[governance]\noverlap = "allow"\n')
     return root
 
 
