@@ -376,6 +376,7 @@ def _exec_governed(root: Any, intent_id: str, argv: list[str], cwd: str, ns: Any
 
         # Claude Code exports its trace context to the commands its Bash tool runs.
         engine.recorder.carried.update(carried_metadata(os.environ, ns.prompt_id))
+        engine.lease_session = sid  # the Claude Code session's lease on its scope
         engine.select_active_intent(intent_id)
         try:
             out = engine.commands.run(
@@ -479,6 +480,7 @@ def _held(action: str, hold_id: str, ns: Any) -> int:
         prepare=prepare,
     ) as backend:
         engine = backend.engine
+        engine.lease_session = ns.session  # the Claude Code session's lease, if one
         engine.select_active_intent(hold.intent_id)
         try:
             out = engine.commands.commit_held(

@@ -187,6 +187,10 @@ class HookEngine:
         self.overlap_strict = gov.overlap_strict
         self.lease_minutes = gov.lease_minutes
         self._leased_at: float | None = None
+        # The session the lease is held under when it is not this one's: a Claude Code
+        # session's confined command runs in its own ctxnb session (claude-code-<id>)
+        # but under the Claude Code session's lease, which it refreshes, never releases.
+        self.lease_session: str | None = None
         # A worker (spawn_worker): its supervisor's session and its narrowed scope.
         self.parent_session: str | None = None
         self.narrowed_scope: list[str] | None = None
@@ -279,7 +283,7 @@ class HookEngine:
         overlap``) when another live session holds an overlapping one."""
         from .partition import check_partition, write_lease
 
-        session_id = self.tools.session.session_id
+        session_id = self.lease_session or self.tools.session.session_id
         err = (
             None
             if self.overlap == "allow"
@@ -369,7 +373,7 @@ class HookEngine:
         """Release this session's lease (its scope is free for other sessions)."""
         from .partition import release_lease
 
-        if self._leased_at is not None:
+        if self._leased_at is not None and self.lease_session is None:
             release_lease(self.root, self.tools.session.session_id)
             self._leased_at = None
 
