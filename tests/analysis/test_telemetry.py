@@ -54,6 +54,7 @@ def governed(git_repo: Path) -> tuple[Path, str]:
         new = read.content + f"\n# {sid}\n"
         assert tools.write_file("inventory/models.py", new, expected_sha256=read.sha256).success
         tools.dispatch("search", {"pattern": f"aws_key = {key}"})
+        tools.session.close()  # in turn: the next session takes the intent's scope
     ws.close()
     return git_repo, key
 
