@@ -281,40 +281,57 @@ class HookEngine:
     def claim_scope(self, intent_id: str, scope: list[str]) -> None:
         """Take this session's lease on ``scope``, refused (or asked, per ``[governance]
         overlap``) when another live session holds an overlapping one."""
-        from .partition import check_partition, write_lease
+        from .partition import check_partition, lease_lock, write_lease
 
         session_id = self.lease_session or self.tools.session.session_id
-        err = (
-            None
-            if self.overlap == "allow"
-            else check_partition(
-                self.root,
-                session_id,
-                intent_id,
-                scope,
-                files=self.indexed_files,
-                minutes=self.lease_minutes,
-                strict=self.overlap_strict,
-                parent=self.parent_session,
+        # A lease taken for a Claude Code session outlives this process (the session
+        # goes on after its command): it is bound to no process, as the hook's are.
+        bound = self.lease_session is None
+
+        def take() -> None:
+            write_lease(
+                self.root, session_id, intent_id, scope, parent=self.parent_session, bound=bound
             )
+            self._leased_at = time.time()
+
+        # The check and the write are one step under the lease lock: two sessions that
+        # select overlapping intents at once cannot both pass the check.
+        with lease_lock(self.root):
+            err = (
+                None
+                if self.overlap == "allow"
+                else check_partition(
+                    self.root,
+                    session_id,
+                    intent_id,
+                    scope,
+                    files=self.indexed_files,
+                    minutes=self.lease_minutes,
+                    strict=self.overlap_strict,
+                    parent=self.parent_session,
+                )
+            )
+            if err is None:
+                take()
+                return
+        if self.overlap != "ask" or self.approver is None:
+            raise err
+        # Asked outside the lock: a human may take minutes, and other sessions' checks
+        # must not wait for the answer.
+        req = ApprovalRequest.new(
+            "select_active_intent",
+            {"intent_id": intent_id},
+            err.message,
+            risk="SCOPE_OVERLAP",
+            intent_id=intent_id,
+            session_id=session_id,
         )
-        if err is not None:
-            if self.overlap != "ask" or self.approver is None:
-                raise err
-            req = ApprovalRequest.new(
-                "select_active_intent",
-                {"intent_id": intent_id},
-                err.message,
-                risk="SCOPE_OVERLAP",
-                intent_id=intent_id,
-                session_id=session_id,
-            )
-            decision = self.approver.request(req)
-            self.decisions.append((req, decision))
-            if not decision.approved:
-                raise err
-        write_lease(self.root, session_id, intent_id, scope, parent=self.parent_session)
-        self._leased_at = time.time()
+        decision = self.approver.request(req)
+        self.decisions.append((req, decision))
+        if not decision.approved:
+            raise err
+        with lease_lock(self.root):
+            take()
 
     def refresh_lease(self) -> None:
         """Keep this session's lease live; fail closed when it lapsed and another session

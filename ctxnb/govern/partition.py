@@ -8,9 +8,15 @@ the scope leased by another live session is refused (``SCOPE_OVERLAP``, or asked
 - **Live session.** A lease is a JSON file per session under ``.ctxnb/leases/`` (a
   folder no agent tool may touch): the session, its intent, its scope, its parent (a
   worker's supervisor) and when it was last refreshed. Every governed call refreshes
-  it; closing the session releases it; a lease not refreshed for
-  ``[governance] lease_minutes`` (30 by default) has expired and no longer counts, so
-  a crashed agent does not hold its files forever.
+  it; closing the session releases it. A lease dies with the process that holds it:
+  a lease whose process is gone (killed, crashed; a pid now used by another process
+  or a zombie counts as gone) no longer counts. A lease not bound to one process (a
+  Claude Code session's, taken by its short-lived hook processes) and one whose
+  process ctxnb cannot see (another pid namespace or machine) lives until it is not
+  refreshed for ``[governance] lease_minutes`` (30 by default).
+- **One at a time.** Checking the live leases and writing one's own happen under an
+  exclusive lock (``.ctxnb/leases/.lock``), so two sessions that select overlapping
+  intents at the same moment cannot both pass the check.
 - **Overlap.** Decided on the globs first, conservatively: two globs may overlap unless
   their literal leading directories diverge (``src/a/**`` and ``src/b/**`` cannot; a
   glob without ``/`` matches at any depth and may overlap anything). Globs that may
@@ -37,11 +43,13 @@ Example:
 
 from __future__ import annotations
 
+import contextlib
+import fcntl
 import json
 import os
 import re
 import time
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, NamedTuple
 
@@ -60,9 +68,11 @@ __all__ = [
     "check_subset",
     "glob_contains",
     "globs_may_overlap",
+    "holder_alive",
     "indexed_files",
     "indexed_files_at",
     "lease_age",
+    "lease_lock",
     "live_leases",
     "release_lease",
     "scope_overlap",
@@ -86,6 +96,79 @@ class Lease(NamedTuple):
     refreshed: float  # seconds since the epoch
     parent: str | None = None  # the supervisor's session, for a worker
     pid: int | None = None
+    # The holding process, told apart from a later one with the same pid: its start
+    # time (clock ticks after boot) and where its pid means something (boot, pid ns).
+    started: int | None = None
+    where: str | None = None
+    # Whether the lease dies with its process (False: a Claude Code session's, whose
+    # hook processes end after each call while the session goes on).
+    bound: bool = True
+
+
+def _proc_stat(pid: int) -> tuple[str, int] | None:
+    """A process's state letter and start time from /proc; None when there is none."""
+    try:
+        with open(f"/proc/{pid}/stat", encoding="ascii", errors="replace") as f:
+            stat = f.read()
+    except OSError:
+        return None
+    # The command name (field 2) may hold spaces and parentheses: split after the last ')'.
+    fields = stat[stat.rfind(")") + 2 :].split()
+    try:
+        return fields[0], int(fields[19])
+    except (IndexError, ValueError):
+        return None
+
+
+def _here() -> str | None:
+    """Where this process's pids mean something: the boot and the pid namespace."""
+    try:
+        with open("/proc/sys/kernel/random/boot_id", encoding="ascii") as f:
+            boot = f.read().strip()
+        return f"{boot}:{os.stat('/proc/self/ns/pid').st_ino}"
+    except OSError:
+        return None
+
+
+def holder_alive(lease: Lease) -> bool | None:
+    """Whether the process holding ``lease`` still runs; None when ctxnb cannot tell
+    (an unbound lease, another pid namespace or boot, no /proc): then only its age counts.
+
+    Example:
+        >>> print(holder_alive(Lease("cc-1", "INT-1", ["src/**"], 0.0, pid=1, bound=False)))
+        None
+    """
+    if not lease.bound or lease.pid is None or lease.started is None:
+        return None
+    here = _here()
+    if here is None or lease.where != here:
+        return None
+    stat = _proc_stat(lease.pid)
+    if stat is None:
+        return False  # no such process: it ended
+    state, started = stat
+    # A zombie has ended (killed, not yet reaped); a different start time is another
+    # process that got the same pid.
+    return state not in ("Z", "X") and started == lease.started
+
+
+def _holder() -> tuple[int, int | None, str | None]:
+    pid = os.getpid()
+    stat = _proc_stat(pid)
+    return pid, None if stat is None else stat[1], _here()
+
+
+@contextlib.contextmanager
+def lease_lock(root: str | os.PathLike[str]) -> Iterator[None]:
+    """Hold the workspace's lease lock: check the leases and write one's own inside it."""
+    folder = Path(root).joinpath(*_LEASES)
+    folder.mkdir(parents=True, exist_ok=True)
+    fd = os.open(folder / ".lock", os.O_RDWR | os.O_CREAT, 0o644)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX)
+        yield
+    finally:
+        os.close(fd)  # closing the descriptor releases the lock
 
 
 def _lease_file(root: Path, session_id: str) -> Path:
@@ -101,15 +184,18 @@ def write_lease(
     *,
     parent: str | None = None,
     now: float | None = None,
+    bound: bool = True,
 ) -> Lease:
-    """Take or refresh ``session_id``'s lease (written atomically)."""
+    """Take or refresh ``session_id``'s lease (written atomically), held by this process
+    (``bound``: it dies with this process) or by the session alone (``bound=False``)."""
     lease = Lease(
         session_id,
         intent_id,
         list(scope),
         time.time() if now is None else now,
         parent,
-        os.getpid(),
+        *_holder(),
+        bound,
     )
     path = _lease_file(Path(root), session_id)
     path.parent.mkdir(parents=True, exist_ok=True)
@@ -142,7 +228,8 @@ def live_leases(
     minutes: float = DEFAULT_LEASE_MINUTES,
     now: float | None = None,
 ) -> list[Lease]:
-    """The leases refreshed within the last ``minutes``; expired ones are removed."""
+    """The leases refreshed within the last ``minutes`` whose holder may still run;
+    expired ones and those of an ended process are removed."""
     now = time.time() if now is None else now
     folder = Path(root).joinpath(*_LEASES)
     out: list[Lease] = []
@@ -156,7 +243,7 @@ def live_leases(
             lease = Lease(**data)
         except (OSError, ValueError, TypeError):
             continue  # a half-written or foreign file holds nothing
-        if now - lease.refreshed > minutes * 60:
+        if now - lease.refreshed > minutes * 60 or holder_alive(lease) is False:
             try:
                 path.unlink()
             except OSError:

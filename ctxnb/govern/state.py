@@ -334,29 +334,33 @@ def claim_scope(root: Path, states: Path, session_id: str, intent: IntentLike) -
         PolicyError: ``SCOPE_OVERLAP`` when another live session holds an overlapping
             scope (a hook has no one to ask: ``overlap = "ask"`` refuses too, saying so).
     """
-    from .partition import check_partition, indexed_files_at, write_lease
+    from .partition import check_partition, indexed_files_at, lease_lock, write_lease
 
     settings = load_settings(root, states)
-    err = (
-        None
-        if settings.get("overlap") == "allow"
-        else check_partition(
-            root,
-            session_id,
-            intent.id,
-            list(intent.owned_scope),
-            files=lambda: indexed_files_at(root),
-            minutes=float(settings.get("lease_minutes", 30.0)),
-            strict=bool(settings.get("overlap_strict", False)),
-        )
-    )
-    if err is not None:
-        if settings.get("overlap") == "ask":
-            err.required_action += (
-                ' ([governance] overlap = "ask": a hook has no one to ask, so it refuses.)'
+    with lease_lock(root):  # the check and the write are one step (see partition)
+        err = (
+            None
+            if settings.get("overlap") == "allow"
+            else check_partition(
+                root,
+                session_id,
+                intent.id,
+                list(intent.owned_scope),
+                files=lambda: indexed_files_at(root),
+                minutes=float(settings.get("lease_minutes", 30.0)),
+                strict=bool(settings.get("overlap_strict", False)),
             )
-        raise err
-    write_lease(root, session_id, intent.id, list(intent.owned_scope))
+        )
+        if err is None:
+            # Bound to no process: the hook process ends now, the Claude Code session
+            # goes on; the lease lives by its age (lease_minutes).
+            write_lease(root, session_id, intent.id, list(intent.owned_scope), bound=False)
+            return
+    if settings.get("overlap") == "ask":
+        err.required_action += (
+            ' ([governance] overlap = "ask": a hook has no one to ask, so it refuses.)'
+        )
+    raise err
 
 
 def refresh_lease(root: Path, states: Path, session_id: str, intent: IntentLike) -> None:

@@ -4,7 +4,10 @@ scopes, and a worker is narrowed to a subset of its supervisor's scope."""
 from __future__ import annotations
 
 import json
+import os
+import signal
 import subprocess
+import sys
 import time
 from pathlib import Path
 
@@ -15,13 +18,16 @@ from ctxnb.errors import PolicyError
 from ctxnb.govern import init_governance
 from ctxnb.govern.approval import CallbackApprover
 from ctxnb.govern.partition import (
+    Lease,
     check_subset,
     glob_contains,
     globs_may_overlap,
+    holder_alive,
     live_leases,
     write_lease,
 )
 from ctxnb.govern.why import why
+from ctxnb.hashing import sha256_hex
 
 INTENTS = """\
 active_intents:
@@ -302,3 +308,95 @@ def test_hook_select_intent_is_refused_beside_a_live_session(root, tmp_path):
     assert ok.returncode == 0, ok.stderr
     # Now the hook session holds docs/**: a notebook session cannot take it.
     assert select(ws.tools(ws.session("nb2")), "INT-DOCS")["error_code"] == "SCOPE_OVERLAP"
+
+
+# -- a lease dies with its process -------------------------------------------------------------
+HOLDER = """\
+import sys, time
+from ctxnb import Workspace
+ws = Workspace.open(sys.argv[1])
+tools = ws.tools(ws.session("holder"))
+out = tools.dispatch("select_active_intent", {"intent_id": "INT-APP"})
+print("ready" if out["ok"] else out["message"], flush=True)
+time.sleep(600)
+"""
+
+
+def put_lease(root: Path, lease: Lease) -> None:
+    """Write ``lease`` as it would be found on disk (its file named by its session)."""
+    name = sha256_hex(lease.session_id.encode("utf-8"))[:32] + ".json"
+    (root / ".ctxnb" / "leases" / name).write_text(json.dumps(lease._asdict()))
+
+
+def start_holder(root: Path) -> subprocess.Popen[str]:
+    """A real process whose session holds INT-APP's scope (src/**) until it is killed."""
+    proc = subprocess.Popen(
+        [sys.executable, "-c", HOLDER, str(root)],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.DEVNULL,
+        text=True,
+    )
+    assert proc.stdout is not None
+    assert proc.stdout.readline().strip() == "ready"
+    return proc
+
+
+@pytest.mark.parametrize("reaped", [True, False])
+def test_a_killed_sessions_lease_does_not_hold_the_scope(root, reaped):
+    """kill -9 runs no close() and no atexit: the lease file stays, and must not count.
+    Unreaped, the killed process is a zombie that still has a /proc entry."""
+    holder = start_holder(root)
+    try:
+        ws = Workspace.open(root)
+        tb = ws.tools(ws.session("b"))
+        out = select(tb, "INT-PY")
+        assert out["error_code"] == "SCOPE_OVERLAP" and "holder" in out["message"]
+        os.kill(holder.pid, signal.SIGKILL)
+        if reaped:
+            holder.wait(timeout=60)
+        else:
+            deadline = time.monotonic() + 60
+            while Path(f"/proc/{holder.pid}/stat").read_text().split(") ")[1][0] != "Z":
+                assert time.monotonic() < deadline, "the killed process never became a zombie"
+                time.sleep(0.05)
+        assert select(tb, "INT-PY")["ok"]  # minutes before lease_minutes would free it
+        assert [lease.session_id for lease in live_leases(root)] == ["b"]
+    finally:
+        holder.kill()
+        holder.wait(timeout=60)
+        assert holder.stdout is not None
+        holder.stdout.close()
+
+
+def test_a_lease_naming_a_reused_pid_is_not_held_by_its_new_process(root):
+    """The pid of a dead holder may be given to another process: the start time tells."""
+    lease = write_lease(root, "old", "INT-APP", ["src/**"])
+    assert holder_alive(lease) is True  # this very process
+    stale = lease._replace(started=(lease.started or 0) - 1)
+    assert holder_alive(stale) is False
+    put_lease(root, stale)
+    ws = Workspace.open(root)
+    assert select(ws.tools(ws.session("b")), "INT-PY")["ok"]
+
+
+def test_a_lease_ctxnb_cannot_check_lives_by_its_age(root):
+    """A Claude Code session's lease (no process holds it) and one from another pid
+    namespace with a pid that is free here: unknown is not dead."""
+    ended = subprocess.run(
+        [sys.executable, "-c", "import os; print(os.getpid())"],
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    pid = int(ended.stdout)  # a process that has ended: its pid is free here
+    hook = write_lease(root, "cc-1", "INT-APP", ["src/**"], bound=False)._replace(pid=pid)
+    other = write_lease(root, "box", "INT-DOCS", ["docs/**"])._replace(
+        pid=pid, where="another-boot:4026531836"
+    )
+    for lease in (hook, other):
+        assert holder_alive(lease) is None
+        put_lease(root, lease)
+    ws = Workspace.open(root)
+    tb = ws.tools(ws.session("b"))
+    assert "cc-1" in select(tb, "INT-PY")["message"]
+    assert "box" in select(tb, "INT-DOCS")["message"]
