@@ -333,6 +333,20 @@ class HookEngine:
         with lease_lock(self.root):
             take()
 
+    def hold_lease(self) -> None:
+        """Take this session's lease on its active intent's scope again after
+        :meth:`release` (a live agent between two prompts holds none).
+
+        Raises:
+            PolicyError: ``SCOPE_OVERLAP`` when another live session took an
+                overlapping scope meanwhile.
+        """
+        if self._leased_at is not None or self.active_intent_id is None:
+            return
+        intent = self.current_intent()
+        if intent is not None:
+            self.claim_scope(intent.id, list(intent.owned_scope))
+
     def refresh_lease(self) -> None:
         """Keep this session's lease live; fail closed when it lapsed and another session
         took an overlapping scope meanwhile (the check runs again)."""

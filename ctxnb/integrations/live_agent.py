@@ -195,7 +195,24 @@ class LiveSession(WorkspaceBackend):
             raise ConfigError(f"intent {intent_id!r} cannot be selected: {out.get('message')}")
 
     def work(self, settings: LiveAgentSettings, text: str, events: RunEvents) -> dict[str, Any]:
-        """Run the governed live agent on ``text`` (blocking); mini-swe-agent's exit info."""
+        """Run the governed live agent on ``text`` (blocking); mini-swe-agent's exit info.
+
+        The session holds its lease on the intent's scope while the prompt runs and
+        releases it when the run ends (or pauses for nothing more): a server keeps its
+        conversations open between prompts, and an idle one must not keep another
+        conversation, or another agent, off the files (write partitioning).
+
+        Raises:
+            PolicyError: ``SCOPE_OVERLAP``, another live session holds an overlapping
+                scope now; nothing ran.
+        """
+        self.engine.hold_lease()
+        try:
+            return self._work(settings, text, events)
+        finally:
+            self.engine.release()
+
+    def _work(self, settings: LiveAgentSettings, text: str, events: RunEvents) -> dict[str, Any]:
         from ..live.run import build_agent, offer_recall, run_agent
 
         s = settings
