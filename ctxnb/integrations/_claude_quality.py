@@ -46,6 +46,9 @@ def quality_feedback(
             prepare=prepare,
         ) as backend:
             engine = backend.engine
+            # The checks run for the Claude Code session, under its lease on the
+            # intent's scope (a second lease of this ctxnb session would be refused).
+            engine.lease_session = sid
             if intent_id is not None:
                 engine.select_active_intent(intent_id)
             return run_quality(
