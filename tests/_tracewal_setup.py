@@ -20,9 +20,9 @@ def governed(root: Path) -> Path:
     """``root`` with governance on and one intent, INT-001, owning ``inventory/**``."""
     init_governance(root)
     (root / ".orchestration" / "active_intents.yaml").write_text(INTENTS)
-    # Several writers of one intent in turn, some killed mid-write: what these tests
-    # are about is the ledger's recovery, not write partitioning (a killed writer's
-    # lease would hold the scope for lease_minutes).
+    # Several writers of one intent, two at once in some tests and in turn in one
+    # process in others: what these tests are about is the ledger under concurrent
+    # writers, not write partitioning, so they say the writers share the scope.
     (root / "ctxnb.toml").write_text('[governance]\noverlap = "allow"\n')
     return root
 

@@ -44,9 +44,13 @@ def test_a_refused_command_comes_back_as_a_lesson_without_its_token(git_repo: Pa
     assert TOKEN not in json.dumps(out)
     agent_md = (root / ".orchestration" / "AGENT.md").read_text(encoding="utf-8")
     assert "refused by ana" in agent_md and TOKEN not in agent_md, agent_md
+    # The next agent comes after this one under the same intent: this one ends first
+    # (two live sessions may not hold one scope).
+    t.session.close()
     fresh = ws.tools(ws.session("a2"), caller="agent", model_id="test/model")
     block = fresh.dispatch("select_active_intent", {"intent_id": "INT-001"})["result"]
     assert "refused by ana" in block and TOKEN not in block, block
+    fresh.session.close()
     # A lesson written by hand (or before lessons were redacted) leaves redacted too.
     with (root / ".orchestration" / "AGENT.md").open("a", encoding="utf-8") as f:
         f.write(f"- 2026-11-20 09:00 [INT-001] push with GH_TOKEN={TOKEN}\n")
