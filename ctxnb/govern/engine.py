@@ -193,6 +193,8 @@ class HookEngine:
         self.lease_session: str | None = None
         # A worker (spawn_worker): its supervisor's session and its narrowed scope.
         self.parent_session: str | None = None
+        # Its supervisors up the chain, the first one first (the parent is the last).
+        self.supervisors: list[str] = []
         self.narrowed_scope: list[str] | None = None
         self.workers: list[str] = []
 
@@ -290,7 +292,7 @@ class HookEngine:
 
         def take() -> None:
             write_lease(
-                self.root, session_id, intent_id, scope, parent=self.parent_session, bound=bound
+                self.root, session_id, intent_id, scope, supervisors=self.supervisors, bound=bound
             )
             self._leased_at = time.time()
 
@@ -308,7 +310,7 @@ class HookEngine:
                     files=self.indexed_files,
                     minutes=self.lease_minutes,
                     strict=self.overlap_strict,
-                    parent=self.parent_session,
+                    supervisors=self.supervisors,
                 )
             )
             if err is None:
@@ -388,6 +390,7 @@ class HookEngine:
         )
         child = tools.engine  # type: ignore[attr-defined]
         child.parent_session = supervisor.session_id
+        child.supervisors = [*self.supervisors, supervisor.session_id]
         child.narrowed_scope = list(scope)
         child.active_intent_id = intent.id
         try:
@@ -520,6 +523,8 @@ class HookEngine:
         )
         if self.parent_session is not None:
             out["parent_session"] = self.parent_session
+            if len(self.supervisors) > 1:
+                out["supervisors"] = list(self.supervisors)  # a worker of a worker
         return out
 
     # -- the hooks the tools call ---------------------------------------------------------------

@@ -6,8 +6,8 @@ the scope leased by another live session is refused (``SCOPE_OVERLAP``, or asked
 ``[governance] overlap = "ask"``), naming both intents and both sessions.
 
 - **Live session.** A lease is a JSON file per session under ``.ctxnb/leases/`` (a
-  folder no agent tool may touch): the session, its intent, its scope, its parent (a
-  worker's supervisor) and when it was last refreshed. Every governed call refreshes
+  folder no agent tool may touch): the session, its intent, its scope, its supervisors
+  (a worker's) and when it was last refreshed. Every governed call refreshes
   it; closing the session releases it. A lease dies with the process that holds it:
   a lease whose process is gone (killed, crashed; a pid now used by another process
   or a zombie counts as gone) no longer counts. A lease not bound to one process (a
@@ -20,9 +20,10 @@ the scope leased by another live session is refused (``SCOPE_OVERLAP``, or asked
 - **Overlap.** Decided on the globs first, conservatively: two globs may overlap unless
   their literal leading directories diverge (``src/a/**`` and ``src/b/**`` cannot; a
   glob without ``/`` matches at any depth and may overlap anything). Globs that may
-  overlap are then confirmed on the indexed files: they overlap when one file matches
-  both. Globs that could overlap but share no existing file are not an overlap, unless
-  ``[governance] overlap_strict = true``.
+  overlap are then confirmed on the indexed files and the files on disk (the index may
+  lag the tree): they overlap when one file matches both. Globs that could overlap but
+  share no existing file are not an overlap, unless ``[governance] overlap_strict =
+  true``.
 - **Subset.** A worker's scope (:meth:`ctxnb.session.Session.spawn_worker`) must lie
   inside its supervisor's: each worker glob must be provably contained in a supervisor
   glob (:func:`glob_contains`), and every indexed file the worker's globs match must be
@@ -76,6 +77,7 @@ __all__ = [
     "live_leases",
     "release_lease",
     "scope_overlap",
+    "tree_files",
     "write_lease",
 ]
 
@@ -103,6 +105,9 @@ class Lease(NamedTuple):
     # Whether the lease dies with its process (False: a Claude Code session's, whose
     # hook processes end after each call while the session goes on).
     bound: bool = True
+    # A worker's chain of supervisors, the first one first (its parent is the last):
+    # a worker of a worker conflicts with none of them, nor they with it.
+    supervisors: Sequence[str] = ()
 
 
 def _proc_stat(pid: int) -> tuple[str, int] | None:
@@ -182,7 +187,7 @@ def write_lease(
     intent_id: str,
     scope: Sequence[str],
     *,
-    parent: str | None = None,
+    supervisors: Sequence[str] = (),
     now: float | None = None,
     bound: bool = True,
 ) -> Lease:
@@ -193,9 +198,10 @@ def write_lease(
         intent_id,
         list(scope),
         time.time() if now is None else now,
-        parent,
+        supervisors[-1] if supervisors else None,
         *_holder(),
         bound,
+        list(supervisors),
     )
     path = _lease_file(Path(root), session_id)
     path.parent.mkdir(parents=True, exist_ok=True)
@@ -346,9 +352,22 @@ def indexed_files(workspace: Access) -> list[str] | None:
 
     Read only when two scopes' globs may overlap: it opens the store (pyarrow).
     """
-    if workspace.store_tip() == 0:
+    tip = workspace.store_tip()
+    if tip == 0:
         return None
-    return _live_paths(workspace.store, str(workspace.root))
+    # The live paths change only with a transaction: kept per store by its tip, so a
+    # session that selects again or refreshes its lease does not scan the store again.
+    key = str(workspace.store_dir)
+    cached = _INDEXED.get(key)
+    if cached is not None and cached[0] == tip:
+        return list(cached[1])
+    paths = _live_paths(workspace.store, str(workspace.root))
+    _INDEXED[key] = (tip, tuple(paths))
+    return paths
+
+
+_INDEXED: dict[str, tuple[int, tuple[str, ...]]] = {}
+"""The indexed files of each store this process read them from, with the tip they are of."""
 
 
 def indexed_files_at(root: str | os.PathLike[str]) -> list[str] | None:
@@ -376,6 +395,44 @@ def _live_paths(store: ObjectStore, root_path: str) -> list[str]:
     return sorted(p for p, alive in live.items() if alive)
 
 
+def tree_files(root: str | os.PathLike[str], scope: Sequence[str]) -> list[str]:
+    """The workspace-relative paths of the files on disk under ``scope``'s literal
+    leading directories (the whole tree when a glob matches at any depth); ctxnb's own
+    folders and ``.git`` left out, symlinks not followed.
+
+    Example:
+        >>> import pathlib, tempfile
+        >>> top = pathlib.Path(tempfile.mkdtemp()); (top / "src").mkdir()
+        >>> _ = (top / "src" / "a.py").write_text(""); _ = (top / "b.py").write_text("")
+        >>> tree_files(top, ["src/**"]), sorted(tree_files(top, ["*.py"]))
+        (['src/a.py'], ['b.py', 'src/a.py'])
+    """
+    top = Path(root)
+    starts: set[str] = set()
+    for g in _positive(scope):
+        lit = _literal_dirs(g)
+        if lit is None or not lit:
+            starts = {""}
+            break
+        # The literal prefix, in the glob's own case (the walk is on real names).
+        starts.add("/".join(g.lstrip("/").split("/")[: len(lit)]))
+    out: list[str] = []
+    for start in sorted(starts):
+        if any(start.startswith(s + "/") for s in starts if s and s != start):
+            continue  # under another start: walked there
+        base = top / start if start else top
+        if base.is_file():
+            out.append(start)
+            continue
+        for dirpath, dirnames, filenames in os.walk(base):
+            rel = os.path.relpath(dirpath, top)
+            rel = "" if rel == "." else rel.replace(os.sep, "/") + "/"
+            if not rel:
+                dirnames[:] = [d for d in dirnames if d not in (".git", ".ctxnb")]
+            out.extend(rel + f for f in filenames)
+    return out
+
+
 # -- the checks ------------------------------------------------------------------------------------
 def check_partition(
     root: str | os.PathLike[str],
@@ -386,7 +443,7 @@ def check_partition(
     files: Callable[[], Iterable[str] | None],
     minutes: float = DEFAULT_LEASE_MINUTES,
     strict: bool = False,
-    parent: str | None = None,
+    supervisors: Sequence[str] = (),
     now: float | None = None,
 ) -> PolicyError | None:
     """The refusal when another live session holds an overlapping scope, else None.
@@ -394,24 +451,35 @@ def check_partition(
     ``files`` lists the indexed files (workspace-relative), or returns None when the
     workspace was never indexed: then globs that may overlap count as an overlap (fail
     closed: nothing can confirm they do not). It is called only when two scopes' globs
-    may overlap. A worker does not conflict with its own supervisor.
+    may overlap. A worker does not conflict with its supervisors (``supervisors``, up
+    the chain), nor a supervisor with its workers at any depth.
     """
-    listed: list[str] | None = None
+    listed: list[str] | None = None  # the indexed files this scope owns, read once
     unindexed = False
+    confirmed: dict[tuple[str, ...], list[str] | None] = {}  # by the other lease's scope
     for lease in live_leases(root, minutes=minutes, now=now):
         if lease.session_id == session_id:
             continue
-        if parent is not None and lease.session_id == parent:
-            continue  # a worker's scope lies inside its supervisor's by construction
-        if lease.parent is not None and lease.parent == session_id:
-            continue  # the supervisor re-selecting beside its own workers
+        if lease.session_id in supervisors:
+            continue  # a worker's scope lies inside its supervisors' by construction
+        if session_id in lease.supervisors or lease.parent == session_id:
+            continue  # a supervisor re-selecting beside its own workers
         if not any(globs_may_overlap(x, y) for x in _positive(scope) for y in lease.scope):
             continue
         if listed is None:
             found = files()
             unindexed = found is None
-            listed = [] if found is None else list(found)
-        common = scope_overlap(scope, lease.scope, listed, strict=strict or unindexed)
+            # The index may lag the tree (files made since, a workspace whose store
+            # holds only what sessions read): the files on disk confirm too, or a
+            # partial index would let two sessions own one file (fail closed).
+            seen = set(found or ()) | set(tree_files(root, scope))
+            # Matching is the cost (a glob match per file and scope): this scope's
+            # files once, then each other scope only on those.
+            listed = sorted(f for f in seen if in_scope(scope, f))
+        key = tuple(lease.scope)
+        if key not in confirmed:
+            confirmed[key] = scope_overlap(scope, lease.scope, listed, strict=strict or unindexed)
+        common = confirmed[key]
         if common is None:
             continue
         shown = ", ".join(common[:5]) + (f" and {len(common) - 5} more" if len(common) > 5 else "")

@@ -122,8 +122,19 @@ class RecordWhy:
     context_note: str = ""
     integrity: str = "chained"
     integrity_note: str = ""
-    # A worker's change: the supervisor session that spawned it (metadata.parent_session).
+    # A worker's change: the supervisor session that spawned it (metadata.parent_session)
+    # and, for a worker of a worker, every supervisor up the chain, the first one first.
     parent_session: str | None = None
+    supervisors: tuple[str, ...] = ()
+
+    @property
+    def chain(self) -> list[str]:
+        """The sessions from the first supervisor down to this record's (empty when the
+        change was not a worker's)."""
+        if not self.parent_session or not self.session_id:
+            return []
+        ups = list(self.supervisors) or [self.parent_session]
+        return [*ups, self.session_id]
 
     @property
     def tampered(self) -> bool:
@@ -158,6 +169,7 @@ class RecordWhy:
                 "integrity_note",
             )
         }
+        out["chain"] = self.chain
         out["approval"] = None if self.approval is None else vars(self.approval).copy()
         ctx = self.context
         out["context"] = None
@@ -184,9 +196,9 @@ class RecordWhy:
         if self.session_id:
             turn = f", turn {self.turn}" if self.turn is not None else ""
             rows.append(("session", f"{self.session_id}{turn}"))
-            if self.parent_session:
+            if self.chain:
                 # Supervisor → worker: who handed this session its narrowed scope.
-                rows.append(("chain", f"{self.parent_session} → {self.session_id} (worker)"))
+                rows.append(("chain", " → ".join(self.chain) + " (worker)"))
         if self.context_id or self.context_note:
             ctx = f"{self.context_id}: " if self.context_id else ""
             rows.append(("context", ctx + self.context_note))
@@ -434,7 +446,16 @@ def _record_why(record: Mapping[str, Any], key: str, conv: Mapping[str, Any]) ->
         context_id=text(meta.get("context_id")),
         revision=text(vcs.get("revision")),
         parent_session=text(meta.get("parent_session")),
+        supervisors=_supervisors(meta.get("supervisors"), text(meta.get("parent_session"))),
     )
+
+
+def _supervisors(value: Any, parent: str | None) -> tuple[str, ...]:
+    """A record's chain of supervisors, kept only when it is well formed and ends in its
+    parent (a hand-edited chain that contradicts the parent is not shown as evidence)."""
+    if not isinstance(value, list) or not all(isinstance(v, str) and v for v in value):
+        return ()
+    return tuple(value) if value and value[-1] == parent else ()
 
 
 def _rebuild_contexts(access: Access, records: Sequence[RecordWhy]) -> None:

@@ -103,6 +103,17 @@ def test_globs_that_could_overlap_but_share_no_file_are_not_an_overlap(root):
     assert select(tb, "INT-CSS")["ok"]
 
 
+def test_a_file_the_index_does_not_hold_yet_confirms_an_overlap(root):
+    """The index lags the tree: a .css file made under src/ after indexing is owned by
+    both src/** and *.css, and that is an overlap (the files on disk confirm too)."""
+    (root / "src" / "theme.css").write_text("a { color: red }\n")
+    ws = Workspace.open(root)
+    ta, tb = ws.tools(ws.session("a")), ws.tools(ws.session("b"))
+    assert select(ta, "INT-APP")["ok"]
+    out = select(tb, "INT-CSS")
+    assert out["error_code"] == "SCOPE_OVERLAP" and "src/theme.css" in out["message"], out
+
+
 def test_strict_setting_counts_possible_overlap(tmp_path):
     root = make_ws(tmp_path / "ws", "[governance]\noverlap_strict = true\n")
     ws = Workspace.open(root)
@@ -400,3 +411,65 @@ def test_a_lease_ctxnb_cannot_check_lives_by_its_age(root):
     tb = ws.tools(ws.session("b"))
     assert "cc-1" in select(tb, "INT-PY")["message"]
     assert "box" in select(tb, "INT-DOCS")["message"]
+
+
+def test_a_worker_of_a_worker_is_partitioned_from_no_supervisor_and_why_shows_the_chain(root):
+    """Two levels: the grand-worker conflicts with neither supervisor, the first
+    supervisor's lease refresh does not trip over its grand-worker, and ``ctxnb why``
+    (the real CLI process) names the whole chain."""
+    ws = Workspace.open(root)
+    boss = ws.session("boss")
+    tools = ws.tools(boss)
+    assert select(tools, "INT-APP")["ok"]
+    lead = boss.spawn_worker(scope=["src/**"])
+    leaf = lead.spawn_worker(scope=["src/app.py"])
+    assert leaf.session_id == "boss.w1.w1"
+    lt = ws.tools(leaf)
+    assert lt.engine.current_intent().owned_scope == ["src/app.py"]
+    lt.dispatch("read_file", {"path": "src/app.py"})
+    assert lt.dispatch("write_file", {"path": "src/app.py", "content": "PRICE = 1\n"})["ok"]
+    # The first supervisor's next call is due to refresh its lease beside both workers.
+    tools.engine._leased_at = 0.0
+    tools.dispatch("read_file", {"path": "src/util.py"})
+    out = tools.dispatch(
+        "write_file", {"path": "src/util.py", "content": "def f():\n    return 2\n"}
+    )
+    assert out["ok"], out
+    # Others are still kept off the whole chain's files.
+    assert select(ws.tools(ws.session("eve")), "INT-PY")["error_code"] == "SCOPE_OVERLAP"
+    ctxnb = Path(sys.executable).parent / "ctxnb"
+    env = {**os.environ, "PATH": f"{ctxnb.parent}:{os.environ.get('PATH', '')}"}
+    shown = subprocess.run(
+        [str(ctxnb), "why", "src/app.py", "-w", str(root)],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=120,
+        check=False,
+    )
+    assert shown.returncode == 0, shown.stderr
+    assert "boss → boss.w1 → boss.w1.w1 (worker)" in shown.stdout, shown.stdout
+    as_json = subprocess.run(
+        [str(ctxnb), "why", "src/app.py:1", "-w", str(root), "--json"],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=120,
+        check=True,
+    )
+    chains = [r["chain"] for r in json.loads(as_json.stdout)["records"].values()]
+    assert chains == [["boss", "boss.w1", "boss.w1.w1"]], chains
+
+
+def test_why_shows_no_chain_a_record_cannot_support(root):
+    """A hand-edited chain whose last supervisor is not the record's parent is dropped:
+    the parent alone is shown (the ledger's own check marks the edit)."""
+    from ctxnb.govern.why import _record_why
+
+    rec = {
+        "id": "r1",
+        "metadata": {"session_id": "w", "parent_session": "boss", "supervisors": ["eve"]},
+    }
+    assert _record_why(rec, "r1", {}).chain == ["boss", "w"]
+    rec["metadata"]["supervisors"] = ["root", "boss"]
+    assert _record_why(rec, "r1", {}).chain == ["root", "boss", "w"]

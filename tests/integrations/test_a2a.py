@@ -807,3 +807,36 @@ def test_status_reports_whether_the_agent_loop_runs_isolated(ws: Path, sandbox: 
     agent = status["sandboxStatus"]["agent"]
     assert agent["isolated"] is sandbox
     assert agent["pid"] == (None if sandbox else os.getpid())
+
+
+def test_a_task_holds_the_intents_scope_while_it_runs_and_not_after(ws: Path, serve: Any) -> None:
+    """Write partitioning across the server's conversations: while one task waits for an
+    approval its session holds the intent's scope, so a task of another conversation is
+    refused before anything runs; once the first task ends, the next one gets it."""
+    server = serve([
+        {"content": "Clearing old notes.", "commands": ["rm notes_a.txt"]},
+        {"content": "Done.", "commands": [SUBMIT]},
+        {"content": "Fixing.", "commands": ["sed -i 's/a - b/a + b/' calc.py"]},
+        {"content": "Done.", "commands": [SUBMIT]},
+    ])  # fmt: skip
+
+    async def body() -> tuple[Any, ...]:
+        async with connect(server.url, server.token) as client:
+            first = await collect(client, message("clear the notes"))
+            beside = await collect(client, message("Fix add() in calc.py"))
+            untouched = (ws / "calc.py").read_text()
+            answered = await collect(client, message("approve", task_of(first)))
+            after = await collect(client, message("Fix add() in calc.py"))
+            return first, beside, untouched, answered, after
+
+    first, beside, untouched, answered, after = run_with_deadline(body())
+    log = server.close()
+    assert states(first)[-1] == "TASK_STATE_INPUT_REQUIRED", log
+    assert states(beside)[-1] == "TASK_STATE_FAILED", log
+    # The workspace was never indexed: the files on disk confirm the overlap.
+    assert "overlaps intent INT-CALC" in " ".join(texts(beside)), texts(beside)
+    assert "return a - b" in untouched  # nothing of it ran
+    assert states(answered)[-1] == "TASK_STATE_COMPLETED", log
+    assert not (ws / "notes_a.txt").exists()
+    assert states(after)[-1] == "TASK_STATE_COMPLETED", log
+    assert "return a + b" in (ws / "calc.py").read_text()
