@@ -263,6 +263,9 @@ def test_scope_everything_cannot_touch_governance_files(tmp_path: Path) -> None:
     }
     patch = "--- a/x\n+++ b/x\n@@ -1 +1 @@\n-a\n+b\n"
     for i, (path, content) in enumerate(hostile.items()):
+        # Each attempt is a fresh agent after the last: the last ends first, as agents
+        # taking turns under one intent do (two live sessions may not hold one scope).
+        t.session.close()
         t = ws.tools(ws.session(f"gov-{i}"), caller="attacker")
         assert t.dispatch("select_active_intent", {"intent_id": "INT-ALL"})["ok"]
         for tool, args in (

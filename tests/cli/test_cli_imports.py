@@ -114,6 +114,9 @@ def test_a_command_given_wrong_arguments_is_still_refused() -> None:
 def ws(tmp_path: Path) -> Path:
     """A governed sample workspace with one traced write in its ledger and store."""
     root = governed(copy_sample_workspace(tmp_path / "ws"))
+    # One writer here: no ctxnb.toml saying how writers share (reading one is not the
+    # light path these tests measure).
+    (root / "ctxnb.toml").unlink()
     workspace, tools = tools_of(root)
     try:
         assert tools.write_file("inventory/new.py", "x = 1\n").success
