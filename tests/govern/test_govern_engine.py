@@ -151,10 +151,12 @@ def test_destructive_command_reject_and_approve_paths(gov):
 
 
 def test_stale_write_rejected_under_concurrent_modification(gov):
+    # Two writers under one intent on purpose: what is tested is the optimistic lock.
+    (gov / "ctxnb.toml").write_text('[governance]\noverlap = "allow"\n')
     a = tools_for(gov, sid="a")
     b = tools_for(gov, sid="b")
     for t in (a, b):
-        t.dispatch("select_active_intent", {"intent_id": "INT-001"})
+        assert t.dispatch("select_active_intent", {"intent_id": "INT-001"})["ok"]
     ra = a.read_file("inventory/report.py")
     rb = b.read_file("inventory/report.py")
     assert a.write_file(
