@@ -178,7 +178,10 @@ class LiveSession(WorkspaceBackend):
         try:
             intent = settings.intent or only_active_intent(state.workspace)
             if intent is not None:
-                state.select(intent)
+                state.select(intent)  # refused now if another session holds the scope
+                # ... but held only while a prompt runs (work): an idle session keeps no
+                # other conversation off the files.
+                state.engine.release()
             return state
         except BaseException:
             state.workspace.close()
