@@ -669,6 +669,8 @@ def test_another_caller_with_its_own_token_cannot_see_or_answer_an_approval(
     waits on its approval, B is served (its own task runs to the end) but can neither
     list, get, answer nor cancel A's task, by the SDK's client or by hand; A's own
     answer still decides. B's whole task ends while A's approval is still pending."""
+    # Two tasks under one intent at once on purpose: they share its scope.
+    (ws / "ctxnb.toml").write_text('[governance]\noverlap = "allow"\n')
     tok_a, tok_b = secrets.token_urlsafe(16), secrets.token_urlsafe(16)
     # `--token=VALUE`: a generated token may start with "-".
     server = serve([

@@ -450,6 +450,8 @@ def test_a_session_waiting_on_its_permission_blocks_no_other_session(ws: Path) -
         {"content": "Done too.", "commands": [SUBMIT]},  # X, after its answer
     ]
     client = _WaitingClient()
+    # Two sessions under one intent at once on purpose: they share its scope.
+    (ws / "ctxnb.toml").write_text('[governance]\noverlap = "allow"\n')
 
     async def body() -> tuple[str, str]:
         with ScriptedModelServer(script) as server:
