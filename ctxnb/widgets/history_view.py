@@ -1,4 +1,4 @@
-"""HistoryView: every stored version of one file, and a unified diff between any two."""
+"""HistoryView: every stored version of one file, who wrote it, and a diff between any two."""
 
 from __future__ import annotations
 
@@ -6,13 +6,14 @@ import difflib
 import os
 from typing import TYPE_CHECKING, Any
 
+from .._util.text import visible
 from ..errors import NotFoundError
 from ..redaction.redactor import redact_text
 from ._ipw import widgets
 from .static import diff_html, esc, html_table
 
 if TYPE_CHECKING:
-    from ..store.objectstore import Version
+    from ..govern.authors import AuthoredVersion as Version
     from ..workspace import Workspace
 
 __all__ = ["HistoryView"]
@@ -24,14 +25,27 @@ def _text(v: Version) -> str:
     return redact_text(content) if isinstance(content, str) else ""
 
 
+def _author(v: Version) -> str:
+    """Who wrote a version, as ``ctxnb history`` prints it.
+
+    The name comes from a trace record, text anyone who can write the ledger could have
+    chosen: redacted, with its control and bidirectional characters made visible.
+    """
+    who = v.author if v.record_id is None else f"{v.author} ({v.contributor_label})"
+    return visible(redact_text(who))
+
+
 def _label(n: int, v: Version) -> str:
     content = v.doc.get("content")
     size = "deleted" if content is None else f"{len(content):,} chars"
-    return f"v{n + 1} · tx {v.tx_id} · {v.tx_time:%Y-%m-%d %H:%M:%S} · {size}"
+    return f"v{n + 1} · tx {v.tx_id} · {v.tx_time:%Y-%m-%d %H:%M:%S} · {size} · {_author(v)}"
 
 
 class HistoryView(widgets.VBox):
-    """The versions of one file in a workspace's store, with a diff of any two.
+    """The versions of one file in a workspace's store, who wrote each, and a diff of any two.
+
+    Each version is labelled with its author as ``ctxnb history`` prints it: the caller
+    and contributor of its trace record, ``index`` or ``outside edit``.
 
     Args:
         workspace: the workspace whose store holds the versions.
@@ -126,13 +140,14 @@ class HistoryView(widgets.VBox):
                 "tx": v.tx_id,
                 "time": f"{v.tx_time:%Y-%m-%d %H:%M:%S}",
                 "chars": "deleted" if v.doc.get("content") is None else len(_text(v)),
+                "author": _author(v),
             }
             for n, v in enumerate(self.versions)
         ]
         last = len(self.versions) - 1
         return (
             f"<div><b>History</b> {esc(self.path)}"
-            + html_table(rows[-50:], ["version", "tx", "time", "chars"])
+            + html_table(rows[-50:], ["version", "tx", "time", "chars", "author"])
             + diff_html(self.diff(max(0, last - 1), last), limit=5_000)
             + "</div>"
         )

@@ -180,3 +180,23 @@ def test_a_rewritten_ledger_record_names_no_author(gov: Path) -> None:
     # The next line's link to the rewritten one no longer holds either, so the check
     # cannot tell which of the two was changed: neither is believed (fail closed).
     assert authors == [INDEX, OUTSIDE_EDIT, OUTSIDE_EDIT]
+
+
+def test_the_history_widget_names_each_versions_author(gov: Path) -> None:
+    from ctxnb.widgets.history_view import HistoryView
+
+    # A caller is whatever the client said it is: markup and a bidi override in it are
+    # shown as text, never as HTML or reordered characters.
+    hostile = "eve<b>\u202eagent"
+    agent_write(gov, "X = 1\n", caller=hostile)
+    outside_edit(gov, "X = 2\n")
+    with Workspace.open(gov) as ws:
+        view = HistoryView(ws, REL)
+        labels = [label for label, _ in view.from_version.options]
+        html = view._repr_html_()
+    assert labels[0].endswith(" · index")
+    assert labels[1].endswith(f" · eve<b>\\u202eagent (ai ({MODEL}))")
+    assert labels[2].endswith(" · outside edit")
+    assert "<th>author</th>" in html
+    assert "eve&lt;b&gt;\\u202eagent" in html
+    assert "<b>\u202e" not in html and "\u202e" not in html
