@@ -53,13 +53,16 @@ def word_run(value: str) -> bool:
     Example:
         >>> word_run("give each client its own"), word_run("Maple orbit12")
         (True, False)
+        >>> word_run("conv.repeats or None"), word_run("conv.repeats")
+        (True, False)
     """
     words = value.split()
     if len(words) < 2 or any(c.isdigit() for c in value):
         return False
     letters = 0
     for w in words:
-        if _WORD.fullmatch(w) is None:
+        # A dotted name in an expression (``conv.repeats or None``) is a word of code.
+        if _WORD.fullmatch(w) is None and _IDENT.fullmatch(w.rstrip(".,;:!?)")) is None:
             return False
         letters += any(c.isalpha() for c in w)
     return letters >= 2
