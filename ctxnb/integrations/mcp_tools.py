@@ -27,7 +27,7 @@ Example:
     ...     tools = ws.tools(ws.session("doc"))
     ...     discovery = ToolDiscovery(tools, embedder=None)
     ...     [t["name"] for t in discovery.search("apply a unified diff patch", k=2)["tools"]]
-    ['apply_patch', 'get_diff']
+    ['apply_patch', 'propose_merge']
 """
 
 from __future__ import annotations
