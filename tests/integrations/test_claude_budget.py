@@ -100,7 +100,8 @@ def test_a_write_past_the_budget_is_refused_for_every_write_tool_and_bash(sample
 def test_commands_run_through_sandbox_exec_count_toward_the_same_budget(sample_ws):
     # `sandbox exec` records a Claude Code session's commands as claude-code-<id>; its
     # audit line, written by the same writer it uses, spends the hook session's budget.
-    ws = governed(sample_ws, "writes = 1")
+    # Two Claude Code sessions edit under one intent at once: they say they share it.
+    ws = governed(sample_ws, "writes = 1", 'overlap = "allow"')
     AuditLog(ws / ".ctxnb" / "audit.jsonl").append(
         audit_record(
             caller="claude-code",

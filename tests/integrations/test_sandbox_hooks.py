@@ -345,6 +345,8 @@ def test_held_changes_cannot_be_committed_around_the_users_question(ws):
     another session, a bad id, a longer command, or the commit run inside the sandbox
     commits nothing."""
     root = ws["root"]
+    # The other session works beside this one under the same intent: they share its scope.
+    (root / "ctxnb.toml").write_text('[governance]\noverlap = "allow"\n')
     select_intent(root, "INT-001", SID)
     models = root / "inventory" / "models.py"
     before = models.read_bytes()

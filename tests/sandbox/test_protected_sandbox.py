@@ -286,6 +286,9 @@ def test_an_editable_ctxnb_in_the_workspace_is_never_written_by_its_agent(tmp_pa
         return {k: v for k, v in snapshot(src).items() if "__pycache__" not in k}
 
     before = source()
+    # The Claude Code hook's session and the file tools' session below act at once under
+    # one intent: they say they share its scope.
+    (root / "ctxnb.toml").write_text('[governance]\noverlap = "allow"\n')
     # The Claude Code hook, as `ctxnb hook install` writes it for this environment.
     select_intent(root, "INT-ALL", SID)
     code, answer, err = run_hook_process(
@@ -304,7 +307,7 @@ from ctxnb.govern.approval import CallbackApprover
 ws = Workspace.open({str(root)!r})
 t = ws.tools(ws.session("s"), caller="t", model_id="m",
              approver=CallbackApprover(lambda req: True, by="approve-all"))
-t.dispatch("select_active_intent", {{"intent_id": "INT-ALL"}})
+assert t.dispatch("select_active_intent", {{"intent_id": "INT-ALL"}})["ok"]
 w = t.dispatch("write_file", {{"path": "src/ctxnb/cli.py", "content": "import os\\n"}})
 r = t.dispatch("run_command", {{"cmd": "echo 'import os' >> src/ctxnb/errors.py",
                                "shell": True, "timeout": 60}})

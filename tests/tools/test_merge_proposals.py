@@ -285,6 +285,8 @@ def test_what_the_reviewer_is_sent_is_redacted_and_only_the_conflict(gov: Path) 
 
 
 def test_a_proposal_is_written_once_and_only_by_the_session_that_made_it(gov: Path) -> None:
+    # Two agents under one intent at once: they say they share its scope.
+    (gov / "ctxnb.toml").write_text('[governance]\noverlap = "allow"\n')
     t = tools_for(gov, approver=CallbackApprover(lambda req: True, by="ana"))
     _, ours, _ = stale_edit(gov, t)
     pid = t.dispatch("propose_merge", {"path": MODELS, "content": ours})["result"]["proposal_id"]
