@@ -323,7 +323,7 @@ _PLUGIN_MODULES: dict[str, str] = {
 
 
 _FAST_HOOK_EVENTS = frozenset(
-    {"pre-tool-use", "post-tool-use", "user-prompt-submit", "post-compact"}
+    {"pre-tool-use", "post-tool-use", "user-prompt-submit", "post-compact", "session-end"}
 )
 
 

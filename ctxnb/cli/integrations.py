@@ -189,7 +189,13 @@ def _call(mcp_server: Any, root: str, session_id: str, tool: str, text: str, as_
     return 0
 
 
-_HOOK_EVENTS = ("pre-tool-use", "post-tool-use", "user-prompt-submit", "post-compact")
+_HOOK_EVENTS = (
+    "pre-tool-use",
+    "post-tool-use",
+    "user-prompt-submit",
+    "post-compact",
+    "session-end",
+)
 _HOOK_CHOICES = (*_HOOK_EVENTS, "select-intent", "reset-breaker", "install")
 
 
@@ -202,9 +208,9 @@ _HOOK_CHOICES = (*_HOOK_EVENTS, "select-intent", "reset-breaker", "install")
     "event",
     choices=_HOOK_CHOICES,
     metavar="EVENT",
-    help="pre-tool-use | post-tool-use | user-prompt-submit | post-compact (read Claude "
-    "Code's JSON on stdin); select-intent ID --session S; reset-breaker [TOOL] (a human closes the "
-    "circuit breaker); install [PATH]",
+    help="pre-tool-use | post-tool-use | user-prompt-submit | post-compact | session-end (read "
+    "Claude Code's JSON on stdin); select-intent ID --session S; reset-breaker [TOOL] (a human "
+    "closes the circuit breaker); install [PATH]",
 )
 @arg(
     "target",

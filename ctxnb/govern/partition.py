@@ -13,7 +13,8 @@ the scope leased by another live session is refused (``SCOPE_OVERLAP``, or asked
   or a zombie counts as gone) no longer counts. A lease not bound to one process (a
   Claude Code session's, taken by its short-lived hook processes) and one whose
   process ctxnb cannot see (another pid namespace or machine) lives until it is not
-  refreshed for ``[governance] lease_minutes`` (30 by default).
+  refreshed for ``[governance] lease_minutes`` (30 by default), or until its session
+  says it ended (Claude Code's ``SessionEnd``: :func:`release_session_lease`).
 - **One at a time.** Checking the live leases and writing one's own happen under an
   exclusive lock (``.ctxnb/leases/.lock``), so two sessions that select overlapping
   intents at the same moment cannot both pass the check.
@@ -76,6 +77,7 @@ __all__ = [
     "lease_lock",
     "live_leases",
     "release_lease",
+    "release_session_lease",
     "scope_overlap",
     "tree_files",
     "write_lease",
@@ -218,6 +220,33 @@ def release_lease(root: str | os.PathLike[str], session_id: str) -> bool:
     except FileNotFoundError:
         return False
     return True
+
+
+def release_session_lease(root: str | os.PathLike[str], session_id: str) -> Lease | None:
+    """Release the lease of ``session_id`` when no process holds it (a Claude Code
+    session's, when Claude Code says the session ended); the lease released, or None.
+
+    A lease bound to a process (a notebook's, a server's) is kept: that process releases
+    it when its session closes, and a payload naming its session must not take its scope
+    away while it still runs.
+    """
+    path = _lease_file(Path(root), session_id)
+    if not path.parent.is_dir():
+        return None  # no session ever leased here: nothing to create, nothing to release
+    with lease_lock(root):  # not between another's check and its write
+        try:
+            lease = Lease(**json.loads(path.read_text(encoding="utf-8")))
+        except FileNotFoundError:
+            return None
+        except (OSError, ValueError, TypeError):
+            return None  # a half-written or foreign file holds nothing (live_leases)
+        if lease.session_id != session_id or lease.bound:
+            return None
+        try:
+            path.unlink()
+        except FileNotFoundError:
+            return None
+        return lease
 
 
 def lease_age(root: str | os.PathLike[str], session_id: str) -> float | None:

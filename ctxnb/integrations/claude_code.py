@@ -2,7 +2,8 @@
 
 Claude Code runs a command on each hook event and passes the event as JSON on stdin.
 ``ctxnb hook pre-tool-use``, ``ctxnb hook post-tool-use``,
-``ctxnb hook user-prompt-submit`` and ``ctxnb hook post-compact`` answer those events
+``ctxnb hook user-prompt-submit``, ``ctxnb hook post-compact`` and
+``ctxnb hook session-end`` answer those events
 with the same policies the :class:`~ctxnb.govern.engine.HookEngine` applies to ctxnb's
 file tools:
 
@@ -74,7 +75,9 @@ back to Claude Code (:mod:`~ctxnb.integrations._claude_quality`). Every refusal 
 engine's circuit breaker (:data:`ENGINE_TOOLS`, :data:`NOT_COUNTED`). After Claude
 Code compacts its conversation, ``post-compact`` records what it dropped as a compaction
 of the session's context, restorable from the store
-(:mod:`~ctxnb.integrations._claude_compact`). A ``[budget]``
+(:mod:`~ctxnb.integrations._claude_compact`). When the session ends (``/clear``, logout,
+exit), ``session-end`` releases its lease on its intent's scope, which would otherwise
+keep another session off those files for ``[governance] lease_minutes``. A ``[budget]``
 holds these tools as it holds ctxnb's own: writes and Bash are refused when the session
 has none left, a read is charged what it will return and refused when that would cross a
 limit (:mod:`~ctxnb.integrations._claude_budget`).
@@ -145,7 +148,7 @@ __all__ = [
     "state_dir",
 ]
 
-EVENTS = ("pre-tool-use", "post-tool-use", "user-prompt-submit", "post-compact")
+EVENTS = ("pre-tool-use", "post-tool-use", "user-prompt-submit", "post-compact", "session-end")
 """The Claude Code events ``ctxnb hook`` answers."""
 
 
@@ -268,6 +271,7 @@ def handle_event(
         "post-tool-use": _post_tool_use,
         "user-prompt-submit": _user_prompt_submit,
         "post-compact": _post_compact,
+        "session-end": _session_end,
     }
     handler = handlers.get(event)
     if handler is None:
@@ -727,6 +731,46 @@ def _post_compact(ctx: _Context) -> HookResult:
     from ._claude_compact import post_compact  # only a compaction opens the store for it
 
     return post_compact(ctx)
+
+
+# -- SessionEnd -------------------------------------------------------------------------------
+def _session_end(ctx: _Context) -> HookResult:
+    """Release the ended session's lease on its intent's scope, and only that one.
+
+    Claude Code's hook processes end after each call, so nothing else tells ctxnb the
+    session is over: without this its lease keeps the scope for ``lease_minutes``. The
+    intent it selected is kept: a resumed session (same ``session_id``) takes the lease
+    again on its next write, refused if another session took the scope meanwhile.
+    """
+    if ctx.session_id is None:
+        raise PayloadError(
+            "a SessionEnd payload needs 'session_id' (a non-empty string): the session "
+            "whose lease to release"
+        )
+    if not ctx.governed:
+        return HookResult()  # no intents, no leases: nothing to release or record
+    from ..govern.partition import release_session_lease
+    from ..tools.audit import AuditLog, audit_record
+
+    reason = ctx.payload.get("reason")
+    lease = release_session_lease(ctx.root, ctx.session_id)
+    AuditLog(ctx.root / ".ctxnb" / "audit.jsonl").append(
+        audit_record(
+            caller="claude-code",
+            session_id=ctx.session_id,
+            tool="SessionEnd",
+            args={
+                "reason": reason if isinstance(reason, str) else None,
+                "released": None if lease is None else lease.intent_id,
+                "scope": [] if lease is None else list(lease.scope),
+            },
+            duration_ms=0.0,
+            success=True,
+            error_code=None,
+            intent_id=ctx.session_intent(),
+        )
+    )
+    return HookResult()
 
 
 # -- UserPromptSubmit ---------------------------------------------------------------------------

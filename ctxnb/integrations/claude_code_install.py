@@ -34,6 +34,8 @@ _INSTALL_EVENTS: tuple[tuple[str, str | None, str], ...] = (
     ("UserPromptSubmit", None, "user-prompt-submit"),
     # Both triggers (manual /compact and auto): no matcher.
     ("PostCompact", None, "post-compact"),
+    # Every reason (/clear, logout, exit, other): the session is over either way.
+    ("SessionEnd", None, "session-end"),
 )
 
 
@@ -63,7 +65,7 @@ def install_settings(
         >>> install_settings(proj)[1], install_settings(proj)[1]
         (True, False)
         >>> sorted(json.loads((proj / ".claude" / "settings.json").read_text())["hooks"])
-        ['PostCompact', 'PostToolUse', 'PreToolUse', 'UserPromptSubmit']
+        ['PostCompact', 'PostToolUse', 'PreToolUse', 'SessionEnd', 'UserPromptSubmit']
     """
     if command is None:
         import shlex

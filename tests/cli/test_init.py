@@ -150,6 +150,16 @@ def test_claude_code_steps_record_an_edit(project: Path, test_data: Path) -> Non
     audit = (project / ".ctxnb" / "audit.jsonl").read_text().splitlines()
     (compacted,) = [r for r in map(json.loads, audit) if r["tool"] == "PostCompact"]
     assert compacted["success"] and compacted["args"]["dropped"] > 0
+    # The user quits Claude Code: the installed hook releases the session's lease at once,
+    # so the next session need not wait lease_minutes for the intent's scope.
+    leases = project / ".ctxnb" / "leases"
+    assert list(leases.glob("*.json"))
+    end = _claude_runs(hooks["SessionEnd"], _payload(test_data, "session-end", project), project)
+    assert (end.returncode, end.stdout, end.stderr) == (0, "", "")
+    assert list(leases.glob("*.json")) == []
+    audit = (project / ".ctxnb" / "audit.jsonl").read_text().splitlines()
+    (ended,) = [r for r in map(json.loads, audit) if r["tool"] == "SessionEnd"]
+    assert ended["args"]["released"] == "INT-001"
     assert "intact" in _bash(verify, project)  # exits 0: the ledger's chain holds
 
     # The store is not the project's to commit: `git add -A` leaves .ctxnb/ out.

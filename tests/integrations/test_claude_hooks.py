@@ -32,6 +32,7 @@ EVENTS = {
     "PostToolUse": "post-tool-use",
     "UserPromptSubmit": "user-prompt-submit",
     "PostCompact": "post-compact",
+    "SessionEnd": "session-end",
 }
 INTENTS_YAML = """\
 active_intents:
@@ -150,7 +151,7 @@ def test_every_example_payload_gets_a_contract_answer(name, ws, payloads, run):
 
 
 def test_examples_are_all_covered():
-    assert len(EXAMPLES) == 12
+    assert len(EXAMPLES) == 13
 
 
 # -- the governed session, step by step --------------------------------------------------------
