@@ -325,6 +325,33 @@ def bench_post_process(root: Path, runs: int) -> None:
     )
 
 
+def bench_session_end_process(root: Path, runs: int) -> None:
+    """``ctxnb hook session-end`` as a process: a session's lease released, an audit line."""
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"}
+    end_argv = [sys.executable, "-m", "ctxnb", "hook", "session-end"]
+    base_argv = [sys.executable, "-c", "pass"]
+    ends: list[float] = []
+    base: list[float] = []
+    for i in range(runs + 1):
+        session = f"bench-end-{i}"
+        handle_event(  # each session takes the lease its end releases
+            "user-prompt-submit",
+            {"session_id": session, "cwd": str(root), "prompt": "work under INT-001"},
+        )
+        payload = {"session_id": session, "cwd": str(root), "hook_event_name": "SessionEnd"}
+        spent = _time_process(end_argv, json.dumps({**payload, "reason": "other"}).encode(), 1, env)
+        if i:  # the first run writes bytecode
+            ends.extend(spent)
+            base.extend(_time_process(base_argv, b"", 1, env))
+    print("(b'') session-end as a process (a lease released, an audit line)")
+    print(f"    runs: {runs}, interleaved with python -c pass")
+    print(f"    {'python -c pass':<36} {_ms(base):8.1f} ms")
+    print(
+        f"    {'python -m ctxnb hook session-end':<36} {_ms(ends):8.1f} ms  "
+        f"{_ms(ends) / _ms(base):4.1f}x"
+    )
+
+
 def bench_budget_process(runs: int) -> None:
     env = {k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"}
     argv = [sys.executable, "-m", "ctxnb", "hook", "pre-tool-use"]
@@ -378,16 +405,21 @@ def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--writes", type=int, default=200, help="writes per in-process figure")
     parser.add_argument("--runs", type=int, default=30, help="processes per command")
-    parser.add_argument("--only", choices=["budget"], help="run only this part")
+    parser.add_argument("--only", choices=["budget", "session-end"], help="run only this part")
     args = parser.parse_args(argv)
     if args.only == "budget":
         bench_budget_process(args.runs)
+        return
+    if args.only == "session-end":
+        with tempfile.TemporaryDirectory() as tmp:
+            bench_session_end_process(_governed_copy(tmp), args.runs)
         return
     steps: list[Callable[[Path], None]] = [
         lambda root: bench_in_process(root, args.writes),
         lambda root: bench_hook_handlers(root, args.writes),
         lambda root: bench_process(root, args.runs),
         lambda root: bench_post_process(root, max(3, args.runs // 3)),
+        lambda root: bench_session_end_process(root, max(3, args.runs // 3)),
     ]
     for step in steps:
         with tempfile.TemporaryDirectory() as tmp:
