@@ -212,3 +212,19 @@ def test_session_end_imports_nothing_heavy(root):
     report = json.loads(proc.stderr.strip().splitlines()[-1])
     assert report == {"code": 0, "heavy": []}
     assert _ends(root)[0]["args"]["released"] == "INT-001"  # it did the work
+
+
+def test_a_session_that_ended_in_a_folder_outside_the_project_releases_its_lease(
+    root, tmp_path, monkeypatch
+):
+    # The shell left the project (`cd /tmp`); Claude Code names the project in
+    # $CLAUDE_PROJECT_DIR, whose leases are the ones to release.
+    a = _sid()
+    _select(root, a)
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    monkeypatch.setenv("CLAUDE_PROJECT_DIR", str(root))
+    result = _end(root, a, cwd=str(elsewhere))
+    assert (result.exit_code, result.stdout, result.stderr) == (0, "", "")
+    assert "INT-001 is now the active intent" in _select(root, _sid())
+    assert not (elsewhere / ".ctxnb").exists()
