@@ -29,6 +29,7 @@ Example:
 from __future__ import annotations
 
 import os
+import stat
 import threading
 from collections.abc import Callable, Iterable
 from typing import TYPE_CHECKING, Any, Protocol
@@ -133,20 +134,35 @@ class Watcher:
         return self
 
     @staticmethod
-    def _dirs_of(tracked: dict[str, str]) -> list[str]:
-        return sorted({os.path.dirname(p) for p in tracked if os.path.isdir(os.path.dirname(p))})
+    def _dirs_of(tracked: dict[str, str]) -> dict[str, tuple[int, int]]:
+        """The tracked files' directories that exist, each with its identity (device,
+        inode): a directory removed and made again under the same name is another
+        directory, whose changes the old watch never sees."""
+        out: dict[str, tuple[int, int]] = {}
+        for d in sorted({os.path.dirname(p) for p in tracked}):
+            try:
+                st = os.stat(d)
+            except OSError:
+                continue
+            if stat.S_ISDIR(st.st_mode):
+                out[d] = (st.st_dev, st.st_ino)
+        return out
 
     def _run(self) -> None:
-        watched: set[str] | None = None
+        watched: dict[str, tuple[int, int]] | None = None
         while not self._stop.is_set():
             tracked = self._tracked()
-            dirs = self._dirs_of(tracked)
-            if watched is not None and set(dirs) - watched:
-                # A directory that appeared (or a file the session gained there) since
-                # the last start: whatever was written before watching began is caught up.
-                fresh = set(dirs) - watched
-                self._handle({(None, p) for p in tracked if os.path.dirname(p) in fresh}, tracked)
-            watched = set(dirs)
+            found = self._dirs_of(tracked)
+            if watched is not None:
+                # A directory that appeared, or was made again, (or a file the session
+                # gained there) since the last start: whatever was written before
+                # watching began is caught up.
+                fresh = {d for d, ident in found.items() if watched.get(d) != ident}
+                if fresh:
+                    changed = {(None, p) for p in tracked if os.path.dirname(p) in fresh}
+                    self._handle(changed, tracked)
+            watched = found
+            dirs = list(found)
             self._dirs = dirs
             if not dirs:
                 if self._stop.wait(0.2):
@@ -158,10 +174,18 @@ class Watcher:
                     return
                 if changes:
                     self._handle(changes, tracked)
+                # A watched directory's own event (removed, perhaps made again at once,
+                # often with its inode number reused): the watch on it is gone, so it is
+                # watched afresh and its files are caught up.
+                moved = {path for _, path in changes if path in found}
+                if moved:
+                    watched = {d: i for d, i in found.items() if d not in moved}
+                    restart = True
+                    break
                 # Every batch, and every empty batch on timeout: the session may have
                 # gained files, possibly in directories created after the start.
                 tracked = self._tracked()
-                if self._dirs_of(tracked) != dirs:
+                if self._dirs_of(tracked) != found:
                     restart = True
                     break
             if not restart:

@@ -145,3 +145,20 @@ def test_real_watcher_follows_directories_created_after_start(session, sample_ws
         (sample_ws / "newdir" / "n.py").write_text("x = 3\n")
         assert wait_for(lambda: session.get(oid)["content"] == "x = 3\n")
     assert not w.errors
+
+
+def test_real_watcher_follows_a_directory_made_again_at_once(session, sample_ws):
+    # Removed and made again before the watcher looks: the same name, another directory,
+    # which the old watch never sees. Its identity (device, inode) tells them apart.
+    with session.watch(debounce_ms=20, step_ms=5) as w:
+        (sample_ws / "again").mkdir()
+        (sample_ws / "again" / "n.py").write_text("x = 1\n")
+        oid = session.add_path("again/n.py")
+        assert wait_for(lambda: str(sample_ws / "again") in w._dirs)
+        (sample_ws / "again" / "n.py").unlink()
+        (sample_ws / "again").rmdir()
+        (sample_ws / "again").mkdir()
+        (sample_ws / "again" / "n.py").write_text("x = 2\n")
+        assert wait_for(lambda: session.get(oid)["content"] == "x = 2\n")
+        (sample_ws / "again" / "n.py").write_text("x = 3\n")
+        assert wait_for(lambda: session.get(oid)["content"] == "x = 3\n")
