@@ -55,7 +55,7 @@ from collections.abc import Callable, Iterable, Iterator, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, NamedTuple
 
-from ..errors import PolicyError
+from ..errors import PolicyError, StoreError
 from ..hashing import sha256_hex
 from .core import in_scope
 
@@ -170,7 +170,16 @@ def lease_lock(root: str | os.PathLike[str]) -> Iterator[None]:
     """Hold the workspace's lease lock: check the leases and write one's own inside it."""
     folder = Path(root).joinpath(*_LEASES)
     folder.mkdir(parents=True, exist_ok=True)
-    fd = os.open(folder / ".lock", os.O_RDWR | os.O_CREAT, 0o644)
+    # Never through a link: a lock file swapped for one would be opened (and created)
+    # wherever it points.
+    try:
+        fd = os.open(folder / ".lock", os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC, 0o644)
+    except OSError as e:
+        # Without the lock two sessions could both pass the overlap check: stop.
+        raise StoreError(
+            f"the lease lock {folder / '.lock'} cannot be opened ({e.strerror}); it must be a "
+            "plain file. Remove it (ctxnb makes it again) and retry"
+        ) from None
     try:
         fcntl.flock(fd, fcntl.LOCK_EX)
         yield

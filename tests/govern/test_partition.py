@@ -473,3 +473,17 @@ def test_why_shows_no_chain_a_record_cannot_support(root):
     assert _record_why(rec, "r1", {}).chain == ["boss", "w"]
     rec["metadata"]["supervisors"] = ["root", "boss"]
     assert _record_why(rec, "r1", {}).chain == ["root", "boss", "w"]
+
+
+def test_a_lease_lock_swapped_for_a_link_is_refused_not_followed(tmp_path):
+    from ctxnb.errors import StoreError
+    from ctxnb.govern.partition import lease_lock
+
+    target = tmp_path / "elsewhere"
+    folder = tmp_path / "ws" / ".ctxnb" / "leases"
+    folder.mkdir(parents=True)
+    (folder / ".lock").symlink_to(target)
+    with pytest.raises(StoreError, match="plain file"):
+        with lease_lock(tmp_path / "ws"):
+            pass
+    assert not target.exists()
