@@ -126,22 +126,7 @@ def charge_read(ctx: _Context, tool: str, tool_input: Mapping[str, Any], reach: 
         budget.check_read(tool, path, nbytes, tokens)
     except PolicyError as e:
         raise _with_remaining(e, budget) from None
-    from ..tools.audit import AuditLog, audit_record
-
-    AuditLog(ctx.root / ".ctxnb" / "audit.jsonl").append(
-        audit_record(
-            caller="claude-code",
-            session_id=ctx.session_id,
-            tool=tool,
-            args=dict(tool_input),
-            duration_ms=0.0,
-            success=True,
-            error_code=None,
-            intent_id=ctx.session_intent(),
-            read_bytes=nbytes,
-            read_tokens=tokens,
-        )
-    )
+    ctx.audit(tool, tool_input, read_bytes=nbytes, read_tokens=tokens)
 
 
 def _output(ctx: _Context, tool: str, tool_input: Mapping[str, Any], reach: Any) -> tuple[str, str]:

@@ -228,23 +228,15 @@ def _audit(
     lost: list[str],
     problem: str | None,
 ) -> None:
-    from ..tools.audit import AuditLog, audit_record
-
     args: dict[str, Any] = {
         "trigger": trigger,
         "summary_chars": len(summary),
         "dropped": len(dropped),
         "not_in_summary": lost,
     }
-    AuditLog(ctx.root / ".ctxnb" / "audit.jsonl").append(
-        audit_record(
-            caller="claude-code",
-            session_id=ctx.session_id,
-            tool="PostCompact",
-            args=args,
-            duration_ms=0.0,
-            success=problem is None,
-            error_code=None if problem is None else "TRANSCRIPT_UNREADABLE",
-            intent_id=ctx.session_intent(),
-        )
+    ctx.audit(
+        "PostCompact",
+        args,
+        success=problem is None,
+        error_code=None if problem is None else "TRANSCRIPT_UNREADABLE",
     )

@@ -233,6 +233,33 @@ class _Context:
             return None
         return read_session_intent(self.state_dir, self.session_id)
 
+    def audit(
+        self,
+        tool: str,
+        args: Mapping[str, Any],
+        *,
+        success: bool = True,
+        error_code: str | None = None,
+        **extra: Any,
+    ) -> None:
+        """Append this call's audit line (``caller`` claude-code, this session and its
+        intent) to the workspace's audit log, as the file tools write one per call."""
+        from ..tools.audit import AuditLog, audit_record
+
+        AuditLog(self.root / ".ctxnb" / "audit.jsonl").append(
+            audit_record(
+                caller="claude-code",
+                session_id=self.session_id,
+                tool=tool,
+                args=dict(args),
+                duration_ms=0.0,
+                success=success,
+                error_code=error_code,
+                intent_id=self.session_intent(),
+                **extra,
+            )
+        )
+
 
 def _breaker(ctx: _Context) -> BreakerState:
     # The engine's own file: one breaker for every way an agent reaches the workspace.

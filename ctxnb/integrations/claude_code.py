@@ -678,21 +678,8 @@ def _audit_refusal(ctx: _Context, tool: str, tool_input: Mapping[str, Any], code
     """The audit line of a call the pre hook refused (only governed workspaces keep one)."""
     if not ctx.governed:
         return
-    from ..tools.audit import AuditLog, audit_record
-
     try:
-        AuditLog(ctx.root / ".ctxnb" / "audit.jsonl").append(
-            audit_record(
-                caller="claude-code",
-                session_id=ctx.session_id,
-                tool=tool,
-                args=dict(tool_input),
-                duration_ms=0.0,
-                success=False,
-                error_code=code,
-                intent_id=ctx.session_intent(),
-            )
-        )
+        ctx.audit(tool, tool_input, success=False, error_code=code)
     except OSError:
         pass  # the refusal stands whether or not it could be logged
 
@@ -750,25 +737,16 @@ def _session_end(ctx: _Context) -> HookResult:
     if not ctx.governed:
         return HookResult()  # no intents, no leases: nothing to release or record
     from ..govern.partition import release_session_lease
-    from ..tools.audit import AuditLog, audit_record
 
     reason = ctx.payload.get("reason")
     lease = release_session_lease(ctx.root, ctx.session_id)
-    AuditLog(ctx.root / ".ctxnb" / "audit.jsonl").append(
-        audit_record(
-            caller="claude-code",
-            session_id=ctx.session_id,
-            tool="SessionEnd",
-            args={
-                "reason": reason if isinstance(reason, str) else None,
-                "released": None if lease is None else lease.intent_id,
-                "scope": [] if lease is None else list(lease.scope),
-            },
-            duration_ms=0.0,
-            success=True,
-            error_code=None,
-            intent_id=ctx.session_intent(),
-        )
+    ctx.audit(
+        "SessionEnd",
+        {
+            "reason": reason if isinstance(reason, str) else None,
+            "released": None if lease is None else lease.intent_id,
+            "scope": [] if lease is None else list(lease.scope),
+        },
     )
     return HookResult()
 
