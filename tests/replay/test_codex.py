@@ -21,6 +21,14 @@ ROLLOUT = (
     / "codex"
     / "rollout-2026-03-14T09-12-05-019ce1a2-7b3c-7d40-9e51-2f6a8c0d4b17.jsonl"
 )
+# A real session of Codex CLI 0.125.0 (codemie-ai/codemie-code, Apache-2.0; see the
+# folder's SOURCE-README.md).
+REAL = (
+    TEST_DATA
+    / "trajectories"
+    / "codex"
+    / "rollout-2026-05-11T11-26-55-019e1625-789d-76c0-80ab-3724b5ddb799.jsonl"
+)
 
 
 def _lines(path: Path = ROLLOUT) -> list[dict[str, Any]]:
@@ -179,6 +187,54 @@ def test_the_replay_runs_over_a_rollout_with_its_recorded_prompts() -> None:
     ]
     # The compaction restarts the context: the call after it is a new segment.
     assert df["segment"].max() == 1
+
+
+# --------------------------------------------------------------------------- a real rollout
+
+
+def test_a_real_rollout_keeps_every_call_and_every_token_report() -> None:
+    # The table in docs/research.md ("Codex CLI rollouts") shows these figures.
+    fig = codex_fidelity(REAL)
+    # 43 exec_command, 54 write_stdin, 3 apply_patch, 2 update_plan.
+    assert fig["tool_calls"] == (102, 102)
+    assert fig["outputs"] == (102, 102)
+    assert fig["model_calls"] == (66, 66)
+    # Codex's own running sums at the end of the file, and the loaded steps' sums.
+    assert fig["prompt_tokens"] == (6055836, 6055836)
+    assert fig["cached_tokens"] == (4929536, 4929536)
+    assert fig["completion_tokens"] == (9118, 9118)
+    assert fig["unparsed"] == 0
+    assert fig["unknown_items"] == {}
+
+
+def test_a_real_rollout_gives_each_model_call_the_usage_codex_reported() -> None:
+    lines = _lines(REAL)
+    reported = [
+        (u["input_tokens"], u["cached_input_tokens"], u["output_tokens"])
+        for r in lines
+        if r["type"] == "event_msg"
+        and r["payload"]["type"] == "token_count"
+        and isinstance(r["payload"].get("info"), dict)
+        for u in [r["payload"]["info"]["last_token_usage"]]
+    ]
+    t = load(REAL)
+    kept = [
+        (s.usage.prompt_tokens, s.usage.cached_tokens, s.usage.completion_tokens)
+        for s in t.steps
+        if s.usage is not None
+    ]
+    assert kept == reported
+    assert len(kept) == 66
+    assert t.metadata["cli_version"] == "0.125.0"
+    assert t.metadata["model"] == "gpt-5.5"
+    assert t.task == "show tools"
+    assert t.system_prompt is not None
+    assert t.system_prompt.startswith("You are Codex, a coding agent based on GPT-5.")
+    # The AGENTS.md block and the permissions text Codex sends are the prompt, not a turn.
+    assert "# AGENTS.md instructions for" in t.system_prompt
+    assert "<permissions instructions>" in t.system_prompt
+    users = [s.action.args["text"] for s in t.steps if s.action.tool == "user"]
+    assert users == ["let's update the defailt context compart to 90 in env var"]
 
 
 # --------------------------------------------------------------------------- damage
