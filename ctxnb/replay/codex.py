@@ -21,6 +21,14 @@ Each line is ``{"timestamp", "type", "payload"}`` (``RolloutLine`` in openai/cod
   context starts from.
 - **Outputs.** A ``*_output`` item is the observation of the call with its ``call_id``;
   an output that names no call of the file is an unparsed step, so it is not lost.
+- **Commands still running.** ``exec_command`` waits ``yield_time_ms`` and then answers
+  ``Process running with session ID N`` with what the command printed so far; the model
+  reads the rest with ``write_stdin`` calls naming ``session_id`` N until one answers
+  ``Process exited with code …``. The command's file touches are read from its whole
+  output, gathered over those answers, and belong to the ``write_stdin`` step whose
+  answer ended it (where the model had seen all of it); before that the ``bash`` step
+  claims no file content. A command the rollout never sees end, or one the model typed
+  into (``chars``), claims none either.
 - **Usage.** Each ``event_msg`` ``token_count`` reports the model call just made:
   ``last_token_usage`` gives ``prompt_tokens = input_tokens`` (OpenAI counts the cached
   part inside it), ``cached_tokens = cached_input_tokens`` and ``completion_tokens =
@@ -48,13 +56,24 @@ from ._apply_patch import parse_apply_patch
 from ._shell import FileMemory, parse_command
 from .model import Action, Step, Trajectory, TrajectoryFormatError, Usage, json_obj
 
-__all__ = ["SOURCE_FORMAT", "codex_fidelity", "from_codex", "is_codex_record"]
+__all__ = [
+    "SOURCE_FORMAT",
+    "check_codex_lines",
+    "codex_fidelity",
+    "from_codex",
+    "is_codex_record",
+]
 
 SOURCE_FORMAT = "codex"
 _LINE_TYPES = frozenset({"session_meta", "turn_context", "response_item", "event_msg", "compacted"})
-# Items Codex keeps that are neither a call, its output nor conversation: the harness's
-# own snapshots, and web searches the provider ran (no output comes back to the file).
-_PASSIVE_ITEMS = frozenset({"ghost_snapshot", "web_search_call", "compaction", "other"})
+# Items Codex keeps that are neither a call, its output nor conversation, and why a load
+# keeps no step for them (the fidelity report names them with these reasons).
+_NOT_KEPT: dict[str, str] = {
+    "web_search_call": "a search the provider ran; its results never reach the rollout",
+    "ghost_snapshot": "Codex's own undo snapshot (a git commit), never shown to the model",
+    "compaction": "a remote compaction's summary, encrypted; the rollout has no text of it",
+    "other": "an item Codex itself could not type",
+}
 # Context Codex injects as user messages before the first prompt.
 _CONTEXT_PREFIXES = (
     "<environment_context>",
@@ -143,6 +162,11 @@ def from_codex(
                 )
             )
     conv.flush_reply()
+    for session, (command, _, _) in conv.running.items():
+        command.note = (
+            f"still running as session {session} when the rollout ends; the files it "
+            "touched are unknown"
+        )
     meta = conv.meta
     git = json_obj(meta, "git")
     metadata: dict[str, Any] = {
@@ -159,6 +183,8 @@ def from_codex(
             "model_calls": conv.calls or None,
             "repeated_token_counts": conv.repeats or None,
             "unknown_items": dict(sorted(conv.unknown.items())) or None,
+            "items_not_kept": dict(sorted(conv.passive.items())) or None,
+            "events_not_read": dict(sorted(conv.events.items())) or None,
             "skipped_lines": skipped_lines or None,
         }.items()
         if v is not None
@@ -218,25 +244,41 @@ def _patch_heredoc(script: str) -> str | None:
     return m.group("body") if m else None
 
 
+_RUNNING = re.compile(r"^Process running with session ID (-?\d+)$", re.MULTILINE)
+
+
 def _command_output(output: str) -> tuple[str, bool]:
     """The command's own output inside Codex's envelope, and whether it is whole.
 
     ``exec_command`` answers ``Chunk ID …\\nProcess exited with code N\\nOutput:\\n…``;
     older ``shell`` outputs are JSON ``{"output": …, "metadata": {"exit_code": …}}``.
     """
+    body, whole, _, _ = _exec_envelope(output)
+    return body, whole
+
+
+def _exec_envelope(output: str) -> tuple[str, bool, int | None, bool]:
+    """:func:`_command_output`, the session of a command still running (else None), and
+    whether the output was in an envelope at all."""
     if output.startswith("{"):
         try:
             data = json.loads(output)
         except (json.JSONDecodeError, RecursionError):
             data = None
         if isinstance(data, dict) and isinstance(data.get("output"), str):
-            return data["output"], True
+            return data["output"], True, None, True
     head, sep, body = output.partition("Output:\n")
     if sep and ("exit code" in head.lower() or "Wall time" in head):
-        # Codex cuts a long output in the middle and says so; then it is not the file.
-        whole = "Total output lines" not in head and "tokens truncated" not in body
-        return body, whole
-    return output, True
+        # Codex cuts a long output in the middle and says so, before the envelope or
+        # (0.125) at the start of the output; then it is not the file.
+        whole = (
+            "Total output lines" not in head
+            and not body.startswith("Total output lines:")
+            and "tokens truncated" not in body
+        )
+        running = _RUNNING.search(head)
+        return body, whole, int(running.group(1)) if running else None, True
+    return output, True, None, False
 
 
 # --------------------------------------------------------------------------- converter
@@ -253,11 +295,16 @@ class _Converter:
         self.memory = FileMemory()
         self.pending: list[str] = []
         self.by_call: dict[str, Step] = {}
+        # Commands still running, by Codex's session ID: the command's step, its output
+        # so far, and whether that output is whole.
+        self.running: dict[int, tuple[Step, list[str], bool]] = {}
         self.call_start = 0  # first step of the model call under way
         self.last_total: Any = None
         self.calls = 0
         self.repeats = 0
         self.unknown: Counter[str] = Counter()
+        self.passive: Counter[str] = Counter()
+        self.events: Counter[str] = Counter()
 
     def add(self, step: Step) -> None:
         step.index = len(self.steps)
@@ -325,7 +372,9 @@ class _Converter:
     def event(self, payload: dict[str, Any]) -> None:
         if payload.get("type") != "token_count":
             # user_message, agent_message, agent_reasoning, exec_command_end … repeat what
-            # the response items hold, for the terminal's display.
+            # the response items hold, for the terminal's display; counted by name so a
+            # report shows what was not read.
+            self.events[str(payload.get("type"))] += 1
             return
         info = payload.get("info")
         if not isinstance(info, dict) or not isinstance(info.get("last_token_usage"), dict):
@@ -358,8 +407,8 @@ class _Converter:
             self.call(lineno, item)
         elif kind in ("function_call_output", "custom_tool_call_output"):
             self.output(lineno, item)
-        elif kind in _PASSIVE_ITEMS:
-            return
+        elif kind in _NOT_KEPT:
+            self.passive[kind] += 1
         else:
             self.unknown[str(kind)] += 1
 
@@ -513,19 +562,58 @@ class _Converter:
         if step.action.tool == "edit" and "patch" in step.action.args:
             self.patch(lineno, step)
         elif step.action.tool == "bash":
-            body, whole = _command_output(text)
-            workdir = step.action.args.get("workdir")
-            cwd = workdir if isinstance(workdir, str) else self.cwd
-            parse = parse_command(
-                str(step.action.args["command"]),
-                body,
-                self.memory,
-                output_complete=whole,
-                cwd=_relative(cwd, self.cwd),
-            )
-            step.files = parse.files
-            step.parsed = parse.ok
-            step.note = "; ".join(parse.notes) or None
+            body, whole, session, _ = _exec_envelope(text)
+            if session is not None:
+                # What it printed so far is not all of it: no file content yet.
+                self.running[session] = (step, [body], whole)
+                step.note = (
+                    f"still running as session {session}; its output continues in "
+                    "write_stdin answers"
+                )
+                return
+            self.shell_files(step, step, body, whole)
+        elif step.action.tool == "write_stdin":
+            self.continued(step, text)
+
+    def shell_files(self, command: Step, target: Step, body: str, whole: bool) -> None:
+        """The touches of ``command``'s shell line given its output, put on ``target``."""
+        workdir = command.action.args.get("workdir")
+        cwd = workdir if isinstance(workdir, str) else self.cwd
+        parse = parse_command(
+            str(command.action.args["command"]),
+            body,
+            self.memory,
+            output_complete=whole,
+            cwd=_relative(cwd, self.cwd),
+        )
+        target.files = parse.files
+        command.parsed = parse.ok
+        notes = "; ".join(parse.notes) or None
+        if target is command:
+            command.note = notes
+        else:
+            command.note = f"ran as a session; its output ended at step {target.index}"
+            target.note = notes
+
+    def continued(self, step: Step, text: str) -> None:
+        """A ``write_stdin`` answer: more output of a command still running, or its end."""
+        session = _count(step.action.args.get("session_id"))
+        if session is None or session not in self.running:
+            return
+        body, whole, still, framed = _exec_envelope(text)
+        if not framed:
+            # Not an envelope (``write_stdin failed: …``): nothing was read from the command.
+            return
+        command, chunks, whole_so_far = self.running[session]
+        chunks.append(body)
+        # Text the model typed into the command may be echoed into its output.
+        typed = step.action.args.get("chars")
+        whole_so_far = whole_so_far and whole and not typed
+        if still is not None:
+            self.running[session] = (command, chunks, whole_so_far)
+            return
+        del self.running[session]
+        self.shell_files(command, step, "".join(chunks), whole_so_far)
 
     def patch(self, lineno: int, step: Step) -> None:
         body, _ = _command_output(step.observation or "")
@@ -551,6 +639,27 @@ def _relative(cwd: str | None, root: str | None) -> str | None:
     return cwd
 
 
+def check_codex_lines(where: str, skipped: list[SkippedLine], not_objects: list[int]) -> None:
+    """Refuse a rollout with a damaged line (any but a cut last line), naming the first.
+
+    Raises:
+        TrajectoryFormatError: a line inside the file is not a whole JSON object.
+    """
+    # Fail closed on damage inside the file; only the cut last line of a live file passes.
+    damaged = [s for s in skipped if not s.reason.startswith("cut line")]
+    damaged += [SkippedLine(n, "not a JSON object", "") for n in not_objects]
+    damaged.sort(key=lambda s: s.lineno)
+    if damaged:
+        first = damaged[0]
+        raise TrajectoryFormatError(
+            f"{where}: line {first.lineno} of the Codex rollout is damaged ({first.reason}: "
+            f"{first.preview!r}); {len(damaged)} damaged line(s) in all. Codex writes whole "
+            "JSON lines, so the file was edited or corrupted: restore it, or delete the "
+            "damaged line if the run without it is what you want to replay.",
+            path=where,
+        )
+
+
 # --------------------------------------------------------------------------- fidelity
 
 
@@ -563,10 +672,14 @@ def codex_fidelity(path: str | os.PathLike[str]) -> dict[str, Any]:
         (distinct ``token_count`` reports against steps with usage), ``prompt_tokens``,
         ``cached_tokens`` and ``completion_tokens`` (the file's last
         ``total_token_usage`` against the sum over the loaded steps), each as a
-        ``(file, kept)`` pair; ``unparsed`` steps and ``unknown_items``.
+        ``(file, kept)`` pair; ``unparsed`` steps and ``unknown_items``; ``not_kept``,
+        the items of a known type a load keeps no step for, each as ``(count, reason)``;
+        ``events_not_read``, the ``event_msg`` types other than ``token_count``, by count
+        (they repeat the response items for the terminal).
 
     Raises:
-        TrajectoryFormatError: the file is not a Codex rollout.
+        TrajectoryFormatError: the file is not a Codex rollout, or a line inside it is
+            damaged (named, as :func:`ctxnb.replay.load` names it).
 
     Example:
         >>> import json, tempfile, pathlib
@@ -584,12 +697,15 @@ def codex_fidelity(path: str | os.PathLike[str]) -> dict[str, Any]:
     except (OSError, UnicodeDecodeError) as exc:
         raise TrajectoryFormatError(f"{where}: cannot be read ({exc}).", path=where) from None
     skipped: list[SkippedLine] = []
-    records = list(iter_jsonl(text, skipped=skipped))
+    numbered = list(iter_jsonl(text, skipped=skipped, objects=False))
+    records = [(n, r) for n, r in numbered if isinstance(r, dict)]
     if not any(is_codex_record(r) for _, r in records):
         raise TrajectoryFormatError(
             f"{where}: not a Codex rollout (no line with type session_meta, response_item …).",
             path=where,
         )
+    # The figures of a damaged file would leave its damage out: refused as load() does.
+    check_codex_lines(where, skipped, [n for n, r in numbered if not isinstance(r, dict)])
     t = from_codex(records, source_path=where, skipped_lines=len(skipped))
     items = [r["payload"] for _, r in records if r.get("type") == "response_item"]
     items = [i for i in items if isinstance(i, dict)]
@@ -626,4 +742,6 @@ def codex_fidelity(path: str | os.PathLike[str]) -> dict[str, Any]:
         "completion_tokens": (total.get("output_tokens", 0), kept("completion_tokens")),
         "unparsed": t.unparsed_count,
         "unknown_items": t.metadata.get("unknown_items", {}),
+        "not_kept": {k: (n, _NOT_KEPT[k]) for k, n in t.metadata.get("items_not_kept", {}).items()},
+        "events_not_read": t.metadata.get("events_not_read", {}),
     }

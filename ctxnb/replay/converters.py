@@ -31,7 +31,7 @@ from typing import Any
 from .._util.jsonl import SkippedLine, iter_jsonl
 from .atif import from_atif, is_atif
 from .claude_code import from_claude_code
-from .codex import from_codex, is_codex_record
+from .codex import check_codex_lines, from_codex, is_codex_record
 from .mini_swe_agent import from_mini_swe_agent
 from .model import FORMAT_NAME, Trajectory, TrajectoryFormatError
 from .swe_agent import from_swe_agent
@@ -175,25 +175,9 @@ def _read(path: Path) -> tuple[str, Any, int]:
     if fmt == "ctxnb-trajectory":
         return fmt, text, 0
     if fmt == "codex":
-        _check_codex_lines(where, skipped, [n for n, r in numbered if not isinstance(r, dict)])
+        check_codex_lines(where, skipped, [n for n, r in numbered if not isinstance(r, dict)])
         return fmt, [(n, r) for n, r in numbered if isinstance(r, dict)], len(bad)
     return fmt, [r for r in records if isinstance(r, dict)], len(bad)
-
-
-def _check_codex_lines(where: str, skipped: list[SkippedLine], not_objects: list[int]) -> None:
-    # Fail closed on damage inside the file; only the cut last line of a live file passes.
-    damaged = [s for s in skipped if not s.reason.startswith("cut line")]
-    damaged += [SkippedLine(n, "not a JSON object", "") for n in not_objects]
-    damaged.sort(key=lambda s: s.lineno)
-    if damaged:
-        first = damaged[0]
-        raise TrajectoryFormatError(
-            f"{where}: line {first.lineno} of the Codex rollout is damaged ({first.reason}: "
-            f"{first.preview!r}); {len(damaged)} damaged line(s) in all. Codex writes whole "
-            "JSON lines, so the file was edited or corrupted: restore it, or delete the "
-            "damaged line if the run without it is what you want to replay.",
-            path=where,
-        )
 
 
 def load(path: str | os.PathLike[str]) -> Trajectory:

@@ -205,6 +205,19 @@ def test_a_real_rollout_keeps_every_call_and_every_token_report() -> None:
     assert fig["completion_tokens"] == (9118, 9118)
     assert fig["unparsed"] == 0
     assert fig["unknown_items"] == {}
+    # What a load keeps no step for is named, with the reason.
+    assert fig["not_kept"] == {
+        "web_search_call": (3, "a search the provider ran; its results never reach the rollout")
+    }
+    assert fig["events_not_read"] == {
+        "agent_message": 13,
+        "exec_command_end": 43,
+        "patch_apply_end": 3,
+        "task_complete": 2,
+        "task_started": 2,
+        "user_message": 2,
+        "web_search_end": 3,
+    }
 
 
 def test_a_real_rollout_gives_each_model_call_the_usage_codex_reported() -> None:
@@ -235,6 +248,149 @@ def test_a_real_rollout_gives_each_model_call_the_usage_codex_reported() -> None
     assert "<permissions instructions>" in t.system_prompt
     users = [s.action.args["text"] for s in t.steps if s.action.tool == "user"]
     assert users == ["let's update the defailt context compart to 90 in env var"]
+
+
+def test_a_real_rollout_reads_a_file_where_the_running_command_ended() -> None:
+    # `sed -n '1,240p' src/utils/config.ts` answered "Process running with session ID
+    # 28830" with no output; the model got the file from its second write_stdin.
+    lines = _lines(REAL)
+    answer = next(
+        r["payload"]["output"]
+        for r in lines
+        if r["payload"].get("call_id") == "call_op3h29z553xEEPpu12n1HeUh"
+        and r["payload"]["type"] == "function_call_output"
+    )
+    t = load(REAL)
+    reads = [
+        (s, f)
+        for s in t.steps
+        for f in s.files
+        if f.path == "src/utils/config.ts" and f.op == "read"
+    ]
+    step, touch = reads[0]
+    assert step.action.tool == "write_stdin"
+    assert step.action.args["session_id"] == 28830
+    assert touch.content == answer.partition("Output:\n")[2]
+    assert touch.content.startswith("import * as fs from 'fs/promises';")
+    assert (touch.start_line, touch.end_line) == (1, 240)
+    # No command still running claims a file's content from the little it printed.
+    for s in t.steps:
+        if s.action.tool == "bash" and "Process running with session ID" in (s.observation or ""):
+            assert s.files == [], s.action.args["command"]
+
+
+def _exec(cid: str, cmd: str) -> dict[str, Any]:
+    args = json.dumps({"cmd": cmd, "yield_time_ms": 1000})
+    return _item(
+        {"type": "function_call", "name": "exec_command", "arguments": args, "call_id": cid}
+    )
+
+
+def _stdin(cid: str, session: int, chars: str = "") -> dict[str, Any]:
+    args = json.dumps({"session_id": session, "chars": chars, "yield_time_ms": 1000})
+    return _item(
+        {"type": "function_call", "name": "write_stdin", "arguments": args, "call_id": cid}
+    )
+
+
+def _running(session: int, body: str = "") -> str:
+    return (
+        "Chunk ID: ab12\nWall time: 1.0 seconds\n"
+        f"Process running with session ID {session}\nOriginal token count: 0\nOutput:\n{body}"
+    )
+
+
+def _exited(body: str, head: str = "") -> str:
+    return (
+        "Chunk ID: cd34\nWall time: 0.0 seconds\nProcess exited with code 0\n"
+        f"Original token count: 9\nOutput:\n{head}{body}"
+    )
+
+
+def _read_of(t: Any, path: str) -> list[tuple[int, Any]]:
+    return [(s.index, f.content) for s in t.steps for f in s.files if f.path == path]
+
+
+def test_a_running_command_s_output_is_gathered_over_its_write_stdin_answers(
+    tmp_path: Path,
+) -> None:
+    lines = [
+        _meta(),
+        _task(),
+        _exec("c1", "cat a.py"),
+        _out("c1", _running(7, "x = 1\n")),
+        _stdin("c2", 7),
+        _out("c2", _running(7, "y = 2\n")),
+        _stdin("c3", 7),
+        _out("c3", _exited("z = 3\n")),
+    ]
+    t = load(_write(tmp_path, lines))
+    assert _read_of(t, "a.py") == [(2, "x = 1\ny = 2\nz = 3\n")]
+    assert t.steps[0].files == []
+    assert t.steps[0].note == "ran as a session; its output ended at step 2"
+
+
+@pytest.mark.parametrize(
+    ("tail", "why"),
+    [
+        ([], "the rollout ends while it runs"),
+        ([_stdin("c2", 7, chars="q\n"), _out("c2", _exited("x = 1\n"))], "the model typed"),
+        (
+            [_stdin("c2", 7), _out("c2", _exited("x…9 tokens truncated…1\n"))],
+            "Codex cut the output",
+        ),
+        (
+            [_stdin("c2", 7), _out("c2", _exited("x = 1\n", head="Total output lines: 900\n\n"))],
+            "Codex cut the output (0.125's marker)",
+        ),
+    ],
+)
+def test_a_running_command_claims_no_content_it_cannot_vouch_for(
+    tmp_path: Path, tail: list[dict[str, Any]], why: str
+) -> None:
+    lines = [_meta(), _task(), _exec("c1", "cat a.py"), _out("c1", _running(7)), *tail]
+    t = load(_write(tmp_path, lines))
+    assert all(content is None for _, content in _read_of(t, "a.py")), why
+    if not tail:
+        assert t.steps[0].note == (
+            "still running as session 7 when the rollout ends; the files it touched are unknown"
+        )
+
+
+def test_a_failed_write_stdin_is_not_output_of_the_command(tmp_path: Path) -> None:
+    failed = "write_stdin failed: stdin is closed for this session; rerun exec_command"
+    lines = [
+        _meta(),
+        _task(),
+        _exec("c1", "cat a.py"),
+        _out("c1", _running(7)),
+        _stdin("c2", 7, chars="\u0003"),
+        _out("c2", failed),
+        _stdin("c3", 7),
+        _out("c3", _exited("x = 1\n")),
+        # A write to a session no command of the file started touches nothing.
+        _stdin("c4", 99),
+        _out("c4", _exited("secret\n")),
+    ]
+    t = load(_write(tmp_path, lines))
+    assert _read_of(t, "a.py") == [(2, "x = 1\n")]
+    assert t.steps[1].observation == failed
+    assert t.steps[3].files == []
+
+
+def test_the_fidelity_of_a_damaged_real_rollout_is_refused_naming_the_line(
+    tmp_path: Path,
+) -> None:
+    text = REAL.read_text(encoding="utf-8").splitlines(keepends=True)
+    text[199] = text[199][: len(text[199]) // 2] + "\n"
+    p = tmp_path / REAL.name
+    p.write_text("".join(text), encoding="utf-8")
+    before = p.read_bytes()
+    with pytest.raises(TrajectoryFormatError, match=r"line 200 of the Codex rollout is damaged"):
+        codex_fidelity(p)
+    with pytest.raises(TrajectoryFormatError, match=r"line 200 of the Codex rollout is damaged"):
+        load(p)
+    assert p.read_bytes() == before
 
 
 # --------------------------------------------------------------------------- damage
