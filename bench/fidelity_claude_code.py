@@ -8,7 +8,9 @@ the hidden prompt (Claude Code's instructions and tool definitions, which the
 transcript does not hold; ``"auto"`` estimates their size at the first call with
 usage, and every later call is then a prediction). Target: within ±20% of 1.
 
-Usage: ``python bench/fidelity_claude_code.py [SESSION.jsonl ...]`` (default: the
+Usage: ``python bench/fidelity_claude_code.py [--tokens NAME] [SESSION.jsonl ...]``
+(``--tokens``: the token counter, such as ``tiktoken:cl100k_base``; default ctxnb's
+heuristic, calibrated on Gemini, which counts OpenAI's prompts high; default session: the
 vendored session ``tests/data/trajectories/claude-code/258c7280-….jsonl``). Sessions
 not used to develop the replay are a fair test of it; a source checkout's test data
 holds one, other real transcripts can be passed by path. Any run ``load()`` reads can be
@@ -41,14 +43,27 @@ def main(argv: list[str]) -> int:
     from ctxnb.replay.runner import HiddenPrompt, replay
     from ctxnb.strategies.builtin import KeepAll
 
+    counter: str | None = None
+    if argv[:1] == ["--tokens"]:
+        if len(argv) < 2:
+            print("--tokens needs a counter name, such as tiktoken:cl100k_base", file=sys.stderr)
+            return 2
+        counter, argv = argv[1], argv[2:]
     paths = [Path(a) for a in argv] or DEFAULT
+    print(f"token counter: {counter or 'heuristic (default)'}")
     print(f"{'session':10s} {'files':6s} {'hidden':6s} {'calls':>5s} {'median':>7s}  segments")
     for path in paths:
         run = load(path)
         for files in ("pool", "active"):
             hidden: HiddenPrompt
             for hidden in ("auto", None):
-                df = replay(run, [KeepAll()], files=files, hidden_prompt_tokens=hidden)
+                df = replay(
+                    run,
+                    [KeepAll()],
+                    files=files,
+                    hidden_prompt_tokens=hidden,
+                    token_counter=counter,
+                )
                 with warnings.catch_warnings():
                     warnings.simplefilter("ignore", FidelityWarning)  # shown in the line
                     r = fidelity_from_frame(df)

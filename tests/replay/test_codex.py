@@ -250,6 +250,30 @@ def test_a_real_rollout_gives_each_model_call_the_usage_codex_reported() -> None
     assert users == ["let's update the defailt context compart to 90 in env var"]
 
 
+def test_a_keep_all_replay_of_the_real_rollout_tracks_each_prompt_codex_sent() -> None:
+    # docs/research.md gives these figures (bench/fidelity_claude_code.py --tokens …).
+    from ctxnb.replay.fidelity import fidelity_from_frame
+    from ctxnb.replay.runner import replay
+    from ctxnb.strategies.builtin import KeepAll
+
+    price = {"input": 1.25, "cache_write": 1.25, "cache_read": 0.125, "output": 10.0}
+    df = replay(
+        load(REAL),
+        [KeepAll()],
+        hidden_prompt_tokens="auto",
+        token_counter="tiktoken:cl100k_base",
+        prices={"gpt-5.5": price},
+    )
+    calls = df.dropna(subset=["prompt_tokens"])
+    assert len(calls) == 66
+    # "auto" sizes Codex's unrecorded prompt (its tool definitions) from the first call,
+    # so the first matches by construction; the 65 after it are predictions.
+    ratios = (calls["total_tokens"] / calls["prompt_tokens"]).tolist()
+    assert ratios[0] == pytest.approx(1.0, abs=0.001)
+    assert all(0.9 <= r <= 1.1 for r in ratios[1:]), (min(ratios), max(ratios))
+    assert 0.95 <= fidelity_from_frame(df).median_ratio_raw <= 1.05
+
+
 def test_a_real_rollout_reads_a_file_where_the_running_command_ended() -> None:
     # `sed -n '1,240p' src/utils/config.ts` answered "Process running with session ID
     # 28830" with no output; the model got the file from its second write_stdin.
