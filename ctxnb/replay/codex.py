@@ -35,6 +35,11 @@ Each line is ``{"timestamp", "type", "payload"}`` (``RolloutLine`` in openai/cod
   output_tokens`` (reasoning included). It goes to the first step that call produced.
   Codex repeats a ``token_count`` unchanged (the same ``total_token_usage``) when a turn
   ends; the repeat is not a call and is not counted.
+- **Rollbacks.** A ``thread_rolled_back`` event says Codex removed the last
+  ``num_turns`` user turns from the model's context (the user backtracked). Their lines
+  stay in the file and the replay keeps their steps, so from there the replay holds more
+  than Codex sent: ``metadata["notes"]`` names each rollback and its line, and the
+  fidelity report counts them, rather than the figures passing in silence.
 - **Damage.** A record of the wrong shape, or a call whose ``arguments`` are not JSON, is
   an unparsed step whose note names the line; types this reader does not know are counted
   in ``metadata["unknown_items"]``. Which lines the file could not read at all is the
@@ -185,6 +190,7 @@ def from_codex(
             "unknown_items": dict(sorted(conv.unknown.items())) or None,
             "items_not_kept": dict(sorted(conv.passive.items())) or None,
             "events_not_read": dict(sorted(conv.events.items())) or None,
+            "notes": conv.notes or None,
             "skipped_lines": skipped_lines or None,
         }.items()
         if v is not None
@@ -305,6 +311,7 @@ class _Converter:
         self.unknown: Counter[str] = Counter()
         self.passive: Counter[str] = Counter()
         self.events: Counter[str] = Counter()
+        self.notes: list[str] = []
 
     def add(self, step: Step) -> None:
         step.index = len(self.steps)
@@ -365,6 +372,14 @@ class _Converter:
                 )
             )
         elif kind == "event_msg":
+            if payload.get("type") == "thread_rolled_back":
+                turns = _count(payload.get("num_turns"))
+                self.notes.append(
+                    f"line {lineno}: Codex rolled back {turns if turns is not None else 'some'} "
+                    "user turn(s) here; the replay keeps them, so from here its context holds "
+                    "more than Codex sent"
+                )
+                return
             self.event(payload)
         else:
             self.item(lineno, payload)
@@ -675,7 +690,8 @@ def codex_fidelity(path: str | os.PathLike[str]) -> dict[str, Any]:
         ``(file, kept)`` pair; ``unparsed`` steps and ``unknown_items``; ``not_kept``,
         the items of a known type a load keeps no step for, each as ``(count, reason)``;
         ``events_not_read``, the ``event_msg`` types other than ``token_count``, by count
-        (they repeat the response items for the terminal).
+        (they repeat the response items for the terminal); ``rollbacks``, the turns
+        Codex removed from the context that the replay still holds (see ``notes``).
 
     Raises:
         TrajectoryFormatError: the file is not a Codex rollout, or a line inside it is
@@ -744,4 +760,5 @@ def codex_fidelity(path: str | os.PathLike[str]) -> dict[str, Any]:
         "unknown_items": t.metadata.get("unknown_items", {}),
         "not_kept": {k: (n, _NOT_KEPT[k]) for k, n in t.metadata.get("items_not_kept", {}).items()},
         "events_not_read": t.metadata.get("events_not_read", {}),
+        "rollbacks": len(t.metadata.get("notes", [])),
     }

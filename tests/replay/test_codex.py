@@ -417,6 +417,24 @@ def test_the_fidelity_of_a_damaged_real_rollout_is_refused_naming_the_line(
     assert p.read_bytes() == before
 
 
+def test_a_rollback_the_replay_cannot_follow_is_named_not_passed_in_silence(
+    tmp_path: Path,
+) -> None:
+    rollback = {"timestamp": "t", "type": "event_msg", "payload": {"type": "thread_rolled_back"}}
+    rollback["payload"]["num_turns"] = 1
+    lines = [_meta(), _task(), _call("c1", "cat a.py"), _out("c1", "x\n"), rollback]
+    p = _write(tmp_path, lines)
+    t = load(p)
+    assert t.metadata["notes"] == [
+        "line 5: Codex rolled back 1 user turn(s) here; the replay keeps them, so from "
+        "here its context holds more than Codex sent"
+    ]
+    fig = codex_fidelity(p)
+    assert fig["rollbacks"] == 1
+    assert fig["events_not_read"] == {}
+    assert codex_fidelity(REAL)["rollbacks"] == 0
+
+
 # --------------------------------------------------------------------------- damage
 
 
