@@ -23,12 +23,18 @@ Claude Code waits for it after every edit. No target; it shows what the store co
 (the read sized and charged, an audit line appended) against the same Read in a workspace
 without one, interleaved: what a budget adds to every Read. No target.
 
+(d) The same budgeted Read on a 10,000-line audit log: with the session's running totals
+kept in ``.ctxnb/budget/`` (the hook reads only the lines after them) against the same
+call with the counter removed before each run (the whole log read, as every call did
+before the counter), interleaved; and in-process, a new ``SessionBudget``'s first look
+with and without a counter. No target.
+
 Targets: (a) the whole governed write <= 5x the bare write + fsync, and the pre+post
 policies (governed minus ungoverned) <= 1 ms; (b) ratio <= 2x and median <= 120 ms.
 
 Run with::
 
-    python bench/hooks.py [--writes 200] [--runs 30] [--only budget]
+    python bench/hooks.py [--writes 200] [--runs 30] [--only budget|budget-log]
 """
 
 from __future__ import annotations
@@ -394,6 +400,60 @@ def bench_budget_process(runs: int) -> None:
         print(f"    {label:<36} {median:8.1f} ms  {median / base:4.2f}x")
 
 
+def bench_budget_log(runs: int, lines: int = 10_000) -> None:
+    from ctxnb.config import BudgetConfig
+    from ctxnb.tools.budget import SessionBudget
+
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"}
+    argv = [sys.executable, "-m", "ctxnb", "hook", "pre-tool-use"]
+    session = "bench-budget-log"
+    with tempfile.TemporaryDirectory() as tmp:
+        root = _governed_copy(tmp)
+        (root / "ctxnb.toml").write_text("[budget]\nread_bytes = 1_000_000_000_000\n")
+        payload = {
+            "session_id": session,
+            "cwd": str(root),
+            "hook_event_name": "PreToolUse",
+            "tool_name": "Read",
+            "tool_input": {"file_path": str(root / "inventory" / "models.py")},
+        }
+        stdin = json.dumps(payload).encode()
+        _time_process(argv, stdin, 2, env)  # bytecode, the settings cache, one real line
+        log = root / ".ctxnb" / "audit.jsonl"
+        line = json.loads(log.read_text().splitlines()[-1])
+        # The log of a long project: many sessions' calls, a fifth of them this one's.
+        with log.open("a", encoding="utf-8") as f:
+            for i in range(lines - len(log.read_text().splitlines())):
+                sid = session if i % 5 == 0 else f"other-{i % 7}"
+                f.write(json.dumps({**line, "session_id": sid}) + "\n")
+        (counter,) = (root / ".ctxnb" / "budget").iterdir()
+        kept: list[float] = []
+        whole: list[float] = []
+        for _ in range(runs):  # interleaved, so load on the machine hits both alike
+            kept.extend(_time_process(argv, stdin, 1, env))
+            counter.unlink()
+            whole.extend(_time_process(argv, stdin, 1, env))
+        limits = BudgetConfig(read_bytes=10**12)
+        fresh: dict[str, list[float]] = {"counter": [], "no counter": []}
+        for _ in range(runs):
+            for label, path in (("counter", counter), ("no counter", None)):
+                start = time.perf_counter()
+                SessionBudget(limits, log, session, counter=path).remaining()
+                fresh[label].append(time.perf_counter() - start)
+        size = log.stat().st_size
+    print("(d) a budgeted Read's hook process on a long audit log")
+    print(f"    runs: {runs} each, interleaved; the log: {lines:,} lines, {size / 1e6:.1f} MB")
+    print(f"    {'whole log read (no counter)':<36} {_ms(whole):8.1f} ms")
+    print(f"    {'running totals kept':<36} {_ms(kept):8.1f} ms  {_ms(kept) / _ms(whole):4.2f}x")
+    base = _ms(fresh["no counter"])
+    print("    in-process, a new SessionBudget's first remaining():")
+    print(f"    {'no counter (the whole log)':<36} {base:8.2f} ms")
+    print(
+        f"    {'counter (the lines after it)':<36} {_ms(fresh['counter']):8.2f} ms  "
+        f"{_ms(fresh['counter']) / base:5.3f}x"
+    )
+
+
 def _governed_copy(tmp: str) -> Path:
     root = copy_sample_workspace(tmp)
     init_governance(root)
@@ -405,10 +465,15 @@ def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--writes", type=int, default=200, help="writes per in-process figure")
     parser.add_argument("--runs", type=int, default=30, help="processes per command")
-    parser.add_argument("--only", choices=["budget", "session-end"], help="run only this part")
+    parser.add_argument(
+        "--only", choices=["budget", "budget-log", "session-end"], help="run only this part"
+    )
     args = parser.parse_args(argv)
     if args.only == "budget":
         bench_budget_process(args.runs)
+        return
+    if args.only == "budget-log":
+        bench_budget_log(args.runs)
         return
     if args.only == "session-end":
         with tempfile.TemporaryDirectory() as tmp:
@@ -425,6 +490,7 @@ def main(argv: list[str] | None = None) -> None:
         with tempfile.TemporaryDirectory() as tmp:
             step(_governed_copy(tmp))
     bench_budget_process(args.runs)
+    bench_budget_log(args.runs)
 
 
 if __name__ == "__main__":

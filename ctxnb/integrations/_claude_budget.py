@@ -22,10 +22,17 @@ is ``BUDGET_EXCEEDED``, its reason says what is left of every limit, and it coun
 the circuit breaker as the hook's other refusals do. Only a governed workspace keeps the
 audit log the budget is counted from; this module is loaded only when ``[budget]`` sets a
 limit, so the hook of a project without one pays nothing for it.
+
+Each hook is a new process, so the session's running totals are kept between calls in
+``.ctxnb/budget/<digest of the session id>.json`` with the log offset they reach: a
+call reads only the audit lines after it, not the whole log. The counter is checked
+against itself and the log, and one that does not check out is set aside and the log
+counted again (:class:`~ctxnb.tools.budget.SessionBudget`).
 """
 
 from __future__ import annotations
 
+import hashlib
 from collections.abc import Mapping
 from types import SimpleNamespace
 from typing import Any
@@ -54,11 +61,14 @@ def _budget(ctx: _Context) -> Any:
             "Code sends one with every call"
         )
     limits = {"read_bytes": None, "read_tokens": None, "writes": None, **ctx.settings["budget"]}
+    # Named by a digest: the session id comes from the payload and is no path.
+    name = hashlib.sha256(sid.encode("utf-8", "surrogatepass")).hexdigest()[:32]
     return SessionBudget(
         SimpleNamespace(**limits),  # type: ignore[arg-type]  # the three limits, as BudgetConfig
         ctx.root / ".ctxnb" / "audit.jsonl",
         sid,
         also=[f"claude-code-{sid}"],
+        counter=ctx.root / ".ctxnb" / "budget" / f"{name}.json",
     )
 
 

@@ -97,6 +97,47 @@ def test_a_write_past_the_budget_is_refused_for_every_write_tool_and_bash(sample
     assert "LIMIT = 3" in target.read_text() and not (ws / "inventory" / "x.txt").exists()
 
 
+def test_the_hook_keeps_the_running_totals_and_a_damaged_counter_lets_nothing_through(
+    sample_ws,
+):
+    ws = governed(sample_ws, "writes = 1")
+    target = ws / "inventory" / "models.py"
+    edit = {"file_path": str(target), "old_string": "a", "new_string": "b"}
+    assert pre(ws, "Edit", edit).decision is None
+    post_write(ws, "inventory/models.py", target.read_text() + "\nLIMIT = 3\n")
+    assert reason(pre(ws, "Edit", edit)).startswith("BUDGET_EXCEEDED: ")
+    # The session's totals, kept between the hook's processes under .ctxnb/budget/.
+    (counter,) = (ws / ".ctxnb" / "budget").iterdir()
+    state = json.loads(counter.read_text())
+    assert state["usage"]["writes"] == 1
+    assert state["offset"] == (ws / ".ctxnb" / "audit.jsonl").stat().st_size - len(
+        (ws / ".ctxnb" / "audit.jsonl").read_text().splitlines(keepends=True)[-1]
+    )  # the refusal's own line is appended after the check
+    # A counter edited to say no write was made is set aside: the log still counts one.
+    state["usage"]["writes"] = 0
+    counter.write_text(json.dumps(state))
+    assert reason(pre(ws, "Edit", edit)).startswith("BUDGET_EXCEEDED: ")
+    counter.write_text("{")
+    assert reason(pre(ws, "Write", {"file_path": str(target), "content": "x"})).startswith(
+        "BUDGET_EXCEEDED: "
+    )
+    assert "LIMIT = 3" in target.read_text()
+
+
+def test_a_session_id_names_no_path_for_its_counter(sample_ws):
+    ws = governed(sample_ws, "writes = 5")
+    read = {"file_path": str(ws / "README.md")}
+    pre(ws, "Read", read)  # an audit log to keep totals of
+    for sid in ("../../escaped", "/tmp/abs", "a/b"):
+        payload = json.loads((DATA / "pre-read.json").read_text())
+        payload.update(cwd=str(ws), session_id=sid, tool_name="Read", tool_input=read)
+        assert hook_process("pre-tool-use", payload).exit_code == 0
+    counters = sorted(p.name for p in (ws / ".ctxnb" / "budget").iterdir())
+    # One per session that found a log to count (the first call of all found none).
+    assert len(counters) == 3 and all(len(n) == len("0" * 32 + ".json") for n in counters)
+    assert not (ws.parent / "escaped").exists() and not Path("/tmp/abs").exists()
+
+
 def test_commands_run_through_sandbox_exec_count_toward_the_same_budget(sample_ws):
     # `sandbox exec` records a Claude Code session's commands as claude-code-<id>; its
     # audit line, written by the same writer it uses, spends the hook session's budget.

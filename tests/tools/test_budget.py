@@ -13,14 +13,17 @@ import os
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 import pytest
 from _paths import REPO
 from _tracewal_setup import governed
 
 from ctxnb import Workspace
-from ctxnb.errors import ConfigError
+from ctxnb.config import BudgetConfig
+from ctxnb.errors import ConfigError, PolicyError
 from ctxnb.samples import copy_sample_workspace
+from ctxnb.tools.budget import SessionBudget, _digest
 
 ENV = {**os.environ, "PYTHONPATH": str(REPO), "COLUMNS": "120"}
 A = "inventory/a.py"  # 100 bytes
@@ -211,3 +214,115 @@ def test_an_agent_cannot_raise_its_own_budget(ws: Path) -> None:
         )
         assert out["ok"] is False and out["budget_remaining"] == {"writes": 2}
     assert (ws / "ctxnb.toml").read_text() == settings
+
+
+# --------------------------------------------------------------------------- the counter
+
+
+def _log(path: Path, writes: int, others: int = 0) -> None:
+    """Append ``writes`` writes of session "s", then ``others`` lines of "t"."""
+    lines = [{"session_id": "s", "tool": "write_file", "success": True, "mutating": True}] * writes
+    lines += [{"session_id": "t", "tool": "read_file", "success": True, "read_bytes": 7}] * others
+    with path.open("a", encoding="utf-8") as f:
+        f.writelines(json.dumps(x) + "\n" for x in lines)
+
+
+def _budget(tmp_path: Path, writes: int = 100) -> SessionBudget:
+    return SessionBudget(
+        BudgetConfig(writes=writes),
+        tmp_path / "audit.jsonl",
+        "s",
+        counter=tmp_path / "budget" / "s.json",
+    )
+
+
+def test_a_counter_lets_the_next_process_read_only_the_lines_after_it(tmp_path: Path) -> None:
+    log = tmp_path / "audit.jsonl"
+    _log(log, writes=3, others=200)
+    assert _budget(tmp_path).remaining() == {"writes": 97}
+    state = json.loads((tmp_path / "budget" / "s.json").read_text())
+    assert state["offset"] == log.stat().st_size
+    assert state["usage"]["writes"] == 3
+    # Rewrite a write of "s" far before the offset as another session's (same length):
+    # a budget that re-read the log would count 2 writes; one that starts at the
+    # counter's offset still counts the 3 it had.
+    text = log.read_text()
+    first = text.index('"session_id": "s"')
+    log.write_text(text[:first] + '"session_id": "u"' + text[first + 17 :])
+    assert first < log.stat().st_size - 4096
+    _log(log, writes=2)
+    again = _budget(tmp_path)
+    assert again.remaining() == {"writes": 95}
+    assert again.recounted is None
+
+
+def _forge(state: dict, **changes: object) -> dict:
+    """``state`` with ``changes`` and a digest made again, as a careful editor would."""
+    body = {k: v for k, v in state.items() if k != "digest"} | changes
+    return body | {"digest": _digest(body)}
+
+
+@pytest.mark.parametrize(
+    ("damage", "why"),
+    [
+        (lambda raw, st, log: b"not json", "the counter is not JSON"),
+        (lambda raw, st, log: raw[: len(raw) // 2], "the counter is not JSON"),
+        (lambda raw, st, log: b"[]", "not a version 1 budget counter"),
+        # An edit that lowers the count without making the digest again.
+        (
+            lambda raw, st, log: json.dumps(st | {"usage": st["usage"] | {"writes": 0}}).encode(),
+            "the counter's digest does not match its fields",
+        ),
+        (
+            lambda raw, st, log: json.dumps(_forge(st, sessions=["s", "x"])).encode(),
+            "the counter sums other sessions",
+        ),
+        (
+            lambda raw, st, log: json.dumps(
+                _forge(st, usage=st["usage"] | {"writes": -5})
+            ).encode(),
+            "the counter's fields are not counts",
+        ),
+        (
+            lambda raw, st, log: json.dumps(_forge(st, offset=True)).encode(),
+            "the counter's fields are not counts",
+        ),
+        # The log cut short under the counter (its offset is past the end) ...
+        (
+            lambda raw, st, log: log.write_bytes(log.read_bytes()[:100]) and raw,
+            "the audit log does not hold what the counter counted",
+        ),
+        # ... or replaced by another log of the same length.
+        (
+            lambda raw, st, log: log.write_bytes(log.read_bytes().replace(b'"t"', b'"v"')) and raw,
+            "the audit log does not hold what the counter counted",
+        ),
+    ],
+)
+def test_a_counter_that_does_not_check_out_is_set_aside_and_the_log_counted_again(
+    tmp_path: Path, damage: Any, why: str
+) -> None:
+    log = tmp_path / "audit.jsonl"
+    _log(log, writes=3, others=50)
+    _budget(tmp_path).remaining()
+    counter = tmp_path / "budget" / "s.json"
+    raw = counter.read_bytes()
+    counter.write_bytes(damage(raw, json.loads(raw), log))
+    # What the log's whole lines hold (a cut last line is not counted until whole).
+    truth = sum(1 for x in log.read_text().split("\n")[:-1] if '"s"' in x)
+    budget = _budget(tmp_path)
+    assert budget.remaining() == {"writes": 100 - truth}
+    assert budget.recounted is not None and why in budget.recounted
+    # Replaced by one that checks out: the next process trusts it again.
+    fresh = _budget(tmp_path)
+    assert fresh.remaining() == {"writes": 100 - truth}
+    assert fresh.recounted is None
+
+
+def test_a_counter_that_cannot_be_written_costs_speed_not_the_count(tmp_path: Path) -> None:
+    _log(tmp_path / "audit.jsonl", writes=4)
+    (tmp_path / "budget").write_text("a file where the counter's folder should be")
+    budget = _budget(tmp_path, writes=4)
+    with pytest.raises(PolicyError, match="BUDGET_EXCEEDED|used its budget of 4"):
+        budget.check_write("write_file")
+    assert budget.remaining() == {"writes": 0}
