@@ -42,8 +42,10 @@ Each line is ``{"timestamp", "type", "payload"}`` (``RolloutLine`` in openai/cod
   fidelity report counts them, rather than the figures passing in silence.
 - **Damage.** A record of the wrong shape, or a call whose ``arguments`` are not JSON, is
   an unparsed step whose note names the line; types this reader does not know are counted
-  in ``metadata["unknown_items"]``. Which lines the file could not read at all is the
-  caller's concern (:func:`ctxnb.replay.load`).
+  in ``metadata["unknown_items"]``, the known items it keeps no step for (a
+  ``web_search_call``, a ``ghost_snapshot`` …) in ``metadata["items_not_kept"]``, and the
+  ``event_msg`` types it does not read in ``metadata["events_not_read"]``. Which lines
+  the file could not read at all is the caller's concern (:func:`ctxnb.replay.load`).
 """
 
 from __future__ import annotations
