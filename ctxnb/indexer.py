@@ -34,6 +34,7 @@ import time
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+from .access._judgments import Judgments
 from .access.ignore import TreeIgnores
 from .access.observe import (
     IndexResult,
@@ -192,9 +193,13 @@ def index_tree(
     # Only the workspace root: mounts elsewhere are indexed by their own workspace.
     policy = workspace.policy
     home = next((r for r in policy.roots if r == workspace.root), workspace.root)
+    # The judgments of names by the last walks (a fresh process would judge each again).
+    memo = Judgments.open(workspace.root / ".ctxnb", policy) if policy.roots[0] == home else None
     walk = (
         e
-        for e in policy.walk(skip=ignores.skip, on_dir=ignores.on_dir, on_refused=refused)
+        for e in policy.walk(
+            skip=ignores.skip, on_dir=ignores.on_dir, on_refused=refused, judgments=memo
+        )
         if e.root is home or e.root == home
     )
 
@@ -272,6 +277,8 @@ def index_tree(
         if bar is not None:
             bar.close()
     cache.save(workspace.store_tip() if cache.dirty else tip)
+    if memo is not None:
+        memo.save()
     report.duration_s = time.perf_counter() - t0
     return report
 

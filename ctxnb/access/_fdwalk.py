@@ -32,6 +32,7 @@ from ..errors import NotFoundError, PolicyError
 from .pathrules import TEMP_PREFIX, PathRules, SafePath, _deny, _Parsed, _Root, _short
 
 if TYPE_CHECKING:
+    from ._judgments import Judgments
     from .identity import DeniedInodes
 
 WriteMode = Literal["truncate", "append", "create"]
@@ -52,6 +53,7 @@ _S_IFMT, _S_IFDIR, _S_IFREG, _S_IFLNK = (
     stat_mod.S_IFLNK,
 )
 _UNJUDGED = "\x00unjudged"  # no rule name holds a NUL
+_NOT_JUDGED = 0  # in kept judgments (ctxnb.access._judgments.NOT_JUDGED): never judged
 _JUDGED_MAX = 1 << 17  # names whose walk judgment is remembered (a few MB at most)
 _IDENTITY_MAX = 1 << 14  # inodes whose identity judgment is remembered
 _CTIME_SLACK_NS = 2_000_000_000  # FAT keeps 2-second times; the kernel's clock is coarse
@@ -486,27 +488,53 @@ class FdWalk:
         *,
         temps: bool,
         since_ns: int = 0,
+        memo: Judgments | None = None,
     ) -> Iterator[FileEntry]:
         """Yield the accepted files below the open directory ``fd`` (not closed here).
 
         ``since_ns``: when the walk began (see :meth:`_identity_rule`): one walk of the
-        denied names serves the whole walk.
+        denied names serves the whole walk. ``memo``: the judgments kept from earlier
+        walks (:mod:`ctxnb.access._judgments`), used and brought up to date.
         """
+        rel_dir = "/".join(prefix)
         if on_dir is not None:
-            on_dir("/".join(prefix), lambda name: _read_small(fd, name))
-        try:
-            with os.scandir(fd) as it:
-                names = sorted(e.name for e in it)
-        except OSError:
-            return  # removed or unreadable since it was opened
+            on_dir(rel_dir, lambda name: _read_small(fd, name))
+        kept: dict[str, str | None | int] | None = None
+        if memo is not None and not temps:
+            try:
+                # Before the listing: a name added during it moves the times past these.
+                dst = os.fstat(fd)
+            except OSError:
+                return
+            kept = memo.listing(rel_dir, dst)
+            found: dict[str, str | None | int] = {}
+            listed_ns = time.time_ns()
+        if kept is not None:
+            names = list(kept)  # the directory is unchanged since they were listed
+        else:
+            try:
+                with os.scandir(fd) as it:
+                    names = sorted(e.name for e in it)
+            except OSError:
+                return  # removed or unreadable since it was opened
         # The nothing-changed path of a re-index runs this loop once per file: no
         # per-file objects beyond the lstat, and a name's lexical judgment (a pure
         # function of its path) is remembered across walks by the rules.
         judged = self.judged
         allow = self.rules.allow_spec
-        base = "/".join(prefix) + "/" if prefix else ""
+        base = rel_dir + "/" if prefix else ""
         for name in names:
             rel = base + name
+            if memo is not None and not temps:
+                # Recorded before the entry is used: a generator closed at a yield below
+                # records nothing for this directory (the walk did not finish it).
+                found[name] = _NOT_JUDGED
+                if rel not in judged:
+                    was = kept[name] if kept is not None else memo.rule_of(rel_dir, name)
+                    if was is None or isinstance(was, str):  # judged then: lexical, it holds
+                        if len(judged) >= _JUDGED_MAX:  # for as long as the key does
+                            judged.clear()
+                        judged[rel] = was
             try:
                 st = os.stat(name, dir_fd=fd, follow_symlinks=False)
             except OSError:
@@ -527,6 +555,8 @@ class FdWalk:
                 continue
             got = judged.get(rel, _UNJUDGED)
             rule = self.judge(judged, prefix, name, rel) if got is _UNJUDGED else got
+            if memo is not None:
+                found[name] = rule
             if rule is None and is_file and allow is not None:
                 rule = None if allow.match_file(rel) else "not-allowed"
             if rule is None and is_file and st.st_nlink > 1:
@@ -540,10 +570,12 @@ class FdWalk:
             if is_dir:
                 yield from self.descend(
                     root, fd, (*prefix, name), skip, on_dir, on_refused, temps=False,
-                    since_ns=since_ns,
+                    since_ns=since_ns, memo=memo,
                 )  # fmt: skip
             else:
                 yield FileEntry(root, rel, st, fd)
+        if memo is not None and not temps:
+            memo.record(rel_dir, dst, listed_ns, found)
 
     def judge(
         self, judged: dict[str, str | None], prefix: tuple[str, ...], name: str, rel: str
@@ -568,6 +600,7 @@ class FdWalk:
         *,
         temps: bool,
         since_ns: int = 0,
+        memo: Judgments | None = None,
     ) -> Iterator[FileEntry]:
         try:
             nfd = os.open(parts[-1], _DIR_FLAGS, dir_fd=fd)
@@ -580,8 +613,9 @@ class FdWalk:
             return
         try:
             yield from self.walk_dir(
-                root, nfd, parts, skip, on_dir, on_refused, temps=temps, since_ns=since_ns
-            )
+                root, nfd, parts, skip, on_dir, on_refused, temps=temps, since_ns=since_ns,
+                memo=memo,
+            )  # fmt: skip
         finally:
             os.close(nfd)
 

@@ -71,6 +71,7 @@ import stat as stat_mod
 import time
 from collections.abc import Callable, Iterator, Sequence
 from functools import cached_property
+from typing import TYPE_CHECKING
 
 from ..errors import NotFoundError, PolicyError
 from ._fdwalk import (
@@ -82,6 +83,9 @@ from ._fdwalk import (
     _unlink_quiet,
 )
 from .pathrules import PathRules, SafePath, _build_spec, _deny, _Parsed, _short
+
+if TYPE_CHECKING:
+    from ._judgments import Judgments
 
 __all__ = ["FileEntry", "PathKind", "PathPolicy"]
 
@@ -569,6 +573,7 @@ class PathPolicy(PathRules):
         skip: Callable[[str, bool], bool] | None = None,
         on_dir: Callable[[str, Callable[[str], bytes | None]], None] | None = None,
         on_refused: Callable[[str, str], None] | None = None,
+        judgments: Judgments | None = None,
     ) -> Iterator[FileEntry]:
         """Walk the roots by descriptors and yield every file the policy accepts.
 
@@ -588,6 +593,10 @@ class PathPolicy(PathRules):
             on_refused: ``on_refused(rel, rule)`` for each entry the policy refuses
                 (a denied name, a symbolic link, a special file); a refused directory
                 is reported once and not entered.
+            judgments: the judgments of names kept from earlier walks of these rules
+                (:class:`~ctxnb.access._judgments.Judgments`, made for this policy's
+                rules), reused where they still hold and brought up to date; the
+                caller saves them when the walk is done. Same answers, less work.
 
         Example:
             >>> import pathlib, tempfile
@@ -605,8 +614,9 @@ class PathPolicy(PathRules):
             fd = self._walk.open_root(probe)
             try:
                 yield from self._walk.walk_dir(
-                    root, fd, (), skip, on_dir, on_refused, temps=False, since_ns=began
-                )
+                    root, fd, (), skip, on_dir, on_refused, temps=False, since_ns=began,
+                    memo=judgments if root is self._roots[0] else None,
+                )  # fmt: skip
             finally:
                 os.close(fd)
 

@@ -1,0 +1,349 @@
+"""The walk's judgments of names, kept between processes (``.ctxnb/judgments``).
+
+A fresh ``ctxnb index`` judges every name it meets against the deny globs, in Python:
+about as much CPU as the rest of a re-index of an unchanged tree. A name's judgment is
+lexical (a function of its path from the root and the rules), so it can be kept: this
+module holds, per directory, its identity and times ``(st_dev, st_ino, st_mtime_ns,
+st_ctime_ns)`` when it was listed, its names in walk order and the rule that refused
+each (``None``: accepted). A walk given a :class:`Judgments`:
+
+* reuses a directory's names without listing it when its ``fstat`` is the one recorded
+  and its change time was more than :data:`RACY_NS` older than that listing (a name
+  added in the same timestamp tick as the listing would leave the times unchanged, as
+  git's "racily clean" files); creating, removing or renaming a name changes the
+  directory's mtime and ctime, and putting the mtime back with ``utime`` moves the
+  ctime;
+* reuses a name's judgment whenever the name is listed again (the directory changed or
+  not: the judgment does not depend on what else is there);
+* judges every other name, and records what it found.
+
+**What the file is trusted for.** A forged or damaged file could admit a denied name,
+so nothing in it is used unless all of these hold; otherwise every name is judged again
+and the file is written afresh:
+
+* it and ``.ctxnb`` are reached without following a link, it is a regular file owned by
+  the effective user and writable by no one else;
+* its first line is an HMAC-SHA256, under a 32-byte secret kept beside it in
+  ``.ctxnb/judgments.key`` (mode 0600, owned by the user), of the key file's identity
+  (device, inode, change time in ns) and of the rest of the file; the key file's
+  identity is new whenever it is made, so a key and a cache copied or unpacked from
+  elsewhere (a tarball carrying ``.ctxnb/``) never verify;
+* the rules key it names is the SHA-256 of everything a judgment depends on: the deny
+  and governance globs in force, ``max_path_bytes``, the name limits, ctxnb's version,
+  the Unicode tables' version and the size and mtime of the modules that judge (so an
+  upgraded or edited ctxnb judges again); a changed ``[policy] deny`` is a new key.
+
+No agent tool reads or writes ``.ctxnb/`` (it is denied to every door and hidden from
+sandboxed commands), so an agent can neither forge the file nor learn the secret; a
+process running as the user outside ctxnb can, as it can edit the settings. Allow
+globs, ignore files and the hard-link (identity) check are not kept here: the walk
+applies them on every run.
+
+Example:
+    >>> import pathlib, tempfile
+    >>> from ctxnb.access.fdio import PathPolicy
+    >>> ws = pathlib.Path(tempfile.mkdtemp())
+    >>> _ = (ws / "a.py").write_text("x = 1\\n")
+    >>> _ = (ws / ".env").write_text("KEY=1\\n")
+    >>> policy = PathPolicy([ws])
+    >>> memo = Judgments.open(ws / ".ctxnb", policy)
+    >>> [e.rel for e in policy.walk(judgments=memo)]
+    ['a.py']
+    >>> memo.save()
+    >>> Judgments.open(ws / ".ctxnb", policy).rule_of("", ".env")
+    'deny:.env*'
+"""
+
+from __future__ import annotations
+
+import hashlib
+import hmac
+import json
+import os
+import stat as stat_mod
+import time
+import unicodedata
+from typing import TYPE_CHECKING, Any
+
+from .._util.jsoncache import loads_paused
+
+if TYPE_CHECKING:
+    from .pathrules import PathRules
+
+__all__ = ["CACHE_FILE", "KEY_FILE", "RACY_NS", "Judgments"]
+
+CACHE_FILE = "judgments"
+KEY_FILE = "judgments.key"
+FORMAT = 1
+# A directory changed within this long of its listing may have changed again in the same
+# timestamp tick (coarse clocks; filesystems that keep 1- or 2-second times).
+RACY_NS = 2_000_000_000
+NOT_JUDGED = 0  # a name the walk did not judge (a link, a special file, a temp file)
+_KEY_BYTES = 32
+_MAX_FILE = 64 << 20  # a larger file is not ours (a tree of ~1M names is ~40 MB)
+_CLOEXEC = getattr(os, "O_CLOEXEC", 0)
+_DIR_FLAGS = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | _CLOEXEC
+_READ_FLAGS = os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | _CLOEXEC
+_NEW_FLAGS = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | _CLOEXEC
+
+# One directory: [st_dev, st_ino, st_mtime_ns, st_ctime_ns, listed_ns, {name: rule}]
+Entry = list[Any]
+
+
+def rules_key(rules: PathRules) -> str:
+    """The SHA-256 of everything a name's judgment by ``rules`` depends on."""
+    from .._util import wildmatch
+    from .._version import __version__
+    from . import _safepath, pathrules
+
+    code: list[list[int] | None] = []
+    for mod in (pathrules, wildmatch, _safepath):
+        try:
+            st = os.stat(mod.__file__ or "")
+            code.append([st.st_size, st.st_mtime_ns])
+        except OSError:
+            code.append(None)
+    parts = [
+        FORMAT,
+        __version__,
+        unicodedata.unidata_version,
+        list(rules.deny),
+        list(rules.protect),
+        rules.max_path_bytes,
+        pathrules.NAME_MAX,
+        pathrules.TEMP_PREFIX,
+        code,
+    ]
+    return hashlib.sha256(json.dumps(parts).encode()).hexdigest()
+
+
+class Judgments:
+    """The judged names of a workspace's directories, from the last walk and this one.
+
+    Made by :meth:`open`; handed to :meth:`PathPolicy.walk
+    <ctxnb.access.fdio.PathPolicy.walk>` (``judgments=``), which asks :meth:`listing`
+    and :meth:`rule_of` and calls :meth:`record`; :meth:`save` writes what the walk
+    found when it differs from what was read. One walk per object.
+    """
+
+    def __init__(
+        self,
+        state_dir: str | os.PathLike[str],
+        key: str,
+        dirs: dict[str, Entry],
+        *,
+        racy_ns: int = RACY_NS,
+    ) -> None:
+        self.state_dir = os.fspath(state_dir)
+        self.racy_ns = racy_ns
+        self.key = key
+        self._old = dirs  # as read (verified), or empty
+        self._new: dict[str, Entry] = {}
+        self.dirty = False
+        self.reused = 0  # directories whose listing was reused (for tests and benchmarks)
+
+    @classmethod
+    def open(
+        cls, state_dir: str | os.PathLike[str], rules: PathRules, *, racy_ns: int = RACY_NS
+    ) -> Judgments:
+        """The judgments kept in ``state_dir`` (a workspace's ``.ctxnb``) for ``rules``;
+        empty when there are none, they were made under other rules, or the file fails
+        any check (see the module's docstring). ``racy_ns``: how long after a
+        directory's last change its listing is trusted (tests shorten it)."""
+        key = rules_key(rules)
+        return cls(state_dir, key, _load(os.fspath(state_dir), key), racy_ns=racy_ns)
+
+    # -- asked by the walk -----------------------------------------------------------
+    def listing(self, rel_dir: str, st: os.stat_result) -> dict[str, Any] | None:
+        """The names of the directory ``rel_dir`` (``""``: the root) with their rules,
+        in walk order, when ``st`` (its ``fstat`` now) shows it unchanged since a listing
+        that was not racy; else None (list it)."""
+        e = self._old.get(rel_dir)
+        if (
+            e is None
+            or e[3] != st.st_ctime_ns
+            or e[2] != st.st_mtime_ns
+            or e[1] != st.st_ino
+            or e[0] != st.st_dev
+            or e[3] + self.racy_ns >= e[4]
+        ):
+            return None
+        self._new[rel_dir] = e
+        self.reused += 1
+        names: dict[str, Any] = e[5]
+        return names
+
+    def rule_of(self, rel_dir: str, name: str) -> Any:
+        """The rule recorded for ``name`` in ``rel_dir`` (``None``: accepted), or
+        :data:`NOT_JUDGED` when none was."""
+        e = self._old.get(rel_dir)
+        if e is None:
+            return NOT_JUDGED
+        return e[5].get(name, NOT_JUDGED)
+
+    def record(
+        self, rel_dir: str, st: os.stat_result, listed_ns: int, names: dict[str, Any]
+    ) -> None:
+        """What a listing of ``rel_dir`` found: its ``fstat`` taken before the listing
+        began at ``listed_ns``, and each name with its rule (or :data:`NOT_JUDGED`)."""
+        e = [st.st_dev, st.st_ino, st.st_mtime_ns, st.st_ctime_ns, listed_ns, names]
+        old = self._old.get(rel_dir)
+        if (
+            old is not None
+            and old[3] + self.racy_ns < old[4]  # its listing was not racy
+            and old[:4] == e[:4]
+            and old[5] == names
+        ):
+            self._new[rel_dir] = old  # the same answer as kept: nothing to write
+            return
+        self._new[rel_dir] = e
+        self.dirty = True
+
+    # -- kept ----------------------------------------------------------------------
+    def save(self) -> None:
+        """Write the directories this walk listed or reused, when they differ from the
+        file read (atomically: a temporary file, fsynced, renamed over it). A failure to
+        write is silent: the file is only a cache, and the next walk judges again."""
+        if not self.dirty and self._new.keys() == self._old.keys():
+            return
+        try:
+            _save(self.state_dir, self.key, self._new)
+        except OSError:
+            return
+        self._old, self.dirty = self._new, False
+
+    def entries(self) -> dict[str, Entry]:
+        """The directories as the walk left them (listed or reused), by relative path."""
+        return dict(self._new)
+
+
+# -- the files ----------------------------------------------------------------------
+def _open_dir(state_dir: str) -> int:
+    return os.open(state_dir, _DIR_FLAGS)
+
+
+def _read_owned(name: str, dir_fd: int, *, private: bool) -> tuple[bytes, os.stat_result]:
+    """A regular file of ours, not followed through a link: owned by this user and not
+    writable by others (``private``: not readable by them either)."""
+    fd = os.open(name, _READ_FLAGS, dir_fd=dir_fd)
+    try:
+        st = os.fstat(fd)
+        bad = 0o077 if private else 0o022
+        if (
+            not stat_mod.S_ISREG(st.st_mode)
+            or st.st_uid != os.geteuid()
+            or st.st_mode & bad
+            or st.st_size > _MAX_FILE
+        ):
+            raise ValueError(f"{name} is not a private file of this user")
+        chunks = []
+        while chunk := os.read(fd, 1 << 20):
+            chunks.append(chunk)
+        return b"".join(chunks), st
+    finally:
+        os.close(fd)
+
+
+def _key_ident(st: os.stat_result) -> bytes:
+    return f"{st.st_dev}:{st.st_ino}:{st.st_ctime_ns}\n".encode()
+
+
+def _mac(secret: bytes, key_st: os.stat_result, body: bytes) -> str:
+    return hmac.new(secret, _key_ident(key_st) + body, hashlib.sha256).hexdigest()
+
+
+def _load(state_dir: str, key: str) -> dict[str, Entry]:
+    try:
+        dfd = _open_dir(state_dir)
+    except OSError:
+        return {}
+    try:
+        secret, key_st = _read_owned(KEY_FILE, dfd, private=True)
+        raw, _ = _read_owned(CACHE_FILE, dfd, private=False)
+    except (OSError, ValueError):
+        return {}
+    finally:
+        os.close(dfd)
+    mac, nl, body = raw.partition(b"\n")
+    if len(secret) != _KEY_BYTES or not nl:
+        return {}
+    if not hmac.compare_digest(mac, _mac(secret, key_st, body).encode()):
+        return {}
+    try:
+        data = loads_paused(body)
+    except ValueError:
+        return {}
+    if not isinstance(data, dict) or data.get("format") != FORMAT or data.get("key") != key:
+        return {}
+    dirs = data.get("dirs")
+    if not isinstance(dirs, dict) or not all(_valid(e) for e in dirs.values()):
+        return {}
+    return dirs
+
+
+def _valid(e: Any) -> bool:
+    return (
+        isinstance(e, list)
+        and len(e) == 6
+        and all(type(x) is int for x in e[:5])
+        and isinstance(e[5], dict)
+        and all(_valid_rule(r) for r in e[5].values())
+    )
+
+
+def _valid_rule(r: Any) -> bool:
+    return r is None or type(r) is str or (type(r) is int and r == NOT_JUDGED)
+
+
+def _write_new(name: str, dir_fd: int, data: bytes, mode: int) -> None:
+    fd = os.open(name, _NEW_FLAGS, mode, dir_fd=dir_fd)
+    try:
+        view = memoryview(data)
+        while view:
+            view = view[os.write(fd, view) :]
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def _replace(name: str, dir_fd: int, data: bytes, mode: int) -> None:
+    tmp = f".{name}.{os.getpid()}.{os.urandom(4).hex()}.tmp"
+    try:
+        _write_new(tmp, dir_fd, data, mode)
+        os.replace(tmp, name, src_dir_fd=dir_fd, dst_dir_fd=dir_fd)
+    except BaseException:
+        try:
+            os.unlink(tmp, dir_fd=dir_fd)
+        except OSError:
+            pass
+        raise
+
+
+def _secret(dir_fd: int) -> tuple[bytes, os.stat_result]:
+    """The workspace's secret, made (or made again, when the one there is not a private
+    file of this user) the first time a cache is written."""
+    try:
+        secret, st = _read_owned(KEY_FILE, dir_fd, private=True)
+        if len(secret) == _KEY_BYTES:
+            return secret, st
+    except (OSError, ValueError):
+        pass
+    _replace(KEY_FILE, dir_fd, os.urandom(_KEY_BYTES), 0o600)
+    secret, st = _read_owned(KEY_FILE, dir_fd, private=True)
+    return secret, st
+
+
+def _save(state_dir: str, key: str, dirs: dict[str, Entry]) -> None:
+    os.makedirs(state_dir, exist_ok=True)
+    dfd = _open_dir(state_dir)
+    try:
+        secret, key_st = _secret(dfd)
+        body = json.dumps(
+            {"format": FORMAT, "key": key, "saved_ns": time.time_ns(), "dirs": dirs},
+            separators=(",", ":"),
+            ensure_ascii=False,
+        ).encode()
+        _replace(CACHE_FILE, dfd, _mac(secret, key_st, body).encode() + b"\n" + body, 0o600)
+        os.fsync(dfd)
+    finally:
+        os.close(dfd)
