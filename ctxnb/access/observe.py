@@ -29,6 +29,7 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal, TypeAlias
 
+from .._util.jsoncache import loads_paused
 from .._util.record import FrozenRecord
 from ..hashing import content_hash, identity_hash, source_hash
 
@@ -336,7 +337,7 @@ def _read_cache_file(path: Path) -> dict[str, Any]:
         hit = _PARSED.get(key)
         if hit is not None and hit[0] == ident:
             return hit[1]
-        raw = json.loads(f.read())
+        raw = loads_paused(f.read())
     if isinstance(raw, dict):
         if len(_PARSED) >= _PARSED_MAX:
             _PARSED.clear()
