@@ -26,7 +26,6 @@ Example:
 
 from __future__ import annotations
 
-import html
 import os
 import stat as stat_mod
 import sys
@@ -108,6 +107,8 @@ class IndexReport:
         return f"<IndexReport {self.root}: {self.counts()}>"
 
     def _repr_html_(self) -> str:
+        import html  # a notebook's display only: not on the command line's path
+
         rows = "".join(f"<tr><td>{k}</td><td>{v}</td></tr>" for k, v in self.counts().items())
         return (
             f"<div><b>IndexReport</b> {html.escape(self.root)} "

@@ -15,11 +15,13 @@ import json
 import os
 import re
 import zlib
-from datetime import UTC, datetime, timedelta
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from .._util.record import FrozenRecord
 from ..errors import CorruptStoreError
+
+if TYPE_CHECKING:
+    from datetime import datetime
 
 MARKER = "ctxnb-store.json"
 TXLOG = "txlog"
@@ -92,9 +94,6 @@ ROTATE_FORMAT_VERSION = 4
 # attachments of the lines a rotation dropped, kept as the anchors of another log.
 ATT_FORMAT_VERSION = 5
 
-EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
-_US = timedelta(microseconds=1)
-
 SEG_RE = re.compile(r"seg-(\d{12})-([0-9a-f]{8})\.parquet")
 SNAP_RE = re.compile(r"snap-(\d{12})-([0-9a-f]{8})\.parquet")
 DOCS_RE = re.compile(r"snap-(\d{12})-([0-9a-f]{8})\.docs\.arrow")
@@ -113,12 +112,18 @@ def dumps(value: Any) -> str:
     return _DUMPS(value)
 
 
+# datetime is imported by the two functions that convert, not by the module: a process
+# the log answers alone (an unchanged re-index, the hook) never converts a time.
 def to_us(dt: datetime) -> int:
-    return (dt - EPOCH) // _US
+    from datetime import UTC, datetime, timedelta
+
+    return (dt - datetime(1970, 1, 1, tzinfo=UTC)) // timedelta(microseconds=1)
 
 
 def from_us(us: int) -> datetime:
-    return EPOCH + timedelta(microseconds=us)
+    from datetime import UTC, datetime, timedelta
+
+    return datetime(1970, 1, 1, tzinfo=UTC) + timedelta(microseconds=us)
 
 
 class TxEntry(FrozenRecord):

@@ -147,6 +147,49 @@ def test_sandbox_exec_without_an_intent_imports_no_store(ws: Path) -> None:
     assert _heavy(modules) == []
 
 
+# What `ctxnb index` of an unchanged tree loads of ctxnb: the workspace, its settings,
+# the access layer and the store's log. No other command's module (`index` is the
+# command line's own), no store reader, no model.
+INDEX_MODULES = {
+    "ctxnb",
+    "ctxnb._util",
+    "ctxnb._util.defaults",
+    "ctxnb._util.domains",
+    "ctxnb._util.jsoncache",
+    "ctxnb._util.lazy",
+    "ctxnb._util.record",
+    "ctxnb._util.wildmatch",
+    "ctxnb._version",
+    "ctxnb.access",
+    "ctxnb.access._fdwalk",
+    "ctxnb.access._gitindex",
+    "ctxnb.access._gitsources",
+    "ctxnb.access._judgments",
+    "ctxnb.access._safepath",
+    "ctxnb.access.door",
+    "ctxnb.access.fdio",
+    "ctxnb.access.ignore",
+    "ctxnb.access.observe",
+    "ctxnb.access.pathrules",
+    "ctxnb.cli",
+    "ctxnb.cli.app",
+    "ctxnb.config",
+    "ctxnb.errors",
+    "ctxnb.hashing",
+    "ctxnb.indexer",
+    "ctxnb.resolver",
+    "ctxnb.store",
+    "ctxnb.store._append",
+    "ctxnb.store._guard",
+    "ctxnb.store._log",
+    "ctxnb.store._tip",
+    "ctxnb.workspace",
+}
+# Standard-library modules the unchanged index has no use for: a notebook's HTML escape,
+# the log's time conversions (tomllib brings datetime when a pyproject.toml is read).
+NOT_FOR_INDEX = ("html", "datetime")
+
+
 def test_index_of_an_unchanged_tree_imports_no_heavy_module(tmp_path: Path) -> None:
     root = copy_sample_workspace(tmp_path / "ws")
     code, modules, _ = _run("index", "--no-progress", str(root))
@@ -159,11 +202,24 @@ def test_index_of_an_unchanged_tree_imports_no_heavy_module(tmp_path: Path) -> N
     assert code == 0 and report["unchanged"] > 0
     assert report["created"] == report["updated"] == report["deleted"] == 0
     assert _heavy(modules) == []
+    assert {m for m in modules if m == "ctxnb" or m.startswith("ctxnb.")} == INDEX_MODULES
+    assert "html" not in modules
     # A change is still found (and then the store is opened to write it).
     (root / "README.md").write_text("# changed\n")
     code, modules, out = _run("index", "--json", str(root))
     assert code == 0 and json.loads(out)["updated"] == 1
     assert "pyarrow" in {m.split(".")[0] for m in modules}
+
+
+def test_index_of_a_tree_without_settings_files_loads_no_time_module(tmp_path: Path) -> None:
+    root = copy_sample_workspace(tmp_path / "ws")
+    (root / "pyproject.toml").unlink()  # its [tool.ctxnb] is read with tomllib
+    assert _run("index", "--no-progress", str(root))[0] == 0
+    age_files(root)
+    assert _run("index", "--no-progress", str(root))[0] == 0
+    code, modules, out = _run("index", "--json", str(root))
+    assert code == 0 and json.loads(out)["unchanged"] > 0
+    assert sorted(m for m in modules if m.split(".")[0] in NOT_FOR_INDEX) == []
 
 
 def test_settings_from_a_file_are_still_validated_on_the_light_path(tmp_path: Path) -> None:
@@ -190,3 +246,34 @@ def test_stats_reads_the_audit_log_without_heavy_modules(ws: Path) -> None:
     code, modules, out = _run("stats", "-w", str(ws), "--json")
     assert code == 0 and json.loads(out)["agent-1"]["writes"] == 1
     assert _heavy(modules) == []
+
+
+_FREEZE_PROBE = """
+import gc, json, sys
+from ctxnb.cli.app import main
+called = main(["index", "--no-progress", sys.argv[1]])
+after_call = gc.get_freeze_count()
+sys.argv = ["ctxnb", "index", "--no-progress", sys.argv[1]]
+code = main()
+print(json.dumps([called, after_call, code, gc.get_freeze_count()]), file=sys.stderr)
+"""
+
+
+def test_the_index_process_leaves_its_heap_to_the_exit_and_a_caller_keeps_its_own(
+    tmp_path: Path,
+) -> None:
+    # As the `ctxnb` process, the index freezes what is alive when it is done, so the
+    # interpreter's last collection passes over it; called as main([...]) it does not
+    # touch its caller's collector.
+    root = copy_sample_workspace(tmp_path / "ws")
+    proc = subprocess.run(
+        [sys.executable, "-c", _FREEZE_PROBE, str(root)],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env={**os.environ, "PYTHONPATH": str(REPO)},
+        check=False,
+    )
+    called, after_call, code, frozen = json.loads(proc.stderr.strip().splitlines()[-1])
+    assert (called, after_call, code) == (0, 0, 0)
+    assert frozen > 1000
