@@ -291,7 +291,7 @@ class PatternSet:
         (True, False)
     """
 
-    __slots__ = ("_groups", "base", "patterns")
+    __slots__ = ("_compiled", "base", "patterns")
 
     def __init__(self, patterns: list[Pattern]) -> None:
         self.patterns = patterns
@@ -299,8 +299,20 @@ class PatternSet:
         self.base = bases.pop() if len(bases) == 1 else ""
         if bases:
             raise ValueError("a PatternSet holds the patterns of one ignore file (one base)")
-        # (basename?, dir_only?, regex, pattern index of each group)
-        self._groups: list[tuple[bool, bool, re.Pattern[bytes], list[int]]] = []
+        # Compiled on the first match: a walk whose names were all judged before (the
+        # kept judgments of ctxnb.access._judgments) never matches the deny globs.
+        self._compiled: list[tuple[bool, bool, re.Pattern[bytes], list[int]]] | None = None
+
+    @property
+    def _groups(self) -> list[tuple[bool, bool, re.Pattern[bytes], list[int]]]:
+        """(basename?, dir_only?, regex, pattern index of each group)."""
+        if self._compiled is None:
+            self._compiled = self._compile()
+        return self._compiled
+
+    def _compile(self) -> list[tuple[bool, bool, re.Pattern[bytes], list[int]]]:
+        patterns = self.patterns
+        groups: list[tuple[bool, bool, re.Pattern[bytes], list[int]]] = []
         for basename in (True, False):
             for dir_only in (False, True):
                 picked = [
@@ -313,7 +325,8 @@ class PatternSet:
                 if picked:
                     alt = b"|".join(b"(" + (patterns[k].source or b"") + b")" for k in picked)
                     regex = re.compile(alt, re.DOTALL)
-                    self._groups.append((basename, dir_only, regex, picked))
+                    groups.append((basename, dir_only, regex, picked))
+        return groups
 
     def decide(self, rel: str, *, is_dir: bool) -> bool | None:
         """True: ignored; False: re-included by a ``!`` line; None: no line matched."""

@@ -277,3 +277,31 @@ def test_the_index_process_refuses_a_forged_admission(tmp_path: Path) -> None:
     _settle()
     again = index()
     assert again["denied"] == 2 and again["created"] == again["updated"] == 0
+
+
+def test_a_walk_answered_by_kept_judgments_compiles_no_deny_glob(tmp_path: Path) -> None:
+    # The deny globs are compiled on their first match: a fresh process whose names were
+    # all judged before pays nothing for them; one new name compiles them and is judged.
+    root = _tree(tmp_path / "ws")
+    _walk(root)
+    _settle()
+    policy = PathPolicy([root])
+    memo = Judgments.open(root / ".ctxnb", policy, racy_ns=0)
+    assert len(list(policy.walk(judgments=memo))) == 3
+    specs = (policy._deny_spec._set, policy._deny_spec_lower._set)
+    assert [s._compiled for s in specs] == [None, None]
+    (root / "src" / "deep" / "id_ecdsa").write_text("not a real key\n")
+    _settle()
+    refused: list[str] = []
+    policy = PathPolicy([root])
+    memo = Judgments.open(root / ".ctxnb", policy, racy_ns=0)
+    list(policy.walk(judgments=memo, on_refused=lambda rel, rule: refused.append(rel)))
+    assert "src/deep/id_ecdsa" in refused
+    assert policy._deny_spec._set._compiled is not None
+
+
+@pytest.mark.parametrize("size", [0, 1, 63, 64, 65, 70_000, (1 << 20) + 1])
+def test_the_mac_is_rfc_2104_hmac_sha256(size: int) -> None:
+    # Computed without the hmac module (it loads OpenSSL): the digest must be the same.
+    key, msg = os.urandom(32), os.urandom(size)
+    assert _judgments.hmac_sha256(key, msg) == hmac.new(key, msg, hashlib.sha256).hexdigest()
