@@ -30,7 +30,7 @@ and the file is written afresh:
   elsewhere (a tarball carrying ``.ctxnb/``) never verify;
 * the rules key it names is the SHA-256 of everything a judgment depends on: the deny
   and governance globs in force, ``max_path_bytes``, the name limits, ctxnb's version,
-  the Unicode tables' version and the size and mtime of the modules that judge (so an
+  the Unicode tables' version and the SHA-256 of the modules that judge (so an
   upgraded or edited ctxnb judges again); a changed ``[policy] deny`` is a new key.
 
 No agent tool reads or writes ``.ctxnb/`` (it is denied to every door and hidden from
@@ -96,13 +96,15 @@ def rules_key(rules: PathRules) -> str:
     from .._version import __version__
     from . import _safepath, pathrules
 
-    code: list[list[int] | None] = []
+    # The judging code's own bytes: an edited checkout judges again, and two installs of
+    # the same release agree (their files' times differ).
+    code = []
     for mod in (pathrules, wildmatch, _safepath):
         try:
-            st = os.stat(mod.__file__ or "")
-            code.append([st.st_size, st.st_mtime_ns])
+            with open(mod.__file__ or "", "rb") as f:
+                code.append(sha256_hex(f.read()))
         except OSError:
-            code.append(None)
+            code.append("")
     parts = [
         FORMAT,
         __version__,

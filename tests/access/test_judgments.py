@@ -305,3 +305,21 @@ def test_the_mac_is_rfc_2104_hmac_sha256(size: int) -> None:
     # Computed without the hmac module (it loads OpenSSL): the digest must be the same.
     key, msg = os.urandom(32), os.urandom(size)
     assert _judgments.hmac_sha256(key, msg) == hmac.new(key, msg, hashlib.sha256).hexdigest()
+
+
+def test_the_key_follows_the_judging_code_not_its_files_times(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # An edited checkout judges again; a second install of the same code (other mtimes)
+    # reuses what the first kept.
+    from ctxnb.access import pathrules
+
+    policy = PathPolicy([tmp_path])
+    key = _judgments.rules_key(policy)
+    copy = tmp_path / "pathrules.py"
+    shutil.copyfile(pathrules.__file__, copy)
+    os.utime(copy, (1, 1))
+    monkeypatch.setattr(pathrules, "__file__", str(copy))
+    assert _judgments.rules_key(policy) == key
+    copy.write_bytes(copy.read_bytes() + b"\n# edited\n")
+    assert _judgments.rules_key(policy) != key
