@@ -299,9 +299,24 @@ def build_parser(only: Collection[str] | None = None) -> argparse.ArgumentParser
 
     from .._version import __version__
 
+    class Formatter(argparse.HelpFormatter):
+        # argparse's own, given the width it would ask shutil for: its default imports
+        # shutil (and bz2, lzma with it) for the first parser, about 2 ms of a process
+        # that parses one command line.
+        def __init__(
+            self,
+            prog: str,
+            indent_increment: int = 2,
+            max_help_position: int = 24,
+            width: int | None = None,
+        ) -> None:
+            width = terminal_columns() - 2 if width is None else width
+            super().__init__(prog, indent_increment, max_help_position, width)
+
     parser = argparse.ArgumentParser(
         prog="ctxnb",
         description="ctxnb: govern, version and assemble what an LLM coding agent sees.",
+        formatter_class=Formatter,
     )
     parser.add_argument("--version", action="version", version=f"ctxnb {__version__}")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
@@ -309,11 +324,33 @@ def build_parser(only: Collection[str] | None = None) -> argparse.ArgumentParser
     for name, (configure, fn) in sorted(_COMMANDS.items()):
         if alone and only is not None and name not in only:
             continue
-        p = sub.add_parser(name, help=fn._ctxnb_help, description=fn._ctxnb_help)  # type: ignore[attr-defined]
+        p = sub.add_parser(
+            name,
+            help=fn._ctxnb_help,  # type: ignore[attr-defined]
+            description=fn._ctxnb_help,  # type: ignore[attr-defined]
+            formatter_class=Formatter,
+        )
         if only is None or name in only:
             configure(p)
         p.set_defaults(_handler=fn)
     return parser
+
+
+def terminal_columns() -> int:
+    """The terminal's width as :func:`shutil.get_terminal_size` gives it (``$COLUMNS``
+    when a positive number, else the terminal of ``sys.__stdout__``, else 80), without
+    importing shutil."""
+    try:
+        columns = int(os.environ["COLUMNS"])
+    except (KeyError, ValueError):
+        columns = 0
+    if columns <= 0:
+        try:
+            columns = os.get_terminal_size(sys.__stdout__.fileno()).columns  # type: ignore[union-attr]
+        except (AttributeError, ValueError, OSError):
+            columns = 0
+        columns = columns or 80
+    return columns
 
 
 # Commands defined in other modules register themselves on import. Only the module a

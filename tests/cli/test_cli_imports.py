@@ -47,8 +47,9 @@ HELP_MODULES = {
     "ctxnb.errors",
     "ctxnb.hashing",
 }
-# What one command's arguments would bring in (replay's strategies and process pools).
-NOT_FOR_HELP = ("multiprocessing", "concurrent", "dataclasses", "pandas")
+# What one command's arguments would bring in (replay's strategies and process pools),
+# and shutil, which argparse imports for the terminal's width (the command line asks).
+NOT_FOR_HELP = ("multiprocessing", "concurrent", "dataclasses", "pandas", "shutil")
 
 _PROBE = """
 import json, sys
@@ -186,8 +187,9 @@ INDEX_MODULES = {
     "ctxnb.workspace",
 }
 # Standard-library modules the unchanged index has no use for: a notebook's HTML escape,
-# the log's time conversions (tomllib brings datetime when a pyproject.toml is read).
-NOT_FOR_INDEX = ("html", "datetime")
+# the log's time conversions, argparse's terminal width, OpenSSL's hashes (reading a
+# pyproject.toml brings datetime with tomllib, and hashlib for its digest).
+NOT_FOR_INDEX = ("html", "datetime", "shutil", "hashlib", "hmac")
 
 
 def test_index_of_an_unchanged_tree_imports_no_heavy_module(tmp_path: Path) -> None:
@@ -203,7 +205,7 @@ def test_index_of_an_unchanged_tree_imports_no_heavy_module(tmp_path: Path) -> N
     assert report["created"] == report["updated"] == report["deleted"] == 0
     assert _heavy(modules) == []
     assert {m for m in modules if m == "ctxnb" or m.startswith("ctxnb.")} == INDEX_MODULES
-    assert "html" not in modules
+    assert sorted({"html", "shutil", "hmac"} & modules) == []
     # A change is still found (and then the store is opened to write it).
     (root / "README.md").write_text("# changed\n")
     code, modules, out = _run("index", "--json", str(root))
@@ -277,3 +279,18 @@ def test_the_index_process_leaves_its_heap_to_the_exit_and_a_caller_keeps_its_ow
     called, after_call, code, frozen = json.loads(proc.stderr.strip().splitlines()[-1])
     assert (called, after_call, code) == (0, 0, 0)
     assert frozen > 1000
+
+
+@pytest.mark.parametrize("columns", [None, "60", "100", "0", "-5", "wide"])
+def test_the_help_width_is_what_shutil_would_say(
+    columns: str | None, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import shutil
+
+    from ctxnb.cli.app import terminal_columns
+
+    if columns is None:
+        monkeypatch.delenv("COLUMNS", raising=False)
+    else:
+        monkeypatch.setenv("COLUMNS", columns)
+    assert terminal_columns() == shutil.get_terminal_size().columns
