@@ -108,3 +108,61 @@ def test_seed_sections_have_precise_errors(tmp_path):
     cfg_file.write_text("[adapters.cursor]\nenabled = true\n")
     with pytest.raises(ConfigError, match="allowed here: a2a, acp, claude_code, mcp"):
         load_config(tmp_path)
+
+
+def _settings_classes():
+    import dataclasses
+
+    from ctxnb import config
+
+    return [
+        obj
+        for name in config.__all__
+        if dataclasses.is_dataclass(obj := getattr(config, name)) and isinstance(obj, type)
+    ]
+
+
+def _reference(cls):
+    """The class as @dataclass(frozen=True, kw_only=True) generates it, methods and all."""
+    import dataclasses
+
+    return dataclasses.make_dataclass(
+        cls.__name__,
+        [(f.name, f.type, f) for f in dataclasses.fields(cls)],
+        frozen=True,
+        kw_only=True,
+    )
+
+
+_REQUIRED = {
+    "MountConfig": {"agent_prefix": "/workspace", "canonical_prefix": "/home/me/proj"},
+    "McpServerConfig": {"url": "http://127.0.0.1:8931/mcp"},
+    "Profile": {"max_read_chars": 100, "excerpt_lines": 10, "summary_tokens": 50},
+}
+
+
+@pytest.mark.parametrize("cls", _settings_classes(), ids=lambda c: c.__name__)
+def test_settings_compare_hash_and_show_as_generated_dataclasses_do(cls):
+    # Equality, hash and repr are written once for every settings class instead of
+    # generated per class: they must be what the generated ones give.
+    import dataclasses
+
+    ref = _reference(cls)
+    kwargs = _REQUIRED.get(cls.__name__, {})
+    a, b, r = cls(**kwargs), cls(**kwargs), ref(**kwargs)
+    assert repr(a) == repr(r)
+    assert a == b and not (a != b) and a != r and a != object()
+    try:
+        expected = hash(r)
+    except TypeError:
+        with pytest.raises(TypeError):
+            hash(a)
+    else:
+        assert hash(a) == expected == hash(b)
+    # One field changed: unequal (and shown), in both.
+    f = dataclasses.fields(cls)[0]
+    other = {**kwargs, f.name: None if getattr(a, f.name) is not None else "x"}
+    c = cls.__new__(cls)
+    for g in dataclasses.fields(cls):
+        object.__setattr__(c, g.name, other.get(g.name, getattr(a, g.name)))
+    assert (c == a) is False and repr(c) != repr(a)
