@@ -323,3 +323,15 @@ def test_the_key_follows_the_judging_code_not_its_files_times(
     assert _judgments.rules_key(policy) == key
     copy.write_bytes(copy.read_bytes() + b"\n# edited\n")
     assert _judgments.rules_key(policy) != key
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="only root can give a file to another user")
+@pytest.mark.parametrize("which", [CACHE_FILE, KEY_FILE])
+def test_a_file_of_another_user_is_not_believed(tmp_path: Path, which: str) -> None:
+    root = _tree(tmp_path / "ws")
+    _walk(root)
+    _forge(root, _admit_denied)  # believed while the files are ours (see above)
+    os.chown(root / ".ctxnb" / which, 65534, 65534)
+    _settle()
+    accepted, refused, memo = _walk(root)
+    assert memo.reused == 0 and "id_rsa" in refused and "id_rsa" not in accepted
