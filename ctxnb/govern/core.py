@@ -27,7 +27,7 @@ Example:
 from __future__ import annotations
 
 import posixpath
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from functools import lru_cache
 from typing import TYPE_CHECKING, Any, Protocol
 
@@ -44,6 +44,7 @@ __all__ = [
     "IntentView",
     "check_mutation",
     "check_scope",
+    "files_in_scope",
     "get_intent",
     "in_scope",
     "require_intent",
@@ -100,6 +101,37 @@ def in_scope(owned_scope: Sequence[str], rel_path: str) -> bool:
     if norm in ("..", ".") or norm.startswith("../"):
         return False
     return bool(_spec(tuple(owned_scope)).match_file(norm))
+
+
+def files_in_scope(owned_scope: Sequence[str], rel_paths: Iterable[str]) -> list[str]:
+    """The paths of ``rel_paths`` owned by these globs, in their order: :func:`in_scope`
+    of each, with each directory judged once (what makes thousands of files cheap).
+
+    Example:
+        >>> files_in_scope(["docs/**"], ["docs/a.md", "src/b.py", "../docs/x"])
+        ['docs/a.md']
+    """
+    paths = list(rel_paths)
+    spec = _spec(tuple(owned_scope))
+    plain = [p for p in paths if _plain(p)]
+    if len(plain) == len(paths):
+        return spec.match_files(paths)  # the usual case: index and disk give plain paths
+    kept = set(spec.match_files(plain))
+    return [p for p in paths if (p in kept if _plain(p) else in_scope(owned_scope, p))]
+
+
+def _plain(path: str) -> bool:
+    # A path in_scope takes as it is (relative, normalized: posixpath.normpath leaves
+    # it alone); any other goes through in_scope's own normalization.
+    return (
+        path not in ("", ".", "..")
+        and "\\" not in path
+        and "//" not in path
+        and "/./" not in path
+        and "/../" not in path
+        and not path.startswith(("/", "./", "../"))
+        and not path.endswith(("/", "/.", "/.."))
+    )
 
 
 class IntentView:

@@ -24,7 +24,10 @@ the scope leased by another live session is refused (``SCOPE_OVERLAP``, or asked
   overlap are then confirmed on the indexed files and the files on disk (the index may
   lag the tree): they overlap when one file matches both. Globs that could overlap but
   share no existing file are not an overlap, unless ``[governance] overlap_strict =
-  true``.
+  true``. A session selects again and again on a tree that mostly did not change: the
+  directory listings of the walk are kept while each directory is unchanged (its inode
+  and timestamps, :func:`_listing`), and the match results while the files they came
+  from are exactly the same.
 - **Subset.** A worker's scope (:meth:`ctxnb.session.Session.spawn_worker`) must lie
   inside its supervisor's: each worker glob must be provably contained in a supervisor
   glob (:func:`glob_contains`), and every indexed file the worker's globs match must be
@@ -50,6 +53,7 @@ import fcntl
 import json
 import os
 import re
+import stat
 import time
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from pathlib import Path
@@ -57,7 +61,7 @@ from typing import TYPE_CHECKING, NamedTuple
 
 from ..errors import PolicyError, StoreError
 from ..hashing import sha256_hex
-from .core import in_scope
+from .core import files_in_scope, in_scope
 
 if TYPE_CHECKING:
     from ..access.door import Access
@@ -337,13 +341,38 @@ def scope_overlap(
     An empty list means the globs may overlap but no file confirms it: not an overlap
     unless ``strict`` (then the caller treats it as one).
     """
-    pairs = [(x, y) for x in _positive(a) for y in _positive(b) if globs_may_overlap(x, y)]
-    if not pairs:
+    if not _may_overlap(a, b):
         return None
-    common = sorted(f for f in files if in_scope(a, f) and in_scope(b, f))
+    return _confirm(files_in_scope(a, files), b, strict=strict)
+
+
+def _may_overlap(a: Sequence[str], b: Sequence[str]) -> bool:
+    return any(globs_may_overlap(x, y) for x in _positive(a) for y in _positive(b))
+
+
+def _confirm(owned: Sequence[str], b: Sequence[str], *, strict: bool) -> list[str] | None:
+    """:func:`scope_overlap` on the files the first scope owns (``owned``)."""
+    # Only a file under the literal leading directories of one of b's globs can be
+    # matched by it (a "!" line only takes files out): the rest need no glob match.
+    prefixes = _literal_prefixes(b)
+    if prefixes is not None:
+        owned = [f for f in owned if any(f == p or f.startswith(p + "/") for p in prefixes)]
+    common = sorted(files_in_scope(b, owned))
     if common or strict:
         return common
     return None
+
+
+def _literal_prefixes(scope: Sequence[str]) -> list[str] | None:
+    """The literal leading directories of each glob, as written (matching is
+    case-sensitive); None when a glob matches at any depth or starts with a wildcard."""
+    out = []
+    for g in _positive(scope):
+        lit = _literal_dirs(g)
+        if not lit:
+            return None
+        out.append("/".join(g.lstrip("/").split("/")[: len(lit)]))
+    return out
 
 
 def glob_contains(outer: str, inner: str) -> bool:
@@ -438,6 +467,9 @@ def tree_files(root: str | os.PathLike[str], scope: Sequence[str]) -> list[str]:
     leading directories (the whole tree when a glob matches at any depth); ctxnb's own
     folders and ``.git`` left out, symlinks not followed.
 
+    Each directory's listing is kept while the directory is unchanged (:func:`_listing`),
+    so walking the same tree again costs one ``stat`` per directory.
+
     Example:
         >>> import pathlib, tempfile
         >>> top = pathlib.Path(tempfile.mkdtemp()); (top / "src").mkdir()
@@ -445,7 +477,7 @@ def tree_files(root: str | os.PathLike[str], scope: Sequence[str]) -> list[str]:
         >>> tree_files(top, ["src/**"]), sorted(tree_files(top, ["*.py"]))
         (['src/a.py'], ['b.py', 'src/a.py'])
     """
-    top = Path(root)
+    top = os.fspath(root)
     starts: set[str] = set()
     for g in _positive(scope):
         lit = _literal_dirs(g)
@@ -458,16 +490,81 @@ def tree_files(root: str | os.PathLike[str], scope: Sequence[str]) -> list[str]:
     for start in sorted(starts):
         if any(start.startswith(s + "/") for s in starts if s and s != start):
             continue  # under another start: walked there
-        base = top / start if start else top
-        if base.is_file():
+        base = os.path.join(top, start) if start else top
+        if os.path.isfile(base):
             out.append(start)
             continue
-        for dirpath, dirnames, filenames in os.walk(base):
-            rel = os.path.relpath(dirpath, top)
-            rel = "" if rel == "." else rel.replace(os.sep, "/") + "/"
-            if not rel:
-                dirnames[:] = [d for d in dirnames if d not in (".git", ".ctxnb")]
-            out.extend(rel + f for f in filenames)
+        # The start itself is followed if it is a link (as os.walk does with its top);
+        # the directories found below it are not.
+        files, dirs = _listing(top, start, follow=True)
+        out.extend(files)
+        pending = list(dirs)
+        while pending:
+            rel = pending.pop()
+            files, dirs = _listing(top, rel)
+            out.extend(files)
+            pending.extend(dirs)
+    return out
+
+
+_TRUST_NS = 2_000_000_000
+"""A directory changed this recently (ns) before it was listed is listed again next time:
+its timestamps are coarse (a clock tick), so a later change in the same tick would
+leave them as they were."""
+
+_LISTINGS: dict[tuple[str, str], tuple[tuple[int, ...], tuple[str, ...], tuple[str, ...]]] = {}
+"""Directory listings this process may reuse: (root, directory) -> (the directory's
+identity and timestamps when listed, its files, its subdirectories), workspace-relative."""
+
+
+def _listing(
+    top: str, rel: str, *, follow: bool = False
+) -> tuple[tuple[str, ...], tuple[str, ...]]:
+    """The files and the subdirectories (symlinks not followed) of the directory ``rel``
+    under ``top``, workspace-relative; at the top, ctxnb's folders and ``.git`` left out.
+
+    A kept listing is used only when the directory's inode, timestamps, size and link
+    count are the ones it was listed with: adding, removing or renaming an entry changes
+    the directory's mtime and ctime (and nobody can set a ctime back), so a listing is
+    never stale, and one taken within :data:`_TRUST_NS` of a change is not kept.
+    """
+    path = os.path.join(top, rel) if rel else top
+    try:
+        st = os.stat(path, follow_symlinks=follow)
+    except OSError:
+        return (), ()
+    if not stat.S_ISDIR(st.st_mode):
+        return (), ()
+    # A link followed (the start) is keyed by its target's identity: pointed elsewhere,
+    # it names another directory.
+    key = (st.st_dev, st.st_ino, st.st_mtime_ns, st.st_ctime_ns, st.st_size, st.st_nlink)
+    hit = _LISTINGS.get((top, rel))
+    if hit is not None and hit[0] == key:
+        return hit[1], hit[2]
+    listed_at = time.time_ns()
+    prefix = rel + "/" if rel else ""
+    files: list[str] = []
+    dirs: list[str] = []
+    try:
+        with os.scandir(path) as entries:
+            for e in entries:
+                try:
+                    if e.is_dir(follow_symlinks=False):
+                        if rel or e.name not in (".git", ".ctxnb"):
+                            dirs.append(prefix + e.name)
+                    elif not e.is_dir():  # a link to a directory is neither (as os.walk)
+                        files.append(prefix + e.name)
+                except OSError:
+                    files.append(prefix + e.name)
+    except OSError:
+        return (), ()  # unreadable: os.walk skips it too
+    out = (tuple(files), tuple(dirs))
+    if max(st.st_mtime_ns, st.st_ctime_ns) < listed_at - _TRUST_NS:
+        if len(_LISTINGS) > 200_000:
+            _LISTINGS.clear()  # a bound on memory: the next walks list again
+        _LISTINGS[(top, rel)] = (key, *out)
+    else:
+        _LISTINGS.pop((top, rel), None)
     return out
 
 
@@ -502,21 +599,19 @@ def check_partition(
             continue  # a worker's scope lies inside its supervisors' by construction
         if session_id in lease.supervisors or lease.parent == session_id:
             continue  # a supervisor re-selecting beside its own workers
-        if not any(globs_may_overlap(x, y) for x in _positive(scope) for y in lease.scope):
+        if not _may_overlap(scope, lease.scope):
             continue
         if listed is None:
             found = files()
             unindexed = found is None
+            found = None if found is None else list(found)
             # The index may lag the tree (files made since, a workspace whose store
             # holds only what sessions read): the files on disk confirm too, or a
             # partial index would let two sessions own one file (fail closed).
-            seen = set(found or ()) | set(tree_files(root, scope))
-            # Matching is the cost (a glob match per file and scope): this scope's
-            # files once, then each other scope only on those.
-            listed = sorted(f for f in seen if in_scope(scope, f))
+            listed = _owned(root, scope, found, tree_files(root, scope))
         key = tuple(lease.scope)
         if key not in confirmed:
-            confirmed[key] = scope_overlap(scope, lease.scope, listed, strict=strict or unindexed)
+            confirmed[key] = _confirmed(root, scope, lease.scope, listed, strict or unindexed)
         common = confirmed[key]
         if common is None:
             continue
@@ -541,6 +636,52 @@ def check_partition(
             ),
         )
     return None
+
+
+# Matching is the cost of a check (a glob match per file and scope), and a session
+# selects and refreshes its intent again and again on a tree that mostly did not change:
+# the files a scope owns, and each other scope's overlap with them, are kept and reused
+# only while the files they were computed from (index and disk) are exactly the same.
+_OWNED: dict[tuple[str, tuple[str, ...]], tuple[list[str] | None, list[str], list[str]]] = {}
+_CONFIRMED: dict[
+    tuple[str, tuple[str, ...], tuple[str, ...], bool], tuple[list[str], list[str] | None]
+] = {}
+
+
+def _owned(
+    root: str | os.PathLike[str], scope: Sequence[str], found: list[str] | None, tree: list[str]
+) -> list[str]:
+    """The files of the index (``found``) and the disk (``tree``) that ``scope`` owns."""
+    key = (os.fspath(root), tuple(scope))
+    hit = _OWNED.get(key)
+    if hit is not None and hit[0] == found and hit[1] == tree:
+        return hit[2]
+    owned = sorted(files_in_scope(scope, set(found or ()) | set(tree)))
+    if len(_OWNED) > 64:
+        _OWNED.clear()
+        _CONFIRMED.clear()
+    _OWNED[key] = (found, tree, owned)
+    return owned
+
+
+def _confirmed(
+    root: str | os.PathLike[str],
+    scope: Sequence[str],
+    other: Sequence[str],
+    owned: list[str],
+    strict: bool,
+) -> list[str] | None:
+    key = (os.fspath(root), tuple(scope), tuple(other), strict)
+    hit = _CONFIRMED.get(key)
+    # The very list _owned returned: _owned hands out the same object only while the
+    # files it was computed from did not change.
+    if hit is not None and hit[0] is owned:
+        return hit[1]
+    common = _confirm(owned, other, strict=strict)
+    if len(_CONFIRMED) > 512:
+        _CONFIRMED.clear()
+    _CONFIRMED[key] = (owned, common)
+    return common
 
 
 def check_subset(
