@@ -43,6 +43,7 @@ import functools
 import logging
 import os
 import time
+import weakref
 from collections.abc import Callable, Sequence
 from datetime import UTC, datetime
 from pathlib import Path
@@ -187,6 +188,8 @@ class HookEngine:
         self.overlap_strict = gov.overlap_strict
         self.lease_minutes = gov.lease_minutes
         self._leased_at: float | None = None
+        # Releases the lease when the session is garbage collected without close().
+        self._lease_finalizer: weakref.finalize[Any, Any] | None = None
         # The session the lease is held under when it is not this one's: a Claude Code
         # session's confined command runs in its own ctxnb session (claude-code-<id>)
         # but under the Claude Code session's lease, which it refreshes, never releases.
@@ -295,6 +298,15 @@ class HookEngine:
                 self.root, session_id, intent_id, scope, supervisors=self.supervisors, bound=bound
             )
             self._leased_at = time.time()
+            if bound and (self._lease_finalizer is None or not self._lease_finalizer.alive):
+                # A session dropped without close() would keep its scope from every
+                # other session until this process ends: release it with the session.
+                # The callback holds no reference to the session or this engine.
+                from .partition import release_own_lease
+
+                self._lease_finalizer = weakref.finalize(
+                    self.tools.session, release_own_lease, str(self.root), session_id, os.getpid()
+                )
 
         # The check and the write are one step under the lease lock: two sessions that
         # select overlapping intents at once cannot both pass the check.
@@ -408,6 +420,9 @@ class HookEngine:
         from .partition import release_lease
 
         if self._leased_at is not None and self.lease_session is None:
+            if self._lease_finalizer is not None:
+                self._lease_finalizer.detach()
+                self._lease_finalizer = None
             release_lease(self.root, self.tools.session.session_id)
             self._leased_at = None
 

@@ -8,7 +8,8 @@ the scope leased by another live session is refused (``SCOPE_OVERLAP``, or asked
 - **Live session.** A lease is a JSON file per session under ``.ctxnb/leases/`` (a
   folder no agent tool may touch): the session, its intent, its scope, its supervisors
   (a worker's) and when it was last refreshed. Every governed call refreshes
-  it; closing the session releases it. A lease dies with the process that holds it:
+  it; closing the session releases it, and so does collecting a session dropped
+  without closing it (:func:`release_own_lease`). A lease dies with the process that holds it:
   a lease whose process is gone (killed, crashed; a pid now used by another process
   or a zombie counts as gone) no longer counts. A lease not bound to one process (a
   Claude Code session's, taken by its short-lived hook processes) and one whose
@@ -81,6 +82,7 @@ __all__ = [
     "lease_lock",
     "live_leases",
     "release_lease",
+    "release_own_lease",
     "release_session_lease",
     "scope_overlap",
     "tree_files",
@@ -231,6 +233,29 @@ def release_lease(root: str | os.PathLike[str], session_id: str) -> bool:
     try:
         os.unlink(_lease_file(Path(root), session_id))
     except FileNotFoundError:
+        return False
+    return True
+
+
+def release_own_lease(root: str, session_id: str, pid: int) -> bool:
+    """Release ``session_id``'s lease if process ``pid`` holds it and this is that
+    process; False otherwise (a lease another process took under the same session id,
+    or a forked child of the holder at its exit, keeps it).
+
+    The release of a session dropped without ``close()`` (a ``weakref.finalize`` of the
+    session): it may run inside a garbage collection that interrupted this process while
+    it held the lease lock, so it takes no lock (a second ``flock`` of the same file in
+    this process would wait for itself) and never raises.
+    """
+    if os.getpid() != pid:
+        return False
+    path = _lease_file(Path(root), session_id)
+    try:
+        lease = Lease(**json.loads(path.read_text(encoding="utf-8")))
+        if lease.session_id != session_id or lease.pid != pid or not lease.bound:
+            return False
+        path.unlink()
+    except (OSError, ValueError, TypeError):
         return False
     return True
 

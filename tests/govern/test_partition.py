@@ -246,11 +246,13 @@ def test_two_workers_of_one_supervisor_are_partitioned(root):
     ws = Workspace.open(root)
     boss = ws.session("boss")
     assert select(ws.tools(boss), "INT-APP")["ok"]
-    boss.spawn_worker(scope=["src/app.py"])
+    # Held: a worker session dropped without close() frees its scope when collected.
+    first = boss.spawn_worker(scope=["src/app.py"])
     with pytest.raises(PolicyError) as err:
         boss.spawn_worker(scope=["src/*.py"])
     assert err.value.error_code == "SCOPE_OVERLAP"
-    boss.spawn_worker(scope=["src/gen/**"])
+    second = boss.spawn_worker(scope=["src/gen/**"])
+    assert first is not second
     # Another session still cannot take what the supervisor holds.
     assert select(ws.tools(ws.session("eve")), "INT-PY")["error_code"] == "SCOPE_OVERLAP"
 
@@ -295,7 +297,8 @@ def test_subset_is_confirmed_on_the_indexed_files():
 # -- the Claude Code door ------------------------------------------------------------------------
 def test_hook_select_intent_is_refused_beside_a_live_session(root, tmp_path):
     ws = Workspace.open(root)
-    assert select(ws.tools(ws.session("notebook")), "INT-APP")["ok"]
+    notebook = ws.session("notebook")  # held: a dropped session frees its scope
+    assert select(ws.tools(notebook), "INT-APP")["ok"]
     ctxnb = Path(__import__("sys").executable).parent / "ctxnb"
     env = {"CTXNB_STATE_DIR": str(tmp_path / "state"), "PATH": str(ctxnb.parent)}
     proc = subprocess.run(
