@@ -31,7 +31,8 @@ the scope leased by another live session is refused (``SCOPE_OVERLAP``, or asked
   from are exactly the same.
 - **Subset.** A worker's scope (:meth:`ctxnb.session.Session.spawn_worker`) must lie
   inside its supervisor's: each worker glob must be provably contained in a supervisor
-  glob (:func:`glob_contains`), and every indexed file the worker's globs match must be
+  glob (:func:`glob_contains`: exact for the usual shapes, ``*.py`` ⊇ ``src/*.py``,
+  refused when it cannot tell), and every indexed file the worker's globs match must be
   in the supervisor's scope.
 
 This module imports nothing heavy: the Claude Code hooks use it.
@@ -401,41 +402,118 @@ def _literal_prefixes(scope: Sequence[str]) -> list[str] | None:
 
 
 def glob_contains(outer: str, inner: str) -> bool:
-    """Whether every path ``inner`` matches is provably matched by ``outer`` (False when unsure).
+    """Whether every file ``inner`` owns is provably owned by ``outer`` (False when unsure).
+
+    Ownership is :func:`~ctxnb.govern.core.in_scope`'s (``.gitignore`` rules): a glob
+    owns a file when it matches the file or a directory above it, and a glob without
+    ``/`` (``*.py``, ``build/``) matches a file's or directory's name at any depth.
+    Decided exactly for the common shapes, segment by segment: an anchored outer glob
+    without ``**`` (``src/*.py``, ``src/*/tests/``), one ending in ``/**``, and a name
+    glob (``*.py``, ``test_*``, ``**/*.py``), against any inner glob; a name segment
+    holds another when the other is a name it matches, or has the same text, or, for an
+    outer ``PRE*SUF``, begins with ``PRE`` and ends with ``SUF``. Any other shape
+    (``**`` inside the outer glob, negations, escapes) is refused: a containment proof
+    may never claim more than the matcher gives.
 
     Example:
         >>> glob_contains("src/**", "src/api/*.py"), glob_contains("src/*.py", "src/**")
         (True, False)
+        >>> glob_contains("*.py", "src/**/test_*.py"), glob_contains("*.py", "src/**")
+        (True, False)
     """
+    if outer != outer.lstrip() or inner != inner.lstrip():
+        return False  # a leading space is part of the glob: no proof about it
     o, i = outer.strip(), inner.strip()
-    if o.startswith("!") or i.startswith("!"):
+    if not o or not i or o.startswith(("!", "#")) or i.startswith(("!", "#")):
         return False
     if o == i:
         return True
-    if o in ("**", "**/*", "*", "**/"):
-        return True
-    # "P/**", "P/" or a literal "P" own everything under P (case-sensitive: folding
-    # could claim a containment the matcher does not make).
-    anchored = "/" in o.rstrip("/")
-    base = (o[:-3] if o.endswith("/**") else o.rstrip("/")).lstrip("/")
-    if not base or _WILD.search(base) or i.startswith("**"):
+    if o in ("**", "**/*", "*", "/**", "/**/*"):
+        return True  # every file ("**/" is not: it owns only what is in a directory)
+    out = _shape(o)
+    inn = _shape(i)
+    if out is None or inn is None:
         return False
-    base_segs = base.split("/")
-    inner_segs = i.rstrip("/").lstrip("/").split("/")
-    if "/" not in i.rstrip("/"):
-        return False  # inner matches at any depth: only a match-all outer holds it
-    lit = 0
-    while lit < len(inner_segs) and not _WILD.search(inner_segs[lit]):
-        lit += 1
-    # Every path inner matches starts with inner_segs[:lit] and has len(inner_segs)
-    # segments or more (a trailing ** may add more; a literal inner may be a directory).
-    starts = [0] if anchored else range(lit)
-    for k in starts:
-        end_ = k + len(base_segs)
-        if end_ <= lit and inner_segs[k:end_] == base_segs:
-            if end_ < len(inner_segs) or lit == len(inner_segs):
+    o_segs, o_dir, o_anchored = out
+    i_segs, i_dir, i_anchored = inn
+    if o_segs[-1] == "**" and len(o_segs) > 1 and not o_dir:
+        # "P/**" owns what is under P: the same files as "P/".
+        o_segs, o_dir = o_segs[:-1], True
+    if o_anchored and len(o_segs) == 2 and o_segs[0] == "**":
+        o_segs, o_anchored = o_segs[1:], False  # "**/NAME" is git's NAME at any depth
+    if "**" in o_segs:
+        return False
+    if not o_anchored:
+        # A name glob: some component of every file inner owns must match it (a
+        # directory's, for a dir-only one). Each inner segment other than "**" is one
+        # component; all are directories but the last, unless inner is dir-only.
+        (name,) = o_segs
+        for k, seg in enumerate(i_segs):
+            if seg == "**":
+                continue
+            is_dir = k < len(i_segs) - 1 or i_dir
+            if (is_dir or not o_dir) and _segment_within(seg, name):
                 return True
-    return False
+        return False
+    if not i_anchored:
+        return False  # inner matches at any depth; an anchored outer does not
+    # Anchored: inner's first len(o_segs) segments, before any "**", must each lie
+    # within outer's, and the last of them be a directory when outer is dir-only.
+    n = len(o_segs)
+    if "**" in i_segs[:n] or len(i_segs) < n:
+        return False
+    if o_dir and not (n < len(i_segs) or i_dir):
+        return False
+    return all(_segment_within(a, b) for a, b in zip(i_segs[:n], o_segs, strict=True))
+
+
+def _shape(glob: str) -> tuple[list[str], bool, bool] | None:
+    """A glob's segments, whether it is dir-only and whether it is anchored (git's
+    rules: a slash other than a trailing one anchors); None for a shape not decided."""
+    g = glob.rstrip(" ")
+    dir_only = g.endswith("/")
+    if dir_only:
+        g = g[:-1]
+    anchored = "/" in g
+    g = g[1:] if g.startswith("/") else g
+    segs = g.split("/")
+    if not g or "\\" in g or any(not s or s in (".", "..") for s in segs):
+        return None  # escapes, empty or dot segments: left to the matcher alone
+    if any("**" in s and s != "**" for s in segs):
+        return None  # "a**b" is a plain star to git; not worth a proof
+    return segs, dir_only, anchored
+
+
+_NOT_LITERAL = frozenset("*?[]\\")
+
+
+def _segment_within(inner: str, outer: str) -> bool:
+    """Whether every name matching the segment ``inner`` matches the segment ``outer``."""
+    if inner == outer or outer == "*":
+        return True
+    if inner == "**" or outer == "**":
+        return False
+    if not _WILD.search(inner):
+        from .._util.wildmatch import compile_glob
+
+        return (
+            compile_glob(outer.encode("utf-8", "surrogateescape")).fullmatch(
+                inner.encode("utf-8", "surrogateescape")
+            )
+            is not None
+        )
+    # outer PRE*SUF (one run of stars, nothing else special): every name inner matches
+    # starts with inner's literal head and ends with its literal tail.
+    if any(c in outer for c in "?[]\\"):
+        return False
+    pieces = [p for p in re.split(r"\*+", outer)]
+    if len(pieces) != 2:
+        return False
+    pre, suf = pieces
+    head = inner[: next(k for k, c in enumerate(inner) if c in _NOT_LITERAL)]
+    last = max(k for k, c in enumerate(inner) if c in _NOT_LITERAL)
+    tail = inner[last + 1 :]
+    return head.startswith(pre) and tail.endswith(suf)
 
 
 def indexed_files(workspace: Access) -> list[str] | None:
