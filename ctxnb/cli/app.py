@@ -363,6 +363,7 @@ _PLUGIN_MODULES: dict[str, str] = {
     "init": "ctxnb.cli.govern",
     "init-governance": "ctxnb.cli.govern",
     "mcp": "ctxnb.cli.integrations",
+    "merge": "ctxnb.cli.merge",
     "open": "ctxnb.cli.files",
     "patch": "ctxnb.cli.files",
     "replay": "ctxnb.cli.replay",

@@ -28,6 +28,7 @@ from .record import FileChange, Origin
 if TYPE_CHECKING:
     from collections.abc import Callable
 
+    from ..tools.merging import MergeProposal
     from .engine import HookEngine
     from .record import PendingRecord
 
@@ -265,10 +266,15 @@ def merge_diff(engine: HookEngine, proposal_id: str) -> tuple[str, list[str]]:
     """The approval diff of a merge proposal (from the file it was made against to the
     merged text, as :mod:`ctxnb.sandbox.review` builds it from the bytes) and what the
     redaction hides in it."""
+    return proposal_diff(engine.tools.merge_proposal(proposal_id))
+
+
+def proposal_diff(proposal: MergeProposal) -> tuple[str, list[str]]:
+    """:func:`merge_diff` of ``proposal`` itself: what the human approves (``ctxnb merge
+    show`` prints it, ``accept --expect`` is given its SHA-256)."""
     from ..redaction.redactor import redact_text
     from ..sandbox.review import file_diff, redaction_notes
 
-    proposal = engine.tools.merge_proposal(proposal_id)
     if proposal.merged is None:
         raise PolicyError(
             "MERGE_UNRESOLVED",

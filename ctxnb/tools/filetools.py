@@ -34,7 +34,7 @@ from typing import TYPE_CHECKING, Any, Literal
 
 from ..access.fdio import PathKind, PathPolicy
 from ..access.pathrules import SafePath
-from ..errors import NotFoundError, PatchError, PolicyError
+from ..errors import CtxnbError, NotFoundError, PatchError, PolicyError
 from ..hashing import sha256_hex
 from ..indexer import decode_bytes
 from ..redaction.redactor import redact
@@ -131,6 +131,9 @@ class FileTools(ToolRunner):
         #: by default the ``[merge] review_model`` of the settings, if set.
         self.merge_reviewer: MergeReviewer | None = _configured_reviewer(cfg.merge)
         self._proposals: dict[str, MergeProposal] = {}
+        #: Another session whose kept merge proposals these tools may apply: the human's
+        #: ``ctxnb merge accept`` acts for the session that proposed the merge.
+        self.merge_for: str | None = None
 
     def _shape(
         self, rel: str, text: str, start: int, end: int | None
@@ -418,7 +421,7 @@ class FileTools(ToolRunner):
                 unless exactly one of ``content`` and ``unified_diff`` is given.
             PatchConflict: the patch does not apply to the base it names.
         """
-        from . import merging
+        from . import merge_store, merging
 
         def run(call: ToolCall) -> MergeProposal:
             sp = call.resolved.get("path") or self.resolve(path)
@@ -441,6 +444,13 @@ class FileTools(ToolRunner):
                 ours = apply_file_patch(base_text, files[0]) or ""
             assert ours is not None
             proposal = merging.build(self._files, rel, ours, base, reviewer or self.merge_reviewer)
+            # Kept on disk too: the human may approve it from a terminal (ctxnb merge).
+            merge_store.save_proposal(
+                self._files.workspace.root,
+                proposal,
+                session_id=self.session.session_id,
+                intent_id=getattr(self.hooks, "active_intent_id", None),
+            )
             self._proposals[proposal.id] = proposal
             return proposal
 
@@ -456,11 +466,24 @@ class FileTools(ToolRunner):
             NotFoundError: no proposal by that id.
         """
         found = self._proposals.get(proposal_id)
-        if found is None:
+        if found is not None:
+            return found
+        from .merge_store import load_proposal
+
+        try:
+            kept = load_proposal(self._files.workspace.root, proposal_id)
+        except NotFoundError:
             raise NotFoundError(
                 f"no merge proposal {proposal_id!r} in this session; make one with propose_merge"
+            ) from None
+        if kept.session_id not in (self.session.session_id, self.merge_for):
+            # Each session writes only its own merges: another's was never its edit.
+            raise NotFoundError(
+                f"no merge proposal {proposal_id!r} in this session (it is session "
+                f"{kept.session_id}'s); make one with propose_merge"
             )
-        return found
+        self._proposals[proposal_id] = kept.proposal
+        return kept.proposal
 
     def apply_merge(self, proposal_id: str) -> PatchResult:
         """Write a ready merge proposal (a governed write, traced as ``MERGE``).
@@ -470,7 +493,10 @@ class FileTools(ToolRunner):
         is ``STALE_FILE`` and nothing is written; a proposal with unresolved conflicts
         is ``MERGE_UNRESOLVED``.
         """
-        proposal = self._proposals.get(proposal_id)
+        try:
+            proposal: MergeProposal | None = self.merge_proposal(proposal_id)
+        except CtxnbError:
+            proposal = None  # refused inside the call, where it is audited
 
         def run(call: ToolCall) -> PatchResult:
             p = self.merge_proposal(proposal_id)
@@ -491,6 +517,9 @@ class FileTools(ToolRunner):
                 self._files.check_lock(rel, current, p.theirs_sha256, "apply_merge")
                 result = writing.write(self._files, call, rel, current, p.merged)
             self._proposals.pop(p.id, None)
+            from .merge_store import discard_proposal
+
+            discard_proposal(self._files.workspace.root, p.id)
             result.message = f"merged {rel} (proposal {p.id}); " + result.message
             return result
 

@@ -42,6 +42,7 @@ HELP_MODULES = {
     "ctxnb.cli.files",
     "ctxnb.cli.govern",
     "ctxnb.cli.integrations",
+    "ctxnb.cli.merge",
     "ctxnb.cli.replay",
     "ctxnb.cli.tasks",
     "ctxnb.errors",
