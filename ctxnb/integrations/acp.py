@@ -484,13 +484,19 @@ def serve_acp(settings: AcpSettings, *, adapter: str | None = None) -> None:
     client sends passes :func:`~ctxnb.integrations._acp_wire.guard_lines` first: a
     malformed or oversized one gets its JSON-RPC error instead of ending the connection.
     """
-    agent = load_adapter(adapter, settings)
     wire_in = os.dup(0)
     wire_out = os.dup(1)
     devnull = os.open(os.devnull, os.O_RDONLY)
     os.dup2(devnull, 0)
     os.close(devnull)
     os.dup2(2, 1)
+    # After the swap: whatever loading a local/... model prints goes to stderr.
+    with settings.serving() as served:
+        _serve(served, adapter, wire_in, wire_out)
+
+
+def _serve(settings: AcpSettings, adapter: str | None, wire_in: int, wire_out: int) -> None:
+    agent = load_adapter(adapter, settings)
 
     async def main() -> None:
         from ._acp_wire import MAX_LINE_BYTES, guard_lines

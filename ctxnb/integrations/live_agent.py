@@ -16,8 +16,9 @@ from __future__ import annotations
 
 import asyncio
 import os
-from collections.abc import Callable
-from dataclasses import asdict, dataclass
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar, Self
 
@@ -27,6 +28,7 @@ from .backend import WorkspaceBackend
 
 if TYPE_CHECKING:
     from ..govern.approval import Approver
+    from ..live.local import LocalModelServer
     from ..live.run import RunEvents
     from ..strategies.builtin import ContextStrategy
     from ..workspace import Workspace
@@ -46,7 +48,8 @@ class LiveAgentSettings:
     Attributes:
         workspace: the workspace; None uses each session's ``cwd`` (ACP) or the
             current directory.
-        model: a litellm model name.
+        model: a litellm model name, or ``local/smollm2`` (``local/<path>.gguf``): a model
+            this process serves while it serves the protocol (:meth:`serving`).
         api_base: an OpenAI-compatible endpoint, if any.
         api_key_env: the environment variable holding the API key (never the key).
         strategy: a strategy spec such as ``keep-all`` or ``observation-masking:5``.
@@ -58,6 +61,8 @@ class LiveAgentSettings:
         sandbox: run the agent loop in bubblewrap with the workspace read-only, its
             tool calls crossing to the server (:mod:`ctxnb.live.boxed`); None: as
             ``[sandbox] agent`` says.
+        local: the server of a ``local/...`` model, set by :meth:`serving` (its key goes
+            to the agent loop; never read from a file).
     """
 
     section: ClassVar[str] = "acp"
@@ -73,6 +78,7 @@ class LiveAgentSettings:
     command_timeout: float = 60.0
     permission_timeout: float = 300.0
     sandbox: bool | None = None
+    local: LocalModelServer | None = field(default=None, repr=False, compare=False)
 
     @classmethod
     def resolve(cls, workspace: str | None = None, **flags: Any) -> Self:
@@ -97,6 +103,37 @@ class LiveAgentSettings:
                 "drop --no-sandbox (or set [sandbox] agent = true) in ctxnb.toml"
             )
         return cls(workspace=workspace, **values)
+
+    @contextmanager
+    def serving(self) -> Iterator[Self]:
+        """These settings while their model is reachable: a ``local/...`` model is served
+        for the block (:func:`ctxnb.live.local.serve_local`, the one way every door starts
+        it) and named as the loop calls it; any other model is left as it is.
+
+        Raises:
+            ConfigError: a local model beside ``api_base``, or beside the sandbox (which
+                cannot reach it), or a model file that does not exist.
+            MissingDependencyError: the ``local`` extra is not installed.
+        """
+        from ..live.local import is_local, serve_local
+
+        if not is_local(self.model):
+            yield self
+            return
+        if self.sandbox:
+            raise ConfigError(
+                f"model {self.model!r} is served on 127.0.0.1, which the sandboxed agent "
+                "loop's proxy refuses; pass --no-sandbox, or serve it elsewhere and pass "
+                "--api-base"
+            )
+        with serve_local(str(self.model), api_base=self.api_base) as server:
+            yield replace(self, model=server.model_args["model"], api_base=server.url, local=server)
+
+    def api_key(self) -> str | None:
+        """The model's key: the served local model's own, else ``$api_key_env``'s value."""
+        if self.local is not None:
+            return self.local.api_key
+        return os.environ.get(self.api_key_env) if self.api_key_env else None
 
     def sandbox_status(self) -> dict[str, Any]:
         """``sandboxStatus`` before a run: whether the loop will be isolated (the pid is
@@ -236,7 +273,7 @@ class LiveSession(WorkspaceBackend):
                     strategy=strategy,
                     budget=s.budget,
                     api_base=s.api_base,
-                    api_key=os.environ.get(s.api_key_env) if s.api_key_env else None,
+                    api_key=s.api_key(),
                     step_limit=s.step_limit,
                     command_timeout=s.command_timeout,
                     events=events,
@@ -254,7 +291,7 @@ class LiveSession(WorkspaceBackend):
             strategy=strategy,
             budget=s.budget,
             api_base=s.api_base,
-            api_key=os.environ.get(s.api_key_env) if s.api_key_env else None,
+            api_key=s.api_key(),
             step_limit=s.step_limit,
             command_timeout=s.command_timeout,
             events=events,

@@ -4,10 +4,16 @@ The scripted model and the local model serve the same door: a ``POST
 .../chat/completions`` with a JSON body, answered with a JSON reply, on a loopback port
 of their own, started and stopped as a context manager. This module is that door; a
 subclass says only how a request body is answered (:meth:`ChatServer.answer`).
+
+A server given an ``api_key`` answers only requests that carry it (``Authorization:
+Bearer``, as OpenAI's clients and litellm send it): the local model's port is on loopback,
+where any program of the machine, or a sandboxed loop let through to it, could otherwise
+use it; the key goes to the one agent loop ctxnb started.
 """
 
 from __future__ import annotations
 
+import hmac
 import json
 import threading
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -30,7 +36,8 @@ class ChatServer:
     #: The name of the serving thread (seen in a debugger or a thread dump).
     thread_name = "ctxnb-chat-server"
 
-    def __init__(self) -> None:
+    def __init__(self, *, api_key: str | None = None) -> None:
+        self.api_key = api_key
         self._server: ThreadingHTTPServer | None = None
         self._thread: threading.Thread | None = None
 
@@ -51,6 +58,15 @@ class ChatServer:
 
         class Handler(BaseHTTPRequestHandler):
             def do_POST(self) -> None:  # noqa: N802 (http.server's naming)
+                if owner.api_key is not None:
+                    sent = self.headers.get("Authorization") or ""
+                    wanted = f"Bearer {owner.api_key}"
+                    if not hmac.compare_digest(sent.encode(), wanted.encode()):
+                        # Not read, not answered: the body may be large, and whoever sent
+                        # it has no business with this model.
+                        self.close_connection = True
+                        self._send(401, {"error": {"message": "a valid API key is required"}})
+                        return
                 length = int(self.headers.get("Content-Length") or 0)
                 try:
                     body = json.loads(self.rfile.read(length) or b"{}")

@@ -13,6 +13,14 @@ and the reply goes back as an OpenAI ``tool_calls`` entry, the shape mini-swe-ag
 tool-calling agent parses. A reply cut short (``max_tokens``) goes back as text, and the
 agent reports the format error as it would a provider's.
 
+Every door that runs the agent loop names a local model the same way, ``local/smollm2``
+or ``local/<path of a .gguf file>`` (``run_task(model=...)``, ``ctxnb acp serve --model``,
+``ctxnb a2a serve --model``), and :func:`serve_local` is the one place that turns such a
+name into a running server. The server answers only its own key (a random one, given to
+the loop ctxnb starts). A sandboxed loop has no loopback of the host; it reaches this
+server, and no other port of the host's loopback, by the name :data:`BOXED_HOST` that
+the sandbox's proxy maps to exactly ``127.0.0.1:<port>`` (:attr:`LocalModelServer.boxed`).
+
 Install with ``pip install 'ctxnb[local]'``.
 
 Example:
@@ -30,6 +38,8 @@ import os
 import secrets
 import threading
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, Self
 
@@ -38,11 +48,23 @@ from ..llm.prices import PriceTable
 from ._chatserver import ChatServer, RequestError
 from .grammar import parse_call, plain_messages, tool_call_grammar
 
-__all__ = ["LOCAL_PREFIX", "LocalModelServer", "smollm2_gguf"]
+__all__ = [
+    "BOXED_HOST",
+    "LOCAL_PREFIX",
+    "LocalModelServer",
+    "is_local",
+    "serve_local",
+    "smollm2_gguf",
+]
 
 #: ``run_task(model="local/smollm2")`` (or ``"local//path/to/model.gguf"``) starts a
 #: :class:`LocalModelServer` for the run.
 LOCAL_PREFIX = "local/"
+
+#: The name a sandboxed agent loop reaches a model this process serves by. ``.invalid``
+#: is reserved never to resolve (RFC 2606), so no DNS answer can make it point elsewhere;
+#: the sandbox's proxy maps it, on the server's port alone, to 127.0.0.1.
+BOXED_HOST = "ctxnb-local-model.invalid"
 
 # Request fields passed on to llama.cpp as they are; anything else (tools, the client's
 # stream flag, provider extras) is ctxnb's to handle or is dropped.
@@ -117,7 +139,8 @@ class LocalModelServer(ChatServer):
         threads: int | None = None,
         seed: int = 0,
     ) -> None:
-        super().__init__()
+        # A fresh key per server: only the loop ctxnb starts is given it.
+        super().__init__(api_key=secrets.token_urlsafe(24))
         self.model_path = Path(model_path) if model_path is not None else None
         self.name = name
         self.n_ctx = n_ctx
@@ -152,7 +175,16 @@ class LocalModelServer(ChatServer):
     @property
     def model_args(self) -> dict[str, str]:
         """``model``, ``api_base`` and ``api_key`` for :func:`~ctxnb.live.run_task`."""
-        return {"model": f"openai/{self.name}", "api_base": self.url, "api_key": "unused"}
+        return {"model": f"openai/{self.name}", "api_base": self.url, "api_key": str(self.api_key)}
+
+    @property
+    def boxed(self) -> tuple[str, dict[tuple[str, int], str]]:
+        """How a sandboxed loop reaches this server: the ``api_base`` it is given
+        (:data:`BOXED_HOST` on the server's port) and the one endpoint its proxy maps,
+        ``{(BOXED_HOST, port): "127.0.0.1"}`` (see
+        :class:`~ctxnb.sandbox.netproxy.NetworkProxy`'s ``endpoints``)."""
+        port = int(self.url.rsplit(":", 1)[1].split("/", 1)[0])
+        return f"http://{BOXED_HOST}:{port}/v1", {(BOXED_HOST, port): "127.0.0.1"}
 
     @property
     def prices(self) -> PriceTable:
@@ -247,3 +279,31 @@ class LocalModelServer(ChatServer):
             "choices": [{"index": 0, "message": message, "finish_reason": finish}],
             "usage": result.get("usage") or {},
         }
+
+
+def is_local(model: str | None) -> bool:
+    """Whether ``model`` names a model this process serves (``local/...``)."""
+    return bool(model) and str(model).startswith(LOCAL_PREFIX)
+
+
+@contextmanager
+def serve_local(model: str, *, api_base: str | None = None) -> Iterator[LocalModelServer]:
+    """Serve the ``local/...`` model ``model`` while the block runs: the one way every door
+    (:func:`~ctxnb.live.run_task`, ``ctxnb acp serve``, ``ctxnb a2a serve``) starts it.
+
+    Raises:
+        ConfigError: ``model`` is no local model name, its file does not exist, or an
+            ``api_base`` was given beside it (the server is this process's own).
+        MissingDependencyError: the ``local`` extra is not installed.
+
+    Example:
+        >>> with serve_local("local/smollm2") as server:  # doctest: +SKIP
+        ...     result = run_task(root, task, prices=server.prices, **server.model_args)
+    """
+    if api_base:
+        raise ConfigError(
+            f"model {model!r} starts its own server; pass no api_base / --api-base (or name "
+            "the server's model as 'openai/<name>' with its api_base)"
+        )
+    with LocalModelServer.for_model(model) as server:
+        yield server

