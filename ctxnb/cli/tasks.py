@@ -29,6 +29,10 @@ __all__: list[str] = []
 @arg("--revs", default="HEAD", help="mine: the commits, as git rev-list takes them")
 @arg("--python", default=None, help="the environment's interpreter (default: this one)")
 @arg("--test-cmd", default=None, help="the test command; {python} and {tests} are filled in")
+@arg("--plugin", action="append", default=None, metavar="NAME",
+     help="a pytest plugin the tests need (entry point or module, as pytest -p takes it), "
+          "repeatable; no other plugin loads (evaluate: default: each instance's "
+          "pytest_plugins)")  # fmt: skip
 @arg("--repeats", type=int, default=2, help="mine: rounds per side (flaky tests are dropped)")
 @arg("--name", default=None, help="mine: the task names' prefix (default: the directory's)")
 @arg("--cache", default=None, help="mine: the cache directory")
@@ -58,6 +62,7 @@ def _mine(ns: argparse.Namespace, python: str) -> int:
         name=ns.name,
         cache_dir=ns.cache,
         progress=False if ns.no_progress else None,
+        plugins=ns.plugin or (),
     )
     if ns.out:
         write_instances(report.instances, ns.out)
@@ -99,7 +104,12 @@ def _evaluate(ns: argparse.Namespace, python: str) -> int:
         if inst.instance_id not in patches:
             continue
         ev = evaluate_patch(
-            inst, patches[inst.instance_id], repo=ns.repo, python=python, test_cmd=ns.test_cmd
+            inst,
+            patches[inst.instance_id],
+            repo=ns.repo,
+            python=python,
+            test_cmd=ns.test_cmd,
+            plugins=ns.plugin,
         )
         resolved += ev.resolved
         note = f"  ({ev.note})" if ev.note else ""

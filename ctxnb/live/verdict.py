@@ -66,6 +66,7 @@ __all__ = [
     "ConfinedRun",
     "Runner",
     "Verdict",
+    "check_plugins",
     "check_scripts",
     "collect_tests",
     "judge",
@@ -164,6 +165,22 @@ def _conftests_of(tests: Sequence[str]) -> list[str]:
         for depth in range(len(parts) + 1):
             out["/".join([*parts[:depth], _CONFTEST])] = None
     return list(out)
+
+
+def check_plugins(plugins: Sequence[str]) -> tuple[str, ...]:
+    """``plugins`` checked as ``pytest -p NAME`` takes a name (an entry point or a module),
+    for every pytest ctxnb runs with autoloading off (the live verdict, SWE-bench grading).
+
+    Raises:
+        ConfigError: a name that is an option, a ``no:`` or anything for a shell.
+    """
+    for name in plugins:
+        if not isinstance(name, str) or not _PLUGIN.fullmatch(name):
+            raise ConfigError(
+                f"pytest plugin {name!r}: name an entry point or a module (letters, digits, "
+                "'_', '-' and dots), as `pytest -p NAME` takes it"
+            )
+    return tuple(plugins)
 
 
 def check_scripts(check: str | None, hidden: Mapping[str, bytes]) -> list[str]:
@@ -385,13 +402,7 @@ def _run(
     from ..redaction.redactor import redact_text
     from ..sandbox import Sandbox
 
-    for name in plugins:
-        if not _PLUGIN.fullmatch(name):
-            raise ConfigError(
-                f"pytest plugin {name!r}: name an entry point or a module (letters, digits, "
-                "'_', '-' and dots), as `pytest -p NAME` takes it"
-            )
-
+    check_plugins(plugins)
     # pytest runs every conftest.py on its way to a test as a plugin, one that can
     # rewrite each report to "passed": only the task's own (in ``pristine``) are run.
     fresh = _fresh_copy(root, {**pristine, **hidden}, drop_conftest=mode.endswith("pytest"))

@@ -165,6 +165,7 @@ def evaluate_patch(
     test_cmd: str | None = None,
     read_paths: Sequence[str] = (),
     timeout: float = 600.0,
+    plugins: Sequence[str] | None = None,
 ) -> Evaluation:
     """Grade ``patch`` on ``instance``: the official harness's steps, without Docker.
 
@@ -178,9 +179,13 @@ def evaluate_patch(
             :data:`~ctxnb.tasks.testrun.DEFAULT_TEST_CMD`).
         read_paths: more host paths the tests may read.
         timeout: seconds for the test command.
+        plugins: the pytest plugins the tests need, by entry-point or module name (the
+            instance's ``pytest_plugins`` key when None); pytest loads no other plugin
+            of the environment, and none the patched tree ships.
 
     Raises:
         TaskRepoError, TaskFormatError: see :func:`_prepare`.
+        ConfigError: a plugin name ``pytest -p`` would not take.
     """
     python = resolve_python(python)
     prep = _prepare(instance, repo=repo, python=python, read_paths=read_paths)
@@ -198,6 +203,7 @@ def evaluate_patch(
             test_cmd=_test_cmd(instance, test_cmd),
             read_paths=prep.read_paths,
             timeout=timeout,
+            plugins=_plugins(instance, plugins),
         )
     return _grade(instance, run)
 
@@ -205,6 +211,22 @@ def evaluate_patch(
 def _test_cmd(instance: Instance, test_cmd: str | None) -> str | None:
     given = test_cmd or instance.extra.get("test_cmd")
     return given if isinstance(given, str) and given else None
+
+
+def _plugins(instance: Instance, plugins: Sequence[str] | None) -> tuple[str, ...]:
+    # The caller's list, else the instance's own record (a mined instance carries the
+    # plugins it was mined with), else none.
+    if plugins is not None:
+        return tuple(plugins)
+    given = instance.extra.get("pytest_plugins")
+    if given is None:
+        return ()
+    if not isinstance(given, list) or not all(isinstance(p, str) for p in given):
+        raise TaskFormatError(
+            f"instance {instance.instance_id!r}: pytest_plugins must be a list of plugin "
+            f"names (entry points or modules, as `pytest -p` takes them), not {given!r}"
+        )
+    return tuple(given)
 
 
 @dataclass
@@ -247,7 +269,7 @@ def run_instance(
     test_cmd: str | None = None,
     read_paths: Sequence[str] = (),
     work_dir: str | os.PathLike[str] | None = None,
-    plugins: Sequence[str] = (),
+    plugins: Sequence[str] | None = None,
     **run_args: Any,
 ) -> InstanceRun:
     """Run an agent on ``instance`` under ``strategy`` and grade what it leaves.
@@ -269,8 +291,9 @@ def run_instance(
         read_paths: more host paths the agent's commands and the tests may read.
         work_dir: where the agent's tree is made (a new temporary directory when None,
             removed afterwards; a given one is kept).
-        plugins: the pytest plugins the instance's tests need (``anyio`` ...): the live
-            verdict loads no other plugin of the environment (``Task.plugins``).
+        plugins: the pytest plugins the instance's tests need (``anyio`` ...; the
+            instance's ``pytest_plugins`` key when None): neither the live verdict
+            (``Task.plugins``) nor the grading loads any other plugin of the environment.
         **run_args: passed on to :func:`ctxnb.live.run_task` (``api_base``,
             ``step_limit``, ``budget``, ``prices`` ...).
     """
@@ -279,6 +302,7 @@ def run_instance(
     from ..workspace import Workspace
 
     python = resolve_python(python)
+    plugins = _plugins(instance, plugins)
     prep = _prepare(instance, repo=repo, python=python, read_paths=read_paths)
     own = work_dir is None
     base_dir = (
@@ -299,7 +323,7 @@ def run_instance(
         task = Task(
             prompt=instance.problem_statement,
             test=make_test_command(
-                prep.tests, python=python, test_cmd=_test_cmd(instance, test_cmd)
+                prep.tests, python=python, test_cmd=_test_cmd(instance, test_cmd), plugins=plugins
             ),
             id=instance.instance_id,
             tests=prep.existing,
@@ -309,7 +333,7 @@ def run_instance(
             test_ids=(*instance.fail_to_pass, *instance.pass_to_pass),
             runner="pytest",
             python=python,
-            plugins=tuple(plugins),
+            plugins=plugins,
         )
         try:
             live = run_task(ws, task, model=model, strategy=strategy, **run_args)
@@ -324,6 +348,7 @@ def run_instance(
             files=prep.files,
             test_cmd=_test_cmd(instance, test_cmd),
             read_paths=prep.read_paths,
+            plugins=plugins,
         )
         evaluation = _grade(instance, run)
         patch = _git.diff_against(root, snapshot)

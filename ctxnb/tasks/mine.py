@@ -41,13 +41,15 @@ from pathlib import Path
 from typing import Any
 
 from .._util.jsoncache import write_json_atomic
+from ..live.verdict import check_plugins
 from . import _git
 from .instances import Instance
 from .testrun import DEFAULT_TEST_CMD, environment_paths, resolve_python, run_tests
 
 __all__ = ["MineReport", "default_cache_dir", "is_test_file", "mine_tasks"]
 
-_CACHE_FORMAT = 1
+# 2: pytest autoloads no plugin (the rounds of format 1 loaded every one).
+_CACHE_FORMAT = 2
 _TEST_NAME = re.compile(r"(^test_.*\.py$)|(_test\.py$)|(^tests?\.py$)")
 _PASS = ("PASSED", "XFAIL")
 _FAIL = ("FAILED", "ERROR")
@@ -124,6 +126,7 @@ def mine_tasks(
     read_paths: Sequence[str] = (),
     timeout: float = 600.0,
     progress: bool | None = None,
+    plugins: Sequence[str] = (),
 ) -> MineReport:
     """Make SWE-bench-format tasks from the commits of ``revs`` in ``repo``.
 
@@ -141,6 +144,9 @@ def mine_tasks(
         read_paths: more host paths the tests may read.
         timeout: seconds for one round.
         progress: show a progress bar (None: in a terminal or notebook).
+        plugins: the pytest plugins the tests need (entry-point or module names, as
+            ``pytest -p`` takes them); no other plugin of the environment loads, and each
+            instance records them (``pytest_plugins``) so that its grading loads the same.
 
     Raises:
         TaskRepoError: ``repo`` is not a repository or ``revs`` names nothing there.
@@ -148,6 +154,7 @@ def mine_tasks(
     """
     python = resolve_python(python or sys.executable)
     test_cmd = test_cmd or DEFAULT_TEST_CMD
+    plugins = check_plugins(plugins)
     name = name or Path(os.path.realpath(repo)).name
     cache = Path(cache_dir) if cache_dir is not None else default_cache_dir()
     paths = [*environment_paths(python), *read_paths]
@@ -175,6 +182,7 @@ def mine_tasks(
                     is_test=is_test,
                     read_paths=paths,
                     timeout=timeout,
+                    plugins=plugins,
                 )
             finally:
                 if bar is not None:
@@ -198,6 +206,7 @@ def _mine_one(
     is_test: Callable[[str], bool],
     read_paths: Sequence[str],
     timeout: float,
+    plugins: tuple[str, ...],
 ) -> None:
     parents = _git.git(repo, "rev-list", "--parents", "-n", "1", commit).stdout.decode().split()[1:]
     if not parents:
@@ -217,7 +226,9 @@ def _mine_one(
         report.skipped.append((commit, "deletes a test file"))
         return
     key = hashlib.sha256(
-        json.dumps([_CACHE_FORMAT, commit, parent, test_cmd, python, repeats, tests]).encode()
+        json.dumps(
+            [_CACHE_FORMAT, commit, parent, test_cmd, python, repeats, tests, plugins]
+        ).encode()
     ).hexdigest()
     entry = cache / f"{key}.json"
     sides = _read_cache(entry)
@@ -232,6 +243,7 @@ def _mine_one(
             repeats=repeats,
             read_paths=read_paths,
             timeout=timeout,
+            plugins=plugins,
         )
         report.rounds_run += 2
         write_json_atomic(entry, {"format": _CACHE_FORMAT, "sides": sides})
@@ -274,6 +286,8 @@ def _mine_one(
                 "version": "",
                 "environment_setup_commit": parent,
                 "test_cmd": test_cmd,
+                # Only when there are some: an instance without them loads none.
+                **({"pytest_plugins": list(plugins)} if plugins else {}),
             },
         )
     )
@@ -301,6 +315,7 @@ def _run_sides(
     repeats: int,
     read_paths: Sequence[str],
     timeout: float,
+    plugins: tuple[str, ...],
 ) -> dict[str, Any]:
     out: dict[str, Any] = {}
     with tempfile.TemporaryDirectory(prefix="ctxnb-mine-") as tmp:
@@ -317,6 +332,7 @@ def _run_sides(
                 repeats=repeats,
                 read_paths=read_paths,
                 timeout=timeout,
+                plugins=plugins,
             )
             out[side] = {"statuses": list(run.statuses), "complete": run.complete}
     return out

@@ -7,6 +7,14 @@ copy of the tree, the task's test files written over it, bubblewrap with nothing
 no network, the user's Python environment readable. So a test that passes when a task is
 mined passes for the same reasons when a patch is graded.
 
+pytest loads no plugin of the environment by itself (``PYTEST_DISABLE_PLUGIN_AUTOLOAD``),
+only those the task names (``plugins``: the instance's ``pytest_plugins`` key, or the
+caller's), as the live verdict does (``Task.plugins``): with the tree on ``sys.path``, a
+``*.dist-info`` folder the work left there would otherwise name any module of it as a
+``pytest11`` plugin, loaded before the first test, free to end the run or rewrite its
+reports. (A ``conftest.py``, an ini file's ``addopts`` and a module shadowing pytest are
+the repository's own business here, as in the official harness: they are not stopped.)
+
 One command may run the tests several times (``repeats``): each round prints a marker and
 its exit status, so a test whose status differs between rounds is seen as flaky. A round
 whose log is cut short (the sandbox keeps a megabyte of output a round) or that never
@@ -35,6 +43,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 from ..errors import TaskError
+from ..live.verdict import check_plugins
 from .grading import parse_pytest_log
 
 __all__ = [
@@ -147,8 +156,15 @@ def make_test_command(
     python: str,
     test_cmd: str | None = None,
     repeats: int = 1,
+    plugins: Sequence[str] = (),
 ) -> str:
-    """The shell command that runs ``tests`` ``repeats`` times, marking each round."""
+    """The shell command that runs ``tests`` ``repeats`` times, marking each round, with
+    pytest's plugins limited to ``plugins`` (by entry-point or module name, as ``-p``).
+
+    Raises:
+        ConfigError: a plugin name ``pytest -p`` would not take as a name.
+    """
+    plugins = check_plugins(plugins)
     template = test_cmd or DEFAULT_TEST_CMD
     one = template.format(python=shlex.quote(python), tests=" ".join(shlex.quote(t) for t in tests))
     # The sandbox sends byte code to an empty private directory, so that an agent's
@@ -160,6 +176,10 @@ def make_test_command(
     lines = [
         "unset PYTHONPYCACHEPREFIX FORCE_COLOR CLICOLOR_FORCE",
         "export PY_COLORS=0 NO_COLOR=1",
+        # Whatever the template says: pytest reads both at its start, and -p names an
+        # entry point (or a module) the environment provides.
+        "export PYTEST_DISABLE_PLUGIN_AUTOLOAD=1",
+        "export PYTEST_ADDOPTS=" + shlex.quote(" ".join(f"-p {p}" for p in plugins)),
     ]
     for r in range(1, max(1, repeats) + 1):
         # `if` keeps a failing round from stopping the verdict's `set -e` script.
@@ -196,6 +216,7 @@ def run_tests(
     repeats: int = 1,
     read_paths: Sequence[str] = (),
     timeout: float = 600.0,
+    plugins: Sequence[str] = (),
 ) -> TestRun:
     """Run ``tests`` on a fresh, confined copy of ``root`` with ``files`` written over it.
 
@@ -208,10 +229,14 @@ def run_tests(
         repeats: rounds in the one command.
         read_paths: host paths the tests may read (the Python environment's prefix).
         timeout: seconds for one round.
+        plugins: the pytest plugins the tests need; no other plugin of the environment
+            loads (see :func:`make_test_command`).
     """
     from ..live.verdict import run_confined
 
-    command = make_test_command(tests, python=python, test_cmd=test_cmd, repeats=repeats)
+    command = make_test_command(
+        tests, python=python, test_cmd=test_cmd, repeats=repeats, plugins=plugins
+    )
     run = run_confined(
         root,
         command,

@@ -124,3 +124,59 @@ def test_the_gold_patch_applies_with_the_official_harness_tool(
     git(work, "checkout", "-q", inst.base_commit)
     (tmp_path / "p.diff").write_text(inst.patch)
     git(work, "apply", "--check", str(tmp_path / "p.diff"))
+
+
+def _new_files(files: dict[str, str]) -> str:
+    """A git diff that adds ``files`` (path -> text)."""
+    out = []
+    for path, text in files.items():
+        lines = text.splitlines()
+        out.append(
+            f"diff --git a/{path} b/{path}\nnew file mode 100644\n--- /dev/null\n+++ b/{path}\n"
+            f"@@ -0,0 +1,{len(lines)} @@\n" + "".join(f"+{line}\n" for line in lines)
+        )
+    return "".join(out)
+
+
+# A plugin with no conftest.py: a distribution's metadata folder in the tree, which
+# importlib.metadata finds on sys.path (pytest puts the tree there), naming a module of
+# the tree as a `pytest11` entry point. Its hook turns every failure into a pass.
+FORCE_PASS = {
+    "helper-0.dist-info/METADATA": "Metadata-Version: 2.1\nName: helper\nVersion: 0\n",
+    "helper-0.dist-info/entry_points.txt": "[pytest11]\nhelper = helper_plugin\n",
+    "helper_plugin.py": (
+        "import pytest\n\n\n@pytest.hookimpl(hookwrapper=True)\n"
+        "def pytest_runtest_makereport(item, call):\n"
+        "    outcome = yield\n"
+        "    outcome.get_result().outcome = 'passed'\n"
+    ),
+}
+# The instance's own command, without the tests' FAST_CMD's autoload switch.
+PLAIN_CMD = (
+    "{python} -m pytest -rA --tb=no --show-capture=no -p no:cacheprovider -o addopts= {tests}"
+)
+
+
+def test_a_pytest11_plugin_the_patch_ships_cannot_pass_the_tests(parse_repo: Path) -> None:
+    # The bug stays; the patch only ships the plugin. Graded with the environment's
+    # autoloading, every FAILED line read PASSED and the instance was RESOLVED_FULL.
+    inst = parse_instance(parse_repo, test_cmd=PLAIN_CMD)
+    ev = evaluate_patch(inst, _new_files(FORCE_PASS), repo=parse_repo, python=PYTHON)
+    assert ev.applied and ev.complete, ev.output[-2000:]
+    assert not ev.resolved and ev.status == "RESOLVED_NO"
+    assert ev.report is not None and ev.report.fail_to_pass_failure == F2P
+    assert "PYTEST_DISABLE_PLUGIN_AUTOLOAD=1" not in PLAIN_CMD  # ctxnb set it, not the test
+
+
+def test_the_plugins_an_instance_names_are_loaded_and_checked(parse_repo: Path) -> None:
+    # The gold patch still solves with a plugin of the environment named (pytest's own
+    # `doctest`, always there); a name that is an option is refused before anything runs.
+    named = parse_instance(parse_repo, test_cmd=PLAIN_CMD, pytest_plugins=["doctest"])
+    ev = evaluate_patch(named, named.patch, repo=parse_repo, python=PYTHON)
+    assert ev.resolved, ev.output[-2000:]
+    bad = parse_instance(parse_repo, pytest_plugins=["no:doctest --co"])
+    with pytest.raises(CtxnbError, match="pytest -p"):
+        evaluate_patch(bad, bad.patch, repo=parse_repo, python=PYTHON)
+    with pytest.raises(TaskFormatError, match="pytest_plugins must be a list"):
+        evaluate_patch(parse_instance(parse_repo, pytest_plugins="anyio"), "", repo=parse_repo,
+                       python=PYTHON)  # fmt: skip

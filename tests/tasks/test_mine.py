@@ -112,6 +112,12 @@ def test_mining_again_gives_the_same_bytes_from_the_cache(parse_repo: Path, tmp_
     # The key holds the test command: another command runs the tests again.
     other = mine_tasks(parse_repo, test_cmd=FAST_CMD + " -q", **args)
     assert other.rounds_run == 2
+    # ... and the plugins: named ones run the tests again, and each instance records them
+    # so that its grading loads the same ones (and no other).
+    named = mine_tasks(parse_repo, test_cmd=FAST_CMD, plugins=["doctest"], **args)
+    assert named.rounds_run == 2
+    assert [i.extra["pytest_plugins"] for i in named.instances] == [["doctest"]]
+    assert all("pytest_plugins" not in i.extra for i in first.instances)
     # A damaged cache entry is run again, not trusted.
     for entry in (tmp_path / "cache").iterdir():
         entry.write_text("{not json")
