@@ -111,8 +111,8 @@ class LiveAgentSettings:
         it) and named as the loop calls it; any other model is left as it is.
 
         Raises:
-            ConfigError: a local model beside ``api_base``, or beside the sandbox (which
-                cannot reach it), or a model file that does not exist.
+            ConfigError: a local model beside ``api_base``, or a model file that does not
+                exist.
             MissingDependencyError: the ``local`` extra is not installed.
         """
         from ..live.local import is_local, serve_local
@@ -120,12 +120,6 @@ class LiveAgentSettings:
         if not is_local(self.model):
             yield self
             return
-        if self.sandbox:
-            raise ConfigError(
-                f"model {self.model!r} is served on 127.0.0.1, which the sandboxed agent "
-                "loop's proxy refuses; pass --no-sandbox, or serve it elsewhere and pass "
-                "--api-base"
-            )
         with serve_local(str(self.model), api_base=self.api_base) as server:
             yield replace(self, model=server.model_args["model"], api_base=server.url, local=server)
 
@@ -272,12 +266,14 @@ class LiveSession(WorkspaceBackend):
                     model=s.model or "",
                     strategy=strategy,
                     budget=s.budget,
-                    api_base=s.api_base,
+                    # A local model: by name, through the proxy, on its port alone.
+                    api_base=s.local.boxed[0] if s.local is not None else s.api_base,
                     api_key=s.api_key(),
                     step_limit=s.step_limit,
                     command_timeout=s.command_timeout,
                     events=events,
                     proxy_hosts=self.proxy_hosts,
+                    proxy_endpoints=s.local.boxed[1] if s.local is not None else None,
                     sandbox_settings=asdict(self.workspace.config.sandbox),
                     on_status=seen,
                 ).info

@@ -82,6 +82,7 @@ def run_boxed(
     events: RunEvents | None = None,
     allowed_domains: Sequence[str] = (),
     proxy_hosts: Mapping[str, str] | None = None,
+    proxy_endpoints: Mapping[tuple[str, int], str] | None = None,
     sandbox_settings: Mapping[str, Any] | None = None,
     on_status: Callable[[dict[str, Any]], None] | None = None,
     on_answer: Callable[[str, dict[str, Any]], None] | None = None,
@@ -104,6 +105,9 @@ def run_boxed(
         allowed_domains: more domains the loop may reach; the host of ``api_base`` is
             added (the model must be reachable).
         proxy_hosts: the proxy's ``hosts`` seam (tests, notebooks).
+        proxy_endpoints: servers ctxnb started on the host that the loop may reach, each
+            by its name on its port alone: a local model's
+            (:attr:`~ctxnb.live.local.LocalModelServer.boxed`); no other loopback port.
         sandbox_settings: ``[sandbox]`` (limits, read paths, ``allowed_domains``).
         on_status: called with the sandbox's ``sandboxStatus`` once it started.
         on_answer: gets each command and the governed tool's answer, on this side.
@@ -150,6 +154,7 @@ def run_boxed(
         limits=SandboxLimits(**limits),
         proxy_hosts=proxy_hosts,
         git=s.get("git", "auto"),
+        proxy_endpoints=proxy_endpoints,
     )
     stderr: list[bytes] = []
     try:

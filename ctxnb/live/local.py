@@ -190,8 +190,14 @@ class LocalModelServer(ChatServer):
     def prices(self) -> PriceTable:
         """The default price table with this model at $0: no provider bills a model run
         on this machine (its tokens are still counted). Pass it as ``prices=``."""
+        return PriceTable.default().with_prices(self.free_prices)
+
+    @property
+    def free_prices(self) -> dict[str, dict[str, float]]:
+        """This model at $0 as a mapping (``prices=`` takes it too): unlike a table, a
+        mapping crosses into a sandboxed agent loop."""
         free = {"input": 0.0, "cache_write": 0.0, "cache_read": 0.0, "output": 0.0}
-        return PriceTable.default().with_prices({self.name: free})
+        return {self.name: free}
 
     def start(self) -> Self:
         path = self.model_path or smollm2_gguf()

@@ -20,6 +20,7 @@ afterwards, and the tokens and dollars of every call.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import math
 import shutil
@@ -371,13 +372,15 @@ def run_task(
             (mini-swe-agent backs off exponentially between them).
         sandbox: run the agent loop in bubblewrap with the workspace read-only, its
             commands governed here (:mod:`ctxnb.live.boxed`); None: as ``[sandbox]
-            agent`` says. ``[sandbox] production`` refuses a run without it.
+            agent`` says. ``[sandbox] production`` refuses a run without it. A ``local/``
+            model is reached from the sandbox through its proxy, by name, on the
+            server's port alone.
         proxy_hosts: names the sandboxed loop's proxy resolves without DNS (a seam for
             tests: a scripted model reached by name).
 
     Raises:
         ConfigError: ``[sandbox] production = true`` and the loop would run unconfined;
-            a ``local/`` model with ``api_base`` or ``sandbox=True``.
+            a ``local/`` model with ``api_base``, or whose file does not exist.
 
     Returns:
         A :class:`LiveResult`.
@@ -392,84 +395,46 @@ def run_task(
         True
     """
     from ..workspace import Workspace
-    from .local import LOCAL_PREFIX
+    from .local import is_local, serve_local
 
     _minisweagent()
-    if model.startswith(LOCAL_PREFIX):
-        return _run_local(
-            workspace,
-            task,
-            model=model,
-            strategy=strategy,
-            budget=budget,
-            api_base=api_base,
-            step_limit=step_limit,
-            command_timeout=command_timeout,
-            approver=approver,
-            prices=prices,
-            model_kwargs=model_kwargs,
-            session_id=session_id,
-            retries=retries,
-            sandbox=sandbox,
-        )
     own = not isinstance(workspace, Workspace)
     ws = workspace if isinstance(workspace, Workspace) else Workspace.open(workspace)
     try:
-        return _run(
-            ws,
-            task,
-            model=model,
-            strategy=strategy,
-            budget=budget,
-            api_base=api_base,
-            api_key=api_key,
-            step_limit=step_limit,
-            command_timeout=command_timeout,
-            approver=approver,
-            prices=prices,
-            model_kwargs=model_kwargs,
-            session_id=session_id,
-            retries=retries,
-            sandbox=ws.config.sandbox.agent if sandbox is None else sandbox,
-            proxy_hosts=proxy_hosts,
-        )
+        boxed = ws.config.sandbox.agent if sandbox is None else sandbox
+        with contextlib.ExitStack() as stack:
+            endpoints = None
+            if is_local(model):
+                # A model this process serves for the run: the same serve_local as every
+                # door's. A sandboxed loop reaches it by name, on its port alone.
+                server = stack.enter_context(serve_local(model, api_base=api_base))
+                model, api_key = server.model_args["model"], server.api_key
+                prices = server.free_prices if prices is None else prices
+                api_base, endpoints = server.boxed if boxed else (server.url, None)
+            return _run(
+                ws,
+                task,
+                model=model,
+                strategy=strategy,
+                budget=budget,
+                api_base=api_base,
+                api_key=api_key,
+                step_limit=step_limit,
+                command_timeout=command_timeout,
+                approver=approver,
+                prices=prices,
+                model_kwargs=model_kwargs,
+                session_id=session_id,
+                retries=retries,
+                sandbox=boxed,
+                proxy_hosts=proxy_hosts,
+                proxy_endpoints=endpoints,
+            )
     finally:
         if own:
             # A workspace opened here is closed here: its store folds now, not on a
             # timer that may fire after the caller has removed the folder.
             ws.close()
-
-
-def _run_local(
-    workspace: Workspace | str | Path,
-    task: Task,
-    *,
-    model: str,
-    api_base: str | None,
-    sandbox: bool | None,
-    prices: Any,
-    **options: Any,
-) -> LiveResult:
-    # run_task on a model this process serves for the run (model="local/...").
-    from .local import serve_local
-
-    if sandbox:
-        raise ConfigError(
-            f"model={model!r} is served on 127.0.0.1, which the sandboxed agent loop's proxy "
-            "refuses; run it with sandbox=False, or serve it elsewhere and pass api_base"
-        )
-    with serve_local(model, api_base=api_base) as server:
-        args = server.model_args
-        return run_task(
-            workspace,
-            task,
-            model=args["model"],
-            api_base=args["api_base"],
-            api_key=args["api_key"],
-            prices=server.prices if prices is None else prices,
-            sandbox=False,
-            **options,
-        )
 
 
 def _run(
@@ -490,6 +455,7 @@ def _run(
     retries: int,
     sandbox: bool,
     proxy_hosts: Mapping[str, str] | None,
+    proxy_endpoints: Mapping[tuple[str, int], str] | None = None,
 ) -> LiveResult:
     # run_task's body, on a workspace whose closing run_task owns.
     if ws.config.sandbox.production and not sandbox:
@@ -552,6 +518,7 @@ def _run(
             step_limit=step_limit,
             command_timeout=command_timeout,
             proxy_hosts=proxy_hosts,
+            proxy_endpoints=proxy_endpoints,
             sandbox_settings=asdict(ws.config.sandbox),
             on_answer=watch_tests,
             prices=prices,

@@ -23,6 +23,12 @@ Every decision is a :class:`NetDecision`, kept in :attr:`NetworkProxy.decisions`
 command's result carries them, and the audit records them) and passed to
 ``on_decision``.
 
+``endpoints`` are the exceptions ctxnb itself makes: ``{(name, port): address}``, each
+one endpoint of a server ctxnb started on the host (the local model's, reached by the
+sandboxed agent loop). The name is reached on that port alone and never resolved; any
+other port under it is refused, and every other loopback address and port stays refused
+as before.
+
 ``hosts`` is a seam for tests and notebooks: ``{"allowed.test": "127.0.0.1"}`` resolves
 that name to that address without DNS, and a name mapped there may reach a local
 address (it was mapped on purpose). The allowlist still decides whether it is reached.
@@ -129,6 +135,8 @@ class NetworkProxy:
             mapped here may reach a local address).
         on_decision: called with every :class:`NetDecision` (on the proxy's thread).
         connect_timeout: seconds to connect to an allowed host.
+        endpoints: ``{(name, port): address}``: servers ctxnb started on the host, each
+            reached by its name on its port only (see the module's docstring).
     """
 
     def __init__(
@@ -136,11 +144,15 @@ class NetworkProxy:
         allowed: Sequence[str],
         *,
         hosts: Mapping[str, str] | None = None,
+        endpoints: Mapping[tuple[str, int], str] | None = None,
         on_decision: Callable[[NetDecision], None] | None = None,
         connect_timeout: float = CONNECT_TIMEOUT,
     ) -> None:
         self.allowed = tuple(allowed)
         self.hosts = {normalize_host(k) or k: v for k, v in (hosts or {}).items()}
+        self.endpoints = {
+            (normalize_host(k) or k, int(port)): v for (k, port), v in (endpoints or {}).items()
+        }
         self.on_decision = on_decision
         self.connect_timeout = connect_timeout
         self.decisions: list[NetDecision] = []
@@ -261,7 +273,22 @@ class NetworkProxy:
                 raise _Refused(
                     400, "Bad Request", f"ctxnb: {host!r} is not a host name", host, port
                 )
-            pattern = allowed_pattern(name, self.allowed)
+            served = self.endpoints.get((name, port))
+            if served is None and any(name == n for n, _ in self.endpoints):
+                ports = ", ".join(str(p) for n, p in self.endpoints if n == name)
+                raise _Refused(
+                    403,
+                    f"Forbidden by ctxnb: {name} is reached on port {ports} only",
+                    f"ctxnb: {name} is a server ctxnb started, reached on port {ports} only; "
+                    f"port {port} is refused",
+                    name,
+                    port,
+                )
+            pattern = (
+                f"{name}:{port}, a server ctxnb started"
+                if served is not None
+                else allowed_pattern(name, self.allowed)
+            )
             if pattern is None:
                 listed = ", ".join(self.allowed) or "none"
                 raise _Refused(
@@ -273,7 +300,7 @@ class NetworkProxy:
                     name,
                     port,
                 )
-            address = await self._resolve(name, port)
+            address = served if served is not None else await self._resolve(name, port)
             try:
                 up_reader, up_writer = await asyncio.wait_for(
                     asyncio.open_connection(address, port), self.connect_timeout

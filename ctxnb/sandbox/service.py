@@ -142,6 +142,7 @@ def confine_service(
     limits: SandboxLimits | None = None,
     proxy_hosts: Mapping[str, str] | None = None,
     git: str = "auto",
+    proxy_endpoints: Mapping[tuple[str, int], str] | None = None,
 ) -> ConfinedService:
     """Plan a read-only sandbox for the service ``argv`` in the workspace ``root``.
 
@@ -159,16 +160,20 @@ def confine_service(
         limits: resource limits (the defaults of :class:`SandboxLimits`).
         proxy_hosts: the proxy's ``hosts`` seam (tests, notebooks).
         git: ``read`` keeps git's object stores readable.
+        proxy_endpoints: servers ctxnb started on the host that the service may reach,
+            each by its name on its port alone (the proxy's ``endpoints``); their names
+            join ``allowed_domains`` so that the proxy is there.
 
     Raises:
         SandboxError: ``SANDBOX_UNAVAILABLE``: no bubblewrap here can confine it.
     """
     exe = check_bwrap()
+    endpoints = dict(proxy_endpoints or {})
     plan = plan_sandbox(
         root,
         deny=deny,
         network=network,
-        allowed_domains=allowed_domains,
+        allowed_domains=[*allowed_domains, *(name for name, _ in endpoints)],
         env=env,
         env_allow=env_allow,
         read_paths=read_paths,
@@ -179,7 +184,7 @@ def confine_service(
     proxy = None
     try:
         if plan.allowed_domains:
-            proxy = NetworkProxy(plan.allowed_domains, hosts=proxy_hosts)
+            proxy = NetworkProxy(plan.allowed_domains, hosts=proxy_hosts, endpoints=endpoints)
             proxy.start()
         inner = bwrap_argv(
             plan,

