@@ -12,8 +12,12 @@ only those the task names (``plugins``: the instance's ``pytest_plugins`` key, o
 caller's), as the live verdict does (``Task.plugins``): with the tree on ``sys.path``, a
 ``*.dist-info`` folder the work left there would otherwise name any module of it as a
 ``pytest11`` plugin, loaded before the first test, free to end the run or rewrite its
-reports. (A ``conftest.py``, an ini file's ``addopts`` and a module shadowing pytest are
-the repository's own business here, as in the official harness: they are not stopped.)
+reports. Nor can the tree stand in for a plugin the task names: before the rounds, the
+environment's interpreter looks up each name as ``-p`` will (its ``pytest11`` entry
+points, its module) without importing anything, and when one would come from the tree no
+round runs. (A ``conftest.py``, an ini file's ``addopts`` and a module shadowing pytest
+or a plugin's own imports are the repository's own business here, as in the official
+harness: they are not stopped.)
 
 One command may run the tests several times (``repeats``): each round prints a marker and
 its exit status, so a test whose status differs between rounds is seen as flaky. A round
@@ -73,6 +77,36 @@ _SUMMARY = re.compile(
     re.M,
 )
 _DROPPED = "bytes of output dropped ...]"
+# Run in the tree before the rounds, the way pytest will be (``python`` with the tree first
+# on sys.path), when plugins are named: `-p NAME` takes the first `pytest11` entry point
+# of that name on sys.path, or imports the module, so a tree that ships either under a
+# named plugin's name would be loaded in its place. Nothing of the tree is imported here:
+# metadata files are read and top-level names are looked up without running them.
+_SHADOW_CHECK = """
+import importlib.machinery as m, importlib.metadata as md, os, sys
+root = os.path.realpath(os.getcwd())
+def inside(p):
+    p = os.path.realpath(p)
+    return p == root or p.startswith(root + os.sep)
+bad = []
+for name in sys.argv[1:]:
+    mods = {name}
+    for d in md.distributions():
+        for ep in d.entry_points:
+            if ep.group == "pytest11" and ep.name == name:
+                mods.add(ep.value.split(":")[0].strip())
+                if inside(str(d.locate_file(""))):
+                    bad.append(f"{name} (a pytest11 entry point in {d.locate_file('')})")
+    for mod in sorted(mods):
+        spec = m.PathFinder.find_spec(mod.split(".")[0])
+        where = spec and (spec.origin or next(iter(spec.submodule_search_locations or []), None))
+        if where and inside(where):
+            bad.append(f"{name} (module {mod.split('.')[0]} at {where})")
+if bad:
+    print("ctxnb: the tree shadows the pytest plugins the task names, so they would load"
+          " from it: " + "; ".join(sorted(set(bad))) + "; the tests were not run")
+    sys.exit(1)
+"""
 
 
 @dataclass(frozen=True)
@@ -181,12 +215,18 @@ def make_test_command(
         "export PYTEST_DISABLE_PLUGIN_AUTOLOAD=1",
         "export PYTEST_ADDOPTS=" + shlex.quote(" ".join(f"-p {p}" for p in plugins)),
     ]
+    rounds = []
     for r in range(1, max(1, repeats) + 1):
         # `if` keeps a failing round from stopping the verdict's `set -e` script.
-        lines.append(
+        rounds.append(
             f"echo '{_ROUND} {r}@@'\nif {one}\nthen s=0\nelse s=$?\nfi\necho \"{_EXIT} {r} $s@@\""
         )
-    return "\n".join(lines)
+    if plugins:
+        # No round runs when a named plugin would come from the tree: the log has no
+        # rounds, so the run is incomplete and grades nothing as passed.
+        check = " ".join(shlex.quote(w) for w in ("-c", _SHADOW_CHECK, *plugins))
+        rounds = [f"if {shlex.quote(python)} {check}\nthen", *rounds, "fi"]
+    return "\n".join(lines + rounds)
 
 
 def read_run(output: str, *, repeats: int) -> TestRun:

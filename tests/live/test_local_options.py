@@ -60,8 +60,10 @@ def test_the_protocol_doors_resolve_a_local_model_as_run_task_does(
     import subprocess
     import sys
 
+    from _needs import has_module, require
     from _paths import REPO
 
+    require(has_module(door), f"the {door.upper()} SDK (ctxnb[{door}])")
     missing = tmp_path / "no-such-model.gguf"
     args = [a.format(missing=missing) for a in flags]
     cmd = [sys.executable, "-m", "ctxnb", door, "serve", str(tmp_path), *args]

@@ -168,6 +168,25 @@ def test_a_pytest11_plugin_the_patch_ships_cannot_pass_the_tests(parse_repo: Pat
     assert "PYTEST_DISABLE_PLUGIN_AUTOLOAD=1" not in PLAIN_CMD  # ctxnb set it, not the test
 
 
+@pytest.mark.parametrize(
+    "named, shipped",
+    [
+        ("helper", FORCE_PASS),  # the same entry point, under the name the instance gives
+        ("doctest", {"doctest.py": FORCE_PASS["helper_plugin.py"]}),  # a module by its name
+    ],
+)
+def test_a_plugin_the_instance_names_cannot_be_shipped_by_the_patch(
+    parse_repo: Path, named: str, shipped: dict[str, str]
+) -> None:
+    # `-p NAME` takes the first entry point of that name on sys.path, or imports the
+    # module, and the tree is first on sys.path: the plugin would come from the patch.
+    inst = parse_instance(parse_repo, test_cmd=PLAIN_CMD, pytest_plugins=[named])
+    ev = evaluate_patch(inst, _new_files(shipped), repo=parse_repo, python=PYTHON)
+    assert not ev.resolved and not ev.complete, ev.output[-2000:]
+    assert "shadows the pytest plugins" in ev.output and named in ev.output
+    assert "PASSED" not in ev.output  # no round ran
+
+
 def test_the_plugins_an_instance_names_are_loaded_and_checked(parse_repo: Path) -> None:
     # The gold patch still solves with a plugin of the environment named (pytest's own
     # `doctest`, always there); a name that is an option is refused before anything runs.
