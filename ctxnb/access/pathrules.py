@@ -496,6 +496,21 @@ class PathRules:
             )
         return self._denied_by(tuple(rel.split("/")), parent_checked=True) is not None
 
+    def denies(self, rel: str) -> bool:
+        """Whether the deny or governance globs refuse the workspace-relative ``rel`` or a
+        directory above it, in any form denial matches (see :func:`folded`): the answer
+        of every door that judges a name it did not open through this policy (a
+        sandbox's masks, the paths of git's history).
+
+        Example:
+            >>> import pathlib, tempfile
+            >>> rules = PathRules([pathlib.Path(tempfile.mkdtemp())])
+            >>> [rules.denies(p) for p in (".\uff45nv", "k/deploy.pem.", "src/app.py")]
+            [True, True, False]
+        """
+        parts = tuple(p for p in rel.split("/") if p)
+        return self._denied_by(parts) is not None
+
     @property
     def protected_set(self) -> ProtectedSet | None:
         """What this policy never writes (computed now if it was not yet), or None."""

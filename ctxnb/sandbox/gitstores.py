@@ -66,7 +66,8 @@ BLOB_MAX_BYTES = 1 << 20
 BLOB_MAX_FILES = 512
 """How many denied files are looked for in git by content."""
 
-_CACHE_VERSION = 1
+# 2: paths are matched as the access layer matches them (folded forms too).
+_CACHE_VERSION = 2
 _GITDIR_SHAPE = ("HEAD", "objects", "refs")
 # What rev-list's answer depends on, inside a git directory (besides objects/).
 _STATE_DIRS = ("refs", "logs", "reftable", "worktrees")

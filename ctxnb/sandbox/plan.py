@@ -270,15 +270,21 @@ def _supports_overlay(exe: str) -> bool:
     return False
 
 
-def _deny_matcher(deny: Sequence[str]) -> Callable[[str, bool | None], bool]:
-    """Case-insensitive gitignore matching of workspace-relative paths against ``deny``
-    (``is_dir`` None: the kind is not known, as for a path in git's history)."""
-    from .._util.wildmatch import GlobList
+def _deny_matcher(root: Path, deny: Sequence[str]) -> Callable[[str, bool | None], bool]:
+    """Whether the deny list refuses a workspace-relative path, answered by the access
+    layer's own rules (:class:`~ctxnb.access.pathrules.PathRules`): every form a file
+    tool refuses, lower-cased, NFKC and with trailing dots and spaces stripped, so that a
+    name ``read_file`` refuses is masked here too.
 
-    spec = GlobList([d.lower() for d in deny])
+    ``is_dir`` known: a name the walk met, whose directories it judged on the way in
+    (only the name is matched, as the file tools' walk does). None: a path from git's
+    history, judged with every directory above it."""
+    from ..access.pathrules import PathRules
+
+    rules = PathRules([root], deny=deny)
 
     def denied(rel: str, is_dir: bool | None) -> bool:
-        return spec.match(rel.lower(), is_dir=is_dir) is not None
+        return rules.denies(rel) if is_dir is None else rules.denies_found(rel)
 
     return denied
 
@@ -359,7 +365,7 @@ def plan_sandbox(
     for rel in writable:
         _real_dir(root_path, rel)
     skip = {*PROTECTED, *HIDDEN}
-    denied = _deny_matcher(deny)
+    denied = _deny_matcher(root_path, deny)
     masked_files, masked_dirs, nested_gitdirs = _find_masked(root_path, denied, skip)
     # On an overlay a write to a hard-linked file copies it up: the other link is
     # never reached, so nothing needs pinning any more.

@@ -251,3 +251,50 @@ def test_a_repository_git_cannot_read_is_hidden_not_guessed(sample_ws, tmp_path)
     )
     assert secret not in out_text(out)
     assert "backup.git/objects (git could not read its history" in notes(out)
+
+
+# Names the file tools refuse as the denied name they fold to (NFKC, trailing dots and
+# spaces: what a normalising or Windows-style filesystem would open as that file).
+FOLDED_NAMES = [".\uff45nv", "deploy.pem.", "\uff49d_ed25519"]
+
+
+def test_a_name_the_file_tools_fold_to_a_denied_one_is_masked_in_the_sandbox(sample_ws):
+    """Old hole: the sandbox matched the deny list lower-cased only, so a file named
+    ``.ｅnv`` (fullwidth e) or ``deploy.pem.`` that ``read_file`` refuses as ``.env`` and
+    ``deploy.pem`` was read in full by ``cat`` in a sandboxed command, and committed as
+    an edit; one deny rule now answers both doors."""
+    root = sample_ws
+    clean_repo(root)
+    secrets_by_name = {name: _secret() for name in FOLDED_NAMES}
+    for name, secret in secrets_by_name.items():
+        (root / name).write_text(f"NOTE={secret}\n")
+    governed(root, '["**"]')
+    t, _ = agent(root, True)
+    for name in FOLDED_NAMES:  # the file tools' answer, which the sandbox must share
+        refused = t.dispatch("read_file", {"path": name})
+        assert not refused["ok"] and refused["error_code"] == "PATH_DENIED", (name, refused)
+    listed = " ".join(f"'{n}'" for n in FOLDED_NAMES)
+    out = run(t, f'cat {listed}; grep -r NOTE= . ; for f in {listed}; do echo x >> "$f"; done')
+    assert out["ok"], out
+    for name, secret in secrets_by_name.items():
+        assert secret not in out_text(out), name
+        assert (root / name).read_text() == f"NOTE={secret}\n", name  # nothing committed
+
+
+def test_history_of_a_folded_denied_name_hides_the_git_store(sample_ws):
+    """The same rule for git: a ``.ｅnv`` once committed hides the object store."""
+    root = sample_ws
+    clean_repo(root)
+    secret = _secret()
+    (root / ".\uff45nv").write_text(f"NOTE={secret}\n")
+    git(root, "add", "-f", ".\uff45nv")
+    git(root, "commit", "-qm", "oops")
+    git(root, "rm", "-q", "--cached", ".\uff45nv")
+    git(root, "commit", "-qm", "untrack")
+    (root / ".\uff45nv").unlink()
+    governed(root)
+    t, _ = agent(root, True)
+    out = run(t, "git log -p --all | grep -a NOTE; git show HEAD~1:.\uff45nv")
+    assert out["ok"], out
+    assert secret not in out_text(out)
+    assert ".git/objects (" in notes(out)
