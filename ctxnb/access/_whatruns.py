@@ -12,6 +12,8 @@ and names the files it read (their stat keys the hook's cache):
 * :func:`python_environments`: every Python environment inside the workspace (a
   directory with ``pyvenv.cfg`` or ``conda-meta/``, the one ctxnb runs in, ``$VIRTUAL_ENV``,
   ``$CONDA_PREFIX``) and the ``PATH`` directories that lie in it;
+* :func:`ctxnb_settings`: the programs ctxnb's own settings start (``ctxnb.toml`` or
+  ``[tool.ctxnb]``: each outside MCP server's ``command`` and ``args``, in its ``cwd``);
 * :func:`ctxnb_source`: where the import system loads ctxnb from.
 
 A command names a file by a word of it: a word with a ``/`` or a leading ``.``, or a
@@ -42,6 +44,7 @@ __all__ = [
     "Found",
     "claude_code",
     "claude_settings_files",
+    "ctxnb_settings",
     "ctxnb_source",
     "git",
     "named_paths",
@@ -385,6 +388,69 @@ def git(found: Found, env: Mapping[str, str]) -> None:
                 found.add(named, why)
 
 
+# -- ctxnb's own settings --------------------------------------------------------------------
+def _load_toml(path: str, found: Found) -> Any:
+    found.read.add(path)
+    text = _read_text(path)
+    if text is None:
+        return None
+    import tomllib  # only when there is a file to read
+
+    try:
+        return tomllib.loads(text)
+    except tomllib.TOMLDecodeError as e:
+        raise ConfigError(
+            f"{path}: not valid TOML ({e}); ctxnb cannot tell which programs its settings "
+            "start, so it cannot protect them. Fix the file (ctxnb cannot load it either)."
+        ) from None
+
+
+def _started(data: Any, where: str = "") -> Iterator[tuple[str, str, str | None]]:
+    """(where, command with its arguments, cwd) for every table of ctxnb's settings that
+    names a program to start (a ``command`` string): an outside MCP server today, and
+    whatever table names one tomorrow, found by its shape rather than a list of keys."""
+    if isinstance(data, dict):
+        command = data.get("command")
+        if isinstance(command, str):
+            args = data.get("args")
+            if isinstance(args, list) and all(isinstance(a, str) for a in args):
+                command = " ".join([shlex.quote(command), shlex.join(args)])
+            cwd = data.get("cwd")
+            yield where or "command", command, cwd if isinstance(cwd, str) else None
+        for key, value in data.items():
+            if isinstance(value, dict | list) and isinstance(key, str):
+                yield from _started(value, f"{where}.{key}" if where else key)
+    elif isinstance(data, list):
+        for item in data:
+            yield from _started(item, where)
+
+
+def ctxnb_settings(found: Found, env: Mapping[str, str]) -> None:
+    """What ctxnb's own settings start on the host: the programs and files named by each
+    table with a ``command`` (an outside MCP server of ``[mcp.servers.NAME]`` runs on
+    the host unless ``[sandbox] agent`` confines it, and a human may turn that off), in
+    the directory it starts in. ``ctxnb.toml`` wins over ``[tool.ctxnb]``, as the
+    settings loader reads them."""
+    root = found.root
+    toml_path = os.path.join(root, "ctxnb.toml")
+    pyproject = os.path.join(root, "pyproject.toml")
+    table = _load_toml(toml_path, found)
+    source = "ctxnb.toml"
+    if table is None:
+        whole = _load_toml(pyproject, found)
+        tool = whole.get("tool") if isinstance(whole, dict) else None
+        table = tool.get("ctxnb") if isinstance(tool, dict) else None
+        source = "pyproject.toml [tool.ctxnb]"
+    else:
+        found.read.add(pyproject)
+    home = env.get("HOME")
+    for where, command, cwd in _started(table):
+        base = os.path.normpath(os.path.join(root, cwd)) if cwd else root
+        why = f"it is named by {source} ({where}): ctxnb starts it on the host"
+        for named in named_paths(command, base, home=home):
+            found.add(named, why)
+
+
 # -- Python ----------------------------------------------------------------------------------
 _ENV_WHY = (
     "it is part of a Python environment ({}): its start-up code (site-packages, .pth, "
@@ -457,6 +523,7 @@ def derive(
     found = Found(root)
     claude_code(found, bases, env)
     git(found, env)
+    ctxnb_settings(found, env)
     python_environments(found, env, top=top, on_path=on_path)
     ctxnb_source(found)
     found.read.add(os.path.realpath(sys.executable))

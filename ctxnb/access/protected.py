@@ -83,7 +83,7 @@ _STATIC_DIRS = {"__pycache__": 0, "sitecustomize": 3, "usercustomize": 4}
 _STATIC_SUFFIXES = ((".pyc", 1), (".pyo", 2))
 _CLAUDE_DIRS = {"agents": 6, "skills": 7, "commands": 8}
 
-_FORMAT = 1  # of the cached form; a change to the derivation bumps it
+_FORMAT = 2  # of the cached form; a change to the derivation bumps it
 # The environment variables the derivation reads (and git's own, GIT_*).
 _ENV_KEYS = frozenset(
     {

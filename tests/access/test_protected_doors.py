@@ -191,3 +191,29 @@ def test_the_mcp_server_never_writes_a_hook_script_named_in_settings(tmp_path):
         assert res.structured_content["details"]["rule"] == "protected:/.claude/hooks/new.sh"
         assert not b.call_tool("write_file", {"path": "src/ok.py", "content": "x\n"}).is_error
     assert not (root / ".claude" / "hooks" / "new.sh").exists()
+
+
+@pytest.mark.parametrize("door", ["hook-process", "file-tools"])
+def test_no_door_writes_an_mcp_server_ctxnb_starts(tmp_path, door):
+    """The server program ``[mcp.servers.NAME]`` names runs on the host when ctxnb
+    connects: neither Claude Code's Write nor ctxnb's write_file may replace it."""
+    root = make_workspace(tmp_path)
+    (root / "tools").mkdir()
+    (root / "tools" / "tickets.py").write_text("print('server')\n")
+    (root / "ctxnb.toml").write_text(
+        '[mcp.servers.tickets]\ncommand = "python3"\nargs = ["tools/tickets.py"]\n'
+    )
+    if door == "hook-process":
+        select_intent(root, "INT-ALL", SID)
+        code, answer, err = run_hook_process(write_payload(root, "tools/tickets.py"))
+        assert code == 0, err
+        out = answer["hookSpecificOutput"]
+        assert out["permissionDecision"] == "deny", out
+        assert "protected:/tools/tickets.py" in out["permissionDecisionReason"]
+        assert "mcp.servers.tickets" in out["permissionDecisionReason"]
+    else:
+        t = tools(root)
+        refused = t.dispatch("write_file", {"path": "tools/tickets.py", "content": "x\n"})
+        assert refused_rule(refused) == "protected:/tools/tickets.py"
+        assert t.dispatch("write_file", {"path": "tools/other.py", "content": "x\n"})["ok"]
+    assert (root / "tools" / "tickets.py").read_text() == "print('server')\n"

@@ -14,10 +14,12 @@ import subprocess
 import sys
 import time
 
+import pytest
 from _protected_ws import git, make_workspace
 
 from ctxnb.access.pathrules import PathRules
 from ctxnb.access.protected import STATIC, ProtectedSet, protected_set
+from ctxnb.errors import ConfigError
 
 
 # -- what is derived ---------------------------------------------------------------------------
@@ -175,3 +177,44 @@ def test_a_policy_without_a_protected_set_writes_anything(tmp_path):
     # ctxnb's own policy (the store's reads, its own state) is not an agent's.
     rules = PathRules([tmp_path])
     assert rules.protected_set is None and rules.protected_by("a/__pycache__/x.pyc") is None
+
+
+# -- what ctxnb's own settings start -----------------------------------------------------------
+CTXNB_TOML_SERVERS = """\
+[mcp.servers.tickets]
+command = "python3"
+args = ["tools/tickets_server.py", "--db", "data/tickets.sqlite"]
+
+[mcp.servers.docs]
+command = "./bin/docs-server"
+cwd = "services"
+"""
+
+
+def test_outside_mcp_servers_ctxnb_starts_are_protected(tmp_path):
+    """Old hole: ``[mcp.servers.NAME]`` of ctxnb's own settings starts a program on the
+    host (``[sandbox] agent`` is off by default) each time ctxnb connects to it; the
+    files its command and arguments name were ordinary files an agent could rewrite."""
+    root = make_workspace(tmp_path)
+    (root / "tools").mkdir()
+    (root / "tools" / "tickets_server.py").write_text("print('server')\n")
+    (root / "ctxnb.toml").write_text(CTXNB_TOML_SERVERS)
+    derived = protected_set(root, env={})
+    assert "ctxnb.toml" in derived.entries["tools/tickets_server.py"]
+    assert "mcp.servers.tickets" in derived.entries["tools/tickets_server.py"]
+    assert derived.refusal(("services", "bin", "docs-server")) is not None  # its own cwd
+    assert derived.refusal(("tools", "other.py")) is None
+    # The same table in pyproject.toml's [tool.ctxnb], when there is no ctxnb.toml.
+    (root / "ctxnb.toml").unlink()
+    tool_table = CTXNB_TOML_SERVERS.replace("[mcp.", "[tool.ctxnb.mcp.")
+    (root / "pyproject.toml").write_text("[project]\nname = 'x'\n\n" + tool_table)
+    derived = protected_set(root, env={})
+    assert "pyproject.toml" in derived.entries["tools/tickets_server.py"]
+    assert derived.refusal(("services", "bin", "docs-server")) is not None
+
+
+def test_ctxnb_settings_that_cannot_be_read_stop_the_derivation(tmp_path):
+    root = make_workspace(tmp_path)
+    (root / "ctxnb.toml").write_text("[mcp.servers.x\ncommand = 1\n")
+    with pytest.raises(ConfigError, match=r"ctxnb.toml: not valid TOML"):
+        protected_set(root, env={})
