@@ -14,7 +14,9 @@ and names the files it read (their stat keys the hook's cache):
   ``$CONDA_PREFIX``) and the ``PATH`` directories that lie in it;
 * :func:`ctxnb_settings`: the programs ctxnb's own settings start (``ctxnb.toml`` or
   ``[tool.ctxnb]``: each outside MCP server's ``command`` and ``args``, in its ``cwd``);
-* :func:`ctxnb_source`: where the import system loads ctxnb from.
+* :func:`ctxnb_source`: where the import system loads ctxnb from;
+* :func:`follow`: what those files run in turn (the files a protected script names, the
+  modules a protected Python script imports from beside it, what git's hooks read).
 
 A command names a file by a word of it: a word with a ``/`` or a leading ``.``, or a
 bare word naming a file that exists, resolved against the directory the command runs
@@ -46,6 +48,7 @@ __all__ = [
     "claude_settings_files",
     "ctxnb_settings",
     "ctxnb_source",
+    "follow",
     "git",
     "named_paths",
     "python_environments",
@@ -92,7 +95,7 @@ class Found:
         root: the workspace root.
     """
 
-    __slots__ = ("entries", "read", "root", "roots")
+    __slots__ = ("entries", "read", "root", "roots", "run_dirs")
 
     def __init__(self, root: str | os.PathLike[str]) -> None:
         given = os.path.abspath(os.fspath(root))
@@ -100,6 +103,9 @@ class Found:
         self.roots = tuple(dict.fromkeys((self.root, given)))
         self.entries: dict[str, str] = {}
         self.read: set[str] = set()
+        # Directories whose every file a program runs (git's hooks directory, wherever
+        # it lies): their files are followed for what they name.
+        self.run_dirs: dict[str, str] = {}
 
     def rel(self, path: str) -> str | None:
         """``path`` (absolute, normalised) relative to the root, or None when outside or
@@ -358,6 +364,7 @@ def git(found: Found, env: Mapping[str, str]) -> None:
                 os.path.join(root, hooks),
                 "it is git's hooks directory: git runs its hooks on the host",
             )
+            found.run_dirs[os.path.normpath(os.path.join(root, hooks))] = top
     listing = _git(["config", "--show-origin", "-z", "--list"], root, env)
     if listing is None:
         return
@@ -509,6 +516,128 @@ def ctxnb_source(found: Found) -> None:
         )
 
 
+# -- what protected code runs in turn ---------------------------------------------------------
+_FOLLOW_MAX_FILES = 256
+"""How many files a derivation reads for what they name in turn."""
+_FOLLOW_MAX_BYTES = 1 << 20
+"""A larger file is a program, not a script: it names nothing ctxnb can read."""
+_PY_IMPORT = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+
+
+def _script_text(path: str) -> str | None:
+    """A script's text, or None for what is no readable script (a directory, a FIFO, a
+    binary program, one too large)."""
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
+    except OSError:
+        return None
+    try:
+        if not stat_mod.S_ISREG(os.fstat(fd).st_mode):
+            return None
+        data = os.read(fd, _FOLLOW_MAX_BYTES + 1)
+    except OSError:
+        return None
+    finally:
+        os.close(fd)
+    if len(data) > _FOLLOW_MAX_BYTES or b"\0" in data:
+        return None
+    return data.decode("utf-8", "replace")
+
+
+def _python_imports(text: str, here: str) -> list[str] | None:
+    """What a Python script imports from its own directory (``sys.path[0]`` when it is
+    run by its path): for each top-level name, the module and the package of that name
+    beside it, present or not (one made later would be imported first, before the
+    standard library's). None when the text is not Python."""
+    import ast
+
+    try:
+        tree = ast.parse(text)
+    except (SyntaxError, ValueError, RecursionError):
+        return None
+    names: dict[str, None] = {}
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            names.update((a.name.split(".")[0], None) for a in node.names)
+        elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
+            names[node.module.split(".")[0]] = None
+    out: list[str] = []
+    for name in names:
+        if _PY_IMPORT.match(name):
+            out += [os.path.join(here, name + ".py"), os.path.join(here, name)]
+    return out
+
+
+def _lines(text: str) -> Iterator[str]:
+    """A script's commands: its lines with continuations joined, comments dropped."""
+    pending = ""
+    for raw in text.splitlines():
+        if raw.endswith("\\"):
+            pending += raw[:-1] + " "
+            continue
+        line, pending = (pending + raw).strip(), ""
+        if line and not line.startswith("#"):
+            yield line
+    if pending.strip():
+        yield pending.strip()
+
+
+def _named_by_script(path: str, text: str, base: str, home: str | None) -> list[str]:
+    """The paths the script at ``path``, run in ``base``, names: a Python script's
+    imports from beside it; any other text's words, read as :func:`named_paths` reads a
+    command, line by line (a directory it names is not taken whole: ``exclude: tests/``
+    names what a check skips), and the files that exist beside the script."""
+    here = os.path.dirname(path)
+    first = text.split("\n", 1)[0]
+    if path.endswith(".py") or (first.startswith("#!") and "python" in first):
+        imported = _python_imports(text, here)
+        if imported is not None:
+            return imported
+    out: list[str] = []
+    for line in _lines(text):
+        out += [p for p in named_paths(line, base, home=home) if not os.path.isdir(p)]
+        if here != base:
+            out += [p for p in named_paths(line, here, home=home) if os.path.isfile(p)]
+    return list(dict.fromkeys(out))
+
+
+def follow(found: Found, env: Mapping[str, str]) -> None:
+    """What the protected files run in turn, added to ``found``: a hook script that runs
+    ``./scripts/lint.sh`` makes that script run on the host too, and so on down the
+    chain; git's hooks (each file of the hooks directory, wherever it lies) are read
+    the same way, so the configuration a ``pre-commit`` hook reads is protected. Each
+    followed file is read (its stat keys the cache). At most :data:`_FOLLOW_MAX_FILES`
+    files are read; what runs beyond them is not followed."""
+    root, home = found.root, env.get("HOME")
+    queue: list[tuple[str, str]] = []
+    for run_dir, base in sorted(found.run_dirs.items()):
+        found.read.add(run_dir)  # a hook added or removed changes the directory
+        try:
+            with os.scandir(run_dir) as it:
+                names = sorted(e.name for e in it if not e.name.endswith(".sample"))
+        except OSError:
+            continue
+        queue += [(os.path.join(run_dir, name), base) for name in names]
+    queue += [(os.path.join(root, rel), root) for rel in sorted(found.entries)]
+    seen: set[str] = set()
+    while queue and len(seen) < _FOLLOW_MAX_FILES:
+        path, base = queue.pop(0)
+        real = os.path.realpath(path)
+        if real in seen:
+            continue
+        seen.add(real)
+        text = _script_text(real)
+        if text is None:
+            continue
+        found.read.add(real)
+        why = f"it is named by {found.shown(real)}, which runs on the host"
+        for named in _named_by_script(real, text, base, home):
+            before = len(found.entries)
+            found.add(named, why)
+            if len(found.entries) > before:
+                queue.append((named, base))
+
+
 def derive(
     root: str | os.PathLike[str],
     bases: Sequence[str],
@@ -526,5 +655,6 @@ def derive(
     ctxnb_settings(found, env)
     python_environments(found, env, top=top, on_path=on_path)
     ctxnb_source(found)
+    follow(found, env)
     found.read.add(os.path.realpath(sys.executable))
     return found

@@ -14,6 +14,9 @@ files and programs that decide it (:mod:`ctxnb.access._whatruns` reads them):
 * every Python environment inside the workspace, whole (``pyvenv.cfg``, ``conda-meta/``,
   the one ctxnb runs in, ``$VIRTUAL_ENV``), and the workspace's directories on ``PATH``;
 * where the import system loads ctxnb from, when that is inside the workspace;
+* the programs ctxnb's own settings start (an outside MCP server's command);
+* what all of these run in turn: the files a protected script names, the modules a
+  protected Python script imports from beside it, what git's hooks read;
 * and, by name, :data:`STATIC`: byte code (``__pycache__/``, ``*.pyc``), ``sitecustomize``
   and ``usercustomize`` packages, ``pyvenv.cfg``, Claude Code's subagents, skills and
   commands.
@@ -83,7 +86,7 @@ _STATIC_DIRS = {"__pycache__": 0, "sitecustomize": 3, "usercustomize": 4}
 _STATIC_SUFFIXES = ((".pyc", 1), (".pyo", 2))
 _CLAUDE_DIRS = {"agents": 6, "skills": 7, "commands": 8}
 
-_FORMAT = 2  # of the cached form; a change to the derivation bumps it
+_FORMAT = 3  # of the cached form; a change to the derivation bumps it
 # The environment variables the derivation reads (and git's own, GIT_*).
 _ENV_KEYS = frozenset(
     {

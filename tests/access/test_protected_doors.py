@@ -217,3 +217,28 @@ def test_no_door_writes_an_mcp_server_ctxnb_starts(tmp_path, door):
         assert refused_rule(refused) == "protected:/tools/tickets.py"
         assert t.dispatch("write_file", {"path": "tools/other.py", "content": "x\n"})["ok"]
     assert (root / "tools" / "tickets.py").read_text() == "print('server')\n"
+
+
+@pytest.mark.parametrize("rel", ["scripts/lint.sh", "tools/json.py", ".pre-commit-config.yaml"])
+def test_the_hook_process_denies_what_a_protected_script_runs(tmp_path, rel):
+    """A file a hook script runs, a module its Python would import first, the
+    configuration git's pre-commit hook reads: each runs on the host as the script does."""
+    root = make_workspace(tmp_path)
+    (root / ".claude" / "hooks" / "pre.sh").write_text(
+        "#!/bin/sh\n./scripts/lint.sh\npython3 tools/check.py\n"
+    )
+    (root / "scripts").mkdir()
+    (root / "scripts" / "lint.sh").write_text("exit 0\n")
+    (root / "tools").mkdir()
+    (root / "tools" / "check.py").write_text("import json\n")
+    hook = root / ".git" / "hooks" / "pre-commit"
+    hook.write_text("#!/bin/sh\nexec pre-commit hook-impl --config=.pre-commit-config.yaml\n")
+    hook.chmod(0o755)
+    select_intent(root, "INT-ALL", SID)
+    code, answer, err = run_hook_process(write_payload(root, rel))
+    assert code == 0, err
+    out = answer["hookSpecificOutput"]
+    assert out["permissionDecision"] == "deny", out
+    assert f"protected:/{rel}" in out["permissionDecisionReason"]
+    code, answer, _ = run_hook_process(write_payload(root, "src/new.py"))
+    assert code == 0 and answer == {}

@@ -320,3 +320,39 @@ print(json.dumps({{"write": w, "run": r}}, default=str))
     assert out["run"]["result"]["sandbox"] == "bwrap"
     assert "ctxnb's own source" in dropped(out["run"]["result"])["src/ctxnb/errors.py"]
     assert source() == before
+
+
+@APPROVERS
+def test_what_a_hook_script_runs_is_never_committed(tmp_path, approve):
+    """Old hole: the hook script was protected, the script it runs was not: a command
+    rewrote ``scripts/lint.sh`` (or planted ``tools/json.py`` beside a Python hook,
+    imported before the standard library's) and Claude Code ran it on the host at its
+    next tool call."""
+    root = make_workspace(tmp_path)
+    (root / ".claude" / "hooks" / "pre.sh").write_text(
+        "#!/bin/sh\n./scripts/lint.sh\npython3 tools/check.py\n"
+    )
+    (root / "scripts").mkdir()
+    (root / "scripts" / "lint.sh").write_text("#!/bin/sh\nexit 0\n")
+    (root / "scripts" / "lint.sh").chmod(0o755)
+    (root / "tools").mkdir()
+    (root / "tools" / "check.py").write_text("import json\n")
+    git(root, "add", "-A")
+    git(root, "commit", "-q", "-m", "chained hooks")
+    before = snapshot(root)
+    t, asked = agent(root, approve)
+    res = run(
+        t,
+        "echo 'touch /tmp/pwned' >> scripts/lint.sh; "
+        "echo 'import os' > tools/json.py; echo 'x = 1' > src/ok.py",
+    )
+    why = dropped(res)
+    assert why["scripts/lint.sh"].startswith("protected: it is named by .claude/hooks/pre.sh")
+    assert why["tools/json.py"].startswith("protected: it is named by tools/check.py")
+    assert changed(res) == {"src/ok.py"} and asked == []
+    after = snapshot(root)
+    assert after.pop("src/ok.py")
+    state = (".git/", ".orchestration/", ".ctxnb/")  # ctxnb's and git's own records
+    assert {k: v for k, v in after.items() if not k.startswith(state)} == {
+        k: v for k, v in before.items() if not k.startswith(state)
+    }
