@@ -13,6 +13,7 @@ files and programs that decide it (:mod:`ctxnb.access._whatruns` reads them):
   what they name (``include.path``, filters, ``core.fsmonitor``, ``credential.helper`` …);
 * every Python environment inside the workspace, whole (``pyvenv.cfg``, ``conda-meta/``,
   the one ctxnb runs in, ``$VIRTUAL_ENV``), and the workspace's directories on ``PATH``;
+  an environment below the top level is known by its marker when a write is judged;
 * where the import system loads ctxnb from, when that is inside the workspace;
 * the programs ctxnb's own settings start (an outside MCP server's command);
 * what all of these run in turn: the files a protected script names, the modules a
@@ -85,6 +86,12 @@ its set once per call)."""
 _STATIC_DIRS = {"__pycache__": 0, "sitecustomize": 3, "usercustomize": 4}
 _STATIC_SUFFIXES = ((".pyc", 1), (".pyo", 2))
 _CLAUDE_DIRS = {"agents": 6, "skills": 7, "commands": 8}
+
+_ENV_MARKERS = ("pyvenv.cfg", "conda-meta")
+_ENV_WHY = (
+    "it is in a Python environment ({}): its start-up code (site-packages, .pth, "
+    "activate scripts) and programs run on the host"
+)
 
 _FORMAT = 3  # of the cached form; a change to the derivation bumps it
 # The environment variables the derivation reads (and git's own, GIT_*).
@@ -185,6 +192,20 @@ class ProtectedSet:
             hit = _static(form)
             if hit is not None:
                 return STATIC[hit]
+        return self._environment(parts)
+
+    def _environment(self, parts: tuple[str, ...]) -> tuple[str, str] | None:
+        """``(glob, why)`` when a directory above ``parts`` is a Python environment (it
+        holds ``pyvenv.cfg`` or ``conda-meta/``), wherever it lies: known by what it is
+        when a write is judged, one look per directory above the path, where a walk of
+        the workspace at derivation would cost every hook call."""
+        base = os.fspath(self.root)
+        for n in range(1, len(parts)):
+            here = os.path.join(base, *parts[:n])
+            for marker in _ENV_MARKERS:
+                if os.path.lexists(os.path.join(here, marker)):
+                    rel = "/".join(parts[:n])
+                    return "/" + rel, _ENV_WHY.format(f"{rel}/{marker}")
         return None
 
     def __len__(self) -> int:

@@ -306,3 +306,39 @@ def test_the_cache_follows_the_scripts_followed(tmp_path):
     lint = root / "scripts" / "lint_more.sh"
     lint.write_text("exit 0\nbash bin/x.sh\n")
     assert protected_set(root, env=env, state_dir=states).refusal(("bin", "x.sh")) is not None
+
+
+def test_a_python_environment_anywhere_in_the_workspace_is_protected_by_what_it_is(tmp_path):
+    """Old hole: only environments at the workspace's top level (or ctxnb's own, or
+    $VIRTUAL_ENV) were found; ``services/api/.venv``'s ``bin/activate`` and
+    ``site-packages`` were ordinary files, run by the next ``source .venv/bin/activate``
+    or ``python`` there. A directory holding ``pyvenv.cfg`` or ``conda-meta/`` is an
+    environment wherever it lies, found when a write is judged."""
+    root = tmp_path / "ws"
+    api = root / "services" / "api"
+    api.mkdir(parents=True)
+    subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(api / ".venv")], check=True)
+    (root / "deep" / "a" / "b" / "env" / "conda-meta").mkdir(parents=True)
+    derived = protected_set(root, env={})
+    site = ("services", "api", ".venv", "lib", "python3.11", "site-packages", "evil.py")
+    for parts in (
+        ("services", "api", ".venv", "bin", "activate"),
+        site,
+        ("services", "api", ".venv", "bin", "python3"),
+        ("deep", "a", "b", "env", "lib", "python3.12", "site.py"),
+    ):
+        hit = derived.refusal(parts)
+        assert hit is not None, parts
+        assert "Python environment" in hit[1]
+    assert derived.refusal(("services", "api", "app.py")) is None
+    assert derived.refusal(("services", "api", ".venvs", "notes.txt")) is None
+    # Through the file tools: the write is refused, the environment unchanged.
+    from ctxnb import Workspace
+
+    ws = Workspace.open(root)
+    t = ws.tools(ws.session("agent"), caller="test-agent")
+    out = t.dispatch("write_file", {"path": "/".join(site), "content": "import os\n"})
+    assert not out["ok"] and out["error_code"] == "PATH_DENIED", out
+    assert str(out["details"]["rule"]) == "protected:/services/api/.venv"
+    assert not (root.joinpath(*site)).exists()
+    assert t.dispatch("write_file", {"path": "services/api/app.py", "content": "x\n"})["ok"]
