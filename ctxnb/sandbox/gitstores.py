@@ -29,6 +29,11 @@ times and inodes), its object directories' times, and the denied files' ``lstat`
 anything else changes nothing, so a command pays for ``rev-list`` only after a commit,
 a fetch or a change to a denied file.
 
+Git's own files are denied to the file tools (``.git``) but bound read-only in the
+sandbox so that git works; a configuration file of a git directory that holds a secret
+(a remote URL with a token, an ``http.extraHeader``, a password) is masked instead
+(:func:`secret_configs`): git runs with its defaults, and the result says so.
+
 Out of scope: a denied file's *earlier* bytes that git holds only as an unreachable
 object (added, reset, then changed; ``git gc --prune=now`` removes them); denied files
 over :data:`BLOB_MAX_BYTES` or past the first :data:`BLOB_MAX_FILES` are checked by
@@ -41,6 +46,7 @@ import hashlib
 import json
 import os
 import re
+import stat as stat_mod
 import subprocess
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
@@ -54,6 +60,7 @@ __all__ = [
     "HiddenStore",
     "find_gitdirs",
     "is_gitdir",
+    "secret_configs",
     "stores_to_hide",
 ]
 
@@ -101,6 +108,58 @@ def is_gitdir(names: Iterable[str]) -> bool:
     """
     have = set(names)
     return all(n in have for n in _GITDIR_SHAPE)
+
+
+# The files of a git directory that git reads as configuration or where it writes the
+# URLs it fetched from: where a credential given on a remote's URL or in a header lies.
+_CONFIG_FILES = ("config", "config.worktree", "FETCH_HEAD")
+_CONFIG_MAX_BYTES = 1 << 20
+
+
+def secret_configs(root: Path, gitdirs: Iterable[str]) -> list[str]:
+    """The configuration files of the git directories ``gitdirs`` (and of their linked
+    worktrees) whose text holds a secret, as the one redaction finds it: workspace
+    relative, to be masked. A file too large to be configuration is masked unread.
+
+    Example:
+        >>> import pathlib, subprocess, tempfile
+        >>> ws = pathlib.Path(tempfile.mkdtemp())
+        >>> _ = subprocess.run(["git", "init", "-q", str(ws)], check=True)
+        >>> secret_configs(ws, [".git"])
+        []
+        >>> url = "https://bot:ghp_" + "Zq8" * 12 + "@github.invalid/a.git"
+        >>> _ = subprocess.run(["git", "-C", str(ws), "remote", "add", "o", url], check=True)
+        >>> secret_configs(ws, [".git"])
+        ['.git/config']
+    """
+    from ..redaction import has_secrets
+
+    out: list[str] = []
+    for gitdir in gitdirs:
+        names = [f"{gitdir}/{name}" for name in _CONFIG_FILES]
+        try:
+            with os.scandir(root / gitdir / "worktrees") as it:
+                linked = sorted(e.name for e in it if e.is_dir(follow_symlinks=False))
+        except OSError:
+            linked = []
+        names += [f"{gitdir}/worktrees/{w}/{name}" for w in linked for name in _CONFIG_FILES]
+        for rel in names:
+            try:
+                fd = os.open(root / rel, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
+            except OSError:
+                continue
+            try:
+                st = os.fstat(fd)
+                if not stat_mod.S_ISREG(st.st_mode):
+                    continue
+                data = os.read(fd, _CONFIG_MAX_BYTES + 1)
+            except OSError:
+                data = b""
+            finally:
+                os.close(fd)
+            if len(data) > _CONFIG_MAX_BYTES or has_secrets(data.decode("utf-8", "replace")):
+                out.append(rel)
+    return out
 
 
 def find_gitdirs(root: Path) -> list[str]:

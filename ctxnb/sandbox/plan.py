@@ -147,6 +147,10 @@ class SandboxPlan:
         hidden_git_objects: the note saying which git object stores are hidden and
             why (they hold denied bytes), or None.
         hidden_object_stores: the workspace-relative object directories hidden.
+        hidden_git_configs: the git configuration files masked because they hold a
+            secret (a credential on a remote's URL, in a header): covered by an empty
+            file git can read (``/dev/null`` cannot be opened there, and git stops on a
+            configuration it cannot open).
         linked: ``(name, denied path)`` of the hard links of denied files masked.
         at: where the workspace is inside the sandbox: the agent path of the root when
             a ``[[mounts]]`` entry covers it (``/workspace``), so that ``pwd`` and
@@ -165,6 +169,7 @@ class SandboxPlan:
     limits: SandboxLimits = field(default_factory=SandboxLimits)
     hidden_git_objects: str | None = None
     hidden_object_stores: tuple[str, ...] = ()
+    hidden_git_configs: tuple[str, ...] = ()
     linked: tuple[tuple[str, str], ...] = ()
     at: str = ""
 
@@ -177,6 +182,11 @@ class SandboxPlan:
     def notes(self) -> list[str]:
         """What the command's result says about what it could not see, and why."""
         out = [self.hidden_git_objects] if self.hidden_git_objects else []
+        if self.hidden_git_configs:
+            out.append(
+                f"hidden: {', '.join(self.hidden_git_configs)} (it holds a secret, such as a "
+                "credential on a remote's URL; git runs without it, with its defaults)"
+            )
         if self.linked:
             names = ", ".join(f"{rel} (of {den!r})" for rel, den in self.linked[:20])
             more = f" and {len(self.linked) - 20} more" if len(self.linked) > 20 else ""
@@ -374,6 +384,11 @@ def plan_sandbox(
         root_path, deny, denied, masked_files, masked_dirs, nested_gitdirs
     )  # fmt: skip
     hidden_git = _stores_note(stores)
+    # Git's own files are bound so that git works; a configuration that holds a secret
+    # is masked whatever [sandbox] git says (that setting is about denied files' bytes).
+    from .gitstores import find_gitdirs, secret_configs
+
+    configs = tuple(secret_configs(root_path, [*find_gitdirs(root_path), *nested_gitdirs]))
     linked = _linked(root_path, masked_files, masked_dirs)
     if linked:
         masked_files = tuple(sorted({*masked_files, *linked}))
@@ -406,6 +421,7 @@ def plan_sandbox(
         limits=limits or SandboxLimits(),
         hidden_git_objects=hidden_git,
         hidden_object_stores=tuple(s.objects for s in stores),
+        hidden_git_configs=configs,
         linked=tuple(sorted(linked.items())),
         at=inside,
     )
@@ -562,6 +578,29 @@ def _find_masked(
     return tuple(sorted(files)), tuple(sorted(dirs)), tuple(sorted(gitdirs))
 
 
+def _empty_file(root: Path) -> str:
+    """An empty read-only file of ctxnb's own state (``.ctxnb/cache/empty``, hidden from
+    every command) to cover a file that must read as empty; ``/dev/null`` (which cannot
+    be opened in the sandbox) when it cannot be made: the file stays hidden either way."""
+    path = root / ".ctxnb" / "cache" / "empty"
+    try:
+        st = os.lstat(path)
+        if stat_mod.S_ISREG(st.st_mode) and st.st_size == 0:
+            return str(path)
+        os.unlink(path)
+    except FileNotFoundError:
+        pass
+    except OSError:
+        return "/dev/null"
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o444)
+        os.close(fd)
+    except OSError:
+        return "/dev/null"
+    return str(path)
+
+
 def _python_paths() -> list[str]:
     """The Python environment ctxnb runs in, when it lives outside the system directories.
 
@@ -669,6 +708,10 @@ def bwrap_argv(
         a += ["--tmpfs", q, "--remount-ro", q]
     for rel in plan.masked_files:
         a += ["--ro-bind", "/dev/null", f"{at}/{rel}"]
+    if plan.hidden_git_configs:
+        empty = _empty_file(plan.root)
+        for rel in plan.hidden_git_configs:
+            a += ["--ro-bind", empty, f"{at}/{rel}"]
     a += [
         "--unshare-user",
         "--disable-userns",  # no nested namespaces: they could remount what we made read-only

@@ -11,6 +11,7 @@ stood in the way.
 
 from __future__ import annotations
 
+import base64
 import os
 import secrets
 import subprocess
@@ -298,3 +299,48 @@ def test_history_of_a_folded_denied_name_hides_the_git_store(sample_ws):
     assert out["ok"], out
     assert secret not in out_text(out)
     assert ".git/objects (" in notes(out)
+
+
+def _token() -> str:
+    # Generated, shaped as a GitHub token so that the one redaction knows it for one.
+    return "ghp_" + "".join(
+        secrets.choice("ABCDEFGHJKLMNPQRSTUVWXYZabcdefghijkmnopqrstuvwxyz23456789")
+        for _ in range(36)
+    )
+
+
+def test_a_credential_in_gits_configuration_is_not_readable_in_the_sandbox(sample_ws):
+    """Old hole: ``.git`` is denied to the file tools, but the sandbox binds it so that
+    git works, and ``.git/config`` holding a remote URL with a token (or an
+    ``http.extraHeader``) was read whole: redaction hid the plain text, and
+    ``base64 .git/config`` carried it out. A git configuration file that holds a secret
+    is now masked (git runs with its defaults), and the result says so."""
+    root = sample_ws
+    clean_repo(root)
+    token = _token()
+    git(root, "remote", "add", "origin", f"https://bot:{token}@github.invalid/acme/app.git")
+    governed(root)
+    t, _ = agent(root, True)
+    out = run(
+        t,
+        "base64 -w0 .git/config; echo; rev .git/config; git config --list | base64 -w0; "
+        "echo; git remote -v | rev; git log --oneline | head -1",
+    )
+    assert out["ok"], out
+    text = out_text(out)
+    decoded = []
+    for word in text.split():
+        try:
+            decoded.append(base64.b64decode(word, validate=True).decode("utf-8", "replace"))
+        except ValueError:
+            pass
+    assert token not in text and token[::-1] not in text
+    assert not any(token in d for d in decoded)
+    assert "initial" in out["result"]["stdout"]  # git still works, with its defaults
+    assert ".git/config (it holds a secret" in notes(out)
+    # A configuration with no secret stays as it is: git's remotes are there.
+    git(root, "remote", "set-url", "origin", "https://github.invalid/acme/app.git")
+    t, _ = agent(root, True)
+    out = run(t, "git remote -v")
+    assert "github.invalid/acme/app.git" in out["result"]["stdout"]
+    assert ".git/config" not in notes(out)
