@@ -8,6 +8,7 @@ A2A in theirs (``tests/integrations/``).
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -242,3 +243,33 @@ def test_the_hook_process_denies_what_a_protected_script_runs(tmp_path, rel):
     assert f"protected:/{rel}" in out["permissionDecisionReason"]
     code, answer, _ = run_hook_process(write_payload(root, "src/new.py"))
     assert code == 0 and answer == {}
+
+
+@pytest.mark.parametrize("tool", ["Write", "Edit"])
+def test_the_hook_process_denies_a_hard_link_of_governance_or_protected_code(tmp_path, tool):
+    """Old hole: Claude Code's Write and Edit were judged by the name they were given, so
+    ``notes/settings.txt``, a hard link of ``.claude/settings.json`` made before the
+    agent came, got no decision; Claude Code writes in place when it cannot make its
+    temporary file, and the settings (or the hook script they run) would change under
+    another name. A write to another name of a governance or protected file is refused
+    as that file; ctxnb's own doors replace by rename and leave the other name alone."""
+    root = make_workspace(tmp_path)
+    (root / "notes").mkdir()
+    os.link(root / ".claude" / "settings.json", root / "notes" / "settings.txt")
+    os.link(root / ".claude" / "hooks" / "pre.sh", root / "notes" / "pre.txt")
+    os.link(root / "src" / "app.py", root / "notes" / "app-copy.py")  # an ordinary file
+    select_intent(root, "INT-ALL", SID)
+    for rel, of in (
+        ("notes/settings.txt", ".claude/settings.json"),
+        ("notes/pre.txt", ".claude/hooks/pre.sh"),
+    ):
+        code, answer, err = run_hook_process(write_payload(root, rel, tool))
+        assert code == 0, err
+        out = answer["hookSpecificOutput"]
+        assert out["permissionDecision"] == "deny", (rel, out)
+        assert f"identity:{of}" in out["permissionDecisionReason"], out
+    payload = write_payload(root, "notes/app-copy.py", tool)
+    if tool == "Edit":
+        payload["tool_input"].update(old_string="print('app')", new_string="print('b')")
+    code, answer, err = run_hook_process(payload)
+    assert (code, answer) == (0, {}), err
