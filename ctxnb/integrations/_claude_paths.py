@@ -93,19 +93,23 @@ def check_tool_paths(ctx: _Context, tool: str, tool_input: Mapping[str, Any]) ->
     for value, is_path_key in _strings(tool_input):
         if is_path_key:
             if value.strip():
-                rules.check(_host_path(ctx, value))
-                # It may be written: what runs on the host is refused too.
+                safe = rules.check(_host_path(ctx, value))
+                # It may be written: what runs on the host is refused too, under any name.
                 rules.check_protected(_host_path(ctx, value))
+                refuse_other_name(ctx, safe)
             continue
         candidate = _path_like(ctx, value)
         if candidate is not None:
+            checked: Any = None
             try:
-                rules.check(candidate)
+                checked = rules.check(candidate)
             except PolicyError as e:
                 outside = e.details.get("rule") == "outside-roots"
                 if not outside or os.path.lexists(candidate):
                     raise
             rules.check_protected(candidate)
+            if checked is not None:
+                refuse_other_name(ctx, checked)
             continue
         if len(value) <= _MAX_WORD and value.strip() and not any(c.isspace() for c in value):
             if "://" in value:
@@ -115,6 +119,52 @@ def check_tool_paths(ctx: _Context, tool: str, tool_input: Mapping[str, Any]) ->
                 rules.check(_host_path(ctx, value))  # raises, naming the rule
             if "/" in value:  # a name that would be created (a hook script not there yet)
                 rules.check_protected(_host_path(ctx, value))
+
+
+def refuse_other_name(ctx: _Context, safe: Any, st: os.stat_result | None = None) -> None:
+    """Refuse a write to ``safe`` when it is another name (a hard link) of a governance or
+    protected file: the write is judged as a write to that file.
+
+    Claude Code replaces a file by a rename, which leaves the other name alone, but
+    writes in place when it cannot make its temporary file, and another MCP server's
+    write tool may always write in place: the hook cannot tell, so it decides as if in
+    place. Only a file with more than one link can be another name; for one, the
+    workspace is walked by descriptors, as the deny list's identity walk does
+    (:func:`~ctxnb.access.identity.scan_denied`; git's and ctxnb's own directories are
+    not walked).
+
+    Raises:
+        PolicyError: ``PATH_DENIED``, rule ``identity:<the governed file>``.
+    """
+    import stat as stat_mod
+
+    if st is None:
+        try:
+            st = os.stat(safe.abs, follow_symlinks=False)
+        except OSError:
+            return
+    if st.st_nlink < 2 or not stat_mod.S_ISREG(st.st_mode):
+        return
+    from ..access.identity import scan_denied
+    from ..access.pathrules import governance_reason
+
+    policy = ctx.policy
+
+    def runs_or_governs(rel: str, is_dir: bool) -> bool:
+        return governance_reason(rel) is not None or policy.protected_by(rel) is not None
+
+    name = scan_denied(ctx.root, runs_or_governs).name_of(st)
+    if name is None or name == safe.rel:
+        return
+    why = governance_reason(name) or policy.protected_by(name) or "it is protected"
+    raise PolicyError(
+        "PATH_DENIED",
+        f"Path {safe.rel!r} is refused: it is another name (a hard link) of {name}, and {why} "
+        f"(rule: identity:{name}).",
+        recoverable=False,
+        required_action="Write a new file under another name, or ask a human to remove the link.",
+        details={"path": safe.rel, "rule": f"identity:{name}"},
+    )
 
 
 def _strings(value: Any) -> Iterator[tuple[str, bool]]:

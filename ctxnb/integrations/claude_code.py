@@ -470,39 +470,20 @@ def _pre_write(ctx: _Context, tool: str, tool_input: Mapping[str, Any]) -> None:
 
 def _refuse_other_name(ctx: _Context, safe: Any) -> None:
     """A write to another name (a hard link) of a governance or protected file is refused
-    as a write to that file. Claude Code replaces a file by a rename, which leaves the
-    other name alone, but writes in place when it cannot make its temporary file: ctxnb
-    cannot tell which it will do, so it decides as if in place. Only a file with more
-    than one link can be another name: one look for the common case, and a walk of the
-    workspace (by descriptors, as the deny list's identity walk) only for a linked one."""
+    as a write to that file (see :func:`~ctxnb.integrations._claude_paths.refuse_other_name`).
+    One look for the common case: only a file with more than one link can be another
+    name, and only then is the module that walks for it loaded."""
+    import stat as stat_mod
+
     try:
         st = os.stat(safe.abs, follow_symlinks=False)
     except OSError:
         return  # a new file is no other name of anything
-    import stat as stat_mod
-
     if st.st_nlink < 2 or not stat_mod.S_ISREG(st.st_mode):
         return
-    from ..access.identity import scan_denied
-    from ..access.pathrules import governance_reason
+    from ._claude_paths import refuse_other_name
 
-    policy = ctx.policy
-
-    def runs_or_governs(rel: str, is_dir: bool) -> bool:
-        return governance_reason(rel) is not None or policy.protected_by(rel) is not None
-
-    name = scan_denied(ctx.root, runs_or_governs).name_of(st)
-    if name is None or name == safe.rel:
-        return
-    why = governance_reason(name) or policy.protected_by(name) or "it is protected"
-    raise PolicyError(
-        "PATH_DENIED",
-        f"Path {safe.rel!r} is refused: it is another name (a hard link) of {name}, and {why} "
-        f"(rule: identity:{name}).",
-        recoverable=False,
-        required_action="Write a new file under another name, or ask a human to remove the link.",
-        details={"path": safe.rel, "rule": f"identity:{name}"},
-    )
+    refuse_other_name(ctx, safe, st)
 
 
 def holds_settings(rel: str) -> bool:

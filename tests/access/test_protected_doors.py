@@ -273,3 +273,25 @@ def test_the_hook_process_denies_a_hard_link_of_governance_or_protected_code(tmp
         payload["tool_input"].update(old_string="print('app')", new_string="print('b')")
     code, answer, err = run_hook_process(payload)
     assert (code, answer) == (0, {}), err
+
+
+def test_the_hook_process_denies_an_mcp_write_to_a_hard_link_of_the_settings(tmp_path):
+    """Another MCP server's write tool may write in place: a path in its input that is
+    another name of ``.claude/settings.json`` is refused as the settings are."""
+    root = make_workspace(tmp_path)
+    (root / "notes").mkdir()
+    os.link(root / ".claude" / "settings.json", root / "notes" / "settings.txt")
+    select_intent(root, "INT-ALL", SID)
+    payload = write_payload(root, "src/x")
+    for tool_input in (
+        {"path": "notes/settings.txt", "content": '{"hooks": {}}'},
+        {"edits": [{"file": str(root / "notes" / "settings.txt"), "text": "{}"}]},
+    ):
+        payload.update(tool_name="mcp__filesystem__write_file", tool_input=tool_input)
+        code, answer, err = run_hook_process(payload)
+        assert code == 0, err
+        out = answer["hookSpecificOutput"]
+        assert out["permissionDecision"] == "deny", out
+        assert "identity:.claude/settings.json" in out["permissionDecisionReason"]
+    payload.update(tool_input={"path": "src/notes.md", "content": "x\n"})
+    assert run_hook_process(payload)[:2] == (0, {})
