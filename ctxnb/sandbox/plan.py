@@ -64,6 +64,7 @@ __all__ = [
     "check_mount_point",
     "find_bwrap",
     "plan_sandbox",
+    "unmasked_denied",
     "writable_dirs",
 ]
 
@@ -502,6 +503,35 @@ def _stores_note(stores: Sequence[HiddenStore]) -> str | None:
     return (
         f"git object stores hidden, so git cannot read their objects here: {each} "
         '(a human may set [sandbox] git = "read")'
+    )
+
+
+def unmasked_denied(plan: SandboxPlan, deny: Sequence[str] | None = None) -> list[str]:
+    """The denied paths of the workspace now that ``plan`` did not mask: a denied file or
+    directory (or a hard link of one) made after the plan was computed, which a command
+    running under it could read (its overlay's lower layer is the live workspace).
+
+    Example:
+        >>> import tempfile, pathlib
+        >>> ws = pathlib.Path(tempfile.mkdtemp())
+        >>> plan = plan_sandbox(ws, owned_scope=[])
+        >>> _ = (ws / ".env").write_text("K=v\\n")
+        >>> unmasked_denied(plan)
+        ['.env']
+    """
+    if deny is None:
+        from ..access.pathrules import DEFAULT_DENY
+
+        deny = DEFAULT_DENY
+    root = plan.root
+    files, dirs, _ = _find_masked(root, _deny_matcher(root, deny), {*PROTECTED, *HIDDEN})
+    linked = _linked(root, files, dirs)
+    masked_dirs = tuple(d + "/" for d in plan.masked_dirs)
+    known = {*plan.masked_files, *plan.masked_dirs}
+    return sorted(
+        rel
+        for rel in {*files, *dirs, *linked}
+        if rel not in known and not rel.startswith(masked_dirs)
     )
 
 

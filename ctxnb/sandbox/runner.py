@@ -39,7 +39,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
-from ..errors import NotFoundError, SandboxError
+from ..errors import NotFoundError, PolicyError, SandboxError
 from .changes import Dropped, FileChange, classify
 from .plan import (
     SandboxLimits,
@@ -47,6 +47,7 @@ from .plan import (
     bwrap_argv,
     find_bwrap,
     plan_sandbox,
+    unmasked_denied,
     writable_dirs,
 )
 from .process import CommandResult, run_command
@@ -430,6 +431,23 @@ class Sandbox:
                 wrap=wrap,
             )
             entries = walk_upper(upper)
+            # The masks are the denied paths that existed when the command started, and
+            # the overlay's lower layer is the live workspace: a denied file made while
+            # the command ran was not masked. ctxnb cannot tell whether it was read, so
+            # nothing the command produced leaves the sandbox.
+            appeared = unmasked_denied(plan, self.deny)
+            if appeared:
+                raise PolicyError(
+                    "DENIED_FILE_APPEARED",
+                    f"denied file(s) appeared in the workspace while the command ran "
+                    f"({', '.join(appeared[:10])}{' …' if len(appeared) > 10 else ''}); the "
+                    "sandbox had not masked them, so the command may have read them: its "
+                    "output and its changes are withheld",
+                    recoverable=True,
+                    required_action="Run the command again: the new files are masked from "
+                    "the next command on.",
+                    details={"appeared": appeared},
+                )
         except BaseException:
             _rmtree(state)
             raise

@@ -12,9 +12,12 @@ stood in the way.
 from __future__ import annotations
 
 import base64
+import json
 import os
 import secrets
 import subprocess
+import threading
+import time
 from pathlib import Path
 
 import pytest
@@ -344,3 +347,43 @@ def test_a_credential_in_gits_configuration_is_not_readable_in_the_sandbox(sampl
     out = run(t, "git remote -v")
     assert "github.invalid/acme/app.git" in out["result"]["stdout"]
     assert ".git/config" not in notes(out)
+
+
+@pytest.mark.parametrize("approve", [False, True], ids=["reject-all", "approve-all"])
+def test_a_denied_file_made_while_a_command_runs_is_not_read(sample_ws, approve):
+    """Old hole: the masks are the denied paths that exist when the command starts, and
+    the overlay's lower layer is the live workspace: a key the user made while a
+    command waited (a background watcher, a dev server) was read whole. ctxnb cannot
+    mask what was not there, so when a denied file appeared during the run, the
+    command's output and changes are withheld and the call says why."""
+    root = sample_ws
+    clean_repo(root)
+    governed(root)
+    t, _ = agent(root, approve)
+    secret = _secret()
+
+    def user_makes_env() -> None:
+        time.sleep(1.0)
+        (root / "config" / "deploy.pem").write_text(f"NOTE={secret}\n")
+        (root / "inventory" / "keys").mkdir()
+        (root / "inventory" / "keys" / "id_deploy").write_text(f"{secret}\n")
+
+    maker = threading.Thread(target=user_makes_env)
+    maker.start()
+    try:
+        out = run(
+            t,
+            "for i in $(seq 1 60); do [ -f config/deploy.pem ] && break; sleep 0.1; done; "
+            "sleep 0.3; cat config/deploy.pem inventory/keys/id_deploy | base64 -w0; "
+            "cat config/deploy.pem > inventory/stolen.txt",
+        )
+    finally:
+        maker.join()
+    assert secret not in json.dumps(out)
+    assert base64.b64encode(f"NOTE={secret}\n".encode()).decode()[:20] not in json.dumps(out)
+    assert not out["ok"] and out["error_code"] == "DENIED_FILE_APPEARED", out
+    assert "config/deploy.pem" in out["message"] and "inventory/keys/id_deploy" in out["message"]
+    assert not (root / "inventory" / "stolen.txt").exists()
+    # From the next command on, the new files are masked as any denied file.
+    again = run(t, "cat config/deploy.pem inventory/keys/id_deploy; echo ok > inventory/ok.txt")
+    assert again["ok"] and secret not in out_text(again), again
