@@ -1,4 +1,4 @@
-"""Credential files whose grammar no key names: ``.pgpass`` and ``.properties`` continuations.
+"""Credential files whose grammar no key names: ``.pgpass``, ``.npmrc``, ``.properties``.
 
 Most client credential files are key/value formats the format layer reads already
 (``.my.cnf``/``pg_service.conf``/``.s3cfg`` are INI, ``.npmrc``/``.pypirc`` are
@@ -8,6 +8,12 @@ Two are not:
 
 - PostgreSQL's ``.pgpass``: ``hostname:port:database:username:password`` a line, with
   ``*`` wildcards and ``\\:`` escapes; the fifth field is the password.
+- npm's ``.npmrc``: ``_auth`` (base64 of ``user:password``), ``_password`` (base64 of the
+  password) and ``_authToken``, alone or scoped to a registry (``//host/path/:_auth=``).
+  The first two are read by what npm puts there: a value that decodes, as strict base64,
+  to printable text (``_auth``: holding the ``:`` between user and password) is the
+  password, whatever its letters look like (``NWNiOFdpWDRHOHNP`` has no digit and reads
+  as a camelCase name to the generic checks); one that does not decode is left to them.
 - Java ``.properties``: a value continued over lines ending in ``\\`` (each continuation
   line is part of the secret), and ``key value`` with white space as the separator
   (``mail.smtp.password s3cr3t``), read for dotted keys only: prose is not a property.
@@ -15,6 +21,7 @@ Two are not:
 
 from __future__ import annotations
 
+import binascii
 import re
 from collections.abc import Iterator
 
@@ -40,12 +47,53 @@ _SPACE_SEPARATED = lazy_compile(
     r"^[ \t]*(?P<key>[\w-]+(?:\.[\w-]+)+)[ \t]+(?P<v>[^\s=:][^\s]*)[ \t]*\r?$", re.MULTILINE
 )
 
+# A whole .npmrc line: an optional registry scope ("//host/path/:"), the key, the value
+# (quoted or not) to the end of the line.
+_NPMRC = lazy_compile(
+    r"[ \t]*(?://[^\s=]*?:)?(?P<key>_auth|_authToken|_password)[ \t]*=[ \t]*"
+    r"(?P<q>[\"']?)(?P<v>[^\s\"']+)(?P=q)[ \t]*\r?$"
+)
+
+
+def _decodes_to_text(value: str) -> str | None:
+    """``value`` decoded as strict base64 when that gives printable text, else None."""
+    if len(value) % 4:
+        return None
+    try:
+        raw = binascii.a2b_base64(value, strict_mode=True).decode("utf-8")
+    except (binascii.Error, UnicodeDecodeError):
+        return None
+    return raw if raw and raw.isprintable() else None
+
+
+def _npmrc_secret(key: str, value: str) -> bool:
+    if is_placeholder(value):
+        return False  # ${NPM_TOKEN}: npm expands it from the environment
+    if key == "_authToken":
+        # A token is what npm reads there, whatever its shape (a UUID, a vendor token).
+        return len(value) >= 8
+    text = _decodes_to_text(value)
+    if text is None:
+        return False
+    return ":" in text[1:] if key == "_auth" else len(text) >= 4
+
+
+def _npmrc_spans(text: str, lowered: str, lines: list[tuple[int, int]]) -> Iterator[Span]:
+    for start, end in lines:
+        if lowered.find("_auth", start, end) < 0 and lowered.find("_pass", start, end) < 0:
+            continue
+        m = _NPMRC.match(text, start, end)
+        if m is not None and _npmrc_secret(m.group("key"), m.group("v")):
+            yield (*m.span("v"), "secret-value")
+
 
 def credential_file_spans(text: str, lowered: str, lines: list[tuple[int, int]]) -> Iterator[Span]:
-    """The passwords of ``.pgpass`` lines and of continued or space-separated properties.
+    """The passwords of ``.pgpass`` and ``.npmrc`` lines and of continued or
+    space-separated properties.
 
     ``lines`` are the spans of the lines holding a secret-name word (a property's key).
     """
+    yield from _npmrc_spans(text, lowered, lines)
     if text.count(":") >= 4:
         # Found by its port field (":5432:" or ":*:"): a literal ":" the regex engine
         # skips to, then the whole line is read (a MULTILINE "^" scan tries every place).

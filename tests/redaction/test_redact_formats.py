@@ -132,6 +132,43 @@ def test_credential_file_look_alikes() -> None:
     kept("[client]\nuser=root\nsocket=/var/run/mysqld/mysqld.sock\n")
 
 
+def _b64_without_digits(*, pair: bool) -> str:
+    """base64 of a password (``pair``: of ``user:password``), drawn until it holds no digit:
+    letters only, it reads as a camelCase name to every check that judges a value by its
+    look."""
+    r = random.Random(4302)
+    while True:
+        pw = "".join(r.choice(AL) for _ in range(12))
+        raw = "".join(r.choice(AL) for _ in range(r.randint(3, 8))) + ":" + pw if pair else pw
+        v = base64.b64encode(raw.encode()).decode()
+        if not any(c.isdigit() for c in v):
+            return v
+
+
+def test_npmrc_credentials_are_read_as_npm_writes_them() -> None:
+    pw, auth = _b64_without_digits(pair=False), _b64_without_digits(pair=True)
+    gone(f"//registry.corp.lan/:username=ci\n//registry.corp.lan/:_password={pw}\n", pw)
+    gone(f"_password={pw}\nemail=ci@corp.lan\n", pw)
+    gone(f'//npm.corp.lan/repo/:_password="{pw}"\n', pw)
+    gone(f"registry=https://npm.corp.lan/\n_auth={auth}\nalways-auth=true\n", auth)
+    gone(f"//my_registry.corp.lan/:_auth = {auth}\n", auth)
+    uuid = "-".join(rnd(n, "0123456789abcdef") for n in (8, 4, 4, 4, 12))
+    gone(f"//registry.npmjs.org/:_authToken={uuid}\n", uuid)
+    letters = rnd(36, string.ascii_lowercase + string.digits).lower()
+    gone(f"//npm.pkg.github.com/:_authToken={letters}\n", letters)
+
+
+def test_npmrc_look_alikes() -> None:
+    # A reference npm expands, an empty value, a flag, a key named in prose.
+    kept("//registry.npmjs.org/:_authToken=${NPM_TOKEN}\n")
+    kept("_auth=\nalways-auth=true\n")
+    kept("_password=${NPM_PASSWORD}\n")
+    kept("Put the registry's `_authToken` in `.npmrc`, never `_password`.\n")
+    # The same key in code, holding a name whose letters are valid base64 that decodes to
+    # bytes, not text: not what npm writes under _password.
+    kept("_password=newPasswordValue\n")
+
+
 # --- SQL --------------------------------------------------------------------------------
 def test_sql_that_sets_a_password() -> None:
     a, b = rnd(12), rnd(12)
