@@ -211,6 +211,14 @@ def _mixed_token_ok(m: re.Match[str]) -> bool:
     return _char_classes(tail) >= 2 and shannon_entropy(tail) >= 3.5
 
 
+def _letters_token_ok(m: re.Match[str]) -> bool:
+    """A token of letters only (Hugging Face's ``api_org_``): random by how a tokenizer
+    packs it, so a camelCase name after the prefix (``ListMembersResponseForOrg…``),
+    which entropy would call random, stays."""
+    tail = m.group("tail")
+    return _char_classes(tail) >= 2 and looks_random(tail)
+
+
 def _slack_ok(m: re.Match[str]) -> bool:
     # Real Slack tokens carry numeric team/user ids; "xoxb-your-token-here" does not.
     return any(c.isdigit() for c in m.group("secret")) and _token_ok("secret")(m)

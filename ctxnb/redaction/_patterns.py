@@ -21,6 +21,7 @@ from ._checks import (
     _char_classes,
     _generic_ok,
     _key_body_ok,
+    _letters_token_ok,
     _mixed_token_ok,
     _pair_ok,
     _private_key_ok,
@@ -268,6 +269,26 @@ RULES: tuple[Rule, ...] = (
         word_start=True,
     ),
     Rule(
+        # An organization's API token: letters only, which the generic checks may read
+        # as words; the prefix says where to look, the tokenizer whether it is random.
+        "huggingface-token",
+        lazy_compile(_b(r"(?P<secret>api_org_(?P<tail>[A-Za-z]{34}))") + r"(?![A-Za-z0-9_])"),
+        accept=_letters_token_ok,
+        word_start=True,
+    ),
+    Rule(
+        # Organization tokens (base64 of a JSON claim, then "_" and a 43-character key;
+        # the claim's "/" and "+" make a URL-like value the generic checks pass over)
+        # and user tokens.
+        "sentry-token",
+        lazy_compile(
+            _b(r"(?P<secret>sntry(?:s_(?P<tail>eyJ[A-Za-z0-9+/]{20,}={0,2}_[A-Za-z0-9+/]{43})")
+            + r"|u_(?P<hex>[a-f0-9]{64})))(?![A-Za-z0-9+/_-])"
+        ),
+        accept=lambda m: _token_ok("tail" if m.group("tail") else "hex")(m),
+        word_start=True,
+    ),
+    Rule(
         "npm-token",
         lazy_compile(_b(r"(?P<secret>npm_(?P<tail>[A-Za-z0-9]{36}))") + r"(?![A-Za-z0-9_])"),
         accept=_token_ok("tail"),
@@ -443,6 +464,7 @@ TRIGGER_WORDS = (
     *("shp", ":aa", "aiza", "akia", "asia", "abia", "acca", "a3t", "aws", "accountkey="),
     *("sharedaccess", "eyj", "authorization", "://", "private key", "gocspx-", "hvs."),
     *("hvb.", "hvr.", "lin_api_", "glsa_", "glc_", "pmak-", "dapi", "age-secret-key-1"),
+    *("api_org_", "sntryu_"),
     # The structural layer's (command lines, JDBC URLs without "://").
     *(" -p", " -u", " -a ", "jdbc:"),
     # Client argument grammars, SQL, cookies, escaped URLs (#43).

@@ -32,7 +32,8 @@ Rules (the ``rule`` name of each finding):
 ``stripe-key``               ``sk_live_…``, ``rk_test_…``, ``whsec_…`` (publishable ``pk_``
                              keys are public and kept)
 ``sendgrid-key``             ``SG.`` + 22 + ``.`` + 43
-``huggingface-token``        ``hf_`` + 30-40 letters and digits
+``huggingface-token``        ``hf_`` + 30-40 letters and digits, ``api_org_`` + 34 letters
+``sentry-token``             ``sntrys_eyJ…_…`` organization and ``sntryu_`` + 64 hex user tokens
 ``npm-token``                ``npm_`` + 36
 ``pypi-token``               ``pypi-AgEIcHlwaS5vcmc…``
 ``digitalocean-token``       ``dop_v1_``/``doo_v1_``/``dor_v1_`` + 64 hex

@@ -41,9 +41,26 @@ JWT = (
     "eyJzdWIiOiIxMjM0NTY3ODkwIiwibmFtZSI6IkpvaG4gRG9lIiwiaWF0IjoxNTE2MjM5MDIyfQ."
     "SflKxwRJSMeKKF2QT4fwpMeJf36POk6yJV_adQssw5c"
 )
+# Hugging Face's organization token is letters only; Sentry's organization token is
+# base64 of a JSON claim ({"iat":…,"region_url":…}) then "_" and a 43-character key.
+HF_ORG = "api_org_" + fake(34, 7, string.ascii_letters)
+SENTRY_ORG = (
+    "sntrys_eyJpYXQiO"
+    + fake(24, 8, string.ascii_letters + string.digits + "+/")
+    + "InJlZ2lvbl91cmwi"
+    + fake(30, 9, string.ascii_letters + string.digits + "+/")
+    + "_"
+    + fake(43, 10, string.ascii_letters + string.digits + "+/")
+)
+SENTRY_USER = "sntryu_" + fake(64, 11, "0123456789abcdef")
 
 # (rule, text, secret): the secret must be gone and everything else kept.
 TRUE_POSITIVES = [
+    ("huggingface-token", f'HfApi(token="{HF_ORG}")', HF_ORG),
+    ("huggingface-token", f"hub login {HF_ORG}", HF_ORG),
+    ("sentry-token", f'sentryToken := "{SENTRY_ORG}"', SENTRY_ORG),
+    ("sentry-token", f"SENTRY_AUTH_TOKEN={SENTRY_ORG}\n", SENTRY_ORG),
+    ("sentry-token", f"sentry-cli --auth-token {SENTRY_USER} releases list", SENTRY_USER),
     ("cli-credential", "mysql -u app -pQz7Lk2Wm9 shop", "Qz7Lk2Wm9"),
     ("k8s-secret", "kind: Secret\ndata:\n  tls.key: UXo3TGsyV205\n", "UXo3TGsyV205"),
     ("secret-value", "DB_PASSWORD='Maple orbit12'", "Maple orbit12"),
@@ -181,6 +198,11 @@ FALSE_POSITIVES = [
     'SECRET_KEY = "changeme-in-production"',
     "token: xxxxxxxxxxxxxxxxxxxxxxxx",
     "ghp_xxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxx",
+    # A name after a vendor prefix: words to the tokenizer, though entropy calls it random.
+    "route = 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",
+    "handler = 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",
+    "The prefixes api_org_ and sntrys_ and sntryu_ mark the tokens.",
+    "sntryu_" + "0" * 64,
     "SLACK_TOKEN=xoxb-your-token-here-please",
     "password_reset_timeout = 3600",
     "token_type = 'bearer'",
