@@ -33,8 +33,10 @@ __all__ = ["credential_file_spans"]
 
 Span = tuple[int, int, str]
 
+# The database and user fields hold no quote or bracket: a grep hit on a JSON line
+# (log.jsonl:1:{"type":"…","id":"…"}) has a port-like line number too.
 _PGPASS = lazy_compile(
-    r"^[ \t]*(?:[^:\s#][^:\s]*|\*):(?:\d{1,5}|\*):(?:[^:\s]+):(?:[^:\s]+):"
+    r"^[ \t]*(?:[^:\s#][^:\s]*|\*):(?:\d{1,5}|\*):(?:[^:\s\"'{}\[\]]+):(?:[^:\s\"'{}\[\]]+):"
     r"(?P<pw>(?:[^\s\\]|\\.)+)[ \t]*\r?$",
     re.MULTILINE,
 )

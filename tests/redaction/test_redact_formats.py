@@ -127,6 +127,11 @@ def test_client_credential_files() -> None:
 def test_credential_file_look_alikes() -> None:
     kept("localhost:*:*:postgres:*\n")
     kept("12:30:45:100:200\n")
+    # grep's path:line: before a JSON line, as a tool result shows it and JSON-escaped
+    # inside a transcript's string: the line number looks like a port.
+    hit = 'logs/s.jsonl:1:{"type":"snapshot","messageId":"22837041-38db-45b1","ok":false}'
+    kept(hit + "\n")
+    kept(json.dumps({"output": hit + "\n" + hit.replace(":1:", ":5:")}))
     kept("machine ftp.example.org login anonymous\n")
     kept(json.dumps({"auths": {"ghcr.io": {}}, "credHelpers": {"gcr.io": "gcloud"}}))
     kept("[client]\nuser=root\nsocket=/var/run/mysqld/mysqld.sock\n")
