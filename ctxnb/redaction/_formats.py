@@ -30,9 +30,9 @@ templates (``${VAR}``, ``$VAR``, ``{{ … }}``, ``${{ secrets.X }}``, ``os.envir
 ``process.env.X``, ``var.x``, ``vault:…``, ``!vault``), placeholders (``<your-token>``,
 ``changeme``, ``xxxx``, ``***``, ``TODO``, ``example``…), type names (``str``,
 ``SecretStr``), language keywords (``await``, ``new``, ``this`` …: the value is code),
-numbers under six digits, booleans and null, the published AWS example
-keys, and bare values that read as code (calls, subscripts, dotted or snake/camel-case
-names).
+numbers under six digits, version numbers (``^3.948.0``), booleans and null, the
+published AWS example keys, and bare values that read as code (calls, subscripts, dotted
+or snake/camel-case names; ``a || b``, ``c ? d : e``).
 
 Parsing never makes redaction fail open: a document that does not parse is still read
 line by line here, and the pattern layer runs on every text whatever this layer found.
@@ -66,6 +66,7 @@ _STOP = lazy_compile(
       | super | require | import | return | static | const | let | var
       | password | passwd | secret | token | pass | str | bytes | string | int | bool
       | any | number | secretstr | optional\b.* | [0-9]{1,5}
+      | (?:[~^]|[<>]=?)?[0-9]+(?:\.[0-9]+){1,3}
       | .*(?:os\.environ|os\.getenv|getenv\(|process\.env|env\(|environ\[|secretkeyref
             |vault:|!vault|ENC\[|awssm:|ssm:/|arn:aws:).*
       | (?:var|local|data|module|secrets|vars|env|inputs|steps|values)\.[\w.\[\]"']+
@@ -87,6 +88,10 @@ def is_placeholder(value: str) -> bool:
     return not v or v in AWS_EXAMPLES or bool(_STOP.match(v))
 
 
+# A logical or conditional operator between operands, spaced as code spaces it.
+_OPERATOR = lazy_compile(r"\S \|\| \S|\S && \S|\S \?\? \S|\S \? \S.* : \S")
+
+
 def _code_like(value: str) -> bool:
     """An unquoted value that reads as code: a call, a subscript, a variable's name.
 
@@ -95,6 +100,8 @@ def _code_like(value: str) -> bool:
     """
     if set(value) & set("()[]{}") or value[0] in "$%@&!*":
         return True
+    if _OPERATOR.search(value):
+        return True  # env.TOKEN || undefined, isProxy ? env.KEY : null: an expression
     if any(c.isdigit() for c in value):
         return False
     if re.fullmatch(r"[A-Za-z_]\w*(?:\.[A-Za-z_]\w*)+", value):

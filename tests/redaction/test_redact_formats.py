@@ -299,6 +299,20 @@ def test_assignments_in_more_languages() -> None:
     gone(f'$token = "{a}" + "{b}"', a, b)
 
 
+def test_expressions_and_version_numbers_under_secret_names_stay() -> None:
+    # Code read from a transcript's grep output and a package.json: an expression with a
+    # logical or conditional operator, a version range under a "credential" package name.
+    kept("        jwtToken: env.CODEMIE_JWT_TOKEN || undefined,\n")
+    kept("        litellmApiKey: isLiteLLM ? env.CODEMIE_API_KEY : undefined,\n")
+    kept("    api_key: settings.key ?? fallback\n")
+    kept('{"dependencies": {"@aws-sdk/credential-providers": "^3.948.0"}}')
+    kept("auth_version: 2.1\nsecret_format: >=1.4.2\n")
+    # The same places holding a literal still go.
+    gone(f"        jwtToken: {S},\n", S)
+    gone(f"    api_key: {S[:6]}||{S[6:]}\n", S[6:])
+    gone(f'{{"credential": "3.948.{S}"}}', S)
+
+
 def test_language_look_alikes() -> None:
     kept("let token = try await provider.fetchToken()")
     kept("local password = os.getenv('DB_PASSWORD')")
