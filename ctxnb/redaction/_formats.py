@@ -313,8 +313,9 @@ def _value_spans(text: str, m: re.Match[str], line_start: int, key_at: int) -> I
         yield (a, b, name)
 
 
-# A concatenation that goes on with code: + name, + call(…).
-_COMPUTED = lazy_compile(r"[ \t]*\+[ \t]*[A-Za-z_]")
+# A concatenation that goes on with code: + name, + call(…), or a method called on its
+# last string ('sk-ant-' + 'a'.repeat(90)).
+_COMPUTED = lazy_compile(r"[ \t]*\+[ \t]*[A-Za-z_]|\.[A-Za-z_]\w*\(")
 
 
 def _repeated(text: str, m: re.Match[str], g: str, line_start: int) -> bool:

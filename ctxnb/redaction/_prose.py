@@ -35,9 +35,12 @@ __all__ = ["not_literal", "word_run"]
 # "'" too), with the punctuation that may close it in a sentence.
 _WORD = lazy_compile(r"[(`\"'“]?[A-Za-z][A-Za-z_'’-]*[`\"'”)]?[.,;:!?)…]*|[|&/—–…-]|\.\.\.")
 _IDENT = lazy_compile(
-    # a.b.c, snake_case, camelCase, kebab-case with a lower-case start and no digit
+    # a.b.c, snake_case, camelCase, UPPER_SNAKE, two lower-case words joined by "-", no
+    # digit ('api-key', 'API_KEY' and 'proxy-handled' name a key or a mode; a longer
+    # hyphenated phrase, 'not-for-the-agent', is written as a passphrase is)
     r"(?:[A-Za-z_][A-Za-z_]*\.)+[A-Za-z_][A-Za-z_]*"
     r"|[a-z]+(?:_[A-Za-z]+)+_?|_[A-Za-z_]+|[a-z]+(?:[A-Z][a-z]*)+"
+    r"|[a-z]+-[a-z]+|[A-Z]+(?:_[A-Z]+)+"
 )
 # path::name (pytest node ids, Rust and C++ paths), a JSON pointer.
 _QUALIFIED = lazy_compile(r"[\w./-]+::[\w\[\]().,:-]+|#/[\w$/.-]*")

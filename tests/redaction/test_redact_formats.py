@@ -313,6 +313,21 @@ def test_expressions_and_version_numbers_under_secret_names_stay() -> None:
     gone(f'{{"credential": "3.948.{S}"}}', S)
 
 
+def test_key_names_modes_and_computed_strings_under_secret_names_stay() -> None:
+    # A key's own name, a mode, a literal prefix with a method called on the next part
+    # (all from a real transcript's grep output of a TypeScript project).
+    kept("const result = sanitizeValue('REDACTED_API_KEY', 'API_KEY');\n")
+    kept("const result = sanitizeValue('REDACTED_API_KEY', 'api-key');\n")
+    kept("        env.OPENAI_API_KEY = 'proxy-handled';\n")
+    kept("env: { CODEMIE_API_KEY: 'test-key' }\n")
+    kept("      const apiKey = 'sk-ant-' + 'a'.repeat(100);\n")
+    # The same shapes drawn at random are not names: they go.
+    kebab, upper = "xkqzw-prtvmmqz", "QZXWV_PLMKT"
+    gone(f"        env.OPENAI_API_KEY = '{kebab}';\n", kebab)
+    gone(f"API_TOKEN = '{upper}'\n", upper)
+    gone(f"      const apiKey = '{S}' + '{S[::-1]}';\n", S)
+
+
 def test_language_look_alikes() -> None:
     kept("let token = try await provider.fetchToken()")
     kept("local password = os.getenv('DB_PASSWORD')")
