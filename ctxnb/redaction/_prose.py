@@ -42,6 +42,8 @@ _IDENT = lazy_compile(
     r"|[a-z]+(?:_[A-Za-z]+)+_?|_[A-Za-z_]+|[a-z]+(?:[A-Z][a-z]*)+"
     r"|[a-z]+-[a-z]+|[A-Z]+(?:_[A-Z]+)+"
 )
+# A relative path among the words (node scripts/check.js: a command, not a passphrase).
+_PATH = lazy_compile(r"\.{0,2}[A-Za-z_][\w.-]*(?:/[\w.-]+)+")
 # path::name (pytest node ids, Rust and C++ paths), a JSON pointer.
 _QUALIFIED = lazy_compile(r"[\w./-]+::[\w\[\]().,:-]+|#/[\w$/.-]*")
 # {name}, {name.attr}, {0}, {!r}, {:.3f}: str.format, f-strings, C#'s $"…", Scala's s"…".
@@ -65,7 +67,11 @@ def word_run(value: str) -> bool:
     letters = 0
     for w in words:
         # A dotted name in an expression (``conv.repeats or None``) is a word of code.
-        if _WORD.fullmatch(w) is None and _IDENT.fullmatch(w.rstrip(".,;:!?)")) is None:
+        if (
+            _WORD.fullmatch(w) is None
+            and _IDENT.fullmatch(w.rstrip(".,;:!?)")) is None
+            and _PATH.fullmatch(w) is None
+        ):
             return False
         letters += any(c.isalpha() for c in w)
     return letters >= 2

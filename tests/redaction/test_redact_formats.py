@@ -321,6 +321,7 @@ def test_key_names_modes_and_computed_strings_under_secret_names_stay() -> None:
     kept("        env.OPENAI_API_KEY = 'proxy-handled';\n")
     kept("env: { CODEMIE_API_KEY: 'test-key' }\n")
     kept("      const apiKey = 'sk-ant-' + 'a'.repeat(100);\n")
+    kept('{"scripts": {"validate:secrets": "node scripts/validate-secrets.js"}}')
     # The same shapes drawn at random are not names: they go.
     kebab, upper = "xkqzw-prtvmmqz", "QZXWV_PLMKT"
     gone(f"        env.OPENAI_API_KEY = '{kebab}';\n", kebab)
