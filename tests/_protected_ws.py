@@ -82,10 +82,16 @@ def make_workspace(tmp_path: Path, *, settings: dict | None = None) -> Path:
     return root
 
 
-def snapshot(base: Path) -> dict[str, str]:
-    """Every file under ``base`` (links and modes included) by its relative path."""
+def snapshot(base: Path, skip: tuple[str, ...] = ()) -> dict[str, str]:
+    """Every file under ``base`` (links and modes included) by its relative path.
+
+    Top-level directories named in ``skip`` are not entered: ctxnb's own state changes
+    while a walk runs (a finished command's overlay is removed in the background), and a
+    walk that lists a file and then opens it would race that removal."""
     out: dict[str, str] = {}
-    for dirpath, _dirs, files in os.walk(base):
+    for dirpath, dirs, files in os.walk(base):
+        if Path(dirpath) == base:
+            dirs[:] = [d for d in dirs if d not in skip]
         for name in files:
             p = Path(dirpath, name)
             rel = str(p.relative_to(base))
