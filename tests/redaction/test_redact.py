@@ -364,7 +364,17 @@ def test_real_agent_transcripts_have_nothing_redacted() -> None:
         p.name: [f.rule for f in redact(p.read_text(encoding="utf-8", errors="replace")).findings]
         for p in files
     }
-    assert not {k: v for k, v in found.items() if v}
+    # The one known false redaction, kept visible: ``apiKey: 'ollama'`` (the dummy key
+    # Ollama's OpenAI-compatible endpoint takes) is a lowercase word of two cl100k tokens,
+    # read as a password a person chose; telling it apart needs the text around the value
+    # (the same word inside ``ollamaBaseUrl``). docs/decisions.md says why it stays.
+    known = {
+        "rollout-2026-05-11T11-26-55-019e1625-789d-76c0-80ab-3724b5ddb799.jsonl": [
+            "secret-value",
+            "secret-value",
+        ]
+    }
+    assert {k: v for k, v in found.items() if v} == known
 
 
 @given(st.text(alphabet=st.characters(blacklist_categories=())))
