@@ -23,6 +23,7 @@ Example:
 from __future__ import annotations
 
 import bisect
+import uuid
 from typing import TYPE_CHECKING
 
 from .errors import NotFoundError
@@ -30,10 +31,15 @@ from .errors import NotFoundError
 if TYPE_CHECKING:
     from .store.objectstore import ObjectStore
 
-__all__ = ["parse_version_id", "resolve_id", "resolve_version", "short_id"]
+__all__ = ["new_id", "parse_version_id", "resolve_id", "resolve_version", "short_id"]
 
 SHORT = 12  # characters of a printed id: unique in any store a person will meet
 _SHOW_CANDIDATES = 8
+
+
+def new_id() -> str:
+    """A fresh id for an unsourced object (toolcall, chat, session, system prompt)."""
+    return str(uuid.uuid4())
 
 
 def parse_version_id(text: str) -> tuple[str, int | None]:

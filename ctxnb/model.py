@@ -15,12 +15,12 @@ Example:
 
 from __future__ import annotations
 
-import uuid
 from typing import Any, ClassVar, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
 from .hashing import content_hash, identity_hash, source_hash
+from .ids import new_id
 
 __all__ = [
     "CONTENT_TYPES",
@@ -40,11 +40,6 @@ __all__ = [
 CONTENT_TYPES: frozenset[str] = frozenset({"file", "toolcall"})
 INFRA_TYPES: frozenset[str] = frozenset({"system_prompt", "chat", "session"})
 OBJECT_TYPES: frozenset[str] = CONTENT_TYPES | INFRA_TYPES
-
-
-def new_id() -> str:
-    """A fresh id for an unsourced object (toolcall, chat, session, system prompt)."""
-    return str(uuid.uuid4())
 
 
 class FilesystemSource(BaseModel):

@@ -21,22 +21,21 @@ corrupt, from another session or filesystem, newer than the store, or in any way
 unexpected is ignored (the full per-file path runs and writes a fresh one), never
 trusted in part and never an error.
 
-:class:`LazyRows` holds a session's documents and metadata entries: the rows of the
-columns are made into a document or a :class:`~ctxnb.context.MetaEntry` when first
-asked for, so a resume builds no object per file.
+:class:`~ctxnb.session.state.LazyRows` holds a session's documents and metadata entries:
+the rows of the columns are made into a document or a :class:`~ctxnb.context.MetaEntry`
+when first asked for, so a resume builds no object per file.
 """
 
 from __future__ import annotations
 
 import contextlib
-import hashlib
 import operator
 import os
 import stat as stat_mod
 import zlib
-from collections.abc import Callable, Iterator, MutableMapping, Sequence
+from collections.abc import Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import pyarrow as pa
@@ -45,23 +44,11 @@ import pyarrow.compute as pc
 from ..access._gitsources import _read_host
 from ..access.observe import RACY_NS
 from ..errors import NotFoundError
+from ._cold import LIGHT_COLUMNS, session_digest
 
 if TYPE_CHECKING:
     from ..store.objectstore import ObjectStore
 
-V = TypeVar("V")
-
-LIGHT_COLUMNS = (
-    "xt_id",
-    "source_type",
-    "source_filesystem_id",
-    "source_path",
-    "identity_hash",
-    "file_type",
-    "char_count",
-    "source_hash",
-    "content_hash",
-)
 
 # -- the store's file columns -----------------------------------------------------------
 # The last few scans, by the store's directory and tip: a store with the same last
@@ -183,8 +170,7 @@ _FIELDS = tuple(operator.attrgetter(f"st_{f}") for f in _STAT_FIELDS)
 
 def block_path(root: str | os.PathLike[str], session_id: str) -> Path:
     """Where the block of ``session_id`` lives: under ``.ctxnb/sessions`` by a digest."""
-    digest = hashlib.sha256(session_id.encode("utf-8", "surrogatepass")).hexdigest()[:40]
-    return Path(root) / ".ctxnb" / "sessions" / f"{digest}.resume.arrow"
+    return Path(root) / ".ctxnb" / "sessions" / f"{session_digest(session_id)}.resume.arrow"
 
 
 class StatRows:
@@ -330,67 +316,6 @@ class ResumeBlock:
                 k[i] = v
         self.keys, self.clean = keys, clean
         self.hashes = pa.array(hashes, type=pa.string())
-
-
-# -- documents and metadata made on demand ------------------------------------------------
-class LazyRows(MutableMapping[str, V]):
-    """A mapping whose values for some keys are made from a column row when first read.
-
-    ``rows`` maps a key to its row; ``make(row)`` builds the value. Reading, ``in``,
-    ``len`` and iteration behave as for a dict holding every value.
-    """
-
-    __slots__ = ("_built", "_make", "_rows")
-
-    def __init__(
-        self,
-        built: dict[str, V] | None = None,
-        rows: dict[str, int] | None = None,
-        make: Callable[[int], V] | None = None,
-    ) -> None:
-        self._built: dict[str, V] = built if built is not None else {}
-        self._rows: dict[str, int] = rows if rows is not None else {}
-        self._make = make
-
-    def __getitem__(self, key: str) -> V:
-        try:
-            return self._built[key]
-        except KeyError:
-            pass
-        row = self._rows.pop(key)
-        assert self._make is not None
-        value = self._built[key] = self._make(row)
-        return value
-
-    def get(self, key: str, default: Any = None) -> Any:
-        try:
-            return self[key]
-        except KeyError:
-            return default
-
-    def __setitem__(self, key: str, value: V) -> None:
-        self._rows.pop(key, None)
-        self._built[key] = value
-
-    def __delitem__(self, key: str) -> None:
-        if self._rows.pop(key, None) is None:
-            del self._built[key]
-        else:
-            self._built.pop(key, None)
-
-    def __contains__(self, key: object) -> bool:
-        return key in self._built or key in self._rows
-
-    def __iter__(self) -> Iterator[str]:
-        yield from list(self._built)
-        yield from list(self._rows)
-
-    def __len__(self) -> int:
-        return len(self._built) + len(self._rows)
-
-    def pending(self) -> int:
-        """How many values are not built yet."""
-        return len(self._rows)
 
 
 def _remove_orphans(path: Path) -> None:

@@ -30,7 +30,7 @@ LIGHT = "__ctxnb_light__"
 if TYPE_CHECKING:
     from ..access.door import Access
     from ..store.objectstore import ObjectStore
-    from ._columns import FileColumns
+    from ._columns import FileColumns, ResumeBlock
     from .state import SessionState
 
 
@@ -62,29 +62,33 @@ class SessionResume:
         session_id: the id of the stored session.
     """
 
-    def __init__(
-        self, state: SessionState, workspace: Access, store: ObjectStore, session_id: str
-    ) -> None:
+    def __init__(self, state: SessionState, workspace: Access, session_id: str) -> None:
         self.state = state
         self.workspace = workspace
-        self.store = store
         self.session_id = session_id
         self.columns: FileColumns
+        # The columns as lists: a cold resume's (from its file), else made from
+        # ``columns`` when a row is first built.
+        self.lists: dict[str, list[Any]] | None = None
+        # What restore read, for the cold-resume file a reconcile may leave behind.
+        self._sdoc: dict[str, Any] = {}
+        self._tip = 0
+        # A cold resume's store transaction: the versions it shows are as of it; and
+        # its rows read from the store (shown files, tool calls), not the columns.
+        self._as_of = 0
+        self._full: set[int] = set()
+
+    @property
+    def store(self) -> ObjectStore:
+        """The workspace's store (a cold resume that finds nothing changed never opens it)."""
+        return self.workspace.store
 
     def _meta_for(self, doc: dict[str, Any], *, orphaned: bool) -> MetaEntry:
         return meta_for(doc, orphaned=orphaned, reverse_resolve=self.workspace.display_path)
 
-    def restore(self, sdoc: dict[str, Any]) -> None:
-        """Fill the state from a stored session document (no file content is read)."""
+    def _restore_session(self, sdoc: dict[str, Any]) -> None:
+        """The parts of the state the session document holds: sets, order, log."""
         s = self.state
-        # Imported here: numpy and pyarrow's compute cost a process that only makes or
-        # uses a session (the CLI, a hook) ~0.1 s, and only a resume needs them.
-        import numpy as np
-        import pyarrow as pa
-        import pyarrow.compute as pc
-
-        from ._columns import LazyRows, file_columns
-
         s.restore_sets(
             list(sdoc.get("session_index") or []),
             list(sdoc.get("metadata_pool") or []),
@@ -106,6 +110,92 @@ class SessionResume:
         s.meta_log = list(sdoc.get("metadata_log") or [])
         s.chat_id = sdoc.get("chat_ref") or s.chat_id
         s.system_prompt_id = sdoc.get("system_prompt_ref")
+
+    def resume_cold(self) -> ResumeReport | None:
+        """Fill the state from the session's cold-resume file (:mod:`._cold`) when it
+        matches the store's tip and every file is as it recorded, checked through the
+        path policy; None (the state untouched) when the full path must run.
+
+        Nothing per file is made: documents and entries are built from the file's
+        columns when first asked for, and the files the prompt shows (and tool calls)
+        are read from the store, as of the recorded transaction, when first asked for.
+        """
+        from . import _cold
+
+        ws = self.workspace
+        cold = _cold.load(ws, self.session_id)
+        if cold is None:
+            return None
+        res = ws.resolver
+        if res.mounts:  # which filesystem holds what: the full path's question
+            return None
+        cols, found = cold.columns, cold.found
+        paths, fss = cols["source_path"], cols["source_filesystem_id"]
+        default_fs, ws_root = res.default_filesystem_id(), str(ws.root)
+        rows = [i for i, f in enumerate(found) if f and paths[i] is not None]
+        todo = [paths[i] for i in rows]
+        root_slash = ws_root + "/"
+        if any(fss[i] != default_fs for i in rows):
+            return None
+        under = [p.startswith(root_slash) for p in todo]
+        if (any(under) and not os.path.isdir(ws_root)) or (
+            not all(under) and not os.path.isdir("/")
+        ):
+            return None
+        if not _cold.unchanged(cold, rows, ws.policy.stat_many(todo)):
+            _cold.drop(ws.root, self.session_id)
+            return None
+        from .state import LazyRows
+
+        s = self.state
+        self._restore_session(cold.session)
+        s.turns, s.toolcall_refs = list(cold.turns), list(cold.toolcall_refs)
+        s.system_prompt = cold.system_prompt
+        self.lists, self._as_of = cols, cold.tip[0]
+        # As restore orders them: the documents read in full first, then the light rows.
+        full, light = {}, {}
+        for i, oid in enumerate(s.index):
+            if found[i] and oid not in s.active:
+                light[oid] = i
+            else:
+                full[oid] = i
+        self._full = set(full.values())
+        s.docs = LazyRows({}, {**full, **light}, self._cold_doc)
+        s.meta = LazyRows({}, {**full, **light}, self._cold_meta)
+        s.orphaned = set(cold.orphaned)
+        return ResumeReport(objects=len(s.index), unchanged=len(rows))
+
+    def _cold_doc(self, row: int) -> dict[str, Any]:
+        """A cold resume's document: a light row, or the store's version as of its tip."""
+        if row not in self._full:
+            return self.light_doc(row)
+        oid = self.state.index[row]
+        d = self.store.as_of(oid, self._as_of)
+        if d is None:  # stored elsewhere or lost: keep the id, show it as orphaned
+            d = {"xt/id": oid, "type": "file", "source": None, "content": None}
+        return d
+
+    def _cold_meta(self, row: int) -> MetaEntry:
+        if row not in self._full:
+            return self.light_meta(row)
+        d = self.state.docs[self.state.index[row]]
+        return self._meta_for(d, orphaned=d.get("source") is None and d["type"] == "file")
+
+    def restore(self, sdoc: dict[str, Any]) -> None:
+        """Fill the state from a stored session document (no file content is read)."""
+        s = self.state
+        # Imported here: numpy and pyarrow's compute cost a process that only makes or
+        # uses a session (the CLI, a hook) ~0.1 s, and only a resume needs them.
+        import numpy as np
+        import pyarrow as pa
+        import pyarrow.compute as pc
+
+        from ._columns import file_columns
+        from .state import LazyRows
+
+        tip = self.store.latest_tx()
+        self._sdoc, self._tip = sdoc, tip.tx_id if tip else 0
+        self._restore_session(sdoc)
         ids = s.index
         extra = [x for x in (s.chat_id, s.system_prompt_id) if x]
         # Full documents (with content) only for what the prompt shows; the other files
@@ -147,7 +237,7 @@ class SessionResume:
 
     def light_doc(self, row: int) -> dict[str, Any]:
         """A file without its content, from row ``row`` of the store's typed columns."""
-        c = self.columns.lists()
+        c = self.lists if self.lists is not None else self.columns.lists()
         path, fs = c["source_path"][row], c["source_filesystem_id"][row]
         src = None
         if path is not None:
@@ -166,7 +256,7 @@ class SessionResume:
 
     def light_meta(self, row: int) -> MetaEntry:
         """A file's metadata entry, from row ``row`` of the store's typed columns."""
-        c = self.columns.lists()
+        c = self.lists if self.lists is not None else self.columns.lists()
         path = c["source_path"][row]
         return MetaEntry(
             c["xt_id"][row],
@@ -187,7 +277,7 @@ class SessionResume:
         import numpy as np
         import pyarrow.compute as pc
 
-        from ._columns import ResumeBlock, StatRows, block_path, pick
+        from ._columns import ResumeBlock, StatRows, block_path, pick  # noqa: F811
 
         report = ResumeReport(objects=len(s.index))
         ws = self.workspace
@@ -237,6 +327,7 @@ class SessionResume:
                 if oid in s.orphaned and not isinstance(stats[k], PolicyError):
                     s.set_orphaned(oid, False)
         if same.all() and block is not None:
+            self._leave_cold(report, block)
             return report
         look = np.flatnonzero(~same)
         cache = StatCache.open(ws.root, fs_id, tip.tx_id if tip else 0)
@@ -289,7 +380,41 @@ class SessionResume:
         tip = self.store.latest_tx()
         with contextlib.suppress(OSError):
             block.save(where, fs_id, tip.tx_id if tip else 0)
+        if block.unchanged(StatRows(stats), todo, doc_hash).all():
+            self._leave_cold(report, block)
         return report
+
+    def _leave_cold(self, report: ResumeReport, block: ResumeBlock) -> None:
+        """Write what this resume derived for the next process (:mod:`._cold`), when it
+        found every file as stored and the store did not move since :meth:`restore`."""
+        from . import _cold
+
+        if report.updated or report.deleted or report.orphaned:
+            return
+        tip = _cold.current_tip(self.workspace)
+        if tip is None or tip[0] != self._tip:
+            return
+        s, cols = self.state, self.columns
+        lists = cols.lists()
+        hashes = block.hashes.to_pylist()
+        keys = [k.tolist() for k in block.keys]
+        clean = block.clean.tolist()
+        stats: list[list[Any] | None] = [
+            [keys[0][i], keys[1][i], keys[2][i], keys[3][i], h] if clean[i] and h else None
+            for i, h in enumerate(hashes)
+        ]
+        state = _cold.ColdState(
+            session=self._sdoc,
+            turns=s.turns,
+            toolcall_refs=s.toolcall_refs,
+            system_prompt=s.system_prompt,
+            columns=lists,
+            found=cols.found.tolist(),
+            stats=stats,
+            orphaned=sorted(s.orphaned),
+            tip=tip,
+        )
+        _cold.save(self.workspace, self.session_id, state)
 
 
 def _root_for(

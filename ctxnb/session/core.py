@@ -64,8 +64,8 @@ from ..context import (
 from ..context import _changes as changes
 from ..errors import NotFoundError
 from ..hashing import content_hash, stable_stringify
+from ..ids import new_id
 from ..llm.tokens import TokenCounter, resolve_token_counter
-from ..model import INFRA_TYPES, new_id
 from ..redaction.redactor import redact_data, redact_text
 from ..strategies.builtin import ContextStrategy, KeepAll
 from ._resume import LIGHT, ResumeReport, SessionResume
@@ -73,7 +73,7 @@ from .state import SessionState, payload_of, version_of
 
 if TYPE_CHECKING:
     from ..access.door import Access
-    from ..store.objectstore import TxRecord
+    from ..store.objectstore import ObjectStore, TxRecord
     from .watch import Watcher
 
 __all__ = ["MetaEntry", "ResumeReport", "Session", "open_session"]
@@ -113,7 +113,6 @@ class Session:
         token_counter: TokenCounter | Callable[[str], int] | str | None = None,
     ) -> None:
         self.workspace = workspace
-        self.store = workspace.store
         self.session_id = session_id
         self.token_counter = resolve_token_counter(token_counter)
         self._lock = threading.RLock()
@@ -141,6 +140,12 @@ class Session:
         #: The governance engine of this session's tools (set by ``ws.tools`` on a
         #: governed workspace): it holds the session's lease and spawns its workers.
         self.governor: Governor | None = None
+
+    @property
+    def store(self) -> ObjectStore:
+        """The workspace's object store (opened when first used: a resume that finds
+        nothing changed answers from ``.ctxnb/sessions`` and the store's log)."""
+        return self.workspace.store
 
     def in_index(self, object_id: str) -> bool:
         """Whether the object is in this session's index (it was read or indexed in it)."""
@@ -237,6 +242,10 @@ class Session:
         self._synced_tx = mark
 
     def _admit(self, doc: dict[str, Any]) -> str:
+        # pydantic's models: a stored document is at hand, so the store (which imports
+        # them) is open already; a resume that admits nothing does not load them.
+        from ..model import INFRA_TYPES
+
         oid = doc["xt/id"]
         if doc.get("type") in INFRA_TYPES:
             raise ValueError(
@@ -822,10 +831,23 @@ class Session:
         session: it fills the state and reports what changed (``last_resume``).
         """
         with self._lock:
-            resume = SessionResume(self.state, self.workspace, self.store, self.session_id)
+            resume = SessionResume(self.state, self.workspace, self.session_id)
             resume.restore(sdoc)
             self._assembler.mark_many(self.state.index)
             self.last_resume = resume.reconcile()
+
+    def _resume_cold(self) -> bool:
+        """Resume from what the last resume wrote down (:mod:`ctxnb.session._cold`),
+        without opening the store, when the store did not move and no file changed;
+        False (nothing changed in the session) when the full resume must run."""
+        with self._lock:
+            resume = SessionResume(self.state, self.workspace, self.session_id)
+            report = resume.resume_cold()
+            if report is None:
+                return False
+            self._assembler.mark_many(self.state.index)
+            self.last_resume = report
+            return True
 
     def watchable_paths(self) -> list[str]:
         """Canonical paths of the session's files the host can watch."""
@@ -968,8 +990,12 @@ def open_session(
     """Create a session, or resume the stored one with that id (see ``Workspace.session``)."""
     sid = session_id or new_id()
     s = Session(workspace, sid, token_counter=token_counter)
-    sdoc = workspace.store.get(sid)
-    if sdoc is not None:
+    sdoc = None if s._resume_cold() else workspace.store.get(sid)
+    if s.last_resume is not None:
+        if system_prompt is not None and system_prompt != s.system_prompt:
+            s.set_system_prompt(system_prompt)
+            s.save()
+    elif sdoc is not None:
         if sdoc.get("type") != "session":
             raise NotFoundError(f"object {sid!r} is a {sdoc.get('type')}, not a session")
         s._resume(sdoc)

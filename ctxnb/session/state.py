@@ -31,14 +31,16 @@ Example:
 
 from __future__ import annotations
 
-from collections.abc import Callable, MutableMapping
-from typing import Any
+from collections.abc import Callable, Iterator, MutableMapping
+from typing import Any, TypeVar
 
 from ..context import MetaEntry
 from ..hashing import stable_stringify
-from ..model import new_id
+from ..ids import new_id
 
-__all__ = ["SessionState", "payload_of", "version_of"]
+__all__ = ["LazyRows", "SessionState", "payload_of", "version_of"]
+
+V = TypeVar("V")
 
 
 class SessionState:
@@ -61,7 +63,7 @@ class SessionState:
         self.indexed: set[str] = set()
         self.pooled: set[str] = set()
         # Plain dicts, or after a resume mappings that make a file's row of the store's
-        # columns into its document or entry when first asked for (_columns.LazyRows).
+        # columns into its document or entry when first asked for (LazyRows).
         self.docs: MutableMapping[str, dict[str, Any]] = {}
         self.meta: MutableMapping[str, MetaEntry] = {}
         self.orphaned: set[str] = set()
@@ -178,3 +180,63 @@ def version_of(doc: dict[str, Any]) -> str:
 def payload_of(doc: dict[str, Any]) -> dict[str, Any]:
     """A document without the fields that name it rather than hold it (what is hashed)."""
     return {k: v for k, v in doc.items() if k not in ("xt/id", "type", "source", "identity_hash")}
+
+
+class LazyRows(MutableMapping[str, V]):
+    """A mapping whose values for some keys are made from a column row when first read.
+
+    ``rows`` maps a key to its row; ``make(row)`` builds the value. Reading, ``in``,
+    ``len`` and iteration behave as for a dict holding every value.
+    """
+
+    __slots__ = ("_built", "_make", "_rows")
+
+    def __init__(
+        self,
+        built: dict[str, V] | None = None,
+        rows: dict[str, int] | None = None,
+        make: Callable[[int], V] | None = None,
+    ) -> None:
+        self._built: dict[str, V] = built if built is not None else {}
+        self._rows: dict[str, int] = rows if rows is not None else {}
+        self._make = make
+
+    def __getitem__(self, key: str) -> V:
+        try:
+            return self._built[key]
+        except KeyError:
+            pass
+        row = self._rows.pop(key)
+        assert self._make is not None
+        value = self._built[key] = self._make(row)
+        return value
+
+    def get(self, key: str, default: Any = None) -> Any:
+        try:
+            return self[key]
+        except KeyError:
+            return default
+
+    def __setitem__(self, key: str, value: V) -> None:
+        self._rows.pop(key, None)
+        self._built[key] = value
+
+    def __delitem__(self, key: str) -> None:
+        if self._rows.pop(key, None) is None:
+            del self._built[key]
+        else:
+            self._built.pop(key, None)
+
+    def __contains__(self, key: object) -> bool:
+        return key in self._built or key in self._rows
+
+    def __iter__(self) -> Iterator[str]:
+        yield from list(self._built)
+        yield from list(self._rows)
+
+    def __len__(self) -> int:
+        return len(self._built) + len(self._rows)
+
+    def pending(self) -> int:
+        """How many values are not built yet."""
+        return len(self._rows)

@@ -51,7 +51,9 @@ class WatchedSession(Protocol):
     """
 
     workspace: Access
-    store: ObjectStore
+
+    @property
+    def store(self) -> ObjectStore: ...
 
     def watchable_paths(self) -> list[str]: ...
 

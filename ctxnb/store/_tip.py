@@ -43,14 +43,19 @@ class LogTip:
         uncompacted: transactions after the last compaction, as
             :meth:`~ctxnb.store.objectstore.ObjectStore.pending_segments` counts them
             (None: not seen whole).
+        tx_time: the last transaction's time in µs since the epoch (0 for an empty
+            store): with its id, it tells a store made again apart from the old one.
     """
 
-    __slots__ = ("tx_id", "uncompacted", "unfolded")
+    __slots__ = ("tx_id", "tx_time", "uncompacted", "unfolded")
 
-    def __init__(self, tx_id: int, unfolded: int | None, uncompacted: int | None) -> None:
+    def __init__(
+        self, tx_id: int, unfolded: int | None, uncompacted: int | None, tx_time: int = 0
+    ) -> None:
         self.tx_id = tx_id
         self.unfolded = unfolded
         self.uncompacted = uncompacted
+        self.tx_time = tx_time
 
     def __repr__(self) -> str:
         return (
@@ -104,4 +109,4 @@ def read_tip(store_dir: str | os.PathLike[str]) -> LogTip | None:
     folded = max(data.rfind(_FOLD_START), compacted)
     uncompacted = data.count(_TX_START, max(compacted, 0)) if whole or compacted >= 0 else None
     unfolded = data.count(_TXDOCS_START, max(folded, 0)) if whole or folded >= 0 else None
-    return LogTip(last[0], unfolded, uncompacted)
+    return LogTip(last[0], unfolded, uncompacted, last[1])

@@ -1,0 +1,288 @@
+"""A resume written down for the next process: a fresh process resumes from one file.
+
+A resume that found every file of a session as the store holds it leaves behind, in
+``.ctxnb/sessions/<digest>.cold.json``, what it derived from the store: the session
+document, its chat turns and system prompt, the light file columns of the session's files
+(paths, hashes, types, sizes: what :mod:`ctxnb.session._columns` reads from Parquet), the
+stat-cache entry each file was found unchanged by, and the orphaned ids. The next resume
+in a new process (:meth:`~ctxnb.session._resume.SessionResume.resume_cold`) reads that
+file, ``lstat``\\s the session's files through the workspace's path policy and, if every
+one is as recorded, fills the session from it without opening the store: no pyarrow,
+numpy, pandas or pydantic, no Parquet read. File contents are never in it: a file the
+prompt shows is read from the store, as of the recorded transaction, when first asked for.
+
+What it trusts, and why:
+
+- **Nothing about paths.** Every path is judged again by the path policy of this process
+  (``stat_many``), as the full resume does: a path the rules refuse now, one behind a
+  link, one gone or changed sends the resume down the full path, which orphans or
+  re-reads it. A forged file cannot admit a path the rules would refuse.
+- **The store's tip.** It is kept with the last committed transaction (id and time) read
+  from the store's log without opening it (:func:`ctxnb.store._tip.read_tip`); any
+  commit since, by any process, moves the tip and the full path runs (and writes a new
+  one when it finds nothing changed). A log the tip reader cannot vouch for is a miss.
+- **Its own bytes**: a SHA-256 of the body, then a strict check of every field's type
+  and length; damage of any kind is a miss, never an error and never trusted in part.
+- **Its key**: the format, the ctxnb version, the session id, the workspace's root, its
+  filesystem id, and a hash of the settings and mounts. Any difference is a miss.
+- **ctxnb's own directory.** The file says "the store held these documents at this tip
+  and these stats were seen with these hashes", as ``statcache.json`` and the resume
+  block do; it is as trustworthy as they and the store's log beside it, all of them in
+  ``.ctxnb/``, which the path policy denies to agents and no sandbox makes writable. A
+  writer who can forge it with a right hash can forge the log too.
+
+A miss costs one small read: the resume runs the full path (:meth:`SessionResume.restore`
+and :meth:`~SessionResume.reconcile`) as if the file were not there, and removes it.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import json
+import os
+import stat as stat_mod
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from .._version import __version__
+from ..access._gitsources import _read_host
+
+if TYPE_CHECKING:
+    from ..access.door import Access
+
+__all__ = [
+    "LIGHT_COLUMNS",
+    "ColdState",
+    "cold_path",
+    "current_tip",
+    "drop",
+    "load",
+    "save",
+    "session_digest",
+    "unchanged",
+]
+
+_MAGIC = b"CTXNBCR1"
+_FORMAT = 1
+# Larger than any session's file (a hostile file is not read whole).
+_BYTES_MAX = 1 << 28
+
+#: The light columns of a stored file: all a resume needs of a file it does not show.
+LIGHT_COLUMNS = (
+    "xt_id",
+    "source_type",
+    "source_filesystem_id",
+    "source_path",
+    "identity_hash",
+    "file_type",
+    "char_count",
+    "source_hash",
+    "content_hash",
+)
+_INT_COLUMNS = frozenset({"char_count"})
+_BOUNDS = ((-(1 << 63), (1 << 63) - 1),) * 3 + ((0, (1 << 64) - 1),)
+
+
+def session_digest(session_id: str) -> str:
+    """The name a session's files under ``.ctxnb/sessions`` take (its id may be any text)."""
+    return hashlib.sha256(session_id.encode("utf-8", "surrogatepass")).hexdigest()[:40]
+
+
+def cold_path(root: str | os.PathLike[str], session_id: str) -> Path:
+    """Where the cold-resume file of ``session_id`` lives."""
+    return Path(root) / ".ctxnb" / "sessions" / f"{session_digest(session_id)}.cold.json"
+
+
+@dataclass(frozen=True)
+class ColdState:
+    """What a resume derived from the store, for a session whose files were unchanged.
+
+    Attributes:
+        session: the stored session document at the tip.
+        turns: the chat's turns; ``toolcall_refs`` its tool-call ids.
+        system_prompt: the system prompt's text.
+        columns: :data:`LIGHT_COLUMNS`, each a list aligned with the session index
+            (None on rows that are not stored files).
+        found: per row, whether it is a stored file.
+        stats: per row, ``[size, mtime_ns, ctime_ns, ino, source_hash]`` the file was
+            found unchanged by (a clean stat-cache record), or None.
+        orphaned: the ids that were orphaned (out of reach, or stored without a path).
+        tip: the store's last transaction, ``[id, time in µs]``.
+    """
+
+    session: dict[str, Any]
+    turns: list[Any]
+    toolcall_refs: list[Any]
+    system_prompt: str
+    columns: dict[str, list[Any]]
+    found: list[bool]
+    stats: list[list[Any] | None]
+    orphaned: list[str]
+    tip: tuple[int, int]
+
+
+def _key(ws: Access) -> dict[str, Any]:
+    """What the derived state depends on besides the store and the disk."""
+    res = ws.resolver
+    settings = repr((ws.config, res.mounts, res.default_filesystem_id()))
+    return {
+        "format": _FORMAT,
+        "ctxnb": __version__,
+        "root": str(ws.root),
+        "filesystem_id": res.filesystem_of(str(ws.root)),
+        "settings": hashlib.sha256(settings.encode("utf-8", "surrogatepass")).hexdigest(),
+    }
+
+
+def current_tip(ws: Access) -> tuple[int, int] | None:
+    """The store's last transaction (id, time in µs) from its log, or None when the log
+    alone cannot tell (no store, damage, another format)."""
+    from ..store._tip import read_tip
+
+    tip = read_tip(ws.store_dir)
+    return None if tip is None else (tip.tx_id, tip.tx_time)
+
+
+def save(ws: Access, session_id: str, state: ColdState) -> bool:
+    """Write ``state`` for the next process (temp file, fsync, rename). False when the
+    store's log does not show ``state.tip`` as its tip (something was committed since)
+    or the file cannot be written; nothing is written then."""
+    if current_tip(ws) != state.tip:
+        return False
+    body = json.dumps(
+        {
+            "key": {**_key(ws), "session_id": session_id, "tip": list(state.tip)},
+            "session": state.session,
+            "turns": state.turns,
+            "toolcall_refs": state.toolcall_refs,
+            "system_prompt": state.system_prompt,
+            "columns": state.columns,
+            "found": state.found,
+            "stats": state.stats,
+            "orphaned": state.orphaned,
+        },
+        ensure_ascii=False,
+        separators=(",", ":"),
+    ).encode("utf-8", "surrogatepass")
+    path = cold_path(ws.root, session_id)
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW, 0o600)
+        try:
+            os.write(fd, _MAGIC + hashlib.sha256(body).digest() + body)
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+        os.replace(tmp, path)
+    except OSError:
+        with contextlib.suppress(OSError):
+            os.unlink(tmp)
+        return False
+    return True
+
+
+def drop(root: str | os.PathLike[str], session_id: str) -> None:
+    """Remove the cold-resume file of ``session_id`` (it no longer describes the disk)."""
+    with contextlib.suppress(OSError):
+        os.unlink(cold_path(root, session_id))
+
+
+def load(ws: Access, session_id: str) -> ColdState | None:
+    """The cold-resume file of ``session_id`` if it is whole, of this key and of the
+    store's current tip; else None (and a damaged or stale file is removed)."""
+    path = cold_path(ws.root, session_id)
+    data = _read_host(str(path), follow=False, limit=_BYTES_MAX)
+    if data is None:
+        return None
+    state = _parse(ws, session_id, data)
+    if state is None:
+        drop(ws.root, session_id)
+    return state
+
+
+def _parse(ws: Access, session_id: str, data: bytes) -> ColdState | None:
+    if len(data) < 40 or data[:8] != _MAGIC or hashlib.sha256(data[40:]).digest() != data[8:40]:
+        return None
+    try:
+        doc = json.loads(data[40:].decode("utf-8", "surrogatepass"))
+    except (ValueError, RecursionError):
+        return None
+    if not isinstance(doc, dict):
+        return None
+    tip = current_tip(ws)
+    key = doc.get("key")
+    if tip is None or key != {**_key(ws), "session_id": session_id, "tip": list(tip)}:
+        return None
+    sdoc, cols = doc.get("session"), doc.get("columns")
+    found, stats = doc.get("found"), doc.get("stats")
+    if not (isinstance(sdoc, dict) and sdoc.get("xt/id") == session_id):
+        return None
+    if sdoc.get("type") != "session":
+        return None
+    index = sdoc.get("session_index") or []
+    if not (isinstance(index, list) and all(type(x) is str for x in index)):
+        return None
+    n = len(index)
+    if not (isinstance(cols, dict) and set(cols) == set(LIGHT_COLUMNS)):
+        return None
+    for name in LIGHT_COLUMNS:
+        col = cols[name]
+        want = int if name in _INT_COLUMNS else str
+        if not (isinstance(col, list) and len(col) == n):
+            return None
+        if any(v is not None and type(v) is not want for v in col):
+            return None
+    if not (isinstance(found, list) and len(found) == n and all(type(f) is bool for f in found)):
+        return None
+    # A stored file's row names that file: its id is the row's id.
+    if any(f and cols["xt_id"][i] != index[i] for i, f in enumerate(found)):
+        return None
+    if not (isinstance(stats, list) and len(stats) == n and all(map(_stat_ok, stats))):
+        return None
+    turns, refs, prompt = doc.get("turns"), doc.get("toolcall_refs"), doc.get("system_prompt")
+    orphaned = doc.get("orphaned")
+    if not (isinstance(turns, list) and all(isinstance(t, dict) for t in turns)):
+        return None
+    if not (isinstance(refs, list) and isinstance(prompt, str) and isinstance(orphaned, list)):
+        return None
+    if not set(orphaned) <= set(index) or not all(type(o) is str for o in orphaned):
+        return None
+    return ColdState(sdoc, turns, refs, prompt, cols, found, stats, orphaned, tip)
+
+
+def _stat_ok(entry: object) -> bool:
+    if entry is None:
+        return True
+    if not (isinstance(entry, list) and len(entry) == 5 and type(entry[4]) is str):
+        return False
+    bounded = zip(entry[:4], _BOUNDS, strict=True)
+    return all(type(v) is int and lo <= v <= hi for v, (lo, hi) in bounded)
+
+
+def unchanged(state: ColdState, rows: list[int], stats: Sequence[object]) -> bool:
+    """Whether every file of ``rows`` is as ``state`` recorded it, by its new ``stats``
+    (from ``stat_many``; in the order of ``rows``): the same regular file with the same
+    size, times and inode, recorded with the stored version's hash; or, for a file whose
+    latest version records its deletion, still nothing there (or a directory)."""
+    hashes, sr = state.columns["source_hash"], os.stat_result
+    for k, i in enumerate(rows):
+        st, e, h = stats[k], state.stats[i], hashes[i]
+        if type(st) is not sr:
+            from ..errors import NotFoundError
+
+            if not (h is None and type(st) is NotFoundError):
+                return False
+            continue
+        if h is None:
+            if not stat_mod.S_ISDIR(st.st_mode):
+                return False
+            continue
+        if e is None or e[4] != h or not stat_mod.S_ISREG(st.st_mode):
+            return False
+        if (st.st_size, st.st_mtime_ns, st.st_ctime_ns, st.st_ino) != (e[0], e[1], e[2], e[3]):
+            return False
+    return True
