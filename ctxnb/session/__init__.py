@@ -7,6 +7,8 @@ first use. The folder's files:
 - ``state.py``: :class:`SessionState`, what a session holds (its sets, copies, chat);
 - ``_resume.py``: bringing a stored session back into a state, checked against the disk;
 - ``_columns.py``: a resumed session's files made from the store's typed columns;
+- ``_cold.py``: what a resume found, written for the next process to resume from without
+  the store;
 - ``watch.py``: the background watcher of a session's files.
 """
 

@@ -13,6 +13,7 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
+from _data import age_files
 from _paths import REPO
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
@@ -20,6 +21,7 @@ from hypothesis import strategies as st
 from ctxnb import Workspace
 from ctxnb.context import MetaEntry
 from ctxnb.session import Session, SessionState
+from ctxnb.session._cold import cold_path
 from ctxnb.strategies.builtin import KeepAll
 
 FILES = ("README.md", "inventory/models.py", "inventory/store.py", "web/app.js", "db/schema.sql")
@@ -102,6 +104,26 @@ def test_a_resumed_session_holds_every_field_it_saved(ops: list[tuple[str, int]]
         if not any(name == "copy" for name, _ in ops):
             one = s.assemble(KeepAll(), record=False)
             assert again.assemble(KeepAll(), record=False).to_text() == one.to_text()
+        # Out of the racy window, a full resume leaves the file a new process resumes
+        # from without the store (ctxnb/session/_cold.py): it must hold the same state.
+        age_files(root)
+        Workspace.open(root).session("held", rules=False)  # hashes what aging changed
+        cold_path(root, "held").unlink(missing_ok=True)  # the next one runs in full
+        ws = Workspace.open(root)
+        full = ws.session("held", rules=False)
+        assert ws.store_is_open
+        ws = Workspace.open(root)
+        cold = ws.session("held", rules=False)
+        assert not ws.store_is_open, "the cold resume was not taken"
+        assert cold.last_resume == full.last_resume
+        assert _saved(cold.state) == _saved(full.state)
+        for name in ("seq", "last_used", "tick", "last_context"):
+            assert getattr(cold.state, name) == getattr(full.state, name), name
+        assert {o: cold._doc(o) for o in cold.session_index} == {
+            o: full._doc(o) for o in full.session_index
+        }
+        one = full.assemble(KeepAll(), record=False)
+        assert cold.assemble(KeepAll(), record=False).to_text() == one.to_text()
 
 
 def test_a_resumed_session_continues_the_same_prompt(sample_ws: Path) -> None:

@@ -1,0 +1,220 @@
+"""A cold resume (``ctxnb/session/_cold.py``): a fresh process resumes a session from the
+file the last resume left in ``.ctxnb/sessions``, without opening the store, only when
+that is what the full resume would find.
+
+Each test makes the file by a real resume, then breaks or outdates it one way (damage, a
+forgery with a right hash, a changed file, a changed setting, a commit by another
+process, another ctxnb version) and checks that the next resume answers as the full one
+does: the store opened, the change seen, no denied path taken, no content but the
+store's shown.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+from typing import Any
+
+from _data import age_files, swap_inode_keeping_stat
+from _paths import REPO
+
+from ctxnb import Workspace
+from ctxnb.session._cold import cold_path
+
+FILES = ("inventory/models.py", "README.md", "config/settings.toml", "web/app.js")
+HEAVY = ("numpy", "pandas", "pyarrow", "pydantic")
+
+
+def _prepared(root: Path, sid: str = "cold") -> dict[str, str]:
+    """A saved session of a few files, aged out of the racy window and resumed once in
+    full, which leaves the cold-resume file."""
+    ws = Workspace.open(root)
+    s = ws.session(sid, rules=False, system_prompt="be careful")
+    ids = {rel: s.add_path(rel, activate=rel == "README.md") for rel in FILES}
+    s.add_turn("user", "hello")
+    s.save()
+    age_files(root)
+    full = Workspace.open(root).session(sid, rules=False)
+    assert full.last_resume is not None and full.last_resume.hashed == len(FILES)
+    assert cold_path(root, sid).is_file()
+    return ids
+
+
+def _resume(root: Path, sid: str = "cold") -> tuple[Workspace, Any]:
+    ws = Workspace.open(root)
+    return ws, ws.session(sid, rules=False)
+
+
+def _forge(root: Path, change: Any, sid: str = "cold") -> None:
+    """Edit the file's JSON and write it back with a right hash, as a forger would."""
+    path = cold_path(root, sid)
+    data = path.read_bytes()
+    doc = json.loads(data[40:])
+    change(doc)
+    body = json.dumps(doc).encode()
+    path.write_bytes(data[:8] + hashlib.sha256(body).digest() + body)
+
+
+def _row(doc: dict[str, Any], oid: str) -> int:
+    return int(doc["session"]["session_index"].index(oid))
+
+
+def test_a_fresh_process_resumes_without_the_store_or_the_heavy_modules(sample_ws: Path) -> None:
+    _prepared(sample_ws)
+    code = textwrap.dedent(
+        f"""
+        import sys
+        from ctxnb import Workspace
+        ws = Workspace.open(sys.argv[1])
+        s = ws.session("cold", rules=False)
+        r = s.last_resume
+        print(r.unchanged, r.hashed, r.updated, r.deleted, r.orphaned, s.turn, ws.store_is_open)
+        print(sorted(m for m in {HEAVY!r} if m in sys.modules))
+        """
+    )
+    env = {**os.environ, "PYTHONPATH": str(REPO)}
+    out = subprocess.run(
+        [sys.executable, "-c", code, str(sample_ws)],
+        capture_output=True,
+        text=True,
+        check=True,
+        env=env,
+    ).stdout.splitlines()
+    assert out == [f"{len(FILES)} 0 [] [] [] 1 False", "[]"]
+
+
+def test_a_cold_resume_holds_what_the_full_resume_holds(sample_ws: Path) -> None:
+    ids = _prepared(sample_ws)
+    full = Workspace.open(sample_ws).session("cold", rules=False)  # the file is rewritten
+    ws, cold = _resume(sample_ws)
+    assert not ws.store_is_open
+    assert cold.last_resume == full.last_resume
+    for name in ("index", "pool", "active", "pinned", "turns", "toolcall_refs", "seq",
+                 "entered", "last_used", "tick", "restores", "meta_log", "orphaned",
+                 "chat_id", "system_prompt_id", "system_prompt", "last_context"):  # fmt: skip
+        assert getattr(cold.state, name) == getattr(full.state, name), name
+    for oid in cold.session_index:
+        assert cold.state.meta[oid] == full.state.meta[oid]
+    # The active README is read from the store when shown: the same text in the prompt.
+    assert cold.get(ids["README.md"]) == full.get(ids["README.md"])
+    assert cold.assemble(record=False).to_text() == full.assemble(record=False).to_text()
+
+
+def test_a_damaged_file_runs_the_full_resume(sample_ws: Path) -> None:
+    _prepared(sample_ws)
+    path = cold_path(sample_ws, "cold")
+    data = bytearray(path.read_bytes())
+    data[len(data) // 2] ^= 0x01
+    path.write_bytes(bytes(data))
+    ws, s = _resume(sample_ws)
+    assert ws.store_is_open
+    assert s.last_resume is not None and s.last_resume.unchanged == len(FILES)
+    # ... and the full resume wrote a good one again.
+    ws2, again = _resume(sample_ws)
+    assert not ws2.store_is_open and again.turn == 1
+
+
+def test_a_forged_row_cannot_take_a_denied_file(sample_ws: Path) -> None:
+    ids = _prepared(sample_ws)
+    secret = sample_ws / ".env"
+    st = secret.stat()
+    digest = hashlib.sha256(secret.read_bytes()).hexdigest()
+
+    def to_env(doc: dict[str, Any]) -> None:
+        i = _row(doc, ids["web/app.js"])
+        doc["columns"]["source_path"][i] = str(secret)
+        doc["columns"]["source_hash"][i] = digest
+        doc["stats"][i] = [st.st_size, st.st_mtime_ns, st.st_ctime_ns, st.st_ino, digest]
+
+    _forge(sample_ws, to_env)
+    ws, s = _resume(sample_ws)
+    assert ws.store_is_open  # the policy refused .env: the full path ran
+    src = s.get(ids["web/app.js"])["source"]
+    assert src["path"] == str(sample_ws / "web" / "app.js")
+    assert all(".env" not in (s.state.meta[o].path or "") for o in s.session_index)
+
+
+def test_a_forged_hash_shows_the_store_s_content_not_the_file_s(sample_ws: Path) -> None:
+    ids = _prepared(sample_ws)
+    oid = ids["config/settings.toml"]
+    fake = "0" * 64
+
+    def rehash(doc: dict[str, Any]) -> None:
+        i = _row(doc, oid)
+        doc["columns"]["source_hash"][i] = doc["columns"]["content_hash"][i] = fake
+        doc["stats"][i][4] = fake
+
+    _forge(sample_ws, rehash)
+    _, s = _resume(sample_ws)
+    disk = (sample_ws / "config" / "settings.toml").read_bytes()
+    assert s.get(oid)["content"] == disk.decode()
+    assert s.get(oid)["source_hash"] == hashlib.sha256(disk).hexdigest()
+
+
+def test_a_file_changed_keeping_its_size_and_mtime_is_seen(sample_ws: Path) -> None:
+    ids = _prepared(sample_ws)
+    swap_inode_keeping_stat(sample_ws / "config" / "settings.toml", "EUR", "USD")
+    (sample_ws / "web" / "app.js").unlink()
+    ws, s = _resume(sample_ws)
+    assert ws.store_is_open
+    rep = s.last_resume
+    assert rep.updated == [ids["config/settings.toml"]] and rep.deleted == [ids["web/app.js"]]
+    assert "USD" in s.get(ids["config/settings.toml"])["content"]
+
+
+def test_a_settings_edit_runs_the_full_resume(sample_ws: Path) -> None:
+    ids = _prepared(sample_ws)
+    (sample_ws / "ctxnb.toml").write_text('[policy]\ndeny = [".git", ".ctxnb/", "web/"]\n')
+    ws, s = _resume(sample_ws)
+    assert ws.store_is_open
+    assert s.last_resume.orphaned == [ids["web/app.js"]]
+    assert s.state.meta[ids["web/app.js"]].orphaned
+
+
+def test_a_commit_by_another_process_runs_the_full_resume(sample_ws: Path) -> None:
+    _prepared(sample_ws)
+    code = textwrap.dedent(
+        """
+        import sys
+        from ctxnb import Workspace
+        s = Workspace.open(sys.argv[1]).session("cold", rules=False)
+        s.add_turn("assistant", "from elsewhere")
+        s.save()
+        """
+    )
+    env = {**os.environ, "PYTHONPATH": str(REPO)}
+    subprocess.run([sys.executable, "-c", code, str(sample_ws)], check=True, env=env)
+    ws, s = _resume(sample_ws)
+    assert ws.store_is_open
+    assert [t["content"] for t in s.state.turns] == ["hello", "from elsewhere"]
+
+
+def test_an_unrelated_commit_moves_the_tip_too(sample_ws: Path) -> None:
+    _prepared(sample_ws)
+    Workspace.open(sample_ws).store.put([{"xt/id": "note", "type": "note"}])
+    ws, _ = _resume(sample_ws)
+    assert ws.store_is_open
+
+
+def test_a_file_from_another_ctxnb_version_is_not_used(sample_ws: Path) -> None:
+    _prepared(sample_ws)
+
+    def older(doc: dict[str, Any]) -> None:
+        doc["key"]["ctxnb"] = "0.0.1"
+
+    _forge(sample_ws, older)
+    ws, s = _resume(sample_ws)
+    assert ws.store_is_open and s.last_resume.unchanged == len(FILES)
+
+
+def test_a_file_of_another_session_is_not_used(sample_ws: Path) -> None:
+    _prepared(sample_ws, "one")
+    _prepared(sample_ws, "two")
+    os.replace(cold_path(sample_ws, "one"), cold_path(sample_ws, "two"))
+    ws, s = _resume(sample_ws, "two")
+    assert ws.store_is_open and s.session_id == "two"
