@@ -15,15 +15,27 @@ directory above it; an unchanged subdirectory gives what the last walk found in 
 without being entered; below a changed ignore file, and in a new directory, everything
 is walked. A change to git's outer ignores walks the whole tree. The rules files
 themselves are read every time, so an edit of one is seen whatever its stat says.
+
+A workspace's walk is also kept for the next process (``keep``: in
+``.ctxnb/sessions/rules-walk.json``, sealed by :func:`ctxnb.session._cold.write_sealed`),
+keyed by a digest of the walk's inputs (names, rules root, ignores, git's outer ignores
+and tracked files) and of the workspace (ctxnb's version, root, settings): a fresh
+process that resumes a session checks those directories' stats as above instead of
+walking the tree. A file that is missing, damaged or of another key is a fresh walk; what
+it lists is only where to look (each rules file found is read through the path policy),
+and it lives in ctxnb's own directory, as the store and the stat cache do.
 """
 
 from __future__ import annotations
 
+import hashlib
+import json
 import os
 import posixpath
 import time
 import weakref
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 from ..access import observe
@@ -99,6 +111,62 @@ def _outer(tree: TreeIgnores) -> tuple[Any, ...]:
     )
 
 
+def _canon(value: Any) -> Any:
+    """``value`` as JSON the same in every process (sets sorted: their order is not)."""
+    if isinstance(value, set | frozenset):
+        return sorted((_canon(v) for v in value), key=repr)
+    if isinstance(value, tuple | list):
+        return [_canon(v) for v in value]
+    if value is None or isinstance(value, bool | int | str):
+        return value
+    return repr(value)
+
+
+def _digest(key: tuple[Any, ...], outer: tuple[Any, ...], extra: str) -> str:
+    text = json.dumps([_canon(key), _canon(outer), extra])
+    return hashlib.sha256(text.encode("utf-8", "surrogatepass")).hexdigest()
+
+
+def _load(path: Path, digest: str) -> _Walked | None:
+    """The walk kept at ``path`` if it is whole and of ``digest``; else None."""
+    from ..session._cold import read_sealed
+
+    doc = read_sealed(path)
+    if not (isinstance(doc, dict) and doc.get("digest") == digest):
+        return None
+    at, recs, stats, found = doc.get("at"), doc.get("recs"), doc.get("stats"), doc.get("found")
+    if type(at) is not int or not isinstance(recs, list) or not isinstance(stats, list):
+        return None
+    if not isinstance(found, list):
+        return None
+    if len(recs) != len(stats) or not all(type(f) is str for f in found):
+        return None
+    for r, st in zip(recs, stats, strict=True):
+        if not (isinstance(r, list) and len(r) == 3 and isinstance(st, list) and len(st) == 4):
+            return None
+        if not (type(r[0]) is str and type(r[1]) is str and type(r[2]) is bool):
+            return None
+        if not all(type(v) is int for v in st):
+            return None
+    walked = _Walked((), (), at)
+    walked.recs = [(r[0], r[1], r[2]) for r in recs]
+    walked.stats = [(st[0], st[1], st[2], st[3]) for st in stats]
+    walked.found = list(found)
+    walked.close()
+    return walked
+
+
+def _keep(path: Path, digest: str, walked: _Walked) -> None:
+    from ..session._cold import write_sealed
+
+    if not path.parent.parent.is_dir():
+        # No .ctxnb/ yet (no store): making it would change the root's listing, which
+        # the next discovery would then list again.
+        return
+    doc = {"digest": digest, "at": walked.at, "recs": walked.recs, "stats": walked.stats}
+    write_sealed(path, {**doc, "found": walked.found})
+
+
 def _changed(policy: PathPolicy, walked: _Walked) -> tuple[set[str], set[str]]:
     """The directories whose listing changed (or may have: racy), and those whose
     ignore files changed (everything below them may be judged otherwise)."""
@@ -130,12 +198,15 @@ def rules_file_paths(
     tree: TreeIgnores,
     accept: Callable[[str, Any], bool],
     key: tuple[Any, ...],
+    *,
+    keep: tuple[Path, str] | None = None,
 ) -> list[str]:
     """The workspace-relative paths, in walk order, of the files ``accept(rel, root)``
     takes, below the first root of ``policy`` with ``tree``'s ignores.
 
     ``key`` holds whatever else decides the answer (names, the rules root, the
-    ignore settings): a different key walks again.
+    ignore settings): a different key walks again. ``keep``: where to keep the walk
+    for the next process, and a digest of what else it depends on (the workspace's).
     """
     outer = _outer(tree)
     old = _WALKS.get(policy)
@@ -143,9 +214,15 @@ def rules_file_paths(
     ignores: set[str] = set()
     if old is not None and (old.key != key or old.outer != outer):
         old = None
+    digest = _digest(key, outer, keep[1]) if keep is not None else ""
+    if old is None and keep is not None:
+        old = _load(keep[0], digest)
+        if old is not None:
+            old.key, old.outer = key, outer
     if old is not None:
         listing, ignores = _changed(policy, old)
         if not listing and not ignores:
+            _WALKS[policy] = old
             return list(old.found)
     # The directories to list again: those that changed and every one above them.
     # Below a changed ignore file, everything is judged again.
@@ -202,6 +279,10 @@ def rules_file_paths(
     walked.close()
     if walked.sure:
         _WALKS[policy] = walked
+        if keep is not None:
+            _keep(keep[0], digest, walked)
     else:
         _WALKS.pop(policy, None)
+        if keep is not None:
+            keep[0].unlink(missing_ok=True)
     return list(walked.found)

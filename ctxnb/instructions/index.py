@@ -229,7 +229,12 @@ class RulesIndex:
             return posixpath.basename(rel) in wanted and where == first
 
         key = (wanted, under, ignores, use_gitignore)
-        for rel in rules_file_paths(index.policy, tree, accept, key):
+        keep = None
+        if not isinstance(workspace, str | os.PathLike):
+            from ..session._cold import rules_walk_path, workspace_key
+
+            keep = (rules_walk_path(root), workspace_key(workspace))
+        for rel in rules_file_paths(index.policy, tree, accept, key, keep=keep):
             rf = index._read_rules_file(rel)  # read each time: an edit is always seen
             if rf is not None:
                 index._put(rf)

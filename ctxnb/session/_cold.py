@@ -60,9 +60,13 @@ __all__ = [
     "current_tip",
     "drop",
     "load",
+    "read_sealed",
+    "rules_walk_path",
     "save",
     "session_digest",
     "unchanged",
+    "workspace_key",
+    "write_sealed",
 ]
 
 _MAGIC = b"CTXNBCR1"
@@ -152,7 +156,8 @@ def save(ws: Access, session_id: str, state: ColdState) -> bool:
     or the file cannot be written; nothing is written then."""
     if current_tip(ws) != state.tip:
         return False
-    body = json.dumps(
+    return write_sealed(
+        cold_path(ws.root, session_id),
         {
             "key": {**_key(ws), "session_id": session_id, "tip": list(state.tip)},
             "session": state.session,
@@ -164,16 +169,20 @@ def save(ws: Access, session_id: str, state: ColdState) -> bool:
             "stats": state.stats,
             "orphaned": state.orphaned,
         },
-        ensure_ascii=False,
-        separators=(",", ":"),
-    ).encode("utf-8", "surrogatepass")
-    path = cold_path(ws.root, session_id)
+    )
+
+
+def write_sealed(path: Path, value: Any) -> bool:
+    """Write ``value`` as JSON behind a magic and its SHA-256 (temp file, fsync, rename:
+    a reader sees the whole old file or the whole new one). False when it cannot."""
+    body = json.dumps(value, ensure_ascii=False, separators=(",", ":"))
+    data = body.encode("utf-8", "surrogatepass")
     tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
         fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW, 0o600)
         try:
-            os.write(fd, _MAGIC + hashlib.sha256(body).digest() + body)
+            os.write(fd, _MAGIC + hashlib.sha256(data).digest() + data)
             os.fsync(fd)
         finally:
             os.close(fd)
@@ -183,6 +192,32 @@ def save(ws: Access, session_id: str, state: ColdState) -> bool:
             os.unlink(tmp)
         return False
     return True
+
+
+def read_sealed(path: Path) -> Any:
+    """What :func:`write_sealed` wrote at ``path``, or None: missing, a link, not a
+    regular file, too large, another magic, a hash that does not match, not JSON."""
+    data = _read_host(str(path), follow=False, limit=_BYTES_MAX)
+    if data is None:
+        return None
+    if len(data) < 40 or data[:8] != _MAGIC or hashlib.sha256(data[40:]).digest() != data[8:40]:
+        return None
+    try:
+        return json.loads(data[40:].decode("utf-8", "surrogatepass"))
+    except (ValueError, RecursionError):
+        return None
+
+
+def workspace_key(ws: Access) -> str:
+    """A digest of what state derived from a workspace's tree depends on besides the
+    tree: the format, ctxnb's version, the root, its filesystem, settings and mounts."""
+    text = json.dumps(_key(ws), sort_keys=True)
+    return hashlib.sha256(text.encode("utf-8", "surrogatepass")).hexdigest()
+
+
+def rules_walk_path(root: str | os.PathLike[str]) -> Path:
+    """Where the last rules-file walk of a workspace is kept for the next process."""
+    return Path(root) / ".ctxnb" / "sessions" / "rules-walk.json"
 
 
 def drop(root: str | os.PathLike[str], session_id: str) -> None:
@@ -195,22 +230,15 @@ def load(ws: Access, session_id: str) -> ColdState | None:
     """The cold-resume file of ``session_id`` if it is whole, of this key and of the
     store's current tip; else None (and a damaged or stale file is removed)."""
     path = cold_path(ws.root, session_id)
-    data = _read_host(str(path), follow=False, limit=_BYTES_MAX)
-    if data is None:
+    if not os.path.lexists(path):
         return None
-    state = _parse(ws, session_id, data)
+    state = _parse(ws, session_id, read_sealed(path))
     if state is None:
         drop(ws.root, session_id)
     return state
 
 
-def _parse(ws: Access, session_id: str, data: bytes) -> ColdState | None:
-    if len(data) < 40 or data[:8] != _MAGIC or hashlib.sha256(data[40:]).digest() != data[8:40]:
-        return None
-    try:
-        doc = json.loads(data[40:].decode("utf-8", "surrogatepass"))
-    except (ValueError, RecursionError):
-        return None
+def _parse(ws: Access, session_id: str, doc: Any) -> ColdState | None:
     if not isinstance(doc, dict):
         return None
     tip = current_tip(ws)

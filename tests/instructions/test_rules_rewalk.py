@@ -221,3 +221,88 @@ def test_random_changes_are_found_as_a_fresh_walk_finds_them(tree, monkeypatch):
                 shutil.rmtree(d)
         index = RulesIndex.discover(ws)
         assert list(index.files) == list(RulesIndex.discover(str(tree)).files)
+
+
+def _counting(ws, monkeypatch) -> list[int]:
+    walks: list[int] = []
+    real_walk = ws.policy.walk
+
+    def counted(*args, **kwargs):
+        walks.append(1)
+        return real_walk(*args, **kwargs)
+
+    monkeypatch.setattr(ws.policy, "walk", counted)
+    return walks
+
+
+def test_a_new_process_takes_the_kept_walk_and_still_sees_changes(tree, monkeypatch):
+    # A workspace object of its own stands for a new process: its policy is new, so
+    # nothing of the last walk is in memory; only .ctxnb/sessions/rules-walk.json is.
+    from ctxnb.session._cold import rules_walk_path
+
+    (tree / ".ctxnb").mkdir()
+    _settle()
+    RulesIndex.discover(Workspace.open(tree))
+    assert rules_walk_path(tree).is_file()
+    ws = Workspace.open(tree)
+    walks = _counting(ws, monkeypatch)
+    assert list(RulesIndex.discover(ws).files) == ["AGENTS.md", "a/AGENTS.md"]
+    assert walks == []  # nothing changed: the kept walk's directories were stat'ed
+    (tree / "a" / "b" / "AGENTS.md").write_text("rules of b\n")
+    ws = Workspace.open(tree)
+    walks = _counting(ws, monkeypatch)
+    assert "a/b/AGENTS.md" in RulesIndex.discover(ws).files
+    assert walks == [1]
+
+
+def _forge_walk(tree, change) -> None:
+    import hashlib
+    import json
+
+    from ctxnb.session._cold import rules_walk_path
+
+    path = rules_walk_path(tree)
+    data = path.read_bytes()
+    doc = json.loads(data[40:])
+    change(doc)
+    body = json.dumps(doc).encode()
+    path.write_bytes(data[:8] + hashlib.sha256(body).digest() + body)
+
+
+def test_a_forged_kept_walk_cannot_bring_in_a_denied_file(tree, monkeypatch):
+    (tree / ".ctxnb").mkdir()
+    (tree / ".env").write_text("TOKEN=not-a-real-one\n")
+    _settle()
+    RulesIndex.discover(Workspace.open(tree))
+    _forge_walk(tree, lambda doc: doc["found"].append(".env"))
+    files = RulesIndex.discover(Workspace.open(tree)).files
+    assert ".env" not in files and list(files) == ["AGENTS.md", "a/AGENTS.md"]
+
+
+@pytest.mark.parametrize("how", ["damaged", "other settings", "other digest"])
+def test_a_kept_walk_that_does_not_match_is_walked_again(tree, monkeypatch, how):
+    import dataclasses
+
+    from ctxnb.session._cold import rules_walk_path
+
+    (tree / ".ctxnb").mkdir()
+    _settle()
+    RulesIndex.discover(Workspace.open(tree))
+    path = rules_walk_path(tree)
+    config = None
+    if how == "damaged":
+        data = bytearray(path.read_bytes())
+        data[-2] ^= 1
+        path.write_bytes(bytes(data))
+    elif how == "other settings":  # handed in: the tree itself is not touched
+        cfg = Workspace.open(tree).config
+        config = dataclasses.replace(
+            cfg, index=dataclasses.replace(cfg.index, ignore=["nothing-here/"])
+        )
+    else:
+        _forge_walk(tree, lambda doc: doc.update(digest="0" * 64))
+    ws = Workspace.open(tree, config=config)
+    walks = _counting(ws, monkeypatch)
+    index = RulesIndex.discover(ws)
+    assert walks == [1]  # a kept walk that matched would have been taken (no walk)
+    assert list(index.files) == list(RulesIndex.discover(str(tree)).files)
