@@ -87,7 +87,8 @@ LIGHT_COLUMNS = (
     "content_hash",
 )
 _INT_COLUMNS = frozenset({"char_count"})
-_BOUNDS = ((-(1 << 63), (1 << 63) - 1),) * 3 + ((0, (1 << 64) - 1),)
+_STR_OR_NONE = frozenset({str, type(None)})
+_INT_OR_NONE = frozenset({int, type(None)})
 
 
 def session_digest(session_id: str) -> str:
@@ -109,7 +110,8 @@ class ColdState:
         turns: the chat's turns; ``toolcall_refs`` its tool-call ids.
         system_prompt: the system prompt's text.
         columns: :data:`LIGHT_COLUMNS`, each a list aligned with the session index
-            (None on rows that are not stored files).
+            (None on rows that are not stored files; ``xt_id`` is not written, as it
+            is the session index's id on every stored file's row).
         found: per row, whether it is a stored file.
         stats: per row, ``[size, mtime_ns, ctime_ns, ino, source_hash]`` the file was
             found unchanged by (a clean stat-cache record), or None.
@@ -164,7 +166,7 @@ def save(ws: Access, session_id: str, state: ColdState) -> bool:
             "turns": state.turns,
             "toolcall_refs": state.toolcall_refs,
             "system_prompt": state.system_prompt,
-            "columns": state.columns,
+            "columns": {k: v for k, v in state.columns.items() if k != "xt_id"},
             "found": state.found,
             "stats": state.stats,
             "orphaned": state.orphaned,
@@ -255,21 +257,21 @@ def _parse(ws: Access, session_id: str, doc: Any) -> ColdState | None:
     if not (isinstance(index, list) and all(type(x) is str for x in index)):
         return None
     n = len(index)
-    if not (isinstance(cols, dict) and set(cols) == set(LIGHT_COLUMNS)):
+    # The ids are the session index's: a stored file's row names that file.
+    if not (isinstance(cols, dict) and set(cols) == set(LIGHT_COLUMNS) - {"xt_id"}):
         return None
-    for name in LIGHT_COLUMNS:
-        col = cols[name]
-        want = int if name in _INT_COLUMNS else str
-        if not (isinstance(col, list) and len(col) == n):
+    for name, col in cols.items():
+        allowed = _INT_OR_NONE if name in _INT_COLUMNS else _STR_OR_NONE
+        if not (isinstance(col, list) and len(col) == n and set(map(type, col)) <= allowed):
             return None
-        if any(v is not None and type(v) is not want for v in col):
-            return None
-    if not (isinstance(found, list) and len(found) == n and all(type(f) is bool for f in found)):
+    if not (isinstance(found, list) and len(found) == n and set(map(type, found)) <= {bool}):
         return None
-    # A stored file's row names that file: its id is the row's id.
-    if any(f and cols["xt_id"][i] != index[i] for i, f in enumerate(found)):
+    cols["xt_id"] = [oid if f else None for oid, f in zip(index, found, strict=True)]
+    # Each entry's fields are compared with a stat's ints (unchanged): a value of
+    # another type is a difference there, so only the shape is checked here.
+    if not (isinstance(stats, list) and len(stats) == n):
         return None
-    if not (isinstance(stats, list) and len(stats) == n and all(map(_stat_ok, stats))):
+    if not set(map(type, stats)) <= {list, type(None)} or any(s and len(s) != 5 for s in stats):
         return None
     turns, refs, prompt = doc.get("turns"), doc.get("toolcall_refs"), doc.get("system_prompt")
     orphaned = doc.get("orphaned")
@@ -280,15 +282,6 @@ def _parse(ws: Access, session_id: str, doc: Any) -> ColdState | None:
     if not set(orphaned) <= set(index) or not all(type(o) is str for o in orphaned):
         return None
     return ColdState(sdoc, turns, refs, prompt, cols, found, stats, orphaned, tip)
-
-
-def _stat_ok(entry: object) -> bool:
-    if entry is None:
-        return True
-    if not (isinstance(entry, list) and len(entry) == 5 and type(entry[4]) is str):
-        return False
-    bounded = zip(entry[:4], _BOUNDS, strict=True)
-    return all(type(v) is int and lo <= v <= hi for v, (lo, hi) in bounded)
 
 
 def unchanged(state: ColdState, rows: list[int], stats: Sequence[object]) -> bool:
