@@ -38,6 +38,7 @@ and :meth:`~SessionResume.reconcile`) as if the file were not there, and removes
 from __future__ import annotations
 
 import contextlib
+import gc
 import hashlib
 import json
 import os
@@ -204,10 +205,17 @@ def read_sealed(path: Path) -> Any:
         return None
     if len(data) < 40 or data[:8] != _MAGIC or hashlib.sha256(data[40:]).digest() != data[8:40]:
         return None
+    # JSON makes no cycles: the collector's passes over tens of thousands of parsed
+    # strings would cost about as much as the parse itself.
+    paused = gc.isenabled()
+    gc.disable()
     try:
         return json.loads(data[40:].decode("utf-8", "surrogatepass"))
     except (ValueError, RecursionError):
         return None
+    finally:
+        if paused:
+            gc.enable()
 
 
 def workspace_key(ws: Access) -> str:
