@@ -23,7 +23,7 @@ Example:
 from __future__ import annotations
 
 import bisect
-import uuid
+import os
 from typing import TYPE_CHECKING
 
 from .errors import NotFoundError
@@ -38,8 +38,14 @@ _SHOW_CANDIDATES = 8
 
 
 def new_id() -> str:
-    """A fresh id for an unsourced object (toolcall, chat, session, system prompt)."""
-    return str(uuid.uuid4())
+    """A fresh id for an unsourced object (toolcall, chat, session, system prompt): a
+    random UUID (version 4) as ``str(uuid.uuid4())`` writes it, made here so that every
+    new session does not import :mod:`uuid` (and its platform probes) for one call."""
+    b = bytearray(os.urandom(16))
+    b[6] = (b[6] & 0x0F) | 0x40  # version 4
+    b[8] = (b[8] & 0x3F) | 0x80  # the RFC 4122 variant
+    h = b.hex()
+    return f"{h[:8]}-{h[8:12]}-{h[12:16]}-{h[16:20]}-{h[20:]}"
 
 
 def parse_version_id(text: str) -> tuple[str, int | None]:

@@ -50,8 +50,6 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-import yaml
-
 from ..access.fdio import FileEntry, PathPolicy
 from ..access.pathrules import DEFAULT_DENY, skills_readable
 from ..errors import ConfigError, NotFoundError, PolicyError
@@ -494,6 +492,9 @@ def _split_frontmatter(path: Path, text: str) -> tuple[dict[str, Any], str, int]
             path, "the frontmatter opened on line 1 is never closed; add a '---' line after it"
         )
     source = "\n".join(lines[1:close])
+    # PyYAML only where a skill is read: a workspace without skills never loads it.
+    import yaml
+
     try:
         data = yaml.safe_load(source)
     except yaml.YAMLError as exc:

@@ -61,3 +61,23 @@ def test_short_ids_are_unique_and_at_least_min_len(store: ObjectStore) -> None:
     assert short_id(store, "abd0") == "abd0"  # never longer than the id
     for oid in store.ids():
         assert resolve_id(store, short_id(store, oid, min_len=1)) == oid
+
+
+def test_a_new_id_is_a_random_uuid_as_uuid4_writes_it() -> None:
+    import uuid
+
+    from ctxnb.ids import new_id
+
+    made = [new_id() for _ in range(2000)]
+    assert len(set(made)) == len(made)
+    for text in made:
+        u = uuid.UUID(text)
+        assert (u.version, u.variant, str(u)) == (4, uuid.RFC_4122, text)
+    # Every one of the 122 random bits takes both values across the ids.
+    bits = [uuid.UUID(t).int for t in made]
+    fixed = (0xF << 76) | (0x3 << 62)  # the version's and the variant's bits
+    ones = zeros = 0
+    for b in bits:
+        ones |= b
+        zeros |= ~b
+    assert (ones & zeros & ((1 << 128) - 1)) == ((1 << 128) - 1) & ~fixed
