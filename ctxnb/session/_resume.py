@@ -77,6 +77,9 @@ class SessionResume:
         # its rows read from the store (shown files, tool calls), not the columns.
         self._as_of = 0
         self._full: set[int] = set()
+        #: After a cold resume: each regular file it found unchanged, by canonical
+        #: path, with its id and the stat it was found with.
+        self.verified: dict[str, tuple[str, tuple[int, int, int, int]]] = {}
 
     @property
     def store(self) -> ObjectStore:
@@ -142,9 +145,15 @@ class SessionResume:
             not all(under) and not os.path.isdir("/")
         ):
             return None
-        if not _cold.unchanged(cold, rows, ws.policy.stat_many(todo)):
+        stats = ws.policy.stat_many(todo)
+        if not _cold.unchanged(cold, rows, stats):
             _cold.drop(ws.root, self.session_id)
             return None
+        index = cold.session.get("session_index") or []
+        for i, path, st in zip(rows, todo, stats, strict=True):
+            if type(st) is os.stat_result and stat_mod.S_ISREG(st.st_mode):
+                key = (st.st_size, st.st_mtime_ns, st.st_ctime_ns, st.st_ino)
+                self.verified[path] = (index[i], key)
         from .state import LazyRows
 
         s = self.state

@@ -47,6 +47,7 @@ from __future__ import annotations
 
 import html
 import os
+import stat as stat_mod
 import threading
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, Protocol
@@ -72,6 +73,7 @@ from ._resume import LIGHT, ResumeReport, SessionResume
 from .state import SessionState, payload_of, version_of
 
 if TYPE_CHECKING:
+    from ..access._safepath import SafePath
     from ..access.door import Access
     from ..store.objectstore import ObjectStore, TxRecord
     from .watch import Watcher
@@ -129,6 +131,9 @@ class Session:
         self._watcher: Watcher | None = None
         self._listeners: list[Callable[[str, str], None]] = []
         self.last_resume: ResumeReport | None = None
+        # What a cold resume found unchanged: canonical path -> (id, size, mtime, ctime,
+        # inode); an add of one of them whose stat is still that reads nothing.
+        self._verified: dict[str, tuple[str, tuple[int, int, int, int]]] = {}
         # Tool calls recorded since the last write (written in one transaction).
         self._pending: list[dict[str, Any]] = []
         #: The instruction-file tracker attached to this session (it attaches itself,
@@ -310,6 +315,13 @@ class Session:
             policy = self.workspace.policy
             # An agent's path (``/workspace/README.md``) through its mount, as every door.
             safe = [policy.check(self.workspace.host_path(p)) for p in listed]
+            known = self._unchanged_since_resume(safe)
+            if known is not None:
+                for oid in known:
+                    self.state.add_to_pool(oid)  # a file (only a tool call is hidden)
+                    if activate:
+                        self.activate(oid)
+                return known
             data = [self.workspace.read(sp) for sp in safe]
             for p, sp, d in zip(listed, safe, data, strict=True):
                 if d is None and self.store.get(self.workspace.object_id(str(sp.abs))) is None:
@@ -322,6 +334,29 @@ class Session:
                 if activate:
                     self.activate(oid)
             return ids
+
+    def _unchanged_since_resume(self, safe: Sequence[SafePath]) -> list[str] | None:
+        """The ids of ``safe`` when a cold resume found each of them unchanged and its
+        ``lstat`` (through the policy) is still the one it found: the store holds that
+        file's bytes as its latest version, so reading and hashing it again (and opening
+        the store to ask) would find nothing new. None when any of them is otherwise."""
+        verified = self._verified
+        if not verified:
+            return None
+        paths = [str(sp.abs) for sp in safe]
+        if any(p not in verified for p in paths):
+            return None
+        out = []
+        for path, st in zip(paths, self.workspace.policy.stat_many(paths), strict=True):
+            oid, was = verified[path]
+            if type(st) is not os.stat_result or not stat_mod.S_ISREG(st.st_mode):
+                return None
+            if (st.st_size, st.st_mtime_ns, st.st_ctime_ns, st.st_ino) != was:
+                return None
+            if not self.state.in_index(oid) or oid in self.state.orphaned:
+                return None
+            out.append(oid)
+        return out
 
     def activate(self, oid: str) -> None:
         """Put an object's full content in the prompt (and mark it used now)."""
@@ -845,6 +880,7 @@ class Session:
             report = resume.resume_cold()
             if report is None:
                 return False
+            self._verified = resume.verified
             self._assembler.mark_many(self.state.index)
             self.last_resume = report
             return True

@@ -27,7 +27,8 @@ from ctxnb import Workspace
 from ctxnb.session._cold import cold_path
 
 FILES = ("inventory/models.py", "README.md", "config/settings.toml", "web/app.js")
-HEAVY = ("numpy", "pandas", "pyarrow", "pydantic")
+# The store's and the models' libraries, and the slow standard ones a resume does not need.
+HEAVY = ("numpy", "pandas", "pyarrow", "pydantic", "yaml", "uuid")
 
 
 def _prepared(root: Path, sid: str = "cold") -> dict[str, str]:
@@ -218,3 +219,51 @@ def test_a_file_of_another_session_is_not_used(sample_ws: Path) -> None:
     os.replace(cold_path(sample_ws, "one"), cold_path(sample_ws, "two"))
     ws, s = _resume(sample_ws, "two")
     assert ws.store_is_open and s.session_id == "two"
+
+
+def test_a_fresh_process_follows_the_rules_without_the_store(sample_ws: Path) -> None:
+    # The root AGENTS.md is loaded and pinned by every session that follows the rules:
+    # found unchanged by the cold resume, it is taken as it is, not read and stored again.
+    ws = Workspace.open(sample_ws)
+    s = ws.session("ruled")
+    agents = s.find("AGENTS.md")
+    assert agents is not None and agents in s.pinned_set
+    s.add_path("inventory/models.py", activate=False)
+    s.save()
+    age_files(sample_ws)
+    Workspace.open(sample_ws).session("ruled")  # the full resume leaves the files
+    code = textwrap.dedent(
+        f"""
+        import sys
+        from ctxnb import Workspace
+        ws = Workspace.open(sys.argv[1])
+        s = ws.session("ruled")
+        print(ws.store_is_open, {agents!r} in s.pinned_set, s.last_resume.hashed)
+        print(sorted(m for m in {HEAVY!r} if m in sys.modules))
+        """
+    )
+    env = {**os.environ, "PYTHONPATH": str(REPO)}
+    run = [sys.executable, "-c", code, str(sample_ws)]
+    out = subprocess.run(run, capture_output=True, text=True, check=True, env=env)
+    assert out.stdout.splitlines() == ["False True 0", "[]"]
+    # An edit of the rules file is seen: the resume and the tracker read it again.
+    (sample_ws / "AGENTS.md").write_text("Answer in haiku.\n")
+    ws2 = Workspace.open(sample_ws)
+    again = ws2.session("ruled")
+    assert ws2.store_is_open and again.last_resume.updated == [agents]
+    assert "Answer in haiku." in again.assemble(record=False).to_text()
+
+
+def test_an_add_after_a_cold_resume_reads_a_file_changed_since(sample_ws: Path) -> None:
+    ids = _prepared(sample_ws)
+    ws, s = _resume(sample_ws)
+    assert not ws.store_is_open
+    # Unchanged since the resume: taken as it is.
+    assert s.add_path("web/app.js") == ids["web/app.js"]
+    assert not ws.store_is_open
+    # Changed since the resume (same size): read, and the new version stored.
+    p = sample_ws / "inventory" / "models.py"
+    p.write_text(p.read_text().replace("a", "b", 1))
+    assert s.add_path("inventory/models.py") == ids["inventory/models.py"]
+    assert ws.store_is_open
+    assert s.get(ids["inventory/models.py"])["content"] == p.read_text()
