@@ -280,8 +280,15 @@ class SessionResume:
             orphaned=path is None,
         )
 
-    def reconcile(self) -> ResumeReport:
-        """Check the restored files against the disk; new versions go to the store."""
+    def reconcile(self, *, observe: bool = True) -> ResumeReport:
+        """Check the restored files against the disk; new versions go to the store.
+
+        Args:
+            observe: False checks without writing to the store: at the first file that
+                changed, went away or is refused it stops (its report then tells nothing
+                more); only when every file is as stored does it leave the cold-resume
+                file (what a session does when it closes).
+        """
         s = self.state
         import numpy as np
         import pyarrow.compute as pc
@@ -345,11 +352,15 @@ class SessionResume:
         for k in look.tolist():
             oid, st_k = ids[todo[k]], stats[k]
             if isinstance(st_k, PolicyError):
+                if not observe:
+                    return report
                 s.set_orphaned(oid, True)
                 report.orphaned.append(oid)
                 continue
             src = s.docs[oid]["source"]
             if type(st_k) is not os.stat_result or stat_mod.S_ISDIR(st_k.st_mode):
+                if not observe:
+                    return report
                 items.append((src, None))  # gone (or a directory now)
                 continue
             path = src["path"]
@@ -357,6 +368,8 @@ class SessionResume:
             if cached is not None and cached == doc_hash[int(todo[k])].as_py():
                 report.unchanged += 1
                 continue
+            if not observe:
+                return report
             try:
                 data = ws.read(path)
             except (OSError, PolicyError):
@@ -368,7 +381,7 @@ class SessionResume:
                 cache.record(path, st_k, source_hash(data))
             items.append((src, data))
         new_docs = []
-        for obs in observe_bytes(self.store, items):
+        for obs in observe_bytes(self.store, items) if items else ():
             if obs.action == "unchanged":
                 report.unchanged += 1
                 continue

@@ -922,6 +922,30 @@ class Session:
         if self.governor is not None:
             self.governor.release()
         self.save()
+        self._leave_resume()
+
+    def _leave_resume(self) -> None:
+        """Leave the next process what its resume needs (:mod:`ctxnb.session._cold`),
+        derived as a full resume derives it: the saved document and the store's columns,
+        every file checked through the policy against the stat cache. Nothing is read,
+        hashed or stored: when a file changed since it was stored, nothing is left and
+        the next resume runs in full. A process that never opened the store wrote
+        nothing, and what the last resume left still holds or was outdated by another."""
+        from ..errors import CtxnbError
+
+        if not self.workspace.store_is_open:
+            return
+        sdoc = self.store.get(self.session_id)
+        if sdoc is None:
+            return
+        resume = SessionResume(
+            SessionState(mark=lambda _oid: None), self.workspace, self.session_id
+        )
+        try:
+            resume.restore(sdoc)
+            resume.reconcile(observe=False)
+        except (OSError, CtxnbError):
+            return  # a cache: the next resume runs in full
 
     def spawn_worker(
         self, *, scope: Sequence[str], budget: int | None = None, session_id: str | None = None

@@ -24,7 +24,7 @@ from _data import age_files, swap_inode_keeping_stat
 from _paths import REPO
 
 from ctxnb import Workspace
-from ctxnb.session._cold import cold_path
+from ctxnb.session._cold import cold_path, load
 
 FILES = ("inventory/models.py", "README.md", "config/settings.toml", "web/app.js")
 # The store's and the models' libraries, and the slow standard ones a resume does not need.
@@ -267,3 +267,41 @@ def test_an_add_after_a_cold_resume_reads_a_file_changed_since(sample_ws: Path) 
     assert s.add_path("inventory/models.py") == ids["inventory/models.py"]
     assert ws.store_is_open
     assert s.get(ids["inventory/models.py"])["content"] == p.read_text()
+
+
+def test_a_closed_session_is_resumed_cold_by_the_next_process(sample_ws: Path) -> None:
+    ids = _prepared(sample_ws)
+    ws = Workspace.open(sample_ws)
+    s = ws.session("cold", rules=False)
+    s.add_turn("assistant", "done")
+    s.record_toolcall("run", {"cmd": "ls"}, "README.md\n")
+    s.assemble()  # a save: the store moved past what the last resume left
+    before = ws.store.latest_tx().tx_id
+    s.close()
+    assert Workspace.open(sample_ws).store_tip() == before + 1  # close's save, nothing else
+    ws2, cold = _resume(sample_ws)
+    assert not ws2.store_is_open and cold.turn == 2
+    # ... and it holds what a full resume holds.
+    os.unlink(cold_path(sample_ws, "cold"))
+    full = Workspace.open(sample_ws).session("cold", rules=False)
+    assert cold.last_resume == full.last_resume
+    for oid in full.session_index:
+        assert cold.state.meta[oid] == full.state.meta[oid]
+        assert cold._doc(oid) == full._doc(oid)
+    assert cold.assemble(record=False).to_text() == full.assemble(record=False).to_text()
+    assert ids["README.md"] in cold.active_set
+
+
+def test_closing_after_a_file_changed_leaves_nothing_and_stores_nothing(sample_ws: Path) -> None:
+    ids = _prepared(sample_ws)
+    ws = Workspace.open(sample_ws)
+    s = ws.session("cold", rules=False)
+    s.add_turn("assistant", "done")
+    s.save()
+    (sample_ws / "web" / "app.js").write_text("// changed outside\n")
+    tip = ws.store.latest_tx().tx_id
+    s.close()
+    assert load(Workspace.open(sample_ws), "cold") is None  # none for this tip
+    assert ws.store.latest_tx().tx_id == tip + 1  # close's own save only: no new version
+    ws2, again = _resume(sample_ws)
+    assert ws2.store_is_open and again.last_resume.updated == [ids["web/app.js"]]
