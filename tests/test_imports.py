@@ -116,7 +116,7 @@ def test_session_helpers_are_given_its_state_not_the_session() -> None:
     # A session has its state (session/state.py); the resume fills one and the watcher
     # uses the session's public methods. Even a typing-only import of session/core.py
     # would let a helper reach into Session's privates again.
-    for helper in ("_resume", "state", "watch", "_columns"):
+    for helper in ("_resume", "state", "watch", "_columns", "_cold"):
         tree = ast.parse(module_files()[f"ctxnb.session.{helper}"].read_text())
         imports = set(_imported_names(tree).values())
         assert not {"core", "session.core", "ctxnb.session.core"} & imports, helper
