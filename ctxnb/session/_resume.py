@@ -77,6 +77,7 @@ class SessionResume:
         # its rows read from the store (shown files, tool calls), not the columns.
         self._as_of = 0
         self._full: set[int] = set()
+        self._fetched: dict[str, dict[str, Any]] | None = None
         #: After a cold resume: each regular file it found unchanged, by canonical
         #: path, with its id and the stat it was found with.
         self.verified: dict[str, tuple[str, tuple[int, int, int, int]]] = {}
@@ -179,7 +180,15 @@ class SessionResume:
         if row not in self._full:
             return self.light_doc(row)
         oid = self.state.index[row]
-        d = self.store.as_of(oid, self._as_of)
+        if self._fetched is None:
+            # The first one asked for: all of them in one read while the store is still
+            # at the kept transaction (its latest versions are those as of it).
+            self._fetched = {}
+            tip = self.store.latest_tx()
+            if tip is not None and tip.tx_id == self._as_of:
+                index = self.state.index
+                self._fetched = self.store.get_many([index[i] for i in sorted(self._full)])
+        d = self._fetched.pop(oid) if oid in self._fetched else self.store.as_of(oid, self._as_of)
         if d is None:  # stored elsewhere or lost: keep the id, show it as orphaned
             d = {"xt/id": oid, "type": "file", "source": None, "content": None}
         return d

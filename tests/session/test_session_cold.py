@@ -305,3 +305,19 @@ def test_closing_after_a_file_changed_leaves_nothing_and_stores_nothing(sample_w
     assert ws.store.latest_tx().tx_id == tip + 1  # close's own save only: no new version
     ws2, again = _resume(sample_ws)
     assert ws2.store_is_open and again.last_resume.updated == [ids["web/app.js"]]
+
+
+def test_what_the_prompt_shows_is_as_of_the_resume_until_it_syncs(sample_ws: Path) -> None:
+    # A full resume reads the shown files when it runs; a cold one when first asked: a
+    # version stored between the two must not slip in unseen (the next assemble takes
+    # it as a change, moving the item after everything read, as after a full resume).
+    ids = _prepared(sample_ws)
+    readme = ids["README.md"]
+    ws, cold = _resume(sample_ws)
+    old = (sample_ws / "README.md").read_text()
+    (sample_ws / "README.md").write_text(old + "\nA new line.\n")
+    Workspace.open(sample_ws).index()  # another process stores the new version
+    assert cold.state.docs[readme]["content"] == old
+    seq = cold.state.seq[readme]
+    assert "A new line." in cold.assemble(record=False).to_text()
+    assert cold.state.seq[readme] > seq
