@@ -60,6 +60,7 @@ __all__ = [
     "cold_path",
     "current_tip",
     "drop",
+    "is_current",
     "load",
     "read_sealed",
     "rules_walk_path",
@@ -153,14 +154,33 @@ def current_tip(ws: Access) -> tuple[int, int] | None:
     return None if tip is None else (tip.tx_id, tip.tx_time)
 
 
+# What this process wrote last, by file: the tip it was for and the file's identity
+# after the write (so that a process resuming again and again writes it once per tip).
+_WRITTEN: dict[str, tuple[tuple[int, int], tuple[int, int, int]]] = {}
+
+
+def is_current(ws: Access, session_id: str, tip: tuple[int, int]) -> bool:
+    """Whether this process wrote the file for ``tip`` and it is still that file."""
+    path = cold_path(ws.root, session_id)
+    done = _WRITTEN.get(str(path))
+    if done is None or done[0] != tip:
+        return False
+    try:
+        st = os.lstat(path)
+    except OSError:
+        return False
+    return done[1] == (st.st_ino, st.st_size, st.st_mtime_ns)
+
+
 def save(ws: Access, session_id: str, state: ColdState) -> bool:
     """Write ``state`` for the next process (temp file, fsync, rename). False when the
     store's log does not show ``state.tip`` as its tip (something was committed since)
     or the file cannot be written; nothing is written then."""
     if current_tip(ws) != state.tip:
         return False
-    return write_sealed(
-        cold_path(ws.root, session_id),
+    path = cold_path(ws.root, session_id)
+    ok = write_sealed(
+        path,
         {
             "key": {**_key(ws), "session_id": session_id, "tip": list(state.tip)},
             "session": state.session,
@@ -173,6 +193,11 @@ def save(ws: Access, session_id: str, state: ColdState) -> bool:
             "orphaned": state.orphaned,
         },
     )
+    if ok:
+        with contextlib.suppress(OSError):
+            st = os.lstat(path)
+            _WRITTEN[str(path)] = (state.tip, (st.st_ino, st.st_size, st.st_mtime_ns))
+    return ok
 
 
 def write_sealed(path: Path, value: Any) -> bool:

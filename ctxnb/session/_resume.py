@@ -425,6 +425,8 @@ class SessionResume:
         tip = _cold.current_tip(self.workspace)
         if tip is None or tip[0] != self._tip:
             return
+        if _cold.is_current(self.workspace, self.session_id, tip):
+            return  # written by this process for this tip already
         s, cols = self.state, self.columns
         lists = cols.lists()
         hashes = block.hashes.to_pylist()

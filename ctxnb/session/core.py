@@ -1050,7 +1050,10 @@ def open_session(
     """Create a session, or resume the stored one with that id (see ``Workspace.session``)."""
     sid = session_id or new_id()
     s = Session(workspace, sid, token_counter=token_counter)
-    sdoc = None if s._resume_cold() else workspace.store.get(sid)
+    # The cold path is for a process that has not opened the store: one that has keeps
+    # the store's columns and the resume block in memory, and resumes faster from them.
+    cold = not workspace.store_is_open and s._resume_cold()
+    sdoc = None if cold else workspace.store.get(sid)
     if s.last_resume is not None:
         if system_prompt is not None and system_prompt != s.system_prompt:
             s.set_system_prompt(system_prompt)
