@@ -1,7 +1,9 @@
 """``make demo``: a scripted agent session over the sample workspace.
 
-Run with ``python -m ctxnb.demo``. It works on a temporary copy of the sample
-workspace (a small inventory tracker), so it can run any number of times:
+Run with ``ctxnb demo`` (or ``python -m ctxnb.demo``). It works on a temporary copy of
+the sample workspace (a small inventory tracker), so it can run any number of times;
+``ctxnb demo --keep DIR`` leaves the copy in ``DIR/tinyinv``, store and ledger included,
+for the other commands to look at:
 
 1. index the workspace and show what the store holds;
 2. govern it: ``.orchestration/`` with one intent;
@@ -129,7 +131,8 @@ def _call(tools: Any, name: str, args: dict[str, Any]) -> dict[str, Any]:
     return out
 
 
-def run(base: Path) -> None:
+def run(base: Path, *, kept: bool = False) -> Path:
+    """The demo on a copy of the sample workspace made in ``base``; returns the copy."""
     root = copy_sample_workspace(base)
     has_git = (
         _git(root, "init", "-q")
@@ -137,7 +140,8 @@ def run(base: Path) -> None:
         and _git(root, "commit", "-q", "-m", "tinyinv 0.3.0")
     )
     git_note = ", a git repository" if has_git else ""
-    print(f"sample workspace: a temporary copy of tinyinv{git_note}")
+    where = "a copy of tinyinv, kept" if kept else "a temporary copy of tinyinv"
+    print(f"sample workspace: {where}{git_note}")
 
     _h("1. index the workspace")
     ws = Workspace.open(root)
@@ -256,9 +260,18 @@ def run(base: Path) -> None:
         )
     session.close()
     ws.close()
+    return root
 
 
-def main() -> int:
+def main(keep: Path | None = None) -> int:
+    """Run the demo in a temporary directory, or in ``keep`` (left in place)."""
+    if keep is not None:
+        root = run(keep, kept=True)
+        print(f"\nthe workspace is kept in {root}; look around with, for example:")
+        print(f"  ctxnb history inventory/models.py -w {root}")
+        print(f"  ctxnb why inventory/models.py -w {root}")
+        print(f"  ctxnb trace verify {root}")
+        return 0
     with tempfile.TemporaryDirectory(prefix="ctxnb-demo-") as tmp:
         run(Path(tmp))
     return 0

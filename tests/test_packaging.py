@@ -1,5 +1,5 @@
 """The package is complete on its own: a wheel or sdist, installed without the repository,
-runs the README's quickstart, ``python -m ctxnb.demo`` and the first tutorial through nbval.
+runs the README's quickstart, ``ctxnb demo`` and the first tutorial through nbval.
 
 The artifacts are built from a copy of the checkout's files (tracked and new, not ignored),
 offline: ``pip wheel --no-build-isolation`` and setuptools' own sdist hook, with the
@@ -143,10 +143,10 @@ def test_installed_package_runs_quickstart_and_demo(
     out = _run([python, str(script)], cwd=away, env=env)
     assert "created" in out and "chat" in out, out
 
-    demo = _run([python, "-m", "ctxnb.demo"], cwd=away, env=env)
+    # The demo as the README offers it without a checkout: the installed console script.
+    demo = _run([str(venv / "bin" / "ctxnb"), "demo"], cwd=away, env=env)
     assert "=== 6. history of inventory/models.py" in demo, demo
     assert "REFUSED NO_ACTIVE_INTENT" in demo, demo
-    # The console script is installed too, and answers outside the checkout.
     assert "index a workspace" in _run([str(venv / "bin" / "ctxnb"), "--help"], cwd=away, env=env)
 
     tutorial = _nbval(python, away, env)

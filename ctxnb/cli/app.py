@@ -358,6 +358,7 @@ def terminal_columns() -> int:
 _PLUGIN_MODULES: dict[str, str] = {
     "a2a": "ctxnb.cli.integrations",
     "acp": "ctxnb.cli.integrations",
+    "demo": "ctxnb.cli.samples",
     "files": "ctxnb.cli.files",
     "hook": "ctxnb.cli.integrations",
     "init": "ctxnb.cli.govern",

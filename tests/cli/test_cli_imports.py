@@ -44,6 +44,7 @@ HELP_MODULES = {
     "ctxnb.cli.integrations",
     "ctxnb.cli.merge",
     "ctxnb.cli.replay",
+    "ctxnb.cli.samples",
     "ctxnb.cli.tasks",
     "ctxnb.errors",
     "ctxnb.hashing",

@@ -1,4 +1,5 @@
-"""`make demo` runs end to end and shows what the README promises."""
+"""`make demo` (and `ctxnb demo`, its form after a pip install) runs end to end and shows
+what the README promises."""
 
 from __future__ import annotations
 
@@ -7,6 +8,7 @@ import re
 import subprocess
 import sys
 import types
+from pathlib import Path
 
 import pytest
 from _paths import REPO
@@ -24,11 +26,51 @@ def _readme_demo() -> types.ModuleType:
 
 @pytest.fixture(scope="module")
 def demo_output() -> str:
+    # The command a pip user has (the Makefile's `python -m ctxnb.demo` is the same run).
     out = subprocess.run(
-        [sys.executable, "-m", "ctxnb.demo"], capture_output=True, text=True, timeout=300
+        [sys.executable, "-m", "ctxnb", "demo"], capture_output=True, text=True, timeout=300
     )
     assert out.returncode == 0, out.stderr
     return out.stdout
+
+
+def _ctxnb(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "ctxnb", *args],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        cwd=cwd,
+    )
+
+
+def test_a_kept_demo_leaves_a_workspace_the_other_commands_read(tmp_path: Path) -> None:
+    """``--keep DIR``: the demo's store and ledger stay, and the commands it names find
+    the agent's edit and an intact ledger there."""
+    out = _ctxnb("demo", "--keep", str(tmp_path), cwd=tmp_path)
+    assert out.returncode == 0, out.stderr
+    root = tmp_path / "tinyinv"
+    assert f"the workspace is kept in {root}" in out.stdout
+    history = _ctxnb("history", "inventory/models.py", "-w", str(root), cwd=tmp_path)
+    assert history.returncode == 0, history.stderr
+    assert "scripted-agent (ai (example/scripted-agent))" in history.stdout
+    verify = _ctxnb("trace", "verify", str(root), cwd=tmp_path)
+    assert verify.returncode == 0 and "chain intact" in verify.stdout, verify
+
+
+def test_a_kept_demo_never_runs_over_an_earlier_one(tmp_path: Path) -> None:
+    """A second ``--keep`` into the same directory is refused before anything is copied:
+    the first demo's ledger is the same bytes after, and a missing directory is named."""
+    assert _ctxnb("demo", "--keep", str(tmp_path), cwd=tmp_path).returncode == 0
+    ledger = tmp_path / "tinyinv" / ".orchestration" / "agent_trace.jsonl"
+    before = ledger.read_bytes()
+    again = _ctxnb("demo", "--keep", str(tmp_path), cwd=tmp_path)
+    assert again.returncode == 1
+    assert "exists already" in again.stderr and "remove it" in again.stderr, again.stderr
+    assert ledger.read_bytes() == before
+    missing = _ctxnb("demo", "--keep", str(tmp_path / "nope"), cwd=tmp_path)
+    assert missing.returncode == 1 and "not a directory; create it" in missing.stderr
+    assert not (tmp_path / "nope").exists()
 
 
 def test_demo_runs_the_scripted_session(demo_output: str) -> None:
