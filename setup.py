@@ -19,7 +19,7 @@ from setuptools import setup
 from setuptools.command.build_py import build_py
 
 HERE = Path(__file__).resolve().parent
-SHIPPED = ("sample_workspace", "trajectories")
+SHIPPED = ("sample_workspace", "trajectories", "tasks")
 # A store or caches left by running the sample in place are not part of it.
 LEFTOVERS = shutil.ignore_patterns("__pycache__", "*.pyc", ".ctxnb", ".pytest_cache")
 

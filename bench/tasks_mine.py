@@ -1,4 +1,4 @@
-"""Benchmark task mining and grading on a real history (tests/data/tasks/parse.bundle).
+"""Benchmark task mining and grading on a real history (data/tasks/parse.bundle).
 
 (a) Mining one commit (parse's fix #221: two sides, two rounds each, confined) with an
 empty cache, against mining it again from the cache, in the same run: the seconds of

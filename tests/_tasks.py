@@ -1,16 +1,19 @@
-"""The real repositories of tests/data/tasks/ (git bundles), cloned for a test."""
+"""The real repositories of tests/data/tasks/ and data/tasks/ (git bundles), cloned for a
+test (parse's ships in the package, for tutorial 07)."""
 
 import subprocess
 import sys
 from pathlib import Path
 
 from _git import git
-from _paths import TESTS
+from _paths import REPO, TESTS
 
 from ctxnb.llm.prices import PriceTable
 from ctxnb.tasks import Instance
 
 TASK_DATA = TESTS / "data" / "tasks"
+# The bundles the package ships (setup.py copies data/ into the wheel).
+SHIPPED_TASKS = REPO / "data" / "tasks"
 PYTHON = sys.executable
 # The tests' command: plugins of this (large) environment are not loaded, so a round
 # starts in a second, and parse's own `addopts` (which asks for pytest-cov) is set aside.
@@ -21,9 +24,18 @@ FAST_CMD = (
 
 
 def clone(name: str, dest: Path) -> Path:
-    """A checkout of ``tests/data/tasks/<name>.bundle`` at ``dest`` (its ``main``)."""
+    """A checkout of ``<name>.bundle`` (in data/tasks/ or tests/data/tasks/) at ``dest``
+    (its ``main``)."""
+    bundle = next(
+        (
+            d / f"{name}.bundle"
+            for d in (SHIPPED_TASKS, TASK_DATA)
+            if (d / f"{name}.bundle").is_file()
+        ),
+        TASK_DATA / f"{name}.bundle",
+    )
     subprocess.run(
-        ["git", "clone", "--quiet", str(TASK_DATA / f"{name}.bundle"), str(dest)],
+        ["git", "clone", "--quiet", str(bundle), str(dest)],
         check=True,
         capture_output=True,
     )

@@ -1,0 +1,59 @@
+"""The sample data and tutorials ship whole: every tutorial reads only what the package
+carries (:func:`ctxnb.samples.data_dir`), so a copy of it runs from a plain install.
+
+The installed package itself is exercised in ``tests/test_packaging.py`` (slow); these
+read the notebooks' code, which is what decides where they look.
+"""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+import nbformat
+import pytest
+from _notebooks import code
+from _paths import REPO
+
+from ctxnb.samples import data_dir
+
+TUTORIALS = sorted((REPO / "notebooks").glob("*.ipynb"))
+
+
+def _code(nb: Path) -> str:
+    cells = nbformat.read(nb, as_version=4).cells
+    return "\n".join(code(c.source) for c in cells if c.cell_type == "code")
+
+
+def _outside_paths(source: str) -> list[str]:
+    """String constants with a parent-directory component: from ``notebooks/`` of a
+    checkout they reach its ``data/`` or ``tests/``, which an install does not have.
+    (Paths inside a tutorial's own workspace, such as ``tests/**``, are fine.)"""
+    found = []
+    for node in ast.walk(ast.parse(source)):
+        if isinstance(node, ast.Constant) and isinstance(node.value, str):
+            if ".." in node.value.replace("\\", "/").split("/"):
+                found.append(node.value)
+    return found
+
+
+def test_the_checkout_has_tutorials_and_its_data_is_the_sample_data() -> None:
+    assert len(TUTORIALS) >= 8
+    assert data_dir() == REPO / "data"
+
+
+@pytest.mark.parametrize("nb", TUTORIALS, ids=lambda p: p.name[:2])
+def test_no_tutorial_reads_the_repository(nb: Path) -> None:
+    """A tutorial that reads ``../data`` or ``../tests`` works in ``notebooks/`` of a
+    checkout and fails for everyone who got it from ``ctxnb tutorials``."""
+    assert _outside_paths(_code(nb)) == []
+
+
+def test_the_path_check_finds_what_the_tutorials_once_did() -> None:
+    # The three forms tutorials 05, 06 and 07 used, and one that is fine.
+    assert _outside_paths('DATA = Path("../data/trajectories")') == ["../data/trajectories"]
+    assert _outside_paths('DATA = Path("..") / "data" / "trajectories"') == [".."]
+    bundle = 'B = Path("..") / "tests" / "data" / "tasks" / "parse.bundle"'
+    assert _outside_paths(bundle) == [".."]
+    assert _outside_paths('open("data\\\\..\\\\secret")') == ["data\\..\\secret"]
+    assert _outside_paths('DATA = data_dir() / "trajectories"') == []
