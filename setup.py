@@ -1,4 +1,5 @@
-"""One build step pyproject.toml cannot say: ship the repository's ``data/`` in the wheel.
+"""One build step pyproject.toml cannot say: ship the repository's ``data/`` and the
+tutorials of ``notebooks/`` in the wheel.
 
 The sample workspace and the recorded trajectories live once, in ``data/`` at the top of
 the repository, where the tests, the notebooks and ``ctxnb replay data/trajectories`` read
@@ -7,7 +8,9 @@ them. A wheel must carry them too, or ``copy_sample_workspace`` (the README's qu
 package data only takes files under a package's folder, so this step copies ``data/`` to
 ``ctxnb/_sample_data`` in the build tree (never in the checkout), where
 ``ctxnb.samples.data_dir`` looks first. The sdist carries ``data/`` (MANIFEST.in), so a
-wheel built from it gets the same files. Everything else is in pyproject.toml.
+wheel built from it gets the same files. The tutorial notebooks go to
+``ctxnb/_sample_data/notebooks`` the same way, so that ``ctxnb tutorials`` can hand a pip
+user the notebooks the README starts them on. Everything else is in pyproject.toml.
 """
 
 from __future__ import annotations
@@ -41,6 +44,14 @@ class BuildWithSampleData(build_py):
                 )
             shutil.rmtree(target / name, ignore_errors=True)
             shutil.copytree(source, target / name, ignore=LEFTOVERS)
+        # The notebooks alone: their conftest.py and sanitize.cfg are for ctxnb's own tests.
+        tutorials = sorted((HERE / "notebooks").glob("*.ipynb"))
+        if not tutorials:
+            raise SystemExit(f"cannot build ctxnb: no tutorials in {HERE / 'notebooks'}")
+        shutil.rmtree(target / "notebooks", ignore_errors=True)
+        (target / "notebooks").mkdir(parents=True)
+        for nb in tutorials:
+            shutil.copyfile(nb, target / "notebooks" / nb.name)
 
 
 setup(cmdclass={"build_py": BuildWithSampleData})

@@ -1,5 +1,6 @@
 """The package is complete on its own: a wheel or sdist, installed without the repository,
-runs the README's quickstart, ``ctxnb demo`` and the first tutorial through nbval.
+runs the README's quickstart, ``ctxnb demo`` and, from the copy ``ctxnb tutorials`` makes,
+the first tutorial and the replay tutorial through nbval.
 
 The artifacts are built from a copy of the checkout's files (tracked and new, not ignored),
 offline: ``pip wheel --no-build-isolation`` and setuptools' own sdist hook, with the
@@ -8,9 +9,9 @@ fresh venv that reaches the project venv's *dependencies* through a ``.pth`` lin
 ``.pth`` file adds are not site directories, so the project's editable install of ctxnb
 (itself a ``.pth`` hook there) is not picked up; the fresh venv's ctxnb is the installed
 one, which the test checks. The programs run from a directory outside the checkout, with no
-``CTXNB_DATA_DIR`` and no ``PYTHONPATH``; the tutorial is copied there alone (with the
-sanitizing patterns of ``make test``), so it reads its sample workspace from the installed
-package or fails.
+``CTXNB_DATA_DIR`` and no ``PYTHONPATH``; the tutorials are the installed package's own
+(``ctxnb tutorials`` copies them there; only the sanitizing patterns of ``make test`` come
+from the checkout), so they read their sample data from the installed package or fail.
 """
 
 from __future__ import annotations
@@ -28,8 +29,9 @@ from _readme import readme_quickstart
 
 pytestmark = pytest.mark.slow  # two builds, three installs, the demo and tutorial twice
 
-# The tutorial run from the install: it reads the sample workspace (copy_sample_workspace).
-TUTORIAL = REPO / "notebooks" / "01-quickstart.ipynb"
+# The tutorials run from the install: 01 reads the sample workspace (copy_sample_workspace),
+# 05 the recorded trajectories (data_dir() / "trajectories").
+TUTORIALS = ("01-quickstart.ipynb", "05-replay-real-trajectories.ipynb")
 SANITIZE = REPO / "notebooks" / "sanitize.cfg"
 
 
@@ -149,9 +151,10 @@ def test_installed_package_runs_quickstart_and_demo(
     assert "REFUSED NO_ACTIVE_INTENT" in demo, demo
     assert "index a workspace" in _run([str(venv / "bin" / "ctxnb"), "--help"], cwd=away, env=env)
 
-    tutorial = _nbval(python, away, env)
+    copied = _tutorials(venv, away, env)
+    tutorial = _nbval(python, away, env, TUTORIALS)
     assert tutorial.returncode == 0, tutorial.stdout + tutorial.stderr
-    cells = _code_cells(TUTORIAL)
+    cells = sum(_code_cells(copied / name) for name in TUTORIALS)
     assert f"{cells} passed" in tutorial.stdout, tutorial.stdout
 
 
@@ -165,9 +168,10 @@ def test_the_tutorial_fails_from_an_install_without_the_sample_data(
     env = _outside_env(venv)
     away = tmp_path / "elsewhere"
     away.mkdir()
+    _tutorials(venv, away, env)
     data = _run([python, "-c", "import ctxnb.samples as s; print(s.data_dir())"], cwd=away, env=env)
     shutil.rmtree(data.strip())
-    tutorial = _nbval(python, away, env)
+    tutorial = _nbval(python, away, env, TUTORIALS[:1])
     assert tutorial.returncode != 0, tutorial.stdout
     assert "ctxnb's sample data was not found" in tutorial.stdout, tutorial.stdout
 
@@ -178,13 +182,27 @@ def _code_cells(notebook: Path) -> int:
     return sum(c.cell_type == "code" for c in nbformat.read(notebook, as_version=4).cells)
 
 
-def _nbval(python: str, away: Path, env: dict[str, str]) -> subprocess.CompletedProcess[str]:
-    """The first tutorial through nbval, as ``make test`` runs it, from ``away``: the
-    kernel is the fresh venv's interpreter (--nbval-current-env), and a ``pytest.ini``
-    there keeps the checkout's configuration and conftest files out."""
-    shutil.copy2(TUTORIAL, away / TUTORIAL.name)
+def _tutorials(venv: Path, away: Path, env: dict[str, str]) -> Path:
+    """The tutorials as a pip user gets them: the installed ``ctxnb tutorials`` copies the
+    package's own notebooks to ``away/ctxnb-tutorials``."""
+    out = _run([str(venv / "bin" / "ctxnb"), "tutorials", str(away)], cwd=away, env=env)
+    copied = away / "ctxnb-tutorials"
+    assert f"to {copied}" in out, out
+    # The installed notebooks are the checkout's, byte for byte.
+    for name in TUTORIALS:
+        assert (copied / name).read_bytes() == (REPO / "notebooks" / name).read_bytes()
+    return copied
+
+
+def _nbval(
+    python: str, away: Path, env: dict[str, str], names: tuple[str, ...]
+) -> subprocess.CompletedProcess[str]:
+    """Tutorials through nbval, as ``make test`` runs them, from ``away``: the kernel is
+    the fresh venv's interpreter (--nbval-current-env), and a ``pytest.ini`` there keeps
+    the checkout's configuration and conftest files out."""
     shutil.copy2(SANITIZE, away / SANITIZE.name)
     (away / "pytest.ini").write_text("[pytest]\n")
     cmd = [python, "-m", "pytest", "-p", "no:cacheprovider", "-q", "--nbval"]
-    cmd += ["--nbval-current-env", "--nbval-sanitize-with", SANITIZE.name, TUTORIAL.name]
-    return subprocess.run(cmd, cwd=away, env=env, capture_output=True, text=True, timeout=300)
+    cmd += ["--nbval-current-env", "--nbval-sanitize-with", SANITIZE.name]
+    cmd += [f"ctxnb-tutorials/{name}" for name in names]
+    return subprocess.run(cmd, cwd=away, env=env, capture_output=True, text=True, timeout=600)

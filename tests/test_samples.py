@@ -1,5 +1,6 @@
 """The sample data and tutorials ship whole: every tutorial reads only what the package
-carries (:func:`ctxnb.samples.data_dir`), so a copy of it runs from a plain install.
+carries (:func:`ctxnb.samples.data_dir`), so the copy ``ctxnb tutorials`` makes runs from
+a plain install, and the extras it names for each are the ones its imports need.
 
 The installed package itself is exercised in ``tests/test_packaging.py`` (slow); these
 read the notebooks' code, which is what decides where they look.
@@ -15,7 +16,7 @@ import pytest
 from _notebooks import code
 from _paths import REPO
 
-from ctxnb.samples import data_dir
+from ctxnb.samples import TUTORIAL_EXTRAS, copy_tutorials, data_dir, tutorials_dir
 
 TUTORIALS = sorted((REPO / "notebooks").glob("*.ipynb"))
 
@@ -37,8 +38,9 @@ def _outside_paths(source: str) -> list[str]:
     return found
 
 
-def test_the_checkout_has_tutorials_and_its_data_is_the_sample_data() -> None:
+def test_the_checkout_has_tutorials_and_the_library_finds_them() -> None:
     assert len(TUTORIALS) >= 8
+    assert tutorials_dir() == REPO / "notebooks"
     assert data_dir() == REPO / "data"
 
 
@@ -57,3 +59,41 @@ def test_the_path_check_finds_what_the_tutorials_once_did() -> None:
     assert _outside_paths(bundle) == [".."]
     assert _outside_paths('open("data\\\\..\\\\secret")') == ["data\\..\\secret"]
     assert _outside_paths('DATA = data_dir() / "trajectories"') == []
+
+
+def _imports(source: str) -> set[str]:
+    names: set[str] = set()
+    for node in ast.walk(ast.parse(source)):
+        if isinstance(node, ast.Import):
+            names.update(a.name for a in node.names)
+        elif isinstance(node, ast.ImportFrom) and node.module:
+            names.add(node.module)
+    return names
+
+
+@pytest.mark.parametrize("nb", TUTORIALS, ids=lambda p: p.name[:2])
+def test_each_tutorial_names_the_extras_its_imports_need(nb: Path) -> None:
+    """``ctxnb tutorials`` tells a pip user which extra each notebook needs: an ACP
+    notebook needs ``acp`` (which brings the live agent's packages too), one that runs
+    an agent live needs ``live``; the others need nothing beyond ``notebook``."""
+    mods = _imports(_code(nb))
+    roots = {m.split(".")[0] for m in mods}
+    live = any(m == "ctxnb.live" or m.startswith(("ctxnb.live.", "ctxnb.tasks")) for m in mods)
+    want: tuple[str, ...] = ()
+    if "acp" in roots:
+        want = ("acp",)
+    elif live:
+        want = ("live",)
+    assert TUTORIAL_EXTRAS.get(nb.name[:2], ()) == want
+
+
+def test_copy_tutorials_copies_every_notebook_and_never_overwrites(tmp_path: Path) -> None:
+    target = copy_tutorials(tmp_path)
+    assert sorted(p.name for p in target.iterdir()) == [p.name for p in TUTORIALS]
+    for nb in TUTORIALS:
+        assert (target / nb.name).read_bytes() == nb.read_bytes()
+    edited = target / TUTORIALS[0].name
+    edited.write_text("mine")
+    with pytest.raises(FileExistsError):
+        copy_tutorials(tmp_path)
+    assert edited.read_text() == "mine"

@@ -372,6 +372,7 @@ _PLUGIN_MODULES: dict[str, str] = {
     "stats": "ctxnb.cli.files",
     "tasks": "ctxnb.cli.tasks",
     "trace": "ctxnb.cli.govern",
+    "tutorials": "ctxnb.cli.samples",
     "why": "ctxnb.cli.govern",
 }
 

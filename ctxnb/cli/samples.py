@@ -1,9 +1,12 @@
-"""``ctxnb demo``: the scripted demo, from the installed package alone.
+"""``ctxnb demo`` and ``ctxnb tutorials``: the demo and the tutorials, from the installed
+package alone.
 
-``make demo`` runs it in a checkout; after ``pip install ctxnb`` there is no Makefile, so
-the command line offers the same demo (:mod:`ctxnb.demo`) on the sample data the wheel
-ships. With ``--keep DIR`` the demo's workspace stays, store and ledger included, so the
-other commands (``history``, ``why``, ``trace verify``) have something to show.
+``make demo`` and ``make lab`` run them in a checkout; after ``pip install ctxnb`` there is
+no Makefile and no ``notebooks/``, so the command line offers the same demo
+(:mod:`ctxnb.demo`) on the sample data the wheel ships, and copies the tutorial notebooks
+the wheel ships to a folder of the user's (:func:`ctxnb.samples.copy_tutorials`). With
+``--keep DIR`` the demo's workspace stays, store and ledger included, so the other
+commands (``history``, ``why``, ``trace verify``) have something to show.
 """
 
 from __future__ import annotations
@@ -12,7 +15,7 @@ import os
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from .app import arg, command
+from .app import _out, arg, command
 
 if TYPE_CHECKING:
     import argparse
@@ -44,3 +47,36 @@ def _cmd_demo(ns: argparse.Namespace) -> int:
                 "remove it or pass another directory"
             )
     return main(keep)
+
+
+@command(
+    "tutorials", help="copy the tutorial notebooks to DIR/ctxnb-tutorials and say how to run them"
+)
+@arg("dir", nargs="?", default=None, help="where to make ctxnb-tutorials/ (default: current)")
+def _cmd_tutorials(ns: argparse.Namespace) -> int:
+    """The notebooks ``make lab`` opens in a checkout, copied from the installed package;
+    they read only the sample data it ships. An existing copy is left alone."""
+    from ..errors import ConfigError
+    from ..samples import TUTORIAL_EXTRAS, copy_tutorials
+
+    dest = Path(os.path.abspath(ns.dir or os.getcwd()))
+    if not dest.is_dir():
+        raise ConfigError(f"{dest} is not a directory; create it first")
+    if (dest / "ctxnb-tutorials").exists():
+        raise ConfigError(
+            f"{dest / 'ctxnb-tutorials'} exists already (your copy, perhaps edited); "
+            "remove it or pass another directory"
+        )
+    target = copy_tutorials(dest)
+    names = sorted(p.name for p in target.glob("*.ipynb"))
+    _out(f"copied {len(names)} tutorials to {target}:")
+    for name in names:
+        extras = TUTORIAL_EXTRAS.get(name[:2], ())
+        also = f"  (also needs ctxnb[{','.join(extras)}])" if extras else ""
+        _out(f"  {name}{also}")
+    _out("next:")
+    _out("  pip install 'ctxnb[notebook]' jupyterlab")
+    # Jupyter refuses to start as root without --allow-root (a container, a cloud machine).
+    root = " --allow-root" if hasattr(os, "geteuid") and os.geteuid() == 0 else ""
+    _out(f"  jupyter lab{root} {target}    # start with {names[0]}")
+    return 0
