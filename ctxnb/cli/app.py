@@ -90,10 +90,32 @@ def _read_workspace(path: str | None):  # type: ignore[no-untyped-def]
 def workspace_path(ws: Any, file: str) -> str:
     """A FILE argument as the workspace names it: a path that exists from the current
     directory (or an absolute one) is made relative to the workspace root; any other is
-    taken as relative to the root already."""
-    if os.path.isabs(file) or os.path.exists(file):
-        return os.path.relpath(os.path.abspath(file), ws.root)
-    return file
+    taken as relative to the root already.
+
+    A path that lies outside the workspace is refused here, naming both: passed on, it
+    would reach the tools as ``../../etc/passwd`` and be refused for a ``..`` the user
+    never typed, or be looked up in a store that can never hold it."""
+    given = os.path.isabs(file) or os.path.exists(file)
+    full = os.path.abspath(file) if given else os.path.normpath(os.path.join(ws.root, file))
+    rel = os.path.relpath(full, ws.root)
+    if not _outside(rel):
+        return rel if given else file
+    # The root may be named through a link (/tmp → /private/tmp): compare the real
+    # directories, with the last component as typed (a link there is the tools' call).
+    real = os.path.join(os.path.realpath(os.path.dirname(full)), os.path.basename(full))
+    rel = os.path.relpath(real, os.path.realpath(ws.root))
+    if _outside(rel):
+        from ..errors import ResolverError
+
+        raise ResolverError(
+            f"{file} is outside the workspace {ws.root}; ctxnb works on the files under "
+            "it: name one of them, or pass the workspace that holds this file with -w"
+        )
+    return rel
+
+
+def _outside(rel: str) -> bool:
+    return rel == ".." or rel.startswith("../")
 
 
 @command("index", help="index a workspace and print what changed")

@@ -108,6 +108,54 @@ def test_files_refuses_a_directory_outside_the_workspace(ws: Path) -> None:
     refused(ctxnb("files", str(ws.parent), cwd=ws), "files", "")
 
 
+@pytest.mark.parametrize("command", ["open", "history", "restore", "why"])
+def test_a_file_outside_the_workspace_is_named_as_outside_and_left_alone(
+    gws: Path, command: str
+) -> None:
+    """A new user's slip: a file beside the workspace, named absolutely or by ``../``.
+    The error says it is outside the workspace (not that it has a '..' component the user
+    never typed, nor to run ``ctxnb index``, which would not help); the file, the store's
+    audit log and the ledger are as before."""
+    assert ctxnb("index", cwd=gws).returncode == 0
+    assert ctxnb("open", "AGENTS.md", cwd=gws).returncode == 0  # starts the audit log
+    outside = gws.parent / "notes.txt"
+    outside.write_text("beside the workspace\n")
+    log = (gws / ".ctxnb" / "audit.jsonl").read_bytes()
+    ledger = ledger_path(gws).read_bytes()
+    for name in (str(outside), "../notes.txt"):
+        line = refused(ctxnb(command, name, cwd=gws), command, "")
+        assert f"{name} is outside the workspace {gws}" in line
+        assert "'..'" not in line and "ctxnb index" not in line
+    assert outside.read_text() == "beside the workspace\n"
+    assert (gws / ".ctxnb" / "audit.jsonl").read_bytes() == log
+    assert ledger_path(gws).read_bytes() == ledger
+
+
+def test_a_patch_to_a_file_outside_the_workspace_writes_nothing(ws: Path) -> None:
+    outside = ws.parent / "notes.txt"
+    outside.write_text("old\n")
+    diff = diff_of("notes.txt", "old\n", "new\n")
+    line = refused(ctxnb("patch", str(outside), cwd=ws, stdin=diff), "patch", "")
+    assert "is outside the workspace" in line
+    assert outside.read_text() == "old\n"
+
+
+def test_the_workspace_named_through_a_link_is_still_the_workspace(ws: Path) -> None:
+    """The outside check is not fooled the other way: a file named through a link to the
+    workspace's directory is inside it, and is read."""
+    link = ws.parent / "link"
+    link.symlink_to(ws, target_is_directory=True)
+    read = ctxnb("open", str(link / "AGENTS.md"), "-w", str(ws), cwd=ws.parent)
+    assert read.returncode == 0, read.stderr
+    assert read.stdout.startswith("==> AGENTS.md  sha256 ")
+    # And a link leading out of it is still outside.
+    away = ws.parent / "away"
+    away.mkdir()
+    (away / "x.py").write_text("x = 1\n")
+    line = refused(ctxnb("open", str(away / "x.py"), cwd=ws), "open", "")
+    assert "is outside the workspace" in line
+
+
 # -- open ------------------------------------------------------------------------------------
 def test_open_prints_the_redacted_content_with_the_sha256_and_version_of_the_bytes(
     ws: Path,
@@ -140,7 +188,8 @@ def test_open_refuses_a_denied_file_and_a_path_that_escapes(ws: Path) -> None:
     line = refused(ctxnb("open", ".env", cwd=ws), "open", "PATH_DENIED")
     assert "ghp_" not in line
     (ws.parent / "secret.txt").write_text("outside\n")
-    refused(ctxnb("open", "../secret.txt", cwd=ws), "open", "PATH_DENIED")
+    line = refused(ctxnb("open", "../secret.txt", cwd=ws), "open", "")
+    assert "is outside the workspace" in line and "outside\n" not in line
     (ws / "link.txt").symlink_to(ws.parent / "secret.txt")
     proc = ctxnb("open", "link.txt", cwd=ws)
     assert proc.returncode == 1 and "outside" not in proc.stdout
