@@ -464,6 +464,17 @@ def _hook_process(args: list[str]) -> int:
         gc.freeze()
 
 
+def _unknown_command(name: str) -> int:
+    """A mistyped command: one line naming the nearest commands, not argparse's list of
+    every choice (exit 2, a usage error, as argparse's own)."""
+    import difflib
+
+    near = difflib.get_close_matches(name, sorted(_COMMANDS), n=3, cutoff=0.6)
+    guess = f"; did you mean {' or '.join(repr(n) for n in near)}?" if near else ""
+    sys.stderr.write(f"ctxnb: {name!r} is not a ctxnb command{guess} (`ctxnb --help` lists them)\n")
+    return 2
+
+
 def _main(args: list[str]) -> int:
     from ..errors import CtxnbError
 
@@ -486,6 +497,8 @@ def _main(args: list[str]) -> int:
         args, passthrough = args[:cut], args[cut + 1 :]
     _load_plugins(args)
     first = next((a for a in args if not a.startswith("-")), None)
+    if first is not None and first not in _COMMANDS:
+        return _unknown_command(first)
     parser = build_parser(only=() if first is None else (first,))
     ns = parser.parse_args(args)
     if passthrough is not None:

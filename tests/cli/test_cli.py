@@ -206,6 +206,28 @@ def test_bad_input_is_one_line_without_traceback(sample_ws: Path, tmp_path: Path
     assert "unknown strategy 'nope'" in one_line_error(strategy, "context")
 
 
+def test_a_mistyped_command_names_the_nearest_and_creates_nothing(tmp_path: Path) -> None:
+    """``ctxnb indx`` is a usage error (exit 2) in one line that names ``index``, not
+    argparse's usage line and list of all 20-odd choices; nothing is created where it ran."""
+    for typed, meant in (
+        ("indx", "'index'"),
+        ("histroy", "'history'"),
+        ("tutorial", "'tutorials'"),
+    ):
+        proc = ctxnb(typed, cwd=tmp_path)
+        assert proc.returncode == 2, (proc.stdout, proc.stderr)
+        lines = proc.stderr.splitlines()
+        assert len(lines) == 1 and "Traceback" not in proc.stderr, proc.stderr
+        assert lines[0].startswith(
+            f"ctxnb: {typed!r} is not a ctxnb command; did you mean {meant}?"
+        )
+        assert "a2a" not in lines[0] and "ctxnb --help" in lines[0]
+    far = ctxnb("zzzz", "--json", cwd=tmp_path)
+    assert far.returncode == 2
+    assert far.stderr == "ctxnb: 'zzzz' is not a ctxnb command (`ctxnb --help` lists them)\n"
+    assert list(tmp_path.iterdir()) == []
+
+
 # -- ids: what history prints, show takes ----------------------------------------------------
 
 
