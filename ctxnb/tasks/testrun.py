@@ -37,6 +37,7 @@ Example:
 
 from __future__ import annotations
 
+import functools
 import json
 import os
 import re
@@ -56,6 +57,7 @@ __all__ = [
     "environment_paths",
     "make_test_command",
     "read_run",
+    "require_pytest",
     "resolve_python",
     "run_tests",
 ]
@@ -184,6 +186,43 @@ def environment_paths(python: str) -> list[str]:
     return sorted(p for p in real if p != "/" and os.path.isdir(p))
 
 
+def require_pytest(python: str, test_cmd: str | None = None) -> None:
+    """Refuse, before any round, a test command that runs pytest with an interpreter that
+    has none (a plain ``pip install 'ctxnb[live]'`` brings no pytest).
+
+    Without this every round's log is ``No module named pytest``: mining skips every
+    commit as "a test log was incomplete" and grading reads every test as missing, both
+    true but neither naming the cause. A custom ``test_cmd`` that runs something else is
+    not checked.
+
+    Raises:
+        TaskError: ``python`` cannot import pytest.
+    """
+    if "{python} -m pytest" not in (test_cmd or DEFAULT_TEST_CMD):
+        return
+    why = _pytest_missing(python)
+    if why is not None:
+        raise TaskError(
+            f"the test command runs pytest with {python}, which cannot import it ({why}); "
+            f"install it there ({shlex.quote(python)} -m pip install pytest), or pass the "
+            "python of an environment that has the repository's test dependencies"
+        )
+
+
+@functools.lru_cache(maxsize=16)
+def _pytest_missing(python: str) -> str | None:
+    """Why ``python`` cannot import pytest (its last line of error), or None if it can.
+    Asked once per interpreter and process: an environment does not lose pytest while
+    tasks are mined."""
+    proc = subprocess.run(
+        [python, "-c", "import pytest"], capture_output=True, text=True, timeout=60, check=False
+    )
+    if proc.returncode == 0:
+        return None
+    lines = proc.stderr.strip().splitlines()
+    return lines[-1] if lines else f"exit status {proc.returncode}"
+
+
 def make_test_command(
     tests: Sequence[str],
     *,
@@ -274,6 +313,7 @@ def run_tests(
     """
     from ..live.verdict import run_confined
 
+    require_pytest(python, test_cmd)
     command = make_test_command(
         tests, python=python, test_cmd=test_cmd, repeats=repeats, plugins=plugins
     )

@@ -114,3 +114,36 @@ def test_a_terminal_that_forces_colour_leaves_the_log_readable(
     run = run_tests(tmp_path, ["test_x.py"], python=PYTHON, test_cmd=cmd)
     assert "\x1b[" not in run.output
     assert run.complete and run.last == {"test_x.py::test_ok": "PASSED"}
+
+
+@pytest.fixture(scope="module")
+def python_without_pytest(tmp_path_factory: pytest.TempPathFactory) -> str:
+    """A real interpreter of a fresh environment with nothing installed: what a plain
+    ``pip install 'ctxnb[live]'`` user has, pytest being a development tool."""
+    venv = tmp_path_factory.mktemp("bare") / "venv"
+    subprocess.run([PYTHON, "-m", "venv", "--without-pip", str(venv)], check=True)
+    python = str(venv / "bin" / "python")
+    probe = subprocess.run([python, "-c", "import pytest"], capture_output=True)
+    assert probe.returncode != 0  # the fixture is what it says
+    return python
+
+
+def test_an_interpreter_without_pytest_is_named_before_any_round(
+    tmp_path: Path, python_without_pytest: str
+) -> None:
+    """Before: every round logged "No module named pytest", and a miner skipped every
+    commit as "a test log was incomplete"; now the cause and the fix, and nothing runs."""
+    (tmp_path / "t.py").write_text("def test_a():\n    assert True\n")
+    with pytest.raises(TaskError) as e:
+        run_tests(tmp_path, ["t.py::test_a"], python=python_without_pytest)
+    text = str(e.value)
+    assert f"runs pytest with {python_without_pytest}, which cannot import it" in text
+    assert "No module named 'pytest'" in text and "-m pip install pytest" in text
+    # A test command that runs something else is not asked for pytest.
+    run = run_tests(
+        tmp_path, ["t.py"], python=python_without_pytest, test_cmd="{python} -c pass {tests}"
+    )
+    assert run.statuses and not run.complete  # ran (no pytest summary), was not refused
+    # And an interpreter with pytest passes the check and runs the test.
+    ok = run_tests(tmp_path, ["t.py::test_a"], python=PYTHON)
+    assert ok.complete and ok.statuses[0] == {"t.py::test_a": "PASSED"}
