@@ -22,6 +22,7 @@ from .errors import NotFoundError
 
 __all__ = [
     "TUTORIAL_EXTRAS",
+    "TUTORIAL_PACKAGES",
     "copy_sample_workspace",
     "copy_tutorials",
     "data_dir",
@@ -63,6 +64,8 @@ def copy_sample_workspace(dest: str | os.PathLike[str], *, name: str = "tinyinv"
 # the number its file name starts with: 06 and 07 run an agent live (mini-swe-agent and
 # litellm), 08 serves one over ACP. tests/test_samples.py checks it against their imports.
 TUTORIAL_EXTRAS: dict[str, tuple[str, ...]] = {"06": ("live",), "07": ("live",), "08": ("acp",)}
+# Packages no extra brings: 07 mines and grades tasks, whose tests run under pytest.
+TUTORIAL_PACKAGES: dict[str, tuple[str, ...]] = {"07": ("pytest",)}
 
 
 def tutorials_dir() -> Path:

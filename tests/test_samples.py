@@ -16,7 +16,13 @@ import pytest
 from _notebooks import code
 from _paths import REPO
 
-from ctxnb.samples import TUTORIAL_EXTRAS, copy_tutorials, data_dir, tutorials_dir
+from ctxnb.samples import (
+    TUTORIAL_EXTRAS,
+    TUTORIAL_PACKAGES,
+    copy_tutorials,
+    data_dir,
+    tutorials_dir,
+)
 
 TUTORIALS = sorted((REPO / "notebooks").glob("*.ipynb"))
 
@@ -85,6 +91,10 @@ def test_each_tutorial_names_the_extras_its_imports_need(nb: Path) -> None:
     elif live:
         want = ("live",)
     assert TUTORIAL_EXTRAS.get(nb.name[:2], ()) == want
+    # Mining or grading tasks runs the repository's tests under pytest, which no extra
+    # brings (ctxnb.tasks refuses an interpreter without it, naming the fix).
+    tasks = any(m == "ctxnb.tasks" or m.startswith("ctxnb.tasks.") for m in mods)
+    assert TUTORIAL_PACKAGES.get(nb.name[:2], ()) == (("pytest",) if tasks else ())
 
 
 def test_copy_tutorials_copies_every_notebook_and_never_overwrites(tmp_path: Path) -> None:

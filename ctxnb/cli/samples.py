@@ -57,7 +57,7 @@ def _cmd_tutorials(ns: argparse.Namespace) -> int:
     """The notebooks ``make lab`` opens in a checkout, copied from the installed package;
     they read only the sample data it ships. An existing copy is left alone."""
     from ..errors import ConfigError
-    from ..samples import TUTORIAL_EXTRAS, copy_tutorials
+    from ..samples import TUTORIAL_EXTRAS, TUTORIAL_PACKAGES, copy_tutorials
 
     dest = Path(os.path.abspath(ns.dir or os.getcwd()))
     if not dest.is_dir():
@@ -71,8 +71,9 @@ def _cmd_tutorials(ns: argparse.Namespace) -> int:
     names = sorted(p.name for p in target.glob("*.ipynb"))
     _out(f"copied {len(names)} tutorials to {target}:")
     for name in names:
-        extras = TUTORIAL_EXTRAS.get(name[:2], ())
-        also = f"  (also needs ctxnb[{','.join(extras)}])" if extras else ""
+        needs = [f"ctxnb[{x}]" for x in TUTORIAL_EXTRAS.get(name[:2], ())]
+        needs += TUTORIAL_PACKAGES.get(name[:2], ())
+        also = f"  (also needs {' and '.join(needs)})" if needs else ""
         _out(f"  {name}{also}")
     _out("next:")
     _out("  pip install 'ctxnb[notebook]' jupyterlab")
