@@ -48,6 +48,12 @@ contributor of the Agent Trace record of the change (`bob-agent (ai (anthropic/â
 for a later one (see `ws.history`). Long work (`index`, `replay`) draws a progress bar
 on stderr when stderr is a terminal; `ctxnb index` prints one summary line (`--list`
 adds the changed files).
+
+Reading commands (`files`, `history`, `show`, `why`, `context`, `stats`, `restore`,
+`store verify`) never make a workspace: in a folder with no `.ctxnb/` they say it is
+not a ctxnb workspace, exit 1 and leave the folder as it was. `ctxnb index` (or
+`ctxnb init`, which also sets up governance) makes one; `ctxnb open` and `ctxnb patch`
+record what they read and write, so they make one too.
 """
 
 

@@ -66,17 +66,20 @@ def _workspace(path: str | None):  # type: ignore[no-untyped-def]
     return Workspace.open(path or os.getcwd())
 
 
-def recorded_root(path: str | None) -> str:
-    """The workspace directory of a command that only reads what is recorded: one with
-    no ``.ctxnb/`` has nothing recorded, which is said, and nothing is created."""
+def recorded_root(path: str | None, *, other: str = "pass the workspace with -w") -> str:
+    """The workspace directory of a command that only reads: one with no ``.ctxnb/`` is
+    not a ctxnb workspace, which is said, and nothing is created there (opening it would
+    make a store, and a read command must leave the folder as it found it).
+
+    ``other`` is how the command is pointed at another workspace, for the message."""
     root = os.path.abspath(path or os.getcwd())
     if os.path.isdir(root) and not os.path.isdir(os.path.join(root, ".ctxnb")):
         from ..errors import NotFoundError
 
         raise NotFoundError(
-            f"{root} has no ctxnb store (.ctxnb/), so nothing is recorded there; run "
-            "`ctxnb index` in it first (`ctxnb init` sets a project up), or pass the "
-            "workspace with -w"
+            f"{root} is not a ctxnb workspace (it has no ctxnb store, .ctxnb/), so nothing "
+            "is recorded there; run `ctxnb index` in it to make one (`ctxnb init` sets a "
+            f"project up with governance), or {other}"
         )
     return root
 
@@ -209,8 +212,9 @@ def _cmd_history(ns: argparse.Namespace) -> int:
 @arg("-w", "--workspace", default=None, help="workspace directory (default: current)")
 def _cmd_restore(ns: argparse.Namespace) -> int:
     """A human's undo: governed like a write (path policy, trace record with contributor
-    ``human``), but not bound to an intent's scope unless ``--intent`` is given."""
-    with _workspace(ns.workspace) as ws:
+    ``human``), but not bound to an intent's scope unless ``--intent`` is given. A folder
+    with no store has no version to go back to: it is said, and nothing is created."""
+    with _read_workspace(ns.workspace) as ws:
         path = workspace_path(ws, ns.file)
         session = ws.session("cli-restore")
         tools = ws.tools(session, caller="cli")
@@ -261,7 +265,7 @@ def _cmd_store(ns: argparse.Namespace) -> int:
     the first damaged file if one is."""
     from ..store.objectstore import ObjectStore
 
-    root = os.path.abspath(ns.path or os.getcwd())
+    root = recorded_root(ns.path, other="pass the workspace as PATH")
     store_dir = os.path.join(root, ".ctxnb", "store")
     with ObjectStore(store_dir, create=False, fold_after=None) as store:
         report = store.verify()

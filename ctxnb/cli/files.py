@@ -22,7 +22,7 @@ import sys
 from typing import TYPE_CHECKING, Any
 
 from ..errors import CtxnbError
-from .app import _out, _workspace, arg, command, recorded_root, workspace_path
+from .app import _out, _read_workspace, _workspace, arg, command, recorded_root, workspace_path
 
 if TYPE_CHECKING:
     import argparse
@@ -91,8 +91,9 @@ def _left(remaining: dict[str, int] | None) -> str:
 @arg("--json", action="store_true", help="print a JSON list")
 def _cmd_files(ns: argparse.Namespace) -> int:
     """Files the path policy hides (``.env``, keys, ignored files) are absent, as they are
-    from the agent's listing."""
-    with _workspace(ns.workspace) as ws:
+    from the agent's listing. A folder that is not a workspace is refused, and nothing is
+    created there: a listing is a read."""
+    with _read_workspace(ns.workspace) as ws:
         args: dict[str, Any] = {}
         if ns.path is not None:
             # A path outside the workspace is refused there, naming both.

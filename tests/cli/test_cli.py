@@ -525,20 +525,61 @@ def _listing(root: Path) -> list[str]:
     return sorted(str(p.relative_to(root)) for p in root.rglob("*"))
 
 
+def _snapshot(root: Path) -> dict[str, tuple[int, int, bytes]]:
+    """Every entry under root, hidden ones included, with its mode, size and bytes."""
+    out: dict[str, tuple[int, int, bytes]] = {}
+    for p in sorted(root.rglob("*")):
+        st = p.lstat()
+        data = p.read_bytes() if p.is_file() and not p.is_symlink() else b""
+        out[str(p.relative_to(root))] = (st.st_mode, st.st_size, data)
+    return out
+
+
 @pytest.mark.parametrize(
-    "args", [["history", "a.txt"], ["show", "abc"], ["context", "s1"], ["why", "a.txt"]]
+    "args",
+    [
+        ["files"],
+        ["files", "--json"],
+        ["history", "a.txt"],
+        ["show", "abc"],
+        ["context", "s1"],
+        ["why", "a.txt"],
+        ["stats"],
+        # A restore in a folder with no store has no version to go back to.
+        ["restore", "a.txt"],
+    ],
 )
 def test_read_commands_on_a_tree_with_no_store_say_so_and_create_nothing(
     tmp_path: Path, args: list[str]
 ) -> None:
     (tmp_path / "a.txt").write_text("hello\n")
-    before = _listing(tmp_path)
-    line = one_line_error(ctxnb(*args, cwd=tmp_path), args[0])
-    assert "has no ctxnb store (.ctxnb/)" in line and "ctxnb index" in line
-    assert _listing(tmp_path) == before  # no .ctxnb/, nothing else either
+    (tmp_path / "sub").mkdir()
+    (tmp_path / "sub" / ".env").write_text("TOKEN=x\n")
+    before = _snapshot(tmp_path)
+    proc = ctxnb(*args, cwd=tmp_path)
+    line = one_line_error(proc, args[0])
+    assert proc.stdout == ""  # not an empty listing that looks like an answer
+    assert f"{tmp_path} is not a ctxnb workspace" in line
+    assert "`ctxnb index`" in line and "`ctxnb init`" in line
+    assert _snapshot(tmp_path) == before  # no .ctxnb/, nothing else either
     # The same through -w from elsewhere.
     line = one_line_error(ctxnb(*args, "-w", str(tmp_path), cwd=tmp_path.parent), args[0])
-    assert str(tmp_path) in line and _listing(tmp_path) == before
+    assert f"{tmp_path} is not a ctxnb workspace" in line and _snapshot(tmp_path) == before
+
+
+def test_store_verify_on_a_tree_with_no_store_says_how_to_make_one(tmp_path: Path) -> None:
+    line = one_line_error(ctxnb("store", "verify", str(tmp_path)), "store")
+    assert f"{tmp_path} is not a ctxnb workspace" in line and "`ctxnb index`" in line
+    assert "pass the workspace as PATH" in line and _listing(tmp_path) == []
+
+
+def test_commands_meant_to_create_a_workspace_still_do(tmp_path: Path) -> None:
+    # The refusal above is for reads only: index and open record what they see.
+    (tmp_path / "a.txt").write_text("hello\n")
+    assert ctxnb("open", "a.txt", cwd=tmp_path).returncode == 0
+    assert (tmp_path / ".ctxnb").is_dir()
+    proc = ctxnb("files", cwd=tmp_path)
+    assert proc.returncode == 0 and proc.stdout.split() == ["a.txt"]
 
 
 def test_trace_verify_on_an_ungoverned_tree_fails_and_says_why(tmp_path: Path) -> None:

@@ -75,13 +75,22 @@ def ws(tmp_path: Path) -> Path:
 
 
 @pytest.fixture
+def indexed(ws: Path) -> Path:
+    """Made a workspace explicitly: the read commands (``files`` …) refuse a folder with
+    no store rather than make one."""
+    assert ctxnb("index", cwd=ws).returncode == 0
+    return ws
+
+
+@pytest.fixture
 def gws(tmp_path: Path) -> Path:
     """Governed: INT-001 owns ``inventory/**``."""
     return governed(copy_sample_workspace(tmp_path / "gov"))
 
 
 # -- files -----------------------------------------------------------------------------------
-def test_files_lists_what_the_agent_may_see_and_no_denied_file(ws: Path) -> None:
+def test_files_lists_what_the_agent_may_see_and_no_denied_file(indexed: Path) -> None:
+    ws = indexed
     (ws / "id_rsa").write_text("not really a key\n")
     proc = ctxnb("files", "--json", cwd=ws)
     assert proc.returncode == 0, proc.stderr
@@ -101,7 +110,8 @@ def test_files_lists_what_the_agent_may_see_and_no_denied_file(ws: Path) -> None
     assert ctxnb("files", ".env", cwd=ws).stdout == ""
 
 
-def test_files_refuses_a_directory_outside_the_workspace(ws: Path) -> None:
+def test_files_refuses_a_directory_outside_the_workspace(indexed: Path) -> None:
+    ws = indexed
     (ws.parent / "outside.txt").write_text("beside the workspace\n")
     line = refused(ctxnb("files", "..", cwd=ws), "files", "")
     assert "outside the workspace" in line

@@ -357,7 +357,7 @@ def test_bad_input_is_one_clear_error(gov: Path, tmp_path: Path):
     # Opening the workspace created no store there, so the CLI says that first.
     assert not (plain / ".ctxnb").exists()
     code, _, err = run_cli(["why", "a.py", "-w", str(plain)])
-    assert code == 1 and "has no ctxnb store" in err
+    assert code == 1 and "is not a ctxnb workspace" in err
     code, _, err = run_cli(["index", str(plain)])
     assert code == 0
     code, _, err = run_cli(["why", "a.py", "-w", str(plain)])
