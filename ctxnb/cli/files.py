@@ -64,8 +64,13 @@ def _check(answer: dict[str, Any], *, tool: str = "", path: Any = None) -> Any:
         return answer["result"]
     action = str(answer.get("required_action") or "")
     code = answer.get("error_code")
+    message = " ".join(str(answer.get("message", "")).split())
     # The library's advice names the agent's tools; at a prompt they are options.
     if code == "READ_BEFORE_WRITE" and tool == "apply_patch":
+        # The message ends with the library's fix (`; read it first …`): the command
+        # line's replaces it rather than standing beside it.
+        cause, sep, _ = message.partition("; read it first")
+        message = cause if sep else message
         action = f"run `ctxnb open {path}` and pass its sha256 with --sha256"
     elif code in ("NO_ACTIVE_INTENT", "INVALID_INTENT"):
         known = re.search(r"Active intents: [^.]*", action)
@@ -73,7 +78,6 @@ def _check(answer: dict[str, Any], *, tool: str = "", path: Any = None) -> Any:
             f"; {known.group(0)}" if known else ""
         )
     fix = f" ({action.rstrip('.')})" if action else ""
-    message = " ".join(str(answer.get("message", "")).split())
     raise _Refused(f"{answer.get('error_code')}: {message}{fix}")
 
 

@@ -35,6 +35,13 @@ ALL_FILES_LOCK = "all-files.lock"
 command's commit exclusive (one descriptor however many files it changes)."""
 
 _LOCK_FLAGS = os.O_RDWR | os.O_CREAT | os.O_CLOEXEC | os.O_NOFOLLOW
+# The argument that names the copy an edit is based on, per tool that takes one (the
+# fix a READ_BEFORE_WRITE refusal names).
+_BASE_ARG = {
+    "write_file": "expected_sha256",
+    "apply_patch": "expected_sha256",
+    "propose_merge": "base_sha256",
+}
 
 
 class FileSources:
@@ -232,11 +239,18 @@ class FileSources:
         """
         wanted = expected or self.read_hashes.get(rel)
         if wanted is None:
+            # The fix is in the message itself, not only in required_action: a Python
+            # caller sees str(error), and every door (dispatch, MCP, the hook) hands on
+            # this one text, so each names the same fix.
+            base = _BASE_ARG.get(tool)
+            fix = f"read it first (read_file({rel!r}))" + (
+                f", or pass the sha256 of the copy the edit is based on as {base}" if base else ""
+            )
             raise PolicyError(
                 "READ_BEFORE_WRITE",
                 f"{tool} on {rel}: the file exists and this session has not read it, so the "
-                "edit cannot be checked against its current content",
-                required_action=f"Call read_file on {rel!r} first (or pass expected_sha256).",
+                f"edit cannot be checked against its current content; {fix}",
+                required_action=f"{fix[0].upper()}{fix[1:]}.",
             )
         return wanted
 

@@ -216,6 +216,8 @@ def test_patch_applies_a_diff_to_the_copy_it_was_made_from_and_nothing_else(ws: 
     # Not opened in this session and no --sha256: nothing to check the diff against.
     line = refused(ctxnb("patch", rel, cwd=ws, stdin=diff), "patch", "READ_BEFORE_WRITE")
     assert "--sha256" in line
+    # The command line's fix, not the library's beside it.
+    assert "read_file(" not in line and "expected_sha256" not in line
     # A hash of another copy: stale, refused.
     line = refused(
         ctxnb("patch", rel, "--sha256", "0" * 64, cwd=ws, stdin=diff), "patch", "STALE_FILE"

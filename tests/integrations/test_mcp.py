@@ -87,6 +87,33 @@ def test_refusal_is_tool_error_with_structured_content(plain_ws: Path) -> None:
         assert {"message", "recoverable", "required_action"} <= set(res.structured_content)
 
 
+def test_a_write_of_a_file_never_read_names_the_apis_fix_over_stdio(
+    plain_ws: Path, tmp_path: Path
+) -> None:
+    """A real client over stdio gets the refusal the Python API raises, word for word:
+    the cause and the fix (read it first, or pass expected_sha256), in the text the model
+    reads and in the structured result; nothing is written."""
+    before = (plain_ws / "README.md").read_bytes()
+
+    async def body() -> types.CallToolResult:
+        async with stdio_session(plain_ws, tmp_path / "err.log") as s:
+            return await s.call_tool("write_file", {"path": "README.md", "content": "new\n"})
+
+    res = run_async(body)
+    assert res.is_error and res.structured_content["error_code"] == "READ_BEFORE_WRITE"
+    assert (plain_ws / "README.md").read_bytes() == before
+    from ctxnb import Workspace
+    from ctxnb.errors import PolicyError
+
+    with Workspace.open(plain_ws) as w, pytest.raises(PolicyError) as api:
+        w.tools(w.session("api")).write_file("README.md", "new\n")
+    assert res.structured_content["message"] == str(api.value)
+    assert res.structured_content["required_action"] == api.value.required_action
+    assert "read it first (read_file('README.md'))" in str(api.value)
+    assert "expected_sha256" in str(api.value)
+    assert str(api.value) in _text(res)
+
+
 def test_unknown_tool_and_bad_arguments_are_protocol_errors(plain_ws: Path) -> None:
     with McpBackend(plain_ws) as b:
         with pytest.raises(MCPError) as e1:

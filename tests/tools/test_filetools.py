@@ -50,6 +50,36 @@ def test_read_lines_and_excerpt(tools):
         tools.read_lines("inventory/models.py", 9999, 10000)
 
 
+def test_a_write_of_a_file_never_read_says_what_to_do_at_every_door(tools, sample_ws):
+    """The refusal a Python caller sees as str(error) names the fix, not only the cause,
+    and dispatch hands on the same text as a result; each fix it names then works."""
+    before = (sample_ws / "README.md").read_bytes()
+    with pytest.raises(PolicyError) as exc:
+        tools.write_file("README.md", "new\n")
+    said = str(exc.value)
+    assert exc.value.error_code == "READ_BEFORE_WRITE"
+    assert "has not read it" in said  # the cause
+    assert "read it first (read_file('README.md'))" in said  # the fix, in the message
+    assert "pass the sha256 of the copy the edit is based on as expected_sha256" in said
+    assert exc.value.required_action.startswith("Read it first (read_file('README.md'))")
+    out = tools.dispatch("write_file", {"path": "README.md", "content": "new\n"})
+    assert out["ok"] is False and out["error_code"] == "READ_BEFORE_WRITE"
+    assert out["message"] == said  # one message for every door
+    assert out["required_action"] == exc.value.required_action
+    # apply_patch names the same fix; propose_merge names its own base argument.
+    with pytest.raises(PolicyError) as patch:
+        first = before.decode().splitlines()[0]
+        diff = f"--- a/README.md\n+++ b/README.md\n@@ -1 +1 @@\n-{first}\n+changed\n"
+        tools.apply_patch("README.md", diff)
+    assert "read_file('README.md')" in str(patch.value) and "expected_sha256" in str(patch.value)
+    assert (sample_ws / "README.md").read_bytes() == before  # nothing written by a refusal
+    # Each fix named works: the hash of the copy on disk, then a read.
+    tools.write_file("README.md", "by hash\n", expected_sha256=sha256_hex(before))
+    other = tools.workspace.tools(tools.workspace.session("ft-2"), caller="tests")
+    other.read_file("README.md")
+    assert other.write_file("README.md", "after a read\n").sha256 == sha256_hex(b"after a read\n")
+
+
 def test_write_requires_read_or_hash_and_refuses_stale(tools, sample_ws):
     with pytest.raises(PolicyError) as exc:
         tools.write_file("README.md", "new\n")
