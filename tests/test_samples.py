@@ -9,6 +9,9 @@ read the notebooks' code, which is what decides where they look.
 from __future__ import annotations
 
 import ast
+import os
+import subprocess
+import sys
 from pathlib import Path
 
 import nbformat
@@ -95,6 +98,48 @@ def test_each_tutorial_names_the_extras_its_imports_need(nb: Path) -> None:
     # brings (ctxnb.tasks refuses an interpreter without it, naming the fix).
     tasks = any(m == "ctxnb.tasks" or m.startswith("ctxnb.tasks.") for m in mods)
     assert TUTORIAL_PACKAGES.get(nb.name[:2], ()) == (("pytest",) if tasks else ())
+
+
+# A Python without the extra: the SDK's import fails as a missing package's does.
+_WITHOUT = """
+import sys
+for name in sys.argv[2:]:
+    sys.modules[name] = None
+exec(compile(open(sys.argv[1]).read(), "first cell", "exec"), {"__name__": "__main__"})
+"""
+
+
+ACP_TUTORIALS = [nb for nb in TUTORIALS if "acp" in TUTORIAL_EXTRAS.get(nb.name[:2], ())]
+
+
+def test_there_is_an_acp_tutorial_for_the_check_below() -> None:
+    assert [nb.name[:2] for nb in ACP_TUTORIALS] == ["08"]
+
+
+@pytest.mark.parametrize("nb", ACP_TUTORIALS, ids=lambda p: p.name[:2])
+def test_an_acp_tutorial_without_the_extra_fails_at_its_first_cell_naming_the_install(
+    nb: Path, tmp_path: Path
+) -> None:
+    """Run as a pip user without ``[acp]`` would: the first cell that imports the SDK
+    stops with ctxnb's message naming ``pip install 'ctxnb[acp]'``, not a bare ``No module
+    named 'acp'``. (The other extras' notebooks reach them through ctxnb's own imports,
+    which raise the same kind of message.)"""
+    cells = [c for c in nbformat.read(nb, as_version=4).cells if c.cell_type == "code"]
+    first = next(c for c in cells if "acp" in {m.split(".")[0] for m in _imports(code(c.source))})
+    (tmp_path / "cell.py").write_text(code(first.source))
+    proc = subprocess.run(
+        [sys.executable, "-c", _WITHOUT, str(tmp_path / "cell.py"), "acp"],
+        cwd=tmp_path,
+        env={**os.environ, "PYTHONPATH": str(REPO)},
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+    assert proc.returncode == 1
+    last = proc.stderr.strip().splitlines()[-1]
+    assert last.startswith("ctxnb.errors.MissingDependencyError: "), proc.stderr
+    assert "pip install 'ctxnb[acp]'" in last
 
 
 def test_copy_tutorials_copies_every_notebook_and_never_overwrites(tmp_path: Path) -> None:

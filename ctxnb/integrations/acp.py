@@ -58,8 +58,9 @@ try:
     from acp import schema as acp_schema
 except ImportError as e:  # pragma: no cover - depends on the environment
     raise MissingDependencyError(
-        "`ctxnb acp serve` needs the Agent Client Protocol SDK; install it with "
-        "`pip install 'ctxnb[acp]'`"
+        "ctxnb's ACP agent (`ctxnb acp serve`, ctxnb.integrations.acp) needs the "
+        "Agent Client Protocol SDK (the acp package), which is not installed; install "
+        "it with `pip install 'ctxnb[acp]'`"
     ) from e
 
 if TYPE_CHECKING:
