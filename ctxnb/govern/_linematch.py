@@ -55,11 +55,32 @@ def _line_map(old: list[str], new: list[str]) -> dict[int, int]:
     and a repeated line (a blank line, a closing bracket) follows its neighbours rather
     than the first copy of it. difflib on two long files full of such lines costs
     quadratic time; this costs a few milliseconds.
+
+    A line with no letter or digit (a blank line, a lone bracket) never anchors: one
+    that happens to occur once in both texts would otherwise compete with the lines
+    around it, and the alignment may keep the blank line and drop a written one. Such
+    lines are matched afterwards, inside the gaps the real anchors leave.
     """
     import patiencediff  # a Rust extension, loaded when a diff is needed
 
-    blocks = patiencediff.PatienceSequenceMatcher(None, old, new).get_matching_blocks()
-    return {a + k: b + k for a, b, size in blocks for k in range(size)}
+    matcher = patiencediff.PatienceSequenceMatcher
+    # An object equals only itself: such a line matches nothing in the first pass.
+    o: list[object] = [k if _anchors(k) else object() for k in old]
+    n: list[object] = [k if _anchors(k) else object() for k in new]
+    out: dict[int, int] = {}
+    pa = pb = 0
+    for a, b, size in matcher(None, o, n).get_matching_blocks():
+        if a > pa and b > pb:  # a gap on both sides: match what is left in it
+            for sa, sb, ss in matcher(None, old[pa:a], new[pb:b]).get_matching_blocks():
+                out.update((pa + sa + k, pb + sb + k) for k in range(ss))
+        out.update((a + k, b + k) for k in range(size))
+        pa, pb = a + size, b + size
+    return out
+
+
+def _anchors(key: str) -> bool:
+    """Whether a line may anchor the alignment: it holds a letter or a digit."""
+    return any(c.isalnum() for c in key)
 
 
 @dataclass

@@ -20,7 +20,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
 from ctxnb import Workspace
@@ -341,6 +341,20 @@ EDIT = st.tuples(
     max_examples=25, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
 )
 @given(steps=st.lists(EDIT, min_size=1, max_size=8))
+# A blank line that occurs once in the record's version and once today anchored the
+# diff in place of the written line beside it, which then resolved to no record.
+@example(
+    steps=[
+        ("ai", "insert", 0, 1),
+        ("ai", "insert", 0, 1),
+        ("unrecorded", "replace", 157, 2),
+        ("ai", "delete", 0, 3),
+        ("ai", "delete", 0, 4),
+        ("ai", "replace", 254, 4),
+        ("ai", "replace", 1, 4),
+        ("unrecorded", "insert", 159, 1),
+    ]
+)
 def test_random_edit_sequences_resolve_every_line_to_its_writer(
     tmp_path_factory: pytest.TempPathFactory, steps
 ):
@@ -396,3 +410,18 @@ def test_random_edit_sequences_resolve_every_line_to_its_writer(
         got = result.records[lw.record].record_id if lw.record else None
         assert got == want, (lw.line, lw.text, steps)
     ws.close()
+
+
+def test_a_blank_line_does_not_anchor_the_diff_in_place_of_a_written_one():
+    """The record's version and today's file each hold one blank line, on opposite sides
+    of the written line: the diff may keep only one of the two, and must keep the
+    written line (the blank one is matched inside the gaps, where it can be)."""
+    from ctxnb.govern._linematch import _line_map
+
+    old = ["head", "", "w0", "w1", "w2", "kept", "tail"]
+    new = ["head", "x0", "x1", "x2", "kept", "", "u", "tail"]
+    m = _line_map(old, new)
+    assert m[old.index("kept")] == new.index("kept")
+    assert m[0] == 0 and m[6] == 7
+    # The blank line is still carried over when nothing written competes with it.
+    assert _line_map(["a", "", "b"], ["a", "", "c", "b"]) == {0: 0, 1: 1, 2: 3}
