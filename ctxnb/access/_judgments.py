@@ -21,12 +21,10 @@ each (``None``: accepted). A walk given a :class:`Judgments`:
 so nothing in it is used unless all of these hold; otherwise every name is judged again
 and the file is written afresh:
 
-* it and ``.ctxnb`` are reached without following a link, it is a regular file owned by
-  the effective user and writable by no one else;
-* its first line is an HMAC-SHA256, under a 32-byte secret kept beside it in
-  ``.ctxnb/judgments.key`` (mode 0600, owned by the user), of the key file's identity
-  (device, inode, change time in ns) and of the rest of the file; the key file's
-  identity is new whenever it is made, so a key and a cache copied or unpacked from
+* it is sealed (:mod:`ctxnb._util.seal`): reached without following a link, a regular
+  file owned by the effective user and writable by no one else, its first line an
+  HMAC-SHA256 under the workspace's secret (``.ctxnb/judgments.key``, 0600) that also
+  covers the key file's identity, so a key and a cache copied or unpacked from
   elsewhere (a tarball carrying ``.ctxnb/``) never verify;
 * the rules key it names is the SHA-256 of everything a judgment depends on: the deny
   and governance globs in force, ``max_path_bytes``, the name limits, ctxnb's version,
@@ -58,33 +56,27 @@ from __future__ import annotations
 
 import json
 import os
-import stat as stat_mod
 import time
 import unicodedata
-from _operator import _compare_digest  # hmac.compare_digest without loading OpenSSL
 from typing import TYPE_CHECKING, Any
 
+from .._util import seal
 from .._util.jsoncache import loads_paused
-from ..hashing import sha256_for, sha256_hex
+from .._util.seal import KEY_FILE, hmac_sha256
+from ..hashing import sha256_hex
 
 if TYPE_CHECKING:
     from .pathrules import PathRules
 
-__all__ = ["CACHE_FILE", "KEY_FILE", "RACY_NS", "Judgments"]
+__all__ = ["CACHE_FILE", "KEY_FILE", "RACY_NS", "Judgments", "hmac_sha256"]
 
 CACHE_FILE = "judgments"
-KEY_FILE = "judgments.key"
 FORMAT = 1
 # A directory changed within this long of its listing may have changed again in the same
 # timestamp tick (coarse clocks; filesystems that keep 1- or 2-second times).
 RACY_NS = 2_000_000_000
 NOT_JUDGED = 0  # a name the walk did not judge (a link, a special file, a temp file)
-_KEY_BYTES = 32
 _MAX_FILE = 64 << 20  # a larger file is not ours (a tree of ~1M names is ~40 MB)
-_CLOEXEC = getattr(os, "O_CLOEXEC", 0)
-_DIR_FLAGS = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | _CLOEXEC
-_READ_FLAGS = os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | _CLOEXEC
-_NEW_FLAGS = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | _CLOEXEC
 
 # One directory: [st_dev, st_ino, st_mtime_ns, st_ctime_ns, listed_ns, {name: rule}]
 Entry = list[Any]
@@ -98,13 +90,7 @@ def rules_key(rules: PathRules) -> str:
 
     # The judging code's own bytes: an edited checkout judges again, and two installs of
     # the same release agree (their files' times differ).
-    code = []
-    for mod in (pathrules, wildmatch, _safepath):
-        try:
-            with open(mod.__file__ or "", "rb") as f:
-                code.append(sha256_hex(f.read()))
-        except OSError:
-            code.append("")
+    code = seal.code_key((pathrules, wildmatch, _safepath))
     parts = [
         FORMAT,
         __version__,
@@ -219,71 +205,10 @@ class Judgments:
         return dict(self._new)
 
 
-# -- the files ----------------------------------------------------------------------
-def _open_dir(state_dir: str) -> int:
-    return os.open(state_dir, _DIR_FLAGS)
-
-
-def _read_owned(name: str, dir_fd: int, *, private: bool) -> tuple[bytes, os.stat_result]:
-    """A regular file of ours, not followed through a link: owned by this user and not
-    writable by others (``private``: not readable by them either)."""
-    fd = os.open(name, _READ_FLAGS, dir_fd=dir_fd)
-    try:
-        st = os.fstat(fd)
-        bad = 0o077 if private else 0o022
-        if (
-            not stat_mod.S_ISREG(st.st_mode)
-            or st.st_uid != os.geteuid()
-            or st.st_mode & bad
-            or st.st_size > _MAX_FILE
-        ):
-            raise ValueError(f"{name} is not a private file of this user")
-        chunks = []
-        while chunk := os.read(fd, 1 << 20):
-            chunks.append(chunk)
-        return b"".join(chunks), st
-    finally:
-        os.close(fd)
-
-
-def _key_ident(st: os.stat_result) -> bytes:
-    return f"{st.st_dev}:{st.st_ino}:{st.st_ctime_ns}\n".encode()
-
-
-def hmac_sha256(key: bytes, msg: bytes) -> str:
-    """HMAC-SHA256 (RFC 2104) of ``msg`` under ``key`` (at most 64 bytes), hex.
-
-    The same digest as ``hmac.new(key, msg, "sha256")``, by the interpreter's own
-    SHA-256: the ``hmac`` and ``hashlib`` modules load OpenSSL (about 2 ms), which an
-    unchanged re-index has no other use for; up to a megabyte the built-in hash costs
-    less than that load.
-    """
-    sha = sha256_for(0 if len(msg) < 1 << 20 else len(msg))
-    k = key.ljust(64, b"\0")
-    inner = sha(bytes(b ^ 0x36 for b in k) + msg).digest()
-    return str(sha(bytes(b ^ 0x5C for b in k) + inner).hexdigest())
-
-
-def _mac(secret: bytes, key_st: os.stat_result, body: bytes) -> str:
-    return hmac_sha256(secret, _key_ident(key_st) + body)
-
-
+# -- the file ----------------------------------------------------------------------
 def _load(state_dir: str, key: str) -> dict[str, Entry]:
-    try:
-        dfd = _open_dir(state_dir)
-    except OSError:
-        return {}
-    try:
-        secret, key_st = _read_owned(KEY_FILE, dfd, private=True)
-        raw, _ = _read_owned(CACHE_FILE, dfd, private=False)
-    except (OSError, ValueError):
-        return {}
-    finally:
-        os.close(dfd)
-    mac, nl, body = raw.partition(b"\n")
-    if len(secret) != _KEY_BYTES or not nl:
-        return {}
-    if not _compare_digest(mac, _mac(secret, key_st, body).encode()):
+    body = seal.read(state_dir, CACHE_FILE, limit=_MAX_FILE)
+    if body is None:
         return {}
     try:
         data = loads_paused(body)
@@ -311,55 +236,10 @@ def _valid_rule(r: Any) -> bool:
     return r is None or type(r) is str or (type(r) is int and r == NOT_JUDGED)
 
 
-def _write_new(name: str, dir_fd: int, data: bytes, mode: int) -> None:
-    fd = os.open(name, _NEW_FLAGS, mode, dir_fd=dir_fd)
-    try:
-        view = memoryview(data)
-        while view:
-            view = view[os.write(fd, view) :]
-        os.fsync(fd)
-    finally:
-        os.close(fd)
-
-
-def _replace(name: str, dir_fd: int, data: bytes, mode: int) -> None:
-    tmp = f".{name}.{os.getpid()}.{os.urandom(4).hex()}.tmp"
-    try:
-        _write_new(tmp, dir_fd, data, mode)
-        os.replace(tmp, name, src_dir_fd=dir_fd, dst_dir_fd=dir_fd)
-    except BaseException:
-        try:
-            os.unlink(tmp, dir_fd=dir_fd)
-        except OSError:
-            pass
-        raise
-
-
-def _secret(dir_fd: int) -> tuple[bytes, os.stat_result]:
-    """The workspace's secret, made (or made again, when the one there is not a private
-    file of this user) the first time a cache is written."""
-    try:
-        secret, st = _read_owned(KEY_FILE, dir_fd, private=True)
-        if len(secret) == _KEY_BYTES:
-            return secret, st
-    except (OSError, ValueError):
-        pass
-    _replace(KEY_FILE, dir_fd, os.urandom(_KEY_BYTES), 0o600)
-    secret, st = _read_owned(KEY_FILE, dir_fd, private=True)
-    return secret, st
-
-
 def _save(state_dir: str, key: str, dirs: dict[str, Entry]) -> None:
-    os.makedirs(state_dir, exist_ok=True)
-    dfd = _open_dir(state_dir)
-    try:
-        secret, key_st = _secret(dfd)
-        body = json.dumps(
-            {"format": FORMAT, "key": key, "saved_ns": time.time_ns(), "dirs": dirs},
-            separators=(",", ":"),
-            ensure_ascii=False,
-        ).encode()
-        _replace(CACHE_FILE, dfd, _mac(secret, key_st, body).encode() + b"\n" + body, 0o600)
-        os.fsync(dfd)
-    finally:
-        os.close(dfd)
+    body = json.dumps(
+        {"format": FORMAT, "key": key, "saved_ns": time.time_ns(), "dirs": dirs},
+        separators=(",", ":"),
+        ensure_ascii=False,
+    ).encode()
+    seal.write(state_dir, CACHE_FILE, body)

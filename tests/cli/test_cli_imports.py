@@ -161,6 +161,7 @@ INDEX_MODULES = {
     "ctxnb._util.jsoncache",
     "ctxnb._util.lazy",
     "ctxnb._util.record",
+    "ctxnb._util.seal",
     "ctxnb._util.wildmatch",
     "ctxnb._version",
     "ctxnb.access",
