@@ -17,9 +17,11 @@ is walked. A change to git's outer ignores walks the whole tree. The rules files
 themselves are read every time, so an edit of one is seen whatever its stat says.
 
 A workspace's walk is also kept for the next process (``keep``: in
-``.ctxnb/sessions/rules-walk.json``, sealed by :func:`ctxnb.session._cold.write_sealed`),
-keyed by a digest of the walk's inputs (names, rules root, ignores, git's outer ignores
-and tracked files) and of the workspace (ctxnb's version, root, settings): a fresh
+``.ctxnb/sessions/rules-walk.json``, sealed by :func:`ctxnb.session._cold.write_sealed`
+under the workspace's secret: a file forged without it, copied from another workspace,
+behind a link or writable by others is not used), keyed by a digest of the walk's inputs
+(names, rules root, ignores, git's outer ignores and tracked files), of the walking
+code's bytes and of the workspace (root, settings): a fresh
 process that resumes a session checks those directories' stats as above instead of
 walking the tree. A file that is missing, damaged or of another key is a fresh walk; what
 it lists is only where to look (each rules file found is read through the path policy),
@@ -32,6 +34,7 @@ import hashlib
 import json
 import os
 import posixpath
+import sys
 import time
 import weakref
 from collections.abc import Callable
@@ -123,7 +126,12 @@ def _canon(value: Any) -> Any:
 
 
 def _digest(key: tuple[Any, ...], outer: tuple[Any, ...], extra: str) -> str:
-    text = json.dumps([_canon(key), _canon(outer), extra])
+    from .._util.seal import code_key
+    from ..access import _fdwalk, ignore
+
+    # The code that decides what a walk finds: an edited or upgraded ctxnb walks again.
+    code = code_key((sys.modules[__name__], _fdwalk, ignore))
+    text = json.dumps([_canon(key), _canon(outer), extra, code])
     return hashlib.sha256(text.encode("utf-8", "surrogatepass")).hexdigest()
 
 

@@ -21,15 +21,22 @@ What it trusts, and why:
   from the store's log without opening it (:func:`ctxnb.store._tip.read_tip`); any
   commit since, by any process, moves the tip and the full path runs (and writes a new
   one when it finds nothing changed). A log the tip reader cannot vouch for is a miss.
-- **Its own bytes**: a SHA-256 of the body, then a strict check of every field's type
-  and length; damage of any kind is a miss, never an error and never trusted in part.
-- **Its key**: the format, the ctxnb version, the session id, the workspace's root, its
-  filesystem id, and a hash of the settings and mounts. Any difference is a miss.
+- **Its seal** (:mod:`ctxnb._util.seal`): it is believed only when it is reached
+  without following a link, is a regular file of this user that no one else can write,
+  and carries an HMAC-SHA256 under the workspace's secret (``.ctxnb/judgments.key``,
+  0600), which also covers the key file's identity: a file forged without the secret
+  (a right SHA-256 is not enough), and a ``.ctxnb/`` copied from another workspace, are
+  misses. Then a strict check of every field's type and length; damage of any kind is a
+  miss, never an error and never trusted in part.
+- **Its key**: the format, the SHA-256 of the modules whose code decides what it holds
+  (:func:`code_key`: an edited or upgraded ctxnb resumes in full), the session id, the
+  workspace's root, its filesystem id, and a hash of the settings and mounts. Any
+  difference is a miss.
 - **ctxnb's own directory.** The file says "the store held these documents at this tip
   and these stats were seen with these hashes", as ``statcache.json`` and the resume
-  block do; it is as trustworthy as they and the store's log beside it, all of them in
-  ``.ctxnb/``, which the path policy denies to agents and no sandbox makes writable. A
-  writer who can forge it with a right hash can forge the log too.
+  block do; it lives in ``.ctxnb/``, which the path policy denies to agents and no
+  sandbox makes writable, so no agent can write it or read the secret. A process of the
+  user outside ctxnb can, as it can rewrite the store's log beside it.
 
 A miss costs one small read: the resume runs the full path (:meth:`SessionResume.restore`
 and :meth:`~SessionResume.reconcile`) as if the file were not there, and removes it.
@@ -38,7 +45,6 @@ and :meth:`~SessionResume.reconcile`) as if the file were not there, and removes
 from __future__ import annotations
 
 import contextlib
-import gc
 import hashlib
 import json
 import os
@@ -48,8 +54,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from .._version import __version__
-from ..access._gitsources import _read_host
+from .._util import seal
+from .._util.jsoncache import loads_paused
 
 if TYPE_CHECKING:
     from ..access.door import Access
@@ -57,6 +63,7 @@ if TYPE_CHECKING:
 __all__ = [
     "LIGHT_COLUMNS",
     "ColdState",
+    "code_key",
     "cold_path",
     "current_tip",
     "drop",
@@ -71,8 +78,7 @@ __all__ = [
     "write_sealed",
 ]
 
-_MAGIC = b"CTXNBCR1"
-_FORMAT = 1
+_FORMAT = 2  # 2: sealed by the workspace's secret, keyed by the code's hash
 # Larger than any session's file (a hostile file is not read whole).
 _BYTES_MAX = 1 << 28
 
@@ -138,11 +144,14 @@ def _key(ws: Access) -> dict[str, Any]:
     settings = repr((ws.config, res.mounts, res.default_filesystem_id()))
     return {
         "format": _FORMAT,
-        "ctxnb": __version__,
         "root": str(ws.root),
         "filesystem_id": res.filesystem_of(str(ws.root)),
         "settings": hashlib.sha256(settings.encode("utf-8", "surrogatepass")).hexdigest(),
     }
+
+
+def _file_key(ws: Access, session_id: str, tip: tuple[int, int]) -> dict[str, Any]:
+    return {**_key(ws), "code": code_key(), "session_id": session_id, "tip": list(tip)}
 
 
 def current_tip(ws: Access) -> tuple[int, int] | None:
@@ -182,7 +191,7 @@ def save(ws: Access, session_id: str, state: ColdState) -> bool:
     ok = write_sealed(
         path,
         {
-            "key": {**_key(ws), "session_id": session_id, "tip": list(state.tip)},
+            "key": _file_key(ws, session_id, state.tip),
             "session": state.session,
             "turns": state.turns,
             "toolcall_refs": state.toolcall_refs,
@@ -200,52 +209,54 @@ def save(ws: Access, session_id: str, state: ColdState) -> bool:
     return ok
 
 
+def _where(path: Path) -> tuple[Path, str]:
+    """The workspace's ``.ctxnb`` and ``path``'s name below it (``sessions/<name>``)."""
+    return path.parent.parent, f"{path.parent.name}/{path.name}"
+
+
 def write_sealed(path: Path, value: Any) -> bool:
-    """Write ``value`` as JSON behind a magic and its SHA-256 (temp file, fsync, rename:
-    a reader sees the whole old file or the whole new one). False when it cannot."""
+    """Write ``value`` as JSON at ``path`` (a file of ``.ctxnb/sessions``), sealed by
+    the workspace's secret (:mod:`ctxnb._util.seal`: temp file, fsync, rename; a reader
+    sees the whole old file or the whole new one). False when it cannot."""
     body = json.dumps(value, ensure_ascii=False, separators=(",", ":"))
-    data = body.encode("utf-8", "surrogatepass")
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    state, name = _where(path)
     try:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW, 0o600)
-        try:
-            os.write(fd, _MAGIC + hashlib.sha256(data).digest() + data)
-            os.fsync(fd)
-        finally:
-            os.close(fd)
-        os.replace(tmp, path)
-    except OSError:
-        with contextlib.suppress(OSError):
-            os.unlink(tmp)
+        seal.write(state, name, body.encode("utf-8", "surrogatepass"))
+    except (OSError, ValueError):
         return False
     return True
 
 
 def read_sealed(path: Path) -> Any:
-    """What :func:`write_sealed` wrote at ``path``, or None: missing, a link, not a
-    regular file, too large, another magic, a hash that does not match, not JSON."""
-    data = _read_host(str(path), follow=False, limit=_BYTES_MAX)
-    if data is None:
+    """What :func:`write_sealed` wrote at ``path``, or None: missing, behind a link, not
+    a file of this user that only it can write, too large, not sealed by this
+    workspace's secret (forged, damaged, or copied from another workspace), not JSON."""
+    state, name = _where(path)
+    body = seal.read(state, name, limit=_BYTES_MAX)
+    if body is None:
         return None
-    if len(data) < 40 or data[:8] != _MAGIC or hashlib.sha256(data[40:]).digest() != data[8:40]:
-        return None
-    # JSON makes no cycles: the collector's passes over tens of thousands of parsed
-    # strings would cost about as much as the parse itself.
-    paused = gc.isenabled()
-    gc.disable()
     try:
-        return json.loads(data[40:].decode("utf-8", "surrogatepass"))
+        # JSON makes no cycles: the collector's passes over tens of thousands of parsed
+        # strings would cost about as much as the parse itself.
+        return loads_paused(body)
     except (ValueError, RecursionError):
         return None
-    finally:
-        if paused:
-            gc.enable()
+
+
+def code_key() -> list[str]:
+    """The SHA-256 of the modules whose code decides what a cold-resume file holds and
+    how it is read: an edited or upgraded ctxnb does not use an older one's file."""
+    # By path: the state and columns modules load the store's libraries, which a cold
+    # resume does without.
+    here = os.path.dirname(__file__)
+    names = ("_cold.py", "_columns.py", "_resume.py", "state.py")
+    return seal.code_key(os.path.join(here, n) for n in names)
 
 
 def workspace_key(ws: Access) -> str:
     """A digest of what state derived from a workspace's tree depends on besides the
-    tree: the format, ctxnb's version, the root, its filesystem, settings and mounts."""
+    tree: the format, the root, its filesystem, settings and mounts (the code that
+    derives such state adds its own hash: :func:`code_key`)."""
     text = json.dumps(_key(ws), sort_keys=True)
     return hashlib.sha256(text.encode("utf-8", "surrogatepass")).hexdigest()
 
@@ -278,7 +289,7 @@ def _parse(ws: Access, session_id: str, doc: Any) -> ColdState | None:
         return None
     tip = current_tip(ws)
     key = doc.get("key")
-    if tip is None or key != {**_key(ws), "session_id": session_id, "tip": list(tip)}:
+    if tip is None or key != _file_key(ws, session_id, tip):
         return None
     sdoc, cols = doc.get("session"), doc.get("columns")
     found, stats = doc.get("found"), doc.get("stats")
