@@ -256,17 +256,65 @@ def test_a_new_process_takes_the_kept_walk_and_still_sees_changes(tree, monkeypa
 
 
 def _forge_walk(tree, change) -> None:
-    import hashlib
-    import json
-
-    from ctxnb.session._cold import rules_walk_path
+    """Edit the kept walk and seal it again with the workspace's secret (what a process
+    of the user outside ctxnb could do)."""
+    from ctxnb.session._cold import read_sealed, rules_walk_path, write_sealed
 
     path = rules_walk_path(tree)
-    data = path.read_bytes()
-    doc = json.loads(data[40:])
+    doc = read_sealed(path)
     change(doc)
-    body = json.dumps(doc).encode()
-    path.write_bytes(data[:8] + hashlib.sha256(body).digest() + body)
+    assert write_sealed(path, doc)
+
+
+def _hide_rules(doc) -> None:
+    doc["found"] = []  # believed, the next discovery would find no rules file at all
+
+
+@pytest.mark.parametrize(
+    "how",
+    [
+        "sealed",  # the control: the forgery is taken when the file is believed
+        "sha256 line",
+        "plain-hash seal",
+        "copied .ctxnb",
+        "group-writable",
+        "symlinked file",
+        "readable key",
+    ],
+)
+def test_a_kept_walk_not_sealed_by_this_workspace_is_not_believed(tree, monkeypatch, how):
+    import hashlib
+    import json
+    import shutil
+
+    from ctxnb.session._cold import read_sealed, rules_walk_path
+
+    (tree / ".ctxnb").mkdir()
+    _settle()
+    RulesIndex.discover(Workspace.open(tree))
+    path, state = rules_walk_path(tree), tree / ".ctxnb"
+    _forge_walk(tree, _hide_rules)
+    body = json.dumps(read_sealed(path)).encode()
+    if how == "sha256 line":  # a right SHA-256 where the MAC goes, and no secret
+        path.write_bytes(hashlib.sha256(body).hexdigest().encode() + b"\n" + body)
+    elif how == "plain-hash seal":  # the plain-hash seal these files had before
+        path.write_bytes(b"CTXNBCR1" + hashlib.sha256(body).digest() + body)
+    elif how == "copied .ctxnb":  # the same bytes, secret and all, in new inodes
+        shutil.copytree(state, tree / "copy", symlinks=True)
+        shutil.rmtree(state)
+        (tree / "copy").rename(state)  # the root is listed again; a/ is not
+    elif how == "group-writable":
+        path.chmod(0o620)
+    elif how == "symlinked file":
+        path.rename(state / "real-walk.json")
+        path.symlink_to(state / "real-walk.json")
+    elif how == "readable key":
+        (state / "judgments.key").chmod(0o640)
+    files = list(RulesIndex.discover(Workspace.open(tree)).files)
+    if how == "sealed":
+        assert files == []
+    else:
+        assert files == ["AGENTS.md", "a/AGENTS.md"]
 
 
 def test_a_forged_kept_walk_cannot_bring_in_a_denied_file(tree, monkeypatch):
