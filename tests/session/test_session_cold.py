@@ -30,8 +30,9 @@ from ctxnb.session import _cold
 from ctxnb.session._cold import cold_path, load, read_sealed, write_sealed
 
 FILES = ("inventory/models.py", "README.md", "config/settings.toml", "web/app.js")
-# The store's and the models' libraries, and the slow standard ones a resume does not need.
-HEAVY = ("numpy", "pandas", "pyarrow", "pydantic", "yaml", "uuid")
+# The store's and the models' libraries, and the slow standard ones a resume does not need
+# (the seal's MAC is the interpreter's SHA-256, not ``hmac``).
+HEAVY = ("numpy", "pandas", "pyarrow", "pydantic", "yaml", "uuid", "hmac")
 
 
 def _prepared(root: Path, sid: str = "cold") -> dict[str, str]:
