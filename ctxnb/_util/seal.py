@@ -136,8 +136,9 @@ def read(state_dir: str | os.PathLike[str], name: str, *, limit: int = MAX_FILE)
 def write(state_dir: str | os.PathLike[str], name: str, body: bytes) -> None:
     """Seal ``body`` at ``name`` below ``state_dir`` (made if missing, as are the
     directories between, mode 0700), making the workspace's secret the first time.
-    Raises :class:`OSError` when it cannot; a reader sees the whole old file or the
-    whole new one."""
+    Raises :class:`OSError` when it cannot (a link on the way is not followed), and
+    :class:`ValueError` for a name that is not plainly below ``state_dir``; a reader
+    sees the whole old file or the whole new one."""
     os.makedirs(state_dir, exist_ok=True)
     dfd = os.open(state_dir, _DIR_FLAGS)
     try:
