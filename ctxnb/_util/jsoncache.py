@@ -45,12 +45,17 @@ def read_cache(path: Path, key: Any) -> Any:
     return None
 
 
-def write_json_atomic(path: Path, data: Any) -> None:
-    """Write JSON via a unique temporary file and a rename: readers see old or new."""
+def write_json_atomic(path: Path, data: Any, *, private: bool = False) -> None:
+    """Write JSON via a unique temporary file and a rename: readers see old or new.
+
+    ``private``: the file is made 0600 and its temporary name is never followed as a link
+    (what ctxnb keeps about a user's work, such as a merge proposal's text)."""
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_name(f".{path.name}.{os.getpid()}.{os.urandom(4).hex()}.tmp")
+    flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC | os.O_NOFOLLOW
     try:
-        with open(tmp, "w", encoding="utf-8") as fh:
+        fd = os.open(tmp, flags, 0o600 if private else 0o666)
+        with os.fdopen(fd, "w", encoding="utf-8") as fh:
             json.dump(data, fh, ensure_ascii=False, indent=1)
             fh.flush()
             os.fsync(fh.fileno())

@@ -36,6 +36,7 @@ import time
 from pathlib import Path
 from typing import Any, NamedTuple
 
+from .._util.jsoncache import write_json_atomic
 from ..errors import NotFoundError, StoreError
 from .merging import MergeProposal
 
@@ -106,18 +107,7 @@ def save_proposal(
         "intent_id": intent_id,
         "created": time.time(),
     }
-    data = json.dumps(record).encode("utf-8")
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600)
-    try:
-        with os.fdopen(fd, "wb") as fh:
-            fh.write(data)
-            fh.flush()
-            os.fsync(fh.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        tmp.unlink(missing_ok=True)
-        raise
+    write_json_atomic(path, record, private=True)
 
 
 _TYPES: dict[str, tuple[type, ...]] = {
