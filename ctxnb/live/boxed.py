@@ -38,7 +38,7 @@ from urllib.parse import urlsplit
 
 from ..errors import ConfigError, CtxnbError, SandboxError
 from ..llm.calls import CallUsage
-from ..tools.backend import run_command_args
+from ..tools.backend import ExecuteByCall
 
 if TYPE_CHECKING:
     from ..session.core import Session
@@ -339,7 +339,7 @@ class _RemoteSession:
         self.link.ask("add_turn", role=role, text=text)
 
 
-class _RemoteBackend:
+class _RemoteBackend(ExecuteByCall):
     """The loop's :class:`~ctxnb.tools.backend.Backend`: each call crosses to the server,
     whose backend answers it (the server runs ``run_command`` and nothing else)."""
 
@@ -349,18 +349,6 @@ class _RemoteBackend:
     def call(self, tool: str, args: Mapping[str, Any]) -> dict[str, Any]:
         out = self.link.ask("dispatch", name=tool, args=dict(args))
         return out if isinstance(out, dict) else {"ok": False, "error_code": "NO_ANSWER"}
-
-    def execute(
-        self,
-        command: str,
-        *,
-        cwd: str | None = None,
-        timeout: float | None = None,
-        shell: bool = False,
-    ) -> dict[str, Any]:
-        return self.call(
-            "run_command", run_command_args(command, cwd=cwd, timeout=timeout, shell=shell)
-        )
 
 
 class _RemoteEvents:

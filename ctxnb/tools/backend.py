@@ -43,7 +43,7 @@ from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 if TYPE_CHECKING:
     from .call import ToolRunner
 
-__all__ = ["Backend", "ToolsBackend", "run_command_args"]
+__all__ = ["Backend", "ExecuteByCall", "ToolsBackend", "run_command_args"]
 
 
 @runtime_checkable
@@ -84,7 +84,28 @@ def run_command_args(
     return args
 
 
-class ToolsBackend:
+class ExecuteByCall:
+    """:meth:`Backend.execute` as every backend has it: the ``run_command`` tool, asked
+    through the backend's own ``call`` (so a command passes the same checks as any call)."""
+
+    def call(self, tool: str, args: Mapping[str, Any]) -> dict[str, Any]:
+        raise NotImplementedError
+
+    def execute(
+        self,
+        command: str,
+        *,
+        cwd: str | None = None,
+        timeout: float | None = None,
+        shell: bool = False,
+    ) -> dict[str, Any]:
+        """Run a command as the ``run_command`` tool (``call`` answers it)."""
+        return self.call(
+            "run_command", run_command_args(command, cwd=cwd, timeout=timeout, shell=shell)
+        )
+
+
+class ToolsBackend(ExecuteByCall):
     """A :class:`Backend` in process: each call is ``tools.dispatch`` (validation, the
     governed workspace's policies, the tool, its audit line and session record).
 
@@ -98,19 +119,6 @@ class ToolsBackend:
     def call(self, tool: str, args: Mapping[str, Any]) -> dict[str, Any]:
         """Run one tool call through every check (``tools.dispatch``)."""
         return self.tools.dispatch(tool, dict(args))
-
-    def execute(
-        self,
-        command: str,
-        *,
-        cwd: str | None = None,
-        timeout: float | None = None,
-        shell: bool = False,
-    ) -> dict[str, Any]:
-        """Run a command as the ``run_command`` tool (``dispatch`` answers it)."""
-        return self.call(
-            "run_command", run_command_args(command, cwd=cwd, timeout=timeout, shell=shell)
-        )
 
     def __repr__(self) -> str:
         return f"<{type(self).__name__} {type(self.tools).__name__}>"
