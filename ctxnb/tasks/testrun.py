@@ -214,8 +214,14 @@ def _pytest_missing(python: str) -> str | None:
     """Why ``python`` cannot import pytest (its last line of error), or None if it can.
     Asked once per interpreter and process: an environment does not lose pytest while
     tasks are mined."""
+    # -I: the question is asked from wherever ctxnb runs, often the workspace, whose own
+    # pytest.py (or PYTHONPATH) must neither answer it nor run on the host.
     proc = subprocess.run(
-        [python, "-c", "import pytest"], capture_output=True, text=True, timeout=60, check=False
+        [python, "-I", "-c", "import pytest"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
     )
     if proc.returncode == 0:
         return None

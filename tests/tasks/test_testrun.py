@@ -147,3 +147,23 @@ def test_an_interpreter_without_pytest_is_named_before_any_round(
     # And an interpreter with pytest passes the check and runs the test.
     ok = run_tests(tmp_path, ["t.py::test_a"], python=PYTHON)
     assert ok.complete and ok.statuses[0] == {"t.py::test_a": "PASSED"}
+
+
+def test_a_pytest_module_in_the_current_directory_neither_answers_nor_runs(
+    tmp_path: Path, python_without_pytest: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The check runs from wherever ctxnb runs, often the workspace: a ``pytest.py`` there
+    (or on PYTHONPATH) made an interpreter without pytest look like one with it, and ran
+    on the host as it was imported."""
+    from ctxnb.tasks.testrun import _pytest_missing
+
+    marker = tmp_path / "ran"
+    (tmp_path / "pytest.py").write_text(f"open({str(marker)!r}, 'w').close()\n")
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("PYTHONPATH", str(tmp_path))
+    _pytest_missing.cache_clear()
+    try:
+        assert _pytest_missing(python_without_pytest) is not None
+    finally:
+        _pytest_missing.cache_clear()
+    assert not marker.exists()
